@@ -1,0 +1,219 @@
+//! Classification of one incoming JSON-RPC message: request, notification, response, or invalid.
+
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::acp::{Error, RequestId};
+use crate::errors;
+
+/// A request from the peer, handed to the application.
+#[derive(Debug)]
+pub struct IncomingRequest {
+    /// The id to answer with.
+    pub id: RequestId,
+    /// The method name.
+    pub method: String,
+    /// The parameters (`null` when absent).
+    pub params: Value,
+    /// Fired when the peer sends `$/cancel_request` for this id (or the connection closes).
+    pub cancel: CancellationToken,
+}
+
+/// What the application receives from the connection.
+#[derive(Debug)]
+pub enum IncomingMessage {
+    /// A request; it must be answered exactly once with [`crate::Peer::respond`].
+    Request(IncomingRequest),
+    /// A notification; unknown ones should be ignored.
+    Notification {
+        /// The method name.
+        method: String,
+        /// The parameters (`null` when absent).
+        params: Value,
+    },
+}
+
+/// The shape of one parsed message.
+#[derive(Debug)]
+pub(crate) enum Classified {
+    Request {
+        id: RequestId,
+        method: String,
+        params: Value,
+    },
+    Notification {
+        method: String,
+        params: Value,
+    },
+    Response {
+        id: RequestId,
+        result: Result<Value, Error>,
+    },
+    /// Answer with this error (id `null` when the id could not be read).
+    Invalid {
+        id: RequestId,
+        error: Error,
+    },
+    /// A malformed message that cannot be answered (e.g. a response without an id).
+    Ignored(String),
+}
+
+fn request_id(value: &Value) -> Option<RequestId> {
+    match value {
+        Value::Null => Some(RequestId::Null),
+        Value::String(s) => Some(RequestId::Str(s.clone())),
+        Value::Number(n) => n.as_i64().map(RequestId::Number),
+        _ => None,
+    }
+}
+
+pub(crate) fn classify(bytes: &[u8]) -> Classified {
+    let value: Value = match serde_json::from_slice(bytes) {
+        Ok(value) => value,
+        Err(e) => {
+            return Classified::Invalid {
+                id: RequestId::Null,
+                error: errors::parse_error(e),
+            };
+        }
+    };
+    let mut object: Map<String, Value> = match value {
+        Value::Object(object) => object,
+        Value::Array(_) => {
+            return Classified::Invalid {
+                id: RequestId::Null,
+                error: errors::invalid_request("batch messages are not supported by ACP v1"),
+            };
+        }
+        other => {
+            return Classified::Invalid {
+                id: RequestId::Null,
+                error: errors::invalid_request(format!(
+                    "expected a JSON object, got {}",
+                    type_name(&other)
+                )),
+            };
+        }
+    };
+    let id_value = object.remove("id");
+    let id = match &id_value {
+        None => None,
+        Some(v) => match request_id(v) {
+            Some(id) => Some(id),
+            None => {
+                return Classified::Invalid {
+                    id: RequestId::Null,
+                    error: errors::invalid_request("`id` must be a string, an integer or null"),
+                };
+            }
+        },
+    };
+    if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Classified::Invalid {
+            id: id.unwrap_or(RequestId::Null),
+            error: errors::invalid_request("`jsonrpc` must be \"2.0\""),
+        };
+    }
+    let params = object.remove("params").unwrap_or(Value::Null);
+    match object.remove("method") {
+        Some(Value::String(method)) => match id {
+            Some(id) => Classified::Request { id, method, params },
+            None => Classified::Notification { method, params },
+        },
+        Some(_) => Classified::Invalid {
+            id: id.unwrap_or(RequestId::Null),
+            error: errors::invalid_request("`method` must be a string"),
+        },
+        None => {
+            let Some(id) = id else {
+                return Classified::Ignored("message has neither `method` nor `id`".into());
+            };
+            if let Some(error) = object.remove("error") {
+                let error = serde_json::from_value::<Error>(error.clone()).unwrap_or_else(|_| {
+                    errors::internal_error(format!("malformed error object from peer: {error}"))
+                });
+                Classified::Response {
+                    id,
+                    result: Err(error),
+                }
+            } else if let Some(result) = object.remove("result") {
+                Classified::Response {
+                    id,
+                    result: Ok(result),
+                }
+            } else {
+                Classified::Invalid {
+                    id,
+                    error: errors::invalid_request("missing `method` (or `result`/`error`)"),
+                }
+            }
+        }
+    }
+}
+
+fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::errors::code_of;
+
+    fn invalid_code(input: &str) -> (RequestId, i32) {
+        match classify(input.as_bytes()) {
+            Classified::Invalid { id, error } => (id, code_of(&error)),
+            other => panic!("expected invalid, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn garbage_is_a_parse_error_with_null_id() {
+        assert_eq!(invalid_code("not json"), (RequestId::Null, -32700));
+    }
+
+    #[test]
+    fn wrong_shapes_are_invalid_requests() {
+        assert_eq!(invalid_code("[1,2]"), (RequestId::Null, -32600));
+        assert_eq!(invalid_code("42"), (RequestId::Null, -32600));
+        assert_eq!(
+            invalid_code(r#"{"id":3,"method":"x"}"#),
+            (RequestId::Number(3), -32600)
+        );
+        assert_eq!(
+            invalid_code(r#"{"jsonrpc":"2.0","id":"a","method":7}"#),
+            (RequestId::Str("a".into()), -32600)
+        );
+        assert_eq!(
+            invalid_code(r#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#),
+            (RequestId::Null, -32600)
+        );
+    }
+
+    #[test]
+    fn requests_notifications_and_responses() {
+        assert!(matches!(
+            classify(br#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":1}}"#),
+            Classified::Request { id: RequestId::Number(1), ref method, .. } if method == "m"
+        ));
+        assert!(matches!(
+            classify(br#"{"jsonrpc":"2.0","method":"n"}"#),
+            Classified::Notification { ref method, params: Value::Null } if method == "n"
+        ));
+        assert!(matches!(
+            classify(br#"{"jsonrpc":"2.0","id":"x","result":{}}"#),
+            Classified::Response { result: Ok(_), .. }
+        ));
+        assert!(matches!(
+            classify(br#"{"jsonrpc":"2.0","id":"x","error":{"code":-32002,"message":"nope"}}"#),
+            Classified::Response { result: Err(ref e), .. } if code_of(e) == -32002
+        ));
+    }
+}

@@ -1,0 +1,519 @@
+//! A bidirectional JSON-RPC 2.0 peer: one reader task, one writer task that owns the output.
+//!
+//! Invariants:
+//! - Only the writer task writes to the output, and only whole framed messages.
+//! - Every incoming request is handed to the application with a cancellation token that fires on
+//!   `$/cancel_request` for its id or when the input ends; the application answers it once.
+//! - Every outgoing request gets exactly one result: the peer's answer, a cancellation, or
+//!   "connection closed" when the input ends first.
+//! - Malformed input is answered with the matching JSON-RPC error and reading goes on.
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde::Serialize;
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::acp::{Error, RequestId};
+use crate::errors;
+use crate::framing::{Frame, FrameReader, Framing, encode_frame};
+use crate::message::{Classified, IncomingMessage, IncomingRequest, classify};
+
+/// The method of the cancellation notification, in either direction.
+pub const CANCEL_REQUEST_METHOD: &str = "$/cancel_request";
+
+/// Limits and buffer sizes of a connection.
+#[derive(Debug, Clone)]
+pub struct PeerOptions {
+    /// A message longer than this is refused with an error and never buffered whole.
+    pub max_message_bytes: usize,
+    /// Capacity of the outgoing queue; senders wait when it is full.
+    pub outgoing_capacity: usize,
+    /// Capacity of the incoming queue handed to the application.
+    pub incoming_capacity: usize,
+}
+
+impl Default for PeerOptions {
+    fn default() -> Self {
+        Self {
+            max_message_bytes: 64 * 1024 * 1024,
+            outgoing_capacity: 1024,
+            incoming_capacity: 256,
+        }
+    }
+}
+
+type PendingMap = HashMap<RequestId, oneshot::Sender<Result<Value, Error>>>;
+
+#[derive(Debug)]
+struct Inner {
+    out: mpsc::Sender<String>,
+    pending: Mutex<PendingMap>,
+    incoming_cancels: Mutex<HashMap<RequestId, CancellationToken>>,
+    next_id: AtomicI64,
+    closed: CancellationToken,
+    framing: watch::Receiver<Option<Framing>>,
+}
+
+/// A cheap, clonable handle for sending on a connection.
+#[derive(Debug, Clone)]
+pub struct Peer {
+    inner: Arc<Inner>,
+}
+
+/// A running connection: the handle, the incoming messages, and the writer task.
+#[derive(Debug)]
+pub struct Connection {
+    /// Send requests, notifications and responses.
+    pub peer: Peer,
+    /// Requests and notifications from the other side; ends when the input ends.
+    pub incoming: mpsc::Receiver<IncomingMessage>,
+    /// Finishes once every [`Peer`] handle is dropped and the queue is written out.
+    pub writer: JoinHandle<io::Result<()>>,
+}
+
+#[derive(Serialize)]
+struct OutRequest<'a, P: Serialize> {
+    jsonrpc: &'static str,
+    id: &'a RequestId,
+    method: &'a str,
+    params: &'a P,
+}
+
+#[derive(Serialize)]
+struct OutNotification<'a, P: Serialize> {
+    jsonrpc: &'static str,
+    method: &'a str,
+    params: &'a P,
+}
+
+#[derive(Serialize)]
+struct OutResult<'a, R: Serialize> {
+    jsonrpc: &'static str,
+    id: &'a RequestId,
+    result: &'a R,
+}
+
+#[derive(Serialize)]
+struct OutError<'a> {
+    jsonrpc: &'static str,
+    id: &'a RequestId,
+    error: &'a Error,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Starts a connection over `reader`/`writer` on the current tokio runtime.
+pub fn connect<R, W>(reader: R, writer: W, options: PeerOptions) -> Connection
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (out_tx, out_rx) = mpsc::channel(options.outgoing_capacity);
+    let (in_tx, in_rx) = mpsc::channel(options.incoming_capacity);
+    let (framing_tx, framing_rx) = watch::channel(None);
+    let inner = Arc::new(Inner {
+        out: out_tx,
+        pending: Mutex::new(HashMap::new()),
+        incoming_cancels: Mutex::new(HashMap::new()),
+        next_id: AtomicI64::new(0),
+        closed: CancellationToken::new(),
+        framing: framing_rx.clone(),
+    });
+    let peer = Peer { inner };
+    let writer = tokio::spawn(write_loop(writer, out_rx, framing_rx));
+    tokio::spawn(read_loop(
+        FrameReader::new(reader, options.max_message_bytes),
+        peer.clone(),
+        in_tx,
+        framing_tx,
+        options.max_message_bytes,
+    ));
+    Connection {
+        peer,
+        incoming: in_rx,
+        writer,
+    }
+}
+
+async fn write_loop<W: AsyncWrite + Unpin>(
+    mut writer: W,
+    mut out_rx: mpsc::Receiver<String>,
+    mut framing_rx: watch::Receiver<Option<Framing>>,
+) -> io::Result<()> {
+    let mut buf = Vec::with_capacity(64 * 1024);
+    while let Some(first) = out_rx.recv().await {
+        let known = *framing_rx.borrow_and_update();
+        let framing = match known {
+            Some(framing) => framing,
+            None => match framing_rx.wait_for(Option::is_some).await {
+                Ok(framing) => framing.unwrap_or(Framing::NewlineDelimited),
+                Err(_) => Framing::NewlineDelimited,
+            },
+        };
+        encode_frame(framing, &first, &mut buf);
+        while buf.len() < 256 * 1024 {
+            match out_rx.try_recv() {
+                Ok(next) => encode_frame(framing, &next, &mut buf),
+                Err(_) => break,
+            }
+        }
+        writer.write_all(&buf).await?;
+        writer.flush().await?;
+        buf.clear();
+    }
+    writer.flush().await
+}
+
+async fn read_loop<R: AsyncRead + Unpin>(
+    mut reader: FrameReader<R>,
+    peer: Peer,
+    in_tx: mpsc::Sender<IncomingMessage>,
+    framing_tx: watch::Sender<Option<Framing>>,
+    max_message_bytes: usize,
+) {
+    loop {
+        let frame = match reader.next_frame().await {
+            Ok(Some(frame)) => frame,
+            Ok(None) => break,
+            Err(e) => {
+                tracing::warn!("reading input failed: {e}");
+                break;
+            }
+        };
+        if framing_tx.borrow().is_none() {
+            let framing = reader.framing().unwrap_or(Framing::NewlineDelimited);
+            tracing::debug!(?framing, "framing detected");
+            let _ = framing_tx.send(Some(framing));
+        }
+        match frame {
+            Frame::Message(bytes) => peer.handle_frame(&bytes, &in_tx).await,
+            Frame::TooLarge { size } => {
+                let error = errors::invalid_request(format!(
+                    "message of {size} bytes exceeds the limit of {max_message_bytes} bytes"
+                ));
+                peer.send_error(&RequestId::Null, &error).await;
+            }
+            Frame::BadHeader(detail) => {
+                peer.send_error(&RequestId::Null, &errors::parse_error(detail))
+                    .await;
+            }
+        }
+    }
+    if framing_tx.borrow().is_none() {
+        let _ = framing_tx.send(Some(Framing::NewlineDelimited));
+    }
+    peer.shut_down();
+}
+
+impl Peer {
+    async fn handle_frame(&self, bytes: &[u8], in_tx: &mpsc::Sender<IncomingMessage>) {
+        match classify(bytes) {
+            Classified::Request { id, method, params } => {
+                let cancel = self.inner.closed.child_token();
+                lock(&self.inner.incoming_cancels).insert(id.clone(), cancel.clone());
+                let request = IncomingRequest {
+                    id: id.clone(),
+                    method,
+                    params,
+                    cancel,
+                };
+                if in_tx.send(IncomingMessage::Request(request)).await.is_err() {
+                    self.respond::<Value>(
+                        &id,
+                        Err(errors::internal_error("agent is shutting down")),
+                    )
+                    .await;
+                }
+            }
+            Classified::Notification { method, params } => {
+                if method == CANCEL_REQUEST_METHOD {
+                    self.cancel_incoming(&params);
+                } else if in_tx
+                    .send(IncomingMessage::Notification { method, params })
+                    .await
+                    .is_err()
+                {
+                    tracing::debug!("notification dropped: application gone");
+                }
+            }
+            Classified::Response { id, result } => {
+                let waiter = lock(&self.inner.pending).remove(&id);
+                match waiter {
+                    Some(waiter) => {
+                        let _ = waiter.send(result);
+                    }
+                    None => tracing::debug!(%id, "response to an unknown or cancelled request"),
+                }
+            }
+            Classified::Invalid { id, error } => {
+                tracing::warn!(%id, message = %error.message, "invalid message");
+                self.send_error(&id, &error).await;
+            }
+            Classified::Ignored(why) => tracing::warn!("ignored message: {why}"),
+        }
+    }
+
+    fn cancel_incoming(&self, params: &Value) {
+        let id = params
+            .get("requestId")
+            .and_then(|v| serde_json::from_value::<RequestId>(v.clone()).ok());
+        match id {
+            Some(id) => {
+                if let Some(token) = lock(&self.inner.incoming_cancels).get(&id) {
+                    token.cancel();
+                }
+            }
+            None => tracing::warn!("$/cancel_request without a valid requestId"),
+        }
+    }
+
+    fn shut_down(&self) {
+        self.inner.closed.cancel();
+        let pending: Vec<_> = lock(&self.inner.pending).drain().collect();
+        for (_, waiter) in pending {
+            let _ = waiter.send(Err(errors::internal_error("connection closed")));
+        }
+    }
+
+    async fn enqueue(&self, json: String) {
+        if self.inner.out.send(json).await.is_err() {
+            tracing::debug!("output closed; message dropped");
+        }
+    }
+
+    async fn send_error(&self, id: &RequestId, error: &Error) {
+        match serde_json::to_string(&OutError {
+            jsonrpc: "2.0",
+            id,
+            error,
+        }) {
+            Ok(json) => self.enqueue(json).await,
+            Err(e) => tracing::error!("cannot serialize an error response: {e}"),
+        }
+    }
+
+    /// Answers an incoming request. Call exactly once per request.
+    pub async fn respond<R: Serialize>(&self, id: &RequestId, result: Result<R, Error>) {
+        lock(&self.inner.incoming_cancels).remove(id);
+        match result {
+            Ok(result) => match serde_json::to_string(&OutResult {
+                jsonrpc: "2.0",
+                id,
+                result: &result,
+            }) {
+                Ok(json) => self.enqueue(json).await,
+                Err(e) => {
+                    self.send_error(
+                        id,
+                        &errors::internal_error(format!("serializing result: {e}")),
+                    )
+                    .await
+                }
+            },
+            Err(error) => self.send_error(id, &error).await,
+        }
+    }
+
+    /// Sends a notification.
+    pub async fn notify<P: Serialize>(&self, method: &str, params: &P) {
+        match serde_json::to_string(&OutNotification {
+            jsonrpc: "2.0",
+            method,
+            params,
+        }) {
+            Ok(json) => self.enqueue(json).await,
+            Err(e) => tracing::error!(method, "cannot serialize a notification: {e}"),
+        }
+    }
+
+    /// Sends a request and waits for its result. If `cancel` fires first, `$/cancel_request`
+    /// is sent to the peer and a `-32800` error is returned at once.
+    pub async fn request<P: Serialize>(
+        &self,
+        method: &str,
+        params: &P,
+        cancel: &CancellationToken,
+    ) -> Result<Value, Error> {
+        let id = RequestId::Number(self.inner.next_id.fetch_add(1, Ordering::Relaxed));
+        let json = serde_json::to_string(&OutRequest {
+            jsonrpc: "2.0",
+            id: &id,
+            method,
+            params,
+        })
+        .map_err(|e| errors::internal_error(format!("serializing {method} request: {e}")))?;
+        let (tx, rx) = oneshot::channel();
+        if self.inner.closed.is_cancelled() {
+            return Err(errors::internal_error("connection closed"));
+        }
+        lock(&self.inner.pending).insert(id.clone(), tx);
+        self.enqueue(json).await;
+        tokio::select! {
+            result = rx => result.unwrap_or_else(|_| Err(errors::internal_error("connection closed"))),
+            () = cancel.cancelled() => {
+                lock(&self.inner.pending).remove(&id);
+                self.notify(CANCEL_REQUEST_METHOD, &serde_json::json!({ "requestId": id })).await;
+                Err(errors::request_cancelled())
+            }
+        }
+    }
+
+    /// The framing in use, once the first input has been read.
+    pub fn framing(&self) -> Option<Framing> {
+        *self.inner.framing.borrow()
+    }
+
+    /// Fires when the input has ended.
+    pub fn closed(&self) -> CancellationToken {
+        self.inner.closed.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, duplex};
+
+    struct Ends {
+        conn: Connection,
+        client_in: tokio::io::DuplexStream,
+        client_out: BufReader<tokio::io::DuplexStream>,
+    }
+
+    fn setup() -> Ends {
+        let (client_in, agent_in) = duplex(1 << 20);
+        let (agent_out, client_out) = duplex(1 << 20);
+        let conn = connect(agent_in, agent_out, PeerOptions::default());
+        Ends {
+            conn,
+            client_in,
+            client_out: BufReader::new(client_out),
+        }
+    }
+
+    async fn read_json(reader: &mut BufReader<tokio::io::DuplexStream>) -> Value {
+        let mut line = String::new();
+        reader.read_line(&mut line).await.expect("read");
+        serde_json::from_str(&line).expect("json")
+    }
+
+    #[tokio::test]
+    async fn answers_garbage_and_keeps_serving() {
+        let mut ends = setup();
+        ends.client_in.write_all(b"garbage\n").await.expect("write");
+        let error = read_json(&mut ends.client_out).await;
+        assert_eq!(error["error"]["code"], -32700);
+        assert_eq!(error["id"], Value::Null);
+        ends.client_in
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\"}\n")
+            .await
+            .expect("write");
+        let Some(IncomingMessage::Request(request)) = ends.conn.incoming.recv().await else {
+            panic!("expected a request");
+        };
+        assert_eq!(request.method, "ping");
+        ends.conn
+            .peer
+            .respond(&request.id, Ok(serde_json::json!({"pong": true})))
+            .await;
+        let reply = read_json(&mut ends.client_out).await;
+        assert_eq!(reply["id"], 7);
+        assert_eq!(reply["result"]["pong"], true);
+    }
+
+    #[tokio::test]
+    async fn outgoing_request_matches_response_and_cancel_sends_cancel_request() {
+        let mut ends = setup();
+        // The writer waits for framing: give it some input first.
+        ends.client_in
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"hello\"}\n")
+            .await
+            .expect("write");
+        let _ = ends.conn.incoming.recv().await;
+        let peer = ends.conn.peer.clone();
+        let never = CancellationToken::new();
+        let task = tokio::spawn(async move {
+            peer.request("fs/read_text_file", &serde_json::json!({}), &never)
+                .await
+        });
+        let sent = read_json(&mut ends.client_out).await;
+        assert_eq!(sent["method"], "fs/read_text_file");
+        let answer = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{},\"result\":{{\"content\":\"x\"}}}}\n",
+            sent["id"]
+        );
+        ends.client_in
+            .write_all(answer.as_bytes())
+            .await
+            .expect("write");
+        let result = task.await.expect("join").expect("ok");
+        assert_eq!(result["content"], "x");
+
+        let cancel = CancellationToken::new();
+        let peer = ends.conn.peer.clone();
+        let token = cancel.clone();
+        let task = tokio::spawn(async move {
+            peer.request("session/request_permission", &serde_json::json!({}), &token)
+                .await
+        });
+        let sent = read_json(&mut ends.client_out).await;
+        cancel.cancel();
+        let error = task.await.expect("join").expect_err("cancelled");
+        assert_eq!(errors::code_of(&error), -32800);
+        let cancel_note = read_json(&mut ends.client_out).await;
+        assert_eq!(cancel_note["method"], CANCEL_REQUEST_METHOD);
+        assert_eq!(cancel_note["params"]["requestId"], sent["id"]);
+    }
+
+    #[tokio::test]
+    async fn incoming_cancel_request_fires_the_token_and_eof_closes() {
+        let mut ends = setup();
+        ends.client_in
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":\"r1\",\"method\":\"slow\"}\n{\"jsonrpc\":\"2.0\",\"method\":\"$/cancel_request\",\"params\":{\"requestId\":\"r1\"}}\n")
+            .await
+            .expect("write");
+        let Some(IncomingMessage::Request(request)) = ends.conn.incoming.recv().await else {
+            panic!("expected a request");
+        };
+        tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            request.cancel.cancelled(),
+        )
+        .await
+        .expect("token fired");
+        drop(ends.client_in);
+        assert!(ends.conn.incoming.recv().await.is_none());
+        assert!(ends.conn.peer.closed().is_cancelled());
+    }
+
+    #[tokio::test]
+    async fn content_length_input_gets_content_length_output() {
+        let mut ends = setup();
+        let body = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\"}";
+        let framed = format!("Content-Length: {}\r\n\r\n", body.len());
+        ends.client_in
+            .write_all(framed.as_bytes())
+            .await
+            .expect("write");
+        ends.client_in.write_all(body).await.expect("write");
+        let Some(IncomingMessage::Request(request)) = ends.conn.incoming.recv().await else {
+            panic!("expected a request");
+        };
+        ends.conn.peer.respond(&request.id, Ok(Value::Null)).await;
+        let mut header = String::new();
+        ends.client_out
+            .read_line(&mut header)
+            .await
+            .expect("read header");
+        assert!(header.starts_with("Content-Length: "), "{header:?}");
+    }
+}
