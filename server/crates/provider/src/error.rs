@@ -1,0 +1,88 @@
+//! Typed provider errors; each names what happened in words a user can act on.
+
+use std::time::Duration;
+
+/// Why a model call failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ProviderError {
+    /// The endpoint answered with an HTTP error status.
+    #[error("{provider} returned HTTP {status}: {message}")]
+    Http {
+        provider: String,
+        status: u16,
+        /// The provider's own message (from its JSON error body when there is one).
+        message: String,
+        /// `Retry-After`, when the provider sent one.
+        retry_after: Option<Duration>,
+    },
+    /// The endpoint could not be reached or the connection failed before a response.
+    #[error("cannot reach {provider} at {url}: {detail}")]
+    Connect {
+        provider: String,
+        url: String,
+        detail: String,
+    },
+    /// The response stream broke, stalled, or carried an error event.
+    #[error("{provider} stream failed: {detail}")]
+    Stream { provider: String, detail: String },
+    /// The request could not be built.
+    #[error("invalid request for {provider}: {detail}")]
+    Request { provider: String, detail: String },
+}
+
+impl ProviderError {
+    /// The HTTP status, when the provider answered with one.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Self::Http { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}
+
+/// Extracts the provider's own message from an error body (OpenAI/Anthropic JSON shapes),
+/// falling back to the body text, cut to a readable length.
+pub fn message_from_body(body: &str) -> String {
+    let parsed = serde_json::from_str::<serde_json::Value>(body).ok();
+    let from_json = parsed.as_ref().and_then(|v| {
+        v.pointer("/error/message")
+            .or_else(|| v.get("message"))
+            .or_else(|| v.get("error").filter(|e| e.is_string()))
+            .or_else(|| v.get("detail"))
+            .and_then(|m| m.as_str())
+            .map(str::to_string)
+    });
+    let text = from_json.unwrap_or_else(|| body.trim().to_string());
+    if text.is_empty() {
+        return "(empty response body)".to_string();
+    }
+    let mut end = text.len().min(500);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
+}
+
+/// Parses a `Retry-After` header: delta-seconds (possibly fractional).
+pub fn parse_retry_after(value: &str) -> Option<Duration> {
+    let seconds: f64 = value.trim().parse().ok()?;
+    (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn provider_messages_are_extracted() {
+        assert_eq!(
+            message_from_body(r#"{"error":{"message":"Rate limit reached","type":"x"}}"#),
+            "Rate limit reached"
+        );
+        assert_eq!(message_from_body(r#"{"error":"bad key"}"#), "bad key");
+        assert_eq!(message_from_body("  Bad Gateway  "), "Bad Gateway");
+        assert_eq!(message_from_body(""), "(empty response body)");
+        assert_eq!(parse_retry_after("2"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_retry_after("soon"), None);
+    }
+}

@@ -1,0 +1,619 @@
+//! OpenAI Chat Completions over SSE (also what OpenRouter, vLLM, llama.cpp, Ollama and
+//! LM Studio speak).
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
+use futures_util::stream::BoxStream;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::error::{message_from_body, parse_retry_after};
+use crate::model::{
+    ChatMessage, ChatRequest, FinishReason, StreamEvent, ToolCallRequest, Usage, UserPart,
+};
+use crate::sse::{SseDecoder, SseEvent};
+use crate::{ChatProvider, EventStream, ProviderError};
+
+const NAME: &str = "openai";
+
+/// Where and how to reach an OpenAI-compatible endpoint.
+#[derive(Debug, Clone)]
+pub struct OpenAiConfig {
+    /// E.g. `https://api.openai.com/v1` (the `/chat/completions` path is appended).
+    pub base_url: String,
+    /// Sent as a bearer token when present.
+    pub api_key: Option<String>,
+    /// Time allowed to connect.
+    pub connect_timeout: Duration,
+    /// A stream with no bytes for this long is abandoned.
+    pub idle_timeout: Duration,
+}
+
+/// The OpenAI Chat Completions provider.
+#[derive(Debug, Clone)]
+pub struct OpenAiProvider {
+    client: reqwest::Client,
+    endpoint: String,
+    config: OpenAiConfig,
+}
+
+impl OpenAiProvider {
+    /// Builds a client for `config`.
+    pub fn new(config: OpenAiConfig) -> Result<Self, ProviderError> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(config.connect_timeout)
+            .user_agent(concat!("talaria/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ProviderError::Request {
+                provider: NAME.into(),
+                detail: format!("cannot build HTTP client: {e}"),
+            })?;
+        let endpoint = format!("{}/chat/completions", config.base_url.trim_end_matches('/'));
+        Ok(Self {
+            client,
+            endpoint,
+            config,
+        })
+    }
+}
+
+impl ChatProvider for OpenAiProvider {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn stream(
+        &self,
+        request: &ChatRequest<'_>,
+    ) -> BoxFuture<'static, Result<EventStream, ProviderError>> {
+        let body = request_body(request);
+        let mut builder = self
+            .client
+            .post(&self.endpoint)
+            .header("content-type", "application/json")
+            .header("accept", "text/event-stream")
+            .body(body.to_string());
+        if let Some(key) = self.config.api_key.as_deref().filter(|k| !k.is_empty()) {
+            builder = builder.bearer_auth(key);
+        }
+        let endpoint = self.endpoint.clone();
+        let idle_timeout = self.config.idle_timeout;
+        Box::pin(async move {
+            let response = builder.send().await.map_err(|e| ProviderError::Connect {
+                provider: NAME.into(),
+                url: endpoint.clone(),
+                detail: error_chain(&e),
+            })?;
+            let status = response.status();
+            if !status.is_success() {
+                let retry_after = response
+                    .headers()
+                    .get("retry-after")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(parse_retry_after);
+                let body = tokio::time::timeout(Duration::from_secs(30), response.text())
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .unwrap_or_default();
+                let reason = status.canonical_reason().unwrap_or("");
+                return Err(ProviderError::Http {
+                    provider: NAME.into(),
+                    status: status.as_u16(),
+                    message: format!("{reason}: {}", message_from_body(&body))
+                        .trim_start_matches(": ")
+                        .to_string(),
+                    retry_after,
+                });
+            }
+            Ok(event_stream(response.bytes_stream().boxed(), idle_timeout))
+        })
+    }
+}
+
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// The JSON body of a streaming request.
+pub fn request_body(request: &ChatRequest<'_>) -> Value {
+    let messages: Vec<Value> = request.messages.iter().map(message_json).collect();
+    let mut body = json!({
+        "model": request.model,
+        "messages": messages,
+        "stream": true,
+        "stream_options": {"include_usage": true},
+    });
+    if !request.tools.is_empty() {
+        body["tools"] = request
+            .tools
+            .iter()
+            .map(|tool| {
+                json!({
+                    "type": "function",
+                    "function": {
+                        "name": tool.name,
+                        "description": tool.description,
+                        "parameters": tool.parameters,
+                    }
+                })
+            })
+            .collect();
+    }
+    if let Some(max_tokens) = request.max_tokens {
+        body["max_tokens"] = json!(max_tokens);
+    }
+    body
+}
+
+fn message_json(message: &ChatMessage) -> Value {
+    match message {
+        ChatMessage::System(text) => json!({"role": "system", "content": text}),
+        ChatMessage::User(parts) => {
+            let only_text = parts.iter().all(|p| matches!(p, UserPart::Text(_)));
+            if only_text {
+                let text: Vec<&str> = parts
+                    .iter()
+                    .filter_map(|p| match p {
+                        UserPart::Text(t) => Some(t.as_str()),
+                        UserPart::Image { .. } => None,
+                    })
+                    .collect();
+                json!({"role": "user", "content": text.join("\n\n")})
+            } else {
+                let content: Vec<Value> = parts
+                    .iter()
+                    .map(|part| match part {
+                        UserPart::Text(text) => json!({"type": "text", "text": text}),
+                        UserPart::Image { mime_type, data } => json!({
+                            "type": "image_url",
+                            "image_url": {"url": format!("data:{mime_type};base64,{data}")}
+                        }),
+                    })
+                    .collect();
+                json!({"role": "user", "content": content})
+            }
+        }
+        ChatMessage::Assistant {
+            text, tool_calls, ..
+        } => {
+            let mut message = json!({"role": "assistant", "content": text});
+            if !tool_calls.is_empty() {
+                message["tool_calls"] = tool_calls
+                    .iter()
+                    .map(|call| {
+                        json!({
+                            "id": call.id,
+                            "type": "function",
+                            "function": {"name": call.name, "arguments": call.arguments},
+                        })
+                    })
+                    .collect();
+                if text.is_empty() {
+                    message["content"] = Value::Null;
+                }
+            }
+            message
+        }
+        ChatMessage::Tool { call_id, content } => {
+            json!({"role": "tool", "tool_call_id": call_id, "content": content})
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct Chunk {
+    #[serde(default)]
+    choices: Vec<Choice>,
+    #[serde(default)]
+    usage: Option<UsageIn>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Choice {
+    #[serde(default)]
+    delta: Option<Delta>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Delta {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    reasoning_content: Option<String>,
+    #[serde(default)]
+    reasoning: Option<String>,
+    #[serde(default)]
+    tool_calls: Vec<ToolCallDelta>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ToolCallDelta {
+    #[serde(default)]
+    index: Option<usize>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<FunctionDelta>,
+}
+
+#[derive(Debug, Deserialize)]
+struct FunctionDelta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct UsageIn {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+    #[serde(default)]
+    completion_tokens_details: Option<CompletionDetails>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: u64,
+}
+
+#[derive(Debug, Deserialize)]
+struct CompletionDetails {
+    #[serde(default)]
+    reasoning_tokens: u64,
+}
+
+#[derive(Debug, Default)]
+struct PartialCall {
+    id: String,
+    name: String,
+    arguments: String,
+    announced: bool,
+}
+
+/// Decoding state of one response stream.
+struct StreamState {
+    bytes: BoxStream<'static, reqwest::Result<Bytes>>,
+    idle_timeout: Duration,
+    decoder: SseDecoder,
+    events: Vec<SseEvent>,
+    out: VecDeque<Result<StreamEvent, ProviderError>>,
+    calls: Vec<PartialCall>,
+    finish_reason: Option<String>,
+    done: bool,
+}
+
+fn stream_error(detail: impl Into<String>) -> ProviderError {
+    ProviderError::Stream {
+        provider: NAME.into(),
+        detail: detail.into(),
+    }
+}
+
+fn event_stream(
+    bytes: BoxStream<'static, reqwest::Result<Bytes>>,
+    idle_timeout: Duration,
+) -> EventStream {
+    let state = StreamState {
+        bytes,
+        idle_timeout,
+        decoder: SseDecoder::default(),
+        events: Vec::new(),
+        out: VecDeque::new(),
+        calls: Vec::new(),
+        finish_reason: None,
+        done: false,
+    };
+    futures_util::stream::unfold(state, |mut state| async move {
+        loop {
+            if let Some(event) = state.out.pop_front() {
+                return Some((event, state));
+            }
+            if state.done {
+                return None;
+            }
+            match tokio::time::timeout(state.idle_timeout, state.bytes.next()).await {
+                Err(_) => {
+                    state.done = true;
+                    state.out.push_back(Err(stream_error(format!(
+                        "no data for {} s; the stream was abandoned",
+                        state.idle_timeout.as_secs()
+                    ))));
+                }
+                Ok(Some(Ok(chunk))) => {
+                    let mut events = std::mem::take(&mut state.events);
+                    state.decoder.feed(&chunk, &mut events);
+                    for event in events.drain(..) {
+                        state.handle(&event);
+                        if state.done {
+                            break;
+                        }
+                    }
+                    state.events = events;
+                }
+                Ok(Some(Err(e))) => {
+                    state.done = true;
+                    state.out.push_back(Err(stream_error(format!(
+                        "connection broke mid-stream: {}",
+                        error_chain(&e)
+                    ))));
+                }
+                Ok(None) => {
+                    let mut events = Vec::new();
+                    state.decoder.finish(&mut events);
+                    for event in &events {
+                        state.handle(event);
+                    }
+                    if !state.done {
+                        state.done = true;
+                        if state.finish_reason.is_some() {
+                            state.finish();
+                        } else {
+                            state.out.push_back(Err(stream_error(
+                                "the stream ended before the response was complete",
+                            )));
+                        }
+                    }
+                }
+            }
+        }
+    })
+    .boxed()
+}
+
+impl StreamState {
+    fn handle(&mut self, event: &SseEvent) {
+        let data = event.data.trim();
+        if data.is_empty() {
+            return;
+        }
+        if data == "[DONE]" {
+            self.done = true;
+            self.finish();
+            return;
+        }
+        let chunk: Chunk = match serde_json::from_str(data) {
+            Ok(chunk) => chunk,
+            Err(e) => {
+                tracing::warn!("skipping malformed SSE data ({e}): {:.200}", data);
+                return;
+            }
+        };
+        if let Some(error) = chunk.error {
+            let message = error
+                .get("message")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .unwrap_or_else(|| error.to_string());
+            self.done = true;
+            self.out
+                .push_back(Err(stream_error(format!("error event: {message}"))));
+            return;
+        }
+        if let Some(choice) = chunk.choices.into_iter().next() {
+            if let Some(delta) = choice.delta {
+                if let Some(reasoning) = delta.reasoning_content.or(delta.reasoning)
+                    && !reasoning.is_empty()
+                {
+                    self.out
+                        .push_back(Ok(StreamEvent::ReasoningDelta(reasoning)));
+                }
+                if let Some(text) = delta.content
+                    && !text.is_empty()
+                {
+                    self.out.push_back(Ok(StreamEvent::TextDelta(text)));
+                }
+                for (position, call) in delta.tool_calls.into_iter().enumerate() {
+                    self.assemble(call, position);
+                }
+            }
+            if let Some(reason) = choice.finish_reason {
+                self.finish_reason = Some(reason);
+            }
+        }
+        if let Some(usage) = chunk.usage {
+            self.out.push_back(Ok(StreamEvent::Usage(Usage {
+                input_tokens: usage.prompt_tokens,
+                output_tokens: usage.completion_tokens,
+                cached_input_tokens: usage.prompt_tokens_details.map_or(0, |d| d.cached_tokens),
+                reasoning_tokens: usage
+                    .completion_tokens_details
+                    .map_or(0, |d| d.reasoning_tokens),
+            })));
+        }
+    }
+
+    fn assemble(&mut self, delta: ToolCallDelta, position: usize) {
+        let index = delta.index.unwrap_or(position);
+        if self.calls.len() <= index {
+            self.calls.resize_with(index + 1, PartialCall::default);
+        }
+        let call = &mut self.calls[index];
+        if let Some(id) = delta.id.filter(|id| !id.is_empty()) {
+            call.id = id;
+        }
+        if let Some(function) = delta.function {
+            if let Some(name) = function.name {
+                call.name.push_str(&name);
+            }
+            if let Some(arguments) = function.arguments {
+                call.arguments.push_str(&arguments);
+            }
+        }
+        if !call.announced && !call.name.is_empty() {
+            call.announced = true;
+            if call.id.is_empty() {
+                call.id = format!("call_{index}");
+            }
+            self.out.push_back(Ok(StreamEvent::ToolCallStarted {
+                id: call.id.clone(),
+                name: call.name.clone(),
+            }));
+        }
+    }
+
+    fn finish(&mut self) {
+        let tool_calls: Vec<ToolCallRequest> = std::mem::take(&mut self.calls)
+            .into_iter()
+            .enumerate()
+            .filter(|(_, call)| !call.name.is_empty())
+            .map(|(index, call)| ToolCallRequest {
+                id: if call.id.is_empty() {
+                    format!("call_{index}")
+                } else {
+                    call.id
+                },
+                name: call.name,
+                arguments: call.arguments,
+            })
+            .collect();
+        let reason = match self.finish_reason.as_deref() {
+            Some(reason) => FinishReason::from_openai(reason),
+            None if !tool_calls.is_empty() => FinishReason::ToolCalls,
+            None => FinishReason::Stop,
+        };
+        self.out
+            .push_back(Ok(StreamEvent::Finished { reason, tool_calls }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode(chunks: Vec<&'static str>) -> Vec<Result<StreamEvent, ProviderError>> {
+        let bytes = futures_util::stream::iter(
+            chunks
+                .into_iter()
+                .map(|c| Ok::<_, reqwest::Error>(Bytes::from_static(c.as_bytes()))),
+        )
+        .boxed();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime");
+        rt.block_on(event_stream(bytes, Duration::from_secs(5)).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn text_reasoning_usage_and_done() {
+        let events = decode(vec![
+            "data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"hm\"}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"lo\"},\"finish_reason\":\"stop\"}]}\n\n",
+            "data: not json\n\n",
+            "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":2,\"prompt_tokens_details\":{\"cached_tokens\":4}}}\n\ndata: [DONE]\n\n",
+        ]);
+        let events: Vec<StreamEvent> = events.into_iter().map(|e| e.expect("ok")).collect();
+        assert_eq!(
+            events,
+            vec![
+                StreamEvent::ReasoningDelta("hm".into()),
+                StreamEvent::TextDelta("Hel".into()),
+                StreamEvent::TextDelta("lo".into()),
+                StreamEvent::Usage(Usage {
+                    input_tokens: 10,
+                    output_tokens: 2,
+                    cached_input_tokens: 4,
+                    reasoning_tokens: 0
+                }),
+                StreamEvent::Finished {
+                    reason: FinishReason::Stop,
+                    tool_calls: vec![]
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn tool_call_fragments_are_assembled_in_order() {
+        let events = decode(vec![
+            "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c1\",\"function\":{\"name\":\"read_file\",\"arguments\":\"{\\\"pa\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":1,\"id\":\"c2\",\"function\":{\"name\":\"read_file\",\"arguments\":\"{}\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"th\\\":\\\"a\\\"}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n",
+            "data: [DONE]\n\n",
+        ]);
+        let events: Vec<StreamEvent> = events.into_iter().map(|e| e.expect("ok")).collect();
+        assert_eq!(events.len(), 3);
+        assert_eq!(
+            events[2],
+            StreamEvent::Finished {
+                reason: FinishReason::ToolCalls,
+                tool_calls: vec![
+                    ToolCallRequest {
+                        id: "c1".into(),
+                        name: "read_file".into(),
+                        arguments: "{\"path\":\"a\"}".into()
+                    },
+                    ToolCallRequest {
+                        id: "c2".into(),
+                        name: "read_file".into(),
+                        arguments: "{}".into()
+                    },
+                ]
+            }
+        );
+    }
+
+    #[test]
+    fn a_cut_stream_is_an_error() {
+        let events = decode(vec![
+            "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\n",
+        ]);
+        assert!(matches!(
+            events.last(),
+            Some(Err(ProviderError::Stream { .. }))
+        ));
+    }
+
+    #[test]
+    fn body_carries_stream_options_tools_and_images() {
+        let messages = vec![
+            ChatMessage::System("sys".into()),
+            ChatMessage::User(vec![
+                UserPart::Text("look".into()),
+                UserPart::Image {
+                    mime_type: "image/png".into(),
+                    data: "AAA".into(),
+                },
+            ]),
+        ];
+        let tools = vec![crate::ToolSpec {
+            name: "t".into(),
+            description: "d".into(),
+            parameters: json!({"type":"object"}),
+        }];
+        let body = request_body(&ChatRequest {
+            model: "m",
+            messages: &messages,
+            tools: &tools,
+            max_tokens: None,
+        });
+        assert_eq!(body["stream_options"]["include_usage"], true);
+        assert_eq!(body["tools"][0]["function"]["name"], "t");
+        assert_eq!(
+            body["messages"][1]["content"][1]["image_url"]["url"],
+            "data:image/png;base64,AAA"
+        );
+    }
+}

@@ -1,0 +1,242 @@
+//! `read_file {path, offset?, limit?}`: a text file with line numbers, paginated.
+
+use std::sync::LazyLock;
+
+use futures_util::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::tool::{
+    CallDescription, Tool, ToolContext, ToolDefinition, ToolKind, ToolLocation, ToolOutcome,
+};
+
+/// Lines returned when the model gives no limit.
+pub const DEFAULT_LIMIT: usize = 500;
+/// The most lines one call returns.
+pub const MAX_LIMIT: usize = 2000;
+/// Longer lines are cut, with a marker.
+pub const MAX_LINE_CHARS: usize = 2000;
+/// Files larger than this are refused (read a part with offset/limit from a smaller copy).
+pub const MAX_FILE_BYTES: u64 = 50 * 1024 * 1024;
+/// How many leading bytes are checked for NUL to detect binary files.
+const BINARY_SNIFF_BYTES: usize = 8192;
+
+/// The `read_file` tool.
+#[derive(Debug)]
+pub struct ReadFile;
+
+static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
+    name: "read_file",
+    toolset: "file",
+    description: "Read a text file with line numbers. Use this instead of cat/head/tail. \
+        Paginate large files with offset (1-based first line) and limit (number of lines, \
+        default 500, at most 2000). Relative paths resolve against the working directory.",
+    parameters: json!({
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "File to read (absolute, or relative to the working directory)."},
+            "offset": {"type": "integer", "minimum": 1, "description": "First line to read, 1-based (default 1)."},
+            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "description": "Number of lines to read (default 500)."}
+        },
+        "required": ["path"]
+    }),
+    kind: ToolKind::Read,
+});
+
+#[derive(Debug, Deserialize)]
+struct Args {
+    path: String,
+    #[serde(default, deserialize_with = "lenient_usize")]
+    offset: Option<usize>,
+    #[serde(default, deserialize_with = "lenient_usize")]
+    limit: Option<usize>,
+}
+
+/// Accepts `5`, `"5"` and `null` (models often quote numbers).
+fn lenient_usize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+    match Value::deserialize(d)? {
+        Value::Null => Ok(None),
+        Value::Number(n) => n.as_u64().map(|n| Some(n as usize)).ok_or_else(|| {
+            serde::de::Error::custom(format!("expected a positive integer, got {n}"))
+        }),
+        Value::String(s) => s.trim().parse::<usize>().map(Some).map_err(|_| {
+            serde::de::Error::custom(format!("expected a positive integer, got {s:?}"))
+        }),
+        other => Err(serde::de::Error::custom(format!(
+            "expected a positive integer, got {other}"
+        ))),
+    }
+}
+
+impl Tool for ReadFile {
+    fn definition(&self) -> &ToolDefinition {
+        &DEFINITION
+    }
+
+    fn describe(&self, args: &Value, ctx: &ToolContext) -> CallDescription {
+        let path = args.get("path").and_then(Value::as_str).unwrap_or("");
+        let line = args
+            .get("offset")
+            .and_then(Value::as_u64)
+            .and_then(|n| u32::try_from(n).ok());
+        CallDescription {
+            title: format!("Read {path}"),
+            locations: vec![ToolLocation {
+                path: ctx.resolve(path),
+                line,
+            }],
+        }
+    }
+
+    fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
+        Box::pin(async move {
+            let args: Args = match serde_json::from_value(args) {
+                Ok(args) => args,
+                Err(e) => {
+                    return ToolOutcome::failed(format!("Invalid arguments for read_file: {e}"));
+                }
+            };
+            read(args, ctx).await
+        })
+    }
+}
+
+async fn read(args: Args, ctx: &ToolContext) -> ToolOutcome {
+    if args.path.trim().is_empty() {
+        return ToolOutcome::failed("read_file needs a non-empty `path`.");
+    }
+    let path = ctx.resolve(&args.path);
+    let shown = path.display().to_string();
+    let location = ToolLocation {
+        path: path.clone(),
+        line: args.offset.and_then(|n| u32::try_from(n).ok()),
+    };
+    let metadata = match tokio::fs::metadata(&path).await {
+        Ok(metadata) => metadata,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return ToolOutcome::failed(format!("File not found: {shown}"));
+        }
+        Err(e) => return ToolOutcome::failed(format!("Cannot read {shown}: {e}")),
+    };
+    if metadata.is_dir() {
+        return ToolOutcome::failed(format!(
+            "{shown} is a directory, not a file. Use search_files to list files."
+        ));
+    }
+    if metadata.len() > MAX_FILE_BYTES {
+        return ToolOutcome::failed(format!(
+            "{shown} is {} bytes, over the {MAX_FILE_BYTES}-byte limit of read_file.",
+            metadata.len()
+        ));
+    }
+    let bytes = match tokio::fs::read(&path).await {
+        Ok(bytes) => bytes,
+        Err(e) => return ToolOutcome::failed(format!("Cannot read {shown}: {e}")),
+    };
+    if bytes[..bytes.len().min(BINARY_SNIFF_BYTES)].contains(&0) {
+        return ToolOutcome::failed(format!(
+            "{shown} looks like a binary file ({} bytes); read_file only shows text.",
+            bytes.len()
+        ));
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let offset = args.offset.unwrap_or(1).max(1);
+    let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
+    ToolOutcome::completed(render(&text, offset, limit)).with_locations(vec![location])
+}
+
+/// Renders lines `offset..offset+limit` with right-aligned 1-based numbers, plus a footer
+/// telling the model how to continue.
+pub fn render(text: &str, offset: usize, limit: usize) -> String {
+    let total = text.lines().count();
+    if total == 0 {
+        return "(empty file)".to_string();
+    }
+    if offset > total {
+        return format!("(offset {offset} is past the end: the file has {total} lines)");
+    }
+    let mut out = String::with_capacity(text.len().min(limit * 80));
+    let mut last = offset - 1;
+    for (index, line) in text.lines().enumerate().skip(offset - 1).take(limit) {
+        last = index + 1;
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        out.push_str(&format!("{:>6}|", index + 1));
+        if line.chars().count() > MAX_LINE_CHARS {
+            out.extend(line.chars().take(MAX_LINE_CHARS));
+            out.push_str(" …[line truncated]");
+        } else {
+            out.push_str(line);
+        }
+        out.push('\n');
+    }
+    if last < total {
+        out.push_str(&format!(
+            "\n(showing lines {offset}-{last} of {total}; call read_file with offset={} to continue)",
+            last + 1
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tool::ToolStatus;
+    use tokio_util::sync::CancellationToken;
+
+    fn ctx(dir: &std::path::Path) -> ToolContext {
+        ToolContext {
+            cwd: dir.to_path_buf(),
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    async fn run(dir: &std::path::Path, args: Value) -> ToolOutcome {
+        ReadFile.call(args, &ctx(dir)).await
+    }
+
+    #[test]
+    fn renders_numbered_pages_with_a_continuation_hint() {
+        let text = "a\nb\nc\nd\n";
+        assert_eq!(
+            render(text, 1, 10),
+            "     1|a\n     2|b\n     3|c\n     4|d\n"
+        );
+        let page = render(text, 2, 2);
+        assert!(page.starts_with("     2|b\n     3|c\n"), "{page}");
+        assert!(page.contains("offset=4"), "{page}");
+        assert!(render(text, 9, 2).contains("past the end"));
+        assert_eq!(render("", 1, 5), "(empty file)");
+    }
+
+    #[tokio::test]
+    async fn reads_relative_paths_and_accepts_quoted_numbers() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("f.txt"), "one\ntwo\nthree\n").expect("write");
+        let out = run(
+            dir.path(),
+            json!({"path": "f.txt", "offset": "2", "limit": 1}),
+        )
+        .await;
+        assert_eq!(out.status, ToolStatus::Completed);
+        assert!(out.content.starts_with("     2|two\n"), "{}", out.content);
+        assert_eq!(out.locations[0].path, dir.path().join("f.txt"));
+    }
+
+    #[tokio::test]
+    async fn failures_say_what_is_wrong() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("bin"), [0u8, 1, 2, 3]).expect("write");
+        let missing = run(dir.path(), json!({"path": "nope.txt"})).await;
+        assert!(missing.content.contains("File not found"));
+        let binary = run(dir.path(), json!({"path": "bin"})).await;
+        assert!(binary.content.contains("binary"));
+        let directory = run(dir.path(), json!({"path": "."})).await;
+        assert!(directory.content.contains("directory"));
+        let no_path = run(dir.path(), json!({"offset": 3})).await;
+        assert_eq!(no_path.status, ToolStatus::Failed);
+        assert!(no_path.content.contains("path"), "{}", no_path.content);
+        let bad_offset = run(dir.path(), json!({"path": "bin", "offset": "x"})).await;
+        assert!(bad_offset.content.contains("positive integer"));
+    }
+}
