@@ -1,0 +1,80 @@
+//! What a session reports while it works. The ACP edge maps these one-to-one onto
+//! `session/update` notifications and the prompt response.
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+use talaria_tools::{ToolKind, ToolStatus};
+
+/// An opaque tag the caller attaches to a prompt; it comes back in [`EngineEvent::TurnFinished`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TurnId(pub u64);
+
+/// Why a turn ended normally.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    EndTurn,
+    MaxTokens,
+    MaxTurnRequests,
+    Refusal,
+    Cancelled,
+}
+
+/// Why a turn failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnError {
+    /// The model endpoint failed; the message names the status and the provider's words.
+    Provider(String),
+    /// A bug in Talaria (for example a panic inside the turn).
+    Internal(String),
+}
+
+impl std::fmt::Display for TurnError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Provider(message) | Self::Internal(message) => f.write_str(message),
+        }
+    }
+}
+
+/// How a tool call is shown.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCallView {
+    /// Unique within the session.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// A short human title.
+    pub title: String,
+    pub kind: ToolKind,
+    /// Absolute paths (and lines) the call touches.
+    pub locations: Vec<(PathBuf, Option<u32>)>,
+    /// The arguments as the model sent them (parsed when they were JSON).
+    pub raw_input: Value,
+}
+
+/// One thing that happened in a session.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EngineEvent {
+    /// A piece of the answer, as it streams.
+    AgentText(String),
+    /// A piece of the model's reasoning, as it streams.
+    AgentThought(String),
+    /// A tool call was made and is starting.
+    ToolCallStarted(ToolCallView),
+    /// A tool call finished.
+    ToolCallFinished {
+        id: String,
+        status: ToolStatus,
+        /// What the model reads as the result.
+        content: String,
+        raw_output: Option<Value>,
+    },
+    /// Context occupancy after a model call.
+    Usage { used: u64, size: u64 },
+    /// The turn tagged `turn` ended. Always the last event of a turn.
+    TurnFinished {
+        turn: TurnId,
+        outcome: Result<StopReason, TurnError>,
+    },
+}

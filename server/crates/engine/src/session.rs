@@ -1,0 +1,170 @@
+//! One actor per session: prompts queue and run one at a time; cancellation is immediate.
+//!
+//! Invariants:
+//! - At most one turn of a session runs at a time; prompts run in arrival order, never
+//!   interleaved.
+//! - `cancel` ends the running turn and every prompt queued before it; each of them still
+//!   finishes with [`EngineEvent::TurnFinished`] (`Cancelled`). Prompts sent after the cancel
+//!   run normally.
+//! - Every prompt gets exactly one `TurnFinished`, even if the turn panics.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use futures_util::FutureExt;
+use talaria_provider::{ChatMessage, ChatProvider, UserPart};
+use talaria_tools::Registry;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::events::{EngineEvent, StopReason, TurnError, TurnId};
+use crate::turn::{Turn, TurnLimits};
+
+/// What a session needs to know about itself.
+#[derive(Debug, Clone)]
+pub struct SessionSettings {
+    pub id: String,
+    pub cwd: PathBuf,
+    pub model: String,
+    pub system_prompt: String,
+    pub context_window: u64,
+    pub max_turn_requests: u32,
+    pub max_output_tokens: Option<u32>,
+}
+
+#[derive(Debug)]
+struct Queued {
+    turn: TurnId,
+    input: Vec<UserPart>,
+    generation: u64,
+}
+
+#[derive(Debug, Default)]
+struct CancelState {
+    /// Bumped by every cancel; prompts queued under an older generation are cancelled.
+    generation: u64,
+    /// The running turn's token.
+    current: Option<CancellationToken>,
+}
+
+/// A handle to a running session. Dropping every handle ends the session after its queue.
+#[derive(Debug, Clone)]
+pub struct SessionHandle {
+    queue: mpsc::UnboundedSender<Queued>,
+    cancel_state: Arc<Mutex<CancelState>>,
+}
+
+impl SessionHandle {
+    /// Queues a prompt; it runs after every prompt queued before it.
+    pub fn prompt(&self, turn: TurnId, input: Vec<UserPart>) -> Result<(), TurnId> {
+        let generation = self.lock().generation;
+        self.queue
+            .send(Queued {
+                turn,
+                input,
+                generation,
+            })
+            .map_err(|_| turn)
+    }
+
+    /// Cancels the running turn and every prompt queued so far.
+    pub fn cancel(&self) {
+        let mut state = self.lock();
+        state.generation += 1;
+        if let Some(token) = &state.current {
+            token.cancel();
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, CancelState> {
+        self.cancel_state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Starts a session actor on the current runtime.
+pub fn spawn_session(
+    settings: SessionSettings,
+    provider: Arc<dyn ChatProvider>,
+    registry: Registry,
+    events: mpsc::Sender<EngineEvent>,
+) -> SessionHandle {
+    let (queue, mut receiver) = mpsc::unbounded_channel::<Queued>();
+    let cancel_state = Arc::new(Mutex::new(CancelState::default()));
+    let handle = SessionHandle {
+        queue,
+        cancel_state: cancel_state.clone(),
+    };
+    tokio::spawn(async move {
+        let mut history = vec![ChatMessage::System(settings.system_prompt.clone())];
+        let limits = TurnLimits {
+            context_window: settings.context_window,
+            max_requests: settings.max_turn_requests,
+            max_output_tokens: settings.max_output_tokens,
+        };
+        let mut used_ids = std::collections::HashSet::new();
+        while let Some(queued) = receiver.recv().await {
+            let token = {
+                let mut state = cancel_state.lock().unwrap_or_else(PoisonError::into_inner);
+                if queued.generation < state.generation {
+                    None
+                } else {
+                    let token = CancellationToken::new();
+                    state.current = Some(token.clone());
+                    Some(token)
+                }
+            };
+            let outcome = match token {
+                None => Ok(StopReason::Cancelled),
+                Some(token) => {
+                    let checkpoint = history.len();
+                    let turn = Turn {
+                        settings: &settings,
+                        limits,
+                        provider: provider.as_ref(),
+                        registry: &registry,
+                        events: &events,
+                        cancel: &token,
+                        history: &mut history,
+                        used_tool_ids: &mut used_ids,
+                    };
+                    let result = std::panic::AssertUnwindSafe(turn.run(queued.input))
+                        .catch_unwind()
+                        .await;
+                    cancel_state
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .current = None;
+                    match result {
+                        Ok(outcome) => outcome,
+                        Err(panic) => {
+                            let what = panic_message(panic.as_ref());
+                            tracing::error!(session = %settings.id, "turn panicked: {what}");
+                            history.truncate(checkpoint);
+                            Err(TurnError::Internal(format!(
+                                "the turn failed unexpectedly: {what}"
+                            )))
+                        }
+                    }
+                }
+            };
+            let _ = events
+                .send(EngineEvent::TurnFinished {
+                    turn: queued.turn,
+                    outcome,
+                })
+                .await;
+        }
+        tracing::debug!(session = %settings.id, "session ended");
+    });
+    handle
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".to_string())
+}
