@@ -1,1 +1,63 @@
-fn main() {}
+//! The `talaria` binary: serves the Agent Client Protocol on stdio.
+//!
+//! stdout carries only protocol messages; logs go to stderr through `tracing`.
+
+mod acp;
+mod logging;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "talaria",
+    version,
+    about = "Talaria: a headless AI agent server speaking the Agent Client Protocol on stdio",
+    long_about = "Talaria is started by an editor or frontend as a subprocess and speaks the Agent \
+Client Protocol (JSON-RPC 2.0, one message per line, or Content-Length framed) on stdin/stdout. \
+Logs go to stderr; set TALARIA_LOG (or RUST_LOG), e.g. TALARIA_LOG=debug.\n\n\
+Configuration: $TALARIA_HOME/config.toml (default ~/.talaria), overridden by TALARIA_PROVIDER, \
+TALARIA_MODEL, TALARIA_CONTEXT_WINDOW, OPENAI_BASE_URL, OPENAI_API_KEY, ANTHROPIC_BASE_URL and \
+ANTHROPIC_API_KEY."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve ACP on stdio (the default).
+    Acp,
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    logging::init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(16)
+        .thread_name("talaria")
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            tracing::error!("cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match cli.command.unwrap_or(Command::Acp) {
+        Command::Acp => {
+            let result = runtime.block_on(acp::serve(tokio::io::stdin(), tokio::io::stdout()));
+            // Do not wait for stuck blocking work (a tool reading a slow file) on exit.
+            runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+            match result {
+                Ok(()) => std::process::ExitCode::SUCCESS,
+                Err(e) => {
+                    tracing::error!("{e:#}");
+                    std::process::ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}

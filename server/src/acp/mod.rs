@@ -1,0 +1,346 @@
+//! The protocol edge: the only place that knows ACP. It turns requests into engine commands
+//! and engine events into `session/update` notifications and prompt responses.
+//!
+//! Invariants:
+//! - The dispatch loop never waits on a turn: `session/prompt` is queued and answered later by
+//!   the session's forwarder, after every update of that turn has been sent.
+//! - A panic while handling one request is answered with `-32603`; the loop goes on.
+//! - At end of input every session is cancelled and `serve` returns once output is flushed.
+
+mod capabilities;
+mod prompt_input;
+mod updates;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use serde_json::Value;
+use talaria_engine::{Config, EngineEvent, SessionHandle, SessionSettings, TurnId};
+use talaria_protocol::acp::{
+    self, ClientNotification, ClientRequest, RequestId, SessionNotification,
+};
+use talaria_protocol::{IncomingMessage, IncomingRequest, Peer, PeerOptions, errors};
+use talaria_provider::ChatProvider;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// A prompt waiting for its turn to finish.
+struct PendingPrompt {
+    request: RequestId,
+    /// Fired when the turn ends, so the `$/cancel_request` watcher stops.
+    done: CancellationToken,
+}
+
+type PendingPrompts = Arc<Mutex<HashMap<TurnId, PendingPrompt>>>;
+
+struct LiveSession {
+    handle: SessionHandle,
+    pending: PendingPrompts,
+    images_allowed: bool,
+    /// MCP servers the client asked for; connected in a later milestone.
+    #[allow(dead_code)]
+    mcp_servers: Vec<acp::McpServer>,
+}
+
+/// The cached provider and the settings it was built from.
+struct ProviderCache {
+    key: (
+        talaria_engine::ProviderKind,
+        String,
+        Option<String>,
+        u64,
+        u64,
+    ),
+    provider: Arc<dyn ChatProvider>,
+}
+
+struct Agent {
+    peer: Peer,
+    sessions: HashMap<String, LiveSession>,
+    next_turn: u64,
+    provider: Option<ProviderCache>,
+    registry: talaria_tools::Registry,
+}
+
+/// Serves ACP on the given streams until the input ends.
+pub async fn serve<R, W>(input: R, output: W) -> anyhow::Result<()>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let connection = talaria_protocol::connect(input, output, PeerOptions::default());
+    let mut incoming = connection.incoming;
+    let mut agent = Agent {
+        peer: connection.peer,
+        sessions: HashMap::new(),
+        next_turn: 0,
+        provider: None,
+        registry: talaria_tools::builtin_registry(),
+    };
+    while let Some(message) = incoming.recv().await {
+        match message {
+            IncomingMessage::Request(request) => {
+                let id = request.id.clone();
+                let method = request.method.clone();
+                let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    agent.handle_request(request)
+                }));
+                match handled {
+                    Ok(Some(reply)) => agent.peer.respond(&id, reply).await,
+                    Ok(None) => {}
+                    Err(_) => {
+                        agent
+                            .peer
+                            .respond::<Value>(
+                                &id,
+                                Err(errors::internal_error(format!(
+                                    "handling {method} failed unexpectedly"
+                                ))),
+                            )
+                            .await
+                    }
+                }
+            }
+            IncomingMessage::Notification { method, params } => {
+                agent.handle_notification(&method, params);
+            }
+        }
+    }
+    tracing::info!("input closed; shutting down");
+    for session in agent.sessions.values() {
+        session.handle.cancel();
+    }
+    let Agent { peer, sessions, .. } = agent;
+    drop(sessions);
+    drop(peer);
+    // Give forwarders a moment to send their last messages, then flush.
+    let _ = tokio::time::timeout(Duration::from_secs(2), connection.writer).await;
+    Ok(())
+}
+
+type Reply = Result<Value, acp::Error>;
+
+fn to_value<T: serde::Serialize>(value: T) -> Reply {
+    serde_json::to_value(value).map_err(|e| errors::internal_error(format!("serializing: {e}")))
+}
+
+impl Agent {
+    /// Handles a request; `None` means it will be answered later (prompts).
+    fn handle_request(&mut self, request: IncomingRequest) -> Option<Reply> {
+        let parsed = match ClientRequest::from_method_and_params(&request.method, &request.params) {
+            Ok(parsed) => parsed,
+            Err(talaria_protocol::schema::MethodDispatchError::UnknownMethod { method }) => {
+                return Some(Err(errors::method_not_found(&method)));
+            }
+            Err(talaria_protocol::schema::MethodDispatchError::InvalidPayload {
+                method,
+                source,
+            }) => {
+                return Some(Err(errors::invalid_params(format!("{method}: {source}"))));
+            }
+            Err(other) => return Some(Err(errors::invalid_params(other))),
+        };
+        match parsed {
+            ClientRequest::InitializeRequest(params) => {
+                Some(to_value(capabilities::initialize(&params)))
+            }
+            ClientRequest::AuthenticateRequest(params) => Some(self.authenticate(&params)),
+            ClientRequest::NewSessionRequest(params) => Some(self.new_session(params)),
+            ClientRequest::PromptRequest(params) => self.prompt(request.id, request.cancel, params),
+            _ => Some(Err(errors::method_not_found(&format!(
+                "{} (not supported by this agent; see agentCapabilities)",
+                request.method
+            )))),
+        }
+    }
+
+    fn handle_notification(&mut self, method: &str, params: Value) {
+        match ClientNotification::from_method_and_params(method, &params) {
+            Ok(ClientNotification::CancelNotification(cancel)) => {
+                match self.sessions.get(cancel.session_id.0.as_ref()) {
+                    Some(session) => session.handle.cancel(),
+                    None => {
+                        tracing::warn!(session = %cancel.session_id, "cancel for an unknown session")
+                    }
+                }
+            }
+            Ok(_) => tracing::debug!(method, "notification ignored"),
+            Err(e) => tracing::debug!(method, "notification ignored: {e}"),
+        }
+    }
+
+    fn authenticate(&self, params: &acp::AuthenticateRequest) -> Reply {
+        if params.method_id.0.as_ref() != capabilities::AUTH_METHOD_ID {
+            return Err(errors::invalid_params(format!(
+                "unknown auth method {:?}; this agent offers {:?}",
+                params.method_id.0,
+                capabilities::AUTH_METHOD_ID
+            )));
+        }
+        let config = Config::load().map_err(|e| errors::internal_error(e))?;
+        match config.missing_credentials() {
+            None => to_value(acp::AuthenticateResponse::new()),
+            Some(missing) => Err(errors::auth_required(missing)),
+        }
+    }
+
+    fn provider_for(&mut self, config: &Config) -> Result<Arc<dyn ChatProvider>, acp::Error> {
+        let endpoint = config.endpoint();
+        let key = (
+            config.provider,
+            endpoint.base_url.clone(),
+            endpoint.api_key.clone(),
+            config.connect_timeout_secs,
+            config.stream_idle_timeout_secs,
+        );
+        if let Some(cache) = &self.provider
+            && cache.key == key
+        {
+            return Ok(cache.provider.clone());
+        }
+        let provider = talaria_engine::provider_factory::build_provider(config)
+            .map_err(errors::internal_error)?;
+        self.provider = Some(ProviderCache {
+            key,
+            provider: provider.clone(),
+        });
+        Ok(provider)
+    }
+
+    fn new_session(&mut self, params: acp::NewSessionRequest) -> Reply {
+        if !params.cwd.is_absolute() {
+            return Err(errors::invalid_params(format!(
+                "cwd must be an absolute path, got {:?}",
+                params.cwd.display().to_string()
+            )));
+        }
+        if !params.cwd.is_dir() {
+            return Err(errors::invalid_params(format!(
+                "cwd {} is not an existing directory",
+                params.cwd.display()
+            )));
+        }
+        let config = Config::load().map_err(|e| errors::internal_error(e))?;
+        if let Some(missing) = config.missing_credentials() {
+            return Err(errors::auth_required(missing));
+        }
+        let provider = self.provider_for(&config)?;
+        let id = uuid::Uuid::new_v4().to_string();
+        let today = chrono_today();
+        let settings = SessionSettings {
+            id: id.clone(),
+            cwd: params.cwd.clone(),
+            model: config.model.clone(),
+            system_prompt: talaria_engine::system_prompt::build(&params.cwd, &config.model, &today),
+            context_window: config.context_window,
+            max_turn_requests: config.max_turn_requests,
+            max_output_tokens: config.max_output_tokens,
+        };
+        let (events_tx, events_rx) = mpsc::channel(256);
+        let handle =
+            talaria_engine::spawn_session(settings, provider, self.registry.clone(), events_tx);
+        let pending: PendingPrompts = Arc::default();
+        tokio::spawn(forward_events(
+            self.peer.clone(),
+            acp::SessionId::new(id.clone()),
+            events_rx,
+            pending.clone(),
+        ));
+        tracing::info!(session = %id, cwd = %params.cwd.display(), model = %config.model, "session created");
+        self.sessions.insert(
+            id.clone(),
+            LiveSession {
+                handle,
+                pending,
+                images_allowed: config.supports_images,
+                mcp_servers: params.mcp_servers,
+            },
+        );
+        to_value(acp::NewSessionResponse::new(id))
+    }
+
+    fn prompt(
+        &mut self,
+        request: RequestId,
+        cancel: CancellationToken,
+        params: acp::PromptRequest,
+    ) -> Option<Reply> {
+        let Some(session) = self.sessions.get(params.session_id.0.as_ref()) else {
+            return Some(Err(acp::Error::new(
+                acp::ErrorCode::ResourceNotFound.into(),
+                format!("Session not found: {}", params.session_id),
+            )));
+        };
+        if params.prompt.is_empty() {
+            return Some(Err(errors::invalid_params(
+                "prompt must contain at least one content block",
+            )));
+        }
+        self.next_turn += 1;
+        let turn = TurnId(self.next_turn);
+        let input = prompt_input::to_user_parts(params.prompt, session.images_allowed);
+        let done = CancellationToken::new();
+        lock(&session.pending).insert(
+            turn,
+            PendingPrompt {
+                request,
+                done: done.clone(),
+            },
+        );
+        if session.handle.prompt(turn, input).is_err() {
+            lock(&session.pending).remove(&turn);
+            return Some(Err(errors::internal_error("the session has ended")));
+        }
+        // `$/cancel_request` for this prompt cancels the turn.
+        let handle = session.handle.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = cancel.cancelled() => handle.cancel(),
+                () = done.cancelled() => {}
+            }
+        });
+        None
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn chrono_today() -> String {
+    chrono::Local::now().format("%Y-%m-%d (%A)").to_string()
+}
+
+/// Sends a session's events to the client, in order; answers each prompt after its turn's
+/// last update.
+async fn forward_events(
+    peer: Peer,
+    session_id: acp::SessionId,
+    mut events: mpsc::Receiver<EngineEvent>,
+    pending: PendingPrompts,
+) {
+    while let Some(event) = events.recv().await {
+        if let EngineEvent::TurnFinished { turn, outcome } = event {
+            let Some(prompt) = lock(&pending).remove(&turn) else {
+                tracing::warn!(?turn, "turn finished with no waiting prompt");
+                continue;
+            };
+            prompt.done.cancel();
+            let reply = match outcome {
+                Ok(reason) => to_value(acp::PromptResponse::new(updates::stop_reason(reason))),
+                Err(error) => Err(acp::Error::new(
+                    acp::ErrorCode::InternalError.into(),
+                    error.to_string(),
+                )),
+            };
+            peer.respond(&prompt.request, reply).await;
+            continue;
+        }
+        if let Some(update) = updates::session_update(event) {
+            let notification = SessionNotification::new(session_id.clone(), update);
+            peer.notify("session/update", &notification).await;
+        }
+    }
+}
