@@ -1,1 +1,11 @@
-//! e2e
+//! End-to-end tests: the real `talaria` binary over stdio against the scripted mock LLM.
+//! One test binary (faster to build); one module per behaviour.
+
+mod support;
+
+mod cancel;
+mod errors;
+mod framing;
+mod lifecycle;
+mod streaming;
+mod tools;

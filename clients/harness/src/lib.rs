@@ -1,1 +1,15 @@
-//! temp
+//! Test and benchmark harness for ACP agents.
+//!
+//! - [`agent`]: spawn an ACP agent (by default the `talaria` binary) and drive it over stdio,
+//!   in newline-delimited or `Content-Length` framing.
+//! - [`mock_llm`]: a scripted mock LLM server on 127.0.0.1 speaking OpenAI Chat Completions
+//!   (streaming and not): text in chunks with delays, reasoning, tool calls streamed as
+//!   fragments, usage, HTTP errors with headers, hangs and dropped connections. It records every
+//!   request, and whether the client went away before the response was complete.
+
+pub mod agent;
+pub mod binary;
+pub mod mock_llm;
+
+pub use agent::{AgentProcess, WireFraming};
+pub use mock_llm::{MockLlm, MockReply, MockToolCall, MockUsage, RecordedRequest};

@@ -1,0 +1,572 @@
+//! A scripted mock LLM server speaking OpenAI Chat Completions, for tests and benchmarks.
+//!
+//! Each request to `POST …/chat/completions` takes the next [`MockReply`] from the script
+//! (a 500 error once the script is exhausted). Every request is recorded with its headers and
+//! JSON body, when it arrived, when the first response byte was sent, and whether the client
+//! disconnected before the response was complete.
+//!
+//! Control endpoints (for clients in other languages): `GET /_mock/requests` returns the
+//! recorded requests; `POST /_mock/script` appends replies (a JSON array of [`MockReply`]).
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::{Notify, mpsc};
+
+/// A tool call the mock makes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MockToolCall {
+    pub id: String,
+    pub name: String,
+    /// Raw arguments text (need not be valid JSON).
+    pub arguments: String,
+}
+
+/// Token counts sent in the final usage chunk.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct MockUsage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+/// One scripted response.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum MockReply {
+    /// Streams `reasoning` then `chunks` as deltas, `delay_ms` apart, then the finish reason,
+    /// usage and `[DONE]`.
+    Text {
+        chunks: Vec<String>,
+        #[serde(default)]
+        reasoning: Vec<String>,
+        #[serde(default)]
+        delay_ms: u64,
+        #[serde(default)]
+        usage: Option<MockUsage>,
+        #[serde(default)]
+        finish_reason: Option<String>,
+    },
+    /// Streams tool calls with their arguments cut into fragments of `fragment_chars`.
+    ToolCalls {
+        calls: Vec<MockToolCall>,
+        #[serde(default)]
+        text: Option<String>,
+        #[serde(default)]
+        fragment_chars: Option<usize>,
+        #[serde(default)]
+        usage: Option<MockUsage>,
+    },
+    /// Answers with an HTTP error.
+    Error {
+        status: u16,
+        body: String,
+        #[serde(default)]
+        headers: Vec<(String, String)>,
+    },
+    /// Sends the chunks, then keeps the connection open and silent until the client leaves.
+    Hang {
+        #[serde(default)]
+        chunks: Vec<String>,
+    },
+    /// Sends the chunks, then cuts the connection mid-stream.
+    Drop {
+        #[serde(default)]
+        chunks: Vec<String>,
+    },
+    /// Sends these SSE `data:` payloads verbatim (for malformed input), then ends.
+    RawSse { data: Vec<String> },
+}
+
+impl MockReply {
+    /// A streamed text answer split into the given chunks.
+    pub fn text(chunks: &[&str]) -> Self {
+        Self::Text {
+            chunks: chunks.iter().map(|c| c.to_string()).collect(),
+            reasoning: Vec::new(),
+            delay_ms: 0,
+            usage: None,
+            finish_reason: None,
+        }
+    }
+
+    /// One tool call.
+    pub fn tool_call(id: &str, name: &str, arguments: Value) -> Self {
+        Self::ToolCalls {
+            calls: vec![MockToolCall {
+                id: id.into(),
+                name: name.into(),
+                arguments: arguments.to_string(),
+            }],
+            text: None,
+            fragment_chars: Some(7),
+            usage: None,
+        }
+    }
+}
+
+/// One request the mock received.
+#[derive(Debug, Clone, Serialize)]
+pub struct RecordedRequest {
+    pub method: String,
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    /// The JSON body (`null` if it was not JSON).
+    pub body: Value,
+    /// The client closed the connection before the response was complete.
+    pub client_disconnected: bool,
+    /// The response was sent in full.
+    pub completed: bool,
+    #[serde(skip)]
+    pub received_at: Option<Instant>,
+    #[serde(skip)]
+    pub first_byte_at: Option<Instant>,
+}
+
+impl RecordedRequest {
+    /// A header value by (case-insensitive) name.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+#[derive(Default)]
+struct State {
+    script: Mutex<VecDeque<MockReply>>,
+    requests: Mutex<Vec<RecordedRequest>>,
+    changed: Notify,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A running mock server; it stops when dropped.
+pub struct MockLlm {
+    addr: SocketAddr,
+    state: Arc<State>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for MockLlm {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+type Body = BoxBody<Bytes, std::io::Error>;
+
+impl MockLlm {
+    /// Starts a server on 127.0.0.1 with a free port.
+    pub async fn start(script: Vec<MockReply>) -> std::io::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let state = Arc::new(State::default());
+        lock(&state.script).extend(script);
+        let serving = state.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let state = serving.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |request| handle(request, state.clone()));
+                    let _ = http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Ok(Self { addr, state, task })
+    }
+
+    /// The OpenAI-style base URL (`http://127.0.0.1:PORT/v1`).
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// The socket address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Appends replies to the script.
+    pub fn push(&self, reply: MockReply) {
+        lock(&self.state.script).push_back(reply);
+    }
+
+    /// Every request so far.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        lock(&self.state.requests).clone()
+    }
+
+    /// Waits until `predicate` holds for the recorded requests, or the timeout passes.
+    pub async fn wait_until(
+        &self,
+        timeout: Duration,
+        predicate: impl Fn(&[RecordedRequest]) -> bool,
+    ) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let notified = self.state.changed.notified();
+            if predicate(&lock(&self.state.requests)) {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return predicate(&lock(&self.state.requests));
+            }
+        }
+    }
+}
+
+fn full(status: StatusCode, body: impl Into<Bytes>, content_type: &str) -> Response<Body> {
+    let mut response = Response::new(
+        Full::new(body.into())
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *response.status_mut() = status;
+    if let Ok(value) = content_type.parse() {
+        response.headers_mut().insert("content-type", value);
+    }
+    response
+}
+
+async fn handle(
+    request: Request<Incoming>,
+    state: Arc<State>,
+) -> Result<Response<Body>, Infallible> {
+    let received_at = Instant::now();
+    let method = request.method().to_string();
+    let path = request.uri().path().to_string();
+    let headers = request
+        .headers()
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    let bytes = match request.into_body().collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => Bytes::new(),
+    };
+    if path == "/_mock/requests" {
+        let body = serde_json::to_vec(&*lock(&state.requests)).unwrap_or_default();
+        return Ok(full(StatusCode::OK, body, "application/json"));
+    }
+    if path == "/_mock/script" {
+        return Ok(match serde_json::from_slice::<Vec<MockReply>>(&bytes) {
+            Ok(replies) => {
+                lock(&state.script).extend(replies);
+                full(StatusCode::OK, "{}", "application/json")
+            }
+            Err(e) => full(StatusCode::BAD_REQUEST, e.to_string(), "text/plain"),
+        });
+    }
+    let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    let streaming = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let model = body
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("mock")
+        .to_string();
+    let index = {
+        let mut requests = lock(&state.requests);
+        requests.push(RecordedRequest {
+            method,
+            path,
+            headers,
+            body,
+            client_disconnected: false,
+            completed: false,
+            received_at: Some(received_at),
+            first_byte_at: None,
+        });
+        requests.len() - 1
+    };
+    state.changed.notify_waiters();
+    let reply = lock(&state.script).pop_front();
+    let Some(reply) = reply else {
+        mark(&state, index, |r| r.completed = true);
+        return Ok(full(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            r#"{"error":{"message":"mock script exhausted"}}"#,
+            "application/json",
+        ));
+    };
+    if let MockReply::Error {
+        status,
+        body,
+        headers,
+    } = reply
+    {
+        let mut response = full(
+            StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            body,
+            "application/json",
+        );
+        for (name, value) in headers {
+            if let (Ok(name), Ok(value)) = (
+                hyper::header::HeaderName::from_bytes(name.as_bytes()),
+                hyper::header::HeaderValue::from_str(&value),
+            ) {
+                response.headers_mut().insert(name, value);
+            }
+        }
+        mark(&state, index, |r| r.completed = true);
+        return Ok(response);
+    }
+    if !streaming {
+        mark(&state, index, |r| {
+            r.completed = true;
+            r.first_byte_at = Some(Instant::now());
+        });
+        return Ok(full(
+            StatusCode::OK,
+            non_streaming_body(&reply, &model).to_string(),
+            "application/json",
+        ));
+    }
+    let (tx, rx) = mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(64);
+    tokio::spawn(stream_reply(reply, model, tx, state.clone(), index));
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    });
+    let mut response = Response::new(BodyExt::boxed(StreamBody::new(stream)));
+    response.headers_mut().insert(
+        "content-type",
+        hyper::header::HeaderValue::from_static("text/event-stream"),
+    );
+    Ok(response)
+}
+
+fn mark(state: &State, index: usize, change: impl FnOnce(&mut RecordedRequest)) {
+    if let Some(request) = lock(&state.requests).get_mut(index) {
+        change(request);
+    }
+    state.changed.notify_waiters();
+}
+
+fn chunk(model: &str, delta: Value, finish_reason: Option<&str>) -> String {
+    let payload = json!({
+        "id": "chatcmpl-mock",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+    });
+    format!("data: {payload}\n\n")
+}
+
+fn usage_chunk(model: &str, usage: MockUsage) -> String {
+    let payload = json!({
+        "id": "chatcmpl-mock",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": model,
+        "choices": [],
+        "usage": {
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+        },
+    });
+    format!("data: {payload}\n\n")
+}
+
+/// The SSE frames of a reply, and how it ends.
+enum Ending {
+    Done,
+    Hang,
+    Cut,
+}
+
+fn frames_of(reply: MockReply, model: &str) -> (Vec<String>, u64, Ending) {
+    let mut frames = Vec::new();
+    match reply {
+        MockReply::Text {
+            chunks,
+            reasoning,
+            delay_ms,
+            usage,
+            finish_reason,
+        } => {
+            frames.push(chunk(
+                model,
+                json!({"role": "assistant", "content": ""}),
+                None,
+            ));
+            for r in reasoning {
+                frames.push(chunk(model, json!({"reasoning_content": r}), None));
+            }
+            for c in chunks {
+                frames.push(chunk(model, json!({"content": c}), None));
+            }
+            frames.push(chunk(
+                model,
+                json!({}),
+                Some(finish_reason.as_deref().unwrap_or("stop")),
+            ));
+            if let Some(usage) = usage {
+                frames.push(usage_chunk(model, usage));
+            }
+            frames.push("data: [DONE]\n\n".into());
+            (frames, delay_ms, Ending::Done)
+        }
+        MockReply::ToolCalls {
+            calls,
+            text,
+            fragment_chars,
+            usage,
+        } => {
+            if let Some(text) = text {
+                frames.push(chunk(model, json!({"content": text}), None));
+            }
+            let size = fragment_chars.unwrap_or(usize::MAX).max(1);
+            for (index, call) in calls.iter().enumerate() {
+                let pieces = split_chars(&call.arguments, size);
+                frames.push(chunk(
+                    model,
+                    json!({"tool_calls": [{"index": index, "id": call.id, "type": "function",
+                        "function": {"name": call.name, "arguments": pieces.first().cloned().unwrap_or_default()}}]}),
+                    None,
+                ));
+                for piece in pieces.iter().skip(1) {
+                    frames.push(chunk(
+                        model,
+                        json!({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}),
+                        None,
+                    ));
+                }
+            }
+            frames.push(chunk(model, json!({}), Some("tool_calls")));
+            if let Some(usage) = usage {
+                frames.push(usage_chunk(model, usage));
+            }
+            frames.push("data: [DONE]\n\n".into());
+            (frames, 0, Ending::Done)
+        }
+        MockReply::Hang { chunks } => {
+            for c in chunks {
+                frames.push(chunk(model, json!({"content": c}), None));
+            }
+            (frames, 0, Ending::Hang)
+        }
+        MockReply::Drop { chunks } => {
+            for c in chunks {
+                frames.push(chunk(model, json!({"content": c}), None));
+            }
+            (frames, 0, Ending::Cut)
+        }
+        MockReply::RawSse { data } => {
+            for d in data {
+                frames.push(format!("data: {d}\n\n"));
+            }
+            (frames, 0, Ending::Done)
+        }
+        MockReply::Error { .. } => (frames, 0, Ending::Done),
+    }
+}
+
+fn split_chars(text: &str, size: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    if chars.is_empty() {
+        return vec![String::new()];
+    }
+    chars.chunks(size).map(|c| c.iter().collect()).collect()
+}
+
+async fn stream_reply(
+    reply: MockReply,
+    model: String,
+    tx: mpsc::Sender<Result<Frame<Bytes>, std::io::Error>>,
+    state: Arc<State>,
+    index: usize,
+) {
+    let (frames, delay_ms, ending) = frames_of(reply, &model);
+    let mut first = true;
+    for frame in frames {
+        if !first && delay_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+        }
+        if tx.send(Ok(Frame::data(Bytes::from(frame)))).await.is_err() {
+            mark(&state, index, |r| r.client_disconnected = true);
+            return;
+        }
+        if first {
+            first = false;
+            mark(&state, index, |r| r.first_byte_at = Some(Instant::now()));
+        }
+    }
+    match ending {
+        Ending::Done => {
+            // Wait for hyper to take the last frame, so a disconnect is not misreported.
+            drop(tx);
+            mark(&state, index, |r| r.completed = true);
+        }
+        Ending::Hang => {
+            tx.closed().await;
+            mark(&state, index, |r| r.client_disconnected = true);
+        }
+        Ending::Cut => {
+            let _ = tx
+                .send(Err(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionReset,
+                    "mock cut the stream",
+                )))
+                .await;
+            mark(&state, index, |r| r.completed = true);
+        }
+    }
+}
+
+fn non_streaming_body(reply: &MockReply, model: &str) -> Value {
+    let (content, tool_calls, finish) = match reply {
+        MockReply::Text { chunks, finish_reason, .. } => (
+            json!(chunks.concat()),
+            Value::Null,
+            finish_reason.clone().unwrap_or_else(|| "stop".into()),
+        ),
+        MockReply::ToolCalls { calls, text, .. } => (
+            text.clone().map_or(Value::Null, Value::String),
+            calls
+                .iter()
+                .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+                .collect(),
+            "tool_calls".into(),
+        ),
+        _ => (json!(""), Value::Null, "stop".into()),
+    };
+    let mut message = json!({"role": "assistant", "content": content});
+    if !tool_calls.is_null() {
+        message["tool_calls"] = tool_calls;
+    }
+    json!({
+        "id": "chatcmpl-mock",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    })
+}

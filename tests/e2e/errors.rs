@@ -1,0 +1,109 @@
+//! Bad input gets the right JSON-RPC error and the server keeps serving.
+
+use serde_json::json;
+use talaria_harness::MockReply;
+
+use crate::support::*;
+
+#[tokio::test]
+async fn malformed_input_gets_the_right_codes_and_serving_goes_on() {
+    let env = TestEnv::new(vec![MockReply::text(&["still here"])]).await;
+    let mut agent = env.spawn().await;
+
+    agent.send_raw(b"this is not json\n").await.expect("send");
+    let parse = agent
+        .wait_for(WAIT, |m| m.get("error").is_some())
+        .await
+        .expect("parse error");
+    assert_eq!(parse["error"]["code"], -32700);
+    assert_eq!(parse["id"], serde_json::Value::Null);
+
+    agent
+        .send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":77}\n")
+        .await
+        .expect("send");
+    let invalid = agent
+        .wait_for(WAIT, |m| m["id"] == 77)
+        .await
+        .expect("invalid request");
+    assert_eq!(invalid["error"]["code"], -32600);
+
+    let unknown = agent
+        .request("session/teleport", json!({}))
+        .await
+        .expect("response");
+    assert_eq!(unknown["error"]["code"], -32601);
+    assert!(
+        unknown["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("session/teleport")
+    );
+
+    agent
+        .call("initialize", json!({"protocolVersion": 1}))
+        .await
+        .expect("initialize after garbage");
+
+    let missing = agent
+        .request("session/new", json!({"mcpServers": []}))
+        .await
+        .expect("response");
+    assert_eq!(missing["error"]["code"], -32602);
+    assert!(
+        missing["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("cwd"),
+        "{missing}"
+    );
+
+    let relative = agent
+        .request(
+            "session/new",
+            json!({"cwd": "relative/dir", "mcpServers": []}),
+        )
+        .await
+        .expect("response");
+    assert_eq!(relative["error"]["code"], -32602);
+    assert!(
+        relative["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("absolute")
+    );
+
+    let wrong_type = agent
+        .request("session/prompt", json!({"sessionId": 5, "prompt": "hi"}))
+        .await
+        .expect("response");
+    assert_eq!(wrong_type["error"]["code"], -32602);
+
+    let no_session = agent
+        .request("session/prompt", text_prompt("nope", "hi"))
+        .await
+        .expect("response");
+    assert!(
+        no_session["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("Session not found")
+    );
+
+    // Unknown notifications are ignored (no answer), and the server still works.
+    agent
+        .notify("$/unknown_thing", json!({}))
+        .await
+        .expect("notify");
+    let session = agent
+        .call(
+            "session/new",
+            json!({"cwd": env.workspace.path(), "mcpServers": []}),
+        )
+        .await
+        .expect("session");
+    let sid = session["sessionId"].as_str().expect("id").to_string();
+    let (response, _) = prompt(&mut agent, &sid, "hello?").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    assert_clean_stdout(&agent);
+}

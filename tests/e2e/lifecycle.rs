@@ -1,0 +1,126 @@
+//! Handshake, sessions, authentication, and exit on EOF.
+
+use serde_json::json;
+use talaria_harness::MockReply;
+
+use crate::support::*;
+
+#[tokio::test]
+async fn handshake_states_capabilities_and_sessions_are_unique() {
+    let env = TestEnv::new(vec![]).await;
+    let mut agent = env.spawn().await;
+    let init = agent
+        .call("initialize", json!({"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": true}}, "clientInfo": {"name": "test", "version": "1"}}))
+        .await
+        .expect("initialize");
+    assert_eq!(init["protocolVersion"], 1);
+    assert_eq!(init["agentInfo"]["name"], "talaria");
+    assert!(init["agentInfo"]["version"].is_string());
+    assert_eq!(init["agentCapabilities"]["loadSession"], false);
+    assert_eq!(
+        init["agentCapabilities"]["promptCapabilities"]["embeddedContext"],
+        true
+    );
+    assert_eq!(init["authMethods"][0]["id"], "talaria-config");
+    let cwd = env.workspace.path();
+    let a = agent
+        .call("session/new", json!({"cwd": cwd, "mcpServers": []}))
+        .await
+        .expect("a");
+    let b = agent
+        .call("session/new", json!({"cwd": cwd, "mcpServers": [{"name": "x", "command": "/bin/true", "args": [], "env": []}]}))
+        .await
+        .expect("b (mcpServers accepted)");
+    assert!(a["sessionId"].is_string());
+    assert_ne!(a["sessionId"], b["sessionId"]);
+    assert_clean_stdout(&agent);
+}
+
+#[tokio::test]
+async fn missing_credentials_answer_auth_required_with_what_to_set() {
+    let mut env = TestEnv::new(vec![]).await;
+    env.api_key = None;
+    let mut agent = env.spawn().await;
+    agent
+        .call("initialize", json!({"protocolVersion": 1}))
+        .await
+        .expect("initialize");
+    let response = agent
+        .request(
+            "session/new",
+            json!({"cwd": env.workspace.path(), "mcpServers": []}),
+        )
+        .await
+        .expect("response");
+    assert_eq!(response["error"]["code"], -32000, "{response}");
+    assert!(
+        response["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("OPENAI_API_KEY")
+    );
+    let auth = agent
+        .request("authenticate", json!({"methodId": "talaria-config"}))
+        .await
+        .expect("response");
+    assert_eq!(auth["error"]["code"], -32000, "{auth}");
+    // Once the key is in the config file, authenticate and session/new succeed.
+    env.write_config("[openai]\napi_key = \"from-file\"\n");
+    agent
+        .call("authenticate", json!({"methodId": "talaria-config"}))
+        .await
+        .expect("authenticated");
+    agent
+        .call(
+            "session/new",
+            json!({"cwd": env.workspace.path(), "mcpServers": []}),
+        )
+        .await
+        .expect("session after config");
+}
+
+#[tokio::test]
+async fn eof_exits_zero_even_during_a_turn() {
+    let env = TestEnv::new(vec![MockReply::Hang {
+        chunks: vec!["thinking".into()],
+    }])
+    .await;
+    let (mut agent, session) = env.session().await;
+    agent
+        .start_request("session/prompt", text_prompt(&session, "go"))
+        .await
+        .expect("prompt");
+    agent.next_update(WAIT).await.expect("first chunk");
+    agent.close_stdin();
+    let status = agent.wait_exit(WAIT).await.expect("exits");
+    assert!(status.success(), "{status:?}");
+    assert!(
+        env.mock
+            .wait_until(WAIT, |r| r[0].client_disconnected)
+            .await,
+        "the model request was aborted"
+    );
+    agent.collect_remaining().await;
+    assert_clean_stdout(&agent);
+}
+
+#[tokio::test]
+async fn help_and_version_work() {
+    let bin = talaria_harness::binary::talaria_bin();
+    let version = std::process::Command::new(&bin)
+        .arg("--version")
+        .output()
+        .expect("run");
+    assert!(version.status.success());
+    assert!(String::from_utf8_lossy(&version.stdout).starts_with("talaria "));
+    let help = std::process::Command::new(&bin)
+        .arg("--help")
+        .output()
+        .expect("run");
+    assert!(help.status.success());
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        text.contains("acp") && text.contains("TALARIA_HOME"),
+        "{text}"
+    );
+}

@@ -1,0 +1,130 @@
+//! Shared set-up: a mock LLM, a private TALARIA_HOME and workspace, and the agent process.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use talaria_harness::{AgentProcess, MockLlm, MockReply, WireFraming, binary::talaria_bin};
+use tempfile::TempDir;
+
+pub const WAIT: Duration = Duration::from_secs(20);
+
+pub struct TestEnv {
+    pub mock: MockLlm,
+    pub home: TempDir,
+    pub workspace: TempDir,
+    pub extra_env: Vec<(String, String)>,
+    pub api_key: Option<String>,
+}
+
+impl TestEnv {
+    pub async fn new(script: Vec<MockReply>) -> TestEnv {
+        TestEnv {
+            mock: MockLlm::start(script).await.expect("mock starts"),
+            home: tempfile::tempdir().expect("home"),
+            workspace: tempfile::tempdir().expect("workspace"),
+            extra_env: Vec::new(),
+            api_key: Some("test-key".into()),
+        }
+    }
+
+    pub fn env(&self) -> Vec<(String, String)> {
+        let mut env = vec![
+            ("HOME".into(), self.home.path().display().to_string()),
+            (
+                "TALARIA_HOME".into(),
+                self.home.path().join("talaria").display().to_string(),
+            ),
+            ("OPENAI_BASE_URL".into(), self.mock.base_url()),
+            ("TALARIA_MODEL".into(), "mock-model".into()),
+            ("TALARIA_CONTEXT_WINDOW".into(), "32000".into()),
+            ("TALARIA_LOG".into(), "debug".into()),
+        ];
+        if let Some(key) = &self.api_key {
+            env.push(("OPENAI_API_KEY".into(), key.clone()));
+        }
+        env.extend(self.extra_env.iter().cloned());
+        env
+    }
+
+    pub fn write_config(&self, text: &str) {
+        let dir = self.home.path().join("talaria");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(dir.join("config.toml"), text).expect("config");
+    }
+
+    pub async fn spawn_with(&self, framing: WireFraming) -> AgentProcess {
+        AgentProcess::spawn(&talaria_bin(), &["acp"], &self.env(), framing)
+            .await
+            .expect("agent spawns")
+    }
+
+    pub async fn spawn(&self) -> AgentProcess {
+        self.spawn_with(WireFraming::NewlineDelimited).await
+    }
+
+    /// A running agent with one session in the workspace.
+    pub async fn session(&self) -> (AgentProcess, String) {
+        let mut agent = self.spawn().await;
+        let session = agent
+            .start_session(self.workspace.path())
+            .await
+            .expect("session");
+        (agent, session)
+    }
+}
+
+pub fn text_prompt(session: &str, text: &str) -> Value {
+    json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
+}
+
+/// Sends a prompt and waits for its response; returns the response and the updates that
+/// arrived before it.
+pub async fn prompt(agent: &mut AgentProcess, session: &str, text: &str) -> (Value, Vec<Value>) {
+    let before = agent.transcript.len();
+    let id = agent
+        .start_request("session/prompt", text_prompt(session, text))
+        .await
+        .expect("send prompt");
+    let response = agent
+        .wait_response(id, WAIT)
+        .await
+        .expect("prompt response");
+    let updates = agent.transcript[before..]
+        .iter()
+        .filter(|m| m["method"] == "session/update")
+        .map(|m| m["params"]["update"].clone())
+        .collect();
+    (response, updates)
+}
+
+pub fn stop_reason(response: &Value) -> &str {
+    response["result"]["stopReason"]
+        .as_str()
+        .unwrap_or("<error>")
+}
+
+/// The texts of the given update kind, in order.
+pub fn chunks(updates: &[Value], kind: &str) -> Vec<String> {
+    updates
+        .iter()
+        .filter(|u| u["sessionUpdate"] == kind)
+        .map(|u| {
+            u["content"]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect()
+}
+
+/// Every stdout frame was a JSON-RPC 2.0 object.
+pub fn assert_clean_stdout(agent: &AgentProcess) {
+    assert!(
+        agent.non_json_output().is_empty(),
+        "non-JSON on stdout: {:?}",
+        agent.non_json_output()
+    );
+    for message in &agent.transcript {
+        assert_eq!(message["jsonrpc"], "2.0", "not JSON-RPC 2.0: {message}");
+    }
+}

@@ -1,0 +1,123 @@
+//! The model → tool → model loop.
+
+use serde_json::json;
+use talaria_harness::MockReply;
+
+use crate::support::*;
+
+#[tokio::test]
+async fn a_tool_call_round_trip_reports_the_card_and_feeds_the_result_back() {
+    let env = TestEnv::new(vec![
+        MockReply::tool_call("call_abc", "read_file", json!({"path": "notes.txt"})),
+        MockReply::text(&["The file says hi."]),
+    ])
+    .await;
+    std::fs::write(env.workspace.path().join("notes.txt"), "hi from the file\n").expect("write");
+    let (mut agent, session) = env.session().await;
+    let (response, updates) = prompt(&mut agent, &session, "What does notes.txt say?").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+
+    let card = updates
+        .iter()
+        .find(|u| u["sessionUpdate"] == "tool_call")
+        .expect("tool_call");
+    assert_eq!(card["toolCallId"], "call_abc");
+    assert_eq!(card["kind"], "read");
+    assert_eq!(card["rawInput"], json!({"path": "notes.txt"}));
+    let file = env.workspace.path().join("notes.txt");
+    assert_eq!(card["locations"][0]["path"], file.display().to_string());
+    let done = updates
+        .iter()
+        .find(|u| u["sessionUpdate"] == "tool_call_update")
+        .expect("update");
+    assert_eq!(done["toolCallId"], "call_abc");
+    assert_eq!(done["status"], "completed");
+    assert!(
+        done["content"][0]["content"]["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("hi from the file")
+    );
+    assert_eq!(
+        chunks(&updates, "agent_message_chunk"),
+        ["The file says hi."]
+    );
+
+    let second = &env.mock.requests()[1].body["messages"];
+    let assistant = &second[2];
+    assert_eq!(assistant["tool_calls"][0]["id"], "call_abc");
+    assert_eq!(
+        assistant["tool_calls"][0]["function"]["arguments"],
+        json!({"path": "notes.txt"}).to_string()
+    );
+    assert_eq!(second[3]["role"], "tool");
+    assert_eq!(second[3]["tool_call_id"], "call_abc");
+    assert!(
+        second[3]["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("1|hi from the file")
+    );
+    assert_clean_stdout(&agent);
+}
+
+#[tokio::test]
+async fn bad_tool_calls_become_failed_results_the_model_can_read() {
+    let env = TestEnv::new(vec![
+        MockReply::ToolCalls {
+            calls: vec![
+                talaria_harness::MockToolCall {
+                    id: "a".into(),
+                    name: "read_file".into(),
+                    arguments: "{\"path\": ".into(),
+                },
+                talaria_harness::MockToolCall {
+                    id: "b".into(),
+                    name: "launch_rockets".into(),
+                    arguments: "{}".into(),
+                },
+            ],
+            text: None,
+            fragment_chars: Some(3),
+            usage: None,
+        },
+        MockReply::text(&["sorry"]),
+    ])
+    .await;
+    let (mut agent, session) = env.session().await;
+    let (response, updates) = prompt(&mut agent, &session, "go").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    let failed: Vec<_> = updates
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call_update" && u["status"] == "failed")
+        .collect();
+    assert_eq!(failed.len(), 2);
+    let results = &env.mock.requests()[1].body["messages"];
+    assert!(
+        results[3]["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("not valid JSON")
+    );
+    assert!(
+        results[4]["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("Unknown tool `launch_rockets`")
+    );
+}
+
+#[tokio::test]
+async fn the_per_turn_request_cap_ends_with_max_turn_requests() {
+    let env = TestEnv::new(vec![
+        MockReply::tool_call("c1", "read_file", json!({"path": "x"})),
+        MockReply::tool_call("c2", "read_file", json!({"path": "x"})),
+        MockReply::tool_call("c3", "read_file", json!({"path": "x"})),
+    ])
+    .await;
+    env.write_config("max_turn_requests = 2\n");
+    let (mut agent, session) = env.session().await;
+    let (response, _) = prompt(&mut agent, &session, "loop").await;
+    assert_eq!(stop_reason(&response), "max_turn_requests");
+    assert_eq!(env.mock.requests().len(), 2);
+}
