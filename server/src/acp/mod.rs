@@ -179,7 +179,7 @@ impl Agent {
                 capabilities::AUTH_METHOD_ID
             )));
         }
-        let config = Config::load().map_err(|e| errors::internal_error(e))?;
+        let config = Config::load().map_err(errors::internal_error)?;
         match config.missing_credentials() {
             None => to_value(acp::AuthenticateResponse::new()),
             Some(missing) => Err(errors::auth_required(missing)),
@@ -222,7 +222,7 @@ impl Agent {
                 params.cwd.display()
             )));
         }
-        let config = Config::load().map_err(|e| errors::internal_error(e))?;
+        let config = Config::load().map_err(errors::internal_error)?;
         if let Some(missing) = config.missing_credentials() {
             return Err(errors::auth_required(missing));
         }

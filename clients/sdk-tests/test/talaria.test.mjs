@@ -1,0 +1,150 @@
+// Drives the real talaria binary with the official ACP TypeScript SDK as the client:
+// a client nobody on this project wrote proves that Talaria interoperates.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { Readable, Writable } from "node:stream";
+import { createInterface } from "node:readline";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { client, methods, ndJsonStream, PROTOCOL_VERSION, RequestError } from "@agentclientprotocol/sdk";
+
+const root = resolve(import.meta.dirname, "../../..");
+const targetDir = process.env.CARGO_TARGET_DIR ?? join(root, "target");
+const talariaBin = process.env.TALARIA_BIN ?? join(targetDir, "debug", "talaria");
+const mockBin = process.env.TALARIA_MOCK_BIN ?? join(targetDir, "debug", "talaria-mock-llm");
+
+let mock;
+let mockUrl;
+
+before(async () => {
+  mock = spawn(mockBin, [], { stdio: ["pipe", "pipe", "inherit"] });
+  const line = await new Promise((ok, fail) => {
+    createInterface({ input: mock.stdout }).once("line", ok);
+    mock.once("error", fail);
+  });
+  mockUrl = `http://127.0.0.1:${JSON.parse(line).port}`;
+});
+
+after(() => mock?.stdin.end());
+
+async function script(replies) {
+  const response = await fetch(`${mockUrl}/_mock/script`, { method: "POST", body: JSON.stringify(replies) });
+  assert.equal(response.status, 200);
+}
+
+async function recorded() {
+  return (await fetch(`${mockUrl}/_mock/requests`)).json();
+}
+
+// Spawns talaria, connects the SDK client, runs `body(ctx, updates, workspace)`, then closes.
+async function withTalaria(body) {
+  const home = mkdtempSync(join(tmpdir(), "talaria-sdk-home-"));
+  const workspace = mkdtempSync(join(tmpdir(), "talaria-sdk-ws-"));
+  const child = spawn(talariaBin, ["acp"], {
+    stdio: ["pipe", "pipe", "inherit"],
+    env: {
+      PATH: process.env.PATH,
+      HOME: home,
+      TALARIA_HOME: join(home, "talaria"),
+      OPENAI_BASE_URL: `${mockUrl}/v1`,
+      OPENAI_API_KEY: "sdk-key",
+      TALARIA_MODEL: "mock-model",
+      TALARIA_LOG: "warn",
+    },
+  });
+  const exited = new Promise((ok) => child.once("exit", (code) => ok(code)));
+  const updates = [];
+  const app = client({ name: "talaria-sdk-tests" })
+    .onRequest(methods.client.session.requestPermission, ({ params }) => ({
+      outcome: { outcome: "selected", optionId: params.options.find((o) => o.kind === "allow_once").optionId },
+    }))
+    .onNotification(methods.client.session.update, ({ params }) => {
+      updates.push(params.update);
+    });
+  const stream = ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+  try {
+    await app.connectWith(stream, async (ctx) => {
+      const init = await ctx.request(methods.agent.initialize, {
+        protocolVersion: PROTOCOL_VERSION,
+        clientCapabilities: {},
+      });
+      assert.equal(init.protocolVersion, 1);
+      assert.equal(init.agentInfo.name, "talaria");
+      await body(ctx, updates, workspace);
+    });
+  } finally {
+    child.stdin.end();
+  }
+  assert.equal(await exited, 0, "talaria exits 0 when its input closes");
+}
+
+const texts = (updates, kind) => updates.filter((u) => u.sessionUpdate === kind).map((u) => u.content.text);
+
+test("a streamed answer arrives in chunks and the turn ends with end_turn", async () => {
+  await script([{ type: "text", chunks: ["Hello ", "from ", "the SDK"], delay_ms: 10 }]);
+  await withTalaria(async (ctx, updates, workspace) => {
+    const { sessionId } = await ctx.request(methods.agent.session.new, { cwd: workspace, mcpServers: [] });
+    const result = await ctx.request(methods.agent.session.prompt, {
+      sessionId,
+      prompt: [{ type: "text", text: "greet me" }],
+    });
+    assert.equal(result.stopReason, "end_turn");
+    assert.deepEqual(texts(updates, "agent_message_chunk"), ["Hello ", "from ", "the SDK"]);
+  });
+  const requests = await recorded();
+  const last = requests.at(-1);
+  assert.equal(last.body.messages.at(-1).content, "greet me");
+  assert.ok(last.headers.some(([k, v]) => k === "authorization" && v === "Bearer sdk-key"));
+});
+
+test("a tool call shows as a card and its result feeds the next model call", async () => {
+  await script([
+    { type: "tool_calls", calls: [{ id: "sdk_call", name: "read_file", arguments: '{"path":"hello.txt"}' }], fragment_chars: 4 },
+    { type: "text", chunks: ["It says hi."] },
+  ]);
+  await withTalaria(async (ctx, updates, workspace) => {
+    writeFileSync(join(workspace, "hello.txt"), "hi there\n");
+    const { sessionId } = await ctx.request(methods.agent.session.new, { cwd: workspace, mcpServers: [] });
+    const result = await ctx.request(methods.agent.session.prompt, {
+      sessionId,
+      prompt: [{ type: "text", text: "read hello.txt" }],
+    });
+    assert.equal(result.stopReason, "end_turn");
+    const card = updates.find((u) => u.sessionUpdate === "tool_call");
+    assert.equal(card.toolCallId, "sdk_call");
+    assert.equal(card.kind, "read");
+    const done = updates.find((u) => u.sessionUpdate === "tool_call_update");
+    assert.equal(done.status, "completed");
+    assert.match(done.content[0].content.text, /hi there/);
+  });
+  const requests = await recorded();
+  const toolMessage = requests.at(-1).body.messages.find((m) => m.role === "tool");
+  assert.equal(toolMessage.tool_call_id, "sdk_call");
+});
+
+test("session/cancel ends a turn with cancelled and the next prompt works", async () => {
+  await script([{ type: "hang", chunks: ["partial"] }, { type: "text", chunks: ["again"] }]);
+  await withTalaria(async (ctx, updates, workspace) => {
+    const { sessionId } = await ctx.request(methods.agent.session.new, { cwd: workspace, mcpServers: [] });
+    const pending = ctx.request(methods.agent.session.prompt, { sessionId, prompt: [{ type: "text", text: "slow" }] });
+    while (!updates.some((u) => u.sessionUpdate === "agent_message_chunk")) {
+      await new Promise((ok) => setTimeout(ok, 10));
+    }
+    await ctx.notify(methods.agent.session.cancel, { sessionId });
+    assert.equal((await pending).stopReason, "cancelled");
+    const next = await ctx.request(methods.agent.session.prompt, { sessionId, prompt: [{ type: "text", text: "again" }] });
+    assert.equal(next.stopReason, "end_turn");
+    assert.deepEqual(texts(updates, "agent_message_chunk"), ["partial", "again"]);
+  });
+});
+
+test("invalid params come back as a JSON-RPC error the SDK understands", async () => {
+  await withTalaria(async (ctx) => {
+    await assert.rejects(
+      ctx.request(methods.agent.session.new, { cwd: "not/absolute", mcpServers: [] }),
+      (error) => error instanceof RequestError && error.code === -32602 && /absolute/.test(error.message),
+    );
+  });
+});
