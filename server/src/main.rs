@@ -33,8 +33,7 @@ enum Command {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     logging::init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .max_blocking_threads(16)
         .thread_name("talaria")
         .enable_all()

@@ -488,6 +488,17 @@ fn frames_of(reply: MockReply, model: &str) -> (Vec<String>, u64, Ending) {
     }
 }
 
+fn coalesce(frames: Vec<String>, limit: usize) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (index, frame) in frames.into_iter().enumerate() {
+        match out.last_mut() {
+            Some(last) if index > 1 && last.len() + frame.len() <= limit => last.push_str(&frame),
+            _ => out.push(frame),
+        }
+    }
+    out
+}
+
 fn split_chars(text: &str, size: usize) -> Vec<String> {
     let chars: Vec<char> = text.chars().collect();
     if chars.is_empty() {
@@ -504,6 +515,13 @@ async fn stream_reply(
     index: usize,
 ) {
     let (frames, delay_ms, ending) = frames_of(reply, &model);
+    // Without delays, coalesce frames into larger writes (as a real server's TCP stream would);
+    // the first frame stays alone so time-to-first-byte is measured precisely.
+    let frames = if delay_ms == 0 {
+        coalesce(frames, 16 * 1024)
+    } else {
+        frames
+    };
     let mut first = true;
     for frame in frames {
         if !first && delay_ms > 0 {

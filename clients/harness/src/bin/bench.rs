@@ -1,1 +1,295 @@
-fn main() {}
+//! `talaria-bench`: start-up, latency, memory and throughput figures for an ACP agent binary
+//! (by default this workspace's release `talaria`) against the in-process mock LLM.
+//!
+//! Usage: `talaria-bench [--agent PATH] [--iterations N]`. Prints one line per figure with its
+//! target. Figures are medians over the iterations (minimum in brackets).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::json;
+use talaria_harness::{AgentProcess, MockLlm, MockReply, WireFraming};
+
+struct Options {
+    agent: PathBuf,
+    iterations: usize,
+}
+
+fn options() -> anyhow::Result<Options> {
+    let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace.join("target"));
+    let mut options = Options {
+        agent: target.join("release").join("talaria"),
+        iterations: 20,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--agent" => options.agent = args.next().context("--agent needs a path")?.into(),
+            "--iterations" => {
+                options.iterations = args
+                    .next()
+                    .context("--iterations needs a number")?
+                    .parse()?
+            }
+            "-h" | "--help" => {
+                println!("usage: talaria-bench [--agent PATH] [--iterations N]");
+                std::process::exit(0);
+            }
+            other => bail!("unknown argument {other:?}"),
+        }
+    }
+    if !options.agent.exists() {
+        bail!(
+            "{} does not exist: run `cargo build --release -p talaria-server` first",
+            options.agent.display()
+        );
+    }
+    Ok(options)
+}
+
+struct Env {
+    mock: MockLlm,
+    home: tempfile::TempDir,
+    workspace: tempfile::TempDir,
+}
+
+impl Env {
+    fn vars(&self) -> Vec<(String, String)> {
+        vec![
+            ("HOME".into(), self.home.path().display().to_string()),
+            (
+                "TALARIA_HOME".into(),
+                self.home.path().join("t").display().to_string(),
+            ),
+            ("OPENAI_BASE_URL".into(), self.mock.base_url()),
+            ("OPENAI_API_KEY".into(), "bench".into()),
+            ("TALARIA_MODEL".into(), "mock-model".into()),
+            ("TALARIA_LOG".into(), "warn".into()),
+        ]
+    }
+}
+
+fn median(values: &mut [f64]) -> (f64, f64) {
+    values.sort_by(f64::total_cmp);
+    (values[values.len() / 2], values[0])
+}
+
+fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}
+
+fn peak_rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+struct StreamFigures {
+    first_to_last: Duration,
+    prompt_to_end: Duration,
+    agent_cpu_ms: Option<f64>,
+    peak_rss_mb: Option<f64>,
+}
+
+async fn stream_throughput(
+    agent: &std::path::Path,
+    vars: &[(String, String)],
+    cwd: &std::path::Path,
+    deltas: usize,
+) -> anyhow::Result<StreamFigures> {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let mut child = tokio::process::Command::new(agent)
+        .arg("acp")
+        .env_clear()
+        .envs(vars.iter().cloned())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?;
+    let pid = child.id().context("pid")?;
+    let mut stdin = child.stdin.take().context("stdin")?;
+    let mut lines =
+        BufReader::with_capacity(1 << 20, child.stdout.take().context("stdout")?).lines();
+    let send = |value: serde_json::Value| format!("{value}\n");
+    stdin.write_all(send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})).as_bytes()).await?;
+    stdin.write_all(send(json!({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": cwd, "mcpServers": []}})).as_bytes()).await?;
+    let mut session = None;
+    while session.is_none() {
+        let line = lines.next_line().await?.context("agent closed")?;
+        let value: serde_json::Value = serde_json::from_str(&line)?;
+        if value["id"] == 2 {
+            session = value["result"]["sessionId"].as_str().map(str::to_string);
+        }
+    }
+    let prompt = json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+        "params": {"sessionId": session, "prompt": [{"type": "text", "text": "stream"}]}});
+    let sent = Instant::now();
+    stdin.write_all(send(prompt).as_bytes()).await?;
+    let (mut first, mut last, mut count) = (None, None, 0usize);
+    loop {
+        let line = lines
+            .next_line()
+            .await?
+            .context("agent closed mid-stream")?;
+        if line.contains("\"agent_message_chunk\"") {
+            count += 1;
+            let now = Instant::now();
+            first.get_or_insert(now);
+            last = Some(now);
+        } else if line.contains("\"stopReason\"") {
+            break;
+        }
+    }
+    let prompt_to_end = sent.elapsed();
+    if count != deltas {
+        bail!("expected {deltas} chunks, got {count}");
+    }
+    let figures = StreamFigures {
+        first_to_last: last.zip(first).map(|(l, f)| l - f).unwrap_or_default(),
+        prompt_to_end,
+        agent_cpu_ms: cpu_ms(pid),
+        peak_rss_mb: peak_rss_kib(pid).map(|k| k as f64 / 1024.0),
+    };
+    drop(stdin);
+    child.wait().await?;
+    Ok(figures)
+}
+
+/// User plus system CPU time of a live process, in milliseconds.
+fn cpu_ms(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks * 10.0)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let options = options()?;
+    let env = Env {
+        mock: MockLlm::start(Vec::new()).await?,
+        home: tempfile::tempdir()?,
+        workspace: tempfile::tempdir()?,
+    };
+    let cwd = env.workspace.path().to_path_buf();
+    let (mut initialize, mut new_session, mut first_chunk, mut rss) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..options.iterations {
+        let spawned = Instant::now();
+        let mut agent = AgentProcess::spawn(
+            &options.agent,
+            &["acp"],
+            &env.vars(),
+            WireFraming::NewlineDelimited,
+        )
+        .await?;
+        agent
+            .call("initialize", json!({"protocolVersion": 1}))
+            .await?;
+        initialize.push(ms(spawned.elapsed()));
+
+        let sent = Instant::now();
+        let session = agent
+            .call("session/new", json!({"cwd": cwd, "mcpServers": []}))
+            .await?;
+        new_session.push(ms(sent.elapsed()));
+        let session = session["sessionId"]
+            .as_str()
+            .context("session id")?
+            .to_string();
+
+        env.mock
+            .push(MockReply::text(&["first", " chunk", " and more"]));
+        let before = env.mock.requests().len();
+        let sent = Instant::now();
+        let id = agent
+            .start_request(
+                "session/prompt",
+                json!({"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]}),
+            )
+            .await?;
+        agent.next_update(Duration::from_secs(10)).await?;
+        let client_latency = sent.elapsed();
+        agent.wait_response(id, Duration::from_secs(10)).await?;
+        let request = env
+            .mock
+            .requests()
+            .into_iter()
+            .nth(before)
+            .context("mock request")?;
+        let mock_latency = match (request.received_at, request.first_byte_at) {
+            (Some(received), Some(first)) => first.duration_since(received),
+            _ => Duration::ZERO,
+        };
+        first_chunk.push(ms(client_latency.saturating_sub(mock_latency)));
+        if let Some(kib) = agent.pid().and_then(peak_rss_kib) {
+            rss.push(kib as f64 / 1024.0);
+        }
+        agent.close_stdin();
+        agent.wait_exit(Duration::from_secs(5)).await?;
+    }
+
+    // Throughput: one 10,000-delta stream, read as raw lines (no JSON parsing on our side, so
+    // the client does not compete with the agent for the machine's cores).
+    let deltas = 10_000;
+    let chunks: Vec<String> = (0..deltas).map(|i| format!("tok{i} ")).collect();
+    env.mock.push(MockReply::Text {
+        chunks,
+        reasoning: Vec::new(),
+        delay_ms: 0,
+        usage: None,
+        finish_reason: None,
+    });
+    let stream = stream_throughput(&options.agent, &env.vars(), &cwd, deltas).await?;
+
+    let (init_med, init_min) = median(&mut initialize);
+    let (new_med, new_min) = median(&mut new_session);
+    let (chunk_med, chunk_min) = median(&mut first_chunk);
+    let (rss_med, rss_max) = {
+        let (med, _) = median(&mut rss);
+        (med, rss.iter().copied().fold(0.0, f64::max))
+    };
+    println!(
+        "talaria-bench: {} ({} iterations)",
+        options.agent.display(),
+        options.iterations
+    );
+    println!(
+        "spawn -> initialize answered      {init_med:8.2} ms  (min {init_min:.2})   target <= 5 ms"
+    );
+    println!(
+        "session/new answered              {new_med:8.2} ms  (min {new_min:.2})   target <= 2 ms"
+    );
+    println!(
+        "prompt -> first chunk (- mock)    {chunk_med:8.2} ms  (min {chunk_min:.2})   target <= 2 ms"
+    );
+    println!(
+        "peak RSS after a turn             {rss_med:8.2} MB  (max {rss_max:.2})   target <= 12 MB"
+    );
+    println!(
+        "deltas forwarded                  {:8.0} /s  (first to last of {deltas} chunks: {:.1} ms)   target >= 100000/s",
+        (deltas - 1) as f64 / stream.first_to_last.as_secs_f64(),
+        ms(stream.first_to_last)
+    );
+    println!(
+        "  prompt to turn end              {:8.1} ms  (includes the mock generating the stream)",
+        ms(stream.prompt_to_end)
+    );
+    if let Some(cpu) = stream.agent_cpu_ms {
+        println!("  agent CPU, whole process       {cpu:8.1} ms  (user+system, incl. start-up)");
+    }
+    if let Some(mb) = stream.peak_rss_mb {
+        println!("  peak RSS after the stream      {mb:8.2} MB");
+    }
+    Ok(())
+}
