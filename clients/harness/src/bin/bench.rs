@@ -4,6 +4,9 @@
 //! Usage: `talaria-bench [--agent PATH] [--iterations N]`. Prints one line per figure with its
 //! target. Figures are medians over the iterations (minimum in brackets).
 
+// This is a report printer: its output belongs on stdout.
+#![allow(clippy::print_stdout)]
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
