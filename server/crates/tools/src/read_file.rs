@@ -6,8 +6,10 @@ use futures_util::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::fs::FileError;
 use crate::tool::{
-    CallDescription, Tool, ToolContext, ToolDefinition, ToolKind, ToolLocation, ToolOutcome,
+    CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolKind, ToolLocation,
+    ToolOutcome,
 };
 
 /// Lines returned when the model gives no limit.
@@ -16,10 +18,6 @@ pub const DEFAULT_LIMIT: usize = 500;
 pub const MAX_LIMIT: usize = 2000;
 /// Longer lines are cut, with a marker.
 pub const MAX_LINE_CHARS: usize = 2000;
-/// Files larger than this are refused (read a part with offset/limit from a smaller copy).
-pub const MAX_FILE_BYTES: u64 = 50 * 1024 * 1024;
-/// How many leading bytes are checked for NUL to detect binary files.
-const BINARY_SNIFF_BYTES: usize = 8192;
 
 /// The `read_file` tool.
 #[derive(Debug)]
@@ -41,6 +39,9 @@ static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
         "required": ["path"]
     }),
     kind: ToolKind::Read,
+    concurrency: Concurrency::ReadOnly,
+    // Never stored away: storing a read result would only invite another read.
+    max_result_chars: Some(usize::MAX),
 });
 
 #[derive(Debug, Deserialize)]
@@ -79,12 +80,15 @@ impl Tool for ReadFile {
             .get("offset")
             .and_then(Value::as_u64)
             .and_then(|n| u32::try_from(n).ok());
+        let resolved = ctx.resolve(path);
         CallDescription {
             title: format!("Read {path}"),
             locations: vec![ToolLocation {
-                path: ctx.resolve(path),
+                path: resolved.clone(),
                 line,
             }],
+            paths: vec![resolved],
+            ..CallDescription::default()
         }
     }
 
@@ -106,43 +110,31 @@ async fn read(args: Args, ctx: &ToolContext) -> ToolOutcome {
         return ToolOutcome::failed("read_file needs a non-empty `path`.");
     }
     let path = ctx.resolve(&args.path);
-    let shown = path.display().to_string();
     let location = ToolLocation {
         path: path.clone(),
         line: args.offset.and_then(|n| u32::try_from(n).ok()),
     };
-    let metadata = match tokio::fs::metadata(&path).await {
-        Ok(metadata) => metadata,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return ToolOutcome::failed(format!("File not found: {shown}"));
+    let text = match ctx.files.read_text(&path).await {
+        Ok(text) => text,
+        Err(FileError::IsDirectory(_)) => {
+            return ToolOutcome::failed(format!(
+                "{} is a directory, not a file. Use search_files with target \"files\" to list it.",
+                path.display()
+            ));
         }
-        Err(e) => return ToolOutcome::failed(format!("Cannot read {shown}: {e}")),
+        Err(e) => return ToolOutcome::failed(capitalize(&e.to_string())),
     };
-    if metadata.is_dir() {
-        return ToolOutcome::failed(format!(
-            "{shown} is a directory, not a file. Use search_files to list files."
-        ));
-    }
-    if metadata.len() > MAX_FILE_BYTES {
-        return ToolOutcome::failed(format!(
-            "{shown} is {} bytes, over the {MAX_FILE_BYTES}-byte limit of read_file.",
-            metadata.len()
-        ));
-    }
-    let bytes = match tokio::fs::read(&path).await {
-        Ok(bytes) => bytes,
-        Err(e) => return ToolOutcome::failed(format!("Cannot read {shown}: {e}")),
-    };
-    if bytes[..bytes.len().min(BINARY_SNIFF_BYTES)].contains(&0) {
-        return ToolOutcome::failed(format!(
-            "{shown} looks like a binary file ({} bytes); read_file only shows text.",
-            bytes.len()
-        ));
-    }
-    let text = String::from_utf8_lossy(&bytes);
     let offset = args.offset.unwrap_or(1).max(1);
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
     ToolOutcome::completed(render(&text, offset, limit)).with_locations(vec![location])
+}
+
+fn capitalize(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
 }
 
 /// Renders lines `offset..offset+limit` with right-aligned 1-based numbers, plus a footer
@@ -185,10 +177,11 @@ mod tests {
     use tokio_util::sync::CancellationToken;
 
     fn ctx(dir: &std::path::Path) -> ToolContext {
-        ToolContext {
-            cwd: dir.to_path_buf(),
-            cancel: CancellationToken::new(),
-        }
+        ToolContext::local(
+            dir.to_path_buf(),
+            CancellationToken::new(),
+            Default::default(),
+        )
     }
 
     async fn run(dir: &std::path::Path, args: Value) -> ToolOutcome {

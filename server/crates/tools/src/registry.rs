@@ -1,15 +1,17 @@
-//! The registry: definitions for the model and dispatch of the model's calls.
+//! The registry: definitions for the model, argument checking, and dispatch.
 //!
 //! Invariant: every call gets a [`ToolOutcome`]. An unknown tool, arguments that are not a
-//! JSON object, or a tool outside the session's whitelist give a failed outcome that says what
-//! was wrong, so the model can correct itself.
+//! JSON object, arguments that do not fit the tool's schema (after coercion of the usual
+//! slips), or a tool outside the session's whitelist give a failed outcome that says what was
+//! wrong, so the model can correct itself.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::tool::{CallDescription, Tool, ToolContext, ToolDefinition, ToolOutcome};
+use crate::schema::coerce_and_validate;
+use crate::tool::{CallDescription, Tool, ToolContext, ToolDefinition, ToolEffect, ToolOutcome};
 
 /// A set of tools by name.
 #[derive(Clone, Default)]
@@ -23,7 +25,7 @@ impl std::fmt::Debug for Registry {
     }
 }
 
-/// The arguments of a call after parsing, or why they could not be parsed.
+/// The arguments of a call after parsing and schema checks, or why they are unusable.
 pub type ParsedArgs = Result<Value, String>;
 
 impl Registry {
@@ -37,7 +39,7 @@ impl Registry {
         self.tools.insert(tool.definition().name, tool);
     }
 
-    /// A registry holding only the named tools (the rest are not offered and not dispatched).
+    /// A registry holding only the named tools (the rest are neither offered nor dispatched).
     pub fn restricted_to(&self, names: &[&str]) -> Registry {
         Registry {
             tools: self
@@ -49,9 +51,24 @@ impl Registry {
         }
     }
 
-    /// Definitions of every tool, in name order (stable, so prompts cache well).
+    /// A registry holding only the tools of the named toolsets.
+    pub fn with_toolsets(&self, toolsets: &[&str]) -> Registry {
+        Registry {
+            tools: self
+                .tools
+                .iter()
+                .filter(|(_, tool)| toolsets.contains(&tool.definition().toolset))
+                .map(|(name, tool)| (*name, tool.clone()))
+                .collect(),
+        }
+    }
+
+    /// Definitions of every available tool, in name order (stable, so prompts cache well).
     pub fn definitions(&self) -> impl Iterator<Item = &ToolDefinition> {
-        self.tools.values().map(|tool| tool.definition())
+        self.tools
+            .values()
+            .filter(|tool| tool.available())
+            .map(|tool| tool.definition())
     }
 
     /// Looks up a tool's definition.
@@ -59,39 +76,62 @@ impl Registry {
         self.tools.get(name).map(|tool| tool.definition())
     }
 
-    /// Parses raw model arguments: empty means `{}`; anything else must be a JSON object.
-    pub fn parse_args(raw: &str) -> ParsedArgs {
-        if raw.trim().is_empty() {
-            return Ok(Value::Object(Default::default()));
+    /// Parses raw model arguments (empty means `{}`) and checks them against the tool's
+    /// schema, coercing the usual slips.
+    pub fn parse_args(&self, name: &str, raw: &str) -> ParsedArgs {
+        let mut value = if raw.trim().is_empty() {
+            Value::Object(Default::default())
+        } else {
+            match serde_json::from_str::<Value>(raw) {
+                Ok(value @ Value::Object(_)) => value,
+                Ok(other) => {
+                    return Err(format!(
+                        "tool arguments must be a JSON object, got: {}",
+                        truncate(&other.to_string(), 200)
+                    ));
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "tool arguments are not valid JSON ({e}): {}",
+                        truncate(raw, 200)
+                    ));
+                }
+            }
+        };
+        if let Some(tool) = self.tools.get(name) {
+            coerce_and_validate(&tool.definition().parameters, &mut value)?;
         }
-        match serde_json::from_str::<Value>(raw) {
-            Ok(value @ Value::Object(_)) => Ok(value),
-            Ok(other) => Err(format!(
-                "tool arguments must be a JSON object, got: {}",
-                truncate(&other.to_string(), 200)
-            )),
-            Err(e) => Err(format!(
-                "tool arguments are not valid JSON ({e}): {}",
-                truncate(raw, 200)
-            )),
-        }
+        Ok(value)
     }
 
-    /// Describes a call for display before it runs.
+    /// Describes a call for display and policy before it runs.
     pub fn describe(&self, name: &str, args: &ParsedArgs, ctx: &ToolContext) -> CallDescription {
         match (self.tools.get(name), args) {
             (Some(tool), Ok(args)) => tool.describe(args, ctx),
             _ => CallDescription {
                 title: name.to_string(),
-                locations: Vec::new(),
+                ..CallDescription::default()
             },
+        }
+    }
+
+    /// What a call would change (for the approval prompt).
+    pub async fn preview(
+        &self,
+        name: &str,
+        args: &ParsedArgs,
+        ctx: &ToolContext,
+    ) -> Vec<ToolEffect> {
+        match (self.tools.get(name), args) {
+            (Some(tool), Ok(args)) => tool.preview(args, ctx).await,
+            _ => Vec::new(),
         }
     }
 
     /// Runs a call. Never panics on bad input; every problem becomes a failed outcome.
     pub async fn dispatch(&self, name: &str, args: ParsedArgs, ctx: &ToolContext) -> ToolOutcome {
-        let Some(tool) = self.tools.get(name) else {
-            let available: Vec<_> = self.tools.keys().copied().collect();
+        let Some(tool) = self.tools.get(name).filter(|tool| tool.available()) else {
+            let available: Vec<_> = self.definitions().map(|d| d.name).collect();
             return ToolOutcome::failed(format!(
                 "Unknown tool `{name}`. Available tools: {}.",
                 available.join(", ")
@@ -122,10 +162,11 @@ mod tests {
     use tokio_util::sync::CancellationToken;
 
     fn ctx() -> ToolContext {
-        ToolContext {
-            cwd: std::env::temp_dir(),
-            cancel: CancellationToken::new(),
-        }
+        ToolContext::local(
+            std::env::temp_dir(),
+            CancellationToken::new(),
+            Default::default(),
+        )
     }
 
     #[tokio::test]
@@ -140,9 +181,9 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn non_json_arguments_fail_readably() {
+    async fn bad_arguments_fail_readably_and_slips_are_coerced() {
         let registry = crate::builtin_registry();
-        let args = Registry::parse_args("{\"path\": ");
+        let args = registry.parse_args("read_file", "{\"path\": ");
         let outcome = registry.dispatch("read_file", args, &ctx()).await;
         assert_eq!(outcome.status, ToolStatus::Failed);
         assert!(
@@ -150,14 +191,37 @@ mod tests {
             "{}",
             outcome.content
         );
-        let args = Registry::parse_args("[1]");
-        assert!(args.as_ref().is_err_and(|e| e.contains("JSON object")));
-        assert_eq!(Registry::parse_args("  ").ok(), Some(serde_json::json!({})));
+        assert!(
+            registry
+                .parse_args("read_file", "[1]")
+                .is_err_and(|e| e.contains("JSON object"))
+        );
+        assert!(
+            registry
+                .parse_args("read_file", "{}")
+                .is_err_and(|e| e.contains("missing required field `path`"))
+        );
+        assert_eq!(
+            registry
+                .parse_args("read_file", "{\"path\": \"x\", \"limit\": \"5\"}")
+                .ok(),
+            Some(serde_json::json!({"path": "x", "limit": 5}))
+        );
+        assert_eq!(
+            registry.parse_args("todo", "  ").ok(),
+            Some(serde_json::json!({}))
+        );
     }
 
     #[test]
-    fn restriction_hides_tools() {
-        let registry = crate::builtin_registry().restricted_to(&[]);
-        assert_eq!(registry.definitions().count(), 0);
+    fn restriction_and_toolsets_hide_tools() {
+        let registry = crate::builtin_registry();
+        assert_eq!(registry.restricted_to(&[]).definitions().count(), 0);
+        let names: Vec<_> = registry
+            .with_toolsets(&["file"])
+            .definitions()
+            .map(|d| d.name)
+            .collect();
+        assert_eq!(names, ["patch", "read_file", "search_files", "write_file"]);
     }
 }

@@ -1,12 +1,17 @@
 //! What a tool is: its definition, how it describes a call, and how it runs.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-/// What kind of action a tool performs; editors use it to pick an icon and a policy.
+use crate::fs::FileAccess;
+use crate::session_state::SessionToolState;
+use crate::shell::CommandRunner;
+
+/// What kind of action a tool performs; editors use it to pick an icon and the policy uses it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ToolKind {
     Read,
@@ -20,7 +25,18 @@ pub enum ToolKind {
     Other,
 }
 
-/// The part of a tool the model sees, plus its kind and toolset.
+/// How a call may run alongside the other calls of one batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Concurrency {
+    /// Reads only: runs concurrently with other read-only calls.
+    ReadOnly,
+    /// Touches the paths it names: runs concurrently only with calls on other paths.
+    PathScoped,
+    /// Runs alone, in order.
+    Exclusive,
+}
+
+/// The part of a tool the model sees, plus how the engine treats it.
 #[derive(Debug, Clone)]
 pub struct ToolDefinition {
     /// The name the model calls (Hermes-compatible).
@@ -29,10 +45,14 @@ pub struct ToolDefinition {
     pub toolset: &'static str,
     /// What the tool does, for the model.
     pub description: &'static str,
-    /// JSON Schema of the arguments object.
+    /// JSON Schema of the arguments object; arguments are checked and coerced against it.
     pub parameters: Value,
     /// The kind of action.
     pub kind: ToolKind,
+    /// Concurrency class within a batch.
+    pub concurrency: Concurrency,
+    /// Results longer than this are stored to a file and previewed; `None` uses the budget.
+    pub max_result_chars: Option<usize>,
 }
 
 /// Where a tool call acts, for "follow along" in editors.
@@ -44,25 +64,85 @@ pub struct ToolLocation {
     pub line: Option<u32>,
 }
 
+/// Output streamed by a running tool (e.g. a command's output as it arrives).
+pub type ProgressSink = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// The environment a tool runs in.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ToolContext {
     /// The session's working directory (absolute); relative paths resolve against it.
     pub cwd: PathBuf,
     /// Fires when the turn is cancelled; long-running tools must stop promptly.
     pub cancel: CancellationToken,
+    /// Reads and writes text files (locally, or through the editor).
+    pub files: Arc<dyn FileAccess>,
+    /// Runs foreground commands (locally, or in an editor terminal).
+    pub commands: Arc<dyn CommandRunner>,
+    /// Per-session state: background processes and the todo list.
+    pub state: Arc<SessionToolState>,
+    /// Receives live output, when the caller wants it.
+    pub progress: Option<ProgressSink>,
+}
+
+impl std::fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("cwd", &self.cwd)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ToolContext {
-    /// Resolves a path argument against the working directory.
-    pub fn resolve(&self, path: &str) -> PathBuf {
-        let path = Path::new(path);
-        if path.is_absolute() {
-            path.to_path_buf()
-        } else {
-            self.cwd.join(path)
+    /// A context on the local machine (files and commands run here).
+    pub fn local(cwd: PathBuf, cancel: CancellationToken, state: Arc<SessionToolState>) -> Self {
+        Self {
+            cwd,
+            cancel,
+            files: Arc::new(crate::fs::LocalFiles),
+            commands: Arc::new(crate::shell::LocalRunner),
+            state,
+            progress: None,
         }
     }
+
+    /// Resolves a path argument against the working directory.
+    pub fn resolve(&self, path: &str) -> PathBuf {
+        resolve_in(&self.cwd, path)
+    }
+
+    /// Reports live output, if anyone listens.
+    pub fn report_progress(&self, text: &str) {
+        if let Some(progress) = &self.progress {
+            progress(text);
+        }
+    }
+}
+
+/// Resolves `path` against `cwd` (expanding a leading `~/` to `$HOME`) and removes `.`/`..`
+/// components lexically (no file system access, so it works for files not yet created).
+pub fn resolve_in(cwd: &Path, path: &str) -> PathBuf {
+    let expanded = match path.strip_prefix("~/") {
+        Some(rest) => std::env::var_os("HOME")
+            .map(|home| PathBuf::from(home).join(rest))
+            .unwrap_or_else(|| PathBuf::from(path)),
+        None => PathBuf::from(path),
+    };
+    let joined = if expanded.is_absolute() {
+        expanded
+    } else {
+        cwd.join(expanded)
+    };
+    let mut out = PathBuf::new();
+    for component in joined.components() {
+        match component {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// Whether a call succeeded.
@@ -70,6 +150,30 @@ impl ToolContext {
 pub enum ToolStatus {
     Completed,
     Failed,
+}
+
+/// A todo item (Hermes `todo` shape).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TodoItem {
+    pub id: String,
+    pub content: String,
+    /// `pending`, `in_progress`, `completed` or `cancelled`.
+    pub status: String,
+}
+
+/// Something a call did that the editor should show, beside the text result.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolEffect {
+    /// A file's text before (`None`: new file) and after.
+    Diff {
+        path: PathBuf,
+        old_text: Option<String>,
+        new_text: String,
+    },
+    /// The command ran in this editor terminal.
+    Terminal { terminal_id: String },
+    /// The todo list after the call.
+    Plan(Vec<TodoItem>),
 }
 
 /// The result of one call: text for the model plus what the editor shows.
@@ -83,6 +187,8 @@ pub struct ToolOutcome {
     pub raw_output: Option<Value>,
     /// Where the call acted.
     pub locations: Vec<ToolLocation>,
+    /// Diffs, terminals and plans.
+    pub effects: Vec<ToolEffect>,
 }
 
 impl ToolOutcome {
@@ -93,6 +199,7 @@ impl ToolOutcome {
             content: content.into(),
             raw_output: None,
             locations: Vec::new(),
+            effects: Vec::new(),
         }
     }
 
@@ -103,6 +210,7 @@ impl ToolOutcome {
             content: message.into(),
             raw_output: None,
             locations: Vec::new(),
+            effects: Vec::new(),
         }
     }
 
@@ -111,15 +219,33 @@ impl ToolOutcome {
         self.locations = locations;
         self
     }
+
+    /// Adds an effect.
+    pub fn with_effect(mut self, effect: ToolEffect) -> Self {
+        self.effects.push(effect);
+        self
+    }
+
+    /// Sets the structured output.
+    pub fn with_raw_output(mut self, raw: Value) -> Self {
+        self.raw_output = Some(raw);
+        self
+    }
 }
 
-/// A short human description of a call, shown before it runs.
-#[derive(Debug, Clone)]
+/// A description of a call before it runs: for the card, the policy and the batch planner.
+#[derive(Debug, Clone, Default)]
 pub struct CallDescription {
     /// E.g. `Read src/main.rs`.
     pub title: String,
-    /// Where it will act.
+    /// Where it will act (shown to the user).
     pub locations: Vec<ToolLocation>,
+    /// Absolute paths the call reads or writes (for overlap checks).
+    pub paths: Vec<PathBuf>,
+    /// Absolute paths the call would change (for the edit policy).
+    pub writes: Vec<PathBuf>,
+    /// The shell command it would run (for the command policy).
+    pub command: Option<String>,
 }
 
 /// A tool: a definition plus a handler.
@@ -127,8 +253,23 @@ pub trait Tool: Send + Sync {
     /// The definition the model sees.
     fn definition(&self) -> &ToolDefinition;
 
-    /// Describes a call before it runs (title and locations). `args` is already an object.
+    /// Whether the tool can be offered in this environment (default: always).
+    fn available(&self) -> bool {
+        true
+    }
+
+    /// Describes a call before it runs. `args` has passed the schema.
     fn describe(&self, args: &Value, ctx: &ToolContext) -> CallDescription;
+
+    /// What the call would change, computed without changing anything (for the approval
+    /// prompt). Default: nothing to preview.
+    fn preview<'a>(
+        &'a self,
+        _args: &'a Value,
+        _ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Vec<ToolEffect>> {
+        Box::pin(async { Vec::new() })
+    }
 
     /// Runs the call. Errors are reported as a failed [`ToolOutcome`], never a panic.
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome>;

@@ -1,0 +1,288 @@
+//! `process {action, id?, data?, timeout?, offset?, limit?}`: manage background processes
+//! started by `terminal {background: true}`: list, poll, log, wait, write (stdin), kill.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::session_state::{ExitInfo, ManagedProcess};
+use crate::tool::{
+    CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolKind, ToolOutcome,
+};
+
+/// The `process` tool.
+#[derive(Debug)]
+pub struct Process;
+
+/// The most output returned by one poll or wait.
+const MAX_CHUNK_CHARS: usize = 20_000;
+
+static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
+    name: "process",
+    toolset: "terminal",
+    description: "Manage background processes started with terminal(background=true). \
+        Actions: list; poll (status and output since the last poll); log (retained output by \
+        line, with offset/limit); wait (until exit or `timeout` seconds, default 30); write \
+        (send `data` to stdin; include \\n to submit a line); kill.",
+    parameters: json!({
+        "type": "object",
+        "properties": {
+            "action": {"type": "string", "enum": ["list", "poll", "log", "wait", "write", "kill"]},
+            "id": {"type": "string", "description": "The process id (e.g. proc_1); not needed for list."},
+            "data": {"type": "string", "description": "Text to write to stdin (write)."},
+            "timeout": {"type": "integer", "minimum": 1, "maximum": 600, "description": "Seconds to wait (wait)."},
+            "offset": {"type": "integer", "minimum": 0, "description": "First line (log; default: the last 200 lines)."},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 2000, "description": "Lines to return (log)."}
+        },
+        "required": ["action"]
+    }),
+    kind: ToolKind::Execute,
+    concurrency: Concurrency::Exclusive,
+    max_result_chars: None,
+});
+
+#[derive(Debug, Deserialize)]
+struct Args {
+    action: String,
+    #[serde(alias = "session_id")]
+    id: Option<String>,
+    data: Option<String>,
+    timeout: Option<u64>,
+    offset: Option<usize>,
+    limit: Option<usize>,
+}
+
+fn status_of(exit: Option<ExitInfo>) -> String {
+    match exit {
+        None => "running".into(),
+        Some(ExitInfo {
+            code: Some(code), ..
+        }) => format!("exited with code {code}"),
+        Some(ExitInfo {
+            signal: Some(signal),
+            ..
+        }) => format!("killed by signal {signal}"),
+        Some(_) => "exited".into(),
+    }
+}
+
+fn clip_tail(text: &str, max: usize) -> String {
+    let count = text.chars().count();
+    if count <= max {
+        return text.to_string();
+    }
+    let skipped = count - max;
+    format!(
+        "[… {skipped} earlier characters not shown …]\n{}",
+        text.chars().skip(skipped).collect::<String>()
+    )
+}
+
+impl Tool for Process {
+    fn definition(&self) -> &ToolDefinition {
+        &DEFINITION
+    }
+
+    fn describe(&self, args: &Value, _ctx: &ToolContext) -> CallDescription {
+        let action = args.get("action").and_then(Value::as_str).unwrap_or("?");
+        let id = args.get("id").and_then(Value::as_str).unwrap_or("");
+        CallDescription {
+            title: format!("Process {action} {id}").trim_end().to_string(),
+            ..CallDescription::default()
+        }
+    }
+
+    fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
+        Box::pin(async move {
+            let args: Args = match serde_json::from_value(args) {
+                Ok(args) => args,
+                Err(e) => {
+                    return ToolOutcome::failed(format!("Invalid arguments for process: {e}"));
+                }
+            };
+            if args.action == "list" {
+                let all = ctx.state.processes.list();
+                if all.is_empty() {
+                    return ToolOutcome::completed("No background processes.");
+                }
+                let lines: Vec<String> = all
+                    .iter()
+                    .map(|p| {
+                        format!(
+                            "{}  pid {}  {}  {}s  {}",
+                            p.id,
+                            p.pid,
+                            status_of(p.exit_info()),
+                            p.started.elapsed().as_secs(),
+                            p.command
+                        )
+                    })
+                    .collect();
+                return ToolOutcome::completed(lines.join("\n"));
+            }
+            let Some(id) = args.id.as_deref() else {
+                return ToolOutcome::failed(format!(
+                    "process action {:?} needs `id` (see action list).",
+                    args.action
+                ));
+            };
+            let Some(process) = ctx.state.processes.get(id) else {
+                return ToolOutcome::failed(format!(
+                    "No background process {id:?}; use action list."
+                ));
+            };
+            act(&args, &process, ctx).await
+        })
+    }
+}
+
+async fn act(args: &Args, process: &ManagedProcess, ctx: &ToolContext) -> ToolOutcome {
+    match args.action.as_str() {
+        "poll" => {
+            let new = process.take_new_output();
+            ToolOutcome::completed(format!(
+                "{}: {}\n{}",
+                process.id,
+                status_of(process.exit_info()),
+                if new.is_empty() {
+                    "(no new output)".to_string()
+                } else {
+                    clip_tail(&new, MAX_CHUNK_CHARS)
+                }
+            ))
+        }
+        "log" => {
+            let (text, dropped) = process.full_log();
+            let lines: Vec<&str> = text.lines().collect();
+            let limit = args.limit.unwrap_or(200).clamp(1, 2000);
+            let offset = args.offset.unwrap_or(lines.len().saturating_sub(limit));
+            let page: Vec<&str> = lines.iter().skip(offset).take(limit).copied().collect();
+            let mut out = format!(
+                "{} ({}), lines {}-{} of {}:\n{}",
+                process.id,
+                status_of(process.exit_info()),
+                offset + 1,
+                offset + page.len(),
+                lines.len(),
+                page.join("\n")
+            );
+            if dropped > 0 {
+                out.push_str(&format!(
+                    "\n({dropped} bytes of older output were discarded)"
+                ));
+            }
+            ToolOutcome::completed(out)
+        }
+        "wait" => {
+            let timeout = Duration::from_secs(args.timeout.unwrap_or(30).clamp(1, 600));
+            let exit = tokio::select! {
+                exit = process.wait(timeout) => exit,
+                () = ctx.cancel.cancelled() => return ToolOutcome::failed("Wait cancelled by the user (the process keeps running)."),
+            };
+            let new = process.take_new_output();
+            let state = match exit {
+                None => format!("still running after {} s", timeout.as_secs()),
+                some => status_of(some),
+            };
+            ToolOutcome::completed(format!(
+                "{}: {state}\n{}",
+                process.id,
+                if new.is_empty() {
+                    "(no new output)".into()
+                } else {
+                    clip_tail(&new, MAX_CHUNK_CHARS)
+                }
+            ))
+        }
+        "write" => {
+            let Some(data) = args.data.as_deref() else {
+                return ToolOutcome::failed("write needs `data`.");
+            };
+            match process.write_stdin(data).await {
+                Ok(()) => {
+                    ToolOutcome::completed(format!("Wrote {} bytes to {}.", data.len(), process.id))
+                }
+                Err(why) => ToolOutcome::failed(why),
+            }
+        }
+        "kill" => {
+            if process.exit_info().is_some() {
+                return ToolOutcome::completed(format!(
+                    "{} already {}.",
+                    process.id,
+                    status_of(process.exit_info())
+                ));
+            }
+            process.kill();
+            let exit = process.wait(Duration::from_secs(5)).await;
+            ToolOutcome::completed(format!("Killed {}: {}.", process.id, status_of(exit)))
+        }
+        other => ToolOutcome::failed(format!(
+            "Unknown process action {other:?}; use list, poll, log, wait, write or kill."
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::terminal::Terminal;
+    use crate::tool::ToolStatus;
+    use tokio_util::sync::CancellationToken;
+
+    #[tokio::test]
+    async fn background_processes_can_be_driven_and_killed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ctx = ToolContext::local(
+            dir.path().to_path_buf(),
+            CancellationToken::new(),
+            Default::default(),
+        );
+        let started = Terminal
+            .call(
+                json!({"command": "read line; echo got:$line; sleep 60", "background": true}),
+                &ctx,
+            )
+            .await;
+        assert_eq!(started.status, ToolStatus::Completed, "{}", started.content);
+        assert!(started.content.contains("proc_1"));
+        let wrote = Process
+            .call(
+                json!({"action": "write", "id": "proc_1", "data": "hello\n"}),
+                &ctx,
+            )
+            .await;
+        assert_eq!(wrote.status, ToolStatus::Completed);
+        let mut seen = String::new();
+        for _ in 0..50 {
+            seen.push_str(
+                &Process
+                    .call(json!({"action": "poll", "id": "proc_1"}), &ctx)
+                    .await
+                    .content,
+            );
+            if seen.contains("got:hello") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(seen.contains("got:hello"), "{seen}");
+        let listed = Process.call(json!({"action": "list"}), &ctx).await;
+        assert!(listed.content.contains("running"));
+        let killed = Process
+            .call(json!({"action": "kill", "id": "proc_1"}), &ctx)
+            .await;
+        assert!(
+            killed.content.contains("killed by signal 9"),
+            "{}",
+            killed.content
+        );
+        let missing = Process
+            .call(json!({"action": "poll", "id": "proc_9"}), &ctx)
+            .await;
+        assert_eq!(missing.status, ToolStatus::Failed);
+    }
+}

@@ -1,0 +1,511 @@
+//! `search_files {pattern, target, path?, file_glob?, limit?, offset?, context?}`: regex search
+//! of file contents, or glob search of file names, in process and gitignore-aware (the
+//! `ignore` and `grep` crates that ripgrep is built from). Runs on the blocking pool.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{LazyLock, Mutex, PoisonError};
+
+use futures_util::future::BoxFuture;
+use grep_regex::RegexMatcherBuilder;
+use grep_searcher::{
+    BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkContextKind, SinkMatch,
+};
+use ignore::{WalkBuilder, WalkState};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::tool::{
+    CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolKind, ToolLocation,
+    ToolOutcome,
+};
+
+/// Results per call unless the model asks for another limit.
+pub const DEFAULT_LIMIT: usize = 50;
+/// The most results per call.
+pub const MAX_LIMIT: usize = 1000;
+/// Output lines kept while searching (more are counted, not stored).
+const MAX_STORED_LINES: usize = 20_000;
+/// Matched lines longer than this are cut.
+const MAX_LINE_CHARS: usize = 500;
+
+/// The `search_files` tool.
+#[derive(Debug)]
+pub struct SearchFiles;
+
+static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
+    name: "search_files",
+    toolset: "file",
+    description: "Search the project. target=\"content\" (default): regex search of file \
+        contents (ripgrep syntax; smart case), results as path:line:text. target=\"files\": \
+        find files whose path matches a glob (e.g. \"*.rs\", \"src/**/test_*\"). Respects \
+        .gitignore and skips hidden files. Narrow with path and file_glob; page with offset.",
+    parameters: json!({
+        "type": "object",
+        "properties": {
+            "pattern": {"type": "string", "description": "Regex (content) or glob (files)."},
+            "target": {"type": "string", "enum": ["content", "files"], "description": "What to search (default content)."},
+            "path": {"type": "string", "description": "Directory or file to search (default: the working directory)."},
+            "file_glob": {"type": "string", "description": "Only search files matching this glob (content search)."},
+            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "description": "Most results to return (default 50)."},
+            "offset": {"type": "integer", "minimum": 0, "description": "Results to skip (for paging)."},
+            "context": {"type": "integer", "minimum": 0, "maximum": 10, "description": "Lines of context around each match."}
+        },
+        "required": ["pattern"]
+    }),
+    kind: ToolKind::Search,
+    concurrency: Concurrency::ReadOnly,
+    max_result_chars: None,
+});
+
+#[derive(Debug, Deserialize)]
+struct Args {
+    pattern: String,
+    target: Option<String>,
+    path: Option<String>,
+    file_glob: Option<String>,
+    limit: Option<usize>,
+    offset: Option<usize>,
+    context: Option<usize>,
+}
+
+impl Tool for SearchFiles {
+    fn definition(&self) -> &ToolDefinition {
+        &DEFINITION
+    }
+
+    fn describe(&self, args: &Value, ctx: &ToolContext) -> CallDescription {
+        let pattern = args.get("pattern").and_then(Value::as_str).unwrap_or("");
+        let path = args.get("path").and_then(Value::as_str).unwrap_or(".");
+        let root = ctx.resolve(path);
+        let what = if args.get("target").and_then(Value::as_str) == Some("files") {
+            "files"
+        } else {
+            "content"
+        };
+        CallDescription {
+            title: format!("Search {what} for `{pattern}` in {path}"),
+            locations: vec![ToolLocation {
+                path: root.clone(),
+                line: None,
+            }],
+            paths: vec![root],
+            ..CallDescription::default()
+        }
+    }
+
+    fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
+        Box::pin(async move {
+            let args: Args = match serde_json::from_value(args) {
+                Ok(args) => args,
+                Err(e) => {
+                    return ToolOutcome::failed(format!("Invalid arguments for search_files: {e}"));
+                }
+            };
+            let root = ctx.resolve(args.path.as_deref().unwrap_or("."));
+            if !root.exists() {
+                return ToolOutcome::failed(format!("{} does not exist.", root.display()));
+            }
+            let cancel = ctx.cancel.clone();
+            let cwd = ctx.cwd.clone();
+            let result =
+                tokio::task::spawn_blocking(move || run(&args, &root, &cwd, &cancel)).await;
+            match result {
+                Ok(Ok(text)) => ToolOutcome::completed(text),
+                Ok(Err(why)) => ToolOutcome::failed(why),
+                Err(e) => ToolOutcome::failed(format!("search failed: {e}")),
+            }
+        })
+    }
+}
+
+fn run(args: &Args, root: &Path, cwd: &Path, cancel: &CancellationToken) -> Result<String, String> {
+    let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
+    let offset = args.offset.unwrap_or(0);
+    match args.target.as_deref().unwrap_or("content") {
+        "files" => find_files(&args.pattern, root, cwd, limit, offset, cancel),
+        "content" => search_content(args, root, cwd, limit, offset, cancel),
+        other => Err(format!(
+            "target must be \"content\" or \"files\", got {other:?}"
+        )),
+    }
+}
+
+fn walker(root: &Path, glob: Option<&str>) -> Result<WalkBuilder, String> {
+    let mut builder = WalkBuilder::new(root);
+    builder
+        .hidden(true)
+        .require_git(false)
+        .git_ignore(true)
+        .parents(true);
+    builder.threads(
+        std::thread::available_parallelism()
+            .map_or(2, |n| n.get())
+            .min(8),
+    );
+    if let Some(glob) = glob {
+        let mut overrides = ignore::overrides::OverrideBuilder::new(root);
+        overrides
+            .add(glob)
+            .map_err(|e| format!("invalid file_glob {glob:?}: {e}"))?;
+        builder.overrides(
+            overrides
+                .build()
+                .map_err(|e| format!("invalid file_glob {glob:?}: {e}"))?,
+        );
+    }
+    Ok(builder)
+}
+
+fn relative(path: &Path, cwd: &Path) -> String {
+    path.strip_prefix(cwd).unwrap_or(path).display().to_string()
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn footer(shown: usize, offset: usize, total: usize, noun: &str) -> String {
+    if total == 0 {
+        return format!("No {noun} found.");
+    }
+    if offset + shown < total {
+        format!(
+            "\n(showing {noun} {}-{} of {total}; use offset={} for more, or narrow the search)",
+            offset + 1,
+            offset + shown,
+            offset + shown
+        )
+    } else {
+        format!("\n({total} {noun})")
+    }
+}
+
+fn find_files(
+    pattern: &str,
+    root: &Path,
+    cwd: &Path,
+    limit: usize,
+    offset: usize,
+    cancel: &CancellationToken,
+) -> Result<String, String> {
+    let glob = globset::GlobBuilder::new(pattern)
+        .literal_separator(false)
+        .build()
+        .map_err(|e| format!("invalid glob {pattern:?}: {e}"))?
+        .compile_matcher();
+    let by_name = !pattern.contains('/');
+    let found = Mutex::new(Vec::new());
+    walker(root, None)?.build_parallel().run(|| {
+        let glob = glob.clone();
+        let found = &found;
+        Box::new(move |entry| {
+            if cancel.is_cancelled() {
+                return WalkState::Quit;
+            }
+            let Ok(entry) = entry else {
+                return WalkState::Continue;
+            };
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                return WalkState::Continue;
+            }
+            let path = entry.path();
+            let candidate = if by_name {
+                path.file_name().map(PathBuf::from).unwrap_or_default()
+            } else {
+                path.strip_prefix(root).unwrap_or(path).to_path_buf()
+            };
+            if glob.is_match(&candidate) {
+                lock(found).push(path.to_path_buf());
+            }
+            WalkState::Continue
+        })
+    });
+    if cancel.is_cancelled() {
+        return Err("search cancelled".into());
+    }
+    let mut found = found.into_inner().unwrap_or_else(PoisonError::into_inner);
+    found.sort();
+    let total = found.len();
+    let page: Vec<String> = found
+        .iter()
+        .skip(offset)
+        .take(limit)
+        .map(|p| relative(p, cwd))
+        .collect();
+    Ok(format!(
+        "{}{}",
+        page.join("\n"),
+        footer(page.len(), offset, total, "files")
+    ))
+}
+
+/// Collects one file's matches (and context lines) as output lines.
+struct FileSink<'a> {
+    label: &'a str,
+    /// Output lines, each marked true when it is a match (not context or a separator).
+    lines: Vec<(bool, String)>,
+    matches: usize,
+    last_line: Option<u64>,
+}
+
+fn cut(text: &[u8]) -> String {
+    let text = String::from_utf8_lossy(text);
+    let text = text.trim_end_matches(['\n', '\r']);
+    if text.chars().count() > MAX_LINE_CHARS {
+        format!("{}…", text.chars().take(MAX_LINE_CHARS).collect::<String>())
+    } else {
+        text.to_string()
+    }
+}
+
+impl FileSink<'_> {
+    fn separate(&mut self, line: u64) {
+        if let Some(last) = self.last_line
+            && line > last + 1
+            && !self.lines.is_empty()
+        {
+            self.lines.push((false, "--".into()));
+        }
+        self.last_line = Some(line);
+    }
+}
+
+impl Sink for FileSink<'_> {
+    type Error = std::io::Error;
+
+    fn matched(&mut self, _: &Searcher, m: &SinkMatch<'_>) -> Result<bool, Self::Error> {
+        let line = m.line_number().unwrap_or(0);
+        self.separate(line);
+        self.matches += 1;
+        self.lines
+            .push((true, format!("{}:{line}:{}", self.label, cut(m.bytes()))));
+        Ok(true)
+    }
+
+    fn context(&mut self, _: &Searcher, c: &SinkContext<'_>) -> Result<bool, Self::Error> {
+        if matches!(c.kind(), SinkContextKind::Other) {
+            return Ok(true);
+        }
+        let line = c.line_number().unwrap_or(0);
+        self.separate(line);
+        self.lines
+            .push((false, format!("{}-{line}-{}", self.label, cut(c.bytes()))));
+        Ok(true)
+    }
+}
+
+fn search_content(
+    args: &Args,
+    root: &Path,
+    cwd: &Path,
+    limit: usize,
+    offset: usize,
+    cancel: &CancellationToken,
+) -> Result<String, String> {
+    let matcher = RegexMatcherBuilder::new()
+        .case_smart(true)
+        .build(&args.pattern)
+        .map_err(|e| format!("invalid regex {:?}: {e}", args.pattern))?;
+    let context = args.context.unwrap_or(0).min(10);
+    let results: Mutex<Vec<(PathBuf, Vec<(bool, String)>)>> = Mutex::new(Vec::new());
+    let stored = AtomicUsize::new(0);
+    let total_matches = AtomicUsize::new(0);
+    let overflow = AtomicBool::new(false);
+    walker(root, args.file_glob.as_deref())?
+        .build_parallel()
+        .run(|| {
+            let matcher = matcher.clone();
+            let mut searcher = SearcherBuilder::new()
+                .line_number(true)
+                .before_context(context)
+                .after_context(context)
+                .binary_detection(BinaryDetection::quit(0))
+                .build();
+            let (results, stored, total_matches, overflow) =
+                (&results, &stored, &total_matches, &overflow);
+            Box::new(move |entry| {
+                if cancel.is_cancelled() {
+                    return WalkState::Quit;
+                }
+                let Ok(entry) = entry else {
+                    return WalkState::Continue;
+                };
+                if !entry.file_type().is_some_and(|t| t.is_file()) {
+                    return WalkState::Continue;
+                }
+                let label = relative(entry.path(), cwd);
+                let mut sink = FileSink {
+                    label: &label,
+                    lines: Vec::new(),
+                    matches: 0,
+                    last_line: None,
+                };
+                if searcher
+                    .search_path(&matcher, entry.path(), &mut sink)
+                    .is_err()
+                    || sink.matches == 0
+                {
+                    return WalkState::Continue;
+                }
+                total_matches.fetch_add(sink.matches, Ordering::Relaxed);
+                if stored.fetch_add(sink.lines.len(), Ordering::Relaxed) < MAX_STORED_LINES {
+                    lock(results).push((entry.path().to_path_buf(), sink.lines));
+                } else {
+                    overflow.store(true, Ordering::Relaxed);
+                }
+                WalkState::Continue
+            })
+        });
+    if cancel.is_cancelled() {
+        return Err("search cancelled".into());
+    }
+    let mut results = results.into_inner().unwrap_or_else(PoisonError::into_inner);
+    results.sort_by(|a, b| a.0.cmp(&b.0));
+    let total = total_matches.load(Ordering::Relaxed);
+    // Page by matches: skip `offset` matches, show `limit` matches with their context.
+    // Context lines wait in `pending` until we know whether their match is on the page.
+    let mut out: Vec<&str> = Vec::new();
+    let mut seen = 0;
+    let mut shown = 0;
+    'files: for (_, lines) in &results {
+        let mut pending: Vec<&str> = Vec::new();
+        let mut emitting = false;
+        for (is_match, line) in lines {
+            if *is_match {
+                seen += 1;
+                if seen > offset && shown < limit {
+                    out.append(&mut pending);
+                    out.push(line);
+                    shown += 1;
+                    emitting = true;
+                } else {
+                    pending.clear();
+                    emitting = false;
+                    if shown >= limit {
+                        break 'files;
+                    }
+                }
+            } else if emitting && line != "--" {
+                out.push(line);
+            } else {
+                if line == "--" {
+                    emitting = false;
+                    pending.clear();
+                }
+                pending.push(line);
+            }
+        }
+    }
+    // A separator may only stand between shown lines.
+    while out.last().is_some_and(|l| *l == "--") {
+        out.pop();
+    }
+    while out.first().is_some_and(|l| *l == "--") {
+        out.remove(0);
+    }
+    let mut text = out.join("\n");
+    text.push_str(&footer(shown, offset, total, "matches"));
+    if overflow.load(Ordering::Relaxed) {
+        text.push_str(
+            "\n(very many matches: only part of them could be listed; narrow the search)",
+        );
+    }
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tool::ToolStatus;
+
+    fn tree() -> (tempfile::TempDir, ToolContext) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("src/nested")).expect("mkdir");
+        std::fs::create_dir_all(root.join("target")).expect("mkdir");
+        std::fs::write(root.join(".gitignore"), "target/\n").expect("write");
+        std::fs::write(root.join("src/main.rs"), "fn main() {\n    helper();\n}\n").expect("write");
+        std::fs::write(
+            root.join("src/nested/helper.rs"),
+            "pub fn helper() {}\n// Helper docs\n",
+        )
+        .expect("write");
+        std::fs::write(root.join("target/out.rs"), "fn helper() {}\n").expect("write");
+        std::fs::write(
+            root.join("blob.bin"),
+            [0u8, b'h', b'e', b'l', b'p', b'e', b'r'],
+        )
+        .expect("write");
+        let ctx = ToolContext::local(
+            root.to_path_buf(),
+            CancellationToken::new(),
+            Default::default(),
+        );
+        (dir, ctx)
+    }
+
+    #[tokio::test]
+    async fn content_search_respects_gitignore_binaries_and_smart_case() {
+        let (_dir, ctx) = tree();
+        let out = SearchFiles.call(json!({"pattern": "helper"}), &ctx).await;
+        assert_eq!(out.status, ToolStatus::Completed);
+        assert!(
+            out.content.contains("src/main.rs:2:    helper();"),
+            "{}",
+            out.content
+        );
+        assert!(
+            out.content
+                .contains("src/nested/helper.rs:1:pub fn helper() {}")
+        );
+        assert!(
+            out.content
+                .contains("src/nested/helper.rs:2:// Helper docs"),
+            "smart case: lower-case pattern ignores case"
+        );
+        assert!(!out.content.contains("target/"), "gitignored");
+        assert!(!out.content.contains("blob.bin"), "binary skipped");
+        let paged = SearchFiles
+            .call(json!({"pattern": "helper", "limit": 1}), &ctx)
+            .await;
+        assert!(paged.content.contains("offset=1"), "{}", paged.content);
+        let context = SearchFiles
+            .call(json!({"pattern": "helper\\(\\);", "context": 1}), &ctx)
+            .await;
+        assert!(
+            context.content.contains("src/main.rs-1-fn main() {"),
+            "{}",
+            context.content
+        );
+        let glob = SearchFiles
+            .call(json!({"pattern": "helper", "file_glob": "main.rs"}), &ctx)
+            .await;
+        assert!(!glob.content.contains("nested"), "{}", glob.content);
+        let bad = SearchFiles.call(json!({"pattern": "("}), &ctx).await;
+        assert_eq!(bad.status, ToolStatus::Failed);
+        assert!(bad.content.contains("invalid regex"));
+    }
+
+    #[tokio::test]
+    async fn file_search_matches_names_or_paths() {
+        let (_dir, ctx) = tree();
+        let out = SearchFiles
+            .call(json!({"pattern": "*.rs", "target": "files"}), &ctx)
+            .await;
+        assert_eq!(out.content, "src/main.rs\nsrc/nested/helper.rs\n(2 files)");
+        let nested = SearchFiles
+            .call(json!({"pattern": "src/**/h*.rs", "target": "files"}), &ctx)
+            .await;
+        assert!(
+            nested.content.starts_with("src/nested/helper.rs"),
+            "{}",
+            nested.content
+        );
+        let none = SearchFiles
+            .call(json!({"pattern": "*.py", "target": "files"}), &ctx)
+            .await;
+        assert_eq!(none.content, "No files found.");
+    }
+}

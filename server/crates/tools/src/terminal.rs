@@ -1,0 +1,182 @@
+//! `terminal {command, timeout?, workdir?, background?}`: runs a shell command (locally or in
+//! an editor terminal) in its own process group, with a timeout and an output cap; or starts a
+//! background process managed with `process`. The hard floor is checked here as well as by
+//! the approval policy, so no path around the policy can run a refused command.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::shell::{CommandSpec, safety};
+use crate::tool::{
+    CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolEffect, ToolKind,
+    ToolLocation, ToolOutcome, ToolStatus,
+};
+
+/// Default foreground timeout, seconds.
+pub const DEFAULT_TIMEOUT_SECS: u64 = 180;
+/// The longest foreground timeout, seconds.
+pub const MAX_TIMEOUT_SECS: u64 = 3600;
+/// Output kept per command (head and tail).
+pub const MAX_OUTPUT_BYTES: usize = 30_000;
+
+/// The `terminal` tool.
+#[derive(Debug)]
+pub struct Terminal;
+
+static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
+    name: "terminal",
+    toolset: "terminal",
+    description: "Run a shell command (bash) in the working directory or `workdir`. Returns \
+        combined stdout/stderr (long output keeps its beginning and end) and the exit code. \
+        Foreground commands time out after `timeout` seconds (default 180) and are killed with \
+        everything they started. For servers and watchers use background=true, then manage \
+        the process with the `process` tool. Do not use it to read or edit files: use \
+        read_file, search_files, patch and write_file.",
+    parameters: json!({
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "description": "The shell command."},
+            "timeout": {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT_SECS, "description": "Seconds before a foreground command is killed (default 180)."},
+            "workdir": {"type": "string", "description": "Directory to run in (default: the working directory)."},
+            "background": {"type": "boolean", "description": "Start in the background and return at once with a process id."}
+        },
+        "required": ["command"]
+    }),
+    kind: ToolKind::Execute,
+    concurrency: Concurrency::Exclusive,
+    max_result_chars: None,
+});
+
+#[derive(Debug, Deserialize)]
+struct Args {
+    command: String,
+    timeout: Option<u64>,
+    workdir: Option<String>,
+    #[serde(default)]
+    background: bool,
+}
+
+fn one_line(command: &str, max: usize) -> String {
+    let flat = command.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() > max {
+        format!("{}…", flat.chars().take(max).collect::<String>())
+    } else {
+        flat
+    }
+}
+
+impl Tool for Terminal {
+    fn definition(&self) -> &ToolDefinition {
+        &DEFINITION
+    }
+
+    fn describe(&self, args: &Value, ctx: &ToolContext) -> CallDescription {
+        let command = args.get("command").and_then(Value::as_str).unwrap_or("");
+        let workdir = args
+            .get("workdir")
+            .and_then(Value::as_str)
+            .map_or_else(|| ctx.cwd.clone(), |w| ctx.resolve(w));
+        CallDescription {
+            title: format!("`{}`", one_line(command, 80)),
+            locations: vec![ToolLocation {
+                path: workdir,
+                line: None,
+            }],
+            paths: Vec::new(),
+            writes: Vec::new(),
+            command: Some(command.to_string()),
+        }
+    }
+
+    fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
+        Box::pin(async move {
+            let args: Args = match serde_json::from_value(args) {
+                Ok(args) => args,
+                Err(e) => {
+                    return ToolOutcome::failed(format!("Invalid arguments for terminal: {e}"));
+                }
+            };
+            if args.command.trim().is_empty() {
+                return ToolOutcome::failed("terminal needs a non-empty `command`.");
+            }
+            if let Some(why) = safety::classify(&args.command).floor {
+                return ToolOutcome::failed(format!("Refused: {why}. This command is never run."));
+            }
+            let workdir = args
+                .workdir
+                .as_deref()
+                .map_or_else(|| ctx.cwd.clone(), |w| ctx.resolve(w));
+            if !workdir.is_dir() {
+                return ToolOutcome::failed(format!(
+                    "workdir {} is not a directory.",
+                    workdir.display()
+                ));
+            }
+            if args.background {
+                return match ctx.state.processes.spawn(&args.command, &workdir) {
+                    Ok(process) => ToolOutcome::completed(format!(
+                        "Started background process {} (pid {}): {}\nUse the process tool (action poll, log, wait, write or kill, id \"{}\") to follow it.",
+                        process.id, process.pid, one_line(&args.command, 200), process.id
+                    ))
+                    .with_raw_output(json!({"id": process.id, "pid": process.pid})),
+                    Err(why) => ToolOutcome::failed(why),
+                };
+            }
+            let timeout = args
+                .timeout
+                .unwrap_or(DEFAULT_TIMEOUT_SECS)
+                .clamp(1, MAX_TIMEOUT_SECS);
+            let spec = CommandSpec {
+                command: args.command.clone(),
+                cwd: workdir,
+                timeout: Duration::from_secs(timeout),
+                max_output_bytes: MAX_OUTPUT_BYTES,
+            };
+            let result = match ctx
+                .commands
+                .run(spec, &ctx.cancel, ctx.progress.clone())
+                .await
+            {
+                Ok(result) => result,
+                Err(why) => return ToolOutcome::failed(why),
+            };
+            let mut text = result.output.trim_end().to_string();
+            if text.is_empty() {
+                text.push_str("(no output)");
+            }
+            let status_line = if result.cancelled {
+                "Cancelled by the user; the command and its child processes were killed."
+                    .to_string()
+            } else if result.timed_out {
+                format!(
+                    "Timed out after {timeout} s; the command and its child processes were killed."
+                )
+            } else {
+                match (result.exit_code, &result.signal) {
+                    (Some(code), _) => format!("Exit code: {code}"),
+                    (None, Some(signal)) => format!("Killed by {signal}"),
+                    (None, None) => "Exit status unknown".to_string(),
+                }
+            };
+            let ok = result.exit_code == Some(0) && !result.timed_out && !result.cancelled;
+            let mut outcome = ToolOutcome::completed(format!("{text}\n\n{status_line}"))
+                .with_raw_output(json!({
+                    "exit_code": result.exit_code,
+                    "signal": result.signal,
+                    "timed_out": result.timed_out,
+                    "elided_bytes": result.elided_bytes,
+                }));
+            if !ok {
+                outcome.status = ToolStatus::Failed;
+            }
+            if let Some(terminal_id) = result.terminal_id {
+                outcome = outcome.with_effect(ToolEffect::Terminal { terminal_id });
+            }
+            outcome
+        })
+    }
+}
