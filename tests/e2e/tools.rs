@@ -26,9 +26,17 @@ async fn a_tool_call_round_trip_reports_the_card_and_feeds_the_result_back() {
     assert_eq!(card["rawInput"], json!({"path": "notes.txt"}));
     let file = env.workspace.path().join("notes.txt");
     assert_eq!(card["locations"][0]["path"], file.display().to_string());
+    // Announced as soon as the model emitted it: status pending (the schema omits the default).
+    assert!(card.get("status").is_none_or(|s| s == "pending"), "{card}");
+    let statuses: Vec<&str> = updates
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call_update" && u["toolCallId"] == "call_abc")
+        .filter_map(|u| u["status"].as_str())
+        .collect();
+    assert_eq!(statuses, ["in_progress", "completed"]);
     let done = updates
         .iter()
-        .find(|u| u["sessionUpdate"] == "tool_call_update")
+        .find(|u| u["sessionUpdate"] == "tool_call_update" && u["status"] == "completed")
         .expect("update");
     assert_eq!(done["toolCallId"], "call_abc");
     assert_eq!(done["status"], "completed");

@@ -3,7 +3,8 @@
 use talaria_protocol::ProtocolVersion;
 use talaria_protocol::acp::{
     AgentCapabilities, AuthMethod, AuthMethodAgent, Implementation, InitializeRequest,
-    InitializeResponse, PromptCapabilities,
+    InitializeResponse, PromptCapabilities, SessionAdditionalDirectoriesCapabilities,
+    SessionCapabilities,
 };
 
 /// The one auth method: credentials come from the environment or config file.
@@ -22,6 +23,10 @@ pub fn initialize(request: &InitializeRequest) -> InitializeResponse {
         .agent_capabilities(
             AgentCapabilities::new()
                 .load_session(false)
+                .session_capabilities(
+                    SessionCapabilities::new()
+                        .additional_directories(SessionAdditionalDirectoriesCapabilities::new()),
+                )
                 .prompt_capabilities(
                     PromptCapabilities::new()
                         .image(images)

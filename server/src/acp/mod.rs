@@ -8,6 +8,8 @@
 //! - At end of input every session is cancelled and `serve` returns once output is flushed.
 
 mod capabilities;
+mod client_bridge;
+mod modes;
 mod prompt_input;
 mod updates;
 
@@ -58,6 +60,9 @@ struct ProviderCache {
 
 struct Agent {
     peer: Peer,
+    client_caps: client_bridge::ClientCaps,
+    /// Notifications to send after the current request's answer.
+    outbox: Vec<SessionNotification>,
     sessions: HashMap<String, LiveSession>,
     next_turn: u64,
     provider: Option<ProviderCache>,
@@ -74,6 +79,8 @@ where
     let mut incoming = connection.incoming;
     let mut agent = Agent {
         peer: connection.peer,
+        client_caps: client_bridge::ClientCaps::default(),
+        outbox: Vec::new(),
         sessions: HashMap::new(),
         next_turn: 0,
         provider: None,
@@ -101,6 +108,9 @@ where
                             )
                             .await
                     }
+                }
+                for notification in std::mem::take(&mut agent.outbox) {
+                    agent.peer.notify("session/update", &notification).await;
                 }
             }
             IncomingMessage::Notification { method, params } => {
@@ -144,7 +154,15 @@ impl Agent {
         };
         match parsed {
             ClientRequest::InitializeRequest(params) => {
+                self.client_caps =
+                    client_bridge::ClientCaps::from_initialize(&params.client_capabilities);
                 Some(to_value(capabilities::initialize(&params)))
+            }
+            ClientRequest::SetSessionModeRequest(params) => {
+                Some(self.set_mode(&params.session_id, &params.mode_id.0, false))
+            }
+            ClientRequest::SetSessionConfigOptionRequest(params) => {
+                Some(self.set_config_option(params))
             }
             ClientRequest::AuthenticateRequest(params) => Some(self.authenticate(&params)),
             ClientRequest::NewSessionRequest(params) => Some(self.new_session(params)),
@@ -222,6 +240,16 @@ impl Agent {
                 params.cwd.display()
             )));
         }
+        let mut roots = vec![params.cwd.clone()];
+        for directory in &params.additional_directories {
+            if !directory.is_absolute() {
+                return Err(errors::invalid_params(format!(
+                    "additionalDirectories must be absolute paths, got {:?}",
+                    directory.display().to_string()
+                )));
+            }
+            roots.push(directory.clone());
+        }
         let config = Config::load().map_err(errors::internal_error)?;
         if let Some(missing) = config.missing_credentials() {
             return Err(errors::auth_required(missing));
@@ -237,10 +265,23 @@ impl Agent {
             context_window: config.context_window,
             max_turn_requests: config.max_turn_requests,
             max_output_tokens: config.max_output_tokens,
+            home: config.home.clone(),
+            roots,
+            mode: config.mode,
         };
         let (events_tx, events_rx) = mpsc::channel(256);
-        let handle =
-            talaria_engine::spawn_session(settings, provider, self.registry.clone(), events_tx);
+        let bridge = Arc::new(client_bridge::AcpBridge::new(
+            self.peer.clone(),
+            acp::SessionId::new(id.clone()),
+            self.client_caps,
+        ));
+        let handle = talaria_engine::spawn_session(
+            settings,
+            provider,
+            self.registry.clone(),
+            bridge,
+            events_tx,
+        );
         let pending: PendingPrompts = Arc::default();
         tokio::spawn(forward_events(
             self.peer.clone(),
@@ -258,7 +299,68 @@ impl Agent {
                 mcp_servers: params.mcp_servers,
             },
         );
-        to_value(acp::NewSessionResponse::new(id))
+        to_value(
+            acp::NewSessionResponse::new(id)
+                .modes(modes::mode_state(config.mode))
+                .config_options(modes::config_options(config.mode)),
+        )
+    }
+
+    /// `session/set_mode` (and the mode config option): changes the approval mode and tells
+    /// the client about the other view of the same setting.
+    fn set_mode(
+        &mut self,
+        session_id: &acp::SessionId,
+        mode_id: &str,
+        from_config_option: bool,
+    ) -> Reply {
+        let Some(session) = self.sessions.get(session_id.0.as_ref()) else {
+            return Err(session_not_found(session_id));
+        };
+        let Some(mode) = talaria_engine::Mode::from_id(mode_id) else {
+            let known: Vec<&str> = talaria_engine::Mode::ALL.iter().map(|m| m.id()).collect();
+            return Err(errors::invalid_params(format!(
+                "unknown mode {mode_id:?}; available modes: {}",
+                known.join(", ")
+            )));
+        };
+        session.handle.set_mode(mode);
+        tracing::info!(session = %session_id, mode = mode.id(), "mode changed");
+        if from_config_option {
+            self.outbox.push(SessionNotification::new(
+                session_id.clone(),
+                acp::SessionUpdate::CurrentModeUpdate(acp::CurrentModeUpdate::new(mode.id())),
+            ));
+            to_value(acp::SetSessionConfigOptionResponse::new(
+                modes::config_options(mode),
+            ))
+        } else {
+            self.outbox.push(SessionNotification::new(
+                session_id.clone(),
+                acp::SessionUpdate::ConfigOptionUpdate(acp::ConfigOptionUpdate::new(
+                    modes::config_options(mode),
+                )),
+            ));
+            to_value(acp::SetSessionModeResponse::new())
+        }
+    }
+
+    fn set_config_option(&mut self, params: acp::SetSessionConfigOptionRequest) -> Reply {
+        if params.config_id.0.as_ref() != modes::MODE_CONFIG_ID {
+            return Err(errors::invalid_params(format!(
+                "unknown config option {:?}; this agent offers {:?}",
+                params.config_id.0,
+                modes::MODE_CONFIG_ID
+            )));
+        }
+        match params.value {
+            acp::SessionConfigOptionValue::ValueId { value } => {
+                self.set_mode(&params.session_id, &value.0, true)
+            }
+            _ => Err(errors::invalid_params(
+                "the mode option takes a value id, not a boolean",
+            )),
+        }
     }
 
     fn prompt(
@@ -268,10 +370,7 @@ impl Agent {
         params: acp::PromptRequest,
     ) -> Option<Reply> {
         let Some(session) = self.sessions.get(params.session_id.0.as_ref()) else {
-            return Some(Err(acp::Error::new(
-                acp::ErrorCode::ResourceNotFound.into(),
-                format!("Session not found: {}", params.session_id),
-            )));
+            return Some(Err(session_not_found(&params.session_id)));
         };
         if params.prompt.is_empty() {
             return Some(Err(errors::invalid_params(
@@ -303,6 +402,13 @@ impl Agent {
         });
         None
     }
+}
+
+fn session_not_found(id: &acp::SessionId) -> acp::Error {
+    acp::Error::new(
+        acp::ErrorCode::ResourceNotFound.into(),
+        format!("Session not found: {id}"),
+    )
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

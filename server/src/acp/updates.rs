@@ -2,12 +2,13 @@
 
 use talaria_engine::{EngineEvent, StopReason, ToolCallView};
 use talaria_protocol::acp::{
-    self, ContentBlock, ContentChunk, SessionUpdate, TextContent, ToolCall, ToolCallContent,
-    ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, UsageUpdate,
+    self, ContentBlock, ContentChunk, Diff, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
+    SessionUpdate, TextContent, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus,
+    ToolCallUpdate, ToolCallUpdateFields, UsageUpdate,
 };
-use talaria_tools::{ToolKind, ToolStatus};
+use talaria_tools::{TodoItem, ToolEffect, ToolKind, ToolStatus};
 
-/// The most characters of a tool result shown in the editor card (the model gets it all).
+/// The most characters of a tool result shown in the editor card (the model gets its own copy).
 pub const MAX_DISPLAY_CHARS: usize = 20_000;
 
 /// The update for an event, or `None` for events that are not updates (turn end).
@@ -19,23 +20,52 @@ pub fn session_update(event: EngineEvent) -> Option<SessionUpdate> {
         EngineEvent::AgentThought(text) => {
             SessionUpdate::AgentThoughtChunk(ContentChunk::new(text_block(text)))
         }
-        EngineEvent::ToolCallStarted(view) => SessionUpdate::ToolCall(tool_call(view)),
+        EngineEvent::ToolCallPending(view) => SessionUpdate::ToolCall(tool_call(view)),
+        EngineEvent::ToolCallRunning { id } => update(
+            id,
+            ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
+        ),
+        EngineEvent::ToolCallProgress { id, output } => update(
+            id,
+            ToolCallUpdateFields::new()
+                .content(vec![ToolCallContent::from(text_block(fence(&output)))]),
+        ),
+        EngineEvent::ToolCallTerminal { id, terminal_id } => update(
+            id,
+            ToolCallUpdateFields::new().content(vec![ToolCallContent::Terminal(
+                acp::Terminal::new(terminal_id),
+            )]),
+        ),
         EngineEvent::ToolCallFinished {
             id,
             status,
             content,
             raw_output,
+            effects,
         } => {
             let status = match status {
                 ToolStatus::Completed => ToolCallStatus::Completed,
                 ToolStatus::Failed => ToolCallStatus::Failed,
             };
-            let shown = ToolCallContent::from(text_block(clip(&content, MAX_DISPLAY_CHARS)));
+            let mut shown: Vec<ToolCallContent> =
+                effects.iter().filter_map(effect_content).collect();
+            let has_terminal = effects
+                .iter()
+                .any(|e| matches!(e, ToolEffect::Terminal { .. }));
+            if !has_terminal || status == ToolCallStatus::Failed {
+                shown.push(ToolCallContent::from(text_block(clip(
+                    &content,
+                    MAX_DISPLAY_CHARS,
+                ))));
+            }
             let fields = ToolCallUpdateFields::new()
                 .status(status)
-                .content(vec![shown])
+                .content(shown)
                 .raw_output(raw_output);
-            SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(id, fields))
+            update(id, fields)
+        }
+        EngineEvent::Plan(items) => {
+            SessionUpdate::Plan(Plan::new(items.iter().map(plan_entry).collect()))
         }
         EngineEvent::Usage { used, size } => {
             SessionUpdate::UsageUpdate(UsageUpdate::new(used, size))
@@ -44,11 +74,32 @@ pub fn session_update(event: EngineEvent) -> Option<SessionUpdate> {
     })
 }
 
+fn update(id: String, fields: ToolCallUpdateFields) -> SessionUpdate {
+    SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(id, fields))
+}
+
+fn effect_content(effect: &ToolEffect) -> Option<ToolCallContent> {
+    match effect {
+        ToolEffect::Diff {
+            path,
+            old_text,
+            new_text,
+        } => Some(ToolCallContent::Diff(
+            Diff::new(path.clone(), new_text.clone()).old_text(old_text.clone()),
+        )),
+        ToolEffect::Terminal { terminal_id } => Some(ToolCallContent::Terminal(
+            acp::Terminal::new(terminal_id.clone()),
+        )),
+        ToolEffect::Plan(_) => None,
+    }
+}
+
 fn tool_call(view: ToolCallView) -> ToolCall {
     ToolCall::new(view.id, view.title)
         .name(view.name)
         .kind(tool_kind(view.kind))
-        .status(ToolCallStatus::InProgress)
+        .status(ToolCallStatus::Pending)
+        .content(view.preview.iter().filter_map(effect_content).collect())
         .locations(
             view.locations
                 .into_iter()
@@ -56,6 +107,19 @@ fn tool_call(view: ToolCallView) -> ToolCall {
                 .collect(),
         )
         .raw_input(view.raw_input)
+}
+
+fn plan_entry(item: &TodoItem) -> PlanEntry {
+    let (status, content) = match item.status.as_str() {
+        "completed" => (PlanEntryStatus::Completed, item.content.clone()),
+        "in_progress" => (PlanEntryStatus::InProgress, item.content.clone()),
+        "cancelled" => (
+            PlanEntryStatus::Completed,
+            format!("(cancelled) {}", item.content),
+        ),
+        _ => (PlanEntryStatus::Pending, item.content.clone()),
+    };
+    PlanEntry::new(content, PlanEntryPriority::Medium, status)
 }
 
 fn tool_kind(kind: ToolKind) -> acp::ToolKind {
@@ -85,6 +149,10 @@ pub fn stop_reason(reason: StopReason) -> acp::StopReason {
 
 fn text_block(text: String) -> ContentBlock {
     ContentBlock::Text(TextContent::new(text))
+}
+
+fn fence(output: &str) -> String {
+    format!("```\n{}\n```", output.trim_end())
 }
 
 fn clip(text: &str, max_chars: usize) -> String {

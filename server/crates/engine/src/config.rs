@@ -58,6 +58,8 @@ pub struct Config {
     pub max_output_tokens: Option<u32>,
     /// Whether the model accepts images.
     pub supports_images: bool,
+    /// The approval mode new sessions start in.
+    pub mode: crate::approval::Mode,
     pub connect_timeout_secs: u64,
     /// A stream with no bytes for this long is abandoned.
     pub stream_idle_timeout_secs: u64,
@@ -92,6 +94,7 @@ struct FileConfig {
     max_turn_requests: Option<u32>,
     max_output_tokens: Option<u32>,
     supports_images: Option<bool>,
+    mode: Option<String>,
     connect_timeout_secs: Option<u64>,
     stream_idle_timeout_secs: Option<u64>,
     #[serde(default)]
@@ -167,8 +170,17 @@ impl Config {
                     ProviderKind::OpenAi => "gpt-4.1-mini".into(),
                     ProviderKind::Anthropic => "claude-sonnet-4-5".into(),
                 });
+        let mode = match file.mode.as_deref() {
+            None => crate::approval::Mode::Ask,
+            Some(id) => crate::approval::Mode::from_id(id).ok_or_else(|| {
+                ConfigError::Invalid(format!(
+                    "unknown mode {id:?}; expected one of read-only, ask, accept-edits, yolo"
+                ))
+            })?,
+        };
         Ok(Self {
             home,
+            mode,
             provider,
             model,
             context_window,

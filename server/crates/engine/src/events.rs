@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use serde_json::Value;
-use talaria_tools::{ToolKind, ToolStatus};
+use talaria_tools::{TodoItem, ToolEffect, ToolKind, ToolStatus};
 
 /// An opaque tag the caller attaches to a prompt; it comes back in [`EngineEvent::TurnFinished`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -51,6 +51,8 @@ pub struct ToolCallView {
     pub locations: Vec<(PathBuf, Option<u32>)>,
     /// The arguments as the model sent them (parsed when they were JSON).
     pub raw_input: Value,
+    /// What the call would change (diffs of edits), shown while it waits for approval.
+    pub preview: Vec<ToolEffect>,
 }
 
 /// One thing that happened in a session.
@@ -60,16 +62,26 @@ pub enum EngineEvent {
     AgentText(String),
     /// A piece of the model's reasoning, as it streams.
     AgentThought(String),
-    /// A tool call was made and is starting.
-    ToolCallStarted(ToolCallView),
-    /// A tool call finished.
+    /// The model made a tool call; it waits for the policy, the user, or its turn.
+    ToolCallPending(ToolCallView),
+    /// The call started running.
+    ToolCallRunning { id: String },
+    /// Output of a running call so far (its tail).
+    ToolCallProgress { id: String, output: String },
+    /// The call runs in this editor terminal.
+    ToolCallTerminal { id: String, terminal_id: String },
+    /// A tool call finished (or was refused, declined or cancelled).
     ToolCallFinished {
         id: String,
         status: ToolStatus,
-        /// What the model reads as the result.
+        /// What the model reads as the result (before size budgets).
         content: String,
         raw_output: Option<Value>,
+        /// Diffs and terminals to show.
+        effects: Vec<ToolEffect>,
     },
+    /// The todo list changed.
+    Plan(Vec<TodoItem>),
     /// Context occupancy after a model call.
     Usage { used: u64, size: u64 },
     /// The turn tagged `turn` ended. Always the last event of a turn.

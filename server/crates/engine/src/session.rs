@@ -13,10 +13,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use futures_util::FutureExt;
 use talaria_provider::{ChatMessage, ChatProvider, UserPart};
-use talaria_tools::Registry;
+use talaria_tools::{Registry, SessionToolState};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::approval::{Mode, RuleStore};
+use crate::bridge::ClientBridge;
 use crate::events::{EngineEvent, StopReason, TurnError, TurnId};
 use crate::turn::{Turn, TurnLimits};
 
@@ -30,6 +32,12 @@ pub struct SessionSettings {
     pub context_window: u64,
     pub max_turn_requests: u32,
     pub max_output_tokens: Option<u32>,
+    /// `TALARIA_HOME`: remembered permissions and stored oversized results live here.
+    pub home: PathBuf,
+    /// Workspace roots: the cwd plus additional directories. Edits outside them ask.
+    pub roots: Vec<PathBuf>,
+    /// The approval mode the session starts in.
+    pub mode: Mode,
 }
 
 #[derive(Debug)]
@@ -52,6 +60,7 @@ struct CancelState {
 pub struct SessionHandle {
     queue: mpsc::UnboundedSender<Queued>,
     cancel_state: Arc<Mutex<CancelState>>,
+    mode: Arc<Mutex<Mode>>,
 }
 
 impl SessionHandle {
@@ -76,6 +85,16 @@ impl SessionHandle {
         }
     }
 
+    /// The current approval mode.
+    pub fn mode(&self) -> Mode {
+        *self.mode.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Changes the approval mode; it applies to the next decision, also within a running turn.
+    pub fn set_mode(&self, mode: Mode) {
+        *self.mode.lock().unwrap_or_else(PoisonError::into_inner) = mode;
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, CancelState> {
         self.cancel_state
             .lock()
@@ -88,15 +107,20 @@ pub fn spawn_session(
     settings: SessionSettings,
     provider: Arc<dyn ChatProvider>,
     registry: Registry,
+    bridge: Arc<dyn ClientBridge>,
     events: mpsc::Sender<EngineEvent>,
 ) -> SessionHandle {
     let (queue, mut receiver) = mpsc::unbounded_channel::<Queued>();
     let cancel_state = Arc::new(Mutex::new(CancelState::default()));
+    let mode = Arc::new(Mutex::new(settings.mode));
     let handle = SessionHandle {
         queue,
         cancel_state: cancel_state.clone(),
+        mode: mode.clone(),
     };
     tokio::spawn(async move {
+        let rules = Mutex::new(RuleStore::load(&settings.home, &settings.cwd));
+        let tool_state = Arc::new(SessionToolState::default());
         let mut history = vec![ChatMessage::System(settings.system_prompt.clone())];
         let limits = TurnLimits {
             context_window: settings.context_window,
@@ -124,6 +148,10 @@ pub fn spawn_session(
                         limits,
                         provider: provider.as_ref(),
                         registry: &registry,
+                        bridge: bridge.as_ref(),
+                        mode: &mode,
+                        rules: &rules,
+                        tool_state: &tool_state,
                         events: &events,
                         cancel: &token,
                         history: &mut history,

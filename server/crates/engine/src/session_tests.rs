@@ -12,9 +12,37 @@ use talaria_provider::{
 };
 use tokio::sync::mpsc;
 
+use crate::bridge::{ClientBridge, PermissionAnswer, PermissionChoice, PermissionRequest};
 use crate::{
-    EngineEvent, SessionHandle, SessionSettings, StopReason, TurnError, TurnId, spawn_session,
+    EngineEvent, Mode, SessionHandle, SessionSettings, StopReason, TurnError, TurnId, spawn_session,
 };
+
+/// Answers every permission request with the next scripted answer (or waits for cancel).
+#[derive(Default)]
+struct ScriptedBridge {
+    answers: Mutex<VecDeque<PermissionAnswer>>,
+    asked: Mutex<Vec<PermissionRequest>>,
+}
+
+impl ClientBridge for ScriptedBridge {
+    fn request_permission<'a>(
+        &'a self,
+        request: PermissionRequest,
+        cancel: &'a tokio_util::sync::CancellationToken,
+    ) -> BoxFuture<'a, PermissionAnswer> {
+        self.asked.lock().expect("lock").push(request);
+        let answer = self.answers.lock().expect("lock").pop_front();
+        Box::pin(async move {
+            match answer {
+                Some(answer) => answer,
+                None => {
+                    cancel.cancelled().await;
+                    PermissionAnswer::Cancelled
+                }
+            }
+        })
+    }
+}
 
 enum Step {
     Events(Vec<StreamEvent>),
@@ -77,9 +105,28 @@ fn start(
     steps: Vec<Step>,
     cwd: &std::path::Path,
 ) -> (SessionHandle, mpsc::Receiver<EngineEvent>, Arc<Scripted>) {
+    let (session, rx, provider, _) = start_with(steps, cwd, Mode::Ask, vec![]);
+    (session, rx, provider)
+}
+
+fn start_with(
+    steps: Vec<Step>,
+    cwd: &std::path::Path,
+    mode: Mode,
+    answers: Vec<PermissionAnswer>,
+) -> (
+    SessionHandle,
+    mpsc::Receiver<EngineEvent>,
+    Arc<Scripted>,
+    Arc<ScriptedBridge>,
+) {
     let provider = Arc::new(Scripted {
         steps: Mutex::new(steps.into()),
         seen: Mutex::default(),
+    });
+    let bridge = Arc::new(ScriptedBridge {
+        answers: Mutex::new(answers.into()),
+        asked: Mutex::default(),
     });
     let (tx, rx) = mpsc::channel(64);
     let settings = SessionSettings {
@@ -90,14 +137,42 @@ fn start(
         context_window: 10_000,
         max_turn_requests: 3,
         max_output_tokens: None,
+        home: cwd.join(".talaria-home"),
+        roots: vec![cwd.to_path_buf()],
+        mode,
     };
     let handle = spawn_session(
         settings,
         provider.clone(),
         talaria_tools::builtin_registry(),
+        bridge.clone(),
         tx,
     );
-    (handle, rx, provider)
+    (handle, rx, provider, bridge)
+}
+
+fn calls(list: &[(&str, &str, serde_json::Value)]) -> Step {
+    Step::Events(vec![StreamEvent::Finished {
+        reason: FinishReason::ToolCalls,
+        tool_calls: list
+            .iter()
+            .map(|(id, name, args)| ToolCallRequest {
+                id: id.to_string(),
+                name: name.to_string(),
+                arguments: args.to_string(),
+            })
+            .collect(),
+    }])
+}
+
+fn tool_results(messages: &[ChatMessage]) -> Vec<(String, String)> {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            ChatMessage::Tool { call_id, content } => Some((call_id.clone(), content.clone())),
+            _ => None,
+        })
+        .collect()
 }
 
 async fn finish_of(
@@ -197,7 +272,7 @@ async fn tool_results_follow_their_calls_and_the_request_cap_holds() {
     let started: Vec<String> = events
         .iter()
         .filter_map(|e| match e {
-            EngineEvent::ToolCallStarted(view) => Some(view.id.clone()),
+            EngineEvent::ToolCallPending(view) => Some(view.id.clone()),
             _ => None,
         })
         .collect();
@@ -213,5 +288,162 @@ async fn tool_results_follow_their_calls_and_the_request_cap_holds() {
     );
     assert!(
         matches!(&second[4], ChatMessage::Tool { content, .. } if content.starts_with("Error: "))
+    );
+}
+
+#[tokio::test]
+async fn writes_ask_and_always_is_remembered_while_reject_reaches_the_model() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let write = |id: &str, content: &str| {
+        calls(&[(
+            id,
+            "write_file",
+            serde_json::json!({"path": "a.txt", "content": content}),
+        )])
+    };
+    let (session, mut rx, provider, bridge) = start_with(
+        vec![
+            write("w1", "one"),
+            write("w2", "two"),
+            text("done"),
+            write("w3", "three"),
+            text("ok"),
+        ],
+        dir.path(),
+        Mode::Ask,
+        vec![PermissionAnswer::Chosen(PermissionChoice::AllowAlways)],
+    );
+    session
+        .prompt(TurnId(1), say("write twice"))
+        .expect("queued");
+    assert_eq!(finish_of(&mut rx, 1).await.1, Ok(StopReason::EndTurn));
+    assert_eq!(
+        bridge.asked.lock().expect("lock").len(),
+        1,
+        "the second write was covered by allow_always"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("a.txt")).expect("read"),
+        "two"
+    );
+    let asked = bridge.asked.lock().expect("lock")[0].clone();
+    assert_eq!(asked.tool_call_id, "w1");
+    assert_eq!(asked.choices.len(), 4);
+    // A remembered rule is per project and persisted under the home.
+    let saved = std::fs::read_to_string(dir.path().join(".talaria-home/permissions.json"))
+        .expect("rules saved");
+    assert!(saved.contains("edit:"), "{saved}");
+    drop(asked);
+    // Reject once in a new session: the model is told not to retry.
+    let (session, mut rx2, provider2, _) = start_with(
+        vec![
+            calls(&[("t1", "terminal", serde_json::json!({"command": "echo hi"}))]),
+            text("fine"),
+        ],
+        dir.path(),
+        Mode::Ask,
+        vec![PermissionAnswer::Chosen(PermissionChoice::RejectOnce)],
+    );
+    session.prompt(TurnId(1), say("run")).expect("queued");
+    assert_eq!(finish_of(&mut rx2, 1).await.1, Ok(StopReason::EndTurn));
+    let seen = provider2.seen.lock().expect("lock");
+    let results = tool_results(&seen[1]);
+    assert!(
+        results[0].1.contains("declined") && results[0].1.contains("Do not retry"),
+        "{results:?}"
+    );
+    drop(provider);
+}
+
+#[tokio::test]
+async fn a_cancelled_permission_prompt_cancels_the_turn_with_valid_history() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (session, mut rx, provider, _bridge) = start_with(
+        vec![
+            calls(&[
+                ("r", "read_file", serde_json::json!({"path": "x"})),
+                ("t", "terminal", serde_json::json!({"command": "echo hi"})),
+                (
+                    "u",
+                    "terminal",
+                    serde_json::json!({"command": "echo later"}),
+                ),
+            ]),
+            text("next"),
+        ],
+        dir.path(),
+        Mode::Ask,
+        vec![PermissionAnswer::Cancelled],
+    );
+    session.prompt(TurnId(1), say("go")).expect("queued");
+    assert_eq!(finish_of(&mut rx, 1).await.1, Ok(StopReason::Cancelled));
+    session.prompt(TurnId(2), say("again")).expect("queued");
+    assert_eq!(finish_of(&mut rx, 2).await.1, Ok(StopReason::EndTurn));
+    let seen = provider.seen.lock().expect("lock");
+    let results = tool_results(&seen[1]);
+    assert_eq!(
+        results.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(),
+        ["r", "t", "u"],
+        "every call has a result"
+    );
+    assert!(results[2].1.contains("cancelled"));
+}
+
+#[tokio::test]
+async fn yolo_runs_commands_but_never_the_floor_and_batches_keep_order() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for name in ["a", "b", "c"] {
+        std::fs::write(dir.path().join(name), name).expect("write");
+    }
+    let (session, mut rx, provider, bridge) = start_with(
+        vec![
+            calls(&[
+                ("1", "read_file", serde_json::json!({"path": "a"})),
+                (
+                    "2",
+                    "terminal",
+                    serde_json::json!({"command": "sudo env rm -rf ~"}),
+                ),
+                ("3", "read_file", serde_json::json!({"path": "b"})),
+                ("4", "read_file", serde_json::json!({"path": "c"})),
+                ("5", "terminal", serde_json::json!({"command": "echo fine"})),
+            ]),
+            text("done"),
+        ],
+        dir.path(),
+        Mode::Yolo,
+        vec![],
+    );
+    session.prompt(TurnId(1), say("go")).expect("queued");
+    let (events, outcome) = finish_of(&mut rx, 1).await;
+    assert_eq!(outcome, Ok(StopReason::EndTurn));
+    assert!(
+        bridge.asked.lock().expect("lock").is_empty(),
+        "yolo asks nothing"
+    );
+    let seen = provider.seen.lock().expect("lock");
+    let results = tool_results(&seen[1]);
+    assert_eq!(
+        results.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(),
+        ["1", "2", "3", "4", "5"]
+    );
+    assert!(results[1].1.contains("safety floor"), "{:?}", results[1]);
+    assert!(results[4].1.contains("fine") && results[4].1.contains("Exit code: 0"));
+    // Every call was announced (pending) before any ran.
+    let first_running = events
+        .iter()
+        .position(|e| matches!(e, EngineEvent::ToolCallRunning { .. }))
+        .expect("running");
+    let pending = events
+        .iter()
+        .filter(|e| matches!(e, EngineEvent::ToolCallPending(_)))
+        .count();
+    assert_eq!(pending, 5);
+    assert!(
+        events[..first_running]
+            .iter()
+            .filter(|e| matches!(e, EngineEvent::ToolCallPending(_)))
+            .count()
+            == 5
     );
 }

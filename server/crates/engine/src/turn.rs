@@ -7,17 +7,22 @@
 //!   cancelled); a model call that fails leaves no partial assistant message behind.
 
 use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
 use futures_util::StreamExt;
 use talaria_provider::{
     ChatMessage, ChatProvider, ChatRequest, FinishReason, StreamEvent, ToolCallRequest, ToolSpec,
     UserPart,
 };
-use talaria_tools::{Registry, ToolContext, ToolOutcome, ToolStatus};
+use talaria_tools::{Registry, SessionToolState, ToolContext};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::events::{EngineEvent, StopReason, ToolCallView, TurnError};
+use crate::approval::{Mode, RuleStore};
+use crate::bridge::ClientBridge;
+use crate::budget::ResultBudget;
+use crate::events::{EngineEvent, StopReason, TurnError};
+use crate::orchestrator::Orchestrator;
 use crate::session::SessionSettings;
 
 #[derive(Debug, Clone, Copy)]
@@ -32,6 +37,10 @@ pub(crate) struct Turn<'a> {
     pub limits: TurnLimits,
     pub provider: &'a dyn ChatProvider,
     pub registry: &'a Registry,
+    pub bridge: &'a dyn ClientBridge,
+    pub mode: &'a Mutex<Mode>,
+    pub rules: &'a Mutex<RuleStore>,
+    pub tool_state: &'a Arc<SessionToolState>,
     pub events: &'a mpsc::Sender<EngineEvent>,
     pub cancel: &'a CancellationToken,
     pub history: &'a mut Vec<ChatMessage>,
@@ -51,8 +60,6 @@ enum CallResult {
     },
 }
 
-const CANCELLED_RESULT: &str = "The user cancelled this tool call before it ran.";
-
 impl Turn<'_> {
     async fn emit(&self, event: EngineEvent) {
         // The receiver only goes away when the client is gone; nothing to report then.
@@ -70,6 +77,13 @@ impl Turn<'_> {
                 parameters: d.parameters.clone(),
             })
             .collect();
+        let mut budget = ResultBudget::new(
+            self.limits.context_window,
+            self.settings
+                .home
+                .join("tool-results")
+                .join(&self.settings.id),
+        );
         for _ in 0..self.limits.max_requests {
             let (text, reasoning, reason, tool_calls) = match self.call_model(&tools).await? {
                 CallResult::Cancelled { text } => {
@@ -101,7 +115,7 @@ impl Turn<'_> {
                     _ => StopReason::EndTurn,
                 });
             }
-            if self.run_tools(tool_calls).await {
+            if self.run_tools(tool_calls, &mut budget).await {
                 return Ok(StopReason::Cancelled);
             }
         }
@@ -179,69 +193,35 @@ impl Turn<'_> {
         candidate
     }
 
-    /// Runs the calls in order. Returns true if the turn was cancelled.
-    async fn run_tools(&mut self, calls: Vec<ToolCallRequest>) -> bool {
+    /// Runs the calls through the orchestrator and records one result per call. Returns true
+    /// if the turn was cancelled.
+    async fn run_tools(&mut self, calls: Vec<ToolCallRequest>, budget: &mut ResultBudget) -> bool {
+        let calls: Vec<(String, ToolCallRequest)> = calls
+            .into_iter()
+            .map(|call| (self.unique_id(&call.id), call))
+            .collect();
         let ctx = ToolContext {
             cwd: self.settings.cwd.clone(),
             cancel: self.cancel.clone(),
+            files: self.bridge.files(),
+            commands: self.bridge.commands(),
+            state: self.tool_state.clone(),
+            progress: None,
         };
-        let mut cancelled = false;
-        for call in calls {
-            if cancelled || self.cancel.is_cancelled() {
-                cancelled = true;
-                self.history.push(ChatMessage::Tool {
-                    call_id: call.id,
-                    content: CANCELLED_RESULT.into(),
-                });
-                continue;
-            }
-            let id = self.unique_id(&call.id);
-            let args = Registry::parse_args(&call.arguments);
-            let description = self.registry.describe(&call.name, &args, &ctx);
-            let kind = self
-                .registry
-                .definition(&call.name)
-                .map_or(talaria_tools::ToolKind::Other, |d| d.kind);
-            let raw_input = match &args {
-                Ok(value) => value.clone(),
-                Err(_) => serde_json::Value::String(call.arguments.clone()),
-            };
-            self.emit(EngineEvent::ToolCallStarted(ToolCallView {
-                id: id.clone(),
-                name: call.name.clone(),
-                title: description.title,
-                kind,
-                locations: description
-                    .locations
-                    .into_iter()
-                    .map(|l| (l.path, l.line))
-                    .collect(),
-                raw_input,
-            }))
-            .await;
-            let outcome = tokio::select! {
-                biased;
-                () = self.cancel.cancelled() => {
-                    cancelled = true;
-                    ToolOutcome::failed(CANCELLED_RESULT)
-                }
-                outcome = self.registry.dispatch(&call.name, args, &ctx) => outcome,
-            };
-            self.emit(EngineEvent::ToolCallFinished {
-                id,
-                status: outcome.status,
-                content: outcome.content.clone(),
-                raw_output: outcome.raw_output.clone(),
-            })
-            .await;
-            let content = match outcome.status {
-                ToolStatus::Completed => outcome.content,
-                ToolStatus::Failed => format!("Error: {}", outcome.content),
-            };
-            self.history.push(ChatMessage::Tool {
-                call_id: call.id,
-                content,
-            });
+        let mut orchestrator = Orchestrator {
+            registry: self.registry,
+            bridge: self.bridge,
+            mode: self.mode,
+            rules: self.rules,
+            roots: &self.settings.roots,
+            events: self.events,
+            cancel: self.cancel,
+            ctx,
+            budget,
+        };
+        let (results, cancelled) = orchestrator.run_batch(calls).await;
+        for (call_id, content) in results {
+            self.history.push(ChatMessage::Tool { call_id, content });
         }
         cancelled
     }

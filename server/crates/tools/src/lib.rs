@@ -26,8 +26,8 @@ use std::sync::Arc;
 pub use registry::{ParsedArgs, Registry};
 pub use session_state::SessionToolState;
 pub use tool::{
-    CallDescription, Concurrency, ProgressSink, TodoItem, Tool, ToolContext, ToolDefinition,
-    ToolEffect, ToolKind, ToolLocation, ToolOutcome, ToolStatus,
+    CallDescription, Concurrency, Progress, ProgressSink, TodoItem, Tool, ToolContext,
+    ToolDefinition, ToolEffect, ToolKind, ToolLocation, ToolOutcome, ToolStatus,
 };
 
 /// The registry with every built-in tool this build offers.

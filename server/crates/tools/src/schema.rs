@@ -131,7 +131,7 @@ fn check_object(schema: &Value, object: &mut Map<String, Value>, path: &str) -> 
         .map(|r| r.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
     // `null` for an optional field means "not given".
-    object.retain(|key, value| !(value.is_null() && !required.contains(&key.as_str())));
+    object.retain(|key, value| !value.is_null() || required.contains(&key.as_str()));
     for key in &required {
         if !object.contains_key(*key) {
             return Err(format!("missing required field `{}`", join(path, key)));
@@ -231,30 +231,33 @@ mod tests {
 
     #[test]
     fn misfits_name_the_field() {
-        assert_eq!(run(json!({})).unwrap_err(), "missing required field `path`");
+        assert_eq!(
+            run(json!({})).expect_err("expected an error"),
+            "missing required field `path`"
+        );
         assert!(
             run(json!({"path": "p", "limit": "ten"}))
-                .unwrap_err()
+                .expect_err("expected an error")
                 .contains("`limit` must be an integer")
         );
         assert!(
             run(json!({"path": "p", "limit": 0}))
-                .unwrap_err()
+                .expect_err("expected an error")
                 .contains("at least 1")
         );
         assert!(
             run(json!({"path": "p", "mode": "c"}))
-                .unwrap_err()
+                .expect_err("expected an error")
                 .contains("one of \"a\", \"b\"")
         );
         assert!(
             run(json!({"path": "p", "items": [{"m": 1}]}))
-                .unwrap_err()
+                .expect_err("expected an error")
                 .contains("items[0].n")
         );
         assert!(
             run(json!({"path": ["x"]}))
-                .unwrap_err()
+                .expect_err("expected an error")
                 .contains("`path` must be a string")
         );
     }

@@ -241,6 +241,9 @@ fn find_files(
     ))
 }
 
+/// One file's output lines, each marked true when it is a match.
+type FileLines = (PathBuf, Vec<(bool, String)>);
+
 /// Collects one file's matches (and context lines) as output lines.
 struct FileSink<'a> {
     label: &'a str,
@@ -309,7 +312,7 @@ fn search_content(
         .build(&args.pattern)
         .map_err(|e| format!("invalid regex {:?}: {e}", args.pattern))?;
     let context = args.context.unwrap_or(0).min(10);
-    let results: Mutex<Vec<(PathBuf, Vec<(bool, String)>)>> = Mutex::new(Vec::new());
+    let results: Mutex<Vec<FileLines>> = Mutex::new(Vec::new());
     let stored = AtomicUsize::new(0);
     let total_matches = AtomicUsize::new(0);
     let overflow = AtomicBool::new(false);

@@ -64,8 +64,17 @@ pub struct ToolLocation {
     pub line: Option<u32>,
 }
 
-/// Output streamed by a running tool (e.g. a command's output as it arrives).
-pub type ProgressSink = Arc<dyn Fn(&str) + Send + Sync>;
+/// What a running tool reports before it finishes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Progress {
+    /// Output as it arrives (e.g. from a command).
+    Output(String),
+    /// The call now runs in this editor terminal (embed it in the card).
+    Terminal(String),
+}
+
+/// Receives [`Progress`] from a running tool.
+pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
 
 /// The environment a tool runs in.
 #[derive(Clone)]
@@ -110,10 +119,10 @@ impl ToolContext {
         resolve_in(&self.cwd, path)
     }
 
-    /// Reports live output, if anyone listens.
-    pub fn report_progress(&self, text: &str) {
-        if let Some(progress) = &self.progress {
-            progress(text);
+    /// Reports progress, if anyone listens.
+    pub fn report_progress(&self, progress: Progress) {
+        if let Some(sink) = &self.progress {
+            sink(progress);
         }
     }
 }

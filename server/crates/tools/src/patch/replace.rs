@@ -147,16 +147,16 @@ mod tests {
             ("a c a".into(), 1, Strategy::Exact)
         );
         assert_eq!(
-            replace("a b a", "a", "x", false).unwrap_err(),
+            replace("a b a", "a", "x", false).expect_err("expected an error"),
             ReplaceError::Ambiguous(2)
         );
         assert_eq!(replace("a b a", "a", "x", true).expect("ok").0, "x b x");
         assert_eq!(
-            replace("abc", "zzz", "y", false).unwrap_err(),
+            replace("abc", "zzz", "y", false).expect_err("expected an error"),
             ReplaceError::NotFound
         );
         assert_eq!(
-            replace("abc", "", "y", false).unwrap_err(),
+            replace("abc", "", "y", false).expect_err("expected an error"),
             ReplaceError::Empty
         );
     }

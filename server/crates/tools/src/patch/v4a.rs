@@ -152,13 +152,12 @@ pub fn apply(text: &str, hunks: &[Hunk]) -> Result<String, String> {
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
     let mut cursor = 0;
     for (number, hunk) in hunks.iter().enumerate() {
-        if let Some(anchor) = &hunk.anchor {
-            if let Some(found) = (cursor..lines.len())
+        if let Some(anchor) = &hunk.anchor
+            && let Some(found) = (cursor..lines.len())
                 .find(|&i| lines[i].trim() == anchor.trim())
                 .or_else(|| (cursor..lines.len()).find(|&i| lines[i].contains(anchor.trim())))
-            {
-                cursor = found + 1;
-            }
+        {
+            cursor = found + 1;
         }
         let old: Vec<String> = hunk
             .lines
@@ -252,6 +251,10 @@ mod tests {
             anchor: None,
             lines: vec![HunkLine::Remove("nope".into())],
         }];
-        assert!(apply(text, &bad).unwrap_err().contains("did not match"));
+        assert!(
+            apply(text, &bad)
+                .expect_err("expected an error")
+                .contains("did not match")
+        );
     }
 }

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::output::HeadTail;
 use super::{CommandResult, CommandRunner, CommandSpec, kill_group, shell_program};
-use crate::tool::ProgressSink;
+use crate::tool::{Progress, ProgressSink};
 
 /// The local runner.
 #[derive(Debug, Clone, Copy, Default)]
@@ -88,7 +88,7 @@ impl CommandRunner for LocalRunner {
                         Some(chunk) => {
                             output.push(&chunk);
                             if let Some(progress) = &progress {
-                                progress(&String::from_utf8_lossy(&chunk));
+                                progress(Progress::Output(String::from_utf8_lossy(&chunk).into_owned()));
                             }
                         }
                         None => pipes_open = false,

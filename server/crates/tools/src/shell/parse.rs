@@ -76,7 +76,7 @@ fn parse_at(source: &str, depth: usize) -> Result<Script, ParseError> {
     let tokens = tokenize(source)?;
     let mut script = Script::default();
     let mut substitutions = Vec::new();
-    build(&tokens, &mut script, &mut substitutions, source)?;
+    build(&tokens, &mut script, &mut substitutions)?;
     for sub in substitutions {
         script.substitutions.push(parse_at(&sub, depth + 1)?);
     }
@@ -90,12 +90,7 @@ fn is_redirect(op: &str) -> bool {
     )
 }
 
-fn build(
-    tokens: &[Token],
-    script: &mut Script,
-    subs: &mut Vec<String>,
-    source: &str,
-) -> Result<(), ParseError> {
+fn build(tokens: &[Token], script: &mut Script, subs: &mut Vec<String>) -> Result<(), ParseError> {
     let mut pipeline = Pipeline::default();
     let mut command = SimpleCommand::default();
     let mut i = 0;
@@ -121,7 +116,7 @@ fn build(
                         .map(token_text)
                         .collect();
                     script.functions.push((name, body.join(" ")));
-                    build(&tokens[body_start..body_end], script, subs, source)?;
+                    build(&tokens[body_start..body_end], script, subs)?;
                     i = body_end;
                     continue;
                 }
@@ -142,7 +137,7 @@ fn build(
             }
             Token::Op(op) if op == "(" => {
                 let end = matching_paren(tokens, i);
-                build(&tokens[i + 1..end], script, subs, source)?;
+                build(&tokens[i + 1..end], script, subs)?;
                 i = end;
             }
             Token::Op(_) => {

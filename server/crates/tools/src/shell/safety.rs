@@ -425,18 +425,18 @@ fn check_program(resolved: &Resolved, command: &SimpleCommand, class: &mut Comma
                 refuse(class, "rm --no-preserve-root");
             }
         }
-        "chmod" | "chown" | "chgrp" if has_flag('R', "--recursive") => {
-            if args
-                .iter()
-                .filter(|a| !a.text.starts_with('-'))
-                .skip(1)
-                .any(is_protected_target)
-            {
-                refuse(
-                    class,
-                    format!("recursive {program} of the root, home or a system directory"),
-                );
-            }
+        "chmod" | "chown" | "chgrp"
+            if has_flag('R', "--recursive")
+                && args
+                    .iter()
+                    .filter(|a| !a.text.starts_with('-'))
+                    .skip(1)
+                    .any(is_protected_target) =>
+        {
+            refuse(
+                class,
+                format!("recursive {program} of the root, home or a system directory"),
+            );
         }
         "find" => {
             let destructive = texts.contains(&"-delete")
@@ -483,7 +483,7 @@ fn check_program(resolved: &Resolved, command: &SimpleCommand, class: &mut Comma
             refuse(class, "systemctl power action stops the machine");
         }
         "kill" | "pkill" | "killall"
-            if program == "kill" && texts.iter().any(|t| *t == "-1") && texts.len() >= 2 =>
+            if program == "kill" && texts.contains(&"-1") && texts.len() >= 2 =>
         {
             refuse(class, "kill -1 signals every process");
         }

@@ -1,0 +1,404 @@
+//! The one tool-call orchestrator: policy → approval → execute → record → report.
+//!
+//! For a batch of calls from one model message:
+//! 1. every call is announced at once as a pending card (with a diff preview for edits);
+//! 2. the batch is split into groups that may run together: read-only calls together,
+//!    path-scoped calls together when their paths do not overlap, anything else alone;
+//! 3. in each group, each call is decided (allow, ask the user, refuse), then the allowed calls
+//!    run concurrently; each call reports `running` when it starts and its result as soon as
+//!    it finishes;
+//! 4. results go back to the model in the model's order, fitted to the size budgets.
+//!
+//! Invariant: every call of the batch gets exactly one result, so history stays valid, even
+//! when the turn is cancelled part-way (the rest get a "cancelled" result).
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use serde_json::Value;
+use talaria_provider::ToolCallRequest;
+use talaria_tools::shell::safety;
+use talaria_tools::{
+    CallDescription, Concurrency, ParsedArgs, Progress, Registry, ToolContext, ToolEffect,
+    ToolKind, ToolOutcome, ToolStatus,
+};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::approval::{self, CallFacts, Mode, RuleStore, Verdict};
+use crate::bridge::{ClientBridge, PermissionAnswer, PermissionChoice, PermissionRequest};
+use crate::budget::ResultBudget;
+use crate::events::{EngineEvent, ToolCallView};
+
+/// The most calls that run at once in one group.
+pub const MAX_PARALLEL: usize = 8;
+/// How often a running command's output is reported.
+const PROGRESS_INTERVAL: Duration = Duration::from_millis(250);
+/// The tail of output shown in a running card.
+const PROGRESS_TAIL_CHARS: usize = 4000;
+
+/// The result text for a call that never ran because the turn was cancelled.
+pub const CANCELLED_RESULT: &str = "The user cancelled this tool call before it finished.";
+
+/// Everything the orchestrator works with during one turn.
+pub(crate) struct Orchestrator<'a> {
+    pub registry: &'a Registry,
+    pub bridge: &'a dyn ClientBridge,
+    pub mode: &'a Mutex<Mode>,
+    pub rules: &'a Mutex<RuleStore>,
+    pub roots: &'a [PathBuf],
+    pub events: &'a mpsc::Sender<EngineEvent>,
+    pub cancel: &'a CancellationToken,
+    pub ctx: ToolContext,
+    pub budget: &'a mut ResultBudget,
+}
+
+/// One call, prepared.
+struct Prepared {
+    model_id: String,
+    id: String,
+    name: String,
+    args: ParsedArgs,
+    description: CallDescription,
+    kind: ToolKind,
+    concurrency: Concurrency,
+    max_result_chars: Option<usize>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn overlaps(a: &[PathBuf], b: &[PathBuf]) -> bool {
+    a.iter()
+        .any(|x| b.iter().any(|y| x.starts_with(y) || y.starts_with(x)))
+}
+
+/// Splits a batch into groups that may run together, preserving order.
+fn plan_groups(calls: &[Prepared]) -> Vec<Vec<usize>> {
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut current: Vec<usize> = Vec::new();
+    let mut read_paths: Vec<PathBuf> = Vec::new();
+    let mut write_paths: Vec<PathBuf> = Vec::new();
+    for (index, call) in calls.iter().enumerate() {
+        let concurrency = if call.args.is_ok() {
+            call.concurrency
+        } else {
+            Concurrency::Exclusive
+        };
+        let paths = &call.description.paths;
+        let fits = current.len() < MAX_PARALLEL
+            && match concurrency {
+                Concurrency::ReadOnly => !overlaps(paths, &write_paths),
+                Concurrency::PathScoped => {
+                    !paths.is_empty()
+                        && !overlaps(paths, &write_paths)
+                        && !overlaps(paths, &read_paths)
+                }
+                Concurrency::Exclusive => false,
+            };
+        if !fits && !current.is_empty() {
+            groups.push(std::mem::take(&mut current));
+            read_paths.clear();
+            write_paths.clear();
+        }
+        if concurrency == Concurrency::Exclusive {
+            groups.push(vec![index]);
+            continue;
+        }
+        match concurrency {
+            Concurrency::PathScoped => write_paths.extend(paths.iter().cloned()),
+            _ => read_paths.extend(paths.iter().cloned()),
+        }
+        current.push(index);
+    }
+    if !current.is_empty() {
+        groups.push(current);
+    }
+    groups
+}
+
+fn declined(name: &str) -> String {
+    format!(
+        "The user declined this {name} call. Do not retry the same call; continue without it or ask the user how to proceed."
+    )
+}
+
+impl Orchestrator<'_> {
+    async fn emit(&self, event: EngineEvent) {
+        let _ = self.events.send(event).await;
+    }
+
+    /// Runs a batch. `calls` pairs each model call with its session-unique id. Returns one
+    /// `(model call id, result text)` per call, in order, and whether the turn was cancelled.
+    pub(crate) async fn run_batch(
+        &mut self,
+        calls: Vec<(String, ToolCallRequest)>,
+    ) -> (Vec<(String, String)>, bool) {
+        let mut prepared = Vec::with_capacity(calls.len());
+        for (id, call) in calls {
+            let args = self.registry.parse_args(&call.name, &call.arguments);
+            let description = self.registry.describe(&call.name, &args, &self.ctx);
+            let definition = self.registry.definition(&call.name);
+            let kind = definition.map_or(ToolKind::Other, |d| d.kind);
+            let preview = if matches!(kind, ToolKind::Edit | ToolKind::Delete | ToolKind::Move) {
+                self.registry.preview(&call.name, &args, &self.ctx).await
+            } else {
+                Vec::new()
+            };
+            let raw_input = match &args {
+                Ok(value) => value.clone(),
+                Err(_) => serde_json::from_str(&call.arguments)
+                    .unwrap_or(Value::String(call.arguments.clone())),
+            };
+            self.emit(EngineEvent::ToolCallPending(ToolCallView {
+                id: id.clone(),
+                name: call.name.clone(),
+                title: description.title.clone(),
+                kind,
+                locations: description
+                    .locations
+                    .iter()
+                    .map(|l| (l.path.clone(), l.line))
+                    .collect(),
+                raw_input,
+                preview,
+            }))
+            .await;
+            prepared.push(Prepared {
+                model_id: call.id,
+                id,
+                name: call.name,
+                args,
+                description,
+                kind,
+                concurrency: definition.map_or(Concurrency::Exclusive, |d| d.concurrency),
+                max_result_chars: definition.and_then(|d| d.max_result_chars),
+            });
+        }
+        let mut outcomes: Vec<Option<ToolOutcome>> = vec![None; prepared.len()];
+        for group in plan_groups(&prepared) {
+            let mut approved = Vec::new();
+            for &index in &group {
+                if self.cancel.is_cancelled() {
+                    break;
+                }
+                match self.approve(&prepared[index]).await {
+                    Ok(()) => approved.push(index),
+                    Err(outcome) => {
+                        self.finish(&prepared[index], &outcome).await;
+                        outcomes[index] = Some(outcome);
+                    }
+                }
+            }
+            if self.cancel.is_cancelled() {
+                break;
+            }
+            let runs = approved.iter().map(|&index| self.execute(&prepared[index]));
+            let results = futures_util::future::join_all(runs).await;
+            for (index, outcome) in approved.into_iter().zip(results) {
+                outcomes[index] = Some(outcome);
+            }
+        }
+        let cancelled = self.cancel.is_cancelled();
+        let mut results = Vec::with_capacity(prepared.len());
+        for (call, outcome) in prepared.iter().zip(outcomes) {
+            let outcome = match outcome {
+                Some(outcome) => outcome,
+                None => {
+                    let outcome = ToolOutcome::failed(CANCELLED_RESULT);
+                    self.finish(call, &outcome).await;
+                    outcome
+                }
+            };
+            let text = match outcome.status {
+                ToolStatus::Completed => outcome.content,
+                ToolStatus::Failed => format!("Error: {}", outcome.content),
+            };
+            let fitted = self.budget.apply(call.max_result_chars, &call.id, text);
+            results.push((call.model_id.clone(), fitted));
+        }
+        (results, cancelled)
+    }
+
+    /// Decides a call; `Err` carries the result of a call that must not run.
+    async fn approve(&self, call: &Prepared) -> Result<(), ToolOutcome> {
+        let Ok(_) = &call.args else { return Ok(()) };
+        if self.registry.definition(&call.name).is_none() {
+            return Ok(());
+        }
+        let facts = CallFacts {
+            tool: call.name.clone(),
+            kind: call.kind,
+            writes: call.description.writes.clone(),
+            command: call.description.command.as_deref().map(safety::classify),
+        };
+        let mode = *lock(self.mode);
+        let verdict = approval::decide(mode, &facts, &lock(self.rules), self.roots);
+        let (reason, always_possible) = match verdict {
+            Verdict::Allow => return Ok(()),
+            Verdict::Deny(why) => return Err(ToolOutcome::failed(why)),
+            Verdict::Ask {
+                reason,
+                always_possible,
+            } => (reason, always_possible),
+        };
+        let mut choices = vec![PermissionChoice::AllowOnce];
+        if always_possible {
+            choices.push(PermissionChoice::AllowAlways);
+        }
+        choices.push(PermissionChoice::RejectOnce);
+        if always_possible {
+            choices.push(PermissionChoice::RejectAlways);
+        }
+        let request = PermissionRequest {
+            tool_call_id: call.id.clone(),
+            title: call.description.title.clone(),
+            reason,
+            choices,
+        };
+        match self.bridge.request_permission(request, self.cancel).await {
+            PermissionAnswer::Chosen(PermissionChoice::AllowOnce) => Ok(()),
+            PermissionAnswer::Chosen(PermissionChoice::AllowAlways) => {
+                lock(self.rules).remember(&approval::scopes_of(&facts), true);
+                Ok(())
+            }
+            PermissionAnswer::Chosen(PermissionChoice::RejectOnce) => {
+                Err(ToolOutcome::failed(declined(&call.name)))
+            }
+            PermissionAnswer::Chosen(PermissionChoice::RejectAlways) => {
+                lock(self.rules).remember(&approval::scopes_of(&facts), false);
+                Err(ToolOutcome::failed(declined(&call.name)))
+            }
+            PermissionAnswer::Cancelled => {
+                self.cancel.cancel();
+                Err(ToolOutcome::failed(CANCELLED_RESULT))
+            }
+            PermissionAnswer::Failed(why) => Err(ToolOutcome::failed(format!(
+                "Permission could not be asked ({why}); the call did not run."
+            ))),
+        }
+    }
+
+    async fn finish(&self, call: &Prepared, outcome: &ToolOutcome) {
+        if let Some(items) = outcome.effects.iter().find_map(|e| match e {
+            ToolEffect::Plan(items) => Some(items.clone()),
+            _ => None,
+        }) {
+            self.emit(EngineEvent::Plan(items)).await;
+        }
+        self.emit(EngineEvent::ToolCallFinished {
+            id: call.id.clone(),
+            status: outcome.status,
+            content: outcome.content.clone(),
+            raw_output: outcome.raw_output.clone(),
+            effects: outcome
+                .effects
+                .iter()
+                .filter(|e| !matches!(e, ToolEffect::Plan(_)))
+                .cloned()
+                .collect(),
+        })
+        .await;
+    }
+
+    /// Runs one approved call, streaming its progress, and reports its result.
+    async fn execute(&self, call: &Prepared) -> ToolOutcome {
+        self.emit(EngineEvent::ToolCallRunning {
+            id: call.id.clone(),
+        })
+        .await;
+        let (tx, mut rx) = mpsc::unbounded_channel::<Progress>();
+        let mut ctx = self.ctx.clone();
+        ctx.progress = Some(Arc::new(move |p| {
+            let _ = tx.send(p);
+        }));
+        let run = self.registry.dispatch(&call.name, call.args.clone(), &ctx);
+        tokio::pin!(run);
+        let mut output = String::new();
+        let mut dirty = false;
+        let mut next_report = tokio::time::Instant::now();
+        let outcome = loop {
+            tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => {
+                    // Give the tool a moment to stop its own work (kill its processes).
+                    let stopped = tokio::time::timeout(Duration::from_secs(2), &mut run).await;
+                    break stopped.map_or_else(|_| ToolOutcome::failed(CANCELLED_RESULT), |mut outcome| {
+                        outcome.status = ToolStatus::Failed;
+                        outcome
+                    });
+                }
+                outcome = &mut run => break outcome,
+                Some(progress) = rx.recv() => match progress {
+                    Progress::Terminal(terminal_id) => {
+                        self.emit(EngineEvent::ToolCallTerminal { id: call.id.clone(), terminal_id }).await;
+                    }
+                    Progress::Output(text) => {
+                        output.push_str(&text);
+                        trim_front(&mut output, PROGRESS_TAIL_CHARS);
+                        dirty = true;
+                    }
+                },
+                () = tokio::time::sleep_until(next_report), if dirty => {
+                    self.emit(EngineEvent::ToolCallProgress { id: call.id.clone(), output: output.clone() }).await;
+                    dirty = false;
+                    next_report = tokio::time::Instant::now() + PROGRESS_INTERVAL;
+                }
+            }
+        };
+        self.finish(call, &outcome).await;
+        outcome
+    }
+}
+
+fn trim_front(text: &mut String, max_chars: usize) {
+    let count = text.chars().count();
+    if count > max_chars {
+        let cut = text
+            .char_indices()
+            .nth(count - max_chars)
+            .map_or(0, |(i, _)| i);
+        text.drain(..cut);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prepared(name: &str, concurrency: Concurrency, paths: &[&str]) -> Prepared {
+        Prepared {
+            model_id: name.into(),
+            id: name.into(),
+            name: name.into(),
+            args: Ok(Value::Null),
+            description: CallDescription {
+                paths: paths.iter().map(PathBuf::from).collect(),
+                ..CallDescription::default()
+            },
+            kind: ToolKind::Other,
+            concurrency,
+            max_result_chars: None,
+        }
+    }
+
+    #[test]
+    fn groups_respect_concurrency_and_overlap() {
+        use Concurrency::*;
+        let calls = vec![
+            prepared("r1", ReadOnly, &["/p/a"]),
+            prepared("r2", ReadOnly, &["/p/b"]),
+            prepared("w1", PathScoped, &["/p/c"]),
+            prepared("w2", PathScoped, &["/p/c/d"]),
+            prepared("r3", ReadOnly, &["/p/x"]),
+            prepared("t", Exclusive, &[]),
+            prepared("r4", ReadOnly, &["/p"]),
+        ];
+        assert_eq!(
+            plan_groups(&calls),
+            vec![vec![0, 1, 2], vec![3, 4], vec![5], vec![6]]
+        );
+    }
+}

@@ -1,0 +1,324 @@
+//! The engine's [`ClientBridge`] over ACP: permission prompts, the editor's file buffers
+//! (`fs/*`) and the editor's terminals (`terminal/*`), each used exactly when the client
+//! advertised it; otherwise the local machine.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use serde_json::{Value, json};
+use talaria_engine::{ClientBridge, PermissionAnswer, PermissionChoice, PermissionRequest};
+use talaria_protocol::acp::{
+    self, PermissionOption, PermissionOptionKind, RequestPermissionOutcome,
+    RequestPermissionRequest, RequestPermissionResponse, ToolCallUpdate, ToolCallUpdateFields,
+};
+use talaria_protocol::{Peer, errors};
+use talaria_tools::fs::{FileAccess, FileError, LocalFiles};
+use talaria_tools::shell::output::HeadTail;
+use talaria_tools::shell::{CommandResult, CommandRunner, CommandSpec, LocalRunner, shell_program};
+use talaria_tools::{Progress, ProgressSink};
+use tokio_util::sync::CancellationToken;
+
+/// What the client said it can do, from `initialize`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClientCaps {
+    pub read_text_file: bool,
+    pub write_text_file: bool,
+    pub terminal: bool,
+}
+
+impl ClientCaps {
+    pub fn from_initialize(caps: &acp::ClientCapabilities) -> Self {
+        Self {
+            read_text_file: caps.fs.read_text_file,
+            write_text_file: caps.fs.write_text_file,
+            terminal: caps.terminal,
+        }
+    }
+}
+
+/// The bridge of one session.
+pub struct AcpBridge {
+    peer: Peer,
+    session_id: acp::SessionId,
+    caps: ClientCaps,
+}
+
+impl AcpBridge {
+    pub fn new(peer: Peer, session_id: acp::SessionId, caps: ClientCaps) -> Self {
+        Self {
+            peer,
+            session_id,
+            caps,
+        }
+    }
+}
+
+fn option(choice: PermissionChoice) -> PermissionOption {
+    let (id, name, kind) = match choice {
+        PermissionChoice::AllowOnce => {
+            ("allow_once", "Allow once", PermissionOptionKind::AllowOnce)
+        }
+        PermissionChoice::AllowAlways => (
+            "allow_always",
+            "Always allow in this project",
+            PermissionOptionKind::AllowAlways,
+        ),
+        PermissionChoice::RejectOnce => ("reject_once", "Reject", PermissionOptionKind::RejectOnce),
+        PermissionChoice::RejectAlways => (
+            "reject_always",
+            "Always reject in this project",
+            PermissionOptionKind::RejectAlways,
+        ),
+    };
+    PermissionOption::new(id, name, kind)
+}
+
+fn choice_of(option_id: &str) -> Option<PermissionChoice> {
+    match option_id {
+        "allow_once" => Some(PermissionChoice::AllowOnce),
+        "allow_always" => Some(PermissionChoice::AllowAlways),
+        "reject_once" => Some(PermissionChoice::RejectOnce),
+        "reject_always" => Some(PermissionChoice::RejectAlways),
+        _ => None,
+    }
+}
+
+impl ClientBridge for AcpBridge {
+    fn request_permission<'a>(
+        &'a self,
+        request: PermissionRequest,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, PermissionAnswer> {
+        Box::pin(async move {
+            let title = match &request.reason {
+                Some(reason) => format!("{} ({reason})", request.title),
+                None => request.title.clone(),
+            };
+            let params = RequestPermissionRequest::new(
+                self.session_id.clone(),
+                ToolCallUpdate::new(
+                    request.tool_call_id.clone(),
+                    ToolCallUpdateFields::new().title(title),
+                ),
+                request.choices.iter().copied().map(option).collect(),
+            );
+            match self
+                .peer
+                .request("session/request_permission", &params, cancel)
+                .await
+            {
+                Ok(value) => match serde_json::from_value::<RequestPermissionResponse>(value) {
+                    Ok(response) => match response.outcome {
+                        RequestPermissionOutcome::Selected(selected) => {
+                            match choice_of(&selected.option_id.0) {
+                                Some(choice) if request.choices.contains(&choice) => {
+                                    PermissionAnswer::Chosen(choice)
+                                }
+                                _ => PermissionAnswer::Failed(format!(
+                                    "the client chose an unknown option {:?}",
+                                    selected.option_id.0
+                                )),
+                            }
+                        }
+                        RequestPermissionOutcome::Cancelled => PermissionAnswer::Cancelled,
+                        _ => PermissionAnswer::Failed("the client sent an unknown outcome".into()),
+                    },
+                    Err(e) => {
+                        PermissionAnswer::Failed(format!("unreadable permission response: {e}"))
+                    }
+                },
+                Err(error) if errors::code_of(&error) == -32800 || cancel.is_cancelled() => {
+                    PermissionAnswer::Cancelled
+                }
+                Err(error) => PermissionAnswer::Failed(error.message),
+            }
+        })
+    }
+
+    fn files(&self) -> Arc<dyn FileAccess> {
+        if self.caps.read_text_file || self.caps.write_text_file {
+            Arc::new(EditorFiles {
+                peer: self.peer.clone(),
+                session_id: self.session_id.clone(),
+                caps: self.caps,
+            })
+        } else {
+            Arc::new(LocalFiles)
+        }
+    }
+
+    fn commands(&self) -> Arc<dyn CommandRunner> {
+        if self.caps.terminal {
+            Arc::new(EditorTerminal {
+                peer: self.peer.clone(),
+                session_id: self.session_id.clone(),
+            })
+        } else {
+            Arc::new(LocalRunner)
+        }
+    }
+}
+
+/// Files through the editor (unsaved buffers are seen; edits land in the editor).
+struct EditorFiles {
+    peer: Peer,
+    session_id: acp::SessionId,
+    caps: ClientCaps,
+}
+
+impl FileAccess for EditorFiles {
+    fn read_text<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, Result<String, FileError>> {
+        Box::pin(async move {
+            if !self.caps.read_text_file {
+                return LocalFiles.read_text(path).await;
+            }
+            if path.is_dir() {
+                return Err(FileError::IsDirectory(path.to_path_buf()));
+            }
+            let params = json!({"sessionId": self.session_id, "path": path});
+            match self
+                .peer
+                .request("fs/read_text_file", &params, &CancellationToken::new())
+                .await
+            {
+                Ok(value) => value
+                    .get("content")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+                    .ok_or_else(|| FileError::Other("the editor's answer had no content".into())),
+                Err(error) if errors::code_of(&error) == -32002 => {
+                    Err(FileError::NotFound(path.to_path_buf()))
+                }
+                Err(error) => Err(FileError::Other(format!(
+                    "the editor could not read {}: {}",
+                    path.display(),
+                    error.message
+                ))),
+            }
+        })
+    }
+
+    fn write_text<'a>(
+        &'a self,
+        path: &'a Path,
+        text: &'a str,
+    ) -> BoxFuture<'a, Result<(), FileError>> {
+        Box::pin(async move {
+            if !self.caps.write_text_file {
+                return LocalFiles.write_text(path, text).await;
+            }
+            let params = json!({"sessionId": self.session_id, "path": path, "content": text});
+            self.peer
+                .request("fs/write_text_file", &params, &CancellationToken::new())
+                .await
+                .map(|_| ())
+                .map_err(|error| {
+                    FileError::Other(format!(
+                        "the editor could not write {}: {}",
+                        path.display(),
+                        error.message
+                    ))
+                })
+        })
+    }
+}
+
+/// Commands in an editor terminal, embedded in the tool call card.
+struct EditorTerminal {
+    peer: Peer,
+    session_id: acp::SessionId,
+}
+
+impl EditorTerminal {
+    async fn call(
+        &self,
+        method: &str,
+        terminal_id: &str,
+        cancel: &CancellationToken,
+    ) -> Result<Value, acp::Error> {
+        let params = json!({"sessionId": self.session_id, "terminalId": terminal_id});
+        self.peer.request(method, &params, cancel).await
+    }
+}
+
+impl CommandRunner for EditorTerminal {
+    fn run<'a>(
+        &'a self,
+        spec: CommandSpec,
+        cancel: &'a CancellationToken,
+        progress: Option<ProgressSink>,
+    ) -> BoxFuture<'a, Result<CommandResult, String>> {
+        Box::pin(async move {
+            let create = json!({
+                "sessionId": self.session_id,
+                "command": shell_program(),
+                "args": ["-c", spec.command],
+                "cwd": spec.cwd,
+                "outputByteLimit": spec.max_output_bytes,
+            });
+            let never = CancellationToken::new();
+            let created = self
+                .peer
+                .request("terminal/create", &create, &never)
+                .await
+                .map_err(|e| format!("the editor could not start a terminal: {}", e.message))?;
+            let terminal_id = created
+                .get("terminalId")
+                .and_then(Value::as_str)
+                .ok_or("the editor's terminal/create answer had no terminalId")?
+                .to_string();
+            if let Some(progress) = &progress {
+                progress(Progress::Terminal(terminal_id.clone()));
+            }
+            let mut result = CommandResult {
+                terminal_id: Some(terminal_id.clone()),
+                ..CommandResult::default()
+            };
+            let wait_cancel = CancellationToken::new();
+            let waited = tokio::select! {
+                waited = self.call("terminal/wait_for_exit", &terminal_id, &wait_cancel) => Some(waited),
+                () = tokio::time::sleep(spec.timeout) => { result.timed_out = true; None }
+                () = cancel.cancelled() => { result.cancelled = true; None }
+            };
+            if waited.is_none() {
+                wait_cancel.cancel();
+                let _ = self.call("terminal/kill", &terminal_id, &never).await;
+            }
+            let output = self.call("terminal/output", &terminal_id, &never).await;
+            let released = self.call("terminal/release", &terminal_id, &never).await;
+            if let Err(e) = released {
+                tracing::warn!(%terminal_id, "terminal/release failed: {}", e.message);
+            }
+            let output = output.map_err(|e| {
+                format!(
+                    "the editor could not report the terminal output: {}",
+                    e.message
+                )
+            })?;
+            let mut kept = HeadTail::new(spec.max_output_bytes);
+            kept.push(
+                output
+                    .get("output")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .as_bytes(),
+            );
+            result.output = kept.render();
+            result.elided_bytes = kept.elided();
+            let status = waited
+                .and_then(Result::ok)
+                .or_else(|| output.get("exitStatus").cloned())
+                .unwrap_or(Value::Null);
+            result.exit_code = status
+                .get("exitCode")
+                .and_then(Value::as_i64)
+                .and_then(|c| i32::try_from(c).ok());
+            result.signal = status
+                .get("signal")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            Ok(result)
+        })
+    }
+}
