@@ -3,7 +3,9 @@
 
 mod support;
 
+mod approvals;
 mod cancel;
+mod delegation;
 mod errors;
 mod framing;
 mod lifecycle;

@@ -218,6 +218,62 @@ impl AgentProcess {
         .await
     }
 
+    /// Answers a request the agent sent.
+    pub async fn respond(&mut self, id: &Value, result: Value) -> anyhow::Result<()> {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "result": result}))
+            .await
+    }
+
+    /// Answers a request the agent sent with an error.
+    pub async fn respond_error(
+        &mut self,
+        id: &Value,
+        code: i64,
+        message: &str,
+    ) -> anyhow::Result<()> {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}))
+            .await
+    }
+
+    /// Waits for the response to request `id`, answering every request the agent sends
+    /// meanwhile with `handler(method, params)` (`Err((code, message))` for an error answer;
+    /// `Ok(None)` to leave the request unanswered). Returns the response.
+    pub async fn drive(
+        &mut self,
+        id: i64,
+        timeout: Duration,
+        mut handler: impl FnMut(&str, &Value) -> Result<Option<Value>, (i64, String)>,
+    ) -> anyhow::Result<Value> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let message = self
+                .wait_for(left, |m| {
+                    (m.get("id") == Some(&json!(id)) && m.get("method").is_none())
+                        || (m.get("method").is_some() && m.get("id").is_some())
+                })
+                .await?;
+            let Some(method) = message.get("method").and_then(Value::as_str) else {
+                return Ok(message);
+            };
+            let request_id = message["id"].clone();
+            match handler(method, &message["params"]) {
+                Ok(Some(result)) => self.respond(&request_id, result).await?,
+                Ok(None) => {}
+                Err((code, text)) => self.respond_error(&request_id, code, &text).await?,
+            }
+        }
+    }
+
+    /// Every request the agent sent to the client so far (method and params), in order.
+    pub fn agent_requests(&self) -> Vec<(String, Value)> {
+        self.transcript
+            .iter()
+            .filter(|m| m.get("id").is_some())
+            .filter_map(|m| Some((m.get("method")?.as_str()?.to_string(), m["params"].clone())))
+            .collect()
+    }
+
     /// Waits for the next `session/update` of any kind.
     pub async fn next_update(&mut self, timeout: Duration) -> anyhow::Result<Value> {
         let message = self

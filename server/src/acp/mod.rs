@@ -444,6 +444,11 @@ async fn forward_events(
             peer.respond(&prompt.request, reply).await;
             continue;
         }
+        if let EngineEvent::Barrier(barrier) = event {
+            // Everything before it is in the writer's queue, ahead of any later request.
+            barrier.pass();
+            continue;
+        }
         if let Some(update) = updates::session_update(event) {
             let notification = SessionNotification::new(session_id.clone(), update);
             peer.notify("session/update", &notification).await;

@@ -70,7 +70,7 @@ pub fn session_update(event: EngineEvent) -> Option<SessionUpdate> {
         EngineEvent::Usage { used, size } => {
             SessionUpdate::UsageUpdate(UsageUpdate::new(used, size))
         }
-        EngineEvent::TurnFinished { .. } => return None,
+        EngineEvent::TurnFinished { .. } | EngineEvent::Barrier(_) => return None,
     })
 }
 

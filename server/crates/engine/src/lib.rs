@@ -18,7 +18,7 @@ mod turn;
 pub use approval::Mode;
 pub use bridge::{ClientBridge, PermissionAnswer, PermissionChoice, PermissionRequest};
 pub use config::{Config, ConfigError, ProviderKind};
-pub use events::{EngineEvent, StopReason, ToolCallView, TurnError, TurnId};
+pub use events::{Barrier, EngineEvent, StopReason, ToolCallView, TurnError, TurnId};
 pub use session::{SessionHandle, SessionSettings, spawn_session};
 
 #[cfg(test)]

@@ -130,6 +130,20 @@ impl Orchestrator<'_> {
         let _ = self.events.send(event).await;
     }
 
+    /// Waits until every event emitted so far has reached the client, so that a request to
+    /// the client about a call (permission, files, terminal) never overtakes its card.
+    async fn flush_events(&self) {
+        let (barrier, passed) = crate::events::Barrier::new();
+        if self
+            .events
+            .send(EngineEvent::Barrier(barrier))
+            .await
+            .is_ok()
+        {
+            let _ = passed.await;
+        }
+    }
+
     /// Runs a batch. `calls` pairs each model call with its session-unique id. Returns one
     /// `(model call id, result text)` per call, in order, and whether the turn was cancelled.
     pub(crate) async fn run_batch(
@@ -258,6 +272,7 @@ impl Orchestrator<'_> {
             reason,
             choices,
         };
+        self.flush_events().await;
         match self.bridge.request_permission(request, self.cancel).await {
             PermissionAnswer::Chosen(PermissionChoice::AllowOnce) => Ok(()),
             PermissionAnswer::Chosen(PermissionChoice::AllowAlways) => {
@@ -309,6 +324,7 @@ impl Orchestrator<'_> {
             id: call.id.clone(),
         })
         .await;
+        self.flush_events().await;
         let (tx, mut rx) = mpsc::unbounded_channel::<Progress>();
         let mut ctx = self.ctx.clone();
         ctx.progress = Some(Arc::new(move |p| {

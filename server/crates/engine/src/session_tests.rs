@@ -189,6 +189,11 @@ async fn finish_of(
             assert_eq!(*t, TurnId(turn), "turns finish in order");
             return (seen, outcome.clone());
         }
+        // A consumer passes barriers (the contract of `EngineEvent::Barrier`).
+        if let EngineEvent::Barrier(barrier) = &event {
+            barrier.pass();
+            continue;
+        }
         seen.push(event);
     }
 }

@@ -1,0 +1,342 @@
+//! Editor delegation: `fs/*` and `terminal/*` are used exactly when the client advertises them;
+//! cancelling a running command leaves no process behind; batches keep the model's order.
+
+use serde_json::{Value, json};
+use talaria_harness::{MockReply, MockToolCall};
+
+use crate::support::*;
+
+fn call(id: &str, name: &str, args: Value) -> MockToolCall {
+    MockToolCall {
+        id: id.into(),
+        name: name.into(),
+        arguments: args.to_string(),
+    }
+}
+
+#[tokio::test]
+async fn file_tools_use_the_editor_buffers_when_advertised() {
+    let env = TestEnv::new(vec![
+        MockReply::tool_call("r", "read_file", json!({"path": "buf.txt"})),
+        MockReply::tool_call(
+            "w",
+            "write_file",
+            json!({"path": "buf.txt", "content": "agent text\n"}),
+        ),
+        MockReply::text(&["done"]),
+    ])
+    .await;
+    env.write_config("mode = \"accept-edits\"\n");
+    let file = env.workspace.path().join("buf.txt");
+    std::fs::write(&file, "saved on disk\n").expect("write");
+    let mut agent = env.spawn().await;
+    agent
+        .call("initialize", json!({"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": true, "writeTextFile": true}}}))
+        .await
+        .expect("initialize");
+    let session = agent
+        .call(
+            "session/new",
+            json!({"cwd": env.workspace.path(), "mcpServers": []}),
+        )
+        .await
+        .expect("session");
+    let session = session["sessionId"].as_str().expect("id").to_string();
+    let id = agent
+        .start_request("session/prompt", text_prompt(&session, "edit"))
+        .await
+        .expect("prompt");
+    let response = agent
+        .drive(id, WAIT, |method, params| match method {
+            "fs/read_text_file" => Ok(Some(json!({"content": "unsaved buffer\n"}))),
+            "fs/write_text_file" => {
+                assert_eq!(params["content"], "agent text\n");
+                Ok(Some(json!({})))
+            }
+            other => Err((-32601, format!("unexpected {other}"))),
+        })
+        .await
+        .expect("response");
+    assert_eq!(stop_reason(&response), "end_turn");
+    let methods: Vec<String> = agent.agent_requests().into_iter().map(|(m, _)| m).collect();
+    assert!(
+        methods.contains(&"fs/read_text_file".to_string())
+            && methods.contains(&"fs/write_text_file".to_string()),
+        "{methods:?}"
+    );
+    let writes = agent
+        .agent_requests()
+        .into_iter()
+        .filter(|(m, _)| m == "fs/write_text_file")
+        .count();
+    assert_eq!(writes, 1);
+    let read_result = &env.mock.requests()[1].body["messages"][3]["content"];
+    assert!(
+        read_result
+            .as_str()
+            .unwrap_or_default()
+            .contains("unsaved buffer"),
+        "{read_result}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&file).expect("disk"),
+        "saved on disk\n",
+        "the editor owns the write"
+    );
+}
+
+#[tokio::test]
+async fn editor_errors_become_readable_tool_failures_and_without_the_capability_disk_is_used() {
+    let env = TestEnv::new(vec![
+        MockReply::tool_call("r", "read_file", json!({"path": "missing.txt"})),
+        MockReply::text(&["noted"]),
+        MockReply::tool_call("r2", "read_file", json!({"path": "disk.txt"})),
+        MockReply::text(&["read it"]),
+    ])
+    .await;
+    let mut agent = env.spawn().await;
+    agent
+        .call(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": true}}}),
+        )
+        .await
+        .expect("initialize");
+    let session = agent
+        .call(
+            "session/new",
+            json!({"cwd": env.workspace.path(), "mcpServers": []}),
+        )
+        .await
+        .expect("session");
+    let session = session["sessionId"].as_str().expect("id").to_string();
+    let id = agent
+        .start_request("session/prompt", text_prompt(&session, "read"))
+        .await
+        .expect("prompt");
+    agent
+        .drive(id, WAIT, |_, _| Err((-32002, "Resource not found".into())))
+        .await
+        .expect("response");
+    let result = env.mock.requests()[1].body["messages"][3]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(result.contains("File not found"), "{result}");
+
+    // A client without the fs capability never gets fs/* requests.
+    std::fs::write(env.workspace.path().join("disk.txt"), "on disk\n").expect("write");
+    let (mut plain, session) = env.session().await;
+    let id = plain
+        .start_request("session/prompt", text_prompt(&session, "read"))
+        .await
+        .expect("prompt");
+    plain
+        .drive(id, WAIT, |m, _| Err((-32601, format!("unexpected {m}"))))
+        .await
+        .expect("response");
+    assert!(plain.agent_requests().is_empty());
+    assert!(
+        env.mock.requests()[3].body["messages"][3]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("on disk")
+    );
+}
+
+#[tokio::test]
+async fn commands_run_in_an_editor_terminal_when_advertised_and_it_is_released() {
+    let env = TestEnv::new(vec![
+        MockReply::tool_call("t", "terminal", json!({"command": "echo hi"})),
+        MockReply::text(&["done"]),
+    ])
+    .await;
+    env.write_config("mode = \"yolo\"\n");
+    let mut agent = env.spawn().await;
+    agent
+        .call(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {"terminal": true}}),
+        )
+        .await
+        .expect("initialize");
+    let session = agent
+        .call(
+            "session/new",
+            json!({"cwd": env.workspace.path(), "mcpServers": []}),
+        )
+        .await
+        .expect("session");
+    let session = session["sessionId"].as_str().expect("id").to_string();
+    let id = agent
+        .start_request("session/prompt", text_prompt(&session, "run"))
+        .await
+        .expect("prompt");
+    let response = agent
+        .drive(id, WAIT, |method, _| match method {
+            "terminal/create" => Ok(Some(json!({"terminalId": "term-1"}))),
+            "terminal/wait_for_exit" => Ok(Some(json!({"exitCode": 0}))),
+            "terminal/output" => Ok(Some(json!({"output": "hi from the editor\n", "truncated": false, "exitStatus": {"exitCode": 0}}))),
+            "terminal/release" => Ok(Some(json!({}))),
+            other => Err((-32601, format!("unexpected {other}"))),
+        })
+        .await
+        .expect("response");
+    assert_eq!(stop_reason(&response), "end_turn");
+    let requests = agent.agent_requests();
+    let methods: Vec<&str> = requests.iter().map(|(m, _)| m.as_str()).collect();
+    assert_eq!(
+        methods,
+        [
+            "terminal/create",
+            "terminal/wait_for_exit",
+            "terminal/output",
+            "terminal/release"
+        ]
+    );
+    assert_eq!(requests[0].1["args"], json!(["-c", "echo hi"]));
+    assert_eq!(
+        requests[0].1["cwd"],
+        env.workspace.path().display().to_string()
+    );
+    let embedded = agent.updates().into_iter().any(|u| {
+        u["toolCallId"] == "t"
+            && u["content"][0]["type"] == "terminal"
+            && u["content"][0]["terminalId"] == "term-1"
+    });
+    assert!(embedded, "the terminal is embedded in the card");
+    let result = env.mock.requests()[1].body["messages"][3]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        result.contains("hi from the editor") && result.contains("Exit code: 0"),
+        "{result}"
+    );
+}
+
+fn processes_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if text.contains(marker) {
+                found.push(format!("{}: {text}", entry.file_name().to_string_lossy()));
+            }
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn cancel_during_a_running_command_kills_it_and_its_children() {
+    let marker = format!(
+        "3000.{}{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos())
+    );
+    let command = format!("sleep {marker} & sleep {marker}; echo never");
+    let env = TestEnv::new(vec![MockReply::tool_call(
+        "t",
+        "terminal",
+        json!({"command": command}),
+    )])
+    .await;
+    env.write_config("mode = \"yolo\"\n");
+    let (mut agent, session) = env.session().await;
+    let id = agent
+        .start_request("session/prompt", text_prompt(&session, "run"))
+        .await
+        .expect("prompt");
+    agent
+        .wait_for(WAIT, |m| m["params"]["update"]["status"] == "in_progress")
+        .await
+        .expect("running");
+    let deadline = std::time::Instant::now() + WAIT;
+    while processes_with(&marker).len() < 2 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(processes_with(&marker).len() >= 2, "the command is running");
+    agent
+        .notify("session/cancel", json!({"sessionId": session}))
+        .await
+        .expect("cancel");
+    let response = agent.wait_response(id, WAIT).await.expect("response");
+    assert_eq!(stop_reason(&response), "cancelled");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !processes_with(&marker).is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        processes_with(&marker),
+        Vec::<String>::new(),
+        "no process left"
+    );
+}
+
+#[tokio::test]
+async fn a_parallel_batch_keeps_the_models_order_and_todo_becomes_a_plan() {
+    let env = TestEnv::new(vec![
+        MockReply::ToolCalls {
+            calls: vec![
+                call("1", "read_file", json!({"path": "a.txt"})),
+                call("2", "search_files", json!({"pattern": "needle"})),
+                call("3", "read_file", json!({"path": "b.txt"})),
+                call("4", "todo", json!({"todos": [{"id": "1", "content": "look around", "status": "in_progress"}]})),
+                call("5", "read_file", json!({"path": "c.txt"})),
+            ],
+            text: None,
+            fragment_chars: Some(4),
+            usage: None,
+        },
+        MockReply::text(&["done"]),
+    ])
+    .await;
+    for (name, text) in [
+        ("a.txt", "alpha"),
+        ("b.txt", "beta needle"),
+        ("c.txt", "gamma"),
+    ] {
+        std::fs::write(env.workspace.path().join(name), text).expect("write");
+    }
+    let (mut agent, session) = env.session().await;
+    let (response, updates) = prompt(&mut agent, &session, "look").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    let messages = env.mock.requests()[1].body["messages"]
+        .as_array()
+        .expect("messages")
+        .clone();
+    let tool_ids: Vec<&str> = messages
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .filter_map(|m| m["tool_call_id"].as_str())
+        .collect();
+    assert_eq!(tool_ids, ["1", "2", "3", "4", "5"]);
+    let tools: Vec<&Value> = messages.iter().filter(|m| m["role"] == "tool").collect();
+    assert!(
+        tools[0]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("alpha")
+    );
+    assert!(
+        tools[1]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("b.txt:1:beta needle")
+    );
+    assert!(
+        tools[4]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("gamma")
+    );
+    let plan = updates
+        .iter()
+        .find(|u| u["sessionUpdate"] == "plan")
+        .expect("plan update");
+    assert_eq!(plan["entries"][0]["content"], "look around");
+    assert_eq!(plan["entries"][0]["status"], "in_progress");
+}
