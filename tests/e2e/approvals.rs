@@ -363,3 +363,119 @@ async fn modes_are_offered_both_ways_and_read_only_refuses_edits() {
         .expect("response");
     assert_eq!(bad["error"]["code"], -32602);
 }
+
+#[tokio::test]
+async fn accept_edits_runs_workspace_edits_but_asks_for_sensitive_and_outside_paths() {
+    let outside = tempfile::tempdir().expect("outside");
+    let extra = tempfile::tempdir().expect("extra root");
+    let outside_file = outside.path().join("o.txt");
+    let extra_file = extra.path().join("e.txt");
+    let env = TestEnv::new(vec![
+        MockReply::ToolCalls {
+            calls: vec![
+                talaria_harness::MockToolCall {
+                    id: "in".into(),
+                    name: "write_file".into(),
+                    arguments: json!({"path": "src/a.txt", "content": "a"}).to_string(),
+                },
+                talaria_harness::MockToolCall {
+                    id: "env".into(),
+                    name: "write_file".into(),
+                    arguments: json!({"path": ".env", "content": "SECRET=1"}).to_string(),
+                },
+                talaria_harness::MockToolCall {
+                    id: "out".into(),
+                    name: "write_file".into(),
+                    arguments: json!({"path": outside_file, "content": "o"}).to_string(),
+                },
+                talaria_harness::MockToolCall {
+                    id: "extra".into(),
+                    name: "write_file".into(),
+                    arguments: json!({"path": extra_file, "content": "e"}).to_string(),
+                },
+                talaria_harness::MockToolCall {
+                    id: "cmd".into(),
+                    name: "terminal".into(),
+                    arguments: json!({"command": "echo hi"}).to_string(),
+                },
+            ],
+            text: None,
+            fragment_chars: None,
+            usage: None,
+        },
+        MockReply::text(&["done"]),
+    ])
+    .await;
+    env.write_config("mode = \"accept-edits\"\n");
+    let mut agent = env.spawn().await;
+    agent
+        .call("initialize", json!({"protocolVersion": 1}))
+        .await
+        .expect("initialize");
+    let created = agent
+        .call("session/new", json!({"cwd": env.workspace.path(), "mcpServers": [], "additionalDirectories": [extra.path()]}))
+        .await
+        .expect("session");
+    let session = created["sessionId"].as_str().expect("id").to_string();
+    let id = agent
+        .start_request("session/prompt", text_prompt(&session, "write"))
+        .await
+        .expect("prompt");
+    agent
+        .drive(id, WAIT, choose("allow_once"))
+        .await
+        .expect("response");
+    let asked: Vec<String> = agent
+        .agent_requests()
+        .into_iter()
+        .filter(|(m, _)| m == "session/request_permission")
+        .map(|(_, p)| {
+            p["toolCall"]["toolCallId"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        asked,
+        ["env", "out", "cmd"],
+        "only sensitive, outside and command calls ask"
+    );
+    let titles: Vec<String> = agent
+        .agent_requests()
+        .into_iter()
+        .map(|(_, p)| {
+            p["toolCall"]["title"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    assert!(
+        titles[0].contains("sensitive") && titles[1].contains("outside the workspace"),
+        "{titles:?}"
+    );
+    for path in [
+        env.workspace.path().join("src/a.txt"),
+        env.workspace.path().join(".env"),
+        outside_file,
+        extra_file,
+    ] {
+        assert!(path.exists(), "{} written", path.display());
+    }
+}
+
+#[tokio::test]
+async fn toolsets_in_the_config_limit_what_the_model_is_offered() {
+    let env = TestEnv::new(vec![MockReply::text(&["hi"])]).await;
+    env.write_config("toolsets = [\"file\"]\n");
+    let (mut agent, session) = env.session().await;
+    prompt(&mut agent, &session, "hello").await;
+    let tools: Vec<String> = env.mock.requests()[0].body["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(tools, ["patch", "read_file", "search_files", "write_file"]);
+}

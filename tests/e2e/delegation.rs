@@ -340,3 +340,100 @@ async fn a_parallel_batch_keeps_the_models_order_and_todo_becomes_a_plan() {
     assert_eq!(plan["entries"][0]["content"], "look around");
     assert_eq!(plan["entries"][0]["status"], "in_progress");
 }
+
+#[tokio::test]
+async fn local_command_output_streams_into_the_card_before_it_finishes() {
+    let env = TestEnv::new(vec![
+        MockReply::tool_call(
+            "t",
+            "terminal",
+            json!({"command": "echo first; sleep 1; echo second"}),
+        ),
+        MockReply::text(&["done"]),
+    ])
+    .await;
+    env.write_config("mode = \"yolo\"\n");
+    let (mut agent, session) = env.session().await;
+    let (response, updates) = prompt(&mut agent, &session, "run").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    let card: Vec<&Value> = updates.iter().filter(|u| u["toolCallId"] == "t").collect();
+    let streamed = card
+        .iter()
+        .position(|u| {
+            u["status"].is_null()
+                && u["content"][0]["content"]["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("first") && !t.contains("second"))
+        })
+        .expect("partial output shown while running");
+    let completed = card
+        .iter()
+        .position(|u| u["status"] == "completed")
+        .expect("completed");
+    assert!(streamed < completed);
+}
+
+#[tokio::test]
+async fn cancelling_an_editor_terminal_command_kills_and_releases_it() {
+    let env = TestEnv::new(vec![MockReply::tool_call(
+        "t",
+        "terminal",
+        json!({"command": "sleep 100"}),
+    )])
+    .await;
+    env.write_config("mode = \"yolo\"\n");
+    let mut agent = env.spawn().await;
+    agent
+        .call(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {"terminal": true}}),
+        )
+        .await
+        .expect("initialize");
+    let session = agent
+        .call(
+            "session/new",
+            json!({"cwd": env.workspace.path(), "mcpServers": []}),
+        )
+        .await
+        .expect("session");
+    let session = session["sessionId"].as_str().expect("id").to_string();
+    let id = agent
+        .start_request("session/prompt", text_prompt(&session, "run"))
+        .await
+        .expect("prompt");
+    let create = agent.next_agent_request(WAIT).await.expect("create");
+    assert_eq!(create["method"], "terminal/create");
+    agent
+        .respond(&create["id"], json!({"terminalId": "term-9"}))
+        .await
+        .expect("answer");
+    let wait = agent.next_agent_request(WAIT).await.expect("wait");
+    assert_eq!(wait["method"], "terminal/wait_for_exit");
+    agent
+        .notify("session/cancel", json!({"sessionId": session}))
+        .await
+        .expect("cancel");
+    let response = agent
+        .drive(id, WAIT, |method, _| match method {
+            "terminal/kill" | "terminal/release" => Ok(Some(json!({}))),
+            "terminal/output" => Ok(Some(
+                json!({"output": "", "truncated": false, "exitStatus": {"signal": "SIGKILL"}}),
+            )),
+            other => Err((-32601, format!("unexpected {other}"))),
+        })
+        .await
+        .expect("response");
+    assert_eq!(stop_reason(&response), "cancelled");
+    let methods: Vec<String> = agent.agent_requests().into_iter().map(|(m, _)| m).collect();
+    assert_eq!(
+        methods,
+        [
+            "terminal/create",
+            "terminal/wait_for_exit",
+            "terminal/kill",
+            "terminal/output",
+            "terminal/release"
+        ]
+    );
+}

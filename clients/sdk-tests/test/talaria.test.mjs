@@ -115,8 +115,9 @@ test("a tool call shows as a card and its result feeds the next model call", asy
     const card = updates.find((u) => u.sessionUpdate === "tool_call");
     assert.equal(card.toolCallId, "sdk_call");
     assert.equal(card.kind, "read");
-    const done = updates.find((u) => u.sessionUpdate === "tool_call_update");
-    assert.equal(done.status, "completed");
+    const statuses = updates.filter((u) => u.sessionUpdate === "tool_call_update" && u.status).map((u) => u.status);
+    assert.deepEqual(statuses, ["in_progress", "completed"]);
+    const done = updates.find((u) => u.sessionUpdate === "tool_call_update" && u.status === "completed");
     assert.match(done.content[0].content.text, /hi there/);
   });
   const requests = await recorded();
@@ -146,5 +147,27 @@ test("invalid params come back as a JSON-RPC error the SDK understands", async (
       ctx.request(methods.agent.session.new, { cwd: "not/absolute", mcpServers: [] }),
       (error) => error instanceof RequestError && error.code === -32602 && /absolute/.test(error.message),
     );
+  });
+});
+
+test("an edit asks permission through the SDK's handler and lands with a diff", async () => {
+  await script([
+    { type: "tool_calls", calls: [{ id: "sdk_write", name: "write_file", arguments: '{"path":"made.txt","content":"from the sdk test\\n"}' }] },
+    { type: "text", chunks: ["Written."] },
+  ]);
+  await withTalaria(async (ctx, updates, workspace) => {
+    const { sessionId, modes } = await ctx.request(methods.agent.session.new, { cwd: workspace, mcpServers: [] });
+    assert.equal(modes.currentModeId, "ask");
+    const result = await ctx.request(methods.agent.session.prompt, {
+      sessionId,
+      prompt: [{ type: "text", text: "write a file" }],
+    });
+    assert.equal(result.stopReason, "end_turn");
+    const { readFileSync } = await import("node:fs");
+    assert.equal(readFileSync(join(workspace, "made.txt"), "utf8"), "from the sdk test\n");
+    const done = updates.find((u) => u.sessionUpdate === "tool_call_update" && u.status === "completed");
+    assert.equal(done.toolCallId, "sdk_write");
+    assert.equal(done.content[0].type, "diff");
+    assert.equal(done.content[0].newText, "from the sdk test\n");
   });
 });

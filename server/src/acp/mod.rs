@@ -278,7 +278,13 @@ impl Agent {
         let handle = talaria_engine::spawn_session(
             settings,
             provider,
-            self.registry.clone(),
+            match &config.toolsets {
+                Some(toolsets) => {
+                    let names: Vec<&str> = toolsets.iter().map(String::as_str).collect();
+                    self.registry.with_toolsets(&names)
+                }
+                None => self.registry.clone(),
+            },
             bridge,
             events_tx,
         );

@@ -60,6 +60,8 @@ pub struct Config {
     pub supports_images: bool,
     /// The approval mode new sessions start in.
     pub mode: crate::approval::Mode,
+    /// Toolsets offered to sessions (`None`: all of them).
+    pub toolsets: Option<Vec<String>>,
     pub connect_timeout_secs: u64,
     /// A stream with no bytes for this long is abandoned.
     pub stream_idle_timeout_secs: u64,
@@ -95,6 +97,7 @@ struct FileConfig {
     max_output_tokens: Option<u32>,
     supports_images: Option<bool>,
     mode: Option<String>,
+    toolsets: Option<Vec<String>>,
     connect_timeout_secs: Option<u64>,
     stream_idle_timeout_secs: Option<u64>,
     #[serde(default)]
@@ -181,6 +184,7 @@ impl Config {
         Ok(Self {
             home,
             mode,
+            toolsets: file.toolsets,
             provider,
             model,
             context_window,

@@ -18,6 +18,9 @@ pub const DEFAULT_LIMIT: usize = 500;
 pub const MAX_LIMIT: usize = 2000;
 /// Longer lines are cut, with a marker.
 pub const MAX_LINE_CHARS: usize = 2000;
+/// A page stops early once it holds this many characters (results of read_file are never
+/// stored away, so the page itself is bounded).
+pub const MAX_PAGE_CHARS: usize = 100_000;
 
 /// The `read_file` tool.
 #[derive(Debug)]
@@ -150,6 +153,9 @@ pub fn render(text: &str, offset: usize, limit: usize) -> String {
     let mut out = String::with_capacity(text.len().min(limit * 80));
     let mut last = offset - 1;
     for (index, line) in text.lines().enumerate().skip(offset - 1).take(limit) {
+        if out.len() >= MAX_PAGE_CHARS {
+            break;
+        }
         last = index + 1;
         let line = line.strip_suffix('\r').unwrap_or(line);
         out.push_str(&format!("{:>6}|", index + 1));
@@ -200,6 +206,17 @@ mod tests {
         assert!(page.contains("offset=4"), "{page}");
         assert!(render(text, 9, 2).contains("past the end"));
         assert_eq!(render("", 1, 5), "(empty file)");
+        let wide = format!("{}\n", "y".repeat(1500)).repeat(200);
+        let page = render(&wide, 1, 200);
+        assert!(
+            page.len() < MAX_PAGE_CHARS + 4000,
+            "page bounded: {}",
+            page.len()
+        );
+        assert!(
+            page.contains("call read_file with offset="),
+            "continuation offered"
+        );
     }
 
     #[tokio::test]
