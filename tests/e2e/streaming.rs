@@ -166,6 +166,9 @@ async fn a_provider_error_fails_the_prompt_readably_and_the_session_goes_on() {
         MockReply::text(&["recovered"]),
     ])
     .await;
+    // Retries are off here: this is about how a final failure reads (the fault matrix covers
+    // retries).
+    env.write_config("max_attempts = 1\n");
     let (mut agent, session) = env.session().await;
     let (response, _) = prompt(&mut agent, &session, "hi").await;
     let message = response["error"]["message"]

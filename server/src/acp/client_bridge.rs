@@ -25,6 +25,8 @@ pub struct ClientCaps {
     pub read_text_file: bool,
     pub write_text_file: bool,
     pub terminal: bool,
+    /// The client shows `notice` updates.
+    pub notices: bool,
 }
 
 impl ClientCaps {
@@ -33,6 +35,7 @@ impl ClientCaps {
             read_text_file: caps.fs.read_text_file,
             write_text_file: caps.fs.write_text_file,
             terminal: caps.terminal,
+            notices: caps.session.as_ref().is_some_and(|s| s.notices.is_some()),
         }
     }
 }

@@ -9,53 +9,44 @@
 
 mod capabilities;
 mod client_bridge;
-mod modes;
+mod forwarder;
 mod prompt_input;
+mod session_options;
 mod updates;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use talaria_engine::{Config, EngineEvent, SessionHandle, SessionSettings, TurnId};
+use talaria_engine::{Config, ModelRouter, SessionHandle, SessionSettings, TurnId};
 use talaria_protocol::acp::{
     self, ClientNotification, ClientRequest, RequestId, SessionNotification,
 };
 use talaria_protocol::{IncomingMessage, IncomingRequest, Peer, PeerOptions, errors};
-use talaria_provider::ChatProvider;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-/// A prompt waiting for its turn to finish.
-struct PendingPrompt {
-    request: RequestId,
-    /// Fired when the turn ends, so the `$/cancel_request` watcher stops.
-    done: CancellationToken,
-}
-
-type PendingPrompts = Arc<Mutex<HashMap<TurnId, PendingPrompt>>>;
+use forwarder::{PendingPrompt, PendingPrompts, lock};
 
 struct LiveSession {
     handle: SessionHandle,
     pending: PendingPrompts,
     images_allowed: bool,
+    /// Models offered for switching.
+    models: Vec<String>,
     /// MCP servers the client asked for; connected in a later milestone.
     #[allow(dead_code)]
     mcp_servers: Vec<acp::McpServer>,
 }
 
-/// The cached provider and the settings it was built from.
-struct ProviderCache {
-    key: (
-        talaria_engine::ProviderKind,
-        String,
-        Option<String>,
-        u64,
-        u64,
-    ),
-    provider: Arc<dyn ChatProvider>,
+/// The model router (providers, key pools, fallbacks) and the configuration it was built
+/// from; rebuilt when the configuration changes, shared by sessions otherwise (so key
+/// cooldowns apply across sessions).
+struct RouterCache {
+    fingerprint: String,
+    router: Arc<ModelRouter>,
 }
 
 struct Agent {
@@ -65,7 +56,7 @@ struct Agent {
     outbox: Vec<SessionNotification>,
     sessions: HashMap<String, LiveSession>,
     next_turn: u64,
-    provider: Option<ProviderCache>,
+    router: Option<RouterCache>,
     registry: talaria_tools::Registry,
 }
 
@@ -83,7 +74,7 @@ where
         outbox: Vec::new(),
         sessions: HashMap::new(),
         next_turn: 0,
-        provider: None,
+        router: None,
         registry: talaria_tools::builtin_registry(),
     };
     while let Some(message) = incoming.recv().await {
@@ -204,27 +195,22 @@ impl Agent {
         }
     }
 
-    fn provider_for(&mut self, config: &Config) -> Result<Arc<dyn ChatProvider>, acp::Error> {
-        let endpoint = config.endpoint();
-        let key = (
-            config.provider,
-            endpoint.base_url.clone(),
-            endpoint.api_key.clone(),
-            config.connect_timeout_secs,
-            config.stream_idle_timeout_secs,
-        );
-        if let Some(cache) = &self.provider
-            && cache.key == key
+    fn router_for(&mut self, config: &Config) -> Result<Arc<ModelRouter>, acp::Error> {
+        let fingerprint = format!("{config:?}");
+        if let Some(cache) = &self.router
+            && cache.fingerprint == fingerprint
         {
-            return Ok(cache.provider.clone());
+            return Ok(cache.router.clone());
         }
-        let provider = talaria_engine::provider_factory::build_provider(config)
-            .map_err(errors::internal_error)?;
-        self.provider = Some(ProviderCache {
-            key,
-            provider: provider.clone(),
+        let router = Arc::new(
+            talaria_engine::provider_factory::build_router(config)
+                .map_err(errors::internal_error)?,
+        );
+        self.router = Some(RouterCache {
+            fingerprint,
+            router: router.clone(),
         });
-        Ok(provider)
+        Ok(router)
     }
 
     fn new_session(&mut self, params: acp::NewSessionRequest) -> Reply {
@@ -254,7 +240,7 @@ impl Agent {
         if let Some(missing) = config.missing_credentials() {
             return Err(errors::auth_required(missing));
         }
-        let provider = self.provider_for(&config)?;
+        let router = self.router_for(&config)?;
         let id = uuid::Uuid::new_v4().to_string();
         let today = chrono_today();
         let settings = SessionSettings {
@@ -263,6 +249,7 @@ impl Agent {
             model: config.model.clone(),
             system_prompt: talaria_engine::system_prompt::build(&params.cwd, &config.model, &today),
             context_window: config.context_window,
+            retry: config.retry,
             max_turn_requests: config.max_turn_requests,
             max_output_tokens: config.max_output_tokens,
             home: config.home.clone(),
@@ -277,7 +264,7 @@ impl Agent {
         ));
         let handle = talaria_engine::spawn_session(
             settings,
-            provider,
+            router,
             match &config.toolsets {
                 Some(toolsets) => {
                     let names: Vec<&str> = toolsets.iter().map(String::as_str).collect();
@@ -289,11 +276,12 @@ impl Agent {
             events_tx,
         );
         let pending: PendingPrompts = Arc::default();
-        tokio::spawn(forward_events(
+        tokio::spawn(forwarder::forward_events(
             self.peer.clone(),
             acp::SessionId::new(id.clone()),
             events_rx,
             pending.clone(),
+            self.client_caps.notices,
         ));
         tracing::info!(session = %id, cwd = %params.cwd.display(), model = %config.model, "session created");
         self.sessions.insert(
@@ -302,13 +290,26 @@ impl Agent {
                 handle,
                 pending,
                 images_allowed: config.supports_images,
+                models: config.models.clone(),
                 mcp_servers: params.mcp_servers,
             },
         );
         to_value(
             acp::NewSessionResponse::new(id)
-                .modes(modes::mode_state(config.mode))
-                .config_options(modes::config_options(config.mode)),
+                .modes(session_options::mode_state(config.mode))
+                .config_options(session_options::config_options(
+                    config.mode,
+                    &config.model,
+                    &config.models,
+                )),
+        )
+    }
+
+    fn options_of(session: &LiveSession) -> Vec<acp::SessionConfigOption> {
+        session_options::config_options(
+            session.handle.mode(),
+            &session.handle.model(),
+            &session.models,
         )
     }
 
@@ -332,40 +333,55 @@ impl Agent {
         };
         session.handle.set_mode(mode);
         tracing::info!(session = %session_id, mode = mode.id(), "mode changed");
+        let options = Self::options_of(session);
         if from_config_option {
             self.outbox.push(SessionNotification::new(
                 session_id.clone(),
                 acp::SessionUpdate::CurrentModeUpdate(acp::CurrentModeUpdate::new(mode.id())),
             ));
-            to_value(acp::SetSessionConfigOptionResponse::new(
-                modes::config_options(mode),
-            ))
+            to_value(acp::SetSessionConfigOptionResponse::new(options))
         } else {
             self.outbox.push(SessionNotification::new(
                 session_id.clone(),
-                acp::SessionUpdate::ConfigOptionUpdate(acp::ConfigOptionUpdate::new(
-                    modes::config_options(mode),
-                )),
+                acp::SessionUpdate::ConfigOptionUpdate(acp::ConfigOptionUpdate::new(options)),
             ));
             to_value(acp::SetSessionModeResponse::new())
         }
     }
 
-    fn set_config_option(&mut self, params: acp::SetSessionConfigOptionRequest) -> Reply {
-        if params.config_id.0.as_ref() != modes::MODE_CONFIG_ID {
+    /// Switches the session's model (from the next turn).
+    fn set_model(&mut self, session_id: &acp::SessionId, model: &str) -> Reply {
+        let Some(session) = self.sessions.get(session_id.0.as_ref()) else {
+            return Err(session_not_found(session_id));
+        };
+        if !session.models.iter().any(|m| m == model) && session.handle.model() != model {
             return Err(errors::invalid_params(format!(
-                "unknown config option {:?}; this agent offers {:?}",
-                params.config_id.0,
-                modes::MODE_CONFIG_ID
+                "unknown model {model:?}; available models: {} (configure more with `models` in config.toml)",
+                session.models.join(", ")
             )));
         }
-        match params.value {
-            acp::SessionConfigOptionValue::ValueId { value } => {
-                self.set_mode(&params.session_id, &value.0, true)
-            }
-            _ => Err(errors::invalid_params(
-                "the mode option takes a value id, not a boolean",
-            )),
+        session.handle.set_model(model);
+        tracing::info!(session = %session_id, model, "model changed");
+        to_value(acp::SetSessionConfigOptionResponse::new(Self::options_of(
+            session,
+        )))
+    }
+
+    fn set_config_option(&mut self, params: acp::SetSessionConfigOptionRequest) -> Reply {
+        let acp::SessionConfigOptionValue::ValueId { value } = &params.value else {
+            return Err(errors::invalid_params(format!(
+                "the {:?} option takes a value id, not a boolean",
+                params.config_id.0
+            )));
+        };
+        match params.config_id.0.as_ref() {
+            session_options::MODE_CONFIG_ID => self.set_mode(&params.session_id, &value.0, true),
+            session_options::MODEL_CONFIG_ID => self.set_model(&params.session_id, &value.0),
+            other => Err(errors::invalid_params(format!(
+                "unknown config option {other:?}; this agent offers \"{}\" and \"{}\"",
+                session_options::MODE_CONFIG_ID,
+                session_options::MODEL_CONFIG_ID
+            ))),
         }
     }
 
@@ -417,47 +433,6 @@ fn session_not_found(id: &acp::SessionId) -> acp::Error {
     )
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 fn chrono_today() -> String {
     chrono::Local::now().format("%Y-%m-%d (%A)").to_string()
-}
-
-/// Sends a session's events to the client, in order; answers each prompt after its turn's
-/// last update.
-async fn forward_events(
-    peer: Peer,
-    session_id: acp::SessionId,
-    mut events: mpsc::Receiver<EngineEvent>,
-    pending: PendingPrompts,
-) {
-    while let Some(event) = events.recv().await {
-        if let EngineEvent::TurnFinished { turn, outcome } = event {
-            let Some(prompt) = lock(&pending).remove(&turn) else {
-                tracing::warn!(?turn, "turn finished with no waiting prompt");
-                continue;
-            };
-            prompt.done.cancel();
-            let reply = match outcome {
-                Ok(reason) => to_value(acp::PromptResponse::new(updates::stop_reason(reason))),
-                Err(error) => Err(acp::Error::new(
-                    acp::ErrorCode::InternalError.into(),
-                    error.to_string(),
-                )),
-            };
-            peer.respond(&prompt.request, reply).await;
-            continue;
-        }
-        if let EngineEvent::Barrier(barrier) = event {
-            // Everything before it is in the writer's queue, ahead of any later request.
-            barrier.pass();
-            continue;
-        }
-        if let Some(update) = updates::session_update(event) {
-            let notification = SessionNotification::new(session_id.clone(), update);
-            peer.notify("session/update", &notification).await;
-        }
-    }
 }

@@ -67,10 +67,12 @@ pub fn session_update(event: EngineEvent) -> Option<SessionUpdate> {
         EngineEvent::Plan(items) => {
             SessionUpdate::Plan(Plan::new(items.iter().map(plan_entry).collect()))
         }
-        EngineEvent::Usage { used, size } => {
-            SessionUpdate::UsageUpdate(UsageUpdate::new(used, size))
+        EngineEvent::Usage { used, size, cost } => SessionUpdate::UsageUpdate(
+            UsageUpdate::new(used, size).cost(cost.map(|amount| acp::Cost::new(amount, "USD"))),
+        ),
+        EngineEvent::TurnFinished { .. } | EngineEvent::Barrier(_) | EngineEvent::Notice { .. } => {
+            return None;
         }
-        EngineEvent::TurnFinished { .. } | EngineEvent::Barrier(_) => return None,
     })
 }
 

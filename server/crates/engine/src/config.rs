@@ -1,28 +1,38 @@
 //! Configuration: `$TALARIA_HOME/config.toml` overridden by environment variables.
 //!
 //! Precedence: environment > config file > defaults. An API key counts as configured when it
-//! is present at all, even empty (an empty key sends no `Authorization` header: local servers).
+//! is present at all, even empty (an empty key sends no credentials: local servers). Several
+//! keys form a pool: `api_keys = [...]` in the file, or comma-separated in the variable.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::approval::Mode;
+use crate::credentials::KeyStrategy;
+use crate::router::Price;
+
 /// Which model API a session talks to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ProviderKind {
     /// OpenAI Chat Completions and compatible servers.
     OpenAi,
     /// Anthropic Messages.
     Anthropic,
+    /// The OpenAI Responses API.
+    OpenAiResponses,
 }
 
 impl ProviderKind {
-    fn parse(name: &str) -> Result<Self, ConfigError> {
+    /// Parses a provider name.
+    pub fn parse(name: &str) -> Result<Self, ConfigError> {
         match name.trim().to_ascii_lowercase().as_str() {
             "openai" | "openai-chat" | "openai-compatible" => Ok(Self::OpenAi),
             "anthropic" => Ok(Self::Anthropic),
+            "openai-responses" | "responses" => Ok(Self::OpenAiResponses),
             other => Err(ConfigError::Invalid(format!(
-                "unknown provider {other:?}; expected \"openai\" or \"anthropic\""
+                "unknown provider {other:?}; expected \"openai\", \"anthropic\" or \"openai-responses\""
             ))),
         }
     }
@@ -32,15 +42,43 @@ impl ProviderKind {
         match self {
             Self::OpenAi => "openai",
             Self::Anthropic => "anthropic",
+            Self::OpenAiResponses => "openai-responses",
+        }
+    }
+
+    fn key_variable(self) -> &'static str {
+        match self {
+            Self::Anthropic => "ANTHROPIC_API_KEY",
+            Self::OpenAi | Self::OpenAiResponses => "OPENAI_API_KEY",
         }
     }
 }
 
-/// An endpoint's address and credential.
+/// An endpoint's address and keys.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
     pub base_url: String,
-    pub api_key: Option<String>,
+    /// Empty: no key configured. `[""]`: explicitly none needed.
+    pub api_keys: Vec<String>,
+}
+
+/// One entry of the fallback chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fallback {
+    pub provider: ProviderKind,
+    pub model: String,
+    pub endpoint: Endpoint,
+}
+
+/// Retry and backoff settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts per model for retryable errors (including the first).
+    pub max_attempts: u32,
+    pub base_ms: u64,
+    pub cap_ms: u64,
+    /// The longest `Retry-After` honoured.
+    pub retry_after_cap_secs: u64,
 }
 
 /// The resolved configuration.
@@ -50,6 +88,8 @@ pub struct Config {
     pub home: PathBuf,
     pub provider: ProviderKind,
     pub model: String,
+    /// Models offered for switching (always includes `model`).
+    pub models: Vec<String>,
     /// Context window of the model, in tokens.
     pub context_window: u64,
     /// Model calls allowed in one turn before it stops with `max_turn_requests`.
@@ -59,14 +99,26 @@ pub struct Config {
     /// Whether the model accepts images.
     pub supports_images: bool,
     /// The approval mode new sessions start in.
-    pub mode: crate::approval::Mode,
+    pub mode: Mode,
     /// Toolsets offered to sessions (`None`: all of them).
     pub toolsets: Option<Vec<String>>,
     pub connect_timeout_secs: u64,
     /// A stream with no bytes for this long is abandoned.
     pub stream_idle_timeout_secs: u64,
+    pub retry: RetryPolicy,
+    pub key_strategy: KeyStrategy,
+    pub key_cooldown_secs: u64,
+    /// `max_tokens` for Anthropic when `max_output_tokens` is not set (the API requires one).
+    pub anthropic_max_tokens: u32,
+    /// Anthropic extended-thinking budget, when enabled.
+    pub thinking_budget: Option<u32>,
+    /// Ask the Responses API for reasoning summaries.
+    pub reasoning_summaries: bool,
     pub openai: Endpoint,
     pub anthropic: Endpoint,
+    pub fallback: Vec<Fallback>,
+    /// USD per million tokens, by model.
+    pub prices: HashMap<String, Price>,
 }
 
 /// Why the configuration could not be loaded.
@@ -85,6 +137,16 @@ pub enum ConfigError {
 struct FileEndpoint {
     base_url: Option<String>,
     api_key: Option<String>,
+    api_keys: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileFallback {
+    provider: String,
+    model: String,
+    base_url: Option<String>,
+    api_key_env: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -92,6 +154,7 @@ struct FileEndpoint {
 struct FileConfig {
     provider: Option<String>,
     model: Option<String>,
+    models: Option<Vec<String>>,
     context_window: Option<u64>,
     max_turn_requests: Option<u32>,
     max_output_tokens: Option<u32>,
@@ -100,10 +163,23 @@ struct FileConfig {
     toolsets: Option<Vec<String>>,
     connect_timeout_secs: Option<u64>,
     stream_idle_timeout_secs: Option<u64>,
+    max_attempts: Option<u32>,
+    retry_base_ms: Option<u64>,
+    retry_cap_ms: Option<u64>,
+    retry_after_cap_secs: Option<u64>,
+    key_strategy: Option<String>,
+    key_cooldown_secs: Option<u64>,
+    anthropic_max_tokens: Option<u32>,
+    thinking_budget: Option<u32>,
+    reasoning_summaries: Option<bool>,
     #[serde(default)]
     openai: FileEndpoint,
     #[serde(default)]
     anthropic: FileEndpoint,
+    #[serde(default)]
+    fallback: Vec<FileFallback>,
+    #[serde(default)]
+    prices: HashMap<String, Price>,
 }
 
 /// The default home: `$TALARIA_HOME`, else `~/.talaria`.
@@ -115,6 +191,42 @@ pub fn default_home(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| ".".into());
     Path::new(&user_home).join(".talaria")
+}
+
+/// Splits a comma-separated key list; an empty value is one empty key (no credentials needed).
+fn split_keys(value: &str) -> Vec<String> {
+    let keys: Vec<String> = value
+        .split(',')
+        .map(|k| k.trim().to_string())
+        .filter(|k| !k.is_empty())
+        .collect();
+    if keys.is_empty() {
+        vec![String::new()]
+    } else {
+        keys
+    }
+}
+
+fn endpoint(
+    file: FileEndpoint,
+    env: &dyn Fn(&str) -> Option<String>,
+    url_var: &str,
+    key_var: &str,
+    default_url: &str,
+) -> Endpoint {
+    let base_url = env(url_var)
+        .filter(|v| !v.trim().is_empty())
+        .or(file.base_url)
+        .unwrap_or_else(|| default_url.to_string());
+    let api_keys = match env(key_var) {
+        Some(value) => split_keys(&value),
+        None => match (file.api_keys, file.api_key) {
+            (Some(keys), _) if !keys.is_empty() => keys,
+            (_, Some(key)) => split_keys(&key),
+            _ => Vec::new(),
+        },
+    };
+    Endpoint { base_url, api_keys }
 }
 
 impl Config {
@@ -170,60 +282,111 @@ impl Config {
             env_nonempty("TALARIA_MODEL")
                 .or(file.model)
                 .unwrap_or_else(|| match provider {
-                    ProviderKind::OpenAi => "gpt-4.1-mini".into(),
+                    ProviderKind::OpenAi | ProviderKind::OpenAiResponses => "gpt-4.1-mini".into(),
                     ProviderKind::Anthropic => "claude-sonnet-4-5".into(),
                 });
+        let mut models = file.models.unwrap_or_default();
+        if !models.contains(&model) {
+            models.insert(0, model.clone());
+        }
         let mode = match file.mode.as_deref() {
-            None => crate::approval::Mode::Ask,
-            Some(id) => crate::approval::Mode::from_id(id).ok_or_else(|| {
+            None => Mode::Ask,
+            Some(id) => Mode::from_id(id).ok_or_else(|| {
                 ConfigError::Invalid(format!(
                     "unknown mode {id:?}; expected one of read-only, ask, accept-edits, yolo"
                 ))
             })?,
         };
+        let key_strategy = match file.key_strategy.as_deref() {
+            None => KeyStrategy::FillFirst,
+            Some(name) => KeyStrategy::parse(name).ok_or_else(|| {
+                ConfigError::Invalid(format!(
+                    "unknown key_strategy {name:?}; expected fill-first or round-robin"
+                ))
+            })?,
+        };
+        let openai = endpoint(
+            file.openai,
+            env,
+            "OPENAI_BASE_URL",
+            "OPENAI_API_KEY",
+            "https://api.openai.com/v1",
+        );
+        let anthropic = endpoint(
+            file.anthropic,
+            env,
+            "ANTHROPIC_BASE_URL",
+            "ANTHROPIC_API_KEY",
+            "https://api.anthropic.com",
+        );
+        let mut fallback = Vec::new();
+        for entry in file.fallback {
+            let kind = ProviderKind::parse(&entry.provider)?;
+            let base = match kind {
+                ProviderKind::Anthropic => &anthropic,
+                ProviderKind::OpenAi | ProviderKind::OpenAiResponses => &openai,
+            };
+            let api_keys = match &entry.api_key_env {
+                Some(var) => env(var).map(|v| split_keys(&v)).unwrap_or_default(),
+                None => base.api_keys.clone(),
+            };
+            fallback.push(Fallback {
+                provider: kind,
+                model: entry.model,
+                endpoint: Endpoint {
+                    base_url: entry.base_url.unwrap_or_else(|| base.base_url.clone()),
+                    api_keys,
+                },
+            });
+        }
         Ok(Self {
             home,
-            mode,
-            toolsets: file.toolsets,
             provider,
             model,
+            models,
             context_window,
             max_turn_requests: file.max_turn_requests.unwrap_or(90).max(1),
             max_output_tokens: file.max_output_tokens,
             supports_images: file.supports_images.unwrap_or(true),
+            mode,
+            toolsets: file.toolsets,
             connect_timeout_secs: file.connect_timeout_secs.unwrap_or(30),
             stream_idle_timeout_secs: file.stream_idle_timeout_secs.unwrap_or(180),
-            openai: Endpoint {
-                base_url: env_nonempty("OPENAI_BASE_URL")
-                    .or(file.openai.base_url)
-                    .unwrap_or_else(|| "https://api.openai.com/v1".into()),
-                api_key: env("OPENAI_API_KEY").or(file.openai.api_key),
+            retry: RetryPolicy {
+                max_attempts: file.max_attempts.unwrap_or(3).max(1),
+                base_ms: file.retry_base_ms.unwrap_or(2000),
+                cap_ms: file.retry_cap_ms.unwrap_or(60_000),
+                retry_after_cap_secs: file.retry_after_cap_secs.unwrap_or(60),
             },
-            anthropic: Endpoint {
-                base_url: env_nonempty("ANTHROPIC_BASE_URL")
-                    .or(file.anthropic.base_url)
-                    .unwrap_or_else(|| "https://api.anthropic.com".into()),
-                api_key: env("ANTHROPIC_API_KEY").or(file.anthropic.api_key),
-            },
+            key_strategy,
+            key_cooldown_secs: file.key_cooldown_secs.unwrap_or(60),
+            anthropic_max_tokens: file.anthropic_max_tokens.unwrap_or(8192),
+            thinking_budget: file.thinking_budget.filter(|b| *b > 0),
+            reasoning_summaries: file.reasoning_summaries.unwrap_or(true),
+            openai,
+            anthropic,
+            fallback,
+            prices: file.prices,
         })
     }
 
     /// The endpoint of the selected provider.
     pub fn endpoint(&self) -> &Endpoint {
         match self.provider {
-            ProviderKind::OpenAi => &self.openai,
+            ProviderKind::OpenAi | ProviderKind::OpenAiResponses => &self.openai,
             ProviderKind::Anthropic => &self.anthropic,
         }
     }
 
     /// `None` when credentials are configured; otherwise what the user must set.
     pub fn missing_credentials(&self) -> Option<String> {
-        if self.endpoint().api_key.is_some() {
+        if !self.endpoint().api_keys.is_empty() {
             return None;
         }
-        let (var, table) = match self.provider {
-            ProviderKind::OpenAi => ("OPENAI_API_KEY", "openai"),
-            ProviderKind::Anthropic => ("ANTHROPIC_API_KEY", "anthropic"),
+        let var = self.provider.key_variable();
+        let table = match self.provider {
+            ProviderKind::Anthropic => "anthropic",
+            _ => "openai",
         };
         Some(format!(
             "no API key for the {} provider: set {var} in the agent's environment, or \
@@ -237,7 +400,6 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
 
     fn load(vars: &[(&str, &str)], file: Option<&str>) -> Result<Config, ConfigError> {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -255,18 +417,49 @@ mod tests {
     #[test]
     fn environment_overrides_the_file() {
         let config = load(
-            &[
-                ("TALARIA_MODEL", "env-model"),
-                ("OPENAI_BASE_URL", "http://x/v1"),
-            ],
-            Some("model = \"file-model\"\ncontext_window = 4096\n[openai]\napi_key = \"k\"\n"),
+            &[("TALARIA_MODEL", "env-model"), ("OPENAI_BASE_URL", "http://x/v1")],
+            Some("model = \"file-model\"\nmodels = [\"other\"]\ncontext_window = 4096\n[openai]\napi_key = \"k\"\n"),
         )
         .expect("config");
         assert_eq!(config.model, "env-model");
+        assert_eq!(config.models, ["env-model", "other"]);
         assert_eq!(config.context_window, 4096);
         assert_eq!(config.openai.base_url, "http://x/v1");
-        assert_eq!(config.openai.api_key.as_deref(), Some("k"));
+        assert_eq!(config.openai.api_keys, ["k"]);
         assert!(config.missing_credentials().is_none());
+    }
+
+    #[test]
+    fn key_pools_fallbacks_and_prices() {
+        let config = load(
+            &[("OPENAI_API_KEY", "a, b,c"), ("BACKUP_KEY", "z")],
+            Some(concat!(
+                "key_strategy = \"round-robin\"\nmax_attempts = 5\nretry_base_ms = 10\n",
+                "[[fallback]]\nprovider = \"anthropic\"\nmodel = \"claude-x\"\napi_key_env = \"BACKUP_KEY\"\n",
+                "[prices.\"gpt-4.1-mini\"]\ninput = 0.4\noutput = 1.6\n",
+            )),
+        )
+        .expect("config");
+        assert_eq!(config.openai.api_keys, ["a", "b", "c"]);
+        assert_eq!(config.key_strategy, KeyStrategy::RoundRobin);
+        assert_eq!(config.retry.max_attempts, 5);
+        assert_eq!(config.fallback[0].provider, ProviderKind::Anthropic);
+        assert_eq!(config.fallback[0].endpoint.api_keys, ["z"]);
+        assert_eq!(
+            config.fallback[0].endpoint.base_url,
+            "https://api.anthropic.com"
+        );
+        assert_eq!(config.prices["gpt-4.1-mini"].output, 1.6);
+        let responses = load(
+            &[
+                ("TALARIA_PROVIDER", "openai-responses"),
+                ("OPENAI_API_KEY", ""),
+            ],
+            None,
+        )
+        .expect("config");
+        assert_eq!(responses.provider, ProviderKind::OpenAiResponses);
+        assert_eq!(responses.openai.api_keys, [""]);
     }
 
     #[test]
@@ -274,6 +467,13 @@ mod tests {
         let config = load(&[], None).expect("config");
         let missing = config.missing_credentials().expect("missing");
         assert!(missing.contains("OPENAI_API_KEY"), "{missing}");
+        let anthropic = load(&[("TALARIA_PROVIDER", "anthropic")], None).expect("config");
+        assert!(
+            anthropic
+                .missing_credentials()
+                .expect("missing")
+                .contains("ANTHROPIC_API_KEY")
+        );
         let empty_key = load(&[("OPENAI_API_KEY", "")], None).expect("config");
         assert!(empty_key.missing_credentials().is_none());
     }
@@ -295,6 +495,10 @@ mod tests {
         assert!(matches!(
             load(&[], Some("colour = 1")),
             Err(ConfigError::Parse { .. })
+        ));
+        assert!(matches!(
+            load(&[], Some("key_strategy = \"random\"")),
+            Err(ConfigError::Invalid(_))
         ));
     }
 }

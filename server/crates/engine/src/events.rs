@@ -37,6 +37,44 @@ impl std::fmt::Display for TurnError {
     }
 }
 
+/// How important a notice is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoticeLevel {
+    Info,
+    Warning,
+    Error,
+}
+
+/// Tokens of a turn (or a session), summed over its model calls.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TurnUsage {
+    pub input: u64,
+    pub output: u64,
+    pub cached_read: u64,
+    pub cached_write: u64,
+    pub reasoning: u64,
+}
+
+impl TurnUsage {
+    /// Adds one call's usage.
+    pub fn add(&mut self, usage: &talaria_provider::Usage) {
+        self.input += usage.input_tokens;
+        self.output += usage.output_tokens;
+        self.cached_read += usage.cached_input_tokens;
+        self.cached_write += usage.cache_write_tokens;
+        self.reasoning += usage.reasoning_tokens;
+    }
+
+    /// Adds another total.
+    pub fn merge(&mut self, other: &TurnUsage) {
+        self.input += other.input;
+        self.output += other.output;
+        self.cached_read += other.cached_read;
+        self.cached_write += other.cached_write;
+        self.reasoning += other.reasoning;
+    }
+}
+
 /// How a tool call is shown.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCallView {
@@ -119,11 +157,19 @@ pub enum EngineEvent {
     /// Pass this once every earlier event has been sent to the client. Every consumer of
     /// the event stream must pass barriers, or the turn waits for them.
     Barrier(Barrier),
-    /// Context occupancy after a model call.
-    Usage { used: u64, size: u64 },
+    /// Context occupancy after a model call, and the session's cost so far (when the price
+    /// table knows the model).
+    Usage {
+        used: u64,
+        size: u64,
+        cost: Option<f64>,
+    },
+    /// Something the user should know: a retry, a key rotation, a fallback, a failure.
+    Notice { level: NoticeLevel, message: String },
     /// The turn tagged `turn` ended. Always the last event of a turn.
     TurnFinished {
         turn: TurnId,
         outcome: Result<StopReason, TurnError>,
+        usage: TurnUsage,
     },
 }

@@ -5,20 +5,27 @@
 //! [`EngineEvent`]s into wire messages.
 
 pub mod approval;
+mod backoff;
 pub mod bridge;
 pub mod budget;
+pub mod compaction;
 pub mod config;
+pub mod credentials;
 pub mod events;
 mod orchestrator;
 pub mod provider_factory;
+pub mod router;
 pub mod session;
 pub mod system_prompt;
 mod turn;
 
 pub use approval::Mode;
 pub use bridge::{ClientBridge, PermissionAnswer, PermissionChoice, PermissionRequest};
-pub use config::{Config, ConfigError, ProviderKind};
-pub use events::{Barrier, EngineEvent, StopReason, ToolCallView, TurnError, TurnId};
+pub use config::{Config, ConfigError, ProviderKind, RetryPolicy};
+pub use events::{
+    Barrier, EngineEvent, NoticeLevel, StopReason, ToolCallView, TurnError, TurnId, TurnUsage,
+};
+pub use router::ModelRouter;
 pub use session::{SessionHandle, SessionSettings, spawn_session};
 
 #[cfg(test)]

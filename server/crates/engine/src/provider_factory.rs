@@ -1,27 +1,84 @@
-//! Builds the provider a configuration selects.
+//! Builds providers, credential pools and the model router a configuration describes.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use talaria_provider::ChatProvider;
+use talaria_provider::anthropic::{AnthropicConfig, AnthropicProvider};
 use talaria_provider::openai::{OpenAiConfig, OpenAiProvider};
+use talaria_provider::responses::{ResponsesConfig, ResponsesProvider};
 
-use crate::config::{Config, ProviderKind};
+use crate::config::{Config, Endpoint, ProviderKind};
+use crate::credentials::CredentialPool;
+use crate::router::{ModelRouter, ModelTarget};
 
-/// Creates the configured provider, or says why it cannot.
-pub fn build_provider(config: &Config) -> Result<Arc<dyn ChatProvider>, String> {
-    match config.provider {
-        ProviderKind::OpenAi => OpenAiProvider::new(OpenAiConfig {
-            base_url: config.openai.base_url.clone(),
-            api_key: config.openai.api_key.clone(),
-            connect_timeout: Duration::from_secs(config.connect_timeout_secs),
-            idle_timeout: Duration::from_secs(config.stream_idle_timeout_secs),
-        })
-        .map(|p| Arc::new(p) as Arc<dyn ChatProvider>)
-        .map_err(|e| e.to_string()),
-        ProviderKind::Anthropic => Err(
-            "the anthropic provider is not available in this build yet; set TALARIA_PROVIDER=openai"
-                .to_string(),
+/// Creates one provider.
+pub fn build_provider(
+    config: &Config,
+    kind: ProviderKind,
+    endpoint: &Endpoint,
+) -> Result<Arc<dyn ChatProvider>, String> {
+    let connect_timeout = Duration::from_secs(config.connect_timeout_secs);
+    let idle_timeout = Duration::from_secs(config.stream_idle_timeout_secs);
+    let api_key = endpoint.api_keys.first().cloned();
+    let provider: Arc<dyn ChatProvider> = match kind {
+        ProviderKind::OpenAi => Arc::new(
+            OpenAiProvider::new(OpenAiConfig {
+                base_url: endpoint.base_url.clone(),
+                api_key,
+                connect_timeout,
+                idle_timeout,
+            })
+            .map_err(|e| e.to_string())?,
         ),
+        ProviderKind::Anthropic => Arc::new(
+            AnthropicProvider::new(AnthropicConfig {
+                base_url: endpoint.base_url.clone(),
+                api_key,
+                connect_timeout,
+                idle_timeout,
+                default_max_tokens: config.anthropic_max_tokens,
+                thinking_budget: config.thinking_budget,
+            })
+            .map_err(|e| e.to_string())?,
+        ),
+        ProviderKind::OpenAiResponses => Arc::new(
+            ResponsesProvider::new(ResponsesConfig {
+                base_url: endpoint.base_url.clone(),
+                api_key,
+                connect_timeout,
+                idle_timeout,
+                reasoning_summaries: config.reasoning_summaries,
+            })
+            .map_err(|e| e.to_string())?,
+        ),
+    };
+    Ok(provider)
+}
+
+fn pool(config: &Config, endpoint: &Endpoint) -> Arc<CredentialPool> {
+    Arc::new(CredentialPool::new(
+        endpoint.api_keys.clone(),
+        config.key_strategy,
+        Duration::from_secs(config.key_cooldown_secs),
+    ))
+}
+
+/// Builds the router: the configured provider as primary, then the fallback chain.
+pub fn build_router(config: &Config) -> Result<ModelRouter, String> {
+    let primary = build_provider(config, config.provider, config.endpoint())?;
+    let mut fallbacks = Vec::new();
+    for entry in &config.fallback {
+        fallbacks.push(ModelTarget {
+            provider: build_provider(config, entry.provider, &entry.endpoint)?,
+            model: entry.model.clone(),
+            pool: pool(config, &entry.endpoint),
+        });
     }
+    Ok(ModelRouter::new(
+        primary,
+        pool(config, config.endpoint()),
+        fallbacks,
+        config.prices.clone(),
+    ))
 }

@@ -12,15 +12,17 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures_util::FutureExt;
-use talaria_provider::{ChatMessage, ChatProvider, UserPart};
+use talaria_provider::{ChatMessage, UserPart};
 use talaria_tools::{Registry, SessionToolState};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{Mode, RuleStore};
 use crate::bridge::ClientBridge;
-use crate::events::{EngineEvent, StopReason, TurnError, TurnId};
-use crate::turn::{Turn, TurnLimits};
+use crate::config::RetryPolicy;
+use crate::events::{EngineEvent, StopReason, TurnError, TurnId, TurnUsage};
+use crate::router::ModelRouter;
+use crate::turn::{SessionUsage, Turn, TurnLimits};
 
 /// What a session needs to know about itself.
 #[derive(Debug, Clone)]
@@ -30,6 +32,8 @@ pub struct SessionSettings {
     pub model: String,
     pub system_prompt: String,
     pub context_window: u64,
+    /// Retries and backoff for model calls.
+    pub retry: RetryPolicy,
     pub max_turn_requests: u32,
     pub max_output_tokens: Option<u32>,
     /// `TALARIA_HOME`: remembered permissions and stored oversized results live here.
@@ -61,6 +65,7 @@ pub struct SessionHandle {
     queue: mpsc::UnboundedSender<Queued>,
     cancel_state: Arc<Mutex<CancelState>>,
     mode: Arc<Mutex<Mode>>,
+    model: Arc<Mutex<String>>,
 }
 
 impl SessionHandle {
@@ -90,6 +95,19 @@ impl SessionHandle {
         *self.mode.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The model the next turn uses.
+    pub fn model(&self) -> String {
+        self.model
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Switches the model; it applies from the next turn.
+    pub fn set_model(&self, model: &str) {
+        *self.model.lock().unwrap_or_else(PoisonError::into_inner) = model.to_string();
+    }
+
     /// Changes the approval mode; it applies to the next decision, also within a running turn.
     pub fn set_mode(&self, mode: Mode) {
         *self.mode.lock().unwrap_or_else(PoisonError::into_inner) = mode;
@@ -105,7 +123,7 @@ impl SessionHandle {
 /// Starts a session actor on the current runtime.
 pub fn spawn_session(
     settings: SessionSettings,
-    provider: Arc<dyn ChatProvider>,
+    router: Arc<ModelRouter>,
     registry: Registry,
     bridge: Arc<dyn ClientBridge>,
     events: mpsc::Sender<EngineEvent>,
@@ -113,17 +131,20 @@ pub fn spawn_session(
     let (queue, mut receiver) = mpsc::unbounded_channel::<Queued>();
     let cancel_state = Arc::new(Mutex::new(CancelState::default()));
     let mode = Arc::new(Mutex::new(settings.mode));
+    let model = Arc::new(Mutex::new(settings.model.clone()));
     let handle = SessionHandle {
         queue,
         cancel_state: cancel_state.clone(),
         mode: mode.clone(),
+        model: model.clone(),
     };
     tokio::spawn(async move {
         let rules = Mutex::new(RuleStore::load(&settings.home, &settings.cwd));
         let tool_state = Arc::new(SessionToolState::default());
         let mut history = vec![ChatMessage::System(settings.system_prompt.clone())];
+        let mut window = settings.context_window;
+        let mut session_usage = SessionUsage::default();
         let limits = TurnLimits {
-            context_window: settings.context_window,
             max_requests: settings.max_turn_requests,
             max_output_tokens: settings.max_output_tokens,
         };
@@ -139,6 +160,7 @@ pub fn spawn_session(
                     Some(token)
                 }
             };
+            let mut turn_usage = TurnUsage::default();
             let outcome = match token {
                 None => Ok(StopReason::Cancelled),
                 Some(token) => {
@@ -146,7 +168,9 @@ pub fn spawn_session(
                     let turn = Turn {
                         settings: &settings,
                         limits,
-                        provider: provider.as_ref(),
+                        router: router.as_ref(),
+                        model: model.lock().unwrap_or_else(PoisonError::into_inner).clone(),
+                        retry: settings.retry,
                         registry: &registry,
                         bridge: bridge.as_ref(),
                         mode: &mode,
@@ -156,6 +180,8 @@ pub fn spawn_session(
                         cancel: &token,
                         history: &mut history,
                         used_tool_ids: &mut used_ids,
+                        window: &mut window,
+                        session_usage: &mut session_usage,
                     };
                     let result = std::panic::AssertUnwindSafe(turn.run(queued.input))
                         .catch_unwind()
@@ -165,7 +191,10 @@ pub fn spawn_session(
                         .unwrap_or_else(PoisonError::into_inner)
                         .current = None;
                     match result {
-                        Ok(outcome) => outcome,
+                        Ok((outcome, usage)) => {
+                            turn_usage = usage;
+                            outcome
+                        }
                         Err(panic) => {
                             let what = panic_message(panic.as_ref());
                             tracing::error!(session = %settings.id, "turn panicked: {what}");
@@ -181,6 +210,7 @@ pub fn spawn_session(
                 .send(EngineEvent::TurnFinished {
                     turn: queued.turn,
                     outcome,
+                    usage: turn_usage,
                 })
                 .await;
         }

@@ -135,6 +135,12 @@ fn start_with(
         model: "m".into(),
         system_prompt: "sys".into(),
         context_window: 10_000,
+        retry: crate::RetryPolicy {
+            max_attempts: 1,
+            base_ms: 1,
+            cap_ms: 1,
+            retry_after_cap_secs: 1,
+        },
         max_turn_requests: 3,
         max_output_tokens: None,
         home: cwd.join(".talaria-home"),
@@ -143,7 +149,7 @@ fn start_with(
     };
     let handle = spawn_session(
         settings,
-        provider.clone(),
+        Arc::new(crate::ModelRouter::single(provider.clone())),
         talaria_tools::builtin_registry(),
         bridge.clone(),
         tx,
@@ -185,7 +191,10 @@ async fn finish_of(
             .await
             .expect("event in time")
             .expect("open");
-        if let EngineEvent::TurnFinished { turn: t, outcome } = &event {
+        if let EngineEvent::TurnFinished {
+            turn: t, outcome, ..
+        } = &event
+        {
             assert_eq!(*t, TurnId(turn), "turns finish in order");
             return (seen, outcome.clone());
         }

@@ -3,14 +3,20 @@
 //! Knows nothing of ACP or the engine. The engine builds a [`ChatRequest`] and consumes the
 //! [`StreamEvent`]s; retries, fallback and error classification plug in at this seam.
 
+pub mod anthropic;
+pub mod classify;
 pub mod error;
+pub mod http;
 pub mod model;
 pub mod openai;
+pub mod responses;
 pub mod sse;
+pub mod stream;
 
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 
+pub use classify::{Classified, ErrorClass, classify};
 pub use error::ProviderError;
 pub use model::{
     ChatMessage, ChatRequest, FinishReason, StreamEvent, ToolCallRequest, ToolSpec, Usage, UserPart,

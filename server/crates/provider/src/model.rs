@@ -33,6 +33,8 @@ pub enum ChatMessage {
     Assistant {
         text: String,
         reasoning: Option<String>,
+        /// The provider's signature of the reasoning (Anthropic thinking), kept for replay.
+        reasoning_signature: Option<String>,
         tool_calls: Vec<ToolCallRequest>,
     },
     /// The result of one tool call.
@@ -55,6 +57,9 @@ pub struct ChatRequest<'a> {
     pub messages: &'a [ChatMessage],
     pub tools: &'a [ToolSpec],
     pub max_tokens: Option<u32>,
+    /// The API key to use for this call (from the credential pool); `None` uses the
+    /// provider's own.
+    pub credential: Option<&'a str>,
 }
 
 /// Why the model stopped.
@@ -91,6 +96,8 @@ pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub cached_input_tokens: u64,
+    /// Input tokens written to the provider's prompt cache.
+    pub cache_write_tokens: u64,
     pub reasoning_tokens: u64,
 }
 
@@ -101,6 +108,8 @@ pub enum StreamEvent {
     TextDelta(String),
     /// A piece of the model's reasoning.
     ReasoningDelta(String),
+    /// The signature that seals the reasoning (Anthropic thinking), for replay.
+    ReasoningSignature(String),
     /// The model began a tool call (its arguments are still streaming).
     ToolCallStarted { id: String, name: String },
     /// Token counts (usually just before the end).

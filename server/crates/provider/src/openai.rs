@@ -1,21 +1,17 @@
 //! OpenAI Chat Completions over SSE (also what OpenRouter, vLLM, llama.cpp, Ollama and
 //! LM Studio speak).
 
-use std::collections::VecDeque;
 use std::time::Duration;
 
-use bytes::Bytes;
-use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
-use futures_util::stream::BoxStream;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::error::{message_from_body, parse_retry_after};
 use crate::model::{
     ChatMessage, ChatRequest, FinishReason, StreamEvent, ToolCallRequest, Usage, UserPart,
 };
-use crate::sse::{SseDecoder, SseEvent};
+use crate::sse::SseEvent;
+use crate::stream::{Decoder, Out, drive, stream_error};
 use crate::{ChatProvider, EventStream, ProviderError};
 
 const NAME: &str = "openai";
@@ -25,7 +21,7 @@ const NAME: &str = "openai";
 pub struct OpenAiConfig {
     /// E.g. `https://api.openai.com/v1` (the `/chat/completions` path is appended).
     pub base_url: String,
-    /// Sent as a bearer token when present.
+    /// Sent as a bearer token when present (unless the request brings its own).
     pub api_key: Option<String>,
     /// Time allowed to connect.
     pub connect_timeout: Duration,
@@ -44,14 +40,7 @@ pub struct OpenAiProvider {
 impl OpenAiProvider {
     /// Builds a client for `config`.
     pub fn new(config: OpenAiConfig) -> Result<Self, ProviderError> {
-        let client = reqwest::Client::builder()
-            .connect_timeout(config.connect_timeout)
-            .user_agent(concat!("talaria/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| ProviderError::Request {
-                provider: NAME.into(),
-                detail: format!("cannot build HTTP client: {e}"),
-            })?;
+        let client = crate::http::client(NAME, config.connect_timeout)?;
         let endpoint = format!("{}/chat/completions", config.base_url.trim_end_matches('/'));
         Ok(Self {
             client,
@@ -77,53 +66,20 @@ impl ChatProvider for OpenAiProvider {
             .header("content-type", "application/json")
             .header("accept", "text/event-stream")
             .body(body.to_string());
-        if let Some(key) = self.config.api_key.as_deref().filter(|k| !k.is_empty()) {
+        let key = request
+            .credential
+            .or(self.config.api_key.as_deref())
+            .filter(|k| !k.is_empty());
+        if let Some(key) = key {
             builder = builder.bearer_auth(key);
         }
         let endpoint = self.endpoint.clone();
         let idle_timeout = self.config.idle_timeout;
         Box::pin(async move {
-            let response = builder.send().await.map_err(|e| ProviderError::Connect {
-                provider: NAME.into(),
-                url: endpoint.clone(),
-                detail: error_chain(&e),
-            })?;
-            let status = response.status();
-            if !status.is_success() {
-                let retry_after = response
-                    .headers()
-                    .get("retry-after")
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(parse_retry_after);
-                let body = tokio::time::timeout(Duration::from_secs(30), response.text())
-                    .await
-                    .ok()
-                    .and_then(Result::ok)
-                    .unwrap_or_default();
-                let reason = status.canonical_reason().unwrap_or("");
-                return Err(ProviderError::Http {
-                    provider: NAME.into(),
-                    status: status.as_u16(),
-                    message: format!("{reason}: {}", message_from_body(&body))
-                        .trim_start_matches(": ")
-                        .to_string(),
-                    retry_after,
-                });
-            }
-            Ok(event_stream(response.bytes_stream().boxed(), idle_timeout))
+            let response = crate::http::send(builder, NAME, &endpoint).await?;
+            Ok(drive(response, NAME, idle_timeout, ChatDecoder::default()))
         })
     }
-}
-
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// The JSON body of a streaming request.
@@ -142,11 +98,7 @@ pub fn request_body(request: &ChatRequest<'_>) -> Value {
             .map(|tool| {
                 json!({
                     "type": "function",
-                    "function": {
-                        "name": tool.name,
-                        "description": tool.description,
-                        "parameters": tool.parameters,
-                    }
+                    "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
                 })
             })
             .collect();
@@ -193,11 +145,7 @@ fn message_json(message: &ChatMessage) -> Value {
                 message["tool_calls"] = tool_calls
                     .iter()
                     .map(|call| {
-                        json!({
-                            "id": call.id,
-                            "type": "function",
-                            "function": {"name": call.name, "arguments": call.arguments},
-                        })
+                        json!({"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}})
                     })
                     .collect();
                 if text.is_empty() {
@@ -292,112 +240,28 @@ struct PartialCall {
     announced: bool,
 }
 
-/// Decoding state of one response stream.
-struct StreamState {
-    bytes: BoxStream<'static, reqwest::Result<Bytes>>,
-    idle_timeout: Duration,
-    decoder: SseDecoder,
-    events: Vec<SseEvent>,
-    out: VecDeque<Result<StreamEvent, ProviderError>>,
+/// Decodes Chat Completions chunks.
+#[derive(Debug, Default)]
+struct ChatDecoder {
     calls: Vec<PartialCall>,
     finish_reason: Option<String>,
-    done: bool,
 }
 
-fn stream_error(detail: impl Into<String>) -> ProviderError {
-    ProviderError::Stream {
-        provider: NAME.into(),
-        detail: detail.into(),
-    }
-}
-
-fn event_stream(
-    bytes: BoxStream<'static, reqwest::Result<Bytes>>,
-    idle_timeout: Duration,
-) -> EventStream {
-    let state = StreamState {
-        bytes,
-        idle_timeout,
-        decoder: SseDecoder::default(),
-        events: Vec::new(),
-        out: VecDeque::new(),
-        calls: Vec::new(),
-        finish_reason: None,
-        done: false,
-    };
-    futures_util::stream::unfold(state, |mut state| async move {
-        loop {
-            if let Some(event) = state.out.pop_front() {
-                return Some((event, state));
-            }
-            if state.done {
-                return None;
-            }
-            match tokio::time::timeout(state.idle_timeout, state.bytes.next()).await {
-                Err(_) => {
-                    state.done = true;
-                    state.out.push_back(Err(stream_error(format!(
-                        "no data for {} s; the stream was abandoned",
-                        state.idle_timeout.as_secs()
-                    ))));
-                }
-                Ok(Some(Ok(chunk))) => {
-                    let mut events = std::mem::take(&mut state.events);
-                    state.decoder.feed(&chunk, &mut events);
-                    for event in events.drain(..) {
-                        state.handle(&event);
-                        if state.done {
-                            break;
-                        }
-                    }
-                    state.events = events;
-                }
-                Ok(Some(Err(e))) => {
-                    state.done = true;
-                    state.out.push_back(Err(stream_error(format!(
-                        "connection broke mid-stream: {}",
-                        error_chain(&e)
-                    ))));
-                }
-                Ok(None) => {
-                    let mut events = Vec::new();
-                    state.decoder.finish(&mut events);
-                    for event in &events {
-                        state.handle(event);
-                    }
-                    if !state.done {
-                        state.done = true;
-                        if state.finish_reason.is_some() {
-                            state.finish();
-                        } else {
-                            state.out.push_back(Err(stream_error(
-                                "the stream ended before the response was complete",
-                            )));
-                        }
-                    }
-                }
-            }
-        }
-    })
-    .boxed()
-}
-
-impl StreamState {
-    fn handle(&mut self, event: &SseEvent) {
+impl Decoder for ChatDecoder {
+    fn event(&mut self, event: &SseEvent, out: &mut Out) -> bool {
         let data = event.data.trim();
         if data.is_empty() {
-            return;
+            return false;
         }
         if data == "[DONE]" {
-            self.done = true;
-            self.finish();
-            return;
+            self.finish(out);
+            return true;
         }
         let chunk: Chunk = match serde_json::from_str(data) {
             Ok(chunk) => chunk,
             Err(e) => {
                 tracing::warn!("skipping malformed SSE data ({e}): {:.200}", data);
-                return;
+                return false;
             }
         };
         if let Some(error) = chunk.error {
@@ -406,26 +270,23 @@ impl StreamState {
                 .and_then(Value::as_str)
                 .map(str::to_string)
                 .unwrap_or_else(|| error.to_string());
-            self.done = true;
-            self.out
-                .push_back(Err(stream_error(format!("error event: {message}"))));
-            return;
+            out.push_back(Err(stream_error(NAME, format!("error event: {message}"))));
+            return true;
         }
         if let Some(choice) = chunk.choices.into_iter().next() {
             if let Some(delta) = choice.delta {
                 if let Some(reasoning) = delta.reasoning_content.or(delta.reasoning)
                     && !reasoning.is_empty()
                 {
-                    self.out
-                        .push_back(Ok(StreamEvent::ReasoningDelta(reasoning)));
+                    out.push_back(Ok(StreamEvent::ReasoningDelta(reasoning)));
                 }
                 if let Some(text) = delta.content
                     && !text.is_empty()
                 {
-                    self.out.push_back(Ok(StreamEvent::TextDelta(text)));
+                    out.push_back(Ok(StreamEvent::TextDelta(text)));
                 }
                 for (position, call) in delta.tool_calls.into_iter().enumerate() {
-                    self.assemble(call, position);
+                    self.assemble(call, position, out);
                 }
             }
             if let Some(reason) = choice.finish_reason {
@@ -433,18 +294,31 @@ impl StreamState {
             }
         }
         if let Some(usage) = chunk.usage {
-            self.out.push_back(Ok(StreamEvent::Usage(Usage {
+            out.push_back(Ok(StreamEvent::Usage(Usage {
                 input_tokens: usage.prompt_tokens,
                 output_tokens: usage.completion_tokens,
                 cached_input_tokens: usage.prompt_tokens_details.map_or(0, |d| d.cached_tokens),
+                cache_write_tokens: 0,
                 reasoning_tokens: usage
                     .completion_tokens_details
                     .map_or(0, |d| d.reasoning_tokens),
             })));
         }
+        false
     }
 
-    fn assemble(&mut self, delta: ToolCallDelta, position: usize) {
+    fn ended(&mut self, out: &mut Out) -> bool {
+        // Some servers end after the finish reason without `[DONE]`.
+        if self.finish_reason.is_some() {
+            self.finish(out);
+            return true;
+        }
+        false
+    }
+}
+
+impl ChatDecoder {
+    fn assemble(&mut self, delta: ToolCallDelta, position: usize, out: &mut Out) {
         let index = delta.index.unwrap_or(position);
         if self.calls.len() <= index {
             self.calls.resize_with(index + 1, PartialCall::default);
@@ -466,14 +340,14 @@ impl StreamState {
             if call.id.is_empty() {
                 call.id = format!("call_{index}");
             }
-            self.out.push_back(Ok(StreamEvent::ToolCallStarted {
+            out.push_back(Ok(StreamEvent::ToolCallStarted {
                 id: call.id.clone(),
                 name: call.name.clone(),
             }));
         }
     }
 
-    fn finish(&mut self) {
+    fn finish(&mut self, out: &mut Out) {
         let tool_calls: Vec<ToolCallRequest> = std::mem::take(&mut self.calls)
             .into_iter()
             .enumerate()
@@ -493,14 +367,15 @@ impl StreamState {
             None if !tool_calls.is_empty() => FinishReason::ToolCalls,
             None => FinishReason::Stop,
         };
-        self.out
-            .push_back(Ok(StreamEvent::Finished { reason, tool_calls }));
+        out.push_back(Ok(StreamEvent::Finished { reason, tool_calls }));
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
+    use futures_util::StreamExt;
 
     fn decode(chunks: Vec<&'static str>) -> Vec<Result<StreamEvent, ProviderError>> {
         let bytes = futures_util::stream::iter(
@@ -513,7 +388,10 @@ mod tests {
             .enable_time()
             .build()
             .expect("runtime");
-        rt.block_on(event_stream(bytes, Duration::from_secs(5)).collect::<Vec<_>>())
+        rt.block_on(
+            crate::stream::drive_bytes(bytes, NAME, Duration::from_secs(5), ChatDecoder::default())
+                .collect::<Vec<_>>(),
+        )
     }
 
     #[test]
@@ -535,6 +413,7 @@ mod tests {
                     input_tokens: 10,
                     output_tokens: 2,
                     cached_input_tokens: 4,
+                    cache_write_tokens: 0,
                     reasoning_tokens: 0
                 }),
                 StreamEvent::Finished {
@@ -608,6 +487,7 @@ mod tests {
             messages: &messages,
             tools: &tools,
             max_tokens: None,
+            credential: None,
         });
         assert_eq!(body["stream_options"]["include_usage"], true);
         assert_eq!(body["tools"][0]["function"]["name"], "t");

@@ -1,0 +1,144 @@
+//! Which models a session can use: the primary (switchable per session) and the fallback
+//! chain, each with its provider and credential pool; and the price table for costs.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use talaria_provider::{ChatProvider, Usage};
+
+use crate::credentials::CredentialPool;
+
+/// One model to call: provider, model name and keys.
+#[derive(Clone)]
+pub struct ModelTarget {
+    pub provider: Arc<dyn ChatProvider>,
+    pub model: String,
+    pub pool: Arc<CredentialPool>,
+}
+
+impl std::fmt::Debug for ModelTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.provider.name(), self.model)
+    }
+}
+
+impl ModelTarget {
+    /// `provider:model`, for messages.
+    pub fn label(&self) -> String {
+        format!("{} ({})", self.model, self.provider.name())
+    }
+}
+
+/// USD per million tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    #[serde(default)]
+    pub input: f64,
+    #[serde(default)]
+    pub output: f64,
+    #[serde(default)]
+    pub cached_input: Option<f64>,
+    #[serde(default)]
+    pub cache_write: Option<f64>,
+}
+
+impl Price {
+    /// The cost of one call's usage. Cached reads and cache writes are priced separately when
+    /// the table says how; otherwise as plain input.
+    pub fn cost(&self, usage: &Usage) -> f64 {
+        let cached = usage.cached_input_tokens as f64;
+        let written = usage.cache_write_tokens as f64;
+        let plain = (usage.input_tokens as f64 - cached - written).max(0.0);
+        let per = 1_000_000.0;
+        plain * self.input / per
+            + cached * self.cached_input.unwrap_or(self.input) / per
+            + written * self.cache_write.unwrap_or(self.input) / per
+            + usage.output_tokens as f64 * self.output / per
+    }
+}
+
+/// The models of a session.
+#[derive(Clone)]
+pub struct ModelRouter {
+    primary_provider: Arc<dyn ChatProvider>,
+    primary_pool: Arc<CredentialPool>,
+    fallbacks: Vec<ModelTarget>,
+    prices: HashMap<String, Price>,
+}
+
+impl std::fmt::Debug for ModelRouter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelRouter")
+            .field("primary", &self.primary_provider.name())
+            .field("fallbacks", &self.fallbacks)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ModelRouter {
+    pub fn new(
+        primary_provider: Arc<dyn ChatProvider>,
+        primary_pool: Arc<CredentialPool>,
+        fallbacks: Vec<ModelTarget>,
+        prices: HashMap<String, Price>,
+    ) -> Self {
+        Self {
+            primary_provider,
+            primary_pool,
+            fallbacks,
+            prices,
+        }
+    }
+
+    /// A router with one provider, one empty-key pool and no fallbacks (tests, simple set-ups).
+    pub fn single(provider: Arc<dyn ChatProvider>) -> Self {
+        let pool = Arc::new(CredentialPool::new(
+            Vec::new(),
+            crate::credentials::KeyStrategy::FillFirst,
+            std::time::Duration::from_secs(60),
+        ));
+        Self::new(provider, pool, Vec::new(), HashMap::new())
+    }
+
+    /// The chain for one turn: the session's current model first, then the fallbacks.
+    pub fn chain(&self, model: &str) -> Vec<ModelTarget> {
+        let mut chain = vec![ModelTarget {
+            provider: self.primary_provider.clone(),
+            model: model.to_string(),
+            pool: self.primary_pool.clone(),
+        }];
+        chain.extend(self.fallbacks.iter().cloned());
+        chain
+    }
+
+    /// The price of a model, if the table has it.
+    pub fn price(&self, model: &str) -> Option<Price> {
+        self.prices.get(model).copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn costs_price_cache_reads_and_writes() {
+        let price = Price {
+            input: 3.0,
+            output: 15.0,
+            cached_input: Some(0.3),
+            cache_write: Some(3.75),
+        };
+        let usage = Usage {
+            input_tokens: 1_000_000,
+            output_tokens: 100_000,
+            cached_input_tokens: 500_000,
+            cache_write_tokens: 100_000,
+            reasoning_tokens: 0,
+        };
+        let cost = price.cost(&usage);
+        // 400k plain × 3 + 500k × 0.3 + 100k × 3.75 + 100k × 15, per million.
+        assert!((cost - (1.2 + 0.15 + 0.375 + 1.5)).abs() < 1e-9, "{cost}");
+    }
+}

@@ -1,0 +1,533 @@
+//! Anthropic Messages over SSE: text, `thinking` (kept with its signature for replay),
+//! `tool_use` with `input_json_delta`, usage with cache reads and writes, and prompt caching
+//! (`cache_control` breakpoints on the system prompt and the two most recent user turns).
+
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use serde_json::{Value, json};
+
+use crate::model::{
+    ChatMessage, ChatRequest, FinishReason, StreamEvent, ToolCallRequest, Usage, UserPart,
+};
+use crate::sse::SseEvent;
+use crate::stream::{Decoder, Out, drive, parse_json, stream_error};
+use crate::{ChatProvider, EventStream, ProviderError};
+
+const NAME: &str = "anthropic";
+/// The API version header value.
+pub const API_VERSION: &str = "2023-06-01";
+
+/// Where and how to reach the Messages API.
+#[derive(Debug, Clone)]
+pub struct AnthropicConfig {
+    /// E.g. `https://api.anthropic.com` (`/v1/messages` is appended).
+    pub base_url: String,
+    pub api_key: Option<String>,
+    pub connect_timeout: Duration,
+    pub idle_timeout: Duration,
+    /// `max_tokens` when the request sets none (the API requires one).
+    pub default_max_tokens: u32,
+    /// Extended thinking budget in tokens, when enabled.
+    pub thinking_budget: Option<u32>,
+}
+
+/// The Anthropic Messages provider.
+#[derive(Debug, Clone)]
+pub struct AnthropicProvider {
+    client: reqwest::Client,
+    endpoint: String,
+    config: AnthropicConfig,
+}
+
+impl AnthropicProvider {
+    pub fn new(config: AnthropicConfig) -> Result<Self, ProviderError> {
+        let client = crate::http::client(NAME, config.connect_timeout)?;
+        let base = config.base_url.trim_end_matches('/');
+        let endpoint = if base.ends_with("/v1") {
+            format!("{base}/messages")
+        } else {
+            format!("{base}/v1/messages")
+        };
+        Ok(Self {
+            client,
+            endpoint,
+            config,
+        })
+    }
+}
+
+impl ChatProvider for AnthropicProvider {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn stream(
+        &self,
+        request: &ChatRequest<'_>,
+    ) -> BoxFuture<'static, Result<EventStream, ProviderError>> {
+        let body = request_body(
+            request,
+            self.config.default_max_tokens,
+            self.config.thinking_budget,
+        );
+        let mut builder = self
+            .client
+            .post(&self.endpoint)
+            .header("content-type", "application/json")
+            .header("accept", "text/event-stream")
+            .header("anthropic-version", API_VERSION)
+            .body(body.to_string());
+        if let Some(key) = request
+            .credential
+            .or(self.config.api_key.as_deref())
+            .filter(|k| !k.is_empty())
+        {
+            builder = builder.header("x-api-key", key);
+        }
+        let endpoint = self.endpoint.clone();
+        let idle_timeout = self.config.idle_timeout;
+        Box::pin(async move {
+            let response = crate::http::send(builder, NAME, &endpoint).await?;
+            Ok(drive(
+                response,
+                NAME,
+                idle_timeout,
+                MessagesDecoder::default(),
+            ))
+        })
+    }
+}
+
+fn user_content(parts: &[UserPart]) -> Vec<Value> {
+    parts
+        .iter()
+        .map(|part| match part {
+            UserPart::Text(text) => json!({"type": "text", "text": text}),
+            UserPart::Image { mime_type, data } => {
+                json!({"type": "image", "source": {"type": "base64", "media_type": mime_type, "data": data}})
+            }
+        })
+        .collect()
+}
+
+/// The JSON body of a streaming request.
+pub fn request_body(
+    request: &ChatRequest<'_>,
+    default_max_tokens: u32,
+    thinking_budget: Option<u32>,
+) -> Value {
+    let mut system: Vec<Value> = Vec::new();
+    let mut messages: Vec<Value> = Vec::new();
+    let mut push = |role: &str, content: Vec<Value>| {
+        if content.is_empty() {
+            return;
+        }
+        // The API wants strictly alternating roles: merge neighbours of the same role.
+        if let Some(last) = messages.last_mut()
+            && last["role"] == role
+            && let Some(existing) = last["content"].as_array_mut()
+        {
+            existing.extend(content);
+            return;
+        }
+        messages.push(json!({"role": role, "content": content}));
+    };
+    for message in request.messages {
+        match message {
+            ChatMessage::System(text) => system.push(json!({"type": "text", "text": text})),
+            ChatMessage::User(parts) => push("user", user_content(parts)),
+            ChatMessage::Assistant {
+                text,
+                reasoning,
+                reasoning_signature,
+                tool_calls,
+            } => {
+                let mut content = Vec::new();
+                if let (Some(thinking), Some(signature)) = (reasoning, reasoning_signature) {
+                    content.push(
+                        json!({"type": "thinking", "thinking": thinking, "signature": signature}),
+                    );
+                }
+                if !text.is_empty() {
+                    content.push(json!({"type": "text", "text": text}));
+                }
+                for call in tool_calls {
+                    let input = serde_json::from_str::<Value>(&call.arguments)
+                        .ok()
+                        .filter(Value::is_object)
+                        .unwrap_or_else(|| json!({}));
+                    content.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}));
+                }
+                push("assistant", content);
+            }
+            ChatMessage::Tool { call_id, content } => {
+                push(
+                    "user",
+                    vec![
+                        json!({"type": "tool_result", "tool_use_id": call_id, "content": content}),
+                    ],
+                );
+            }
+        }
+    }
+    // Prompt caching: the system prompt, and the last block of the two most recent user turns.
+    if let Some(last) = system.last_mut() {
+        last["cache_control"] = json!({"type": "ephemeral"});
+    }
+    let mut marked = 0;
+    for message in messages.iter_mut().rev() {
+        if marked == 2 {
+            break;
+        }
+        if message["role"] == "user"
+            && let Some(last) = message["content"].as_array_mut().and_then(|c| c.last_mut())
+        {
+            last["cache_control"] = json!({"type": "ephemeral"});
+            marked += 1;
+        }
+    }
+    let mut body = json!({
+        "model": request.model,
+        "max_tokens": request.max_tokens.unwrap_or(default_max_tokens),
+        "messages": messages,
+        "stream": true,
+    });
+    if !system.is_empty() {
+        body["system"] = Value::Array(system);
+    }
+    if !request.tools.is_empty() {
+        body["tools"] = request
+            .tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
+            .collect();
+    }
+    if let Some(budget) = thinking_budget {
+        body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
+    }
+    body
+}
+
+#[derive(Debug)]
+enum Block {
+    Text,
+    Thinking,
+    ToolUse {
+        id: String,
+        name: String,
+        input: String,
+    },
+    Other,
+}
+
+/// Decodes Messages stream events.
+#[derive(Debug, Default)]
+struct MessagesDecoder {
+    blocks: Vec<(u64, Block)>,
+    calls: Vec<ToolCallRequest>,
+    usage: Usage,
+    stop_reason: Option<String>,
+}
+
+impl MessagesDecoder {
+    fn block(&mut self, index: u64) -> Option<&mut Block> {
+        self.blocks
+            .iter_mut()
+            .find(|(i, _)| *i == index)
+            .map(|(_, b)| b)
+    }
+
+    fn finish(&mut self, out: &mut Out) {
+        out.push_back(Ok(StreamEvent::Usage(self.usage)));
+        let reason = match self.stop_reason.as_deref() {
+            Some("max_tokens") => FinishReason::Length,
+            Some("tool_use") => FinishReason::ToolCalls,
+            Some("refusal") => FinishReason::ContentFilter,
+            Some("end_turn" | "stop_sequence") | None => FinishReason::Stop,
+            Some(other) => FinishReason::Other(other.to_string()),
+        };
+        out.push_back(Ok(StreamEvent::Finished {
+            reason,
+            tool_calls: std::mem::take(&mut self.calls),
+        }));
+    }
+}
+
+fn number(value: &Value, key: &str) -> u64 {
+    value.get(key).and_then(Value::as_u64).unwrap_or(0)
+}
+
+impl Decoder for MessagesDecoder {
+    fn event(&mut self, event: &SseEvent, out: &mut Out) -> bool {
+        let Some(data) = parse_json(NAME, &event.data) else {
+            return false;
+        };
+        let kind = data
+            .get("type")
+            .and_then(Value::as_str)
+            .or(event.event.as_deref())
+            .unwrap_or("");
+        match kind {
+            "message_start" => {
+                let usage = &data["message"]["usage"];
+                self.usage.input_tokens = number(usage, "input_tokens")
+                    + number(usage, "cache_read_input_tokens")
+                    + number(usage, "cache_creation_input_tokens");
+                self.usage.cached_input_tokens = number(usage, "cache_read_input_tokens");
+                self.usage.cache_write_tokens = number(usage, "cache_creation_input_tokens");
+                self.usage.output_tokens = number(usage, "output_tokens");
+            }
+            "content_block_start" => {
+                let index = number(&data, "index");
+                let block = &data["content_block"];
+                let parsed = match block["type"].as_str() {
+                    Some("text") => {
+                        if let Some(text) = block["text"].as_str().filter(|t| !t.is_empty()) {
+                            out.push_back(Ok(StreamEvent::TextDelta(text.to_string())));
+                        }
+                        Block::Text
+                    }
+                    Some("thinking") => Block::Thinking,
+                    Some("tool_use") => {
+                        let id = block["id"].as_str().unwrap_or_default().to_string();
+                        let name = block["name"].as_str().unwrap_or_default().to_string();
+                        out.push_back(Ok(StreamEvent::ToolCallStarted {
+                            id: id.clone(),
+                            name: name.clone(),
+                        }));
+                        Block::ToolUse {
+                            id,
+                            name,
+                            input: String::new(),
+                        }
+                    }
+                    _ => Block::Other,
+                };
+                self.blocks.push((index, parsed));
+            }
+            "content_block_delta" => {
+                let index = number(&data, "index");
+                let delta = &data["delta"];
+                match delta["type"].as_str() {
+                    Some("text_delta") => {
+                        if let Some(text) = delta["text"].as_str().filter(|t| !t.is_empty()) {
+                            out.push_back(Ok(StreamEvent::TextDelta(text.to_string())));
+                        }
+                    }
+                    Some("thinking_delta") => {
+                        if let Some(text) = delta["thinking"].as_str().filter(|t| !t.is_empty()) {
+                            out.push_back(Ok(StreamEvent::ReasoningDelta(text.to_string())));
+                        }
+                    }
+                    Some("signature_delta") => {
+                        if let Some(signature) = delta["signature"].as_str() {
+                            out.push_back(Ok(StreamEvent::ReasoningSignature(
+                                signature.to_string(),
+                            )));
+                        }
+                    }
+                    Some("input_json_delta") => {
+                        if let Some(Block::ToolUse { input, .. }) = self.block(index) {
+                            input.push_str(delta["partial_json"].as_str().unwrap_or_default());
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            "content_block_stop" => {
+                let index = number(&data, "index");
+                if let Some(position) = self.blocks.iter().position(|(i, _)| *i == index)
+                    && let (_, Block::ToolUse { id, name, input }) = self.blocks.remove(position)
+                {
+                    self.calls.push(ToolCallRequest {
+                        id,
+                        name,
+                        arguments: if input.is_empty() { "{}".into() } else { input },
+                    });
+                }
+            }
+            "message_delta" => {
+                if let Some(reason) = data["delta"]["stop_reason"].as_str() {
+                    self.stop_reason = Some(reason.to_string());
+                }
+                if let Some(output) = data["usage"]["output_tokens"].as_u64() {
+                    self.usage.output_tokens = output;
+                }
+            }
+            "message_stop" => {
+                self.finish(out);
+                return true;
+            }
+            "error" => {
+                let error = &data["error"];
+                let message = error["message"].as_str().unwrap_or("unknown error");
+                let kind = error["type"].as_str().unwrap_or("error");
+                out.push_back(Err(stream_error(
+                    NAME,
+                    format!("error event: {kind}: {message}"),
+                )));
+                return true;
+            }
+            _ => {}
+        }
+        false
+    }
+
+    fn ended(&mut self, _out: &mut Out) -> bool {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use futures_util::StreamExt;
+
+    fn decode(body: &'static str) -> Vec<Result<StreamEvent, ProviderError>> {
+        let bytes = futures_util::stream::iter(vec![Ok::<_, reqwest::Error>(Bytes::from_static(
+            body.as_bytes(),
+        ))])
+        .boxed();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime");
+        rt.block_on(
+            crate::stream::drive_bytes(
+                bytes,
+                NAME,
+                Duration::from_secs(5),
+                MessagesDecoder::default(),
+            )
+            .collect::<Vec<_>>(),
+        )
+    }
+
+    #[test]
+    fn thinking_text_and_tool_use_stream() {
+        let events = decode(concat!(
+            "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":10,\"cache_read_input_tokens\":90,\"cache_creation_input_tokens\":5,\"output_tokens\":1}}}\n\n",
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\"}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"Let me see\"}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"signature_delta\",\"signature\":\"sig==\"}}\n\n",
+            "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+            "event: ping\ndata: {\"type\":\"ping\"}\n\n",
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"text_delta\",\"text\":\"Reading.\"}}\n\n",
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":2,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"read_file\",\"input\":{}}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":2,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"path\\\":\"}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":2,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"\\\"a.rs\\\"}\"}}\n\n",
+            "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":2}\n\n",
+            "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":42}}\n\n",
+            "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+        ));
+        let events: Vec<StreamEvent> = events.into_iter().map(|e| e.expect("ok")).collect();
+        assert_eq!(events[0], StreamEvent::ReasoningDelta("Let me see".into()));
+        assert_eq!(events[1], StreamEvent::ReasoningSignature("sig==".into()));
+        assert_eq!(events[2], StreamEvent::TextDelta("Reading.".into()));
+        assert!(matches!(&events[3], StreamEvent::ToolCallStarted { id, .. } if id == "toolu_1"));
+        assert_eq!(
+            events[4],
+            StreamEvent::Usage(Usage {
+                input_tokens: 105,
+                output_tokens: 42,
+                cached_input_tokens: 90,
+                cache_write_tokens: 5,
+                reasoning_tokens: 0
+            })
+        );
+        assert_eq!(
+            events[5],
+            StreamEvent::Finished {
+                reason: FinishReason::ToolCalls,
+                tool_calls: vec![ToolCallRequest {
+                    id: "toolu_1".into(),
+                    name: "read_file".into(),
+                    arguments: "{\"path\":\"a.rs\"}".into()
+                }]
+            }
+        );
+    }
+
+    #[test]
+    fn error_events_and_cut_streams_fail() {
+        let overloaded = decode(
+            "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n",
+        );
+        assert!(
+            matches!(overloaded.last(), Some(Err(ProviderError::Stream { detail, .. })) if detail.contains("overloaded_error"))
+        );
+        let cut = decode(
+            "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{}}}\n\n",
+        );
+        assert!(
+            matches!(cut.last(), Some(Err(ProviderError::Stream { detail, .. })) if detail.contains("ended before"))
+        );
+    }
+
+    #[test]
+    fn body_alternates_roles_replays_thinking_and_marks_cache_breakpoints() {
+        let messages = vec![
+            ChatMessage::System("sys".into()),
+            ChatMessage::User(vec![UserPart::Text("q1".into())]),
+            ChatMessage::Assistant {
+                text: "".into(),
+                reasoning: Some("think".into()),
+                reasoning_signature: Some("sig".into()),
+                tool_calls: vec![ToolCallRequest {
+                    id: "t1".into(),
+                    name: "read_file".into(),
+                    arguments: "{\"path\":\"a\"}".into(),
+                }],
+            },
+            ChatMessage::Tool {
+                call_id: "t1".into(),
+                content: "data".into(),
+            },
+            ChatMessage::User(vec![UserPart::Text("q2".into())]),
+        ];
+        let body = request_body(
+            &ChatRequest {
+                model: "claude",
+                messages: &messages,
+                tools: &[],
+                max_tokens: None,
+                credential: None,
+            },
+            4096,
+            None,
+        );
+        assert_eq!(body["max_tokens"], 4096);
+        assert_eq!(body["system"][0]["cache_control"]["type"], "ephemeral");
+        let roles: Vec<&str> = body["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .filter_map(|m| m["role"].as_str())
+            .collect();
+        assert_eq!(
+            roles,
+            ["user", "assistant", "user"],
+            "tool result and next question merged"
+        );
+        assert_eq!(
+            body["messages"][1]["content"][0],
+            json!({"type": "thinking", "thinking": "think", "signature": "sig"})
+        );
+        assert_eq!(
+            body["messages"][1]["content"][1]["input"],
+            json!({"path": "a"})
+        );
+        assert_eq!(body["messages"][2]["content"][0]["type"], "tool_result");
+        assert_eq!(
+            body["messages"][2]["content"][1]["cache_control"]["type"],
+            "ephemeral"
+        );
+        assert_eq!(
+            body["messages"][0]["content"][0]["cache_control"]["type"],
+            "ephemeral"
+        );
+    }
+}

@@ -1,0 +1,77 @@
+//! Sending a streaming request and turning HTTP failures into [`ProviderError`]s.
+
+use std::time::Duration;
+
+use crate::ProviderError;
+use crate::error::{message_from_body, parse_retry_after};
+
+/// Builds a client with the connect timeout (no overall timeout: streams are long).
+pub fn client(provider: &str, connect_timeout: Duration) -> Result<reqwest::Client, ProviderError> {
+    reqwest::Client::builder()
+        .connect_timeout(connect_timeout)
+        .user_agent(concat!("talaria/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| ProviderError::Request {
+            provider: provider.into(),
+            detail: format!("cannot build HTTP client: {e}"),
+        })
+}
+
+/// The full chain of an error's causes, for messages.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// Sends the request; a non-success status becomes [`ProviderError::Http`] carrying the
+/// provider's own message and `Retry-After`.
+pub async fn send(
+    builder: reqwest::RequestBuilder,
+    provider: &str,
+    endpoint: &str,
+) -> Result<reqwest::Response, ProviderError> {
+    let response = builder.send().await.map_err(|e| ProviderError::Connect {
+        provider: provider.into(),
+        url: endpoint.into(),
+        detail: error_chain(&e),
+    })?;
+    let status = response.status();
+    if status.is_success() {
+        return Ok(response);
+    }
+    let headers = response.headers();
+    let retry_after = headers
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_retry_after)
+        .or_else(|| {
+            headers
+                .get("retry-after-ms")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(Duration::from_millis)
+        });
+    let body = tokio::time::timeout(Duration::from_secs(30), response.text())
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    let reason = status.canonical_reason().unwrap_or("");
+    let message = message_from_body(&body);
+    Err(ProviderError::Http {
+        provider: provider.into(),
+        status: status.as_u16(),
+        message: if reason.is_empty() {
+            message
+        } else {
+            format!("{reason}: {message}")
+        },
+        retry_after,
+    })
+}

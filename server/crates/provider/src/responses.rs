@@ -1,0 +1,390 @@
+//! The OpenAI Responses API over SSE: output text, reasoning summaries (→ thoughts), function
+//! calls and their outputs.
+
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use serde_json::{Value, json};
+
+use crate::model::{
+    ChatMessage, ChatRequest, FinishReason, StreamEvent, ToolCallRequest, Usage, UserPart,
+};
+use crate::sse::SseEvent;
+use crate::stream::{Decoder, Out, drive, parse_json, stream_error};
+use crate::{ChatProvider, EventStream, ProviderError};
+
+const NAME: &str = "openai-responses";
+
+/// Where and how to reach the Responses API.
+#[derive(Debug, Clone)]
+pub struct ResponsesConfig {
+    /// E.g. `https://api.openai.com/v1` (`/responses` is appended).
+    pub base_url: String,
+    pub api_key: Option<String>,
+    pub connect_timeout: Duration,
+    pub idle_timeout: Duration,
+    /// Ask for reasoning summaries (`reasoning.summary = "auto"`).
+    pub reasoning_summaries: bool,
+}
+
+/// The Responses API provider.
+#[derive(Debug, Clone)]
+pub struct ResponsesProvider {
+    client: reqwest::Client,
+    endpoint: String,
+    config: ResponsesConfig,
+}
+
+impl ResponsesProvider {
+    pub fn new(config: ResponsesConfig) -> Result<Self, ProviderError> {
+        let client = crate::http::client(NAME, config.connect_timeout)?;
+        let endpoint = format!("{}/responses", config.base_url.trim_end_matches('/'));
+        Ok(Self {
+            client,
+            endpoint,
+            config,
+        })
+    }
+}
+
+impl ChatProvider for ResponsesProvider {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn stream(
+        &self,
+        request: &ChatRequest<'_>,
+    ) -> BoxFuture<'static, Result<EventStream, ProviderError>> {
+        let body = request_body(request, self.config.reasoning_summaries);
+        let mut builder = self
+            .client
+            .post(&self.endpoint)
+            .header("content-type", "application/json")
+            .header("accept", "text/event-stream")
+            .body(body.to_string());
+        if let Some(key) = request
+            .credential
+            .or(self.config.api_key.as_deref())
+            .filter(|k| !k.is_empty())
+        {
+            builder = builder.bearer_auth(key);
+        }
+        let endpoint = self.endpoint.clone();
+        let idle_timeout = self.config.idle_timeout;
+        Box::pin(async move {
+            let response = crate::http::send(builder, NAME, &endpoint).await?;
+            Ok(drive(
+                response,
+                NAME,
+                idle_timeout,
+                ResponsesDecoder::default(),
+            ))
+        })
+    }
+}
+
+/// The JSON body of a streaming request.
+pub fn request_body(request: &ChatRequest<'_>, reasoning_summaries: bool) -> Value {
+    let mut instructions = Vec::new();
+    let mut input = Vec::new();
+    for message in request.messages {
+        match message {
+            ChatMessage::System(text) => instructions.push(text.clone()),
+            ChatMessage::User(parts) => {
+                let content: Vec<Value> = parts
+                    .iter()
+                    .map(|part| match part {
+                        UserPart::Text(text) => json!({"type": "input_text", "text": text}),
+                        UserPart::Image { mime_type, data } => {
+                            json!({"type": "input_image", "image_url": format!("data:{mime_type};base64,{data}")})
+                        }
+                    })
+                    .collect();
+                input.push(json!({"role": "user", "content": content}));
+            }
+            ChatMessage::Assistant {
+                text, tool_calls, ..
+            } => {
+                if !text.is_empty() {
+                    input.push(json!({"role": "assistant", "content": [{"type": "output_text", "text": text}]}));
+                }
+                for call in tool_calls {
+                    input.push(json!({"type": "function_call", "call_id": call.id, "name": call.name, "arguments": call.arguments}));
+                }
+            }
+            ChatMessage::Tool { call_id, content } => {
+                input.push(
+                    json!({"type": "function_call_output", "call_id": call_id, "output": content}),
+                );
+            }
+        }
+    }
+    let mut body = json!({"model": request.model, "input": input, "stream": true, "store": false});
+    if !instructions.is_empty() {
+        body["instructions"] = json!(instructions.join("\n\n"));
+    }
+    if !request.tools.is_empty() {
+        body["tools"] = request
+            .tools
+            .iter()
+            .map(|t| json!({"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters}))
+            .collect();
+    }
+    if let Some(max) = request.max_tokens {
+        body["max_output_tokens"] = json!(max);
+    }
+    if reasoning_summaries {
+        body["reasoning"] = json!({"summary": "auto"});
+    }
+    body
+}
+
+#[derive(Debug, Default)]
+struct PendingCall {
+    item_id: String,
+    call_id: String,
+    name: String,
+    arguments: String,
+}
+
+/// Decodes Responses stream events.
+#[derive(Debug, Default)]
+struct ResponsesDecoder {
+    calls: Vec<PendingCall>,
+}
+
+fn usage_of(response: &Value) -> Usage {
+    let usage = &response["usage"];
+    Usage {
+        input_tokens: usage["input_tokens"].as_u64().unwrap_or(0),
+        output_tokens: usage["output_tokens"].as_u64().unwrap_or(0),
+        cached_input_tokens: usage["input_tokens_details"]["cached_tokens"]
+            .as_u64()
+            .unwrap_or(0),
+        cache_write_tokens: 0,
+        reasoning_tokens: usage["output_tokens_details"]["reasoning_tokens"]
+            .as_u64()
+            .unwrap_or(0),
+    }
+}
+
+impl ResponsesDecoder {
+    fn finish(&mut self, response: &Value, reason: FinishReason, out: &mut Out) {
+        out.push_back(Ok(StreamEvent::Usage(usage_of(response))));
+        let tool_calls: Vec<ToolCallRequest> = std::mem::take(&mut self.calls)
+            .into_iter()
+            .map(|c| ToolCallRequest {
+                id: c.call_id,
+                name: c.name,
+                arguments: c.arguments,
+            })
+            .collect();
+        let reason = if reason == FinishReason::Stop && !tool_calls.is_empty() {
+            FinishReason::ToolCalls
+        } else {
+            reason
+        };
+        out.push_back(Ok(StreamEvent::Finished { reason, tool_calls }));
+    }
+}
+
+impl Decoder for ResponsesDecoder {
+    fn event(&mut self, event: &SseEvent, out: &mut Out) -> bool {
+        let Some(data) = parse_json(NAME, &event.data) else {
+            return false;
+        };
+        let kind = data
+            .get("type")
+            .and_then(Value::as_str)
+            .or(event.event.as_deref())
+            .unwrap_or("");
+        match kind {
+            "response.output_text.delta" => {
+                if let Some(delta) = data["delta"].as_str().filter(|d| !d.is_empty()) {
+                    out.push_back(Ok(StreamEvent::TextDelta(delta.to_string())));
+                }
+            }
+            "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
+                if let Some(delta) = data["delta"].as_str().filter(|d| !d.is_empty()) {
+                    out.push_back(Ok(StreamEvent::ReasoningDelta(delta.to_string())));
+                }
+            }
+            "response.output_item.added" => {
+                let item = &data["item"];
+                if item["type"] == "function_call" {
+                    let call = PendingCall {
+                        item_id: item["id"].as_str().unwrap_or_default().to_string(),
+                        call_id: item["call_id"].as_str().unwrap_or_default().to_string(),
+                        name: item["name"].as_str().unwrap_or_default().to_string(),
+                        arguments: item["arguments"].as_str().unwrap_or_default().to_string(),
+                    };
+                    out.push_back(Ok(StreamEvent::ToolCallStarted {
+                        id: call.call_id.clone(),
+                        name: call.name.clone(),
+                    }));
+                    self.calls.push(call);
+                }
+            }
+            "response.function_call_arguments.delta" => {
+                let item_id = data["item_id"].as_str().unwrap_or_default();
+                if let Some(call) = self.calls.iter_mut().find(|c| c.item_id == item_id) {
+                    call.arguments
+                        .push_str(data["delta"].as_str().unwrap_or_default());
+                }
+            }
+            "response.output_item.done" => {
+                let item = &data["item"];
+                if item["type"] == "function_call"
+                    && let Some(call) = self
+                        .calls
+                        .iter_mut()
+                        .find(|c| c.item_id == item["id"].as_str().unwrap_or_default())
+                    && let Some(arguments) = item["arguments"].as_str()
+                {
+                    call.arguments = arguments.to_string();
+                }
+            }
+            "response.completed" => {
+                self.finish(&data["response"], FinishReason::Stop, out);
+                return true;
+            }
+            "response.incomplete" => {
+                let reason = match data["response"]["incomplete_details"]["reason"].as_str() {
+                    Some("max_output_tokens") => FinishReason::Length,
+                    Some("content_filter") => FinishReason::ContentFilter,
+                    Some(other) => FinishReason::Other(other.to_string()),
+                    None => FinishReason::Other("incomplete".into()),
+                };
+                self.finish(&data["response"], reason, out);
+                return true;
+            }
+            "response.failed" => {
+                let error = &data["response"]["error"];
+                let message = error["message"].as_str().unwrap_or("the response failed");
+                out.push_back(Err(stream_error(NAME, format!("error event: {message}"))));
+                return true;
+            }
+            "error" => {
+                let message = data["message"]
+                    .as_str()
+                    .or(data["error"]["message"].as_str())
+                    .unwrap_or("unknown error");
+                out.push_back(Err(stream_error(NAME, format!("error event: {message}"))));
+                return true;
+            }
+            _ => {}
+        }
+        false
+    }
+
+    fn ended(&mut self, _out: &mut Out) -> bool {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use futures_util::StreamExt;
+
+    fn decode(body: &'static str) -> Vec<Result<StreamEvent, ProviderError>> {
+        let bytes = futures_util::stream::iter(vec![Ok::<_, reqwest::Error>(Bytes::from_static(
+            body.as_bytes(),
+        ))])
+        .boxed();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime");
+        rt.block_on(
+            crate::stream::drive_bytes(
+                bytes,
+                NAME,
+                Duration::from_secs(5),
+                ResponsesDecoder::default(),
+            )
+            .collect::<Vec<_>>(),
+        )
+    }
+
+    #[test]
+    fn summaries_text_and_function_calls() {
+        let events = decode(concat!(
+            "event: response.reasoning_summary_text.delta\ndata: {\"type\":\"response.reasoning_summary_text.delta\",\"delta\":\"Planning\"}\n\n",
+            "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"Hi\"}\n\n",
+            "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"item\":{\"type\":\"function_call\",\"id\":\"fc_1\",\"call_id\":\"call_9\",\"name\":\"read_file\",\"arguments\":\"\"}}\n\n",
+            "event: response.function_call_arguments.delta\ndata: {\"type\":\"response.function_call_arguments.delta\",\"item_id\":\"fc_1\",\"delta\":\"{\\\"path\\\":\\\"a\\\"}\"}\n\n",
+            "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":7,\"output_tokens\":3,\"input_tokens_details\":{\"cached_tokens\":2},\"output_tokens_details\":{\"reasoning_tokens\":1}}}}\n\n",
+        ));
+        let events: Vec<StreamEvent> = events.into_iter().map(|e| e.expect("ok")).collect();
+        assert_eq!(events[0], StreamEvent::ReasoningDelta("Planning".into()));
+        assert_eq!(events[1], StreamEvent::TextDelta("Hi".into()));
+        assert_eq!(
+            events[3],
+            StreamEvent::Usage(Usage {
+                input_tokens: 7,
+                output_tokens: 3,
+                cached_input_tokens: 2,
+                cache_write_tokens: 0,
+                reasoning_tokens: 1
+            })
+        );
+        assert_eq!(
+            events[4],
+            StreamEvent::Finished {
+                reason: FinishReason::ToolCalls,
+                tool_calls: vec![ToolCallRequest {
+                    id: "call_9".into(),
+                    name: "read_file".into(),
+                    arguments: "{\"path\":\"a\"}".into()
+                }]
+            }
+        );
+    }
+
+    #[test]
+    fn body_maps_history_to_items() {
+        let messages = vec![
+            ChatMessage::System("sys".into()),
+            ChatMessage::User(vec![UserPart::Text("q".into())]),
+            ChatMessage::Assistant {
+                text: "".into(),
+                reasoning: None,
+                reasoning_signature: None,
+                tool_calls: vec![ToolCallRequest {
+                    id: "c".into(),
+                    name: "t".into(),
+                    arguments: "{}".into(),
+                }],
+            },
+            ChatMessage::Tool {
+                call_id: "c".into(),
+                content: "out".into(),
+            },
+        ];
+        let body = request_body(
+            &ChatRequest {
+                model: "o4",
+                messages: &messages,
+                tools: &[],
+                max_tokens: Some(100),
+                credential: None,
+            },
+            true,
+        );
+        assert_eq!(body["instructions"], "sys");
+        assert_eq!(body["input"][0]["content"][0]["type"], "input_text");
+        assert_eq!(
+            body["input"][1],
+            json!({"type": "function_call", "call_id": "c", "name": "t", "arguments": "{}"})
+        );
+        assert_eq!(
+            body["input"][2],
+            json!({"type": "function_call_output", "call_id": "c", "output": "out"})
+        );
+        assert_eq!(body["max_output_tokens"], 100);
+        assert_eq!(body["reasoning"]["summary"], "auto");
+    }
+}

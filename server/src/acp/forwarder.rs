@@ -1,0 +1,115 @@
+//! Sends a session's engine events to the client in order, and answers each prompt after its
+//! turn's last update.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use talaria_engine::{EngineEvent, NoticeLevel, TurnId, TurnUsage};
+use talaria_protocol::Peer;
+use talaria_protocol::acp::{self, RequestId, SessionNotification};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::updates;
+
+/// A prompt waiting for its turn to finish.
+pub struct PendingPrompt {
+    pub request: RequestId,
+    /// Fired when the turn ends, so the `$/cancel_request` watcher stops.
+    pub done: CancellationToken,
+}
+
+/// Prompts of one session waiting for their turns.
+pub type PendingPrompts = Arc<Mutex<HashMap<TurnId, PendingPrompt>>>;
+
+pub fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn prompt_usage(usage: &TurnUsage) -> Option<acp::Usage> {
+    if usage.input == 0 && usage.output == 0 {
+        return None;
+    }
+    Some(
+        acp::Usage::new(usage.input + usage.output, usage.input, usage.output)
+            .thought_tokens((usage.reasoning > 0).then_some(usage.reasoning))
+            .cached_read_tokens((usage.cached_read > 0).then_some(usage.cached_read))
+            .cached_write_tokens((usage.cached_write > 0).then_some(usage.cached_write)),
+    )
+}
+
+/// A notice as the client can show it: an ACP `notice` when it advertised notices, otherwise a
+/// thought (info, warnings) or an agent message (errors).
+fn notice_update(level: NoticeLevel, message: String, notices: bool) -> acp::SessionUpdate {
+    if notices {
+        let severity = match level {
+            NoticeLevel::Info => acp::NoticeSeverity::Info,
+            NoticeLevel::Warning => acp::NoticeSeverity::Warning,
+            NoticeLevel::Error => acp::NoticeSeverity::Error,
+        };
+        return acp::SessionUpdate::Notice(acp::Notice::new(severity, message));
+    }
+    let text = acp::ContentBlock::Text(acp::TextContent::new(format!(
+        "\n[{}] {message}\n",
+        match level {
+            NoticeLevel::Info => "info",
+            NoticeLevel::Warning => "warning",
+            NoticeLevel::Error => "error",
+        }
+    )));
+    match level {
+        NoticeLevel::Error => acp::SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(text)),
+        _ => acp::SessionUpdate::AgentThoughtChunk(acp::ContentChunk::new(text)),
+    }
+}
+
+/// Runs until the session's event stream ends.
+pub async fn forward_events(
+    peer: Peer,
+    session_id: acp::SessionId,
+    mut events: mpsc::Receiver<EngineEvent>,
+    pending: PendingPrompts,
+    notices: bool,
+) {
+    while let Some(event) = events.recv().await {
+        let update = match event {
+            EngineEvent::TurnFinished {
+                turn,
+                outcome,
+                usage,
+            } => {
+                let Some(prompt) = lock(&pending).remove(&turn) else {
+                    tracing::warn!(?turn, "turn finished with no waiting prompt");
+                    continue;
+                };
+                prompt.done.cancel();
+                match outcome {
+                    Ok(reason) => {
+                        let response = acp::PromptResponse::new(updates::stop_reason(reason))
+                            .usage(prompt_usage(&usage));
+                        peer.respond(&prompt.request, Ok(response)).await;
+                    }
+                    Err(error) => {
+                        let error = acp::Error::new(
+                            acp::ErrorCode::InternalError.into(),
+                            error.to_string(),
+                        );
+                        peer.respond::<()>(&prompt.request, Err(error)).await;
+                    }
+                }
+                continue;
+            }
+            EngineEvent::Barrier(barrier) => {
+                // Everything before it is in the writer's queue, ahead of any later request.
+                barrier.pass();
+                continue;
+            }
+            EngineEvent::Notice { level, message } => Some(notice_update(level, message, notices)),
+            other => updates::session_update(other),
+        };
+        if let Some(update) = update {
+            let notification = SessionNotification::new(session_id.clone(), update);
+            peer.notify("session/update", &notification).await;
+        }
+    }
+}
