@@ -7,6 +7,7 @@ mod approvals;
 mod cancel;
 mod delegation;
 mod errors;
+mod faults;
 mod framing;
 mod lifecycle;
 mod streaming;

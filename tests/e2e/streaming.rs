@@ -14,6 +14,7 @@ async fn text_streams_in_order_in_several_chunks_before_the_response() {
         usage: Some(MockUsage {
             prompt_tokens: 1200,
             completion_tokens: 34,
+            cached_tokens: 0,
         }),
         finish_reason: None,
     }])

@@ -1,7 +1,9 @@
-//! A scripted mock LLM server speaking OpenAI Chat Completions, for tests and benchmarks.
+//! A scripted mock LLM server speaking OpenAI Chat Completions (`…/chat/completions`),
+//! Anthropic Messages (`…/messages`) and the OpenAI Responses API (`…/responses`), streaming
+//! and not, for tests and benchmarks.
 //!
-//! Each request to `POST …/chat/completions` takes the next [`MockReply`] from the script
-//! (a 500 error once the script is exhausted). Every request is recorded with its headers and
+//! Each model request takes the next [`MockReply`] from the script (a 500 error once the script
+//! is exhausted) and renders it in the wire format of the API its path names. Every request is recorded with its headers and
 //! JSON body, when it arrived, when the first response byte was sent, and whether the client
 //! disconnected before the response was complete.
 //!
@@ -41,6 +43,29 @@ pub struct MockToolCall {
 pub struct MockUsage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// Prompt tokens read from the provider's cache.
+    #[serde(default)]
+    pub cached_tokens: u64,
+}
+
+/// Which API a request was made to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Api {
+    Chat,
+    Messages,
+    Responses,
+}
+
+impl Api {
+    fn of(path: &str) -> Self {
+        if path.ends_with("/messages") {
+            Api::Messages
+        } else if path.ends_with("/responses") {
+            Api::Responses
+        } else {
+            Api::Chat
+        }
+    }
 }
 
 /// One scripted response.
@@ -283,6 +308,7 @@ async fn handle(
             Err(e) => full(StatusCode::BAD_REQUEST, e.to_string(), "text/plain"),
         });
     }
+    let api = Api::of(&path);
     let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     let streaming = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
     let model = body
@@ -343,12 +369,12 @@ async fn handle(
         });
         return Ok(full(
             StatusCode::OK,
-            non_streaming_body(&reply, &model).to_string(),
+            non_streaming_body(api, &reply, &model).to_string(),
             "application/json",
         ));
     }
     let (tx, rx) = mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(64);
-    tokio::spawn(stream_reply(reply, model, tx, state.clone(), index));
+    tokio::spawn(stream_reply(api, reply, model, tx, state.clone(), index));
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|item| (item, rx))
     });
@@ -387,8 +413,8 @@ fn usage_chunk(model: &str, usage: MockUsage) -> String {
         "choices": [],
         "usage": {
             "prompt_tokens": usage.prompt_tokens,
-            "completion_tokens": usage.completion_tokens,
-            "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+            "completion_tokens": usage.completion_tokens,            "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
         },
     });
     format!("data: {payload}\n\n")
@@ -508,13 +534,18 @@ fn split_chars(text: &str, size: usize) -> Vec<String> {
 }
 
 async fn stream_reply(
+    api: Api,
     reply: MockReply,
     model: String,
     tx: mpsc::Sender<Result<Frame<Bytes>, std::io::Error>>,
     state: Arc<State>,
     index: usize,
 ) {
-    let (frames, delay_ms, ending) = frames_of(reply, &model);
+    let (frames, delay_ms, ending) = match api {
+        Api::Chat => frames_of(reply, &model),
+        Api::Messages => messages_frames(reply, &model),
+        Api::Responses => responses_frames(reply, &model),
+    };
     // Without delays, coalesce frames into larger writes (as a real server's TCP stream would);
     // the first frame stays alone so time-to-first-byte is measured precisely.
     let frames = if delay_ms == 0 {
@@ -547,6 +578,8 @@ async fn stream_reply(
             mark(&state, index, |r| r.client_disconnected = true);
         }
         Ending::Cut => {
+            // Let the partial output reach the socket before the connection is cut.
+            tokio::time::sleep(Duration::from_millis(50)).await;
             let _ = tx
                 .send(Err(std::io::Error::new(
                     std::io::ErrorKind::ConnectionReset,
@@ -558,33 +591,271 @@ async fn stream_reply(
     }
 }
 
-fn non_streaming_body(reply: &MockReply, model: &str) -> Value {
-    let (content, tool_calls, finish) = match reply {
-        MockReply::Text { chunks, finish_reason, .. } => (
-            json!(chunks.concat()),
-            Value::Null,
-            finish_reason.clone().unwrap_or_else(|| "stop".into()),
-        ),
-        MockReply::ToolCalls { calls, text, .. } => (
-            text.clone().map_or(Value::Null, Value::String),
-            calls
-                .iter()
-                .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
-                .collect(),
-            "tool_calls".into(),
-        ),
-        _ => (json!(""), Value::Null, "stop".into()),
-    };
-    let mut message = json!({"role": "assistant", "content": content});
-    if !tool_calls.is_null() {
-        message["tool_calls"] = tool_calls;
-    }
-    json!({
-        "id": "chatcmpl-mock",
-        "object": "chat.completion",
-        "created": 0,
-        "model": model,
-        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+fn sse(event: &str, data: Value) -> String {
+    format!("event: {event}\ndata: {data}\n\n")
+}
+
+fn default_usage(usage: Option<MockUsage>) -> MockUsage {
+    usage.unwrap_or(MockUsage {
+        prompt_tokens: 10,
+        completion_tokens: 5,
+        cached_tokens: 0,
     })
+}
+
+/// Anthropic Messages stream events for a reply.
+fn messages_frames(reply: MockReply, model: &str) -> (Vec<String>, u64, Ending) {
+    let start = |usage: Option<MockUsage>| {
+        let usage = default_usage(usage);
+        sse(
+            "message_start",
+            json!({"type": "message_start", "message": {
+                "id": "msg_mock", "type": "message", "role": "assistant", "model": model, "content": [],
+                "usage": {"input_tokens": usage.prompt_tokens.saturating_sub(usage.cached_tokens), "cache_read_input_tokens": usage.cached_tokens, "output_tokens": 1}
+            }}),
+        )
+    };
+    let text_block = |index: usize, chunks: &[String], close: bool, frames: &mut Vec<String>| {
+        frames.push(sse("content_block_start", json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}})));
+        for chunk in chunks {
+            frames.push(sse("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": chunk}})));
+        }
+        if close {
+            frames.push(sse(
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": index}),
+            ));
+        }
+    };
+    let end = |stop: &str, usage: Option<MockUsage>, frames: &mut Vec<String>| {
+        let output = default_usage(usage).completion_tokens;
+        frames.push(sse("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": stop}, "usage": {"output_tokens": output}})));
+        frames.push(sse("message_stop", json!({"type": "message_stop"})));
+    };
+    let mut frames = Vec::new();
+    match reply {
+        MockReply::Text {
+            chunks,
+            reasoning,
+            delay_ms,
+            usage,
+            finish_reason,
+        } => {
+            frames.push(start(usage));
+            let mut index = 0;
+            if !reasoning.is_empty() {
+                frames.push(sse("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}})));
+                for r in &reasoning {
+                    frames.push(sse("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": r}})));
+                }
+                frames.push(sse("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "mock-signature"}})));
+                frames.push(sse(
+                    "content_block_stop",
+                    json!({"type": "content_block_stop", "index": 0}),
+                ));
+                index = 1;
+            }
+            text_block(index, &chunks, true, &mut frames);
+            let stop = match finish_reason.as_deref() {
+                Some("length") => "max_tokens",
+                Some("content_filter") => "refusal",
+                _ => "end_turn",
+            };
+            end(stop, usage, &mut frames);
+            (frames, delay_ms, Ending::Done)
+        }
+        MockReply::ToolCalls {
+            calls,
+            text,
+            fragment_chars,
+            usage,
+        } => {
+            frames.push(start(usage));
+            let mut index = 0;
+            if let Some(text) = text {
+                text_block(0, &[text], true, &mut frames);
+                index = 1;
+            }
+            let size = fragment_chars.unwrap_or(usize::MAX).max(1);
+            for call in &calls {
+                frames.push(sse("content_block_start", json!({"type": "content_block_start", "index": index, "content_block": {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}})));
+                for piece in split_chars(&call.arguments, size) {
+                    frames.push(sse("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": piece}})));
+                }
+                frames.push(sse(
+                    "content_block_stop",
+                    json!({"type": "content_block_stop", "index": index}),
+                ));
+                index += 1;
+            }
+            end("tool_use", usage, &mut frames);
+            (frames, 0, Ending::Done)
+        }
+        MockReply::Hang { chunks } => {
+            frames.push(start(None));
+            text_block(0, &chunks, false, &mut frames);
+            (frames, 0, Ending::Hang)
+        }
+        MockReply::Drop { chunks } => {
+            frames.push(start(None));
+            text_block(0, &chunks, false, &mut frames);
+            (frames, 0, Ending::Cut)
+        }
+        MockReply::RawSse { data } => (
+            data.into_iter().map(|d| format!("data: {d}\n\n")).collect(),
+            0,
+            Ending::Done,
+        ),
+        MockReply::Error { .. } => (frames, 0, Ending::Done),
+    }
+}
+
+/// OpenAI Responses stream events for a reply.
+fn responses_frames(reply: MockReply, _model: &str) -> (Vec<String>, u64, Ending) {
+    let usage_json = |usage: Option<MockUsage>| {
+        let usage = default_usage(usage);
+        json!({"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens,
+            "input_tokens_details": {"cached_tokens": usage.cached_tokens}, "output_tokens_details": {"reasoning_tokens": 0}})
+    };
+    let text_deltas = |chunks: &[String], frames: &mut Vec<String>| {
+        for chunk in chunks {
+            frames.push(sse(
+                "response.output_text.delta",
+                json!({"type": "response.output_text.delta", "item_id": "msg_1", "delta": chunk}),
+            ));
+        }
+    };
+    let mut frames = vec![sse(
+        "response.created",
+        json!({"type": "response.created", "response": {"id": "resp_mock", "status": "in_progress"}}),
+    )];
+    match reply {
+        MockReply::Text {
+            chunks,
+            reasoning,
+            delay_ms,
+            usage,
+            finish_reason,
+        } => {
+            for r in &reasoning {
+                frames.push(sse(
+                    "response.reasoning_summary_text.delta",
+                    json!({"type": "response.reasoning_summary_text.delta", "delta": r}),
+                ));
+            }
+            text_deltas(&chunks, &mut frames);
+            let reason = match finish_reason.as_deref() {
+                Some("length") => Some("max_output_tokens"),
+                Some("content_filter") => Some("content_filter"),
+                _ => None,
+            };
+            match reason {
+                Some(reason) => frames.push(sse("response.incomplete", json!({"type": "response.incomplete", "response": {"status": "incomplete", "incomplete_details": {"reason": reason}, "usage": usage_json(usage)}}))),
+                None => frames.push(sse("response.completed", json!({"type": "response.completed", "response": {"status": "completed", "usage": usage_json(usage)}}))),
+            }
+            (frames, delay_ms, Ending::Done)
+        }
+        MockReply::ToolCalls {
+            calls,
+            text,
+            fragment_chars,
+            usage,
+        } => {
+            if let Some(text) = text {
+                text_deltas(&[text], &mut frames);
+            }
+            let size = fragment_chars.unwrap_or(usize::MAX).max(1);
+            for (index, call) in calls.iter().enumerate() {
+                let item_id = format!("fc_{index}");
+                frames.push(sse("response.output_item.added", json!({"type": "response.output_item.added", "item": {"type": "function_call", "id": item_id, "call_id": call.id, "name": call.name, "arguments": ""}})));
+                for piece in split_chars(&call.arguments, size) {
+                    frames.push(sse("response.function_call_arguments.delta", json!({"type": "response.function_call_arguments.delta", "item_id": item_id, "delta": piece})));
+                }
+                frames.push(sse("response.output_item.done", json!({"type": "response.output_item.done", "item": {"type": "function_call", "id": item_id, "call_id": call.id, "name": call.name, "arguments": call.arguments}})));
+            }
+            frames.push(sse("response.completed", json!({"type": "response.completed", "response": {"status": "completed", "usage": usage_json(usage)}})));
+            (frames, 0, Ending::Done)
+        }
+        MockReply::Hang { chunks } => {
+            text_deltas(&chunks, &mut frames);
+            (frames, 0, Ending::Hang)
+        }
+        MockReply::Drop { chunks } => {
+            text_deltas(&chunks, &mut frames);
+            (frames, 0, Ending::Cut)
+        }
+        MockReply::RawSse { data } => (
+            data.into_iter().map(|d| format!("data: {d}\n\n")).collect(),
+            0,
+            Ending::Done,
+        ),
+        MockReply::Error { .. } => (frames, 0, Ending::Done),
+    }
+}
+
+fn non_streaming_body(api: Api, reply: &MockReply, model: &str) -> Value {
+    let (text, calls): (String, Vec<MockToolCall>) = match reply {
+        MockReply::Text { chunks, .. } => (chunks.concat(), Vec::new()),
+        MockReply::ToolCalls { calls, text, .. } => {
+            (text.clone().unwrap_or_default(), calls.clone())
+        }
+        _ => (String::new(), Vec::new()),
+    };
+    let finish = match reply {
+        MockReply::Text { finish_reason, .. } => {
+            finish_reason.clone().unwrap_or_else(|| "stop".into())
+        }
+        MockReply::ToolCalls { .. } => "tool_calls".into(),
+        _ => "stop".into(),
+    };
+    match api {
+        Api::Chat => {
+            let content = if text.is_empty() && !calls.is_empty() {
+                Value::Null
+            } else {
+                json!(text)
+            };
+            let mut message = json!({"role": "assistant", "content": content});
+            if !calls.is_empty() {
+                message["tool_calls"] = calls
+                    .iter()
+                    .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+                    .collect();
+            }
+            json!({
+                "id": "chatcmpl-mock", "object": "chat.completion", "created": 0, "model": model,
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            })
+        }
+        Api::Messages => {
+            let mut content = Vec::new();
+            if !text.is_empty() {
+                content.push(json!({"type": "text", "text": text}));
+            }
+            for c in &calls {
+                let input = serde_json::from_str::<Value>(&c.arguments).unwrap_or(json!({}));
+                content
+                    .push(json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}));
+            }
+            let stop = if calls.is_empty() {
+                "end_turn"
+            } else {
+                "tool_use"
+            };
+            json!({"id": "msg_mock", "type": "message", "role": "assistant", "model": model, "content": content,
+                "stop_reason": stop, "usage": {"input_tokens": 1, "output_tokens": 1}})
+        }
+        Api::Responses => {
+            let mut output = Vec::new();
+            if !text.is_empty() {
+                output.push(json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}));
+            }
+            for c in &calls {
+                output.push(json!({"type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.arguments}));
+            }
+            json!({"id": "resp_mock", "status": "completed", "model": model, "output": output,
+                "usage": {"input_tokens": 1, "output_tokens": 1}})
+        }
+    }
 }
