@@ -10,5 +10,6 @@ mod errors;
 mod faults;
 mod framing;
 mod lifecycle;
+mod providers;
 mod streaming;
 mod tools;
