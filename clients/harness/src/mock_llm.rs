@@ -859,3 +859,55 @@ fn non_streaming_body(api: Api, reply: &MockReply, model: &str) -> Value {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn post(mock: &MockLlm, path: &str, body: Value) -> Value {
+        let client = reqwest::Client::new();
+        let response = client
+            .post(format!("http://{}{path}", mock.addr()))
+            .json(&body)
+            .send()
+            .await
+            .expect("sent");
+        response.json().await.expect("json")
+    }
+
+    #[tokio::test]
+    async fn non_streaming_replies_in_every_api_format_and_requests_are_recorded() {
+        let calls = || MockReply::tool_call("c1", "read_file", json!({"path": "a"}));
+        let mock = MockLlm::start(vec![
+            MockReply::text(&["Hel", "lo"]),
+            calls(),
+            calls(),
+            calls(),
+        ])
+        .await
+        .expect("mock");
+        let chat = post(
+            &mock,
+            "/v1/chat/completions",
+            json!({"model": "m", "stream": false}),
+        )
+        .await;
+        assert_eq!(chat["choices"][0]["message"]["content"], "Hello");
+        let chat_tool = post(&mock, "/v1/chat/completions", json!({"model": "m"})).await;
+        assert_eq!(
+            chat_tool["choices"][0]["message"]["tool_calls"][0]["function"]["name"],
+            "read_file"
+        );
+        let messages = post(&mock, "/v1/messages", json!({"model": "m"})).await;
+        assert_eq!(messages["stop_reason"], "tool_use");
+        assert_eq!(messages["content"][0]["input"], json!({"path": "a"}));
+        let responses = post(&mock, "/v1/responses", json!({"model": "m"})).await;
+        assert_eq!(responses["output"][0]["type"], "function_call");
+        let recorded = mock.requests();
+        assert_eq!(recorded.len(), 4);
+        assert_eq!(recorded[2].path, "/v1/messages");
+        assert!(recorded.iter().all(|r| r.completed));
+        let exhausted = post(&mock, "/v1/chat/completions", json!({})).await;
+        assert_eq!(exhausted["error"]["message"], "mock script exhausted");
+    }
+}
