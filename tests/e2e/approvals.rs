@@ -284,19 +284,7 @@ async fn modes_are_offered_both_ways_and_read_only_refuses_edits() {
         MockReply::text(&["refused"]),
     ])
     .await;
-    let mut agent = env.spawn().await;
-    agent
-        .call("initialize", json!({"protocolVersion": 1}))
-        .await
-        .expect("initialize");
-    let created = agent
-        .call(
-            "session/new",
-            json!({"cwd": env.workspace.path(), "mcpServers": []}),
-        )
-        .await
-        .expect("session");
-    let session = created["sessionId"].as_str().expect("id").to_string();
+    let (mut agent, session, created) = env.session_with(json!({})).await;
     assert_eq!(created["modes"]["currentModeId"], "ask");
     let ids: Vec<&str> = created["modes"]["availableModes"]
         .as_array()

@@ -29,19 +29,9 @@ async fn file_tools_use_the_editor_buffers_when_advertised() {
     env.write_config("mode = \"accept-edits\"\n");
     let file = env.workspace.path().join("buf.txt");
     std::fs::write(&file, "saved on disk\n").expect("write");
-    let mut agent = env.spawn().await;
-    agent
-        .call("initialize", json!({"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": true, "writeTextFile": true}}}))
-        .await
-        .expect("initialize");
-    let session = agent
-        .call(
-            "session/new",
-            json!({"cwd": env.workspace.path(), "mcpServers": []}),
-        )
-        .await
-        .expect("session");
-    let session = session["sessionId"].as_str().expect("id").to_string();
+    let (mut agent, session, _) = env
+        .session_with(json!({"fs": {"readTextFile": true, "writeTextFile": true}}))
+        .await;
     let id = agent
         .start_request("session/prompt", text_prompt(&session, "edit"))
         .await
@@ -94,22 +84,9 @@ async fn editor_errors_become_readable_tool_failures_and_without_the_capability_
         MockReply::text(&["read it"]),
     ])
     .await;
-    let mut agent = env.spawn().await;
-    agent
-        .call(
-            "initialize",
-            json!({"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": true}}}),
-        )
-        .await
-        .expect("initialize");
-    let session = agent
-        .call(
-            "session/new",
-            json!({"cwd": env.workspace.path(), "mcpServers": []}),
-        )
-        .await
-        .expect("session");
-    let session = session["sessionId"].as_str().expect("id").to_string();
+    let (mut agent, session, _) = env
+        .session_with(json!({"fs": {"readTextFile": true}}))
+        .await;
     let id = agent
         .start_request("session/prompt", text_prompt(&session, "read"))
         .await
@@ -152,22 +129,7 @@ async fn commands_run_in_an_editor_terminal_when_advertised_and_it_is_released()
     ])
     .await;
     env.write_config("mode = \"yolo\"\n");
-    let mut agent = env.spawn().await;
-    agent
-        .call(
-            "initialize",
-            json!({"protocolVersion": 1, "clientCapabilities": {"terminal": true}}),
-        )
-        .await
-        .expect("initialize");
-    let session = agent
-        .call(
-            "session/new",
-            json!({"cwd": env.workspace.path(), "mcpServers": []}),
-        )
-        .await
-        .expect("session");
-    let session = session["sessionId"].as_str().expect("id").to_string();
+    let (mut agent, session, _) = env.session_with(json!({"terminal": true})).await;
     let id = agent
         .start_request("session/prompt", text_prompt(&session, "run"))
         .await
@@ -382,22 +344,7 @@ async fn cancelling_an_editor_terminal_command_kills_and_releases_it() {
     )])
     .await;
     env.write_config("mode = \"yolo\"\n");
-    let mut agent = env.spawn().await;
-    agent
-        .call(
-            "initialize",
-            json!({"protocolVersion": 1, "clientCapabilities": {"terminal": true}}),
-        )
-        .await
-        .expect("initialize");
-    let session = agent
-        .call(
-            "session/new",
-            json!({"cwd": env.workspace.path(), "mcpServers": []}),
-        )
-        .await
-        .expect("session");
-    let session = session["sessionId"].as_str().expect("id").to_string();
+    let (mut agent, session, _) = env.session_with(json!({"terminal": true})).await;
     let id = agent
         .start_request("session/prompt", text_prompt(&session, "run"))
         .await

@@ -173,19 +173,7 @@ async fn the_responses_api_streams_summaries_text_and_function_calls() {
 async fn the_model_can_be_switched_per_session() {
     let env = TestEnv::new(vec![MockReply::text(&["one"]), MockReply::text(&["two"])]).await;
     env.write_config("models = [\"mock-model\", \"other-model\"]\n");
-    let mut agent = env.spawn().await;
-    agent
-        .call("initialize", json!({"protocolVersion": 1}))
-        .await
-        .expect("initialize");
-    let created = agent
-        .call(
-            "session/new",
-            json!({"cwd": env.workspace.path(), "mcpServers": []}),
-        )
-        .await
-        .expect("session");
-    let session = created["sessionId"].as_str().expect("id").to_string();
+    let (mut agent, session, created) = env.session_with(json!({})).await;
     let model_option = created["configOptions"]
         .as_array()
         .expect("options")
@@ -247,22 +235,7 @@ async fn clients_that_show_notices_get_acp_notices() {
     ])
     .await;
     env.write_config("retry_base_ms = 20\n");
-    let mut agent = env.spawn().await;
-    agent
-        .call(
-            "initialize",
-            json!({"protocolVersion": 1, "clientCapabilities": {"session": {"notices": {}}}}),
-        )
-        .await
-        .expect("initialize");
-    let created = agent
-        .call(
-            "session/new",
-            json!({"cwd": env.workspace.path(), "mcpServers": []}),
-        )
-        .await
-        .expect("session");
-    let session = created["sessionId"].as_str().expect("id").to_string();
+    let (mut agent, session, _) = env.session_with(json!({"session": {"notices": {}}})).await;
     let (response, updates) = prompt(&mut agent, &session, "go").await;
     assert_eq!(stop_reason(&response), "end_turn");
     let notice = updates

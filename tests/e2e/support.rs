@@ -62,6 +62,31 @@ impl TestEnv {
         self.spawn_with(WireFraming::NewlineDelimited).await
     }
 
+    /// A running agent that advertised `capabilities`, with one session in the workspace;
+    /// also returns the `session/new` result.
+    pub async fn session_with(&self, capabilities: Value) -> (AgentProcess, String, Value) {
+        let mut agent = self.spawn().await;
+        agent
+            .call(
+                "initialize",
+                json!({"protocolVersion": 1, "clientCapabilities": capabilities}),
+            )
+            .await
+            .expect("initialize");
+        let created = agent
+            .call(
+                "session/new",
+                json!({"cwd": self.workspace.path(), "mcpServers": []}),
+            )
+            .await
+            .expect("session/new");
+        let session = created["sessionId"]
+            .as_str()
+            .expect("sessionId")
+            .to_string();
+        (agent, session, created)
+    }
+
     /// A running agent with one session in the workspace.
     pub async fn session(&self) -> (AgentProcess, String) {
         let mut agent = self.spawn().await;

@@ -4,9 +4,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use talaria_provider::ChatProvider;
-use talaria_provider::anthropic::{AnthropicConfig, AnthropicProvider};
-use talaria_provider::openai::{OpenAiConfig, OpenAiProvider};
-use talaria_provider::responses::{ResponsesConfig, ResponsesProvider};
+use talaria_provider::anthropic::{AnthropicOptions, AnthropicProvider};
+use talaria_provider::http::Connection;
+use talaria_provider::openai::OpenAiProvider;
+use talaria_provider::responses::ResponsesProvider;
 
 use crate::config::{Config, Endpoint, ProviderKind};
 use crate::credentials::CredentialPool;
@@ -18,39 +19,29 @@ pub fn build_provider(
     kind: ProviderKind,
     endpoint: &Endpoint,
 ) -> Result<Arc<dyn ChatProvider>, String> {
-    let connect_timeout = Duration::from_secs(config.connect_timeout_secs);
-    let idle_timeout = Duration::from_secs(config.stream_idle_timeout_secs);
-    let api_key = endpoint.api_keys.first().cloned();
+    let connection = Connection {
+        base_url: endpoint.base_url.clone(),
+        api_key: endpoint.api_keys.first().cloned(),
+        connect_timeout: Duration::from_secs(config.connect_timeout_secs),
+        idle_timeout: Duration::from_secs(config.stream_idle_timeout_secs),
+    };
     let provider: Arc<dyn ChatProvider> = match kind {
-        ProviderKind::OpenAi => Arc::new(
-            OpenAiProvider::new(OpenAiConfig {
-                base_url: endpoint.base_url.clone(),
-                api_key,
-                connect_timeout,
-                idle_timeout,
-            })
-            .map_err(|e| e.to_string())?,
-        ),
+        ProviderKind::OpenAi => {
+            Arc::new(OpenAiProvider::new(connection).map_err(|e| e.to_string())?)
+        }
         ProviderKind::Anthropic => Arc::new(
-            AnthropicProvider::new(AnthropicConfig {
-                base_url: endpoint.base_url.clone(),
-                api_key,
-                connect_timeout,
-                idle_timeout,
-                default_max_tokens: config.anthropic_max_tokens,
-                thinking_budget: config.thinking_budget,
-            })
+            AnthropicProvider::new(
+                connection,
+                AnthropicOptions {
+                    default_max_tokens: config.anthropic_max_tokens,
+                    thinking_budget: config.thinking_budget,
+                },
+            )
             .map_err(|e| e.to_string())?,
         ),
         ProviderKind::OpenAiResponses => Arc::new(
-            ResponsesProvider::new(ResponsesConfig {
-                base_url: endpoint.base_url.clone(),
-                api_key,
-                connect_timeout,
-                idle_timeout,
-                reasoning_summaries: config.reasoning_summaries,
-            })
-            .map_err(|e| e.to_string())?,
+            ResponsesProvider::new(connection, config.reasoning_summaries)
+                .map_err(|e| e.to_string())?,
         ),
     };
     Ok(provider)

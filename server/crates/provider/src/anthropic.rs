@@ -2,30 +2,24 @@
 //! `tool_use` with `input_json_delta`, usage with cache reads and writes, and prompt caching
 //! (`cache_control` breakpoints on the system prompt and the two most recent user turns).
 
-use std::time::Duration;
-
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 
+use crate::http::Connection;
 use crate::model::{
     ChatMessage, ChatRequest, FinishReason, StreamEvent, ToolCallRequest, Usage, UserPart,
 };
 use crate::sse::SseEvent;
-use crate::stream::{Decoder, Out, drive, parse_json, stream_error};
+use crate::stream::{Decoder, Out, parse_json, stream_error};
 use crate::{ChatProvider, EventStream, ProviderError};
 
 const NAME: &str = "anthropic";
 /// The API version header value.
 pub const API_VERSION: &str = "2023-06-01";
 
-/// Where and how to reach the Messages API.
-#[derive(Debug, Clone)]
-pub struct AnthropicConfig {
-    /// E.g. `https://api.anthropic.com` (`/v1/messages` is appended).
-    pub base_url: String,
-    pub api_key: Option<String>,
-    pub connect_timeout: Duration,
-    pub idle_timeout: Duration,
+/// Messages API settings beyond the connection.
+#[derive(Debug, Clone, Copy)]
+pub struct AnthropicOptions {
     /// `max_tokens` when the request sets none (the API requires one).
     pub default_max_tokens: u32,
     /// Extended thinking budget in tokens, when enabled.
@@ -37,13 +31,15 @@ pub struct AnthropicConfig {
 pub struct AnthropicProvider {
     client: reqwest::Client,
     endpoint: String,
-    config: AnthropicConfig,
+    connection: Connection,
+    options: AnthropicOptions,
 }
 
 impl AnthropicProvider {
-    pub fn new(config: AnthropicConfig) -> Result<Self, ProviderError> {
-        let client = crate::http::client(NAME, config.connect_timeout)?;
-        let base = config.base_url.trim_end_matches('/');
+    /// A client for the endpoint (`/v1/messages` is appended unless the base ends in `/v1`).
+    pub fn new(connection: Connection, options: AnthropicOptions) -> Result<Self, ProviderError> {
+        let client = crate::http::client(NAME, connection.connect_timeout)?;
+        let base = connection.base_url.trim_end_matches('/');
         let endpoint = if base.ends_with("/v1") {
             format!("{base}/messages")
         } else {
@@ -52,7 +48,8 @@ impl AnthropicProvider {
         Ok(Self {
             client,
             endpoint,
-            config,
+            connection,
+            options,
         })
     }
 }
@@ -68,8 +65,8 @@ impl ChatProvider for AnthropicProvider {
     ) -> BoxFuture<'static, Result<EventStream, ProviderError>> {
         let body = request_body(
             request,
-            self.config.default_max_tokens,
-            self.config.thinking_budget,
+            self.options.default_max_tokens,
+            self.options.thinking_budget,
         );
         let mut builder = self
             .client
@@ -78,24 +75,16 @@ impl ChatProvider for AnthropicProvider {
             .header("accept", "text/event-stream")
             .header("anthropic-version", API_VERSION)
             .body(body.to_string());
-        if let Some(key) = request
-            .credential
-            .or(self.config.api_key.as_deref())
-            .filter(|k| !k.is_empty())
-        {
+        if let Some(key) = self.connection.key(request.credential) {
             builder = builder.header("x-api-key", key);
         }
-        let endpoint = self.endpoint.clone();
-        let idle_timeout = self.config.idle_timeout;
-        Box::pin(async move {
-            let response = crate::http::send(builder, NAME, &endpoint).await?;
-            Ok(drive(
-                response,
-                NAME,
-                idle_timeout,
-                MessagesDecoder::default(),
-            ))
-        })
+        crate::http::start(
+            builder,
+            NAME,
+            self.endpoint.clone(),
+            self.connection.idle_timeout,
+            MessagesDecoder::default(),
+        )
     }
 }
 
@@ -382,27 +371,9 @@ impl Decoder for MessagesDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::Bytes;
-    use futures_util::StreamExt;
 
     fn decode(body: &'static str) -> Vec<Result<StreamEvent, ProviderError>> {
-        let bytes = futures_util::stream::iter(vec![Ok::<_, reqwest::Error>(Bytes::from_static(
-            body.as_bytes(),
-        ))])
-        .boxed();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .expect("runtime");
-        rt.block_on(
-            crate::stream::drive_bytes(
-                bytes,
-                NAME,
-                Duration::from_secs(5),
-                MessagesDecoder::default(),
-            )
-            .collect::<Vec<_>>(),
-        )
+        crate::stream::decode_chunks(&[body], MessagesDecoder::default())
     }
 
     #[test]

@@ -5,6 +5,47 @@ use std::time::Duration;
 use crate::ProviderError;
 use crate::error::{message_from_body, parse_retry_after};
 
+/// Where an endpoint is and how to reach it; shared by every provider.
+#[derive(Debug, Clone)]
+pub struct Connection {
+    /// The API's base URL (each provider appends its own path).
+    pub base_url: String,
+    /// The provider's own key; a request's key lease takes precedence.
+    pub api_key: Option<String>,
+    /// Time allowed to connect.
+    pub connect_timeout: Duration,
+    /// A stream with no bytes for this long is abandoned.
+    pub idle_timeout: Duration,
+}
+
+impl Connection {
+    /// The key to send: the request's lease, else the provider's own; empty means none.
+    pub fn key<'a>(&'a self, request_key: Option<&'a str>) -> Option<&'a str> {
+        request_key
+            .or(self.api_key.as_deref())
+            .filter(|k| !k.is_empty())
+    }
+}
+
+/// Sends a streaming request and decodes its events with `decoder`.
+pub fn start<D: crate::stream::Decoder>(
+    builder: reqwest::RequestBuilder,
+    provider: &'static str,
+    endpoint: String,
+    idle_timeout: Duration,
+    decoder: D,
+) -> futures_util::future::BoxFuture<'static, Result<crate::EventStream, ProviderError>> {
+    Box::pin(async move {
+        let response = send(builder, provider, &endpoint).await?;
+        Ok(crate::stream::drive(
+            response,
+            provider,
+            idle_timeout,
+            decoder,
+        ))
+    })
+}
+
 /// Builds a client with the connect timeout (no overall timeout: streams are long).
 pub fn client(provider: &str, connect_timeout: Duration) -> Result<reqwest::Client, ProviderError> {
     reqwest::Client::builder()

@@ -1,51 +1,40 @@
 //! OpenAI Chat Completions over SSE (also what OpenRouter, vLLM, llama.cpp, Ollama and
 //! LM Studio speak).
 
-use std::time::Duration;
-
 use futures_util::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::http::Connection;
 use crate::model::{
     ChatMessage, ChatRequest, FinishReason, StreamEvent, ToolCallRequest, Usage, UserPart,
 };
 use crate::sse::SseEvent;
-use crate::stream::{Decoder, Out, drive, stream_error};
+use crate::stream::{Decoder, Out, stream_error};
 use crate::{ChatProvider, EventStream, ProviderError};
 
 const NAME: &str = "openai";
-
-/// Where and how to reach an OpenAI-compatible endpoint.
-#[derive(Debug, Clone)]
-pub struct OpenAiConfig {
-    /// E.g. `https://api.openai.com/v1` (the `/chat/completions` path is appended).
-    pub base_url: String,
-    /// Sent as a bearer token when present (unless the request brings its own).
-    pub api_key: Option<String>,
-    /// Time allowed to connect.
-    pub connect_timeout: Duration,
-    /// A stream with no bytes for this long is abandoned.
-    pub idle_timeout: Duration,
-}
 
 /// The OpenAI Chat Completions provider.
 #[derive(Debug, Clone)]
 pub struct OpenAiProvider {
     client: reqwest::Client,
     endpoint: String,
-    config: OpenAiConfig,
+    connection: Connection,
 }
 
 impl OpenAiProvider {
-    /// Builds a client for `config`.
-    pub fn new(config: OpenAiConfig) -> Result<Self, ProviderError> {
-        let client = crate::http::client(NAME, config.connect_timeout)?;
-        let endpoint = format!("{}/chat/completions", config.base_url.trim_end_matches('/'));
+    /// A client for the endpoint (`/chat/completions` is appended to the base URL).
+    pub fn new(connection: Connection) -> Result<Self, ProviderError> {
+        let client = crate::http::client(NAME, connection.connect_timeout)?;
+        let endpoint = format!(
+            "{}/chat/completions",
+            connection.base_url.trim_end_matches('/')
+        );
         Ok(Self {
             client,
             endpoint,
-            config,
+            connection,
         })
     }
 }
@@ -59,26 +48,22 @@ impl ChatProvider for OpenAiProvider {
         &self,
         request: &ChatRequest<'_>,
     ) -> BoxFuture<'static, Result<EventStream, ProviderError>> {
-        let body = request_body(request);
         let mut builder = self
             .client
             .post(&self.endpoint)
             .header("content-type", "application/json")
             .header("accept", "text/event-stream")
-            .body(body.to_string());
-        let key = request
-            .credential
-            .or(self.config.api_key.as_deref())
-            .filter(|k| !k.is_empty());
-        if let Some(key) = key {
+            .body(request_body(request).to_string());
+        if let Some(key) = self.connection.key(request.credential) {
             builder = builder.bearer_auth(key);
         }
-        let endpoint = self.endpoint.clone();
-        let idle_timeout = self.config.idle_timeout;
-        Box::pin(async move {
-            let response = crate::http::send(builder, NAME, &endpoint).await?;
-            Ok(drive(response, NAME, idle_timeout, ChatDecoder::default()))
-        })
+        crate::http::start(
+            builder,
+            NAME,
+            self.endpoint.clone(),
+            self.connection.idle_timeout,
+            ChatDecoder::default(),
+        )
     }
 }
 
@@ -374,24 +359,9 @@ impl ChatDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::Bytes;
-    use futures_util::StreamExt;
 
     fn decode(chunks: Vec<&'static str>) -> Vec<Result<StreamEvent, ProviderError>> {
-        let bytes = futures_util::stream::iter(
-            chunks
-                .into_iter()
-                .map(|c| Ok::<_, reqwest::Error>(Bytes::from_static(c.as_bytes()))),
-        )
-        .boxed();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .expect("runtime");
-        rt.block_on(
-            crate::stream::drive_bytes(bytes, NAME, Duration::from_secs(5), ChatDecoder::default())
-                .collect::<Vec<_>>(),
-        )
+        crate::stream::decode_chunks(&chunks, ChatDecoder::default())
     }
 
     #[test]

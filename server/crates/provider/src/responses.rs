@@ -1,48 +1,39 @@
 //! The OpenAI Responses API over SSE: output text, reasoning summaries (→ thoughts), function
 //! calls and their outputs.
 
-use std::time::Duration;
-
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 
+use crate::http::Connection;
 use crate::model::{
     ChatMessage, ChatRequest, FinishReason, StreamEvent, ToolCallRequest, Usage, UserPart,
 };
 use crate::sse::SseEvent;
-use crate::stream::{Decoder, Out, drive, parse_json, stream_error};
+use crate::stream::{Decoder, Out, parse_json, stream_error};
 use crate::{ChatProvider, EventStream, ProviderError};
 
 const NAME: &str = "openai-responses";
-
-/// Where and how to reach the Responses API.
-#[derive(Debug, Clone)]
-pub struct ResponsesConfig {
-    /// E.g. `https://api.openai.com/v1` (`/responses` is appended).
-    pub base_url: String,
-    pub api_key: Option<String>,
-    pub connect_timeout: Duration,
-    pub idle_timeout: Duration,
-    /// Ask for reasoning summaries (`reasoning.summary = "auto"`).
-    pub reasoning_summaries: bool,
-}
 
 /// The Responses API provider.
 #[derive(Debug, Clone)]
 pub struct ResponsesProvider {
     client: reqwest::Client,
     endpoint: String,
-    config: ResponsesConfig,
+    connection: Connection,
+    /// Ask for reasoning summaries (`reasoning.summary = "auto"`).
+    reasoning_summaries: bool,
 }
 
 impl ResponsesProvider {
-    pub fn new(config: ResponsesConfig) -> Result<Self, ProviderError> {
-        let client = crate::http::client(NAME, config.connect_timeout)?;
-        let endpoint = format!("{}/responses", config.base_url.trim_end_matches('/'));
+    /// A client for the endpoint (`/responses` is appended to the base URL).
+    pub fn new(connection: Connection, reasoning_summaries: bool) -> Result<Self, ProviderError> {
+        let client = crate::http::client(NAME, connection.connect_timeout)?;
+        let endpoint = format!("{}/responses", connection.base_url.trim_end_matches('/'));
         Ok(Self {
             client,
             endpoint,
-            config,
+            connection,
+            reasoning_summaries,
         })
     }
 }
@@ -56,31 +47,22 @@ impl ChatProvider for ResponsesProvider {
         &self,
         request: &ChatRequest<'_>,
     ) -> BoxFuture<'static, Result<EventStream, ProviderError>> {
-        let body = request_body(request, self.config.reasoning_summaries);
         let mut builder = self
             .client
             .post(&self.endpoint)
             .header("content-type", "application/json")
             .header("accept", "text/event-stream")
-            .body(body.to_string());
-        if let Some(key) = request
-            .credential
-            .or(self.config.api_key.as_deref())
-            .filter(|k| !k.is_empty())
-        {
+            .body(request_body(request, self.reasoning_summaries).to_string());
+        if let Some(key) = self.connection.key(request.credential) {
             builder = builder.bearer_auth(key);
         }
-        let endpoint = self.endpoint.clone();
-        let idle_timeout = self.config.idle_timeout;
-        Box::pin(async move {
-            let response = crate::http::send(builder, NAME, &endpoint).await?;
-            Ok(drive(
-                response,
-                NAME,
-                idle_timeout,
-                ResponsesDecoder::default(),
-            ))
-        })
+        crate::http::start(
+            builder,
+            NAME,
+            self.endpoint.clone(),
+            self.connection.idle_timeout,
+            ResponsesDecoder::default(),
+        )
     }
 }
 
@@ -286,27 +268,9 @@ impl Decoder for ResponsesDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::Bytes;
-    use futures_util::StreamExt;
 
     fn decode(body: &'static str) -> Vec<Result<StreamEvent, ProviderError>> {
-        let bytes = futures_util::stream::iter(vec![Ok::<_, reqwest::Error>(Bytes::from_static(
-            body.as_bytes(),
-        ))])
-        .boxed();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .expect("runtime");
-        rt.block_on(
-            crate::stream::drive_bytes(
-                bytes,
-                NAME,
-                Duration::from_secs(5),
-                ResponsesDecoder::default(),
-            )
-            .collect::<Vec<_>>(),
-        )
+        crate::stream::decode_chunks(&[body], ResponsesDecoder::default())
     }
 
     #[test]

@@ -146,3 +146,24 @@ pub fn parse_json(provider: &str, data: &str) -> Option<serde_json::Value> {
         }
     }
 }
+
+/// Decodes a whole body given as chunks (for decoder tests).
+#[cfg(test)]
+pub fn decode_chunks<D: Decoder>(
+    chunks: &[&'static str],
+    decoder: D,
+) -> Vec<Result<StreamEvent, ProviderError>> {
+    let bytes = futures_util::stream::iter(
+        chunks
+            .iter()
+            .map(|c| Ok::<_, reqwest::Error>(Bytes::from_static(c.as_bytes())))
+            .collect::<Vec<_>>(),
+    )
+    .boxed();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    runtime
+        .block_on(drive_bytes(bytes, "test", Duration::from_secs(5), decoder).collect::<Vec<_>>())
+}

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use crate::session_state::{ExitInfo, ManagedProcess};
 use crate::tool::{
     CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolKind, ToolOutcome,
+    parse_args,
 };
 
 /// The `process` tool.
@@ -97,11 +98,9 @@ impl Tool for Process {
 
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let args: Args = match serde_json::from_value(args) {
+            let args: Args = match parse_args(DEFINITION.name, args) {
                 Ok(args) => args,
-                Err(e) => {
-                    return ToolOutcome::failed(format!("Invalid arguments for process: {e}"));
-                }
+                Err(failed) => return failed,
             };
             if args.action == "list" {
                 let all = ctx.state.processes.list();

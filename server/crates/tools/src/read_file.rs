@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::fs::FileError;
 use crate::tool::{
     CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolKind, ToolLocation,
-    ToolOutcome,
+    ToolOutcome, parse_args,
 };
 
 /// Lines returned when the model gives no limit.
@@ -97,11 +97,9 @@ impl Tool for ReadFile {
 
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let args: Args = match serde_json::from_value(args) {
+            let args: Args = match parse_args(DEFINITION.name, args) {
                 Ok(args) => args,
-                Err(e) => {
-                    return ToolOutcome::failed(format!("Invalid arguments for read_file: {e}"));
-                }
+                Err(failed) => return failed,
             };
             read(args, ctx).await
         })

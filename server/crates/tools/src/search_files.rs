@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::tool::{
     CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolKind, ToolLocation,
-    ToolOutcome,
+    ToolOutcome, parse_args,
 };
 
 /// Results per call unless the model asks for another limit.
@@ -97,11 +97,9 @@ impl Tool for SearchFiles {
 
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let args: Args = match serde_json::from_value(args) {
+            let args: Args = match parse_args(DEFINITION.name, args) {
                 Ok(args) => args,
-                Err(e) => {
-                    return ToolOutcome::failed(format!("Invalid arguments for search_files: {e}"));
-                }
+                Err(failed) => return failed,
             };
             let root = ctx.resolve(args.path.as_deref().unwrap_or("."));
             if !root.exists() {

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use crate::shell::{CommandSpec, safety};
 use crate::tool::{
     CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolEffect, ToolKind,
-    ToolLocation, ToolOutcome, ToolStatus,
+    ToolLocation, ToolOutcome, ToolStatus, parse_args,
 };
 
 /// Default foreground timeout, seconds.
@@ -94,11 +94,9 @@ impl Tool for Terminal {
 
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let args: Args = match serde_json::from_value(args) {
+            let args: Args = match parse_args(DEFINITION.name, args) {
                 Ok(args) => args,
-                Err(e) => {
-                    return ToolOutcome::failed(format!("Invalid arguments for terminal: {e}"));
-                }
+                Err(failed) => return failed,
             };
             if args.command.trim().is_empty() {
                 return ToolOutcome::failed("terminal needs a non-empty `command`.");

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::tool::{
     CallDescription, Concurrency, TodoItem, Tool, ToolContext, ToolDefinition, ToolEffect,
-    ToolKind, ToolOutcome,
+    ToolKind, ToolOutcome, parse_args,
 };
 
 /// The `todo` tool.
@@ -95,9 +95,9 @@ impl Tool for Todo {
 
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let args: Args = match serde_json::from_value(args) {
+            let args: Args = match parse_args(DEFINITION.name, args) {
                 Ok(args) => args,
-                Err(e) => return ToolOutcome::failed(format!("Invalid arguments for todo: {e}")),
+                Err(failed) => return failed,
             };
             let mut list = ctx
                 .state

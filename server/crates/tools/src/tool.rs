@@ -257,6 +257,18 @@ pub struct CallDescription {
     pub command: Option<String>,
 }
 
+/// Deserializes a call's (schema-checked) arguments into the tool's argument type; a failure
+/// becomes the failed outcome to return.
+// The error is the very outcome the tool returns, so boxing it would only add an allocation.
+#[allow(clippy::result_large_err)]
+pub fn parse_args<T: serde::de::DeserializeOwned>(
+    tool: &str,
+    args: Value,
+) -> Result<T, ToolOutcome> {
+    serde_json::from_value(args)
+        .map_err(|e| ToolOutcome::failed(format!("Invalid arguments for {tool}: {e}")))
+}
+
 /// A tool: a definition plus a handler.
 pub trait Tool: Send + Sync {
     /// The definition the model sees.

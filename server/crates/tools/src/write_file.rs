@@ -10,7 +10,7 @@ use crate::diff;
 use crate::fs::FileError;
 use crate::tool::{
     CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolEffect, ToolKind,
-    ToolLocation, ToolOutcome,
+    ToolLocation, ToolOutcome, parse_args,
 };
 
 /// The `write_file` tool.
@@ -96,11 +96,9 @@ impl Tool for WriteFile {
 
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let args: Args = match serde_json::from_value(args) {
+            let args: Args = match parse_args(DEFINITION.name, args) {
                 Ok(args) => args,
-                Err(e) => {
-                    return ToolOutcome::failed(format!("Invalid arguments for write_file: {e}"));
-                }
+                Err(failed) => return failed,
             };
             if args.path.trim().is_empty() {
                 return ToolOutcome::failed("write_file needs a non-empty `path`.");

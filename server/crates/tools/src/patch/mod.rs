@@ -16,7 +16,7 @@ use crate::diff;
 use crate::fs::FileError;
 use crate::tool::{
     CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolEffect, ToolKind,
-    ToolLocation, ToolOutcome,
+    ToolLocation, ToolOutcome, parse_args,
 };
 use crate::write_file::current_text;
 
@@ -149,9 +149,9 @@ impl Tool for Patch {
 
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let args: Args = match serde_json::from_value(args) {
+            let args: Args = match parse_args(DEFINITION.name, args) {
                 Ok(args) => args,
-                Err(e) => return ToolOutcome::failed(format!("Invalid arguments for patch: {e}")),
+                Err(failed) => return failed,
             };
             let changes = match plan(&args, ctx).await {
                 Ok(changes) => changes,
