@@ -247,6 +247,7 @@ impl Orchestrator<'_> {
             kind: call.kind,
             writes: call.description.writes.clone(),
             command: call.description.command.as_deref().map(safety::classify),
+            read_only: call.description.read_only,
         };
         let mode = *lock(self.mode);
         let verdict = approval::decide(mode, &facts, &lock(self.rules), self.roots);

@@ -92,6 +92,8 @@ impl Tool for Process {
         let id = args.get("id").and_then(Value::as_str).unwrap_or("");
         CallDescription {
             title: format!("Process {action} {id}").trim_end().to_string(),
+            // Looking at processes that were already approved needs no new approval.
+            read_only: matches!(action, "list" | "poll" | "log" | "wait"),
             ..CallDescription::default()
         }
     }

@@ -89,6 +89,7 @@ impl Tool for Terminal {
             paths: Vec::new(),
             writes: Vec::new(),
             command: Some(command.to_string()),
+            read_only: false,
         }
     }
 

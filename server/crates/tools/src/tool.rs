@@ -255,6 +255,9 @@ pub struct CallDescription {
     pub writes: Vec<PathBuf>,
     /// The shell command it would run (for the command policy).
     pub command: Option<String>,
+    /// This particular call only observes (e.g. `process poll`), whatever the tool's kind:
+    /// the policy treats it like a read.
+    pub read_only: bool,
 }
 
 /// Deserializes a call's (schema-checked) arguments into the tool's argument type; a failure

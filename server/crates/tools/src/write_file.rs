@@ -70,6 +70,7 @@ impl Tool for WriteFile {
             paths: vec![resolved.clone()],
             writes: vec![resolved],
             command: None,
+            read_only: false,
         }
     }
 

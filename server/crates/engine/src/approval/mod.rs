@@ -78,6 +78,8 @@ pub struct CallFacts {
     pub writes: Vec<PathBuf>,
     /// The classified shell command, for command tools.
     pub command: Option<CommandClass>,
+    /// The call only observes (e.g. polling an approved background process).
+    pub read_only: bool,
 }
 
 /// What the policy decided.
@@ -125,7 +127,7 @@ pub fn decide(mode: Mode, facts: &CallFacts, rules: &RuleStore, roots: &[PathBuf
             "Refused by the safety floor: {why}. This is never run, in any mode."
         ));
     }
-    if !is_mutating(facts.kind) {
+    if !is_mutating(facts.kind) || facts.read_only {
         return Verdict::Allow;
     }
     if mode == Mode::ReadOnly {
@@ -182,6 +184,7 @@ mod tests {
             kind: ToolKind::Edit,
             writes: vec![PathBuf::from(path)],
             command: None,
+            read_only: false,
         }
     }
 
@@ -191,6 +194,7 @@ mod tests {
             kind: ToolKind::Execute,
             writes: vec![],
             command: Some(classify(text)),
+            read_only: false,
         }
     }
 
@@ -200,6 +204,7 @@ mod tests {
             kind: ToolKind::Read,
             writes: vec![],
             command: None,
+            read_only: false,
         }
     }
 
@@ -264,6 +269,31 @@ mod tests {
                 always_possible: false
             }
         );
+    }
+
+    #[test]
+    fn observing_calls_of_execute_tools_do_not_ask() {
+        let rules = RuleStore::in_memory();
+        let poll = CallFacts {
+            tool: "process".into(),
+            kind: ToolKind::Execute,
+            writes: vec![],
+            command: None,
+            read_only: true,
+        };
+        let kill = CallFacts {
+            read_only: false,
+            ..poll.clone()
+        };
+        assert_eq!(decide(Mode::Ask, &poll, &rules, &[]), Verdict::Allow);
+        assert!(matches!(
+            decide(Mode::Ask, &kill, &rules, &[]),
+            Verdict::Ask { .. }
+        ));
+        assert!(matches!(
+            decide(Mode::ReadOnly, &kill, &rules, &[]),
+            Verdict::Deny(_)
+        ));
     }
 
     #[test]

@@ -128,6 +128,7 @@ impl Tool for Patch {
             paths: paths.clone(),
             writes: paths,
             command: None,
+            read_only: false,
         }
     }
 
