@@ -10,6 +10,9 @@ use talaria_tools::{TodoItem, ToolEffect, ToolKind, ToolStatus};
 
 /// The most characters of a tool result shown in the editor card (the model gets its own copy).
 pub const MAX_DISPLAY_CHARS: usize = 20_000;
+/// Diffs whose old and new text together exceed this are summarised instead of sent whole
+/// (editors choke on multi-megabyte updates).
+pub const MAX_DIFF_BYTES: usize = 2 * 1024 * 1024;
 
 /// The update for an event, or `None` for events that are not updates (turn end).
 pub fn session_update(event: EngineEvent) -> Option<SessionUpdate> {
@@ -86,9 +89,18 @@ fn effect_content(effect: &ToolEffect) -> Option<ToolCallContent> {
             path,
             old_text,
             new_text,
-        } => Some(ToolCallContent::Diff(
-            Diff::new(path.clone(), new_text.clone()).old_text(old_text.clone()),
-        )),
+        } => {
+            let size = old_text.as_ref().map_or(0, String::len) + new_text.len();
+            if size > MAX_DIFF_BYTES {
+                return Some(ToolCallContent::from(text_block(format!(
+                    "{}: the change is too large to show as a diff ({size} bytes).",
+                    path.display()
+                ))));
+            }
+            Some(ToolCallContent::Diff(
+                Diff::new(path.clone(), new_text.clone()).old_text(old_text.clone()),
+            ))
+        }
         ToolEffect::Terminal { terminal_id } => Some(ToolCallContent::Terminal(
             acp::Terminal::new(terminal_id.clone()),
         )),
@@ -165,5 +177,34 @@ fn clip(text: &str, max_chars: usize) -> String {
             &text[..cut],
             text[cut..].chars().count()
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn huge_diffs_are_summarised_small_ones_sent_whole() {
+        let small = ToolEffect::Diff {
+            path: "/p/a".into(),
+            old_text: Some("a".into()),
+            new_text: "b".into(),
+        };
+        assert!(matches!(
+            effect_content(&small),
+            Some(ToolCallContent::Diff(_))
+        ));
+        let huge = ToolEffect::Diff {
+            path: "/p/a".into(),
+            old_text: None,
+            new_text: "x".repeat(MAX_DIFF_BYTES + 1),
+        };
+        let Some(ToolCallContent::Content(content)) = effect_content(&huge) else {
+            panic!("expected a text summary");
+        };
+        assert!(
+            matches!(content.content, ContentBlock::Text(ref t) if t.text.contains("too large"))
+        );
     }
 }
