@@ -374,3 +374,41 @@ mod tests {
         assert_eq!(out, b"Content-Length: 2\r\n\r\n{}{}\n");
     }
 }
+
+#[cfg(test)]
+mod robustness {
+    use super::*;
+
+    #[tokio::test]
+    async fn hostile_byte_streams_never_panic_or_hang() {
+        let pieces: [&[u8]; 10] = [
+            b"Content-Length: 5\r\n\r\n",
+            b"content-length: 99999999999999999999\r\n\r\n",
+            b"{}",
+            b"\n",
+            b"\r\n\r\n",
+            b"Content-Length:",
+            b"x",
+            b"\xff\xfe",
+            b"Content-Length: -1\n\n",
+            b"   ",
+        ];
+        let mut state: u64 = 0x1234_5678_9ABC_DEF1;
+        for _ in 0..2_000 {
+            let mut input = Vec::new();
+            for _ in 0..(state % 12) {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                input.extend_from_slice(pieces[(state % pieces.len() as u64) as usize]);
+            }
+            state = state.wrapping_add(0x9E37_79B9);
+            let mut reader = FrameReader::new(input.as_slice(), 64);
+            let mut frames = 0;
+            while let Ok(Some(_)) = reader.next_frame().await {
+                frames += 1;
+                assert!(frames < 10_000, "reader made no progress");
+            }
+        }
+    }
+}

@@ -217,3 +217,52 @@ mod tests {
         ));
     }
 }
+
+#[cfg(test)]
+mod robustness {
+    use super::*;
+
+    #[test]
+    fn hostile_messages_never_panic() {
+        let pieces = [
+            "{",
+            "}",
+            "[",
+            "]",
+            "\"jsonrpc\":\"2.0\"",
+            "\"id\":",
+            "1",
+            "-1",
+            "1.5",
+            "null",
+            "\"x\"",
+            ",",
+            ":",
+            "\"method\":",
+            "\"params\":",
+            "\"result\":",
+            "\"error\":",
+            "{\"code\":1}",
+            "true",
+            "é",
+            "\\u0000",
+        ];
+        let mut state: u64 = 0xDEAD_BEEF_CAFE_F00D;
+        for _ in 0..20_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let len = (state % 16) as usize;
+            let mut message = String::new();
+            let mut local = state;
+            for _ in 0..len {
+                local = local
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                message.push_str(pieces[(local >> 33) as usize % pieces.len()]);
+            }
+            let _ = classify(message.as_bytes());
+        }
+        let _ = classify(&[0xff, 0xfe, 0x00]);
+    }
+}

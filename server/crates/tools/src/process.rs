@@ -159,7 +159,11 @@ async fn act(args: &Args, process: &ManagedProcess, ctx: &ToolContext) -> ToolOu
             let (text, dropped) = process.full_log();
             let lines: Vec<&str> = text.lines().collect();
             let limit = args.limit.unwrap_or(200).clamp(1, 2000);
-            let offset = args.offset.unwrap_or(lines.len().saturating_sub(limit));
+            // Clamped: the model may send any number.
+            let offset = args
+                .offset
+                .unwrap_or(lines.len().saturating_sub(limit))
+                .min(lines.len());
             let page: Vec<&str> = lines.iter().skip(offset).take(limit).copied().collect();
             let mut out = format!(
                 "{} ({}), lines {}-{} of {}:\n{}",
@@ -271,6 +275,13 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         assert!(seen.contains("got:hello"), "{seen}");
+        let far = Process
+            .call(
+                json!({"action": "log", "id": "proc_1", "offset": u64::MAX}),
+                &ctx,
+            )
+            .await;
+        assert_eq!(far.status, ToolStatus::Completed, "{}", far.content);
         let listed = Process.call(json!({"action": "list"}), &ctx).await;
         assert!(listed.content.contains("running"));
         let killed = Process

@@ -120,7 +120,8 @@ impl Tool for SearchFiles {
 
 fn run(args: &Args, root: &Path, cwd: &Path, cancel: &CancellationToken) -> Result<String, String> {
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
-    let offset = args.offset.unwrap_or(0);
+    // Clamped so the page arithmetic cannot overflow, whatever the model sends.
+    let offset = args.offset.unwrap_or(0).min(u32::MAX as usize);
     match args.target.as_deref().unwrap_or("content") {
         "files" => find_files(&args.pattern, root, cwd, limit, offset, cancel),
         "content" => search_content(args, root, cwd, limit, offset, cancel),
@@ -471,6 +472,10 @@ mod tests {
         let paged = SearchFiles
             .call(json!({"pattern": "helper", "limit": 1}), &ctx)
             .await;
+        let far = SearchFiles
+            .call(json!({"pattern": "helper", "offset": u64::MAX}), &ctx)
+            .await;
+        assert_eq!(far.status, ToolStatus::Completed, "{}", far.content);
         assert!(paged.content.contains("offset=1"), "{}", paged.content);
         let context = SearchFiles
             .call(json!({"pattern": "helper\\(\\);", "context": 1}), &ctx)

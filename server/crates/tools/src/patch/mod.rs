@@ -436,3 +436,63 @@ mod tests {
         assert_eq!(done.effects.len(), 3);
     }
 }
+
+#[cfg(test)]
+mod robustness {
+    use super::{replace, v4a};
+
+    #[test]
+    fn hostile_patches_and_replacements_never_panic() {
+        let pieces = [
+            "*** Begin Patch\n",
+            "*** Update File: a\n",
+            "*** Add File: b\n",
+            "*** Delete File: c\n",
+            "*** Move to: d\n",
+            "@@\n",
+            "@@ fn x\n",
+            " ctx\n",
+            "-old\n",
+            "+new\n",
+            "\n",
+            "é\n",
+            "  \t\n",
+            "*** End of File\n",
+            "*** End Patch\n",
+            "x\n",
+        ];
+        let texts = [
+            "",
+            "a\n",
+            "ctx\nold\n",
+            "é\r\nold\r\n",
+            "\n\n\n",
+            "fn x\n ctx\n-old\n",
+        ];
+        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..5_000 {
+            let len = (next() % 12) as usize;
+            let patch: String = (0..len)
+                .map(|_| pieces[(next() % pieces.len() as u64) as usize])
+                .collect();
+            if let Ok(ops) = v4a::parse(&patch) {
+                for op in ops {
+                    if let v4a::FileOp::Update { hunks, .. } = op {
+                        for text in texts {
+                            let _ = v4a::apply(text, &hunks);
+                        }
+                    }
+                }
+            }
+            for text in texts {
+                let _ = replace::replace(text, &patch, "new", next() % 2 == 0);
+            }
+        }
+    }
+}

@@ -138,6 +138,9 @@ fn find(
     if needle.is_empty() {
         return Some(from.min(haystack.len()));
     }
+    if needle.len() > haystack.len() {
+        return None;
+    }
     (from..=haystack.len().saturating_sub(needle.len())).find(|&start| {
         needle
             .iter()

@@ -53,6 +53,8 @@ enum Token {
 /// Limits that keep classification of hostile input bounded.
 const MAX_INPUT: usize = 128 * 1024;
 const MAX_DEPTH: usize = 16;
+/// The deepest nesting of subshells and function bodies within one script.
+const MAX_GROUP_DEPTH: usize = 64;
 
 /// Why a command could not be parsed (the caller treats it as "needs a human").
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,7 +78,7 @@ fn parse_at(source: &str, depth: usize) -> Result<Script, ParseError> {
     let tokens = tokenize(source)?;
     let mut script = Script::default();
     let mut substitutions = Vec::new();
-    build(&tokens, &mut script, &mut substitutions)?;
+    build(&tokens, &mut script, &mut substitutions, 0)?;
     for sub in substitutions {
         script.substitutions.push(parse_at(&sub, depth + 1)?);
     }
@@ -90,7 +92,15 @@ fn is_redirect(op: &str) -> bool {
     )
 }
 
-fn build(tokens: &[Token], script: &mut Script, subs: &mut Vec<String>) -> Result<(), ParseError> {
+fn build(
+    tokens: &[Token],
+    script: &mut Script,
+    subs: &mut Vec<String>,
+    depth: usize,
+) -> Result<(), ParseError> {
+    if depth > MAX_GROUP_DEPTH {
+        return Err(ParseError("subshells nested too deep".into()));
+    }
     let mut pipeline = Pipeline::default();
     let mut command = SimpleCommand::default();
     let mut i = 0;
@@ -116,7 +126,7 @@ fn build(tokens: &[Token], script: &mut Script, subs: &mut Vec<String>) -> Resul
                         .map(token_text)
                         .collect();
                     script.functions.push((name, body.join(" ")));
-                    build(&tokens[body_start..body_end], script, subs)?;
+                    build(&tokens[body_start..body_end], script, subs, depth + 1)?;
                     i = body_end;
                     continue;
                 }
@@ -137,7 +147,7 @@ fn build(tokens: &[Token], script: &mut Script, subs: &mut Vec<String>) -> Resul
             }
             Token::Op(op) if op == "(" => {
                 let end = matching_paren(tokens, i);
-                build(&tokens[i + 1..end], script, subs)?;
+                build(&tokens[i + 1..end], script, subs, depth + 1)?;
                 i = end;
             }
             Token::Op(_) => {

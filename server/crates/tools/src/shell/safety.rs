@@ -601,3 +601,77 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod robustness {
+    use super::*;
+
+    /// A tiny deterministic generator (no crate needed for a test).
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+    }
+
+    #[test]
+    fn hostile_input_never_panics_the_classifier() {
+        let pieces = [
+            "rm",
+            " -rf ",
+            "/",
+            "~",
+            "$(",
+            ")",
+            "`",
+            "'",
+            "\"",
+            "\\",
+            "|",
+            "||",
+            "&&",
+            ";",
+            "&",
+            "(",
+            "{",
+            "}",
+            ">",
+            ">>",
+            "<(",
+            "2>&1",
+            "$HOME",
+            "${X",
+            "sudo",
+            "env",
+            "bash -c",
+            "eval",
+            ":()",
+            "\n",
+            "é",
+            "#",
+            "curl",
+            "sh",
+            "x=1",
+            "$((",
+            "dd",
+            "of=/dev/sda",
+            "*",
+            " ",
+        ];
+        let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+        for _ in 0..20_000 {
+            let len = (rng.next() % 24) as usize;
+            let command: String = (0..len)
+                .map(|_| pieces[(rng.next() % pieces.len() as u64) as usize])
+                .collect();
+            let _ = classify(&command);
+        }
+        // Deep nesting is bounded, not a stack overflow.
+        let _ = classify(&"$(".repeat(10_000));
+        let _ = classify(&"(".repeat(10_000));
+    }
+}
