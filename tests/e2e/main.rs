@@ -12,4 +12,5 @@ mod framing;
 mod lifecycle;
 mod providers;
 mod streaming;
+mod terminal_client;
 mod tools;

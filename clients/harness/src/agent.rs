@@ -189,6 +189,15 @@ impl AgentProcess {
             ),
         }
     }
+    /// The next message, whatever it is (backlog first); `None` when the agent's output ended.
+    pub async fn next_message(&mut self) -> Option<Value> {
+        if let Some(message) = self.backlog.pop_front() {
+            return Some(message);
+        }
+        let message = self.incoming.recv().await?;
+        self.transcript.push(message.clone());
+        Some(message)
+    }
 
     /// Waits for the first message (backlog first) matching `predicate`; others stay queued.
     pub async fn wait_for(
