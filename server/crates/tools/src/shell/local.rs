@@ -174,14 +174,15 @@ mod tests {
             .expect("ran");
         assert!(result.timed_out);
         assert!(result.signal.is_some());
-        let left = std::process::Command::new("pgrep")
-            .args(["-f", &marker])
-            .output()
-            .expect("pgrep");
-        assert!(
-            left.stdout.is_empty(),
-            "orphans left: {}",
-            String::from_utf8_lossy(&left.stdout)
-        );
+        // Read /proc directly (no dependency on procps being installed).
+        let left: Vec<String> = std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|entry| std::fs::read(entry.path().join("cmdline")).ok())
+            .map(|cmdline| String::from_utf8_lossy(&cmdline).replace('\0', " "))
+            .filter(|cmdline| cmdline.contains(&marker))
+            .collect();
+        assert!(left.is_empty(), "orphans left: {left:?}");
     }
 }
