@@ -157,6 +157,36 @@ fn walker(root: &Path, glob: Option<&str>) -> Result<WalkBuilder, String> {
     Ok(builder)
 }
 
+/// Walks the files under `root` in parallel (gitignore-aware, hidden skipped, `glob` applied),
+/// calling `visit` for each regular file; stops early when `cancel` fires. `make_visitor` is
+/// called once per walker thread so each can keep its own state (e.g. a searcher).
+fn walk_files<F, V>(
+    root: &Path,
+    glob: Option<&str>,
+    cancel: &CancellationToken,
+    make_visitor: F,
+) -> Result<(), String>
+where
+    F: Fn() -> V + Sync,
+    V: FnMut(&Path) + Send,
+{
+    walker(root, glob)?.build_parallel().run(|| {
+        let mut visit = make_visitor();
+        Box::new(move |entry| {
+            if cancel.is_cancelled() {
+                return WalkState::Quit;
+            }
+            if let Ok(entry) = entry
+                && entry.file_type().is_some_and(|t| t.is_file())
+            {
+                visit(entry.path());
+            }
+            WalkState::Continue
+        })
+    });
+    Ok(())
+}
+
 fn relative(path: &Path, cwd: &Path) -> String {
     path.strip_prefix(cwd).unwrap_or(path).display().to_string()
 }
@@ -196,20 +226,10 @@ fn find_files(
         .compile_matcher();
     let by_name = !pattern.contains('/');
     let found = Mutex::new(Vec::new());
-    walker(root, None)?.build_parallel().run(|| {
+    walk_files(root, None, cancel, || {
         let glob = glob.clone();
         let found = &found;
-        Box::new(move |entry| {
-            if cancel.is_cancelled() {
-                return WalkState::Quit;
-            }
-            let Ok(entry) = entry else {
-                return WalkState::Continue;
-            };
-            if !entry.file_type().is_some_and(|t| t.is_file()) {
-                return WalkState::Continue;
-            }
-            let path = entry.path();
+        move |path: &Path| {
             let candidate = if by_name {
                 path.file_name().map(PathBuf::from).unwrap_or_default()
             } else {
@@ -218,9 +238,8 @@ fn find_files(
             if glob.is_match(&candidate) {
                 lock(found).push(path.to_path_buf());
             }
-            WalkState::Continue
-        })
-    });
+        }
+    })?;
     if cancel.is_cancelled() {
         return Err("search cancelled".into());
     }
@@ -315,51 +334,35 @@ fn search_content(
     let stored = AtomicUsize::new(0);
     let total_matches = AtomicUsize::new(0);
     let overflow = AtomicBool::new(false);
-    walker(root, args.file_glob.as_deref())?
-        .build_parallel()
-        .run(|| {
-            let matcher = matcher.clone();
-            let mut searcher = SearcherBuilder::new()
-                .line_number(true)
-                .before_context(context)
-                .after_context(context)
-                .binary_detection(BinaryDetection::quit(0))
-                .build();
-            let (results, stored, total_matches, overflow) =
-                (&results, &stored, &total_matches, &overflow);
-            Box::new(move |entry| {
-                if cancel.is_cancelled() {
-                    return WalkState::Quit;
-                }
-                let Ok(entry) = entry else {
-                    return WalkState::Continue;
-                };
-                if !entry.file_type().is_some_and(|t| t.is_file()) {
-                    return WalkState::Continue;
-                }
-                let label = relative(entry.path(), cwd);
-                let mut sink = FileSink {
-                    label: &label,
-                    lines: Vec::new(),
-                    matches: 0,
-                    last_line: None,
-                };
-                if searcher
-                    .search_path(&matcher, entry.path(), &mut sink)
-                    .is_err()
-                    || sink.matches == 0
-                {
-                    return WalkState::Continue;
-                }
-                total_matches.fetch_add(sink.matches, Ordering::Relaxed);
-                if stored.fetch_add(sink.lines.len(), Ordering::Relaxed) < MAX_STORED_LINES {
-                    lock(results).push((entry.path().to_path_buf(), sink.lines));
-                } else {
-                    overflow.store(true, Ordering::Relaxed);
-                }
-                WalkState::Continue
-            })
-        });
+    walk_files(root, args.file_glob.as_deref(), cancel, || {
+        let matcher = matcher.clone();
+        let mut searcher = SearcherBuilder::new()
+            .line_number(true)
+            .before_context(context)
+            .after_context(context)
+            .binary_detection(BinaryDetection::quit(0))
+            .build();
+        let (results, stored, total_matches, overflow) =
+            (&results, &stored, &total_matches, &overflow);
+        move |path: &Path| {
+            let label = relative(path, cwd);
+            let mut sink = FileSink {
+                label: &label,
+                lines: Vec::new(),
+                matches: 0,
+                last_line: None,
+            };
+            if searcher.search_path(&matcher, path, &mut sink).is_err() || sink.matches == 0 {
+                return;
+            }
+            total_matches.fetch_add(sink.matches, Ordering::Relaxed);
+            if stored.fetch_add(sink.lines.len(), Ordering::Relaxed) < MAX_STORED_LINES {
+                lock(results).push((path.to_path_buf(), sink.lines));
+            } else {
+                overflow.store(true, Ordering::Relaxed);
+            }
+        }
+    })?;
     if cancel.is_cancelled() {
         return Err("search cancelled".into());
     }
