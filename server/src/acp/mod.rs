@@ -255,6 +255,10 @@ impl Agent {
             home: config.home.clone(),
             roots,
             mode: config.mode,
+            secrets: talaria_engine::approval::SecretReads::for_home(
+                &config.home,
+                config.ask_for_credential_reads,
+            ),
         };
         let (events_tx, events_rx) = mpsc::channel(256);
         let bridge = Arc::new(client_bridge::AcpBridge::new(

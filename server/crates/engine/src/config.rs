@@ -102,6 +102,9 @@ pub struct Config {
     pub mode: Mode,
     /// Toolsets offered to sessions (`None`: all of them).
     pub toolsets: Option<Vec<String>>,
+    /// Reads of credential stores and Talaria's own configuration ask in every mode (`yolo`
+    /// included). `false` relaxes them to the rule for `.env` files.
+    pub ask_for_credential_reads: bool,
     pub connect_timeout_secs: u64,
     /// A stream with no bytes for this long is abandoned.
     pub stream_idle_timeout_secs: u64,
@@ -161,6 +164,7 @@ struct FileConfig {
     supports_images: Option<bool>,
     mode: Option<String>,
     toolsets: Option<Vec<String>>,
+    ask_for_credential_reads: Option<bool>,
     connect_timeout_secs: Option<u64>,
     stream_idle_timeout_secs: Option<u64>,
     max_attempts: Option<u32>,
@@ -350,6 +354,7 @@ impl Config {
             supports_images: file.supports_images.unwrap_or(true),
             mode,
             toolsets: file.toolsets,
+            ask_for_credential_reads: file.ask_for_credential_reads.unwrap_or(true),
             connect_timeout_secs: file.connect_timeout_secs.unwrap_or(30),
             stream_idle_timeout_secs: file.stream_idle_timeout_secs.unwrap_or(180),
             retry: RetryPolicy {

@@ -20,13 +20,13 @@ use serde_json::Value;
 use talaria_provider::ToolCallRequest;
 use talaria_tools::shell::safety;
 use talaria_tools::{
-    CallDescription, Concurrency, ParsedArgs, Progress, Registry, ToolContext, ToolEffect,
-    ToolKind, ToolOutcome, ToolStatus,
+    ApprovalNeed, CallDescription, Concurrency, ParsedArgs, Progress, Registry, ToolContext,
+    ToolEffect, ToolKind, ToolOutcome, ToolStatus,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::approval::{self, CallFacts, Mode, RuleStore, Verdict};
+use crate::approval::{self, CallFacts, Mode, RuleStore, SecretReads, Verdict};
 use crate::bridge::{ClientBridge, PermissionAnswer, PermissionChoice, PermissionRequest};
 use crate::budget::ResultBudget;
 use crate::events::{EngineEvent, ToolCallView};
@@ -48,6 +48,7 @@ pub(crate) struct Orchestrator<'a> {
     pub mode: &'a Mutex<Mode>,
     pub rules: &'a Mutex<RuleStore>,
     pub roots: &'a [PathBuf],
+    pub secrets: &'a SecretReads,
     pub events: &'a mpsc::Sender<EngineEvent>,
     pub cancel: &'a CancellationToken,
     pub ctx: ToolContext,
@@ -61,7 +62,7 @@ struct Prepared {
     name: String,
     args: ParsedArgs,
     description: CallDescription,
-    kind: ToolKind,
+    need: ApprovalNeed,
     concurrency: Concurrency,
     max_result_chars: Option<usize>,
 }
@@ -186,7 +187,7 @@ impl Orchestrator<'_> {
                 name: call.name,
                 args,
                 description,
-                kind,
+                need: definition.map_or(ApprovalNeed::Unknown, |d| d.approval),
                 concurrency: definition.map_or(Concurrency::Exclusive, |d| d.concurrency),
                 max_result_chars: definition.and_then(|d| d.max_result_chars),
             });
@@ -242,15 +243,9 @@ impl Orchestrator<'_> {
         if self.registry.definition(&call.name).is_none() {
             return Ok(());
         }
-        let facts = CallFacts {
-            tool: call.name.clone(),
-            kind: call.kind,
-            writes: call.description.writes.clone(),
-            command: call.description.command.as_deref().map(safety::classify),
-            read_only: call.description.read_only,
-        };
+        let facts = self.facts(call);
         let mode = *lock(self.mode);
-        let verdict = approval::decide(mode, &facts, &lock(self.rules), self.roots);
+        let verdict = approval::decide(mode, &facts, &lock(self.rules), self.roots, self.secrets);
         let (reason, always_possible) = match verdict {
             Verdict::Allow => return Ok(()),
             Verdict::Deny(why) => return Err(ToolOutcome::failed(why)),
@@ -294,6 +289,34 @@ impl Orchestrator<'_> {
             PermissionAnswer::Failed(why) => Err(ToolOutcome::failed(format!(
                 "Permission could not be asked ({why}); the call did not run."
             ))),
+        }
+    }
+
+    /// What the policy needs to know about a call. A command's named paths count as reads,
+    /// resolved against the directory it runs in.
+    fn facts(&self, call: &Prepared) -> CallFacts {
+        let command = call.description.command.as_deref().map(safety::classify);
+        let mut reads = call.description.reads.clone();
+        if let Some(class) = &command {
+            let workdir = call
+                .description
+                .locations
+                .first()
+                .map_or(self.ctx.cwd.as_path(), |l| l.path.as_path());
+            reads.extend(
+                class
+                    .paths
+                    .iter()
+                    .map(|p| talaria_tools::tool::resolve_in(workdir, p)),
+            );
+        }
+        CallFacts {
+            tool: call.name.clone(),
+            need: call.need,
+            writes: call.description.writes.clone(),
+            reads,
+            command,
+            read_only: call.description.read_only,
         }
     }
 
@@ -395,7 +418,7 @@ mod tests {
                 paths: paths.iter().map(PathBuf::from).collect(),
                 ..CallDescription::default()
             },
-            kind: ToolKind::Other,
+            need: ApprovalNeed::Unknown,
             concurrency,
             max_result_chars: None,
         }

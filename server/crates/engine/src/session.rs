@@ -42,6 +42,8 @@ pub struct SessionSettings {
     pub roots: Vec<PathBuf>,
     /// The approval mode the session starts in.
     pub mode: Mode,
+    /// Which reads are of secrets, and how they are treated.
+    pub secrets: crate::approval::SecretReads,
 }
 
 #[derive(Debug)]

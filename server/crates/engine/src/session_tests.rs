@@ -146,6 +146,7 @@ fn start_with(
         home: cwd.join(".talaria-home"),
         roots: vec![cwd.to_path_buf()],
         mode,
+        secrets: crate::approval::SecretReads::for_home(&cwd.join(".talaria-home"), true),
     };
     let handle = spawn_session(
         settings,

@@ -483,6 +483,7 @@ impl Turn<'_> {
             files: self.bridge.files(),
             commands: self.bridge.commands(),
             state: self.tool_state.clone(),
+            sensitive: self.settings.secrets.paths.clone(),
             progress: None,
         };
         let mut orchestrator = Orchestrator {
@@ -491,6 +492,7 @@ impl Turn<'_> {
             mode: self.mode,
             rules: self.rules,
             roots: &self.settings.roots,
+            secrets: &self.settings.secrets,
             events: self.events,
             cancel: self.cancel,
             ctx,

@@ -14,6 +14,7 @@ pub mod read_file;
 pub mod registry;
 pub mod schema;
 pub mod search_files;
+pub mod sensitive;
 pub mod session_state;
 pub mod shell;
 pub mod terminal;
@@ -24,10 +25,11 @@ pub mod write_file;
 use std::sync::Arc;
 
 pub use registry::{ParsedArgs, Registry};
+pub use sensitive::{PathSecrecy, SensitivePaths};
 pub use session_state::SessionToolState;
 pub use tool::{
-    CallDescription, Concurrency, Progress, ProgressSink, TodoItem, Tool, ToolContext,
-    ToolDefinition, ToolEffect, ToolKind, ToolLocation, ToolOutcome, ToolStatus,
+    ApprovalNeed, CallDescription, Concurrency, Progress, ProgressSink, TodoItem, Tool,
+    ToolContext, ToolDefinition, ToolEffect, ToolKind, ToolLocation, ToolOutcome, ToolStatus,
 };
 
 /// The registry with every built-in tool this build offers.

@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 
 use crate::session_state::{ExitInfo, ManagedProcess};
 use crate::tool::{
-    CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolKind, ToolOutcome,
-    parse_args,
+    ApprovalNeed, CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolKind,
+    ToolOutcome, parse_args,
 };
 
 /// The `process` tool.
@@ -41,6 +41,7 @@ static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
         "required": ["action"]
     }),
     kind: ToolKind::Execute,
+    approval: ApprovalNeed::RunsCommands,
     concurrency: Concurrency::Exclusive,
     max_result_chars: None,
 });

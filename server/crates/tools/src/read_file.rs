@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 
 use crate::fs::FileError;
 use crate::tool::{
-    CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolKind, ToolLocation,
-    ToolOutcome, parse_args,
+    ApprovalNeed, CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolKind,
+    ToolLocation, ToolOutcome, parse_args,
 };
 
 /// Lines returned when the model gives no limit.
@@ -42,6 +42,7 @@ static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
         "required": ["path"]
     }),
     kind: ToolKind::Read,
+    approval: ApprovalNeed::ReadOnly,
     concurrency: Concurrency::ReadOnly,
     // Never stored away: storing a read result would only invite another read.
     max_result_chars: Some(usize::MAX),
@@ -90,6 +91,7 @@ impl Tool for ReadFile {
                 path: resolved.clone(),
                 line,
             }],
+            reads: with_real_path(&resolved),
             paths: vec![resolved],
             ..CallDescription::default()
         }
@@ -104,6 +106,18 @@ impl Tool for ReadFile {
             read(args, ctx).await
         })
     }
+}
+
+/// The path and, when it is a symlink (or under one), where it really points: a link in the
+/// project to a key is a read of the key.
+pub(crate) fn with_real_path(path: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut paths = vec![path.to_path_buf()];
+    if let Ok(real) = std::fs::canonicalize(path)
+        && real != path
+    {
+        paths.push(real);
+    }
+    paths
 }
 
 async fn read(args: Args, ctx: &ToolContext) -> ToolOutcome {

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{LazyLock, Mutex, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use futures_util::future::BoxFuture;
 use grep_regex::RegexMatcherBuilder;
@@ -16,9 +16,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::sensitive::{PathSecrecy, SensitivePaths};
 use crate::tool::{
-    CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolKind, ToolLocation,
-    ToolOutcome, parse_args,
+    ApprovalNeed, CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolKind,
+    ToolLocation, ToolOutcome, parse_args,
 };
 
 /// Results per call unless the model asks for another limit.
@@ -55,6 +56,7 @@ static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
         "required": ["pattern"]
     }),
     kind: ToolKind::Search,
+    approval: ApprovalNeed::ReadOnly,
     concurrency: Concurrency::ReadOnly,
     max_result_chars: None,
 });
@@ -90,6 +92,7 @@ impl Tool for SearchFiles {
                 path: root.clone(),
                 line: None,
             }],
+            reads: crate::read_file::with_real_path(&root),
             paths: vec![root],
             ..CallDescription::default()
         }
@@ -107,8 +110,12 @@ impl Tool for SearchFiles {
             }
             let cancel = ctx.cancel.clone();
             let cwd = ctx.cwd.clone();
-            let result =
-                tokio::task::spawn_blocking(move || run(&args, &root, &cwd, &cancel)).await;
+            let secrets = SecretFilter::new(ctx.sensitive.clone(), &root);
+            let result = tokio::task::spawn_blocking(move || {
+                let found = run(&args, &root, &cwd, &cancel, &secrets);
+                found.map(|text| secrets.annotate(text))
+            })
+            .await;
             match result {
                 Ok(Ok(text)) => ToolOutcome::completed(text),
                 Ok(Err(why)) => ToolOutcome::failed(why),
@@ -118,13 +125,62 @@ impl Tool for SearchFiles {
     }
 }
 
-fn run(args: &Args, root: &Path, cwd: &Path, cancel: &CancellationToken) -> Result<String, String> {
+/// Keeps files that may hold secrets out of a search, unless the search was aimed at them
+/// (and so approved as a read of them).
+struct SecretFilter {
+    paths: Arc<SensitivePaths>,
+    /// The secrecy the search root was approved at.
+    allowed: PathSecrecy,
+    skipped: AtomicUsize,
+}
+
+impl SecretFilter {
+    fn new(paths: Arc<SensitivePaths>, root: &Path) -> Self {
+        let allowed = paths.worst(
+            crate::read_file::with_real_path(root)
+                .iter()
+                .map(PathBuf::as_path),
+        );
+        Self {
+            paths,
+            allowed,
+            skipped: AtomicUsize::new(0),
+        }
+    }
+
+    /// Whether the walk may look at `path`; counts the ones it may not.
+    fn admits(&self, path: &Path) -> bool {
+        let admitted = self.paths.classify(path) <= self.allowed;
+        if !admitted {
+            self.skipped.fetch_add(1, Ordering::Relaxed);
+        }
+        admitted
+    }
+
+    fn annotate(&self, mut text: String) -> String {
+        let skipped = self.skipped.load(Ordering::Relaxed);
+        if skipped > 0 {
+            text.push_str(&format!(
+                "\n({skipped} files that may hold secrets or credentials were not searched; read one by its path if it is really needed: the user will be asked)"
+            ));
+        }
+        text
+    }
+}
+
+fn run(
+    args: &Args,
+    root: &Path,
+    cwd: &Path,
+    cancel: &CancellationToken,
+    secrets: &SecretFilter,
+) -> Result<String, String> {
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
     // Clamped so the page arithmetic cannot overflow, whatever the model sends.
     let offset = args.offset.unwrap_or(0).min(u32::MAX as usize);
     match args.target.as_deref().unwrap_or("content") {
-        "files" => find_files(&args.pattern, root, cwd, limit, offset, cancel),
-        "content" => search_content(args, root, cwd, limit, offset, cancel),
+        "files" => find_files(&args.pattern, root, cwd, limit, offset, cancel, secrets),
+        "content" => search_content(args, root, cwd, limit, offset, cancel, secrets),
         other => Err(format!(
             "target must be \"content\" or \"files\", got {other:?}"
         )),
@@ -164,6 +220,7 @@ fn walk_files<F, V>(
     root: &Path,
     glob: Option<&str>,
     cancel: &CancellationToken,
+    secrets: &SecretFilter,
     make_visitor: F,
 ) -> Result<(), String>
 where
@@ -178,6 +235,7 @@ where
             }
             if let Ok(entry) = entry
                 && entry.file_type().is_some_and(|t| t.is_file())
+                && secrets.admits(entry.path())
             {
                 visit(entry.path());
             }
@@ -218,6 +276,7 @@ fn find_files(
     limit: usize,
     offset: usize,
     cancel: &CancellationToken,
+    secrets: &SecretFilter,
 ) -> Result<String, String> {
     let glob = globset::GlobBuilder::new(pattern)
         .literal_separator(false)
@@ -226,7 +285,7 @@ fn find_files(
         .compile_matcher();
     let by_name = !pattern.contains('/');
     let found = Mutex::new(Vec::new());
-    walk_files(root, None, cancel, || {
+    walk_files(root, None, cancel, secrets, || {
         let glob = glob.clone();
         let found = &found;
         move |path: &Path| {
@@ -324,6 +383,7 @@ fn search_content(
     limit: usize,
     offset: usize,
     cancel: &CancellationToken,
+    secrets: &SecretFilter,
 ) -> Result<String, String> {
     let matcher = RegexMatcherBuilder::new()
         .case_smart(true)
@@ -334,7 +394,7 @@ fn search_content(
     let stored = AtomicUsize::new(0);
     let total_matches = AtomicUsize::new(0);
     let overflow = AtomicBool::new(false);
-    walk_files(root, args.file_glob.as_deref(), cancel, || {
+    walk_files(root, args.file_glob.as_deref(), cancel, secrets, || {
         let matcher = matcher.clone();
         let mut searcher = SearcherBuilder::new()
             .line_number(true)
@@ -516,5 +576,37 @@ mod tests {
             .call(json!({"pattern": "*.py", "target": "files"}), &ctx)
             .await;
         assert_eq!(none.content, "No files found.");
+    }
+
+    #[tokio::test]
+    async fn files_holding_secrets_are_skipped_unless_the_search_aims_at_them() {
+        let (dir, mut ctx) = tree();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(home.join("keys")).expect("mkdir");
+        std::fs::write(home.join("keys/deploy.pem"), "PRIVATE KEY secret\n").expect("write");
+        std::fs::write(home.join("notes.txt"), "not a secret\n").expect("write");
+        std::fs::write(dir.path().join("src/prod.env"), "TOKEN=secret\n").expect("write");
+        ctx.sensitive = Arc::new(SensitivePaths::new(Some(home.clone()), None));
+        let out = SearchFiles.call(json!({"pattern": "secret"}), &ctx).await;
+        assert!(
+            out.content.contains("home/notes.txt:1:not a secret"),
+            "{}",
+            out.content
+        );
+        assert!(!out.content.contains("PRIVATE KEY"), "{}", out.content);
+        assert!(!out.content.contains("TOKEN="), "{}", out.content);
+        assert!(
+            out.content.contains("2 files that may hold secrets"),
+            "{}",
+            out.content
+        );
+        // Aimed at the key (which the policy asks about first), the search may read it.
+        let aimed = SearchFiles
+            .call(
+                json!({"pattern": "PRIVATE", "path": "home/keys/deploy.pem"}),
+                &ctx,
+            )
+            .await;
+        assert!(aimed.content.contains("PRIVATE KEY"), "{}", aimed.content);
     }
 }

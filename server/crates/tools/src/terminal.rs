@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 
 use crate::shell::{CommandSpec, safety};
 use crate::tool::{
-    CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolEffect, ToolKind,
-    ToolLocation, ToolOutcome, ToolStatus, parse_args,
+    ApprovalNeed, CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolEffect,
+    ToolKind, ToolLocation, ToolOutcome, ToolStatus, parse_args,
 };
 
 /// Default foreground timeout, seconds.
@@ -47,6 +47,7 @@ static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
         "required": ["command"]
     }),
     kind: ToolKind::Execute,
+    approval: ApprovalNeed::RunsCommands,
     concurrency: Concurrency::Exclusive,
     max_result_chars: None,
 });
@@ -90,6 +91,7 @@ impl Tool for Terminal {
             writes: Vec::new(),
             command: Some(command.to_string()),
             read_only: false,
+            ..CallDescription::default()
         }
     }
 

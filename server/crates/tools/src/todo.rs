@@ -8,8 +8,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::tool::{
-    CallDescription, Concurrency, TodoItem, Tool, ToolContext, ToolDefinition, ToolEffect,
-    ToolKind, ToolOutcome, parse_args,
+    ApprovalNeed, CallDescription, Concurrency, TodoItem, Tool, ToolContext, ToolDefinition,
+    ToolEffect, ToolKind, ToolOutcome, parse_args,
 };
 
 /// The `todo` tool.
@@ -44,6 +44,7 @@ static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
         }
     }),
     kind: ToolKind::Think,
+    approval: ApprovalNeed::ReadOnly,
     concurrency: Concurrency::Exclusive,
     max_result_chars: None,
 });

@@ -8,6 +8,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::fs::FileAccess;
+use crate::sensitive::SensitivePaths;
 use crate::session_state::SessionToolState;
 use crate::shell::CommandRunner;
 
@@ -23,6 +24,23 @@ pub enum ToolKind {
     Think,
     Fetch,
     Other,
+}
+
+/// What running a tool needs from the approval policy, declared by the tool. The policy asks
+/// by default: only `ReadOnly` tools run unasked in `ask` mode, and only they run at all in
+/// `read-only` mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ApprovalNeed {
+    /// Only reads (files, searches, session state): safe to run unasked. Reads of secret
+    /// paths still ask.
+    ReadOnly,
+    /// Changes files.
+    Edits,
+    /// Runs commands or processes.
+    RunsCommands,
+    /// Not declared, or from outside (MCP servers): asks in `ask` and `accept-edits`.
+    #[default]
+    Unknown,
 }
 
 /// How a call may run alongside the other calls of one batch.
@@ -47,8 +65,10 @@ pub struct ToolDefinition {
     pub description: &'static str,
     /// JSON Schema of the arguments object; arguments are checked and coerced against it.
     pub parameters: Value,
-    /// The kind of action.
+    /// The kind of action (for display; the policy uses `approval`).
     pub kind: ToolKind,
+    /// What the approval policy must know about running it.
+    pub approval: ApprovalNeed,
     /// Concurrency class within a batch.
     pub concurrency: Concurrency,
     /// Results longer than this are stored to a file and previewed; `None` uses the budget.
@@ -89,6 +109,8 @@ pub struct ToolContext {
     pub commands: Arc<dyn CommandRunner>,
     /// Per-session state: background processes and the todo list.
     pub state: Arc<SessionToolState>,
+    /// Which paths hold secrets (searches skip them unless aimed at them).
+    pub sensitive: Arc<SensitivePaths>,
     /// Receives live output, when the caller wants it.
     pub progress: Option<ProgressSink>,
 }
@@ -110,6 +132,7 @@ impl ToolContext {
             files: Arc::new(crate::fs::LocalFiles),
             commands: Arc::new(crate::shell::LocalRunner),
             state,
+            sensitive: Arc::new(SensitivePaths::from_env()),
             progress: None,
         }
     }
@@ -253,6 +276,8 @@ pub struct CallDescription {
     pub paths: Vec<PathBuf>,
     /// Absolute paths the call would change (for the edit policy).
     pub writes: Vec<PathBuf>,
+    /// Absolute paths the call would read (for the secret-read policy).
+    pub reads: Vec<PathBuf>,
     /// The shell command it would run (for the command policy).
     pub command: Option<String>,
     /// This particular call only observes (e.g. `process poll`), whatever the tool's kind:

@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 use crate::diff;
 use crate::fs::FileError;
 use crate::tool::{
-    CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolEffect, ToolKind,
-    ToolLocation, ToolOutcome, parse_args,
+    ApprovalNeed, CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolEffect,
+    ToolKind, ToolLocation, ToolOutcome, parse_args,
 };
 
 /// The `write_file` tool.
@@ -31,6 +31,7 @@ static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
         "required": ["path", "content"]
     }),
     kind: ToolKind::Edit,
+    approval: ApprovalNeed::Edits,
     concurrency: Concurrency::PathScoped,
     max_result_chars: None,
 });
@@ -71,6 +72,7 @@ impl Tool for WriteFile {
             writes: vec![resolved],
             command: None,
             read_only: false,
+            ..CallDescription::default()
         }
     }
 

@@ -1,16 +1,31 @@
 //! The approval policy: given a call, the session mode and the remembered rules, decide
-//! whether it runs, asks the user, or is refused.
+//! whether it runs, asks the user, or is refused. It asks by default and fails closed.
 //!
-//! Order (first match wins): the hard floor (refused in every mode) → read-only mode →
-//! remembered "always reject" → remembered "always allow" → the mode's default.
-
+//! Order (first match wins):
+//! 1. the hard floor (a command the classifier refuses): refused in every mode;
+//! 2. read-only mode: refuses every call not declared read-only;
+//! 3. a remembered "always reject" covering any scope of the call: refused;
+//! 4. a read of a credential store, a private key or Talaria's own configuration (by a file
+//!    tool, a search aimed there, or a command naming it): asks in every mode, never
+//!    remembered (config `ask_for_credential_reads = false` relaxes it to rule 6);
+//! 5. a command whose programs are not all known statically: asks in every mode, never
+//!    remembered;
+//! 6. a read of an `.env`-style file or (file tools) outside the workspace: asks unless in
+//!    `yolo` or remembered;
+//! 7. remembered "always allow" covering every scope of the call: runs;
+//! 8. the mode's default for what the tool declares it needs: read-only tools run; edits ask
+//!    (`accept-edits` runs those inside the workspace and not sensitive); commands ask;
+//!    undeclared tools and tools from outside ask; `yolo` runs everything that got here.
+//!
+//! If the client cannot be asked, the call is refused with the reason.
 pub mod paths;
 pub mod rules;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use talaria_tools::ToolKind;
 use talaria_tools::shell::safety::CommandClass;
+use talaria_tools::{ApprovalNeed, PathSecrecy, SensitivePaths};
 
 pub use rules::{RuleStore, Scope};
 
@@ -69,17 +84,48 @@ impl Mode {
     }
 }
 
+/// How reads of secret paths are treated.
+#[derive(Debug, Clone)]
+pub struct SecretReads {
+    /// Which paths are secret.
+    pub paths: Arc<SensitivePaths>,
+    /// Credential reads ask in every mode (`yolo` included).
+    pub credentials_always_ask: bool,
+}
+
+impl SecretReads {
+    /// The rules for a `TALARIA_HOME`, with the user's home from the environment.
+    pub fn for_home(talaria_home: &Path, credentials_always_ask: bool) -> Self {
+        let home = std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from);
+        Self {
+            paths: Arc::new(SensitivePaths::new(home, Some(talaria_home.to_path_buf()))),
+            credentials_always_ask,
+        }
+    }
+}
+
 /// The facts of one call that the policy looks at.
 #[derive(Debug, Clone)]
 pub struct CallFacts {
     pub tool: String,
-    pub kind: ToolKind,
+    /// What the tool declares it needs.
+    pub need: ApprovalNeed,
     /// Paths the call would change.
     pub writes: Vec<PathBuf>,
+    /// Paths the call would read (for commands: the paths the command names).
+    pub reads: Vec<PathBuf>,
     /// The classified shell command, for command tools.
     pub command: Option<CommandClass>,
     /// The call only observes (e.g. polling an approved background process).
     pub read_only: bool,
+}
+
+impl CallFacts {
+    fn runs_read_only(&self) -> bool {
+        self.need == ApprovalNeed::ReadOnly || self.read_only
+    }
 }
 
 /// What the policy decided.
@@ -92,13 +138,6 @@ pub enum Verdict {
         always_possible: bool,
     },
     Deny(String),
-}
-
-fn is_mutating(kind: ToolKind) -> bool {
-    matches!(
-        kind,
-        ToolKind::Edit | ToolKind::Delete | ToolKind::Move | ToolKind::Execute
-    )
 }
 
 /// The scopes an "always" answer about this call covers.
@@ -117,210 +156,432 @@ pub fn scopes_of(facts: &CallFacts) -> Vec<Scope> {
             .map(|p| Scope::Edit(p.clone()))
             .collect();
     }
+    if facts.runs_read_only() && !facts.reads.is_empty() {
+        return facts.reads.iter().map(|p| Scope::Read(p.clone())).collect();
+    }
     vec![Scope::Tool(facts.tool.clone())]
 }
 
+fn ask(reason: impl Into<String>, always_possible: bool) -> Verdict {
+    Verdict::Ask {
+        reason: Some(reason.into()),
+        always_possible,
+    }
+}
+
+/// The most secret path a call touches, with its class.
+fn most_secret<'a>(facts: &'a CallFacts, secrets: &SecretReads) -> Option<(&'a Path, PathSecrecy)> {
+    facts
+        .reads
+        .iter()
+        .chain(&facts.writes)
+        .map(|p| (p.as_path(), secrets.paths.classify(p)))
+        .max_by_key(|(_, secrecy)| *secrecy)
+        .filter(|(_, secrecy)| *secrecy != PathSecrecy::Normal)
+}
+
 /// Decides what happens to a call.
-pub fn decide(mode: Mode, facts: &CallFacts, rules: &RuleStore, roots: &[PathBuf]) -> Verdict {
+pub fn decide(
+    mode: Mode,
+    facts: &CallFacts,
+    rules: &RuleStore,
+    roots: &[PathBuf],
+    secrets: &SecretReads,
+) -> Verdict {
     if let Some(why) = facts.command.as_ref().and_then(|c| c.floor.as_ref()) {
         return Verdict::Deny(format!(
             "Refused by the safety floor: {why}. This is never run, in any mode."
         ));
     }
-    if !is_mutating(facts.kind) || facts.read_only {
-        return Verdict::Allow;
-    }
-    if mode == Mode::ReadOnly {
+    if mode == Mode::ReadOnly && !facts.runs_read_only() {
         return Verdict::Deny(
-            "The session is in read-only mode: edits and commands are not allowed. Ask the user to switch modes if this is needed.".into(),
+            "The session is in read-only mode: only reads and searches run. Ask the user to switch modes if this is needed.".into(),
         );
     }
     let scopes = scopes_of(facts);
-    let dynamic = facts.command.as_ref().is_some_and(|c| c.dynamic);
     if let Some(scope) = scopes.iter().find(|s| rules.rejects(s)) {
         return Verdict::Deny(format!(
             "The user chose to always reject {scope} in this project. Do not try it again; ask the user instead."
         ));
     }
-    let always_possible = !dynamic && !scopes.is_empty();
-    if always_possible && scopes.iter().all(|s| rules.allows(s)) {
+    let secret = most_secret(facts, secrets);
+    if let Some((path, PathSecrecy::Credential)) = secret
+        && secrets.credentials_always_ask
+    {
+        return ask(
+            format!("{} holds credentials or keys", path.display()),
+            false,
+        );
+    }
+    if let Some(why) = facts.command.as_ref().and_then(|c| c.unknown.as_ref()) {
+        return ask(format!("it cannot be checked before it runs: {why}"), false);
+    }
+    let remembered = !scopes.is_empty() && scopes.iter().all(|s| rules.allows(s));
+    let outside_read = facts
+        .reads
+        .iter()
+        .find(|p| facts.command.is_none() && !paths::inside_any(p, roots));
+    if mode != Mode::Yolo && !remembered {
+        if let Some((path, _)) = secret
+            && facts.runs_read_only()
+        {
+            return ask(format!("{} may hold secrets", path.display()), true);
+        }
+        if let Some(path) = outside_read
+            && facts.runs_read_only()
+        {
+            return ask(format!("{} is outside the workspace", path.display()), true);
+        }
+    }
+    if remembered {
+        return Verdict::Allow;
+    }
+    mode_default(mode, facts, roots)
+}
+
+/// Rule 8: what the mode does with what the tool declares.
+fn mode_default(mode: Mode, facts: &CallFacts, roots: &[PathBuf]) -> Verdict {
+    if facts.runs_read_only() || mode == Mode::Yolo {
         return Verdict::Allow;
     }
     let sensitive = facts.writes.iter().find(|p| paths::is_sensitive(p));
     let outside = facts.writes.iter().find(|p| !paths::inside_any(p, roots));
-    match mode {
-        Mode::Yolo => Verdict::Allow,
-        Mode::AcceptEdits
-            if facts.kind != ToolKind::Execute && sensitive.is_none() && outside.is_none() =>
-        {
-            Verdict::Allow
-        }
-        _ => {
-            let reason = if let Some(path) = sensitive {
-                Some(format!("{} is a sensitive path", path.display()))
-            } else if let Some(path) = outside {
-                Some(format!("{} is outside the workspace", path.display()))
-            } else if dynamic {
-                Some("the command runs a program only known at run time".into())
-            } else {
-                None
-            };
-            Verdict::Ask {
-                reason,
-                always_possible,
-            }
-        }
+    match facts.need {
+        ApprovalNeed::Edits if mode == Mode::AcceptEdits => match (sensitive, outside) {
+            (Some(path), _) => ask(format!("{} is a sensitive path", path.display()), true),
+            (None, Some(path)) => ask(format!("{} is outside the workspace", path.display()), true),
+            (None, None) => Verdict::Allow,
+        },
+        ApprovalNeed::Edits => Verdict::Ask {
+            reason: sensitive
+                .map(|p| format!("{} is a sensitive path", p.display()))
+                .or_else(|| outside.map(|p| format!("{} is outside the workspace", p.display()))),
+            always_possible: true,
+        },
+        ApprovalNeed::RunsCommands => Verdict::Ask {
+            reason: None,
+            always_possible: !scopes_of(facts).is_empty(),
+        },
+        ApprovalNeed::ReadOnly | ApprovalNeed::Unknown => Verdict::Ask {
+            reason: Some(format!(
+                "`{}` does not declare itself read-only",
+                facts.tool
+            )),
+            always_possible: true,
+        },
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use talaria_tools::shell::safety::classify;
+    use talaria_tools::shell::safety::{ShellEnv, classify_in};
+
+    fn secrets() -> SecretReads {
+        SecretReads {
+            paths: Arc::new(SensitivePaths::new(
+                Some("/home/dev".into()),
+                Some("/home/dev/.talaria".into()),
+            )),
+            credentials_always_ask: true,
+        }
+    }
+
+    fn facts(tool: &str, need: ApprovalNeed) -> CallFacts {
+        CallFacts {
+            tool: tool.into(),
+            need,
+            writes: vec![],
+            reads: vec![],
+            command: None,
+            read_only: false,
+        }
+    }
 
     fn edit(path: &str) -> CallFacts {
         CallFacts {
-            tool: "write_file".into(),
-            kind: ToolKind::Edit,
             writes: vec![PathBuf::from(path)],
-            command: None,
-            read_only: false,
+            ..facts("write_file", ApprovalNeed::Edits)
         }
     }
 
     fn command(text: &str) -> CallFacts {
+        let class = classify_in(
+            text,
+            &ShellEnv {
+                home: Some("/home/dev".into()),
+            },
+        );
         CallFacts {
-            tool: "terminal".into(),
-            kind: ToolKind::Execute,
-            writes: vec![],
-            command: Some(classify(text)),
-            read_only: false,
+            reads: class.paths.iter().map(PathBuf::from).collect(),
+            command: Some(class),
+            ..facts("terminal", ApprovalNeed::RunsCommands)
         }
     }
 
-    fn read() -> CallFacts {
+    fn read(path: &str) -> CallFacts {
         CallFacts {
-            tool: "read_file".into(),
-            kind: ToolKind::Read,
-            writes: vec![],
-            command: None,
-            read_only: false,
+            reads: vec![PathBuf::from(path)],
+            ..facts("read_file", ApprovalNeed::ReadOnly)
         }
+    }
+
+    fn decide_in(mode: Mode, facts: &CallFacts) -> Verdict {
+        decide(
+            mode,
+            facts,
+            &RuleStore::in_memory(),
+            &[PathBuf::from("/work/project")],
+            &secrets(),
+        )
+    }
+
+    fn is_ask(verdict: &Verdict) -> bool {
+        matches!(verdict, Verdict::Ask { .. })
     }
 
     #[test]
     fn modes_decide_as_documented() {
-        let rules = RuleStore::in_memory();
-        let roots = vec![PathBuf::from("/work/project")];
         let ask = |reason: Option<&str>| Verdict::Ask {
             reason: reason.map(str::to_string),
             always_possible: true,
         };
-        assert_eq!(decide(Mode::Ask, &read(), &rules, &roots), Verdict::Allow);
         assert_eq!(
-            decide(Mode::Ask, &edit("/work/project/a.rs"), &rules, &roots),
-            ask(None)
+            decide_in(Mode::Ask, &read("/work/project/a.rs")),
+            Verdict::Allow
         );
+        assert_eq!(decide_in(Mode::Ask, &edit("/work/project/a.rs")), ask(None));
         assert_eq!(
-            decide(
-                Mode::AcceptEdits,
-                &edit("/work/project/a.rs"),
-                &rules,
-                &roots
-            ),
+            decide_in(Mode::AcceptEdits, &edit("/work/project/a.rs")),
             Verdict::Allow
         );
         assert_eq!(
-            decide(Mode::AcceptEdits, &edit("/etc/hosts"), &rules, &roots),
+            decide_in(Mode::AcceptEdits, &edit("/etc/hosts")),
             ask(Some("/etc/hosts is outside the workspace"))
         );
         assert_eq!(
-            decide(
-                Mode::AcceptEdits,
-                &edit("/work/project/.env.local"),
-                &rules,
-                &roots
-            ),
+            decide_in(Mode::AcceptEdits, &edit("/work/project/.env.local")),
             ask(Some("/work/project/.env.local is a sensitive path"))
         );
         assert_eq!(
-            decide(Mode::AcceptEdits, &command("cargo test"), &rules, &roots),
+            decide_in(Mode::AcceptEdits, &command("cargo test")),
             ask(None)
         );
         assert_eq!(
-            decide(Mode::Yolo, &command("cargo test"), &rules, &roots),
+            decide_in(Mode::Yolo, &command("cargo test")),
             Verdict::Allow
         );
         assert!(matches!(
-            decide(Mode::ReadOnly, &edit("/work/project/a.rs"), &rules, &roots),
+            decide_in(Mode::ReadOnly, &edit("/work/project/a.rs")),
             Verdict::Deny(_)
         ));
-        assert!(matches!(
-            decide(Mode::ReadOnly, &read(), &rules, &roots),
-            Verdict::Allow
-        ));
-        assert!(
-            matches!(decide(Mode::Yolo, &command("sudo rm -rf /"), &rules, &roots), Verdict::Deny(m) if m.contains("safety floor"))
-        );
         assert_eq!(
-            decide(Mode::Ask, &command("$TOOL run"), &rules, &roots),
-            Verdict::Ask {
-                reason: Some("the command runs a program only known at run time".into()),
-                always_possible: false
-            }
+            decide_in(Mode::ReadOnly, &read("/work/project/a.rs")),
+            Verdict::Allow
+        );
+        assert!(
+            matches!(decide_in(Mode::Yolo, &command("sudo rm -rf /")), Verdict::Deny(m) if m.contains("safety floor"))
         );
     }
 
     #[test]
-    fn observing_calls_of_execute_tools_do_not_ask() {
+    fn the_floor_never_depends_on_the_mode_or_rules() {
+        let mut rules = RuleStore::in_memory();
+        rules.remember(&[Scope::Command("rm".into())], true);
+        for mode in Mode::ALL {
+            for text in ["for x in 1; do rm -rf /; done", "echo / | xargs rm -rf"] {
+                let verdict = decide(mode, &command(text), &rules, &[], &secrets());
+                assert!(
+                    matches!(verdict, Verdict::Deny(ref m) if m.contains("safety floor")),
+                    "{mode:?} {text}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_commands_ask_in_every_mode_and_are_never_remembered() {
+        for text in [
+            "r=touch; $r x",
+            "echo 'touch x' | sh",
+            "eval \"$(echo touch x)\"",
+        ] {
+            for mode in [Mode::Ask, Mode::AcceptEdits, Mode::Yolo] {
+                match decide_in(mode, &command(text)) {
+                    Verdict::Ask {
+                        always_possible,
+                        reason,
+                    } => {
+                        assert!(!always_possible, "{text}");
+                        assert!(
+                            reason.is_some_and(|r| r.contains("cannot be checked")),
+                            "{text}"
+                        );
+                    }
+                    other => panic!("{mode:?} {text}: {other:?}"),
+                }
+            }
+            assert!(matches!(
+                decide_in(Mode::ReadOnly, &command(text)),
+                Verdict::Deny(_)
+            ));
+        }
+    }
+
+    #[test]
+    fn undeclared_tools_ask_and_read_only_refuses_them() {
+        let mcp = facts("mcp__x__y", ApprovalNeed::Unknown);
+        assert!(is_ask(&decide_in(Mode::Ask, &mcp)));
+        assert!(is_ask(&decide_in(Mode::AcceptEdits, &mcp)));
+        assert_eq!(decide_in(Mode::Yolo, &mcp), Verdict::Allow);
+        assert!(matches!(decide_in(Mode::ReadOnly, &mcp), Verdict::Deny(_)));
+        // The display kind no longer matters: a "think"-looking tool that edits still asks.
+        assert!(is_ask(&decide_in(
+            Mode::Ask,
+            &facts("other", ApprovalNeed::Edits)
+        )));
+    }
+
+    #[test]
+    fn credential_reads_ask_in_every_mode() {
+        for mode in [Mode::ReadOnly, Mode::Ask, Mode::AcceptEdits, Mode::Yolo] {
+            for path in [
+                "/home/dev/.ssh/id_rsa",
+                "/home/dev/.talaria/config.toml",
+                "/home/dev/.aws/credentials",
+            ] {
+                let verdict = decide_in(mode, &read(path));
+                assert!(
+                    matches!(
+                        verdict,
+                        Verdict::Ask {
+                            always_possible: false,
+                            ..
+                        }
+                    ),
+                    "{mode:?} {path}: {verdict:?}"
+                );
+            }
+        }
+        // A command that plainly reads a key asks even in yolo, even when `cat` is allowed.
+        let mut rules = RuleStore::in_memory();
+        rules.remember(&[Scope::Command("cat".into())], true);
+        let verdict = decide(
+            Mode::Yolo,
+            &command("cat ~/.ssh/id_rsa"),
+            &rules,
+            &[],
+            &secrets(),
+        );
+        assert!(is_ask(&verdict), "{verdict:?}");
+        assert_eq!(
+            decide(
+                Mode::Ask,
+                &command("cat README.md"),
+                &rules,
+                &[],
+                &secrets()
+            ),
+            Verdict::Allow
+        );
+        // The config switch relaxes credentials to the `.env` rule.
+        let relaxed = SecretReads {
+            credentials_always_ask: false,
+            ..secrets()
+        };
+        let roots = [PathBuf::from("/work/project")];
         let rules = RuleStore::in_memory();
+        assert_eq!(
+            decide(
+                Mode::Yolo,
+                &read("/home/dev/.ssh/id_rsa"),
+                &rules,
+                &roots,
+                &relaxed
+            ),
+            Verdict::Allow
+        );
+        assert!(is_ask(&decide(
+            Mode::Ask,
+            &read("/home/dev/.ssh/id_rsa"),
+            &rules,
+            &roots,
+            &relaxed
+        )));
+    }
+
+    #[test]
+    fn env_files_and_outside_reads_ask_except_in_yolo() {
+        for path in ["/work/project/.env", "/etc/hosts"] {
+            assert!(is_ask(&decide_in(Mode::Ask, &read(path))), "{path}");
+            assert!(is_ask(&decide_in(Mode::AcceptEdits, &read(path))), "{path}");
+            assert!(is_ask(&decide_in(Mode::ReadOnly, &read(path))), "{path}");
+            assert_eq!(decide_in(Mode::Yolo, &read(path)), Verdict::Allow, "{path}");
+        }
+        let mut rules = RuleStore::in_memory();
+        rules.remember(&[Scope::Read(PathBuf::from("/etc/hosts"))], true);
+        assert_eq!(
+            decide(
+                Mode::Ask,
+                &read("/etc/hosts"),
+                &rules,
+                &[PathBuf::from("/work/project")],
+                &secrets()
+            ),
+            Verdict::Allow
+        );
+    }
+
+    #[test]
+    fn observing_calls_of_command_tools_do_not_ask() {
         let poll = CallFacts {
-            tool: "process".into(),
-            kind: ToolKind::Execute,
-            writes: vec![],
-            command: None,
             read_only: true,
+            ..facts("process", ApprovalNeed::RunsCommands)
         };
         let kill = CallFacts {
             read_only: false,
             ..poll.clone()
         };
-        assert_eq!(decide(Mode::Ask, &poll, &rules, &[]), Verdict::Allow);
-        assert!(matches!(
-            decide(Mode::Ask, &kill, &rules, &[]),
-            Verdict::Ask { .. }
-        ));
-        assert!(matches!(
-            decide(Mode::ReadOnly, &kill, &rules, &[]),
-            Verdict::Deny(_)
-        ));
+        assert_eq!(decide_in(Mode::Ask, &poll), Verdict::Allow);
+        assert!(is_ask(&decide_in(Mode::Ask, &kill)));
+        assert!(matches!(decide_in(Mode::ReadOnly, &kill), Verdict::Deny(_)));
     }
 
     #[test]
     fn remembered_rules_are_narrow() {
         let mut rules = RuleStore::in_memory();
         let roots = vec![PathBuf::from("/p")];
+        let decide_with = |rules: &RuleStore, mode, facts: &CallFacts| {
+            decide(mode, facts, rules, &roots, &secrets())
+        };
         rules.remember(&[Scope::Command("git status".into())], true);
         assert_eq!(
-            decide(Mode::Ask, &command("git status --short"), &rules, &roots),
+            decide_with(&rules, Mode::Ask, &command("git status --short")),
             Verdict::Allow
         );
-        assert!(matches!(
-            decide(Mode::Ask, &command("git push"), &rules, &roots),
-            Verdict::Ask { .. }
-        ));
-        assert!(matches!(
-            decide(
-                Mode::Ask,
-                &command("git status && rm -rf build"),
-                &rules,
-                &roots
-            ),
-            Verdict::Ask { .. }
-        ));
+        assert!(is_ask(&decide_with(
+            &rules,
+            Mode::Ask,
+            &command("git push")
+        )));
+        assert!(is_ask(&decide_with(
+            &rules,
+            Mode::Ask,
+            &command("git status && rm -rf build")
+        )));
+        // "Always" on one loop covers the programs in it, never the keywords.
+        let looped = command("for i in 1 2; do echo $i; done");
+        assert_eq!(scopes_of(&looped), [Scope::Command("echo".into())]);
+        rules.remember(&scopes_of(&looped), true);
+        assert_eq!(decide_with(&rules, Mode::Ask, &looped), Verdict::Allow);
+        assert!(is_ask(&decide_with(
+            &rules,
+            Mode::Ask,
+            &command("for i in 1 2; do touch $i; done")
+        )));
         rules.remember(&[Scope::Edit(PathBuf::from("/p/a.rs"))], false);
         assert!(
-            matches!(decide(Mode::Yolo, &edit("/p/a.rs"), &rules, &roots), Verdict::Deny(m) if m.contains("always reject"))
+            matches!(decide_with(&rules, Mode::Yolo, &edit("/p/a.rs")), Verdict::Deny(m) if m.contains("always reject"))
         );
     }
 }

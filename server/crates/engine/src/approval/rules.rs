@@ -2,7 +2,7 @@
 //! `$TALARIA_HOME/permissions.json` keyed by the workspace root.
 //!
 //! Scopes are narrow: a command scope is a program and its subcommand (`git push`), an edit
-//! scope is one path, a tool scope is one tool name. A file that cannot be read or parsed is
+//! or read scope is one path, a tool scope is one tool name. A file that cannot be read or parsed is
 //! reported and treated as empty; it is only rewritten when a new decision is remembered.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 pub enum Scope {
     Command(String),
     Edit(PathBuf),
+    Read(PathBuf),
     Tool(String),
 }
 
@@ -23,6 +24,7 @@ impl Scope {
         match self {
             Scope::Command(c) => format!("command:{c}"),
             Scope::Edit(p) => format!("edit:{}", p.display()),
+            Scope::Read(p) => format!("read:{}", p.display()),
             Scope::Tool(t) => format!("tool:{t}"),
         }
     }
@@ -33,6 +35,7 @@ impl std::fmt::Display for Scope {
         match self {
             Scope::Command(c) => write!(f, "the command `{c}`"),
             Scope::Edit(p) => write!(f, "edits to {}", p.display()),
+            Scope::Read(p) => write!(f, "reading {}", p.display()),
             Scope::Tool(t) => write!(f, "the tool `{t}`"),
         }
     }

@@ -15,8 +15,8 @@ use serde_json::{Value, json};
 use crate::diff;
 use crate::fs::FileError;
 use crate::tool::{
-    CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolEffect, ToolKind,
-    ToolLocation, ToolOutcome, parse_args,
+    ApprovalNeed, CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolEffect,
+    ToolKind, ToolLocation, ToolOutcome, parse_args,
 };
 use crate::write_file::current_text;
 
@@ -46,6 +46,7 @@ static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
         }
     }),
     kind: ToolKind::Edit,
+    approval: ApprovalNeed::Edits,
     concurrency: Concurrency::PathScoped,
     max_result_chars: None,
 });
@@ -129,6 +130,7 @@ impl Tool for Patch {
             writes: paths,
             command: None,
             read_only: false,
+            ..CallDescription::default()
         }
     }
 

@@ -3,7 +3,6 @@
 
 pub mod local;
 pub mod output;
-pub mod parse;
 pub mod safety;
 
 use std::path::PathBuf;
