@@ -124,3 +124,32 @@ async fn help_and_version_work() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn initialize_is_liberal_in_the_protocol_version_it_accepts() {
+    let env = TestEnv::new(vec![]).await;
+    let mut agent = env.spawn().await;
+    for version in [
+        json!("1"),
+        json!(" 1 "),
+        json!("1.0"),
+        json!(null),
+        json!({"v": 1}),
+        json!(7),
+    ] {
+        let response = agent
+            .request("initialize", json!({"protocolVersion": version}))
+            .await
+            .expect("response");
+        assert_eq!(
+            response["result"]["protocolVersion"], 1,
+            "{version}: {response}"
+        );
+    }
+    let missing = agent
+        .request("initialize", json!({}))
+        .await
+        .expect("response");
+    assert_eq!(missing["result"]["protocolVersion"], 1, "{missing}");
+    assert_clean_stdout(&agent);
+}

@@ -10,6 +10,38 @@ use talaria_protocol::acp::{
 /// The one auth method: credentials come from the environment or config file.
 pub const AUTH_METHOD_ID: &str = "talaria-config";
 
+/// Makes `initialize` liberal in the version it accepts, as the spec's negotiation asks: a
+/// number stays, a numeric string (`"1"`) becomes that number, and anything else (a missing
+/// field, `"1.0"`, `null`) is answered with version 1 rather than an error.
+pub fn negotiate_version(params: &mut serde_json::Value) {
+    let Some(object) = params.as_object_mut() else {
+        return;
+    };
+    let version = object.get("protocolVersion");
+    let normalized = match version {
+        Some(serde_json::Value::Number(n))
+            if n.as_u64().is_some_and(|v| v <= u64::from(u16::MAX)) =>
+        {
+            return;
+        }
+        Some(serde_json::Value::String(text)) => match text.trim().parse::<u16>() {
+            Ok(number) => number,
+            Err(_) => {
+                tracing::info!(received = %text, "initialize: protocolVersion is not a number; answering with 1");
+                1
+            }
+        },
+        other => {
+            tracing::info!(received = ?other, "initialize: unusable protocolVersion; answering with 1");
+            1
+        }
+    };
+    object.insert(
+        "protocolVersion".into(),
+        serde_json::Value::from(normalized),
+    );
+}
+
 /// The answer to `initialize`.
 pub fn initialize(request: &InitializeRequest) -> InitializeResponse {
     if request.protocol_version != ProtocolVersion::V1 {

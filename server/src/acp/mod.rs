@@ -129,7 +129,10 @@ fn to_value<T: serde::Serialize>(value: T) -> Reply {
 
 impl Agent {
     /// Handles a request; `None` means it will be answered later (prompts).
-    fn handle_request(&mut self, request: IncomingRequest) -> Option<Reply> {
+    fn handle_request(&mut self, mut request: IncomingRequest) -> Option<Reply> {
+        if request.method == "initialize" {
+            capabilities::negotiate_version(&mut request.params);
+        }
         let parsed = match ClientRequest::from_method_and_params(&request.method, &request.params) {
             Ok(parsed) => parsed,
             Err(talaria_protocol::schema::MethodDispatchError::UnknownMethod { method }) => {
