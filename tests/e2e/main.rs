@@ -11,6 +11,7 @@ mod faults;
 mod framing;
 mod lifecycle;
 mod providers;
+mod record;
 mod safety;
 mod streaming;
 mod terminal_client;

@@ -408,7 +408,7 @@ impl Agent {
         }
         self.next_turn += 1;
         let turn = TurnId(self.next_turn);
-        let input = prompt_input::to_user_parts(params.prompt, session.images_allowed);
+        let input = prompt_input::to_user_input(params.prompt, session.images_allowed);
         let done = CancellationToken::new();
         lock(&session.pending).insert(
             turn,

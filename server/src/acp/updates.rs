@@ -6,6 +6,7 @@ use talaria_protocol::acp::{
     SessionUpdate, TextContent, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus,
     ToolCallUpdate, ToolCallUpdateFields, UsageUpdate,
 };
+use talaria_record::{DisplayContent, ToolDisplay};
 use talaria_tools::{TodoItem, ToolEffect, ToolKind, ToolStatus};
 
 /// The most characters of a tool result shown in the editor card (the model gets its own copy).
@@ -42,31 +43,9 @@ pub fn session_update(event: EngineEvent) -> Option<SessionUpdate> {
         EngineEvent::ToolCallFinished {
             id,
             status,
-            content,
+            display,
             raw_output,
-            effects,
-        } => {
-            let status = match status {
-                ToolStatus::Completed => ToolCallStatus::Completed,
-                ToolStatus::Failed => ToolCallStatus::Failed,
-            };
-            let mut shown: Vec<ToolCallContent> =
-                effects.iter().filter_map(effect_content).collect();
-            let has_terminal = effects
-                .iter()
-                .any(|e| matches!(e, ToolEffect::Terminal { .. }));
-            if !has_terminal || status == ToolCallStatus::Failed {
-                shown.push(ToolCallContent::from(text_block(clip(
-                    &content,
-                    MAX_DISPLAY_CHARS,
-                ))));
-            }
-            let fields = ToolCallUpdateFields::new()
-                .status(status)
-                .content(shown)
-                .raw_output(raw_output);
-            update(id, fields)
-        }
+        } => finished_card(id, status, &display, raw_output),
         EngineEvent::Plan(items) => {
             SessionUpdate::Plan(Plan::new(items.iter().map(plan_entry).collect()))
         }
@@ -79,6 +58,70 @@ pub fn session_update(event: EngineEvent) -> Option<SessionUpdate> {
     })
 }
 
+/// The final update of a card, from what the record keeps of it (live and on replay).
+pub fn finished_card(
+    id: String,
+    status: ToolStatus,
+    display: &ToolDisplay,
+    raw_output: Option<serde_json::Value>,
+) -> SessionUpdate {
+    let status = match status {
+        ToolStatus::Completed => ToolCallStatus::Completed,
+        ToolStatus::Failed => ToolCallStatus::Failed,
+    };
+    let mut fields = ToolCallUpdateFields::new()
+        .status(status)
+        .content(
+            display
+                .content
+                .iter()
+                .map(display_content)
+                .collect::<Vec<_>>(),
+        )
+        .raw_output(raw_output);
+    if !display.locations.is_empty() {
+        fields = fields.locations(
+            display
+                .locations
+                .iter()
+                .map(|l| ToolCallLocation::new(l.path.clone()).line(l.line))
+                .collect::<Vec<_>>(),
+        );
+    }
+    update(id, fields)
+}
+
+fn display_content(content: &DisplayContent) -> ToolCallContent {
+    match content {
+        DisplayContent::Text { text } => {
+            ToolCallContent::from(text_block(clip(text, MAX_DISPLAY_CHARS)))
+        }
+        DisplayContent::Diff {
+            path,
+            old_text,
+            new_text,
+        } => diff_content(path.into(), old_text.clone(), new_text.clone()),
+        DisplayContent::Terminal { terminal_id } => {
+            ToolCallContent::Terminal(acp::Terminal::new(terminal_id.clone()))
+        }
+    }
+}
+
+fn diff_content(
+    path: std::path::PathBuf,
+    old_text: Option<String>,
+    new_text: String,
+) -> ToolCallContent {
+    let size = old_text.as_ref().map_or(0, String::len) + new_text.len();
+    if size > MAX_DIFF_BYTES {
+        return ToolCallContent::from(text_block(format!(
+            "{}: the change is too large to show as a diff ({size} bytes).",
+            path.display()
+        )));
+    }
+    ToolCallContent::Diff(Diff::new(path, new_text).old_text(old_text))
+}
+
 fn update(id: String, fields: ToolCallUpdateFields) -> SessionUpdate {
     SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(id, fields))
 }
@@ -89,18 +132,11 @@ fn effect_content(effect: &ToolEffect) -> Option<ToolCallContent> {
             path,
             old_text,
             new_text,
-        } => {
-            let size = old_text.as_ref().map_or(0, String::len) + new_text.len();
-            if size > MAX_DIFF_BYTES {
-                return Some(ToolCallContent::from(text_block(format!(
-                    "{}: the change is too large to show as a diff ({size} bytes).",
-                    path.display()
-                ))));
-            }
-            Some(ToolCallContent::Diff(
-                Diff::new(path.clone(), new_text.clone()).old_text(old_text.clone()),
-            ))
-        }
+        } => Some(diff_content(
+            path.clone(),
+            old_text.clone(),
+            new_text.clone(),
+        )),
         ToolEffect::Terminal { terminal_id } => Some(ToolCallContent::Terminal(
             acp::Terminal::new(terminal_id.clone()),
         )),

@@ -3,7 +3,7 @@
 //! marker, which keeps every tool call/result pair valid. The full summarising compressor is a
 //! later milestone; when nothing is left to prune, the hook says so and the turn fails clearly.
 
-use talaria_provider::ChatMessage;
+use talaria_record::{EntryBody, Transcript};
 
 /// Tool outputs shorter than this are left alone.
 pub const PRUNE_MIN_CHARS: usize = 200;
@@ -15,23 +15,25 @@ pub struct Pruned {
     pub chars: usize,
 }
 
-/// Prunes old tool outputs in place. `Err` explains why nothing could be freed.
-pub fn prune_old_tool_output(history: &mut [ChatMessage]) -> Result<Pruned, String> {
-    let last_user = history
+/// Prunes old tool outputs (what the model reads; the client's copy stays) in place. `Err`
+/// explains why nothing could be freed.
+pub fn prune_old_tool_output(transcript: &mut Transcript) -> Result<Pruned, String> {
+    let entries = transcript.entries_mut();
+    let last_user = entries
         .iter()
-        .rposition(|m| matches!(m, ChatMessage::User(_)))
+        .rposition(|e| matches!(e.body, EntryBody::User { .. }))
         .unwrap_or(0);
     let mut pruned = Pruned {
         results: 0,
         chars: 0,
     };
-    for message in &mut history[..last_user] {
-        if let ChatMessage::Tool { content, .. } = message
-            && content.chars().count() > PRUNE_MIN_CHARS
-            && !content.starts_with("[Old tool output cleared")
+    for entry in &mut entries[..last_user] {
+        if let EntryBody::ToolResult(result) = &mut entry.body
+            && result.model_text.chars().count() > PRUNE_MIN_CHARS
+            && !result.model_text.starts_with("[Old tool output cleared")
         {
-            let size = content.chars().count();
-            *content =
+            let size = result.model_text.chars().count();
+            result.model_text =
                 format!("[Old tool output cleared to save context space: {size} characters]");
             pruned.results += 1;
             pruned.chars += size;
@@ -46,39 +48,24 @@ pub fn prune_old_tool_output(history: &mut [ChatMessage]) -> Result<Pruned, Stri
 #[cfg(test)]
 mod tests {
     use super::*;
-    use talaria_provider::{ToolCallRequest, UserPart};
+    use talaria_record::ModelMessage;
+    use talaria_record::testing::{assert_valid, assistant, result, user};
 
     #[test]
     fn prunes_only_old_long_tool_outputs_and_keeps_pairs() {
-        let call = ToolCallRequest {
-            id: "c".into(),
-            name: "read_file".into(),
-            arguments: "{}".into(),
-        };
-        let mut history = vec![
-            ChatMessage::System("s".into()),
-            ChatMessage::User(vec![UserPart::Text("q1".into())]),
-            ChatMessage::Assistant {
-                text: "".into(),
-                reasoning: None,
-                reasoning_signature: None,
-                tool_calls: vec![call.clone()],
-            },
-            ChatMessage::Tool {
-                call_id: "c".into(),
-                content: "x".repeat(1000),
-            },
-            ChatMessage::Tool {
-                call_id: "d".into(),
-                content: "short".into(),
-            },
-            ChatMessage::User(vec![UserPart::Text("q2".into())]),
-            ChatMessage::Tool {
-                call_id: "e".into(),
-                content: "y".repeat(1000),
-            },
-        ];
-        let pruned = prune_old_tool_output(&mut history).expect("pruned");
+        let long = "x".repeat(1000);
+        let mut transcript = Transcript::with_system("s");
+        transcript.push(user("q1"));
+        transcript.push(assistant(
+            "",
+            &[("c", "read_file", "{}"), ("d", "read_file", "{}")],
+        ));
+        transcript.push(result("c", "read_file", &long));
+        transcript.push(result("d", "read_file", "short"));
+        transcript.push(user("q2"));
+        transcript.push(assistant("", &[("e", "read_file", "{}")]));
+        transcript.push(result("e", "read_file", &long));
+        let pruned = prune_old_tool_output(&mut transcript).expect("pruned");
         assert_eq!(
             pruned,
             Pruned {
@@ -86,17 +73,15 @@ mod tests {
                 chars: 1000
             }
         );
+        let messages = transcript.model_messages();
         assert!(
-            matches!(&history[3], ChatMessage::Tool { call_id, content } if call_id == "c" && content.contains("1000 characters"))
+            matches!(&messages[3], ModelMessage::Tool { call_id: "c", content } if content.contains("1000 characters"))
         );
-        assert!(matches!(&history[4], ChatMessage::Tool { content, .. } if content == "short"));
+        assert!(matches!(&messages[4], ModelMessage::Tool { content, .. } if content == "short"));
         assert!(
-            matches!(&history[6], ChatMessage::Tool { content, .. } if content.len() == 1000),
-            "the latest ask is kept"
+            matches!(&messages[7], ModelMessage::Tool { content, .. } if content.len() == 1000)
         );
-        assert!(
-            prune_old_tool_output(&mut history).is_err(),
-            "nothing left: a clear error"
-        );
+        assert_valid(&transcript);
+        assert!(prune_old_tool_output(&mut transcript).is_err());
     }
 }

@@ -146,11 +146,10 @@ pub enum EngineEvent {
     ToolCallFinished {
         id: String,
         status: ToolStatus,
-        /// What the model reads as the result (before size budgets).
-        content: String,
+        /// What the card shows: diffs, terminal, result text and locations (as kept in the
+        /// record, so a replay shows the same).
+        display: talaria_record::ToolDisplay,
         raw_output: Option<Value>,
-        /// Diffs and terminals to show.
-        effects: Vec<ToolEffect>,
     },
     /// The todo list changed.
     Plan(Vec<TodoItem>),

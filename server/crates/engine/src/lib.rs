@@ -26,7 +26,7 @@ pub use events::{
     Barrier, EngineEvent, NoticeLevel, StopReason, ToolCallView, TurnError, TurnId, TurnUsage,
 };
 pub use router::ModelRouter;
-pub use session::{SessionHandle, SessionSettings, spawn_session};
+pub use session::{SessionHandle, SessionSettings, UserInput, spawn_session};
 
 #[cfg(test)]
 mod session_tests;

@@ -30,6 +30,10 @@ use crate::approval::{self, CallFacts, Mode, RuleStore, SecretReads, Verdict};
 use crate::bridge::{ClientBridge, PermissionAnswer, PermissionChoice, PermissionRequest};
 use crate::budget::ResultBudget;
 use crate::events::{EngineEvent, ToolCallView};
+use talaria_record::{
+    DisplayContent, DisplayKind, ResultStatus, ToolDisplay, ToolLocation as RecordLocation,
+    ToolResultEntry,
+};
 
 /// The most calls that run at once in one group.
 pub const MAX_PARALLEL: usize = 8;
@@ -62,6 +66,8 @@ struct Prepared {
     name: String,
     args: ParsedArgs,
     description: CallDescription,
+    kind: ToolKind,
+    raw_input: Value,
     need: ApprovalNeed,
     concurrency: Concurrency,
     max_result_chars: Option<usize>,
@@ -146,11 +152,12 @@ impl Orchestrator<'_> {
     }
 
     /// Runs a batch. `calls` pairs each model call with its session-unique id. Returns one
-    /// `(model call id, result text)` per call, in order, and whether the turn was cancelled.
+    /// record entry per call, in order (what the client was shown and the text the model
+    /// reads, fitted to the budgets), and whether the turn was cancelled.
     pub(crate) async fn run_batch(
         &mut self,
         calls: Vec<(String, ToolCallRequest)>,
-    ) -> (Vec<(String, String)>, bool) {
+    ) -> (Vec<ToolResultEntry>, bool) {
         let mut prepared = Vec::with_capacity(calls.len());
         for (id, call) in calls {
             let args = self.registry.parse_args(&call.name, &call.arguments);
@@ -177,7 +184,7 @@ impl Orchestrator<'_> {
                     .iter()
                     .map(|l| (l.path.clone(), l.line))
                     .collect(),
-                raw_input,
+                raw_input: raw_input.clone(),
                 preview,
             }))
             .await;
@@ -187,12 +194,14 @@ impl Orchestrator<'_> {
                 name: call.name,
                 args,
                 description,
+                kind,
+                raw_input,
                 need: definition.map_or(ApprovalNeed::Unknown, |d| d.approval),
                 concurrency: definition.map_or(Concurrency::Exclusive, |d| d.concurrency),
                 max_result_chars: definition.and_then(|d| d.max_result_chars),
             });
         }
-        let mut outcomes: Vec<Option<ToolOutcome>> = vec![None; prepared.len()];
+        let mut outcomes: Vec<Option<(ToolOutcome, ToolDisplay)>> = vec![None; prepared.len()];
         for group in plan_groups(&prepared) {
             let mut approved = Vec::new();
             for &index in &group {
@@ -202,8 +211,8 @@ impl Orchestrator<'_> {
                 match self.approve(&prepared[index]).await {
                     Ok(()) => approved.push(index),
                     Err(outcome) => {
-                        self.finish(&prepared[index], &outcome).await;
-                        outcomes[index] = Some(outcome);
+                        let display = self.finish(&prepared[index], &outcome).await;
+                        outcomes[index] = Some((outcome, display));
                     }
                 }
             }
@@ -218,21 +227,30 @@ impl Orchestrator<'_> {
         }
         let cancelled = self.cancel.is_cancelled();
         let mut results = Vec::with_capacity(prepared.len());
-        for (call, outcome) in prepared.iter().zip(outcomes) {
-            let outcome = match outcome {
-                Some(outcome) => outcome,
+        for (call, outcome) in prepared.into_iter().zip(outcomes) {
+            let (outcome, display) = match outcome {
+                Some(done) => done,
                 None => {
                     let outcome = ToolOutcome::failed(CANCELLED_RESULT);
-                    self.finish(call, &outcome).await;
-                    outcome
+                    let display = self.finish(&call, &outcome).await;
+                    (outcome, display)
                 }
             };
             let text = match outcome.status {
                 ToolStatus::Completed => outcome.content,
                 ToolStatus::Failed => format!("Error: {}", outcome.content),
             };
-            let fitted = self.budget.apply(call.max_result_chars, &call.id, text);
-            results.push((call.model_id.clone(), fitted));
+            let model_text = self.budget.apply(call.max_result_chars, &call.id, text);
+            results.push(ToolResultEntry {
+                call_id: call.model_id,
+                client_id: call.id,
+                tool: call.name,
+                status: result_status(outcome.status),
+                display,
+                raw_input: call.raw_input,
+                raw_output: outcome.raw_output,
+                model_text,
+            });
         }
         (results, cancelled)
     }
@@ -320,30 +338,27 @@ impl Orchestrator<'_> {
         }
     }
 
-    async fn finish(&self, call: &Prepared, outcome: &ToolOutcome) {
+    /// Reports a finished call (its plan, then its card) and returns what the card shows.
+    async fn finish(&self, call: &Prepared, outcome: &ToolOutcome) -> ToolDisplay {
         if let Some(items) = outcome.effects.iter().find_map(|e| match e {
             ToolEffect::Plan(items) => Some(items.clone()),
             _ => None,
         }) {
             self.emit(EngineEvent::Plan(items)).await;
         }
+        let display = display_of(call, outcome);
         self.emit(EngineEvent::ToolCallFinished {
             id: call.id.clone(),
             status: outcome.status,
-            content: outcome.content.clone(),
+            display: display.clone(),
             raw_output: outcome.raw_output.clone(),
-            effects: outcome
-                .effects
-                .iter()
-                .filter(|e| !matches!(e, ToolEffect::Plan(_)))
-                .cloned()
-                .collect(),
         })
         .await;
+        display
     }
 
     /// Runs one approved call, streaming its progress, and reports its result.
-    async fn execute(&self, call: &Prepared) -> ToolOutcome {
+    async fn execute(&self, call: &Prepared) -> (ToolOutcome, ToolDisplay) {
         self.emit(EngineEvent::ToolCallRunning {
             id: call.id.clone(),
         })
@@ -388,8 +403,80 @@ impl Orchestrator<'_> {
                 }
             }
         };
-        self.finish(call, &outcome).await;
-        outcome
+        let display = self.finish(call, &outcome).await;
+        (outcome, display)
+    }
+}
+
+fn result_status(status: ToolStatus) -> ResultStatus {
+    match status {
+        ToolStatus::Completed => ResultStatus::Completed,
+        ToolStatus::Failed => ResultStatus::Failed,
+    }
+}
+
+/// The record's kind for a tool's display kind.
+pub(crate) fn display_kind(kind: ToolKind) -> DisplayKind {
+    match kind {
+        ToolKind::Read => DisplayKind::Read,
+        ToolKind::Edit => DisplayKind::Edit,
+        ToolKind::Delete => DisplayKind::Delete,
+        ToolKind::Move => DisplayKind::Move,
+        ToolKind::Search => DisplayKind::Search,
+        ToolKind::Execute => DisplayKind::Execute,
+        ToolKind::Think => DisplayKind::Think,
+        ToolKind::Fetch => DisplayKind::Fetch,
+        ToolKind::Other => DisplayKind::Other,
+    }
+}
+
+/// What the client's card shows for a finished call: the call's diffs and terminal, then the
+/// result text (unless the output lives in a terminal and the call succeeded); the places it
+/// acted (the outcome's, else the description's).
+fn display_of(call: &Prepared, outcome: &ToolOutcome) -> ToolDisplay {
+    let mut content: Vec<DisplayContent> = outcome
+        .effects
+        .iter()
+        .filter_map(|effect| match effect {
+            ToolEffect::Diff {
+                path,
+                old_text,
+                new_text,
+            } => Some(DisplayContent::Diff {
+                path: path.display().to_string(),
+                old_text: old_text.clone(),
+                new_text: new_text.clone(),
+            }),
+            ToolEffect::Terminal { terminal_id } => Some(DisplayContent::Terminal {
+                terminal_id: terminal_id.clone(),
+            }),
+            ToolEffect::Plan(_) => None,
+        })
+        .collect();
+    let in_terminal = content
+        .iter()
+        .any(|c| matches!(c, DisplayContent::Terminal { .. }));
+    if !in_terminal || outcome.status == ToolStatus::Failed {
+        content.push(DisplayContent::Text {
+            text: outcome.content.clone(),
+        });
+    }
+    let locations = if outcome.locations.is_empty() {
+        &call.description.locations
+    } else {
+        &outcome.locations
+    };
+    ToolDisplay {
+        title: call.description.title.clone(),
+        kind: display_kind(call.kind),
+        locations: locations
+            .iter()
+            .map(|l| RecordLocation {
+                path: l.path.display().to_string(),
+                line: l.line,
+            })
+            .collect(),
+        content,
     }
 }
 
@@ -418,6 +505,8 @@ mod tests {
                 paths: paths.iter().map(PathBuf::from).collect(),
                 ..CallDescription::default()
             },
+            kind: ToolKind::Other,
+            raw_input: Value::Null,
             need: ApprovalNeed::Unknown,
             concurrency,
             max_result_chars: None,

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures_util::FutureExt;
-use talaria_provider::{ChatMessage, UserPart};
+use talaria_record::{InputBlock, Transcript, UserPart};
 use talaria_tools::{Registry, SessionToolState};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -46,10 +46,27 @@ pub struct SessionSettings {
     pub secrets: crate::approval::SecretReads,
 }
 
+/// What the user sent: as received (kept in the record) and as the model sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct UserInput {
+    pub blocks: Vec<InputBlock>,
+    pub model_view: Vec<UserPart>,
+}
+
+impl UserInput {
+    /// Plain text, as both.
+    pub fn text(text: &str) -> Self {
+        Self {
+            blocks: vec![InputBlock::Text { text: text.into() }],
+            model_view: vec![UserPart::text(text)],
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Queued {
     turn: TurnId,
-    input: Vec<UserPart>,
+    input: UserInput,
     generation: u64,
 }
 
@@ -72,7 +89,7 @@ pub struct SessionHandle {
 
 impl SessionHandle {
     /// Queues a prompt; it runs after every prompt queued before it.
-    pub fn prompt(&self, turn: TurnId, input: Vec<UserPart>) -> Result<(), TurnId> {
+    pub fn prompt(&self, turn: TurnId, input: UserInput) -> Result<(), TurnId> {
         let generation = self.lock().generation;
         self.queue
             .send(Queued {
@@ -143,7 +160,7 @@ pub fn spawn_session(
     tokio::spawn(async move {
         let rules = Mutex::new(RuleStore::load(&settings.home, &settings.cwd));
         let tool_state = Arc::new(SessionToolState::default());
-        let mut history = vec![ChatMessage::System(settings.system_prompt.clone())];
+        let mut history = Transcript::with_system(settings.system_prompt.clone());
         let mut window = settings.context_window;
         let mut session_usage = SessionUsage::default();
         let limits = TurnLimits {
@@ -166,7 +183,6 @@ pub fn spawn_session(
             let outcome = match token {
                 None => Ok(StopReason::Cancelled),
                 Some(token) => {
-                    let checkpoint = history.len();
                     let turn = Turn {
                         settings: &settings,
                         limits,
@@ -192,7 +208,7 @@ pub fn spawn_session(
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner)
                         .current = None;
-                    match result {
+                    let outcome = match result {
                         Ok((outcome, usage)) => {
                             turn_usage = usage;
                             outcome
@@ -200,12 +216,17 @@ pub fn spawn_session(
                         Err(panic) => {
                             let what = panic_message(panic.as_ref());
                             tracing::error!(session = %settings.id, "turn panicked: {what}");
-                            history.truncate(checkpoint);
                             Err(TurnError::Internal(format!(
                                 "the turn failed unexpectedly: {what}"
                             )))
                         }
+                    };
+                    // A failed turn stays in the record, marked (open calls get failed
+                    // results), so the next request is valid for every provider.
+                    if let Err(error) = &outcome {
+                        history.interrupt(error.to_string());
                     }
+                    outcome
                 }
             };
             let _ = events

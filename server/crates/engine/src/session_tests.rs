@@ -7,9 +7,10 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use talaria_provider::{
-    ChatMessage, ChatProvider, ChatRequest, EventStream, FinishReason, ProviderError, StreamEvent,
-    ToolCallRequest, UserPart,
+    ChatProvider, ChatRequest, EventStream, FinishReason, ModelMessage, ProviderError, StreamEvent,
+    ToolCallRequest, Transcript,
 };
+use talaria_record::testing::assert_valid;
 use tokio::sync::mpsc;
 
 use crate::bridge::{ClientBridge, PermissionAnswer, PermissionChoice, PermissionRequest};
@@ -54,7 +55,8 @@ enum Step {
 #[derive(Default)]
 struct Scripted {
     steps: Mutex<VecDeque<Step>>,
-    seen: Mutex<Vec<Vec<ChatMessage>>>,
+    /// The record each call was made with (checked against the record's invariants).
+    seen: Mutex<Vec<Transcript>>,
 }
 
 impl ChatProvider for Scripted {
@@ -66,10 +68,11 @@ impl ChatProvider for Scripted {
         &self,
         request: &ChatRequest<'_>,
     ) -> BoxFuture<'static, Result<EventStream, ProviderError>> {
+        assert_valid(request.transcript);
         self.seen
             .lock()
             .expect("lock")
-            .push(request.messages.to_vec());
+            .push(request.transcript.clone());
         let step = self.steps.lock().expect("lock").pop_front();
         Box::pin(async move {
             match step {
@@ -172,11 +175,14 @@ fn calls(list: &[(&str, &str, serde_json::Value)]) -> Step {
     }])
 }
 
-fn tool_results(messages: &[ChatMessage]) -> Vec<(String, String)> {
-    messages
+fn tool_results(transcript: &Transcript) -> Vec<(String, String)> {
+    transcript
+        .model_messages()
         .iter()
         .filter_map(|m| match m {
-            ChatMessage::Tool { call_id, content } => Some((call_id.clone(), content.clone())),
+            ModelMessage::Tool { call_id, content } => {
+                Some((call_id.to_string(), content.to_string()))
+            }
             _ => None,
         })
         .collect()
@@ -208,8 +214,8 @@ async fn finish_of(
     }
 }
 
-fn say(s: &str) -> Vec<UserPart> {
-    vec![UserPart::Text(s.into())]
+fn say(s: &str) -> crate::UserInput {
+    crate::UserInput::text(s)
 }
 
 #[tokio::test]
@@ -225,9 +231,14 @@ async fn a_panicking_turn_reports_an_error_and_the_session_goes_on() {
     let (events, outcome) = finish_of(&mut rx, 2).await;
     assert_eq!(outcome, Ok(StopReason::EndTurn));
     assert_eq!(events, vec![EngineEvent::AgentText("fine".into())]);
-    // The panicked turn was rolled back: the second call sees system + the new user message.
+    // The panicked turn stays in the record, marked as interrupted; the second call sees a
+    // valid transcript: system, the first ask, a note that it did not complete, the new ask.
     let seen = provider.seen.lock().expect("lock");
-    assert_eq!(seen[1].len(), 2);
+    let messages = seen[1].model_messages();
+    assert_eq!(messages.len(), 4, "{messages:?}");
+    assert!(
+        matches!(&messages[2], ModelMessage::Assistant { text, .. } if text.contains("did not complete"))
+    );
 }
 
 #[tokio::test]
@@ -256,7 +267,9 @@ async fn cancel_ends_the_running_turn_and_the_queue_but_not_later_prompts() {
     // The partial answer was kept as an assistant message; the cancelled queued prompt never ran.
     let seen = provider.seen.lock().expect("lock");
     assert_eq!(seen.len(), 2);
-    assert!(matches!(&seen[1][2], ChatMessage::Assistant { text, .. } if text == "partial"));
+    assert!(
+        matches!(&seen[1].model_messages()[2], ModelMessage::Assistant { text, .. } if text == "partial")
+    );
 }
 
 #[tokio::test]
@@ -297,12 +310,12 @@ async fn tool_results_follow_their_calls_and_the_request_cap_holds() {
         "ids made unique"
     );
     let seen = provider.seen.lock().expect("lock");
-    let second = &seen[1];
+    let second = seen[1].model_messages();
     assert!(
-        matches!(&second[3], ChatMessage::Tool { call_id, content } if call_id == "c1" && content.contains("1|hello"))
+        matches!(&second[3], ModelMessage::Tool { call_id, content } if *call_id == "c1" && content.contains("1|hello"))
     );
     assert!(
-        matches!(&second[4], ChatMessage::Tool { content, .. } if content.starts_with("Error: "))
+        matches!(&second[4], ModelMessage::Tool { content, .. } if content.starts_with("Error: "))
     );
 }
 

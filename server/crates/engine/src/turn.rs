@@ -16,9 +16,10 @@ use std::sync::{Arc, Mutex};
 
 use futures_util::StreamExt;
 use talaria_provider::{
-    ChatMessage, ChatRequest, ErrorClass, FinishReason, ProviderError, StreamEvent,
-    ToolCallRequest, ToolSpec, UserPart, classify,
+    ChatRequest, ErrorClass, FinishReason, ProviderError, StreamEvent, ToolCallRequest, ToolSpec,
+    classify,
 };
+use talaria_record::{AssistantEntry, EntryBody, Reasoning, Transcript};
 use talaria_tools::{Registry, SessionToolState, ToolContext};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -61,7 +62,7 @@ pub(crate) struct Turn<'a> {
     pub tool_state: &'a Arc<SessionToolState>,
     pub events: &'a mpsc::Sender<EngineEvent>,
     pub cancel: &'a CancellationToken,
-    pub history: &'a mut Vec<ChatMessage>,
+    pub history: &'a mut Transcript,
     pub used_tool_ids: &'a mut HashSet<String>,
     /// The effective context window (lowered when a provider states a smaller one).
     pub window: &'a mut u64,
@@ -110,7 +111,7 @@ impl Turn<'_> {
 
     pub(crate) async fn run(
         mut self,
-        input: Vec<UserPart>,
+        input: crate::session::UserInput,
     ) -> (Result<StopReason, TurnError>, TurnUsage) {
         let mut recovery = Recovery {
             chain: self.router.chain(&self.model),
@@ -124,10 +125,13 @@ impl Turn<'_> {
 
     async fn run_loop(
         &mut self,
-        input: Vec<UserPart>,
+        input: crate::session::UserInput,
         recovery: &mut Recovery,
     ) -> Result<StopReason, TurnError> {
-        self.history.push(ChatMessage::User(input));
+        self.history.push(EntryBody::User {
+            input: input.blocks,
+            model_view: input.model_view,
+        });
         let tools: Vec<ToolSpec> = self
             .registry
             .definitions()
@@ -149,12 +153,10 @@ impl Turn<'_> {
                 match self.call_model(&tools, recovery).await? {
                     CallResult::Cancelled { text } => {
                         if !text.is_empty() {
-                            self.history.push(ChatMessage::Assistant {
+                            self.history.push(EntryBody::Assistant(AssistantEntry {
                                 text,
-                                reasoning: None,
-                                reasoning_signature: None,
-                                tool_calls: Vec::new(),
-                            });
+                                ..AssistantEntry::default()
+                            }));
                         }
                         return Ok(StopReason::Cancelled);
                     }
@@ -166,12 +168,15 @@ impl Turn<'_> {
                         tool_calls,
                     } => (text, reasoning, signature, reason, tool_calls),
                 };
-            self.history.push(ChatMessage::Assistant {
+            self.history.push(EntryBody::Assistant(AssistantEntry {
                 text,
-                reasoning: (!reasoning.is_empty()).then_some(reasoning),
-                reasoning_signature: signature,
+                reasoning: (!reasoning.is_empty()).then_some(Reasoning {
+                    text: reasoning,
+                    signature,
+                }),
                 tool_calls: tool_calls.clone(),
-            });
+                model: Some(recovery.chain[recovery.active].label()),
+            }));
             if tool_calls.is_empty() {
                 return Ok(match reason {
                     FinishReason::Length => StopReason::MaxTokens,
@@ -383,7 +388,7 @@ impl Turn<'_> {
     ) -> Attempt {
         let request = ChatRequest {
             model: &target.model,
-            messages: self.history,
+            transcript: self.history,
             tools,
             max_tokens,
             credential,
@@ -499,8 +504,8 @@ impl Turn<'_> {
             budget,
         };
         let (results, cancelled) = orchestrator.run_batch(calls).await;
-        for (call_id, content) in results {
-            self.history.push(ChatMessage::Tool { call_id, content });
+        for entry in results {
+            self.history.push(EntryBody::ToolResult(Box::new(entry)));
         }
         cancelled
     }

@@ -7,7 +7,8 @@ use serde_json::{Value, json};
 
 use crate::http::Connection;
 use crate::model::{
-    ChatMessage, ChatRequest, FinishReason, StreamEvent, ToolCallRequest, Usage, UserPart,
+    ChatRequest, FinishReason, ModelMessage, Reasoning, StreamEvent, ToolCallRequest, Usage,
+    UserPart,
 };
 use crate::sse::SseEvent;
 use crate::stream::{Decoder, Out, parse_json, stream_error};
@@ -92,7 +93,7 @@ fn user_content(parts: &[UserPart]) -> Vec<Value> {
     parts
         .iter()
         .map(|part| match part {
-            UserPart::Text(text) => json!({"type": "text", "text": text}),
+            UserPart::Text { text } => json!({"type": "text", "text": text}),
             UserPart::Image { mime_type, data } => {
                 json!({"type": "image", "source": {"type": "base64", "media_type": mime_type, "data": data}})
             }
@@ -122,18 +123,21 @@ pub fn request_body(
         }
         messages.push(json!({"role": role, "content": content}));
     };
-    for message in request.messages {
+    for message in &request.transcript.model_messages() {
         match message {
-            ChatMessage::System(text) => system.push(json!({"type": "text", "text": text})),
-            ChatMessage::User(parts) => push("user", user_content(parts)),
-            ChatMessage::Assistant {
+            ModelMessage::System(text) => system.push(json!({"type": "text", "text": text})),
+            ModelMessage::User(parts) => push("user", user_content(parts)),
+            ModelMessage::Assistant {
                 text,
                 reasoning,
-                reasoning_signature,
                 tool_calls,
             } => {
                 let mut content = Vec::new();
-                if let (Some(thinking), Some(signature)) = (reasoning, reasoning_signature) {
+                if let Some(Reasoning {
+                    text: thinking,
+                    signature: Some(signature),
+                }) = reasoning
+                {
                     content.push(
                         json!({"type": "thinking", "thinking": thinking, "signature": signature}),
                     );
@@ -141,7 +145,7 @@ pub fn request_body(
                 if !text.is_empty() {
                     content.push(json!({"type": "text", "text": text}));
                 }
-                for call in tool_calls {
+                for call in *tool_calls {
                     let input = serde_json::from_str::<Value>(&call.arguments)
                         .ok()
                         .filter(Value::is_object)
@@ -150,7 +154,7 @@ pub fn request_body(
                 }
                 push("assistant", content);
             }
-            ChatMessage::Tool { call_id, content } => {
+            ModelMessage::Tool { call_id, content } => {
                 push(
                     "user",
                     vec![
@@ -371,6 +375,7 @@ impl Decoder for MessagesDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Transcript;
 
     fn decode(body: &'static str) -> Vec<Result<StreamEvent, ProviderError>> {
         crate::stream::decode_chunks(&[body], MessagesDecoder::default())
@@ -440,29 +445,30 @@ mod tests {
 
     #[test]
     fn body_alternates_roles_replays_thinking_and_marks_cache_breakpoints() {
-        let messages = vec![
-            ChatMessage::System("sys".into()),
-            ChatMessage::User(vec![UserPart::Text("q1".into())]),
-            ChatMessage::Assistant {
-                text: "".into(),
-                reasoning: Some("think".into()),
-                reasoning_signature: Some("sig".into()),
+        use talaria_record::testing::{result, user};
+        let mut transcript = Transcript::with_system("sys");
+        transcript.push(user("q1"));
+        transcript.push(talaria_record::EntryBody::Assistant(
+            talaria_record::AssistantEntry {
+                text: String::new(),
+                reasoning: Some(Reasoning {
+                    text: "think".into(),
+                    signature: Some("sig".into()),
+                }),
                 tool_calls: vec![ToolCallRequest {
                     id: "t1".into(),
                     name: "read_file".into(),
                     arguments: "{\"path\":\"a\"}".into(),
                 }],
+                model: None,
             },
-            ChatMessage::Tool {
-                call_id: "t1".into(),
-                content: "data".into(),
-            },
-            ChatMessage::User(vec![UserPart::Text("q2".into())]),
-        ];
+        ));
+        transcript.push(result("t1", "read_file", "data"));
+        transcript.push(user("q2"));
         let body = request_body(
             &ChatRequest {
                 model: "claude",
-                messages: &messages,
+                transcript: &transcript,
                 tools: &[],
                 max_tokens: None,
                 credential: None,

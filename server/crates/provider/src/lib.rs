@@ -19,7 +19,8 @@ use futures_util::stream::BoxStream;
 pub use classify::{Classified, ErrorClass, classify};
 pub use error::ProviderError;
 pub use model::{
-    ChatMessage, ChatRequest, FinishReason, StreamEvent, ToolCallRequest, ToolSpec, Usage, UserPart,
+    ChatRequest, FinishReason, ModelMessage, Reasoning, StreamEvent, ToolCallRequest, ToolSpec,
+    Transcript, Usage, UserPart,
 };
 
 /// The events of one model call, in order, ending with [`StreamEvent::Finished`] or an error.

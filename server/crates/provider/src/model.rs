@@ -2,44 +2,7 @@
 
 use serde_json::Value;
 
-/// One part of a user message.
-#[derive(Debug, Clone, PartialEq)]
-pub enum UserPart {
-    /// Plain text.
-    Text(String),
-    /// An image, base64-encoded.
-    Image { mime_type: String, data: String },
-}
-
-/// A tool call the model asked for.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolCallRequest {
-    /// The model's id for the call (echoed back with the result).
-    pub id: String,
-    /// The tool name.
-    pub name: String,
-    /// The raw arguments text (normally a JSON object; may be malformed).
-    pub arguments: String,
-}
-
-/// One message of the conversation.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ChatMessage {
-    /// The system prompt.
-    System(String),
-    /// What the user said.
-    User(Vec<UserPart>),
-    /// What the model said, with any tool calls it made.
-    Assistant {
-        text: String,
-        reasoning: Option<String>,
-        /// The provider's signature of the reasoning (Anthropic thinking), kept for replay.
-        reasoning_signature: Option<String>,
-        tool_calls: Vec<ToolCallRequest>,
-    },
-    /// The result of one tool call.
-    Tool { call_id: String, content: String },
-}
+pub use talaria_record::{ModelMessage, Reasoning, ToolCallRequest, Transcript, UserPart};
 
 /// A tool offered to the model.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,11 +13,12 @@ pub struct ToolSpec {
     pub parameters: Value,
 }
 
-/// One model call. Borrows the conversation so that no history is copied per call.
+/// One model call. Borrows the conversation record so that no history is copied per call;
+/// each API adapter renders it ([`Transcript::model_messages`]) into its own wire format.
 #[derive(Debug, Clone)]
 pub struct ChatRequest<'a> {
     pub model: &'a str,
-    pub messages: &'a [ChatMessage],
+    pub transcript: &'a Transcript,
     pub tools: &'a [ToolSpec],
     pub max_tokens: Option<u32>,
     /// The API key to use for this call (from the credential pool); `None` uses the

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::http::Connection;
 use crate::model::{
-    ChatMessage, ChatRequest, FinishReason, StreamEvent, ToolCallRequest, Usage, UserPart,
+    ChatRequest, FinishReason, ModelMessage, StreamEvent, ToolCallRequest, Usage, UserPart,
 };
 use crate::sse::SseEvent;
 use crate::stream::{Decoder, Out, stream_error};
@@ -69,7 +69,12 @@ impl ChatProvider for OpenAiProvider {
 
 /// The JSON body of a streaming request.
 pub fn request_body(request: &ChatRequest<'_>) -> Value {
-    let messages: Vec<Value> = request.messages.iter().map(message_json).collect();
+    let messages: Vec<Value> = request
+        .transcript
+        .model_messages()
+        .iter()
+        .map(message_json)
+        .collect();
     let mut body = json!({
         "model": request.model,
         "messages": messages,
@@ -94,16 +99,16 @@ pub fn request_body(request: &ChatRequest<'_>) -> Value {
     body
 }
 
-fn message_json(message: &ChatMessage) -> Value {
+fn message_json(message: &ModelMessage<'_>) -> Value {
     match message {
-        ChatMessage::System(text) => json!({"role": "system", "content": text}),
-        ChatMessage::User(parts) => {
-            let only_text = parts.iter().all(|p| matches!(p, UserPart::Text(_)));
+        ModelMessage::System(text) => json!({"role": "system", "content": text}),
+        ModelMessage::User(parts) => {
+            let only_text = parts.iter().all(|p| matches!(p, UserPart::Text { .. }));
             if only_text {
                 let text: Vec<&str> = parts
                     .iter()
                     .filter_map(|p| match p {
-                        UserPart::Text(t) => Some(t.as_str()),
+                        UserPart::Text { text } => Some(text.as_str()),
                         UserPart::Image { .. } => None,
                     })
                     .collect();
@@ -112,7 +117,7 @@ fn message_json(message: &ChatMessage) -> Value {
                 let content: Vec<Value> = parts
                     .iter()
                     .map(|part| match part {
-                        UserPart::Text(text) => json!({"type": "text", "text": text}),
+                        UserPart::Text { text } => json!({"type": "text", "text": text}),
                         UserPart::Image { mime_type, data } => json!({
                             "type": "image_url",
                             "image_url": {"url": format!("data:{mime_type};base64,{data}")}
@@ -122,7 +127,7 @@ fn message_json(message: &ChatMessage) -> Value {
                 json!({"role": "user", "content": content})
             }
         }
-        ChatMessage::Assistant {
+        ModelMessage::Assistant {
             text, tool_calls, ..
         } => {
             let mut message = json!({"role": "assistant", "content": text});
@@ -139,7 +144,7 @@ fn message_json(message: &ChatMessage) -> Value {
             }
             message
         }
-        ChatMessage::Tool { call_id, content } => {
+        ModelMessage::Tool { call_id, content } => {
             json!({"role": "tool", "tool_call_id": call_id, "content": content})
         }
     }
@@ -359,6 +364,7 @@ impl ChatDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Transcript;
 
     fn decode(chunks: Vec<&'static str>) -> Vec<Result<StreamEvent, ProviderError>> {
         crate::stream::decode_chunks(&chunks, ChatDecoder::default())
@@ -437,16 +443,17 @@ mod tests {
 
     #[test]
     fn body_carries_stream_options_tools_and_images() {
-        let messages = vec![
-            ChatMessage::System("sys".into()),
-            ChatMessage::User(vec![
-                UserPart::Text("look".into()),
+        let mut transcript = Transcript::with_system("sys");
+        transcript.push(talaria_record::EntryBody::User {
+            input: Vec::new(),
+            model_view: vec![
+                UserPart::text("look"),
                 UserPart::Image {
                     mime_type: "image/png".into(),
                     data: "AAA".into(),
                 },
-            ]),
-        ];
+            ],
+        });
         let tools = vec![crate::ToolSpec {
             name: "t".into(),
             description: "d".into(),
@@ -454,7 +461,7 @@ mod tests {
         }];
         let body = request_body(&ChatRequest {
             model: "m",
-            messages: &messages,
+            transcript: &transcript,
             tools: &tools,
             max_tokens: None,
             credential: None,

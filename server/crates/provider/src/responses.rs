@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use crate::http::Connection;
 use crate::model::{
-    ChatMessage, ChatRequest, FinishReason, StreamEvent, ToolCallRequest, Usage, UserPart,
+    ChatRequest, FinishReason, ModelMessage, StreamEvent, ToolCallRequest, Usage, UserPart,
 };
 use crate::sse::SseEvent;
 use crate::stream::{Decoder, Out, parse_json, stream_error};
@@ -70,14 +70,14 @@ impl ChatProvider for ResponsesProvider {
 pub fn request_body(request: &ChatRequest<'_>, reasoning_summaries: bool) -> Value {
     let mut instructions = Vec::new();
     let mut input = Vec::new();
-    for message in request.messages {
+    for message in &request.transcript.model_messages() {
         match message {
-            ChatMessage::System(text) => instructions.push(text.clone()),
-            ChatMessage::User(parts) => {
+            ModelMessage::System(text) => instructions.push(text.to_string()),
+            ModelMessage::User(parts) => {
                 let content: Vec<Value> = parts
                     .iter()
                     .map(|part| match part {
-                        UserPart::Text(text) => json!({"type": "input_text", "text": text}),
+                        UserPart::Text { text } => json!({"type": "input_text", "text": text}),
                         UserPart::Image { mime_type, data } => {
                             json!({"type": "input_image", "image_url": format!("data:{mime_type};base64,{data}")})
                         }
@@ -85,17 +85,17 @@ pub fn request_body(request: &ChatRequest<'_>, reasoning_summaries: bool) -> Val
                     .collect();
                 input.push(json!({"role": "user", "content": content}));
             }
-            ChatMessage::Assistant {
+            ModelMessage::Assistant {
                 text, tool_calls, ..
             } => {
                 if !text.is_empty() {
                     input.push(json!({"role": "assistant", "content": [{"type": "output_text", "text": text}]}));
                 }
-                for call in tool_calls {
+                for call in *tool_calls {
                     input.push(json!({"type": "function_call", "call_id": call.id, "name": call.name, "arguments": call.arguments}));
                 }
             }
-            ChatMessage::Tool { call_id, content } => {
+            ModelMessage::Tool { call_id, content } => {
                 input.push(
                     json!({"type": "function_call_output", "call_id": call_id, "output": content}),
                 );
@@ -268,6 +268,7 @@ impl Decoder for ResponsesDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Transcript;
 
     fn decode(body: &'static str) -> Vec<Result<StreamEvent, ProviderError>> {
         crate::stream::decode_chunks(&[body], ResponsesDecoder::default())
@@ -310,28 +311,15 @@ mod tests {
 
     #[test]
     fn body_maps_history_to_items() {
-        let messages = vec![
-            ChatMessage::System("sys".into()),
-            ChatMessage::User(vec![UserPart::Text("q".into())]),
-            ChatMessage::Assistant {
-                text: "".into(),
-                reasoning: None,
-                reasoning_signature: None,
-                tool_calls: vec![ToolCallRequest {
-                    id: "c".into(),
-                    name: "t".into(),
-                    arguments: "{}".into(),
-                }],
-            },
-            ChatMessage::Tool {
-                call_id: "c".into(),
-                content: "out".into(),
-            },
-        ];
+        use talaria_record::testing::{assistant, result, user};
+        let mut transcript = Transcript::with_system("sys");
+        transcript.push(user("q"));
+        transcript.push(assistant("", &[("c", "t", "{}")]));
+        transcript.push(result("c", "t", "out"));
         let body = request_body(
             &ChatRequest {
                 model: "o4",
-                messages: &messages,
+                transcript: &transcript,
                 tools: &[],
                 max_tokens: Some(100),
                 credential: None,

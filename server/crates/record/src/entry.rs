@@ -1,0 +1,251 @@
+//! The entry types of the record (serde: they are stored and versioned).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A stable, session-unique entry id (increasing).
+pub type EntryId = u64;
+
+/// One part of what the model sees of a user message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum UserPart {
+    /// Plain text.
+    Text { text: String },
+    /// An image, base64-encoded.
+    Image { mime_type: String, data: String },
+}
+
+impl UserPart {
+    /// A text part.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::Text { text: text.into() }
+    }
+}
+
+/// A block of user input as the client sent it (protocol-neutral).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum InputBlock {
+    Text {
+        text: String,
+    },
+    Image {
+        mime_type: String,
+        data: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        uri: Option<String>,
+    },
+    Audio {
+        mime_type: String,
+        data: String,
+    },
+    /// A reference to a resource the client did not embed.
+    ResourceLink {
+        uri: String,
+        name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        description: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mime_type: Option<String>,
+    },
+    /// An embedded resource: text or base64 blob.
+    Resource {
+        uri: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mime_type: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        blob: Option<String>,
+    },
+    /// Anything else, kept as the client's JSON.
+    Other {
+        json: Value,
+    },
+}
+
+/// A tool call the model asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCallRequest {
+    /// The model's id for the call (echoed back with the result).
+    pub id: String,
+    /// The tool name.
+    pub name: String,
+    /// The raw arguments text (normally a JSON object; may be malformed).
+    pub arguments: String,
+}
+
+/// The model's reasoning, with the provider's signature for replay (Anthropic thinking).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reasoning {
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+}
+
+/// What the model said, with any tool calls it made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct AssistantEntry {
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<Reasoning>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCallRequest>,
+    /// The model that answered (`provider/model` label).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+/// How a tool call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResultStatus {
+    Completed,
+    Failed,
+}
+
+/// The kind of action, for the client's icon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum DisplayKind {
+    Read,
+    Edit,
+    Delete,
+    Move,
+    Search,
+    Execute,
+    Think,
+    Fetch,
+    #[default]
+    Other,
+}
+
+/// Where a call acted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolLocation {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+}
+
+/// One piece of what the client was shown on a tool card.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum DisplayContent {
+    Text {
+        text: String,
+    },
+    Diff {
+        path: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        old_text: Option<String>,
+        new_text: String,
+    },
+    Terminal {
+        terminal_id: String,
+    },
+}
+
+/// What the client was shown of a tool call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ToolDisplay {
+    pub title: String,
+    pub kind: DisplayKind,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub locations: Vec<ToolLocation>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub content: Vec<DisplayContent>,
+}
+
+/// The result of one tool call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolResultEntry {
+    /// The model's id of the call this answers.
+    pub call_id: String,
+    /// The session-unique id the client saw (differs from `call_id` when the model repeated
+    /// an id).
+    pub client_id: String,
+    pub tool: String,
+    pub status: ResultStatus,
+    pub display: ToolDisplay,
+    /// The arguments as the client saw them.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub raw_input: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_output: Option<Value>,
+    /// The text the model read as the result.
+    pub model_text: String,
+}
+
+/// How serious a notice is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoticeLevel {
+    Info,
+    Warning,
+    Error,
+}
+
+/// A todo item shown as the client's plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanItem {
+    pub id: String,
+    pub content: String,
+    pub status: String,
+}
+
+/// What an entry holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EntryBody {
+    /// The system prompt.
+    System {
+        text: String,
+    },
+    /// The user's input as received, and the parts the model saw.
+    User {
+        input: Vec<InputBlock>,
+        model_view: Vec<UserPart>,
+    },
+    Assistant(AssistantEntry),
+    ToolResult(Box<ToolResultEntry>),
+    /// A notice that belongs to the history (a fallback, a retry, a failure).
+    Notice {
+        level: NoticeLevel,
+        text: String,
+    },
+    ModeChanged {
+        mode: String,
+    },
+    ModelChanged {
+        model: String,
+    },
+    Plan {
+        items: Vec<PlanItem>,
+    },
+    /// A compaction summary standing for the entries `first..=last` (marked compacted); the
+    /// model sees it where those entries were.
+    Summary {
+        text: String,
+        first: EntryId,
+        last: EntryId,
+    },
+    /// A turn that did not complete (failed, or the process stopped).
+    Interrupted {
+        reason: String,
+    },
+}
+
+/// One entry of the record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    pub id: EntryId,
+    /// Milliseconds since the Unix epoch.
+    pub at_ms: i64,
+    /// Replaced for the model by a compaction summary; still shown on replay.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub compacted: bool,
+    #[serde(flatten)]
+    pub body: EntryBody,
+}

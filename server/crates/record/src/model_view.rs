@@ -1,0 +1,106 @@
+//! The record rendered as the provider-neutral message list every API adapter starts from.
+//! This is the only place history becomes model messages.
+//!
+//! Rules: compacted entries are skipped, and a summary is a user message where the first
+//! entry it stands for was; markers are not model
+//! messages; a tool result is kept only right after its call (orphans are dropped); calls
+//! left without a result when another message begins get a failed result; an interrupted
+//! turn whose last model message is the user's gets a short assistant note, so roles stay
+//! valid for every provider.
+
+use std::borrow::Cow;
+
+use crate::entry::{Entry, EntryBody, Reasoning, ToolCallRequest, UserPart};
+use crate::transcript::INTERRUPTED_RESULT;
+
+/// One message as the model sees it, borrowing from the record where it can.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelMessage<'a> {
+    System(&'a str),
+    User(Cow<'a, [UserPart]>),
+    Assistant {
+        text: Cow<'a, str>,
+        reasoning: Option<&'a Reasoning>,
+        tool_calls: &'a [ToolCallRequest],
+    },
+    Tool {
+        call_id: &'a str,
+        content: Cow<'a, str>,
+    },
+}
+
+fn close_open<'a>(out: &mut Vec<ModelMessage<'a>>, open: &mut Vec<&'a str>) {
+    for call_id in open.drain(..) {
+        out.push(ModelMessage::Tool {
+            call_id,
+            content: Cow::Borrowed(INTERRUPTED_RESULT),
+        });
+    }
+}
+
+/// Renders entries in order.
+pub(crate) fn render(entries: &[Entry]) -> Vec<ModelMessage<'_>> {
+    let mut out: Vec<ModelMessage<'_>> = Vec::with_capacity(entries.len());
+    let mut open: Vec<&str> = Vec::new();
+    // Live summaries, by the first entry they stand for.
+    let summaries: Vec<(crate::EntryId, &str)> = entries
+        .iter()
+        .filter(|e| !e.compacted)
+        .filter_map(|e| match &e.body {
+            EntryBody::Summary { text, first, .. } => Some((*first, text.as_str())),
+            _ => None,
+        })
+        .collect();
+    for entry in entries {
+        if entry.compacted {
+            if let Some((_, text)) = summaries.iter().find(|(first, _)| *first == entry.id) {
+                close_open(&mut out, &mut open);
+                out.push(ModelMessage::User(Cow::Owned(vec![UserPart::Text {
+                    text: (*text).to_string(),
+                }])));
+            }
+            continue;
+        }
+        match &entry.body {
+            EntryBody::System { text } => out.push(ModelMessage::System(text)),
+            EntryBody::User { model_view, .. } => {
+                close_open(&mut out, &mut open);
+                out.push(ModelMessage::User(Cow::Borrowed(model_view)));
+            }
+            EntryBody::Assistant(assistant) => {
+                close_open(&mut out, &mut open);
+                out.push(ModelMessage::Assistant {
+                    text: Cow::Borrowed(&assistant.text),
+                    reasoning: assistant.reasoning.as_ref(),
+                    tool_calls: &assistant.tool_calls,
+                });
+                open = assistant.tool_calls.iter().map(|c| c.id.as_str()).collect();
+            }
+            EntryBody::ToolResult(result) => {
+                if let Some(position) = open.iter().position(|id| *id == result.call_id) {
+                    open.remove(position);
+                    out.push(ModelMessage::Tool {
+                        call_id: &result.call_id,
+                        content: Cow::Borrowed(&result.model_text),
+                    });
+                }
+            }
+            EntryBody::Interrupted { reason } => {
+                close_open(&mut out, &mut open);
+                if matches!(out.last(), Some(ModelMessage::User(_))) {
+                    out.push(ModelMessage::Assistant {
+                        text: Cow::Owned(format!("[This turn did not complete: {reason}]")),
+                        reasoning: None,
+                        tool_calls: &[],
+                    });
+                }
+            }
+            EntryBody::Notice { .. }
+            | EntryBody::ModeChanged { .. }
+            | EntryBody::ModelChanged { .. }
+            | EntryBody::Plan { .. }
+            | EntryBody::Summary { .. } => {}
+        }
+    }
+    out
+}

@@ -1,0 +1,226 @@
+//! The transcript: entries in order, with ids, and the operations the engine needs.
+
+use serde::{Deserialize, Serialize};
+
+use crate::entry::{
+    DisplayContent, DisplayKind, Entry, EntryBody, EntryId, ResultStatus, ToolCallRequest,
+    ToolDisplay, ToolResultEntry,
+};
+use crate::model_view::{self, ModelMessage};
+use crate::validate::{self, Violation};
+
+/// The version of the serialized form. Bumped when a change is not backward compatible;
+/// older records are read by migrating them.
+pub const RECORD_VERSION: u32 = 1;
+
+/// Why a stored record could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("the record is not valid JSON for this version: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("the record has version {found}; this build reads up to {RECORD_VERSION}")]
+    TooNew { found: u32 },
+}
+
+/// A session's conversation record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Transcript {
+    version: u32,
+    next_id: EntryId,
+    entries: Vec<Entry>,
+}
+
+impl Default for Transcript {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// The text a model reads for a call that never finished.
+pub const INTERRUPTED_RESULT: &str =
+    "Error: this call was interrupted before it finished; it may not have run.";
+
+impl Transcript {
+    /// An empty record.
+    pub fn new() -> Self {
+        Self {
+            version: RECORD_VERSION,
+            next_id: 1,
+            entries: Vec::new(),
+        }
+    }
+
+    /// A record that starts with a system prompt.
+    pub fn with_system(text: impl Into<String>) -> Self {
+        let mut transcript = Self::new();
+        transcript.push(EntryBody::System { text: text.into() });
+        transcript
+    }
+
+    /// Appends an entry stamped now; returns its id.
+    pub fn push(&mut self, body: EntryBody) -> EntryId {
+        self.push_at(body, now_ms())
+    }
+
+    /// Appends an entry with a given time (for tests and imports).
+    pub fn push_at(&mut self, body: EntryBody, at_ms: i64) -> EntryId {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.entries.push(Entry {
+            id,
+            at_ms,
+            compacted: false,
+            body,
+        });
+        id
+    }
+
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    /// Entries for in-place rewrites (compaction marks and prunes; ids never change).
+    pub fn entries_mut(&mut self) -> &mut [Entry] {
+        &mut self.entries
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Replaces the system prompt (e.g. after a model switch), or adds one at the start.
+    pub fn set_system_prompt(&mut self, text: impl Into<String>) {
+        let text = text.into();
+        match self
+            .entries
+            .iter_mut()
+            .find(|e| matches!(e.body, EntryBody::System { .. }))
+        {
+            Some(entry) => entry.body = EntryBody::System { text },
+            None => {
+                let id = self.next_id;
+                self.next_id += 1;
+                self.entries.insert(
+                    0,
+                    Entry {
+                        id,
+                        at_ms: now_ms(),
+                        compacted: false,
+                        body: EntryBody::System { text },
+                    },
+                );
+            }
+        }
+    }
+
+    /// The tool calls of the latest assistant entry that have no result yet.
+    pub fn open_tool_calls(&self) -> Vec<&ToolCallRequest> {
+        let Some(position) = self
+            .entries
+            .iter()
+            .rposition(|e| matches!(e.body, EntryBody::Assistant(_)))
+        else {
+            return Vec::new();
+        };
+        let EntryBody::Assistant(assistant) = &self.entries[position].body else {
+            return Vec::new();
+        };
+        let answered: Vec<&str> = self.entries[position + 1..]
+            .iter()
+            .filter_map(|e| match &e.body {
+                EntryBody::ToolResult(result) => Some(result.call_id.as_str()),
+                _ => None,
+            })
+            .collect();
+        assistant
+            .tool_calls
+            .iter()
+            .filter(|call| !answered.contains(&call.id.as_str()))
+            .collect()
+    }
+
+    /// Marks the current turn as not completed: every open tool call gets a failed result
+    /// (so the record stays valid), then an `Interrupted` marker.
+    pub fn interrupt(&mut self, reason: impl Into<String>) {
+        let open: Vec<ToolCallRequest> = self.open_tool_calls().into_iter().cloned().collect();
+        for call in open {
+            self.push(EntryBody::ToolResult(Box::new(ToolResultEntry {
+                client_id: call.id.clone(),
+                call_id: call.id,
+                tool: call.name.clone(),
+                status: ResultStatus::Failed,
+                display: ToolDisplay {
+                    title: call.name,
+                    kind: DisplayKind::Other,
+                    locations: Vec::new(),
+                    content: vec![DisplayContent::Text {
+                        text: "Interrupted".into(),
+                    }],
+                },
+                raw_input: serde_json::Value::Null,
+                raw_output: None,
+                model_text: INTERRUPTED_RESULT.into(),
+            })));
+        }
+        self.push(EntryBody::Interrupted {
+            reason: reason.into(),
+        });
+    }
+
+    /// The provider-neutral messages the model sees.
+    pub fn model_messages(&self) -> Vec<ModelMessage<'_>> {
+        model_view::render(&self.entries)
+    }
+
+    /// Checks the invariants every provider needs, on what the model would see, and that
+    /// entry ids increase.
+    pub fn validate(&self) -> Result<(), Vec<Violation>> {
+        let mut violations = match validate::validate(&self.model_messages()) {
+            Ok(()) => Vec::new(),
+            Err(found) => found,
+        };
+        for pair in self.entries.windows(2) {
+            if pair[1].id <= pair[0].id {
+                violations.push(Violation::IdsNotIncreasing {
+                    before: pair[0].id,
+                    after: pair[1].id,
+                });
+            }
+        }
+        if violations.is_empty() {
+            Ok(())
+        } else {
+            Err(violations)
+        }
+    }
+
+    /// Serializes the record.
+    pub fn to_json(&self) -> Result<String, RecordError> {
+        Ok(serde_json::to_string(self)?)
+    }
+
+    /// Reads a serialized record, refusing versions newer than this build.
+    pub fn from_json(text: &str) -> Result<Self, RecordError> {
+        #[derive(Deserialize)]
+        struct Header {
+            version: u32,
+        }
+        let header: Header = serde_json::from_str(text)?;
+        if header.version > RECORD_VERSION {
+            return Err(RecordError::TooNew {
+                found: header.version,
+            });
+        }
+        Ok(serde_json::from_str(text)?)
+    }
+}
