@@ -87,6 +87,7 @@ impl ChatProvider for Scripted {
                 Some(Step::Panic) => panic!("scripted provider panic"),
                 None => Err(ProviderError::Stream {
                     provider: "scripted".into(),
+                    failure: talaria_provider::StreamFailure::EndedEarly,
                     detail: "script exhausted".into(),
                 }),
             }

@@ -416,6 +416,7 @@ impl Turn<'_> {
                 None => {
                     let error = ProviderError::Stream {
                         provider: target.provider.name().to_string(),
+                        failure: talaria_provider::StreamFailure::EndedEarly,
                         detail: "the stream ended without a final event".into(),
                     };
                     return Attempt::Failed { error, shown };

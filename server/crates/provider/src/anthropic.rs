@@ -5,6 +5,7 @@
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 
+use crate::error::StreamFailure;
 use crate::http::Connection;
 use crate::model::{
     ChatRequest, FinishReason, ModelMessage, Reasoning, StreamEvent, ToolCallRequest, Usage,
@@ -358,7 +359,8 @@ impl Decoder for MessagesDecoder {
                 let kind = error["type"].as_str().unwrap_or("error");
                 out.push_back(Err(stream_error(
                     NAME,
-                    format!("error event: {kind}: {message}"),
+                    StreamFailure::ErrorEvent,
+                    format!("{kind}: {message}"),
                 )));
                 return true;
             }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::error::ProviderError;
+use crate::error::{ProviderError, StreamFailure};
 
 /// What kind of failure it was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,43 +39,82 @@ pub enum ErrorClass {
     Unknown,
 }
 
+/// What recovery may do about one class of failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClassPolicy {
+    /// Worth trying again with the same model.
+    pub retry: bool,
+    /// Worth trying another key of the same provider.
+    pub rotate_key: bool,
+    /// Worth moving to the next model of the fallback chain (once retries are spent).
+    pub fall_back: bool,
+    /// Worth shrinking the conversation and trying again.
+    pub compress: bool,
+}
+
 impl ErrorClass {
+    /// Every class, for tables and tests.
+    pub const ALL: [ErrorClass; 14] = [
+        Self::Auth,
+        Self::Billing,
+        Self::RateLimit,
+        Self::Overloaded,
+        Self::ServerError,
+        Self::Timeout,
+        Self::StreamCut,
+        Self::ContextOverflow,
+        Self::PayloadTooLarge,
+        Self::MaxTokensTooLarge,
+        Self::ModelNotFound,
+        Self::ContentPolicy,
+        Self::BadRequest,
+        Self::Unknown,
+    ];
+
+    /// What recovery may do. One exhaustive table: a new class must state its policy here.
+    pub fn policy(self) -> ClassPolicy {
+        let (retry, rotate_key, fall_back, compress) = match self {
+            Self::Auth => (false, true, true, false),
+            Self::Billing => (false, true, true, false),
+            Self::RateLimit => (true, true, true, false),
+            Self::Overloaded => (true, false, true, false),
+            Self::ServerError => (true, false, true, false),
+            Self::Timeout => (true, false, true, false),
+            Self::StreamCut => (true, false, true, false),
+            Self::ContextOverflow => (false, false, false, true),
+            Self::PayloadTooLarge => (false, false, false, true),
+            Self::MaxTokensTooLarge => (false, false, false, false),
+            Self::ModelNotFound => (false, false, true, false),
+            Self::ContentPolicy => (false, false, false, false),
+            Self::BadRequest => (false, false, false, false),
+            Self::Unknown => (false, false, true, false),
+        };
+        ClassPolicy {
+            retry,
+            rotate_key,
+            fall_back,
+            compress,
+        }
+    }
+
     /// Worth trying again with the same model.
     pub fn retryable(self) -> bool {
-        matches!(
-            self,
-            Self::RateLimit
-                | Self::Overloaded
-                | Self::ServerError
-                | Self::Timeout
-                | Self::StreamCut
-        )
+        self.policy().retry
     }
 
     /// Worth trying another key of the same provider.
     pub fn rotate_key(self) -> bool {
-        matches!(self, Self::Auth | Self::Billing | Self::RateLimit)
+        self.policy().rotate_key
     }
 
     /// Worth moving to the next model of the fallback chain (once retries are spent).
     pub fn fall_back(self) -> bool {
-        matches!(
-            self,
-            Self::Auth
-                | Self::Billing
-                | Self::RateLimit
-                | Self::Overloaded
-                | Self::ServerError
-                | Self::Timeout
-                | Self::StreamCut
-                | Self::ModelNotFound
-                | Self::Unknown
-        )
+        self.policy().fall_back
     }
 
     /// Worth shrinking the conversation and trying again.
     pub fn compress(self) -> bool {
-        matches!(self, Self::ContextOverflow | Self::PayloadTooLarge)
+        self.policy().compress
     }
 
     /// A short human name.
@@ -263,14 +302,14 @@ pub fn classify(error: &ProviderError) -> Classified {
             (class, message.clone())
         }
         ProviderError::Connect { detail, .. } => (ErrorClass::Timeout, detail.clone()),
-        ProviderError::Stream { detail, .. } => {
-            let lower = detail.to_ascii_lowercase();
-            let class = if lower.contains("no data for") {
-                ErrorClass::Timeout
-            } else if lower.starts_with("error event") {
-                classify_message(&lower).unwrap_or(ErrorClass::ServerError)
-            } else {
-                ErrorClass::StreamCut
+        ProviderError::Stream {
+            failure, detail, ..
+        } => {
+            let class = match failure {
+                StreamFailure::Stalled => ErrorClass::Timeout,
+                StreamFailure::Broken | StreamFailure::EndedEarly => ErrorClass::StreamCut,
+                StreamFailure::ErrorEvent => classify_message(&detail.to_ascii_lowercase())
+                    .unwrap_or(ErrorClass::ServerError),
             };
             (class, detail.clone())
         }
@@ -368,6 +407,7 @@ mod tests {
             (
                 ProviderError::Stream {
                     provider: "p".into(),
+                    failure: StreamFailure::Stalled,
                     detail: "no data for 180 s".into(),
                 },
                 ErrorClass::Timeout,
@@ -375,6 +415,7 @@ mod tests {
             (
                 ProviderError::Stream {
                     provider: "p".into(),
+                    failure: StreamFailure::Broken,
                     detail: "connection broke mid-stream".into(),
                 },
                 ErrorClass::StreamCut,
@@ -382,7 +423,8 @@ mod tests {
             (
                 ProviderError::Stream {
                     provider: "p".into(),
-                    detail: "error event: Overloaded".into(),
+                    failure: StreamFailure::ErrorEvent,
+                    detail: "Overloaded".into(),
                 },
                 ErrorClass::Overloaded,
             ),

@@ -24,10 +24,27 @@ pub enum ProviderError {
     },
     /// The response stream broke, stalled, or carried an error event.
     #[error("{provider} stream failed: {detail}")]
-    Stream { provider: String, detail: String },
+    Stream {
+        provider: String,
+        failure: StreamFailure,
+        detail: String,
+    },
     /// The request could not be built.
     #[error("invalid request for {provider}: {detail}")]
     Request { provider: String, detail: String },
+}
+
+/// How a response stream failed (typed, so recovery never parses messages for it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamFailure {
+    /// No bytes for longer than the idle timeout.
+    Stalled,
+    /// The connection broke mid-stream.
+    Broken,
+    /// The stream ended before the response was complete.
+    EndedEarly,
+    /// The provider sent an error event in the stream (its message is the detail).
+    ErrorEvent,
 }
 
 impl ProviderError {

@@ -16,8 +16,8 @@ pub mod stream;
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 
-pub use classify::{Classified, ErrorClass, classify};
-pub use error::ProviderError;
+pub use classify::{ClassPolicy, Classified, ErrorClass, classify};
+pub use error::{ProviderError, StreamFailure};
 pub use model::{
     ChatRequest, FinishReason, ModelMessage, Reasoning, StreamEvent, ToolCallRequest, ToolSpec,
     Transcript, Usage, UserPart,

@@ -5,6 +5,7 @@ use futures_util::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::error::StreamFailure;
 use crate::http::Connection;
 use crate::model::{
     ChatRequest, FinishReason, ModelMessage, StreamEvent, ToolCallRequest, Usage, UserPart,
@@ -260,7 +261,7 @@ impl Decoder for ChatDecoder {
                 .and_then(Value::as_str)
                 .map(str::to_string)
                 .unwrap_or_else(|| error.to_string());
-            out.push_back(Err(stream_error(NAME, format!("error event: {message}"))));
+            out.push_back(Err(stream_error(NAME, StreamFailure::ErrorEvent, message)));
             return true;
         }
         if let Some(choice) = chunk.choices.into_iter().next() {

@@ -4,6 +4,7 @@
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 
+use crate::error::StreamFailure;
 use crate::http::Connection;
 use crate::model::{
     ChatRequest, FinishReason, ModelMessage, StreamEvent, ToolCallRequest, Usage, UserPart,
@@ -244,7 +245,7 @@ impl Decoder for ResponsesDecoder {
             "response.failed" => {
                 let error = &data["response"]["error"];
                 let message = error["message"].as_str().unwrap_or("the response failed");
-                out.push_back(Err(stream_error(NAME, format!("error event: {message}"))));
+                out.push_back(Err(stream_error(NAME, StreamFailure::ErrorEvent, message)));
                 return true;
             }
             "error" => {
@@ -252,7 +253,7 @@ impl Decoder for ResponsesDecoder {
                     .as_str()
                     .or(data["error"]["message"].as_str())
                     .unwrap_or("unknown error");
-                out.push_back(Err(stream_error(NAME, format!("error event: {message}"))));
+                out.push_back(Err(stream_error(NAME, StreamFailure::ErrorEvent, message)));
                 return true;
             }
             _ => {}

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 
+use crate::error::StreamFailure;
 use crate::http::error_chain;
 use crate::sse::{SseDecoder, SseEvent};
 use crate::{EventStream, ProviderError, StreamEvent};
@@ -36,9 +37,14 @@ struct State<D> {
 }
 
 /// A stream error from `provider`.
-pub fn stream_error(provider: &str, detail: impl Into<String>) -> ProviderError {
+pub fn stream_error(
+    provider: &str,
+    failure: StreamFailure,
+    detail: impl Into<String>,
+) -> ProviderError {
     ProviderError::Stream {
         provider: provider.into(),
+        failure,
         detail: detail.into(),
     }
 }
@@ -90,9 +96,11 @@ pub fn drive_bytes<D: Decoder>(
                         "no data for {} s; the stream was abandoned",
                         state.idle_timeout.as_secs()
                     );
-                    state
-                        .out
-                        .push_back(Err(stream_error(&state.provider, detail)));
+                    state.out.push_back(Err(stream_error(
+                        &state.provider,
+                        StreamFailure::Stalled,
+                        detail,
+                    )));
                 }
                 Ok(Some(Ok(chunk))) => {
                     let mut events = std::mem::take(&mut state.events);
@@ -108,9 +116,11 @@ pub fn drive_bytes<D: Decoder>(
                 Ok(Some(Err(e))) => {
                     state.done = true;
                     let detail = format!("connection broke mid-stream: {}", error_chain(&e));
-                    state
-                        .out
-                        .push_back(Err(stream_error(&state.provider, detail)));
+                    state.out.push_back(Err(stream_error(
+                        &state.provider,
+                        StreamFailure::Broken,
+                        detail,
+                    )));
                 }
                 Ok(None) => {
                     state.done = true;
@@ -125,9 +135,11 @@ pub fn drive_bytes<D: Decoder>(
                     }
                     if !complete && !state.decoder.ended(&mut state.out) {
                         let detail = "the stream ended before the response was complete";
-                        state
-                            .out
-                            .push_back(Err(stream_error(&state.provider, detail)));
+                        state.out.push_back(Err(stream_error(
+                            &state.provider,
+                            StreamFailure::EndedEarly,
+                            detail,
+                        )));
                     }
                 }
             }
