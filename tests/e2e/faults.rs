@@ -171,13 +171,16 @@ async fn a_stream_that_goes_silent_is_abandoned_and_retried() {
 }
 
 #[tokio::test]
-async fn a_stream_cut_before_output_is_retried_after_output_it_ends_clearly() {
+async fn a_stream_cut_is_retried_before_output_and_restarted_after_it_keeping_only_the_full_answer()
+{
     let env = TestEnv::new(vec![
         MockReply::Drop { chunks: vec![] },
         MockReply::text(&["retried cleanly"]),
         MockReply::Drop {
             chunks: vec!["half an ans".into()],
         },
+        MockReply::text(&["the full answer"]),
+        MockReply::text(&["third"]),
     ])
     .await;
     env.write_config(FAST);
@@ -186,28 +189,33 @@ async fn a_stream_cut_before_output_is_retried_after_output_it_ends_clearly() {
     assert_eq!(stop_reason(&response), "end_turn");
     assert_eq!(env.mock.requests().len(), 2, "cut before output: retried");
 
+    // Nothing runs before a stream ends, so a cut after output is asked again, after a
+    // notice that the partial answer is abandoned.
     let (response, updates) = prompt(&mut agent, &session, "second").await;
-    let message = response["error"]["message"].as_str().expect("error");
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    assert_eq!(env.mock.requests().len(), 4, "cut after output: restarted");
     assert!(
-        message.contains("interrupted after it had started"),
-        "{message}"
-    );
-    assert_eq!(
-        env.mock.requests().len(),
-        3,
-        "cut after output: not retried"
+        notices(&updates).iter().any(|n| n.contains("abandoned")),
+        "{:?}",
+        notices(&updates)
     );
     let text: Vec<String> = chunks(&updates, "agent_message_chunk");
-    assert_eq!(
-        text.iter().filter(|t| t.contains("half an ans")).count(),
-        1,
-        "no duplicated text: {text:?}"
+    assert!(
+        text.iter().any(|t| t.contains("the full answer")),
+        "{text:?}"
     );
-
-    then_a_prompt_works(&env, &mut agent, &session).await;
-    // No half-written assistant message was kept in history.
-    let history = &env.mock.requests()[3].body["messages"];
-    assert!(!history.to_string().contains("half an ans"), "{history}");
+    // The record keeps only the complete answer.
+    let (response, _) = prompt(&mut agent, &session, "third").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    let last = &env.mock.requests()[4].body;
+    let assistant: Vec<&str> = last["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert_eq!(assistant, ["retried cleanly", "the full answer"], "{last}");
 }
 
 #[tokio::test]

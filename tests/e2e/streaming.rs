@@ -161,6 +161,13 @@ async fn a_provider_error_fails_the_prompt_readably_and_the_session_goes_on() {
                     .into(),
             headers: vec![("retry-after".into(), "1".into())],
         },
+        // A cut after output is restarted twice, then the prompt fails.
+        MockReply::Drop {
+            chunks: vec!["half".into()],
+        },
+        MockReply::Drop {
+            chunks: vec!["half".into()],
+        },
         MockReply::Drop {
             chunks: vec!["half".into()],
         },

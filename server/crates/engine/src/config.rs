@@ -70,6 +70,20 @@ pub struct Fallback {
     pub endpoint: Endpoint,
 }
 
+/// A model for one kind of side task (`[auxiliary.<task>]`: `compression`, `title`, `review`,
+/// `subagent`, …).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Auxiliary {
+    pub provider: ProviderKind,
+    pub model: String,
+    pub endpoint: Endpoint,
+    /// The longest a side task of this kind may take.
+    pub timeout_secs: u64,
+}
+
+/// The default time limit of a side task, seconds.
+pub const DEFAULT_SIDE_TASK_TIMEOUT_SECS: u64 = 120;
+
 /// Retry and backoff settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
@@ -120,6 +134,8 @@ pub struct Config {
     pub openai: Endpoint,
     pub anthropic: Endpoint,
     pub fallback: Vec<Fallback>,
+    /// Models for side tasks, by task name; a task without one uses the session's model.
+    pub auxiliary: std::collections::BTreeMap<String, Auxiliary>,
     /// USD per million tokens, by model.
     pub prices: HashMap<String, Price>,
 }
@@ -152,6 +168,16 @@ struct FileFallback {
     api_key_env: Option<String>,
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileAuxiliary {
+    provider: Option<String>,
+    model: Option<String>,
+    base_url: Option<String>,
+    api_key_env: Option<String>,
+    timeout_secs: Option<u64>,
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileConfig {
@@ -182,6 +208,8 @@ struct FileConfig {
     anthropic: FileEndpoint,
     #[serde(default)]
     fallback: Vec<FileFallback>,
+    #[serde(default)]
+    auxiliary: std::collections::BTreeMap<String, FileAuxiliary>,
     #[serde(default)]
     prices: HashMap<String, Price>,
 }
@@ -343,6 +371,36 @@ impl Config {
                 },
             });
         }
+        let mut auxiliary = std::collections::BTreeMap::new();
+        for (task, entry) in file.auxiliary {
+            let kind = match &entry.provider {
+                Some(name) => ProviderKind::parse(name)?,
+                None => provider,
+            };
+            let base = match kind {
+                ProviderKind::Anthropic => &anthropic,
+                ProviderKind::OpenAi | ProviderKind::OpenAiResponses => &openai,
+            };
+            let api_keys = match &entry.api_key_env {
+                Some(var) => env(var).map(|v| split_keys(&v)).unwrap_or_default(),
+                None => base.api_keys.clone(),
+            };
+            auxiliary.insert(
+                task.clone(),
+                Auxiliary {
+                    provider: kind,
+                    model: entry.model.unwrap_or_else(|| model.clone()),
+                    endpoint: Endpoint {
+                        base_url: entry.base_url.unwrap_or_else(|| base.base_url.clone()),
+                        api_keys,
+                    },
+                    timeout_secs: entry
+                        .timeout_secs
+                        .unwrap_or(DEFAULT_SIDE_TASK_TIMEOUT_SECS)
+                        .max(1),
+                },
+            );
+        }
         Ok(Self {
             home,
             provider,
@@ -371,6 +429,7 @@ impl Config {
             openai,
             anthropic,
             fallback,
+            auxiliary,
             prices: file.prices,
         })
     }
@@ -432,6 +491,33 @@ mod tests {
         assert_eq!(config.openai.base_url, "http://x/v1");
         assert_eq!(config.openai.api_keys, ["k"]);
         assert!(config.missing_credentials().is_none());
+    }
+
+    #[test]
+    fn auxiliary_models_per_task_default_to_the_session_provider_and_model() {
+        let config = load(
+            &[("OPENAI_API_KEY", "k"), ("AUX_KEY", "ak")],
+            Some(concat!(
+                "[auxiliary.title]\nmodel = \"small\"\ntimeout_secs = 20\n",
+                "[auxiliary.compression]\nprovider = \"anthropic\"\nmodel = \"haiku\"\n",
+                "base_url = \"http://127.0.0.1:9/\"\napi_key_env = \"AUX_KEY\"\n",
+                "[auxiliary.review]\n",
+            )),
+        )
+        .expect("config");
+        let title = &config.auxiliary["title"];
+        assert_eq!(
+            (title.provider, title.model.as_str()),
+            (ProviderKind::OpenAi, "small")
+        );
+        assert_eq!(title.endpoint.api_keys, ["k"]);
+        assert_eq!(title.timeout_secs, 20);
+        let compression = &config.auxiliary["compression"];
+        assert_eq!(compression.provider, ProviderKind::Anthropic);
+        assert_eq!(compression.endpoint.base_url, "http://127.0.0.1:9/");
+        assert_eq!(compression.endpoint.api_keys, ["ak"]);
+        assert_eq!(compression.timeout_secs, DEFAULT_SIDE_TASK_TIMEOUT_SECS);
+        assert_eq!(config.auxiliary["review"].model, config.model);
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod compaction;
 pub mod config;
 pub mod credentials;
 pub mod events;
+pub mod model_call;
 mod orchestrator;
 pub mod provider_factory;
 pub mod router;
@@ -26,7 +27,12 @@ pub use events::{
     Barrier, EngineEvent, NoticeLevel, StopReason, ToolCallView, TurnError, TurnId, TurnUsage,
 };
 pub use router::ModelRouter;
-pub use session::{SessionHandle, SessionSettings, UserInput, spawn_session};
+pub use session::{
+    Op, SessionHandle, SessionSettings, SessionSnapshot, SessionView, SideAnswer, SideRequest,
+    UserInput, spawn_session,
+};
 
 #[cfg(test)]
 mod session_tests;
+#[cfg(any(test, feature = "test-support"))]
+pub mod testkit;

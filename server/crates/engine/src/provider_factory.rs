@@ -66,10 +66,19 @@ pub fn build_router(config: &Config) -> Result<ModelRouter, String> {
             pool: pool(config, &entry.endpoint),
         });
     }
-    Ok(ModelRouter::new(
+    let mut router = ModelRouter::new(
         primary,
         pool(config, config.endpoint()),
         fallbacks,
         config.prices.clone(),
-    ))
+    );
+    for (task, auxiliary) in &config.auxiliary {
+        let target = ModelTarget {
+            provider: build_provider(config, auxiliary.provider, &auxiliary.endpoint)?,
+            model: auxiliary.model.clone(),
+            pool: pool(config, &auxiliary.endpoint),
+        };
+        router = router.with_auxiliary(task, target, Duration::from_secs(auxiliary.timeout_secs));
+    }
+    Ok(router)
 }

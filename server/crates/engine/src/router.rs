@@ -64,6 +64,8 @@ pub struct ModelRouter {
     primary_provider: Arc<dyn ChatProvider>,
     primary_pool: Arc<CredentialPool>,
     fallbacks: Vec<ModelTarget>,
+    /// Side-task models by task name, with their time limits.
+    auxiliary: HashMap<String, (ModelTarget, std::time::Duration)>,
     prices: HashMap<String, Price>,
 }
 
@@ -87,8 +89,38 @@ impl ModelRouter {
             primary_provider,
             primary_pool,
             fallbacks,
+            auxiliary: HashMap::new(),
             prices,
         }
+    }
+
+    /// Routes side tasks of kind `task` to `target` first, within `timeout`.
+    pub fn with_auxiliary(
+        mut self,
+        task: &str,
+        target: ModelTarget,
+        timeout: std::time::Duration,
+    ) -> Self {
+        self.auxiliary.insert(task.to_string(), (target, timeout));
+        self
+    }
+
+    /// The chain for a side task of kind `task`: its auxiliary model when one is configured,
+    /// then the session's own chain; and its time limit.
+    pub fn side_chain(
+        &self,
+        task: &str,
+        session_model: &str,
+    ) -> (Vec<ModelTarget>, std::time::Duration) {
+        let mut chain = Vec::new();
+        let mut timeout =
+            std::time::Duration::from_secs(crate::config::DEFAULT_SIDE_TASK_TIMEOUT_SECS);
+        if let Some((target, limit)) = self.auxiliary.get(task) {
+            chain.push(target.clone());
+            timeout = *limit;
+        }
+        chain.extend(self.chain(session_model));
+        (chain, timeout)
     }
 
     /// A router with one provider, one empty-key pool and no fallbacks (tests, simple set-ups).

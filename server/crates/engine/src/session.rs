@@ -1,28 +1,35 @@
-//! One actor per session: prompts queue and run one at a time; cancellation is immediate.
+//! One actor per session. The actor owns the session's state (the record, mode, model,
+//! remembered rules, tool state, usage) and receives [`Op`]s through its [`SessionHandle`];
+//! it emits one stream of [`EngineEvent`]s.
 //!
 //! Invariants:
 //! - At most one turn of a session runs at a time; prompts run in arrival order, never
-//!   interleaved.
-//! - `cancel` ends the running turn and every prompt queued before it; each of them still
-//!   finishes with [`EngineEvent::TurnFinished`] (`Cancelled`). Prompts sent after the cancel
-//!   run normally.
-//! - Every prompt gets exactly one `TurnFinished`, even if the turn panics.
+//!   interleaved. Side tasks and snapshots wait for the running turn.
+//! - A mode change applies to the next decision, also within a running turn; a model change
+//!   applies from the next model call after the current turn. Both are recorded as markers.
+//! - `cancel` ends the running turn (or side task) and every prompt queued before it; each of
+//!   them still finishes with [`EngineEvent::TurnFinished`] (`Cancelled`). Prompts sent after
+//!   the cancel run normally. Cancellation bypasses the queue so it is immediate.
+//! - Every prompt gets exactly one `TurnFinished`, even if the turn panics; a failed or
+//!   panicked turn stays in the record, interrupted.
 
+use std::collections::{HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures_util::FutureExt;
-use talaria_record::{InputBlock, Transcript, UserPart};
+use talaria_record::{EntryBody, InputBlock, Transcript, UserPart};
 use talaria_tools::{Registry, SessionToolState};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{Mode, RuleStore};
 use crate::bridge::ClientBridge;
 use crate::config::RetryPolicy;
 use crate::events::{EngineEvent, StopReason, TurnError, TurnId, TurnUsage};
+use crate::model_call::{ModelCaller, SessionUsage, SilentSink};
 use crate::router::ModelRouter;
-use crate::turn::{SessionUsage, Turn, TurnLimits};
+use crate::turn::{Turn, TurnLimits};
 
 /// What a session needs to know about itself.
 #[derive(Debug, Clone)]
@@ -63,36 +70,91 @@ impl UserInput {
     }
 }
 
+/// A model call on the session's behalf that does not stream into the chat (a title, a
+/// summary, a review): routed to `[auxiliary.<task>]` when configured, else the session's
+/// model; its usage counts in the session's totals.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SideRequest {
+    /// The kind of task (`title`, `compression`, `review`, …): picks the auxiliary model.
+    pub task: String,
+    /// The system prompt when not working on the session's history.
+    pub system: String,
+    /// The instruction, sent as a user message.
+    pub prompt: String,
+    /// Work on a copy of the session's record (same system prompt, so a provider's prompt
+    /// cache is reused) instead of a fresh one.
+    pub with_history: bool,
+    pub max_tokens: Option<u32>,
+}
+
+/// What a side task produced.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SideAnswer {
+    pub text: String,
+    pub usage: TurnUsage,
+    /// Recovery steps taken (retries, fallbacks), for the caller to report its own way.
+    pub notices: Vec<String>,
+}
+
+/// A copy of the session's state, for forks, subagents and stores.
+#[derive(Debug, Clone)]
+pub struct SessionSnapshot {
+    pub transcript: Transcript,
+    pub mode: Mode,
+    pub model: String,
+    pub usage: TurnUsage,
+    pub cost: Option<f64>,
+}
+
+/// What a session is told to do.
 #[derive(Debug)]
-struct Queued {
-    turn: TurnId,
-    input: UserInput,
-    generation: u64,
+pub enum Op {
+    Prompt {
+        turn: TurnId,
+        input: UserInput,
+        /// The cancel generation it was queued under (older ones are cancelled).
+        generation: u64,
+    },
+    SetMode(Mode),
+    SetModel(String),
+    SideTask {
+        request: SideRequest,
+        reply: oneshot::Sender<Result<SideAnswer, String>>,
+    },
+    Snapshot(oneshot::Sender<SessionSnapshot>),
+    /// Ends the session after what is queued before it.
+    Close,
+}
+
+/// The settings a client can query without waiting on the actor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionView {
+    pub mode: Mode,
+    pub model: String,
 }
 
 #[derive(Debug, Default)]
 struct CancelState {
     /// Bumped by every cancel; prompts queued under an older generation are cancelled.
     generation: u64,
-    /// The running turn's token.
+    /// The running turn's (or side task's) token.
     current: Option<CancellationToken>,
 }
 
 /// A handle to a running session. Dropping every handle ends the session after its queue.
 #[derive(Debug, Clone)]
 pub struct SessionHandle {
-    queue: mpsc::UnboundedSender<Queued>,
+    ops: mpsc::UnboundedSender<Op>,
     cancel_state: Arc<Mutex<CancelState>>,
-    mode: Arc<Mutex<Mode>>,
-    model: Arc<Mutex<String>>,
+    view: Arc<watch::Sender<SessionView>>,
 }
 
 impl SessionHandle {
     /// Queues a prompt; it runs after every prompt queued before it.
     pub fn prompt(&self, turn: TurnId, input: UserInput) -> Result<(), TurnId> {
         let generation = self.lock().generation;
-        self.queue
-            .send(Queued {
+        self.ops
+            .send(Op::Prompt {
                 turn,
                 input,
                 generation,
@@ -100,7 +162,7 @@ impl SessionHandle {
             .map_err(|_| turn)
     }
 
-    /// Cancels the running turn and every prompt queued so far.
+    /// Cancels the running turn or side task and every prompt queued so far.
     pub fn cancel(&self) {
         let mut state = self.lock();
         state.generation += 1;
@@ -111,25 +173,47 @@ impl SessionHandle {
 
     /// The current approval mode.
     pub fn mode(&self) -> Mode {
-        *self.mode.lock().unwrap_or_else(PoisonError::into_inner)
+        self.view.borrow().mode
     }
 
     /// The model the next turn uses.
     pub fn model(&self) -> String {
-        self.model
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.view.borrow().model.clone()
     }
 
     /// Switches the model; it applies from the next turn.
     pub fn set_model(&self, model: &str) {
-        *self.model.lock().unwrap_or_else(PoisonError::into_inner) = model.to_string();
+        self.view.send_modify(|view| view.model = model.to_string());
+        let _ = self.ops.send(Op::SetModel(model.to_string()));
     }
 
     /// Changes the approval mode; it applies to the next decision, also within a running turn.
     pub fn set_mode(&self, mode: Mode) {
-        *self.mode.lock().unwrap_or_else(PoisonError::into_inner) = mode;
+        self.view.send_modify(|view| view.mode = mode);
+        let _ = self.ops.send(Op::SetMode(mode));
+    }
+
+    /// Runs a side task after the running turn; the answer arrives on the receiver.
+    pub fn side_task(&self, request: SideRequest) -> oneshot::Receiver<Result<SideAnswer, String>> {
+        let (reply, answer) = oneshot::channel();
+        if let Err(mpsc::error::SendError(Op::SideTask { reply, .. })) =
+            self.ops.send(Op::SideTask { request, reply })
+        {
+            let _ = reply.send(Err("the session has ended".into()));
+        }
+        answer
+    }
+
+    /// A copy of the session's state after the running turn.
+    pub fn snapshot(&self) -> oneshot::Receiver<SessionSnapshot> {
+        let (reply, answer) = oneshot::channel();
+        let _ = self.ops.send(Op::Snapshot(reply));
+        answer
+    }
+
+    /// Ends the session once what is queued has run (cancel first to stop it now).
+    pub fn close(&self) {
+        let _ = self.ops.send(Op::Close);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, CancelState> {
@@ -137,6 +221,27 @@ impl SessionHandle {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// The session's state, owned by its actor task.
+struct SessionActor {
+    settings: SessionSettings,
+    router: Arc<ModelRouter>,
+    registry: Registry,
+    bridge: Arc<dyn ClientBridge>,
+    events: mpsc::Sender<EngineEvent>,
+    history: Transcript,
+    /// Shared with a running turn's orchestrator, which reads it at each decision.
+    mode: Mutex<Mode>,
+    model: String,
+    rules: Mutex<RuleStore>,
+    tool_state: Arc<SessionToolState>,
+    window: u64,
+    usage: SessionUsage,
+    used_tool_ids: HashSet<String>,
+    cancel_state: Arc<Mutex<CancelState>>,
+    /// Ops that arrived during a turn and wait for it.
+    waiting: VecDeque<Op>,
 }
 
 /// Starts a session actor on the current runtime.
@@ -147,99 +252,292 @@ pub fn spawn_session(
     bridge: Arc<dyn ClientBridge>,
     events: mpsc::Sender<EngineEvent>,
 ) -> SessionHandle {
-    let (queue, mut receiver) = mpsc::unbounded_channel::<Queued>();
+    let (ops, receiver) = mpsc::unbounded_channel::<Op>();
     let cancel_state = Arc::new(Mutex::new(CancelState::default()));
-    let mode = Arc::new(Mutex::new(settings.mode));
-    let model = Arc::new(Mutex::new(settings.model.clone()));
+    let (view, _) = watch::channel(SessionView {
+        mode: settings.mode,
+        model: settings.model.clone(),
+    });
     let handle = SessionHandle {
-        queue,
+        ops,
         cancel_state: cancel_state.clone(),
-        mode: mode.clone(),
-        model: model.clone(),
+        view: Arc::new(view),
     };
     tokio::spawn(async move {
-        let rules = Mutex::new(RuleStore::load(&settings.home, &settings.cwd));
-        let tool_state = Arc::new(SessionToolState::default());
-        let mut history = Transcript::with_system(settings.system_prompt.clone());
-        let mut window = settings.context_window;
-        let mut session_usage = SessionUsage::default();
-        let limits = TurnLimits {
-            max_requests: settings.max_turn_requests,
-            max_output_tokens: settings.max_output_tokens,
+        // The rules file is read off the runtime thread.
+        let (home, cwd) = (settings.home.clone(), settings.cwd.clone());
+        let rules = tokio::task::spawn_blocking(move || RuleStore::load(&home, &cwd))
+            .await
+            .unwrap_or_else(|_| RuleStore::in_memory());
+        let actor = SessionActor {
+            history: Transcript::with_system(settings.system_prompt.clone()),
+            mode: Mutex::new(settings.mode),
+            model: settings.model.clone(),
+            rules: Mutex::new(rules),
+            tool_state: Arc::new(SessionToolState::default()),
+            window: settings.context_window,
+            usage: SessionUsage::default(),
+            used_tool_ids: HashSet::new(),
+            waiting: VecDeque::new(),
+            cancel_state,
+            settings,
+            router,
+            registry,
+            bridge,
+            events,
         };
-        let mut used_ids = std::collections::HashSet::new();
-        while let Some(queued) = receiver.recv().await {
-            let token = {
-                let mut state = cancel_state.lock().unwrap_or_else(PoisonError::into_inner);
-                if queued.generation < state.generation {
-                    None
-                } else {
-                    let token = CancellationToken::new();
-                    state.current = Some(token.clone());
-                    Some(token)
-                }
-            };
-            let mut turn_usage = TurnUsage::default();
-            let outcome = match token {
-                None => Ok(StopReason::Cancelled),
-                Some(token) => {
-                    let turn = Turn {
-                        settings: &settings,
-                        limits,
-                        router: router.as_ref(),
-                        model: model.lock().unwrap_or_else(PoisonError::into_inner).clone(),
-                        retry: settings.retry,
-                        registry: &registry,
-                        bridge: bridge.as_ref(),
-                        mode: &mode,
-                        rules: &rules,
-                        tool_state: &tool_state,
-                        events: &events,
-                        cancel: &token,
-                        history: &mut history,
-                        used_tool_ids: &mut used_ids,
-                        window: &mut window,
-                        session_usage: &mut session_usage,
-                    };
-                    let result = std::panic::AssertUnwindSafe(turn.run(queued.input))
-                        .catch_unwind()
-                        .await;
-                    cancel_state
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .current = None;
-                    let outcome = match result {
-                        Ok((outcome, usage)) => {
-                            turn_usage = usage;
-                            outcome
-                        }
-                        Err(panic) => {
-                            let what = panic_message(panic.as_ref());
-                            tracing::error!(session = %settings.id, "turn panicked: {what}");
-                            Err(TurnError::Internal(format!(
-                                "the turn failed unexpectedly: {what}"
-                            )))
-                        }
-                    };
-                    // A failed turn stays in the record, marked (open calls get failed
-                    // results), so the next request is valid for every provider.
-                    if let Err(error) = &outcome {
-                        history.interrupt(error.to_string());
-                    }
-                    outcome
-                }
-            };
-            let _ = events
-                .send(EngineEvent::TurnFinished {
-                    turn: queued.turn,
-                    outcome,
-                    usage: turn_usage,
-                })
-                .await;
-        }
-        tracing::debug!(session = %settings.id, "session ended");
+        actor.run(receiver).await;
     });
     handle
+}
+
+impl SessionActor {
+    async fn run(mut self, mut receiver: mpsc::UnboundedReceiver<Op>) {
+        loop {
+            let op = match self.waiting.pop_front() {
+                Some(op) => op,
+                None => match receiver.recv().await {
+                    Some(op) => op,
+                    None => break,
+                },
+            };
+            match op {
+                Op::Prompt {
+                    turn,
+                    input,
+                    generation,
+                } => self.prompt(turn, input, generation, &mut receiver).await,
+                Op::SetMode(mode) => self.set_mode(mode),
+                Op::SetModel(model) => self.set_model(model),
+                Op::SideTask { request, reply } => {
+                    let answer = self.side_task(request).await;
+                    let _ = reply.send(answer);
+                }
+                Op::Snapshot(reply) => {
+                    let _ = reply.send(self.snapshot());
+                }
+                Op::Close => break,
+            }
+        }
+        tracing::debug!(session = %self.settings.id, "session ended");
+    }
+
+    fn set_mode(&mut self, mode: Mode) {
+        let previous = std::mem::replace(
+            &mut *self.mode.lock().unwrap_or_else(PoisonError::into_inner),
+            mode,
+        );
+        if previous != mode {
+            self.history.push(EntryBody::ModeChanged {
+                mode: mode.id().into(),
+            });
+        }
+    }
+
+    fn set_model(&mut self, model: String) {
+        if model == self.model {
+            return;
+        }
+        let prompt = self
+            .history
+            .entries()
+            .iter()
+            .find_map(|e| match &e.body {
+                EntryBody::System { text } => Some(text.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        self.history
+            .set_system_prompt(crate::system_prompt::with_model(
+                &prompt,
+                &self.model,
+                &model,
+            ));
+        self.history.push(EntryBody::ModelChanged {
+            model: model.clone(),
+        });
+        self.model = model;
+    }
+
+    fn snapshot(&self) -> SessionSnapshot {
+        SessionSnapshot {
+            transcript: self.history.clone(),
+            mode: *self.mode.lock().unwrap_or_else(PoisonError::into_inner),
+            model: self.model.clone(),
+            usage: self.usage.tokens,
+            cost: self.usage.priced.then_some(self.usage.cost),
+        }
+    }
+
+    /// A token for the next piece of work, or `None` if it was cancelled while queued.
+    fn start_work(&self, generation: u64) -> Option<CancellationToken> {
+        let mut state = self
+            .cancel_state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if generation < state.generation {
+            return None;
+        }
+        let token = CancellationToken::new();
+        state.current = Some(token.clone());
+        Some(token)
+    }
+
+    fn end_work(&self) {
+        self.cancel_state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .current = None;
+    }
+
+    async fn prompt(
+        &mut self,
+        turn: TurnId,
+        input: UserInput,
+        generation: u64,
+        receiver: &mut mpsc::UnboundedReceiver<Op>,
+    ) {
+        let (outcome, usage) = match self.start_work(generation) {
+            None => (Ok(StopReason::Cancelled), TurnUsage::default()),
+            Some(token) => {
+                let result = self.run_turn(input, &token, receiver).await;
+                self.end_work();
+                result
+            }
+        };
+        let _ = self
+            .events
+            .send(EngineEvent::TurnFinished {
+                turn,
+                outcome,
+                usage,
+            })
+            .await;
+    }
+
+    /// Runs one turn; mode changes that arrive meanwhile apply at once, other ops wait.
+    async fn run_turn(
+        &mut self,
+        input: UserInput,
+        token: &CancellationToken,
+        receiver: &mut mpsc::UnboundedReceiver<Op>,
+    ) -> (Result<StopReason, TurnError>, TurnUsage) {
+        let mut modes_set = Vec::new();
+        let result = {
+            let caller = ModelCaller::new(
+                self.router.as_ref(),
+                self.router.chain(&self.model),
+                self.settings.retry,
+                token,
+                &mut self.window,
+                &mut self.usage,
+            );
+            let turn = Turn {
+                settings: &self.settings,
+                limits: TurnLimits {
+                    max_requests: self.settings.max_turn_requests,
+                    max_output_tokens: self.settings.max_output_tokens,
+                },
+                registry: &self.registry,
+                bridge: self.bridge.as_ref(),
+                mode: &self.mode,
+                rules: &self.rules,
+                tool_state: &self.tool_state,
+                events: &self.events,
+                cancel: token,
+                history: &mut self.history,
+                used_tool_ids: &mut self.used_tool_ids,
+                caller,
+            };
+            let running = std::panic::AssertUnwindSafe(turn.run(input)).catch_unwind();
+            tokio::pin!(running);
+            loop {
+                tokio::select! {
+                    result = &mut running => break result,
+                    Some(op) = receiver.recv() => match op {
+                        Op::SetMode(mode) => {
+                            *self.mode.lock().unwrap_or_else(PoisonError::into_inner) = mode;
+                            modes_set.push(mode);
+                        }
+                        other => self.waiting.push_back(other),
+                    },
+                }
+            }
+        };
+        for mode in modes_set {
+            self.history.push(EntryBody::ModeChanged {
+                mode: mode.id().into(),
+            });
+        }
+        let (outcome, usage) = match result {
+            Ok(done) => done,
+            Err(panic) => {
+                let what = panic_message(panic.as_ref());
+                tracing::error!(session = %self.settings.id, "turn panicked: {what}");
+                let error = TurnError::Internal(format!("the turn failed unexpectedly: {what}"));
+                (Err(error), TurnUsage::default())
+            }
+        };
+        // A failed turn stays in the record, marked (open calls get failed results), so the
+        // next request is valid for every provider.
+        if let Err(error) = &outcome {
+            self.history.interrupt(error.to_string());
+        }
+        (outcome, usage)
+    }
+
+    async fn side_task(&mut self, request: SideRequest) -> Result<SideAnswer, String> {
+        let generation = self
+            .cancel_state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .generation;
+        let Some(token) = self.start_work(generation) else {
+            return Err("cancelled".into());
+        };
+        let mut transcript = if request.with_history {
+            self.history.clone()
+        } else {
+            Transcript::with_system(request.system.clone())
+        };
+        transcript.push(EntryBody::User {
+            input: vec![InputBlock::Text {
+                text: request.prompt.clone(),
+            }],
+            model_view: vec![UserPart::text(&request.prompt)],
+        });
+        let (chain, timeout) = self.router.side_chain(&request.task, &self.model);
+        // A side task never lowers the session's own window.
+        let mut window = self.window;
+        let mut caller = ModelCaller::new(
+            self.router.as_ref(),
+            chain,
+            self.settings.retry,
+            &token,
+            &mut window,
+            &mut self.usage,
+        );
+        let mut sink = SilentSink::default();
+        let call = caller.call(&mut transcript, &[], request.max_tokens, &mut sink);
+        let result = tokio::time::timeout(timeout, call).await;
+        let usage = caller.usage;
+        self.end_work();
+        let notices = sink.notices.into_iter().map(|(_, text)| text).collect();
+        match result {
+            Err(_) => Err(format!(
+                "the {} task took longer than {} s",
+                request.task,
+                timeout.as_secs()
+            )),
+            Ok(Err(failure)) => Err(failure),
+            Ok(Ok(crate::model_call::CallResult::Cancelled { .. })) => Err("cancelled".into()),
+            Ok(Ok(crate::model_call::CallResult::Finished { text, .. })) => Ok(SideAnswer {
+                text,
+                usage,
+                notices,
+            }),
+        }
+    }
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {

@@ -1,109 +1,16 @@
 //! Session actor tests against a scripted in-process provider.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::StreamExt;
-use futures_util::future::BoxFuture;
-use talaria_provider::{
-    ChatProvider, ChatRequest, EventStream, FinishReason, ModelMessage, ProviderError, StreamEvent,
-    ToolCallRequest, Transcript,
-};
-use talaria_record::testing::assert_valid;
+use talaria_provider::{FinishReason, ModelMessage, StreamEvent, ToolCallRequest, Transcript};
 use tokio::sync::mpsc;
 
-use crate::bridge::{ClientBridge, PermissionAnswer, PermissionChoice, PermissionRequest};
+use crate::bridge::{PermissionAnswer, PermissionChoice};
+use crate::testkit::{ScriptedBridge, ScriptedProvider as Scripted, Step, calls, text};
 use crate::{
     EngineEvent, Mode, SessionHandle, SessionSettings, StopReason, TurnError, TurnId, spawn_session,
 };
-
-/// Answers every permission request with the next scripted answer (or waits for cancel).
-#[derive(Default)]
-struct ScriptedBridge {
-    answers: Mutex<VecDeque<PermissionAnswer>>,
-    asked: Mutex<Vec<PermissionRequest>>,
-}
-
-impl ClientBridge for ScriptedBridge {
-    fn request_permission<'a>(
-        &'a self,
-        request: PermissionRequest,
-        cancel: &'a tokio_util::sync::CancellationToken,
-    ) -> BoxFuture<'a, PermissionAnswer> {
-        self.asked.lock().expect("lock").push(request);
-        let answer = self.answers.lock().expect("lock").pop_front();
-        Box::pin(async move {
-            match answer {
-                Some(answer) => answer,
-                None => {
-                    cancel.cancelled().await;
-                    PermissionAnswer::Cancelled
-                }
-            }
-        })
-    }
-}
-
-enum Step {
-    Events(Vec<StreamEvent>),
-    /// Sends the events, then never finishes.
-    Hang(Vec<StreamEvent>),
-    Panic,
-}
-
-#[derive(Default)]
-struct Scripted {
-    steps: Mutex<VecDeque<Step>>,
-    /// The record each call was made with (checked against the record's invariants).
-    seen: Mutex<Vec<Transcript>>,
-}
-
-impl ChatProvider for Scripted {
-    fn name(&self) -> &str {
-        "scripted"
-    }
-
-    fn stream(
-        &self,
-        request: &ChatRequest<'_>,
-    ) -> BoxFuture<'static, Result<EventStream, ProviderError>> {
-        assert_valid(request.transcript);
-        self.seen
-            .lock()
-            .expect("lock")
-            .push(request.transcript.clone());
-        let step = self.steps.lock().expect("lock").pop_front();
-        Box::pin(async move {
-            match step {
-                Some(Step::Events(events)) => {
-                    Ok(futures_util::stream::iter(events.into_iter().map(Ok)).boxed())
-                }
-                Some(Step::Hang(events)) => {
-                    Ok(futures_util::stream::iter(events.into_iter().map(Ok))
-                        .chain(futures_util::stream::pending())
-                        .boxed())
-                }
-                Some(Step::Panic) => panic!("scripted provider panic"),
-                None => Err(ProviderError::Stream {
-                    provider: "scripted".into(),
-                    failure: talaria_provider::StreamFailure::EndedEarly,
-                    detail: "script exhausted".into(),
-                }),
-            }
-        })
-    }
-}
-
-fn text(s: &str) -> Step {
-    Step::Events(vec![
-        StreamEvent::TextDelta(s.into()),
-        StreamEvent::Finished {
-            reason: FinishReason::Stop,
-            tool_calls: vec![],
-        },
-    ])
-}
 
 fn start(
     steps: Vec<Step>,
@@ -124,20 +31,25 @@ fn start_with(
     Arc<Scripted>,
     Arc<ScriptedBridge>,
 ) {
-    let provider = Arc::new(Scripted {
-        steps: Mutex::new(steps.into()),
-        seen: Mutex::default(),
-    });
-    let bridge = Arc::new(ScriptedBridge {
-        answers: Mutex::new(answers.into()),
-        asked: Mutex::default(),
-    });
+    let provider = Arc::new(Scripted::new(steps));
+    let bridge = Arc::new(ScriptedBridge::new(answers));
+    let router = crate::ModelRouter::single(provider.clone());
+    let (handle, rx) = spawn_with(router, bridge.clone(), cwd, mode);
+    (handle, rx, provider, bridge)
+}
+
+fn spawn_with(
+    router: crate::ModelRouter,
+    bridge: Arc<ScriptedBridge>,
+    cwd: &std::path::Path,
+    mode: Mode,
+) -> (SessionHandle, mpsc::Receiver<EngineEvent>) {
     let (tx, rx) = mpsc::channel(64);
     let settings = SessionSettings {
         id: "s1".into(),
         cwd: cwd.to_path_buf(),
         model: "m".into(),
-        system_prompt: "sys".into(),
+        system_prompt: "sys\n- Model: m\n".into(),
         context_window: 10_000,
         retry: crate::RetryPolicy {
             max_attempts: 1,
@@ -154,26 +66,12 @@ fn start_with(
     };
     let handle = spawn_session(
         settings,
-        Arc::new(crate::ModelRouter::single(provider.clone())),
+        Arc::new(router),
         talaria_tools::builtin_registry(),
-        bridge.clone(),
+        bridge,
         tx,
     );
-    (handle, rx, provider, bridge)
-}
-
-fn calls(list: &[(&str, &str, serde_json::Value)]) -> Step {
-    Step::Events(vec![StreamEvent::Finished {
-        reason: FinishReason::ToolCalls,
-        tool_calls: list
-            .iter()
-            .map(|(id, name, args)| ToolCallRequest {
-                id: id.to_string(),
-                name: name.to_string(),
-                arguments: args.to_string(),
-            })
-            .collect(),
-    }])
+    (handle, rx)
 }
 
 fn tool_results(transcript: &Transcript) -> Vec<(String, String)> {
@@ -234,7 +132,7 @@ async fn a_panicking_turn_reports_an_error_and_the_session_goes_on() {
     assert_eq!(events, vec![EngineEvent::AgentText("fine".into())]);
     // The panicked turn stays in the record, marked as interrupted; the second call sees a
     // valid transcript: system, the first ask, a note that it did not complete, the new ask.
-    let seen = provider.seen.lock().expect("lock");
+    let seen = provider.transcripts();
     let messages = seen[1].model_messages();
     assert_eq!(messages.len(), 4, "{messages:?}");
     assert!(
@@ -266,7 +164,7 @@ async fn cancel_ends_the_running_turn_and_the_queue_but_not_later_prompts() {
     session.prompt(TurnId(3), say("next")).expect("queued");
     assert_eq!(finish_of(&mut rx, 3).await.1, Ok(StopReason::EndTurn));
     // The partial answer was kept as an assistant message; the cancelled queued prompt never ran.
-    let seen = provider.seen.lock().expect("lock");
+    let seen = provider.transcripts();
     assert_eq!(seen.len(), 2);
     assert!(
         matches!(&seen[1].model_messages()[2], ModelMessage::Assistant { text, .. } if text == "partial")
@@ -310,7 +208,7 @@ async fn tool_results_follow_their_calls_and_the_request_cap_holds() {
         ["c1", "c1b", "c1-2", "c1b-2", "c1-3", "c1b-3"],
         "ids made unique"
     );
-    let seen = provider.seen.lock().expect("lock");
+    let seen = provider.transcripts();
     let second = seen[1].model_messages();
     assert!(
         matches!(&second[3], ModelMessage::Tool { call_id, content } if *call_id == "c1" && content.contains("1|hello"))
@@ -375,7 +273,7 @@ async fn writes_ask_and_always_is_remembered_while_reject_reaches_the_model() {
     );
     session.prompt(TurnId(1), say("run")).expect("queued");
     assert_eq!(finish_of(&mut rx2, 1).await.1, Ok(StopReason::EndTurn));
-    let seen = provider2.seen.lock().expect("lock");
+    let seen = provider2.transcripts();
     let results = tool_results(&seen[1]);
     assert!(
         results[0].1.contains("declined") && results[0].1.contains("Do not retry"),
@@ -408,7 +306,7 @@ async fn a_cancelled_permission_prompt_cancels_the_turn_with_valid_history() {
     assert_eq!(finish_of(&mut rx, 1).await.1, Ok(StopReason::Cancelled));
     session.prompt(TurnId(2), say("again")).expect("queued");
     assert_eq!(finish_of(&mut rx, 2).await.1, Ok(StopReason::EndTurn));
-    let seen = provider.seen.lock().expect("lock");
+    let seen = provider.transcripts();
     let results = tool_results(&seen[1]);
     assert_eq!(
         results.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(),
@@ -450,7 +348,7 @@ async fn yolo_runs_commands_but_never_the_floor_and_batches_keep_order() {
         bridge.asked.lock().expect("lock").is_empty(),
         "yolo asks nothing"
     );
-    let seen = provider.seen.lock().expect("lock");
+    let seen = provider.transcripts();
     let results = tool_results(&seen[1]);
     assert_eq!(
         results.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(),
@@ -475,4 +373,183 @@ async fn yolo_runs_commands_but_never_the_floor_and_batches_keep_order() {
             .count()
             == 5
     );
+}
+
+fn scripted_target(provider: Arc<Scripted>, model: &str) -> crate::router::ModelTarget {
+    crate::router::ModelTarget {
+        provider,
+        model: model.into(),
+        pool: Arc::new(crate::credentials::CredentialPool::new(
+            Vec::new(),
+            crate::credentials::KeyStrategy::FillFirst,
+            Duration::from_secs(60),
+        )),
+    }
+}
+
+fn side(task: &str, prompt: &str) -> crate::SideRequest {
+    crate::SideRequest {
+        task: task.into(),
+        system: "You write titles.".into(),
+        prompt: prompt.into(),
+        with_history: false,
+        max_tokens: Some(50),
+    }
+}
+
+#[tokio::test]
+async fn a_side_task_runs_on_its_auxiliary_model_and_nothing_reaches_the_chat() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let main = Arc::new(Scripted::new(vec![text("main answer")]));
+    let aux = Arc::new(Scripted::new(vec![Step::Events(vec![
+        StreamEvent::TextDelta("A short ".into()),
+        StreamEvent::TextDelta("title".into()),
+        StreamEvent::Usage(talaria_provider::Usage {
+            input_tokens: 40,
+            output_tokens: 3,
+            ..Default::default()
+        }),
+        StreamEvent::Finished {
+            reason: FinishReason::Stop,
+            tool_calls: vec![],
+        },
+    ])]));
+    let router = crate::ModelRouter::single(main.clone()).with_auxiliary(
+        "title",
+        scripted_target(aux.clone(), "aux-model"),
+        Duration::from_secs(5),
+    );
+    let (session, mut rx) = spawn_with(
+        router,
+        Arc::new(ScriptedBridge::default()),
+        dir.path(),
+        Mode::Ask,
+    );
+    let answer = session
+        .side_task(side("title", "Name this session: fix the parser"))
+        .await
+        .expect("answered")
+        .expect("side task ok");
+    assert_eq!(answer.text, "A short title");
+    assert_eq!(answer.usage.input, 40);
+    assert_eq!(aux.models(), ["aux-model"]);
+    assert!(
+        main.models().is_empty(),
+        "the session's model was not asked"
+    );
+    let asked = &aux.transcripts()[0];
+    assert!(matches!(
+        asked.model_messages()[0],
+        ModelMessage::System("You write titles.")
+    ));
+    // Not a single event reached the client.
+    assert!(matches!(
+        rx.try_recv(),
+        Err(mpsc::error::TryRecvError::Empty)
+    ));
+    // Its usage counts in the session's totals.
+    let snapshot = session.snapshot().await.expect("snapshot");
+    assert_eq!(snapshot.usage.input, 40);
+    // Without an auxiliary model for the task, the session's model does it.
+    session.prompt(TurnId(1), say("hi")).expect("queued");
+    assert_eq!(finish_of(&mut rx, 1).await.1, Ok(StopReason::EndTurn));
+    let failed = session
+        .side_task(side("review", "x"))
+        .await
+        .expect("answered");
+    assert!(failed.is_err(), "the main script is exhausted: {failed:?}");
+    assert_eq!(main.models(), ["m", "m"]);
+}
+
+#[tokio::test]
+async fn settings_go_through_the_actor_and_are_recorded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (session, mut rx, provider) = start(vec![text("one"), text("two")], dir.path());
+    session.prompt(TurnId(1), say("first")).expect("queued");
+    assert_eq!(finish_of(&mut rx, 1).await.1, Ok(StopReason::EndTurn));
+    session.set_mode(Mode::Yolo);
+    session.set_model("m2");
+    assert_eq!(session.mode(), Mode::Yolo);
+    assert_eq!(session.model(), "m2");
+    session.prompt(TurnId(2), say("second")).expect("queued");
+    assert_eq!(finish_of(&mut rx, 2).await.1, Ok(StopReason::EndTurn));
+    assert_eq!(provider.models(), ["m", "m2"]);
+    // The system prompt follows the model switch.
+    let second = &provider.transcripts()[1];
+    assert!(
+        matches!(second.model_messages()[0], ModelMessage::System(s) if s.contains("- Model: m2"))
+    );
+    let snapshot = session.snapshot().await.expect("snapshot");
+    assert_eq!((snapshot.mode, snapshot.model.as_str()), (Mode::Yolo, "m2"));
+    let markers: Vec<&talaria_record::EntryBody> = snapshot
+        .transcript
+        .entries()
+        .iter()
+        .map(|e| &e.body)
+        .filter(|b| {
+            matches!(
+                b,
+                talaria_record::EntryBody::ModeChanged { .. }
+                    | talaria_record::EntryBody::ModelChanged { .. }
+            )
+        })
+        .collect();
+    assert_eq!(markers.len(), 2, "{markers:?}");
+}
+
+#[tokio::test]
+async fn a_stream_that_breaks_after_output_restarts_and_only_the_complete_answer_is_kept() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let grammar_error = talaria_provider::ProviderError::Stream {
+        provider: "scripted".into(),
+        failure: talaria_provider::StreamFailure::ErrorEvent,
+        detail: "The model produced output that does not match the expected peg-native format"
+            .into(),
+    };
+    let bad_request = talaria_provider::ProviderError::Http {
+        provider: "scripted".into(),
+        status: 400,
+        message: "bad".into(),
+        retry_after: None,
+    };
+    let (session, mut rx, provider) = start(
+        vec![
+            Step::FailAfter(
+                vec![StreamEvent::TextDelta("```json\n{".into())],
+                grammar_error,
+            ),
+            text("The complete answer."),
+            Step::FailAfter(vec![StreamEvent::TextDelta("partial".into())], bad_request),
+        ],
+        dir.path(),
+    );
+    session
+        .prompt(TurnId(1), say("what does main.py do?"))
+        .expect("queued");
+    let (events, outcome) = finish_of(&mut rx, 1).await;
+    assert_eq!(outcome, Ok(StopReason::EndTurn));
+    assert!(
+        events.iter().any(
+            |e| matches!(e, EngineEvent::Notice { message, .. } if message.contains("abandoned"))
+        ),
+        "{events:?}"
+    );
+    let snapshot = session.snapshot().await.expect("snapshot");
+    let answers: Vec<String> = snapshot
+        .transcript
+        .model_messages()
+        .iter()
+        .filter_map(|m| match m {
+            ModelMessage::Assistant { text, .. } => Some(text.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answers, ["The complete answer."]);
+    // A failure that is not transient still ends the turn clearly after output.
+    session.prompt(TurnId(2), say("again")).expect("queued");
+    let (_, outcome) = finish_of(&mut rx, 2).await;
+    assert!(
+        matches!(outcome, Err(TurnError::Provider(m)) if m.contains("interrupted after it had started"))
+    );
+    assert_eq!(provider.models().len(), 3);
 }

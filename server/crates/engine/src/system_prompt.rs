@@ -38,6 +38,15 @@ pub fn build(cwd: &Path, model: &str, today: &str) -> String {
     prompt
 }
 
+/// The prompt with its model line changed (no file is read again).
+pub fn with_model(prompt: &str, old_model: &str, new_model: &str) -> String {
+    prompt.replacen(
+        &format!("- Model: {old_model}\n"),
+        &format!("- Model: {new_model}\n"),
+        1,
+    )
+}
+
 fn read_capped(path: &Path) -> Option<String> {
     let bytes = std::fs::read(path).ok()?;
     let mut text =
@@ -63,5 +72,7 @@ mod tests {
         assert!(prompt.contains(std::env::consts::OS));
         assert!(prompt.contains("# Project instructions from AGENTS.md\n\nAlways run cargo fmt."));
         assert!(!prompt.contains("CLAUDE.md"));
+        let switched = with_model(&prompt, "m1", "m2");
+        assert!(switched.contains("- Model: m2\n") && !switched.contains("- Model: m1"));
     }
 }

@@ -1,0 +1,372 @@
+//! One model-call path for every caller: a call goes through the whole recovery stack
+//! (classify → [`recovery::next_action`] → rotate key, shrink `max_tokens`, prune the context,
+//! restart a broken answer, back off, fall back) and writes what arrives to a caller's
+//! [`CallSink`]. The foreground turn streams to the chat; side tasks collect silently.
+//!
+//! Invariants:
+//! - Every await races the cancellation token (backoff waits included).
+//! - A failed call leaves nothing in the record; a cancelled one returns the text shown.
+//! - A stream that breaks after output is restarted only for transient failures, after a
+//!   notice that the partial answer is abandoned; only a complete answer is returned.
+
+pub mod recovery;
+pub(crate) mod sink;
+
+use futures_util::StreamExt;
+use talaria_provider::{
+    ChatRequest, FinishReason, ProviderError, StreamEvent, StreamFailure, ToolCallRequest,
+    ToolSpec, classify,
+};
+use talaria_record::Transcript;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::RetryPolicy;
+use crate::events::{NoticeLevel, TurnUsage};
+use crate::router::{ModelRouter, ModelTarget};
+use crate::{backoff, compaction};
+use recovery::{Action, GiveUp, RecoveryState, next_action};
+pub(crate) use sink::{CallSink, ChatSink, SilentSink};
+
+/// What a session keeps across turns about its model use.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SessionUsage {
+    pub tokens: TurnUsage,
+    pub cost: f64,
+    pub priced: bool,
+}
+
+/// What one model call produced.
+#[derive(Debug)]
+pub(crate) enum CallResult {
+    Finished {
+        text: String,
+        reasoning: String,
+        signature: Option<String>,
+        reason: FinishReason,
+        tool_calls: Vec<ToolCallRequest>,
+        /// The model that answered (its label).
+        model: String,
+    },
+    Cancelled {
+        text: String,
+    },
+}
+
+/// One attempt at a model call.
+enum Attempt {
+    Done(CallResult),
+    Failed { error: ProviderError, shown: bool },
+}
+
+/// Calls models for one caller (a turn, a side task): the chain, the model in use (kept once
+/// a fallback answered, for the rest of the caller's work), usage.
+pub(crate) struct ModelCaller<'a> {
+    pub router: &'a ModelRouter,
+    pub chain: Vec<ModelTarget>,
+    pub active: usize,
+    announced_fallback: bool,
+    pub retry: RetryPolicy,
+    pub cancel: &'a CancellationToken,
+    /// The effective context window (lowered when a provider states a smaller one).
+    pub window: &'a mut u64,
+    /// Usage of this caller's calls.
+    pub usage: TurnUsage,
+    pub session_usage: &'a mut SessionUsage,
+}
+
+impl<'a> ModelCaller<'a> {
+    pub fn new(
+        router: &'a ModelRouter,
+        chain: Vec<ModelTarget>,
+        retry: RetryPolicy,
+        cancel: &'a CancellationToken,
+        window: &'a mut u64,
+        session_usage: &'a mut SessionUsage,
+    ) -> Self {
+        Self {
+            router,
+            chain,
+            active: 0,
+            announced_fallback: false,
+            retry,
+            cancel,
+            window,
+            usage: TurnUsage::default(),
+            session_usage,
+        }
+    }
+
+    /// One model call through the whole recovery stack. `Err` is the failure to report (the
+    /// sink has already been told).
+    pub async fn call<S: CallSink>(
+        &mut self,
+        transcript: &mut Transcript,
+        tools: &[ToolSpec],
+        max_tokens: Option<u32>,
+        sink: &mut S,
+    ) -> Result<CallResult, String> {
+        let mut state = RecoveryState {
+            max_attempts: self.retry.max_attempts,
+            ..RecoveryState::default()
+        };
+        let mut max_tokens = max_tokens;
+        let mut failure: Option<String> = None;
+        while self.active < self.chain.len() {
+            let target = self.chain[self.active].clone();
+            let lease = target.pool.lease();
+            if lease.is_none() && !target.pool.is_empty() {
+                failure = Some(format!(
+                    "every API key of {} is cooling down after failures",
+                    target.label()
+                ));
+                if self.fall_back("its keys are cooling down", sink).await {
+                    state = RecoveryState {
+                        max_attempts: state.max_attempts,
+                        ..RecoveryState::default()
+                    };
+                    continue;
+                }
+                break;
+            }
+            state.attempts += 1;
+            let credential = lease.as_ref().map(|l| l.key.as_str());
+            let attempt = self
+                .stream_once(&target, transcript, credential, tools, max_tokens, sink)
+                .await;
+            let (error, shown) = match attempt {
+                Attempt::Done(result) => {
+                    if matches!(result, CallResult::Finished { .. })
+                        && self.active > 0
+                        && !self.announced_fallback
+                    {
+                        self.announced_fallback = true;
+                        let message = format!("Answered by the fallback model {}.", target.label());
+                        sink.notice(NoticeLevel::Info, message).await;
+                    }
+                    return Ok(result);
+                }
+                Attempt::Failed { error, shown } => (error, shown),
+            };
+            let classified = classify(&error);
+            let class = classified.class;
+            tracing::warn!(
+                ?class,
+                attempt = state.attempts,
+                "model call failed: {error}"
+            );
+            state.output_shown = shown;
+            state.other_key = lease.as_ref().is_some_and(|l| target.pool.has_other(l));
+            state.fallback_left = self.active + 1 < self.chain.len();
+            let label = target.label();
+            match next_action(class, &state) {
+                Action::RotateKey => {
+                    if let Some(lease) = &lease {
+                        target.pool.cool_down(lease);
+                        let message = format!(
+                            "{label}: {} with key {} of {}; trying the next key.",
+                            class.describe(),
+                            lease.index + 1,
+                            target.pool.len()
+                        );
+                        sink.notice(NoticeLevel::Warning, message).await;
+                    }
+                    state.attempts -= 1;
+                }
+                Action::ShrinkMaxTokens => {
+                    state.shrinks += 1;
+                    let smaller = classified
+                        .max_tokens_limit
+                        .or_else(|| max_tokens.map(|m| m / 2))
+                        .unwrap_or(4096)
+                        .max(256);
+                    max_tokens = Some(smaller);
+                    let message =
+                        format!("{label}: max_tokens too large; retrying with {smaller}.");
+                    sink.notice(NoticeLevel::Warning, message).await;
+                    state.attempts -= 1;
+                }
+                Action::Compress => {
+                    state.compressions += 1;
+                    if let Some(limit) = classified.context_limit
+                        && limit < *self.window
+                    {
+                        *self.window = limit;
+                        let message = format!(
+                            "{label} reports a context window of {limit} tokens; using that from now on."
+                        );
+                        sink.notice(NoticeLevel::Info, message).await;
+                    }
+                    match compaction::prune_old_tool_output(transcript) {
+                        Ok(pruned) => {
+                            let message = format!(
+                                "Context window exceeded; cleared {} old tool outputs ({} characters) and retrying.",
+                                pruned.results, pruned.chars
+                            );
+                            sink.notice(NoticeLevel::Warning, message).await;
+                            state.attempts -= 1;
+                        }
+                        Err(why) => {
+                            failure = Some(format!("{label}: {why}"));
+                            break;
+                        }
+                    }
+                }
+                Action::Restart => {
+                    state.restarts += 1;
+                    let message = format!(
+                        "The answer from {label} broke off ({error}). Nothing was run; the partial answer above is abandoned and the answer restarts."
+                    );
+                    sink.notice(NoticeLevel::Warning, message).await;
+                    state.attempts -= 1;
+                }
+                Action::Retry => {
+                    let wait = backoff::delay(&self.retry, state.attempts, classified.retry_after);
+                    let message = format!(
+                        "{label}: {} ({error}); retrying in {:.1} s (attempt {} of {}).",
+                        class.describe(),
+                        wait.as_secs_f64(),
+                        state.attempts + 1,
+                        self.retry.max_attempts
+                    );
+                    sink.notice(NoticeLevel::Warning, message).await;
+                    tokio::select! {
+                        biased;
+                        () = self.cancel.cancelled() => return Ok(CallResult::Cancelled { text: String::new() }),
+                        () = tokio::time::sleep(wait) => {}
+                    }
+                }
+                Action::FallBack => {
+                    failure = Some(format!("{label}: {} — {error}", class.describe()));
+                    self.fall_back(class.describe(), sink).await;
+                    state = RecoveryState {
+                        max_attempts: state.max_attempts,
+                        ..RecoveryState::default()
+                    };
+                }
+                Action::Fail(GiveUp::CutAfterOutput) => {
+                    let message = format!(
+                        "The answer from {label} was interrupted after it had started ({error}). What was shown is incomplete; ask again to continue."
+                    );
+                    sink.notice(NoticeLevel::Error, message.clone()).await;
+                    return Err(message);
+                }
+                Action::Fail(GiveUp::StillTooLarge) => {
+                    failure = Some(format!(
+                        "{label}: the conversation still does not fit after {} attempts to shrink it ({error})",
+                        recovery::MAX_COMPRESSIONS
+                    ));
+                    break;
+                }
+                Action::Fail(GiveUp::Exhausted) => {
+                    failure = Some(format!("{label}: {} — {error}", class.describe()));
+                    break;
+                }
+            }
+        }
+        let message = failure.unwrap_or_else(|| "no model could be reached".to_string());
+        sink.notice(NoticeLevel::Error, format!("The turn failed: {message}"))
+            .await;
+        Err(message)
+    }
+
+    /// Moves to the next model of the chain, if there is one.
+    async fn fall_back<S: CallSink>(&mut self, why: &str, sink: &mut S) -> bool {
+        if self.active + 1 >= self.chain.len() {
+            return false;
+        }
+        let from = self.chain[self.active].label();
+        self.active += 1;
+        let to = self.chain[self.active].label();
+        sink.notice(
+            NoticeLevel::Warning,
+            format!("{from} failed ({why}); falling back to {to}."),
+        )
+        .await;
+        true
+    }
+
+    async fn stream_once<S: CallSink>(
+        &mut self,
+        target: &ModelTarget,
+        transcript: &Transcript,
+        credential: Option<&str>,
+        tools: &[ToolSpec],
+        max_tokens: Option<u32>,
+        sink: &mut S,
+    ) -> Attempt {
+        let request = ChatRequest {
+            model: &target.model,
+            transcript,
+            tools,
+            max_tokens,
+            credential,
+        };
+        let started = target.provider.stream(&request);
+        let mut stream = tokio::select! {
+            biased;
+            () = self.cancel.cancelled() => return Attempt::Done(CallResult::Cancelled { text: String::new() }),
+            result = started => match result {
+                Ok(stream) => stream,
+                Err(error) => return Attempt::Failed { error, shown: false },
+            },
+        };
+        let mut text = String::new();
+        let mut reasoning = String::new();
+        let mut signature = None;
+        let mut shown = false;
+        loop {
+            let next = tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => return Attempt::Done(CallResult::Cancelled { text }),
+                next = stream.next() => next,
+            };
+            let event = match next {
+                None => {
+                    let error = ProviderError::Stream {
+                        provider: target.provider.name().to_string(),
+                        failure: StreamFailure::EndedEarly,
+                        detail: "the stream ended without a final event".into(),
+                    };
+                    return Attempt::Failed { error, shown };
+                }
+                Some(Err(error)) => return Attempt::Failed { error, shown },
+                Some(Ok(event)) => event,
+            };
+            match event {
+                StreamEvent::TextDelta(delta) => {
+                    shown = true;
+                    text.push_str(&delta);
+                    sink.text(delta).await;
+                }
+                StreamEvent::ReasoningDelta(delta) => {
+                    shown = true;
+                    reasoning.push_str(&delta);
+                    sink.thought(delta).await;
+                }
+                StreamEvent::ReasoningSignature(value) => signature = Some(value),
+                StreamEvent::ToolCallStarted { .. } => {}
+                StreamEvent::Usage(call_usage) => {
+                    self.usage.add(&call_usage);
+                    self.session_usage.tokens.add(&call_usage);
+                    if let Some(price) = self.router.price(&target.model) {
+                        self.session_usage.cost += price.cost(&call_usage);
+                        self.session_usage.priced = true;
+                    }
+                    let cost = self.session_usage.priced.then_some(self.session_usage.cost);
+                    let used = call_usage.input_tokens + call_usage.output_tokens;
+                    sink.usage(&call_usage, used, *self.window, cost).await;
+                }
+                StreamEvent::Finished { reason, tool_calls } => {
+                    return Attempt::Done(CallResult::Finished {
+                        text,
+                        reasoning,
+                        signature,
+                        reason,
+                        tool_calls,
+                        model: target.label(),
+                    });
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! A test kit for any crate that drives sessions without a network: a scripted model
+//! provider (which asserts the record's invariants on every request it receives) and a
+//! scripted client bridge. Enabled for this crate's tests and by the `test-support` feature.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
+use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
+use talaria_provider::{
+    ChatProvider, ChatRequest, EventStream, FinishReason, ProviderError, StreamEvent,
+    StreamFailure, ToolCallRequest, Transcript,
+};
+use talaria_record::testing::assert_valid;
+
+use crate::bridge::{ClientBridge, PermissionAnswer, PermissionRequest};
+
+/// Answers every permission request with the next scripted answer (or waits for cancel).
+#[derive(Default)]
+pub struct ScriptedBridge {
+    pub answers: Mutex<VecDeque<PermissionAnswer>>,
+    pub asked: Mutex<Vec<PermissionRequest>>,
+}
+
+impl ScriptedBridge {
+    pub fn new(answers: Vec<PermissionAnswer>) -> Self {
+        Self {
+            answers: Mutex::new(answers.into()),
+            asked: Mutex::default(),
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl ClientBridge for ScriptedBridge {
+    fn request_permission<'a>(
+        &'a self,
+        request: PermissionRequest,
+        cancel: &'a tokio_util::sync::CancellationToken,
+    ) -> BoxFuture<'a, PermissionAnswer> {
+        lock(&self.asked).push(request);
+        let answer = lock(&self.answers).pop_front();
+        Box::pin(async move {
+            match answer {
+                Some(answer) => answer,
+                None => {
+                    cancel.cancelled().await;
+                    PermissionAnswer::Cancelled
+                }
+            }
+        })
+    }
+}
+
+/// One scripted model reply.
+pub enum Step {
+    Events(Vec<StreamEvent>),
+    /// Sends the events, then never finishes.
+    Hang(Vec<StreamEvent>),
+    /// Sends the events, then fails with the error.
+    FailAfter(Vec<StreamEvent>, ProviderError),
+    Panic,
+}
+
+/// A provider that replies from a script and records every request.
+#[derive(Default)]
+pub struct ScriptedProvider {
+    pub steps: Mutex<VecDeque<Step>>,
+    /// The model and the record of each request (each checked against the record's
+    /// invariants when it arrived).
+    pub seen: Mutex<Vec<(String, Transcript)>>,
+}
+
+impl ScriptedProvider {
+    pub fn new(steps: Vec<Step>) -> Self {
+        Self {
+            steps: Mutex::new(steps.into()),
+            seen: Mutex::default(),
+        }
+    }
+
+    /// The records of the requests so far.
+    pub fn transcripts(&self) -> Vec<Transcript> {
+        lock(&self.seen).iter().map(|(_, t)| t.clone()).collect()
+    }
+
+    /// The models asked so far.
+    pub fn models(&self) -> Vec<String> {
+        lock(&self.seen).iter().map(|(m, _)| m.clone()).collect()
+    }
+}
+
+impl ChatProvider for ScriptedProvider {
+    fn name(&self) -> &str {
+        "scripted"
+    }
+
+    fn stream(
+        &self,
+        request: &ChatRequest<'_>,
+    ) -> BoxFuture<'static, Result<EventStream, ProviderError>> {
+        assert_valid(request.transcript);
+        lock(&self.seen).push((request.model.to_string(), request.transcript.clone()));
+        let step = lock(&self.steps).pop_front();
+        Box::pin(async move {
+            match step {
+                Some(Step::Events(events)) => {
+                    Ok(futures_util::stream::iter(events.into_iter().map(Ok)).boxed())
+                }
+                Some(Step::Hang(events)) => {
+                    Ok(futures_util::stream::iter(events.into_iter().map(Ok))
+                        .chain(futures_util::stream::pending())
+                        .boxed())
+                }
+                Some(Step::FailAfter(events, error)) => Ok(futures_util::stream::iter(
+                    events
+                        .into_iter()
+                        .map(Ok)
+                        .chain(std::iter::once(Err(error))),
+                )
+                .boxed()),
+                Some(Step::Panic) => panic!("scripted provider panic"),
+                None => Err(ProviderError::Stream {
+                    provider: "scripted".into(),
+                    failure: StreamFailure::EndedEarly,
+                    detail: "script exhausted: no step for this request".into(),
+                }),
+            }
+        })
+    }
+}
+
+/// A reply with this text.
+pub fn text(s: &str) -> Step {
+    Step::Events(vec![
+        StreamEvent::TextDelta(s.into()),
+        StreamEvent::Finished {
+            reason: FinishReason::Stop,
+            tool_calls: vec![],
+        },
+    ])
+}
+
+/// A reply calling tools: `(id, name, arguments)`.
+pub fn calls(list: &[(&str, &str, serde_json::Value)]) -> Step {
+    Step::Events(vec![StreamEvent::Finished {
+        reason: FinishReason::ToolCalls,
+        tool_calls: list
+            .iter()
+            .map(|(id, name, args)| ToolCallRequest {
+                id: id.to_string(),
+                name: name.to_string(),
+                arguments: args.to_string(),
+            })
+            .collect(),
+    }])
+}
