@@ -257,6 +257,10 @@ impl Orchestrator<'_> {
 
     /// Decides a call; `Err` carries the result of a call that must not run.
     async fn approve(&self, call: &Prepared) -> Result<(), ToolOutcome> {
+        // Refused before anyone is asked: a whitelist is not the user's call to make.
+        if let Some(why) = self.registry.refusal(&call.name) {
+            return Err(ToolOutcome::failed(why));
+        }
         let Ok(_) = &call.args else { return Ok(()) };
         if self.registry.definition(&call.name).is_none() {
             return Ok(());

@@ -44,6 +44,16 @@ fn spawn_with(
     cwd: &std::path::Path,
     mode: Mode,
 ) -> (SessionHandle, mpsc::Receiver<EngineEvent>) {
+    spawn_with_registry(router, talaria_tools::builtin_registry(), bridge, cwd, mode)
+}
+
+fn spawn_with_registry(
+    router: crate::ModelRouter,
+    registry: talaria_tools::Registry,
+    bridge: Arc<ScriptedBridge>,
+    cwd: &std::path::Path,
+    mode: Mode,
+) -> (SessionHandle, mpsc::Receiver<EngineEvent>) {
     let (tx, rx) = mpsc::channel(64);
     let settings = SessionSettings {
         id: "s1".into(),
@@ -64,13 +74,7 @@ fn spawn_with(
         mode,
         secrets: crate::approval::SecretReads::for_home(&cwd.join(".talaria-home"), true),
     };
-    let handle = spawn_session(
-        settings,
-        Arc::new(router),
-        talaria_tools::builtin_registry(),
-        bridge,
-        tx,
-    );
+    let handle = spawn_session(settings, Arc::new(router), registry, bridge, tx);
     (handle, rx)
 }
 
@@ -552,4 +556,32 @@ async fn a_stream_that_breaks_after_output_restarts_and_only_the_complete_answer
         matches!(outcome, Err(TurnError::Provider(m)) if m.contains("interrupted after it had started"))
     );
     assert_eq!(provider.models().len(), 3);
+}
+
+#[tokio::test]
+async fn a_dispatch_whitelist_refuses_a_call_without_asking_and_without_side_effects() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let provider = Arc::new(Scripted::new(vec![
+        calls(&[(
+            "w",
+            "write_file",
+            serde_json::json!({"path": "x.txt", "content": "no"}),
+        )]),
+        text("ok"),
+    ]));
+    let bridge = Arc::new(ScriptedBridge::default());
+    let registry = talaria_tools::builtin_registry().dispatch_only(&["read_file"]);
+    let (session, mut rx) = spawn_with_registry(
+        crate::ModelRouter::single(provider.clone()),
+        registry,
+        bridge.clone(),
+        dir.path(),
+        Mode::Yolo,
+    );
+    session.prompt(TurnId(1), say("write")).expect("queued");
+    assert_eq!(finish_of(&mut rx, 1).await.1, Ok(StopReason::EndTurn));
+    let results = tool_results(&provider.transcripts()[1]);
+    assert!(results[0].1.contains("may not be used here"), "{results:?}");
+    assert!(!dir.path().join("x.txt").exists());
+    assert!(bridge.asked.lock().expect("lock").is_empty());
 }

@@ -22,12 +22,13 @@ pub struct Process;
 const MAX_CHUNK_CHARS: usize = 20_000;
 
 static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
-    name: "process",
-    toolset: "terminal",
+    name: "process".into(),
+    toolset: "terminal".into(),
     description: "Manage background processes started with terminal(background=true). \
         Actions: list; poll (status and output since the last poll); log (retained output by \
         line, with offset/limit); wait (until exit or `timeout` seconds, default 30); write \
-        (send `data` to stdin; include \\n to submit a line); kill.",
+        (send `data` to stdin; include \\n to submit a line); kill."
+        .into(),
     parameters: json!({
         "type": "object",
         "properties": {
@@ -101,7 +102,7 @@ impl Tool for Process {
 
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let args: Args = match parse_args(DEFINITION.name, args) {
+            let args: Args = match parse_args(&DEFINITION.name, args) {
                 Ok(args) => args,
                 Err(failed) => return failed,
             };

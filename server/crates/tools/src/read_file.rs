@@ -27,11 +27,12 @@ pub const MAX_PAGE_CHARS: usize = 100_000;
 pub struct ReadFile;
 
 static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
-    name: "read_file",
-    toolset: "file",
+    name: "read_file".into(),
+    toolset: "file".into(),
     description: "Read a text file with line numbers. Use this instead of cat/head/tail. \
         Paginate large files with offset (1-based first line) and limit (number of lines, \
-        default 500, at most 2000). Relative paths resolve against the working directory.",
+        default 500, at most 2000). Relative paths resolve against the working directory."
+        .into(),
     parameters: json!({
         "type": "object",
         "properties": {
@@ -99,7 +100,7 @@ impl Tool for ReadFile {
 
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let args: Args = match parse_args(DEFINITION.name, args) {
+            let args: Args = match parse_args(&DEFINITION.name, args) {
                 Ok(args) => args,
                 Err(failed) => return failed,
             };

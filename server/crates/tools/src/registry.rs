@@ -5,7 +5,7 @@
 //! slips), or a tool outside the session's whitelist give a failed outcome that says what was
 //! wrong, so the model can correct itself.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -13,10 +13,13 @@ use serde_json::Value;
 use crate::schema::coerce_and_validate;
 use crate::tool::{CallDescription, Tool, ToolContext, ToolDefinition, ToolEffect, ToolOutcome};
 
-/// A set of tools by name.
+/// A set of tools by name, with an optional dispatch-time whitelist.
 #[derive(Clone, Default)]
 pub struct Registry {
-    tools: BTreeMap<&'static str, Arc<dyn Tool>>,
+    tools: BTreeMap<Arc<str>, Arc<dyn Tool>>,
+    /// When set, only these tools may run; the model is still offered every tool (so a fork
+    /// sends the same `tools[]` as its parent and the provider's prompt cache still hits).
+    dispatchable: Option<Arc<BTreeSet<Arc<str>>>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -36,7 +39,7 @@ impl Registry {
 
     /// Adds a tool; a later tool with the same name replaces the earlier one.
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
-        self.tools.insert(tool.definition().name, tool);
+        self.tools.insert(tool.definition().name.clone(), tool);
     }
 
     /// A registry holding only the named tools (the rest are neither offered nor dispatched).
@@ -45,10 +48,39 @@ impl Registry {
             tools: self
                 .tools
                 .iter()
-                .filter(|(name, _)| names.contains(name))
-                .map(|(name, tool)| (*name, tool.clone()))
+                .filter(|(name, _)| names.contains(&name.as_ref()))
+                .map(|(name, tool)| (name.clone(), tool.clone()))
                 .collect(),
+            dispatchable: self.dispatchable.clone(),
         }
+    }
+
+    /// The same tools offered to the model, but only `names` may run: any other call is
+    /// refused at dispatch, whatever the model asks.
+    pub fn dispatch_only(&self, names: &[&str]) -> Registry {
+        Registry {
+            tools: self.tools.clone(),
+            dispatchable: Some(Arc::new(names.iter().map(|n| Arc::from(*n)).collect())),
+        }
+    }
+
+    /// Whether a call of `name` may run here.
+    pub fn may_dispatch(&self, name: &str) -> bool {
+        self.dispatchable
+            .as_ref()
+            .is_none_or(|allowed| allowed.contains(name))
+    }
+
+    /// Why a call of `name` may not run here, if it may not.
+    pub fn refusal(&self, name: &str) -> Option<String> {
+        let allowed = self.dispatchable.as_ref()?;
+        (!allowed.contains(name)).then(|| {
+            let names: Vec<&str> = allowed.iter().map(AsRef::as_ref).collect();
+            format!(
+                "`{name}` may not be used here; only {} may.",
+                names.join(", ")
+            )
+        })
     }
 
     /// A registry holding only the tools of the named toolsets.
@@ -57,9 +89,10 @@ impl Registry {
             tools: self
                 .tools
                 .iter()
-                .filter(|(_, tool)| toolsets.contains(&tool.definition().toolset))
-                .map(|(name, tool)| (*name, tool.clone()))
+                .filter(|(_, tool)| toolsets.contains(&tool.definition().toolset.as_ref()))
+                .map(|(name, tool)| (name.clone(), tool.clone()))
                 .collect(),
+            dispatchable: self.dispatchable.clone(),
         }
     }
 
@@ -130,8 +163,11 @@ impl Registry {
 
     /// Runs a call. Never panics on bad input; every problem becomes a failed outcome.
     pub async fn dispatch(&self, name: &str, args: ParsedArgs, ctx: &ToolContext) -> ToolOutcome {
+        if let Some(why) = self.refusal(name) {
+            return ToolOutcome::failed(why);
+        }
         let Some(tool) = self.tools.get(name).filter(|tool| tool.available()) else {
-            let available: Vec<_> = self.definitions().map(|d| d.name).collect();
+            let available: Vec<&str> = self.definitions().map(|d| d.name.as_ref()).collect();
             return ToolOutcome::failed(format!(
                 "Unknown tool `{name}`. Available tools: {}.",
                 available.join(", ")
@@ -217,11 +253,41 @@ mod tests {
     fn restriction_and_toolsets_hide_tools() {
         let registry = crate::builtin_registry();
         assert_eq!(registry.restricted_to(&[]).definitions().count(), 0);
-        let names: Vec<_> = registry
-            .with_toolsets(&["file"])
-            .definitions()
-            .map(|d| d.name)
-            .collect();
+        let files = registry.with_toolsets(&["file"]);
+        let names: Vec<&str> = files.definitions().map(|d| d.name.as_ref()).collect();
         assert_eq!(names, ["patch", "read_file", "search_files", "write_file"]);
+    }
+
+    #[tokio::test]
+    async fn a_dispatch_whitelist_offers_every_tool_but_refuses_the_rest() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ctx = ToolContext::local(
+            dir.path().to_path_buf(),
+            tokio_util::sync::CancellationToken::new(),
+            Default::default(),
+        );
+        let registry = crate::builtin_registry();
+        let fork = registry.dispatch_only(&["read_file", "search_files"]);
+        let offered =
+            |r: &Registry| -> Vec<String> { r.definitions().map(|d| d.name.to_string()).collect() };
+        assert_eq!(
+            offered(&fork),
+            offered(&registry),
+            "same tools[] as the parent"
+        );
+        let args = fork.parse_args("write_file", r#"{"path": "x.txt", "content": "no"}"#);
+        let refused = fork.dispatch("write_file", args, &ctx).await;
+        assert_eq!(refused.status, ToolStatus::Failed);
+        assert!(
+            refused.content.contains("may not be used here"),
+            "{}",
+            refused.content
+        );
+        assert!(!dir.path().join("x.txt").exists(), "no side effect");
+        assert!(fork.may_dispatch("read_file") && !fork.may_dispatch("terminal"));
+        std::fs::write(dir.path().join("a.txt"), "hi\n").expect("write");
+        let args = fork.parse_args("read_file", r#"{"path": "a.txt"}"#);
+        let read = fork.dispatch("read_file", args, &ctx).await;
+        assert_eq!(read.status, ToolStatus::Completed);
     }
 }

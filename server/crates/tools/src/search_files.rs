@@ -36,12 +36,13 @@ const MAX_LINE_CHARS: usize = 500;
 pub struct SearchFiles;
 
 static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
-    name: "search_files",
-    toolset: "file",
+    name: "search_files".into(),
+    toolset: "file".into(),
     description: "Search the project. target=\"content\" (default): regex search of file \
         contents (ripgrep syntax; smart case), results as path:line:text. target=\"files\": \
         find files whose path matches a glob (e.g. \"*.rs\", \"src/**/test_*\"). Respects \
-        .gitignore and skips hidden files. Narrow with path and file_glob; page with offset.",
+        .gitignore and skips hidden files. Narrow with path and file_glob; page with offset."
+        .into(),
     parameters: json!({
         "type": "object",
         "properties": {
@@ -100,7 +101,7 @@ impl Tool for SearchFiles {
 
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let args: Args = match parse_args(DEFINITION.name, args) {
+            let args: Args = match parse_args(&DEFINITION.name, args) {
                 Ok(args) => args,
                 Err(failed) => return failed,
             };

@@ -28,14 +28,15 @@ pub const MAX_OUTPUT_BYTES: usize = 30_000;
 pub struct Terminal;
 
 static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
-    name: "terminal",
-    toolset: "terminal",
+    name: "terminal".into(),
+    toolset: "terminal".into(),
     description: "Run a shell command (bash) in the working directory or `workdir`. Returns \
         combined stdout/stderr (long output keeps its beginning and end) and the exit code. \
         Foreground commands time out after `timeout` seconds (default 180) and are killed with \
         everything they started. For servers and watchers use background=true, then manage \
         the process with the `process` tool. Do not use it to read or edit files: use \
-        read_file, search_files, patch and write_file.",
+        read_file, search_files, patch and write_file."
+        .into(),
     parameters: json!({
         "type": "object",
         "properties": {
@@ -97,7 +98,7 @@ impl Tool for Terminal {
 
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let args: Args = match parse_args(DEFINITION.name, args) {
+            let args: Args = match parse_args(&DEFINITION.name, args) {
                 Ok(args) => args,
                 Err(failed) => return failed,
             };

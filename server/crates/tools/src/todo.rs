@@ -19,12 +19,13 @@ pub struct Todo;
 const STATUSES: [&str; 4] = ["pending", "in_progress", "completed", "cancelled"];
 
 static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
-    name: "todo",
-    toolset: "todo",
+    name: "todo".into(),
+    toolset: "todo".into(),
     description: "Keep a task list for multi-step work. Pass the whole list in `todos` \
         (each {id, content, status: pending|in_progress|completed|cancelled}); with merge=true, \
         items are updated by id and new ones appended. Call with no todos to read the list. \
-        Keep exactly one item in_progress while working.",
+        Keep exactly one item in_progress while working."
+        .into(),
     parameters: json!({
         "type": "object",
         "properties": {
@@ -96,7 +97,7 @@ impl Tool for Todo {
 
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let args: Args = match parse_args(DEFINITION.name, args) {
+            let args: Args = match parse_args(&DEFINITION.name, args) {
                 Ok(args) => args,
                 Err(failed) => return failed,
             };

@@ -57,12 +57,13 @@ pub enum Concurrency {
 /// The part of a tool the model sees, plus how the engine treats it.
 #[derive(Debug, Clone)]
 pub struct ToolDefinition {
-    /// The name the model calls (Hermes-compatible).
-    pub name: &'static str,
+    /// The name the model calls (Hermes-compatible; tools from MCP servers and skills get
+    /// names at run time).
+    pub name: Arc<str>,
     /// The toolset the tool belongs to (e.g. `file`).
-    pub toolset: &'static str,
+    pub toolset: Arc<str>,
     /// What the tool does, for the model.
-    pub description: &'static str,
+    pub description: Arc<str>,
     /// JSON Schema of the arguments object; arguments are checked and coerced against it.
     pub parameters: Value,
     /// The kind of action (for display; the policy uses `approval`).

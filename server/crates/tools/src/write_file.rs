@@ -18,10 +18,11 @@ use crate::tool::{
 pub struct WriteFile;
 
 static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
-    name: "write_file",
-    toolset: "file",
+    name: "write_file".into(),
+    toolset: "file".into(),
     description: "Write a whole file (creating it and its parent directories if needed), \
-        replacing any existing content. Prefer `patch` for small changes to existing files.",
+        replacing any existing content. Prefer `patch` for small changes to existing files."
+        .into(),
     parameters: json!({
         "type": "object",
         "properties": {
@@ -99,7 +100,7 @@ impl Tool for WriteFile {
 
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let args: Args = match parse_args(DEFINITION.name, args) {
+            let args: Args = match parse_args(&DEFINITION.name, args) {
                 Ok(args) => args,
                 Err(failed) => return failed,
             };

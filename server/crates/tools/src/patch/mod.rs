@@ -25,15 +25,16 @@ use crate::write_file::current_text;
 pub struct Patch;
 
 static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
-    name: "patch",
-    toolset: "file",
+    name: "patch".into(),
+    toolset: "file".into(),
     description: "Edit files. Replace mode (default): replace `old_string` with `new_string` in \
         `path`; old_string must match exactly one place (include surrounding lines) unless \
         replace_all is true; whitespace and indentation differences are tolerated. Patch mode \
         (mode=\"patch\"): apply a multi-file patch in the format `*** Begin Patch` / \
         `*** Add File: p` (+lines) / `*** Update File: p` (optional `*** Move to: q`, hunks \
         starting with `@@` holding ' ' context, '-' removed and '+' added lines) / \
-        `*** Delete File: p` / `*** End Patch`.",
+        `*** Delete File: p` / `*** End Patch`."
+        .into(),
     parameters: json!({
         "type": "object",
         "properties": {
@@ -152,7 +153,7 @@ impl Tool for Patch {
 
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let args: Args = match parse_args(DEFINITION.name, args) {
+            let args: Args = match parse_args(&DEFINITION.name, args) {
                 Ok(args) => args,
                 Err(failed) => return failed,
             };
