@@ -9,6 +9,7 @@
 
 pub mod agent;
 pub mod binary;
+pub mod mock_checks;
 pub mod mock_llm;
 
 pub use agent::{AgentProcess, WireFraming};

@@ -57,6 +57,14 @@ enum Api {
 }
 
 impl Api {
+    fn wire(self) -> crate::mock_checks::WireApi {
+        match self {
+            Api::Chat => crate::mock_checks::WireApi::Chat,
+            Api::Messages => crate::mock_checks::WireApi::Messages,
+            Api::Responses => crate::mock_checks::WireApi::Responses,
+        }
+    }
+
     fn of(path: &str) -> Self {
         if path.ends_with("/messages") {
             Api::Messages
@@ -175,7 +183,21 @@ impl RecordedRequest {
 struct State {
     script: Mutex<VecDeque<MockReply>>,
     requests: Mutex<Vec<RecordedRequest>>,
+    /// What went wrong: requests no script step expected, transcripts with broken tool-call
+    /// pairing. A mock dropped with problems fails the test (see [`MockLlm`]'s `Drop`).
+    problems: Mutex<Vec<String>>,
     changed: Notify,
+}
+
+/// The 417 answer to a request the mock refuses, showing the request.
+fn refuse(state: &State, why: String, body: &Value) -> Response<Body> {
+    lock(&state.problems).push(why.clone());
+    let answer = serde_json::json!({"error": {"message": why, "request": body}});
+    full(
+        StatusCode::EXPECTATION_FAILED,
+        answer.to_string(),
+        "application/json",
+    )
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -192,6 +214,10 @@ pub struct MockLlm {
 impl Drop for MockLlm {
     fn drop(&mut self) {
         self.task.abort();
+        let problems = std::mem::take(&mut *lock(&self.state.problems));
+        if !problems.is_empty() && !std::thread::panicking() {
+            panic!("the mock LLM refused requests: {problems:#?}");
+        }
     }
 }
 
@@ -230,6 +256,12 @@ impl MockLlm {
     /// The socket address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Takes the problems recorded so far (a test that provokes them on purpose takes them,
+    /// so dropping the mock does not fail it).
+    pub fn take_problems(&self) -> Vec<String> {
+        std::mem::take(&mut *lock(&self.state.problems))
     }
 
     /// Appends replies to the script.
@@ -331,14 +363,18 @@ async fn handle(
         requests.len() - 1
     };
     state.changed.notify_waiters();
+    let recorded_body = lock(&state.requests)[index].body.clone();
+    let pairing = crate::mock_checks::pairing_problems(api.wire(), &recorded_body);
+    if !pairing.is_empty() {
+        mark(&state, index, |r| r.completed = true);
+        let why = format!("mock: broken tool-call pairing: {}", pairing.join("; "));
+        return Ok(refuse(&state, why, &recorded_body));
+    }
     let reply = lock(&state.script).pop_front();
     let Some(reply) = reply else {
         mark(&state, index, |r| r.completed = true);
-        return Ok(full(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            r#"{"error":{"message":"mock script exhausted"}}"#,
-            "application/json",
-        ));
+        let why = "mock script exhausted: no script step expects this request".to_string();
+        return Ok(refuse(&state, why, &recorded_body));
     };
     if let MockReply::Error {
         status,
@@ -907,7 +943,37 @@ mod tests {
         assert_eq!(recorded.len(), 4);
         assert_eq!(recorded[2].path, "/v1/messages");
         assert!(recorded.iter().all(|r| r.completed));
-        let exhausted = post(&mock, "/v1/chat/completions", json!({})).await;
-        assert_eq!(exhausted["error"]["message"], "mock script exhausted");
+        let exhausted = post(&mock, "/v1/chat/completions", json!({"model": "x"})).await;
+        assert!(
+            exhausted["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("no script step expects")),
+            "{exhausted}"
+        );
+        assert_eq!(exhausted["error"]["request"]["model"], "x");
+        assert_eq!(
+            mock.take_problems().len(),
+            1,
+            "recorded, and taken so the test passes"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_request_with_broken_tool_pairing_is_refused_and_recorded() {
+        let mock = MockLlm::start(vec![MockReply::text(&["never sent"])])
+            .await
+            .expect("mock");
+        let broken = json!({"model": "m", "messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "t", "arguments": "{}"}}]},
+            {"role": "user", "content": "the result is missing"},
+        ]});
+        let answer = post(&mock, "/v1/chat/completions", broken).await;
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("\"c1\" has no result"), "{answer}");
+        let problems = mock.take_problems();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        // The scripted reply was not used up by the broken request.
+        assert_eq!(lock(&mock.state.script).len(), 1);
     }
 }
