@@ -1,13 +1,16 @@
-//! The engine's [`ClientBridge`] over ACP: permission prompts, the editor's file buffers
+//! Serves the engine's client requests over ACP: permission prompts, the editor's file buffers
 //! (`fs/*`) and the editor's terminals (`terminal/*`), each used exactly when the client
-//! advertised it; otherwise the local machine.
+//! advertised it (the engine delegates only then; see [`ClientCaps::delegation`]).
 
 use std::path::Path;
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
-use talaria_engine::{ClientBridge, PermissionAnswer, PermissionChoice, PermissionRequest};
+use talaria_engine::{
+    ClientAnswer, ClientAsk, ClientRequest, Delegation, PermissionAnswer, PermissionChoice,
+    PermissionRequest,
+};
 use talaria_protocol::acp::{
     self, PermissionOption, PermissionOptionKind, RequestPermissionOutcome,
     RequestPermissionRequest, RequestPermissionResponse, ToolCallUpdate, ToolCallUpdateFields,
@@ -30,6 +33,15 @@ pub struct ClientCaps {
 }
 
 impl ClientCaps {
+    /// What the engine hands to the client.
+    pub fn delegation(self) -> Delegation {
+        Delegation {
+            read_files: self.read_text_file,
+            write_files: self.write_text_file,
+            terminal: self.terminal,
+        }
+    }
+
     pub fn from_initialize(caps: &acp::ClientCapabilities) -> Self {
         Self {
             read_text_file: caps.fs.read_text_file,
@@ -87,8 +99,39 @@ fn choice_of(option_id: &str) -> Option<PermissionChoice> {
     }
 }
 
-impl ClientBridge for AcpBridge {
-    fn request_permission<'a>(
+impl AcpBridge {
+    /// What the client advertised.
+    pub fn caps(&self) -> ClientCaps {
+        self.caps
+    }
+
+    /// Serves one request in the background and answers it.
+    pub fn serve(self: &Arc<Self>, request: ClientRequest) {
+        let bridge = self.clone();
+        tokio::spawn(async move {
+            let answer = match request.ask.clone() {
+                ClientAsk::Permission(permission) => ClientAnswer::Permission(
+                    bridge.request_permission(permission, &request.cancel).await,
+                ),
+                ClientAsk::ReadFile { path } => {
+                    ClientAnswer::Read(bridge.files().read_text(&path).await)
+                }
+                ClientAsk::WriteFile { path, text } => {
+                    ClientAnswer::Wrote(bridge.files().write_text(&path, &text).await)
+                }
+                ClientAsk::RunCommand { spec } => ClientAnswer::Ran(
+                    bridge
+                        .commands()
+                        .run(spec, &request.cancel, request.progress.clone())
+                        .await,
+                ),
+            };
+            request.answer(answer);
+        });
+    }
+
+    /// Asks the user on the call's card; ends promptly when `cancel` fires.
+    pub fn request_permission<'a>(
         &'a self,
         request: PermissionRequest,
         cancel: &'a CancellationToken,
@@ -139,7 +182,8 @@ impl ClientBridge for AcpBridge {
         })
     }
 
-    fn files(&self) -> Arc<dyn FileAccess> {
+    /// Files through the editor when it offers them.
+    pub fn files(&self) -> Arc<dyn FileAccess> {
         if self.caps.read_text_file || self.caps.write_text_file {
             Arc::new(EditorFiles {
                 peer: self.peer.clone(),
@@ -151,7 +195,8 @@ impl ClientBridge for AcpBridge {
         }
     }
 
-    fn commands(&self) -> Arc<dyn CommandRunner> {
+    /// Commands in the editor's terminals when it offers them.
+    pub fn commands(&self) -> Arc<dyn CommandRunner> {
         if self.caps.terminal {
             Arc::new(EditorTerminal {
                 peer: self.peer.clone(),

@@ -1,5 +1,6 @@
-//! Sends a session's engine events to the client in order, and answers each prompt after its
-//! turn's last update.
+//! Sends a session's engine events to the client in order, serves the session's requests to
+//! the client (permission, files, terminals) where they fall in that order, and answers each
+//! prompt after its turn's last update.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -10,6 +11,7 @@ use talaria_protocol::acp::{self, RequestId, SessionNotification};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::client_bridge::AcpBridge;
 use super::updates;
 
 /// A prompt waiting for its turn to finish.
@@ -69,8 +71,9 @@ pub async fn forward_events(
     session_id: acp::SessionId,
     mut events: mpsc::Receiver<EngineEvent>,
     pending: PendingPrompts,
-    notices: bool,
+    client: Arc<AcpBridge>,
 ) {
+    let notices = client.caps().notices;
     while let Some(event) = events.recv().await {
         let update = match event {
             EngineEvent::TurnFinished {
@@ -99,9 +102,10 @@ pub async fn forward_events(
                 }
                 continue;
             }
-            EngineEvent::Barrier(barrier) => {
-                // Everything before it is in the writer's queue, ahead of any later request.
-                barrier.pass();
+            EngineEvent::ClientRequest(request) => {
+                // Every earlier update is already in the writer's queue: the request cannot
+                // overtake its card. It is served in the background so updates keep flowing.
+                client.serve(request);
                 continue;
             }
             EngineEvent::Notice { level, message } => Some(notice_update(level, message, notices)),

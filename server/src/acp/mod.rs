@@ -262,6 +262,7 @@ impl Agent {
                 &config.home,
                 config.ask_for_credential_reads,
             ),
+            delegation: self.client_caps.delegation(),
         };
         let (events_tx, events_rx) = mpsc::channel(256);
         let bridge = Arc::new(client_bridge::AcpBridge::new(
@@ -279,7 +280,6 @@ impl Agent {
                 }
                 None => self.registry.clone(),
             },
-            bridge,
             events_tx,
         );
         let pending: PendingPrompts = Arc::default();
@@ -288,7 +288,7 @@ impl Agent {
             acp::SessionId::new(id.clone()),
             events_rx,
             pending.clone(),
-            self.client_caps.notices,
+            bridge,
         ));
         tracing::info!(session = %id, cwd = %params.cwd.display(), model = %config.model, "session created");
         self.sessions.insert(

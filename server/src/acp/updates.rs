@@ -52,7 +52,9 @@ pub fn session_update(event: EngineEvent) -> Option<SessionUpdate> {
         EngineEvent::Usage { used, size, cost } => SessionUpdate::UsageUpdate(
             UsageUpdate::new(used, size).cost(cost.map(|amount| acp::Cost::new(amount, "USD"))),
         ),
-        EngineEvent::TurnFinished { .. } | EngineEvent::Barrier(_) | EngineEvent::Notice { .. } => {
+        EngineEvent::TurnFinished { .. }
+        | EngineEvent::ClientRequest(_)
+        | EngineEvent::Notice { .. } => {
             return None;
         }
     })

@@ -93,40 +93,6 @@ pub struct ToolCallView {
     pub preview: Vec<ToolEffect>,
 }
 
-/// A point in the event stream: the receiver fires it once every earlier event has been
-/// delivered, so a client request made after it cannot overtake them.
-#[derive(Debug, Clone)]
-pub struct Barrier(std::sync::Arc<std::sync::Mutex<Option<tokio::sync::oneshot::Sender<()>>>>);
-
-impl Barrier {
-    /// A barrier and the future that resolves when it is passed.
-    pub fn new() -> (Self, tokio::sync::oneshot::Receiver<()>) {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        (
-            Self(std::sync::Arc::new(std::sync::Mutex::new(Some(tx)))),
-            rx,
-        )
-    }
-
-    /// Marks the barrier as passed.
-    pub fn pass(&self) {
-        if let Some(tx) = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take()
-        {
-            let _ = tx.send(());
-        }
-    }
-}
-
-impl PartialEq for Barrier {
-    fn eq(&self, other: &Self) -> bool {
-        std::sync::Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
 /// One thing that happened in a session.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EngineEvent {
@@ -153,9 +119,9 @@ pub enum EngineEvent {
     },
     /// The todo list changed.
     Plan(Vec<TodoItem>),
-    /// Pass this once every earlier event has been sent to the client. Every consumer of
-    /// the event stream must pass barriers, or the turn waits for them.
-    Barrier(Barrier),
+    /// A request to the client (permission, files, terminal), after every event about the
+    /// same call; the consumer answers it on its reply channel.
+    ClientRequest(crate::client::ClientRequest),
     /// Context occupancy after a model call, and the session's cost so far (when the price
     /// table knows the model).
     Usage {

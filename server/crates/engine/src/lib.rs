@@ -6,8 +6,8 @@
 
 pub mod approval;
 mod backoff;
-pub mod bridge;
 pub mod budget;
+pub mod client;
 pub mod compaction;
 pub mod config;
 pub mod credentials;
@@ -21,10 +21,13 @@ pub mod system_prompt;
 mod turn;
 
 pub use approval::Mode;
-pub use bridge::{ClientBridge, PermissionAnswer, PermissionChoice, PermissionRequest};
+pub use client::{
+    ClientAnswer, ClientAsk, ClientRequest, Delegation, PermissionAnswer, PermissionChoice,
+    PermissionRequest,
+};
 pub use config::{Config, ConfigError, ProviderKind, RetryPolicy};
 pub use events::{
-    Barrier, EngineEvent, NoticeLevel, StopReason, ToolCallView, TurnError, TurnId, TurnUsage,
+    EngineEvent, NoticeLevel, StopReason, ToolCallView, TurnError, TurnId, TurnUsage,
 };
 pub use router::ModelRouter;
 pub use session::{

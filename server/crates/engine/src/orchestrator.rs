@@ -27,8 +27,10 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{self, CallFacts, Mode, RuleStore, SecretReads, Verdict};
-use crate::bridge::{ClientBridge, PermissionAnswer, PermissionChoice, PermissionRequest};
 use crate::budget::ResultBudget;
+use crate::client::{
+    ClientAnswer, ClientAsk, PermissionAnswer, PermissionChoice, PermissionRequest,
+};
 use crate::events::{EngineEvent, ToolCallView};
 use talaria_record::{
     DisplayContent, DisplayKind, ResultStatus, ToolDisplay, ToolLocation as RecordLocation,
@@ -48,7 +50,6 @@ pub const CANCELLED_RESULT: &str = "The user cancelled this tool call before it 
 /// Everything the orchestrator works with during one turn.
 pub(crate) struct Orchestrator<'a> {
     pub registry: &'a Registry,
-    pub bridge: &'a dyn ClientBridge,
     pub mode: &'a Mutex<Mode>,
     pub rules: &'a Mutex<RuleStore>,
     pub roots: &'a [PathBuf],
@@ -135,20 +136,6 @@ fn declined(name: &str) -> String {
 impl Orchestrator<'_> {
     async fn emit(&self, event: EngineEvent) {
         let _ = self.events.send(event).await;
-    }
-
-    /// Waits until every event emitted so far has reached the client, so that a request to
-    /// the client about a call (permission, files, terminal) never overtakes its card.
-    async fn flush_events(&self) {
-        let (barrier, passed) = crate::events::Barrier::new();
-        if self
-            .events
-            .send(EngineEvent::Barrier(barrier))
-            .await
-            .is_ok()
-        {
-            let _ = passed.await;
-        }
     }
 
     /// Runs a batch. `calls` pairs each model call with its session-unique id. Returns one
@@ -290,8 +277,20 @@ impl Orchestrator<'_> {
             reason,
             choices,
         };
-        self.flush_events().await;
-        match self.bridge.request_permission(request, self.cancel).await {
+        // The request follows the call's card in the one event stream: it cannot overtake it.
+        let asked = crate::client::ask(
+            self.events,
+            ClientAsk::Permission(request),
+            self.cancel.clone(),
+            None,
+        )
+        .await;
+        let answer = match asked {
+            Some(ClientAnswer::Permission(answer)) => answer,
+            Some(_) => PermissionAnswer::Failed("the client gave an unrelated answer".into()),
+            None => PermissionAnswer::Failed("the client did not answer".into()),
+        };
+        match answer {
             PermissionAnswer::Chosen(PermissionChoice::AllowOnce) => Ok(()),
             PermissionAnswer::Chosen(PermissionChoice::AllowAlways) => {
                 lock(self.rules).remember(&approval::scopes_of(&facts), true);
@@ -367,7 +366,6 @@ impl Orchestrator<'_> {
             id: call.id.clone(),
         })
         .await;
-        self.flush_events().await;
         let (tx, mut rx) = mpsc::unbounded_channel::<Progress>();
         let mut ctx = self.ctx.clone();
         ctx.progress = Some(Arc::new(move |p| {

@@ -24,7 +24,6 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{Mode, RuleStore};
-use crate::bridge::ClientBridge;
 use crate::config::RetryPolicy;
 use crate::events::{EngineEvent, StopReason, TurnError, TurnId, TurnUsage};
 use crate::model_call::{ModelCaller, SessionUsage, SilentSink};
@@ -51,6 +50,8 @@ pub struct SessionSettings {
     pub mode: Mode,
     /// Which reads are of secrets, and how they are treated.
     pub secrets: crate::approval::SecretReads,
+    /// Which work the client does (its file buffers, its terminals).
+    pub delegation: crate::client::Delegation,
 }
 
 /// What the user sent: as received (kept in the record) and as the model sees it.
@@ -228,7 +229,6 @@ struct SessionActor {
     settings: SessionSettings,
     router: Arc<ModelRouter>,
     registry: Registry,
-    bridge: Arc<dyn ClientBridge>,
     events: mpsc::Sender<EngineEvent>,
     history: Transcript,
     /// Shared with a running turn's orchestrator, which reads it at each decision.
@@ -249,7 +249,6 @@ pub fn spawn_session(
     settings: SessionSettings,
     router: Arc<ModelRouter>,
     registry: Registry,
-    bridge: Arc<dyn ClientBridge>,
     events: mpsc::Sender<EngineEvent>,
 ) -> SessionHandle {
     let (ops, receiver) = mpsc::unbounded_channel::<Op>();
@@ -283,7 +282,6 @@ pub fn spawn_session(
             settings,
             router,
             registry,
-            bridge,
             events,
         };
         actor.run(receiver).await;
@@ -439,7 +437,6 @@ impl SessionActor {
                     max_output_tokens: self.settings.max_output_tokens,
                 },
                 registry: &self.registry,
-                bridge: self.bridge.as_ref(),
                 mode: &self.mode,
                 rules: &self.rules,
                 tool_state: &self.tool_state,

@@ -6,8 +6,8 @@ use std::time::Duration;
 use talaria_provider::{FinishReason, ModelMessage, StreamEvent, ToolCallRequest, Transcript};
 use tokio::sync::mpsc;
 
-use crate::bridge::{PermissionAnswer, PermissionChoice};
-use crate::testkit::{ScriptedBridge, ScriptedProvider as Scripted, Step, calls, text};
+use crate::client::{PermissionAnswer, PermissionChoice};
+use crate::testkit::{ScriptedClient, ScriptedProvider as Scripted, Step, calls, text};
 use crate::{
     EngineEvent, Mode, SessionHandle, SessionSettings, StopReason, TurnError, TurnId, spawn_session,
 };
@@ -29,10 +29,10 @@ fn start_with(
     SessionHandle,
     mpsc::Receiver<EngineEvent>,
     Arc<Scripted>,
-    Arc<ScriptedBridge>,
+    Arc<ScriptedClient>,
 ) {
     let provider = Arc::new(Scripted::new(steps));
-    let bridge = Arc::new(ScriptedBridge::new(answers));
+    let bridge = Arc::new(ScriptedClient::new(answers));
     let router = crate::ModelRouter::single(provider.clone());
     let (handle, rx) = spawn_with(router, bridge.clone(), cwd, mode);
     (handle, rx, provider, bridge)
@@ -40,7 +40,7 @@ fn start_with(
 
 fn spawn_with(
     router: crate::ModelRouter,
-    bridge: Arc<ScriptedBridge>,
+    bridge: Arc<ScriptedClient>,
     cwd: &std::path::Path,
     mode: Mode,
 ) -> (SessionHandle, mpsc::Receiver<EngineEvent>) {
@@ -50,11 +50,12 @@ fn spawn_with(
 fn spawn_with_registry(
     router: crate::ModelRouter,
     registry: talaria_tools::Registry,
-    bridge: Arc<ScriptedBridge>,
+    bridge: Arc<ScriptedClient>,
     cwd: &std::path::Path,
     mode: Mode,
 ) -> (SessionHandle, mpsc::Receiver<EngineEvent>) {
-    let (tx, rx) = mpsc::channel(64);
+    let (tx, events) = mpsc::channel(64);
+    let rx = bridge.attach(events);
     let settings = SessionSettings {
         id: "s1".into(),
         cwd: cwd.to_path_buf(),
@@ -73,8 +74,9 @@ fn spawn_with_registry(
         roots: vec![cwd.to_path_buf()],
         mode,
         secrets: crate::approval::SecretReads::for_home(&cwd.join(".talaria-home"), true),
+        delegation: crate::client::Delegation::default(),
     };
-    let handle = spawn_session(settings, Arc::new(router), registry, bridge, tx);
+    let handle = spawn_session(settings, Arc::new(router), registry, tx);
     (handle, rx)
 }
 
@@ -107,11 +109,6 @@ async fn finish_of(
         {
             assert_eq!(*t, TurnId(turn), "turns finish in order");
             return (seen, outcome.clone());
-        }
-        // A consumer passes barriers (the contract of `EngineEvent::Barrier`).
-        if let EngineEvent::Barrier(barrier) = &event {
-            barrier.pass();
-            continue;
         }
         seen.push(event);
     }
@@ -425,7 +422,7 @@ async fn a_side_task_runs_on_its_auxiliary_model_and_nothing_reaches_the_chat() 
     );
     let (session, mut rx) = spawn_with(
         router,
-        Arc::new(ScriptedBridge::default()),
+        Arc::new(ScriptedClient::default()),
         dir.path(),
         Mode::Ask,
     );
@@ -569,7 +566,7 @@ async fn a_dispatch_whitelist_refuses_a_call_without_asking_and_without_side_eff
         )]),
         text("ok"),
     ]));
-    let bridge = Arc::new(ScriptedBridge::default());
+    let bridge = Arc::new(ScriptedClient::default());
     let registry = talaria_tools::builtin_registry().dispatch_only(&["read_file"]);
     let (session, mut rx) = spawn_with_registry(
         crate::ModelRouter::single(provider.clone()),

@@ -1,9 +1,9 @@
 //! A test kit for any crate that drives sessions without a network: a scripted model
 //! provider (which asserts the record's invariants on every request it receives) and a
-//! scripted client bridge. Enabled for this crate's tests and by the `test-support` feature.
+//! scripted client that answers the session's client requests. Enabled for this crate's tests and by the `test-support` feature.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
@@ -13,22 +13,19 @@ use talaria_provider::{
 };
 use talaria_record::testing::assert_valid;
 
-use crate::bridge::{ClientBridge, PermissionAnswer, PermissionRequest};
+use talaria_tools::fs::{FileAccess, LocalFiles};
+use talaria_tools::shell::{CommandRunner, LocalRunner};
+use tokio::sync::mpsc;
 
-/// Answers every permission request with the next scripted answer (or waits for cancel).
+use crate::client::{ClientAnswer, ClientAsk, ClientRequest, PermissionAnswer, PermissionRequest};
+use crate::events::EngineEvent;
+
+/// A client for tests: answers permission requests from a script (or waits for cancel when
+/// the script is out), and serves files and commands from this machine.
 #[derive(Default)]
-pub struct ScriptedBridge {
+pub struct ScriptedClient {
     pub answers: Mutex<VecDeque<PermissionAnswer>>,
     pub asked: Mutex<Vec<PermissionRequest>>,
-}
-
-impl ScriptedBridge {
-    pub fn new(answers: Vec<PermissionAnswer>) -> Self {
-        Self {
-            answers: Mutex::new(answers.into()),
-            asked: Mutex::default(),
-        }
-    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -37,23 +34,72 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-impl ClientBridge for ScriptedBridge {
-    fn request_permission<'a>(
-        &'a self,
-        request: PermissionRequest,
-        cancel: &'a tokio_util::sync::CancellationToken,
-    ) -> BoxFuture<'a, PermissionAnswer> {
-        lock(&self.asked).push(request);
-        let answer = lock(&self.answers).pop_front();
-        Box::pin(async move {
-            match answer {
-                Some(answer) => answer,
-                None => {
-                    cancel.cancelled().await;
-                    PermissionAnswer::Cancelled
+impl ScriptedClient {
+    pub fn new(answers: Vec<PermissionAnswer>) -> Self {
+        Self {
+            answers: Mutex::new(answers.into()),
+            asked: Mutex::default(),
+        }
+    }
+
+    /// Answers one request (in the background when the answer takes time).
+    pub fn serve(&self, request: ClientRequest) {
+        match request.ask.clone() {
+            ClientAsk::Permission(permission) => {
+                lock(&self.asked).push(permission);
+                match lock(&self.answers).pop_front() {
+                    Some(answer) => request.answer(ClientAnswer::Permission(answer)),
+                    None => {
+                        tokio::spawn(async move {
+                            request.cancel.cancelled().await;
+                            request.answer(ClientAnswer::Permission(PermissionAnswer::Cancelled));
+                        });
+                    }
                 }
             }
-        })
+            ClientAsk::ReadFile { path } => {
+                tokio::spawn(async move {
+                    let read = LocalFiles.read_text(&path).await;
+                    request.answer(ClientAnswer::Read(read));
+                });
+            }
+            ClientAsk::WriteFile { path, text } => {
+                tokio::spawn(async move {
+                    let wrote = LocalFiles.write_text(&path, &text).await;
+                    request.answer(ClientAnswer::Wrote(wrote));
+                });
+            }
+            ClientAsk::RunCommand { spec } => {
+                tokio::spawn(async move {
+                    let ran = LocalRunner
+                        .run(spec, &request.cancel, request.progress.clone())
+                        .await;
+                    request.answer(ClientAnswer::Ran(ran));
+                });
+            }
+        }
+    }
+
+    /// Consumes a session's events: answers client requests, forwards everything else.
+    pub fn attach(
+        self: &Arc<Self>,
+        mut events: mpsc::Receiver<EngineEvent>,
+    ) -> mpsc::Receiver<EngineEvent> {
+        let (tx, rx) = mpsc::channel(256);
+        let client = self.clone();
+        tokio::spawn(async move {
+            while let Some(event) = events.recv().await {
+                match event {
+                    EngineEvent::ClientRequest(request) => client.serve(request),
+                    other => {
+                        if tx.send(other).await.is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+        rx
     }
 }
 

@@ -18,7 +18,6 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{Mode, RuleStore};
-use crate::bridge::ClientBridge;
 use crate::budget::ResultBudget;
 use crate::events::{EngineEvent, StopReason, TurnError, TurnUsage};
 use crate::model_call::{CallResult, ChatSink, ModelCaller};
@@ -35,7 +34,6 @@ pub(crate) struct Turn<'a> {
     pub settings: &'a SessionSettings,
     pub limits: TurnLimits,
     pub registry: &'a Registry,
-    pub bridge: &'a dyn ClientBridge,
     pub mode: &'a Mutex<Mode>,
     pub rules: &'a Mutex<RuleStore>,
     pub tool_state: &'a Arc<SessionToolState>,
@@ -159,15 +157,20 @@ impl Turn<'_> {
         let ctx = ToolContext {
             cwd: self.settings.cwd.clone(),
             cancel: self.cancel.clone(),
-            files: self.bridge.files(),
-            commands: self.bridge.commands(),
+            files: Arc::new(crate::client::ClientFiles {
+                events: self.events.clone(),
+                delegation: self.settings.delegation,
+            }),
+            commands: Arc::new(crate::client::ClientCommands {
+                events: self.events.clone(),
+                delegation: self.settings.delegation,
+            }),
             state: self.tool_state.clone(),
             sensitive: self.settings.secrets.paths.clone(),
             progress: None,
         };
         let mut orchestrator = Orchestrator {
             registry: self.registry,
-            bridge: self.bridge,
             mode: self.mode,
             rules: self.rules,
             roots: &self.settings.roots,

@@ -16,7 +16,7 @@ pub use local::LocalRunner;
 use crate::tool::ProgressSink;
 
 /// A foreground command to run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommandSpec {
     /// Shell source, run with `bash -c` (or `sh -c`).
     pub command: String,
