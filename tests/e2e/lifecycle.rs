@@ -1,6 +1,6 @@
 //! Handshake, sessions, authentication, and exit on EOF.
 
-use serde_json::json;
+use serde_json::{Value, json};
 use talaria_harness::MockReply;
 
 use crate::support::*;
@@ -152,4 +152,44 @@ async fn initialize_is_liberal_in_the_protocol_version_it_accepts() {
         .expect("response");
     assert_eq!(missing["result"]["protocolVersion"], 1, "{missing}");
     assert_clean_stdout(&agent);
+}
+
+#[tokio::test]
+async fn an_unknown_config_key_is_a_warning_shown_once_and_sessions_still_open() {
+    let env = TestEnv::new(vec![
+        MockReply::text(&["fine"]),
+        MockReply::text(&["again"]),
+    ])
+    .await;
+    env.write_config("future_setting = true\n[openai]\nregion = \"eu\"\n");
+    let (mut agent, session, _) = env.session_with(json!({"session": {"notices": {}}})).await;
+    // The notices follow the session/new answer; the prompt's answer comes after them.
+    let (response, _) = prompt(&mut agent, &session, "hi").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    let notices: Vec<Value> = agent
+        .updates()
+        .into_iter()
+        .filter(|u| u["sessionUpdate"] == "notice")
+        .collect();
+    assert_eq!(notices.len(), 2, "{notices:?}");
+    assert!(
+        notices[0].to_string().contains("future_setting"),
+        "{notices:?}"
+    );
+    let second = agent
+        .call(
+            "session/new",
+            json!({"cwd": env.workspace.path(), "mcpServers": []}),
+        )
+        .await
+        .expect("second session");
+    let second = second["sessionId"].as_str().expect("id").to_string();
+    let (response, _) = prompt(&mut agent, &second, "hi").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    let count = agent
+        .updates()
+        .into_iter()
+        .filter(|u| u["sessionUpdate"] == "notice")
+        .count();
+    assert_eq!(count, 2, "shown once per process");
 }

@@ -42,7 +42,7 @@ fn prompt_usage(usage: &TurnUsage) -> Option<acp::Usage> {
 
 /// A notice as the client can show it: an ACP `notice` when it advertised notices, otherwise a
 /// thought (info, warnings) or an agent message (errors).
-fn notice_update(level: NoticeLevel, message: String, notices: bool) -> acp::SessionUpdate {
+pub fn notice_update(level: NoticeLevel, message: String, notices: bool) -> acp::SessionUpdate {
     if notices {
         let severity = match level {
             NoticeLevel::Info => acp::NoticeSeverity::Info,

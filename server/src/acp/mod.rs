@@ -52,6 +52,8 @@ struct RouterCache {
 struct Agent {
     peer: Peer,
     client_caps: client_bridge::ClientCaps,
+    /// Configuration warnings were logged and shown (once per process).
+    config_warned: bool,
     /// Notifications to send after the current request's answer.
     outbox: Vec<SessionNotification>,
     sessions: HashMap<String, LiveSession>,
@@ -71,6 +73,7 @@ where
     let mut agent = Agent {
         peer: connection.peer,
         client_caps: client_bridge::ClientCaps::default(),
+        config_warned: false,
         outbox: Vec::new(),
         sessions: HashMap::new(),
         next_turn: 0,
@@ -291,6 +294,20 @@ impl Agent {
             bridge,
         ));
         tracing::info!(session = %id, cwd = %params.cwd.display(), model = %config.model, "session created");
+        if !self.config_warned {
+            self.config_warned = true;
+            for warning in &config.warnings {
+                tracing::warn!("{warning}");
+                self.outbox.push(SessionNotification::new(
+                    acp::SessionId::new(id.clone()),
+                    forwarder::notice_update(
+                        talaria_engine::NoticeLevel::Warning,
+                        warning.clone(),
+                        self.client_caps.notices,
+                    ),
+                ));
+            }
+        }
         self.sessions.insert(
             id.clone(),
             LiveSession {

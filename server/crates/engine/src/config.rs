@@ -138,6 +138,8 @@ pub struct Config {
     pub auxiliary: std::collections::BTreeMap<String, Auxiliary>,
     /// USD per million tokens, by model.
     pub prices: HashMap<String, Price>,
+    /// Problems that did not stop loading (unknown keys, e.g. from a newer version).
+    pub warnings: Vec<String>,
 }
 
 /// Why the configuration could not be loaded.
@@ -152,7 +154,6 @@ pub enum ConfigError {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct FileEndpoint {
     base_url: Option<String>,
     api_key: Option<String>,
@@ -160,7 +161,6 @@ struct FileEndpoint {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct FileFallback {
     provider: String,
     model: String,
@@ -169,7 +169,6 @@ struct FileFallback {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct FileAuxiliary {
     provider: Option<String>,
     model: Option<String>,
@@ -179,7 +178,6 @@ struct FileAuxiliary {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct FileConfig {
     provider: Option<String>,
     model: Option<String>,
@@ -212,6 +210,14 @@ struct FileConfig {
     auxiliary: std::collections::BTreeMap<String, FileAuxiliary>,
     #[serde(default)]
     prices: HashMap<String, Price>,
+}
+
+/// Parses `config.toml`, collecting keys this version does not know (they are reported, not
+/// fatal, so a file written for a newer version still loads). A known key with a bad value is
+/// an error naming the key and its line.
+fn parse_file(text: &str, unknown: &mut Vec<String>) -> Result<FileConfig, toml::de::Error> {
+    let deserializer = toml::Deserializer::parse(text)?;
+    serde_ignored::deserialize(deserializer, |path| unknown.push(path.to_string()))
 }
 
 /// The default home: `$TALARIA_HOME`, else `~/.talaria`.
@@ -271,8 +277,9 @@ impl Config {
     pub fn load_with(env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let home = default_home(env);
         let path = home.join("config.toml");
+        let mut unknown = Vec::new();
         let file = match std::fs::read_to_string(&path) {
-            Ok(text) => toml::from_str::<FileConfig>(&text).map_err(|e| ConfigError::Parse {
+            Ok(text) => parse_file(&text, &mut unknown).map_err(|e| ConfigError::Parse {
                 path: path.display().to_string(),
                 detail: e.to_string(),
             })?,
@@ -284,7 +291,17 @@ impl Config {
                 });
             }
         };
-        Self::resolve(home, file, env)
+        let mut config = Self::resolve(home, file, env)?;
+        config.warnings = unknown
+            .into_iter()
+            .map(|key| {
+                format!(
+                    "{}: unknown key `{key}` ignored (a setting of another Talaria version, or a typo)",
+                    path.display()
+                )
+            })
+            .collect();
+        Ok(config)
     }
 
     fn resolve(
@@ -431,6 +448,7 @@ impl Config {
             fallback,
             auxiliary,
             prices: file.prices,
+            warnings: Vec::new(),
         })
     }
 
@@ -583,13 +601,34 @@ mod tests {
             load(&[("TALARIA_PROVIDER", "palm")], None),
             Err(ConfigError::Invalid(m)) if m.contains("palm")
         ));
-        assert!(matches!(
-            load(&[], Some("colour = 1")),
-            Err(ConfigError::Parse { .. })
-        ));
+        // A known key with a bad value names the key and its line.
+        let bad = load(&[], Some("model = \"m\"\ncontext_window = \"lots\"\n"));
+        assert!(
+            matches!(&bad, Err(ConfigError::Parse { detail, .. }) if detail.contains("line 2") && detail.contains("context_window")),
+            "{bad:?}"
+        );
         assert!(matches!(
             load(&[], Some("key_strategy = \"random\"")),
             Err(ConfigError::Invalid(_))
         ));
+    }
+
+    #[test]
+    fn unknown_keys_are_warnings_so_newer_files_still_load() {
+        let config = load(
+            &[("OPENAI_API_KEY", "k")],
+            Some("colour = 1\nmodel = \"m\"\n[openai]\nregion = \"eu\"\n[future_section]\nx = 1\n"),
+        )
+        .expect("loads");
+        assert_eq!(config.model, "m");
+        assert_eq!(config.warnings.len(), 3, "{:?}", config.warnings);
+        assert!(config.warnings[0].contains("unknown key `colour`"));
+        assert!(
+            config
+                .warnings
+                .iter()
+                .any(|w| w.contains("`openai.region`"))
+        );
+        assert!(config.warnings.iter().all(|w| w.contains("config.toml")));
     }
 }

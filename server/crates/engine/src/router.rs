@@ -31,7 +31,6 @@ impl ModelTarget {
 
 /// USD per million tokens.
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Price {
     #[serde(default)]
     pub input: f64,
