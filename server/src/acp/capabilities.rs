@@ -43,14 +43,13 @@ pub fn negotiate_version(params: &mut serde_json::Value) {
 }
 
 /// The answer to `initialize`.
-pub fn initialize(request: &InitializeRequest) -> InitializeResponse {
+pub fn initialize(request: &InitializeRequest, images: bool) -> InitializeResponse {
     if request.protocol_version != ProtocolVersion::V1 {
         tracing::info!(
             requested = request.protocol_version.as_u16(),
             "client asked for another protocol version; answering with 1"
         );
     }
-    let images = talaria_engine::Config::load().map_or(true, |c| c.supports_images);
     InitializeResponse::new(ProtocolVersion::V1)
         .agent_capabilities(
             AgentCapabilities::new()

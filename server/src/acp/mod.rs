@@ -14,6 +14,7 @@ mod prompt_input;
 mod session_options;
 mod updates;
 
+use futures_util::FutureExt;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -85,9 +86,9 @@ where
             IncomingMessage::Request(request) => {
                 let id = request.id.clone();
                 let method = request.method.clone();
-                let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    agent.handle_request(request)
-                }));
+                let handled = std::panic::AssertUnwindSafe(agent.handle_request(request))
+                    .catch_unwind()
+                    .await;
                 match handled {
                     Ok(Some(reply)) => agent.peer.respond(&id, reply).await,
                     Ok(None) => {}
@@ -132,7 +133,7 @@ fn to_value<T: serde::Serialize>(value: T) -> Reply {
 
 impl Agent {
     /// Handles a request; `None` means it will be answered later (prompts).
-    fn handle_request(&mut self, mut request: IncomingRequest) -> Option<Reply> {
+    async fn handle_request(&mut self, mut request: IncomingRequest) -> Option<Reply> {
         if request.method == "initialize" {
             capabilities::negotiate_version(&mut request.params);
         }
@@ -153,7 +154,8 @@ impl Agent {
             ClientRequest::InitializeRequest(params) => {
                 self.client_caps =
                     client_bridge::ClientCaps::from_initialize(&params.client_capabilities);
-                Some(to_value(capabilities::initialize(&params)))
+                let images = load_config().await.map_or(true, |c| c.supports_images);
+                Some(to_value(capabilities::initialize(&params, images)))
             }
             ClientRequest::SetSessionModeRequest(params) => {
                 Some(self.set_mode(&params.session_id, &params.mode_id.0, false))
@@ -161,8 +163,8 @@ impl Agent {
             ClientRequest::SetSessionConfigOptionRequest(params) => {
                 Some(self.set_config_option(params))
             }
-            ClientRequest::AuthenticateRequest(params) => Some(self.authenticate(&params)),
-            ClientRequest::NewSessionRequest(params) => Some(self.new_session(params)),
+            ClientRequest::AuthenticateRequest(params) => Some(self.authenticate(&params).await),
+            ClientRequest::NewSessionRequest(params) => Some(self.new_session(params).await),
             ClientRequest::PromptRequest(params) => self.prompt(request.id, request.cancel, params),
             _ => Some(Err(errors::method_not_found(&format!(
                 "{} (not supported by this agent; see agentCapabilities)",
@@ -186,7 +188,7 @@ impl Agent {
         }
     }
 
-    fn authenticate(&self, params: &acp::AuthenticateRequest) -> Reply {
+    async fn authenticate(&self, params: &acp::AuthenticateRequest) -> Reply {
         if params.method_id.0.as_ref() != capabilities::AUTH_METHOD_ID {
             return Err(errors::invalid_params(format!(
                 "unknown auth method {:?}; this agent offers {:?}",
@@ -194,7 +196,7 @@ impl Agent {
                 capabilities::AUTH_METHOD_ID
             )));
         }
-        let config = Config::load().map_err(errors::internal_error)?;
+        let config = load_config().await.map_err(errors::internal_error)?;
         match config.missing_credentials() {
             None => to_value(acp::AuthenticateResponse::new()),
             Some(missing) => Err(errors::auth_required(missing)),
@@ -219,14 +221,17 @@ impl Agent {
         Ok(router)
     }
 
-    fn new_session(&mut self, params: acp::NewSessionRequest) -> Reply {
+    async fn new_session(&mut self, params: acp::NewSessionRequest) -> Reply {
         if !params.cwd.is_absolute() {
             return Err(errors::invalid_params(format!(
                 "cwd must be an absolute path, got {:?}",
                 params.cwd.display().to_string()
             )));
         }
-        if !params.cwd.is_dir() {
+        if !tokio::fs::metadata(&params.cwd)
+            .await
+            .is_ok_and(|m| m.is_dir())
+        {
             return Err(errors::invalid_params(format!(
                 "cwd {} is not an existing directory",
                 params.cwd.display()
@@ -242,7 +247,7 @@ impl Agent {
             }
             roots.push(directory.clone());
         }
-        let config = Config::load().map_err(errors::internal_error)?;
+        let config = load_config().await.map_err(errors::internal_error)?;
         if let Some(missing) = config.missing_credentials() {
             return Err(errors::auth_required(missing));
         }
@@ -253,7 +258,7 @@ impl Agent {
             id: id.clone(),
             cwd: params.cwd.clone(),
             model: config.model.clone(),
-            system_prompt: talaria_engine::system_prompt::build(&params.cwd, &config.model, &today),
+            system_prompt: build_system_prompt(&params.cwd, &config.model, &today).await,
             context_window: config.context_window,
             retry: config.retry,
             max_turn_requests: config.max_turn_requests,
@@ -455,6 +460,34 @@ fn session_not_found(id: &acp::SessionId) -> acp::Error {
         acp::ErrorCode::ResourceNotFound.into(),
         format!("Session not found: {id}"),
     )
+}
+
+/// Reads the configuration on the blocking pool (the runtime thread never waits on disk).
+async fn load_config() -> Result<Config, talaria_engine::ConfigError> {
+    tokio::task::spawn_blocking(Config::load)
+        .await
+        .unwrap_or_else(|e| {
+            Err(talaria_engine::ConfigError::Invalid(format!(
+                "reading the configuration failed: {e}"
+            )))
+        })
+}
+
+/// Builds the system prompt (it reads the project's instruction files) on the blocking pool.
+async fn build_system_prompt(cwd: &std::path::Path, model: &str, today: &str) -> String {
+    let (cwd, model, today) = (cwd.to_path_buf(), model.to_string(), today.to_string());
+    let fallback = (cwd.clone(), model.clone(), today.clone());
+    match tokio::task::spawn_blocking(move || {
+        talaria_engine::system_prompt::build(&cwd, &model, &today)
+    })
+    .await
+    {
+        Ok(prompt) => prompt,
+        Err(_) => {
+            let (cwd, model, today) = fallback;
+            talaria_engine::system_prompt::build_without_files(&cwd, &model, &today)
+        }
+    }
 }
 
 fn chrono_today() -> String {

@@ -33,14 +33,19 @@ impl ResultBudget {
 
     /// Fits one result into the budget. `tool_limit` overrides the per-result limit
     /// (`usize::MAX` exempts the tool, e.g. `read_file`, whose output is paged already).
-    pub fn apply(&mut self, tool_limit: Option<usize>, call_id: &str, content: String) -> String {
+    pub async fn apply(
+        &mut self,
+        tool_limit: Option<usize>,
+        call_id: &str,
+        content: String,
+    ) -> String {
         let limit = tool_limit.unwrap_or(self.per_result);
         let chars = content.chars().count();
         let over_result = chars > limit;
         let over_turn =
             limit != usize::MAX && self.used + chars > self.per_turn && chars > PREVIEW_CHARS;
         let fitted = if over_result || over_turn {
-            self.store(call_id, &content, chars)
+            self.store(call_id, &content, chars).await
         } else {
             content
         };
@@ -48,7 +53,7 @@ impl ResultBudget {
         fitted
     }
 
-    fn store(&self, call_id: &str, content: &str, chars: usize) -> String {
+    async fn store(&self, call_id: &str, content: &str, chars: usize) -> String {
         let preview: String = content.chars().take(PREVIEW_CHARS).collect();
         let safe_id: String = call_id
             .chars()
@@ -61,8 +66,10 @@ impl ResultBudget {
             })
             .collect();
         let path = self.store_dir.join(format!("{safe_id}.txt"));
-        let stored =
-            std::fs::create_dir_all(&self.store_dir).and_then(|()| std::fs::write(&path, content));
+        let stored = match tokio::fs::create_dir_all(&self.store_dir).await {
+            Ok(()) => tokio::fs::write(&path, content).await,
+            Err(e) => Err(e),
+        };
         match stored {
             Ok(()) => format!(
                 "{preview}\n\n[Result too large for the context ({chars} characters). The full result is stored at {}; read parts of it with read_file (offset/limit) or search it with search_files.]",
@@ -79,13 +86,13 @@ impl ResultBudget {
 mod tests {
     use super::*;
 
-    #[test]
-    fn oversized_results_are_stored_with_a_preview() {
+    #[tokio::test]
+    async fn oversized_results_are_stored_with_a_preview() {
         let dir = tempfile::tempdir().expect("dir");
         let mut budget = ResultBudget::new(1000, dir.path().to_path_buf());
-        assert_eq!(budget.apply(None, "a", "small".into()), "small");
+        assert_eq!(budget.apply(None, "a", "small".into()).await, "small");
         let big = "x".repeat(20_000);
-        let fitted = budget.apply(None, "call/1", big.clone());
+        let fitted = budget.apply(None, "call/1", big.clone()).await;
         assert!(fitted.starts_with(&"x".repeat(PREVIEW_CHARS)));
         assert!(fitted.contains("20000 characters"), "{fitted}");
         assert_eq!(
@@ -93,12 +100,12 @@ mod tests {
             big
         );
         assert_eq!(
-            budget.apply(Some(usize::MAX), "r", big.clone()),
+            budget.apply(Some(usize::MAX), "r", big.clone()).await,
             big,
             "exempt tools pass"
         );
         // The turn budget (8000 floor) is now spent: a medium result is stored too.
         let medium = "y".repeat(3000);
-        assert!(budget.apply(None, "m", medium).contains("stored at"));
+        assert!(budget.apply(None, "m", medium).await.contains("stored at"));
     }
 }

@@ -227,7 +227,10 @@ impl Orchestrator<'_> {
                 ToolStatus::Completed => outcome.content,
                 ToolStatus::Failed => format!("Error: {}", outcome.content),
             };
-            let model_text = self.budget.apply(call.max_result_chars, &call.id, text);
+            let model_text = self
+                .budget
+                .apply(call.max_result_chars, &call.id, text)
+                .await;
             results.push(ToolResultEntry {
                 call_id: call.model_id,
                 client_id: call.id,

@@ -14,8 +14,23 @@ guessing; read files before you describe or change them. Be concise, show your r
 through actions, and finish the job you were asked to do. When a tool fails, read the error \
 and adjust rather than repeating the same call.";
 
-/// Builds the system prompt for a session.
+/// Builds the system prompt for a session (reads the project's instruction files: call it off
+/// the runtime thread).
 pub fn build(cwd: &Path, model: &str, today: &str) -> String {
+    let mut prompt = build_without_files(cwd, model, today);
+    for name in PROJECT_FILES {
+        if let Some(text) = read_capped(&cwd.join(name)) {
+            prompt.push_str(&format!(
+                "\n# Project instructions from {name}\n\n{}\n",
+                text.trim_end()
+            ));
+        }
+    }
+    prompt
+}
+
+/// The system prompt without the project's instruction files (no I/O).
+pub fn build_without_files(cwd: &Path, model: &str, today: &str) -> String {
     let mut prompt = String::with_capacity(4096);
     prompt.push_str(IDENTITY);
     prompt.push_str("\n\n# Environment\n");
@@ -27,14 +42,6 @@ pub fn build(cwd: &Path, model: &str, today: &str) -> String {
         std::env::consts::ARCH
     ));
     prompt.push_str(&format!("- Model: {model}\n"));
-    for name in PROJECT_FILES {
-        if let Some(text) = read_capped(&cwd.join(name)) {
-            prompt.push_str(&format!(
-                "\n# Project instructions from {name}\n\n{}\n",
-                text.trim_end()
-            ));
-        }
-    }
     prompt
 }
 

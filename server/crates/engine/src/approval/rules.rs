@@ -109,22 +109,33 @@ impl RuleStore {
                 self.rules.reject.insert(key);
             }
         }
-        let Some(path) = &self.file else { return };
-        let mut file = read_file(path);
-        let entry = file.projects.entry(self.project.clone()).or_default();
-        for scope in scopes {
-            let key = scope.key();
-            if allow {
-                entry.reject.remove(&key);
-                entry.allow.insert(key);
-            } else {
-                entry.allow.remove(&key);
-                entry.reject.insert(key);
+        let Some(path) = self.file.clone() else {
+            return;
+        };
+        let (project, scopes) = (self.project.clone(), scopes.to_vec());
+        // The shared file is merged and written off the runtime thread when there is one.
+        let save = move || {
+            let mut file = read_file(&path);
+            let entry = file.projects.entry(project).or_default();
+            for scope in &scopes {
+                let key = scope.key();
+                if allow {
+                    entry.reject.remove(&key);
+                    entry.allow.insert(key);
+                } else {
+                    entry.allow.remove(&key);
+                    entry.reject.insert(key);
+                }
             }
-        }
-        self.rules = entry.clone();
-        if let Err(e) = write_file(path, &file) {
-            tracing::warn!("cannot save permission rules to {}: {e}", path.display());
+            if let Err(e) = write_file(&path, &file) {
+                tracing::warn!("cannot save permission rules to {}: {e}", path.display());
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn_blocking(save);
+            }
+            Err(_) => save(),
         }
     }
 }
