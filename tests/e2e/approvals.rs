@@ -87,8 +87,17 @@ async fn a_write_asks_on_its_own_card_and_allow_always_is_remembered_per_project
         "card at {card_index}, ask at {ask_index}: {:#?}",
         &agent.transcript[..ask_index.max(card_index) + 1]
     );
-    let card = &agent.transcript[card_index]["params"]["update"];
-    assert_eq!(card["sessionUpdate"], "tool_call");
+    // The card opened when the model started the call; before the question it holds the
+    // proposed diff.
+    assert_eq!(
+        agent.transcript[card_index]["params"]["update"]["sessionUpdate"],
+        "tool_call"
+    );
+    let shown: Vec<&Value> = agent.transcript[..ask_index]
+        .iter()
+        .map(|m| &m["params"]["update"])
+        .collect();
+    let card = card_state(shown, "w1");
     assert_eq!(card["kind"], "edit");
     assert_eq!(card["content"][0]["type"], "diff");
     assert_eq!(card["content"][0]["newText"], "one\n");

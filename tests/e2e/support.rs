@@ -153,3 +153,22 @@ pub fn assert_clean_stdout(agent: &AgentProcess) {
         assert_eq!(message["jsonrpc"], "2.0", "not JSON-RPC 2.0: {message}");
     }
 }
+
+/// A tool card as the client holds it after these updates: the `tool_call` merged with the
+/// `tool_call_update`s that follow it (later fields replace earlier ones).
+pub fn card_state<'a>(updates: impl IntoIterator<Item = &'a Value>, id: &str) -> Value {
+    let mut card = serde_json::Map::new();
+    for update in updates {
+        if update["toolCallId"] != id {
+            continue;
+        }
+        if let Some(fields) = update.as_object() {
+            for (key, value) in fields {
+                if key != "sessionUpdate" {
+                    card.insert(key.clone(), value.clone());
+                }
+            }
+        }
+    }
+    Value::Object(card)
+}

@@ -72,7 +72,10 @@ async fn interactive_permission_questions_are_answered_on_the_terminal() {
     let mut seen = String::new();
     let mut buf = [0u8; 4096];
     let asked = tokio::time::timeout(WAIT, async {
-        while !seen.contains("? Allow") {
+        // The whole question, up to its choices (stderr may arrive in pieces).
+        while !seen.contains("? Allow")
+            || !seen[seen.find("? Allow").unwrap_or(0)..].contains("[N] never")
+        {
             let n = stderr.read(&mut buf).await.expect("read");
             assert!(n > 0, "stderr closed: {seen}");
             seen.push_str(&String::from_utf8_lossy(&buf[..n]));

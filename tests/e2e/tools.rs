@@ -1,6 +1,6 @@
 //! The model → tool → model loop.
 
-use serde_json::json;
+use serde_json::{Value, json};
 use talaria_harness::MockReply;
 
 use crate::support::*;
@@ -17,11 +17,23 @@ async fn a_tool_call_round_trip_reports_the_card_and_feeds_the_result_back() {
     let (response, updates) = prompt(&mut agent, &session, "What does notes.txt say?").await;
     assert_eq!(stop_reason(&response), "end_turn");
 
-    let card = updates
+    // The card opens as soon as the model starts the call, then gets its details.
+    let opened = updates
         .iter()
         .find(|u| u["sessionUpdate"] == "tool_call")
         .expect("tool_call");
-    assert_eq!(card["toolCallId"], "call_abc");
+    assert_eq!(opened["toolCallId"], "call_abc");
+    assert_eq!(opened["kind"], "read");
+    assert_eq!(
+        opened["title"], "read_file",
+        "shown before the arguments were complete"
+    );
+    assert!(opened.get("rawInput").is_none(), "{opened}");
+    let before_running: Vec<&Value> = updates
+        .iter()
+        .take_while(|u| u["status"] != "in_progress")
+        .collect();
+    let card = card_state(before_running, "call_abc");
     assert_eq!(card["kind"], "read");
     assert_eq!(card["rawInput"], json!({"path": "notes.txt"}));
     let file = env.workspace.path().join("notes.txt");

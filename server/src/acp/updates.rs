@@ -24,6 +24,13 @@ pub fn session_update(event: EngineEvent) -> Option<SessionUpdate> {
         EngineEvent::AgentThought(text) => {
             SessionUpdate::AgentThoughtChunk(ContentChunk::new(text_block(text)))
         }
+        EngineEvent::ToolCallStarted { id, name, kind } => SessionUpdate::ToolCall(
+            ToolCall::new(id, name.clone())
+                .name(name)
+                .kind(tool_kind(kind))
+                .status(ToolCallStatus::Pending),
+        ),
+        EngineEvent::ToolCallPending(view) if view.announced => completed_card(view),
         EngineEvent::ToolCallPending(view) => SessionUpdate::ToolCall(tool_call(view)),
         EngineEvent::ToolCallRunning { id } => update(
             id,
@@ -159,6 +166,28 @@ fn tool_call(view: ToolCallView) -> ToolCall {
                 .collect(),
         )
         .raw_input(view.raw_input)
+}
+
+/// The rest of a card announced when the model started the call: its title, places, proposed
+/// diff and arguments (the status stays pending).
+fn completed_card(view: ToolCallView) -> SessionUpdate {
+    let fields = ToolCallUpdateFields::new()
+        .title(view.title)
+        .kind(tool_kind(view.kind))
+        .content(
+            view.preview
+                .iter()
+                .filter_map(effect_content)
+                .collect::<Vec<_>>(),
+        )
+        .locations(
+            view.locations
+                .into_iter()
+                .map(|(path, line)| ToolCallLocation::new(path).line(line))
+                .collect::<Vec<_>>(),
+        )
+        .raw_input(view.raw_input);
+    update(view.id, fields)
 }
 
 fn plan_entry(item: &TodoItem) -> PlanEntry {

@@ -78,6 +78,9 @@ impl TurnUsage {
 /// How a tool call is shown.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCallView {
+    /// A card with this id was already shown when the model started the call
+    /// ([`EngineEvent::ToolCallStarted`]); this completes it.
+    pub announced: bool,
     /// Unique within the session.
     pub id: String,
     /// The tool's name.
@@ -102,6 +105,12 @@ pub enum EngineEvent {
     AgentThought(String),
     /// The model made a tool call; it waits for the policy, the user, or its turn.
     ToolCallPending(ToolCallView),
+    /// The model started a tool call (its arguments still stream): show its card now.
+    ToolCallStarted {
+        id: String,
+        name: String,
+        kind: ToolKind,
+    },
     /// The call started running.
     ToolCallRunning { id: String },
     /// Output of a running call so far (its tail).

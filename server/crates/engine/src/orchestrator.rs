@@ -143,10 +143,10 @@ impl Orchestrator<'_> {
     /// reads, fitted to the budgets), and whether the turn was cancelled.
     pub(crate) async fn run_batch(
         &mut self,
-        calls: Vec<(String, ToolCallRequest)>,
+        calls: Vec<(String, ToolCallRequest, bool)>,
     ) -> (Vec<ToolResultEntry>, bool) {
         let mut prepared = Vec::with_capacity(calls.len());
-        for (id, call) in calls {
+        for (id, call, announced) in calls {
             let args = self.registry.parse_args(&call.name, &call.arguments);
             let description = self.registry.describe(&call.name, &args, &self.ctx);
             let definition = self.registry.definition(&call.name);
@@ -162,6 +162,7 @@ impl Orchestrator<'_> {
                     .unwrap_or(Value::String(call.arguments.clone())),
             };
             self.emit(EngineEvent::ToolCallPending(ToolCallView {
+                announced,
                 id: id.clone(),
                 name: call.name.clone(),
                 title: description.title.clone(),

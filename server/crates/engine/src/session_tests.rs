@@ -582,3 +582,51 @@ async fn a_dispatch_whitelist_refuses_a_call_without_asking_and_without_side_eff
     assert!(!dir.path().join("x.txt").exists());
     assert!(bridge.asked.lock().expect("lock").is_empty());
 }
+
+#[tokio::test]
+async fn a_card_opens_when_the_model_starts_a_call_and_an_abandoned_one_is_closed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("a.txt"), "hello\n").expect("write");
+    let cut = talaria_provider::ProviderError::Stream {
+        provider: "scripted".into(),
+        failure: talaria_provider::StreamFailure::Broken,
+        detail: "connection broke".into(),
+    };
+    let started = |id: &str| StreamEvent::ToolCallStarted {
+        id: id.into(),
+        name: "read_file".into(),
+    };
+    let (session, mut rx, _) = start(
+        vec![
+            Step::FailAfter(
+                vec![StreamEvent::TextDelta("x".into()), started("lost")],
+                cut,
+            ),
+            Step::Events(vec![
+                started("c1"),
+                StreamEvent::Finished {
+                    reason: FinishReason::ToolCalls,
+                    tool_calls: vec![ToolCallRequest {
+                        id: "c1".into(),
+                        name: "read_file".into(),
+                        arguments: "{\"path\":\"a.txt\"}".into(),
+                    }],
+                },
+            ]),
+            text("done"),
+        ],
+        dir.path(),
+    );
+    session.prompt(TurnId(1), say("read")).expect("queued");
+    let (events, outcome) = finish_of(&mut rx, 1).await;
+    assert_eq!(outcome, Ok(StopReason::EndTurn));
+    let position = |wanted: &dyn Fn(&EngineEvent) -> bool| events.iter().position(wanted);
+    let opened = position(&|e| matches!(e, EngineEvent::ToolCallStarted { id, .. } if id == "c1"));
+    let detailed =
+        position(&|e| matches!(e, EngineEvent::ToolCallPending(v) if v.id == "c1" && v.announced));
+    assert!(opened.is_some() && opened < detailed, "{events:?}");
+    let closed = events.iter().any(|e| {
+        matches!(e, EngineEvent::ToolCallFinished { id, status: talaria_tools::ToolStatus::Failed, .. } if id == "lost")
+    });
+    assert!(closed, "the abandoned answer's card is closed: {events:?}");
+}

@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use crate::approval::{Mode, RuleStore};
 use crate::budget::ResultBudget;
 use crate::events::{EngineEvent, StopReason, TurnError, TurnUsage};
+use crate::model_call::sink::unique_id;
 use crate::model_call::{CallResult, ChatSink, ModelCaller};
 use crate::orchestrator::Orchestrator;
 use crate::session::SessionSettings;
@@ -82,8 +83,11 @@ impl Turn<'_> {
             let mut sink = ChatSink {
                 events: self.events,
                 session_id: &self.settings.id,
+                registry: self.registry,
+                used_ids: self.used_tool_ids,
+                announced: Vec::new(),
             };
-            let result = self
+            let called = self
                 .caller
                 .call(
                     self.history,
@@ -91,8 +95,26 @@ impl Turn<'_> {
                     self.limits.max_output_tokens,
                     &mut sink,
                 )
-                .await
-                .map_err(TurnError::Provider)?;
+                .await;
+            let mut announced = sink.announced;
+            // Cards shown for calls the final answer does not make (an abandoned or failed
+            // answer) are closed, so none stays pending.
+            let made: Vec<&str> = match &called {
+                Ok(CallResult::Finished { tool_calls, .. }) => {
+                    tool_calls.iter().map(|c| c.id.as_str()).collect()
+                }
+                _ => Vec::new(),
+            };
+            let abandoned: Vec<String> = announced
+                .iter()
+                .filter(|(model_id, _)| !made.contains(&model_id.as_str()))
+                .map(|(_, unique)| unique.clone())
+                .collect();
+            announced.retain(|(model_id, _)| made.contains(&model_id.as_str()));
+            for id in abandoned {
+                self.close_abandoned_card(id).await;
+            }
+            let result = called.map_err(TurnError::Provider)?;
             let (text, reasoning, signature, reason, tool_calls, model) = match result {
                 CallResult::Cancelled { text } => {
                     if !text.is_empty() {
@@ -128,31 +150,52 @@ impl Turn<'_> {
                     _ => StopReason::EndTurn,
                 });
             }
-            if self.run_tools(tool_calls, &mut budget).await {
+            if self.run_tools(tool_calls, announced, &mut budget).await {
                 return Ok(StopReason::Cancelled);
             }
         }
         Ok(StopReason::MaxTurnRequests)
     }
 
-    /// Makes a tool-call id unique within the session (models sometimes repeat ids).
-    fn unique_id(&mut self, id: &str) -> String {
-        let base = if id.is_empty() { "call" } else { id };
-        let mut candidate = base.to_string();
-        let mut n = 1;
-        while !self.used_tool_ids.insert(candidate.clone()) {
-            n += 1;
-            candidate = format!("{base}-{n}");
-        }
-        candidate
+    /// Closes the card of a call the model started but its final answer does not make.
+    async fn close_abandoned_card(&self, id: String) {
+        let display = talaria_record::ToolDisplay {
+            title: "Abandoned tool call".into(),
+            content: vec![talaria_record::DisplayContent::Text {
+                text: "The model's answer was abandoned before this call ran.".into(),
+            }],
+            ..talaria_record::ToolDisplay::default()
+        };
+        let _ = self
+            .events
+            .send(EngineEvent::ToolCallFinished {
+                id,
+                status: talaria_tools::ToolStatus::Failed,
+                display,
+                raw_output: None,
+            })
+            .await;
     }
 
     /// Runs the calls through the orchestrator and records one result per call. Returns true
     /// if the turn was cancelled.
-    async fn run_tools(&mut self, calls: Vec<ToolCallRequest>, budget: &mut ResultBudget) -> bool {
-        let calls: Vec<(String, ToolCallRequest)> = calls
+    async fn run_tools(
+        &mut self,
+        calls: Vec<ToolCallRequest>,
+        mut announced: Vec<(String, String)>,
+        budget: &mut ResultBudget,
+    ) -> bool {
+        let calls: Vec<(String, ToolCallRequest, bool)> = calls
             .into_iter()
-            .map(|call| (self.unique_id(&call.id), call))
+            .map(|call| {
+                match announced
+                    .iter()
+                    .position(|(model_id, _)| *model_id == call.id)
+                {
+                    Some(position) => (announced.remove(position).1, call, true),
+                    None => (unique_id(self.used_tool_ids, &call.id), call, false),
+                }
+            })
             .collect();
         let ctx = ToolContext {
             cwd: self.settings.cwd.clone(),

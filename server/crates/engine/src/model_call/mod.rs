@@ -344,7 +344,7 @@ impl<'a> ModelCaller<'a> {
                     sink.thought(delta).await;
                 }
                 StreamEvent::ReasoningSignature(value) => signature = Some(value),
-                StreamEvent::ToolCallStarted { .. } => {}
+                StreamEvent::ToolCallStarted { id, name } => sink.tool_call_started(id, name).await,
                 StreamEvent::Usage(call_usage) => {
                     self.usage.add(&call_usage);
                     self.session_usage.tokens.add(&call_usage);

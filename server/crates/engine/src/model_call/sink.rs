@@ -1,7 +1,10 @@
 //! Where a model call's output goes: the chat (a foreground turn) or nowhere visible (a side
 //! task collects it silently and keeps its notices for its caller).
 
+use std::collections::HashSet;
+
 use talaria_provider::Usage;
+use talaria_tools::Registry;
 use tokio::sync::mpsc;
 
 use crate::events::{EngineEvent, NoticeLevel};
@@ -12,16 +15,35 @@ pub(crate) trait CallSink: Send {
     async fn text(&mut self, delta: String);
     /// A piece of the model's reasoning.
     async fn thought(&mut self, delta: String);
+    /// The model began a tool call; its arguments are still streaming.
+    async fn tool_call_started(&mut self, id: String, name: String);
     /// The token counts of one call, and the context use and session cost after it.
     async fn usage(&mut self, usage: &Usage, context_used: u64, window: u64, cost: Option<f64>);
     /// A recovery step or failure the user should know about.
     async fn notice(&mut self, level: NoticeLevel, message: String);
 }
 
-/// The foreground turn: everything goes to the chat as engine events.
+/// The foreground turn: everything goes to the chat as engine events. A tool call gets its
+/// card (and its session-unique id) as soon as the model starts it.
 pub(crate) struct ChatSink<'a> {
     pub events: &'a mpsc::Sender<EngineEvent>,
     pub session_id: &'a str,
+    pub registry: &'a Registry,
+    pub used_ids: &'a mut HashSet<String>,
+    /// Calls announced during this model call: (model id, session-unique id).
+    pub announced: Vec<(String, String)>,
+}
+
+/// Makes a tool-call id unique within the session (models sometimes repeat ids).
+pub(crate) fn unique_id(used: &mut HashSet<String>, id: &str) -> String {
+    let base = if id.is_empty() { "call" } else { id };
+    let mut candidate = base.to_string();
+    let mut n = 1;
+    while !used.insert(candidate.clone()) {
+        n += 1;
+        candidate = format!("{base}-{n}");
+    }
+    candidate
 }
 
 impl CallSink for ChatSink<'_> {
@@ -31,6 +53,26 @@ impl CallSink for ChatSink<'_> {
 
     async fn thought(&mut self, delta: String) {
         let _ = self.events.send(EngineEvent::AgentThought(delta)).await;
+    }
+
+    async fn tool_call_started(&mut self, id: String, name: String) {
+        if self.announced.iter().any(|(model_id, _)| *model_id == id) {
+            return;
+        }
+        let unique = unique_id(self.used_ids, &id);
+        let kind = self
+            .registry
+            .definition(&name)
+            .map_or(talaria_tools::ToolKind::Other, |d| d.kind);
+        self.announced.push((id, unique.clone()));
+        let _ = self
+            .events
+            .send(EngineEvent::ToolCallStarted {
+                id: unique,
+                name,
+                kind,
+            })
+            .await;
     }
 
     async fn usage(&mut self, _usage: &Usage, context_used: u64, window: u64, cost: Option<f64>) {
@@ -66,6 +108,8 @@ impl CallSink for SilentSink {
     }
 
     async fn thought(&mut self, _delta: String) {}
+
+    async fn tool_call_started(&mut self, _id: String, _name: String) {}
 
     async fn usage(&mut self, _: &Usage, _: u64, _: u64, _: Option<f64>) {}
 
