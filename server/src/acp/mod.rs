@@ -228,15 +228,6 @@ impl Agent {
                 params.cwd.display().to_string()
             )));
         }
-        if !tokio::fs::metadata(&params.cwd)
-            .await
-            .is_ok_and(|m| m.is_dir())
-        {
-            return Err(errors::invalid_params(format!(
-                "cwd {} is not an existing directory",
-                params.cwd.display()
-            )));
-        }
         let mut roots = vec![params.cwd.clone()];
         for directory in &params.additional_directories {
             if !directory.is_absolute() {
@@ -247,18 +238,18 @@ impl Agent {
             }
             roots.push(directory.clone());
         }
-        let config = load_config().await.map_err(errors::internal_error)?;
+        let today = chrono_today();
+        let (config, system_prompt) = prepare_session(&params.cwd, &today).await?;
         if let Some(missing) = config.missing_credentials() {
             return Err(errors::auth_required(missing));
         }
         let router = self.router_for(&config)?;
         let id = uuid::Uuid::new_v4().to_string();
-        let today = chrono_today();
         let settings = SessionSettings {
             id: id.clone(),
             cwd: params.cwd.clone(),
             model: config.model.clone(),
-            system_prompt: build_system_prompt(&params.cwd, &config.model, &today).await,
+            system_prompt,
             context_window: config.context_window,
             retry: config.retry,
             max_turn_requests: config.max_turn_requests,
@@ -473,21 +464,30 @@ async fn load_config() -> Result<Config, talaria_engine::ConfigError> {
         })
 }
 
-/// Builds the system prompt (it reads the project's instruction files) on the blocking pool.
-async fn build_system_prompt(cwd: &std::path::Path, model: &str, today: &str) -> String {
-    let (cwd, model, today) = (cwd.to_path_buf(), model.to_string(), today.to_string());
-    let fallback = (cwd.clone(), model.clone(), today.clone());
-    match tokio::task::spawn_blocking(move || {
-        talaria_engine::system_prompt::build(&cwd, &model, &today)
-    })
-    .await
-    {
-        Ok(prompt) => prompt,
-        Err(_) => {
-            let (cwd, model, today) = fallback;
-            talaria_engine::system_prompt::build_without_files(&cwd, &model, &today)
+/// The disk work of `session/new` in one trip to the blocking pool: the cwd is a directory,
+/// the configuration, and the system prompt (which reads the project's instruction files).
+async fn prepare_session(
+    cwd: &std::path::Path,
+    today: &str,
+) -> Result<(Config, String), acp::Error> {
+    let (cwd, today) = (cwd.to_path_buf(), today.to_string());
+    let prepared = tokio::task::spawn_blocking(move || {
+        if !cwd.is_dir() {
+            return Err(errors::invalid_params(format!(
+                "cwd {} is not an existing directory",
+                cwd.display()
+            )));
         }
-    }
+        let config = Config::load().map_err(errors::internal_error)?;
+        let prompt = talaria_engine::system_prompt::build(&cwd, &config.model, &today);
+        Ok((config, prompt))
+    })
+    .await;
+    prepared.unwrap_or_else(|e| {
+        Err(errors::internal_error(format!(
+            "preparing the session failed: {e}"
+        )))
+    })
 }
 
 fn chrono_today() -> String {

@@ -30,7 +30,7 @@ pub fn build(cwd: &Path, model: &str, today: &str) -> String {
 }
 
 /// The system prompt without the project's instruction files (no I/O).
-pub fn build_without_files(cwd: &Path, model: &str, today: &str) -> String {
+fn build_without_files(cwd: &Path, model: &str, today: &str) -> String {
     let mut prompt = String::with_capacity(4096);
     prompt.push_str(IDENTITY);
     prompt.push_str("\n\n# Environment\n");
