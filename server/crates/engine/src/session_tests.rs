@@ -546,6 +546,11 @@ async fn a_stream_that_breaks_after_output_restarts_and_only_the_complete_answer
         })
         .collect();
     assert_eq!(answers, ["The complete answer."]);
+    // The restart is a notice that belongs to the history.
+    assert!(snapshot.transcript.entries().iter().any(|e| matches!(
+        &e.body,
+        talaria_record::EntryBody::Notice { text, .. } if text.contains("abandoned")
+    )));
     // A failure that is not transient still ends the turn clearly after output.
     session.prompt(TurnId(2), say("again")).expect("queued");
     let (_, outcome) = finish_of(&mut rx, 2).await;

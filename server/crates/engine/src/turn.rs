@@ -86,6 +86,7 @@ impl Turn<'_> {
                 registry: self.registry,
                 used_ids: self.used_tool_ids,
                 announced: Vec::new(),
+                notices: Vec::new(),
             };
             let called = self
                 .caller
@@ -97,6 +98,15 @@ impl Turn<'_> {
                 )
                 .await;
             let mut announced = sink.announced;
+            for (level, text) in sink.notices {
+                self.history.push(EntryBody::Notice {
+                    level: match level {
+                        crate::events::NoticeLevel::Error => talaria_record::NoticeLevel::Error,
+                        _ => talaria_record::NoticeLevel::Warning,
+                    },
+                    text,
+                });
+            }
             // Cards shown for calls the final answer does not make (an abandoned or failed
             // answer) are closed, so none stays pending.
             let made: Vec<&str> = match &called {

@@ -32,6 +32,8 @@ pub(crate) struct ChatSink<'a> {
     pub used_ids: &'a mut HashSet<String>,
     /// Calls announced during this model call: (model id, session-unique id).
     pub announced: Vec<(String, String)>,
+    /// Warnings and errors shown during the call, for the record.
+    pub notices: Vec<(NoticeLevel, String)>,
 }
 
 /// Makes a tool-call id unique within the session (models sometimes repeat ids).
@@ -88,6 +90,9 @@ impl CallSink for ChatSink<'_> {
 
     async fn notice(&mut self, level: NoticeLevel, message: String) {
         tracing::info!(session = %self.session_id, ?level, "{message}");
+        if level != NoticeLevel::Info {
+            self.notices.push((level, message.clone()));
+        }
         let _ = self
             .events
             .send(EngineEvent::Notice { level, message })
