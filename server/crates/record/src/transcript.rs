@@ -56,6 +56,29 @@ impl Transcript {
         }
     }
 
+    /// A record rebuilt from stored entries (in id order); new entries continue after the
+    /// highest id.
+    pub fn from_entries(mut entries: Vec<Entry>) -> Self {
+        entries.sort_by_key(|e| e.id);
+        let next_id = entries.last().map_or(1, |e| e.id + 1);
+        Self {
+            version: RECORD_VERSION,
+            next_id,
+            entries,
+        }
+    }
+
+    /// Entries with ids above `id` (what a journal has not saved yet).
+    pub fn entries_after(&self, id: EntryId) -> &[Entry] {
+        let start = self.entries.partition_point(|e| e.id <= id);
+        &self.entries[start..]
+    }
+
+    /// The highest id so far (0 when empty).
+    pub fn last_id(&self) -> EntryId {
+        self.next_id - 1
+    }
+
     /// A record that starts with a system prompt.
     pub fn with_system(text: impl Into<String>) -> Self {
         let mut transcript = Self::new();

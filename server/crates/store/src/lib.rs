@@ -1,0 +1,130 @@
+//! Durable sessions: what a store keeps (session metadata and record entries), the
+//! [`SessionStore`] trait the engine and edge use, and [`SqliteStore`], the embedded default.
+//!
+//! The trait is small and synchronous: callers run it off the async runtime (one writer
+//! thread for appends, the blocking pool for reads). A server-backed store (PostgreSQL for
+//! teams sharing one history) implements the same trait; see ARCHITECTURE.md.
+
+mod sqlite;
+
+pub use sqlite::SqliteStore;
+
+use serde::{Deserialize, Serialize};
+use talaria_record::{Entry, EntryId, Transcript};
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("the session store at {path} cannot be opened: {detail}")]
+    Open { path: String, detail: String },
+    #[error("the session store is locked by another process; try again ({0})")]
+    Busy(String),
+    #[error("the session store is read-only: {0}")]
+    ReadOnly(String),
+    #[error("the session store is damaged: {0}")]
+    Corrupt(String),
+    #[error("the session store has schema version {found}; this build knows up to {known}")]
+    TooNew { found: i64, known: i64 },
+    #[error("session {0} is open in another Talaria process (pid {1}); close it there first")]
+    InUse(String, i32),
+    #[error("no session {0}")]
+    NotFound(String),
+    #[error("session store error: {0}")]
+    Other(String),
+}
+
+/// What is known about a session besides its record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct SessionMeta {
+    pub id: String,
+    pub cwd: String,
+    pub additional_directories: Vec<String>,
+    pub title: Option<String>,
+    pub model: String,
+    pub mode: String,
+    /// Milliseconds since the Unix epoch.
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cost: Option<f64>,
+    /// The session this one was forked from.
+    pub parent_id: Option<String>,
+}
+
+/// A change to a session's metadata (`None` fields stay as they are).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct MetaUpdate {
+    pub title: Option<String>,
+    pub model: Option<String>,
+    pub mode: Option<String>,
+    pub tokens: Option<(u64, u64)>,
+    pub cost: Option<f64>,
+    pub updated_at: Option<i64>,
+}
+
+/// One page of `list`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ListPage {
+    pub sessions: Vec<SessionMeta>,
+    /// Pass back to get the next page; `None` on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// A full-text hit in past sessions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchHit {
+    pub session_id: String,
+    pub session_title: Option<String>,
+    pub entry_id: EntryId,
+    /// Lower is better (BM25).
+    pub rank: f64,
+    /// The matching text with the match marked `[…]`.
+    pub snippet: String,
+    pub at_ms: i64,
+}
+
+/// A session's durable history.
+pub trait SessionStore: Send + Sync {
+    /// Records a new session.
+    fn create(&self, meta: &SessionMeta) -> Result<(), StoreError>;
+    /// Appends entries (or replaces entries with the same ids: compaction rewrites).
+    fn append(&self, session_id: &str, entries: &[Entry]) -> Result<(), StoreError>;
+    /// Changes metadata.
+    fn update(&self, session_id: &str, update: &MetaUpdate) -> Result<(), StoreError>;
+    /// A session's metadata and record.
+    fn load(&self, session_id: &str) -> Result<(SessionMeta, Transcript), StoreError>;
+    /// Sessions by last update (newest first), optionally only those in `cwd`.
+    fn list(
+        &self,
+        cwd: Option<&str>,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<ListPage, StoreError>;
+    /// Removes a session and its record; `false` if there was none.
+    fn delete(&self, session_id: &str) -> Result<bool, StoreError>;
+    /// Ranked full-text search of past sessions' messages.
+    fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, StoreError>;
+    /// Entries of a session around one entry (for search context and scrolling).
+    fn entries_around(
+        &self,
+        session_id: &str,
+        entry_id: EntryId,
+        before: usize,
+        after: usize,
+    ) -> Result<Vec<Entry>, StoreError>;
+    /// Marks the session as open in this process; refused while another live process has it.
+    fn claim(&self, session_id: &str) -> Result<(), StoreError>;
+    /// Releases this process's claim.
+    fn release(&self, session_id: &str) -> Result<(), StoreError>;
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,66 @@
+//! Versioned schema migrations (`PRAGMA user_version` is the applied count).
+
+use rusqlite::Transaction;
+
+use super::fts;
+
+/// One migration: applied once, in order, in a transaction.
+pub(super) type Migration = fn(&Transaction) -> rusqlite::Result<()>;
+
+/// The migrations, oldest first. Append only: a released migration never changes.
+pub(super) const MIGRATIONS: &[Migration] = &[sessions_and_entries, search_and_claims];
+
+/// 1: sessions and their record entries.
+fn sessions_and_entries(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            cwd TEXT NOT NULL,
+            additional_directories TEXT NOT NULL DEFAULT '[]',
+            title TEXT,
+            model TEXT NOT NULL DEFAULT '',
+            mode TEXT NOT NULL DEFAULT '',
+            created_at INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL,
+            input_tokens INTEGER NOT NULL DEFAULT 0,
+            output_tokens INTEGER NOT NULL DEFAULT 0,
+            cost REAL,
+            parent_id TEXT
+        );
+        CREATE INDEX sessions_by_update ON sessions(updated_at DESC, id DESC);
+        CREATE INDEX sessions_by_cwd ON sessions(cwd, updated_at DESC, id DESC);
+        CREATE TABLE entries (
+            session_id TEXT NOT NULL,
+            entry_id INTEGER NOT NULL,
+            at_ms INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            body TEXT NOT NULL,
+            PRIMARY KEY (session_id, entry_id)
+        ) WITHOUT ROWID;",
+    )
+}
+
+/// 2: full-text search over messages (backfilled), and which process has a session open.
+fn search_and_claims(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "CREATE VIRTUAL TABLE entries_fts USING fts5(
+            text, session_id UNINDEXED, entry_id UNINDEXED, tokenize = 'porter unicode61'
+        );
+        ALTER TABLE sessions ADD COLUMN owner_pid INTEGER;",
+    )?;
+    let mut select = tx.prepare("SELECT session_id, entry_id, body FROM entries")?;
+    let rows = select.query_map([], |row| {
+        Ok((
+            row.get::<_, String>(0)?,
+            row.get::<_, i64>(1)?,
+            row.get::<_, String>(2)?,
+        ))
+    })?;
+    for row in rows {
+        let (session_id, entry_id, body) = row?;
+        if let Ok(entry) = serde_json::from_str(&body) {
+            fts::index(tx, &session_id, entry_id, &entry)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,257 @@
+//! Tests of the SQLite store: round trips, pagination, search ranking, migrations, damaged
+//! files, concurrent writers and claims.
+
+use std::sync::Arc;
+
+use talaria_record::testing::{assert_valid, assistant, result, user};
+use talaria_record::{EntryBody, Transcript};
+
+use crate::{MetaUpdate, SessionMeta, SessionStore, SqliteStore, StoreError};
+
+fn meta(id: &str, cwd: &str, updated_at: i64) -> SessionMeta {
+    SessionMeta {
+        id: id.into(),
+        cwd: cwd.into(),
+        model: "m".into(),
+        mode: "ask".into(),
+        created_at: updated_at,
+        updated_at,
+        ..SessionMeta::default()
+    }
+}
+
+fn store() -> (tempfile::TempDir, SqliteStore) {
+    let dir = tempfile::tempdir().expect("dir");
+    let store = SqliteStore::open(&dir.path().join("state.db")).expect("open");
+    (dir, store)
+}
+
+fn conversation() -> Transcript {
+    let mut t = Transcript::with_system("sys");
+    t.push(user("why does the parser overflow its stack?"));
+    t.push(assistant(
+        "",
+        &[("c1", "read_file", "{\"path\":\"parse.rs\"}")],
+    ));
+    t.push(result("c1", "read_file", "fn parse() { parse() }"));
+    t.push(assistant("It recurses without a depth limit.", &[]));
+    t
+}
+
+#[test]
+fn a_session_round_trips_with_its_record() {
+    let (_dir, store) = store();
+    store.create(&meta("s1", "/p", 1)).expect("create");
+    let t = conversation();
+    store.append("s1", &t.entries()[..2]).expect("append");
+    store.append("s1", &t.entries()[2..]).expect("append");
+    store
+        .update(
+            "s1",
+            &MetaUpdate {
+                title: Some("Parser overflow".into()),
+                tokens: Some((100, 20)),
+                cost: Some(0.5),
+                ..MetaUpdate::default()
+            },
+        )
+        .expect("update");
+    let (meta, loaded) = store.load("s1").expect("load");
+    assert_eq!(loaded, Transcript::from_entries(t.entries().to_vec()));
+    assert_valid(&loaded);
+    assert_eq!(meta.title.as_deref(), Some("Parser overflow"));
+    assert_eq!((meta.input_tokens, meta.output_tokens), (100, 20));
+    assert!(matches!(store.load("nope"), Err(StoreError::NotFound(_))));
+    // Rewriting an entry (compaction) replaces it in place.
+    let mut rewritten = t.entries()[3].clone();
+    if let EntryBody::ToolResult(result) = &mut rewritten.body {
+        result.model_text = "[cleared]".into();
+    }
+    store.append("s1", &[rewritten.clone()]).expect("rewrite");
+    assert_eq!(store.load("s1").expect("load").1.entries()[3], rewritten);
+    assert!(store.delete("s1").expect("delete"));
+    assert!(!store.delete("s1").expect("again"));
+}
+
+#[test]
+fn list_pages_newest_first_and_filters_by_cwd() {
+    let (_dir, store) = store();
+    for i in 0..25 {
+        let cwd = if i % 2 == 0 { "/even" } else { "/odd" };
+        store
+            .create(&meta(&format!("s{i:02}"), cwd, i))
+            .expect("create");
+    }
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = store.list(None, cursor.as_deref(), 10).expect("list");
+        seen.extend(page.sessions.iter().map(|s| s.id.clone()));
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    let expected: Vec<String> = (0..25).rev().map(|i| format!("s{i:02}")).collect();
+    assert_eq!(seen, expected);
+    let even = store.list(Some("/even"), None, 100).expect("list");
+    assert_eq!(even.sessions.len(), 13);
+    assert!(even.sessions.iter().all(|s| s.cwd == "/even"));
+    assert!(even.next_cursor.is_none());
+}
+
+#[test]
+fn search_ranks_the_best_match_first_and_scrolls_around_it() {
+    let (_dir, store) = store();
+    let corpus = [
+        (
+            "a",
+            "the stack overflow came from unbounded recursion in the parser",
+        ),
+        ("b", "we talked about the weather"),
+        (
+            "c",
+            "parser speed is fine; recursion depth is bounded by a limit",
+        ),
+        (
+            "d",
+            "stack overflow: unbounded recursion in the parser again, stack overflow",
+        ),
+    ];
+    for (i, (id, text)) in corpus.iter().enumerate() {
+        store
+            .create(&meta(id, "/p", i64::try_from(i).unwrap_or(0)))
+            .expect("create");
+        let mut t = Transcript::with_system("sys");
+        t.push(user(text));
+        t.push(assistant("noted", &[]));
+        store.append(id, t.entries()).expect("append");
+    }
+    let hits = store
+        .search("stack overflow recursion", 10)
+        .expect("search");
+    let order: Vec<&str> = hits.iter().map(|h| h.session_id.as_str()).collect();
+    assert_eq!(&order[..2], ["d", "a"], "{hits:?}");
+    assert!(!order.contains(&"b"));
+    assert!(
+        hits[0].snippet.contains("[overflow]"),
+        "{}",
+        hits[0].snippet
+    );
+    // Operators typed by the model cannot break the query.
+    assert!(store.search("\"unbalanced AND (", 5).is_ok());
+    let around = store
+        .entries_around("a", hits[1].entry_id, 1, 1)
+        .expect("around");
+    assert_eq!(around.len(), 3);
+}
+
+#[test]
+fn an_older_schema_is_migrated_and_its_entries_become_searchable() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("state.db");
+    {
+        // A version-1 file: sessions and entries, no search index.
+        let mut connection = rusqlite::Connection::open(&path).expect("open");
+        let tx = connection.transaction().expect("tx");
+        (super::sqlite::migration_for_tests(0))(&tx).expect("v1");
+        tx.pragma_update(None, "user_version", 1).expect("version");
+        let mut t = Transcript::with_system("sys");
+        t.push(user("remember the migration plan"));
+        let body = serde_json::to_string(&t.entries()[1]).expect("json");
+        tx.execute(
+            "INSERT INTO sessions (id, cwd, created_at, updated_at) VALUES ('old', '/p', 1, 1)",
+            [],
+        )
+        .expect("session");
+        tx.execute(
+            "INSERT INTO entries (session_id, entry_id, at_ms, kind, body) VALUES ('old', 2, 1, 'user', ?1)",
+            [body],
+        )
+        .expect("entry");
+        tx.commit().expect("commit");
+    }
+    let store = SqliteStore::open(&path).expect("migrates");
+    let hits = store.search("migration", 5).expect("search");
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].session_id, "old");
+    store.claim("old").expect("claims work after the migration");
+}
+
+#[test]
+fn a_newer_schema_or_a_damaged_file_gives_a_clear_error() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("state.db");
+    {
+        let connection = rusqlite::Connection::open(&path).expect("open");
+        connection
+            .pragma_update(None, "user_version", 99)
+            .expect("version");
+    }
+    assert!(matches!(
+        SqliteStore::open(&path),
+        Err(StoreError::TooNew { found: 99, .. })
+    ));
+    let damaged = dir.path().join("damaged.db");
+    std::fs::write(
+        &damaged,
+        b"this is not a database, just some text ".repeat(200),
+    )
+    .expect("write");
+    let error = SqliteStore::open(&damaged).expect_err("damaged");
+    assert!(matches!(error, StoreError::Corrupt(_)), "{error}");
+    assert!(error.to_string().contains("damaged"), "{error}");
+}
+
+#[test]
+fn many_sessions_write_at_once() {
+    let (_dir, store) = store();
+    let store = Arc::new(store);
+    let writers: Vec<_> = (0..8)
+        .map(|w| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                let id = format!("w{w}");
+                store.create(&meta(&id, "/p", w)).expect("create");
+                let mut t = Transcript::with_system("sys");
+                store.append(&id, t.entries()).expect("append");
+                for n in 0..50 {
+                    t.push(user(&format!("message {n} of writer {w}")));
+                    let last = t.entries().len() - 1;
+                    store.append(&id, &t.entries()[last..]).expect("append");
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.join().expect("joined");
+    }
+    for w in 0..8 {
+        let (_, t) = store.load(&format!("w{w}")).expect("load");
+        assert_eq!(t.len(), 51);
+    }
+}
+
+#[test]
+fn a_session_open_in_a_live_process_cannot_be_claimed_again() {
+    let (_dir, store) = store();
+    store.create(&meta("s", "/p", 1)).expect("create");
+    store.claim("s").expect("first claim");
+    store.claim("s").expect("the same process may claim again");
+    // Another live process (pid 1 is always alive) holds it: refused.
+    store
+        .lock_for_tests()
+        .execute("UPDATE sessions SET owner_pid = 1 WHERE id = 's'", [])
+        .expect("set");
+    assert!(matches!(store.claim("s"), Err(StoreError::InUse(_, 1))));
+    // A dead owner (killed) does not block it.
+    store
+        .lock_for_tests()
+        .execute(
+            "UPDATE sessions SET owner_pid = 2147483000 WHERE id = 's'",
+            [],
+        )
+        .expect("set");
+    store.claim("s").expect("stale claim taken over");
+    store.release("s").expect("release");
+}
