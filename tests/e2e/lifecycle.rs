@@ -16,7 +16,18 @@ async fn handshake_states_capabilities_and_sessions_are_unique() {
     assert_eq!(init["protocolVersion"], 1);
     assert_eq!(init["agentInfo"]["name"], "talaria");
     assert!(init["agentInfo"]["version"].is_string());
-    assert_eq!(init["agentCapabilities"]["loadSession"], false);
+    assert_eq!(init["agentCapabilities"]["loadSession"], true);
+    let sessions = &init["agentCapabilities"]["sessionCapabilities"];
+    for capability in [
+        "list",
+        "resume",
+        "close",
+        "delete",
+        "fork",
+        "additionalDirectories",
+    ] {
+        assert!(sessions[capability].is_object(), "{capability}: {sessions}");
+    }
     assert_eq!(
         init["agentCapabilities"]["promptCapabilities"]["embeddedContext"],
         true

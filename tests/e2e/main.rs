@@ -13,6 +13,7 @@ mod lifecycle;
 mod providers;
 mod record;
 mod safety;
+mod sessions;
 mod streaming;
 mod terminal_client;
 mod tools;

@@ -4,7 +4,8 @@ use talaria_protocol::ProtocolVersion;
 use talaria_protocol::acp::{
     AgentCapabilities, AuthMethod, AuthMethodAgent, Implementation, InitializeRequest,
     InitializeResponse, PromptCapabilities, SessionAdditionalDirectoriesCapabilities,
-    SessionCapabilities,
+    SessionCapabilities, SessionCloseCapabilities, SessionDeleteCapabilities,
+    SessionForkCapabilities, SessionListCapabilities, SessionResumeCapabilities,
 };
 
 /// The one auth method: credentials come from the environment or config file.
@@ -53,10 +54,15 @@ pub fn initialize(request: &InitializeRequest, images: bool) -> InitializeRespon
     InitializeResponse::new(ProtocolVersion::V1)
         .agent_capabilities(
             AgentCapabilities::new()
-                .load_session(false)
+                .load_session(true)
                 .session_capabilities(
                     SessionCapabilities::new()
-                        .additional_directories(SessionAdditionalDirectoriesCapabilities::new()),
+                        .additional_directories(SessionAdditionalDirectoriesCapabilities::new())
+                        .list(SessionListCapabilities::new())
+                        .resume(SessionResumeCapabilities::new())
+                        .close(SessionCloseCapabilities::new())
+                        .delete(SessionDeleteCapabilities::new())
+                        .fork(SessionForkCapabilities::new()),
                 )
                 .prompt_capabilities(
                     PromptCapabilities::new()

@@ -10,7 +10,9 @@
 mod capabilities;
 mod client_bridge;
 mod forwarder;
+mod lifecycle;
 mod prompt_input;
+mod replay;
 mod session_options;
 mod updates;
 
@@ -30,6 +32,34 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use forwarder::{PendingPrompt, PendingPrompts, lock};
+
+/// What starting a session needs.
+struct Launch {
+    id: String,
+    cwd: std::path::PathBuf,
+    roots: Vec<std::path::PathBuf>,
+    mcp_servers: Vec<acp::McpServer>,
+    config: Config,
+    system_prompt: String,
+    /// The session's own model and mode (a stored session's), else the configuration's.
+    model: Option<String>,
+    mode: Option<talaria_engine::Mode>,
+    start: talaria_engine::SessionStart,
+}
+
+/// The modes and options a started session answers with.
+struct Launched {
+    modes: acp::SessionModeState,
+    options: Vec<acp::SessionConfigOption>,
+}
+
+/// The durable store, opened with the first session.
+enum StoreState {
+    Unopened,
+    Ready(talaria_engine::journal::Journal),
+    /// It could not be opened; sessions run unsaved (said once per session).
+    Unavailable(String),
+}
 
 struct LiveSession {
     handle: SessionHandle,
@@ -61,6 +91,7 @@ struct Agent {
     next_turn: u64,
     router: Option<RouterCache>,
     registry: talaria_tools::Registry,
+    store: StoreState,
 }
 
 /// Serves ACP on the given streams until the input ends.
@@ -80,6 +111,7 @@ where
         next_turn: 0,
         router: None,
         registry: talaria_tools::builtin_registry(),
+        store: StoreState::Unopened,
     };
     while let Some(message) = incoming.recv().await {
         match message {
@@ -117,8 +149,19 @@ where
     for session in agent.sessions.values() {
         session.handle.cancel();
     }
-    let Agent { peer, sessions, .. } = agent;
+    let Agent {
+        peer,
+        sessions,
+        store,
+        ..
+    } = agent;
     drop(sessions);
+    // What the sessions recorded before the end is on disk before the process exits (the
+    // actors get a moment to record their cancelled turns).
+    if let StoreState::Ready(journal) = store {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let _ = tokio::time::timeout(Duration::from_secs(5), journal.flush()).await;
+    }
     drop(peer);
     // Give forwarders a moment to send their last messages, then flush.
     let _ = tokio::time::timeout(Duration::from_secs(2), connection.writer).await;
@@ -166,6 +209,12 @@ impl Agent {
             ClientRequest::AuthenticateRequest(params) => Some(self.authenticate(&params).await),
             ClientRequest::NewSessionRequest(params) => Some(self.new_session(params).await),
             ClientRequest::PromptRequest(params) => self.prompt(request.id, request.cancel, params),
+            ClientRequest::LoadSessionRequest(params) => Some(self.load_session(params).await),
+            ClientRequest::ResumeSessionRequest(params) => Some(self.resume_session(params).await),
+            ClientRequest::ListSessionsRequest(params) => Some(self.list_sessions(params).await),
+            ClientRequest::CloseSessionRequest(params) => Some(self.close_session(params).await),
+            ClientRequest::DeleteSessionRequest(params) => Some(self.delete_session(params).await),
+            ClientRequest::ForkSessionRequest(params) => Some(self.fork_session(params).await),
             _ => Some(Err(errors::method_not_found(&format!(
                 "{} (not supported by this agent; see agentCapabilities)",
                 request.method
@@ -222,33 +271,84 @@ impl Agent {
     }
 
     async fn new_session(&mut self, params: acp::NewSessionRequest) -> Reply {
-        if !params.cwd.is_absolute() {
-            return Err(errors::invalid_params(format!(
-                "cwd must be an absolute path, got {:?}",
-                params.cwd.display().to_string()
-            )));
-        }
-        let mut roots = vec![params.cwd.clone()];
-        for directory in &params.additional_directories {
-            if !directory.is_absolute() {
-                return Err(errors::invalid_params(format!(
-                    "additionalDirectories must be absolute paths, got {:?}",
-                    directory.display().to_string()
-                )));
-            }
-            roots.push(directory.clone());
-        }
+        let roots = check_roots(&params.cwd, &params.additional_directories)?;
         let today = chrono_today();
         let (config, system_prompt) = prepare_session(&params.cwd, &today).await?;
         if let Some(missing) = config.missing_credentials() {
             return Err(errors::auth_required(missing));
         }
-        let router = self.router_for(&config)?;
         let id = uuid::Uuid::new_v4().to_string();
+        let journal = self.ensure_store(&config).await;
+        let start = match &journal {
+            Some(journal) => {
+                journal.create(talaria_store::SessionMeta {
+                    id: id.clone(),
+                    cwd: params.cwd.display().to_string(),
+                    additional_directories: params
+                        .additional_directories
+                        .iter()
+                        .map(|d| d.display().to_string())
+                        .collect(),
+                    model: config.model.clone(),
+                    mode: config.mode.id().into(),
+                    created_at: talaria_store::now_ms(),
+                    updated_at: talaria_store::now_ms(),
+                    ..Default::default()
+                });
+                journal.claim(&id);
+                talaria_engine::SessionStart {
+                    history: None,
+                    journal: Some(talaria_engine::journal::SessionJournal::new(
+                        journal.clone(),
+                        &id,
+                        0,
+                    )),
+                }
+            }
+            None => talaria_engine::SessionStart::default(),
+        };
+        let launched = self.launch(Launch {
+            id: id.clone(),
+            cwd: params.cwd,
+            roots,
+            mcp_servers: params.mcp_servers,
+            config,
+            system_prompt,
+            model: None,
+            mode: None,
+            start,
+        })?;
+        to_value(
+            acp::NewSessionResponse::new(id)
+                .modes(launched.modes)
+                .config_options(launched.options),
+        )
+    }
+
+    /// Starts a session's actor and forwarder and registers it.
+    fn launch(&mut self, launch: Launch) -> Result<Launched, acp::Error> {
+        let Launch {
+            id,
+            cwd,
+            roots,
+            mcp_servers,
+            config,
+            system_prompt,
+            model,
+            mode,
+            start,
+        } = launch;
+        let router = self.router_for(&config)?;
+        let model = model.unwrap_or_else(|| config.model.clone());
+        let mode = mode.unwrap_or(config.mode);
+        let mut models = config.models.clone();
+        if !models.contains(&model) {
+            models.insert(0, model.clone());
+        }
         let settings = SessionSettings {
             id: id.clone(),
-            cwd: params.cwd.clone(),
-            model: config.model.clone(),
+            cwd: cwd.clone(),
+            model: model.clone(),
             system_prompt,
             context_window: config.context_window,
             retry: config.retry,
@@ -256,7 +356,7 @@ impl Agent {
             max_output_tokens: config.max_output_tokens,
             home: config.home.clone(),
             roots,
-            mode: config.mode,
+            mode,
             secrets: talaria_engine::approval::SecretReads::for_home(
                 &config.home,
                 config.ask_for_credential_reads,
@@ -269,18 +369,15 @@ impl Agent {
             acp::SessionId::new(id.clone()),
             self.client_caps,
         ));
-        let handle = talaria_engine::spawn_session(
-            settings,
-            router,
-            match &config.toolsets {
-                Some(toolsets) => {
-                    let names: Vec<&str> = toolsets.iter().map(String::as_str).collect();
-                    self.registry.with_toolsets(&names)
-                }
-                None => self.registry.clone(),
-            },
-            events_tx,
-        );
+        let registry = match &config.toolsets {
+            Some(toolsets) => {
+                let names: Vec<&str> = toolsets.iter().map(String::as_str).collect();
+                self.registry.with_toolsets(&names)
+            }
+            None => self.registry.clone(),
+        };
+        let handle =
+            talaria_engine::spawn_session_with(settings, router, registry, events_tx, start);
         let pending: PendingPrompts = Arc::default();
         tokio::spawn(forwarder::forward_events(
             self.peer.clone(),
@@ -289,40 +386,42 @@ impl Agent {
             pending.clone(),
             bridge,
         ));
-        tracing::info!(session = %id, cwd = %params.cwd.display(), model = %config.model, "session created");
+        tracing::info!(session = %id, cwd = %cwd.display(), model = %model, "session started");
+        let session_id = acp::SessionId::new(id.clone());
+        let mut warnings = Vec::new();
         if !self.config_warned {
             self.config_warned = true;
-            for warning in &config.warnings {
-                tracing::warn!("{warning}");
-                self.outbox.push(SessionNotification::new(
-                    acp::SessionId::new(id.clone()),
-                    forwarder::notice_update(
-                        talaria_engine::NoticeLevel::Warning,
-                        warning.clone(),
-                        self.client_caps.notices,
-                    ),
-                ));
-            }
+            warnings.extend(config.warnings.iter().cloned());
         }
+        if let StoreState::Unavailable(why) = &self.store {
+            warnings.push(format!("This session is not saved: {why}"));
+        }
+        for warning in warnings {
+            tracing::warn!("{warning}");
+            self.outbox.push(SessionNotification::new(
+                session_id.clone(),
+                forwarder::notice_update(
+                    talaria_engine::NoticeLevel::Warning,
+                    warning,
+                    self.client_caps.notices,
+                ),
+            ));
+        }
+        let launched = Launched {
+            modes: session_options::mode_state(mode),
+            options: session_options::config_options(mode, &model, &models),
+        };
         self.sessions.insert(
-            id.clone(),
+            id,
             LiveSession {
                 handle,
                 pending,
                 images_allowed: config.supports_images,
-                models: config.models.clone(),
-                mcp_servers: params.mcp_servers,
+                models,
+                mcp_servers,
             },
         );
-        to_value(
-            acp::NewSessionResponse::new(id)
-                .modes(session_options::mode_state(config.mode))
-                .config_options(session_options::config_options(
-                    config.mode,
-                    &config.model,
-                    &config.models,
-                )),
-        )
+        Ok(launched)
     }
 
     fn options_of(session: &LiveSession) -> Vec<acp::SessionConfigOption> {
@@ -451,6 +550,31 @@ fn session_not_found(id: &acp::SessionId) -> acp::Error {
         acp::ErrorCode::ResourceNotFound.into(),
         format!("Session not found: {id}"),
     )
+}
+
+/// Checks `session/new`-style paths: an absolute cwd and absolute additional directories;
+/// returns the workspace roots.
+fn check_roots(
+    cwd: &std::path::Path,
+    additional: &[std::path::PathBuf],
+) -> Result<Vec<std::path::PathBuf>, acp::Error> {
+    if !cwd.is_absolute() {
+        return Err(errors::invalid_params(format!(
+            "cwd must be an absolute path, got {:?}",
+            cwd.display().to_string()
+        )));
+    }
+    let mut roots = vec![cwd.to_path_buf()];
+    for directory in additional {
+        if !directory.is_absolute() {
+            return Err(errors::invalid_params(format!(
+                "additionalDirectories must be absolute paths, got {:?}",
+                directory.display().to_string()
+            )));
+        }
+        roots.push(directory.clone());
+    }
+    Ok(roots)
 }
 
 /// Reads the configuration on the blocking pool (the runtime thread never waits on disk).

@@ -180,17 +180,21 @@ fn completed_card(view: ToolCallView) -> SessionUpdate {
                 .filter_map(effect_content)
                 .collect::<Vec<_>>(),
         )
-        .locations(
+        .raw_input(view.raw_input);
+    let fields = if view.locations.is_empty() {
+        fields
+    } else {
+        fields.locations(
             view.locations
                 .into_iter()
                 .map(|(path, line)| ToolCallLocation::new(path).line(line))
                 .collect::<Vec<_>>(),
         )
-        .raw_input(view.raw_input);
+    };
     update(view.id, fields)
 }
 
-fn plan_entry(item: &TodoItem) -> PlanEntry {
+pub fn plan_entry(item: &TodoItem) -> PlanEntry {
     let (status, content) = match item.status.as_str() {
         "completed" => (PlanEntryStatus::Completed, item.content.clone()),
         "in_progress" => (PlanEntryStatus::InProgress, item.content.clone()),

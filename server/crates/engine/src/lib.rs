@@ -12,6 +12,7 @@ pub mod compaction;
 pub mod config;
 pub mod credentials;
 pub mod events;
+pub mod journal;
 pub mod model_call;
 mod orchestrator;
 pub mod provider_factory;
@@ -31,8 +32,8 @@ pub use events::{
 };
 pub use router::ModelRouter;
 pub use session::{
-    Op, SessionHandle, SessionSettings, SessionSnapshot, SessionView, SideAnswer, SideRequest,
-    UserInput, spawn_session,
+    Op, SessionHandle, SessionSettings, SessionSnapshot, SessionStart, SessionView, SideAnswer,
+    SideRequest, UserInput, spawn_session, spawn_session_with,
 };
 
 #[cfg(test)]

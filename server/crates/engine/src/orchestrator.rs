@@ -58,6 +58,8 @@ pub(crate) struct Orchestrator<'a> {
     pub cancel: &'a CancellationToken,
     pub ctx: ToolContext,
     pub budget: &'a mut ResultBudget,
+    /// Plans the batch's calls set, in order (for the record).
+    pub plans: Mutex<Vec<Vec<talaria_tools::TodoItem>>>,
 }
 
 /// One call, prepared.
@@ -351,6 +353,7 @@ impl Orchestrator<'_> {
             ToolEffect::Plan(items) => Some(items.clone()),
             _ => None,
         }) {
+            lock(&self.plans).push(items.clone());
             self.emit(EngineEvent::Plan(items)).await;
         }
         let display = display_of(call, outcome);

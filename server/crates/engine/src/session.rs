@@ -242,14 +242,67 @@ struct SessionActor {
     cancel_state: Arc<Mutex<CancelState>>,
     /// Ops that arrived during a turn and wait for it.
     waiting: VecDeque<Op>,
+    journal: Option<crate::journal::SessionJournal>,
 }
 
-/// Starts a session actor on the current runtime.
+/// Marks a record that ends in the middle of a turn (the process stopped) as interrupted:
+/// its open calls get failed results. Returns whether it did. Idempotent.
+pub fn close_cut_off_turn(history: &mut Transcript) -> bool {
+    let cut_off = turn_was_cut_off(history);
+    if cut_off {
+        history.interrupt("the previous Talaria process stopped during this turn");
+    }
+    cut_off
+}
+
+/// Whether the record ends in the middle of a turn: calls without results, or the user's
+/// message with no answer and no interruption marker after it.
+fn turn_was_cut_off(history: &Transcript) -> bool {
+    if !history.open_tool_calls().is_empty() {
+        return true;
+    }
+    let last = history.entries().iter().rev().find(|e| {
+        matches!(
+            e.body,
+            EntryBody::User { .. }
+                | EntryBody::Assistant(_)
+                | EntryBody::ToolResult(_)
+                | EntryBody::Interrupted { .. }
+        )
+    });
+    matches!(
+        last.map(|e| &e.body),
+        Some(EntryBody::User { .. } | EntryBody::ToolResult(_))
+    )
+}
+
+/// How a session begins: fresh, or from a stored or forked record.
+#[derive(Debug, Default)]
+pub struct SessionStart {
+    /// The record to continue (its system prompt is kept); `None` starts a new one.
+    pub history: Option<Transcript>,
+    /// Where the record is saved; `None` runs unsaved.
+    pub journal: Option<crate::journal::SessionJournal>,
+}
+
+/// Starts a new, unsaved session actor on the current runtime.
 pub fn spawn_session(
     settings: SessionSettings,
     router: Arc<ModelRouter>,
     registry: Registry,
     events: mpsc::Sender<EngineEvent>,
+) -> SessionHandle {
+    spawn_session_with(settings, router, registry, events, SessionStart::default())
+}
+
+/// Starts a session actor with a given start: a record to continue, a journal to save to.
+/// A record whose last turn did not finish (the process stopped) is marked interrupted.
+pub fn spawn_session_with(
+    settings: SessionSettings,
+    router: Arc<ModelRouter>,
+    registry: Registry,
+    events: mpsc::Sender<EngineEvent>,
+    start: SessionStart,
 ) -> SessionHandle {
     let (ops, receiver) = mpsc::unbounded_channel::<Op>();
     let cancel_state = Arc::new(Mutex::new(CancelState::default()));
@@ -268,8 +321,13 @@ pub fn spawn_session(
         let rules = tokio::task::spawn_blocking(move || RuleStore::load(&home, &cwd))
             .await
             .unwrap_or_else(|_| RuleStore::in_memory());
-        let actor = SessionActor {
-            history: Transcript::with_system(settings.system_prompt.clone()),
+        let mut history = start
+            .history
+            .unwrap_or_else(|| Transcript::with_system(settings.system_prompt.clone()));
+        close_cut_off_turn(&mut history);
+        let mut actor = SessionActor {
+            history,
+            journal: start.journal,
             mode: Mutex::new(settings.mode),
             model: settings.model.clone(),
             rules: Mutex::new(rules),
@@ -284,6 +342,7 @@ pub fn spawn_session(
             registry,
             events,
         };
+        actor.save();
         actor.run(receiver).await;
     });
     handle
@@ -320,6 +379,19 @@ impl SessionActor {
         tracing::debug!(session = %self.settings.id, "session ended");
     }
 
+    /// Sends what the record gained to the store.
+    fn save(&mut self) {
+        if let Some(journal) = &mut self.journal {
+            journal.save(&self.history);
+        }
+    }
+
+    fn update_meta(&self, update: talaria_store::MetaUpdate) {
+        if let Some(journal) = &self.journal {
+            journal.update(update);
+        }
+    }
+
     fn set_mode(&mut self, mode: Mode) {
         let previous = std::mem::replace(
             &mut *self.mode.lock().unwrap_or_else(PoisonError::into_inner),
@@ -328,6 +400,11 @@ impl SessionActor {
         if previous != mode {
             self.history.push(EntryBody::ModeChanged {
                 mode: mode.id().into(),
+            });
+            self.save();
+            self.update_meta(talaria_store::MetaUpdate {
+                mode: Some(mode.id().into()),
+                ..Default::default()
             });
         }
     }
@@ -353,6 +430,11 @@ impl SessionActor {
             ));
         self.history.push(EntryBody::ModelChanged {
             model: model.clone(),
+        });
+        self.save();
+        self.update_meta(talaria_store::MetaUpdate {
+            model: Some(model.clone()),
+            ..Default::default()
         });
         self.model = model;
     }
@@ -443,6 +525,7 @@ impl SessionActor {
                 events: &self.events,
                 cancel: token,
                 history: &mut self.history,
+                journal: self.journal.as_mut(),
                 used_tool_ids: &mut self.used_tool_ids,
                 caller,
             };
@@ -465,6 +548,10 @@ impl SessionActor {
             self.history.push(EntryBody::ModeChanged {
                 mode: mode.id().into(),
             });
+            self.update_meta(talaria_store::MetaUpdate {
+                mode: Some(mode.id().into()),
+                ..Default::default()
+            });
         }
         let (outcome, usage) = match result {
             Ok(done) => done,
@@ -477,9 +564,20 @@ impl SessionActor {
         };
         // A failed turn stays in the record, marked (open calls get failed results), so the
         // next request is valid for every provider.
-        if let Err(error) = &outcome {
-            self.history.interrupt(error.to_string());
+        match &outcome {
+            Err(error) => self.history.interrupt(error.to_string()),
+            // A turn cancelled before any answer: marked too, so roles stay valid.
+            Ok(StopReason::Cancelled) if turn_was_cut_off(&self.history) => {
+                self.history.interrupt("cancelled by the user");
+            }
+            Ok(_) => {}
         }
+        self.save();
+        self.update_meta(talaria_store::MetaUpdate {
+            tokens: Some((self.usage.tokens.input, self.usage.tokens.output)),
+            cost: self.usage.priced.then_some(self.usage.cost),
+            ..Default::default()
+        });
         (outcome, usage)
     }
 

@@ -41,12 +41,21 @@ pub(crate) struct Turn<'a> {
     pub events: &'a mpsc::Sender<EngineEvent>,
     pub cancel: &'a CancellationToken,
     pub history: &'a mut Transcript,
+    /// Where the record is saved as it grows (none: the session is not saved).
+    pub journal: Option<&'a mut crate::journal::SessionJournal>,
     pub used_tool_ids: &'a mut HashSet<String>,
     /// The model-call path for this turn (its chain and the fallback held for the turn).
     pub caller: ModelCaller<'a>,
 }
 
 impl Turn<'_> {
+    /// Sends what the record gained to the store (off the runtime thread).
+    fn save(&mut self) {
+        if let Some(journal) = self.journal.as_deref_mut() {
+            journal.save(self.history);
+        }
+    }
+
     pub(crate) async fn run(
         mut self,
         input: crate::session::UserInput,
@@ -63,6 +72,7 @@ impl Turn<'_> {
             input: input.blocks,
             model_view: input.model_view,
         });
+        self.save();
         let tools: Vec<ToolSpec> = self
             .registry
             .definitions()
@@ -153,6 +163,7 @@ impl Turn<'_> {
                 tool_calls: tool_calls.clone(),
                 model: Some(model),
             }));
+            self.save();
             if tool_calls.is_empty() {
                 return Ok(match reason {
                     FinishReason::Length => StopReason::MaxTokens,
@@ -232,11 +243,29 @@ impl Turn<'_> {
             cancel: self.cancel,
             ctx,
             budget,
+            plans: Mutex::default(),
         };
         let (results, cancelled) = orchestrator.run_batch(calls).await;
+        let plans = orchestrator
+            .plans
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for items in plans {
+            self.history.push(EntryBody::Plan {
+                items: items
+                    .into_iter()
+                    .map(|item| talaria_record::PlanItem {
+                        id: item.id,
+                        content: item.content,
+                        status: item.status,
+                    })
+                    .collect(),
+            });
+        }
         for entry in results {
             self.history.push(EntryBody::ToolResult(Box::new(entry)));
         }
+        self.save();
         cancelled
     }
 }

@@ -66,11 +66,23 @@ fn kind_of(body: &EntryBody) -> &'static str {
     }
 }
 
-/// Whether a process with this pid is running.
+/// Whether a process with this pid is running (a zombie, killed but not yet reaped by its
+/// parent, is not).
 fn alive(pid: i32) -> bool {
-    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
+    let exists = match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
         Ok(()) => true,
         Err(errno) => errno == nix::errno::Errno::EPERM,
+    };
+    if !exists {
+        return false;
+    }
+    // `/proc/PID/stat`: "pid (name) STATE …"; the name may contain spaces and parentheses.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_none_or(|state| state != "Z" && state != "X"),
+        Err(_) => true,
     }
 }
 

@@ -1,0 +1,313 @@
+//! The durable session lifecycle over ACP: `session/load` (replays the history first),
+//! `session/resume`, `session/list`, `session/close`, `session/delete` and `session/fork`,
+//! on the store opened with the first session.
+
+use std::sync::Arc;
+
+use talaria_engine::journal::{Journal, SessionJournal};
+use talaria_engine::{Config, SessionStart};
+use talaria_protocol::acp::{self, SessionNotification};
+use talaria_protocol::errors;
+use talaria_record::Transcript;
+use talaria_store::{SessionMeta, SessionStore, SqliteStore, StoreError};
+
+use super::{
+    Agent, Launch, Launched, Reply, StoreState, check_roots, chrono_today, prepare_session, replay,
+    session_not_found, to_value,
+};
+
+/// Sessions per page of `session/list`.
+const LIST_PAGE: usize = 50;
+
+fn store_error(error: StoreError) -> acp::Error {
+    match error {
+        StoreError::NotFound(id) => errors::invalid_params(format!("no saved session {id}")),
+        StoreError::InUse(..) => errors::invalid_params(error.to_string()),
+        other => errors::internal_error(other.to_string()),
+    }
+}
+
+/// Runs a store call on the blocking pool.
+async fn blocking<T: Send + 'static>(
+    store: Arc<dyn SessionStore>,
+    call: impl FnOnce(&dyn SessionStore) -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, acp::Error> {
+    tokio::task::spawn_blocking(move || call(store.as_ref()))
+        .await
+        .map_err(|e| errors::internal_error(format!("the session store failed: {e}")))?
+        .map_err(store_error)
+}
+
+/// How a stored session is reopened.
+struct Reopen {
+    id: String,
+    cwd: std::path::PathBuf,
+    additional_directories: Vec<std::path::PathBuf>,
+    mcp_servers: Vec<acp::McpServer>,
+    replay: bool,
+}
+
+impl Agent {
+    /// Opens the store (once) with the configuration's home; `None` when it is unavailable.
+    pub(super) async fn ensure_store(&mut self, config: &Config) -> Option<Journal> {
+        if matches!(self.store, StoreState::Unopened) {
+            let path = config.home.join("state.db");
+            let opened = tokio::task::spawn_blocking(move || SqliteStore::open(&path)).await;
+            self.store = match opened {
+                Ok(Ok(store)) => StoreState::Ready(Journal::start(Arc::new(store))),
+                Ok(Err(error)) => {
+                    tracing::error!("sessions will not be saved: {error}");
+                    StoreState::Unavailable(error.to_string())
+                }
+                Err(error) => StoreState::Unavailable(error.to_string()),
+            };
+        }
+        match &self.store {
+            StoreState::Ready(journal) => Some(journal.clone()),
+            _ => None,
+        }
+    }
+
+    async fn journal_for(&mut self, config: &Config) -> Result<Journal, acp::Error> {
+        match self.ensure_store(config).await {
+            Some(journal) => Ok(journal),
+            None => Err(errors::internal_error(match &self.store {
+                StoreState::Unavailable(why) => format!("saved sessions are unavailable: {why}"),
+                _ => "saved sessions are unavailable".to_string(),
+            })),
+        }
+    }
+
+    pub(super) async fn load_session(&mut self, params: acp::LoadSessionRequest) -> Reply {
+        let id = params.session_id.0.to_string();
+        let launched = self
+            .reopen(Reopen {
+                id,
+                cwd: params.cwd,
+                additional_directories: params.additional_directories,
+                mcp_servers: params.mcp_servers,
+                replay: true,
+            })
+            .await?;
+        to_value(
+            acp::LoadSessionResponse::new()
+                .modes(launched.modes)
+                .config_options(launched.options),
+        )
+    }
+
+    pub(super) async fn resume_session(&mut self, params: acp::ResumeSessionRequest) -> Reply {
+        let id = params.session_id.0.to_string();
+        let launched = self
+            .reopen(Reopen {
+                id,
+                cwd: params.cwd,
+                additional_directories: params.additional_directories,
+                mcp_servers: params.mcp_servers,
+                replay: false,
+            })
+            .await?;
+        to_value(
+            acp::ResumeSessionResponse::new()
+                .modes(launched.modes)
+                .config_options(launched.options),
+        )
+    }
+
+    /// Loads a stored session, claims it for this process, optionally replays it, and starts
+    /// it where it left off.
+    async fn reopen(&mut self, reopen: Reopen) -> Result<Launched, acp::Error> {
+        if self.sessions.contains_key(&reopen.id) {
+            return Err(errors::invalid_params(format!(
+                "session {} is already open; use it as it is, or close it first",
+                reopen.id
+            )));
+        }
+        let roots = check_roots(&reopen.cwd, &reopen.additional_directories)?;
+        let (config, system_prompt) = prepare_session(&reopen.cwd, &chrono_today()).await?;
+        if let Some(missing) = config.missing_credentials() {
+            return Err(errors::auth_required(missing));
+        }
+        let journal = self.journal_for(&config).await?;
+        let id = reopen.id.clone();
+        let (meta, mut transcript) = blocking(journal.store().clone(), move |store| {
+            let loaded = store.load(&id)?;
+            store.claim(&id)?;
+            Ok(loaded)
+        })
+        .await?;
+        // A turn the previous process did not finish reads as interrupted, in the replay too.
+        let saved = transcript.last_id();
+        talaria_engine::session::close_cut_off_turn(&mut transcript);
+        if reopen.replay {
+            let session_id = acp::SessionId::new(reopen.id.clone());
+            for update in replay::updates(&transcript) {
+                let notification = SessionNotification::new(session_id.clone(), update);
+                self.peer.notify("session/update", &notification).await;
+            }
+        }
+        self.launch_stored(
+            &reopen.id,
+            reopen.cwd,
+            roots,
+            reopen.mcp_servers,
+            config,
+            system_prompt,
+            meta,
+            transcript,
+            SessionJournal::new(journal, &reopen.id, saved),
+        )
+    }
+
+    /// Starts a session from a stored record (its system prompt, model and mode are kept);
+    /// `journal` says how much of the record the store already has.
+    #[allow(clippy::too_many_arguments)]
+    fn launch_stored(
+        &mut self,
+        id: &str,
+        cwd: std::path::PathBuf,
+        roots: Vec<std::path::PathBuf>,
+        mcp_servers: Vec<acp::McpServer>,
+        config: Config,
+        system_prompt: String,
+        meta: SessionMeta,
+        transcript: Transcript,
+        journal: SessionJournal,
+    ) -> Result<Launched, acp::Error> {
+        let mode = talaria_engine::Mode::from_id(&meta.mode);
+        let model = (!meta.model.is_empty()).then(|| meta.model.clone());
+        self.launch(Launch {
+            id: id.to_string(),
+            cwd,
+            roots,
+            mcp_servers,
+            config,
+            // Used only if the record has none; a stored record keeps its own.
+            system_prompt,
+            model,
+            mode,
+            start: SessionStart {
+                history: Some(transcript),
+                journal: Some(journal),
+            },
+        })
+    }
+
+    pub(super) async fn list_sessions(&mut self, params: acp::ListSessionsRequest) -> Reply {
+        if let Some(cwd) = &params.cwd
+            && !cwd.is_absolute()
+        {
+            return Err(errors::invalid_params("cwd must be an absolute path"));
+        }
+        let config = super::load_config().await.map_err(errors::internal_error)?;
+        let journal = self.journal_for(&config).await?;
+        let cwd = params.cwd.map(|c| c.display().to_string());
+        let cursor = params.cursor;
+        let page = blocking(journal.store().clone(), move |store| {
+            store.list(cwd.as_deref(), cursor.as_deref(), LIST_PAGE)
+        })
+        .await?;
+        let sessions: Vec<acp::SessionInfo> = page
+            .sessions
+            .into_iter()
+            .map(|meta| {
+                acp::SessionInfo::new(meta.id, meta.cwd)
+                    .additional_directories(
+                        meta.additional_directories
+                            .into_iter()
+                            .map(std::path::PathBuf::from)
+                            .collect::<Vec<_>>(),
+                    )
+                    .title(meta.title)
+                    .updated_at(rfc3339(meta.updated_at))
+            })
+            .collect();
+        to_value(acp::ListSessionsResponse::new(sessions).next_cursor(page.next_cursor))
+    }
+
+    /// Stops a session's work and frees it; it stays in the store.
+    pub(super) async fn close_session(&mut self, params: acp::CloseSessionRequest) -> Reply {
+        let id = params.session_id.0.to_string();
+        let Some(session) = self.sessions.remove(&id) else {
+            return Err(session_not_found(&params.session_id));
+        };
+        session.handle.cancel();
+        session.handle.close();
+        if let StoreState::Ready(journal) = &self.store {
+            journal.release(&id);
+        }
+        tracing::info!(session = %id, "session closed");
+        to_value(acp::CloseSessionResponse::new())
+    }
+
+    pub(super) async fn delete_session(&mut self, params: acp::DeleteSessionRequest) -> Reply {
+        let id = params.session_id.0.to_string();
+        if let Some(session) = self.sessions.remove(&id) {
+            session.handle.cancel();
+            session.handle.close();
+        }
+        let config = super::load_config().await.map_err(errors::internal_error)?;
+        let journal = self.journal_for(&config).await?;
+        journal.flush().await;
+        let deleted = blocking(journal.store().clone(), move |store| store.delete(&id)).await?;
+        if !deleted {
+            return Err(errors::invalid_params(format!(
+                "no saved session {}",
+                params.session_id
+            )));
+        }
+        to_value(acp::DeleteSessionResponse::new())
+    }
+
+    /// A new session with a copy of another's history (its parent recorded).
+    pub(super) async fn fork_session(&mut self, params: acp::ForkSessionRequest) -> Reply {
+        let roots = check_roots(&params.cwd, &params.additional_directories)?;
+        let (config, system_prompt) = prepare_session(&params.cwd, &chrono_today()).await?;
+        if let Some(missing) = config.missing_credentials() {
+            return Err(errors::auth_required(missing));
+        }
+        let journal = self.journal_for(&config).await?;
+        // What is queued for the parent is written before it is read.
+        journal.flush().await;
+        let parent = params.session_id.0.to_string();
+        let (meta, transcript) =
+            blocking(journal.store().clone(), move |store| store.load(&parent)).await?;
+        let id = uuid::Uuid::new_v4().to_string();
+        let now = talaria_store::now_ms();
+        let child = SessionMeta {
+            id: id.clone(),
+            cwd: params.cwd.display().to_string(),
+            title: meta.title.clone().map(|t| format!("{t} (fork)")),
+            created_at: now,
+            updated_at: now,
+            parent_id: Some(meta.id.clone()),
+            input_tokens: 0,
+            output_tokens: 0,
+            cost: None,
+            ..meta.clone()
+        };
+        journal.create(child.clone());
+        journal.claim(&id);
+        let launched = self.launch_stored(
+            &id,
+            params.cwd,
+            roots,
+            params.mcp_servers,
+            config,
+            system_prompt,
+            child,
+            transcript,
+            // Nothing of the copy is stored under the child's id yet: all of it is saved.
+            SessionJournal::new(journal.clone(), &id, 0),
+        )?;
+        to_value(
+            acp::ForkSessionResponse::new(id)
+                .modes(launched.modes)
+                .config_options(launched.options),
+        )
+    }
+}
+
+fn rfc3339(ms: i64) -> Option<String> {
+    chrono::DateTime::from_timestamp_millis(ms).map(|t| t.to_rfc3339())
+}

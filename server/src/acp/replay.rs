@@ -1,0 +1,155 @@
+//! A stored record replayed as the `session/update`s a client saw live: the user's messages,
+//! thoughts and answers, tool cards (opened with their title, kind, places and arguments,
+//! then finished with the same content as live) and plans.
+
+use serde_json::{Value, json};
+use talaria_protocol::acp::{
+    self, ContentBlock, ContentChunk, Plan, SessionUpdate, TextContent, ToolCall, ToolCallLocation,
+    ToolCallStatus,
+};
+use talaria_record::{DisplayKind, EntryBody, InputBlock, ResultStatus, Transcript};
+use talaria_tools::{TodoItem, ToolStatus};
+
+use super::updates;
+
+/// The updates that show `transcript` to a client, in order.
+pub fn updates(transcript: &Transcript) -> Vec<SessionUpdate> {
+    let mut out = Vec::new();
+    for entry in transcript.entries() {
+        match &entry.body {
+            EntryBody::User { input, .. } => {
+                out.extend(
+                    input
+                        .iter()
+                        .filter_map(content_block)
+                        .map(|block| SessionUpdate::UserMessageChunk(ContentChunk::new(block))),
+                );
+            }
+            EntryBody::Assistant(assistant) => {
+                if let Some(reasoning) = assistant.reasoning.as_ref().filter(|r| !r.text.is_empty())
+                {
+                    out.push(SessionUpdate::AgentThoughtChunk(ContentChunk::new(text(
+                        &reasoning.text,
+                    ))));
+                }
+                if !assistant.text.is_empty() {
+                    out.push(SessionUpdate::AgentMessageChunk(ContentChunk::new(text(
+                        &assistant.text,
+                    ))));
+                }
+            }
+            EntryBody::ToolResult(result) => {
+                let display = &result.display;
+                let card = ToolCall::new(result.client_id.clone(), display.title.clone())
+                    .name(result.tool.clone())
+                    .kind(kind(display.kind))
+                    .status(ToolCallStatus::Pending)
+                    .locations(
+                        display
+                            .locations
+                            .iter()
+                            .map(|l| ToolCallLocation::new(l.path.clone()).line(l.line))
+                            .collect::<Vec<_>>(),
+                    )
+                    .raw_input((!result.raw_input.is_null()).then(|| result.raw_input.clone()));
+                out.push(SessionUpdate::ToolCall(card));
+                let status = match result.status {
+                    ResultStatus::Completed => ToolStatus::Completed,
+                    ResultStatus::Failed => ToolStatus::Failed,
+                };
+                out.push(updates::finished_card(
+                    result.client_id.clone(),
+                    status,
+                    display,
+                    result.raw_output.clone(),
+                ));
+            }
+            EntryBody::Plan { items } => {
+                let items: Vec<TodoItem> = items
+                    .iter()
+                    .map(|item| TodoItem {
+                        id: item.id.clone(),
+                        content: item.content.clone(),
+                        status: item.status.clone(),
+                    })
+                    .collect();
+                out.push(SessionUpdate::Plan(Plan::new(
+                    items.iter().map(updates::plan_entry).collect(),
+                )));
+            }
+            EntryBody::System { .. }
+            | EntryBody::Notice { .. }
+            | EntryBody::ModeChanged { .. }
+            | EntryBody::ModelChanged { .. }
+            | EntryBody::Summary { .. }
+            | EntryBody::Interrupted { .. } => {}
+        }
+    }
+    out
+}
+
+fn text(text: &str) -> ContentBlock {
+    ContentBlock::Text(TextContent::new(text.to_string()))
+}
+
+/// A user input block as the ACP content block it came from.
+fn content_block(block: &InputBlock) -> Option<ContentBlock> {
+    let json: Value = match block {
+        InputBlock::Text { text } => json!({"type": "text", "text": text}),
+        InputBlock::Image {
+            mime_type,
+            data,
+            uri,
+        } => json!({"type": "image", "mimeType": mime_type, "data": data, "uri": uri}),
+        InputBlock::Audio { mime_type, data } => {
+            json!({"type": "audio", "mimeType": mime_type, "data": data})
+        }
+        InputBlock::ResourceLink {
+            uri,
+            name,
+            description,
+            mime_type,
+        } => json!({"type": "resource_link", "uri": uri, "name": name,
+                    "description": description, "mimeType": mime_type}),
+        InputBlock::Resource {
+            uri,
+            mime_type,
+            text,
+            blob,
+        } => {
+            let mut resource = json!({"uri": uri, "mimeType": mime_type});
+            match (text, blob) {
+                (Some(text), _) => resource["text"] = json!(text),
+                (None, Some(blob)) => resource["blob"] = json!(blob),
+                (None, None) => resource["text"] = json!(""),
+            }
+            json!({"type": "resource", "resource": resource})
+        }
+        InputBlock::Other { json } => json.clone(),
+    };
+    serde_json::from_value(strip_nulls(json)).ok()
+}
+
+fn strip_nulls(mut value: Value) -> Value {
+    if let Some(object) = value.as_object_mut() {
+        object.retain(|_, v| !v.is_null());
+        for v in object.values_mut() {
+            *v = strip_nulls(v.take());
+        }
+    }
+    value
+}
+
+fn kind(kind: DisplayKind) -> acp::ToolKind {
+    match kind {
+        DisplayKind::Read => acp::ToolKind::Read,
+        DisplayKind::Edit => acp::ToolKind::Edit,
+        DisplayKind::Delete => acp::ToolKind::Delete,
+        DisplayKind::Move => acp::ToolKind::Move,
+        DisplayKind::Search => acp::ToolKind::Search,
+        DisplayKind::Execute => acp::ToolKind::Execute,
+        DisplayKind::Think => acp::ToolKind::Think,
+        DisplayKind::Fetch => acp::ToolKind::Fetch,
+        DisplayKind::Other => acp::ToolKind::Other,
+    }
+}

@@ -1,0 +1,397 @@
+//! Durable sessions over stdio: load replays what the client saw live and the model sees the
+//! same transcript; list, resume, close, delete, fork; a second process cannot open a session
+//! in use; `kill -9` mid-stream and mid-tool loses nothing completed; a damaged store.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use talaria_harness::{AgentProcess, MockReply, MockToolCall};
+
+use crate::support::*;
+
+async fn initialize(agent: &mut AgentProcess) {
+    agent
+        .call(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+        )
+        .await
+        .expect("initialize");
+}
+
+async fn load(agent: &mut AgentProcess, env: &TestEnv, session: &str) -> (Value, Vec<Value>) {
+    let before = agent.transcript.len();
+    let response = agent
+        .request(
+            "session/load",
+            json!({"sessionId": session, "cwd": env.workspace.path(), "mcpServers": []}),
+        )
+        .await
+        .expect("response");
+    let updates = agent.transcript[before..]
+        .iter()
+        .filter(|m| m["method"] == "session/update")
+        .map(|m| m["params"]["update"].clone())
+        .collect();
+    (response, updates)
+}
+
+fn text_of(updates: &[Value], kind: &str) -> String {
+    chunks(updates, kind).concat()
+}
+
+fn cards(updates: &[Value]) -> Vec<Value> {
+    let mut ids: Vec<String> = Vec::new();
+    for update in updates {
+        if let Some(id) = update["toolCallId"].as_str()
+            && !ids.iter().any(|i| i == id)
+        {
+            ids.push(id.to_string());
+        }
+    }
+    ids.iter().map(|id| card_state(updates, id)).collect()
+}
+
+/// The card fields a replay must reproduce (live progress output is not kept).
+fn card_shape(card: &Value) -> Value {
+    json!({
+        "title": card["title"], "kind": card["kind"], "status": card["status"],
+        "content": card["content"], "locations": card["locations"],
+        "rawInput": card["rawInput"], "rawOutput": card["rawOutput"],
+    })
+}
+
+fn messages(request: &Value) -> Vec<Value> {
+    request["messages"].as_array().cloned().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn load_replays_what_the_client_saw_and_the_model_sees_the_same_transcript() {
+    let env = TestEnv::new(vec![
+        MockReply::ToolCalls {
+            calls: vec![
+                MockToolCall {
+                    id: "r1".into(),
+                    name: "read_file".into(),
+                    arguments: json!({"path": "notes.txt"}).to_string(),
+                },
+                MockToolCall {
+                    id: "t1".into(),
+                    name: "todo".into(),
+                    arguments: json!({"todos": [{"id": "1", "content": "read notes", "status": "completed"}]}).to_string(),
+                },
+            ],
+            text: Some("Let me look.".into()),
+            fragment_chars: Some(6),
+            usage: None,
+        },
+        MockReply::text(&["The notes ", "say hi."]),
+        MockReply::text(&["Still here."]),
+    ])
+    .await;
+    std::fs::write(env.workspace.path().join("notes.txt"), "hi\n").expect("write");
+    let (mut agent, session) = env.session().await;
+    let (response, live) = prompt(&mut agent, &session, "What do the notes say?").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    agent.close_stdin();
+    agent.wait_exit(WAIT).await.expect("exits");
+
+    let mut second = env.spawn().await;
+    initialize(&mut second).await;
+    let (loaded, replayed) = load(&mut second, &env, &session).await;
+    assert!(loaded["result"].is_object(), "{loaded}");
+    assert_eq!(
+        text_of(&replayed, "user_message_chunk"),
+        "What do the notes say?"
+    );
+    assert_eq!(
+        text_of(&replayed, "agent_message_chunk"),
+        text_of(&live, "agent_message_chunk")
+    );
+    let live_cards: Vec<Value> = cards(&live).iter().map(card_shape).collect();
+    let replayed_cards: Vec<Value> = cards(&replayed).iter().map(card_shape).collect();
+    assert_eq!(replayed_cards, live_cards);
+    let plan = |updates: &[Value]| {
+        updates
+            .iter()
+            .find(|u| u["sessionUpdate"] == "plan")
+            .cloned()
+    };
+    assert_eq!(plan(&replayed), plan(&live));
+    // The session continues where it was: the model sees the same transcript plus the ask.
+    let (response, _) = prompt(&mut second, &session, "And now?").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    let requests = env.mock.requests();
+    let before = messages(&requests[1].body);
+    let after = messages(&requests[2].body);
+    assert_eq!(&after[..before.len()], &before[..], "same transcript");
+    assert_eq!(
+        after.len(),
+        before.len() + 2,
+        "plus the answer and the new ask"
+    );
+}
+
+#[tokio::test]
+async fn list_pages_filters_and_close_resume_delete_fork_work() {
+    let env = TestEnv::new(vec![
+        MockReply::text(&["first"]),
+        MockReply::text(&["on the fork"]),
+        MockReply::text(&["resumed"]),
+    ])
+    .await;
+    let (mut agent, session) = env.session().await;
+    prompt(&mut agent, &session, "remember the number 42").await;
+    for _ in 0..55 {
+        agent
+            .call(
+                "session/new",
+                json!({"cwd": env.workspace.path(), "mcpServers": []}),
+            )
+            .await
+            .expect("new");
+    }
+    let elsewhere = tempfile::tempdir().expect("dir");
+    agent
+        .call(
+            "session/new",
+            json!({"cwd": elsewhere.path(), "mcpServers": []}),
+        )
+        .await
+        .expect("new elsewhere");
+    let first = agent
+        .call("session/list", json!({"cwd": env.workspace.path()}))
+        .await
+        .expect("list");
+    let listed = first["sessions"].as_array().expect("sessions");
+    assert_eq!(listed.len(), 50);
+    assert!(
+        listed
+            .iter()
+            .all(|s| s["cwd"] == json!(env.workspace.path()))
+    );
+    assert!(listed[0]["updatedAt"].is_string());
+    let cursor = first["nextCursor"].as_str().expect("cursor");
+    let second = agent
+        .call(
+            "session/list",
+            json!({"cwd": env.workspace.path(), "cursor": cursor}),
+        )
+        .await
+        .expect("list");
+    assert_eq!(second["sessions"].as_array().map(Vec::len), Some(6));
+    assert!(second.get("nextCursor").is_none_or(Value::is_null));
+    // Fork: a new session with a copy of the history.
+    let fork = agent
+        .call(
+            "session/fork",
+            json!({"sessionId": session, "cwd": env.workspace.path(), "mcpServers": []}),
+        )
+        .await
+        .expect("fork");
+    let fork_id = fork["sessionId"].as_str().expect("id").to_string();
+    assert_ne!(fork_id, session);
+    prompt(&mut agent, &fork_id, "what number?").await;
+    let forked = messages(&env.mock.requests()[1].body);
+    assert!(
+        forked
+            .iter()
+            .any(|m| m["content"] == "remember the number 42"),
+        "{forked:?}"
+    );
+    // Close frees it (prompts fail) but it stays listed; resume brings it back without replay.
+    agent
+        .call("session/close", json!({"sessionId": session}))
+        .await
+        .expect("close");
+    let (closed, _) = prompt(&mut agent, &session, "hello?").await;
+    assert!(closed["error"].is_object(), "{closed}");
+    let before = agent.transcript.len();
+    agent
+        .call(
+            "session/resume",
+            json!({"sessionId": session, "cwd": env.workspace.path(), "mcpServers": []}),
+        )
+        .await
+        .expect("resume");
+    assert!(
+        !agent.transcript[before..]
+            .iter()
+            .any(|m| m["method"] == "session/update"),
+        "resume does not replay"
+    );
+    let (response, _) = prompt(&mut agent, &session, "still there?").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    // Delete removes it from the list and from the store.
+    agent
+        .call("session/delete", json!({"sessionId": fork_id}))
+        .await
+        .expect("delete");
+    let all = agent.call("session/list", json!({})).await.expect("list");
+    let mut ids: Vec<String> = all["sessions"]
+        .as_array()
+        .expect("s")
+        .iter()
+        .filter_map(|s| s["sessionId"].as_str().map(str::to_string))
+        .collect();
+    let mut cursor = all["nextCursor"].as_str().map(str::to_string);
+    while let Some(next) = cursor {
+        let page = agent
+            .call("session/list", json!({"cursor": next}))
+            .await
+            .expect("list");
+        ids.extend(
+            page["sessions"]
+                .as_array()
+                .expect("s")
+                .iter()
+                .filter_map(|s| s["sessionId"].as_str().map(str::to_string)),
+        );
+        cursor = page["nextCursor"].as_str().map(str::to_string);
+    }
+    assert_eq!(ids.len(), 57);
+    assert!(!ids.contains(&fork_id) && ids.contains(&session));
+    let (gone, _) = load(&mut agent, &env, &fork_id).await;
+    assert!(
+        gone["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("no saved session"),
+        "{gone}"
+    );
+}
+
+#[tokio::test]
+async fn a_second_process_cannot_open_a_session_in_use() {
+    let env = TestEnv::new(vec![MockReply::text(&["hi"])]).await;
+    let (mut agent, session) = env.session().await;
+    prompt(&mut agent, &session, "hello").await;
+    let mut other = env.spawn().await;
+    initialize(&mut other).await;
+    let (refused, _) = load(&mut other, &env, &session).await;
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("open in another Talaria process"),
+        "{refused}"
+    );
+    // Once the first process is gone, it can be loaded.
+    agent.close_stdin();
+    agent.wait_exit(WAIT).await.expect("exits");
+    let (loaded, _) = load(&mut other, &env, &session).await;
+    assert!(loaded["result"].is_object(), "{loaded}");
+}
+
+fn kill_hard(agent: &AgentProcess) {
+    let pid = agent.pid().expect("pid");
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).expect("pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).expect("kill -9");
+}
+
+#[tokio::test]
+async fn kill_9_mid_stream_and_mid_tool_loses_nothing_completed() {
+    let env = TestEnv::new(vec![
+        MockReply::text(&["first answer"]),
+        MockReply::Hang {
+            chunks: vec!["half of".into()],
+        },
+        MockReply::text(&["after the crash"]),
+        MockReply::tool_call("sleepy", "terminal", json!({"command": "sleep 3"})),
+        MockReply::text(&["after the second crash"]),
+    ])
+    .await;
+    env.write_config("mode = \"yolo\"\n");
+    let (mut agent, session) = env.session().await;
+    prompt(&mut agent, &session, "one").await;
+    agent
+        .start_request("session/prompt", text_prompt(&session, "two"))
+        .await
+        .expect("prompt");
+    env.mock.wait_until(WAIT, |r| r.len() == 2).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    kill_hard(&agent);
+
+    let mut second = env.spawn().await;
+    initialize(&mut second).await;
+    let (loaded, replayed) = load(&mut second, &env, &session).await;
+    assert!(loaded["result"].is_object(), "{loaded}");
+    assert_eq!(text_of(&replayed, "user_message_chunk"), "onetwo");
+    assert_eq!(text_of(&replayed, "agent_message_chunk"), "first answer");
+    let (response, _) = prompt(&mut second, &session, "three").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    let request = messages(&env.mock.requests()[2].body);
+    let roles: Vec<&str> = request.iter().filter_map(|m| m["role"].as_str()).collect();
+    assert_eq!(
+        roles,
+        ["system", "user", "assistant", "user", "assistant", "user"]
+    );
+    assert!(
+        request[4]["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("did not complete")
+    );
+
+    // Mid-tool: the command runs when the process dies.
+    second
+        .start_request("session/prompt", text_prompt(&session, "four"))
+        .await
+        .expect("prompt");
+    let started = tokio::time::timeout(WAIT, async {
+        loop {
+            if second
+                .updates()
+                .iter()
+                .any(|u| u["toolCallId"] == "sleepy" && u["status"] == "in_progress")
+            {
+                break;
+            }
+            second.next_message().await;
+        }
+    })
+    .await;
+    assert!(started.is_ok(), "the command started");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    kill_hard(&second);
+    let mut third = env.spawn().await;
+    initialize(&mut third).await;
+    let (_, replayed) = load(&mut third, &env, &session).await;
+    let card = card_state(&replayed, "sleepy");
+    assert_eq!(card["status"], "failed", "{card}");
+    let (response, _) = prompt(&mut third, &session, "five").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    let request = messages(&env.mock.requests()[4].body);
+    let tool = request
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .expect("tool result");
+    assert!(
+        tool["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("interrupted"),
+        "{tool}"
+    );
+}
+
+#[tokio::test]
+async fn a_damaged_store_is_reported_and_sessions_run_unsaved() {
+    let env = TestEnv::new(vec![MockReply::text(&["still works"])]).await;
+    let home = env.home.path().join("talaria");
+    std::fs::create_dir_all(&home).expect("mkdir");
+    std::fs::write(home.join("state.db"), b"definitely not sqlite ".repeat(300)).expect("write");
+    let (mut agent, session, _) = env.session_with(json!({"session": {"notices": {}}})).await;
+    let (response, _) = prompt(&mut agent, &session, "hi").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    let warned = agent
+        .updates()
+        .iter()
+        .any(|u| u["sessionUpdate"] == "notice" && u.to_string().contains("not saved"));
+    assert!(warned, "{:?}", agent.updates());
+    let listed = agent
+        .request("session/list", json!({}))
+        .await
+        .expect("response");
+    let message = listed["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("damaged"), "{listed}");
+    assert!(agent.stderr().contains("damaged"), "logged");
+}
