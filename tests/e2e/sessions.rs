@@ -395,3 +395,67 @@ async fn a_damaged_store_is_reported_and_sessions_run_unsaved() {
     assert!(message.contains("damaged"), "{listed}");
     assert!(agent.stderr().contains("damaged"), "logged");
 }
+
+#[tokio::test]
+async fn a_title_comes_from_the_title_model_after_the_first_turn_and_is_listed() {
+    let mut env = TestEnv::new(vec![
+        MockReply::text(&["The parser recurses without a limit."]),
+        MockReply::text(&["\"Parser stack overflow.\"\nextra line"]),
+        MockReply::text(&["second answer"]),
+    ])
+    .await;
+    env.extra_env.push(("TALARIA_TITLES".into(), "on".into()));
+    env.write_config("[auxiliary.title]\nmodel = \"title-model\"\n");
+    let (mut agent, session) = env.session().await;
+    prompt(&mut agent, &session, "why does the parser overflow?").await;
+    let titled = tokio::time::timeout(WAIT, async {
+        loop {
+            if let Some(update) = agent
+                .updates()
+                .into_iter()
+                .find(|u| u["sessionUpdate"] == "session_info_update")
+            {
+                return update;
+            }
+            agent.next_message().await;
+        }
+    })
+    .await
+    .expect("titled");
+    assert_eq!(titled["title"], "Parser stack overflow");
+    let requests = env.mock.requests();
+    assert_eq!(requests[1].body["model"], "title-model");
+    // Nothing of the title call reached the chat.
+    let shown = text_of(&agent.updates(), "agent_message_chunk");
+    assert!(!shown.contains("Parser stack overflow"), "{shown}");
+    // The next prompt is not delayed by it and the title is listed.
+    let (response, _) = prompt(&mut agent, &session, "and then?").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    let listed = agent.call("session/list", json!({})).await.expect("list");
+    assert_eq!(listed["sessions"][0]["title"], "Parser stack overflow");
+}
+
+#[tokio::test]
+async fn without_title_model_the_first_line_of_the_prompt_is_the_title() {
+    let env = TestEnv::new(vec![MockReply::text(&["ok"])]).await;
+    let (mut agent, session) = env.session().await;
+    prompt(
+        &mut agent,
+        &session,
+        "Fix the flaky login test\nIt fails on CI only.",
+    )
+    .await;
+    let listed = tokio::time::timeout(WAIT, async {
+        loop {
+            let listed = agent.call("session/list", json!({})).await.expect("list");
+            if listed["sessions"][0]["title"].is_string() {
+                return listed;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("titled");
+    assert_eq!(listed["sessions"][0]["title"], "Fix the flaky login test");
+    assert_eq!(env.mock.requests().len(), 1, "no model call for the title");
+}

@@ -38,6 +38,9 @@ impl TestEnv {
             ("TALARIA_MODEL".into(), "mock-model".into()),
             ("TALARIA_CONTEXT_WINDOW".into(), "32000".into()),
             ("TALARIA_LOG".into(), "debug".into()),
+            // Titles from a model would add a request to every script; suites that test
+            // titles turn them on.
+            ("TALARIA_TITLES".into(), "off".into()),
         ];
         if let Some(key) = &self.api_key {
             env.push(("OPENAI_API_KEY".into(), key.clone()));

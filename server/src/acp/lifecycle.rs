@@ -189,6 +189,7 @@ impl Agent {
             start: SessionStart {
                 history: Some(transcript),
                 journal: Some(journal),
+                title: meta.title.clone(),
             },
         })
     }

@@ -303,6 +303,7 @@ impl Agent {
                         &id,
                         0,
                     )),
+                    title: None,
                 }
             }
             None => talaria_engine::SessionStart::default(),
@@ -362,6 +363,7 @@ impl Agent {
                 config.ask_for_credential_reads,
             ),
             delegation: self.client_caps.delegation(),
+            titles: config.titles,
         };
         let (events_tx, events_rx) = mpsc::channel(256);
         let bridge = Arc::new(client_bridge::AcpBridge::new(

@@ -53,6 +53,9 @@ pub fn session_update(event: EngineEvent) -> Option<SessionUpdate> {
             display,
             raw_output,
         } => finished_card(id, status, &display, raw_output),
+        EngineEvent::SessionTitle(title) => {
+            SessionUpdate::SessionInfoUpdate(acp::SessionInfoUpdate::new().title(title))
+        }
         EngineEvent::Plan(items) => {
             SessionUpdate::Plan(Plan::new(items.iter().map(plan_entry).collect()))
         }

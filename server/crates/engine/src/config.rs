@@ -140,6 +140,9 @@ pub struct Config {
     pub prices: HashMap<String, Price>,
     /// Problems that did not stop loading (unknown keys, e.g. from a newer version).
     pub warnings: Vec<String>,
+    /// Sessions get a title from a model (`[auxiliary.title]`, else the session's) after
+    /// their first turn; off: the first line of the first prompt.
+    pub titles: bool,
 }
 
 /// Why the configuration could not be loaded.
@@ -189,6 +192,7 @@ struct FileConfig {
     mode: Option<String>,
     toolsets: Option<Vec<String>>,
     ask_for_credential_reads: Option<bool>,
+    titles: Option<bool>,
     connect_timeout_secs: Option<u64>,
     stream_idle_timeout_secs: Option<u64>,
     max_attempts: Option<u32>,
@@ -449,6 +453,13 @@ impl Config {
             auxiliary,
             prices: file.prices,
             warnings: Vec::new(),
+            titles: match env_nonempty("TALARIA_TITLES") {
+                Some(value) => !matches!(
+                    value.trim().to_ascii_lowercase().as_str(),
+                    "0" | "false" | "off" | "no"
+                ),
+                None => file.titles.unwrap_or(true),
+            },
         })
     }
 

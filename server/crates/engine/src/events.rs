@@ -126,6 +126,8 @@ pub enum EngineEvent {
         display: talaria_record::ToolDisplay,
         raw_output: Option<Value>,
     },
+    /// The session got a title.
+    SessionTitle(String),
     /// The todo list changed.
     Plan(Vec<TodoItem>),
     /// A request to the client (permission, files, terminal), after every event about the

@@ -52,6 +52,8 @@ pub struct SessionSettings {
     pub secrets: crate::approval::SecretReads,
     /// Which work the client does (its file buffers, its terminals).
     pub delegation: crate::client::Delegation,
+    /// Title the session with a model after its first turn (else: the first prompt's line).
+    pub titles: bool,
 }
 
 /// What the user sent: as received (kept in the record) and as the model sees it.
@@ -243,6 +245,25 @@ struct SessionActor {
     /// Ops that arrived during a turn and wait for it.
     waiting: VecDeque<Op>,
     journal: Option<crate::journal::SessionJournal>,
+    title: Option<String>,
+}
+
+/// The instruction for the title task.
+const TITLE_SYSTEM: &str = "You name conversations. Answer with a title of at most 8 words \
+    for the conversation that starts with the user's message below: no quotes, no final \
+    period, nothing else.";
+
+/// A title from a model's answer or a prompt: its first line, trimmed, at most 80 characters.
+fn clean_title(text: &str) -> Option<String> {
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
+    let line = line
+        .trim_matches(|c: char| c == '"' || c == '\'' || c == '*' || c == '#' || c.is_whitespace())
+        .trim_end_matches('.');
+    let mut title: String = line.chars().take(80).collect();
+    if line.chars().count() > 80 {
+        title.push('…');
+    }
+    (!title.is_empty()).then_some(title)
 }
 
 /// Marks a record that ends in the middle of a turn (the process stopped) as interrupted:
@@ -283,6 +304,8 @@ pub struct SessionStart {
     pub history: Option<Transcript>,
     /// Where the record is saved; `None` runs unsaved.
     pub journal: Option<crate::journal::SessionJournal>,
+    /// The session's title, if it has one already.
+    pub title: Option<String>,
 }
 
 /// Starts a new, unsaved session actor on the current runtime.
@@ -328,6 +351,7 @@ pub fn spawn_session_with(
         let mut actor = SessionActor {
             history,
             journal: start.journal,
+            title: start.title,
             mode: Mutex::new(settings.mode),
             model: settings.model.clone(),
             rules: Mutex::new(rules),
@@ -493,6 +517,54 @@ impl SessionActor {
                 usage,
             })
             .await;
+        if self.title.is_none() {
+            self.make_title().await;
+        }
+    }
+
+    /// Titles the session after its first turn: through the title model when titles are on,
+    /// else (or when the model fails) from the first prompt's first line.
+    async fn make_title(&mut self) {
+        let Some(first) = self.history.entries().iter().find_map(|e| match &e.body {
+            EntryBody::User { model_view, .. } => Some(
+                model_view
+                    .iter()
+                    .filter_map(|p| match p {
+                        UserPart::Text { text } => Some(text.as_str()),
+                        UserPart::Image { .. } => None,
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            ),
+            _ => None,
+        }) else {
+            return;
+        };
+        let mut title = None;
+        if self.settings.titles {
+            let request = SideRequest {
+                task: "title".into(),
+                system: TITLE_SYSTEM.into(),
+                prompt: first.chars().take(2000).collect(),
+                with_history: false,
+                max_tokens: Some(40),
+            };
+            match self.side_task(request).await {
+                Ok(answer) => title = clean_title(&answer.text),
+                Err(why) => {
+                    tracing::info!(session = %self.settings.id, "no title from the model: {why}");
+                }
+            }
+        }
+        let Some(title) = title.or_else(|| clean_title(&first)) else {
+            return;
+        };
+        self.title = Some(title.clone());
+        self.update_meta(talaria_store::MetaUpdate {
+            title: Some(title.clone()),
+            ..Default::default()
+        });
+        let _ = self.events.send(EngineEvent::SessionTitle(title)).await;
     }
 
     /// Runs one turn; mode changes that arrive meanwhile apply at once, other ops wait.

@@ -75,6 +75,7 @@ fn spawn_with_registry(
         mode,
         secrets: crate::approval::SecretReads::for_home(&cwd.join(".talaria-home"), true),
         delegation: crate::client::Delegation::default(),
+        titles: false,
     };
     let handle = spawn_session(settings, Arc::new(router), registry, tx);
     (handle, rx)
@@ -109,6 +110,10 @@ async fn finish_of(
         {
             assert_eq!(*t, TurnId(turn), "turns finish in order");
             return (seen, outcome.clone());
+        }
+        // Titles come after a first turn; tests of titles look for them directly.
+        if matches!(event, EngineEvent::SessionTitle(_)) {
+            continue;
         }
         seen.push(event);
     }
