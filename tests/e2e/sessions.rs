@@ -459,3 +459,74 @@ async fn without_title_model_the_first_line_of_the_prompt_is_the_title() {
     assert_eq!(listed["sessions"][0]["title"], "Fix the flaky login test");
     assert_eq!(env.mock.requests().len(), 1, "no model call for the title");
 }
+
+#[tokio::test]
+async fn session_search_recalls_earlier_sessions_ranked_with_context() {
+    let env = TestEnv::new(vec![
+        MockReply::text(&[
+            "Rotating the deploy key failed with error E1234: the vault was sealed.",
+        ]),
+        MockReply::text(&["Unrelated: the weather is fine."]),
+        MockReply::tool_call(
+            "s1",
+            "session_search",
+            json!({"query": "deploy key rotation error"}),
+        ),
+        MockReply::tool_call("s2", "session_search", json!({})),
+        MockReply::text(&["Found it."]),
+    ])
+    .await;
+    let (mut agent, first) = env.session().await;
+    prompt(&mut agent, &first, "why did the deploy key rotation fail?").await;
+    let second = agent
+        .call(
+            "session/new",
+            json!({"cwd": env.workspace.path(), "mcpServers": []}),
+        )
+        .await
+        .expect("new")["sessionId"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    prompt(&mut agent, &second, "what about the weather").await;
+    let third = agent
+        .call(
+            "session/new",
+            json!({"cwd": env.workspace.path(), "mcpServers": []}),
+        )
+        .await
+        .expect("new")["sessionId"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let (response, _) = prompt(
+        &mut agent,
+        &third,
+        "what happened with the deploy key last time?",
+    )
+    .await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    let requests = env.mock.requests();
+    let tool_text = |index: usize, nth: usize| -> String {
+        messages(&requests[index].body)
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .nth(nth)
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let found = tool_text(3, 0);
+    assert!(found.contains(&format!("session {first}")), "{found}");
+    assert!(found.contains("E1234"), "{found}");
+    let best = found.find(&first).unwrap_or(usize::MAX);
+    let weather = found.find(&second).unwrap_or(usize::MAX);
+    assert!(best < weather, "the best match comes first: {found}");
+    let recent = tool_text(4, 1);
+    assert!(
+        recent.contains("Recent sessions") && recent.contains(&first),
+        "{recent}"
+    );
+    // No permission was asked for a read-only tool.
+    assert!(agent.agent_requests().is_empty());
+}

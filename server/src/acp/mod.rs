@@ -371,12 +371,18 @@ impl Agent {
             acp::SessionId::new(id.clone()),
             self.client_caps,
         ));
+        let mut registry = self.registry.clone();
+        if let StoreState::Ready(journal) = &self.store {
+            registry.register(Arc::new(
+                talaria_engine::session_search::SessionSearch::new(journal.store().clone()),
+            ));
+        }
         let registry = match &config.toolsets {
             Some(toolsets) => {
                 let names: Vec<&str> = toolsets.iter().map(String::as_str).collect();
-                self.registry.with_toolsets(&names)
+                registry.with_toolsets(&names)
             }
-            None => self.registry.clone(),
+            None => registry,
         };
         let handle =
             talaria_engine::spawn_session_with(settings, router, registry, events_tx, start);

@@ -18,6 +18,7 @@ mod orchestrator;
 pub mod provider_factory;
 pub mod router;
 pub mod session;
+pub mod session_search;
 pub mod system_prompt;
 mod turn;
 

@@ -1,0 +1,199 @@
+//! `session_search {query?, limit?, session_id?, around_message_id?, window?}`: full-text
+//! search (FTS5, BM25) over this user's past sessions, so the model can recall earlier work.
+//! A query gives ranked hits, each with a snippet and the messages around it; no query lists
+//! recent sessions; a session id and message id scroll around that message.
+
+use std::sync::{Arc, LazyLock};
+
+use futures_util::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use talaria_record::{Entry, EntryBody, UserPart};
+use talaria_store::SessionStore;
+use talaria_tools::tool::parse_args;
+use talaria_tools::{
+    ApprovalNeed, CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolKind,
+    ToolOutcome,
+};
+
+/// Characters of one message shown around a hit.
+const MESSAGE_CHARS: usize = 400;
+
+static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
+    name: "session_search".into(),
+    toolset: "session_search".into(),
+    description: "Search past conversations with this user (all sessions, this one too) to \
+        recall earlier work, decisions and fixes. With `query`: ranked matches, each with the \
+        messages around it. Without a query: the most recent sessions. With `session_id` and \
+        `around_message_id` (from a result): the messages around that one."
+        .into(),
+    parameters: json!({
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "Words to look for."},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 20, "description": "Most results (default 5)."},
+            "session_id": {"type": "string", "description": "A session to read (with around_message_id)."},
+            "around_message_id": {"type": "integer", "minimum": 0, "description": "The message to read around."},
+            "window": {"type": "integer", "minimum": 0, "maximum": 20, "description": "Messages before and after (default 2)."}
+        }
+    }),
+    kind: ToolKind::Search,
+    approval: ApprovalNeed::ReadOnly,
+    concurrency: Concurrency::ReadOnly,
+    max_result_chars: None,
+});
+
+#[derive(Debug, Deserialize)]
+struct Args {
+    query: Option<String>,
+    limit: Option<usize>,
+    session_id: Option<String>,
+    around_message_id: Option<u64>,
+    window: Option<usize>,
+}
+
+/// The tool, over a store.
+pub struct SessionSearch {
+    store: Arc<dyn SessionStore>,
+}
+
+impl SessionSearch {
+    pub fn new(store: Arc<dyn SessionStore>) -> Self {
+        Self { store }
+    }
+}
+
+fn clip(text: &str) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() > MESSAGE_CHARS {
+        format!("{}…", flat.chars().take(MESSAGE_CHARS).collect::<String>())
+    } else {
+        flat
+    }
+}
+
+/// One message as a line: `#id role: text`.
+fn line(entry: &Entry) -> Option<String> {
+    let (role, text) = match &entry.body {
+        EntryBody::User { model_view, .. } => (
+            "user",
+            model_view
+                .iter()
+                .filter_map(|p| match p {
+                    UserPart::Text { text } => Some(text.as_str()),
+                    UserPart::Image { .. } => None,
+                })
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
+        EntryBody::Assistant(assistant) if !assistant.text.is_empty() => {
+            ("assistant", assistant.text.clone())
+        }
+        EntryBody::ToolResult(result) => (
+            "tool",
+            format!("{} → {}", result.display.title, result.model_text),
+        ),
+        EntryBody::Summary { text, .. } => ("summary", text.clone()),
+        _ => return None,
+    };
+    Some(format!("  #{} {role}: {}", entry.id, clip(&text)))
+}
+
+fn run(store: &dyn SessionStore, args: &Args) -> Result<String, String> {
+    let limit = args.limit.unwrap_or(5).clamp(1, 20);
+    let window = args.window.unwrap_or(2).min(20);
+    if let (Some(session), Some(around)) = (&args.session_id, args.around_message_id) {
+        let entries = store
+            .entries_around(session, around, window, window)
+            .map_err(|e| e.to_string())?;
+        let lines: Vec<String> = entries.iter().filter_map(line).collect();
+        if lines.is_empty() {
+            return Ok(format!(
+                "No messages around #{around} in session {session}."
+            ));
+        }
+        return Ok(format!(
+            "Session {session}, around #{around}:\n{}",
+            lines.join("\n")
+        ));
+    }
+    let query = args.query.as_deref().map(str::trim).unwrap_or("");
+    if query.is_empty() {
+        let page = store.list(None, None, limit).map_err(|e| e.to_string())?;
+        if page.sessions.is_empty() {
+            return Ok("No past sessions.".into());
+        }
+        let lines: Vec<String> = page
+            .sessions
+            .iter()
+            .map(|s| {
+                format!(
+                    "- {} \"{}\" in {} (updated {})",
+                    s.id,
+                    s.title.as_deref().unwrap_or("untitled"),
+                    s.cwd,
+                    chrono::DateTime::from_timestamp_millis(s.updated_at)
+                        .map_or_else(String::new, |t| t.format("%Y-%m-%d %H:%M").to_string())
+                )
+            })
+            .collect();
+        return Ok(format!("Recent sessions:\n{}", lines.join("\n")));
+    }
+    let hits = store.search(query, limit).map_err(|e| e.to_string())?;
+    if hits.is_empty() {
+        return Ok(format!("No past messages match {query:?}."));
+    }
+    let mut out = format!("{} matches for {query:?} (best first):\n", hits.len());
+    for hit in &hits {
+        out.push_str(&format!(
+            "\n- session {} \"{}\", message #{}: {}\n",
+            hit.session_id,
+            hit.session_title.as_deref().unwrap_or("untitled"),
+            hit.entry_id,
+            hit.snippet
+        ));
+        if let Ok(around) = store.entries_around(&hit.session_id, hit.entry_id, 1, 1) {
+            for text in around.iter().filter_map(line) {
+                out.push_str(&text);
+                out.push('\n');
+            }
+        }
+    }
+    out.push_str("\n(Read more of one with session_id and around_message_id.)");
+    Ok(out)
+}
+
+impl Tool for SessionSearch {
+    fn definition(&self) -> &ToolDefinition {
+        &DEFINITION
+    }
+
+    fn describe(&self, args: &Value, _ctx: &ToolContext) -> CallDescription {
+        let title = match args.get("query").and_then(Value::as_str) {
+            Some(query) if !query.trim().is_empty() => {
+                format!("Search past sessions for `{query}`")
+            }
+            _ => "Look through past sessions".to_string(),
+        };
+        CallDescription {
+            title,
+            read_only: true,
+            ..CallDescription::default()
+        }
+    }
+
+    fn call<'a>(&'a self, args: Value, _ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
+        Box::pin(async move {
+            let args: Args = match parse_args(&DEFINITION.name, args) {
+                Ok(args) => args,
+                Err(failed) => return failed,
+            };
+            let store = self.store.clone();
+            match tokio::task::spawn_blocking(move || run(store.as_ref(), &args)).await {
+                Ok(Ok(text)) => ToolOutcome::completed(text),
+                Ok(Err(why)) => ToolOutcome::failed(format!("session search failed: {why}")),
+                Err(e) => ToolOutcome::failed(format!("session search failed: {e}")),
+            }
+        })
+    }
+}
