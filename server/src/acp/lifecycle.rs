@@ -48,11 +48,26 @@ struct Reopen {
 }
 
 impl Agent {
-    /// Opens the store (once) with the configuration's home; `None` when it is unavailable.
-    pub(super) async fn ensure_store(&mut self, config: &Config) -> Option<Journal> {
+    /// Starts opening the store in the background, if it is not open or opening.
+    pub(super) fn start_opening_store(&mut self, config: &Config) {
         if matches!(self.store, StoreState::Unopened) {
             let path = config.home.join("state.db");
-            let opened = tokio::task::spawn_blocking(move || SqliteStore::open(&path)).await;
+            self.store = StoreState::Opening(tokio::task::spawn_blocking(move || {
+                SqliteStore::open(&path)
+            }));
+        }
+    }
+
+    /// Opens the store (once) with the configuration's home; `None` when it is unavailable.
+    pub(super) async fn ensure_store(&mut self, config: &Config) -> Option<Journal> {
+        self.start_opening_store(config);
+        if let StoreState::Opening(_) = &self.store {
+            let StoreState::Opening(opening) =
+                std::mem::replace(&mut self.store, StoreState::Unopened)
+            else {
+                return None;
+            };
+            let opened = opening.await;
             self.store = match opened {
                 Ok(Ok(store)) => StoreState::Ready(Journal::start(Arc::new(store))),
                 Ok(Err(error)) => {

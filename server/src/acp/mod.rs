@@ -56,6 +56,8 @@ struct Launched {
 /// The durable store, opened with the first session.
 enum StoreState {
     Unopened,
+    /// Being opened on the blocking pool (started by `initialize`).
+    Opening(tokio::task::JoinHandle<Result<talaria_store::SqliteStore, talaria_store::StoreError>>),
     Ready(talaria_engine::journal::Journal),
     /// It could not be opened; sessions run unsaved (said once per session).
     Unavailable(String),
@@ -197,7 +199,12 @@ impl Agent {
             ClientRequest::InitializeRequest(params) => {
                 self.client_caps =
                     client_bridge::ClientCaps::from_initialize(&params.client_capabilities);
-                let images = load_config().await.map_or(true, |c| c.supports_images);
+                let config = load_config().await;
+                let images = config.as_ref().map_or(true, |c| c.supports_images);
+                if let Ok(config) = &config {
+                    // The store opens while the client reads the answer.
+                    self.start_opening_store(config);
+                }
                 Some(to_value(capabilities::initialize(&params, images)))
             }
             ClientRequest::SetSessionModeRequest(params) => {

@@ -72,6 +72,8 @@ impl Env {
             ("OPENAI_API_KEY".into(), "bench".into()),
             ("TALARIA_MODEL".into(), "mock-model".into()),
             ("TALARIA_LOG".into(), "warn".into()),
+            // Titles would add a model call to each measured session.
+            ("TALARIA_TITLES".into(), "off".into()),
         ]
     }
 }
