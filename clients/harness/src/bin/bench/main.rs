@@ -7,6 +7,8 @@
 // This is a report printer: its output belongs on stdout.
 #![allow(clippy::print_stdout)]
 
+mod sessions;
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -295,6 +297,37 @@ async fn main() -> anyhow::Result<()> {
     }
     if let Some(mb) = stream.peak_rss_mb {
         println!("  peak RSS after the stream      {mb:8.2} MB");
+    }
+    let sessions_home = tempfile::tempdir()?;
+    let sessions_workspace = tempfile::tempdir()?;
+    let mut vars = env.vars();
+    for (key, value) in &mut vars {
+        if key == "TALARIA_HOME" {
+            *value = sessions_home.path().display().to_string();
+        }
+    }
+    let sessions = sessions::measure(
+        &options.agent,
+        &vars,
+        sessions_home.path(),
+        sessions_workspace.path(),
+    )
+    .await?;
+    println!(
+        "store append (one entry)          {:8.3} ms  (p50 {:.3})   target p99 <= 2 ms",
+        ms(sessions.append_p99),
+        ms(sessions.append_p50)
+    );
+    println!(
+        "session/load of 10,000 messages   {:8.1} ms  (replayed before the answer)   target <= 200 ms",
+        ms(sessions.replay_10k)
+    );
+    println!(
+        "session/list over 10,000 sessions {:8.2} ms   target <= 20 ms",
+        ms(sessions.list_10k)
+    );
+    if let Some(kb) = sessions.rss_per_idle_session_kb {
+        println!("RSS per idle loaded session       {kb:8.1} KB   target <= 50 KB");
     }
     Ok(())
 }

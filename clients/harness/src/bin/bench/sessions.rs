@@ -1,0 +1,175 @@
+//! The durable-session figures of `talaria-bench`: append latency in the store, replay of a
+//! 10,000-message session, `session/list` over 10,000 sessions, and memory per idle loaded
+//! session. Stores are generated directly with the store crate, then driven over stdio.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde_json::json;
+use talaria_harness::{AgentProcess, WireFraming};
+use talaria_record::Transcript;
+use talaria_record::testing::{assistant, result, user};
+use talaria_store::{SessionMeta, SessionStore, SqliteStore};
+
+/// What was measured.
+pub struct SessionFigures {
+    pub append_p50: Duration,
+    pub append_p99: Duration,
+    pub replay_10k: Duration,
+    pub list_10k: Duration,
+    pub rss_per_idle_session_kb: Option<f64>,
+}
+
+fn meta(id: &str, cwd: &Path, at: i64) -> SessionMeta {
+    SessionMeta {
+        id: id.into(),
+        cwd: cwd.display().to_string(),
+        model: "mock-model".into(),
+        mode: "ask".into(),
+        created_at: at,
+        updated_at: at,
+        ..SessionMeta::default()
+    }
+}
+
+/// A conversation of `messages` entries: asks, tool calls with results, answers.
+fn conversation(messages: usize) -> Transcript {
+    let mut t = Transcript::with_system("You are Talaria.");
+    let mut n = 0;
+    while t.len() < messages {
+        n += 1;
+        t.push(user(&format!(
+            "Question {n}: what does module {n} do? Please read it."
+        )));
+        let id = format!("call_{n}");
+        t.push(assistant(
+            "",
+            &[(id.as_str(), "read_file", "{\"path\":\"src/lib.rs\"}")],
+        ));
+        t.push(result(
+            &id,
+            "read_file",
+            &"     1|fn example() { /* code */ }\n".repeat(8),
+        ));
+        t.push(assistant(
+            &format!("Module {n} defines one example function."),
+            &[],
+        ));
+    }
+    t
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted.get(index).copied().unwrap_or_default()
+}
+
+fn vm_rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+async fn agent(bin: &Path, vars: &[(String, String)]) -> anyhow::Result<AgentProcess> {
+    let mut agent = AgentProcess::spawn(bin, &["acp"], vars, WireFraming::NewlineDelimited).await?;
+    agent
+        .call(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+        )
+        .await?;
+    Ok(agent)
+}
+
+/// Runs every durable-session measurement with a private `TALARIA_HOME` (`home`).
+pub async fn measure(
+    bin: &Path,
+    vars: &[(String, String)],
+    home: &Path,
+    workspace: &Path,
+) -> anyhow::Result<SessionFigures> {
+    let store = SqliteStore::open(&home.join("state.db")).context("store")?;
+    // Append latency: one entry per write, as a session writes them.
+    store.create(&meta("append", workspace, 1))?;
+    let sample = conversation(2000);
+    let mut appends = Vec::with_capacity(sample.len());
+    for entry in sample.entries() {
+        let started = Instant::now();
+        store.append("append", std::slice::from_ref(entry))?;
+        appends.push(started.elapsed());
+    }
+    appends.sort();
+    // A 10,000-message session, and 10,000 sessions to list.
+    store.create(&meta("big", workspace, 2))?;
+    let big = conversation(10_000);
+    for chunk in big.entries().chunks(500) {
+        store.append("big", chunk)?;
+    }
+    for i in 0..10_000 {
+        store.create(&meta(&format!("s{i:05}"), workspace, 10 + i))?;
+    }
+    let small = conversation(20);
+    for i in 0..50 {
+        store.append(&format!("s{i:05}"), small.entries())?;
+    }
+    drop(store);
+
+    let mut client = agent(bin, vars).await?;
+    let started = Instant::now();
+    let loaded = client
+        .call(
+            "session/load",
+            json!({"sessionId": "big", "cwd": workspace, "mcpServers": []}),
+        )
+        .await?;
+    let replay_10k = started.elapsed();
+    anyhow::ensure!(loaded.is_object(), "load failed: {loaded}");
+    let replayed = client
+        .updates()
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "user_message_chunk")
+        .count();
+    anyhow::ensure!(replayed == 2500, "replayed {replayed} user messages");
+
+    let mut lists = Vec::new();
+    for _ in 0..10 {
+        let started = Instant::now();
+        let page = client.call("session/list", json!({})).await?;
+        lists.push(started.elapsed());
+        anyhow::ensure!(page["sessions"].as_array().map(Vec::len) == Some(50));
+    }
+    lists.sort();
+
+    // Memory per idle loaded session: load 50 small sessions, compare resident memory.
+    let pid = client.pid().context("pid")?;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = vm_rss_kib(pid);
+    for i in 0..50 {
+        client
+            .call(
+                "session/resume",
+                json!({"sessionId": format!("s{i:05}"), "cwd": workspace, "mcpServers": []}),
+            )
+            .await?;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let after = vm_rss_kib(pid);
+    let rss_per_idle_session_kb = before
+        .zip(after)
+        .map(|(before, after)| after.saturating_sub(before) as f64 / 50.0);
+    client.close_stdin();
+    let _ = client.wait_exit(Duration::from_secs(10)).await;
+    Ok(SessionFigures {
+        append_p50: percentile(&appends, 0.5),
+        append_p99: percentile(&appends, 0.99),
+        replay_10k,
+        list_10k: lists[lists.len() / 2],
+        rss_per_idle_session_kb,
+    })
+}
