@@ -36,6 +36,17 @@ async fn load(agent: &mut AgentProcess, env: &TestEnv, session: &str) -> (Value,
     (response, updates)
 }
 
+async fn new_session(agent: &mut AgentProcess, env: &TestEnv) -> String {
+    let created = agent
+        .call(
+            "session/new",
+            json!({"cwd": env.workspace.path(), "mcpServers": []}),
+        )
+        .await
+        .expect("new");
+    created["sessionId"].as_str().expect("id").to_string()
+}
+
 fn text_of(updates: &[Value], kind: &str) -> String {
     chunks(updates, kind).concat()
 }
@@ -478,27 +489,9 @@ async fn session_search_recalls_earlier_sessions_ranked_with_context() {
     .await;
     let (mut agent, first) = env.session().await;
     prompt(&mut agent, &first, "why did the deploy key rotation fail?").await;
-    let second = agent
-        .call(
-            "session/new",
-            json!({"cwd": env.workspace.path(), "mcpServers": []}),
-        )
-        .await
-        .expect("new")["sessionId"]
-        .as_str()
-        .expect("id")
-        .to_string();
+    let second = new_session(&mut agent, &env).await;
     prompt(&mut agent, &second, "what about the weather").await;
-    let third = agent
-        .call(
-            "session/new",
-            json!({"cwd": env.workspace.path(), "mcpServers": []}),
-        )
-        .await
-        .expect("new")["sessionId"]
-        .as_str()
-        .expect("id")
-        .to_string();
+    let third = new_session(&mut agent, &env).await;
     let (response, _) = prompt(
         &mut agent,
         &third,

@@ -52,6 +52,8 @@ async function withTalaria(body) {
       OPENAI_API_KEY: "sdk-key",
       TALARIA_MODEL: "mock-model",
       TALARIA_LOG: "warn",
+      // A title from the model would add a request to every script.
+      TALARIA_TITLES: "off",
     },
   });
   const exited = new Promise((ok) => child.once("exit", (code) => ok(code)));
