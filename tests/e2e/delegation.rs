@@ -384,3 +384,65 @@ async fn cancelling_an_editor_terminal_command_kills_and_releases_it() {
         ]
     );
 }
+
+#[tokio::test]
+async fn a_new_file_is_written_through_a_client_that_answers_missing_files_with_any_error() {
+    let env = TestEnv::new(vec![
+        MockReply::tool_call(
+            "w",
+            "write_file",
+            json!({"path": "hello.txt", "content": "hi\n"}),
+        ),
+        MockReply::text(&["written"]),
+        MockReply::tool_call("r", "read_file", json!({"path": "present.txt"})),
+        MockReply::text(&["noted"]),
+    ])
+    .await;
+    env.write_config("mode = \"yolo\"\n");
+    std::fs::write(env.workspace.path().join("present.txt"), "on disk\n").expect("write");
+    let (mut agent, session, _) = env
+        .session_with(json!({"fs": {"readTextFile": true, "writeTextFile": true}}))
+        .await;
+    let workspace = env.workspace.path().to_path_buf();
+    let serve = move |method: &str, params: &Value| -> Result<Option<Value>, (i64, String)> {
+        match method {
+            // Like acpx: a missing file is an internal error with ENOENT.
+            "fs/read_text_file" => Err((-32603, "Internal error: ENOENT".into())),
+            "fs/write_text_file" => {
+                let path = params["path"].as_str().unwrap_or_default();
+                std::fs::write(path, params["content"].as_str().unwrap_or_default())
+                    .map_err(|e| (-32603, e.to_string()))?;
+                Ok(Some(json!({})))
+            }
+            other => Err((-32601, format!("unexpected {other}"))),
+        }
+    };
+    let id = agent
+        .start_request("session/prompt", text_prompt(&session, "write"))
+        .await
+        .expect("prompt");
+    agent
+        .drive(id, WAIT, serve.clone())
+        .await
+        .expect("response");
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("hello.txt")).expect("written"),
+        "hi\n"
+    );
+    // A file that is on the disk: the client's error is real and is reported.
+    let id = agent
+        .start_request("session/prompt", text_prompt(&session, "read"))
+        .await
+        .expect("prompt");
+    agent.drive(id, WAIT, serve).await.expect("response");
+    let result = env.mock.requests()[3].body["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "tool"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        result.contains("could not read") && result.contains("ENOENT"),
+        "{result}"
+    );
+}

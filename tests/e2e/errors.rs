@@ -107,3 +107,28 @@ async fn malformed_input_gets_the_right_codes_and_serving_goes_on() {
     assert_eq!(stop_reason(&response), "end_turn");
     assert_clean_stdout(&agent);
 }
+
+#[tokio::test]
+async fn a_configuration_error_reaches_the_client_as_invalid_params_naming_the_file() {
+    let env = TestEnv::new(vec![]).await;
+    env.write_config("model = \"m\"\ncontext_window = \"lots\"\n");
+    let mut agent = env.spawn().await;
+    agent
+        .call("initialize", serde_json::json!({"protocolVersion": 1}))
+        .await
+        .expect("initialize");
+    let response = agent
+        .request(
+            "session/new",
+            serde_json::json!({"cwd": env.workspace.path(), "mcpServers": []}),
+        )
+        .await
+        .expect("response");
+    assert_eq!(response["error"]["code"], -32602, "{response}");
+    let message = response["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("config.toml") && message.contains("line 2"),
+        "{message}"
+    );
+    assert!(agent.stderr().contains("config.toml"), "logged");
+}

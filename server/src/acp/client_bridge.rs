@@ -238,6 +238,11 @@ impl FileAccess for EditorFiles {
                 Err(error) if errors::code_of(&error) == -32002 => {
                     Err(FileError::NotFound(path.to_path_buf()))
                 }
+                // Clients answer "no such file" with all kinds of codes: a file that is not on
+                // the disk either is a new file; one that is there makes the error real.
+                Err(_) if !tokio::fs::try_exists(path).await.unwrap_or(true) => {
+                    Err(FileError::NotFound(path.to_path_buf()))
+                }
                 Err(error) => Err(FileError::Other(format!(
                     "the editor could not read {}: {}",
                     path.display(),

@@ -12,8 +12,8 @@ use talaria_record::Transcript;
 use talaria_store::{SessionMeta, SessionStore, SqliteStore, StoreError};
 
 use super::{
-    Agent, Launch, Launched, Reply, StoreState, check_roots, chrono_today, prepare_session, replay,
-    session_not_found, to_value,
+    Agent, Launch, Launched, Reply, StoreState, check_roots, chrono_today, config_error,
+    prepare_session, replay, session_not_found, to_value,
 };
 
 /// Sessions per page of `session/list`.
@@ -215,7 +215,7 @@ impl Agent {
         {
             return Err(errors::invalid_params("cwd must be an absolute path"));
         }
-        let config = super::load_config().await.map_err(errors::internal_error)?;
+        let config = super::load_config().await.map_err(config_error)?;
         let journal = self.journal_for(&config).await?;
         let cwd = params.cwd.map(|c| c.display().to_string());
         let cursor = params.cursor;
@@ -262,7 +262,7 @@ impl Agent {
             session.handle.cancel();
             session.handle.close();
         }
-        let config = super::load_config().await.map_err(errors::internal_error)?;
+        let config = super::load_config().await.map_err(config_error)?;
         let journal = self.journal_for(&config).await?;
         journal.flush().await;
         let deleted = blocking(journal.store().clone(), move |store| store.delete(&id)).await?;

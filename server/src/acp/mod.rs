@@ -252,7 +252,7 @@ impl Agent {
                 capabilities::AUTH_METHOD_ID
             )));
         }
-        let config = load_config().await.map_err(errors::internal_error)?;
+        let config = load_config().await.map_err(config_error)?;
         match config.missing_credentials() {
             None => to_value(acp::AuthenticateResponse::new()),
             Some(missing) => Err(errors::auth_required(missing)),
@@ -592,6 +592,13 @@ fn check_roots(
     Ok(roots)
 }
 
+/// A configuration problem as the client sees it: invalid params naming the file (and, for
+/// a bad value, the key and line), never an internal error.
+fn config_error(error: talaria_engine::ConfigError) -> acp::Error {
+    tracing::error!("configuration: {error}");
+    errors::invalid_params(format!("configuration problem: {error}"))
+}
+
 /// Reads the configuration on the blocking pool (the runtime thread never waits on disk).
 async fn load_config() -> Result<Config, talaria_engine::ConfigError> {
     tokio::task::spawn_blocking(Config::load)
@@ -617,7 +624,7 @@ async fn prepare_session(
                 cwd.display()
             )));
         }
-        let config = Config::load().map_err(errors::internal_error)?;
+        let config = Config::load().map_err(config_error)?;
         let prompt = talaria_engine::system_prompt::build(&cwd, &config.model, &today);
         Ok((config, prompt))
     })
