@@ -404,7 +404,7 @@ async fn a_new_file_is_written_through_a_client_that_answers_missing_files_with_
         .session_with(json!({"fs": {"readTextFile": true, "writeTextFile": true}}))
         .await;
     let workspace = env.workspace.path().to_path_buf();
-    let serve = move |method: &str, params: &Value| -> Result<Option<Value>, (i64, String)> {
+    let serve = |method: &str, params: &Value| -> Result<Option<Value>, (i64, String)> {
         match method {
             // Like acpx: a missing file is an internal error with ENOENT.
             "fs/read_text_file" => Err((-32603, "Internal error: ENOENT".into())),
@@ -421,10 +421,7 @@ async fn a_new_file_is_written_through_a_client_that_answers_missing_files_with_
         .start_request("session/prompt", text_prompt(&session, "write"))
         .await
         .expect("prompt");
-    agent
-        .drive(id, WAIT, serve.clone())
-        .await
-        .expect("response");
+    agent.drive(id, WAIT, serve).await.expect("response");
     assert_eq!(
         std::fs::read_to_string(workspace.join("hello.txt")).expect("written"),
         "hi\n"
