@@ -132,3 +132,27 @@ async fn a_configuration_error_reaches_the_client_as_invalid_params_naming_the_f
     );
     assert!(agent.stderr().contains("config.toml"), "logged");
 }
+
+#[tokio::test]
+async fn a_refused_connection_fails_at_once_and_says_so() {
+    let mut env = TestEnv::new(vec![]).await;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = closed.local_addr().expect("addr").port();
+    drop(closed);
+    env.extra_env.push((
+        "OPENAI_BASE_URL".into(),
+        format!("http://127.0.0.1:{port}/v1"),
+    ));
+    let (mut agent, session) = env.session().await;
+    let started = std::time::Instant::now();
+    let (response, _) = prompt(&mut agent, &session, "hello?").await;
+    let message = response["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("connection refused"), "{response}");
+    assert!(!message.contains("timed out"), "{message}");
+    // No backoff: the default policy would wait seconds between attempts.
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -21,6 +21,8 @@ pub enum ErrorClass {
     ServerError,
     /// Could not connect, or the stream went silent.
     Timeout,
+    /// Nothing listens at the endpoint (connection refused).
+    Unreachable,
     /// The stream broke before it was complete.
     StreamCut,
     /// The conversation does not fit the model's context window.
@@ -54,13 +56,14 @@ pub struct ClassPolicy {
 
 impl ErrorClass {
     /// Every class, for tables and tests.
-    pub const ALL: [ErrorClass; 14] = [
+    pub const ALL: [ErrorClass; 15] = [
         Self::Auth,
         Self::Billing,
         Self::RateLimit,
         Self::Overloaded,
         Self::ServerError,
         Self::Timeout,
+        Self::Unreachable,
         Self::StreamCut,
         Self::ContextOverflow,
         Self::PayloadTooLarge,
@@ -80,6 +83,7 @@ impl ErrorClass {
             Self::Overloaded => (true, false, true, false),
             Self::ServerError => (true, false, true, false),
             Self::Timeout => (true, false, true, false),
+            Self::Unreachable => (false, false, true, false),
             Self::StreamCut => (true, false, true, false),
             Self::ContextOverflow => (false, false, false, true),
             Self::PayloadTooLarge => (false, false, false, true),
@@ -126,6 +130,7 @@ impl ErrorClass {
             Self::Overloaded => "provider overloaded",
             Self::ServerError => "provider server error",
             Self::Timeout => "timed out",
+            Self::Unreachable => "nothing is listening at the endpoint",
             Self::StreamCut => "stream interrupted",
             Self::ContextOverflow => "context window exceeded",
             Self::PayloadTooLarge => "request too large",
@@ -302,6 +307,7 @@ pub fn classify(error: &ProviderError) -> Classified {
             (class, message.clone())
         }
         ProviderError::Connect { detail, .. } => (ErrorClass::Timeout, detail.clone()),
+        ProviderError::Refused { .. } => (ErrorClass::Unreachable, error.to_string()),
         ProviderError::Stream {
             failure, detail, ..
         } => {

@@ -22,6 +22,9 @@ pub enum ProviderError {
         url: String,
         detail: String,
     },
+    /// Nothing listens at the endpoint (connection refused): retrying will not help.
+    #[error("cannot connect to {provider} at {url} (connection refused): is the server running?")]
+    Refused { provider: String, url: String },
     /// The response stream broke, stalled, or carried an error event.
     #[error("{provider} stream failed: {detail}")]
     Stream {

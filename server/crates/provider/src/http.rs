@@ -59,6 +59,20 @@ pub fn client(provider: &str, connect_timeout: Duration) -> Result<reqwest::Clie
 }
 
 /// The full chain of an error's causes, for messages.
+/// Whether a request failed because nothing listens at the address.
+fn refused(error: &reqwest::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = source {
+        if let Some(io) = current.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::ConnectionRefused
+        {
+            return true;
+        }
+        source = current.source();
+    }
+    false
+}
+
 pub fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
@@ -77,10 +91,19 @@ pub async fn send(
     provider: &str,
     endpoint: &str,
 ) -> Result<reqwest::Response, ProviderError> {
-    let response = builder.send().await.map_err(|e| ProviderError::Connect {
-        provider: provider.into(),
-        url: endpoint.into(),
-        detail: error_chain(&e),
+    let response = builder.send().await.map_err(|e| {
+        if refused(&e) {
+            ProviderError::Refused {
+                provider: provider.into(),
+                url: endpoint.into(),
+            }
+        } else {
+            ProviderError::Connect {
+                provider: provider.into(),
+                url: endpoint.into(),
+                detail: error_chain(&e),
+            }
+        }
     })?;
     let status = response.status();
     if status.is_success() {

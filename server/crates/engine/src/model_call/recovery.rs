@@ -127,13 +127,14 @@ mod tests {
         };
         let fail = Fail(GiveUp::Exhausted);
         let cut = Fail(GiveUp::CutAfterOutput);
-        let table: [(ErrorClass, Action, Action, Action, Action); 14] = [
+        let table: [(ErrorClass, Action, Action, Action, Action); 15] = [
             (Auth, fail, RotateKey, FallBack, cut),
             (Billing, fail, RotateKey, FallBack, cut),
             (RateLimit, Retry, RotateKey, FallBack, Restart),
             (Overloaded, Retry, Retry, FallBack, Restart),
             (ServerError, Retry, Retry, FallBack, Restart),
             (Timeout, Retry, Retry, FallBack, Restart),
+            (Unreachable, fail, fail, FallBack, cut),
             (StreamCut, Retry, Retry, FallBack, Restart),
             (ContextOverflow, Compress, Compress, Compress, cut),
             (PayloadTooLarge, Compress, Compress, Compress, cut),
