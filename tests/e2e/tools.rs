@@ -141,3 +141,39 @@ async fn the_per_turn_request_cap_ends_with_max_turn_requests() {
     assert_eq!(stop_reason(&response), "max_turn_requests");
     assert_eq!(env.mock.requests().len(), 2);
 }
+
+#[tokio::test]
+async fn the_same_failing_call_repeated_a_third_time_is_stopped_and_the_user_told() {
+    let missing = || MockReply::tool_call("m", "read_file", json!({"path": "missing.txt"}));
+    let env = TestEnv::new(vec![
+        missing(),
+        missing(),
+        missing(),
+        MockReply::text(&["I will ask the user."]),
+    ])
+    .await;
+    let (mut agent, session) = env.session().await;
+    let (response, updates) = prompt(&mut agent, &session, "read missing.txt").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    let last = &env.mock.requests()[3].body;
+    let results: Vec<&str> = last["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert_eq!(results.len(), 3);
+    assert!(
+        results[0].contains("not found") && results[1].contains("not found"),
+        "{results:?}"
+    );
+    assert!(results[2].contains("already failed twice"), "{results:?}");
+    let told: Vec<String> = updates
+        .iter()
+        .filter_map(|u| u["content"]["text"].as_str())
+        .filter(|t| t.contains("repeated a failing"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(told.len(), 1, "{updates:?}");
+}

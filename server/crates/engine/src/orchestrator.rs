@@ -12,6 +12,7 @@
 //! Invariant: every call of the batch gets exactly one result, so history stays valid, even
 //! when the turn is cancelled part-way (the rest get a "cancelled" result).
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -60,6 +61,21 @@ pub(crate) struct Orchestrator<'a> {
     pub budget: &'a mut ResultBudget,
     /// Plans the batch's calls set, in order (for the record).
     pub plans: Mutex<Vec<Vec<talaria_tools::TodoItem>>>,
+    /// How often each (tool, arguments) has failed in this turn.
+    pub failures: &'a HashMap<(String, String), u32>,
+}
+
+/// Identical failing calls allowed in one turn before the guardrail stops them.
+pub const MAX_IDENTICAL_FAILURES: u32 = 2;
+
+/// What the model reads when it repeats a call that keeps failing.
+pub const REPEATED_FAILURE: &str = "Not run: this exact call (same tool, same arguments) has \
+    already failed twice in this turn. Do not repeat it. Read the earlier error, then change the \
+    arguments, try another approach, or ask the user.";
+
+/// The key of a call for the repeated-failure guardrail.
+pub(crate) fn failure_key(tool: &str, arguments: &Value) -> (String, String) {
+    (tool.to_string(), arguments.to_string())
 }
 
 /// One call, prepared.
@@ -250,6 +266,14 @@ impl Orchestrator<'_> {
 
     /// Decides a call; `Err` carries the result of a call that must not run.
     async fn approve(&self, call: &Prepared) -> Result<(), ToolOutcome> {
+        let key = failure_key(&call.name, &call.raw_input);
+        if self
+            .failures
+            .get(&key)
+            .is_some_and(|n| *n >= MAX_IDENTICAL_FAILURES)
+        {
+            return Err(ToolOutcome::failed(REPEATED_FAILURE));
+        }
         // Refused before anyone is asked: a whitelist is not the user's call to make.
         if let Some(why) = self.registry.refusal(&call.name) {
             return Err(ToolOutcome::failed(why));

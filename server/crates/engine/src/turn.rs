@@ -8,7 +8,7 @@
 //!   followed by one result per call; a failed model call leaves no assistant entry (a
 //!   cancelled one keeps the text already shown).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use talaria_provider::{FinishReason, ToolCallRequest, ToolSpec};
@@ -89,6 +89,7 @@ impl Turn<'_> {
                 .join("tool-results")
                 .join(&self.settings.id),
         );
+        let mut failures: HashMap<(String, String), u32> = HashMap::new();
         for _ in 0..self.limits.max_requests {
             let mut sink = ChatSink {
                 events: self.events,
@@ -171,7 +172,10 @@ impl Turn<'_> {
                     _ => StopReason::EndTurn,
                 });
             }
-            if self.run_tools(tool_calls, announced, &mut budget).await {
+            if self
+                .run_tools(tool_calls, announced, &mut budget, &mut failures)
+                .await
+            {
                 return Ok(StopReason::Cancelled);
             }
         }
@@ -205,6 +209,7 @@ impl Turn<'_> {
         calls: Vec<ToolCallRequest>,
         mut announced: Vec<(String, String)>,
         budget: &mut ResultBudget,
+        failures: &mut HashMap<(String, String), u32>,
     ) -> bool {
         let calls: Vec<(String, ToolCallRequest, bool)> = calls
             .into_iter()
@@ -244,6 +249,7 @@ impl Turn<'_> {
             ctx,
             budget,
             plans: Mutex::default(),
+            failures,
         };
         let (results, cancelled) = orchestrator.run_batch(calls).await;
         let plans = orchestrator
@@ -261,6 +267,31 @@ impl Turn<'_> {
                     })
                     .collect(),
             });
+        }
+        for entry in &results {
+            if entry.status != talaria_record::ResultStatus::Failed {
+                continue;
+            }
+            if entry
+                .model_text
+                .ends_with(crate::orchestrator::REPEATED_FAILURE)
+            {
+                let message = format!(
+                    "The model repeated a failing `{}` call; Talaria stopped it and told the model to change course.",
+                    entry.tool
+                );
+                tracing::info!(session = %self.settings.id, "{message}");
+                let _ = self
+                    .events
+                    .send(EngineEvent::Notice {
+                        level: crate::events::NoticeLevel::Warning,
+                        message,
+                    })
+                    .await;
+                continue;
+            }
+            let key = crate::orchestrator::failure_key(&entry.tool, &entry.raw_input);
+            *failures.entry(key).or_default() += 1;
         }
         for entry in results {
             self.history.push(EntryBody::ToolResult(Box::new(entry)));
