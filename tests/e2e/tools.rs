@@ -177,3 +177,55 @@ async fn the_same_failing_call_repeated_a_third_time_is_stopped_and_the_user_tol
         .collect();
     assert_eq!(told.len(), 1, "{updates:?}");
 }
+
+#[tokio::test]
+async fn a_tool_call_written_as_fenced_json_runs_when_valid_and_never_when_not() {
+    let fenced = |args: &str| {
+        format!(
+            "I'll read the file.\n```json\n{{\"name\": \"read_file\", \"arguments\": {args}}}\n```"
+        )
+    };
+    let env = TestEnv::new(vec![
+        MockReply::text(&[&fenced("{\"path\": \"main.py\"}")]),
+        MockReply::text(&["main.py prints hello."]),
+        MockReply::text(&[&fenced("{\"file\": \"main.py\"}")]),
+    ])
+    .await;
+    std::fs::write(env.workspace.path().join("main.py"), "print('hello')\n").expect("write");
+    let (mut agent, session) = env.session().await;
+    let (response, updates) = prompt(&mut agent, &session, "What does main.py do?").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    let second = &env.mock.requests()[1].body;
+    let result = second["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert!(result.contains("print('hello')"), "the call ran: {result}");
+    assert!(
+        updates
+            .iter()
+            .any(|u| u.to_string().contains("wrote its `read_file` call as text")),
+        "the user is told"
+    );
+    // Arguments that do not fit the schema: not run, the answer stands.
+    let (response, updates) = prompt(&mut agent, &session, "again").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    assert_eq!(
+        env.mock.requests().len(),
+        3,
+        "nothing more was asked of the model"
+    );
+    assert!(
+        !updates.iter().any(|u| u["sessionUpdate"] == "tool_call"),
+        "no call ran"
+    );
+    assert!(
+        updates
+            .iter()
+            .any(|u| u.to_string().contains("it was not run"))
+    );
+}

@@ -20,6 +20,7 @@ pub mod router;
 pub mod session;
 pub mod session_search;
 pub mod system_prompt;
+mod text_calls;
 mod turn;
 
 pub use approval::Mode;

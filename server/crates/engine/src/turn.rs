@@ -155,6 +155,7 @@ impl Turn<'_> {
                     model,
                 } => (text, reasoning, signature, reason, tool_calls, model),
             };
+            let (text, tool_calls) = self.calls_written_as_text(text, tool_calls, &tools).await;
             self.history.push(EntryBody::Assistant(AssistantEntry {
                 text,
                 reasoning: (!reasoning.is_empty()).then_some(Reasoning {
@@ -180,6 +181,46 @@ impl Turn<'_> {
             }
         }
         Ok(StopReason::MaxTurnRequests)
+    }
+
+    /// An answer with no tool call whose text holds one (a small model's fenced JSON): run it
+    /// when it names an offered tool and its arguments validate, telling the user; otherwise
+    /// leave the answer as it is.
+    async fn calls_written_as_text(
+        &self,
+        text: String,
+        tool_calls: Vec<ToolCallRequest>,
+        tools: &[ToolSpec],
+    ) -> (String, Vec<ToolCallRequest>) {
+        if !tool_calls.is_empty() || tools.is_empty() || !text.contains('{') {
+            return (text, tool_calls);
+        }
+        let offered: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
+        let (level, message, result) = match crate::text_calls::find(&text, self.registry, &offered)
+        {
+            Some(crate::text_calls::TextCall::Call { call, rest }) => (
+                crate::events::NoticeLevel::Info,
+                format!(
+                    "The model wrote its `{}` call as text; Talaria runs it as a tool call.",
+                    call.name
+                ),
+                (rest, vec![call]),
+            ),
+            Some(crate::text_calls::TextCall::Invalid { tool, why }) => (
+                crate::events::NoticeLevel::Warning,
+                format!(
+                    "The model wrote a `{tool}` call as text, but its arguments do not fit ({why}); it was not run."
+                ),
+                (text, tool_calls),
+            ),
+            None => return (text, tool_calls),
+        };
+        tracing::info!(session = %self.settings.id, "{message}");
+        let _ = self
+            .events
+            .send(EngineEvent::Notice { level, message })
+            .await;
+        result
     }
 
     /// Closes the card of a call the model started but its final answer does not make.
