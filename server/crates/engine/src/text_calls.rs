@@ -75,7 +75,7 @@ pub(crate) fn find(text: &str, registry: &Registry, offered: &[String]) -> Optio
         let Some((name, arguments)) = call_shape(&value) else {
             continue;
         };
-        if !offered.iter().any(|o| *o == name) {
+        if !offered.contains(&name) {
             continue;
         }
         let raw = arguments.to_string();
