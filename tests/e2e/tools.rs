@@ -189,6 +189,8 @@ async fn a_tool_call_written_as_fenced_json_runs_when_valid_and_never_when_not()
         MockReply::text(&[&fenced("{\"path\": \"main.py\"}")]),
         MockReply::text(&["main.py prints hello."]),
         MockReply::text(&[&fenced("{\"file\": \"main.py\"}")]),
+        // The invalid call's announcement gets the one nudge of the turn.
+        MockReply::text(&["I could not form a valid call."]),
     ])
     .await;
     std::fs::write(env.workspace.path().join("main.py"), "print('hello')\n").expect("write");
@@ -211,14 +213,10 @@ async fn a_tool_call_written_as_fenced_json_runs_when_valid_and_never_when_not()
             .any(|u| u.to_string().contains("wrote its `read_file` call as text")),
         "the user is told"
     );
-    // Arguments that do not fit the schema: not run, the answer stands.
+    // Arguments that do not fit the schema: never run (the model is nudged once instead).
     let (response, updates) = prompt(&mut agent, &session, "again").await;
     assert_eq!(stop_reason(&response), "end_turn");
-    assert_eq!(
-        env.mock.requests().len(),
-        3,
-        "nothing more was asked of the model"
-    );
+    assert_eq!(env.mock.requests().len(), 4);
     assert!(
         !updates.iter().any(|u| u["sessionUpdate"] == "tool_call"),
         "no call ran"
@@ -228,4 +226,47 @@ async fn a_tool_call_written_as_fenced_json_runs_when_valid_and_never_when_not()
             .iter()
             .any(|u| u.to_string().contains("it was not run"))
     );
+}
+
+#[tokio::test]
+async fn an_answer_that_only_announces_an_action_is_nudged_once_to_act() {
+    let env = TestEnv::new(vec![
+        MockReply::text(&["To analyze what main.py does, I'll read its source code."]),
+        MockReply::tool_call("r", "read_file", json!({"path": "main.py"})),
+        MockReply::text(&["main.py prints hello."]),
+        MockReply::text(&["Let me run the tests."]),
+        MockReply::text(&["Let me run the tests now, really."]),
+    ])
+    .await;
+    std::fs::write(env.workspace.path().join("main.py"), "print('hello')\n").expect("write");
+    let (mut agent, session) = env.session().await;
+    let (response, updates) = prompt(&mut agent, &session, "What does main.py do?").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    let nudged = &env.mock.requests()[1].body;
+    let last = nudged["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(last["role"], "user");
+    assert!(
+        last["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("did not call a tool"),
+        "{last}"
+    );
+    assert!(
+        updates
+            .iter()
+            .any(|u| u.to_string().contains("asked it to act"))
+    );
+    assert_eq!(
+        chunks(&updates, "agent_message_chunk").concat(),
+        "To analyze what main.py does, I'll read its source code.main.py prints hello."
+    );
+    // One nudge per turn: a second announcement ends the turn.
+    let (response, _) = prompt(&mut agent, &session, "run the tests").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    assert_eq!(env.mock.requests().len(), 5);
 }

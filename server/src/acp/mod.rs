@@ -371,6 +371,7 @@ impl Agent {
             ),
             delegation: self.client_caps.delegation(),
             titles: config.titles,
+            nudges: config.nudges,
         };
         let (events_tx, events_rx) = mpsc::channel(256);
         let bridge = Arc::new(client_bridge::AcpBridge::new(

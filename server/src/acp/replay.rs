@@ -82,7 +82,8 @@ pub fn updates(transcript: &Transcript) -> Vec<SessionUpdate> {
             | EntryBody::ModeChanged { .. }
             | EntryBody::ModelChanged { .. }
             | EntryBody::Summary { .. }
-            | EntryBody::Interrupted { .. } => {}
+            | EntryBody::Interrupted { .. }
+            | EntryBody::Nudge { .. } => {}
         }
     }
     out

@@ -140,6 +140,8 @@ pub struct Config {
     pub prices: HashMap<String, Price>,
     /// Problems that did not stop loading (unknown keys, e.g. from a newer version).
     pub warnings: Vec<String>,
+    /// Nudge a model once per turn when it announces an action without taking it.
+    pub nudges: bool,
     /// Sessions get a title from a model (`[auxiliary.title]`, else the session's) after
     /// their first turn; off: the first line of the first prompt.
     pub titles: bool,
@@ -193,6 +195,7 @@ struct FileConfig {
     toolsets: Option<Vec<String>>,
     ask_for_credential_reads: Option<bool>,
     titles: Option<bool>,
+    nudges: Option<bool>,
     connect_timeout_secs: Option<u64>,
     stream_idle_timeout_secs: Option<u64>,
     max_attempts: Option<u32>,
@@ -453,6 +456,7 @@ impl Config {
             auxiliary,
             prices: file.prices,
             warnings: Vec::new(),
+            nudges: file.nudges.unwrap_or(true),
             titles: match env_nonempty("TALARIA_TITLES") {
                 Some(value) => !matches!(
                     value.trim().to_ascii_lowercase().as_str(),

@@ -12,6 +12,7 @@ pub mod compaction;
 pub mod config;
 pub mod credentials;
 pub mod events;
+mod intent;
 pub mod journal;
 pub mod model_call;
 mod orchestrator;

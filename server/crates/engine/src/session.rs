@@ -54,6 +54,8 @@ pub struct SessionSettings {
     pub delegation: crate::client::Delegation,
     /// Title the session with a model after its first turn (else: the first prompt's line).
     pub titles: bool,
+    /// Nudge the model once per turn when it announces an action without taking it.
+    pub nudges: bool,
 }
 
 /// What the user sent: as received (kept in the record) and as the model sees it.
@@ -286,6 +288,7 @@ fn turn_was_cut_off(history: &Transcript) -> bool {
         matches!(
             e.body,
             EntryBody::User { .. }
+                | EntryBody::Nudge { .. }
                 | EntryBody::Assistant(_)
                 | EntryBody::ToolResult(_)
                 | EntryBody::Interrupted { .. }
@@ -293,7 +296,7 @@ fn turn_was_cut_off(history: &Transcript) -> bool {
     });
     matches!(
         last.map(|e| &e.body),
-        Some(EntryBody::User { .. } | EntryBody::ToolResult(_))
+        Some(EntryBody::User { .. } | EntryBody::Nudge { .. } | EntryBody::ToolResult(_))
     )
 }
 

@@ -76,6 +76,7 @@ fn spawn_with_registry(
         secrets: crate::approval::SecretReads::for_home(&cwd.join(".talaria-home"), true),
         delegation: crate::client::Delegation::default(),
         titles: false,
+        nudges: true,
     };
     let handle = spawn_session(settings, Arc::new(router), registry, tx);
     (handle, rx)

@@ -90,6 +90,7 @@ impl Turn<'_> {
                 .join(&self.settings.id),
         );
         let mut failures: HashMap<(String, String), u32> = HashMap::new();
+        let mut nudged = false;
         for _ in 0..self.limits.max_requests {
             let mut sink = ChatSink {
                 events: self.events,
@@ -156,6 +157,11 @@ impl Turn<'_> {
                 } => (text, reasoning, signature, reason, tool_calls, model),
             };
             let (text, tool_calls) = self.calls_written_as_text(text, tool_calls, &tools).await;
+            let nudge = tool_calls.is_empty()
+                && !nudged
+                && self.settings.nudges
+                && !tools.is_empty()
+                && crate::intent::announces_action(&text);
             self.history.push(EntryBody::Assistant(AssistantEntry {
                 text,
                 reasoning: (!reasoning.is_empty()).then_some(Reasoning {
@@ -166,6 +172,25 @@ impl Turn<'_> {
                 model: Some(model),
             }));
             self.save();
+            if nudge {
+                nudged = true;
+                self.history.push(EntryBody::Nudge {
+                    text: crate::intent::NUDGE.into(),
+                });
+                self.save();
+                let message =
+                    "The model announced an action without taking it; Talaria asked it to act."
+                        .to_string();
+                tracing::info!(session = %self.settings.id, "{message}");
+                let _ = self
+                    .events
+                    .send(EngineEvent::Notice {
+                        level: crate::events::NoticeLevel::Info,
+                        message,
+                    })
+                    .await;
+                continue;
+            }
             if tool_calls.is_empty() {
                 return Ok(match reason {
                     FinishReason::Length => StopReason::MaxTokens,

@@ -235,6 +235,11 @@ pub enum EntryBody {
     Interrupted {
         reason: String,
     },
+    /// An instruction from Talaria itself within a turn (e.g. to act instead of announcing):
+    /// the model reads it as a user message; clients are not shown it as the user's.
+    Nudge {
+        text: String,
+    },
 }
 
 /// One entry of the record.

@@ -85,6 +85,12 @@ pub(crate) fn render(entries: &[Entry]) -> Vec<ModelMessage<'_>> {
                     });
                 }
             }
+            EntryBody::Nudge { text } => {
+                close_open(&mut out, &mut open);
+                out.push(ModelMessage::User(Cow::Owned(vec![UserPart::Text {
+                    text: text.clone(),
+                }])));
+            }
             EntryBody::Interrupted { reason } => {
                 close_open(&mut out, &mut open);
                 if matches!(out.last(), Some(ModelMessage::User(_))) {

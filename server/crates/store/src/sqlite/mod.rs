@@ -63,6 +63,7 @@ fn kind_of(body: &EntryBody) -> &'static str {
         EntryBody::Plan { .. } => "plan",
         EntryBody::Summary { .. } => "summary",
         EntryBody::Interrupted { .. } => "interrupted",
+        EntryBody::Nudge { .. } => "nudge",
     }
 }
 
