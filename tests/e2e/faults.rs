@@ -466,3 +466,34 @@ async fn usage_and_cost_are_reported_per_turn_and_session() {
         "the session's cost accumulates: {total}"
     );
 }
+
+#[tokio::test]
+async fn a_slow_start_is_shown_as_still_working_and_a_silent_server_times_out() {
+    let delayed = |ms: u64, text: &str| MockReply::Delayed {
+        delay_ms: ms,
+        reply: Box::new(MockReply::text(&[text])),
+    };
+    let env = TestEnv::new(vec![
+        delayed(1500, "late but here"),
+        delayed(10_000, "too late"),
+    ])
+    .await;
+    env.write_config("still_working_secs = 1\nfirst_byte_timeout_secs = 3\nmax_attempts = 1\n");
+    let (mut agent, session) = env.session().await;
+    let (response, updates) = prompt(&mut agent, &session, "think hard").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    assert!(
+        notices(&updates)
+            .iter()
+            .any(|n| n.contains("Still waiting")),
+        "{:?}",
+        notices(&updates)
+    );
+    // A server on this machine gets a default output cap.
+    assert_eq!(env.mock.requests()[0].body["max_tokens"], 4096);
+    let started = std::time::Instant::now();
+    let (response, _) = prompt(&mut agent, &session, "again").await;
+    let message = response["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("no response within 3 s"), "{response}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(8));
+}

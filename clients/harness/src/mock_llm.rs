@@ -93,6 +93,11 @@ pub enum MockReply {
         #[serde(default)]
         finish_reason: Option<String>,
     },
+    /// Waits `delay_ms` before answering at all (no headers), then answers with `reply`.
+    Delayed {
+        delay_ms: u64,
+        reply: Box<MockReply>,
+    },
     /// Streams tool calls with their arguments cut into fragments of `fragment_chars`.
     ToolCalls {
         calls: Vec<MockToolCall>,
@@ -371,11 +376,19 @@ async fn handle(
         return Ok(refuse(&state, why, &recorded_body));
     }
     let reply = lock(&state.script).pop_front();
-    let Some(reply) = reply else {
+    let Some(mut reply) = reply else {
         mark(&state, index, |r| r.completed = true);
         let why = "mock script exhausted: no script step expects this request".to_string();
         return Ok(refuse(&state, why, &recorded_body));
     };
+    while let MockReply::Delayed {
+        delay_ms,
+        reply: inner,
+    } = reply
+    {
+        tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+        reply = *inner;
+    }
     if let MockReply::Error {
         status,
         body,
@@ -466,6 +479,8 @@ enum Ending {
 fn frames_of(reply: MockReply, model: &str) -> (Vec<String>, u64, Ending) {
     let mut frames = Vec::new();
     match reply {
+        // Delays are taken before rendering; one left here is just its reply.
+        MockReply::Delayed { reply, .. } => frames_of(*reply, model),
         MockReply::Text {
             chunks,
             reasoning,
@@ -670,6 +685,8 @@ fn messages_frames(reply: MockReply, model: &str) -> (Vec<String>, u64, Ending) 
     };
     let mut frames = Vec::new();
     match reply {
+        // Delays are taken before rendering; one left here is just its reply.
+        MockReply::Delayed { reply, .. } => messages_frames(*reply, model),
         MockReply::Text {
             chunks,
             reasoning,
@@ -766,6 +783,8 @@ fn responses_frames(reply: MockReply, _model: &str) -> (Vec<String>, u64, Ending
         json!({"type": "response.created", "response": {"id": "resp_mock", "status": "in_progress"}}),
     )];
     match reply {
+        // Delays are taken before rendering; one left here is just its reply.
+        MockReply::Delayed { reply, .. } => responses_frames(*reply, _model),
         MockReply::Text {
             chunks,
             reasoning,

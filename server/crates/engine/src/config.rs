@@ -140,6 +140,12 @@ pub struct Config {
     pub prices: HashMap<String, Price>,
     /// Problems that did not stop loading (unknown keys, e.g. from a newer version).
     pub warnings: Vec<String>,
+    /// The longest wait for a model's response to start (`None`: 300 s for hosted APIs,
+    /// 1800 s for servers on this machine or a private network, which can spend minutes
+    /// reading a long prompt on a CPU).
+    pub first_byte_timeout_secs: Option<u64>,
+    /// A "still working" notice after this many seconds of silence from the model.
+    pub still_working_secs: u64,
     /// Nudge a model once per turn when it announces an action without taking it.
     pub nudges: bool,
     /// Sessions get a title from a model (`[auxiliary.title]`, else the session's) after
@@ -196,6 +202,8 @@ struct FileConfig {
     ask_for_credential_reads: Option<bool>,
     titles: Option<bool>,
     nudges: Option<bool>,
+    first_byte_timeout_secs: Option<u64>,
+    still_working_secs: Option<u64>,
     connect_timeout_secs: Option<u64>,
     stream_idle_timeout_secs: Option<u64>,
     max_attempts: Option<u32>,
@@ -225,6 +233,30 @@ struct FileConfig {
 fn parse_file(text: &str, unknown: &mut Vec<String>) -> Result<FileConfig, toml::de::Error> {
     let deserializer = toml::Deserializer::parse(text)?;
     serde_ignored::deserialize(deserializer, |path| unknown.push(path.to_string()))
+}
+
+/// Whether a base URL points at this machine or a private network.
+pub fn is_local(base_url: &str) -> bool {
+    let host = base_url
+        .split("://")
+        .nth(1)
+        .unwrap_or(base_url)
+        .split(['/', '?'])
+        .next()
+        .unwrap_or("");
+    let host = match host.rsplit_once(':') {
+        Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name,
+        _ => host,
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.eq_ignore_ascii_case("localhost") || host.ends_with(".local") {
+        return true;
+    }
+    match host.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(ip)) => ip.is_loopback() || ip.is_private() || ip.is_link_local(),
+        Ok(std::net::IpAddr::V6(ip)) => ip.is_loopback() || ip.is_unique_local(),
+        Err(_) => false,
+    }
 }
 
 /// The default home: `$TALARIA_HOME`, else `~/.talaria`.
@@ -457,6 +489,8 @@ impl Config {
             prices: file.prices,
             warnings: Vec::new(),
             nudges: file.nudges.unwrap_or(true),
+            first_byte_timeout_secs: file.first_byte_timeout_secs,
+            still_working_secs: file.still_working_secs.unwrap_or(10).max(1),
             titles: match env_nonempty("TALARIA_TITLES") {
                 Some(value) => !matches!(
                     value.trim().to_ascii_lowercase().as_str(),
@@ -472,6 +506,22 @@ impl Config {
         match self.provider {
             ProviderKind::OpenAi | ProviderKind::OpenAiResponses => &self.openai,
             ProviderKind::Anthropic => &self.anthropic,
+        }
+    }
+
+    /// The call limits for a model served at `base_url`: servers on this machine or a private
+    /// network get a long first-byte timeout and, unless `max_output_tokens` is set, a default
+    /// output cap (they would otherwise generate without limit).
+    pub fn call_limits(&self, base_url: &str) -> crate::router::CallLimits {
+        let local = is_local(base_url);
+        crate::router::CallLimits {
+            first_byte_timeout: std::time::Duration::from_secs(
+                self.first_byte_timeout_secs
+                    .unwrap_or(if local { 1800 } else { 300 })
+                    .max(1),
+            ),
+            still_working_after: std::time::Duration::from_secs(self.still_working_secs),
+            default_max_tokens: (local && self.max_output_tokens.is_none()).then_some(4096),
         }
     }
 
@@ -645,5 +695,32 @@ mod tests {
                 .any(|w| w.contains("`openai.region`"))
         );
         assert!(config.warnings.iter().all(|w| w.contains("config.toml")));
+    }
+
+    #[test]
+    fn local_servers_get_long_first_byte_timeouts_and_a_default_output_cap() {
+        for url in [
+            "http://127.0.0.1:8080/v1",
+            "http://localhost:11434/v1",
+            "http://[::1]:8080/v1",
+            "http://192.168.1.20:1234/v1",
+            "http://10.0.0.5/v1",
+        ] {
+            assert!(is_local(url), "{url}");
+        }
+        for url in [
+            "https://api.openai.com/v1",
+            "https://api.anthropic.com",
+            "http://8.8.8.8/v1",
+        ] {
+            assert!(!is_local(url), "{url}");
+        }
+        let config = load(&[("OPENAI_API_KEY", "k")], None).expect("config");
+        let local = config.call_limits("http://127.0.0.1:8080/v1");
+        assert_eq!(local.first_byte_timeout.as_secs(), 1800);
+        assert_eq!(local.default_max_tokens, Some(4096));
+        let hosted = config.call_limits("https://api.openai.com/v1");
+        assert_eq!(hosted.first_byte_timeout.as_secs(), 300);
+        assert_eq!(hosted.default_max_tokens, None);
     }
 }

@@ -61,6 +61,7 @@ pub fn build_router(config: &Config) -> Result<ModelRouter, String> {
     let mut fallbacks = Vec::new();
     for entry in &config.fallback {
         fallbacks.push(ModelTarget {
+            limits: config.call_limits(&entry.endpoint.base_url),
             provider: build_provider(config, entry.provider, &entry.endpoint)?,
             model: entry.model.clone(),
             pool: pool(config, &entry.endpoint),
@@ -71,9 +72,11 @@ pub fn build_router(config: &Config) -> Result<ModelRouter, String> {
         pool(config, config.endpoint()),
         fallbacks,
         config.prices.clone(),
-    );
+    )
+    .with_primary_limits(config.call_limits(&config.endpoint().base_url));
     for (task, auxiliary) in &config.auxiliary {
         let target = ModelTarget {
+            limits: config.call_limits(&auxiliary.endpoint.base_url),
             provider: build_provider(config, auxiliary.provider, &auxiliary.endpoint)?,
             model: auxiliary.model.clone(),
             pool: pool(config, &auxiliary.endpoint),

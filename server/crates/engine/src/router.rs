@@ -8,12 +8,34 @@ use talaria_provider::{ChatProvider, Usage};
 
 use crate::credentials::CredentialPool;
 
-/// One model to call: provider, model name and keys.
+/// How long waiting on a model may take, and the output cap it gets by default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallLimits {
+    /// The longest wait for the response to start.
+    pub first_byte_timeout: std::time::Duration,
+    /// A notice that the model is still working after this much silence.
+    pub still_working_after: std::time::Duration,
+    /// `max_tokens` when none is configured (servers that would otherwise run unbounded).
+    pub default_max_tokens: Option<u32>,
+}
+
+impl Default for CallLimits {
+    fn default() -> Self {
+        Self {
+            first_byte_timeout: std::time::Duration::from_secs(300),
+            still_working_after: std::time::Duration::from_secs(10),
+            default_max_tokens: None,
+        }
+    }
+}
+
+/// One model to call: provider, model name, keys and limits.
 #[derive(Clone)]
 pub struct ModelTarget {
     pub provider: Arc<dyn ChatProvider>,
     pub model: String,
     pub pool: Arc<CredentialPool>,
+    pub limits: CallLimits,
 }
 
 impl std::fmt::Debug for ModelTarget {
@@ -62,6 +84,7 @@ impl Price {
 pub struct ModelRouter {
     primary_provider: Arc<dyn ChatProvider>,
     primary_pool: Arc<CredentialPool>,
+    primary_limits: CallLimits,
     fallbacks: Vec<ModelTarget>,
     /// Side-task models by task name, with their time limits.
     auxiliary: HashMap<String, (ModelTarget, std::time::Duration)>,
@@ -87,10 +110,17 @@ impl ModelRouter {
         Self {
             primary_provider,
             primary_pool,
+            primary_limits: CallLimits::default(),
             fallbacks,
             auxiliary: HashMap::new(),
             prices,
         }
+    }
+
+    /// The primary model's limits.
+    pub fn with_primary_limits(mut self, limits: CallLimits) -> Self {
+        self.primary_limits = limits;
+        self
     }
 
     /// Routes side tasks of kind `task` to `target` first, within `timeout`.
@@ -138,6 +168,7 @@ impl ModelRouter {
             provider: self.primary_provider.clone(),
             model: model.to_string(),
             pool: self.primary_pool.clone(),
+            limits: self.primary_limits,
         }];
         chain.extend(self.fallbacks.iter().cloned());
         chain

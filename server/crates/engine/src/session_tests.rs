@@ -384,6 +384,7 @@ async fn yolo_runs_commands_but_never_the_floor_and_batches_keep_order() {
 
 fn scripted_target(provider: Arc<Scripted>, model: &str) -> crate::router::ModelTarget {
     crate::router::ModelTarget {
+        limits: crate::router::CallLimits::default(),
         provider,
         model: model.into(),
         pool: Arc::new(crate::credentials::CredentialPool::new(

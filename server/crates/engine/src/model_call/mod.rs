@@ -52,6 +52,13 @@ pub(crate) enum CallResult {
     },
 }
 
+/// How waiting for a response to start ended.
+enum Waited<T> {
+    Done(T),
+    Cancelled,
+    TimedOut(ProviderError),
+}
+
 /// One attempt at a model call.
 enum Attempt {
     Done(CallResult),
@@ -285,6 +292,47 @@ impl<'a> ModelCaller<'a> {
         true
     }
 
+    /// Waits for a response to start, telling the sink every `still_working_after` of
+    /// silence, up to the target's first-byte timeout.
+    async fn wait_for_start<F: std::future::Future, S: CallSink>(
+        &self,
+        started: F,
+        target: &ModelTarget,
+        sink: &mut S,
+    ) -> Waited<F::Output> {
+        let began = tokio::time::Instant::now();
+        let deadline = began + target.limits.first_byte_timeout;
+        let tick = target.limits.still_working_after;
+        let mut next_tick = began + tick;
+        tokio::pin!(started);
+        loop {
+            tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => return Waited::Cancelled,
+                output = &mut started => return Waited::Done(output),
+                () = tokio::time::sleep_until(deadline) => {
+                    return Waited::TimedOut(ProviderError::Stream {
+                        provider: target.provider.name().to_string(),
+                        failure: StreamFailure::Stalled,
+                        detail: format!(
+                            "no response within {} s (first_byte_timeout_secs)",
+                            target.limits.first_byte_timeout.as_secs()
+                        ),
+                    });
+                }
+                () = tokio::time::sleep_until(next_tick) => {
+                    next_tick += tick;
+                    let message = format!(
+                        "Still waiting for {} to start answering ({} s so far).",
+                        target.label(),
+                        began.elapsed().as_secs()
+                    );
+                    sink.notice(NoticeLevel::Info, message).await;
+                }
+            }
+        }
+    }
+
     async fn stream_once<S: CallSink>(
         &mut self,
         target: &ModelTarget,
@@ -298,17 +346,30 @@ impl<'a> ModelCaller<'a> {
             model: &target.model,
             transcript,
             tools,
-            max_tokens,
+            max_tokens: max_tokens.or(target.limits.default_max_tokens),
             credential,
         };
         let started = target.provider.stream(&request);
-        let mut stream = tokio::select! {
-            biased;
-            () = self.cancel.cancelled() => return Attempt::Done(CallResult::Cancelled { text: String::new() }),
-            result = started => match result {
-                Ok(stream) => stream,
-                Err(error) => return Attempt::Failed { error, shown: false },
-            },
+        let waited = self.wait_for_start(started, target, sink).await;
+        let mut stream = match waited {
+            Waited::Cancelled => {
+                return Attempt::Done(CallResult::Cancelled {
+                    text: String::new(),
+                });
+            }
+            Waited::TimedOut(error) => {
+                return Attempt::Failed {
+                    error,
+                    shown: false,
+                };
+            }
+            Waited::Done(Ok(stream)) => stream,
+            Waited::Done(Err(error)) => {
+                return Attempt::Failed {
+                    error,
+                    shown: false,
+                };
+            }
         };
         let mut text = String::new();
         let mut reasoning = String::new();
