@@ -523,3 +523,38 @@ async fn session_search_recalls_earlier_sessions_ranked_with_context() {
     // No permission was asked for a read-only tool.
     assert!(agent.agent_requests().is_empty());
 }
+
+#[tokio::test]
+async fn a_pruned_tool_output_stays_pruned_after_a_reload() {
+    let env = TestEnv::new(vec![
+        MockReply::tool_call("big", "read_file", json!({"path": "big.txt"})),
+        MockReply::text(&["read it"]),
+        MockReply::Error {
+            status: 400,
+            body: json!({"error": {"message": "This model's maximum context length is 30000 tokens."}}).to_string(),
+            headers: vec![],
+        },
+        MockReply::text(&["after the prune"]),
+        MockReply::text(&["after the reload"]),
+    ])
+    .await;
+    std::fs::write(env.workspace.path().join("big.txt"), "x".repeat(3000)).expect("write");
+    env.write_config("retry_base_ms = 1\n");
+    let (mut agent, session) = env.session().await;
+    prompt(&mut agent, &session, "read big.txt").await;
+    let (response, _) = prompt(&mut agent, &session, "go on").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    agent.close_stdin();
+    agent.wait_exit(WAIT).await.expect("exits");
+    let mut second = env.spawn().await;
+    initialize(&mut second).await;
+    let (loaded, _) = load(&mut second, &env, &session).await;
+    assert!(loaded["result"].is_object(), "{loaded}");
+    prompt(&mut second, &session, "and now").await;
+    let request = env.mock.requests()[4].body.to_string();
+    assert!(
+        request.contains("Old tool output cleared"),
+        "the prune was saved"
+    );
+    assert!(!request.contains(&"x".repeat(3000)));
+}

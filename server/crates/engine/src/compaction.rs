@@ -18,6 +18,7 @@ pub struct Pruned {
 /// Prunes old tool outputs (what the model reads; the client's copy stays) in place. `Err`
 /// explains why nothing could be freed.
 pub fn prune_old_tool_output(transcript: &mut Transcript) -> Result<Pruned, String> {
+    let mut rewritten = Vec::new();
     let entries = transcript.entries_mut();
     let last_user = entries
         .iter()
@@ -35,9 +36,13 @@ pub fn prune_old_tool_output(transcript: &mut Transcript) -> Result<Pruned, Stri
             let size = result.model_text.chars().count();
             result.model_text =
                 format!("[Old tool output cleared to save context space: {size} characters]");
+            rewritten.push(entry.id);
             pruned.results += 1;
             pruned.chars += size;
         }
+    }
+    for id in rewritten {
+        transcript.mark_rewritten(id);
     }
     if pruned.results == 0 {
         return Err("the conversation does not fit the model's context window, and there are no old tool outputs left to clear (the full compressor is not available yet); start a new session or use a model with a larger context window".into());
@@ -82,6 +87,12 @@ mod tests {
             matches!(&messages[7], ModelMessage::Tool { content, .. } if content.len() == 1000)
         );
         assert_valid(&transcript);
+        let rewritten = transcript.take_rewritten();
+        assert_eq!(
+            rewritten.len(),
+            1,
+            "the journal saves the pruned entry again"
+        );
         assert!(prune_old_tool_output(&mut transcript).is_err());
     }
 }

@@ -139,8 +139,16 @@ impl SessionJournal {
         }
     }
 
-    /// Sends every entry added since the last save.
-    pub fn save(&mut self, transcript: &Transcript) {
+    /// Sends every entry added, or changed in place, since the last save.
+    pub fn save(&mut self, transcript: &mut Transcript) {
+        let rewritten = transcript.take_rewritten();
+        let stored: Vec<Entry> = rewritten
+            .into_iter()
+            .filter(|e| e.id <= self.saved)
+            .collect();
+        if !stored.is_empty() {
+            self.journal.append(&self.session_id, stored);
+        }
         let new = transcript.entries_after(self.saved);
         if new.is_empty() {
             return;
@@ -151,11 +159,6 @@ impl SessionJournal {
         } else if !self.warned.swap(true, Ordering::Relaxed) {
             tracing::error!(session = %self.session_id, "the session writer has stopped; this session is no longer saved");
         }
-    }
-
-    /// Sends entries changed in place (compaction rewrites).
-    pub fn rewrite(&self, entries: Vec<Entry>) {
-        self.journal.append(&self.session_id, entries);
     }
 
     pub fn update(&self, update: MetaUpdate) {

@@ -409,7 +409,7 @@ impl SessionActor {
     /// Sends what the record gained to the store.
     fn save(&mut self) {
         if let Some(journal) = &mut self.journal {
-            journal.save(&self.history);
+            journal.save(&mut self.history);
         }
     }
 

@@ -52,7 +52,7 @@ impl Turn<'_> {
     /// Sends what the record gained to the store (off the runtime thread).
     fn save(&mut self) {
         if let Some(journal) = self.journal.as_deref_mut() {
-            journal.save(self.history);
+            journal.save(&mut *self.history);
         }
     }
 

@@ -28,6 +28,9 @@ pub struct Transcript {
     version: u32,
     next_id: EntryId,
     entries: Vec<Entry>,
+    /// Entries changed in place since a journal last took them (not serialized).
+    #[serde(skip)]
+    rewritten: Vec<EntryId>,
 }
 
 impl Default for Transcript {
@@ -53,6 +56,7 @@ impl Transcript {
             version: RECORD_VERSION,
             next_id: 1,
             entries: Vec::new(),
+            rewritten: Vec::new(),
         }
     }
 
@@ -65,7 +69,25 @@ impl Transcript {
             version: RECORD_VERSION,
             next_id,
             entries,
+            rewritten: Vec::new(),
         }
+    }
+
+    /// Notes that an entry was changed in place (compaction), so a journal saves it again.
+    pub fn mark_rewritten(&mut self, id: EntryId) {
+        if !self.rewritten.contains(&id) {
+            self.rewritten.push(id);
+        }
+    }
+
+    /// The entries changed in place since the last call, with their current content.
+    pub fn take_rewritten(&mut self) -> Vec<Entry> {
+        let ids = std::mem::take(&mut self.rewritten);
+        self.entries
+            .iter()
+            .filter(|e| ids.contains(&e.id))
+            .cloned()
+            .collect()
     }
 
     /// Entries with ids above `id` (what a journal has not saved yet).
