@@ -5,6 +5,8 @@
 mod acp;
 mod logging;
 
+use std::io::Write;
+
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
@@ -47,6 +49,15 @@ fn main() -> std::process::ExitCode {
     };
     match cli.command.unwrap_or(Command::Acp) {
         Command::Acp => {
+            if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+                // A person started it by hand: say what it is (stderr; stdout stays protocol).
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "talaria speaks the Agent Client Protocol on stdin/stdout and is meant to be \
+                     started by an editor (Zed, VS Code) or a client. To chat in a terminal, run \
+                     `talaria-chat`. Ctrl-D quits."
+                );
+            }
             let result = runtime.block_on(acp::serve(tokio::io::stdin(), tokio::io::stdout()));
             // Do not wait for stuck blocking work (a tool reading a slow file) on exit.
             runtime.shutdown_timeout(std::time::Duration::from_millis(200));

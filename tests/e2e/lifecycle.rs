@@ -204,3 +204,29 @@ async fn an_unknown_config_key_is_a_warning_shown_once_and_sessions_still_open()
         .count();
     assert_eq!(count, 2, "shown once per process");
 }
+
+#[tokio::test]
+async fn started_by_hand_on_a_terminal_it_says_what_it_is_and_exits_on_end_of_input() {
+    let env = TestEnv::new(vec![]).await;
+    let command = format!("{} acp", talaria_harness::binary::talaria_bin().display());
+    // `script` gives the agent a terminal; its own input (empty) ends the session.
+    let output = tokio::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .envs(env.env())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .expect("script runs");
+    let shown = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        shown.contains("speaks the Agent Client Protocol"),
+        "{shown}"
+    );
+    assert!(shown.contains("talaria-chat"), "{shown}");
+    assert!(output.status.success(), "{shown}");
+    // Started by a client (no terminal), it says nothing of the kind.
+    let mut agent = env.spawn().await;
+    agent.close_stdin();
+    agent.wait_exit(WAIT).await.expect("exits");
+    assert!(!agent.stderr().contains("speaks the Agent Client Protocol"));
+}
