@@ -95,3 +95,86 @@ async fn interactive_permission_questions_are_answered_on_the_terminal() {
     let written = std::fs::read_to_string(env.workspace.path().join("made.txt")).expect("file");
     assert_eq!(written, "typed yes\n");
 }
+
+#[tokio::test]
+async fn ctrl_c_on_the_terminal_cancels_the_turn_and_the_agent_lives_on() {
+    let env = TestEnv::new(vec![
+        MockReply::Hang {
+            chunks: vec!["thinking".into()],
+        },
+        MockReply::text(&["second answer"]),
+    ])
+    .await;
+    let mut command = chat(&env, &[]);
+    // The client in a group of its own, as a shell's job is: Ctrl-C goes to that whole group.
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut child = command.spawn().expect("spawned");
+    let group = nix::unistd::Pid::from_raw(i32::try_from(child.id().expect("pid")).expect("pid"));
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let errors = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let collected = errors.clone();
+    tokio::spawn(async move {
+        let mut buf = [0u8; 1024];
+        while let Ok(n) = stderr.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            if let Ok(mut text) = collected.lock() {
+                text.push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        }
+    });
+    let stderr_text = move || errors.lock().map(|t| t.clone()).unwrap_or_default();
+    stdin.write_all(b"think hard\n").await.expect("prompt");
+    let mut seen = String::new();
+    let mut buf = [0u8; 4096];
+    tokio::time::timeout(WAIT, async {
+        while !seen.contains("thinking") {
+            let n = stdout.read(&mut buf).await.expect("read");
+            assert!(n > 0, "stdout closed: {seen}");
+            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    })
+    .await
+    .expect("the answer started");
+    nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGINT).expect("ctrl-c");
+    // The turn is cancelled, then the next prompt is answered by the same agent.
+    tokio::time::timeout(WAIT, async {
+        while !stderr_text().contains("(cancelled)") {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the turn was cancelled");
+    stdin.write_all(b"again\n").await.expect("prompt");
+    let answered = tokio::time::timeout(WAIT, async {
+        while !seen.contains("second answer") {
+            let n = stdout.read(&mut buf).await.expect("read");
+            if n == 0 {
+                return;
+            }
+            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    })
+    .await;
+    if answered.is_err() || !seen.contains("second answer") {
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+        panic!(
+            "the agent did not answer again.\nstdout: {seen}\nstderr: {}",
+            stderr_text()
+        );
+    }
+    drop(stdin);
+    let status = tokio::time::timeout(WAIT, child.wait())
+        .await
+        .expect("in time")
+        .expect("waited");
+    assert!(status.success());
+    assert_eq!(env.mock.requests().len(), 2);
+}

@@ -62,6 +62,9 @@ impl AgentProcess {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            // Its own process group: a terminal's Ctrl-C (sent to the foreground group) is
+            // the client's to handle, not a kill signal for the agent.
+            .process_group(0)
             .kill_on_drop(true);
         let mut child = command
             .spawn()
