@@ -3,6 +3,7 @@
 //! stdout carries only protocol messages; logs go to stderr through `tracing`.
 
 mod acp;
+mod doctor;
 mod logging;
 
 use std::io::Write;
@@ -30,6 +31,13 @@ struct Cli {
 enum Command {
     /// Serve ACP on stdio (the default).
     Acp,
+    /// Check the configuration and whether the model can be reached; prints the fix for each
+    /// problem and exits non-zero when there is one.
+    Doctor {
+        /// Also make a one-token test call to the model.
+        #[arg(long)]
+        call: bool,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -48,6 +56,15 @@ fn main() -> std::process::ExitCode {
         }
     };
     match cli.command.unwrap_or(Command::Acp) {
+        Command::Doctor { call } => {
+            let mut stdout = std::io::stdout();
+            let problems = runtime.block_on(doctor::run(&mut stdout, call));
+            if problems == 0 {
+                std::process::ExitCode::SUCCESS
+            } else {
+                std::process::ExitCode::FAILURE
+            }
+        }
         Command::Acp => {
             if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
                 // A person started it by hand: say what it is (stderr; stdout stays protocol).

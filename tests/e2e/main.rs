@@ -6,6 +6,7 @@ mod support;
 mod approvals;
 mod cancel;
 mod delegation;
+mod doctor;
 mod errors;
 mod faults;
 mod framing;

@@ -332,6 +332,11 @@ async fn handle(
         Ok(collected) => collected.to_bytes(),
         Err(_) => Bytes::new(),
     };
+    if method == "GET" && path.ends_with("/models") {
+        // The model list (what `talaria doctor` asks); not a scripted step.
+        let body = serde_json::json!({"object": "list", "data": [{"id": "mock-model", "object": "model"}]});
+        return Ok(full(StatusCode::OK, body.to_string(), "application/json"));
+    }
     if path == "/_mock/requests" {
         let body = serde_json::to_vec(&*lock(&state.requests)).unwrap_or_default();
         return Ok(full(StatusCode::OK, body, "application/json"));

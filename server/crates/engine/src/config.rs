@@ -46,7 +46,8 @@ impl ProviderKind {
         }
     }
 
-    fn key_variable(self) -> &'static str {
+    /// The environment variable that holds this provider's key.
+    pub fn key_variable(self) -> &'static str {
         match self {
             Self::Anthropic => "ANTHROPIC_API_KEY",
             Self::OpenAi | Self::OpenAiResponses => "OPENAI_API_KEY",
@@ -537,7 +538,9 @@ impl Config {
         };
         Some(format!(
             "no API key for the {} provider: set {var} in the agent's environment, or \
-             api_key under [{table}] in {} (an empty key is allowed for local servers)",
+             api_key under [{table}] in {} (an empty key is allowed for local servers). Editors \
+             and SDK clients may not pass your shell's environment to the agent; the config file \
+             always works",
             self.provider.as_str(),
             self.home.join("config.toml").display()
         ))

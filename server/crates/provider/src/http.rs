@@ -59,8 +59,9 @@ pub fn client(provider: &str, connect_timeout: Duration) -> Result<reqwest::Clie
 }
 
 /// The full chain of an error's causes, for messages.
-/// Whether a request failed because nothing listens at the address.
-fn refused(error: &reqwest::Error) -> bool {
+/// Whether a request failed because nothing listens at the address (from the error's
+/// sources, not its text).
+pub fn is_connection_refused(error: &reqwest::Error) -> bool {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(current) = source {
         if let Some(io) = current.downcast_ref::<std::io::Error>()
@@ -92,7 +93,7 @@ pub async fn send(
     endpoint: &str,
 ) -> Result<reqwest::Response, ProviderError> {
     let response = builder.send().await.map_err(|e| {
-        if refused(&e) {
+        if is_connection_refused(&e) {
             ProviderError::Refused {
                 provider: provider.into(),
                 url: endpoint.into(),

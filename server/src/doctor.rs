@@ -1,0 +1,257 @@
+//! `talaria doctor [--call]`: checks the configuration exactly as the server reads it, and
+//! whether the model can be reached, printing one line per check and the fix for each problem.
+//! Exits non-zero when something needs fixing. Keys are never printed.
+
+use std::io::Write;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use talaria_engine::{Config, ProviderKind};
+use talaria_provider::{
+    ChatRequest, ErrorClass, ProviderError, StreamEvent, Transcript, UserPart, classify,
+};
+use talaria_record::{EntryBody, InputBlock};
+
+/// The checks' outcome, written as they run.
+struct Report<'w> {
+    out: &'w mut dyn Write,
+    problems: usize,
+}
+
+impl Report<'_> {
+    fn ok(&mut self, what: &str, detail: &str) {
+        let _ = writeln!(self.out, "✓ {what:<14} {detail}");
+    }
+
+    fn warn(&mut self, what: &str, detail: &str) {
+        let _ = writeln!(self.out, "! {what:<14} {detail}");
+    }
+
+    fn problem(&mut self, what: &str, detail: &str, fix: &str) {
+        self.problems += 1;
+        let _ = writeln!(self.out, "✗ {what:<14} {detail}");
+        let _ = writeln!(self.out, "  {:<14} fix: {fix}", "");
+    }
+}
+
+/// What the endpoint's model list said.
+enum Listing {
+    Models(Vec<String>),
+    Problem(String, String),
+}
+
+fn auth_fix(config: &Config) -> String {
+    let table = if config.provider == ProviderKind::Anthropic {
+        "anthropic"
+    } else {
+        "openai"
+    };
+    format!(
+        "check {} or api_key under [{table}] in {}",
+        config.provider.key_variable(),
+        config.home.join("config.toml").display()
+    )
+}
+
+/// GET the endpoint's model list (OpenAI-style `/models`, Anthropic `/v1/models`).
+async fn list_models(config: &Config) -> Listing {
+    let endpoint = config.endpoint();
+    let base = endpoint.base_url.trim_end_matches('/');
+    let key = endpoint.api_keys.first().filter(|k| !k.is_empty());
+    let client = match reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(15))
+        .build()
+    {
+        Ok(client) => client,
+        Err(e) => return Listing::Problem(e.to_string(), "report this as a bug".into()),
+    };
+    let request = match config.provider {
+        ProviderKind::Anthropic => {
+            let url = if base.ends_with("/v1") {
+                format!("{base}/models")
+            } else {
+                format!("{base}/v1/models")
+            };
+            let mut request = client.get(url).header("anthropic-version", "2023-06-01");
+            if let Some(key) = key {
+                request = request.header("x-api-key", key);
+            }
+            request
+        }
+        ProviderKind::OpenAi | ProviderKind::OpenAiResponses => {
+            let mut request = client.get(format!("{base}/models"));
+            if let Some(key) = key {
+                request = request.bearer_auth(key);
+            }
+            request
+        }
+    };
+    let response = match request.send().await {
+        Ok(response) => response,
+        Err(error) => {
+            let refused = talaria_provider::http::is_connection_refused(&error);
+            return if refused {
+                Listing::Problem(
+                    format!("cannot connect to {base} (connection refused)"),
+                    "start the server, or set the right base_url / OPENAI_BASE_URL".into(),
+                )
+            } else {
+                Listing::Problem(
+                    format!("cannot reach {base}: {error}"),
+                    "check the address and the network".into(),
+                )
+            };
+        }
+    };
+    let status = response.status().as_u16();
+    if status == 401 || status == 403 {
+        return Listing::Problem(
+            format!("authentication failed (HTTP {status})"),
+            auth_fix(config),
+        );
+    }
+    if status == 404 {
+        return Listing::Models(Vec::new());
+    }
+    let text = response.text().await.unwrap_or_default();
+    let body: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    let ids = body["data"]
+        .as_array()
+        .or_else(|| body["models"].as_array())
+        .map(|models| {
+            models
+                .iter()
+                .filter_map(|m| m["id"].as_str().or_else(|| m["name"].as_str()))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    Listing::Models(ids)
+}
+
+/// A one-token call through the configured provider.
+async fn test_call(config: &Config) -> Result<(), (String, String)> {
+    let router = talaria_engine::provider_factory::build_router(config)
+        .map_err(|e| (e.clone(), "fix the provider settings".to_string()))?;
+    let target = router
+        .chain(&config.model)
+        .into_iter()
+        .next()
+        .ok_or_else(|| ("no model to call".to_string(), "set model".to_string()))?;
+    let mut transcript = Transcript::with_system("Answer with one word.");
+    transcript.push(EntryBody::User {
+        input: vec![InputBlock::Text {
+            text: "Say ok.".into(),
+        }],
+        model_view: vec![UserPart::text("Say ok.")],
+    });
+    let request = ChatRequest {
+        model: &config.model,
+        transcript: &transcript,
+        tools: &[],
+        max_tokens: Some(1),
+        credential: None,
+    };
+    let explain = |error: ProviderError| {
+        let fix = match classify(&error).class {
+            ErrorClass::Auth | ErrorClass::Billing => auth_fix(config),
+            ErrorClass::ModelNotFound => {
+                "set model (or TALARIA_MODEL) to a model the endpoint serves".into()
+            }
+            ErrorClass::Unreachable => "start the server, or set the right base_url".into(),
+            _ => "see the message above".into(),
+        };
+        (error.to_string(), fix)
+    };
+    let mut stream =
+        tokio::time::timeout(Duration::from_secs(120), target.provider.stream(&request))
+            .await
+            .map_err(|_| {
+                (
+                    "no answer within 120 s".to_string(),
+                    "check the server".to_string(),
+                )
+            })?
+            .map_err(explain)?;
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(StreamEvent::Finished { .. }) => return Ok(()),
+            Ok(_) => {}
+            Err(error) => return Err(explain(error)),
+        }
+    }
+    Ok(())
+}
+
+/// Runs the checks; returns the number of problems.
+pub async fn run(out: &mut dyn Write, call: bool) -> usize {
+    let mut report = Report { out, problems: 0 };
+    let env = |key: &str| std::env::var(key).ok();
+    let path = talaria_engine::config::default_home(&env).join("config.toml");
+    let config = match Config::load() {
+        Ok(config) => {
+            let found = if path.exists() {
+                "found, valid"
+            } else {
+                "none (defaults and environment)"
+            };
+            report.ok("config file", &format!("{} ({found})", path.display()));
+            config
+        }
+        Err(error) => {
+            report.problem(
+                "config file",
+                &error.to_string(),
+                "correct the file at the place named",
+            );
+            return report.problems;
+        }
+    };
+    for warning in &config.warnings {
+        report.warn("config key", warning);
+    }
+    report.ok("provider", config.provider.as_str());
+    report.ok("model", &config.model);
+    report.ok("base URL", &config.endpoint().base_url);
+    match config.missing_credentials() {
+        None => {
+            let keys = config.endpoint().api_keys.len();
+            let detail = if config.endpoint().api_keys.iter().all(String::is_empty) {
+                "none needed (empty key)".to_string()
+            } else {
+                format!("{keys} key(s) set (not shown)")
+            };
+            report.ok("credentials", &detail);
+        }
+        Some(missing) => report.problem("credentials", "missing", &missing),
+    }
+    match list_models(&config).await {
+        Listing::Models(ids) if ids.is_empty() => {
+            report.ok("endpoint", "reachable (it does not list its models)");
+        }
+        Listing::Models(ids) if ids.iter().any(|id| *id == config.model) => {
+            report.ok("endpoint", &format!("reachable; serves {}", config.model));
+        }
+        Listing::Models(ids) => {
+            let shown: Vec<&str> = ids.iter().take(8).map(String::as_str).collect();
+            report.problem(
+                "endpoint",
+                &format!(
+                    "reachable, but {} is not among its models ({})",
+                    config.model,
+                    shown.join(", ")
+                ),
+                "set model (or TALARIA_MODEL) to one of those",
+            );
+        }
+        Listing::Problem(what, fix) => report.problem("endpoint", &what, &fix),
+    }
+    if call {
+        match test_call(&config).await {
+            Ok(()) => report.ok("test call", "the model answered"),
+            Err((what, fix)) => report.problem("test call", &what, &fix),
+        }
+    }
+    report.problems
+}

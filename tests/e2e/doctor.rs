@@ -1,0 +1,88 @@
+//! `talaria doctor`: the configuration as the server reads it, the endpoint, credentials and
+//! an optional test call, with a fix for each problem and a non-zero exit when there is one.
+
+use serde_json::json;
+use talaria_harness::MockReply;
+use talaria_harness::binary::talaria_bin;
+
+use crate::support::*;
+
+async fn doctor(env: &TestEnv, args: &[&str]) -> (bool, String) {
+    let output = tokio::process::Command::new(talaria_bin())
+        .arg("doctor")
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(env.env())
+        .output()
+        .await
+        .expect("runs");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn a_good_configuration_passes_every_check_without_showing_the_key() {
+    let env = TestEnv::new(vec![MockReply::text(&["ok"])]).await;
+    let (ok, report) = doctor(&env, &["--call"]).await;
+    assert!(ok, "{report}");
+    for line in [
+        "✓ config file",
+        "✓ provider",
+        "✓ credentials",
+        "✓ endpoint",
+        "serves mock-model",
+        "✓ test call",
+    ] {
+        assert!(report.contains(line), "{line}: {report}");
+    }
+    assert!(!report.contains("test-key"), "the key is never printed");
+    assert_eq!(env.mock.requests()[0].body["max_tokens"], 1);
+}
+
+#[tokio::test]
+async fn a_broken_toml_file_names_its_line() {
+    let env = TestEnv::new(vec![]).await;
+    env.write_config("model = \"m\"\nmode = [unclosed\n");
+    let (ok, report) = doctor(&env, &[]).await;
+    assert!(!ok);
+    assert!(
+        report.contains("✗ config file") && report.contains("line 2"),
+        "{report}"
+    );
+    assert!(report.contains("fix:"), "{report}");
+}
+
+#[tokio::test]
+async fn a_refused_port_and_a_rejected_key_say_how_to_fix_them() {
+    let mut refused = TestEnv::new(vec![]).await;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = closed.local_addr().expect("addr").port();
+    drop(closed);
+    refused.extra_env.push((
+        "OPENAI_BASE_URL".into(),
+        format!("http://127.0.0.1:{port}/v1"),
+    ));
+    let (ok, report) = doctor(&refused, &[]).await;
+    assert!(!ok);
+    assert!(report.contains("connection refused"), "{report}");
+
+    let rejected = TestEnv::new(vec![MockReply::Error {
+        status: 401,
+        body: json!({"error": {"message": "Incorrect API key provided"}}).to_string(),
+        headers: vec![],
+    }])
+    .await;
+    let (ok, report) = doctor(&rejected, &["--call"]).await;
+    assert!(!ok);
+    assert!(
+        report.contains("✗ test call") && report.contains("401"),
+        "{report}"
+    );
+    assert!(
+        report.contains("check OPENAI_API_KEY or api_key under [openai]"),
+        "{report}"
+    );
+}
