@@ -230,7 +230,7 @@ pub async fn run(out: &mut dyn Write, call: bool) -> usize {
         Listing::Models(ids) if ids.is_empty() => {
             report.ok("endpoint", "reachable (it does not list its models)");
         }
-        Listing::Models(ids) if ids.iter().any(|id| *id == config.model) => {
+        Listing::Models(ids) if ids.contains(&config.model) => {
             report.ok("endpoint", &format!("reachable; serves {}", config.model));
         }
         Listing::Models(ids) => {
