@@ -178,3 +178,101 @@ async fn ctrl_c_on_the_terminal_cancels_the_turn_and_the_agent_lives_on() {
     assert!(status.success());
     assert_eq!(env.mock.requests().len(), 2);
 }
+
+#[tokio::test]
+async fn one_shot_exit_codes_say_how_the_turn_ended_and_notices_stay_off_stdout() {
+    let env = TestEnv::new(vec![
+        MockReply::Error {
+            status: 400,
+            body: json!({"error": {"message": "the mock refuses"}}).to_string(),
+            headers: vec![],
+        },
+        MockReply::Hang {
+            chunks: vec!["working".into()],
+        },
+    ])
+    .await;
+    let failed = tokio::time::timeout(WAIT, chat(&env, &["-p", "fail please"]).output())
+        .await
+        .expect("in time")
+        .expect("ran");
+    assert_eq!(failed.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&failed.stdout);
+    assert!(
+        !stdout.contains("mock refuses") && !stdout.contains("[error]"),
+        "{stdout}"
+    );
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert!(stderr.contains("mock refuses"), "{stderr}");
+
+    let mut command = chat(&env, &["-p", "take your time"]);
+    command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut child = command.spawn().expect("spawned");
+    let group = nix::unistd::Pid::from_raw(i32::try_from(child.id().expect("pid")).expect("pid"));
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut seen = String::new();
+    let mut buf = [0u8; 1024];
+    tokio::time::timeout(WAIT, async {
+        while !seen.contains("working") {
+            let n = stdout.read(&mut buf).await.expect("read");
+            assert!(n > 0, "stdout closed: {seen}");
+            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    })
+    .await
+    .expect("started");
+    nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGINT).expect("ctrl-c");
+    let status = tokio::time::timeout(WAIT, child.wait())
+        .await
+        .expect("in time")
+        .expect("waited");
+    assert_eq!(status.code(), Some(130));
+}
+
+#[tokio::test]
+async fn an_empty_line_at_a_permission_question_means_no() {
+    let env = TestEnv::new(vec![
+        MockReply::tool_call(
+            "w1",
+            "write_file",
+            json!({"path": "made.txt", "content": "no\n"}),
+        ),
+        MockReply::text(&["Declined."]),
+    ])
+    .await;
+    let mut child = chat(&env, &[])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawned");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stderr = child.stderr.take().expect("stderr");
+    stdin
+        .write_all(b"please write the file\n")
+        .await
+        .expect("prompt");
+    let mut seen = String::new();
+    let mut buf = [0u8; 4096];
+    tokio::time::timeout(WAIT, async {
+        while !seen.contains("[N] never") {
+            let n = stderr.read(&mut buf).await.expect("read");
+            assert!(n > 0, "stderr closed: {seen}");
+            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    })
+    .await
+    .expect("asked");
+    assert!(seen.contains("[n] no (Enter)"), "{seen}");
+    stdin.write_all(b"\n").await.expect("answer");
+    drop(stdin);
+    let output = tokio::time::timeout(WAIT, child.wait_with_output())
+        .await
+        .expect("in time")
+        .expect("ran");
+    assert!(output.status.success());
+    assert!(!env.workspace.path().join("made.txt").exists());
+}

@@ -85,9 +85,10 @@ fn permission_answer(params: &Value, kind: Option<&str>) -> Value {
 
 fn answer_kind(line: &str) -> Option<&'static str> {
     match line.trim() {
-        "y" | "yes" | "" => Some("allow_once"),
+        "y" | "yes" => Some("allow_once"),
         "a" | "always" => Some("allow_always"),
-        "n" | "no" => Some("reject_once"),
+        // An empty line is the safe answer.
+        "n" | "no" | "" => Some("reject_once"),
         "N" | "never" => Some("reject_always"),
         _ => None,
     }
@@ -125,7 +126,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         None => std::env::current_dir()?,
     };
     agent
-        .call("initialize", json!({"protocolVersion": 1, "clientCapabilities": {}, "clientInfo": {"name": "talaria-chat", "version": env!("CARGO_PKG_VERSION")}}))
+        .call("initialize", json!({"protocolVersion": 1, "clientCapabilities": {"session": {"notices": {}}}, "clientInfo": {"name": "talaria-chat", "version": env!("CARGO_PKG_VERSION")}}))
         .await?;
     let session = agent
         .call("session/new", json!({"cwd": cwd, "mcpServers": []}))
@@ -216,7 +217,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                     let title = params["toolCall"]["title"].as_str().unwrap_or("a tool call").to_string();
                     match cli.approve {
                         Approve::Ask if stdin_open => {
-                            eprint!("\n? Allow {title}? [y] once, [a] always, [n] no, [N] never: ");
+                            eprint!("\n? Allow {title}? [y] once, [a] always, [n] no (Enter), [N] never: ");
                             pending_permission = Some((id, params));
                         }
                         Approve::Ask => agent.respond(&id, permission_answer(&params, Some("reject_once"))).await?,
@@ -231,6 +232,9 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                         exit_code = 1;
                     } else if let Some(reason) = message["result"]["stopReason"].as_str().filter(|r| *r != "end_turn") {
                         eprintln!("({reason})");
+                        if reason == "cancelled" && one_shot {
+                            exit_code = 130;
+                        }
                     }
                     running = None;
                     if !one_shot && stdin_open {
