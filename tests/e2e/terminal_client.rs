@@ -276,3 +276,42 @@ async fn an_empty_line_at_a_permission_question_means_no() {
     assert!(output.status.success());
     assert!(!env.workspace.path().join("made.txt").exists());
 }
+
+#[tokio::test]
+async fn agent_runs_exactly_the_command_given() {
+    let env = TestEnv::new(vec![MockReply::text(&["from the wrapper"])]).await;
+    let dir = tempfile::tempdir().expect("dir");
+    let wrapper = dir.path().join("my-agent");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n[ $# -eq 0 ] || {{ echo \"unexpected arguments: $*\" >&2; exit 3; }}\nexec {} acp\n",
+            talaria_bin().display()
+        ),
+    )
+    .expect("write");
+    let mut permissions = std::fs::metadata(&wrapper).expect("meta").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(&wrapper, permissions).expect("chmod");
+    let output = tokio::process::Command::new(workspace_bin("talaria-chat", "talaria-chat"))
+        .arg("--agent")
+        .arg(&wrapper)
+        .arg("--cwd")
+        .arg(env.workspace.path())
+        .args(["-p", "hi"])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(env.env())
+        .output()
+        .await
+        .expect("ran");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "from the wrapper\n"
+    );
+}

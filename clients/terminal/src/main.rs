@@ -41,7 +41,7 @@ struct Cli {
     /// The agent program (default: `talaria` next to this program, else on PATH).
     #[arg(long)]
     agent: Option<PathBuf>,
-    /// Arguments for the agent program (default: `acp`).
+    /// Arguments for the agent program (default: `acp` for Talaria, none for `--agent`).
     #[arg(long = "agent-arg")]
     agent_args: Vec<String>,
     /// Working directory of the session (default: the current directory).
@@ -106,11 +106,18 @@ async fn main() -> std::process::ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<u8> {
-    let agent_path = cli.agent.clone().unwrap_or_else(default_agent);
-    let agent_args: Vec<&str> = if cli.agent_args.is_empty() {
-        vec!["acp"]
-    } else {
-        cli.agent_args.iter().map(String::as_str).collect()
+    // `--agent` runs exactly the program given (with `--agent-arg`s); only the default,
+    // Talaria, gets its `acp` subcommand.
+    let (agent_path, agent_args): (PathBuf, Vec<&str>) = match &cli.agent {
+        Some(path) => (
+            path.clone(),
+            cli.agent_args.iter().map(String::as_str).collect(),
+        ),
+        None if cli.agent_args.is_empty() => (default_agent(), vec!["acp"]),
+        None => (
+            default_agent(),
+            cli.agent_args.iter().map(String::as_str).collect(),
+        ),
     };
     let env: Vec<(String, String)> = std::env::vars().collect();
     let mut agent = AgentProcess::spawn(
