@@ -108,6 +108,12 @@ pub async fn forward_events(
                 client.serve(request);
                 continue;
             }
+            // A failure ends the prompt with an error that says the same: a client without
+            // notices is told once, by that error.
+            EngineEvent::Notice {
+                level: NoticeLevel::Error,
+                ..
+            } if !notices => None,
             EngineEvent::Notice { level, message } => Some(notice_update(level, message, notices)),
             other => updates::session_update(other),
         };
