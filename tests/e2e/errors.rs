@@ -156,3 +156,39 @@ async fn a_refused_connection_fails_at_once_and_says_so() {
         started.elapsed()
     );
 }
+
+#[tokio::test]
+async fn the_configuration_is_checked_at_start_up_and_each_problem_logged_once() {
+    let env = TestEnv::new(vec![]).await;
+    env.write_config("model = \"m\"\ncontext_window = \"lots\"\n");
+    let mut agent = env.spawn().await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    agent.close_stdin();
+    agent.wait_exit(WAIT).await.expect("exits");
+    let log = agent.stderr();
+    assert_eq!(log.matches("configuration:").count(), 1, "{log}");
+    assert!(log.contains("line 2"), "{log}");
+
+    let warned = TestEnv::new(vec![]).await;
+    warned.write_config("a_future_setting = 1\n");
+    let mut agent = warned.spawn().await;
+    agent
+        .start_session(warned.workspace.path())
+        .await
+        .expect("session");
+    agent
+        .call(
+            "session/new",
+            serde_json::json!({"cwd": warned.workspace.path(), "mcpServers": []}),
+        )
+        .await
+        .expect("second session");
+    agent.close_stdin();
+    agent.wait_exit(WAIT).await.expect("exits");
+    assert_eq!(
+        agent.stderr().matches("a_future_setting").count(),
+        1,
+        "{}",
+        agent.stderr()
+    );
+}

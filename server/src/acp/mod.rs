@@ -104,6 +104,18 @@ where
 {
     let connection = talaria_protocol::connect(input, output, PeerOptions::default());
     let mut incoming = connection.incoming;
+    // The configuration is checked at start-up, and each problem logged once (sessions then
+    // show warnings as notices without logging them again).
+    tokio::spawn(async {
+        match load_config().await {
+            Ok(config) => {
+                for warning in &config.warnings {
+                    tracing::warn!("{warning}");
+                }
+            }
+            Err(error) => tracing::error!("configuration: {error}"),
+        }
+    });
     let mut agent = Agent {
         peer: connection.peer,
         client_caps: client_bridge::ClientCaps::default(),
@@ -413,7 +425,6 @@ impl Agent {
             warnings.push(format!("This session is not saved: {why}"));
         }
         for warning in warnings {
-            tracing::warn!("{warning}");
             self.outbox.push(SessionNotification::new(
                 session_id.clone(),
                 forwarder::notice_update(
