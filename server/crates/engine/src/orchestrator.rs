@@ -323,14 +323,20 @@ impl Orchestrator<'_> {
         match answer {
             PermissionAnswer::Chosen(PermissionChoice::AllowOnce) => Ok(()),
             PermissionAnswer::Chosen(PermissionChoice::AllowAlways) => {
-                lock(self.rules).remember(&approval::scopes_of(&facts), true);
+                let saving = lock(self.rules).remember(&approval::scopes_of(&facts), true);
+                if let Some(saving) = saving {
+                    let _ = saving.await;
+                }
                 Ok(())
             }
             PermissionAnswer::Chosen(PermissionChoice::RejectOnce) => {
                 Err(ToolOutcome::failed(declined(&call.name)))
             }
             PermissionAnswer::Chosen(PermissionChoice::RejectAlways) => {
-                lock(self.rules).remember(&approval::scopes_of(&facts), false);
+                let saving = lock(self.rules).remember(&approval::scopes_of(&facts), false);
+                if let Some(saving) = saving {
+                    let _ = saving.await;
+                }
                 Err(ToolOutcome::failed(declined(&call.name)))
             }
             PermissionAnswer::Cancelled => {

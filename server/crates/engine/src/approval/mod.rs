@@ -387,7 +387,7 @@ mod tests {
     #[test]
     fn the_floor_never_depends_on_the_mode_or_rules() {
         let mut rules = RuleStore::in_memory();
-        rules.remember(&[Scope::Command("rm".into())], true);
+        let _ = rules.remember(&[Scope::Command("rm".into())], true);
         for mode in Mode::ALL {
             for text in ["for x in 1; do rm -rf /; done", "echo / | xargs rm -rf"] {
                 let verdict = decide(mode, &command(text), &rules, &[], &secrets());
@@ -465,7 +465,7 @@ mod tests {
         }
         // A command that plainly reads a key asks even in yolo, even when `cat` is allowed.
         let mut rules = RuleStore::in_memory();
-        rules.remember(&[Scope::Command("cat".into())], true);
+        let _ = rules.remember(&[Scope::Command("cat".into())], true);
         let verdict = decide(
             Mode::Yolo,
             &command("cat ~/.ssh/id_rsa"),
@@ -519,7 +519,7 @@ mod tests {
             assert_eq!(decide_in(Mode::Yolo, &read(path)), Verdict::Allow, "{path}");
         }
         let mut rules = RuleStore::in_memory();
-        rules.remember(&[Scope::Read(PathBuf::from("/etc/hosts"))], true);
+        let _ = rules.remember(&[Scope::Read(PathBuf::from("/etc/hosts"))], true);
         assert_eq!(
             decide(
                 Mode::Ask,
@@ -554,7 +554,7 @@ mod tests {
         let decide_with = |rules: &RuleStore, mode, facts: &CallFacts| {
             decide(mode, facts, rules, &roots, &secrets())
         };
-        rules.remember(&[Scope::Command("git status".into())], true);
+        let _ = rules.remember(&[Scope::Command("git status".into())], true);
         assert_eq!(
             decide_with(&rules, Mode::Ask, &command("git status --short")),
             Verdict::Allow
@@ -572,14 +572,14 @@ mod tests {
         // "Always" on one loop covers the programs in it, never the keywords.
         let looped = command("for i in 1 2; do echo $i; done");
         assert_eq!(scopes_of(&looped), [Scope::Command("echo".into())]);
-        rules.remember(&scopes_of(&looped), true);
+        let _ = rules.remember(&scopes_of(&looped), true);
         assert_eq!(decide_with(&rules, Mode::Ask, &looped), Verdict::Allow);
         assert!(is_ask(&decide_with(
             &rules,
             Mode::Ask,
             &command("for i in 1 2; do touch $i; done")
         )));
-        rules.remember(&[Scope::Edit(PathBuf::from("/p/a.rs"))], false);
+        let _ = rules.remember(&[Scope::Edit(PathBuf::from("/p/a.rs"))], false);
         assert!(
             matches!(decide_with(&rules, Mode::Yolo, &edit("/p/a.rs")), Verdict::Deny(m) if m.contains("always reject"))
         );

@@ -97,8 +97,14 @@ impl RuleStore {
     }
 
     /// Remembers a decision for each scope and saves the file (merging with what other
-    /// sessions saved meanwhile).
-    pub fn remember(&mut self, scopes: &[Scope], allow: bool) {
+    /// sessions saved meanwhile). Within a runtime the file is written on the blocking pool and
+    /// the returned handle finishes when it is on disk; without one it is written at once.
+    #[must_use = "await the save so the decision is on disk before it is relied on"]
+    pub fn remember(
+        &mut self,
+        scopes: &[Scope],
+        allow: bool,
+    ) -> Option<tokio::task::JoinHandle<()>> {
         for scope in scopes {
             let key = scope.key();
             if allow {
@@ -109,9 +115,7 @@ impl RuleStore {
                 self.rules.reject.insert(key);
             }
         }
-        let Some(path) = self.file.clone() else {
-            return;
-        };
+        let path = self.file.clone()?;
         let (project, scopes) = (self.project.clone(), scopes.to_vec());
         // The shared file is merged and written off the runtime thread when there is one.
         let save = move || {
@@ -132,10 +136,11 @@ impl RuleStore {
             }
         };
         match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn_blocking(save);
+            Ok(runtime) => Some(runtime.spawn_blocking(save)),
+            Err(_) => {
+                save();
+                None
             }
-            Err(_) => save(),
         }
     }
 }
@@ -168,8 +173,8 @@ mod tests {
     fn rules_persist_per_project() {
         let home = tempfile::tempdir().expect("home");
         let mut a = RuleStore::load(home.path(), Path::new("/proj/a"));
-        a.remember(&[Scope::Command("cargo test".into())], true);
-        a.remember(&[Scope::Edit(PathBuf::from("/proj/a/x.rs"))], false);
+        let _ = a.remember(&[Scope::Command("cargo test".into())], true);
+        let _ = a.remember(&[Scope::Edit(PathBuf::from("/proj/a/x.rs"))], false);
         let again = RuleStore::load(home.path(), Path::new("/proj/a"));
         assert!(again.allows(&Scope::Command("cargo test".into())));
         assert!(again.rejects(&Scope::Edit(PathBuf::from("/proj/a/x.rs"))));
