@@ -456,17 +456,19 @@ async fn without_title_model_the_first_line_of_the_prompt_is_the_title() {
         "Fix the flaky login test\nIt fails on CI only.",
     )
     .await;
-    let listed = tokio::time::timeout(WAIT, async {
-        loop {
-            let listed = agent.call("session/list", json!({})).await.expect("list");
-            if listed["sessions"][0]["title"].is_string() {
-                return listed;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+    tokio::time::timeout(WAIT, async {
+        while !agent
+            .updates()
+            .iter()
+            .any(|u| u["sessionUpdate"] == "session_info_update")
+        {
+            agent.next_message().await;
         }
     })
     .await
-    .expect("titled");
+    .expect("title notice");
+    // Once the client has been told, a listing shows it: no polling (read-your-writes).
+    let listed = agent.call("session/list", json!({})).await.expect("list");
     assert_eq!(listed["sessions"][0]["title"], "Fix the flaky login test");
     assert_eq!(env.mock.requests().len(), 1, "no model call for the title");
 }

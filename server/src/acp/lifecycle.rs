@@ -144,6 +144,8 @@ impl Agent {
             return Err(errors::auth_required(missing));
         }
         let journal = self.journal_for(&config).await?;
+        // A session closed a moment ago may still have writes queued; they land first.
+        journal.flush().await;
         let id = reopen.id.clone();
         let (meta, mut transcript) = blocking(journal.store().clone(), move |store| {
             let loaded = store.load(&id)?;
@@ -217,6 +219,8 @@ impl Agent {
         }
         let config = super::load_config().await.map_err(config_error)?;
         let journal = self.journal_for(&config).await?;
+        // Read-your-writes: titles and turns queued by open sessions are listed.
+        journal.flush().await;
         let cwd = params.cwd.map(|c| c.display().to_string());
         let cursor = params.cursor;
         let page = blocking(journal.store().clone(), move |store| {
