@@ -53,6 +53,29 @@ fn auth_fix(config: &Config) -> String {
     )
 }
 
+/// The window sessions will assume, and where the figure comes from.
+async fn context_window(config: &Config) -> (u64, String) {
+    if config.context_window_set {
+        return (config.context_window, "configured".into());
+    }
+    if talaria_engine::config::is_local(&config.endpoint().base_url)
+        && let Ok(client) =
+            talaria_provider::http::client("doctor", std::time::Duration::from_millis(500))
+        && let Some(found) = talaria_provider::server_window::probe(
+            &client,
+            &config.endpoint().base_url,
+            &config.model,
+        )
+        .await
+    {
+        return (found.tokens, format!("reported by {}", found.source));
+    }
+    (
+        config.context_window,
+        "default; set context_window in config.toml if the model has less".into(),
+    )
+}
+
 /// GET the endpoint's model list (OpenAI-style `/models`, Anthropic `/v1/models`).
 async fn list_models(config: &Config) -> Listing {
     let endpoint = config.endpoint();
@@ -247,6 +270,8 @@ pub async fn run(out: &mut dyn Write, call: bool) -> usize {
         }
         Listing::Problem(what, fix) => report.problem("endpoint", &what, &fix),
     }
+    let (window, source) = context_window(&config).await;
+    report.ok("context window", &format!("{window} tokens ({source})"));
     if call {
         match test_call(&config).await {
             Ok(()) => report.ok("test call", "the model answered"),

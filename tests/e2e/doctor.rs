@@ -35,11 +35,28 @@ async fn a_good_configuration_passes_every_check_without_showing_the_key() {
         "✓ endpoint",
         "serves mock-model",
         "✓ test call",
+        "✓ context window",
+        "32000 tokens (configured)",
     ] {
         assert!(report.contains(line), "{line}: {report}");
     }
     assert!(!report.contains("test-key"), "the key is never printed");
     assert_eq!(env.mock.requests()[0].body["max_tokens"], 1);
+}
+
+#[tokio::test]
+async fn the_context_window_a_local_server_reports_is_shown() {
+    let mut env = TestEnv::new(Vec::new()).await;
+    env.mock
+        .serve_props(json!({"default_generation_settings": {"n_ctx": 4096}}));
+    env.extra_env
+        .push(("TALARIA_CONTEXT_WINDOW".into(), String::new()));
+    let (ok, report) = doctor(&env, &[]).await;
+    assert!(ok, "{report}");
+    assert!(
+        report.contains("4096 tokens (reported by llama.cpp /props)"),
+        "{report}"
+    );
 }
 
 #[tokio::test]

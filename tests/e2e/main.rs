@@ -11,6 +11,7 @@ mod errors;
 mod faults;
 mod framing;
 mod lifecycle;
+mod local_servers;
 mod providers;
 mod record;
 mod safety;

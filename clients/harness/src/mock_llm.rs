@@ -192,6 +192,10 @@ struct State {
     /// pairing. A mock dropped with problems fails the test (see [`MockLlm`]'s `Drop`).
     problems: Mutex<Vec<String>>,
     changed: Notify,
+    /// What `GET /props` answers (llama.cpp's server information); 404 when unset.
+    props: Mutex<Option<Value>>,
+    /// Paths of the server-information requests (model lists, `/props`, …), in order.
+    info_requests: Mutex<Vec<String>>,
 }
 
 /// The 417 answer to a request the mock refuses, showing the request.
@@ -274,6 +278,16 @@ impl MockLlm {
         lock(&self.state.script).push_back(reply);
     }
 
+    /// Answers `GET /props` like a llama.cpp server with these properties.
+    pub fn serve_props(&self, props: Value) {
+        *lock(&self.state.props) = Some(props);
+    }
+
+    /// The server-information requests so far (paths), which are not script steps.
+    pub fn info_requests(&self) -> Vec<String> {
+        lock(&self.state.info_requests).clone()
+    }
+
     /// Every request so far.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         lock(&self.state.requests).clone()
@@ -311,6 +325,23 @@ fn full(status: StatusCode, body: impl Into<Bytes>, content_type: &str) -> Respo
     response
 }
 
+/// Answers the server-information requests a client may make besides model calls (the
+/// model list `talaria doctor` asks for, the context-window probes of local servers).
+fn server_info(state: &State, method: &str, path: &str) -> Option<Response<Body>> {
+    let json = |body: Value| full(StatusCode::OK, body.to_string(), "application/json");
+    let not_found = || full(StatusCode::NOT_FOUND, "not found", "text/plain");
+    if method == "GET" && path.ends_with("/models") {
+        let list = serde_json::json!({"object": "list", "data": [{"id": "mock-model", "object": "model"}]});
+        return Some(json(list));
+    }
+    if method == "GET" && path == "/props" {
+        return Some(lock(&state.props).clone().map_or_else(not_found, json));
+    }
+    let lm_studio = method == "GET" && path.starts_with("/api/v0/models/");
+    let ollama = method == "POST" && path == "/api/show";
+    (lm_studio || ollama).then(not_found)
+}
+
 async fn handle(
     request: Request<Incoming>,
     state: Arc<State>,
@@ -332,10 +363,9 @@ async fn handle(
         Ok(collected) => collected.to_bytes(),
         Err(_) => Bytes::new(),
     };
-    if method == "GET" && path.ends_with("/models") {
-        // The model list (what `talaria doctor` asks); not a scripted step.
-        let body = serde_json::json!({"object": "list", "data": [{"id": "mock-model", "object": "model"}]});
-        return Ok(full(StatusCode::OK, body.to_string(), "application/json"));
+    if let Some(answer) = server_info(&state, &method, &path) {
+        lock(&state.info_requests).push(path);
+        return Ok(answer);
     }
     if path == "/_mock/requests" {
         let body = serde_json::to_vec(&*lock(&state.requests)).unwrap_or_default();

@@ -139,10 +139,11 @@ impl Agent {
             )));
         }
         let roots = check_roots(&reopen.cwd, &reopen.additional_directories)?;
-        let (config, system_prompt) = prepare_session(&reopen.cwd, &chrono_today()).await?;
+        let (mut config, system_prompt) = prepare_session(&reopen.cwd, &chrono_today()).await?;
         if let Some(missing) = config.missing_credentials() {
             return Err(errors::auth_required(missing));
         }
+        self.windows.apply(&mut config).await;
         let journal = self.journal_for(&config).await?;
         // A session closed a moment ago may still have writes queued; they land first.
         journal.flush().await;
@@ -282,10 +283,11 @@ impl Agent {
     /// A new session with a copy of another's history (its parent recorded).
     pub(super) async fn fork_session(&mut self, params: acp::ForkSessionRequest) -> Reply {
         let roots = check_roots(&params.cwd, &params.additional_directories)?;
-        let (config, system_prompt) = prepare_session(&params.cwd, &chrono_today()).await?;
+        let (mut config, system_prompt) = prepare_session(&params.cwd, &chrono_today()).await?;
         if let Some(missing) = config.missing_credentials() {
             return Err(errors::auth_required(missing));
         }
+        self.windows.apply(&mut config).await;
         let journal = self.journal_for(&config).await?;
         // What is queued for the parent is written before it is read.
         journal.flush().await;

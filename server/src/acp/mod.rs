@@ -13,6 +13,7 @@ mod forwarder;
 mod lifecycle;
 mod prompt_input;
 mod replay;
+mod server_window;
 mod session_options;
 mod updates;
 
@@ -94,6 +95,8 @@ struct Agent {
     router: Option<RouterCache>,
     registry: talaria_tools::Registry,
     store: StoreState,
+    /// Context windows local model servers report.
+    windows: server_window::WindowProbes,
 }
 
 /// Serves ACP on the given streams until the input ends.
@@ -126,6 +129,7 @@ where
         router: None,
         registry: talaria_tools::builtin_registry(),
         store: StoreState::Unopened,
+        windows: server_window::WindowProbes::default(),
     };
     while let Some(message) = incoming.recv().await {
         match message {
@@ -216,6 +220,7 @@ impl Agent {
                 if let Ok(config) = &config {
                     // The store opens while the client reads the answer.
                     self.start_opening_store(config);
+                    self.windows.start(config);
                 }
                 Some(to_value(capabilities::initialize(&params, images)))
             }
@@ -292,10 +297,11 @@ impl Agent {
     async fn new_session(&mut self, params: acp::NewSessionRequest) -> Reply {
         let roots = check_roots(&params.cwd, &params.additional_directories)?;
         let today = chrono_today();
-        let (config, system_prompt) = prepare_session(&params.cwd, &today).await?;
+        let (mut config, system_prompt) = prepare_session(&params.cwd, &today).await?;
         if let Some(missing) = config.missing_credentials() {
             return Err(errors::auth_required(missing));
         }
+        self.windows.apply(&mut config).await;
         let id = uuid::Uuid::new_v4().to_string();
         let journal = self.ensure_store(&config).await;
         let start = match &journal {

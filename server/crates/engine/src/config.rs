@@ -107,6 +107,9 @@ pub struct Config {
     pub models: Vec<String>,
     /// Context window of the model, in tokens.
     pub context_window: u64,
+    /// Whether `context_window` was set (file or environment) rather than defaulted; a
+    /// default may be replaced by what a local server reports.
+    pub context_window_set: bool,
     /// Model calls allowed in one turn before it stops with `max_turn_requests`.
     pub max_turn_requests: u32,
     /// `max_tokens` sent with each call, when set.
@@ -236,6 +239,9 @@ fn parse_file(text: &str, unknown: &mut Vec<String>) -> Result<FileConfig, toml:
     serde_ignored::deserialize(deserializer, |path| unknown.push(path.to_string()))
 }
 
+/// The context window assumed when neither the configuration nor the server says.
+pub const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
+
 /// Whether a base URL points at this machine or a private network.
 pub fn is_local(base_url: &str) -> bool {
     let host = base_url
@@ -360,8 +366,10 @@ impl Config {
                     "TALARIA_CONTEXT_WINDOW must be a whole number of tokens, got {value:?}"
                 ))
             })?,
-            None => file.context_window.unwrap_or(128_000),
+            None => file.context_window.unwrap_or(DEFAULT_CONTEXT_WINDOW),
         };
+        let context_window_set =
+            env_nonempty("TALARIA_CONTEXT_WINDOW").is_some() || file.context_window.is_some();
         if context_window < 1024 {
             return Err(ConfigError::Invalid(format!(
                 "context window of {context_window} tokens is too small (at least 1024)"
@@ -464,6 +472,7 @@ impl Config {
             model,
             models,
             context_window,
+            context_window_set,
             max_turn_requests: file.max_turn_requests.unwrap_or(90).max(1),
             max_output_tokens: file.max_output_tokens,
             supports_images: file.supports_images.unwrap_or(true),
@@ -574,6 +583,13 @@ mod tests {
         assert_eq!(config.model, "env-model");
         assert_eq!(config.models, ["env-model", "other"]);
         assert_eq!(config.context_window, 4096);
+        assert!(config.context_window_set);
+        let defaulted = load(&[], Some("model = \"m\"\n")).expect("config");
+        assert_eq!(defaulted.context_window, DEFAULT_CONTEXT_WINDOW);
+        assert!(
+            !defaulted.context_window_set,
+            "a default may yield to the server's figure"
+        );
         assert_eq!(config.openai.base_url, "http://x/v1");
         assert_eq!(config.openai.api_keys, ["k"]);
         assert!(config.missing_credentials().is_none());

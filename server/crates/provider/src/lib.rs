@@ -10,6 +10,7 @@ pub mod http;
 pub mod model;
 pub mod openai;
 pub mod responses;
+pub mod server_window;
 pub mod sse;
 pub mod stream;
 
