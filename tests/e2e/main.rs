@@ -12,6 +12,7 @@ mod faults;
 mod framing;
 mod lifecycle;
 mod local_servers;
+mod prompt_size;
 mod providers;
 mod record;
 mod safety;
