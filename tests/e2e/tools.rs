@@ -229,6 +229,45 @@ async fn a_tool_call_written_as_fenced_json_runs_when_valid_and_never_when_not()
 }
 
 #[tokio::test]
+async fn an_answer_about_a_file_never_read_is_sent_back_once_to_read_it() {
+    let env = TestEnv::new(vec![
+        MockReply::text(&["main.py starts a web server on port 8080."]),
+        MockReply::tool_call("r", "read_file", json!({"path": "main.py"})),
+        MockReply::text(&["main.py prints hello."]),
+        // Later answers about main.py are not suspect: it has been read.
+        MockReply::text(&["main.py has one line."]),
+    ])
+    .await;
+    std::fs::write(env.workspace.path().join("main.py"), "print('hello')\n").expect("write");
+    let (mut agent, session) = env.session().await;
+    let (response, updates) = prompt(&mut agent, &session, "What does main.py do?").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    let requests = env.mock.requests();
+    let last = requests[1].body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(last["role"], "user");
+    let instruction = last["content"].as_str().unwrap_or_default();
+    assert!(
+        instruction.contains("You described main.py without reading it"),
+        "{last}"
+    );
+    assert!(
+        updates.iter().any(|u| u
+            .to_string()
+            .contains("described main.py without reading it")),
+        "the user is told"
+    );
+    // The read happened and its content reached the model.
+    assert!(requests[2].body.to_string().contains("print('hello')"));
+    let (response, _) = prompt(&mut agent, &session, "How long is it?").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    assert_eq!(env.mock.requests().len(), 4, "no second nudge");
+}
+
+#[tokio::test]
 async fn an_answer_that_only_announces_an_action_is_nudged_once_to_act() {
     let env = TestEnv::new(vec![
         MockReply::text(&["To analyze what main.py does, I'll read its source code."]),

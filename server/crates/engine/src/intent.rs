@@ -1,5 +1,10 @@
 //! Answers that announce an action instead of taking it ("I'll read the file…", "Let me run
-//! the tests…") — small models often stop there. The turn nudges the model once to act.
+//! the tests…"), or describe a project file the model never read — small models often stop
+//! there. The turn nudges the model once to act.
+
+use std::path::Path;
+
+use talaria_record::{EntryBody, Transcript, UserPart};
 
 /// Verbs of actions a tool would take.
 const ACTIONS: &[&str] = &[
@@ -44,9 +49,139 @@ pub(crate) fn announces_action(text: &str) -> bool {
 pub(crate) const NUDGE: &str = "You said what you would do, but you did not call a tool. Call \
     the tool now instead of describing it; do not state results you have not seen.";
 
+/// What the model is told when it described a file it has not read.
+pub(crate) fn unread_nudge(file: &str) -> String {
+    format!(
+        "You described {file} without reading it. Read it with read_file (or run it) before \
+         answering; do not state what you have not seen."
+    )
+}
+
+/// Words of `text` that look like file names (`main.py`, `src/util.rs`).
+fn mentioned_files(text: &str) -> Vec<&str> {
+    let mut found: Vec<&str> = text
+        .split(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '/')))
+        .map(|word| word.trim_matches(|c: char| c == '.' || c == '/'))
+        .filter(|word| {
+            let Some((stem, extension)) = word.rsplit_once('.') else {
+                return false;
+            };
+            !stem.is_empty()
+                && (1..=5).contains(&extension.len())
+                && extension.chars().all(|c| c.is_ascii_alphanumeric())
+                && extension.chars().any(|c| c.is_ascii_alphabetic())
+                && !word.contains("..")
+        })
+        .collect();
+    found.dedup();
+    found
+}
+
+/// Whether the session has seen `file`: a tool call named it (read, ran, patched, searched
+/// for it), or the user attached it.
+fn has_seen(history: &Transcript, file: &str) -> bool {
+    let name = Path::new(file)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(file);
+    history.entries().iter().any(|entry| match &entry.body {
+        EntryBody::Assistant(answer) => answer
+            .tool_calls
+            .iter()
+            .any(|call| call.arguments.contains(name)),
+        EntryBody::User { model_view, .. } => model_view.iter().any(|part| match part {
+            UserPart::Text { text } => text
+                .lines()
+                .any(|line| line.starts_with("<context ref=") && line.contains(name)),
+            UserPart::Image { .. } => false,
+        }),
+        _ => false,
+    })
+}
+
+/// A file of the project (under `cwd`) that `answer` names but the session never read.
+pub(crate) async fn unread_file(answer: &str, history: &Transcript, cwd: &Path) -> Option<String> {
+    for file in mentioned_files(answer) {
+        if Path::new(file).is_absolute() || has_seen(history, file) {
+            continue;
+        }
+        let is_file = tokio::fs::metadata(cwd.join(file))
+            .await
+            .is_ok_and(|m| m.is_file());
+        if is_file {
+            return Some(file.to_string());
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn file_names_are_picked_out_of_prose() {
+        let text = "main.py prints a greeting; see src/util.rs. Version 1.5 of e.g. the \
+                    tool, at https://example.com/a.html.";
+        let found = mentioned_files(text);
+        assert!(found.contains(&"main.py"), "{found:?}");
+        assert!(found.contains(&"src/util.rs"), "{found:?}");
+        assert!(!found.contains(&"1.5"), "{found:?}");
+    }
+
+    #[tokio::test]
+    async fn a_described_file_is_suspect_until_a_tool_call_names_it() {
+        use talaria_record::{AssistantEntry, ToolCallRequest};
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::write(dir.path().join("main.py"), "print('hi')").expect("write");
+        let mut history = Transcript::new();
+        history.push(EntryBody::User {
+            input: Vec::new(),
+            model_view: vec![UserPart::text("What does main.py do?")],
+        });
+        let answer = "main.py starts a web server on port 8080.";
+        assert_eq!(
+            unread_file(answer, &history, dir.path()).await.as_deref(),
+            Some("main.py"),
+            "asked about, never read"
+        );
+        assert_eq!(
+            unread_file("other.py does nothing.", &history, dir.path()).await,
+            None,
+            "not a file of the project"
+        );
+        history.push(EntryBody::Assistant(AssistantEntry {
+            tool_calls: vec![ToolCallRequest {
+                id: "c1".into(),
+                name: "read_file".into(),
+                arguments: r#"{"path":"main.py"}"#.into(),
+            }],
+            ..AssistantEntry::default()
+        }));
+        assert_eq!(
+            unread_file(answer, &history, dir.path()).await,
+            None,
+            "read"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_attached_file_counts_as_read() {
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::write(dir.path().join("main.py"), "print('hi')").expect("write");
+        let mut history = Transcript::new();
+        history.push(EntryBody::User {
+            input: Vec::new(),
+            model_view: vec![
+                UserPart::text("What does it do?"),
+                UserPart::text("<context ref=\"file:///w/main.py\">\nprint('hi')\n</context>"),
+            ],
+        });
+        assert_eq!(
+            unread_file("main.py prints hi.", &history, dir.path()).await,
+            None
+        );
+    }
 
     #[test]
     fn announcements_of_actions_are_recognised() {

@@ -157,11 +157,11 @@ impl Turn<'_> {
                 } => (text, reasoning, signature, reason, tool_calls, model),
             };
             let (text, tool_calls) = self.calls_written_as_text(text, tool_calls, &tools).await;
-            let nudge = tool_calls.is_empty()
-                && !nudged
-                && self.settings.nudges
-                && !tools.is_empty()
-                && crate::intent::announces_action(&text);
+            let nudge = if tool_calls.is_empty() && !nudged && !tools.is_empty() {
+                self.nudge_for(&text).await
+            } else {
+                None
+            };
             self.history.push(EntryBody::Assistant(AssistantEntry {
                 text,
                 reasoning: (!reasoning.is_empty()).then_some(Reasoning {
@@ -172,15 +172,10 @@ impl Turn<'_> {
                 model: Some(model),
             }));
             self.save();
-            if nudge {
+            if let Some((instruction, message)) = nudge {
                 nudged = true;
-                self.history.push(EntryBody::Nudge {
-                    text: crate::intent::NUDGE.into(),
-                });
+                self.history.push(EntryBody::Nudge { text: instruction });
                 self.save();
-                let message =
-                    "The model announced an action without taking it; Talaria asked it to act."
-                        .to_string();
                 tracing::info!(session = %self.settings.id, "{message}");
                 let _ = self
                     .events
@@ -206,6 +201,28 @@ impl Turn<'_> {
             }
         }
         Ok(StopReason::MaxTurnRequests)
+    }
+
+    /// Whether a final answer (tools offered, none called, no nudge yet this turn) should be
+    /// sent back once: it announces an action, or describes a project file the session never
+    /// read. Returns the instruction for the model and the notice for the user.
+    async fn nudge_for(&self, answer: &str) -> Option<(String, String)> {
+        if !self.settings.nudges {
+            return None;
+        }
+        if crate::intent::announces_action(answer) {
+            return Some((
+                crate::intent::NUDGE.into(),
+                "The model announced an action without taking it; Talaria asked it to act.".into(),
+            ));
+        }
+        let file = crate::intent::unread_file(answer, self.history, &self.settings.cwd).await?;
+        Some((
+            crate::intent::unread_nudge(&file),
+            format!(
+                "The model described {file} without reading it; Talaria asked it to read it first."
+            ),
+        ))
     }
 
     /// An answer with no tool call whose text holds one (a small model's fenced JSON): run it
