@@ -499,3 +499,56 @@ async fn a_slow_start_is_shown_as_still_working_and_a_silent_server_times_out() 
     assert!(message.contains("no response within 3 s"), "{response}");
     assert!(started.elapsed() < std::time::Duration::from_secs(8));
 }
+
+#[tokio::test]
+async fn a_grammar_error_after_a_few_tokens_is_asked_again_with_a_correction() {
+    let chunk = |text: &str| {
+        json!({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]})
+            .to_string()
+    };
+    let rejected = json!({"error": {"code": 500, "message":
+        "The model produced output that does not match the expected peg-native format"}})
+    .to_string();
+    let env = TestEnv::new(vec![
+        MockReply::RawSse {
+            data: vec![chunk("```json\n"), chunk("{\"name\": \"read_"), rejected],
+        },
+        MockReply::text(&["main.py prints the first ten Fibonacci numbers."]),
+    ])
+    .await;
+    let (mut agent, session) = env.session().await;
+    let (response, updates) = prompt(&mut agent, &session, "What does main.py do?").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let requests = env.mock.requests();
+    assert_eq!(requests.len(), 2);
+    let messages = requests[1].body["messages"].as_array().expect("messages");
+    let last = messages.last().expect("a message");
+    assert_eq!(last["role"], "user");
+    assert!(
+        last["content"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("not valid tool-call syntax"),
+        "{last}"
+    );
+    // The broken partial answer is not in what the model is sent again.
+    assert!(
+        messages.iter().all(|m| m["role"] != "assistant"
+            && !m["content"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("```json")),
+        "{messages:?}"
+    );
+    let told = notices(&updates);
+    assert!(
+        told.iter()
+            .any(|n| n.contains("asked again with a short correction")),
+        "{told:?}"
+    );
+    assert!(
+        chunks(&updates, "agent_message_chunk")
+            .concat()
+            .ends_with("main.py prints the first ten Fibonacci numbers.")
+    );
+}

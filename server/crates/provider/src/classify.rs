@@ -264,6 +264,29 @@ fn classify_message(lower: &str) -> Option<ErrorClass> {
 }
 
 /// Classifies a failure.
+/// Whether a local server stopped the stream because the model's output broke the tool-call
+/// syntax it enforces (llama.cpp: "does not match the expected … format", "failed to parse
+/// tool call"). Asking again with a short correction helps; asking the same way rarely does.
+pub fn is_malformed_output(error: &ProviderError) -> bool {
+    let ProviderError::Stream {
+        failure: StreamFailure::ErrorEvent,
+        detail,
+        ..
+    } = error
+    else {
+        return false;
+    };
+    let lower = detail.to_ascii_lowercase();
+    [
+        "does not match the expected",
+        "failed to parse",
+        "grammar",
+        "invalid tool call",
+    ]
+    .iter()
+    .any(|sign| lower.contains(sign))
+}
+
 pub fn classify(error: &ProviderError) -> Classified {
     let mut classified = Classified {
         class: ErrorClass::Unknown,
@@ -335,6 +358,31 @@ pub fn classify(error: &ProviderError) -> Classified {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn malformed_tool_call_output_is_told_apart_from_other_stream_errors() {
+        let event = |detail: &str| ProviderError::Stream {
+            provider: "openai".into(),
+            failure: StreamFailure::ErrorEvent,
+            detail: detail.into(),
+        };
+        assert!(is_malformed_output(&event(
+            "The model produced output that does not match the expected peg-native format"
+        )));
+        assert!(is_malformed_output(&event(
+            "Failed to parse tool call arguments"
+        )));
+        assert!(!is_malformed_output(&event("server overloaded")));
+        let cut = ProviderError::Stream {
+            provider: "openai".into(),
+            failure: StreamFailure::Broken,
+            detail: "failed to parse chunk".into(),
+        };
+        assert!(
+            !is_malformed_output(&cut),
+            "only the server's error event counts"
+        );
+    }
 
     fn http(status: u16, message: &str) -> ProviderError {
         ProviderError::Http {

@@ -25,6 +25,12 @@ use crate::events::{NoticeLevel, TurnUsage};
 use crate::router::{ModelRouter, ModelTarget};
 use crate::{backoff, compaction};
 use recovery::{Action, GiveUp, RecoveryState, next_action};
+
+/// What the model is told after a local server rejected its output as malformed tool-call
+/// syntax.
+const FORMAT_CORRECTION: &str = "Your last reply was cut off because it was not valid \
+    tool-call syntax. To use a tool, make the tool call itself with the tool's name and JSON \
+    arguments, not JSON inside a ``` code block. Otherwise answer in plain text.";
 pub(crate) use sink::{CallSink, ChatSink, SilentSink};
 
 /// What a session keeps across turns about its model use.
@@ -118,6 +124,8 @@ impl<'a> ModelCaller<'a> {
         };
         let mut max_tokens = max_tokens;
         let mut failure: Option<String> = None;
+        // The format correction is added once per call.
+        let mut corrected = false;
         while self.active < self.chain.len() {
             let target = self.chain[self.active].clone();
             let lease = target.pool.lease();
@@ -165,6 +173,16 @@ impl<'a> ModelCaller<'a> {
             state.other_key = lease.as_ref().is_some_and(|l| target.pool.has_other(l));
             state.fallback_left = self.active + 1 < self.chain.len();
             let label = target.label();
+            if !corrected && talaria_provider::classify::is_malformed_output(&error) {
+                corrected = true;
+                transcript.push(talaria_record::EntryBody::Nudge {
+                    text: FORMAT_CORRECTION.into(),
+                });
+                let message = format!(
+                    "{label}: the model's output was not valid tool-call syntax; it is asked again with a short correction."
+                );
+                sink.notice(NoticeLevel::Warning, message).await;
+            }
             match next_action(class, &state) {
                 Action::RotateKey => {
                     if let Some(lease) = &lease {
