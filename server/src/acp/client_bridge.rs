@@ -16,9 +16,9 @@ use talaria_protocol::acp::{
     RequestPermissionRequest, RequestPermissionResponse, ToolCallUpdate, ToolCallUpdateFields,
 };
 use talaria_protocol::{Peer, errors};
-use talaria_tools::fs::{FileAccess, FileError, LocalFiles};
+use talaria_tools::fs::{FileAccess, FileError};
 use talaria_tools::shell::output::HeadTail;
-use talaria_tools::shell::{CommandResult, CommandRunner, CommandSpec, LocalRunner, shell_program};
+use talaria_tools::shell::{CommandResult, CommandRunner, CommandSpec, shell_program};
 use talaria_tools::{Progress, ProgressSink};
 use tokio_util::sync::CancellationToken;
 
@@ -121,7 +121,7 @@ impl AcpBridge {
                 }
                 ClientAsk::RunCommand { spec } => ClientAnswer::Ran(
                     bridge
-                        .commands()
+                        .terminal()
                         .run(spec, &request.cancel, request.progress.clone())
                         .await,
                 ),
@@ -182,28 +182,20 @@ impl AcpBridge {
         })
     }
 
-    /// Files through the editor when it offers them.
-    pub fn files(&self) -> Arc<dyn FileAccess> {
-        if self.caps.read_text_file || self.caps.write_text_file {
-            Arc::new(EditorFiles {
-                peer: self.peer.clone(),
-                session_id: self.session_id.clone(),
-                caps: self.caps,
-            })
-        } else {
-            Arc::new(LocalFiles)
+    /// The editor's files. The engine asks only for what the client advertised
+    /// (`ClientCaps::delegation`); it falls back to local files itself.
+    fn files(&self) -> EditorFiles {
+        EditorFiles {
+            peer: self.peer.clone(),
+            session_id: self.session_id.clone(),
         }
     }
 
-    /// Commands in the editor's terminals when it offers them.
-    pub fn commands(&self) -> Arc<dyn CommandRunner> {
-        if self.caps.terminal {
-            Arc::new(EditorTerminal {
-                peer: self.peer.clone(),
-                session_id: self.session_id.clone(),
-            })
-        } else {
-            Arc::new(LocalRunner)
+    /// The editor's terminals (asked for only when the client offers them).
+    fn terminal(&self) -> EditorTerminal {
+        EditorTerminal {
+            peer: self.peer.clone(),
+            session_id: self.session_id.clone(),
         }
     }
 }
@@ -212,15 +204,11 @@ impl AcpBridge {
 struct EditorFiles {
     peer: Peer,
     session_id: acp::SessionId,
-    caps: ClientCaps,
 }
 
 impl FileAccess for EditorFiles {
     fn read_text<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, Result<String, FileError>> {
         Box::pin(async move {
-            if !self.caps.read_text_file {
-                return LocalFiles.read_text(path).await;
-            }
             if path.is_dir() {
                 return Err(FileError::IsDirectory(path.to_path_buf()));
             }
@@ -258,9 +246,6 @@ impl FileAccess for EditorFiles {
         text: &'a str,
     ) -> BoxFuture<'a, Result<(), FileError>> {
         Box::pin(async move {
-            if !self.caps.write_text_file {
-                return LocalFiles.write_text(path, text).await;
-            }
             let params = json!({"sessionId": self.session_id, "path": path, "content": text});
             self.peer
                 .request("fs/write_text_file", &params, &CancellationToken::new())
