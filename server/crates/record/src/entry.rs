@@ -224,8 +224,9 @@ pub enum EntryBody {
     Plan {
         items: Vec<PlanItem>,
     },
-    /// A compaction summary standing for the entries `first..=last` (marked compacted); the
-    /// model sees it where those entries were.
+    /// A compaction summary standing for the compacted entries in `first..=last`; the model
+    /// reads it just before entry `first` (the first it stands for, or the latest user
+    /// message when that was kept in place inside the range).
     Summary {
         text: String,
         first: EntryId,

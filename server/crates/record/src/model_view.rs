@@ -1,8 +1,8 @@
 //! The record rendered as the provider-neutral message list every API adapter starts from.
 //! This is the only place history becomes model messages.
 //!
-//! Rules: compacted entries are skipped, and a summary is a user message where the first
-//! entry it stands for was; markers are not model
+//! Rules: compacted entries are skipped, and a summary is a user message just before the entry
+//! it is anchored to (the first it stands for, or the pinned latest user message); markers are not model
 //! messages; a tool result is kept only right after its call (orphans are dropped); calls
 //! left without a result when another message begins get a failed result; an interrupted
 //! turn whose last model message is the user's gets a short assistant note, so roles stay
@@ -52,13 +52,13 @@ pub(crate) fn render(entries: &[Entry]) -> Vec<ModelMessage<'_>> {
         })
         .collect();
     for entry in entries {
+        if let Some((_, text)) = summaries.iter().find(|(first, _)| *first == entry.id) {
+            close_open(&mut out, &mut open);
+            out.push(ModelMessage::User(Cow::Owned(vec![UserPart::Text {
+                text: (*text).to_string(),
+            }])));
+        }
         if entry.compacted {
-            if let Some((_, text)) = summaries.iter().find(|(first, _)| *first == entry.id) {
-                close_open(&mut out, &mut open);
-                out.push(ModelMessage::User(Cow::Owned(vec![UserPart::Text {
-                    text: (*text).to_string(),
-                }])));
-            }
             continue;
         }
         match &entry.body {
