@@ -316,7 +316,7 @@ async fn a_missing_model_falls_back_and_the_primary_is_restored_next_turn() {
 }
 
 #[tokio::test]
-async fn context_overflow_prunes_old_tool_output_and_retries() {
+async fn context_overflow_compacts_old_tool_output_and_retries() {
     let env = TestEnv::new(vec![
         MockReply::tool_call("r", "read_file", json!({"path": "big.txt"})),
         MockReply::text(&["read it"]),
@@ -339,9 +339,12 @@ async fn context_overflow_prunes_old_tool_output_and_retries() {
     let after = requests[3].body["messages"].to_string();
     assert!(
         before.contains("line of the big file") && !after.contains("line of the big file"),
-        "old tool output pruned"
+        "old tool output compacted"
     );
-    assert!(after.contains("[Old tool output cleared"));
+    assert!(
+        after.contains("[read_file] read big.txt lines 1–300"),
+        "a one-line account replaces it: {after}"
+    );
     let seen = notices(&updates);
     assert!(
         seen.iter()
@@ -350,7 +353,7 @@ async fn context_overflow_prunes_old_tool_output_and_retries() {
     );
     assert!(
         seen.iter()
-            .any(|n| n.contains("cleared 1 old tool outputs")),
+            .any(|n| n.contains("1 old tool outputs shortened to one line")),
         "{seen:?}"
     );
     let usage = updates

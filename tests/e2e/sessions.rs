@@ -527,7 +527,7 @@ async fn session_search_recalls_earlier_sessions_ranked_with_context() {
 }
 
 #[tokio::test]
-async fn a_pruned_tool_output_stays_pruned_after_a_reload() {
+async fn a_compacted_tool_output_stays_compacted_after_a_reload() {
     let env = TestEnv::new(vec![
         MockReply::tool_call("big", "read_file", json!({"path": "big.txt"})),
         MockReply::text(&["read it"]),
@@ -555,8 +555,8 @@ async fn a_pruned_tool_output_stays_pruned_after_a_reload() {
     prompt(&mut second, &session, "and now").await;
     let request = env.mock.requests()[4].body.to_string();
     assert!(
-        request.contains("Old tool output cleared"),
-        "the prune was saved"
+        request.contains("[read_file] read big.txt lines 1–1"),
+        "the compaction was saved"
     );
     assert!(!request.contains(&"x".repeat(3000)));
 }

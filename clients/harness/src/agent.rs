@@ -326,10 +326,20 @@ impl AgentProcess {
         let result = self
             .call("session/new", json!({"cwd": cwd, "mcpServers": []}))
             .await?;
-        result["sessionId"]
+        let session = result["sessionId"]
             .as_str()
             .map(str::to_string)
-            .context("no sessionId")
+            .context("no sessionId")?;
+        // The session's slash commands follow its creation; take them so the next update a
+        // test waits for is its prompt's.
+        self.wait_for(Duration::from_secs(10), |m| {
+            m["method"] == "session/update"
+                && m["params"]["sessionId"] == session.as_str()
+                && m["params"]["update"]["sessionUpdate"] == "available_commands_update"
+        })
+        .await
+        .context("no available_commands_update after session/new")?;
+        Ok(session)
     }
 
     /// Closes stdin (EOF for the agent).

@@ -30,6 +30,8 @@ pub struct ClientCaps {
     pub terminal: bool,
     /// The client shows `notice` updates.
     pub notices: bool,
+    /// The client shows `compaction_update`s.
+    pub compaction: bool,
 }
 
 impl ClientCaps {
@@ -48,6 +50,7 @@ impl ClientCaps {
             write_text_file: caps.fs.write_text_file,
             terminal: caps.terminal,
             notices: caps.session.as_ref().is_some_and(|s| s.notices.is_some()),
+            compaction: caps.session.as_ref().is_some_and(|s| s.compaction.is_some()),
         }
     }
 }

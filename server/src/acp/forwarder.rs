@@ -115,6 +115,9 @@ pub async fn forward_events(
                 ..
             } if !notices => None,
             EngineEvent::Notice { level, message } => Some(notice_update(level, message, notices)),
+            EngineEvent::Compaction(view) => {
+                super::compaction::update(view, client.caps().compaction, notices)
+            }
             other => updates::session_update(other),
         };
         if let Some(update) = update {

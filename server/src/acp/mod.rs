@@ -9,6 +9,7 @@
 
 mod capabilities;
 mod client_bridge;
+mod compaction;
 mod forwarder;
 mod lifecycle;
 mod prompt_input;
@@ -390,6 +391,8 @@ impl Agent {
             delegation: self.client_caps.delegation(),
             titles: config.titles,
             nudges: config.nudges,
+            compression: config.compression,
+            tokenizers: Arc::new(config.tokenizers.clone()),
         };
         let (events_tx, events_rx) = mpsc::channel(256);
         let bridge = Arc::new(client_bridge::AcpBridge::new(
@@ -430,6 +433,10 @@ impl Agent {
         if let StoreState::Unavailable(why) = &self.store {
             warnings.push(format!("This session is not saved: {why}"));
         }
+        self.outbox.push(SessionNotification::new(
+            session_id.clone(),
+            compaction::available_commands(),
+        ));
         for warning in warnings {
             self.outbox.push(SessionNotification::new(
                 session_id.clone(),
@@ -553,7 +560,7 @@ impl Agent {
         }
         self.next_turn += 1;
         let turn = TurnId(self.next_turn);
-        let input = prompt_input::to_user_input(params.prompt, session.images_allowed);
+        let command = compaction::parse_command(&params.prompt);
         let done = CancellationToken::new();
         lock(&session.pending).insert(
             turn,
@@ -562,7 +569,14 @@ impl Agent {
                 done: done.clone(),
             },
         );
-        if session.handle.prompt(turn, input).is_err() {
+        let queued = match command {
+            Some(focus) => session.handle.compact(turn, focus),
+            None => {
+                let input = prompt_input::to_user_input(params.prompt, session.images_allowed);
+                session.handle.prompt(turn, input)
+            }
+        };
+        if queued.is_err() {
             lock(&session.pending).remove(&turn);
             return Some(Err(errors::internal_error("the session has ended")));
         }

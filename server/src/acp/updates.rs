@@ -64,6 +64,7 @@ pub fn session_update(event: EngineEvent) -> Option<SessionUpdate> {
         ),
         EngineEvent::TurnFinished { .. }
         | EngineEvent::ClientRequest(_)
+        | EngineEvent::Compaction(_)
         | EngineEvent::Notice { .. } => {
             return None;
         }

@@ -281,7 +281,7 @@ impl TokenAccounting {
     /// Applies the model's correction ratio to a count.
     pub fn correct(&self, counted: u64, model: &str) -> u64 {
         let ratio = self.ratios.get(model).copied().unwrap_or(1.0);
-        (counted as f64 * ratio).ceil() as u64
+        (counted as f64 * ratio).round() as u64
     }
 
     /// Learns from a provider's report: `reported` prompt tokens for a request counted as
@@ -290,7 +290,7 @@ impl TokenAccounting {
         if counted < 16 || reported == 0 {
             return;
         }
-        let sample = (reported as f64 / counted as f64).clamp(0.5, 2.0);
+        let sample = (reported as f64 / counted as f64).clamp(0.25, 4.0);
         let ratio = self.ratios.entry(model.to_string()).or_insert(sample);
         *ratio = 0.5 * *ratio + 0.5 * sample;
     }
@@ -368,6 +368,6 @@ mod tests {
         assert_eq!(accounting.correct(1000, "m"), 1200);
         assert_eq!(accounting.correct(1000, "other"), 1000);
         accounting.observe("m", 1000, 100_000);
-        assert!(accounting.ratio("m") <= 2.0, "bounded");
+        assert!(accounting.ratio("m") <= 4.0, "bounded");
     }
 }

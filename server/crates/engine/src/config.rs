@@ -152,6 +152,10 @@ pub struct Config {
     pub still_working_secs: u64,
     /// Nudge a model once per turn when it announces an action without taking it.
     pub nudges: bool,
+    /// When and how the context is compacted (`[compression]`).
+    pub compression: talaria_compress::Settings,
+    /// Token encodings configured per model (`[tokenizers]`); others follow the model family.
+    pub tokenizers: HashMap<String, talaria_compress::Encoding>,
     /// Sessions get a title from a model (`[auxiliary.title]`, else the session's) after
     /// their first turn; off: the first line of the first prompt.
     pub titles: bool,
@@ -193,6 +197,15 @@ struct FileAuxiliary {
 }
 
 #[derive(Debug, Default, Deserialize)]
+struct FileCompression {
+    enabled: Option<bool>,
+    threshold: Option<f64>,
+    large_threshold: Option<f64>,
+    tail_ratio: Option<f64>,
+    head_entries: Option<usize>,
+}
+
+#[derive(Debug, Default, Deserialize)]
 struct FileConfig {
     provider: Option<String>,
     model: Option<String>,
@@ -229,6 +242,31 @@ struct FileConfig {
     auxiliary: std::collections::BTreeMap<String, FileAuxiliary>,
     #[serde(default)]
     prices: HashMap<String, Price>,
+    #[serde(default)]
+    compression: FileCompression,
+    /// Model name → tiktoken encoding (`cl100k`, `o200k`).
+    #[serde(default)]
+    tokenizers: HashMap<String, String>,
+}
+
+/// `[compression]` over the defaults; shares must lie in (0, 1].
+fn compression_settings(file: &FileCompression) -> Result<talaria_compress::Settings, ConfigError> {
+    let defaults = talaria_compress::Settings::default();
+    let share = |name: &str, value: Option<f64>, default: f64| match value {
+        None => Ok(default),
+        Some(v) if v > 0.0 && v <= 1.0 => Ok(v),
+        Some(v) => Err(ConfigError::Invalid(format!(
+            "compression.{name} = {v}: it is a share of the window, above 0 and at most 1"
+        ))),
+    };
+    Ok(talaria_compress::Settings {
+        enabled: file.enabled.unwrap_or(defaults.enabled),
+        threshold: share("threshold", file.threshold, defaults.threshold)?,
+        large_threshold: share("large_threshold", file.large_threshold, defaults.large_threshold)?,
+        large_window: defaults.large_window,
+        tail_ratio: share("tail_ratio", file.tail_ratio, defaults.tail_ratio)?,
+        head_entries: file.head_entries.unwrap_or(defaults.head_entries),
+    })
 }
 
 /// Parses `config.toml`, collecting keys this version does not know (they are reported, not
@@ -466,7 +504,19 @@ impl Config {
                 },
             );
         }
+        let compression = compression_settings(&file.compression)?;
+        let mut tokenizers = HashMap::new();
+        for (model_name, encoding) in &file.tokenizers {
+            let parsed = talaria_compress::Encoding::parse(encoding).ok_or_else(|| {
+                ConfigError::Invalid(format!(
+                    "tokenizers.\"{model_name}\" = \"{encoding}\": the known encodings are cl100k and o200k"
+                ))
+            })?;
+            tokenizers.insert(model_name.clone(), parsed);
+        }
         Ok(Self {
+            compression,
+            tokenizers,
             home,
             provider,
             model,
@@ -593,6 +643,27 @@ mod tests {
         assert_eq!(config.openai.base_url, "http://x/v1");
         assert_eq!(config.openai.api_keys, ["k"]);
         assert!(config.missing_credentials().is_none());
+    }
+
+    #[test]
+    fn compression_and_tokenizers_are_configurable_and_checked() {
+        let config = load(
+            &[],
+            Some("model = \"m\"\n[compression]\nthreshold = 0.6\nhead_entries = 1\nenabled = false\n[tokenizers]\n\"my-model\" = \"o200k\"\n"),
+        )
+        .expect("config");
+        assert!((config.compression.threshold - 0.6).abs() < 1e-9);
+        assert_eq!(config.compression.head_entries, 1);
+        assert!(!config.compression.enabled);
+        assert!((config.compression.tail_ratio - 0.2).abs() < 1e-9, "defaults stay");
+        assert_eq!(
+            config.tokenizers.get("my-model"),
+            Some(&talaria_compress::Encoding::O200k)
+        );
+        let bad_share = load(&[], Some("[compression]\nthreshold = 1.5\n"));
+        assert!(matches!(bad_share, Err(ConfigError::Invalid(m)) if m.contains("compression.threshold")));
+        let bad_encoding = load(&[], Some("[tokenizers]\nx = \"p50k\"\n"));
+        assert!(matches!(bad_encoding, Err(ConfigError::Invalid(m)) if m.contains("cl100k and o200k")));
     }
 
     #[test]

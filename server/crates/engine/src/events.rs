@@ -96,6 +96,26 @@ pub struct ToolCallView {
     pub preview: Vec<ToolEffect>,
 }
 
+/// Where a context compaction stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompactionStatus {
+    InProgress,
+    Completed,
+    Failed,
+}
+
+/// A context compaction, as the client is told about it (the same id from start to end).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompactionView {
+    /// Unique within the session.
+    pub id: String,
+    pub status: CompactionStatus,
+    /// What the compaction left for the model (the summary, or what the cheap pass did).
+    pub summary: Option<String>,
+    /// Why it failed, or that its summary is the marked fallback.
+    pub error: Option<String>,
+}
+
 /// One thing that happened in a session.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EngineEvent {
@@ -140,6 +160,8 @@ pub enum EngineEvent {
         size: u64,
         cost: Option<f64>,
     },
+    /// A context compaction started, finished or failed.
+    Compaction(CompactionView),
     /// Something the user should know: a retry, a key rotation, a fallback, a failure.
     Notice { level: NoticeLevel, message: String },
     /// The turn tagged `turn` ended. Always the last event of a turn.

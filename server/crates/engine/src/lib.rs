@@ -8,7 +8,7 @@ pub mod approval;
 mod backoff;
 pub mod budget;
 pub mod client;
-pub mod compaction;
+mod context;
 pub mod config;
 pub mod credentials;
 pub mod events;
@@ -31,7 +31,8 @@ pub use client::{
 };
 pub use config::{Config, ConfigError, ProviderKind, RetryPolicy};
 pub use events::{
-    EngineEvent, NoticeLevel, StopReason, ToolCallView, TurnError, TurnId, TurnUsage,
+    CompactionStatus, CompactionView, EngineEvent, NoticeLevel, StopReason, ToolCallView,
+    TurnError, TurnId, TurnUsage,
 };
 pub use router::ModelRouter;
 pub use session::{

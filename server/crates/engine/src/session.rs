@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::approval::{Mode, RuleStore};
 use crate::config::RetryPolicy;
+use crate::context::ContextState;
 use crate::events::{EngineEvent, StopReason, TurnError, TurnId, TurnUsage};
 use crate::model_call::{ModelCaller, SessionUsage, SilentSink};
 use crate::router::ModelRouter;
@@ -56,6 +57,10 @@ pub struct SessionSettings {
     pub titles: bool,
     /// Nudge the model once per turn when it announces an action without taking it.
     pub nudges: bool,
+    /// When and how the context is compacted.
+    pub compression: talaria_compress::Settings,
+    /// Token encodings configured per model.
+    pub tokenizers: Arc<std::collections::HashMap<String, talaria_compress::Encoding>>,
 }
 
 /// What the user sent: as received (kept in the record) and as the model sees it.
@@ -120,6 +125,12 @@ pub enum Op {
         /// The cancel generation it was queued under (older ones are cancelled).
         generation: u64,
     },
+    /// Compacts the context now (`/compact [focus]`); answered like a prompt.
+    Compact {
+        turn: TurnId,
+        focus: Option<String>,
+        generation: u64,
+    },
     SetMode(Mode),
     SetModel(String),
     SideTask {
@@ -162,6 +173,19 @@ impl SessionHandle {
             .send(Op::Prompt {
                 turn,
                 input,
+                generation,
+            })
+            .map_err(|_| turn)
+    }
+
+    /// Queues a compaction of the context (`/compact`), answered with `TurnFinished` like a
+    /// prompt, in order with the prompts.
+    pub fn compact(&self, turn: TurnId, focus: Option<String>) -> Result<(), TurnId> {
+        let generation = self.lock().generation;
+        self.ops
+            .send(Op::Compact {
+                turn,
+                focus,
                 generation,
             })
             .map_err(|_| turn)
@@ -240,7 +264,7 @@ struct SessionActor {
     model: String,
     rules: Mutex<RuleStore>,
     tool_state: Arc<SessionToolState>,
-    window: u64,
+    context: ContextState,
     usage: SessionUsage,
     used_tool_ids: HashSet<String>,
     cancel_state: Arc<Mutex<CancelState>>,
@@ -359,7 +383,12 @@ pub fn spawn_session_with(
             model: settings.model.clone(),
             rules: Mutex::new(rules),
             tool_state: Arc::new(SessionToolState::default()),
-            window: settings.context_window,
+            context: ContextState::new(
+                settings.context_window,
+                settings.compression,
+                settings.tokenizers.clone(),
+                &settings.model,
+            ),
             usage: SessionUsage::default(),
             used_tool_ids: HashSet::new(),
             waiting: VecDeque::new(),
@@ -391,6 +420,11 @@ impl SessionActor {
                     input,
                     generation,
                 } => self.prompt(turn, input, generation, &mut receiver).await,
+                Op::Compact {
+                    turn,
+                    focus,
+                    generation,
+                } => self.compact(turn, focus, generation).await,
                 Op::SetMode(mode) => self.set_mode(mode),
                 Op::SetModel(model) => self.set_model(model),
                 Op::SideTask { request, reply } => {
@@ -463,6 +497,7 @@ impl SessionActor {
             model: Some(model.clone()),
             ..Default::default()
         });
+        self.context.set_model(&model);
         self.model = model;
     }
 
@@ -584,7 +619,7 @@ impl SessionActor {
                 self.router.chain(&self.model),
                 self.settings.retry,
                 token,
-                &mut self.window,
+                &mut self.context,
                 &mut self.usage,
             );
             let turn = Turn {
@@ -656,6 +691,67 @@ impl SessionActor {
         (outcome, usage)
     }
 
+    /// `/compact [focus]`: compacts the record now, through the session's model chain, with
+    /// the compaction's progress streamed to the chat; answered like a prompt.
+    async fn compact(&mut self, turn: TurnId, focus: Option<String>, generation: u64) {
+        let outcome = match self.start_work(generation) {
+            None => Ok(StopReason::Cancelled),
+            Some(token) => {
+                let tools = crate::turn::tool_specs(&self.registry);
+                let tools = crate::context::tools_text(&tools);
+                let mut caller = ModelCaller::new(
+                    self.router.as_ref(),
+                    self.router.chain(&self.model),
+                    self.settings.retry,
+                    &token,
+                    &mut self.context,
+                    &mut self.usage,
+                );
+                let mut sink = crate::model_call::ChatSink {
+                    events: &self.events,
+                    session_id: &self.settings.id,
+                    registry: &self.registry,
+                    used_ids: &mut self.used_tool_ids,
+                    announced: Vec::new(),
+                    notices: Vec::new(),
+                };
+                let trigger = crate::model_call::compaction::Trigger::Manual { focus };
+                let result = caller
+                    .compact(&mut self.history, &tools, trigger, &mut sink)
+                    .await;
+                let cancelled = token.is_cancelled();
+                let notices = std::mem::take(&mut sink.notices);
+                self.end_work();
+                for (_, text) in notices {
+                    self.history.push(EntryBody::Notice {
+                        level: talaria_record::NoticeLevel::Warning,
+                        text,
+                    });
+                }
+                if let Err(why) = &result {
+                    self.history.push(EntryBody::Notice {
+                        level: talaria_record::NoticeLevel::Warning,
+                        text: format!("/compact did not compact the conversation: {why}"),
+                    });
+                }
+                self.save();
+                if cancelled {
+                    Ok(StopReason::Cancelled)
+                } else {
+                    Ok(StopReason::EndTurn)
+                }
+            }
+        };
+        let _ = self
+            .events
+            .send(EngineEvent::TurnFinished {
+                turn,
+                outcome,
+                usage: TurnUsage::default(),
+            })
+            .await;
+    }
+
     async fn side_task(&mut self, request: SideRequest) -> Result<SideAnswer, String> {
         let generation = self
             .cancel_state
@@ -677,14 +773,14 @@ impl SessionActor {
             model_view: vec![UserPart::text(&request.prompt)],
         });
         let (chain, timeout) = self.router.side_chain(&request.task, &self.model);
-        // A side task never lowers the session's own window.
-        let mut window = self.window;
+        // A side task never lowers the session's own window nor compacts its record.
+        let mut context = self.context.for_side_task();
         let mut caller = ModelCaller::new(
             self.router.as_ref(),
             chain,
             self.settings.retry,
             &token,
-            &mut window,
+            &mut context,
             &mut self.usage,
         );
         let mut sink = SilentSink::default();

@@ -77,6 +77,8 @@ fn spawn_with_registry(
         delegation: crate::client::Delegation::default(),
         titles: false,
         nudges: true,
+        compression: talaria_compress::Settings::default(),
+        tokenizers: Arc::default(),
     };
     let handle = spawn_session(settings, Arc::new(router), registry, tx);
     (handle, rx)

@@ -25,6 +25,18 @@ use crate::model_call::{CallResult, ChatSink, ModelCaller};
 use crate::orchestrator::Orchestrator;
 use crate::session::SessionSettings;
 
+/// The tools offered to the model, as the provider API describes them.
+pub(crate) fn tool_specs(registry: &Registry) -> Vec<ToolSpec> {
+    registry
+        .definitions()
+        .map(|d| ToolSpec {
+            name: d.name.to_string(),
+            description: d.description.to_string(),
+            parameters: d.parameters.clone(),
+        })
+        .collect()
+}
+
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct TurnLimits {
     pub max_requests: u32,
@@ -73,17 +85,9 @@ impl Turn<'_> {
             model_view: input.model_view,
         });
         self.save();
-        let tools: Vec<ToolSpec> = self
-            .registry
-            .definitions()
-            .map(|d| ToolSpec {
-                name: d.name.to_string(),
-                description: d.description.to_string(),
-                parameters: d.parameters.clone(),
-            })
-            .collect();
+        let tools = tool_specs(self.registry);
         let mut budget = ResultBudget::new(
-            *self.caller.window,
+            self.caller.context.window,
             self.settings
                 .home
                 .join("tool-results")

@@ -9,21 +9,24 @@
 //! - A stream that breaks after output is restarted only for transient failures, after a
 //!   notice that the partial answer is abandoned; only a complete answer is returned.
 
+pub(crate) mod compaction;
 pub mod recovery;
 pub(crate) mod sink;
 
 use futures_util::StreamExt;
 use talaria_provider::{
-    ChatRequest, FinishReason, ProviderError, StreamEvent, StreamFailure, ToolCallRequest,
-    ToolSpec, classify,
+    ChatRequest, ErrorClass, FinishReason, ProviderError, StreamEvent, StreamFailure,
+    ToolCallRequest, ToolSpec, classify,
 };
 use talaria_record::Transcript;
 use tokio_util::sync::CancellationToken;
 
+use crate::backoff;
 use crate::config::RetryPolicy;
+use crate::context::{ContextState, tools_text};
 use crate::events::{NoticeLevel, TurnUsage};
 use crate::router::{ModelRouter, ModelTarget};
-use crate::{backoff, compaction};
+use compaction::Trigger;
 use recovery::{Action, GiveUp, RecoveryState, next_action};
 
 /// What the model is told after a local server rejected its output as malformed tool-call
@@ -80,11 +83,13 @@ pub(crate) struct ModelCaller<'a> {
     announced_fallback: bool,
     pub retry: RetryPolicy,
     pub cancel: &'a CancellationToken,
-    /// The effective context window (lowered when a provider states a smaller one).
-    pub window: &'a mut u64,
+    /// The window, token accounting and compaction state.
+    pub context: &'a mut ContextState,
     /// Usage of this caller's calls.
     pub usage: TurnUsage,
     pub session_usage: &'a mut SessionUsage,
+    /// The class of the last failed attempt.
+    pub last_failure: Option<ErrorClass>,
 }
 
 impl<'a> ModelCaller<'a> {
@@ -93,7 +98,7 @@ impl<'a> ModelCaller<'a> {
         chain: Vec<ModelTarget>,
         retry: RetryPolicy,
         cancel: &'a CancellationToken,
-        window: &'a mut u64,
+        context: &'a mut ContextState,
         session_usage: &'a mut SessionUsage,
     ) -> Self {
         Self {
@@ -103,9 +108,10 @@ impl<'a> ModelCaller<'a> {
             announced_fallback: false,
             retry,
             cancel,
-            window,
+            context,
             usage: TurnUsage::default(),
             session_usage,
+            last_failure: None,
         }
     }
 
@@ -126,6 +132,8 @@ impl<'a> ModelCaller<'a> {
         let mut failure: Option<String> = None;
         // The format correction is added once per call.
         let mut corrected = false;
+        let tools_text = tools_text(tools);
+        self.compact_if_needed(transcript, &tools_text, sink).await;
         while self.active < self.chain.len() {
             let target = self.chain[self.active].clone();
             let lease = target.pool.lease();
@@ -145,9 +153,15 @@ impl<'a> ModelCaller<'a> {
             }
             state.attempts += 1;
             let credential = lease.as_ref().map(|l| l.key.as_str());
-            let attempt = self
-                .stream_once(&target, transcript, credential, tools, max_tokens, sink)
-                .await;
+            let counted = self.context.count_request(transcript, &tools_text).await;
+            let request = ChatRequest {
+                model: &target.model,
+                transcript,
+                tools,
+                max_tokens: max_tokens.or(target.limits.default_max_tokens),
+                credential,
+            };
+            let attempt = self.stream_once(&target, &request, counted, sink).await;
             let (error, shown) = match attempt {
                 Attempt::Done(result) => {
                     if matches!(result, CallResult::Finished { .. })
@@ -164,6 +178,7 @@ impl<'a> ModelCaller<'a> {
             };
             let classified = classify(&error);
             let class = classified.class;
+            self.last_failure = Some(class);
             tracing::warn!(
                 ?class,
                 attempt = state.attempts,
@@ -213,25 +228,29 @@ impl<'a> ModelCaller<'a> {
                 Action::Compress => {
                     state.compressions += 1;
                     if let Some(limit) = classified.context_limit
-                        && limit < *self.window
+                        && limit < self.context.window
                     {
-                        *self.window = limit;
+                        self.context.window = limit;
                         let message = format!(
                             "{label} reports a context window of {limit} tokens; using that from now on."
                         );
                         sink.notice(NoticeLevel::Info, message).await;
                     }
-                    match compaction::prune_old_tool_output(transcript) {
-                        Ok(pruned) => {
+                    match self
+                        .compact(transcript, &tools_text, Trigger::Overflow, sink)
+                        .await
+                    {
+                        Ok(()) => {
                             let message = format!(
-                                "Context window exceeded; cleared {} old tool outputs ({} characters) and retrying.",
-                                pruned.results, pruned.chars
+                                "{label} said the conversation does not fit its context window; it was compacted and the request is sent again."
                             );
                             sink.notice(NoticeLevel::Warning, message).await;
                             state.attempts -= 1;
                         }
                         Err(why) => {
-                            failure = Some(format!("{label}: {why}"));
+                            failure = Some(format!(
+                                "{label}: the conversation does not fit the model's context window, and compacting it failed ({why}); start a new session or use a model with a larger window"
+                            ));
                             break;
                         }
                     }
@@ -354,20 +373,11 @@ impl<'a> ModelCaller<'a> {
     async fn stream_once<S: CallSink>(
         &mut self,
         target: &ModelTarget,
-        transcript: &Transcript,
-        credential: Option<&str>,
-        tools: &[ToolSpec],
-        max_tokens: Option<u32>,
+        request: &ChatRequest<'_>,
+        counted: u64,
         sink: &mut S,
     ) -> Attempt {
-        let request = ChatRequest {
-            model: &target.model,
-            transcript,
-            tools,
-            max_tokens: max_tokens.or(target.limits.default_max_tokens),
-            credential,
-        };
-        let started = target.provider.stream(&request);
+        let started = target.provider.stream(request);
         let waited = self.wait_for_start(started, target, sink).await;
         let mut stream = match waited {
             Waited::Cancelled => {
@@ -432,8 +442,13 @@ impl<'a> ModelCaller<'a> {
                         self.session_usage.priced = true;
                     }
                     let cost = self.session_usage.priced.then_some(self.session_usage.cost);
-                    let used = call_usage.input_tokens + call_usage.output_tokens;
-                    sink.usage(&call_usage, used, *self.window, cost).await;
+                    // The provider's prompt count corrects Talaria's for this model; the
+                    // client sees Talaria's count, corrected.
+                    let accounting = &mut self.context.accounting;
+                    accounting.observe(&target.model, counted, call_usage.input_tokens);
+                    let used =
+                        accounting.correct(counted, &target.model) + call_usage.output_tokens;
+                    sink.usage(&call_usage, used, self.context.window, cost).await;
                 }
                 StreamEvent::Finished { reason, tool_calls } => {
                     return Attempt::Done(CallResult::Finished {

@@ -7,7 +7,7 @@ use talaria_provider::Usage;
 use talaria_tools::Registry;
 use tokio::sync::mpsc;
 
-use crate::events::{EngineEvent, NoticeLevel};
+use crate::events::{CompactionView, EngineEvent, NoticeLevel};
 
 /// Receives what a model call produces, as it arrives.
 pub(crate) trait CallSink: Send {
@@ -21,6 +21,8 @@ pub(crate) trait CallSink: Send {
     async fn usage(&mut self, usage: &Usage, context_used: u64, window: u64, cost: Option<f64>);
     /// A recovery step or failure the user should know about.
     async fn notice(&mut self, level: NoticeLevel, message: String);
+    /// A context compaction's progress.
+    async fn compaction(&mut self, update: CompactionView);
 }
 
 /// The foreground turn: everything goes to the chat as engine events. A tool call gets its
@@ -98,6 +100,11 @@ impl CallSink for ChatSink<'_> {
             .send(EngineEvent::Notice { level, message })
             .await;
     }
+
+    async fn compaction(&mut self, update: CompactionView) {
+        tracing::info!(session = %self.session_id, id = %update.id, status = ?update.status, "compaction");
+        let _ = self.events.send(EngineEvent::Compaction(update)).await;
+    }
 }
 
 /// A side task: collects the answer; nothing reaches the chat. Notices are logged and kept.
@@ -121,5 +128,9 @@ impl CallSink for SilentSink {
     async fn notice(&mut self, level: NoticeLevel, message: String) {
         tracing::info!(?level, "side task: {message}");
         self.notices.push((level, message));
+    }
+
+    async fn compaction(&mut self, update: CompactionView) {
+        tracing::info!(id = %update.id, status = ?update.status, "side task compaction");
     }
 }

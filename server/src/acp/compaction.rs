@@ -1,0 +1,100 @@
+//! Compactions as the client sees them: `compaction_update` (in progress → completed or
+//! failed, with the summary) when the client advertised `session.compaction`, otherwise a short
+//! notice; and the `/compact [focus]` slash command.
+
+use talaria_engine::{CompactionStatus, CompactionView, NoticeLevel};
+use talaria_protocol::acp::{self, ContentBlock, SessionUpdate, TextContent};
+
+use super::forwarder::notice_update;
+
+/// The slash command's name.
+pub const COMMAND: &str = "compact";
+
+/// The commands the agent offers (`available_commands_update`).
+pub fn available_commands() -> SessionUpdate {
+    SessionUpdate::AvailableCommandsUpdate(acp::AvailableCommandsUpdate::new(vec![
+        acp::AvailableCommand::new(
+            COMMAND,
+            "Compact the conversation now: old tool output is shortened and earlier turns are summarised, optionally around a focus topic.",
+        )
+        .input(acp::AvailableCommandInput::Unstructured(
+            acp::UnstructuredCommandInput::new("focus topic (optional)"),
+        )),
+    ]))
+}
+
+/// `Some(focus)` when a prompt is the `/compact` command (`focus` empty when none was given).
+pub fn parse_command(prompt: &[acp::ContentBlock]) -> Option<Option<String>> {
+    let [acp::ContentBlock::Text(text)] = prompt else {
+        return None;
+    };
+    let rest = text.text.trim().strip_prefix('/')?.strip_prefix(COMMAND)?;
+    if !(rest.is_empty() || rest.starts_with(char::is_whitespace)) {
+        return None;
+    }
+    let focus = rest.trim();
+    Some((!focus.is_empty()).then(|| focus.to_string()))
+}
+
+/// The update for a compaction event.
+pub fn update(view: CompactionView, compaction: bool, notices: bool) -> Option<SessionUpdate> {
+    if compaction {
+        let status = match view.status {
+            CompactionStatus::InProgress => acp::CompactionStatus::InProgress,
+            CompactionStatus::Completed => acp::CompactionStatus::Completed,
+            CompactionStatus::Failed => acp::CompactionStatus::Failed,
+        };
+        let mut update = acp::CompactionUpdate::new(view.id, status);
+        if let Some(summary) = view.summary {
+            update = update.summary(vec![ContentBlock::Text(TextContent::new(summary))]);
+        }
+        if let Some(error) = view.error {
+            update = update.error(error);
+        }
+        return Some(SessionUpdate::CompactionUpdate(update));
+    }
+    // Without the capability: one short notice at the end (the start says nothing useful).
+    let (level, message) = match view.status {
+        CompactionStatus::InProgress => return None,
+        CompactionStatus::Completed => {
+            let first = view
+                .summary
+                .as_deref()
+                .and_then(|s| s.lines().next())
+                .unwrap_or("Context compacted.")
+                .to_string();
+            match view.error {
+                Some(error) => (NoticeLevel::Warning, format!("{first} Note: {error}.")),
+                None => (NoticeLevel::Info, first),
+            }
+        }
+        CompactionStatus::Failed => (
+            NoticeLevel::Warning,
+            format!(
+                "Context compaction failed: {}",
+                view.error.unwrap_or_else(|| "unknown error".into())
+            ),
+        ),
+    };
+    Some(notice_update(level, message, notices))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(t: &str) -> Vec<acp::ContentBlock> {
+        vec![acp::ContentBlock::Text(TextContent::new(t))]
+    }
+
+    #[test]
+    fn the_command_is_recognised_with_and_without_a_focus() {
+        assert_eq!(parse_command(&text("/compact")), Some(None));
+        assert_eq!(
+            parse_command(&text("  /compact the parser  ")),
+            Some(Some("the parser".into()))
+        );
+        assert_eq!(parse_command(&text("/compaction")), None);
+        assert_eq!(parse_command(&text("please /compact")), None);
+    }
+}
