@@ -5,6 +5,7 @@ mod support;
 
 mod approvals;
 mod cancel;
+mod compaction;
 mod delegation;
 mod doctor;
 mod errors;

@@ -187,6 +187,9 @@ impl RecordedRequest {
 #[derive(Default)]
 struct State {
     script: Mutex<VecDeque<MockReply>>,
+    /// Scripts of their own for requests naming these models (side models such as a
+    /// summariser, whose place among the main model's requests a test need not predict).
+    model_scripts: Mutex<std::collections::HashMap<String, VecDeque<MockReply>>>,
     requests: Mutex<Vec<RecordedRequest>>,
     /// What went wrong: requests no script step expected, transcripts with broken tool-call
     /// pairing. A mock dropped with problems fails the test (see [`MockLlm`]'s `Drop`).
@@ -276,6 +279,15 @@ impl MockLlm {
     /// Appends replies to the script.
     pub fn push(&self, reply: MockReply) {
         lock(&self.state.script).push_back(reply);
+    }
+
+    /// Gives requests for `model` a script of their own: they take their replies from it,
+    /// in order, and are refused once it is exhausted.
+    pub fn script_for_model(&self, model: &str, replies: Vec<MockReply>) {
+        lock(&self.state.model_scripts)
+            .entry(model.to_string())
+            .or_default()
+            .extend(replies);
     }
 
     /// Answers `GET /props` like a llama.cpp server with these properties.
@@ -410,11 +422,20 @@ async fn handle(
         let why = format!("mock: broken tool-call pairing: {}", pairing.join("; "));
         return Ok(refuse(&state, why, &recorded_body));
     }
-    let reply = lock(&state.script).pop_front();
-    let Some(mut reply) = reply else {
-        mark(&state, index, |r| r.completed = true);
-        let why = "mock script exhausted: no script step expects this request".to_string();
-        return Ok(refuse(&state, why, &recorded_body));
+    let reply = match lock(&state.model_scripts).get_mut(&model) {
+        Some(own) => own.pop_front().ok_or(format!(
+            "mock script for model {model} exhausted: no script step expects this request"
+        )),
+        None => lock(&state.script)
+            .pop_front()
+            .ok_or("mock script exhausted: no script step expects this request".to_string()),
+    };
+    let mut reply = match reply {
+        Ok(reply) => reply,
+        Err(why) => {
+            mark(&state, index, |r| r.completed = true);
+            return Ok(refuse(&state, why, &recorded_body));
+        }
     };
     while let MockReply::Delayed {
         delay_ms,

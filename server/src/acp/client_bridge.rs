@@ -50,7 +50,10 @@ impl ClientCaps {
             write_text_file: caps.fs.write_text_file,
             terminal: caps.terminal,
             notices: caps.session.as_ref().is_some_and(|s| s.notices.is_some()),
-            compaction: caps.session.as_ref().is_some_and(|s| s.compaction.is_some()),
+            compaction: caps
+                .session
+                .as_ref()
+                .is_some_and(|s| s.compaction.is_some()),
         }
     }
 }

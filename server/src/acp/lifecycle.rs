@@ -159,7 +159,7 @@ impl Agent {
         talaria_engine::session::close_cut_off_turn(&mut transcript);
         if reopen.replay {
             let session_id = acp::SessionId::new(reopen.id.clone());
-            for update in replay::updates(&transcript) {
+            for update in replay::updates(&transcript, self.client_caps.compaction) {
                 let notification = SessionNotification::new(session_id.clone(), update);
                 self.peer.notify("session/update", &notification).await;
             }

@@ -12,8 +12,9 @@ use talaria_tools::{TodoItem, ToolStatus};
 
 use super::updates;
 
-/// The updates that show `transcript` to a client, in order.
-pub fn updates(transcript: &Transcript) -> Vec<SessionUpdate> {
+/// The updates that show `transcript` to a client, in order; compaction summaries where they
+/// were made, when the client shows compactions.
+pub fn updates(transcript: &Transcript, compaction: bool) -> Vec<SessionUpdate> {
     let mut out = Vec::new();
     for entry in transcript.entries() {
         match &entry.body {
@@ -76,6 +77,16 @@ pub fn updates(transcript: &Transcript) -> Vec<SessionUpdate> {
                 out.push(SessionUpdate::Plan(Plan::new(
                     items.iter().map(updates::plan_entry).collect(),
                 )));
+            }
+            EntryBody::Summary { text: summary, .. } if compaction => {
+                let body = talaria_compress::summary::summary_body(summary);
+                out.push(SessionUpdate::CompactionUpdate(
+                    acp::CompactionUpdate::new(
+                        format!("compaction-record-{}", entry.id),
+                        acp::CompactionStatus::Completed,
+                    )
+                    .summary(vec![text(body)]),
+                ));
             }
             EntryBody::System { .. }
             | EntryBody::Notice { .. }

@@ -262,7 +262,11 @@ fn compression_settings(file: &FileCompression) -> Result<talaria_compress::Sett
     Ok(talaria_compress::Settings {
         enabled: file.enabled.unwrap_or(defaults.enabled),
         threshold: share("threshold", file.threshold, defaults.threshold)?,
-        large_threshold: share("large_threshold", file.large_threshold, defaults.large_threshold)?,
+        large_threshold: share(
+            "large_threshold",
+            file.large_threshold,
+            defaults.large_threshold,
+        )?,
         large_window: defaults.large_window,
         tail_ratio: share("tail_ratio", file.tail_ratio, defaults.tail_ratio)?,
         head_entries: file.head_entries.unwrap_or(defaults.head_entries),
@@ -655,15 +659,22 @@ mod tests {
         assert!((config.compression.threshold - 0.6).abs() < 1e-9);
         assert_eq!(config.compression.head_entries, 1);
         assert!(!config.compression.enabled);
-        assert!((config.compression.tail_ratio - 0.2).abs() < 1e-9, "defaults stay");
+        assert!(
+            (config.compression.tail_ratio - 0.2).abs() < 1e-9,
+            "defaults stay"
+        );
         assert_eq!(
             config.tokenizers.get("my-model"),
             Some(&talaria_compress::Encoding::O200k)
         );
         let bad_share = load(&[], Some("[compression]\nthreshold = 1.5\n"));
-        assert!(matches!(bad_share, Err(ConfigError::Invalid(m)) if m.contains("compression.threshold")));
+        assert!(
+            matches!(bad_share, Err(ConfigError::Invalid(m)) if m.contains("compression.threshold"))
+        );
         let bad_encoding = load(&[], Some("[tokenizers]\nx = \"p50k\"\n"));
-        assert!(matches!(bad_encoding, Err(ConfigError::Invalid(m)) if m.contains("cl100k and o200k")));
+        assert!(
+            matches!(bad_encoding, Err(ConfigError::Invalid(m)) if m.contains("cl100k and o200k"))
+        );
     }
 
     #[test]

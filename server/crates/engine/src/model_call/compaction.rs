@@ -10,9 +10,7 @@
 //! - The client sees every compaction start and end (`InProgress` → `Completed` | `Failed`),
 //!   then the context use after it.
 
-use talaria_compress::{
-    CompressError, Prepared, Request, SummaryFailure, SummaryRequest, prepare,
-};
+use talaria_compress::{CompressError, Prepared, Request, SummaryFailure, SummaryRequest, prepare};
 use talaria_provider::{ErrorClass, Usage};
 use talaria_record::{EntryBody, InputBlock, Transcript, UserPart};
 
@@ -72,7 +70,12 @@ impl ModelCaller<'_> {
     ) -> Result<(), String> {
         self.context.ensure_exact().await;
         self.context.compactions += 1;
-        let id = format!("compaction-{}", self.context.compactions);
+        // Unique in the session across restarts: the record's last id, then the count.
+        let id = format!(
+            "compaction-{}-{}",
+            transcript.last_id(),
+            self.context.compactions
+        );
         sink.compaction(view(&id, CompactionStatus::InProgress, None, None))
             .await;
         let model = self.model();
@@ -110,10 +113,7 @@ impl ModelCaller<'_> {
                 sink.compaction(view(&id, CompactionStatus::Completed, Some(summary), error))
                     .await;
                 let used = self.context.accounting.correct(report.after, &model);
-                let cost = self
-                    .session_usage
-                    .priced
-                    .then_some(self.session_usage.cost);
+                let cost = self.session_usage.priced.then_some(self.session_usage.cost);
                 sink.usage(&Usage::default(), used, self.context.window, cost)
                     .await;
                 tracing::info!(
@@ -177,8 +177,12 @@ impl ModelCaller<'_> {
         });
         let mut settings = self.context.settings;
         settings.enabled = false;
-        let mut context =
-            ContextState::new(self.context.window, settings, Default::default(), "summariser");
+        let mut context = ContextState::new(
+            self.context.window,
+            settings,
+            Default::default(),
+            "summariser",
+        );
         context.summarise = false;
         let mut caller = ModelCaller::new(
             self.router,
@@ -189,12 +193,7 @@ impl ModelCaller<'_> {
             &mut *self.session_usage,
         );
         let mut sink = SilentSink::default();
-        let call = Box::pin(caller.call(
-            &mut transcript,
-            &[],
-            Some(request.max_tokens),
-            &mut sink,
-        ));
+        let call = Box::pin(caller.call(&mut transcript, &[], Some(request.max_tokens), &mut sink));
         let outcome = tokio::time::timeout(timeout, call).await;
         let failed_class = caller.last_failure;
         self.usage.merge(&caller.usage);
@@ -204,9 +203,7 @@ impl ModelCaller<'_> {
                 timeout.as_secs()
             ))),
             Ok(Ok(CallResult::Finished { text, .. })) => Ok(text),
-            Ok(Ok(CallResult::Cancelled { .. })) => {
-                Err(SummaryFailure::Abort("cancelled".into()))
-            }
+            Ok(Ok(CallResult::Cancelled { .. })) => Err(SummaryFailure::Abort("cancelled".into())),
             Ok(Err(message)) => match failed_class {
                 Some(ErrorClass::Auth | ErrorClass::Billing) => Err(SummaryFailure::Abort(message)),
                 _ => Err(SummaryFailure::Failed(message)),
@@ -235,13 +232,19 @@ fn describe(report: &talaria_compress::Report) -> (String, Option<String>) {
     let pruned = &report.pruned;
     let mut parts = Vec::new();
     if pruned.accounted > 0 {
-        parts.push(format!("{} old tool outputs shortened to one line", pruned.accounted));
+        parts.push(format!(
+            "{} old tool outputs shortened to one line",
+            pruned.accounted
+        ));
     }
     if pruned.deduplicated > 0 {
         parts.push(format!("{} duplicate outputs removed", pruned.deduplicated));
     }
     if pruned.arguments > 0 {
-        parts.push(format!("{} long tool arguments truncated", pruned.arguments));
+        parts.push(format!(
+            "{} long tool arguments truncated",
+            pruned.arguments
+        ));
     }
     if pruned.images > 0 {
         parts.push(format!("{} old images dropped", pruned.images));
@@ -264,5 +267,127 @@ fn describe(report: &talaria_compress::Report) -> (String, Option<String>) {
                 format!("summary generation failed ({why}); a marked fallback summary was used")
             }),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use talaria_compress::Settings;
+    use talaria_record::testing::user;
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::model_call::SessionUsage;
+    use crate::router::ModelRouter;
+    use crate::testkit::{ScriptedProvider, text};
+
+    fn retry() -> crate::RetryPolicy {
+        crate::RetryPolicy {
+            max_attempts: 1,
+            base_ms: 1,
+            cap_ms: 1,
+            retry_after_cap_secs: 1,
+        }
+    }
+
+    #[tokio::test]
+    async fn automatic_compaction_pauses_after_two_ineffective_passes_and_a_manual_one_resumes_it()
+    {
+        let provider = Arc::new(ScriptedProvider::new(vec![text("a"), text("b"), text("c")]));
+        let router = ModelRouter::single(provider);
+        let cancel = CancellationToken::new();
+        let mut context = ContextState::new(1024, Settings::default(), Arc::default(), "m");
+        let mut usage = SessionUsage::default();
+        // A system prompt over the threshold: nothing can be compacted.
+        let mut transcript = Transcript::with_system("word ".repeat(1200));
+        transcript.push(user("q"));
+        let mut sink = SilentSink::default();
+        {
+            let mut caller = ModelCaller::new(
+                &router,
+                router.chain("m"),
+                retry(),
+                &cancel,
+                &mut context,
+                &mut usage,
+            );
+            for _ in 0..3 {
+                let result = caller.call(&mut transcript, &[], None, &mut sink).await;
+                assert!(matches!(result, Ok(CallResult::Finished { .. })));
+            }
+            let statuses: Vec<CompactionStatus> =
+                sink.compactions.iter().map(|c| c.status).collect();
+            assert_eq!(
+                statuses,
+                [
+                    CompactionStatus::InProgress,
+                    CompactionStatus::Failed,
+                    CompactionStatus::InProgress,
+                    CompactionStatus::Failed
+                ],
+                "the third call does not try again"
+            );
+            assert!(
+                sink.notices.iter().any(|(_, n)| n.contains("paused")),
+                "{:?}",
+                sink.notices
+            );
+            let manual = Trigger::Manual { focus: None };
+            let _ = caller.compact(&mut transcript, "", manual, &mut sink).await;
+        }
+        assert!(
+            !context.paused(),
+            "a manual compaction resumes automatic ones"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_auth_failure_of_the_summariser_leaves_the_record_unchanged() {
+        let unauthorised = talaria_provider::ProviderError::Http {
+            provider: "openai".into(),
+            status: 401,
+            message: "invalid API key".into(),
+            retry_after: None,
+        };
+        let provider = Arc::new(ScriptedProvider::new(vec![
+            crate::testkit::Step::FailAfter(Vec::new(), unauthorised),
+        ]));
+        let router = ModelRouter::single(provider);
+        let cancel = CancellationToken::new();
+        let mut context = ContextState::new(4000, Settings::default(), Arc::default(), "m");
+        let mut usage = SessionUsage::default();
+        let mut transcript = Transcript::with_system("s");
+        for n in 0..12 {
+            transcript.push(user(&format!("question {n}: {}", "detail ".repeat(150))));
+            transcript.push(talaria_record::testing::assistant(
+                &"answer ".repeat(150),
+                &[],
+            ));
+        }
+        transcript.push(user("latest"));
+        let before = transcript.clone();
+        let mut sink = SilentSink::default();
+        let mut caller = ModelCaller::new(
+            &router,
+            router.chain("m"),
+            retry(),
+            &cancel,
+            &mut context,
+            &mut usage,
+        );
+        let result = caller
+            .compact(&mut transcript, "", Trigger::Overflow, &mut sink)
+            .await;
+        assert!(
+            result.as_ref().is_err_and(|e| e.contains("abandoned")),
+            "{result:?}"
+        );
+        assert_eq!(transcript, before);
+        assert_eq!(
+            sink.compactions.last().map(|c| c.status),
+            Some(CompactionStatus::Failed)
+        );
     }
 }

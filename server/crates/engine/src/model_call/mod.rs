@@ -448,7 +448,8 @@ impl<'a> ModelCaller<'a> {
                     accounting.observe(&target.model, counted, call_usage.input_tokens);
                     let used =
                         accounting.correct(counted, &target.model) + call_usage.output_tokens;
-                    sink.usage(&call_usage, used, self.context.window, cost).await;
+                    sink.usage(&call_usage, used, self.context.window, cost)
+                        .await;
                 }
                 StreamEvent::Finished { reason, tool_calls } => {
                     return Attempt::Done(CallResult::Finished {

@@ -112,6 +112,7 @@ impl CallSink for ChatSink<'_> {
 pub(crate) struct SilentSink {
     pub text: String,
     pub notices: Vec<(NoticeLevel, String)>,
+    pub compactions: Vec<CompactionView>,
 }
 
 impl CallSink for SilentSink {
@@ -132,5 +133,6 @@ impl CallSink for SilentSink {
 
     async fn compaction(&mut self, update: CompactionView) {
         tracing::info!(id = %update.id, status = ?update.status, "side task compaction");
+        self.compactions.push(update);
     }
 }
