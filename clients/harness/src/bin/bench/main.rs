@@ -7,6 +7,7 @@
 // This is a report printer: its output belongs on stdout.
 #![allow(clippy::print_stdout)]
 
+mod compression;
 mod sessions;
 
 use std::path::PathBuf;
@@ -329,5 +330,20 @@ async fn main() -> anyhow::Result<()> {
     if let Some(kb) = sessions.rss_per_idle_session_kb {
         println!("RSS per idle loaded session       {kb:8.1} KB   target <= 50 KB");
     }
+    let compression = compression::measure(options.iterations).await;
+    println!(
+        "compaction pass, {}k-token record {:8.2} ms  (summariser mocked; saved {:.0} %)   target <= 20 ms",
+        compression.history_tokens / 1000,
+        ms(compression.pass),
+        compression.saved_share * 100.0
+    );
+    println!(
+        "  with a summary of the middle      {:8.2} ms  (as /compact does)",
+        ms(compression.summarising_pass)
+    );
+    println!(
+        "token accounting of a new turn    {:8.3} ms  (on that history)   target <= 1 ms",
+        ms(compression.new_turn)
+    );
     Ok(())
 }
