@@ -446,6 +446,44 @@ mod tests {
     }
 
     #[test]
+    fn a_compaction_summary_before_the_latest_ask_keeps_roles_alternating() {
+        use talaria_record::testing::{assistant, result, user};
+        let mut transcript = Transcript::with_system("sys");
+        let first = transcript.push(user("old ask"));
+        transcript.push(assistant("old answer", &[]));
+        transcript.push(user("latest ask"));
+        transcript.push(assistant("", &[("t1", "read_file", "{}")]));
+        transcript.push(result("t1", "read_file", "data"));
+        for entry in transcript.entries_mut().iter_mut().take(3).skip(1) {
+            entry.compacted = true;
+        }
+        transcript.push(talaria_record::EntryBody::Summary {
+            text: "[CONTEXT COMPACTION — REFERENCE ONLY] summary".into(),
+            first,
+            last: first + 1,
+        });
+        let body = request_body(
+            &ChatRequest {
+                model: "claude",
+                transcript: &transcript,
+                tools: &[],
+                max_tokens: None,
+                credential: None,
+            },
+            4096,
+            None,
+        );
+        let messages = body["messages"].as_array().expect("messages");
+        let roles: Vec<&str> = messages.iter().filter_map(|m| m["role"].as_str()).collect();
+        assert_eq!(roles, ["user", "assistant", "user"]);
+        let first_turn = messages[0].to_string();
+        assert!(
+            first_turn.find("REFERENCE ONLY") < first_turn.find("latest ask"),
+            "the summary comes before the latest ask: {first_turn}"
+        );
+    }
+
+    #[test]
     fn body_alternates_roles_replays_thinking_and_marks_cache_breakpoints() {
         use talaria_record::testing::{result, user};
         let mut transcript = Transcript::with_system("sys");
