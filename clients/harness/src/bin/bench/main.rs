@@ -226,7 +226,12 @@ async fn main() -> anyhow::Result<()> {
                 json!({"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]}),
             )
             .await?;
-        agent.next_update(Duration::from_secs(10)).await?;
+        // The first answer chunk (the session's command list may already be queued).
+        agent
+            .wait_for(Duration::from_secs(10), |m| {
+                m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+            })
+            .await?;
         let client_latency = sent.elapsed();
         agent.wait_response(id, Duration::from_secs(10)).await?;
         let request = env
