@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use talaria_compress::{
-    Budget, Encoding, Request, Settings, SummaryFailure, SummaryRequest, Summariser,
+    Budget, Encoding, Request, Settings, Summariser, SummaryFailure, SummaryRequest,
     TokenAccounting, compress,
 };
 use talaria_record::testing::{assistant, user};
@@ -42,7 +42,11 @@ fn push_turn(transcript: &mut Transcript, n: usize) {
     let read = format!("read{n}");
     transcript.push(assistant(
         "",
-        &[(&read, "read_file", &format!(r#"{{"path":"src/module_{n}.rs"}}"#))],
+        &[(
+            &read,
+            "read_file",
+            &format!(r#"{{"path":"src/module_{n}.rs"}}"#),
+        )],
     ));
     let listing: String = (1..=90)
         .map(|l| format!("{l:>6}|    let value_{l} = compute_{n}(input, {l}); // step {l}\n"))
@@ -61,7 +65,12 @@ fn push_turn(transcript: &mut Transcript, n: usize) {
     let output: String = (1..=40)
         .map(|l| format!("test module_{n}::case_{l} ... ok\n"))
         .collect();
-    transcript.push(result(&run, "terminal", json!({"command": "cargo test"}), output));
+    transcript.push(result(
+        &run,
+        "terminal",
+        json!({"command": "cargo test"}),
+        output,
+    ));
     transcript.push(assistant(
         &format!(
             "Module {n} is fixed: the accumulator now uses u64. {}",
