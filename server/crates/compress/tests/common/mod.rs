@@ -156,6 +156,15 @@ pub fn coding_session(rounds: usize) -> Transcript {
     t
 }
 
+/// Arguments with their keys sorted: JSON maps keep insertion order or sort depending on the
+/// features the whole build enables, and snapshots must not depend on that.
+fn canonical(arguments: &str) -> String {
+    match serde_json::from_str::<std::collections::BTreeMap<String, serde_json::Value>>(arguments) {
+        Ok(map) => serde_json::to_string(&map).unwrap_or_else(|_| arguments.to_string()),
+        Err(_) => arguments.to_string(),
+    }
+}
+
 /// The model's view as short lines, for snapshots.
 pub fn view(t: &Transcript) -> String {
     let clip = |s: &str| {
@@ -191,7 +200,7 @@ pub fn view(t: &Transcript) -> String {
                 clip(text),
                 tool_calls
                     .iter()
-                    .map(|c| format!(" <{} {} {}>", c.id, c.name, clip(&c.arguments)))
+                    .map(|c| format!(" <{} {} {}>", c.id, c.name, clip(&canonical(&c.arguments))))
                     .collect::<String>()
             ),
             ModelMessage::Tool { call_id, content } => format!("tool {call_id}: {}", clip(content)),
