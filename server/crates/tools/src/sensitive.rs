@@ -79,8 +79,9 @@ const PRIVATE_KEY_EXTENSIONS: &[&str] = &[
     ".asc",
     ".gpg",
 ];
-/// Sub-folders of `TALARIA_HOME` the agent may read (its own stored tool results, skills).
-const TALARIA_HOME_READABLE: &[&str] = &["tool-results", "skills"];
+/// Sub-folders of `TALARIA_HOME` the agent may read (its own stored tool results, skills,
+/// memory files and staged proposals).
+const TALARIA_HOME_READABLE: &[&str] = &["tool-results", "skills", "memories", "proposals"];
 
 /// The rules, with the home directories they are relative to.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

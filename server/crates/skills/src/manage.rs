@@ -1,0 +1,243 @@
+//! The actions of `skill_manage` on one skill folder: create, patch, edit, delete,
+//! write_file, remove_file. Writes are atomic (a temporary file renamed into place); paths stay
+//! inside the skill's folder and its support folders (`..`, absolute paths and symlinks are
+//! refused); sizes and names are checked; content is scanned before it is kept.
+
+use std::path::{Component, Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::scan;
+use crate::skill::{self, MAX_SUPPORT_BYTES, SKILL_FILE, SUPPORT_DIRS};
+
+/// The arguments of `skill_manage`.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+pub struct ManageArgs {
+    pub action: String,
+    pub name: String,
+    /// The whole `SKILL.md` (create, edit).
+    #[serde(default)]
+    pub content: Option<String>,
+    /// Patch: the exact text to replace, and its replacement.
+    #[serde(default)]
+    pub old_string: Option<String>,
+    #[serde(default)]
+    pub new_string: Option<String>,
+    #[serde(default)]
+    pub replace_all: bool,
+    /// A support file below the skill folder (`references/notes.md`); for patch, the file to
+    /// patch (default `SKILL.md`).
+    #[serde(default)]
+    pub file_path: Option<String>,
+    /// The support file's content (write_file).
+    #[serde(default)]
+    pub file_content: Option<String>,
+}
+
+/// The actions, as the tool's schema lists them.
+pub const ACTIONS: [&str; 6] = [
+    "create",
+    "patch",
+    "edit",
+    "delete",
+    "write_file",
+    "remove_file",
+];
+
+/// Whether an action changes an existing skill (and so needs it viewed first in a review).
+pub fn changes_existing(action: &str) -> bool {
+    matches!(
+        action,
+        "patch" | "edit" | "delete" | "write_file" | "remove_file"
+    )
+}
+
+fn is_symlink(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
+}
+
+/// A support file's path inside `dir`, or why it is refused.
+pub fn confine(dir: &Path, relative: &str) -> Result<PathBuf, String> {
+    let path = Path::new(relative);
+    let parts: Vec<&str> = path
+        .components()
+        .map(|c| match c {
+            Component::Normal(part) => part.to_str().ok_or("a path that is not UTF-8"),
+            _ => Err(
+                "only plain relative paths inside the skill folder (no `..`, no absolute paths)",
+            ),
+        })
+        .collect::<Result<_, _>>()
+        .map_err(|why| format!("refused {relative:?}: {why}"))?;
+    if parts.len() < 2 || !SUPPORT_DIRS.contains(&parts[0]) {
+        return Err(format!(
+            "refused {relative:?}: support files go in {} (e.g. references/notes.md)",
+            SUPPORT_DIRS.join(", ")
+        ));
+    }
+    let mut current = dir.to_path_buf();
+    if is_symlink(&current) {
+        return Err(format!("refused: {} is a symbolic link", current.display()));
+    }
+    for part in &parts {
+        current.push(part);
+        if is_symlink(&current) {
+            return Err(format!(
+                "refused {relative:?}: {} is a symbolic link",
+                current.display()
+            ));
+        }
+    }
+    Ok(current)
+}
+
+/// Writes a file atomically: a temporary file beside it, then a rename.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let parent = path.parent().ok_or("a file needs a folder")?;
+    std::fs::create_dir_all(parent)
+        .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let unique = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let temporary = parent.join(format!(".{name}.tmp-{}-{unique}", std::process::id()));
+    std::fs::write(&temporary, bytes)
+        .and_then(|()| std::fs::rename(&temporary, path))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&temporary);
+            format!("cannot write {}: {e}", path.display())
+        })
+}
+
+fn checked_skill_text(args: &ManageArgs, text: &str) -> Result<(), String> {
+    let (name, _, _) = skill::parse(text)?;
+    if name != args.name {
+        return Err(format!(
+            "the front matter names the skill {name:?}, but the call is for {:?}",
+            args.name
+        ));
+    }
+    scan::check(text)
+}
+
+fn require<'a>(value: &'a Option<String>, what: &str, action: &str) -> Result<&'a str, String> {
+    value
+        .as_deref()
+        .ok_or_else(|| format!("{action} needs `{what}`"))
+}
+
+/// Applies `args` to the skill folder `dir`; returns what was done.
+pub fn apply(dir: &Path, args: &ManageArgs) -> Result<String, String> {
+    skill::check_name(&args.name)?;
+    let skill_file = dir.join(SKILL_FILE);
+    let exists = skill_file.is_file();
+    if is_symlink(dir) || is_symlink(&skill_file) {
+        return Err(format!("refused: {} is a symbolic link", dir.display()));
+    }
+    let action = args.action.as_str();
+    if action != "create" && !exists {
+        return Err(format!(
+            "there is no skill {:?} to {action} (create it first)",
+            args.name
+        ));
+    }
+    match action {
+        "create" | "edit" => {
+            if action == "create" && exists {
+                return Err(format!(
+                    "the skill {:?} exists already; use edit or patch",
+                    args.name
+                ));
+            }
+            let content = require(&args.content, "content", action)?;
+            checked_skill_text(args, content)?;
+            write_atomic(&skill_file, content.as_bytes())?;
+            Ok(format!(
+                "{} skill {} ({} characters).",
+                if action == "create" {
+                    "Created"
+                } else {
+                    "Rewrote"
+                },
+                args.name,
+                content.chars().count()
+            ))
+        }
+        "patch" => {
+            let old = require(&args.old_string, "old_string", action)?;
+            let new = require(&args.new_string, "new_string", action)?;
+            if old.is_empty() {
+                return Err("patch needs a non-empty `old_string`".into());
+            }
+            let target = match &args.file_path {
+                Some(relative) if relative != SKILL_FILE => confine(dir, relative)?,
+                _ => skill_file.clone(),
+            };
+            let text = std::fs::read_to_string(&target)
+                .map_err(|e| format!("cannot read {}: {e}", target.display()))?;
+            let found = text.matches(old).count();
+            if found == 0 {
+                return Err(
+                    "`old_string` does not occur in the file; view it and copy the exact text"
+                        .into(),
+                );
+            }
+            if found > 1 && !args.replace_all {
+                return Err(format!(
+                    "`old_string` occurs {found} times; give more context or set replace_all"
+                ));
+            }
+            let patched = if args.replace_all {
+                text.replace(old, new)
+            } else {
+                text.replacen(old, new, 1)
+            };
+            if target == skill_file {
+                checked_skill_text(args, &patched)?;
+            } else {
+                scan::check(&patched)?;
+            }
+            write_atomic(&target, patched.as_bytes())?;
+            Ok(format!(
+                "Patched {} of skill {} ({} replacement{}).",
+                target.strip_prefix(dir).unwrap_or(&target).display(),
+                args.name,
+                if args.replace_all { found } else { 1 },
+                if args.replace_all && found > 1 {
+                    "s"
+                } else {
+                    ""
+                }
+            ))
+        }
+        "delete" => {
+            std::fs::remove_dir_all(dir)
+                .map_err(|e| format!("cannot delete {}: {e}", dir.display()))?;
+            Ok(format!("Deleted skill {}.", args.name))
+        }
+        "write_file" => {
+            let relative = require(&args.file_path, "file_path", action)?;
+            let content = require(&args.file_content, "file_content", action)?;
+            if content.len() > MAX_SUPPORT_BYTES {
+                return Err(format!(
+                    "support files are at most {MAX_SUPPORT_BYTES} bytes; this one is {}",
+                    content.len()
+                ));
+            }
+            scan::check(content)?;
+            let target = confine(dir, relative)?;
+            write_atomic(&target, content.as_bytes())?;
+            Ok(format!("Wrote {relative} in skill {}.", args.name))
+        }
+        "remove_file" => {
+            let relative = require(&args.file_path, "file_path", action)?;
+            let target = confine(dir, relative)?;
+            std::fs::remove_file(&target).map_err(|e| format!("cannot remove {relative}: {e}"))?;
+            Ok(format!("Removed {relative} from skill {}.", args.name))
+        }
+        other => Err(format!(
+            "unknown action {other:?}; use one of {}",
+            ACTIONS.join(", ")
+        )),
+    }
+}

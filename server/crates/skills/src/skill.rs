@@ -1,0 +1,129 @@
+//! One skill: a folder with `SKILL.md` (agentskills.io front matter: `name`, `description`,
+//! optional `metadata`) and optional `references/`, `templates/`, `scripts/`, `assets/`.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::frontmatter;
+
+/// The longest name.
+pub const MAX_NAME: usize = 64;
+/// The longest description.
+pub const MAX_DESCRIPTION: usize = 1024;
+/// The largest `SKILL.md`, in characters.
+pub const MAX_SKILL_CHARS: usize = 100_000;
+/// The largest support file, in bytes.
+pub const MAX_SUPPORT_BYTES: usize = 1024 * 1024;
+/// The folders a skill may hold besides `SKILL.md`.
+pub const SUPPORT_DIRS: [&str; 4] = ["references", "templates", "scripts", "assets"];
+/// The file that makes a folder a skill.
+pub const SKILL_FILE: &str = "SKILL.md";
+
+/// A parsed skill.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Skill {
+    pub name: String,
+    pub description: String,
+    /// From `metadata.category`, else the folder the skill sits in below its root.
+    pub category: Option<String>,
+    pub metadata: Value,
+    /// The skill's folder.
+    pub dir: PathBuf,
+    /// Whether it lives in the writable root (`TALARIA_HOME/skills`).
+    pub writable: bool,
+}
+
+/// Checks a skill name: 1–64 characters of `[a-z0-9._-]`, starting with a letter or digit.
+pub fn check_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_NAME
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
+        && name
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid skill name {name:?}: 1 to {MAX_NAME} characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit"
+        ))
+    }
+}
+
+/// Parses and checks the text of a `SKILL.md`.
+pub fn parse(text: &str) -> Result<(String, String, Value), String> {
+    if text.chars().count() > MAX_SKILL_CHARS {
+        return Err(format!(
+            "SKILL.md is longer than {MAX_SKILL_CHARS} characters"
+        ));
+    }
+    let (meta, body) = frontmatter::split(text)?;
+    let name = meta["name"]
+        .as_str()
+        .ok_or("the front matter has no `name`")?
+        .to_string();
+    check_name(&name)?;
+    let description = meta["description"]
+        .as_str()
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .ok_or("the front matter has no `description`")?
+        .to_string();
+    if description.chars().count() > MAX_DESCRIPTION {
+        return Err(format!(
+            "the description is longer than {MAX_DESCRIPTION} characters"
+        ));
+    }
+    if body.trim().is_empty() {
+        return Err("SKILL.md has no instructions after the front matter".into());
+    }
+    Ok((name, description, meta["metadata"].clone()))
+}
+
+/// Reads the skill in `dir`; `category` is the folder it sits in below its root, if any.
+pub fn load(dir: &Path, category: Option<&str>, writable: bool) -> Result<Skill, String> {
+    let text = std::fs::read_to_string(dir.join(SKILL_FILE))
+        .map_err(|e| format!("cannot read {SKILL_FILE}: {e}"))?;
+    let (name, description, metadata) = parse(&text)?;
+    let category = metadata["category"]
+        .as_str()
+        .map(str::to_string)
+        .or_else(|| category.map(str::to_string));
+    Ok(Skill {
+        name,
+        description,
+        category,
+        metadata,
+        dir: dir.to_path_buf(),
+        writable,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_descriptions_are_checked() {
+        assert!(check_name("fix-flaky-tests.v2").is_ok());
+        for bad in ["", "Caps", "-lead", "with space", "../up", &"a".repeat(65)] {
+            assert!(check_name(bad).is_err(), "{bad}");
+        }
+        let good = "---\nname: a\ndescription: d\n---\nDo it.\n";
+        assert!(parse(good).is_ok());
+        assert!(
+            parse("---\nname: a\n---\nDo it.\n").is_err(),
+            "no description"
+        );
+        assert!(
+            parse("---\nname: a\ndescription: d\n---\n\n").is_err(),
+            "no body"
+        );
+        let long = format!("---\nname: a\ndescription: {}\n---\nx\n", "d".repeat(1025));
+        assert!(parse(&long).is_err());
+    }
+}
