@@ -1,6 +1,6 @@
 //! Compactions as the client sees them: `compaction_update` (in progress → completed or
 //! failed, with the summary) when the client advertised `session.compaction`, otherwise a short
-//! notice; and the `/compact [focus]` slash command.
+//! notice; and the `/compact [focus]` slash command (listed with the others in `skills.rs`).
 
 use talaria_engine::{CompactionStatus, CompactionView, NoticeLevel};
 use talaria_protocol::acp::{self, ContentBlock, SessionUpdate, TextContent};
@@ -9,19 +9,6 @@ use super::forwarder::notice_update;
 
 /// The slash command's name.
 pub const COMMAND: &str = "compact";
-
-/// The commands the agent offers (`available_commands_update`).
-pub fn available_commands() -> SessionUpdate {
-    SessionUpdate::AvailableCommandsUpdate(acp::AvailableCommandsUpdate::new(vec![
-        acp::AvailableCommand::new(
-            COMMAND,
-            "Compact the conversation now: old tool output is shortened and earlier turns are summarised, optionally around a focus topic.",
-        )
-        .input(acp::AvailableCommandInput::Unstructured(
-            acp::UnstructuredCommandInput::new("focus topic (optional)"),
-        )),
-    ]))
-}
 
 /// `Some(focus)` when a prompt is the `/compact` command (`focus` empty when none was given).
 pub fn parse_command(prompt: &[acp::ContentBlock]) -> Option<Option<String>> {

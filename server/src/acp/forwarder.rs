@@ -65,6 +65,15 @@ pub fn notice_update(level: NoticeLevel, message: String, notices: bool) -> acp:
     }
 }
 
+/// The session's slash commands as they are now (the skill folders are read off the runtime
+/// thread).
+async fn list_commands(
+    commands: &Arc<dyn Fn() -> acp::SessionUpdate + Send + Sync>,
+) -> Option<acp::SessionUpdate> {
+    let commands = commands.clone();
+    tokio::task::spawn_blocking(move || commands()).await.ok()
+}
+
 /// Runs until the session's event stream ends.
 pub async fn forward_events(
     peer: Peer,
@@ -72,6 +81,7 @@ pub async fn forward_events(
     mut events: mpsc::Receiver<EngineEvent>,
     pending: PendingPrompts,
     client: Arc<AcpBridge>,
+    commands: Arc<dyn Fn() -> acp::SessionUpdate + Send + Sync>,
 ) {
     let notices = client.caps().notices;
     while let Some(event) = events.recv().await {
@@ -117,6 +127,32 @@ pub async fn forward_events(
             EngineEvent::Notice { level, message } => Some(notice_update(level, message, notices)),
             EngineEvent::Compaction(view) => {
                 super::compaction::update(view, client.caps().compaction, notices)
+            }
+            EngineEvent::CommandsChanged => list_commands(&commands).await,
+            EngineEvent::ToolCallFinished {
+                id,
+                status,
+                display,
+                raw_output,
+            } => {
+                let changed = raw_output
+                    .as_ref()
+                    .is_some_and(|o| o["skills_changed"] == true);
+                let card = updates::session_update(EngineEvent::ToolCallFinished {
+                    id,
+                    status,
+                    display,
+                    raw_output,
+                });
+                if let Some(card) = card {
+                    let notification = SessionNotification::new(session_id.clone(), card);
+                    peer.notify("session/update", &notification).await;
+                }
+                if changed {
+                    list_commands(&commands).await
+                } else {
+                    None
+                }
             }
             other => updates::session_update(other),
         };

@@ -139,7 +139,11 @@ impl Agent {
             )));
         }
         let roots = check_roots(&reopen.cwd, &reopen.additional_directories)?;
-        let (mut config, system_prompt) = prepare_session(&reopen.cwd, &chrono_today()).await?;
+        let super::Prepared {
+            mut config,
+            system_prompt,
+            commands,
+        } = prepare_session(&reopen.cwd, &chrono_today()).await?;
         if let Some(missing) = config.missing_credentials() {
             return Err(errors::auth_required(missing));
         }
@@ -174,6 +178,7 @@ impl Agent {
             meta,
             transcript,
             SessionJournal::new(journal, &reopen.id, saved),
+            commands,
         )
     }
 
@@ -191,6 +196,7 @@ impl Agent {
         meta: SessionMeta,
         transcript: Transcript,
         journal: SessionJournal,
+        commands: acp::SessionUpdate,
     ) -> Result<Launched, acp::Error> {
         let mode = talaria_engine::Mode::from_id(&meta.mode);
         let model = (!meta.model.is_empty()).then(|| meta.model.clone());
@@ -209,6 +215,7 @@ impl Agent {
                 journal: Some(journal),
                 title: meta.title.clone(),
             },
+            commands,
         })
     }
 
@@ -283,7 +290,11 @@ impl Agent {
     /// A new session with a copy of another's history (its parent recorded).
     pub(super) async fn fork_session(&mut self, params: acp::ForkSessionRequest) -> Reply {
         let roots = check_roots(&params.cwd, &params.additional_directories)?;
-        let (mut config, system_prompt) = prepare_session(&params.cwd, &chrono_today()).await?;
+        let super::Prepared {
+            mut config,
+            system_prompt,
+            commands,
+        } = prepare_session(&params.cwd, &chrono_today()).await?;
         if let Some(missing) = config.missing_credentials() {
             return Err(errors::auth_required(missing));
         }
@@ -321,6 +332,7 @@ impl Agent {
             transcript,
             // Nothing of the copy is stored under the child's id yet: all of it is saved.
             SessionJournal::new(journal.clone(), &id, 0),
+            commands,
         )?;
         to_value(
             acp::ForkSessionResponse::new(id)

@@ -16,6 +16,7 @@ mod prompt_input;
 mod replay;
 mod server_window;
 mod session_options;
+mod skills;
 mod updates;
 
 use futures_util::FutureExt;
@@ -47,6 +48,8 @@ struct Launch {
     model: Option<String>,
     mode: Option<talaria_engine::Mode>,
     start: talaria_engine::SessionStart,
+    /// The slash commands, listed when the session starts.
+    commands: acp::SessionUpdate,
 }
 
 /// The modes and options a started session answers with.
@@ -74,6 +77,8 @@ struct LiveSession {
     /// MCP servers the client asked for; connected in a later milestone.
     #[allow(dead_code)]
     mcp_servers: Vec<acp::McpServer>,
+    /// The session's skill and memory stores (slash commands, `/skills`).
+    skills: Arc<talaria_skills::SkillsContext>,
 }
 
 /// The model router (providers, key pools, fallbacks) and the configuration it was built
@@ -298,7 +303,11 @@ impl Agent {
     async fn new_session(&mut self, params: acp::NewSessionRequest) -> Reply {
         let roots = check_roots(&params.cwd, &params.additional_directories)?;
         let today = chrono_today();
-        let (mut config, system_prompt) = prepare_session(&params.cwd, &today).await?;
+        let Prepared {
+            mut config,
+            system_prompt,
+            commands,
+        } = prepare_session(&params.cwd, &today).await?;
         if let Some(missing) = config.missing_credentials() {
             return Err(errors::auth_required(missing));
         }
@@ -344,6 +353,7 @@ impl Agent {
             model: None,
             mode: None,
             start,
+            commands,
         })?;
         to_value(
             acp::NewSessionResponse::new(id)
@@ -364,6 +374,7 @@ impl Agent {
             model,
             mode,
             start,
+            commands,
         } = launch;
         let router = self.router_for(&config)?;
         let model = model.unwrap_or_else(|| config.model.clone());
@@ -372,6 +383,7 @@ impl Agent {
         if !models.contains(&model) {
             models.insert(0, model.clone());
         }
+        let stores = skills::context(&config, &cwd, &id);
         let settings = SessionSettings {
             id: id.clone(),
             cwd: cwd.clone(),
@@ -393,6 +405,10 @@ impl Agent {
             nudges: config.nudges,
             compression: config.compression,
             tokenizers: Arc::new(config.tokenizers.clone()),
+            learning: config.learning,
+            review: (config.learning.skill_review_after > 0
+                || config.learning.memory_review_after > 0)
+                .then(|| skills::review_factory(stores.clone(), config.learning.stage_reviews)),
         };
         let (events_tx, events_rx) = mpsc::channel(256);
         let bridge = Arc::new(client_bridge::AcpBridge::new(
@@ -401,6 +417,9 @@ impl Agent {
             self.client_caps,
         ));
         let mut registry = self.registry.clone();
+        for tool in talaria_skills::tools::tools(stores.clone()) {
+            registry.register(tool);
+        }
         if let StoreState::Ready(journal) = &self.store {
             registry.register(Arc::new(
                 talaria_engine::session_search::SessionSearch::new(journal.store().clone()),
@@ -416,12 +435,14 @@ impl Agent {
         let handle =
             talaria_engine::spawn_session_with(settings, router, registry, events_tx, start);
         let pending: PendingPrompts = Arc::default();
+        let listed = stores.clone();
         tokio::spawn(forwarder::forward_events(
             self.peer.clone(),
             acp::SessionId::new(id.clone()),
             events_rx,
             pending.clone(),
             bridge,
+            Arc::new(move || skills::commands(&listed)),
         ));
         tracing::info!(session = %id, cwd = %cwd.display(), model = %model, "session started");
         let session_id = acp::SessionId::new(id.clone());
@@ -433,10 +454,8 @@ impl Agent {
         if let StoreState::Unavailable(why) = &self.store {
             warnings.push(format!("This session is not saved: {why}"));
         }
-        self.outbox.push(SessionNotification::new(
-            session_id.clone(),
-            compaction::available_commands(),
-        ));
+        self.outbox
+            .push(SessionNotification::new(session_id.clone(), commands));
         for warning in warnings {
             self.outbox.push(SessionNotification::new(
                 session_id.clone(),
@@ -459,6 +478,7 @@ impl Agent {
                 images_allowed: config.supports_images,
                 models,
                 mcp_servers,
+                skills: stores,
             },
         );
         Ok(launched)
@@ -560,7 +580,6 @@ impl Agent {
         }
         self.next_turn += 1;
         let turn = TurnId(self.next_turn);
-        let command = compaction::parse_command(&params.prompt);
         let done = CancellationToken::new();
         lock(&session.pending).insert(
             turn,
@@ -569,12 +588,33 @@ impl Agent {
                 done: done.clone(),
             },
         );
-        let queued = match command {
-            Some(focus) => session.handle.compact(turn, focus),
-            None => {
-                let input = prompt_input::to_user_input(params.prompt, session.images_allowed);
-                session.handle.prompt(turn, input)
+        let queued = if let Some(focus) = compaction::parse_command(&params.prompt) {
+            session.handle.compact(turn, focus)
+        } else if let Some((name, args)) = skills::slash(&params.prompt) {
+            let stores = session.skills.clone();
+            if name == skills::SKILLS_COMMAND {
+                session
+                    .handle
+                    .command(turn, move || skills::skills_command(&stores, &args))
+            } else {
+                // `/name` loads the skill of that name; anything else is an ordinary prompt.
+                let typed = params.prompt.clone();
+                let images = session.images_allowed;
+                session.handle.prompt_from(turn, move || {
+                    if skills::is_skill(&stores, &name) {
+                        let text = match typed.first() {
+                            Some(acp::ContentBlock::Text(t)) => t.text.clone(),
+                            _ => String::new(),
+                        };
+                        skills::skill_input(&stores, &name, &args, &text)
+                    } else {
+                        Ok(prompt_input::to_user_input(typed, images))
+                    }
+                })
             }
+        } else {
+            let input = prompt_input::to_user_input(params.prompt, session.images_allowed);
+            session.handle.prompt(turn, input)
         };
         if queued.is_err() {
             lock(&session.pending).remove(&turn);
@@ -644,10 +684,15 @@ async fn load_config() -> Result<Config, talaria_engine::ConfigError> {
 
 /// The disk work of `session/new` in one trip to the blocking pool: the cwd is a directory,
 /// the configuration, and the system prompt (which reads the project's instruction files).
-async fn prepare_session(
-    cwd: &std::path::Path,
-    today: &str,
-) -> Result<(Config, String), acp::Error> {
+/// What starting a session needs, read off the runtime thread: the configuration, the system
+/// prompt (with the skill index and the memory snapshot, frozen now) and the slash commands.
+struct Prepared {
+    config: Config,
+    system_prompt: String,
+    commands: acp::SessionUpdate,
+}
+
+async fn prepare_session(cwd: &std::path::Path, today: &str) -> Result<Prepared, acp::Error> {
     let (cwd, today) = (cwd.to_path_buf(), today.to_string());
     let prepared = tokio::task::spawn_blocking(move || {
         if !cwd.is_dir() {
@@ -657,8 +702,15 @@ async fn prepare_session(
             )));
         }
         let config = Config::load().map_err(config_error)?;
-        let prompt = talaria_engine::system_prompt::build(&cwd, &config.model, &today);
-        Ok((config, prompt))
+        let mut system_prompt = talaria_engine::system_prompt::build(&cwd, &config.model, &today);
+        let stores = skills::context(&config, &cwd, "");
+        system_prompt.push_str(&skills::prompt_additions(&stores));
+        let commands = skills::commands(&stores);
+        Ok(Prepared {
+            config,
+            system_prompt,
+            commands,
+        })
     })
     .await;
     prepared.unwrap_or_else(|e| {

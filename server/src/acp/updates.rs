@@ -65,6 +65,7 @@ pub fn session_update(event: EngineEvent) -> Option<SessionUpdate> {
         EngineEvent::TurnFinished { .. }
         | EngineEvent::ClientRequest(_)
         | EngineEvent::Compaction(_)
+        | EngineEvent::CommandsChanged
         | EngineEvent::Notice { .. } => {
             return None;
         }

@@ -154,6 +154,10 @@ pub struct Config {
     pub nudges: bool,
     /// When and how the context is compacted (`[compression]`).
     pub compression: talaria_compress::Settings,
+    /// The background review (`[learning]`).
+    pub learning: Learning,
+    /// Memory file limits in characters (`[memory]`): the agent's notes, the user's profile.
+    pub memory_chars: (usize, usize),
     /// Token encodings configured per model (`[tokenizers]`); others follow the model family.
     pub tokenizers: HashMap<String, talaria_compress::Encoding>,
     /// Sessions get a title from a model (`[auxiliary.title]`, else the session's) after
@@ -206,6 +210,44 @@ struct FileCompression {
 }
 
 #[derive(Debug, Default, Deserialize)]
+struct FileLearning {
+    skill_review_after: Option<u32>,
+    memory_review_after: Option<u32>,
+    stage_reviews: Option<bool>,
+    max_review_calls: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct FileMemory {
+    memory_chars: Option<usize>,
+    user_chars: Option<usize>,
+}
+
+/// The background review (`[learning]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Learning {
+    /// Model calls that used tools since the last skill write before a review (0: never).
+    pub skill_review_after: u32,
+    /// User turns since the last memory write before a review (0: never).
+    pub memory_review_after: u32,
+    /// The review's writes wait as proposals for the user (else they go live).
+    pub stage_reviews: bool,
+    /// The most model calls one review makes.
+    pub max_review_calls: u32,
+}
+
+impl Default for Learning {
+    fn default() -> Self {
+        Self {
+            skill_review_after: 10,
+            memory_review_after: 10,
+            stage_reviews: true,
+            max_review_calls: 16,
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
 struct FileConfig {
     provider: Option<String>,
     model: Option<String>,
@@ -244,6 +286,10 @@ struct FileConfig {
     prices: HashMap<String, Price>,
     #[serde(default)]
     compression: FileCompression,
+    #[serde(default)]
+    learning: FileLearning,
+    #[serde(default)]
+    memory: FileMemory,
     /// Model name → tiktoken encoding (`cl100k`, `o200k`).
     #[serde(default)]
     tokenizers: HashMap<String, String>,
@@ -518,9 +564,34 @@ impl Config {
             })?;
             tokenizers.insert(model_name.clone(), parsed);
         }
+        let learning_defaults = Learning::default();
+        let learning = Learning {
+            skill_review_after: file
+                .learning
+                .skill_review_after
+                .unwrap_or(learning_defaults.skill_review_after),
+            memory_review_after: file
+                .learning
+                .memory_review_after
+                .unwrap_or(learning_defaults.memory_review_after),
+            stage_reviews: file
+                .learning
+                .stage_reviews
+                .unwrap_or(learning_defaults.stage_reviews),
+            max_review_calls: file
+                .learning
+                .max_review_calls
+                .unwrap_or(learning_defaults.max_review_calls)
+                .clamp(1, 64),
+        };
         Ok(Self {
             compression,
             tokenizers,
+            learning,
+            memory_chars: (
+                file.memory.memory_chars.unwrap_or(2_200).max(100),
+                file.memory.user_chars.unwrap_or(1_375).max(100),
+            ),
             home,
             provider,
             model,

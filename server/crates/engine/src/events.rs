@@ -162,6 +162,8 @@ pub enum EngineEvent {
     },
     /// A context compaction started, finished or failed.
     Compaction(CompactionView),
+    /// The client's slash commands may have changed (a skill was written or accepted).
+    CommandsChanged,
     /// Something the user should know: a retry, a key rotation, a fallback, a failure.
     Notice { level: NoticeLevel, message: String },
     /// The turn tagged `turn` ended. Always the last event of a turn.

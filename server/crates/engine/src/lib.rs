@@ -17,6 +17,7 @@ pub mod journal;
 pub mod model_call;
 mod orchestrator;
 pub mod provider_factory;
+pub mod review;
 pub mod router;
 pub mod session;
 pub mod session_search;
@@ -29,14 +30,14 @@ pub use client::{
     ClientAnswer, ClientAsk, ClientRequest, Delegation, PermissionAnswer, PermissionChoice,
     PermissionRequest,
 };
-pub use config::{Config, ConfigError, ProviderKind, RetryPolicy};
+pub use config::{Config, ConfigError, Learning, ProviderKind, RetryPolicy};
 pub use events::{
     CompactionStatus, CompactionView, EngineEvent, NoticeLevel, StopReason, ToolCallView,
     TurnError, TurnId, TurnUsage,
 };
 pub use router::ModelRouter;
 pub use session::{
-    Op, SessionHandle, SessionSettings, SessionSnapshot, SessionStart, SessionView, SideAnswer,
+    CommandReply, Op, SessionHandle, SessionSettings, SessionSnapshot, SessionStart, SessionView, SideAnswer,
     SideRequest, UserInput, spawn_session, spawn_session_with,
 };
 

@@ -61,6 +61,10 @@ pub struct SessionSettings {
     pub compression: talaria_compress::Settings,
     /// Token encodings configured per model.
     pub tokenizers: Arc<std::collections::HashMap<String, talaria_compress::Encoding>>,
+    /// When the background review runs.
+    pub learning: crate::config::Learning,
+    /// The review's skill and memory tools; `None` turns the review off.
+    pub review: Option<crate::review::ReviewFactory>,
 }
 
 /// What the user sent: as received (kept in the record) and as the model sees it.
@@ -116,6 +120,25 @@ pub struct SessionSnapshot {
     pub cost: Option<f64>,
 }
 
+/// Work done on the blocking pool, in the session's order: expanding a prompt's input (a
+/// skill command loads the skill) or answering a command without the model.
+pub struct Blocking<T>(pub Box<dyn FnOnce() -> T + Send>);
+
+impl<T> std::fmt::Debug for Blocking<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Blocking")
+    }
+}
+
+/// What a command answered without the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandReply {
+    /// Shown as the agent's message.
+    pub text: String,
+    /// The client's slash commands may have changed (e.g. a skill was accepted).
+    pub commands_changed: bool,
+}
+
 /// What a session is told to do.
 #[derive(Debug)]
 pub enum Op {
@@ -123,6 +146,18 @@ pub enum Op {
         turn: TurnId,
         input: UserInput,
         /// The cancel generation it was queued under (older ones are cancelled).
+        generation: u64,
+    },
+    /// A prompt whose input is computed on the blocking pool when its turn comes.
+    PromptFrom {
+        turn: TurnId,
+        input: Blocking<Result<UserInput, String>>,
+        generation: u64,
+    },
+    /// A command answered without the model, in order with the prompts.
+    Command {
+        turn: TurnId,
+        run: Blocking<CommandReply>,
         generation: u64,
     },
     /// Compacts the context now (`/compact [focus]`); answered like a prompt.
@@ -138,6 +173,8 @@ pub enum Op {
         reply: oneshot::Sender<Result<SideAnswer, String>>,
     },
     Snapshot(oneshot::Sender<SessionSnapshot>),
+    /// A background review ended.
+    ReviewFinished(crate::review::ReviewOutcome),
     /// Ends the session after what is queued before it.
     Close,
 }
@@ -155,6 +192,8 @@ struct CancelState {
     generation: u64,
     /// The running turn's (or side task's) token.
     current: Option<CancellationToken>,
+    /// The running background review's token.
+    review: Option<CancellationToken>,
 }
 
 /// A handle to a running session. Dropping every handle ends the session after its queue.
@@ -178,6 +217,40 @@ impl SessionHandle {
             .map_err(|_| turn)
     }
 
+    /// Queues a prompt whose input is computed (off the runtime thread) when its turn comes;
+    /// an `Err` fails the prompt with that message.
+    pub fn prompt_from(
+        &self,
+        turn: TurnId,
+        input: impl FnOnce() -> Result<UserInput, String> + Send + 'static,
+    ) -> Result<(), TurnId> {
+        let generation = self.lock().generation;
+        self.ops
+            .send(Op::PromptFrom {
+                turn,
+                input: Blocking(Box::new(input)),
+                generation,
+            })
+            .map_err(|_| turn)
+    }
+
+    /// Queues a command answered without the model (run off the runtime thread), answered
+    /// with the reply as the agent's message and `TurnFinished`, in order with the prompts.
+    pub fn command(
+        &self,
+        turn: TurnId,
+        run: impl FnOnce() -> CommandReply + Send + 'static,
+    ) -> Result<(), TurnId> {
+        let generation = self.lock().generation;
+        self.ops
+            .send(Op::Command {
+                turn,
+                run: Blocking(Box::new(run)),
+                generation,
+            })
+            .map_err(|_| turn)
+    }
+
     /// Queues a compaction of the context (`/compact`), answered with `TurnFinished` like a
     /// prompt, in order with the prompts.
     pub fn compact(&self, turn: TurnId, focus: Option<String>) -> Result<(), TurnId> {
@@ -196,6 +269,9 @@ impl SessionHandle {
         let mut state = self.lock();
         state.generation += 1;
         if let Some(token) = &state.current {
+            token.cancel();
+        }
+        if let Some(token) = &state.review {
             token.cancel();
         }
     }
@@ -272,6 +348,13 @@ struct SessionActor {
     waiting: VecDeque<Op>,
     journal: Option<crate::journal::SessionJournal>,
     title: Option<String>,
+    /// Model calls that used tools since the last skill write.
+    since_skill_write: u32,
+    /// User turns since the last memory write.
+    since_memory_write: u32,
+    /// The session's own op queue, for the review to report back (weak: it never keeps the
+    /// session alive).
+    own_ops: mpsc::WeakUnboundedSender<Op>,
 }
 
 /// The instruction for the title task.
@@ -360,6 +443,7 @@ pub fn spawn_session_with(
         mode: settings.mode,
         model: settings.model.clone(),
     });
+    let own_ops = ops.downgrade();
     let handle = SessionHandle {
         ops,
         cancel_state: cancel_state.clone(),
@@ -391,6 +475,9 @@ pub fn spawn_session_with(
             ),
             usage: SessionUsage::default(),
             used_tool_ids: HashSet::new(),
+            since_skill_write: 0,
+            since_memory_write: 0,
+            own_ops,
             waiting: VecDeque::new(),
             cancel_state,
             settings,
@@ -420,6 +507,20 @@ impl SessionActor {
                     input,
                     generation,
                 } => self.prompt(turn, input, generation, &mut receiver).await,
+                Op::PromptFrom {
+                    turn,
+                    input,
+                    generation,
+                } => match tokio::task::spawn_blocking(input.0).await {
+                    Ok(Ok(input)) => self.prompt(turn, input, generation, &mut receiver).await,
+                    Ok(Err(why)) => self.fail_prompt(turn, why).await,
+                    Err(e) => self.fail_prompt(turn, format!("the prompt could not be prepared: {e}")).await,
+                },
+                Op::Command {
+                    turn,
+                    run,
+                    generation,
+                } => self.command(turn, run, generation).await,
                 Op::Compact {
                     turn,
                     focus,
@@ -434,8 +535,13 @@ impl SessionActor {
                 Op::Snapshot(reply) => {
                     let _ = reply.send(self.snapshot());
                 }
+                Op::ReviewFinished(outcome) => self.review_finished(outcome).await,
                 Op::Close => break,
             }
+        }
+        // A review in the background ends with its session.
+        if let Some(review) = self.lock_cancel().review.take() {
+            review.cancel();
         }
         tracing::debug!(session = %self.settings.id, "session ended");
     }
@@ -539,6 +645,7 @@ impl SessionActor {
         generation: u64,
         receiver: &mut mpsc::UnboundedReceiver<Op>,
     ) {
+        let before = self.history.last_id();
         let (outcome, usage) = match self.start_work(generation) {
             None => (Ok(StopReason::Cancelled), TurnUsage::default()),
             Some(token) => {
@@ -547,6 +654,7 @@ impl SessionActor {
                 result
             }
         };
+        let ran = !matches!(outcome, Ok(StopReason::Cancelled)) || self.history.last_id() > before;
         let _ = self
             .events
             .send(EngineEvent::TurnFinished {
@@ -555,9 +663,178 @@ impl SessionActor {
                 usage,
             })
             .await;
+        if ran {
+            self.count_learning(before);
+            self.maybe_review();
+        }
         if self.title.is_none() {
             self.make_title().await;
         }
+    }
+
+    /// Answers a prompt that could not be prepared with an error.
+    async fn fail_prompt(&mut self, turn: TurnId, why: String) {
+        let _ = self
+            .events
+            .send(EngineEvent::TurnFinished {
+                turn,
+                outcome: Err(TurnError::Internal(why)),
+                usage: TurnUsage::default(),
+            })
+            .await;
+    }
+
+    /// A command answered without the model: its reply as the agent's message.
+    async fn command(&mut self, turn: TurnId, run: Blocking<CommandReply>, generation: u64) {
+        let outcome = if self.start_work(generation).is_none() {
+            Ok(StopReason::Cancelled)
+        } else {
+            let reply = tokio::task::spawn_blocking(run.0).await;
+            self.end_work();
+            match reply {
+                Ok(reply) => {
+                    let _ = self.events.send(EngineEvent::AgentText(reply.text)).await;
+                    if reply.commands_changed {
+                        let _ = self.events.send(EngineEvent::CommandsChanged).await;
+                    }
+                    Ok(StopReason::EndTurn)
+                }
+                Err(e) => Err(TurnError::Internal(format!("the command failed: {e}"))),
+            }
+        };
+        let _ = self
+            .events
+            .send(EngineEvent::TurnFinished {
+                turn,
+                outcome,
+                usage: TurnUsage::default(),
+            })
+            .await;
+    }
+
+    fn lock_cancel(&self) -> std::sync::MutexGuard<'_, CancelState> {
+        self.cancel_state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counts what the turn after entry `before` did toward the review thresholds: model
+    /// calls that used tools, and the user turn; a skill or memory write resets its count.
+    fn count_learning(&mut self, before: talaria_record::EntryId) {
+        self.since_memory_write += 1;
+        for entry in self.history.entries_after(before) {
+            match &entry.body {
+                EntryBody::Assistant(answer) if !answer.tool_calls.is_empty() => {
+                    self.since_skill_write += 1;
+                }
+                EntryBody::ToolResult(result)
+                    if result.status == talaria_record::ResultStatus::Completed =>
+                {
+                    match result.tool.as_str() {
+                        "skill_manage" => self.since_skill_write = 0,
+                        "memory" => self.since_memory_write = 0,
+                        _ => {}
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Starts the background review when a threshold is reached and none is running.
+    fn maybe_review(&mut self) {
+        let learning = self.settings.learning;
+        let skills_due =
+            learning.skill_review_after > 0 && self.since_skill_write >= learning.skill_review_after;
+        let memory_due = learning.memory_review_after > 0
+            && self.since_memory_write >= learning.memory_review_after;
+        let Some(factory) = self.settings.review.clone() else {
+            return;
+        };
+        if !(skills_due || memory_due) || self.lock_cancel().review.is_some() {
+            return;
+        }
+        self.since_skill_write = 0;
+        self.since_memory_write = 0;
+        let id = format!(
+            "r{}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() % 100_000_000)
+        );
+        let kit = (factory.0)(&id);
+        let mut registry = self.registry.clone();
+        for tool in kit.tools {
+            registry.register(tool);
+        }
+        let token = CancellationToken::new();
+        self.lock_cancel().review = Some(token.clone());
+        let job = crate::review::ReviewJob {
+            id: id.clone(),
+            transcript: self.history.clone(),
+            registry: registry.dispatch_only(&crate::review::WHITELIST),
+            tools: crate::turn::tool_specs(&self.registry),
+            router: self.router.clone(),
+            model: self.model.clone(),
+            retry: self.settings.retry,
+            context: self.context.for_side_task(),
+            cancel: token,
+            max_calls: learning.max_review_calls,
+            cwd: self.settings.cwd.clone(),
+            staged: kit.staged,
+        };
+        let ops = self.own_ops.clone();
+        tracing::info!(session = %self.settings.id, review = %id, "background review started");
+        tokio::spawn(async move {
+            let outcome = crate::review::run(job).await;
+            if let Some(ops) = ops.upgrade() {
+                let _ = ops.send(Op::ReviewFinished(outcome));
+            }
+        });
+    }
+
+    /// Takes a finished review's usage into the session's and tells the user what it proposes.
+    async fn review_finished(&mut self, outcome: crate::review::ReviewOutcome) {
+        self.lock_cancel().review = None;
+        self.usage.tokens.merge(&outcome.usage);
+        if outcome.priced {
+            self.usage.cost += outcome.cost;
+            self.usage.priced = true;
+        }
+        tracing::info!(
+            session = %self.settings.id,
+            review = %outcome.id,
+            calls = outcome.calls,
+            proposals = outcome.proposals.len(),
+            cancelled = outcome.cancelled,
+            error = ?outcome.error,
+            "background review finished"
+        );
+        let staged = self.settings.learning.stage_reviews;
+        for proposal in &outcome.proposals {
+            let message = if staged {
+                format!("The agent proposes {proposal}. Use /skills to inspect, accept or reject it.")
+            } else {
+                format!("The agent saved {proposal} in the background.")
+            };
+            self.history.push(EntryBody::Notice {
+                level: talaria_record::NoticeLevel::Info,
+                text: message.clone(),
+            });
+            let _ = self
+                .events
+                .send(EngineEvent::Notice {
+                    level: crate::events::NoticeLevel::Info,
+                    message,
+                })
+                .await;
+        }
+        self.save();
+        self.update_meta(talaria_store::MetaUpdate {
+            tokens: Some((self.usage.tokens.input, self.usage.tokens.output)),
+            cost: self.usage.priced.then_some(self.usage.cost),
+            ..Default::default()
+        });
     }
 
     /// Titles the session after its first turn: through the title model when titles are on,

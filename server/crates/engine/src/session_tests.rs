@@ -79,6 +79,8 @@ fn spawn_with_registry(
         nudges: true,
         compression: talaria_compress::Settings::default(),
         tokenizers: Arc::default(),
+        learning: crate::config::Learning::default(),
+        review: None,
     };
     let handle = spawn_session(settings, Arc::new(router), registry, tx);
     (handle, rx)

@@ -8,6 +8,7 @@ use std::sync::Mutex;
 use crate::catalog::{Catalog, Roots};
 use crate::memory::MemoryStore;
 use crate::proposals::Proposals;
+use crate::provenance::Origin;
 
 /// Where writes go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,6 +27,8 @@ pub struct SkillsContext {
     pub proposals: Proposals,
     pub session: String,
     pub mode: WriteMode,
+    /// Who the writes are recorded as coming from.
+    pub origin: Origin,
     /// Skills viewed so far (a review must view a skill before changing it).
     viewed: Mutex<HashSet<String>>,
     /// Proposals staged so far (by a review), in order.
@@ -45,6 +48,10 @@ impl SkillsContext {
             memory,
             proposals: Proposals::new(proposals_dir),
             session: session.to_string(),
+            origin: match mode {
+                WriteMode::Live => Origin::Foreground,
+                WriteMode::Staged { .. } => Origin::Review,
+            },
             mode,
             viewed: Mutex::default(),
             staged: Mutex::default(),
@@ -62,6 +69,19 @@ impl SkillsContext {
                 review: review.to_string(),
             },
         )
+    }
+
+    /// The same stores for a review whose writes go live (`stage_reviews = false`).
+    pub fn live_review(&self) -> Self {
+        let mut context = Self::new(
+            self.roots.clone(),
+            self.memory.clone(),
+            self.proposals_dir(),
+            &self.session,
+            WriteMode::Live,
+        );
+        context.origin = Origin::Review;
+        context
     }
 
     pub fn proposals_dir(&self) -> PathBuf {

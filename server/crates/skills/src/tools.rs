@@ -16,7 +16,7 @@ use crate::catalog::one_line;
 use crate::context::{SkillsContext, WriteMode};
 use crate::manage::{self, ManageArgs};
 use crate::memory::{Operation, Target};
-use crate::provenance::{self, Origin, Record};
+use crate::provenance::{self, Record};
 use crate::skill::SKILL_FILE;
 
 /// The four tools over one session's stores.
@@ -266,10 +266,7 @@ fn manage_call(context: &SkillsContext, args: ManageArgs) -> ToolOutcome {
         let _ = provenance::append(
             dir,
             &Record {
-                origin: match context.mode {
-                    WriteMode::Live => Origin::Foreground,
-                    WriteMode::Staged { .. } => Origin::Review,
-                },
+                origin: context.origin,
                 session: context.session.clone(),
                 at_ms: provenance::now_ms(),
                 action: args.action.clone(),
@@ -474,7 +471,7 @@ impl Tool for Memory {
                 WriteMode::Live => {
                     match context
                         .memory
-                        .apply(&operations, Origin::Foreground, &context.session)
+                        .apply(&operations, context.origin, &context.session)
                     {
                         Ok(done) => ToolOutcome::completed(format!(
                             "{done} Saved; it shows in the system prompt of the next session."

@@ -1,0 +1,197 @@
+//! The background review (the learning loop): after enough tool-using work or user turns, a
+//! fork of the session reads its history and saves what is worth keeping as skills and
+//! memory, without touching the chat.
+//!
+//! Invariants:
+//! - It starts after the prompt response was sent and runs beside the session: the next
+//!   prompt never waits for it. `cancel`, closing the session and exit stop it.
+//! - It sends the session's own system prompt and tool definitions (the provider's prompt
+//!   cache is reused), but its registry dispatches only [`WHITELIST`]: any other call is
+//!   refused at dispatch, with no side effect, whatever the model asks.
+//! - It makes at most `max_review_calls` model calls, through the one model-call path with a
+//!   silent sink, on `[auxiliary.review]` (else the session's model); its usage counts in the
+//!   session's totals.
+//! - Its writes are those of the skill and memory tools the session's [`ReviewFactory`] gives
+//!   it: staged as proposals by default, with provenance.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use talaria_provider::ToolSpec;
+use talaria_record::{
+    AssistantEntry, EntryBody, InputBlock, ResultStatus, ToolDisplay, ToolResultEntry, Transcript,
+    UserPart,
+};
+use talaria_tools::{Registry, Tool, ToolContext, ToolStatus};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::RetryPolicy;
+use crate::context::ContextState;
+use crate::events::TurnUsage;
+use crate::model_call::{CallResult, ModelCaller, SessionUsage, SilentSink};
+use crate::router::ModelRouter;
+
+/// The tools a review may call.
+pub const WHITELIST: [&str; 4] = ["memory", "skills_list", "skill_view", "skill_manage"];
+
+/// The side task whose model runs reviews.
+pub const REVIEW_TASK: &str = "review";
+
+/// What the review is told.
+pub const INSTRUCTION: &str = "[Background review — the user does not see this] Look back over \
+    the conversation above. If it holds something worth keeping for future sessions, save it \
+    now: a reusable procedure (a solved problem, a hard-won debugging path, a workflow the user \
+    corrected) as a skill with skill_manage — check skills_list first and view a skill with \
+    skill_view before you patch it, rather than writing a duplicate; durable facts about the \
+    environment or the user's preferences with memory. Only skills_list, skill_view, \
+    skill_manage and memory work here. Keep skills short, general and free of secrets. When \
+    you are done, or if nothing is worth saving, answer with one line saying what you saved.";
+
+/// The skill and memory tools for one review, and what it staged.
+pub struct ReviewKit {
+    /// Tools registered over the session's (same names and definitions).
+    pub tools: Vec<Arc<dyn Tool>>,
+    /// One line per proposal (or live write) the review made so far.
+    pub staged: Arc<dyn Fn() -> Vec<String> + Send + Sync>,
+}
+
+/// Builds a review's kit from its id.
+#[derive(Clone)]
+pub struct ReviewFactory(pub Arc<dyn Fn(&str) -> ReviewKit + Send + Sync>);
+
+impl std::fmt::Debug for ReviewFactory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReviewFactory")
+    }
+}
+
+/// One review to run.
+pub(crate) struct ReviewJob {
+    pub id: String,
+    pub transcript: Transcript,
+    pub registry: Registry,
+    pub tools: Vec<ToolSpec>,
+    pub router: Arc<ModelRouter>,
+    pub model: String,
+    pub retry: RetryPolicy,
+    pub context: ContextState,
+    pub cancel: CancellationToken,
+    pub max_calls: u32,
+    pub cwd: PathBuf,
+    pub staged: Arc<dyn Fn() -> Vec<String> + Send + Sync>,
+}
+
+/// How a review ended.
+#[derive(Debug, Default)]
+pub struct ReviewOutcome {
+    pub id: String,
+    pub usage: TurnUsage,
+    pub cost: f64,
+    pub priced: bool,
+    pub calls: u32,
+    /// One line per proposal it staged.
+    pub proposals: Vec<String>,
+    pub error: Option<String>,
+    pub cancelled: bool,
+}
+
+fn result_entry(call: &talaria_provider::ToolCallRequest, status: ToolStatus, text: String) -> EntryBody {
+    EntryBody::ToolResult(Box::new(ToolResultEntry {
+        call_id: call.id.clone(),
+        client_id: call.id.clone(),
+        tool: call.name.clone(),
+        status: if status == ToolStatus::Completed {
+            ResultStatus::Completed
+        } else {
+            ResultStatus::Failed
+        },
+        display: ToolDisplay {
+            title: call.name.clone(),
+            ..ToolDisplay::default()
+        },
+        raw_input: serde_json::from_str(&call.arguments).unwrap_or(serde_json::Value::Null),
+        raw_output: None,
+        model_text: text,
+    }))
+}
+
+/// Runs a review to its end.
+pub(crate) async fn run(job: ReviewJob) -> ReviewOutcome {
+    let ReviewJob {
+        id,
+        mut transcript,
+        registry,
+        tools,
+        router,
+        model,
+        retry,
+        mut context,
+        cancel,
+        max_calls,
+        cwd,
+        staged,
+    } = job;
+    transcript.push(EntryBody::User {
+        input: vec![InputBlock::Text {
+            text: INSTRUCTION.into(),
+        }],
+        model_view: vec![UserPart::text(INSTRUCTION)],
+    });
+    let (chain, _) = router.side_chain(REVIEW_TASK, &model);
+    let mut usage = SessionUsage::default();
+    let mut outcome = ReviewOutcome {
+        id,
+        ..ReviewOutcome::default()
+    };
+    let ctx = ToolContext::local(cwd, cancel.clone(), Arc::default());
+    {
+        let mut caller =
+            ModelCaller::new(router.as_ref(), chain, retry, &cancel, &mut context, &mut usage);
+        while outcome.calls < max_calls {
+            outcome.calls += 1;
+            let mut sink = SilentSink::default();
+            let called = caller.call(&mut transcript, &tools, None, &mut sink).await;
+            let (text, tool_calls) = match called {
+                Err(error) => {
+                    outcome.error = Some(error);
+                    break;
+                }
+                Ok(CallResult::Cancelled { .. }) => {
+                    outcome.cancelled = true;
+                    break;
+                }
+                Ok(CallResult::Finished {
+                    text, tool_calls, ..
+                }) => (text, tool_calls),
+            };
+            transcript.push(EntryBody::Assistant(AssistantEntry {
+                text,
+                tool_calls: tool_calls.clone(),
+                ..AssistantEntry::default()
+            }));
+            if tool_calls.is_empty() {
+                break;
+            }
+            for call in &tool_calls {
+                if cancel.is_cancelled() {
+                    outcome.cancelled = true;
+                    break;
+                }
+                let args = registry.parse_args(&call.name, &call.arguments);
+                let done = registry.dispatch(&call.name, args, &ctx).await;
+                if registry.refusal(&call.name).is_some() {
+                    tracing::info!(tool = %call.name, "the review asked for a tool outside its whitelist; refused");
+                }
+                transcript.push(result_entry(call, done.status, done.content));
+            }
+            if outcome.cancelled {
+                break;
+            }
+        }
+        outcome.usage = caller.usage;
+    }
+    outcome.cost = usage.cost;
+    outcome.priced = usage.priced;
+    outcome.proposals = staged();
+    outcome
+}

@@ -1,0 +1,237 @@
+//! Skills and memory at the edge: each session's stores and tools, what the system prompt
+//! carries (the skill index and the frozen memory snapshot), the slash commands (`/compact`,
+//! `/skills`, and one per skill), and the background review's staged tools.
+//!
+//! Every function here that touches the disk runs on the blocking pool (callers see to it).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use talaria_engine::review::{ReviewFactory, ReviewKit};
+use talaria_engine::{CommandReply, Config, UserInput};
+use talaria_protocol::acp::{self, SessionUpdate};
+use talaria_record::{InputBlock, UserPart};
+use talaria_skills::proposals::Change;
+use talaria_skills::{MemoryStore, Roots, SkillsContext, WriteMode};
+
+/// The command that manages the review's proposals.
+pub const SKILLS_COMMAND: &str = "skills";
+
+fn user_home() -> Option<PathBuf> {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+}
+
+/// A session's skill and memory stores, writing live.
+pub fn context(config: &Config, cwd: &Path, session: &str) -> Arc<SkillsContext> {
+    Arc::new(SkillsContext::new(
+        Roots::for_session(&config.home, cwd, user_home().as_deref()),
+        MemoryStore::new(
+            config.home.join("memories"),
+            config.memory_chars.0,
+            config.memory_chars.1,
+        ),
+        config.home.join("proposals"),
+        session,
+        WriteMode::Live,
+    ))
+}
+
+/// What the system prompt carries: the skill index and the memory snapshot, frozen now.
+pub fn prompt_additions(context: &SkillsContext) -> String {
+    let catalog = context.catalog();
+    for invalid in &catalog.invalid {
+        tracing::warn!(path = %invalid.path.display(), "invalid skill: {}", invalid.why);
+    }
+    let mut out = String::new();
+    if let Some(index) = catalog.index() {
+        out.push_str("\n\n");
+        out.push_str(&index);
+    }
+    if let Some(memory) = context.memory.snapshot() {
+        out.push_str("\n\n");
+        out.push_str(&memory);
+    }
+    out
+}
+
+/// The slash commands: `/compact`, `/skills`, and one per skill.
+pub fn commands(context: &SkillsContext) -> SessionUpdate {
+    let mut commands = vec![
+        acp::AvailableCommand::new(
+            super::compaction::COMMAND,
+            "Compact the conversation now: old tool output is shortened and earlier turns are summarised, optionally around a focus topic.",
+        )
+        .input(acp::AvailableCommandInput::Unstructured(
+            acp::UnstructuredCommandInput::new("focus topic (optional)"),
+        )),
+        acp::AvailableCommand::new(
+            SKILLS_COMMAND,
+            "Skills and memory the agent proposed in the background: list, show <id>, accept <id>, reject <id>.",
+        )
+        .input(acp::AvailableCommandInput::Unstructured(
+            acp::UnstructuredCommandInput::new("list | show <id> | accept <id> | reject <id>"),
+        )),
+    ];
+    let reserved = [super::compaction::COMMAND, SKILLS_COMMAND];
+    let catalog = context.catalog();
+    for found in &catalog.skills {
+        if reserved.contains(&found.name.as_str()) {
+            continue;
+        }
+        commands.push(
+            acp::AvailableCommand::new(
+                found.name.clone(),
+                talaria_skills::catalog::one_line(&found.description),
+            )
+            .input(acp::AvailableCommandInput::Unstructured(
+                acp::UnstructuredCommandInput::new("what to use the skill for (optional)"),
+            )),
+        );
+    }
+    SessionUpdate::AvailableCommandsUpdate(acp::AvailableCommandsUpdate::new(commands))
+}
+
+/// `Some((name, rest))` when a prompt is a single text block starting with `/name`.
+pub fn slash(prompt: &[acp::ContentBlock]) -> Option<(String, String)> {
+    let [acp::ContentBlock::Text(text)] = prompt else {
+        return None;
+    };
+    let rest = text.text.trim_start().strip_prefix('/')?;
+    let (name, args) = rest
+        .split_once(char::is_whitespace)
+        .unwrap_or((rest, ""));
+    talaria_skills::skill::check_name(name).ok()?;
+    Some((name.to_string(), args.trim().to_string()))
+}
+
+/// The input of `/name args`: the skill's instructions, then the user's words.
+pub fn skill_input(
+    context: &SkillsContext,
+    name: &str,
+    args: &str,
+    typed: &str,
+) -> Result<UserInput, String> {
+    let catalog = context.catalog();
+    let found = catalog
+        .get(name)
+        .ok_or_else(|| format!("there is no skill or command named /{name}"))?;
+    let text = std::fs::read_to_string(found.dir.join(talaria_skills::skill::SKILL_FILE))
+        .map_err(|e| format!("cannot read skill {name}: {e}"))?;
+    context.note_viewed(name);
+    let request = if args.is_empty() {
+        "Apply this skill to the current work.".to_string()
+    } else {
+        args.to_string()
+    };
+    let loaded = format!(
+        "[The user loaded the skill `{name}` with /{name}. Its instructions follow.]\n\n{text}\n\n[End of skill `{name}`.]\n\n{request}"
+    );
+    Ok(UserInput {
+        blocks: vec![InputBlock::Text {
+            text: typed.to_string(),
+        }],
+        model_view: vec![UserPart::text(loaded)],
+    })
+}
+
+/// Whether a name is a skill of the session (a disk read: off the runtime thread).
+pub fn is_skill(context: &SkillsContext, name: &str) -> bool {
+    context.catalog().get(name).is_some()
+}
+
+/// `/skills [list | show <id> | accept <id> | reject <id>]`.
+pub fn skills_command(context: &SkillsContext, args: &str) -> CommandReply {
+    let mut words = args.split_whitespace();
+    let verb = words.next().unwrap_or("list");
+    let id = words.next().unwrap_or("");
+    let proposals = &context.proposals;
+    let live_dir = |id: &str| -> Option<PathBuf> {
+        let proposal = proposals.list().into_iter().find(|p| p.id == id)?;
+        match proposal.change {
+            Change::Skill { name, .. } => context.catalog().get(&name).map(|s| s.dir.clone()),
+            Change::Memory { .. } => None,
+        }
+    };
+    let reply = |text: String, changed: bool| CommandReply {
+        text,
+        commands_changed: changed,
+    };
+    match verb {
+        "list" => {
+            let list = proposals.list();
+            if list.is_empty() {
+                return reply("No proposals are waiting.".into(), false);
+            }
+            let lines: Vec<String> = list
+                .iter()
+                .map(|p| format!("- {}: {}", p.id, p.summary))
+                .collect();
+            reply(
+                format!(
+                    "Proposals from the background review:\n{}\n\nUse /skills show <id>, /skills accept <id> or /skills reject <id>.",
+                    lines.join("\n")
+                ),
+                false,
+            )
+        }
+        "show" => match proposals.show(id, live_dir(id).as_deref()) {
+            Ok(text) => reply(format!("```diff\n{text}```"), false),
+            Err(why) => reply(why, false),
+        },
+        "accept" => {
+            let Some(root) = context.roots.writable() else {
+                return reply("There is no writable skill folder.".into(), false);
+            };
+            match proposals.accept(
+                id,
+                root,
+                live_dir(id).as_deref(),
+                &context.memory,
+                &context.session,
+            ) {
+                Ok(text) => reply(text, true),
+                Err(why) => reply(format!("Not accepted: {why}"), false),
+            }
+        }
+        "reject" => match proposals.reject(id) {
+            Ok(text) => reply(text, false),
+            Err(why) => reply(why, false),
+        },
+        other => reply(
+            format!("Unknown /skills action {other:?}: use list, show <id>, accept <id> or reject <id>."),
+            false,
+        ),
+    }
+}
+
+/// The review's tools: staged (default) or live, recorded as the review's.
+pub fn review_factory(context: Arc<SkillsContext>, staged: bool) -> ReviewFactory {
+    ReviewFactory(Arc::new(move |review: &str| {
+        let review_context = Arc::new(if staged {
+            context.staged(review)
+        } else {
+            context.live_review()
+        });
+        let tools = talaria_skills::tools::tools(review_context.clone());
+        let listed = review_context.clone();
+        ReviewKit {
+            tools,
+            staged: Arc::new(move || {
+                let proposals = listed.proposals.list();
+                listed
+                    .staged_ids()
+                    .iter()
+                    .map(|id| match proposals.iter().find(|p| &p.id == id) {
+                        Some(p) => match &p.change {
+                            Change::Skill { .. } => format!("a skill: {} ({})", p.summary, p.id),
+                            Change::Memory { .. } => format!("{} ({})", p.summary, p.id),
+                        },
+                        None => id.clone(),
+                    })
+                    .collect()
+            }),
+        }
+    }))
+}
