@@ -11,6 +11,7 @@ mod doctor;
 mod errors;
 mod faults;
 mod framing;
+mod learning;
 mod lifecycle;
 mod local_servers;
 mod prompt_size;

@@ -129,6 +129,10 @@ pub async fn forward_events(
                 super::compaction::update(view, client.caps().compaction, notices)
             }
             EngineEvent::CommandsChanged => list_commands(&commands).await,
+            EngineEvent::Delivered(signal) => {
+                signal.fire();
+                None
+            }
             EngineEvent::ToolCallFinished {
                 id,
                 status,

@@ -99,9 +99,7 @@ pub fn slash(prompt: &[acp::ContentBlock]) -> Option<(String, String)> {
         return None;
     };
     let rest = text.text.trim_start().strip_prefix('/')?;
-    let (name, args) = rest
-        .split_once(char::is_whitespace)
-        .unwrap_or((rest, ""));
+    let (name, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
     talaria_skills::skill::check_name(name).ok()?;
     Some((name.to_string(), args.trim().to_string()))
 }
@@ -200,7 +198,9 @@ pub fn skills_command(context: &SkillsContext, args: &str) -> CommandReply {
             Err(why) => reply(why, false),
         },
         other => reply(
-            format!("Unknown /skills action {other:?}: use list, show <id>, accept <id> or reject <id>."),
+            format!(
+                "Unknown /skills action {other:?}: use list, show <id>, accept <id> or reject <id>."
+            ),
             false,
         ),
     }

@@ -66,6 +66,7 @@ pub fn session_update(event: EngineEvent) -> Option<SessionUpdate> {
         | EngineEvent::ClientRequest(_)
         | EngineEvent::Compaction(_)
         | EngineEvent::CommandsChanged
+        | EngineEvent::Delivered(_)
         | EngineEvent::Notice { .. } => {
             return None;
         }

@@ -116,6 +116,45 @@ pub struct CompactionView {
     pub error: Option<String>,
 }
 
+/// Fires once: the consumer of the event stream fires it when it reaches the event, so the
+/// sender knows every earlier event (a prompt's response included) was delivered.
+#[derive(Clone, Default)]
+pub struct Signal(std::sync::Arc<std::sync::Mutex<Option<tokio::sync::oneshot::Sender<()>>>>);
+
+impl Signal {
+    /// A signal and the receiver it fires.
+    pub fn new() -> (Self, tokio::sync::oneshot::Receiver<()>) {
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        (
+            Self(std::sync::Arc::new(std::sync::Mutex::new(Some(sender)))),
+            receiver,
+        )
+    }
+
+    pub fn fire(&self) {
+        let sender = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(sender) = sender {
+            let _ = sender.send(());
+        }
+    }
+}
+
+impl std::fmt::Debug for Signal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Signal")
+    }
+}
+
+impl PartialEq for Signal {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
 /// One thing that happened in a session.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EngineEvent {
@@ -164,6 +203,8 @@ pub enum EngineEvent {
     Compaction(CompactionView),
     /// The client's slash commands may have changed (a skill was written or accepted).
     CommandsChanged,
+    /// Every earlier event has been delivered once the consumer fires this.
+    Delivered(Signal),
     /// Something the user should know: a retry, a key rotation, a fallback, a failure.
     Notice { level: NoticeLevel, message: String },
     /// The turn tagged `turn` ended. Always the last event of a turn.

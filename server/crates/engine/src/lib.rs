@@ -32,13 +32,13 @@ pub use client::{
 };
 pub use config::{Config, ConfigError, Learning, ProviderKind, RetryPolicy};
 pub use events::{
-    CompactionStatus, CompactionView, EngineEvent, NoticeLevel, StopReason, ToolCallView,
+    CompactionStatus, CompactionView, EngineEvent, NoticeLevel, Signal, StopReason, ToolCallView,
     TurnError, TurnId, TurnUsage,
 };
 pub use router::ModelRouter;
 pub use session::{
-    CommandReply, Op, SessionHandle, SessionSettings, SessionSnapshot, SessionStart, SessionView, SideAnswer,
-    SideRequest, UserInput, spawn_session, spawn_session_with,
+    CommandReply, Op, SessionHandle, SessionSettings, SessionSnapshot, SessionStart, SessionView,
+    SideAnswer, SideRequest, UserInput, spawn_session, spawn_session_with,
 };
 
 #[cfg(test)]

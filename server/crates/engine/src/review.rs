@@ -95,7 +95,11 @@ pub struct ReviewOutcome {
     pub cancelled: bool,
 }
 
-fn result_entry(call: &talaria_provider::ToolCallRequest, status: ToolStatus, text: String) -> EntryBody {
+fn result_entry(
+    call: &talaria_provider::ToolCallRequest,
+    status: ToolStatus,
+    text: String,
+) -> EntryBody {
     EntryBody::ToolResult(Box::new(ToolResultEntry {
         call_id: call.id.clone(),
         client_id: call.id.clone(),
@@ -145,8 +149,14 @@ pub(crate) async fn run(job: ReviewJob) -> ReviewOutcome {
     };
     let ctx = ToolContext::local(cwd, cancel.clone(), Arc::default());
     {
-        let mut caller =
-            ModelCaller::new(router.as_ref(), chain, retry, &cancel, &mut context, &mut usage);
+        let mut caller = ModelCaller::new(
+            router.as_ref(),
+            chain,
+            retry,
+            &cancel,
+            &mut context,
+            &mut usage,
+        );
         while outcome.calls < max_calls {
             outcome.calls += 1;
             let mut sink = SilentSink::default();

@@ -514,7 +514,10 @@ impl SessionActor {
                 } => match tokio::task::spawn_blocking(input.0).await {
                     Ok(Ok(input)) => self.prompt(turn, input, generation, &mut receiver).await,
                     Ok(Err(why)) => self.fail_prompt(turn, why).await,
-                    Err(e) => self.fail_prompt(turn, format!("the prompt could not be prepared: {e}")).await,
+                    Err(e) => {
+                        self.fail_prompt(turn, format!("the prompt could not be prepared: {e}"))
+                            .await
+                    }
                 },
                 Op::Command {
                     turn,
@@ -665,7 +668,7 @@ impl SessionActor {
             .await;
         if ran {
             self.count_learning(before);
-            self.maybe_review();
+            self.maybe_review().await;
         }
         if self.title.is_none() {
             self.make_title().await;
@@ -741,11 +744,12 @@ impl SessionActor {
         }
     }
 
-    /// Starts the background review when a threshold is reached and none is running.
-    fn maybe_review(&mut self) {
+    /// Starts the background review when a threshold is reached and none is running; it
+    /// begins once the prompt's response has been delivered.
+    async fn maybe_review(&mut self) {
         let learning = self.settings.learning;
-        let skills_due =
-            learning.skill_review_after > 0 && self.since_skill_write >= learning.skill_review_after;
+        let skills_due = learning.skill_review_after > 0
+            && self.since_skill_write >= learning.skill_review_after;
         let memory_due = learning.memory_review_after > 0
             && self.since_memory_write >= learning.memory_review_after;
         let Some(factory) = self.settings.review.clone() else {
@@ -784,9 +788,28 @@ impl SessionActor {
             staged: kit.staged,
         };
         let ops = self.own_ops.clone();
+        let (delivered, responded) = crate::events::Signal::new();
+        let _ = self.events.send(EngineEvent::Delivered(delivered)).await;
         tracing::info!(session = %self.settings.id, review = %id, "background review started");
         tokio::spawn(async move {
-            let outcome = crate::review::run(job).await;
+            let cancel = job.cancel.clone();
+            let outcome = tokio::select! {
+                biased;
+                () = cancel.cancelled() => crate::review::ReviewOutcome {
+                    id: job.id.clone(),
+                    cancelled: true,
+                    ..Default::default()
+                },
+                delivered = responded => match delivered {
+                    Ok(()) => crate::review::run(job).await,
+                    // Nobody reads the events any more: the client is gone.
+                    Err(_) => crate::review::ReviewOutcome {
+                        id: job.id.clone(),
+                        cancelled: true,
+                        ..Default::default()
+                    },
+                },
+            };
             if let Some(ops) = ops.upgrade() {
                 let _ = ops.send(Op::ReviewFinished(outcome));
             }
@@ -813,7 +836,9 @@ impl SessionActor {
         let staged = self.settings.learning.stage_reviews;
         for proposal in &outcome.proposals {
             let message = if staged {
-                format!("The agent proposes {proposal}. Use /skills to inspect, accept or reject it.")
+                format!(
+                    "The agent proposes {proposal}. Use /skills to inspect, accept or reject it."
+                )
             } else {
                 format!("The agent saved {proposal} in the background.")
             };
@@ -835,6 +860,10 @@ impl SessionActor {
             cost: self.usage.priced.then_some(self.usage.cost),
             ..Default::default()
         });
+        // A threshold reached while this review ran is served now.
+        if !outcome.cancelled {
+            self.maybe_review().await;
+        }
     }
 
     /// Titles the session after its first turn: through the title model when titles are on,

@@ -91,6 +91,7 @@ impl ScriptedClient {
             while let Some(event) = events.recv().await {
                 match event {
                     EngineEvent::ClientRequest(request) => client.serve(request),
+                    EngineEvent::Delivered(signal) => signal.fire(),
                     other => {
                         if tx.send(other).await.is_err() {
                             break;

@@ -285,6 +285,9 @@ fn manage_call(context: &SkillsContext, args: ManageArgs) -> ToolOutcome {
                     if args.action != "delete" {
                         record(&dir);
                     }
+                    if context.origin == provenance::Origin::Review {
+                        context.note_staged(&format!("the skill {} ({})", args.name, args.action));
+                    }
                     ToolOutcome::completed(done)
                         .with_raw_output(json!({"skills_changed": true, "skill": args.name}))
                 }
@@ -473,9 +476,14 @@ impl Tool for Memory {
                         .memory
                         .apply(&operations, context.origin, &context.session)
                     {
-                        Ok(done) => ToolOutcome::completed(format!(
-                            "{done} Saved; it shows in the system prompt of the next session."
-                        )),
+                        Ok(done) => {
+                            if context.origin == provenance::Origin::Review {
+                                context.note_staged("memory changes");
+                            }
+                            ToolOutcome::completed(format!(
+                                "{done} Saved; it shows in the system prompt of the next session."
+                            ))
+                        }
                         Err(why) => ToolOutcome::failed(why),
                     }
                 }

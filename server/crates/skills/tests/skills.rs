@@ -335,3 +335,37 @@ async fn the_live_memory_tool_reports_usage_and_viewing_reads_support_files() {
         "{listed}"
     );
 }
+
+#[tokio::test]
+async fn a_review_set_to_write_live_records_itself_as_the_origin() {
+    let home = tempfile::tempdir().expect("dir");
+    let cwd = tempfile::tempdir().expect("dir");
+    let live = context(home.path(), cwd.path(), WriteMode::Live);
+    let review_context = Arc::new(live.live_review());
+    let review = tools(review_context.clone());
+    let (status, _) = run(
+        &review,
+        "skill_manage",
+        json!({"action": "create", "name": "flaky-tests", "content": SKILL}),
+    )
+    .await;
+    assert_eq!(status, ToolStatus::Completed);
+    let dir = home.path().join("skills/flaky-tests");
+    assert!(dir.join("SKILL.md").is_file(), "written live");
+    let origins: Vec<Origin> = provenance::read(&dir).iter().map(|r| r.origin).collect();
+    assert_eq!(origins, [Origin::Review]);
+    let (status, _) = run(
+        &review,
+        "memory",
+        json!({"action": "add", "target": "memory", "content": "Uses nextest."}),
+    )
+    .await;
+    assert_eq!(status, ToolStatus::Completed);
+    let records = provenance::read(&home.path().join("memories"));
+    assert_eq!(records.last().map(|r| r.origin), Some(Origin::Review));
+    assert_eq!(
+        review_context.staged_ids(),
+        ["the skill flaky-tests (create)", "memory changes"],
+        "what the user is told the review saved"
+    );
+}
