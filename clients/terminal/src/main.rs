@@ -1,23 +1,31 @@
 //! `talaria-chat`: a terminal client for ACP agents.
 //!
-//! The answer streams to stdout; tool calls, plans, thoughts, notices and permission questions
+//! The answer streams to stdout; tool cards, plans, thoughts, notices and permission questions
 //! go to stderr, so `talaria-chat -p "…" > answer.txt` captures just the answer. Interactive
-//! use reads prompts from stdin; `/cancel` (or Ctrl-C) cancels the running turn, `/mode ID`
-//! and `/model NAME` change the session, `/quit` leaves.
+//! use reads prompts with a line editor (history, completion of slash commands); a line typed
+//! while a turn runs is queued. Ctrl-C cancels the running turn, answers a permission question
+//! with cancel, clears the line at a prompt, and quits when pressed twice within a second.
+//! The agent runs in a process group of its own, so the terminal's Ctrl-C never reaches it.
 
 // A terminal client writes to the terminal.
 #![allow(clippy::print_stdout)]
 
+mod input;
 mod render;
 
+use std::collections::VecDeque;
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::{Parser, ValueEnum};
 use serde_json::{Value, json};
 use talaria_harness::{AgentProcess, WireFraming};
-use tokio::io::{AsyncBufReadExt, BufReader};
+
+use input::{Input, Mode};
+use render::Renderer;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Approve {
@@ -83,6 +91,14 @@ fn permission_answer(params: &Value, kind: Option<&str>) -> Value {
     }
 }
 
+/// Built-in commands, offered for completion with the agent's.
+const BUILT_IN: [&str; 5] = ["mode", "model", "cancel", "help", "quit"];
+
+/// A second Ctrl-C within this time quits.
+const DOUBLE_PRESS: Duration = Duration::from_secs(1);
+
+const PROMPT: &str = "> ";
+
 fn answer_kind(line: &str) -> Option<&'static str> {
     match line.trim() {
         "y" | "yes" => Some("allow_once"),
@@ -99,8 +115,259 @@ async fn main() -> std::process::ExitCode {
     match run(Cli::parse()).await {
         Ok(code) => std::process::ExitCode::from(code),
         Err(e) => {
-            eprintln!("talaria-chat: {e:#}");
+            let text = format!("{e:#}");
+            eprintln!("talaria-chat: {}", text.lines().next().unwrap_or(&text));
             std::process::ExitCode::from(2)
+        }
+    }
+}
+
+/// The last meaningful line of the agent's log.
+fn last_log_line(log: &str) -> String {
+    log.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("(no log)")
+        .trim()
+        .to_string()
+}
+
+/// The session's state as the loop sees it.
+struct Chat {
+    agent: AgentProcess,
+    session: String,
+    renderer: Renderer,
+    input: input::InputThread,
+    commands: input::Commands,
+    one_shot: bool,
+    approve: Approve,
+    running: Option<i64>,
+    queued: VecDeque<String>,
+    pending: Option<(Value, Value)>,
+    stdin_open: bool,
+    last_interrupt: Option<Instant>,
+    exit_code: u8,
+    quit: bool,
+}
+
+impl Chat {
+    fn idle_prompt(&mut self) {
+        if !self.one_shot && self.stdin_open {
+            self.renderer.line_break();
+            self.input.set(Mode::Prompt(PROMPT.into()));
+        }
+    }
+
+    async fn send_prompt(&mut self, text: &str) -> anyhow::Result<()> {
+        self.input.set(Mode::Busy);
+        let id = self
+            .agent
+            .start_request(
+                "session/prompt",
+                json!({"sessionId": self.session, "prompt": [{"type": "text", "text": text}]}),
+            )
+            .await?;
+        self.running = Some(id);
+        Ok(())
+    }
+
+    async fn cancel(&mut self) -> anyhow::Result<()> {
+        self.agent
+            .notify("session/cancel", json!({"sessionId": self.session}))
+            .await
+    }
+
+    async fn answer_permission(&mut self, kind: Option<&str>) -> anyhow::Result<()> {
+        if let Some((id, params)) = self.pending.take() {
+            self.agent
+                .respond(&id, permission_answer(&params, kind))
+                .await?;
+        }
+        self.input.set(Mode::Busy);
+        Ok(())
+    }
+
+    /// Ctrl-C: cancel the question or the turn; at a prompt, clear the line, or quit when
+    /// pressed twice within a second.
+    async fn interrupt(&mut self) -> anyhow::Result<()> {
+        let now = Instant::now();
+        let twice = self
+            .last_interrupt
+            .is_some_and(|at| now.duration_since(at) < DOUBLE_PRESS);
+        self.last_interrupt = Some(now);
+        if twice {
+            self.quit = true;
+            self.exit_code = 130;
+            return Ok(());
+        }
+        if self.pending.is_some() {
+            self.renderer.status("(question cancelled)");
+            self.answer_permission(None).await?;
+            return self.cancel().await;
+        }
+        if self.running.is_some() {
+            self.queued.clear();
+            return self.cancel().await;
+        }
+        self.renderer.status("(Ctrl-C again to quit)");
+        self.idle_prompt();
+        Ok(())
+    }
+
+    async fn on_line(&mut self, line: String) -> anyhow::Result<()> {
+        if self.pending.is_some() {
+            match answer_kind(&line) {
+                Some(kind) => self.answer_permission(Some(kind)).await?,
+                None => self
+                    .input
+                    .set(Mode::Prompt("please answer y, a, n (Enter) or N: ".into())),
+            }
+            return Ok(());
+        }
+        let line = line.trim();
+        match line {
+            "" => self.idle_prompt(),
+            "/quit" | "/exit" => self.quit = true,
+            "/help" => {
+                self.renderer.help();
+                self.idle_prompt();
+            }
+            "/cancel" => {
+                self.renderer.status("(nothing is running)");
+                self.idle_prompt();
+            }
+            _ if line.starts_with("/mode ") || line.starts_with("/model ") => {
+                let reply = if let Some(mode) = line.strip_prefix("/mode ") {
+                    self.agent
+                        .request(
+                            "session/set_mode",
+                            json!({"sessionId": self.session, "modeId": mode.trim()}),
+                        )
+                        .await?
+                } else {
+                    let model = line.strip_prefix("/model ").unwrap_or_default().trim();
+                    self.agent
+                        .request(
+                            "session/set_config_option",
+                            json!({"sessionId": self.session, "configId": "model", "value": model}),
+                        )
+                        .await?
+                };
+                render::reply_status(&mut self.renderer, &reply);
+                self.idle_prompt();
+            }
+            text => self.send_prompt(text).await?,
+        }
+        Ok(())
+    }
+
+    /// A line typed while a turn runs: queued (or `/cancel`).
+    async fn on_typed(&mut self, line: String) -> anyhow::Result<()> {
+        let line = line.trim().to_string();
+        if line.is_empty() {
+            return Ok(());
+        }
+        if self.pending.is_some() {
+            return self.on_line(line).await;
+        }
+        if line == "/cancel" {
+            self.queued.clear();
+            return self.cancel().await;
+        }
+        if self.running.is_none() && self.queued.is_empty() {
+            return self.on_line(line).await;
+        }
+        self.renderer.status(&format!("(queued: {line})"));
+        self.queued.push_back(line);
+        Ok(())
+    }
+
+    async fn on_message(&mut self, message: Value) -> anyhow::Result<()> {
+        if message["method"] == "session/update" {
+            let update = &message["params"]["update"];
+            self.renderer.update(update);
+            if update["sessionUpdate"] == "available_commands_update" {
+                let mut names: Vec<String> = BUILT_IN.iter().map(|c| c.to_string()).collect();
+                names.extend(self.renderer.commands.iter().map(|(n, _)| n.clone()));
+                *self.commands.lock().unwrap_or_else(PoisonError::into_inner) = names;
+            }
+            return Ok(());
+        }
+        if message.get("method").is_some() && message.get("id").is_some() {
+            return self.on_request(message).await;
+        }
+        if message.get("id").and_then(Value::as_i64) == self.running {
+            self.running = None;
+            self.renderer.line_break();
+            if let Some(error) = message.get("error") {
+                self.renderer
+                    .error(error["message"].as_str().unwrap_or("the prompt failed"));
+                self.exit_code = 1;
+            } else if let Some(reason) = message["result"]["stopReason"]
+                .as_str()
+                .filter(|r| *r != "end_turn")
+            {
+                self.renderer.status(&format!("({reason})"));
+                if reason == "cancelled" && self.one_shot {
+                    self.exit_code = 130;
+                }
+            }
+            if let Some(next) = self.queued.pop_front() {
+                self.renderer.status(&format!("> {next}"));
+                self.send_prompt(&next).await?;
+            } else {
+                self.idle_prompt();
+            }
+        }
+        Ok(())
+    }
+
+    async fn on_request(&mut self, message: Value) -> anyhow::Result<()> {
+        let id = message["id"].clone();
+        let params = message["params"].clone();
+        if message["method"] != "session/request_permission" {
+            return self
+                .agent
+                .respond_error(&id, -32601, "not supported by talaria-chat")
+                .await;
+        }
+        let kind = match self.approve {
+            Approve::Ask if self.stdin_open => None,
+            Approve::Ask | Approve::Reject => Some("reject_once"),
+            Approve::Once => Some("allow_once"),
+            Approve::Always => Some("allow_always"),
+        };
+        if let Some(kind) = kind {
+            return self
+                .agent
+                .respond(&id, permission_answer(&params, Some(kind)))
+                .await;
+        }
+        let title = self.renderer.question_title(&params);
+        if let Some(diff) = self.renderer.question_diff(&params) {
+            self.renderer.status(&diff);
+        }
+        self.renderer.line_break();
+        self.pending = Some((id, params));
+        self.input.set(Mode::Prompt(format!(
+            "? Allow {title}? [y] once, [a] always, [n] no (Enter), [N] never: "
+        )));
+        Ok(())
+    }
+
+    async fn on_input(&mut self, input: Option<Input>) -> anyhow::Result<()> {
+        match input {
+            Some(Input::Line(line)) => self.on_line(line).await,
+            Some(Input::Typed(line)) => self.on_typed(line).await,
+            Some(Input::Interrupted) => self.interrupt().await,
+            Some(Input::Eof) | None => {
+                self.stdin_open = false;
+                self.queued.clear();
+                if self.pending.is_some() {
+                    self.answer_permission(None).await?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -134,7 +401,8 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
     };
     agent
         .call("initialize", json!({"protocolVersion": 1, "clientCapabilities": {"session": {"notices": {}}}, "clientInfo": {"name": "talaria-chat", "version": env!("CARGO_PKG_VERSION")}}))
-        .await?;
+        .await
+        .map_err(|e| anyhow::anyhow!("the agent did not start: {e}; {}", last_log_line(&agent.stderr())))?;
     let session = agent
         .call("session/new", json!({"cwd": cwd, "mcpServers": []}))
         .await?;
@@ -151,115 +419,74 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             .await?;
     }
     let one_shot = cli.prompt.is_some();
-    let mut stdin = BufReader::new(tokio::io::stdin()).lines();
-    let mut running: Option<i64> = None;
-    let mut pending_permission: Option<(Value, Value)> = None;
-    let mut stdin_open = true;
-    let mut exit_code = 0u8;
-    if let Some(text) = &cli.prompt {
-        running = Some(
-            agent
-                .start_request(
-                    "session/prompt",
-                    json!({"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}),
-                )
-                .await?,
-        );
+    let mut renderer = Renderer::new();
+    if !one_shot {
+        let model = session["configOptions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|o| o["id"] == "model")
+            .and_then(|o| o["currentValue"].as_str())
+            .unwrap_or("?")
+            .to_string();
+        let mode = cli
+            .mode
+            .clone()
+            .or_else(|| {
+                session["modes"]["currentModeId"]
+                    .as_str()
+                    .map(str::to_string)
+            })
+            .unwrap_or_else(|| "?".into());
+        renderer.banner(&model, &mode, &cwd.display().to_string(), &session_id);
+    }
+    let commands: input::Commands =
+        Arc::new(Mutex::new(BUILT_IN.iter().map(|c| c.to_string()).collect()));
+    let initial = if one_shot {
+        Mode::Busy
     } else {
-        eprint!("> ");
+        Mode::Prompt(PROMPT.into())
+    };
+    let input = input::start(Mode::Busy, commands.clone());
+    input.set(initial);
+    let mut chat = Chat {
+        agent,
+        session: session_id,
+        renderer,
+        input,
+        commands,
+        one_shot,
+        approve: cli.approve,
+        running: None,
+        queued: VecDeque::new(),
+        pending: None,
+        stdin_open: true,
+        last_interrupt: None,
+        exit_code: 0,
+        quit: false,
+    };
+    if let Some(text) = &cli.prompt {
+        chat.send_prompt(text).await?;
     }
     loop {
-        if running.is_none() && (one_shot || !stdin_open) {
+        if chat.quit || (chat.running.is_none() && (one_shot || !chat.stdin_open)) {
             break;
         }
         tokio::select! {
-            line = stdin.next_line(), if stdin_open && (!one_shot || pending_permission.is_some()) => {
-                let Some(line) = line? else {
-                    stdin_open = false;
-                    if let Some((id, params)) = pending_permission.take() {
-                        agent.respond(&id, permission_answer(&params, None)).await?;
-                    }
-                    continue;
+            input = chat.input.lines.recv(), if chat.stdin_open => chat.on_input(input).await?,
+            message = chat.agent.next_message() => {
+                let Some(message) = message else {
+                    bail!("the agent exited unexpectedly: {}", last_log_line(&chat.agent.stderr()));
                 };
-                if let Some((id, params)) = pending_permission.take() {
-                    match answer_kind(&line) {
-                        Some(kind) => agent.respond(&id, permission_answer(&params, Some(kind))).await?,
-                        None => {
-                            eprint!("please answer y, a, n or N: ");
-                            pending_permission = Some((id, params));
-                        }
-                    }
-                    continue;
-                }
-                let line = line.trim();
-                match line {
-                    "" => {}
-                    "/quit" | "/exit" => break,
-                    "/cancel" => agent.notify("session/cancel", json!({"sessionId": session_id})).await?,
-                    _ if line.starts_with("/mode ") => {
-                        let reply = agent.request("session/set_mode", json!({"sessionId": session_id, "modeId": line[6..].trim()})).await?;
-                        render::reply_status(&reply);
-                    }
-                    _ if line.starts_with("/model ") => {
-                        let reply = agent.request("session/set_config_option", json!({"sessionId": session_id, "configId": "model", "value": line[7..].trim()})).await?;
-                        render::reply_status(&reply);
-                    }
-                    text => {
-                        let id = agent.start_request("session/prompt", json!({"sessionId": session_id, "prompt": [{"type": "text", "text": text}]})).await?;
-                        running.get_or_insert(id);
-                    }
-                }
-            }
-            message = agent.next_message() => {
-                let Some(message) = message else { bail!("the agent exited; its log:\n{}", agent.stderr()) };
-                if message["method"] == "session/update" {
-                    render::update(&message["params"]["update"]);
-                } else if message.get("method").is_some() && message.get("id").is_some() {
-                    let id = message["id"].clone();
-                    let params = message["params"].clone();
-                    if message["method"] != "session/request_permission" {
-                        agent.respond_error(&id, -32601, "not supported by talaria-chat").await?;
-                        continue;
-                    }
-                    let title = params["toolCall"]["title"].as_str().unwrap_or("a tool call").to_string();
-                    match cli.approve {
-                        Approve::Ask if stdin_open => {
-                            eprint!("\n? Allow {title}? [y] once, [a] always, [n] no (Enter), [N] never: ");
-                            pending_permission = Some((id, params));
-                        }
-                        Approve::Ask => agent.respond(&id, permission_answer(&params, Some("reject_once"))).await?,
-                        Approve::Once => agent.respond(&id, permission_answer(&params, Some("allow_once"))).await?,
-                        Approve::Always => agent.respond(&id, permission_answer(&params, Some("allow_always"))).await?,
-                        Approve::Reject => agent.respond(&id, permission_answer(&params, Some("reject_once"))).await?,
-                    }
-                } else if message.get("id").and_then(Value::as_i64) == running {
-                    println!();
-                    if let Some(error) = message.get("error") {
-                        eprintln!("! {}", error["message"].as_str().unwrap_or("the prompt failed"));
-                        exit_code = 1;
-                    } else if let Some(reason) = message["result"]["stopReason"].as_str().filter(|r| *r != "end_turn") {
-                        eprintln!("({reason})");
-                        if reason == "cancelled" && one_shot {
-                            exit_code = 130;
-                        }
-                    }
-                    running = None;
-                    if !one_shot && stdin_open {
-                        eprint!("> ");
-                    }
-                }
+                chat.on_message(message).await?;
                 let _ = std::io::stdout().flush();
             }
-            _ = tokio::signal::ctrl_c() => {
-                if running.is_some() {
-                    agent.notify("session/cancel", json!({"sessionId": session_id})).await?;
-                } else {
-                    break;
-                }
-            }
+            _ = tokio::signal::ctrl_c() => chat.interrupt().await?,
         }
     }
-    agent.close_stdin();
-    let _ = agent.wait_exit(std::time::Duration::from_secs(5)).await;
-    Ok(exit_code)
+    chat.input.set(Mode::Stop);
+    chat.renderer.line_break();
+    chat.agent.close_stdin();
+    let _ = chat.agent.wait_exit(Duration::from_secs(5)).await;
+    Ok(chat.exit_code)
 }

@@ -1,0 +1,244 @@
+//! The terminal's input, read on a thread of its own. At a prompt (idle or a permission
+//! question) a line editor with history and slash-command completion reads the line; while a
+//! turn runs, typing is not echoed into the answer: complete lines are collected to be sent
+//! after the turn. Without a terminal (pipes), lines are read as they come.
+
+use std::io::{BufRead, IsTerminal};
+use std::os::fd::AsFd;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use rustyline::completion::{Completer, Pair};
+use rustyline::error::ReadlineError;
+use rustyline::highlight::Highlighter;
+use rustyline::hint::Hinter;
+use rustyline::validate::Validator;
+use rustyline::{Context, Editor, Helper};
+use tokio::sync::mpsc;
+
+/// What the input thread should do next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mode {
+    /// Read a line at this prompt.
+    Prompt(String),
+    /// A turn runs: collect lines without echo.
+    Busy,
+    /// Stop reading.
+    Stop,
+}
+
+/// What the user did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    /// A line at a prompt.
+    Line(String),
+    /// A line typed while a turn ran.
+    Typed(String),
+    /// Ctrl-C at a prompt.
+    Interrupted,
+    /// End of input.
+    Eof,
+}
+
+/// Slash commands offered for completion (built-in and the agent's).
+pub type Commands = Arc<Mutex<Vec<String>>>;
+
+struct SlashCompleter {
+    commands: Commands,
+}
+
+impl Helper for SlashCompleter {}
+impl Highlighter for SlashCompleter {}
+impl Validator for SlashCompleter {}
+impl Hinter for SlashCompleter {
+    type Hint = String;
+}
+
+impl Completer for SlashCompleter {
+    type Candidate = Pair;
+
+    fn complete(
+        &self,
+        line: &str,
+        pos: usize,
+        _ctx: &Context<'_>,
+    ) -> rustyline::Result<(usize, Vec<Pair>)> {
+        let typed = &line[..pos];
+        if !typed.starts_with('/') || typed.contains(char::is_whitespace) {
+            return Ok((pos, Vec::new()));
+        }
+        let commands = self.commands.lock().unwrap_or_else(PoisonError::into_inner);
+        let pairs = commands
+            .iter()
+            .filter(|c| c.starts_with(&typed[1..]))
+            .map(|c| Pair {
+                display: format!("/{c}"),
+                replacement: format!("/{c} "),
+            })
+            .collect();
+        Ok((0, pairs))
+    }
+}
+
+/// The mode, numbered so the thread serves each prompt once.
+#[derive(Debug)]
+struct Shared {
+    mode: Mode,
+    seq: u64,
+}
+
+/// The shared mode and the thread's handle.
+pub struct InputThread {
+    shared: Arc<Mutex<Shared>>,
+    pub lines: mpsc::UnboundedReceiver<Input>,
+    /// Whether the line editor shows prompts (else they are printed here).
+    terminal: bool,
+}
+
+impl InputThread {
+    pub fn set(&self, mode: Mode) {
+        if let Mode::Prompt(prompt) = &mode
+            && !self.terminal
+        {
+            eprint!("{prompt}");
+        }
+        let mut shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+        shared.mode = mode;
+        shared.seq += 1;
+    }
+}
+
+fn current(shared: &Mutex<Shared>) -> (Mode, u64) {
+    let shared = shared.lock().unwrap_or_else(PoisonError::into_inner);
+    (shared.mode.clone(), shared.seq)
+}
+
+/// Starts the thread in `initial` mode.
+pub fn start(initial: Mode, commands: Commands) -> InputThread {
+    let terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    let shared = Arc::new(Mutex::new(Shared {
+        mode: initial,
+        seq: 1,
+    }));
+    let (sender, lines) = mpsc::unbounded_channel();
+    let thread_shared = shared.clone();
+    std::thread::spawn(move || {
+        if terminal {
+            run_terminal(&thread_shared, &sender, commands);
+        } else {
+            run_piped(&thread_shared, &sender);
+        }
+    });
+    InputThread {
+        shared,
+        lines,
+        terminal,
+    }
+}
+
+/// Pipes: every line as it comes, tagged by the mode it arrived in.
+fn run_piped(shared: &Mutex<Shared>, sender: &mpsc::UnboundedSender<Input>) {
+    let stdin = std::io::stdin();
+    for line in stdin.lock().lines() {
+        let Ok(line) = line else { break };
+        let input = match current(shared).0 {
+            Mode::Stop => return,
+            Mode::Busy => Input::Typed(line),
+            Mode::Prompt(_) => Input::Line(line),
+        };
+        if sender.send(input).is_err() {
+            return;
+        }
+    }
+    let _ = sender.send(Input::Eof);
+}
+
+/// Turns the terminal's echo off (while a turn runs) or back on.
+fn set_echo(on: bool) {
+    let stdin = std::io::stdin();
+    let Ok(mut termios) = nix::sys::termios::tcgetattr(stdin.as_fd()) else {
+        return;
+    };
+    termios
+        .local_flags
+        .set(nix::sys::termios::LocalFlags::ECHO, on);
+    let _ =
+        nix::sys::termios::tcsetattr(stdin.as_fd(), nix::sys::termios::SetArg::TCSANOW, &termios);
+}
+
+/// Whether stdin has input within `wait`.
+fn readable(wait: Duration) -> bool {
+    let stdin = std::io::stdin();
+    let mut fds = [nix::poll::PollFd::new(
+        stdin.as_fd(),
+        nix::poll::PollFlags::POLLIN,
+    )];
+    let millis = u16::try_from(wait.as_millis()).unwrap_or(u16::MAX);
+    matches!(nix::poll::poll(&mut fds, millis), Ok(n) if n > 0)
+}
+
+fn run_terminal(shared: &Mutex<Shared>, sender: &mpsc::UnboundedSender<Input>, commands: Commands) {
+    let Ok(mut editor) = Editor::<SlashCompleter, rustyline::history::DefaultHistory>::new() else {
+        run_piped(shared, sender);
+        return;
+    };
+    editor.set_helper(Some(SlashCompleter { commands }));
+    let mut echo_off = false;
+    // The last prompt served: the next one waits for a new instruction.
+    let mut served = 0;
+    loop {
+        let (mode, seq) = current(shared);
+        match mode {
+            Mode::Stop => break,
+            Mode::Prompt(_) if seq == served => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Mode::Prompt(prompt) => {
+                served = seq;
+                if echo_off {
+                    set_echo(true);
+                    echo_off = false;
+                }
+                let input = match editor.readline(&prompt) {
+                    Ok(line) => {
+                        if !line.trim().is_empty() {
+                            let _ = editor.add_history_entry(line.as_str());
+                        }
+                        Input::Line(line)
+                    }
+                    Err(ReadlineError::Interrupted) => Input::Interrupted,
+                    Err(_) => Input::Eof,
+                };
+                let end = input == Input::Eof;
+                if sender.send(input).is_err() || end {
+                    break;
+                }
+            }
+            Mode::Busy => {
+                if !echo_off {
+                    set_echo(false);
+                    echo_off = true;
+                }
+                if !readable(Duration::from_millis(100)) {
+                    continue;
+                }
+                let mut line = String::new();
+                match std::io::stdin().lock().read_line(&mut line) {
+                    Ok(0) | Err(_) => {
+                        let _ = sender.send(Input::Eof);
+                        break;
+                    }
+                    Ok(_) => {
+                        let line = line.trim_end_matches(['\n', '\r']).to_string();
+                        if sender.send(Input::Typed(line)).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if echo_off {
+        set_echo(true);
+    }
+}
