@@ -21,4 +21,5 @@ mod safety;
 mod sessions;
 mod streaming;
 mod terminal_client;
+mod terminal_pty;
 mod tools;

@@ -85,6 +85,9 @@ impl Completer for SlashCompleter {
 struct Shared {
     mode: Mode,
     seq: u64,
+    /// Lines typed during a turn that the main loop has handled: the thread waits for each
+    /// before it reads the mode again (the loop may have started a turn for it).
+    acked: u64,
 }
 
 /// The shared mode and the thread's handle.
@@ -96,6 +99,14 @@ pub struct InputThread {
 }
 
 impl InputThread {
+    /// Says that a [`Input::Typed`] line was handled (after the mode it calls for was set).
+    pub fn ack(&self) {
+        self.shared
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .acked += 1;
+    }
+
     pub fn set(&self, mode: Mode) {
         if let Mode::Prompt(prompt) = &mode
             && !self.terminal
@@ -119,6 +130,7 @@ pub fn start(initial: Mode, commands: Commands) -> InputThread {
     let shared = Arc::new(Mutex::new(Shared {
         mode: initial,
         seq: 1,
+        acked: 0,
     }));
     let (sender, lines) = mpsc::unbounded_channel();
     let thread_shared = shared.clone();
@@ -186,7 +198,16 @@ fn run_terminal(shared: &Mutex<Shared>, sender: &mpsc::UnboundedSender<Input>, c
     let mut echo_off = false;
     // The last prompt served: the next one waits for a new instruction.
     let mut served = 0;
+    let mut typed = 0u64;
     loop {
+        let acked = shared.lock().unwrap_or_else(PoisonError::into_inner).acked;
+        if acked < typed {
+            std::thread::sleep(Duration::from_millis(10));
+            if matches!(current(shared).0, Mode::Stop) {
+                break;
+            }
+            continue;
+        }
         let (mode, seq) = current(shared);
         match mode {
             Mode::Stop => break,
@@ -230,6 +251,7 @@ fn run_terminal(shared: &Mutex<Shared>, sender: &mpsc::UnboundedSender<Input>, c
                     }
                     Ok(_) => {
                         let line = line.trim_end_matches(['\n', '\r']).to_string();
+                        typed += 1;
                         if sender.send(Input::Typed(line)).is_err() {
                             break;
                         }

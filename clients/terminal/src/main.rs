@@ -358,7 +358,11 @@ impl Chat {
     async fn on_input(&mut self, input: Option<Input>) -> anyhow::Result<()> {
         match input {
             Some(Input::Line(line)) => self.on_line(line).await,
-            Some(Input::Typed(line)) => self.on_typed(line).await,
+            Some(Input::Typed(line)) => {
+                let handled = self.on_typed(line).await;
+                self.input.ack();
+                handled
+            }
             Some(Input::Interrupted) => self.interrupt().await,
             Some(Input::Eof) | None => {
                 self.stdin_open = false;

@@ -1,0 +1,215 @@
+//! `talaria-chat` in a pseudo-terminal, as a user runs it: Ctrl-C (to the whole process group
+//! while a turn runs; as a key at a prompt or a question), lines typed during a turn queued.
+
+use std::os::fd::OwnedFd;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::json;
+use talaria_harness::MockReply;
+use talaria_harness::binary::{talaria_bin, workspace_bin};
+
+use crate::support::*;
+
+/// A running `talaria-chat` on a pseudo-terminal, and everything it wrote there.
+struct Pty {
+    child: tokio::process::Child,
+    master: std::fs::File,
+    seen: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Pty {
+    fn spawn(env: &TestEnv) -> Pty {
+        let pty = nix::pty::openpty(None, None).expect("openpty");
+        let slave: OwnedFd = pty.slave;
+        let mut command =
+            tokio::process::Command::new(workspace_bin("talaria-chat", "talaria-chat"));
+        command
+            .arg("--agent")
+            .arg(talaria_bin())
+            .arg("--agent-arg")
+            .arg("acp")
+            .arg("--cwd")
+            .arg(env.workspace.path())
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("TERM", "xterm")
+            .envs(env.env())
+            .stdin(Stdio::from(slave.try_clone().expect("fd")))
+            .stdout(Stdio::from(slave.try_clone().expect("fd")))
+            .stderr(Stdio::from(slave))
+            .process_group(0)
+            .kill_on_drop(true);
+        let child = command.spawn().expect("spawned");
+        let master = std::fs::File::from(pty.master);
+        let reader = master.try_clone().expect("master");
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let collected = seen.clone();
+        std::thread::spawn(move || {
+            use std::io::Read;
+            let mut reader = reader;
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                if let Ok(mut text) = collected.lock() {
+                    text.push_str(&String::from_utf8_lossy(&buf[..n]));
+                }
+            }
+        });
+        Pty {
+            child,
+            master,
+            seen,
+        }
+    }
+
+    fn type_keys(&mut self, keys: &str) {
+        use std::io::Write;
+        self.master.write_all(keys.as_bytes()).expect("type");
+        self.master.flush().expect("flush");
+    }
+
+    fn text(&self) -> String {
+        self.seen.lock().map(|t| t.clone()).unwrap_or_default()
+    }
+
+    async fn wait_for(&self, needle: &str) {
+        let found = tokio::time::timeout(WAIT, async {
+            while !self.text().contains(needle) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        assert!(
+            found.is_ok(),
+            "waited for {needle:?}; the terminal shows:\n{}",
+            self.text()
+        );
+    }
+
+    /// Waits for `needle` to appear after the last `marker`.
+    async fn wait_for_after(&self, marker: &str, needle: &str) {
+        let found = tokio::time::timeout(WAIT, async {
+            loop {
+                let text = self.text();
+                if text
+                    .rfind(marker)
+                    .is_some_and(|at| text[at + marker.len()..].contains(needle))
+                {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        assert!(
+            found.is_ok(),
+            "waited for {needle:?} after {marker:?}; the terminal shows:\n{}",
+            self.text()
+        );
+    }
+
+    fn interrupt_group(&self) {
+        let pid = i32::try_from(self.child.id().expect("pid")).expect("pid");
+        nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGINT,
+        )
+        .expect("ctrl-c");
+    }
+
+    async fn exit_code(mut self) -> Option<i32> {
+        tokio::time::timeout(WAIT, self.child.wait())
+            .await
+            .expect("exits in time")
+            .expect("waited")
+            .code()
+    }
+}
+
+#[tokio::test]
+async fn ctrl_c_in_a_terminal_cancels_the_turn_and_the_next_prompt_works() {
+    let env = TestEnv::new(vec![
+        MockReply::Hang {
+            chunks: vec!["thinking".into()],
+        },
+        MockReply::text(&["second answer"]),
+    ])
+    .await;
+    let mut pty = Pty::spawn(&env);
+    pty.wait_for("> ").await;
+    pty.type_keys("think hard\r");
+    pty.wait_for("thinking").await;
+    pty.interrupt_group();
+    pty.wait_for("(cancelled)").await;
+    pty.type_keys("again\r");
+    pty.wait_for("second answer").await;
+    assert_eq!(env.mock.requests().len(), 2, "the same agent answered");
+    // Ctrl-C twice at the prompt quits (a second after the Ctrl-C that cancelled the turn).
+    pty.wait_for_after("second answer", "> ").await;
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    pty.type_keys("\u{3}");
+    pty.wait_for("Ctrl-C again to quit").await;
+    pty.type_keys("\u{3}");
+    assert_eq!(pty.exit_code().await, Some(130));
+}
+
+#[tokio::test]
+async fn a_line_typed_during_a_turn_is_queued_and_not_echoed_into_the_answer() {
+    let env = TestEnv::new(vec![
+        MockReply::Text {
+            chunks: vec!["slow ".into(), "first ".into(), "answer".into()],
+            reasoning: Vec::new(),
+            delay_ms: 400,
+            usage: None,
+            finish_reason: None,
+        },
+        MockReply::text(&["queued answer"]),
+    ])
+    .await;
+    let mut pty = Pty::spawn(&env);
+    pty.wait_for("> ").await;
+    pty.type_keys("first question\r");
+    pty.wait_for("slow").await;
+    pty.type_keys("next question\r");
+    pty.wait_for("(queued: next question)").await;
+    pty.wait_for("queued answer").await;
+    let shown = pty.text();
+    // What was typed shows only as the queued notice and, later, as the prompt sent.
+    let typed = shown.matches("next question").count();
+    let accounted =
+        shown.matches("(queued: next question)").count() + shown.matches("> next question").count();
+    assert_eq!(
+        typed, accounted,
+        "typing is not echoed into the answer: {shown}"
+    );
+    let requests = env.mock.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(requests[1].body.to_string().contains("next question"));
+}
+
+#[tokio::test]
+async fn ctrl_c_at_a_permission_question_answers_cancel() {
+    let env = TestEnv::new(vec![
+        MockReply::tool_call(
+            "w",
+            "write_file",
+            json!({"path": "made.txt", "content": "x"}),
+        ),
+        MockReply::text(&["understood"]),
+    ])
+    .await;
+    let mut pty = Pty::spawn(&env);
+    pty.wait_for("> ").await;
+    pty.type_keys("make a file\r");
+    pty.wait_for("? Allow").await;
+    pty.type_keys("\u{3}");
+    pty.wait_for("(question cancelled)").await;
+    pty.wait_for("(cancelled)").await;
+    assert!(!env.workspace.path().join("made.txt").exists());
+    pty.wait_for_after("(cancelled)", "> ").await;
+    pty.type_keys("/quit\r");
+    assert_eq!(pty.exit_code().await, Some(0));
+}
