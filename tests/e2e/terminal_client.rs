@@ -84,6 +84,12 @@ async fn interactive_permission_questions_are_answered_on_the_terminal() {
     .await;
     assert!(asked.is_ok(), "no question asked: {seen}");
     assert!(seen.contains("Write made.txt"), "{seen}");
+    // The question shows the edit as a diff, without colours (stderr is not a terminal).
+    assert!(seen.contains("+typed yes"), "{seen}");
+    assert!(
+        !seen.contains('\u{1b}'),
+        "no escape codes off a terminal: {seen:?}"
+    );
     stdin.write_all(b"y\n").await.expect("answer");
     drop(stdin);
     let output = tokio::time::timeout(WAIT, child.wait_with_output())

@@ -213,3 +213,23 @@ async fn ctrl_c_at_a_permission_question_answers_cancel() {
     pty.type_keys("/quit\r");
     assert_eq!(pty.exit_code().await, Some(0));
 }
+
+#[tokio::test]
+async fn tab_completes_built_in_and_agent_commands() {
+    let env = TestEnv::new(Vec::new()).await;
+    let mut pty = Pty::spawn(&env);
+    pty.wait_for("> ").await;
+    pty.type_keys("/he\t\r");
+    pty.wait_for("Commands:").await;
+    // The agent's own command, completed from its available_commands_update.
+    pty.wait_for_after("The agent's commands:", "/compact")
+        .await;
+    pty.type_keys("/comp\t\r");
+    pty.wait_for("Context compaction failed").await;
+    assert!(
+        env.mock.requests().is_empty(),
+        "no model call: the command went to the agent"
+    );
+    pty.type_keys("/quit\r");
+    assert_eq!(pty.exit_code().await, Some(0));
+}
