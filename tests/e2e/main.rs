@@ -16,6 +16,7 @@ mod lifecycle;
 mod local_servers;
 mod prompt_size;
 mod providers;
+mod questions;
 mod record;
 mod safety;
 mod sessions;

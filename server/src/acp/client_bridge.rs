@@ -16,6 +16,7 @@ use talaria_protocol::acp::{
     RequestPermissionRequest, RequestPermissionResponse, ToolCallUpdate, ToolCallUpdateFields,
 };
 use talaria_protocol::{Peer, errors};
+use talaria_tools::clarify::QuestionAnswer;
 use talaria_tools::fs::{FileAccess, FileError};
 use talaria_tools::shell::output::HeadTail;
 use talaria_tools::shell::{CommandResult, CommandRunner, CommandSpec, shell_program};
@@ -32,6 +33,8 @@ pub struct ClientCaps {
     pub notices: bool,
     /// The client shows `compaction_update`s.
     pub compaction: bool,
+    /// The client shows forms (`elicitation/create` in form mode).
+    pub elicitation_form: bool,
 }
 
 impl ClientCaps {
@@ -54,6 +57,7 @@ impl ClientCaps {
                 .session
                 .as_ref()
                 .is_some_and(|s| s.compaction.is_some()),
+            elicitation_form: caps.elicitation.as_ref().is_some_and(|e| e.form.is_some()),
         }
     }
 }
@@ -131,6 +135,11 @@ impl AcpBridge {
                         .run(spec, &request.cancel, request.progress.clone())
                         .await,
                 ),
+                ClientAsk::Question { question, choices } => ClientAnswer::Question(
+                    bridge
+                        .ask_question(&question, &choices, &request.cancel)
+                        .await,
+                ),
             };
             request.answer(answer);
         });
@@ -186,6 +195,54 @@ impl AcpBridge {
                 Err(error) => PermissionAnswer::Failed(error.message),
             }
         })
+    }
+
+    /// Asks the user through `elicitation/create` (a form with one answer field, a choice when
+    /// `choices` are given).
+    async fn ask_question(
+        &self,
+        question: &str,
+        choices: &[String],
+        cancel: &CancellationToken,
+    ) -> Result<QuestionAnswer, String> {
+        let mut answer = serde_json::json!({"type": "string", "title": "Answer"});
+        if !choices.is_empty() {
+            answer["enum"] = serde_json::json!(choices);
+        }
+        let params = serde_json::json!({
+            "sessionId": self.session_id,
+            "mode": "form",
+            "message": question,
+            "requestedSchema": {
+                "type": "object",
+                "properties": {"answer": answer},
+                "required": ["answer"]
+            }
+        });
+        match self
+            .peer
+            .request("elicitation/create", &params, cancel)
+            .await
+        {
+            Ok(response) => match response["action"].as_str() {
+                Some("accept") => {
+                    let value = &response["content"]["answer"];
+                    Ok(QuestionAnswer::Answered(match value.as_str() {
+                        Some(text) => text.to_string(),
+                        None => value.to_string(),
+                    }))
+                }
+                Some("decline") => Ok(QuestionAnswer::Declined),
+                Some("cancel") => Ok(QuestionAnswer::Cancelled),
+                _ => Err(format!(
+                    "the client answered the question unreadably: {response}"
+                )),
+            },
+            Err(error) if errors::code_of(&error) == -32800 || cancel.is_cancelled() => {
+                Ok(QuestionAnswer::Cancelled)
+            }
+            Err(error) => Err(error.message),
+        }
     }
 
     /// The editor's files. The engine asks only for what the client advertised

@@ -420,6 +420,10 @@ impl Agent {
         for tool in talaria_skills::tools::tools(stores.clone()) {
             registry.register(tool);
         }
+        // Questions to the user only when the client can show them.
+        if self.client_caps.elicitation_form {
+            registry.register(Arc::new(talaria_tools::clarify::Clarify));
+        }
         if let StoreState::Ready(journal) = &self.store {
             registry.register(Arc::new(
                 talaria_engine::session_search::SessionSearch::new(journal.store().clone()),

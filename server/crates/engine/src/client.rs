@@ -59,9 +59,21 @@ pub struct Delegation {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClientAsk {
     Permission(PermissionRequest),
-    ReadFile { path: PathBuf },
-    WriteFile { path: PathBuf, text: String },
-    RunCommand { spec: CommandSpec },
+    ReadFile {
+        path: PathBuf,
+    },
+    WriteFile {
+        path: PathBuf,
+        text: String,
+    },
+    RunCommand {
+        spec: CommandSpec,
+    },
+    /// A question for the user (the `clarify` tool), with optional choices.
+    Question {
+        question: String,
+        choices: Vec<String>,
+    },
 }
 
 /// The client's answer.
@@ -71,6 +83,7 @@ pub enum ClientAnswer {
     Read(Result<String, FileError>),
     Wrote(Result<(), FileError>),
     Ran(Result<CommandResult, String>),
+    Question(Result<talaria_tools::clarify::QuestionAnswer, String>),
 }
 
 /// One request to the client, with the channel to answer it on.
@@ -209,6 +222,32 @@ impl CommandRunner for ClientCommands {
             let asked = ClientAsk::RunCommand { spec };
             match ask(&self.events, asked, cancel.clone(), progress).await {
                 Some(ClientAnswer::Ran(result)) => result,
+                _ => Err(NO_ANSWER.into()),
+            }
+        })
+    }
+}
+
+/// Questions to the user through the client (its forms).
+pub(crate) struct ClientQuestions {
+    pub events: mpsc::Sender<EngineEvent>,
+}
+
+impl talaria_tools::clarify::UserQuestions for ClientQuestions {
+    fn ask<'a>(
+        &'a self,
+        question: &'a str,
+        choices: &'a [String],
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<talaria_tools::clarify::QuestionAnswer, String>> {
+        Box::pin(async move {
+            let asked = ClientAsk::Question {
+                question: question.to_string(),
+                choices: choices.to_vec(),
+            };
+            match ask(&self.events, asked, cancel.clone(), None).await {
+                Some(ClientAnswer::Question(answer)) => answer,
+                _ if cancel.is_cancelled() => Ok(talaria_tools::clarify::QuestionAnswer::Cancelled),
                 _ => Err(NO_ANSWER.into()),
             }
         })

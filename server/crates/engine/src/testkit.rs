@@ -77,6 +77,10 @@ impl ScriptedClient {
                     request.answer(ClientAnswer::Ran(ran));
                 });
             }
+            // The scripted client shows no forms.
+            ClientAsk::Question { .. } => request.answer(ClientAnswer::Question(Err(
+                "the scripted client cannot show questions".into(),
+            ))),
         }
     }
 

@@ -324,6 +324,9 @@ impl Turn<'_> {
             state: self.tool_state.clone(),
             sensitive: self.settings.secrets.paths.clone(),
             progress: None,
+            questions: Some(Arc::new(crate::client::ClientQuestions {
+                events: self.events.clone(),
+            })),
         };
         let mut orchestrator = Orchestrator {
             registry: self.registry,

@@ -6,6 +6,7 @@
 //! Where tools touch the outside world they go through traits ([`fs::FileAccess`],
 //! [`shell::CommandRunner`]) so the edge can route them to the editor.
 
+pub mod clarify;
 pub mod diff;
 pub mod fs;
 pub mod patch;

@@ -114,6 +114,8 @@ pub struct ToolContext {
     pub sensitive: Arc<SensitivePaths>,
     /// Receives live output, when the caller wants it.
     pub progress: Option<ProgressSink>,
+    /// Asks the user questions, when the client can show them.
+    pub questions: Option<Arc<dyn crate::clarify::UserQuestions>>,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -135,6 +137,7 @@ impl ToolContext {
             state,
             sensitive: Arc::new(SensitivePaths::from_env()),
             progress: None,
+            questions: None,
         }
     }
 
