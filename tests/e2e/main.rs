@@ -21,6 +21,7 @@ mod record;
 mod safety;
 mod sessions;
 mod streaming;
+mod subagents;
 mod terminal_client;
 mod terminal_pty;
 mod tools;

@@ -409,6 +409,13 @@ impl Agent {
             review: (config.learning.skill_review_after > 0
                 || config.learning.memory_review_after > 0)
                 .then(|| skills::review_factory(stores.clone(), config.learning.stage_reviews)),
+            // `delegate_task` is in the `delegation` toolset, like any tool a config can leave out.
+            subagents: (config.max_subagents > 0
+                && config
+                    .toolsets
+                    .as_ref()
+                    .is_none_or(|sets| sets.iter().any(|s| s == "delegation")))
+            .then_some(config.max_subagents),
         };
         let (events_tx, events_rx) = mpsc::channel(256);
         let bridge = Arc::new(client_bridge::AcpBridge::new(

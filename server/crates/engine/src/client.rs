@@ -128,6 +128,15 @@ impl ClientRequest {
         (request, rx)
     }
 
+    /// The same request (its reply channel and cancellation) asking something else: a
+    /// subagent's question shown on its parent's session.
+    pub fn with_ask(&self, ask: ClientAsk) -> ClientRequest {
+        ClientRequest {
+            ask,
+            ..self.clone()
+        }
+    }
+
     /// Answers the request (the first answer counts).
     pub fn answer(&self, answer: ClientAnswer) {
         if let Some(tx) = self

@@ -158,6 +158,8 @@ pub struct Config {
     pub learning: Learning,
     /// Memory file limits in characters (`[memory]`): the agent's notes, the user's profile.
     pub memory_chars: (usize, usize),
+    /// Subagents running at once (`[delegation] max_concurrent`; 0 offers no `delegate_task`).
+    pub max_subagents: usize,
     /// Token encodings configured per model (`[tokenizers]`); others follow the model family.
     pub tokenizers: HashMap<String, talaria_compress::Encoding>,
     /// Sessions get a title from a model (`[auxiliary.title]`, else the session's) after
@@ -215,6 +217,11 @@ struct FileLearning {
     memory_review_after: Option<u32>,
     stage_reviews: Option<bool>,
     max_review_calls: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct FileDelegation {
+    max_concurrent: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -290,6 +297,8 @@ struct FileConfig {
     learning: FileLearning,
     #[serde(default)]
     memory: FileMemory,
+    #[serde(default)]
+    delegation: FileDelegation,
     /// Model name → tiktoken encoding (`cl100k`, `o200k`).
     #[serde(default)]
     tokenizers: HashMap<String, String>,
@@ -592,6 +601,7 @@ impl Config {
                 file.memory.memory_chars.unwrap_or(2_200).max(100),
                 file.memory.user_chars.unwrap_or(1_375).max(100),
             ),
+            max_subagents: file.delegation.max_concurrent.unwrap_or(3).min(16),
             home,
             provider,
             model,

@@ -21,6 +21,7 @@ pub mod review;
 pub mod router;
 pub mod session;
 pub mod session_search;
+mod subagent;
 pub mod system_prompt;
 mod text_calls;
 mod turn;

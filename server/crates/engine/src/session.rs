@@ -65,6 +65,8 @@ pub struct SessionSettings {
     pub learning: crate::config::Learning,
     /// The review's skill and memory tools; `None` turns the review off.
     pub review: Option<crate::review::ReviewFactory>,
+    /// Subagents running at once through `delegate_task`; `None` offers no delegation.
+    pub subagents: Option<usize>,
 }
 
 /// What the user sent: as received (kept in the record) and as the model sees it.
@@ -335,10 +337,11 @@ struct SessionActor {
     registry: Registry,
     events: mpsc::Sender<EngineEvent>,
     history: Transcript,
-    /// Shared with a running turn's orchestrator, which reads it at each decision.
-    mode: Mutex<Mode>,
+    /// Shared with a running turn's orchestrator (and subagents), which read it at each
+    /// decision.
+    mode: Arc<Mutex<Mode>>,
     model: String,
-    rules: Mutex<RuleStore>,
+    rules: Arc<Mutex<RuleStore>>,
     tool_state: Arc<SessionToolState>,
     context: ContextState,
     usage: SessionUsage,
@@ -459,13 +462,29 @@ pub fn spawn_session_with(
             .history
             .unwrap_or_else(|| Transcript::with_system(settings.system_prompt.clone()));
         close_cut_off_turn(&mut history);
+        let mode = Arc::new(Mutex::new(settings.mode));
+        let rules = Arc::new(Mutex::new(rules));
+        let mut registry = registry;
+        if let Some(slots) = settings.subagents {
+            let kit = crate::subagent::SubagentKit {
+                settings: settings.clone(),
+                router: router.clone(),
+                registry: registry.clone(),
+                mode: mode.clone(),
+                rules: rules.clone(),
+                events: events.clone(),
+                slots: Arc::new(tokio::sync::Semaphore::new(slots.max(1))),
+                children: std::sync::atomic::AtomicU64::new(0),
+            };
+            registry.register(Arc::new(crate::subagent::DelegateTask(Arc::new(kit))));
+        }
         let mut actor = SessionActor {
             history,
             journal: start.journal,
             title: start.title,
-            mode: Mutex::new(settings.mode),
+            mode,
             model: settings.model.clone(),
-            rules: Mutex::new(rules),
+            rules,
             tool_state: Arc::new(SessionToolState::default()),
             context: ContextState::new(
                 settings.context_window,

@@ -81,6 +81,7 @@ fn spawn_with_registry(
         tokenizers: Arc::default(),
         learning: crate::config::Learning::default(),
         review: None,
+        subagents: None,
     };
     let handle = spawn_session(settings, Arc::new(router), registry, tx);
     (handle, rx)

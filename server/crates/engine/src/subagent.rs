@@ -1,0 +1,343 @@
+//! `delegate_task {goal, context?, toolsets?, max_turns?}`: runs a child turn on its own record
+//! (the goal and context as its first message, the parent's system prompt), with the parent's
+//! tools narrowed to the requested toolsets — never `delegate_task` itself (depth 1) — and its
+//! own turn cap, on `[auxiliary.subagent]` (else the session's model); the child's final
+//! answer is the tool's result.
+//!
+//! Invariants:
+//! - At most `max_children` children run at once; more wait for a slot.
+//! - The child's tool calls go through its own orchestrator with the parent's mode and
+//!   remembered rules: a permission question appears on the parent's session, on a card named
+//!   after the child. The parent's card shows the child's steps as progress.
+//! - Cancelling the parent's turn cancels the child; a failing child fails only its call.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
+
+use futures_util::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use talaria_record::{EntryBody, Transcript};
+use talaria_tools::tool::parse_args;
+use talaria_tools::{
+    ApprovalNeed, CallDescription, Concurrency, Progress, Registry, SessionToolState, Tool,
+    ToolContext, ToolDefinition, ToolKind, ToolOutcome, ToolStatus,
+};
+use tokio::sync::{Semaphore, mpsc};
+
+use crate::approval::{Mode, RuleStore};
+use crate::client::{ClientAsk, ClientRequest};
+use crate::context::ContextState;
+use crate::events::{EngineEvent, StopReason, ToolCallView};
+use crate::model_call::{ModelCaller, SessionUsage};
+use crate::router::ModelRouter;
+use crate::session::{SessionSettings, UserInput};
+use crate::turn::{Turn, TurnLimits};
+
+/// The side task whose model runs subagents.
+pub const SUBAGENT_TASK: &str = "subagent";
+/// The tool's name.
+pub const NAME: &str = "delegate_task";
+/// Model requests a child makes unless `max_turns` says otherwise.
+const DEFAULT_MAX_TURNS: u32 = 30;
+/// The longest report returned to the parent.
+const REPORT_CHARS: usize = 6_000;
+
+const CHILD_NOTE: &str = "You are a subagent: another agent delegated one task to you. Work \
+    on it with your tools, without asking the user questions, and finish with a concise report \
+    of what you did and found (files, commands, results) — the report is all the other agent \
+    sees.";
+
+/// What every child of a session shares.
+pub(crate) struct SubagentKit {
+    pub settings: SessionSettings,
+    pub router: Arc<ModelRouter>,
+    /// The parent's tools, without `delegate_task`.
+    pub registry: Registry,
+    pub mode: Arc<Mutex<Mode>>,
+    pub rules: Arc<Mutex<RuleStore>>,
+    pub events: mpsc::Sender<EngineEvent>,
+    pub slots: Arc<Semaphore>,
+    pub children: AtomicU64,
+}
+
+/// The `delegate_task` tool of one session.
+pub(crate) struct DelegateTask(pub Arc<SubagentKit>);
+
+static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
+    name: NAME.into(),
+    toolset: "delegation".into(),
+    description: "Delegate a self-contained task to a subagent with a fresh context: give the \
+        goal and the context it needs (it sees nothing else); optionally narrow its toolsets \
+        (file, terminal, …) and cap its model calls with max_turns. Several delegations in one \
+        answer run in parallel. Returns the subagent's report."
+        .into(),
+    parameters: json!({
+        "type": "object",
+        "properties": {
+            "goal": {"type": "string"},
+            "context": {"type": "string"},
+            "toolsets": {"type": "array", "items": {"type": "string"}},
+            "max_turns": {"type": "integer", "minimum": 1, "maximum": 90}
+        },
+        "required": ["goal"]
+    }),
+    kind: ToolKind::Think,
+    approval: ApprovalNeed::ReadOnly,
+    concurrency: Concurrency::ReadOnly,
+    max_result_chars: None,
+});
+
+#[derive(Debug, Deserialize)]
+struct Args {
+    goal: String,
+    #[serde(default)]
+    context: Option<String>,
+    #[serde(default)]
+    toolsets: Option<Vec<String>>,
+    #[serde(default)]
+    max_turns: Option<u32>,
+}
+
+impl Tool for DelegateTask {
+    fn definition(&self) -> &ToolDefinition {
+        &DEFINITION
+    }
+
+    fn describe(&self, args: &Value, _ctx: &ToolContext) -> CallDescription {
+        let goal: String = args["goal"]
+            .as_str()
+            .unwrap_or("a task")
+            .chars()
+            .take(80)
+            .collect();
+        CallDescription {
+            title: format!("Delegate: {goal}"),
+            read_only: true,
+            ..CallDescription::default()
+        }
+    }
+
+    fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
+        Box::pin(async move {
+            let args: Args = match parse_args(NAME, args) {
+                Ok(args) => args,
+                Err(outcome) => return outcome,
+            };
+            let permit = tokio::select! {
+                biased;
+                () = ctx.cancel.cancelled() => return ToolOutcome::failed("Cancelled before the subagent started."),
+                permit = self.0.slots.clone().acquire_owned() => permit,
+            };
+            let Ok(_permit) = permit else {
+                return ToolOutcome::failed("The subagent could not start.");
+            };
+            run_child(&self.0, args, ctx).await
+        })
+    }
+}
+
+/// The child's events, as the parent's session shows them.
+struct Relay {
+    name: String,
+    parent: mpsc::Sender<EngineEvent>,
+    progress: Option<talaria_tools::ProgressSink>,
+    /// The child's calls seen so far, and those shown on the parent's session.
+    views: HashMap<String, ToolCallView>,
+    shown: HashSet<String>,
+}
+
+impl Relay {
+    fn step(&self, text: String) {
+        if let Some(progress) = &self.progress {
+            progress(Progress::Output(format!("{text}\n")));
+        }
+    }
+
+    fn parent_id(&self, id: &str) -> String {
+        format!("{}:{id}", self.name.replace(' ', "-"))
+    }
+
+    async fn forward(&mut self, event: EngineEvent) {
+        match event {
+            EngineEvent::ToolCallPending(view) => {
+                self.step(format!("{} — {}", self.name, view.title));
+                self.views.insert(view.id.clone(), view);
+            }
+            EngineEvent::ToolCallFinished {
+                id,
+                status,
+                display,
+                raw_output,
+            } => {
+                let mark = if status == ToolStatus::Completed {
+                    "✓"
+                } else {
+                    "✗"
+                };
+                self.step(format!("{} {mark} {}", self.name, display.title));
+                if self.shown.contains(&id) {
+                    let finished = EngineEvent::ToolCallFinished {
+                        id: self.parent_id(&id),
+                        status,
+                        display,
+                        raw_output,
+                    };
+                    let _ = self.parent.send(finished).await;
+                }
+            }
+            EngineEvent::ClientRequest(request) => self.ask_parent(request).await,
+            EngineEvent::Notice { message, .. } => {
+                self.step(format!("{}: {message}", self.name));
+            }
+            EngineEvent::Delivered(signal) => signal.fire(),
+            _ => {}
+        }
+    }
+
+    /// A child's request to the client goes to the parent's session; a permission question
+    /// gets a card there first, named after the child.
+    async fn ask_parent(&mut self, request: ClientRequest) {
+        let ClientAsk::Permission(mut permission) = request.ask.clone() else {
+            let _ = self.parent.send(EngineEvent::ClientRequest(request)).await;
+            return;
+        };
+        let child_id = permission.tool_call_id.clone();
+        let parent_id = self.parent_id(&child_id);
+        if let Some(view) = self.views.get(&child_id) {
+            let mut card = view.clone();
+            card.id = parent_id.clone();
+            card.announced = false;
+            card.title = format!("[{}] {}", self.name, view.title);
+            let _ = self.parent.send(EngineEvent::ToolCallPending(card)).await;
+            self.shown.insert(child_id);
+        }
+        permission.tool_call_id = parent_id;
+        permission.title = format!("[{}] {}", self.name, permission.title);
+        let _ = self
+            .parent
+            .send(EngineEvent::ClientRequest(
+                request.with_ask(ClientAsk::Permission(permission)),
+            ))
+            .await;
+    }
+}
+
+/// The last answer of the child's record.
+fn report_of(history: &Transcript) -> String {
+    let text = history
+        .entries()
+        .iter()
+        .rev()
+        .find_map(|e| match &e.body {
+            EntryBody::Assistant(answer) if !answer.text.trim().is_empty() => {
+                Some(answer.text.trim().to_string())
+            }
+            _ => None,
+        })
+        .unwrap_or_else(|| "(the subagent gave no report)".into());
+    if text.chars().count() > REPORT_CHARS {
+        let cut: String = text.chars().take(REPORT_CHARS).collect();
+        format!("{cut}\n[report cut to {REPORT_CHARS} characters]")
+    } else {
+        text
+    }
+}
+
+async fn run_child(kit: &SubagentKit, args: Args, ctx: &ToolContext) -> ToolOutcome {
+    let number = kit.children.fetch_add(1, Ordering::Relaxed) + 1;
+    let name = format!("subagent {number}");
+    let registry = match &args.toolsets {
+        Some(toolsets) => {
+            let names: Vec<&str> = toolsets.iter().map(String::as_str).collect();
+            kit.registry.with_toolsets(&names)
+        }
+        None => kit.registry.clone(),
+    };
+    let mut settings = kit.settings.clone();
+    settings.id = format!("{}/{}", kit.settings.id, name.replace(' ', "-"));
+    settings.titles = false;
+    let mut history =
+        Transcript::with_system(format!("{}\n\n{CHILD_NOTE}", settings.system_prompt));
+    let ask = match &args.context {
+        Some(context) if !context.trim().is_empty() => {
+            format!("Task: {}\n\nContext:\n{context}", args.goal)
+        }
+        _ => format!("Task: {}", args.goal),
+    };
+    let (child_events, mut from_child) = mpsc::channel(256);
+    let mut relay = Relay {
+        name: name.clone(),
+        parent: kit.events.clone(),
+        progress: ctx.progress.clone(),
+        views: HashMap::new(),
+        shown: HashSet::new(),
+    };
+    relay.step(format!("{name} started: {}", args.goal));
+    let relaying = tokio::spawn(async move {
+        while let Some(event) = from_child.recv().await {
+            relay.forward(event).await;
+        }
+        relay
+    });
+    let (chain, _) = kit.router.side_chain(SUBAGENT_TASK, &settings.model);
+    let mut context = ContextState::new(
+        settings.context_window,
+        settings.compression,
+        settings.tokenizers.clone(),
+        &settings.model,
+    );
+    let mut usage = SessionUsage::default();
+    let mut used_ids = HashSet::new();
+    let tool_state = Arc::new(SessionToolState::default());
+    let outcome = {
+        let caller = ModelCaller::new(
+            kit.router.as_ref(),
+            chain,
+            settings.retry,
+            &ctx.cancel,
+            &mut context,
+            &mut usage,
+        );
+        let turn = Turn {
+            settings: &settings,
+            limits: TurnLimits {
+                max_requests: args.max_turns.unwrap_or(DEFAULT_MAX_TURNS).clamp(1, 90),
+                max_output_tokens: settings.max_output_tokens,
+            },
+            registry: &registry,
+            mode: &kit.mode,
+            rules: &kit.rules,
+            tool_state: &tool_state,
+            events: &child_events,
+            cancel: &ctx.cancel,
+            history: &mut history,
+            journal: None,
+            used_tool_ids: &mut used_ids,
+            caller,
+        };
+        turn.run(UserInput::text(&ask)).await.0
+    };
+    drop(child_events);
+    if let Ok(relay) = relaying.await {
+        let steps = relay.views.len();
+        relay.step(format!("{name} finished after {steps} tool calls"));
+    }
+    match outcome {
+        Ok(StopReason::Cancelled) => ToolOutcome::failed(format!("{name} was cancelled.")),
+        Ok(StopReason::Refusal) => ToolOutcome::failed(format!("{name} refused the task.")),
+        Ok(reason) => {
+            let note = match reason {
+                StopReason::MaxTurnRequests => " (it reached its max_turns before finishing)",
+                StopReason::MaxTokens => " (its last answer was cut at the output limit)",
+                _ => "",
+            };
+            ToolOutcome::completed(format!(
+                "Report from {name}{note}:\n{}",
+                report_of(&history)
+            ))
+        }
+        Err(error) => ToolOutcome::failed(format!("{name} failed: {error}")),
+    }
+}

@@ -1,0 +1,223 @@
+//! Subagents: `delegate_task` runs children in parallel on their own records and the
+//! auxiliary subagent model, never deeper than one level, cancelled with their parent, asking
+//! permission on the parent's session under their own name.
+
+use serde_json::{Value, json};
+use talaria_harness::{MockReply, MockToolCall};
+
+use crate::support::*;
+
+const CHILD_MODEL: &str = "child-model";
+
+fn delegate(id: &str, goal: &str) -> MockToolCall {
+    MockToolCall {
+        id: id.into(),
+        name: "delegate_task".into(),
+        arguments: json!({"goal": goal, "context": "The project is in the working directory."})
+            .to_string(),
+    }
+}
+
+fn delayed(text: &str, delay_ms: u64) -> MockReply {
+    MockReply::Delayed {
+        delay_ms,
+        reply: Box::new(MockReply::text(&[text])),
+    }
+}
+
+async fn env_with(main: Vec<MockReply>, children: Vec<MockReply>) -> TestEnv {
+    let env = TestEnv::new(main).await;
+    env.write_config(&format!(
+        "[learning]\nskill_review_after = 0\nmemory_review_after = 0\n[auxiliary.subagent]\nmodel = \"{CHILD_MODEL}\"\n"
+    ));
+    env.mock.script_for_model(CHILD_MODEL, children);
+    env
+}
+
+fn child_requests(env: &TestEnv) -> Vec<talaria_harness::RecordedRequest> {
+    env.mock
+        .requests()
+        .into_iter()
+        .filter(|r| r.body["model"] == CHILD_MODEL)
+        .collect()
+}
+
+#[tokio::test]
+async fn two_delegations_run_in_parallel_and_report_back() {
+    let env = env_with(
+        vec![
+            MockReply::ToolCalls {
+                calls: vec![
+                    delegate("d1", "count the files"),
+                    delegate("d2", "read the readme"),
+                ],
+                text: None,
+                fragment_chars: None,
+                usage: None,
+            },
+            MockReply::text(&["Both done."]),
+        ],
+        vec![
+            delayed("child report one", 600),
+            delayed("child report two", 600),
+        ],
+    )
+    .await;
+    let (mut agent, session) = env.session().await;
+    let (response, updates) = prompt(&mut agent, &session, "do two things").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let children = child_requests(&env);
+    assert_eq!(children.len(), 2);
+    let (a, b) = (
+        children[0].received_at.expect("time"),
+        children[1].received_at.expect("time"),
+    );
+    let apart = if a > b { a - b } else { b - a };
+    assert!(
+        apart.as_millis() < 500,
+        "the children ran in parallel ({apart:?} apart)"
+    );
+    for child in &children {
+        let body = &child.body;
+        assert!(
+            body["messages"][0]["content"]
+                .as_str()
+                .is_some_and(|s| s.contains("You are a subagent"))
+        );
+        let asked = body["messages"][1]["content"].as_str().unwrap_or_default();
+        assert!(
+            asked.starts_with("Task: ") && asked.contains("Context:"),
+            "{asked}"
+        );
+        let tools = body["tools"].to_string();
+        assert!(!tools.contains("\"delegate_task\""), "no deeper delegation");
+        assert!(tools.contains("\"read_file\""));
+    }
+    let last = env
+        .mock
+        .requests()
+        .last()
+        .expect("request")
+        .body
+        .to_string();
+    assert!(
+        last.contains("Report from subagent")
+            && last.contains("child report one")
+            && last.contains("child report two"),
+        "{last}"
+    );
+    // The parent's cards show the children's progress.
+    let progress = updates
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call_update")
+        .map(Value::to_string)
+        .collect::<String>();
+    assert!(
+        progress.contains("subagent 1") && progress.contains("subagent 2"),
+        "{progress}"
+    );
+}
+
+#[tokio::test]
+async fn a_child_cannot_delegate_and_asks_permission_on_the_parents_session() {
+    let env = env_with(
+        vec![
+            MockReply::ToolCalls {
+                calls: vec![delegate("d1", "write the notes")],
+                text: None,
+                fragment_chars: None,
+                usage: None,
+            },
+            MockReply::text(&["Delegated."]),
+        ],
+        vec![
+            MockReply::tool_call("nested", "delegate_task", json!({"goal": "go deeper"})),
+            MockReply::tool_call(
+                "w",
+                "write_file",
+                json!({"path": "notes.txt", "content": "from the child\n"}),
+            ),
+            MockReply::text(&["Wrote notes.txt."]),
+        ],
+    )
+    .await;
+    let (mut agent, session) = env.session().await;
+    let id = agent
+        .start_request("session/prompt", text_prompt(&session, "delegate it"))
+        .await
+        .expect("prompt");
+    let asked = agent.next_agent_request(WAIT).await.expect("permission");
+    assert_eq!(asked["method"], "session/request_permission");
+    let title = asked["params"]["toolCall"]["title"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(title.starts_with("[subagent 1]"), "{title}");
+    assert_eq!(asked["params"]["sessionId"], session.as_str());
+    let allow = asked["params"]["options"]
+        .as_array()
+        .expect("options")
+        .iter()
+        .find(|o| o["kind"] == "allow_once")
+        .expect("allow")["optionId"]
+        .clone();
+    agent
+        .respond(
+            &asked["id"],
+            json!({"outcome": {"outcome": "selected", "optionId": allow}}),
+        )
+        .await
+        .expect("answer");
+    let response = agent.wait_response(id, WAIT).await.expect("response");
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    assert_eq!(
+        std::fs::read_to_string(env.workspace.path().join("notes.txt")).expect("written"),
+        "from the child\n"
+    );
+    let children = child_requests(&env);
+    let refused = children[1].body["messages"].to_string();
+    assert!(
+        refused.contains("Unknown tool `delegate_task`"),
+        "{refused}"
+    );
+}
+
+#[tokio::test]
+async fn cancelling_the_parent_cancels_the_children() {
+    let env = env_with(
+        vec![MockReply::ToolCalls {
+            calls: vec![delegate("d1", "take forever")],
+            text: None,
+            fragment_chars: None,
+            usage: None,
+        }],
+        vec![MockReply::Hang {
+            chunks: vec!["working".into()],
+        }],
+    )
+    .await;
+    let (mut agent, session) = env.session().await;
+    let id = agent
+        .start_request("session/prompt", text_prompt(&session, "delegate"))
+        .await
+        .expect("prompt");
+    assert!(
+        env.mock
+            .wait_until(WAIT, |r| r.iter().any(|r| r.body["model"] == CHILD_MODEL))
+            .await
+    );
+    agent
+        .notify("session/cancel", json!({"sessionId": session}))
+        .await
+        .expect("cancel");
+    let response = agent.wait_response(id, WAIT).await.expect("response");
+    assert_eq!(stop_reason(&response), "cancelled", "{response}");
+    assert!(
+        env.mock
+            .wait_until(WAIT, |r| r
+                .iter()
+                .any(|r| r.body["model"] == CHILD_MODEL && r.client_disconnected))
+            .await,
+        "the child's model call was aborted"
+    );
+}
