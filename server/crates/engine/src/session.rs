@@ -209,14 +209,17 @@ pub struct SessionHandle {
 impl SessionHandle {
     /// Queues a prompt; it runs after every prompt queued before it.
     pub fn prompt(&self, turn: TurnId, input: UserInput) -> Result<(), TurnId> {
+        self.queue(turn, |generation| Op::Prompt {
+            turn,
+            input,
+            generation,
+        })
+    }
+
+    /// Queues an op built for the current cancel generation; `Err` when the session ended.
+    fn queue(&self, turn: TurnId, op: impl FnOnce(u64) -> Op) -> Result<(), TurnId> {
         let generation = self.lock().generation;
-        self.ops
-            .send(Op::Prompt {
-                turn,
-                input,
-                generation,
-            })
-            .map_err(|_| turn)
+        self.ops.send(op(generation)).map_err(|_| turn)
     }
 
     /// Queues a prompt whose input is computed (off the runtime thread) when its turn comes;
@@ -226,14 +229,11 @@ impl SessionHandle {
         turn: TurnId,
         input: impl FnOnce() -> Result<UserInput, String> + Send + 'static,
     ) -> Result<(), TurnId> {
-        let generation = self.lock().generation;
-        self.ops
-            .send(Op::PromptFrom {
-                turn,
-                input: Blocking(Box::new(input)),
-                generation,
-            })
-            .map_err(|_| turn)
+        self.queue(turn, |generation| Op::PromptFrom {
+            turn,
+            input: Blocking(Box::new(input)),
+            generation,
+        })
     }
 
     /// Queues a command answered without the model (run off the runtime thread), answered
@@ -243,27 +243,21 @@ impl SessionHandle {
         turn: TurnId,
         run: impl FnOnce() -> CommandReply + Send + 'static,
     ) -> Result<(), TurnId> {
-        let generation = self.lock().generation;
-        self.ops
-            .send(Op::Command {
-                turn,
-                run: Blocking(Box::new(run)),
-                generation,
-            })
-            .map_err(|_| turn)
+        self.queue(turn, |generation| Op::Command {
+            turn,
+            run: Blocking(Box::new(run)),
+            generation,
+        })
     }
 
     /// Queues a compaction of the context (`/compact`), answered with `TurnFinished` like a
     /// prompt, in order with the prompts.
     pub fn compact(&self, turn: TurnId, focus: Option<String>) -> Result<(), TurnId> {
-        let generation = self.lock().generation;
-        self.ops
-            .send(Op::Compact {
-                turn,
-                focus,
-                generation,
-            })
-            .map_err(|_| turn)
+        self.queue(turn, |generation| Op::Compact {
+            turn,
+            focus,
+            generation,
+        })
     }
 
     /// Cancels the running turn or side task and every prompt queued so far.
