@@ -221,3 +221,98 @@ async fn cancelling_the_parent_cancels_the_children() {
         "the child's model call was aborted"
     );
 }
+
+#[tokio::test]
+async fn a_client_that_shows_subagents_sees_each_child_as_its_own_session() {
+    let env = env_with(
+        vec![
+            MockReply::ToolCalls {
+                calls: vec![delegate("d1", "write the notes")],
+                text: None,
+                fragment_chars: None,
+                usage: None,
+            },
+            MockReply::text(&["Delegated."]),
+        ],
+        vec![
+            MockReply::tool_call(
+                "w",
+                "write_file",
+                json!({"path": "notes.txt", "content": "child\n"}),
+            ),
+            MockReply::text(&["Wrote notes.txt."]),
+        ],
+    )
+    .await;
+    let (mut agent, session, _) = env.session_with(json!({"subagents": {}})).await;
+    let id = agent
+        .start_request("session/prompt", text_prompt(&session, "delegate it"))
+        .await
+        .expect("prompt");
+    let asked = agent.next_agent_request(WAIT).await.expect("permission");
+    assert_eq!(asked["method"], "session/request_permission");
+    let child = asked["params"]["sessionId"]
+        .as_str()
+        .expect("child session")
+        .to_string();
+    assert_ne!(
+        child, session,
+        "the child's question carries its own session id"
+    );
+    let allow = asked["params"]["options"]
+        .as_array()
+        .expect("options")
+        .iter()
+        .find(|o| o["kind"] == "allow_once")
+        .expect("allow")["optionId"]
+        .clone();
+    agent
+        .respond(
+            &asked["id"],
+            json!({"outcome": {"outcome": "selected", "optionId": allow}}),
+        )
+        .await
+        .expect("answer");
+    let response = agent.wait_response(id, WAIT).await.expect("response");
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let notes: Vec<&Value> = agent
+        .transcript
+        .iter()
+        .filter(|m| m["method"] == "session/update")
+        .collect();
+    let on = |sid: &str| {
+        notes
+            .iter()
+            .filter(|m| m["params"]["sessionId"] == sid)
+            .map(|m| m["params"]["update"].clone())
+            .collect::<Vec<Value>>()
+    };
+    let parent = on(&session);
+    let announced: Vec<&Value> = parent
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "subagent_update")
+        .collect();
+    assert_eq!(announced.len(), 2, "{parent:?}");
+    assert_eq!(announced[0]["sessionId"], child.as_str());
+    assert_eq!(announced[0]["title"], "subagent 1");
+    assert_eq!(
+        announced[0]["state"]["state"], "running",
+        "{:?}",
+        announced[0]
+    );
+    assert_eq!(announced[1]["state"]["state"], "idle", "{:?}", announced[1]);
+    assert!(
+        parent.iter().any(|u| u["content"][0]["type"] == "session"
+            && u["content"][0]["sessionId"] == child.as_str()),
+        "the parent's card references the child: {parent:?}"
+    );
+    let own = on(&child);
+    assert!(
+        own.iter().any(|u| u["sessionUpdate"] == "tool_call"),
+        "{own:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.workspace.path().join("notes.txt")).expect("written"),
+        "child\n"
+    );
+}

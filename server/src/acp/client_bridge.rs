@@ -35,6 +35,8 @@ pub struct ClientCaps {
     pub compaction: bool,
     /// The client shows forms (`elicitation/create` in form mode).
     pub elicitation_form: bool,
+    /// The client shows subagents as sessions of their own.
+    pub subagents: bool,
 }
 
 impl ClientCaps {
@@ -58,6 +60,7 @@ impl ClientCaps {
                 .as_ref()
                 .is_some_and(|s| s.compaction.is_some()),
             elicitation_form: caps.elicitation.as_ref().is_some_and(|e| e.form.is_some()),
+            subagents: caps.subagents.is_some(),
         }
     }
 }

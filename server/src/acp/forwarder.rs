@@ -74,6 +74,42 @@ async fn list_commands(
     tokio::task::spawn_blocking(move || commands()).await.ok()
 }
 
+/// A subagent's session as its parent's client is told about it.
+fn subagent_update(view: talaria_engine::SubagentView) -> acp::SessionUpdate {
+    let state = if view.running {
+        acp::StateUpdate::Running(acp::RunningStateUpdate::new())
+    } else {
+        acp::StateUpdate::Idle(acp::IdleStateUpdate::new())
+    };
+    acp::SessionUpdate::SubagentUpdate(
+        acp::SubagentUpdate::new(view.session_id)
+            .title(view.title)
+            .description(view.description)
+            .state(state),
+    )
+}
+
+/// An event of a subagent's own session: updates on its session id, requests to the client
+/// carrying it.
+async fn child_event(peer: &Peer, client: &Arc<AcpBridge>, session_id: String, event: EngineEvent) {
+    let child = acp::SessionId::new(session_id);
+    let update = match event {
+        EngineEvent::ClientRequest(request) => {
+            let bridge = Arc::new(AcpBridge::new(peer.clone(), child, client.caps()));
+            bridge.serve(request);
+            return;
+        }
+        EngineEvent::Notice { level, message } => {
+            Some(notice_update(level, message, client.caps().notices))
+        }
+        other => updates::session_update(other),
+    };
+    if let Some(update) = update {
+        peer.notify("session/update", &SessionNotification::new(child, update))
+            .await;
+    }
+}
+
 /// Runs until the session's event stream ends.
 pub async fn forward_events(
     peer: Peer,
@@ -129,6 +165,12 @@ pub async fn forward_events(
                 super::compaction::update(view, client.caps().compaction, notices)
             }
             EngineEvent::CommandsChanged => list_commands(&commands).await,
+            EngineEvent::Subagent(view) if client.caps().subagents => Some(subagent_update(view)),
+            EngineEvent::Subagent(_) => None,
+            EngineEvent::ChildEvent { session_id, event } => {
+                child_event(&peer, &client, session_id, *event).await;
+                None
+            }
             EngineEvent::Delivered(signal) => {
                 signal.fire();
                 None

@@ -416,6 +416,7 @@ impl Agent {
                     .as_ref()
                     .is_none_or(|sets| sets.iter().any(|s| s == "delegation")))
             .then_some(config.max_subagents),
+            announce_subagents: self.client_caps.subagents,
         };
         let (events_tx, events_rx) = mpsc::channel(256);
         let bridge = Arc::new(client_bridge::AcpBridge::new(

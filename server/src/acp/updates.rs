@@ -41,6 +41,12 @@ pub fn session_update(event: EngineEvent) -> Option<SessionUpdate> {
             ToolCallUpdateFields::new()
                 .content(vec![ToolCallContent::from(text_block(fence(&output)))]),
         ),
+        EngineEvent::ToolCallSession { id, session_id } => update(
+            id,
+            ToolCallUpdateFields::new().content(vec![ToolCallContent::Session(
+                acp::SessionReference::new(session_id),
+            )]),
+        ),
         EngineEvent::ToolCallTerminal { id, terminal_id } => update(
             id,
             ToolCallUpdateFields::new().content(vec![ToolCallContent::Terminal(
@@ -66,6 +72,8 @@ pub fn session_update(event: EngineEvent) -> Option<SessionUpdate> {
         | EngineEvent::ClientRequest(_)
         | EngineEvent::Compaction(_)
         | EngineEvent::CommandsChanged
+        | EngineEvent::Subagent(_)
+        | EngineEvent::ChildEvent { .. }
         | EngineEvent::Delivered(_)
         | EngineEvent::Notice { .. } => {
             return None;

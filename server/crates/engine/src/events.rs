@@ -96,6 +96,16 @@ pub struct ToolCallView {
     pub preview: Vec<ToolEffect>,
 }
 
+/// A subagent as its parent's client sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubagentView {
+    pub session_id: String,
+    pub title: String,
+    pub description: String,
+    /// Working (`true`) or done.
+    pub running: bool,
+}
+
 /// Where a context compaction stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CompactionStatus {
@@ -176,6 +186,16 @@ pub enum EngineEvent {
     ToolCallProgress { id: String, output: String },
     /// The call runs in this editor terminal.
     ToolCallTerminal { id: String, terminal_id: String },
+    /// The call's work goes on in this child session.
+    ToolCallSession { id: String, session_id: String },
+    /// A subagent's session was started or its state changed (shown only to clients that
+    /// advertise subagents).
+    Subagent(SubagentView),
+    /// An event of a subagent's own session.
+    ChildEvent {
+        session_id: String,
+        event: Box<EngineEvent>,
+    },
     /// A tool call finished (or was refused, declined or cancelled).
     ToolCallFinished {
         id: String,

@@ -33,8 +33,8 @@ pub use client::{
 };
 pub use config::{Config, ConfigError, Learning, ProviderKind, RetryPolicy};
 pub use events::{
-    CompactionStatus, CompactionView, EngineEvent, NoticeLevel, Signal, StopReason, ToolCallView,
-    TurnError, TurnId, TurnUsage,
+    CompactionStatus, CompactionView, EngineEvent, NoticeLevel, Signal, StopReason, SubagentView,
+    ToolCallView, TurnError, TurnId, TurnUsage,
 };
 pub use router::ModelRouter;
 pub use session::{

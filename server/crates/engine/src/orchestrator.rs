@@ -429,6 +429,9 @@ impl Orchestrator<'_> {
                     Progress::Terminal(terminal_id) => {
                         self.emit(EngineEvent::ToolCallTerminal { id: call.id.clone(), terminal_id }).await;
                     }
+                    Progress::Session(session_id) => {
+                        self.emit(EngineEvent::ToolCallSession { id: call.id.clone(), session_id }).await;
+                    }
                     Progress::Output(text) => {
                         output.push_str(&text);
                         trim_front(&mut output, PROGRESS_TAIL_CHARS);

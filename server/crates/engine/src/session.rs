@@ -67,6 +67,8 @@ pub struct SessionSettings {
     pub review: Option<crate::review::ReviewFactory>,
     /// Subagents running at once through `delegate_task`; `None` offers no delegation.
     pub subagents: Option<usize>,
+    /// The client shows subagents as sessions of their own (else on the parent's cards).
+    pub announce_subagents: bool,
 }
 
 /// What the user sent: as received (kept in the record) and as the model sees it.

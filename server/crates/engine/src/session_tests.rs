@@ -82,6 +82,7 @@ fn spawn_with_registry(
         learning: crate::config::Learning::default(),
         review: None,
         subagents: None,
+        announce_subagents: false,
     };
     let handle = spawn_session(settings, Arc::new(router), registry, tx);
     (handle, rx)

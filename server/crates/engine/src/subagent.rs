@@ -141,6 +141,8 @@ impl Tool for DelegateTask {
 /// The child's events, as the parent's session shows them.
 struct Relay {
     name: String,
+    /// The child's own session id when the client shows subagents as sessions.
+    session: Option<String>,
     parent: mpsc::Sender<EngineEvent>,
     progress: Option<talaria_tools::ProgressSink>,
     /// The child's calls seen so far, and those shown on the parent's session.
@@ -160,6 +162,24 @@ impl Relay {
     }
 
     async fn forward(&mut self, event: EngineEvent) {
+        if let Some(session_id) = &self.session {
+            // The client shows the child as a session: its events stream on its own id.
+            match event {
+                EngineEvent::Delivered(signal) => signal.fire(),
+                EngineEvent::TurnFinished { .. } => {}
+                event => {
+                    if let EngineEvent::ToolCallPending(view) = &event {
+                        self.views.insert(view.id.clone(), view.clone());
+                    }
+                    let wrapped = EngineEvent::ChildEvent {
+                        session_id: session_id.clone(),
+                        event: Box::new(event),
+                    };
+                    let _ = self.parent.send(wrapped).await;
+                }
+            }
+            return;
+        }
         match event {
             EngineEvent::ToolCallPending(view) => {
                 self.step(format!("{} — {}", self.name, view.title));
@@ -224,6 +244,17 @@ impl Relay {
     }
 }
 
+/// Tells the parent's client about the child's session and whether it works.
+async fn announce(kit: &SubagentKit, session_id: &str, name: &str, goal: &str, running: bool) {
+    let view = crate::events::SubagentView {
+        session_id: session_id.to_string(),
+        title: name.to_string(),
+        description: goal.chars().take(200).collect(),
+        running,
+    };
+    let _ = kit.events.send(EngineEvent::Subagent(view)).await;
+}
+
 /// The last answer of the child's record.
 fn report_of(history: &Transcript) -> String {
     let text = history
@@ -256,7 +287,7 @@ async fn run_child(kit: &SubagentKit, args: Args, ctx: &ToolContext) -> ToolOutc
         None => kit.registry.clone(),
     };
     let mut settings = kit.settings.clone();
-    settings.id = format!("{}/{}", kit.settings.id, name.replace(' ', "-"));
+    settings.id = format!("{}-{}", kit.settings.id, name.replace(' ', "-"));
     settings.titles = false;
     let mut history =
         Transcript::with_system(format!("{}\n\n{CHILD_NOTE}", settings.system_prompt));
@@ -267,7 +298,13 @@ async fn run_child(kit: &SubagentKit, args: Args, ctx: &ToolContext) -> ToolOutc
         _ => format!("Task: {}", args.goal),
     };
     let (child_events, mut from_child) = mpsc::channel(256);
+    let child_session = kit.settings.announce_subagents.then(|| settings.id.clone());
+    if let Some(session_id) = &child_session {
+        announce(kit, session_id, &name, &args.goal, true).await;
+        ctx.report_progress(Progress::Session(session_id.clone()));
+    }
     let mut relay = Relay {
+        session: child_session.clone(),
         name: name.clone(),
         parent: kit.events.clone(),
         progress: ctx.progress.clone(),
@@ -323,6 +360,9 @@ async fn run_child(kit: &SubagentKit, args: Args, ctx: &ToolContext) -> ToolOutc
     if let Ok(relay) = relaying.await {
         let steps = relay.views.len();
         relay.step(format!("{name} finished after {steps} tool calls"));
+    }
+    if let Some(session_id) = &child_session {
+        announce(kit, session_id, &name, &args.goal, false).await;
     }
     match outcome {
         Ok(StopReason::Cancelled) => ToolOutcome::failed(format!("{name} was cancelled.")),

@@ -92,6 +92,8 @@ pub enum Progress {
     Output(String),
     /// The call now runs in this editor terminal (embed it in the card).
     Terminal(String),
+    /// The call's work goes on in this (child) session (reference it from the card).
+    Session(String),
 }
 
 /// Receives [`Progress`] from a running tool.
