@@ -14,6 +14,7 @@ mod framing;
 mod learning;
 mod lifecycle;
 mod local_servers;
+mod mcp;
 mod prompt_size;
 mod providers;
 mod questions;

@@ -144,6 +144,7 @@ impl Agent {
             system_prompt,
             commands,
         } = prepare_session(&reopen.cwd, &chrono_today()).await?;
+        let mcp = super::mcp::connect(&reopen.mcp_servers, &config).await;
         if let Some(missing) = config.missing_credentials() {
             return Err(errors::auth_required(missing));
         }
@@ -179,6 +180,7 @@ impl Agent {
             transcript,
             SessionJournal::new(journal, &reopen.id, saved),
             commands,
+            mcp,
         )
     }
 
@@ -197,6 +199,7 @@ impl Agent {
         transcript: Transcript,
         journal: SessionJournal,
         commands: acp::SessionUpdate,
+        mcp: (std::sync::Arc<talaria_mcp::Hub>, Vec<String>),
     ) -> Result<Launched, acp::Error> {
         let mode = talaria_engine::Mode::from_id(&meta.mode);
         let model = (!meta.model.is_empty()).then(|| meta.model.clone());
@@ -216,6 +219,7 @@ impl Agent {
                 title: meta.title.clone(),
             },
             commands,
+            mcp,
         })
     }
 
@@ -295,6 +299,7 @@ impl Agent {
             system_prompt,
             commands,
         } = prepare_session(&params.cwd, &chrono_today()).await?;
+        let mcp = super::mcp::connect(&params.mcp_servers, &config).await;
         if let Some(missing) = config.missing_credentials() {
             return Err(errors::auth_required(missing));
         }
@@ -333,6 +338,7 @@ impl Agent {
             // Nothing of the copy is stored under the child's id yet: all of it is saved.
             SessionJournal::new(journal.clone(), &id, 0),
             commands,
+            mcp,
         )?;
         to_value(
             acp::ForkSessionResponse::new(id)

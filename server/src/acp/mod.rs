@@ -12,6 +12,7 @@ mod client_bridge;
 mod compaction;
 mod forwarder;
 mod lifecycle;
+mod mcp;
 mod prompt_input;
 mod replay;
 mod server_window;
@@ -50,6 +51,8 @@ struct Launch {
     start: talaria_engine::SessionStart,
     /// The slash commands, listed when the session starts.
     commands: acp::SessionUpdate,
+    /// The session's MCP servers (connected already), and what went wrong connecting them.
+    mcp: (Arc<talaria_mcp::Hub>, Vec<String>),
 }
 
 /// The modes and options a started session answers with.
@@ -79,6 +82,8 @@ struct LiveSession {
     mcp_servers: Vec<acp::McpServer>,
     /// The session's skill and memory stores (slash commands, `/skills`).
     skills: Arc<talaria_skills::SkillsContext>,
+    /// The session's MCP servers (stopped when the session goes).
+    mcp: Arc<talaria_mcp::Hub>,
 }
 
 /// The model router (providers, key pools, fallbacks) and the configuration it was built
@@ -308,6 +313,7 @@ impl Agent {
             system_prompt,
             commands,
         } = prepare_session(&params.cwd, &today).await?;
+        let mcp = mcp::connect(&params.mcp_servers, &config).await;
         if let Some(missing) = config.missing_credentials() {
             return Err(errors::auth_required(missing));
         }
@@ -354,6 +360,7 @@ impl Agent {
             mode: None,
             start,
             commands,
+            mcp,
         })?;
         to_value(
             acp::NewSessionResponse::new(id)
@@ -375,6 +382,7 @@ impl Agent {
             mode,
             start,
             commands,
+            mcp: (hub, mcp_warnings),
         } = launch;
         let router = self.router_for(&config)?;
         let model = model.unwrap_or_else(|| config.model.clone());
@@ -428,6 +436,11 @@ impl Agent {
         for tool in talaria_skills::tools::tools(stores.clone()) {
             registry.register(tool);
         }
+        for server in &hub.servers {
+            for tool in talaria_mcp::McpTool::of(server) {
+                registry.register(tool);
+            }
+        }
         // Questions to the user only when the client can show them.
         if self.client_caps.elicitation_form {
             registry.register(Arc::new(talaria_tools::clarify::Clarify));
@@ -466,6 +479,7 @@ impl Agent {
         if let StoreState::Unavailable(why) = &self.store {
             warnings.push(format!("This session is not saved: {why}"));
         }
+        warnings.extend(mcp_warnings);
         self.outbox
             .push(SessionNotification::new(session_id.clone(), commands));
         for warning in warnings {
@@ -491,6 +505,7 @@ impl Agent {
                 models,
                 mcp_servers,
                 skills: stores,
+                mcp: hub,
             },
         );
         Ok(launched)
@@ -604,7 +619,15 @@ impl Agent {
             session.handle.compact(turn, focus)
         } else if let Some((name, args)) = skills::slash(&params.prompt) {
             let stores = session.skills.clone();
-            if name == skills::SKILLS_COMMAND {
+            if name == skills::MCP_COMMAND {
+                let hub = session.mcp.clone();
+                session
+                    .handle
+                    .command(turn, move || talaria_engine::CommandReply {
+                        text: hub.report(),
+                        commands_changed: false,
+                    })
+            } else if name == skills::SKILLS_COMMAND {
                 session
                     .handle
                     .command(turn, move || skills::skills_command(&stores, &args))

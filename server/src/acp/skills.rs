@@ -16,6 +16,8 @@ use talaria_skills::{MemoryStore, Roots, SkillsContext, WriteMode};
 
 /// The command that manages the review's proposals.
 pub const SKILLS_COMMAND: &str = "skills";
+/// The command that lists the session's MCP servers.
+pub const MCP_COMMAND: &str = "mcp";
 
 fn user_home() -> Option<PathBuf> {
     std::env::var_os("HOME")
@@ -74,7 +76,11 @@ pub fn commands(context: &SkillsContext) -> SessionUpdate {
             acp::UnstructuredCommandInput::new("list | show <id> | accept <id> | reject <id>"),
         )),
     ];
-    let reserved = [super::compaction::COMMAND, SKILLS_COMMAND];
+    commands.push(acp::AvailableCommand::new(
+        MCP_COMMAND,
+        "The session's MCP servers: status, tool count, last error.",
+    ));
+    let reserved = [super::compaction::COMMAND, SKILLS_COMMAND, MCP_COMMAND];
     let catalog = context.catalog();
     for found in &catalog.skills {
         if reserved.contains(&found.name.as_str()) {

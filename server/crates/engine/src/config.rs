@@ -160,6 +160,8 @@ pub struct Config {
     pub memory_chars: (usize, usize),
     /// Subagents running at once (`[delegation] max_concurrent`; 0 offers no `delegate_task`).
     pub max_subagents: usize,
+    /// MCP servers every session connects (`[mcp_servers.<name>]`, enabled ones).
+    pub mcp_servers: Vec<McpServerEntry>,
     /// Token encodings configured per model (`[tokenizers]`); others follow the model family.
     pub tokenizers: HashMap<String, talaria_compress::Encoding>,
     /// Sessions get a title from a model (`[auxiliary.title]`, else the session's) after
@@ -217,6 +219,24 @@ struct FileLearning {
     memory_review_after: Option<u32>,
     stage_reviews: Option<bool>,
     max_review_calls: Option<u32>,
+}
+
+/// An MCP server for every session (`[mcp_servers.<name>]`).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+pub struct McpServerEntry {
+    #[serde(skip)]
+    pub name: String,
+    pub command: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    pub url: Option<String>,
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
+    pub enabled: Option<bool>,
+    pub startup_timeout_secs: Option<u64>,
+    pub tool_timeout_secs: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -299,6 +319,8 @@ struct FileConfig {
     memory: FileMemory,
     #[serde(default)]
     delegation: FileDelegation,
+    #[serde(default)]
+    mcp_servers: std::collections::BTreeMap<String, McpServerEntry>,
     /// Model name → tiktoken encoding (`cl100k`, `o200k`).
     #[serde(default)]
     tokenizers: HashMap<String, String>,
@@ -602,6 +624,12 @@ impl Config {
                 file.memory.user_chars.unwrap_or(1_375).max(100),
             ),
             max_subagents: file.delegation.max_concurrent.unwrap_or(3).min(16),
+            mcp_servers: file
+                .mcp_servers
+                .into_iter()
+                .map(|(name, entry)| McpServerEntry { name, ..entry })
+                .filter(|entry| entry.enabled != Some(false))
+                .collect(),
             home,
             provider,
             model,

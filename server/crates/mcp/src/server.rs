@@ -1,0 +1,278 @@
+//! One connection per MCP server, and the hub of a session's servers: connecting within a
+//! budget, restarting a dead server once, and the status `/mcp` shows.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
+use rmcp::service::{Peer, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{RoleClient, ServiceError};
+use tokio::sync::RwLock;
+
+/// How to reach a server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+    },
+    Http {
+        url: String,
+        headers: Vec<(String, String)>,
+    },
+}
+
+/// One server of a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerConfig {
+    pub name: String,
+    pub transport: Transport,
+    pub startup_timeout: Duration,
+    pub tool_timeout: Duration,
+}
+
+/// What `/mcp` shows of a server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    pub name: String,
+    pub connected: bool,
+    pub tools: usize,
+    pub last_error: Option<String>,
+}
+
+type Client = RunningService<RoleClient, ()>;
+
+/// A connected (or failed) server.
+pub struct Server {
+    pub config: ServerConfig,
+    client: RwLock<Option<Client>>,
+    restarted: AtomicBool,
+    status: Mutex<Status>,
+    pub tools: Vec<Tool>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Starts a server and lists its tools.
+async fn connect(config: &ServerConfig) -> Result<(Client, Vec<Tool>), String> {
+    let (command, args, env) = match &config.transport {
+        Transport::Stdio { command, args, env } => (command, args, env),
+        Transport::Http { url, .. } => {
+            return Err(format!(
+                "{url}: MCP servers over HTTP are not supported yet; run the server over stdio"
+            ));
+        }
+    };
+    let mut cmd = tokio::process::Command::new(command);
+    cmd.args(args).envs(env.iter().cloned()).kill_on_drop(true);
+    let mut wrapped = process_wrap::tokio::CommandWrap::from(cmd);
+    // Its own process group, killed whole with the hub (no orphans).
+    wrapped
+        .wrap(process_wrap::tokio::ProcessGroup::leader())
+        .wrap(process_wrap::tokio::KillOnDrop);
+    let (transport, _stderr) = TokioChildProcess::builder(wrapped)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start {command}: {e}"))?;
+    let client = ().serve(transport).await.map_err(|e| format!("the MCP handshake failed: {e}"))?;
+    let tools = client
+        .list_all_tools()
+        .await
+        .map_err(|e| format!("listing its tools failed: {e}"))?;
+    Ok((client, tools))
+}
+
+impl Server {
+    /// Connects within the server's start-up timeout (and `budget`, whichever is shorter).
+    async fn start(config: ServerConfig, budget: Duration) -> Self {
+        let limit = config.startup_timeout.min(budget);
+        let connected = tokio::time::timeout(limit, connect(&config)).await;
+        let (client, tools, error) = match connected {
+            Ok(Ok((client, tools))) => (Some(client), tools, None),
+            Ok(Err(why)) => (None, Vec::new(), Some(why)),
+            Err(_) => (
+                None,
+                Vec::new(),
+                Some(format!("it did not start within {} s", limit.as_secs_f32())),
+            ),
+        };
+        let status = Status {
+            name: config.name.clone(),
+            connected: client.is_some(),
+            tools: tools.len(),
+            last_error: error,
+        };
+        Self {
+            config,
+            client: RwLock::new(client),
+            restarted: AtomicBool::new(false),
+            status: Mutex::new(status),
+            tools,
+        }
+    }
+
+    pub fn status(&self) -> Status {
+        lock(&self.status).clone()
+    }
+
+    fn note_error(&self, why: &str, connected: bool) {
+        let mut status = lock(&self.status);
+        status.last_error = Some(why.to_string());
+        status.connected = connected;
+    }
+
+    async fn peer(&self) -> Option<Peer<RoleClient>> {
+        self.client.read().await.as_ref().map(|c| c.peer().clone())
+    }
+
+    /// Calls a tool; a server that died is restarted once and the call tried again.
+    pub async fn call(
+        &self,
+        tool: &str,
+        arguments: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<CallToolResult, String> {
+        for attempt in 0..2 {
+            let Some(peer) = self.peer().await else {
+                return Err(format!(
+                    "the MCP server {} is not running{}",
+                    self.config.name,
+                    lock(&self.status)
+                        .last_error
+                        .as_ref()
+                        .map(|e| format!(" ({e})"))
+                        .unwrap_or_default()
+                ));
+            };
+            let params =
+                CallToolRequestParams::new(tool.to_string()).with_arguments(arguments.clone());
+            let called =
+                tokio::time::timeout(self.config.tool_timeout, peer.call_tool(params)).await;
+            match called {
+                Err(_) => {
+                    let why = format!(
+                        "the MCP server {} did not answer within {} s",
+                        self.config.name,
+                        self.config.tool_timeout.as_secs()
+                    );
+                    self.note_error(&why, true);
+                    return Err(why);
+                }
+                Ok(Ok(result)) => return Ok(result),
+                Ok(Err(error)) => {
+                    let transport_closed = matches!(
+                        error,
+                        ServiceError::TransportClosed | ServiceError::TransportSend(_)
+                    );
+                    let why = format!("the MCP server {} failed: {error}", self.config.name);
+                    if !transport_closed
+                        || attempt > 0
+                        || self.restarted.swap(true, Ordering::SeqCst)
+                    {
+                        self.note_error(&why, !transport_closed);
+                        return Err(why);
+                    }
+                    tracing::warn!(server = %self.config.name, "{why}; restarting it once");
+                    self.restart().await?;
+                }
+            }
+        }
+        Err(format!(
+            "the MCP server {} could not be reached",
+            self.config.name
+        ))
+    }
+
+    async fn restart(&self) -> Result<(), String> {
+        let mut client = self.client.write().await;
+        *client = None;
+        match tokio::time::timeout(self.config.startup_timeout, connect(&self.config)).await {
+            Ok(Ok((fresh, _))) => {
+                *client = Some(fresh);
+                lock(&self.status).connected = true;
+                Ok(())
+            }
+            Ok(Err(why)) => {
+                self.note_error(&why, false);
+                Err(format!(
+                    "the MCP server {} died and did not restart: {why}",
+                    self.config.name
+                ))
+            }
+            Err(_) => {
+                let why = "it did not restart in time".to_string();
+                self.note_error(&why, false);
+                Err(format!(
+                    "the MCP server {} died and {why}",
+                    self.config.name
+                ))
+            }
+        }
+    }
+}
+
+/// The MCP servers of one session.
+#[derive(Default)]
+pub struct Hub {
+    pub servers: Vec<Arc<Server>>,
+}
+
+impl Hub {
+    /// Starts every server concurrently, each within `budget`.
+    pub async fn connect(configs: Vec<ServerConfig>, budget: Duration) -> Self {
+        let started = futures_util::future::join_all(
+            configs
+                .into_iter()
+                .map(|config| Server::start(config, budget)),
+        )
+        .await;
+        Self {
+            servers: started.into_iter().map(Arc::new).collect(),
+        }
+    }
+
+    /// The servers that failed to start, with why.
+    pub fn failures(&self) -> Vec<(String, String)> {
+        self.servers
+            .iter()
+            .filter_map(|s| {
+                let status = s.status();
+                (!status.connected).then(|| (status.name, status.last_error.unwrap_or_default()))
+            })
+            .collect()
+    }
+
+    /// The `/mcp` report.
+    pub fn report(&self) -> String {
+        if self.servers.is_empty() {
+            return "No MCP servers are connected to this session.".into();
+        }
+        let lines: Vec<String> = self
+            .servers
+            .iter()
+            .map(|s| {
+                let status = s.status();
+                format!(
+                    "- {}: {}, {} tools{}",
+                    status.name,
+                    if status.connected {
+                        "connected"
+                    } else {
+                        "not running"
+                    },
+                    status.tools,
+                    status
+                        .last_error
+                        .map(|e| format!("; last error: {e}"))
+                        .unwrap_or_default()
+                )
+            })
+            .collect();
+        format!("MCP servers:\n{}", lines.join("\n"))
+    }
+}

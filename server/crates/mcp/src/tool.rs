@@ -1,0 +1,171 @@
+//! An MCP server's tool as a Talaria tool: its description and input schema as the server
+//! gives them, approval asked by default (a `readOnlyHint` is shown, never trusted), results
+//! kept in their structure (text, images, embedded resources, resource links) and `isError`
+//! reported as a failed call.
+
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use serde_json::{Value, json};
+use talaria_tools::{
+    ApprovalNeed, CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolKind,
+    ToolOutcome,
+};
+
+use crate::naming::tool_name;
+use crate::server::Server;
+
+/// One tool of one server.
+pub struct McpTool {
+    server: Arc<Server>,
+    remote: String,
+    read_only_hint: bool,
+    definition: ToolDefinition,
+}
+
+impl McpTool {
+    /// The tools a server offers.
+    pub fn of(server: &Arc<Server>) -> Vec<Arc<dyn Tool>> {
+        server
+            .tools
+            .iter()
+            .map(|tool| {
+                let description = tool
+                    .description
+                    .as_deref()
+                    .unwrap_or("(no description)")
+                    .to_string();
+                let read_only_hint = tool
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.read_only_hint)
+                    .unwrap_or(false);
+                let definition = ToolDefinition {
+                    name: tool_name(&server.config.name, &tool.name).into(),
+                    toolset: format!("mcp-{}", server.config.name).into(),
+                    description: format!("[MCP server {}] {description}", server.config.name)
+                        .into(),
+                    parameters: Value::Object((*tool.input_schema).clone()),
+                    kind: ToolKind::Other,
+                    approval: ApprovalNeed::Unknown,
+                    concurrency: Concurrency::Exclusive,
+                    max_result_chars: None,
+                };
+                Arc::new(McpTool {
+                    server: server.clone(),
+                    remote: tool.name.to_string(),
+                    read_only_hint,
+                    definition,
+                }) as Arc<dyn Tool>
+            })
+            .collect()
+    }
+}
+
+/// The text the model reads of a result's content blocks.
+fn render(content: &[Value]) -> String {
+    let parts: Vec<String> = content
+        .iter()
+        .map(|block| match block["type"].as_str().unwrap_or("") {
+            "text" => block["text"].as_str().unwrap_or("").to_string(),
+            "image" | "audio" => format!(
+                "[{} ({}, {} bytes of base64)]",
+                block["type"].as_str().unwrap_or("media"),
+                block["mimeType"].as_str().unwrap_or("unknown type"),
+                block["data"].as_str().map_or(0, str::len)
+            ),
+            "resource" => {
+                let resource = &block["resource"];
+                let uri = resource["uri"].as_str().unwrap_or("?");
+                match resource["text"].as_str() {
+                    Some(text) => format!("[resource {uri}]\n{text}"),
+                    None => format!(
+                        "[resource {uri} ({})]",
+                        resource["mimeType"].as_str().unwrap_or("binary")
+                    ),
+                }
+            }
+            "resource_link" => format!(
+                "[resource link {} — {}]",
+                block["uri"].as_str().unwrap_or("?"),
+                block["name"].as_str().unwrap_or("")
+            ),
+            other => format!("[{other} content]"),
+        })
+        .collect();
+    parts.join("\n")
+}
+
+impl Tool for McpTool {
+    fn definition(&self) -> &ToolDefinition {
+        &self.definition
+    }
+
+    fn describe(&self, _args: &Value, _ctx: &ToolContext) -> CallDescription {
+        CallDescription {
+            title: format!(
+                "{} ({}){}",
+                self.remote,
+                self.server.config.name,
+                if self.read_only_hint {
+                    " — the server says it only reads"
+                } else {
+                    ""
+                }
+            ),
+            ..CallDescription::default()
+        }
+    }
+
+    fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
+        Box::pin(async move {
+            let arguments = match args {
+                Value::Object(map) => map,
+                _ => serde_json::Map::new(),
+            };
+            // Dropping the call on cancel sends MCP's cancellation notification.
+            let called = tokio::select! {
+                biased;
+                () = ctx.cancel.cancelled() => return ToolOutcome::failed("Cancelled."),
+                called = self.server.call(&self.remote, arguments) => called,
+            };
+            let result = match called {
+                Ok(result) => result,
+                Err(why) => return ToolOutcome::failed(why),
+            };
+            let value = serde_json::to_value(&result).unwrap_or(Value::Null);
+            let blocks = value["content"].as_array().cloned().unwrap_or_default();
+            let mut text = render(&blocks);
+            if let Some(structured) = value.get("structuredContent").filter(|s| !s.is_null())
+                && text.trim().is_empty()
+            {
+                text = structured.to_string();
+            }
+            let outcome = if result.is_error.unwrap_or(false) {
+                ToolOutcome::failed(text)
+            } else {
+                ToolOutcome::completed(text)
+            };
+            outcome.with_raw_output(json!({"content": blocks, "isError": result.is_error}))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_of_content_is_rendered() {
+        let text = render(&[
+            json!({"type": "text", "text": "hello"}),
+            json!({"type": "image", "mimeType": "image/png", "data": "AAAA"}),
+            json!({"type": "resource", "resource": {"uri": "file:///a.txt", "text": "inside"}}),
+            json!({"type": "resource_link", "uri": "file:///b.txt", "name": "b"}),
+        ]);
+        assert_eq!(
+            text,
+            "hello\n[image (image/png, 4 bytes of base64)]\n[resource file:///a.txt]\ninside\n[resource link file:///b.txt — b]"
+        );
+    }
+}

@@ -1,0 +1,119 @@
+//! MCP servers at the edge: the servers a client passes (`mcpServers` of `session/new`,
+//! `session/load`, `session/resume`) and those configured for every session
+//! (`[mcp_servers.<name>]`), connected concurrently within a short budget so starting a
+//! session never waits long; failures become notices naming the server.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use talaria_engine::Config;
+use talaria_engine::config::McpServerEntry;
+use talaria_mcp::{Hub, ServerConfig, Transport};
+use talaria_protocol::acp;
+
+/// The longest a session start waits for its MCP servers.
+pub const START_BUDGET: Duration = Duration::from_secs(5);
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
+const TOOL_TIMEOUT: Duration = Duration::from_secs(300);
+
+fn from_client(server: &acp::McpServer) -> Option<ServerConfig> {
+    let (name, transport) = match server {
+        acp::McpServer::Stdio(stdio) => (
+            stdio.name.clone(),
+            Transport::Stdio {
+                command: stdio.command.display().to_string(),
+                args: stdio.args.clone(),
+                env: stdio
+                    .env
+                    .iter()
+                    .map(|v| (v.name.clone(), v.value.clone()))
+                    .collect(),
+            },
+        ),
+        acp::McpServer::Http(http) => (
+            http.name.clone(),
+            Transport::Http {
+                url: http.url.clone(),
+                headers: http
+                    .headers
+                    .iter()
+                    .map(|h| (h.name.clone(), h.value.clone()))
+                    .collect(),
+            },
+        ),
+        _ => return None,
+    };
+    Some(ServerConfig {
+        name,
+        transport,
+        startup_timeout: STARTUP_TIMEOUT,
+        tool_timeout: TOOL_TIMEOUT,
+    })
+}
+
+fn from_config(entry: &McpServerEntry) -> ServerConfig {
+    let transport = match (&entry.command, &entry.url) {
+        (Some(command), _) => Transport::Stdio {
+            command: command.clone(),
+            args: entry.args.clone(),
+            env: entry
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        },
+        (None, Some(url)) => Transport::Http {
+            url: url.clone(),
+            headers: entry
+                .headers
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        },
+        // Reported as a server that cannot start.
+        (None, None) => Transport::Stdio {
+            command: String::new(),
+            args: Vec::new(),
+            env: Vec::new(),
+        },
+    };
+    ServerConfig {
+        name: entry.name.clone(),
+        transport,
+        startup_timeout: entry
+            .startup_timeout_secs
+            .map_or(STARTUP_TIMEOUT, Duration::from_secs),
+        tool_timeout: entry
+            .tool_timeout_secs
+            .map_or(TOOL_TIMEOUT, Duration::from_secs),
+    }
+}
+
+/// Connects the session's servers: the configured ones, then the client's (a client's server
+/// with a configured name replaces it).
+pub async fn connect(servers: &[acp::McpServer], config: &Config) -> (Arc<Hub>, Vec<String>) {
+    let mut configs: Vec<ServerConfig> = config.mcp_servers.iter().map(from_config).collect();
+    let mut warnings = Vec::new();
+    for server in servers {
+        match from_client(server) {
+            Some(server) => {
+                configs.retain(|c| c.name != server.name);
+                configs.push(server);
+            }
+            None => warnings.push(
+                "An MCP server of an unsupported transport (SSE) was left out; use stdio.".into(),
+            ),
+        }
+    }
+    if configs.is_empty() {
+        return (Arc::new(Hub::default()), warnings);
+    }
+    let hub = Hub::connect(configs, START_BUDGET).await;
+    for (name, why) in hub.failures() {
+        tracing::warn!(server = %name, "MCP server not started: {why}");
+        warnings.push(format!(
+            "The MCP server {name} is not available: {why}. The session works without its tools."
+        ));
+    }
+    (Arc::new(hub), warnings)
+}

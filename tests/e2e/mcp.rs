@@ -1,0 +1,254 @@
+//! MCP servers end to end, with the stdio test server `talaria-mcp-fixture`: tools listed and
+//! called with approval, structured results, a server that fails or hangs at start, one that
+//! crashes mid-call, cancel during a long call, and `/mcp`.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use talaria_harness::MockReply;
+use talaria_harness::binary::workspace_bin;
+
+use crate::support::*;
+
+fn fixture(name: &str, args: &[&str], log: Option<&std::path::Path>) -> Value {
+    let env: Vec<Value> = log
+        .map(|path| vec![json!({"name": "MCP_FIXTURE_LOG", "value": path.display().to_string()})])
+        .unwrap_or_default();
+    json!({
+        "name": name,
+        "command": workspace_bin("talaria-harness", "talaria-mcp-fixture"),
+        "args": args,
+        "env": env
+    })
+}
+
+async fn session_with_servers(
+    env: &TestEnv,
+    servers: Vec<Value>,
+) -> (talaria_harness::AgentProcess, String, Vec<Value>) {
+    let mut agent = env.spawn().await;
+    agent
+        .call(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+        )
+        .await
+        .expect("initialize");
+    let before = agent.transcript.len();
+    let created = agent
+        .call(
+            "session/new",
+            json!({"cwd": env.workspace.path(), "mcpServers": servers}),
+        )
+        .await
+        .expect("session/new");
+    let session = created["sessionId"].as_str().expect("id").to_string();
+    // The session's notices follow its creation.
+    let _ = agent
+        .wait_for(WAIT, |m| {
+            m["params"]["update"]["sessionUpdate"] == "available_commands_update"
+        })
+        .await;
+    let updates = agent.transcript[before..]
+        .iter()
+        .filter(|m| m["method"] == "session/update")
+        .map(|m| m["params"]["update"].clone())
+        .collect();
+    (agent, session, updates)
+}
+
+/// Sends a prompt, allows every permission question, and returns the response and updates.
+async fn prompt_allowing(
+    agent: &mut talaria_harness::AgentProcess,
+    session: &str,
+    text: &str,
+) -> (Value, Vec<Value>) {
+    let before = agent.transcript.len();
+    let id = agent
+        .start_request("session/prompt", text_prompt(session, text))
+        .await
+        .expect("prompt");
+    loop {
+        let message = agent
+            .wait_for(WAIT, |m| {
+                m["method"] == "session/request_permission"
+                    || (m["id"] == json!(id) && m.get("method").is_none())
+            })
+            .await
+            .expect("message");
+        if message["method"] == "session/request_permission" {
+            let allow = message["params"]["options"]
+                .as_array()
+                .expect("options")
+                .iter()
+                .find(|o| o["kind"] == "allow_once")
+                .expect("allow")["optionId"]
+                .clone();
+            agent
+                .respond(
+                    &message["id"],
+                    json!({"outcome": {"outcome": "selected", "optionId": allow}}),
+                )
+                .await
+                .expect("answer");
+            continue;
+        }
+        let updates = agent.transcript[before..]
+            .iter()
+            .filter(|m| m["method"] == "session/update")
+            .map(|m| m["params"]["update"].clone())
+            .collect();
+        return (message, updates);
+    }
+}
+
+#[tokio::test]
+async fn tools_are_listed_and_called_with_approval_and_keep_their_structure() {
+    let env = TestEnv::new(vec![
+        MockReply::tool_call("e", "mcp__fix__echo", json!({"text": "hi"})),
+        MockReply::tool_call("p", "mcp__fix__picture", json!({})),
+        MockReply::tool_call("f", "mcp__fix__fail", json!({})),
+        MockReply::text(&["done"]),
+    ])
+    .await;
+    let (mut agent, session, _) = session_with_servers(&env, vec![fixture("fix", &[], None)]).await;
+    let (response, updates) = prompt_allowing(&mut agent, &session, "use the server").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let requests = env.mock.requests();
+    let tools = requests[0].body["tools"].to_string();
+    assert!(
+        tools.contains("mcp__fix__echo") && tools.contains("[MCP server fix] Echo the text back."),
+        "{tools}"
+    );
+    let read = requests[3].body["messages"].to_string();
+    assert!(read.contains("echo: hi"), "{read}");
+    assert!(
+        read.contains("a red dot") && read.contains("[image (image/png"),
+        "{read}"
+    );
+    assert!(read.contains("the fixture refuses"), "{read}");
+    let cards = updates.iter().map(Value::to_string).collect::<String>();
+    assert!(
+        cards.contains("the server says it only reads"),
+        "the hint is shown: {cards}"
+    );
+    let failed = updates.iter().any(|u| {
+        u["sessionUpdate"] == "tool_call_update"
+            && u["status"] == "failed"
+            && u.to_string().contains("the fixture refuses")
+    });
+    assert!(failed, "isError is a failed call");
+    let (_, listed) = prompt(&mut agent, &session, "/mcp").await;
+    let report = chunks(&listed, "agent_message_chunk").concat();
+    assert!(report.contains("fix: connected, 5 tools"), "{report}");
+}
+
+#[tokio::test]
+async fn servers_that_fail_or_hang_at_start_are_reported_and_the_session_works() {
+    let env = TestEnv::new(vec![MockReply::text(&["still fine"])]).await;
+    let started = Instant::now();
+    let (mut agent, session, updates) = session_with_servers(
+        &env,
+        vec![
+            fixture("dead", &["--exit"], None),
+            fixture("stuck", &["--hang"], None),
+            fixture("ok", &[], None),
+        ],
+    )
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "the session opened within the budget"
+    );
+    drop(updates);
+    agent
+        .wait_for(WAIT, |m| m.to_string().contains("The MCP server stuck"))
+        .await
+        .expect("the hanging server is reported");
+    let shown = agent
+        .transcript
+        .iter()
+        .map(Value::to_string)
+        .collect::<String>();
+    assert!(
+        shown.contains("The MCP server dead is not available"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("The MCP server stuck is not available")
+            && shown.contains("did not start within"),
+        "{shown}"
+    );
+    let (response, _) = prompt(&mut agent, &session, "hello").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    let tools = env.mock.requests()[0].body["tools"].to_string();
+    assert!(
+        tools.contains("mcp__ok__echo") && !tools.contains("mcp__dead__"),
+        "{tools}"
+    );
+}
+
+#[tokio::test]
+async fn a_server_that_crashes_mid_call_fails_the_call_clearly() {
+    let env = TestEnv::new(vec![
+        MockReply::tool_call("c", "mcp__fix__crash", json!({})),
+        MockReply::text(&["noted"]),
+    ])
+    .await;
+    let (mut agent, session, _) = session_with_servers(&env, vec![fixture("fix", &[], None)]).await;
+    let (response, _) = prompt_allowing(&mut agent, &session, "crash it").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let read = env.mock.requests()[1].body["messages"].to_string();
+    assert!(read.contains("the MCP server fix"), "{read}");
+}
+
+#[tokio::test]
+async fn cancel_during_a_long_call_ends_the_turn_and_tells_the_server() {
+    let env = TestEnv::new(vec![MockReply::tool_call("s", "mcp__fix__slow", json!({}))]).await;
+    let log = env.home.path().join("fixture.log");
+    let (mut agent, session, _) =
+        session_with_servers(&env, vec![fixture("fix", &[], Some(&log))]).await;
+    let id = agent
+        .start_request("session/prompt", text_prompt(&session, "be slow"))
+        .await
+        .expect("prompt");
+    let asked = agent.next_agent_request(WAIT).await.expect("permission");
+    let allow = asked["params"]["options"][0]["optionId"].clone();
+    agent
+        .respond(
+            &asked["id"],
+            json!({"outcome": {"outcome": "selected", "optionId": allow}}),
+        )
+        .await
+        .expect("answer");
+    tokio::time::timeout(WAIT, async {
+        while !std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("tools/call")
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the call reached the server");
+    agent
+        .notify("session/cancel", json!({"sessionId": session}))
+        .await
+        .expect("cancel");
+    let response = agent.wait_response(id, WAIT).await.expect("response");
+    assert_eq!(stop_reason(&response), "cancelled", "{response}");
+    let told = tokio::time::timeout(WAIT, async {
+        while !std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("notifications/cancelled")
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(
+        told.is_ok(),
+        "the server got the cancellation: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+}
