@@ -252,3 +252,54 @@ async fn cancel_during_a_long_call_ends_the_turn_and_tells_the_server() {
         std::fs::read_to_string(&log).unwrap_or_default()
     );
 }
+
+#[tokio::test]
+async fn a_server_over_streamable_http_is_called_end_to_end() {
+    let mut server =
+        tokio::process::Command::new(workspace_bin("talaria-harness", "talaria-mcp-fixture"))
+            .arg("--http")
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("fixture");
+    let mut lines = tokio::io::BufReader::new(server.stdout.take().expect("stdout"));
+    let mut url = String::new();
+    tokio::time::timeout(
+        WAIT,
+        tokio::io::AsyncBufReadExt::read_line(&mut lines, &mut url),
+    )
+    .await
+    .expect("in time")
+    .expect("url");
+    let env = TestEnv::new(vec![
+        MockReply::tool_call("e", "mcp__web__echo", json!({"text": "over http"})),
+        MockReply::text(&["done"]),
+    ])
+    .await;
+    let mut agent = env.spawn().await;
+    let initialized = agent
+        .call(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+        )
+        .await
+        .expect("initialize");
+    assert_eq!(
+        initialized["agentCapabilities"]["mcpCapabilities"]["http"],
+        true
+    );
+    let created = agent
+        .call(
+            "session/new",
+            json!({"cwd": env.workspace.path(), "mcpServers": [
+                {"type": "http", "name": "web", "url": url.trim(), "headers": []}
+            ]}),
+        )
+        .await
+        .expect("session/new");
+    let session = created["sessionId"].as_str().expect("id").to_string();
+    let (response, _) = prompt_allowing(&mut agent, &session, "call it").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let read = env.mock.requests()[1].body["messages"].to_string();
+    assert!(read.contains("echo: over http"), "{read}");
+}

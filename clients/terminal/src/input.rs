@@ -34,8 +34,8 @@ pub enum Input {
     Line(String),
     /// A line typed while a turn ran.
     Typed(String),
-    /// Ctrl-C at a prompt.
-    Interrupted,
+    /// Ctrl-C at a prompt, when the key was read.
+    Interrupted(std::time::Instant),
     /// End of input.
     Eof,
 }
@@ -227,7 +227,9 @@ fn run_terminal(shared: &Mutex<Shared>, sender: &mpsc::UnboundedSender<Input>, c
                         }
                         Input::Line(line)
                     }
-                    Err(ReadlineError::Interrupted) => Input::Interrupted,
+                    Err(ReadlineError::Interrupted) => {
+                        Input::Interrupted(std::time::Instant::now())
+                    }
                     Err(_) => Input::Eof,
                 };
                 let end = input == Input::Eof;

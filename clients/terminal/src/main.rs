@@ -189,8 +189,7 @@ impl Chat {
 
     /// Ctrl-C: cancel the question or the turn; at a prompt, clear the line, or quit when
     /// pressed twice within a second.
-    async fn interrupt(&mut self) -> anyhow::Result<()> {
-        let now = Instant::now();
+    async fn interrupt(&mut self, now: Instant) -> anyhow::Result<()> {
         let twice = self
             .last_interrupt
             .is_some_and(|at| now.duration_since(at) < DOUBLE_PRESS);
@@ -363,7 +362,7 @@ impl Chat {
                 self.input.ack();
                 handled
             }
-            Some(Input::Interrupted) => self.interrupt().await,
+            Some(Input::Interrupted(at)) => self.interrupt(at).await,
             Some(Input::Eof) | None => {
                 self.stdin_open = false;
                 self.queued.clear();
@@ -485,7 +484,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                 chat.on_message(message).await?;
                 let _ = std::io::stdout().flush();
             }
-            _ = tokio::signal::ctrl_c() => chat.interrupt().await?,
+            _ = tokio::signal::ctrl_c() => chat.interrupt(Instant::now()).await?,
         }
     }
     chat.input.set(Mode::Stop);

@@ -3,9 +3,10 @@
 use talaria_protocol::ProtocolVersion;
 use talaria_protocol::acp::{
     AgentCapabilities, AuthMethod, AuthMethodAgent, Implementation, InitializeRequest,
-    InitializeResponse, PromptCapabilities, SessionAdditionalDirectoriesCapabilities,
-    SessionCapabilities, SessionCloseCapabilities, SessionDeleteCapabilities,
-    SessionForkCapabilities, SessionListCapabilities, SessionResumeCapabilities,
+    InitializeResponse, McpCapabilities, PromptCapabilities,
+    SessionAdditionalDirectoriesCapabilities, SessionCapabilities, SessionCloseCapabilities,
+    SessionDeleteCapabilities, SessionForkCapabilities, SessionListCapabilities,
+    SessionResumeCapabilities,
 };
 
 /// The one auth method: credentials come from the environment or config file.
@@ -55,6 +56,7 @@ pub fn initialize(request: &InitializeRequest, images: bool) -> InitializeRespon
         .agent_capabilities(
             AgentCapabilities::new()
                 .load_session(true)
+                .mcp_capabilities(McpCapabilities::new().http(true))
                 .session_capabilities(
                     SessionCapabilities::new()
                         .additional_directories(SessionAdditionalDirectoriesCapabilities::new())

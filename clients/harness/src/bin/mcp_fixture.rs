@@ -1,4 +1,5 @@
-//! `talaria-mcp-fixture`: a small MCP server over stdio for tests (newline-delimited JSON-RPC).
+//! `talaria-mcp-fixture`: a small MCP server for tests, over stdio (newline-delimited
+//! JSON-RPC) or, with `--http`, over streamable HTTP on 127.0.0.1 (it prints its URL first).
 //!
 //! Tools: `echo {text}` (text back), `picture {}` (a text and an image), `fail {}` (`isError`),
 //! `slow {}` (answers after 30 s unless cancelled), `crash {}` (the process exits). With
@@ -56,11 +57,65 @@ fn call(name: &str, args: &Value) -> Value {
     }
 }
 
+/// The answer to one message (`None` for notifications and the slow tool, which answers
+/// from a thread over stdio).
+fn respond(message: &Value, hang: bool) -> Option<Value> {
+    let id = message.get("id").cloned()?;
+    let method = message["method"].as_str().unwrap_or("");
+    let result = match method {
+        "initialize" if hang => {
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+            return None;
+        }
+        "initialize" => {
+            let asked = message["params"]["protocolVersion"]
+                .as_str()
+                .unwrap_or("2025-06-18");
+            let version = if asked > "2025-11-25" {
+                "2025-11-25"
+            } else {
+                asked
+            };
+            json!({"protocolVersion": version, "capabilities": {"tools": {}},
+                   "serverInfo": {"name": "talaria-mcp-fixture", "version": "1.0.0"}})
+        }
+        "ping" => json!({}),
+        "tools/list" => tools(),
+        "tools/call" => {
+            let name = message["params"]["name"].as_str().unwrap_or("");
+            match name {
+                "crash" => std::process::exit(1),
+                "slow" => {
+                    // Answers later, from a thread: cancellations are still read (and logged).
+                    std::thread::spawn(move || {
+                        std::thread::sleep(std::time::Duration::from_secs(30));
+                        send(
+                            &json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "done slowly"}]}}),
+                        );
+                    });
+                    return None;
+                }
+                _ => call(name, &message["params"]["arguments"]),
+            }
+        }
+        _ => {
+            return Some(
+                json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": format!("no method {method}")}}),
+            );
+        }
+    };
+    Some(json!({"jsonrpc": "2.0", "id": id, "result": result}))
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--exit") {
         eprintln!("fixture: exiting at once");
         std::process::exit(3);
+    }
+    if args.iter().any(|a| a == "--http") {
+        serve_http();
+        return;
     }
     let hang = args.iter().any(|a| a == "--hang");
     let stdin = std::io::stdin();
@@ -70,53 +125,95 @@ fn main() {
         let Ok(message) = serde_json::from_str::<Value>(&line) else {
             continue;
         };
-        let Some(id) = message.get("id").cloned() else {
-            continue;
-        };
-        let method = message["method"].as_str().unwrap_or("");
-        let result = match method {
-            "initialize" if hang => {
-                std::thread::sleep(std::time::Duration::from_secs(3600));
-                continue;
-            }
-            "initialize" => {
-                let asked = message["params"]["protocolVersion"]
-                    .as_str()
-                    .unwrap_or("2025-06-18");
-                let version = if asked > "2025-11-25" {
-                    "2025-11-25"
-                } else {
-                    asked
-                };
-                json!({"protocolVersion": version, "capabilities": {"tools": {}},
-                       "serverInfo": {"name": "talaria-mcp-fixture", "version": "1.0.0"}})
-            }
-            "ping" => json!({}),
-            "tools/list" => tools(),
-            "tools/call" => {
-                let name = message["params"]["name"].as_str().unwrap_or("");
-                match name {
-                    "crash" => std::process::exit(1),
-                    "slow" => {
-                        // Answers later, from a thread: cancellations are still read (and logged).
-                        std::thread::spawn(move || {
-                            std::thread::sleep(std::time::Duration::from_secs(30));
-                            send(
-                                &json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "done slowly"}]}}),
-                            );
-                        });
-                        continue;
-                    }
-                    _ => call(name, &message["params"]["arguments"]),
-                }
-            }
-            _ => {
-                send(
-                    &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": format!("no method {method}")}}),
-                );
-                continue;
-            }
-        };
-        send(&json!({"jsonrpc": "2.0", "id": id, "result": result}));
+        if let Some(answer) = respond(&message, hang) {
+            send(&answer);
+        }
     }
+}
+
+/// Streamable HTTP: POST carries one message (a notification is accepted with 202; a
+/// request is answered with JSON), GET has no event stream (405), DELETE ends the session.
+fn serve_http() {
+    use http_body_util::{BodyExt, Full};
+    use hyper::{Method, Response, StatusCode};
+
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("fixture: no runtime: {e}");
+            return;
+        }
+    };
+    runtime.block_on(async {
+        let Ok(listener) = tokio::net::TcpListener::bind("127.0.0.1:0").await else {
+            eprintln!("fixture: cannot listen");
+            return;
+        };
+        let Ok(addr) = listener.local_addr() else {
+            return;
+        };
+        {
+            let mut stdout = std::io::stdout().lock();
+            let _ = writeln!(stdout, "http://{addr}/mcp");
+            let _ = stdout.flush();
+        }
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(
+                    |request: hyper::Request<hyper::body::Incoming>| async move {
+                        let method = request.method().clone();
+                        let body = request
+                            .into_body()
+                            .collect()
+                            .await
+                            .map(|b| b.to_bytes())
+                            .unwrap_or_default();
+                        let reply = |status: StatusCode, body: String| {
+                            let mut response = Response::new(Full::new(bytes::Bytes::from(body)));
+                            *response.status_mut() = status;
+                            response
+                        };
+                        if method == Method::GET {
+                            return Ok::<_, std::convert::Infallible>(reply(
+                                StatusCode::METHOD_NOT_ALLOWED,
+                                String::new(),
+                            ));
+                        }
+                        if method == Method::DELETE {
+                            return Ok(reply(StatusCode::OK, String::new()));
+                        }
+                        let text = String::from_utf8_lossy(&body).to_string();
+                        log(&text);
+                        let Ok(message) = serde_json::from_str::<Value>(&text) else {
+                            return Ok(reply(StatusCode::BAD_REQUEST, String::new()));
+                        };
+                        match respond(&message, false) {
+                            None => Ok(reply(StatusCode::ACCEPTED, String::new())),
+                            Some(answer) => {
+                                let mut response = reply(StatusCode::OK, answer.to_string());
+                                response.headers_mut().insert(
+                                    "content-type",
+                                    hyper::header::HeaderValue::from_static("application/json"),
+                                );
+                                response.headers_mut().insert(
+                                    "mcp-session-id",
+                                    hyper::header::HeaderValue::from_static("fixture-session"),
+                                );
+                                Ok(response)
+                            }
+                        }
+                    },
+                );
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
 }

@@ -10,6 +10,7 @@
 //! - A server that dies is restarted once; after that its calls fail with a clear message.
 //! - MCP tools declare no approval need: the policy asks for them by default.
 
+mod http;
 mod naming;
 mod server;
 mod tool;

@@ -9,6 +9,9 @@ use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
 use rmcp::service::{Peer, RunningService};
 use rmcp::transport::TokioChildProcess;
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClientTransport, StreamableHttpClientTransportConfig,
+};
 use rmcp::{RoleClient, ServiceError};
 use tokio::sync::RwLock;
 
@@ -59,28 +62,47 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Starts a server and lists its tools.
+/// Starts (or reaches) a server and lists its tools.
 async fn connect(config: &ServerConfig) -> Result<(Client, Vec<Tool>), String> {
-    let (command, args, env) = match &config.transport {
-        Transport::Stdio { command, args, env } => (command, args, env),
-        Transport::Http { url, .. } => {
-            return Err(format!(
-                "{url}: MCP servers over HTTP are not supported yet; run the server over stdio"
-            ));
+    let client = match &config.transport {
+        Transport::Stdio { command, args, env } => {
+            let mut cmd = tokio::process::Command::new(command);
+            cmd.args(args).envs(env.iter().cloned()).kill_on_drop(true);
+            let mut wrapped = process_wrap::tokio::CommandWrap::from(cmd);
+            // Its own process group, killed whole with the hub (no orphans).
+            wrapped
+                .wrap(process_wrap::tokio::ProcessGroup::leader())
+                .wrap(process_wrap::tokio::KillOnDrop);
+            let (transport, _stderr) = TokioChildProcess::builder(wrapped)
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .map_err(|e| format!("cannot start {command}: {e}"))?;
+            ().serve(transport)
+                .await
+                .map_err(|e| format!("the MCP handshake failed: {e}"))?
+        }
+        Transport::Http { url, headers } => {
+            let mut default_headers = reqwest::header::HeaderMap::new();
+            for (name, value) in headers {
+                let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                    .map_err(|e| format!("header {name:?}: {e}"))?;
+                let value = reqwest::header::HeaderValue::from_str(value)
+                    .map_err(|e| format!("header value for {name}: {e}"))?;
+                default_headers.insert(name, value);
+            }
+            let http = reqwest::Client::builder()
+                .default_headers(default_headers)
+                .build()
+                .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+            let transport = StreamableHttpClientTransport::with_client(
+                crate::http::HttpClient(http),
+                StreamableHttpClientTransportConfig::with_uri(url.as_str()),
+            );
+            ().serve(transport)
+                .await
+                .map_err(|e| format!("the MCP handshake with {url} failed: {e}"))?
         }
     };
-    let mut cmd = tokio::process::Command::new(command);
-    cmd.args(args).envs(env.iter().cloned()).kill_on_drop(true);
-    let mut wrapped = process_wrap::tokio::CommandWrap::from(cmd);
-    // Its own process group, killed whole with the hub (no orphans).
-    wrapped
-        .wrap(process_wrap::tokio::ProcessGroup::leader())
-        .wrap(process_wrap::tokio::KillOnDrop);
-    let (transport, _stderr) = TokioChildProcess::builder(wrapped)
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot start {command}: {e}"))?;
-    let client = ().serve(transport).await.map_err(|e| format!("the MCP handshake failed: {e}"))?;
     let tools = client
         .list_all_tools()
         .await

@@ -1,0 +1,161 @@
+//! MCP's streamable HTTP transport on the workspace's HTTP client (`reqwest` with rustls):
+//! `rmcp` drives the protocol, this posts messages, opens the server's event stream and ends
+//! the session.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue};
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::streamable_http_client::{
+    HttpStatusError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+};
+use sse_stream::{Error as SseError, Sse, SseStream};
+
+const SESSION_HEADER: &str = "mcp-session-id";
+const EVENT_STREAM: &str = "text/event-stream";
+
+/// The HTTP client MCP servers are reached with.
+#[derive(Clone, Debug)]
+pub struct HttpClient(pub reqwest::Client);
+
+fn with_headers(
+    mut request: reqwest::RequestBuilder,
+    session_id: Option<&str>,
+    auth_header: Option<String>,
+    custom_headers: HashMap<HeaderName, HeaderValue>,
+) -> reqwest::RequestBuilder {
+    if let Some(session) = session_id {
+        request = request.header(SESSION_HEADER, session);
+    }
+    if let Some(auth) = auth_header {
+        request = request.bearer_auth(auth);
+    }
+    for (name, value) in custom_headers {
+        request = request.header(name, value);
+    }
+    request
+}
+
+fn status_error(response: &reqwest::Response) -> StreamableHttpError<reqwest::Error> {
+    let retry_after = response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    StreamableHttpError::HttpStatus(HttpStatusError::new(
+        response.status().as_u16(),
+        retry_after,
+    ))
+}
+
+fn sse_of(
+    response: reqwest::Response,
+) -> futures_util::stream::BoxStream<'static, Result<Sse, SseError>> {
+    SseStream::from_bytes_stream(response.bytes_stream()).boxed()
+}
+
+impl StreamableHttpClient for HttpClient {
+    type Error = reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        let request = self
+            .0
+            .post(uri.as_ref())
+            .header(ACCEPT, format!("application/json, {EVENT_STREAM}"))
+            .header(CONTENT_TYPE, "application/json")
+            .body(serde_json::to_vec(&message)?);
+        let request = with_headers(request, session_id.as_deref(), auth_header, custom_headers);
+        let response = request.send().await.map_err(StreamableHttpError::Client)?;
+        if response.status() == reqwest::StatusCode::ACCEPTED {
+            return Ok(StreamableHttpPostResponse::Accepted);
+        }
+        if !response.status().is_success() {
+            return Err(status_error(&response));
+        }
+        let session = response
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let content_type = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        match content_type.as_deref() {
+            Some(kind) if kind.starts_with(EVENT_STREAM) => {
+                Ok(StreamableHttpPostResponse::Sse(sse_of(response), session))
+            }
+            Some(kind) if kind.starts_with("application/json") => {
+                let body = response
+                    .bytes()
+                    .await
+                    .map_err(StreamableHttpError::Client)?;
+                let message: ServerJsonRpcMessage = serde_json::from_slice(&body)?;
+                Ok(StreamableHttpPostResponse::Json(message, session))
+            }
+            _ if response.content_length() == Some(0) => Ok(StreamableHttpPostResponse::Accepted),
+            other => Err(StreamableHttpError::UnexpectedContentType(
+                other.map(str::to_string),
+            )),
+        }
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), StreamableHttpError<Self::Error>> {
+        let request = with_headers(
+            self.0.delete(uri.as_ref()),
+            Some(&session_id),
+            auth_header,
+            custom_headers,
+        );
+        let response = request.send().await.map_err(StreamableHttpError::Client)?;
+        if response.status() == reqwest::StatusCode::METHOD_NOT_ALLOWED {
+            return Err(StreamableHttpError::ServerDoesNotSupportDeleteSession);
+        }
+        if !response.status().is_success() {
+            return Err(status_error(&response));
+        }
+        Ok(())
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<
+        futures_util::stream::BoxStream<'static, Result<Sse, SseError>>,
+        StreamableHttpError<Self::Error>,
+    > {
+        let mut request = self.0.get(uri.as_ref()).header(ACCEPT, EVENT_STREAM);
+        if let Some(last) = last_event_id {
+            request = request.header("last-event-id", last);
+        }
+        let request = with_headers(request, session_id.as_deref(), auth_header, custom_headers);
+        let response = request.send().await.map_err(StreamableHttpError::Client)?;
+        if response.status() == reqwest::StatusCode::METHOD_NOT_ALLOWED {
+            return Err(StreamableHttpError::ServerDoesNotSupportSse);
+        }
+        if !response.status().is_success() {
+            return Err(status_error(&response));
+        }
+        Ok(sse_of(response))
+    }
+}
