@@ -303,3 +303,34 @@ async fn a_server_over_streamable_http_is_called_end_to_end() {
     let read = env.mock.requests()[1].body["messages"].to_string();
     assert!(read.contains("echo: over http"), "{read}");
 }
+
+#[tokio::test]
+async fn closing_the_session_stops_its_stdio_servers() {
+    let env = TestEnv::new(Vec::new()).await;
+    let log = env.home.path().join("fixture.log");
+    let (mut agent, session, _) =
+        session_with_servers(&env, vec![fixture("fix", &[], Some(&log))]).await;
+    let pid: i32 = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("pid "))
+        .and_then(|p| p.trim().parse().ok())
+        .expect("the fixture logged its pid");
+    let running = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|stat| !stat.contains(") Z "))
+    };
+    assert!(running(pid));
+    let closed = agent
+        .request("session/close", json!({"sessionId": session}))
+        .await
+        .expect("close");
+    assert!(closed["result"].is_object(), "{closed}");
+    let stopped = tokio::time::timeout(WAIT, async {
+        while running(pid) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(stopped.is_ok(), "the server process {pid} outlived its session");
+}

@@ -3,8 +3,9 @@
 //!
 //! Tools: `echo {text}` (text back), `picture {}` (a text and an image), `fail {}` (`isError`),
 //! `slow {}` (answers after 30 s unless cancelled), `crash {}` (the process exits). With
-//! `--hang` it never answers `initialize`; with `--exit` it exits at once. Every message it
-//! receives is appended to the file named by `MCP_FIXTURE_LOG`, when set.
+//! `--hang` it never answers `initialize`; with `--exit` it exits at once. Its pid (over stdio)
+//! and every message it receives are appended to the file named by `MCP_FIXTURE_LOG`, when
+//! set.
 
 use std::io::{BufRead, Write};
 
@@ -118,6 +119,7 @@ fn main() {
         return;
     }
     let hang = args.iter().any(|a| a == "--hang");
+    log(&format!("pid {}", std::process::id()));
     let stdin = std::io::stdin();
     for line in stdin.lock().lines() {
         let Ok(line) = line else { break };
