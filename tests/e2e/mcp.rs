@@ -332,5 +332,8 @@ async fn closing_the_session_stops_its_stdio_servers() {
         }
     })
     .await;
-    assert!(stopped.is_ok(), "the server process {pid} outlived its session");
+    assert!(
+        stopped.is_ok(),
+        "the server process {pid} outlived its session"
+    );
 }
