@@ -116,6 +116,43 @@ async fn two_delegations_run_in_parallel_and_report_back() {
         progress.contains("subagent 1") && progress.contains("subagent 2"),
         "{progress}"
     );
+    // Each child's record is saved as a session of its own, its parent recorded; it can be
+    // loaded and replayed.
+    let listed = agent.call("session/list", json!({})).await.expect("list");
+    let sessions = listed["sessions"].as_array().expect("sessions").clone();
+    let children: Vec<&Value> = sessions
+        .iter()
+        .filter(|s| {
+            s["title"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("subagent "))
+        })
+        .collect();
+    assert_eq!(children.len(), 2, "{listed}");
+    let child = children[0]["sessionId"].as_str().expect("id").to_string();
+    assert!(child.starts_with(&session), "{child}");
+    let mut other = env.spawn().await;
+    other
+        .call(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+        )
+        .await
+        .expect("initialize");
+    let before = other.transcript.len();
+    other
+        .call(
+            "session/load",
+            json!({"sessionId": child, "cwd": env.workspace.path(), "mcpServers": []}),
+        )
+        .await
+        .expect("load");
+    let replayed: String = other.transcript[before..]
+        .iter()
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "user_message_chunk")
+        .filter_map(|m| m["params"]["update"]["content"]["text"].as_str())
+        .collect();
+    assert!(replayed.starts_with("Task: "), "{replayed}");
 }
 
 #[tokio::test]

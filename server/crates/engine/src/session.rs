@@ -471,6 +471,7 @@ pub fn spawn_session_with(
                 events: events.clone(),
                 slots: Arc::new(tokio::sync::Semaphore::new(slots.max(1))),
                 children: std::sync::atomic::AtomicU64::new(0),
+                journal: start.journal.as_ref().map(|j| j.journal.clone()),
             };
             registry.register(Arc::new(crate::subagent::DelegateTask(Arc::new(kit))));
         }

@@ -60,6 +60,8 @@ pub(crate) struct SubagentKit {
     pub events: mpsc::Sender<EngineEvent>,
     pub slots: Arc<Semaphore>,
     pub children: AtomicU64,
+    /// Where children's records are saved (with their parent recorded), when the session is.
+    pub journal: Option<crate::journal::Journal>,
 }
 
 /// The `delegate_task` tool of one session.
@@ -287,8 +289,30 @@ async fn run_child(kit: &SubagentKit, args: Args, ctx: &ToolContext) -> ToolOutc
         None => kit.registry.clone(),
     };
     let mut settings = kit.settings.clone();
-    settings.id = format!("{}-{}", kit.settings.id, name.replace(' ', "-"));
+    // Unique across the parent's reloads too (the counter restarts with the process).
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() % 1_000_000_000);
+    settings.id = format!("{}-{}-{stamp}", kit.settings.id, name.replace(' ', "-"));
     settings.titles = false;
+    let mut child_journal = kit.journal.as_ref().map(|journal| {
+        let now = talaria_store::now_ms();
+        journal.create(talaria_store::SessionMeta {
+            id: settings.id.clone(),
+            cwd: settings.cwd.display().to_string(),
+            title: Some(format!(
+                "{name}: {}",
+                args.goal.chars().take(80).collect::<String>()
+            )),
+            model: settings.model.clone(),
+            mode: "ask".into(),
+            created_at: now,
+            updated_at: now,
+            parent_id: Some(kit.settings.id.clone()),
+            ..Default::default()
+        });
+        crate::journal::SessionJournal::new(journal.clone(), &settings.id, 0)
+    });
     let mut history =
         Transcript::with_system(format!("{}\n\n{CHILD_NOTE}", settings.system_prompt));
     let ask = match &args.context {
@@ -350,13 +374,23 @@ async fn run_child(kit: &SubagentKit, args: Args, ctx: &ToolContext) -> ToolOutc
             events: &child_events,
             cancel: &ctx.cancel,
             history: &mut history,
-            journal: None,
+            journal: child_journal.as_mut(),
             used_tool_ids: &mut used_ids,
             caller,
         };
         turn.run(UserInput::text(&ask)).await.0
     };
     drop(child_events);
+    if let Some(journal) = child_journal.as_mut() {
+        if matches!(outcome, Err(_) | Ok(StopReason::Cancelled)) {
+            history.interrupt("the subagent did not finish");
+        }
+        journal.save(&mut history);
+        journal.update(talaria_store::MetaUpdate {
+            tokens: Some((usage.tokens.input, usage.tokens.output)),
+            ..Default::default()
+        });
+    }
     if let Ok(relay) = relaying.await {
         let steps = relay.views.len();
         relay.step(format!("{name} finished after {steps} tool calls"));
