@@ -337,3 +337,28 @@ async fn closing_the_session_stops_its_stdio_servers() {
         "the server process {pid} outlived its session"
     );
 }
+
+#[tokio::test]
+async fn arguments_that_break_the_servers_schema_never_reach_it() {
+    let env = TestEnv::new(vec![
+        MockReply::tool_call("e", "mcp__fix__echo", json!({"text": "x".repeat(60)})),
+        MockReply::text(&["shorter next time"]),
+    ])
+    .await;
+    let log = env.home.path().join("fixture.log");
+    let (mut agent, session, _) =
+        session_with_servers(&env, vec![fixture("fix", &[], Some(&log))]).await;
+    let (response, _) = prompt_allowing(&mut agent, &session, "echo a lot").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let read = env.mock.requests()[1].body["messages"].to_string();
+    assert!(
+        read.contains("Invalid arguments for mcp__fix__echo"),
+        "{read}"
+    );
+    assert!(
+        !std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("tools/call"),
+        "the server was not called"
+    );
+}

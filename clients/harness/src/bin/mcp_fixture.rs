@@ -31,7 +31,7 @@ fn log(message: &str) {
 fn tools() -> Value {
     let object = |properties: Value, required: Value| json!({"type": "object", "properties": properties, "required": required});
     json!({"tools": [
-        {"name": "echo", "description": "Echo the text back.", "inputSchema": object(json!({"text": {"type": "string"}}), json!(["text"])),
+        {"name": "echo", "description": "Echo the text back.", "inputSchema": object(json!({"text": {"type": "string", "maxLength": 40}}), json!(["text"])),
          "annotations": {"readOnlyHint": true}},
         {"name": "picture", "description": "A caption and a picture.", "inputSchema": object(json!({}), json!([]))},
         {"name": "fail", "description": "Always fails.", "inputSchema": object(json!({}), json!([]))},

@@ -21,6 +21,9 @@ pub struct McpTool {
     remote: String,
     read_only_hint: bool,
     definition: ToolDefinition,
+    /// The server's input schema, compiled (`None` when the server's schema does not compile:
+    /// the server then checks its own arguments).
+    validator: Option<jsonschema::Validator>,
 }
 
 impl McpTool {
@@ -51,11 +54,19 @@ impl McpTool {
                     concurrency: Concurrency::Exclusive,
                     max_result_chars: None,
                 };
+                let validator = match jsonschema::validator_for(&definition.parameters) {
+                    Ok(validator) => Some(validator),
+                    Err(e) => {
+                        tracing::warn!(tool = %tool.name, server = %server.config.name, "the tool's input schema does not compile: {e}");
+                        None
+                    }
+                };
                 Arc::new(McpTool {
                     server: server.clone(),
                     remote: tool.name.to_string(),
                     read_only_hint,
                     definition,
+                    validator,
                 }) as Arc<dyn Tool>
             })
             .collect()
@@ -119,6 +130,22 @@ impl Tool for McpTool {
 
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
+            // The registry coerced the usual slips already; what still breaks the server's
+            // schema is the model's to fix.
+            if let Some(validator) = &self.validator {
+                let errors: Vec<String> = validator
+                    .iter_errors(&args)
+                    .take(5)
+                    .map(|e| format!("{} (at {})", e, e.instance_path()))
+                    .collect();
+                if !errors.is_empty() {
+                    return ToolOutcome::failed(format!(
+                        "Invalid arguments for {}: {}",
+                        self.definition.name,
+                        errors.join("; ")
+                    ));
+                }
+            }
             let arguments = match args {
                 Value::Object(map) => map,
                 _ => serde_json::Map::new(),
