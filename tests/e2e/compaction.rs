@@ -27,19 +27,6 @@ fn request_tokens(body: &Value) -> u64 {
     messages + count(&body["tools"].to_string())
 }
 
-/// The text of the last user-role message of a request.
-fn last_user(body: &Value) -> String {
-    body["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_string()
-}
-
 /// Every tool result answers a call of the assistant message before it, and every call is
 /// answered before the next non-tool message.
 fn assert_pairs(body: &Value) {

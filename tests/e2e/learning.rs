@@ -22,18 +22,6 @@ fn system_of(body: &Value) -> String {
         .to_string()
 }
 
-fn last_user(body: &Value) -> String {
-    body["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_string()
-}
-
 async fn wait_for_notice(agent: &mut talaria_harness::AgentProcess, needle: &str) -> String {
     let message = agent
         .wait_for(WAIT, |m| {

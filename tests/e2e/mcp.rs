@@ -77,20 +77,7 @@ async fn prompt_allowing(
             .await
             .expect("message");
         if message["method"] == "session/request_permission" {
-            let allow = message["params"]["options"]
-                .as_array()
-                .expect("options")
-                .iter()
-                .find(|o| o["kind"] == "allow_once")
-                .expect("allow")["optionId"]
-                .clone();
-            agent
-                .respond(
-                    &message["id"],
-                    json!({"outcome": {"outcome": "selected", "optionId": allow}}),
-                )
-                .await
-                .expect("answer");
+            allow_once(agent, &message).await;
             continue;
         }
         let updates = agent.transcript[before..]

@@ -191,20 +191,7 @@ async fn a_child_cannot_delegate_and_asks_permission_on_the_parents_session() {
         .to_string();
     assert!(title.starts_with("[subagent 1]"), "{title}");
     assert_eq!(asked["params"]["sessionId"], session.as_str());
-    let allow = asked["params"]["options"]
-        .as_array()
-        .expect("options")
-        .iter()
-        .find(|o| o["kind"] == "allow_once")
-        .expect("allow")["optionId"]
-        .clone();
-    agent
-        .respond(
-            &asked["id"],
-            json!({"outcome": {"outcome": "selected", "optionId": allow}}),
-        )
-        .await
-        .expect("answer");
+    allow_once(&mut agent, &asked).await;
     let response = agent.wait_response(id, WAIT).await.expect("response");
     assert_eq!(stop_reason(&response), "end_turn", "{response}");
     assert_eq!(
@@ -296,20 +283,7 @@ async fn a_client_that_shows_subagents_sees_each_child_as_its_own_session() {
         child, session,
         "the child's question carries its own session id"
     );
-    let allow = asked["params"]["options"]
-        .as_array()
-        .expect("options")
-        .iter()
-        .find(|o| o["kind"] == "allow_once")
-        .expect("allow")["optionId"]
-        .clone();
-    agent
-        .respond(
-            &asked["id"],
-            json!({"outcome": {"outcome": "selected", "optionId": allow}}),
-        )
-        .await
-        .expect("answer");
+    allow_once(&mut agent, &asked).await;
     let response = agent.wait_response(id, WAIT).await.expect("response");
     assert_eq!(stop_reason(&response), "end_turn", "{response}");
     let notes: Vec<&Value> = agent

@@ -175,3 +175,34 @@ pub fn card_state<'a>(updates: impl IntoIterator<Item = &'a Value>, id: &str) ->
     }
     Value::Object(card)
 }
+
+/// The text of the last user-role message of a Chat Completions request.
+pub fn last_user(body: &Value) -> String {
+    body["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Answers a `session/request_permission` with its allow-once option.
+pub async fn allow_once(agent: &mut talaria_harness::AgentProcess, asked: &Value) {
+    let allow = asked["params"]["options"]
+        .as_array()
+        .expect("options")
+        .iter()
+        .find(|o| o["kind"] == "allow_once")
+        .expect("allow")["optionId"]
+        .clone();
+    agent
+        .respond(
+            &asked["id"],
+            json!({"outcome": {"outcome": "selected", "optionId": allow}}),
+        )
+        .await
+        .expect("answer");
+}
