@@ -467,7 +467,7 @@ impl Agent {
             events_rx,
             pending.clone(),
             bridge,
-            Arc::new(move || skills::commands(&listed)),
+            Arc::new(move || skills::commands(&listed.catalog())),
         ));
         tracing::info!(session = %id, cwd = %cwd.display(), model = %model, "session started");
         let session_id = acp::SessionId::new(id.clone());
@@ -739,8 +739,10 @@ async fn prepare_session(cwd: &std::path::Path, today: &str) -> Result<Prepared,
         let config = Config::load().map_err(config_error)?;
         let mut system_prompt = talaria_engine::system_prompt::build(&cwd, &config.model, &today);
         let stores = skills::context(&config, &cwd, "");
-        system_prompt.push_str(&skills::prompt_additions(&stores));
-        let commands = skills::commands(&stores);
+        // One scan of the skill folders serves the prompt's index and the slash commands.
+        let catalog = stores.catalog();
+        system_prompt.push_str(&skills::prompt_additions(&stores, &catalog));
+        let commands = skills::commands(&catalog);
         Ok(Prepared {
             config,
             system_prompt,

@@ -12,7 +12,7 @@ use talaria_engine::{CommandReply, Config, UserInput};
 use talaria_protocol::acp::{self, SessionUpdate};
 use talaria_record::{InputBlock, UserPart};
 use talaria_skills::proposals::Change;
-use talaria_skills::{MemoryStore, Roots, SkillsContext, WriteMode};
+use talaria_skills::{Catalog, MemoryStore, Roots, SkillsContext, WriteMode};
 
 /// The command that manages the review's proposals.
 pub const SKILLS_COMMAND: &str = "skills";
@@ -41,8 +41,7 @@ pub fn context(config: &Config, cwd: &Path, session: &str) -> Arc<SkillsContext>
 }
 
 /// What the system prompt carries: the skill index and the memory snapshot, frozen now.
-pub fn prompt_additions(context: &SkillsContext) -> String {
-    let catalog = context.catalog();
+pub fn prompt_additions(context: &SkillsContext, catalog: &Catalog) -> String {
     for invalid in &catalog.invalid {
         tracing::warn!(path = %invalid.path.display(), "invalid skill: {}", invalid.why);
     }
@@ -59,7 +58,7 @@ pub fn prompt_additions(context: &SkillsContext) -> String {
 }
 
 /// The slash commands: `/compact`, `/skills`, and one per skill.
-pub fn commands(context: &SkillsContext) -> SessionUpdate {
+pub fn commands(catalog: &Catalog) -> SessionUpdate {
     let mut commands = vec![
         acp::AvailableCommand::new(
             super::compaction::COMMAND,
@@ -81,7 +80,6 @@ pub fn commands(context: &SkillsContext) -> SessionUpdate {
         "The session's MCP servers: status, tool count, last error.",
     ));
     let reserved = [super::compaction::COMMAND, SKILLS_COMMAND, MCP_COMMAND];
-    let catalog = context.catalog();
     for found in &catalog.skills {
         if reserved.contains(&found.name.as_str()) {
             continue;

@@ -121,7 +121,12 @@ impl MemoryStore {
 
     /// `used/limit characters` of a file.
     pub fn usage(&self, target: Target) -> String {
-        let used = size(&self.entries(target));
+        self.usage_of(target, &self.entries(target))
+    }
+
+    /// `used/limit characters` of a file holding `entries`.
+    fn usage_of(&self, target: Target, entries: &[String]) -> String {
+        let used = size(entries);
         let limit = self.limit(target);
         format!(
             "{} {used}/{limit} characters ({}%)",
@@ -199,11 +204,12 @@ impl MemoryStore {
             let _ = provenance::append(&self.dir, &record);
         }
         drop(lock);
+        // What was just written, without reading the files again.
         Ok(format!(
             "{}. {}; {}.",
             done.join(" "),
-            self.usage(Target::Memory),
-            self.usage(Target::User)
+            self.usage_of(Target::Memory, &memory),
+            self.usage_of(Target::User, &user)
         ))
     }
 

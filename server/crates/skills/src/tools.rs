@@ -295,8 +295,10 @@ fn manage_call(context: &SkillsContext, args: ManageArgs) -> ToolOutcome {
             }
         }
         WriteMode::Staged { review } => {
+            // One scan of the skill folders per call.
+            let live = context.catalog().get(&args.name).map(|s| s.dir.clone());
             if manage::changes_existing(&args.action)
-                && context.catalog().get(&args.name).is_some()
+                && live.is_some()
                 && !context.was_viewed(&args.name)
             {
                 return ToolOutcome::failed(format!(
@@ -304,7 +306,6 @@ fn manage_call(context: &SkillsContext, args: ManageArgs) -> ToolOutcome {
                     args.name, args.action
                 ));
             }
-            let live = context.catalog().get(&args.name).map(|s| s.dir.clone());
             let staged = context.proposals.stage_skill(
                 review,
                 &args.name,
