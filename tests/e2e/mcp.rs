@@ -114,6 +114,20 @@ async fn tools_are_listed_and_called_with_approval_and_keep_their_structure() {
         "{read}"
     );
     assert!(read.contains("the fixture refuses"), "{read}");
+    // The image itself reaches the model, after the results of its response.
+    let messages = requests[3].body["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let shown = messages
+        .iter()
+        .position(|m| {
+            m["role"] == "user"
+                && m["content"][1]["image_url"]["url"] == "data:image/png;base64,iVBORw0KGgo="
+        })
+        .unwrap_or_else(|| panic!("the picture is forwarded: {read}"));
+    assert_eq!(messages[shown - 1]["role"], "tool", "{read}");
+    assert_eq!(messages[shown - 1]["tool_call_id"], "p", "{read}");
     let cards = updates.iter().map(Value::to_string).collect::<String>();
     assert!(
         cards.contains("the server says it only reads"),
@@ -128,6 +142,22 @@ async fn tools_are_listed_and_called_with_approval_and_keep_their_structure() {
     let (_, listed) = prompt(&mut agent, &session, "/mcp").await;
     let report = chunks(&listed, "agent_message_chunk").concat();
     assert!(report.contains("fix: connected, 5 tools"), "{report}");
+}
+
+#[tokio::test]
+async fn a_model_without_images_reads_only_that_a_picture_was_returned() {
+    let env = TestEnv::new(vec![
+        MockReply::tool_call("p", "mcp__fix__picture", json!({})),
+        MockReply::text(&["done"]),
+    ])
+    .await;
+    env.write_config("supports_images = false\n");
+    let (mut agent, session, _) = session_with_servers(&env, vec![fixture("fix", &[], None)]).await;
+    let (response, _) = prompt_allowing(&mut agent, &session, "show me").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let read = env.mock.requests()[1].body["messages"].to_string();
+    assert!(read.contains("[image (image/png"), "{read}");
+    assert!(!read.contains("image_url"), "no image part: {read}");
 }
 
 #[tokio::test]

@@ -425,6 +425,7 @@ impl Agent {
                     .is_none_or(|sets| sets.iter().any(|s| s == "delegation")))
             .then_some(config.max_subagents),
             announce_subagents: self.client_caps.subagents,
+            images: config.supports_images,
         };
         let (events_tx, events_rx) = mpsc::channel(256);
         let bridge = Arc::new(client_bridge::AcpBridge::new(

@@ -121,6 +121,7 @@ mod tests {
             raw_input: input,
             raw_output: output,
             model_text: text.into(),
+            images: Vec::new(),
         }
     }
 

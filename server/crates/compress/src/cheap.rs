@@ -65,6 +65,18 @@ fn shorten_arguments(arguments: &str) -> String {
     value.to_string()
 }
 
+/// Drops the images a tool result carried for the model, noting each in its text; returns
+/// how many.
+fn drop_result_images(result: &mut talaria_record::ToolResultEntry) -> usize {
+    let count = result.images.len();
+    for _ in 0..count {
+        result.model_text.push('\n');
+        result.model_text.push_str(IMAGE_NOTE);
+    }
+    result.images.clear();
+    count
+}
+
 /// Runs the pass over `entries[..protect_from]`, leaving the system prompt and `pinned` (the
 /// latest user message) alone.
 pub(crate) fn cheap_pass(
@@ -101,7 +113,9 @@ pub(crate) fn cheap_pass(
         }
         let changed = match &mut entry.body {
             EntryBody::ToolResult(result) => {
-                if duplicates.contains(&index) {
+                let images = drop_result_images(result);
+                pruned.images += images;
+                let text_changed = if duplicates.contains(&index) {
                     result.model_text = DUPLICATE_NOTE.into();
                     pruned.deduplicated += 1;
                     true
@@ -111,7 +125,8 @@ pub(crate) fn cheap_pass(
                     true
                 } else {
                     false
-                }
+                };
+                text_changed || images > 0
             }
             EntryBody::Assistant(assistant) => {
                 let mut changed = false;
@@ -171,6 +186,39 @@ mod tests {
         assert_eq!(text(3), DUPLICATE_NOTE);
         assert_eq!(text(5), DUPLICATE_NOTE);
         assert_eq!(text(7), same, "the protected tail keeps the latest copy");
+    }
+
+    #[test]
+    fn old_images_of_tool_results_are_dropped_with_a_note_and_recent_ones_kept() {
+        let image = || UserPart::Image {
+            mime_type: "image/png".into(),
+            data: "AAAA".into(),
+        };
+        let with_image = |call: &str| {
+            let mut body = result(call, "mcp__s__shot", "a shot");
+            if let EntryBody::ToolResult(r) = &mut body {
+                r.images = vec![image()];
+            }
+            body
+        };
+        let mut t = Transcript::with_system("s");
+        t.push(user("q"));
+        t.push(assistant("", &[("a", "mcp__s__shot", "{}")]));
+        t.push(with_image("a"));
+        t.push(assistant("", &[("b", "mcp__s__shot", "{}")]));
+        t.push(with_image("b"));
+        let pruned = cheap_pass(t.entries_mut(), 4, None);
+        assert_eq!(pruned.images, 1);
+        let EntryBody::ToolResult(old) = &t.entries()[3].body else {
+            panic!("a result");
+        };
+        assert!(old.images.is_empty());
+        assert_eq!(old.model_text, format!("a shot\n{IMAGE_NOTE}"));
+        let EntryBody::ToolResult(recent) = &t.entries()[5].body else {
+            panic!("a result");
+        };
+        assert_eq!(recent.images, vec![image()], "the tail keeps its image");
+        talaria_record::testing::assert_valid(&t);
     }
 
     #[test]

@@ -124,7 +124,10 @@ fn fingerprint(entry: &Entry) -> u64 {
                 add(call.name.len() + call.arguments.len());
             }
         }
-        EntryBody::ToolResult(result) => add(result.model_text.len()),
+        EntryBody::ToolResult(result) => {
+            add(result.model_text.len());
+            result.images.iter().for_each(|_| add(0x5555));
+        }
         EntryBody::Interrupted { reason } => add(reason.len()),
         _ => {}
     }
@@ -158,7 +161,10 @@ pub fn entry_tokens(entry: &Entry, counting: Counting) -> u32 {
                 + assistant.reasoning.as_ref().map_or(0, |r| text(&r.text))
                 + calls
         }
-        EntryBody::ToolResult(result) => text(&result.model_text),
+        EntryBody::ToolResult(result) => {
+            let images = u32::try_from(result.images.len()).unwrap_or(u32::MAX);
+            text(&result.model_text).saturating_add(images.saturating_mul(IMAGE_TOKENS))
+        }
         EntryBody::Interrupted { reason } => text(reason) + 8,
         EntryBody::Notice { .. }
         | EntryBody::ModeChanged { .. }

@@ -35,7 +35,7 @@ use crate::client::{
 use crate::events::{EngineEvent, ToolCallView};
 use talaria_record::{
     DisplayContent, DisplayKind, ResultStatus, ToolDisplay, ToolLocation as RecordLocation,
-    ToolResultEntry,
+    ToolResultEntry, UserPart,
 };
 
 /// The most calls that run at once in one group.
@@ -63,6 +63,8 @@ pub(crate) struct Orchestrator<'a> {
     pub plans: Mutex<Vec<Vec<talaria_tools::TodoItem>>>,
     /// How often each (tool, arguments) has failed in this turn.
     pub failures: &'a HashMap<(String, String), u32>,
+    /// The model takes images: results keep theirs.
+    pub images: bool,
 }
 
 /// Identical failing calls allowed in one turn before the guardrail stops them.
@@ -259,6 +261,18 @@ impl Orchestrator<'_> {
                 raw_input: call.raw_input,
                 raw_output: outcome.raw_output,
                 model_text,
+                images: if self.images {
+                    outcome
+                        .images
+                        .into_iter()
+                        .map(|image| UserPart::Image {
+                            mime_type: image.mime_type,
+                            data: image.data,
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                },
             });
         }
         (results, cancelled)

@@ -116,6 +116,7 @@ fn result_entry(
         raw_input: serde_json::from_str(&call.arguments).unwrap_or(serde_json::Value::Null),
         raw_output: None,
         model_text: text,
+        images: Vec::new(),
     }))
 }
 

@@ -69,6 +69,8 @@ pub struct SessionSettings {
     pub subagents: Option<usize>,
     /// The client shows subagents as sessions of their own (else on the parent's cards).
     pub announce_subagents: bool,
+    /// The model takes images: those tool results carry reach it (else only their mention).
+    pub images: bool,
 }
 
 /// What the user sent: as received (kept in the record) and as the model sees it.

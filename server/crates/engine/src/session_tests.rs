@@ -83,6 +83,7 @@ fn spawn_with_registry(
         review: None,
         subagents: None,
         announce_subagents: false,
+        images: true,
     };
     let handle = spawn_session(settings, Arc::new(router), registry, tx);
     (handle, rx)

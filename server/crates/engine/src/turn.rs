@@ -340,6 +340,7 @@ impl Turn<'_> {
             budget,
             plans: Mutex::default(),
             failures,
+            images: self.settings.images,
         };
         let (results, cancelled) = orchestrator.run_batch(calls).await;
         let plans = orchestrator

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 use talaria_tools::{
-    ApprovalNeed, CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolKind,
-    ToolOutcome,
+    ApprovalNeed, CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolImage,
+    ToolKind, ToolOutcome,
 };
 
 use crate::naming::tool_name;
@@ -71,6 +71,20 @@ impl McpTool {
             })
             .collect()
     }
+}
+
+/// The images of a result's content blocks, for models that take images.
+fn images(content: &[Value]) -> Vec<ToolImage> {
+    content
+        .iter()
+        .filter(|block| block["type"] == "image")
+        .filter_map(|block| {
+            Some(ToolImage {
+                mime_type: block["mimeType"].as_str()?.to_string(),
+                data: block["data"].as_str()?.to_string(),
+            })
+        })
+        .collect()
 }
 
 /// The text the model reads of a result's content blocks.
@@ -173,7 +187,9 @@ impl Tool for McpTool {
             } else {
                 ToolOutcome::completed(text)
             };
-            outcome.with_raw_output(json!({"content": blocks, "isError": result.is_error}))
+            outcome
+                .with_images(images(&blocks))
+                .with_raw_output(json!({"content": blocks, "isError": result.is_error}))
         })
     }
 }

@@ -176,6 +176,11 @@ pub struct ToolResultEntry {
     pub raw_output: Option<Value>,
     /// The text the model read as the result.
     pub model_text: String,
+    /// Images the result carried for the model (only [`UserPart::Image`]s; empty when the
+    /// model does not take images). The model reads them in a user message after the results
+    /// of the same response, since not every API takes images in a tool result.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<UserPart>,
 }
 
 /// How serious a notice is.

@@ -6,7 +6,8 @@
 //! messages; a tool result is kept only right after its call (orphans are dropped); calls
 //! left without a result when another message begins get a failed result; an interrupted
 //! turn whose last model message is the user's gets a short assistant note, so roles stay
-//! valid for every provider.
+//! valid for every provider; images that tool results carried follow the results of their
+//! response as one user message (no API takes them in every tool result).
 
 use std::borrow::Cow;
 
@@ -38,10 +39,24 @@ fn close_open<'a>(out: &mut Vec<ModelMessage<'a>>, open: &mut Vec<&'a str>) {
     }
 }
 
+/// The images tool results carried, as one user message after the results.
+fn flush_images<'a>(out: &mut Vec<ModelMessage<'a>>, images: &mut Vec<UserPart>) {
+    if images.is_empty() {
+        return;
+    }
+    let mut parts = vec![UserPart::text(TOOL_IMAGES_NOTE)];
+    parts.append(images);
+    out.push(ModelMessage::User(Cow::Owned(parts)));
+}
+
+/// What introduces the images of tool results to the model.
+pub const TOOL_IMAGES_NOTE: &str = "[Images returned by the tool calls above]";
+
 /// Renders entries in order.
 pub(crate) fn render(entries: &[Entry]) -> Vec<ModelMessage<'_>> {
     let mut out: Vec<ModelMessage<'_>> = Vec::with_capacity(entries.len());
     let mut open: Vec<&str> = Vec::new();
+    let mut images: Vec<UserPart> = Vec::new();
     // Live summaries, by the first entry they stand for.
     let summaries: Vec<(crate::EntryId, &str)> = entries
         .iter()
@@ -54,6 +69,7 @@ pub(crate) fn render(entries: &[Entry]) -> Vec<ModelMessage<'_>> {
     for entry in entries {
         if let Some((_, text)) = summaries.iter().find(|(first, _)| *first == entry.id) {
             close_open(&mut out, &mut open);
+            flush_images(&mut out, &mut images);
             out.push(ModelMessage::User(Cow::Owned(vec![UserPart::Text {
                 text: (*text).to_string(),
             }])));
@@ -65,10 +81,12 @@ pub(crate) fn render(entries: &[Entry]) -> Vec<ModelMessage<'_>> {
             EntryBody::System { text } => out.push(ModelMessage::System(text)),
             EntryBody::User { model_view, .. } => {
                 close_open(&mut out, &mut open);
+                flush_images(&mut out, &mut images);
                 out.push(ModelMessage::User(Cow::Borrowed(model_view)));
             }
             EntryBody::Assistant(assistant) => {
                 close_open(&mut out, &mut open);
+                flush_images(&mut out, &mut images);
                 out.push(ModelMessage::Assistant {
                     text: Cow::Borrowed(&assistant.text),
                     reasoning: assistant.reasoning.as_ref(),
@@ -83,16 +101,19 @@ pub(crate) fn render(entries: &[Entry]) -> Vec<ModelMessage<'_>> {
                         call_id: &result.call_id,
                         content: Cow::Borrowed(&result.model_text),
                     });
+                    images.extend(result.images.iter().cloned());
                 }
             }
             EntryBody::Nudge { text } => {
                 close_open(&mut out, &mut open);
+                flush_images(&mut out, &mut images);
                 out.push(ModelMessage::User(Cow::Owned(vec![UserPart::Text {
                     text: text.clone(),
                 }])));
             }
             EntryBody::Interrupted { reason } => {
                 close_open(&mut out, &mut open);
+                flush_images(&mut out, &mut images);
                 if matches!(out.last(), Some(ModelMessage::User(_))) {
                     out.push(ModelMessage::Assistant {
                         text: Cow::Owned(format!("[This turn did not complete: {reason}]")),
@@ -107,6 +128,9 @@ pub(crate) fn render(entries: &[Entry]) -> Vec<ModelMessage<'_>> {
             | EntryBody::Plan { .. }
             | EntryBody::Summary { .. } => {}
         }
+    }
+    if open.is_empty() {
+        flush_images(&mut out, &mut images);
     }
     out
 }

@@ -47,6 +47,7 @@ pub fn result(call_id: &str, tool: &str, text: &str) -> EntryBody {
         raw_input: serde_json::Value::Null,
         raw_output: None,
         model_text: text.into(),
+        images: Vec::new(),
     }))
 }
 

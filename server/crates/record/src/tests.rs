@@ -28,6 +28,43 @@ fn a_plain_conversation_renders_in_order_and_is_valid() {
 }
 
 #[test]
+fn images_of_tool_results_follow_the_results_of_their_response_as_one_user_message() {
+    let mut t = Transcript::with_system("sys");
+    t.push(user("q"));
+    t.push(assistant(
+        "",
+        &[("c1", "mcp__s__shot", "{}"), ("c2", "read_file", "{}")],
+    ));
+    let mut shot = result("c1", "mcp__s__shot", "a screenshot");
+    if let EntryBody::ToolResult(r) = &mut shot {
+        r.images = vec![crate::UserPart::Image {
+            mime_type: "image/png".into(),
+            data: "AAAA".into(),
+        }];
+    }
+    t.push(shot);
+    t.push(result("c2", "read_file", "text"));
+    t.push(assistant("seen", &[]));
+    assert_valid(&t);
+    let messages = t.model_messages();
+    assert!(matches!(
+        messages[3],
+        ModelMessage::Tool { call_id: "c1", .. }
+    ));
+    assert!(matches!(
+        messages[4],
+        ModelMessage::Tool { call_id: "c2", .. }
+    ));
+    let ModelMessage::User(parts) = &messages[5] else {
+        panic!("the images follow the results: {messages:#?}");
+    };
+    assert_eq!(parts[0], crate::UserPart::text(crate::TOOL_IMAGES_NOTE));
+    assert!(matches!(&parts[1], crate::UserPart::Image { data, .. } if data == "AAAA"));
+    assert!(matches!(messages[6], ModelMessage::Assistant { .. }));
+    assert_eq!(messages.len(), 7);
+}
+
+#[test]
 fn an_interrupted_turn_renders_validly_with_a_note_and_closed_calls() {
     let mut t = Transcript::with_system("sys");
     t.push(user("first"));

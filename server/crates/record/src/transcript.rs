@@ -215,6 +215,7 @@ impl Transcript {
                 raw_input: serde_json::Value::Null,
                 raw_output: None,
                 model_text: INTERRUPTED_RESULT.into(),
+                images: Vec::new(),
             })));
         }
         self.push(EntryBody::Interrupted {

@@ -30,7 +30,8 @@ pub use sensitive::{PathSecrecy, SensitivePaths};
 pub use session_state::SessionToolState;
 pub use tool::{
     ApprovalNeed, CallDescription, Concurrency, Progress, ProgressSink, TodoItem, Tool,
-    ToolContext, ToolDefinition, ToolEffect, ToolKind, ToolLocation, ToolOutcome, ToolStatus,
+    ToolContext, ToolDefinition, ToolEffect, ToolImage, ToolKind, ToolLocation, ToolOutcome,
+    ToolStatus,
 };
 
 /// The registry with every built-in tool this build offers.

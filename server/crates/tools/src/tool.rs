@@ -214,6 +214,14 @@ pub enum ToolEffect {
     Plan(Vec<TodoItem>),
 }
 
+/// An image a call returned for the model to look at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolImage {
+    pub mime_type: String,
+    /// Base64.
+    pub data: String,
+}
+
 /// The result of one call: text for the model plus what the editor shows.
 #[derive(Debug, Clone)]
 pub struct ToolOutcome {
@@ -227,6 +235,8 @@ pub struct ToolOutcome {
     pub locations: Vec<ToolLocation>,
     /// Diffs, terminals and plans.
     pub effects: Vec<ToolEffect>,
+    /// Images for the model (the content says they exist, for models that take none).
+    pub images: Vec<ToolImage>,
 }
 
 impl ToolOutcome {
@@ -238,6 +248,7 @@ impl ToolOutcome {
             raw_output: None,
             locations: Vec::new(),
             effects: Vec::new(),
+            images: Vec::new(),
         }
     }
 
@@ -249,6 +260,7 @@ impl ToolOutcome {
             raw_output: None,
             locations: Vec::new(),
             effects: Vec::new(),
+            images: Vec::new(),
         }
     }
 
@@ -261,6 +273,12 @@ impl ToolOutcome {
     /// Adds an effect.
     pub fn with_effect(mut self, effect: ToolEffect) -> Self {
         self.effects.push(effect);
+        self
+    }
+
+    /// Adds images for the model.
+    pub fn with_images(mut self, images: Vec<ToolImage>) -> Self {
+        self.images = images;
         self
     }
 

@@ -31,6 +31,7 @@ fn result(id: &str, tool: &str, input: serde_json::Value, text: String) -> Entry
         raw_input: input,
         raw_output: Some(json!({"exit_code": 0})),
         model_text: text,
+        images: Vec::new(),
     }))
 }
 

@@ -36,6 +36,7 @@ pub fn tool_result(
         raw_input: input,
         raw_output: output,
         model_text: text.into(),
+        images: Vec::new(),
     }))
 }
 
