@@ -161,6 +161,74 @@ async fn a_model_without_images_reads_only_that_a_picture_was_returned() {
 }
 
 #[tokio::test]
+async fn always_allowing_a_server_covers_its_other_tools_in_later_sessions_too() {
+    let env = TestEnv::new(vec![
+        MockReply::tool_call("e", "mcp__fix__echo", json!({"text": "hi"})),
+        MockReply::tool_call("p", "mcp__fix__picture", json!({})),
+        MockReply::text(&["first done"]),
+        MockReply::tool_call("e2", "mcp__fix__echo", json!({"text": "again"})),
+        MockReply::text(&["second done"]),
+    ])
+    .await;
+    let (mut agent, session, _) = session_with_servers(&env, vec![fixture("fix", &[], None)]).await;
+    let id = agent
+        .start_request("session/prompt", text_prompt(&session, "use it"))
+        .await
+        .expect("prompt");
+    let asked = agent
+        .wait_for(WAIT, |m| m["method"] == "session/request_permission")
+        .await
+        .expect("asked once");
+    let options = asked["params"]["options"].as_array().expect("options");
+    let server_wide = options
+        .iter()
+        .find(|o| o["optionId"] == "allow_always_server")
+        .unwrap_or_else(|| panic!("a per-server choice: {options:?}"));
+    assert_eq!(server_wide["kind"], "allow_always");
+    assert!(
+        server_wide["name"]
+            .as_str()
+            .is_some_and(|n| n.contains("MCP server fix")),
+        "{server_wide}"
+    );
+    assert!(options.iter().any(|o| o["optionId"] == "allow_always"));
+    agent
+        .respond(
+            &asked["id"],
+            json!({"outcome": {"outcome": "selected", "optionId": "allow_always_server"}}),
+        )
+        .await
+        .expect("answer");
+    let response = agent
+        .wait_for(WAIT, |m| m["id"] == json!(id) && m.get("method").is_none())
+        .await
+        .expect("response");
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let asked_again = agent
+        .transcript
+        .iter()
+        .filter(|m| m["method"] == "session/request_permission")
+        .count();
+    assert_eq!(asked_again, 1, "the picture call did not ask");
+    // A later session in the same project remembers it.
+    let (mut later, second, _) = session_with_servers(&env, vec![fixture("fix", &[], None)]).await;
+    let (response, _) = prompt(&mut later, &second, "again").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    assert!(
+        !later
+            .transcript
+            .iter()
+            .any(|m| m["method"] == "session/request_permission"),
+        "nothing asked in the later session"
+    );
+    assert!(
+        env.mock.requests()[4].body["messages"]
+            .to_string()
+            .contains("echo: again")
+    );
+}
+
+#[tokio::test]
 async fn servers_that_fail_or_hang_at_start_are_reported_and_the_session_works() {
     let env = TestEnv::new(vec![MockReply::text(&["still fine"])]).await;
     let started = Instant::now();

@@ -82,20 +82,36 @@ impl AcpBridge {
     }
 }
 
-fn option(choice: PermissionChoice) -> PermissionOption {
+fn option(choice: PermissionChoice, server: Option<&str>) -> PermissionOption {
     let (id, name, kind) = match choice {
-        PermissionChoice::AllowOnce => {
-            ("allow_once", "Allow once", PermissionOptionKind::AllowOnce)
-        }
+        PermissionChoice::AllowOnce => (
+            "allow_once",
+            "Allow once".to_string(),
+            PermissionOptionKind::AllowOnce,
+        ),
         PermissionChoice::AllowAlways => (
             "allow_always",
-            "Always allow in this project",
+            "Always allow in this project".to_string(),
             PermissionOptionKind::AllowAlways,
         ),
-        PermissionChoice::RejectOnce => ("reject_once", "Reject", PermissionOptionKind::RejectOnce),
+        PermissionChoice::AllowAlwaysServer => (
+            "allow_always_server",
+            match server {
+                Some(server) => {
+                    format!("Always allow every tool of the MCP server {server} in this project")
+                }
+                None => "Always allow every tool of this MCP server in this project".to_string(),
+            },
+            PermissionOptionKind::AllowAlways,
+        ),
+        PermissionChoice::RejectOnce => (
+            "reject_once",
+            "Reject".to_string(),
+            PermissionOptionKind::RejectOnce,
+        ),
         PermissionChoice::RejectAlways => (
             "reject_always",
-            "Always reject in this project",
+            "Always reject in this project".to_string(),
             PermissionOptionKind::RejectAlways,
         ),
     };
@@ -106,6 +122,7 @@ fn choice_of(option_id: &str) -> Option<PermissionChoice> {
     match option_id {
         "allow_once" => Some(PermissionChoice::AllowOnce),
         "allow_always" => Some(PermissionChoice::AllowAlways),
+        "allow_always_server" => Some(PermissionChoice::AllowAlwaysServer),
         "reject_once" => Some(PermissionChoice::RejectOnce),
         "reject_always" => Some(PermissionChoice::RejectAlways),
         _ => None,
@@ -165,7 +182,11 @@ impl AcpBridge {
                     request.tool_call_id.clone(),
                     ToolCallUpdateFields::new().title(title),
                 ),
-                request.choices.iter().copied().map(option).collect(),
+                request
+                    .choices
+                    .iter()
+                    .map(|&choice| option(choice, request.server.as_deref()))
+                    .collect(),
             );
             match self
                 .peer

@@ -22,6 +22,8 @@ use crate::events::EngineEvent;
 pub enum PermissionChoice {
     AllowOnce,
     AllowAlways,
+    /// Always allow every tool of the call's MCP server (in this project).
+    AllowAlwaysServer,
     RejectOnce,
     RejectAlways,
 }
@@ -35,6 +37,8 @@ pub struct PermissionRequest {
     /// Why the policy asks (e.g. "outside the workspace"), if there is a special reason.
     pub reason: Option<String>,
     pub choices: Vec<PermissionChoice>,
+    /// The MCP server the tool belongs to, if any (names the per-server choice).
+    pub server: Option<String>,
 }
 
 /// How a permission request ended.

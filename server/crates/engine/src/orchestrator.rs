@@ -27,7 +27,7 @@ use talaria_tools::{
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::approval::{self, CallFacts, Mode, RuleStore, SecretReads, Verdict};
+use crate::approval::{self, CallFacts, Mode, RuleStore, Scope, SecretReads, Verdict};
 use crate::budget::ResultBudget;
 use crate::client::{
     ClientAnswer, ClientAsk, PermissionAnswer, PermissionChoice, PermissionRequest,
@@ -310,6 +310,9 @@ impl Orchestrator<'_> {
         let mut choices = vec![PermissionChoice::AllowOnce];
         if always_possible {
             choices.push(PermissionChoice::AllowAlways);
+            if facts.server.is_some() {
+                choices.push(PermissionChoice::AllowAlwaysServer);
+            }
         }
         choices.push(PermissionChoice::RejectOnce);
         if always_possible {
@@ -320,6 +323,7 @@ impl Orchestrator<'_> {
             title: call.description.title.clone(),
             reason,
             choices,
+            server: facts.server.clone(),
         };
         // The request follows the call's card in the one event stream: it cannot overtake it.
         let asked = crate::client::ask(
@@ -338,6 +342,16 @@ impl Orchestrator<'_> {
             PermissionAnswer::Chosen(PermissionChoice::AllowOnce) => Ok(()),
             PermissionAnswer::Chosen(PermissionChoice::AllowAlways) => {
                 let saving = lock(self.rules).remember(&approval::scopes_of(&facts), true);
+                if let Some(saving) = saving {
+                    let _ = saving.await;
+                }
+                Ok(())
+            }
+            PermissionAnswer::Chosen(PermissionChoice::AllowAlwaysServer) => {
+                let Some(server) = facts.server.clone() else {
+                    return Ok(());
+                };
+                let saving = lock(self.rules).remember(&[Scope::Server(server)], true);
                 if let Some(saving) = saving {
                     let _ = saving.await;
                 }
@@ -388,6 +402,11 @@ impl Orchestrator<'_> {
             reads,
             command,
             read_only: call.description.read_only,
+            server: self
+                .registry
+                .definition(&call.name)
+                .and_then(|d| d.toolset.strip_prefix(talaria_tools::MCP_TOOLSET_PREFIX))
+                .map(str::to_string),
         }
     }
 

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 use talaria_tools::{
-    ApprovalNeed, CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolImage,
-    ToolKind, ToolOutcome,
+    ApprovalNeed, CallDescription, Concurrency, MCP_TOOLSET_PREFIX, Tool, ToolContext,
+    ToolDefinition, ToolImage, ToolKind, ToolOutcome,
 };
 
 use crate::naming::tool_name;
@@ -45,7 +45,7 @@ impl McpTool {
                     .unwrap_or(false);
                 let definition = ToolDefinition {
                     name: tool_name(&server.config.name, &tool.name).into(),
-                    toolset: format!("mcp-{}", server.config.name).into(),
+                    toolset: format!("{MCP_TOOLSET_PREFIX}{}", server.config.name).into(),
                     description: format!("[MCP server {}] {description}", server.config.name)
                         .into(),
                     parameters: Value::Object((*tool.input_schema).clone()),

@@ -34,6 +34,9 @@ pub use tool::{
     ToolStatus,
 };
 
+/// The toolset of an MCP server's tools is this prefix plus the server's name.
+pub const MCP_TOOLSET_PREFIX: &str = "mcp-";
+
 /// The registry with every built-in tool this build offers.
 pub fn builtin_registry() -> Registry {
     let mut registry = Registry::new();

@@ -120,6 +120,8 @@ pub struct CallFacts {
     pub command: Option<CommandClass>,
     /// The call only observes (e.g. polling an approved background process).
     pub read_only: bool,
+    /// The MCP server the tool belongs to, if any: "always allow" can cover all its tools.
+    pub server: Option<String>,
 }
 
 impl CallFacts {
@@ -216,7 +218,11 @@ pub fn decide(
     if let Some(why) = facts.command.as_ref().and_then(|c| c.unknown.as_ref()) {
         return ask(format!("it cannot be checked before it runs: {why}"), false);
     }
-    let remembered = !scopes.is_empty() && scopes.iter().all(|s| rules.allows(s));
+    let remembered = (!scopes.is_empty() && scopes.iter().all(|s| rules.allows(s)))
+        || facts
+            .server
+            .as_ref()
+            .is_some_and(|server| rules.allows(&Scope::Server(server.clone())));
     let outside_read = facts
         .reads
         .iter()
@@ -295,6 +301,7 @@ mod tests {
             reads: vec![],
             command: None,
             read_only: false,
+            server: None,
         }
     }
 
@@ -583,5 +590,26 @@ mod tests {
         assert!(
             matches!(decide_with(&rules, Mode::Yolo, &edit("/p/a.rs")), Verdict::Deny(m) if m.contains("always reject"))
         );
+    }
+
+    #[test]
+    fn always_allowing_an_mcp_server_covers_its_tools_and_no_other() {
+        let mut rules = RuleStore::in_memory();
+        let of = |tool: &str, server: &str| CallFacts {
+            server: Some(server.into()),
+            ..facts(tool, ApprovalNeed::Unknown)
+        };
+        assert!(is_ask(&decide_in(Mode::Ask, &of("mcp__fs__read", "fs"))));
+        let _ = rules.remember(&[Scope::Server("fs".into())], true);
+        let decide_with = |facts: &CallFacts| {
+            decide(Mode::Ask, facts, &rules, &[PathBuf::from("/p")], &secrets())
+        };
+        assert_eq!(decide_with(&of("mcp__fs__read", "fs")), Verdict::Allow);
+        assert_eq!(decide_with(&of("mcp__fs__write", "fs")), Verdict::Allow);
+        assert!(is_ask(&decide_with(&of("mcp__web__get", "web"))));
+        assert!(is_ask(&decide_with(&facts(
+            "mcp__fs__x",
+            ApprovalNeed::Unknown
+        ))));
     }
 }

@@ -17,6 +17,8 @@ pub enum Scope {
     Edit(PathBuf),
     Read(PathBuf),
     Tool(String),
+    /// Every tool of one MCP server.
+    Server(String),
 }
 
 impl Scope {
@@ -26,6 +28,7 @@ impl Scope {
             Scope::Edit(p) => format!("edit:{}", p.display()),
             Scope::Read(p) => format!("read:{}", p.display()),
             Scope::Tool(t) => format!("tool:{t}"),
+            Scope::Server(s) => format!("mcp-server:{s}"),
         }
     }
 }
@@ -37,6 +40,7 @@ impl std::fmt::Display for Scope {
             Scope::Edit(p) => write!(f, "edits to {}", p.display()),
             Scope::Read(p) => write!(f, "reading {}", p.display()),
             Scope::Tool(t) => write!(f, "the tool `{t}`"),
+            Scope::Server(s) => write!(f, "every tool of the MCP server `{s}`"),
         }
     }
 }
