@@ -26,11 +26,20 @@ async fn session_with_servers(
     env: &TestEnv,
     servers: Vec<Value>,
 ) -> (talaria_harness::AgentProcess, String, Vec<Value>) {
+    session_with_servers_and(env, servers, json!({})).await
+}
+
+/// A session given `servers` by a client with `capabilities`.
+async fn session_with_servers_and(
+    env: &TestEnv,
+    servers: Vec<Value>,
+    capabilities: Value,
+) -> (talaria_harness::AgentProcess, String, Vec<Value>) {
     let mut agent = env.spawn().await;
     agent
         .call(
             "initialize",
-            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+            json!({"protocolVersion": 1, "clientCapabilities": capabilities}),
         )
         .await
         .expect("initialize");
@@ -141,7 +150,7 @@ async fn tools_are_listed_and_called_with_approval_and_keep_their_structure() {
     assert!(failed, "isError is a failed call");
     let (_, listed) = prompt(&mut agent, &session, "/mcp").await;
     let report = chunks(&listed, "agent_message_chunk").concat();
-    assert!(report.contains("fix: connected, 5 tools"), "{report}");
+    assert!(report.contains("fix: connected, 6 tools"), "{report}");
 }
 
 #[tokio::test]
@@ -226,6 +235,74 @@ async fn always_allowing_a_server_covers_its_other_tools_in_later_sessions_too()
             .to_string()
             .contains("echo: again")
     );
+}
+
+/// Runs one call of the fixture's `ask` tool for a client with `capabilities`, answering its
+/// form (if one comes) with `answer`; returns the form and what the model read.
+async fn server_asks(capabilities: Value, answer: Value) -> (Option<Value>, String) {
+    let env = TestEnv::new(vec![
+        MockReply::tool_call("a", "mcp__fix__ask", json!({})),
+        MockReply::text(&["noted"]),
+    ])
+    .await;
+    let (mut agent, session, _) =
+        session_with_servers_and(&env, vec![fixture("fix", &[], None)], capabilities).await;
+    let id = agent
+        .start_request("session/prompt", text_prompt(&session, "pick a colour"))
+        .await
+        .expect("prompt");
+    let mut form = None;
+    loop {
+        let message = agent
+            .wait_for(WAIT, |m| {
+                m["method"] == "session/request_permission"
+                    || m["method"] == "elicitation/create"
+                    || (m["id"] == json!(id) && m.get("method").is_none())
+            })
+            .await
+            .expect("message");
+        if message["method"] == "session/request_permission" {
+            allow_once(&mut agent, &message).await;
+        } else if message["method"] == "elicitation/create" {
+            form = Some(message["params"].clone());
+            agent
+                .respond(&message["id"], answer.clone())
+                .await
+                .expect("answer");
+        } else {
+            assert_eq!(stop_reason(&message), "end_turn", "{message}");
+            break;
+        }
+    }
+    (form, env.mock.requests()[1].body["messages"].to_string())
+}
+
+#[tokio::test]
+async fn a_servers_question_reaches_the_user_as_a_form_and_the_answer_goes_back() {
+    let forms = json!({"elicitation": {"form": {}}});
+    let (form, read) = server_asks(
+        forms.clone(),
+        json!({"action": "accept", "content": {"colour": "teal"}}),
+    )
+    .await;
+    let form = form.expect("the server's question was forwarded");
+    assert_eq!(form["mode"], "form");
+    assert_eq!(form["message"], "The MCP server fix asks: Which colour?");
+    assert_eq!(
+        form["requestedSchema"]["properties"]["colour"]["type"],
+        "string"
+    );
+    assert!(form["sessionId"].is_string());
+    assert!(read.contains(r#"the user chose \"teal\""#), "{read}");
+    let (_, read) = server_asks(forms, json!({"action": "decline"})).await;
+    assert!(read.contains("the user did not answer: decline"), "{read}");
+}
+
+#[tokio::test]
+async fn without_forms_a_server_is_not_offered_elicitation() {
+    let (form, read) = server_asks(json!({}), json!({"action": "accept"})).await;
+    assert!(form.is_none(), "nothing forwarded");
+    assert!(read.contains("cannot ask: no elicitation"), "{read}");
 }
 
 #[tokio::test]

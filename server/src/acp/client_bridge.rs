@@ -16,7 +16,7 @@ use talaria_protocol::acp::{
     RequestPermissionRequest, RequestPermissionResponse, ToolCallUpdate, ToolCallUpdateFields,
 };
 use talaria_protocol::{Peer, errors};
-use talaria_tools::clarify::QuestionAnswer;
+use talaria_tools::clarify::FormAnswer;
 use talaria_tools::fs::{FileAccess, FileError};
 use talaria_tools::shell::output::HeadTail;
 use talaria_tools::shell::{CommandResult, CommandRunner, CommandSpec, shell_program};
@@ -155,11 +155,9 @@ impl AcpBridge {
                         .run(spec, &request.cancel, request.progress.clone())
                         .await,
                 ),
-                ClientAsk::Question { question, choices } => ClientAnswer::Question(
-                    bridge
-                        .ask_question(&question, &choices, &request.cancel)
-                        .await,
-                ),
+                ClientAsk::Question { message, schema } => {
+                    ClientAnswer::Question(bridge.ask_form(&message, schema, &request.cancel).await)
+                }
             };
             request.answer(answer);
         });
@@ -221,27 +219,18 @@ impl AcpBridge {
         })
     }
 
-    /// Asks the user through `elicitation/create` (a form with one answer field, a choice when
-    /// `choices` are given).
-    async fn ask_question(
+    /// Asks the user to fill in a form through `elicitation/create` (form mode).
+    async fn ask_form(
         &self,
-        question: &str,
-        choices: &[String],
+        message: &str,
+        schema: serde_json::Value,
         cancel: &CancellationToken,
-    ) -> Result<QuestionAnswer, String> {
-        let mut answer = serde_json::json!({"type": "string", "title": "Answer"});
-        if !choices.is_empty() {
-            answer["enum"] = serde_json::json!(choices);
-        }
+    ) -> Result<FormAnswer, String> {
         let params = serde_json::json!({
             "sessionId": self.session_id,
             "mode": "form",
-            "message": question,
-            "requestedSchema": {
-                "type": "object",
-                "properties": {"answer": answer},
-                "required": ["answer"]
-            }
+            "message": message,
+            "requestedSchema": schema,
         });
         match self
             .peer
@@ -249,21 +238,20 @@ impl AcpBridge {
             .await
         {
             Ok(response) => match response["action"].as_str() {
-                Some("accept") => {
-                    let value = &response["content"]["answer"];
-                    Ok(QuestionAnswer::Answered(match value.as_str() {
-                        Some(text) => text.to_string(),
-                        None => value.to_string(),
-                    }))
-                }
-                Some("decline") => Ok(QuestionAnswer::Declined),
-                Some("cancel") => Ok(QuestionAnswer::Cancelled),
+                Some("accept") => Ok(FormAnswer::Accepted(
+                    response
+                        .get("content")
+                        .cloned()
+                        .unwrap_or_else(|| serde_json::json!({})),
+                )),
+                Some("decline") => Ok(FormAnswer::Declined),
+                Some("cancel") => Ok(FormAnswer::Cancelled),
                 _ => Err(format!(
                     "the client answered the question unreadably: {response}"
                 )),
             },
             Err(error) if errors::code_of(&error) == -32800 || cancel.is_cancelled() => {
-                Ok(QuestionAnswer::Cancelled)
+                Ok(FormAnswer::Cancelled)
             }
             Err(error) => Err(error.message),
         }

@@ -144,7 +144,12 @@ impl Agent {
             system_prompt,
             commands,
         } = prepare_session(&reopen.cwd, &chrono_today()).await?;
-        let mcp = super::mcp::connect(&reopen.mcp_servers, &config).await;
+        let mcp = super::mcp::connect(
+            &reopen.mcp_servers,
+            &config,
+            self.client_caps.elicitation_form,
+        )
+        .await;
         if let Some(missing) = config.missing_credentials() {
             return Err(errors::auth_required(missing));
         }
@@ -299,7 +304,12 @@ impl Agent {
             system_prompt,
             commands,
         } = prepare_session(&params.cwd, &chrono_today()).await?;
-        let mcp = super::mcp::connect(&params.mcp_servers, &config).await;
+        let mcp = super::mcp::connect(
+            &params.mcp_servers,
+            &config,
+            self.client_caps.elicitation_form,
+        )
+        .await;
         if let Some(missing) = config.missing_credentials() {
             return Err(errors::auth_required(missing));
         }

@@ -90,8 +90,13 @@ fn from_config(entry: &McpServerEntry) -> ServerConfig {
 }
 
 /// Connects the session's servers: the configured ones, then the client's (a client's server
-/// with a configured name replaces it).
-pub async fn connect(servers: &[acp::McpServer], config: &Config) -> (Arc<Hub>, Vec<String>) {
+/// with a configured name replaces it). `forms`: the client shows forms, so the servers' own
+/// questions are forwarded to it.
+pub async fn connect(
+    servers: &[acp::McpServer],
+    config: &Config,
+    forms: bool,
+) -> (Arc<Hub>, Vec<String>) {
     let mut configs: Vec<ServerConfig> = config.mcp_servers.iter().map(from_config).collect();
     let mut warnings = Vec::new();
     for server in servers {
@@ -108,7 +113,7 @@ pub async fn connect(servers: &[acp::McpServer], config: &Config) -> (Arc<Hub>, 
     if configs.is_empty() {
         return (Arc::new(Hub::default()), warnings);
     }
-    let hub = Hub::connect(configs, START_BUDGET).await;
+    let hub = Hub::connect(configs, START_BUDGET, forms).await;
     for (name, why) in hub.failures() {
         tracing::warn!(server = %name, "MCP server not started: {why}");
         warnings.push(format!(

@@ -313,7 +313,12 @@ impl Agent {
             system_prompt,
             commands,
         } = prepare_session(&params.cwd, &today).await?;
-        let mcp = mcp::connect(&params.mcp_servers, &config).await;
+        let mcp = mcp::connect(
+            &params.mcp_servers,
+            &config,
+            self.client_caps.elicitation_form,
+        )
+        .await;
         if let Some(missing) = config.missing_credentials() {
             return Err(errors::auth_required(missing));
         }

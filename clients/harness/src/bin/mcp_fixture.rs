@@ -2,7 +2,9 @@
 //! JSON-RPC) or, with `--http`, over streamable HTTP on 127.0.0.1 (it prints its URL first).
 //!
 //! Tools: `echo {text}` (text back), `picture {}` (a text and an image), `fail {}` (`isError`),
-//! `slow {}` (answers after 30 s unless cancelled), `crash {}` (the process exits). With
+//! `slow {}` (answers after 30 s unless cancelled), `crash {}` (the process exits), `ask {}`
+//! (over stdio: asks the client for a colour with `elicitation/create` and reports the
+//! answer, or answers at once that it could not ask when the client has no elicitation). With
 //! `--hang` it never answers `initialize`; with `--exit` it exits at once. Its pid (over stdio)
 //! and every message it receives are appended to the file named by `MCP_FIXTURE_LOG`, when
 //! set.
@@ -36,7 +38,8 @@ fn tools() -> Value {
         {"name": "picture", "description": "A caption and a picture.", "inputSchema": object(json!({}), json!([]))},
         {"name": "fail", "description": "Always fails.", "inputSchema": object(json!({}), json!([]))},
         {"name": "slow", "description": "Takes 30 seconds.", "inputSchema": object(json!({}), json!([]))},
-        {"name": "crash", "description": "Exits the server.", "inputSchema": object(json!({}), json!([]))}
+        {"name": "crash", "description": "Exits the server.", "inputSchema": object(json!({}), json!([]))},
+        {"name": "ask", "description": "Asks the user for a colour.", "inputSchema": object(json!({}), json!([]))}
     ]})
 }
 
@@ -120,6 +123,9 @@ fn main() {
     }
     let hang = args.iter().any(|a| a == "--hang");
     log(&format!("pid {}", std::process::id()));
+    let mut elicitation = false;
+    // The `ask` calls waiting for the client's answer, by the id of the question sent.
+    let mut asking: Vec<(String, Value)> = Vec::new();
     let stdin = std::io::stdin();
     for line in stdin.lock().lines() {
         let Ok(line) = line else { break };
@@ -127,10 +133,55 @@ fn main() {
         let Ok(message) = serde_json::from_str::<Value>(&line) else {
             continue;
         };
+        if message["method"] == "initialize" {
+            elicitation = message["params"]["capabilities"]["elicitation"].is_object();
+        }
+        if message.get("method").is_none() {
+            answer_asked(&message, &mut asking);
+            continue;
+        }
+        if message["method"] == "tools/call" && message["params"]["name"] == "ask" {
+            if elicitation {
+                let question = format!("ask-{}", asking.len());
+                send(
+                    &json!({"jsonrpc": "2.0", "id": question, "method": "elicitation/create", "params": {
+                        "mode": "form",
+                        "message": "Which colour?",
+                        "requestedSchema": {"type": "object", "properties": {"colour": {"type": "string"}}, "required": ["colour"]}
+                    }}),
+                );
+                asking.push((question, message["id"].clone()));
+            } else {
+                send(
+                    &json!({"jsonrpc": "2.0", "id": message["id"], "result": {"content": [{"type": "text", "text": "cannot ask: no elicitation"}], "isError": true}}),
+                );
+            }
+            continue;
+        }
         if let Some(answer) = respond(&message, hang) {
             send(&answer);
         }
     }
+}
+
+/// Answers the `ask` call whose question the client answered.
+fn answer_asked(response: &Value, asking: &mut Vec<(String, Value)>) {
+    let Some(index) = asking
+        .iter()
+        .position(|(question, _)| response["id"] == json!(question))
+    else {
+        return;
+    };
+    let (_, call) = asking.remove(index);
+    let result = &response["result"];
+    let text = match result["action"].as_str() {
+        Some("accept") => format!("the user chose {}", result["content"]["colour"]),
+        Some(action) => format!("the user did not answer: {action}"),
+        None => format!("the question failed: {response}"),
+    };
+    send(
+        &json!({"jsonrpc": "2.0", "id": call, "result": {"content": [{"type": "text", "text": text}]}}),
+    );
 }
 
 /// Streamable HTTP: POST carries one message (a notification is accepted with 202; a

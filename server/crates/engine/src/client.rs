@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures_util::future::BoxFuture;
+use serde_json::Value;
 use talaria_tools::ProgressSink;
 use talaria_tools::fs::{FileAccess, FileError, LocalFiles};
 use talaria_tools::shell::{CommandResult, CommandRunner, CommandSpec, LocalRunner};
@@ -73,10 +74,11 @@ pub enum ClientAsk {
     RunCommand {
         spec: CommandSpec,
     },
-    /// A question for the user (the `clarify` tool), with optional choices.
+    /// A form for the user to fill in (the `clarify` tool's question, an MCP server's
+    /// elicitation): a message and a restricted JSON schema.
     Question {
-        question: String,
-        choices: Vec<String>,
+        message: String,
+        schema: Value,
     },
 }
 
@@ -87,7 +89,7 @@ pub enum ClientAnswer {
     Read(Result<String, FileError>),
     Wrote(Result<(), FileError>),
     Ran(Result<CommandResult, String>),
-    Question(Result<talaria_tools::clarify::QuestionAnswer, String>),
+    Question(Result<talaria_tools::clarify::FormAnswer, String>),
 }
 
 /// One request to the client, with the channel to answer it on.
@@ -247,20 +249,20 @@ pub(crate) struct ClientQuestions {
 }
 
 impl talaria_tools::clarify::UserQuestions for ClientQuestions {
-    fn ask<'a>(
+    fn ask_form<'a>(
         &'a self,
-        question: &'a str,
-        choices: &'a [String],
+        message: &'a str,
+        schema: &'a Value,
         cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, Result<talaria_tools::clarify::QuestionAnswer, String>> {
+    ) -> BoxFuture<'a, Result<talaria_tools::clarify::FormAnswer, String>> {
         Box::pin(async move {
             let asked = ClientAsk::Question {
-                question: question.to_string(),
-                choices: choices.to_vec(),
+                message: message.to_string(),
+                schema: schema.clone(),
             };
             match ask(&self.events, asked, cancel.clone(), None).await {
                 Some(ClientAnswer::Question(answer)) => answer,
-                _ if cancel.is_cancelled() => Ok(talaria_tools::clarify::QuestionAnswer::Cancelled),
+                _ if cancel.is_cancelled() => Ok(talaria_tools::clarify::FormAnswer::Cancelled),
                 _ => Err(NO_ANSWER.into()),
             }
         })

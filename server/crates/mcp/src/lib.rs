@@ -9,7 +9,10 @@
 //! - A call cancelled by the turn is dropped, which sends MCP's cancellation notification.
 //! - A server that dies is restarted once; after that its calls fail with a clear message.
 //! - MCP tools declare no approval need: the policy asks for them by default.
+//! - A server's questions (`elicitation/create`) reach the user only during one of its calls
+//!   and only when the client shows forms; otherwise they are declined.
 
+mod elicit;
 mod http;
 mod naming;
 mod server;

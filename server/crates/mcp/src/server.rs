@@ -15,6 +15,8 @@ use rmcp::transport::streamable_http_client::{
 use rmcp::{RoleClient, ServiceError};
 use tokio::sync::RwLock;
 
+use crate::elicit::{Askers, Handler};
+
 /// How to reach a server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Transport {
@@ -47,7 +49,7 @@ pub struct Status {
     pub last_error: Option<String>,
 }
 
-type Client = RunningService<RoleClient, ()>;
+type Client = RunningService<RoleClient, Handler>;
 
 /// A connected (or failed) server.
 pub struct Server {
@@ -56,6 +58,10 @@ pub struct Server {
     restarted: AtomicBool,
     status: Mutex<Status>,
     pub tools: Vec<Tool>,
+    /// Who answers the server's questions during its calls.
+    pub askers: Arc<Askers>,
+    /// The client can show forms.
+    forms: bool,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -63,7 +69,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// Starts (or reaches) a server and lists its tools.
-async fn connect(config: &ServerConfig) -> Result<(Client, Vec<Tool>), String> {
+async fn connect(config: &ServerConfig, handler: Handler) -> Result<(Client, Vec<Tool>), String> {
     let client = match &config.transport {
         Transport::Stdio { command, args, env } => {
             let mut cmd = tokio::process::Command::new(command);
@@ -77,7 +83,8 @@ async fn connect(config: &ServerConfig) -> Result<(Client, Vec<Tool>), String> {
                 .stderr(std::process::Stdio::null())
                 .spawn()
                 .map_err(|e| format!("cannot start {command}: {e}"))?;
-            ().serve(transport)
+            handler
+                .serve(transport)
                 .await
                 .map_err(|e| format!("the MCP handshake failed: {e}"))?
         }
@@ -98,7 +105,8 @@ async fn connect(config: &ServerConfig) -> Result<(Client, Vec<Tool>), String> {
                 crate::http::HttpClient(http),
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()),
             );
-            ().serve(transport)
+            handler
+                .serve(transport)
                 .await
                 .map_err(|e| format!("the MCP handshake with {url} failed: {e}"))?
         }
@@ -112,9 +120,15 @@ async fn connect(config: &ServerConfig) -> Result<(Client, Vec<Tool>), String> {
 
 impl Server {
     /// Connects within the server's start-up timeout (and `budget`, whichever is shorter).
-    async fn start(config: ServerConfig, budget: Duration) -> Self {
+    async fn start(config: ServerConfig, budget: Duration, forms: bool) -> Self {
         let limit = config.startup_timeout.min(budget);
-        let connected = tokio::time::timeout(limit, connect(&config)).await;
+        let askers = Arc::new(Askers::default());
+        let handler = Handler {
+            server: config.name.clone(),
+            forms,
+            askers: askers.clone(),
+        };
+        let connected = tokio::time::timeout(limit, connect(&config, handler)).await;
         let (client, tools, error) = match connected {
             Ok(Ok((client, tools))) => (Some(client), tools, None),
             Ok(Err(why)) => (None, Vec::new(), Some(why)),
@@ -136,6 +150,8 @@ impl Server {
             restarted: AtomicBool::new(false),
             status: Mutex::new(status),
             tools,
+            askers,
+            forms,
         }
     }
 
@@ -213,7 +229,14 @@ impl Server {
     async fn restart(&self) -> Result<(), String> {
         let mut client = self.client.write().await;
         *client = None;
-        match tokio::time::timeout(self.config.startup_timeout, connect(&self.config)).await {
+        let handler = Handler {
+            server: self.config.name.clone(),
+            forms: self.forms,
+            askers: self.askers.clone(),
+        };
+        match tokio::time::timeout(self.config.startup_timeout, connect(&self.config, handler))
+            .await
+        {
             Ok(Ok((fresh, _))) => {
                 *client = Some(fresh);
                 lock(&self.status).connected = true;
@@ -245,12 +268,13 @@ pub struct Hub {
 }
 
 impl Hub {
-    /// Starts every server concurrently, each within `budget`.
-    pub async fn connect(configs: Vec<ServerConfig>, budget: Duration) -> Self {
+    /// Starts every server concurrently, each within `budget`; `forms`: the client can show
+    /// forms, so the servers' questions are forwarded to the user.
+    pub async fn connect(configs: Vec<ServerConfig>, budget: Duration, forms: bool) -> Self {
         let started = futures_util::future::join_all(
             configs
                 .into_iter()
-                .map(|config| Server::start(config, budget)),
+                .map(|config| Server::start(config, budget, forms)),
         )
         .await;
         Self {

@@ -164,6 +164,11 @@ impl Tool for McpTool {
                 Value::Object(map) => map,
                 _ => serde_json::Map::new(),
             };
+            // The server's questions during the call go to the user of this call.
+            let _asking = ctx
+                .questions
+                .clone()
+                .map(|questions| self.server.askers.enter(questions, ctx.cancel.clone()));
             // Dropping the call on cancel sends MCP's cancellation notification.
             let called = tokio::select! {
                 biased;

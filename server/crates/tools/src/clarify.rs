@@ -14,24 +14,39 @@ use crate::tool::{
     ToolOutcome, parse_args,
 };
 
-/// How the user answered.
+/// How the user answered a form.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum QuestionAnswer {
-    Answered(String),
+pub enum FormAnswer {
+    /// The user filled in the form: its content (an object keyed by the schema's properties).
+    Accepted(Value),
     /// The user chose not to answer.
     Declined,
-    /// The user dismissed the question (or the turn was cancelled).
+    /// The user dismissed the form (or the turn was cancelled).
     Cancelled,
 }
 
-/// Asks the user questions (through the client).
+/// Asks the user to fill in forms (through the client): a message and a restricted JSON
+/// schema, an object of primitive properties (as MCP's and ACP's elicitation define it).
 pub trait UserQuestions: Send + Sync {
-    fn ask<'a>(
+    fn ask_form<'a>(
         &'a self,
-        question: &'a str,
-        choices: &'a [String],
+        message: &'a str,
+        schema: &'a Value,
         cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, Result<QuestionAnswer, String>>;
+    ) -> BoxFuture<'a, Result<FormAnswer, String>>;
+}
+
+/// The form of one question: a single answer field, a choice when `choices` are given.
+pub fn question_schema(choices: &[String]) -> Value {
+    let mut answer = json!({"type": "string", "title": "Answer"});
+    if !choices.is_empty() {
+        answer["enum"] = json!(choices);
+    }
+    json!({
+        "type": "object",
+        "properties": {"answer": answer},
+        "required": ["answer"]
+    })
 }
 
 /// The `clarify` tool.
@@ -89,17 +104,22 @@ impl Tool for Clarify {
                     "The client cannot show questions; decide yourself or say what you need in your answer.",
                 );
             };
+            let schema = question_schema(&args.choices);
             match questions
-                .ask(&args.question, &args.choices, &ctx.cancel)
+                .ask_form(&args.question, &schema, &ctx.cancel)
                 .await
             {
-                Ok(QuestionAnswer::Answered(answer)) => {
+                Ok(FormAnswer::Accepted(content)) => {
+                    let answer = match &content["answer"] {
+                        Value::String(text) => text.clone(),
+                        other => other.to_string(),
+                    };
                     ToolOutcome::completed(format!("The user answered: {answer}"))
                 }
-                Ok(QuestionAnswer::Declined) => ToolOutcome::completed(
+                Ok(FormAnswer::Declined) => ToolOutcome::completed(
                     "The user declined to answer. Continue without it, or explain what you need.",
                 ),
-                Ok(QuestionAnswer::Cancelled) => {
+                Ok(FormAnswer::Cancelled) => {
                     ToolOutcome::failed("The user dismissed the question without answering.")
                 }
                 Err(why) => ToolOutcome::failed(format!("The question could not be asked: {why}")),
