@@ -1,0 +1,246 @@
+// The chat as the view shows it, built from ACP session updates by a pure reducer: messages,
+// thoughts, tool cards (with their pending permission question), the plan, usage, commands,
+// and the session's config options. Knows nothing of VS Code.
+import type {
+  AvailableCommand,
+  ContentBlock,
+  PermissionOption,
+  PlanEntry,
+  SessionConfigOption,
+  SessionUpdate,
+  ToolCallContent,
+  ToolCallLocation,
+} from "@agentclientprotocol/sdk";
+
+export type ChatItem =
+  | { kind: "user"; id: string; text: string; attachments: string[] }
+  | { kind: "agent"; id: string; text: string }
+  | { kind: "thought"; id: string; text: string }
+  | { kind: "tool"; id: string; card: ToolCard }
+  | { kind: "notice"; id: string; severity: string; text: string; action?: NoticeAction }
+  | { kind: "stop"; id: string; reason: string };
+
+/** A button on a notice (e.g. open the settings after a failed start). */
+export type NoticeAction = { label: string; command: string };
+
+export type ToolCard = {
+  toolCallId: string;
+  title: string;
+  kind: string;
+  status: string;
+  content: ToolCallContent[];
+  locations: ToolCallLocation[];
+  rawOutput?: unknown;
+  /** The agent's permission question, while it waits for the user. */
+  permission?: { options: PermissionOption[] };
+};
+
+export type Usage = { used: number; size: number; cost?: { amount: number; currency: string } };
+
+export type ChatState = {
+  items: ChatItem[];
+  plan: PlanEntry[];
+  usage?: Usage;
+  commands: AvailableCommand[];
+  configOptions: SessionConfigOption[];
+  title?: string;
+  /** A prompt is running. */
+  busy: boolean;
+};
+
+export function emptyState(): ChatState {
+  return { items: [], plan: [], commands: [], configOptions: [], busy: false };
+}
+
+let counter = 0;
+function nextId(prefix: string): string {
+  counter += 1;
+  return `${prefix}-${counter}`;
+}
+
+/** The text of a content block as the chat shows it. */
+export function blockText(block: ContentBlock): string {
+  switch (block.type) {
+    case "text":
+      return block.text;
+    case "image":
+      return "[image]";
+    case "audio":
+      return "[audio]";
+    case "resource_link":
+      return `@${block.name}`;
+    case "resource":
+      return "uri" in block.resource ? `@${block.resource.uri}` : "[resource]";
+    default:
+      return "";
+  }
+}
+
+/** Appends streamed text to the last item of `kind`, or starts a new one. Returns its id. */
+function appendText(state: ChatState, kind: "agent" | "thought", text: string): string {
+  const last = state.items[state.items.length - 1];
+  if (last && last.kind === kind) {
+    last.text += text;
+    return last.id;
+  }
+  const item = { kind, id: nextId(kind), text };
+  state.items.push(item);
+  return item.id;
+}
+
+export function findCard(state: ChatState, toolCallId: string): ToolCard | undefined {
+  for (const item of state.items) {
+    if (item.kind === "tool" && item.card.toolCallId === toolCallId) return item.card;
+  }
+  return undefined;
+}
+
+function itemIdOfCard(state: ChatState, toolCallId: string): string | undefined {
+  return state.items.find((i) => i.kind === "tool" && i.card.toolCallId === toolCallId)?.id;
+}
+
+/** Adds a user message (the prompt as sent, or replayed). Returns its item id. */
+export function addUser(state: ChatState, text: string, attachments: string[] = []): string {
+  const last = state.items[state.items.length - 1];
+  // A replayed message may come in several chunks.
+  if (last && last.kind === "user" && attachments.length === 0 && text && !last.attachments.length) {
+    last.text += text;
+    return last.id;
+  }
+  const item = { kind: "user" as const, id: nextId("user"), text, attachments };
+  state.items.push(item);
+  return item.id;
+}
+
+export function addNotice(state: ChatState, severity: string, text: string, action?: NoticeAction): string {
+  const item = { kind: "notice" as const, id: nextId("notice"), severity, text, action };
+  state.items.push(item);
+  return item.id;
+}
+
+export function addStop(state: ChatState, reason: string): string {
+  const item = { kind: "stop" as const, id: nextId("stop"), reason };
+  state.items.push(item);
+  return item.id;
+}
+
+/**
+ * Applies one session update. Returns the ids of the chat items that changed ("*" when
+ * something outside the item list changed: plan, usage, commands, options, title).
+ */
+export function applyUpdate(state: ChatState, update: SessionUpdate): string[] {
+  switch (update.sessionUpdate) {
+    case "user_message_chunk":
+      return [addUser(state, blockText(update.content))];
+    case "agent_message_chunk":
+      return [appendText(state, "agent", blockText(update.content))];
+    case "agent_thought_chunk":
+      return [appendText(state, "thought", blockText(update.content))];
+    case "tool_call": {
+      const existing = findCard(state, update.toolCallId);
+      const card: ToolCard = existing ?? {
+        toolCallId: update.toolCallId,
+        title: update.title,
+        kind: update.kind ?? "other",
+        status: update.status ?? "pending",
+        content: [],
+        locations: [],
+      };
+      card.title = update.title;
+      card.kind = update.kind ?? card.kind;
+      card.status = update.status ?? card.status;
+      card.content = update.content ?? card.content;
+      card.locations = update.locations ?? card.locations;
+      if (update.rawOutput !== undefined) card.rawOutput = update.rawOutput;
+      if (existing) return [itemIdOfCard(state, update.toolCallId) ?? "*"];
+      const item = { kind: "tool" as const, id: nextId("tool"), card };
+      state.items.push(item);
+      return [item.id];
+    }
+    case "tool_call_update": {
+      let card = findCard(state, update.toolCallId);
+      if (!card) {
+        card = {
+          toolCallId: update.toolCallId,
+          title: update.title ?? "Tool call",
+          kind: update.kind ?? "other",
+          status: update.status ?? "pending",
+          content: [],
+          locations: [],
+        };
+        state.items.push({ kind: "tool", id: nextId("tool"), card });
+      }
+      if (update.title) card.title = update.title;
+      if (update.kind) card.kind = update.kind;
+      if (update.status) card.status = update.status;
+      if (update.content) card.content = update.content;
+      if (update.locations) card.locations = update.locations;
+      if (update.rawOutput !== undefined) card.rawOutput = update.rawOutput;
+      if (card.status === "completed" || card.status === "failed") card.permission = undefined;
+      return [itemIdOfCard(state, update.toolCallId) ?? "*"];
+    }
+    case "plan":
+      state.plan = update.entries;
+      return ["*"];
+    case "available_commands_update":
+      state.commands = update.availableCommands;
+      return ["*"];
+    case "config_option_update":
+      state.configOptions = update.configOptions;
+      return ["*"];
+    case "current_mode_update": {
+      for (const option of state.configOptions) {
+        if (option.category === "mode" && option.type === "select") option.currentValue = update.currentModeId;
+      }
+      return ["*"];
+    }
+    case "session_info_update":
+      if (typeof update.title === "string") state.title = update.title;
+      return ["*"];
+    case "usage_update":
+      state.usage = {
+        used: update.used,
+        size: update.size,
+        cost: update.cost ? { amount: update.cost.amount, currency: update.cost.currency } : undefined,
+      };
+      return ["*"];
+    case "notice":
+      return [
+        addNotice(
+          state,
+          String(update.severity ?? "info"),
+          update.description ? `${update.title}: ${update.description}` : update.title,
+        ),
+      ];
+    default:
+      return [];
+  }
+}
+
+/** Shows a permission question on its card (creating the card if the agent sent none). */
+export function askPermission(
+  state: ChatState,
+  toolCall: { toolCallId: string; title?: string | null },
+  options: PermissionOption[],
+): string {
+  let card = findCard(state, toolCall.toolCallId);
+  if (!card) {
+    applyUpdate(state, {
+      sessionUpdate: "tool_call",
+      toolCallId: toolCall.toolCallId,
+      title: toolCall.title ?? "Permission",
+      status: "pending",
+    });
+    card = findCard(state, toolCall.toolCallId);
+  }
+  if (!card) return "*";
+  card.permission = { options };
+  return itemIdOfCard(state, toolCall.toolCallId) ?? "*";
+}
+
+/** Clears a card's permission question once answered. */
+export function answered(state: ChatState, toolCallId: string): string {
+  const card = findCard(state, toolCallId);
+  if (card) card.permission = undefined;
+  return itemIdOfCard(state, toolCallId) ?? "*";
+}

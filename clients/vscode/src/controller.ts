@@ -1,0 +1,377 @@
+// The ACP session controller: starts the agent (through a launcher), initializes, opens,
+// lists, loads and closes sessions, sends prompts, cancels, answers permission questions
+// from the cards, and serves the agent's requests through an editor host. It keeps the chat
+// state and reports which items changed. Knows nothing of VS Code, so it runs under tests.
+import {
+  client,
+  methods,
+  PROTOCOL_VERSION,
+  RequestError,
+  type AgentApp,
+  type ClientConnection,
+  type ContentBlock,
+  type CreateTerminalRequest,
+  type CreateTerminalResponse,
+  type InitializeResponse,
+  type KillTerminalRequest,
+  type ReadTextFileRequest,
+  type ReadTextFileResponse,
+  type ReleaseTerminalRequest,
+  type RequestPermissionRequest,
+  type RequestPermissionResponse,
+  type SessionConfigOption,
+  type SessionInfo,
+  type Stream,
+  type TerminalOutputRequest,
+  type TerminalOutputResponse,
+  type WaitForTerminalExitRequest,
+  type WaitForTerminalExitResponse,
+  type WriteTextFileRequest,
+} from "@agentclientprotocol/sdk";
+
+import {
+  addNotice,
+  addStop,
+  addUser,
+  answered,
+  applyUpdate,
+  askPermission,
+  emptyState,
+  type ChatState,
+} from "./chatState.js";
+
+/** What the editor does for the agent: files and terminals. */
+export interface EditorHost {
+  readTextFile(params: ReadTextFileRequest): Promise<ReadTextFileResponse>;
+  writeTextFile(params: WriteTextFileRequest): Promise<void>;
+  createTerminal(params: CreateTerminalRequest): Promise<CreateTerminalResponse>;
+  terminalOutput(params: TerminalOutputRequest): Promise<TerminalOutputResponse>;
+  waitForTerminalExit(params: WaitForTerminalExitRequest): Promise<WaitForTerminalExitResponse>;
+  killTerminal(params: KillTerminalRequest): Promise<void>;
+  releaseTerminal(params: ReleaseTerminalRequest): Promise<void>;
+}
+
+/** A started agent: the stream to it (or an in-process agent), and how it ends. */
+export type AgentTarget = {
+  target: Stream | AgentApp;
+  /** Resolves with the exit code (or the signal's name) when the agent process ends. */
+  exited: Promise<string>;
+  kill(): void;
+};
+
+/** Starts the agent; throws (a `StartError`, say) when it cannot. */
+export type Launcher = () => AgentTarget | Promise<AgentTarget>;
+
+/** A start that failed before any protocol (e.g. the binary is missing). */
+export class StartError extends Error {}
+
+/** Settings command shown on start failures. */
+export const OPEN_SETTINGS = "talaria.openSettings";
+
+type Listener = (changed: string[]) => void;
+
+export class SessionController {
+  state: ChatState = emptyState();
+  sessionId?: string;
+  agentInfo?: InitializeResponse;
+  private connection?: ClientConnection;
+  private agent?: AgentTarget;
+  private starting?: Promise<boolean>;
+  private readonly permissions = new Map<string, (response: RequestPermissionResponse) => void>();
+  private readonly listeners: Listener[] = [];
+  /** The session to resume after the agent crashed. */
+  private resumeId?: string;
+
+  constructor(
+    private readonly launch: Launcher,
+    private readonly host: EditorHost,
+    private readonly cwd: string,
+    private readonly log: (line: string) => void = () => {},
+  ) {}
+
+  onChange(listener: Listener): void {
+    this.listeners.push(listener);
+  }
+
+  private changed(ids: string[]): void {
+    for (const listener of this.listeners) listener(ids);
+  }
+
+  get running(): boolean {
+    return this.connection !== undefined;
+  }
+
+  get acceptsImages(): boolean {
+    return this.agentInfo?.agentCapabilities?.promptCapabilities?.image === true;
+  }
+
+  get canList(): boolean {
+    return !!this.agentInfo?.agentCapabilities?.sessionCapabilities?.list;
+  }
+
+  get canLoad(): boolean {
+    return this.agentInfo?.agentCapabilities?.loadSession === true;
+  }
+
+  /** Starts the agent and opens a session, once; later calls wait for the same start. */
+  ensureStarted(): Promise<boolean> {
+    if (this.connection && this.sessionId) return Promise.resolve(true);
+    this.starting ??= this.start().finally(() => {
+      this.starting = undefined;
+    });
+    return this.starting;
+  }
+
+  private buildClient() {
+    return client({ name: "talaria-vscode" })
+      .onRequest(methods.client.session.requestPermission, ({ params }) => this.onPermission(params))
+      .onNotification(methods.client.session.update, ({ params }) => {
+        if (params.sessionId !== this.sessionId) return;
+        this.changed(applyUpdate(this.state, params.update));
+      })
+      .onRequest(methods.client.fs.readTextFile, ({ params }) => this.host.readTextFile(params))
+      .onRequest(methods.client.fs.writeTextFile, async ({ params }) => {
+        await this.host.writeTextFile(params);
+        return {};
+      })
+      .onRequest(methods.client.terminal.create, ({ params }) => this.host.createTerminal(params))
+      .onRequest(methods.client.terminal.output, ({ params }) => this.host.terminalOutput(params))
+      .onRequest(methods.client.terminal.waitForExit, ({ params }) => this.host.waitForTerminalExit(params))
+      .onRequest(methods.client.terminal.kill, async ({ params }) => {
+        await this.host.killTerminal(params);
+        return {};
+      })
+      .onRequest(methods.client.terminal.release, async ({ params }) => {
+        await this.host.releaseTerminal(params);
+        return {};
+      });
+  }
+
+  private async start(): Promise<boolean> {
+    if (!this.connection) {
+      try {
+        this.agent = await this.launch();
+      } catch (error) {
+        this.fail(error instanceof Error ? error.message : String(error));
+        return false;
+      }
+      const agent = this.agent;
+      const connection = this.buildClient().connect(agent.target as Stream);
+      this.connection = connection;
+      agent.exited.then((code) => this.onExit(agent, code));
+      try {
+        this.agentInfo = await connection.agent.request(methods.agent.initialize, {
+          protocolVersion: PROTOCOL_VERSION,
+          clientCapabilities: {
+            fs: { readTextFile: true, writeTextFile: true },
+            terminal: true,
+          },
+          clientInfo: { name: "talaria-vscode", version: "0.1.0" },
+        });
+      } catch (error) {
+        this.fail(describe(error));
+        this.stopAgent();
+        return false;
+      }
+    }
+    return this.openSession();
+  }
+
+  private async openSession(): Promise<boolean> {
+    const connection = this.connection;
+    if (!connection) return false;
+    try {
+      const resume = this.resumeId;
+      this.resumeId = undefined;
+      if (resume && this.agentInfo?.agentCapabilities?.sessionCapabilities?.resume) {
+        const resumed = await connection.agent.request(methods.agent.session.resume, {
+          sessionId: resume,
+          cwd: this.cwd,
+          mcpServers: [],
+        });
+        this.sessionId = resume;
+        this.setOptions(resumed.configOptions);
+        return true;
+      }
+      const created = await connection.agent.request(methods.agent.session.new, {
+        cwd: this.cwd,
+        mcpServers: [],
+      });
+      this.sessionId = created.sessionId;
+      this.setOptions(created.configOptions);
+      return true;
+    } catch (error) {
+      this.fail(describe(error));
+      return false;
+    }
+  }
+
+  private setOptions(options: SessionConfigOption[] | null | undefined): void {
+    this.state.configOptions = options ?? [];
+    this.changed(["*"]);
+  }
+
+  private fail(message: string): void {
+    this.log(`start failed: ${message}`);
+    this.changed([addNotice(this.state, "error", message, { label: "Open settings", command: OPEN_SETTINGS })]);
+  }
+
+  private onExit(agent: AgentTarget, code: string): void {
+    if (this.agent !== agent) return;
+    this.log(`agent exited (${code})`);
+    const wasRunning = this.sessionId !== undefined;
+    this.resumeId = this.sessionId;
+    this.connection = undefined;
+    this.agent = undefined;
+    this.sessionId = undefined;
+    this.cancelPermissions();
+    if (this.state.busy) {
+      this.state.busy = false;
+    }
+    if (wasRunning) {
+      this.changed([
+        addNotice(this.state, "error", `Talaria stopped (${code}). It starts again with your next prompt.`),
+      ]);
+    }
+  }
+
+  private stopAgent(): void {
+    const agent = this.agent;
+    this.agent = undefined;
+    this.connection?.close();
+    this.connection = undefined;
+    this.sessionId = undefined;
+    agent?.kill();
+  }
+
+  private onPermission(params: RequestPermissionRequest): Promise<RequestPermissionResponse> {
+    const id = params.toolCall.toolCallId;
+    this.changed([askPermission(this.state, params.toolCall, params.options)]);
+    return new Promise((resolve) => this.permissions.set(id, resolve));
+  }
+
+  /** The user picked an option on a card. */
+  answerPermission(toolCallId: string, optionId: string): void {
+    const resolve = this.permissions.get(toolCallId);
+    if (!resolve) return;
+    this.permissions.delete(toolCallId);
+    resolve({ outcome: { outcome: "selected", optionId } });
+    this.changed([answered(this.state, toolCallId)]);
+  }
+
+  private cancelPermissions(): void {
+    for (const [id, resolve] of this.permissions) {
+      resolve({ outcome: { outcome: "cancelled" } });
+      answered(this.state, id);
+    }
+    this.permissions.clear();
+  }
+
+  /** Sends a prompt; `shown` is how the chat shows it. Resolves with the stop reason. */
+  async prompt(blocks: ContentBlock[], shown: string, attachments: string[] = []): Promise<string | undefined> {
+    if (this.state.busy) return undefined;
+    this.changed([addUser(this.state, shown, attachments)]);
+    this.state.busy = true;
+    this.changed(["*"]);
+    try {
+      if (!(await this.ensureStarted()) || !this.connection || !this.sessionId) return undefined;
+      const response = await this.connection.agent.request(methods.agent.session.prompt, {
+        sessionId: this.sessionId,
+        prompt: blocks,
+      });
+      this.changed([addStop(this.state, response.stopReason)]);
+      return response.stopReason;
+    } catch (error) {
+      if (this.connection) this.changed([addNotice(this.state, "error", describe(error))]);
+      return undefined;
+    } finally {
+      this.state.busy = false;
+      this.changed(["*"]);
+    }
+  }
+
+  /** Stop: cancels the running turn (and any question it asked). */
+  async cancel(): Promise<void> {
+    this.cancelPermissions();
+    if (this.connection && this.sessionId) {
+      await this.connection.agent.notify(methods.agent.session.cancel, { sessionId: this.sessionId });
+    }
+  }
+
+  async setConfigOption(configId: string, value: string): Promise<void> {
+    if (!this.connection || !this.sessionId) return;
+    try {
+      const response = await this.connection.agent.request(methods.agent.session.setConfigOption, {
+        sessionId: this.sessionId,
+        configId,
+        value,
+      });
+      this.setOptions(response.configOptions);
+    } catch (error) {
+      this.changed([addNotice(this.state, "error", describe(error))]);
+    }
+  }
+
+  async listSessions(): Promise<SessionInfo[]> {
+    if (!(await this.ensureStarted()) || !this.connection || !this.canList) return [];
+    const listed = await this.connection.agent.request(methods.agent.session.list, { cwd: this.cwd });
+    return listed.sessions;
+  }
+
+  /** Reopens a past session: the chat is cleared and the agent's replay fills it. */
+  async loadSession(sessionId: string): Promise<boolean> {
+    if (!(await this.ensureStarted()) || !this.connection || !this.canLoad) return false;
+    await this.closeCurrent();
+    this.state = emptyState();
+    this.sessionId = sessionId;
+    this.changed(["*"]);
+    try {
+      const loaded = await this.connection.agent.request(methods.agent.session.load, {
+        sessionId,
+        cwd: this.cwd,
+        mcpServers: [],
+      });
+      this.setOptions(loaded.configOptions);
+      return true;
+    } catch (error) {
+      this.sessionId = undefined;
+      this.changed([addNotice(this.state, "error", describe(error))]);
+      return false;
+    }
+  }
+
+  /** Starts a fresh session (the current one is closed and stays in the list). */
+  async newSession(): Promise<boolean> {
+    await this.closeCurrent();
+    this.state = emptyState();
+    this.changed(["*"]);
+    return this.ensureStarted();
+  }
+
+  private async closeCurrent(): Promise<void> {
+    const sessionId = this.sessionId;
+    this.sessionId = undefined;
+    if (!sessionId || !this.connection) return;
+    this.cancelPermissions();
+    if (this.agentInfo?.agentCapabilities?.sessionCapabilities?.close) {
+      try {
+        await this.connection.agent.request(methods.agent.session.close, { sessionId });
+      } catch (error) {
+        this.log(`closing ${sessionId} failed: ${describe(error)}`);
+      }
+    }
+  }
+
+  /** Closes the session and stops the agent. */
+  async dispose(): Promise<void> {
+    await this.closeCurrent();
+    this.stopAgent();
+  }
+}
+
+/** A protocol or start error as one line for the user. */
+export function describe(error: unknown): string {
+  if (error instanceof RequestError) return error.message;
+  if (error && typeof error === "object" && "message" in error) return String((error as { message: unknown }).message);
+  return String(error);
+}

@@ -1,0 +1,166 @@
+// Chat items as HTML for the webview: markdown for answers (raw HTML in the model's text is
+// escaped, never run), thoughts in a collapsed block, tool cards with title, kind, status,
+// output, diffs and the permission buttons. Pure: no VS Code, no DOM.
+import { Marked } from "marked";
+
+import type { ChatItem, ChatState, ToolCard } from "./chatState.js";
+
+const markdown = new Marked({ gfm: true, breaks: false, async: false });
+// The model's text is untrusted: raw HTML in it is shown as text.
+markdown.use({
+  renderer: {
+    html(token) {
+      return escapeHtml(token.text);
+    },
+  },
+});
+
+export function escapeHtml(text: string): string {
+  return text
+    .replace(/&/g, "&amp;")
+    .replace(/</g, "&lt;")
+    .replace(/>/g, "&gt;")
+    .replace(/"/g, "&quot;")
+    .replace(/'/g, "&#39;");
+}
+
+/** Markdown to HTML (links keep only http(s), file and relative targets). */
+export function renderMarkdown(text: string): string {
+  const html = markdown.parse(text) as string;
+  return html.replace(/href="(?!https?:|file:|#|\.{0,2}\/|[\w-]+\.)[^"]*"/gi, 'href="#"');
+}
+
+const KIND_ICONS: Record<string, string> = {
+  read: "📖",
+  edit: "✏️",
+  delete: "🗑️",
+  move: "📦",
+  search: "🔍",
+  execute: "▶️",
+  think: "💭",
+  fetch: "🌐",
+  switch_mode: "🔀",
+  other: "🔧",
+};
+
+function renderCardContent(card: ToolCard): string {
+  return card.content
+    .map((content, index) => {
+      switch (content.type) {
+        case "content": {
+          const block = content.content;
+          if (block.type === "text") return `<pre class="output">${escapeHtml(block.text)}</pre>`;
+          if (block.type === "image") return `<div class="output">[image]</div>`;
+          return "";
+        }
+        case "diff": {
+          const lines = diffLines(content.oldText ?? "", content.newText);
+          return `<div class="diff" data-index="${index}">
+  <div class="diff-head"><span class="path">${escapeHtml(content.path)}</span>
+  <button class="open-diff" data-tool="${escapeHtml(card.toolCallId)}" data-index="${index}">Open diff</button></div>
+  <pre>${lines}</pre></div>`;
+        }
+        case "terminal":
+          return `<div class="terminal-ref">Running in the terminal “Talaria: ${escapeHtml(content.terminalId)}”</div>`;
+        default:
+          return "";
+      }
+    })
+    .join("");
+}
+
+/** A short line diff: removed lines then added lines (the diff editor shows the full one). */
+export function diffLines(oldText: string, newText: string): string {
+  const before = oldText === "" ? [] : oldText.split("\n");
+  const after = newText.split("\n");
+  const removed = before.filter((line) => !after.includes(line));
+  const added = after.filter((line) => !before.includes(line));
+  const shown = [
+    ...removed.slice(0, 20).map((l) => `<span class="del">- ${escapeHtml(l)}</span>`),
+    ...added.slice(0, 20).map((l) => `<span class="add">+ ${escapeHtml(l)}</span>`),
+  ];
+  const hidden = removed.length + added.length - shown.length;
+  if (hidden > 0) shown.push(`<span class="more">… ${hidden} more lines</span>`);
+  return shown.join("\n");
+}
+
+export function renderCard(card: ToolCard): string {
+  const icon = KIND_ICONS[card.kind] ?? KIND_ICONS.other;
+  const permission = card.permission
+    ? `<div class="permission" role="group" aria-label="Permission">
+  ${card.permission.options
+    .map(
+      (o) =>
+        `<button class="permission-option ${escapeHtml(o.kind)}" data-tool="${escapeHtml(card.toolCallId)}" data-option="${escapeHtml(o.optionId)}">${escapeHtml(o.name)}</button>`,
+    )
+    .join("\n  ")}
+</div>`
+    : "";
+  return `<div class="tool-card status-${escapeHtml(card.status)}" data-tool="${escapeHtml(card.toolCallId)}">
+<div class="tool-head"><span class="kind" title="${escapeHtml(card.kind)}">${icon}</span>
+<span class="title">${escapeHtml(card.title)}</span>
+<span class="status">${escapeHtml(card.status.replace("_", " "))}</span></div>
+${renderCardContent(card)}${permission}
+</div>`;
+}
+
+export function renderItem(item: ChatItem): string {
+  switch (item.kind) {
+    case "user":
+      return `<div class="message user">${escapeHtml(item.text)}${
+        item.attachments.length
+          ? `<div class="attachments">${item.attachments.map((a) => `<span class="chip">${escapeHtml(a)}</span>`).join("")}</div>`
+          : ""
+      }</div>`;
+    case "agent":
+      return `<div class="message agent">${renderMarkdown(item.text)}</div>`;
+    case "thought":
+      return `<details class="thought"><summary>Thinking</summary><div>${renderMarkdown(item.text)}</div></details>`;
+    case "tool":
+      return renderCard(item.card);
+    case "notice":
+      return `<div class="notice ${escapeHtml(item.severity)}">${escapeHtml(item.text)}${
+        item.action
+          ? ` <button class="notice-action" data-command="${escapeHtml(item.action.command)}">${escapeHtml(item.action.label)}</button>`
+          : ""
+      }</div>`;
+    case "stop":
+      return item.reason === "end_turn"
+        ? ""
+        : `<div class="stop">${escapeHtml(stopText(item.reason))}</div>`;
+  }
+}
+
+export function stopText(reason: string): string {
+  switch (reason) {
+    case "cancelled":
+      return "Stopped.";
+    case "max_tokens":
+      return "The answer reached the model's output limit.";
+    case "max_turn_requests":
+      return "The turn reached its request limit.";
+    case "refusal":
+      return "The model refused.";
+    default:
+      return `Ended: ${reason}`;
+  }
+}
+
+/** The plan as a checklist. */
+export function renderPlan(state: ChatState): string {
+  if (!state.plan.length) return "";
+  const mark = (status: string) => (status === "completed" ? "☑" : status === "in_progress" ? "◐" : "☐");
+  return `<ul class="plan">${state.plan
+    .map((e) => `<li class="${escapeHtml(e.status)}">${mark(e.status)} ${escapeHtml(e.content)}</li>`)
+    .join("")}</ul>`;
+}
+
+/** Context usage and cost, e.g. "12.3k / 128k tokens (10%) · $0.04". */
+export function renderUsage(state: ChatState): string {
+  const usage = state.usage;
+  if (!usage) return "";
+  const k = (n: number) => (n >= 1000 ? `${(n / 1000).toFixed(n >= 10000 ? 0 : 1)}k` : String(n));
+  const percent = usage.size > 0 ? Math.round((usage.used / usage.size) * 100) : 0;
+  const cost = usage.cost ? ` · ${usage.cost.currency === "USD" ? "$" : `${usage.cost.currency} `}${usage.cost.amount.toFixed(2)}` : "";
+  return `${k(usage.used)} / ${k(usage.size)} tokens (${percent}%)${cost}`;
+}

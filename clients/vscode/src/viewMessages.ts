@@ -1,0 +1,39 @@
+// The messages between the extension host and the chat webview (both directions).
+
+export type FromView =
+  | { type: "ready" }
+  | {
+      type: "prompt";
+      text: string;
+      /** Workspace-relative paths mentioned with @. */
+      mentions: string[];
+      images: { mimeType: string; data: string }[];
+    }
+  | { type: "stop" }
+  | { type: "permission"; toolCallId: string; optionId: string }
+  | { type: "openDiff"; toolCallId: string; index: number }
+  | { type: "setOption"; configId: string; value: string }
+  | { type: "newSession" }
+  | { type: "listSessions" }
+  | { type: "loadSession"; sessionId: string }
+  | { type: "searchFiles"; query: string }
+  | { type: "command"; command: string };
+
+export type HeaderOption = { id: string; name: string; value: string; choices: { value: string; name: string }[] };
+
+export type ToView =
+  | { type: "reset"; items: { id: string; html: string }[] }
+  | { type: "item"; id: string; html: string }
+  | {
+      type: "header";
+      busy: boolean;
+      usage: string;
+      plan: string;
+      title: string;
+      commands: { name: string; description: string; hint: string }[];
+      options: HeaderOption[];
+      acceptsImages: boolean;
+      canList: boolean;
+    }
+  | { type: "sessions"; sessions: { id: string; title: string; updatedAt: string }[] }
+  | { type: "files"; files: string[] };

@@ -1,0 +1,237 @@
+// End to end in a real VS Code: code-server (VS Code 1.100's workbench with its Node extension
+// host) in headless Chromium driven by playwright-core. Installs the freshly packaged .vsix,
+// opens a workspace, starts Talaria against the project's scripted mock LLM, and checks in the
+// page: a streamed markdown answer, a tool card with a permission question answered from the
+// card, the file written through fs/write_text_file (on disk and in the editor), and Stop
+// ending a slow turn. A screenshot of the chat view is saved after each step.
+import { spawn, execFileSync, type ChildProcess } from "node:child_process";
+import { createServer } from "node:net";
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync, existsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { createInterface } from "node:readline";
+import assert from "node:assert/strict";
+import { chromium, type Frame, type Page } from "playwright-core";
+
+const here = process.cwd(); // clients/vscode (npm run)
+const repo = resolve(here, "../..");
+const target = process.env.CARGO_TARGET_DIR ?? join(repo, "target");
+const talariaBin = process.env.TALARIA_BIN ?? join(target, "debug", "talaria");
+const mockBin = process.env.TALARIA_MOCK_BIN ?? join(target, "debug", "talaria-mock-llm");
+const codeServer = join(here, ".e2e", "node_modules", ".bin", "code-server");
+const browserPath = process.env.CHROMIUM ?? "/usr/lib/chromium/chromium";
+const vsix = join(here, "dist", "talaria.vsix");
+const shots = join(here, "dist", "e2e-screenshots");
+const TIMEOUT = 60_000;
+
+const children: ChildProcess[] = [];
+function cleanUp(): void {
+  for (const child of children) {
+    try {
+      if (child.pid) process.kill(-child.pid, "SIGKILL");
+    } catch {
+      child.kill("SIGKILL");
+    }
+  }
+}
+process.on("exit", cleanUp);
+
+function freePort(): Promise<number> {
+  return new Promise((ok, fail) => {
+    const server = createServer();
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => (address && typeof address === "object" ? ok(address.port) : fail(new Error("no port"))));
+    });
+  });
+}
+
+async function startMock(): Promise<string> {
+  const script = join(mkdtempSync(join(tmpdir(), "talaria-vscode-mock-")), "script.json");
+  writeFileSync(
+    script,
+    JSON.stringify([
+      { type: "text", chunks: ["Hello ", "from **Talaria**", " in VS Code."], delay_ms: 40 },
+      {
+        type: "tool_calls",
+        calls: [{ id: "w1", name: "write_file", arguments: JSON.stringify({ path: "notes.txt", content: "written by Talaria\n" }) }],
+      },
+      { type: "text", chunks: ["Done: notes.txt is written."] },
+      { type: "hang", chunks: ["Working on it"] },
+    ]),
+  );
+  const mock = spawn(mockBin, [script], { stdio: ["pipe", "pipe", "inherit"], detached: true });
+  children.push(mock);
+  const line = await new Promise<string>((ok, fail) => {
+    createInterface({ input: mock.stdout! }).once("line", ok);
+    mock.once("error", fail);
+  });
+  return JSON.parse(line).base_url as string;
+}
+
+async function startCodeServer(workspace: string, baseUrl: string): Promise<string> {
+  const base = mkdtempSync(join(tmpdir(), "talaria-vscode-e2e-"));
+  const userData = join(base, "user-data");
+  const extensions = join(base, "extensions");
+  mkdirSync(join(userData, "User"), { recursive: true });
+  writeFileSync(
+    join(userData, "User", "settings.json"),
+    JSON.stringify({
+      "workbench.startupEditor": "none",
+      "telemetry.telemetryLevel": "off",
+      "workbench.tips.enabled": false,
+      "chat.commandCenter.enabled": false,
+      "talaria.path": talariaBin,
+      "talaria.home": join(base, "talaria-home"),
+      "talaria.env": {
+        OPENAI_BASE_URL: baseUrl,
+        OPENAI_API_KEY: "e2e-key",
+        TALARIA_MODEL: "mock-model",
+        TALARIA_TITLES: "off",
+      },
+    }),
+  );
+  const env = { ...process.env, XDG_CONFIG_HOME: join(base, "xdg-config"), XDG_DATA_HOME: join(base, "xdg-data") };
+  const common = ["--user-data-dir", userData, "--extensions-dir", extensions];
+  execFileSync(codeServer, ["--install-extension", vsix, ...common], { env, stdio: ["ignore", "ignore", "inherit"] });
+  const port = await freePort();
+  const server = spawn(
+    codeServer,
+    [
+      "--bind-addr",
+      `127.0.0.1:${port}`,
+      "--auth",
+      "none",
+      "--disable-telemetry",
+      "--disable-update-check",
+      "--disable-workspace-trust",
+      ...common,
+      workspace,
+    ],
+    { env, stdio: ["ignore", "ignore", "inherit"], detached: true },
+  );
+  children.push(server);
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + TIMEOUT;
+  while (Date.now() < deadline) {
+    try {
+      if ((await fetch(`${url}/healthz`)).ok) return url;
+    } catch {
+      // not up yet
+    }
+    await new Promise((ok) => setTimeout(ok, 250));
+  }
+  throw new Error("code-server did not start");
+}
+
+/** The frame of the chat view (webviews nest the page in an inner frame). */
+async function chatFrame(page: Page): Promise<Frame> {
+  const deadline = Date.now() + TIMEOUT;
+  while (Date.now() < deadline) {
+    for (const frame of page.frames()) {
+      if (await frame.locator("textarea.prompt").count().catch(() => 0)) return frame;
+    }
+    await page.waitForTimeout(250);
+  }
+  throw new Error("the chat view did not appear");
+}
+
+let step = 0;
+async function screenshot(page: Page, name: string): Promise<void> {
+  step += 1;
+  const file = join(shots, `${String(step).padStart(2, "0")}-${name}.png`);
+  const frames = page.locator("iframe.webview.ready");
+  for (let i = 0; i < (await frames.count()); i += 1) {
+    const frame = frames.nth(i);
+    if (await frame.isVisible()) {
+      await frame.screenshot({ path: file });
+      return;
+    }
+  }
+  await page.screenshot({ path: file });
+}
+
+async function run(): Promise<void> {
+  for (const needed of [talariaBin, mockBin, codeServer, browserPath, vsix]) {
+    assert.ok(existsSync(needed), `missing ${needed} (build with cargo, run setup-e2e.sh and npm run package)`);
+  }
+  mkdirSync(shots, { recursive: true });
+  const workspace = mkdtempSync(join(tmpdir(), "talaria-vscode-ws-"));
+  writeFileSync(join(workspace, "README.md"), "# A workspace for the test\n");
+  const baseUrl = await startMock();
+  const url = await startCodeServer(workspace, baseUrl);
+  const browser = await chromium.launch({
+    executablePath: browserPath,
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+  });
+  try {
+    const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    await page.goto(`${url}/?folder=${encodeURIComponent(workspace)}`);
+    await page.locator(".explorer-folders-view").getByText("README.md").waitFor({ timeout: TIMEOUT });
+
+    // Open the chat from the command palette.
+    await page.locator(".monaco-workbench").click();
+    await page.keyboard.press("F1");
+    await page.keyboard.type("Talaria: Open Chat");
+    await page.keyboard.press("Enter");
+    const chat = await chatFrame(page);
+    // The chat sits in the secondary side bar, beside the editor.
+    await page.locator(".part.auxiliarybar", { hasText: /talaria/i }).waitFor({ timeout: TIMEOUT });
+    await screenshot(page, "opened");
+
+    // 1. A streamed answer, rendered as markdown.
+    await chat.locator("textarea.prompt").fill("Say hello");
+    await chat.locator("textarea.prompt").press("Enter");
+    // Streamed: the whole answer arrives, its markdown rendered.
+    await chat.locator(".message.agent", { hasText: "Hello from Talaria in VS Code." }).waitFor({ timeout: TIMEOUT });
+    assert.equal(await chat.locator(".message.agent strong").last().innerText(), "Talaria");
+    await chat.locator("button.send:not(.hidden)").waitFor({ timeout: TIMEOUT });
+    await screenshot(page, "answer");
+
+    // 2. A tool card with a permission question, answered from the card.
+    await chat.locator("textarea.prompt").fill("Write notes.txt");
+    await chat.locator("textarea.prompt").press("Enter");
+    const allow = chat.locator(".tool-card .permission button.allow_once");
+    await allow.waitFor({ timeout: TIMEOUT });
+    assert.match(await chat.locator(".tool-card .title").last().innerText(), /notes\.txt/);
+    await screenshot(page, "permission");
+    await allow.click();
+    await chat.locator(".tool-card.status-completed").waitFor({ timeout: TIMEOUT });
+    await chat.locator(".message.agent", { hasText: "notes.txt is written" }).waitFor({ timeout: TIMEOUT });
+
+    // 3. The edit went through the editor: on disk, and open in the editor.
+    assert.equal(readFileSync(join(workspace, "notes.txt"), "utf8"), "written by Talaria\n");
+    await page.locator(".monaco-editor .view-lines", { hasText: "written by Talaria" }).waitFor({ timeout: TIMEOUT });
+    await page.locator(".tab", { hasText: "notes.txt" }).waitFor({ timeout: TIMEOUT });
+    await screenshot(page, "edited");
+    // The card's diff opens in VS Code's diff editor.
+    await chat.locator("button.open-diff").click();
+    await page.locator(".tab", { hasText: "Talaria's edit" }).waitFor({ timeout: TIMEOUT });
+    await page.locator(".monaco-diff-editor").first().waitFor({ timeout: TIMEOUT });
+
+    // 4. Stop ends a slow turn.
+    await chat.locator("textarea.prompt").fill("Take your time");
+    await chat.locator("textarea.prompt").press("Enter");
+    await chat.locator(".message.agent", { hasText: "Working on it" }).waitFor({ timeout: TIMEOUT });
+    await chat.locator("button.stop-button:not(.hidden)").click();
+    await chat.locator(".stop", { hasText: "Stopped." }).waitFor({ timeout: TIMEOUT });
+    await chat.locator("button.send:not(.hidden)").waitFor({ timeout: TIMEOUT });
+    await screenshot(page, "stopped");
+    await page.screenshot({ path: join(shots, "workbench.png") });
+    console.log(`vscode e2e: passed; screenshots in ${shots}`);
+  } finally {
+    await browser.close();
+    cleanUp();
+  }
+}
+
+run().then(
+  () => process.exit(0),
+  (error) => {
+    console.error(`vscode e2e: FAILED: ${error instanceof Error ? error.stack : String(error)}`);
+    console.error(`screenshots so far in ${shots}`);
+    cleanUp();
+    process.exit(1);
+  },
+);

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what the browser test needs, idempotently, from the package registries only:
+# Debian's chromium (and the headers code-server's native modules build against), and
+# code-server 4.100.x (VS Code 1.100 with its real Node extension host; the newest release
+# that runs on Node 20) in clients/vscode/.e2e. playwright-core is a dev dependency.
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+prefix="$here/.e2e"
+version=4.100.3
+
+sudo_if() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+if [ ! -x /usr/lib/chromium/chromium ] || ! dpkg -s libkrb5-dev >/dev/null 2>&1 || ! command -v rg >/dev/null; then
+  echo "setup-e2e: installing chromium, libkrb5-dev, ripgrep with apt" >&2
+  sudo_if apt-get update -qq
+  sudo_if env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium libkrb5-dev ripgrep >/dev/null
+fi
+
+if [ ! -x "$prefix/node_modules/.bin/code-server" ] || \
+   [ "$(node -p "require('$prefix/node_modules/code-server/package.json').version" 2>/dev/null)" != "$version" ]; then
+  echo "setup-e2e: installing code-server@$version into $prefix" >&2
+  mkdir -p "$prefix"
+  # @vscode/ripgrep downloads its binary from GitHub (unreachable here) unless its cache
+  # already holds the archive: give it Debian's rg.
+  cache="${TMPDIR:-/tmp}/vscode-ripgrep-cache-1.15.11"
+  archive="$cache/ripgrep-v13.0.0-10-x86_64-unknown-linux-musl.tar.gz"
+  if [ ! -f "$archive" ]; then
+    mkdir -p "$cache"
+    staging="$(mktemp -d)"
+    cp "$(command -v rg)" "$staging/rg"
+    tar czf "$archive" -C "$staging" rg
+    rm -rf "$staging"
+  fi
+  [ -f "$prefix/package.json" ] || echo '{"name": "talaria-vscode-e2e", "private": true}' > "$prefix/package.json"
+  # Its postinstall refuses root without unsafe-perm; node-pty's asks before running node-gyp.
+  (cd "$prefix" && npm_config_unsafe_perm=true npm_config_yes=true \
+    npm install --no-audit --no-fund --save-exact "code-server@$version" >&2)
+fi
+echo "setup-e2e: ready ($prefix/node_modules/.bin/code-server, /usr/lib/chromium/chromium)" >&2

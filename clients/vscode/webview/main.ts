@@ -1,0 +1,278 @@
+// The chat view's page script: shows the items the extension renders, the header (pickers,
+// usage, plan, sessions), and the prompt box (history, slash-command and @file completion,
+// pasted images, Send/Stop). Everything it does goes to the extension as a message.
+import type { FromView, HeaderOption, ToView } from "../src/viewMessages.js";
+
+declare function acquireVsCodeApi(): { postMessage(message: FromView): void };
+const vscode = acquireVsCodeApi();
+const send = (message: FromView) => vscode.postMessage(message);
+
+function el<K extends keyof HTMLElementTagNameMap>(tag: K, className = "", text = ""): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text) node.textContent = text;
+  return node;
+}
+
+// Layout.
+const header = el("div", "header");
+const pickers = el("div", "pickers");
+const sessionsButton = el("button", "sessions-button", "Sessions");
+const newButton = el("button", "new-button", "New");
+const usage = el("div", "usage");
+header.append(pickers, sessionsButton, newButton, usage);
+const sessionsList = el("div", "sessions hidden");
+const plan = el("div", "plan-box");
+const log = el("div", "log");
+const composer = el("div", "composer");
+const chips = el("div", "chips");
+const completions = el("ul", "completions hidden");
+const input = el("textarea", "prompt");
+input.placeholder = "Ask Talaria — / for commands, @ to mention a file";
+input.rows = 3;
+const sendButton = el("button", "send", "Send");
+const stopButton = el("button", "stop-button hidden", "Stop");
+composer.append(chips, completions, input, sendButton, stopButton);
+document.body.append(header, sessionsList, plan, log, composer);
+
+type Command = { name: string; description: string; hint: string };
+let commands: Command[] = [];
+let acceptsImages = false;
+let busy = false;
+const history: string[] = [];
+let historyIndex = 0;
+let mentions: string[] = [];
+let images: { mimeType: string; data: string }[] = [];
+let completionItems: { label: string; detail: string; insert: string; mention?: string }[] = [];
+let completionIndex = 0;
+
+function itemNode(id: string): HTMLElement {
+  let node = document.getElementById(id);
+  if (!node) {
+    node = el("div", "item");
+    node.id = id;
+    log.append(node);
+  }
+  return node;
+}
+
+function scrollToEnd(): void {
+  log.scrollTop = log.scrollHeight;
+}
+
+function renderPickers(options: HeaderOption[]): void {
+  pickers.replaceChildren(
+    ...options.map((option) => {
+      const label = el("label", "picker");
+      label.append(el("span", "", option.name));
+      const select = el("select");
+      select.dataset.config = option.id;
+      for (const choice of option.choices) {
+        const item = el("option", "", choice.name);
+        item.value = choice.value;
+        item.selected = choice.value === option.value;
+        select.append(item);
+      }
+      select.addEventListener("change", () => send({ type: "setOption", configId: option.id, value: select.value }));
+      label.append(select);
+      return label;
+    }),
+  );
+}
+
+function renderChips(): void {
+  chips.replaceChildren(
+    ...mentions.map((m) => el("span", "chip", `@${m}`)),
+    ...images.map((_, i) => el("span", "chip", `image ${i + 1}`)),
+  );
+}
+
+window.addEventListener("message", (event: MessageEvent<ToView>) => {
+  const message = event.data;
+  switch (message.type) {
+    case "reset":
+      log.replaceChildren();
+      for (const item of message.items) itemNode(item.id).innerHTML = item.html;
+      scrollToEnd();
+      break;
+    case "item":
+      itemNode(message.id).innerHTML = message.html;
+      scrollToEnd();
+      break;
+    case "header":
+      busy = message.busy;
+      sendButton.classList.toggle("hidden", busy);
+      stopButton.classList.toggle("hidden", !busy);
+      usage.textContent = message.usage;
+      plan.innerHTML = message.plan;
+      commands = message.commands;
+      acceptsImages = message.acceptsImages;
+      sessionsButton.classList.toggle("hidden", !message.canList);
+      renderPickers(message.options);
+      break;
+    case "sessions":
+      sessionsList.replaceChildren(
+        ...message.sessions.map((s) => {
+          const button = el("button", "session", s.title);
+          button.title = s.updatedAt;
+          button.addEventListener("click", () => {
+            sessionsList.classList.add("hidden");
+            send({ type: "loadSession", sessionId: s.id });
+          });
+          return button;
+        }),
+      );
+      if (!message.sessions.length) sessionsList.append(el("div", "empty", "No past sessions."));
+      sessionsList.classList.remove("hidden");
+      break;
+    case "files":
+      showCompletions(message.files.map((f) => ({ label: f, detail: "", insert: `@${f} `, mention: f })));
+      break;
+  }
+});
+
+// Buttons inside rendered items: permission options, Open diff, notice actions.
+log.addEventListener("click", (event) => {
+  const target = (event.target as HTMLElement).closest("button");
+  if (!target) return;
+  if (target.classList.contains("permission-option")) {
+    target.closest(".permission")?.querySelectorAll("button").forEach((b) => ((b as HTMLButtonElement).disabled = true));
+    send({ type: "permission", toolCallId: target.dataset.tool ?? "", optionId: target.dataset.option ?? "" });
+  } else if (target.classList.contains("open-diff")) {
+    send({ type: "openDiff", toolCallId: target.dataset.tool ?? "", index: Number(target.dataset.index ?? 0) });
+  } else if (target.classList.contains("notice-action")) {
+    send({ type: "command", command: target.dataset.command ?? "" });
+  }
+});
+
+function submit(): void {
+  const text = input.value.trim();
+  if (!text || busy) return;
+  history.push(text);
+  historyIndex = history.length;
+  send({ type: "prompt", text, mentions: mentions.filter((m) => text.includes(`@${m}`)), images });
+  input.value = "";
+  mentions = [];
+  images = [];
+  renderChips();
+  hideCompletions();
+}
+
+function showCompletions(items: typeof completionItems): void {
+  completionItems = items;
+  completionIndex = 0;
+  completions.replaceChildren(
+    ...items.map((item, i) => {
+      const li = el("li", i === 0 ? "active" : "");
+      li.append(el("span", "label", item.label), el("span", "detail", item.detail));
+      li.addEventListener("mousedown", (event) => {
+        event.preventDefault();
+        accept(i);
+      });
+      return li;
+    }),
+  );
+  completions.classList.toggle("hidden", items.length === 0);
+}
+
+function hideCompletions(): void {
+  completionItems = [];
+  completions.classList.add("hidden");
+}
+
+/** The word being typed at the caret. */
+function currentWord(): { start: number; word: string } {
+  const upto = input.value.slice(0, input.selectionStart);
+  const start = Math.max(upto.lastIndexOf(" "), upto.lastIndexOf("\n")) + 1;
+  return { start, word: upto.slice(start) };
+}
+
+function accept(index: number): void {
+  const item = completionItems[index];
+  if (!item) return;
+  const { start } = currentWord();
+  input.value = input.value.slice(0, start) + item.insert + input.value.slice(input.selectionStart);
+  if (item.mention && !mentions.includes(item.mention)) mentions.push(item.mention);
+  renderChips();
+  hideCompletions();
+  input.focus();
+}
+
+input.addEventListener("input", () => {
+  const { start, word } = currentWord();
+  if (word.startsWith("/") && start === 0) {
+    const typed = word.slice(1).toLowerCase();
+    showCompletions(
+      commands
+        .filter((c) => c.name.toLowerCase().startsWith(typed))
+        .map((c) => ({ label: `/${c.name}`, detail: c.description, insert: `/${c.name} ` })),
+    );
+  } else if (word.startsWith("@") && word.length > 1) {
+    send({ type: "searchFiles", query: word.slice(1) });
+  } else {
+    hideCompletions();
+  }
+});
+
+input.addEventListener("keydown", (event) => {
+  const completing = completionItems.length > 0;
+  if (completing && (event.key === "ArrowDown" || event.key === "ArrowUp")) {
+    event.preventDefault();
+    const step = event.key === "ArrowDown" ? 1 : -1;
+    completionIndex = (completionIndex + step + completionItems.length) % completionItems.length;
+    completions.querySelectorAll("li").forEach((li, i) => li.classList.toggle("active", i === completionIndex));
+    return;
+  }
+  if (completing && (event.key === "Tab" || event.key === "Enter")) {
+    event.preventDefault();
+    accept(completionIndex);
+    return;
+  }
+  if (event.key === "Escape") {
+    hideCompletions();
+    return;
+  }
+  if (event.key === "Enter" && !event.shiftKey) {
+    event.preventDefault();
+    submit();
+    return;
+  }
+  // History: up at the first line, down at the last.
+  const atStart = input.selectionStart === 0 && input.selectionEnd === 0;
+  const atEnd = input.selectionStart === input.value.length;
+  if (event.key === "ArrowUp" && atStart && historyIndex > 0) {
+    event.preventDefault();
+    historyIndex -= 1;
+    input.value = history[historyIndex];
+  } else if (event.key === "ArrowDown" && atEnd && historyIndex < history.length) {
+    event.preventDefault();
+    historyIndex += 1;
+    input.value = history[historyIndex] ?? "";
+  }
+});
+
+input.addEventListener("paste", (event) => {
+  const files = Array.from(event.clipboardData?.files ?? []).filter((f) => f.type.startsWith("image/"));
+  if (!files.length) return;
+  event.preventDefault();
+  if (!acceptsImages) return;
+  for (const file of files) {
+    const reader = new FileReader();
+    reader.onload = () => {
+      const url = String(reader.result);
+      images.push({ mimeType: file.type, data: url.slice(url.indexOf(",") + 1) });
+      renderChips();
+    };
+    reader.readAsDataURL(file);
+  }
+});
+
+sendButton.addEventListener("click", submit);
+stopButton.addEventListener("click", () => send({ type: "stop" }));
+newButton.addEventListener("click", () => send({ type: "newSession" }));
+sessionsButton.addEventListener("click", () => {
+  if (sessionsList.classList.contains("hidden")) send({ type: "listSessions" });
+  else sessionsList.classList.add("hidden");
+});
+
+send({ type: "ready" });
