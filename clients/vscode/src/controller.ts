@@ -156,7 +156,9 @@ export class SessionController {
         return false;
       }
       const agent = this.agent;
-      const connection = this.buildClient().connect(agent.target as Stream);
+      const app = this.buildClient();
+      const target = agent.target;
+      const connection = "writable" in target ? app.connect(target) : app.connect(target);
       this.connection = connection;
       agent.exited.then((code) => this.onExit(agent, code));
       try {

@@ -2,10 +2,10 @@
 # Installs what the browser test needs, idempotently, from the package registries only:
 # Debian's chromium (and the headers code-server's native modules build against), and
 # code-server 4.100.x (VS Code 1.100 with its real Node extension host; the newest release
-# that runs on Node 20) in clients/vscode/.e2e. playwright-core is a dev dependency.
+# that runs on Node 20), locked in test/code-server. playwright-core is a dev dependency.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
-prefix="$here/.e2e"
+prefix="$here/test/code-server"
 version=4.100.3
 
 sudo_if() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
@@ -31,9 +31,8 @@ if [ ! -x "$prefix/node_modules/.bin/code-server" ] || \
     tar czf "$archive" -C "$staging" rg
     rm -rf "$staging"
   fi
-  [ -f "$prefix/package.json" ] || echo '{"name": "talaria-vscode-e2e", "private": true}' > "$prefix/package.json"
   # Its postinstall refuses root without unsafe-perm; node-pty's asks before running node-gyp.
   (cd "$prefix" && npm_config_unsafe_perm=true npm_config_yes=true \
-    npm install --no-audit --no-fund --save-exact "code-server@$version" >&2)
+    npm ci --no-audit --no-fund >&2)
 fi
 echo "setup-e2e: ready ($prefix/node_modules/.bin/code-server, /usr/lib/chromium/chromium)" >&2

@@ -1,0 +1,130 @@
+// The session controller against an in-process agent: streaming into the chat state, the
+// permission flow on the cards, Stop, start failures with an Open settings action, and a
+// crashed agent restarted (and its session resumed) on the next prompt.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+
+import { OPEN_SETTINGS, SessionController, StartError } from "../src/controller.js";
+import { findCard } from "../src/chatState.js";
+import { FakeAgent, RecordingHost } from "./fakeAgent.js";
+
+function controllerFor(fake: FakeAgent, host = new RecordingHost()) {
+  const controller = new SessionController(fake.launcher(), host, "/w");
+  const changes: string[][] = [];
+  controller.onChange((ids) => changes.push(ids));
+  return { controller, host, changes };
+}
+
+const text = (t: string) => [{ type: "text" as const, text: t }];
+
+async function until(check: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 200; i += 1) {
+    if (check()) return;
+    await new Promise((ok) => setTimeout(ok, 5));
+  }
+  assert.fail(`timed out waiting for ${what}`);
+}
+
+test("a prompt streams the answer, the thought and the usage into the chat", async () => {
+  const fake = new FakeAgent();
+  const { controller, changes } = controllerFor(fake);
+  const stop = await controller.prompt(text("hello"), "hello");
+  assert.equal(stop, "end_turn");
+  const kinds = controller.state.items.map((i) => i.kind);
+  assert.deepEqual(kinds, ["user", "thought", "agent", "stop"]);
+  const answer = controller.state.items[2];
+  assert.equal(answer.kind === "agent" && answer.text, "Hello **there**");
+  assert.equal(controller.state.usage?.used, 1200);
+  assert.equal(controller.state.configOptions[0]?.id, "mode");
+  assert.ok(changes.some((ids) => ids.includes(answer.id)), "the view heard about the answer");
+  const initialize = fake.received.find((r) => r.method === "initialize")?.params as {
+    clientCapabilities: { fs: { readTextFile: boolean; writeTextFile: boolean }; terminal: boolean };
+  };
+  assert.deepEqual(initialize.clientCapabilities.fs, { readTextFile: true, writeTextFile: true });
+  assert.equal(initialize.clientCapabilities.terminal, true);
+  assert.equal((fake.received.find((r) => r.method === "session/new")?.params as { cwd: string }).cwd, "/w");
+  assert.equal(controller.acceptsImages, true);
+});
+
+test("a permission question waits on its card and the chosen option reaches the agent", async () => {
+  const fake = new FakeAgent();
+  const { controller, host } = controllerFor(fake);
+  const running = controller.prompt(text("write"), "write");
+  await until(() => findCard(controller.state, "t1")?.permission !== undefined, "the question");
+  const card = findCard(controller.state, "t1");
+  assert.deepEqual(
+    card?.permission?.options.map((o) => o.optionId),
+    ["allow_once", "reject_once"],
+  );
+  controller.answerPermission("t1", "allow_once");
+  assert.equal(await running, "end_turn");
+  assert.deepEqual(fake.permissionAnswers, [{ outcome: "selected", optionId: "allow_once" }]);
+  assert.equal(findCard(controller.state, "t1")?.permission, undefined);
+  assert.equal(findCard(controller.state, "t1")?.status, "completed");
+  assert.deepEqual(host.writes, [{ path: "/w/a.txt", content: "A" }]);
+});
+
+test("Stop while a question waits cancels it and tells the agent", async () => {
+  const fake = new FakeAgent();
+  const { controller } = controllerFor(fake);
+  const running = controller.prompt(text("write"), "write");
+  await until(() => findCard(controller.state, "t1")?.permission !== undefined, "the question");
+  await controller.cancel();
+  assert.equal(await running, "cancelled");
+  assert.deepEqual(fake.permissionAnswers, [{ outcome: "cancelled" }]);
+  assert.equal(fake.cancelled, 1);
+  assert.equal(controller.state.busy, false);
+});
+
+test("Stop ends a slow turn", async () => {
+  const fake = new FakeAgent();
+  const { controller } = controllerFor(fake);
+  const running = controller.prompt(text("slow"), "slow");
+  await until(() => controller.state.items.some((i) => i.kind === "agent"), "the first chunk");
+  assert.equal(controller.state.busy, true);
+  await controller.cancel();
+  assert.equal(await running, "cancelled");
+  const last = controller.state.items[controller.state.items.length - 1];
+  assert.deepEqual(last.kind === "stop" && last.reason, "cancelled");
+});
+
+test("a binary that cannot start is said in the chat with a button to the settings", async () => {
+  const controller = new SessionController(
+    () => {
+      throw new StartError("The Talaria binary “nope” was not found.");
+    },
+    new RecordingHost(),
+    "/w",
+  );
+  assert.equal(await controller.prompt(text("hi"), "hi"), undefined);
+  const notice = controller.state.items.find((i) => i.kind === "notice");
+  assert.ok(notice && notice.kind === "notice");
+  assert.match(notice.text, /was not found/);
+  assert.deepEqual(notice.action, { label: "Open settings", command: OPEN_SETTINGS });
+  assert.equal(controller.state.busy, false);
+});
+
+test("missing credentials (-32000) are shown with the agent's message and Open settings", async () => {
+  const fake = new FakeAgent({ authError: "no API key: set OPENAI_API_KEY" });
+  const { controller } = controllerFor(fake);
+  await controller.prompt(text("hi"), "hi");
+  const notice = controller.state.items.find((i) => i.kind === "notice");
+  assert.ok(notice && notice.kind === "notice");
+  assert.match(notice.text, /OPENAI_API_KEY/);
+  assert.equal(notice.action?.command, OPEN_SETTINGS);
+});
+
+test("a crashed agent is restarted on the next prompt and its session resumed", async () => {
+  const fake = new FakeAgent();
+  const { controller } = controllerFor(fake);
+  await controller.prompt(text("hello"), "hello");
+  fake.crash();
+  await until(() => !controller.running, "the exit");
+  assert.ok(
+    controller.state.items.some((i) => i.kind === "notice" && /starts again with your next prompt/.test(i.text)),
+  );
+  assert.equal(await controller.prompt(text("hello"), "hello again"), "end_turn");
+  assert.equal(fake.starts, 2);
+  const resumed = fake.received.find((r) => r.method === "session/resume")?.params as { sessionId: string };
+  assert.equal(resumed.sessionId, "s-1");
+});

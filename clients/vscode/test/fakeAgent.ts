@@ -1,0 +1,147 @@
+// An in-process ACP agent for the controller's tests, built with the SDK's agent side: it
+// records what it was asked, streams a scripted answer, asks permission for a tool call and
+// writes a file through the client, and can be told to fail its session or to "crash".
+import { agent, methods, RequestError, type AgentApp, type SessionUpdate } from "@agentclientprotocol/sdk";
+
+import type { AgentTarget, EditorHost } from "../src/controller.js";
+
+export type FakeOptions = {
+  /** session/new fails with this auth error. */
+  authError?: string;
+  resume?: boolean;
+};
+
+export class FakeAgent {
+  readonly received: { method: string; params: unknown }[] = [];
+  permissionAnswers: unknown[] = [];
+  cancelled = 0;
+  starts = 0;
+  private exit?: (code: string) => void;
+  private release?: () => void;
+
+  constructor(private readonly options: FakeOptions = {}) {}
+
+  /** A launcher that starts this agent in process. */
+  launcher(): () => AgentTarget {
+    return () => {
+      this.starts += 1;
+      return {
+        target: this.app(),
+        exited: new Promise<string>((resolve) => (this.exit = resolve)),
+        kill: () => this.exit?.("killed"),
+      };
+    };
+  }
+
+  /** Simulates the agent process dying. */
+  crash(): void {
+    this.exit?.("exit code 101");
+  }
+
+  private app(): AgentApp {
+    return agent({ name: "fake" })
+      .onRequest(methods.agent.initialize, ({ params }) => {
+        this.received.push({ method: "initialize", params });
+        return {
+          protocolVersion: 1,
+          agentCapabilities: {
+            loadSession: true,
+            promptCapabilities: { image: true, embeddedContext: true },
+            sessionCapabilities: { list: {}, close: {}, ...(this.options.resume === false ? {} : { resume: {} }) },
+          },
+        };
+      })
+      .onRequest(methods.agent.session.new, ({ params }) => {
+        this.received.push({ method: "session/new", params });
+        if (this.options.authError) throw RequestError.authRequired(undefined, this.options.authError);
+        return {
+          sessionId: "s-1",
+          configOptions: [
+            {
+              id: "mode",
+              name: "Mode",
+              type: "select" as const,
+              category: "mode",
+              currentValue: "ask",
+              options: [
+                { value: "ask", name: "Ask" },
+                { value: "yolo", name: "Yolo" },
+              ],
+            },
+          ],
+        };
+      })
+      .onRequest(methods.agent.session.resume, ({ params }) => {
+        this.received.push({ method: "session/resume", params });
+        return {};
+      })
+      .onRequest(methods.agent.session.close, ({ params }) => {
+        this.received.push({ method: "session/close", params });
+        return {};
+      })
+      .onNotification(methods.agent.session.cancel, () => {
+        this.cancelled += 1;
+        this.release?.();
+      })
+      .onRequest(methods.agent.session.prompt, async ({ params, client }) => {
+        this.received.push({ method: "session/prompt", params });
+        const text = params.prompt[0]?.type === "text" ? params.prompt[0].text : "";
+        const update = (u: SessionUpdate) =>
+          client.notify(methods.client.session.update, { sessionId: params.sessionId, update: u });
+        if (text === "hello") {
+          await update({ sessionUpdate: "agent_thought_chunk", content: { type: "text", text: "greeting" } });
+          await update({ sessionUpdate: "agent_message_chunk", content: { type: "text", text: "Hello " } });
+          await update({ sessionUpdate: "agent_message_chunk", content: { type: "text", text: "**there**" } });
+          await update({ sessionUpdate: "usage_update", used: 1200, size: 128000 });
+          return { stopReason: "end_turn" as const };
+        }
+        if (text === "write") {
+          await update({ sessionUpdate: "tool_call", toolCallId: "t1", title: "Write a.txt", kind: "edit", status: "pending" });
+          const answer = await client.request(methods.client.session.requestPermission, {
+            sessionId: params.sessionId,
+            toolCall: { toolCallId: "t1" },
+            options: [
+              { optionId: "allow_once", name: "Allow once", kind: "allow_once" },
+              { optionId: "reject_once", name: "Reject", kind: "reject_once" },
+            ],
+          });
+          this.permissionAnswers.push(answer.outcome);
+          if (answer.outcome.outcome === "selected" && answer.outcome.optionId === "allow_once") {
+            await client.request(methods.client.fs.writeTextFile, { sessionId: params.sessionId, path: "/w/a.txt", content: "A" });
+            await update({ sessionUpdate: "tool_call_update", toolCallId: "t1", status: "completed" });
+            return { stopReason: "end_turn" as const };
+          }
+          await update({ sessionUpdate: "tool_call_update", toolCallId: "t1", status: "failed" });
+          return { stopReason: answer.outcome.outcome === "cancelled" ? ("cancelled" as const) : ("end_turn" as const) };
+        }
+        if (text === "slow") {
+          await update({ sessionUpdate: "agent_message_chunk", content: { type: "text", text: "working" } });
+          await new Promise<void>((resolve) => (this.release = resolve));
+          return { stopReason: "cancelled" as const };
+        }
+        return { stopReason: "end_turn" as const };
+      });
+  }
+}
+
+/** A host that records what the agent asked of the editor. */
+export class RecordingHost implements EditorHost {
+  readonly writes: { path: string; content: string }[] = [];
+  async readTextFile() {
+    return { content: "" };
+  }
+  async writeTextFile(params: { path: string; content: string }) {
+    this.writes.push({ path: params.path, content: params.content });
+  }
+  async createTerminal() {
+    return { terminalId: "t" };
+  }
+  async terminalOutput() {
+    return { output: "", truncated: false };
+  }
+  async waitForTerminalExit() {
+    return { exitCode: 0 };
+  }
+  async killTerminal() {}
+  async releaseTerminal() {}
+}

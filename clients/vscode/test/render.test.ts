@@ -1,0 +1,80 @@
+// Message rendering: markdown answers with the model's raw HTML escaped, thoughts collapsed,
+// tool cards with their permission buttons and diffs, usage and stop lines.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+
+import { applyUpdate, askPermission, emptyState } from "../src/chatState.js";
+import { diffLines, renderItem, renderPlan, renderUsage, stopText } from "../src/render.js";
+
+test("answers are markdown and raw HTML from the model is shown, never run", () => {
+  const state = emptyState();
+  applyUpdate(state, { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "Use `cargo`, **now**" } });
+  applyUpdate(state, {
+    sessionUpdate: "agent_message_chunk",
+    content: { type: "text", text: "\n\n<img src=x onerror=alert(1)>\n\n[x](javascript:alert(1))" },
+  });
+  assert.equal(state.items.length, 1, "chunks join one message");
+  const html = renderItem(state.items[0]);
+  assert.match(html, /<code>cargo<\/code>/);
+  assert.match(html, /<strong>now<\/strong>/);
+  assert.doesNotMatch(html, /<img/);
+  assert.match(html, /&lt;img src=x onerror=alert\(1\)&gt;/);
+  assert.doesNotMatch(html, /javascript:/);
+});
+
+test("thoughts are collapsed and tool cards show title, kind, status, output and questions", () => {
+  const state = emptyState();
+  applyUpdate(state, { sessionUpdate: "agent_thought_chunk", content: { type: "text", text: "hmm" } });
+  assert.match(renderItem(state.items[0]), /^<details class="thought"><summary>Thinking<\/summary>/);
+  applyUpdate(state, { sessionUpdate: "tool_call", toolCallId: "c1", title: "Run <tests>", kind: "execute", status: "in_progress" });
+  applyUpdate(state, {
+    sessionUpdate: "tool_call_update",
+    toolCallId: "c1",
+    content: [{ type: "content", content: { type: "text", text: "ok 3 passed" } }],
+  });
+  askPermission(state, { toolCallId: "c1" }, [
+    { optionId: "allow_once", name: "Allow once", kind: "allow_once" },
+    { optionId: "reject_once", name: "Reject", kind: "reject_once" },
+  ]);
+  const card = renderItem(state.items[1]);
+  assert.match(card, /class="tool-card status-in_progress"/);
+  assert.match(card, /Run &lt;tests&gt;/);
+  assert.match(card, /▶️/);
+  assert.match(card, /<pre class="output">ok 3 passed<\/pre>/);
+  assert.match(card, /data-option="allow_once">Allow once<\/button>/);
+  assert.match(card, /data-option="reject_once">Reject<\/button>/);
+  applyUpdate(state, { sessionUpdate: "tool_call_update", toolCallId: "c1", status: "completed" });
+  assert.doesNotMatch(renderItem(state.items[1]), /permission-option/, "a finished call asks nothing");
+});
+
+test("diffs show removed and added lines and an Open diff button", () => {
+  const state = emptyState();
+  applyUpdate(state, {
+    sessionUpdate: "tool_call",
+    toolCallId: "e1",
+    title: "Edit a.rs",
+    kind: "edit",
+    content: [{ type: "diff", path: "/w/a.rs", oldText: "a\nb\n", newText: "a\nc\n" }],
+  });
+  const card = renderItem(state.items[0]);
+  assert.match(card, /<span class="del">- b<\/span>/);
+  assert.match(card, /<span class="add">\+ c<\/span>/);
+  assert.match(card, /class="open-diff" data-tool="e1" data-index="0"/);
+  assert.equal(diffLines("", "x"), '<span class="add">+ x</span>');
+});
+
+test("usage, plan and stop lines", () => {
+  const state = emptyState();
+  applyUpdate(state, { sessionUpdate: "usage_update", used: 12_345, size: 128_000, cost: { amount: 0.042, currency: "USD" } });
+  assert.equal(renderUsage(state), "12k / 128k tokens (10%) · $0.04");
+  applyUpdate(state, {
+    sessionUpdate: "plan",
+    entries: [
+      { content: "read", status: "completed", priority: "medium" },
+      { content: "fix", status: "in_progress", priority: "high" },
+    ],
+  });
+  assert.match(renderPlan(state), /☑ read<\/li><li class="in_progress">◐ fix/);
+  assert.equal(stopText("cancelled"), "Stopped.");
+  assert.equal(renderItem({ kind: "stop", id: "s", reason: "end_turn" }), "");
+});

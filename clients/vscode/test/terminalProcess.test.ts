@@ -1,0 +1,34 @@
+// The commands the agent runs in terminals: output kept to the byte limit, exit status,
+// and kill reaching the whole process group.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+
+import { TerminalProcess } from "../src/host/terminalProcess.js";
+
+test("output and exit status are reported, and what was shown streamed as it came", async () => {
+  const shown: string[] = [];
+  const run = new TerminalProcess({ command: "sh", args: ["-c", "echo one; echo two >&2; exit 3"] }, (t) => shown.push(t));
+  const status = await run.exited;
+  assert.deepEqual(status, { exitCode: 3, signal: null });
+  const snapshot = run.snapshot();
+  assert.match(snapshot.output, /one/);
+  assert.match(snapshot.output, /two/);
+  assert.equal(snapshot.truncated, false);
+  assert.match(shown.join(""), /one/);
+});
+
+test("output beyond the byte limit drops the oldest bytes, never half a character", async () => {
+  const run = new TerminalProcess({ command: "printf 'ééééé12345'", outputByteLimit: 6 });
+  await run.exited;
+  const snapshot = run.snapshot();
+  assert.equal(snapshot.truncated, true);
+  assert.equal(snapshot.output, "12345");
+});
+
+test("kill stops the command and what it started", async () => {
+  const run = new TerminalProcess({ command: "sh", args: ["-c", "sleep 30 & sleep 30"] });
+  await new Promise((ok) => setTimeout(ok, 100));
+  run.kill();
+  const status = await run.exited;
+  assert.equal(status.signal, "SIGKILL");
+});
