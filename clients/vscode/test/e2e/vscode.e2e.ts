@@ -180,6 +180,20 @@ async function run(): Promise<void> {
     await page.locator(".part.auxiliarybar", { hasText: /talaria/i }).waitFor({ timeout: TIMEOUT });
     await screenshot(page, "opened");
 
+    // Slash commands complete from the agent's list; @ completes workspace files.
+    const prompt = chat.locator("textarea.prompt");
+    await prompt.pressSequentially("/comp");
+    await chat.locator(".completions li", { hasText: "/compact" }).waitFor({ timeout: TIMEOUT });
+    await prompt.press("Escape");
+    await prompt.fill("");
+    await prompt.pressSequentially("look at @READ");
+    await chat.locator(".completions li", { hasText: "README.md" }).waitFor({ timeout: TIMEOUT });
+    await prompt.press("Tab");
+    await chat.locator(".chips .chip", { hasText: "@README.md" }).waitFor({ timeout: TIMEOUT });
+    assert.equal(await prompt.inputValue(), "look at @README.md ");
+    await screenshot(page, "completion");
+    await prompt.fill("");
+
     // 1. A streamed answer, rendered as markdown.
     await chat.locator("textarea.prompt").fill("Say hello");
     await chat.locator("textarea.prompt").press("Enter");
