@@ -185,10 +185,20 @@ async fn a_tool_call_written_as_fenced_json_runs_when_valid_and_never_when_not()
             "I'll read the file.\n```json\n{{\"name\": \"read_file\", \"arguments\": {args}}}\n```"
         )
     };
+    // Streamed in small pieces, as a local server does.
+    let pieces = |text: String| {
+        let chars: Vec<char> = text.chars().collect();
+        chars
+            .chunks(5)
+            .map(|c| c.iter().collect::<String>())
+            .collect::<Vec<_>>()
+    };
+    let valid = pieces(fenced("{\"path\": \"main.py\"}"));
+    let invalid = pieces(fenced("{\"file\": \"main.py\"}"));
     let env = TestEnv::new(vec![
-        MockReply::text(&[&fenced("{\"path\": \"main.py\"}")]),
+        MockReply::text(&valid.iter().map(String::as_str).collect::<Vec<_>>()),
         MockReply::text(&["main.py prints hello."]),
-        MockReply::text(&[&fenced("{\"file\": \"main.py\"}")]),
+        MockReply::text(&invalid.iter().map(String::as_str).collect::<Vec<_>>()),
         // The invalid call's announcement gets the one nudge of the turn.
         MockReply::text(&["I could not form a valid call."]),
     ])
@@ -213,6 +223,11 @@ async fn a_tool_call_written_as_fenced_json_runs_when_valid_and_never_when_not()
             .any(|u| u.to_string().contains("wrote its `read_file` call as text")),
         "the user is told"
     );
+    // The call's text was held back while it streamed: the chat shows the prose only.
+    assert_eq!(
+        chunks(&updates, "agent_message_chunk").concat(),
+        "I'll read the file.\nmain.py prints hello."
+    );
     // Arguments that do not fit the schema: never run (the model is nudged once instead).
     let (response, updates) = prompt(&mut agent, &session, "again").await;
     assert_eq!(stop_reason(&response), "end_turn");
@@ -225,6 +240,12 @@ async fn a_tool_call_written_as_fenced_json_runs_when_valid_and_never_when_not()
         updates
             .iter()
             .any(|u| u.to_string().contains("it was not run"))
+    );
+    // Text that was not run is shown as it was written, once.
+    let shown = chunks(&updates, "agent_message_chunk").concat();
+    assert!(
+        shown.starts_with(&fenced("{\"file\": \"main.py\"}")),
+        "{shown}"
     );
 }
 

@@ -1038,6 +1038,7 @@ impl SessionActor {
                     used_ids: &mut self.used_tool_ids,
                     announced: Vec::new(),
                     notices: Vec::new(),
+                    hold: None,
                 };
                 let trigger = crate::model_call::compaction::Trigger::Manual { focus };
                 let result = caller

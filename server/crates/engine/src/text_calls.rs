@@ -103,6 +103,117 @@ pub(crate) fn find(text: &str, registry: &Registry, offered: &[String]) -> Optio
     }
 }
 
+/// Whether a JSON text is a call of an offered tool (in any of the shapes models use).
+fn names_offered_tool(json: &str, offered: &[String]) -> bool {
+    serde_json::from_str::<Value>(json.trim())
+        .ok()
+        .and_then(|value| call_shape(&value))
+        .is_some_and(|(name, _)| offered.contains(&name))
+}
+
+/// Where a streaming answer may hold a tool call written as text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Showable {
+    /// The answer can be shown up to here; the rest waits until the answer is complete.
+    pub upto: usize,
+    /// Scanning can resume here next time (outside any fence).
+    pub resume: usize,
+}
+
+/// How much of a streaming answer can be shown now: everything before the first place where
+/// a tool call written as text may begin — an answer that opens with `{`, or a fence whose
+/// body opens with `{` and is still open or names an offered tool. Other fences (code, or
+/// JSON that is not a call) stream as they come. `resume` is from the previous scan.
+pub(crate) fn showable(text: &str, resume: usize, offered: &[String]) -> Showable {
+    let hold = |at: usize, resume: usize| Showable { upto: at, resume };
+    if resume == 0 {
+        let start = text.len() - text.trim_start().len();
+        if text[start..].starts_with('{') {
+            return hold(start, 0);
+        }
+    }
+    let mut pos = resume;
+    loop {
+        let Some(fence) = next_fence(text, pos) else {
+            // A line that may still become a fence waits for its next character.
+            if let Some(at) = partial_fence(text, pos) {
+                return hold(at, pos);
+            }
+            return hold(text.len(), settled(text, pos));
+        };
+        let Some(newline) = text[fence + 3..].find('\n') else {
+            return hold(fence, pos);
+        };
+        let body = fence + 3 + newline + 1;
+        let close = text[body..].find("```").map(|c| body + c);
+        match text[body..].trim_start().chars().next() {
+            None => return hold(fence, pos),
+            Some('{') => match close {
+                None => return hold(fence, pos),
+                Some(close) if names_offered_tool(&text[body..close], offered) => {
+                    return hold(fence, pos);
+                }
+                Some(close) => pos = close + 3,
+            },
+            // Code: shown as it streams; scanning resumes after its closing fence.
+            Some(_) => match close {
+                None => return hold(text.len(), pos),
+                Some(close) => pos = close + 3,
+            },
+        }
+    }
+}
+
+/// Where the next scan can start when no fence follows `from`: the end, when the last line
+/// has begun with something other than a backtick (no fence can open on it any more), else
+/// that line's start. Stays at 0 until the answer's first character is known.
+fn settled(text: &str, from: usize) -> usize {
+    if text.trim_start().is_empty() {
+        return from;
+    }
+    let line_start = match text[from..].rfind('\n') {
+        Some(n) => from + n + 1,
+        None if from == 0 || text[..from].ends_with('\n') => from,
+        // Mid-line: this line was settled before.
+        None => return text.len(),
+    };
+    match text[line_start..]
+        .trim_start_matches([' ', '\t'])
+        .chars()
+        .next()
+    {
+        Some(c) if c != '`' => text.len(),
+        _ => line_start,
+    }
+}
+
+/// The next ``` that opens a line, from `from`.
+fn next_fence(text: &str, from: usize) -> Option<usize> {
+    let mut at = from;
+    while let Some(found) = text[at..].find("```") {
+        let index = at + found;
+        if text[..index].trim_end_matches([' ', '\t']).ends_with('\n')
+            || text[..index].trim().is_empty()
+        {
+            return Some(index);
+        }
+        at = index + 3;
+    }
+    None
+}
+
+/// A last line that is one or two backticks: it may become a fence. (A line begun before
+/// `from`, mid-line, was settled as no fence.)
+fn partial_fence(text: &str, from: usize) -> Option<usize> {
+    let line_start = match text[from..].rfind('\n') {
+        Some(n) => from + n + 1,
+        None if from == 0 || text[..from].ends_with('\n') => from,
+        None => return None,
+    };
+    let line = text[line_start..].trim_start();
+    (line == "`" || line == "``").then(|| text.len() - line.len())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,6 +238,44 @@ mod tests {
         assert!(
             matches!(find(bare, &registry, &names), Some(TextCall::Call { call, .. }) if call.name == "terminal")
         );
+    }
+
+    #[test]
+    fn a_call_written_as_text_is_held_back_while_it_streams_and_code_is_not() {
+        let (_, names) = offered();
+        let upto = |text: &str| showable(text, 0, &names).upto;
+        // A fenced call is held from its fence, also before it is complete.
+        let call = "I'll read it.\n```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a\"}}\n```";
+        let fence = call.find("```").unwrap_or_default();
+        for cut in [fence + 1, fence + 3, fence + 8, fence + 12, call.len()] {
+            assert_eq!(upto(&call[..cut]), fence, "{:?}", &call[..cut]);
+        }
+        assert_eq!(upto("I'll read it.\n`"), "I'll read it.\n".len());
+        // An answer that is one JSON object is held whole.
+        assert_eq!(upto("  {\"name\": \"terminal\""), 2);
+        // Code and JSON that names no offered tool stream, and so does what follows them.
+        let code = "Run:\n```sh\ncargo test\n```\nThen look.";
+        assert_eq!(upto(code), code.len());
+        assert_eq!(upto(&code[..12]), 12, "an open code fence streams");
+        let config = "Config:\n```json\n{\"port\": 8080}\n```\ndone";
+        assert_eq!(upto(config), config.len());
+        assert_eq!(upto(&config[..20]), 8, "open JSON waits until it closes");
+        // Scanning resumes where it settled and gives what a fresh scan gives, piece by piece.
+        for text in [
+            call,
+            code,
+            config,
+            "one\ntwo ```not a fence\n``` \n{",
+            "  \n{\"name\": 1}",
+        ] {
+            let mut resume = 0;
+            for end in (1..=text.len()).filter(|&e| text.is_char_boundary(e)) {
+                let step = showable(&text[..end], resume, &names);
+                assert_eq!(step.upto, upto(&text[..end]), "{:?}", &text[..end]);
+                resume = step.resume;
+            }
+        }
+        assert_eq!(upto("plain prose"), "plain prose".len());
     }
 
     #[test]

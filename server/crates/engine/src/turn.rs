@@ -21,7 +21,7 @@ use crate::approval::{Mode, RuleStore};
 use crate::budget::ResultBudget;
 use crate::events::{EngineEvent, StopReason, TurnError, TurnUsage};
 use crate::model_call::sink::unique_id;
-use crate::model_call::{CallResult, ChatSink, ModelCaller};
+use crate::model_call::{CallResult, ChatSink, ModelCaller, TextHold};
 use crate::orchestrator::Orchestrator;
 use crate::session::SessionSettings;
 
@@ -103,6 +103,8 @@ impl Turn<'_> {
                 used_ids: self.used_tool_ids,
                 announced: Vec::new(),
                 notices: Vec::new(),
+                hold: (!tools.is_empty())
+                    .then(|| TextHold::new(tools.iter().map(|t| t.name.clone()).collect())),
             };
             let called = self
                 .caller
@@ -114,6 +116,7 @@ impl Turn<'_> {
                 )
                 .await;
             let mut announced = sink.announced;
+            let hold = sink.hold;
             for (level, text) in sink.notices {
                 self.history.push(EntryBody::Notice {
                     level: match level {
@@ -143,6 +146,7 @@ impl Turn<'_> {
             let result = called.map_err(TurnError::Provider)?;
             let (text, reasoning, signature, reason, tool_calls, model) = match result {
                 CallResult::Cancelled { text } => {
+                    self.show_held(hold.as_ref(), &text).await;
                     if !text.is_empty() {
                         self.history.push(EntryBody::Assistant(AssistantEntry {
                             text,
@@ -161,6 +165,7 @@ impl Turn<'_> {
                 } => (text, reasoning, signature, reason, tool_calls, model),
             };
             let (text, tool_calls) = self.calls_written_as_text(text, tool_calls, &tools).await;
+            self.show_held(hold.as_ref(), &text).await;
             let nudge = if tool_calls.is_empty() && !nudged && !tools.is_empty() {
                 self.nudge_for(&text).await
             } else {
@@ -267,6 +272,17 @@ impl Turn<'_> {
             .send(EngineEvent::Notice { level, message })
             .await;
         result
+    }
+
+    /// Shows what the chat has not seen of the final answer: text held back while it might
+    /// have been a tool call written as text.
+    async fn show_held(&self, hold: Option<&TextHold>, answer: &str) {
+        let Some(unshown) = hold.map(|h| h.unshown(answer)) else {
+            return;
+        };
+        if !unshown.is_empty() {
+            let _ = self.events.send(EngineEvent::AgentText(unshown)).await;
+        }
     }
 
     /// Closes the card of a call the model started but its final answer does not make.

@@ -34,7 +34,7 @@ use recovery::{Action, GiveUp, RecoveryState, next_action};
 const FORMAT_CORRECTION: &str = "Your last reply was cut off because it was not valid \
     tool-call syntax. To use a tool, make the tool call itself with the tool's name and JSON \
     arguments, not JSON inside a ``` code block. Otherwise answer in plain text.";
-pub(crate) use sink::{CallSink, ChatSink, SilentSink};
+pub(crate) use sink::{CallSink, ChatSink, SilentSink, TextHold};
 
 /// What a session keeps across turns about its model use.
 #[derive(Debug, Clone, Default)]
@@ -161,6 +161,7 @@ impl<'a> ModelCaller<'a> {
                 max_tokens: max_tokens.or(target.limits.default_max_tokens),
                 credential,
             };
+            sink.attempt_started().await;
             let attempt = self.stream_once(&target, &request, counted, sink).await;
             let (error, shown) = match attempt {
                 Attempt::Done(result) => {

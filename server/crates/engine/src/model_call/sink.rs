@@ -21,6 +21,8 @@ pub(crate) trait CallSink: Send {
     async fn usage(&mut self, usage: &Usage, context_used: u64, window: u64, cost: Option<f64>);
     /// A recovery step or failure the user should know about.
     async fn notice(&mut self, level: NoticeLevel, message: String);
+    /// A new attempt at the answer begins (the first, a retry, a restart).
+    async fn attempt_started(&mut self) {}
     /// A context compaction's progress.
     async fn compaction(&mut self, update: CompactionView);
 }
@@ -36,6 +38,54 @@ pub(crate) struct ChatSink<'a> {
     pub announced: Vec<(String, String)>,
     /// Warnings and errors shown during the call, for the record.
     pub notices: Vec<(NoticeLevel, String)>,
+    /// Holds back answer text that may be a tool call written as text (when tools are
+    /// offered) until the turn has decided.
+    pub hold: Option<TextHold>,
+}
+
+/// The answer of the current attempt, and how much of it the chat has seen.
+#[derive(Debug, Default)]
+pub(crate) struct TextHold {
+    offered: Vec<String>,
+    text: String,
+    shown: usize,
+    resume: usize,
+}
+
+impl TextHold {
+    /// Holds for calls of these tools.
+    pub fn new(offered: Vec<String>) -> Self {
+        Self {
+            offered,
+            ..Self::default()
+        }
+    }
+
+    /// Adds a delta; returns what can be shown now.
+    fn push(&mut self, delta: &str) -> Option<String> {
+        self.text.push_str(delta);
+        let showable = crate::text_calls::showable(&self.text, self.resume, &self.offered);
+        self.resume = showable.resume;
+        if showable.upto <= self.shown {
+            return None;
+        }
+        let shown = self.text[self.shown..showable.upto].to_string();
+        self.shown = showable.upto;
+        Some(shown)
+    }
+
+    /// What of the final answer the chat has not seen (the held part, or what is left of it
+    /// once a call was taken out of the text).
+    pub fn unshown(&self, answer: &str) -> String {
+        let seen = &self.text[..self.shown];
+        let common = seen
+            .char_indices()
+            .zip(answer.chars())
+            .take_while(|((_, a), b)| a == b)
+            .last()
+            .map_or(0, |((index, c), _)| index + c.len_utf8());
+        answer[common..].to_string()
+    }
 }
 
 /// Makes a tool-call id unique within the session (models sometimes repeat ids).
@@ -52,7 +102,19 @@ pub(crate) fn unique_id(used: &mut HashSet<String>, id: &str) -> String {
 
 impl CallSink for ChatSink<'_> {
     async fn text(&mut self, delta: String) {
-        let _ = self.events.send(EngineEvent::AgentText(delta)).await;
+        let shown = match &mut self.hold {
+            Some(hold) => hold.push(&delta),
+            None => Some(delta),
+        };
+        if let Some(shown) = shown {
+            let _ = self.events.send(EngineEvent::AgentText(shown)).await;
+        }
+    }
+
+    async fn attempt_started(&mut self) {
+        if let Some(hold) = &mut self.hold {
+            *hold = TextHold::new(std::mem::take(&mut hold.offered));
+        }
     }
 
     async fn thought(&mut self, delta: String) {
