@@ -289,6 +289,40 @@ async fn an_answer_about_a_file_never_read_is_sent_back_once_to_read_it() {
 }
 
 #[tokio::test]
+async fn an_answer_telling_the_user_how_to_do_the_work_is_nudged_to_do_it() {
+    let how_to = "1. Open `util.py` in your preferred text editor and add `def add(a, b)`.\n\
+                  2. Save the changes.";
+    let env = TestEnv::new(vec![
+        MockReply::text(&[how_to]),
+        MockReply::tool_call(
+            "w",
+            "write_file",
+            json!({"path": "util.py", "content": "def add(a, b):\n    return a + b\n"}),
+        ),
+        MockReply::text(&["Added add(a, b) to util.py."]),
+    ])
+    .await;
+    env.write_config("mode = \"yolo\"\n");
+    let (mut agent, session) = env.session().await;
+    let (response, updates) =
+        prompt(&mut agent, &session, "Add a function add(a, b) to util.py").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    let nudged = last_user(&env.mock.requests()[1].body);
+    assert!(
+        nudged.contains("do it yourself with your tools"),
+        "{nudged}"
+    );
+    assert!(
+        updates
+            .iter()
+            .any(|u| u.to_string().contains("instead of doing it")),
+        "the user is told"
+    );
+    let written = std::fs::read_to_string(env.workspace.path().join("util.py")).unwrap_or_default();
+    assert!(written.contains("def add(a, b)"), "{written}");
+}
+
+#[tokio::test]
 async fn an_answer_that_only_announces_an_action_is_nudged_once_to_act() {
     let env = TestEnv::new(vec![
         MockReply::text(&["To analyze what main.py does, I'll read its source code."]),

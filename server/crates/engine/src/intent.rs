@@ -1,6 +1,7 @@
 //! Answers that announce an action instead of taking it ("I'll read the file…", "Let me run
-//! the tests…"), or describe a project file the model never read — small models often stop
-//! there. The turn nudges the model once to act.
+//! the tests…"), tell the user how to do the work ("Open util.py in your editor…"), or
+//! describe a project file the model never read — small models often stop there. The turn
+//! nudges the model once to act.
 
 use std::path::Path;
 
@@ -44,6 +45,36 @@ pub(crate) fn announces_action(text: &str) -> bool {
         })
     })
 }
+
+/// Phrases of step-by-step instructions for the user to do the work by hand.
+const USER_INSTRUCTIONS: &[&str] = &[
+    "in your preferred text editor",
+    "in your text editor",
+    "in your editor",
+    "in your favorite editor",
+    "in your favourite editor",
+    "open the terminal",
+    "open a terminal",
+    "open your terminal",
+    "save the file",
+    "save the changes",
+    "navigate to the",
+];
+
+/// Whether `text` tells the user how to do the work by hand (two or more such phrases).
+pub(crate) fn instructs_user(text: &str) -> bool {
+    let lower = text.to_lowercase();
+    USER_INSTRUCTIONS
+        .iter()
+        .filter(|phrase| lower.contains(*phrase))
+        .count()
+        >= 2
+}
+
+/// What the model is told when it told the user how to do the work instead of doing it.
+pub(crate) const DO_IT_NUDGE: &str = "Do not tell the user how to do it: do it yourself with \
+    your tools. Read files with read_file, change them with patch or write_file, and run \
+    commands with terminal. Call the first tool now.";
 
 /// What the model is told when it announced an action without taking it.
 pub(crate) const NUDGE: &str = "You said what you would do, but you did not call a tool. Call \
@@ -203,5 +234,17 @@ mod tests {
         }
         let long_report = format!("Earlier I said I'll read the file. {}", "Done. ".repeat(80));
         assert!(!announces_action(&long_report));
+    }
+
+    #[test]
+    fn instructions_for_the_user_to_do_the_work_are_recognised() {
+        let how_to = "1. **Add the function:**\n   - Open `util.py` in your preferred text \
+            editor.\n   - Add `def add(a, b)`.\n2. **Save the changes.**\n3. Open the terminal \
+            and run `python -m unittest`.";
+        assert!(instructs_user(how_to));
+        assert!(!instructs_user(
+            "I added add(a, b) to util.py and saved the file."
+        ));
+        assert!(!instructs_user("The tests pass: 2 passed."));
     }
 }

@@ -213,11 +213,17 @@ impl Turn<'_> {
     }
 
     /// Whether a final answer (tools offered, none called, no nudge yet this turn) should be
-    /// sent back once: it announces an action, or describes a project file the session never
-    /// read. Returns the instruction for the model and the notice for the user.
+    /// sent back once: it tells the user how to do the work, announces an action, or
+    /// describes a project file the session never read. Returns the instruction for the model and the notice for the user.
     async fn nudge_for(&self, answer: &str) -> Option<(String, String)> {
         if !self.settings.nudges {
             return None;
+        }
+        if crate::intent::instructs_user(answer) {
+            return Some((
+                crate::intent::DO_IT_NUDGE.into(),
+                "The model told you how to do the work instead of doing it; Talaria asked it to use its tools.".into(),
+            ));
         }
         if crate::intent::announces_action(answer) {
             return Some((
