@@ -350,6 +350,13 @@ export class SessionController {
     return this.ensureStarted();
   }
 
+  /** Closes the current session (it stays in the list) and clears the chat. */
+  async closeSession(): Promise<void> {
+    await this.closeCurrent();
+    this.state = emptyState();
+    this.changed(["*"]);
+  }
+
   private async closeCurrent(): Promise<void> {
     const sessionId = this.sessionId;
     this.sessionId = undefined;

@@ -50,6 +50,10 @@ export function activate(context: vscode.ExtensionContext): void {
       await controller.newSession();
       view?.refresh();
     }),
+    vscode.commands.registerCommand("talaria.closeSession", async () => {
+      await controller.closeSession();
+      view?.refresh();
+    }),
     vscode.commands.registerCommand("talaria.stop", () => controller.cancel()),
     vscode.commands.registerCommand("talaria.showLog", () => output.show()),
     vscode.commands.registerCommand(OPEN_SETTINGS, () =>

@@ -128,3 +128,35 @@ test("a crashed agent is restarted on the next prompt and its session resumed", 
   const resumed = fake.received.find((r) => r.method === "session/resume")?.params as { sessionId: string };
   assert.equal(resumed.sessionId, "s-1");
 });
+
+test("past sessions are listed and one reopens with its replay rendered like a live chat", async () => {
+  const fake = new FakeAgent();
+  const { controller } = controllerFor(fake);
+  await controller.prompt(text("hello"), "hello");
+  const sessions = await controller.listSessions();
+  assert.deepEqual(
+    sessions.map((s) => [s.sessionId, s.title]),
+    [["old-1", "Earlier work"]],
+  );
+  assert.equal(await controller.loadSession("old-1"), true);
+  assert.equal(controller.sessionId, "old-1");
+  assert.deepEqual(
+    controller.state.items.map((i) => i.kind),
+    ["user", "agent", "tool"],
+    "the old chat replaced the current one",
+  );
+  const closed = fake.received.filter((r) => r.method === "session/close").map((r) => r.params);
+  assert.deepEqual(closed, [{ sessionId: "s-1" }], "the current session was closed first");
+});
+
+test("closing the session clears the chat and the next prompt opens a new one", async () => {
+  const fake = new FakeAgent();
+  const { controller } = controllerFor(fake);
+  await controller.prompt(text("hello"), "hello");
+  await controller.closeSession();
+  assert.equal(controller.sessionId, undefined);
+  assert.equal(controller.state.items.length, 0);
+  await controller.prompt(text("hello"), "hello");
+  assert.equal(fake.received.filter((r) => r.method === "session/new").length, 2);
+  assert.equal(fake.starts, 1, "the same agent serves the new session");
+});

@@ -75,6 +75,19 @@ export class FakeAgent {
         this.received.push({ method: "session/resume", params });
         return {};
       })
+      .onRequest(methods.agent.session.list, ({ params }) => {
+        this.received.push({ method: "session/list", params });
+        return { sessions: [{ sessionId: "old-1", cwd: "/w", title: "Earlier work" }] };
+      })
+      .onRequest(methods.agent.session.load, async ({ params, client }) => {
+        this.received.push({ method: "session/load", params });
+        const replay = (update: SessionUpdate) =>
+          client.notify(methods.client.session.update, { sessionId: params.sessionId, update });
+        await replay({ sessionUpdate: "user_message_chunk", content: { type: "text", text: "earlier question" } });
+        await replay({ sessionUpdate: "agent_message_chunk", content: { type: "text", text: "earlier answer" } });
+        await replay({ sessionUpdate: "tool_call", toolCallId: "old-t", title: "Read a.txt", kind: "read", status: "completed" });
+        return {};
+      })
       .onRequest(methods.agent.session.close, ({ params }) => {
         this.received.push({ method: "session/close", params });
         return {};
