@@ -1,6 +1,8 @@
 // Starts `talaria acp` as a subprocess in the workspace folder: its stdout/stdin become the
 // ACP stream, its stderr goes to the log (the "Talaria" output channel). No VS Code.
 import { spawn } from "node:child_process";
+import { access, constants } from "node:fs/promises";
+import { delimiter, isAbsolute, join } from "node:path";
 import { Readable, Writable } from "node:stream";
 import { ndJsonStream } from "@agentclientprotocol/sdk";
 
@@ -46,8 +48,6 @@ export function launcher(settings: AgentSettings, cwd: string, log: (text: strin
 
 /** Throws a StartError naming the binary when it cannot be found on PATH or at its path. */
 export async function checkBinary(path: string): Promise<void> {
-  const { access, constants } = await import("node:fs/promises");
-  const { delimiter, isAbsolute, join } = await import("node:path");
   const candidates =
     isAbsolute(path) || path.includes("/")
       ? [path]
