@@ -165,8 +165,8 @@ async function run(): Promise<void> {
     headless: true,
     args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
   });
+  const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
   try {
-    const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
     await page.goto(`${url}/?folder=${encodeURIComponent(workspace)}`);
     await page.locator(".explorer-folders-view").getByText("README.md").waitFor({ timeout: TIMEOUT });
 
@@ -213,6 +213,7 @@ async function run(): Promise<void> {
     await allow.click();
     await chat.locator(".tool-card.status-completed").waitFor({ timeout: TIMEOUT });
     await chat.locator(".message.agent", { hasText: "notes.txt is written" }).waitFor({ timeout: TIMEOUT });
+    await chat.locator("button.send:not(.hidden)").waitFor({ timeout: TIMEOUT });
 
     // 3. The edit went through the editor: on disk, and open in the editor.
     assert.equal(readFileSync(join(workspace, "notes.txt"), "utf8"), "written by Talaria\n");
@@ -234,6 +235,9 @@ async function run(): Promise<void> {
     await screenshot(page, "stopped");
     await page.screenshot({ path: join(shots, "workbench.png") });
     console.log(`vscode e2e: passed; screenshots in ${shots}`);
+  } catch (error) {
+    await page.screenshot({ path: join(shots, "failure.png") }).catch(() => {});
+    throw error;
   } finally {
     await browser.close();
     cleanUp();

@@ -6,6 +6,8 @@ use std::path::Path;
 pub const PROJECT_FILES: [&str; 2] = ["AGENTS.md", "CLAUDE.md"];
 /// The most bytes taken from one instruction file.
 pub const MAX_PROJECT_FILE_BYTES: usize = 32 * 1024;
+/// The most top-level entries of the working directory listed in the prompt.
+pub const MAX_LISTED_ENTRIES: usize = 40;
 
 const IDENTITY: &str = "You are Talaria, an AI coding agent working inside the user's editor. \
 You help with software engineering tasks: reading and changing code, running commands, and \
@@ -19,6 +21,9 @@ and adjust rather than repeating the same call.";
 /// the runtime thread).
 pub fn build(cwd: &Path, model: &str, today: &str) -> String {
     let mut prompt = build_without_files(cwd, model, today);
+    if let Some(listing) = top_level_listing(cwd) {
+        prompt.push_str(&format!("- Top-level files: {listing}\n"));
+    }
     for name in PROJECT_FILES {
         if let Some(text) = read_capped(&cwd.join(name)) {
             prompt.push_str(&format!(
@@ -55,6 +60,35 @@ pub fn with_model(prompt: &str, old_model: &str, new_model: &str) -> String {
     )
 }
 
+/// The working directory's top-level entries (directories with a trailing `/`, hidden ones
+/// left out), sorted, at most [`MAX_LISTED_ENTRIES`]: the kind of project shows at a glance
+/// (small models otherwise guess the toolchain). `None` when empty or unreadable.
+fn top_level_listing(cwd: &Path) -> Option<String> {
+    let mut names: Vec<String> = std::fs::read_dir(cwd)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') {
+                return None;
+            }
+            let directory = entry.file_type().is_ok_and(|t| t.is_dir());
+            Some(if directory { format!("{name}/") } else { name })
+        })
+        .collect();
+    if names.is_empty() {
+        return None;
+    }
+    names.sort();
+    let more = names.len().saturating_sub(MAX_LISTED_ENTRIES);
+    names.truncate(MAX_LISTED_ENTRIES);
+    let mut listing = names.join(", ");
+    if more > 0 {
+        listing.push_str(&format!(" (and {more} more)"));
+    }
+    Some(listing)
+}
+
 fn read_capped(path: &Path) -> Option<String> {
     let bytes = std::fs::read(path).ok()?;
     let mut text =
@@ -68,6 +102,26 @@ fn read_capped(path: &Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_top_level_files_are_listed_without_hidden_ones_and_capped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("main.py"), "").expect("write");
+        std::fs::write(dir.path().join(".env"), "").expect("write");
+        std::fs::create_dir(dir.path().join("tests")).expect("dir");
+        let prompt = build(dir.path(), "m", "2026-11-30");
+        assert!(
+            prompt.contains("- Top-level files: main.py, tests/\n"),
+            "{prompt}"
+        );
+        for i in 0..MAX_LISTED_ENTRIES + 3 {
+            std::fs::write(dir.path().join(format!("f{i:02}.txt")), "").expect("write");
+        }
+        let prompt = build(dir.path(), "m", "2026-11-30");
+        assert!(prompt.contains("(and 5 more)"), "{prompt}");
+        let empty = tempfile::tempdir().expect("tempdir");
+        assert!(!build(empty.path(), "m", "2026-11-30").contains("Top-level files"));
+    }
 
     #[test]
     fn includes_environment_and_project_files() {

@@ -33,11 +33,42 @@ fn candidates(text: &str) -> Vec<(String, std::ops::Range<usize>)> {
         found.push((text[body_start..body_start + close].to_string(), start..end));
         rest = end;
     }
-    let trimmed = text.trim();
+    let unwrapped = without_call_tags(text);
+    let trimmed = unwrapped.trim();
     if found.is_empty() && trimmed.starts_with('{') && trimmed.ends_with('}') {
         found.push((trimmed.to_string(), 0..text.len()));
     }
     found
+}
+
+/// Tag names models wrap a call in (`<tool_call>`, `<tools>`, `<function_call>`, `<|tool_call|>`).
+fn is_call_tag(inner: &str) -> bool {
+    let name = inner.trim_matches(|c: char| c == '/' || c == '|' || c.is_whitespace());
+    name.len() <= 24
+        && !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        && (name.contains("tool") || name.contains("function"))
+}
+
+/// The text without call tags around or beside a call.
+fn without_call_tags(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('<') {
+        let Some(close) = rest[open..].find('>') else {
+            break;
+        };
+        out.push_str(&rest[..open]);
+        let tag = &rest[open + 1..open + close];
+        if !is_call_tag(tag) {
+            out.push_str(&rest[open..=open + close]);
+        }
+        rest = &rest[open + close + 1..];
+    }
+    out.push_str(rest);
+    out
 }
 
 fn string_field<'a>(object: &'a Map<String, Value>, keys: &[&str]) -> Option<&'a str> {
@@ -128,7 +159,8 @@ pub(crate) fn showable(text: &str, resume: usize, offered: &[String]) -> Showabl
     let hold = |at: usize, resume: usize| Showable { upto: at, resume };
     if resume == 0 {
         let start = text.len() - text.trim_start().len();
-        if text[start..].starts_with('{') {
+        let opening = &text[start..];
+        if opening.starts_with('{') || opens_call_tag(opening) {
             return hold(start, 0);
         }
     }
@@ -161,6 +193,18 @@ pub(crate) fn showable(text: &str, resume: usize, offered: &[String]) -> Showabl
                 Some(close) => pos = close + 3,
             },
         }
+    }
+}
+
+/// Whether an answer opens with a call tag (or what may still become one).
+fn opens_call_tag(opening: &str) -> bool {
+    if !opening.starts_with('<') {
+        return false;
+    }
+    match opening.find('>') {
+        Some(close) => is_call_tag(&opening[1..close]),
+        // Still streaming the tag: hold while it may become one.
+        None => opening.len() <= 26 && !opening[1..].contains(char::is_whitespace),
     }
 }
 
@@ -276,6 +320,34 @@ mod tests {
             }
         }
         assert_eq!(upto("plain prose"), "plain prose".len());
+    }
+
+    #[test]
+    fn a_call_in_call_tags_is_taken_and_held_while_it_streams() {
+        let (registry, names) = offered();
+        for text in [
+            "<tools>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"main.py\"}}\n</tools>",
+            "<tool_call>{\"name\": \"read_file\", \"arguments\": {\"path\": \"main.py\"}}</tool_call>",
+        ] {
+            let Some(TextCall::Call { call, rest }) = find(text, &registry, &names) else {
+                panic!("no call in {text}");
+            };
+            assert_eq!(call.name, "read_file");
+            assert_eq!(rest, "");
+            for cut in [1, 4, 8, 20, text.len()] {
+                assert_eq!(
+                    showable(&text[..cut], 0, &names).upto,
+                    0,
+                    "{:?}",
+                    &text[..cut]
+                );
+            }
+        }
+        assert_eq!(
+            showable("<b>bold</b> claim", 0, &names).upto,
+            "<b>bold</b> claim".len()
+        );
+        assert_eq!(find("<p>{\"a\": 1}</p>", &registry, &names), None);
     }
 
     #[test]
