@@ -199,7 +199,7 @@ async fn a_tool_call_written_as_fenced_json_runs_when_valid_and_never_when_not()
         MockReply::text(&valid.iter().map(String::as_str).collect::<Vec<_>>()),
         MockReply::text(&["main.py prints hello."]),
         MockReply::text(&invalid.iter().map(String::as_str).collect::<Vec<_>>()),
-        // The invalid call's announcement gets the one nudge of the turn.
+        // The invalid call gets the one nudge of the turn.
         MockReply::text(&["I could not form a valid call."]),
     ])
     .await;
@@ -228,10 +228,16 @@ async fn a_tool_call_written_as_fenced_json_runs_when_valid_and_never_when_not()
         chunks(&updates, "agent_message_chunk").concat(),
         "I'll read the file.\nmain.py prints hello."
     );
-    // Arguments that do not fit the schema: never run (the model is nudged once instead).
+    // Arguments that do not fit the schema: never run; the one nudge of the turn tells the
+    // model why.
     let (response, updates) = prompt(&mut agent, &session, "again").await;
     assert_eq!(stop_reason(&response), "end_turn");
     assert_eq!(env.mock.requests().len(), 4);
+    let told = last_user(&env.mock.requests()[3].body);
+    assert!(
+        told.contains("Your `read_file` call was not run: missing required field `path`"),
+        "{told}"
+    );
     assert!(
         !updates.iter().any(|u| u["sessionUpdate"] == "tool_call"),
         "no call ran"

@@ -95,6 +95,14 @@ fn call_shape(value: &Value) -> Option<(String, Value)> {
     Some((name.to_string(), arguments))
 }
 
+/// What the model is told about a call it wrote as text whose arguments do not fit.
+pub(crate) fn misfit_instruction(tool: &str, why: &str) -> String {
+    format!(
+        "Your `{tool}` call was not run: {why}. Call `{tool}` again with arguments that fit its \
+         schema."
+    )
+}
+
 /// Looks for a tool call in `text`; `offered` are the tools the model was given.
 pub(crate) fn find(text: &str, registry: &Registry, offered: &[String]) -> Option<TextCall> {
     let mut valid = Vec::new();

@@ -164,10 +164,17 @@ impl Turn<'_> {
                     model,
                 } => (text, reasoning, signature, reason, tool_calls, model),
             };
-            let (text, tool_calls) = self.calls_written_as_text(text, tool_calls, &tools).await;
+            let (text, tool_calls, misfit) =
+                self.calls_written_as_text(text, tool_calls, &tools).await;
             self.show_held(hold.as_ref(), &text).await;
             let nudge = if tool_calls.is_empty() && !nudged && !tools.is_empty() {
-                self.nudge_for(&text).await
+                match misfit {
+                    Some(instruction) => Some((
+                        instruction,
+                        "Talaria told the model why its call was not run.".to_string(),
+                    )),
+                    None => self.nudge_for(&text).await,
+                }
             } else {
                 None
             };
@@ -242,15 +249,16 @@ impl Turn<'_> {
 
     /// An answer with no tool call whose text holds one (a small model's fenced JSON): run it
     /// when it names an offered tool and its arguments validate, telling the user; otherwise
-    /// leave the answer as it is.
+    /// leave the answer as it is. A call whose arguments do not fit also returns what the model
+    /// is told about it (it is never run).
     async fn calls_written_as_text(
         &self,
         text: String,
         tool_calls: Vec<ToolCallRequest>,
         tools: &[ToolSpec],
-    ) -> (String, Vec<ToolCallRequest>) {
+    ) -> (String, Vec<ToolCallRequest>, Option<String>) {
         if !tool_calls.is_empty() || tools.is_empty() || !text.contains('{') {
-            return (text, tool_calls);
+            return (text, tool_calls, None);
         }
         let offered: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
         let (level, message, result) = match crate::text_calls::find(&text, self.registry, &offered)
@@ -261,16 +269,20 @@ impl Turn<'_> {
                     "The model wrote its `{}` call as text; Talaria runs it as a tool call.",
                     call.name
                 ),
-                (rest, vec![call]),
+                (rest, vec![call], None),
             ),
             Some(crate::text_calls::TextCall::Invalid { tool, why }) => (
                 crate::events::NoticeLevel::Warning,
                 format!(
                     "The model wrote a `{tool}` call as text, but its arguments do not fit ({why}); it was not run."
                 ),
-                (text, tool_calls),
+                (
+                    text,
+                    tool_calls,
+                    Some(crate::text_calls::misfit_instruction(&tool, &why)),
+                ),
             ),
-            None => return (text, tool_calls),
+            None => return (text, tool_calls, None),
         };
         tracing::info!(session = %self.settings.id, "{message}");
         let _ = self

@@ -37,7 +37,7 @@ static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
         "type": "object",
         "properties": {
             "path": {"type": "string", "description": "File to read (absolute, or relative to the working directory)."},
-            "offset": {"type": "integer", "minimum": 1, "description": "First line to read, 1-based (default 1)."},
+            "offset": {"type": "integer", "minimum": 0, "description": "First line to read, 1-based (default 1; 0 also reads from the start)."},
             "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "description": "Number of lines to read (default 500)."}
         },
         "required": ["path"]
@@ -128,7 +128,7 @@ async fn read(args: Args, ctx: &ToolContext) -> ToolOutcome {
     let path = ctx.resolve(&args.path);
     let location = ToolLocation {
         path: path.clone(),
-        line: args.offset.and_then(|n| u32::try_from(n).ok()),
+        line: args.offset.and_then(|n| u32::try_from(n.max(1)).ok()),
     };
     let text = match ctx.files.read_text(&path).await {
         Ok(text) => text,
@@ -244,6 +244,20 @@ mod tests {
         assert_eq!(out.status, ToolStatus::Completed);
         assert!(out.content.starts_with("     2|two\n"), "{}", out.content);
         assert_eq!(out.locations[0].path, dir.path().join("f.txt"));
+    }
+
+    #[tokio::test]
+    async fn offset_zero_is_read_as_the_first_line() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("f.txt"), "one\ntwo\n").expect("write");
+        let out = run(
+            dir.path(),
+            json!({"path": "f.txt", "offset": 0, "limit": 500}),
+        )
+        .await;
+        assert_eq!(out.status, ToolStatus::Completed, "{}", out.content);
+        assert!(out.content.starts_with("     1|one\n"), "{}", out.content);
+        assert_eq!(out.locations[0].line, Some(1));
     }
 
     #[tokio::test]
