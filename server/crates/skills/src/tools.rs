@@ -225,7 +225,8 @@ pub struct SkillManage(Arc<SkillsContext>);
 static MANAGE: LazyLock<ToolDefinition> = LazyLock::new(|| {
     definition(
         "skill_manage",
-        "Save reusable procedures as skills. action: create (content = whole SKILL.md with \
+        "Save reusable procedures as skills (never project code: change project files with \
+         patch or write_file). action: create (content = whole SKILL.md with \
          front matter `name`, `description`), edit (content), patch (old_string, new_string, \
          optional file_path), delete, write_file / remove_file (file_path under references/, \
          templates/, scripts/ or assets/; file_content). View a skill before changing it.",
