@@ -77,3 +77,81 @@ async fn a_configured_window_wins_and_the_server_is_not_asked() {
         env.mock.info_requests()
     );
 }
+
+/// The names of the tools a request offered.
+fn offered(body: &serde_json::Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_small_reported_window_gets_the_core_tools_and_a_short_prompt() {
+    let mut env = TestEnv::new(vec![answer_with_usage()]).await;
+    env.mock
+        .serve_props(json!({"default_generation_settings": {"n_ctx": 16384}}));
+    env.extra_env
+        .push(("TALARIA_CONTEXT_WINDOW".into(), String::new()));
+    let skill = env.home.path().join("talaria/skills/deploy");
+    std::fs::create_dir_all(&skill).expect("skill dir");
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: deploy\ndescription: Ship it.\n---\nSteps.\n",
+    )
+    .expect("skill");
+    let (mut agent, session) = env.session().await;
+    prompt(&mut agent, &session, "hi").await;
+    let body = &env.mock.requests()[0].body;
+    let tools = offered(body);
+    for core in [
+        "read_file",
+        "write_file",
+        "patch",
+        "search_files",
+        "terminal",
+        "todo",
+    ] {
+        assert!(tools.iter().any(|t| t == core), "{core}: {tools:?}");
+    }
+    for left_out in ["delegate_task", "skill_manage", "memory", "session_search"] {
+        assert!(
+            !tools.iter().any(|t| t == left_out),
+            "{left_out}: {tools:?}"
+        );
+    }
+    let system = body["messages"][0]["content"].as_str().unwrap_or_default();
+    assert!(
+        !system.contains("deploy"),
+        "no skill index without skill tools"
+    );
+    assert!(agent.stderr().contains("the core toolsets"), "logged");
+}
+
+#[tokio::test]
+async fn a_large_reported_window_or_configured_toolsets_keep_their_tools() {
+    let mut env = TestEnv::new(vec![answer_with_usage(), answer_with_usage()]).await;
+    env.mock
+        .serve_props(json!({"default_generation_settings": {"n_ctx": 131072}}));
+    env.extra_env
+        .push(("TALARIA_CONTEXT_WINDOW".into(), String::new()));
+    let (mut agent, session) = env.session().await;
+    prompt(&mut agent, &session, "hi").await;
+    let tools = offered(&env.mock.requests()[0].body);
+    assert!(tools.iter().any(|t| t == "delegate_task"), "{tools:?}");
+    assert!(tools.iter().any(|t| t == "skill_manage"), "{tools:?}");
+    // A small window with toolsets chosen in the config: the choice stands.
+    env.mock
+        .serve_props(json!({"default_generation_settings": {"n_ctx": 8192}}));
+    env.write_config("toolsets = [\"file\", \"skills\"]\n");
+    let (mut agent, session) = env.session().await;
+    prompt(&mut agent, &session, "hi").await;
+    let tools = offered(&env.mock.requests()[1].body);
+    assert!(tools.iter().any(|t| t == "skill_manage"), "{tools:?}");
+    assert!(!tools.iter().any(|t| t == "terminal"), "{tools:?}");
+}

@@ -154,6 +154,7 @@ impl Agent {
             return Err(errors::auth_required(missing));
         }
         self.windows.apply(&mut config).await;
+        let system_prompt = system_prompt.assemble(&config);
         let journal = self.journal_for(&config).await?;
         // A session closed a moment ago may still have writes queued; they land first.
         journal.flush().await;
@@ -314,6 +315,7 @@ impl Agent {
             return Err(errors::auth_required(missing));
         }
         self.windows.apply(&mut config).await;
+        let system_prompt = system_prompt.assemble(&config);
         let journal = self.journal_for(&config).await?;
         // What is queued for the parent is written before it is read.
         journal.flush().await;

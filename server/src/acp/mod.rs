@@ -323,6 +323,7 @@ impl Agent {
             return Err(errors::auth_required(missing));
         }
         self.windows.apply(&mut config).await;
+        let system_prompt = system_prompt.assemble(&config);
         let id = uuid::Uuid::new_v4().to_string();
         let journal = self.ensure_store(&config).await;
         let start = match &journal {
@@ -729,8 +730,32 @@ async fn load_config() -> Result<Config, talaria_engine::ConfigError> {
 /// prompt (with the skill index and the memory snapshot, frozen now) and the slash commands.
 struct Prepared {
     config: Config,
-    system_prompt: String,
+    system_prompt: PromptParts,
     commands: acp::SessionUpdate,
+}
+
+/// The system prompt's parts, assembled once the session's toolsets are known.
+struct PromptParts {
+    base: String,
+    /// The skill index: only when the skills toolset is offered.
+    skill_index: String,
+    /// The frozen memory snapshot.
+    memory: String,
+}
+
+impl PromptParts {
+    fn assemble(self, config: &Config) -> String {
+        let skills_offered = config
+            .toolsets
+            .as_ref()
+            .is_none_or(|sets| sets.iter().any(|s| s == "skills"));
+        let mut prompt = self.base;
+        if skills_offered {
+            prompt.push_str(&self.skill_index);
+        }
+        prompt.push_str(&self.memory);
+        prompt
+    }
 }
 
 async fn prepare_session(cwd: &std::path::Path, today: &str) -> Result<Prepared, acp::Error> {
@@ -743,11 +768,16 @@ async fn prepare_session(cwd: &std::path::Path, today: &str) -> Result<Prepared,
             )));
         }
         let config = Config::load().map_err(config_error)?;
-        let mut system_prompt = talaria_engine::system_prompt::build(&cwd, &config.model, &today);
+        let base = talaria_engine::system_prompt::build(&cwd, &config.model, &today);
         let stores = skills::context(&config, &cwd, "");
         // One scan of the skill folders serves the prompt's index and the slash commands.
         let catalog = stores.catalog();
-        system_prompt.push_str(&skills::prompt_additions(&stores, &catalog));
+        let (skill_index, memory) = skills::prompt_additions(&stores, &catalog);
+        let system_prompt = PromptParts {
+            base,
+            skill_index,
+            memory,
+        };
         let commands = skills::commands(&catalog);
         Ok(Prepared {
             config,

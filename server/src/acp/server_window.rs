@@ -1,6 +1,7 @@
 //! Sizes sessions for the context window a local model server reports, when the user has
 //! not set one: probed once per server and model, started at `initialize` so `session/new`
-//! rarely waits for it.
+//! rarely waits for it. A server that reports a small window (a small local model) gets the
+//! core toolsets unless `toolsets` is configured: fewer tools to confuse it, a shorter prompt.
 
 use std::collections::HashMap;
 
@@ -18,6 +19,12 @@ enum Probe {
 pub(super) struct WindowProbes {
     probes: HashMap<String, Probe>,
 }
+
+/// The toolsets a session gets when its local server reports a small window and no
+/// `toolsets` are configured.
+pub(super) const CORE_TOOLSETS: [&str; 4] = ["file", "terminal", "todo", "clarify"];
+/// Windows up to this many tokens are small.
+pub(super) const SMALL_WINDOW: u64 = 32_768;
 
 /// Whether the configuration leaves the window to the server.
 fn wants_probe(config: &Config) -> bool {
@@ -74,6 +81,14 @@ impl WindowProbes {
         }
         if let Probe::Done(Some(window)) = probe {
             config.context_window = window.tokens.max(1024);
+            if config.toolsets.is_none() && config.context_window <= SMALL_WINDOW {
+                tracing::info!(
+                    tokens = config.context_window,
+                    "a small window: the session gets the core toolsets (set toolsets in \
+                     config.toml to choose)"
+                );
+                config.toolsets = Some(CORE_TOOLSETS.iter().map(|s| s.to_string()).collect());
+            }
         }
     }
 }

@@ -40,21 +40,22 @@ pub fn context(config: &Config, cwd: &Path, session: &str) -> Arc<SkillsContext>
     ))
 }
 
-/// What the system prompt carries: the skill index and the memory snapshot, frozen now.
-pub fn prompt_additions(context: &SkillsContext, catalog: &Catalog) -> String {
+/// What the system prompt carries: the skill index and the memory snapshot (frozen now),
+/// each empty or starting with a blank line.
+pub fn prompt_additions(context: &SkillsContext, catalog: &Catalog) -> (String, String) {
     for invalid in &catalog.invalid {
         tracing::warn!(path = %invalid.path.display(), "invalid skill: {}", invalid.why);
     }
-    let mut out = String::new();
-    if let Some(index) = catalog.index() {
-        out.push_str("\n\n");
-        out.push_str(&index);
-    }
-    if let Some(memory) = context.memory.snapshot() {
-        out.push_str("\n\n");
-        out.push_str(&memory);
-    }
-    out
+    let index = catalog
+        .index()
+        .map(|index| format!("\n\n{index}"))
+        .unwrap_or_default();
+    let memory = context
+        .memory
+        .snapshot()
+        .map(|memory| format!("\n\n{memory}"))
+        .unwrap_or_default();
+    (index, memory)
 }
 
 /// The slash commands: `/compact`, `/skills`, and one per skill.
