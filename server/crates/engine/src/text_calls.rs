@@ -82,7 +82,8 @@ fn call_shape(value: &Value) -> Option<(String, Value)> {
     if let Some(function) = object.get("function").and_then(Value::as_object) {
         return call_shape(&Value::Object(function.clone()));
     }
-    let name = string_field(object, &["name", "tool", "tool_name"])?;
+    // `{"function": "read_file", "arguments": …}` names the tool with a string.
+    let name = string_field(object, &["name", "tool", "tool_name", "function"])?;
     let arguments = ["arguments", "parameters", "args", "input"]
         .iter()
         .find_map(|k| object.get(*k))
@@ -287,6 +288,10 @@ mod tests {
         assert_eq!(call.arguments, "{\"path\":\"main.py\"}");
         assert_eq!(rest, "I'll read it.");
         let bare = "{\"function\": {\"name\": \"terminal\", \"arguments\": \"{\\\"command\\\": \\\"ls\\\"}\"}}";
+        let named = "```json\n{\"function\": \"read_file\", \"arguments\": {\"path\": \"a\"}}\n```";
+        assert!(
+            matches!(find(named, &registry, &names), Some(TextCall::Call { call, .. }) if call.name == "read_file")
+        );
         assert!(
             matches!(find(bare, &registry, &names), Some(TextCall::Call { call, .. }) if call.name == "terminal")
         );

@@ -138,11 +138,71 @@ async fn read(args: Args, ctx: &ToolContext) -> ToolOutcome {
                 path.display()
             ));
         }
+        Err(FileError::NotFound(missing)) => {
+            let cwd = ctx.cwd.clone();
+            let suggestions =
+                tokio::task::spawn_blocking(move || same_name_files(&cwd, &missing, 3))
+                    .await
+                    .unwrap_or_default();
+            let mut message = format!("File not found: {}.", path.display());
+            if !suggestions.is_empty() {
+                message.push_str(&format!(
+                    " Files with that name in the workspace: {}.",
+                    suggestions.join(", ")
+                ));
+            }
+            return ToolOutcome::failed(message);
+        }
         Err(e) => return ToolOutcome::failed(capitalize(&e.to_string())),
     };
     let offset = args.offset.unwrap_or(1).max(1);
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
     ToolOutcome::completed(render(&text, offset, limit)).with_locations(vec![location])
+}
+
+/// Directories never searched for a missing file's namesakes.
+const SKIPPED_DIRS: [&str; 5] = ["node_modules", "target", ".git", "dist", "build"];
+/// How many directory entries the namesake search looks at, at most.
+const SEARCH_BUDGET: usize = 2_000;
+
+/// Up to `most` workspace-relative paths of files named like `missing` (breadth first, a
+/// bounded number of entries, hidden and build folders skipped): a model that guessed a
+/// path learns where the file is.
+fn same_name_files(cwd: &std::path::Path, missing: &std::path::Path, most: usize) -> Vec<String> {
+    let Some(name) = missing.file_name() else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    let mut queue = std::collections::VecDeque::from([cwd.to_path_buf()]);
+    let mut seen = 0;
+    while let Some(dir) = queue.pop_front() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.filter_map(Result::ok) {
+            seen += 1;
+            if seen > SEARCH_BUDGET || found.len() >= most {
+                return found;
+            }
+            let entry_name = entry.file_name();
+            let hidden = entry_name.to_string_lossy().starts_with('.');
+            match entry.file_type() {
+                Ok(kind) if kind.is_dir() => {
+                    let skipped = SKIPPED_DIRS.iter().any(|d| entry_name == *d);
+                    if !hidden && !skipped {
+                        queue.push_back(entry.path());
+                    }
+                }
+                Ok(_) if entry_name == name => {
+                    let path = entry.path();
+                    let shown = path.strip_prefix(cwd).unwrap_or(&path);
+                    found.push(shown.display().to_string());
+                }
+                _ => {}
+            }
+        }
+    }
+    found
 }
 
 fn capitalize(text: &str) -> String {
@@ -258,6 +318,28 @@ mod tests {
         assert_eq!(out.status, ToolStatus::Completed, "{}", out.content);
         assert!(out.content.starts_with("     1|one\n"), "{}", out.content);
         assert_eq!(out.locations[0].line, Some(1));
+    }
+
+    #[tokio::test]
+    async fn a_guessed_path_is_answered_with_where_files_of_that_name_are() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("main.py"), "print(1)\n").expect("write");
+        std::fs::create_dir_all(dir.path().join("node_modules/x")).expect("dir");
+        std::fs::write(dir.path().join("node_modules/x/main.py"), "").expect("write");
+        let out = run(dir.path(), json!({"path": "src/main.py"})).await;
+        assert_eq!(out.status, ToolStatus::Failed);
+        assert!(
+            out.content
+                .ends_with("Files with that name in the workspace: main.py."),
+            "{}",
+            out.content
+        );
+        let none = run(dir.path(), json!({"path": "nothing.rs"})).await;
+        assert!(
+            !none.content.contains("Files with that name"),
+            "{}",
+            none.content
+        );
     }
 
     #[tokio::test]
