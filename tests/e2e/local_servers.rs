@@ -78,19 +78,6 @@ async fn a_configured_window_wins_and_the_server_is_not_asked() {
     );
 }
 
-/// The names of the tools a request offered.
-fn offered(body: &serde_json::Value) -> Vec<String> {
-    body["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 #[tokio::test]
 async fn a_small_reported_window_gets_the_core_tools_and_a_short_prompt() {
     let mut env = TestEnv::new(vec![answer_with_usage()]).await;
@@ -108,7 +95,7 @@ async fn a_small_reported_window_gets_the_core_tools_and_a_short_prompt() {
     let (mut agent, session) = env.session().await;
     prompt(&mut agent, &session, "hi").await;
     let body = &env.mock.requests()[0].body;
-    let tools = offered(body);
+    let tools = offered_tools(body);
     for core in [
         "read_file",
         "write_file",
@@ -142,7 +129,7 @@ async fn a_large_reported_window_or_configured_toolsets_keep_their_tools() {
         .push(("TALARIA_CONTEXT_WINDOW".into(), String::new()));
     let (mut agent, session) = env.session().await;
     prompt(&mut agent, &session, "hi").await;
-    let tools = offered(&env.mock.requests()[0].body);
+    let tools = offered_tools(&env.mock.requests()[0].body);
     assert!(tools.iter().any(|t| t == "delegate_task"), "{tools:?}");
     assert!(tools.iter().any(|t| t == "skill_manage"), "{tools:?}");
     // A small window with toolsets chosen in the config: the choice stands.
@@ -151,7 +138,7 @@ async fn a_large_reported_window_or_configured_toolsets_keep_their_tools() {
     env.write_config("toolsets = [\"file\", \"skills\"]\n");
     let (mut agent, session) = env.session().await;
     prompt(&mut agent, &session, "hi").await;
-    let tools = offered(&env.mock.requests()[1].body);
+    let tools = offered_tools(&env.mock.requests()[1].body);
     assert!(tools.iter().any(|t| t == "skill_manage"), "{tools:?}");
     assert!(!tools.iter().any(|t| t == "terminal"), "{tools:?}");
 }

@@ -189,6 +189,19 @@ pub fn last_user(body: &Value) -> String {
         .to_string()
 }
 
+/// The names of the tools a Chat Completions request offered.
+pub fn offered_tools(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Answers a `session/request_permission` with its allow-once option.
 pub async fn allow_once(agent: &mut talaria_harness::AgentProcess, asked: &Value) {
     let allow = asked["params"]["options"]
