@@ -96,14 +96,7 @@ async fn a_small_reported_window_gets_the_core_tools_and_a_short_prompt() {
     prompt(&mut agent, &session, "hi").await;
     let body = &env.mock.requests()[0].body;
     let tools = offered_tools(body);
-    for core in [
-        "read_file",
-        "write_file",
-        "patch",
-        "search_files",
-        "terminal",
-        "todo",
-    ] {
+    for core in CORE_TOOLS {
         assert!(tools.iter().any(|t| t == core), "{core}: {tools:?}");
     }
     for left_out in ["delegate_task", "skill_manage", "memory", "session_search"] {

@@ -30,14 +30,7 @@ async fn the_first_request_with_every_built_in_tool_is_under_2500_tokens() {
     let requests = env.mock.requests();
     let body = &requests[0].body;
     let tools = offered_tools(body);
-    for core in [
-        "read_file",
-        "write_file",
-        "patch",
-        "search_files",
-        "terminal",
-        "todo",
-    ] {
+    for core in CORE_TOOLS {
         assert!(tools.iter().any(|t| t == core), "{core} offered: {tools:?}");
     }
     let tokens = request_tokens(body);

@@ -189,6 +189,16 @@ pub fn last_user(body: &Value) -> String {
         .to_string()
 }
 
+/// The coding tools every session offers.
+pub const CORE_TOOLS: [&str; 6] = [
+    "read_file",
+    "write_file",
+    "patch",
+    "search_files",
+    "terminal",
+    "todo",
+];
+
 /// The names of the tools a Chat Completions request offered.
 pub fn offered_tools(body: &Value) -> Vec<String> {
     body["tools"]
