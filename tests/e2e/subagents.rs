@@ -327,3 +327,32 @@ async fn a_client_that_shows_subagents_sees_each_child_as_its_own_session() {
         "child\n"
     );
 }
+
+#[tokio::test]
+async fn children_follow_the_model_the_session_switched_to() {
+    let env = TestEnv::new(vec![
+        MockReply::tool_call("d", "delegate_task", json!({"goal": "look around"})),
+        MockReply::text(&["Looked around."]),
+        MockReply::text(&["The child looked around."]),
+    ])
+    .await;
+    env.write_config(
+        "models = [\"mock-model\", \"other-model\"]\n[learning]\nskill_review_after = 0\nmemory_review_after = 0\n",
+    );
+    let (mut agent, session) = env.session().await;
+    agent
+        .call(
+            "session/set_config_option",
+            json!({"sessionId": session, "configId": "model", "value": "other-model"}),
+        )
+        .await
+        .expect("switch");
+    let (response, _) = prompt(&mut agent, &session, "delegate it").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let requests = env.mock.requests();
+    assert_eq!(requests.len(), 3);
+    let child = &requests[1].body;
+    assert_eq!(child["model"], "other-model", "the child's request");
+    let system = child["messages"][0]["content"].as_str().unwrap_or_default();
+    assert!(system.contains("- Model: other-model"), "{system}");
+}

@@ -339,6 +339,8 @@ struct SessionActor {
     /// decision.
     mode: Arc<Mutex<Mode>>,
     model: String,
+    /// The model, shared with the subagent kit (children follow a switch).
+    current_model: Arc<Mutex<String>>,
     rules: Arc<Mutex<RuleStore>>,
     tool_state: Arc<SessionToolState>,
     context: ContextState,
@@ -463,12 +465,14 @@ pub fn spawn_session_with(
         let mode = Arc::new(Mutex::new(settings.mode));
         let rules = Arc::new(Mutex::new(rules));
         let mut registry = registry;
+        let current_model = Arc::new(Mutex::new(settings.model.clone()));
         if let Some(slots) = settings.subagents {
             let kit = crate::subagent::SubagentKit {
                 settings: settings.clone(),
                 router: router.clone(),
                 registry: registry.clone(),
                 mode: mode.clone(),
+                model: current_model.clone(),
                 rules: rules.clone(),
                 events: events.clone(),
                 slots: Arc::new(tokio::sync::Semaphore::new(slots.max(1))),
@@ -483,6 +487,7 @@ pub fn spawn_session_with(
             title: start.title,
             mode,
             model: settings.model.clone(),
+            current_model,
             rules,
             tool_state: Arc::new(SessionToolState::default()),
             context: ContextState::new(
@@ -625,6 +630,10 @@ impl SessionActor {
             ..Default::default()
         });
         self.context.set_model(&model);
+        *self
+            .current_model
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = model.clone();
         self.model = model;
     }
 

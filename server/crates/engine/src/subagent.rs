@@ -56,6 +56,9 @@ pub(crate) struct SubagentKit {
     /// The parent's tools, without `delegate_task`.
     pub registry: Registry,
     pub mode: Arc<Mutex<Mode>>,
+    /// The parent's current model (it may be switched mid-session): children without
+    /// `[auxiliary.subagent]` use it.
+    pub model: Arc<Mutex<String>>,
     pub rules: Arc<Mutex<RuleStore>>,
     pub events: mpsc::Sender<EngineEvent>,
     pub slots: Arc<Semaphore>,
@@ -289,6 +292,14 @@ async fn run_child(kit: &SubagentKit, args: Args, ctx: &ToolContext) -> ToolOutc
         None => kit.registry.clone(),
     };
     let mut settings = kit.settings.clone();
+    let model = kit
+        .model
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    settings.system_prompt =
+        crate::system_prompt::with_model(&settings.system_prompt, &settings.model, &model);
+    settings.model = model;
     // Unique across the parent's reloads too (the counter restarts with the process).
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
