@@ -35,30 +35,15 @@ async fn session_with_servers_and(
     servers: Vec<Value>,
     capabilities: Value,
 ) -> (talaria_harness::AgentProcess, String, Vec<Value>) {
-    let mut agent = env.spawn().await;
-    agent
-        .call(
-            "initialize",
-            json!({"protocolVersion": 1, "clientCapabilities": capabilities}),
-        )
-        .await
-        .expect("initialize");
-    let before = agent.transcript.len();
-    let created = agent
-        .call(
-            "session/new",
-            json!({"cwd": env.workspace.path(), "mcpServers": servers}),
-        )
-        .await
-        .expect("session/new");
-    let session = created["sessionId"].as_str().expect("id").to_string();
+    let (mut agent, session, _) = env.session_given(capabilities, json!(servers)).await;
     // The session's notices follow its creation.
     let _ = agent
         .wait_for(WAIT, |m| {
             m["params"]["update"]["sessionUpdate"] == "available_commands_update"
         })
         .await;
-    let updates = agent.transcript[before..]
+    let updates = agent
+        .transcript
         .iter()
         .filter(|m| m["method"] == "session/update")
         .map(|m| m["params"]["update"].clone())

@@ -25,6 +25,19 @@ fn delayed(text: &str, delay_ms: u64) -> MockReply {
     }
 }
 
+/// The parent's script: one delegation to write the notes, then its answer.
+fn delegating_the_notes() -> Vec<MockReply> {
+    vec![
+        MockReply::ToolCalls {
+            calls: vec![delegate("d1", "write the notes")],
+            text: None,
+            fragment_chars: None,
+            usage: None,
+        },
+        MockReply::text(&["Delegated."]),
+    ]
+}
+
 async fn env_with(main: Vec<MockReply>, children: Vec<MockReply>) -> TestEnv {
     let env = TestEnv::new(main).await;
     env.write_config(&format!(
@@ -158,15 +171,7 @@ async fn two_delegations_run_in_parallel_and_report_back() {
 #[tokio::test]
 async fn a_child_cannot_delegate_and_asks_permission_on_the_parents_session() {
     let env = env_with(
-        vec![
-            MockReply::ToolCalls {
-                calls: vec![delegate("d1", "write the notes")],
-                text: None,
-                fragment_chars: None,
-                usage: None,
-            },
-            MockReply::text(&["Delegated."]),
-        ],
+        delegating_the_notes(),
         vec![
             MockReply::tool_call("nested", "delegate_task", json!({"goal": "go deeper"})),
             MockReply::tool_call(
@@ -249,15 +254,7 @@ async fn cancelling_the_parent_cancels_the_children() {
 #[tokio::test]
 async fn a_client_that_shows_subagents_sees_each_child_as_its_own_session() {
     let env = env_with(
-        vec![
-            MockReply::ToolCalls {
-                calls: vec![delegate("d1", "write the notes")],
-                text: None,
-                fragment_chars: None,
-                usage: None,
-            },
-            MockReply::text(&["Delegated."]),
-        ],
+        delegating_the_notes(),
         vec![
             MockReply::tool_call(
                 "w",

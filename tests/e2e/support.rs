@@ -68,6 +68,15 @@ impl TestEnv {
     /// A running agent that advertised `capabilities`, with one session in the workspace;
     /// also returns the `session/new` result.
     pub async fn session_with(&self, capabilities: Value) -> (AgentProcess, String, Value) {
+        self.session_given(capabilities, json!([])).await
+    }
+
+    /// Like [`TestEnv::session_with`], with these `mcpServers`.
+    pub async fn session_given(
+        &self,
+        capabilities: Value,
+        mcp_servers: Value,
+    ) -> (AgentProcess, String, Value) {
         let mut agent = self.spawn().await;
         agent
             .call(
@@ -79,7 +88,7 @@ impl TestEnv {
         let created = agent
             .call(
                 "session/new",
-                json!({"cwd": self.workspace.path(), "mcpServers": []}),
+                json!({"cwd": self.workspace.path(), "mcpServers": mcp_servers}),
             )
             .await
             .expect("session/new");

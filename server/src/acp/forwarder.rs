@@ -175,21 +175,13 @@ pub async fn forward_events(
                 signal.fire();
                 None
             }
-            EngineEvent::ToolCallFinished {
-                id,
-                status,
-                display,
-                raw_output,
-            } => {
-                let changed = raw_output
-                    .as_ref()
-                    .is_some_and(|o| o["skills_changed"] == true);
-                let card = updates::session_update(EngineEvent::ToolCallFinished {
-                    id,
-                    status,
-                    display,
-                    raw_output,
-                });
+            finished @ EngineEvent::ToolCallFinished { .. } => {
+                let changed = matches!(
+                    &finished,
+                    EngineEvent::ToolCallFinished { raw_output: Some(output), .. }
+                        if output["skills_changed"] == true
+                );
+                let card = updates::session_update(finished);
                 if let Some(card) = card {
                     let notification = SessionNotification::new(session_id.clone(), card);
                     peer.notify("session/update", &notification).await;

@@ -704,11 +704,17 @@ impl SessionActor {
 
     /// Answers a prompt that could not be prepared with an error.
     async fn fail_prompt(&mut self, turn: TurnId, why: String) {
+        self.finish_without_model(turn, Err(TurnError::Internal(why)))
+            .await;
+    }
+
+    /// Ends a turn that made no model call of its own (a command, a failure to start).
+    async fn finish_without_model(&mut self, turn: TurnId, outcome: Result<StopReason, TurnError>) {
         let _ = self
             .events
             .send(EngineEvent::TurnFinished {
                 turn,
-                outcome: Err(TurnError::Internal(why)),
+                outcome,
                 usage: TurnUsage::default(),
             })
             .await;
@@ -732,14 +738,7 @@ impl SessionActor {
                 Err(e) => Err(TurnError::Internal(format!("the command failed: {e}"))),
             }
         };
-        let _ = self
-            .events
-            .send(EngineEvent::TurnFinished {
-                turn,
-                outcome,
-                usage: TurnUsage::default(),
-            })
-            .await;
+        self.finish_without_model(turn, outcome).await;
     }
 
     fn lock_cancel(&self) -> std::sync::MutexGuard<'_, CancelState> {
@@ -1076,14 +1075,7 @@ impl SessionActor {
                 }
             }
         };
-        let _ = self
-            .events
-            .send(EngineEvent::TurnFinished {
-                turn,
-                outcome,
-                usage: TurnUsage::default(),
-            })
-            .await;
+        self.finish_without_model(turn, outcome).await;
     }
 
     async fn side_task(&mut self, request: SideRequest) -> Result<SideAnswer, String> {

@@ -192,14 +192,7 @@ impl Turn<'_> {
                 nudged = true;
                 self.history.push(EntryBody::Nudge { text: instruction });
                 self.save();
-                tracing::info!(session = %self.settings.id, "{message}");
-                let _ = self
-                    .events
-                    .send(EngineEvent::Notice {
-                        level: crate::events::NoticeLevel::Info,
-                        message,
-                    })
-                    .await;
+                self.tell(crate::events::NoticeLevel::Info, message).await;
                 continue;
             }
             if tool_calls.is_empty() {
@@ -284,12 +277,17 @@ impl Turn<'_> {
             ),
             None => return (text, tool_calls, None),
         };
+        self.tell(level, message).await;
+        result
+    }
+
+    /// Tells the user something about the turn (logged too).
+    async fn tell(&self, level: crate::events::NoticeLevel, message: String) {
         tracing::info!(session = %self.settings.id, "{message}");
         let _ = self
             .events
             .send(EngineEvent::Notice { level, message })
             .await;
-        result
     }
 
     /// Shows what the chat has not seen of the final answer: text held back while it might
@@ -405,13 +403,7 @@ impl Turn<'_> {
                     "The model repeated a failing `{}` call; Talaria stopped it and told the model to change course.",
                     entry.tool
                 );
-                tracing::info!(session = %self.settings.id, "{message}");
-                let _ = self
-                    .events
-                    .send(EngineEvent::Notice {
-                        level: crate::events::NoticeLevel::Warning,
-                        message,
-                    })
+                self.tell(crate::events::NoticeLevel::Warning, message)
                     .await;
                 continue;
             }
