@@ -12,8 +12,8 @@ use talaria_record::Transcript;
 use talaria_store::{SessionMeta, SessionStore, SqliteStore, StoreError};
 
 use super::{
-    Agent, Launch, Launched, Reply, StoreState, check_roots, chrono_today, config_error,
-    prepare_session, replay, session_not_found, to_value,
+    Agent, Launch, Launched, Reply, StoreState, check_roots, config_error, replay,
+    session_not_found, to_value,
 };
 
 /// Sessions per page of `session/list`.
@@ -139,22 +139,12 @@ impl Agent {
             )));
         }
         let roots = check_roots(&reopen.cwd, &reopen.additional_directories)?;
-        let super::Prepared {
-            mut config,
+        let super::Ready {
+            config,
             system_prompt,
             commands,
-        } = prepare_session(&reopen.cwd, &chrono_today()).await?;
-        let mcp = super::mcp::connect(
-            &reopen.mcp_servers,
-            &config,
-            self.client_caps.elicitation_form,
-        )
-        .await;
-        if let Some(missing) = config.missing_credentials() {
-            return Err(errors::auth_required(missing));
-        }
-        self.windows.apply(&mut config).await;
-        let system_prompt = system_prompt.assemble(&config);
+            mcp,
+        } = self.ready_session(&reopen.cwd, &reopen.mcp_servers).await?;
         let journal = self.journal_for(&config).await?;
         // A session closed a moment ago may still have writes queued; they land first.
         journal.flush().await;
@@ -300,22 +290,12 @@ impl Agent {
     /// A new session with a copy of another's history (its parent recorded).
     pub(super) async fn fork_session(&mut self, params: acp::ForkSessionRequest) -> Reply {
         let roots = check_roots(&params.cwd, &params.additional_directories)?;
-        let super::Prepared {
-            mut config,
+        let super::Ready {
+            config,
             system_prompt,
             commands,
-        } = prepare_session(&params.cwd, &chrono_today()).await?;
-        let mcp = super::mcp::connect(
-            &params.mcp_servers,
-            &config,
-            self.client_caps.elicitation_form,
-        )
-        .await;
-        if let Some(missing) = config.missing_credentials() {
-            return Err(errors::auth_required(missing));
-        }
-        self.windows.apply(&mut config).await;
-        let system_prompt = system_prompt.assemble(&config);
+            mcp,
+        } = self.ready_session(&params.cwd, &params.mcp_servers).await?;
         let journal = self.journal_for(&config).await?;
         // What is queued for the parent is written before it is read.
         journal.flush().await;

@@ -305,25 +305,42 @@ impl Agent {
         Ok(router)
     }
 
-    async fn new_session(&mut self, params: acp::NewSessionRequest) -> Reply {
-        let roots = check_roots(&params.cwd, &params.additional_directories)?;
-        let today = chrono_today();
+    /// What every session start needs, in order: the configuration and the prompt's parts
+    /// (off the runtime thread), credentials checked before anything is started, the local
+    /// server's window (which may narrow the toolsets), the prompt for those toolsets, then
+    /// the session's MCP servers.
+    async fn ready_session(
+        &mut self,
+        cwd: &std::path::Path,
+        mcp_servers: &[acp::McpServer],
+    ) -> Result<Ready, acp::Error> {
         let Prepared {
             mut config,
             system_prompt,
             commands,
-        } = prepare_session(&params.cwd, &today).await?;
-        let mcp = mcp::connect(
-            &params.mcp_servers,
-            &config,
-            self.client_caps.elicitation_form,
-        )
-        .await;
+        } = prepare_session(cwd, &chrono_today()).await?;
         if let Some(missing) = config.missing_credentials() {
             return Err(errors::auth_required(missing));
         }
         self.windows.apply(&mut config).await;
         let system_prompt = system_prompt.assemble(&config);
+        let mcp = mcp::connect(mcp_servers, &config, self.client_caps.elicitation_form).await;
+        Ok(Ready {
+            config,
+            system_prompt,
+            commands,
+            mcp,
+        })
+    }
+
+    async fn new_session(&mut self, params: acp::NewSessionRequest) -> Reply {
+        let roots = check_roots(&params.cwd, &params.additional_directories)?;
+        let Ready {
+            config,
+            system_prompt,
+            commands,
+            mcp,
+        } = self.ready_session(&params.cwd, &params.mcp_servers).await?;
         let id = uuid::Uuid::new_v4().to_string();
         let journal = self.ensure_store(&config).await;
         let start = match &journal {
@@ -732,6 +749,14 @@ struct Prepared {
     config: Config,
     system_prompt: PromptParts,
     commands: acp::SessionUpdate,
+}
+
+/// A session ready to launch.
+struct Ready {
+    config: Config,
+    system_prompt: String,
+    commands: acp::SessionUpdate,
+    mcp: (Arc<talaria_mcp::Hub>, Vec<String>),
 }
 
 /// The system prompt's parts, assembled once the session's toolsets are known.
