@@ -360,14 +360,7 @@ async fn cancel_during_a_long_call_ends_the_turn_and_tells_the_server() {
         .await
         .expect("prompt");
     let asked = agent.next_agent_request(WAIT).await.expect("permission");
-    let allow = asked["params"]["options"][0]["optionId"].clone();
-    agent
-        .respond(
-            &asked["id"],
-            json!({"outcome": {"outcome": "selected", "optionId": allow}}),
-        )
-        .await
-        .expect("answer");
+    allow_once(&mut agent, &asked).await;
     tokio::time::timeout(WAIT, async {
         while !std::fs::read_to_string(&log)
             .unwrap_or_default()
