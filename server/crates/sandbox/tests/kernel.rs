@@ -1,0 +1,208 @@
+//! The sandbox against the real kernel: a thread enters it (Landlock restricts only the
+//! calling thread, so the test process stays free) and tries what a command would.
+//!
+//! These tests fail, rather than skip, where the kernel offers no sandbox, unless
+//! `TALARIA_ALLOW_NO_SANDBOX=1` says that is expected on this machine.
+
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+
+use talaria_sandbox::{SandboxPolicy, availability, enter};
+
+fn require_sandbox() -> bool {
+    if availability().is_enforced() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("TALARIA_ALLOW_NO_SANDBOX").is_some(),
+        "this machine offers no OS sandbox ({}); set TALARIA_ALLOW_NO_SANDBOX=1 where that is expected",
+        availability().describe()
+    );
+    false
+}
+
+struct Layout {
+    _dir: tempfile::TempDir,
+    home: PathBuf,
+    workspace: PathBuf,
+    outside: PathBuf,
+}
+
+fn layout() -> Layout {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonical");
+    let home = root.join("home");
+    let workspace = home.join("project");
+    let outside = root.join("outside");
+    for folder in [
+        home.join(".ssh"),
+        home.join(".talaria/skills/demo"),
+        workspace.clone(),
+        outside.clone(),
+    ] {
+        std::fs::create_dir_all(folder).expect("mkdir");
+    }
+    std::fs::write(home.join(".ssh/id_rsa"), "PRIVATE KEY").expect("key");
+    std::fs::write(home.join(".talaria/config.toml"), "api_key = 'sk'").expect("config");
+    std::fs::write(home.join(".talaria/skills/demo/SKILL.md"), "skill").expect("skill");
+    std::fs::write(home.join("notes.txt"), "notes").expect("notes");
+    std::fs::write(outside.join("existing.txt"), "keep").expect("existing");
+    std::os::unix::fs::symlink(home.join(".ssh/id_rsa"), workspace.join("link-to-key"))
+        .expect("link");
+    std::os::unix::fs::symlink(home.join(".ssh"), workspace.join("ssh-dir")).expect("link");
+    Layout {
+        _dir: dir,
+        home,
+        workspace,
+        outside,
+    }
+}
+
+fn policy(layout: &Layout, network: bool) -> SandboxPolicy {
+    SandboxPolicy {
+        writable: vec![layout.workspace.clone()],
+        hidden: vec![layout.home.join(".ssh"), layout.home.join(".talaria")],
+        readable: vec![layout.home.join(".talaria/skills")],
+        network,
+    }
+}
+
+/// Runs `check` on a thread inside the sandbox.
+fn inside<T: Send + 'static>(
+    policy: SandboxPolicy,
+    check: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    std::thread::spawn(move || {
+        enter(&policy).expect("enter the sandbox");
+        check()
+    })
+    .join()
+    .expect("the sandboxed thread")
+}
+
+fn denied<T: std::fmt::Debug>(result: std::io::Result<T>, what: &str) {
+    match result {
+        Err(e) if e.kind() == ErrorKind::PermissionDenied || e.raw_os_error() == Some(18) => {}
+        other => panic!("{what}: expected a denial, got {other:?}"),
+    }
+}
+
+#[test]
+fn writes_stay_in_the_workspace_and_hidden_places_stay_hidden() {
+    if !require_sandbox() {
+        return;
+    }
+    let layout = layout();
+    let (home, workspace, outside) = (
+        layout.home.clone(),
+        layout.workspace.clone(),
+        layout.outside.clone(),
+    );
+    inside(policy(&layout, true), move || {
+        // Allowed: reading anything ordinary, writing in the workspace.
+        assert_eq!(
+            std::fs::read_to_string(home.join("notes.txt")).expect("notes"),
+            "notes"
+        );
+        std::fs::write(workspace.join("out.txt"), "x").expect("write in the workspace");
+        std::fs::create_dir(workspace.join("sub")).expect("mkdir in the workspace");
+        std::fs::rename(workspace.join("out.txt"), workspace.join("sub/out.txt"))
+            .expect("rename within the workspace");
+        assert_eq!(
+            std::fs::read_to_string(home.join(".talaria/skills/demo/SKILL.md")).expect("skill"),
+            "skill"
+        );
+        assert!(std::fs::read_dir(&home).is_ok(), "the home can be listed");
+        // Refused: writing outside, in any form.
+        denied(
+            std::fs::write(outside.join("new.txt"), "x"),
+            "create outside",
+        );
+        denied(
+            std::fs::OpenOptions::new()
+                .append(true)
+                .open(outside.join("existing.txt")),
+            "append outside",
+        );
+        denied(
+            std::fs::remove_file(outside.join("existing.txt")),
+            "delete outside",
+        );
+        denied(
+            std::fs::rename(workspace.join("sub/out.txt"), outside.join("moved.txt")),
+            "move out of the workspace",
+        );
+        denied(
+            std::fs::write(home.join("new-in-home.txt"), "x"),
+            "write in the home",
+        );
+        denied(
+            std::fs::write(home.join(".talaria/config.toml"), "mode = 'yolo'"),
+            "rewrite Talaria's config",
+        );
+        denied(
+            std::fs::write(home.join(".talaria/skills/demo/SKILL.md"), "x"),
+            "write a skill directly",
+        );
+        // Refused: reading hidden places, through links too.
+        denied(std::fs::read(home.join(".ssh/id_rsa")), "read the key");
+        denied(
+            std::fs::read(workspace.join("link-to-key")),
+            "read the key through a link",
+        );
+        denied(
+            std::fs::read(workspace.join("ssh-dir/id_rsa")),
+            "read through a folder link",
+        );
+        denied(
+            std::fs::read(home.join(".talaria/config.toml")),
+            "read Talaria's config",
+        );
+        denied(
+            std::fs::hard_link(home.join(".ssh/id_rsa"), workspace.join("hard")),
+            "hard-link the key into the workspace",
+        );
+    });
+    assert_eq!(
+        std::fs::read_to_string(layout.outside.join("existing.txt")).expect("kept"),
+        "keep"
+    );
+    assert!(!layout.outside.join("new.txt").exists());
+}
+
+#[test]
+fn the_network_can_be_turned_off() {
+    if !require_sandbox() {
+        return;
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+    let address = listener.local_addr().expect("address");
+    let layout = layout();
+    let online = inside(policy(&layout, true), move || {
+        std::net::TcpStream::connect(address).map(|_| ())
+    });
+    assert!(online.is_ok(), "{online:?}");
+    let offline = inside(policy(&layout, false), move || {
+        let tcp = std::net::TcpStream::connect(address).map(|_| ());
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").map(|_| ());
+        let unix = std::os::unix::net::UnixDatagram::unbound().map(|_| ());
+        (tcp, udp, unix)
+    });
+    assert!(offline.0.is_err(), "TCP: {:?}", offline.0);
+    assert!(offline.1.is_err(), "UDP: {:?}", offline.1);
+    assert!(
+        offline.2.is_ok(),
+        "UNIX sockets still work: {:?}",
+        offline.2
+    );
+}
+
+#[test]
+fn availability_is_reported() {
+    if !require_sandbox() {
+        return;
+    }
+    let described = availability().describe();
+    assert!(described.contains("Landlock"), "{described}");
+    let _ = Path::new("/");
+}
