@@ -6,6 +6,239 @@ use super::floor;
 use super::walk::{Cwd, Feed, Walker};
 use super::words::{FETCHERS, UNKNOWN, Word, basename};
 
+/// Programs that only read (with the arguments `reads_only` checks): a command made of them
+/// alone, with no output redirected into a file, is harmless without a sandbox.
+const READ_ONLY: &[&str] = &[
+    "ls",
+    "cat",
+    "head",
+    "tail",
+    "wc",
+    "grep",
+    "egrep",
+    "fgrep",
+    "rg",
+    "find",
+    "pwd",
+    "echo",
+    "printf",
+    "which",
+    "type",
+    "file",
+    "stat",
+    "du",
+    "df",
+    "tree",
+    "sort",
+    "uniq",
+    "cut",
+    "tr",
+    "diff",
+    "cmp",
+    "basename",
+    "dirname",
+    "realpath",
+    "readlink",
+    "date",
+    "id",
+    "whoami",
+    "uname",
+    "hostname",
+    "true",
+    "false",
+    "test",
+    "[",
+    "nl",
+    "column",
+    "od",
+    "hexdump",
+    "md5sum",
+    "sha1sum",
+    "sha256sum",
+    "sha512sum",
+    "seq",
+    "sleep",
+    "printenv",
+    "jq",
+    "ps",
+    "cd",
+    "less",
+    "more",
+    "env",
+];
+/// Subcommands of `git` that only read.
+const GIT_READ_ONLY: &[&str] = &[
+    "git status",
+    "git log",
+    "git diff",
+    "git show",
+    "git rev-parse",
+    "git ls-files",
+    "git blame",
+    "git describe",
+    "git shortlog",
+    "git grep",
+    "git cat-file",
+    "git ls-tree",
+];
+
+/// Whether `program` with `args` only reads.
+fn reads_only(scope: &str, program: &str, args: &[Word]) -> bool {
+    let has = |flags: &[&str]| args.iter().any(|a| flags.contains(&a.text.as_str()));
+    match program {
+        "git" => GIT_READ_ONLY.contains(&scope),
+        "find" => !args.iter().any(|a| {
+            a.text.starts_with("-exec")
+                || a.text.starts_with("-ok")
+                || a.text.starts_with("-fprint")
+                || matches!(a.text.as_str(), "-delete" | "-fls")
+        }),
+        "sort" => !has(&["-o"]) && !args.iter().any(|a| a.text.starts_with("--output")),
+        "env" => args.iter().all(|a| a.text.starts_with('-')),
+        p => READ_ONLY.contains(&p),
+    }
+}
+
+/// Programs that name other programs as data (`which rm`, `man mkfs`): their arguments are
+/// never scanned for floor commands.
+const NAMES_PROGRAMS: &[&str] = &[
+    "echo",
+    "printf",
+    "which",
+    "type",
+    "whereis",
+    "man",
+    "info",
+    "help",
+    "whatis",
+    "apropos",
+    "dpkg",
+    "apt",
+    "apt-get",
+    "apt-cache",
+    "brew",
+    "pacman",
+    "dnf",
+    "yum",
+    "rpm",
+    "snap",
+    "pkill",
+    "pgrep",
+    "killall",
+    "pidof",
+    "grep",
+    "egrep",
+    "fgrep",
+    "rg",
+    "ag",
+    "ack",
+    "locate",
+    "find",
+    "printenv",
+    "ls",
+    "file",
+    "stat",
+    "cat",
+    "less",
+    "more",
+    "head",
+    "tail",
+    "strings",
+    "git",
+    "jq",
+    "sed",
+    "awk",
+    "tldr",
+    "ps",
+    "cd",
+    "test",
+    "[",
+    "command",
+    "hash",
+    "alias",
+    "complete",
+    "compgen",
+    "declare",
+    "typeset",
+    "export",
+    "local",
+    "readonly",
+    "unset",
+    "read",
+];
+
+/// Programs the floor has rules for; after an unknown wrapper their words are checked too.
+const FLOOR_NAMES: &[&str] = &[
+    "rm",
+    "mv",
+    "chmod",
+    "chown",
+    "chgrp",
+    "dd",
+    "shred",
+    "kill",
+    "shutdown",
+    "reboot",
+    "halt",
+    "poweroff",
+    "systemctl",
+    "loginctl",
+    "init",
+    "telinit",
+    "wipefs",
+    "blkdiscard",
+    "fdisk",
+    "sfdisk",
+    "parted",
+    "gdisk",
+    "sgdisk",
+    "cfdisk",
+    "mkswap",
+    "mke2fs",
+    "mkdosfs",
+    "cryptsetup",
+    "zpool",
+    "mdadm",
+    "find",
+    "tee",
+    "cp",
+];
+
+/// Device paths through which a program reads its own standard input.
+fn is_stdin_path(text: &str) -> bool {
+    matches!(text, "/dev/stdin" | "-")
+        || text.starts_with("/dev/fd/")
+        || text.starts_with("/proc/self/fd/")
+        || text.starts_with("/proc/thread-self/fd/")
+}
+
+/// `git -c KEY=VALUE` keys that never run a program.
+const SAFE_GIT_KEYS: &[&str] = &[
+    "user.name",
+    "user.email",
+    "color.",
+    "core.quotepath",
+    "core.autocrlf",
+    "core.safecrlf",
+    "init.defaultbranch",
+    "advice.",
+    "commit.gpgsign",
+    "tag.gpgsign",
+    "pull.rebase",
+    "pull.ff",
+    "push.default",
+    "log.",
+    "status.",
+    "safe.directory",
+    "protocol.version",
+    "fetch.prune",
+    "merge.ff",
+    "diff.renames",
+    "diff.noprefix",
+    "column.ui",
+    "i18n.",
+];
+
 pub(super) const SHELLS: &[&str] = &["sh", "bash", "zsh", "dash", "ksh", "fish", "ash", "mksh"];
 const INTERPRETERS: &[&str] = &[
     "python", "python2", "python3", "perl", "ruby", "node", "php", "lua", "deno", "bun",
@@ -54,7 +287,7 @@ pub(super) fn is_interpreter(program: &str) -> bool {
             .is_some_and(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.'))
 }
 
-fn is_assignment(text: &str) -> bool {
+pub(super) fn is_assignment(text: &str) -> bool {
     match text.split_once('=') {
         Some((name, _)) => {
             !name.is_empty()
@@ -66,7 +299,7 @@ fn is_assignment(text: &str) -> bool {
 }
 
 /// Counts the option words (and the values of `with_value` options) at the start of `args`.
-fn skip_options(args: &[Word], with_value: &[&str]) -> usize {
+pub(super) fn skip_options(args: &[Word], with_value: &[&str]) -> usize {
     let mut n = 0;
     while n < args.len() {
         let text = args[n].text.as_str();
@@ -79,58 +312,6 @@ fn skip_options(args: &[Word], with_value: &[&str]) -> usize {
         n += if with_value.contains(&text) { 2 } else { 1 };
     }
     n.min(args.len())
-}
-
-/// How many words after the wrapper's name belong to the wrapper, if `program` is one.
-fn wrapper_prefix(program: &str, args: &[Word]) -> Option<usize> {
-    Some(match program {
-        "sudo" | "doas" => skip_options(
-            args,
-            &["-u", "-g", "-C", "-D", "-h", "-p", "-U", "-r", "-t", "-R"],
-        ),
-        "env" => {
-            let mut n = 0;
-            while n < args.len() {
-                let t = args[n].text.as_str();
-                if matches!(
-                    t,
-                    "-u" | "--unset" | "-C" | "--chdir" | "-S" | "--split-string"
-                ) {
-                    n += 2;
-                } else if t.starts_with('-') || is_assignment(t) {
-                    n += 1;
-                } else {
-                    break;
-                }
-            }
-            n.min(args.len())
-        }
-        "nohup" | "exec" | "builtin" | "setsid" | "time" | "stdbuf" | "busybox" | "toybox" => {
-            skip_options(args, &["-a"])
-        }
-        "command" => skip_options(args, &[]),
-        "nice" | "ionice" => skip_options(args, &["-n", "-c", "--adjustment", "--class"]),
-        "timeout" => {
-            (skip_options(args, &["-s", "-k", "--signal", "--kill-after"]) + 1).min(args.len())
-        }
-        "chroot" | "flock" => (skip_options(args, &["-w", "-E", "--userspec"]) + 1).min(args.len()),
-        "xargs" => skip_options(
-            args,
-            &[
-                "-I",
-                "-i",
-                "-n",
-                "-P",
-                "-L",
-                "-d",
-                "-E",
-                "-s",
-                "-a",
-                "--delimiter",
-            ],
-        ),
-        _ => return None,
-    })
 }
 
 /// The value of `flag` among `args` (`-c 'script'`), for programs taking a script string.
@@ -241,11 +422,44 @@ impl Walker<'_> {
         from_heredoc: bool,
         depth: usize,
     ) -> Feed {
-        // Leading assignments: `FOO=1 cmd`.
+        // Leading assignments: `FOO=1 cmd` (they reach the program, not the shell).
         while argv.first().is_some_and(|w| is_assignment(&w.text)) {
-            argv.remove(0);
+            let word = argv.remove(0);
+            self.prefix_assignment(&word.text);
         }
         let piped = !matches!(input, Feed::Opaque) || from_heredoc;
+        let mut outer_cwd = None;
+        let fed = self.run_wrapped(argv, input, from_heredoc, piped, depth, &mut outer_cwd);
+        // A wrapper's `--chdir` moved only the program it ran.
+        if let Some(cwd) = outer_cwd {
+            self.cwd = cwd;
+        }
+        fed
+    }
+
+    /// An assignment that reaches one program's environment (`FOO=1 cmd`, `env FOO=1 cmd`).
+    fn prefix_assignment(&mut self, text: &str) {
+        let name = text.split('=').next().unwrap_or(text);
+        if super::dynamic::runs_code(name) {
+            self.mark_unknown(format!("`{name}` makes the shell run code from a variable"));
+        }
+        if super::dynamic::changes_programs(name) && self.class.unscoped.is_none() {
+            self.class.unscoped = Some(format!(
+                "it sets `{name}`, which changes which program runs or how it is configured"
+            ));
+        }
+    }
+
+    /// Sees through wrappers to the program that finally runs.
+    fn run_wrapped(
+        &mut self,
+        mut argv: Vec<Word>,
+        input: Feed,
+        from_heredoc: bool,
+        piped: bool,
+        depth: usize,
+        outer_cwd: &mut Option<Cwd>,
+    ) -> Feed {
         for _ in 0..MAX_WRAPPERS {
             let Some(first) = argv.first() else {
                 return Feed::Opaque;
@@ -286,47 +500,69 @@ impl Walker<'_> {
                 return Feed::Opaque;
             }
             let args = argv[1..].to_vec();
-            if let Some(skip) = wrapper_prefix(&program, &args) {
-                if program == "command"
-                    && args
-                        .first()
-                        .is_some_and(|a| a.text.starts_with("-v") || a.text.starts_with("-V"))
+            let Some(wrapper) = super::wrappers::wrapper(&program, &args) else {
+                return self.program(&program, &args, input, from_heredoc, piped, depth);
+            };
+            if program == "command"
+                && args
+                    .first()
+                    .is_some_and(|a| a.text.starts_with("-v") || a.text.starts_with("-V"))
+            {
+                self.add_scope(&program, &args);
+                return Feed::Opaque;
+            }
+            if let Some(why) = wrapper.unscoped
+                && self.class.unscoped.is_none()
+            {
+                self.class.unscoped = Some(format!("`{program}`: {why}"));
+            }
+            if program == "env" {
+                for word in args[..wrapper.skip]
+                    .iter()
+                    .filter(|w| is_assignment(&w.text))
                 {
-                    self.add_scope(&program, &args);
-                    return Feed::Opaque;
+                    self.prefix_assignment(&word.text);
                 }
-                if program == "env"
-                    && let Some(pos) = args
-                        .iter()
-                        .position(|a| a.text == "-S" || a.text == "--split-string")
-                    && let Some(split) = args.get(pos + 1)
-                {
-                    // `env -S 'rm -rf /'`: the string is split into the command.
-                    let mut words: Vec<Word> = split
-                        .text
-                        .split_whitespace()
-                        .map(|t| Word {
-                            text: t.to_string(),
-                            exact: split.exact,
-                            fetched: split.fetched,
-                        })
-                        .collect();
-                    words.extend(args[skip..].iter().cloned());
-                    argv = words;
-                    continue;
-                }
-                let mut inner = args[skip..].to_vec();
-                if inner.is_empty() {
-                    self.add_scope(&program, &args);
-                    return Feed::Opaque;
-                }
-                if program == "xargs" {
-                    self.xargs_input(&args[..skip], &mut inner, &input);
-                }
-                argv = inner;
+            }
+            if let Some(dir) = &wrapper.chdir {
+                outer_cwd.get_or_insert_with(|| self.cwd.clone());
+                self.cwd = if dir.exact || !dir.text.contains(UNKNOWN) {
+                    self.dir_after(&dir.text)
+                } else {
+                    Cwd::Unknown
+                };
+            }
+            if program == "env"
+                && let Some(pos) = args
+                    .iter()
+                    .position(|a| a.text == "-S" || a.text == "--split-string")
+                && let Some(split) = args.get(pos + 1)
+            {
+                // `env -S 'rm -rf /'`: the string is split into the command.
+                let mut words: Vec<Word> = split
+                    .text
+                    .split_whitespace()
+                    .map(|t| Word {
+                        text: t.to_string(),
+                        exact: split.exact,
+                        fetched: split.fetched,
+                    })
+                    .collect();
+                words.extend(args[wrapper.skip..].iter().cloned());
+                argv = words;
                 continue;
             }
-            return self.program(&program, &args, input, from_heredoc, piped, depth);
+            let mut inner = args[wrapper.skip..].to_vec();
+            if inner.is_empty() {
+                self.add_scope(&program, &args);
+                self.writes |= !reads_only(&program, &program, &args);
+                return Feed::Opaque;
+            }
+            if program == "xargs" {
+                self.xargs_input(&args[..wrapper.skip], &mut inner, &input);
+            }
+            self.writes |= program != "command" && program != "builtin";
+            argv = inner;
         }
         self.mark_unknown("too many nested wrappers to analyse");
         Feed::Opaque
@@ -334,7 +570,15 @@ impl Walker<'_> {
 
     /// `echo / | xargs rm -rf`: what xargs reads becomes the command's arguments.
     fn xargs_input(&mut self, options: &[Word], inner: &mut Vec<Word>, input: &Feed) {
-        let Feed::Text(text) = input else { return };
+        let Feed::Text(text) = input else {
+            // Arguments read from a pipe or a file: only known at run time.
+            inner.push(Word {
+                text: UNKNOWN.to_string(),
+                exact: false,
+                fetched: matches!(input, Feed::Fetched),
+            });
+            return;
+        };
         let fed: Vec<Word> = text
             .text
             .split_whitespace()
@@ -388,21 +632,35 @@ impl Walker<'_> {
             return Feed::Opaque;
         }
         self.add_scope(program, args);
+        if let Some(scope) = self.class.scopes.last().cloned() {
+            self.writes |= !reads_only(&scope, program, args);
+        }
         floor::check(self, program, args);
+        if !NAMES_PROGRAMS.contains(&program) {
+            self.scan_for_floor(args, depth);
+        }
+        let texts: Vec<&str> = args.iter().map(|a| a.text.as_str()).collect();
+        if let Some(why) = super::dynamic::hides_code(program, &texts) {
+            self.mark_unknown(why);
+        }
+        for name in super::dynamic::assigned_by(program, args) {
+            self.taint(&name);
+        }
         let fetched_arg = args.iter().any(|a| a.fetched);
         match program {
-            "cd" | "pushd" => {
-                self.cwd = match args
-                    .iter()
-                    .find(|a| !a.text.starts_with('-') || a.text == "-")
-                {
-                    None => self.env.home.clone().map_or(Cwd::Unknown, Cwd::Known),
-                    Some(dir) if dir.exact => match floor::normalize(&dir.text, &self.cwd) {
-                        Some(path) => Cwd::Known(path),
-                        None => Cwd::Unknown,
-                    },
-                    Some(_) => Cwd::Unknown,
-                };
+            "cd" | "pushd" | "popd" => {
+                self.change_directory(program, args);
+                Feed::Opaque
+            }
+            "unset" => {
+                for name in args.iter().filter(|a| !a.text.starts_with('-')) {
+                    self.tainted.remove(&name.text);
+                    self.vars.insert(name.text.clone(), String::new());
+                }
+                Feed::Opaque
+            }
+            "git" => {
+                self.git_options(args);
                 Feed::Opaque
             }
             "echo" | "printf" => {
@@ -434,6 +692,9 @@ impl Walker<'_> {
                     ));
                 }
                 match args.first() {
+                    Some(file) if is_stdin_path(&file.text) => {
+                        self.reads_program_from(program, &input, from_heredoc);
+                    }
                     Some(file) if file.exact => {}
                     Some(file) => self.mark_unknown(format!(
                         "`{program}` of a file only known at run time (`{}`)",
@@ -468,8 +729,13 @@ impl Walker<'_> {
                 }
                 if let Some(code) = script_flag(args, 'c') {
                     self.nested(code, &format!("`{p} -c`"));
-                } else if args.iter().all(|a| a.text.starts_with('-')) {
+                } else if args
+                    .iter()
+                    .all(|a| a.text.starts_with('-') && a.text != "-")
+                {
                     self.reads_program_from(p, &input, from_heredoc);
+                } else {
+                    self.script_file(p, args, &input, from_heredoc);
                 }
                 Feed::Opaque
             }
@@ -480,8 +746,18 @@ impl Walker<'_> {
                 let has_script = args
                     .iter()
                     .any(|a| !a.text.starts_with('-') || a.text == "-c" || a.text == "-e");
-                if !has_script || args.iter().any(|a| a.text == "-") {
+                if !has_script || args.iter().any(|a| is_stdin_path(&a.text)) {
                     self.reads_program_from(p, &input, from_heredoc);
+                } else if let Some(script) = args.iter().find(|a| !a.text.starts_with('-'))
+                    && script.text.contains(UNKNOWN)
+                    && !args
+                        .iter()
+                        .any(|a| matches!(a.text.as_str(), "-c" | "-e" | "-m"))
+                {
+                    self.mark_unknown(format!(
+                        "`{p}` runs a script only known at run time (`{}`)",
+                        script.shown()
+                    ));
                 }
                 Feed::Opaque
             }
@@ -492,19 +768,47 @@ impl Walker<'_> {
 
     /// `find ROOT… [-delete] [-exec CMD {} ;]`: the roots are what `{}` stands for.
     fn find(&mut self, args: &[Word], depth: usize) -> Feed {
-        let roots: Vec<Word> = args
+        // `find -H|-L|-P|-D OPTS|-O3 ROOT…`: options before the roots.
+        let mut leading = 0;
+        while let Some(arg) = args.get(leading) {
+            match arg.text.as_str() {
+                "-H" | "-L" | "-P" => leading += 1,
+                "-D" => leading += 2,
+                t if t.starts_with("-O") => leading += 1,
+                _ => break,
+            }
+        }
+        let rest = args.get(leading..).unwrap_or(&[]);
+        let roots: Vec<Word> = rest
             .iter()
             .take_while(|a| !a.text.starts_with('-') && a.text != "(" && a.text != "!")
             .cloned()
             .collect();
         let root = roots.first().cloned().unwrap_or_else(|| Word::literal("."));
-        if args.iter().any(|a| a.text == "-delete")
-            && floor::is_protected(&root.text, &self.cwd, self.env)
-        {
-            self.refuse(format!(
-                "find … -delete over `{}` (the root, home or a system directory)",
-                root.shown()
-            ));
+        let destructive = args.iter().any(|a| {
+            matches!(
+                a.text.as_str(),
+                "-delete" | "-exec" | "-execdir" | "-ok" | "-okdir"
+            )
+        });
+        if destructive {
+            for each in roots.iter().chain(roots.is_empty().then_some(&root)) {
+                match self.protection(&each.text) {
+                    super::targets::Protection::Protected(dir)
+                        if args.iter().any(|a| a.text == "-delete") =>
+                    {
+                        self.refuse(format!(
+                            "find … -delete over `{}` ({dir}: the root, home or a system directory)",
+                            each.shown()
+                        ));
+                    }
+                    super::targets::Protection::Unevaluable => self.mark_unknown(format!(
+                        "find acts on `{}`, only known at run time",
+                        each.shown()
+                    )),
+                    _ => {}
+                }
+            }
         }
         let mut index = 0;
         while index < args.len() {
@@ -512,6 +816,17 @@ impl Walker<'_> {
                 args[index].text.as_str(),
                 "-exec" | "-execdir" | "-ok" | "-okdir"
             ) {
+                // Every root is what `{}` stands for: the first protected one is the danger.
+                let root = roots
+                    .iter()
+                    .find(|r| {
+                        matches!(
+                            self.protection(&r.text),
+                            super::targets::Protection::Protected(_)
+                        )
+                    })
+                    .cloned()
+                    .unwrap_or_else(|| root.clone());
                 let end = args[index + 1..]
                     .iter()
                     .position(|a| a.text == ";" || a.text == "+")
@@ -536,6 +851,126 @@ impl Walker<'_> {
             index += 1;
         }
         Feed::Text(root)
+    }
+}
+
+impl Walker<'_> {
+    /// The directory `dir` (already expanded) names from here.
+    pub(super) fn dir_after(&self, dir: &str) -> Cwd {
+        if dir.contains(UNKNOWN) || dir.is_empty() {
+            return Cwd::Unknown;
+        }
+        if dir.starts_with('/') {
+            return super::targets::normalize(dir, &Cwd::Session).map_or(Cwd::Unknown, Cwd::Known);
+        }
+        match &self.cwd {
+            // Inside the project, a relative move stays in the project unless it climbs out.
+            Cwd::Session if !dir.split('/').any(|part| part == "..") => Cwd::Session,
+            Cwd::Known(_) if self.alternatives.is_empty() => {
+                super::targets::normalize(dir, &self.cwd).map_or(Cwd::Unknown, Cwd::Known)
+            }
+            _ => Cwd::Unknown,
+        }
+    }
+
+    /// `cd DIR`, `cd`, `cd -`, `pushd DIR`, `popd`.
+    fn change_directory(&mut self, program: &str, args: &[Word]) {
+        let operand = args
+            .iter()
+            .find(|a| !a.text.starts_with('-') || a.text == "-" || a.text.starts_with("-P"));
+        let operand = operand.filter(|a| !a.text.starts_with("-P"));
+        let next = match (program, operand) {
+            ("popd", _) => self.dir_stack.pop().unwrap_or(Cwd::Unknown),
+            ("pushd", None) => self.dir_stack.pop().unwrap_or(Cwd::Unknown),
+            (_, Some(dir)) if dir.text == "-" => self.oldpwd.clone(),
+            ("pushd", Some(dir)) if dir.text.starts_with(['+', '-']) => Cwd::Unknown,
+            (_, Some(dir)) => self.dir_after(&dir.text),
+            ("cd", None) => self.env.home.clone().map_or(Cwd::Unknown, Cwd::Known),
+            _ => Cwd::Unknown,
+        };
+        if program == "pushd" {
+            self.dir_stack.push(self.cwd.clone());
+        }
+        self.change_dir(next);
+    }
+
+    /// `git -c KEY=VALUE`, `--config-env`, `--exec-path`, `GIT_*`: configuration that can make
+    /// git run programs. An alias that starts with `!` is shell code.
+    fn git_options(&mut self, args: &[Word]) {
+        let mut iter = args.iter();
+        while let Some(arg) = iter.next() {
+            let text = arg.text.as_str();
+            if !text.starts_with('-') {
+                break;
+            }
+            let setting = match text {
+                "-c" => iter.next().map(|w| w.text.clone()),
+                "--config-env" => iter.next().map(|w| w.text.clone()),
+                t if t.starts_with("--config-env=") || t.starts_with("--exec-path=") => {
+                    Some(t.to_string())
+                }
+                "-C" | "--git-dir" | "--work-tree" | "--namespace" => {
+                    iter.next();
+                    None
+                }
+                _ => None,
+            };
+            let Some(setting) = setting else { continue };
+            if self.class.unscoped.is_none() {
+                self.class.unscoped = Some("it changes git's configuration for one run".into());
+            }
+            let (key, value) = setting.split_once('=').unwrap_or((&setting, ""));
+            let key = key.to_ascii_lowercase();
+            if key.starts_with("alias.") && value.starts_with('!') {
+                self.nested(&Word::literal(&value[1..]), "a git alias");
+            }
+            if !SAFE_GIT_KEYS
+                .iter()
+                .any(|safe| key == *safe || (safe.ends_with('.') && key.starts_with(safe)))
+            {
+                self.mark_unknown(format!("`git -c {key}=…` can make git run a program"));
+            }
+        }
+    }
+
+    /// A shell given a script file: one known only at run time, or standard input, is code
+    /// only known at run time.
+    fn script_file(&mut self, shell: &str, args: &[Word], input: &Feed, from_heredoc: bool) {
+        let Some(script) = args
+            .iter()
+            .find(|a| !a.text.starts_with('-') || a.text == "-")
+        else {
+            return;
+        };
+        if is_stdin_path(&script.text) {
+            self.reads_program_from(shell, input, from_heredoc);
+            self.mark_unknown(format!("`{shell}` reads its program from {}", script.text));
+        } else if script.text.contains(UNKNOWN) || script.text.starts_with("/proc/") {
+            self.mark_unknown(format!(
+                "`{shell}` runs a script only known at run time (`{}`)",
+                script.shown()
+            ));
+        }
+    }
+
+    /// A program the floor has rules for, anywhere in the words of another program (an
+    /// unknown wrapper such as `taskset 1 rm -rf /`): checked as if it ran.
+    fn scan_for_floor(&mut self, args: &[Word], depth: usize) {
+        for (index, word) in args.iter().enumerate() {
+            let name = basename(&word.text);
+            if !word.exact || !(FLOOR_NAMES.contains(&name) || SHELLS.contains(&name)) {
+                continue;
+            }
+            let mut probe = Walker::new(self.env);
+            probe.cwd = self.cwd.clone();
+            probe.alternatives = self.alternatives.clone();
+            probe.vars = self.vars.clone();
+            probe.run(args[index..].to_vec(), Feed::Opaque, false, depth + 1);
+            if let Some(why) = probe.class.floor {
+                self.refuse(why);
+                return;
+            }
+        }
     }
 }
 

@@ -6,6 +6,7 @@ use super::{CommandClass, ShellEnv, classify_in};
 fn env() -> ShellEnv {
     ShellEnv {
         home: Some("/home/dev".into()),
+        ..ShellEnv::default()
     }
 }
 

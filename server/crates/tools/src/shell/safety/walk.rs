@@ -5,6 +5,8 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
+use super::StartDir;
+
 use tree_sitter::{Node, Parser, Tree};
 
 use super::words::{Word, text};
@@ -33,6 +35,26 @@ fn parse(source: &str) -> Option<Tree> {
         }
         slot.as_mut()?.parse(source, None)
     })
+}
+
+/// Whether the last command of `node` is a `cd` or `pushd`.
+fn ends_with_cd(node: Node, src: &str) -> bool {
+    match node.kind() {
+        "command" => node
+            .child_by_field_name("name")
+            .is_some_and(|name| matches!(text(name, src), "cd" | "pushd")),
+        "redirected_statement" => node
+            .child_by_field_name("body")
+            .is_some_and(|body| ends_with_cd(body, src)),
+        "list" => {
+            let count = node.named_child_count();
+            count > 0
+                && node
+                    .named_child(count - 1)
+                    .is_some_and(|last| ends_with_cd(last, src))
+        }
+        _ => false,
+    }
 }
 
 /// Bash's reserved words: never programs.
@@ -116,11 +138,29 @@ pub(super) enum Feed {
 pub(super) struct Walker<'e> {
     pub env: &'e ShellEnv,
     pub class: CommandClass,
+    /// Variables assigned a literal value on every path so far (a best effort for the floor).
     pub vars: HashMap<String, String>,
+    /// Variables whose value is only known at run time (`read`, loops, conditional
+    /// assignments): they stand for anything, code included.
+    pub tainted: HashSet<String>,
     pub functions: HashSet<String>,
     /// The functions whose bodies are being walked (a call to one is recursion).
     pub defining: Vec<String>,
+    /// The directory commands run in now, as far as the walk can tell.
     pub cwd: Cwd,
+    /// Other directories they may run in (a `cd` that may have failed, a branch not taken).
+    pub alternatives: Vec<Cwd>,
+    /// Where the command started.
+    pub start: Cwd,
+    /// `$OLDPWD` (for `cd -`) and the `pushd` stack.
+    pub oldpwd: Cwd,
+    pub dir_stack: Vec<Cwd>,
+    /// Inside a branch, loop, function, pipeline or `&&`/`||` list: what happens here may not.
+    pub conditional: usize,
+    /// What a pipeline stage that is a subshell or group reads.
+    pub inherited_feed: Option<Feed>,
+    /// A program outside the read-only list ran, or output went to a file.
+    pub writes: bool,
     nesting: usize,
     in_fallback: bool,
     /// A reserved word was read as a program: the grammar misread the structure.
@@ -129,13 +169,28 @@ pub(super) struct Walker<'e> {
 
 impl<'e> Walker<'e> {
     pub fn new(env: &'e ShellEnv) -> Self {
+        let start = match &env.start {
+            StartDir::Project => Cwd::Session,
+            StartDir::At(dir) => {
+                super::targets::normalize(dir, &Cwd::Session).map_or(Cwd::Unknown, Cwd::Known)
+            }
+            StartDir::Unknown => Cwd::Unknown,
+        };
         Self {
             env,
             class: CommandClass::default(),
             vars: HashMap::new(),
+            tainted: HashSet::new(),
             functions: HashSet::new(),
             defining: Vec::new(),
-            cwd: Cwd::Session,
+            cwd: start.clone(),
+            alternatives: Vec::new(),
+            start,
+            oldpwd: Cwd::Unknown,
+            dir_stack: Vec::new(),
+            conditional: 0,
+            inherited_feed: None,
+            writes: false,
             nesting: 0,
             in_fallback: false,
             misread: false,
@@ -147,7 +202,46 @@ impl<'e> Walker<'e> {
         self.class.scopes.dedup();
         self.class.paths.sort();
         self.class.paths.dedup();
+        self.class.read_only = !self.writes
+            && self.class.floor.is_none()
+            && self.class.unknown.is_none()
+            && !self.class.scopes.is_empty();
         self.class
+    }
+
+    /// Moves to `dir`; the directory before stays possible (the move may fail).
+    pub fn change_dir(&mut self, dir: Cwd) {
+        let before = std::mem::replace(&mut self.cwd, dir);
+        if before != self.cwd && !self.alternatives.contains(&before) {
+            self.alternatives.push(before.clone());
+        }
+        self.oldpwd = before;
+    }
+
+    /// What `target` is under every directory the command may be in.
+    pub fn protection(&self, target: &str) -> super::targets::Protection {
+        use super::targets::{Protection, protection};
+        let mut result = Protection::Safe;
+        for cwd in std::iter::once(&self.cwd).chain(&self.alternatives) {
+            match protection(target, cwd, self.env) {
+                Protection::Protected(dir) => return Protection::Protected(dir),
+                Protection::Unevaluable => result = Protection::Unevaluable,
+                Protection::Safe => {}
+            }
+        }
+        result
+    }
+
+    /// Walks `node` as a part that may or may not run: its directory changes and assignments
+    /// stay possible, never certain.
+    fn conditionally(&mut self, node: Node, src: &str, depth: usize) {
+        let before = self.cwd.clone();
+        self.conditional += 1;
+        self.children(node, src, depth);
+        self.conditional -= 1;
+        if self.cwd != before && !self.alternatives.contains(&before) {
+            self.alternatives.push(before);
+        }
     }
 
     pub fn refuse(&mut self, why: impl Into<String>) {
@@ -234,15 +328,66 @@ impl<'e> Walker<'e> {
             "redirected_statement" => {
                 self.redirected(node, src, Feed::Opaque, depth);
             }
-            "pipeline" => self.pipeline(node, src, depth),
+            "pipeline" => {
+                self.conditional += 1;
+                self.pipeline(node, src, depth);
+                self.conditional -= 1;
+            }
             "subshell" => {
-                let saved = self.cwd.clone();
+                let saved = (self.cwd.clone(), self.alternatives.clone());
+                self.conditional += 1;
                 self.children(node, src, depth);
-                self.cwd = saved;
+                self.conditional -= 1;
+                (self.cwd, self.alternatives) = saved;
             }
             "function_definition" => self.function(node, src, depth),
             "variable_assignment" => {
                 self.assign(node, src);
+                self.children(node, src, depth);
+            }
+            "declaration_command" => self.declaration(node, src, depth),
+            "unset_command" => {
+                let mut cursor = node.walk();
+                let names: Vec<String> = node
+                    .named_children(&mut cursor)
+                    .map(|n| text(n, src).to_string())
+                    .filter(|n| !n.starts_with('-'))
+                    .collect();
+                for name in names {
+                    self.assigned(&name, None);
+                }
+            }
+            "for_statement" | "select_statement" => {
+                if let Some(variable) = node.child_by_field_name("variable") {
+                    self.taint(text(variable, src));
+                }
+                self.conditionally(node, src, depth);
+            }
+            "if_statement"
+            | "while_statement"
+            | "until_statement"
+            | "case_statement"
+            | "c_style_for_statement"
+            | "negated_command" => {
+                self.conditionally(node, src, depth);
+            }
+            "list" => self.list(node, src, depth),
+            "compound_statement" if text(node, src).starts_with("((") => {
+                self.arithmetic(node, src);
+                self.conditionally(node, src, depth);
+            }
+            "arithmetic_expansion" => {
+                self.arithmetic(node, src);
+                self.children(node, src, depth);
+            }
+            "subscript" => {
+                if let Some(index) = node.child_by_field_name("index") {
+                    self.arithmetic(index, src);
+                }
+                self.children(node, src, depth);
+            }
+            "test_command" => {
+                self.numeric_test(node, src);
                 self.children(node, src, depth);
             }
             "ERROR" => {
@@ -253,8 +398,9 @@ impl<'e> Walker<'e> {
         }
     }
 
-    /// `name=value`: remembered (a best effort for the floor) when the value is literal.
-    fn assign(&mut self, node: Node, src: &str) {
+    /// `name=value`: remembered when the value is literal and the assignment happens on every
+    /// path; otherwise the variable stands for anything from here on.
+    pub(super) fn assign(&mut self, node: Node, src: &str) {
         let (Some(name), value) = (
             node.child_by_field_name("name"),
             node.child_by_field_name("value"),
@@ -262,16 +408,98 @@ impl<'e> Walker<'e> {
             return;
         };
         let name = text(name, src).to_string();
-        match value.map(|v| self.word(v, src, true)) {
-            Some(word) if !word.text.contains(super::words::UNKNOWN) => {
-                self.vars.insert(name, word.text);
+        let word = value.map(|v| self.word(v, src, true));
+        self.assigned(&name, word);
+    }
+
+    /// Records an assignment of `word` (`None`: empty) to `name`.
+    pub(super) fn assigned(&mut self, name: &str, word: Option<Word>) {
+        if super::dynamic::runs_code(name) && word.as_ref().is_some_and(|w| !w.text.is_empty()) {
+            self.mark_unknown(format!("`{name}` makes the shell run code from a variable"));
+        }
+        if super::dynamic::changes_programs(name) && self.class.unscoped.is_none() {
+            self.class.unscoped = Some(format!(
+                "it sets `{name}`, which changes which program runs or how it is configured"
+            ));
+        }
+        match word {
+            Some(word) if word.text.contains(super::words::UNKNOWN) || self.conditional > 0 => {
+                self.taint(name);
             }
+            Some(word) => {
+                self.tainted.remove(name);
+                self.vars.insert(name.to_string(), word.text);
+            }
+            None if self.conditional > 0 => self.taint(name),
             None => {
-                self.vars.insert(name, String::new());
+                self.tainted.remove(name);
+                self.vars.insert(name.to_string(), String::new());
             }
-            Some(_) => {
-                self.vars.remove(&name);
+        }
+    }
+
+    /// `export`/`declare`/`local`/`readonly`/`typeset`: assignments, and with `-i` values
+    /// evaluated as arithmetic.
+    fn declaration(&mut self, node: Node, src: &str, depth: usize) {
+        let mut cursor = node.walk();
+        let parts: Vec<Node> = node.named_children(&mut cursor).collect();
+        let integer = parts.iter().any(|p| {
+            p.kind() == "word" && text(*p, src).starts_with('-') && text(*p, src).contains('i')
+        });
+        for part in &parts {
+            match part.kind() {
+                "variable_assignment" => {
+                    self.assign(*part, src);
+                    if integer && let Some(value) = part.child_by_field_name("value") {
+                        let value = self.word(value, src, false);
+                        self.arithmetic_text(&value.text.replace(super::words::UNKNOWN, "$("));
+                    }
+                }
+                "variable_name" | "word" => {
+                    let name = text(*part, src);
+                    if !name.starts_with('-') && super::dynamic::changes_programs(name) {
+                        self.assigned(name, None);
+                    }
+                }
+                _ => {}
             }
+        }
+        self.children(node, src, depth);
+    }
+
+    /// `a && b`, `a || b`: `b` may not run. After `cd DIR &&` the directory is certain.
+    fn list(&mut self, node: Node, src: &str, depth: usize) {
+        let mut cursor = node.walk();
+        let parts: Vec<Node> = node.children(&mut cursor).collect();
+        let Some((first, rest)) = parts.split_first() else {
+            return;
+        };
+        self.node(*first, src, depth + 1);
+        let mut previous = *first;
+        let mut operator = "";
+        for part in rest {
+            if !part.is_named() {
+                operator = text(*part, src);
+                continue;
+            }
+            let before = self.cwd.clone();
+            self.conditional += 1;
+            if operator == "&&" && ends_with_cd(previous, src) {
+                let unsure = std::mem::take(&mut self.alternatives);
+                self.node(*part, src, depth + 1);
+                for cwd in unsure {
+                    if !self.alternatives.contains(&cwd) {
+                        self.alternatives.push(cwd);
+                    }
+                }
+            } else {
+                self.node(*part, src, depth + 1);
+            }
+            self.conditional -= 1;
+            if self.cwd != before && !self.alternatives.contains(&before) {
+                self.alternatives.push(before);
+            }
+            previous = *part;
         }
     }
 
@@ -287,11 +515,13 @@ impl<'e> Walker<'e> {
             outer.clear();
         }
         self.defining.push(name);
-        let saved = self.cwd.clone();
+        let saved = (self.cwd.clone(), self.alternatives.clone());
+        self.conditional += 1;
         if let Some(body) = node.child_by_field_name("body") {
             self.node(body, src, depth + 1);
         }
-        self.cwd = saved;
+        self.conditional -= 1;
+        (self.cwd, self.alternatives) = saved;
         self.defining.pop();
     }
 
@@ -300,11 +530,11 @@ impl<'e> Walker<'e> {
         let mut cursor = node.walk();
         let stages: Vec<Node> = node.named_children(&mut cursor).collect();
         let mut feed = Feed::Opaque;
-        let saved = self.cwd.clone();
+        let saved = (self.cwd.clone(), self.alternatives.clone());
         for stage in stages {
             feed = self.stage(stage, src, feed, depth + 1);
         }
-        self.cwd = saved;
+        (self.cwd, self.alternatives) = saved;
     }
 
     /// One pipeline stage; returns what it prints.
@@ -318,7 +548,10 @@ impl<'e> Walker<'e> {
                 None => Feed::Opaque,
             },
             _ => {
+                // `curl … | (sh)`, `… | { bash; }`: the commands inside read the pipe.
+                let outer = self.inherited_feed.replace(feed);
                 self.node(node, src, depth);
+                self.inherited_feed = outer;
                 Feed::Opaque
             }
         };
@@ -404,7 +637,10 @@ impl<'e> Walker<'e> {
             .children_by_field_name("redirect", &mut cursor)
             .collect();
         redirects.extend_from_slice(outer_redirects);
-        let mut input = feed;
+        let mut input = match (&feed, &self.inherited_feed) {
+            (Feed::Opaque, Some(inherited)) => inherited.clone(),
+            _ => feed,
+        };
         let mut from_heredoc = false;
         for redirect in &redirects {
             if let Some(body) = self.redirect_target(*redirect, src) {
@@ -467,6 +703,18 @@ impl<'e> Walker<'e> {
                     .unwrap_or("");
                 if operator.contains('>') && super::floor::is_block_device(&target.text) {
                     self.refuse(format!("writing to the block device {}", target.shown()));
+                }
+                if operator.contains('>') && super::floor::is_kernel_trigger(&target.text) {
+                    self.refuse("writing to /proc/sysrq-trigger (it can stop the machine)");
+                }
+                if operator.contains('>')
+                    && !operator.contains('&')
+                    && !matches!(
+                        target.text.as_str(),
+                        "/dev/null" | "/dev/stdout" | "/dev/stderr"
+                    )
+                {
+                    self.writes = true;
                 }
                 if !operator.contains('&') || operator == "&>" || operator == "&>>" {
                     self.record_path(&target);

@@ -258,15 +258,32 @@ impl Walker<'_> {
         format!("{home}{rest}")
     }
 
-    /// `$NAME` / `${NAME}`: `$HOME` from the environment, variables assigned earlier as a best
-    /// effort, anything else unknown.
+    /// `$NAME` / `${NAME}` (and `${NAME:?}`, `${NAME:-…}`, `${NAME=…}`, which stand for the
+    /// value when it is set): `$HOME` from the environment, variables assigned earlier in the
+    /// command, anything else unknown.
     fn expansion(&self, node: Node, src: &str) -> Word {
         let raw = text(node, src);
-        let name = raw
+        let inner = raw
             .trim_start_matches('$')
             .trim_start_matches('{')
             .trim_end_matches('}');
-        if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        // `$!` and `$$` are process ids: never -1 or 1, never a path.
+        if matches!(inner, "!" | "$") {
+            return Word {
+                text: format!("${inner}"),
+                exact: false,
+                fetched: false,
+            };
+        }
+        let name_end = inner
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(inner.len());
+        let (name, operator) = inner.split_at(name_end);
+        let value_if_set = operator.is_empty()
+            || [":?", "?", ":-", "-", ":=", "="]
+                .iter()
+                .any(|op| operator.starts_with(op));
+        if name.is_empty() || !value_if_set {
             return Word::unknown();
         }
         if name == "HOME"
@@ -274,7 +291,7 @@ impl Walker<'_> {
         {
             return Word::literal(home.clone());
         }
-        if name == "IFS" {
+        if name == "IFS" && operator.is_empty() {
             return Word {
                 text: IFS_SPLIT.to_string(),
                 exact: false,
@@ -282,12 +299,12 @@ impl Walker<'_> {
             };
         }
         match self.vars.get(name) {
-            Some(value) => Word {
+            Some(value) if operator.is_empty() || !value.is_empty() => Word {
                 text: value.clone(),
                 exact: false,
                 fetched: false,
             },
-            None => Word::unknown(),
+            _ => Word::unknown(),
         }
     }
 
