@@ -41,6 +41,12 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
+    // The sandbox helper first, before anything starts a thread: it enters the OS sandbox and
+    // executes the command in this process's place.
+    let mut args = std::env::args_os();
+    if args.nth(1).as_deref() == Some(std::ffi::OsStr::new(talaria_sandbox::HELPER_ARG)) {
+        return talaria_sandbox::helper_main(args.collect());
+    }
     let cli = Cli::parse();
     logging::init();
     let runtime = match tokio::runtime::Builder::new_current_thread()

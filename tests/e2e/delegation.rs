@@ -123,8 +123,10 @@ async fn editor_errors_become_readable_tool_failures_and_without_the_capability_
 
 #[tokio::test]
 async fn commands_run_in_an_editor_terminal_when_advertised_and_it_is_released() {
+    let command = "echo hi from the editor; echo token=${EDITOR_SECRET_TOKEN:-withheld}; \
+                   touch ../outside-the-workspace || echo refused";
     let env = TestEnv::new(vec![
-        MockReply::tool_call("t", "terminal", json!({"command": "echo hi"})),
+        MockReply::tool_call("t", "terminal", json!({"command": command})),
         MockReply::text(&["done"]),
     ])
     .await;
@@ -134,11 +136,33 @@ async fn commands_run_in_an_editor_terminal_when_advertised_and_it_is_released()
         .start_request("session/prompt", text_prompt(&session, "run"))
         .await
         .expect("prompt");
+    // The "editor" runs exactly what it is asked to, with a secret in its own environment.
+    let mut ran = String::new();
     let response = agent
-        .drive(id, WAIT, |method, _| match method {
-            "terminal/create" => Ok(Some(json!({"terminalId": "term-1"}))),
+        .drive(id, WAIT, |method, params| match method {
+            "terminal/create" => {
+                let program = params["command"].as_str().unwrap_or_default();
+                let args: Vec<&str> = params["args"]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+                    .unwrap_or_default();
+                let output = std::process::Command::new(program)
+                    .args(&args)
+                    .current_dir(params["cwd"].as_str().unwrap_or("/"))
+                    .env("EDITOR_SECRET_TOKEN", "leaked")
+                    .output()
+                    .expect("the editor runs the command");
+                ran = format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&output.stdout),
+                    String::from_utf8_lossy(&output.stderr)
+                );
+                Ok(Some(json!({"terminalId": "term-1"})))
+            }
             "terminal/wait_for_exit" => Ok(Some(json!({"exitCode": 0}))),
-            "terminal/output" => Ok(Some(json!({"output": "hi from the editor\n", "truncated": false, "exitStatus": {"exitCode": 0}}))),
+            "terminal/output" => Ok(Some(
+                json!({"output": ran, "truncated": false, "exitStatus": {"exitCode": 0}}),
+            )),
             "terminal/release" => Ok(Some(json!({}))),
             other => Err((-32601, format!("unexpected {other}"))),
         })
@@ -156,7 +180,32 @@ async fn commands_run_in_an_editor_terminal_when_advertised_and_it_is_released()
             "terminal/release"
         ]
     );
-    assert_eq!(requests[0].1["args"], json!(["-c", "echo hi"]));
+    // The editor starts the sandbox helper (Talaria itself), which starts the shell.
+    let args = requests[0].1["args"].as_array().expect("args");
+    assert_eq!(args[0], "__sandbox");
+    assert_eq!(args[args.len() - 2..], [json!("-c"), json!(command)]);
+    let spec: serde_json::Value =
+        serde_json::from_str(args[1].as_str().unwrap_or_default()).expect("helper spec");
+    assert!(
+        spec["sandbox"]["writable"].to_string().contains(
+            &env.workspace
+                .path()
+                .canonicalize()
+                .expect("c")
+                .display()
+                .to_string()
+        ),
+        "{spec}"
+    );
+    assert!(spec["env"].is_object(), "{spec}");
+    assert!(ran.contains("token=withheld"), "{ran}");
+    assert!(ran.contains("refused"), "{ran}");
+    assert!(
+        !env.workspace
+            .path()
+            .join("../outside-the-workspace")
+            .exists()
+    );
     assert_eq!(
         requests[0].1["cwd"],
         env.workspace.path().display().to_string()

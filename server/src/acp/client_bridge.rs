@@ -19,7 +19,7 @@ use talaria_protocol::{Peer, errors};
 use talaria_tools::clarify::FormAnswer;
 use talaria_tools::fs::{FileAccess, FileError};
 use talaria_tools::shell::output::HeadTail;
-use talaria_tools::shell::{CommandResult, CommandRunner, CommandSpec, shell_program};
+use talaria_tools::shell::{CommandResult, CommandRunner, CommandSpec};
 use talaria_tools::{Progress, ProgressSink};
 use tokio_util::sync::CancellationToken;
 
@@ -104,6 +104,11 @@ fn option(choice: PermissionChoice, server: Option<&str>) -> PermissionOption {
             },
             PermissionOptionKind::AllowAlways,
         ),
+        PermissionChoice::RunUnsandboxedOnce => (
+            "run_unsandboxed_once",
+            "Run once outside the sandbox".to_string(),
+            PermissionOptionKind::AllowOnce,
+        ),
         PermissionChoice::RejectOnce => (
             "reject_once",
             "Reject".to_string(),
@@ -123,6 +128,7 @@ fn choice_of(option_id: &str) -> Option<PermissionChoice> {
         "allow_once" => Some(PermissionChoice::AllowOnce),
         "allow_always" => Some(PermissionChoice::AllowAlways),
         "allow_always_server" => Some(PermissionChoice::AllowAlwaysServer),
+        "run_unsandboxed_once" => Some(PermissionChoice::RunUnsandboxedOnce),
         "reject_once" => Some(PermissionChoice::RejectOnce),
         "reject_always" => Some(PermissionChoice::RejectAlways),
         _ => None,
@@ -363,10 +369,13 @@ impl CommandRunner for EditorTerminal {
         progress: Option<ProgressSink>,
     ) -> BoxFuture<'a, Result<CommandResult, String>> {
         Box::pin(async move {
+            // Through the sandbox helper: it cleans the environment the editor passes and
+            // enters the OS sandbox before the shell starts.
+            let launch = &spec.elsewhere;
             let create = json!({
                 "sessionId": self.session_id,
-                "command": shell_program(),
-                "args": ["-c", spec.command],
+                "command": launch.program,
+                "args": launch.args.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>(),
                 "cwd": spec.cwd,
                 "outputByteLimit": spec.max_output_bytes,
             });

@@ -12,8 +12,7 @@ use talaria_record::Transcript;
 use talaria_store::{SessionMeta, SessionStore, SqliteStore, StoreError};
 
 use super::{
-    Agent, Launch, Launched, Reply, StoreState, check_roots, config_error, replay,
-    session_not_found, to_value,
+    Agent, Launch, Launched, Reply, StoreState, config_error, replay, session_not_found, to_value,
 };
 
 /// Sessions per page of `session/list`.
@@ -107,7 +106,8 @@ impl Agent {
         to_value(
             acp::LoadSessionResponse::new()
                 .modes(launched.modes)
-                .config_options(launched.options),
+                .config_options(launched.options)
+                .meta(launched.meta),
         )
     }
 
@@ -125,7 +125,8 @@ impl Agent {
         to_value(
             acp::ResumeSessionResponse::new()
                 .modes(launched.modes)
-                .config_options(launched.options),
+                .config_options(launched.options)
+                .meta(launched.meta),
         )
     }
 
@@ -138,14 +139,14 @@ impl Agent {
                 reopen.id
             )));
         }
-        let roots = check_roots(&reopen.cwd, &reopen.additional_directories)?;
-        let super::Ready {
-            config,
-            system_prompt,
-            commands,
-            mcp,
-        } = self.ready_session(&reopen.cwd, &reopen.mcp_servers).await?;
-        let journal = self.journal_for(&config).await?;
+        let ready = self
+            .ready_session(
+                &reopen.cwd,
+                &reopen.additional_directories,
+                &reopen.mcp_servers,
+            )
+            .await?;
+        let journal = self.journal_for(&ready.config).await?;
         // A session closed a moment ago may still have writes queued; they land first.
         journal.flush().await;
         let id = reopen.id.clone();
@@ -168,45 +169,35 @@ impl Agent {
         self.launch_stored(
             &reopen.id,
             reopen.cwd,
-            roots,
             reopen.mcp_servers,
-            config,
-            system_prompt,
+            ready,
             meta,
             transcript,
             SessionJournal::new(journal, &reopen.id, saved),
-            commands,
-            mcp,
         )
     }
 
     /// Starts a session from a stored record (its system prompt, model and mode are kept);
     /// `journal` says how much of the record the store already has.
+    /// (The prepared system prompt is used only if the record has none.)
     #[allow(clippy::too_many_arguments)]
     fn launch_stored(
         &mut self,
         id: &str,
         cwd: std::path::PathBuf,
-        roots: Vec<std::path::PathBuf>,
         mcp_servers: Vec<acp::McpServer>,
-        config: Config,
-        system_prompt: String,
+        ready: super::Ready,
         meta: SessionMeta,
         transcript: Transcript,
         journal: SessionJournal,
-        commands: acp::SessionUpdate,
-        mcp: (std::sync::Arc<talaria_mcp::Hub>, Vec<String>),
     ) -> Result<Launched, acp::Error> {
         let mode = talaria_engine::Mode::from_id(&meta.mode);
         let model = (!meta.model.is_empty()).then(|| meta.model.clone());
         self.launch(Launch {
             id: id.to_string(),
             cwd,
-            roots,
             mcp_servers,
-            config,
-            // Used only if the record has none; a stored record keeps its own.
-            system_prompt,
+            ready,
             model,
             mode,
             start: SessionStart {
@@ -214,8 +205,6 @@ impl Agent {
                 journal: Some(journal),
                 title: meta.title.clone(),
             },
-            commands,
-            mcp,
         })
     }
 
@@ -289,14 +278,14 @@ impl Agent {
 
     /// A new session with a copy of another's history (its parent recorded).
     pub(super) async fn fork_session(&mut self, params: acp::ForkSessionRequest) -> Reply {
-        let roots = check_roots(&params.cwd, &params.additional_directories)?;
-        let super::Ready {
-            config,
-            system_prompt,
-            commands,
-            mcp,
-        } = self.ready_session(&params.cwd, &params.mcp_servers).await?;
-        let journal = self.journal_for(&config).await?;
+        let ready = self
+            .ready_session(
+                &params.cwd,
+                &params.additional_directories,
+                &params.mcp_servers,
+            )
+            .await?;
+        let journal = self.journal_for(&ready.config).await?;
         // What is queued for the parent is written before it is read.
         journal.flush().await;
         let parent = params.session_id.0.to_string();
@@ -321,21 +310,18 @@ impl Agent {
         let launched = self.launch_stored(
             &id,
             params.cwd,
-            roots,
             params.mcp_servers,
-            config,
-            system_prompt,
+            ready,
             child,
             transcript,
             // Nothing of the copy is stored under the child's id yet: all of it is saved.
             SessionJournal::new(journal.clone(), &id, 0),
-            commands,
-            mcp,
         )?;
         to_value(
             acp::ForkSessionResponse::new(id)
                 .modes(launched.modes)
-                .config_options(launched.options),
+                .config_options(launched.options)
+                .meta(launched.meta),
         )
     }
 }

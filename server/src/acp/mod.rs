@@ -41,24 +41,22 @@ use forwarder::{PendingPrompt, PendingPrompts, lock};
 struct Launch {
     id: String,
     cwd: std::path::PathBuf,
-    roots: Vec<std::path::PathBuf>,
     mcp_servers: Vec<acp::McpServer>,
-    config: Config,
-    system_prompt: String,
+    /// The configuration, prompt, commands, MCP servers, roots and shell prepared for it.
+    ready: Ready,
     /// The session's own model and mode (a stored session's), else the configuration's.
     model: Option<String>,
     mode: Option<talaria_engine::Mode>,
     start: talaria_engine::SessionStart,
-    /// The slash commands, listed when the session starts.
-    commands: acp::SessionUpdate,
-    /// The session's MCP servers (connected already), and what went wrong connecting them.
-    mcp: (Arc<talaria_mcp::Hub>, Vec<String>),
 }
 
 /// The modes and options a started session answers with.
 struct Launched {
     modes: acp::SessionModeState,
     options: Vec<acp::SessionConfigOption>,
+    /// `_meta` for the response: `{"talaria": {"sandbox": "enforced" | "off" | "unavailable"}}`
+    /// (clients' banners show it).
+    meta: acp::Meta,
 }
 
 /// The durable store, opened with the first session.
@@ -312,13 +310,16 @@ impl Agent {
     async fn ready_session(
         &mut self,
         cwd: &std::path::Path,
+        additional_directories: &[std::path::PathBuf],
         mcp_servers: &[acp::McpServer],
     ) -> Result<Ready, acp::Error> {
+        let roots = check_roots(cwd, additional_directories)?;
         let Prepared {
             mut config,
             system_prompt,
             commands,
-        } = prepare_session(cwd, &chrono_today()).await?;
+            shell,
+        } = prepare_session(cwd, &roots, &chrono_today()).await?;
         if let Some(missing) = config.missing_credentials() {
             return Err(errors::auth_required(missing));
         }
@@ -330,19 +331,22 @@ impl Agent {
             system_prompt,
             commands,
             mcp,
+            roots,
+            shell,
         })
     }
 
     async fn new_session(&mut self, params: acp::NewSessionRequest) -> Reply {
-        let roots = check_roots(&params.cwd, &params.additional_directories)?;
-        let Ready {
-            config,
-            system_prompt,
-            commands,
-            mcp,
-        } = self.ready_session(&params.cwd, &params.mcp_servers).await?;
+        let ready = self
+            .ready_session(
+                &params.cwd,
+                &params.additional_directories,
+                &params.mcp_servers,
+            )
+            .await?;
+        let config = &ready.config;
         let id = uuid::Uuid::new_v4().to_string();
-        let journal = self.ensure_store(&config).await;
+        let journal = self.ensure_store(config).await;
         let start = match &journal {
             Some(journal) => {
                 journal.create(talaria_store::SessionMeta {
@@ -375,20 +379,17 @@ impl Agent {
         let launched = self.launch(Launch {
             id: id.clone(),
             cwd: params.cwd,
-            roots,
             mcp_servers: params.mcp_servers,
-            config,
-            system_prompt,
+            ready,
             model: None,
             mode: None,
             start,
-            commands,
-            mcp,
         })?;
         to_value(
             acp::NewSessionResponse::new(id)
                 .modes(launched.modes)
-                .config_options(launched.options),
+                .config_options(launched.options)
+                .meta(launched.meta),
         )
     }
 
@@ -397,15 +398,19 @@ impl Agent {
         let Launch {
             id,
             cwd,
-            roots,
             mcp_servers,
-            config,
-            system_prompt,
+            ready:
+                Ready {
+                    config,
+                    system_prompt,
+                    commands,
+                    mcp: (hub, mcp_warnings),
+                    roots,
+                    shell,
+                },
             model,
             mode,
             start,
-            commands,
-            mcp: (hub, mcp_warnings),
         } = launch;
         let router = self.router_for(&config)?;
         let model = model.unwrap_or_else(|| config.model.clone());
@@ -449,6 +454,7 @@ impl Agent {
             .then_some(config.max_subagents),
             announce_subagents: self.client_caps.subagents,
             images: config.supports_images,
+            shell: shell.clone(),
         };
         let (events_tx, events_rx) = mpsc::channel(256);
         let bridge = Arc::new(client_bridge::AcpBridge::new(
@@ -503,6 +509,7 @@ impl Agent {
         if let StoreState::Unavailable(why) = &self.store {
             warnings.push(format!("This session is not saved: {why}"));
         }
+        warnings.extend(talaria_engine::sandbox::notice(&shell));
         warnings.extend(mcp_warnings);
         self.outbox
             .push(SessionNotification::new(session_id.clone(), commands));
@@ -519,6 +526,7 @@ impl Agent {
         let launched = Launched {
             modes: session_options::mode_state(mode),
             options: session_options::config_options(mode, &model, &models),
+            meta: session_meta(&shell),
         };
         self.sessions.insert(
             id,
@@ -698,6 +706,16 @@ fn session_not_found(id: &acp::SessionId) -> acp::Error {
     )
 }
 
+/// What a session response says about Talaria's own state (under `_meta.talaria`).
+fn session_meta(shell: &talaria_tools::shell::Shell) -> acp::Meta {
+    let mut meta = acp::Meta::new();
+    meta.insert(
+        "talaria".into(),
+        serde_json::json!({"sandbox": talaria_engine::sandbox::state(shell)}),
+    );
+    meta
+}
+
 /// Checks `session/new`-style paths: an absolute cwd and absolute additional directories;
 /// returns the workspace roots.
 fn check_roots(
@@ -749,6 +767,7 @@ struct Prepared {
     config: Config,
     system_prompt: PromptParts,
     commands: acp::SessionUpdate,
+    shell: Arc<talaria_tools::shell::Shell>,
 }
 
 /// A session ready to launch.
@@ -757,6 +776,10 @@ struct Ready {
     system_prompt: String,
     commands: acp::SessionUpdate,
     mcp: (Arc<talaria_mcp::Hub>, Vec<String>),
+    /// The workspace roots: the cwd and the additional directories.
+    roots: Vec<std::path::PathBuf>,
+    /// How its commands start (the OS sandbox, the clean environment).
+    shell: Arc<talaria_tools::shell::Shell>,
 }
 
 /// The system prompt's parts, assembled once the session's toolsets are known.
@@ -783,8 +806,12 @@ impl PromptParts {
     }
 }
 
-async fn prepare_session(cwd: &std::path::Path, today: &str) -> Result<Prepared, acp::Error> {
-    let (cwd, today) = (cwd.to_path_buf(), today.to_string());
+async fn prepare_session(
+    cwd: &std::path::Path,
+    roots: &[std::path::PathBuf],
+    today: &str,
+) -> Result<Prepared, acp::Error> {
+    let (cwd, roots, today) = (cwd.to_path_buf(), roots.to_vec(), today.to_string());
     let prepared = tokio::task::spawn_blocking(move || {
         if !cwd.is_dir() {
             return Err(errors::invalid_params(format!(
@@ -804,10 +831,16 @@ async fn prepare_session(cwd: &std::path::Path, today: &str) -> Result<Prepared,
             memory,
         };
         let commands = skills::commands(&catalog);
+        let shell = Arc::new(talaria_engine::sandbox::shell(
+            &config,
+            &roots,
+            talaria_engine::sandbox::Helper::this_binary(),
+        ));
         Ok(Prepared {
             config,
             system_prompt,
             commands,
+            shell,
         })
     })
     .await;

@@ -163,7 +163,7 @@ fn effect_content(effect: &ToolEffect) -> Option<ToolCallContent> {
         ToolEffect::Terminal { terminal_id } => Some(ToolCallContent::Terminal(
             acp::Terminal::new(terminal_id.clone()),
         )),
-        ToolEffect::Plan(_) => None,
+        ToolEffect::Plan(_) | ToolEffect::SandboxDenied { .. } => None,
     }
 }
 

@@ -25,6 +25,8 @@ pub enum PermissionChoice {
     AllowAlways,
     /// Always allow every tool of the call's MCP server (in this project).
     AllowAlwaysServer,
+    /// Run this one command again outside the OS sandbox (never remembered).
+    RunUnsandboxedOnce,
     RejectOnce,
     RejectAlways,
 }

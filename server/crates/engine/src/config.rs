@@ -167,6 +167,46 @@ pub struct Config {
     /// Sessions get a title from a model (`[auxiliary.title]`, else the session's) after
     /// their first turn; off: the first line of the first prompt.
     pub titles: bool,
+    /// The OS sandbox for commands (`[sandbox]`, `TALARIA_SANDBOX`).
+    pub sandbox: SandboxConfig,
+    /// How commands' environment is adjusted (`[shell_environment]`), and the variables
+    /// named by `api_key_env` (withheld from commands like every provider variable).
+    pub shell_environment: ShellEnvironment,
+}
+
+/// `[sandbox]`: the OS sandbox every command runs in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxConfig {
+    /// Off only when `mode = "off"` (or `TALARIA_SANDBOX=off`).
+    pub enabled: bool,
+    /// More writable places (`~` expanded; relative ones are the project's).
+    pub writable: Vec<String>,
+    /// More places hidden from commands.
+    pub hidden: Vec<String>,
+    /// Commands may open network connections.
+    pub network: bool,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            writable: Vec::new(),
+            hidden: Vec::new(),
+            network: true,
+        }
+    }
+}
+
+/// `[shell_environment]`, plus what the configuration itself names as secret.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShellEnvironment {
+    /// Variables kept although they look secret.
+    pub keep: Vec<String>,
+    /// Variables set for every command.
+    pub set: std::collections::BTreeMap<String, String>,
+    /// Variables withheld because the configuration reads keys from them (`api_key_env`).
+    pub withheld: Vec<String>,
 }
 
 /// Why the configuration could not be loaded.
@@ -242,6 +282,20 @@ pub struct McpServerEntry {
 #[derive(Debug, Default, Deserialize)]
 struct FileDelegation {
     max_concurrent: Option<usize>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct FileSandbox {
+    mode: Option<String>,
+    writable: Option<Vec<String>>,
+    hidden: Option<Vec<String>>,
+    network: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct FileShellEnvironment {
+    keep: Option<Vec<String>>,
+    set: Option<std::collections::BTreeMap<String, String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -324,6 +378,37 @@ struct FileConfig {
     /// Model name → tiktoken encoding (`cl100k`, `o200k`).
     #[serde(default)]
     tokenizers: HashMap<String, String>,
+    #[serde(default)]
+    sandbox: FileSandbox,
+    #[serde(default)]
+    shell_environment: FileShellEnvironment,
+}
+
+/// `[sandbox]` with `TALARIA_SANDBOX` (`off`/`on`) over it.
+fn sandbox_config(
+    file: FileSandbox,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<SandboxConfig, ConfigError> {
+    let parse = |value: &str, from: &str| match value.trim().to_ascii_lowercase().as_str() {
+        "on" | "true" | "1" | "yes" => Ok(true),
+        "off" | "false" | "0" | "no" => Ok(false),
+        other => Err(ConfigError::Invalid(format!(
+            "{from} = {other:?}: the sandbox is \"on\" or \"off\""
+        ))),
+    };
+    let enabled = match env("TALARIA_SANDBOX").filter(|v| !v.trim().is_empty()) {
+        Some(value) => parse(&value, "TALARIA_SANDBOX")?,
+        None => match &file.mode {
+            Some(mode) => parse(mode, "sandbox.mode")?,
+            None => true,
+        },
+    };
+    Ok(SandboxConfig {
+        enabled,
+        writable: file.writable.unwrap_or_default(),
+        hidden: file.hidden.unwrap_or_default(),
+        network: file.network.unwrap_or(true),
+    })
 }
 
 /// `[compression]` over the defaults; shares must lie in (0, 1].
@@ -536,6 +621,17 @@ impl Config {
             "https://api.anthropic.com",
         );
         let mut fallback = Vec::new();
+        // Keys the configuration reads from variables are withheld from commands.
+        let withheld_variables: Vec<String> = file
+            .fallback
+            .iter()
+            .filter_map(|f| f.api_key_env.clone())
+            .chain(
+                file.auxiliary
+                    .values()
+                    .filter_map(|a| a.api_key_env.clone()),
+            )
+            .collect();
         for entry in file.fallback {
             let kind = ProviderKind::parse(&entry.provider)?;
             let base = match kind {
@@ -615,7 +711,15 @@ impl Config {
                 .unwrap_or(learning_defaults.max_review_calls)
                 .clamp(1, 64),
         };
+        let shell_environment = ShellEnvironment {
+            keep: file.shell_environment.keep.unwrap_or_default(),
+            set: file.shell_environment.set.unwrap_or_default(),
+            withheld: withheld_variables,
+        };
+        let sandbox = sandbox_config(file.sandbox, env)?;
         Ok(Self {
+            sandbox,
+            shell_environment,
             compression,
             tokenizers,
             learning,

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use talaria_provider::ToolCallRequest;
-use talaria_tools::shell::safety;
+use talaria_tools::shell::{Sandboxing, safety};
 use talaria_tools::{
     ApprovalNeed, CallDescription, Concurrency, ParsedArgs, Progress, Registry, ToolContext,
     ToolEffect, ToolKind, ToolOutcome, ToolStatus,
@@ -27,7 +27,7 @@ use talaria_tools::{
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::approval::{self, CallFacts, Mode, RuleStore, Scope, SecretReads, Verdict};
+use crate::approval::{self, CallFacts, CommandWall, Mode, RuleStore, Scope, SecretReads, Verdict};
 use crate::budget::ResultBudget;
 use crate::client::{
     ClientAnswer, ClientAsk, PermissionAnswer, PermissionChoice, PermissionRequest,
@@ -171,7 +171,9 @@ impl Orchestrator<'_> {
             let description = self.registry.describe(&call.name, &args, &self.ctx);
             let definition = self.registry.definition(&call.name);
             let kind = definition.map_or(ToolKind::Other, |d| d.kind);
-            let preview = if matches!(kind, ToolKind::Edit | ToolKind::Delete | ToolKind::Move) {
+            let preview = if matches!(kind, ToolKind::Edit | ToolKind::Delete | ToolKind::Move)
+                && !self.touches_protected(&description.writes).await
+            {
                 self.registry.preview(&call.name, &args, &self.ctx).await
             } else {
                 Vec::new()
@@ -296,9 +298,16 @@ impl Orchestrator<'_> {
         if self.registry.definition(&call.name).is_none() {
             return Ok(());
         }
-        let facts = self.facts(call);
+        let facts = self.facts(call).await;
         let mode = *lock(self.mode);
-        let verdict = approval::decide(mode, &facts, &lock(self.rules), self.roots, self.secrets);
+        let verdict = approval::decide(
+            mode,
+            &facts,
+            &lock(self.rules),
+            self.roots,
+            self.secrets,
+            self.wall(),
+        );
         let (reason, always_possible) = match verdict {
             Verdict::Allow => return Ok(()),
             Verdict::Deny(why) => return Err(ToolOutcome::failed(why)),
@@ -339,7 +348,9 @@ impl Orchestrator<'_> {
             None => PermissionAnswer::Failed("the client did not answer".into()),
         };
         match answer {
-            PermissionAnswer::Chosen(PermissionChoice::AllowOnce) => Ok(()),
+            PermissionAnswer::Chosen(
+                PermissionChoice::AllowOnce | PermissionChoice::RunUnsandboxedOnce,
+            ) => Ok(()),
             PermissionAnswer::Chosen(PermissionChoice::AllowAlways) => {
                 let saving = lock(self.rules).remember(&approval::scopes_of(&facts), true);
                 if let Some(saving) = saving {
@@ -377,10 +388,34 @@ impl Orchestrator<'_> {
         }
     }
 
-    /// What the policy needs to know about a call. A command's named paths count as reads,
-    /// resolved against the directory it runs in.
-    fn facts(&self, call: &Prepared) -> CallFacts {
-        let command = call.description.command.as_deref().map(safety::classify);
+    /// What stands between this session's commands and the machine.
+    fn wall(&self) -> CommandWall {
+        match self.ctx.shell.sandboxing() {
+            Sandboxing::Enforced(_) => CommandWall::Sandbox,
+            Sandboxing::Off => CommandWall::Off,
+            Sandboxing::Unavailable(_) => CommandWall::Missing,
+        }
+    }
+
+    /// Whether an edit of `writes` touches a credential or Talaria's own files (as named or
+    /// behind a link): its current text is never previewed.
+    async fn touches_protected(&self, writes: &[PathBuf]) -> bool {
+        let grounded = crate::grounding::ground(writes.to_vec()).await;
+        grounded.paths.iter().any(|path| {
+            self.secrets.paths.classify(path) == talaria_tools::PathSecrecy::Credential
+                || self.secrets.paths.in_agent_home(path)
+        })
+    }
+
+    /// What the policy needs to know about a call: the command classified where it starts;
+    /// its named paths as reads; every path as named and as the real file behind it.
+    async fn facts(&self, call: &Prepared) -> CallFacts {
+        let command = call.description.command.as_deref().map(|text| {
+            safety::classify_in(
+                text,
+                &safety::ShellEnv::from_process().starting(call.description.command_start.clone()),
+            )
+        });
         let mut reads = call.description.reads.clone();
         if let Some(class) = &command {
             let workdir = call
@@ -395,11 +430,15 @@ impl Orchestrator<'_> {
                     .map(|p| talaria_tools::tool::resolve_in(workdir, p)),
             );
         }
+        let reads = crate::grounding::ground(reads).await;
+        let writes = crate::grounding::ground(call.description.writes.clone()).await;
+        let mut linked = reads.linked;
+        linked.extend(writes.linked);
         CallFacts {
             tool: call.name.clone(),
             need: call.need,
-            writes: call.description.writes.clone(),
-            reads,
+            writes: writes.paths,
+            reads: reads.paths,
             command,
             read_only: call.description.read_only,
             server: self
@@ -407,6 +446,8 @@ impl Orchestrator<'_> {
                 .definition(&call.name)
                 .and_then(|d| d.toolset.strip_prefix(talaria_tools::MCP_TOOLSET_PREFIX))
                 .map(str::to_string),
+            linked,
+            own_store: call.description.own_store,
         }
     }
 
@@ -430,14 +471,68 @@ impl Orchestrator<'_> {
         display
     }
 
-    /// Runs one approved call, streaming its progress, and reports its result.
+    /// Runs one approved call, streaming its progress, and reports its result. When the OS
+    /// sandbox refused something and the mode lets the user decide, the user may run this
+    /// one call again outside the sandbox (never remembered; the model cannot ask for it).
     async fn execute(&self, call: &Prepared) -> (ToolOutcome, ToolDisplay) {
         self.emit(EngineEvent::ToolCallRunning {
             id: call.id.clone(),
         })
         .await;
+        let mut outcome = self.run_streaming(call, self.ctx.clone()).await;
+        if let Some(what) = sandbox_denial(&outcome)
+            && self.may_escalate()
+            && self.escalation_agreed(call, &what).await
+        {
+            let mut ctx = self.ctx.clone();
+            ctx.unconfined = true;
+            outcome = self.run_streaming(call, ctx).await;
+        }
+        let display = self.finish(call, &outcome).await;
+        (outcome, display)
+    }
+
+    /// Whether the session's mode lets the user take a command out of the sandbox.
+    fn may_escalate(&self) -> bool {
+        !self.cancel.is_cancelled() && matches!(*lock(self.mode), Mode::Ask | Mode::AcceptEdits)
+    }
+
+    /// Asks, on the call's own card, whether to run it once outside the sandbox.
+    async fn escalation_agreed(&self, call: &Prepared, what: &str) -> bool {
+        let request = PermissionRequest {
+            tool_call_id: call.id.clone(),
+            title: call.description.title.clone(),
+            reason: Some(format!(
+                "the OS sandbox refused {what}. Run this one command again outside the sandbox?"
+            )),
+            choices: vec![
+                PermissionChoice::RunUnsandboxedOnce,
+                PermissionChoice::RejectOnce,
+            ],
+            server: None,
+        };
+        let asked = crate::client::ask(
+            self.events,
+            ClientAsk::Permission(request),
+            self.cancel.clone(),
+            None,
+        )
+        .await;
+        match asked {
+            Some(ClientAnswer::Permission(PermissionAnswer::Chosen(
+                PermissionChoice::RunUnsandboxedOnce,
+            ))) => true,
+            Some(ClientAnswer::Permission(PermissionAnswer::Cancelled)) => {
+                self.cancel.cancel();
+                false
+            }
+            _ => false,
+        }
+    }
+
+    /// Dispatches one call in `ctx`, streaming its progress to the card.
+    async fn run_streaming(&self, call: &Prepared, mut ctx: ToolContext) -> ToolOutcome {
         let (tx, mut rx) = mpsc::unbounded_channel::<Progress>();
-        let mut ctx = self.ctx.clone();
         ctx.progress = Some(Arc::new(move |p| {
             let _ = tx.send(p);
         }));
@@ -446,7 +541,7 @@ impl Orchestrator<'_> {
         let mut output = String::new();
         let mut dirty = false;
         let mut next_report = tokio::time::Instant::now();
-        let outcome = loop {
+        loop {
             tokio::select! {
                 biased;
                 () = self.cancel.cancelled() => {
@@ -477,10 +572,16 @@ impl Orchestrator<'_> {
                     next_report = tokio::time::Instant::now() + PROGRESS_INTERVAL;
                 }
             }
-        };
-        let display = self.finish(call, &outcome).await;
-        (outcome, display)
+        }
     }
+}
+
+/// What the OS sandbox refused during a call, if anything.
+fn sandbox_denial(outcome: &ToolOutcome) -> Option<String> {
+    outcome.effects.iter().find_map(|effect| match effect {
+        ToolEffect::SandboxDenied { what } => Some(what.clone()),
+        _ => None,
+    })
 }
 
 fn result_status(status: ToolStatus) -> ResultStatus {
@@ -525,7 +626,7 @@ fn display_of(call: &Prepared, outcome: &ToolOutcome) -> ToolDisplay {
             ToolEffect::Terminal { terminal_id } => Some(DisplayContent::Terminal {
                 terminal_id: terminal_id.clone(),
             }),
-            ToolEffect::Plan(_) => None,
+            ToolEffect::Plan(_) | ToolEffect::SandboxDenied { .. } => None,
         })
         .collect();
     let in_terminal = content

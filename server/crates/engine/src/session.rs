@@ -71,6 +71,9 @@ pub struct SessionSettings {
     pub announce_subagents: bool,
     /// The model takes images: those tool results carry reach it (else only their mention).
     pub images: bool,
+    /// How the session's commands start: the OS sandbox, the clean environment, the private
+    /// temporary directory (shared with its subagents).
+    pub shell: Arc<talaria_tools::shell::Shell>,
 }
 
 /// What the user sent: as received (kept in the record) and as the model sees it.

@@ -84,6 +84,7 @@ fn spawn_with_registry(
         subagents: None,
         announce_subagents: false,
         images: true,
+        shell: Arc::default(),
     };
     let handle = spawn_session(settings, Arc::new(router), registry, tx);
     (handle, rx)

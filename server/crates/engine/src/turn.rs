@@ -359,6 +359,8 @@ impl Turn<'_> {
             questions: Some(Arc::new(crate::client::ClientQuestions {
                 events: self.events.clone(),
             })),
+            shell: self.settings.shell.clone(),
+            unconfined: false,
         };
         let mut orchestrator = Orchestrator {
             registry: self.registry,

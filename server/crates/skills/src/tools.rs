@@ -357,6 +357,7 @@ impl Tool for SkillManage {
             title: format!("Skill {name}: {action}"),
             paths: writes.clone(),
             writes,
+            own_store: true,
             ..CallDescription::default()
         }
     }
@@ -458,6 +459,7 @@ impl Tool for Memory {
             title: format!("Memory: {}", args["action"].as_str().unwrap_or("update")),
             paths: writes.clone(),
             writes,
+            own_store: true,
             ..CallDescription::default()
         }
     }

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::session_state::{ExitInfo, ManagedProcess};
+use crate::shell::safety::{self, StartDir};
 use crate::tool::{
     ApprovalNeed, CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolKind,
     ToolOutcome, parse_args,
@@ -92,8 +93,18 @@ impl Tool for Process {
     fn describe(&self, args: &Value, _ctx: &ToolContext) -> CallDescription {
         let action = args.get("action").and_then(Value::as_str).unwrap_or("?");
         let id = args.get("id").and_then(Value::as_str).unwrap_or("");
+        // Text written to a running process is judged like a command typed into a shell
+        // there, in a directory earlier input may have changed.
+        let typed = (action == "write")
+            .then(|| args.get("data").and_then(Value::as_str))
+            .flatten();
         CallDescription {
-            title: format!("Process {action} {id}").trim_end().to_string(),
+            title: match typed {
+                Some(data) => format!("Type into {id}: `{}`", crate::terminal::one_line(data, 80)),
+                None => format!("Process {action} {id}").trim_end().to_string(),
+            },
+            command: typed.map(str::to_string),
+            command_start: StartDir::Unknown,
             // Looking at processes that were already approved needs no new approval.
             read_only: matches!(action, "list" | "poll" | "log" | "wait"),
             ..CallDescription::default()
@@ -208,6 +219,9 @@ async fn act(args: &Args, process: &ManagedProcess, ctx: &ToolContext) -> ToolOu
             let Some(data) = args.data.as_deref() else {
                 return ToolOutcome::failed("write needs `data`.");
             };
+            if let Some(why) = safety::classify_at(data, StartDir::Unknown).floor {
+                return ToolOutcome::failed(format!("Refused: {why}. This is never typed."));
+            }
             match process.write_stdin(data).await {
                 Ok(()) => {
                     ToolOutcome::completed(format!("Wrote {} bytes to {}.", data.len(), process.id))

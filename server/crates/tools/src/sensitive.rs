@@ -172,6 +172,41 @@ impl SensitivePaths {
         PathSecrecy::Normal
     }
 
+    /// Whether `path` is inside `TALARIA_HOME` (the agent's own settings, rules, store,
+    /// skills and memory).
+    pub fn in_agent_home(&self, path: &Path) -> bool {
+        self.talaria_home
+            .as_ref()
+            .is_some_and(|home| path.starts_with(home))
+    }
+
+    /// What the OS sandbox hides from commands, and what it lets them read again inside that:
+    /// the credential stores under the home, private keys at its top level, and
+    /// `TALARIA_HOME` (its skills, memory, proposals and stored results stay readable).
+    pub fn hidden_locations(&self) -> (Vec<PathBuf>, Vec<PathBuf>) {
+        let mut hidden = Vec::new();
+        let mut readable = Vec::new();
+        if let Some(home) = &self.home {
+            hidden.extend(HOME_CREDENTIAL_DIRS.iter().map(|d| home.join(d)));
+            hidden.extend(HOME_CREDENTIAL_FILES.iter().map(|f| home.join(f)));
+            if let Ok(entries) = std::fs::read_dir(home) {
+                for entry in entries.flatten() {
+                    let path = entry.path();
+                    if entry.file_type().is_ok_and(|t| t.is_file())
+                        && self.classify(&path) == PathSecrecy::Credential
+                    {
+                        hidden.push(path);
+                    }
+                }
+            }
+        }
+        if let Some(talaria) = &self.talaria_home {
+            hidden.push(talaria.clone());
+            readable.extend(TALARIA_HOME_READABLE.iter().map(|d| talaria.join(d)));
+        }
+        (hidden, readable)
+    }
+
     /// The most secret of `paths`.
     pub fn worst<'a>(&self, paths: impl IntoIterator<Item = &'a Path>) -> PathSecrecy {
         paths
@@ -182,16 +217,26 @@ impl SensitivePaths {
     }
 }
 
-/// `.env`, `.env.local`, `prod.env`, `.envrc`; not `.env.example` and friends.
-fn is_env_file(lower: &str) -> bool {
-    let templated = [".example", ".sample", ".template", ".dist", ".defaults"]
+/// `.env`, `.env.local`, `.env-production`, `.env_staging`, `prod.env`, `prod-secrets.env`,
+/// `.envrc`; not `.env.example` and friends (`lower` is the file name in lower case).
+pub fn is_env_file(lower: &str) -> bool {
+    let templated = [
+        ".example",
+        ".sample",
+        ".template",
+        ".dist",
+        ".defaults",
+        ".tmpl",
+    ]
+    .iter()
+    .any(|suffix| lower.ends_with(suffix));
+    let dotted = lower
+        .strip_prefix(".env")
+        .is_some_and(|rest| rest.is_empty() || rest == "rc" || rest.starts_with(['.', '-', '_']));
+    let suffixed = [".env", "-env", "_env"]
         .iter()
-        .any(|suffix| lower.ends_with(suffix));
-    !templated
-        && (lower == ".env"
-            || lower == ".envrc"
-            || lower.starts_with(".env.")
-            || (lower.ends_with(".env") && !lower.starts_with('.')))
+        .any(|suffix| lower.len() > suffix.len() && lower.ends_with(suffix));
+    !templated && (dotted || suffixed)
 }
 
 #[cfg(test)]
@@ -243,6 +288,12 @@ mod tests {
             "/work/p/prod.env",
             "/work/p/.npmrc",
             "/work/p/config/secrets.yaml",
+            "/work/p/.env-production",
+            "/work/p/.env_staging",
+            "/work/p/.env.production.local",
+            "/work/p/deploy/prod-secrets.env",
+            "/work/p/site_env",
+            "/work/p/.ENV.LOCAL",
         ] {
             assert_eq!(
                 rules().classify(Path::new(path)),
@@ -257,7 +308,10 @@ mod tests {
         for path in [
             "/work/p/src/main.rs",
             "/work/p/.env.example",
+            "/work/p/.env-production.sample",
             "/work/p/src/env.rs",
+            "/work/p/environment.ts",
+            "/work/p/.envoy.yaml",
             "/work/p/keys.rs",
             "/work/p/id_utils.py",
             "/home/dev/.ssh.md",

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, watch};
 
-use crate::shell::{kill_group, shell_program};
+use crate::shell::{Launch, kill_group};
 use crate::tool::TodoItem;
 
 /// The most output kept per background process (older output is dropped, with a count).
@@ -49,6 +49,10 @@ pub struct ManagedProcess {
     pub id: String,
     pub command: String,
     pub pid: u32,
+    /// The directory it started in.
+    pub cwd: std::path::PathBuf,
+    /// It runs in the OS sandbox.
+    pub sandboxed: bool,
     pub started: Instant,
     stdin: tokio::sync::Mutex<Option<tokio::process::ChildStdin>>,
     log: Mutex<Log>,
@@ -125,11 +129,15 @@ impl Drop for ProcessTable {
 }
 
 impl ProcessTable {
-    /// Starts `command` in the background in its own process group.
-    pub fn spawn(&self, command: &str, cwd: &Path) -> Result<Arc<ManagedProcess>, String> {
-        let mut child = tokio::process::Command::new(shell_program())
-            .arg("-c")
-            .arg(command)
+    /// Starts `command` (shown as `command`, started as `launch` says) in the background in
+    /// its own process group.
+    pub fn spawn(
+        &self,
+        command: &str,
+        launch: &Launch,
+        cwd: &Path,
+    ) -> Result<Arc<ManagedProcess>, String> {
+        let mut child = crate::shell::local::command(launch)
             .current_dir(cwd)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -145,6 +153,8 @@ impl ProcessTable {
             id: id.clone(),
             command: command.to_string(),
             pid,
+            cwd: cwd.to_path_buf(),
+            sandboxed: launch.sandboxed,
             started: Instant::now(),
             stdin: tokio::sync::Mutex::new(child.stdin.take()),
             log: Mutex::new(Log::default()),

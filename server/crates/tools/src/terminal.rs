@@ -10,7 +10,8 @@ use futures_util::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::shell::{CommandSpec, safety};
+use crate::shell::safety::{self, StartDir};
+use crate::shell::{CommandResult, CommandSpec};
 use crate::tool::{
     ApprovalNeed, CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolEffect,
     ToolKind, ToolLocation, ToolOutcome, ToolStatus, parse_args,
@@ -62,7 +63,7 @@ struct Args {
     background: bool,
 }
 
-fn one_line(command: &str, max: usize) -> String {
+pub(crate) fn one_line(command: &str, max: usize) -> String {
     let flat = command.split_whitespace().collect::<Vec<_>>().join(" ");
     if flat.chars().count() > max {
         format!("{}…", flat.chars().take(max).collect::<String>())
@@ -84,6 +85,7 @@ impl Tool for Terminal {
             .map_or_else(|| ctx.cwd.clone(), |w| ctx.resolve(w));
         CallDescription {
             title: format!("`{}`", one_line(command, 80)),
+            command_start: StartDir::At(workdir.display().to_string()),
             locations: vec![ToolLocation {
                 path: workdir,
                 line: None,
@@ -105,21 +107,25 @@ impl Tool for Terminal {
             if args.command.trim().is_empty() {
                 return ToolOutcome::failed("terminal needs a non-empty `command`.");
             }
-            if let Some(why) = safety::classify(&args.command).floor {
-                return ToolOutcome::failed(format!("Refused: {why}. This command is never run."));
-            }
             let workdir = args
                 .workdir
                 .as_deref()
                 .map_or_else(|| ctx.cwd.clone(), |w| ctx.resolve(w));
+            let class =
+                safety::classify_at(&args.command, StartDir::At(workdir.display().to_string()));
+            if let Some(why) = &class.floor {
+                return ToolOutcome::failed(format!("Refused: {why}. This command is never run."));
+            }
             if !workdir.is_dir() {
                 return ToolOutcome::failed(format!(
                     "workdir {} is not a directory.",
                     workdir.display()
                 ));
             }
+            let confine = !ctx.unconfined;
             if args.background {
-                return match ctx.state.processes.spawn(&args.command, &workdir) {
+                let launch = ctx.shell.local(&args.command, confine);
+                return match ctx.state.processes.spawn(&args.command, &launch, &workdir) {
                     Ok(process) => ToolOutcome::completed(format!(
                         "Started background process {} (pid {}): {}\nUse the process tool (action poll, log, wait, write or kill, id \"{}\") to follow it.",
                         process.id, process.pid, one_line(&args.command, 200), process.id
@@ -134,10 +140,13 @@ impl Tool for Terminal {
                 .clamp(1, MAX_TIMEOUT_SECS);
             let spec = CommandSpec {
                 command: args.command.clone(),
-                cwd: workdir,
+                cwd: workdir.clone(),
                 timeout: Duration::from_secs(timeout),
                 max_output_bytes: MAX_OUTPUT_BYTES,
+                local: ctx.shell.local(&args.command, confine),
+                elsewhere: ctx.shell.elsewhere(&args.command, confine),
             };
+            let sandboxed = spec.local.sandboxed;
             let result = match ctx
                 .commands
                 .run(spec, &ctx.cancel, ctx.progress.clone())
@@ -146,9 +155,32 @@ impl Tool for Terminal {
                 Ok(result) => result,
                 Err(why) => return ToolOutcome::failed(why),
             };
+            if sandboxed && let Some(why) = helper_failure(&result) {
+                return ToolOutcome::failed(format!(
+                    "The command did not run: the OS sandbox could not be entered ({why})."
+                ));
+            }
             let mut text = result.output.trim_end().to_string();
             if text.is_empty() {
                 text.push_str("(no output)");
+            }
+            let denial = sandboxed
+                .then(|| ctx.shell.policy())
+                .flatten()
+                .and_then(|policy| {
+                    let named: Vec<std::path::PathBuf> = class
+                        .paths
+                        .iter()
+                        .map(|p| crate::tool::resolve_in(&workdir, p))
+                        .collect();
+                    talaria_sandbox::denial::explain(policy, &result.output, &workdir, &named)
+                });
+            if let Some(denial) = &denial {
+                text.push_str(&format!(
+                    "\n\nThe OS sandbox refused {}. Only the user can let a command out of \
+                     the sandbox; do not try to work around it.",
+                    denial.what
+                ));
             }
             let status_line = if result.cancelled {
                 "Cancelled by the user; the command and its child processes were killed."
@@ -178,7 +210,22 @@ impl Tool for Terminal {
             if let Some(terminal_id) = result.terminal_id {
                 outcome = outcome.with_effect(ToolEffect::Terminal { terminal_id });
             }
+            if let Some(denial) = denial {
+                outcome = outcome.with_effect(ToolEffect::SandboxDenied { what: denial.what });
+            }
             outcome
         })
     }
+}
+
+/// Why the sandbox helper could not start the command, if that is how it ended.
+fn helper_failure(result: &CommandResult) -> Option<String> {
+    if result.exit_code != Some(i32::from(talaria_sandbox::HELPER_FAILED)) {
+        return None;
+    }
+    result
+        .output
+        .lines()
+        .find_map(|line| line.strip_prefix("talaria sandbox: "))
+        .map(str::to_string)
 }

@@ -118,6 +118,10 @@ pub struct ToolContext {
     pub progress: Option<ProgressSink>,
     /// Asks the user questions, when the client can show them.
     pub questions: Option<Arc<dyn crate::clarify::UserQuestions>>,
+    /// How commands start: the OS sandbox, the clean environment.
+    pub shell: Arc<crate::shell::Shell>,
+    /// This one call runs outside the sandbox (the user agreed, for this call only).
+    pub unconfined: bool,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -140,6 +144,8 @@ impl ToolContext {
             sensitive: Arc::new(SensitivePaths::from_env()),
             progress: None,
             questions: None,
+            shell: Arc::new(crate::shell::Shell::default()),
+            unconfined: false,
         }
     }
 
@@ -212,6 +218,9 @@ pub enum ToolEffect {
     Terminal { terminal_id: String },
     /// The todo list after the call.
     Plan(Vec<TodoItem>),
+    /// The OS sandbox refused something the command tried (what, in words); the user may
+    /// run this one call again outside it.
+    SandboxDenied { what: String },
 }
 
 /// An image a call returned for the model to look at.
@@ -304,9 +313,15 @@ pub struct CallDescription {
     pub reads: Vec<PathBuf>,
     /// The shell command it would run (for the command policy).
     pub command: Option<String>,
+    /// Where that command starts (for the classifier: `workdir`, or unknown for text typed
+    /// into a running shell).
+    pub command_start: crate::shell::safety::StartDir,
     /// This particular call only observes (e.g. `process poll`), whatever the tool's kind:
     /// the policy treats it like a read.
     pub read_only: bool,
+    /// The writes go to the tool's own store inside `TALARIA_HOME` (skills, memory), which
+    /// no other tool may edit.
+    pub own_store: bool,
 }
 
 /// Deserializes a call's (schema-checked) arguments into the tool's argument type; a failure

@@ -2,7 +2,8 @@
 //! whether it runs, asks the user, or is refused. It asks by default and fails closed.
 //!
 //! Order (first match wins):
-//! 1. the hard floor (a command the classifier refuses): refused in every mode;
+//! 1. the hard floor (a command the classifier refuses; an edit of Talaria's own settings,
+//!    rules or store, or of a credential): refused in every mode;
 //! 2. read-only mode: refuses every call not declared read-only;
 //! 3. a remembered "always reject" covering any scope of the call: refused;
 //! 4. a read of a credential store, a private key or Talaria's own configuration (by a file
@@ -12,10 +13,15 @@
 //!    remembered;
 //! 6. a read of an `.env`-style file or (file tools) outside the workspace: asks unless in
 //!    `yolo` or remembered;
-//! 7. remembered "always allow" covering every scope of the call: runs;
+//! 7. remembered "always allow" covering every scope of the call: runs (never for a command
+//!    that changes which program runs, such as `PATH=… cmd`, `git -c`, `sudo`);
 //! 8. the mode's default for what the tool declares it needs: read-only tools run; edits ask
 //!    (`accept-edits` runs those inside the workspace and not sensitive); commands ask;
-//!    undeclared tools and tools from outside ask; `yolo` runs everything that got here.
+//!    undeclared tools and tools from outside ask; `yolo` runs everything that got here,
+//!    except, where the machine offers no OS sandbox, commands not proven read-only.
+//!
+//! Paths are judged as written and as the real file behind any link; a file with more than
+//! one hard link is of unknown origin and counts as possibly secret.
 //!
 //! If the client cannot be asked, the call is refused with the reason.
 pub mod paths;
@@ -122,6 +128,22 @@ pub struct CallFacts {
     pub read_only: bool,
     /// The MCP server the tool belongs to, if any: "always allow" can cover all its tools.
     pub server: Option<String>,
+    /// Regular files among `reads` and `writes` with more than one hard link.
+    pub linked: Vec<PathBuf>,
+    /// The writes go through the tool's own store inside `TALARIA_HOME` (skills, memory).
+    pub own_store: bool,
+}
+
+/// What stands between a command and the machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommandWall {
+    /// The OS sandbox.
+    Sandbox,
+    /// Nothing: the user turned the sandbox off.
+    Off,
+    /// Nothing: this machine offers no sandbox (`yolo` then asks for what is not proven
+    /// read-only).
+    Missing,
 }
 
 impl CallFacts {
@@ -171,15 +193,30 @@ fn ask(reason: impl Into<String>, always_possible: bool) -> Verdict {
     }
 }
 
-/// The most secret path a call touches, with its class.
+/// The most secret path a call touches, with its class (a hard-linked file is at least
+/// `Secret`: its origin is unknown).
 fn most_secret<'a>(facts: &'a CallFacts, secrets: &SecretReads) -> Option<(&'a Path, PathSecrecy)> {
     facts
         .reads
         .iter()
         .chain(&facts.writes)
-        .map(|p| (p.as_path(), secrets.paths.classify(p)))
+        .map(|p| {
+            let mut secrecy = secrets.paths.classify(p);
+            if facts.linked.contains(p) {
+                secrecy = secrecy.max(PathSecrecy::Secret);
+            }
+            (p.as_path(), secrecy)
+        })
         .max_by_key(|(_, secrecy)| *secrecy)
         .filter(|(_, secrecy)| *secrecy != PathSecrecy::Normal)
+}
+
+/// An edit no tool may make: Talaria's own settings, rules and store, or a credential.
+fn forbidden_edit<'a>(facts: &'a CallFacts, secrets: &SecretReads) -> Option<&'a Path> {
+    facts.writes.iter().map(PathBuf::as_path).find(|path| {
+        secrets.paths.classify(path) == PathSecrecy::Credential
+            || (secrets.paths.in_agent_home(path) && !facts.own_store)
+    })
 }
 
 /// Decides what happens to a call.
@@ -189,10 +226,18 @@ pub fn decide(
     rules: &RuleStore,
     roots: &[PathBuf],
     secrets: &SecretReads,
+    wall: CommandWall,
 ) -> Verdict {
     if let Some(why) = facts.command.as_ref().and_then(|c| c.floor.as_ref()) {
         return Verdict::Deny(format!(
             "Refused by the safety floor: {why}. This is never run, in any mode."
+        ));
+    }
+    if let Some(path) = forbidden_edit(facts, secrets) {
+        return Verdict::Deny(format!(
+            "Refused by the safety floor: {} holds Talaria's own settings or credentials, \
+             which no tool edits, in any mode. Ask the user to change it themselves.",
+            path.display()
         ));
     }
     if mode == Mode::ReadOnly && !facts.runs_read_only() {
@@ -218,11 +263,13 @@ pub fn decide(
     if let Some(why) = facts.command.as_ref().and_then(|c| c.unknown.as_ref()) {
         return ask(format!("it cannot be checked before it runs: {why}"), false);
     }
-    let remembered = (!scopes.is_empty() && scopes.iter().all(|s| rules.allows(s)))
-        || facts
-            .server
-            .as_ref()
-            .is_some_and(|server| rules.allows(&Scope::Server(server.clone())));
+    let unscoped = facts.command.as_ref().and_then(|c| c.unscoped.as_ref());
+    let remembered =
+        (unscoped.is_none() && !scopes.is_empty() && scopes.iter().all(|s| rules.allows(s)))
+            || facts
+                .server
+                .as_ref()
+                .is_some_and(|server| rules.allows(&Scope::Server(server.clone())));
     let outside_read = facts
         .reads
         .iter()
@@ -242,11 +289,27 @@ pub fn decide(
     if remembered {
         return Verdict::Allow;
     }
-    mode_default(mode, facts, roots)
+    mode_default(mode, facts, roots, wall)
 }
 
 /// Rule 8: what the mode does with what the tool declares.
-fn mode_default(mode: Mode, facts: &CallFacts, roots: &[PathBuf]) -> Verdict {
+fn mode_default(mode: Mode, facts: &CallFacts, roots: &[PathBuf], wall: CommandWall) -> Verdict {
+    let always_possible = |facts: &CallFacts| {
+        !scopes_of(facts).is_empty() && facts.command.as_ref().is_none_or(|c| c.unscoped.is_none())
+    };
+    if mode == Mode::Yolo
+        && wall == CommandWall::Missing
+        && let Some(class) = &facts.command
+        && !class.read_only
+        && !facts.runs_read_only()
+    {
+        return Verdict::Ask {
+            reason: Some(
+                "this machine offers no OS sandbox, so commands not proven read-only ask".into(),
+            ),
+            always_possible: always_possible(facts),
+        };
+    }
     if facts.runs_read_only() || mode == Mode::Yolo {
         return Verdict::Allow;
     }
@@ -265,8 +328,12 @@ fn mode_default(mode: Mode, facts: &CallFacts, roots: &[PathBuf]) -> Verdict {
             always_possible: true,
         },
         ApprovalNeed::RunsCommands => Verdict::Ask {
-            reason: None,
-            always_possible: !scopes_of(facts).is_empty(),
+            reason: facts
+                .command
+                .as_ref()
+                .and_then(|c| c.unscoped.as_ref())
+                .map(|why| format!("\"always\" cannot cover it: {why}")),
+            always_possible: always_possible(facts),
         },
         ApprovalNeed::ReadOnly | ApprovalNeed::Unknown => Verdict::Ask {
             reason: Some(format!(
@@ -302,6 +369,8 @@ mod tests {
             command: None,
             read_only: false,
             server: None,
+            linked: vec![],
+            own_store: false,
         }
     }
 
@@ -317,6 +386,7 @@ mod tests {
             text,
             &ShellEnv {
                 home: Some("/home/dev".into()),
+                ..ShellEnv::default()
             },
         );
         CallFacts {
@@ -340,6 +410,7 @@ mod tests {
             &RuleStore::in_memory(),
             &[PathBuf::from("/work/project")],
             &secrets(),
+            CommandWall::Sandbox,
         )
     }
 
@@ -397,7 +468,14 @@ mod tests {
         let _ = rules.remember(&[Scope::Command("rm".into())], true);
         for mode in Mode::ALL {
             for text in ["for x in 1; do rm -rf /; done", "echo / | xargs rm -rf"] {
-                let verdict = decide(mode, &command(text), &rules, &[], &secrets());
+                let verdict = decide(
+                    mode,
+                    &command(text),
+                    &rules,
+                    &[],
+                    &secrets(),
+                    CommandWall::Sandbox,
+                );
                 assert!(
                     matches!(verdict, Verdict::Deny(ref m) if m.contains("safety floor")),
                     "{mode:?} {text}"
@@ -479,6 +557,7 @@ mod tests {
             &rules,
             &[],
             &secrets(),
+            CommandWall::Sandbox,
         );
         assert!(is_ask(&verdict), "{verdict:?}");
         assert_eq!(
@@ -487,7 +566,8 @@ mod tests {
                 &command("cat README.md"),
                 &rules,
                 &[],
-                &secrets()
+                &secrets(),
+                CommandWall::Sandbox
             ),
             Verdict::Allow
         );
@@ -504,7 +584,8 @@ mod tests {
                 &read("/home/dev/.ssh/id_rsa"),
                 &rules,
                 &roots,
-                &relaxed
+                &relaxed,
+                CommandWall::Sandbox
             ),
             Verdict::Allow
         );
@@ -513,7 +594,8 @@ mod tests {
             &read("/home/dev/.ssh/id_rsa"),
             &rules,
             &roots,
-            &relaxed
+            &relaxed,
+            CommandWall::Sandbox
         )));
     }
 
@@ -533,7 +615,8 @@ mod tests {
                 &read("/etc/hosts"),
                 &rules,
                 &[PathBuf::from("/work/project")],
-                &secrets()
+                &secrets(),
+                CommandWall::Sandbox
             ),
             Verdict::Allow
         );
@@ -559,7 +642,7 @@ mod tests {
         let mut rules = RuleStore::in_memory();
         let roots = vec![PathBuf::from("/p")];
         let decide_with = |rules: &RuleStore, mode, facts: &CallFacts| {
-            decide(mode, facts, rules, &roots, &secrets())
+            decide(mode, facts, rules, &roots, &secrets(), CommandWall::Sandbox)
         };
         let _ = rules.remember(&[Scope::Command("git status".into())], true);
         assert_eq!(
@@ -602,7 +685,14 @@ mod tests {
         assert!(is_ask(&decide_in(Mode::Ask, &of("mcp__fs__read", "fs"))));
         let _ = rules.remember(&[Scope::Server("fs".into())], true);
         let decide_with = |facts: &CallFacts| {
-            decide(Mode::Ask, facts, &rules, &[PathBuf::from("/p")], &secrets())
+            decide(
+                Mode::Ask,
+                facts,
+                &rules,
+                &[PathBuf::from("/p")],
+                &secrets(),
+                CommandWall::Sandbox,
+            )
         };
         assert_eq!(decide_with(&of("mcp__fs__read", "fs")), Verdict::Allow);
         assert_eq!(decide_with(&of("mcp__fs__write", "fs")), Verdict::Allow);

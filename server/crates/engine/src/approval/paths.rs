@@ -34,8 +34,7 @@ pub fn is_sensitive(path: &Path) -> bool {
         return false;
     };
     let lower = name.to_ascii_lowercase();
-    lower == ".env"
-        || lower.starts_with(".env.")
+    talaria_tools::sensitive::is_env_file(&lower)
         || lower.starts_with("id_rsa")
         || lower.starts_with("id_ed25519")
         || lower.starts_with("id_ecdsa")
@@ -59,6 +58,8 @@ mod tests {
             "/home/u/.ssh/config",
             "/p/.env",
             "/p/.env.production",
+            "/p/.env-production",
+            "/p/prod.env",
             "/p/certs/server.key",
             "/p/id_ed25519",
         ] {

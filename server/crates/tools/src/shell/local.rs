@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::output::HeadTail;
-use super::{CommandResult, CommandRunner, CommandSpec, kill_group, shell_program};
+use super::{CommandResult, CommandRunner, CommandSpec, Launch, kill_group};
 use crate::tool::{Progress, ProgressSink};
 
 /// The local runner.
@@ -26,6 +26,16 @@ impl Drop for GroupGuard {
             kill_group(pgid);
         }
     }
+}
+
+/// The process `launch` describes, with its environment.
+pub(crate) fn command(launch: &Launch) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(&launch.program);
+    command.args(&launch.args);
+    if let Some(env) = &launch.env {
+        command.env_clear().envs(env.iter().cloned());
+    }
+    command
 }
 
 /// Forwards a pipe's bytes into `tx` until it closes.
@@ -56,9 +66,7 @@ impl CommandRunner for LocalRunner {
         progress: Option<ProgressSink>,
     ) -> BoxFuture<'a, Result<CommandResult, String>> {
         Box::pin(async move {
-            let mut child = tokio::process::Command::new(shell_program())
-                .arg("-c")
-                .arg(&spec.command)
+            let mut child = command(&spec.local)
                 .current_dir(&spec.cwd)
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
@@ -138,11 +146,14 @@ mod tests {
     use super::*;
 
     fn spec(command: &str, timeout_ms: u64) -> CommandSpec {
+        let shell = super::super::Shell::default();
         CommandSpec {
             command: command.into(),
             cwd: std::env::temp_dir(),
             timeout: Duration::from_millis(timeout_ms),
             max_output_bytes: 1000,
+            local: shell.local(command, true),
+            elsewhere: shell.elsewhere(command, true),
         }
     }
 

@@ -1,6 +1,7 @@
 //! Shell commands: parsing and classification, bounded output, and runners (local here; the
 //! editor's terminals are a runner implemented at the protocol edge).
 
+pub mod launch;
 pub mod local;
 pub mod output;
 pub mod safety;
@@ -11,6 +12,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
+pub use launch::{Launch, Sandboxing, Shell, ShellSettings};
 pub use local::LocalRunner;
 
 use crate::tool::ProgressSink;
@@ -24,6 +26,10 @@ pub struct CommandSpec {
     pub timeout: Duration,
     /// Output beyond this is elided from the middle.
     pub max_output_bytes: usize,
+    /// How to start it on this machine (through the sandbox helper, clean environment).
+    pub local: Launch,
+    /// How another process (an editor terminal) starts it.
+    pub elsewhere: Launch,
 }
 
 /// How a command ended.

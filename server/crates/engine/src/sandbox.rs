@@ -1,0 +1,171 @@
+//! A session's shell: the OS sandbox policy built from the configuration, the workspace roots
+//! and the places that hold secrets, and the clean environment its commands start with.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use talaria_sandbox::{Availability, EnvRules, SandboxPolicy};
+use talaria_tools::SensitivePaths;
+use talaria_tools::shell::{Sandboxing, Shell, ShellSettings};
+
+use crate::config::Config;
+
+/// Where the sandbox helper (Talaria's own binary) is found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Helper {
+    /// For commands this process starts (`/proc/self/exe` on Linux: the very binary running,
+    /// even if the file was replaced since).
+    pub local: PathBuf,
+    /// For commands another process starts on this machine (an editor terminal).
+    pub elsewhere: PathBuf,
+}
+
+impl Helper {
+    /// The running binary as the helper.
+    pub fn this_binary() -> Option<Self> {
+        let elsewhere = std::env::current_exe().ok()?;
+        let local = if Path::new("/proc/self/exe").exists() {
+            PathBuf::from("/proc/self/exe")
+        } else {
+            elsewhere.clone()
+        };
+        Some(Self { local, elsewhere })
+    }
+}
+
+/// `~/x` → the home's `x`; a relative path is the project's.
+fn expand(path: &str, home: Option<&Path>, project: &Path) -> PathBuf {
+    match (path.strip_prefix("~/"), home) {
+        (Some(rest), Some(home)) => home.join(rest),
+        _ if path == "~" => home.map_or_else(|| PathBuf::from(path), Path::to_path_buf),
+        _ => project.join(path),
+    }
+}
+
+/// The policy commands run under in a session with these roots.
+pub fn policy(config: &Config, roots: &[PathBuf]) -> SandboxPolicy {
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    let project = roots.first().cloned().unwrap_or_else(|| PathBuf::from("/"));
+    let secrets = SensitivePaths::new(home.clone(), Some(config.home.clone()));
+    let (mut hidden, readable) = secrets.hidden_locations();
+    hidden.extend(
+        config
+            .sandbox
+            .hidden
+            .iter()
+            .map(|p| expand(p, home.as_deref(), &project)),
+    );
+    let mut writable: Vec<PathBuf> = roots.to_vec();
+    writable.extend(
+        config
+            .sandbox
+            .writable
+            .iter()
+            .map(|p| expand(p, home.as_deref(), &project)),
+    );
+    SandboxPolicy {
+        writable,
+        hidden,
+        readable,
+        network: config.sandbox.network,
+    }
+}
+
+/// The environment rules of the configuration.
+pub fn env_rules(config: &Config) -> EnvRules {
+    EnvRules {
+        remove: config.shell_environment.withheld.clone(),
+        keep: config.shell_environment.keep.clone(),
+        set: config.shell_environment.set.clone(),
+    }
+}
+
+/// Whether commands will run sandboxed under this configuration on this machine.
+pub fn sandboxing(config: &Config, roots: &[PathBuf], helper: Option<&Helper>) -> Sandboxing {
+    if !config.sandbox.enabled {
+        return Sandboxing::Off;
+    }
+    if helper.is_none() {
+        return Sandboxing::Unavailable("no sandbox helper in this build".into());
+    }
+    match talaria_sandbox::availability() {
+        Availability::Enforced { .. } => Sandboxing::Enforced(Arc::new(policy(config, roots))),
+        Availability::Unavailable(why) => Sandboxing::Unavailable(why.clone()),
+    }
+}
+
+/// The shell of a session with these roots (blocking: it probes the kernel once per process,
+/// creates the private temporary directory and lists the home for keys).
+pub fn shell(config: &Config, roots: &[PathBuf], helper: Option<Helper>) -> Shell {
+    Shell::new(ShellSettings {
+        sandboxing: Some(sandboxing(config, roots, helper.as_ref())),
+        env: env_rules(config),
+        helper: helper.as_ref().map(|h| h.local.clone()),
+        helper_elsewhere: helper.map(|h| h.elsewhere),
+    })
+}
+
+/// What a session's first notice says about its commands, when it must say something.
+pub fn notice(shell: &Shell) -> Option<String> {
+    match shell.sandboxing() {
+        Sandboxing::Enforced(_) => None,
+        Sandboxing::Off => Some(
+            "Commands run WITHOUT the OS sandbox: it is turned off ([sandbox] mode = \"off\" \
+             or TALARIA_SANDBOX=off). They run with your rights; only the safety floor and \
+             your approvals stand in their way."
+                .into(),
+        ),
+        Sandboxing::Unavailable(why) => Some(format!(
+            "This machine offers no OS sandbox ({why}): commands run with your rights. In yolo \
+             mode every command not proven read-only asks first."
+        )),
+    }
+}
+
+/// One word for clients' banners: `enforced`, `off` or `unavailable`.
+pub fn state(shell: &Shell) -> &'static str {
+    match shell.sandboxing() {
+        Sandboxing::Enforced(_) => "enforced",
+        Sandboxing::Off => "off",
+        Sandboxing::Unavailable(_) => "unavailable",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_policy_hides_secrets_and_writes_only_where_allowed() {
+        let config = Config::load_with(&|key| match key {
+            "TALARIA_HOME" => Some("/home/dev/.talaria".into()),
+            "HOME" => Some("/home/dev".into()),
+            _ => None,
+        })
+        .expect("config");
+        let mut config = config;
+        config.sandbox.writable = vec!["~/.cache/pip".into(), "out".into()];
+        config.sandbox.hidden = vec!["~/private".into()];
+        let roots = [PathBuf::from("/work/p"), PathBuf::from("/work/lib")];
+        let policy = policy(&config, &roots);
+        assert_eq!(policy.writable[..2], roots);
+        assert!(policy.writable.contains(&PathBuf::from("/work/p/out")));
+        assert!(policy.hidden.contains(&PathBuf::from("/home/dev/.talaria")));
+        assert!(
+            policy
+                .readable
+                .contains(&PathBuf::from("/home/dev/.talaria/skills"))
+        );
+        assert!(policy.network);
+        let off = Config {
+            sandbox: crate::config::SandboxConfig {
+                enabled: false,
+                ..config.sandbox.clone()
+            },
+            ..config.clone()
+        };
+        assert_eq!(sandboxing(&off, &roots, None), Sandboxing::Off);
+    }
+}

@@ -1,0 +1,281 @@
+//! How a session's commands are started: through the sandbox helper (Talaria's own binary,
+//! re-executed, enters the OS sandbox and executes the shell) unless the sandbox is off or
+//! missing, always with the clean environment, and in the session's private temporary
+//! directory.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use talaria_sandbox::{EnvRules, HELPER_ARG, HelperSpec, SandboxPolicy};
+
+use super::shell_program;
+
+/// Whether a session's commands run in the OS sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sandboxing {
+    /// Every command runs in the sandbox (unless the user lets one command out).
+    Enforced(Arc<SandboxPolicy>),
+    /// The user turned the sandbox off (`[sandbox] mode = "off"` or `TALARIA_SANDBOX=off`).
+    Off,
+    /// This machine offers none, and why.
+    Unavailable(String),
+}
+
+/// A process to start: what to execute and with which environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Launch {
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+    /// The whole environment (replacing the agent's); `None` when the program is started by
+    /// another process (an editor terminal) and the helper cleans it itself.
+    pub env: Option<Arc<Vec<(OsString, OsString)>>>,
+    /// Whether the process runs in the OS sandbox.
+    pub sandboxed: bool,
+}
+
+/// What a session's shell is built from.
+#[derive(Debug, Clone, Default)]
+pub struct ShellSettings {
+    /// The sandbox, with the writable roots already in its policy (plus the private
+    /// temporary directory this shell adds).
+    pub sandboxing: Option<Sandboxing>,
+    /// How commands' environment is cleaned.
+    pub env: EnvRules,
+    /// The sandbox helper (Talaria's binary) for commands started here, and its path for
+    /// commands another process starts (an editor terminal).
+    pub helper: Option<PathBuf>,
+    pub helper_elsewhere: Option<PathBuf>,
+}
+
+/// A session's way of starting commands.
+#[derive(Debug)]
+pub struct Shell {
+    sandboxing: Sandboxing,
+    rules: EnvRules,
+    env: Arc<Vec<(OsString, OsString)>>,
+    helper: Option<PathBuf>,
+    helper_elsewhere: Option<PathBuf>,
+    private_tmp: Option<PathBuf>,
+}
+
+impl Default for Shell {
+    /// Commands run on this machine without a sandbox, with the clean environment: for tests
+    /// and tools used outside a session.
+    fn default() -> Self {
+        Self::new(ShellSettings::default())
+    }
+}
+
+/// Creates a private temporary directory (mode 0700) for one session's commands.
+fn make_private_tmp() -> Option<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let base = std::env::temp_dir();
+    for _ in 0..8 {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let dir = base.join(format!(
+            "talaria-{}-{}-{nanos:x}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => return dir.canonicalize().ok().or(Some(dir)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                tracing::warn!("cannot create a private temporary directory: {e}");
+                return None;
+            }
+        }
+    }
+    None
+}
+
+impl Shell {
+    /// A shell with these settings; a sandboxed one gets its private temporary directory.
+    pub fn new(settings: ShellSettings) -> Self {
+        let mut sandboxing = settings.sandboxing.unwrap_or(Sandboxing::Off);
+        if matches!(sandboxing, Sandboxing::Enforced(_)) && settings.helper.is_none() {
+            sandboxing = Sandboxing::Unavailable("no sandbox helper in this build".into());
+        }
+        let private_tmp = match &sandboxing {
+            Sandboxing::Enforced(_) => make_private_tmp(),
+            _ => None,
+        };
+        if let (Sandboxing::Enforced(policy), Some(tmp)) = (&mut sandboxing, &private_tmp) {
+            Arc::make_mut(policy).writable.push(tmp.clone());
+        }
+        let mut rules = settings.env;
+        if let Some(tmp) = &private_tmp {
+            for name in ["TMPDIR", "TMP", "TEMP"] {
+                rules
+                    .set
+                    .entry(name.into())
+                    .or_insert_with(|| tmp.display().to_string());
+            }
+        }
+        let env = Arc::new(rules.apply(std::env::vars_os()));
+        Self {
+            sandboxing,
+            rules,
+            env,
+            helper: settings.helper,
+            helper_elsewhere: settings.helper_elsewhere,
+            private_tmp,
+        }
+    }
+
+    /// Whether commands run sandboxed, and with which policy.
+    pub fn sandboxing(&self) -> &Sandboxing {
+        &self.sandboxing
+    }
+
+    /// The sandbox policy commands run under, when they do.
+    pub fn policy(&self) -> Option<&SandboxPolicy> {
+        match &self.sandboxing {
+            Sandboxing::Enforced(policy) => Some(policy),
+            _ => None,
+        }
+    }
+
+    /// The environment commands get.
+    pub fn environment(&self) -> &[(OsString, OsString)] {
+        &self.env
+    }
+
+    /// The private temporary directory, when there is one.
+    pub fn private_tmp(&self) -> Option<&Path> {
+        self.private_tmp.as_deref()
+    }
+
+    /// How to start `bash -c script` here; `confine = false` leaves the sandbox out (the
+    /// user's one-command escalation).
+    pub fn local(&self, script: &str, confine: bool) -> Launch {
+        let shell_args = [OsString::from("-c"), OsString::from(script)];
+        match (&self.sandboxing, &self.helper, confine) {
+            (Sandboxing::Enforced(policy), Some(helper), true) => Launch {
+                program: helper.clone(),
+                args: self.helper_args(Some(policy), None, &shell_args),
+                env: Some(self.env.clone()),
+                sandboxed: true,
+            },
+            _ => Launch {
+                program: PathBuf::from(shell_program()),
+                args: shell_args.to_vec(),
+                env: Some(self.env.clone()),
+                sandboxed: false,
+            },
+        }
+    }
+
+    /// How another process (an editor terminal) starts `bash -c script`: through the helper,
+    /// which cleans the environment it inherits and enters the sandbox.
+    pub fn elsewhere(&self, script: &str, confine: bool) -> Launch {
+        let shell_args = [OsString::from("-c"), OsString::from(script)];
+        let Some(helper) = &self.helper_elsewhere else {
+            return Launch {
+                program: PathBuf::from(shell_program()),
+                args: shell_args.to_vec(),
+                env: None,
+                sandboxed: false,
+            };
+        };
+        let policy = match (&self.sandboxing, confine) {
+            (Sandboxing::Enforced(policy), true) => Some(policy.as_ref()),
+            _ => None,
+        };
+        Launch {
+            program: helper.clone(),
+            args: self.helper_args(policy, Some(&self.rules), &shell_args),
+            env: None,
+            sandboxed: policy.is_some(),
+        }
+    }
+
+    fn helper_args(
+        &self,
+        policy: Option<&SandboxPolicy>,
+        rules: Option<&EnvRules>,
+        shell_args: &[OsString],
+    ) -> Vec<OsString> {
+        let spec = HelperSpec {
+            sandbox: policy.cloned(),
+            env: rules.cloned(),
+        };
+        let spec = serde_json::to_string(&spec).unwrap_or_default();
+        let mut args = vec![
+            OsString::from(HELPER_ARG),
+            OsString::from(spec),
+            OsString::from(shell_program()),
+        ];
+        args.extend(shell_args.iter().cloned());
+        args
+    }
+}
+
+impl Drop for Shell {
+    fn drop(&mut self) {
+        if let Some(tmp) = self.private_tmp.take() {
+            // Off the caller's thread: the session's end never waits on the disk.
+            let _ = std::thread::Builder::new()
+                .name("talaria-tmp-cleanup".into())
+                .spawn(move || {
+                    let _ = std::fs::remove_dir_all(tmp);
+                });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_get_the_clean_environment_and_the_helper_when_sandboxed() {
+        let shell = Shell::new(ShellSettings {
+            sandboxing: Some(Sandboxing::Enforced(Arc::new(SandboxPolicy {
+                writable: vec!["/work/p".into()],
+                ..SandboxPolicy::default()
+            }))),
+            env: EnvRules::default(),
+            helper: Some("/proc/self/exe".into()),
+            helper_elsewhere: Some("/usr/bin/talaria".into()),
+        });
+        let tmp = shell.private_tmp().expect("private tmp").to_path_buf();
+        assert!(tmp.is_dir());
+        let launch = shell.local("echo hi", true);
+        assert!(launch.sandboxed);
+        assert_eq!(launch.program, PathBuf::from("/proc/self/exe"));
+        assert_eq!(launch.args[0], HELPER_ARG);
+        let spec: HelperSpec =
+            serde_json::from_str(&launch.args[1].to_string_lossy()).expect("spec");
+        let policy = spec.sandbox.expect("policy");
+        assert!(policy.writable.contains(&tmp));
+        let env = launch.env.expect("env");
+        assert!(
+            env.iter()
+                .any(|(n, v)| n == "TMPDIR" && *v == tmp.as_os_str())
+        );
+        assert!(!env.iter().any(|(n, _)| {
+            let n = n.to_string_lossy();
+            n.contains("KEY") || n.starts_with("OPENAI_")
+        }));
+        let escaped = shell.local("echo hi", false);
+        assert!(!escaped.sandboxed);
+        assert_eq!(escaped.program, PathBuf::from(shell_program()));
+        let elsewhere = shell.elsewhere("echo hi", true);
+        assert_eq!(elsewhere.program, PathBuf::from("/usr/bin/talaria"));
+        assert!(elsewhere.env.is_none() && elsewhere.sandboxed);
+        drop(shell);
+        for _ in 0..100 {
+            if !tmp.exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(!tmp.exists(), "the private tmp is removed with the session");
+    }
+}
