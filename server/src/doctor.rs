@@ -207,6 +207,65 @@ async fn test_call(config: &Config) -> Result<(), (String, String)> {
     Ok(())
 }
 
+/// Whether commands will run in the OS sandbox, proven by running one.
+async fn sandbox(report: &mut Report<'_>, config: &Config) {
+    if !config.sandbox.enabled {
+        report.warn(
+            "sandbox",
+            "OFF ([sandbox] mode = \"off\" or TALARIA_SANDBOX=off): commands run with your rights",
+        );
+        return;
+    }
+    let availability = tokio::task::spawn_blocking(talaria_sandbox::availability)
+        .await
+        .ok();
+    match availability {
+        Some(talaria_sandbox::Availability::Enforced { .. }) => {}
+        Some(talaria_sandbox::Availability::Unavailable(why)) => {
+            report.warn(
+                "sandbox",
+                &format!(
+                    "unavailable ({why}): commands run with your rights, and yolo asks for \
+                     every command not proven read-only"
+                ),
+            );
+            return;
+        }
+        None => {
+            report.problem("sandbox", "the check failed", "report this as a bug");
+            return;
+        }
+    }
+    let Some(helper) = talaria_engine::sandbox::Helper::this_binary() else {
+        report.problem("sandbox", "cannot find this program's own path", "report this as a bug");
+        return;
+    };
+    let checked = tokio::task::spawn_blocking(move || talaria_engine::sandbox::self_test(&helper))
+        .await
+        .unwrap_or_else(|e| Err(e.to_string()));
+    let network = if config.sandbox.network {
+        "network on"
+    } else {
+        "network off"
+    };
+    match checked {
+        Ok(()) => report.ok(
+            "sandbox",
+            &format!(
+                "active: {}; commands write only in the workspace, {} extra place(s) and a \
+                 private temporary directory; {network}",
+                talaria_sandbox::availability().describe(),
+                config.sandbox.writable.len()
+            ),
+        ),
+        Err(why) => report.problem(
+            "sandbox",
+            &format!("available but not working: {why}"),
+            "report this as a bug; meanwhile [sandbox] mode = \"off\" runs commands unconfined",
+        ),
+    }
+}
+
 /// Runs the checks; returns the number of problems.
 pub async fn run(out: &mut dyn Write, call: bool) -> usize {
     let mut report = Report { out, problems: 0 };
@@ -272,6 +331,7 @@ pub async fn run(out: &mut dyn Write, call: bool) -> usize {
     }
     let (window, source) = context_window(&config).await;
     report.ok("context window", &format!("{window} tokens ({source})"));
+    sandbox(&mut report, &config).await;
     if call {
         match test_call(&config).await {
             Ok(()) => report.ok("test call", "the model answered"),

@@ -103,3 +103,20 @@ async fn a_refused_port_and_a_rejected_key_say_how_to_fix_them() {
         "{report}"
     );
 }
+
+#[tokio::test]
+async fn the_sandbox_is_reported_active_proven_by_a_command_or_off() {
+    let mut env = TestEnv::new(Vec::new()).await;
+    let (ok, report) = doctor(&env, &[]).await;
+    assert!(ok, "{report}");
+    if talaria_sandbox::availability().is_enforced() {
+        assert!(report.contains("✓ sandbox"), "{report}");
+        assert!(report.contains("active: Landlock"), "{report}");
+    } else {
+        assert!(report.contains("! sandbox        unavailable"), "{report}");
+    }
+    env.extra_env.push(("TALARIA_SANDBOX".into(), "off".into()));
+    let (ok, report) = doctor(&env, &[]).await;
+    assert!(ok, "{report}");
+    assert!(report.contains("! sandbox        OFF"), "{report}");
+}

@@ -20,6 +20,7 @@ mod providers;
 mod questions;
 mod record;
 mod safety;
+mod sandbox;
 mod sessions;
 mod streaming;
 mod subagents;

@@ -3,29 +3,13 @@
 //! credential reads asking in every mode with nothing reaching the model when rejected.
 
 use serde_json::{Value, json};
-use talaria_harness::{MockReply, MockToolCall};
+use talaria_harness::MockReply;
 
 use crate::support::*;
 
 const KEY_TEXT: &str = "PRIVATE-KEY-MATERIAL-1234";
 const CONFIG_TEXT: &str = "CONFIG-SECRET-MARKER";
 const ENV_TEXT: &str = "API_TOKEN=sk-env-secret";
-
-fn batch(calls: &[(&str, &str, Value)]) -> MockReply {
-    MockReply::ToolCalls {
-        calls: calls
-            .iter()
-            .map(|(id, name, args)| MockToolCall {
-                id: (*id).into(),
-                name: (*name).into(),
-                arguments: args.to_string(),
-            })
-            .collect(),
-        text: None,
-        fragment_chars: None,
-        usage: None,
-    }
-}
 
 type Answer = Box<dyn FnMut(&str, &Value) -> Result<Option<Value>, (i64, String)>>;
 
@@ -103,8 +87,9 @@ async fn floor_commands_fail_with_the_floor_message_in_every_mode_without_a_ques
             .iter()
             .map(|(id, name, args)| (id.as_str(), *name, args.clone()))
             .collect();
-        let env = TestEnv::new(vec![batch(&borrowed), MockReply::text(&["ok"])]).await;
+        let mut env = TestEnv::new(vec![batch(&borrowed), MockReply::text(&["ok"])]).await;
         env.write_config(&format!("mode = \"{mode}\"\n"));
+        env.unprivileged(&[]);
         let (mut agent, session) = env.session().await;
         let results = run(&env, &mut agent, &session, never_asked()).await;
         assert_eq!(results.len(), FLOOR.len(), "{mode}");
@@ -171,7 +156,7 @@ async fn always_allowing_one_loop_does_not_approve_a_loop_running_another_progra
 
 #[tokio::test]
 async fn a_dynamic_command_asks_in_yolo_and_can_never_be_remembered() {
-    let env = TestEnv::new(vec![
+    let mut env = TestEnv::new(vec![
         batch(&[
             (
                 "d1",
@@ -199,6 +184,7 @@ async fn a_dynamic_command_asks_in_yolo_and_can_never_be_remembered() {
     ])
     .await;
     env.write_config("mode = \"yolo\"\n");
+    env.unprivileged(&[]);
     let (mut agent, session) = env.session().await;
     let results = run(&env, &mut agent, &session, answer("reject_once")).await;
     assert_eq!(results.len(), 3);
@@ -271,7 +257,7 @@ fn secret_reads(env: &TestEnv) -> MockReply {
 async fn credential_reads_ask_in_every_mode_and_nothing_reaches_the_model_when_rejected() {
     for mode in ["read-only", "ask", "accept-edits", "yolo"] {
         let env = TestEnv::new(vec![]).await;
-        let env = TestEnv {
+        let mut env = TestEnv {
             mock: talaria_harness::MockLlm::start(vec![
                 secret_reads(&env),
                 MockReply::text(&["rejected"]),
@@ -281,6 +267,7 @@ async fn credential_reads_ask_in_every_mode_and_nothing_reaches_the_model_when_r
             ..env
         };
         plant_secrets(&env, mode);
+        env.unprivileged(&[]);
         let (mut agent, session) = env.session().await;
         let results = run(&env, &mut agent, &session, answer("reject_once")).await;
         let asked: Vec<String> = permission_asks(&agent)
@@ -323,7 +310,7 @@ async fn credential_reads_ask_in_every_mode_and_nothing_reaches_the_model_when_r
 async fn searches_skip_secrets_env_files_ask_and_workspace_reads_run_unasked() {
     let env = TestEnv::new(vec![]).await;
     let home = env.home.path().to_path_buf();
-    let env = TestEnv {
+    let mut env = TestEnv {
         mock: talaria_harness::MockLlm::start(vec![
             batch(&[
                 ("r1", "read_file", json!({"path": "notes.txt"})),
@@ -348,6 +335,7 @@ async fn searches_skip_secrets_env_files_ask_and_workspace_reads_run_unasked() {
         ..env
     };
     plant_secrets(&env, "ask");
+    env.unprivileged(&[]);
     let (mut agent, session) = env.session().await;
     // Workspace reads and searches run without a question; the `.env` is not searched.
     let results = run(&env, &mut agent, &session, never_asked()).await;

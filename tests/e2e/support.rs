@@ -3,7 +3,9 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use talaria_harness::{AgentProcess, MockLlm, MockReply, WireFraming, binary::talaria_bin};
+use talaria_harness::{
+    AgentProcess, MockLlm, MockReply, MockToolCall, WireFraming, binary::talaria_bin,
+};
 use tempfile::TempDir;
 
 pub const WAIT: Duration = Duration::from_secs(20);
@@ -14,6 +16,28 @@ pub struct TestEnv {
     pub workspace: TempDir,
     pub extra_env: Vec<(String, String)>,
     pub api_key: Option<String>,
+    /// The agent runs as this user and group (`nobody`) because the test runs as root: a
+    /// real home to protect, and no root rights to hide a missing sandbox behind.
+    pub user: Option<(u32, u32)>,
+}
+
+/// The unprivileged user tests run the agent as when they run as root.
+pub const NOBODY: (u32, u32) = (65534, 65534);
+
+/// Whether this test process runs as root.
+pub fn running_as_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+}
+
+/// Gives `path` and everything below it to `user`.
+pub fn give_to(path: &std::path::Path, user: (u32, u32)) {
+    let _ = std::os::unix::fs::chown(path, Some(user.0), Some(user.1));
+    if path.is_dir() && !path.is_symlink() {
+        for entry in std::fs::read_dir(path).into_iter().flatten().flatten() {
+            give_to(&entry.path(), user);
+        }
+    }
 }
 
 impl TestEnv {
@@ -24,7 +48,24 @@ impl TestEnv {
             workspace: tempfile::tempdir().expect("workspace"),
             extra_env: Vec::new(),
             api_key: Some("test-key".into()),
+            user: None,
         }
+    }
+
+    /// From now on the agent runs as an unprivileged user when the tests run as root; the
+    /// home and workspace (and `also`) become that user's. Call it after writing the files
+    /// the test needs.
+    pub fn unprivileged(&mut self, also: &[&std::path::Path]) {
+        if !running_as_root() {
+            return;
+        }
+        for path in [self.home.path(), self.workspace.path()]
+            .into_iter()
+            .chain(also.iter().copied())
+        {
+            give_to(path, NOBODY);
+        }
+        self.user = Some(NOBODY);
     }
 
     pub fn env(&self) -> Vec<(String, String)> {
@@ -56,7 +97,7 @@ impl TestEnv {
     }
 
     pub async fn spawn_with(&self, framing: WireFraming) -> AgentProcess {
-        AgentProcess::spawn(&talaria_bin(), &["acp"], &self.env(), framing)
+        AgentProcess::spawn_as(&talaria_bin(), &["acp"], &self.env(), framing, self.user)
             .await
             .expect("agent spawns")
     }
@@ -237,4 +278,42 @@ pub async fn allow_once(agent: &mut talaria_harness::AgentProcess, asked: &Value
         )
         .await
         .expect("answer");
+}
+
+/// One model answer with several tool calls `(id, tool, arguments)`.
+pub fn batch(calls: &[(&str, &str, Value)]) -> MockReply {
+    MockReply::ToolCalls {
+        calls: calls
+            .iter()
+            .map(|(id, name, args)| MockToolCall {
+                id: (*id).into(),
+                name: (*name).into(),
+                arguments: args.to_string(),
+            })
+            .collect(),
+        text: None,
+        fragment_chars: None,
+        usage: None,
+    }
+}
+
+/// The tool results the model read in request `index`, after those of request `after`.
+pub fn tool_results(mock: &MockLlm, index: usize) -> Vec<String> {
+    mock.requests()[index].body["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// Every request body the mock received, as text (to assert that something never reached
+/// the model).
+pub fn everything_sent(mock: &MockLlm) -> String {
+    mock.requests()
+        .iter()
+        .map(|r| r.body.to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
 }

@@ -53,7 +53,22 @@ impl AgentProcess {
         env: &[(String, String)],
         framing: WireFraming,
     ) -> anyhow::Result<Self> {
+        Self::spawn_as(program, args, env, framing, None).await
+    }
+
+    /// Like [`AgentProcess::spawn`], as the user and group `user` when given (the test must
+    /// run as root to switch).
+    pub async fn spawn_as(
+        program: &Path,
+        args: &[&str],
+        env: &[(String, String)],
+        framing: WireFraming,
+        user: Option<(u32, u32)>,
+    ) -> anyhow::Result<Self> {
         let mut command = Command::new(program);
+        if let Some((uid, gid)) = user {
+            command.uid(uid).gid(gid);
+        }
         command
             .args(args)
             .env_clear()

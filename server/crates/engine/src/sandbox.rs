@@ -107,6 +107,47 @@ pub fn shell(config: &Config, roots: &[PathBuf], helper: Option<Helper>) -> Shel
     })
 }
 
+/// Proves the sandbox works end to end through `helper`: a shell in it may write in one
+/// temporary directory and not in another. Blocking (it runs a command).
+pub fn self_test(helper: &Helper) -> Result<(), String> {
+    let base = std::env::temp_dir().join(format!("talaria-sandbox-check-{}", std::process::id()));
+    let (inside, outside) = (base.join("inside"), base.join("outside"));
+    for dir in [&inside, &outside] {
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot prepare the check: {e}"))?;
+    }
+    let spec = talaria_sandbox::HelperSpec {
+        sandbox: Some(SandboxPolicy {
+            writable: vec![inside.clone()],
+            network: false,
+            ..SandboxPolicy::default()
+        }),
+        env: None,
+    };
+    let ran = std::process::Command::new(&helper.local)
+        .arg(talaria_sandbox::HELPER_ARG)
+        .arg(serde_json::to_string(&spec).unwrap_or_default())
+        .args(["/bin/sh", "-c", "touch \"$1/ok\"; touch \"$2/escaped\" 2>/dev/null; exit 0", "sh"])
+        .arg(&inside)
+        .arg(&outside)
+        .output();
+    let verdict = match ran {
+        Err(e) => Err(format!("the helper did not start: {e}")),
+        Ok(out) if !out.status.success() => Err(format!(
+            "the helper failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+        Ok(_) if outside.join("escaped").exists() => {
+            Err("a sandboxed command wrote outside its writable places".into())
+        }
+        Ok(_) if !inside.join("ok").exists() => {
+            Err("a sandboxed command could not write in its writable place".into())
+        }
+        Ok(_) => Ok(()),
+    };
+    let _ = std::fs::remove_dir_all(&base);
+    verdict
+}
+
 /// What a session's first notice says about its commands, when it must say something.
 pub fn notice(shell: &Shell) -> Option<String> {
     match shell.sandboxing() {

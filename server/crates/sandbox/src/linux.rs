@@ -59,11 +59,19 @@ pub fn enter(policy: &SandboxPolicy) -> Result<Enforcement, SandboxError> {
     let mut created = ruleset.create().map_err(landlock)?;
     for rule in plan::rules(policy) {
         // A path that vanished or cannot be opened is simply not granted.
+        let Ok(metadata) = std::fs::metadata(&rule.path) else {
+            continue;
+        };
         let Ok(fd) = PathFd::new(&rule.path) else {
             continue;
         };
+        // Only file rights apply to a file (asking for more would mark the ruleset partial).
+        let mut allowed = rights(rule.grant);
+        if !metadata.is_dir() {
+            allowed &= AccessFs::from_file(FS_ABI);
+        }
         created = created
-            .add_rule(PathBeneath::new(fd, rights(rule.grant)))
+            .add_rule(PathBeneath::new(fd, allowed))
             .map_err(landlock)?;
     }
     let status = created.restrict_self().map_err(landlock)?;

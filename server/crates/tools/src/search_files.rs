@@ -158,6 +158,19 @@ impl SecretFilter {
         admitted
     }
 
+    /// Whether the matches found in `path` may be shown: a file with more than one hard link
+    /// may be a credential under another name, so it counts as secret (checked only for files
+    /// that matched, to keep the walk as fast as ripgrep's).
+    fn admits_matches(&self, path: &Path) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let linked = std::fs::metadata(path).is_ok_and(|m| m.nlink() > 1);
+        let admitted = !linked || PathSecrecy::Secret <= self.allowed;
+        if !admitted {
+            self.skipped.fetch_add(1, Ordering::Relaxed);
+        }
+        admitted
+    }
+
     fn annotate(&self, mut text: String) -> String {
         let skipped = self.skipped.load(Ordering::Relaxed);
         if skipped > 0 {
@@ -413,7 +426,10 @@ fn search_content(
                 matches: 0,
                 last_line: None,
             };
-            if searcher.search_path(&matcher, path, &mut sink).is_err() || sink.matches == 0 {
+            if searcher.search_path(&matcher, path, &mut sink).is_err()
+                || sink.matches == 0
+                || !secrets.admits_matches(path)
+            {
                 return;
             }
             total_matches.fetch_add(sink.matches, Ordering::Relaxed);
@@ -601,6 +617,12 @@ mod tests {
             "{}",
             out.content
         );
+        // A hard link to the key under an ordinary name is of unknown origin: skipped too.
+        std::fs::hard_link(home.join("keys/deploy.pem"), dir.path().join("src/notes.bak"))
+            .expect("hard link");
+        let out = SearchFiles.call(json!({"pattern": "PRIVATE"}), &ctx).await;
+        assert!(!out.content.contains("PRIVATE KEY"), "{}", out.content);
+        assert!(out.content.contains("3 files that may hold secrets"), "{}", out.content);
         // Aimed at the key (which the policy asks about first), the search may read it.
         let aimed = SearchFiles
             .call(

@@ -313,7 +313,11 @@ fn mode_default(mode: Mode, facts: &CallFacts, roots: &[PathBuf], wall: CommandW
     if facts.runs_read_only() || mode == Mode::Yolo {
         return Verdict::Allow;
     }
-    let sensitive = facts.writes.iter().find(|p| paths::is_sensitive(p));
+    // A file with another name elsewhere (a hard link) changes there too.
+    let sensitive = facts
+        .writes
+        .iter()
+        .find(|p| paths::is_sensitive(p) || facts.linked.contains(p));
     let outside = facts.writes.iter().find(|p| !paths::inside_any(p, roots));
     match facts.need {
         ApprovalNeed::Edits if mode == Mode::AcceptEdits => match (sensitive, outside) {
@@ -701,5 +705,112 @@ mod tests {
             "mcp__fs__x",
             ApprovalNeed::Unknown
         ))));
+    }
+
+    #[test]
+    fn talarias_files_and_credentials_are_never_edited_except_by_their_own_stores() {
+        for path in [
+            "/home/dev/.talaria/config.toml",
+            "/home/dev/.talaria/permissions.json",
+            "/home/dev/.talaria/state.db",
+            "/home/dev/.talaria/skills/x/SKILL.md",
+            "/home/dev/.ssh/authorized_keys",
+            "/work/project/deploy.pem",
+        ] {
+            for mode in Mode::ALL {
+                let verdict = decide_in(mode, &edit(path));
+                assert!(
+                    matches!(&verdict, Verdict::Deny(m) if m.contains("safety floor")),
+                    "{mode:?} {path}: {verdict:?}"
+                );
+            }
+        }
+        // The skill and memory tools write their own stores (the mode decides as usual).
+        let own = CallFacts {
+            own_store: true,
+            ..edit("/home/dev/.talaria/skills/x/SKILL.md")
+        };
+        assert_eq!(decide_in(Mode::Yolo, &own), Verdict::Allow);
+        let own_config = CallFacts {
+            own_store: true,
+            ..edit("/home/dev/.talaria/config.toml")
+        };
+        assert!(matches!(decide_in(Mode::Yolo, &own_config), Verdict::Deny(_)));
+    }
+
+    #[test]
+    fn hard_linked_files_are_of_unknown_origin() {
+        let linked = CallFacts {
+            linked: vec![PathBuf::from("/work/project/notes.bak")],
+            ..read("/work/project/notes.bak")
+        };
+        assert!(is_ask(&decide_in(Mode::Ask, &linked)));
+        assert!(is_ask(&decide_in(Mode::AcceptEdits, &linked)));
+        assert_eq!(decide_in(Mode::Yolo, &linked), Verdict::Allow);
+        let linked_edit = CallFacts {
+            linked: vec![PathBuf::from("/work/project/a.txt")],
+            ..edit("/work/project/a.txt")
+        };
+        assert!(is_ask(&decide_in(Mode::AcceptEdits, &linked_edit)));
+    }
+
+    #[test]
+    fn commands_that_change_the_program_are_never_remembered() {
+        let mut rules = RuleStore::in_memory();
+        let _ = rules.remember(&[Scope::Command("cat".into())], true);
+        let roots = [PathBuf::from("/work/project")];
+        for text in ["PATH=./evil:$PATH cat notes.txt", "sudo cat notes.txt"] {
+            let verdict = decide(
+                Mode::Ask,
+                &command(text),
+                &rules,
+                &roots,
+                &secrets(),
+                CommandWall::Sandbox,
+            );
+            assert!(
+                matches!(
+                    verdict,
+                    Verdict::Ask {
+                        always_possible: false,
+                        ..
+                    }
+                ),
+                "{text}: {verdict:?}"
+            );
+        }
+        assert_eq!(
+            decide(
+                Mode::Ask,
+                &command("cat notes.txt"),
+                &rules,
+                &roots,
+                &secrets(),
+                CommandWall::Sandbox
+            ),
+            Verdict::Allow
+        );
+    }
+
+    #[test]
+    fn without_a_sandbox_yolo_asks_for_commands_not_proven_read_only() {
+        let decide_with = |text: &str, wall| {
+            decide(
+                Mode::Yolo,
+                &command(text),
+                &RuleStore::in_memory(),
+                &[PathBuf::from("/work/project")],
+                &secrets(),
+                wall,
+            )
+        };
+        assert!(is_ask(&decide_with("cargo test", CommandWall::Missing)));
+        assert!(is_ask(&decide_with("ls > out.txt", CommandWall::Missing)));
+        assert_eq!(
+            decide_with("ls -la && git status", CommandWall::Missing),
+            Verdict::Allow
+        );
+        assert_eq!(decide_with("cargo test", CommandWall::Sandbox), Verdict::Allow);
+        assert_eq!(decide_with("cargo test", CommandWall::Off), Verdict::Allow);
     }
 }

@@ -1,0 +1,380 @@
+//! The OS sandbox over stdio, against the real kernel: in `yolo`, commands the parser lets
+//! through still cannot write outside the workspace, read keys or Talaria's settings, or see
+//! the provider's key; a shell fed text through `process write` is confined too; Talaria's own
+//! settings are never edited, directly or through a link, in any mode; a denial in `ask`
+//! offers to run that one command outside the sandbox, once.
+//!
+//! The agent runs as an unprivileged user when the tests run as root (as in CI), so what it
+//! may not do is stopped by the sandbox and not by missing rights. These tests fail where the
+//! machine offers no sandbox, unless `TALARIA_ALLOW_NO_SANDBOX=1` says that is expected.
+
+use serde_json::{Value, json};
+use talaria_harness::MockReply;
+
+use crate::support::*;
+
+const KEY_TEXT: &str = "SANDBOX-TEST-PRIVATE-KEY-7781";
+const AWS_TEXT: &str = "SANDBOX-TEST-AWS-SECRET-9043";
+const CONFIG_MARKER: &str = "CONFIG-MARKER-5521";
+
+/// Fails unless the kernel enforces the sandbox (or the machine is declared without one).
+fn sandbox_required() -> bool {
+    if talaria_sandbox::availability().is_enforced() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("TALARIA_ALLOW_NO_SANDBOX").is_some(),
+        "no OS sandbox on this machine ({}); set TALARIA_ALLOW_NO_SANDBOX=1 where that is expected",
+        talaria_sandbox::availability().describe()
+    );
+    false
+}
+
+type Answer = Box<dyn FnMut(&str, &Value) -> Result<Option<Value>, (i64, String)>>;
+
+fn never_asked() -> Answer {
+    Box::new(|method, params| panic!("the agent asked the client for {method}: {params}"))
+}
+
+fn select(option: &str) -> Value {
+    json!({"outcome": {"outcome": "selected", "optionId": option}})
+}
+
+/// Runs one prompt to its end; returns the response.
+async fn run(agent: &mut talaria_harness::AgentProcess, session: &str, answer: Answer) -> Value {
+    let id = agent
+        .start_request("session/prompt", text_prompt(session, "go"))
+        .await
+        .expect("prompt");
+    let response = agent.drive(id, WAIT, answer).await.expect("response");
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    response
+}
+
+/// An outside directory the agent's user could write to, were it not for the sandbox.
+fn outside_dir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("outside dir")
+}
+
+#[tokio::test]
+async fn in_yolo_commands_the_parser_allows_still_cannot_write_outside_the_workspace() {
+    if !sandbox_required() {
+        return;
+    }
+    let outside = outside_dir();
+    let target = outside.path().join("made-by-agent");
+    let mut env = TestEnv::new(vec![
+        batch(&[
+            (
+                "w1",
+                "terminal",
+                json!({"command": format!("touch {}", target.display())}),
+            ),
+            (
+                "w2",
+                "terminal",
+                json!({"command": "echo planted > ~/planted.txt"}),
+            ),
+            (
+                "w3",
+                "terminal",
+                json!({"command": "mkdir -p ../sibling-made-by-agent"}),
+            ),
+            (
+                "w4",
+                "terminal",
+                json!({"command": "touch inside.txt && echo made-inside"}),
+            ),
+            (
+                "w5",
+                "terminal",
+                json!({"command": "t=$(mktemp) && echo scratch > \"$t\" && cat \"$t\""}),
+            ),
+        ]),
+        MockReply::text(&["done"]),
+    ])
+    .await;
+    env.write_config("mode = \"yolo\"\n");
+    env.unprivileged(&[outside.path()]);
+    let (mut agent, session) = env.session().await;
+    run(&mut agent, &session, never_asked()).await;
+    let results = tool_results(&env.mock, 1);
+    assert_eq!(results.len(), 5, "{results:#?}");
+    for result in &results[..3] {
+        assert!(
+            result.contains("The OS sandbox refused writing"),
+            "{result}"
+        );
+    }
+    assert!(results[0].contains(&target.display().to_string()), "{}", results[0]);
+    assert!(!target.exists());
+    assert!(!env.home.path().join("planted.txt").exists());
+    assert!(
+        !env.workspace
+            .path()
+            .join("../sibling-made-by-agent")
+            .exists()
+    );
+    // Inside the workspace and the private temporary directory, commands work as always.
+    assert!(results[3].contains("made-inside"), "{}", results[3]);
+    assert!(env.workspace.path().join("inside.txt").exists());
+    assert!(results[4].contains("scratch"), "{}", results[4]);
+}
+
+#[tokio::test]
+async fn in_yolo_keys_and_settings_read_by_dynamic_commands_never_reach_the_model() {
+    if !sandbox_required() {
+        return;
+    }
+    let mut env = TestEnv::new(vec![
+        batch(&[
+            (
+                "r1",
+                "terminal",
+                json!({"command": "for f in ~/.[s]sh/*; do cat \"$f\"; done"}),
+            ),
+            ("r2", "terminal", json!({"command": "awk 1 ~/.a?s/cred*"})),
+            (
+                "r3",
+                "terminal",
+                json!({"command": "grep -r SANDBOX-TEST ~ 2>&1 | head -n 20"}),
+            ),
+            (
+                "r4",
+                "terminal",
+                json!({"command": "d=$(ls -d ~/tal*); tail -n 5 \"$d/config.toml\""}),
+            ),
+            (
+                "r5",
+                "terminal",
+                json!({"command": "cat /proc/$PPID/environ | tr '\\0' '\\n'"}),
+            ),
+        ]),
+        MockReply::text(&["done"]),
+    ])
+    .await;
+    env.write_config(&format!("mode = \"yolo\"\n# {CONFIG_MARKER}\n"));
+    let home = env.home.path();
+    for (dir, file, text) in [(".ssh", "id_ed25519", KEY_TEXT), (".aws", "credentials", AWS_TEXT)] {
+        std::fs::create_dir_all(home.join(dir)).expect("mkdir");
+        std::fs::write(home.join(dir).join(file), text).expect("secret");
+    }
+    env.unprivileged(&[]);
+    let (mut agent, session) = env.session().await;
+    run(&mut agent, &session, never_asked()).await;
+    let sent = everything_sent(&env.mock);
+    for secret in [KEY_TEXT, AWS_TEXT, CONFIG_MARKER, "test-key"] {
+        assert!(!sent.contains(secret), "{secret} reached the model");
+    }
+    let results = tool_results(&env.mock, 1);
+    assert_eq!(results.len(), 5, "{results:#?}");
+    for result in &results[..4] {
+        assert!(
+            result.contains("Permission denied") && result.contains("hidden from commands"),
+            "{result}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn commands_start_with_a_clean_environment() {
+    if !sandbox_required() {
+        return;
+    }
+    let mut env = TestEnv::new(vec![
+        MockReply::tool_call("e", "terminal", json!({"command": "env | sort"})),
+        MockReply::text(&["done"]),
+    ])
+    .await;
+    env.extra_env.extend([
+        ("DEPLOY_TOKEN".to_string(), "tok-secret-1".to_string()),
+        ("DB_PASSWORD".to_string(), "pw-secret-2".to_string()),
+        ("PLAIN_SETTING".to_string(), "visible-1".to_string()),
+        ("KEPT_TOKEN".to_string(), "kept-3".to_string()),
+    ]);
+    env.write_config(
+        "mode = \"yolo\"\n[shell_environment]\nkeep = [\"KEPT_TOKEN\"]\n\
+         set = { CONFIG_SET = \"from-config\" }\n",
+    );
+    env.unprivileged(&[]);
+    let (mut agent, session) = env.session().await;
+    run(&mut agent, &session, never_asked()).await;
+    let listing = &tool_results(&env.mock, 1)[0];
+    for hidden in [
+        "test-key",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "TALARIA_HOME",
+        "tok-secret-1",
+        "pw-secret-2",
+    ] {
+        assert!(!listing.contains(hidden), "{hidden} in:\n{listing}");
+    }
+    for shown in [
+        "PLAIN_SETTING=visible-1",
+        "KEPT_TOKEN=kept-3",
+        "CONFIG_SET=from-config",
+        "TMPDIR=",
+    ] {
+        assert!(listing.contains(shown), "{shown} missing in:\n{listing}");
+    }
+}
+
+#[tokio::test]
+async fn a_background_shell_fed_text_cannot_write_outside_either() {
+    if !sandbox_required() {
+        return;
+    }
+    let mut env = TestEnv::new(vec![
+        MockReply::tool_call(
+            "b1",
+            "terminal",
+            json!({"command": "bash", "background": true}),
+        ),
+        MockReply::tool_call(
+            "b2",
+            "process",
+            json!({"action": "write", "id": "proc_1", "data": "touch $HOME/typed-escape; echo typed-$?; exit\n"}),
+        ),
+        MockReply::tool_call(
+            "b3",
+            "process",
+            json!({"action": "wait", "id": "proc_1", "timeout": 15}),
+        ),
+        MockReply::text(&["done"]),
+    ])
+    .await;
+    env.write_config("mode = \"yolo\"\n");
+    env.unprivileged(&[]);
+    let (mut agent, session) = env.session().await;
+    run(&mut agent, &session, never_asked()).await;
+    let waited = tool_results(&env.mock, 3).pop().unwrap_or_default();
+    assert!(waited.contains("typed-1"), "{waited}");
+    assert!(!env.home.path().join("typed-escape").exists());
+}
+
+#[tokio::test]
+async fn talarias_own_settings_are_never_edited_in_any_mode() {
+    if !sandbox_required() {
+        return;
+    }
+    for mode in ["ask", "accept-edits", "yolo"] {
+        let mut env = TestEnv::new(vec![
+            batch(&[
+                (
+                    "c1",
+                    "write_file",
+                    json!({"path": "~/talaria/config.toml", "content": "mode = \"yolo\"\n"}),
+                ),
+                (
+                    "c2",
+                    "patch",
+                    json!({"path": "settings-link", "old_string": "mode", "new_string": "ask_for_credential_reads = false\nmode"}),
+                ),
+                (
+                    "c3",
+                    "write_file",
+                    json!({"path": "rules-link", "content": "{}"}),
+                ),
+            ]),
+            MockReply::text(&["done"]),
+        ])
+        .await;
+        let talaria_home = env.home.path().join("talaria");
+        let config = format!("mode = \"{mode}\"\n# {CONFIG_MARKER}\n");
+        env.write_config(&config);
+        std::fs::write(talaria_home.join("permissions.json"), "{\"projects\": {}}")
+            .expect("rules");
+        let ws = env.workspace.path();
+        std::os::unix::fs::symlink(talaria_home.join("config.toml"), ws.join("settings-link"))
+            .expect("link");
+        std::os::unix::fs::symlink(talaria_home.join("permissions.json"), ws.join("rules-link"))
+            .expect("link");
+        env.unprivileged(&[]);
+        let (mut agent, session) = env.session().await;
+        run(&mut agent, &session, never_asked()).await;
+        let results = tool_results(&env.mock, 1);
+        assert_eq!(results.len(), 3, "{mode}: {results:#?}");
+        for result in &results {
+            assert!(
+                result.contains("Refused by the safety floor") && result.contains("Talaria's own"),
+                "{mode}: {result}"
+            );
+        }
+        assert_eq!(
+            std::fs::read_to_string(talaria_home.join("config.toml")).expect("config"),
+            config,
+            "{mode}"
+        );
+        assert!(!everything_sent(&env.mock).contains(CONFIG_MARKER), "{mode}");
+        let shown: String = agent.transcript.iter().map(Value::to_string).collect();
+        assert!(!shown.contains(CONFIG_MARKER), "{mode}: the client saw the config");
+    }
+}
+
+#[tokio::test]
+async fn a_denial_in_ask_offers_one_run_outside_the_sandbox_and_never_remembers_it() {
+    if !sandbox_required() {
+        return;
+    }
+    let outside = outside_dir();
+    let target = outside.path().join("escalated");
+    let command = format!("touch {}", target.display());
+    let mut env = TestEnv::new(vec![
+        MockReply::tool_call("e1", "terminal", json!({"command": command})),
+        MockReply::text(&["first"]),
+        MockReply::tool_call("e2", "terminal", json!({"command": command})),
+        MockReply::text(&["second"]),
+    ])
+    .await;
+    env.write_config("mode = \"ask\"\n");
+    env.unprivileged(&[outside.path()]);
+    let (mut agent, session) = env.session().await;
+    // First: allowed, refused by the sandbox, then let out once by the user.
+    let mut asked = Vec::new();
+    let mut answers = vec![select("allow_once"), select("run_unsandboxed_once")].into_iter();
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = log.clone();
+    run(
+        &mut agent,
+        &session,
+        Box::new(move |method, params| {
+            assert_eq!(method, "session/request_permission");
+            seen.lock().expect("log").push(params.clone());
+            Ok(answers.next())
+        }),
+    )
+    .await;
+    asked.extend(log.lock().expect("log").drain(..));
+    assert_eq!(asked.len(), 2, "{asked:#?}");
+    let escalation = &asked[1];
+    let options: Vec<&str> = escalation["options"]
+        .as_array()
+        .expect("options")
+        .iter()
+        .filter_map(|o| o["optionId"].as_str())
+        .collect();
+    assert_eq!(options, ["run_unsandboxed_once", "reject_once"]);
+    assert_eq!(escalation["toolCall"]["toolCallId"], "e1");
+    assert!(target.exists(), "the one escalated run created the file");
+    std::fs::remove_file(&target).expect("remove");
+    // Second, identical: asked again, and declined this time.
+    let mut answers = vec![select("allow_once"), select("reject_once")].into_iter();
+    let seen = log.clone();
+    run(
+        &mut agent,
+        &session,
+        Box::new(move |method, params| {
+            assert_eq!(method, "session/request_permission");
+            seen.lock().expect("log").push(params.clone());
+            Ok(answers.next())
+        }),
+    )
+    .await;
+    let asked_again: Vec<Value> = log.lock().expect("log").drain(..).collect();
+    assert_eq!(asked_again.len(), 2, "{asked_again:#?}");
+    assert!(asked_again[1].to_string().contains("run_unsandboxed_once"));
+    assert!(!target.exists());
+    let result = tool_results(&env.mock, 3).pop().unwrap_or_default();
+    assert!(result.contains("The OS sandbox refused writing"), "{result}");
+}
