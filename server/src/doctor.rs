@@ -237,7 +237,11 @@ async fn sandbox(report: &mut Report<'_>, config: &Config) {
         }
     }
     let Some(helper) = talaria_engine::sandbox::Helper::this_binary() else {
-        report.problem("sandbox", "cannot find this program's own path", "report this as a bug");
+        report.problem(
+            "sandbox",
+            "cannot find this program's own path",
+            "report this as a bug",
+        );
         return;
     };
     let checked = tokio::task::spawn_blocking(move || talaria_engine::sandbox::self_test(&helper))

@@ -63,6 +63,7 @@ async fn in_yolo_commands_the_parser_allows_still_cannot_write_outside_the_works
     }
     let outside = outside_dir();
     let target = outside.path().join("made-by-agent");
+    let sibling = format!("sibling-made-by-agent-{}", std::process::id());
     let mut env = TestEnv::new(vec![
         batch(&[
             (
@@ -78,7 +79,7 @@ async fn in_yolo_commands_the_parser_allows_still_cannot_write_outside_the_works
             (
                 "w3",
                 "terminal",
-                json!({"command": "mkdir -p ../sibling-made-by-agent"}),
+                json!({"command": format!("mkdir ../{sibling}")}),
             ),
             (
                 "w4",
@@ -102,19 +103,18 @@ async fn in_yolo_commands_the_parser_allows_still_cannot_write_outside_the_works
     assert_eq!(results.len(), 5, "{results:#?}");
     for result in &results[..3] {
         assert!(
-            result.contains("The OS sandbox refused writing"),
+            result.contains("The OS sandbox refused writing /tmp"),
             "{result}"
         );
     }
-    assert!(results[0].contains(&target.display().to_string()), "{}", results[0]);
+    assert!(
+        results[0].contains(&target.display().to_string()),
+        "{}",
+        results[0]
+    );
     assert!(!target.exists());
     assert!(!env.home.path().join("planted.txt").exists());
-    assert!(
-        !env.workspace
-            .path()
-            .join("../sibling-made-by-agent")
-            .exists()
-    );
+    assert!(!env.workspace.path().join("..").join(&sibling).exists());
     // Inside the workspace and the private temporary directory, commands work as always.
     assert!(results[3].contains("made-inside"), "{}", results[3]);
     assert!(env.workspace.path().join("inside.txt").exists());
@@ -155,7 +155,10 @@ async fn in_yolo_keys_and_settings_read_by_dynamic_commands_never_reach_the_mode
     .await;
     env.write_config(&format!("mode = \"yolo\"\n# {CONFIG_MARKER}\n"));
     let home = env.home.path();
-    for (dir, file, text) in [(".ssh", "id_ed25519", KEY_TEXT), (".aws", "credentials", AWS_TEXT)] {
+    for (dir, file, text) in [
+        (".ssh", "id_ed25519", KEY_TEXT),
+        (".aws", "credentials", AWS_TEXT),
+    ] {
         std::fs::create_dir_all(home.join(dir)).expect("mkdir");
         std::fs::write(home.join(dir).join(file), text).expect("secret");
     }
@@ -283,8 +286,7 @@ async fn talarias_own_settings_are_never_edited_in_any_mode() {
         let talaria_home = env.home.path().join("talaria");
         let config = format!("mode = \"{mode}\"\n# {CONFIG_MARKER}\n");
         env.write_config(&config);
-        std::fs::write(talaria_home.join("permissions.json"), "{\"projects\": {}}")
-            .expect("rules");
+        std::fs::write(talaria_home.join("permissions.json"), "{\"projects\": {}}").expect("rules");
         let ws = env.workspace.path();
         std::os::unix::fs::symlink(talaria_home.join("config.toml"), ws.join("settings-link"))
             .expect("link");
@@ -306,9 +308,15 @@ async fn talarias_own_settings_are_never_edited_in_any_mode() {
             config,
             "{mode}"
         );
-        assert!(!everything_sent(&env.mock).contains(CONFIG_MARKER), "{mode}");
+        assert!(
+            !everything_sent(&env.mock).contains(CONFIG_MARKER),
+            "{mode}"
+        );
         let shown: String = agent.transcript.iter().map(Value::to_string).collect();
-        assert!(!shown.contains(CONFIG_MARKER), "{mode}: the client saw the config");
+        assert!(
+            !shown.contains(CONFIG_MARKER),
+            "{mode}: the client saw the config"
+        );
     }
 }
 
@@ -376,5 +384,8 @@ async fn a_denial_in_ask_offers_one_run_outside_the_sandbox_and_never_remembers_
     assert!(asked_again[1].to_string().contains("run_unsandboxed_once"));
     assert!(!target.exists());
     let result = tool_results(&env.mock, 3).pop().unwrap_or_default();
-    assert!(result.contains("The OS sandbox refused writing"), "{result}");
+    assert!(
+        result.contains("The OS sandbox refused writing"),
+        "{result}"
+    );
 }

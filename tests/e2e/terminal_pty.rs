@@ -140,6 +140,13 @@ async fn ctrl_c_in_a_terminal_cancels_the_turn_and_the_next_prompt_works() {
     .await;
     let mut pty = Pty::spawn(&env);
     pty.wait_for("> ").await;
+    // The banner says whether commands run in the OS sandbox.
+    let sandbox = if talaria_sandbox::availability().is_enforced() {
+        "· sandboxed ·"
+    } else {
+        "· NO SANDBOX on this machine ·"
+    };
+    assert!(pty.text().contains(sandbox), "{}", pty.text());
     pty.type_keys("think hard\r");
     pty.wait_for("thinking").await;
     pty.interrupt_group();

@@ -441,7 +441,15 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                     .map(str::to_string)
             })
             .unwrap_or_else(|| "?".into());
-        renderer.banner(&model, &mode, &cwd.display().to_string(), &session_id);
+        // Talaria says whether its commands run in the OS sandbox; other agents do not.
+        let sandbox = session["_meta"]["talaria"]["sandbox"].as_str();
+        renderer.banner(
+            &model,
+            &mode,
+            &cwd.display().to_string(),
+            &session_id,
+            sandbox,
+        );
     }
     let commands: input::Commands =
         Arc::new(Mutex::new(BUILT_IN.iter().map(|c| c.to_string()).collect()));

@@ -87,10 +87,23 @@ impl Renderer {
         eprintln!("{}", self.paint("31", &format!("! {line}")));
     }
 
-    /// The session banner.
-    pub fn banner(&mut self, model: &str, mode: &str, cwd: &str, session: &str) {
+    /// The session banner; `sandbox` is what the agent says of its OS sandbox, if anything.
+    pub fn banner(
+        &mut self,
+        model: &str,
+        mode: &str,
+        cwd: &str,
+        session: &str,
+        sandbox: Option<&str>,
+    ) {
+        let sandbox = match sandbox {
+            Some("enforced") => " · sandboxed",
+            Some("off") => " · SANDBOX OFF",
+            Some("unavailable") => " · NO SANDBOX on this machine",
+            _ => "",
+        };
         let text = format!(
-            "talaria-chat · model {model} · mode {mode} · {cwd}\nsession {session} · /help for commands, Ctrl-C cancels, Ctrl-C twice quits"
+            "talaria-chat · model {model} · mode {mode}{sandbox} · {cwd}\nsession {session} · /help for commands, Ctrl-C cancels, Ctrl-C twice quits"
         );
         eprintln!("{}", self.paint("2", &text));
     }

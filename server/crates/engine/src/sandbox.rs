@@ -126,7 +126,12 @@ pub fn self_test(helper: &Helper) -> Result<(), String> {
     let ran = std::process::Command::new(&helper.local)
         .arg(talaria_sandbox::HELPER_ARG)
         .arg(serde_json::to_string(&spec).unwrap_or_default())
-        .args(["/bin/sh", "-c", "touch \"$1/ok\"; touch \"$2/escaped\" 2>/dev/null; exit 0", "sh"])
+        .args([
+            "/bin/sh",
+            "-c",
+            "touch \"$1/ok\"; touch \"$2/escaped\" 2>/dev/null; exit 0",
+            "sh",
+        ])
         .arg(&inside)
         .arg(&outside)
         .output();

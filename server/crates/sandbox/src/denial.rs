@@ -41,18 +41,33 @@ pub struct Denial {
     pub what: String,
 }
 
-/// The paths named in one line of output: quoted words and words that look like paths.
+/// The paths named in one line of output, likeliest first: quoted words, then what stands
+/// right before the denial (`bash: /x/y: Permission denied`), then any word that looks like
+/// a path (a program's own path at the start of the line comes last).
 fn named_paths(line: &str) -> Vec<String> {
     let mut out = Vec::new();
+    let lower = line.to_lowercase();
+    if let Some(at) = DENIED.iter().filter_map(|phrase| lower.find(phrase)).min()
+        && let Some(before) = line.get(..at)
+        && let Some(last) = before.trim_end().trim_end_matches(':').rsplit(": ").next()
+    {
+        let candidate = last.trim().trim_matches(|c: char| "'\"‘’`".contains(c));
+        if candidate.starts_with('/') || candidate.starts_with('.') {
+            out.push(candidate.to_string());
+        }
+    }
+    let mut quoted = Vec::new();
     for (open, close) in [('\'', '\''), ('‘', '’'), ('"', '"'), ('`', '\'')] {
         let mut rest = line;
         while let Some(start) = rest.find(open) {
             let after = &rest[start + open.len_utf8()..];
             let Some(end) = after.find(close) else { break };
-            out.push(after[..end].to_string());
+            quoted.push(after[..end].to_string());
             rest = &after[end + close.len_utf8()..];
         }
     }
+    quoted.append(&mut out);
+    out = quoted;
     for word in line.split([' ', ':', ',', '(', ')', '[', ']']) {
         let word = word.trim_matches(|c: char| "'\"‘’`".contains(c));
         if word.starts_with('/') || word.starts_with("./") || word.starts_with("../") {

@@ -77,8 +77,8 @@ impl Availability {
     }
 }
 
-/// Whether this machine can sandbox commands; probed once per process (about a millisecond,
-/// on a thread of its own whose restriction ends with it).
+/// Whether this machine can sandbox commands, probed in this process once (about a
+/// millisecond, on a thread of its own whose restriction ends with it).
 pub fn availability() -> &'static Availability {
     static AVAILABILITY: OnceLock<Availability> = OnceLock::new();
     AVAILABILITY.get_or_init(probe)

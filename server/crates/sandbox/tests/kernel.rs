@@ -209,4 +209,3 @@ fn availability_is_reported() {
         assert!(*abi < 5 || *full, "{described}");
     }
 }
-

@@ -618,11 +618,18 @@ mod tests {
             out.content
         );
         // A hard link to the key under an ordinary name is of unknown origin: skipped too.
-        std::fs::hard_link(home.join("keys/deploy.pem"), dir.path().join("src/notes.bak"))
-            .expect("hard link");
+        std::fs::hard_link(
+            home.join("keys/deploy.pem"),
+            dir.path().join("src/notes.bak"),
+        )
+        .expect("hard link");
         let out = SearchFiles.call(json!({"pattern": "PRIVATE"}), &ctx).await;
         assert!(!out.content.contains("PRIVATE KEY"), "{}", out.content);
-        assert!(out.content.contains("3 files that may hold secrets"), "{}", out.content);
+        assert!(
+            out.content.contains("3 files that may hold secrets"),
+            "{}",
+            out.content
+        );
         // Aimed at the key (which the policy asks about first), the search may read it.
         let aimed = SearchFiles
             .call(

@@ -8,6 +8,7 @@
 #![allow(clippy::print_stdout)]
 
 mod compression;
+mod sandbox;
 mod sessions;
 
 use std::path::PathBuf;
@@ -335,6 +336,20 @@ async fn main() -> anyhow::Result<()> {
     if let Some(kb) = sessions.rss_per_idle_session_kb {
         println!("RSS per idle loaded session       {kb:8.1} KB   target <= 50 KB");
     }
+    let cost = sandbox::measure(
+        &options.agent,
+        env.home.path(),
+        &cwd,
+        options.iterations.max(50),
+    );
+    println!(
+        "command spawn, sandboxed          {:8.2} ms  (min {:.2}; direct {:.2}, min {:.2})   target: + <= 5 ms",
+        cost.sandboxed.0, cost.sandboxed.1, cost.direct.0, cost.direct.1
+    );
+    println!(
+        "  sandbox cost per command        {:8.2} ms",
+        cost.sandboxed.0 - cost.direct.0
+    );
     let compression = compression::measure(options.iterations).await;
     println!(
         "compaction pass, {}k-token record {:8.2} ms  (summariser mocked; saved {:.0} %)   target <= 20 ms",

@@ -735,7 +735,10 @@ mod tests {
             own_store: true,
             ..edit("/home/dev/.talaria/config.toml")
         };
-        assert!(matches!(decide_in(Mode::Yolo, &own_config), Verdict::Deny(_)));
+        assert!(matches!(
+            decide_in(Mode::Yolo, &own_config),
+            Verdict::Deny(_)
+        ));
     }
 
     #[test]
@@ -810,7 +813,10 @@ mod tests {
             decide_with("ls -la && git status", CommandWall::Missing),
             Verdict::Allow
         );
-        assert_eq!(decide_with("cargo test", CommandWall::Sandbox), Verdict::Allow);
+        assert_eq!(
+            decide_with("cargo test", CommandWall::Sandbox),
+            Verdict::Allow
+        );
         assert_eq!(decide_with("cargo test", CommandWall::Off), Verdict::Allow);
     }
 }
