@@ -389,3 +389,53 @@ async fn a_denial_in_ask_offers_one_run_outside_the_sandbox_and_never_remembers_
         "{result}"
     );
 }
+
+#[tokio::test]
+async fn file_tools_judge_the_real_file_behind_links_and_hard_links() {
+    let mut env = TestEnv::new(vec![
+        batch(&[
+            ("l1", "read_file", json!({"path": "link-to-key"})),
+            ("l2", "read_file", json!({"path": "notes-copy.txt"})),
+            ("l3", "search_files", json!({"pattern": "SANDBOX-TEST"})),
+            ("l4", "read_file", json!({"path": ".env-production"})),
+        ]),
+        MockReply::text(&["done"]),
+    ])
+    .await;
+    env.write_config("mode = \"ask\"\n");
+    let ssh = env.home.path().join(".ssh");
+    std::fs::create_dir_all(&ssh).expect("mkdir");
+    std::fs::write(ssh.join("id_ed25519"), KEY_TEXT).expect("key");
+    let ws = env.workspace.path();
+    std::os::unix::fs::symlink(ssh.join("id_ed25519"), ws.join("link-to-key")).expect("link");
+    // A hard link under an innocent name (the key's own folder is on the same file system).
+    std::fs::write(env.home.path().join("deploy-key"), AWS_TEXT).expect("key");
+    std::fs::hard_link(
+        env.home.path().join("deploy-key"),
+        ws.join("notes-copy.txt"),
+    )
+    .expect("hard link");
+    std::fs::write(ws.join(".env-production"), "API_TOKEN=SANDBOX-TEST-ENV").expect("env");
+    env.unprivileged(&[]);
+    let (mut agent, session) = env.session().await;
+    let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = asked.clone();
+    run(
+        &mut agent,
+        &session,
+        Box::new(move |method, params| {
+            assert_eq!(method, "session/request_permission");
+            seen.lock()
+                .expect("asked")
+                .push(params["toolCall"]["toolCallId"].clone());
+            Ok(Some(select("reject_once")))
+        }),
+    )
+    .await;
+    let asked: Vec<Value> = asked.lock().expect("asked").clone();
+    assert_eq!(asked, [json!("l1"), json!("l2"), json!("l4")]);
+    let sent = everything_sent(&env.mock);
+    for secret in [KEY_TEXT, AWS_TEXT, "SANDBOX-TEST-ENV"] {
+        assert!(!sent.contains(secret), "{secret} reached the model");
+    }
+}
