@@ -21,7 +21,7 @@ const LIST_PAGE: usize = 50;
 fn store_error(error: StoreError) -> acp::Error {
     match error {
         StoreError::NotFound(id) => errors::invalid_params(format!("no saved session {id}")),
-        StoreError::InUse(..) => errors::invalid_params(error.to_string()),
+        StoreError::InUse { .. } => errors::invalid_params(error.to_string()),
         other => errors::internal_error(other.to_string()),
     }
 }
@@ -134,10 +134,7 @@ impl Agent {
     /// it where it left off.
     async fn reopen(&mut self, reopen: Reopen) -> Result<Launched, acp::Error> {
         if self.sessions.contains_key(&reopen.id) {
-            return Err(errors::invalid_params(format!(
-                "session {} is already open; use it as it is, or close it first",
-                reopen.id
-            )));
+            return self.reopen_live(&reopen).await;
         }
         let ready = self
             .ready_session(
@@ -150,10 +147,19 @@ impl Agent {
         // A session closed a moment ago may still have writes queued; they land first.
         journal.flush().await;
         let id = reopen.id.clone();
+        // The claim comes first and is atomic: of two processes loading one session, exactly
+        // one wins and the other is told who holds it. A store that cannot be written is
+        // still read (the session then runs unsaved and says so).
         let (meta, mut transcript) = blocking(journal.store().clone(), move |store| {
-            let loaded = store.load(&id)?;
-            store.claim(&id)?;
-            Ok(loaded)
+            match store.claim(&id) {
+                Ok(()) | Err(StoreError::ReadOnly(_)) => {}
+                Err(other) => return Err(other),
+            }
+            let loaded = store.load(&id);
+            if loaded.is_err() {
+                let _ = store.release(&id);
+            }
+            loaded
         })
         .await?;
         // A turn the previous process did not finish reads as interrupted, in the replay too.
@@ -175,6 +181,41 @@ impl Agent {
             transcript,
             SessionJournal::new(journal, &reopen.id, saved),
         )
+    }
+
+    /// `session/load` or `session/resume` of a session already open in this connection: resume
+    /// changes nothing; load replays it again (what is queued is written first).
+    async fn reopen_live(&mut self, reopen: &Reopen) -> Result<Launched, acp::Error> {
+        let Some(session) = self.sessions.get(&reopen.id) else {
+            return Err(errors::invalid_params(format!(
+                "no open session {}",
+                reopen.id
+            )));
+        };
+        let launched = session.launched();
+        if reopen.replay {
+            let Some(journal) = self.ensure_store_ready() else {
+                return Err(errors::internal_error("saved sessions are unavailable"));
+            };
+            journal.flush().await;
+            let id = reopen.id.clone();
+            let (_, transcript) =
+                blocking(journal.store().clone(), move |store| store.load(&id)).await?;
+            let session_id = acp::SessionId::new(reopen.id.clone());
+            for update in replay::updates(&transcript, self.client_caps.compaction) {
+                let notification = SessionNotification::new(session_id.clone(), update);
+                self.peer.notify("session/update", &notification).await;
+            }
+        }
+        Ok(launched)
+    }
+
+    /// The journal, when the store is already open.
+    fn ensure_store_ready(&self) -> Option<Journal> {
+        match &self.store {
+            StoreState::Ready(journal) => Some(journal.clone()),
+            _ => None,
+        }
     }
 
     /// Starts a session from a stored record (its system prompt, model and mode are kept);
@@ -249,9 +290,14 @@ impl Agent {
             return Err(session_not_found(&params.session_id));
         };
         session.handle.cancel();
-        session.handle.close();
+        // Answered once what the session recorded is committed; then it is free for others.
+        session.handle.close_and_wait().await;
         if let StoreState::Ready(journal) = &self.store {
-            journal.release(&id);
+            let release = id.clone();
+            let _ = blocking(journal.store().clone(), move |store| {
+                store.release(&release)
+            })
+            .await;
         }
         tracing::info!(session = %id, "session closed");
         to_value(acp::CloseSessionResponse::new())
@@ -261,7 +307,7 @@ impl Agent {
         let id = params.session_id.0.to_string();
         if let Some(session) = self.sessions.remove(&id) {
             session.handle.cancel();
-            session.handle.close();
+            session.handle.close_and_wait().await;
         }
         let config = super::load_config().await.map_err(config_error)?;
         let journal = self.journal_for(&config).await?;
@@ -305,8 +351,23 @@ impl Agent {
             cost: None,
             ..meta.clone()
         };
-        journal.create(child.clone());
-        journal.claim(&id);
+        // The copy is committed (and claimed) before the fork is answered.
+        let (copy, claimed) = (transcript.entries().to_vec(), id.clone());
+        let stored = child.clone();
+        let saved = blocking(journal.store().clone(), move |store| {
+            store.create(&stored)?;
+            store.append(&claimed, &copy)?;
+            let _ = store.claim(&claimed);
+            Ok(())
+        })
+        .await;
+        if let Err(error) = saved {
+            return Err(errors::internal_error(format!(
+                "the fork could not be saved: {}",
+                error.message
+            )));
+        }
+        let last = transcript.last_id();
         let launched = self.launch_stored(
             &id,
             params.cwd,
@@ -314,8 +375,7 @@ impl Agent {
             ready,
             child,
             transcript,
-            // Nothing of the copy is stored under the child's id yet: all of it is saved.
-            SessionJournal::new(journal.clone(), &id, 0),
+            SessionJournal::new(journal.clone(), &id, last),
         )?;
         to_value(
             acp::ForkSessionResponse::new(id)

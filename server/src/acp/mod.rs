@@ -82,6 +82,20 @@ struct LiveSession {
     skills: Arc<talaria_skills::SkillsContext>,
     /// The session's MCP servers (stopped when the session goes).
     mcp: Arc<talaria_mcp::Hub>,
+    /// What session responses say under `_meta`.
+    meta: acp::Meta,
+}
+
+impl LiveSession {
+    /// What a response about this session says now (its current mode and model).
+    fn launched(&self) -> Launched {
+        let (mode, model) = (self.handle.mode(), self.handle.model());
+        Launched {
+            modes: session_options::mode_state(mode),
+            options: session_options::config_options(mode, &model, &self.models),
+            meta: self.meta.clone(),
+        }
+    }
 }
 
 /// The model router (providers, key pools, fallbacks) and the configuration it was built
@@ -186,11 +200,11 @@ where
         ..
     } = agent;
     drop(sessions);
-    // What the sessions recorded before the end is on disk before the process exits (the
-    // actors get a moment to record their cancelled turns).
+    // What the sessions recorded before the end is committed, and the store checkpointed,
+    // before the process exits (the actors get a moment to record their cancelled turns).
     if let StoreState::Ready(journal) = store {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let _ = tokio::time::timeout(Duration::from_secs(5), journal.flush()).await;
+        let _ = tokio::time::timeout(Duration::from_secs(10), journal.shutdown()).await;
     }
     drop(peer);
     // Give forwarders a moment to send their last messages, then flush.
@@ -366,7 +380,9 @@ impl Agent {
                     updated_at: talaria_store::now_ms(),
                     ..Default::default()
                 });
-                journal.claim(&id);
+                // Held before anyone can know its id (a read-only store holds nothing).
+                let (store, claimed) = (journal.store().clone(), id.clone());
+                let _ = tokio::task::spawn_blocking(move || store.claim(&claimed)).await;
                 talaria_engine::SessionStart {
                     history: None,
                     journal: Some(talaria_engine::journal::SessionJournal::new(
@@ -541,6 +557,7 @@ impl Agent {
                 mcp_servers,
                 skills: stores,
                 mcp: hub,
+                meta: launched.meta.clone(),
             },
         );
         Ok(launched)

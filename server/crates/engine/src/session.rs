@@ -184,8 +184,9 @@ pub enum Op {
     Snapshot(oneshot::Sender<SessionSnapshot>),
     /// A background review ended.
     ReviewFinished(crate::review::ReviewOutcome),
-    /// Ends the session after what is queued before it.
-    Close,
+    /// Ends the session after what is queued before it, once what it recorded is committed;
+    /// answers when it is.
+    Close(Option<oneshot::Sender<()>>),
 }
 
 /// The settings a client can query without waiting on the actor.
@@ -321,7 +322,16 @@ impl SessionHandle {
 
     /// Ends the session once what is queued has run (cancel first to stop it now).
     pub fn close(&self) {
-        let _ = self.ops.send(Op::Close);
+        let _ = self.ops.send(Op::Close(None));
+    }
+
+    /// Ends the session and waits until everything it recorded is committed (or the store
+    /// refused it, which the session has told its client).
+    pub async fn close_and_wait(&self) {
+        let (done, closed) = oneshot::channel();
+        if self.ops.send(Op::Close(Some(done))).is_ok() {
+            let _ = closed.await;
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, CancelState> {
@@ -353,6 +363,8 @@ struct SessionActor {
     /// Ops that arrived during a turn and wait for it.
     waiting: VecDeque<Op>,
     journal: Option<crate::journal::SessionJournal>,
+    /// The client was told the session is not being saved (and will be told when it is).
+    told_unsaved: bool,
     title: Option<String>,
     /// Model calls that used tools since the last skill write.
     since_skill_write: u32,
@@ -487,6 +499,7 @@ pub fn spawn_session_with(
         let mut actor = SessionActor {
             history,
             journal: start.journal,
+            told_unsaved: false,
             title: start.title,
             mode,
             model: settings.model.clone(),
@@ -519,6 +532,7 @@ pub fn spawn_session_with(
 
 impl SessionActor {
     async fn run(mut self, mut receiver: mpsc::UnboundedReceiver<Op>) {
+        let mut closing = None;
         loop {
             let op = match self.waiting.pop_front() {
                 Some(op) => op,
@@ -565,12 +579,19 @@ impl SessionActor {
                     let _ = reply.send(self.snapshot());
                 }
                 Op::ReviewFinished(outcome) => self.review_finished(outcome).await,
-                Op::Close => break,
+                Op::Close(done) => {
+                    closing = done;
+                    break;
+                }
             }
         }
         // A review in the background ends with its session.
         if let Some(review) = self.lock_cancel().review.take() {
             review.cancel();
+        }
+        self.commit().await;
+        if let Some(done) = closing {
+            let _ = done.send(());
         }
         tracing::debug!(session = %self.settings.id, "session ended");
     }
@@ -580,6 +601,45 @@ impl SessionActor {
         if let Some(journal) = &mut self.journal {
             journal.save(&mut self.history);
         }
+    }
+
+    /// Sends what the record gained and waits until the store committed it: a turn is
+    /// answered only once it is saved. A failure is told once (the entries wait in memory and
+    /// are written, in order, when the store accepts writes again), and so is the recovery.
+    async fn commit(&mut self) {
+        self.save();
+        let Some(journal) = &self.journal else {
+            return;
+        };
+        let report = journal.committed().await;
+        let message = match (&report.error, self.told_unsaved) {
+            (Some(error), false) => {
+                self.told_unsaved = true;
+                (
+                    crate::events::NoticeLevel::Warning,
+                    format!(
+                        "This session is not being saved: {error}. This turn is not saved yet; \
+                         the session goes on, keeps everything in memory and writes it, in \
+                         order, as soon as the store accepts writes again."
+                    ),
+                )
+            }
+            (None, true) => {
+                self.told_unsaved = false;
+                (
+                    crate::events::NoticeLevel::Info,
+                    "The session is saved again: everything since the failure is written.".into(),
+                )
+            }
+            _ => return,
+        };
+        let _ = self
+            .events
+            .send(EngineEvent::Notice {
+                level: message.0,
+                message: message.1,
+            })
+            .await;
     }
 
     fn update_meta(&self, update: talaria_store::MetaUpdate) {
@@ -688,6 +748,8 @@ impl SessionActor {
             }
         };
         let ran = !matches!(outcome, Ok(StopReason::Cancelled)) || self.history.last_id() > before;
+        // Durable before answered.
+        self.commit().await;
         let _ = self
             .events
             .send(EngineEvent::TurnFinished {
@@ -713,6 +775,7 @@ impl SessionActor {
 
     /// Ends a turn that made no model call of its own (a command, a failure to start).
     async fn finish_without_model(&mut self, turn: TurnId, outcome: Result<StopReason, TurnError>) {
+        self.commit().await;
         let _ = self
             .events
             .send(EngineEvent::TurnFinished {

@@ -316,7 +316,12 @@ async fn run_child(kit: &SubagentKit, args: Args, ctx: &ToolContext) -> ToolOutc
                 args.goal.chars().take(80).collect::<String>()
             )),
             model: settings.model.clone(),
-            mode: "ask".into(),
+            mode: kit
+                .mode
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .id()
+                .into(),
             created_at: now,
             updated_at: now,
             parent_id: Some(kit.settings.id.clone()),
@@ -324,6 +329,11 @@ async fn run_child(kit: &SubagentKit, args: Args, ctx: &ToolContext) -> ToolOutc
         });
         crate::journal::SessionJournal::new(journal.clone(), &settings.id, 0)
     });
+    // The child's record is held by this process while it runs.
+    if let Some(journal) = &kit.journal {
+        let (store, id) = (journal.store().clone(), settings.id.clone());
+        let _ = tokio::task::spawn_blocking(move || store.claim(&id)).await;
+    }
     let mut history =
         Transcript::with_system(format!("{}\n\n{CHILD_NOTE}", settings.system_prompt));
     let ask = match &args.context {
@@ -401,6 +411,10 @@ async fn run_child(kit: &SubagentKit, args: Args, ctx: &ToolContext) -> ToolOutc
             tokens: Some((usage.tokens.input, usage.tokens.output)),
             ..Default::default()
         });
+        // Committed before the parent reads the result (and so before its turn is answered).
+        let _ = journal.committed().await;
+        let (store, id) = (journal.journal.store().clone(), journal.session_id.clone());
+        let _ = tokio::task::spawn_blocking(move || store.release(&id)).await;
     }
     if let Ok(relay) = relaying.await {
         let steps = relay.views.len();

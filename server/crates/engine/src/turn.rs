@@ -96,6 +96,10 @@ impl Turn<'_> {
         let mut failures: HashMap<(String, String), u32> = HashMap::new();
         let mut nudged = false;
         for _ in 0..self.limits.max_requests {
+            // A turn never runs far ahead of the disk.
+            if let Some(journal) = self.journal.as_deref() {
+                journal.room().await;
+            }
             let mut sink = ChatSink {
                 events: self.events,
                 session_id: &self.settings.id,

@@ -5,9 +5,11 @@
 //! thread for appends, the blocking pool for reads). A server-backed store (PostgreSQL for
 //! teams sharing one history) implements the same trait; see ARCHITECTURE.md.
 
+mod claims;
 mod sqlite;
 
-pub use sqlite::SqliteStore;
+pub use claims::Claims;
+pub use sqlite::{SqliteStore, StoreReport};
 
 use serde::{Deserialize, Serialize};
 use talaria_record::{Entry, EntryId, Transcript};
@@ -25,8 +27,12 @@ pub enum StoreError {
     Corrupt(String),
     #[error("the session store has schema version {found}; this build knows up to {known}")]
     TooNew { found: i64, known: i64 },
-    #[error("session {0} is open in another Talaria process (pid {1}); close it there first")]
-    InUse(String, i32),
+    #[error(
+        "session {session} is open in another Talaria process ({holder}); close it there first"
+    )]
+    InUse { session: String, holder: String },
+    #[error("the disk holding the session store is full: {0}")]
+    Full(String),
     #[error("no session {0}")]
     NotFound(String),
     #[error("session store error: {0}")]
@@ -90,6 +96,13 @@ pub trait SessionStore: Send + Sync {
     fn create(&self, meta: &SessionMeta) -> Result<(), StoreError>;
     /// Appends entries (or replaces entries with the same ids: compaction rewrites).
     fn append(&self, session_id: &str, entries: &[Entry]) -> Result<(), StoreError>;
+    /// Appends entries of several sessions in one commit (all or nothing).
+    fn append_batch(&self, batch: &[(String, Vec<Entry>)]) -> Result<(), StoreError> {
+        for (session_id, entries) in batch {
+            self.append(session_id, entries)?;
+        }
+        Ok(())
+    }
     /// Changes metadata.
     fn update(&self, session_id: &str, update: &MetaUpdate) -> Result<(), StoreError>;
     /// A session's metadata and record.
@@ -101,7 +114,8 @@ pub trait SessionStore: Send + Sync {
         cursor: Option<&str>,
         limit: usize,
     ) -> Result<ListPage, StoreError>;
-    /// Removes a session and its record; `false` if there was none.
+    /// Removes a session and its record; `false` if there was none. Refused (`InUse`) while
+    /// another process has it open.
     fn delete(&self, session_id: &str) -> Result<bool, StoreError>;
     /// Ranked full-text search of past sessions' messages.
     fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, StoreError>;
@@ -113,10 +127,15 @@ pub trait SessionStore: Send + Sync {
         before: usize,
         after: usize,
     ) -> Result<Vec<Entry>, StoreError>;
-    /// Marks the session as open in this process; refused while another live process has it.
+    /// Marks the session as open in this process, atomically: refused (`InUse`, naming the
+    /// holder) while another live process has it; a dead process holds nothing.
     fn claim(&self, session_id: &str) -> Result<(), StoreError>;
     /// Releases this process's claim.
     fn release(&self, session_id: &str) -> Result<(), StoreError>;
+    /// Makes everything committed durable in the main file (a clean exit's last step).
+    fn checkpoint(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// Milliseconds since the Unix epoch.

@@ -233,25 +233,171 @@ fn many_sessions_write_at_once() {
 }
 
 #[test]
-fn a_session_open_in_a_live_process_cannot_be_claimed_again() {
+fn a_session_open_elsewhere_cannot_be_claimed_or_deleted_until_released() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("state.db");
+    // Two stores on one file stand for two processes: each has its own lock files open.
+    let mine = SqliteStore::open(&path).expect("open");
+    let theirs = SqliteStore::open(&path).expect("open");
+    mine.create(&meta("s", "/p", 1)).expect("create");
+    mine.claim("s").expect("first claim");
+    mine.claim("s").expect("the same holder may claim again");
+    match theirs.claim("s") {
+        Err(StoreError::InUse { session, holder }) => {
+            assert_eq!(session, "s");
+            assert!(holder.contains("pid"), "{holder}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(theirs.delete("s"), Err(StoreError::InUse { .. })));
+    assert!(theirs.load("s").is_ok(), "reading is never refused");
+    mine.release("s").expect("release");
+    theirs.claim("s").expect("free once released");
+    assert!(theirs.delete("s").expect("delete"));
+    assert!(matches!(mine.load("s"), Err(StoreError::NotFound(_))));
+}
+
+#[test]
+fn stores_opened_at_the_same_instant_all_end_up_migrated() {
+    for old in [false, true] {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("state.db");
+        if old {
+            let mut connection = rusqlite::Connection::open(&path).expect("open");
+            let tx = connection.transaction().expect("tx");
+            (super::sqlite::migration_for_tests(0))(&tx).expect("v1");
+            tx.pragma_update(None, "user_version", 1).expect("version");
+            tx.commit().expect("commit");
+        }
+        let barrier = Arc::new(std::sync::Barrier::new(6));
+        let openers: Vec<_> = (0..6)
+            .map(|n| {
+                let (path, barrier) = (path.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    let store = SqliteStore::open(&path).expect("every opener succeeds");
+                    store
+                        .create(&meta(&format!("s{n}"), "/p", n))
+                        .expect("and can write");
+                })
+            })
+            .collect();
+        for opener in openers {
+            opener.join().expect("joined");
+        }
+        let store = SqliteStore::open(&path).expect("open");
+        let page = store.list(None, None, 100).expect("list");
+        assert_eq!(page.sessions.len(), 6, "old store: {old}");
+    }
+}
+
+#[test]
+fn a_batch_commits_every_session_at_once_and_reindexing_finds_the_new_text() {
     let (_dir, store) = store();
-    store.create(&meta("s", "/p", 1)).expect("create");
-    store.claim("s").expect("first claim");
-    store.claim("s").expect("the same process may claim again");
-    // Another live process (pid 1 is always alive) holds it: refused.
+    for id in ["a", "b"] {
+        store.create(&meta(id, "/p", 1)).expect("create");
+    }
+    let mut first = Transcript::with_system("sys");
+    first.push(user("the first draft mentions walruses"));
+    let second = conversation();
     store
-        .lock_for_tests()
-        .execute("UPDATE sessions SET owner_pid = 1 WHERE id = 's'", [])
-        .expect("set");
-    assert!(matches!(store.claim("s"), Err(StoreError::InUse(_, 1))));
-    // A dead owner (killed) does not block it.
-    store
-        .lock_for_tests()
-        .execute(
-            "UPDATE sessions SET owner_pid = 2147483000 WHERE id = 's'",
-            [],
-        )
-        .expect("set");
-    store.claim("s").expect("stale claim taken over");
-    store.release("s").expect("release");
+        .append_batch(&[
+            ("a".into(), first.entries().to_vec()),
+            ("b".into(), second.entries().to_vec()),
+        ])
+        .expect("batch");
+    assert_eq!(store.load("b").expect("b").1.len(), second.len());
+    assert_eq!(store.search("walruses", 5).expect("search").len(), 1);
+    // An entry rewritten in place (compaction) is re-indexed, not indexed twice.
+    let mut rewritten = first.entries()[1].clone();
+    if let EntryBody::User { model_view, .. } = &mut rewritten.body {
+        *model_view = vec![talaria_record::UserPart::text("now about narwhals")];
+    }
+    store.append("a", &[rewritten]).expect("rewrite");
+    assert!(store.search("walruses", 5).expect("search").is_empty());
+    assert_eq!(store.search("narwhals", 5).expect("search").len(), 1);
+    store.checkpoint().expect("checkpoint");
+}
+
+/// A read-only view of `dir`: a read-only bind mount when running as root (file modes do
+/// not stop root), else the folder and its files made read-only. `None` (with the reason
+/// printed) only where neither is possible.
+struct ReadOnlyView {
+    path: std::path::PathBuf,
+    mounted: bool,
+}
+
+impl ReadOnlyView {
+    fn of(dir: &std::path::Path) -> Option<Self> {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let root = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
+        if !root {
+            for entry in std::fs::read_dir(dir).ok()?.flatten() {
+                let _ =
+                    std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(0o444));
+            }
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o555)).ok()?;
+            return Some(Self {
+                path: dir.to_path_buf(),
+                mounted: false,
+            });
+        }
+        let view = dir.with_extension("ro");
+        std::fs::create_dir_all(&view).ok()?;
+        let mount = |args: &[&str]| {
+            std::process::Command::new("mount")
+                .args(args)
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        let (from, to) = (dir.display().to_string(), view.display().to_string());
+        if mount(&["--bind", &from, &to]) && mount(&["-o", "remount,ro,bind", &to]) {
+            Some(Self {
+                path: view,
+                mounted: true,
+            })
+        } else {
+            println!("skipped: cannot mount a read-only view here (no mount permission)");
+            None
+        }
+    }
+}
+
+impl Drop for ReadOnlyView {
+    fn drop(&mut self) {
+        use std::os::unix::fs::PermissionsExt;
+        if self.mounted {
+            let _ = std::process::Command::new("umount")
+                .arg(&self.path)
+                .status();
+        } else {
+            let _ = std::fs::set_permissions(&self.path, std::fs::Permissions::from_mode(0o755));
+        }
+    }
+}
+
+#[test]
+fn a_read_only_store_lists_and_loads_but_refuses_writes() {
+    let dir = tempfile::tempdir().expect("dir");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).expect("mkdir");
+    {
+        let store = SqliteStore::open(&home.join("state.db")).expect("open");
+        store.create(&meta("s", "/p", 1)).expect("create");
+        store.append("s", conversation().entries()).expect("append");
+        store.checkpoint().expect("checkpoint");
+    }
+    let Some(view) = ReadOnlyView::of(&home) else {
+        return;
+    };
+    let store = SqliteStore::open(&view.path.join("state.db")).expect("opens read-only");
+    assert!(store.is_read_only());
+    assert_eq!(store.list(None, None, 10).expect("list").sessions.len(), 1);
+    assert_eq!(store.load("s").expect("load").1.len(), conversation().len());
+    assert!(matches!(
+        store.append("s", conversation().entries()),
+        Err(StoreError::ReadOnly(_))
+    ));
+    assert!(matches!(store.claim("s"), Err(StoreError::ReadOnly(_))));
+    drop(store);
 }

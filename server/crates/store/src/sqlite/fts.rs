@@ -28,21 +28,13 @@ pub(super) fn text_of(entry: &Entry) -> Option<String> {
     (!text.trim().is_empty()).then_some(text)
 }
 
-/// (Re)indexes one entry.
-pub(super) fn index(
-    connection: &Connection,
-    session_id: &str,
-    entry_id: i64,
-    entry: &Entry,
-) -> rusqlite::Result<()> {
-    connection.execute(
-        "DELETE FROM entries_fts WHERE session_id = ?1 AND entry_id = ?2",
-        params![session_id, entry_id],
-    )?;
+/// (Re)indexes one entry under its row (a lookup by rowid, whatever the index's size).
+pub(super) fn index(connection: &Connection, row: i64, entry: &Entry) -> rusqlite::Result<()> {
+    connection.execute("DELETE FROM entries_fts WHERE rowid = ?1", params![row])?;
     if let Some(text) = text_of(entry) {
         connection.execute(
-            "INSERT INTO entries_fts (text, session_id, entry_id) VALUES (?1, ?2, ?3)",
-            params![text, session_id, entry_id],
+            "INSERT INTO entries_fts (rowid, text) VALUES (?1, ?2)",
+            params![row, text],
         )?;
     }
     Ok(())

@@ -8,7 +8,8 @@ use super::fts;
 pub(super) type Migration = fn(&Transaction) -> rusqlite::Result<()>;
 
 /// The migrations, oldest first. Append only: a released migration never changes.
-pub(super) const MIGRATIONS: &[Migration] = &[sessions_and_entries, search_and_claims];
+pub(super) const MIGRATIONS: &[Migration] =
+    &[sessions_and_entries, search_and_claims, index_by_rowid];
 
 /// 1: sessions and their record entries.
 fn sessions_and_entries(tx: &Transaction) -> rusqlite::Result<()> {
@@ -58,8 +59,51 @@ fn search_and_claims(tx: &Transaction) -> rusqlite::Result<()> {
     })?;
     for row in rows {
         let (session_id, entry_id, body) = row?;
+        // Version 2's index had the session and entry as columns (version 3 rebuilds it).
+        if let Some(text) = serde_json::from_str(&body)
+            .ok()
+            .as_ref()
+            .and_then(fts::text_of)
+        {
+            tx.execute(
+                "INSERT INTO entries_fts (text, session_id, entry_id) VALUES (?1, ?2, ?3)",
+                rusqlite::params![text, session_id, entry_id],
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// 3: entries get a rowid, and the search index is keyed by it, so re-indexing an entry is a
+/// lookup instead of a scan of the whole index (the old index deleted by columns it does not
+/// index). Claims move to lock files (the `owner_pid` column stays, unused).
+fn index_by_rowid(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "CREATE TABLE entries_v3 (
+            row INTEGER PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            entry_id INTEGER NOT NULL,
+            at_ms INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            body TEXT NOT NULL,
+            UNIQUE (session_id, entry_id)
+        );
+        INSERT INTO entries_v3 (session_id, entry_id, at_ms, kind, body)
+            SELECT session_id, entry_id, at_ms, kind, body FROM entries
+            ORDER BY session_id, entry_id;
+        DROP TABLE entries;
+        ALTER TABLE entries_v3 RENAME TO entries;
+        DROP TABLE entries_fts;
+        CREATE VIRTUAL TABLE entries_fts USING fts5(text, tokenize = 'porter unicode61');",
+    )?;
+    let mut select = tx.prepare("SELECT row, body FROM entries")?;
+    let rows = select.query_map([], |row| {
+        Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+    })?;
+    for row in rows {
+        let (rowid, body) = row?;
         if let Ok(entry) = serde_json::from_str(&body) {
-            fts::index(tx, &session_id, entry_id, &entry)?;
+            fts::index(tx, rowid, &entry)?;
         }
     }
     Ok(())

@@ -1,5 +1,7 @@
-//! The embedded store: one SQLite file (`TALARIA_HOME/state.db`) in WAL mode, so several
-//! Talaria processes can share it and a killed process loses at most the write in flight.
+//! The embedded store: one SQLite file (`TALARIA_HOME/state.db`) in WAL mode with
+//! `synchronous = NORMAL`, so several Talaria processes can share it and a killed process
+//! loses nothing committed (a power cut may lose the last commits, never the file's
+//! consistency). Claims are lock files beside it (`claims/`).
 
 mod fts;
 mod migrations;
@@ -8,15 +10,35 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
+use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use talaria_record::{Entry, EntryBody, EntryId, Transcript};
 
+use crate::claims::Claims;
 use crate::{ListPage, MetaUpdate, SearchHit, SessionMeta, SessionStore, StoreError, now_ms};
+
+/// How long opening and migrating keep retrying while another process holds the file.
+const OPEN_PATIENCE: Duration = Duration::from_secs(30);
 
 /// The SQLite store.
 pub struct SqliteStore {
     path: PathBuf,
     connection: Mutex<Connection>,
+    claims: Claims,
+    /// Opened read-only (the file or its folder cannot be written): reads work, writes fail.
+    read_only: bool,
+}
+
+/// What `talaria doctor` says about the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreReport {
+    pub path: PathBuf,
+    /// The file and its write-ahead log, in bytes.
+    pub bytes: u64,
+    pub schema_version: i64,
+    pub writable: bool,
+    /// `PRAGMA quick_check`: `ok`, or what is wrong.
+    pub check: String,
+    pub sessions: i64,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -39,6 +61,7 @@ fn classify(error: rusqlite::Error) -> StoreError {
             ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase => {
                 StoreError::Corrupt(error.to_string())
             }
+            ErrorCode::DiskFull => StoreError::Full(error.to_string()),
             _ => StoreError::Other(error.to_string()),
         },
         _ => StoreError::Other(error.to_string()),
@@ -67,26 +90,6 @@ fn kind_of(body: &EntryBody) -> &'static str {
     }
 }
 
-/// Whether a process with this pid is running (a zombie, killed but not yet reaped by its
-/// parent, is not).
-fn alive(pid: i32) -> bool {
-    let exists = match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
-        Ok(()) => true,
-        Err(errno) => errno == nix::errno::Errno::EPERM,
-    };
-    if !exists {
-        return false;
-    }
-    // `/proc/PID/stat`: "pid (name) STATE …"; the name may contain spaces and parentheses.
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_none_or(|state| state != "Z" && state != "X"),
-        Err(_) => true,
-    }
-}
-
 const SESSION_COLUMNS: &str = "id, cwd, additional_directories, title, model, mode, created_at, \
     updated_at, input_tokens, output_tokens, cost, parent_id";
 
@@ -112,34 +115,85 @@ fn tokens(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
+/// Runs `step` until it is not refused as busy, for at most [`OPEN_PATIENCE`].
+fn patiently<T>(mut step: impl FnMut() -> Result<T, StoreError>) -> Result<T, StoreError> {
+    let started = std::time::Instant::now();
+    loop {
+        match step() {
+            Err(StoreError::Busy(_)) if started.elapsed() < OPEN_PATIENCE => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => return other,
+        }
+    }
+}
+
 impl SqliteStore {
-    /// Opens (creating it and its folder when needed) and migrates the store at `path`.
+    /// Opens (creating it and its folder when needed) and migrates the store at `path`. A
+    /// store that cannot be written is opened read-only: sessions can be listed and loaded,
+    /// and every write fails with `ReadOnly`.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         let open_error = |detail: String| StoreError::Open {
             path: path.display().to_string(),
             detail,
         };
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| open_error(e.to_string()))?;
+            let _ = std::fs::create_dir_all(parent);
         }
-        let mut connection = Connection::open(path).map_err(|e| match classify(e) {
-            StoreError::Other(detail) => open_error(detail),
-            other => other,
-        })?;
-        connection
-            .busy_timeout(Duration::from_secs(5))
-            .map_err(classify)?;
-        connection
-            .pragma_update(None, "journal_mode", "WAL")
-            .map_err(classify)?;
-        connection
-            .pragma_update(None, "synchronous", "NORMAL")
-            .map_err(classify)?;
-        Self::migrate(&mut connection)?;
+        let (mut connection, read_only) = match Self::connect(path, false) {
+            Ok(connection) => (connection, false),
+            Err(StoreError::ReadOnly(_)) if path.exists() => (Self::connect(path, true)?, true),
+            Err(StoreError::Other(detail)) => return Err(open_error(detail)),
+            Err(other) => return Err(other),
+        };
+        if read_only {
+            Self::check_version(&connection)?;
+        } else {
+            patiently(|| Self::migrate(&mut connection))?;
+        }
+        let claims_dir = path
+            .parent()
+            .map_or_else(|| PathBuf::from("claims"), |p| p.join("claims"));
         Ok(Self {
             path: path.to_path_buf(),
             connection: Mutex::new(connection),
+            claims: Claims::new(claims_dir),
+            read_only,
         })
+    }
+
+    /// A connection in WAL mode; `read_only` opens the file as it is (immutable when its
+    /// folder cannot hold the WAL's files either).
+    fn connect(path: &Path, read_only: bool) -> Result<Connection, StoreError> {
+        let connection = if read_only {
+            let uri = format!("file:{}?immutable=1", path.display());
+            Connection::open_with_flags(
+                uri,
+                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
+            )
+        } else {
+            Connection::open(path)
+        }
+        .map_err(classify)?;
+        connection
+            .busy_timeout(Duration::from_secs(5))
+            .map_err(classify)?;
+        if !read_only {
+            // Setting WAL on a fresh file needs a moment alone with it.
+            patiently(|| {
+                connection
+                    .pragma_update(None, "journal_mode", "WAL")
+                    .map_err(classify)
+            })?;
+            connection
+                .pragma_update(None, "synchronous", "NORMAL")
+                .map_err(classify)?;
+            // Fail early when the file cannot be written (a read-only file or folder).
+            connection
+                .execute_batch("BEGIN IMMEDIATE; ROLLBACK;")
+                .map_err(classify)?;
+        }
+        Ok(connection)
     }
 
     /// The file it lives in.
@@ -147,12 +201,17 @@ impl SqliteStore {
         &self.path
     }
 
+    /// Whether it was opened read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
     /// The schema version this build writes.
     pub fn schema_version() -> i64 {
         i64::try_from(migrations::MIGRATIONS.len()).unwrap_or(i64::MAX)
     }
 
-    fn migrate(connection: &mut Connection) -> Result<(), StoreError> {
+    fn check_version(connection: &Connection) -> Result<i64, StoreError> {
         let applied: i64 = connection
             .pragma_query_value(None, "user_version", |row| row.get(0))
             .map_err(classify)?;
@@ -163,12 +222,25 @@ impl SqliteStore {
                 known,
             });
         }
+        Ok(applied)
+    }
+
+    /// Applies the missing migrations, one process at a time: the version is read again
+    /// inside an immediate transaction, so a process that waited for another finds the work
+    /// done.
+    fn migrate(connection: &mut Connection) -> Result<(), StoreError> {
+        if Self::check_version(connection)? == Self::schema_version() {
+            return Ok(());
+        }
+        let tx = connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(classify)?;
+        let applied = Self::check_version(&tx)?;
         for (index, migration) in migrations::MIGRATIONS
             .iter()
             .enumerate()
             .skip(usize::try_from(applied).unwrap_or(0))
         {
-            let tx = connection.transaction().map_err(classify)?;
             migration(&tx).map_err(classify)?;
             tx.pragma_update(
                 None,
@@ -176,15 +248,77 @@ impl SqliteStore {
                 i64::try_from(index + 1).unwrap_or(i64::MAX),
             )
             .map_err(classify)?;
-            tx.commit().map_err(classify)?;
             tracing::info!(version = index + 1, "session store migrated");
         }
+        tx.commit().map_err(classify)
+    }
+
+    /// Copies the store, consistent as of now, to `target` (which must not exist).
+    pub fn backup(&self, target: &Path) -> Result<(), StoreError> {
+        self.lock()
+            .execute("VACUUM INTO ?1", params![target.display().to_string()])
+            .map_err(classify)?;
         Ok(())
     }
 
-    #[cfg(test)]
-    pub(crate) fn lock_for_tests(&self) -> std::sync::MutexGuard<'_, Connection> {
-        self.lock()
+    /// The store's state, for `talaria doctor`.
+    pub fn report(&self) -> Result<StoreReport, StoreError> {
+        let connection = self.lock();
+        let size = |path: &Path| std::fs::metadata(path).map_or(0, |m| m.len());
+        let wal = PathBuf::from(format!("{}-wal", self.path.display()));
+        let check: String = connection
+            .query_row("PRAGMA quick_check", [], |row| row.get(0))
+            .map_err(classify)?;
+        let sessions: i64 = connection
+            .query_row("SELECT count(*) FROM sessions", [], |row| row.get(0))
+            .map_err(classify)?;
+        let writable = !self.read_only
+            && connection
+                .execute_batch("BEGIN IMMEDIATE; ROLLBACK;")
+                .is_ok();
+        Ok(StoreReport {
+            path: self.path.clone(),
+            bytes: size(&self.path) + size(&wal),
+            schema_version: Self::check_version(&connection)?,
+            writable,
+            check,
+            sessions,
+        })
+    }
+
+    /// Appends `entries` inside an open transaction.
+    fn append_in(
+        tx: &rusqlite::Transaction,
+        session_id: &str,
+        entries: &[Entry],
+    ) -> Result<(), StoreError> {
+        let mut upsert = tx
+            .prepare_cached(
+                "INSERT INTO entries (session_id, entry_id, at_ms, kind, body)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (session_id, entry_id) DO UPDATE
+                 SET body = excluded.body, at_ms = excluded.at_ms, kind = excluded.kind
+                 RETURNING row",
+            )
+            .map_err(classify)?;
+        for entry in entries {
+            let body =
+                serde_json::to_string(entry).map_err(|e| StoreError::Other(e.to_string()))?;
+            let id = i64::try_from(entry.id).unwrap_or(i64::MAX);
+            let row: i64 = upsert
+                .query_row(
+                    params![session_id, id, entry.at_ms, kind_of(&entry.body), body],
+                    |row| row.get(0),
+                )
+                .map_err(classify)?;
+            fts::index(tx, row, entry).map_err(classify)?;
+        }
+        tx.execute(
+            "UPDATE sessions SET updated_at = ?2 WHERE id = ?1",
+            params![session_id, now_ms()],
+        )
+        .map_err(classify)?;
+        Ok(())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
@@ -228,24 +362,26 @@ impl SessionStore for SqliteStore {
             return Ok(());
         }
         let mut connection = self.lock();
-        let tx = connection.transaction().map_err(classify)?;
-        for entry in entries {
-            let body =
-                serde_json::to_string(entry).map_err(|e| StoreError::Other(e.to_string()))?;
-            let id = i64::try_from(entry.id).unwrap_or(i64::MAX);
-            tx.execute(
-                "INSERT INTO entries (session_id, entry_id, at_ms, kind, body) VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT (session_id, entry_id) DO UPDATE SET body = excluded.body",
-                params![session_id, id, entry.at_ms, kind_of(&entry.body), body],
-            )
+        let tx = connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(classify)?;
-            fts::index(&tx, session_id, id, entry).map_err(classify)?;
+        Self::append_in(&tx, session_id, entries)?;
+        tx.commit().map_err(classify)
+    }
+
+    fn append_batch(&self, batch: &[(String, Vec<Entry>)]) -> Result<(), StoreError> {
+        if batch.iter().all(|(_, entries)| entries.is_empty()) {
+            return Ok(());
         }
-        tx.execute(
-            "UPDATE sessions SET updated_at = ?2 WHERE id = ?1",
-            params![session_id, now_ms()],
-        )
-        .map_err(classify)?;
+        let mut connection = self.lock();
+        let tx = connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(classify)?;
+        for (session_id, entries) in batch {
+            if !entries.is_empty() {
+                Self::append_in(&tx, session_id, entries)?;
+            }
+        }
         tx.commit().map_err(classify)
     }
 
@@ -356,23 +492,37 @@ impl SessionStore for SqliteStore {
     }
 
     fn delete(&self, session_id: &str) -> Result<bool, StoreError> {
-        let mut connection = self.lock();
-        let tx = connection.transaction().map_err(classify)?;
-        tx.execute(
-            "DELETE FROM entries WHERE session_id = ?1",
-            params![session_id],
-        )
-        .map_err(classify)?;
-        tx.execute(
-            "DELETE FROM entries_fts WHERE session_id = ?1",
-            params![session_id],
-        )
-        .map_err(classify)?;
-        let removed = tx
-            .execute("DELETE FROM sessions WHERE id = ?1", params![session_id])
+        // Held while deleting, so no other process can open it meanwhile.
+        let held_before = self.claims.holds(session_id);
+        self.claims.claim(session_id)?;
+        let deleted = (|| {
+            let mut connection = self.lock();
+            let tx = connection
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(classify)?;
+            tx.execute(
+                "DELETE FROM entries_fts WHERE rowid IN
+                    (SELECT row FROM entries WHERE session_id = ?1)",
+                params![session_id],
+            )
             .map_err(classify)?;
-        tx.commit().map_err(classify)?;
-        Ok(removed > 0)
+            tx.execute(
+                "DELETE FROM entries WHERE session_id = ?1",
+                params![session_id],
+            )
+            .map_err(classify)?;
+            let removed = tx
+                .execute("DELETE FROM sessions WHERE id = ?1", params![session_id])
+                .map_err(classify)?;
+            tx.commit().map_err(classify)?;
+            Ok(removed > 0)
+        })();
+        match &deleted {
+            Ok(true) => self.claims.remove(session_id),
+            _ if !held_before => self.claims.release(session_id),
+            _ => {}
+        }
+        deleted
     }
 
     fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, StoreError> {
@@ -382,11 +532,11 @@ impl SessionStore for SqliteStore {
         let connection = self.lock();
         let mut select = connection
             .prepare_cached(
-                "SELECT f.session_id, f.entry_id, bm25(entries_fts) AS rank,
+                "SELECT e.session_id, e.entry_id, bm25(entries_fts) AS rank,
                         snippet(entries_fts, 0, '[', ']', '…', 16), e.at_ms, s.title
                  FROM entries_fts f
-                 JOIN entries e ON e.session_id = f.session_id AND e.entry_id = f.entry_id
-                 JOIN sessions s ON s.id = f.session_id
+                 JOIN entries e ON e.row = f.rowid
+                 JOIN sessions s ON s.id = e.session_id
                  WHERE entries_fts MATCH ?1
                  ORDER BY rank LIMIT ?2",
             )
@@ -449,40 +599,20 @@ impl SessionStore for SqliteStore {
     }
 
     fn claim(&self, session_id: &str) -> Result<(), StoreError> {
-        let me = i32::try_from(std::process::id()).unwrap_or(i32::MAX);
-        let mut connection = self.lock();
-        let tx = connection.transaction().map_err(classify)?;
-        let owner: Option<Option<i32>> = tx
-            .query_row(
-                "SELECT owner_pid FROM sessions WHERE id = ?1",
-                params![session_id],
-                |row| row.get(0),
-            )
-            .optional()
-            .map_err(classify)?;
-        match owner {
-            None => return Err(StoreError::NotFound(session_id.to_string())),
-            Some(Some(pid)) if pid != me && alive(pid) => {
-                return Err(StoreError::InUse(session_id.to_string(), pid));
-            }
-            Some(_) => {}
-        }
-        tx.execute(
-            "UPDATE sessions SET owner_pid = ?2 WHERE id = ?1",
-            params![session_id, me],
-        )
-        .map_err(classify)?;
-        tx.commit().map_err(classify)
+        self.claims.claim(session_id)
     }
 
     fn release(&self, session_id: &str) -> Result<(), StoreError> {
-        let me = i32::try_from(std::process::id()).unwrap_or(i32::MAX);
-        self.lock()
-            .execute(
-                "UPDATE sessions SET owner_pid = NULL WHERE id = ?1 AND owner_pid = ?2",
-                params![session_id, me],
-            )
-            .map_err(classify)?;
+        self.claims.release(session_id);
         Ok(())
+    }
+
+    fn checkpoint(&self) -> Result<(), StoreError> {
+        if self.read_only {
+            return Ok(());
+        }
+        self.lock()
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .map_err(classify)
     }
 }
