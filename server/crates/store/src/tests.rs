@@ -357,7 +357,7 @@ impl ReadOnlyView {
                 mounted: true,
             })
         } else {
-            println!("skipped: cannot mount a read-only view here (no mount permission)");
+            eprintln!("skipped: cannot mount a read-only view here (no mount permission)");
             None
         }
     }
