@@ -67,8 +67,79 @@ fn request_id(value: &Value) -> Option<RequestId> {
     }
 }
 
+/// The four hex digits at `at`, as a UTF-16 code unit.
+fn hex_unit(bytes: &[u8], at: usize) -> Option<u16> {
+    let digits = std::str::from_utf8(bytes.get(at..at + 4)?).ok()?;
+    u16::from_str_radix(digits, 16).ok()
+}
+
+/// Replaces lone UTF-16 surrogate escapes in JSON strings (`"\ud800"`, which JavaScript
+/// writes for half an emoji) with `\ufffd`; `None` when there are none.
+fn repair_surrogates(bytes: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut repaired = false;
+    let mut in_string = false;
+    let mut index = 0;
+    while index < bytes.len() {
+        let byte = bytes[index];
+        if !in_string {
+            in_string = byte == b'"';
+            out.push(byte);
+            index += 1;
+            continue;
+        }
+        match byte {
+            b'"' => {
+                in_string = false;
+                out.push(byte);
+                index += 1;
+            }
+            b'\\' if bytes.get(index + 1) == Some(&b'u') => {
+                let unit = hex_unit(bytes, index + 2);
+                let paired = |next: usize| {
+                    bytes.get(next..next + 2) == Some(b"\\u".as_slice())
+                        && hex_unit(bytes, next + 2).is_some_and(|u| (0xDC00..0xE000).contains(&u))
+                };
+                match unit {
+                    Some(high @ 0xD800..0xDC00) if paired(index + 6) => {
+                        let _ = high;
+                        out.extend_from_slice(&bytes[index..index + 12]);
+                        index += 12;
+                    }
+                    Some(0xD800..0xE000) => {
+                        out.extend_from_slice(b"\\ufffd");
+                        repaired = true;
+                        index += 6;
+                    }
+                    _ => {
+                        out.extend_from_slice(&bytes[index..(index + 2).min(bytes.len())]);
+                        index += 2;
+                    }
+                }
+            }
+            b'\\' => {
+                out.extend_from_slice(&bytes[index..(index + 2).min(bytes.len())]);
+                index += 2;
+            }
+            _ => {
+                out.push(byte);
+                index += 1;
+            }
+        }
+    }
+    repaired.then_some(out)
+}
+
+/// Parses one message; a lone surrogate escape reads as U+FFFD instead of failing it.
+fn parse(bytes: &[u8]) -> Result<Value, serde_json::Error> {
+    serde_json::from_slice(bytes).or_else(|error| match repair_surrogates(bytes) {
+        Some(repaired) => serde_json::from_slice(&repaired).map_err(|_| error),
+        None => Err(error),
+    })
+}
+
 pub(crate) fn classify(bytes: &[u8]) -> Classified {
-    let value: Value = match serde_json::from_slice(bytes) {
+    let value: Value = match parse(bytes) {
         Ok(value) => value,
         Err(e) => {
             return Classified::Invalid {
@@ -220,6 +291,22 @@ mod tests {
 
 #[cfg(test)]
 mod robustness {
+
+    #[test]
+    fn a_lone_surrogate_escape_reads_as_the_replacement_character() {
+        for (raw, expected) in [
+            (r#"{"t":"a\ud800b"}"#, "a\u{fffd}b"),
+            (r#"{"t":"\udc00"}"#, "\u{fffd}"),
+            (r#"{"t":"\ud83d\ude00 ok"}"#, "😀 ok"),
+            (r#"{"t":"\\ud800"}"#, "\\ud800"),
+            (r#"{"t":"\ud83d"}"#, "\u{fffd}"),
+        ] {
+            let value = parse(raw.as_bytes()).expect(raw);
+            assert_eq!(value["t"], expected, "{raw}");
+        }
+        assert!(parse(br#"{"t": "\u12"}"#).is_err());
+    }
+
     use super::*;
 
     #[test]

@@ -270,6 +270,59 @@ async fn sandbox(report: &mut Report<'_>, config: &Config) {
     }
 }
 
+/// The session store: where, how big, which schema, writable, and a quick integrity check.
+async fn store(report: &mut Report<'_>, config: &Config) {
+    let path = config.home.join("state.db");
+    if !path.exists() {
+        report.ok(
+            "session store",
+            &format!("{} (created with the first session)", path.display()),
+        );
+        return;
+    }
+    let checked = tokio::task::spawn_blocking(move || {
+        talaria_store::SqliteStore::open(&path).and_then(|store| store.report())
+    })
+    .await;
+    match checked {
+        Ok(Ok(state)) => {
+            let detail = format!(
+                "{} ({:.1} MB, {} sessions, schema {}, {})",
+                state.path.display(),
+                state.bytes as f64 / 1_048_576.0,
+                state.sessions,
+                state.schema_version,
+                if state.writable {
+                    "writable"
+                } else {
+                    "READ-ONLY"
+                },
+            );
+            if state.check != "ok" {
+                report.problem(
+                    "session store",
+                    &format!("{detail}: damaged ({})", state.check),
+                    "restore it from a backup (talaria store backup), or move it away to start afresh",
+                );
+            } else if !state.writable {
+                report.problem(
+                    "session store",
+                    &detail,
+                    "make the folder and file writable: sessions are not saved",
+                );
+            } else {
+                report.ok("session store", &format!("{detail}, integrity ok"));
+            }
+        }
+        Ok(Err(error)) => report.problem(
+            "session store",
+            &error.to_string(),
+            "move the file away to start afresh, or restore a backup",
+        ),
+        Err(error) => report.problem("session store", &error.to_string(), "report this as a bug"),
+    }
+}
+
 /// Runs the checks; returns the number of problems.
 pub async fn run(out: &mut dyn Write, call: bool) -> usize {
     let mut report = Report { out, problems: 0 };
@@ -336,6 +389,7 @@ pub async fn run(out: &mut dyn Write, call: bool) -> usize {
     let (window, source) = context_window(&config).await;
     report.ok("context window", &format!("{window} tokens ({source})"));
     sandbox(&mut report, &config).await;
+    store(&mut report, &config).await;
     if call {
         match test_call(&config).await {
             Ok(()) => report.ok("test call", "the model answered"),

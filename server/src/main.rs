@@ -38,6 +38,43 @@ enum Command {
         #[arg(long)]
         call: bool,
     },
+    /// Manage the session store ($TALARIA_HOME/state.db).
+    Store {
+        #[command(subcommand)]
+        action: StoreAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum StoreAction {
+    /// Write a consistent copy of the store to PATH (safe while Talaria runs).
+    Backup {
+        /// Where the copy goes; it must not exist yet.
+        path: std::path::PathBuf,
+    },
+}
+
+/// `talaria store backup PATH`.
+fn backup(target: &std::path::Path) -> std::process::ExitCode {
+    let home = talaria_engine::config::default_home(&|key| std::env::var(key).ok());
+    let source = home.join("state.db");
+    let copied = talaria_store::SqliteStore::open(&source).and_then(|store| store.backup(target));
+    let mut stderr = std::io::stderr();
+    match copied {
+        Ok(()) => {
+            let _ = writeln!(
+                stderr,
+                "backed up {} to {}",
+                source.display(),
+                target.display()
+            );
+            std::process::ExitCode::SUCCESS
+        }
+        Err(error) => {
+            let _ = writeln!(stderr, "talaria store backup: {error}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
 
 fn main() -> std::process::ExitCode {
@@ -71,6 +108,9 @@ fn main() -> std::process::ExitCode {
                 std::process::ExitCode::FAILURE
             }
         }
+        Command::Store {
+            action: StoreAction::Backup { path },
+        } => backup(&path),
         Command::Acp => {
             if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
                 // A person started it by hand: say what it is (stderr; stdout stays protocol).

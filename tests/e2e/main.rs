@@ -8,6 +8,7 @@ mod cancel;
 mod compaction;
 mod delegation;
 mod doctor;
+mod durability;
 mod errors;
 mod faults;
 mod framing;

@@ -131,8 +131,12 @@ where
     let connection = talaria_protocol::connect(input, output, PeerOptions::default());
     let mut incoming = connection.incoming;
     // Whether commands can be sandboxed here is probed once, in the background from the
-    // start (a thread of its own enters a sandbox and ends), so no session waits for it.
-    tokio::task::spawn_blocking(talaria_sandbox::availability);
+    // start (a thread of its own enters a sandbox and ends), so no session waits for it; the
+    // private temporary directories of processes that are gone are removed meanwhile.
+    tokio::task::spawn_blocking(|| {
+        talaria_sandbox::availability();
+        talaria_tools::shell::sweep_private_tmps();
+    });
     // The configuration is checked at start-up, and each problem logged once (sessions then
     // show warnings as notices without logging them again).
     tokio::spawn(async {

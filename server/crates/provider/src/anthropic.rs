@@ -40,7 +40,8 @@ pub struct AnthropicProvider {
 impl AnthropicProvider {
     /// A client for the endpoint (`/v1/messages` is appended unless the base ends in `/v1`).
     pub fn new(connection: Connection, options: AnthropicOptions) -> Result<Self, ProviderError> {
-        let client = crate::http::client(NAME, connection.connect_timeout)?;
+        let client =
+            crate::http::client_for(NAME, connection.connect_timeout, &connection.base_url)?;
         let base = connection.base_url.trim_end_matches('/');
         let endpoint = if base.ends_with("/v1") {
             format!("{base}/messages")

@@ -27,7 +27,8 @@ pub struct OpenAiProvider {
 impl OpenAiProvider {
     /// A client for the endpoint (`/chat/completions` is appended to the base URL).
     pub fn new(connection: Connection) -> Result<Self, ProviderError> {
-        let client = crate::http::client(NAME, connection.connect_timeout)?;
+        let client =
+            crate::http::client_for(NAME, connection.connect_timeout, &connection.base_url)?;
         let endpoint = format!(
             "{}/chat/completions",
             connection.base_url.trim_end_matches('/')

@@ -28,7 +28,8 @@ pub struct ResponsesProvider {
 impl ResponsesProvider {
     /// A client for the endpoint (`/responses` is appended to the base URL).
     pub fn new(connection: Connection, reasoning_summaries: bool) -> Result<Self, ProviderError> {
-        let client = crate::http::client(NAME, connection.connect_timeout)?;
+        let client =
+            crate::http::client_for(NAME, connection.connect_timeout, &connection.base_url)?;
         let endpoint = format!("{}/responses", connection.base_url.trim_end_matches('/'));
         Ok(Self {
             client,

@@ -67,7 +67,8 @@ impl Availability {
     pub fn describe(&self) -> String {
         match self {
             Availability::Enforced { abi, full: true } => {
-                format!("Landlock (ABI {abi}) and seccomp are enforced")
+                let newer = if *abi >= 6 { " or newer" } else { "" };
+                format!("Landlock (ABI {abi}{newer}) and seccomp are enforced")
             }
             Availability::Enforced { abi, full: false } => format!(
                 "Landlock (ABI {abi}) is enforced, without the newest rights (an older kernel)"
@@ -77,8 +78,8 @@ impl Availability {
     }
 }
 
-/// Whether this machine can sandbox commands, probed in this process once (about a
-/// millisecond, on a thread of its own whose restriction ends with it).
+/// Whether this machine can sandbox commands, probed in this process once (a few rulesets
+/// created and closed; nothing is restricted).
 pub fn availability() -> &'static Availability {
     static AVAILABILITY: OnceLock<Availability> = OnceLock::new();
     AVAILABILITY.get_or_init(probe)

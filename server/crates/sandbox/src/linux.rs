@@ -126,28 +126,48 @@ fn deny_network() -> Result<(), SandboxError> {
     seccompiler::apply_filter(&program).map_err(|e| seccomp(&e))
 }
 
-/// Whether this kernel enforces the sandbox: a thread of its own enters a minimal one (the
-/// restriction ends with the thread) and reports the ABI.
+/// Whether this kernel enforces the sandbox: creating a ruleset that requires the rights
+/// Talaria asks for succeeds only where Landlock is built in, enabled and new enough. Nothing
+/// is restricted (so this costs the calling process almost nothing); `talaria doctor`
+/// proves enforcement by running a command in the sandbox.
 pub fn probe() -> Result<Enforcement, SandboxError> {
-    std::thread::Builder::new()
-        .name("sandbox-probe".into())
-        .spawn(|| {
-            let policy = SandboxPolicy {
-                network: false,
-                ..SandboxPolicy::default()
-            };
-            // The strictest check first: the full set of rights this build asks for.
-            let full = Ruleset::default()
-                .set_compatibility(CompatLevel::HardRequirement)
-                .handle_access(handled())
-                .and_then(|r| r.create())
-                .is_ok();
-            enter(&policy).map(|enforcement| Enforcement {
-                full: full && enforcement.full,
-                ..enforcement
-            })
-        })
-        .map_err(|e| SandboxError::Unsupported(format!("cannot start the probe thread: {e}")))?
-        .join()
-        .map_err(|_| SandboxError::Unsupported("the sandbox probe panicked".into()))?
+    let requires = |abi: ABI| {
+        Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(AccessFs::from_all(abi) & !AccessFs::IoctlDev)
+            .and_then(|ruleset| ruleset.create())
+            .is_ok()
+    };
+    for (abi, number) in [
+        (ABI::V5, 5),
+        (ABI::V4, 4),
+        (ABI::V3, 3),
+        (ABI::V2, 2),
+        (ABI::V1, 1),
+    ] {
+        if requires(abi) {
+            return Ok(Enforcement {
+                abi: if number == 5 { newest_abi() } else { number },
+                full: number == 5,
+            });
+        }
+    }
+    Err(SandboxError::Unsupported(
+        "the kernel does not offer Landlock (Linux 5.13 or newer with Landlock enabled is needed)"
+            .into(),
+    ))
+}
+
+/// The newest ABI the kernel offers, as far as a probe without restricting can tell: 6 (it
+/// scopes signals; maybe newer) or 5.
+fn newest_abi() -> i32 {
+    let scoped = |scope| {
+        Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(AccessFs::Execute)
+            .and_then(|ruleset| ruleset.scope(scope))
+            .and_then(|ruleset| ruleset.create())
+            .is_ok()
+    };
+    if scoped(Scope::Signal) { 6 } else { 5 }
 }

@@ -82,17 +82,27 @@ impl Claims {
         Ok((path, file))
     }
 
-    /// Who holds a locked file, as it says.
+    /// Who holds a locked file, as it says. The holder writes its name just after taking the
+    /// lock, so a loser of a close race waits a moment for it (and for a stale name from an
+    /// earlier holder to be replaced).
     fn holder(mut file: &File) -> String {
         let mut text = String::new();
-        let _ = file.rewind();
-        let _ = file.read_to_string(&mut text);
-        let text = text.trim();
-        if text.is_empty() {
-            "a process starting up".into()
-        } else {
-            text.to_string()
+        for _ in 0..40 {
+            text.clear();
+            let _ = file.rewind();
+            let _ = file.read_to_string(&mut text);
+            let written = text.trim();
+            let alive = written
+                .rsplit(' ')
+                .next()
+                .and_then(|pid| pid.parse::<u32>().ok())
+                .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
+            if alive {
+                return written.to_string();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
         }
+        "another Talaria process".into()
     }
 
     /// Takes the session for this process; refused while another process holds it.
@@ -103,8 +113,11 @@ impl Claims {
         let (path, mut file) = self.open(session)?;
         match file.try_lock() {
             Ok(()) => {
-                let _ = file.set_len(0);
-                let _ = writeln!(file, "{} pid {}", host(), std::process::id());
+                // Written in place, then cut to length: the file never reads as empty.
+                let holder = format!("{} pid {}\n", host(), std::process::id());
+                let _ = file.rewind();
+                let _ = file.write_all(holder.as_bytes());
+                let _ = file.set_len(holder.len() as u64);
                 self.held().insert(session.to_string(), file);
                 Ok(())
             }

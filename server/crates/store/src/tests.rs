@@ -179,6 +179,32 @@ fn an_older_schema_is_migrated_and_its_entries_become_searchable() {
 }
 
 #[test]
+fn a_new_file_has_exactly_the_schema_the_migrations_give_an_old_one() {
+    let dir = tempfile::tempdir().expect("dir");
+    let old = dir.path().join("old.db");
+    {
+        let mut connection = rusqlite::Connection::open(&old).expect("open");
+        let tx = connection.transaction().expect("tx");
+        (super::sqlite::migration_for_tests(0))(&tx).expect("v1");
+        tx.pragma_update(None, "user_version", 1).expect("version");
+        tx.commit().expect("commit");
+    }
+    drop(SqliteStore::open(&old).expect("migrated"));
+    drop(SqliteStore::open(&dir.path().join("new.db")).expect("created"));
+    let shape = |path: &std::path::Path| {
+        super::sqlite::schema_shape(&rusqlite::Connection::open(path).expect("open"))
+    };
+    let migrated = shape(&old);
+    assert!(
+        migrated
+            .iter()
+            .any(|t| t.starts_with("entries: row INTEGER")),
+        "{migrated:#?}"
+    );
+    assert_eq!(shape(&dir.path().join("new.db")), migrated);
+}
+
+#[test]
 fn a_newer_schema_or_a_damaged_file_gives_a_clear_error() {
     let dir = tempfile::tempdir().expect("dir");
     let path = dir.path().join("state.db");

@@ -326,11 +326,21 @@ async fn main() -> anyhow::Result<()> {
         ms(sessions.append_p50)
     );
     println!(
+        "store append per entry at 1k      {:8.3} ms  (at 200k entries: {:.3} ms)   target: no growth",
+        ms(sessions.append_at_1k),
+        ms(sessions.append_at_200k)
+    );
+    println!(
+        "session/load of 2,000 messages    {:8.1} ms  (replayed before the answer)",
+        ms(sessions.load_2k)
+    );
+    println!(
         "session/load of 10,000 messages   {:8.1} ms  (replayed before the answer)   target <= 200 ms",
         ms(sessions.replay_10k)
     );
     println!(
-        "session/list over 10,000 sessions {:8.2} ms   target <= 20 ms",
+        "session/list over 1,000 sessions  {:8.2} ms  (over 10,000: {:.2} ms)   target <= 20 ms",
+        ms(sessions.list_1k),
         ms(sessions.list_10k)
     );
     if let Some(kb) = sessions.rss_per_idle_session_kb {

@@ -16,9 +16,58 @@ use talaria_store::{SessionMeta, SessionStore, SqliteStore};
 pub struct SessionFigures {
     pub append_p50: Duration,
     pub append_p99: Duration,
+    /// Median cost of appending one entry when the store holds about 1,000 entries, and
+    /// about 200,000 (the search index must not make it grow with the store).
+    pub append_at_1k: Duration,
+    pub append_at_200k: Duration,
+    pub load_2k: Duration,
     pub replay_10k: Duration,
+    pub list_1k: Duration,
     pub list_10k: Duration,
     pub rss_per_idle_session_kb: Option<f64>,
+}
+
+/// The median time to append one entry, over `count` appends to a session of its own.
+fn append_cost(
+    store: &SqliteStore,
+    session: &str,
+    workspace: &Path,
+    count: usize,
+) -> anyhow::Result<Duration> {
+    store.create(&meta(session, workspace, 3))?;
+    let sample = conversation(count);
+    let mut times = Vec::with_capacity(sample.len());
+    for entry in sample.entries() {
+        let started = Instant::now();
+        store.append(session, std::slice::from_ref(entry))?;
+        times.push(started.elapsed());
+    }
+    times.sort();
+    Ok(percentile(&times, 0.5))
+}
+
+/// Grows the store by `entries` entries, in sessions of 1,000.
+fn grow(store: &SqliteStore, workspace: &Path, entries: usize) -> anyhow::Result<()> {
+    let chunk = conversation(1000);
+    for n in 0..entries.div_ceil(1000) {
+        let id = format!("grown{n:04}");
+        store.create(&meta(&id, workspace, 4))?;
+        store.append_batch(&[(id, chunk.entries().to_vec())])?;
+    }
+    Ok(())
+}
+
+/// The median of 10 `session/list` calls.
+async fn list_time(client: &mut AgentProcess) -> anyhow::Result<Duration> {
+    let mut lists = Vec::new();
+    for _ in 0..10 {
+        let started = Instant::now();
+        let page = client.call("session/list", json!({})).await?;
+        lists.push(started.elapsed());
+        anyhow::ensure!(page["sessions"].as_array().map(Vec::len) == Some(50));
+    }
+    lists.sort();
+    Ok(lists[lists.len() / 2])
 }
 
 fn meta(id: &str, cwd: &Path, at: i64) -> SessionMeta {
@@ -105,13 +154,36 @@ pub async fn measure(
         appends.push(started.elapsed());
     }
     appends.sort();
+    // Appends on a small store, then on one grown to 200,000 entries.
+    let append_at_1k = append_cost(&store, "at-1k", workspace, 500)?;
+    // A 2,000-message session to load, and 1,000 sessions to list.
+    store.create(&meta("two-k", workspace, 5))?;
+    store.append("two-k", conversation(2000).entries())?;
+    for i in 0..1000 {
+        store.create(&meta(&format!("s{i:05}"), workspace, 10 + i))?;
+    }
+    let mut client = agent(bin, vars).await?;
+    let list_1k = list_time(&mut client).await?;
+    let started = Instant::now();
+    let loaded = client
+        .call(
+            "session/load",
+            json!({"sessionId": "two-k", "cwd": workspace, "mcpServers": []}),
+        )
+        .await?;
+    let load_2k = started.elapsed();
+    anyhow::ensure!(loaded.is_object(), "load failed: {loaded}");
+    client.close_stdin();
+    let _ = client.wait_exit(Duration::from_secs(10)).await;
+    grow(&store, workspace, 200_000)?;
+    let append_at_200k = append_cost(&store, "at-200k", workspace, 500)?;
     // A 10,000-message session, and 10,000 sessions to list.
     store.create(&meta("big", workspace, 2))?;
     let big = conversation(10_000);
     for chunk in big.entries().chunks(500) {
         store.append("big", chunk)?;
     }
-    for i in 0..10_000 {
+    for i in 1000..10_000 {
         store.create(&meta(&format!("s{i:05}"), workspace, 10 + i))?;
     }
     let small = conversation(20);
@@ -137,14 +209,7 @@ pub async fn measure(
         .count();
     anyhow::ensure!(replayed == 2500, "replayed {replayed} user messages");
 
-    let mut lists = Vec::new();
-    for _ in 0..10 {
-        let started = Instant::now();
-        let page = client.call("session/list", json!({})).await?;
-        lists.push(started.elapsed());
-        anyhow::ensure!(page["sessions"].as_array().map(Vec::len) == Some(50));
-    }
-    lists.sort();
+    let list_10k = list_time(&mut client).await?;
 
     // Memory per idle loaded session: load 50 small sessions, compare resident memory.
     let pid = client.pid().context("pid")?;
@@ -168,8 +233,12 @@ pub async fn measure(
     Ok(SessionFigures {
         append_p50: percentile(&appends, 0.5),
         append_p99: percentile(&appends, 0.99),
+        append_at_1k,
+        append_at_200k,
+        load_2k,
         replay_10k,
-        list_10k: lists[lists.len() / 2],
+        list_1k,
+        list_10k,
         rss_per_idle_session_kb,
     })
 }

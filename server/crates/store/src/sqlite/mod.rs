@@ -74,6 +74,54 @@ pub(crate) fn migration_for_tests(index: usize) -> migrations::Migration {
     migrations::MIGRATIONS[index]
 }
 
+/// The shape of a schema, names of automatic indexes aside: each table's columns and its
+/// indexes' columns (tests compare a new file with a migrated one).
+#[cfg(test)]
+pub(crate) fn schema_shape(connection: &Connection) -> Vec<String> {
+    let mut shape = Vec::new();
+    let tables: Vec<String> = connection
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'entries_fts_%' ORDER BY name")
+        .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+        .unwrap_or_default();
+    for table in tables {
+        let columns: Vec<String> = connection
+            .prepare(&format!(
+                "SELECT name, type, \"notnull\", pk FROM pragma_table_info('{table}')"
+            ))
+            .and_then(|mut s| {
+                s.query_map([], |r| {
+                    Ok(format!(
+                        "{} {} {} {}",
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, i64>(2)?,
+                        r.get::<_, i64>(3)?
+                    ))
+                })?
+                .collect()
+            })
+            .unwrap_or_default();
+        shape.push(format!("{table}: {}", columns.join(", ")));
+        let indexes: Vec<String> = connection
+            .prepare(&format!("SELECT name FROM pragma_index_list('{table}')"))
+            .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+            .unwrap_or_default();
+        let mut index_columns: Vec<String> = indexes
+            .iter()
+            .map(|index| {
+                let columns: Vec<String> = connection
+                    .prepare(&format!("SELECT name FROM pragma_index_info('{index}')"))
+                    .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+                    .unwrap_or_default();
+                format!("{table} index ({})", columns.join(", "))
+            })
+            .collect();
+        index_columns.sort();
+        shape.extend(index_columns);
+    }
+    shape
+}
+
 fn kind_of(body: &EntryBody) -> &'static str {
     match body {
         EntryBody::System { .. } => "system",
@@ -236,6 +284,12 @@ impl SqliteStore {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(classify)?;
         let applied = Self::check_version(&tx)?;
+        if applied == 0 {
+            migrations::create_latest(&tx).map_err(classify)?;
+            tx.pragma_update(None, "user_version", Self::schema_version())
+                .map_err(classify)?;
+            return tx.commit().map_err(classify);
+        }
         for (index, migration) in migrations::MIGRATIONS
             .iter()
             .enumerate()

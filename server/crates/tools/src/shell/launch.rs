@@ -219,12 +219,37 @@ impl Shell {
 impl Drop for Shell {
     fn drop(&mut self) {
         if let Some(tmp) = self.private_tmp.take() {
-            // Off the caller's thread: the session's end never waits on the disk.
-            let _ = std::thread::Builder::new()
-                .name("talaria-tmp-cleanup".into())
-                .spawn(move || {
-                    let _ = std::fs::remove_dir_all(tmp);
-                });
+            // Off the runtime thread: the session's end never waits on the disk.
+            let remove = move || {
+                let _ = std::fs::remove_dir_all(tmp);
+            };
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => drop(runtime.spawn_blocking(remove)),
+                Err(_) => remove(),
+            }
+        }
+    }
+}
+
+/// Removes the private temporary directories of Talaria processes that are gone (killed, or
+/// ended before their sessions' cleanup ran). Blocking; run it off the runtime thread.
+pub fn sweep_private_tmps() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("talaria-"))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let gone = !std::path::Path::new(&format!("/proc/{pid}")).exists();
+        if gone && entry.file_type().is_ok_and(|t| t.is_dir()) {
+            let _ = std::fs::remove_dir_all(entry.path());
         }
     }
 }
@@ -232,6 +257,20 @@ impl Drop for Shell {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn private_tmps_of_processes_that_are_gone_are_swept() {
+        let base = std::env::temp_dir();
+        let gone = base.join("talaria-2147483000-0-swept");
+        let mine = base.join(format!("talaria-{}-999-kept", std::process::id()));
+        for dir in [&gone, &mine] {
+            std::fs::create_dir_all(dir.join("inner")).expect("mkdir");
+        }
+        sweep_private_tmps();
+        assert!(!gone.exists(), "a dead process's directory is removed");
+        assert!(mine.exists(), "a live process's directory stays");
+        let _ = std::fs::remove_dir_all(mine);
+    }
 
     #[test]
     fn commands_get_the_clean_environment_and_the_helper_when_sandboxed() {

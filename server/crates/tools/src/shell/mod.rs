@@ -12,7 +12,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-pub use launch::{Launch, Sandboxing, Shell, ShellSettings};
+pub use launch::{Launch, Sandboxing, Shell, ShellSettings, sweep_private_tmps};
 pub use local::LocalRunner;
 
 use crate::tool::ProgressSink;

@@ -1,0 +1,521 @@
+//! Durable sessions against the real store file: an answered turn is a saved turn, even when
+//! the process is killed right after the answer, on an empty store and on a large one; two
+//! processes share one store (migrations, claims, deletes, kills); a full disk is told and
+//! heals without holes; a read-only home still lists and loads.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+use talaria_harness::{AgentProcess, MockReply};
+use talaria_record::{EntryBody, Transcript};
+use talaria_store::{SessionMeta, SessionStore, SqliteStore};
+
+use crate::support::*;
+
+fn store_path(env: &TestEnv) -> PathBuf {
+    env.home.path().join("talaria").join("state.db")
+}
+
+fn kill_now(agent: &AgentProcess) {
+    if let Some(pid) = agent.pid() {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX)),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+/// The text of each session's answers in these updates, by session id.
+fn answers_by_session(agent: &AgentProcess) -> HashMap<String, String> {
+    let mut answers: HashMap<String, String> = HashMap::new();
+    for message in &agent.transcript {
+        if message["method"] == "session/update"
+            && message["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+        {
+            let session = message["params"]["sessionId"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let text = message["params"]["update"]["content"]["text"]
+                .as_str()
+                .unwrap_or_default();
+            answers.entry(session).or_default().push_str(text);
+        }
+    }
+    answers
+}
+
+fn assistant_texts(transcript: &Transcript) -> Vec<String> {
+    transcript
+        .entries()
+        .iter()
+        .filter_map(|e| match &e.body {
+            EntryBody::Assistant(answer) => Some(answer.text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Grows the store at `path` to `entries` entries through the store's own API.
+fn pre_grow(path: &Path, entries: usize) {
+    let store = SqliteStore::open(path).expect("open");
+    let per_session = 1000;
+    for s in 0..entries.div_ceil(per_session) {
+        let id = format!("old-{s}");
+        store
+            .create(&SessionMeta {
+                id: id.clone(),
+                cwd: "/elsewhere".into(),
+                model: "m".into(),
+                mode: "ask".into(),
+                created_at: 1,
+                updated_at: 1,
+                ..SessionMeta::default()
+            })
+            .expect("create");
+        let mut t = Transcript::with_system("sys");
+        for n in 1..per_session {
+            if n % 2 == 1 {
+                t.push(talaria_record::testing::user(&format!(
+                    "question {n} about topic {s}"
+                )));
+            } else {
+                t.push(talaria_record::testing::assistant(
+                    &format!("answer {n} on {s}"),
+                    &[],
+                ));
+            }
+        }
+        store.append(&id, t.entries()).expect("append");
+    }
+}
+
+/// `n` sessions each answer one prompt at once; the process is killed the moment the last
+/// answer is out; every answered turn is in the store.
+async fn answered_turns_survive_a_kill(n: usize, grown_to: usize) {
+    let script: Vec<MockReply> = (0..n)
+        .map(|i| MockReply::text(&[&format!("answer-{i}")]))
+        .collect();
+    let env = TestEnv::new(script).await;
+    if grown_to > 0 {
+        pre_grow(&store_path(&env), grown_to);
+    }
+    let mut agent = env.spawn().await;
+    agent
+        .call("initialize", json!({"protocolVersion": 1}))
+        .await
+        .expect("initialize");
+    let mut sessions = Vec::new();
+    for _ in 0..n {
+        sessions.push(
+            agent
+                .start_session(env.workspace.path())
+                .await
+                .expect("session"),
+        );
+    }
+    let mut pending = Vec::new();
+    for session in &sessions {
+        pending.push(
+            agent
+                .start_request("session/prompt", text_prompt(session, "go"))
+                .await
+                .expect("prompt"),
+        );
+    }
+    for id in pending {
+        let response = agent.wait_response(id, WAIT).await.expect("response");
+        assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    }
+    kill_now(&agent);
+    let _ = agent.wait_exit(WAIT).await;
+    let answered = answers_by_session(&agent);
+    assert_eq!(answered.len(), n);
+    let store = SqliteStore::open(&store_path(&env)).expect("reopen");
+    for session in &sessions {
+        let (_, transcript) = store.load(session).expect("the session is stored");
+        assert!(transcript.validate().is_ok(), "{session}");
+        assert_eq!(
+            assistant_texts(&transcript),
+            [answered[session].clone()],
+            "{session}: the answered turn is stored"
+        );
+    }
+}
+
+#[tokio::test]
+async fn every_answered_turn_is_stored_when_the_process_is_killed_right_after() {
+    answered_turns_survive_a_kill(50, 0).await;
+}
+
+#[tokio::test]
+async fn every_answered_turn_is_stored_on_a_store_of_100k_entries_too() {
+    answered_turns_survive_a_kill(50, 100_000).await;
+}
+
+/// A version-2 store (before the rowid-keyed index) with one session.
+fn old_store(path: &Path) {
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    let connection = rusqlite::Connection::open(path).expect("open");
+    let mut t = Transcript::with_system("sys");
+    t.push(talaria_record::testing::user("the ancient walrus question"));
+    let body = serde_json::to_string(&t.entries()[1]).expect("json");
+    connection
+        .execute_batch(
+            "CREATE TABLE sessions (id TEXT PRIMARY KEY, cwd TEXT NOT NULL,
+                additional_directories TEXT NOT NULL DEFAULT '[]', title TEXT,
+                model TEXT NOT NULL DEFAULT '', mode TEXT NOT NULL DEFAULT '',
+                created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,
+                input_tokens INTEGER NOT NULL DEFAULT 0, output_tokens INTEGER NOT NULL DEFAULT 0,
+                cost REAL, parent_id TEXT, owner_pid INTEGER);
+             CREATE TABLE entries (session_id TEXT NOT NULL, entry_id INTEGER NOT NULL,
+                at_ms INTEGER NOT NULL, kind TEXT NOT NULL, body TEXT NOT NULL,
+                PRIMARY KEY (session_id, entry_id)) WITHOUT ROWID;
+             CREATE VIRTUAL TABLE entries_fts USING fts5(text, session_id UNINDEXED,
+                entry_id UNINDEXED, tokenize = 'porter unicode61');
+             INSERT INTO sessions (id, cwd, created_at, updated_at) VALUES ('old', '/p', 1, 1);
+             PRAGMA user_version = 2;",
+        )
+        .expect("schema");
+    connection
+        .execute(
+            "INSERT INTO entries (session_id, entry_id, at_ms, kind, body) VALUES ('old', 2, 1, 'user', ?1)",
+            [body],
+        )
+        .expect("entry");
+}
+
+#[tokio::test]
+async fn two_processes_starting_together_on_a_fresh_or_old_store_both_save() {
+    for old in [false, true] {
+        let env = TestEnv::new(vec![
+            MockReply::text(&["first"]),
+            MockReply::text(&["second"]),
+        ])
+        .await;
+        if old {
+            old_store(&store_path(&env));
+        }
+        let ((mut a, first), (mut b, second)) =
+            tokio::join!(start_and_prompt(&env), start_and_prompt(&env));
+        for agent in [&mut a, &mut b] {
+            agent.close_stdin();
+            let _ = agent.wait_exit(WAIT).await;
+            assert!(
+                !agent.stderr().contains("already exists"),
+                "{}",
+                agent.stderr()
+            );
+        }
+        let store = SqliteStore::open(&store_path(&env)).expect("open");
+        for session in [&first, &second] {
+            let (_, transcript) = store.load(session).expect("saved");
+            assert_eq!(assistant_texts(&transcript).len(), 1, "old store: {old}");
+        }
+        if old {
+            assert_eq!(store.search("walrus", 5).expect("search").len(), 1);
+        }
+    }
+}
+
+/// A process started now, with one session that answered one prompt.
+async fn start_and_prompt(env: &TestEnv) -> (AgentProcess, String) {
+    let mut agent = env.spawn().await;
+    let session = agent
+        .start_session(env.workspace.path())
+        .await
+        .expect("session");
+    let (response, _) = prompt(&mut agent, &session, "go").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    (agent, session)
+}
+
+/// A stored session with one answered turn, closed, from a process that then exits.
+async fn stored_session(env: &TestEnv) -> String {
+    let mut agent = env.spawn().await;
+    let session = agent
+        .start_session(env.workspace.path())
+        .await
+        .expect("session");
+    let (response, _) = prompt(&mut agent, &session, "remember this").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    agent.close_stdin();
+    let _ = agent.wait_exit(WAIT).await;
+    session
+}
+
+async fn started(env: &TestEnv) -> AgentProcess {
+    let mut agent = env.spawn().await;
+    agent
+        .call("initialize", json!({"protocolVersion": 1}))
+        .await
+        .expect("initialize");
+    agent
+}
+
+fn load_params(env: &TestEnv, session: &str) -> Value {
+    json!({"sessionId": session, "cwd": env.workspace.path(), "mcpServers": []})
+}
+
+#[tokio::test]
+async fn a_session_has_one_live_writer_across_processes() {
+    let env = TestEnv::new(vec![MockReply::text(&["stored"])]).await;
+    let session = stored_session(&env).await;
+    // Two processes load it at the same instant: exactly one wins.
+    let (mut b, mut c) = (started(&env).await, started(&env).await);
+    let (from_b, from_c) = tokio::join!(
+        b.request("session/load", load_params(&env, &session)),
+        c.request("session/load", load_params(&env, &session)),
+    );
+    let (from_b, from_c) = (from_b.expect("b answers"), from_c.expect("c answers"));
+    let (mut holder, mut other, lost) = if from_b.get("result").is_some() {
+        (b, c, from_c)
+    } else {
+        (c, b, from_b)
+    };
+    assert_eq!(lost["error"]["code"], -32602, "{lost}");
+    let message = lost["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("open in another Talaria process") && message.contains("pid"),
+        "{message}"
+    );
+    // Deleting it from the other process is refused while it is held.
+    let deleted = other
+        .request("session/delete", json!({"sessionId": session}))
+        .await
+        .expect("answered");
+    assert!(
+        deleted["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("open in another Talaria process")),
+        "{deleted}"
+    );
+    // A lock file that names a live pid but is not locked claims nothing (a reused pid
+    // cannot block anyone)...
+    let lock = env
+        .home
+        .path()
+        .join("talaria/claims")
+        .join(format!("{session}.lock"));
+    assert!(lock.exists());
+    // ...and when the holder is killed, the claim ends with it, at once.
+    kill_now(&holder);
+    let _ = holder.wait_exit(WAIT).await;
+    std::fs::write(&lock, format!("somewhere pid {}\n", std::process::id())).expect("stale");
+    let loaded = other
+        .request("session/load", load_params(&env, &session))
+        .await
+        .expect("answered");
+    assert!(loaded.get("result").is_some(), "{loaded}");
+}
+
+/// A small file system the test makes (tmpfs), or why it cannot.
+struct SmallDisk {
+    path: PathBuf,
+}
+
+impl SmallDisk {
+    fn mount(path: &Path, size: &str) -> Result<Self, String> {
+        std::fs::create_dir_all(path).map_err(|e| e.to_string())?;
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(path)
+            .status()
+            .map_err(|e| format!("mount cannot run: {e}"))?;
+        if status.success() {
+            Ok(Self {
+                path: path.to_path_buf(),
+            })
+        } else {
+            Err(format!("mount failed ({status}): mounting needs root"))
+        }
+    }
+
+    /// Fills the file system; returns the filler to remove.
+    fn fill(&self) -> PathBuf {
+        let filler = self.path.join("filler");
+        let _ = std::process::Command::new("dd")
+            .args(["if=/dev/zero", "bs=64k"])
+            .arg(format!("of={}", filler.display()))
+            .stderr(std::process::Stdio::null())
+            .status();
+        filler
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.path)
+            .status();
+    }
+}
+
+fn notices(updates: &[Value]) -> String {
+    updates
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "agent_thought_chunk" || u["sessionUpdate"] == "notice")
+        .map(Value::to_string)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test]
+async fn a_full_disk_is_told_and_the_record_heals_without_holes() {
+    let mut env = TestEnv::new(vec![
+        MockReply::text(&["before the disk filled"]),
+        MockReply::text(&["while the disk was full"]),
+        MockReply::text(&["after space came back"]),
+    ])
+    .await;
+    let disk_path = env.home.path().join("small");
+    let disk = match SmallDisk::mount(&disk_path, "2m") {
+        Ok(disk) => disk,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let home = disk.path.join("talaria");
+    env.extra_env
+        .push(("TALARIA_HOME".into(), home.display().to_string()));
+    let mut agent = env.spawn().await;
+    let session = agent
+        .start_session(env.workspace.path())
+        .await
+        .expect("session");
+    let (response, _) = prompt(&mut agent, &session, "one").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    let filler = disk.fill();
+    let (response, updates) = prompt(&mut agent, &session, "two").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    let told = notices(&updates);
+    assert!(told.contains("not being saved"), "{told}");
+    std::fs::remove_file(&filler).expect("space back");
+    let (response, updates) = prompt(&mut agent, &session, "three").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    let told = notices(&updates);
+    assert!(told.contains("saved again"), "{told}");
+    agent.close_stdin();
+    let _ = agent.wait_exit(WAIT).await;
+    let store = SqliteStore::open(&home.join("state.db")).expect("open");
+    let (_, transcript) = store.load(&session).expect("load");
+    assert!(transcript.validate().is_ok());
+    assert_eq!(
+        assistant_texts(&transcript),
+        [
+            "before the disk filled",
+            "while the disk was full",
+            "after space came back"
+        ],
+        "every turn, in order, no holes"
+    );
+}
+
+#[tokio::test]
+async fn a_read_only_home_lists_and_loads_and_says_prompts_are_not_saved() {
+    let mut env = TestEnv::new(vec![
+        MockReply::text(&["stored answer"]),
+        MockReply::text(&["unsaved answer"]),
+    ])
+    .await;
+    let session = stored_session(&env).await;
+    // The home can be read, not written: by another user when the tests run as root.
+    let talaria = env.home.path().join("talaria");
+    let restore = make_read_only(&talaria);
+    if running_as_root() {
+        for path in [env.home.path(), talaria.as_path()] {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        }
+        give_to(env.workspace.path(), NOBODY);
+        env.user = Some(NOBODY);
+    }
+    let mut agent = started(&env).await;
+    let listed = agent
+        .call("session/list", json!({}))
+        .await
+        .expect("list works");
+    assert!(listed.to_string().contains(&session), "{listed}");
+    let loaded = agent
+        .request("session/load", load_params(&env, &session))
+        .await
+        .expect("answered");
+    assert!(loaded.get("result").is_some(), "{loaded}");
+    let replayed: String = agent.updates().iter().map(Value::to_string).collect();
+    assert!(
+        replayed.contains("stored answer"),
+        "the replay shows the history"
+    );
+    let (response, updates) = prompt(&mut agent, &session, "more").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    let told = notices(&updates);
+    assert!(told.contains("not being saved"), "{told}");
+    drop(restore);
+}
+
+/// Makes `dir` and its files read-only for everyone but root; undone when dropped.
+fn make_read_only(dir: &Path) -> impl Drop {
+    use std::os::unix::fs::PermissionsExt;
+    struct Restore(Vec<PathBuf>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            for path in &self.0 {
+                let mode = if path.is_dir() { 0o755 } else { 0o644 };
+                let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode));
+            }
+        }
+    }
+    let mut changed = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        let mode = if path.is_dir() { 0o555 } else { 0o444 };
+        let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode));
+        changed.push(path);
+    }
+    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o555));
+    changed.push(dir.to_path_buf());
+    Restore(changed)
+}
+
+#[tokio::test]
+async fn loading_or_resuming_a_session_open_in_this_connection_works() {
+    let env = TestEnv::new(vec![MockReply::text(&["hello there"])]).await;
+    let (mut agent, session) = env.session().await;
+    let (response, _) = prompt(&mut agent, &session, "hi").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    let resumed = agent
+        .request("session/resume", load_params(&env, &session))
+        .await
+        .expect("answered");
+    assert!(resumed.get("result").is_some(), "{resumed}");
+    let before = agent.updates().len();
+    let loaded = agent
+        .request("session/load", load_params(&env, &session))
+        .await
+        .expect("answered");
+    assert!(loaded.get("result").is_some(), "{loaded}");
+    let replayed: String = agent.updates()[before..]
+        .iter()
+        .map(Value::to_string)
+        .collect();
+    assert!(replayed.contains("hello there"), "load replays again");
+}
+
+#[tokio::test]
+async fn a_lone_surrogate_in_a_prompt_reads_as_the_replacement_character() {
+    let env = TestEnv::new(vec![MockReply::text(&["ok"])]).await;
+    let (mut agent, session) = env.session().await;
+    let raw = format!(
+        r#"{{"jsonrpc":"2.0","id":77,"method":"session/prompt","params":{{"sessionId":"{session}","prompt":[{{"type":"text","text":"half \ud83d emoji"}}]}}}}"#
+    );
+    agent
+        .send_raw(format!("{raw}\n").as_bytes())
+        .await
+        .expect("send");
+    let response = agent.wait_response(77, WAIT).await.expect("answered");
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    assert!(last_user(&env.mock.requests()[0].body).contains("half \u{fffd} emoji"));
+}
