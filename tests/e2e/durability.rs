@@ -242,6 +242,9 @@ async fn stored_session(env: &TestEnv) -> String {
     assert_eq!(stop_reason(&response), "end_turn");
     agent.close_stdin();
     let _ = agent.wait_exit(WAIT).await;
+    // A clean exit checkpoints: the main file alone holds everything.
+    let wal = env.home.path().join("talaria/state.db-wal");
+    assert_eq!(std::fs::metadata(&wal).map_or(0, |m| m.len()), 0, "{wal:?}");
     session
 }
 

@@ -251,6 +251,7 @@ impl Agent {
                     // The store opens while the client reads the answer.
                     self.start_opening_store(config);
                     self.windows.start(config);
+                    let _ = self.router_for(config);
                 }
                 Some(to_value(capabilities::initialize(&params, images)))
             }
