@@ -36,7 +36,7 @@ async fn a_good_configuration_passes_every_check_without_showing_the_key() {
         "serves mock-model",
         "✓ test call",
         "✓ context window",
-        "32000 tokens (configured)",
+        "64000 tokens (configured)",
     ] {
         assert!(report.contains(line), "{line}: {report}");
     }

@@ -50,7 +50,7 @@ async fn a_review_at_its_threshold_proposes_a_skill_that_a_new_session_lists_and
     ])
     .await;
     env.write_config(&format!(
-        "[learning]\nskill_review_after = 3\nmemory_review_after = 0\n[auxiliary.review]\nmodel = \"{REVIEW_MODEL}\"\n"
+        "[learning]\nskill_review_after = 3\nmemory_review_after = 0\non_local_servers = true\n[auxiliary.review]\nmodel = \"{REVIEW_MODEL}\"\n"
     ));
     for name in ["a.txt", "b.txt", "c.txt"] {
         std::fs::write(
@@ -259,7 +259,7 @@ async fn a_running_review_is_capped_and_stops_on_cancel_and_on_close() {
     ])
     .await;
     env.write_config(&format!(
-        "[learning]\nskill_review_after = 1\nmemory_review_after = 0\nmax_review_calls = 2\n[auxiliary.review]\nmodel = \"{REVIEW_MODEL}\"\n"
+        "[learning]\nskill_review_after = 1\nmemory_review_after = 0\nmax_review_calls = 2\non_local_servers = true\n[auxiliary.review]\nmodel = \"{REVIEW_MODEL}\"\n"
     ));
     std::fs::write(env.workspace.path().join("a.txt"), "a\n").expect("write");
     env.mock.script_for_model(

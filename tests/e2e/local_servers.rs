@@ -64,15 +64,16 @@ async fn a_server_that_reports_nothing_leaves_the_default() {
 }
 
 #[tokio::test]
-async fn a_configured_window_wins_and_the_server_is_not_asked() {
+async fn a_configured_window_wins_over_the_servers() {
     let env = TestEnv::new(vec![answer_with_usage()]).await;
     env.mock
         .serve_props(json!({"default_generation_settings": {"n_ctx": 8192}}));
     let (mut agent, session) = env.session().await;
     let (_, updates) = prompt(&mut agent, &session, "hi").await;
-    assert_eq!(reported_size(&updates), 32000);
+    assert_eq!(reported_size(&updates), 64000);
+    // The server is still asked how many requests it serves at once.
     assert!(
-        env.mock.info_requests().is_empty(),
+        env.mock.info_requests().contains(&"/props".to_string()),
         "{:?}",
         env.mock.info_requests()
     );

@@ -97,7 +97,8 @@ async fn two_delegations_run_in_parallel_and_report_back() {
                 .as_str()
                 .is_some_and(|s| s.contains("You are a subagent"))
         );
-        let asked = body["messages"][1]["content"].as_str().unwrap_or_default();
+        let asked =
+            without_environment(body["messages"][1]["content"].as_str().unwrap_or_default());
         assert!(
             asked.starts_with("Task: ") && asked.contains("Context:"),
             "{asked}"
@@ -350,6 +351,9 @@ async fn children_follow_the_model_the_session_switched_to() {
     assert_eq!(requests.len(), 3);
     let child = &requests[1].body;
     assert_eq!(child["model"], "other-model", "the child's request");
-    let system = child["messages"][0]["content"].as_str().unwrap_or_default();
-    assert!(system.contains("- Model: other-model"), "{system}");
+    let environment = environment_of(child);
+    assert!(
+        environment.contains("- Model: other-model"),
+        "{environment}"
+    );
 }

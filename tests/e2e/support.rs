@@ -77,7 +77,7 @@ impl TestEnv {
             ),
             ("OPENAI_BASE_URL".into(), self.mock.base_url()),
             ("TALARIA_MODEL".into(), "mock-model".into()),
-            ("TALARIA_CONTEXT_WINDOW".into(), "32000".into()),
+            ("TALARIA_CONTEXT_WINDOW".into(), "64000".into()),
             ("TALARIA_LOG".into(), "debug".into()),
             // Titles from a model would add a request to every script; suites that test
             // titles turn them on.
@@ -226,17 +226,41 @@ pub fn card_state<'a>(updates: impl IntoIterator<Item = &'a Value>, id: &str) ->
     Value::Object(card)
 }
 
-/// The text of the last user-role message of a Chat Completions request.
+/// The text of the last user-role message of a Chat Completions request (without the
+/// environment Talaria puts in front of the first one).
 pub fn last_user(body: &Value) -> String {
-    body["messages"]
+    let text = body["messages"]
         .as_array()
         .expect("messages")
         .iter()
         .rev()
         .find(|m| m["role"] == "user")
         .and_then(|m| m["content"].as_str())
+        .unwrap_or_default();
+    without_environment(text).to_string()
+}
+
+/// A user message's text without the environment (`# Environment …`) Talaria puts in front
+/// of the first user message.
+pub fn without_environment(text: &str) -> &str {
+    match text.strip_prefix("# Environment\n") {
+        Some(rest) => rest.split_once("\n\n").map_or(text, |(_, after)| after),
+        None => text,
+    }
+}
+
+/// The environment in front of a request's first user message.
+pub fn environment_of(body: &Value) -> String {
+    let first = body["messages"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default();
+    first
+        .strip_prefix("# Environment\n")
+        .and_then(|rest| rest.split_once("\n\n"))
+        .map(|(environment, _)| environment.to_string())
         .unwrap_or_default()
-        .to_string()
 }
 
 /// The coding tools every session offers.

@@ -41,7 +41,11 @@ async fn one_shot_prints_just_the_answer_on_stdout() {
         "Hello from the terminal.\n"
     );
     assert_eq!(
-        env.mock.requests()[0].body["messages"][1]["content"],
+        without_environment(
+            env.mock.requests()[0].body["messages"][1]["content"]
+                .as_str()
+                .unwrap_or_default()
+        ),
         "say hello"
     );
 }

@@ -164,6 +164,9 @@ pub struct RecordedRequest {
     pub headers: Vec<(String, String)>,
     /// The JSON body (`null` if it was not JSON).
     pub body: Value,
+    /// The body exactly as received.
+    #[serde(skip)]
+    pub raw: String,
     /// The client closed the connection before the response was complete.
     pub client_disconnected: bool,
     /// The response was sent in full.
@@ -347,7 +350,12 @@ fn server_info(state: &State, method: &str, path: &str) -> Option<Response<Body>
         return Some(json(list));
     }
     if method == "GET" && path == "/props" {
-        return Some(lock(&state.props).clone().map_or_else(not_found, json));
+        // Unless told otherwise, a server that says only that it serves several requests at
+        // once (no window: sessions keep the configured or default one).
+        let props = lock(&state.props)
+            .clone()
+            .unwrap_or_else(|| serde_json::json!({"total_slots": 4}));
+        return Some(json(props));
     }
     let lm_studio = method == "GET" && path.starts_with("/api/v0/models/");
     let ollama = method == "POST" && path == "/api/show";
@@ -407,6 +415,7 @@ async fn handle(
             path,
             headers,
             body,
+            raw: String::from_utf8_lossy(&bytes).into_owned(),
             client_disconnected: false,
             completed: false,
             received_at: Some(received_at),

@@ -448,7 +448,8 @@ impl Agent {
             id: id.clone(),
             cwd: cwd.clone(),
             model: model.clone(),
-            system_prompt,
+            system_prompt: system_prompt.instructions,
+            environment: system_prompt.environment,
             context_window: config.context_window,
             retry: config.retry,
             max_turn_requests: config.max_turn_requests,
@@ -461,13 +462,14 @@ impl Agent {
                 config.ask_for_credential_reads,
             ),
             delegation: self.client_caps.delegation(),
-            titles: config.titles,
+            titles: config.model_titles(),
+            single_slot: config.single_slot(),
             nudges: config.nudges,
             compression: config.compression,
             tokenizers: Arc::new(config.tokenizers.clone()),
             learning: config.learning,
-            review: (config.learning.skill_review_after > 0
-                || config.learning.memory_review_after > 0)
+            review: config
+                .reviews()
                 .then(|| skills::review_factory(stores.clone(), config.learning.stage_reviews)),
             // `delegate_task` is in the `delegation` toolset, like any tool a config can leave out.
             subagents: (config.max_subagents > 0
@@ -798,7 +800,7 @@ struct Prepared {
 /// A session ready to launch.
 struct Ready {
     config: Config,
-    system_prompt: String,
+    system_prompt: AssembledPrompt,
     commands: acp::SessionUpdate,
     mcp: (Arc<talaria_mcp::Hub>, Vec<String>),
     /// The workspace roots: the cwd and the additional directories.
@@ -809,25 +811,36 @@ struct Ready {
 
 /// The system prompt's parts, assembled once the session's toolsets are known.
 struct PromptParts {
-    base: String,
+    base: talaria_engine::system_prompt::SessionPrompt,
     /// The skill index: only when the skills toolset is offered.
     skill_index: String,
     /// The frozen memory snapshot.
     memory: String,
 }
 
+/// A session's prompt, assembled: the instructions, most stable first (what every session
+/// shares, then what every session of this project shares), and the environment.
+struct AssembledPrompt {
+    instructions: String,
+    environment: String,
+}
+
 impl PromptParts {
-    fn assemble(self, config: &Config) -> String {
+    fn assemble(self, config: &Config) -> AssembledPrompt {
         let skills_offered = config
             .toolsets
             .as_ref()
             .is_none_or(|sets| sets.iter().any(|s| s == "skills"));
-        let mut prompt = self.base;
+        let mut instructions = self.base.identity;
         if skills_offered {
-            prompt.push_str(&self.skill_index);
+            instructions.push_str(&self.skill_index);
         }
-        prompt.push_str(&self.memory);
-        prompt
+        instructions.push_str(&self.memory);
+        instructions.push_str(&self.base.project);
+        AssembledPrompt {
+            instructions,
+            environment: self.base.environment,
+        }
     }
 }
 

@@ -1,17 +1,18 @@
-//! Sizes sessions for the context window a local model server reports, when the user has
-//! not set one: probed once per server and model, started at `initialize` so `session/new`
-//! rarely waits for it. A server that reports a small window (a small local model) gets the
-//! core toolsets unless `toolsets` is configured: fewer tools to confuse it, a shorter prompt.
+//! Sizes sessions for a local model server: the context window it reports (when the user has
+//! not set one) and how many requests it serves at once, probed once per server and model,
+//! started at `initialize` so `session/new` rarely waits for it. A local model with a small
+//! window (set or reported) gets the core toolsets unless `toolsets` is configured: fewer
+//! tools to confuse it, a shorter prompt.
 
 use std::collections::HashMap;
 
 use talaria_engine::config::{Config, is_local};
-use talaria_provider::server_window::{ServerWindow, probe};
+use talaria_provider::server_window::{ServerReport, report};
 use tokio::task::JoinHandle;
 
 enum Probe {
-    Running(JoinHandle<Option<ServerWindow>>),
-    Done(Option<ServerWindow>),
+    Running(JoinHandle<ServerReport>),
+    Done(ServerReport),
 }
 
 /// The probes of this process, by base URL and model.
@@ -26,9 +27,9 @@ pub(super) const CORE_TOOLSETS: [&str; 4] = ["file", "terminal", "todo", "clarif
 /// Windows up to this many tokens are small.
 pub(super) const SMALL_WINDOW: u64 = 32_768;
 
-/// Whether the configuration leaves the window to the server.
+/// Whether the server is asked (a local one: its window, its slots).
 fn wants_probe(config: &Config) -> bool {
-    !config.context_window_set && is_local(&config.endpoint().base_url)
+    is_local(&config.endpoint().base_url)
 }
 
 fn key(config: &Config) -> String {
@@ -45,16 +46,20 @@ impl WindowProbes {
         let model = config.model.clone();
         self.probes.entry(key(config)).or_insert_with(|| {
             Probe::Running(tokio::spawn(async move {
-                let client =
-                    talaria_provider::http::client("probe", std::time::Duration::from_millis(500))
-                        .ok()?;
-                probe(&client, &base_url, &model).await
+                match talaria_provider::http::client_for(
+                    "probe",
+                    std::time::Duration::from_millis(500),
+                    &base_url,
+                ) {
+                    Ok(client) => report(&client, &base_url, &model).await,
+                    Err(_) => ServerReport::default(),
+                }
             }))
         });
     }
 
-    /// Replaces a defaulted window with the server's figure, waiting for the probe if it
-    /// is still running.
+    /// Replaces a defaulted window with the server's figure and records its slots (waiting
+    /// for the probe if it is still running); gives a small local model the core toolsets.
     pub(super) async fn apply(&mut self, config: &mut Config) {
         if !wants_probe(config) {
             return;
@@ -64,8 +69,8 @@ impl WindowProbes {
             return;
         };
         if let Probe::Running(handle) = probe {
-            let found = handle.await.ok().flatten();
-            match found {
+            let found = handle.await.unwrap_or_default();
+            match found.window {
                 Some(window) => tracing::info!(
                     tokens = window.tokens,
                     source = window.source,
@@ -79,16 +84,22 @@ impl WindowProbes {
             }
             *probe = Probe::Done(found);
         }
-        if let Probe::Done(Some(window)) = probe {
-            config.context_window = window.tokens.max(1024);
-            if config.toolsets.is_none() && config.context_window <= SMALL_WINDOW {
-                tracing::info!(
-                    tokens = config.context_window,
-                    "a small window: the session gets the core toolsets (set toolsets in \
-                     config.toml to choose)"
-                );
-                config.toolsets = Some(CORE_TOOLSETS.iter().map(|s| s.to_string()).collect());
+        if let Probe::Done(found) = probe {
+            if let Some(window) = found.window
+                && !config.context_window_set
+            {
+                config.context_window = window.tokens.max(1024);
             }
+            config.server_slots = found.slots;
+        }
+        // The lean default is about the window, whether it was set or reported.
+        if config.toolsets.is_none() && config.context_window <= SMALL_WINDOW {
+            tracing::info!(
+                tokens = config.context_window,
+                "a small window: the session gets the core toolsets (set toolsets in \
+                 config.toml to choose)"
+            );
+            config.toolsets = Some(CORE_TOOLSETS.iter().map(|s| s.to_string()).collect());
         }
     }
 }

@@ -107,7 +107,11 @@ fn fingerprint(entry: &Entry) -> u64 {
     let mut print = u64::from(entry.compacted);
     let mut add = |n: usize| print = print.wrapping_mul(1_000_003).wrapping_add(n as u64 + 1);
     match &entry.body {
-        EntryBody::System { text } | EntryBody::Nudge { text } => add(text.len()),
+        EntryBody::System { text, environment } => {
+            add(text.len());
+            add(environment.as_ref().map_or(0, String::len));
+        }
+        EntryBody::Nudge { text } => add(text.len()),
         EntryBody::Summary { text, first, last } => {
             add(text.len());
             add(*first as usize);
@@ -142,7 +146,11 @@ pub fn entry_tokens(entry: &Entry, counting: Counting) -> u32 {
     }
     let text = |s: &str| counting.count(s);
     let body = match &entry.body {
-        EntryBody::System { text: t } | EntryBody::Nudge { text: t } => text(t),
+        EntryBody::System {
+            text: t,
+            environment,
+        } => text(t) + environment.as_deref().map_or(0, text),
+        EntryBody::Nudge { text: t } => text(t),
         EntryBody::Summary { text: t, .. } => text(t),
         EntryBody::User { model_view, .. } => model_view
             .iter()

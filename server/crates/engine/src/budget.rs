@@ -31,6 +31,14 @@ impl ResultBudget {
         }
     }
 
+    /// The most characters the next result may take: its share of the window, and what is
+    /// left of the turn's (never below two previews).
+    pub fn room(&self) -> usize {
+        self.per_result
+            .min(self.per_turn.saturating_sub(self.used))
+            .max(PREVIEW_CHARS * 2)
+    }
+
     /// Fits one result into the budget. `tool_limit` overrides the per-result limit
     /// (`usize::MAX` exempts the tool, e.g. `read_file`, whose output is paged already).
     pub async fn apply(

@@ -167,6 +167,10 @@ pub struct Config {
     /// Sessions get a title from a model (`[auxiliary.title]`, else the session's) after
     /// their first turn; off: the first line of the first prompt.
     pub titles: bool,
+    /// `titles` was set (file or environment) rather than defaulted.
+    pub titles_set: bool,
+    /// Slots the local model server reports (llama.cpp `total_slots`), when probed.
+    pub server_slots: Option<u64>,
     /// The OS sandbox for commands (`[sandbox]`, `TALARIA_SANDBOX`).
     pub sandbox: SandboxConfig,
     /// How commands' environment is adjusted (`[shell_environment]`), and the variables
@@ -259,6 +263,7 @@ struct FileLearning {
     memory_review_after: Option<u32>,
     stage_reviews: Option<bool>,
     max_review_calls: Option<u32>,
+    on_local_servers: Option<bool>,
 }
 
 /// An MCP server for every session (`[mcp_servers.<name>]`).
@@ -315,6 +320,10 @@ pub struct Learning {
     pub stage_reviews: bool,
     /// The most model calls one review makes.
     pub max_review_calls: u32,
+    /// Reviews also run on a model server on this machine or a private network (where they
+    /// compete with the conversation for the server; off unless `[auxiliary.review]` names
+    /// another endpoint).
+    pub on_local_servers: bool,
 }
 
 impl Default for Learning {
@@ -324,6 +333,7 @@ impl Default for Learning {
             memory_review_after: 10,
             stage_reviews: true,
             max_review_calls: 16,
+            on_local_servers: false,
         }
     }
 }
@@ -710,6 +720,10 @@ impl Config {
                 .max_review_calls
                 .unwrap_or(learning_defaults.max_review_calls)
                 .clamp(1, 64),
+            on_local_servers: file
+                .learning
+                .on_local_servers
+                .unwrap_or(learning_defaults.on_local_servers),
         };
         let shell_environment = ShellEnvironment {
             keep: file.shell_environment.keep.unwrap_or_default(),
@@ -768,6 +782,8 @@ impl Config {
             nudges: file.nudges.unwrap_or(true),
             first_byte_timeout_secs: file.first_byte_timeout_secs,
             still_working_secs: file.still_working_secs.unwrap_or(10).max(1),
+            titles_set: env_nonempty("TALARIA_TITLES").is_some() || file.titles.is_some(),
+            server_slots: None,
             titles: match env_nonempty("TALARIA_TITLES") {
                 Some(value) => !matches!(
                     value.trim().to_ascii_lowercase().as_str(),
@@ -776,6 +792,41 @@ impl Config {
                 None => file.titles.unwrap_or(true),
             },
         })
+    }
+
+    /// Whether the session's model is served on this machine or a private network.
+    pub fn local_model(&self) -> bool {
+        is_local(&self.endpoint().base_url)
+    }
+
+    /// Whether side task `task` has a model of its own on another endpoint.
+    fn side_endpoint_elsewhere(&self, task: &str) -> bool {
+        self.auxiliary
+            .get(task)
+            .is_some_and(|aux| aux.endpoint.base_url != self.endpoint().base_url)
+    }
+
+    /// Whether sessions get titles from a model: on a local server only when titles were
+    /// turned on explicitly or `[auxiliary.title]` names another endpoint (a title request
+    /// would take the server's slot, and its prompt cache, from the conversation).
+    pub fn model_titles(&self) -> bool {
+        self.titles
+            && (!self.local_model() || self.titles_set || self.side_endpoint_elsewhere("title"))
+    }
+
+    /// Whether the background review runs: on a local server only when
+    /// `[learning] on_local_servers` is set or `[auxiliary.review]` names another endpoint.
+    pub fn reviews(&self) -> bool {
+        (self.learning.skill_review_after > 0 || self.learning.memory_review_after > 0)
+            && (!self.local_model()
+                || self.learning.on_local_servers
+                || self.side_endpoint_elsewhere("review"))
+    }
+
+    /// Whether the model server serves one request at a time, so side work would evict the
+    /// conversation from its prompt cache: a local server, unless it reports more slots.
+    pub fn single_slot(&self) -> bool {
+        self.local_model() && self.server_slots.is_none_or(|slots| slots <= 1)
     }
 
     /// The endpoint of the selected provider.

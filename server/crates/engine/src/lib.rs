@@ -23,6 +23,7 @@ pub mod router;
 pub mod sandbox;
 pub mod session;
 pub mod session_search;
+mod side_task;
 mod subagent;
 pub mod system_prompt;
 mod text_calls;

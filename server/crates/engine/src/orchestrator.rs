@@ -479,12 +479,13 @@ impl Orchestrator<'_> {
             id: call.id.clone(),
         })
         .await;
-        let mut outcome = self.run_streaming(call, self.ctx.clone()).await;
+        let mut ctx = self.ctx.clone();
+        ctx.result_chars = Some(self.budget.room());
+        let mut outcome = self.run_streaming(call, ctx.clone()).await;
         if let Some(what) = sandbox_denial(&outcome)
             && self.may_escalate()
             && self.escalation_agreed(call, &what).await
         {
-            let mut ctx = self.ctx.clone();
             ctx.unconfined = true;
             outcome = self.run_streaming(call, ctx).await;
         }

@@ -27,7 +27,7 @@ use crate::approval::{Mode, RuleStore};
 use crate::config::RetryPolicy;
 use crate::context::ContextState;
 use crate::events::{EngineEvent, StopReason, TurnError, TurnId, TurnUsage};
-use crate::model_call::{ModelCaller, SessionUsage, SilentSink};
+use crate::model_call::{ModelCaller, SessionUsage};
 use crate::router::ModelRouter;
 use crate::turn::{Turn, TurnLimits};
 
@@ -37,7 +37,10 @@ pub struct SessionSettings {
     pub id: String,
     pub cwd: PathBuf,
     pub model: String,
+    /// The stable instructions (identity, skill index, memory snapshot, project files).
     pub system_prompt: String,
+    /// The volatile environment the model reads after them (directory, date, model, files).
+    pub environment: String,
     pub context_window: u64,
     /// Retries and backoff for model calls.
     pub retry: RetryPolicy,
@@ -55,6 +58,9 @@ pub struct SessionSettings {
     pub delegation: crate::client::Delegation,
     /// Title the session with a model after its first turn (else: the first prompt's line).
     pub titles: bool,
+    /// The model server serves one request at a time (a local server): side work waits while
+    /// the user is active, and gives way when a prompt arrives.
+    pub single_slot: bool,
     /// Nudge the model once per turn when it announces an action without taking it.
     pub nudges: bool,
     /// When and how the context is compacted.
@@ -184,6 +190,11 @@ pub enum Op {
     Snapshot(oneshot::Sender<SessionSnapshot>),
     /// A background review ended.
     ReviewFinished(crate::review::ReviewOutcome),
+    /// The title task beside the session ended: the model's answer, and what it used.
+    TitleFinished {
+        answer: Result<String, String>,
+        usage: crate::model_call::SessionUsage,
+    },
     /// Ends the session after what is queued before it, once what it recorded is committed;
     /// answers when it is.
     Close(Option<oneshot::Sender<()>>),
@@ -365,6 +376,11 @@ struct SessionActor {
     journal: Option<crate::journal::SessionJournal>,
     /// The client was told the session is not being saved (and will be told when it is).
     told_unsaved: bool,
+    /// The title task running beside the session, if any.
+    title_task: Option<CancellationToken>,
+    /// Side work that gave way to a prompt (one-slot servers) and runs again after it.
+    title_retry: bool,
+    review_retry: bool,
     title: Option<String>,
     /// Model calls that used tools since the last skill write.
     since_skill_write: u32,
@@ -374,6 +390,9 @@ struct SessionActor {
     /// session alive).
     own_ops: mpsc::WeakUnboundedSender<Op>,
 }
+
+/// On a one-slot server, how long the user must pause before side work is sent.
+const SIDE_WORK_PAUSE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The instruction for the title task.
 const TITLE_SYSTEM: &str = "You name conversations. Answer with a title of at most 8 words \
@@ -473,9 +492,12 @@ pub fn spawn_session_with(
         let rules = tokio::task::spawn_blocking(move || RuleStore::load(&home, &cwd))
             .await
             .unwrap_or_else(|_| RuleStore::in_memory());
-        let mut history = start
-            .history
-            .unwrap_or_else(|| Transcript::with_system(settings.system_prompt.clone()));
+        let mut history = start.history.unwrap_or_else(|| {
+            Transcript::with_system_and_environment(
+                settings.system_prompt.clone(),
+                settings.environment.clone(),
+            )
+        });
         close_cut_off_turn(&mut history);
         let mode = Arc::new(Mutex::new(settings.mode));
         let rules = Arc::new(Mutex::new(rules));
@@ -500,6 +522,9 @@ pub fn spawn_session_with(
             history,
             journal: start.journal,
             told_unsaved: false,
+            title_task: None,
+            title_retry: false,
+            review_retry: false,
             title: start.title,
             mode,
             model: settings.model.clone(),
@@ -579,6 +604,7 @@ impl SessionActor {
                     let _ = reply.send(self.snapshot());
                 }
                 Op::ReviewFinished(outcome) => self.review_finished(outcome).await,
+                Op::TitleFinished { answer, usage } => self.title_finished(answer, usage).await,
                 Op::Close(done) => {
                     closing = done;
                     break;
@@ -669,21 +695,28 @@ impl SessionActor {
         if model == self.model {
             return;
         }
-        let prompt = self
-            .history
-            .entries()
-            .iter()
-            .find_map(|e| match &e.body {
-                EntryBody::System { text } => Some(text.clone()),
-                _ => None,
-            })
-            .unwrap_or_default();
-        self.history
-            .set_system_prompt(crate::system_prompt::with_model(
-                &prompt,
-                &self.model,
-                &model,
-            ));
+        // The model line is in the environment (in the system prompt for records written
+        // before it had one).
+        let switch = |text: &str| crate::system_prompt::with_model(text, &self.model, &model);
+        match self.history.environment().map(str::to_string) {
+            Some(environment) => {
+                let switched = switch(&environment);
+                self.history.set_environment(switched);
+            }
+            None => {
+                let prompt = self
+                    .history
+                    .entries()
+                    .iter()
+                    .find_map(|e| match &e.body {
+                        EntryBody::System { text, .. } => Some(text.clone()),
+                        _ => None,
+                    })
+                    .unwrap_or_default();
+                let switched = switch(&prompt);
+                self.history.set_system_prompt(switched);
+            }
+        }
         self.history.push(EntryBody::ModelChanged {
             model: model.clone(),
         });
@@ -738,6 +771,7 @@ impl SessionActor {
         generation: u64,
         receiver: &mut mpsc::UnboundedReceiver<Op>,
     ) {
+        self.give_way();
         let before = self.history.last_id();
         let (outcome, usage) = match self.start_work(generation) {
             None => (Ok(StopReason::Cancelled), TurnUsage::default()),
@@ -763,7 +797,7 @@ impl SessionActor {
             self.maybe_review().await;
         }
         if self.title.is_none() {
-            self.make_title().await;
+            self.start_title().await;
         }
     }
 
@@ -847,9 +881,10 @@ impl SessionActor {
         let Some(factory) = self.settings.review.clone() else {
             return;
         };
-        if !(skills_due || memory_due) || self.lock_cancel().review.is_some() {
+        if !(skills_due || memory_due || self.review_retry) || self.lock_cancel().review.is_some() {
             return;
         }
+        self.review_retry = false;
         self.since_skill_write = 0;
         self.since_memory_write = 0;
         let id = format!(
@@ -883,6 +918,7 @@ impl SessionActor {
         let (delivered, responded) = crate::events::Signal::new();
         let _ = self.events.send(EngineEvent::Delivered(delivered)).await;
         tracing::info!(session = %self.settings.id, review = %id, "background review started");
+        let single_slot = self.settings.single_slot;
         tokio::spawn(async move {
             let cancel = job.cancel.clone();
             let outcome = tokio::select! {
@@ -893,7 +929,16 @@ impl SessionActor {
                     ..Default::default()
                 },
                 delivered = responded => match delivered {
-                    Ok(()) => crate::review::run(job).await,
+                    Ok(()) => {
+                        // On a one-slot server, wait for the user to pause (a prompt cancels).
+                        if single_slot {
+                            tokio::select! {
+                                () = cancel.cancelled() => {}
+                                () = tokio::time::sleep(SIDE_WORK_PAUSE) => {}
+                            }
+                        }
+                        crate::review::run(job).await
+                    }
                     // Nobody reads the events any more: the client is gone.
                     Err(_) => crate::review::ReviewOutcome {
                         id: job.id.clone(),
@@ -958,10 +1003,9 @@ impl SessionActor {
         }
     }
 
-    /// Titles the session after its first turn: through the title model when titles are on,
-    /// else (or when the model fails) from the first prompt's first line.
-    async fn make_title(&mut self) {
-        let Some(first) = self.history.entries().iter().find_map(|e| match &e.body {
+    /// The text of the session's first prompt.
+    fn first_prompt(&self) -> Option<String> {
+        self.history.entries().iter().find_map(|e| match &e.body {
             EntryBody::User { model_view, .. } => Some(
                 model_view
                     .iter()
@@ -973,26 +1017,83 @@ impl SessionActor {
                     .join("\n"),
             ),
             _ => None,
-        }) else {
+        })
+    }
+
+    /// Titles the session after its first turn: through the title model, beside the session
+    /// (a prompt that arrives meanwhile is served at once), when titles are on; else from the
+    /// first prompt's first line.
+    async fn start_title(&mut self) {
+        if self.title_task.is_some() {
+            return;
+        }
+        let Some(first) = self.first_prompt() else {
             return;
         };
-        let mut title = None;
-        if self.settings.titles {
-            let request = SideRequest {
-                task: "title".into(),
-                system: TITLE_SYSTEM.into(),
-                prompt: first.chars().take(2000).collect(),
-                with_history: false,
-                max_tokens: Some(40),
-            };
-            match self.side_task(request).await {
-                Ok(answer) => title = clean_title(&answer.text),
-                Err(why) => {
-                    tracing::info!(session = %self.settings.id, "no title from the model: {why}");
+        if !self.settings.titles {
+            self.set_title(clean_title(&first)).await;
+            return;
+        }
+        self.title_retry = false;
+        let token = CancellationToken::new();
+        self.title_task = Some(token.clone());
+        let call = self.side_call(token.clone(), false);
+        let request = SideRequest {
+            task: "title".into(),
+            system: TITLE_SYSTEM.into(),
+            prompt: first.chars().take(2000).collect(),
+            with_history: false,
+            max_tokens: Some(40),
+        };
+        let ops = self.own_ops.clone();
+        let single_slot = self.settings.single_slot;
+        tokio::spawn(async move {
+            // On a one-slot server, wait for the user to pause: a prompt cancels this.
+            if single_slot {
+                tokio::select! {
+                    () = token.cancelled() => {}
+                    () = tokio::time::sleep(SIDE_WORK_PAUSE) => {}
                 }
             }
+            let (answer, usage) = if token.is_cancelled() {
+                (Err("cancelled".into()), SessionUsage::default())
+            } else {
+                crate::side_task::run(call, request).await
+            };
+            if let Some(ops) = ops.upgrade() {
+                let _ = ops.send(Op::TitleFinished {
+                    answer: answer.map(|a| a.text),
+                    usage,
+                });
+            }
+        });
+    }
+
+    /// The title task ended: its title (or the first prompt's line), unless it gave way to a
+    /// prompt, in which case it runs again after that turn.
+    async fn title_finished(&mut self, answer: Result<String, String>, usage: SessionUsage) {
+        let gave_way = self
+            .title_task
+            .take()
+            .is_some_and(|task| task.is_cancelled());
+        self.usage.merge(&usage);
+        if gave_way {
+            self.title_retry = true;
+            return;
         }
-        let Some(title) = title.or_else(|| clean_title(&first)) else {
+        let title = match answer {
+            Ok(text) => clean_title(&text),
+            Err(why) => {
+                tracing::info!(session = %self.settings.id, "no title from the model: {why}");
+                None
+            }
+        };
+        let title = title.or_else(|| self.first_prompt().as_deref().and_then(clean_title));
+        self.set_title(title).await;
+    }
+
+    async fn set_title(&mut self, title: Option<String>) {
+        let Some(title) = title else {
             return;
         };
         self.title = Some(title.clone());
@@ -1153,47 +1254,44 @@ impl SessionActor {
         let Some(token) = self.start_work(generation) else {
             return Err("cancelled".into());
         };
-        let mut transcript = if request.with_history {
-            self.history.clone()
-        } else {
-            Transcript::with_system(request.system.clone())
-        };
-        transcript.push(EntryBody::User {
-            input: vec![InputBlock::Text {
-                text: request.prompt.clone(),
-            }],
-            model_view: vec![UserPart::text(&request.prompt)],
-        });
-        let (chain, timeout) = self.router.side_chain(&request.task, &self.model);
-        // A side task never lowers the session's own window nor compacts its record.
-        let mut context = self.context.for_side_task();
-        let mut caller = ModelCaller::new(
-            self.router.as_ref(),
-            chain,
-            self.settings.retry,
-            &token,
-            &mut context,
-            &mut self.usage,
-        );
-        let mut sink = SilentSink::default();
-        let call = caller.call(&mut transcript, &[], request.max_tokens, &mut sink);
-        let result = tokio::time::timeout(timeout, call).await;
-        let usage = caller.usage;
+        let call = self.side_call(token, request.with_history);
+        let (answer, usage) = crate::side_task::run(call, request).await;
         self.end_work();
-        let notices = sink.notices.into_iter().map(|(_, text)| text).collect();
-        match result {
-            Err(_) => Err(format!(
-                "the {} task took longer than {} s",
-                request.task,
-                timeout.as_secs()
-            )),
-            Ok(Err(failure)) => Err(failure),
-            Ok(Ok(crate::model_call::CallResult::Cancelled { .. })) => Err("cancelled".into()),
-            Ok(Ok(crate::model_call::CallResult::Finished { text, .. })) => Ok(SideAnswer {
-                text,
-                usage,
-                notices,
-            }),
+        self.usage.merge(&usage);
+        answer
+    }
+
+    /// What a side task needs of this session (a side task never lowers the session's own
+    /// window nor compacts its record).
+    fn side_call(
+        &self,
+        cancel: CancellationToken,
+        with_history: bool,
+    ) -> crate::side_task::SideCall {
+        crate::side_task::SideCall {
+            router: self.router.clone(),
+            model: self.model.clone(),
+            retry: self.settings.retry,
+            context: self.context.for_side_task(),
+            cancel,
+            history: with_history.then(|| self.history.clone()),
+        }
+    }
+
+    /// On a one-slot server, side work gives way to a prompt that arrives: it is cancelled
+    /// (so it never takes the slot, or the prompt cache, from the conversation) and runs again
+    /// after the turn.
+    fn give_way(&mut self) {
+        if !self.settings.single_slot {
+            return;
+        }
+        if let Some(task) = &self.title_task {
+            task.cancel();
+        }
+        let review = self.lock_cancel().review.take();
+        if let Some(review) = review {
+            review.cancel();
+            self.review_retry = true;
         }
     }
 }

@@ -60,7 +60,8 @@ fn spawn_with_registry(
         id: "s1".into(),
         cwd: cwd.to_path_buf(),
         model: "m".into(),
-        system_prompt: "sys\n- Model: m\n".into(),
+        system_prompt: "sys".into(),
+        environment: "# Environment\n- Model: m\n".into(),
         context_window: 10_000,
         retry: crate::RetryPolicy {
             max_attempts: 1,
@@ -85,6 +86,7 @@ fn spawn_with_registry(
         announce_subagents: false,
         images: true,
         shell: Arc::default(),
+        single_slot: false,
     };
     let handle = spawn_session(settings, Arc::new(router), registry, tx);
     (handle, rx)
@@ -490,11 +492,13 @@ async fn settings_go_through_the_actor_and_are_recorded() {
     session.prompt(TurnId(2), say("second")).expect("queued");
     assert_eq!(finish_of(&mut rx, 2).await.1, Ok(StopReason::EndTurn));
     assert_eq!(provider.models(), ["m", "m2"]);
-    // The system prompt follows the model switch.
+    // The environment follows the model switch (the instructions stay as they were).
     let second = &provider.transcripts()[1];
-    assert!(
-        matches!(second.model_messages()[0], ModelMessage::System(s) if s.contains("- Model: m2"))
-    );
+    assert_eq!(second.environment(), Some("# Environment\n- Model: m2\n"));
+    assert!(matches!(
+        second.model_messages()[0],
+        ModelMessage::System("sys")
+    ));
     let snapshot = session.snapshot().await.expect("snapshot");
     assert_eq!((snapshot.mode, snapshot.model.as_str()), (Mode::Yolo, "m2"));
     let markers: Vec<&talaria_record::EntryBody> = snapshot

@@ -297,8 +297,8 @@ async fn run_child(kit: &SubagentKit, args: Args, ctx: &ToolContext) -> ToolOutc
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .clone();
-    settings.system_prompt =
-        crate::system_prompt::with_model(&settings.system_prompt, &settings.model, &model);
+    settings.environment =
+        crate::system_prompt::with_model(&settings.environment, &settings.model, &model);
     settings.model = model;
     // Unique across the parent's reloads too (the counter restarts with the process).
     let stamp = std::time::SystemTime::now()
@@ -334,8 +334,10 @@ async fn run_child(kit: &SubagentKit, args: Args, ctx: &ToolContext) -> ToolOutc
         let (store, id) = (journal.store().clone(), settings.id.clone());
         let _ = tokio::task::spawn_blocking(move || store.claim(&id)).await;
     }
-    let mut history =
-        Transcript::with_system(format!("{}\n\n{CHILD_NOTE}", settings.system_prompt));
+    let mut history = Transcript::with_system_and_environment(
+        format!("{}\n\n{CHILD_NOTE}", settings.system_prompt),
+        settings.environment.clone(),
+    );
     let ask = match &args.context {
         Some(context) if !context.trim().is_empty() => {
             format!("Task: {}\n\nContext:\n{context}", args.goal)

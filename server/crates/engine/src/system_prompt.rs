@@ -1,4 +1,6 @@
-//! The system prompt: identity, environment, and the project's own instructions.
+//! The system prompt: identity and the project's own instructions (stable, so a server's
+//! prompt cache keeps them and the tool schemas that follow), and the environment (working
+//! directory, date, listing, model: volatile), which the model reads just after them.
 
 use std::path::Path;
 
@@ -17,41 +19,56 @@ with the terminal tool rather than guessing their output. Be concise, show your 
 through actions, and finish the job you were asked to do. When a tool fails, read the error \
 and adjust rather than repeating the same call.";
 
-/// Builds the system prompt for a session (reads the project's instruction files: call it off
-/// the runtime thread).
-pub fn build(cwd: &Path, model: &str, today: &str) -> String {
-    let mut prompt = build_without_files(cwd, model, today);
+/// A session's prompt: what stays the same between sessions, and what does not.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SessionPrompt {
+    /// The identity (and, assembled later, the skill index and memory snapshot).
+    pub identity: String,
+    /// The project's own instruction files (the same in every session of the project).
+    pub project: String,
+    /// Where and when: working directory, date, operating system, model, top-level files.
+    pub environment: String,
+}
+
+/// Builds a session's prompt (reads the project's instruction files and lists the working
+/// directory: call it off the runtime thread).
+pub fn build(cwd: &Path, model: &str, today: &str) -> SessionPrompt {
+    let mut environment = environment(cwd, model, today);
     if let Some(listing) = top_level_listing(cwd) {
-        prompt.push_str(&format!("- Top-level files: {listing}\n"));
+        environment.push_str(&format!("- Top-level files: {listing}\n"));
     }
+    let mut project = String::new();
     for name in PROJECT_FILES {
         if let Some(text) = read_capped(&cwd.join(name)) {
-            prompt.push_str(&format!(
+            project.push_str(&format!(
                 "\n# Project instructions from {name}\n\n{}\n",
                 text.trim_end()
             ));
         }
     }
-    prompt
+    SessionPrompt {
+        identity: IDENTITY.to_string(),
+        project,
+        environment,
+    }
 }
 
-/// The system prompt without the project's instruction files (no I/O).
-fn build_without_files(cwd: &Path, model: &str, today: &str) -> String {
-    let mut prompt = String::with_capacity(4096);
-    prompt.push_str(IDENTITY);
-    prompt.push_str("\n\n# Environment\n");
-    prompt.push_str(&format!("- Working directory: {}\n", cwd.display()));
-    prompt.push_str(&format!("- Date: {today}\n"));
-    prompt.push_str(&format!(
+/// The environment the model reads after the instructions (no I/O).
+fn environment(cwd: &Path, model: &str, today: &str) -> String {
+    let mut text = String::with_capacity(512);
+    text.push_str("# Environment\n");
+    text.push_str(&format!("- Working directory: {}\n", cwd.display()));
+    text.push_str(&format!("- Date: {today}\n"));
+    text.push_str(&format!(
         "- Operating system: {} ({})\n",
         std::env::consts::OS,
         std::env::consts::ARCH
     ));
-    prompt.push_str(&format!("- Model: {model}\n"));
-    prompt
+    text.push_str(&format!("- Model: {model}\n"));
+    text
 }
 
-/// The prompt with its model line changed (no file is read again).
+/// The environment with its model line changed (no file is read again).
 pub fn with_model(prompt: &str, old_model: &str, new_model: &str) -> String {
     prompt.replacen(
         &format!("- Model: {old_model}\n"),
@@ -109,7 +126,7 @@ mod tests {
         std::fs::write(dir.path().join("main.py"), "").expect("write");
         std::fs::write(dir.path().join(".env"), "").expect("write");
         std::fs::create_dir(dir.path().join("tests")).expect("dir");
-        let prompt = build(dir.path(), "m", "2026-11-30");
+        let prompt = build(dir.path(), "m", "2026-11-30").environment;
         assert!(
             prompt.contains("- Top-level files: main.py, tests/\n"),
             "{prompt}"
@@ -117,10 +134,14 @@ mod tests {
         for i in 0..MAX_LISTED_ENTRIES + 3 {
             std::fs::write(dir.path().join(format!("f{i:02}.txt")), "").expect("write");
         }
-        let prompt = build(dir.path(), "m", "2026-11-30");
+        let prompt = build(dir.path(), "m", "2026-11-30").environment;
         assert!(prompt.contains("(and 5 more)"), "{prompt}");
         let empty = tempfile::tempdir().expect("tempdir");
-        assert!(!build(empty.path(), "m", "2026-11-30").contains("Top-level files"));
+        assert!(
+            !build(empty.path(), "m", "2026-11-30")
+                .environment
+                .contains("Top-level files")
+        );
     }
 
     #[test]
@@ -128,13 +149,24 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("AGENTS.md"), "Always run cargo fmt.").expect("write");
         let prompt = build(dir.path(), "m1", "2026-11-29");
-        assert!(prompt.contains(&dir.path().display().to_string()));
-        assert!(prompt.contains("2026-11-29"));
-        assert!(prompt.contains("m1"));
-        assert!(prompt.contains(std::env::consts::OS));
-        assert!(prompt.contains("# Project instructions from AGENTS.md\n\nAlways run cargo fmt."));
-        assert!(!prompt.contains("CLAUDE.md"));
-        let switched = with_model(&prompt, "m1", "m2");
+        let environment = &prompt.environment;
+        assert!(environment.contains(&dir.path().display().to_string()));
+        assert!(environment.contains("2026-11-29"));
+        assert!(environment.contains("m1"));
+        assert!(environment.contains(std::env::consts::OS));
+        assert!(
+            prompt
+                .project
+                .contains("# Project instructions from AGENTS.md\n\nAlways run cargo fmt.")
+        );
+        assert!(!prompt.project.contains("CLAUDE.md"));
+        // Nothing volatile in what stays the same between sessions.
+        let other = tempfile::tempdir().expect("tempdir");
+        assert_eq!(
+            build(other.path(), "m2", "2027-01-01").identity,
+            prompt.identity
+        );
+        let switched = with_model(environment, "m1", "m2");
         assert!(switched.contains("- Model: m2\n") && !switched.contains("- Model: m1"));
     }
 }

@@ -86,13 +86,14 @@ impl Turn<'_> {
         });
         self.save();
         let tools = tool_specs(self.registry);
-        let mut budget = ResultBudget::new(
-            self.caller.context.window,
-            self.settings
-                .home
-                .join("tool-results")
-                .join(&self.settings.id),
-        );
+        let results_dir = self
+            .settings
+            .home
+            .join("tool-results")
+            .join(&self.settings.id);
+        // Results too large for the window are stored beside the others.
+        self.caller.spill_dir = Some(results_dir.clone());
+        let mut budget = ResultBudget::new(self.caller.context.window, results_dir);
         let mut failures: HashMap<(String, String), u32> = HashMap::new();
         let mut nudged = false;
         for _ in 0..self.limits.max_requests {
@@ -365,6 +366,7 @@ impl Turn<'_> {
             })),
             shell: self.settings.shell.clone(),
             unconfined: false,
+            result_chars: None,
         };
         let mut orchestrator = Orchestrator {
             registry: self.registry,

@@ -55,7 +55,7 @@ impl ChatProvider for OpenAiProvider {
             .post(&self.endpoint)
             .header("content-type", "application/json")
             .header("accept", "text/event-stream")
-            .body(request_body(request).to_string());
+            .body(request_text(request));
         if let Some(key) = self.connection.key(request.credential) {
             builder = builder.bearer_auth(key);
         }
@@ -67,6 +67,36 @@ impl ChatProvider for OpenAiProvider {
             ChatDecoder::default(),
         )
     }
+}
+
+/// The body as sent, its keys in a fixed order: the model, the tool schemas, then the messages
+/// (system prompt first), so two sessions' requests share a byte-identical prefix through the
+/// tool schemas and the system prompt, which a server's prompt cache can reuse.
+#[derive(serde::Serialize)]
+struct OrderedBody<'a> {
+    model: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<&'a Value>,
+    messages: &'a Value,
+    stream: &'a Value,
+    stream_options: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<&'a Value>,
+}
+
+/// The JSON text of a streaming request, keys in the order of [`OrderedBody`].
+pub fn request_text(request: &ChatRequest<'_>) -> String {
+    let body = request_body(request);
+    let null = Value::Null;
+    let ordered = OrderedBody {
+        model: body.get("model").unwrap_or(&null),
+        tools: body.get("tools"),
+        messages: body.get("messages").unwrap_or(&null),
+        stream: body.get("stream").unwrap_or(&null),
+        stream_options: body.get("stream_options").unwrap_or(&null),
+        max_tokens: body.get("max_tokens"),
+    };
+    serde_json::to_string(&ordered).unwrap_or_else(|_| body.to_string())
 }
 
 /// The JSON body of a streaming request.

@@ -12,17 +12,30 @@ use serde_json::Value;
 /// How long all probes together may take.
 const PROBE_TIME: Duration = Duration::from_secs(2);
 
-/// What a server reported, and which of its interfaces said so.
+/// What a server reported about its window, and which of its interfaces said so.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServerWindow {
     pub tokens: u64,
     pub source: &'static str,
 }
 
+/// What a server reported about itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ServerReport {
+    pub window: Option<ServerWindow>,
+    /// Requests the server serves at once (llama.cpp's `total_slots`), when it says.
+    pub slots: Option<u64>,
+}
+
 /// The context window the server at `base_url` reports for `model`, if any of its interfaces
 /// says. Runtime settings (the context the server was started with) win over a model's
 /// trained maximum.
 pub async fn probe(client: &reqwest::Client, base_url: &str, model: &str) -> Option<ServerWindow> {
+    report(client, base_url, model).await.window
+}
+
+/// What the server at `base_url` reports: its window for `model` and its slots.
+pub async fn report(client: &reqwest::Client, base_url: &str, model: &str) -> ServerReport {
     let base = base_url.trim_end_matches('/');
     let root = base.strip_suffix("/v1").unwrap_or(base);
     let get = |url: String| async move { fetch_json(client.get(url)).await };
@@ -40,7 +53,9 @@ pub async fn probe(client: &reqwest::Client, base_url: &str, model: &str) -> Opt
             get(format!("{base}/models")),
         )
     };
-    let (props, lm_studio, ollama, models) = tokio::time::timeout(PROBE_TIME, all).await.ok()?;
+    let Ok((props, lm_studio, ollama, models)) = tokio::time::timeout(PROBE_TIME, all).await else {
+        return ServerReport::default();
+    };
     let found = [
         (
             props.as_ref().and_then(from_llama_props),
@@ -59,11 +74,15 @@ pub async fn probe(client: &reqwest::Client, base_url: &str, model: &str) -> Opt
             "/models metadata",
         ),
     ];
-    found.into_iter().find_map(|(tokens, source)| {
+    let window = found.into_iter().find_map(|(tokens, source)| {
         tokens
             .filter(|&t| t > 0)
             .map(|tokens| ServerWindow { tokens, source })
-    })
+    });
+    ServerReport {
+        window,
+        slots: props.as_ref().and_then(|p| p["total_slots"].as_u64()),
+    }
 }
 
 async fn fetch_json(request: reqwest::RequestBuilder) -> Option<Value> {

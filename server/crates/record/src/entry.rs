@@ -204,9 +204,14 @@ pub struct PlanItem {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum EntryBody {
-    /// The system prompt.
+    /// The system prompt: the stable instructions, and the volatile environment (working
+    /// directory, date, listing, model), which the model reads as a user message right after
+    /// the system prompt so the instructions (and the tool schemas after them) stay a prefix
+    /// shared between sessions, which servers keep in their prompt cache.
     System {
         text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        environment: Option<String>,
     },
     /// The user's input as received, and the parts the model saw.
     User {

@@ -52,6 +52,26 @@ fn flush_images<'a>(out: &mut Vec<ModelMessage<'a>>, images: &mut Vec<UserPart>)
 /// What introduces the images of tool results to the model.
 pub const TOOL_IMAGES_NOTE: &str = "[Images returned by the tool calls above]";
 
+/// Puts the system prompt's environment in front of the first user message after it (never
+/// as a message of its own: some chat templates refuse two user messages in a row). What
+/// comes before it — the instructions and the tool schemas — stays the same between sessions.
+fn prepend_environment<'a>(entries: &'a [Entry], out: &mut [ModelMessage<'a>]) {
+    let Some(environment) = entries.iter().find_map(|e| match &e.body {
+        EntryBody::System { environment, .. } => environment.as_deref(),
+        _ => None,
+    }) else {
+        return;
+    };
+    if let Some(ModelMessage::User(parts)) = out
+        .iter_mut()
+        .find(|message| matches!(message, ModelMessage::User(_)))
+    {
+        let mut with_environment = vec![UserPart::text(environment.trim_end())];
+        with_environment.extend(parts.iter().cloned());
+        *parts = Cow::Owned(with_environment);
+    }
+}
+
 /// Renders entries in order.
 pub(crate) fn render(entries: &[Entry]) -> Vec<ModelMessage<'_>> {
     let mut out: Vec<ModelMessage<'_>> = Vec::with_capacity(entries.len());
@@ -78,7 +98,7 @@ pub(crate) fn render(entries: &[Entry]) -> Vec<ModelMessage<'_>> {
             continue;
         }
         match &entry.body {
-            EntryBody::System { text } => out.push(ModelMessage::System(text)),
+            EntryBody::System { text, .. } => out.push(ModelMessage::System(text)),
             EntryBody::User { model_view, .. } => {
                 close_open(&mut out, &mut open);
                 flush_images(&mut out, &mut images);
@@ -132,5 +152,6 @@ pub(crate) fn render(entries: &[Entry]) -> Vec<ModelMessage<'_>> {
     if open.is_empty() {
         flush_images(&mut out, &mut images);
     }
+    prepend_environment(entries, &mut out);
     out
 }

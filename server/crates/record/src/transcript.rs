@@ -104,7 +104,10 @@ impl Transcript {
     /// A record that starts with a system prompt.
     pub fn with_system(text: impl Into<String>) -> Self {
         let mut transcript = Self::new();
-        transcript.push(EntryBody::System { text: text.into() });
+        transcript.push(EntryBody::System {
+            text: text.into(),
+            environment: None,
+        });
         transcript
     }
 
@@ -143,7 +146,45 @@ impl Transcript {
         self.entries.is_empty()
     }
 
-    /// Replaces the system prompt (e.g. after a model switch), or adds one at the start.
+    /// A record that starts with the system prompt and its environment.
+    pub fn with_system_and_environment(
+        text: impl Into<String>,
+        environment: impl Into<String>,
+    ) -> Self {
+        let mut transcript = Self::new();
+        let environment: String = environment.into();
+        transcript.push(EntryBody::System {
+            text: text.into(),
+            environment: (!environment.is_empty()).then_some(environment),
+        });
+        transcript
+    }
+
+    /// The system prompt's environment, if it has one.
+    pub fn environment(&self) -> Option<&str> {
+        self.entries.iter().find_map(|e| match &e.body {
+            EntryBody::System { environment, .. } => environment.as_deref(),
+            _ => None,
+        })
+    }
+
+    /// Replaces the system prompt's environment (e.g. after a model switch).
+    pub fn set_environment(&mut self, text: impl Into<String>) {
+        let text = text.into();
+        if let Some(entry) = self
+            .entries
+            .iter_mut()
+            .find(|e| matches!(e.body, EntryBody::System { .. }))
+            && let EntryBody::System { environment, .. } = &mut entry.body
+        {
+            *environment = Some(text);
+            let id = entry.id;
+            self.mark_rewritten(id);
+        }
+    }
+
+    /// Replaces the system prompt (e.g. after a model switch), or adds one at the start; the
+    /// environment stays.
     pub fn set_system_prompt(&mut self, text: impl Into<String>) {
         let text = text.into();
         match self
@@ -151,7 +192,11 @@ impl Transcript {
             .iter_mut()
             .find(|e| matches!(e.body, EntryBody::System { .. }))
         {
-            Some(entry) => entry.body = EntryBody::System { text },
+            Some(entry) => {
+                if let EntryBody::System { text: current, .. } = &mut entry.body {
+                    *current = text;
+                }
+            }
             None => {
                 let id = self.next_id;
                 self.next_id += 1;
@@ -161,7 +206,10 @@ impl Transcript {
                         id,
                         at_ms: now_ms(),
                         compacted: false,
-                        body: EntryBody::System { text },
+                        body: EntryBody::System {
+                            text,
+                            environment: None,
+                        },
                     },
                 );
             }

@@ -18,8 +18,8 @@ pub const DEFAULT_LIMIT: usize = 500;
 pub const MAX_LIMIT: usize = 2000;
 /// Longer lines are cut, with a marker.
 pub const MAX_LINE_CHARS: usize = 2000;
-/// A page stops early once it holds this many characters (results of read_file are never
-/// stored away, so the page itself is bounded).
+/// A page stops early once it holds this many characters, or what the call's result may take
+/// (`ToolContext::result_chars`: what the context window leaves), whichever is less.
 pub const MAX_PAGE_CHARS: usize = 100_000;
 
 /// The `read_file` tool.
@@ -45,8 +45,8 @@ static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
     kind: ToolKind::Read,
     approval: ApprovalNeed::ReadOnly,
     concurrency: Concurrency::ReadOnly,
-    // Never stored away: storing a read result would only invite another read.
-    max_result_chars: Some(usize::MAX),
+    // Pages are sized to the room the call has, so the result budget rarely has to step in.
+    max_result_chars: None,
 });
 
 #[derive(Debug, Deserialize)]
@@ -157,7 +157,11 @@ async fn read(args: Args, ctx: &ToolContext) -> ToolOutcome {
     };
     let offset = args.offset.unwrap_or(1).max(1);
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
-    ToolOutcome::completed(render(&text, offset, limit)).with_locations(vec![location])
+    // Room for the page, less the footer telling how to continue.
+    let page_chars = ctx.result_chars.map_or(MAX_PAGE_CHARS, |room| {
+        room.saturating_sub(120).clamp(400, MAX_PAGE_CHARS)
+    });
+    ToolOutcome::completed(render(&text, offset, limit, page_chars)).with_locations(vec![location])
 }
 
 /// Directories never searched for a missing file's namesakes.
@@ -213,9 +217,9 @@ fn capitalize(text: &str) -> String {
     }
 }
 
-/// Renders lines `offset..offset+limit` with right-aligned 1-based numbers, plus a footer
-/// telling the model how to continue.
-pub fn render(text: &str, offset: usize, limit: usize) -> String {
+/// Renders lines `offset..offset+limit` with right-aligned 1-based numbers, at most about
+/// `max_chars` characters (at least one line), plus a footer telling the model how to continue.
+pub fn render(text: &str, offset: usize, limit: usize, max_chars: usize) -> String {
     let total = text.lines().count();
     if total == 0 {
         return "(empty file)".to_string();
@@ -225,15 +229,17 @@ pub fn render(text: &str, offset: usize, limit: usize) -> String {
     }
     let mut out = String::with_capacity(text.len().min(limit * 80));
     let mut last = offset - 1;
+    let max_line = MAX_LINE_CHARS.min(max_chars);
     for (index, line) in text.lines().enumerate().skip(offset - 1).take(limit) {
-        if out.len() >= MAX_PAGE_CHARS {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        let shown = line.chars().count().min(max_line) + 8;
+        if last >= offset && out.len() + shown > max_chars {
             break;
         }
         last = index + 1;
-        let line = line.strip_suffix('\r').unwrap_or(line);
         out.push_str(&format!("{:>6}|", index + 1));
-        if line.chars().count() > MAX_LINE_CHARS {
-            out.extend(line.chars().take(MAX_LINE_CHARS));
+        if line.chars().count() > max_line {
+            out.extend(line.chars().take(max_line));
             out.push_str(" …[line truncated]");
         } else {
             out.push_str(line);
@@ -271,16 +277,16 @@ mod tests {
     fn renders_numbered_pages_with_a_continuation_hint() {
         let text = "a\nb\nc\nd\n";
         assert_eq!(
-            render(text, 1, 10),
+            render(text, 1, 10, MAX_PAGE_CHARS),
             "     1|a\n     2|b\n     3|c\n     4|d\n"
         );
-        let page = render(text, 2, 2);
+        let page = render(text, 2, 2, MAX_PAGE_CHARS);
         assert!(page.starts_with("     2|b\n     3|c\n"), "{page}");
         assert!(page.contains("offset=4"), "{page}");
-        assert!(render(text, 9, 2).contains("past the end"));
-        assert_eq!(render("", 1, 5), "(empty file)");
+        assert!(render(text, 9, 2, MAX_PAGE_CHARS).contains("past the end"));
+        assert_eq!(render("", 1, 5, MAX_PAGE_CHARS), "(empty file)");
         let wide = format!("{}\n", "y".repeat(1500)).repeat(200);
-        let page = render(&wide, 1, 200);
+        let page = render(&wide, 1, 200, MAX_PAGE_CHARS);
         assert!(
             page.len() < MAX_PAGE_CHARS + 4000,
             "page bounded: {}",
@@ -289,6 +295,24 @@ mod tests {
         assert!(
             page.contains("call read_file with offset="),
             "continuation offered"
+        );
+    }
+
+    #[test]
+    fn a_page_fits_the_room_the_window_leaves() {
+        let text = format!("{}\n", "z".repeat(70)).repeat(400);
+        for room in [500, 2_000, 8_000] {
+            let page = render(&text, 1, 500, room);
+            let body = page.split("\n\n(showing").next().unwrap_or_default();
+            assert!(body.len() <= room, "{room}: {}", body.len());
+            assert!(page.contains("call read_file with offset="), "{room}");
+        }
+        // One very long line still shows, cut to the room.
+        let page = render(&"w".repeat(5_000), 1, 1, 600);
+        assert!(
+            page.len() < 700 && page.contains("line truncated"),
+            "{}",
+            page.len()
         );
     }
 

@@ -122,6 +122,9 @@ pub struct ToolContext {
     pub shell: Arc<crate::shell::Shell>,
     /// This one call runs outside the sandbox (the user agreed, for this call only).
     pub unconfined: bool,
+    /// The most characters this call's result should take (what the window leaves); tools
+    /// that page (read_file) size their page to it.
+    pub result_chars: Option<usize>,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -146,6 +149,7 @@ impl ToolContext {
             questions: None,
             shell: Arc::new(crate::shell::Shell::default()),
             unconfined: false,
+            result_chars: None,
         }
     }
 

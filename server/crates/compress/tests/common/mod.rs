@@ -69,6 +69,7 @@ pub fn coding_session(rounds: usize) -> Transcript {
         &mut t,
         EntryBody::System {
             text: "You are Talaria, a coding agent. Work in /work/app.".into(),
+            environment: None,
         },
     );
     push(

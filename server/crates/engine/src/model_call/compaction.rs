@@ -33,7 +33,8 @@ pub(crate) enum Trigger {
 pub(crate) const COMPRESSION_TASK: &str = "compression";
 
 impl ModelCaller<'_> {
-    fn model(&self) -> String {
+    /// The model the caller uses now.
+    pub(super) fn model(&self) -> String {
         self.chain
             .get(self.active)
             .or_else(|| self.chain.first())
@@ -300,8 +301,9 @@ mod tests {
         let cancel = CancellationToken::new();
         let mut context = ContextState::new(1024, Settings::default(), Arc::default(), "m");
         let mut usage = SessionUsage::default();
-        // A system prompt over the threshold: nothing can be compacted.
-        let mut transcript = Transcript::with_system("word ".repeat(1200));
+        // A system prompt over the threshold (but within the window): nothing can be
+        // compacted.
+        let mut transcript = Transcript::with_system("word ".repeat(850));
         transcript.push(user("q"));
         let mut sink = SilentSink::default();
         {

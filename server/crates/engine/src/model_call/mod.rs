@@ -10,6 +10,7 @@
 //!   notice that the partial answer is abandoned; only a complete answer is returned.
 
 pub(crate) mod compaction;
+mod fit;
 pub mod recovery;
 pub(crate) mod sink;
 
@@ -37,11 +38,23 @@ const FORMAT_CORRECTION: &str = "Your last reply was cut off because it was not 
 pub(crate) use sink::{CallSink, ChatSink, SilentSink, TextHold};
 
 /// What a session keeps across turns about its model use.
+/// What a session (or one of its side tasks) used: tokens and, when priced, cost.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct SessionUsage {
+pub struct SessionUsage {
     pub tokens: TurnUsage,
     pub cost: f64,
     pub priced: bool,
+}
+
+impl SessionUsage {
+    /// Adds what another caller (a side task beside the session) used.
+    pub fn merge(&mut self, other: &SessionUsage) {
+        self.tokens.merge(&other.tokens);
+        if other.priced {
+            self.cost += other.cost;
+            self.priced = true;
+        }
+    }
 }
 
 /// What one model call produced.
@@ -90,6 +103,8 @@ pub(crate) struct ModelCaller<'a> {
     pub session_usage: &'a mut SessionUsage,
     /// The class of the last failed attempt.
     pub last_failure: Option<ErrorClass>,
+    /// Where tool results too large for the window are stored (`None`: they cannot be).
+    pub spill_dir: Option<std::path::PathBuf>,
 }
 
 impl<'a> ModelCaller<'a> {
@@ -112,6 +127,7 @@ impl<'a> ModelCaller<'a> {
             usage: TurnUsage::default(),
             session_usage,
             last_failure: None,
+            spill_dir: None,
         }
     }
 
@@ -134,6 +150,19 @@ impl<'a> ModelCaller<'a> {
         let mut corrected = false;
         let tools_text = tools_text(tools);
         self.compact_if_needed(transcript, &tools_text, sink).await;
+        let answer_room = max_tokens.or_else(|| {
+            self.chain
+                .get(self.active)
+                .and_then(|t| t.limits.default_max_tokens)
+        });
+        if let Err(why) = self
+            .fit_to_window(transcript, &tools_text, answer_room, sink)
+            .await
+        {
+            sink.notice(NoticeLevel::Error, format!("The turn failed: {why}"))
+                .await;
+            return Err(why);
+        }
         while self.active < self.chain.len() {
             let target = self.chain[self.active].clone();
             let lease = target.pool.lease();
