@@ -9,24 +9,6 @@ use crate::support::*;
 const WINDOW: u64 = 8_000;
 const SUMMARY_MODEL: &str = "summary-model";
 
-/// Tokens of a Chat Completions request as the model reads it: message texts, tool calls and
-/// tool definitions, with a few tokens of framing per message.
-fn request_tokens(body: &Value) -> u64 {
-    let bpe = tiktoken_rs::cl100k_base_singleton();
-    let count = |text: &str| bpe.encode_with_special_tokens(text).len() as u64;
-    let messages: u64 = body["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .map(|m| {
-            count(m["content"].as_str().unwrap_or_default())
-                + m.get("tool_calls").map_or(0, |c| count(&c.to_string()))
-                + 4
-        })
-        .sum();
-    messages + count(&body["tools"].to_string())
-}
-
 /// Every tool result answers a call of the assistant message before it, and every call is
 /// answered before the next non-tool message.
 fn assert_pairs(body: &Value) {

@@ -23,6 +23,7 @@ mod record;
 mod safety;
 mod sandbox;
 mod sessions;
+mod small_windows;
 mod streaming;
 mod subagents;
 mod terminal_client;

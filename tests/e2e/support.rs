@@ -263,6 +263,24 @@ pub fn environment_of(body: &Value) -> String {
         .unwrap_or_default()
 }
 
+/// Tokens of a Chat Completions request as the model reads it: message texts, tool calls and
+/// tool definitions, with a few tokens of framing per message.
+pub fn request_tokens(body: &Value) -> u64 {
+    let bpe = tiktoken_rs::cl100k_base_singleton();
+    let count = |text: &str| bpe.encode_with_special_tokens(text).len() as u64;
+    let messages: u64 = body["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| {
+            count(m["content"].as_str().unwrap_or_default())
+                + m.get("tool_calls").map_or(0, |c| count(&c.to_string()))
+                + 4
+        })
+        .sum();
+    messages + count(&body["tools"].to_string())
+}
+
 /// The coding tools every session offers.
 pub const CORE_TOOLS: [&str; 6] = [
     "read_file",

@@ -36,6 +36,10 @@ pub(crate) struct ContextState {
     pub ineffective: u32,
     /// Compactions so far (their ids).
     pub compactions: u64,
+    /// Times the server rejected the model's own output as a malformed tool call.
+    pub malformed_outputs: u32,
+    /// Tools are described in the prompt instead of sent natively (after two rejections).
+    pub tools_in_prompt: bool,
 }
 
 impl ContextState {
@@ -54,6 +58,8 @@ impl ContextState {
             summarise: true,
             ineffective: 0,
             compactions: 0,
+            malformed_outputs: 0,
+            tools_in_prompt: false,
         }
     }
 

@@ -378,8 +378,7 @@ struct SessionActor {
     told_unsaved: bool,
     /// The title task running beside the session, if any.
     title_task: Option<CancellationToken>,
-    /// Side work that gave way to a prompt (one-slot servers) and runs again after it.
-    title_retry: bool,
+    /// A review that gave way to a prompt (one-slot servers) and runs again after it.
     review_retry: bool,
     title: Option<String>,
     /// Model calls that used tools since the last skill write.
@@ -523,7 +522,6 @@ pub fn spawn_session_with(
             journal: start.journal,
             told_unsaved: false,
             title_task: None,
-            title_retry: false,
             review_retry: false,
             title: start.title,
             mode,
@@ -1034,7 +1032,6 @@ impl SessionActor {
             self.set_title(clean_title(&first)).await;
             return;
         }
-        self.title_retry = false;
         let token = CancellationToken::new();
         self.title_task = Some(token.clone());
         let call = self.side_call(token.clone(), false);
@@ -1070,7 +1067,7 @@ impl SessionActor {
     }
 
     /// The title task ended: its title (or the first prompt's line), unless it gave way to a
-    /// prompt, in which case it runs again after that turn.
+    /// prompt, in which case it starts again (ops are handled between turns, so after it).
     async fn title_finished(&mut self, answer: Result<String, String>, usage: SessionUsage) {
         let gave_way = self
             .title_task
@@ -1078,7 +1075,8 @@ impl SessionActor {
             .is_some_and(|task| task.is_cancelled());
         self.usage.merge(&usage);
         if gave_way {
-            self.title_retry = true;
+            // Asked again; on a one-slot server it waits for the user to pause again.
+            self.start_title().await;
             return;
         }
         let title = match answer {

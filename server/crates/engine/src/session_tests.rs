@@ -520,11 +520,10 @@ async fn settings_go_through_the_actor_and_are_recorded() {
 #[tokio::test]
 async fn a_stream_that_breaks_after_output_restarts_and_only_the_complete_answer_is_kept() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let grammar_error = talaria_provider::ProviderError::Stream {
+    let broken = talaria_provider::ProviderError::Stream {
         provider: "scripted".into(),
-        failure: talaria_provider::StreamFailure::ErrorEvent,
-        detail: "The model produced output that does not match the expected peg-native format"
-            .into(),
+        failure: talaria_provider::StreamFailure::Broken,
+        detail: "connection reset".into(),
     };
     let bad_request = talaria_provider::ProviderError::Http {
         provider: "scripted".into(),
@@ -534,10 +533,7 @@ async fn a_stream_that_breaks_after_output_restarts_and_only_the_complete_answer
     };
     let (session, mut rx, provider) = start(
         vec![
-            Step::FailAfter(
-                vec![StreamEvent::TextDelta("```json\n{".into())],
-                grammar_error,
-            ),
+            Step::FailAfter(vec![StreamEvent::TextDelta("Reading main".into())], broken),
             text("The complete answer."),
             Step::FailAfter(vec![StreamEvent::TextDelta("partial".into())], bad_request),
         ],

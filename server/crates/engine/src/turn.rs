@@ -37,6 +37,16 @@ pub(crate) fn tool_specs(registry: &Registry) -> Vec<ToolSpec> {
         .collect()
 }
 
+/// An answer's calls once the calls it wrote as text are taken out.
+struct FromText {
+    text: String,
+    tool_calls: Vec<ToolCallRequest>,
+    /// What the model is told, and the user, when a call in the text was not run.
+    nudge: Option<(String, String)>,
+    /// What the model reads after the result of the one call that ran, when it wrote more.
+    unrun: Option<String>,
+}
+
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct TurnLimits {
     pub max_requests: u32,
@@ -169,15 +179,12 @@ impl Turn<'_> {
                     model,
                 } => (text, reasoning, signature, reason, tool_calls, model),
             };
-            let (text, tool_calls, misfit) =
-                self.calls_written_as_text(text, tool_calls, &tools).await;
+            let from_text = self.calls_written_as_text(text, tool_calls, &tools).await;
+            let (text, tool_calls) = (from_text.text, from_text.tool_calls);
             self.show_held(hold.as_ref(), &text).await;
             let nudge = if tool_calls.is_empty() && !nudged && !tools.is_empty() {
-                match misfit {
-                    Some(instruction) => Some((
-                        instruction,
-                        "Talaria told the model why its call was not run.".to_string(),
-                    )),
+                match from_text.nudge {
+                    Some(nudge) => Some(nudge),
                     None => self.nudge_for(&text).await,
                 }
             } else {
@@ -208,7 +215,13 @@ impl Turn<'_> {
                 });
             }
             if self
-                .run_tools(tool_calls, announced, &mut budget, &mut failures)
+                .run_tools(
+                    tool_calls,
+                    announced,
+                    &mut budget,
+                    &mut failures,
+                    from_text.unrun,
+                )
                 .await
             {
                 return Ok(StopReason::Cancelled);
@@ -245,45 +258,76 @@ impl Turn<'_> {
         ))
     }
 
-    /// An answer with no tool call whose text holds one (a small model's fenced JSON): run it
-    /// when it names an offered tool and its arguments validate, telling the user; otherwise
-    /// leave the answer as it is. A call whose arguments do not fit also returns what the model
-    /// is told about it (it is never run).
+    /// An answer with no tool call whose text holds calls (a small model's fenced JSON, or
+    /// any answer when the tools are described in the prompt): the first that names an
+    /// offered tool with arguments that validate runs, telling the user, and the model is told
+    /// of the others; a call whose arguments do not fit, or of a tool that is not offered,
+    /// runs nothing and gives what the model is told about it.
     async fn calls_written_as_text(
         &self,
         text: String,
         tool_calls: Vec<ToolCallRequest>,
         tools: &[ToolSpec],
-    ) -> (String, Vec<ToolCallRequest>, Option<String>) {
+    ) -> FromText {
+        let untouched = |text, tool_calls| FromText {
+            text,
+            tool_calls,
+            nudge: None,
+            unrun: None,
+        };
         if !tool_calls.is_empty() || tools.is_empty() || !text.contains('{') {
-            return (text, tool_calls, None);
+            return untouched(text, tool_calls);
         }
         let offered: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
-        let (level, message, result) = match crate::text_calls::find(&text, self.registry, &offered)
-        {
-            Some(crate::text_calls::TextCall::Call { call, rest }) => (
+        use crate::text_calls::{TextCall, misfit_instruction, unknown_tool_instruction};
+        let (level, message, from_text) = match crate::text_calls::find(
+            &text,
+            self.registry,
+            &offered,
+        ) {
+            Some(TextCall::Call { call, rest, unrun }) => (
                 crate::events::NoticeLevel::Info,
                 format!(
                     "The model wrote its `{}` call as text; Talaria runs it as a tool call.",
                     call.name
                 ),
-                (rest, vec![call], None),
+                FromText {
+                    text: rest,
+                    tool_calls: vec![call],
+                    nudge: None,
+                    unrun: (!unrun.is_empty()).then(|| crate::text_calls::unrun_note(&unrun)),
+                },
             ),
-            Some(crate::text_calls::TextCall::Invalid { tool, why }) => (
+            Some(TextCall::Invalid { tool, why }) => (
                 crate::events::NoticeLevel::Warning,
                 format!(
                     "The model wrote a `{tool}` call as text, but its arguments do not fit ({why}); it was not run."
                 ),
-                (
-                    text,
-                    tool_calls,
-                    Some(crate::text_calls::misfit_instruction(&tool, &why)),
-                ),
+                FromText {
+                    nudge: Some((
+                        misfit_instruction(&tool, &why),
+                        "Talaria told the model why its call was not run.".to_string(),
+                    )),
+                    ..untouched(text, tool_calls)
+                },
             ),
-            None => return (text, tool_calls, None),
+            Some(TextCall::Unknown { tool }) => (
+                crate::events::NoticeLevel::Warning,
+                format!(
+                    "The model called `{tool}`, which is not one of its tools; nothing was run."
+                ),
+                FromText {
+                    nudge: Some((
+                        unknown_tool_instruction(&tool, &offered),
+                        "Talaria told the model which tools it has.".to_string(),
+                    )),
+                    ..untouched(text, tool_calls)
+                },
+            ),
+            None => return untouched(text, tool_calls),
         };
         self.tell(level, message).await;
-        result
+        from_text
     }
 
     /// Tells the user something about the turn (logged too).
@@ -334,6 +378,7 @@ impl Turn<'_> {
         mut announced: Vec<(String, String)>,
         budget: &mut ResultBudget,
         failures: &mut HashMap<(String, String), u32>,
+        unrun: Option<String>,
     ) -> bool {
         let calls: Vec<(String, ToolCallRequest, bool)> = calls
             .into_iter()
@@ -417,6 +462,10 @@ impl Turn<'_> {
             }
             let key = crate::orchestrator::failure_key(&entry.tool, &entry.raw_input);
             *failures.entry(key).or_default() += 1;
+        }
+        let mut results = results;
+        if let (Some(note), Some(first)) = (unrun, results.first_mut()) {
+            first.model_text.push_str(&note);
         }
         for entry in results {
             self.history.push(EntryBody::ToolResult(Box::new(entry)));

@@ -263,18 +263,23 @@ fn classify_message(lower: &str) -> Option<ErrorClass> {
     None
 }
 
-/// Classifies a failure.
-/// Whether a local server stopped the stream because the model's output broke the tool-call
-/// syntax it enforces (llama.cpp: "does not match the expected … format", "failed to parse
-/// tool call"). Asking again with a short correction helps; asking the same way rarely does.
+/// Whether a local server stopped because the model's own output broke the tool-call syntax
+/// it parses (llama.cpp: "The model produced output that does not match the expected
+/// peg-native format", "failed to parse tool call"), as an error event in the stream or as a
+/// server-error status. Asking the same way rarely helps; asking without native tools does.
 pub fn is_malformed_output(error: &ProviderError) -> bool {
-    let ProviderError::Stream {
-        failure: StreamFailure::ErrorEvent,
-        detail,
-        ..
-    } = error
-    else {
-        return false;
+    let detail = match error {
+        ProviderError::Stream {
+            failure: StreamFailure::ErrorEvent,
+            detail,
+            ..
+        } => detail,
+        ProviderError::Http {
+            status: 500..=599,
+            message,
+            ..
+        } => message,
+        _ => return false,
     };
     let lower = detail.to_ascii_lowercase();
     [
@@ -287,6 +292,7 @@ pub fn is_malformed_output(error: &ProviderError) -> bool {
     .any(|sign| lower.contains(sign))
 }
 
+/// Classifies a failure.
 pub fn classify(error: &ProviderError) -> Classified {
     let mut classified = Classified {
         class: ErrorClass::Unknown,
@@ -382,6 +388,16 @@ mod tests {
             !is_malformed_output(&cut),
             "only the server's error event counts"
         );
+        // The same error as the server's status line, before any output.
+        let status = |status: u16| ProviderError::Http {
+            provider: "openai".into(),
+            status,
+            message: "The model produced output that does not match the expected peg-native format"
+                .into(),
+            retry_after: None,
+        };
+        assert!(is_malformed_output(&status(500)));
+        assert!(!is_malformed_output(&status(401)), "not a server error");
     }
 
     fn http(status: u16, message: &str) -> ProviderError {

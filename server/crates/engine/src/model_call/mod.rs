@@ -30,11 +30,6 @@ use crate::router::{ModelRouter, ModelTarget};
 use compaction::Trigger;
 use recovery::{Action, GiveUp, RecoveryState, next_action};
 
-/// What the model is told after a local server rejected its output as malformed tool-call
-/// syntax.
-const FORMAT_CORRECTION: &str = "Your last reply was cut off because it was not valid \
-    tool-call syntax. To use a tool, make the tool call itself with the tool's name and JSON \
-    arguments, not JSON inside a ``` code block. Otherwise answer in plain text.";
 pub(crate) use sink::{CallSink, ChatSink, SilentSink, TextHold};
 
 /// What a session keeps across turns about its model use.
@@ -146,8 +141,9 @@ impl<'a> ModelCaller<'a> {
         };
         let mut max_tokens = max_tokens;
         let mut failure: Option<String> = None;
-        // The format correction is added once per call.
-        let mut corrected = false;
+        // Tools described in the prompt instead of sent natively: for the session once its
+        // server rejected the model's calls twice, else for the rest of this call after once.
+        let mut tools_in_prompt = self.context.tools_in_prompt && !tools.is_empty();
         let tools_text = tools_text(tools);
         self.compact_if_needed(transcript, &tools_text, sink).await;
         let answer_room = max_tokens.or_else(|| {
@@ -182,11 +178,17 @@ impl<'a> ModelCaller<'a> {
             }
             state.attempts += 1;
             let credential = lease.as_ref().map(|l| l.key.as_str());
-            let counted = self.context.count_request(transcript, &tools_text).await;
+            let prompted = tools_in_prompt
+                .then(|| crate::text_calls::prompt::with_tools_in_prompt(transcript, tools));
+            let (sent, sent_tools, sent_tools_text) = match &prompted {
+                Some(prompted) => (prompted, &[][..], ""),
+                None => (&*transcript, tools, tools_text.as_str()),
+            };
+            let counted = self.context.count_request(sent, sent_tools_text).await;
             let request = ChatRequest {
                 model: &target.model,
-                transcript,
-                tools,
+                transcript: sent,
+                tools: sent_tools,
                 max_tokens: max_tokens.or(target.limits.default_max_tokens),
                 credential,
             };
@@ -218,15 +220,20 @@ impl<'a> ModelCaller<'a> {
             state.other_key = lease.as_ref().is_some_and(|l| target.pool.has_other(l));
             state.fallback_left = self.active + 1 < self.chain.len();
             let label = target.label();
-            if !corrected && talaria_provider::classify::is_malformed_output(&error) {
-                corrected = true;
-                transcript.push(talaria_record::EntryBody::Nudge {
-                    text: FORMAT_CORRECTION.into(),
-                });
-                let message = format!(
-                    "{label}: the model's output was not valid tool-call syntax; it is asked again with a short correction."
-                );
-                sink.notice(NoticeLevel::Warning, message).await;
+            if !tools_in_prompt
+                && !tools.is_empty()
+                && talaria_provider::classify::is_malformed_output(&error)
+            {
+                tools_in_prompt = true;
+                self.tools_rejected(&label);
+                if sink.displayed() {
+                    let message = format!(
+                        "The answer from {label} broke off. Nothing was run; the partial answer above is abandoned and the answer restarts."
+                    );
+                    sink.notice(NoticeLevel::Warning, message).await;
+                }
+                state.attempts -= 1;
+                continue;
             }
             match next_action(class, &state) {
                 Action::RotateKey => {
@@ -341,6 +348,26 @@ impl<'a> ModelCaller<'a> {
         sink.notice(NoticeLevel::Error, format!("The turn failed: {message}"))
             .await;
         Err(message)
+    }
+
+    /// Notes that the server rejected the model's own output as a malformed tool call: this
+    /// call is asked again with the tools in the prompt, and after the second time in a
+    /// session every call is (said once, in the log).
+    fn tools_rejected(&mut self, label: &str) {
+        self.context.malformed_outputs += 1;
+        if self.context.malformed_outputs >= 2 && !self.context.tools_in_prompt {
+            self.context.tools_in_prompt = true;
+            tracing::warn!(
+                "{label}: the server rejected the model's tool calls twice in this session; \
+                 from now on its tools are described in the prompt and calls are read from the \
+                 answer's text"
+            );
+        } else {
+            tracing::info!(
+                "{label}: the server rejected the model's tool-call output; asking again with \
+                 the tools described in the prompt"
+            );
+        }
     }
 
     /// Moves to the next model of the chain, if there is one.

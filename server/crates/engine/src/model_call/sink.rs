@@ -23,6 +23,10 @@ pub(crate) trait CallSink: Send {
     async fn notice(&mut self, level: NoticeLevel, message: String);
     /// A new attempt at the answer begins (the first, a retry, a restart).
     async fn attempt_started(&mut self) {}
+    /// Whether the user has seen any of the current attempt's answer.
+    fn displayed(&self) -> bool {
+        true
+    }
     /// A context compaction's progress.
     async fn compaction(&mut self, update: CompactionView);
 }
@@ -109,6 +113,10 @@ impl CallSink for ChatSink<'_> {
         if let Some(shown) = shown {
             let _ = self.events.send(EngineEvent::AgentText(shown)).await;
         }
+    }
+
+    fn displayed(&self) -> bool {
+        self.hold.as_ref().is_none_or(|hold| hold.shown > 0)
     }
 
     async fn attempt_started(&mut self) {

@@ -1,0 +1,128 @@
+//! Tool calls a model wrote as text (small local models often put a call in a ```json fence
+//! or `<tool_call>` tags instead of the API's tool-call field, and a server that cannot parse
+//! its calls is asked without native tools). A call is taken from the text only when it names
+//! an offered tool with arguments that pass that tool's schema; when the answer holds several,
+//! the first runs and the model is told the others did not. A call of a tool that is not
+//! offered, or with arguments that do not fit, runs nothing: the model is told why.
+
+mod advice;
+pub(crate) mod prompt;
+mod shape;
+mod stream;
+
+use talaria_provider::ToolCallRequest;
+use talaria_tools::Registry;
+
+pub(crate) use advice::{misfit_instruction, unknown_tool_instruction, unrun_note};
+pub(crate) use stream::showable;
+
+/// What the text held.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum TextCall {
+    /// A valid call, the answer's text without it, and the other calls the answer wrote
+    /// (their tools' names), which are not run.
+    Call {
+        call: ToolCallRequest,
+        rest: String,
+        unrun: Vec<String>,
+    },
+    /// It names an offered tool, but its arguments do not fit (not run).
+    Invalid { tool: String, why: String },
+    /// It is plainly a call (a name and arguments) of a tool that is not offered.
+    Unknown { tool: String },
+}
+
+/// A call read from the answer, checked against the registry.
+enum Checked {
+    Valid {
+        name: String,
+        arguments: String,
+        span: std::ops::Range<usize>,
+    },
+    Invalid {
+        name: String,
+        why: String,
+    },
+    Unknown {
+        name: String,
+    },
+}
+
+fn checked_calls(text: &str, registry: &Registry, offered: &[String]) -> Vec<Checked> {
+    let mut checked = Vec::new();
+    for candidate in shape::candidates(text) {
+        for parsed in shape::calls_in(&candidate.info, &candidate.body, offered) {
+            if !offered.contains(&parsed.name) {
+                if parsed.explicit {
+                    checked.push(Checked::Unknown { name: parsed.name });
+                }
+                continue;
+            }
+            let arguments = parsed.arguments.to_string();
+            checked.push(match registry.parse_args(&parsed.name, &arguments) {
+                Ok(_) => Checked::Valid {
+                    name: parsed.name,
+                    arguments,
+                    span: candidate.span.clone(),
+                },
+                Err(why) => Checked::Invalid {
+                    name: parsed.name,
+                    why,
+                },
+            });
+        }
+    }
+    checked
+}
+
+/// Looks for tool calls in `text`; `offered` are the tools the model was given.
+pub(crate) fn find(text: &str, registry: &Registry, offered: &[String]) -> Option<TextCall> {
+    let checked = checked_calls(text, registry, offered);
+    let first_valid = checked
+        .iter()
+        .position(|c| matches!(c, Checked::Valid { .. }));
+    if let Some(index) = first_valid
+        && let Checked::Valid {
+            name,
+            arguments,
+            span,
+        } = &checked[index]
+    {
+        let unrun = checked
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != index)
+            .filter_map(|(_, c)| match c {
+                Checked::Valid { name, .. } | Checked::Invalid { name, .. } => Some(name.clone()),
+                Checked::Unknown { .. } => None,
+            })
+            .collect();
+        let mut rest = text.to_string();
+        rest.replace_range(span.clone(), "");
+        return Some(TextCall::Call {
+            call: ToolCallRequest {
+                id: format!("text_{name}"),
+                name: name.clone(),
+                arguments: arguments.clone(),
+            },
+            rest: shape::without_call_tags(&rest).trim().to_string(),
+            unrun,
+        });
+    }
+    let invalid = checked.iter().find_map(|c| match c {
+        Checked::Invalid { name, why } => Some(TextCall::Invalid {
+            tool: name.clone(),
+            why: why.clone(),
+        }),
+        _ => None,
+    });
+    invalid.or_else(|| {
+        checked.iter().find_map(|c| match c {
+            Checked::Unknown { name } => Some(TextCall::Unknown { tool: name.clone() }),
+            _ => None,
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests;
