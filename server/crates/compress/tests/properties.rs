@@ -154,6 +154,48 @@ fn a_long_last_turn_with_a_failed_summary_stays_under_budget() {
     assert!(outcome.transcript.validate().is_ok());
 }
 
+/// Found by the property below: an interrupted call group compacted away leaves the
+/// interruption's note right before the answer that followed it.
+#[test]
+fn an_answer_after_a_compacted_interruption_stays_valid() {
+    let t = |ask, rounds: Vec<Vec<usize>>, answer, interrupted| TurnShape {
+        ask,
+        rounds,
+        answer,
+        interrupted,
+        image: false,
+    };
+    let turns = vec![
+        t(8, vec![vec![7], vec![7, 7], vec![7]], Some(136), false),
+        t(175, vec![], None, false),
+        t(
+            160,
+            vec![vec![7, 7, 7], vec![7], vec![7, 7, 7], vec![7, 7, 7]],
+            Some(172),
+            false,
+        ),
+        t(73, vec![vec![1, 1, 1]], Some(286), true),
+        t(101, vec![vec![1, 1, 1]], Some(169), true),
+        t(168, vec![vec![1, 1, 1]], None, true),
+    ];
+    let tr = build(&turns);
+    let mut accounting = TokenAccounting::new(Encoding::Cl100k);
+    accounting.use_exact();
+    let budget = Budget::new(5534, &Settings::default());
+    let request = Request {
+        transcript: &tr,
+        budget,
+        settings: Settings::default(),
+        tools_tokens: 300,
+        focus: None,
+        force: false,
+    };
+    let mut summariser = Scripted::failing(SummaryFailure::Failed("bad output".into()));
+    let outcome =
+        block_on(compress(&request, &mut accounting, &mut summariser)).expect("compacted");
+    assert!(outcome.transcript.validate().is_ok());
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
 

@@ -5,8 +5,8 @@
 //! it is anchored to (the first it stands for, or the pinned latest user message); markers are not model
 //! messages; a tool result is kept only right after its call (orphans are dropped); calls
 //! left without a result when another message begins get a failed result; an interrupted
-//! turn whose last model message is the user's gets a short assistant note, so roles stay
-//! valid for every provider; images that tool results carried follow the results of their
+//! turn whose last model message is the user's gets a short assistant note (an answer right
+//! after it takes its place), so roles stay valid for every provider; images that tool results carried follow the results of their
 //! response as one user message (no API takes them in every tool result).
 
 use std::borrow::Cow;
@@ -77,6 +77,8 @@ pub(crate) fn render(entries: &[Entry]) -> Vec<ModelMessage<'_>> {
     let mut out: Vec<ModelMessage<'_>> = Vec::with_capacity(entries.len());
     let mut open: Vec<&str> = Vec::new();
     let mut images: Vec<UserPart> = Vec::new();
+    // Where the latest interruption note is.
+    let mut note_at: Option<usize> = None;
     // Live summaries, by the first entry they stand for.
     let summaries: Vec<(crate::EntryId, &str)> = entries
         .iter()
@@ -107,6 +109,11 @@ pub(crate) fn render(entries: &[Entry]) -> Vec<ModelMessage<'_>> {
             EntryBody::Assistant(assistant) => {
                 close_open(&mut out, &mut open);
                 flush_images(&mut out, &mut images);
+                // An answer right after an interruption's note (its call group compacted
+                // away) takes the note's place: two assistant messages in a row are refused.
+                if note_at.is_some_and(|at| at + 1 == out.len()) {
+                    out.pop();
+                }
                 out.push(ModelMessage::Assistant {
                     text: Cow::Borrowed(&assistant.text),
                     reasoning: assistant.reasoning.as_ref(),
@@ -135,6 +142,7 @@ pub(crate) fn render(entries: &[Entry]) -> Vec<ModelMessage<'_>> {
                 close_open(&mut out, &mut open);
                 flush_images(&mut out, &mut images);
                 if matches!(out.last(), Some(ModelMessage::User(_))) {
+                    note_at = Some(out.len());
                     out.push(ModelMessage::Assistant {
                         text: Cow::Owned(format!("[This turn did not complete: {reason}]")),
                         reasoning: None,
