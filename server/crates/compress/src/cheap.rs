@@ -36,6 +36,42 @@ impl Pruned {
     pub fn is_empty(&self) -> bool {
         self.rewritten.is_empty()
     }
+
+    /// Adds what a later pass changed.
+    fn absorb(&mut self, other: Pruned) {
+        self.deduplicated += other.deduplicated;
+        self.accounted += other.accounted;
+        self.arguments += other.arguments;
+        self.images += other.images;
+        self.rewritten.extend(other.rewritten);
+    }
+}
+
+/// The pass for a tail that is still too large: large outputs in `from..until` — results
+/// the model has already answered (`until` is the latest assistant message) — become
+/// one-line accounts. Results after the latest answer, still to be read, stay whole.
+pub(crate) fn account_answered(
+    entries: &mut [Entry],
+    from: usize,
+    until: usize,
+    pruned: &mut Pruned,
+) -> bool {
+    let mut more = Pruned::default();
+    for entry in entries.iter_mut().take(until).skip(from) {
+        if entry.compacted {
+            continue;
+        }
+        if let EntryBody::ToolResult(result) = &mut entry.body
+            && result.model_text.chars().count() > OUTPUT_KEEP_CHARS
+        {
+            result.model_text = account(result);
+            more.accounted += 1;
+            more.rewritten.push(entry.id);
+        }
+    }
+    let changed = !more.is_empty();
+    pruned.absorb(more);
+    changed
 }
 
 fn truncate_chars(text: &str, keep: usize) -> String {

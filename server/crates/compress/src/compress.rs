@@ -12,7 +12,7 @@
 use talaria_record::{EntryBody, EntryId, Transcript, UserPart, Violation};
 
 use crate::budget::{Budget, Settings};
-use crate::cheap::{Pruned, cheap_pass};
+use crate::cheap::{Pruned, account_answered, cheap_pass};
 use crate::partition::{Partition, partition};
 use crate::sanitise::sanitise;
 use crate::summary::{self, SummaryFailure, SummaryRequest};
@@ -181,15 +181,36 @@ pub fn prepare(
         .sum();
     let fixed = system + request.tools_tokens;
     let parts = split(&transcript, &tokens, request, fixed);
-    let pruned = cheap_pass(
+    let mut pruned = cheap_pass(
         transcript.entries_mut(),
         parts.protect_from,
         parts.latest_user,
     );
-    let tokens = tokens_of(&transcript, accounting);
-    let after_cheap = tokens.iter().map(|t| u64::from(*t)).sum::<u64>() + request.tools_tokens;
-    let parts = split(&transcript, &tokens, request, fixed);
-    let middle = parts.middle(transcript.entries());
+    let mut tokens = tokens_of(&transcript, accounting);
+    let mut after_cheap = tokens.iter().map(|t| u64::from(*t)).sum::<u64>() + request.tools_tokens;
+    let mut parts = split(&transcript, &tokens, request, fixed);
+    let mut middle = parts.middle(transcript.entries());
+    // When even a summary of the middle would leave the request over the threshold, the
+    // tail's outputs the model has already answered are accounted too.
+    let middle_tokens: u64 = middle.iter().map(|&i| u64::from(tokens[i])).sum();
+    let projected = after_cheap.saturating_sub(middle_tokens) + request.budget.summary_max;
+    if request.budget.exceeded_by(projected)
+        && let Some(latest_answer) = transcript
+            .entries()
+            .iter()
+            .rposition(|e| !e.compacted && matches!(e.body, EntryBody::Assistant(_)))
+        && account_answered(
+            transcript.entries_mut(),
+            parts.protect_from,
+            latest_answer,
+            &mut pruned,
+        )
+    {
+        tokens = tokens_of(&transcript, accounting);
+        after_cheap = tokens.iter().map(|t| u64::from(*t)).sum::<u64>() + request.tools_tokens;
+        parts = split(&transcript, &tokens, request, fixed);
+        middle = parts.middle(transcript.entries());
+    }
     let fits = !request.budget.exceeded_by(after_cheap);
     if (fits && !request.force) || middle.len() < 2 {
         if pruned.is_empty() {

@@ -196,6 +196,45 @@ fn an_answer_after_a_compacted_interruption_stays_valid() {
     assert!(outcome.transcript.validate().is_ok());
 }
 
+/// Found by the property below: a summary of the middle cannot make room when the latest
+/// turn holds a large output the model has already answered; that output is accounted.
+#[test]
+fn a_large_answered_output_in_the_latest_turn_is_accounted_when_nothing_else_fits() {
+    let t = |rounds: Vec<Vec<usize>>, answer, image| TurnShape {
+        ask: 1,
+        rounds,
+        answer,
+        interrupted: false,
+        image,
+    };
+    let turns = vec![
+        t(vec![vec![1]], None, false),
+        t(vec![vec![1], vec![758, 101]], Some(113), true),
+    ];
+    let tr = build(&turns);
+    let mut accounting = TokenAccounting::new(Encoding::Cl100k);
+    accounting.use_exact();
+    let budget = Budget::new(5000, &Settings::default());
+    let request = Request {
+        transcript: &tr,
+        budget,
+        settings: Settings::default(),
+        tools_tokens: 300,
+        focus: None,
+        force: false,
+    };
+    let mut summariser = Scripted::failing(SummaryFailure::Failed("bad output".into()));
+    let outcome =
+        block_on(compress(&request, &mut accounting, &mut summariser)).expect("compacted");
+    assert!(
+        outcome.report.after <= budget.threshold,
+        "{:?}",
+        outcome.report
+    );
+    assert!(outcome.report.pruned.accounted >= 1);
+    assert!(outcome.transcript.validate().is_ok());
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
 
