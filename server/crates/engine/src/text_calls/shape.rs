@@ -89,9 +89,12 @@ fn tagged(text: &str) -> Vec<Candidate> {
             Some(next) => (next.start, next.start),
             None => (text.len(), text.len()),
         };
+        // A tag that names the call itself (`<function name="…" arguments='…'/>`) is part
+        // of it.
+        let body_start = if tag.attributes { tag.start } else { tag.end };
         found.push(Candidate {
             info: String::new(),
-            body: text[tag.end..body_end].to_string(),
+            body: text[body_start..body_end].to_string(),
             span: tag.start..span_end,
         });
         at = span_end.max(tag.end);
@@ -104,6 +107,7 @@ struct Tag {
     start: usize,
     end: usize,
     closing: bool,
+    attributes: bool,
 }
 
 fn next_call_tag(text: &str, from: usize) -> Option<Tag> {
@@ -120,6 +124,7 @@ fn next_call_tag(text: &str, from: usize) -> Option<Tag> {
                 start,
                 end: start + close + 1,
                 closing,
+                attributes: has_attributes(inner),
             });
         }
         at = start + 1;
@@ -127,9 +132,27 @@ fn next_call_tag(text: &str, from: usize) -> Option<Tag> {
     None
 }
 
-/// Tag names models wrap a call in (`<tool_call>`, `<tools>`, `<function_call>`, `<|tool_call|>`).
+/// A tag's name: what comes before its attributes (`function` in `<function name="…">` and
+/// `<function=read_file>`).
+fn tag_name(inner: &str) -> &str {
+    let inner = inner.trim_matches(|c: char| c == '/' || c == '|' || c.is_whitespace());
+    inner
+        .split(|c: char| c.is_whitespace() || c == '=')
+        .next()
+        .unwrap_or_default()
+        .trim_end_matches(['/', '|'])
+}
+
+/// Whether a tag has attributes (or names its tool after `=`).
+fn has_attributes(inner: &str) -> bool {
+    let inner = inner.trim_matches(|c: char| c == '/' || c == '|' || c.is_whitespace());
+    inner.contains(|c: char| c.is_whitespace() || c == '=')
+}
+
+/// Tag names models wrap a call in (`<tool_call>`, `<tools>`, `<function_call>`,
+/// `<|tool_call|>`, `<function name="…">`).
 pub(super) fn is_call_tag(inner: &str) -> bool {
-    let name = inner.trim_matches(|c: char| c == '/' || c == '|' || c.is_whitespace());
+    let name = tag_name(inner);
     name.len() <= 24
         && !name.is_empty()
         && name
@@ -208,6 +231,9 @@ fn is_name_char(c: char) -> bool {
 /// the JSON (`terminal {…}`, a fence labelled `terminal`): only offered names count there.
 pub(super) fn calls_in(info: &str, body: &str, offered: &[String]) -> Vec<Parsed> {
     let body = body.trim();
+    if body.starts_with('<') {
+        return tagged_call(body).into_iter().collect();
+    }
     let label = offered.iter().find(|name| name.as_str() == info.trim());
     if body.starts_with('{') || body.starts_with('[') {
         return json_values(body)
@@ -243,6 +269,61 @@ pub(super) fn calls_in(info: &str, body: &str, offered: &[String]) -> Vec<Parsed
         }],
         _ => Vec::new(),
     }
+}
+
+/// The value of `key="…"` (or `'…'`) among a tag's attributes.
+fn attribute<'a>(attributes: &'a str, key: &str) -> Option<&'a str> {
+    let mut rest = attributes;
+    while let Some(at) = rest.find(key) {
+        let before = rest[..at].chars().next_back();
+        let after = rest[at + key.len()..].trim_start();
+        rest = &rest[at + key.len()..];
+        if before.is_some_and(|c| !c.is_whitespace()) {
+            continue;
+        }
+        let Some(value) = after.strip_prefix('=') else {
+            continue;
+        };
+        let value = value.trim_start();
+        let quote = value.chars().next().filter(|q| *q == '"' || *q == '\'')?;
+        let inner = &value[1..];
+        return inner.find(quote).map(|end| &inner[..end]);
+    }
+    None
+}
+
+/// A call written as a tag: `<function name="read_file" arguments='{…}'/>`,
+/// `<function name="read_file">{…}</function>` or `<function=read_file>{…}</function>`.
+fn tagged_call(body: &str) -> Option<Parsed> {
+    let close = body.find('>')?;
+    let inner = body[1..close].trim().trim_end_matches('/').trim_end();
+    let content = body[close + 1..]
+        .split("</")
+        .next()
+        .unwrap_or_default()
+        .trim();
+    let (name, given) = match inner.split_once('=') {
+        // `function=read_file`: the name after `=`, the arguments as the content.
+        Some((head, name)) if !head.contains(char::is_whitespace) => {
+            (name.trim().trim_matches(['"', '\'']).to_string(), None)
+        }
+        _ => {
+            let attributes = inner.split_once(char::is_whitespace)?.1;
+            let name = attribute(attributes, "name")?.to_string();
+            let given =
+                attribute(attributes, "arguments").or_else(|| attribute(attributes, "parameters"));
+            (name, given)
+        }
+    };
+    let arguments = match given.or((!content.is_empty()).then_some(content)) {
+        Some(json) => serde_json::from_str::<Value>(json).ok()?,
+        None => Value::Object(Map::new()),
+    };
+    (!name.is_empty()).then_some(Parsed {
+        name,
+        arguments,
+        explicit: true,
+    })
 }
 
 /// Whether an answer being streamed may be starting a call at a fence: it is labelled with a
@@ -306,6 +387,15 @@ mod tests {
             ("", r#"terminal {"command": "ls"}"#),
             ("", r#"terminal({"command": "ls"})"#),
             ("terminal", r#"{"command": "ls"}"#),
+            (
+                "",
+                r#"<function name="terminal" arguments='{"command": "ls"}'/>"#,
+            ),
+            (
+                "",
+                r#"<function name="terminal">{"command": "ls"}</function>"#,
+            ),
+            ("", r#"<function=terminal>{"command": "ls"}</function>"#),
         ];
         for (info, body) in shapes {
             let calls = calls_in(info, body, &offered);

@@ -81,7 +81,13 @@ fn opens_call_tag(opening: &str) -> bool {
     match opening.find('>') {
         Some(close) => is_call_tag(&opening[1..close]),
         // Still streaming the tag: hold while it may become one.
-        None => opening.len() <= 26 && !opening[1..].contains(char::is_whitespace),
+        None => {
+            let inner = &opening[1..];
+            match inner.find(char::is_whitespace) {
+                None => opening.len() <= 26,
+                Some(space) => is_call_tag(&inner[..space]),
+            }
+        }
     }
 }
 

@@ -190,3 +190,24 @@ fn a_tagged_call_after_prose_is_taken_and_held_from_its_tag() {
     let code = "Run:\n```\nterminal_width = 80\n```";
     assert_eq!(showable(code, 0, &names).upto, code.len());
 }
+
+#[test]
+fn calls_written_as_function_tags_are_taken() {
+    let (registry, names) = offered();
+    // Seen on the 1.5B model with the stock template.
+    let text = "<tools>\n  <function name=\"read_file\" arguments='{\"path\": \"util.py\", \"offset\": 0, \"limit\": 500}'/>\n</tools><tools>\n  <function name=\"read_file\" arguments='{\"path\": \"util.py\", \"offset\": 0, \"limit\": 500}'/>\n</tools>";
+    let Some(TextCall::Call { call, unrun, rest }) = find(text, &registry, &names) else {
+        panic!("no call");
+    };
+    assert_eq!(call.name, "read_file");
+    assert_eq!(unrun, ["read_file"]);
+    assert!(!rest.contains("<function"), "{rest}");
+    let mut resume = 0;
+    for end in (1..=text.len()).filter(|&e| text.is_char_boundary(e)) {
+        let step = showable(&text[..end], resume, &names);
+        assert_eq!(step.upto, 0, "{:?}", &text[..end]);
+        resume = step.resume;
+    }
+    let prose = "Use <function name=\"x\"> sparingly.";
+    assert_eq!(find(prose, &registry, &names), None);
+}
