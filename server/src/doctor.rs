@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use talaria_engine::{Config, ProviderKind};
+use talaria_provider::server_window::ServerReport;
 use talaria_provider::{
     ChatRequest, ErrorClass, ProviderError, StreamEvent, Transcript, UserPart, classify,
 };
@@ -38,6 +39,8 @@ impl Report<'_> {
 enum Listing {
     Models(Vec<String>),
     Problem(String, String),
+    /// Nothing can be reached there (refused, unknown host): a test call would say the same.
+    Unreachable(String, String),
 }
 
 fn auth_fix(config: &Config) -> String {
@@ -54,20 +57,25 @@ fn auth_fix(config: &Config) -> String {
 }
 
 /// The window sessions will assume, and where the figure comes from.
-async fn context_window(config: &Config) -> (u64, String) {
+/// What a server on this machine or a private network says about itself (nothing for others).
+async fn local_server(config: &Config) -> ServerReport {
+    if !talaria_engine::config::is_local(&config.endpoint().base_url) {
+        return ServerReport::default();
+    }
+    let Ok(client) =
+        talaria_provider::http::client("doctor", std::time::Duration::from_millis(500))
+    else {
+        return ServerReport::default();
+    };
+    talaria_provider::server_window::report(&client, &config.endpoint().base_url, &config.model)
+        .await
+}
+
+fn context_window(config: &Config, server: &ServerReport) -> (u64, String) {
     if config.context_window_set {
         return (config.context_window, "configured".into());
     }
-    if talaria_engine::config::is_local(&config.endpoint().base_url)
-        && let Ok(client) =
-            talaria_provider::http::client("doctor", std::time::Duration::from_millis(500))
-        && let Some(found) = talaria_provider::server_window::probe(
-            &client,
-            &config.endpoint().base_url,
-            &config.model,
-        )
-        .await
-    {
+    if let Some(found) = server.window {
         return (found.tokens, format!("reported by {}", found.source));
     }
     (
@@ -115,9 +123,14 @@ async fn list_models(config: &Config) -> Listing {
         Err(error) => {
             let refused = talaria_provider::http::is_connection_refused(&error);
             return if refused {
-                Listing::Problem(
+                Listing::Unreachable(
                     format!("cannot connect to {base} (connection refused)"),
                     "start the server, or set the right base_url / OPENAI_BASE_URL".into(),
+                )
+            } else if talaria_provider::http::is_unknown_host(&error) {
+                Listing::Unreachable(
+                    format!("cannot find the host of {base} (the name does not resolve)"),
+                    "correct the host name in base_url / OPENAI_BASE_URL".into(),
                 )
             } else {
                 Listing::Problem(
@@ -182,8 +195,19 @@ async fn test_call(config: &Config) -> Result<(), (String, String)> {
             ErrorClass::ModelNotFound => {
                 "set model (or TALARIA_MODEL) to a model the endpoint serves".into()
             }
-            ErrorClass::Unreachable => "start the server, or set the right base_url".into(),
-            _ => "see the message above".into(),
+            ErrorClass::Unreachable => match &error {
+                ProviderError::UnknownHost { .. } => {
+                    "correct the host name in base_url / OPENAI_BASE_URL".into()
+                }
+                _ => "start the server, or set the right base_url".into(),
+            },
+            ErrorClass::Timeout => {
+                "check the address and the network, or raise connect_timeout_secs".into()
+            }
+            ErrorClass::RateLimit | ErrorClass::Overloaded | ErrorClass::ServerError => {
+                "try again later, or use another model or endpoint".into()
+            }
+            _ => "correct what the message names".into(),
         };
         (error.to_string(), fix)
     };
@@ -365,12 +389,24 @@ pub async fn run(out: &mut dyn Write, call: bool) -> usize {
         }
         Some(missing) => report.problem("credentials", "missing", &missing),
     }
+    let server = local_server(&config).await;
+    let mut reachable = true;
     match list_models(&config).await {
         Listing::Models(ids) if ids.is_empty() => {
             report.ok("endpoint", "reachable (it does not list its models)");
         }
         Listing::Models(ids) if ids.contains(&config.model) => {
             report.ok("endpoint", &format!("reachable; serves {}", config.model));
+        }
+        // llama.cpp serves its one model whatever name a request gives.
+        Listing::Models(ids) if ids.len() == 1 && server.any_model_name => {
+            report.warn(
+                "endpoint",
+                &format!(
+                    "reachable; it serves one model ({}) and answers to any model name, so {} is fine (llama-server --alias {} makes the names agree)",
+                    ids[0], config.model, config.model
+                ),
+            );
         }
         Listing::Models(ids) => {
             let shown: Vec<&str> = ids.iter().take(8).map(String::as_str).collect();
@@ -385,12 +421,21 @@ pub async fn run(out: &mut dyn Write, call: bool) -> usize {
             );
         }
         Listing::Problem(what, fix) => report.problem("endpoint", &what, &fix),
+        Listing::Unreachable(what, fix) => {
+            report.problem("endpoint", &what, &fix);
+            reachable = false;
+        }
     }
-    let (window, source) = context_window(&config).await;
+    let (window, source) = context_window(&config, &server);
     report.ok("context window", &format!("{window} tokens ({source})"));
     sandbox(&mut report, &config).await;
     store(&mut report, &config).await;
-    if call {
+    if call && !reachable {
+        report.warn(
+            "test call",
+            "not made: the endpoint cannot be reached (see above)",
+        );
+    } else if call {
         match test_call(&config).await {
             Ok(()) => report.ok("test call", "the model answered"),
             Err((what, fix)) => report.problem("test call", &what, &fix),

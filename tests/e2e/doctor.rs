@@ -120,3 +120,48 @@ async fn the_sandbox_is_reported_active_proven_by_a_command_or_off() {
     assert!(ok, "{report}");
     assert!(report.contains("! sandbox        OFF"), "{report}");
 }
+
+#[tokio::test]
+async fn a_llama_cpp_server_that_answers_to_any_model_name_is_not_an_error() {
+    let mut env = TestEnv::new(vec![MockReply::text(&["ok"])]).await;
+    // llama-server names its one model after the file; the configuration says another name.
+    env.extra_env
+        .push(("TALARIA_MODEL".into(), "qwen2.5-coder".into()));
+    env.mock
+        .serve_props(json!({"default_generation_settings": {"n_ctx": 8192}, "total_slots": 1}));
+    let (ok, report) = doctor(&env, &["--call"]).await;
+    assert!(ok, "{report}");
+    assert!(report.contains("! endpoint"), "{report}");
+    assert!(
+        report.contains("answers to any model name") && report.contains("--alias qwen2.5-coder"),
+        "{report}"
+    );
+    assert!(report.contains("✓ test call"), "{report}");
+    // A server that is not llama.cpp and does not list the model: a problem.
+    let mut other = TestEnv::new(Vec::new()).await;
+    other
+        .extra_env
+        .push(("TALARIA_MODEL".into(), "qwen2.5-coder".into()));
+    other.mock.serve_props(serde_json::Value::Null);
+    let (ok, report) = doctor(&other, &[]).await;
+    assert!(!ok, "{report}");
+    assert!(report.contains("is not among its models"), "{report}");
+}
+
+#[tokio::test]
+async fn an_unknown_host_is_one_clear_line_and_no_test_call() {
+    let mut env = TestEnv::new(Vec::new()).await;
+    env.extra_env.push((
+        "OPENAI_BASE_URL".into(),
+        "http://localhots.invalid:8080/v1".into(),
+    ));
+    let started = std::time::Instant::now();
+    let (ok, report) = doctor(&env, &["--call"]).await;
+    assert!(!ok, "{report}");
+    let problems: Vec<&str> = report.lines().filter(|l| l.starts_with('✗')).collect();
+    assert_eq!(problems.len(), 1, "{report}");
+    assert!(problems[0].contains("cannot find the host"), "{report}");
+    assert!(report.contains("correct the host name"), "{report}");
+    assert!(report.contains("! test call"), "{report}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+}

@@ -158,6 +158,28 @@ async fn a_refused_connection_fails_at_once_and_says_so() {
 }
 
 #[tokio::test]
+async fn an_unknown_host_fails_at_once_and_says_so() {
+    let mut env = TestEnv::new(vec![]).await;
+    env.extra_env.push((
+        "OPENAI_BASE_URL".into(),
+        "http://localhots.invalid:8080/v1".into(),
+    ));
+    let (mut agent, session) = env.session().await;
+    let (response, updates) = prompt(&mut agent, &session, "hello?").await;
+    let message = response["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("cannot find the host"), "{response}");
+    assert!(!message.contains("timed out"), "{message}");
+    // Not retried: no backoff notice, nothing logged about another attempt.
+    let told = serde_json::to_string(&updates).unwrap_or_default();
+    assert!(!told.contains("retrying"), "{told}");
+    assert!(
+        !agent.stderr().contains("retrying in"),
+        "{}",
+        agent.stderr()
+    );
+}
+
+#[tokio::test]
 async fn the_configuration_is_checked_at_start_up_and_each_problem_logged_once() {
     let env = TestEnv::new(vec![]).await;
     env.write_config("model = \"m\"\ncontext_window = \"lots\"\n");

@@ -214,6 +214,11 @@ async fn one_shot_exit_codes_say_how_the_turn_ended_and_notices_stay_off_stdout(
     );
     let stderr = String::from_utf8_lossy(&failed.stderr);
     assert!(stderr.contains("mock refuses"), "{stderr}");
+    assert_eq!(
+        stderr.matches("mock refuses").count(),
+        1,
+        "the failure is told once: {stderr}"
+    );
 
     let mut command = chat(&env, &["-p", "take your time"]);
     command

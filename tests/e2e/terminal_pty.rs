@@ -244,10 +244,51 @@ async fn tab_completes_built_in_and_agent_commands() {
         .await;
     pty.type_keys("/comp\t\r");
     pty.wait_for("Context compaction failed").await;
+    // A command's argument: the session's mode ids (typed at the prompt, not during a turn).
+    pty.wait_for_after("Context compaction failed", "> ").await;
+    pty.type_keys("/mode yo\t\r");
+    pty.wait_for_after("/mode yolo", "ok").await;
     assert!(
         env.mock.requests().is_empty(),
         "no model call: the command went to the agent"
     );
     pty.type_keys("/quit\r");
     assert_eq!(pty.exit_code().await, Some(0));
+}
+
+/// What `talaria-chat` showed when it could not start a session, and its exit code.
+async fn set_up_failure(env: &TestEnv) -> (String, Option<i32>) {
+    let pty = Pty::spawn(env);
+    pty.wait_for("could not start a session").await;
+    let seen = pty.seen.clone();
+    let code = pty.exit_code().await;
+    // What was written before the exit reaches the reader.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let text = seen.lock().map(|t| t.clone()).unwrap_or_default();
+    (text, code)
+}
+
+#[tokio::test]
+async fn a_set_up_problem_is_shown_as_readable_text_with_exit_code_2() {
+    // A broken configuration file: the message keeps its line breaks and the caret diagram.
+    let env = TestEnv::new(Vec::new()).await;
+    env.write_config("model = \"qwen2.5-coder\n");
+    let (broken, code) = set_up_failure(&env).await;
+    assert_eq!(code, Some(2), "{broken}");
+    assert!(broken.contains("config.toml, line 1"), "{broken}");
+    assert!(broken.contains("1 | model = \"qwen2.5-coder"), "{broken}");
+    // No configuration and no key at all.
+    let mut bare = TestEnv::new(Vec::new()).await;
+    bare.api_key = None;
+    bare.extra_env
+        .push(("OPENAI_BASE_URL".into(), "https://api.openai.com/v1".into()));
+    let (missing, code) = set_up_failure(&bare).await;
+    assert_eq!(code, Some(2), "{missing}");
+    assert!(missing.contains("OPENAI_API_KEY"), "{missing}");
+    for screen in [broken, missing] {
+        assert!(!screen.contains("jsonrpc"), "{screen}");
+        assert!(!screen.contains("{\"error\""), "{screen}");
+        assert!(!screen.contains("\\n"), "escaped line breaks: {screen}");
+        assert!(!screen.contains("Invalid params"), "{screen}");
+    }
 }

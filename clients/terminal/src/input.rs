@@ -64,13 +64,15 @@ impl Completer for SlashCompleter {
         _ctx: &Context<'_>,
     ) -> rustyline::Result<(usize, Vec<Pair>)> {
         let typed = &line[..pos];
-        if !typed.starts_with('/') || typed.contains(char::is_whitespace) {
+        if !typed.starts_with('/') {
             return Ok((pos, Vec::new()));
         }
+        // A command name, or (after a space) a command with its argument (`/mode ask`).
+        let with_argument = typed.contains(' ');
         let commands = self.commands.lock().unwrap_or_else(PoisonError::into_inner);
         let pairs = commands
             .iter()
-            .filter(|c| c.starts_with(&typed[1..]))
+            .filter(|c| c.contains(' ') == with_argument && c.starts_with(&typed[1..]))
             .map(|c| Pair {
                 display: format!("/{c}"),
                 replacement: format!("/{c} "),

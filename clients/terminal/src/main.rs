@@ -94,6 +94,34 @@ fn permission_answer(params: &Value, kind: Option<&str>) -> Value {
 /// Built-in commands, offered for completion with the agent's.
 const BUILT_IN: [&str; 5] = ["mode", "model", "cancel", "help", "quit"];
 
+/// The built-in commands, and with their arguments the session offers: `mode <id>` for
+/// each mode, `model <name>` for each model choice.
+fn built_in_completions(session: &Value) -> Vec<String> {
+    let mut names: Vec<String> = BUILT_IN.iter().map(|c| c.to_string()).collect();
+    let modes = session["modes"]["availableModes"]
+        .as_array()
+        .into_iter()
+        .flatten();
+    names.extend(
+        modes
+            .filter_map(|m| m["id"].as_str())
+            .map(|id| format!("mode {id}")),
+    );
+    let models = session["configOptions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|o| o["id"] == "model")
+        .filter_map(|o| o["options"].as_array())
+        .flatten();
+    names.extend(
+        models
+            .filter_map(|m| m["value"].as_str())
+            .map(|value| format!("model {value}")),
+    );
+    names
+}
+
 /// A second Ctrl-C within this time quits.
 const DOUBLE_PRESS: Duration = Duration::from_secs(1);
 
@@ -110,16 +138,39 @@ fn answer_kind(line: &str) -> Option<&'static str> {
     }
 }
 
+/// Exit codes: 0 answered (or a normal quit), 1 the one-shot turn failed, 2 the agent or
+/// its session could not be started (missing program, configuration problem), 130 cancelled
+/// (Ctrl-C).
+const EXIT_SETUP: u8 = 2;
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> std::process::ExitCode {
     match run(Cli::parse()).await {
         Ok(code) => std::process::ExitCode::from(code),
         Err(e) => {
-            let text = format!("{e:#}");
-            eprintln!("talaria-chat: {}", text.lines().next().unwrap_or(&text));
-            std::process::ExitCode::from(2)
+            eprintln!("talaria-chat: {e:#}");
+            std::process::ExitCode::from(EXIT_SETUP)
         }
     }
+}
+
+/// Calls a set-up method; an error answer becomes the agent's message as text (its line
+/// breaks kept, the JSON-RPC wrapping left out).
+async fn setup_call(
+    agent: &mut AgentProcess,
+    method: &str,
+    params: Value,
+    what: &str,
+) -> anyhow::Result<Value> {
+    let response = agent.request(method, params).await?;
+    if let Some(result) = response.get("result") {
+        return Ok(result.clone());
+    }
+    let message = response["error"]["message"]
+        .as_str()
+        .map(|m| m.strip_prefix("Invalid params: ").unwrap_or(m).to_string())
+        .unwrap_or_else(|| response.to_string());
+    bail!("{what}:\n{message}")
 }
 
 /// The last meaningful line of the agent's log.
@@ -139,6 +190,8 @@ struct Chat {
     renderer: Renderer,
     input: input::InputThread,
     commands: input::Commands,
+    /// The built-in commands with their arguments (`mode ask`, `model NAME`), for completion.
+    built_in: Vec<String>,
     one_shot: bool,
     approve: Approve,
     running: Option<i64>,
@@ -286,7 +339,7 @@ impl Chat {
             let update = &message["params"]["update"];
             self.renderer.update(update);
             if update["sessionUpdate"] == "available_commands_update" {
-                let mut names: Vec<String> = BUILT_IN.iter().map(|c| c.to_string()).collect();
+                let mut names = self.built_in.clone();
                 names.extend(self.renderer.commands.iter().map(|(n, _)| n.clone()));
                 *self.commands.lock().unwrap_or_else(PoisonError::into_inner) = names;
             }
@@ -402,24 +455,36 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         Some(dir) => std::path::absolute(dir)?,
         None => std::env::current_dir()?,
     };
-    agent
-        .call("initialize", json!({"protocolVersion": 1, "clientCapabilities": {"session": {"notices": {}}}, "clientInfo": {"name": "talaria-chat", "version": env!("CARGO_PKG_VERSION")}}))
-        .await
-        .map_err(|e| anyhow::anyhow!("the agent did not start: {e}; {}", last_log_line(&agent.stderr())))?;
-    let session = agent
-        .call("session/new", json!({"cwd": cwd, "mcpServers": []}))
-        .await?;
+    let initialize = json!({"protocolVersion": 1, "clientCapabilities": {"session": {"notices": {}}}, "clientInfo": {"name": "talaria-chat", "version": env!("CARGO_PKG_VERSION")}});
+    if let Err(e) = setup_call(
+        &mut agent,
+        "initialize",
+        initialize,
+        "the agent did not start",
+    )
+    .await
+    {
+        bail!("{e:#}\n{}", last_log_line(&agent.stderr()));
+    }
+    let session = setup_call(
+        &mut agent,
+        "session/new",
+        json!({"cwd": cwd, "mcpServers": []}),
+        "could not start a session",
+    )
+    .await?;
     let session_id = session["sessionId"]
         .as_str()
         .context("the agent returned no sessionId")?
         .to_string();
     if let Some(mode) = &cli.mode {
-        agent
-            .call(
-                "session/set_mode",
-                json!({"sessionId": session_id, "modeId": mode}),
-            )
-            .await?;
+        setup_call(
+            &mut agent,
+            "session/set_mode",
+            json!({"sessionId": session_id, "modeId": mode}),
+            "could not set the mode",
+        )
+        .await?;
     }
     let one_shot = cli.prompt.is_some();
     let mut renderer = Renderer::new();
@@ -451,8 +516,8 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             sandbox,
         );
     }
-    let commands: input::Commands =
-        Arc::new(Mutex::new(BUILT_IN.iter().map(|c| c.to_string()).collect()));
+    let built_in = built_in_completions(&session);
+    let commands: input::Commands = Arc::new(Mutex::new(built_in.clone()));
     let initial = if one_shot {
         Mode::Busy
     } else {
@@ -466,6 +531,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         renderer,
         input,
         commands,
+        built_in,
         one_shot,
         approve: cli.approve,
         running: None,

@@ -28,6 +28,23 @@ pub struct Renderer {
     contents: HashMap<String, Value>,
     /// The agent's slash commands: name and description.
     pub commands: Vec<(String, String)>,
+    /// The last error notice shown, so the prompt's error that says the same is not shown
+    /// again.
+    told_error: Option<String>,
+}
+
+/// At most `max` characters, cut at a word with an ellipsis when cut at all.
+fn shorten(text: &str, max: usize) -> String {
+    let text = first_line(text);
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let cut: String = text.chars().take(max.saturating_sub(1)).collect();
+    let at_word = match cut.rfind(char::is_whitespace) {
+        Some(space) if space > max / 2 => cut[..space].trim_end(),
+        _ => cut.as_str(),
+    };
+    format!("{at_word}…")
 }
 
 fn first_line(text: &str) -> &str {
@@ -45,6 +62,7 @@ impl Renderer {
             titles: HashMap::new(),
             contents: HashMap::new(),
             commands: Vec::new(),
+            told_error: None,
         }
     }
 
@@ -80,8 +98,15 @@ impl Renderer {
         eprintln!("{text}");
     }
 
-    /// An error as one readable line.
+    /// An error as one readable line (unless an error notice already said it).
     pub fn error(&mut self, text: &str) {
+        if self
+            .told_error
+            .take()
+            .is_some_and(|told| told.contains(first_line(text)))
+        {
+            return;
+        }
         self.switch(Stream::Other);
         let line = text.lines().next().unwrap_or(text);
         eprintln!("{}", self.paint("31", &format!("! {line}")));
@@ -200,6 +225,9 @@ impl Renderer {
             }
             "notice" => {
                 let severity = update["severity"].as_str().unwrap_or("info");
+                if severity == "error" {
+                    self.told_error = update["title"].as_str().map(str::to_string);
+                }
                 let code = match severity {
                     "error" => "31",
                     "warning" => "33",
@@ -303,8 +331,7 @@ impl Renderer {
         if !self.commands.is_empty() {
             eprintln!("The agent's commands:");
             for (name, what) in &self.commands {
-                let short: String = what.chars().take(70).collect();
-                eprintln!("  /{name:<13} {short}");
+                eprintln!("  /{name:<13} {}", shorten(what, 70));
             }
         }
     }
@@ -315,5 +342,24 @@ pub fn reply_status(renderer: &mut Renderer, reply: &Value) {
     match reply.get("error") {
         Some(error) => renderer.error(error["message"].as_str().unwrap_or("failed")),
         None => renderer.status("ok"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_descriptions_are_cut_at_a_word_with_an_ellipsis() {
+        let long = "Load the skill named deploy and follow its steps to ship the service to production safely";
+        let short = shorten(long, 40);
+        assert!(short.ends_with('…'), "{short}");
+        assert!(short.chars().count() <= 40, "{short}");
+        assert!(long.starts_with(short.trim_end_matches('…')), "{short}");
+        assert!(
+            short.trim_end_matches('…').ends_with("follow"),
+            "cut at a word: {short}"
+        );
+        assert_eq!(shorten("fits", 40), "fits");
     }
 }

@@ -31,9 +31,11 @@ impl ProviderKind {
             "openai" | "openai-chat" | "openai-compatible" => Ok(Self::OpenAi),
             "anthropic" => Ok(Self::Anthropic),
             "openai-responses" | "responses" => Ok(Self::OpenAiResponses),
-            other => Err(ConfigError::Invalid(format!(
-                "unknown provider {other:?}; expected \"openai\", \"anthropic\" or \"openai-responses\""
-            ))),
+            _ => Err(ConfigError::value(
+                "provider",
+                format!("{name:?}"),
+                "unknown provider; expected \"openai\", \"anthropic\" or \"openai-responses\"",
+            )),
         }
     }
 
@@ -218,10 +220,90 @@ pub struct ShellEnvironment {
 pub enum ConfigError {
     #[error("cannot read {path}: {detail}")]
     Read { path: String, detail: String },
-    #[error("{path} is not valid TOML: {detail}")]
+    /// The file is not TOML, or a value has the wrong type; `detail` names the line, the key
+    /// when there is one, and shows the line.
+    #[error("{path}, {detail}")]
     Parse { path: String, detail: String },
+    /// A value of the right type that means nothing here (`mode = "yes"`), with where it is
+    /// written: the file and line, or the environment variable.
+    #[error("{place}: {key} = {value}: {detail}")]
+    Value {
+        key: String,
+        value: String,
+        detail: String,
+        place: String,
+    },
     #[error("invalid configuration: {0}")]
     Invalid(String),
+}
+
+impl ConfigError {
+    /// A bad value of `key` in the configuration file (its line is found when the file is
+    /// read).
+    fn value(
+        key: impl Into<String>,
+        value: impl std::fmt::Display,
+        detail: impl Into<String>,
+    ) -> Self {
+        Self::Value {
+            key: key.into(),
+            value: value.to_string(),
+            detail: detail.into(),
+            place: String::new(),
+        }
+    }
+
+    /// The same bad value, written under another key.
+    fn for_key(self, key: &str) -> Self {
+        match self {
+            Self::Value {
+                value,
+                detail,
+                place,
+                ..
+            } => Self::Value {
+                key: key.into(),
+                value,
+                detail,
+                place,
+            },
+            other => other,
+        }
+    }
+
+    /// A bad value that came from an environment variable.
+    fn variable(name: &str, value: &str, detail: impl Into<String>) -> Self {
+        Self::Value {
+            key: name.into(),
+            value: format!("{value:?}"),
+            detail: detail.into(),
+            place: "environment".into(),
+        }
+    }
+
+    /// Fills in where a bad value of the file is written.
+    fn placed(self, path: &Path, text: &str) -> Self {
+        match self {
+            Self::Value {
+                key,
+                value,
+                detail,
+                place,
+            } if place.is_empty() => {
+                let place = match crate::config_place::line_of(text, &key) {
+                    Some(line) => format!("{}, line {line}", path.display()),
+                    None => path.display().to_string(),
+                };
+                Self::Value {
+                    key,
+                    value,
+                    detail,
+                    place,
+                }
+            }
+            other => other,
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -399,17 +481,19 @@ fn sandbox_config(
     file: FileSandbox,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<SandboxConfig, ConfigError> {
-    let parse = |value: &str, from: &str| match value.trim().to_ascii_lowercase().as_str() {
-        "on" | "true" | "1" | "yes" => Ok(true),
-        "off" | "false" | "0" | "no" => Ok(false),
-        other => Err(ConfigError::Invalid(format!(
-            "{from} = {other:?}: the sandbox is \"on\" or \"off\""
-        ))),
+    let parse = |value: &str| match value.trim().to_ascii_lowercase().as_str() {
+        "on" | "true" | "1" | "yes" => Some(true),
+        "off" | "false" | "0" | "no" => Some(false),
+        _ => None,
     };
+    const ON_OR_OFF: &str = "the sandbox is \"on\" or \"off\"";
     let enabled = match env("TALARIA_SANDBOX").filter(|v| !v.trim().is_empty()) {
-        Some(value) => parse(&value, "TALARIA_SANDBOX")?,
+        Some(value) => parse(&value)
+            .ok_or_else(|| ConfigError::variable("TALARIA_SANDBOX", &value, ON_OR_OFF))?,
         None => match &file.mode {
-            Some(mode) => parse(mode, "sandbox.mode")?,
+            Some(mode) => parse(mode).ok_or_else(|| {
+                ConfigError::value("sandbox.mode", format!("{mode:?}"), ON_OR_OFF)
+            })?,
             None => true,
         },
     };
@@ -427,9 +511,11 @@ fn compression_settings(file: &FileCompression) -> Result<talaria_compress::Sett
     let share = |name: &str, value: Option<f64>, default: f64| match value {
         None => Ok(default),
         Some(v) if v > 0.0 && v <= 1.0 => Ok(v),
-        Some(v) => Err(ConfigError::Invalid(format!(
-            "compression.{name} = {v}: it is a share of the window, above 0 and at most 1"
-        ))),
+        Some(v) => Err(ConfigError::value(
+            format!("compression.{name}"),
+            v,
+            "it is a share of the window, above 0 and at most 1",
+        )),
     };
     Ok(talaria_compress::Settings {
         enabled: file.enabled.unwrap_or(defaults.enabled),
@@ -527,6 +613,20 @@ fn endpoint(
     Endpoint { base_url, api_keys }
 }
 
+/// The configuration with a warning per unknown key of the file.
+fn with_warnings(mut config: Config, path: &Path, unknown: Vec<String>) -> Config {
+    config.warnings = unknown
+        .into_iter()
+        .map(|key| {
+            format!(
+                "{}: unknown key `{key}` ignored (a setting of another Talaria version, or a typo)",
+                path.display()
+            )
+        })
+        .collect();
+    config
+}
+
 impl Config {
     /// Loads from the process environment and `$TALARIA_HOME/config.toml`.
     pub fn load() -> Result<Self, ConfigError> {
@@ -539,10 +639,15 @@ impl Config {
         let path = home.join("config.toml");
         let mut unknown = Vec::new();
         let file = match std::fs::read_to_string(&path) {
-            Ok(text) => parse_file(&text, &mut unknown).map_err(|e| ConfigError::Parse {
-                path: path.display().to_string(),
-                detail: e.to_string(),
-            })?,
+            Ok(text) => {
+                let file = parse_file(&text, &mut unknown).map_err(|e| ConfigError::Parse {
+                    path: path.display().to_string(),
+                    detail: crate::config_place::describe(&text, &e),
+                })?;
+                return Self::resolve(home, file, env)
+                    .map_err(|e| e.placed(&path, &text))
+                    .map(|config| with_warnings(config, &path, unknown));
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => FileConfig::default(),
             Err(e) => {
                 return Err(ConfigError::Read {
@@ -551,17 +656,7 @@ impl Config {
                 });
             }
         };
-        let mut config = Self::resolve(home, file, env)?;
-        config.warnings = unknown
-            .into_iter()
-            .map(|key| {
-                format!(
-                    "{}: unknown key `{key}` ignored (a setting of another Talaria version, or a typo)",
-                    path.display()
-                )
-            })
-            .collect();
-        Ok(config)
+        Self::resolve(home, file, env).map(|config| with_warnings(config, &path, unknown))
     }
 
     fn resolve(
@@ -570,24 +665,35 @@ impl Config {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
         let env_nonempty = |key: &str| env(key).filter(|v| !v.trim().is_empty());
-        let provider = match env_nonempty("TALARIA_PROVIDER").or(file.provider) {
-            Some(name) => ProviderKind::parse(&name)?,
-            None => ProviderKind::OpenAi,
+        let provider = match (env_nonempty("TALARIA_PROVIDER"), file.provider) {
+            (Some(name), _) => ProviderKind::parse(&name).map_err(|_| {
+                ConfigError::variable(
+                    "TALARIA_PROVIDER",
+                    &name,
+                    "unknown provider; expected \"openai\", \"anthropic\" or \"openai-responses\"",
+                )
+            })?,
+            (None, Some(name)) => ProviderKind::parse(&name)?,
+            (None, None) => ProviderKind::OpenAi,
         };
         let context_window = match env_nonempty("TALARIA_CONTEXT_WINDOW") {
             Some(value) => value.trim().parse::<u64>().map_err(|_| {
-                ConfigError::Invalid(format!(
-                    "TALARIA_CONTEXT_WINDOW must be a whole number of tokens, got {value:?}"
-                ))
+                ConfigError::variable(
+                    "TALARIA_CONTEXT_WINDOW",
+                    &value,
+                    "TALARIA_CONTEXT_WINDOW must be a whole number of tokens",
+                )
             })?,
             None => file.context_window.unwrap_or(DEFAULT_CONTEXT_WINDOW),
         };
         let context_window_set =
             env_nonempty("TALARIA_CONTEXT_WINDOW").is_some() || file.context_window.is_some();
         if context_window < 1024 {
-            return Err(ConfigError::Invalid(format!(
-                "context window of {context_window} tokens is too small (at least 1024)"
-            )));
+            let detail = "the context window is too small (at least 1024 tokens)";
+            return Err(match env_nonempty("TALARIA_CONTEXT_WINDOW") {
+                Some(value) => ConfigError::variable("TALARIA_CONTEXT_WINDOW", &value, detail),
+                None => ConfigError::value("context_window", context_window, detail),
+            });
         }
         let model =
             env_nonempty("TALARIA_MODEL")
@@ -603,17 +709,21 @@ impl Config {
         let mode = match file.mode.as_deref() {
             None => Mode::Ask,
             Some(id) => Mode::from_id(id).ok_or_else(|| {
-                ConfigError::Invalid(format!(
-                    "unknown mode {id:?}; expected one of read-only, ask, accept-edits, yolo"
-                ))
+                ConfigError::value(
+                    "mode",
+                    format!("{id:?}"),
+                    "unknown mode; expected one of read-only, ask, accept-edits, yolo",
+                )
             })?,
         };
         let key_strategy = match file.key_strategy.as_deref() {
             None => KeyStrategy::FillFirst,
             Some(name) => KeyStrategy::parse(name).ok_or_else(|| {
-                ConfigError::Invalid(format!(
-                    "unknown key_strategy {name:?}; expected fill-first or round-robin"
-                ))
+                ConfigError::value(
+                    "key_strategy",
+                    format!("{name:?}"),
+                    "unknown key strategy; expected fill-first or round-robin",
+                )
             })?,
         };
         let openai = endpoint(
@@ -642,8 +752,9 @@ impl Config {
                     .filter_map(|a| a.api_key_env.clone()),
             )
             .collect();
-        for entry in file.fallback {
-            let kind = ProviderKind::parse(&entry.provider)?;
+        for (index, entry) in file.fallback.into_iter().enumerate() {
+            let kind = ProviderKind::parse(&entry.provider)
+                .map_err(|e| e.for_key(&format!("fallback[{index}].provider")))?;
             let base = match kind {
                 ProviderKind::Anthropic => &anthropic,
                 ProviderKind::OpenAi | ProviderKind::OpenAiResponses => &openai,
@@ -664,7 +775,8 @@ impl Config {
         let mut auxiliary = std::collections::BTreeMap::new();
         for (task, entry) in file.auxiliary {
             let kind = match &entry.provider {
-                Some(name) => ProviderKind::parse(name)?,
+                Some(name) => ProviderKind::parse(name)
+                    .map_err(|e| e.for_key(&format!("auxiliary.{task}.provider")))?,
                 None => provider,
             };
             let base = match kind {
@@ -695,9 +807,11 @@ impl Config {
         let mut tokenizers = HashMap::new();
         for (model_name, encoding) in &file.tokenizers {
             let parsed = talaria_compress::Encoding::parse(encoding).ok_or_else(|| {
-                ConfigError::Invalid(format!(
-                    "tokenizers.\"{model_name}\" = \"{encoding}\": the known encodings are cl100k and o200k"
-                ))
+                ConfigError::value(
+                    format!("tokenizers.\"{model_name}\""),
+                    format!("{encoding:?}"),
+                    "the known encodings are cl100k and o200k",
+                )
             })?;
             tokenizers.insert(model_name.clone(), parsed);
         }
@@ -933,11 +1047,13 @@ mod tests {
         );
         let bad_share = load(&[], Some("[compression]\nthreshold = 1.5\n"));
         assert!(
-            matches!(bad_share, Err(ConfigError::Invalid(m)) if m.contains("compression.threshold"))
+            matches!(&bad_share, Err(e @ ConfigError::Value { .. }) if e.to_string().contains("line 2: compression.threshold = 1.5")),
+            "{bad_share:?}"
         );
         let bad_encoding = load(&[], Some("[tokenizers]\nx = \"p50k\"\n"));
         assert!(
-            matches!(bad_encoding, Err(ConfigError::Invalid(m)) if m.contains("cl100k and o200k"))
+            matches!(&bad_encoding, Err(e @ ConfigError::Value { .. }) if e.to_string().contains("line 2") && e.to_string().contains("cl100k and o200k")),
+            "{bad_encoding:?}"
         );
     }
 
@@ -1023,24 +1139,81 @@ mod tests {
             load(&[], Some("model = [")),
             Err(ConfigError::Parse { .. })
         ));
-        assert!(matches!(
-            load(&[("TALARIA_CONTEXT_WINDOW", "lots")], None),
-            Err(ConfigError::Invalid(m)) if m.contains("TALARIA_CONTEXT_WINDOW")
-        ));
-        assert!(matches!(
-            load(&[("TALARIA_PROVIDER", "palm")], None),
-            Err(ConfigError::Invalid(m)) if m.contains("palm")
-        ));
-        // A known key with a bad value names the key and its line.
-        let bad = load(&[], Some("model = \"m\"\ncontext_window = \"lots\"\n"));
+        let told = |result: Result<Config, ConfigError>| match result {
+            Ok(_) => panic!("accepted"),
+            Err(error) => error.to_string(),
+        };
+        let window = told(load(&[("TALARIA_CONTEXT_WINDOW", "lots")], None));
         assert!(
-            matches!(&bad, Err(ConfigError::Parse { detail, .. }) if detail.contains("line 2") && detail.contains("context_window")),
-            "{bad:?}"
+            window.starts_with("environment: TALARIA_CONTEXT_WINDOW = \"lots\""),
+            "{window}"
         );
-        assert!(matches!(
-            load(&[], Some("key_strategy = \"random\"")),
-            Err(ConfigError::Invalid(_))
-        ));
+        let provider = told(load(&[("TALARIA_PROVIDER", "palm")], None));
+        assert!(
+            provider.contains("TALARIA_PROVIDER = \"palm\": unknown provider"),
+            "{provider}"
+        );
+    }
+
+    /// Every kind of mistake in the file names its place: a value that means nothing here, a
+    /// value of the wrong type, broken TOML.
+    #[test]
+    fn each_kind_of_mistake_names_its_key_and_line() {
+        let told = |text: &str| match load(&[], Some(text)) {
+            Ok(_) => panic!("accepted {text}"),
+            Err(error) => error.to_string(),
+        };
+        // A bad enum value.
+        for (text, place) in [
+            (
+                "model = \"m\"\nmode = \"yes\"\n",
+                "line 2: mode = \"yes\": unknown mode",
+            ),
+            (
+                "key_strategy = \"random\"",
+                "line 1: key_strategy = \"random\"",
+            ),
+            (
+                "\n[sandbox]\nmode = \"maybe\"\n",
+                "line 3: sandbox.mode = \"maybe\"",
+            ),
+            (
+                "provider = \"palm\"\n",
+                "line 1: provider = \"palm\": unknown provider",
+            ),
+            (
+                "[[fallback]]\nprovider = \"openai\"\nmodel = \"a\"\n[[fallback]]\nprovider = \"palm\"\nmodel = \"b\"\n",
+                "line 5: fallback[1].provider = \"palm\"",
+            ),
+            (
+                "[auxiliary.title]\nprovider = \"palm\"\n",
+                "line 2: auxiliary.title.provider",
+            ),
+            ("context_window = 10\n", "line 1: context_window = 10"),
+        ] {
+            let message = told(text);
+            assert!(message.contains("config.toml, "), "{message}");
+            assert!(message.contains(place), "{place}: {message}");
+        }
+        // A wrong type: valid TOML, so not called invalid TOML.
+        let typed = told("model = \"m\"\nmax_turn_requests = \"lots\"\n");
+        assert!(
+            typed.contains("line 2, key `max_turn_requests`: invalid type"),
+            "{typed}"
+        );
+        assert!(!typed.contains("not valid TOML"), "{typed}");
+        let nested = told("[learning]\nskill_review_after = true\n");
+        assert!(
+            nested.contains("line 2, key `learning.skill_review_after`"),
+            "{nested}"
+        );
+        // Broken TOML, shown with its line as written (real line breaks, no escapes).
+        let syntax = told("model = \"qwen2.5-coder\n");
+        assert!(syntax.contains("line 1"), "{syntax}");
+        assert!(
+            syntax.contains("\n  1 | model = \"qwen2.5-coder"),
+            "{syntax}"
+        );
     }
 
     #[test]

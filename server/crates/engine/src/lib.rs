@@ -9,6 +9,7 @@ mod backoff;
 pub mod budget;
 pub mod client;
 pub mod config;
+mod config_place;
 mod context;
 pub mod credentials;
 pub mod events;

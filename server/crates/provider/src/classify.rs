@@ -130,7 +130,7 @@ impl ErrorClass {
             Self::Overloaded => "provider overloaded",
             Self::ServerError => "provider server error",
             Self::Timeout => "timed out",
-            Self::Unreachable => "nothing is listening at the endpoint",
+            Self::Unreachable => "the endpoint cannot be reached",
             Self::StreamCut => "stream interrupted",
             Self::ContextOverflow => "context window exceeded",
             Self::PayloadTooLarge => "request too large",
@@ -336,7 +336,9 @@ pub fn classify(error: &ProviderError) -> Classified {
             (class, message.clone())
         }
         ProviderError::Connect { detail, .. } => (ErrorClass::Timeout, detail.clone()),
-        ProviderError::Refused { .. } => (ErrorClass::Unreachable, error.to_string()),
+        ProviderError::Refused { .. } | ProviderError::UnknownHost { .. } => {
+            (ErrorClass::Unreachable, error.to_string())
+        }
         ProviderError::Stream {
             failure, detail, ..
         } => {

@@ -22,6 +22,13 @@ pub enum ProviderError {
         url: String,
         detail: String,
     },
+    /// The endpoint's host name does not resolve: retrying will not help.
+    #[error("cannot find the host of {url} ({detail}): is the address right?")]
+    UnknownHost {
+        provider: String,
+        url: String,
+        detail: String,
+    },
     /// Nothing listens at the endpoint (connection refused): retrying will not help.
     #[error("cannot connect to {provider} at {url} (connection refused): is the server running?")]
     Refused { provider: String, url: String },

@@ -72,7 +72,6 @@ pub fn client_for(
         })
 }
 
-/// The full chain of an error's causes, for messages.
 /// Whether a request failed because nothing listens at the address (from the error's
 /// sources, not its text).
 pub fn is_connection_refused(error: &reqwest::Error) -> bool {
@@ -88,6 +87,21 @@ pub fn is_connection_refused(error: &reqwest::Error) -> bool {
     false
 }
 
+/// Whether a request failed because the host name does not resolve (the resolver's error in
+/// the error's sources: hyper's "dns error", the system's "failed to lookup address").
+pub fn is_unknown_host(error: &reqwest::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = source {
+        let text = current.to_string().to_ascii_lowercase();
+        if text.starts_with("dns error") || text.contains("failed to lookup address") {
+            return true;
+        }
+        source = current.source();
+    }
+    false
+}
+
+/// The full chain of an error's causes, for messages.
 pub fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
@@ -97,6 +111,15 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+/// The innermost cause of an error (the resolver's own words).
+fn root_cause(error: &dyn std::error::Error) -> String {
+    let mut current = error;
+    while let Some(next) = current.source() {
+        current = next;
+    }
+    current.to_string()
 }
 
 /// Sends the request; a non-success status becomes [`ProviderError::Http`] carrying the
@@ -111,6 +134,12 @@ pub async fn send(
             ProviderError::Refused {
                 provider: provider.into(),
                 url: endpoint.into(),
+            }
+        } else if is_unknown_host(&e) {
+            ProviderError::UnknownHost {
+                provider: provider.into(),
+                url: endpoint.into(),
+                detail: root_cause(&e),
             }
         } else {
             ProviderError::Connect {

@@ -25,6 +25,9 @@ pub struct ServerReport {
     pub window: Option<ServerWindow>,
     /// Requests the server serves at once (llama.cpp's `total_slots`), when it says.
     pub slots: Option<u64>,
+    /// It is llama.cpp's server (its `/props` answered), which serves its one model whatever
+    /// model name a request gives.
+    pub any_model_name: bool,
 }
 
 /// The context window the server at `base_url` reports for `model`, if any of its interfaces
@@ -82,6 +85,7 @@ pub async fn report(client: &reqwest::Client, base_url: &str, model: &str) -> Se
     ServerReport {
         window,
         slots: props.as_ref().and_then(|p| p["total_slots"].as_u64()),
+        any_model_name: props.as_ref().is_some_and(Value::is_object),
     }
 }
 

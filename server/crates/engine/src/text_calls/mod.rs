@@ -97,15 +97,27 @@ pub(crate) fn find(text: &str, registry: &Registry, offered: &[String]) -> Optio
                 Checked::Unknown { .. } => None,
             })
             .collect();
+        // Every call is taken out of the answer (the model reads which did not run).
+        let mut spans: Vec<std::ops::Range<usize>> = checked
+            .iter()
+            .filter_map(|c| match c {
+                Checked::Valid { span, .. } => Some(span.clone()),
+                _ => None,
+            })
+            .collect();
+        spans.sort_by_key(|s| std::cmp::Reverse(s.start));
+        spans.dedup();
         let mut rest = text.to_string();
-        rest.replace_range(span.clone(), "");
+        for span in spans {
+            rest.replace_range(span, "\n");
+        }
         return Some(TextCall::Call {
             call: ToolCallRequest {
                 id: format!("text_{name}"),
                 name: name.clone(),
                 arguments: arguments.clone(),
             },
-            rest: shape::without_call_tags(&rest).trim().to_string(),
+            rest: tidy(&shape::without_call_tags(&rest)),
             unrun,
         });
     }
@@ -122,6 +134,48 @@ pub(crate) fn find(text: &str, registry: &Registry, offered: &[String]) -> Optio
             _ => None,
         })
     })
+}
+
+/// What is left of an answer once its calls are out: no empty or dangling fences, no runs of
+/// blank lines.
+fn tidy(text: &str) -> String {
+    let is_fence = |line: &str| line.trim_start().starts_with("```");
+    let lines: Vec<&str> = text.lines().collect();
+    let mut kept: Vec<&str> = Vec::with_capacity(lines.len());
+    let mut index = 0;
+    while index < lines.len() {
+        let line = lines[index];
+        if is_fence(line) {
+            let next = (index + 1..lines.len()).find(|&i| !lines[i].trim().is_empty());
+            match next {
+                // An empty block: both fences go.
+                Some(close) if lines[close].trim() == "```" => {
+                    index = close + 1;
+                    continue;
+                }
+                // A fence with nothing after it.
+                None => break,
+                _ => {}
+            }
+        }
+        kept.push(line);
+        index += 1;
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut blank_run = 0;
+    for line in kept {
+        if line.trim().is_empty() {
+            blank_run += 1;
+            if blank_run > 1 {
+                continue;
+            }
+        } else {
+            blank_run = 0;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out.trim().to_string()
 }
 
 #[cfg(test)]

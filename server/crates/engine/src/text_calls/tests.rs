@@ -144,11 +144,7 @@ fn of_several_calls_the_first_is_taken_and_the_others_are_named() {
     assert_eq!(call.name, "terminal");
     assert_eq!(call.arguments, "{\"command\":\"pytest\"}");
     assert_eq!(unrun, ["todo"]);
-    assert!(rest.starts_with("First I run the tests"), "{rest}");
-    assert!(
-        rest.contains("todo {"),
-        "the unrun call stays in the answer: {rest}"
-    );
+    assert_eq!(rest, "First I run the tests, then I track the work.");
     let two = "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a\"}}\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"b\"}}\n```";
     let Some(TextCall::Call { call, unrun, .. }) = find(two, &registry, &names) else {
         panic!("no call");
@@ -210,4 +206,14 @@ fn calls_written_as_function_tags_are_taken() {
     }
     let prose = "Use <function name=\"x\"> sparingly.";
     assert_eq!(find(prose, &registry, &names), None);
+}
+
+#[test]
+fn what_is_left_of_an_answer_has_no_stray_fences_or_blank_runs() {
+    let (registry, names) = offered();
+    let text = "To see it, I'll read the file:\n\n```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a\"}}\n```\n\n\n\nThen I explain.\n```\n\n```\n```json";
+    let Some(TextCall::Call { rest, .. }) = find(text, &registry, &names) else {
+        panic!("no call");
+    };
+    assert_eq!(rest, "To see it, I'll read the file:\n\nThen I explain.");
 }
