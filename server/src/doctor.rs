@@ -28,12 +28,22 @@ impl Report<'_> {
         let _ = writeln!(self.out, "! {what:<14} {detail}");
     }
 
+    /// Lines that belong to the check above (indented under it).
+    fn note(&mut self, text: &str) {
+        for line in text.lines() {
+            let _ = writeln!(self.out, "  {:<14} {line}", "");
+        }
+    }
+
     fn problem(&mut self, what: &str, detail: &str, fix: &str) {
         self.problems += 1;
         let _ = writeln!(self.out, "✗ {what:<14} {detail}");
         let _ = writeln!(self.out, "  {:<14} fix: {fix}", "");
     }
 }
+
+/// The README's configuration for a local model server.
+const LOCAL_SNIPPET: &str = "  model = \"qwen2.5-coder\"\n  [openai]\n  base_url = \"http://127.0.0.1:8080/v1\"   # Ollama: http://127.0.0.1:11434/v1\n  api_key = \"\"";
 
 /// What the endpoint's model list said.
 enum Listing {
@@ -354,12 +364,17 @@ pub async fn run(out: &mut dyn Write, call: bool) -> usize {
     let path = talaria_engine::config::default_home(&env).join("config.toml");
     let config = match Config::load() {
         Ok(config) => {
-            let found = if path.exists() {
-                "found, valid"
+            if path.exists() {
+                report.ok("config file", &format!("{} (found, valid)", path.display()));
             } else {
-                "none (defaults and environment)"
-            };
-            report.ok("config file", &format!("{} ({found})", path.display()));
+                report.warn(
+                    "config file",
+                    &format!(
+                        "none at {}: defaults and the environment are used",
+                        path.display()
+                    ),
+                );
+            }
             config
         }
         Err(error) => {
@@ -387,7 +402,15 @@ pub async fn run(out: &mut dyn Write, call: bool) -> usize {
             };
             report.ok("credentials", &detail);
         }
-        Some(missing) => report.problem("credentials", "missing", &missing),
+        Some(missing) => {
+            report.problem("credentials", "missing", &missing);
+            if !path.exists() {
+                report.note(&format!(
+                    "for a model server on this machine (llama.cpp, Ollama, LM Studio) no key is needed; write {}:\n{LOCAL_SNIPPET}",
+                    path.display()
+                ));
+            }
+        }
     }
     let server = local_server(&config).await;
     let mut reachable = true;

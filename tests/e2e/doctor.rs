@@ -26,6 +26,7 @@ async fn doctor(env: &TestEnv, args: &[&str]) -> (bool, String) {
 #[tokio::test]
 async fn a_good_configuration_passes_every_check_without_showing_the_key() {
     let env = TestEnv::new(vec![MockReply::text(&["ok"])]).await;
+    env.write_config("model = \"mock-model\"\n");
     let (ok, report) = doctor(&env, &["--call"]).await;
     assert!(ok, "{report}");
     for line in [
@@ -164,4 +165,24 @@ async fn an_unknown_host_is_one_clear_line_and_no_test_call() {
     assert!(report.contains("correct the host name"), "{report}");
     assert!(report.contains("! test call"), "{report}");
     assert!(started.elapsed() < std::time::Duration::from_secs(30));
+}
+
+#[tokio::test]
+async fn without_a_configuration_or_a_key_the_local_model_snippet_is_offered() {
+    let mut env = TestEnv::new(Vec::new()).await;
+    env.api_key = None;
+    env.extra_env
+        .push(("OPENAI_BASE_URL".into(), "https://api.openai.com/v1".into()));
+    let (ok, report) = doctor(&env, &[]).await;
+    assert!(!ok, "{report}");
+    assert!(report.contains("! config file"), "{report}");
+    assert!(report.contains("OPENAI_API_KEY"), "{report}");
+    for line in [
+        "no key is needed",
+        "[openai]",
+        "base_url = \"http://127.0.0.1:8080/v1\"",
+        "api_key = \"\"",
+    ] {
+        assert!(report.contains(line), "{line}: {report}");
+    }
 }
