@@ -6,5 +6,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --workspace --bins
 cargo test --workspace
-(cd clients/sdk-tests && npm ci --no-audit --no-fund && npm test)
-(cd clients/vscode && npm ci --no-audit --no-fund && npm run typecheck && npm test && npm run test:e2e)
+# The Node suites run as on a fresh machine: an empty HOME and no npm settings of the user's
+# (no ~/.npmrc, no npm_config_* variables), so they need nothing but the package registries.
+fresh_home="$(mktemp -d)"
+trap 'rm -rf "$fresh_home"' EXIT
+fresh() {
+  env $(env | sed -n 's/^\(npm_config_[^=]*\)=.*/-u \1/ip') HOME="$fresh_home" "$@"
+}
+(cd clients/sdk-tests && fresh npm ci --no-audit --no-fund && fresh npm test)
+(cd clients/vscode && fresh npm ci --no-audit --no-fund && fresh npm run typecheck \
+  && fresh npm test && fresh npm run test:e2e)

@@ -12,12 +12,15 @@ import type {
   ToolCallLocation,
 } from "@agentclientprotocol/sdk";
 
+import type { Question } from "./form.js";
+
 export type ChatItem =
   | { kind: "user"; id: string; text: string; attachments: string[] }
   | { kind: "agent"; id: string; text: string }
   | { kind: "thought"; id: string; text: string }
   | { kind: "tool"; id: string; card: ToolCard }
   | { kind: "notice"; id: string; severity: string; text: string; action?: NoticeAction }
+  | { kind: "question"; id: string; question: Question }
   | { kind: "stop"; id: string; reason: string };
 
 /** A button on a notice (e.g. open the settings after a failed start). */
@@ -39,6 +42,8 @@ export type Usage = { used: number; size: number; cost?: { amount: number; curre
 
 export type ChatState = {
   items: ChatItem[];
+  /** The output so far of the commands the agent runs in editor terminals, by terminal id. */
+  terminals: Record<string, string>;
   plan: PlanEntry[];
   usage?: Usage;
   commands: AvailableCommand[];
@@ -49,7 +54,7 @@ export type ChatState = {
 };
 
 export function emptyState(): ChatState {
-  return { items: [], plan: [], commands: [], configOptions: [], busy: false };
+  return { items: [], terminals: {}, plan: [], commands: [], configOptions: [], busy: false };
 }
 
 let counter = 0;
@@ -243,4 +248,31 @@ export function answered(state: ChatState, toolCallId: string): string {
   const card = findCard(state, toolCallId);
   if (card) card.permission = undefined;
   return itemIdOfCard(state, toolCallId) ?? "*";
+}
+
+/** Adds an agent's question (a form) to the chat. Returns its item id. */
+export function addQuestion(state: ChatState, question: Question): string {
+  const item = { kind: "question" as const, id: nextId("question"), question };
+  state.items.push(item);
+  return item.id;
+}
+
+/** Marks a question answered, with how. */
+export function questionAnswered(state: ChatState, id: string, answer: string): string {
+  const item = state.items.find((i) => i.id === id);
+  if (item?.kind === "question") item.question.answer = answer;
+  return id;
+}
+
+/** Output of a command in an editor terminal; returns the ids of the cards that show it. */
+export function terminalOutput(state: ChatState, terminalId: string, text: string): string[] {
+  const kept = (state.terminals[terminalId] ?? "") + text;
+  // Cards show the end of an output: keep a bounded tail.
+  state.terminals[terminalId] = kept.length > 64_000 ? kept.slice(kept.length - 64_000) : kept;
+  return state.items
+    .filter(
+      (i) =>
+        i.kind === "tool" && i.card.content.some((c) => c.type === "terminal" && c.terminalId === terminalId),
+    )
+    .map((i) => i.id);
 }

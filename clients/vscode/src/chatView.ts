@@ -40,7 +40,7 @@ export class ChatView implements vscode.WebviewViewProvider {
     const controller = this.controller();
     this.post({
       type: "reset",
-      items: controller.state.items.map((item) => ({ id: item.id, html: renderItem(item) })),
+      items: controller.state.items.map((item) => ({ id: item.id, html: renderItem(item, controller.state.terminals) })),
     });
     this.postHeader();
   }
@@ -51,7 +51,7 @@ export class ChatView implements vscode.WebviewViewProvider {
     for (const id of ids) {
       if (id === "*") continue;
       const item = state.items.find((i) => i.id === id);
-      if (item) this.post({ type: "item", id, html: renderItem(item) });
+      if (item) this.post({ type: "item", id, html: renderItem(item, state.terminals) });
     }
     if (ids.includes("*")) this.postHeader();
   }
@@ -102,6 +102,11 @@ export class ChatView implements vscode.WebviewViewProvider {
       case "permission":
         controller.answerPermission(message.toolCallId, message.optionId);
         break;
+      case "question": {
+        const problem = controller.answerQuestion(message.id, message.action, message.content);
+        if (problem) this.post({ type: "questionProblem", id: message.id, problem });
+        break;
+      }
       case "openDiff": {
         const card = findCard(controller.state, message.toolCallId);
         const content = card?.content[message.index];

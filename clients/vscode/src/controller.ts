@@ -10,6 +10,9 @@ import {
   type AgentApp,
   type ClientConnection,
   type ContentBlock,
+  type CreateElicitationRequest,
+  type CreateElicitationResponse,
+  type ElicitationSchema,
   type CreateTerminalRequest,
   type CreateTerminalResponse,
   type InitializeResponse,
@@ -31,20 +34,25 @@ import {
 
 import {
   addNotice,
+  addQuestion,
   addStop,
   addUser,
   answered,
   applyUpdate,
   askPermission,
   emptyState,
+  questionAnswered,
+  terminalOutput,
   type ChatState,
 } from "./chatState.js";
+import { checkAnswer, describeAnswer, formFields, type FormField } from "./form.js";
 
 /** What the editor does for the agent: files and terminals. */
 export interface EditorHost {
   readTextFile(params: ReadTextFileRequest): Promise<ReadTextFileResponse>;
   writeTextFile(params: WriteTextFileRequest): Promise<void>;
-  createTerminal(params: CreateTerminalRequest): Promise<CreateTerminalResponse>;
+  /** Starts a command; `onOutput` hears its output as it comes. */
+  createTerminal(params: CreateTerminalRequest, onOutput?: (text: string) => void): Promise<CreateTerminalResponse>;
   terminalOutput(params: TerminalOutputRequest): Promise<TerminalOutputResponse>;
   waitForTerminalExit(params: WaitForTerminalExitRequest): Promise<WaitForTerminalExitResponse>;
   killTerminal(params: KillTerminalRequest): Promise<void>;
@@ -78,6 +86,11 @@ export class SessionController {
   private agent?: AgentTarget;
   private starting?: Promise<boolean>;
   private readonly permissions = new Map<string, (response: RequestPermissionResponse) => void>();
+  /** Questions waiting for the user: their fields and how to answer the agent. */
+  private readonly questions = new Map<
+    string,
+    { fields: FormField[]; resolve: (response: CreateElicitationResponse) => void }
+  >();
   private readonly listeners: Listener[] = [];
   /** The session to resume after the agent crashed. */
   private resumeId?: string;
@@ -134,7 +147,19 @@ export class SessionController {
         await this.host.writeTextFile(params);
         return {};
       })
-      .onRequest(methods.client.terminal.create, ({ params }) => this.host.createTerminal(params))
+      .onRequest(methods.client.elicitation.create, ({ params }) => this.onQuestion(params))
+      .onRequest(methods.client.terminal.create, async ({ params }) => {
+        // Output before the id is known waits for it.
+        let id: string | undefined;
+        const early: string[] = [];
+        const response = await this.host.createTerminal(params, (text) => {
+          if (id === undefined) early.push(text);
+          else this.changed(terminalOutput(this.state, id, text));
+        });
+        id = response.terminalId;
+        if (early.length) this.changed(terminalOutput(this.state, id, early.join("")));
+        return response;
+      })
       .onRequest(methods.client.terminal.output, ({ params }) => this.host.terminalOutput(params))
       .onRequest(methods.client.terminal.waitForExit, ({ params }) => this.host.waitForTerminalExit(params))
       .onRequest(methods.client.terminal.kill, async ({ params }) => {
@@ -167,6 +192,8 @@ export class SessionController {
           clientCapabilities: {
             fs: { readTextFile: true, writeTextFile: true },
             terminal: true,
+            // The agent's questions (`clarify`, MCP servers') are shown as forms in the chat.
+            elicitation: { form: {} },
           },
           clientInfo: { name: "talaria-vscode", version: "0.1.0" },
         });
@@ -261,7 +288,51 @@ export class SessionController {
     this.changed([answered(this.state, toolCallId)]);
   }
 
+  /** The agent asks the user something: a form in the chat (URL mode is declined). */
+  private onQuestion(params: CreateElicitationRequest): Promise<CreateElicitationResponse> {
+    if (params.mode !== "form" || !("requestedSchema" in params)) {
+      return Promise.resolve({ action: "decline" });
+    }
+    if ("sessionId" in params && params.sessionId !== this.sessionId) {
+      return Promise.resolve({ action: "cancel" });
+    }
+    const fields = formFields(params.requestedSchema as ElicitationSchema);
+    const id = addQuestion(this.state, { message: params.message, fields });
+    this.changed([id]);
+    return new Promise((resolve) => this.questions.set(id, { fields, resolve }));
+  }
+
+  /**
+   * The user answered a question on its form. Returns why an accepted answer does not fit
+   * (the form stays open), or nothing.
+   */
+  answerQuestion(id: string, action: string, content?: Record<string, unknown>): string | undefined {
+    const waiting = this.questions.get(id);
+    if (!waiting) return undefined;
+    if (action === "accept") {
+      const problem = checkAnswer(waiting.fields, content ?? {});
+      if (problem) return problem;
+    }
+    this.questions.delete(id);
+    const response: CreateElicitationResponse =
+      action === "accept"
+        ? { action: "accept", content: (content ?? {}) as Record<string, string | number | boolean | string[]> }
+        : { action: action === "decline" ? "decline" : "cancel" };
+    waiting.resolve(response);
+    this.changed([questionAnswered(this.state, id, describeAnswer(response.action, content))]);
+    return undefined;
+  }
+
+  private cancelQuestions(): void {
+    for (const [id, waiting] of this.questions) {
+      waiting.resolve({ action: "cancel" });
+      questionAnswered(this.state, id, "Cancelled.");
+    }
+    this.questions.clear();
+  }
+
   private cancelPermissions(): void {
+    this.cancelQuestions();
     for (const [id, resolve] of this.permissions) {
       resolve({ outcome: { outcome: "cancelled" } });
       answered(this.state, id);

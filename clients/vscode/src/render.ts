@@ -1,9 +1,12 @@
 // Chat items as HTML for the webview: markdown for answers (raw HTML in the model's text is
 // escaped, never run), thoughts in a collapsed block, tool cards with title, kind, status,
-// output, diffs and the permission buttons. Pure: no VS Code, no DOM.
+// output (a command's as it streams), diffs and the permission buttons, and the agent's
+// questions as forms. Pure: no VS Code, no DOM.
 import { Marked } from "marked";
 
 import type { ChatItem, ChatState, ToolCard } from "./chatState.js";
+import { renderQuestion } from "./form.js";
+import { escapeHtml } from "./html.js";
 
 const markdown = new Marked({ gfm: true, breaks: false, async: false });
 // The model's text is untrusted: raw HTML in it is shown as text.
@@ -15,14 +18,7 @@ markdown.use({
   },
 });
 
-export function escapeHtml(text: string): string {
-  return text
-    .replace(/&/g, "&amp;")
-    .replace(/</g, "&lt;")
-    .replace(/>/g, "&gt;")
-    .replace(/"/g, "&quot;")
-    .replace(/'/g, "&#39;");
-}
+export { escapeHtml };
 
 /** Markdown to HTML (links keep only http(s), file and relative targets). */
 export function renderMarkdown(text: string): string {
@@ -43,7 +39,12 @@ const KIND_ICONS: Record<string, string> = {
   other: "🔧",
 };
 
-function renderCardContent(card: ToolCard): string {
+/** What a card shows of a long output: its end. */
+function tail(text: string, max = 4000): string {
+  return text.length > max ? `…${text.slice(text.length - max)}` : text;
+}
+
+function renderCardContent(card: ToolCard, terminals: Record<string, string>): string {
   return card.content
     .map((content, index) => {
       switch (content.type) {
@@ -60,8 +61,10 @@ function renderCardContent(card: ToolCard): string {
   <button class="open-diff" data-tool="${escapeHtml(card.toolCallId)}" data-index="${index}">Open diff</button></div>
   <pre>${lines}</pre></div>`;
         }
-        case "terminal":
-          return `<div class="terminal-ref">Running in the terminal “Talaria: ${escapeHtml(content.terminalId)}”</div>`;
+        case "terminal": {
+          const output = terminals[content.terminalId] ?? "";
+          return `<div class="terminal-ref">Also in VS Code's terminal panel (“Talaria: …”)</div><pre class="output terminal-output" data-terminal="${escapeHtml(content.terminalId)}">${escapeHtml(tail(output))}</pre>`;
+        }
         default:
           return "";
       }
@@ -84,7 +87,7 @@ export function diffLines(oldText: string, newText: string): string {
   return shown.join("\n");
 }
 
-export function renderCard(card: ToolCard): string {
+export function renderCard(card: ToolCard, terminals: Record<string, string> = {}): string {
   const icon = KIND_ICONS[card.kind] ?? KIND_ICONS.other;
   const permission = card.permission
     ? `<div class="permission" role="group" aria-label="Permission">
@@ -100,11 +103,12 @@ export function renderCard(card: ToolCard): string {
 <div class="tool-head"><span class="kind" title="${escapeHtml(card.kind)}">${icon}</span>
 <span class="title">${escapeHtml(card.title)}</span>
 <span class="status">${escapeHtml(card.status.replace("_", " "))}</span></div>
-${renderCardContent(card)}${permission}
+${renderCardContent(card, terminals)}${permission}
 </div>`;
 }
 
-export function renderItem(item: ChatItem): string {
+/** An item as HTML; `terminals` is the output so far of the commands cards show. */
+export function renderItem(item: ChatItem, terminals: Record<string, string> = {}): string {
   switch (item.kind) {
     case "user":
       return `<div class="message user">${escapeHtml(item.text)}${
@@ -117,7 +121,9 @@ export function renderItem(item: ChatItem): string {
     case "thought":
       return `<details class="thought"><summary>Thinking</summary><div>${renderMarkdown(item.text)}</div></details>`;
     case "tool":
-      return renderCard(item.card);
+      return renderCard(item.card, terminals);
+    case "question":
+      return renderQuestion(item.id, item.question);
     case "notice":
       return `<div class="notice ${escapeHtml(item.severity)}">${escapeHtml(item.text)}${
         item.action

@@ -11,6 +11,7 @@ export type FromView =
     }
   | { type: "stop" }
   | { type: "permission"; toolCallId: string; optionId: string }
+  | { type: "question"; id: string; action: "accept" | "decline" | "cancel"; content?: Record<string, unknown> }
   | { type: "openDiff"; toolCallId: string; index: number }
   | { type: "setOption"; configId: string; value: string }
   | { type: "newSession" }
@@ -36,4 +37,6 @@ export type ToView =
       canList: boolean;
     }
   | { type: "sessions"; sessions: { id: string; title: string; updatedAt: string }[] }
-  | { type: "files"; files: string[] };
+  | { type: "files"; files: string[] }
+  /** An accepted answer that does not fit its form: the form stays open and says why. */
+  | { type: "questionProblem"; id: string; problem: string };

@@ -160,3 +160,57 @@ test("closing the session clears the chat and the next prompt opens a new one", 
   assert.equal(fake.received.filter((r) => r.method === "session/new").length, 2);
   assert.equal(fake.starts, 1, "the same agent serves the new session");
 });
+
+test("an agent's question is a form in the chat and the checked answer reaches the agent", async () => {
+  const fake = new FakeAgent();
+  const { controller } = controllerFor(fake);
+  const running = controller.prompt(text("ask"), "ask");
+  await until(() => controller.state.items.some((i) => i.kind === "question"), "the question");
+  const item = controller.state.items.find((i) => i.kind === "question");
+  assert.ok(item && item.kind === "question");
+  assert.equal(item.question.message, "Which database?");
+  assert.deepEqual(
+    item.question.fields.map((f) => [f.name, f.type, f.required]),
+    [
+      ["answer", "choice", true],
+      ["tables", "integer", false],
+    ],
+  );
+  // Answers that do not fit the form are refused and the form stays open.
+  assert.match(controller.answerQuestion(item.id, "accept", {}) ?? "", /Answer is required/);
+  assert.match(controller.answerQuestion(item.id, "accept", { answer: "mysql" }) ?? "", /choose one/);
+  assert.match(controller.answerQuestion(item.id, "accept", { answer: "sqlite", tables: 2.5 }) ?? "", /whole number/);
+  assert.equal(controller.answerQuestion(item.id, "accept", { answer: "sqlite", tables: 3 }), undefined);
+  assert.equal(await running, "end_turn");
+  assert.deepEqual(fake.questionAnswers, [{ action: "accept", content: { answer: "sqlite", tables: 3 } }]);
+  assert.equal(item.question.answer, "Answered: sqlite · 3");
+  const initialize = fake.received.find((r) => r.method === "initialize")?.params as {
+    clientCapabilities: { elicitation?: { form?: object } };
+  };
+  assert.deepEqual(initialize.clientCapabilities.elicitation, { form: {} }, "forms are advertised");
+});
+
+test("Stop cancels a question the agent is waiting on", async () => {
+  const fake = new FakeAgent();
+  const { controller } = controllerFor(fake);
+  const running = controller.prompt(text("ask"), "ask");
+  await until(() => controller.state.items.some((i) => i.kind === "question"), "the question");
+  await controller.cancel();
+  await running;
+  assert.deepEqual(fake.questionAnswers, [{ action: "cancel" }]);
+});
+
+test("a command's output streams into its card", async () => {
+  const fake = new FakeAgent();
+  const host = new RecordingHost();
+  host.terminalWrites = ["compiling a.c\n", "linking\n"];
+  const { controller, changes } = controllerFor(fake, host);
+  assert.equal(await controller.prompt(text("run"), "run"), "end_turn");
+  assert.equal(controller.state.terminals["term-1"], "compiling a.c\nlinking\n");
+  const card = controller.state.items.find((i) => i.kind === "tool" && i.card.toolCallId === "t2");
+  assert.ok(card);
+  assert.ok(
+    changes.filter((ids) => ids.includes(card.id)).length >= 3,
+    "the card was redrawn as the output came",
+  );
+});

@@ -14,6 +14,7 @@ export type FakeOptions = {
 export class FakeAgent {
   readonly received: { method: string; params: unknown }[] = [];
   permissionAnswers: unknown[] = [];
+  questionAnswers: unknown[] = [];
   cancelled = 0;
   starts = 0;
   private exit?: (code: string) => void;
@@ -127,6 +128,38 @@ export class FakeAgent {
           await update({ sessionUpdate: "tool_call_update", toolCallId: "t1", status: "failed" });
           return { stopReason: answer.outcome.outcome === "cancelled" ? ("cancelled" as const) : ("end_turn" as const) };
         }
+        if (text === "ask") {
+          const answer = await client.request(methods.client.elicitation.create, {
+            sessionId: params.sessionId,
+            mode: "form",
+            message: "Which database?",
+            requestedSchema: {
+              type: "object",
+              properties: {
+                answer: { type: "string", title: "Answer", enum: ["postgres", "sqlite"] },
+                tables: { type: "integer", title: "Tables" },
+              },
+              required: ["answer"],
+            },
+          });
+          this.questionAnswers.push(answer);
+          return { stopReason: "end_turn" as const };
+        }
+        if (text === "run") {
+          await update({ sessionUpdate: "tool_call", toolCallId: "t2", title: "Run make", kind: "execute", status: "in_progress" });
+          const { terminalId } = await client.request(methods.client.terminal.create, {
+            sessionId: params.sessionId,
+            command: "make",
+          });
+          await update({
+            sessionUpdate: "tool_call_update",
+            toolCallId: "t2",
+            content: [{ type: "terminal", terminalId }],
+          });
+          await client.request(methods.client.terminal.waitForExit, { sessionId: params.sessionId, terminalId });
+          await update({ sessionUpdate: "tool_call_update", toolCallId: "t2", status: "completed" });
+          return { stopReason: "end_turn" as const };
+        }
         if (text === "slow") {
           await update({ sessionUpdate: "agent_message_chunk", content: { type: "text", text: "working" } });
           await new Promise<void>((resolve) => (this.release = resolve));
@@ -146,13 +179,26 @@ export class RecordingHost implements EditorHost {
   async writeTextFile(params: { path: string; content: string }) {
     this.writes.push({ path: params.path, content: params.content });
   }
-  async createTerminal() {
-    return { terminalId: "t" };
+  /** Output the next command writes, after it started (one piece every few ms). */
+  terminalWrites: string[] = [];
+  private exitTerminal?: () => void;
+  async createTerminal(_params: unknown, onOutput?: (text: string) => void) {
+    const pieces = [...this.terminalWrites];
+    void (async () => {
+      for (const piece of pieces) {
+        await new Promise((ok) => setTimeout(ok, 5));
+        onOutput?.(piece);
+      }
+      await new Promise((ok) => setTimeout(ok, 5));
+      this.exitTerminal?.();
+    })();
+    return { terminalId: "term-1" };
   }
   async terminalOutput() {
     return { output: "", truncated: false };
   }
   async waitForTerminalExit() {
+    await new Promise<void>((resolve) => (this.exitTerminal = resolve));
     return { exitCode: 0 };
   }
   async killTerminal() {}

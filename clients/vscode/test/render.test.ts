@@ -78,3 +78,44 @@ test("usage, plan and stop lines", () => {
   assert.equal(stopText("cancelled"), "Stopped.");
   assert.equal(renderItem({ kind: "stop", id: "s", reason: "end_turn" }), "");
 });
+
+test("a question is a form with its fields, and once answered only its answer", async () => {
+  const { formFields, renderQuestion } = await import("../src/form.js");
+  const fields = formFields({
+    properties: {
+      answer: { type: "string", title: "Answer", enum: ["a <b>", "c"] },
+      sure: { type: "boolean", title: "Sure" },
+      tags: { type: "array", title: "Tags", items: { anyOf: [{ const: "x", title: "X" }, { const: "y" }] } },
+      count: { type: "integer" },
+    },
+    required: ["answer"],
+  });
+  const html = renderQuestion("q-1", { message: "Pick <one>", fields });
+  assert.match(html, /<form class="question" data-question="q-1">/);
+  assert.match(html, /Pick &lt;one&gt;/, "the message is escaped");
+  assert.match(html, /<select id="q-1-answer" data-field="answer" data-type="choice" required>/);
+  assert.match(html, /<option value="a &lt;b&gt;">a &lt;b&gt;<\/option>/);
+  assert.match(html, /type="checkbox" id="q-1-sure" data-field="sure" data-type="boolean"/);
+  assert.match(html, /data-field="tags" data-type="multi"/);
+  assert.match(html, /value="x"> X<\/label>/);
+  assert.match(html, /type="number" step="1" id="q-1-count"/);
+  for (const button of ["question-submit", "question-decline", "question-cancel"]) assert.match(html, new RegExp(button));
+  const answered = renderQuestion("q-1", { message: "Pick", fields, answer: "Answered: c" });
+  assert.doesNotMatch(answered, /<form|<input|<button/);
+  assert.match(answered, /Answered: c/);
+});
+
+test("a card shows the end of its command's output", () => {
+  const state = emptyState();
+  applyUpdate(state, {
+    sessionUpdate: "tool_call",
+    toolCallId: "t",
+    title: "Run make",
+    kind: "execute",
+    status: "in_progress",
+    content: [{ type: "terminal", terminalId: "term-1" }],
+  });
+  const html = renderItem(state.items[0], { "term-1": "x".repeat(5000) + "<done>" });
+  assert.match(html, /<pre class="output terminal-output" data-terminal="term-1">…x+&lt;done&gt;<\/pre>/);
+  assert.ok(html.length < 4500, "only the end");
+});

@@ -10,11 +10,25 @@ version=4.100.3
 
 sudo_if() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
-if [ ! -x /usr/lib/chromium/chromium ] || ! dpkg -s libkrb5-dev >/dev/null 2>&1 || ! command -v rg >/dev/null; then
-  echo "setup-e2e: installing chromium, libkrb5-dev, ripgrep with apt" >&2
+# code-server's native modules (argon2, node-pty, kerberos) build with node-gyp: a C++ compiler,
+# make and python3, against the installed Node's headers (never downloaded: see nodedir below).
+node_prefix="$(dirname "$(dirname "$(node -p process.execPath)")")"
+packages=()
+[ -x /usr/lib/chromium/chromium ] || packages+=(chromium)
+dpkg -s libkrb5-dev >/dev/null 2>&1 || packages+=(libkrb5-dev)
+command -v rg >/dev/null || packages+=(ripgrep)
+command -v g++ >/dev/null && command -v make >/dev/null || packages+=(g++ make)
+command -v python3 >/dev/null || packages+=(python3)
+[ -f "$node_prefix/include/node/node.h" ] || packages+=(libnode-dev)
+if [ "${#packages[@]}" -gt 0 ]; then
+  echo "setup-e2e: installing ${packages[*]} with apt" >&2
   sudo_if apt-get update -qq
-  sudo_if env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium libkrb5-dev ripgrep >/dev/null
+  sudo_if env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}" >/dev/null
+  [ -f "$node_prefix/include/node/node.h" ] || node_prefix=/usr
 fi
+# node-gyp would download Node's headers from nodejs.org (not a package registry): point it at
+# the installed ones, whatever the user's npm settings say.
+export npm_config_nodedir="$node_prefix"
 
 if [ ! -x "$prefix/node_modules/.bin/code-server" ] || \
    [ "$(node -p "require('$prefix/node_modules/code-server/package.json').version" 2>/dev/null)" != "$version" ]; then

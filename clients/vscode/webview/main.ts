@@ -1,6 +1,7 @@
 // The chat view's page script: shows the items the extension renders, the header (pickers,
-// usage, plan, sessions), and the prompt box (history, slash-command and @file completion,
-// pasted images, Send/Stop). Everything it does goes to the extension as a message.
+// usage, plan, sessions), the agent's questions as forms, and the prompt box (history,
+// slash-command and @file completion, pasted images, Send/Stop). Everything it does goes to
+// the extension as a message.
 import type { FromView, HeaderOption, ToView } from "../src/viewMessages.js";
 
 declare function acquireVsCodeApi(): { postMessage(message: FromView): void };
@@ -128,7 +129,61 @@ window.addEventListener("message", (event: MessageEvent<ToView>) => {
     case "files":
       showCompletions(message.files.map((f) => ({ label: f, detail: "", insert: `@${f} `, mention: f })));
       break;
+    case "questionProblem": {
+      const form = log.querySelector<HTMLFormElement>(`form.question[data-question="${CSS.escape(message.id)}"]`);
+      if (form) {
+        let problem = form.querySelector<HTMLElement>(".question-problem");
+        if (!problem) {
+          problem = el("div", "question-problem");
+          form.append(problem);
+        }
+        problem.textContent = message.problem;
+        form.querySelectorAll("button").forEach((b) => ((b as HTMLButtonElement).disabled = false));
+      }
+      break;
+    }
   }
+});
+
+/** The values of a question's form, by field name, typed as its schema says. */
+function formContent(form: HTMLFormElement): Record<string, unknown> {
+  const content: Record<string, unknown> = {};
+  form.querySelectorAll<HTMLElement>("[data-field]").forEach((field) => {
+    const name = field.dataset.field ?? "";
+    switch (field.dataset.type) {
+      case "boolean":
+        content[name] = (field as HTMLInputElement).checked;
+        break;
+      case "number":
+      case "integer": {
+        const text = (field as HTMLInputElement).value.trim();
+        if (text !== "") content[name] = Number(text);
+        break;
+      }
+      case "multi":
+        content[name] = Array.from(field.querySelectorAll<HTMLInputElement>("input:checked")).map((i) => i.value);
+        break;
+      default: {
+        const value = (field as HTMLInputElement | HTMLSelectElement).value;
+        if (value !== "") content[name] = value;
+      }
+    }
+  });
+  return content;
+}
+
+function answerQuestion(form: HTMLFormElement, action: "accept" | "decline" | "cancel"): void {
+  form.querySelectorAll("button").forEach((b) => ((b as HTMLButtonElement).disabled = true));
+  const id = form.dataset.question ?? "";
+  send(action === "accept" ? { type: "question", id, action, content: formContent(form) } : { type: "question", id, action });
+}
+
+// A question's form: Submit (checked by the browser, then by the extension), Decline, Cancel.
+log.addEventListener("submit", (event) => {
+  const form = (event.target as HTMLElement).closest<HTMLFormElement>("form.question");
+  if (!form) return;
+  event.preventDefault();
+  answerQuestion(form, "accept");
 });
 
 // Buttons inside rendered items: permission options, Open diff, notice actions.
@@ -142,6 +197,9 @@ log.addEventListener("click", (event) => {
     send({ type: "openDiff", toolCallId: target.dataset.tool ?? "", index: Number(target.dataset.index ?? 0) });
   } else if (target.classList.contains("notice-action")) {
     send({ type: "command", command: target.dataset.command ?? "" });
+  } else if (target.classList.contains("question-decline") || target.classList.contains("question-cancel")) {
+    const form = target.closest<HTMLFormElement>("form.question");
+    if (form) answerQuestion(form, target.classList.contains("question-decline") ? "decline" : "cancel");
   }
 });
 

@@ -76,12 +76,18 @@ export class VscodeHost implements EditorHost {
     await vscode.window.showTextDocument(document, { preview: true, preserveFocus: true });
   }
 
-  async createTerminal(params: CreateTerminalRequest): Promise<CreateTerminalResponse> {
+  async createTerminal(
+    params: CreateTerminalRequest,
+    onOutput: (text: string) => void = () => {},
+  ): Promise<CreateTerminalResponse> {
     const id = `term-${this.nextTerminal++}`;
     const written = new vscode.EventEmitter<string>();
     const closed = new vscode.EventEmitter<void>();
     const shown = [params.command, ...(params.args ?? [])].join(" ");
-    const process = new TerminalProcess(params, (text) => written.fire(text.replace(/\r?\n/g, "\r\n")));
+    const process = new TerminalProcess(params, (text) => {
+      written.fire(text.replace(/\r?\n/g, "\r\n"));
+      onOutput(text);
+    });
     const pty: vscode.Pseudoterminal = {
       onDidWrite: written.event,
       onDidClose: closed.event,

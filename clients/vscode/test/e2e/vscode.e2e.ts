@@ -2,8 +2,10 @@
 // host) in headless Chromium driven by playwright-core. Installs the freshly packaged .vsix,
 // opens a workspace, starts Talaria against the project's scripted mock LLM, and checks in the
 // page: a streamed markdown answer, a tool card with a permission question answered from the
-// card, the file written through fs/write_text_file (on disk and in the editor), and Stop
-// ending a slow turn. A screenshot of the chat view is saved after each step.
+// card, the file written through fs/write_text_file (on disk and in the editor), the agent's
+// question (`clarify`) answered in a form, a pasted image reaching the model, a command whose
+// output streams into its card from an editor terminal, and Stop ending a slow turn. A
+// screenshot of the chat view is saved after each step.
 import { spawn, execFileSync, type ChildProcess } from "node:child_process";
 import { createServer } from "node:net";
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync, existsSync } from "node:fs";
@@ -57,6 +59,29 @@ async function startMock(): Promise<string> {
         calls: [{ id: "w1", name: "write_file", arguments: JSON.stringify({ path: "notes.txt", content: "written by Talaria\n" }) }],
       },
       { type: "text", chunks: ["Done: notes.txt is written."] },
+      {
+        type: "tool_calls",
+        calls: [
+          {
+            id: "q1",
+            name: "clarify",
+            arguments: JSON.stringify({ question: "Which database should I use?", choices: ["postgres", "sqlite"] }),
+          },
+        ],
+      },
+      { type: "text", chunks: ["Using sqlite, as you chose."] },
+      { type: "text", chunks: ["A small red dot."] },
+      {
+        type: "tool_calls",
+        calls: [
+          {
+            id: "r1",
+            name: "terminal",
+            arguments: JSON.stringify({ command: "for i in 1 2 3; do echo step-$i; sleep 1; done" }),
+          },
+        ],
+      },
+      { type: "text", chunks: ["The three steps ran."] },
       { type: "hang", chunks: ["Working on it"] },
     ]),
   );
@@ -134,6 +159,17 @@ async function chatFrame(page: Page): Promise<Frame> {
     await page.waitForTimeout(250);
   }
   throw new Error("the chat view did not appear");
+}
+
+/** A 1×1 red PNG. */
+const RED_DOT =
+  "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
+
+/** What the mock model received so far. */
+async function mockRequests(baseUrl: string): Promise<{ body: { messages: unknown } }[]> {
+  const root = baseUrl.replace(/\/v1$/, "");
+  const response = await fetch(`${root}/_mock/requests`);
+  return (await response.json()) as { body: { messages: unknown } }[];
 }
 
 let step = 0;
@@ -225,7 +261,56 @@ async function run(): Promise<void> {
     await page.locator(".tab", { hasText: "Talaria's edit" }).waitFor({ timeout: TIMEOUT });
     await page.locator(".monaco-diff-editor").first().waitFor({ timeout: TIMEOUT });
 
-    // 4. Stop ends a slow turn.
+    // 4. The agent's question (clarify) is a form in the chat; the answer reaches the model.
+    await chat.locator("textarea.prompt").fill("Set up the database");
+    await chat.locator("textarea.prompt").press("Enter");
+    const form = chat.locator("form.question");
+    await form.waitFor({ timeout: TIMEOUT });
+    assert.match(await form.locator(".question-message").innerText(), /Which database/);
+    await form.locator("select").selectOption("sqlite");
+    await screenshot(page, "question");
+    await form.locator("button.question-submit").click();
+    await chat.locator(".question.answered", { hasText: "Answered: sqlite" }).waitFor({ timeout: TIMEOUT });
+    await chat.locator(".message.agent", { hasText: "Using sqlite" }).waitFor({ timeout: TIMEOUT });
+    await chat.locator("button.send:not(.hidden)").waitFor({ timeout: TIMEOUT });
+    const answeredRequest = (await mockRequests(baseUrl)).at(-1);
+    assert.match(JSON.stringify(answeredRequest?.body.messages), /sqlite/, "the model read the answer");
+
+    // 5. A pasted image reaches the agent.
+    await prompt.evaluate((node, data) => {
+      const bytes = Uint8Array.from(atob(data), (c) => c.charCodeAt(0));
+      const transfer = new DataTransfer();
+      transfer.items.add(new File([bytes], "dot.png", { type: "image/png" }));
+      node.dispatchEvent(new ClipboardEvent("paste", { clipboardData: transfer, bubbles: true, cancelable: true }));
+    }, RED_DOT);
+    await chat.locator(".chips .chip", { hasText: "image 1" }).waitFor({ timeout: TIMEOUT });
+    await screenshot(page, "pasted-image");
+    await prompt.fill("What is in this picture?");
+    await prompt.press("Enter");
+    await chat.locator(".message.agent", { hasText: "A small red dot." }).waitFor({ timeout: TIMEOUT });
+    await chat.locator("button.send:not(.hidden)").waitFor({ timeout: TIMEOUT });
+    const imageRequest = (await mockRequests(baseUrl)).at(-1);
+    assert.ok(
+      JSON.stringify(imageRequest?.body.messages).includes(`data:image/png;base64,${RED_DOT}`),
+      "the model got the image",
+    );
+
+    // 6. A command runs in an editor terminal and its output streams into the card.
+    await prompt.fill("Run the steps");
+    await prompt.press("Enter");
+    const allowRun = chat.locator(".tool-card .permission button.allow_once");
+    await allowRun.waitFor({ timeout: TIMEOUT });
+    await allowRun.click();
+    const output = chat.locator(".tool-card pre.terminal-output").last();
+    await output.filter({ hasText: "step-1" }).waitFor({ timeout: TIMEOUT });
+    assert.doesNotMatch(await output.innerText(), /step-3/, "the output streams: the command is still running");
+    await screenshot(page, "terminal-streaming");
+    await output.filter({ hasText: "step-3" }).waitFor({ timeout: TIMEOUT });
+    await chat.locator(".message.agent", { hasText: "The three steps ran." }).waitFor({ timeout: TIMEOUT });
+    await chat.locator("button.send:not(.hidden)").waitFor({ timeout: TIMEOUT });
+    await screenshot(page, "terminal-done");
+
+    // 7. Stop ends a slow turn.
     await chat.locator("textarea.prompt").fill("Take your time");
     await chat.locator("textarea.prompt").press("Enter");
     await chat.locator(".message.agent", { hasText: "Working on it" }).waitFor({ timeout: TIMEOUT });
