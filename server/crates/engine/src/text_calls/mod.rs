@@ -83,9 +83,7 @@ pub(crate) fn find(text: &str, registry: &Registry, offered: &[String]) -> Optio
         .position(|c| matches!(c, Checked::Valid { .. }));
     if let Some(index) = first_valid
         && let Checked::Valid {
-            name,
-            arguments,
-            span,
+            name, arguments, ..
         } = &checked[index]
     {
         let unrun = checked
