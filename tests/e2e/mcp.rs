@@ -502,3 +502,77 @@ async fn arguments_that_break_the_servers_schema_never_reach_it() {
         "the server was not called"
     );
 }
+
+#[tokio::test]
+async fn a_session_whose_mcp_server_hangs_delays_no_other_session() {
+    let env = TestEnv::new(vec![
+        MockReply::Hang {
+            chunks: vec!["thinking".into()],
+        },
+        MockReply::text(&["the third session answers"]),
+    ])
+    .await;
+    let mut agent = env.spawn().await;
+    agent
+        .call("initialize", json!({"protocolVersion": 1}))
+        .await
+        .expect("initialize");
+    let first = agent
+        .start_session(env.workspace.path())
+        .await
+        .expect("first session");
+    let running = agent
+        .start_request("session/prompt", text_prompt(&first, "take your time"))
+        .await
+        .expect("prompt");
+    agent
+        .wait_for(WAIT, |m| m.to_string().contains("thinking"))
+        .await
+        .expect("the first session's turn runs");
+    // A second session whose MCP server never answers: it waits for the start budget.
+    let slow_started = Instant::now();
+    let slow = agent
+        .start_request(
+            "session/new",
+            json!({"cwd": env.workspace.path(), "mcpServers": [fixture("stuck", &["--hang"], None)]}),
+        )
+        .await
+        .expect("slow session/new");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Meanwhile the first session's cancel is served at once...
+    let cancel_sent = Instant::now();
+    agent
+        .notify("session/cancel", json!({"sessionId": first}))
+        .await
+        .expect("cancel");
+    let cancelled = agent.wait_response(running, WAIT).await.expect("cancelled");
+    assert_eq!(stop_reason(&cancelled), "cancelled");
+    assert!(
+        cancel_sent.elapsed() < Duration::from_secs(2),
+        "the cancel waited {:?} behind the slow start",
+        cancel_sent.elapsed()
+    );
+    // ...and a third session starts and answers, all before the slow one is ready.
+    let third = agent
+        .call(
+            "session/new",
+            json!({"cwd": env.workspace.path(), "mcpServers": []}),
+        )
+        .await
+        .expect("third session")["sessionId"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let (answered, _) = prompt(&mut agent, &third, "hello").await;
+    assert_eq!(stop_reason(&answered), "end_turn");
+    assert!(
+        slow_started.elapsed() < Duration::from_secs(4),
+        "all of that happened while the slow start was still waiting"
+    );
+    let slow = agent.wait_response(slow, WAIT).await.expect("slow session");
+    assert!(slow["result"]["sessionId"].is_string(), "{slow}");
+    assert!(
+        slow_started.elapsed() >= Duration::from_secs(4),
+        "it waited for its server"
+    );
+}

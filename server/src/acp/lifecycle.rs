@@ -4,9 +4,10 @@
 
 use std::sync::Arc;
 
+use futures_util::FutureExt;
 use talaria_engine::journal::{Journal, SessionJournal};
 use talaria_engine::{Config, SessionStart};
-use talaria_protocol::acp::{self, SessionNotification};
+use talaria_protocol::acp::{self, RequestId, SessionNotification};
 use talaria_protocol::errors;
 use talaria_record::Transcript;
 use talaria_store::{SessionMeta, SessionStore, SqliteStore, StoreError};
@@ -92,57 +93,81 @@ impl Agent {
         }
     }
 
-    pub(super) async fn load_session(&mut self, params: acp::LoadSessionRequest) -> Reply {
-        let id = params.session_id.0.to_string();
-        let launched = self
-            .reopen(Reopen {
-                id,
-                cwd: params.cwd,
-                additional_directories: params.additional_directories,
-                mcp_servers: params.mcp_servers,
-                replay: true,
-            })
-            .await?;
-        to_value(
-            acp::LoadSessionResponse::new()
-                .modes(launched.modes)
-                .config_options(launched.options)
-                .meta(launched.meta),
-        )
+    /// `session/load`: replays the history, then the session goes on. Answered now for a
+    /// session open in this process, else once it is started (off the loop).
+    pub(super) async fn load_session(
+        &mut self,
+        request: RequestId,
+        params: acp::LoadSessionRequest,
+    ) -> Option<Reply> {
+        let reopen = Reopen {
+            id: params.session_id.0.to_string(),
+            cwd: params.cwd,
+            additional_directories: params.additional_directories,
+            mcp_servers: params.mcp_servers,
+            replay: true,
+        };
+        self.reopen(request, reopen).await
     }
 
-    pub(super) async fn resume_session(&mut self, params: acp::ResumeSessionRequest) -> Reply {
-        let id = params.session_id.0.to_string();
-        let launched = self
-            .reopen(Reopen {
-                id,
-                cwd: params.cwd,
-                additional_directories: params.additional_directories,
-                mcp_servers: params.mcp_servers,
-                replay: false,
-            })
-            .await?;
-        to_value(
-            acp::ResumeSessionResponse::new()
-                .modes(launched.modes)
-                .config_options(launched.options)
-                .meta(launched.meta),
-        )
+    /// `session/resume`: the session goes on without a replay.
+    pub(super) async fn resume_session(
+        &mut self,
+        request: RequestId,
+        params: acp::ResumeSessionRequest,
+    ) -> Option<Reply> {
+        let reopen = Reopen {
+            id: params.session_id.0.to_string(),
+            cwd: params.cwd,
+            additional_directories: params.additional_directories,
+            mcp_servers: params.mcp_servers,
+            replay: false,
+        };
+        self.reopen(request, reopen).await
     }
 
-    /// Loads a stored session, claims it for this process, optionally replays it, and starts
-    /// it where it left off.
-    async fn reopen(&mut self, reopen: Reopen) -> Result<Launched, acp::Error> {
+    /// A session open here is answered at once; a stored one starts off the loop and is
+    /// answered when it is running.
+    async fn reopen(&mut self, request: RequestId, reopen: Reopen) -> Option<Reply> {
         if self.sessions.contains_key(&reopen.id) {
-            return self.reopen_live(&reopen).await;
+            let replay = reopen.replay;
+            let launched = self.reopen_live(&reopen).await;
+            return Some(launched.and_then(|launched| launched_reply(replay, launched)));
         }
-        let ready = self
-            .ready_session(
+        let context = self.start_context();
+        let slow = async move {
+            let ready = super::ready_session(
+                context,
                 &reopen.cwd,
                 &reopen.additional_directories,
                 &reopen.mcp_servers,
             )
             .await?;
+            Ok((reopen, ready))
+        };
+        self.defer(request, "session/load", slow, |agent, (reopen, ready)| {
+            async move {
+                let replay = reopen.replay;
+                let launched = if agent.sessions.contains_key(&reopen.id) {
+                    // Opened meanwhile by another request: this one joins it.
+                    agent.reopen_live(&reopen).await
+                } else {
+                    agent.reopen_stored(reopen, ready).await
+                };
+                launched.and_then(|launched| launched_reply(replay, launched))
+            }
+            .boxed_local()
+        });
+        None
+    }
+
+    /// Loads a stored session, claims it for this process, optionally replays it, and starts
+    /// it where it left off.
+    async fn reopen_stored(
+        &mut self,
+        reopen: Reopen,
+        ready: super::Ready,
+    ) -> Result<Launched, acp::Error> {
         let journal = self.journal_for(&ready.config).await?;
         // A session closed a moment ago may still have writes queued; they land first.
         journal.flush().await;
@@ -322,15 +347,30 @@ impl Agent {
         to_value(acp::DeleteSessionResponse::new())
     }
 
-    /// A new session with a copy of another's history (its parent recorded).
-    pub(super) async fn fork_session(&mut self, params: acp::ForkSessionRequest) -> Reply {
-        let ready = self
-            .ready_session(
+    /// `session/fork`: the new session's slow start off the loop, then the copy.
+    pub(super) fn start_fork(&self, request: RequestId, params: acp::ForkSessionRequest) {
+        let context = self.start_context();
+        let slow = async move {
+            let ready = super::ready_session(
+                context,
                 &params.cwd,
                 &params.additional_directories,
                 &params.mcp_servers,
             )
             .await?;
+            Ok((params, ready))
+        };
+        self.defer(request, "session/fork", slow, |agent, (params, ready)| {
+            agent.fork_session(params, ready).boxed_local()
+        });
+    }
+
+    /// A new session with a copy of another's history (its parent recorded).
+    async fn fork_session(
+        &mut self,
+        params: acp::ForkSessionRequest,
+        ready: super::Ready,
+    ) -> Reply {
         let journal = self.journal_for(&ready.config).await?;
         // What is queued for the parent is written before it is read.
         journal.flush().await;
@@ -379,6 +419,25 @@ impl Agent {
         )?;
         to_value(
             acp::ForkSessionResponse::new(id)
+                .modes(launched.modes)
+                .config_options(launched.options)
+                .meta(launched.meta),
+        )
+    }
+}
+
+/// The answer to `session/load` (with `replay`) or `session/resume`.
+fn launched_reply(replay: bool, launched: Launched) -> Reply {
+    if replay {
+        to_value(
+            acp::LoadSessionResponse::new()
+                .modes(launched.modes)
+                .config_options(launched.options)
+                .meta(launched.meta),
+        )
+    } else {
+        to_value(
+            acp::ResumeSessionResponse::new()
                 .modes(launched.modes)
                 .config_options(launched.options)
                 .meta(launched.meta),

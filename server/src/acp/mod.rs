@@ -21,6 +21,7 @@ mod skills;
 mod updates;
 
 use futures_util::FutureExt;
+use futures_util::future::LocalBoxFuture;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -120,6 +121,26 @@ struct Agent {
     store: StoreState,
     /// Context windows local model servers report.
     windows: server_window::WindowProbes,
+    /// Where requests whose slow part ran off the loop come back to be finished.
+    deferred: mpsc::UnboundedSender<Deferred>,
+}
+
+/// The second half of a request whose slow part ran on a task of its own: it runs on the
+/// dispatch loop (it may change the agent's state), and its reply answers the request.
+type Finish = Box<dyn for<'a> FnOnce(&'a mut Agent) -> LocalBoxFuture<'a, Reply> + Send>;
+
+/// A request whose slow part is done.
+struct Deferred {
+    id: RequestId,
+    method: String,
+    finish: Finish,
+}
+
+/// What the slow part of starting a session needs from the agent (cloned off the loop).
+#[derive(Clone)]
+struct StartContext {
+    windows: server_window::WindowProbes,
+    caps: client_bridge::ClientCaps,
 }
 
 /// Serves ACP on the given streams until the input ends.
@@ -149,7 +170,9 @@ where
             Err(error) => tracing::error!("configuration: {error}"),
         }
     });
+    let (deferred, mut finished) = mpsc::unbounded_channel();
     let mut agent = Agent {
+        deferred,
         peer: connection.peer,
         client_caps: client_bridge::ClientCaps::default(),
         config_warned: false,
@@ -161,35 +184,23 @@ where
         store: StoreState::Unopened,
         windows: server_window::WindowProbes::default(),
     };
-    while let Some(message) = incoming.recv().await {
-        match message {
-            IncomingMessage::Request(request) => {
-                let id = request.id.clone();
-                let method = request.method.clone();
-                let handled = std::panic::AssertUnwindSafe(agent.handle_request(request))
-                    .catch_unwind()
-                    .await;
-                match handled {
-                    Ok(Some(reply)) => agent.peer.respond(&id, reply).await,
-                    Ok(None) => {}
-                    Err(_) => {
-                        agent
-                            .peer
-                            .respond::<Value>(
-                                &id,
-                                Err(errors::internal_error(format!(
-                                    "handling {method} failed unexpectedly"
-                                ))),
-                            )
-                            .await
-                    }
+    loop {
+        tokio::select! {
+            message = incoming.recv() => match message {
+                None => break,
+                Some(IncomingMessage::Request(request)) => {
+                    let id = request.id.clone();
+                    let method = request.method.clone();
+                    let handled = guarded(&method, agent.handle_request(request)).await;
+                    agent.answer(id, handled).await;
                 }
-                for notification in std::mem::take(&mut agent.outbox) {
-                    agent.peer.notify("session/update", &notification).await;
+                Some(IncomingMessage::Notification { method, params }) => {
+                    agent.handle_notification(&method, params);
                 }
-            }
-            IncomingMessage::Notification { method, params } => {
-                agent.handle_notification(&method, params);
+            },
+            Some(Deferred { id, method, finish }) = finished.recv() => {
+                let handled = guarded(&method, async { Some(finish(&mut agent).await) }).await;
+                agent.answer(id, handled).await;
             }
         }
     }
@@ -218,12 +229,75 @@ where
 
 type Reply = Result<Value, acp::Error>;
 
+/// Runs a request's handling; a panic in it is answered with `-32603` and the loop goes on.
+async fn guarded(
+    method: &str,
+    handling: impl std::future::Future<Output = Option<Reply>>,
+) -> Option<Reply> {
+    match std::panic::AssertUnwindSafe(handling).catch_unwind().await {
+        Ok(handled) => handled,
+        Err(_) => Some(Err(errors::internal_error(format!(
+            "handling {method} failed unexpectedly"
+        )))),
+    }
+}
+
 fn to_value<T: serde::Serialize>(value: T) -> Reply {
     serde_json::to_value(value).map_err(|e| errors::internal_error(format!("serializing: {e}")))
 }
 
 impl Agent {
-    /// Handles a request; `None` means it will be answered later (prompts).
+    /// Answers a request (unless it is answered later), then sends what its handling queued
+    /// for after its answer.
+    async fn answer(&mut self, id: RequestId, handled: Option<Reply>) {
+        if let Some(reply) = handled {
+            self.peer.respond(&id, reply).await;
+        }
+        for notification in std::mem::take(&mut self.outbox) {
+            self.peer.notify("session/update", &notification).await;
+        }
+    }
+
+    /// What a session's slow start needs, cloned for a task of its own.
+    fn start_context(&self) -> StartContext {
+        StartContext {
+            windows: self.windows.clone(),
+            caps: self.client_caps,
+        }
+    }
+
+    /// Runs `slow` on a task of its own (the loop serves other requests meanwhile), then
+    /// `finish` with its result back on the loop; the request is answered then.
+    fn defer<T, S>(
+        &self,
+        id: RequestId,
+        method: &str,
+        slow: S,
+        finish: for<'a> fn(&'a mut Agent, T) -> LocalBoxFuture<'a, Reply>,
+    ) where
+        T: Send + 'static,
+        S: std::future::Future<Output = Result<T, acp::Error>> + Send + 'static,
+    {
+        let sender = self.deferred.clone();
+        let method = method.to_string();
+        tokio::spawn(async move {
+            let done = std::panic::AssertUnwindSafe(slow).catch_unwind().await;
+            let finish: Finish = match done {
+                Ok(Ok(value)) => Box::new(move |agent: &mut Agent| finish(agent, value)),
+                Ok(Err(error)) => {
+                    Box::new(move |_: &mut Agent| async move { Err(error) }.boxed_local())
+                }
+                Err(_) => {
+                    let failed =
+                        errors::internal_error(format!("handling {method} failed unexpectedly"));
+                    Box::new(move |_: &mut Agent| async move { Err(failed) }.boxed_local())
+                }
+            };
+            let _ = sender.send(Deferred { id, method, finish });
+        });
+    }
+
+    /// Handles a request; `None` means it will be answered later (prompts, session starts).
     async fn handle_request(&mut self, mut request: IncomingRequest) -> Option<Reply> {
         if request.method == "initialize" {
             capabilities::negotiate_version(&mut request.params);
@@ -262,14 +336,24 @@ impl Agent {
                 Some(self.set_config_option(params))
             }
             ClientRequest::AuthenticateRequest(params) => Some(self.authenticate(&params).await),
-            ClientRequest::NewSessionRequest(params) => Some(self.new_session(params).await),
+            ClientRequest::NewSessionRequest(params) => {
+                self.start_new_session(request.id, params);
+                None
+            }
             ClientRequest::PromptRequest(params) => self.prompt(request.id, request.cancel, params),
-            ClientRequest::LoadSessionRequest(params) => Some(self.load_session(params).await),
-            ClientRequest::ResumeSessionRequest(params) => Some(self.resume_session(params).await),
+            ClientRequest::LoadSessionRequest(params) => {
+                self.load_session(request.id, params).await
+            }
+            ClientRequest::ResumeSessionRequest(params) => {
+                self.resume_session(request.id, params).await
+            }
             ClientRequest::ListSessionsRequest(params) => Some(self.list_sessions(params).await),
             ClientRequest::CloseSessionRequest(params) => Some(self.close_session(params).await),
             ClientRequest::DeleteSessionRequest(params) => Some(self.delete_session(params).await),
-            ClientRequest::ForkSessionRequest(params) => Some(self.fork_session(params).await),
+            ClientRequest::ForkSessionRequest(params) => {
+                self.start_fork(request.id, params);
+                None
+            }
             _ => Some(Err(errors::method_not_found(&format!(
                 "{} (not supported by this agent; see agentCapabilities)",
                 request.method
@@ -325,47 +409,26 @@ impl Agent {
         Ok(router)
     }
 
-    /// What every session start needs, in order: the configuration and the prompt's parts
-    /// (off the runtime thread), credentials checked before anything is started, the local
-    /// server's window (which may narrow the toolsets), the prompt for those toolsets, then
-    /// the session's MCP servers.
-    async fn ready_session(
-        &mut self,
-        cwd: &std::path::Path,
-        additional_directories: &[std::path::PathBuf],
-        mcp_servers: &[acp::McpServer],
-    ) -> Result<Ready, acp::Error> {
-        let roots = check_roots(cwd, additional_directories)?;
-        let Prepared {
-            mut config,
-            system_prompt,
-            commands,
-            shell,
-        } = prepare_session(cwd, &roots, &chrono_today()).await?;
-        if let Some(missing) = config.missing_credentials() {
-            return Err(errors::auth_required(missing));
-        }
-        self.windows.apply(&mut config).await;
-        let system_prompt = system_prompt.assemble(&config);
-        let mcp = mcp::connect(mcp_servers, &config, self.client_caps.elicitation_form).await;
-        Ok(Ready {
-            config,
-            system_prompt,
-            commands,
-            mcp,
-            roots,
-            shell,
-        })
-    }
-
-    async fn new_session(&mut self, params: acp::NewSessionRequest) -> Reply {
-        let ready = self
-            .ready_session(
+    /// `session/new`: the slow part (configuration, prompt, window, MCP servers) off the
+    /// loop, then the store and the launch on it.
+    fn start_new_session(&self, id: RequestId, params: acp::NewSessionRequest) {
+        let context = self.start_context();
+        let slow = async move {
+            let ready = ready_session(
+                context,
                 &params.cwd,
                 &params.additional_directories,
                 &params.mcp_servers,
             )
             .await?;
+            Ok((params, ready))
+        };
+        self.defer(id, "session/new", slow, |agent, (params, ready)| {
+            agent.new_session(params, ready).boxed_local()
+        });
+    }
+
+    async fn new_session(&mut self, params: acp::NewSessionRequest, ready: Ready) -> Reply {
         let config = &ready.config;
         let id = uuid::Uuid::new_v4().to_string();
         let journal = self.ensure_store(config).await;
@@ -784,6 +847,39 @@ async fn load_config() -> Result<Config, talaria_engine::ConfigError> {
                 "reading the configuration failed: {e}"
             )))
         })
+}
+
+/// What every session start needs, in order: the configuration and the prompt's parts
+/// (off the runtime thread), credentials checked before anything is started, the local
+/// server's window (which may narrow the toolsets), the prompt for those toolsets, then the
+/// session's MCP servers. Runs off the dispatch loop: a slow server delays only its session.
+async fn ready_session(
+    context: StartContext,
+    cwd: &std::path::Path,
+    additional_directories: &[std::path::PathBuf],
+    mcp_servers: &[acp::McpServer],
+) -> Result<Ready, acp::Error> {
+    let roots = check_roots(cwd, additional_directories)?;
+    let Prepared {
+        mut config,
+        system_prompt,
+        commands,
+        shell,
+    } = prepare_session(cwd, &roots, &chrono_today()).await?;
+    if let Some(missing) = config.missing_credentials() {
+        return Err(errors::auth_required(missing));
+    }
+    context.windows.apply(&mut config).await;
+    let system_prompt = system_prompt.assemble(&config);
+    let mcp = mcp::connect(mcp_servers, &config, context.caps.elicitation_form).await;
+    Ok(Ready {
+        config,
+        system_prompt,
+        commands,
+        mcp,
+        roots,
+        shell,
+    })
 }
 
 /// The disk work of `session/new` in one trip to the blocking pool: the cwd is a directory,

@@ -5,20 +5,27 @@
 //! tools to confuse it, a shorter prompt.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
+use futures_util::FutureExt;
+use futures_util::future::{BoxFuture, Shared};
 use talaria_engine::config::{Config, is_local};
 use talaria_provider::server_window::{ServerReport, report};
-use tokio::task::JoinHandle;
 
-enum Probe {
-    Running(JoinHandle<ServerReport>),
-    Done(ServerReport),
+/// A probe running in the background (or done), awaitable by every session that needs it,
+/// and whether its result was logged.
+#[derive(Clone)]
+struct Probe {
+    report: Shared<BoxFuture<'static, ServerReport>>,
+    logged: Arc<AtomicBool>,
 }
 
-/// The probes of this process, by base URL and model.
-#[derive(Default)]
+/// The probes of this process, by base URL and model; cloned into the tasks that start
+/// sessions (each waits only for its own server's probe).
+#[derive(Default, Clone)]
 pub(super) struct WindowProbes {
-    probes: HashMap<String, Probe>,
+    probes: Arc<Mutex<HashMap<String, Probe>>>,
 }
 
 /// The toolsets a session gets when its local server reports a small window and no
@@ -38,14 +45,20 @@ fn key(config: &Config) -> String {
 
 impl WindowProbes {
     /// Starts asking the server in the background, if the configuration calls for it.
-    pub(super) fn start(&mut self, config: &Config) {
+    pub(super) fn start(&self, config: &Config) {
+        let _ = self.probe(config);
+    }
+
+    /// The server's probe (started now if it was not), when the configuration calls for one.
+    fn probe(&self, config: &Config) -> Option<Probe> {
         if !wants_probe(config) {
-            return;
+            return None;
         }
         let base_url = config.endpoint().base_url.clone();
         let model = config.model.clone();
-        self.probes.entry(key(config)).or_insert_with(|| {
-            Probe::Running(tokio::spawn(async move {
+        let mut probes = self.probes.lock().unwrap_or_else(PoisonError::into_inner);
+        let probe = probes.entry(key(config)).or_insert_with(|| {
+            let running = tokio::spawn(async move {
                 match talaria_provider::http::client_for(
                     "probe",
                     std::time::Duration::from_millis(500),
@@ -54,22 +67,25 @@ impl WindowProbes {
                     Ok(client) => report(&client, &base_url, &model).await,
                     Err(_) => ServerReport::default(),
                 }
-            }))
+            });
+            Probe {
+                report: async move { running.await.unwrap_or_default() }
+                    .boxed()
+                    .shared(),
+                logged: Arc::default(),
+            }
         });
+        Some(probe.clone())
     }
 
     /// Replaces a defaulted window with the server's figure and records its slots (waiting
     /// for the probe if it is still running); gives a small local model the core toolsets.
-    pub(super) async fn apply(&mut self, config: &mut Config) {
-        if !wants_probe(config) {
-            return;
-        }
-        self.start(config);
-        let Some(probe) = self.probes.get_mut(&key(config)) else {
+    pub(super) async fn apply(&self, config: &mut Config) {
+        let Some(probe) = self.probe(config) else {
             return;
         };
-        if let Probe::Running(handle) = probe {
-            let found = handle.await.unwrap_or_default();
+        let found = probe.report.await;
+        if !probe.logged.swap(true, Ordering::Relaxed) {
             match found.window {
                 Some(window) => tracing::info!(
                     tokens = window.tokens,
@@ -82,16 +98,13 @@ impl WindowProbes {
                      (set context_window in config.toml or TALARIA_CONTEXT_WINDOW)"
                 ),
             }
-            *probe = Probe::Done(found);
         }
-        if let Probe::Done(found) = probe {
-            if let Some(window) = found.window
-                && !config.context_window_set
-            {
-                config.context_window = window.tokens.max(1024);
-            }
-            config.server_slots = found.slots;
+        if let Some(window) = found.window
+            && !config.context_window_set
+        {
+            config.context_window = window.tokens.max(1024);
         }
+        config.server_slots = found.slots;
         // The lean default is about the window, whether it was set or reported.
         if config.toolsets.is_none() && config.context_window <= SMALL_WINDOW {
             tracing::info!(
