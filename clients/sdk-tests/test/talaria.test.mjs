@@ -97,7 +97,12 @@ test("a streamed answer arrives in chunks and the turn ends with end_turn", asyn
   });
   const requests = await recorded();
   const last = requests.at(-1);
-  assert.equal(last.body.messages.at(-1).content, "greet me");
+  // The first user message carries the session's environment in front of the prompt (the
+  // system prompt stays the same across sessions, so servers can cache it).
+  const asked = last.body.messages.at(-1).content;
+  assert.match(asked, /^# Environment\n- Working directory: /);
+  assert.ok(asked.endsWith("\n\ngreet me"), asked);
+  assert.ok(!last.body.messages[0].content.includes("Working directory"), "not in the system prompt");
   assert.ok(last.headers.some(([k, v]) => k === "authorization" && v === "Bearer sdk-key"));
 });
 
