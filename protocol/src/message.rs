@@ -308,48 +308,80 @@ mod robustness {
     }
 
     use super::*;
+    use crate::errors::code_of;
+
+    /// Pieces of hostile messages.
+    const PIECES: &[&str] = &[
+        "{",
+        "}",
+        "[",
+        "]",
+        "\"jsonrpc\":\"2.0\"",
+        "\"id\":",
+        "1",
+        "-1",
+        "1.5",
+        "null",
+        "\"x\"",
+        ",",
+        ":",
+        "\"method\":",
+        "\"params\":",
+        "\"result\":",
+        "\"error\":",
+        "{\"code\":1}",
+        "true",
+        "é",
+        "\\u0000",
+    ];
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 3_000, ..proptest::prelude::ProptestConfig::default() })]
+
+        /// Whatever bytes come in, the answer agrees with what they are: text no JSON parser
+        /// reads is a parse error with a null id, JSON that is not an object is an invalid
+        /// request with a null id, and a well-formed request is a request with its id.
+        #[test]
+        fn hostile_messages_are_classified_for_what_they_are(
+            indices in proptest::collection::vec(0..PIECES.len(), 0..16),
+        ) {
+            let message: String = indices.iter().map(|&i| PIECES[i]).collect();
+            let parsed = parse(message.as_bytes());
+            match classify(message.as_bytes()) {
+                Classified::Invalid { id, error } if code_of(&error) == -32700 => {
+                    proptest::prop_assert!(parsed.is_err(), "{message:?}");
+                    proptest::prop_assert_eq!(id, RequestId::Null);
+                }
+                _ => proptest::prop_assert!(parsed.is_ok(), "{message:?} parsed but classified as unreadable"),
+            }
+            if let Ok(value) = &parsed && !value.is_object() {
+                let classified = classify(message.as_bytes());
+                proptest::prop_assert!(
+                    matches!(&classified, Classified::Invalid { id: RequestId::Null, error } if code_of(error) == -32600),
+                    "{message:?}: {classified:?}"
+                );
+            }
+            let request = format!("{{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"m\",\"params\":{}}}", serde_json::json!(message));
+            let classified = classify(request.as_bytes());
+            proptest::prop_assert!(
+                matches!(&classified, Classified::Request { id: RequestId::Number(7), method, .. } if method == "m"),
+                "{request:?}: {classified:?}"
+            );
+        }
+    }
 
     #[test]
-    fn hostile_messages_never_panic() {
-        let pieces = [
-            "{",
-            "}",
-            "[",
-            "]",
-            "\"jsonrpc\":\"2.0\"",
-            "\"id\":",
-            "1",
-            "-1",
-            "1.5",
-            "null",
-            "\"x\"",
-            ",",
-            ":",
-            "\"method\":",
-            "\"params\":",
-            "\"result\":",
-            "\"error\":",
-            "{\"code\":1}",
-            "true",
-            "é",
-            "\\u0000",
-        ];
-        let mut state: u64 = 0xDEAD_BEEF_CAFE_F00D;
-        for _ in 0..20_000 {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            let len = (state % 16) as usize;
-            let mut message = String::new();
-            let mut local = state;
-            for _ in 0..len {
-                local = local
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                message.push_str(pieces[(local >> 33) as usize % pieces.len()]);
-            }
-            let _ = classify(message.as_bytes());
+    fn bytes_that_are_not_utf8_are_a_parse_error() {
+        assert_eq!(
+            invalid_code_bytes(&[0xff, 0xfe, 0x00]),
+            (RequestId::Null, -32700)
+        );
+    }
+
+    fn invalid_code_bytes(input: &[u8]) -> (RequestId, i32) {
+        match classify(input) {
+            Classified::Invalid { id, error } => (id, code_of(&error)),
+            other => panic!("expected invalid, got {other:?}"),
         }
-        let _ = classify(&[0xff, 0xfe, 0x00]);
     }
 }

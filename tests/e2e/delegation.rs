@@ -492,3 +492,44 @@ async fn a_new_file_is_written_through_a_client_that_answers_missing_files_with_
         "{result}"
     );
 }
+
+#[tokio::test]
+async fn cancel_while_the_editor_has_not_answered_a_read_ends_the_turn_at_once() {
+    let env = TestEnv::new(vec![MockReply::tool_call(
+        "r",
+        "read_file",
+        json!({"path": "buf.txt"}),
+    )])
+    .await;
+    std::fs::write(env.workspace.path().join("buf.txt"), "text\n").expect("write");
+    let (mut agent, session, _) = env
+        .session_with(json!({"fs": {"readTextFile": true, "writeTextFile": true}}))
+        .await;
+    let id = agent
+        .start_request("session/prompt", text_prompt(&session, "read it"))
+        .await
+        .expect("prompt");
+    // The editor never answers the read.
+    let asked = agent
+        .wait_for(WAIT, |m| m["method"] == "fs/read_text_file")
+        .await
+        .expect("the read reaches the editor");
+    let sent = std::time::Instant::now();
+    agent
+        .notify("session/cancel", json!({"sessionId": session}))
+        .await
+        .expect("cancel");
+    let response = agent.wait_response(id, WAIT).await.expect("answered");
+    assert_eq!(stop_reason(&response), "cancelled", "{response}");
+    assert!(
+        sent.elapsed() < std::time::Duration::from_secs(3),
+        "the turn waited {:?} for the editor",
+        sent.elapsed()
+    );
+    // The editor is told the read is no longer wanted.
+    let withdrawn = agent
+        .wait_for(WAIT, |m| m["method"] == "$/cancel_request")
+        .await
+        .expect("$/cancel_request");
+    assert_eq!(withdrawn["params"]["requestId"], asked["id"]);
+}

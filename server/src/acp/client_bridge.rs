@@ -150,11 +150,11 @@ impl AcpBridge {
                     bridge.request_permission(permission, &request.cancel).await,
                 ),
                 ClientAsk::ReadFile { path } => {
-                    ClientAnswer::Read(bridge.files().read_text(&path).await)
+                    ClientAnswer::Read(bridge.files(&request.cancel).read_text(&path).await)
                 }
-                ClientAsk::WriteFile { path, text } => {
-                    ClientAnswer::Wrote(bridge.files().write_text(&path, &text).await)
-                }
+                ClientAsk::WriteFile { path, text } => ClientAnswer::Wrote(
+                    bridge.files(&request.cancel).write_text(&path, &text).await,
+                ),
                 ClientAsk::RunCommand { spec } => ClientAnswer::Ran(
                     bridge
                         .terminal()
@@ -263,12 +263,15 @@ impl AcpBridge {
         }
     }
 
-    /// The editor's files. The engine asks only for what the client advertised
-    /// (`ClientCaps::delegation`); it falls back to local files itself.
-    fn files(&self) -> EditorFiles {
+    /// The editor's files, for one call of the turn whose token is `cancel` (a cancelled turn
+    /// stops waiting for the editor, which is told with `$/cancel_request`). The engine asks
+    /// only for what the client advertised (`ClientCaps::delegation`); it falls back to local
+    /// files itself.
+    fn files(&self, cancel: &CancellationToken) -> EditorFiles {
         EditorFiles {
             peer: self.peer.clone(),
             session_id: self.session_id.clone(),
+            cancel: cancel.clone(),
         }
     }
 
@@ -285,6 +288,8 @@ impl AcpBridge {
 struct EditorFiles {
     peer: Peer,
     session_id: acp::SessionId,
+    /// The turn's token.
+    cancel: CancellationToken,
 }
 
 impl FileAccess for EditorFiles {
@@ -296,7 +301,7 @@ impl FileAccess for EditorFiles {
             let params = json!({"sessionId": self.session_id, "path": path});
             match self
                 .peer
-                .request("fs/read_text_file", &params, &CancellationToken::new())
+                .request("fs/read_text_file", &params, &self.cancel)
                 .await
             {
                 Ok(value) => value
@@ -329,7 +334,7 @@ impl FileAccess for EditorFiles {
         Box::pin(async move {
             let params = json!({"sessionId": self.session_id, "path": path, "content": text});
             self.peer
-                .request("fs/write_text_file", &params, &CancellationToken::new())
+                .request("fs/write_text_file", &params, &self.cancel)
                 .await
                 .map(|_| ())
                 .map_err(|error| {

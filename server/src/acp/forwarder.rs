@@ -3,7 +3,9 @@
 //! prompt after its turn's last update.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
+
+pub use talaria_util::lock;
 
 use talaria_engine::{EngineEvent, NoticeLevel, TurnId, TurnUsage};
 use talaria_protocol::Peer;
@@ -23,10 +25,6 @@ pub struct PendingPrompt {
 
 /// Prompts of one session waiting for their turns.
 pub type PendingPrompts = Arc<Mutex<HashMap<TurnId, PendingPrompt>>>;
-
-pub fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 fn prompt_usage(usage: &TurnUsage) -> Option<acp::Usage> {
     if usage.input == 0 && usage.output == 0 {

@@ -214,11 +214,16 @@ where
         store,
         ..
     } = agent;
+    // Each actor records its cancelled turn and commits what it recorded; then the store is
+    // checkpointed, before the process exits.
+    let closed = futures_util::future::join_all(
+        sessions
+            .values()
+            .map(|session| session.handle.close_and_wait()),
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(10), closed).await;
     drop(sessions);
-    // What the sessions recorded before the end is committed, and the store checkpointed,
-    // before the process exits (the actors get a moment to record their cancelled turns).
     if let StoreState::Ready(journal) = store {
-        tokio::time::sleep(Duration::from_millis(50)).await;
         let _ = tokio::time::timeout(Duration::from_secs(10), journal.shutdown()).await;
     }
     drop(peer);

@@ -255,13 +255,9 @@ fn fence(output: &str) -> String {
 }
 
 fn clip(text: &str, max_chars: usize) -> String {
-    match text.char_indices().nth(max_chars) {
+    match talaria_util::head(text, max_chars) {
         None => text.to_string(),
-        Some((cut, _)) => format!(
-            "{}\n[… {} more characters not shown]",
-            &text[..cut],
-            text[cut..].chars().count()
-        ),
+        Some((kept, more)) => format!("{kept}\n[… {more} more characters not shown]"),
     }
 }
 

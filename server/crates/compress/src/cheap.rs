@@ -75,9 +75,10 @@ pub(crate) fn account_answered(
 }
 
 fn truncate_chars(text: &str, keep: usize) -> String {
-    let total = text.chars().count();
-    let kept: String = text.chars().take(keep).collect();
-    format!("{kept}…[{} characters truncated]", total - keep)
+    match talaria_util::head(text, keep) {
+        Some((kept, cut)) => format!("{kept}…[{cut} characters truncated]"),
+        None => text.to_string(),
+    }
 }
 
 /// Shortens long string values of a JSON value, in place.

@@ -58,16 +58,15 @@ pub enum SummaryFailure {
 
 /// Keeps the head and tail of a long text.
 fn clip(text: &str, head: usize, tail: usize) -> String {
-    let total = text.chars().count();
-    if total <= head + tail {
+    let Some((start, rest)) = talaria_util::head(text, head) else {
         return text.to_string();
+    };
+    match talaria_util::tail(text, tail) {
+        Some((skipped, end)) if rest > tail => {
+            format!("{start}\n…[{} characters omitted]…\n{end}", skipped - head)
+        }
+        _ => text.to_string(),
     }
-    let start: String = text.chars().take(head).collect();
-    let end: String = text.chars().skip(total - tail).collect();
-    format!(
-        "{start}\n…[{} characters omitted]…\n{end}",
-        total - head - tail
-    )
 }
 
 fn user_text(parts: &[UserPart]) -> String {

@@ -180,6 +180,8 @@ const NO_ANSWER: &str = "the client did not answer";
 pub(crate) struct ClientFiles {
     pub events: mpsc::Sender<EngineEvent>,
     pub delegation: Delegation,
+    /// The turn's token: a cancelled turn stops waiting for the editor.
+    pub cancel: CancellationToken,
 }
 
 impl FileAccess for ClientFiles {
@@ -191,7 +193,7 @@ impl FileAccess for ClientFiles {
             let asked = ClientAsk::ReadFile {
                 path: path.to_path_buf(),
             };
-            match ask(&self.events, asked, CancellationToken::new(), None).await {
+            match ask(&self.events, asked, self.cancel.clone(), None).await {
                 Some(ClientAnswer::Read(result)) => result,
                 _ => Err(FileError::Other(NO_ANSWER.into())),
             }
@@ -211,7 +213,7 @@ impl FileAccess for ClientFiles {
                 path: path.to_path_buf(),
                 text: text.to_string(),
             };
-            match ask(&self.events, asked, CancellationToken::new(), None).await {
+            match ask(&self.events, asked, self.cancel.clone(), None).await {
                 Some(ClientAnswer::Wrote(result)) => result,
                 _ => Err(FileError::Other(NO_ANSWER.into())),
             }

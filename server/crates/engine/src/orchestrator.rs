@@ -14,8 +14,10 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
+
 use std::time::Duration;
+use talaria_util::lock;
 
 use serde_json::Value;
 use talaria_provider::ToolCallRequest;
@@ -92,10 +94,6 @@ struct Prepared {
     need: ApprovalNeed,
     concurrency: Concurrency,
     max_result_chars: Option<usize>,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn overlaps(a: &[PathBuf], b: &[PathBuf]) -> bool {

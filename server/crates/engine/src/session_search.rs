@@ -65,10 +65,9 @@ impl SessionSearch {
 
 fn clip(text: &str) -> String {
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() > MESSAGE_CHARS {
-        format!("{}…", flat.chars().take(MESSAGE_CHARS).collect::<String>())
-    } else {
-        flat
+    match talaria_util::head(&flat, MESSAGE_CHARS) {
+        Some((kept, _)) => format!("{kept}…"),
+        None => flat,
     }
 }
 

@@ -5,6 +5,8 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
+use talaria_util::lock;
+
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use talaria_provider::{
@@ -26,12 +28,6 @@ use crate::events::EngineEvent;
 pub struct ScriptedClient {
     pub answers: Mutex<VecDeque<PermissionAnswer>>,
     pub asked: Mutex<Vec<PermissionRequest>>,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl ScriptedClient {

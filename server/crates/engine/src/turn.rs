@@ -398,6 +398,7 @@ impl Turn<'_> {
             files: Arc::new(crate::client::ClientFiles {
                 events: self.events.clone(),
                 delegation: self.settings.delegation,
+                cancel: self.cancel.clone(),
             }),
             commands: Arc::new(crate::client::ClientCommands {
                 events: self.events.clone(),

@@ -2,8 +2,10 @@
 //! budget, restarting a dead server once, and the status `/mcp` shows.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
+
 use std::time::Duration;
+use talaria_util::lock;
 
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
@@ -62,10 +64,6 @@ pub struct Server {
     pub askers: Arc<Askers>,
     /// The client can show forms.
     forms: bool,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Starts (or reaches) a server and lists its tools.

@@ -74,15 +74,10 @@ fn status_of(exit: Option<ExitInfo>) -> String {
 }
 
 fn clip_tail(text: &str, max: usize) -> String {
-    let count = text.chars().count();
-    if count <= max {
-        return text.to_string();
+    match talaria_util::tail(text, max) {
+        None => text.to_string(),
+        Some((skipped, kept)) => format!("[… {skipped} earlier characters not shown …]\n{kept}"),
     }
-    let skipped = count - max;
-    format!(
-        "[… {skipped} earlier characters not shown …]\n{}",
-        text.chars().skip(skipped).collect::<String>()
-    )
 }
 
 impl Tool for Process {

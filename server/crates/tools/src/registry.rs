@@ -184,11 +184,7 @@ fn truncate(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_string();
     }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
+    format!("{}…", talaria_util::within_bytes(text, max))
 }
 
 #[cfg(test)]

@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
+use talaria_util::lock;
+
 use futures_util::future::BoxFuture;
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::{
@@ -261,10 +263,6 @@ where
 
 fn relative(path: &Path, cwd: &Path) -> String {
     path.strip_prefix(cwd).unwrap_or(path).display().to_string()
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn footer(shown: usize, offset: usize, total: usize, noun: &str) -> String {

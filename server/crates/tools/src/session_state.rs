@@ -4,8 +4,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
+
 use std::time::{Duration, Instant};
+use talaria_util::lock;
 
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, watch};
@@ -15,10 +17,6 @@ use crate::tool::TodoItem;
 
 /// The most output kept per background process (older output is dropped, with a count).
 pub const MAX_LOG_BYTES: usize = 1024 * 1024;
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// Everything a session's tools keep between calls.
 #[derive(Debug, Default)]

@@ -442,59 +442,79 @@ mod tests {
 
 #[cfg(test)]
 mod robustness {
+    use proptest::prelude::*;
+
     use super::{replace, v4a};
 
-    #[test]
-    fn hostile_patches_and_replacements_never_panic() {
-        let pieces = [
-            "*** Begin Patch\n",
-            "*** Update File: a\n",
-            "*** Add File: b\n",
-            "*** Delete File: c\n",
-            "*** Move to: d\n",
-            "@@\n",
-            "@@ fn x\n",
-            " ctx\n",
-            "-old\n",
-            "+new\n",
-            "\n",
-            "é\n",
-            "  \t\n",
-            "*** End of File\n",
-            "*** End Patch\n",
-            "x\n",
-        ];
-        let texts = [
-            "",
-            "a\n",
-            "ctx\nold\n",
-            "é\r\nold\r\n",
-            "\n\n\n",
-            "fn x\n ctx\n-old\n",
-        ];
-        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
-        for _ in 0..5_000 {
-            let len = (next() % 12) as usize;
-            let patch: String = (0..len)
-                .map(|_| pieces[(next() % pieces.len() as u64) as usize])
-                .collect();
+    /// Pieces of hostile patches.
+    const PIECES: &[&str] = &[
+        "*** Begin Patch\n",
+        "*** Update File: a\n",
+        "*** Add File: b\n",
+        "*** Delete File: c\n",
+        "*** Move to: d\n",
+        "@@\n",
+        "@@ fn x\n",
+        " ctx\n",
+        "-old\n",
+        "+new\n",
+        "\n",
+        "é\n",
+        "  \t\n",
+        "*** End of File\n",
+        "*** End Patch\n",
+        "x\n",
+    ];
+
+    /// Texts they are applied to.
+    const TEXTS: &[&str] = &[
+        "",
+        "a\n",
+        "ctx\nold\n",
+        "é\r\nold\r\n",
+        "\n\n\n",
+        "fn x\n ctx\n-old\n",
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2_000, ..ProptestConfig::default() })]
+
+        /// Hostile patches never panic, and what succeeds keeps its word: a one-hunk update
+        /// that applies leaves every line it adds in the file; a replacement that succeeds
+        /// made at least one and the new text is there; only an empty `old` is refused as
+        /// empty.
+        #[test]
+        fn hostile_patches_and_replacements_keep_their_word(
+            indices in proptest::collection::vec(0..PIECES.len(), 0..12),
+            text in 0..TEXTS.len(),
+            all in any::<bool>(),
+        ) {
+            let patch: String = indices.iter().map(|&i| PIECES[i]).collect();
+            let text = TEXTS[text];
             if let Ok(ops) = v4a::parse(&patch) {
                 for op in ops {
-                    if let v4a::FileOp::Update { hunks, .. } = op {
-                        for text in texts {
-                            let _ = v4a::apply(text, &hunks);
+                    if let v4a::FileOp::Update { hunks, .. } = op
+                        && hunks.len() == 1
+                        && let Ok(out) = v4a::apply(text, &hunks)
+                    {
+                        for line in &hunks[0].lines {
+                            if let v4a::HunkLine::Add(added) = line {
+                                prop_assert!(
+                                    out.lines().any(|l| l == added.trim_end_matches('\r')),
+                                    "{patch:?} on {text:?} lost {added:?}: {out:?}"
+                                );
+                            }
                         }
                     }
                 }
             }
-            for text in texts {
-                let _ = replace::replace(text, &patch, "new", next() % 2 == 0);
+            match replace::replace(text, &patch, "NEW", all) {
+                Ok((out, count, _)) => {
+                    prop_assert!(count >= 1);
+                    prop_assert!(out.contains("NEW"), "{patch:?} on {text:?}: {out:?}");
+                }
+                Err(replace::ReplaceError::Empty) => prop_assert!(patch.is_empty()),
+                Err(_) => {}
             }
         }
     }

@@ -1,0 +1,86 @@
+//! Small helpers every Talaria crate shares, so each is written once: a lock that survives a
+//! panicked holder, and text clipped at character boundaries (each caller words its own note
+//! about what was left out).
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// Locks `mutex`; a holder that panicked leaves the data as it was (every value guarded in
+/// Talaria stays valid between statements), so the lock is taken anyway.
+pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The first `max_chars` characters of `text` and how many characters follow them, or `None`
+/// when the text is no longer than that.
+pub fn head(text: &str, max_chars: usize) -> Option<(&str, usize)> {
+    let (cut, _) = text.char_indices().nth(max_chars)?;
+    Some((&text[..cut], text[cut..].chars().count()))
+}
+
+/// How many characters come before the last `max_chars` of `text`, and those, or `None` when
+/// the text is no longer than that.
+pub fn tail(text: &str, max_chars: usize) -> Option<(usize, &str)> {
+    let total = text.chars().count();
+    let skipped = total.checked_sub(max_chars).filter(|&s| s > 0)?;
+    let cut = text
+        .char_indices()
+        .nth(skipped)
+        .map_or(text.len(), |(at, _)| at);
+    Some((skipped, &text[cut..]))
+}
+
+/// At most `max_bytes` bytes of `text`, cut back to a character boundary.
+pub fn within_bytes(text: &str, max_bytes: usize) -> &str {
+    if text.len() <= max_bytes {
+        return text;
+    }
+    let mut end = max_bytes;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The pieces add up to the text and have the lengths asked for.
+        #[test]
+        fn clipped_pieces_add_up(text in "\\PC{0,40}", max in 0usize..50) {
+            let total = text.chars().count();
+            match head(&text, max) {
+                None => prop_assert!(total <= max),
+                Some((kept, rest)) => {
+                    prop_assert_eq!(kept.chars().count(), max);
+                    prop_assert_eq!(rest, total - max);
+                    prop_assert!(text.starts_with(kept));
+                }
+            }
+            match tail(&text, max) {
+                None => prop_assert!(total <= max),
+                Some((skipped, kept)) => {
+                    prop_assert_eq!(kept.chars().count(), max);
+                    prop_assert_eq!(skipped, total - max);
+                    prop_assert!(text.ends_with(kept));
+                }
+            }
+            let bytes = within_bytes(&text, max);
+            prop_assert!(bytes.len() <= max && text.starts_with(bytes));
+        }
+    }
+
+    #[test]
+    fn a_poisoned_lock_is_still_taken() {
+        let mutex = std::sync::Arc::new(Mutex::new(1));
+        let held = mutex.clone();
+        let _ = std::thread::spawn(move || {
+            let _guard = held.lock();
+            panic!("holder panics");
+        })
+        .join();
+        assert_eq!(*lock(&mutex), 1);
+    }
+}
