@@ -42,11 +42,13 @@ pub use events::{
 };
 pub use router::ModelRouter;
 pub use session::{
-    CommandReply, Op, SessionHandle, SessionSettings, SessionSnapshot, SessionStart, SessionView,
-    SideAnswer, SideRequest, UserInput, spawn_session, spawn_session_with,
+    CommandReply, Op, SessionHandle, SessionSettings, SessionStart, SessionView, SideAnswer,
+    SideRequest, UserInput, spawn_session_with,
 };
+#[cfg(test)]
+pub use session::{SessionSnapshot, spawn_session};
 
 #[cfg(test)]
 mod session_tests;
-#[cfg(any(test, feature = "test-support"))]
+#[cfg(test)]
 pub mod testkit;

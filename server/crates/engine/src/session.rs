@@ -125,7 +125,8 @@ pub struct SideAnswer {
     pub notices: Vec<String>,
 }
 
-/// A copy of the session's state, for forks, subagents and stores.
+/// A copy of the session's state (the engine's tests read it).
+#[cfg(test)]
 #[derive(Debug, Clone)]
 pub struct SessionSnapshot {
     pub transcript: Transcript,
@@ -187,6 +188,7 @@ pub enum Op {
         request: SideRequest,
         reply: oneshot::Sender<Result<SideAnswer, String>>,
     },
+    #[cfg(test)]
     Snapshot(oneshot::Sender<SessionSnapshot>),
     /// A background review ended.
     ReviewFinished(crate::review::ReviewOutcome),
@@ -324,7 +326,8 @@ impl SessionHandle {
         answer
     }
 
-    /// A copy of the session's state after the running turn.
+    /// A copy of the session's state after the running turn (tests read the actor's state).
+    #[cfg(test)]
     pub fn snapshot(&self) -> oneshot::Receiver<SessionSnapshot> {
         let (reply, answer) = oneshot::channel();
         let _ = self.ops.send(Op::Snapshot(reply));
@@ -454,7 +457,8 @@ pub struct SessionStart {
     pub title: Option<String>,
 }
 
-/// Starts a new, unsaved session actor on the current runtime.
+/// Starts a new, unsaved session actor on the current runtime (the engine's tests).
+#[cfg(test)]
 pub fn spawn_session(
     settings: SessionSettings,
     router: Arc<ModelRouter>,
@@ -598,6 +602,7 @@ impl SessionActor {
                     let answer = self.side_task(request).await;
                     let _ = reply.send(answer);
                 }
+                #[cfg(test)]
                 Op::Snapshot(reply) => {
                     let _ = reply.send(self.snapshot());
                 }
@@ -731,6 +736,7 @@ impl SessionActor {
         self.model = model;
     }
 
+    #[cfg(test)]
     fn snapshot(&self) -> SessionSnapshot {
         SessionSnapshot {
             transcript: self.history.clone(),

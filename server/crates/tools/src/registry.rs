@@ -43,6 +43,7 @@ impl Registry {
     }
 
     /// A registry holding only the named tools (the rest are neither offered nor dispatched).
+    #[cfg(test)]
     pub fn restricted_to(&self, names: &[&str]) -> Registry {
         Registry {
             tools: self
@@ -65,6 +66,7 @@ impl Registry {
     }
 
     /// Whether a call of `name` may run here.
+    #[cfg(test)]
     pub fn may_dispatch(&self, name: &str) -> bool {
         self.dispatchable
             .as_ref()
