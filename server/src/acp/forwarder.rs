@@ -176,8 +176,10 @@ pub async fn forward_events(
             finished @ EngineEvent::ToolCallFinished { .. } => {
                 let changed = matches!(
                     &finished,
-                    EngineEvent::ToolCallFinished { raw_output: Some(output), .. }
-                        if output["skills_changed"] == true
+                    EngineEvent::ToolCallFinished {
+                        skills_changed: true,
+                        ..
+                    }
                 );
                 let card = updates::session_update(finished);
                 if let Some(card) = card {

@@ -58,6 +58,7 @@ pub fn session_update(event: EngineEvent) -> Option<SessionUpdate> {
             status,
             display,
             raw_output,
+            ..
         } => finished_card(id, status, &display, raw_output),
         EngineEvent::SessionTitle(title) => {
             SessionUpdate::SessionInfoUpdate(acp::SessionInfoUpdate::new().title(title))
@@ -163,7 +164,7 @@ fn effect_content(effect: &ToolEffect) -> Option<ToolCallContent> {
         ToolEffect::Terminal { terminal_id } => Some(ToolCallContent::Terminal(
             acp::Terminal::new(terminal_id.clone()),
         )),
-        ToolEffect::Plan(_) | ToolEffect::SandboxDenied { .. } => None,
+        ToolEffect::Plan(_) | ToolEffect::SandboxDenied { .. } | ToolEffect::Kept(_) => None,
     }
 }
 

@@ -204,6 +204,8 @@ pub enum EngineEvent {
         /// record, so a replay shows the same).
         display: talaria_record::ToolDisplay,
         raw_output: Option<Value>,
+        /// The call changed the skills now (the slash commands change with them).
+        skills_changed: bool,
     },
     /// The session got a title.
     SessionTitle(String),

@@ -63,6 +63,10 @@ pub(crate) struct Orchestrator<'a> {
     pub budget: &'a mut ResultBudget,
     /// Plans the batch's calls set, in order (for the record).
     pub plans: Mutex<Vec<Vec<talaria_tools::TodoItem>>>,
+    /// What calls of this batch wrote that outlasts the session, by the call's unique id.
+    pub kept: Mutex<Vec<(String, talaria_tools::Kept)>>,
+    /// Calls refused because the same call failed too often (their unique ids).
+    pub repeated: Mutex<Vec<String>>,
     /// How often each (tool, arguments) has failed in this turn.
     pub failures: &'a HashMap<(String, String), u32>,
     /// The model takes images: results keep theirs.
@@ -73,7 +77,7 @@ pub(crate) struct Orchestrator<'a> {
 pub const MAX_IDENTICAL_FAILURES: u32 = 2;
 
 /// What the model reads when it repeats a call that keeps failing.
-pub const REPEATED_FAILURE: &str = "Not run: this exact call (same tool, same arguments) has \
+const REPEATED_FAILURE: &str = "Not run: this exact call (same tool, same arguments) has \
     already failed twice in this turn. Do not repeat it. Read the earlier error, then change the \
     arguments, try another approach, or ask the user.";
 
@@ -286,6 +290,7 @@ impl Orchestrator<'_> {
             .get(&key)
             .is_some_and(|n| *n >= MAX_IDENTICAL_FAILURES)
         {
+            lock(&self.repeated).push(call.id.clone());
             return Err(ToolOutcome::failed(REPEATED_FAILURE));
         }
         // Refused before anyone is asked: a whitelist is not the user's call to make.
@@ -458,12 +463,20 @@ impl Orchestrator<'_> {
             lock(&self.plans).push(items.clone());
             self.emit(EngineEvent::Plan(items)).await;
         }
+        let mut skills_changed = false;
+        for effect in &outcome.effects {
+            if let ToolEffect::Kept(kept) = effect {
+                skills_changed |= matches!(kept, talaria_tools::Kept::Skill { live: true });
+                lock(&self.kept).push((call.id.clone(), *kept));
+            }
+        }
         let display = display_of(call, outcome);
         self.emit(EngineEvent::ToolCallFinished {
             id: call.id.clone(),
             status: outcome.status,
             display: display.clone(),
             raw_output: outcome.raw_output.clone(),
+            skills_changed,
         })
         .await;
         display
@@ -625,7 +638,7 @@ fn display_of(call: &Prepared, outcome: &ToolOutcome) -> ToolDisplay {
             ToolEffect::Terminal { terminal_id } => Some(DisplayContent::Terminal {
                 terminal_id: terminal_id.clone(),
             }),
-            ToolEffect::Plan(_) | ToolEffect::SandboxDenied { .. } => None,
+            ToolEffect::Plan(_) | ToolEffect::SandboxDenied { .. } | ToolEffect::Kept(_) => None,
         })
         .collect();
     let in_terminal = content

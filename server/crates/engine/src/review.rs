@@ -6,8 +6,9 @@
 //! - It starts after the prompt response was sent and runs beside the session: the next
 //!   prompt never waits for it. `cancel`, closing the session and exit stop it.
 //! - It sends the session's own system prompt and tool definitions (the provider's prompt
-//!   cache is reused), but its registry dispatches only [`WHITELIST`]: any other call is
-//!   refused at dispatch, with no side effect, whatever the model asks.
+//!   cache is reused), but its registry dispatches only the tools of its [`ReviewKit`] (the
+//!   skill and memory tools the edge hands it; the engine knows none of them by name): any
+//!   other call is refused at dispatch, with no side effect, whatever the model asks.
 //! - It makes at most `max_review_calls` model calls, through the one model-call path with a
 //!   silent sink, on `[auxiliary.review]` (else the session's model); its usage counts in the
 //!   session's totals.
@@ -30,9 +31,6 @@ use crate::context::ContextState;
 use crate::events::TurnUsage;
 use crate::model_call::{CallResult, ModelCaller, SessionUsage, SilentSink};
 use crate::router::ModelRouter;
-
-/// The tools a review may call.
-pub const WHITELIST: [&str; 4] = ["memory", "skills_list", "skill_view", "skill_manage"];
 
 /// The side task whose model runs reviews.
 pub const REVIEW_TASK: &str = "review";

@@ -777,12 +777,12 @@ impl SessionActor {
     ) {
         self.give_way();
         let before = self.history.last_id();
-        let (outcome, usage) = match self.start_work(generation) {
-            None => (Ok(StopReason::Cancelled), TurnUsage::default()),
+        let (outcome, usage, kept) = match self.start_work(generation) {
+            None => (Ok(StopReason::Cancelled), TurnUsage::default(), Vec::new()),
             Some(token) => {
-                let result = self.run_turn(input, &token, receiver).await;
+                let end = self.run_turn(input, &token, receiver).await;
                 self.end_work();
-                result
+                (end.outcome, end.usage, end.kept)
             }
         };
         let ran = !matches!(outcome, Ok(StopReason::Cancelled)) || self.history.last_id() > before;
@@ -797,7 +797,7 @@ impl SessionActor {
             })
             .await;
         if ran {
-            self.count_learning(before);
+            self.count_learning(before, &kept);
             self.maybe_review().await;
         }
         if self.title.is_none() {
@@ -852,21 +852,24 @@ impl SessionActor {
     }
 
     /// Counts what the turn after entry `before` did toward the review thresholds: model
-    /// calls that used tools, and the user turn; a skill or memory write resets its count.
-    fn count_learning(&mut self, before: talaria_record::EntryId) {
+    /// calls that used tools, and the user turn; a call that wrote a skill or memory (`kept`,
+    /// by the results' unique ids: what the tools themselves said) resets its count.
+    fn count_learning(
+        &mut self,
+        before: talaria_record::EntryId,
+        kept: &[(String, talaria_tools::Kept)],
+    ) {
         self.since_memory_write += 1;
         for entry in self.history.entries_after(before) {
             match &entry.body {
                 EntryBody::Assistant(answer) if !answer.tool_calls.is_empty() => {
                     self.since_skill_write += 1;
                 }
-                EntryBody::ToolResult(result)
-                    if result.status == talaria_record::ResultStatus::Completed =>
-                {
-                    match result.tool.as_str() {
-                        "skill_manage" => self.since_skill_write = 0,
-                        "memory" => self.since_memory_write = 0,
-                        _ => {}
+                EntryBody::ToolResult(result) => {
+                    match kept.iter().find(|(id, _)| *id == result.client_id) {
+                        Some((_, talaria_tools::Kept::Skill { .. })) => self.since_skill_write = 0,
+                        Some((_, talaria_tools::Kept::Memory)) => self.since_memory_write = 0,
+                        None => {}
                     }
                 }
                 _ => {}
@@ -899,6 +902,12 @@ impl SessionActor {
         );
         let kit = (factory.0)(&id);
         let mut registry = self.registry.clone();
+        // The review may run exactly the tools the edge handed it.
+        let allowed: Vec<String> = kit
+            .tools
+            .iter()
+            .map(|tool| tool.definition().name.to_string())
+            .collect();
         for tool in kit.tools {
             registry.register(tool);
         }
@@ -907,7 +916,8 @@ impl SessionActor {
         let job = crate::review::ReviewJob {
             id: id.clone(),
             transcript: self.history.clone(),
-            registry: registry.dispatch_only(&crate::review::WHITELIST),
+            registry: registry
+                .dispatch_only(&allowed.iter().map(String::as_str).collect::<Vec<_>>()),
             tools: crate::turn::tool_specs(&self.registry),
             router: self.router.clone(),
             model: self.model.clone(),
@@ -1114,7 +1124,7 @@ impl SessionActor {
         input: UserInput,
         token: &CancellationToken,
         receiver: &mut mpsc::UnboundedReceiver<Op>,
-    ) -> (Result<StopReason, TurnError>, TurnUsage) {
+    ) -> crate::turn::TurnEnd {
         let mut modes_set = Vec::new();
         let result = {
             let caller = ModelCaller::new(
@@ -1140,6 +1150,7 @@ impl SessionActor {
                 history: &mut self.history,
                 journal: self.journal.as_mut(),
                 used_tool_ids: &mut self.used_tool_ids,
+                kept: Vec::new(),
                 caller,
             };
             let running = std::panic::AssertUnwindSafe(turn.run(input)).catch_unwind();
@@ -1166,13 +1177,21 @@ impl SessionActor {
                 ..Default::default()
             });
         }
-        let (outcome, usage) = match result {
+        let crate::turn::TurnEnd {
+            outcome,
+            usage,
+            kept,
+        } = match result {
             Ok(done) => done,
             Err(panic) => {
                 let what = panic_message(panic.as_ref());
                 tracing::error!(session = %self.settings.id, "turn panicked: {what}");
                 let error = TurnError::Internal(format!("the turn failed unexpectedly: {what}"));
-                (Err(error), TurnUsage::default())
+                crate::turn::TurnEnd {
+                    outcome: Err(error),
+                    usage: TurnUsage::default(),
+                    kept: Vec::new(),
+                }
             }
         };
         // A failed turn stays in the record, marked (open calls get failed results), so the
@@ -1191,7 +1210,11 @@ impl SessionActor {
             cost: self.usage.priced.then_some(self.usage.cost),
             ..Default::default()
         });
-        (outcome, usage)
+        crate::turn::TurnEnd {
+            outcome,
+            usage,
+            kept,
+        }
     }
 
     /// `/compact [focus]`: compacts the record now, through the session's model chain, with

@@ -195,6 +195,7 @@ impl Relay {
                 status,
                 display,
                 raw_output,
+                skills_changed,
             } => {
                 let mark = if status == ToolStatus::Completed {
                     "✓"
@@ -208,6 +209,7 @@ impl Relay {
                         status,
                         display,
                         raw_output,
+                        skills_changed,
                     };
                     let _ = self.parent.send(finished).await;
                 }
@@ -399,9 +401,10 @@ async fn run_child(kit: &SubagentKit, args: Args, ctx: &ToolContext) -> ToolOutc
             history: &mut history,
             journal: child_journal.as_mut(),
             used_tool_ids: &mut used_ids,
+            kept: Vec::new(),
             caller,
         };
-        turn.run(UserInput::text(&ask)).await.0
+        turn.run(UserInput::text(&ask)).await.outcome
     };
     drop(child_events);
     if let Some(journal) = child_journal.as_mut() {

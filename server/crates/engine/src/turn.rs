@@ -37,6 +37,14 @@ pub(crate) fn tool_specs(registry: &Registry) -> Vec<ToolSpec> {
         .collect()
 }
 
+/// How a turn ended: its outcome, its usage, and what its calls wrote that outlasts the
+/// session (by the results' unique ids).
+pub(crate) struct TurnEnd {
+    pub outcome: Result<StopReason, TurnError>,
+    pub usage: TurnUsage,
+    pub kept: Vec<(String, talaria_tools::Kept)>,
+}
+
 /// An answer's calls once the calls it wrote as text are taken out.
 struct FromText {
     text: String,
@@ -66,6 +74,8 @@ pub(crate) struct Turn<'a> {
     /// Where the record is saved as it grows (none: the session is not saved).
     pub journal: Option<&'a mut crate::journal::SessionJournal>,
     pub used_tool_ids: &'a mut HashSet<String>,
+    /// What the turn's calls wrote that outlasts the session (filled as they finish).
+    pub kept: Vec<(String, talaria_tools::Kept)>,
     /// The model-call path for this turn (its chain and the fallback held for the turn).
     pub caller: ModelCaller<'a>,
 }
@@ -78,12 +88,13 @@ impl Turn<'_> {
         }
     }
 
-    pub(crate) async fn run(
-        mut self,
-        input: crate::session::UserInput,
-    ) -> (Result<StopReason, TurnError>, TurnUsage) {
+    pub(crate) async fn run(mut self, input: crate::session::UserInput) -> TurnEnd {
         let outcome = self.run_loop(input).await;
-        (outcome, self.caller.usage)
+        TurnEnd {
+            outcome,
+            usage: self.caller.usage,
+            kept: self.kept,
+        }
     }
 
     async fn run_loop(
@@ -366,6 +377,7 @@ impl Turn<'_> {
                 status: talaria_tools::ToolStatus::Failed,
                 display,
                 raw_output: None,
+                skills_changed: false,
             })
             .await;
     }
@@ -425,10 +437,22 @@ impl Turn<'_> {
             ctx,
             budget,
             plans: Mutex::default(),
+            kept: Mutex::default(),
+            repeated: Mutex::default(),
             failures,
             images: self.settings.images,
         };
         let (results, cancelled) = orchestrator.run_batch(calls).await;
+        self.kept.extend(
+            orchestrator
+                .kept
+                .into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        let repeated = orchestrator
+            .repeated
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let plans = orchestrator
             .plans
             .into_inner()
@@ -449,10 +473,7 @@ impl Turn<'_> {
             if entry.status != talaria_record::ResultStatus::Failed {
                 continue;
             }
-            if entry
-                .model_text
-                .ends_with(crate::orchestrator::REPEATED_FAILURE)
-            {
+            if repeated.contains(&entry.client_id) {
                 let message = format!(
                     "The model repeated a failing `{}` call; Talaria stopped it and told the model to change course.",
                     entry.tool

@@ -8,8 +8,8 @@ use futures_util::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use talaria_tools::{
-    ApprovalNeed, CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolKind,
-    ToolOutcome,
+    ApprovalNeed, CallDescription, Concurrency, Kept, Tool, ToolContext, ToolDefinition,
+    ToolEffect, ToolKind, ToolOutcome,
 };
 
 use crate::catalog::one_line;
@@ -291,6 +291,7 @@ fn manage_call(context: &SkillsContext, args: ManageArgs) -> ToolOutcome {
                     }
                     ToolOutcome::completed(done)
                         .with_raw_output(json!({"skills_changed": true, "skill": args.name}))
+                        .with_effect(ToolEffect::Kept(Kept::Skill { live: true }))
                 }
                 Err(why) => ToolOutcome::failed(why),
             }
@@ -331,7 +332,8 @@ fn manage_call(context: &SkillsContext, args: ManageArgs) -> ToolOutcome {
                     match context.proposals.note_skill_action(&id, &args.action) {
                         Ok(_) => ToolOutcome::completed(format!(
                             "{done} Staged as proposal {id} for the user to accept."
-                        )),
+                        ))
+                        .with_effect(ToolEffect::Kept(Kept::Skill { live: false })),
                         Err(why) => ToolOutcome::failed(why),
                     }
                 }
@@ -487,6 +489,7 @@ impl Tool for Memory {
                             ToolOutcome::completed(format!(
                                 "{done} Saved; it shows in the system prompt of the next session."
                             ))
+                            .with_effect(ToolEffect::Kept(Kept::Memory))
                         }
                         Err(why) => ToolOutcome::failed(why),
                     }
@@ -502,6 +505,7 @@ impl Tool for Memory {
                                 "Staged as proposal {} for the user to accept.",
                                 proposal.id
                             ))
+                            .with_effect(ToolEffect::Kept(Kept::Memory))
                         }
                         Err(why) => ToolOutcome::failed(why),
                     }

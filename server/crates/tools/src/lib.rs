@@ -29,7 +29,7 @@ pub use registry::{ParsedArgs, Registry};
 pub use sensitive::{PathSecrecy, SensitivePaths};
 pub use session_state::SessionToolState;
 pub use tool::{
-    ApprovalNeed, CallDescription, Concurrency, Progress, ProgressSink, TodoItem, Tool,
+    ApprovalNeed, CallDescription, Concurrency, Kept, Progress, ProgressSink, TodoItem, Tool,
     ToolContext, ToolDefinition, ToolEffect, ToolImage, ToolKind, ToolLocation, ToolOutcome,
     ToolStatus,
 };

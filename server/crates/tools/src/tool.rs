@@ -225,6 +225,17 @@ pub enum ToolEffect {
     /// The OS sandbox refused something the command tried (what, in words); the user may
     /// run this one call again outside it.
     SandboxDenied { what: String },
+    /// The call wrote something that outlasts the session.
+    Kept(Kept),
+}
+
+/// What a call wrote that outlasts the session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kept {
+    /// A skill: `live` when it changed the skills now (else it was staged as a proposal).
+    Skill { live: bool },
+    /// Memory (live, or staged as a proposal).
+    Memory,
 }
 
 /// An image a call returned for the model to look at.
