@@ -2,29 +2,15 @@
 //! the client (permission, files, terminals) where they fall in that order, and answers each
 //! prompt after its turn's last update.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-pub use talaria_util::lock;
-
-use talaria_engine::{EngineEvent, NoticeLevel, TurnId, TurnUsage};
+use talaria_engine::{EngineEvent, NoticeLevel, TurnUsage};
 use talaria_protocol::Peer;
-use talaria_protocol::acp::{self, RequestId, SessionNotification};
+use talaria_protocol::acp::{self, SessionNotification};
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 
 use super::client_bridge::AcpBridge;
 use super::updates;
-
-/// A prompt waiting for its turn to finish.
-pub struct PendingPrompt {
-    pub request: RequestId,
-    /// Fired when the turn ends, so the `$/cancel_request` watcher stops.
-    pub done: CancellationToken,
-}
-
-/// Prompts of one session waiting for their turns.
-pub type PendingPrompts = Arc<Mutex<HashMap<TurnId, PendingPrompt>>>;
 
 fn prompt_usage(usage: &TurnUsage) -> Option<acp::Usage> {
     if usage.input == 0 && usage.output == 0 {
@@ -113,7 +99,6 @@ pub async fn forward_events(
     peer: Peer,
     session_id: acp::SessionId,
     mut events: mpsc::Receiver<EngineEvent>,
-    pending: PendingPrompts,
     client: Arc<AcpBridge>,
     commands: Arc<dyn Fn() -> acp::SessionUpdate + Send + Sync>,
 ) {
@@ -125,23 +110,22 @@ pub async fn forward_events(
                 outcome,
                 usage,
             } => {
-                let Some(prompt) = lock(&pending).remove(&turn) else {
-                    tracing::warn!(?turn, "turn finished with no waiting prompt");
+                let Some(request) = super::request_of(&turn) else {
+                    tracing::warn!(?turn, "turn finished with no request to answer");
                     continue;
                 };
-                prompt.done.cancel();
                 match outcome {
                     Ok(reason) => {
                         let response = acp::PromptResponse::new(updates::stop_reason(reason))
                             .usage(prompt_usage(&usage));
-                        peer.respond(&prompt.request, Ok(response)).await;
+                        peer.respond(&request, Ok(response)).await;
                     }
                     Err(error) => {
                         let error = acp::Error::new(
                             acp::ErrorCode::InternalError.into(),
                             error.to_string(),
                         );
-                        peer.respond::<()>(&prompt.request, Err(error)).await;
+                        peer.respond::<()>(&request, Err(error)).await;
                     }
                 }
                 continue;

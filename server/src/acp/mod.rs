@@ -36,8 +36,6 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use forwarder::{PendingPrompt, PendingPrompts, lock};
-
 /// What starting a session needs.
 struct Launch {
     id: String,
@@ -72,7 +70,6 @@ enum StoreState {
 
 struct LiveSession {
     handle: SessionHandle,
-    pending: PendingPrompts,
     images_allowed: bool,
     /// Models offered for switching.
     models: Vec<String>,
@@ -115,7 +112,6 @@ struct Agent {
     /// Notifications to send after the current request's answer.
     outbox: Vec<SessionNotification>,
     sessions: HashMap<String, LiveSession>,
-    next_turn: u64,
     router: Option<RouterCache>,
     registry: talaria_tools::Registry,
     store: StoreState,
@@ -178,7 +174,6 @@ where
         config_warned: false,
         outbox: Vec::new(),
         sessions: HashMap::new(),
-        next_turn: 0,
         router: None,
         registry: talaria_tools::builtin_registry(),
         store: StoreState::Unopened,
@@ -583,13 +578,11 @@ impl Agent {
         };
         let handle =
             talaria_engine::spawn_session_with(settings, router, registry, events_tx, start);
-        let pending: PendingPrompts = Arc::default();
         let listed = stores.clone();
         tokio::spawn(forwarder::forward_events(
             self.peer.clone(),
             acp::SessionId::new(id.clone()),
             events_rx,
-            pending.clone(),
             bridge,
             Arc::new(move || skills::commands(&listed.catalog())),
         ));
@@ -626,7 +619,6 @@ impl Agent {
             id,
             LiveSession {
                 handle,
-                pending,
                 images_allowed: config.supports_images,
                 models,
                 mcp_servers,
@@ -732,37 +724,29 @@ impl Agent {
                 "prompt must contain at least one content block",
             )));
         }
-        self.next_turn += 1;
-        let turn = TurnId(self.next_turn);
-        let done = CancellationToken::new();
-        lock(&session.pending).insert(
-            turn,
-            PendingPrompt {
-                request,
-                done: done.clone(),
-            },
-        );
+        // The turn's tag is the request's id: the forwarder answers it from the tag alone.
+        let turn = turn_of(&request);
         let queued = if let Some(focus) = compaction::parse_command(&params.prompt) {
-            session.handle.compact(turn, focus)
+            session.handle.compact(turn, cancel, focus)
         } else if let Some((name, args)) = skills::slash(&params.prompt) {
             let stores = session.skills.clone();
             if name == skills::MCP_COMMAND {
                 let hub = session.mcp.clone();
                 session
                     .handle
-                    .command(turn, move || talaria_engine::CommandReply {
+                    .command(turn, cancel, move || talaria_engine::CommandReply {
                         text: hub.report(),
                         commands_changed: false,
                     })
             } else if name == skills::SKILLS_COMMAND {
                 session
                     .handle
-                    .command(turn, move || skills::skills_command(&stores, &args))
+                    .command(turn, cancel, move || skills::skills_command(&stores, &args))
             } else {
                 // `/name` loads the skill of that name; anything else is an ordinary prompt.
                 let typed = params.prompt.clone();
                 let images = session.images_allowed;
-                session.handle.prompt_from(turn, move || {
+                session.handle.prompt_from(turn, cancel, move || {
                     if skills::is_skill(&stores, &name) {
                         let text = match typed.first() {
                             Some(acp::ContentBlock::Text(t)) => t.text.clone(),
@@ -776,22 +760,23 @@ impl Agent {
             }
         } else {
             let input = prompt_input::to_user_input(params.prompt, session.images_allowed);
-            session.handle.prompt(turn, input)
+            session.handle.prompt(turn, cancel, input)
         };
         if queued.is_err() {
-            lock(&session.pending).remove(&turn);
             return Some(Err(errors::internal_error("the session has ended")));
         }
-        // `$/cancel_request` for this prompt cancels the turn.
-        let handle = session.handle.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                () = cancel.cancelled() => handle.cancel(),
-                () = done.cancelled() => {}
-            }
-        });
         None
     }
+}
+
+/// A prompt's turn tag: its request's id, as JSON.
+fn turn_of(request: &RequestId) -> TurnId {
+    TurnId(serde_json::to_string(request).unwrap_or_default().into())
+}
+
+/// The request a turn answers (the inverse of [`turn_of`]).
+pub(super) fn request_of(turn: &TurnId) -> Option<RequestId> {
+    serde_json::from_str(&turn.0).ok()
 }
 
 fn session_not_found(id: &acp::SessionId) -> acp::Error {

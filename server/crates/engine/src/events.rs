@@ -6,9 +6,16 @@ use std::path::PathBuf;
 use serde_json::Value;
 use talaria_tools::{TodoItem, ToolEffect, ToolKind, ToolStatus};
 
-/// An opaque tag the caller attaches to a prompt; it comes back in [`EngineEvent::TurnFinished`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct TurnId(pub u64);
+/// An opaque tag the caller attaches to a prompt; it comes back in [`EngineEvent::TurnFinished`]
+/// (the edge puts the JSON-RPC id of the request there, so answering needs no table).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TurnId(pub std::sync::Arc<str>);
+
+impl From<u64> for TurnId {
+    fn from(number: u64) -> Self {
+        Self(number.to_string().into())
+    }
+}
 
 /// Why a turn ended normally.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

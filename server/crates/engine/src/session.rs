@@ -161,26 +161,25 @@ pub enum Op {
     Prompt {
         turn: TurnId,
         input: UserInput,
-        /// The cancel generation it was queued under (older ones are cancelled).
-        generation: u64,
+        ticket: Ticket,
     },
     /// A prompt whose input is computed on the blocking pool when its turn comes.
     PromptFrom {
         turn: TurnId,
         input: Blocking<Result<UserInput, String>>,
-        generation: u64,
+        ticket: Ticket,
     },
     /// A command answered without the model, in order with the prompts.
     Command {
         turn: TurnId,
         run: Blocking<CommandReply>,
-        generation: u64,
+        ticket: Ticket,
     },
     /// Compacts the context now (`/compact [focus]`); answered like a prompt.
     Compact {
         turn: TurnId,
         focus: Option<String>,
-        generation: u64,
+        ticket: Ticket,
     },
     SetMode(Mode),
     SetModel(String),
@@ -200,6 +199,15 @@ pub enum Op {
     /// Ends the session after what is queued before it, once what it recorded is committed;
     /// answers when it is.
     Close(Option<oneshot::Sender<()>>),
+}
+
+/// How a queued prompt (or command) can be cancelled: the session's cancel generation it was
+/// queued under (a later `cancel` ends it), and its own request's token (the client withdrew
+/// that one request). Its turn's token is a child of the request's.
+#[derive(Debug, Clone)]
+pub struct Ticket {
+    generation: u64,
+    request: CancellationToken,
 }
 
 /// The settings a client can query without waiting on the actor.
@@ -228,19 +236,34 @@ pub struct SessionHandle {
 }
 
 impl SessionHandle {
-    /// Queues a prompt; it runs after every prompt queued before it.
-    pub fn prompt(&self, turn: TurnId, input: UserInput) -> Result<(), TurnId> {
-        self.queue(turn, |generation| Op::Prompt {
+    /// Queues a prompt; it runs after every prompt queued before it. `cancel` cancels this
+    /// prompt alone (its request was withdrawn).
+    pub fn prompt(
+        &self,
+        turn: TurnId,
+        cancel: CancellationToken,
+        input: UserInput,
+    ) -> Result<(), TurnId> {
+        self.queue(turn, cancel, |turn, ticket| Op::Prompt {
             turn,
             input,
-            generation,
+            ticket,
         })
     }
 
-    /// Queues an op built for the current cancel generation; `Err` when the session ended.
-    fn queue(&self, turn: TurnId, op: impl FnOnce(u64) -> Op) -> Result<(), TurnId> {
-        let generation = self.lock().generation;
-        self.ops.send(op(generation)).map_err(|_| turn)
+    /// Queues an op with a ticket for the current cancel generation; `Err` when the session
+    /// ended.
+    fn queue(
+        &self,
+        turn: TurnId,
+        cancel: CancellationToken,
+        op: impl FnOnce(TurnId, Ticket) -> Op,
+    ) -> Result<(), TurnId> {
+        let ticket = Ticket {
+            generation: self.lock().generation,
+            request: cancel,
+        };
+        self.ops.send(op(turn.clone(), ticket)).map_err(|_| turn)
     }
 
     /// Queues a prompt whose input is computed (off the runtime thread) when its turn comes;
@@ -248,12 +271,13 @@ impl SessionHandle {
     pub fn prompt_from(
         &self,
         turn: TurnId,
+        cancel: CancellationToken,
         input: impl FnOnce() -> Result<UserInput, String> + Send + 'static,
     ) -> Result<(), TurnId> {
-        self.queue(turn, |generation| Op::PromptFrom {
+        self.queue(turn, cancel, |turn, ticket| Op::PromptFrom {
             turn,
             input: Blocking(Box::new(input)),
-            generation,
+            ticket,
         })
     }
 
@@ -262,22 +286,28 @@ impl SessionHandle {
     pub fn command(
         &self,
         turn: TurnId,
+        cancel: CancellationToken,
         run: impl FnOnce() -> CommandReply + Send + 'static,
     ) -> Result<(), TurnId> {
-        self.queue(turn, |generation| Op::Command {
+        self.queue(turn, cancel, |turn, ticket| Op::Command {
             turn,
             run: Blocking(Box::new(run)),
-            generation,
+            ticket,
         })
     }
 
     /// Queues a compaction of the context (`/compact`), answered with `TurnFinished` like a
     /// prompt, in order with the prompts.
-    pub fn compact(&self, turn: TurnId, focus: Option<String>) -> Result<(), TurnId> {
-        self.queue(turn, |generation| Op::Compact {
+    pub fn compact(
+        &self,
+        turn: TurnId,
+        cancel: CancellationToken,
+        focus: Option<String>,
+    ) -> Result<(), TurnId> {
+        self.queue(turn, cancel, |turn, ticket| Op::Compact {
             turn,
             focus,
-            generation,
+            ticket,
         })
     }
 
@@ -572,30 +602,26 @@ impl SessionActor {
                 Op::Prompt {
                     turn,
                     input,
-                    generation,
-                } => self.prompt(turn, input, generation, &mut receiver).await,
+                    ticket,
+                } => self.prompt(turn, input, ticket, &mut receiver).await,
                 Op::PromptFrom {
                     turn,
                     input,
-                    generation,
+                    ticket,
                 } => match tokio::task::spawn_blocking(input.0).await {
-                    Ok(Ok(input)) => self.prompt(turn, input, generation, &mut receiver).await,
+                    Ok(Ok(input)) => self.prompt(turn, input, ticket, &mut receiver).await,
                     Ok(Err(why)) => self.fail_prompt(turn, why).await,
                     Err(e) => {
                         self.fail_prompt(turn, format!("the prompt could not be prepared: {e}"))
                             .await
                     }
                 },
-                Op::Command {
-                    turn,
-                    run,
-                    generation,
-                } => self.command(turn, run, generation).await,
+                Op::Command { turn, run, ticket } => self.command(turn, run, ticket).await,
                 Op::Compact {
                     turn,
                     focus,
-                    generation,
-                } => self.compact(turn, focus, generation).await,
+                    ticket,
+                } => self.compact(turn, focus, ticket).await,
                 Op::SetMode(mode) => self.set_mode(mode),
                 Op::SetModel(model) => self.set_model(model),
                 Op::SideTask { request, reply } => {
@@ -748,17 +774,31 @@ impl SessionActor {
     }
 
     /// A token for the next piece of work, or `None` if it was cancelled while queued.
-    fn start_work(&self, generation: u64) -> Option<CancellationToken> {
+    /// The token of the work a ticket starts, or `None` when it was cancelled while queued
+    /// (a later `cancel`, or its request withdrawn).
+    fn start_work(&self, ticket: &Ticket) -> Option<CancellationToken> {
         let mut state = self
             .cancel_state
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if generation < state.generation {
+        if ticket.generation < state.generation || ticket.request.is_cancelled() {
             return None;
         }
-        let token = CancellationToken::new();
+        let token = ticket.request.child_token();
         state.current = Some(token.clone());
         Some(token)
+    }
+
+    /// A ticket for work of the actor's own (side tasks): only `cancel` ends it.
+    fn own_ticket(&self) -> Ticket {
+        Ticket {
+            generation: self
+                .cancel_state
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .generation,
+            request: CancellationToken::new(),
+        }
     }
 
     fn end_work(&self) {
@@ -772,12 +812,12 @@ impl SessionActor {
         &mut self,
         turn: TurnId,
         input: UserInput,
-        generation: u64,
+        ticket: Ticket,
         receiver: &mut mpsc::UnboundedReceiver<Op>,
     ) {
         self.give_way();
         let before = self.history.last_id();
-        let (outcome, usage, kept) = match self.start_work(generation) {
+        let (outcome, usage, kept) = match self.start_work(&ticket) {
             None => (Ok(StopReason::Cancelled), TurnUsage::default(), Vec::new()),
             Some(token) => {
                 let end = self.run_turn(input, &token, receiver).await;
@@ -825,8 +865,8 @@ impl SessionActor {
     }
 
     /// A command answered without the model: its reply as the agent's message.
-    async fn command(&mut self, turn: TurnId, run: Blocking<CommandReply>, generation: u64) {
-        let outcome = if self.start_work(generation).is_none() {
+    async fn command(&mut self, turn: TurnId, run: Blocking<CommandReply>, ticket: Ticket) {
+        let outcome = if self.start_work(&ticket).is_none() {
             Ok(StopReason::Cancelled)
         } else {
             let reply = tokio::task::spawn_blocking(run.0).await;
@@ -1219,8 +1259,8 @@ impl SessionActor {
 
     /// `/compact [focus]`: compacts the record now, through the session's model chain, with
     /// the compaction's progress streamed to the chat; answered like a prompt.
-    async fn compact(&mut self, turn: TurnId, focus: Option<String>, generation: u64) {
-        let outcome = match self.start_work(generation) {
+    async fn compact(&mut self, turn: TurnId, focus: Option<String>, ticket: Ticket) {
+        let outcome = match self.start_work(&ticket) {
             None => Ok(StopReason::Cancelled),
             Some(token) => {
                 let tools = crate::turn::tool_specs(&self.registry);
@@ -1273,12 +1313,7 @@ impl SessionActor {
     }
 
     async fn side_task(&mut self, request: SideRequest) -> Result<SideAnswer, String> {
-        let generation = self
-            .cancel_state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .generation;
-        let Some(token) = self.start_work(generation) else {
+        let Some(token) = self.start_work(&self.own_ticket()) else {
             return Err("cancelled".into());
         };
         let call = self.side_call(token, request.with_history);

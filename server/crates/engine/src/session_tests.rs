@@ -1,7 +1,9 @@
 //! Session actor tests against a scripted in-process provider.
 
 use std::sync::Arc;
+
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 use talaria_provider::{FinishReason, ModelMessage, StreamEvent, ToolCallRequest, Transcript};
 use tokio::sync::mpsc;
@@ -119,7 +121,7 @@ async fn finish_of(
             turn: t, outcome, ..
         } = &event
         {
-            assert_eq!(*t, TurnId(turn), "turns finish in order");
+            assert_eq!(*t, TurnId::from(turn), "turns finish in order");
             return (seen, outcome.clone());
         }
         // Titles come after a first turn; tests of titles look for them directly.
@@ -138,12 +140,16 @@ fn say(s: &str) -> crate::UserInput {
 async fn a_panicking_turn_reports_an_error_and_the_session_goes_on() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (session, mut rx, provider) = start(vec![Step::Panic, text("fine")], dir.path());
-    session.prompt(TurnId(1), say("boom")).expect("queued");
+    session
+        .prompt(TurnId::from(1), CancellationToken::new(), say("boom"))
+        .expect("queued");
     let (_, outcome) = finish_of(&mut rx, 1).await;
     assert!(
         matches!(outcome, Err(TurnError::Internal(m)) if m.contains("scripted provider panic"))
     );
-    session.prompt(TurnId(2), say("again")).expect("queued");
+    session
+        .prompt(TurnId::from(2), CancellationToken::new(), say("again"))
+        .expect("queued");
     let (events, outcome) = finish_of(&mut rx, 2).await;
     assert_eq!(outcome, Ok(StopReason::EndTurn));
     assert_eq!(events, vec![EngineEvent::AgentText("fine".into())]);
@@ -167,9 +173,15 @@ async fn cancel_ends_the_running_turn_and_the_queue_but_not_later_prompts() {
         ],
         dir.path(),
     );
-    session.prompt(TurnId(1), say("long")).expect("queued");
     session
-        .prompt(TurnId(2), say("queued behind"))
+        .prompt(TurnId::from(1), CancellationToken::new(), say("long"))
+        .expect("queued");
+    session
+        .prompt(
+            TurnId::from(2),
+            CancellationToken::new(),
+            say("queued behind"),
+        )
         .expect("queued");
     assert_eq!(
         rx.recv().await,
@@ -178,13 +190,56 @@ async fn cancel_ends_the_running_turn_and_the_queue_but_not_later_prompts() {
     session.cancel();
     assert_eq!(finish_of(&mut rx, 1).await.1, Ok(StopReason::Cancelled));
     assert_eq!(finish_of(&mut rx, 2).await.1, Ok(StopReason::Cancelled));
-    session.prompt(TurnId(3), say("next")).expect("queued");
+    session
+        .prompt(TurnId::from(3), CancellationToken::new(), say("next"))
+        .expect("queued");
     assert_eq!(finish_of(&mut rx, 3).await.1, Ok(StopReason::EndTurn));
     // The partial answer was kept as an assistant message; the cancelled queued prompt never ran.
     let seen = provider.transcripts();
     assert_eq!(seen.len(), 2);
     assert!(
         matches!(&seen[1].model_messages()[2], ModelMessage::Assistant { text, .. } if text == "partial")
+    );
+}
+
+/// A withdrawn request ends its own prompt — running, or still queued — and no other.
+#[tokio::test]
+async fn a_withdrawn_request_ends_its_own_prompt_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (session, mut rx, provider) = start(
+        vec![
+            Step::Hang(vec![StreamEvent::TextDelta("partial".into())]),
+            text("the third answers"),
+        ],
+        dir.path(),
+    );
+    let (first, second) = (CancellationToken::new(), CancellationToken::new());
+    session
+        .prompt(TurnId::from(1), first.clone(), say("long"))
+        .expect("queued");
+    session
+        .prompt(
+            TurnId::from(2),
+            second.clone(),
+            say("withdrawn while queued"),
+        )
+        .expect("queued");
+    session
+        .prompt(TurnId::from(3), CancellationToken::new(), say("stays"))
+        .expect("queued");
+    assert_eq!(
+        rx.recv().await,
+        Some(EngineEvent::AgentText("partial".into()))
+    );
+    second.cancel();
+    first.cancel();
+    assert_eq!(finish_of(&mut rx, 1).await.1, Ok(StopReason::Cancelled));
+    assert_eq!(finish_of(&mut rx, 2).await.1, Ok(StopReason::Cancelled));
+    assert_eq!(finish_of(&mut rx, 3).await.1, Ok(StopReason::EndTurn));
+    assert_eq!(
+        provider.transcripts().len(),
+        2,
+        "the withdrawn prompt never ran"
     );
 }
 
@@ -210,7 +265,9 @@ async fn tool_results_follow_their_calls_and_the_request_cap_holds() {
         }])
     };
     let (session, mut rx, provider) = start(vec![call("c1"), call("c1"), call("c1")], dir.path());
-    session.prompt(TurnId(1), say("read it")).expect("queued");
+    session
+        .prompt(TurnId::from(1), CancellationToken::new(), say("read it"))
+        .expect("queued");
     let (events, outcome) = finish_of(&mut rx, 1).await;
     assert_eq!(outcome, Ok(StopReason::MaxTurnRequests));
     let started: Vec<String> = events
@@ -258,7 +315,11 @@ async fn writes_ask_and_always_is_remembered_while_reject_reaches_the_model() {
         vec![PermissionAnswer::Chosen(PermissionChoice::AllowAlways)],
     );
     session
-        .prompt(TurnId(1), say("write twice"))
+        .prompt(
+            TurnId::from(1),
+            CancellationToken::new(),
+            say("write twice"),
+        )
         .expect("queued");
     assert_eq!(finish_of(&mut rx, 1).await.1, Ok(StopReason::EndTurn));
     assert_eq!(
@@ -288,7 +349,9 @@ async fn writes_ask_and_always_is_remembered_while_reject_reaches_the_model() {
         Mode::Ask,
         vec![PermissionAnswer::Chosen(PermissionChoice::RejectOnce)],
     );
-    session.prompt(TurnId(1), say("run")).expect("queued");
+    session
+        .prompt(TurnId::from(1), CancellationToken::new(), say("run"))
+        .expect("queued");
     assert_eq!(finish_of(&mut rx2, 1).await.1, Ok(StopReason::EndTurn));
     let seen = provider2.transcripts();
     let results = tool_results(&seen[1]);
@@ -319,9 +382,13 @@ async fn a_cancelled_permission_prompt_cancels_the_turn_with_valid_history() {
         Mode::Ask,
         vec![PermissionAnswer::Cancelled],
     );
-    session.prompt(TurnId(1), say("go")).expect("queued");
+    session
+        .prompt(TurnId::from(1), CancellationToken::new(), say("go"))
+        .expect("queued");
     assert_eq!(finish_of(&mut rx, 1).await.1, Ok(StopReason::Cancelled));
-    session.prompt(TurnId(2), say("again")).expect("queued");
+    session
+        .prompt(TurnId::from(2), CancellationToken::new(), say("again"))
+        .expect("queued");
     assert_eq!(finish_of(&mut rx, 2).await.1, Ok(StopReason::EndTurn));
     let seen = provider.transcripts();
     let results = tool_results(&seen[1]);
@@ -358,7 +425,9 @@ async fn yolo_runs_commands_but_never_the_floor_and_batches_keep_order() {
         Mode::Yolo,
         vec![],
     );
-    session.prompt(TurnId(1), say("go")).expect("queued");
+    session
+        .prompt(TurnId::from(1), CancellationToken::new(), say("go"))
+        .expect("queued");
     let (events, outcome) = finish_of(&mut rx, 1).await;
     assert_eq!(outcome, Ok(StopReason::EndTurn));
     assert!(
@@ -469,7 +538,9 @@ async fn a_side_task_runs_on_its_auxiliary_model_and_nothing_reaches_the_chat() 
     let snapshot = session.snapshot().await.expect("snapshot");
     assert_eq!(snapshot.usage.input, 40);
     // Without an auxiliary model for the task, the session's model does it.
-    session.prompt(TurnId(1), say("hi")).expect("queued");
+    session
+        .prompt(TurnId::from(1), CancellationToken::new(), say("hi"))
+        .expect("queued");
     assert_eq!(finish_of(&mut rx, 1).await.1, Ok(StopReason::EndTurn));
     let failed = session
         .side_task(side("review", "x"))
@@ -483,13 +554,17 @@ async fn a_side_task_runs_on_its_auxiliary_model_and_nothing_reaches_the_chat() 
 async fn settings_go_through_the_actor_and_are_recorded() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (session, mut rx, provider) = start(vec![text("one"), text("two")], dir.path());
-    session.prompt(TurnId(1), say("first")).expect("queued");
+    session
+        .prompt(TurnId::from(1), CancellationToken::new(), say("first"))
+        .expect("queued");
     assert_eq!(finish_of(&mut rx, 1).await.1, Ok(StopReason::EndTurn));
     session.set_mode(Mode::Yolo);
     session.set_model("m2");
     assert_eq!(session.mode(), Mode::Yolo);
     assert_eq!(session.model(), "m2");
-    session.prompt(TurnId(2), say("second")).expect("queued");
+    session
+        .prompt(TurnId::from(2), CancellationToken::new(), say("second"))
+        .expect("queued");
     assert_eq!(finish_of(&mut rx, 2).await.1, Ok(StopReason::EndTurn));
     assert_eq!(provider.models(), ["m", "m2"]);
     // The environment follows the model switch (the instructions stay as they were).
@@ -540,7 +615,11 @@ async fn a_stream_that_breaks_after_output_restarts_and_only_the_complete_answer
         dir.path(),
     );
     session
-        .prompt(TurnId(1), say("what does main.py do?"))
+        .prompt(
+            TurnId::from(1),
+            CancellationToken::new(),
+            say("what does main.py do?"),
+        )
         .expect("queued");
     let (events, outcome) = finish_of(&mut rx, 1).await;
     assert_eq!(outcome, Ok(StopReason::EndTurn));
@@ -567,7 +646,9 @@ async fn a_stream_that_breaks_after_output_restarts_and_only_the_complete_answer
         talaria_record::EntryBody::Notice { text, .. } if text.contains("abandoned")
     )));
     // A failure that is not transient still ends the turn clearly after output.
-    session.prompt(TurnId(2), say("again")).expect("queued");
+    session
+        .prompt(TurnId::from(2), CancellationToken::new(), say("again"))
+        .expect("queued");
     let (_, outcome) = finish_of(&mut rx, 2).await;
     assert!(
         matches!(outcome, Err(TurnError::Provider(m)) if m.contains("interrupted after it had started"))
@@ -595,7 +676,9 @@ async fn a_dispatch_whitelist_refuses_a_call_without_asking_and_without_side_eff
         dir.path(),
         Mode::Yolo,
     );
-    session.prompt(TurnId(1), say("write")).expect("queued");
+    session
+        .prompt(TurnId::from(1), CancellationToken::new(), say("write"))
+        .expect("queued");
     assert_eq!(finish_of(&mut rx, 1).await.1, Ok(StopReason::EndTurn));
     let results = tool_results(&provider.transcripts()[1]);
     assert!(results[0].1.contains("may not be used here"), "{results:?}");
@@ -637,7 +720,9 @@ async fn a_card_opens_when_the_model_starts_a_call_and_an_abandoned_one_is_close
         ],
         dir.path(),
     );
-    session.prompt(TurnId(1), say("read")).expect("queued");
+    session
+        .prompt(TurnId::from(1), CancellationToken::new(), say("read"))
+        .expect("queued");
     let (events, outcome) = finish_of(&mut rx, 1).await;
     assert_eq!(outcome, Ok(StopReason::EndTurn));
     let position = |wanted: &dyn Fn(&EngineEvent) -> bool| events.iter().position(wanted);
