@@ -1,6 +1,10 @@
 //! End-to-end tests: the real `talaria` binary over stdio against the scripted mock LLM.
 //! One test binary (faster to build); one module per behaviour.
 
+// A test crate through and through: its helpers panic on a failed set-up step (that is a
+// failed test), like the tests themselves (`expect_used` is for production code).
+#![allow(clippy::expect_used)]
+
 mod support;
 
 mod approvals;

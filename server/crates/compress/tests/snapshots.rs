@@ -1,6 +1,9 @@
 //! Snapshots of what the model reads after compaction of fixture sessions: a review of any
 //! change to the compressor's output.
 
+// A test crate: a failed set-up step is a failed test (`expect_used` is for production code).
+#![allow(clippy::expect_used)]
+
 mod common;
 
 use common::{Scripted, block_on, coding_session, tool_result, view};

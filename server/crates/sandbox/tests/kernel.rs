@@ -4,6 +4,9 @@
 //! These tests fail, rather than skip, where the kernel offers no sandbox, unless
 //! `TALARIA_ALLOW_NO_SANDBOX=1` says that is expected on this machine.
 
+// A test crate: a failed set-up step is a failed test (`expect_used` is for production code).
+#![allow(clippy::expect_used)]
+
 use std::io::ErrorKind;
 use std::path::PathBuf;
 

@@ -1,6 +1,10 @@
 //! Skill writes and proposals: every `skill_manage` action, confinement and limits, staging by
 //! a review, and accepting or rejecting what it proposed.
 
+// A test crate through and through: its helpers panic on a failed set-up step (that is a
+// failed test), like the tests themselves (`expect_used` is for production code).
+#![allow(clippy::expect_used)]
+
 use std::path::Path;
 use std::sync::Arc;
 
