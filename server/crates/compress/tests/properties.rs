@@ -109,6 +109,30 @@ fn latest_user(t: &Transcript) -> Option<String> {
     })
 }
 
+/// Compacts the session `turns` describe in a window of `window` tokens with a summariser
+/// that fails (the fallback summary is used).
+fn compact_with_a_failing_summariser(
+    turns: &[TurnShape],
+    window: u64,
+) -> (talaria_compress::Outcome, Budget) {
+    let tr = build(turns);
+    let mut accounting = TokenAccounting::new(Encoding::Cl100k);
+    accounting.use_exact();
+    let budget = Budget::new(window, &Settings::default());
+    let request = Request {
+        transcript: &tr,
+        budget,
+        settings: Settings::default(),
+        tools_tokens: 300,
+        focus: None,
+        force: false,
+    };
+    let mut summariser = Scripted::failing(SummaryFailure::Failed("bad output".into()));
+    let outcome =
+        block_on(compress(&request, &mut accounting, &mut summariser)).expect("compacted");
+    (outcome, budget)
+}
+
 /// Found by the property below: a pinned request must leave room for the head.
 #[test]
 fn a_long_last_turn_with_a_failed_summary_stays_under_budget() {
@@ -131,21 +155,7 @@ fn a_long_last_turn_with_a_failed_summary_stays_under_budget() {
             Some(127),
         ),
     ];
-    let tr = build(&turns);
-    let mut accounting = TokenAccounting::new(Encoding::Cl100k);
-    accounting.use_exact();
-    let budget = Budget::new(11524, &Settings::default());
-    let request = Request {
-        transcript: &tr,
-        budget,
-        settings: Settings::default(),
-        tools_tokens: 300,
-        focus: None,
-        force: false,
-    };
-    let mut summariser = Scripted::failing(SummaryFailure::Failed("bad output".into()));
-    let outcome =
-        block_on(compress(&request, &mut accounting, &mut summariser)).expect("compacted");
+    let (outcome, budget) = compact_with_a_failing_summariser(&turns, 11524);
     assert!(
         outcome.report.after <= budget.threshold,
         "{:?}",
@@ -178,21 +188,7 @@ fn an_answer_after_a_compacted_interruption_stays_valid() {
         t(101, vec![vec![1, 1, 1]], Some(169), true),
         t(168, vec![vec![1, 1, 1]], None, true),
     ];
-    let tr = build(&turns);
-    let mut accounting = TokenAccounting::new(Encoding::Cl100k);
-    accounting.use_exact();
-    let budget = Budget::new(5534, &Settings::default());
-    let request = Request {
-        transcript: &tr,
-        budget,
-        settings: Settings::default(),
-        tools_tokens: 300,
-        focus: None,
-        force: false,
-    };
-    let mut summariser = Scripted::failing(SummaryFailure::Failed("bad output".into()));
-    let outcome =
-        block_on(compress(&request, &mut accounting, &mut summariser)).expect("compacted");
+    let (outcome, _) = compact_with_a_failing_summariser(&turns, 5534);
     assert!(outcome.transcript.validate().is_ok());
 }
 
@@ -211,21 +207,7 @@ fn a_large_answered_output_in_the_latest_turn_is_accounted_when_nothing_else_fit
         t(vec![vec![1]], None, false),
         t(vec![vec![1], vec![758, 101]], Some(113), true),
     ];
-    let tr = build(&turns);
-    let mut accounting = TokenAccounting::new(Encoding::Cl100k);
-    accounting.use_exact();
-    let budget = Budget::new(5000, &Settings::default());
-    let request = Request {
-        transcript: &tr,
-        budget,
-        settings: Settings::default(),
-        tools_tokens: 300,
-        focus: None,
-        force: false,
-    };
-    let mut summariser = Scripted::failing(SummaryFailure::Failed("bad output".into()));
-    let outcome =
-        block_on(compress(&request, &mut accounting, &mut summariser)).expect("compacted");
+    let (outcome, budget) = compact_with_a_failing_summariser(&turns, 5000);
     assert!(
         outcome.report.after <= budget.threshold,
         "{:?}",

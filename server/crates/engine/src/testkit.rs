@@ -207,3 +207,13 @@ pub fn calls(list: &[(&str, &str, serde_json::Value)]) -> Step {
             .collect(),
     }])
 }
+
+/// A retry policy that gives up at once, for tests that look at one attempt.
+pub fn quick_retry() -> crate::RetryPolicy {
+    crate::RetryPolicy {
+        max_attempts: 1,
+        base_ms: 1,
+        cap_ms: 1,
+        retry_after_cap_secs: 1,
+    }
+}

@@ -284,15 +284,6 @@ mod tests {
     use crate::router::ModelRouter;
     use crate::testkit::{ScriptedProvider, text};
 
-    fn retry() -> crate::RetryPolicy {
-        crate::RetryPolicy {
-            max_attempts: 1,
-            base_ms: 1,
-            cap_ms: 1,
-            retry_after_cap_secs: 1,
-        }
-    }
-
     #[tokio::test]
     async fn automatic_compaction_pauses_after_two_ineffective_passes_and_a_manual_one_resumes_it()
     {
@@ -310,7 +301,7 @@ mod tests {
             let mut caller = ModelCaller::new(
                 &router,
                 router.chain("m"),
-                retry(),
+                crate::testkit::quick_retry(),
                 &cancel,
                 &mut context,
                 &mut usage,
@@ -374,7 +365,7 @@ mod tests {
         let mut caller = ModelCaller::new(
             &router,
             router.chain("m"),
-            retry(),
+            crate::testkit::quick_retry(),
             &cancel,
             &mut context,
             &mut usage,

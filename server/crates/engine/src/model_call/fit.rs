@@ -151,15 +151,6 @@ mod tests {
     use crate::router::ModelRouter;
     use crate::testkit::{ScriptedProvider, text};
 
-    fn retry() -> crate::RetryPolicy {
-        crate::RetryPolicy {
-            max_attempts: 1,
-            base_ms: 1,
-            cap_ms: 1,
-            retry_after_cap_secs: 1,
-        }
-    }
-
     #[tokio::test]
     async fn an_oversized_result_is_stored_and_a_request_that_cannot_fit_is_never_sent() {
         let dir = tempfile::tempdir().expect("dir");
@@ -180,7 +171,7 @@ mod tests {
             let mut caller = ModelCaller::new(
                 &router,
                 router.chain("m"),
-                retry(),
+                crate::testkit::quick_retry(),
                 &cancel,
                 &mut context,
                 &mut usage,
@@ -217,7 +208,7 @@ mod tests {
         let mut caller = ModelCaller::new(
             &router,
             router.chain("m"),
-            retry(),
+            crate::testkit::quick_retry(),
             &cancel,
             &mut context,
             &mut usage,
