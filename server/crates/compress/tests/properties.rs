@@ -1,6 +1,9 @@
 //! Property tests: random sessions come out of compaction satisfying every invariant and under
 //! budget.
 
+// A test crate: a failed set-up step is a failed test (`expect_used` is for production code).
+#![allow(clippy::expect_used)]
+
 mod common;
 
 use common::{Scripted, block_on, tool_result};
