@@ -62,3 +62,13 @@ pub fn auth_required(detail: impl std::fmt::Display) -> Error {
 pub fn code_of(error: &Error) -> i32 {
     error.code.into()
 }
+
+/// Whether the peer answered that the request was cancelled (`-32800`).
+pub fn is_cancelled(error: &Error) -> bool {
+    error.code == ErrorCode::RequestCancelled
+}
+
+/// Whether the peer answered that what was asked for does not exist (`-32002`).
+pub fn is_not_found(error: &Error) -> bool {
+    error.code == ErrorCode::ResourceNotFound
+}

@@ -335,6 +335,22 @@ impl Peer {
         }
     }
 
+    /// Sends a request and reads its answer as `R` (a schema type); an answer that does not
+    /// fit is an error naming the method.
+    pub async fn call<P: Serialize, R: serde::de::DeserializeOwned>(
+        &self,
+        method: &str,
+        params: &P,
+        cancel: &CancellationToken,
+    ) -> Result<R, Error> {
+        let answer = self.request(method, params, cancel).await?;
+        serde_json::from_value(answer).map_err(|e| {
+            crate::errors::internal_error(format!(
+                "the answer to {method} does not fit the protocol: {e}"
+            ))
+        })
+    }
+
     /// Sends a request and waits for its result. If `cancel` fires first, `$/cancel_request`
     /// is sent to the peer and a `-32800` error is returned at once.
     pub async fn request<P: Serialize>(

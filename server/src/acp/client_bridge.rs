@@ -6,7 +6,6 @@ use std::path::Path;
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
-use serde_json::{Value, json};
 use talaria_engine::{
     ClientAnswer, ClientAsk, ClientRequest, Delegation, PermissionAnswer, PermissionChoice,
     PermissionRequest,
@@ -217,7 +216,7 @@ impl AcpBridge {
                         PermissionAnswer::Failed(format!("unreadable permission response: {e}"))
                     }
                 },
-                Err(error) if errors::code_of(&error) == -32800 || cancel.is_cancelled() => {
+                Err(error) if errors::is_cancelled(&error) || cancel.is_cancelled() => {
                     PermissionAnswer::Cancelled
                 }
                 Err(error) => PermissionAnswer::Failed(error.message),
@@ -232,31 +231,33 @@ impl AcpBridge {
         schema: serde_json::Value,
         cancel: &CancellationToken,
     ) -> Result<FormAnswer, String> {
-        let params = serde_json::json!({
-            "sessionId": self.session_id,
-            "mode": "form",
-            "message": message,
-            "requestedSchema": schema,
-        });
-        match self
-            .peer
-            .request("elicitation/create", &params, cancel)
-            .await
-        {
-            Ok(response) => match response["action"].as_str() {
-                Some("accept") => Ok(FormAnswer::Accepted(
-                    response
-                        .get("content")
-                        .cloned()
-                        .unwrap_or_else(|| serde_json::json!({})),
+        let schema: acp::ElicitationSchema = serde_json::from_value(schema)
+            .map_err(|e| format!("the question's form cannot be asked: {e}"))?;
+        let scope = acp::ElicitationSessionScope::new(self.session_id.clone());
+        let params = acp::CreateElicitationRequest::new(
+            acp::ElicitationFormMode::new(scope, schema),
+            message,
+        );
+        let answer: Result<acp::CreateElicitationResponse, _> =
+            self.peer.call("elicitation/create", &params, cancel).await;
+        match answer {
+            Ok(response) => match response.action {
+                acp::ElicitationAction::Accept(accepted) => {
+                    let content = accepted.content.unwrap_or_default();
+                    serde_json::to_value(content)
+                        .map(FormAnswer::Accepted)
+                        .map_err(|e| format!("the client's answer could not be read: {e}"))
+                }
+                acp::ElicitationAction::Decline => Ok(FormAnswer::Declined),
+                acp::ElicitationAction::Cancel => Ok(FormAnswer::Cancelled),
+                acp::ElicitationAction::Other(other) => Err(format!(
+                    "the client answered the question with an unknown action {:?}",
+                    other.action
                 )),
-                Some("decline") => Ok(FormAnswer::Declined),
-                Some("cancel") => Ok(FormAnswer::Cancelled),
-                _ => Err(format!(
-                    "the client answered the question unreadably: {response}"
-                )),
+                // A later protocol's action this build does not know.
+                _ => Err("the client answered the question with an unknown action".into()),
             },
-            Err(error) if errors::code_of(&error) == -32800 || cancel.is_cancelled() => {
+            Err(error) if errors::is_cancelled(&error) || cancel.is_cancelled() => {
                 Ok(FormAnswer::Cancelled)
             }
             Err(error) => Err(error.message),
@@ -298,18 +299,14 @@ impl FileAccess for EditorFiles {
             if path.is_dir() {
                 return Err(FileError::IsDirectory(path.to_path_buf()));
             }
-            let params = json!({"sessionId": self.session_id, "path": path});
-            match self
+            let params = acp::ReadTextFileRequest::new(self.session_id.clone(), path);
+            let answer: Result<acp::ReadTextFileResponse, _> = self
                 .peer
-                .request("fs/read_text_file", &params, &self.cancel)
-                .await
-            {
-                Ok(value) => value
-                    .get("content")
-                    .and_then(Value::as_str)
-                    .map(str::to_string)
-                    .ok_or_else(|| FileError::Other("the editor's answer had no content".into())),
-                Err(error) if errors::code_of(&error) == -32002 => {
+                .call("fs/read_text_file", &params, &self.cancel)
+                .await;
+            match answer {
+                Ok(read) => Ok(read.content),
+                Err(error) if errors::is_not_found(&error) => {
                     Err(FileError::NotFound(path.to_path_buf()))
                 }
                 // Clients answer "no such file" with all kinds of codes: a file that is not on
@@ -332,7 +329,7 @@ impl FileAccess for EditorFiles {
         text: &'a str,
     ) -> BoxFuture<'a, Result<(), FileError>> {
         Box::pin(async move {
-            let params = json!({"sessionId": self.session_id, "path": path, "content": text});
+            let params = acp::WriteTextFileRequest::new(self.session_id.clone(), path, text);
             self.peer
                 .request("fs/write_text_file", &params, &self.cancel)
                 .await
@@ -355,14 +352,39 @@ struct EditorTerminal {
 }
 
 impl EditorTerminal {
-    async fn call(
+    /// `terminal/output`, `terminal/wait_for_exit`, `terminal/kill` or `terminal/release` of
+    /// one terminal, its answer read as `R`.
+    async fn call<P: serde::Serialize, R: serde::de::DeserializeOwned>(
         &self,
         method: &str,
-        terminal_id: &str,
+        params: &P,
         cancel: &CancellationToken,
-    ) -> Result<Value, acp::Error> {
-        let params = json!({"sessionId": self.session_id, "terminalId": terminal_id});
-        self.peer.request(method, &params, cancel).await
+    ) -> Result<R, acp::Error> {
+        self.peer.call(method, params, cancel).await
+    }
+
+    /// Starts the command in an editor terminal, through the sandbox helper (it cleans the
+    /// environment the editor passes and enters the OS sandbox before the shell starts).
+    async fn create(&self, spec: &CommandSpec) -> Result<acp::TerminalId, String> {
+        let launch = &spec.elsewhere;
+        let create = acp::CreateTerminalRequest::new(
+            self.session_id.clone(),
+            launch.program.to_string_lossy(),
+        )
+        .args(
+            launch
+                .args
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+        )
+        .cwd(spec.cwd.clone())
+        .output_byte_limit(u64::try_from(spec.max_output_bytes).ok());
+        let created: acp::CreateTerminalResponse = self
+            .call("terminal/create", &create, &CancellationToken::new())
+            .await
+            .map_err(|e| format!("the editor could not start a terminal: {}", e.message))?;
+        Ok(created.terminal_id)
     }
 }
 
@@ -374,46 +396,36 @@ impl CommandRunner for EditorTerminal {
         progress: Option<ProgressSink>,
     ) -> BoxFuture<'a, Result<CommandResult, String>> {
         Box::pin(async move {
-            // Through the sandbox helper: it cleans the environment the editor passes and
-            // enters the OS sandbox before the shell starts.
-            let launch = &spec.elsewhere;
-            let create = json!({
-                "sessionId": self.session_id,
-                "command": launch.program,
-                "args": launch.args.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>(),
-                "cwd": spec.cwd,
-                "outputByteLimit": spec.max_output_bytes,
-            });
-            let never = CancellationToken::new();
-            let created = self
-                .peer
-                .request("terminal/create", &create, &never)
-                .await
-                .map_err(|e| format!("the editor could not start a terminal: {}", e.message))?;
-            let terminal_id = created
-                .get("terminalId")
-                .and_then(Value::as_str)
-                .ok_or("the editor's terminal/create answer had no terminalId")?
-                .to_string();
+            let terminal_id = self.create(&spec).await?;
             if let Some(progress) = &progress {
-                progress(Progress::Terminal(terminal_id.clone()));
+                progress(Progress::Terminal(terminal_id.to_string()));
             }
             let mut result = CommandResult {
-                terminal_id: Some(terminal_id.clone()),
+                terminal_id: Some(terminal_id.to_string()),
                 ..CommandResult::default()
             };
+            let session = self.session_id.clone();
+            let never = CancellationToken::new();
             let wait_cancel = CancellationToken::new();
+            let wait = acp::WaitForTerminalExitRequest::new(session.clone(), terminal_id.clone());
             let waited = tokio::select! {
-                waited = self.call("terminal/wait_for_exit", &terminal_id, &wait_cancel) => Some(waited),
+                waited = self.call::<_, acp::WaitForTerminalExitResponse>("terminal/wait_for_exit", &wait, &wait_cancel) => Some(waited),
                 () = tokio::time::sleep(spec.timeout) => { result.timed_out = true; None }
                 () = cancel.cancelled() => { result.cancelled = true; None }
             };
             if waited.is_none() {
                 wait_cancel.cancel();
-                let _ = self.call("terminal/kill", &terminal_id, &never).await;
+                let kill = acp::KillTerminalRequest::new(session.clone(), terminal_id.clone());
+                let _ = self
+                    .call::<_, serde_json::Value>("terminal/kill", &kill, &never)
+                    .await;
             }
-            let output = self.call("terminal/output", &terminal_id, &never).await;
-            let released = self.call("terminal/release", &terminal_id, &never).await;
+            let asked = acp::TerminalOutputRequest::new(session.clone(), terminal_id.clone());
+            let output: Result<acp::TerminalOutputResponse, _> =
+                self.call("terminal/output", &asked, &never).await;
+            let release = acp::ReleaseTerminalRequest::new(session, terminal_id.clone());
+            let released: Result<serde_json::Value, _> =
+                self.call("terminal/release", &release, &never).await;
             if let Err(e) = released {
                 tracing::warn!(%terminal_id, "terminal/release failed: {}", e.message);
             }
@@ -424,27 +436,17 @@ impl CommandRunner for EditorTerminal {
                 )
             })?;
             let mut kept = HeadTail::new(spec.max_output_bytes);
-            kept.push(
-                output
-                    .get("output")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .as_bytes(),
-            );
+            kept.push(output.output.as_bytes());
             result.output = kept.render();
             result.elided_bytes = kept.elided();
             let status = waited
                 .and_then(Result::ok)
-                .or_else(|| output.get("exitStatus").cloned())
-                .unwrap_or(Value::Null);
-            result.exit_code = status
-                .get("exitCode")
-                .and_then(Value::as_i64)
-                .and_then(|c| i32::try_from(c).ok());
-            result.signal = status
-                .get("signal")
-                .and_then(Value::as_str)
-                .map(str::to_string);
+                .map(|exited| exited.exit_status)
+                .or(output.exit_status);
+            if let Some(status) = status {
+                result.exit_code = status.exit_code.and_then(|c| i32::try_from(c).ok());
+                result.signal = status.signal;
+            }
             Ok(result)
         })
     }
