@@ -38,6 +38,14 @@ async fn blocking<T: Send + 'static>(
         .map_err(store_error)
 }
 
+/// A stored session's record, as a launch continues it.
+struct Stored {
+    meta: SessionMeta,
+    transcript: Transcript,
+    /// How much of the record the store already has.
+    journal: SessionJournal,
+}
+
 /// How a stored session is reopened.
 struct Reopen {
     id: String,
@@ -197,14 +205,16 @@ impl Agent {
                 self.peer.notify("session/update", &notification).await;
             }
         }
+        let journal = SessionJournal::new(journal, &reopen.id, saved);
         self.launch_stored(
             &reopen.id,
             reopen.cwd,
-            reopen.mcp_servers,
             ready,
-            meta,
-            transcript,
-            SessionJournal::new(journal, &reopen.id, saved),
+            Stored {
+                meta,
+                transcript,
+                journal,
+            },
         )
     }
 
@@ -243,26 +253,25 @@ impl Agent {
         }
     }
 
-    /// Starts a session from a stored record (its system prompt, model and mode are kept);
-    /// `journal` says how much of the record the store already has.
+    /// Starts a session from a stored record (its system prompt, model and mode are kept).
     /// (The prepared system prompt is used only if the record has none.)
-    #[allow(clippy::too_many_arguments)]
     fn launch_stored(
         &mut self,
         id: &str,
         cwd: std::path::PathBuf,
-        mcp_servers: Vec<acp::McpServer>,
         ready: super::Ready,
-        meta: SessionMeta,
-        transcript: Transcript,
-        journal: SessionJournal,
+        stored: Stored,
     ) -> Result<Launched, acp::Error> {
+        let Stored {
+            meta,
+            transcript,
+            journal,
+        } = stored;
         let mode = talaria_engine::Mode::from_id(&meta.mode);
         let model = (!meta.model.is_empty()).then(|| meta.model.clone());
         self.launch(Launch {
             id: id.to_string(),
             cwd,
-            mcp_servers,
             ready,
             model,
             mode,
@@ -270,6 +279,7 @@ impl Agent {
                 history: Some(transcript),
                 journal: Some(journal),
                 title: meta.title.clone(),
+                commands: None,
             },
         })
     }
@@ -408,14 +418,16 @@ impl Agent {
             )));
         }
         let last = transcript.last_id();
+        let journal = SessionJournal::new(journal.clone(), &id, last);
         let launched = self.launch_stored(
             &id,
             params.cwd,
-            params.mcp_servers,
             ready,
-            child,
-            transcript,
-            SessionJournal::new(journal.clone(), &id, last),
+            Stored {
+                meta: child,
+                transcript,
+                journal,
+            },
         )?;
         to_value(
             acp::ForkSessionResponse::new(id)

@@ -9,6 +9,7 @@
 
 mod capabilities;
 mod client_bridge;
+mod commands;
 mod compaction;
 mod forwarder;
 mod lifecycle;
@@ -40,7 +41,6 @@ use tokio_util::sync::CancellationToken;
 struct Launch {
     id: String,
     cwd: std::path::PathBuf,
-    mcp_servers: Vec<acp::McpServer>,
     /// The configuration, prompt, commands, MCP servers, roots and shell prepared for it.
     ready: Ready,
     /// The session's own model and mode (a stored session's), else the configuration's.
@@ -73,13 +73,6 @@ struct LiveSession {
     images_allowed: bool,
     /// Models offered for switching.
     models: Vec<String>,
-    /// MCP servers the client asked for; connected in a later milestone.
-    #[allow(dead_code)]
-    mcp_servers: Vec<acp::McpServer>,
-    /// The session's skill and memory stores (slash commands, `/skills`).
-    skills: Arc<talaria_skills::SkillsContext>,
-    /// The session's MCP servers (stopped when the session goes).
-    mcp: Arc<talaria_mcp::Hub>,
     /// What session responses say under `_meta`.
     meta: acp::Meta,
 }
@@ -459,6 +452,7 @@ impl Agent {
                         0,
                     )),
                     title: None,
+                    commands: None,
                 }
             }
             None => talaria_engine::SessionStart::default(),
@@ -466,7 +460,6 @@ impl Agent {
         let launched = self.launch(Launch {
             id: id.clone(),
             cwd: params.cwd,
-            mcp_servers: params.mcp_servers,
             ready,
             model: None,
             mode: None,
@@ -485,7 +478,6 @@ impl Agent {
         let Launch {
             id,
             cwd,
-            mcp_servers,
             ready:
                 Ready {
                     config,
@@ -576,6 +568,13 @@ impl Agent {
             }
             None => registry,
         };
+        let start = talaria_engine::SessionStart {
+            commands: Some(Arc::new(commands::SessionCommands {
+                skills: stores.clone(),
+                mcp: hub.clone(),
+            })),
+            ..start
+        };
         let handle =
             talaria_engine::spawn_session_with(settings, router, registry, events_tx, start);
         let listed = stores.clone();
@@ -621,19 +620,22 @@ impl Agent {
                 handle,
                 images_allowed: config.supports_images,
                 models,
-                mcp_servers,
-                skills: stores,
-                mcp: hub,
                 meta: launched.meta.clone(),
             },
         );
         Ok(launched)
     }
 
-    fn options_of(session: &LiveSession) -> Vec<acp::SessionConfigOption> {
+    /// The session's options once a change just asked of it applies (the actor takes the
+    /// op a moment later; the answer already shows it).
+    fn options_with(
+        session: &LiveSession,
+        mode: Option<talaria_engine::Mode>,
+        model: Option<&str>,
+    ) -> Vec<acp::SessionConfigOption> {
         session_options::config_options(
-            session.handle.mode(),
-            &session.handle.model(),
+            mode.unwrap_or_else(|| session.handle.mode()),
+            model.unwrap_or(&session.handle.model()),
             &session.models,
         )
     }
@@ -658,7 +660,7 @@ impl Agent {
         };
         session.handle.set_mode(mode);
         tracing::info!(session = %session_id, mode = mode.id(), "mode changed");
-        let options = Self::options_of(session);
+        let options = Self::options_with(session, Some(mode), None);
         if from_config_option {
             self.outbox.push(SessionNotification::new(
                 session_id.clone(),
@@ -687,9 +689,9 @@ impl Agent {
         }
         session.handle.set_model(model);
         tracing::info!(session = %session_id, model, "model changed");
-        to_value(acp::SetSessionConfigOptionResponse::new(Self::options_of(
-            session,
-        )))
+        to_value(acp::SetSessionConfigOptionResponse::new(
+            Self::options_with(session, None, Some(model)),
+        ))
     }
 
     fn set_config_option(&mut self, params: acp::SetSessionConfigOptionRequest) -> Reply {
@@ -728,38 +730,20 @@ impl Agent {
         let turn = turn_of(&request);
         let queued = if let Some(focus) = compaction::parse_command(&params.prompt) {
             session.handle.compact(turn, cancel, focus)
-        } else if let Some((name, args)) = skills::slash(&params.prompt) {
-            let stores = session.skills.clone();
-            if name == skills::MCP_COMMAND {
-                let hub = session.mcp.clone();
-                session
-                    .handle
-                    .command(turn, cancel, move || talaria_engine::CommandReply {
-                        text: hub.report(),
-                        commands_changed: false,
-                    })
-            } else if name == skills::SKILLS_COMMAND {
-                session
-                    .handle
-                    .command(turn, cancel, move || skills::skills_command(&stores, &args))
-            } else {
-                // `/name` loads the skill of that name; anything else is an ordinary prompt.
-                let typed = params.prompt.clone();
-                let images = session.images_allowed;
-                session.handle.prompt_from(turn, cancel, move || {
-                    if skills::is_skill(&stores, &name) {
-                        let text = match typed.first() {
-                            Some(acp::ContentBlock::Text(t)) => t.text.clone(),
-                            _ => String::new(),
-                        };
-                        skills::skill_input(&stores, &name, &args, &text)
-                    } else {
-                        Ok(prompt_input::to_user_input(typed, images))
-                    }
-                })
-            }
         } else {
-            let input = prompt_input::to_user_input(params.prompt, session.images_allowed);
+            // `/name` is expanded by the session's commands when its turn comes.
+            let slash = skills::slash(&params.prompt);
+            let typed = prompt_input::to_user_input(params.prompt, session.images_allowed);
+            let input = match slash {
+                Some((name, args)) => {
+                    talaria_engine::PromptInput::Slash(talaria_engine::SlashCommand {
+                        name,
+                        args,
+                        typed,
+                    })
+                }
+                None => talaria_engine::PromptInput::Typed(typed),
+            };
             session.handle.prompt(turn, cancel, input)
         };
         if queued.is_err() {

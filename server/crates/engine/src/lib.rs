@@ -24,7 +24,9 @@ pub mod router;
 pub mod sandbox;
 pub mod session;
 pub mod session_search;
+mod session_state;
 mod side_task;
+mod slash;
 mod subagent;
 pub mod system_prompt;
 mod text_calls;
@@ -42,11 +44,12 @@ pub use events::{
 };
 pub use router::ModelRouter;
 pub use session::{
-    CommandReply, Op, SessionHandle, SessionSettings, SessionStart, SessionView, SideAnswer,
-    SideRequest, UserInput, spawn_session_with,
+    Op, SessionHandle, SessionSettings, SessionStart, SessionView, SideAnswer, SideRequest,
+    UserInput, spawn_session_with,
 };
 #[cfg(test)]
 pub use session::{SessionSnapshot, spawn_session};
+pub use slash::{CommandReply, Expansion, PromptInput, SlashCommand, SlashCommands};
 
 #[cfg(test)]
 mod session_tests;

@@ -29,7 +29,7 @@ use talaria_tools::{
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::approval::{self, CallFacts, CommandWall, Mode, RuleStore, Scope, SecretReads, Verdict};
+use crate::approval::{self, CallFacts, CommandWall, Mode, Scope, SecretReads, Verdict};
 use crate::budget::ResultBudget;
 use crate::client::{
     ClientAnswer, ClientAsk, PermissionAnswer, PermissionChoice, PermissionRequest,
@@ -53,8 +53,8 @@ pub const CANCELLED_RESULT: &str = "The user cancelled this tool call before it 
 /// Everything the orchestrator works with during one turn.
 pub(crate) struct Orchestrator<'a> {
     pub registry: &'a Registry,
-    pub mode: &'a Mutex<Mode>,
-    pub rules: &'a Mutex<RuleStore>,
+    /// The session's mode and remembered rules (read at each decision).
+    pub approval: &'a crate::session_state::ApprovalState,
     pub roots: &'a [PathBuf],
     pub secrets: &'a SecretReads,
     pub events: &'a mpsc::Sender<EngineEvent>,
@@ -302,15 +302,11 @@ impl Orchestrator<'_> {
             return Ok(());
         }
         let facts = self.facts(call).await;
-        let mode = *lock(self.mode);
-        let verdict = approval::decide(
-            mode,
-            &facts,
-            &lock(self.rules),
-            self.roots,
-            self.secrets,
-            self.wall(),
-        );
+        let mode = self.approval.mode();
+        let wall = self.wall();
+        let verdict = self.approval.with_rules(|rules| {
+            approval::decide(mode, &facts, rules, self.roots, self.secrets, wall)
+        });
         let (reason, always_possible) = match verdict {
             Verdict::Allow => return Ok(()),
             Verdict::Deny(why) => return Err(ToolOutcome::failed(why)),
@@ -355,30 +351,27 @@ impl Orchestrator<'_> {
                 PermissionChoice::AllowOnce | PermissionChoice::RunUnsandboxedOnce,
             ) => Ok(()),
             PermissionAnswer::Chosen(PermissionChoice::AllowAlways) => {
-                let saving = lock(self.rules).remember(&approval::scopes_of(&facts), true);
-                if let Some(saving) = saving {
-                    let _ = saving.await;
-                }
+                self.approval
+                    .remember(approval::scopes_of(&facts), true)
+                    .await;
                 Ok(())
             }
             PermissionAnswer::Chosen(PermissionChoice::AllowAlwaysServer) => {
                 let Some(server) = facts.server.clone() else {
                     return Ok(());
                 };
-                let saving = lock(self.rules).remember(&[Scope::Server(server)], true);
-                if let Some(saving) = saving {
-                    let _ = saving.await;
-                }
+                self.approval
+                    .remember(vec![Scope::Server(server)], true)
+                    .await;
                 Ok(())
             }
             PermissionAnswer::Chosen(PermissionChoice::RejectOnce) => {
                 Err(ToolOutcome::failed(declined(&call.name)))
             }
             PermissionAnswer::Chosen(PermissionChoice::RejectAlways) => {
-                let saving = lock(self.rules).remember(&approval::scopes_of(&facts), false);
-                if let Some(saving) = saving {
-                    let _ = saving.await;
-                }
+                self.approval
+                    .remember(approval::scopes_of(&facts), false)
+                    .await;
                 Err(ToolOutcome::failed(declined(&call.name)))
             }
             PermissionAnswer::Cancelled => {
@@ -506,7 +499,7 @@ impl Orchestrator<'_> {
 
     /// Whether the session's mode lets the user take a command out of the sandbox.
     fn may_escalate(&self) -> bool {
-        !self.cancel.is_cancelled() && matches!(*lock(self.mode), Mode::Ask | Mode::AcceptEdits)
+        !self.cancel.is_cancelled() && matches!(self.approval.mode(), Mode::Ask | Mode::AcceptEdits)
     }
 
     /// Asks, on the call's own card, whether to run it once outside the sandbox.

@@ -15,7 +15,7 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use futures_util::FutureExt;
 use talaria_record::{EntryBody, InputBlock, Transcript, UserPart};
@@ -29,6 +29,9 @@ use crate::context::ContextState;
 use crate::events::{EngineEvent, StopReason, TurnError, TurnId, TurnUsage};
 use crate::model_call::{ModelCaller, SessionUsage};
 use crate::router::ModelRouter;
+pub use crate::session_state::SessionView;
+use crate::session_state::{ApprovalState, CancelEpochs, Published};
+use crate::slash::{CommandReply, Expansion, PromptInput, SlashCommand, SlashCommands};
 use crate::turn::{Turn, TurnLimits};
 
 /// What a session needs to know about itself.
@@ -136,43 +139,13 @@ pub struct SessionSnapshot {
     pub cost: Option<f64>,
 }
 
-/// Work done on the blocking pool, in the session's order: expanding a prompt's input (a
-/// skill command loads the skill) or answering a command without the model.
-pub struct Blocking<T>(pub Box<dyn FnOnce() -> T + Send>);
-
-impl<T> std::fmt::Debug for Blocking<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Blocking")
-    }
-}
-
-/// What a command answered without the model.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CommandReply {
-    /// Shown as the agent's message.
-    pub text: String,
-    /// The client's slash commands may have changed (e.g. a skill was accepted).
-    pub commands_changed: bool,
-}
-
 /// What a session is told to do.
 #[derive(Debug)]
 pub enum Op {
+    /// A prompt (a slash command is expanded when its turn comes).
     Prompt {
         turn: TurnId,
-        input: UserInput,
-        ticket: Ticket,
-    },
-    /// A prompt whose input is computed on the blocking pool when its turn comes.
-    PromptFrom {
-        turn: TurnId,
-        input: Blocking<Result<UserInput, String>>,
-        ticket: Ticket,
-    },
-    /// A command answered without the model, in order with the prompts.
-    Command {
-        turn: TurnId,
-        run: Blocking<CommandReply>,
+        input: PromptInput,
         ticket: Ticket,
     },
     /// Compacts the context now (`/compact [focus]`); answered like a prompt.
@@ -183,6 +156,13 @@ pub enum Op {
     },
     SetMode(Mode),
     SetModel(String),
+    /// Remembers an approval decision for these scopes (a turn asks, and waits on `done` for
+    /// the file's save, so its next decision sees the rule).
+    Remember {
+        scopes: Vec<crate::approval::Scope>,
+        allow: bool,
+        done: oneshot::Sender<Option<tokio::task::JoinHandle<()>>>,
+    },
     SideTask {
         request: SideRequest,
         reply: oneshot::Sender<Result<SideAnswer, String>>,
@@ -201,38 +181,49 @@ pub enum Op {
     Close(Option<oneshot::Sender<()>>),
 }
 
-/// How a queued prompt (or command) can be cancelled: the session's cancel generation it was
-/// queued under (a later `cancel` ends it), and its own request's token (the client withdrew
-/// that one request). Its turn's token is a child of the request's.
+/// How a queued prompt can be cancelled: the session's cancel epoch it was queued under (a
+/// later `cancel` ends it), and its own request's token (the client withdrew that one
+/// request). Its turn's token is a child of the epoch's and follows the request's.
 #[derive(Debug, Clone)]
 pub struct Ticket {
-    generation: u64,
+    epoch: CancellationToken,
     request: CancellationToken,
 }
 
-/// The settings a client can query without waiting on the actor.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SessionView {
-    pub mode: Mode,
-    pub model: String,
+impl Ticket {
+    fn is_cancelled(&self) -> bool {
+        self.epoch.is_cancelled() || self.request.is_cancelled()
+    }
 }
 
-#[derive(Debug, Default)]
-struct CancelState {
-    /// Bumped by every cancel; prompts queued under an older generation are cancelled.
-    generation: u64,
-    /// The running turn's (or side task's) token.
-    current: Option<CancellationToken>,
-    /// The running background review's token.
-    review: Option<CancellationToken>,
+/// Running work: its token is a child of the ticket's epoch (a `cancel` reaches it at once)
+/// and follows the ticket's request while [`Work::follow`] drives it.
+struct Work {
+    token: CancellationToken,
+    request: CancellationToken,
+}
+
+impl Work {
+    /// Drives `work`, cancelling the token when the request is withdrawn (the work still
+    /// runs to its end, which a cancelled token makes short).
+    async fn follow<T>(&self, work: impl std::future::Future<Output = T>) -> T {
+        tokio::pin!(work);
+        tokio::select! {
+            done = &mut work => done,
+            () = self.request.cancelled() => {
+                self.token.cancel();
+                work.await
+            }
+        }
+    }
 }
 
 /// A handle to a running session. Dropping every handle ends the session after its queue.
 #[derive(Debug, Clone)]
 pub struct SessionHandle {
     ops: mpsc::UnboundedSender<Op>,
-    cancel_state: Arc<Mutex<CancelState>>,
-    view: Arc<watch::Sender<SessionView>>,
+    epochs: CancelEpochs,
+    view: watch::Receiver<SessionView>,
 }
 
 impl SessionHandle {
@@ -242,11 +233,11 @@ impl SessionHandle {
         &self,
         turn: TurnId,
         cancel: CancellationToken,
-        input: UserInput,
+        input: impl Into<PromptInput>,
     ) -> Result<(), TurnId> {
         self.queue(turn, cancel, |turn, ticket| Op::Prompt {
             turn,
-            input,
+            input: input.into(),
             ticket,
         })
     }
@@ -260,40 +251,10 @@ impl SessionHandle {
         op: impl FnOnce(TurnId, Ticket) -> Op,
     ) -> Result<(), TurnId> {
         let ticket = Ticket {
-            generation: self.lock().generation,
+            epoch: self.epochs.current(),
             request: cancel,
         };
         self.ops.send(op(turn.clone(), ticket)).map_err(|_| turn)
-    }
-
-    /// Queues a prompt whose input is computed (off the runtime thread) when its turn comes;
-    /// an `Err` fails the prompt with that message.
-    pub fn prompt_from(
-        &self,
-        turn: TurnId,
-        cancel: CancellationToken,
-        input: impl FnOnce() -> Result<UserInput, String> + Send + 'static,
-    ) -> Result<(), TurnId> {
-        self.queue(turn, cancel, |turn, ticket| Op::PromptFrom {
-            turn,
-            input: Blocking(Box::new(input)),
-            ticket,
-        })
-    }
-
-    /// Queues a command answered without the model (run off the runtime thread), answered
-    /// with the reply as the agent's message and `TurnFinished`, in order with the prompts.
-    pub fn command(
-        &self,
-        turn: TurnId,
-        cancel: CancellationToken,
-        run: impl FnOnce() -> CommandReply + Send + 'static,
-    ) -> Result<(), TurnId> {
-        self.queue(turn, cancel, |turn, ticket| Op::Command {
-            turn,
-            run: Blocking(Box::new(run)),
-            ticket,
-        })
     }
 
     /// Queues a compaction of the context (`/compact`), answered with `TurnFinished` like a
@@ -313,14 +274,7 @@ impl SessionHandle {
 
     /// Cancels the running turn or side task and every prompt queued so far.
     pub fn cancel(&self) {
-        let mut state = self.lock();
-        state.generation += 1;
-        if let Some(token) = &state.current {
-            token.cancel();
-        }
-        if let Some(token) = &state.review {
-            token.cancel();
-        }
+        self.epochs.cancel();
     }
 
     /// The current approval mode.
@@ -333,15 +287,14 @@ impl SessionHandle {
         self.view.borrow().model.clone()
     }
 
-    /// Switches the model; it applies from the next turn.
+    /// Switches the model; it applies from the next turn ([`Self::model`] says so once the
+    /// session has taken the op).
     pub fn set_model(&self, model: &str) {
-        self.view.send_modify(|view| view.model = model.to_string());
         let _ = self.ops.send(Op::SetModel(model.to_string()));
     }
 
     /// Changes the approval mode; it applies to the next decision, also within a running turn.
     pub fn set_mode(&self, mode: Mode) {
-        self.view.send_modify(|view| view.mode = mode);
         let _ = self.ops.send(Op::SetMode(mode));
     }
 
@@ -377,12 +330,6 @@ impl SessionHandle {
             let _ = closed.await;
         }
     }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, CancelState> {
-        self.cancel_state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
 }
 
 /// The session's state, owned by its actor task.
@@ -392,18 +339,20 @@ struct SessionActor {
     registry: Registry,
     events: mpsc::Sender<EngineEvent>,
     history: Transcript,
-    /// Shared with a running turn's orchestrator (and subagents), which read it at each
-    /// decision.
-    mode: Arc<Mutex<Mode>>,
+    /// Mode, model and rules as the actor publishes them (it alone writes them).
+    published: Published,
+    /// What the session's turns read of them.
+    approval: ApprovalState,
     model: String,
-    /// The model, shared with the subagent kit (children follow a switch).
-    current_model: Arc<Mutex<String>>,
-    rules: Arc<Mutex<RuleStore>>,
     tool_state: Arc<SessionToolState>,
     context: ContextState,
     usage: SessionUsage,
     used_tool_ids: HashSet<String>,
-    cancel_state: Arc<Mutex<CancelState>>,
+    epochs: CancelEpochs,
+    /// The running background review's token (a child of the cancel epoch it started in).
+    review: Option<CancellationToken>,
+    /// What `/name` prompts mean (the edge's commands).
+    commands: Option<Arc<dyn SlashCommands>>,
     /// Ops that arrived during a turn and wait for it.
     waiting: VecDeque<Op>,
     journal: Option<crate::journal::SessionJournal>,
@@ -485,6 +434,8 @@ pub struct SessionStart {
     pub journal: Option<crate::journal::SessionJournal>,
     /// The session's title, if it has one already.
     pub title: Option<String>,
+    /// What `/name` prompts mean; without any they are ordinary prompts.
+    pub commands: Option<Arc<dyn SlashCommands>>,
 }
 
 /// Starts a new, unsaved session actor on the current runtime (the engine's tests).
@@ -508,23 +459,66 @@ pub fn spawn_session_with(
     start: SessionStart,
 ) -> SessionHandle {
     let (ops, receiver) = mpsc::unbounded_channel::<Op>();
-    let cancel_state = Arc::new(Mutex::new(CancelState::default()));
-    let (view, _) = watch::channel(SessionView {
+    let view = watch::Sender::new(SessionView {
         mode: settings.mode,
         model: settings.model.clone(),
     });
-    let own_ops = ops.downgrade();
     let handle = SessionHandle {
-        ops,
-        cancel_state: cancel_state.clone(),
-        view: Arc::new(view),
+        ops: ops.clone(),
+        epochs: CancelEpochs::new(),
+        view: view.subscribe(),
     };
+    let epochs = handle.epochs.clone();
+    let own_ops = ops.downgrade();
+    drop(ops);
     tokio::spawn(async move {
         // The rules file is read off the runtime thread.
         let (home, cwd) = (settings.home.clone(), settings.cwd.clone());
         let rules = tokio::task::spawn_blocking(move || RuleStore::load(&home, &cwd))
             .await
             .unwrap_or_else(|_| RuleStore::in_memory());
+        let published = Published::new(view, rules);
+        let parts = ActorParts {
+            settings,
+            router,
+            registry,
+            events,
+            epochs,
+            approval: published.approval_state(own_ops.clone()),
+            published,
+            own_ops,
+        };
+        let mut actor = SessionActor::new(parts, start);
+        actor.save();
+        actor.run(receiver).await;
+    });
+    handle
+}
+
+/// What a session actor is built from, besides how it starts.
+struct ActorParts {
+    settings: SessionSettings,
+    router: Arc<ModelRouter>,
+    registry: Registry,
+    events: mpsc::Sender<EngineEvent>,
+    epochs: CancelEpochs,
+    published: Published,
+    approval: ApprovalState,
+    own_ops: mpsc::WeakUnboundedSender<Op>,
+}
+
+impl SessionActor {
+    fn new(parts: ActorParts, start: SessionStart) -> Self {
+        let ActorParts {
+            settings,
+            router,
+            mut registry,
+            events,
+            epochs,
+            published,
+            approval,
+            own_ops,
+        } = parts;
         let mut history = start.history.unwrap_or_else(|| {
             Transcript::with_system_and_environment(
                 settings.system_prompt.clone(),
@@ -532,18 +526,12 @@ pub fn spawn_session_with(
             )
         });
         close_cut_off_turn(&mut history);
-        let mode = Arc::new(Mutex::new(settings.mode));
-        let rules = Arc::new(Mutex::new(rules));
-        let mut registry = registry;
-        let current_model = Arc::new(Mutex::new(settings.model.clone()));
         if let Some(slots) = settings.subagents {
             let kit = crate::subagent::SubagentKit {
                 settings: settings.clone(),
                 router: router.clone(),
                 registry: registry.clone(),
-                mode: mode.clone(),
-                model: current_model.clone(),
-                rules: rules.clone(),
+                approval: approval.clone(),
                 events: events.clone(),
                 slots: Arc::new(tokio::sync::Semaphore::new(slots.max(1))),
                 children: std::sync::atomic::AtomicU64::new(0),
@@ -551,17 +539,16 @@ pub fn spawn_session_with(
             };
             registry.register(Arc::new(crate::subagent::DelegateTask(Arc::new(kit))));
         }
-        let mut actor = SessionActor {
+        SessionActor {
             history,
             journal: start.journal,
             told_unsaved: false,
             title_task: None,
             review_retry: false,
             title: start.title,
-            mode,
+            published,
+            approval,
             model: settings.model.clone(),
-            current_model,
-            rules,
             tool_state: Arc::new(SessionToolState::default()),
             context: ContextState::new(
                 settings.context_window,
@@ -575,19 +562,16 @@ pub fn spawn_session_with(
             since_memory_write: 0,
             own_ops,
             waiting: VecDeque::new(),
-            cancel_state,
+            epochs,
+            review: None,
+            commands: start.commands,
             settings,
             router,
             registry,
             events,
-        };
-        actor.save();
-        actor.run(receiver).await;
-    });
-    handle
-}
+        }
+    }
 
-impl SessionActor {
     async fn run(mut self, mut receiver: mpsc::UnboundedReceiver<Op>) {
         let mut closing = None;
         loop {
@@ -603,20 +587,7 @@ impl SessionActor {
                     turn,
                     input,
                     ticket,
-                } => self.prompt(turn, input, ticket, &mut receiver).await,
-                Op::PromptFrom {
-                    turn,
-                    input,
-                    ticket,
-                } => match tokio::task::spawn_blocking(input.0).await {
-                    Ok(Ok(input)) => self.prompt(turn, input, ticket, &mut receiver).await,
-                    Ok(Err(why)) => self.fail_prompt(turn, why).await,
-                    Err(e) => {
-                        self.fail_prompt(turn, format!("the prompt could not be prepared: {e}"))
-                            .await
-                    }
-                },
-                Op::Command { turn, run, ticket } => self.command(turn, run, ticket).await,
+                } => self.prompt_op(turn, input, ticket, &mut receiver).await,
                 Op::Compact {
                     turn,
                     focus,
@@ -624,6 +595,13 @@ impl SessionActor {
                 } => self.compact(turn, focus, ticket).await,
                 Op::SetMode(mode) => self.set_mode(mode),
                 Op::SetModel(model) => self.set_model(model),
+                Op::Remember {
+                    scopes,
+                    allow,
+                    done,
+                } => {
+                    let _ = done.send(self.published.remember(&scopes, allow));
+                }
                 Op::SideTask { request, reply } => {
                     let answer = self.side_task(request).await;
                     let _ = reply.send(answer);
@@ -641,7 +619,7 @@ impl SessionActor {
             }
         }
         // A review in the background ends with its session.
-        if let Some(review) = self.lock_cancel().review.take() {
+        if let Some(review) = self.review.take() {
             review.cancel();
         }
         self.commit().await;
@@ -704,10 +682,7 @@ impl SessionActor {
     }
 
     fn set_mode(&mut self, mode: Mode) {
-        let previous = std::mem::replace(
-            &mut *self.mode.lock().unwrap_or_else(PoisonError::into_inner),
-            mode,
-        );
+        let previous = self.published.set_mode(mode);
         if previous != mode {
             self.history.push(EntryBody::ModeChanged {
                 mode: mode.id().into(),
@@ -755,10 +730,7 @@ impl SessionActor {
             ..Default::default()
         });
         self.context.set_model(&model);
-        *self
-            .current_model
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = model.clone();
+        self.published.set_model(&model);
         self.model = model;
     }
 
@@ -766,46 +738,66 @@ impl SessionActor {
     fn snapshot(&self) -> SessionSnapshot {
         SessionSnapshot {
             transcript: self.history.clone(),
-            mode: *self.mode.lock().unwrap_or_else(PoisonError::into_inner),
+            mode: self.published.mode(),
             model: self.model.clone(),
             usage: self.usage.tokens,
             cost: self.usage.priced.then_some(self.usage.cost),
         }
     }
 
-    /// A token for the next piece of work, or `None` if it was cancelled while queued.
-    /// The token of the work a ticket starts, or `None` when it was cancelled while queued
-    /// (a later `cancel`, or its request withdrawn).
-    fn start_work(&self, ticket: &Ticket) -> Option<CancellationToken> {
-        let mut state = self
-            .cancel_state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if ticket.generation < state.generation || ticket.request.is_cancelled() {
+    /// The running work of a ticket, or `None` when it was cancelled while queued (a later
+    /// `cancel`, or its request withdrawn).
+    fn start_work(ticket: &Ticket) -> Option<Work> {
+        if ticket.is_cancelled() {
             return None;
         }
-        let token = ticket.request.child_token();
-        state.current = Some(token.clone());
-        Some(token)
+        Some(Work {
+            token: ticket.epoch.child_token(),
+            request: ticket.request.clone(),
+        })
     }
 
     /// A ticket for work of the actor's own (side tasks): only `cancel` ends it.
     fn own_ticket(&self) -> Ticket {
         Ticket {
-            generation: self
-                .cancel_state
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .generation,
+            epoch: self.epochs.current(),
             request: CancellationToken::new(),
         }
     }
 
-    fn end_work(&self) {
-        self.cancel_state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .current = None;
+    /// A prompt's turn: a slash command is expanded first (unless cancelled while queued).
+    async fn prompt_op(
+        &mut self,
+        turn: TurnId,
+        input: PromptInput,
+        ticket: Ticket,
+        receiver: &mut mpsc::UnboundedReceiver<Op>,
+    ) {
+        let input = match input {
+            PromptInput::Typed(input) => input,
+            PromptInput::Slash(_) if ticket.is_cancelled() => {
+                return self
+                    .finish_without_model(turn, Ok(StopReason::Cancelled))
+                    .await;
+            }
+            PromptInput::Slash(command) => match self.expand(command).await {
+                Expansion::Prompt(input) => input,
+                Expansion::Reply(reply) => return self.command_reply(turn, reply).await,
+                Expansion::Failed(why) => return self.fail_prompt(turn, why).await,
+            },
+        };
+        self.prompt(turn, input, ticket, receiver).await;
+    }
+
+    /// What a slash command means, asked of the edge's commands on the blocking pool.
+    async fn expand(&self, command: SlashCommand) -> Expansion {
+        let Some(commands) = self.commands.clone() else {
+            return Expansion::Prompt(command.typed);
+        };
+        match tokio::task::spawn_blocking(move || commands.expand(&command)).await {
+            Ok(expansion) => expansion,
+            Err(e) => Expansion::Failed(format!("the command failed: {e}")),
+        }
     }
 
     async fn prompt(
@@ -817,11 +809,12 @@ impl SessionActor {
     ) {
         self.give_way();
         let before = self.history.last_id();
-        let (outcome, usage, kept) = match self.start_work(&ticket) {
+        let (outcome, usage, kept) = match Self::start_work(&ticket) {
             None => (Ok(StopReason::Cancelled), TurnUsage::default(), Vec::new()),
-            Some(token) => {
-                let end = self.run_turn(input, &token, receiver).await;
-                self.end_work();
+            Some(work) => {
+                let end = work
+                    .follow(self.run_turn(input, &work.token, receiver))
+                    .await;
                 (end.outcome, end.usage, end.kept)
             }
         };
@@ -865,30 +858,13 @@ impl SessionActor {
     }
 
     /// A command answered without the model: its reply as the agent's message.
-    async fn command(&mut self, turn: TurnId, run: Blocking<CommandReply>, ticket: Ticket) {
-        let outcome = if self.start_work(&ticket).is_none() {
-            Ok(StopReason::Cancelled)
-        } else {
-            let reply = tokio::task::spawn_blocking(run.0).await;
-            self.end_work();
-            match reply {
-                Ok(reply) => {
-                    let _ = self.events.send(EngineEvent::AgentText(reply.text)).await;
-                    if reply.commands_changed {
-                        let _ = self.events.send(EngineEvent::CommandsChanged).await;
-                    }
-                    Ok(StopReason::EndTurn)
-                }
-                Err(e) => Err(TurnError::Internal(format!("the command failed: {e}"))),
-            }
-        };
-        self.finish_without_model(turn, outcome).await;
-    }
-
-    fn lock_cancel(&self) -> std::sync::MutexGuard<'_, CancelState> {
-        self.cancel_state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    async fn command_reply(&mut self, turn: TurnId, reply: CommandReply) {
+        let _ = self.events.send(EngineEvent::AgentText(reply.text)).await;
+        if reply.commands_changed {
+            let _ = self.events.send(EngineEvent::CommandsChanged).await;
+        }
+        self.finish_without_model(turn, Ok(StopReason::EndTurn))
+            .await;
     }
 
     /// Counts what the turn after entry `before` did toward the review thresholds: model
@@ -928,7 +904,7 @@ impl SessionActor {
         let Some(factory) = self.settings.review.clone() else {
             return;
         };
-        if !(skills_due || memory_due || self.review_retry) || self.lock_cancel().review.is_some() {
+        if !(skills_due || memory_due || self.review_retry) || self.review.is_some() {
             return;
         }
         self.review_retry = false;
@@ -951,8 +927,9 @@ impl SessionActor {
         for tool in kit.tools {
             registry.register(tool);
         }
-        let token = CancellationToken::new();
-        self.lock_cancel().review = Some(token.clone());
+        // A later `cancel` ends it with the epoch it started in.
+        let token = self.epochs.current().child_token();
+        self.review = Some(token.clone());
         let job = crate::review::ReviewJob {
             id: id.clone(),
             transcript: self.history.clone(),
@@ -1009,7 +986,7 @@ impl SessionActor {
 
     /// Takes a finished review's usage into the session's and tells the user what it proposes.
     async fn review_finished(&mut self, outcome: crate::review::ReviewOutcome) {
-        self.lock_cancel().review = None;
+        self.review = None;
         self.usage.tokens.merge(&outcome.usage);
         if outcome.priced {
             self.usage.cost += outcome.cost;
@@ -1182,8 +1159,7 @@ impl SessionActor {
                     max_output_tokens: self.settings.max_output_tokens,
                 },
                 registry: &self.registry,
-                mode: &self.mode,
-                rules: &self.rules,
+                approval: &self.approval,
                 tool_state: &self.tool_state,
                 events: &self.events,
                 cancel: token,
@@ -1200,8 +1176,17 @@ impl SessionActor {
                     result = &mut running => break result,
                     Some(op) = receiver.recv() => match op {
                         Op::SetMode(mode) => {
-                            *self.mode.lock().unwrap_or_else(PoisonError::into_inner) = mode;
+                            self.published.set_mode(mode);
                             modes_set.push(mode);
+                        }
+                        Op::Remember { scopes, allow, done } => {
+                            let _ = done.send(self.published.remember(&scopes, allow));
+                        }
+                        // The client sees its choice at once; the switch itself waits for the
+                        // turn to end.
+                        Op::SetModel(model) => {
+                            self.published.set_model(&model);
+                            self.waiting.push_back(Op::SetModel(model));
                         }
                         other => self.waiting.push_back(other),
                     },
@@ -1260,9 +1245,10 @@ impl SessionActor {
     /// `/compact [focus]`: compacts the record now, through the session's model chain, with
     /// the compaction's progress streamed to the chat; answered like a prompt.
     async fn compact(&mut self, turn: TurnId, focus: Option<String>, ticket: Ticket) {
-        let outcome = match self.start_work(&ticket) {
+        let outcome = match Self::start_work(&ticket) {
             None => Ok(StopReason::Cancelled),
-            Some(token) => {
+            Some(work) => {
+                let token = work.token.clone();
                 let tools = crate::turn::tool_specs(&self.registry);
                 let tools = crate::context::tools_text(&tools);
                 let mut caller = ModelCaller::new(
@@ -1283,12 +1269,12 @@ impl SessionActor {
                     hold: None,
                 };
                 let trigger = crate::model_call::compaction::Trigger::Manual { focus };
-                let result = caller
-                    .compact(&mut self.history, &tools, trigger, &mut sink)
+                let result = work
+                    .follow(caller.compact(&mut self.history, &tools, trigger, &mut sink))
                     .await;
                 let cancelled = token.is_cancelled();
                 let notices = std::mem::take(&mut sink.notices);
-                self.end_work();
+                drop(work);
                 for (_, text) in notices {
                     self.history.push(EntryBody::Notice {
                         level: talaria_record::NoticeLevel::Warning,
@@ -1313,12 +1299,12 @@ impl SessionActor {
     }
 
     async fn side_task(&mut self, request: SideRequest) -> Result<SideAnswer, String> {
-        let Some(token) = self.start_work(&self.own_ticket()) else {
+        let Some(work) = Self::start_work(&self.own_ticket()) else {
             return Err("cancelled".into());
         };
-        let call = self.side_call(token, request.with_history);
+        let call = self.side_call(work.token.clone(), request.with_history);
         let (answer, usage) = crate::side_task::run(call, request).await;
-        self.end_work();
+        drop(work);
         self.usage.merge(&usage);
         answer
     }
@@ -1350,7 +1336,7 @@ impl SessionActor {
         if let Some(task) = &self.title_task {
             task.cancel();
         }
-        let review = self.lock_cancel().review.take();
+        let review = self.review.take();
         if let Some(review) = review {
             review.cancel();
             self.review_retry = true;

@@ -560,12 +560,13 @@ async fn settings_go_through_the_actor_and_are_recorded() {
     assert_eq!(finish_of(&mut rx, 1).await.1, Ok(StopReason::EndTurn));
     session.set_mode(Mode::Yolo);
     session.set_model("m2");
-    assert_eq!(session.mode(), Mode::Yolo);
-    assert_eq!(session.model(), "m2");
     session
         .prompt(TurnId::from(2), CancellationToken::new(), say("second"))
         .expect("queued");
     assert_eq!(finish_of(&mut rx, 2).await.1, Ok(StopReason::EndTurn));
+    // The handle reads what the actor applied (it took both ops before the prompt).
+    assert_eq!(session.mode(), Mode::Yolo);
+    assert_eq!(session.model(), "m2");
     assert_eq!(provider.models(), ["m", "m2"]);
     // The environment follows the model switch (the instructions stay as they were).
     let second = &provider.transcripts()[1];

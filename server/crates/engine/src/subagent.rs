@@ -13,7 +13,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, LazyLock};
 
 use futures_util::future::BoxFuture;
 use serde::Deserialize;
@@ -26,7 +26,6 @@ use talaria_tools::{
 };
 use tokio::sync::{Semaphore, mpsc};
 
-use crate::approval::{Mode, RuleStore};
 use crate::client::{ClientAsk, ClientRequest};
 use crate::context::ContextState;
 use crate::events::{EngineEvent, StopReason, ToolCallView};
@@ -55,11 +54,9 @@ pub(crate) struct SubagentKit {
     pub router: Arc<ModelRouter>,
     /// The parent's tools, without `delegate_task`.
     pub registry: Registry,
-    pub mode: Arc<Mutex<Mode>>,
-    /// The parent's current model (it may be switched mid-session): children without
-    /// `[auxiliary.subagent]` use it.
-    pub model: Arc<Mutex<String>>,
-    pub rules: Arc<Mutex<RuleStore>>,
+    /// The parent's mode, model and rules as its actor publishes them (it may switch the
+    /// model mid-session: children without `[auxiliary.subagent]` follow).
+    pub approval: crate::session_state::ApprovalState,
     pub events: mpsc::Sender<EngineEvent>,
     pub slots: Arc<Semaphore>,
     pub children: AtomicU64,
@@ -294,11 +291,7 @@ async fn run_child(kit: &SubagentKit, args: Args, ctx: &ToolContext) -> ToolOutc
         None => kit.registry.clone(),
     };
     let mut settings = kit.settings.clone();
-    let model = kit
-        .model
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .clone();
+    let model = kit.approval.model();
     settings.environment =
         crate::system_prompt::with_model(&settings.environment, &settings.model, &model);
     settings.model = model;
@@ -318,12 +311,7 @@ async fn run_child(kit: &SubagentKit, args: Args, ctx: &ToolContext) -> ToolOutc
                 args.goal.chars().take(80).collect::<String>()
             )),
             model: settings.model.clone(),
-            mode: kit
-                .mode
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .id()
-                .into(),
+            mode: kit.approval.mode().id().into(),
             created_at: now,
             updated_at: now,
             parent_id: Some(kit.settings.id.clone()),
@@ -393,8 +381,7 @@ async fn run_child(kit: &SubagentKit, args: Args, ctx: &ToolContext) -> ToolOutc
                 max_output_tokens: settings.max_output_tokens,
             },
             registry: &registry,
-            mode: &kit.mode,
-            rules: &kit.rules,
+            approval: &kit.approval,
             tool_state: &tool_state,
             events: &child_events,
             cancel: &ctx.cancel,

@@ -17,7 +17,6 @@ use talaria_tools::{Registry, SessionToolState, ToolContext};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::approval::{Mode, RuleStore};
 use crate::budget::ResultBudget;
 use crate::events::{EngineEvent, StopReason, TurnError, TurnUsage};
 use crate::model_call::sink::unique_id;
@@ -65,8 +64,8 @@ pub(crate) struct Turn<'a> {
     pub settings: &'a SessionSettings,
     pub limits: TurnLimits,
     pub registry: &'a Registry,
-    pub mode: &'a Mutex<Mode>,
-    pub rules: &'a Mutex<RuleStore>,
+    /// The session's mode and remembered rules, as its actor publishes them.
+    pub approval: &'a crate::session_state::ApprovalState,
     pub tool_state: &'a Arc<SessionToolState>,
     pub events: &'a mpsc::Sender<EngineEvent>,
     pub cancel: &'a CancellationToken,
@@ -428,8 +427,7 @@ impl Turn<'_> {
         };
         let mut orchestrator = Orchestrator {
             registry: self.registry,
-            mode: self.mode,
-            rules: self.rules,
+            approval: self.approval,
             roots: &self.settings.roots,
             secrets: &self.settings.secrets,
             events: self.events,

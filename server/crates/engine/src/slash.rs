@@ -1,0 +1,55 @@
+//! Slash commands in the session's order: the edge says what a `/name args` prompt means
+//! (a skill to load, a reply without the model); the actor asks it when the prompt's turn
+//! comes, so a command sees everything queued before it (a skill accepted one prompt earlier).
+
+use crate::session::UserInput;
+
+/// What the user typed as a prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PromptInput {
+    /// An ordinary prompt.
+    Typed(UserInput),
+    /// `/name args`: expanded by the session's [`SlashCommands`] when its turn comes; without
+    /// any, or when the name means nothing, it is an ordinary prompt (`typed`).
+    Slash(SlashCommand),
+}
+
+impl From<UserInput> for PromptInput {
+    fn from(input: UserInput) -> Self {
+        Self::Typed(input)
+    }
+}
+
+/// A prompt that starts with `/name`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlashCommand {
+    pub name: String,
+    pub args: String,
+    /// The prompt as typed, for when the name is not a command.
+    pub typed: UserInput,
+}
+
+/// What a slash command comes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expansion {
+    /// Run this as the turn's input.
+    Prompt(UserInput),
+    /// Answer without the model.
+    Reply(CommandReply),
+    /// The command could not be prepared: the prompt fails with this message.
+    Failed(String),
+}
+
+/// What a command answered without the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandReply {
+    /// Shown as the agent's message.
+    pub text: String,
+    /// The client's slash commands may have changed (e.g. a skill was accepted).
+    pub commands_changed: bool,
+}
+
+/// The edge's commands. `expand` runs on the blocking pool (it may read skills from disk).
+pub trait SlashCommands: Send + Sync + std::fmt::Debug {
+    fn expand(&self, command: &SlashCommand) -> Expansion;
+}
