@@ -1,0 +1,286 @@
+//! The dispatch loop: reads requests and notifications, routes each ACP method to its
+//! handler, answers what is answered at once, and finishes requests whose slow part ran on a
+//! task of its own (`defer`).
+//!
+//! Invariants:
+//! - The loop never waits on a turn or a session's start; a panic while handling one request
+//!   is answered with `-32603` and the loop goes on.
+//! - At end of input every session is closed and `serve` returns once output is flushed.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use futures_util::future::LocalBoxFuture;
+use serde_json::Value;
+use talaria_protocol::acp::{self, ClientNotification, ClientRequest, RequestId};
+use talaria_protocol::{IncomingMessage, IncomingRequest, PeerOptions, errors};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::mpsc;
+
+use super::*;
+
+/// The second half of a request whose slow part ran on a task of its own: it runs on the
+/// dispatch loop (it may change the agent's state), and its reply answers the request.
+pub(super) type Finish = Box<dyn for<'a> FnOnce(&'a mut Agent) -> LocalBoxFuture<'a, Reply> + Send>;
+
+/// A request whose slow part is done.
+pub(super) struct Deferred {
+    pub(super) id: RequestId,
+    pub(super) method: String,
+    pub(super) finish: Finish,
+}
+
+/// What the slow part of starting a session needs from the agent (cloned off the loop).
+#[derive(Clone)]
+pub(super) struct StartContext {
+    pub(super) windows: server_window::WindowProbes,
+    pub(super) caps: client_bridge::ClientCaps,
+}
+
+/// Serves ACP on the given streams until the input ends.
+pub async fn serve<R, W>(input: R, output: W) -> anyhow::Result<()>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let connection = talaria_protocol::connect(input, output, PeerOptions::default());
+    let mut incoming = connection.incoming;
+    // Whether commands can be sandboxed here is probed once, in the background from the
+    // start (a thread of its own enters a sandbox and ends), so no session waits for it; the
+    // private temporary directories of processes that are gone are removed meanwhile.
+    tokio::task::spawn_blocking(|| {
+        talaria_sandbox::availability();
+        talaria_tools::shell::sweep_private_tmps();
+    });
+    // The configuration is checked at start-up, and each problem logged once (sessions then
+    // show warnings as notices without logging them again).
+    tokio::spawn(async {
+        match load_config().await {
+            Ok(config) => {
+                for warning in &config.warnings {
+                    tracing::warn!("{warning}");
+                }
+            }
+            Err(error) => tracing::error!("configuration: {error}"),
+        }
+    });
+    let (deferred, mut finished) = mpsc::unbounded_channel();
+    let mut agent = Agent {
+        deferred,
+        peer: connection.peer,
+        client_caps: client_bridge::ClientCaps::default(),
+        config_warned: false,
+        outbox: Vec::new(),
+        sessions: HashMap::new(),
+        router: None,
+        registry: talaria_tools::builtin_registry(),
+        store: StoreState::Unopened,
+        windows: server_window::WindowProbes::default(),
+    };
+    loop {
+        tokio::select! {
+            message = incoming.recv() => match message {
+                None => break,
+                Some(IncomingMessage::Request(request)) => {
+                    let id = request.id.clone();
+                    let method = request.method.clone();
+                    let handled = guarded(&method, agent.handle_request(request)).await;
+                    agent.answer(id, handled).await;
+                }
+                Some(IncomingMessage::Notification { method, params }) => {
+                    agent.handle_notification(&method, params);
+                }
+            },
+            Some(Deferred { id, method, finish }) = finished.recv() => {
+                let handled = guarded(&method, async { Some(finish(&mut agent).await) }).await;
+                agent.answer(id, handled).await;
+            }
+        }
+    }
+    tracing::info!("input closed; shutting down");
+    for session in agent.sessions.values() {
+        session.handle.cancel();
+    }
+    let Agent {
+        peer,
+        sessions,
+        store,
+        ..
+    } = agent;
+    // Each actor records its cancelled turn and commits what it recorded; then the store is
+    // checkpointed, before the process exits.
+    let closed = futures_util::future::join_all(
+        sessions
+            .values()
+            .map(|session| session.handle.close_and_wait()),
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(10), closed).await;
+    drop(sessions);
+    if let StoreState::Ready(journal) = store {
+        let _ = tokio::time::timeout(Duration::from_secs(10), journal.shutdown()).await;
+    }
+    drop(peer);
+    // Give forwarders a moment to send their last messages, then flush.
+    let _ = tokio::time::timeout(Duration::from_secs(2), connection.writer).await;
+    Ok(())
+}
+
+/// Runs a request's handling; a panic in it is answered with `-32603` and the loop goes on.
+pub(super) async fn guarded(
+    method: &str,
+    handling: impl std::future::Future<Output = Option<Reply>>,
+) -> Option<Reply> {
+    match std::panic::AssertUnwindSafe(handling).catch_unwind().await {
+        Ok(handled) => handled,
+        Err(_) => Some(Err(errors::internal_error(format!(
+            "handling {method} failed unexpectedly"
+        )))),
+    }
+}
+
+impl Agent {
+    /// Answers a request (unless it is answered later), then sends what its handling queued
+    /// for after its answer.
+    pub(super) async fn answer(&mut self, id: RequestId, handled: Option<Reply>) {
+        if let Some(reply) = handled {
+            self.peer.respond(&id, reply).await;
+        }
+        for notification in std::mem::take(&mut self.outbox) {
+            self.peer.notify("session/update", &notification).await;
+        }
+    }
+
+    /// What a session's slow start needs, cloned for a task of its own.
+    pub(super) fn start_context(&self) -> StartContext {
+        StartContext {
+            windows: self.windows.clone(),
+            caps: self.client_caps,
+        }
+    }
+
+    /// Runs `slow` on a task of its own (the loop serves other requests meanwhile), then
+    /// `finish` with its result back on the loop; the request is answered then.
+    pub(super) fn defer<T, S>(
+        &self,
+        id: RequestId,
+        method: &str,
+        slow: S,
+        finish: for<'a> fn(&'a mut Agent, T) -> LocalBoxFuture<'a, Reply>,
+    ) where
+        T: Send + 'static,
+        S: std::future::Future<Output = Result<T, acp::Error>> + Send + 'static,
+    {
+        let sender = self.deferred.clone();
+        let method = method.to_string();
+        tokio::spawn(async move {
+            let done = std::panic::AssertUnwindSafe(slow).catch_unwind().await;
+            let finish: Finish = match done {
+                Ok(Ok(value)) => Box::new(move |agent: &mut Agent| finish(agent, value)),
+                Ok(Err(error)) => {
+                    Box::new(move |_: &mut Agent| async move { Err(error) }.boxed_local())
+                }
+                Err(_) => {
+                    let failed =
+                        errors::internal_error(format!("handling {method} failed unexpectedly"));
+                    Box::new(move |_: &mut Agent| async move { Err(failed) }.boxed_local())
+                }
+            };
+            let _ = sender.send(Deferred { id, method, finish });
+        });
+    }
+
+    /// Handles a request; `None` means it will be answered later (prompts, session starts).
+    pub(super) async fn handle_request(&mut self, mut request: IncomingRequest) -> Option<Reply> {
+        if request.method == "initialize" {
+            capabilities::negotiate_version(&mut request.params);
+        }
+        let parsed = match ClientRequest::from_method_and_params(&request.method, &request.params) {
+            Ok(parsed) => parsed,
+            Err(talaria_protocol::schema::MethodDispatchError::UnknownMethod { method }) => {
+                return Some(Err(errors::method_not_found(&method)));
+            }
+            Err(talaria_protocol::schema::MethodDispatchError::InvalidPayload {
+                method,
+                source,
+            }) => {
+                return Some(Err(errors::invalid_params(format!("{method}: {source}"))));
+            }
+            Err(other) => return Some(Err(errors::invalid_params(other))),
+        };
+        match parsed {
+            ClientRequest::InitializeRequest(params) => {
+                self.client_caps =
+                    client_bridge::ClientCaps::from_initialize(&params.client_capabilities);
+                let config = load_config().await;
+                let images = config.as_ref().map_or(true, |c| c.supports_images);
+                if let Ok(config) = &config {
+                    // The store opens while the client reads the answer.
+                    self.start_opening_store(config);
+                    self.windows.start(config);
+                    let _ = self.router_for(config);
+                }
+                Some(to_value(capabilities::initialize(&params, images)))
+            }
+            ClientRequest::SetSessionModeRequest(params) => {
+                Some(self.set_mode(&params.session_id, &params.mode_id.0, false))
+            }
+            ClientRequest::SetSessionConfigOptionRequest(params) => {
+                Some(self.set_config_option(params))
+            }
+            ClientRequest::AuthenticateRequest(params) => Some(self.authenticate(&params).await),
+            ClientRequest::NewSessionRequest(params) => {
+                self.start_new_session(request.id, params);
+                None
+            }
+            ClientRequest::PromptRequest(params) => self.prompt(request.id, request.cancel, params),
+            ClientRequest::LoadSessionRequest(params) => {
+                self.load_session(request.id, params).await
+            }
+            ClientRequest::ResumeSessionRequest(params) => {
+                self.resume_session(request.id, params).await
+            }
+            ClientRequest::ListSessionsRequest(params) => Some(self.list_sessions(params).await),
+            ClientRequest::CloseSessionRequest(params) => Some(self.close_session(params).await),
+            ClientRequest::DeleteSessionRequest(params) => Some(self.delete_session(params).await),
+            ClientRequest::ForkSessionRequest(params) => {
+                self.start_fork(request.id, params);
+                None
+            }
+            _ => Some(Err(errors::method_not_found(&format!(
+                "{} (not supported by this agent; see agentCapabilities)",
+                request.method
+            )))),
+        }
+    }
+
+    pub(super) fn handle_notification(&mut self, method: &str, params: Value) {
+        match ClientNotification::from_method_and_params(method, &params) {
+            Ok(ClientNotification::CancelNotification(cancel)) => {
+                match self.sessions.get(cancel.session_id.0.as_ref()) {
+                    Some(session) => session.handle.cancel(),
+                    None => {
+                        tracing::warn!(session = %cancel.session_id, "cancel for an unknown session")
+                    }
+                }
+            }
+            Ok(_) => tracing::debug!(method, "notification ignored"),
+            Err(e) => tracing::debug!(method, "notification ignored: {e}"),
+        }
+    }
+
+    pub(super) async fn authenticate(&self, params: &acp::AuthenticateRequest) -> Reply {
+        if params.method_id.0.as_ref() != capabilities::AUTH_METHOD_ID {
+            return Err(errors::invalid_params(format!(
+                "unknown auth method {:?}; this agent offers {:?}",
+                params.method_id.0,
+                capabilities::AUTH_METHOD_ID
+            )));
+        }
+        let config = load_config().await.map_err(config_error)?;
+        match config.missing_credentials() {
+            None => to_value(acp::AuthenticateResponse::new()),
+            Some(missing) => Err(errors::auth_required(missing)),
+        }
+    }
+}

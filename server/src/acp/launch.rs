@@ -1,0 +1,518 @@
+//! Session starts: the slow part (configuration, prompt, the local server's window, MCP
+//! connects) off the dispatch loop, then the launch on it — settings, registry, actor,
+//! forwarder, the first notices.
+
+use std::sync::Arc;
+
+use futures_util::FutureExt;
+use talaria_engine::{Config, ModelRouter, SessionSettings};
+use talaria_protocol::acp::{self, RequestId, SessionNotification};
+use talaria_protocol::errors;
+use tokio::sync::mpsc;
+
+use super::*;
+
+/// What starting a session needs.
+pub(super) struct Launch {
+    pub(super) id: String,
+    pub(super) cwd: std::path::PathBuf,
+    /// The configuration, prompt, commands, MCP servers, roots and shell prepared for it.
+    pub(super) ready: Ready,
+    /// The session's own model and mode (a stored session's), else the configuration's.
+    pub(super) model: Option<String>,
+    pub(super) mode: Option<talaria_engine::Mode>,
+    pub(super) start: talaria_engine::SessionStart,
+}
+
+/// The modes and options a started session answers with.
+pub(super) struct Launched {
+    pub(super) modes: acp::SessionModeState,
+    pub(super) options: Vec<acp::SessionConfigOption>,
+    /// `_meta` for the response: `{"talaria": {"sandbox": "enforced" | "off" | "unavailable"}}`
+    /// (clients' banners show it).
+    pub(super) meta: acp::Meta,
+}
+
+impl Agent {
+    pub(super) fn router_for(&mut self, config: &Config) -> Result<Arc<ModelRouter>, acp::Error> {
+        let fingerprint = format!("{config:?}");
+        if let Some(cache) = &self.router
+            && cache.fingerprint == fingerprint
+        {
+            return Ok(cache.router.clone());
+        }
+        let router = Arc::new(
+            talaria_engine::provider_factory::build_router(config)
+                .map_err(errors::internal_error)?,
+        );
+        self.router = Some(RouterCache {
+            fingerprint,
+            router: router.clone(),
+        });
+        Ok(router)
+    }
+
+    /// `session/new`: the slow part (configuration, prompt, window, MCP servers) off the
+    /// loop, then the store and the launch on it.
+    pub(super) fn start_new_session(&self, id: RequestId, params: acp::NewSessionRequest) {
+        let context = self.start_context();
+        let slow = async move {
+            let ready = ready_session(
+                context,
+                &params.cwd,
+                &params.additional_directories,
+                &params.mcp_servers,
+            )
+            .await?;
+            Ok((params, ready))
+        };
+        self.defer(id, "session/new", slow, |agent, (params, ready)| {
+            agent.new_session(params, ready).boxed_local()
+        });
+    }
+
+    pub(super) async fn new_session(
+        &mut self,
+        params: acp::NewSessionRequest,
+        ready: Ready,
+    ) -> Reply {
+        let config = &ready.config;
+        let id = uuid::Uuid::new_v4().to_string();
+        let journal = self.ensure_store(config).await;
+        let start = match &journal {
+            Some(journal) => {
+                journal.create(talaria_store::SessionMeta {
+                    id: id.clone(),
+                    cwd: params.cwd.display().to_string(),
+                    additional_directories: params
+                        .additional_directories
+                        .iter()
+                        .map(|d| d.display().to_string())
+                        .collect(),
+                    model: config.model.clone(),
+                    mode: config.mode.id().into(),
+                    created_at: talaria_store::now_ms(),
+                    updated_at: talaria_store::now_ms(),
+                    ..Default::default()
+                });
+                // Held before anyone can know its id (a read-only store holds nothing).
+                let (store, claimed) = (journal.store().clone(), id.clone());
+                let _ = tokio::task::spawn_blocking(move || store.claim(&claimed)).await;
+                talaria_engine::SessionStart {
+                    history: None,
+                    journal: Some(talaria_engine::journal::SessionJournal::new(
+                        journal.clone(),
+                        &id,
+                        0,
+                    )),
+                    title: None,
+                    commands: None,
+                }
+            }
+            None => talaria_engine::SessionStart::default(),
+        };
+        let launched = self.launch(Launch {
+            id: id.clone(),
+            cwd: params.cwd,
+            ready,
+            model: None,
+            mode: None,
+            start,
+        })?;
+        to_value(
+            acp::NewSessionResponse::new(id)
+                .modes(launched.modes)
+                .config_options(launched.options)
+                .meta(launched.meta),
+        )
+    }
+
+    /// Starts a session's actor and forwarder and registers it.
+    pub(super) fn launch(&mut self, launch: Launch) -> Result<Launched, acp::Error> {
+        let Launch {
+            id,
+            cwd,
+            ready,
+            model,
+            mode,
+            start,
+        } = launch;
+        let config = &ready.config;
+        let router = self.router_for(config)?;
+        let model = model.unwrap_or_else(|| config.model.clone());
+        let mode = mode.unwrap_or(config.mode);
+        let mut models = config.models.clone();
+        if !models.contains(&model) {
+            models.insert(0, model.clone());
+        }
+        let stores = skills::context(config, &cwd, &id);
+        let registry = self.session_registry(config, &stores, &ready.mcp.0);
+        let start = talaria_engine::SessionStart {
+            commands: Some(Arc::new(commands::SessionCommands {
+                skills: stores.clone(),
+                mcp: ready.mcp.0.clone(),
+            })),
+            ..start
+        };
+        let Ready {
+            config,
+            system_prompt,
+            commands,
+            mcp: (_, mcp_warnings),
+            roots,
+            shell,
+        } = ready;
+        let settings = self.session_settings(&config, &id, &cwd, roots, &stores, &shell);
+        let settings = SessionSettings {
+            model: model.clone(),
+            mode,
+            system_prompt: system_prompt.instructions,
+            environment: system_prompt.environment,
+            ..settings
+        };
+        let (events_tx, events_rx) = mpsc::channel(256);
+        let handle =
+            talaria_engine::spawn_session_with(settings, router, registry, events_tx, start);
+        let session_id = acp::SessionId::new(id.clone());
+        let bridge = Arc::new(client_bridge::AcpBridge::new(
+            self.peer.clone(),
+            session_id.clone(),
+            self.client_caps,
+        ));
+        tokio::spawn(forwarder::forward_events(
+            self.peer.clone(),
+            session_id.clone(),
+            events_rx,
+            bridge,
+            Arc::new(move || skills::commands(&stores.catalog())),
+        ));
+        tracing::info!(session = %id, cwd = %cwd.display(), model = %model, "session started");
+        self.outbox
+            .push(SessionNotification::new(session_id.clone(), commands));
+        self.first_notices(&session_id, &config, &shell, mcp_warnings);
+        let launched = Launched {
+            modes: session_options::mode_state(mode),
+            options: session_options::config_options(mode, &model, &models),
+            meta: session_meta(&shell),
+        };
+        self.sessions.insert(
+            id,
+            LiveSession {
+                handle,
+                images_allowed: config.supports_images,
+                models,
+                meta: launched.meta.clone(),
+            },
+        );
+        Ok(launched)
+    }
+
+    /// A session's settings from the configuration (model, mode and prompt are the caller's).
+    fn session_settings(
+        &self,
+        config: &Config,
+        id: &str,
+        cwd: &std::path::Path,
+        roots: Vec<std::path::PathBuf>,
+        stores: &Arc<talaria_skills::SkillsContext>,
+        shell: &Arc<talaria_tools::shell::Shell>,
+    ) -> SessionSettings {
+        SessionSettings {
+            id: id.to_string(),
+            cwd: cwd.to_path_buf(),
+            model: config.model.clone(),
+            system_prompt: String::new(),
+            environment: String::new(),
+            context_window: config.context_window,
+            retry: config.retry,
+            max_turn_requests: config.max_turn_requests,
+            max_output_tokens: config.max_output_tokens,
+            home: config.home.clone(),
+            roots,
+            mode: config.mode,
+            secrets: talaria_engine::approval::SecretReads::for_home(
+                &config.home,
+                config.ask_for_credential_reads,
+            ),
+            delegation: self.client_caps.delegation(),
+            titles: config.model_titles(),
+            single_slot: config.single_slot(),
+            nudges: config.nudges,
+            compression: config.compression,
+            tokenizers: Arc::new(config.tokenizers.clone()),
+            learning: config.learning,
+            review: config
+                .reviews()
+                .then(|| skills::review_factory(stores.clone(), config.learning.stage_reviews)),
+            // `delegate_task` is in the `delegation` toolset, like any tool a config can leave out.
+            subagents: (config.max_subagents > 0
+                && config
+                    .toolsets
+                    .as_ref()
+                    .is_none_or(|sets| sets.iter().any(|s| s == "delegation")))
+            .then_some(config.max_subagents),
+            announce_subagents: self.client_caps.subagents,
+            images: config.supports_images,
+            shell: shell.clone(),
+        }
+    }
+
+    /// The session's tools: the built-in ones, skills and memory, its MCP servers', `clarify`
+    /// when the client can show questions, `session_search` when the store is open; narrowed
+    /// to the configured toolsets.
+    fn session_registry(
+        &self,
+        config: &Config,
+        stores: &Arc<talaria_skills::SkillsContext>,
+        hub: &talaria_mcp::Hub,
+    ) -> talaria_tools::Registry {
+        let mut registry = self.registry.clone();
+        for tool in talaria_skills::tools::tools(stores.clone()) {
+            registry.register(tool);
+        }
+        for server in &hub.servers {
+            for tool in talaria_mcp::McpTool::of(server) {
+                registry.register(tool);
+            }
+        }
+        if self.client_caps.elicitation_form {
+            registry.register(Arc::new(talaria_tools::clarify::Clarify));
+        }
+        if let StoreState::Ready(journal) = &self.store {
+            registry.register(Arc::new(
+                talaria_engine::session_search::SessionSearch::new(journal.store().clone()),
+            ));
+        }
+        match &config.toolsets {
+            Some(toolsets) => {
+                let names: Vec<&str> = toolsets.iter().map(String::as_str).collect();
+                registry.with_toolsets(&names)
+            }
+            None => registry,
+        }
+    }
+
+    /// The notices a session starts with: configuration warnings (once per process), an
+    /// unsaved store, unconfined commands, MCP servers that did not start.
+    fn first_notices(
+        &mut self,
+        session_id: &acp::SessionId,
+        config: &Config,
+        shell: &talaria_tools::shell::Shell,
+        mcp_warnings: Vec<String>,
+    ) {
+        let mut warnings = Vec::new();
+        if !self.config_warned {
+            self.config_warned = true;
+            warnings.extend(config.warnings.iter().cloned());
+        }
+        if let StoreState::Unavailable(why) = &self.store {
+            warnings.push(format!("This session is not saved: {why}"));
+        }
+        warnings.extend(talaria_engine::sandbox::notice(shell));
+        warnings.extend(mcp_warnings);
+        for warning in warnings {
+            self.outbox.push(SessionNotification::new(
+                session_id.clone(),
+                forwarder::notice_update(
+                    talaria_engine::NoticeLevel::Warning,
+                    warning,
+                    self.client_caps.notices,
+                ),
+            ));
+        }
+    }
+}
+
+/// What a session response says about Talaria's own state (under `_meta.talaria`).
+pub(super) fn session_meta(shell: &talaria_tools::shell::Shell) -> acp::Meta {
+    let mut meta = acp::Meta::new();
+    meta.insert(
+        "talaria".into(),
+        serde_json::json!({"sandbox": talaria_engine::sandbox::state(shell)}),
+    );
+    meta
+}
+
+/// Checks `session/new`-style paths: an absolute cwd and absolute additional directories;
+/// returns the workspace roots.
+pub(super) fn check_roots(
+    cwd: &std::path::Path,
+    additional: &[std::path::PathBuf],
+) -> Result<Vec<std::path::PathBuf>, acp::Error> {
+    if !cwd.is_absolute() {
+        return Err(errors::invalid_params(format!(
+            "cwd must be an absolute path, got {:?}",
+            cwd.display().to_string()
+        )));
+    }
+    let mut roots = vec![cwd.to_path_buf()];
+    for directory in additional {
+        if !directory.is_absolute() {
+            return Err(errors::invalid_params(format!(
+                "additionalDirectories must be absolute paths, got {:?}",
+                directory.display().to_string()
+            )));
+        }
+        roots.push(directory.clone());
+    }
+    Ok(roots)
+}
+
+/// A configuration problem as the client sees it: invalid params naming the file (and, for
+/// a bad value, the key and line), never an internal error.
+pub(super) fn config_error(error: talaria_engine::ConfigError) -> acp::Error {
+    tracing::error!("configuration: {error}");
+    errors::invalid_params(format!("configuration problem: {error}"))
+}
+
+/// Reads the configuration on the blocking pool (the runtime thread never waits on disk).
+pub(super) async fn load_config() -> Result<Config, talaria_engine::ConfigError> {
+    tokio::task::spawn_blocking(Config::load)
+        .await
+        .unwrap_or_else(|e| {
+            Err(talaria_engine::ConfigError::Invalid(format!(
+                "reading the configuration failed: {e}"
+            )))
+        })
+}
+
+/// What every session start needs, in order: the configuration and the prompt's parts
+/// (off the runtime thread), credentials checked before anything is started, the local
+/// server's window (which may narrow the toolsets), the prompt for those toolsets, then the
+/// session's MCP servers. Runs off the dispatch loop: a slow server delays only its session.
+pub(super) async fn ready_session(
+    context: StartContext,
+    cwd: &std::path::Path,
+    additional_directories: &[std::path::PathBuf],
+    mcp_servers: &[acp::McpServer],
+) -> Result<Ready, acp::Error> {
+    let roots = check_roots(cwd, additional_directories)?;
+    let Prepared {
+        mut config,
+        system_prompt,
+        commands,
+        shell,
+    } = prepare_session(cwd, &roots, &chrono_today()).await?;
+    if let Some(missing) = config.missing_credentials() {
+        return Err(errors::auth_required(missing));
+    }
+    context.windows.apply(&mut config).await;
+    let system_prompt = system_prompt.assemble(&config);
+    let mcp = mcp::connect(mcp_servers, &config, context.caps.elicitation_form).await;
+    Ok(Ready {
+        config,
+        system_prompt,
+        commands,
+        mcp,
+        roots,
+        shell,
+    })
+}
+
+/// The disk work of `session/new` in one trip to the blocking pool: the cwd is a directory,
+/// the configuration, and the system prompt (which reads the project's instruction files).
+/// What starting a session needs, read off the runtime thread: the configuration, the system
+/// prompt (with the skill index and the memory snapshot, frozen now) and the slash commands.
+pub(super) struct Prepared {
+    pub(super) config: Config,
+    pub(super) system_prompt: PromptParts,
+    pub(super) commands: acp::SessionUpdate,
+    pub(super) shell: Arc<talaria_tools::shell::Shell>,
+}
+
+/// A session ready to launch.
+pub(super) struct Ready {
+    pub(super) config: Config,
+    pub(super) system_prompt: AssembledPrompt,
+    pub(super) commands: acp::SessionUpdate,
+    pub(super) mcp: (Arc<talaria_mcp::Hub>, Vec<String>),
+    /// The workspace roots: the cwd and the additional directories.
+    pub(super) roots: Vec<std::path::PathBuf>,
+    /// How its commands start (the OS sandbox, the clean environment).
+    pub(super) shell: Arc<talaria_tools::shell::Shell>,
+}
+
+/// The system prompt's parts, assembled once the session's toolsets are known.
+pub(super) struct PromptParts {
+    pub(super) base: talaria_engine::system_prompt::SessionPrompt,
+    /// The skill index: only when the skills toolset is offered.
+    pub(super) skill_index: String,
+    /// The frozen memory snapshot.
+    pub(super) memory: String,
+}
+
+/// A session's prompt, assembled: the instructions, most stable first (what every session
+/// shares, then what every session of this project shares), and the environment.
+pub(super) struct AssembledPrompt {
+    pub(super) instructions: String,
+    pub(super) environment: String,
+}
+
+impl PromptParts {
+    pub(super) fn assemble(self, config: &Config) -> AssembledPrompt {
+        let skills_offered = config
+            .toolsets
+            .as_ref()
+            .is_none_or(|sets| sets.iter().any(|s| s == "skills"));
+        let mut instructions = self.base.identity;
+        if skills_offered {
+            instructions.push_str(&self.skill_index);
+        }
+        instructions.push_str(&self.memory);
+        instructions.push_str(&self.base.project);
+        AssembledPrompt {
+            instructions,
+            environment: self.base.environment,
+        }
+    }
+}
+
+pub(super) async fn prepare_session(
+    cwd: &std::path::Path,
+    roots: &[std::path::PathBuf],
+    today: &str,
+) -> Result<Prepared, acp::Error> {
+    let (cwd, roots, today) = (cwd.to_path_buf(), roots.to_vec(), today.to_string());
+    let prepared = tokio::task::spawn_blocking(move || {
+        if !cwd.is_dir() {
+            return Err(errors::invalid_params(format!(
+                "cwd {} is not an existing directory",
+                cwd.display()
+            )));
+        }
+        let config = Config::load().map_err(config_error)?;
+        let base = talaria_engine::system_prompt::build(&cwd, &config.model, &today);
+        let stores = skills::context(&config, &cwd, "");
+        // One scan of the skill folders serves the prompt's index and the slash commands.
+        let catalog = stores.catalog();
+        let (skill_index, memory) = skills::prompt_additions(&stores, &catalog);
+        let system_prompt = PromptParts {
+            base,
+            skill_index,
+            memory,
+        };
+        let commands = skills::commands(&catalog);
+        let shell = Arc::new(talaria_engine::sandbox::shell(
+            &config,
+            &roots,
+            talaria_engine::sandbox::Helper::this_binary(),
+        ));
+        Ok(Prepared {
+            config,
+            system_prompt,
+            commands,
+            shell,
+        })
+    })
+    .await;
+    prepared.unwrap_or_else(|e| {
+        Err(errors::internal_error(format!(
+            "preparing the session failed: {e}"
+        )))
+    })
+}
+
+pub(super) fn chrono_today() -> String {
+    chrono::Local::now().format("%Y-%m-%d (%A)").to_string()
+}

@@ -1,0 +1,61 @@
+//! `session/prompt`: the request becomes the session's op, tagged with the request's id; the
+//! session's forwarder answers it when the turn ends.
+
+use talaria_engine::TurnId;
+use talaria_protocol::acp::{self, RequestId};
+use talaria_protocol::errors;
+use tokio_util::sync::CancellationToken;
+
+use super::*;
+
+impl Agent {
+    pub(super) fn prompt(
+        &mut self,
+        request: RequestId,
+        cancel: CancellationToken,
+        params: acp::PromptRequest,
+    ) -> Option<Reply> {
+        let Some(session) = self.sessions.get(params.session_id.0.as_ref()) else {
+            return Some(Err(session_not_found(&params.session_id)));
+        };
+        if params.prompt.is_empty() {
+            return Some(Err(errors::invalid_params(
+                "prompt must contain at least one content block",
+            )));
+        }
+        // The turn's tag is the request's id: the forwarder answers it from the tag alone.
+        let turn = turn_of(&request);
+        let queued = if let Some(focus) = compaction::parse_command(&params.prompt) {
+            session.handle.compact(turn, cancel, focus)
+        } else {
+            // `/name` is expanded by the session's commands when its turn comes.
+            let slash = skills::slash(&params.prompt);
+            let typed = prompt_input::to_user_input(params.prompt, session.images_allowed);
+            let input = match slash {
+                Some((name, args)) => {
+                    talaria_engine::PromptInput::Slash(talaria_engine::SlashCommand {
+                        name,
+                        args,
+                        typed,
+                    })
+                }
+                None => talaria_engine::PromptInput::Typed(typed),
+            };
+            session.handle.prompt(turn, cancel, input)
+        };
+        if queued.is_err() {
+            return Some(Err(errors::internal_error("the session has ended")));
+        }
+        None
+    }
+}
+
+/// A prompt's turn tag: its request's id, as JSON.
+pub(super) fn turn_of(request: &RequestId) -> TurnId {
+    TurnId(serde_json::to_string(request).unwrap_or_default().into())
+}
+
+/// The request a turn answers (the inverse of [`turn_of`]).
+pub(super) fn request_of(turn: &TurnId) -> Option<RequestId> {
+    serde_json::from_str(&turn.0).ok()
+}

@@ -1,0 +1,98 @@
+//! `session/set_mode`, `session/set_config_option`: the mode and the model, changed through
+//! the session's actor and answered with the options as they now stand.
+
+use talaria_protocol::acp::{self, SessionNotification};
+use talaria_protocol::errors;
+
+use super::*;
+
+impl Agent {
+    /// The session's options once a change just asked of it applies (the actor takes the
+    /// op a moment later; the answer already shows it).
+    pub(super) fn options_with(
+        session: &LiveSession,
+        mode: Option<talaria_engine::Mode>,
+        model: Option<&str>,
+    ) -> Vec<acp::SessionConfigOption> {
+        session_options::config_options(
+            mode.unwrap_or_else(|| session.handle.mode()),
+            model.unwrap_or(&session.handle.model()),
+            &session.models,
+        )
+    }
+
+    /// `session/set_mode` (and the mode config option): changes the approval mode and tells
+    /// the client about the other view of the same setting.
+    pub(super) fn set_mode(
+        &mut self,
+        session_id: &acp::SessionId,
+        mode_id: &str,
+        from_config_option: bool,
+    ) -> Reply {
+        let Some(session) = self.sessions.get(session_id.0.as_ref()) else {
+            return Err(session_not_found(session_id));
+        };
+        let Some(mode) = talaria_engine::Mode::from_id(mode_id) else {
+            let known: Vec<&str> = talaria_engine::Mode::ALL.iter().map(|m| m.id()).collect();
+            return Err(errors::invalid_params(format!(
+                "unknown mode {mode_id:?}; available modes: {}",
+                known.join(", ")
+            )));
+        };
+        session.handle.set_mode(mode);
+        tracing::info!(session = %session_id, mode = mode.id(), "mode changed");
+        let options = Self::options_with(session, Some(mode), None);
+        if from_config_option {
+            self.outbox.push(SessionNotification::new(
+                session_id.clone(),
+                acp::SessionUpdate::CurrentModeUpdate(acp::CurrentModeUpdate::new(mode.id())),
+            ));
+            to_value(acp::SetSessionConfigOptionResponse::new(options))
+        } else {
+            self.outbox.push(SessionNotification::new(
+                session_id.clone(),
+                acp::SessionUpdate::ConfigOptionUpdate(acp::ConfigOptionUpdate::new(options)),
+            ));
+            to_value(acp::SetSessionModeResponse::new())
+        }
+    }
+
+    /// Switches the session's model (from the next turn).
+    pub(super) fn set_model(&mut self, session_id: &acp::SessionId, model: &str) -> Reply {
+        let Some(session) = self.sessions.get(session_id.0.as_ref()) else {
+            return Err(session_not_found(session_id));
+        };
+        if !session.models.iter().any(|m| m == model) && session.handle.model() != model {
+            return Err(errors::invalid_params(format!(
+                "unknown model {model:?}; available models: {} (configure more with `models` in config.toml)",
+                session.models.join(", ")
+            )));
+        }
+        session.handle.set_model(model);
+        tracing::info!(session = %session_id, model, "model changed");
+        to_value(acp::SetSessionConfigOptionResponse::new(
+            Self::options_with(session, None, Some(model)),
+        ))
+    }
+
+    pub(super) fn set_config_option(
+        &mut self,
+        params: acp::SetSessionConfigOptionRequest,
+    ) -> Reply {
+        let acp::SessionConfigOptionValue::ValueId { value } = &params.value else {
+            return Err(errors::invalid_params(format!(
+                "the {:?} option takes a value id, not a boolean",
+                params.config_id.0
+            )));
+        };
+        match params.config_id.0.as_ref() {
+            session_options::MODE_CONFIG_ID => self.set_mode(&params.session_id, &value.0, true),
+            session_options::MODEL_CONFIG_ID => self.set_model(&params.session_id, &value.0),
+            other => Err(errors::invalid_params(format!(
+                "unknown config option {other:?}; this agent offers \"{}\" and \"{}\"",
+                session_options::MODE_CONFIG_ID,
+                session_options::MODEL_CONFIG_ID
+            ))),
+        }
+    }
+}
