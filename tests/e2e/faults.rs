@@ -133,6 +133,12 @@ async fn exhausted_retries_fail_with_a_clear_account() {
         message.contains("503") && message.contains("still unavailable"),
         "{message}"
     );
+    // What kind of failure it was, for frontends that act on it.
+    assert_eq!(
+        response["error"]["data"]["talaria"],
+        json!({"kind": "model", "class": "server_error", "status": 503}),
+        "{response}"
+    );
     // Reported once: by the prompt's error, not also as a message in the answer.
     let told = chunks(&updates, "agent_message_chunk");
     assert!(

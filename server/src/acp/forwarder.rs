@@ -121,11 +121,7 @@ pub async fn forward_events(
                         peer.respond(&request, Ok(response)).await;
                     }
                     Err(error) => {
-                        let error = acp::Error::new(
-                            acp::ErrorCode::InternalError.into(),
-                            error.to_string(),
-                        );
-                        peer.respond::<()>(&request, Err(error)).await;
+                        peer.respond::<()>(&request, Err(turn_error(&error))).await;
                     }
                 }
                 continue;
@@ -183,4 +179,33 @@ pub async fn forward_events(
             peer.notify("session/update", &notification).await;
         }
     }
+}
+
+/// A failed turn as the prompt's JSON-RPC error: the message says what happened; `data`
+/// says what kind of failure it was, for frontends that act on it (`{"talaria": {"kind":
+/// "model" | "command" | "internal", "class": "auth" | "rate_limit" | …, "status": 401}}`).
+fn turn_error(error: &talaria_engine::TurnError) -> acp::Error {
+    use talaria_engine::TurnError;
+    let mut data = serde_json::Map::new();
+    match error {
+        TurnError::Model(failed) => {
+            data.insert("kind".into(), "model".into());
+            if let Some(class) = failed.class() {
+                data.insert("class".into(), class.id().into());
+            }
+            if let Some(talaria_provider::ProviderError::Http { status, .. }) =
+                failed.provider_error()
+            {
+                data.insert("status".into(), (*status).into());
+            }
+        }
+        TurnError::Command(_) => {
+            data.insert("kind".into(), "command".into());
+        }
+        TurnError::Internal(_) => {
+            data.insert("kind".into(), "internal".into());
+        }
+    }
+    acp::Error::new(acp::ErrorCode::InternalError.into(), error.to_string())
+        .data(serde_json::json!({ "talaria": data }))
 }

@@ -28,20 +28,17 @@ pub enum StopReason {
 }
 
 /// Why a turn failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TurnError {
-    /// The model endpoint failed; the message names the status and the provider's words.
-    Provider(String),
+    /// The model call failed after every recovery (the provider's error is its source).
+    #[error(transparent)]
+    Model(#[from] crate::model_call::CallError),
+    /// A slash command could not be prepared (its message says why).
+    #[error("{0}")]
+    Command(String),
     /// A bug in Talaria (for example a panic inside the turn).
+    #[error("{0}")]
     Internal(String),
-}
-
-impl std::fmt::Display for TurnError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Provider(message) | Self::Internal(message) => f.write_str(message),
-        }
-    }
 }
 
 /// How important a notice is.

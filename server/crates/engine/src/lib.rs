@@ -42,7 +42,9 @@ pub use events::{
     CompactionStatus, CompactionView, EngineEvent, NoticeLevel, Signal, StopReason, SubagentView,
     ToolCallView, TurnError, TurnId, TurnUsage,
 };
+pub use model_call::CallError;
 pub use router::ModelRouter;
+pub use session::SideTaskError;
 pub use session::{
     Op, SessionHandle, SessionSettings, SessionStart, SessionView, SideAnswer, SideRequest,
     UserInput, spawn_session_with,

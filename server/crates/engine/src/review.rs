@@ -89,7 +89,7 @@ pub struct ReviewOutcome {
     pub calls: u32,
     /// One line per proposal it staged.
     pub proposals: Vec<String>,
-    pub error: Option<String>,
+    pub error: Option<crate::model_call::CallError>,
     pub cancelled: bool,
 }
 

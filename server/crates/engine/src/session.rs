@@ -31,6 +31,7 @@ use crate::model_call::{ModelCaller, SessionUsage};
 use crate::router::ModelRouter;
 pub use crate::session_state::SessionView;
 use crate::session_state::{ApprovalState, CancelEpochs, Published};
+pub use crate::side_task::SideTaskError;
 use crate::slash::{CommandReply, Expansion, PromptInput, SlashCommand, SlashCommands};
 use crate::turn::{Turn, TurnLimits};
 
@@ -165,7 +166,7 @@ pub enum Op {
     },
     SideTask {
         request: SideRequest,
-        reply: oneshot::Sender<Result<SideAnswer, String>>,
+        reply: oneshot::Sender<Result<SideAnswer, SideTaskError>>,
     },
     #[cfg(test)]
     Snapshot(oneshot::Sender<SessionSnapshot>),
@@ -173,7 +174,7 @@ pub enum Op {
     ReviewFinished(crate::review::ReviewOutcome),
     /// The title task beside the session ended: the model's answer, and what it used.
     TitleFinished {
-        answer: Result<String, String>,
+        answer: Result<String, SideTaskError>,
         usage: crate::model_call::SessionUsage,
     },
     /// Ends the session after what is queued before it, once what it recorded is committed;
@@ -299,12 +300,15 @@ impl SessionHandle {
     }
 
     /// Runs a side task after the running turn; the answer arrives on the receiver.
-    pub fn side_task(&self, request: SideRequest) -> oneshot::Receiver<Result<SideAnswer, String>> {
+    pub fn side_task(
+        &self,
+        request: SideRequest,
+    ) -> oneshot::Receiver<Result<SideAnswer, SideTaskError>> {
         let (reply, answer) = oneshot::channel();
         if let Err(mpsc::error::SendError(Op::SideTask { reply, .. })) =
             self.ops.send(Op::SideTask { request, reply })
         {
-            let _ = reply.send(Err("the session has ended".into()));
+            let _ = reply.send(Err(SideTaskError::SessionEnded));
         }
         answer
     }
@@ -840,7 +844,7 @@ impl SessionActor {
 
     /// Answers a prompt that could not be prepared with an error.
     async fn fail_prompt(&mut self, turn: TurnId, why: String) {
-        self.finish_without_model(turn, Err(TurnError::Internal(why)))
+        self.finish_without_model(turn, Err(TurnError::Command(why)))
             .await;
     }
 
@@ -1086,7 +1090,7 @@ impl SessionActor {
                 }
             }
             let (answer, usage) = if token.is_cancelled() {
-                (Err("cancelled".into()), SessionUsage::default())
+                (Err(SideTaskError::Cancelled), SessionUsage::default())
             } else {
                 crate::side_task::run(call, request).await
             };
@@ -1101,7 +1105,7 @@ impl SessionActor {
 
     /// The title task ended: its title (or the first prompt's line), unless it gave way to a
     /// prompt, in which case it starts again (ops are handled between turns, so after it).
-    async fn title_finished(&mut self, answer: Result<String, String>, usage: SessionUsage) {
+    async fn title_finished(&mut self, answer: Result<String, SideTaskError>, usage: SessionUsage) {
         let gave_way = self
             .title_task
             .take()
@@ -1298,9 +1302,9 @@ impl SessionActor {
         self.finish_without_model(turn, outcome).await;
     }
 
-    async fn side_task(&mut self, request: SideRequest) -> Result<SideAnswer, String> {
+    async fn side_task(&mut self, request: SideRequest) -> Result<SideAnswer, SideTaskError> {
         let Some(work) = Self::start_work(&self.own_ticket()) else {
-            return Err("cancelled".into());
+            return Err(SideTaskError::Cancelled);
         };
         let call = self.side_call(work.token.clone(), request.with_history);
         let (answer, usage) = crate::side_task::run(call, request).await;

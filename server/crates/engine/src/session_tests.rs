@@ -652,7 +652,9 @@ async fn a_stream_that_breaks_after_output_restarts_and_only_the_complete_answer
         .expect("queued");
     let (_, outcome) = finish_of(&mut rx, 2).await;
     assert!(
-        matches!(outcome, Err(TurnError::Provider(m)) if m.contains("interrupted after it had started"))
+        matches!(&outcome, Err(TurnError::Model(failed @ crate::CallError::CutAfterOutput { .. }))
+            if failed.to_string().contains("interrupted after it had started")),
+        "{outcome:?}"
     );
     assert_eq!(provider.models().len(), 3);
 }

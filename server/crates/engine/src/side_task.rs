@@ -14,6 +14,19 @@ use crate::model_call::{CallResult, ModelCaller, SessionUsage, SilentSink};
 use crate::router::ModelRouter;
 use crate::session::{SideAnswer, SideRequest};
 
+/// Why a side task has no answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SideTaskError {
+    #[error("the {task} task took longer than {seconds} s")]
+    TimedOut { task: String, seconds: u64 },
+    #[error("cancelled")]
+    Cancelled,
+    #[error("the session has ended")]
+    SessionEnded,
+    #[error(transparent)]
+    Model(#[from] crate::model_call::CallError),
+}
+
 /// What a side task needs from its session.
 pub(crate) struct SideCall {
     pub router: Arc<ModelRouter>,
@@ -31,7 +44,7 @@ pub(crate) struct SideCall {
 pub(crate) async fn run(
     call: SideCall,
     request: SideRequest,
-) -> (Result<SideAnswer, String>, SessionUsage) {
+) -> (Result<SideAnswer, SideTaskError>, SessionUsage) {
     let SideCall {
         router,
         model,
@@ -69,13 +82,12 @@ pub(crate) async fn run(
     let usage = caller.usage;
     let notices = sink.notices.into_iter().map(|(_, text)| text).collect();
     let answer = match result {
-        Err(_) => Err(format!(
-            "the {} task took longer than {} s",
-            request.task,
-            timeout.as_secs()
-        )),
-        Ok(Err(failure)) => Err(failure),
-        Ok(Ok(CallResult::Cancelled { .. })) => Err("cancelled".into()),
+        Err(_) => Err(SideTaskError::TimedOut {
+            task: request.task.clone(),
+            seconds: timeout.as_secs(),
+        }),
+        Ok(Err(failure)) => Err(failure.into()),
+        Ok(Ok(CallResult::Cancelled { .. })) => Err(SideTaskError::Cancelled),
         Ok(Ok(CallResult::Finished { text, .. })) => Ok(SideAnswer {
             text,
             usage,

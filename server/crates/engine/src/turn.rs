@@ -168,7 +168,7 @@ impl Turn<'_> {
             for id in abandoned {
                 self.close_abandoned_card(id).await;
             }
-            let result = called.map_err(TurnError::Provider)?;
+            let result = called.map_err(TurnError::Model)?;
             let (text, reasoning, signature, reason, tool_calls, model) = match result {
                 CallResult::Cancelled { text } => {
                     self.show_held(hold.as_ref(), &text).await;

@@ -121,6 +121,27 @@ impl ErrorClass {
         self.policy().compress
     }
 
+    /// A stable identifier (snake case), for machines: logs, error data.
+    pub fn id(self) -> &'static str {
+        match self {
+            Self::Auth => "auth",
+            Self::Billing => "billing",
+            Self::RateLimit => "rate_limit",
+            Self::Overloaded => "overloaded",
+            Self::ServerError => "server_error",
+            Self::Timeout => "timeout",
+            Self::Unreachable => "unreachable",
+            Self::StreamCut => "stream_cut",
+            Self::ContextOverflow => "context_overflow",
+            Self::PayloadTooLarge => "payload_too_large",
+            Self::MaxTokensTooLarge => "max_tokens_too_large",
+            Self::ModelNotFound => "model_not_found",
+            Self::ContentPolicy => "content_policy",
+            Self::BadRequest => "bad_request",
+            Self::Unknown => "unknown",
+        }
+    }
+
     /// A short human name.
     pub fn describe(self) -> &'static str {
         match self {

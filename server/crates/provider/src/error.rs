@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 /// Why a model call failed.
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProviderError {
     /// The endpoint answered with an HTTP error status.
     #[error("{provider} returned HTTP {status}: {message}")]

@@ -68,7 +68,7 @@ impl ModelCaller<'_> {
         tools: &str,
         trigger: Trigger,
         sink: &mut S,
-    ) -> Result<(), String> {
+    ) -> Result<(), CompressError> {
         self.context.ensure_exact().await;
         self.context.compactions += 1;
         // Unique in the session across restarts: the record's last id, then the count.
@@ -132,15 +132,14 @@ impl ModelCaller<'_> {
                 if let CompressError::Invalid(violations) = &error {
                     tracing::error!(?violations, "compaction produced an invalid record");
                 }
-                let message = error.to_string();
                 sink.compaction(view(
                     &id,
                     CompactionStatus::Failed,
                     None,
-                    Some(message.clone()),
+                    Some(error.to_string()),
                 ))
                 .await;
-                Err(message)
+                Err(error)
             }
         }
     }
@@ -205,9 +204,11 @@ impl ModelCaller<'_> {
             ))),
             Ok(Ok(CallResult::Finished { text, .. })) => Ok(text),
             Ok(Ok(CallResult::Cancelled { .. })) => Err(SummaryFailure::Abort("cancelled".into())),
-            Ok(Err(message)) => match failed_class {
-                Some(ErrorClass::Auth | ErrorClass::Billing) => Err(SummaryFailure::Abort(message)),
-                _ => Err(SummaryFailure::Failed(message)),
+            Ok(Err(failed)) => match failed_class {
+                Some(ErrorClass::Auth | ErrorClass::Billing) => {
+                    Err(SummaryFailure::Abort(failed.to_string()))
+                }
+                _ => Err(SummaryFailure::Failed(failed.to_string())),
             },
         }
     }
@@ -374,7 +375,10 @@ mod tests {
             .compact(&mut transcript, "", Trigger::Overflow, &mut sink)
             .await;
         assert!(
-            result.as_ref().is_err_and(|e| e.contains("abandoned")),
+            result
+                .as_ref()
+                .is_err_and(|e| matches!(e, CompressError::Aborted(_))
+                    && e.to_string().contains("abandoned")),
             "{result:?}"
         );
         assert_eq!(transcript, before);

@@ -10,7 +10,7 @@ use std::path::Path;
 use talaria_record::{EntryBody, Transcript};
 
 use super::compaction::Trigger;
-use super::{CallSink, ModelCaller};
+use super::{CallError, CallSink, ModelCaller};
 
 /// A tool result longer than this (characters) may be stored to a file to make room.
 const SPILLABLE_CHARS: usize = 2_000;
@@ -106,7 +106,7 @@ impl ModelCaller<'_> {
         tools: &str,
         max_tokens: Option<u32>,
         sink: &mut S,
-    ) -> Result<(), String> {
+    ) -> Result<(), CallError> {
         let limit = self.request_limit(max_tokens);
         let mut needed = self.measure(transcript, tools, limit).await;
         while needed > limit {
@@ -126,12 +126,11 @@ impl ModelCaller<'_> {
             needed = self.measure(transcript, tools, limit).await;
         }
         if needed > limit {
-            return Err(format!(
-                "the request needs about {needed} tokens, but the model's context window is {} \
-                 ({limit} with room for the answer) and it could not be shortened enough; \
-                 nothing was sent. Start a new session, or use a model with a larger window",
-                self.context.window
-            ));
+            return Err(CallError::DoesNotFit {
+                needed,
+                window: self.context.window,
+                limit,
+            });
         }
         Ok(())
     }
@@ -215,9 +214,12 @@ mod tests {
         );
         let refused = caller.call(&mut transcript, &[], None, &mut sink).await;
         assert!(
-            refused.as_ref().is_err_and(
-                |why| why.contains("context window") && why.contains("nothing was sent")
-            ),
+            refused.as_ref().is_err_and(|why| {
+                let message = why.to_string();
+                matches!(why, CallError::DoesNotFit { needed, limit, .. } if needed > limit)
+                    && message.contains("context window")
+                    && message.contains("nothing was sent")
+            }),
             "{refused:?}"
         );
         assert!(

@@ -10,6 +10,7 @@
 //!   notice that the partial answer is abandoned; only a complete answer is returned.
 
 pub(crate) mod compaction;
+mod error;
 mod fit;
 pub mod recovery;
 pub(crate) mod sink;
@@ -28,6 +29,7 @@ use crate::context::{ContextState, tools_text};
 use crate::events::{NoticeLevel, TurnUsage};
 use crate::router::{ModelRouter, ModelTarget};
 use compaction::Trigger;
+pub use error::CallError;
 use recovery::{Action, GiveUp, RecoveryState, next_action};
 
 pub(crate) use sink::{CallSink, ChatSink, SilentSink, TextHold};
@@ -134,13 +136,13 @@ impl<'a> ModelCaller<'a> {
         tools: &[ToolSpec],
         max_tokens: Option<u32>,
         sink: &mut S,
-    ) -> Result<CallResult, String> {
+    ) -> Result<CallResult, CallError> {
         let mut state = RecoveryState {
             max_attempts: self.retry.max_attempts,
             ..RecoveryState::default()
         };
         let mut max_tokens = max_tokens;
-        let mut failure: Option<String> = None;
+        let mut failure: Option<CallError> = None;
         // Tools described in the prompt instead of sent natively: for the session once its
         // server rejected the model's calls twice, else for the rest of this call after once.
         let mut tools_in_prompt = self.context.tools_in_prompt && !tools.is_empty();
@@ -163,10 +165,9 @@ impl<'a> ModelCaller<'a> {
             let target = self.chain[self.active].clone();
             let lease = target.pool.lease();
             if lease.is_none() && !target.pool.is_empty() {
-                failure = Some(format!(
-                    "every API key of {} is cooling down after failures",
-                    target.label()
-                ));
+                failure = Some(CallError::KeysCoolingDown {
+                    label: target.label(),
+                });
                 if self.fall_back("its keys are cooling down", sink).await {
                     state = RecoveryState {
                         max_attempts: state.max_attempts,
@@ -284,10 +285,8 @@ impl<'a> ModelCaller<'a> {
                             sink.notice(NoticeLevel::Warning, message).await;
                             state.attempts -= 1;
                         }
-                        Err(why) => {
-                            failure = Some(format!(
-                                "{label}: the conversation does not fit the model's context window, and compacting it failed ({why}); start a new session or use a model with a larger window"
-                            ));
+                        Err(source) => {
+                            failure = Some(CallError::CompactionFailed { label, source });
                             break;
                         }
                     }
@@ -317,7 +316,11 @@ impl<'a> ModelCaller<'a> {
                     }
                 }
                 Action::FallBack => {
-                    failure = Some(format!("{label}: {} — {error}", class.describe()));
+                    failure = Some(CallError::Provider {
+                        label,
+                        class,
+                        source: error,
+                    });
                     self.fall_back(class.describe(), sink).await;
                     state = RecoveryState {
                         max_attempts: state.max_attempts,
@@ -325,29 +328,35 @@ impl<'a> ModelCaller<'a> {
                     };
                 }
                 Action::Fail(GiveUp::CutAfterOutput) => {
-                    let message = format!(
-                        "The answer from {label} was interrupted after it had started ({error}). What was shown is incomplete; ask again to continue."
-                    );
-                    sink.notice(NoticeLevel::Error, message.clone()).await;
-                    return Err(message);
+                    let failed = CallError::CutAfterOutput {
+                        label,
+                        source: error,
+                    };
+                    sink.notice(NoticeLevel::Error, failed.to_string()).await;
+                    return Err(failed);
                 }
                 Action::Fail(GiveUp::StillTooLarge) => {
-                    failure = Some(format!(
-                        "{label}: the conversation still does not fit after {} attempts to shrink it ({error})",
-                        recovery::MAX_COMPRESSIONS
-                    ));
+                    failure = Some(CallError::StillTooLarge {
+                        label,
+                        attempts: recovery::MAX_COMPRESSIONS,
+                        source: error,
+                    });
                     break;
                 }
                 Action::Fail(GiveUp::Exhausted) => {
-                    failure = Some(format!("{label}: {} — {error}", class.describe()));
+                    failure = Some(CallError::Provider {
+                        label,
+                        class,
+                        source: error,
+                    });
                     break;
                 }
             }
         }
-        let message = failure.unwrap_or_else(|| "no model could be reached".to_string());
-        sink.notice(NoticeLevel::Error, format!("The turn failed: {message}"))
+        let failed = failure.unwrap_or(CallError::NoModel);
+        sink.notice(NoticeLevel::Error, format!("The turn failed: {failed}"))
             .await;
-        Err(message)
+        Err(failed)
     }
 
     /// Notes that the server rejected the model's own output as a malformed tool call: this
