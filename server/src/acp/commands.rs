@@ -43,7 +43,7 @@ impl SlashCommands for SessionCommands {
         };
         match skills::skill_input(&self.skills, name, args, text) {
             Ok(input) => Expansion::Prompt(input),
-            Err(why) => Expansion::Failed(why),
+            Err(why) => Expansion::Failed(why.to_string()),
         }
     }
 }

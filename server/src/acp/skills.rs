@@ -12,7 +12,7 @@ use talaria_engine::{CommandReply, Config, UserInput};
 use talaria_protocol::acp::{self, SessionUpdate};
 use talaria_record::{InputBlock, UserPart};
 use talaria_skills::proposals::Change;
-use talaria_skills::{Catalog, MemoryStore, Roots, SkillsContext, WriteMode};
+use talaria_skills::{Catalog, MemoryStore, Roots, SkillError, SkillsContext, WriteMode};
 
 /// The command that manages the review's proposals.
 pub const SKILLS_COMMAND: &str = "skills";
@@ -115,13 +115,13 @@ pub fn skill_input(
     name: &str,
     args: &str,
     typed: &str,
-) -> Result<UserInput, String> {
+) -> Result<UserInput, SkillError> {
     let catalog = context.catalog();
-    let found = catalog
-        .get(name)
-        .ok_or_else(|| format!("there is no skill or command named /{name}"))?;
-    let text = std::fs::read_to_string(found.dir.join(talaria_skills::skill::SKILL_FILE))
-        .map_err(|e| format!("cannot read skill {name}: {e}"))?;
+    let found = catalog.get(name).ok_or_else(|| {
+        SkillError::NotFound(format!("there is no skill or command named /{name}"))
+    })?;
+    let file = found.dir.join(talaria_skills::skill::SKILL_FILE);
+    let text = std::fs::read_to_string(&file).map_err(SkillError::io("read", &file))?;
     context.note_viewed(name);
     let request = if args.is_empty() {
         "Apply this skill to the current work.".to_string()
@@ -181,7 +181,7 @@ pub fn skills_command(context: &SkillsContext, args: &str) -> CommandReply {
         }
         "show" => match proposals.show(id, live_dir(id).as_deref()) {
             Ok(text) => reply(format!("```diff\n{text}```"), false),
-            Err(why) => reply(why, false),
+            Err(why) => reply(why.to_string(), false),
         },
         "accept" => {
             let Some(root) = context.roots.writable() else {
@@ -200,7 +200,7 @@ pub fn skills_command(context: &SkillsContext, args: &str) -> CommandReply {
         }
         "reject" => match proposals.reject(id) {
             Ok(text) => reply(text, false),
-            Err(why) => reply(why, false),
+            Err(why) => reply(why.to_string(), false),
         },
         other => reply(
             format!(

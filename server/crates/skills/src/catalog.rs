@@ -114,7 +114,7 @@ impl Catalog {
             Ok(found) => self.skills.push(found),
             Err(why) => self.invalid.push(Invalid {
                 path: dir.join(SKILL_FILE),
-                why,
+                why: why.to_string(),
             }),
         }
     }

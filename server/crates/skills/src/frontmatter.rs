@@ -1,15 +1,19 @@
 //! `SKILL.md` front matter: a YAML block between `---` lines at the top of the file.
 
+use crate::SkillError;
+
 use serde_json::{Map, Value};
 use yaml_rust2::{Yaml, YamlLoader};
 
 /// Splits a document into its front matter (as JSON) and its body.
-pub fn split(text: &str) -> Result<(Value, &str), String> {
+pub fn split(text: &str) -> Result<(Value, &str), SkillError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let rest = text
         .strip_prefix("---\n")
         .or_else(|| text.strip_prefix("---\r\n"))
-        .ok_or("SKILL.md must start with a `---` front matter block")?;
+        .ok_or_else(|| {
+            SkillError::Invalid("SKILL.md must start with a `---` front matter block".into())
+        })?;
     let end = rest
         .match_indices("\n---")
         .find(|(at, _)| {
@@ -17,13 +21,18 @@ pub fn split(text: &str) -> Result<(Value, &str), String> {
             after.is_empty() || after.starts_with('\n') || after.starts_with("\r\n")
         })
         .map(|(at, _)| at)
-        .ok_or("the front matter block is not closed by a `---` line")?;
+        .ok_or_else(|| {
+            SkillError::Invalid("the front matter block is not closed by a `---` line".into())
+        })?;
     let yaml = &rest[..end];
     let body = rest[end + 4..].trim_start_matches(['\r', '\n']);
-    let docs = YamlLoader::load_from_str(yaml).map_err(|e| format!("front matter: {e}"))?;
+    let docs = YamlLoader::load_from_str(yaml)
+        .map_err(|e| SkillError::Invalid(format!("front matter: {e}")))?;
     let value = docs.into_iter().next().map_or(Value::Null, to_json);
     if !value.is_object() {
-        return Err("the front matter must be a mapping of keys to values".into());
+        return Err(SkillError::Invalid(
+            "the front matter must be a mapping of keys to values".into(),
+        ));
     }
     Ok((value, body))
 }

@@ -13,6 +13,7 @@
 
 pub mod catalog;
 pub mod context;
+mod error;
 mod frontmatter;
 pub mod manage;
 pub mod memory;
@@ -24,5 +25,6 @@ pub mod tools;
 
 pub use catalog::{Catalog, Root, Roots};
 pub use context::{SkillsContext, WriteMode};
+pub use error::SkillError;
 pub use memory::{MemoryStore, Target};
 pub use proposals::{Change, Proposal, Proposals};

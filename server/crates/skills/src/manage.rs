@@ -3,6 +3,8 @@
 //! inside the skill's folder and its support folders (`..`, absolute paths and symlinks are
 //! refused); sizes and names are checked; content is scanned before it is kept.
 
+use crate::SkillError;
+
 use std::path::{Component, Path, PathBuf};
 
 use serde::Deserialize;
@@ -57,7 +59,7 @@ fn is_symlink(path: &Path) -> bool {
 }
 
 /// A support file's path inside `dir`, or why it is refused.
-pub fn confine(dir: &Path, relative: &str) -> Result<PathBuf, String> {
+pub fn confine(dir: &Path, relative: &str) -> Result<PathBuf, SkillError> {
     let path = Path::new(relative);
     let parts: Vec<&str> = path
         .components()
@@ -68,34 +70,38 @@ pub fn confine(dir: &Path, relative: &str) -> Result<PathBuf, String> {
             ),
         })
         .collect::<Result<_, _>>()
-        .map_err(|why| format!("refused {relative:?}: {why}"))?;
+        .map_err(|why| SkillError::Invalid(format!("refused {relative:?}: {why}")))?;
     if parts.len() < 2 || !SUPPORT_DIRS.contains(&parts[0]) {
-        return Err(format!(
+        return Err(SkillError::Invalid(format!(
             "refused {relative:?}: support files go in {} (e.g. references/notes.md)",
             SUPPORT_DIRS.join(", ")
-        ));
+        )));
     }
     let mut current = dir.to_path_buf();
     if is_symlink(&current) {
-        return Err(format!("refused: {} is a symbolic link", current.display()));
+        return Err(SkillError::Invalid(format!(
+            "refused: {} is a symbolic link",
+            current.display()
+        )));
     }
     for part in &parts {
         current.push(part);
         if is_symlink(&current) {
-            return Err(format!(
+            return Err(SkillError::Invalid(format!(
                 "refused {relative:?}: {} is a symbolic link",
                 current.display()
-            ));
+            )));
         }
     }
     Ok(current)
 }
 
 /// Writes a file atomically: a temporary file beside it, then a rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    let parent = path.parent().ok_or("a file needs a folder")?;
-    std::fs::create_dir_all(parent)
-        .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), SkillError> {
+    let parent = path
+        .parent()
+        .ok_or_else(|| SkillError::Invalid("a file needs a folder".into()))?;
+    std::fs::create_dir_all(parent).map_err(SkillError::io("create", parent))?;
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let unique = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -105,49 +111,52 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
         .and_then(|()| std::fs::rename(&temporary, path))
         .map_err(|e| {
             let _ = std::fs::remove_file(&temporary);
-            format!("cannot write {}: {e}", path.display())
+            SkillError::io("write", path)(e)
         })
 }
 
-fn checked_skill_text(args: &ManageArgs, text: &str) -> Result<(), String> {
+fn checked_skill_text(args: &ManageArgs, text: &str) -> Result<(), SkillError> {
     let (name, _, _) = skill::parse(text)?;
     if name != args.name {
-        return Err(format!(
+        return Err(SkillError::Invalid(format!(
             "the front matter names the skill {name:?}, but the call is for {:?}",
             args.name
-        ));
+        )));
     }
     scan::check(text)
 }
 
-fn require<'a>(value: &'a Option<String>, what: &str, action: &str) -> Result<&'a str, String> {
+fn require<'a>(value: &'a Option<String>, what: &str, action: &str) -> Result<&'a str, SkillError> {
     value
         .as_deref()
-        .ok_or_else(|| format!("{action} needs `{what}`"))
+        .ok_or_else(|| SkillError::Invalid(format!("{action} needs `{what}`")))
 }
 
 /// Applies `args` to the skill folder `dir`; returns what was done.
-pub fn apply(dir: &Path, args: &ManageArgs) -> Result<String, String> {
+pub fn apply(dir: &Path, args: &ManageArgs) -> Result<String, SkillError> {
     skill::check_name(&args.name)?;
     let skill_file = dir.join(SKILL_FILE);
     let exists = skill_file.is_file();
     if is_symlink(dir) || is_symlink(&skill_file) {
-        return Err(format!("refused: {} is a symbolic link", dir.display()));
+        return Err(SkillError::Invalid(format!(
+            "refused: {} is a symbolic link",
+            dir.display()
+        )));
     }
     let action = args.action.as_str();
     if action != "create" && !exists {
-        return Err(format!(
+        return Err(SkillError::NotFound(format!(
             "there is no skill {:?} to {action} (create it first)",
             args.name
-        ));
+        )));
     }
     match action {
         "create" | "edit" => {
             if action == "create" && exists {
-                return Err(format!(
+                return Err(SkillError::Invalid(format!(
                     "the skill {:?} exists already; use edit or patch",
                     args.name
-                ));
+                )));
             }
             let content = require(&args.content, "content", action)?;
             checked_skill_text(args, content)?;
@@ -167,25 +176,26 @@ pub fn apply(dir: &Path, args: &ManageArgs) -> Result<String, String> {
             let old = require(&args.old_string, "old_string", action)?;
             let new = require(&args.new_string, "new_string", action)?;
             if old.is_empty() {
-                return Err("patch needs a non-empty `old_string`".into());
+                return Err(SkillError::Invalid(
+                    "patch needs a non-empty `old_string`".into(),
+                ));
             }
             let target = match &args.file_path {
                 Some(relative) if relative != SKILL_FILE => confine(dir, relative)?,
                 _ => skill_file.clone(),
             };
-            let text = std::fs::read_to_string(&target)
-                .map_err(|e| format!("cannot read {}: {e}", target.display()))?;
+            let text = std::fs::read_to_string(&target).map_err(SkillError::io("read", &target))?;
             let found = text.matches(old).count();
             if found == 0 {
-                return Err(
+                return Err(SkillError::Invalid(
                     "`old_string` does not occur in the file; view it and copy the exact text"
                         .into(),
-                );
+                ));
             }
             if found > 1 && !args.replace_all {
-                return Err(format!(
+                return Err(SkillError::Invalid(format!(
                     "`old_string` occurs {found} times; give more context or set replace_all"
-                ));
+                )));
             }
             let patched = if args.replace_all {
                 text.replace(old, new)
@@ -211,18 +221,17 @@ pub fn apply(dir: &Path, args: &ManageArgs) -> Result<String, String> {
             ))
         }
         "delete" => {
-            std::fs::remove_dir_all(dir)
-                .map_err(|e| format!("cannot delete {}: {e}", dir.display()))?;
+            std::fs::remove_dir_all(dir).map_err(SkillError::io("delete", dir))?;
             Ok(format!("Deleted skill {}.", args.name))
         }
         "write_file" => {
             let relative = require(&args.file_path, "file_path", action)?;
             let content = require(&args.file_content, "file_content", action)?;
             if content.len() > MAX_SUPPORT_BYTES {
-                return Err(format!(
+                return Err(SkillError::Invalid(format!(
                     "support files are at most {MAX_SUPPORT_BYTES} bytes; this one is {}",
                     content.len()
-                ));
+                )));
             }
             scan::check(content)?;
             let target = confine(dir, relative)?;
@@ -232,12 +241,13 @@ pub fn apply(dir: &Path, args: &ManageArgs) -> Result<String, String> {
         "remove_file" => {
             let relative = require(&args.file_path, "file_path", action)?;
             let target = confine(dir, relative)?;
-            std::fs::remove_file(&target).map_err(|e| format!("cannot remove {relative}: {e}"))?;
+            std::fs::remove_file(&target)
+                .map_err(|e| SkillError::Invalid(format!("cannot remove {relative}: {e}")))?;
             Ok(format!("Removed {relative} from skill {}.", args.name))
         }
-        other => Err(format!(
+        other => Err(SkillError::Invalid(format!(
             "unknown action {other:?}; use one of {}",
             ACTIONS.join(", ")
-        )),
+        ))),
     }
 }

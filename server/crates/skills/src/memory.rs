@@ -3,6 +3,8 @@
 //! under a file lock (two processes writing at once are safe), the limit is checked on the
 //! final state, files are replaced atomically, and every write records its provenance.
 
+use crate::SkillError;
+
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -75,7 +77,7 @@ fn parse_entries(text: &str) -> Vec<String> {
 }
 
 /// The entry `old_text` identifies: exactly one must contain it.
-fn find(entries: &[String], old_text: &str, target: Target) -> Result<usize, String> {
+fn find(entries: &[String], old_text: &str, target: Target) -> Result<usize, SkillError> {
     let hits: Vec<usize> = entries
         .iter()
         .enumerate()
@@ -84,12 +86,15 @@ fn find(entries: &[String], old_text: &str, target: Target) -> Result<usize, Str
         .collect();
     match hits.as_slice() {
         [one] => Ok(*one),
-        [] => Err(format!("no {} entry contains {old_text:?}", target.name())),
-        _ => Err(format!(
+        [] => Err(SkillError::NotFound(format!(
+            "no {} entry contains {old_text:?}",
+            target.name()
+        ))),
+        _ => Err(SkillError::Invalid(format!(
             "{} {} entries contain {old_text:?}; quote more of the one you mean",
             hits.len(),
             target.name()
-        )),
+        ))),
     }
 }
 
@@ -142,20 +147,19 @@ impl MemoryStore {
         operations: &[Operation],
         origin: Origin,
         session: &str,
-    ) -> Result<String, String> {
+    ) -> Result<String, SkillError> {
         if operations.is_empty() {
-            return Err("no memory operations given".into());
+            return Err(SkillError::Invalid("no memory operations given".into()));
         }
-        std::fs::create_dir_all(&self.dir)
-            .map_err(|e| format!("cannot create {}: {e}", self.dir.display()))?;
+        std::fs::create_dir_all(&self.dir).map_err(SkillError::io("create", &self.dir))?;
         let lock = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .open(self.dir.join(".lock"))
-            .map_err(|e| format!("cannot open the memory lock: {e}"))?;
+            .map_err(SkillError::io("open the memory lock", &self.dir))?;
         lock.lock()
-            .map_err(|e| format!("cannot lock the memory files: {e}"))?;
+            .map_err(SkillError::io("lock the memory files in", &self.dir))?;
         let mut memory = self.entries(Target::Memory);
         let mut user = self.entries(Target::User);
         let mut done = Vec::new();
@@ -169,11 +173,11 @@ impl MemoryStore {
         for (target, entries) in [(Target::Memory, &memory), (Target::User, &user)] {
             let used = size(entries);
             if used > self.limit(target) {
-                return Err(format!(
+                return Err(SkillError::Invalid(format!(
                     "{} would hold {used} characters, over its limit of {}: remove or shorten entries (in the same batch) first",
                     target.file(),
                     self.limit(target)
-                ));
+                )));
             }
         }
         for target in [Target::Memory, Target::User] {
@@ -236,7 +240,7 @@ impl MemoryStore {
     }
 }
 
-fn apply_one(entries: &mut Vec<String>, operation: &Operation) -> Result<String, String> {
+fn apply_one(entries: &mut Vec<String>, operation: &Operation) -> Result<String, SkillError> {
     let target = operation.target;
     let content = operation
         .content
@@ -245,10 +249,13 @@ fn apply_one(entries: &mut Vec<String>, operation: &Operation) -> Result<String,
         .filter(|c| !c.is_empty());
     match operation.action.as_str() {
         "add" => {
-            let content = content.ok_or("add needs `content`")?;
+            let content =
+                content.ok_or_else(|| SkillError::Invalid("add needs `content`".into()))?;
             scan::check(content)?;
             if content.contains('§') {
-                return Err("an entry may not contain the § delimiter".into());
+                return Err(SkillError::Invalid(
+                    "an entry may not contain the § delimiter".into(),
+                ));
             }
             if entries.iter().any(|e| e == content) {
                 return Ok(format!("That {} entry exists already.", target.name()));
@@ -257,12 +264,13 @@ fn apply_one(entries: &mut Vec<String>, operation: &Operation) -> Result<String,
             Ok(format!("Added a {} entry.", target.name()))
         }
         "replace" => {
-            let content = content.ok_or("replace needs `content`")?;
+            let content =
+                content.ok_or_else(|| SkillError::Invalid("replace needs `content`".into()))?;
             scan::check(content)?;
             let old = operation
                 .old_text
                 .as_deref()
-                .ok_or("replace needs `old_text`")?;
+                .ok_or_else(|| SkillError::Invalid("replace needs `old_text`".into()))?;
             let index = find(entries, old, target)?;
             entries[index] = content.to_string();
             Ok(format!("Replaced a {} entry.", target.name()))
@@ -271,14 +279,14 @@ fn apply_one(entries: &mut Vec<String>, operation: &Operation) -> Result<String,
             let old = operation
                 .old_text
                 .as_deref()
-                .ok_or("remove needs `old_text`")?;
+                .ok_or_else(|| SkillError::Invalid("remove needs `old_text`".into()))?;
             let index = find(entries, old, target)?;
             entries.remove(index);
             Ok(format!("Removed a {} entry.", target.name()))
         }
-        other => Err(format!(
+        other => Err(SkillError::Invalid(format!(
             "unknown memory action {other:?}; use add, replace or remove"
-        )),
+        ))),
     }
 }
 
@@ -324,7 +332,7 @@ mod tests {
             Origin::Foreground,
             "s1",
         );
-        assert!(over.is_err_and(|e| e.contains("USER.md would hold")));
+        assert!(over.is_err_and(|e| e.to_string().contains("USER.md would hold")));
         assert_eq!(
             store.entries(Target::Memory),
             ["Project uses cargo nextest."]
@@ -374,7 +382,7 @@ mod tests {
                     Origin::Foreground,
                     "s1"
                 )
-                .is_err_and(|e| e.contains("refused"))
+                .is_err_and(|e| matches!(e, SkillError::Refused(m) if m.contains("refused")))
         );
         let records = provenance::read(store.dir());
         assert_eq!(records.len(), 4);

@@ -3,6 +3,8 @@
 //! skill folder. The user lists, inspects (a diff against the live skill), accepts or rejects
 //! them; accepting swaps the proposed folder in and records the provenance.
 
+use crate::SkillError;
+
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -91,30 +93,34 @@ impl Proposals {
         &self.dir
     }
 
-    fn path(&self, id: &str) -> Result<PathBuf, String> {
+    fn path(&self, id: &str) -> Result<PathBuf, SkillError> {
         if id.is_empty() || id.contains(['/', '\\']) || id.starts_with('.') {
-            return Err(format!("no proposal {id:?}"));
+            return Err(SkillError::NotFound(format!("no proposal {id:?}")));
         }
         let path = self.dir.join(id);
         if path.join(PROPOSAL_FILE).is_file() {
             Ok(path)
         } else {
-            Err(format!("no proposal {id:?}; /skills lists them"))
+            Err(SkillError::NotFound(format!(
+                "no proposal {id:?}; /skills lists them"
+            )))
         }
     }
 
-    fn save(&self, proposal: &Proposal) -> Result<(), String> {
-        let text = serde_json::to_string_pretty(proposal).map_err(|e| e.to_string())?;
+    fn save(&self, proposal: &Proposal) -> Result<(), SkillError> {
+        let text = serde_json::to_string_pretty(proposal)
+            .map_err(|e| SkillError::Corrupt(format!("proposal {}: {e}", proposal.id)))?;
         write_atomic(
             &self.dir.join(&proposal.id).join(PROPOSAL_FILE),
             text.as_bytes(),
         )
     }
 
-    fn load(&self, id: &str) -> Result<Proposal, String> {
-        let text = std::fs::read_to_string(self.path(id)?.join(PROPOSAL_FILE))
-            .map_err(|e| e.to_string())?;
-        serde_json::from_str(&text).map_err(|e| format!("proposal {id} is unreadable: {e}"))
+    fn load(&self, id: &str) -> Result<Proposal, SkillError> {
+        let file = self.path(id)?.join(PROPOSAL_FILE);
+        let text = std::fs::read_to_string(&file).map_err(SkillError::io("read", &file))?;
+        serde_json::from_str(&text)
+            .map_err(|e| SkillError::Corrupt(format!("proposal {id} is unreadable: {e}")))
     }
 
     /// The staged folder of skill `name` for review `review`: created on first use from the
@@ -125,13 +131,14 @@ impl Proposals {
         name: &str,
         live: Option<&Path>,
         session: &str,
-    ) -> Result<(String, PathBuf), String> {
+    ) -> Result<(String, PathBuf), SkillError> {
         skill::check_name(name)?;
         let id = format!("{name}-{review}");
         let staged = self.dir.join(&id).join(SKILL_DIR);
         if !self.dir.join(&id).join(PROPOSAL_FILE).is_file() {
             if let Some(live) = live {
-                copy_dir(live, &staged).map_err(|e| format!("cannot stage {name}: {e}"))?;
+                copy_dir(live, &staged)
+                    .map_err(|e| SkillError::Invalid(format!("cannot stage {name}: {e}")))?;
             }
             self.save(&Proposal {
                 id: id.clone(),
@@ -148,7 +155,7 @@ impl Proposals {
     }
 
     /// Records the last staged action on a skill proposal and refreshes its summary.
-    pub fn note_skill_action(&self, id: &str, action: &str) -> Result<Proposal, String> {
+    pub fn note_skill_action(&self, id: &str, action: &str) -> Result<Proposal, SkillError> {
         let mut proposal = self.load(id)?;
         let staged = self.dir.join(id).join(SKILL_DIR);
         if let Change::Skill { name, action: last } = &mut proposal.change {
@@ -174,7 +181,7 @@ impl Proposals {
         review: &str,
         operations: &[Operation],
         session: &str,
-    ) -> Result<Proposal, String> {
+    ) -> Result<Proposal, SkillError> {
         let id = format!("memory-{review}");
         let mut proposal = self.load(&id).unwrap_or_else(|_| Proposal {
             id: id.clone(),
@@ -208,7 +215,7 @@ impl Proposals {
 
     /// What accepting a proposal would change: a diff against the live skill, or the memory
     /// operations.
-    pub fn show(&self, id: &str, live: Option<&Path>) -> Result<String, String> {
+    pub fn show(&self, id: &str, live: Option<&Path>) -> Result<String, SkillError> {
         let proposal = self.load(id)?;
         let mut out = format!("Proposal {id}: {}\n", proposal.summary);
         match &proposal.change {
@@ -261,7 +268,7 @@ impl Proposals {
         live: Option<&Path>,
         memory: &MemoryStore,
         session: &str,
-    ) -> Result<String, String> {
+    ) -> Result<String, SkillError> {
         let proposal = self.load(id)?;
         let message = match &proposal.change {
             Change::Memory { operations } => memory.apply(operations, Origin::Accepted, session)?,
@@ -271,13 +278,15 @@ impl Proposals {
                     .map_or_else(|| writable_root.join(name), Path::to_path_buf);
                 if action == "delete" {
                     if target.exists() {
-                        std::fs::remove_dir_all(&target).map_err(|e| e.to_string())?;
+                        std::fs::remove_dir_all(&target)
+                            .map_err(SkillError::io("delete", &target))?;
                     }
                     format!("Deleted skill {name}.")
                 } else {
                     let staged = self.dir.join(id).join(SKILL_DIR);
-                    let text = std::fs::read_to_string(staged.join(SKILL_FILE))
-                        .map_err(|e| format!("the proposal has no SKILL.md: {e}"))?;
+                    let text = std::fs::read_to_string(staged.join(SKILL_FILE)).map_err(|e| {
+                        SkillError::Corrupt(format!("the proposal has no SKILL.md: {e}"))
+                    })?;
                     skill::parse(&text)?;
                     crate::scan::check(&text)?;
                     swap_in(&staged, &target)?;
@@ -300,16 +309,18 @@ impl Proposals {
     }
 
     /// Drops a proposal.
-    pub fn reject(&self, id: &str) -> Result<String, String> {
+    pub fn reject(&self, id: &str) -> Result<String, SkillError> {
         let path = self.path(id)?;
-        std::fs::remove_dir_all(&path).map_err(|e| format!("cannot remove {id}: {e}"))?;
+        std::fs::remove_dir_all(&path).map_err(SkillError::io("remove", &path))?;
         Ok(format!("Removed proposal {id}."))
     }
 }
 
 /// Replaces `target` with a copy of `staged`, never leaving it half-written.
-fn swap_in(staged: &Path, target: &Path) -> Result<(), String> {
-    let parent = target.parent().ok_or("no parent folder")?;
+fn swap_in(staged: &Path, target: &Path) -> Result<(), SkillError> {
+    let parent = target
+        .parent()
+        .ok_or_else(|| SkillError::Invalid("no parent folder".into()))?;
     let name = target
         .file_name()
         .and_then(|n| n.to_str())
@@ -317,12 +328,12 @@ fn swap_in(staged: &Path, target: &Path) -> Result<(), String> {
     let stamp = provenance::now_ms();
     let incoming = parent.join(format!(".{name}.incoming-{stamp}"));
     let outgoing = parent.join(format!(".{name}.outgoing-{stamp}"));
-    copy_dir(staged, &incoming).map_err(|e| format!("cannot copy the proposal: {e}"))?;
+    copy_dir(staged, &incoming).map_err(SkillError::io("copy the proposal to", &incoming))?;
     // The staged copy started from the live skill, its provenance included.
     if target.exists() {
-        std::fs::rename(target, &outgoing).map_err(|e| e.to_string())?;
+        std::fs::rename(target, &outgoing).map_err(SkillError::io("move aside", target))?;
     }
-    std::fs::rename(&incoming, target).map_err(|e| e.to_string())?;
+    std::fs::rename(&incoming, target).map_err(SkillError::io("move into place", target))?;
     let _ = std::fs::remove_dir_all(&outgoing);
     Ok(())
 }

@@ -1,6 +1,8 @@
 //! Refuses skill and memory content with obvious prompt-injection or secret-exfiltration
 //! patterns: what is saved comes back into future system prompts and turns.
 
+use crate::SkillError;
+
 use std::sync::OnceLock;
 
 use regex::RegexSet;
@@ -45,12 +47,12 @@ fn set() -> &'static RegexSet {
 }
 
 /// `Err(why)` when `text` matches a refused pattern.
-pub fn check(text: &str) -> Result<(), String> {
+pub fn check(text: &str) -> Result<(), SkillError> {
     match set().matches(text).iter().next() {
-        Some(index) => Err(format!(
+        Some(index) => Err(SkillError::Refused(format!(
             "refused: the content looks unsafe to keep ({})",
             PATTERNS[index].1
-        )),
+        ))),
         None => Ok(()),
     }
 }

@@ -1,6 +1,8 @@
 //! One skill: a folder with `SKILL.md` (agentskills.io front matter: `name`, `description`,
 //! optional `metadata`) and optional `references/`, `templates/`, `scripts/`, `assets/`.
 
+use crate::SkillError;
+
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -35,7 +37,7 @@ pub struct Skill {
 }
 
 /// Checks a skill name: 1–64 characters of `[a-z0-9._-]`, starting with a letter or digit.
-pub fn check_name(name: &str) -> Result<(), String> {
+pub fn check_name(name: &str) -> Result<(), SkillError> {
     let ok = !name.is_empty()
         && name.len() <= MAX_NAME
         && name
@@ -48,46 +50,48 @@ pub fn check_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
+        Err(SkillError::Invalid(format!(
             "invalid skill name {name:?}: 1 to {MAX_NAME} characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit"
-        ))
+        )))
     }
 }
 
 /// Parses and checks the text of a `SKILL.md`.
-pub fn parse(text: &str) -> Result<(String, String, Value), String> {
+pub fn parse(text: &str) -> Result<(String, String, Value), SkillError> {
     if text.chars().count() > MAX_SKILL_CHARS {
-        return Err(format!(
+        return Err(SkillError::Invalid(format!(
             "SKILL.md is longer than {MAX_SKILL_CHARS} characters"
-        ));
+        )));
     }
     let (meta, body) = frontmatter::split(text)?;
     let name = meta["name"]
         .as_str()
-        .ok_or("the front matter has no `name`")?
+        .ok_or_else(|| SkillError::Invalid("the front matter has no `name`".into()))?
         .to_string();
     check_name(&name)?;
     let description = meta["description"]
         .as_str()
         .map(str::trim)
         .filter(|d| !d.is_empty())
-        .ok_or("the front matter has no `description`")?
+        .ok_or_else(|| SkillError::Invalid("the front matter has no `description`".into()))?
         .to_string();
     if description.chars().count() > MAX_DESCRIPTION {
-        return Err(format!(
+        return Err(SkillError::Invalid(format!(
             "the description is longer than {MAX_DESCRIPTION} characters"
-        ));
+        )));
     }
     if body.trim().is_empty() {
-        return Err("SKILL.md has no instructions after the front matter".into());
+        return Err(SkillError::Invalid(
+            "SKILL.md has no instructions after the front matter".into(),
+        ));
     }
     Ok((name, description, meta["metadata"].clone()))
 }
 
 /// Reads the skill in `dir`; `category` is the folder it sits in below its root, if any.
-pub fn load(dir: &Path, category: Option<&str>, writable: bool) -> Result<Skill, String> {
-    let text = std::fs::read_to_string(dir.join(SKILL_FILE))
-        .map_err(|e| format!("cannot read {SKILL_FILE}: {e}"))?;
+pub fn load(dir: &Path, category: Option<&str>, writable: bool) -> Result<Skill, SkillError> {
+    let file = dir.join(SKILL_FILE);
+    let text = std::fs::read_to_string(&file).map_err(SkillError::io("read", &file))?;
     let (name, description, metadata) = parse(&text)?;
     let category = metadata["category"]
         .as_str()

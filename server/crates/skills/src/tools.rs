@@ -1,6 +1,8 @@
 //! The tools over skills and memory (Hermes-compatible names and parameters): `skills_list`,
 //! `skill_view`, `skill_manage` and `memory`. Their disk work runs on the blocking pool.
 
+use crate::SkillError;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
 
@@ -198,7 +200,7 @@ impl Tool for SkillView {
             let path = match args["file_path"].as_str() {
                 Some(relative) if relative != SKILL_FILE => match manage::confine(&dir, relative) {
                     Ok(path) => path,
-                    Err(why) => return ToolOutcome::failed(why),
+                    Err(why) => return ToolOutcome::failed(why.to_string()),
                 },
                 _ => dir.join(SKILL_FILE),
             };
@@ -247,17 +249,17 @@ static MANAGE: LazyLock<ToolDefinition> = LazyLock::new(|| {
 
 /// The live folder a skill is written in: its own when it is in the writable root, else a
 /// new folder there.
-fn live_target(context: &SkillsContext, name: &str) -> Result<PathBuf, String> {
+fn live_target(context: &SkillsContext, name: &str) -> Result<PathBuf, SkillError> {
     let root = context
         .roots
         .writable()
-        .ok_or("there is no writable skill folder")?;
+        .ok_or_else(|| SkillError::Invalid("there is no writable skill folder".into()))?;
     match context.catalog().get(name) {
         Some(found) if found.writable => Ok(found.dir.clone()),
-        Some(found) => Err(format!(
+        Some(found) => Err(SkillError::Invalid(format!(
             "skill {name} is read-only (in {}); create a new skill under another name instead",
             found.dir.display()
-        )),
+        ))),
         None => Ok(root.join(name)),
     }
 }
@@ -279,7 +281,7 @@ fn manage_call(context: &SkillsContext, args: ManageArgs) -> ToolOutcome {
         WriteMode::Live => {
             let dir = match live_target(context, &args.name) {
                 Ok(dir) => dir,
-                Err(why) => return ToolOutcome::failed(why),
+                Err(why) => return ToolOutcome::failed(why.to_string()),
             };
             match manage::apply(&dir, &args) {
                 Ok(done) => {
@@ -293,7 +295,7 @@ fn manage_call(context: &SkillsContext, args: ManageArgs) -> ToolOutcome {
                         .with_raw_output(json!({"skills_changed": true, "skill": args.name}))
                         .with_effect(ToolEffect::Kept(Kept::Skill { live: true }))
                 }
-                Err(why) => ToolOutcome::failed(why),
+                Err(why) => ToolOutcome::failed(why.to_string()),
             }
         }
         WriteMode::Staged { review } => {
@@ -316,7 +318,7 @@ fn manage_call(context: &SkillsContext, args: ManageArgs) -> ToolOutcome {
             );
             let (id, dir) = match staged {
                 Ok(staged) => staged,
-                Err(why) => return ToolOutcome::failed(why),
+                Err(why) => return ToolOutcome::failed(why.to_string()),
             };
             let result = if args.action == "delete" {
                 Ok(format!("Deletion of skill {} proposed.", args.name))
@@ -334,10 +336,10 @@ fn manage_call(context: &SkillsContext, args: ManageArgs) -> ToolOutcome {
                             "{done} Staged as proposal {id} for the user to accept."
                         ))
                         .with_effect(ToolEffect::Kept(Kept::Skill { live: false })),
-                        Err(why) => ToolOutcome::failed(why),
+                        Err(why) => ToolOutcome::failed(why.to_string()),
                     }
                 }
-                Err(why) => ToolOutcome::failed(why),
+                Err(why) => ToolOutcome::failed(why.to_string()),
             }
         }
     }
@@ -414,13 +416,13 @@ struct MemoryArgs {
 }
 
 impl MemoryArgs {
-    fn operations(self) -> Result<Vec<Operation>, String> {
+    fn operations(self) -> Result<Vec<Operation>, SkillError> {
         if !self.operations.is_empty() {
             return Ok(self.operations);
         }
-        let action = self
-            .action
-            .ok_or("give `action` and `target`, or `operations`")?;
+        let action = self.action.ok_or_else(|| {
+            SkillError::Invalid("give `action` and `target`, or `operations`".into())
+        })?;
         Ok(vec![Operation {
             action,
             target: self.target.unwrap_or(Target::Memory),
@@ -470,11 +472,11 @@ impl Tool for Memory {
         let context = self.0.clone();
         Box::pin(blocking(move || {
             let operations = match serde_json::from_value::<MemoryArgs>(args)
-                .map_err(|e| format!("Invalid arguments for memory: {e}"))
+                .map_err(|e| SkillError::Invalid(format!("Invalid arguments for memory: {e}")))
                 .and_then(MemoryArgs::operations)
             {
                 Ok(operations) => operations,
-                Err(why) => return ToolOutcome::failed(why),
+                Err(why) => return ToolOutcome::failed(why.to_string()),
             };
             match &context.mode {
                 WriteMode::Live => {
@@ -491,7 +493,7 @@ impl Tool for Memory {
                             ))
                             .with_effect(ToolEffect::Kept(Kept::Memory))
                         }
-                        Err(why) => ToolOutcome::failed(why),
+                        Err(why) => ToolOutcome::failed(why.to_string()),
                     }
                 }
                 WriteMode::Staged { review } => {
@@ -507,7 +509,7 @@ impl Tool for Memory {
                             ))
                             .with_effect(ToolEffect::Kept(Kept::Memory))
                         }
-                        Err(why) => ToolOutcome::failed(why),
+                        Err(why) => ToolOutcome::failed(why.to_string()),
                     }
                 }
             }
