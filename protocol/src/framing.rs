@@ -215,7 +215,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         self.start += header_len + separator_len;
         let length = match parse_content_length(&header) {
             Ok(length) => length,
-            Err(message) => return Ok(Some(Frame::BadHeader(message))),
+            Err(wrong) => return Ok(Some(Frame::BadHeader(wrong.to_string()))),
         };
         if length > self.max_message_bytes {
             let mut remaining = length;
@@ -276,7 +276,16 @@ fn find_header_end(bytes: &[u8]) -> Option<(usize, usize)> {
     }
 }
 
-fn parse_content_length(header: &str) -> Result<usize, String> {
+/// What is wrong with a header block's length.
+#[derive(Debug, thiserror::Error)]
+enum LengthError {
+    #[error("invalid Content-Length value {0:?}")]
+    Invalid(String),
+    #[error("missing Content-Length header")]
+    Missing,
+}
+
+fn parse_content_length(header: &str) -> Result<usize, LengthError> {
     for line in header.lines() {
         let Some((name, value)) = line.split_once(':') else {
             continue;
@@ -285,10 +294,10 @@ fn parse_content_length(header: &str) -> Result<usize, String> {
             return value
                 .trim()
                 .parse::<usize>()
-                .map_err(|_| format!("invalid Content-Length value {:?}", value.trim()));
+                .map_err(|_| LengthError::Invalid(value.trim().to_string()));
         }
     }
-    Err("missing Content-Length header".into())
+    Err(LengthError::Missing)
 }
 
 /// Appends one framed message to `out`.

@@ -179,7 +179,7 @@ async fn list_models(config: &Config) -> Listing {
 /// A one-token call through the configured provider.
 async fn test_call(config: &Config) -> Result<(), (String, String)> {
     let router = talaria_engine::provider_factory::build_router(config)
-        .map_err(|e| (e.clone(), "fix the provider settings".to_string()))?;
+        .map_err(|e| (e.to_string(), "fix the provider settings".to_string()))?;
     let target = router
         .chain(&config.model)
         .into_iter()
@@ -280,7 +280,8 @@ async fn sandbox(report: &mut Report<'_>, config: &Config) {
     };
     let checked = tokio::task::spawn_blocking(move || talaria_engine::sandbox::self_test(&helper))
         .await
-        .unwrap_or_else(|e| Err(e.to_string()));
+        .map_err(|e| e.to_string())
+        .and_then(|tested| tested.map_err(|e| e.to_string()));
     let network = if config.sandbox.network {
         "network on"
     } else {

@@ -19,7 +19,7 @@ use talaria_tools::clarify::FormAnswer;
 use talaria_tools::fs::{FileAccess, FileError};
 use talaria_tools::shell::output::HeadTail;
 use talaria_tools::shell::{CommandResult, CommandRunner, CommandSpec};
-use talaria_tools::{Progress, ProgressSink};
+use talaria_tools::{Progress, ProgressSink, ToolError};
 use tokio_util::sync::CancellationToken;
 
 /// What the client said it can do, from `initialize`.
@@ -230,9 +230,9 @@ impl AcpBridge {
         message: &str,
         schema: serde_json::Value,
         cancel: &CancellationToken,
-    ) -> Result<FormAnswer, String> {
+    ) -> Result<FormAnswer, ToolError> {
         let schema: acp::ElicitationSchema = serde_json::from_value(schema)
-            .map_err(|e| format!("the question's form cannot be asked: {e}"))?;
+            .map_err(|e| ToolError::Client(format!("the question's form cannot be asked: {e}")))?;
         let scope = acp::ElicitationSessionScope::new(self.session_id.clone());
         let params = acp::CreateElicitationRequest::new(
             acp::ElicitationFormMode::new(scope, schema),
@@ -246,21 +246,25 @@ impl AcpBridge {
                     let content = accepted.content.unwrap_or_default();
                     serde_json::to_value(content)
                         .map(FormAnswer::Accepted)
-                        .map_err(|e| format!("the client's answer could not be read: {e}"))
+                        .map_err(|e| {
+                            ToolError::Client(format!("the client's answer could not be read: {e}"))
+                        })
                 }
                 acp::ElicitationAction::Decline => Ok(FormAnswer::Declined),
                 acp::ElicitationAction::Cancel => Ok(FormAnswer::Cancelled),
-                acp::ElicitationAction::Other(other) => Err(format!(
+                acp::ElicitationAction::Other(other) => Err(ToolError::Client(format!(
                     "the client answered the question with an unknown action {:?}",
                     other.action
-                )),
+                ))),
                 // A later protocol's action this build does not know.
-                _ => Err("the client answered the question with an unknown action".into()),
+                _ => Err(ToolError::Client(
+                    "the client answered the question with an unknown action".into(),
+                )),
             },
             Err(error) if errors::is_cancelled(&error) || cancel.is_cancelled() => {
                 Ok(FormAnswer::Cancelled)
             }
-            Err(error) => Err(error.message),
+            Err(error) => Err(ToolError::Client(error.message)),
         }
     }
 
@@ -365,7 +369,7 @@ impl EditorTerminal {
 
     /// Starts the command in an editor terminal, through the sandbox helper (it cleans the
     /// environment the editor passes and enters the OS sandbox before the shell starts).
-    async fn create(&self, spec: &CommandSpec) -> Result<acp::TerminalId, String> {
+    async fn create(&self, spec: &CommandSpec) -> Result<acp::TerminalId, ToolError> {
         let launch = &spec.elsewhere;
         let create = acp::CreateTerminalRequest::new(
             self.session_id.clone(),
@@ -383,7 +387,12 @@ impl EditorTerminal {
         let created: acp::CreateTerminalResponse = self
             .call("terminal/create", &create, &CancellationToken::new())
             .await
-            .map_err(|e| format!("the editor could not start a terminal: {}", e.message))?;
+            .map_err(|e| {
+                ToolError::Client(format!(
+                    "the editor could not start a terminal: {}",
+                    e.message
+                ))
+            })?;
         Ok(created.terminal_id)
     }
 }
@@ -394,7 +403,7 @@ impl CommandRunner for EditorTerminal {
         spec: CommandSpec,
         cancel: &'a CancellationToken,
         progress: Option<ProgressSink>,
-    ) -> BoxFuture<'a, Result<CommandResult, String>> {
+    ) -> BoxFuture<'a, Result<CommandResult, ToolError>> {
         Box::pin(async move {
             let terminal_id = self.create(&spec).await?;
             if let Some(progress) = &progress {
@@ -430,10 +439,10 @@ impl CommandRunner for EditorTerminal {
                 tracing::warn!(%terminal_id, "terminal/release failed: {}", e.message);
             }
             let output = output.map_err(|e| {
-                format!(
+                ToolError::Client(format!(
                     "the editor could not report the terminal output: {}",
                     e.message
-                )
+                ))
             })?;
             let mut kept = HeadTail::new(spec.max_output_bytes);
             kept.push(output.output.as_bytes());

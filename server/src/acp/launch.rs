@@ -43,7 +43,7 @@ impl Agent {
         }
         let router = Arc::new(
             talaria_engine::provider_factory::build_router(config)
-                .map_err(errors::internal_error)?,
+                .map_err(|e| errors::internal_error(e.to_string()))?,
         );
         self.router = Some(RouterCache {
             fingerprint,

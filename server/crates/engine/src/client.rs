@@ -90,8 +90,8 @@ pub enum ClientAnswer {
     Permission(PermissionAnswer),
     Read(Result<String, FileError>),
     Wrote(Result<(), FileError>),
-    Ran(Result<CommandResult, String>),
-    Question(Result<talaria_tools::clarify::FormAnswer, String>),
+    Ran(Result<CommandResult, talaria_tools::ToolError>),
+    Question(Result<talaria_tools::clarify::FormAnswer, talaria_tools::ToolError>),
 }
 
 /// One request to the client, with the channel to answer it on.
@@ -233,7 +233,7 @@ impl CommandRunner for ClientCommands {
         spec: CommandSpec,
         cancel: &'a CancellationToken,
         progress: Option<ProgressSink>,
-    ) -> BoxFuture<'a, Result<CommandResult, String>> {
+    ) -> BoxFuture<'a, Result<CommandResult, talaria_tools::ToolError>> {
         Box::pin(async move {
             if !self.delegation.terminal {
                 return LocalRunner.run(spec, cancel, progress).await;
@@ -241,7 +241,7 @@ impl CommandRunner for ClientCommands {
             let asked = ClientAsk::RunCommand { spec };
             match ask(&self.events, asked, cancel.clone(), progress).await {
                 Some(ClientAnswer::Ran(result)) => result,
-                _ => Err(NO_ANSWER.into()),
+                _ => Err(talaria_tools::ToolError::Client(NO_ANSWER.into())),
             }
         })
     }
@@ -258,7 +258,7 @@ impl talaria_tools::clarify::UserQuestions for ClientQuestions {
         message: &'a str,
         schema: &'a Value,
         cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, Result<talaria_tools::clarify::FormAnswer, String>> {
+    ) -> BoxFuture<'a, Result<talaria_tools::clarify::FormAnswer, talaria_tools::ToolError>> {
         Box::pin(async move {
             let asked = ClientAsk::Question {
                 message: message.to_string(),
@@ -267,7 +267,7 @@ impl talaria_tools::clarify::UserQuestions for ClientQuestions {
             match ask(&self.events, asked, cancel.clone(), None).await {
                 Some(ClientAnswer::Question(answer)) => answer,
                 _ if cancel.is_cancelled() => Ok(talaria_tools::clarify::FormAnswer::Cancelled),
-                _ => Err(NO_ANSWER.into()),
+                _ => Err(talaria_tools::ToolError::Client(NO_ANSWER.into())),
             }
         })
     }

@@ -3,11 +3,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use talaria_provider::ChatProvider;
 use talaria_provider::anthropic::{AnthropicOptions, AnthropicProvider};
 use talaria_provider::http::Connection;
 use talaria_provider::openai::OpenAiProvider;
 use talaria_provider::responses::ResponsesProvider;
+use talaria_provider::{ChatProvider, ProviderError};
 
 use crate::config::{Config, Endpoint, ProviderKind};
 use crate::credentials::CredentialPool;
@@ -18,7 +18,7 @@ pub fn build_provider(
     config: &Config,
     kind: ProviderKind,
     endpoint: &Endpoint,
-) -> Result<Arc<dyn ChatProvider>, String> {
+) -> Result<Arc<dyn ChatProvider>, ProviderError> {
     let connection = Connection {
         base_url: endpoint.base_url.clone(),
         api_key: endpoint.api_keys.first().cloned(),
@@ -26,23 +26,18 @@ pub fn build_provider(
         idle_timeout: Duration::from_secs(config.stream_idle_timeout_secs),
     };
     let provider: Arc<dyn ChatProvider> = match kind {
-        ProviderKind::OpenAi => {
-            Arc::new(OpenAiProvider::new(connection).map_err(|e| e.to_string())?)
-        }
-        ProviderKind::Anthropic => Arc::new(
-            AnthropicProvider::new(
-                connection,
-                AnthropicOptions {
-                    default_max_tokens: config.anthropic_max_tokens,
-                    thinking_budget: config.thinking_budget,
-                },
-            )
-            .map_err(|e| e.to_string())?,
-        ),
-        ProviderKind::OpenAiResponses => Arc::new(
-            ResponsesProvider::new(connection, config.reasoning_summaries)
-                .map_err(|e| e.to_string())?,
-        ),
+        ProviderKind::OpenAi => Arc::new(OpenAiProvider::new(connection)?),
+        ProviderKind::Anthropic => Arc::new(AnthropicProvider::new(
+            connection,
+            AnthropicOptions {
+                default_max_tokens: config.anthropic_max_tokens,
+                thinking_budget: config.thinking_budget,
+            },
+        )?),
+        ProviderKind::OpenAiResponses => Arc::new(ResponsesProvider::new(
+            connection,
+            config.reasoning_summaries,
+        )?),
     };
     Ok(provider)
 }
@@ -56,7 +51,7 @@ fn pool(config: &Config, endpoint: &Endpoint) -> Arc<CredentialPool> {
 }
 
 /// Builds the router: the configured provider as primary, then the fallback chain.
-pub fn build_router(config: &Config) -> Result<ModelRouter, String> {
+pub fn build_router(config: &Config) -> Result<ModelRouter, ProviderError> {
     let primary = build_provider(config, config.provider, config.endpoint())?;
     let mut fallbacks = Vec::new();
     for entry in &config.fallback {

@@ -107,13 +107,28 @@ pub fn shell(config: &Config, roots: &[PathBuf], helper: Option<Helper>) -> Shel
     })
 }
 
+/// Why the sandbox's self-test failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SelfTestError {
+    #[error("cannot prepare the check: {0}")]
+    Prepare(#[source] std::io::Error),
+    #[error("the helper did not start: {0}")]
+    NotStarted(#[source] std::io::Error),
+    #[error("the helper failed: {0}")]
+    HelperFailed(String),
+    #[error("a sandboxed command wrote outside its writable places")]
+    Escaped,
+    #[error("a sandboxed command could not write in its writable place")]
+    NoWrite,
+}
+
 /// Proves the sandbox works end to end through `helper`: a shell in it may write in one
 /// temporary directory and not in another. Blocking (it runs a command).
-pub fn self_test(helper: &Helper) -> Result<(), String> {
+pub fn self_test(helper: &Helper) -> Result<(), SelfTestError> {
     let base = std::env::temp_dir().join(format!("talaria-sandbox-check-{}", std::process::id()));
     let (inside, outside) = (base.join("inside"), base.join("outside"));
     for dir in [&inside, &outside] {
-        std::fs::create_dir_all(dir).map_err(|e| format!("cannot prepare the check: {e}"))?;
+        std::fs::create_dir_all(dir).map_err(SelfTestError::Prepare)?;
     }
     let spec = talaria_sandbox::HelperSpec {
         sandbox: Some(SandboxPolicy {
@@ -136,17 +151,12 @@ pub fn self_test(helper: &Helper) -> Result<(), String> {
         .arg(&outside)
         .output();
     let verdict = match ran {
-        Err(e) => Err(format!("the helper did not start: {e}")),
-        Ok(out) if !out.status.success() => Err(format!(
-            "the helper failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
+        Err(e) => Err(SelfTestError::NotStarted(e)),
+        Ok(out) if !out.status.success() => Err(SelfTestError::HelperFailed(
+            String::from_utf8_lossy(&out.stderr).trim().to_string(),
         )),
-        Ok(_) if outside.join("escaped").exists() => {
-            Err("a sandboxed command wrote outside its writable places".into())
-        }
-        Ok(_) if !inside.join("ok").exists() => {
-            Err("a sandboxed command could not write in its writable place".into())
-        }
+        Ok(_) if outside.join("escaped").exists() => Err(SelfTestError::Escaped),
+        Ok(_) if !inside.join("ok").exists() => Err(SelfTestError::NoWrite),
         Ok(_) => Ok(()),
     };
     let _ = std::fs::remove_dir_all(&base);

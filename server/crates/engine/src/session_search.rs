@@ -98,13 +98,11 @@ fn line(entry: &Entry) -> Option<String> {
     Some(format!("  #{} {role}: {}", entry.id, clip(&text)))
 }
 
-fn run(store: &dyn SessionStore, args: &Args) -> Result<String, String> {
+fn run(store: &dyn SessionStore, args: &Args) -> Result<String, talaria_store::StoreError> {
     let limit = args.limit.unwrap_or(5).clamp(1, 20);
     let window = args.window.unwrap_or(2).min(20);
     if let (Some(session), Some(around)) = (&args.session_id, args.around_message_id) {
-        let entries = store
-            .entries_around(session, around, window, window)
-            .map_err(|e| e.to_string())?;
+        let entries = store.entries_around(session, around, window, window)?;
         let lines: Vec<String> = entries.iter().filter_map(line).collect();
         if lines.is_empty() {
             return Ok(format!(
@@ -118,7 +116,7 @@ fn run(store: &dyn SessionStore, args: &Args) -> Result<String, String> {
     }
     let query = args.query.as_deref().map(str::trim).unwrap_or("");
     if query.is_empty() {
-        let page = store.list(None, None, limit).map_err(|e| e.to_string())?;
+        let page = store.list(None, None, limit)?;
         if page.sessions.is_empty() {
             return Ok("No past sessions.".into());
         }
@@ -138,7 +136,7 @@ fn run(store: &dyn SessionStore, args: &Args) -> Result<String, String> {
             .collect();
         return Ok(format!("Recent sessions:\n{}", lines.join("\n")));
     }
-    let hits = store.search(query, limit).map_err(|e| e.to_string())?;
+    let hits = store.search(query, limit)?;
     if hits.is_empty() {
         return Ok(format!("No past messages match {query:?}."));
     }

@@ -75,7 +75,9 @@ impl ScriptedClient {
             }
             // The scripted client shows no forms.
             ClientAsk::Question { .. } => request.answer(ClientAnswer::Question(Err(
-                "the scripted client cannot show questions".into(),
+                talaria_tools::ToolError::Client(
+                    "the scripted client cannot show questions".into(),
+                ),
             ))),
         }
     }

@@ -315,7 +315,7 @@ impl Turn<'_> {
                 ),
                 FromText {
                     nudge: Some((
-                        misfit_instruction(&tool, &why),
+                        misfit_instruction(&tool, &why.0),
                         "Talaria told the model why its call was not run.".to_string(),
                     )),
                     ..untouched(text, tool_calls)

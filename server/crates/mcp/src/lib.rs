@@ -19,5 +19,5 @@ mod server;
 mod tool;
 
 pub use naming::tool_name;
-pub use server::{Hub, ServerConfig, Status, Transport};
+pub use server::{Hub, McpCallError, ServerConfig, Status, Transport};
 pub use tool::McpTool;

@@ -67,7 +67,10 @@ pub struct Server {
 }
 
 /// Starts (or reaches) a server and lists its tools.
-async fn connect(config: &ServerConfig, handler: Handler) -> Result<(Client, Vec<Tool>), String> {
+async fn connect(
+    config: &ServerConfig,
+    handler: Handler,
+) -> Result<(Client, Vec<Tool>), ConnectError> {
     let client = match &config.transport {
         Transport::Stdio { command, args, env } => {
             let mut cmd = tokio::process::Command::new(command);
@@ -80,25 +83,31 @@ async fn connect(config: &ServerConfig, handler: Handler) -> Result<(Client, Vec
             let (transport, _stderr) = TokioChildProcess::builder(wrapped)
                 .stderr(std::process::Stdio::null())
                 .spawn()
-                .map_err(|e| format!("cannot start {command}: {e}"))?;
+                .map_err(|source| ConnectError::Spawn {
+                    command: command.clone(),
+                    source: Arc::new(source),
+                })?;
             handler
                 .serve(transport)
                 .await
-                .map_err(|e| format!("the MCP handshake failed: {e}"))?
+                .map_err(|e| ConnectError::Handshake {
+                    with: None,
+                    detail: e.to_string(),
+                })?
         }
         Transport::Http { url, headers } => {
             let mut default_headers = reqwest::header::HeaderMap::new();
             for (name, value) in headers {
                 let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
-                    .map_err(|e| format!("header {name:?}: {e}"))?;
+                    .map_err(|e| ConnectError::Header(format!("header {name:?}: {e}")))?;
                 let value = reqwest::header::HeaderValue::from_str(value)
-                    .map_err(|e| format!("header value for {name}: {e}"))?;
+                    .map_err(|e| ConnectError::Header(format!("header value for {name}: {e}")))?;
                 default_headers.insert(name, value);
             }
             let http = reqwest::Client::builder()
                 .default_headers(default_headers)
                 .build()
-                .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+                .map_err(|e| ConnectError::Http(e.to_string()))?;
             let transport = StreamableHttpClientTransport::with_client(
                 crate::http::HttpClient(http),
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()),
@@ -106,13 +115,16 @@ async fn connect(config: &ServerConfig, handler: Handler) -> Result<(Client, Vec
             handler
                 .serve(transport)
                 .await
-                .map_err(|e| format!("the MCP handshake with {url} failed: {e}"))?
+                .map_err(|e| ConnectError::Handshake {
+                    with: Some(url.to_string()),
+                    detail: e.to_string(),
+                })?
         }
     };
     let tools = client
         .list_all_tools()
         .await
-        .map_err(|e| format!("listing its tools failed: {e}"))?;
+        .map_err(|e| ConnectError::ListTools(e.to_string()))?;
     Ok((client, tools))
 }
 
@@ -129,7 +141,7 @@ impl Server {
         let connected = tokio::time::timeout(limit, connect(&config, handler)).await;
         let (client, tools, error) = match connected {
             Ok(Ok((client, tools))) => (Some(client), tools, None),
-            Ok(Err(why)) => (None, Vec::new(), Some(why)),
+            Ok(Err(why)) => (None, Vec::new(), Some(why.to_string())),
             Err(_) => (
                 None,
                 Vec::new(),
@@ -172,18 +184,14 @@ impl Server {
         &self,
         tool: &str,
         arguments: serde_json::Map<String, serde_json::Value>,
-    ) -> Result<CallToolResult, String> {
+    ) -> Result<CallToolResult, McpCallError> {
+        let server = || self.config.name.clone();
         for attempt in 0..2 {
             let Some(peer) = self.peer().await else {
-                return Err(format!(
-                    "the MCP server {} is not running{}",
-                    self.config.name,
-                    lock(&self.status)
-                        .last_error
-                        .as_ref()
-                        .map(|e| format!(" ({e})"))
-                        .unwrap_or_default()
-                ));
+                return Err(McpCallError::NotRunning {
+                    server: server(),
+                    last_error: lock(&self.status).last_error.clone(),
+                });
             };
             let params =
                 CallToolRequestParams::new(tool.to_string()).with_arguments(arguments.clone());
@@ -191,13 +199,12 @@ impl Server {
                 tokio::time::timeout(self.config.tool_timeout, peer.call_tool(params)).await;
             match called {
                 Err(_) => {
-                    let why = format!(
-                        "the MCP server {} did not answer within {} s",
-                        self.config.name,
-                        self.config.tool_timeout.as_secs()
-                    );
-                    self.note_error(&why, true);
-                    return Err(why);
+                    let failed = McpCallError::TimedOut {
+                        server: server(),
+                        seconds: self.config.tool_timeout.as_secs(),
+                    };
+                    self.note_error(&failed.to_string(), true);
+                    return Err(failed);
                 }
                 Ok(Ok(result)) => return Ok(result),
                 Ok(Err(error)) => {
@@ -205,26 +212,26 @@ impl Server {
                         error,
                         ServiceError::TransportClosed | ServiceError::TransportSend(_)
                     );
-                    let why = format!("the MCP server {} failed: {error}", self.config.name);
+                    let failed = McpCallError::Failed {
+                        server: server(),
+                        detail: error.to_string(),
+                    };
                     if !transport_closed
                         || attempt > 0
                         || self.restarted.swap(true, Ordering::SeqCst)
                     {
-                        self.note_error(&why, !transport_closed);
-                        return Err(why);
+                        self.note_error(&failed.to_string(), !transport_closed);
+                        return Err(failed);
                     }
-                    tracing::warn!(server = %self.config.name, "{why}; restarting it once");
+                    tracing::warn!(server = %self.config.name, "{failed}; restarting it once");
                     self.restart().await?;
                 }
             }
         }
-        Err(format!(
-            "the MCP server {} could not be reached",
-            self.config.name
-        ))
+        Err(McpCallError::Unreachable { server: server() })
     }
 
-    async fn restart(&self) -> Result<(), String> {
+    async fn restart(&self) -> Result<(), McpCallError> {
         let mut client = self.client.write().await;
         *client = None;
         let handler = Handler {
@@ -241,19 +248,23 @@ impl Server {
                 Ok(())
             }
             Ok(Err(why)) => {
+                let why = why.to_string();
                 self.note_error(&why, false);
-                Err(format!(
-                    "the MCP server {} died and did not restart: {why}",
-                    self.config.name
-                ))
+                Err(McpCallError::NotRestarted {
+                    server: self.config.name.clone(),
+                    why,
+                })
             }
             Err(_) => {
-                let why = "it did not restart in time".to_string();
+                let why = format!(
+                    "it gave no answer within {} s",
+                    self.config.startup_timeout.as_secs()
+                );
                 self.note_error(&why, false);
-                Err(format!(
-                    "the MCP server {} died and {why}",
-                    self.config.name
-                ))
+                Err(McpCallError::NotRestarted {
+                    server: self.config.name.clone(),
+                    why,
+                })
             }
         }
     }
@@ -319,4 +330,50 @@ impl Hub {
             .collect();
         format!("MCP servers:\n{}", lines.join("\n"))
     }
+}
+
+/// Why a call to an MCP server's tool failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum McpCallError {
+    #[error(
+        "the MCP server {server} is not running{}",
+        .last_error.as_ref().map(|e| format!(" ({e})")).unwrap_or_default()
+    )]
+    NotRunning {
+        server: String,
+        last_error: Option<String>,
+    },
+    #[error("the MCP server {server} did not answer within {seconds} s")]
+    TimedOut { server: String, seconds: u64 },
+    #[error("the MCP server {server} failed: {detail}")]
+    Failed { server: String, detail: String },
+    #[error("the MCP server {server} died and did not restart: {why}")]
+    NotRestarted { server: String, why: String },
+    #[error("the MCP server {server} could not be reached")]
+    Unreachable { server: String },
+}
+
+/// Why a server could not be started or reached.
+#[derive(Debug, Clone, thiserror::Error)]
+enum ConnectError {
+    #[error("cannot start {command}: {source}")]
+    Spawn {
+        command: String,
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    #[error(
+        "the MCP handshake{} failed: {detail}",
+        .with.as_ref().map(|url| format!(" with {url}")).unwrap_or_default()
+    )]
+    Handshake {
+        with: Option<String>,
+        detail: String,
+    },
+    #[error("{0}")]
+    Header(String),
+    #[error("cannot build the HTTP client: {0}")]
+    Http(String),
+    #[error("listing its tools failed: {0}")]
+    ListTools(String),
 }

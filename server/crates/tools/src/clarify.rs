@@ -2,6 +2,8 @@
 //! client shows) and returns the answer; a declined or cancelled question is reported as
 //! such. Offered only when the client can show such forms.
 
+use crate::ToolError;
+
 use std::sync::{Arc, LazyLock};
 
 use futures_util::future::BoxFuture;
@@ -33,7 +35,7 @@ pub trait UserQuestions: Send + Sync {
         message: &'a str,
         schema: &'a Value,
         cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, Result<FormAnswer, String>>;
+    ) -> BoxFuture<'a, Result<FormAnswer, ToolError>>;
 }
 
 /// The form of one question: a single answer field, a choice when `choices` are given.

@@ -8,6 +8,7 @@
 
 pub mod clarify;
 pub mod diff;
+mod error;
 pub mod fs;
 pub mod patch;
 pub mod process;
@@ -25,6 +26,7 @@ pub mod write_file;
 
 use std::sync::Arc;
 
+pub use error::{ArgsError, ToolError};
 pub use registry::{ParsedArgs, Registry};
 pub use sensitive::{PathSecrecy, SensitivePaths};
 pub use session_state::SessionToolState;

@@ -29,7 +29,7 @@ impl std::fmt::Debug for Registry {
 }
 
 /// The arguments of a call after parsing and schema checks, or why they are unusable.
-pub type ParsedArgs = Result<Value, String>;
+pub type ParsedArgs = Result<Value, crate::ArgsError>;
 
 impl Registry {
     /// An empty registry.
@@ -120,16 +120,16 @@ impl Registry {
             match serde_json::from_str::<Value>(raw) {
                 Ok(value @ Value::Object(_)) => value,
                 Ok(other) => {
-                    return Err(format!(
+                    return Err(crate::ArgsError(format!(
                         "tool arguments must be a JSON object, got: {}",
                         truncate(&other.to_string(), 200)
-                    ));
+                    )));
                 }
                 Err(e) => {
-                    return Err(format!(
+                    return Err(crate::ArgsError(format!(
                         "tool arguments are not valid JSON ({e}): {}",
                         truncate(raw, 200)
-                    ));
+                    )));
                 }
             }
         };
@@ -228,12 +228,12 @@ mod tests {
         assert!(
             registry
                 .parse_args("read_file", "[1]")
-                .is_err_and(|e| e.contains("JSON object"))
+                .is_err_and(|e| e.0.contains("JSON object"))
         );
         assert!(
             registry
                 .parse_args("read_file", "{}")
-                .is_err_and(|e| e.contains("missing required field `path`"))
+                .is_err_and(|e| e.0.contains("missing required field `path`"))
         );
         assert_eq!(
             registry

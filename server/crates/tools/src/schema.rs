@@ -3,10 +3,12 @@
 //! object or array, `null` for an optional field. Everything else that does not fit is an
 //! error message naming the field.
 
+use crate::ArgsError;
+
 use serde_json::{Map, Value};
 
 /// Coerces `args` in place to fit `schema`, or says what does not fit.
-pub fn coerce_and_validate(schema: &Value, args: &mut Value) -> Result<(), String> {
+pub fn coerce_and_validate(schema: &Value, args: &mut Value) -> Result<(), ArgsError> {
     check(schema, args, "")
 }
 
@@ -46,7 +48,7 @@ fn short(value: &Value) -> String {
     }
 }
 
-fn check(schema: &Value, value: &mut Value, path: &str) -> Result<(), String> {
+fn check(schema: &Value, value: &mut Value, path: &str) -> Result<(), ArgsError> {
     let Some(expected) = schema.get("type").and_then(Value::as_str) else {
         return Ok(());
     };
@@ -62,7 +64,7 @@ fn check(schema: &Value, value: &mut Value, path: &str) -> Result<(), String> {
         _ => true,
     };
     if !fits {
-        return Err(format!(
+        return Err(ArgsError(format!(
             "{} must be {}, got {}",
             field_name(path),
             match expected {
@@ -78,35 +80,35 @@ fn check(schema: &Value, value: &mut Value, path: &str) -> Result<(), String> {
                 Value::Null => "null".to_string(),
                 other => format!("{} {}", type_of(other), short(other)),
             }
-        ));
+        )));
     }
     if let Some(options) = schema.get("enum").and_then(Value::as_array)
         && !options.contains(value)
     {
         let allowed: Vec<String> = options.iter().map(Value::to_string).collect();
-        return Err(format!(
+        return Err(ArgsError(format!(
             "{} must be one of {}, got {}",
             field_name(path),
             allowed.join(", "),
             short(value)
-        ));
+        )));
     }
     if let Some(number) = value.as_f64() {
         if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
             && number < min
         {
-            return Err(format!(
+            return Err(ArgsError(format!(
                 "{} must be at least {min}, got {number}",
                 field_name(path)
-            ));
+            )));
         }
         if let Some(max) = schema.get("maximum").and_then(Value::as_f64)
             && number > max
         {
-            return Err(format!(
+            return Err(ArgsError(format!(
                 "{} must be at most {max}, got {number}",
                 field_name(path)
-            ));
+            )));
         }
     }
     match value {
@@ -123,7 +125,11 @@ fn check(schema: &Value, value: &mut Value, path: &str) -> Result<(), String> {
     }
 }
 
-fn check_object(schema: &Value, object: &mut Map<String, Value>, path: &str) -> Result<(), String> {
+fn check_object(
+    schema: &Value,
+    object: &mut Map<String, Value>,
+    path: &str,
+) -> Result<(), ArgsError> {
     let properties = schema.get("properties").and_then(Value::as_object);
     let required: Vec<&str> = schema
         .get("required")
@@ -134,7 +140,10 @@ fn check_object(schema: &Value, object: &mut Map<String, Value>, path: &str) -> 
     object.retain(|key, value| !value.is_null() || required.contains(&key.as_str()));
     for key in &required {
         if !object.contains_key(*key) {
-            return Err(format!("missing required field `{}`", join(path, key)));
+            return Err(ArgsError(format!(
+                "missing required field `{}`",
+                join(path, key)
+            )));
         }
     }
     if let Some(properties) = properties {
@@ -211,7 +220,9 @@ mod tests {
     }
 
     fn run(mut args: Value) -> Result<Value, String> {
-        coerce_and_validate(&schema(), &mut args).map(|()| args)
+        coerce_and_validate(&schema(), &mut args)
+            .map(|()| args)
+            .map_err(|e| e.0)
     }
 
     #[test]

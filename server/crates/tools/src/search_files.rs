@@ -2,6 +2,8 @@
 //! of file contents, or glob search of file names, in process and gitignore-aware (the
 //! `ignore` and `grep` crates that ripgrep is built from). Runs on the blocking pool.
 
+use crate::ToolError;
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
@@ -190,20 +192,20 @@ fn run(
     cwd: &Path,
     cancel: &CancellationToken,
     secrets: &SecretFilter,
-) -> Result<String, String> {
+) -> Result<String, ToolError> {
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
     // Clamped so the page arithmetic cannot overflow, whatever the model sends.
     let offset = args.offset.unwrap_or(0).min(u32::MAX as usize);
     match args.target.as_deref().unwrap_or("content") {
         "files" => find_files(&args.pattern, root, cwd, limit, offset, cancel, secrets),
         "content" => search_content(args, root, cwd, limit, offset, cancel, secrets),
-        other => Err(format!(
+        other => Err(ToolError::args(format!(
             "target must be \"content\" or \"files\", got {other:?}"
-        )),
+        ))),
     }
 }
 
-fn walker(root: &Path, glob: Option<&str>) -> Result<WalkBuilder, String> {
+fn walker(root: &Path, glob: Option<&str>) -> Result<WalkBuilder, ToolError> {
     let mut builder = WalkBuilder::new(root);
     builder
         .hidden(true)
@@ -219,11 +221,11 @@ fn walker(root: &Path, glob: Option<&str>) -> Result<WalkBuilder, String> {
         let mut overrides = ignore::overrides::OverrideBuilder::new(root);
         overrides
             .add(glob)
-            .map_err(|e| format!("invalid file_glob {glob:?}: {e}"))?;
+            .map_err(|e| ToolError::args(format!("invalid file_glob {glob:?}: {e}")))?;
         builder.overrides(
             overrides
                 .build()
-                .map_err(|e| format!("invalid file_glob {glob:?}: {e}"))?,
+                .map_err(|e| ToolError::args(format!("invalid file_glob {glob:?}: {e}")))?,
         );
     }
     Ok(builder)
@@ -238,7 +240,7 @@ fn walk_files<F, V>(
     cancel: &CancellationToken,
     secrets: &SecretFilter,
     make_visitor: F,
-) -> Result<(), String>
+) -> Result<(), ToolError>
 where
     F: Fn() -> V + Sync,
     V: FnMut(&Path) + Send,
@@ -289,11 +291,11 @@ fn find_files(
     offset: usize,
     cancel: &CancellationToken,
     secrets: &SecretFilter,
-) -> Result<String, String> {
+) -> Result<String, ToolError> {
     let glob = globset::GlobBuilder::new(pattern)
         .literal_separator(false)
         .build()
-        .map_err(|e| format!("invalid glob {pattern:?}: {e}"))?
+        .map_err(|e| ToolError::args(format!("invalid glob {pattern:?}: {e}")))?
         .compile_matcher();
     let by_name = !pattern.contains('/');
     let found = Mutex::new(Vec::new());
@@ -312,7 +314,7 @@ fn find_files(
         }
     })?;
     if cancel.is_cancelled() {
-        return Err("search cancelled".into());
+        return Err(ToolError::Cancelled("search"));
     }
     let mut found = found.into_inner().unwrap_or_else(PoisonError::into_inner);
     found.sort();
@@ -396,11 +398,11 @@ fn search_content(
     offset: usize,
     cancel: &CancellationToken,
     secrets: &SecretFilter,
-) -> Result<String, String> {
+) -> Result<String, ToolError> {
     let matcher = RegexMatcherBuilder::new()
         .case_smart(true)
         .build(&args.pattern)
-        .map_err(|e| format!("invalid regex {:?}: {e}", args.pattern))?;
+        .map_err(|e| ToolError::args(format!("invalid regex {:?}: {e}", args.pattern)))?;
     let context = args.context.unwrap_or(0).min(10);
     let results: Mutex<Vec<FileLines>> = Mutex::new(Vec::new());
     let stored = AtomicUsize::new(0);
@@ -439,7 +441,7 @@ fn search_content(
         }
     })?;
     if cancel.is_cancelled() {
-        return Err("search cancelled".into());
+        return Err(ToolError::Cancelled("search"));
     }
     let mut results = results.into_inner().unwrap_or_else(PoisonError::into_inner);
     results.sort_by(|a, b| a.0.cmp(&b.0));

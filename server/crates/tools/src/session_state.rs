@@ -1,5 +1,7 @@
 //! Per-session tool state: background processes (killed when the session ends) and the todo list.
 
+use crate::ToolError;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Stdio;
@@ -90,17 +92,21 @@ impl ManagedProcess {
     }
 
     /// Writes to the process's stdin.
-    pub async fn write_stdin(&self, data: &str) -> Result<(), String> {
+    pub async fn write_stdin(&self, data: &str) -> Result<(), ToolError> {
         let mut stdin = self.stdin.lock().await;
         let Some(pipe) = stdin.as_mut() else {
-            return Err("the process's stdin is closed".into());
+            return Err(ToolError::Rejected("the process's stdin is closed".into()));
         };
         pipe.write_all(data.as_bytes())
             .await
-            .map_err(|e| format!("writing to stdin failed: {e}"))?;
-        pipe.flush()
-            .await
-            .map_err(|e| format!("writing to stdin failed: {e}"))
+            .map_err(|source| ToolError::Process {
+                what: "writing to stdin failed".into(),
+                source,
+            })?;
+        pipe.flush().await.map_err(|source| ToolError::Process {
+            what: "writing to stdin failed".into(),
+            source,
+        })
     }
 
     /// Kills the process and its group.
@@ -134,7 +140,7 @@ impl ProcessTable {
         command: &str,
         launch: &Launch,
         cwd: &Path,
-    ) -> Result<Arc<ManagedProcess>, String> {
+    ) -> Result<Arc<ManagedProcess>, ToolError> {
         let mut child = crate::shell::local::command(launch)
             .current_dir(cwd)
             .stdin(Stdio::piped())
@@ -143,8 +149,13 @@ impl ProcessTable {
             .process_group(0)
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| format!("cannot start the shell in {}: {e}", cwd.display()))?;
-        let pid = child.id().ok_or("the process exited at once")?;
+            .map_err(|source| ToolError::Process {
+                what: format!("cannot start the shell in {}", cwd.display()),
+                source,
+            })?;
+        let pid = child
+            .id()
+            .ok_or_else(|| ToolError::Rejected("the process exited at once".into()))?;
         let id = format!("proc_{}", self.next.fetch_add(1, Ordering::Relaxed) + 1);
         let (exit_tx, exit_rx) = watch::channel(None);
         let process = Arc::new(ManagedProcess {

@@ -277,10 +277,10 @@ impl ToolOutcome {
     }
 
     /// A failed result whose message the model can read and act on.
-    pub fn failed(message: impl Into<String>) -> Self {
+    pub fn failed(message: impl std::fmt::Display) -> Self {
         Self {
             status: ToolStatus::Failed,
-            content: message.into(),
+            content: message.to_string(),
             raw_output: None,
             locations: Vec::new(),
             effects: Vec::new(),

@@ -27,7 +27,10 @@ pub(crate) enum TextCall {
         unrun: Vec<String>,
     },
     /// It names an offered tool, but its arguments do not fit (not run).
-    Invalid { tool: String, why: String },
+    Invalid {
+        tool: String,
+        why: talaria_tools::ArgsError,
+    },
     /// It is plainly a call (a name and arguments) of a tool that is not offered.
     Unknown { tool: String },
 }
@@ -41,7 +44,7 @@ enum Checked {
     },
     Invalid {
         name: String,
-        why: String,
+        why: talaria_tools::ArgsError,
     },
     Unknown {
         name: String,

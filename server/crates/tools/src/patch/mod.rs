@@ -2,6 +2,8 @@
 //! `{mode: "patch", patch}` for a multi-file patch. Every edit reports a diff. A multi-file
 //! patch is checked completely before any file is written.
 
+use crate::ToolError;
+
 pub mod replace;
 pub mod v4a;
 
@@ -166,7 +168,7 @@ impl Tool for Patch {
             let mut locations = Vec::new();
             for change in changes {
                 if let Err(why) = commit(&change, ctx).await {
-                    report.push(why.clone());
+                    report.push(why.to_string());
                     return ToolOutcome::failed(format!(
                         "{}\n(changes listed before this line were applied)",
                         report.join("\n")
@@ -213,36 +215,38 @@ fn effect_of(change: Change) -> ToolEffect {
     }
 }
 
-async fn read_existing(ctx: &ToolContext, path: &std::path::Path) -> Result<String, String> {
+async fn read_existing(ctx: &ToolContext, path: &std::path::Path) -> Result<String, ToolError> {
     match ctx.files.read_text(path).await {
         Ok(text) => Ok(text),
-        Err(FileError::NotFound(_)) => Err(format!(
+        Err(FileError::NotFound(_)) => Err(ToolError::Rejected(format!(
             "{} does not exist; create it with write_file",
             path.display()
-        )),
-        Err(e) => Err(format!("Cannot read {}: {e}", path.display())),
+        ))),
+        Err(e) => Err(ToolError::file("read", path)(e)),
     }
 }
 
 /// Computes every change without writing anything.
-async fn plan(args: &Args, ctx: &ToolContext) -> Result<Vec<Change>, String> {
+async fn plan(args: &Args, ctx: &ToolContext) -> Result<Vec<Change>, ToolError> {
     if args.is_multi_file() {
         let patch = args
             .patch
             .as_deref()
-            .ok_or("patch mode needs the `patch` text")?;
-        let ops = v4a::parse(patch).map_err(|e| format!("Invalid patch: {e}"))?;
+            .ok_or_else(|| ToolError::args("patch mode needs the `patch` text"))?;
+        let ops = v4a::parse(patch).map_err(|e| ToolError::args(format!("Invalid patch: {e}")))?;
         let mut changes = Vec::new();
         for op in ops {
             match op {
                 v4a::FileOp::Add { path, content } => {
                     let path = ctx.resolve(&path);
-                    let old = current_text(ctx, &path).await.map_err(|e| e.to_string())?;
+                    let old = current_text(ctx, &path)
+                        .await
+                        .map_err(ToolError::file("read", &path))?;
                     if old.is_some() {
-                        return Err(format!(
+                        return Err(ToolError::Rejected(format!(
                             "{} already exists; use an Update File section",
                             path.display()
-                        ));
+                        )));
                     }
                     changes.push(Change {
                         path,
@@ -270,8 +274,9 @@ async fn plan(args: &Args, ctx: &ToolContext) -> Result<Vec<Change>, String> {
                 } => {
                     let from = ctx.resolve(&path);
                     let old = read_existing(ctx, &from).await?;
-                    let new = v4a::apply(&old, &hunks)
-                        .map_err(|e| format!("Cannot update {}: {e}", from.display()))?;
+                    let new = v4a::apply(&old, &hunks).map_err(|e| {
+                        ToolError::Rejected(format!("Cannot update {}: {e}", from.display()))
+                    })?;
                     match move_to {
                         Some(to) => {
                             let to = ctx.resolve(&to);
@@ -296,21 +301,28 @@ async fn plan(args: &Args, ctx: &ToolContext) -> Result<Vec<Change>, String> {
         }
         return Ok(changes);
     }
-    let path = args.path.as_deref().filter(|p| !p.trim().is_empty()).ok_or(
-        "replace mode needs `path`, `old_string` and `new_string` (or use mode=\"patch\" with `patch`)",
-    )?;
+    let path = args
+        .path
+        .as_deref()
+        .filter(|p| !p.trim().is_empty())
+        .ok_or_else(|| {
+            ToolError::args(
+                "replace mode needs `path`, `old_string` and `new_string` (or use mode=\"patch\" with `patch`)",
+            )
+        })?;
     let old_string = args
         .old_string
         .as_deref()
-        .ok_or("replace mode needs `old_string`")?;
+        .ok_or_else(|| ToolError::args("replace mode needs `old_string`"))?;
     let new_string = args
         .new_string
         .as_deref()
-        .ok_or("replace mode needs `new_string`")?;
+        .ok_or_else(|| ToolError::args("replace mode needs `new_string`"))?;
     let path = ctx.resolve(path);
     let old = read_existing(ctx, &path).await?;
-    let (new, count, strategy) = replace::replace(&old, old_string, new_string, args.replace_all)
-        .map_err(|e| format!("Cannot edit {}: {e}.", path.display()))?;
+    let (new, count, strategy) =
+        replace::replace(&old, old_string, new_string, args.replace_all)
+            .map_err(|e| ToolError::Rejected(format!("Cannot edit {}: {e}.", path.display())))?;
     let how = match strategy {
         replace::Strategy::Exact => "",
         replace::Strategy::WhitespaceTolerant => " (matched ignoring whitespace and indentation)",
@@ -328,24 +340,24 @@ async fn plan(args: &Args, ctx: &ToolContext) -> Result<Vec<Change>, String> {
     }])
 }
 
-async fn commit(change: &Change, ctx: &ToolContext) -> Result<(), String> {
+async fn commit(change: &Change, ctx: &ToolContext) -> Result<(), ToolError> {
     match &change.new {
         Some(text) => ctx
             .files
             .write_text(&change.path, text)
             .await
-            .map_err(|e| format!("Cannot write {}: {e}", change.path.display()))?,
+            .map_err(ToolError::file("write", &change.path))?,
         None => tokio::fs::remove_file(&change.path)
             .await
-            .map_err(|e| format!("Cannot delete {}: {e}", change.path.display()))?,
+            .map_err(ToolError::io("delete", &change.path))?,
     }
     if let Some(from) = &change.moved_from {
         tokio::fs::remove_file(from).await.map_err(|e| {
-            format!(
+            ToolError::Rejected(format!(
                 "Wrote {} but cannot remove {}: {e}",
                 change.path.display(),
                 from.display()
-            )
+            ))
         })?;
     }
     Ok(())

@@ -3,6 +3,8 @@
 //! update hunks start with `@@` (optionally followed by an anchor line) and hold context (` `),
 //! removed (`-`) and added (`+`) lines.
 
+use crate::ToolError;
+
 /// One line of a hunk.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HunkLine {
@@ -36,7 +38,7 @@ pub enum FileOp {
 }
 
 /// Parses a patch.
-pub fn parse(patch: &str) -> Result<Vec<FileOp>, String> {
+pub fn parse(patch: &str) -> Result<Vec<FileOp>, ToolError> {
     let mut ops = Vec::new();
     let mut lines = patch.lines().peekable();
     while let Some(line) = lines.next() {
@@ -94,23 +96,28 @@ pub fn parse(patch: &str) -> Result<Vec<FileOp>, String> {
                 if hunks.is_empty() {
                     hunks.push(Hunk::default());
                 }
-                let hunk = hunks.last_mut().ok_or("internal: no hunk")?;
+                let hunk = hunks
+                    .last_mut()
+                    .ok_or_else(|| ToolError::Rejected("internal: no hunk".into()))?;
                 let parsed = match next.chars().next() {
                     Some('+') => HunkLine::Add(next[1..].to_string()),
                     Some('-') => HunkLine::Remove(next[1..].to_string()),
                     Some(' ') => HunkLine::Context(next[1..].to_string()),
                     None => HunkLine::Context(String::new()),
                     Some(_) => {
-                        return Err(format!(
+                        return Err(ToolError::Rejected(format!(
                             "in the update of {}: line {next:?} must start with ' ', '-' or '+'",
                             path.trim()
-                        ));
+                        )));
                     }
                 };
                 hunk.lines.push(parsed);
             }
             if hunks.iter().all(|h| h.lines.is_empty()) && move_to.is_none() {
-                return Err(format!("the update of {} has no changes", path.trim()));
+                return Err(ToolError::Rejected(format!(
+                    "the update of {} has no changes",
+                    path.trim()
+                )));
             }
             ops.push(FileOp::Update {
                 path: path.trim().to_string(),
@@ -118,13 +125,15 @@ pub fn parse(patch: &str) -> Result<Vec<FileOp>, String> {
                 hunks,
             });
         } else {
-            return Err(format!(
+            return Err(ToolError::Rejected(format!(
                 "unexpected line {line:?}: expected *** Add File:, *** Update File: or *** Delete File:"
-            ));
+            )));
         }
     }
     if ops.is_empty() {
-        return Err("the patch contains no file operations".into());
+        return Err(ToolError::Rejected(
+            "the patch contains no file operations".into(),
+        ));
     }
     Ok(ops)
 }
@@ -150,7 +159,7 @@ fn find(
 }
 
 /// Applies update hunks to `text`.
-pub fn apply(text: &str, hunks: &[Hunk]) -> Result<String, String> {
+pub fn apply(text: &str, hunks: &[Hunk]) -> Result<String, ToolError> {
     let trailing_newline = text.ends_with('\n');
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
     let mut cursor = 0;
@@ -183,11 +192,11 @@ pub fn apply(text: &str, hunks: &[Hunk]) -> Result<String, String> {
             .or_else(|| find(&lines, &old, cursor, |a, b| a.trim() == b.trim()))
             .or_else(|| find(&lines, &old, 0, |a, b| a.trim() == b.trim()))
             .ok_or_else(|| {
-                format!(
+                ToolError::Rejected(format!(
                     "hunk {} did not match; its context and removed lines were not found:\n{}",
                     number + 1,
                     old.join("\n")
-                )
+                ))
             })?;
         let end = at + old.len();
         lines.splice(at..end, new.iter().cloned());
@@ -257,6 +266,7 @@ mod tests {
         assert!(
             apply(text, &bad)
                 .expect_err("expected an error")
+                .to_string()
                 .contains("did not match")
         );
     }

@@ -1,6 +1,8 @@
 //! Runs commands on this machine, each in its own process group, so a timeout or a cancel
 //! kills the command and everything it started: no orphans.
 
+use crate::ToolError;
+
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -64,7 +66,7 @@ impl CommandRunner for LocalRunner {
         spec: CommandSpec,
         cancel: &'a CancellationToken,
         progress: Option<ProgressSink>,
-    ) -> BoxFuture<'a, Result<CommandResult, String>> {
+    ) -> BoxFuture<'a, Result<CommandResult, ToolError>> {
         Box::pin(async move {
             let mut child = command(&spec.local)
                 .current_dir(&spec.cwd)
@@ -74,7 +76,10 @@ impl CommandRunner for LocalRunner {
                 .process_group(0)
                 .kill_on_drop(true)
                 .spawn()
-                .map_err(|e| format!("cannot start the shell in {}: {e}", spec.cwd.display()))?;
+                .map_err(|source| ToolError::Process {
+                    what: format!("cannot start the shell in {}", spec.cwd.display()),
+                    source,
+                })?;
             let mut guard = GroupGuard(child.id());
             let (tx, mut rx) = mpsc::channel::<Vec<u8>>(64);
             if let Some(stdout) = child.stdout.take() {
@@ -102,7 +107,10 @@ impl CommandRunner for LocalRunner {
                         None => pipes_open = false,
                     },
                     exit = child.wait(), if status.is_none() => {
-                        status = Some(exit.map_err(|e| format!("waiting for the command failed: {e}"))?);
+                        status = Some(exit.map_err(|source| ToolError::Process {
+                            what: "waiting for the command failed".into(),
+                            source,
+                        })?);
                         // Whatever the command left running in its group goes too.
                         if let Some(pgid) = guard.0.take() {
                             kill_group(pgid);

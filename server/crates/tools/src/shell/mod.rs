@@ -1,6 +1,8 @@
 //! Shell commands: parsing and classification, bounded output, and runners (local here; the
 //! editor's terminals are a runner implemented at the protocol edge).
 
+use crate::ToolError;
+
 pub mod launch;
 pub mod local;
 pub mod output;
@@ -53,7 +55,7 @@ pub trait CommandRunner: Send + Sync {
         spec: CommandSpec,
         cancel: &'a CancellationToken,
         progress: Option<ProgressSink>,
-    ) -> BoxFuture<'a, Result<CommandResult, String>>;
+    ) -> BoxFuture<'a, Result<CommandResult, ToolError>>;
 }
 
 /// The shell used to run commands.
