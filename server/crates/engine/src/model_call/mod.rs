@@ -9,6 +9,7 @@
 //! - A stream that breaks after output is restarted only for transient failures, after a
 //!   notice that the partial answer is abandoned; only a complete answer is returned.
 
+mod attempts;
 pub(crate) mod compaction;
 mod error;
 mod fit;
@@ -18,19 +19,15 @@ pub(crate) mod sink;
 use futures_util::StreamExt;
 use talaria_provider::{
     ChatRequest, ErrorClass, FinishReason, ProviderError, StreamEvent, StreamFailure,
-    ToolCallRequest, ToolSpec, classify,
+    ToolCallRequest,
 };
-use talaria_record::Transcript;
 use tokio_util::sync::CancellationToken;
 
-use crate::backoff;
 use crate::config::RetryPolicy;
-use crate::context::{ContextState, tools_text};
+use crate::context::ContextState;
 use crate::events::{NoticeLevel, TurnUsage};
 use crate::router::{ModelRouter, ModelTarget};
-use compaction::Trigger;
 pub use error::CallError;
-use recovery::{Action, GiveUp, RecoveryState, next_action};
 
 pub(crate) use sink::{CallSink, ChatSink, SilentSink, TextHold};
 
@@ -126,237 +123,6 @@ impl<'a> ModelCaller<'a> {
             last_failure: None,
             spill_dir: None,
         }
-    }
-
-    /// One model call through the whole recovery stack. `Err` is the failure to report (the
-    /// sink has already been told).
-    pub async fn call<S: CallSink>(
-        &mut self,
-        transcript: &mut Transcript,
-        tools: &[ToolSpec],
-        max_tokens: Option<u32>,
-        sink: &mut S,
-    ) -> Result<CallResult, CallError> {
-        let mut state = RecoveryState {
-            max_attempts: self.retry.max_attempts,
-            ..RecoveryState::default()
-        };
-        let mut max_tokens = max_tokens;
-        let mut failure: Option<CallError> = None;
-        // Tools described in the prompt instead of sent natively: for the session once its
-        // server rejected the model's calls twice, else for the rest of this call after once.
-        let mut tools_in_prompt = self.context.tools_in_prompt && !tools.is_empty();
-        let tools_text = tools_text(tools);
-        self.compact_if_needed(transcript, &tools_text, sink).await;
-        let answer_room = max_tokens.or_else(|| {
-            self.chain
-                .get(self.active)
-                .and_then(|t| t.limits.default_max_tokens)
-        });
-        if let Err(why) = self
-            .fit_to_window(transcript, &tools_text, answer_room, sink)
-            .await
-        {
-            sink.notice(NoticeLevel::Error, format!("The turn failed: {why}"))
-                .await;
-            return Err(why);
-        }
-        while self.active < self.chain.len() {
-            let target = self.chain[self.active].clone();
-            let lease = target.pool.lease();
-            if lease.is_none() && !target.pool.is_empty() {
-                failure = Some(CallError::KeysCoolingDown {
-                    label: target.label(),
-                });
-                if self.fall_back("its keys are cooling down", sink).await {
-                    state = RecoveryState {
-                        max_attempts: state.max_attempts,
-                        ..RecoveryState::default()
-                    };
-                    continue;
-                }
-                break;
-            }
-            state.attempts += 1;
-            let credential = lease.as_ref().map(|l| l.key.as_str());
-            let prompted = tools_in_prompt
-                .then(|| crate::text_calls::prompt::with_tools_in_prompt(transcript, tools));
-            let (sent, sent_tools, sent_tools_text) = match &prompted {
-                Some(prompted) => (prompted, &[][..], ""),
-                None => (&*transcript, tools, tools_text.as_str()),
-            };
-            let counted = self.context.count_request(sent, sent_tools_text).await;
-            let request = ChatRequest {
-                model: &target.model,
-                transcript: sent,
-                tools: sent_tools,
-                max_tokens: max_tokens.or(target.limits.default_max_tokens),
-                credential,
-            };
-            sink.attempt_started().await;
-            let attempt = self.stream_once(&target, &request, counted, sink).await;
-            let (error, shown) = match attempt {
-                Attempt::Done(result) => {
-                    if matches!(result, CallResult::Finished { .. })
-                        && self.active > 0
-                        && !self.announced_fallback
-                    {
-                        self.announced_fallback = true;
-                        let message = format!("Answered by the fallback model {}.", target.label());
-                        sink.notice(NoticeLevel::Info, message).await;
-                    }
-                    return Ok(result);
-                }
-                Attempt::Failed { error, shown } => (error, shown),
-            };
-            let classified = classify(&error);
-            let class = classified.class;
-            self.last_failure = Some(class);
-            tracing::warn!(
-                ?class,
-                attempt = state.attempts,
-                "model call failed: {error}"
-            );
-            state.output_shown = shown;
-            state.other_key = lease.as_ref().is_some_and(|l| target.pool.has_other(l));
-            state.fallback_left = self.active + 1 < self.chain.len();
-            let label = target.label();
-            if !tools_in_prompt
-                && !tools.is_empty()
-                && talaria_provider::classify::is_malformed_output(&error)
-            {
-                tools_in_prompt = true;
-                self.tools_rejected(&label);
-                if sink.displayed() {
-                    let message = format!(
-                        "The answer from {label} broke off. Nothing was run; the partial answer above is abandoned and the answer restarts."
-                    );
-                    sink.notice(NoticeLevel::Warning, message).await;
-                }
-                state.attempts -= 1;
-                continue;
-            }
-            match next_action(class, &state) {
-                Action::RotateKey => {
-                    if let Some(lease) = &lease {
-                        target.pool.cool_down(lease);
-                        let message = format!(
-                            "{label}: {} with key {} of {}; trying the next key.",
-                            class.describe(),
-                            lease.index + 1,
-                            target.pool.len()
-                        );
-                        sink.notice(NoticeLevel::Warning, message).await;
-                    }
-                    state.attempts -= 1;
-                }
-                Action::ShrinkMaxTokens => {
-                    state.shrinks += 1;
-                    let smaller = classified
-                        .max_tokens_limit
-                        .or_else(|| max_tokens.map(|m| m / 2))
-                        .unwrap_or(4096)
-                        .max(256);
-                    max_tokens = Some(smaller);
-                    let message =
-                        format!("{label}: max_tokens too large; retrying with {smaller}.");
-                    sink.notice(NoticeLevel::Warning, message).await;
-                    state.attempts -= 1;
-                }
-                Action::Compress => {
-                    state.compressions += 1;
-                    if let Some(limit) = classified.context_limit
-                        && limit < self.context.window
-                    {
-                        self.context.window = limit;
-                        let message = format!(
-                            "{label} reports a context window of {limit} tokens; using that from now on."
-                        );
-                        sink.notice(NoticeLevel::Info, message).await;
-                    }
-                    match self
-                        .compact(transcript, &tools_text, Trigger::Overflow, sink)
-                        .await
-                    {
-                        Ok(()) => {
-                            let message = format!(
-                                "{label} said the conversation does not fit its context window; it was compacted and the request is sent again."
-                            );
-                            sink.notice(NoticeLevel::Warning, message).await;
-                            state.attempts -= 1;
-                        }
-                        Err(source) => {
-                            failure = Some(CallError::CompactionFailed { label, source });
-                            break;
-                        }
-                    }
-                }
-                Action::Restart => {
-                    state.restarts += 1;
-                    let message = format!(
-                        "The answer from {label} broke off ({error}). Nothing was run; the partial answer above is abandoned and the answer restarts."
-                    );
-                    sink.notice(NoticeLevel::Warning, message).await;
-                    state.attempts -= 1;
-                }
-                Action::Retry => {
-                    let wait = backoff::delay(&self.retry, state.attempts, classified.retry_after);
-                    let message = format!(
-                        "{label}: {} ({error}); retrying in {:.1} s (attempt {} of {}).",
-                        class.describe(),
-                        wait.as_secs_f64(),
-                        state.attempts + 1,
-                        self.retry.max_attempts
-                    );
-                    sink.notice(NoticeLevel::Warning, message).await;
-                    tokio::select! {
-                        biased;
-                        () = self.cancel.cancelled() => return Ok(CallResult::Cancelled { text: String::new() }),
-                        () = tokio::time::sleep(wait) => {}
-                    }
-                }
-                Action::FallBack => {
-                    failure = Some(CallError::Provider {
-                        label,
-                        class,
-                        source: error,
-                    });
-                    self.fall_back(class.describe(), sink).await;
-                    state = RecoveryState {
-                        max_attempts: state.max_attempts,
-                        ..RecoveryState::default()
-                    };
-                }
-                Action::Fail(GiveUp::CutAfterOutput) => {
-                    let failed = CallError::CutAfterOutput {
-                        label,
-                        source: error,
-                    };
-                    sink.notice(NoticeLevel::Error, failed.to_string()).await;
-                    return Err(failed);
-                }
-                Action::Fail(GiveUp::StillTooLarge) => {
-                    failure = Some(CallError::StillTooLarge {
-                        label,
-                        attempts: recovery::MAX_COMPRESSIONS,
-                        source: error,
-                    });
-                    break;
-                }
-                Action::Fail(GiveUp::Exhausted) => {
-                    failure = Some(CallError::Provider {
-                        label,
-                        class,
-                        source: error,
-                    });
-                    break;
-                }
-            }
-        }
-        let failed = failure.unwrap_or(CallError::NoModel);
-        sink.notice(NoticeLevel::Error, format!("The turn failed: {failed}"))
-            .await;
-        Err(failed)
     }
 
     /// Notes that the server rejected the model's own output as a malformed tool call: this
