@@ -4,6 +4,12 @@
 //! is present at all, even empty (an empty key sends no credentials: local servers). Several
 //! keys form a pool: `api_keys = [...]` in the file, or comma-separated in the variable.
 
+mod parts;
+use parts::{
+    Bases, auxiliaries_of, context_window_of, fallbacks_of, key_strategy_of, learning_of,
+    mcp_servers_of, mode_of, provider_of, retry_of, shell_environment_of, titles_of, tokenizers_of,
+};
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -36,6 +42,14 @@ impl ProviderKind {
                 format!("{name:?}"),
                 "unknown provider; expected \"openai\", \"anthropic\" or \"openai-responses\"",
             )),
+        }
+    }
+
+    /// The model used when none is configured.
+    fn default_model(self) -> &'static str {
+        match self {
+            Self::OpenAi | Self::OpenAiResponses => "gpt-4.1-mini",
+            Self::Anthropic => "claude-sonnet-4-5",
         }
     }
 
@@ -665,203 +679,51 @@ impl Config {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
         let env_nonempty = |key: &str| env(key).filter(|v| !v.trim().is_empty());
-        let provider = match (env_nonempty("TALARIA_PROVIDER"), file.provider) {
-            (Some(name), _) => ProviderKind::parse(&name).map_err(|_| {
-                ConfigError::variable(
-                    "TALARIA_PROVIDER",
-                    &name,
-                    "unknown provider; expected \"openai\", \"anthropic\" or \"openai-responses\"",
-                )
-            })?,
-            (None, Some(name)) => ProviderKind::parse(&name)?,
-            (None, None) => ProviderKind::OpenAi,
-        };
-        let context_window = match env_nonempty("TALARIA_CONTEXT_WINDOW") {
-            Some(value) => value.trim().parse::<u64>().map_err(|_| {
-                ConfigError::variable(
-                    "TALARIA_CONTEXT_WINDOW",
-                    &value,
-                    "TALARIA_CONTEXT_WINDOW must be a whole number of tokens",
-                )
-            })?,
-            None => file.context_window.unwrap_or(DEFAULT_CONTEXT_WINDOW),
-        };
-        let context_window_set =
-            env_nonempty("TALARIA_CONTEXT_WINDOW").is_some() || file.context_window.is_some();
-        if context_window < 1024 {
-            let detail = "the context window is too small (at least 1024 tokens)";
-            return Err(match env_nonempty("TALARIA_CONTEXT_WINDOW") {
-                Some(value) => ConfigError::variable("TALARIA_CONTEXT_WINDOW", &value, detail),
-                None => ConfigError::value("context_window", context_window, detail),
-            });
-        }
-        let model =
-            env_nonempty("TALARIA_MODEL")
-                .or(file.model)
-                .unwrap_or_else(|| match provider {
-                    ProviderKind::OpenAi | ProviderKind::OpenAiResponses => "gpt-4.1-mini".into(),
-                    ProviderKind::Anthropic => "claude-sonnet-4-5".into(),
-                });
+        let (shell_environment, retry) = (shell_environment_of(&file), retry_of(&file));
+        let provider = provider_of(file.provider.as_deref(), &env_nonempty)?;
+        let (context_window, context_window_set) =
+            context_window_of(file.context_window, &env_nonempty)?;
+        let model = env_nonempty("TALARIA_MODEL")
+            .or(file.model)
+            .unwrap_or_else(|| provider.default_model().into());
         let mut models = file.models.unwrap_or_default();
         if !models.contains(&model) {
             models.insert(0, model.clone());
         }
-        let mode = match file.mode.as_deref() {
-            None => Mode::Ask,
-            Some(id) => Mode::from_id(id).ok_or_else(|| {
-                ConfigError::value(
-                    "mode",
-                    format!("{id:?}"),
-                    "unknown mode; expected one of read-only, ask, accept-edits, yolo",
-                )
-            })?,
+        let mode = mode_of(file.mode.as_deref())?;
+        let key_strategy = key_strategy_of(file.key_strategy.as_deref())?;
+        let bases = Bases {
+            openai: endpoint(
+                file.openai,
+                env,
+                "OPENAI_BASE_URL",
+                "OPENAI_API_KEY",
+                "https://api.openai.com/v1",
+            ),
+            anthropic: endpoint(
+                file.anthropic,
+                env,
+                "ANTHROPIC_BASE_URL",
+                "ANTHROPIC_API_KEY",
+                "https://api.anthropic.com",
+            ),
         };
-        let key_strategy = match file.key_strategy.as_deref() {
-            None => KeyStrategy::FillFirst,
-            Some(name) => KeyStrategy::parse(name).ok_or_else(|| {
-                ConfigError::value(
-                    "key_strategy",
-                    format!("{name:?}"),
-                    "unknown key strategy; expected fill-first or round-robin",
-                )
-            })?,
-        };
-        let openai = endpoint(
-            file.openai,
-            env,
-            "OPENAI_BASE_URL",
-            "OPENAI_API_KEY",
-            "https://api.openai.com/v1",
-        );
-        let anthropic = endpoint(
-            file.anthropic,
-            env,
-            "ANTHROPIC_BASE_URL",
-            "ANTHROPIC_API_KEY",
-            "https://api.anthropic.com",
-        );
-        let mut fallback = Vec::new();
-        // Keys the configuration reads from variables are withheld from commands.
-        let withheld_variables: Vec<String> = file
-            .fallback
-            .iter()
-            .filter_map(|f| f.api_key_env.clone())
-            .chain(
-                file.auxiliary
-                    .values()
-                    .filter_map(|a| a.api_key_env.clone()),
-            )
-            .collect();
-        for (index, entry) in file.fallback.into_iter().enumerate() {
-            let kind = ProviderKind::parse(&entry.provider)
-                .map_err(|e| e.for_key(&format!("fallback[{index}].provider")))?;
-            let base = match kind {
-                ProviderKind::Anthropic => &anthropic,
-                ProviderKind::OpenAi | ProviderKind::OpenAiResponses => &openai,
-            };
-            let api_keys = match &entry.api_key_env {
-                Some(var) => env(var).map(|v| split_keys(&v)).unwrap_or_default(),
-                None => base.api_keys.clone(),
-            };
-            fallback.push(Fallback {
-                provider: kind,
-                model: entry.model,
-                endpoint: Endpoint {
-                    base_url: entry.base_url.unwrap_or_else(|| base.base_url.clone()),
-                    api_keys,
-                },
-            });
-        }
-        let mut auxiliary = std::collections::BTreeMap::new();
-        for (task, entry) in file.auxiliary {
-            let kind = match &entry.provider {
-                Some(name) => ProviderKind::parse(name)
-                    .map_err(|e| e.for_key(&format!("auxiliary.{task}.provider")))?,
-                None => provider,
-            };
-            let base = match kind {
-                ProviderKind::Anthropic => &anthropic,
-                ProviderKind::OpenAi | ProviderKind::OpenAiResponses => &openai,
-            };
-            let api_keys = match &entry.api_key_env {
-                Some(var) => env(var).map(|v| split_keys(&v)).unwrap_or_default(),
-                None => base.api_keys.clone(),
-            };
-            auxiliary.insert(
-                task.clone(),
-                Auxiliary {
-                    provider: kind,
-                    model: entry.model.unwrap_or_else(|| model.clone()),
-                    endpoint: Endpoint {
-                        base_url: entry.base_url.unwrap_or_else(|| base.base_url.clone()),
-                        api_keys,
-                    },
-                    timeout_secs: entry
-                        .timeout_secs
-                        .unwrap_or(DEFAULT_SIDE_TASK_TIMEOUT_SECS)
-                        .max(1),
-                },
-            );
-        }
-        let compression = compression_settings(&file.compression)?;
-        let mut tokenizers = HashMap::new();
-        for (model_name, encoding) in &file.tokenizers {
-            let parsed = talaria_compress::Encoding::parse(encoding).ok_or_else(|| {
-                ConfigError::value(
-                    format!("tokenizers.\"{model_name}\""),
-                    format!("{encoding:?}"),
-                    "the known encodings are cl100k and o200k",
-                )
-            })?;
-            tokenizers.insert(model_name.clone(), parsed);
-        }
-        let learning_defaults = Learning::default();
-        let learning = Learning {
-            skill_review_after: file
-                .learning
-                .skill_review_after
-                .unwrap_or(learning_defaults.skill_review_after),
-            memory_review_after: file
-                .learning
-                .memory_review_after
-                .unwrap_or(learning_defaults.memory_review_after),
-            stage_reviews: file
-                .learning
-                .stage_reviews
-                .unwrap_or(learning_defaults.stage_reviews),
-            max_review_calls: file
-                .learning
-                .max_review_calls
-                .unwrap_or(learning_defaults.max_review_calls)
-                .clamp(1, 64),
-            on_local_servers: file
-                .learning
-                .on_local_servers
-                .unwrap_or(learning_defaults.on_local_servers),
-        };
-        let shell_environment = ShellEnvironment {
-            keep: file.shell_environment.keep.unwrap_or_default(),
-            set: file.shell_environment.set.unwrap_or_default(),
-            withheld: withheld_variables,
-        };
-        let sandbox = sandbox_config(file.sandbox, env)?;
+        let fallback = fallbacks_of(file.fallback, &bases, env)?;
+        let auxiliary = auxiliaries_of(file.auxiliary, provider, &model, &bases, env)?;
+        let Bases { openai, anthropic } = bases;
+        let (titles, titles_set) = titles_of(file.titles, &env_nonempty);
         Ok(Self {
-            sandbox,
+            sandbox: sandbox_config(file.sandbox, env)?,
             shell_environment,
-            compression,
-            tokenizers,
-            learning,
+            compression: compression_settings(&file.compression)?,
+            tokenizers: tokenizers_of(&file.tokenizers)?,
+            learning: learning_of(&file.learning),
             memory_chars: (
                 file.memory.memory_chars.unwrap_or(2_200).max(100),
                 file.memory.user_chars.unwrap_or(1_375).max(100),
             ),
             max_subagents: file.delegation.max_concurrent.unwrap_or(3).min(16),
-            mcp_servers: file
-                .mcp_servers
-                .into_iter()
-                .map(|(name, entry)| McpServerEntry { name, ..entry })
-                .filter(|entry| entry.enabled != Some(false))
-                .collect(),
+            mcp_servers: mcp_servers_of(file.mcp_servers),
             home,
             provider,
             model,
@@ -876,12 +738,7 @@ impl Config {
             ask_for_credential_reads: file.ask_for_credential_reads.unwrap_or(true),
             connect_timeout_secs: file.connect_timeout_secs.unwrap_or(30),
             stream_idle_timeout_secs: file.stream_idle_timeout_secs.unwrap_or(180),
-            retry: RetryPolicy {
-                max_attempts: file.max_attempts.unwrap_or(3).max(1),
-                base_ms: file.retry_base_ms.unwrap_or(2000),
-                cap_ms: file.retry_cap_ms.unwrap_or(60_000),
-                retry_after_cap_secs: file.retry_after_cap_secs.unwrap_or(60),
-            },
+            retry,
             key_strategy,
             key_cooldown_secs: file.key_cooldown_secs.unwrap_or(60),
             anthropic_max_tokens: file.anthropic_max_tokens.unwrap_or(8192),
@@ -896,15 +753,9 @@ impl Config {
             nudges: file.nudges.unwrap_or(true),
             first_byte_timeout_secs: file.first_byte_timeout_secs,
             still_working_secs: file.still_working_secs.unwrap_or(10).max(1),
-            titles_set: env_nonempty("TALARIA_TITLES").is_some() || file.titles.is_some(),
+            titles_set,
             server_slots: None,
-            titles: match env_nonempty("TALARIA_TITLES") {
-                Some(value) => !matches!(
-                    value.trim().to_ascii_lowercase().as_str(),
-                    "0" | "false" | "off" | "no"
-                ),
-                None => file.titles.unwrap_or(true),
-            },
+            titles,
         })
     }
 
