@@ -45,6 +45,38 @@ pub(crate) struct TurnEnd {
 }
 
 /// An answer's calls once the calls it wrote as text are taken out.
+/// One model call of the turn, as the loop goes on with it.
+struct Called {
+    result: Result<CallResult, crate::model_call::CallError>,
+    /// The cards opened for the calls the answer makes (model id, unique id).
+    announced: Vec<(String, String)>,
+    /// Answer text held back while it might be a call written as text.
+    hold: Option<TextHold>,
+}
+
+/// A finished answer.
+struct Answer {
+    text: String,
+    reasoning: String,
+    signature: Option<String>,
+    reason: FinishReason,
+    tool_calls: Vec<ToolCallRequest>,
+    model: String,
+}
+
+/// What follows a recorded answer.
+enum Next {
+    /// The model was sent back to act.
+    Nudged,
+    /// The turn ends.
+    Stop(StopReason),
+    /// These calls run (with what the model reads after the one that ran, when it wrote more).
+    Tools {
+        calls: Vec<ToolCallRequest>,
+        unrun: Option<String>,
+    },
+}
+
 struct FromText {
     text: String,
     tool_calls: Vec<ToolCallRequest>,
@@ -121,63 +153,10 @@ impl Turn<'_> {
             if let Some(journal) = self.journal.as_deref() {
                 journal.room().await;
             }
-            let mut sink = ChatSink {
-                events: self.events,
-                session_id: &self.settings.id,
-                registry: self.registry,
-                used_ids: self.used_tool_ids,
-                announced: Vec::new(),
-                notices: Vec::new(),
-                hold: (!tools.is_empty())
-                    .then(|| TextHold::new(tools.iter().map(|t| t.name.clone()).collect())),
-            };
-            let called = self
-                .caller
-                .call(
-                    self.history,
-                    &tools,
-                    self.limits.max_output_tokens,
-                    &mut sink,
-                )
-                .await;
-            let mut announced = sink.announced;
-            let hold = sink.hold;
-            for (level, text) in sink.notices {
-                self.history.push(EntryBody::Notice {
-                    level: match level {
-                        crate::events::NoticeLevel::Error => talaria_record::NoticeLevel::Error,
-                        _ => talaria_record::NoticeLevel::Warning,
-                    },
-                    text,
-                });
-            }
-            // Cards shown for calls the final answer does not make (an abandoned or failed
-            // answer) are closed, so none stays pending.
-            let made: Vec<&str> = match &called {
-                Ok(CallResult::Finished { tool_calls, .. }) => {
-                    tool_calls.iter().map(|c| c.id.as_str()).collect()
-                }
-                _ => Vec::new(),
-            };
-            let abandoned: Vec<String> = announced
-                .iter()
-                .filter(|(model_id, _)| !made.contains(&model_id.as_str()))
-                .map(|(_, unique)| unique.clone())
-                .collect();
-            announced.retain(|(model_id, _)| made.contains(&model_id.as_str()));
-            for id in abandoned {
-                self.close_abandoned_card(id).await;
-            }
-            let result = called.map_err(TurnError::Model)?;
-            let (text, reasoning, signature, reason, tool_calls, model) = match result {
+            let called = self.model_call(&tools).await;
+            let answer = match called.result.map_err(TurnError::Model)? {
                 CallResult::Cancelled { text } => {
-                    self.show_held(hold.as_ref(), &text).await;
-                    if !text.is_empty() {
-                        self.history.push(EntryBody::Assistant(AssistantEntry {
-                            text,
-                            ..AssistantEntry::default()
-                        }));
-                    }
+                    self.keep_cancelled(called.hold.as_ref(), text).await;
                     return Ok(StopReason::Cancelled);
                 }
                 CallResult::Finished {
@@ -187,57 +166,158 @@ impl Turn<'_> {
                     reason,
                     tool_calls,
                     model,
-                } => (text, reasoning, signature, reason, tool_calls, model),
-            };
-            let from_text = self.calls_written_as_text(text, tool_calls, &tools).await;
-            let (text, tool_calls) = (from_text.text, from_text.tool_calls);
-            self.show_held(hold.as_ref(), &text).await;
-            let nudge = if tool_calls.is_empty() && !nudged && !tools.is_empty() {
-                match from_text.nudge {
-                    Some(nudge) => Some(nudge),
-                    None => self.nudge_for(&text).await,
-                }
-            } else {
-                None
-            };
-            self.history.push(EntryBody::Assistant(AssistantEntry {
-                text,
-                reasoning: (!reasoning.is_empty()).then_some(Reasoning {
-                    text: reasoning,
+                } => Answer {
+                    text,
+                    reasoning,
                     signature,
-                }),
-                tool_calls: tool_calls.clone(),
-                model: Some(model),
-            }));
-            self.save();
-            if let Some((instruction, message)) = nudge {
-                nudged = true;
-                self.history.push(EntryBody::Nudge { text: instruction });
-                self.save();
-                self.tell(crate::events::NoticeLevel::Info, message).await;
-                continue;
-            }
-            if tool_calls.is_empty() {
-                return Ok(match reason {
-                    FinishReason::Length => StopReason::MaxTokens,
-                    FinishReason::ContentFilter => StopReason::Refusal,
-                    _ => StopReason::EndTurn,
-                });
-            }
-            if self
+                    reason,
+                    tool_calls,
+                    model,
+                },
+            };
+            let nudge_allowed = !nudged && !tools.is_empty();
+            let next = self
+                .record_answer(answer, called.hold.as_ref(), &tools, nudge_allowed)
+                .await;
+            let (tool_calls, unrun) = match next {
+                Next::Nudged => {
+                    nudged = true;
+                    continue;
+                }
+                Next::Stop(reason) => return Ok(reason),
+                Next::Tools { calls, unrun } => (calls, unrun),
+            };
+            let cancelled = self
                 .run_tools(
                     tool_calls,
-                    announced,
+                    called.announced,
                     &mut budget,
                     &mut failures,
-                    from_text.unrun,
+                    unrun,
                 )
-                .await
-            {
+                .await;
+            if cancelled {
                 return Ok(StopReason::Cancelled);
             }
         }
         Ok(StopReason::MaxTurnRequests)
+    }
+
+    /// One model call of the turn: its notices are recorded, and the cards of calls the
+    /// final answer does not make (an abandoned or failed answer) are closed, so none stays
+    /// pending.
+    async fn model_call(&mut self, tools: &[ToolSpec]) -> Called {
+        let mut sink = ChatSink {
+            events: self.events,
+            session_id: &self.settings.id,
+            registry: self.registry,
+            used_ids: self.used_tool_ids,
+            announced: Vec::new(),
+            notices: Vec::new(),
+            hold: (!tools.is_empty())
+                .then(|| TextHold::new(tools.iter().map(|t| t.name.clone()).collect())),
+        };
+        let result = self
+            .caller
+            .call(
+                self.history,
+                tools,
+                self.limits.max_output_tokens,
+                &mut sink,
+            )
+            .await;
+        let (mut announced, hold) = (sink.announced, sink.hold);
+        for (level, text) in sink.notices {
+            self.history.push(EntryBody::Notice {
+                level: match level {
+                    crate::events::NoticeLevel::Error => talaria_record::NoticeLevel::Error,
+                    _ => talaria_record::NoticeLevel::Warning,
+                },
+                text,
+            });
+        }
+        let made: Vec<&str> = match &result {
+            Ok(CallResult::Finished { tool_calls, .. }) => {
+                tool_calls.iter().map(|c| c.id.as_str()).collect()
+            }
+            _ => Vec::new(),
+        };
+        let abandoned: Vec<String> = announced
+            .iter()
+            .filter(|(model_id, _)| !made.contains(&model_id.as_str()))
+            .map(|(_, unique)| unique.clone())
+            .collect();
+        announced.retain(|(model_id, _)| made.contains(&model_id.as_str()));
+        for id in abandoned {
+            self.close_abandoned_card(id).await;
+        }
+        Called {
+            result,
+            announced,
+            hold,
+        }
+    }
+
+    /// A cancelled answer keeps the text already shown.
+    async fn keep_cancelled(&mut self, hold: Option<&TextHold>, text: String) {
+        self.show_held(hold, &text).await;
+        if !text.is_empty() {
+            self.history.push(EntryBody::Assistant(AssistantEntry {
+                text,
+                ..AssistantEntry::default()
+            }));
+        }
+    }
+
+    /// Records a finished answer (calls written as text read out of it) and says what comes
+    /// next: a nudge back to the model, the end of the turn, or tool calls to run.
+    async fn record_answer(
+        &mut self,
+        answer: Answer,
+        hold: Option<&TextHold>,
+        tools: &[ToolSpec],
+        nudge_allowed: bool,
+    ) -> Next {
+        let from_text = self
+            .calls_written_as_text(answer.text, answer.tool_calls, tools)
+            .await;
+        let (text, tool_calls) = (from_text.text, from_text.tool_calls);
+        self.show_held(hold, &text).await;
+        let nudge = if tool_calls.is_empty() && nudge_allowed {
+            match from_text.nudge {
+                Some(nudge) => Some(nudge),
+                None => self.nudge_for(&text).await,
+            }
+        } else {
+            None
+        };
+        self.history.push(EntryBody::Assistant(AssistantEntry {
+            text,
+            reasoning: (!answer.reasoning.is_empty()).then_some(Reasoning {
+                text: answer.reasoning,
+                signature: answer.signature,
+            }),
+            tool_calls: tool_calls.clone(),
+            model: Some(answer.model),
+        }));
+        self.save();
+        if let Some((instruction, message)) = nudge {
+            self.history.push(EntryBody::Nudge { text: instruction });
+            self.save();
+            self.tell(crate::events::NoticeLevel::Info, message).await;
+            return Next::Nudged;
+        }
+        if tool_calls.is_empty() {
+            return Next::Stop(match answer.reason {
+                FinishReason::Length => StopReason::MaxTokens,
+                FinishReason::ContentFilter => StopReason::Refusal,
+                _ => StopReason::EndTurn,
+            });
+        }
+        Next::Tools {
+            calls: tool_calls,
+            unrun: from_text.unrun,
+        }
     }
 
     /// Whether a final answer (tools offered, none called, no nudge yet this turn) should be
@@ -403,7 +483,43 @@ impl Turn<'_> {
                 }
             })
             .collect();
-        let ctx = ToolContext {
+        let ctx = self.tool_context();
+        let mut orchestrator = Orchestrator {
+            registry: self.registry,
+            approval: self.approval,
+            roots: &self.settings.roots,
+            secrets: &self.settings.secrets,
+            events: self.events,
+            cancel: self.cancel,
+            ctx,
+            budget,
+            plans: Mutex::default(),
+            kept: Mutex::default(),
+            repeated: Mutex::default(),
+            failures,
+            images: self.settings.images,
+        };
+        let (results, cancelled) = orchestrator.run_batch(calls).await;
+        use talaria_util::into_inner;
+        self.kept.extend(into_inner(orchestrator.kept));
+        let repeated = into_inner(orchestrator.repeated);
+        self.record_plans(into_inner(orchestrator.plans));
+        self.count_failures(&results, &repeated, failures).await;
+        let mut results = results;
+        if let (Some(note), Some(first)) = (unrun, results.first_mut()) {
+            first.model_text.push_str(&note);
+        }
+        for entry in results {
+            self.history.push(EntryBody::ToolResult(Box::new(entry)));
+        }
+        self.save();
+        cancelled
+    }
+
+    /// What the session's tools work with during this turn: the client for files, commands
+    /// and questions, the turn's cancel token, the session's tool state and shell.
+    fn tool_context(&self) -> ToolContext {
+        ToolContext {
             cwd: self.settings.cwd.clone(),
             cancel: self.cancel.clone(),
             files: Arc::new(crate::client::ClientFiles {
@@ -424,37 +540,11 @@ impl Turn<'_> {
             shell: self.settings.shell.clone(),
             unconfined: false,
             result_chars: None,
-        };
-        let mut orchestrator = Orchestrator {
-            registry: self.registry,
-            approval: self.approval,
-            roots: &self.settings.roots,
-            secrets: &self.settings.secrets,
-            events: self.events,
-            cancel: self.cancel,
-            ctx,
-            budget,
-            plans: Mutex::default(),
-            kept: Mutex::default(),
-            repeated: Mutex::default(),
-            failures,
-            images: self.settings.images,
-        };
-        let (results, cancelled) = orchestrator.run_batch(calls).await;
-        self.kept.extend(
-            orchestrator
-                .kept
-                .into_inner()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        );
-        let repeated = orchestrator
-            .repeated
-            .into_inner()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let plans = orchestrator
-            .plans
-            .into_inner()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+
+    /// The plans the batch's calls set, in order, for the record.
+    fn record_plans(&mut self, plans: Vec<Vec<talaria_tools::TodoItem>>) {
         for items in plans {
             self.history.push(EntryBody::Plan {
                 items: items
@@ -467,7 +557,17 @@ impl Turn<'_> {
                     .collect(),
             });
         }
-        for entry in &results {
+    }
+
+    /// Counts each failed call toward the repeated-failure guardrail; a call the guardrail
+    /// stopped is told to the user instead.
+    async fn count_failures(
+        &mut self,
+        results: &[talaria_record::ToolResultEntry],
+        repeated: &[String],
+        failures: &mut HashMap<(String, String), u32>,
+    ) {
+        for entry in results {
             if entry.status != talaria_record::ResultStatus::Failed {
                 continue;
             }
@@ -483,14 +583,5 @@ impl Turn<'_> {
             let key = crate::orchestrator::failure_key(&entry.tool, &entry.raw_input);
             *failures.entry(key).or_default() += 1;
         }
-        let mut results = results;
-        if let (Some(note), Some(first)) = (unrun, results.first_mut()) {
-            first.model_text.push_str(&note);
-        }
-        for entry in results {
-            self.history.push(EntryBody::ToolResult(Box::new(entry)));
-        }
-        self.save();
-        cancelled
     }
 }

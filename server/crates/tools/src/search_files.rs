@@ -6,7 +6,7 @@ use crate::ToolError;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use talaria_util::lock;
 
@@ -316,7 +316,7 @@ fn find_files(
     if cancel.is_cancelled() {
         return Err(ToolError::Cancelled("search"));
     }
-    let mut found = found.into_inner().unwrap_or_else(PoisonError::into_inner);
+    let mut found = talaria_util::into_inner(found);
     found.sort();
     let total = found.len();
     let page: Vec<String> = found
@@ -443,7 +443,7 @@ fn search_content(
     if cancel.is_cancelled() {
         return Err(ToolError::Cancelled("search"));
     }
-    let mut results = results.into_inner().unwrap_or_else(PoisonError::into_inner);
+    let mut results = talaria_util::into_inner(results);
     results.sort_by(|a, b| a.0.cmp(&b.0));
     let total = total_matches.load(Ordering::Relaxed);
     // Page by matches: skip `offset` matches, show `limit` matches with their context.

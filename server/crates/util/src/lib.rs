@@ -10,6 +10,11 @@ pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// The value a mutex guarded, once nobody else holds it (poisoned or not, as [`lock`]).
+pub fn into_inner<T>(mutex: Mutex<T>) -> T {
+    mutex.into_inner().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// The first `max_chars` characters of `text` and how many characters follow them, or `None`
 /// when the text is no longer than that.
 pub fn head(text: &str, max_chars: usize) -> Option<(&str, usize)> {
