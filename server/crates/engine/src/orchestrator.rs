@@ -169,52 +169,78 @@ impl Orchestrator<'_> {
     ) -> (Vec<ToolResultEntry>, bool) {
         let mut prepared = Vec::with_capacity(calls.len());
         for (id, call, announced) in calls {
-            let args = self.registry.parse_args(&call.name, &call.arguments);
-            let description = self.registry.describe(&call.name, &args, &self.ctx);
-            let definition = self.registry.definition(&call.name);
-            let kind = definition.map_or(ToolKind::Other, |d| d.kind);
-            let preview = if matches!(kind, ToolKind::Edit | ToolKind::Delete | ToolKind::Move)
-                && !self.touches_protected(&description.writes).await
-            {
-                self.registry.preview(&call.name, &args, &self.ctx).await
-            } else {
-                Vec::new()
-            };
-            let raw_input = match &args {
-                Ok(value) => value.clone(),
-                Err(_) => serde_json::from_str(&call.arguments)
-                    .unwrap_or(Value::String(call.arguments.clone())),
-            };
-            self.emit(EngineEvent::ToolCallPending(ToolCallView {
-                announced,
-                id: id.clone(),
-                name: call.name.clone(),
-                title: description.title.clone(),
-                kind,
-                locations: description
-                    .locations
-                    .iter()
-                    .map(|l| (l.path.clone(), l.line))
-                    .collect(),
-                raw_input: raw_input.clone(),
-                preview,
-            }))
-            .await;
-            prepared.push(Prepared {
-                model_id: call.id,
-                id,
-                name: call.name,
-                args,
-                description,
-                kind,
-                raw_input,
-                need: definition.map_or(ApprovalNeed::Unknown, |d| d.approval),
-                concurrency: definition.map_or(Concurrency::Exclusive, |d| d.concurrency),
-                max_result_chars: definition.and_then(|d| d.max_result_chars),
-            });
+            prepared.push(self.prepare(id, call, announced).await);
         }
+        let outcomes = self.run_groups(&prepared).await;
+        let cancelled = self.cancel.is_cancelled();
+        let mut results = Vec::with_capacity(prepared.len());
+        for (call, outcome) in prepared.into_iter().zip(outcomes) {
+            let (outcome, display) = match outcome {
+                Some(done) => done,
+                None => {
+                    let outcome = ToolOutcome::failed(CANCELLED_RESULT);
+                    let display = self.finish(&call, &outcome).await;
+                    (outcome, display)
+                }
+            };
+            results.push(self.result_entry(call, outcome, display).await);
+        }
+        (results, cancelled)
+    }
+
+    /// Parses and describes a call and shows its pending card (with a diff preview for an
+    /// edit that touches nothing protected).
+    async fn prepare(&self, id: String, call: ToolCallRequest, announced: bool) -> Prepared {
+        let args = self.registry.parse_args(&call.name, &call.arguments);
+        let description = self.registry.describe(&call.name, &args, &self.ctx);
+        let definition = self.registry.definition(&call.name);
+        let kind = definition.map_or(ToolKind::Other, |d| d.kind);
+        let preview = if matches!(kind, ToolKind::Edit | ToolKind::Delete | ToolKind::Move)
+            && !self.touches_protected(&description.writes).await
+        {
+            self.registry.preview(&call.name, &args, &self.ctx).await
+        } else {
+            Vec::new()
+        };
+        let raw_input = match &args {
+            Ok(value) => value.clone(),
+            Err(_) => serde_json::from_str(&call.arguments)
+                .unwrap_or(Value::String(call.arguments.clone())),
+        };
+        self.emit(EngineEvent::ToolCallPending(ToolCallView {
+            announced,
+            id: id.clone(),
+            name: call.name.clone(),
+            title: description.title.clone(),
+            kind,
+            locations: description
+                .locations
+                .iter()
+                .map(|l| (l.path.clone(), l.line))
+                .collect(),
+            raw_input: raw_input.clone(),
+            preview,
+        }))
+        .await;
+        Prepared {
+            model_id: call.id,
+            id,
+            name: call.name,
+            args,
+            description,
+            kind,
+            raw_input,
+            need: definition.map_or(ApprovalNeed::Unknown, |d| d.approval),
+            concurrency: definition.map_or(Concurrency::Exclusive, |d| d.concurrency),
+            max_result_chars: definition.and_then(|d| d.max_result_chars),
+        }
+    }
+
+    /// Decides and runs the calls group by group (a group's approved calls at once); a call
+    /// left `None` never ran because the turn was cancelled.
+    async fn run_groups(&self, prepared: &[Prepared]) -> Vec<Option<(ToolOutcome, ToolDisplay)>> {
         let mut outcomes: Vec<Option<(ToolOutcome, ToolDisplay)>> = vec![None; prepared.len()];
-        for group in plan_groups(&prepared) {
+        for group in plan_groups(prepared) {
             let mut approved = Vec::new();
             for &index in &group {
                 if self.cancel.is_cancelled() {
@@ -237,49 +263,48 @@ impl Orchestrator<'_> {
                 outcomes[index] = Some(outcome);
             }
         }
-        let cancelled = self.cancel.is_cancelled();
-        let mut results = Vec::with_capacity(prepared.len());
-        for (call, outcome) in prepared.into_iter().zip(outcomes) {
-            let (outcome, display) = match outcome {
-                Some(done) => done,
-                None => {
-                    let outcome = ToolOutcome::failed(CANCELLED_RESULT);
-                    let display = self.finish(&call, &outcome).await;
-                    (outcome, display)
-                }
-            };
-            let text = match outcome.status {
-                ToolStatus::Completed => outcome.content,
-                ToolStatus::Failed => format!("Error: {}", outcome.content),
-            };
-            let model_text = self
-                .budget
-                .apply(call.max_result_chars, &call.id, text)
-                .await;
-            results.push(ToolResultEntry {
-                call_id: call.model_id,
-                client_id: call.id,
-                tool: call.name,
-                status: result_status(outcome.status),
-                display,
-                raw_input: call.raw_input,
-                raw_output: outcome.raw_output,
-                model_text,
-                images: if self.images {
-                    outcome
-                        .images
-                        .into_iter()
-                        .map(|image| UserPart::Image {
-                            mime_type: image.mime_type,
-                            data: image.data,
-                        })
-                        .collect()
-                } else {
-                    Vec::new()
-                },
-            });
+        outcomes
+    }
+
+    /// A call's entry in the record: the text the model reads fitted to the budget, its
+    /// images when the model takes them.
+    async fn result_entry(
+        &mut self,
+        call: Prepared,
+        outcome: ToolOutcome,
+        display: ToolDisplay,
+    ) -> ToolResultEntry {
+        let text = match outcome.status {
+            ToolStatus::Completed => outcome.content,
+            ToolStatus::Failed => format!("Error: {}", outcome.content),
+        };
+        let model_text = self
+            .budget
+            .apply(call.max_result_chars, &call.id, text)
+            .await;
+        let images = if self.images {
+            outcome
+                .images
+                .into_iter()
+                .map(|image| UserPart::Image {
+                    mime_type: image.mime_type,
+                    data: image.data,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        ToolResultEntry {
+            call_id: call.model_id,
+            client_id: call.id,
+            tool: call.name,
+            status: result_status(outcome.status),
+            display,
+            raw_input: call.raw_input,
+            raw_output: outcome.raw_output,
+            model_text,
+            images,
         }
-        (results, cancelled)
     }
 
     /// Decides a call; `Err` carries the result of a call that must not run.
@@ -307,14 +332,25 @@ impl Orchestrator<'_> {
         let verdict = self.approval.with_rules(|rules| {
             approval::decide(mode, &facts, rules, self.roots, self.secrets, wall)
         });
-        let (reason, always_possible) = match verdict {
-            Verdict::Allow => return Ok(()),
-            Verdict::Deny(why) => return Err(ToolOutcome::failed(why)),
+        match verdict {
+            Verdict::Allow => Ok(()),
+            Verdict::Deny(why) => Err(ToolOutcome::failed(why)),
             Verdict::Ask {
                 reason,
                 always_possible,
-            } => (reason, always_possible),
-        };
+            } => self.ask(call, &facts, reason, always_possible).await,
+        }
+    }
+
+    /// Asks the user about a call, and carries out the answer (an "always" is remembered
+    /// through the session's actor before the next decision).
+    async fn ask(
+        &self,
+        call: &Prepared,
+        facts: &CallFacts,
+        reason: Option<String>,
+        always_possible: bool,
+    ) -> Result<(), ToolOutcome> {
         let mut choices = vec![PermissionChoice::AllowOnce];
         if always_possible {
             choices.push(PermissionChoice::AllowAlways);
@@ -352,7 +388,7 @@ impl Orchestrator<'_> {
             ) => Ok(()),
             PermissionAnswer::Chosen(PermissionChoice::AllowAlways) => {
                 self.approval
-                    .remember(approval::scopes_of(&facts), true)
+                    .remember(approval::scopes_of(facts), true)
                     .await;
                 Ok(())
             }
@@ -370,7 +406,7 @@ impl Orchestrator<'_> {
             }
             PermissionAnswer::Chosen(PermissionChoice::RejectAlways) => {
                 self.approval
-                    .remember(approval::scopes_of(&facts), false)
+                    .remember(approval::scopes_of(facts), false)
                     .await;
                 Err(ToolOutcome::failed(declined(&call.name)))
             }

@@ -118,6 +118,28 @@ fn result_entry(
     }))
 }
 
+/// Runs the review's calls in order, each result recorded; `false` when it was cancelled
+/// part-way.
+async fn run_calls(
+    calls: &[talaria_provider::ToolCallRequest],
+    registry: &Registry,
+    ctx: &ToolContext,
+    transcript: &mut Transcript,
+) -> bool {
+    for call in calls {
+        if ctx.cancel.is_cancelled() {
+            return false;
+        }
+        let args = registry.parse_args(&call.name, &call.arguments);
+        let done = registry.dispatch(&call.name, args, ctx).await;
+        if registry.refusal(&call.name).is_some() {
+            tracing::info!(tool = %call.name, "the review asked for a tool outside its whitelist; refused");
+        }
+        transcript.push(result_entry(call, done.status, done.content));
+    }
+    true
+}
+
 /// Runs a review to its end.
 pub(crate) async fn run(job: ReviewJob) -> ReviewOutcome {
     let ReviewJob {
@@ -181,19 +203,8 @@ pub(crate) async fn run(job: ReviewJob) -> ReviewOutcome {
             if tool_calls.is_empty() {
                 break;
             }
-            for call in &tool_calls {
-                if cancel.is_cancelled() {
-                    outcome.cancelled = true;
-                    break;
-                }
-                let args = registry.parse_args(&call.name, &call.arguments);
-                let done = registry.dispatch(&call.name, args, &ctx).await;
-                if registry.refusal(&call.name).is_some() {
-                    tracing::info!(tool = %call.name, "the review asked for a tool outside its whitelist; refused");
-                }
-                transcript.push(result_entry(call, done.status, done.content));
-            }
-            if outcome.cancelled {
+            if !run_calls(&tool_calls, &registry, &ctx, &mut transcript).await {
+                outcome.cancelled = true;
                 break;
             }
         }

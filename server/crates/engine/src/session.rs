@@ -949,43 +949,15 @@ impl SessionActor {
             cwd: self.settings.cwd.clone(),
             staged: kit.staged,
         };
-        let ops = self.own_ops.clone();
         let (delivered, responded) = crate::events::Signal::new();
         let _ = self.events.send(EngineEvent::Delivered(delivered)).await;
         tracing::info!(session = %self.settings.id, review = %id, "background review started");
-        let single_slot = self.settings.single_slot;
-        tokio::spawn(async move {
-            let cancel = job.cancel.clone();
-            let outcome = tokio::select! {
-                biased;
-                () = cancel.cancelled() => crate::review::ReviewOutcome {
-                    id: job.id.clone(),
-                    cancelled: true,
-                    ..Default::default()
-                },
-                delivered = responded => match delivered {
-                    Ok(()) => {
-                        // On a one-slot server, wait for the user to pause (a prompt cancels).
-                        if single_slot {
-                            tokio::select! {
-                                () = cancel.cancelled() => {}
-                                () = tokio::time::sleep(SIDE_WORK_PAUSE) => {}
-                            }
-                        }
-                        crate::review::run(job).await
-                    }
-                    // Nobody reads the events any more: the client is gone.
-                    Err(_) => crate::review::ReviewOutcome {
-                        id: job.id.clone(),
-                        cancelled: true,
-                        ..Default::default()
-                    },
-                },
-            };
-            if let Some(ops) = ops.upgrade() {
-                let _ = ops.send(Op::ReviewFinished(outcome));
-            }
-        });
+        tokio::spawn(review_beside(
+            job,
+            responded,
+            self.settings.single_slot,
+            self.own_ops.clone(),
+        ));
     }
 
     /// Takes a finished review's usage into the session's and tells the user what it proposes.
@@ -1178,25 +1150,22 @@ impl SessionActor {
             loop {
                 tokio::select! {
                     result = &mut running => break result,
-                    Some(op) = receiver.recv() => match op {
-                        Op::SetMode(mode) => {
-                            self.published.set_mode(mode);
-                            modes_set.push(mode);
-                        }
-                        Op::Remember { scopes, allow, done } => {
-                            let _ = done.send(self.published.remember(&scopes, allow));
-                        }
-                        // The client sees its choice at once; the switch itself waits for the
-                        // turn to end.
-                        Op::SetModel(model) => {
-                            self.published.set_model(&model);
-                            self.waiting.push_back(Op::SetModel(model));
-                        }
-                        other => self.waiting.push_back(other),
-                    },
+                    Some(op) = receiver.recv() => {
+                        take_during_turn(op, &self.published, &mut self.waiting, &mut modes_set);
+                    }
                 }
             }
         };
+        self.turn_ended(result, modes_set)
+    }
+
+    /// After a turn: the mode changes it saw recorded, a panic made a failure, a failed or
+    /// cut-off turn marked interrupted, the usage saved.
+    fn turn_ended(
+        &mut self,
+        result: std::thread::Result<crate::turn::TurnEnd>,
+        modes_set: Vec<Mode>,
+    ) -> crate::turn::TurnEnd {
         for mode in modes_set {
             self.history.push(EntryBody::ModeChanged {
                 mode: mode.id().into(),
@@ -1345,6 +1314,70 @@ impl SessionActor {
             review.cancel();
             self.review_retry = true;
         }
+    }
+}
+
+/// Runs a review beside its session, once the prompt's response was delivered (and, on a
+/// one-slot server, the user paused), and reports back to the session.
+async fn review_beside(
+    job: crate::review::ReviewJob,
+    responded: tokio::sync::oneshot::Receiver<()>,
+    single_slot: bool,
+    ops: mpsc::WeakUnboundedSender<Op>,
+) {
+    let cancel = job.cancel.clone();
+    let gave_up = |id: &str| crate::review::ReviewOutcome {
+        id: id.to_string(),
+        cancelled: true,
+        ..Default::default()
+    };
+    let outcome = tokio::select! {
+        biased;
+        () = cancel.cancelled() => gave_up(&job.id),
+        delivered = responded => match delivered {
+            Ok(()) => {
+                if single_slot {
+                    tokio::select! {
+                        () = cancel.cancelled() => {}
+                        () = tokio::time::sleep(SIDE_WORK_PAUSE) => {}
+                    }
+                }
+                crate::review::run(job).await
+            }
+            // Nobody reads the events any more: the client is gone.
+            Err(_) => gave_up(&job.id),
+        },
+    };
+    if let Some(ops) = ops.upgrade() {
+        let _ = ops.send(Op::ReviewFinished(outcome));
+    }
+}
+
+/// An op that arrived during a turn: a mode change or a rule applies at once, a model
+/// switch is shown at once and applied after the turn, anything else waits for it.
+fn take_during_turn(
+    op: Op,
+    published: &Published,
+    waiting: &mut VecDeque<Op>,
+    modes_set: &mut Vec<Mode>,
+) {
+    match op {
+        Op::SetMode(mode) => {
+            published.set_mode(mode);
+            modes_set.push(mode);
+        }
+        Op::Remember {
+            scopes,
+            allow,
+            done,
+        } => {
+            let _ = done.send(published.remember(&scopes, allow));
+        }
+        Op::SetModel(model) => {
+            published.set_model(&model);
+            waiting.push_back(Op::SetModel(model));
+        }
+        other => waiting.push_back(other),
     }
 }
 

@@ -290,40 +290,8 @@ async fn run_child(kit: &SubagentKit, args: Args, ctx: &ToolContext) -> ToolOutc
         }
         None => kit.registry.clone(),
     };
-    let mut settings = kit.settings.clone();
-    let model = kit.approval.model();
-    settings.environment =
-        crate::system_prompt::with_model(&settings.environment, &settings.model, &model);
-    settings.model = model;
-    // Unique across the parent's reloads too (the counter restarts with the process).
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() % 1_000_000_000);
-    settings.id = format!("{}-{}-{stamp}", kit.settings.id, name.replace(' ', "-"));
-    settings.titles = false;
-    let mut child_journal = kit.journal.as_ref().map(|journal| {
-        let now = talaria_store::now_ms();
-        journal.create(talaria_store::SessionMeta {
-            id: settings.id.clone(),
-            cwd: settings.cwd.display().to_string(),
-            title: Some(format!(
-                "{name}: {}",
-                args.goal.chars().take(80).collect::<String>()
-            )),
-            model: settings.model.clone(),
-            mode: kit.approval.mode().id().into(),
-            created_at: now,
-            updated_at: now,
-            parent_id: Some(kit.settings.id.clone()),
-            ..Default::default()
-        });
-        crate::journal::SessionJournal::new(journal.clone(), &settings.id, 0)
-    });
-    // The child's record is held by this process while it runs.
-    if let Some(journal) = &kit.journal {
-        let (store, id) = (journal.store().clone(), settings.id.clone());
-        let _ = tokio::task::spawn_blocking(move || store.claim(&id)).await;
-    }
+    let settings = child_settings(kit, &name);
+    let mut child_journal = child_journal(kit, &settings, &name, &args.goal).await;
     let mut history = Transcript::with_system_and_environment(
         format!("{}\n\n{CHILD_NOTE}", settings.system_prompt),
         settings.environment.clone(),
@@ -334,38 +302,143 @@ async fn run_child(kit: &SubagentKit, args: Args, ctx: &ToolContext) -> ToolOutc
         }
         _ => format!("Task: {}", args.goal),
     };
-    let (child_events, mut from_child) = mpsc::channel(256);
     let child_session = kit.settings.announce_subagents.then(|| settings.id.clone());
     if let Some(session_id) = &child_session {
         announce(kit, session_id, &name, &args.goal, true).await;
         ctx.report_progress(Progress::Session(session_id.clone()));
     }
+    let (child_events, relaying) = start_relay(kit, ctx, child_session.clone(), &name, &args.goal);
+    let child = Child {
+        settings: &settings,
+        registry: &registry,
+        max_requests: args.max_turns.unwrap_or(DEFAULT_MAX_TURNS).clamp(1, 90),
+        events: &child_events,
+    };
+    let (outcome, usage) = child
+        .run(kit, ctx, &mut history, child_journal.as_mut(), &ask)
+        .await;
+    drop(child_events);
+    if let Some(journal) = child_journal.as_mut() {
+        finish_journal(journal, &mut history, &outcome, &usage).await;
+    }
+    if let Ok(relay) = relaying.await {
+        let steps = relay.views.len();
+        relay.step(format!("{name} finished after {steps} tool calls"));
+    }
+    if let Some(session_id) = &child_session {
+        announce(kit, session_id, &name, &args.goal, false).await;
+    }
+    result_of(&name, outcome, &history)
+}
+
+/// A child's settings: the parent's, on the parent's current model, with an id of its own
+/// (unique across the parent's reloads too: the counter restarts with the process) and no
+/// title task.
+fn child_settings(kit: &SubagentKit, name: &str) -> SessionSettings {
+    let mut settings = kit.settings.clone();
+    let model = kit.approval.model();
+    settings.environment =
+        crate::system_prompt::with_model(&settings.environment, &settings.model, &model);
+    settings.model = model;
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() % 1_000_000_000);
+    settings.id = format!("{}-{}-{stamp}", kit.settings.id, name.replace(' ', "-"));
+    settings.titles = false;
+    settings
+}
+
+/// The child's record in the store (its parent recorded), held by this process while it
+/// runs; `None` when the parent is not saved.
+async fn child_journal(
+    kit: &SubagentKit,
+    settings: &SessionSettings,
+    name: &str,
+    goal: &str,
+) -> Option<crate::journal::SessionJournal> {
+    let journal = kit.journal.as_ref()?;
+    let now = talaria_store::now_ms();
+    journal.create(talaria_store::SessionMeta {
+        id: settings.id.clone(),
+        cwd: settings.cwd.display().to_string(),
+        title: Some(format!(
+            "{name}: {}",
+            goal.chars().take(80).collect::<String>()
+        )),
+        model: settings.model.clone(),
+        mode: kit.approval.mode().id().into(),
+        created_at: now,
+        updated_at: now,
+        parent_id: Some(kit.settings.id.clone()),
+        ..Default::default()
+    });
+    let (store, id) = (journal.store().clone(), settings.id.clone());
+    let _ = tokio::task::spawn_blocking(move || store.claim(&id)).await;
+    Some(crate::journal::SessionJournal::new(
+        journal.clone(),
+        &settings.id,
+        0,
+    ))
+}
+
+/// Starts relaying the child's events onto the parent's stream; returns where the child
+/// sends them and the relay (back when the child's sender is dropped).
+fn start_relay(
+    kit: &SubagentKit,
+    ctx: &ToolContext,
+    session: Option<String>,
+    name: &str,
+    goal: &str,
+) -> (mpsc::Sender<EngineEvent>, tokio::task::JoinHandle<Relay>) {
+    let (child_events, mut from_child) = mpsc::channel(256);
     let mut relay = Relay {
-        session: child_session.clone(),
-        name: name.clone(),
+        session,
+        name: name.to_string(),
         parent: kit.events.clone(),
         progress: ctx.progress.clone(),
         views: HashMap::new(),
         shown: HashSet::new(),
     };
-    relay.step(format!("{name} started: {}", args.goal));
+    relay.step(format!("{name} started: {goal}"));
     let relaying = tokio::spawn(async move {
         while let Some(event) = from_child.recv().await {
             relay.forward(event).await;
         }
         relay
     });
-    let (chain, _) = kit.router.side_chain(SUBAGENT_TASK, &settings.model);
-    let mut context = ContextState::new(
-        settings.context_window,
-        settings.compression,
-        settings.tokenizers.clone(),
-        &settings.model,
-    );
-    let mut usage = SessionUsage::default();
-    let mut used_ids = HashSet::new();
-    let tool_state = Arc::new(SessionToolState::default());
-    let outcome = {
+    (child_events, relaying)
+}
+
+/// What a child's turn runs with.
+struct Child<'c> {
+    settings: &'c SessionSettings,
+    registry: &'c Registry,
+    max_requests: u32,
+    events: &'c mpsc::Sender<EngineEvent>,
+}
+
+impl Child<'_> {
+    /// Runs the child's one turn on the `subagent` side chain; returns how it ended and what
+    /// it used.
+    async fn run(
+        self,
+        kit: &SubagentKit,
+        ctx: &ToolContext,
+        history: &mut Transcript,
+        journal: Option<&mut crate::journal::SessionJournal>,
+        ask: &str,
+    ) -> (Result<StopReason, crate::events::TurnError>, SessionUsage) {
+        let settings = self.settings;
+        let (chain, _) = kit.router.side_chain(SUBAGENT_TASK, &settings.model);
+        let mut context = ContextState::new(
+            settings.context_window,
+            settings.compression,
+            settings.tokenizers.clone(),
+            &settings.model,
+        );
+        let mut usage = SessionUsage::default();
+        let mut used_ids = HashSet::new();
+        let tool_state = Arc::new(SessionToolState::default());
         let caller = ModelCaller::new(
             kit.router.as_ref(),
             chain,
@@ -375,46 +448,54 @@ async fn run_child(kit: &SubagentKit, args: Args, ctx: &ToolContext) -> ToolOutc
             &mut usage,
         );
         let turn = Turn {
-            settings: &settings,
+            settings,
             limits: TurnLimits {
-                max_requests: args.max_turns.unwrap_or(DEFAULT_MAX_TURNS).clamp(1, 90),
+                max_requests: self.max_requests,
                 max_output_tokens: settings.max_output_tokens,
             },
-            registry: &registry,
+            registry: self.registry,
             approval: &kit.approval,
             tool_state: &tool_state,
-            events: &child_events,
+            events: self.events,
             cancel: &ctx.cancel,
-            history: &mut history,
-            journal: child_journal.as_mut(),
+            history,
+            journal,
             used_tool_ids: &mut used_ids,
             kept: Vec::new(),
             caller,
         };
-        turn.run(UserInput::text(&ask)).await.outcome
-    };
-    drop(child_events);
-    if let Some(journal) = child_journal.as_mut() {
-        if matches!(outcome, Err(_) | Ok(StopReason::Cancelled)) {
-            history.interrupt("the subagent did not finish");
-        }
-        journal.save(&mut history);
-        journal.update(talaria_store::MetaUpdate {
-            tokens: Some((usage.tokens.input, usage.tokens.output)),
-            ..Default::default()
-        });
-        // Committed before the parent reads the result (and so before its turn is answered).
-        let _ = journal.committed().await;
-        let (store, id) = (journal.journal.store().clone(), journal.session_id.clone());
-        let _ = tokio::task::spawn_blocking(move || store.release(&id)).await;
+        let outcome = turn.run(UserInput::text(ask)).await.outcome;
+        (outcome, usage)
     }
-    if let Ok(relay) = relaying.await {
-        let steps = relay.views.len();
-        relay.step(format!("{name} finished after {steps} tool calls"));
+}
+
+/// Saves the child's record (marked interrupted when it did not finish) and its usage,
+/// committed before the parent reads the result, and releases it.
+async fn finish_journal(
+    journal: &mut crate::journal::SessionJournal,
+    history: &mut Transcript,
+    outcome: &Result<StopReason, crate::events::TurnError>,
+    usage: &SessionUsage,
+) {
+    if matches!(outcome, Err(_) | Ok(StopReason::Cancelled)) {
+        history.interrupt("the subagent did not finish");
     }
-    if let Some(session_id) = &child_session {
-        announce(kit, session_id, &name, &args.goal, false).await;
-    }
+    journal.save(history);
+    journal.update(talaria_store::MetaUpdate {
+        tokens: Some((usage.tokens.input, usage.tokens.output)),
+        ..Default::default()
+    });
+    let _ = journal.committed().await;
+    let (store, id) = (journal.journal.store().clone(), journal.session_id.clone());
+    let _ = tokio::task::spawn_blocking(move || store.release(&id)).await;
+}
+
+/// What the parent's `delegate_task` call reads.
+fn result_of(
+    name: &str,
+    outcome: Result<StopReason, crate::events::TurnError>,
+    history: &Transcript,
+) -> ToolOutcome {
     match outcome {
         Ok(StopReason::Cancelled) => ToolOutcome::failed(format!("{name} was cancelled.")),
         Ok(StopReason::Refusal) => ToolOutcome::failed(format!("{name} refused the task.")),
@@ -424,10 +505,7 @@ async fn run_child(kit: &SubagentKit, args: Args, ctx: &ToolContext) -> ToolOutc
                 StopReason::MaxTokens => " (its last answer was cut at the output limit)",
                 _ => "",
             };
-            ToolOutcome::completed(format!(
-                "Report from {name}{note}:\n{}",
-                report_of(&history)
-            ))
+            ToolOutcome::completed(format!("Report from {name}{note}:\n{}", report_of(history)))
         }
         Err(error) => ToolOutcome::failed(format!("{name} failed: {error}")),
     }

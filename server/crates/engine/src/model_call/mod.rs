@@ -202,6 +202,31 @@ impl<'a> ModelCaller<'a> {
         }
     }
 
+    /// Adds a call's usage (and cost) to the caller's and the session's, corrects the token
+    /// count for the model, and tells the sink.
+    async fn count_usage<S: CallSink>(
+        &mut self,
+        call_usage: &talaria_provider::Usage,
+        target: &ModelTarget,
+        counted: u64,
+        sink: &mut S,
+    ) {
+        self.usage.add(call_usage);
+        self.session_usage.tokens.add(call_usage);
+        if let Some(price) = self.router.price(&target.model) {
+            self.session_usage.cost += price.cost(call_usage);
+            self.session_usage.priced = true;
+        }
+        let cost = self.session_usage.priced.then_some(self.session_usage.cost);
+        // The provider's prompt count corrects Talaria's for this model; the client sees
+        // Talaria's count, corrected.
+        let accounting = &mut self.context.accounting;
+        accounting.observe(&target.model, counted, call_usage.input_tokens);
+        let used = accounting.correct(counted, &target.model) + call_usage.output_tokens;
+        sink.usage(call_usage, used, self.context.window, cost)
+            .await;
+    }
+
     async fn stream_once<S: CallSink>(
         &mut self,
         target: &ModelTarget,
@@ -267,21 +292,7 @@ impl<'a> ModelCaller<'a> {
                 StreamEvent::ReasoningSignature(value) => signature = Some(value),
                 StreamEvent::ToolCallStarted { id, name } => sink.tool_call_started(id, name).await,
                 StreamEvent::Usage(call_usage) => {
-                    self.usage.add(&call_usage);
-                    self.session_usage.tokens.add(&call_usage);
-                    if let Some(price) = self.router.price(&target.model) {
-                        self.session_usage.cost += price.cost(&call_usage);
-                        self.session_usage.priced = true;
-                    }
-                    let cost = self.session_usage.priced.then_some(self.session_usage.cost);
-                    // The provider's prompt count corrects Talaria's for this model; the
-                    // client sees Talaria's count, corrected.
-                    let accounting = &mut self.context.accounting;
-                    accounting.observe(&target.model, counted, call_usage.input_tokens);
-                    let used =
-                        accounting.correct(counted, &target.model) + call_usage.output_tokens;
-                    sink.usage(&call_usage, used, self.context.window, cost)
-                        .await;
+                    self.count_usage(&call_usage, target, counted, sink).await;
                 }
                 StreamEvent::Finished { reason, tool_calls } => {
                     return Attempt::Done(CallResult::Finished {
