@@ -163,53 +163,8 @@ async fn act(args: &Args, process: &ManagedProcess, ctx: &ToolContext) -> ToolOu
                 }
             ))
         }
-        "log" => {
-            let (text, dropped) = process.full_log();
-            let lines: Vec<&str> = text.lines().collect();
-            let limit = args.limit.unwrap_or(200).clamp(1, 2000);
-            // Clamped: the model may send any number.
-            let offset = args
-                .offset
-                .unwrap_or(lines.len().saturating_sub(limit))
-                .min(lines.len());
-            let page: Vec<&str> = lines.iter().skip(offset).take(limit).copied().collect();
-            let mut out = format!(
-                "{} ({}), lines {}-{} of {}:\n{}",
-                process.id,
-                status_of(process.exit_info()),
-                offset + 1,
-                offset + page.len(),
-                lines.len(),
-                page.join("\n")
-            );
-            if dropped > 0 {
-                out.push_str(&format!(
-                    "\n({dropped} bytes of older output were discarded)"
-                ));
-            }
-            ToolOutcome::completed(out)
-        }
-        "wait" => {
-            let timeout = Duration::from_secs(args.timeout.unwrap_or(30).clamp(1, 600));
-            let exit = tokio::select! {
-                exit = process.wait(timeout) => exit,
-                () = ctx.cancel.cancelled() => return ToolOutcome::failed("Wait cancelled by the user (the process keeps running)."),
-            };
-            let new = process.take_new_output();
-            let state = match exit {
-                None => format!("still running after {} s", timeout.as_secs()),
-                some => status_of(some),
-            };
-            ToolOutcome::completed(format!(
-                "{}: {state}\n{}",
-                process.id,
-                if new.is_empty() {
-                    "(no new output)".into()
-                } else {
-                    clip_tail(&new, MAX_CHUNK_CHARS)
-                }
-            ))
-        }
+        "log" => log_page(args, process),
+        "wait" => wait_for(args, process, ctx).await,
         "write" => {
             let Some(data) = args.data.as_deref() else {
                 return ToolOutcome::failed("write needs `data`.");
@@ -240,6 +195,57 @@ async fn act(args: &Args, process: &ManagedProcess, ctx: &ToolContext) -> ToolOu
             "Unknown process action {other:?}; use list, poll, log, wait, write or kill."
         )),
     }
+}
+
+/// A page of the process's whole log (the last lines unless `offset` says otherwise).
+fn log_page(args: &Args, process: &ManagedProcess) -> ToolOutcome {
+    let (text, dropped) = process.full_log();
+    let lines: Vec<&str> = text.lines().collect();
+    let limit = args.limit.unwrap_or(200).clamp(1, 2000);
+    // Clamped: the model may send any number.
+    let offset = args
+        .offset
+        .unwrap_or(lines.len().saturating_sub(limit))
+        .min(lines.len());
+    let page: Vec<&str> = lines.iter().skip(offset).take(limit).copied().collect();
+    let mut out = format!(
+        "{} ({}), lines {}-{} of {}:\n{}",
+        process.id,
+        status_of(process.exit_info()),
+        offset + 1,
+        offset + page.len(),
+        lines.len(),
+        page.join("\n")
+    );
+    if dropped > 0 {
+        out.push_str(&format!(
+            "\n({dropped} bytes of older output were discarded)"
+        ));
+    }
+    ToolOutcome::completed(out)
+}
+
+/// Waits for the process to exit (at most `timeout`), then reports its new output.
+async fn wait_for(args: &Args, process: &ManagedProcess, ctx: &ToolContext) -> ToolOutcome {
+    let timeout = Duration::from_secs(args.timeout.unwrap_or(30).clamp(1, 600));
+    let exit = tokio::select! {
+        exit = process.wait(timeout) => exit,
+        () = ctx.cancel.cancelled() => return ToolOutcome::failed("Wait cancelled by the user (the process keeps running)."),
+    };
+    let new = process.take_new_output();
+    let state = match exit {
+        None => format!("still running after {} s", timeout.as_secs()),
+        some => status_of(some),
+    };
+    ToolOutcome::completed(format!(
+        "{}: {state}\n{}",
+        process.id,
+        if new.is_empty() {
+            "(no new output)".into()
+        } else {
+            clip_tail(&new, MAX_CHUNK_CHARS)
+        }
+    ))
 }
 
 #[cfg(test)]

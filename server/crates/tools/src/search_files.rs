@@ -446,12 +446,25 @@ fn search_content(
     let mut results = talaria_util::into_inner(results);
     results.sort_by(|a, b| a.0.cmp(&b.0));
     let total = total_matches.load(Ordering::Relaxed);
-    // Page by matches: skip `offset` matches, show `limit` matches with their context.
-    // Context lines wait in `pending` until we know whether their match is on the page.
+    let (out, shown) = page_of_matches(&results, offset, limit);
+    let mut text = out.join("\n");
+    text.push_str(&footer(shown, offset, total, "matches"));
+    if overflow.load(Ordering::Relaxed) {
+        text.push_str(
+            "\n(very many matches: only part of them could be listed; narrow the search)",
+        );
+    }
+    Ok(text)
+}
+
+/// The page of matches: `offset` matches skipped, `limit` shown with their context lines
+/// (which wait in `pending` until it is known whether their match is on the page); returns
+/// the lines and how many matches they show.
+fn page_of_matches(results: &[FileLines], offset: usize, limit: usize) -> (Vec<&str>, usize) {
     let mut out: Vec<&str> = Vec::new();
     let mut seen = 0;
     let mut shown = 0;
-    'files: for (_, lines) in &results {
+    'files: for (_, lines) in results {
         let mut pending: Vec<&str> = Vec::new();
         let mut emitting = false;
         for (is_match, line) in lines {
@@ -487,14 +500,7 @@ fn search_content(
     while out.first().is_some_and(|l| *l == "--") {
         out.remove(0);
     }
-    let mut text = out.join("\n");
-    text.push_str(&footer(shown, offset, total, "matches"));
-    if overflow.load(Ordering::Relaxed) {
-        text.push_str(
-            "\n(very many matches: only part of them could be listed; narrow the search)",
-        );
-    }
-    Ok(text)
+    (out, shown)
 }
 
 #[cfg(test)]

@@ -160,10 +160,6 @@ impl Tool for Terminal {
                     "The command did not run: the OS sandbox could not be entered ({why})."
                 ));
             }
-            let mut text = result.output.trim_end().to_string();
-            if text.is_empty() {
-                text.push_str("(no output)");
-            }
             let denial = sandboxed
                 .then(|| ctx.shell.policy())
                 .flatten()
@@ -175,47 +171,58 @@ impl Tool for Terminal {
                         .collect();
                     talaria_sandbox::denial::explain(policy, &result.output, &workdir, &named)
                 });
-            if let Some(denial) = &denial {
-                text.push_str(&format!(
-                    "\n\nThe OS sandbox refused {}. Only the user can let a command out of \
-                     the sandbox; do not try to work around it.",
-                    denial.what
-                ));
-            }
-            let status_line = if result.cancelled {
-                "Cancelled by the user; the command and its child processes were killed."
-                    .to_string()
-            } else if result.timed_out {
-                format!(
-                    "Timed out after {timeout} s; the command and its child processes were killed."
-                )
-            } else {
-                match (result.exit_code, &result.signal) {
-                    (Some(code), _) => format!("Exit code: {code}"),
-                    (None, Some(signal)) => format!("Killed by {signal}"),
-                    (None, None) => "Exit status unknown".to_string(),
-                }
-            };
-            let ok = result.exit_code == Some(0) && !result.timed_out && !result.cancelled;
-            let mut outcome = ToolOutcome::completed(format!("{text}\n\n{status_line}"))
-                .with_raw_output(json!({
-                    "exit_code": result.exit_code,
-                    "signal": result.signal,
-                    "timed_out": result.timed_out,
-                    "elided_bytes": result.elided_bytes,
-                }));
-            if !ok {
-                outcome.status = ToolStatus::Failed;
-            }
-            if let Some(terminal_id) = result.terminal_id {
-                outcome = outcome.with_effect(ToolEffect::Terminal { terminal_id });
-            }
-            if let Some(denial) = denial {
-                outcome = outcome.with_effect(ToolEffect::SandboxDenied { what: denial.what });
-            }
-            outcome
+            outcome_of(result, timeout, denial)
         })
     }
+}
+
+/// What the model reads of a finished command: its output, what the sandbox refused, and
+/// how it ended (anything but exit code 0 is a failed call).
+fn outcome_of(
+    result: crate::shell::CommandResult,
+    timeout: u64,
+    denial: Option<talaria_sandbox::denial::Denial>,
+) -> ToolOutcome {
+    let mut text = result.output.trim_end().to_string();
+    if text.is_empty() {
+        text.push_str("(no output)");
+    }
+    if let Some(denial) = &denial {
+        text.push_str(&format!(
+            "\n\nThe OS sandbox refused {}. Only the user can let a command out of \
+                     the sandbox; do not try to work around it.",
+            denial.what
+        ));
+    }
+    let status_line = if result.cancelled {
+        "Cancelled by the user; the command and its child processes were killed.".to_string()
+    } else if result.timed_out {
+        format!("Timed out after {timeout} s; the command and its child processes were killed.")
+    } else {
+        match (result.exit_code, &result.signal) {
+            (Some(code), _) => format!("Exit code: {code}"),
+            (None, Some(signal)) => format!("Killed by {signal}"),
+            (None, None) => "Exit status unknown".to_string(),
+        }
+    };
+    let ok = result.exit_code == Some(0) && !result.timed_out && !result.cancelled;
+    let mut outcome =
+        ToolOutcome::completed(format!("{text}\n\n{status_line}")).with_raw_output(json!({
+            "exit_code": result.exit_code,
+            "signal": result.signal,
+            "timed_out": result.timed_out,
+            "elided_bytes": result.elided_bytes,
+        }));
+    if !ok {
+        outcome.status = ToolStatus::Failed;
+    }
+    if let Some(terminal_id) = result.terminal_id {
+        outcome = outcome.with_effect(ToolEffect::Terminal { terminal_id });
+    }
+    if let Some(denial) = denial {
+        outcome = outcome.with_effect(ToolEffect::SandboxDenied { what: denial.what });
+    }
+    outcome
 }
 
 /// Why the sandbox helper could not start the command, if that is how it ended.

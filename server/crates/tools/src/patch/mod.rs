@@ -236,71 +236,78 @@ async fn plan(args: &Args, ctx: &ToolContext) -> Result<Vec<Change>, ToolError> 
         let ops = v4a::parse(patch).map_err(|e| ToolError::args(format!("Invalid patch: {e}")))?;
         let mut changes = Vec::new();
         for op in ops {
-            match op {
-                v4a::FileOp::Add { path, content } => {
-                    let path = ctx.resolve(&path);
-                    let old = current_text(ctx, &path)
-                        .await
-                        .map_err(ToolError::file("read", &path))?;
-                    if old.is_some() {
-                        return Err(ToolError::Rejected(format!(
-                            "{} already exists; use an Update File section",
-                            path.display()
-                        )));
-                    }
-                    changes.push(Change {
-                        path,
-                        old: None,
-                        new: Some(content),
-                        moved_from: None,
-                        note: "Added".into(),
-                    });
-                }
-                v4a::FileOp::Delete { path } => {
-                    let path = ctx.resolve(&path);
-                    let old = read_existing(ctx, &path).await?;
-                    changes.push(Change {
-                        path,
-                        old: Some(old),
-                        new: None,
-                        moved_from: None,
-                        note: "Deleted".into(),
-                    });
-                }
-                v4a::FileOp::Update {
-                    path,
-                    move_to,
-                    hunks,
-                } => {
-                    let from = ctx.resolve(&path);
-                    let old = read_existing(ctx, &from).await?;
-                    let new = v4a::apply(&old, &hunks).map_err(|e| {
-                        ToolError::Rejected(format!("Cannot update {}: {e}", from.display()))
-                    })?;
-                    match move_to {
-                        Some(to) => {
-                            let to = ctx.resolve(&to);
-                            changes.push(Change {
-                                path: to.clone(),
-                                old: None,
-                                new: Some(new),
-                                moved_from: Some(from.clone()),
-                                note: format!("Moved {} to", shown(&from, ctx)),
-                            });
-                        }
-                        None => changes.push(Change {
-                            path: from,
-                            old: Some(old),
-                            new: Some(new),
-                            moved_from: None,
-                            note: "Updated".into(),
-                        }),
-                    }
-                }
-            }
+            changes.push(plan_file_op(op, ctx).await?);
         }
         return Ok(changes);
     }
+    plan_replace(args, ctx).await
+}
+
+/// The change one file section of a multi-file patch makes.
+async fn plan_file_op(op: v4a::FileOp, ctx: &ToolContext) -> Result<Change, ToolError> {
+    match op {
+        v4a::FileOp::Add { path, content } => {
+            let path = ctx.resolve(&path);
+            let old = current_text(ctx, &path)
+                .await
+                .map_err(ToolError::file("read", &path))?;
+            if old.is_some() {
+                return Err(ToolError::Rejected(format!(
+                    "{} already exists; use an Update File section",
+                    path.display()
+                )));
+            }
+            Ok(Change {
+                path,
+                old: None,
+                new: Some(content),
+                moved_from: None,
+                note: "Added".into(),
+            })
+        }
+        v4a::FileOp::Delete { path } => {
+            let path = ctx.resolve(&path);
+            let old = read_existing(ctx, &path).await?;
+            Ok(Change {
+                path,
+                old: Some(old),
+                new: None,
+                moved_from: None,
+                note: "Deleted".into(),
+            })
+        }
+        v4a::FileOp::Update {
+            path,
+            move_to,
+            hunks,
+        } => {
+            let from = ctx.resolve(&path);
+            let old = read_existing(ctx, &from).await?;
+            let new = v4a::apply(&old, &hunks).map_err(|e| {
+                ToolError::Rejected(format!("Cannot update {}: {e}", from.display()))
+            })?;
+            Ok(match move_to {
+                Some(to) => Change {
+                    path: ctx.resolve(&to),
+                    old: None,
+                    new: Some(new),
+                    note: format!("Moved {} to", shown(&from, ctx)),
+                    moved_from: Some(from),
+                },
+                None => Change {
+                    path: from,
+                    old: Some(old),
+                    new: Some(new),
+                    moved_from: None,
+                    note: "Updated".into(),
+                },
+            })
+        }
+    }
+}
+
+/// The change of replace mode: `old_string` → `new_string` in one file.
+async fn plan_replace(args: &Args, ctx: &ToolContext) -> Result<Vec<Change>, ToolError> {
     let path = args
         .path
         .as_deref()

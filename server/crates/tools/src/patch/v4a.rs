@@ -37,6 +37,8 @@ pub enum FileOp {
     },
 }
 
+type Lines<'p> = std::iter::Peekable<std::str::Lines<'p>>;
+
 /// Parses a patch.
 pub fn parse(patch: &str) -> Result<Vec<FileOp>, ToolError> {
     let mut ops = Vec::new();
@@ -50,80 +52,16 @@ pub fn parse(patch: &str) -> Result<Vec<FileOp>, ToolError> {
             break;
         }
         if let Some(path) = line.strip_prefix("*** Add File:") {
-            let mut content = String::new();
-            while let Some(next) = lines.peek() {
-                if next.starts_with("***") {
-                    break;
-                }
-                let next = lines.next().unwrap_or_default().trim_end_matches('\r');
-                content.push_str(next.strip_prefix('+').unwrap_or(next));
-                content.push('\n');
-            }
             ops.push(FileOp::Add {
                 path: path.trim().to_string(),
-                content,
+                content: added_content(&mut lines),
             });
         } else if let Some(path) = line.strip_prefix("*** Delete File:") {
             ops.push(FileOp::Delete {
                 path: path.trim().to_string(),
             });
         } else if let Some(path) = line.strip_prefix("*** Update File:") {
-            let mut move_to = None;
-            let mut hunks: Vec<Hunk> = Vec::new();
-            while let Some(next) = lines.peek() {
-                let next = next.trim_end_matches('\r');
-                if let Some(target) = next.strip_prefix("*** Move to:") {
-                    move_to = Some(target.trim().to_string());
-                    lines.next();
-                    continue;
-                }
-                if next.trim() == "*** End of File" {
-                    lines.next();
-                    continue;
-                }
-                if next.starts_with("***") {
-                    break;
-                }
-                let next = lines.next().unwrap_or_default().trim_end_matches('\r');
-                if let Some(anchor) = next.strip_prefix("@@") {
-                    let anchor = anchor.trim().trim_end_matches("@@").trim();
-                    hunks.push(Hunk {
-                        anchor: (!anchor.is_empty()).then(|| anchor.to_string()),
-                        lines: Vec::new(),
-                    });
-                    continue;
-                }
-                if hunks.is_empty() {
-                    hunks.push(Hunk::default());
-                }
-                let hunk = hunks
-                    .last_mut()
-                    .ok_or_else(|| ToolError::Rejected("internal: no hunk".into()))?;
-                let parsed = match next.chars().next() {
-                    Some('+') => HunkLine::Add(next[1..].to_string()),
-                    Some('-') => HunkLine::Remove(next[1..].to_string()),
-                    Some(' ') => HunkLine::Context(next[1..].to_string()),
-                    None => HunkLine::Context(String::new()),
-                    Some(_) => {
-                        return Err(ToolError::Rejected(format!(
-                            "in the update of {}: line {next:?} must start with ' ', '-' or '+'",
-                            path.trim()
-                        )));
-                    }
-                };
-                hunk.lines.push(parsed);
-            }
-            if hunks.iter().all(|h| h.lines.is_empty()) && move_to.is_none() {
-                return Err(ToolError::Rejected(format!(
-                    "the update of {} has no changes",
-                    path.trim()
-                )));
-            }
-            ops.push(FileOp::Update {
-                path: path.trim().to_string(),
-                move_to,
-                hunks,
-            });
+            ops.push(parse_update(path.trim(), &mut lines)?);
         } else {
             return Err(ToolError::Rejected(format!(
                 "unexpected line {line:?}: expected *** Add File:, *** Update File: or *** Delete File:"
@@ -136,6 +74,82 @@ pub fn parse(patch: &str) -> Result<Vec<FileOp>, ToolError> {
         ));
     }
     Ok(ops)
+}
+
+/// The content of an Add File section (each line's `+` dropped).
+fn added_content(lines: &mut Lines<'_>) -> String {
+    let mut content = String::new();
+    while let Some(next) = lines.peek() {
+        if next.starts_with("***") {
+            break;
+        }
+        let next = lines.next().unwrap_or_default().trim_end_matches('\r');
+        content.push_str(next.strip_prefix('+').unwrap_or(next));
+        content.push('\n');
+    }
+    content
+}
+
+/// An Update File section: an optional move, then hunks (`@@ anchor` starts one).
+fn parse_update(path: &str, lines: &mut Lines<'_>) -> Result<FileOp, ToolError> {
+    let mut move_to = None;
+    let mut hunks: Vec<Hunk> = Vec::new();
+    while let Some(next) = lines.peek() {
+        let next = next.trim_end_matches('\r');
+        if let Some(target) = next.strip_prefix("*** Move to:") {
+            move_to = Some(target.trim().to_string());
+            lines.next();
+            continue;
+        }
+        if next.trim() == "*** End of File" {
+            lines.next();
+            continue;
+        }
+        if next.starts_with("***") {
+            break;
+        }
+        let next = lines.next().unwrap_or_default().trim_end_matches('\r');
+        if let Some(anchor) = next.strip_prefix("@@") {
+            let anchor = anchor.trim().trim_end_matches("@@").trim();
+            hunks.push(Hunk {
+                anchor: (!anchor.is_empty()).then(|| anchor.to_string()),
+                lines: Vec::new(),
+            });
+            continue;
+        }
+        if hunks.is_empty() {
+            hunks.push(Hunk::default());
+        }
+        let parsed = hunk_line(path, next)?;
+        if let Some(hunk) = hunks.last_mut() {
+            hunk.lines.push(parsed);
+        }
+    }
+    if hunks.iter().all(|h| h.lines.is_empty()) && move_to.is_none() {
+        return Err(ToolError::Rejected(format!(
+            "the update of {path} has no changes"
+        )));
+    }
+    Ok(FileOp::Update {
+        path: path.to_string(),
+        move_to,
+        hunks,
+    })
+}
+
+/// One line of a hunk: added, removed or context.
+fn hunk_line(path: &str, line: &str) -> Result<HunkLine, ToolError> {
+    Ok(match line.chars().next() {
+        Some('+') => HunkLine::Add(line[1..].to_string()),
+        Some('-') => HunkLine::Remove(line[1..].to_string()),
+        Some(' ') => HunkLine::Context(line[1..].to_string()),
+        None => HunkLine::Context(String::new()),
+        Some(_) => {
+            return Err(ToolError::Rejected(format!(
+                "in the update of {path}: line {line:?} must start with ' ', '-' or '+'"
+            )));
+        }
+    })
 }
 
 fn find(

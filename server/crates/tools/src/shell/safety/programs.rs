@@ -451,6 +451,11 @@ impl Walker<'_> {
     }
 
     /// Sees through wrappers to the program that finally runs.
+    // One loop that peels wrappers in the order the shell applies them (program name,
+    // keyword, `command -v`, `env` assignments and `-S`, directory changes, the wrapped
+    // argv): split up, the order the floor's checks rely on would be spread over several
+    // functions and their shared state.
+    #[allow(clippy::too_many_lines)]
     fn run_wrapped(
         &mut self,
         mut argv: Vec<Word>,
@@ -619,34 +624,16 @@ impl Walker<'_> {
         piped: bool,
         depth: usize,
     ) -> Feed {
-        for arg in args {
-            self.record_path(arg);
-        }
-        if self.defining.iter().any(|f| f == program) {
-            self.refuse(format!(
-                "a self-replicating shell function (`{program}`), the shape of a fork bomb"
-            ));
-        }
-        if self.functions.contains(program) {
+        if self.note_program(program, args, depth) {
             // A call of a function defined in the command: its body was walked.
             return Feed::Opaque;
         }
-        self.add_scope(program, args);
-        if let Some(scope) = self.class.scopes.last().cloned() {
-            self.writes |= !reads_only(&scope, program, args);
-        }
-        floor::check(self, program, args);
-        if !NAMES_PROGRAMS.contains(&program) {
-            self.scan_for_floor(args, depth);
-        }
-        let texts: Vec<&str> = args.iter().map(|a| a.text.as_str()).collect();
-        if let Some(why) = super::dynamic::hides_code(program, &texts) {
-            self.mark_unknown(why);
-        }
-        for name in super::dynamic::assigned_by(program, args) {
-            self.taint(&name);
-        }
         let fetched_arg = args.iter().any(|a| a.fetched);
+        let code = CodeInput {
+            input: &input,
+            from_heredoc,
+            fetched_arg,
+        };
         match program {
             "cd" | "pushd" | "popd" => {
                 self.change_directory(program, args);
@@ -685,25 +672,7 @@ impl Walker<'_> {
                 self.nested(&code, "eval");
                 Feed::Opaque
             }
-            "source" | "." => {
-                if fetched_arg {
-                    self.refuse(format!(
-                        "downloaded code run by `{program}` (download-and-run)"
-                    ));
-                }
-                match args.first() {
-                    Some(file) if is_stdin_path(&file.text) => {
-                        self.reads_program_from(program, &input, from_heredoc);
-                    }
-                    Some(file) if file.exact => {}
-                    Some(file) => self.mark_unknown(format!(
-                        "`{program}` of a file only known at run time (`{}`)",
-                        file.shown()
-                    )),
-                    None => self.reads_program_from(program, &input, from_heredoc),
-                }
-                Feed::Opaque
-            }
+            "source" | "." => self.source(program, args, &code),
             "trap" => {
                 if let Some(code) = args.iter().find(|a| !a.text.starts_with('-')) {
                     self.nested(code, "trap");
@@ -723,67 +692,114 @@ impl Walker<'_> {
                 }
                 Feed::Opaque
             }
-            p if SHELLS.contains(&p) => {
-                if fetched_arg {
-                    self.refuse(format!("downloaded code run by `{p}` (download-and-run)"));
-                }
-                if let Some(code) = script_flag(args, 'c') {
-                    self.nested(code, &format!("`{p} -c`"));
-                } else if args
-                    .iter()
-                    .all(|a| a.text.starts_with('-') && a.text != "-")
-                {
-                    self.reads_program_from(p, &input, from_heredoc);
-                } else {
-                    self.script_file(p, args, &input, from_heredoc);
-                }
-                Feed::Opaque
-            }
-            p if is_interpreter(p) => {
-                if fetched_arg {
-                    self.refuse(format!("downloaded code run by `{p}` (download-and-run)"));
-                }
-                let has_script = args
-                    .iter()
-                    .any(|a| !a.text.starts_with('-') || a.text == "-c" || a.text == "-e");
-                if !has_script || args.iter().any(|a| is_stdin_path(&a.text)) {
-                    self.reads_program_from(p, &input, from_heredoc);
-                } else if let Some(script) = args.iter().find(|a| !a.text.starts_with('-'))
-                    && script.text.contains(UNKNOWN)
-                    && !args
-                        .iter()
-                        .any(|a| matches!(a.text.as_str(), "-c" | "-e" | "-m"))
-                {
-                    self.mark_unknown(format!(
-                        "`{p}` runs a script only known at run time (`{}`)",
-                        script.shown()
-                    ));
-                }
-                Feed::Opaque
-            }
+            p if SHELLS.contains(&p) => self.shell(p, args, &code),
+            p if is_interpreter(p) => self.interpreter(p, args, &code),
             p if FETCHERS.contains(&p) => Feed::Fetched,
             _ => Feed::Opaque,
         }
     }
 
+    /// What every program's words say, whatever the program: the paths it names, a fork
+    /// bomb's shape, its scope and whether it writes, the floor, code hidden in its
+    /// arguments, variables it assigns. `true` when it is a function the command defined.
+    fn note_program(&mut self, program: &str, args: &[Word], depth: usize) -> bool {
+        for arg in args {
+            self.record_path(arg);
+        }
+        if self.defining.iter().any(|f| f == program) {
+            self.refuse(format!(
+                "a self-replicating shell function (`{program}`), the shape of a fork bomb"
+            ));
+        }
+        if self.functions.contains(program) {
+            return true;
+        }
+        self.add_scope(program, args);
+        if let Some(scope) = self.class.scopes.last().cloned() {
+            self.writes |= !reads_only(&scope, program, args);
+        }
+        floor::check(self, program, args);
+        if !NAMES_PROGRAMS.contains(&program) {
+            self.scan_for_floor(args, depth);
+        }
+        let texts: Vec<&str> = args.iter().map(|a| a.text.as_str()).collect();
+        if let Some(why) = super::dynamic::hides_code(program, &texts) {
+            self.mark_unknown(why);
+        }
+        for name in super::dynamic::assigned_by(program, args) {
+            self.taint(&name);
+        }
+        false
+    }
+
+    /// `source FILE` / `. FILE`: runs the file's code in this shell.
+    fn source(&mut self, program: &str, args: &[Word], code: &CodeInput<'_>) -> Feed {
+        if code.fetched_arg {
+            self.refuse(format!(
+                "downloaded code run by `{program}` (download-and-run)"
+            ));
+        }
+        match args.first() {
+            Some(file) if is_stdin_path(&file.text) => {
+                self.reads_program_from(program, code.input, code.from_heredoc);
+            }
+            Some(file) if file.exact => {}
+            Some(file) => self.mark_unknown(format!(
+                "`{program}` of a file only known at run time (`{}`)",
+                file.shown()
+            )),
+            None => self.reads_program_from(program, code.input, code.from_heredoc),
+        }
+        Feed::Opaque
+    }
+
+    /// A shell: `-c CODE` is walked, a script file is read, else it reads its program from
+    /// its input.
+    fn shell(&mut self, p: &str, args: &[Word], code: &CodeInput<'_>) -> Feed {
+        if code.fetched_arg {
+            self.refuse(format!("downloaded code run by `{p}` (download-and-run)"));
+        }
+        if let Some(script) = script_flag(args, 'c') {
+            self.nested(script, &format!("`{p} -c`"));
+        } else if args
+            .iter()
+            .all(|a| a.text.starts_with('-') && a.text != "-")
+        {
+            self.reads_program_from(p, code.input, code.from_heredoc);
+        } else {
+            self.script_file(p, args, code.input, code.from_heredoc);
+        }
+        Feed::Opaque
+    }
+
+    /// An interpreter (python, node, …): a program from its input, or a script only known
+    /// at run time, cannot be analysed.
+    fn interpreter(&mut self, p: &str, args: &[Word], code: &CodeInput<'_>) -> Feed {
+        if code.fetched_arg {
+            self.refuse(format!("downloaded code run by `{p}` (download-and-run)"));
+        }
+        let has_script = args
+            .iter()
+            .any(|a| !a.text.starts_with('-') || a.text == "-c" || a.text == "-e");
+        if !has_script || args.iter().any(|a| is_stdin_path(&a.text)) {
+            self.reads_program_from(p, code.input, code.from_heredoc);
+        } else if let Some(script) = args.iter().find(|a| !a.text.starts_with('-'))
+            && script.text.contains(UNKNOWN)
+            && !args
+                .iter()
+                .any(|a| matches!(a.text.as_str(), "-c" | "-e" | "-m"))
+        {
+            self.mark_unknown(format!(
+                "`{p}` runs a script only known at run time (`{}`)",
+                script.shown()
+            ));
+        }
+        Feed::Opaque
+    }
+
     /// `find ROOT… [-delete] [-exec CMD {} ;]`: the roots are what `{}` stands for.
     fn find(&mut self, args: &[Word], depth: usize) -> Feed {
-        // `find -H|-L|-P|-D OPTS|-O3 ROOT…`: options before the roots.
-        let mut leading = 0;
-        while let Some(arg) = args.get(leading) {
-            match arg.text.as_str() {
-                "-H" | "-L" | "-P" => leading += 1,
-                "-D" => leading += 2,
-                t if t.starts_with("-O") => leading += 1,
-                _ => break,
-            }
-        }
-        let rest = args.get(leading..).unwrap_or(&[]);
-        let roots: Vec<Word> = rest
-            .iter()
-            .take_while(|a| !a.text.starts_with('-') && a.text != "(" && a.text != "!")
-            .cloned()
-            .collect();
+        let roots = find_roots(args);
         let root = roots.first().cloned().unwrap_or_else(|| Word::literal("."));
         let destructive = args.iter().any(|a| {
             matches!(
@@ -984,4 +1000,32 @@ fn join(words: &[Word]) -> Word {
         exact: words.iter().all(|w| w.exact),
         fetched: words.iter().any(|w| w.fetched),
     }
+}
+
+/// `find -H|-L|-P|-D OPTS|-O3 ROOT… EXPR`: the roots, after the options before them.
+fn find_roots(args: &[Word]) -> Vec<Word> {
+    let mut leading = 0;
+    while let Some(arg) = args.get(leading) {
+        match arg.text.as_str() {
+            "-H" | "-L" | "-P" => leading += 1,
+            "-D" => leading += 2,
+            t if t.starts_with("-O") => leading += 1,
+            _ => break,
+        }
+    }
+    let rest = args.get(leading..).unwrap_or(&[]);
+    rest.iter()
+        .take_while(|a| !a.text.starts_with('-') && a.text != "(" && a.text != "!")
+        .cloned()
+        .collect()
+}
+
+/// Where a program that runs code may get it from.
+struct CodeInput<'f> {
+    /// What is fed to its standard input.
+    input: &'f Feed,
+    /// That input is a here-document.
+    from_heredoc: bool,
+    /// One of its words was downloaded.
+    fetched_arg: bool,
 }
