@@ -103,6 +103,52 @@ fn user_content(parts: &[UserPart]) -> Vec<Value> {
         .collect()
 }
 
+/// An assistant message's blocks: signed thinking (replayed as it was), text, tool uses.
+fn assistant_content(
+    text: &str,
+    reasoning: Option<&Reasoning>,
+    tool_calls: &[crate::ToolCallRequest],
+) -> Vec<Value> {
+    let mut content = Vec::new();
+    if let Some(Reasoning {
+        text: thinking,
+        signature: Some(signature),
+    }) = reasoning
+    {
+        content.push(json!({"type": "thinking", "thinking": thinking, "signature": signature}));
+    }
+    if !text.is_empty() {
+        content.push(json!({"type": "text", "text": text}));
+    }
+    for call in tool_calls {
+        let input = serde_json::from_str::<Value>(&call.arguments)
+            .ok()
+            .filter(Value::is_object)
+            .unwrap_or_else(|| json!({}));
+        content.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}));
+    }
+    content
+}
+
+/// Prompt caching: the system prompt, and the last block of the two most recent user turns.
+fn mark_cache_points(system: &mut [Value], messages: &mut [Value]) {
+    if let Some(last) = system.last_mut() {
+        last["cache_control"] = json!({"type": "ephemeral"});
+    }
+    let mut marked = 0;
+    for message in messages.iter_mut().rev() {
+        if marked == 2 {
+            break;
+        }
+        if message["role"] == "user"
+            && let Some(last) = message["content"].as_array_mut().and_then(|c| c.last_mut())
+        {
+            last["cache_control"] = json!({"type": "ephemeral"});
+            marked += 1;
+        }
+    }
+}
+
 /// The JSON body of a streaming request.
 pub fn request_body(
     request: &ChatRequest<'_>,
@@ -133,29 +179,7 @@ pub fn request_body(
                 text,
                 reasoning,
                 tool_calls,
-            } => {
-                let mut content = Vec::new();
-                if let Some(Reasoning {
-                    text: thinking,
-                    signature: Some(signature),
-                }) = reasoning
-                {
-                    content.push(
-                        json!({"type": "thinking", "thinking": thinking, "signature": signature}),
-                    );
-                }
-                if !text.is_empty() {
-                    content.push(json!({"type": "text", "text": text}));
-                }
-                for call in *tool_calls {
-                    let input = serde_json::from_str::<Value>(&call.arguments)
-                        .ok()
-                        .filter(Value::is_object)
-                        .unwrap_or_else(|| json!({}));
-                    content.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}));
-                }
-                push("assistant", content);
-            }
+            } => push("assistant", assistant_content(text, *reasoning, tool_calls)),
             ModelMessage::Tool { call_id, content } => {
                 push(
                     "user",
@@ -166,22 +190,7 @@ pub fn request_body(
             }
         }
     }
-    // Prompt caching: the system prompt, and the last block of the two most recent user turns.
-    if let Some(last) = system.last_mut() {
-        last["cache_control"] = json!({"type": "ephemeral"});
-    }
-    let mut marked = 0;
-    for message in messages.iter_mut().rev() {
-        if marked == 2 {
-            break;
-        }
-        if message["role"] == "user"
-            && let Some(last) = message["content"].as_array_mut().and_then(|c| c.last_mut())
-        {
-            last["cache_control"] = json!({"type": "ephemeral"});
-            marked += 1;
-        }
-    }
+    mark_cache_points(&mut system, &mut messages);
     let mut body = json!({
         "model": request.model,
         "max_tokens": request.max_tokens.unwrap_or(default_max_tokens),
@@ -233,6 +242,65 @@ impl MessagesDecoder {
             .map(|(_, b)| b)
     }
 
+    /// A content block starts: text shown at once, a tool use announced.
+    fn block_started(&mut self, data: &Value, out: &mut Out) {
+        let index = number(data, "index");
+        let block = &data["content_block"];
+        let parsed = match block["type"].as_str() {
+            Some("text") => {
+                if let Some(text) = block["text"].as_str().filter(|t| !t.is_empty()) {
+                    out.push_back(Ok(StreamEvent::TextDelta(text.to_string())));
+                }
+                Block::Text
+            }
+            Some("thinking") => Block::Thinking,
+            Some("tool_use") => {
+                let id = block["id"].as_str().unwrap_or_default().to_string();
+                let name = block["name"].as_str().unwrap_or_default().to_string();
+                out.push_back(Ok(StreamEvent::ToolCallStarted {
+                    id: id.clone(),
+                    name: name.clone(),
+                }));
+                Block::ToolUse {
+                    id,
+                    name,
+                    input: String::new(),
+                }
+            }
+            _ => Block::Other,
+        };
+        self.blocks.push((index, parsed));
+    }
+
+    /// A content block grows: text, thinking, its signature, a tool use's arguments.
+    fn block_delta(&mut self, data: &Value, out: &mut Out) {
+        let index = number(data, "index");
+        let delta = &data["delta"];
+        match delta["type"].as_str() {
+            Some("text_delta") => {
+                if let Some(text) = delta["text"].as_str().filter(|t| !t.is_empty()) {
+                    out.push_back(Ok(StreamEvent::TextDelta(text.to_string())));
+                }
+            }
+            Some("thinking_delta") => {
+                if let Some(text) = delta["thinking"].as_str().filter(|t| !t.is_empty()) {
+                    out.push_back(Ok(StreamEvent::ReasoningDelta(text.to_string())));
+                }
+            }
+            Some("signature_delta") => {
+                if let Some(signature) = delta["signature"].as_str() {
+                    out.push_back(Ok(StreamEvent::ReasoningSignature(signature.to_string())));
+                }
+            }
+            Some("input_json_delta") => {
+                if let Some(Block::ToolUse { input, .. }) = self.block(index) {
+                    input.push_str(delta["partial_json"].as_str().unwrap_or_default());
+                }
+            }
+            _ => {}
+        }
+    }
+
     fn finish(&mut self, out: &mut Out) {
         out.push_back(Ok(StreamEvent::Usage(self.usage)));
         let reason = match self.stop_reason.as_deref() {
@@ -273,63 +341,8 @@ impl Decoder for MessagesDecoder {
                 self.usage.cache_write_tokens = number(usage, "cache_creation_input_tokens");
                 self.usage.output_tokens = number(usage, "output_tokens");
             }
-            "content_block_start" => {
-                let index = number(&data, "index");
-                let block = &data["content_block"];
-                let parsed = match block["type"].as_str() {
-                    Some("text") => {
-                        if let Some(text) = block["text"].as_str().filter(|t| !t.is_empty()) {
-                            out.push_back(Ok(StreamEvent::TextDelta(text.to_string())));
-                        }
-                        Block::Text
-                    }
-                    Some("thinking") => Block::Thinking,
-                    Some("tool_use") => {
-                        let id = block["id"].as_str().unwrap_or_default().to_string();
-                        let name = block["name"].as_str().unwrap_or_default().to_string();
-                        out.push_back(Ok(StreamEvent::ToolCallStarted {
-                            id: id.clone(),
-                            name: name.clone(),
-                        }));
-                        Block::ToolUse {
-                            id,
-                            name,
-                            input: String::new(),
-                        }
-                    }
-                    _ => Block::Other,
-                };
-                self.blocks.push((index, parsed));
-            }
-            "content_block_delta" => {
-                let index = number(&data, "index");
-                let delta = &data["delta"];
-                match delta["type"].as_str() {
-                    Some("text_delta") => {
-                        if let Some(text) = delta["text"].as_str().filter(|t| !t.is_empty()) {
-                            out.push_back(Ok(StreamEvent::TextDelta(text.to_string())));
-                        }
-                    }
-                    Some("thinking_delta") => {
-                        if let Some(text) = delta["thinking"].as_str().filter(|t| !t.is_empty()) {
-                            out.push_back(Ok(StreamEvent::ReasoningDelta(text.to_string())));
-                        }
-                    }
-                    Some("signature_delta") => {
-                        if let Some(signature) = delta["signature"].as_str() {
-                            out.push_back(Ok(StreamEvent::ReasoningSignature(
-                                signature.to_string(),
-                            )));
-                        }
-                    }
-                    Some("input_json_delta") => {
-                        if let Some(Block::ToolUse { input, .. }) = self.block(index) {
-                            input.push_str(delta["partial_json"].as_str().unwrap_or_default());
-                        }
-                    }
-                    _ => {}
-                }
-            }
+            "content_block_start" => self.block_started(&data, out),
+            "content_block_delta" => self.block_delta(&data, out),
             "content_block_stop" => {
                 let index = number(&data, "index");
                 if let Some(position) = self.blocks.iter().position(|(i, _)| *i == index)

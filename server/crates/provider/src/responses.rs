@@ -173,6 +173,39 @@ impl ResponsesDecoder {
     }
 }
 
+impl ResponsesDecoder {
+    /// An output item starts: a function call is announced and its arguments collected.
+    fn item_added(&mut self, item: &Value, out: &mut Out) {
+        if item["type"] != "function_call" {
+            return;
+        }
+        let call = PendingCall {
+            item_id: item["id"].as_str().unwrap_or_default().to_string(),
+            call_id: item["call_id"].as_str().unwrap_or_default().to_string(),
+            name: item["name"].as_str().unwrap_or_default().to_string(),
+            arguments: item["arguments"].as_str().unwrap_or_default().to_string(),
+        };
+        out.push_back(Ok(StreamEvent::ToolCallStarted {
+            id: call.call_id.clone(),
+            name: call.name.clone(),
+        }));
+        self.calls.push(call);
+    }
+
+    /// An output item is complete: a function call's final arguments replace the deltas.
+    fn item_done(&mut self, item: &Value) {
+        if item["type"] == "function_call"
+            && let Some(call) = self
+                .calls
+                .iter_mut()
+                .find(|c| c.item_id == item["id"].as_str().unwrap_or_default())
+            && let Some(arguments) = item["arguments"].as_str()
+        {
+            call.arguments = arguments.to_string();
+        }
+    }
+}
+
 impl Decoder for ResponsesDecoder {
     fn event(&mut self, event: &SseEvent, out: &mut Out) -> bool {
         let Some(data) = parse_json(NAME, &event.data) else {
@@ -194,22 +227,7 @@ impl Decoder for ResponsesDecoder {
                     out.push_back(Ok(StreamEvent::ReasoningDelta(delta.to_string())));
                 }
             }
-            "response.output_item.added" => {
-                let item = &data["item"];
-                if item["type"] == "function_call" {
-                    let call = PendingCall {
-                        item_id: item["id"].as_str().unwrap_or_default().to_string(),
-                        call_id: item["call_id"].as_str().unwrap_or_default().to_string(),
-                        name: item["name"].as_str().unwrap_or_default().to_string(),
-                        arguments: item["arguments"].as_str().unwrap_or_default().to_string(),
-                    };
-                    out.push_back(Ok(StreamEvent::ToolCallStarted {
-                        id: call.call_id.clone(),
-                        name: call.name.clone(),
-                    }));
-                    self.calls.push(call);
-                }
-            }
+            "response.output_item.added" => self.item_added(&data["item"], out),
             "response.function_call_arguments.delta" => {
                 let item_id = data["item_id"].as_str().unwrap_or_default();
                 if let Some(call) = self.calls.iter_mut().find(|c| c.item_id == item_id) {
@@ -217,18 +235,7 @@ impl Decoder for ResponsesDecoder {
                         .push_str(data["delta"].as_str().unwrap_or_default());
                 }
             }
-            "response.output_item.done" => {
-                let item = &data["item"];
-                if item["type"] == "function_call"
-                    && let Some(call) = self
-                        .calls
-                        .iter_mut()
-                        .find(|c| c.item_id == item["id"].as_str().unwrap_or_default())
-                    && let Some(arguments) = item["arguments"].as_str()
-                {
-                    call.arguments = arguments.to_string();
-                }
-            }
+            "response.output_item.done" => self.item_done(&data["item"]),
             "response.completed" => {
                 self.finish(&data["response"], FinishReason::Stop, out);
                 return true;

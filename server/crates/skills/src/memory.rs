@@ -304,6 +304,8 @@ mod tests {
     }
 
     #[test]
+    // One scenario, step by step.
+    #[allow(clippy::too_many_lines)]
     fn batches_apply_atomically_within_limits() {
         let dir = tempfile::tempdir().expect("dir");
         let store = MemoryStore::new(dir.path().join("memories"), 100, 60);

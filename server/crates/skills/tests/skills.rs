@@ -4,6 +4,9 @@
 // A test crate through and through: its helpers panic on a failed set-up step (that is a
 // failed test), like the tests themselves (`expect_used` is for production code).
 #![allow(clippy::expect_used)]
+// Each test reads top to bottom as the scenario it plays (`too_many_lines` is for
+// production code, where a long function hides steps).
+#![allow(clippy::too_many_lines)]
 
 use std::path::Path;
 use std::sync::Arc;

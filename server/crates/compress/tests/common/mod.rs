@@ -58,6 +58,8 @@ fn test_output(lines: usize, round: usize) -> String {
 }
 
 /// A coding session of `rounds` fix-and-test rounds, times fixed for stable snapshots.
+// A fixture written out as the session it stands for, entry by entry.
+#[allow(clippy::too_many_lines)]
 pub fn coding_session(rounds: usize) -> Transcript {
     let mut t = Transcript::new();
     let mut at = 1_000;
