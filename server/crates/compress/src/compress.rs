@@ -164,6 +164,90 @@ fn split(transcript: &Transcript, tokens: &[u32], request: &Request<'_>, fixed: 
     partition(transcript.entries(), tokens, keep, tail, room)
 }
 
+/// The cheap pass was enough (or there is no middle worth a summary).
+fn done_cheaply(
+    mut transcript: Transcript,
+    before: u64,
+    after_cheap: u64,
+    pruned: Pruned,
+) -> Result<Prepared, CompressError> {
+    if pruned.is_empty() {
+        return Err(CompressError::NothingToCompact);
+    }
+    let rewritten = pruned.rewritten.clone();
+    for id in &rewritten {
+        transcript.mark_rewritten(*id);
+    }
+    Ok(Prepared::Done(Outcome {
+        transcript,
+        report: Report {
+            before,
+            after: after_cheap,
+            pruned,
+            summary: None,
+            rewritten,
+        },
+    }))
+}
+
+/// The summary's plan: what the summariser reads (the middle as it was before the cheap
+/// pass: exact errors and outputs make a better summary than one-line accounts), the
+/// anchor the summary takes the place of, and the fallback's material.
+fn plan_summary(
+    request: &Request<'_>,
+    transcript: Transcript,
+    tokens: &[u32],
+    parts: &Partition,
+    middle: &[usize],
+    (before, pruned): (u64, Pruned),
+) -> Prepared {
+    let previous = previous_summary(&transcript);
+    let entries = transcript.entries();
+    let middle_tokens: u64 = middle.iter().map(|&i| u64::from(tokens[i])).sum();
+    let latest_ask = parts.pinned.or_else(|| {
+        entries
+            .iter()
+            .rposition(|e| !e.compacted && matches!(e.body, EntryBody::User { .. }))
+    });
+    let latest_ask = latest_ask.and_then(|i| match &entries[i].body {
+        EntryBody::User { model_view, .. } => Some(user_text(model_view)),
+        _ => None,
+    });
+    let original = request.transcript.entries();
+    let inputs = summary::Inputs {
+        middle: middle.iter().map(|&i| &original[i]).collect(),
+        previous: previous.as_ref().map(|(_, _, text)| text.as_str()),
+        latest_ask,
+        focus: request.focus.as_deref(),
+        target_tokens: request.budget.summary_target(middle_tokens),
+        max_tokens: request.budget.summary_max,
+        max_chars: usize::try_from(request.budget.window.saturating_mul(2)).unwrap_or(usize::MAX),
+    };
+    let summary_request = summary::request(&inputs);
+    let fallback_material = summary::fallback_material(&inputs.middle);
+    let first_middle = entries[middle[0]].id;
+    let mut anchor = first_middle;
+    if let Some(pinned) = parts.pinned {
+        anchor = anchor.min(entries[pinned].id);
+    }
+    if let Some((_, first, _)) = &previous {
+        anchor = anchor.min(*first);
+    }
+    let middle_ids = middle.iter().map(|&i| entries[i].id).collect();
+    Prepared::Summarise(Pending {
+        request: summary_request,
+        middle: middle_ids,
+        previous: previous.map(|(id, _, text)| (id, text)),
+        anchor,
+        fallback_material,
+        summary_max: request.budget.summary_max,
+        before,
+        tools_tokens: request.tools_tokens,
+        pruned,
+        transcript,
+    })
+}
+
 /// Runs the cheap pass and, when needed, plans the summary.
 pub fn prepare(
     request: &Request<'_>,
@@ -213,71 +297,16 @@ pub fn prepare(
     }
     let fits = !request.budget.exceeded_by(after_cheap);
     if (fits && !request.force) || middle.len() < 2 {
-        if pruned.is_empty() {
-            return Err(CompressError::NothingToCompact);
-        }
-        let rewritten = pruned.rewritten.clone();
-        for id in &rewritten {
-            transcript.mark_rewritten(*id);
-        }
-        return Ok(Prepared::Done(Outcome {
-            transcript,
-            report: Report {
-                before,
-                after: after_cheap,
-                pruned,
-                summary: None,
-                rewritten,
-            },
-        }));
+        return done_cheaply(transcript, before, after_cheap, pruned);
     }
-    let previous = previous_summary(&transcript);
-    let entries = transcript.entries();
-    let middle_tokens: u64 = middle.iter().map(|&i| u64::from(tokens[i])).sum();
-    let latest_ask = parts.pinned.or_else(|| {
-        entries
-            .iter()
-            .rposition(|e| !e.compacted && matches!(e.body, EntryBody::User { .. }))
-    });
-    let latest_ask = latest_ask.and_then(|i| match &entries[i].body {
-        EntryBody::User { model_view, .. } => Some(user_text(model_view)),
-        _ => None,
-    });
-    // The summariser reads the middle as it was before the cheap pass: exact errors and
-    // outputs make a better summary than one-line accounts.
-    let original = request.transcript.entries();
-    let inputs = summary::Inputs {
-        middle: middle.iter().map(|&i| &original[i]).collect(),
-        previous: previous.as_ref().map(|(_, _, text)| text.as_str()),
-        latest_ask,
-        focus: request.focus.as_deref(),
-        target_tokens: request.budget.summary_target(middle_tokens),
-        max_tokens: request.budget.summary_max,
-        max_chars: usize::try_from(request.budget.window.saturating_mul(2)).unwrap_or(usize::MAX),
-    };
-    let summary_request = summary::request(&inputs);
-    let fallback_material = summary::fallback_material(&inputs.middle);
-    let first_middle = entries[middle[0]].id;
-    let mut anchor = first_middle;
-    if let Some(pinned) = parts.pinned {
-        anchor = anchor.min(entries[pinned].id);
-    }
-    if let Some((_, first, _)) = &previous {
-        anchor = anchor.min(*first);
-    }
-    let middle_ids = middle.iter().map(|&i| entries[i].id).collect();
-    Ok(Prepared::Summarise(Pending {
-        request: summary_request,
-        middle: middle_ids,
-        previous: previous.map(|(id, _, text)| (id, text)),
-        anchor,
-        fallback_material,
-        summary_max: request.budget.summary_max,
-        before,
-        tools_tokens: request.tools_tokens,
-        pruned,
+    Ok(plan_summary(
+        request,
         transcript,
-    }))
+        &tokens,
+        &parts,
+        &middle,
+        (before, pruned),
+    ))
 }
 
 impl Pending {

@@ -74,11 +74,12 @@ fn prepend_environment<'a>(entries: &'a [Entry], out: &mut [ModelMessage<'a>]) {
 
 /// Renders entries in order.
 pub(crate) fn render(entries: &[Entry]) -> Vec<ModelMessage<'_>> {
-    let mut out: Vec<ModelMessage<'_>> = Vec::with_capacity(entries.len());
-    let mut open: Vec<&str> = Vec::new();
-    let mut images: Vec<UserPart> = Vec::new();
-    // Where the latest interruption note is.
-    let mut note_at: Option<usize> = None;
+    let mut renderer = Renderer {
+        out: Vec::with_capacity(entries.len()),
+        open: Vec::new(),
+        images: Vec::new(),
+        note_at: None,
+    };
     // Live summaries, by the first entry they stand for.
     let summaries: Vec<(crate::EntryId, &str)> = entries
         .iter()
@@ -90,60 +91,88 @@ pub(crate) fn render(entries: &[Entry]) -> Vec<ModelMessage<'_>> {
         .collect();
     for entry in entries {
         if let Some((_, text)) = summaries.iter().find(|(first, _)| *first == entry.id) {
-            close_open(&mut out, &mut open);
-            flush_images(&mut out, &mut images);
-            out.push(ModelMessage::User(Cow::Owned(vec![UserPart::Text {
-                text: (*text).to_string(),
+            renderer.user_text((*text).to_string());
+        }
+        if !entry.compacted {
+            renderer.entry(&entry.body);
+        }
+    }
+    let Renderer {
+        mut out,
+        open,
+        mut images,
+        ..
+    } = renderer;
+    if open.is_empty() {
+        flush_images(&mut out, &mut images);
+    }
+    prepend_environment(entries, &mut out);
+    out
+}
+
+/// The messages rendered so far, and what the next entry must know.
+struct Renderer<'a> {
+    out: Vec<ModelMessage<'a>>,
+    /// Calls of the latest assistant message still without a result.
+    open: Vec<&'a str>,
+    /// Images of tool results, sent as a user message after them.
+    images: Vec<UserPart>,
+    /// Where the latest interruption note is.
+    note_at: Option<usize>,
+}
+
+impl<'a> Renderer<'a> {
+    /// A new message that is not a tool result: open calls are closed, images flushed.
+    fn boundary(&mut self) {
+        close_open(&mut self.out, &mut self.open);
+        flush_images(&mut self.out, &mut self.images);
+    }
+
+    fn user_text(&mut self, text: String) {
+        self.boundary();
+        self.out
+            .push(ModelMessage::User(Cow::Owned(vec![UserPart::Text {
+                text,
             }])));
-        }
-        if entry.compacted {
-            continue;
-        }
-        match &entry.body {
-            EntryBody::System { text, .. } => out.push(ModelMessage::System(text)),
+    }
+
+    fn entry(&mut self, body: &'a EntryBody) {
+        match body {
+            EntryBody::System { text, .. } => self.out.push(ModelMessage::System(text)),
             EntryBody::User { model_view, .. } => {
-                close_open(&mut out, &mut open);
-                flush_images(&mut out, &mut images);
-                out.push(ModelMessage::User(Cow::Borrowed(model_view)));
+                self.boundary();
+                self.out.push(ModelMessage::User(Cow::Borrowed(model_view)));
             }
             EntryBody::Assistant(assistant) => {
-                close_open(&mut out, &mut open);
-                flush_images(&mut out, &mut images);
+                self.boundary();
                 // An answer right after an interruption's note (its call group compacted
                 // away) takes the note's place: two assistant messages in a row are refused.
-                if note_at.is_some_and(|at| at + 1 == out.len()) {
-                    out.pop();
+                if self.note_at.is_some_and(|at| at + 1 == self.out.len()) {
+                    self.out.pop();
                 }
-                out.push(ModelMessage::Assistant {
+                self.out.push(ModelMessage::Assistant {
                     text: Cow::Borrowed(&assistant.text),
                     reasoning: assistant.reasoning.as_ref(),
                     tool_calls: &assistant.tool_calls,
                 });
-                open = assistant.tool_calls.iter().map(|c| c.id.as_str()).collect();
+                self.open = assistant.tool_calls.iter().map(|c| c.id.as_str()).collect();
             }
             EntryBody::ToolResult(result) => {
-                if let Some(position) = open.iter().position(|id| *id == result.call_id) {
-                    open.remove(position);
-                    out.push(ModelMessage::Tool {
+                if let Some(position) = self.open.iter().position(|id| *id == result.call_id) {
+                    self.open.remove(position);
+                    self.out.push(ModelMessage::Tool {
                         call_id: &result.call_id,
                         content: Cow::Borrowed(&result.model_text),
                     });
-                    images.extend(result.images.iter().cloned());
+                    self.images.extend(result.images.iter().cloned());
                 }
             }
-            EntryBody::Nudge { text } => {
-                close_open(&mut out, &mut open);
-                flush_images(&mut out, &mut images);
-                out.push(ModelMessage::User(Cow::Owned(vec![UserPart::Text {
-                    text: text.clone(),
-                }])));
-            }
+            EntryBody::Nudge { text } => self.user_text(text.clone()),
             EntryBody::Interrupted { reason } => {
-                close_open(&mut out, &mut open);
-                flush_images(&mut out, &mut images);
-                if matches!(out.last(), Some(ModelMessage::User(_))) {
-                    note_at = Some(out.len());
-                    out.push(ModelMessage::Assistant {
+                self.boundary();
+                if matches!(self.out.last(), Some(ModelMessage::User(_))) {
+                    self.note_at = Some(self.out.len());
+                    self.out.push(ModelMessage::Assistant {
                         text: Cow::Owned(format!("[This turn did not complete: {reason}]")),
                         reasoning: None,
                         tool_calls: &[],
@@ -157,9 +186,4 @@ pub(crate) fn render(entries: &[Entry]) -> Vec<ModelMessage<'_>> {
             | EntryBody::Summary { .. } => {}
         }
     }
-    if open.is_empty() {
-        flush_images(&mut out, &mut images);
-    }
-    prepend_environment(entries, &mut out);
-    out
 }

@@ -132,6 +132,55 @@ fn require<'a>(value: &'a Option<String>, what: &str, action: &str) -> Result<&'
         .ok_or_else(|| SkillError::Invalid(format!("{action} needs `{what}`")))
 }
 
+/// `patch`: replaces `old_string` in SKILL.md or a support file, checked like a new write.
+fn patch(dir: &Path, skill_file: &Path, args: &ManageArgs) -> Result<String, SkillError> {
+    let old = require(&args.old_string, "old_string", "patch")?;
+    let new = require(&args.new_string, "new_string", "patch")?;
+    if old.is_empty() {
+        return Err(SkillError::Invalid(
+            "patch needs a non-empty `old_string`".into(),
+        ));
+    }
+    let target = match &args.file_path {
+        Some(relative) if relative != SKILL_FILE => confine(dir, relative)?,
+        _ => skill_file.to_path_buf(),
+    };
+    let text = std::fs::read_to_string(&target).map_err(SkillError::io("read", &target))?;
+    let found = text.matches(old).count();
+    if found == 0 {
+        return Err(SkillError::Invalid(
+            "`old_string` does not occur in the file; view it and copy the exact text".into(),
+        ));
+    }
+    if found > 1 && !args.replace_all {
+        return Err(SkillError::Invalid(format!(
+            "`old_string` occurs {found} times; give more context or set replace_all"
+        )));
+    }
+    let patched = if args.replace_all {
+        text.replace(old, new)
+    } else {
+        text.replacen(old, new, 1)
+    };
+    if target == skill_file {
+        checked_skill_text(args, &patched)?;
+    } else {
+        scan::check(&patched)?;
+    }
+    write_atomic(&target, patched.as_bytes())?;
+    Ok(format!(
+        "Patched {} of skill {} ({} replacement{}).",
+        target.strip_prefix(dir).unwrap_or(&target).display(),
+        args.name,
+        if args.replace_all { found } else { 1 },
+        if args.replace_all && found > 1 {
+            "s"
+        } else {
+            ""
+        }
+    ))
+}
+
 /// Applies `args` to the skill folder `dir`; returns what was done.
 pub fn apply(dir: &Path, args: &ManageArgs) -> Result<String, SkillError> {
     skill::check_name(&args.name)?;
@@ -172,54 +221,7 @@ pub fn apply(dir: &Path, args: &ManageArgs) -> Result<String, SkillError> {
                 content.chars().count()
             ))
         }
-        "patch" => {
-            let old = require(&args.old_string, "old_string", action)?;
-            let new = require(&args.new_string, "new_string", action)?;
-            if old.is_empty() {
-                return Err(SkillError::Invalid(
-                    "patch needs a non-empty `old_string`".into(),
-                ));
-            }
-            let target = match &args.file_path {
-                Some(relative) if relative != SKILL_FILE => confine(dir, relative)?,
-                _ => skill_file.clone(),
-            };
-            let text = std::fs::read_to_string(&target).map_err(SkillError::io("read", &target))?;
-            let found = text.matches(old).count();
-            if found == 0 {
-                return Err(SkillError::Invalid(
-                    "`old_string` does not occur in the file; view it and copy the exact text"
-                        .into(),
-                ));
-            }
-            if found > 1 && !args.replace_all {
-                return Err(SkillError::Invalid(format!(
-                    "`old_string` occurs {found} times; give more context or set replace_all"
-                )));
-            }
-            let patched = if args.replace_all {
-                text.replace(old, new)
-            } else {
-                text.replacen(old, new, 1)
-            };
-            if target == skill_file {
-                checked_skill_text(args, &patched)?;
-            } else {
-                scan::check(&patched)?;
-            }
-            write_atomic(&target, patched.as_bytes())?;
-            Ok(format!(
-                "Patched {} of skill {} ({} replacement{}).",
-                target.strip_prefix(dir).unwrap_or(&target).display(),
-                args.name,
-                if args.replace_all { found } else { 1 },
-                if args.replace_all && found > 1 {
-                    "s"
-                } else {
-                    ""
-                }
-            ))
-        }
+        "patch" => patch(dir, &skill_file, args),
         "delete" => {
             std::fs::remove_dir_all(dir).map_err(SkillError::io("delete", dir))?;
             Ok(format!("Deleted skill {}.", args.name))
@@ -241,8 +243,7 @@ pub fn apply(dir: &Path, args: &ManageArgs) -> Result<String, SkillError> {
         "remove_file" => {
             let relative = require(&args.file_path, "file_path", action)?;
             let target = confine(dir, relative)?;
-            std::fs::remove_file(&target)
-                .map_err(|e| SkillError::Invalid(format!("cannot remove {relative}: {e}")))?;
+            std::fs::remove_file(&target).map_err(SkillError::io("remove", &target))?;
             Ok(format!("Removed {relative} from skill {}.", args.name))
         }
         other => Err(SkillError::Invalid(format!(
