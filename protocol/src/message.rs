@@ -195,29 +195,32 @@ pub(crate) fn classify(bytes: &[u8]) -> Classified {
             id: id.unwrap_or(RequestId::Null),
             error: errors::invalid_request("`method` must be a string"),
         },
-        None => {
-            let Some(id) = id else {
-                return Classified::Ignored("message has neither `method` nor `id`".into());
-            };
-            if let Some(error) = object.remove("error") {
-                let error = serde_json::from_value::<Error>(error.clone()).unwrap_or_else(|_| {
-                    errors::internal_error(format!("malformed error object from peer: {error}"))
-                });
-                Classified::Response {
-                    id,
-                    result: Err(error),
-                }
-            } else if let Some(result) = object.remove("result") {
-                Classified::Response {
-                    id,
-                    result: Ok(result),
-                }
-            } else {
-                Classified::Invalid {
-                    id,
-                    error: errors::invalid_request("missing `method` (or `result`/`error`)"),
-                }
-            }
+        None => match id {
+            Some(id) => response(id, object),
+            None => Classified::Ignored("message has neither `method` nor `id`".into()),
+        },
+    }
+}
+
+/// A message with an id and no method: the peer's answer to one of ours.
+fn response(id: RequestId, mut object: Map<String, Value>) -> Classified {
+    if let Some(error) = object.remove("error") {
+        let error = serde_json::from_value::<Error>(error.clone()).unwrap_or_else(|_| {
+            errors::internal_error(format!("malformed error object from peer: {error}"))
+        });
+        Classified::Response {
+            id,
+            result: Err(error),
+        }
+    } else if let Some(result) = object.remove("result") {
+        Classified::Response {
+            id,
+            result: Ok(result),
+        }
+    } else {
+        Classified::Invalid {
+            id,
+            error: errors::invalid_request("missing `method` (or `result`/`error`)"),
         }
     }
 }

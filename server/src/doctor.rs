@@ -393,6 +393,29 @@ pub async fn run(out: &mut dyn Write, call: bool) -> usize {
     report.ok("provider", config.provider.as_str());
     report.ok("model", &config.model);
     report.ok("base URL", &config.endpoint().base_url);
+    credentials(&mut report, &config, &path);
+    let server = local_server(&config).await;
+    let reachable = endpoint(&mut report, &config, &server).await;
+    let (window, source) = context_window(&config, &server);
+    report.ok("context window", &format!("{window} tokens ({source})"));
+    sandbox(&mut report, &config).await;
+    store(&mut report, &config).await;
+    if call && !reachable {
+        report.warn(
+            "test call",
+            "not made: the endpoint cannot be reached (see above)",
+        );
+    } else if call {
+        match test_call(&config).await {
+            Ok(()) => report.ok("test call", "the model answered"),
+            Err((what, fix)) => report.problem("test call", &what, &fix),
+        }
+    }
+    report.problems
+}
+
+/// Whether the endpoint has its keys (a local server needs none: the snippet says how).
+fn credentials(report: &mut Report<'_>, config: &Config, path: &std::path::Path) {
     match config.missing_credentials() {
         None => {
             let keys = config.endpoint().api_keys.len();
@@ -413,9 +436,11 @@ pub async fn run(out: &mut dyn Write, call: bool) -> usize {
             }
         }
     }
-    let server = local_server(&config).await;
-    let mut reachable = true;
-    match list_models(&config).await {
+}
+
+/// Whether the endpoint answers and serves the model; `false` when it cannot be reached.
+async fn endpoint(report: &mut Report<'_>, config: &Config, server: &ServerReport) -> bool {
+    match list_models(config).await {
         Listing::Models(ids) if ids.is_empty() => {
             report.ok("endpoint", "reachable (it does not list its models)");
         }
@@ -447,23 +472,8 @@ pub async fn run(out: &mut dyn Write, call: bool) -> usize {
         Listing::Problem(what, fix) => report.problem("endpoint", &what, &fix),
         Listing::Unreachable(what, fix) => {
             report.problem("endpoint", &what, &fix);
-            reachable = false;
+            return false;
         }
     }
-    let (window, source) = context_window(&config, &server);
-    report.ok("context window", &format!("{window} tokens ({source})"));
-    sandbox(&mut report, &config).await;
-    store(&mut report, &config).await;
-    if call && !reachable {
-        report.warn(
-            "test call",
-            "not made: the endpoint cannot be reached (see above)",
-        );
-    } else if call {
-        match test_call(&config).await {
-            Ok(()) => report.ok("test call", "the model answered"),
-            Err((what, fix)) => report.problem("test call", &what, &fix),
-        }
-    }
-    report.problems
+    true
 }

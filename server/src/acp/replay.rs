@@ -39,32 +39,7 @@ pub fn updates(transcript: &Transcript, compaction: bool) -> Vec<SessionUpdate> 
                     ))));
                 }
             }
-            EntryBody::ToolResult(result) => {
-                let display = &result.display;
-                let card = ToolCall::new(result.client_id.clone(), display.title.clone())
-                    .name(result.tool.clone())
-                    .kind(kind(display.kind))
-                    .status(ToolCallStatus::Pending)
-                    .locations(
-                        display
-                            .locations
-                            .iter()
-                            .map(|l| ToolCallLocation::new(l.path.clone()).line(l.line))
-                            .collect::<Vec<_>>(),
-                    )
-                    .raw_input((!result.raw_input.is_null()).then(|| result.raw_input.clone()));
-                out.push(SessionUpdate::ToolCall(card));
-                let status = match result.status {
-                    ResultStatus::Completed => ToolStatus::Completed,
-                    ResultStatus::Failed => ToolStatus::Failed,
-                };
-                out.push(updates::finished_card(
-                    result.client_id.clone(),
-                    status,
-                    display,
-                    result.raw_output.clone(),
-                ));
-            }
+            EntryBody::ToolResult(result) => out.extend(tool_card(result)),
             EntryBody::Plan { items } => {
                 let items: Vec<TodoItem> = items
                     .iter()
@@ -98,6 +73,36 @@ pub fn updates(transcript: &Transcript, compaction: bool) -> Vec<SessionUpdate> 
         }
     }
     out
+}
+
+/// A tool call's card as it was shown live: opened, then finished.
+fn tool_card(result: &talaria_record::ToolResultEntry) -> [SessionUpdate; 2] {
+    let display = &result.display;
+    let card = ToolCall::new(result.client_id.clone(), display.title.clone())
+        .name(result.tool.clone())
+        .kind(kind(display.kind))
+        .status(ToolCallStatus::Pending)
+        .locations(
+            display
+                .locations
+                .iter()
+                .map(|l| ToolCallLocation::new(l.path.clone()).line(l.line))
+                .collect::<Vec<_>>(),
+        )
+        .raw_input((!result.raw_input.is_null()).then(|| result.raw_input.clone()));
+    let status = match result.status {
+        ResultStatus::Completed => ToolStatus::Completed,
+        ResultStatus::Failed => ToolStatus::Failed,
+    };
+    [
+        SessionUpdate::ToolCall(card),
+        updates::finished_card(
+            result.client_id.clone(),
+            status,
+            display,
+            result.raw_output.clone(),
+        ),
+    ]
 }
 
 fn text(text: &str) -> ContentBlock {
