@@ -387,63 +387,52 @@ async fn handle(
         lock(&state.info_requests).push(path);
         return Ok(answer);
     }
-    if path == "/_mock/requests" {
-        let body = serde_json::to_vec(&*lock(&state.requests)).unwrap_or_default();
-        return Ok(full(StatusCode::OK, body, "application/json"));
+    if let Some(answer) = control(&state, &path, &bytes) {
+        return Ok(answer);
     }
-    if path == "/_mock/script" {
-        return Ok(match serde_json::from_slice::<Vec<MockReply>>(&bytes) {
-            Ok(replies) => {
-                lock(&state.script).extend(replies);
-                full(StatusCode::OK, "{}", "application/json")
-            }
-            Err(e) => full(StatusCode::BAD_REQUEST, e.to_string(), "text/plain"),
-        });
-    }
-    let api = Api::of(&path);
-    let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    let received = Received {
+        method,
+        path,
+        headers,
+        bytes,
+        received_at,
+    };
+    Ok(answer_model_request(&state, received).await)
+}
+
+/// A request to the model API, as received.
+struct Received {
+    method: String,
+    path: String,
+    headers: Vec<(String, String)>,
+    bytes: Bytes,
+    received_at: Instant,
+}
+
+/// Records a model request and answers it with the next script step (refused when the
+/// script expects nothing, or when its tool calls and results do not pair up).
+async fn answer_model_request(state: &Arc<State>, received: Received) -> Response<Body> {
+    let api = Api::of(&received.path);
+    let body: Value = serde_json::from_slice(&received.bytes).unwrap_or(Value::Null);
     let streaming = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
     let model = body
         .get("model")
         .and_then(Value::as_str)
         .unwrap_or("mock")
         .to_string();
-    let index = {
-        let mut requests = lock(&state.requests);
-        requests.push(RecordedRequest {
-            method,
-            path,
-            headers,
-            body,
-            raw: String::from_utf8_lossy(&bytes).into_owned(),
-            client_disconnected: false,
-            completed: false,
-            received_at: Some(received_at),
-            first_byte_at: None,
-        });
-        requests.len() - 1
-    };
-    state.changed.notify_waiters();
-    let recorded_body = lock(&state.requests)[index].body.clone();
+    let recorded_body = body.clone();
+    let index = record(state, received, body);
     let pairing = crate::mock_checks::pairing_problems(api.wire(), &recorded_body);
     if !pairing.is_empty() {
-        mark(&state, index, |r| r.completed = true);
+        mark(state, index, |r| r.completed = true);
         let why = format!("mock: broken tool-call pairing: {}", pairing.join("; "));
-        return Ok(refuse(&state, why, &recorded_body));
+        return refuse(state, why, &recorded_body);
     }
-    let reply = match lock(&state.model_scripts).get_mut(&model) {
-        Some(own) => own.pop_front().ok_or(format!(
-            "mock script for model {model} exhausted: no script step expects this request"
-        )),
-        None => lock(&state.script)
-            .pop_front()
-            .ok_or("mock script exhausted: no script step expects this request".to_string()),
-    };
-    let mut reply = match reply {
+    let mut reply = match next_reply(state, &model) {
         Ok(reply) => reply,
         Err(why) => {
-            mark(&state, index, |r| r.completed = true);
-            return Ok(refuse(&state, why, &recorded_body));
+            mark(state, index, |r| r.completed = true);
+            return refuse(state, why, &recorded_body);
         }
     };
     while let MockReply::Delayed {
@@ -460,32 +449,19 @@ async fn handle(
         headers,
     } = reply
     {
-        let mut response = full(
-            StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-            body,
-            "application/json",
-        );
-        for (name, value) in headers {
-            if let (Ok(name), Ok(value)) = (
-                hyper::header::HeaderName::from_bytes(name.as_bytes()),
-                hyper::header::HeaderValue::from_str(&value),
-            ) {
-                response.headers_mut().insert(name, value);
-            }
-        }
-        mark(&state, index, |r| r.completed = true);
-        return Ok(response);
+        mark(state, index, |r| r.completed = true);
+        return error_response(status, body, headers);
     }
     if !streaming {
-        mark(&state, index, |r| {
+        mark(state, index, |r| {
             r.completed = true;
             r.first_byte_at = Some(Instant::now());
         });
-        return Ok(full(
+        return full(
             StatusCode::OK,
             non_streaming_body(api, &reply, &model).to_string(),
             "application/json",
-        ));
+        );
     }
     let (tx, rx) = mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(64);
     tokio::spawn(stream_reply(api, reply, model, tx, state.clone(), index));
@@ -497,7 +473,77 @@ async fn handle(
         "content-type",
         hyper::header::HeaderValue::from_static("text/event-stream"),
     );
-    Ok(response)
+    response
+}
+
+/// Records a request (tests read them back); returns its index.
+fn record(state: &State, received: Received, body: Value) -> usize {
+    let index = {
+        let mut requests = lock(&state.requests);
+        requests.push(RecordedRequest {
+            method: received.method,
+            path: received.path,
+            headers: received.headers,
+            body,
+            raw: String::from_utf8_lossy(&received.bytes).into_owned(),
+            client_disconnected: false,
+            completed: false,
+            received_at: Some(received.received_at),
+            first_byte_at: None,
+        });
+        requests.len() - 1
+    };
+    state.changed.notify_waiters();
+    index
+}
+
+/// The mock's own endpoints: the recorded requests, and more script steps.
+fn control(state: &State, path: &str, bytes: &Bytes) -> Option<Response<Body>> {
+    match path {
+        "/_mock/requests" => {
+            let body = serde_json::to_vec(&*lock(&state.requests)).unwrap_or_default();
+            Some(full(StatusCode::OK, body, "application/json"))
+        }
+        "/_mock/script" => Some(match serde_json::from_slice::<Vec<MockReply>>(bytes) {
+            Ok(replies) => {
+                lock(&state.script).extend(replies);
+                full(StatusCode::OK, "{}", "application/json")
+            }
+            Err(e) => full(StatusCode::BAD_REQUEST, e.to_string(), "text/plain"),
+        }),
+        _ => None,
+    }
+}
+
+/// The next script step for a request to `model`: its own script, else the shared one; an
+/// exhausted script is an error (the mock fails loudly on requests no script expects).
+fn next_reply(state: &State, model: &str) -> Result<MockReply, String> {
+    match lock(&state.model_scripts).get_mut(model) {
+        Some(own) => own.pop_front().ok_or(format!(
+            "mock script for model {model} exhausted: no script step expects this request"
+        )),
+        None => lock(&state.script)
+            .pop_front()
+            .ok_or("mock script exhausted: no script step expects this request".to_string()),
+    }
+}
+
+/// A scripted HTTP error with its headers.
+fn error_response(status: u16, body: String, headers: Vec<(String, String)>) -> Response<Body> {
+    let mut response = full(
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        body,
+        "application/json",
+    );
+    for (name, value) in headers {
+        if let (Ok(name), Ok(value)) = (
+            hyper::header::HeaderName::from_bytes(name.as_bytes()),
+            hyper::header::HeaderValue::from_str(&value),
+        ) {
+            response.headers_mut().insert(name, value);
+        }
+    }
+    response
 }
 
 fn mark(state: &State, index: usize, change: impl FnOnce(&mut RecordedRequest)) {
@@ -586,20 +632,7 @@ fn frames_of(reply: MockReply, model: &str) -> (Vec<String>, u64, Ending) {
             }
             let size = fragment_chars.unwrap_or(usize::MAX).max(1);
             for (index, call) in calls.iter().enumerate() {
-                let pieces = split_chars(&call.arguments, size);
-                frames.push(chunk(
-                    model,
-                    json!({"tool_calls": [{"index": index, "id": call.id, "type": "function",
-                        "function": {"name": call.name, "arguments": pieces.first().cloned().unwrap_or_default()}}]}),
-                    None,
-                ));
-                for piece in pieces.iter().skip(1) {
-                    frames.push(chunk(
-                        model,
-                        json!({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}),
-                        None,
-                    ));
-                }
+                frames.extend(call_frames(model, index, call, size));
             }
             frames.push(chunk(model, json!({}), Some("tool_calls")));
             if let Some(usage) = usage {
@@ -628,6 +661,26 @@ fn frames_of(reply: MockReply, model: &str) -> (Vec<String>, u64, Ending) {
         }
         MockReply::Error { .. } => (frames, 0, Ending::Done),
     }
+}
+
+/// One tool call's chunks: its id and name with the first piece of its arguments, then the
+/// rest of them in pieces of `size` characters.
+fn call_frames(model: &str, index: usize, call: &MockToolCall, size: usize) -> Vec<String> {
+    let pieces = split_chars(&call.arguments, size);
+    let mut frames = vec![chunk(
+        model,
+        json!({"tool_calls": [{"index": index, "id": call.id, "type": "function",
+            "function": {"name": call.name, "arguments": pieces.first().cloned().unwrap_or_default()}}]}),
+        None,
+    )];
+    for piece in pieces.iter().skip(1) {
+        frames.push(chunk(
+            model,
+            json!({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}),
+            None,
+        ));
+    }
+    frames
 }
 
 fn coalesce(frames: Vec<String>, limit: usize) -> Vec<String> {
@@ -721,33 +774,6 @@ fn default_usage(usage: Option<MockUsage>) -> MockUsage {
 
 /// Anthropic Messages stream events for a reply.
 fn messages_frames(reply: MockReply, model: &str) -> (Vec<String>, u64, Ending) {
-    let start = |usage: Option<MockUsage>| {
-        let usage = default_usage(usage);
-        sse(
-            "message_start",
-            json!({"type": "message_start", "message": {
-                "id": "msg_mock", "type": "message", "role": "assistant", "model": model, "content": [],
-                "usage": {"input_tokens": usage.prompt_tokens.saturating_sub(usage.cached_tokens), "cache_read_input_tokens": usage.cached_tokens, "output_tokens": 1}
-            }}),
-        )
-    };
-    let text_block = |index: usize, chunks: &[String], close: bool, frames: &mut Vec<String>| {
-        frames.push(sse("content_block_start", json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}})));
-        for chunk in chunks {
-            frames.push(sse("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": chunk}})));
-        }
-        if close {
-            frames.push(sse(
-                "content_block_stop",
-                json!({"type": "content_block_stop", "index": index}),
-            ));
-        }
-    };
-    let end = |stop: &str, usage: Option<MockUsage>, frames: &mut Vec<String>| {
-        let output = default_usage(usage).completion_tokens;
-        frames.push(sse("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": stop}, "usage": {"output_tokens": output}})));
-        frames.push(sse("message_stop", json!({"type": "message_stop"})));
-    };
     let mut frames = Vec::new();
     match reply {
         // Delays are taken before rendering; one left here is just its reply.
@@ -759,27 +785,19 @@ fn messages_frames(reply: MockReply, model: &str) -> (Vec<String>, u64, Ending) 
             usage,
             finish_reason,
         } => {
-            frames.push(start(usage));
+            frames.push(messages_start(model, usage));
             let mut index = 0;
             if !reasoning.is_empty() {
-                frames.push(sse("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}})));
-                for r in &reasoning {
-                    frames.push(sse("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": r}})));
-                }
-                frames.push(sse("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "mock-signature"}})));
-                frames.push(sse(
-                    "content_block_stop",
-                    json!({"type": "content_block_stop", "index": 0}),
-                ));
+                messages_thinking_block(&reasoning, &mut frames);
                 index = 1;
             }
-            text_block(index, &chunks, true, &mut frames);
+            messages_text_block(index, &chunks, true, &mut frames);
             let stop = match finish_reason.as_deref() {
                 Some("length") => "max_tokens",
                 Some("content_filter") => "refusal",
                 _ => "end_turn",
             };
-            end(stop, usage, &mut frames);
+            messages_end(stop, usage, &mut frames);
             (frames, delay_ms, Ending::Done)
         }
         MockReply::ToolCalls {
@@ -788,35 +806,28 @@ fn messages_frames(reply: MockReply, model: &str) -> (Vec<String>, u64, Ending) 
             fragment_chars,
             usage,
         } => {
-            frames.push(start(usage));
+            frames.push(messages_start(model, usage));
             let mut index = 0;
             if let Some(text) = text {
-                text_block(0, &[text], true, &mut frames);
+                messages_text_block(0, &[text], true, &mut frames);
                 index = 1;
             }
             let size = fragment_chars.unwrap_or(usize::MAX).max(1);
             for call in &calls {
-                frames.push(sse("content_block_start", json!({"type": "content_block_start", "index": index, "content_block": {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}})));
-                for piece in split_chars(&call.arguments, size) {
-                    frames.push(sse("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": piece}})));
-                }
-                frames.push(sse(
-                    "content_block_stop",
-                    json!({"type": "content_block_stop", "index": index}),
-                ));
+                messages_tool_use_block(index, call, size, &mut frames);
                 index += 1;
             }
-            end("tool_use", usage, &mut frames);
+            messages_end("tool_use", usage, &mut frames);
             (frames, 0, Ending::Done)
         }
         MockReply::Hang { chunks } => {
-            frames.push(start(None));
-            text_block(0, &chunks, false, &mut frames);
+            frames.push(messages_start(model, None));
+            messages_text_block(0, &chunks, false, &mut frames);
             (frames, 0, Ending::Hang)
         }
         MockReply::Drop { chunks } => {
-            frames.push(start(None));
-            text_block(0, &chunks, false, &mut frames);
+            frames.push(messages_start(model, None));
+            messages_text_block(0, &chunks, false, &mut frames);
             (frames, 0, Ending::Cut)
         }
         MockReply::RawSse { data } => (
@@ -826,6 +837,64 @@ fn messages_frames(reply: MockReply, model: &str) -> (Vec<String>, u64, Ending) 
         ),
         MockReply::Error { .. } => (frames, 0, Ending::Done),
     }
+}
+
+fn messages_start(model: &str, usage: Option<MockUsage>) -> String {
+    let usage = default_usage(usage);
+    sse(
+        "message_start",
+        json!({"type": "message_start", "message": {
+            "id": "msg_mock", "type": "message", "role": "assistant", "model": model, "content": [],
+            "usage": {"input_tokens": usage.prompt_tokens.saturating_sub(usage.cached_tokens), "cache_read_input_tokens": usage.cached_tokens, "output_tokens": 1}
+        }}),
+    )
+}
+
+fn messages_text_block(index: usize, chunks: &[String], close: bool, frames: &mut Vec<String>) {
+    frames.push(sse("content_block_start", json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}})));
+    for chunk in chunks {
+        frames.push(sse("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": chunk}})));
+    }
+    if close {
+        frames.push(sse(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": index}),
+        ));
+    }
+}
+
+fn messages_thinking_block(reasoning: &[String], frames: &mut Vec<String>) {
+    frames.push(sse("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}})));
+    for r in reasoning {
+        frames.push(sse("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": r}})));
+    }
+    frames.push(sse("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "mock-signature"}})));
+    frames.push(sse(
+        "content_block_stop",
+        json!({"type": "content_block_stop", "index": 0}),
+    ));
+}
+
+fn messages_tool_use_block(
+    index: usize,
+    call: &MockToolCall,
+    size: usize,
+    frames: &mut Vec<String>,
+) {
+    frames.push(sse("content_block_start", json!({"type": "content_block_start", "index": index, "content_block": {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}})));
+    for piece in split_chars(&call.arguments, size) {
+        frames.push(sse("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": piece}})));
+    }
+    frames.push(sse(
+        "content_block_stop",
+        json!({"type": "content_block_stop", "index": index}),
+    ));
+}
+
+fn messages_end(stop: &str, usage: Option<MockUsage>, frames: &mut Vec<String>) {
+    let output = default_usage(usage).completion_tokens;
+    frames.push(sse("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": stop}, "usage": {"output_tokens": output}})));
+    frames.push(sse("message_stop", json!({"type": "message_stop"})));
 }
 
 /// OpenAI Responses stream events for a reply.

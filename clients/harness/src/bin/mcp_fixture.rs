@@ -184,12 +184,56 @@ fn answer_asked(response: &Value, asking: &mut Vec<(String, Value)>) {
     );
 }
 
-/// Streamable HTTP: POST carries one message (a notification is accepted with 202; a
-/// request is answered with JSON), GET has no event stream (405), DELETE ends the session.
-fn serve_http() {
+/// One HTTP request of the MCP endpoint.
+async fn answer_http(
+    request: hyper::Request<hyper::body::Incoming>,
+) -> Result<hyper::Response<http_body_util::Full<bytes::Bytes>>, std::convert::Infallible> {
     use http_body_util::{BodyExt, Full};
     use hyper::{Method, Response, StatusCode};
 
+    let method = request.method().clone();
+    let body = request
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let reply = |status: StatusCode, body: String| {
+        let mut response = Response::new(Full::new(bytes::Bytes::from(body)));
+        *response.status_mut() = status;
+        response
+    };
+    if method == Method::GET {
+        return Ok(reply(StatusCode::METHOD_NOT_ALLOWED, String::new()));
+    }
+    if method == Method::DELETE {
+        return Ok(reply(StatusCode::OK, String::new()));
+    }
+    let text = String::from_utf8_lossy(&body).to_string();
+    log(&text);
+    let Ok(message) = serde_json::from_str::<Value>(&text) else {
+        return Ok(reply(StatusCode::BAD_REQUEST, String::new()));
+    };
+    match respond(&message, false) {
+        None => Ok(reply(StatusCode::ACCEPTED, String::new())),
+        Some(answer) => {
+            let mut response = reply(StatusCode::OK, answer.to_string());
+            response.headers_mut().insert(
+                "content-type",
+                hyper::header::HeaderValue::from_static("application/json"),
+            );
+            response.headers_mut().insert(
+                "mcp-session-id",
+                hyper::header::HeaderValue::from_static("fixture-session"),
+            );
+            Ok(response)
+        }
+    }
+}
+
+/// Streamable HTTP: POST carries one message (a notification is accepted with 202; a
+/// request is answered with JSON), GET has no event stream (405), DELETE ends the session.
+fn serve_http() {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -218,51 +262,7 @@ fn serve_http() {
                 continue;
             };
             tokio::spawn(async move {
-                let service = hyper::service::service_fn(
-                    |request: hyper::Request<hyper::body::Incoming>| async move {
-                        let method = request.method().clone();
-                        let body = request
-                            .into_body()
-                            .collect()
-                            .await
-                            .map(|b| b.to_bytes())
-                            .unwrap_or_default();
-                        let reply = |status: StatusCode, body: String| {
-                            let mut response = Response::new(Full::new(bytes::Bytes::from(body)));
-                            *response.status_mut() = status;
-                            response
-                        };
-                        if method == Method::GET {
-                            return Ok::<_, std::convert::Infallible>(reply(
-                                StatusCode::METHOD_NOT_ALLOWED,
-                                String::new(),
-                            ));
-                        }
-                        if method == Method::DELETE {
-                            return Ok(reply(StatusCode::OK, String::new()));
-                        }
-                        let text = String::from_utf8_lossy(&body).to_string();
-                        log(&text);
-                        let Ok(message) = serde_json::from_str::<Value>(&text) else {
-                            return Ok(reply(StatusCode::BAD_REQUEST, String::new()));
-                        };
-                        match respond(&message, false) {
-                            None => Ok(reply(StatusCode::ACCEPTED, String::new())),
-                            Some(answer) => {
-                                let mut response = reply(StatusCode::OK, answer.to_string());
-                                response.headers_mut().insert(
-                                    "content-type",
-                                    hyper::header::HeaderValue::from_static("application/json"),
-                                );
-                                response.headers_mut().insert(
-                                    "mcp-session-id",
-                                    hyper::header::HeaderValue::from_static("fixture-session"),
-                                );
-                                Ok(response)
-                            }
-                        }
-                    },
-                );
+                let service = hyper::service::service_fn(answer_http);
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
                     .await;
