@@ -429,6 +429,61 @@ impl Chat {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<u8> {
+    let (mut agent, cwd, session) = start_session(&cli).await?;
+    let session_id = session["sessionId"]
+        .as_str()
+        .context("the agent returned no sessionId")?
+        .to_string();
+    if let Some(mode) = &cli.mode {
+        setup_call(
+            &mut agent,
+            "session/set_mode",
+            json!({"sessionId": session_id, "modeId": mode}),
+            "could not set the mode",
+        )
+        .await?;
+    }
+    let one_shot = cli.prompt.is_some();
+    let mut renderer = Renderer::new();
+    if !one_shot {
+        show_banner(&mut renderer, &cli, &session, &cwd, &session_id);
+    }
+    let built_in = built_in_completions(&session);
+    let commands: input::Commands = Arc::new(Mutex::new(built_in.clone()));
+    let initial = if one_shot {
+        Mode::Busy
+    } else {
+        Mode::Prompt(PROMPT.into())
+    };
+    let input = input::start(Mode::Busy, commands.clone());
+    input.set(initial);
+    let mut chat = Chat {
+        agent,
+        session: session_id,
+        renderer,
+        input,
+        commands,
+        built_in,
+        one_shot,
+        approve: cli.approve,
+        running: None,
+        queued: VecDeque::new(),
+        pending: None,
+        stdin_open: true,
+        last_interrupt: None,
+        exit_code: 0,
+        quit: false,
+    };
+    if let Some(text) = &cli.prompt {
+        chat.send_prompt(text).await?;
+    }
+    chat.run_loop().await?;
+    Ok(chat.exit_code)
+}
+
+/// Starts the agent, initializes it and opens a session in the working directory; returns
+/// the agent, the directory and the `session/new` answer.
+async fn start_session(cli: &Cli) -> anyhow::Result<(AgentProcess, PathBuf, Value)> {
     // `--agent` runs exactly the program given (with `--agent-arg`s); only the default,
     // Talaria, gets its `acp` subcommand.
     let (agent_path, agent_args): (PathBuf, Vec<&str>) = match &cli.agent {
@@ -473,97 +528,69 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         "could not start a session",
     )
     .await?;
-    let session_id = session["sessionId"]
-        .as_str()
-        .context("the agent returned no sessionId")?
+    Ok((agent, cwd, session))
+}
+
+/// The banner: model, mode, directory, session and (Talaria's) sandbox.
+fn show_banner(
+    renderer: &mut Renderer,
+    cli: &Cli,
+    session: &Value,
+    cwd: &std::path::Path,
+    session_id: &str,
+) {
+    let model = session["configOptions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|o| o["id"] == "model")
+        .and_then(|o| o["currentValue"].as_str())
+        .unwrap_or("?")
         .to_string();
-    if let Some(mode) = &cli.mode {
-        setup_call(
-            &mut agent,
-            "session/set_mode",
-            json!({"sessionId": session_id, "modeId": mode}),
-            "could not set the mode",
-        )
-        .await?;
-    }
-    let one_shot = cli.prompt.is_some();
-    let mut renderer = Renderer::new();
-    if !one_shot {
-        let model = session["configOptions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|o| o["id"] == "model")
-            .and_then(|o| o["currentValue"].as_str())
-            .unwrap_or("?")
-            .to_string();
-        let mode = cli
-            .mode
-            .clone()
-            .or_else(|| {
-                session["modes"]["currentModeId"]
-                    .as_str()
-                    .map(str::to_string)
-            })
-            .unwrap_or_else(|| "?".into());
-        // Talaria says whether its commands run in the OS sandbox; other agents do not.
-        let sandbox = session["_meta"]["talaria"]["sandbox"].as_str();
-        renderer.banner(
-            &model,
-            &mode,
-            &cwd.display().to_string(),
-            &session_id,
-            sandbox,
-        );
-    }
-    let built_in = built_in_completions(&session);
-    let commands: input::Commands = Arc::new(Mutex::new(built_in.clone()));
-    let initial = if one_shot {
-        Mode::Busy
-    } else {
-        Mode::Prompt(PROMPT.into())
-    };
-    let input = input::start(Mode::Busy, commands.clone());
-    input.set(initial);
-    let mut chat = Chat {
-        agent,
-        session: session_id,
-        renderer,
-        input,
-        commands,
-        built_in,
-        one_shot,
-        approve: cli.approve,
-        running: None,
-        queued: VecDeque::new(),
-        pending: None,
-        stdin_open: true,
-        last_interrupt: None,
-        exit_code: 0,
-        quit: false,
-    };
-    if let Some(text) = &cli.prompt {
-        chat.send_prompt(text).await?;
-    }
-    loop {
-        if chat.quit || (chat.running.is_none() && (one_shot || !chat.stdin_open)) {
-            break;
-        }
-        tokio::select! {
-            input = chat.input.lines.recv(), if chat.stdin_open => chat.on_input(input).await?,
-            message = chat.agent.next_message() => {
-                let Some(message) = message else {
-                    bail!("the agent exited unexpectedly: {}", last_log_line(&chat.agent.stderr()));
-                };
-                chat.on_message(message).await?;
-                let _ = std::io::stdout().flush();
+    let mode = cli
+        .mode
+        .clone()
+        .or_else(|| {
+            session["modes"]["currentModeId"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| "?".into());
+    // Talaria says whether its commands run in the OS sandbox; other agents do not.
+    let sandbox = session["_meta"]["talaria"]["sandbox"].as_str();
+    renderer.banner(
+        &model,
+        &mode,
+        &cwd.display().to_string(),
+        session_id,
+        sandbox,
+    );
+}
+
+impl Chat {
+    /// Serves input, the agent's messages and Ctrl-C until the chat ends; then stops the
+    /// agent.
+    async fn run_loop(&mut self) -> anyhow::Result<()> {
+        loop {
+            if self.quit || (self.running.is_none() && (self.one_shot || !self.stdin_open)) {
+                break;
             }
-            _ = tokio::signal::ctrl_c() => chat.interrupt(Instant::now()).await?,
+            tokio::select! {
+                input = self.input.lines.recv(), if self.stdin_open => self.on_input(input).await?,
+                message = self.agent.next_message() => {
+                    let Some(message) = message else {
+                        bail!("the agent exited unexpectedly: {}", last_log_line(&self.agent.stderr()));
+                    };
+                    self.on_message(message).await?;
+                    let _ = std::io::stdout().flush();
+                }
+                _ = tokio::signal::ctrl_c() => self.interrupt(Instant::now()).await?,
+            }
         }
+        self.input.set(Mode::Stop);
+        self.renderer.line_break();
+        self.agent.close_stdin();
+        let _ = self.agent.wait_exit(Duration::from_secs(5)).await;
+        Ok(())
     }
-    chat.input.set(Mode::Stop);
-    chat.renderer.line_break();
-    chat.agent.close_stdin();
-    let _ = chat.agent.wait_exit(Duration::from_secs(5)).await;
-    Ok(chat.exit_code)
 }

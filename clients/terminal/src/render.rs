@@ -176,41 +176,7 @@ impl Renderer {
                     self.contents.insert(id, update["content"].clone());
                 }
             }
-            "tool_call_update" => {
-                if let Some(title) = update["title"].as_str() {
-                    self.titles.insert(id.clone(), title.to_string());
-                }
-                if update.get("content").is_some_and(|c| !c.is_null()) {
-                    self.contents.insert(id.clone(), update["content"].clone());
-                }
-                let title = self
-                    .titles
-                    .get(&id)
-                    .cloned()
-                    .unwrap_or_else(|| "tool call".into());
-                match update["status"].as_str() {
-                    Some("completed") => {
-                        let result = self
-                            .card_result(update)
-                            .map(|r| format!(" ({r})"))
-                            .unwrap_or_default();
-                        let line = format!("{} {title}{result}", self.paint("32", "✓"));
-                        self.status(&line);
-                    }
-                    Some("failed") => {
-                        let why = update["content"][0]["content"]["text"]
-                            .as_str()
-                            .map(first_line)
-                            .unwrap_or("failed")
-                            .chars()
-                            .take(160)
-                            .collect::<String>();
-                        let line = format!("{} {title}: {why}", self.paint("31", "✗"));
-                        self.status(&line);
-                    }
-                    _ => {}
-                }
-            }
+            "tool_call_update" => self.card_update(update, id),
             "plan" => {
                 self.switch(Stream::Other);
                 eprintln!("plan:");
@@ -223,25 +189,7 @@ impl Renderer {
                     eprintln!("  {mark} {}", entry["content"].as_str().unwrap_or_default());
                 }
             }
-            "notice" => {
-                let severity = update["severity"].as_str().unwrap_or("info");
-                if severity == "error" {
-                    self.told_error = update["title"].as_str().map(str::to_string);
-                }
-                let code = match severity {
-                    "error" => "31",
-                    "warning" => "33",
-                    _ => "36",
-                };
-                let line = self.paint(
-                    code,
-                    &format!(
-                        "[{severity}] {}",
-                        update["title"].as_str().unwrap_or_default()
-                    ),
-                );
-                self.status(&line);
-            }
+            "notice" => self.notice(update),
             "available_commands_update" => {
                 self.commands = update["availableCommands"]
                     .as_array()
@@ -257,6 +205,65 @@ impl Renderer {
             }
             _ => {}
         }
+    }
+
+    /// A card changed: its title and content kept; a finished card is told in one line.
+    fn card_update(&mut self, update: &Value, id: String) {
+        if let Some(title) = update["title"].as_str() {
+            self.titles.insert(id.clone(), title.to_string());
+        }
+        if update.get("content").is_some_and(|c| !c.is_null()) {
+            self.contents.insert(id.clone(), update["content"].clone());
+        }
+        let title = self
+            .titles
+            .get(&id)
+            .cloned()
+            .unwrap_or_else(|| "tool call".into());
+        match update["status"].as_str() {
+            Some("completed") => {
+                let result = self
+                    .card_result(update)
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default();
+                let line = format!("{} {title}{result}", self.paint("32", "✓"));
+                self.status(&line);
+            }
+            Some("failed") => {
+                let why = update["content"][0]["content"]["text"]
+                    .as_str()
+                    .map(first_line)
+                    .unwrap_or("failed")
+                    .chars()
+                    .take(160)
+                    .collect::<String>();
+                let line = format!("{} {title}: {why}", self.paint("31", "✗"));
+                self.status(&line);
+            }
+            _ => {}
+        }
+    }
+
+    /// A notice, coloured by its severity (an error is remembered: the prompt's error then
+    /// says nothing new).
+    fn notice(&mut self, update: &Value) {
+        let severity = update["severity"].as_str().unwrap_or("info");
+        if severity == "error" {
+            self.told_error = update["title"].as_str().map(str::to_string);
+        }
+        let code = match severity {
+            "error" => "31",
+            "warning" => "33",
+            _ => "36",
+        };
+        let line = self.paint(
+            code,
+            &format!(
+                "[{severity}] {}",
+                update["title"].as_str().unwrap_or_default()
+            ),
+        );
+        self.status(&line);
     }
 
     /// The diff (coloured, trimmed) of the call a permission question is about.
