@@ -191,75 +191,10 @@ async fn main() -> anyhow::Result<()> {
         workspace: tempfile::tempdir()?,
     };
     let cwd = env.workspace.path().to_path_buf();
-    let (mut initialize, mut new_session, mut first_chunk, mut rss) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let mut later_session = Vec::new();
+    let mut samples = Samples::default();
     for _ in 0..options.iterations {
-        let spawned = Instant::now();
-        let mut agent = AgentProcess::spawn(
-            &options.agent,
-            &["acp"],
-            &env.vars(),
-            WireFraming::NewlineDelimited,
-        )
-        .await?;
-        agent
-            .call("initialize", json!({"protocolVersion": 1}))
-            .await?;
-        initialize.push(ms(spawned.elapsed()));
-
-        let sent = Instant::now();
-        let session = agent
-            .call("session/new", json!({"cwd": cwd, "mcpServers": []}))
-            .await?;
-        new_session.push(ms(sent.elapsed()));
-        let session = session["sessionId"]
-            .as_str()
-            .context("session id")?
-            .to_string();
-
-        env.mock
-            .push(MockReply::text(&["first", " chunk", " and more"]));
-        let before = env.mock.requests().len();
-        let sent = Instant::now();
-        let id = agent
-            .start_request(
-                "session/prompt",
-                json!({"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]}),
-            )
-            .await?;
-        // The first answer chunk (the session's command list may already be queued).
-        agent
-            .wait_for(Duration::from_secs(10), |m| {
-                m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
-            })
-            .await?;
-        let client_latency = sent.elapsed();
-        agent.wait_response(id, Duration::from_secs(10)).await?;
-        let request = env
-            .mock
-            .requests()
-            .into_iter()
-            .nth(before)
-            .context("mock request")?;
-        let mock_latency = match (request.received_at, request.first_byte_at) {
-            (Some(received), Some(first)) => first.duration_since(received),
-            _ => Duration::ZERO,
-        };
-        first_chunk.push(ms(client_latency.saturating_sub(mock_latency)));
-        if let Some(kib) = agent.pid().and_then(peak_rss_kib) {
-            rss.push(kib as f64 / 1024.0);
-        }
-        // A later session/new of the same process, for comparison with the first.
-        let sent = Instant::now();
-        agent
-            .call("session/new", json!({"cwd": cwd, "mcpServers": []}))
-            .await?;
-        later_session.push(ms(sent.elapsed()));
-        agent.close_stdin();
-        agent.wait_exit(Duration::from_secs(5)).await?;
+        one_run(&options, &env, &cwd, &mut samples).await?;
     }
-
     // Throughput: one 10,000-delta stream, read as raw lines (no JSON parsing on our side, so
     // the client does not compete with the agent for the machine's cores).
     let deltas = 10_000;
@@ -273,13 +208,140 @@ async fn main() -> anyhow::Result<()> {
     });
     let stream = stream_throughput(&options.agent, &env.vars(), &cwd, deltas).await?;
 
-    let (init_med, init_min) = median(&mut initialize);
-    let (new_med, new_min) = median(&mut new_session);
-    let (later_med, _) = median(&mut later_session);
-    let (chunk_med, chunk_min) = median(&mut first_chunk);
+    print_turn_figures(&options, &mut samples, &stream, deltas);
+    print_session_figures(&options, &env).await?;
+    let cost = sandbox::measure(
+        &options.agent,
+        env.home.path(),
+        &cwd,
+        options.iterations.max(50),
+    );
+    println!(
+        "command spawn, sandboxed          {:8.2} ms  (min {:.2}; direct {:.2}, min {:.2})   target: + <= 5 ms",
+        cost.sandboxed.0, cost.sandboxed.1, cost.direct.0, cost.direct.1
+    );
+    println!(
+        "  sandbox cost per command        {:8.2} ms",
+        cost.sandboxed.0 - cost.direct.0
+    );
+    let compression = compression::measure(options.iterations).await;
+    println!(
+        "compaction pass, {}k-token record {:8.2} ms  (summariser mocked; saved {:.0} %)   target <= 20 ms",
+        compression.history_tokens / 1000,
+        ms(compression.pass),
+        compression.saved_share * 100.0
+    );
+    println!(
+        "  with a summary of the middle      {:8.2} ms  (as /compact does)",
+        ms(compression.summarising_pass)
+    );
+    println!(
+        "token accounting of a new turn    {:8.3} ms  (on that history)   target <= 1 ms",
+        ms(compression.new_turn)
+    );
+    Ok(())
+}
+
+/// What each run measures.
+#[derive(Default)]
+struct Samples {
+    initialize: Vec<f64>,
+    new_session: Vec<f64>,
+    later_session: Vec<f64>,
+    first_chunk: Vec<f64>,
+    rss: Vec<f64>,
+}
+
+/// One run: spawn and initialize, a session, a prompt to its first chunk (less the mock's
+/// own latency), peak RSS after the turn, a later session of the same process.
+async fn one_run(
+    options: &Options,
+    env: &Env,
+    cwd: &std::path::Path,
+    samples: &mut Samples,
+) -> anyhow::Result<()> {
+    let spawned = Instant::now();
+    let mut agent = AgentProcess::spawn(
+        &options.agent,
+        &["acp"],
+        &env.vars(),
+        WireFraming::NewlineDelimited,
+    )
+    .await?;
+    agent
+        .call("initialize", json!({"protocolVersion": 1}))
+        .await?;
+    samples.initialize.push(ms(spawned.elapsed()));
+
+    let sent = Instant::now();
+    let session = agent
+        .call("session/new", json!({"cwd": cwd, "mcpServers": []}))
+        .await?;
+    samples.new_session.push(ms(sent.elapsed()));
+    let session = session["sessionId"]
+        .as_str()
+        .context("session id")?
+        .to_string();
+
+    env.mock
+        .push(MockReply::text(&["first", " chunk", " and more"]));
+    let before = env.mock.requests().len();
+    let sent = Instant::now();
+    let id = agent
+        .start_request(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]}),
+        )
+        .await?;
+    // The first answer chunk (the session's command list may already be queued).
+    agent
+        .wait_for(Duration::from_secs(10), |m| {
+            m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+        })
+        .await?;
+    let client_latency = sent.elapsed();
+    agent.wait_response(id, Duration::from_secs(10)).await?;
+    let request = env
+        .mock
+        .requests()
+        .into_iter()
+        .nth(before)
+        .context("mock request")?;
+    let mock_latency = match (request.received_at, request.first_byte_at) {
+        (Some(received), Some(first)) => first.duration_since(received),
+        _ => Duration::ZERO,
+    };
+    samples
+        .first_chunk
+        .push(ms(client_latency.saturating_sub(mock_latency)));
+    if let Some(kib) = agent.pid().and_then(peak_rss_kib) {
+        samples.rss.push(kib as f64 / 1024.0);
+    }
+    // A later session/new of the same process, for comparison with the first.
+    let sent = Instant::now();
+    agent
+        .call("session/new", json!({"cwd": cwd, "mcpServers": []}))
+        .await?;
+    samples.later_session.push(ms(sent.elapsed()));
+    agent.close_stdin();
+    agent.wait_exit(Duration::from_secs(5)).await?;
+    Ok(())
+}
+
+/// The turn's figures against their targets.
+fn print_turn_figures(
+    options: &Options,
+    samples: &mut Samples,
+    stream: &StreamFigures,
+    deltas: usize,
+) {
+    let (init_med, init_min) = median(&mut samples.initialize);
+    let (new_med, new_min) = median(&mut samples.new_session);
+    let (later_med, _) = median(&mut samples.later_session);
+    let (chunk_med, chunk_min) = median(&mut samples.first_chunk);
     let (rss_med, rss_max) = {
-        let (med, _) = median(&mut rss);
-        (med, rss.iter().copied().fold(0.0, f64::max))
+        let (med, _) = median(&mut samples.rss);
+        (med, samples.rss.iter().copied().fold(0.0, f64::max))
     };
     println!(
         "talaria-bench: {} ({} iterations)",
@@ -313,6 +375,10 @@ async fn main() -> anyhow::Result<()> {
     if let Some(mb) = stream.peak_rss_mb {
         println!("  peak RSS after the stream      {mb:8.2} MB");
     }
+}
+
+/// The durable store's figures (a private `TALARIA_HOME`) against their targets.
+async fn print_session_figures(options: &Options, env: &Env) -> anyhow::Result<()> {
     let sessions_home = tempfile::tempdir()?;
     let sessions_workspace = tempfile::tempdir()?;
     let mut vars = env.vars();
@@ -354,34 +420,5 @@ async fn main() -> anyhow::Result<()> {
     if let Some(kb) = sessions.rss_per_idle_session_kb {
         println!("RSS per idle loaded session       {kb:8.1} KB   target <= 50 KB");
     }
-    let cost = sandbox::measure(
-        &options.agent,
-        env.home.path(),
-        &cwd,
-        options.iterations.max(50),
-    );
-    println!(
-        "command spawn, sandboxed          {:8.2} ms  (min {:.2}; direct {:.2}, min {:.2})   target: + <= 5 ms",
-        cost.sandboxed.0, cost.sandboxed.1, cost.direct.0, cost.direct.1
-    );
-    println!(
-        "  sandbox cost per command        {:8.2} ms",
-        cost.sandboxed.0 - cost.direct.0
-    );
-    let compression = compression::measure(options.iterations).await;
-    println!(
-        "compaction pass, {}k-token record {:8.2} ms  (summariser mocked; saved {:.0} %)   target <= 20 ms",
-        compression.history_tokens / 1000,
-        ms(compression.pass),
-        compression.saved_share * 100.0
-    );
-    println!(
-        "  with a summary of the middle      {:8.2} ms  (as /compact does)",
-        ms(compression.summarising_pass)
-    );
-    println!(
-        "token accounting of a new turn    {:8.3} ms  (on that history)   target <= 1 ms",
-        ms(compression.new_turn)
-    );
     Ok(())
 }

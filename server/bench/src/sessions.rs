@@ -136,6 +136,49 @@ async fn agent(bin: &Path, vars: &[(String, String)]) -> anyhow::Result<AgentPro
     Ok(agent)
 }
 
+/// How long loading the 10,000-message session takes, its replay included.
+async fn replay_time(client: &mut AgentProcess, workspace: &Path) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    let loaded = client
+        .call(
+            "session/load",
+            json!({"sessionId": "big", "cwd": workspace, "mcpServers": []}),
+        )
+        .await?;
+    let replay_10k = started.elapsed();
+    anyhow::ensure!(loaded.is_object(), "load failed: {loaded}");
+    let replayed = client
+        .updates()
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "user_message_chunk")
+        .count();
+    anyhow::ensure!(replayed == 2500, "replayed {replayed} user messages");
+    Ok(replay_10k)
+}
+
+/// Memory per idle loaded session: resume 50 small sessions, compare resident memory.
+async fn rss_per_idle_session(
+    client: &mut AgentProcess,
+    workspace: &Path,
+) -> anyhow::Result<Option<f64>> {
+    let pid = client.pid().context("pid")?;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = vm_rss_kib(pid);
+    for i in 0..50 {
+        client
+            .call(
+                "session/resume",
+                json!({"sessionId": format!("s{i:05}"), "cwd": workspace, "mcpServers": []}),
+            )
+            .await?;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let after = vm_rss_kib(pid);
+    Ok(before
+        .zip(after)
+        .map(|(before, after)| after.saturating_sub(before) as f64 / 50.0))
+}
+
 /// Runs every durable-session measurement with a private `TALARIA_HOME` (`home`).
 pub async fn measure(
     bin: &Path,
@@ -193,41 +236,9 @@ pub async fn measure(
     drop(store);
 
     let mut client = agent(bin, vars).await?;
-    let started = Instant::now();
-    let loaded = client
-        .call(
-            "session/load",
-            json!({"sessionId": "big", "cwd": workspace, "mcpServers": []}),
-        )
-        .await?;
-    let replay_10k = started.elapsed();
-    anyhow::ensure!(loaded.is_object(), "load failed: {loaded}");
-    let replayed = client
-        .updates()
-        .iter()
-        .filter(|u| u["sessionUpdate"] == "user_message_chunk")
-        .count();
-    anyhow::ensure!(replayed == 2500, "replayed {replayed} user messages");
-
+    let replay_10k = replay_time(&mut client, workspace).await?;
     let list_10k = list_time(&mut client).await?;
-
-    // Memory per idle loaded session: load 50 small sessions, compare resident memory.
-    let pid = client.pid().context("pid")?;
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let before = vm_rss_kib(pid);
-    for i in 0..50 {
-        client
-            .call(
-                "session/resume",
-                json!({"sessionId": format!("s{i:05}"), "cwd": workspace, "mcpServers": []}),
-            )
-            .await?;
-    }
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let after = vm_rss_kib(pid);
-    let rss_per_idle_session_kb = before
-        .zip(after)
-        .map(|(before, after)| after.saturating_sub(before) as f64 / 50.0);
+    let rss_per_idle_session_kb = rss_per_idle_session(&mut client, workspace).await?;
     client.close_stdin();
     let _ = client.wait_exit(Duration::from_secs(10)).await;
     Ok(SessionFigures {

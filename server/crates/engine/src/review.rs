@@ -191,9 +191,7 @@ pub(crate) async fn run(job: ReviewJob) -> ReviewOutcome {
                     outcome.cancelled = true;
                     break;
                 }
-                Ok(CallResult::Finished {
-                    text, tool_calls, ..
-                }) => (text, tool_calls),
+                Ok(CallResult::Finished(answer)) => (answer.text, answer.tool_calls),
             };
             transcript.push(EntryBody::Assistant(AssistantEntry {
                 text,

@@ -88,7 +88,7 @@ pub(crate) async fn run(
         }),
         Ok(Err(failure)) => Err(failure.into()),
         Ok(Ok(CallResult::Cancelled { .. })) => Err(SideTaskError::Cancelled),
-        Ok(Ok(CallResult::Finished { text, .. })) => Ok(SideAnswer {
+        Ok(Ok(CallResult::Finished(crate::model_call::Answer { text, .. }))) => Ok(SideAnswer {
             text,
             usage,
             notices,

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use crate::budget::ResultBudget;
 use crate::events::{EngineEvent, StopReason, TurnError, TurnUsage};
 use crate::model_call::sink::unique_id;
-use crate::model_call::{CallResult, ChatSink, ModelCaller, TextHold};
+use crate::model_call::{Answer, CallResult, ChatSink, ModelCaller, TextHold};
 use crate::orchestrator::Orchestrator;
 use crate::session::SessionSettings;
 
@@ -52,16 +52,6 @@ struct Called {
     announced: Vec<(String, String)>,
     /// Answer text held back while it might be a call written as text.
     hold: Option<TextHold>,
-}
-
-/// A finished answer.
-struct Answer {
-    text: String,
-    reasoning: String,
-    signature: Option<String>,
-    reason: FinishReason,
-    tool_calls: Vec<ToolCallRequest>,
-    model: String,
 }
 
 /// What follows a recorded answer.
@@ -159,21 +149,7 @@ impl Turn<'_> {
                     self.keep_cancelled(called.hold.as_ref(), text).await;
                     return Ok(StopReason::Cancelled);
                 }
-                CallResult::Finished {
-                    text,
-                    reasoning,
-                    signature,
-                    reason,
-                    tool_calls,
-                    model,
-                } => Answer {
-                    text,
-                    reasoning,
-                    signature,
-                    reason,
-                    tool_calls,
-                    model,
-                },
+                CallResult::Finished(answer) => answer,
             };
             let nudge_allowed = !nudged && !tools.is_empty();
             let next = self
@@ -237,7 +213,7 @@ impl Turn<'_> {
             });
         }
         let made: Vec<&str> = match &result {
-            Ok(CallResult::Finished { tool_calls, .. }) => {
+            Ok(CallResult::Finished(Answer { tool_calls, .. })) => {
                 tool_calls.iter().map(|c| c.id.as_str()).collect()
             }
             _ => Vec::new(),

@@ -193,9 +193,7 @@ impl ModelCaller<'_> {
         target: &ModelTarget,
         sink: &mut S,
     ) -> CallResult {
-        if matches!(result, CallResult::Finished { .. })
-            && self.active > 0
-            && !self.announced_fallback
+        if matches!(result, CallResult::Finished(_)) && self.active > 0 && !self.announced_fallback
         {
             self.announced_fallback = true;
             let message = format!("Answered by the fallback model {}.", target.label());

@@ -202,7 +202,7 @@ impl ModelCaller<'_> {
                 "the summary took longer than {} s",
                 timeout.as_secs()
             ))),
-            Ok(Ok(CallResult::Finished { text, .. })) => Ok(text),
+            Ok(Ok(CallResult::Finished(answer))) => Ok(answer.text),
             Ok(Ok(CallResult::Cancelled { .. })) => Err(SummaryFailure::Abort("cancelled".into())),
             Ok(Err(failed)) => match failed_class {
                 Some(ErrorClass::Auth | ErrorClass::Billing) => {
@@ -309,7 +309,7 @@ mod tests {
             );
             for _ in 0..3 {
                 let result = caller.call(&mut transcript, &[], None, &mut sink).await;
-                assert!(matches!(result, Ok(CallResult::Finished { .. })));
+                assert!(matches!(result, Ok(CallResult::Finished(_))));
             }
             let statuses: Vec<CompactionStatus> =
                 sink.compactions.iter().map(|c| c.status).collect();

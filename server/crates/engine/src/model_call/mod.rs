@@ -54,18 +54,20 @@ impl SessionUsage {
 /// What one model call produced.
 #[derive(Debug)]
 pub(crate) enum CallResult {
-    Finished {
-        text: String,
-        reasoning: String,
-        signature: Option<String>,
-        reason: FinishReason,
-        tool_calls: Vec<ToolCallRequest>,
-        /// The model that answered (its label).
-        model: String,
-    },
-    Cancelled {
-        text: String,
-    },
+    Finished(Answer),
+    Cancelled { text: String },
+}
+
+/// A complete answer.
+#[derive(Debug)]
+pub(crate) struct Answer {
+    pub text: String,
+    pub reasoning: String,
+    pub signature: Option<String>,
+    pub reason: FinishReason,
+    pub tool_calls: Vec<ToolCallRequest>,
+    /// The model that answered (its label).
+    pub model: String,
 }
 
 /// How waiting for a response to start ended.
@@ -295,14 +297,14 @@ impl<'a> ModelCaller<'a> {
                     self.count_usage(&call_usage, target, counted, sink).await;
                 }
                 StreamEvent::Finished { reason, tool_calls } => {
-                    return Attempt::Done(CallResult::Finished {
+                    return Attempt::Done(CallResult::Finished(Answer {
                         text,
                         reasoning,
                         signature,
                         reason,
                         tool_calls,
                         model: target.label(),
-                    });
+                    }));
                 }
             }
         }
