@@ -508,6 +508,94 @@ async fn loading_or_resuming_a_session_open_in_this_connection_works() {
 }
 
 #[tokio::test]
+async fn a_replay_during_a_streaming_turn_is_written_whole_by_the_sessions_one_writer() {
+    // A record with many cards to replay, then a turn that streams slowly.
+    let calls: Vec<(String, Value)> = (0..400)
+        .map(|i| (format!("c{i}"), json!({"path": "notes.txt"})))
+        .collect();
+    let batch_of_reads = batch(
+        &calls
+            .iter()
+            .map(|(id, args)| (id.as_str(), "read_file", args.clone()))
+            .collect::<Vec<_>>(),
+    );
+    let live: Vec<String> = (0..1500).map(|i| format!("<live {i}>")).collect();
+    let live_refs: Vec<&str> = live.iter().map(String::as_str).collect();
+    let env = TestEnv::new(vec![
+        batch_of_reads,
+        MockReply::text(&["read them"]),
+        MockReply::Text {
+            chunks: live.clone(),
+            reasoning: Vec::new(),
+            delay_ms: 1,
+            usage: None,
+            finish_reason: None,
+        },
+    ])
+    .await;
+    std::fs::write(env.workspace.path().join("notes.txt"), "a note\n").expect("write");
+    let (mut agent, session) = env.session().await;
+    let (response, _) = prompt(&mut agent, &session, "read the notes").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let streaming = agent
+        .start_request("session/prompt", text_prompt(&session, "now stream"))
+        .await
+        .expect("send");
+    agent
+        .wait_for(WAIT, |m| {
+            m["params"]["update"]["content"]["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("<live"))
+        })
+        .await
+        .expect("streaming");
+    let before = agent.updates().len();
+    let loaded = agent
+        .request("session/load", load_params(&env, &session))
+        .await
+        .expect("answered");
+    assert!(loaded.get("result").is_some(), "{loaded}");
+    let answered = agent
+        .wait_response(streaming, WAIT)
+        .await
+        .expect("answered");
+    assert_eq!(stop_reason(&answered), "end_turn", "{answered}");
+    let updates = agent.updates();
+    let after: Vec<&Value> = updates[before..].iter().collect();
+    let user = |u: &&Value, text: &str| {
+        u["sessionUpdate"] == "user_message_chunk" && u["content"]["text"] == text
+    };
+    let first = after
+        .iter()
+        .position(|u| user(u, "read the notes"))
+        .expect("replay starts");
+    let last = after
+        .iter()
+        .position(|u| user(u, "now stream"))
+        .expect("replay reaches the running turn");
+    let replay = &after[first..=last];
+    assert!(replay.len() > 800, "{} updates replayed", replay.len());
+    let interleaved: Vec<&&Value> = replay
+        .iter()
+        .filter(|u| {
+            u["content"]["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("<live"))
+        })
+        .collect();
+    assert!(
+        interleaved.is_empty(),
+        "live deltas inside the replay: {interleaved:?}"
+    );
+    // Every live delta still arrives, once.
+    let streamed: Vec<String> = chunks(&updates, "agent_message_chunk")
+        .into_iter()
+        .filter(|t| t.starts_with("<live"))
+        .collect();
+    assert_eq!(streamed, live_refs);
+}
+
+#[tokio::test]
 async fn a_lone_surrogate_in_a_prompt_reads_as_the_replacement_character() {
     let env = TestEnv::new(vec![MockReply::text(&["ok"])]).await;
     let (mut agent, session) = env.session().await;

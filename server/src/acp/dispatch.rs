@@ -146,8 +146,12 @@ impl Agent {
         if let Some(reply) = handled {
             self.peer.respond(&id, reply).await;
         }
+        // Each session's updates go through its one writer; a session gone meanwhile gets
+        // nothing more.
         for notification in std::mem::take(&mut self.outbox) {
-            self.peer.notify("session/update", &notification).await;
+            if let Some(session) = self.sessions.get(notification.session_id.0.as_ref()) {
+                session.write_later(notification.update);
+            }
         }
     }
 

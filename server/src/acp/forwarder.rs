@@ -94,43 +94,81 @@ async fn child_event(peer: &Peer, client: &Arc<AcpBridge>, session_id: String, e
     }
 }
 
-/// Runs until the session's event stream ends.
-pub async fn forward_events(
-    peer: Peer,
-    session_id: acp::SessionId,
-    mut events: mpsc::Receiver<EngineEvent>,
-    client: Arc<AcpBridge>,
-    commands: Arc<dyn Fn() -> acp::SessionUpdate + Send + Sync>,
-) {
-    let notices = client.caps().notices;
-    while let Some(event) = events.recv().await {
+/// Updates the edge itself has for a session (a replay, the slash commands, notices at start,
+/// the other view of a changed setting): written by the session's forwarder, its one writer,
+/// in order with the engine's events; `written` fires once they are queued for output.
+pub struct EdgeUpdates {
+    pub updates: Vec<acp::SessionUpdate>,
+    pub written: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+/// One session's writer of `session/update`s: the engine's events and the edge's own
+/// updates, each written whole and in the order they came.
+pub struct Forwarder {
+    pub peer: Peer,
+    pub session_id: acp::SessionId,
+    pub client: Arc<AcpBridge>,
+    pub commands: Arc<dyn Fn() -> acp::SessionUpdate + Send + Sync>,
+}
+
+impl Forwarder {
+    /// Runs until the session's event stream ends (the edge's updates waiting then are
+    /// written first).
+    pub async fn run(
+        self,
+        mut events: mpsc::Receiver<EngineEvent>,
+        mut edge: mpsc::UnboundedReceiver<EdgeUpdates>,
+    ) {
+        let mut edge_open = true;
+        loop {
+            tokio::select! {
+                biased;
+                batch = edge.recv(), if edge_open => match batch {
+                    Some(batch) => self.write_edge(batch).await,
+                    None => edge_open = false,
+                },
+                event = events.recv() => match event {
+                    Some(event) => self.event(event).await,
+                    None => break,
+                },
+            }
+        }
+        while let Ok(batch) = edge.try_recv() {
+            self.write_edge(batch).await;
+        }
+    }
+
+    async fn write_edge(&self, batch: EdgeUpdates) {
+        for update in batch.updates {
+            self.write(update).await;
+        }
+        if let Some(written) = batch.written {
+            let _ = written.send(());
+        }
+    }
+
+    async fn write(&self, update: acp::SessionUpdate) {
+        let notification = SessionNotification::new(self.session_id.clone(), update);
+        self.peer.notify("session/update", &notification).await;
+    }
+
+    /// One engine event: an update, a request to the client, or a prompt's answer.
+    async fn event(&self, event: EngineEvent) {
+        let notices = self.client.caps().notices;
         let update = match event {
             EngineEvent::TurnFinished {
                 turn,
                 outcome,
                 usage,
             } => {
-                let Some(request) = super::request_of(&turn) else {
-                    tracing::warn!(?turn, "turn finished with no request to answer");
-                    continue;
-                };
-                match outcome {
-                    Ok(reason) => {
-                        let response = acp::PromptResponse::new(updates::stop_reason(reason))
-                            .usage(prompt_usage(&usage));
-                        peer.respond(&request, Ok(response)).await;
-                    }
-                    Err(error) => {
-                        peer.respond::<()>(&request, Err(turn_error(&error))).await;
-                    }
-                }
-                continue;
+                self.answer(&turn, outcome, &usage).await;
+                None
             }
             EngineEvent::ClientRequest(request) => {
                 // Every earlier update is already in the writer's queue: the request cannot
                 // overtake its card. It is served in the background so updates keep flowing.
-                client.serve(request);
-                continue;
+                self.client.serve(request);
+                None
             }
             // A failure ends the prompt with an error that says the same: a client without
             // notices is told once, by that error.
@@ -140,13 +178,15 @@ pub async fn forward_events(
             } if !notices => None,
             EngineEvent::Notice { level, message } => Some(notice_update(level, message, notices)),
             EngineEvent::Compaction(view) => {
-                super::compaction::update(view, client.caps().compaction, notices)
+                super::compaction::update(view, self.client.caps().compaction, notices)
             }
-            EngineEvent::CommandsChanged => list_commands(&commands).await,
-            EngineEvent::Subagent(view) if client.caps().subagents => Some(subagent_update(view)),
+            EngineEvent::CommandsChanged => list_commands(&self.commands).await,
+            EngineEvent::Subagent(view) if self.client.caps().subagents => {
+                Some(subagent_update(view))
+            }
             EngineEvent::Subagent(_) => None,
             EngineEvent::ChildEvent { session_id, event } => {
-                child_event(&peer, &client, session_id, *event).await;
+                child_event(&self.peer, &self.client, session_id, *event).await;
                 None
             }
             EngineEvent::Delivered(signal) => {
@@ -154,29 +194,56 @@ pub async fn forward_events(
                 None
             }
             finished @ EngineEvent::ToolCallFinished { .. } => {
-                let changed = matches!(
-                    &finished,
-                    EngineEvent::ToolCallFinished {
-                        skills_changed: true,
-                        ..
-                    }
-                );
-                let card = updates::session_update(finished);
-                if let Some(card) = card {
-                    let notification = SessionNotification::new(session_id.clone(), card);
-                    peer.notify("session/update", &notification).await;
-                }
-                if changed {
-                    list_commands(&commands).await
-                } else {
-                    None
-                }
+                self.tool_call_finished(finished).await
             }
             other => updates::session_update(other),
         };
         if let Some(update) = update {
-            let notification = SessionNotification::new(session_id.clone(), update);
-            peer.notify("session/update", &notification).await;
+            self.write(update).await;
+        }
+    }
+
+    /// A finished card; the slash commands again when the call changed the skills.
+    async fn tool_call_finished(&self, finished: EngineEvent) -> Option<acp::SessionUpdate> {
+        let changed = matches!(
+            &finished,
+            EngineEvent::ToolCallFinished {
+                skills_changed: true,
+                ..
+            }
+        );
+        if let Some(card) = updates::session_update(finished) {
+            self.write(card).await;
+        }
+        if changed {
+            list_commands(&self.commands).await
+        } else {
+            None
+        }
+    }
+
+    /// Answers the prompt a turn was for.
+    async fn answer(
+        &self,
+        turn: &talaria_engine::TurnId,
+        outcome: Result<talaria_engine::StopReason, talaria_engine::TurnError>,
+        usage: &TurnUsage,
+    ) {
+        let Some(request) = super::request_of(turn) else {
+            tracing::warn!(?turn, "turn finished with no request to answer");
+            return;
+        };
+        match outcome {
+            Ok(reason) => {
+                let response = acp::PromptResponse::new(updates::stop_reason(reason))
+                    .usage(prompt_usage(usage));
+                self.peer.respond(&request, Ok(response)).await;
+            }
+            Err(error) => {
+                self.peer
+                    .respond::<()>(&request, Err(turn_error(&error)))
+                    .await;
+            }
         }
     }
 }

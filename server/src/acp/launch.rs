@@ -179,13 +179,14 @@ impl Agent {
             session_id.clone(),
             self.client_caps,
         ));
-        tokio::spawn(forwarder::forward_events(
-            self.peer.clone(),
-            session_id.clone(),
-            events_rx,
-            bridge,
-            Arc::new(move || skills::commands(&stores.catalog())),
-        ));
+        let forwarder = forwarder::Forwarder {
+            peer: self.peer.clone(),
+            session_id: session_id.clone(),
+            client: bridge,
+            commands: Arc::new(move || skills::commands(&stores.catalog())),
+        };
+        let (updates, edge_rx) = mpsc::unbounded_channel();
+        tokio::spawn(forwarder.run(events_rx, edge_rx));
         tracing::info!(session = %id, cwd = %cwd.display(), model = %model, "session started");
         self.outbox
             .push(SessionNotification::new(session_id.clone(), commands));
@@ -199,6 +200,7 @@ impl Agent {
             id,
             LiveSession {
                 handle,
+                updates,
                 images_allowed: config.supports_images,
                 models,
                 meta: launched.meta.clone(),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use futures_util::FutureExt;
 use talaria_engine::journal::{Journal, SessionJournal};
 use talaria_engine::{Config, SessionStart};
-use talaria_protocol::acp::{self, RequestId, SessionNotification};
+use talaria_protocol::acp::{self, RequestId};
 use talaria_protocol::errors;
 use talaria_record::Transcript;
 use talaria_store::{SessionMeta, SessionStore, SqliteStore, StoreError};
@@ -198,15 +198,11 @@ impl Agent {
         // A turn the previous process did not finish reads as interrupted, in the replay too.
         let saved = transcript.last_id();
         talaria_engine::session::close_cut_off_turn(&mut transcript);
-        if reopen.replay {
-            let session_id = acp::SessionId::new(reopen.id.clone());
-            for update in replay::updates(&transcript, self.client_caps.compaction) {
-                let notification = SessionNotification::new(session_id.clone(), update);
-                self.peer.notify("session/update", &notification).await;
-            }
-        }
+        let replayed = reopen
+            .replay
+            .then(|| replay::updates(&transcript, self.client_caps.compaction));
         let journal = SessionJournal::new(journal, &reopen.id, saved);
-        self.launch_stored(
+        let launched = self.launch_stored(
             &reopen.id,
             reopen.cwd,
             ready,
@@ -215,7 +211,12 @@ impl Agent {
                 transcript,
                 journal,
             },
-        )
+        )?;
+        // The replay goes out through the session's writer, before the answer.
+        if let (Some(updates), Some(session)) = (replayed, self.sessions.get(&reopen.id)) {
+            session.write_now(updates).await;
+        }
+        Ok(launched)
     }
 
     /// `session/load` or `session/resume` of a session already open in this connection: resume
@@ -236,11 +237,10 @@ impl Agent {
             let id = reopen.id.clone();
             let (_, transcript) =
                 blocking(journal.store().clone(), move |store| store.load(&id)).await?;
-            let session_id = acp::SessionId::new(reopen.id.clone());
-            for update in replay::updates(&transcript, self.client_caps.compaction) {
-                let notification = SessionNotification::new(session_id.clone(), update);
-                self.peer.notify("session/update", &notification).await;
-            }
+            // In order with what the session is writing now, never inside it.
+            session
+                .write_now(replay::updates(&transcript, self.client_caps.compaction))
+                .await;
         }
         Ok(launched)
     }

@@ -54,6 +54,8 @@ enum StoreState {
 
 struct LiveSession {
     handle: SessionHandle,
+    /// The session's one writer of `session/update`s (its forwarder).
+    updates: mpsc::UnboundedSender<forwarder::EdgeUpdates>,
     images_allowed: bool,
     /// Models offered for switching.
     models: Vec<String>,
@@ -62,6 +64,27 @@ struct LiveSession {
 }
 
 impl LiveSession {
+    /// Hands updates to the session's writer; returns once they are queued for output (so
+    /// a response sent after this follows them).
+    async fn write_now(&self, updates: Vec<acp::SessionUpdate>) {
+        let (written, queued) = tokio::sync::oneshot::channel();
+        let batch = forwarder::EdgeUpdates {
+            updates,
+            written: Some(written),
+        };
+        if self.updates.send(batch).is_ok() {
+            let _ = queued.await;
+        }
+    }
+
+    /// Hands an update to the session's writer, to follow whatever it writes now.
+    fn write_later(&self, update: acp::SessionUpdate) {
+        let _ = self.updates.send(forwarder::EdgeUpdates {
+            updates: vec![update],
+            written: None,
+        });
+    }
+
     /// What a response about this session says now (its current mode and model).
     fn launched(&self) -> Launched {
         let (mode, model) = (self.handle.mode(), self.handle.model());
