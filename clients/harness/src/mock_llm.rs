@@ -432,7 +432,7 @@ async fn answer_model_request(state: &Arc<State>, received: Received) -> Respons
         Ok(reply) => reply,
         Err(why) => {
             mark(state, index, |r| r.completed = true);
-            return refuse(state, why, &recorded_body);
+            return refuse(state, why.to_string(), &recorded_body);
         }
     };
     while let MockReply::Delayed {
@@ -517,14 +517,31 @@ fn control(state: &State, path: &str, bytes: &Bytes) -> Option<Response<Body>> {
 
 /// The next script step for a request to `model`: its own script, else the shared one; an
 /// exhausted script is an error (the mock fails loudly on requests no script expects).
-fn next_reply(state: &State, model: &str) -> Result<MockReply, String> {
+fn next_reply(state: &State, model: &str) -> Result<MockReply, ScriptExhausted> {
     match lock(&state.model_scripts).get_mut(model) {
-        Some(own) => own.pop_front().ok_or(format!(
-            "mock script for model {model} exhausted: no script step expects this request"
-        )),
+        Some(own) => own.pop_front().ok_or(ScriptExhausted {
+            model: Some(model.to_string()),
+        }),
         None => lock(&state.script)
             .pop_front()
-            .ok_or("mock script exhausted: no script step expects this request".to_string()),
+            .ok_or(ScriptExhausted { model: None }),
+    }
+}
+
+/// No script step expects a request (the model's own script, or the shared one).
+struct ScriptExhausted {
+    model: Option<String>,
+}
+
+impl std::fmt::Display for ScriptExhausted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.model {
+            Some(model) => write!(
+                f,
+                "mock script for model {model} exhausted: no script step expects this request"
+            ),
+            None => f.write_str("mock script exhausted: no script step expects this request"),
+        }
     }
 }
 

@@ -206,3 +206,22 @@ impl CallSink for SilentSink {
         self.compactions.push(update);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::unique_id;
+
+    #[test]
+    fn a_repeated_or_empty_call_id_is_made_unique_within_the_session() {
+        let mut used = HashSet::new();
+        assert_eq!(unique_id(&mut used, "call_1"), "call_1");
+        assert_eq!(unique_id(&mut used, "call_1"), "call_1-2");
+        assert_eq!(unique_id(&mut used, "call_1"), "call_1-3");
+        assert_eq!(unique_id(&mut used, ""), "call");
+        assert_eq!(unique_id(&mut used, ""), "call-2");
+        // A model id that looks like a suffixed one does not collide either.
+        assert_eq!(unique_id(&mut used, "call_1-2"), "call_1-2-2");
+    }
+}
