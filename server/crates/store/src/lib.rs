@@ -6,6 +6,8 @@
 //! teams sharing one history) implements the same trait; see ARCHITECTURE.md.
 
 mod claims;
+#[cfg(any(test, feature = "test-support"))]
+pub mod conformance;
 mod sqlite;
 
 pub use claims::Claims;

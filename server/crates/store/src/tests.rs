@@ -3,22 +3,11 @@
 
 use std::sync::Arc;
 
-use talaria_record::testing::{assert_valid, assistant, result, user};
-use talaria_record::{EntryBody, Transcript};
+use talaria_record::Transcript;
+use talaria_record::testing::user;
 
-use crate::{MetaUpdate, SessionMeta, SessionStore, SqliteStore, StoreError};
-
-fn meta(id: &str, cwd: &str, updated_at: i64) -> SessionMeta {
-    SessionMeta {
-        id: id.into(),
-        cwd: cwd.into(),
-        model: "m".into(),
-        mode: "ask".into(),
-        created_at: updated_at,
-        updated_at,
-        ..SessionMeta::default()
-    }
-}
+use crate::conformance::{conversation, meta};
+use crate::{SessionStore, SqliteStore, StoreError};
 
 fn store() -> (tempfile::TempDir, SqliteStore) {
     let dir = tempfile::tempdir().expect("dir");
@@ -26,124 +15,52 @@ fn store() -> (tempfile::TempDir, SqliteStore) {
     (dir, store)
 }
 
-fn conversation() -> Transcript {
-    let mut t = Transcript::with_system("sys");
-    t.push(user("why does the parser overflow its stack?"));
-    t.push(assistant(
-        "",
-        &[("c1", "read_file", "{\"path\":\"parse.rs\"}")],
-    ));
-    t.push(result("c1", "read_file", "fn parse() { parse() }"));
-    t.push(assistant("It recurses without a depth limit.", &[]));
-    t
-}
+/// The conformance suite on the SQLite store.
+mod conformance {
+    use std::sync::Arc;
 
-#[test]
-fn a_session_round_trips_with_its_record() {
-    let (_dir, store) = store();
-    store.create(&meta("s1", "/p", 1)).expect("create");
-    let t = conversation();
-    store.append("s1", &t.entries()[..2]).expect("append");
-    store.append("s1", &t.entries()[2..]).expect("append");
-    store
-        .update(
-            "s1",
-            &MetaUpdate {
-                title: Some("Parser overflow".into()),
-                tokens: Some((100, 20)),
-                cost: Some(0.5),
-                ..MetaUpdate::default()
-            },
-        )
-        .expect("update");
-    let (meta, loaded) = store.load("s1").expect("load");
-    assert_eq!(loaded, Transcript::from_entries(t.entries().to_vec()));
-    assert_valid(&loaded);
-    assert_eq!(meta.title.as_deref(), Some("Parser overflow"));
-    assert_eq!((meta.input_tokens, meta.output_tokens), (100, 20));
-    assert!(matches!(store.load("nope"), Err(StoreError::NotFound(_))));
-    // Rewriting an entry (compaction) replaces it in place.
-    let mut rewritten = t.entries()[3].clone();
-    if let EntryBody::ToolResult(result) = &mut rewritten.body {
-        result.model_text = "[cleared]".into();
-    }
-    store.append("s1", &[rewritten.clone()]).expect("rewrite");
-    assert_eq!(store.load("s1").expect("load").1.entries()[3], rewritten);
-    assert!(store.delete("s1").expect("delete"));
-    assert!(!store.delete("s1").expect("again"));
-}
+    use crate::SqliteStore;
+    use crate::conformance as suite;
 
-#[test]
-fn list_pages_newest_first_and_filters_by_cwd() {
-    let (_dir, store) = store();
-    for i in 0..25 {
-        let cwd = if i % 2 == 0 { "/even" } else { "/odd" };
-        store
-            .create(&meta(&format!("s{i:02}"), cwd, i))
-            .expect("create");
+    #[test]
+    fn a_session_round_trips_with_its_record() {
+        let (_dir, store) = super::store();
+        suite::round_trip(&store);
     }
-    let mut seen = Vec::new();
-    let mut cursor = None;
-    loop {
-        let page = store.list(None, cursor.as_deref(), 10).expect("list");
-        seen.extend(page.sessions.iter().map(|s| s.id.clone()));
-        match page.next_cursor {
-            Some(next) => cursor = Some(next),
-            None => break,
-        }
-    }
-    let expected: Vec<String> = (0..25).rev().map(|i| format!("s{i:02}")).collect();
-    assert_eq!(seen, expected);
-    let even = store.list(Some("/even"), None, 100).expect("list");
-    assert_eq!(even.sessions.len(), 13);
-    assert!(even.sessions.iter().all(|s| s.cwd == "/even"));
-    assert!(even.next_cursor.is_none());
-}
 
-#[test]
-fn search_ranks_the_best_match_first_and_scrolls_around_it() {
-    let (_dir, store) = store();
-    let corpus = [
-        (
-            "a",
-            "the stack overflow came from unbounded recursion in the parser",
-        ),
-        ("b", "we talked about the weather"),
-        (
-            "c",
-            "parser speed is fine; recursion depth is bounded by a limit",
-        ),
-        (
-            "d",
-            "stack overflow: unbounded recursion in the parser again, stack overflow",
-        ),
-    ];
-    for (i, (id, text)) in corpus.iter().enumerate() {
-        store
-            .create(&meta(id, "/p", i64::try_from(i).unwrap_or(0)))
-            .expect("create");
-        let mut t = Transcript::with_system("sys");
-        t.push(user(text));
-        t.push(assistant("noted", &[]));
-        store.append(id, t.entries()).expect("append");
+    #[test]
+    fn list_pages_newest_first_and_filters_by_cwd() {
+        let (_dir, store) = super::store();
+        suite::list_pages(&store);
     }
-    let hits = store
-        .search("stack overflow recursion", 10)
-        .expect("search");
-    let order: Vec<&str> = hits.iter().map(|h| h.session_id.as_str()).collect();
-    assert_eq!(&order[..2], ["d", "a"], "{hits:?}");
-    assert!(!order.contains(&"b"));
-    assert!(
-        hits[0].snippet.contains("[overflow]"),
-        "{}",
-        hits[0].snippet
-    );
-    // Operators typed by the model cannot break the query.
-    assert!(store.search("\"unbalanced AND (", 5).is_ok());
-    let around = store
-        .entries_around("a", hits[1].entry_id, 1, 1)
-        .expect("around");
-    assert_eq!(around.len(), 3);
+
+    #[test]
+    fn search_ranks_the_best_match_first_and_scrolls_around_it() {
+        let (_dir, store) = super::store();
+        suite::search_ranks(&store);
+    }
+
+    #[test]
+    fn many_sessions_write_at_once() {
+        let (_dir, store) = super::store();
+        suite::many_writers(Arc::new(store));
+    }
+
+    #[test]
+    fn a_session_open_elsewhere_cannot_be_claimed_or_deleted_until_released() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("state.db");
+        // Two stores on one file stand for two processes: each has its own lock files open.
+        let mine = SqliteStore::open(&path).expect("open");
+        let theirs = SqliteStore::open(&path).expect("open");
+        suite::claims_are_exclusive(&mine, &theirs);
+    }
+
+    #[test]
+    fn a_batch_commits_every_session_at_once_and_reindexing_finds_the_new_text() {
+        let (_dir, store) = super::store();
+        suite::batch_and_reindex(&store);
+    }
 }
 
 #[test]
@@ -230,60 +147,6 @@ fn a_newer_schema_or_a_damaged_file_gives_a_clear_error() {
 }
 
 #[test]
-fn many_sessions_write_at_once() {
-    let (_dir, store) = store();
-    let store = Arc::new(store);
-    let writers: Vec<_> = (0..8)
-        .map(|w| {
-            let store = store.clone();
-            std::thread::spawn(move || {
-                let id = format!("w{w}");
-                store.create(&meta(&id, "/p", w)).expect("create");
-                let mut t = Transcript::with_system("sys");
-                store.append(&id, t.entries()).expect("append");
-                for n in 0..50 {
-                    t.push(user(&format!("message {n} of writer {w}")));
-                    let last = t.entries().len() - 1;
-                    store.append(&id, &t.entries()[last..]).expect("append");
-                }
-            })
-        })
-        .collect();
-    for writer in writers {
-        writer.join().expect("joined");
-    }
-    for w in 0..8 {
-        let (_, t) = store.load(&format!("w{w}")).expect("load");
-        assert_eq!(t.len(), 51);
-    }
-}
-
-#[test]
-fn a_session_open_elsewhere_cannot_be_claimed_or_deleted_until_released() {
-    let dir = tempfile::tempdir().expect("dir");
-    let path = dir.path().join("state.db");
-    // Two stores on one file stand for two processes: each has its own lock files open.
-    let mine = SqliteStore::open(&path).expect("open");
-    let theirs = SqliteStore::open(&path).expect("open");
-    mine.create(&meta("s", "/p", 1)).expect("create");
-    mine.claim("s").expect("first claim");
-    mine.claim("s").expect("the same holder may claim again");
-    match theirs.claim("s") {
-        Err(StoreError::InUse { session, holder }) => {
-            assert_eq!(session, "s");
-            assert!(holder.contains("pid"), "{holder}");
-        }
-        other => panic!("{other:?}"),
-    }
-    assert!(matches!(theirs.delete("s"), Err(StoreError::InUse { .. })));
-    assert!(theirs.load("s").is_ok(), "reading is never refused");
-    mine.release("s").expect("release");
-    theirs.claim("s").expect("free once released");
-    assert!(theirs.delete("s").expect("delete"));
-    assert!(matches!(mine.load("s"), Err(StoreError::NotFound(_))));
-}
-
-#[test]
 fn stores_opened_at_the_same_instant_all_end_up_migrated() {
     for old in [false, true] {
         let dir = tempfile::tempdir().expect("dir");
@@ -315,34 +178,6 @@ fn stores_opened_at_the_same_instant_all_end_up_migrated() {
         let page = store.list(None, None, 100).expect("list");
         assert_eq!(page.sessions.len(), 6, "old store: {old}");
     }
-}
-
-#[test]
-fn a_batch_commits_every_session_at_once_and_reindexing_finds_the_new_text() {
-    let (_dir, store) = store();
-    for id in ["a", "b"] {
-        store.create(&meta(id, "/p", 1)).expect("create");
-    }
-    let mut first = Transcript::with_system("sys");
-    first.push(user("the first draft mentions walruses"));
-    let second = conversation();
-    store
-        .append_batch(&[
-            ("a".into(), first.entries().to_vec()),
-            ("b".into(), second.entries().to_vec()),
-        ])
-        .expect("batch");
-    assert_eq!(store.load("b").expect("b").1.len(), second.len());
-    assert_eq!(store.search("walruses", 5).expect("search").len(), 1);
-    // An entry rewritten in place (compaction) is re-indexed, not indexed twice.
-    let mut rewritten = first.entries()[1].clone();
-    if let EntryBody::User { model_view, .. } = &mut rewritten.body {
-        *model_view = vec![talaria_record::UserPart::text("now about narwhals")];
-    }
-    store.append("a", &[rewritten]).expect("rewrite");
-    assert!(store.search("walruses", 5).expect("search").is_empty());
-    assert_eq!(store.search("narwhals", 5).expect("search").len(), 1);
-    store.checkpoint().expect("checkpoint");
 }
 
 /// A read-only view of `dir`: a read-only bind mount when running as root (file modes do

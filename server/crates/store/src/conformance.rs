@@ -1,0 +1,219 @@
+//! The store conformance suite: what every [`SessionStore`] does, whatever holds the data.
+//! Each check takes a fresh, empty store (or two handles on one, standing for two
+//! processes). The SQLite store's tests run it; another backend's tests call the same
+//! checks (the `test-support` feature exports them).
+
+// Test support: a failed step is a failed check.
+#![allow(clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+
+use talaria_record::testing::{assert_valid, assistant, result, user};
+use talaria_record::{EntryBody, Transcript};
+
+use crate::{MetaUpdate, SessionMeta, SessionStore, StoreError};
+
+/// A session's metadata for the checks.
+pub fn meta(id: &str, cwd: &str, updated_at: i64) -> SessionMeta {
+    SessionMeta {
+        id: id.into(),
+        cwd: cwd.into(),
+        model: "m".into(),
+        mode: "ask".into(),
+        created_at: updated_at,
+        updated_at,
+        ..SessionMeta::default()
+    }
+}
+
+/// A short conversation with one tool call.
+pub fn conversation() -> Transcript {
+    let mut t = Transcript::with_system("sys");
+    t.push(user("why does the parser overflow its stack?"));
+    t.push(assistant(
+        "",
+        &[("c1", "read_file", "{\"path\":\"parse.rs\"}")],
+    ));
+    t.push(result("c1", "read_file", "fn parse() { parse() }"));
+    t.push(assistant("It recurses without a depth limit.", &[]));
+    t
+}
+
+/// A session round-trips with its record; a rewritten entry replaces its namesake; delete says whether there was one.
+pub fn round_trip(store: &dyn SessionStore) {
+    store.create(&meta("s1", "/p", 1)).expect("create");
+    let t = conversation();
+    store.append("s1", &t.entries()[..2]).expect("append");
+    store.append("s1", &t.entries()[2..]).expect("append");
+    store
+        .update(
+            "s1",
+            &MetaUpdate {
+                title: Some("Parser overflow".into()),
+                tokens: Some((100, 20)),
+                cost: Some(0.5),
+                ..MetaUpdate::default()
+            },
+        )
+        .expect("update");
+    let (meta, loaded) = store.load("s1").expect("load");
+    assert_eq!(loaded, Transcript::from_entries(t.entries().to_vec()));
+    assert_valid(&loaded);
+    assert_eq!(meta.title.as_deref(), Some("Parser overflow"));
+    assert_eq!((meta.input_tokens, meta.output_tokens), (100, 20));
+    assert!(matches!(store.load("nope"), Err(StoreError::NotFound(_))));
+    // Rewriting an entry (compaction) replaces it in place.
+    let mut rewritten = t.entries()[3].clone();
+    if let EntryBody::ToolResult(result) = &mut rewritten.body {
+        result.model_text = "[cleared]".into();
+    }
+    store.append("s1", &[rewritten.clone()]).expect("rewrite");
+    assert_eq!(store.load("s1").expect("load").1.entries()[3], rewritten);
+    assert!(store.delete("s1").expect("delete"));
+    assert!(!store.delete("s1").expect("again"));
+}
+
+/// Lists page newest first with a cursor and filter by cwd.
+pub fn list_pages(store: &dyn SessionStore) {
+    for i in 0..25 {
+        let cwd = if i % 2 == 0 { "/even" } else { "/odd" };
+        store
+            .create(&meta(&format!("s{i:02}"), cwd, i))
+            .expect("create");
+    }
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = store.list(None, cursor.as_deref(), 10).expect("list");
+        seen.extend(page.sessions.iter().map(|s| s.id.clone()));
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    let expected: Vec<String> = (0..25).rev().map(|i| format!("s{i:02}")).collect();
+    assert_eq!(seen, expected);
+    let even = store.list(Some("/even"), None, 100).expect("list");
+    assert_eq!(even.sessions.len(), 13);
+    assert!(even.sessions.iter().all(|s| s.cwd == "/even"));
+    assert!(even.next_cursor.is_none());
+}
+
+/// Search ranks the best match first, marks it in the snippet, survives operators, and scrolls around a hit.
+pub fn search_ranks(store: &dyn SessionStore) {
+    let corpus = [
+        (
+            "a",
+            "the stack overflow came from unbounded recursion in the parser",
+        ),
+        ("b", "we talked about the weather"),
+        (
+            "c",
+            "parser speed is fine; recursion depth is bounded by a limit",
+        ),
+        (
+            "d",
+            "stack overflow: unbounded recursion in the parser again, stack overflow",
+        ),
+    ];
+    for (i, (id, text)) in corpus.iter().enumerate() {
+        store
+            .create(&meta(id, "/p", i64::try_from(i).unwrap_or(0)))
+            .expect("create");
+        let mut t = Transcript::with_system("sys");
+        t.push(user(text));
+        t.push(assistant("noted", &[]));
+        store.append(id, t.entries()).expect("append");
+    }
+    let hits = store
+        .search("stack overflow recursion", 10)
+        .expect("search");
+    let order: Vec<&str> = hits.iter().map(|h| h.session_id.as_str()).collect();
+    assert_eq!(&order[..2], ["d", "a"], "{hits:?}");
+    assert!(!order.contains(&"b"));
+    assert!(
+        hits[0].snippet.contains("[overflow]"),
+        "{}",
+        hits[0].snippet
+    );
+    // Operators typed by the model cannot break the query.
+    assert!(store.search("\"unbalanced AND (", 5).is_ok());
+    let around = store
+        .entries_around("a", hits[1].entry_id, 1, 1)
+        .expect("around");
+    assert_eq!(around.len(), 3);
+}
+
+/// Eight threads write their sessions at once; nothing is lost.
+pub fn many_writers(store: Arc<dyn SessionStore>) {
+    let writers: Vec<_> = (0..8_i64)
+        .map(|w| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                let id = format!("w{w}");
+                store.create(&meta(&id, "/p", w)).expect("create");
+                let mut t = Transcript::with_system("sys");
+                store.append(&id, t.entries()).expect("append");
+                for n in 0..50 {
+                    t.push(user(&format!("message {n} of writer {w}")));
+                    let last = t.entries().len() - 1;
+                    store.append(&id, &t.entries()[last..]).expect("append");
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.join().expect("joined");
+    }
+    for w in 0..8 {
+        let (_, t) = store.load(&format!("w{w}")).expect("load");
+        assert_eq!(t.len(), 51);
+    }
+}
+
+/// A session claimed by one holder cannot be claimed or deleted by another until released; reading is never refused.
+pub fn claims_are_exclusive(mine: &dyn SessionStore, theirs: &dyn SessionStore) {
+    mine.create(&meta("s", "/p", 1)).expect("create");
+    mine.claim("s").expect("first claim");
+    mine.claim("s").expect("the same holder may claim again");
+    match theirs.claim("s") {
+        Err(StoreError::InUse { session, holder }) => {
+            assert_eq!(session, "s");
+            assert!(holder.contains("pid"), "{holder}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(theirs.delete("s"), Err(StoreError::InUse { .. })));
+    assert!(theirs.load("s").is_ok(), "reading is never refused");
+    mine.release("s").expect("release");
+    theirs.claim("s").expect("free once released");
+    assert!(theirs.delete("s").expect("delete"));
+    assert!(matches!(mine.load("s"), Err(StoreError::NotFound(_))));
+}
+
+/// A batch commits every session at once, and an entry rewritten in place is re-indexed, not indexed twice.
+pub fn batch_and_reindex(store: &dyn SessionStore) {
+    for id in ["a", "b"] {
+        store.create(&meta(id, "/p", 1)).expect("create");
+    }
+    let mut first = Transcript::with_system("sys");
+    first.push(user("the first draft mentions walruses"));
+    let second = conversation();
+    store
+        .append_batch(&[
+            ("a".into(), first.entries().to_vec()),
+            ("b".into(), second.entries().to_vec()),
+        ])
+        .expect("batch");
+    assert_eq!(store.load("b").expect("b").1.len(), second.len());
+    assert_eq!(store.search("walruses", 5).expect("search").len(), 1);
+    // An entry rewritten in place (compaction) is re-indexed, not indexed twice.
+    let mut rewritten = first.entries()[1].clone();
+    if let EntryBody::User { model_view, .. } = &mut rewritten.body {
+        *model_view = vec![talaria_record::UserPart::text("now about narwhals")];
+    }
+    store.append("a", &[rewritten]).expect("rewrite");
+    assert!(store.search("walruses", 5).expect("search").is_empty());
+    assert_eq!(store.search("narwhals", 5).expect("search").len(), 1);
+    store.checkpoint().expect("checkpoint");
+}
