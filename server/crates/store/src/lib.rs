@@ -2,15 +2,21 @@
 //! [`SessionStore`] trait the engine and edge use, and [`SqliteStore`], the embedded default.
 //!
 //! The trait is small and synchronous: callers run it off the async runtime (one writer
-//! thread for appends, the blocking pool for reads). A server-backed store (PostgreSQL for
-//! teams sharing one history) implements the same trait; see ARCHITECTURE.md.
+//! thread for appends, the blocking pool for reads). `PgStore` (feature `postgres`)
+//! implements the same trait on a PostgreSQL server; `conformance` holds the checks both
+//! pass.
 
 mod claims;
 #[cfg(any(test, feature = "test-support"))]
 pub mod conformance;
+#[cfg(feature = "postgres")]
+mod postgres;
+mod search_text;
 mod sqlite;
 
 pub use claims::Claims;
+#[cfg(feature = "postgres")]
+pub use postgres::PgStore;
 pub use sqlite::{SqliteStore, StoreReport};
 
 use serde::{Deserialize, Serialize};

@@ -97,7 +97,7 @@ fn search_and_claims(tx: &Transaction) -> rusqlite::Result<()> {
         if let Some(text) = serde_json::from_str(&body)
             .ok()
             .as_ref()
-            .and_then(fts::text_of)
+            .and_then(crate::search_text::text_of)
         {
             tx.execute(
                 "INSERT INTO entries_fts (text, session_id, entry_id) VALUES (?1, ?2, ?3)",

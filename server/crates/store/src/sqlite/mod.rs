@@ -11,7 +11,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
-use talaria_record::{Entry, EntryBody, EntryId, Transcript};
+use talaria_record::{Entry, EntryId, Transcript};
 
 use crate::claims::Claims;
 use crate::{ListPage, MetaUpdate, SearchHit, SessionMeta, SessionStore, StoreError, now_ms};
@@ -120,22 +120,6 @@ pub(crate) fn schema_shape(connection: &Connection) -> Vec<String> {
         shape.extend(index_columns);
     }
     shape
-}
-
-fn kind_of(body: &EntryBody) -> &'static str {
-    match body {
-        EntryBody::System { .. } => "system",
-        EntryBody::User { .. } => "user",
-        EntryBody::Assistant(_) => "assistant",
-        EntryBody::ToolResult(_) => "tool_result",
-        EntryBody::Notice { .. } => "notice",
-        EntryBody::ModeChanged { .. } => "mode_changed",
-        EntryBody::ModelChanged { .. } => "model_changed",
-        EntryBody::Plan { .. } => "plan",
-        EntryBody::Summary { .. } => "summary",
-        EntryBody::Interrupted { .. } => "interrupted",
-        EntryBody::Nudge { .. } => "nudge",
-    }
 }
 
 const SESSION_COLUMNS: &str = "id, cwd, additional_directories, title, model, mode, created_at, \
@@ -361,7 +345,13 @@ impl SqliteStore {
             let id = i64::try_from(entry.id).unwrap_or(i64::MAX);
             let row: i64 = upsert
                 .query_row(
-                    params![session_id, id, entry.at_ms, kind_of(&entry.body), body],
+                    params![
+                        session_id,
+                        id,
+                        entry.at_ms,
+                        crate::search_text::kind_of(&entry.body),
+                        body
+                    ],
                     |row| row.get(0),
                 )
                 .map_err(classify)?;
