@@ -85,6 +85,33 @@ pub struct ListPage {
     pub next_cursor: Option<String>,
 }
 
+impl ListPage {
+    /// A page from up to `limit + 1` sessions, newest first: the extra one says there is a
+    /// next page, whose cursor is the last shown session's `updated_at:id`.
+    pub fn of(mut sessions: Vec<SessionMeta>, limit: usize) -> Self {
+        let next_cursor = if sessions.len() > limit {
+            sessions.truncate(limit);
+            sessions
+                .last()
+                .map(|s| format!("{}:{}", s.updated_at, s.id))
+        } else {
+            None
+        };
+        Self {
+            sessions,
+            next_cursor,
+        }
+    }
+}
+
+/// A list cursor's parts (`updated_at:id`); a malformed one starts from the top.
+pub(crate) fn list_cursor(cursor: Option<&str>) -> (Option<i64>, Option<String>) {
+    match cursor.and_then(|c| c.split_once(':')) {
+        Some((time, id)) => (time.parse::<i64>().ok(), Some(id.to_string())),
+        None => (None, None),
+    }
+}
+
 /// A full-text hit in past sessions.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchHit {

@@ -296,10 +296,7 @@ impl SessionStore for PgStore {
         cursor: Option<&str>,
         limit: usize,
     ) -> Result<ListPage, StoreError> {
-        let (after_time, after_id) = match cursor.and_then(|c| c.split_once(':')) {
-            Some((time, id)) => (time.parse::<i64>().ok(), Some(id.to_string())),
-            None => (None, None),
-        };
+        let (after_time, after_id) = crate::list_cursor(cursor);
         let limit = limit.clamp(1, 1000);
         let rows = lock(&self.client)
             .query(
@@ -317,19 +314,7 @@ impl SessionStore for PgStore {
                 ],
             )
             .map_err(|e| other(&e))?;
-        let mut sessions: Vec<SessionMeta> = rows.iter().map(meta_of).collect();
-        let next_cursor = if sessions.len() > limit {
-            sessions.truncate(limit);
-            sessions
-                .last()
-                .map(|s| format!("{}:{}", s.updated_at, s.id))
-        } else {
-            None
-        };
-        Ok(ListPage {
-            sessions,
-            next_cursor,
-        })
+        Ok(ListPage::of(rows.iter().map(meta_of).collect(), limit))
     }
 
     fn delete(&self, session_id: &str) -> Result<bool, StoreError> {

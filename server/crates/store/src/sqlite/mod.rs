@@ -495,10 +495,7 @@ impl SessionStore for SqliteStore {
         cursor: Option<&str>,
         limit: usize,
     ) -> Result<ListPage, StoreError> {
-        let (after_time, after_id) = match cursor.and_then(|c| c.split_once(':')) {
-            Some((time, id)) => (time.parse::<i64>().ok(), Some(id.to_string())),
-            None => (None, None),
-        };
+        let (after_time, after_id) = crate::list_cursor(cursor);
         let limit = limit.clamp(1, 1000);
         let connection = self.lock();
         let mut select = connection
@@ -520,19 +517,8 @@ impl SessionStore for SqliteStore {
                 meta_of,
             )
             .map_err(classify)?;
-        let mut sessions = rows.collect::<Result<Vec<_>, _>>().map_err(classify)?;
-        let next_cursor = if sessions.len() > limit {
-            sessions.truncate(limit);
-            sessions
-                .last()
-                .map(|s| format!("{}:{}", s.updated_at, s.id))
-        } else {
-            None
-        };
-        Ok(ListPage {
-            sessions,
-            next_cursor,
-        })
+        let sessions = rows.collect::<Result<Vec<_>, _>>().map_err(classify)?;
+        Ok(ListPage::of(sessions, limit))
     }
 
     fn delete(&self, session_id: &str) -> Result<bool, StoreError> {
