@@ -210,6 +210,23 @@ pub fn calls(list: &[(&str, &str, serde_json::Value)]) -> Step {
     }])
 }
 
+/// A model caller on model `m` of `router` that tries each call once.
+pub(crate) fn caller<'a>(
+    router: &'a crate::ModelRouter,
+    cancel: &'a tokio_util::sync::CancellationToken,
+    context: &'a mut crate::context::ContextState,
+    usage: &'a mut crate::model_call::SessionUsage,
+) -> crate::model_call::ModelCaller<'a> {
+    crate::model_call::ModelCaller::new(
+        router,
+        router.chain("m"),
+        quick_retry(),
+        cancel,
+        context,
+        usage,
+    )
+}
+
 /// A retry policy that gives up at once, for tests that look at one attempt.
 pub fn quick_retry() -> crate::RetryPolicy {
     crate::RetryPolicy {

@@ -299,14 +299,7 @@ mod tests {
         transcript.push(user("q"));
         let mut sink = SilentSink::default();
         {
-            let mut caller = ModelCaller::new(
-                &router,
-                router.chain("m"),
-                crate::testkit::quick_retry(),
-                &cancel,
-                &mut context,
-                &mut usage,
-            );
+            let mut caller = crate::testkit::caller(&router, &cancel, &mut context, &mut usage);
             for _ in 0..3 {
                 let result = caller.call(&mut transcript, &[], None, &mut sink).await;
                 assert!(matches!(result, Ok(CallResult::Finished(_))));
@@ -363,14 +356,7 @@ mod tests {
         transcript.push(user("latest"));
         let before = transcript.clone();
         let mut sink = SilentSink::default();
-        let mut caller = ModelCaller::new(
-            &router,
-            router.chain("m"),
-            crate::testkit::quick_retry(),
-            &cancel,
-            &mut context,
-            &mut usage,
-        );
+        let mut caller = crate::testkit::caller(&router, &cancel, &mut context, &mut usage);
         let result = caller
             .compact(&mut transcript, "", Trigger::Overflow, &mut sink)
             .await;

@@ -167,14 +167,7 @@ mod tests {
         transcript.push(result("c1", "read_file", &log));
         let mut sink = SilentSink::default();
         {
-            let mut caller = ModelCaller::new(
-                &router,
-                router.chain("m"),
-                crate::testkit::quick_retry(),
-                &cancel,
-                &mut context,
-                &mut usage,
-            );
+            let mut caller = crate::testkit::caller(&router, &cancel, &mut context, &mut usage);
             caller.spill_dir = Some(dir.path().to_path_buf());
             let answer = caller.call(&mut transcript, &[], None, &mut sink).await;
             assert!(matches!(answer, Ok(CallResult::Finished(_))), "{answer:?}");
@@ -201,14 +194,7 @@ mod tests {
         let mut context = ContextState::new(1024, Settings::default(), Arc::default(), "m");
         let mut transcript = Transcript::with_system("word ".repeat(3000));
         transcript.push(user("q"));
-        let mut caller = ModelCaller::new(
-            &router,
-            router.chain("m"),
-            crate::testkit::quick_retry(),
-            &cancel,
-            &mut context,
-            &mut usage,
-        );
+        let mut caller = crate::testkit::caller(&router, &cancel, &mut context, &mut usage);
         let refused = caller.call(&mut transcript, &[], None, &mut sink).await;
         assert!(
             refused.as_ref().is_err_and(|why| {
