@@ -4,8 +4,14 @@
 //! Usage: `talaria-bench [--agent PATH] [--iterations N]`. Prints one line per figure with its
 //! target. Figures are medians over the iterations (minimum in brackets).
 
-// This is a report printer: its output belongs on stdout.
-#![allow(clippy::print_stdout)]
+/// Writes one line of the report to this program's standard output (a report, not a
+/// protocol stream: the agent it measures is another process).
+macro_rules! report {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
 
 mod compression;
 mod sandbox;
@@ -43,7 +49,7 @@ fn options() -> anyhow::Result<Options> {
                     .parse()?
             }
             "-h" | "--help" => {
-                println!("usage: talaria-bench [--agent PATH] [--iterations N]");
+                report!("usage: talaria-bench [--agent PATH] [--iterations N]");
                 std::process::exit(0);
             }
             other => bail!("unknown argument {other:?}"),
@@ -216,26 +222,29 @@ async fn main() -> anyhow::Result<()> {
         &cwd,
         options.iterations.max(50),
     );
-    println!(
+    report!(
         "command spawn, sandboxed          {:8.2} ms  (min {:.2}; direct {:.2}, min {:.2})   target: + <= 5 ms",
-        cost.sandboxed.0, cost.sandboxed.1, cost.direct.0, cost.direct.1
+        cost.sandboxed.0,
+        cost.sandboxed.1,
+        cost.direct.0,
+        cost.direct.1
     );
-    println!(
+    report!(
         "  sandbox cost per command        {:8.2} ms",
         cost.sandboxed.0 - cost.direct.0
     );
     let compression = compression::measure(options.iterations).await;
-    println!(
+    report!(
         "compaction pass, {}k-token record {:8.2} ms  (summariser mocked; saved {:.0} %)   target <= 20 ms",
         compression.history_tokens / 1000,
         ms(compression.pass),
         compression.saved_share * 100.0
     );
-    println!(
+    report!(
         "  with a summary of the middle      {:8.2} ms  (as /compact does)",
         ms(compression.summarising_pass)
     );
-    println!(
+    report!(
         "token accounting of a new turn    {:8.3} ms  (on that history)   target <= 1 ms",
         ms(compression.new_turn)
     );
@@ -343,37 +352,37 @@ fn print_turn_figures(
         let (med, _) = median(&mut samples.rss);
         (med, samples.rss.iter().copied().fold(0.0, f64::max))
     };
-    println!(
+    report!(
         "talaria-bench: {} ({} iterations)",
         options.agent.display(),
         options.iterations
     );
-    println!(
+    report!(
         "spawn -> initialize answered      {init_med:8.2} ms  (min {init_min:.2})   target <= 5 ms"
     );
-    println!(
+    report!(
         "session/new answered              {new_med:8.2} ms  (min {new_min:.2}; a later one {later_med:.2})   target <= 2 ms"
     );
-    println!(
+    report!(
         "prompt -> first chunk (- mock)    {chunk_med:8.2} ms  (min {chunk_min:.2})   target <= 2 ms"
     );
-    println!(
+    report!(
         "peak RSS after a turn             {rss_med:8.2} MB  (max {rss_max:.2})   target <= 12 MB"
     );
-    println!(
+    report!(
         "deltas forwarded                  {:8.0} /s  (first to last of {deltas} chunks: {:.1} ms)   target >= 100000/s",
         (deltas - 1) as f64 / stream.first_to_last.as_secs_f64(),
         ms(stream.first_to_last)
     );
-    println!(
+    report!(
         "  prompt to turn end              {:8.1} ms  (includes the mock generating the stream)",
         ms(stream.prompt_to_end)
     );
     if let Some(cpu) = stream.agent_cpu_ms {
-        println!("  agent CPU, whole process       {cpu:8.1} ms  (user+system, incl. start-up)");
+        report!("  agent CPU, whole process       {cpu:8.1} ms  (user+system, incl. start-up)");
     }
     if let Some(mb) = stream.peak_rss_mb {
-        println!("  peak RSS after the stream      {mb:8.2} MB");
+        report!("  peak RSS after the stream      {mb:8.2} MB");
     }
 }
 
@@ -394,31 +403,31 @@ async fn print_session_figures(options: &Options, env: &Env) -> anyhow::Result<(
         sessions_workspace.path(),
     )
     .await?;
-    println!(
+    report!(
         "store append (one entry)          {:8.3} ms  (p50 {:.3})   target p99 <= 2 ms",
         ms(sessions.append_p99),
         ms(sessions.append_p50)
     );
-    println!(
+    report!(
         "store append per entry at 1k      {:8.3} ms  (at 200k entries: {:.3} ms)   target: no growth",
         ms(sessions.append_at_1k),
         ms(sessions.append_at_200k)
     );
-    println!(
+    report!(
         "session/load of 2,000 messages    {:8.1} ms  (replayed before the answer)",
         ms(sessions.load_2k)
     );
-    println!(
+    report!(
         "session/load of 10,000 messages   {:8.1} ms  (replayed before the answer)   target <= 200 ms",
         ms(sessions.replay_10k)
     );
-    println!(
+    report!(
         "session/list over 1,000 sessions  {:8.2} ms  (over 10,000: {:.2} ms)   target <= 20 ms",
         ms(sessions.list_1k),
         ms(sessions.list_10k)
     );
     if let Some(kb) = sessions.rss_per_idle_session_kb {
-        println!("RSS per idle loaded session       {kb:8.1} KB   target <= 50 KB");
+        report!("RSS per idle loaded session       {kb:8.1} KB   target <= 50 KB");
     }
     Ok(())
 }

@@ -3,7 +3,14 @@
 //!
 //! Run: `cargo bench -p talaria-tools --bench search` (`-- --files N` for another size).
 
-#![allow(clippy::print_stdout)]
+/// Writes one line of the report to this program's standard output (a report, not a
+/// protocol stream: the agent it measures is another process).
+macro_rules! report {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -53,7 +60,7 @@ fn main() -> std::io::Result<()> {
     let dir = tempfile::tempdir()?;
     let started = Instant::now();
     generate(dir.path(), files)?;
-    println!(
+    report!(
         "generated {files} files in {:.1} s",
         started.elapsed().as_secs_f64()
     );
@@ -81,7 +88,7 @@ fn main() -> std::io::Result<()> {
             .count();
     }
     let ours = median(ours);
-    println!(
+    report!(
         "search_files: {:8.1} ms  ({matches} matching lines)",
         ours.as_secs_f64() * 1000.0
     );
@@ -90,7 +97,7 @@ fn main() -> std::io::Result<()> {
         .output()
         .is_ok();
     if !rg_available {
-        println!("rg not installed (Debian package `ripgrep`): no comparison");
+        report!("rg not installed (Debian package `ripgrep`): no comparison");
         return Ok(());
     }
     let mut theirs = Vec::new();
@@ -104,8 +111,8 @@ fn main() -> std::io::Result<()> {
         assert!(output.status.success());
     }
     let theirs = median(theirs);
-    println!("rg:           {:8.1} ms", theirs.as_secs_f64() * 1000.0);
-    println!(
+    report!("rg:           {:8.1} ms", theirs.as_secs_f64() * 1000.0);
+    report!(
         "ratio search_files / rg: {:.2} (target <= 1.5)",
         ours.as_secs_f64() / theirs.as_secs_f64()
     );
