@@ -136,6 +136,11 @@ pub fn search_ranks(store: &dyn SessionStore) {
         "{}",
         hits[0].snippet
     );
+    // Words are stemmed alike on every store: "parsers" finds "parser".
+    assert!(
+        !store.search("parsers", 5).expect("search").is_empty(),
+        "stemmed search"
+    );
     // Operators typed by the model cannot break the query.
     assert!(store.search("\"unbalanced AND (", 5).is_ok());
     let around = store

@@ -55,7 +55,7 @@ pub(crate) fn words_of(query: &str) -> Vec<&str> {
 }
 
 /// Words as a PostgreSQL `tsquery` joined with OR (ranking puts entries with every word
-/// first).
+/// first); stop words among them are dropped by the server.
 #[cfg(feature = "postgres")]
 pub(crate) fn tsquery_of(query: &str) -> Option<String> {
     let words = words_of(query);

@@ -336,12 +336,12 @@ impl SessionStore for PgStore {
         let rows = lock(&self.client)
             .query(
                 "SELECT e.session_id, e.entry_id, -ts_rank_cd(e.search, q) AS rank,
-                        ts_headline('simple', e.search_text, q,
+                        ts_headline('english', e.search_text, q,
                             'StartSel=[, StopSel=], MaxWords=16, MinWords=4, ShortWord=2'),
                         e.at_ms, s.title
                  FROM entries e
                  JOIN sessions s ON s.id = e.session_id,
-                      to_tsquery('simple', $1) q
+                      to_tsquery('english', $1) q
                  WHERE e.search @@ q
                  ORDER BY rank, e.at_ms DESC LIMIT $2",
                 &[&query, &i64::try_from(limit.clamp(1, 100)).unwrap_or(100)],

@@ -38,7 +38,7 @@ const MIGRATIONS: &[&str] = &[
         body TEXT NOT NULL,
         search_text TEXT,
         search TSVECTOR GENERATED ALWAYS AS
-            (to_tsvector('simple', coalesce(search_text, ''))) STORED,
+            (to_tsvector('english', coalesce(search_text, ''))) STORED,
         PRIMARY KEY (session_id, entry_id)
      );
      CREATE INDEX entries_search ON entries USING GIN (search);
