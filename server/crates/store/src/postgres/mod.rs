@@ -223,7 +223,13 @@ impl SessionStore for PgStore {
     }
 
     fn append(&self, session_id: &str, entries: &[Entry]) -> Result<(), StoreError> {
-        self.append_batch(&[(session_id.to_string(), entries.to_vec())])
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let mut client = lock(&self.client);
+        let mut tx = client.transaction().map_err(|e| other(&e))?;
+        Self::append_in(&mut tx, session_id, entries)?;
+        tx.commit().map_err(|e| other(&e))
     }
 
     fn append_batch(&self, batch: &[(String, Vec<Entry>)]) -> Result<(), StoreError> {
