@@ -162,14 +162,15 @@ impl Agent {
             roots,
             shell,
         } = ready;
-        let settings = self.session_settings(&config, &id, &cwd, roots, &stores, &shell);
-        let settings = SessionSettings {
-            model: model.clone(),
+        let own = SessionOwn {
+            id: &id,
+            cwd: &cwd,
+            roots,
+            model: &model,
             mode,
-            system_prompt: system_prompt.instructions,
-            environment: system_prompt.environment,
-            ..settings
+            prompt: system_prompt,
         };
+        let settings = self.session_settings(&config, own, &stores, &shell);
         let (events_tx, events_rx) = mpsc::channel(256);
         let handle =
             talaria_engine::spawn_session_with(settings, router, registry, events_tx, start);
@@ -209,29 +210,35 @@ impl Agent {
         Ok(launched)
     }
 
-    /// A session's settings from the configuration (model, mode and prompt are the caller's).
+    /// A session's settings: what is its own, the rest from the configuration.
     fn session_settings(
         &self,
         config: &Config,
-        id: &str,
-        cwd: &std::path::Path,
-        roots: Vec<std::path::PathBuf>,
+        own: SessionOwn<'_>,
         stores: &Arc<talaria_skills::SkillsContext>,
         shell: &Arc<talaria_tools::shell::Shell>,
     ) -> SessionSettings {
+        let SessionOwn {
+            id,
+            cwd,
+            roots,
+            model,
+            mode,
+            prompt,
+        } = own;
         SessionSettings {
             id: id.to_string(),
             cwd: cwd.to_path_buf(),
-            model: config.model.clone(),
-            system_prompt: String::new(),
-            environment: String::new(),
+            model: model.to_string(),
+            system_prompt: prompt.instructions,
+            environment: prompt.environment,
             context_window: config.context_window,
             retry: config.retry,
             max_turn_requests: config.max_turn_requests,
             max_output_tokens: config.max_output_tokens,
             home: config.home.clone(),
             roots,
-            mode: config.mode,
+            mode,
             secrets: talaria_engine::approval::SecretReads::for_home(
                 &config.home,
                 config.ask_for_credential_reads,
@@ -446,6 +453,16 @@ pub(super) struct PromptParts {
 
 /// A session's prompt, assembled: the instructions, most stable first (what every session
 /// shares, then what every session of this project shares), and the environment.
+/// What a session has of its own (the rest of its settings comes from the configuration).
+struct SessionOwn<'a> {
+    id: &'a str,
+    cwd: &'a std::path::Path,
+    roots: Vec<std::path::PathBuf>,
+    model: &'a str,
+    mode: talaria_engine::Mode,
+    prompt: AssembledPrompt,
+}
+
 pub(super) struct AssembledPrompt {
     pub(super) instructions: String,
     pub(super) environment: String,
