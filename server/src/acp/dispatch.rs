@@ -22,13 +22,13 @@ use super::*;
 
 /// The second half of a request whose slow part ran on a task of its own: it runs on the
 /// dispatch loop (it may change the agent's state), and its reply answers the request.
-pub(super) type Finish = Box<dyn for<'a> FnOnce(&'a mut Agent) -> LocalBoxFuture<'a, Reply> + Send>;
+type Finish = Box<dyn for<'a> FnOnce(&'a mut Agent) -> LocalBoxFuture<'a, Reply> + Send>;
 
 /// A request whose slow part is done.
 pub(super) struct Deferred {
-    pub(super) id: RequestId,
-    pub(super) method: String,
-    pub(super) finish: Finish,
+    id: RequestId,
+    method: String,
+    finish: Finish,
 }
 
 /// What the slow part of starting a session needs from the agent (cloned off the loop).
@@ -127,7 +127,7 @@ where
 }
 
 /// Runs a request's handling; a panic in it is answered with `-32603` and the loop goes on.
-pub(super) async fn guarded(
+async fn guarded(
     method: &str,
     handling: impl std::future::Future<Output = Option<Reply>>,
 ) -> Option<Reply> {
@@ -142,7 +142,7 @@ pub(super) async fn guarded(
 impl Agent {
     /// Answers a request (unless it is answered later), then sends what its handling queued
     /// for after its answer.
-    pub(super) async fn answer(&mut self, id: RequestId, handled: Option<Reply>) {
+    async fn answer(&mut self, id: RequestId, handled: Option<Reply>) {
         if let Some(reply) = handled {
             self.peer.respond(&id, reply).await;
         }
@@ -195,7 +195,7 @@ impl Agent {
     }
 
     /// Handles a request; `None` means it will be answered later (prompts, session starts).
-    pub(super) async fn handle_request(&mut self, mut request: IncomingRequest) -> Option<Reply> {
+    async fn handle_request(&mut self, mut request: IncomingRequest) -> Option<Reply> {
         if request.method == "initialize" {
             capabilities::negotiate_version(&mut request.params);
         }
@@ -258,7 +258,7 @@ impl Agent {
         }
     }
 
-    pub(super) fn handle_notification(&mut self, method: &str, params: Value) {
+    fn handle_notification(&mut self, method: &str, params: Value) {
         match ClientNotification::from_method_and_params(method, &params) {
             Ok(ClientNotification::CancelNotification(cancel)) => {
                 match self.sessions.get(cancel.session_id.0.as_ref()) {
@@ -273,7 +273,7 @@ impl Agent {
         }
     }
 
-    pub(super) async fn authenticate(&self, params: &acp::AuthenticateRequest) -> Reply {
+    async fn authenticate(&self, params: &acp::AuthenticateRequest) -> Reply {
         if params.method_id.0.as_ref() != capabilities::AUTH_METHOD_ID {
             return Err(errors::invalid_params(format!(
                 "unknown auth method {:?}; this agent offers {:?}",

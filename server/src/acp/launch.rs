@@ -71,11 +71,7 @@ impl Agent {
         });
     }
 
-    pub(super) async fn new_session(
-        &mut self,
-        params: acp::NewSessionRequest,
-        ready: Ready,
-    ) -> Reply {
+    async fn new_session(&mut self, params: acp::NewSessionRequest, ready: Ready) -> Reply {
         let config = &ready.config;
         let id = uuid::Uuid::new_v4().to_string();
         let journal = self.ensure_store(config).await;
@@ -334,7 +330,7 @@ impl Agent {
 }
 
 /// What a session response says about Talaria's own state (under `_meta.talaria`).
-pub(super) fn session_meta(shell: &talaria_tools::shell::Shell) -> acp::Meta {
+fn session_meta(shell: &talaria_tools::shell::Shell) -> acp::Meta {
     let mut meta = acp::Meta::new();
     meta.insert(
         "talaria".into(),
@@ -345,7 +341,7 @@ pub(super) fn session_meta(shell: &talaria_tools::shell::Shell) -> acp::Meta {
 
 /// Checks `session/new`-style paths: an absolute cwd and absolute additional directories;
 /// returns the workspace roots.
-pub(super) fn check_roots(
+fn check_roots(
     cwd: &std::path::Path,
     additional: &[std::path::PathBuf],
 ) -> Result<Vec<std::path::PathBuf>, acp::Error> {
@@ -424,31 +420,31 @@ pub(super) async fn ready_session(
 /// What starting a session needs, read off the runtime thread: the configuration, the system
 /// prompt (with the skill index and the memory snapshot, frozen now) and the slash commands.
 pub(super) struct Prepared {
-    pub(super) config: Config,
-    pub(super) system_prompt: PromptParts,
-    pub(super) commands: acp::SessionUpdate,
-    pub(super) shell: Arc<talaria_tools::shell::Shell>,
+    config: Config,
+    system_prompt: PromptParts,
+    commands: acp::SessionUpdate,
+    shell: Arc<talaria_tools::shell::Shell>,
 }
 
 /// A session ready to launch.
 pub(super) struct Ready {
     pub(super) config: Config,
-    pub(super) system_prompt: AssembledPrompt,
-    pub(super) commands: acp::SessionUpdate,
-    pub(super) mcp: (Arc<talaria_mcp::Hub>, Vec<String>),
+    system_prompt: AssembledPrompt,
+    commands: acp::SessionUpdate,
+    mcp: (Arc<talaria_mcp::Hub>, Vec<String>),
     /// The workspace roots: the cwd and the additional directories.
-    pub(super) roots: Vec<std::path::PathBuf>,
+    roots: Vec<std::path::PathBuf>,
     /// How its commands start (the OS sandbox, the clean environment).
-    pub(super) shell: Arc<talaria_tools::shell::Shell>,
+    shell: Arc<talaria_tools::shell::Shell>,
 }
 
 /// The system prompt's parts, assembled once the session's toolsets are known.
-pub(super) struct PromptParts {
-    pub(super) base: talaria_engine::system_prompt::SessionPrompt,
+struct PromptParts {
+    base: talaria_engine::system_prompt::SessionPrompt,
     /// The skill index: only when the skills toolset is offered.
-    pub(super) skill_index: String,
+    skill_index: String,
     /// The frozen memory snapshot.
-    pub(super) memory: String,
+    memory: String,
 }
 
 /// A session's prompt, assembled: the instructions, most stable first (what every session
@@ -463,13 +459,13 @@ struct SessionOwn<'a> {
     prompt: AssembledPrompt,
 }
 
-pub(super) struct AssembledPrompt {
-    pub(super) instructions: String,
-    pub(super) environment: String,
+struct AssembledPrompt {
+    instructions: String,
+    environment: String,
 }
 
 impl PromptParts {
-    pub(super) fn assemble(self, config: &Config) -> AssembledPrompt {
+    fn assemble(self, config: &Config) -> AssembledPrompt {
         let skills_offered = config
             .toolsets
             .as_ref()
@@ -487,7 +483,7 @@ impl PromptParts {
     }
 }
 
-pub(super) async fn prepare_session(
+async fn prepare_session(
     cwd: &std::path::Path,
     roots: &[std::path::PathBuf],
     today: &str,
@@ -532,6 +528,6 @@ pub(super) async fn prepare_session(
     })
 }
 
-pub(super) fn chrono_today() -> String {
+fn chrono_today() -> String {
     chrono::Local::now().format("%Y-%m-%d (%A)").to_string()
 }

@@ -51,7 +51,7 @@ impl Agent {
 }
 
 /// A prompt's turn tag: its request's id, as JSON.
-pub(super) fn turn_of(request: &RequestId) -> TurnId {
+fn turn_of(request: &RequestId) -> TurnId {
     TurnId(serde_json::to_string(request).unwrap_or_default().into())
 }
 

@@ -9,7 +9,7 @@ use super::*;
 impl Agent {
     /// The session's options once a change just asked of it applies (the actor takes the
     /// op a moment later; the answer already shows it).
-    pub(super) fn options_with(
+    fn options_with(
         session: &LiveSession,
         mode: Option<talaria_engine::Mode>,
         model: Option<&str>,
@@ -58,7 +58,7 @@ impl Agent {
     }
 
     /// Switches the session's model (from the next turn).
-    pub(super) fn set_model(&mut self, session_id: &acp::SessionId, model: &str) -> Reply {
+    fn set_model(&mut self, session_id: &acp::SessionId, model: &str) -> Reply {
         let Some(session) = self.sessions.get(session_id.0.as_ref()) else {
             return Err(session_not_found(session_id));
         };
