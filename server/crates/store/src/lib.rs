@@ -13,10 +13,12 @@ pub mod conformance;
 mod postgres;
 mod search_text;
 mod sqlite;
+#[cfg(feature = "postgres-test")]
+pub mod test_cluster;
 
 pub use claims::Claims;
 #[cfg(feature = "postgres")]
-pub use postgres::PgStore;
+pub use postgres::{PgOptions, PgStore, TlsMode};
 pub use sqlite::{SqliteStore, StoreReport};
 
 use serde::{Deserialize, Serialize};
@@ -41,6 +43,8 @@ pub enum StoreError {
     InUse { session: String, holder: String },
     #[error("the disk holding the session store is full: {0}")]
     Full(String),
+    #[error("the session database cannot be reached: {0}")]
+    Unreachable(String),
     #[error("no session {0}")]
     NotFound(String),
     #[error("session store error: {0}")]

@@ -1,0 +1,271 @@
+//! [`SessionStore`] on PostgreSQL: each call runs on a pooled connection (`PgStore::with`);
+//! writes are fenced by the session's claim.
+
+use postgres::Client;
+use talaria_record::{Entry, EntryId, Transcript};
+
+use super::{PgStore, SESSION_COLUMNS, entries_of, entry_key, meta_of, tokens};
+use crate::{ListPage, MetaUpdate, SearchHit, SessionMeta, SessionStore, StoreError, now_ms};
+
+/// Upserts `entries` (by entry id) in one transaction's statement.
+fn append_in(
+    tx: &mut postgres::Transaction<'_>,
+    session_id: &str,
+    entries: &[Entry],
+) -> Result<(), StoreError> {
+    let upsert = tx.prepare(
+        "INSERT INTO entries (session_id, entry_id, at_ms, kind, body, search_text)
+         VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (session_id, entry_id) DO UPDATE
+         SET at_ms = excluded.at_ms, kind = excluded.kind, body = excluded.body,
+             search_text = excluded.search_text",
+    )?;
+    for entry in entries {
+        let body = serde_json::to_string(entry).map_err(|e| StoreError::Other(e.to_string()))?;
+        let text = crate::search_text::text_of(entry);
+        tx.execute(
+            &upsert,
+            &[
+                &session_id,
+                &entry_key(entry.id),
+                &entry.at_ms,
+                &crate::search_text::kind_of(&entry.body),
+                &body,
+                &text,
+            ],
+        )?;
+    }
+    tx.execute(
+        "UPDATE sessions SET updated_at = $2 WHERE id = $1",
+        &[&session_id, &now_ms()],
+    )?;
+    Ok(())
+}
+
+/// Appends several sessions' entries in one transaction.
+fn append_all(client: &mut Client, batch: &[(String, Vec<Entry>)]) -> Result<(), StoreError> {
+    let mut tx = client.transaction()?;
+    for (session_id, entries) in batch {
+        if !entries.is_empty() {
+            append_in(&mut tx, session_id, entries)?;
+        }
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+fn search_rows(
+    client: &mut Client,
+    query: &str,
+    limit: usize,
+) -> Result<Vec<SearchHit>, StoreError> {
+    let rows = client.query(
+        "SELECT e.session_id, e.entry_id, -ts_rank_cd(e.search, q) AS rank,
+                ts_headline('english', e.search_text, q,
+                    'StartSel=[, StopSel=], MaxWords=16, MinWords=4, ShortWord=2'),
+                e.at_ms, s.title
+         FROM entries e
+         JOIN sessions s ON s.id = e.session_id,
+              to_tsquery('english', $1) q
+         WHERE e.search @@ q
+         ORDER BY rank, e.at_ms DESC LIMIT $2",
+        &[&query, &i64::try_from(limit.clamp(1, 100)).unwrap_or(100)],
+    )?;
+    Ok(rows
+        .iter()
+        .map(|row| SearchHit {
+            session_id: row.get(0),
+            entry_id: u64::try_from(row.get::<_, i64>(1)).unwrap_or(0),
+            rank: f64::from(row.get::<_, f32>(2)),
+            snippet: row.get(3),
+            at_ms: row.get(4),
+            session_title: row.get(5),
+        })
+        .collect())
+}
+
+impl SessionStore for PgStore {
+    fn create(&self, meta: &SessionMeta) -> Result<(), StoreError> {
+        let directories = serde_json::to_string(&meta.additional_directories)
+            .map_err(|e| StoreError::Other(e.to_string()))?;
+        self.with(|client| {
+            client.execute(
+                &format!(
+                    "INSERT INTO sessions ({SESSION_COLUMNS}) VALUES \
+                     ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+                     ON CONFLICT (id) DO NOTHING"
+                ),
+                &[
+                    &meta.id,
+                    &meta.cwd,
+                    &directories,
+                    &meta.title,
+                    &meta.model,
+                    &meta.mode,
+                    &meta.created_at,
+                    &meta.updated_at,
+                    &tokens(meta.input_tokens),
+                    &tokens(meta.output_tokens),
+                    &meta.cost,
+                    &meta.parent_id,
+                ],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn append(&self, session_id: &str, entries: &[Entry]) -> Result<(), StoreError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        self.fence(session_id)?;
+        self.with(|client| {
+            let mut tx = client.transaction()?;
+            append_in(&mut tx, session_id, entries)?;
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    fn append_batch(&self, batch: &[(String, Vec<Entry>)]) -> Result<(), StoreError> {
+        if batch.iter().all(|(_, entries)| entries.is_empty()) {
+            return Ok(());
+        }
+        for (session_id, _) in batch {
+            self.fence(session_id)?;
+        }
+        self.with(|client| append_all(client, batch))
+    }
+
+    fn update(&self, session_id: &str, update: &MetaUpdate) -> Result<(), StoreError> {
+        self.fence(session_id)?;
+        let (input, output) = update.tokens.unzip();
+        self.with(|client| {
+            client.execute(
+                "UPDATE sessions SET
+                    title = COALESCE($2, title),
+                    model = COALESCE($3, model),
+                    mode = COALESCE($4, mode),
+                    input_tokens = COALESCE($5, input_tokens),
+                    output_tokens = COALESCE($6, output_tokens),
+                    cost = COALESCE($7, cost),
+                    updated_at = COALESCE($8, updated_at)
+                 WHERE id = $1",
+                &[
+                    &session_id,
+                    &update.title,
+                    &update.model,
+                    &update.mode,
+                    &input.map(tokens),
+                    &output.map(tokens),
+                    &update.cost,
+                    &update.updated_at,
+                ],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn load(&self, session_id: &str) -> Result<(SessionMeta, Transcript), StoreError> {
+        self.with(|client| {
+            let mut tx = client.build_transaction().read_only(true).start()?;
+            let meta = tx
+                .query_opt(
+                    &format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1"),
+                    &[&session_id],
+                )?
+                .map(|row| meta_of(&row))
+                .ok_or_else(|| StoreError::NotFound(session_id.to_string()))?;
+            let rows = tx.query(
+                "SELECT body FROM entries WHERE session_id = $1 ORDER BY entry_id",
+                &[&session_id],
+            )?;
+            tx.commit()?;
+            Ok((
+                meta,
+                Transcript::from_entries(entries_of(&rows, session_id)?),
+            ))
+        })
+    }
+
+    fn list(
+        &self,
+        cwd: Option<&str>,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<ListPage, StoreError> {
+        let (after_time, after_id) = crate::list_cursor(cursor);
+        let limit = limit.clamp(1, 1000);
+        let rows = self.with(|client| {
+            Ok(client.query(
+                &format!(
+                    "SELECT {SESSION_COLUMNS} FROM sessions
+                     WHERE ($1::text IS NULL OR cwd = $1)
+                       AND ($2::bigint IS NULL OR (updated_at, id) < ($2, $3::text))
+                     ORDER BY updated_at DESC, id DESC LIMIT $4"
+                ),
+                &[
+                    &cwd,
+                    &after_time,
+                    &after_id,
+                    &i64::try_from(limit + 1).unwrap_or(1001),
+                ],
+            )?)
+        })?;
+        Ok(ListPage::of(rows.iter().map(meta_of).collect(), limit))
+    }
+
+    fn delete(&self, session_id: &str) -> Result<bool, StoreError> {
+        let held_before = super::lock(&self.held).contains(session_id);
+        self.claim(session_id)?;
+        let deleted = self.with(|client| {
+            Ok(client.execute("DELETE FROM sessions WHERE id = $1", &[&session_id])?)
+        });
+        if !held_before || matches!(deleted, Ok(1)) {
+            self.release(session_id)?;
+        }
+        Ok(deleted? > 0)
+    }
+
+    fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, StoreError> {
+        let Some(query) = crate::search_text::tsquery_of(query) else {
+            return Ok(Vec::new());
+        };
+        self.with(|client| search_rows(client, &query, limit))
+    }
+
+    fn entries_around(
+        &self,
+        session_id: &str,
+        entry_id: EntryId,
+        before: usize,
+        after: usize,
+    ) -> Result<Vec<Entry>, StoreError> {
+        let id = entry_key(entry_id);
+        let count = |n: usize| i64::try_from(n).unwrap_or(0);
+        self.with(|client| {
+            let earlier = client.query(
+                "SELECT body FROM entries WHERE session_id = $1 AND entry_id < $2
+                 ORDER BY entry_id DESC LIMIT $3",
+                &[&session_id, &id, &count(before)],
+            )?;
+            let later = client.query(
+                "SELECT body FROM entries WHERE session_id = $1 AND entry_id >= $2
+                 ORDER BY entry_id LIMIT $3",
+                &[&session_id, &id, &count(after + 1)],
+            )?;
+            let mut entries = entries_of(&earlier, session_id)?;
+            entries.reverse();
+            entries.extend(entries_of(&later, session_id)?);
+            Ok(entries)
+        })
+    }
+
+    fn claim(&self, session_id: &str) -> Result<(), StoreError> {
+        self.claim_session(session_id)
+    }
+
+    fn release(&self, session_id: &str) -> Result<(), StoreError> {
+        self.release_session(session_id)
+    }
+}

@@ -1,0 +1,241 @@
+//! A throwaway PostgreSQL cluster for tests and the bench: `initdb` in a temporary
+//! directory, `pg_ctl` on a free port (as `nobody` when run as root, since the server refuses
+//! root), stopped when dropped. Needs Debian's `postgresql` (`tests/run-all.sh` installs it).
+// Set-up helpers for tests: a step that fails is a failed test.
+#![allow(clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A running throwaway cluster.
+pub struct TestCluster {
+    bin: PathBuf,
+    data: PathBuf,
+    port: u16,
+    as_user: Option<&'static str>,
+    /// Extra server settings (`-c name=value`), kept for restarts.
+    settings: Vec<String>,
+    dir: tempfile::TempDir,
+}
+
+/// The directory holding `initdb` and `pg_ctl`, newest version first.
+fn postgres_bin() -> PathBuf {
+    let mut candidates: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .map(|dirs| dirs.flatten().map(|d| d.path().join("bin")).collect())
+        .unwrap_or_default();
+    candidates.sort();
+    candidates
+        .into_iter()
+        .rev()
+        .find(|dir| dir.join("initdb").exists())
+        .expect("PostgreSQL's initdb (Debian's postgresql package)")
+}
+
+fn running_as_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+impl TestCluster {
+    /// A cluster with user `talaria` (trusted, no password).
+    pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// A cluster with extra server settings (`name=value`).
+    pub fn start_with(settings: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("dir");
+        let as_user = running_as_root().then_some("nobody");
+        let cluster = Self::init(dir, as_user, settings);
+        cluster.pg_ctl("start");
+        cluster
+    }
+
+    /// A cluster that takes TLS connections only, with a self-signed certificate for
+    /// `localhost` ([`Self::certificate`]); the administrator's connection uses the socket.
+    pub fn start_tls_only() -> Self {
+        let dir = tempfile::tempdir().expect("dir");
+        let as_user = running_as_root().then_some("nobody");
+        let certificate = dir.path().join("server.crt").display().to_string();
+        let key = dir.path().join("server.key").display().to_string();
+        let cert_setting = format!("ssl_cert_file={certificate}");
+        let key_setting = format!("ssl_key_file={key}");
+        let cluster = Self::init(dir, as_user, &["ssl=on", &cert_setting, &key_setting]);
+        cluster.run(
+            Path::new("openssl"),
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=localhost",
+                "-addext",
+                "subjectAltName=DNS:localhost",
+                "-addext",
+                "basicConstraints=critical,CA:FALSE",
+                "-keyout",
+                &key,
+                "-out",
+                &certificate,
+            ],
+        );
+        let hba = cluster.data.join("pg_hba.conf");
+        let rules = std::fs::read_to_string(&hba).expect("pg_hba.conf");
+        std::fs::write(&hba, format!("hostnossl all all all reject\n{rules}")).expect("hba");
+        cluster.pg_ctl("start");
+        cluster
+    }
+
+    /// The self-signed certificate of [`Self::start_tls_only`].
+    pub fn certificate(&self) -> PathBuf {
+        self.dir.path().join("server.crt")
+    }
+
+    /// A cluster initialised in `dir`, not started.
+    fn init(dir: tempfile::TempDir, as_user: Option<&'static str>, settings: &[&str]) -> Self {
+        if as_user.is_some() {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777))
+                .expect("chmod");
+        }
+        let cluster = Self {
+            bin: postgres_bin(),
+            data: dir.path().join("data"),
+            port: free_port(),
+            as_user,
+            settings: settings.iter().map(|s| (*s).to_string()).collect(),
+            dir,
+        };
+        let data = cluster.data.display().to_string();
+        cluster.run(
+            &cluster.bin.join("initdb"),
+            &[
+                "-D",
+                &data,
+                "-U",
+                "talaria",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-locale",
+            ],
+        );
+        cluster
+    }
+
+    /// A directory the cluster's user may write (for certificates and the like).
+    pub fn scratch(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Runs `program` as the cluster's user.
+    pub fn run(&self, program: &Path, args: &[&str]) {
+        let status = match self.as_user {
+            Some(user) => Command::new("runuser")
+                .args(["-u", user, "--"])
+                .arg(program)
+                .args(args)
+                .current_dir("/")
+                .stdout(std::process::Stdio::null())
+                .status(),
+            None => Command::new(program)
+                .args(args)
+                .stdout(std::process::Stdio::null())
+                .status(),
+        }
+        .expect("runs");
+        assert!(status.success(), "{} {args:?} failed", program.display());
+    }
+
+    fn pg_ctl(&self, action: &str) {
+        let data = self.data.display().to_string();
+        let mut options = format!(
+            "-p {} -k {data} -c listen_addresses=127.0.0.1 -c fsync=off",
+            self.port
+        );
+        for setting in &self.settings {
+            options.push_str(" -c ");
+            options.push_str(setting);
+        }
+        let log = self.data.join("log").display().to_string();
+        let mut args = vec!["-D", &data, "-o", &options, "-l", &log, "-w"];
+        if action != "start" {
+            args.extend(["-m", "immediate"]);
+        }
+        args.push(action);
+        self.run(&self.bin.join("pg_ctl"), &args);
+    }
+
+    /// Stops the server at once (connections dropped, as in a crash).
+    pub fn stop(&self) {
+        self.pg_ctl("stop");
+    }
+
+    /// Starts a stopped server again on the same port.
+    pub fn start_again(&self) {
+        self.pg_ctl("start");
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn url(&self, database: &str) -> String {
+        format!("postgres://talaria@127.0.0.1:{}/{database}", self.port)
+    }
+
+    /// A fresh, empty database's URL.
+    pub fn database(&self) -> String {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let name = format!("t{}", NEXT.fetch_add(1, Ordering::Relaxed));
+        let mut admin = self.admin();
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .expect("create database");
+        self.url(&name)
+    }
+}
+
+impl TestCluster {
+    /// The administrator's connection, over the server's Unix socket.
+    pub fn admin(&self) -> postgres::Client {
+        postgres::Config::new()
+            .host_path(&self.data)
+            .port(self.port)
+            .user("talaria")
+            .dbname("postgres")
+            .connect(postgres::NoTls)
+            .expect("admin connection")
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        let data = self.data.display().to_string();
+        let stop = self.bin.join("pg_ctl");
+        // Already stopped by a test is fine.
+        let _ = match self.as_user {
+            Some(user) => Command::new("runuser")
+                .args(["-u", user, "--"])
+                .arg(&stop)
+                .args(["-D", &data, "-m", "immediate", "stop"])
+                .current_dir("/")
+                .status(),
+            None => Command::new(&stop)
+                .args(["-D", &data, "-m", "immediate", "stop"])
+                .status(),
+        };
+    }
+}
