@@ -4,17 +4,17 @@
 # from the registries on first use: see clients/vscode/test/setup-e2e.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --workspace --bins
-cargo test --workspace
-# The PostgreSQL store runs the store conformance suite against a real server: a throwaway
-# cluster the test starts (Debian's postgresql, installed from the registry when missing).
+# The PostgreSQL store's tests (its conformance suite, and two agent processes sharing one
+# database end to end) start a throwaway cluster of Debian's postgresql, installed from the
+# registry when missing.
 sudo_if() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   echo "run-all: installing postgresql with apt" >&2
   sudo_if apt-get update -qq
   sudo_if env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
 fi
-cargo test -p talaria-store --features postgres-test --test postgres
+cargo build --workspace --bins
+cargo test --workspace
 # The Node suites run as on a fresh machine: an empty HOME and no npm settings of the user's
 # (no ~/.npmrc, no npm_config_* variables), so they need nothing but the package registries.
 fresh_home="$(mktemp -d)"

@@ -307,6 +307,10 @@ async fn sandbox(report: &mut Report<'_>, config: &Config) {
 
 /// The session store: where, how big, which schema, writable, and a quick integrity check.
 async fn store(report: &mut Report<'_>, config: &Config) {
+    if let Some(url) = &config.store.url {
+        shared_store(report, config, url).await;
+        return;
+    }
     let path = config.home.join("state.db");
     if !path.exists() {
         report.ok(
@@ -356,6 +360,77 @@ async fn store(report: &mut Report<'_>, config: &Config) {
         ),
         Err(error) => report.problem("session store", &error.to_string(), "report this as a bug"),
     }
+}
+
+/// A PostgreSQL store: reached (encrypted or not), its schema against this build's, and
+/// the privileges the store needs. Nothing is created or migrated.
+#[cfg(feature = "postgres")]
+async fn shared_store(report: &mut Report<'_>, config: &Config, url: &str) {
+    let shown = talaria_engine::without_password(url);
+    let (url, passfile) = (url.to_string(), config.store.passfile.clone());
+    let inspected = tokio::task::spawn_blocking(move || {
+        let options = talaria_store::PgOptions::parse(&url, passfile.as_deref(), &|key| {
+            std::env::var(key).ok()
+        })?;
+        talaria_store::inspect_postgres(&options)
+    })
+    .await;
+    let state = match inspected {
+        Ok(Ok(state)) => state,
+        Ok(Err(error)) => {
+            return report.problem(
+                "session store",
+                &format!("{shown}: {error}"),
+                "check the server is running and the URL, user and password (PGPASSWORD or a \
+                 passfile); sessions are not saved meanwhile",
+            );
+        }
+        Err(error) => {
+            return report.problem("session store", &error.to_string(), "report this as a bug");
+        }
+    };
+    let detail = format!(
+        "PostgreSQL {} at {} ({}), schema {} of {}, {} sessions",
+        state.server_version,
+        state.label,
+        if state.encrypted {
+            "TLS"
+        } else {
+            "not encrypted"
+        },
+        state.schema_version,
+        state.known,
+        state.sessions
+    );
+    if state.schema_version > state.known {
+        report.problem(
+            "session store",
+            &detail,
+            "the database was migrated by a newer Talaria: upgrade this one",
+        );
+    } else if !state.missing_privileges.is_empty() {
+        report.problem(
+            "session store",
+            &format!("{detail}; missing: {}", state.missing_privileges.join(", ")),
+            "grant the user these privileges (or use the database's owner)",
+        );
+    } else if state.schema_version < state.known {
+        report.ok(
+            "session store",
+            &format!("{detail}; migrated when the first session opens"),
+        );
+    } else {
+        report.ok("session store", &detail);
+    }
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn shared_store(report: &mut Report<'_>, _config: &Config, url: &str) {
+    report.problem(
+        "session store",
+        &talaria_engine::without_password(url),
+        "this build has no PostgreSQL support: build with the `postgres` feature",
+    );
 }
 
 /// Runs the checks; returns the number of problems.

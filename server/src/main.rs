@@ -5,6 +5,7 @@
 mod acp;
 mod doctor;
 mod logging;
+mod store;
 
 use std::io::Write;
 
@@ -56,10 +57,21 @@ enum StoreAction {
 
 /// `talaria store backup PATH`.
 fn backup(target: &std::path::Path) -> std::process::ExitCode {
+    let mut stderr = std::io::stderr();
+    if let Ok(config) = talaria_engine::Config::load()
+        && config.store.url.is_some()
+    {
+        let _ = writeln!(
+            stderr,
+            "talaria store backup: sessions are kept in PostgreSQL ({}); back that database \
+             up with pg_dump",
+            store::describe(&config)
+        );
+        return std::process::ExitCode::from(2);
+    }
     let home = talaria_engine::config::default_home(&|key| std::env::var(key).ok());
     let source = home.join("state.db");
     let copied = talaria_store::SqliteStore::open(&source).and_then(|store| store.backup(target));
-    let mut stderr = std::io::stderr();
     match copied {
         Ok(()) => {
             let _ = writeln!(

@@ -30,6 +30,7 @@ mod record;
 mod safety;
 mod sandbox;
 mod sessions;
+mod shared_sessions;
 mod small_windows;
 mod streaming;
 mod subagents;

@@ -10,7 +10,7 @@ use talaria_engine::{Config, SessionStart};
 use talaria_protocol::acp::{self, RequestId};
 use talaria_protocol::errors;
 use talaria_record::Transcript;
-use talaria_store::{SessionMeta, SessionStore, SqliteStore, StoreError};
+use talaria_store::{SessionMeta, SessionStore, StoreError};
 
 use super::{
     Agent, Launch, Launched, Reply, StoreState, config_error, replay, session_not_found, to_value,
@@ -59,9 +59,9 @@ impl Agent {
     /// Starts opening the store in the background, if it is not open or opening.
     pub(super) fn start_opening_store(&mut self, config: &Config) {
         if matches!(self.store, StoreState::Unopened) {
-            let path = config.home.join("state.db");
+            let config = config.clone();
             self.store = StoreState::Opening(tokio::task::spawn_blocking(move || {
-                SqliteStore::open(&path)
+                crate::store::open(&config)
             }));
         }
     }
@@ -77,7 +77,7 @@ impl Agent {
             };
             let opened = opening.await;
             self.store = match opened {
-                Ok(Ok(store)) => StoreState::Ready(Journal::start(Arc::new(store))),
+                Ok(Ok(store)) => StoreState::Ready(Journal::start(store)),
                 Ok(Err(error)) => {
                     tracing::error!("sessions will not be saved: {error}");
                     StoreState::Unavailable(error.to_string())

@@ -46,7 +46,11 @@ use prompt::request_of;
 enum StoreState {
     Unopened,
     /// Being opened on the blocking pool (started by `initialize`).
-    Opening(tokio::task::JoinHandle<Result<talaria_store::SqliteStore, talaria_store::StoreError>>),
+    Opening(
+        tokio::task::JoinHandle<
+            Result<Arc<dyn talaria_store::SessionStore>, talaria_store::StoreError>,
+        >,
+    ),
     Ready(talaria_engine::journal::Journal),
     /// It could not be opened; sessions run unsaved (said once per session).
     Unavailable(String),

@@ -37,7 +37,9 @@ pub use client::{
     ClientAnswer, ClientAsk, ClientRequest, Delegation, PermissionAnswer, PermissionChoice,
     PermissionRequest,
 };
-pub use config::{Config, ConfigError, Learning, ProviderKind, RetryPolicy};
+pub use config::{
+    Config, ConfigError, Learning, ProviderKind, RetryPolicy, StoreConfig, without_password,
+};
 pub use events::{
     CompactionStatus, CompactionView, EngineEvent, NoticeLevel, Signal, StopReason, SubagentView,
     ToolCallView, TurnError, TurnId, TurnUsage,

@@ -18,7 +18,7 @@ pub mod test_cluster;
 
 pub use claims::Claims;
 #[cfg(feature = "postgres")]
-pub use postgres::{PgOptions, PgStore, TlsMode};
+pub use postgres::{PgOptions, PgReport, PgStore, TlsMode, inspect as inspect_postgres};
 pub use sqlite::{SqliteStore, StoreReport};
 
 use serde::{Deserialize, Serialize};

@@ -232,9 +232,11 @@ impl Drop for TestCluster {
                 .arg(&stop)
                 .args(["-D", &data, "-m", "immediate", "stop"])
                 .current_dir("/")
+                .stdout(std::process::Stdio::null())
                 .status(),
             None => Command::new(&stop)
                 .args(["-D", &data, "-m", "immediate", "stop"])
+                .stdout(std::process::Stdio::null())
                 .status(),
         };
     }

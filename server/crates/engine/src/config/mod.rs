@@ -7,7 +7,8 @@
 mod parts;
 use parts::{
     Bases, auxiliaries_of, context_window_of, fallbacks_of, key_strategy_of, learning_of,
-    mcp_servers_of, mode_of, provider_of, retry_of, shell_environment_of, titles_of, tokenizers_of,
+    mcp_servers_of, mode_of, provider_of, retry_of, shell_environment_of, store_of, titles_of,
+    tokenizers_of,
 };
 
 use std::collections::HashMap;
@@ -192,6 +193,43 @@ pub struct Config {
     /// How commands' environment is adjusted (`[shell_environment]`), and the variables
     /// named by `api_key_env` (withheld from commands like every provider variable).
     pub shell_environment: ShellEnvironment,
+    /// Where sessions are kept (`[store]`, `TALARIA_STORE_URL`).
+    pub store: StoreConfig,
+}
+
+/// `[store]`: the embedded SQLite file under `TALARIA_HOME`, or a PostgreSQL database shared
+/// by every host that names it.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// A `postgres://` URL (`TALARIA_STORE_URL` over `[store] url`); `None`: embedded.
+    pub url: Option<String>,
+    /// A passfile in libpq's format (`[store] passfile`, `~` expanded).
+    pub passfile: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for StoreConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreConfig")
+            .field("url", &self.url.as_deref().map(without_password))
+            .field("passfile", &self.passfile)
+            .finish()
+    }
+}
+
+/// A URL with the password of its user part (if any) hidden: safe to show and log.
+pub fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((user_info, host)) => match user_info.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:***@{host}{tail}"),
+            None => url.to_string(),
+        },
+        None => url.to_string(),
+    }
 }
 
 /// `[sandbox]`: the OS sandbox every command runs in.
@@ -400,6 +438,12 @@ struct FileShellEnvironment {
 }
 
 #[derive(Debug, Default, Deserialize)]
+struct FileStore {
+    url: Option<String>,
+    passfile: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
 struct FileMemory {
     memory_chars: Option<usize>,
     user_chars: Option<usize>,
@@ -488,6 +532,8 @@ struct FileConfig {
     sandbox: FileSandbox,
     #[serde(default)]
     shell_environment: FileShellEnvironment,
+    #[serde(default)]
+    store: FileStore,
 }
 
 /// `[sandbox]` with `TALARIA_SANDBOX` (`off`/`on`) over it.
@@ -714,6 +760,7 @@ impl Config {
         let (titles, titles_set) = titles_of(file.titles, &env_nonempty);
         Ok(Self {
             sandbox: sandbox_config(file.sandbox, env)?,
+            store: store_of(file.store, env)?,
             shell_environment,
             compression: compression_settings(&file.compression)?,
             tokenizers: tokenizers_of(&file.tokenizers)?,
@@ -966,6 +1013,56 @@ mod tests {
         .expect("config");
         assert_eq!(responses.provider, ProviderKind::OpenAiResponses);
         assert_eq!(responses.openai.api_keys, [""]);
+    }
+
+    #[test]
+    fn the_store_is_chosen_by_url_and_its_password_never_shows() {
+        let told = |result: Result<Config, ConfigError>| match result {
+            Ok(_) => panic!("accepted"),
+            Err(error) => error.to_string(),
+        };
+        let embedded = load(&[], None).expect("config");
+        assert_eq!(embedded.store.url, None);
+        let file = "[store]\nurl = \"postgres://team@db.example/talaria\"\n";
+        let shared = load(&[], Some(file)).expect("config");
+        assert_eq!(
+            shared.store.url.as_deref(),
+            Some("postgres://team@db.example/talaria")
+        );
+        let over = load(
+            &[("TALARIA_STORE_URL", "postgresql://team:hunter2@db2/talaria")],
+            Some(file),
+        )
+        .expect("config");
+        assert_eq!(
+            over.store.url.as_deref(),
+            Some("postgresql://team:hunter2@db2/talaria")
+        );
+        let shown = format!("{over:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("team:***@db2/talaria"), "{shown}");
+        let wrong = told(load(
+            &[("TALARIA_STORE_URL", "mysql://team:hunter2@db/x")],
+            None,
+        ));
+        assert!(
+            wrong.contains("TALARIA_STORE_URL") && !wrong.contains("hunter2"),
+            "{wrong}"
+        );
+        let in_file = told(load(&[], Some("[store]\nurl = \"sqlite:x:pw@h\"\n")));
+        assert!(
+            in_file.contains("line 2") && in_file.contains("store.url"),
+            "{in_file}"
+        );
+        let passfile = load(
+            &[("HOME", "/home/me")],
+            Some("[store]\npassfile = \"~/.pgpass\"\n"),
+        )
+        .expect("config");
+        assert_eq!(
+            passfile.store.passfile,
+            Some(PathBuf::from("/home/me/.pgpass"))
+        );
     }
 
     #[test]

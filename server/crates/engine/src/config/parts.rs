@@ -249,3 +249,40 @@ pub(super) fn retry_of(file: &FileConfig) -> RetryPolicy {
         retry_after_cap_secs: file.retry_after_cap_secs.unwrap_or(60),
     }
 }
+
+/// `[store]` with `TALARIA_STORE_URL` over its `url`; a URL must be PostgreSQL's (the
+/// password never shows in an error).
+pub(super) fn store_of(
+    file: FileStore,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<StoreConfig, ConfigError> {
+    const DETAIL: &str =
+        "a PostgreSQL URL (postgres://user@host:port/database), or none for the embedded store";
+    let is_postgres =
+        |url: &str| url.starts_with("postgres://") || url.starts_with("postgresql://");
+    let url = match env("TALARIA_STORE_URL").filter(|v| !v.trim().is_empty()) {
+        Some(url) if !is_postgres(url.trim()) => {
+            return Err(ConfigError::variable(
+                "TALARIA_STORE_URL",
+                &without_password(&url),
+                DETAIL,
+            ));
+        }
+        Some(url) => Some(url.trim().to_string()),
+        None => match file.url.filter(|v| !v.trim().is_empty()) {
+            Some(url) if !is_postgres(url.trim()) => {
+                return Err(ConfigError::value(
+                    "store.url",
+                    format!("{:?}", without_password(&url)),
+                    DETAIL,
+                ));
+            }
+            other => other.map(|url| url.trim().to_string()),
+        },
+    };
+    let passfile = file.passfile.map(|path| match path.strip_prefix("~/") {
+        Some(rest) => Path::new(&env("HOME").unwrap_or_default()).join(rest),
+        None => PathBuf::from(path),
+    });
+    Ok(StoreConfig { url, passfile })
+}

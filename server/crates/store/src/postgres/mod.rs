@@ -12,6 +12,7 @@
 mod claims;
 mod link;
 mod options;
+mod report;
 mod schema;
 mod sessions;
 mod tls;
@@ -25,6 +26,7 @@ use postgres::{Client, Row};
 use talaria_record::{Entry, EntryId};
 
 pub use options::{PgOptions, TlsMode};
+pub use report::{PgReport, inspect};
 
 use link::{Connector, Fresh, Link};
 

@@ -1,0 +1,40 @@
+//! Opens the session store the configuration names: the embedded SQLite file under
+//! `TALARIA_HOME`, or a PostgreSQL database shared across hosts (`[store] url`,
+//! `TALARIA_STORE_URL`). Both are a [`SessionStore`]; nothing past here knows which.
+
+use std::sync::Arc;
+
+use talaria_engine::Config;
+use talaria_store::{SessionStore, SqliteStore, StoreError};
+
+/// Opens (and migrates) the configured store; blocking, so run it off the runtime.
+pub fn open(config: &Config) -> Result<Arc<dyn SessionStore>, StoreError> {
+    match &config.store.url {
+        None => Ok(Arc::new(SqliteStore::open(&config.home.join("state.db"))?)),
+        Some(url) => open_shared(url, config),
+    }
+}
+
+/// Where sessions are kept, for messages (no password).
+pub fn describe(config: &Config) -> String {
+    match &config.store.url {
+        None => config.home.join("state.db").display().to_string(),
+        Some(url) => talaria_engine::without_password(url),
+    }
+}
+
+#[cfg(feature = "postgres")]
+fn open_shared(url: &str, config: &Config) -> Result<Arc<dyn SessionStore>, StoreError> {
+    let options = talaria_store::PgOptions::parse(url, config.store.passfile.as_deref(), &|key| {
+        std::env::var(key).ok()
+    })?;
+    Ok(Arc::new(talaria_store::PgStore::open(options)?))
+}
+
+#[cfg(not(feature = "postgres"))]
+fn open_shared(_url: &str, _config: &Config) -> Result<Arc<dyn SessionStore>, StoreError> {
+    Err(StoreError::Open {
+        path: "[store] url".into(),
+        detail: "this build of talaria has no PostgreSQL support (the `postgres` feature)".into(),
+    })
+}
