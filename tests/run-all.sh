@@ -13,8 +13,9 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   sudo_if apt-get update -qq
   sudo_if env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
 fi
-cargo build --workspace --bins
-cargo test --workspace
+# The agent is built with the PostgreSQL store (a feature, off in the default build).
+cargo build --workspace --bins --features talaria-server/postgres
+cargo test --workspace --features talaria-server/postgres
 # The Node suites run as on a fresh machine: an empty HOME and no npm settings of the user's
 # (no ~/.npmrc, no npm_config_* variables), so they need nothing but the package registries.
 fresh_home="$(mktemp -d)"

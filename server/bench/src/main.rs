@@ -16,6 +16,7 @@ macro_rules! report {
 mod compression;
 mod sandbox;
 mod sessions;
+mod shared_store;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -27,6 +28,9 @@ use talaria_harness::{AgentProcess, MockLlm, MockReply, WireFraming};
 struct Options {
     agent: PathBuf,
     iterations: usize,
+    /// The PostgreSQL store's figures: a database URL, or `local` for a throwaway cluster
+    /// (the agent must be built with `--features postgres`).
+    postgres: Option<String>,
 }
 
 fn options() -> anyhow::Result<Options> {
@@ -37,6 +41,7 @@ fn options() -> anyhow::Result<Options> {
     let mut options = Options {
         agent: target.join("release").join("talaria"),
         iterations: 20,
+        postgres: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -48,8 +53,13 @@ fn options() -> anyhow::Result<Options> {
                     .context("--iterations needs a number")?
                     .parse()?
             }
+            "--postgres" => {
+                options.postgres = Some(args.next().context("--postgres needs a URL")?);
+            }
             "-h" | "--help" => {
-                report!("usage: talaria-bench [--agent PATH] [--iterations N]");
+                report!(
+                    "usage: talaria-bench [--agent PATH] [--iterations N] [--postgres URL|local]"
+                );
                 std::process::exit(0);
             }
             other => bail!("unknown argument {other:?}"),
@@ -429,5 +439,49 @@ async fn print_session_figures(options: &Options, env: &Env) -> anyhow::Result<(
     if let Some(kb) = sessions.rss_per_idle_session_kb {
         report!("RSS per idle loaded session       {kb:8.1} KB   target <= 50 KB");
     }
+    print_shared_figures(options, &vars, &sessions, sessions_workspace.path()).await
+}
+
+/// The PostgreSQL store's figures next to the embedded store's.
+async fn print_shared_figures(
+    options: &Options,
+    vars: &[(String, String)],
+    embedded: &sessions::SessionFigures,
+    workspace: &std::path::Path,
+) -> anyhow::Result<()> {
+    let (_cluster, url) = match options.postgres.as_deref() {
+        None => {
+            report!("PostgreSQL store: not measured (--postgres URL|local)");
+            return Ok(());
+        }
+        Some("local") => {
+            anyhow::ensure!(
+                shared_store::local_server_available(),
+                "--postgres local needs PostgreSQL's initdb (Debian's postgresql)"
+            );
+            let (cluster, url) = shared_store::local_server().await?;
+            (Some(cluster), url)
+        }
+        Some(url) => (None, url.to_string()),
+    };
+    let shared = shared_store::measure(&options.agent, vars, &url, workspace).await?;
+    report!("PostgreSQL store (local server)   PostgreSQL      SQLite");
+    report!(
+        "  append one entry, p50 / p99     {:6.3} / {:6.3} ms  {:6.3} / {:6.3} ms",
+        ms(shared.append_p50),
+        ms(shared.append_p99),
+        ms(embedded.append_p50),
+        ms(embedded.append_p99)
+    );
+    report!(
+        "  session/load of 2,000 messages  {:8.1} ms       {:8.1} ms",
+        ms(shared.load_2k),
+        ms(embedded.load_2k)
+    );
+    report!(
+        "  session/list over 1,000         {:8.2} ms       {:8.2} ms",
+        ms(shared.list_1k),
+        ms(embedded.list_1k)
+    );
     Ok(())
 }

@@ -58,7 +58,7 @@ fn grow(store: &SqliteStore, workspace: &Path, entries: usize) -> anyhow::Result
 }
 
 /// The median of 10 `session/list` calls.
-async fn list_time(client: &mut AgentProcess) -> anyhow::Result<Duration> {
+pub(crate) async fn list_time(client: &mut AgentProcess) -> anyhow::Result<Duration> {
     let mut lists = Vec::new();
     for _ in 0..10 {
         let started = Instant::now();
@@ -70,7 +70,7 @@ async fn list_time(client: &mut AgentProcess) -> anyhow::Result<Duration> {
     Ok(lists[lists.len() / 2])
 }
 
-fn meta(id: &str, cwd: &Path, at: i64) -> SessionMeta {
+pub(crate) fn meta(id: &str, cwd: &Path, at: i64) -> SessionMeta {
     SessionMeta {
         id: id.into(),
         cwd: cwd.display().to_string(),
@@ -83,7 +83,7 @@ fn meta(id: &str, cwd: &Path, at: i64) -> SessionMeta {
 }
 
 /// A conversation of `messages` entries: asks, tool calls with results, answers.
-fn conversation(messages: usize) -> Transcript {
+pub(crate) fn conversation(messages: usize) -> Transcript {
     let mut t = Transcript::with_system("You are Talaria.");
     let mut n = 0;
     while t.len() < messages {
@@ -109,7 +109,7 @@ fn conversation(messages: usize) -> Transcript {
     t
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
+pub(crate) fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted.get(index).copied().unwrap_or_default()
 }
@@ -125,7 +125,7 @@ fn vm_rss_kib(pid: u32) -> Option<u64> {
         .ok()
 }
 
-async fn agent(bin: &Path, vars: &[(String, String)]) -> anyhow::Result<AgentProcess> {
+pub(crate) async fn agent(bin: &Path, vars: &[(String, String)]) -> anyhow::Result<AgentProcess> {
     let mut agent = AgentProcess::spawn(bin, &["acp"], vars, WireFraming::NewlineDelimited).await?;
     agent
         .call(

@@ -28,7 +28,7 @@ use talaria_record::{Entry, EntryId};
 pub use options::{PgOptions, TlsMode};
 pub use report::{PgReport, inspect};
 
-use link::{Connector, Fresh, Link};
+use link::{Connector, Fresh, Link, Purpose};
 
 use crate::{SessionMeta, StoreError};
 
@@ -163,14 +163,20 @@ impl PgStore {
             tls: tls::connector(&options)?,
             options,
         };
-        let mut first = connector.connect()?;
+        let mut first = connector.connect(Purpose::Data)?;
         schema::migrate(&mut first)?;
-        let mut pool = vec![Mutex::new(Link::new(first))];
+        let mut pool = vec![Mutex::new(Link::new(Purpose::Data, first))];
         for _ in 1..POOL_SIZE {
-            pool.push(Mutex::new(Link::new(connector.connect()?)));
+            pool.push(Mutex::new(Link::new(
+                Purpose::Data,
+                connector.connect(Purpose::Data)?,
+            )));
         }
         Ok(Self {
-            claims: Mutex::new(Link::new(connector.connect()?)),
+            claims: Mutex::new(Link::new(
+                Purpose::Claims,
+                connector.connect(Purpose::Claims)?,
+            )),
             connector,
             pool,
             held: Mutex::new(HashSet::new()),
