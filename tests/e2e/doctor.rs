@@ -3,25 +3,8 @@
 
 use serde_json::json;
 use talaria_harness::MockReply;
-use talaria_harness::binary::talaria_bin;
 
 use crate::support::*;
-
-async fn doctor(env: &TestEnv, args: &[&str]) -> (bool, String) {
-    let output = tokio::process::Command::new(talaria_bin())
-        .arg("doctor")
-        .args(args)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .envs(env.env())
-        .output()
-        .await
-        .expect("runs");
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-    )
-}
 
 #[tokio::test]
 async fn a_good_configuration_passes_every_check_without_showing_the_key() {

@@ -17,15 +17,6 @@ fn store_path(env: &TestEnv) -> PathBuf {
     env.home.path().join("talaria").join("state.db")
 }
 
-fn kill_now(agent: &AgentProcess) {
-    if let Some(pid) = agent.pid() {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX)),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
-}
-
 /// The text of each session's answers in these updates, by session id.
 fn answers_by_session(agent: &AgentProcess) -> HashMap<String, String> {
     let mut answers: HashMap<String, String> = HashMap::new();
@@ -248,25 +239,12 @@ async fn stored_session(env: &TestEnv) -> String {
     session
 }
 
-async fn started(env: &TestEnv) -> AgentProcess {
-    let mut agent = env.spawn().await;
-    agent
-        .call("initialize", json!({"protocolVersion": 1}))
-        .await
-        .expect("initialize");
-    agent
-}
-
-fn load_params(env: &TestEnv, session: &str) -> Value {
-    json!({"sessionId": session, "cwd": env.workspace.path(), "mcpServers": []})
-}
-
 #[tokio::test]
 async fn a_session_has_one_live_writer_across_processes() {
     let env = TestEnv::new(vec![MockReply::text(&["stored"])]).await;
     let session = stored_session(&env).await;
     // Two processes load it at the same instant: exactly one wins.
-    let (mut b, mut c) = (started(&env).await, started(&env).await);
+    let (mut b, mut c) = (initialized(&env).await, initialized(&env).await);
     let (from_b, from_c) = tokio::join!(
         b.request("session/load", load_params(&env, &session)),
         c.request("session/load", load_params(&env, &session)),
@@ -436,7 +414,7 @@ async fn a_read_only_home_lists_and_loads_and_says_prompts_are_not_saved() {
         give_to(env.workspace.path(), NOBODY);
         env.user = Some(NOBODY);
     }
-    let mut agent = started(&env).await;
+    let mut agent = initialized(&env).await;
     let listed = agent
         .call("session/list", json!({}))
         .await

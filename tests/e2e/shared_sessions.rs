@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use talaria_harness::{AgentProcess, MockReply};
+use talaria_harness::MockReply;
 use talaria_record::{EntryBody, Transcript};
 use talaria_store::test_cluster::TestCluster;
 use talaria_store::{PgStore, SessionStore};
@@ -44,28 +44,6 @@ async fn host(url: &str, script: Vec<MockReply>) -> TestEnv {
         .push(("TALARIA_STORE_URL".into(), url.to_string()));
     std::fs::write(env.workspace.path().join("notes.txt"), "the notes\n").expect("notes");
     env
-}
-
-async fn initialized(env: &TestEnv) -> AgentProcess {
-    let mut agent = env.spawn().await;
-    agent
-        .call("initialize", json!({"protocolVersion": 1}))
-        .await
-        .expect("initialize");
-    agent
-}
-
-fn load_params(env: &TestEnv, session: &str) -> Value {
-    json!({"sessionId": session, "cwd": env.workspace.path(), "mcpServers": []})
-}
-
-fn kill_now(agent: &AgentProcess) {
-    if let Some(pid) = agent.pid() {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX)),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
 }
 
 fn assistant_texts(transcript: &Transcript) -> Vec<String> {
@@ -276,26 +254,11 @@ async fn the_database_restarting_mid_turn_loses_nothing_answered() {
     let _ = agent.wait_exit(WAIT).await;
 }
 
-async fn doctor(env: &TestEnv) -> (bool, String) {
-    let output = tokio::process::Command::new(talaria_harness::binary::talaria_bin())
-        .arg("doctor")
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .envs(env.env())
-        .output()
-        .await
-        .expect("runs");
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-    )
-}
-
 #[tokio::test]
 async fn doctor_checks_the_connection_the_schema_and_the_privileges() {
     let (cluster, url) = shared_database().await;
     let mut env = host(&url, Vec::new()).await;
-    let (ok, report) = doctor(&env).await;
+    let (ok, report) = doctor(&env, &[]).await;
     assert!(ok, "{report}");
     assert!(
         report.contains("✓ session store")
@@ -321,7 +284,7 @@ async fn doctor_checks_the_connection_the_schema_and_the_privileges() {
     .expect("joined");
     let reader_url = url.replace("talaria@", "reader:reader-secret@");
     env.extra_env.push(("TALARIA_STORE_URL".into(), reader_url));
-    let (ok, report) = doctor(&env).await;
+    let (ok, report) = doctor(&env, &[]).await;
     assert!(!ok, "{report}");
     assert!(
         report.contains("schema 1 of 1") && report.contains("INSERT on entries"),
@@ -330,7 +293,7 @@ async fn doctor_checks_the_connection_the_schema_and_the_privileges() {
     assert!(!report.contains("reader-secret"), "{report}");
     // A server that is down is a problem with a fix.
     cluster.stop();
-    let (ok, report) = doctor(&env).await;
+    let (ok, report) = doctor(&env, &[]).await;
     assert!(!ok, "{report}");
     assert!(report.contains("sessions are not saved"), "{report}");
 }

@@ -359,3 +359,45 @@ pub fn everything_sent(mock: &MockLlm) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// An agent process that answered `initialize`.
+pub async fn initialized(env: &TestEnv) -> AgentProcess {
+    let mut agent = env.spawn().await;
+    agent
+        .call("initialize", json!({"protocolVersion": 1}))
+        .await
+        .expect("initialize");
+    agent
+}
+
+/// `session/load` (or `session/resume`) parameters for a session in the env's workspace.
+pub fn load_params(env: &TestEnv, session: &str) -> Value {
+    json!({"sessionId": session, "cwd": env.workspace.path(), "mcpServers": []})
+}
+
+/// `kill -9` of the agent.
+pub fn kill_now(agent: &AgentProcess) {
+    if let Some(pid) = agent.pid() {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX)),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+/// Runs `talaria doctor` with the env's variables only; whether it passed, and its report.
+pub async fn doctor(env: &TestEnv, args: &[&str]) -> (bool, String) {
+    let output = tokio::process::Command::new(talaria_bin())
+        .arg("doctor")
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(env.env())
+        .output()
+        .await
+        .expect("runs");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
+}

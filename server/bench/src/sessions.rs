@@ -136,6 +136,24 @@ pub(crate) async fn agent(bin: &Path, vars: &[(String, String)]) -> anyhow::Resu
     Ok(agent)
 }
 
+/// How long `session/load` of `session` takes, its replay included.
+pub(crate) async fn load_time(
+    client: &mut AgentProcess,
+    session: &str,
+    workspace: &Path,
+) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    let loaded = client
+        .call(
+            "session/load",
+            json!({"sessionId": session, "cwd": workspace, "mcpServers": []}),
+        )
+        .await?;
+    let took = started.elapsed();
+    anyhow::ensure!(loaded.is_object(), "load of {session} failed: {loaded}");
+    Ok(took)
+}
+
 /// How long loading the 10,000-message session takes, its replay included.
 async fn replay_time(client: &mut AgentProcess, workspace: &Path) -> anyhow::Result<Duration> {
     let started = Instant::now();
@@ -207,15 +225,7 @@ pub async fn measure(
     }
     let mut client = agent(bin, vars).await?;
     let list_1k = list_time(&mut client).await?;
-    let started = Instant::now();
-    let loaded = client
-        .call(
-            "session/load",
-            json!({"sessionId": "two-k", "cwd": workspace, "mcpServers": []}),
-        )
-        .await?;
-    let load_2k = started.elapsed();
-    anyhow::ensure!(loaded.is_object(), "load failed: {loaded}");
+    let load_2k = load_time(&mut client, "two-k", workspace).await?;
     client.close_stdin();
     let _ = client.wait_exit(Duration::from_secs(10)).await;
     grow(&store, workspace, 200_000)?;

@@ -7,11 +7,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use serde_json::json;
 use talaria_store::test_cluster::TestCluster;
 use talaria_store::{PgStore, SessionStore};
 
-use crate::sessions::{agent, conversation, list_time, meta, percentile};
+use crate::sessions::{agent, conversation, list_time, load_time, meta, percentile};
 
 /// What was measured.
 pub struct SharedFigures {
@@ -75,15 +74,7 @@ pub async fn measure(
     vars.push(("TALARIA_STORE_URL".into(), url.to_string()));
     let mut client = agent(bin, &vars).await?;
     let list_1k = list_time(&mut client).await?;
-    let started = Instant::now();
-    let loaded = client
-        .call(
-            "session/load",
-            json!({"sessionId": "two-k", "cwd": workspace, "mcpServers": []}),
-        )
-        .await?;
-    let load_2k = started.elapsed();
-    anyhow::ensure!(loaded.is_object(), "load failed: {loaded}");
+    let load_2k = load_time(&mut client, "two-k", workspace).await?;
     client.close_stdin();
     let _ = client.wait_exit(Duration::from_secs(10)).await;
     Ok(SharedFigures {
