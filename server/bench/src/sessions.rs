@@ -46,6 +46,34 @@ fn append_cost(
     Ok(percentile(&times, 0.5))
 }
 
+/// Append latency, sorted: 2,000 single-entry appends to a new session, as a session writes
+/// them.
+pub(crate) fn timed_appends(
+    store: &dyn SessionStore,
+    workspace: &Path,
+) -> anyhow::Result<Vec<Duration>> {
+    store.create(&meta("append", workspace, 1))?;
+    let sample = conversation(2000);
+    let mut appends = Vec::with_capacity(sample.len());
+    for entry in sample.entries() {
+        let started = Instant::now();
+        store.append("append", std::slice::from_ref(entry))?;
+        appends.push(started.elapsed());
+    }
+    appends.sort();
+    Ok(appends)
+}
+
+/// A 2,000-message session to load (`two-k`), and 1,000 sessions to list.
+pub(crate) fn to_load_and_list(store: &dyn SessionStore, workspace: &Path) -> anyhow::Result<()> {
+    store.create(&meta("two-k", workspace, 5))?;
+    store.append("two-k", conversation(2000).entries())?;
+    for i in 0..1000 {
+        store.create(&meta(&format!("s{i:05}"), workspace, 10 + i))?;
+    }
+    Ok(())
+}
+
 /// Grows the store by `entries` entries, in sessions of 1,000.
 fn grow(store: &SqliteStore, workspace: &Path, entries: usize) -> anyhow::Result<()> {
     let chunk = conversation(1000);
@@ -70,7 +98,7 @@ pub(crate) async fn list_time(client: &mut AgentProcess) -> anyhow::Result<Durat
     Ok(lists[lists.len() / 2])
 }
 
-pub(crate) fn meta(id: &str, cwd: &Path, at: i64) -> SessionMeta {
+fn meta(id: &str, cwd: &Path, at: i64) -> SessionMeta {
     SessionMeta {
         id: id.into(),
         cwd: cwd.display().to_string(),
@@ -83,7 +111,7 @@ pub(crate) fn meta(id: &str, cwd: &Path, at: i64) -> SessionMeta {
 }
 
 /// A conversation of `messages` entries: asks, tool calls with results, answers.
-pub(crate) fn conversation(messages: usize) -> Transcript {
+fn conversation(messages: usize) -> Transcript {
     let mut t = Transcript::with_system("You are Talaria.");
     let mut n = 0;
     while t.len() < messages {
@@ -205,24 +233,10 @@ pub async fn measure(
     workspace: &Path,
 ) -> anyhow::Result<SessionFigures> {
     let store = SqliteStore::open(&home.join("state.db")).context("store")?;
-    // Append latency: one entry per write, as a session writes them.
-    store.create(&meta("append", workspace, 1))?;
-    let sample = conversation(2000);
-    let mut appends = Vec::with_capacity(sample.len());
-    for entry in sample.entries() {
-        let started = Instant::now();
-        store.append("append", std::slice::from_ref(entry))?;
-        appends.push(started.elapsed());
-    }
-    appends.sort();
+    let appends = timed_appends(&store, workspace)?;
     // Appends on a small store, then on one grown to 200,000 entries.
     let append_at_1k = append_cost(&store, "at-1k", workspace, 500)?;
-    // A 2,000-message session to load, and 1,000 sessions to list.
-    store.create(&meta("two-k", workspace, 5))?;
-    store.append("two-k", conversation(2000).entries())?;
-    for i in 0..1000 {
-        store.create(&meta(&format!("s{i:05}"), workspace, 10 + i))?;
-    }
+    to_load_and_list(&store, workspace)?;
     let mut client = agent(bin, vars).await?;
     let list_1k = list_time(&mut client).await?;
     let load_2k = load_time(&mut client, "two-k", workspace).await?;

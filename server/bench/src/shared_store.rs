@@ -4,13 +4,13 @@
 //! else skipped with a note.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
+use talaria_store::PgStore;
 use talaria_store::test_cluster::TestCluster;
-use talaria_store::{PgStore, SessionStore};
 
-use crate::sessions::{agent, conversation, list_time, load_time, meta, percentile};
+use crate::sessions::{agent, list_time, load_time, percentile, timed_appends, to_load_and_list};
 
 /// What was measured.
 pub struct SharedFigures {
@@ -42,20 +42,8 @@ pub async fn local_server() -> anyhow::Result<(TestCluster, String)> {
 /// 1,000 sessions to list.
 fn fill(url: &str, workspace: &Path) -> anyhow::Result<Vec<Duration>> {
     let store = PgStore::connect(url)?;
-    store.create(&meta("append", workspace, 1))?;
-    let sample = conversation(2000);
-    let mut appends = Vec::with_capacity(sample.len());
-    for entry in sample.entries() {
-        let started = Instant::now();
-        store.append("append", std::slice::from_ref(entry))?;
-        appends.push(started.elapsed());
-    }
-    appends.sort();
-    store.create(&meta("two-k", workspace, 5))?;
-    store.append("two-k", conversation(2000).entries())?;
-    for i in 0..1000 {
-        store.create(&meta(&format!("s{i:05}"), workspace, 10 + i))?;
-    }
+    let appends = timed_appends(&store, workspace)?;
+    to_load_and_list(&store, workspace)?;
     Ok(appends)
 }
 
