@@ -21,17 +21,22 @@ pub struct SseDecoder {
 }
 
 impl SseDecoder {
-    /// Feeds a chunk; complete events are appended to `out`.
+    /// Feeds a chunk; complete events are appended to `out`. Lines inside the chunk are read
+    /// where they are; only a line split across chunks is copied.
     pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<SseEvent>) {
         let mut rest = chunk;
         while let Some(pos) = rest.iter().position(|&b| b == b'\n') {
-            self.line.extend_from_slice(&rest[..pos]);
-            rest = &rest[pos + 1..];
-            let mut line = std::mem::take(&mut self.line);
-            if line.last() == Some(&b'\r') {
-                line.pop();
+            let (line, after) = rest.split_at(pos);
+            rest = &after[1..];
+            if self.line.is_empty() {
+                self.take_line(without_cr(line), out);
+            } else {
+                let mut joined = std::mem::take(&mut self.line);
+                joined.extend_from_slice(line);
+                self.take_line(without_cr(&joined), out);
+                joined.clear();
+                self.line = joined;
             }
-            self.take_line(&line, out);
         }
         self.line.extend_from_slice(rest);
     }
@@ -40,7 +45,7 @@ impl SseDecoder {
     pub fn finish(&mut self, out: &mut Vec<SseEvent>) {
         if !self.line.is_empty() {
             let line = std::mem::take(&mut self.line);
-            self.take_line(&line, out);
+            self.take_line(without_cr(&line), out);
         }
         self.dispatch(out);
     }
@@ -53,7 +58,11 @@ impl SseDecoder {
         if line[0] == b':' {
             return;
         }
-        let line = String::from_utf8_lossy(line);
+        // Valid UTF-8 (every model API's case) is read in place, at the speed of a check.
+        let line = match std::str::from_utf8(line) {
+            Ok(line) => std::borrow::Cow::Borrowed(line),
+            Err(_) => String::from_utf8_lossy(line),
+        };
         let (field, value) = match line.split_once(':') {
             Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
             None => (line.as_ref(), ""),
@@ -77,6 +86,11 @@ impl SseDecoder {
             out.push(SseEvent { event, data });
         }
     }
+}
+
+/// A line without the `\r` of a CRLF ending.
+fn without_cr(line: &[u8]) -> &[u8] {
+    line.strip_suffix(b"\r").unwrap_or(line)
 }
 
 #[cfg(test)]
@@ -110,5 +124,50 @@ mod tests {
                 },
             ]
         );
+    }
+
+    /// Every way of cutting a stream into chunks decodes to what the whole stream does
+    /// (lines, CRLF endings and multi-byte characters split anywhere).
+    fn decode_in_pieces(bytes: &[u8], cuts: &[usize]) -> Vec<SseEvent> {
+        let mut decoder = SseDecoder::default();
+        let mut out = Vec::new();
+        let mut start = 0;
+        let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (bytes.len() + 1)).collect();
+        cuts.sort_unstable();
+        for cut in cuts {
+            decoder.feed(&bytes[start..cut], &mut out);
+            start = cut;
+        }
+        decoder.feed(&bytes[start..], &mut out);
+        decoder.finish(&mut out);
+        out
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn chunking_never_changes_the_events(
+            lines in proptest::collection::vec(
+                proptest::prop_oneof![
+                    "data: [a-zé{}\":, ]{0,12}",
+                    "event: [a-z]{1,6}",
+                    ": [a-z ]{0,6}",
+                    proptest::strategy::Just(String::new()),
+                ],
+                0..12,
+            ),
+            crlf in proptest::bool::ANY,
+            cuts in proptest::collection::vec(0usize..400, 0..6),
+        ) {
+            let ending = if crlf { "\r\n" } else { "\n" };
+            let text: String = lines.iter().map(|line| format!("{line}{ending}")).collect();
+            let bytes = text.as_bytes();
+            let whole = decode_in_pieces(bytes, &[]);
+            proptest::prop_assert_eq!(decode_in_pieces(bytes, &cuts), whole.clone());
+            let blank_lines = lines.iter().filter(|line| line.is_empty()).count();
+            proptest::prop_assert!(whole.len() <= blank_lines + 1);
+            for event in &whole {
+                proptest::prop_assert!(!event.data.contains('\r'));
+            }
+        }
     }
 }
