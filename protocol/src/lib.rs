@@ -11,6 +11,7 @@ pub mod errors;
 pub mod framing;
 pub mod message;
 pub mod peer;
+pub mod template;
 
 pub use agent_client_protocol_schema as schema;
 pub use agent_client_protocol_schema::ProtocolVersion;
@@ -18,3 +19,4 @@ pub use agent_client_protocol_schema::v1 as acp;
 pub use framing::Framing;
 pub use message::{IncomingMessage, IncomingRequest};
 pub use peer::{Connection, Peer, PeerOptions, connect};
+pub use template::NotificationTemplate;

@@ -93,6 +93,18 @@ struct OutNotification<'a, P: Serialize> {
     params: &'a P,
 }
 
+/// A notification as it goes on the wire (without framing).
+pub(crate) fn notification_json<P: Serialize>(
+    method: &str,
+    params: &P,
+) -> serde_json::Result<String> {
+    serde_json::to_string(&OutNotification {
+        jsonrpc: "2.0",
+        method,
+        params,
+    })
+}
+
 #[derive(Serialize)]
 struct OutResult<'a, R: Serialize> {
     jsonrpc: &'static str,
@@ -325,14 +337,15 @@ impl Peer {
 
     /// Sends a notification.
     pub async fn notify<P: Serialize>(&self, method: &str, params: &P) {
-        match serde_json::to_string(&OutNotification {
-            jsonrpc: "2.0",
-            method,
-            params,
-        }) {
+        match notification_json(method, params) {
             Ok(json) => self.enqueue(json).await,
             Err(e) => tracing::error!(method, "cannot serialize a notification: {e}"),
         }
+    }
+
+    /// Sends `template`'s notification with `text` in its hole.
+    pub async fn notify_filled(&self, template: &crate::NotificationTemplate, text: &str) {
+        self.enqueue(template.fill(text)).await;
     }
 
     /// Sends a request and reads its answer as `R` (a schema type); an answer that does not
