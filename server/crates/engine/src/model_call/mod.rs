@@ -262,10 +262,13 @@ impl<'a> ModelCaller<'a> {
         let mut reasoning = String::new();
         let mut signature = None;
         let mut shown = false;
+        // One waiter for the whole stream, not one registered and dropped per delta.
+        let cancelled = self.cancel.clone().cancelled_owned();
+        tokio::pin!(cancelled);
         loop {
             let next = tokio::select! {
                 biased;
-                () = self.cancel.cancelled() => return Attempt::Done(CallResult::Cancelled { text }),
+                () = &mut cancelled => return Attempt::Done(CallResult::Cancelled { text }),
                 next = stream.next() => next,
             };
             let event = match next {
