@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use talaria_engine::{EngineEvent, NoticeLevel, TurnUsage};
-use talaria_protocol::Peer;
 use talaria_protocol::acp::{self, SessionNotification};
+use talaria_protocol::{NotificationTemplate, Peer};
 use tokio::sync::mpsc;
 
 use super::client_bridge::AcpBridge;
@@ -102,6 +102,31 @@ pub struct EdgeUpdates {
     pub written: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
+/// A session's answer and thought chunks, serialized once with a hole for the text: a
+/// streamed delta then costs escaping its text (see `NotificationTemplate`).
+pub struct ChunkTemplates {
+    message: Option<NotificationTemplate>,
+    thought: Option<NotificationTemplate>,
+}
+
+impl ChunkTemplates {
+    /// The marker that stands for the text while the templates are made.
+    const HOLE: &str = "talaria-chunk-text-5c0e91";
+
+    /// Templates made from the very updates `updates::session_update` builds.
+    pub fn new(session_id: &acp::SessionId) -> Self {
+        let template = |event: EngineEvent| {
+            let update = updates::session_update(event)?;
+            let notification = SessionNotification::new(session_id.clone(), update);
+            NotificationTemplate::new("session/update", &notification, Self::HOLE)
+        };
+        Self {
+            message: template(EngineEvent::AgentText(Self::HOLE.into())),
+            thought: template(EngineEvent::AgentThought(Self::HOLE.into())),
+        }
+    }
+}
+
 /// One session's writer of `session/update`s: the engine's events and the edge's own
 /// updates, each written whole and in the order they came.
 pub struct Forwarder {
@@ -109,6 +134,7 @@ pub struct Forwarder {
     pub session_id: acp::SessionId,
     pub client: Arc<AcpBridge>,
     pub commands: Arc<dyn Fn() -> acp::SessionUpdate + Send + Sync>,
+    pub chunks: ChunkTemplates,
 }
 
 impl Forwarder {
@@ -152,10 +178,31 @@ impl Forwarder {
         self.peer.notify("session/update", &notification).await;
     }
 
+    /// A streamed answer or thought delta, through its template when there is one.
+    async fn chunk(&self, event: EngineEvent) {
+        let (template, text) = match &event {
+            EngineEvent::AgentText(text) => (&self.chunks.message, text),
+            EngineEvent::AgentThought(text) => (&self.chunks.thought, text),
+            _ => (&None, &String::new()),
+        };
+        match template {
+            Some(template) => self.peer.notify_filled(template, text).await,
+            None => {
+                if let Some(update) = updates::session_update(event) {
+                    self.write(update).await;
+                }
+            }
+        }
+    }
+
     /// One engine event: an update, a request to the client, or a prompt's answer.
     async fn event(&self, event: EngineEvent) {
         let notices = self.client.caps().notices;
         let update = match event {
+            chunk @ (EngineEvent::AgentText(_) | EngineEvent::AgentThought(_)) => {
+                self.chunk(chunk).await;
+                None
+            }
             EngineEvent::TurnFinished {
                 turn,
                 outcome,
@@ -275,4 +322,46 @@ fn turn_error(error: &talaria_engine::TurnError) -> acp::Error {
     }
     acp::Error::new(acp::ErrorCode::InternalError.into(), error.to_string())
         .data(serde_json::json!({ "talaria": data }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A chunk sent through its template is byte for byte the notification built whole.
+    #[test]
+    fn a_templated_chunk_is_the_whole_notification() {
+        let session = acp::SessionId::new("3f2a-session");
+        let templates = ChunkTemplates::new(&session);
+        let texts = [
+            "",
+            "tok1 ",
+            "quote \" back \\ nl \n tab \t nul \u{0} é ✓ 😀",
+            "\u{7f}\u{1f}",
+        ];
+        for text in texts {
+            for (template, event) in [
+                (&templates.message, EngineEvent::AgentText(text.into())),
+                (&templates.thought, EngineEvent::AgentThought(text.into())),
+            ] {
+                let update = updates::session_update(event).expect("a chunk is an update");
+                let whole = serde_json::to_string(&serde_json::json!({
+                    "jsonrpc": "2.0",
+                    "method": "session/update",
+                    "params": SessionNotification::new(session.clone(), update),
+                }))
+                .expect("serializes");
+                let filled = template.as_ref().expect("a template").fill(text);
+                let parsed: serde_json::Value = serde_json::from_str(&filled).expect("valid JSON");
+                let expected: serde_json::Value = serde_json::from_str(&whole).expect("valid JSON");
+                assert_eq!(parsed, expected);
+            }
+        }
+    }
+
+    #[test]
+    fn a_session_id_holding_the_marker_falls_back_to_whole_messages() {
+        let templates = ChunkTemplates::new(&acp::SessionId::new(ChunkTemplates::HOLE));
+        assert!(templates.message.is_none() && templates.thought.is_none());
+    }
 }

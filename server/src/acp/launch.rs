@@ -181,6 +181,7 @@ impl Agent {
             session_id: session_id.clone(),
             client: bridge,
             commands: Arc::new(move || skills::commands(&stores.catalog())),
+            chunks: forwarder::ChunkTemplates::new(&session_id),
         };
         let (updates, edge_rx) = mpsc::unbounded_channel();
         tokio::spawn(forwarder.run(events_rx, edge_rx));
