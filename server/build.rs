@@ -14,8 +14,7 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     let var = |key: &str| std::env::var(key).unwrap_or_default();
     let native = var("TARGET") == var("HOST");
-    if var("CARGO_CFG_TARGET_OS") != "linux" || var("CARGO_CFG_TARGET_ENV") != "gnu" || !native
-    {
+    if var("CARGO_CFG_TARGET_OS") != "linux" || var("CARGO_CFG_TARGET_ENV") != "gnu" || !native {
         return;
     }
     if glibc_version().is_some_and(|version| version >= RELR_GLIBC) {
