@@ -71,13 +71,9 @@ impl ChatProvider for AnthropicProvider {
             self.options.default_max_tokens,
             self.options.thinking_budget,
         );
-        let mut builder = self
-            .client
-            .post(&self.endpoint)
-            .header("content-type", "application/json")
-            .header("accept", "text/event-stream")
-            .header("anthropic-version", API_VERSION)
-            .body(body.to_string());
+        let mut builder =
+            crate::http::event_stream_post(&self.client, &self.endpoint, body.to_string())
+                .header("anthropic-version", API_VERSION);
         if let Some(key) = self.connection.key(request.credential) {
             builder = builder.header("x-api-key", key);
         }
@@ -380,10 +376,6 @@ impl Decoder for MessagesDecoder {
             }
             _ => {}
         }
-        false
-    }
-
-    fn ended(&mut self, _out: &mut Out) -> bool {
         false
     }
 }

@@ -19,12 +19,37 @@ pub struct Connection {
 }
 
 impl Connection {
+    /// `builder` with the key (see `key`) as a bearer token, when there is one.
+    pub fn bearer(
+        &self,
+        builder: reqwest::RequestBuilder,
+        request_key: Option<&str>,
+    ) -> reqwest::RequestBuilder {
+        match self.key(request_key) {
+            Some(key) => builder.bearer_auth(key),
+            None => builder,
+        }
+    }
+
     /// The key to send: the request's lease, else the provider's own; empty means none.
     pub fn key<'a>(&'a self, request_key: Option<&'a str>) -> Option<&'a str> {
         request_key
             .or(self.api_key.as_deref())
             .filter(|k| !k.is_empty())
     }
+}
+
+/// A POST of a JSON `body` to `endpoint` asking for server-sent events.
+pub fn event_stream_post(
+    client: &reqwest::Client,
+    endpoint: &str,
+    body: String,
+) -> reqwest::RequestBuilder {
+    client
+        .post(endpoint)
+        .header("content-type", "application/json")
+        .header("accept", "text/event-stream")
+        .body(body)
 }
 
 /// Sends a streaming request and decodes its events with `decoder`.

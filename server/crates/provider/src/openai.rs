@@ -50,17 +50,10 @@ impl ChatProvider for OpenAiProvider {
         &self,
         request: &ChatRequest<'_>,
     ) -> BoxFuture<'static, Result<EventStream, ProviderError>> {
-        let mut builder = self
-            .client
-            .post(&self.endpoint)
-            .header("content-type", "application/json")
-            .header("accept", "text/event-stream")
-            .body(request_text(request));
-        if let Some(key) = self.connection.key(request.credential) {
-            builder = builder.bearer_auth(key);
-        }
+        let post =
+            crate::http::event_stream_post(&self.client, &self.endpoint, request_text(request));
         crate::http::start(
-            builder,
+            self.connection.bearer(post, request.credential),
             NAME,
             self.endpoint.clone(),
             self.connection.idle_timeout,

@@ -49,17 +49,10 @@ impl ChatProvider for ResponsesProvider {
         &self,
         request: &ChatRequest<'_>,
     ) -> BoxFuture<'static, Result<EventStream, ProviderError>> {
-        let mut builder = self
-            .client
-            .post(&self.endpoint)
-            .header("content-type", "application/json")
-            .header("accept", "text/event-stream")
-            .body(request_body(request, self.reasoning_summaries).to_string());
-        if let Some(key) = self.connection.key(request.credential) {
-            builder = builder.bearer_auth(key);
-        }
+        let body = request_body(request, self.reasoning_summaries).to_string();
+        let post = crate::http::event_stream_post(&self.client, &self.endpoint, body);
         crate::http::start(
-            builder,
+            self.connection.bearer(post, request.credential),
             NAME,
             self.endpoint.clone(),
             self.connection.idle_timeout,
@@ -266,10 +259,6 @@ impl Decoder for ResponsesDecoder {
             }
             _ => {}
         }
-        false
-    }
-
-    fn ended(&mut self, _out: &mut Out) -> bool {
         false
     }
 }

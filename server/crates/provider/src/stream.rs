@@ -21,8 +21,10 @@ pub trait Decoder: Send + 'static {
     /// Handles one SSE event; returns true once the response is complete (or failed).
     fn event(&mut self, event: &SseEvent, out: &mut Out) -> bool;
     /// The bytes ended without a completing event. Returns true if what was received counts as
-    /// a complete response (the decoder then pushed `Finished`).
-    fn ended(&mut self, out: &mut Out) -> bool;
+    /// a complete response (the decoder then pushed `Finished`). By default it does not.
+    fn ended(&mut self, _out: &mut Out) -> bool {
+        false
+    }
 }
 
 struct State<D> {
