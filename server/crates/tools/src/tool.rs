@@ -339,6 +339,25 @@ pub struct CallDescription {
     pub own_store: bool,
 }
 
+impl CallDescription {
+    /// A call that changes these files (and only reads them to do so).
+    pub fn writing(title: String, paths: Vec<PathBuf>) -> Self {
+        Self {
+            title,
+            locations: paths
+                .iter()
+                .map(|path| ToolLocation {
+                    path: path.clone(),
+                    line: None,
+                })
+                .collect(),
+            paths: paths.clone(),
+            writes: paths,
+            ..Self::default()
+        }
+    }
+}
+
 /// Deserializes a call's (schema-checked) arguments into the tool's argument type; a failure
 /// becomes the failed outcome to return.
 // The error is the very outcome the tool returns, so boxing it would only add an allocation.

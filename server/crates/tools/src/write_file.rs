@@ -62,19 +62,7 @@ impl Tool for WriteFile {
 
     fn describe(&self, args: &Value, ctx: &ToolContext) -> CallDescription {
         let path = args.get("path").and_then(Value::as_str).unwrap_or("");
-        let resolved = ctx.resolve(path);
-        CallDescription {
-            title: format!("Write {path}"),
-            locations: vec![ToolLocation {
-                path: resolved.clone(),
-                line: None,
-            }],
-            paths: vec![resolved.clone()],
-            writes: vec![resolved],
-            command: None,
-            read_only: false,
-            ..CallDescription::default()
-        }
+        CallDescription::writing(format!("Write {path}"), vec![ctx.resolve(path)])
     }
 
     fn preview<'a>(

@@ -120,21 +120,7 @@ impl Tool for Patch {
             [] => "Patch".to_string(),
             many => format!("Patch {} files", many.len()),
         };
-        CallDescription {
-            title,
-            locations: paths
-                .iter()
-                .map(|p| ToolLocation {
-                    path: p.clone(),
-                    line: None,
-                })
-                .collect(),
-            paths: paths.clone(),
-            writes: paths,
-            command: None,
-            read_only: false,
-            ..CallDescription::default()
-        }
+        CallDescription::writing(title, paths)
     }
 
     fn preview<'a>(
