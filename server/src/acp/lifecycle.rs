@@ -55,6 +55,25 @@ struct Reopen {
     replay: bool,
 }
 
+/// `session/load` and `session/resume` carry the same fields; only the replay differs.
+macro_rules! reopen_from {
+    ($request:ty, replay: $replay:expr) => {
+        impl From<$request> for Reopen {
+            fn from(params: $request) -> Self {
+                Self {
+                    id: params.session_id.0.to_string(),
+                    cwd: params.cwd,
+                    additional_directories: params.additional_directories,
+                    mcp_servers: params.mcp_servers,
+                    replay: $replay,
+                }
+            }
+        }
+    };
+}
+reopen_from!(acp::LoadSessionRequest, replay: true);
+reopen_from!(acp::ResumeSessionRequest, replay: false);
+
 impl Agent {
     /// Starts opening the store in the background, if it is not open or opening.
     pub(super) fn start_opening_store(&mut self, config: &Config) {
@@ -108,14 +127,7 @@ impl Agent {
         request: RequestId,
         params: acp::LoadSessionRequest,
     ) -> Option<Reply> {
-        let reopen = Reopen {
-            id: params.session_id.0.to_string(),
-            cwd: params.cwd,
-            additional_directories: params.additional_directories,
-            mcp_servers: params.mcp_servers,
-            replay: true,
-        };
-        self.reopen(request, reopen).await
+        self.reopen(request, params.into()).await
     }
 
     /// `session/resume`: the session goes on without a replay.
@@ -124,14 +136,7 @@ impl Agent {
         request: RequestId,
         params: acp::ResumeSessionRequest,
     ) -> Option<Reply> {
-        let reopen = Reopen {
-            id: params.session_id.0.to_string(),
-            cwd: params.cwd,
-            additional_directories: params.additional_directories,
-            mcp_servers: params.mcp_servers,
-            replay: false,
-        };
-        self.reopen(request, reopen).await
+        self.reopen(request, params.into()).await
     }
 
     /// A session open here is answered at once; a stored one starts off the loop and is
