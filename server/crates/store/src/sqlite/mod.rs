@@ -268,12 +268,6 @@ impl SqliteStore {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(classify)?;
         let applied = Self::check_version(&tx)?;
-        if applied == 0 {
-            migrations::create_latest(&tx).map_err(classify)?;
-            tx.pragma_update(None, "user_version", Self::schema_version())
-                .map_err(classify)?;
-            return tx.commit().map_err(classify);
-        }
         for (index, migration) in migrations::MIGRATIONS
             .iter()
             .enumerate()
@@ -286,7 +280,10 @@ impl SqliteStore {
                 i64::try_from(index + 1).unwrap_or(i64::MAX),
             )
             .map_err(classify)?;
-            tracing::info!(version = index + 1, "session store migrated");
+        }
+        if applied > 0 {
+            let to = Self::schema_version();
+            tracing::info!(from = applied, to, "session store migrated");
         }
         tx.commit().map_err(classify)
     }
