@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import { createInterface } from "node:readline";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { client, methods, ndJsonStream, PROTOCOL_VERSION, RequestError } from "@agentclientprotocol/sdk";
@@ -79,7 +79,12 @@ async function withTalaria(body) {
   } finally {
     child.stdin.end();
   }
-  assert.equal(await exited, 0, "talaria exits 0 when its input closes");
+  const code = await exited;
+  // Temporary directories left behind pile up in /tmp, where every sandboxed command's
+  // policy grants each entry on its own (the sandbox bench then measures the leftovers).
+  rmSync(home, { recursive: true, force: true });
+  rmSync(workspace, { recursive: true, force: true });
+  assert.equal(code, 0, "talaria exits 0 when its input closes");
 }
 
 const texts = (updates, kind) => updates.filter((u) => u.sessionUpdate === kind).map((u) => u.content.text);

@@ -8,7 +8,7 @@
 // screenshot of the chat view is saved after each step.
 import { spawn, execFileSync, type ChildProcess } from "node:child_process";
 import { createServer } from "node:net";
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync, existsSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
@@ -27,6 +27,14 @@ const shots = join(here, "dist", "e2e-screenshots");
 const TIMEOUT = 60_000;
 
 const children: ChildProcess[] = [];
+// Left behind, temporary directories pile up in /tmp, where every sandboxed command's policy
+// grants each entry on its own.
+const temporary: string[] = [];
+function temporaryDir(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  temporary.push(dir);
+  return dir;
+}
 function cleanUp(): void {
   for (const child of children) {
     try {
@@ -34,6 +42,9 @@ function cleanUp(): void {
     } catch {
       child.kill("SIGKILL");
     }
+  }
+  for (const dir of temporary.splice(0)) {
+    rmSync(dir, { recursive: true, force: true });
   }
 }
 process.on("exit", cleanUp);
@@ -49,7 +60,7 @@ function freePort(): Promise<number> {
 }
 
 async function startMock(): Promise<string> {
-  const script = join(mkdtempSync(join(tmpdir(), "talaria-vscode-mock-")), "script.json");
+  const script = join(temporaryDir("talaria-vscode-mock-"), "script.json");
   writeFileSync(
     script,
     JSON.stringify([
@@ -95,7 +106,7 @@ async function startMock(): Promise<string> {
 }
 
 async function startCodeServer(workspace: string, baseUrl: string): Promise<string> {
-  const base = mkdtempSync(join(tmpdir(), "talaria-vscode-e2e-"));
+  const base = temporaryDir("talaria-vscode-e2e-");
   const userData = join(base, "user-data");
   const extensions = join(base, "extensions");
   mkdirSync(join(userData, "User"), { recursive: true });
@@ -192,7 +203,7 @@ async function run(): Promise<void> {
     assert.ok(existsSync(needed), `missing ${needed} (build with cargo, run setup-e2e.sh and npm run package)`);
   }
   mkdirSync(shots, { recursive: true });
-  const workspace = mkdtempSync(join(tmpdir(), "talaria-vscode-ws-"));
+  const workspace = temporaryDir("talaria-vscode-ws-");
   writeFileSync(join(workspace, "README.md"), "# A workspace for the test\n");
   const baseUrl = await startMock();
   const url = await startCodeServer(workspace, baseUrl);
