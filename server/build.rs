@@ -11,17 +11,24 @@ use std::process::Command;
 const RELR_GLIBC: (u32, u32) = (2, 36);
 
 fn main() {
-    println!("cargo:rerun-if-changed=build.rs");
+    cargo_directive("rerun-if-changed=build.rs");
     let var = |key: &str| std::env::var(key).unwrap_or_default();
     let native = var("TARGET") == var("HOST");
     if var("CARGO_CFG_TARGET_OS") != "linux" || var("CARGO_CFG_TARGET_ENV") != "gnu" || !native {
         return;
     }
     if glibc_version().is_some_and(|version| version >= RELR_GLIBC) {
-        println!("cargo:rustc-link-arg-bin=talaria=-Wl,-z,pack-relative-relocs");
+        cargo_directive("rustc-link-arg-bin=talaria=-Wl,-z,pack-relative-relocs");
         // For the test that checks the binary really carries them.
-        println!("cargo:rustc-env=TALARIA_PACKED_RELOCS=1");
+        cargo_directive("rustc-env=TALARIA_PACKED_RELOCS=1");
     }
+}
+
+/// Tells Cargo something. A build script's standard output is Cargo's directive channel, read
+/// while compiling; it is not the agent's stdout, which carries only the protocol.
+fn cargo_directive(directive: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stdout().lock(), "cargo:{directive}");
 }
 
 /// The C library's version on this (the building) machine, from `getconf`.
