@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use futures_util::FutureExt;
+use futures_util::future::LocalBoxFuture;
 use talaria_engine::{Config, ModelRouter, SessionSettings};
 use talaria_protocol::acp::{self, RequestId, SessionNotification};
 use talaria_protocol::errors;
@@ -52,21 +53,27 @@ impl Agent {
         Ok(router)
     }
 
-    /// `session/new`: the slow part (configuration, prompt, window, MCP servers) off the
-    /// loop, then the store and the launch on it.
-    pub(super) fn start_new_session(&self, id: RequestId, params: acp::NewSessionRequest) {
+    /// A session start: its slow part (`ready_session`: configuration, prompt, window, MCP
+    /// servers) off the loop, then `finish` with the request and what is ready, on it.
+    pub(super) fn start_session<P: StartsSession>(
+        &self,
+        id: RequestId,
+        method: &str,
+        params: P,
+        finish: for<'a> fn(&'a mut Agent, (P, Ready)) -> LocalBoxFuture<'a, Reply>,
+    ) {
         let context = self.start_context();
         let slow = async move {
-            let ready = ready_session(
-                context,
-                &params.cwd,
-                &params.additional_directories,
-                &params.mcp_servers,
-            )
-            .await?;
+            let (cwd, directories, mcp_servers) = params.place();
+            let ready = ready_session(context, cwd, directories, mcp_servers).await?;
             Ok((params, ready))
         };
-        self.defer(id, "session/new", slow, |agent, (params, ready)| {
+        self.defer(id, method, slow, finish);
+    }
+
+    /// `session/new`: the start's slow part off the loop, then the store and the launch on it.
+    pub(super) fn start_new_session(&self, id: RequestId, params: acp::NewSessionRequest) {
+        self.start_session(id, "session/new", params, |agent, (params, ready)| {
             agent.new_session(params, ready).boxed_local()
         });
     }
@@ -382,6 +389,23 @@ pub(super) async fn load_config() -> Result<Config, talaria_engine::ConfigError>
             )))
         })
 }
+
+/// A request that starts a session: where it works and which MCP servers it brings.
+pub(super) trait StartsSession: Send + Sync + 'static {
+    fn place(&self) -> (&std::path::Path, &[std::path::PathBuf], &[acp::McpServer]);
+}
+
+/// The requests' fields have the same names; only their types differ.
+macro_rules! starts_session {
+    ($($request:ty),*) => {$(
+        impl StartsSession for $request {
+            fn place(&self) -> (&std::path::Path, &[std::path::PathBuf], &[acp::McpServer]) {
+                (&self.cwd, &self.additional_directories, &self.mcp_servers)
+            }
+        }
+    )*};
+}
+starts_session!(acp::NewSessionRequest, acp::ForkSessionRequest);
 
 /// What every session start needs, in order: the configuration and the prompt's parts
 /// (off the runtime thread), credentials checked before anything is started, the local

@@ -74,6 +74,12 @@ macro_rules! reopen_from {
 reopen_from!(acp::LoadSessionRequest, replay: true);
 reopen_from!(acp::ResumeSessionRequest, replay: false);
 
+impl super::launch::StartsSession for Reopen {
+    fn place(&self) -> (&std::path::Path, &[std::path::PathBuf], &[acp::McpServer]) {
+        (&self.cwd, &self.additional_directories, &self.mcp_servers)
+    }
+}
+
 impl Agent {
     /// Starts opening the store in the background, if it is not open or opening.
     pub(super) fn start_opening_store(&mut self, config: &Config) {
@@ -147,18 +153,7 @@ impl Agent {
             let launched = self.reopen_live(&reopen).await;
             return Some(launched.and_then(|launched| launched_reply(replay, launched)));
         }
-        let context = self.start_context();
-        let slow = async move {
-            let ready = super::ready_session(
-                context,
-                &reopen.cwd,
-                &reopen.additional_directories,
-                &reopen.mcp_servers,
-            )
-            .await?;
-            Ok((reopen, ready))
-        };
-        self.defer(request, "session/load", slow, |agent, (reopen, ready)| {
+        self.start_session(request, "session/load", reopen, |agent, (reopen, ready)| {
             async move {
                 let replay = reopen.replay;
                 let launched = if agent.sessions.contains_key(&reopen.id) {
@@ -364,18 +359,7 @@ impl Agent {
 
     /// `session/fork`: the new session's slow start off the loop, then the copy.
     pub(super) fn start_fork(&self, request: RequestId, params: acp::ForkSessionRequest) {
-        let context = self.start_context();
-        let slow = async move {
-            let ready = super::ready_session(
-                context,
-                &params.cwd,
-                &params.additional_directories,
-                &params.mcp_servers,
-            )
-            .await?;
-            Ok((params, ready))
-        };
-        self.defer(request, "session/fork", slow, |agent, (params, ready)| {
+        self.start_session(request, "session/fork", params, |agent, (params, ready)| {
             agent.fork_session(params, ready).boxed_local()
         });
     }

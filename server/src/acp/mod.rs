@@ -39,7 +39,7 @@ use tokio::sync::mpsc;
 
 pub use dispatch::serve;
 use dispatch::{Deferred, StartContext};
-use launch::{Launch, Launched, Ready, config_error, load_config, ready_session};
+use launch::{Launch, Launched, Ready, config_error, load_config};
 use prompt::request_of;
 
 /// The durable store, opened with the first session.
