@@ -278,25 +278,37 @@ async fn sandbox(report: &mut Report<'_>, config: &Config) {
         );
         return;
     };
-    let checked = tokio::task::spawn_blocking(move || talaria_engine::sandbox::self_test(&helper))
-        .await
-        .map_err(|e| e.to_string())
-        .and_then(|tested| tested.map_err(|e| e.to_string()));
+    let layers_config = config.clone();
+    let checked = tokio::task::spawn_blocking(move || {
+        let layers = talaria_engine::sandbox::layers(&layers_config, Some(&helper));
+        talaria_engine::sandbox::self_test(&helper, layers.namespaces.is_ok()).map(|()| layers)
+    })
+    .await
+    .map_err(|e| e.to_string())
+    .and_then(|tested| tested.map_err(|e| e.to_string()));
     let network = if config.sandbox.network {
         "network on"
     } else {
         "network off"
     };
     match checked {
-        Ok(()) => report.ok(
-            "sandbox",
-            &format!(
-                "active: {}; commands write only in the workspace, {} extra place(s) and a \
-                 private temporary directory; {network}",
-                talaria_sandbox::availability().describe(),
-                config.sandbox.writable.len()
-            ),
-        ),
+        Ok(layers) => {
+            report.ok(
+                "sandbox",
+                &format!(
+                    "active: {}; commands write only in the workspace, {} extra place(s) and a \
+                     private temporary directory; {network}; at most {} processes per command; \
+                     {} UNIX socket(s) reachable outside the workspace",
+                    layers.describe(),
+                    config.sandbox.writable.len(),
+                    config.sandbox.max_processes,
+                    config.sandbox.unix_sockets.len(),
+                ),
+            );
+            if let Some(gaps) = layers.gaps() {
+                report.warn("sandbox layers", &format!("not covered here: {gaps}"));
+            }
+        }
         Err(why) => report.problem(
             "sandbox",
             &format!("available but not working: {why}"),

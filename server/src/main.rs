@@ -90,12 +90,16 @@ fn backup(target: &std::path::Path) -> std::process::ExitCode {
 }
 
 fn main() -> std::process::ExitCode {
-    // The sandbox helper first, before anything starts a thread: it enters the OS sandbox and
-    // executes the command in this process's place.
+    // The sandbox helper first, before anything starts a thread: the supervisor of one
+    // command, or the sandbox's init it starts.
     let mut args = std::env::args_os();
-    if args.nth(1).as_deref() == Some(std::ffi::OsStr::new(talaria_sandbox::HELPER_ARG)) {
-        return talaria_sandbox::helper_main(args.collect());
+    match args.nth(1).as_deref().and_then(std::ffi::OsStr::to_str) {
+        Some(talaria_sandbox::HELPER_ARG) => return talaria_sandbox::helper_main(args.collect()),
+        Some(talaria_sandbox::INIT_ARG) => return talaria_sandbox::init_main(args.collect()),
+        _ => {}
     }
+    // The agent's memory holds keys: not dumpable, no core file.
+    talaria_sandbox::protect_this_process();
     let cli = Cli::parse();
     logging::init();
     let runtime = match tokio::runtime::Builder::new_current_thread()

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use talaria_sandbox::{Availability, EnvRules, SandboxPolicy};
+use talaria_sandbox::{Availability, EnvRules, Layers, SandboxPolicy};
 use talaria_tools::SensitivePaths;
 use talaria_tools::shell::{Sandboxing, Shell, ShellSettings};
 
@@ -42,13 +42,16 @@ fn expand(path: &str, home: Option<&Path>, project: &Path) -> PathBuf {
     }
 }
 
-/// The policy commands run under in a session with these roots.
+/// The policy commands run under in a session with these roots (namespaces asked for as
+/// configured; [`sandboxing`] turns them off where the machine has none).
 pub fn policy(config: &Config, roots: &[PathBuf]) -> SandboxPolicy {
-    let home = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from);
+    policy_for_homes(config, roots, talaria_sandbox::home::user_homes())
+}
+
+fn policy_for_homes(config: &Config, roots: &[PathBuf], homes: Vec<PathBuf>) -> SandboxPolicy {
+    let home = homes.first().cloned();
     let project = roots.first().cloned().unwrap_or_else(|| PathBuf::from("/"));
-    let secrets = SensitivePaths::new(home.clone(), Some(config.home.clone()));
+    let secrets = SensitivePaths::with_homes(homes, Some(config.home.clone()));
     let (mut hidden, readable) = secrets.hidden_locations();
     hidden.extend(
         config
@@ -70,15 +73,34 @@ pub fn policy(config: &Config, roots: &[PathBuf]) -> SandboxPolicy {
         hidden,
         readable,
         network: config.sandbox.network,
+        hidden_by_name: secrets.hidden_by_name(),
+        private_tmp: None,
+        unix_sockets: unix_sockets(config, home.as_deref(), &project),
+        max_processes: config.sandbox.max_processes,
+        namespaces: config.sandbox.namespaces,
     }
+}
+
+fn unix_sockets(config: &Config, home: Option<&Path>, project: &Path) -> Vec<PathBuf> {
+    config
+        .sandbox
+        .unix_sockets
+        .iter()
+        .map(|p| expand(p, home, project))
+        .collect()
 }
 
 /// The environment rules of the configuration.
 pub fn env_rules(config: &Config) -> EnvRules {
+    let home = talaria_sandbox::home::user_homes().into_iter().next();
     EnvRules {
         remove: config.shell_environment.withheld.clone(),
         keep: config.shell_environment.keep.clone(),
         set: config.shell_environment.set.clone(),
+        sockets: unix_sockets(config, home.as_deref(), Path::new("/"))
+            .into_iter()
+            .map(|p| p.display().to_string())
+            .collect(),
     }
 }
 
@@ -90,9 +112,35 @@ pub fn sandboxing(config: &Config, roots: &[PathBuf], helper: Option<&Helper>) -
     if helper.is_none() {
         return Sandboxing::Unavailable("no sandbox helper in this build".into());
     }
-    match talaria_sandbox::availability() {
-        Availability::Enforced { .. } => Sandboxing::Enforced(Arc::new(policy(config, roots))),
-        Availability::Unavailable(why) => Sandboxing::Unavailable(why.clone()),
+    match (talaria_sandbox::availability(), helper) {
+        (Availability::Enforced { .. }, Some(helper)) => {
+            let mut policy = policy(config, roots);
+            policy.namespaces = layers(config, Some(helper)).namespaces.is_ok();
+            Sandboxing::Enforced(Arc::new(policy))
+        }
+        (Availability::Unavailable(why), _) => Sandboxing::Unavailable(why.clone()),
+        (_, None) => Sandboxing::Unavailable("no sandbox helper in this build".into()),
+    }
+}
+
+/// The sandbox's layers for this configuration on this machine (blocking: the first call
+/// in a process runs a command through the namespaces to see whether they work).
+pub fn layers(config: &Config, helper: Option<&Helper>) -> Layers {
+    let no = talaria_sandbox::SandboxError::NoNamespaces;
+    let namespaces = if !config.sandbox.namespaces {
+        Err(no(
+            "turned off: [sandbox] namespaces = false or TALARIA_SANDBOX_NAMESPACES=off".into(),
+        ))
+    } else {
+        match helper {
+            Some(helper) => talaria_sandbox::namespace_support(&helper.local),
+            None => Err(no("no sandbox helper in this build".into())),
+        }
+    };
+    Layers {
+        landlock: talaria_sandbox::availability().clone(),
+        namespaces,
+        as_root: nix::unistd::Uid::effective().is_root(),
     }
 }
 
@@ -102,6 +150,7 @@ pub fn shell(config: &Config, roots: &[PathBuf], helper: Option<Helper>) -> Shel
     Shell::new(ShellSettings {
         sandboxing: Some(sandboxing(config, roots, helper.as_ref())),
         env: env_rules(config),
+        layers: Some(layers(config, helper.as_ref())),
         helper: helper.as_ref().map(|h| h.local.clone()),
         helper_elsewhere: helper.map(|h| h.elsewhere),
     })
@@ -120,11 +169,14 @@ pub enum SelfTestError {
     Escaped,
     #[error("a sandboxed command could not write in its writable place")]
     NoWrite,
+    #[error("a sandboxed command changed the permissions of a folder outside its writable places")]
+    MetadataChanged,
 }
 
 /// Proves the sandbox works end to end through `helper`: a shell in it may write in one
-/// temporary directory and not in another. Blocking (it runs a command).
-pub fn self_test(helper: &Helper) -> Result<(), SelfTestError> {
+/// temporary directory and not in another, and, with namespaces, not change the other's
+/// permissions either. Blocking (it runs a command).
+pub fn self_test(helper: &Helper, namespaces: bool) -> Result<(), SelfTestError> {
     let base = std::env::temp_dir().join(format!("talaria-sandbox-check-{}", std::process::id()));
     let (inside, outside) = (base.join("inside"), base.join("outside"));
     for dir in [&inside, &outside] {
@@ -134,9 +186,11 @@ pub fn self_test(helper: &Helper) -> Result<(), SelfTestError> {
         sandbox: Some(SandboxPolicy {
             writable: vec![inside.clone()],
             network: false,
+            namespaces,
             ..SandboxPolicy::default()
         }),
         env: None,
+        require_namespaces: namespaces,
     };
     let ran = std::process::Command::new(&helper.local)
         .arg(talaria_sandbox::HELPER_ARG)
@@ -144,7 +198,8 @@ pub fn self_test(helper: &Helper) -> Result<(), SelfTestError> {
         .args([
             "/bin/sh",
             "-c",
-            "touch \"$1/ok\"; touch \"$2/escaped\" 2>/dev/null; exit 0",
+            "touch \"$1/ok\"; touch \"$2/escaped\" 2>/dev/null; \
+             chmod 0777 \"$2\" 2>/dev/null && touch \"$1/chmod-ran\"; exit 0",
             "sh",
         ])
         .arg(&inside)
@@ -157,16 +212,35 @@ pub fn self_test(helper: &Helper) -> Result<(), SelfTestError> {
         )),
         Ok(_) if outside.join("escaped").exists() => Err(SelfTestError::Escaped),
         Ok(_) if !inside.join("ok").exists() => Err(SelfTestError::NoWrite),
+        Ok(_) if namespaces && inside.join("chmod-ran").exists() => {
+            Err(SelfTestError::MetadataChanged)
+        }
         Ok(_) => Ok(()),
     };
     let _ = std::fs::remove_dir_all(&base);
     verdict
 }
 
-/// What a session's first notice says about its commands, when it must say something.
+/// What a session's first notice says about its commands, when it must say something: the
+/// sandbox is off or missing, or a layer is missing and what that leaves uncovered.
 pub fn notice(shell: &Shell) -> Option<String> {
     match shell.sandboxing() {
-        Sandboxing::Enforced(_) => None,
+        Sandboxing::Enforced(policy) => {
+            let mut layers = shell.layers()?.clone();
+            // Running as root is said by `talaria doctor`, not in every session.
+            layers.as_root = false;
+            if !policy.namespaces && layers.namespaces.is_ok() {
+                layers.namespaces = Err(talaria_sandbox::SandboxError::NoNamespaces(
+                    "not in use".into(),
+                ));
+            }
+            layers.gaps().map(|gaps| {
+                format!(
+                    "Commands run in the OS sandbox ({}). Not covered here: {gaps}.",
+                    layers.describe()
+                )
+            })
+        }
         Sandboxing::Off => Some(
             "Commands run WITHOUT the OS sandbox: it is turned off ([sandbox] mode = \"off\" \
              or TALARIA_SANDBOX=off). They run with your rights; only the safety floor and \

@@ -1,5 +1,7 @@
 //! The environment a command starts with: the agent's own, minus every variable that looks
-//! like a secret and every variable Talaria reads for a provider, adjusted by
+//! like a secret (by its name, or a URL with a password in its value), every variable that
+//! points at a UNIX socket the sandbox does not let commands reach (`SSH_AUTH_SOCK`, a D-Bus
+//! or Docker address), and every variable Talaria reads for a provider, adjusted by
 //! `[shell_environment] keep` and `set`.
 
 use std::collections::BTreeMap;
@@ -10,6 +12,22 @@ use serde::{Deserialize, Serialize};
 /// Parts of a variable's name that mark it as a secret (compared in upper case).
 pub const SECRET_NAME_PARTS: &[&str] =
     &["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"];
+
+/// Words of a variable's name (between underscores) that mark it as a secret: `SENTRY_DSN`,
+/// `GH_PAT`, `NPM_AUTH`.
+pub const SECRET_NAME_WORDS: &[&str] = &["DSN", "PAT", "AUTH", "PASS", "CREDS", "COOKIE", "JWT"];
+
+/// Variables that name a socket or bus of the user's session (removed unless the socket is
+/// one commands may reach).
+const SOCKET_NAMES: &[&str] = &[
+    "DBUS_SESSION_BUS_ADDRESS",
+    "DBUS_SYSTEM_BUS_ADDRESS",
+    "GPG_AGENT_INFO",
+    "DOCKER_HOST",
+    "CONTAINER_HOST",
+    "PODMAN_HOST",
+    "SSH_AGENT_PID",
+];
 
 /// Prefixes of the variables Talaria reads for itself and its providers.
 pub const AGENT_PREFIXES: &[&str] = &["TALARIA_", "OPENAI_", "ANTHROPIC_"];
@@ -26,16 +44,83 @@ pub struct EnvRules {
     /// Variables set (or replaced) for every command (`[shell_environment] set`).
     #[serde(default)]
     pub set: BTreeMap<String, String>,
+    /// The UNIX sockets commands may reach (`[sandbox] unix_sockets`): a variable pointing at
+    /// one of them is kept.
+    #[serde(default)]
+    pub sockets: Vec<String>,
 }
 
-/// Whether a variable of this name is removed before a command starts (unless kept).
+/// Whether a variable of this name is removed before a command starts (unless kept),
+/// whatever its value.
 pub fn is_withheld(name: &str, rules: &EnvRules) -> bool {
     let upper = name.to_ascii_uppercase();
     SECRET_NAME_PARTS.iter().any(|part| upper.contains(part))
+        || upper
+            .split('_')
+            .any(|word| SECRET_NAME_WORDS.contains(&word))
         || AGENT_PREFIXES
             .iter()
             .any(|prefix| upper.starts_with(prefix))
         || rules.remove.iter().any(|removed| removed == name)
+}
+
+/// Whether `value` holds a URL with a password (`postgres://user:pw@host/db`).
+pub fn has_url_password(value: &str) -> bool {
+    let mut rest = value;
+    while let Some(at) = rest.find("://") {
+        let after = &rest[at + 3..];
+        let authority = after
+            .split(['/', '?', '#', ' ', ',', ';'])
+            .next()
+            .unwrap_or_default();
+        if let Some((userinfo, _host)) = authority.rsplit_once('@')
+            && let Some((_user, password)) = userinfo.split_once(':')
+            && !password.is_empty()
+        {
+            return true;
+        }
+        rest = after;
+    }
+    false
+}
+
+/// The socket path a variable's value points at, if it names a UNIX socket
+/// (`unix:path=/run/user/1000/bus`, `unix:///var/run/docker.sock`, `/tmp/ssh-x/agent.1`).
+fn socket_path(value: &str) -> &str {
+    let value = value.trim();
+    let value = value.strip_prefix("unix://").unwrap_or(value);
+    let value = value.strip_prefix("unix:path=").unwrap_or(value);
+    let value = value.strip_prefix("unix:").unwrap_or(value);
+    value.split([',', ';']).next().unwrap_or(value)
+}
+
+/// Whether a variable points at a UNIX socket or bus of the user's session that commands
+/// may not reach.
+fn is_unreachable_socket(name: &str, value: &str, rules: &EnvRules) -> bool {
+    let upper = name.to_ascii_uppercase();
+    let names_socket = upper.ends_with("_SOCK")
+        || upper.ends_with("_SOCKET")
+        || SOCKET_NAMES.contains(&upper.as_str())
+        || value.trim_start().starts_with("unix:");
+    names_socket && !is_allowed_socket(value, rules)
+}
+
+/// Whether a variable names a socket commands may reach (`[sandbox] unix_sockets`).
+fn is_allowed_socket(value: &str, rules: &EnvRules) -> bool {
+    rules
+        .sockets
+        .iter()
+        .any(|allowed| allowed == socket_path(value))
+}
+
+/// Whether this variable is removed before a command starts (unless kept by name). A
+/// variable pointing at a socket commands may reach is kept (`SSH_AUTH_SOCK` with the agent's
+/// socket listed), whatever its name.
+pub fn is_withheld_var(name: &str, value: &str, rules: &EnvRules) -> bool {
+    if is_allowed_socket(value, rules) && !rules.remove.iter().any(|removed| removed == name) {
+        return false;
+    }
+    is_withheld(name, rules) || has_url_password(value) || is_unreachable_socket(name, value, rules)
 }
 
 impl EnvRules {
@@ -46,9 +131,10 @@ impl EnvRules {
     ) -> Vec<(OsString, OsString)> {
         let mut out: Vec<(OsString, OsString)> = vars
             .into_iter()
-            .filter(|(name, _)| {
+            .filter(|(name, value)| {
                 let name = name.to_string_lossy();
-                self.keep.iter().any(|kept| *kept == name) || !is_withheld(&name, self)
+                self.keep.iter().any(|kept| *kept == name)
+                    || !is_withheld_var(&name, &value.to_string_lossy(), self)
             })
             .filter(|(name, _)| !self.set.contains_key(&*name.to_string_lossy()))
             .collect();
@@ -85,6 +171,7 @@ mod tests {
             remove: vec!["MY_FALLBACK".into()],
             keep: vec!["GITHUB_TOKEN".into()],
             set: BTreeMap::from([("CI".into(), "1".into()), ("PATH".into(), "/x".into())]),
+            sockets: Vec::new(),
         };
         let out = rules.apply(vars(&[
             ("PATH", "/usr/bin"),
@@ -107,5 +194,59 @@ mod tests {
             .collect();
         assert_eq!(names, ["HOME", "GITHUB_TOKEN", "LANG", "CI", "PATH"]);
         assert_eq!(lookup(&out, "PATH"), Some(OsStr::new("/x")));
+    }
+
+    #[test]
+    fn passwords_in_urls_dsns_pats_and_session_sockets_are_withheld() {
+        let rules = EnvRules {
+            keep: vec!["DOCKER_HOST".into()],
+            sockets: vec!["/run/user/1000/podman/podman.sock".into()],
+            ..EnvRules::default()
+        };
+        let out = rules.apply(vars(&[
+            (
+                "DATABASE_URL",
+                "postgres://app:hunter2@db.internal:5432/app",
+            ),
+            ("REDIS_URL", "redis://:s3cret@cache:6379/0"),
+            ("MIRRORS", "https://a.example/x, https://bob:pw@b.example/y"),
+            ("PUBLIC_URL", "https://user@example.com/path"),
+            ("SENTRY_DSN", "https://abc@o1.ingest.sentry.io/2"),
+            ("GH_PAT", "ghp_x"),
+            ("NPM_AUTH", "x"),
+            ("SMTP_PASS", "x"),
+            ("SSH_AUTH_SOCK", "/tmp/ssh-XXXX/agent.42"),
+            ("GNOME_KEYRING_SOCKET", "/run/user/1000/keyring/control"),
+            ("DBUS_SESSION_BUS_ADDRESS", "unix:path=/run/user/1000/bus"),
+            ("GPG_AGENT_INFO", "/run/user/1000/gnupg/S.gpg-agent:0:1"),
+            ("DOCKER_HOST", "unix:///var/run/docker.sock"),
+            ("CONTAINER_HOST", "unix:///run/user/1000/podman/podman.sock"),
+            (
+                "SSH_AUTH_SOCK_OF_LISTED",
+                "/run/user/1000/podman/podman.sock",
+            ),
+            ("MY_BROKER", "unix:/run/broker.sock"),
+            ("PATH", "/usr/bin"),
+            ("PWD", "/work/p"),
+            ("XDG_RUNTIME_DIR", "/run/user/1000"),
+            ("DISPLAY", ":0"),
+        ]));
+        let names: Vec<String> = out
+            .iter()
+            .map(|(n, _)| n.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "PUBLIC_URL",
+                "DOCKER_HOST",
+                "CONTAINER_HOST",
+                "SSH_AUTH_SOCK_OF_LISTED",
+                "PATH",
+                "PWD",
+                "XDG_RUNTIME_DIR",
+                "DISPLAY"
+            ]
+        );
     }
 }

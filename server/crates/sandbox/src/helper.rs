@@ -1,52 +1,93 @@
-//! The helper's entry point: `talaria __sandbox SPEC PROGRAM ARGS…`. It applies the
-//! environment rules, enters the sandbox and executes the program in its own place (same pid,
-//! process group and descriptors). It must run before the binary starts any thread.
+//! The helper's entry points, run by Talaria's own binary before it starts any thread:
+//! `talaria __sandbox SPEC PROGRAM ARGS…` is the supervisor of one command
+//! (`supervisor.rs`), and `talaria __sandbox-init MODE SPEC PROGRAM ARGS…` the sandbox's
+//! init, which the supervisor starts (`init.rs`).
 
 use std::ffi::OsString;
-use std::os::unix::process::CommandExt;
 use std::process::ExitCode;
 
 use crate::SandboxError;
 use crate::policy::HelperSpec;
 
-/// The first argument that makes the `talaria` binary act as the helper.
+/// The first argument that makes the `talaria` binary act as the supervisor.
 pub const HELPER_ARG: &str = "__sandbox";
+
+/// The first argument that makes the `talaria` binary act as the sandbox's init.
+pub const INIT_ARG: &str = "__sandbox-init";
 
 /// The exit code of a command the helper could not start (the sandbox could not be entered,
 /// or the program could not be executed); the reason is on standard error.
 pub const HELPER_FAILED: u8 = 125;
 
-/// Runs the helper with the arguments after [`HELPER_ARG`]; returns only on failure.
-pub fn helper_main(args: Vec<OsString>) -> ExitCode {
-    let why = match run(args) {
-        Ok(never) => match never {},
-        Err(why) => why,
-    };
-    eprintln!("talaria sandbox: {why}; the command did not run");
-    ExitCode::from(HELPER_FAILED)
+/// What the helper was asked to run.
+pub(crate) struct Request {
+    pub spec: HelperSpec,
+    /// The specification as received (handed on to the init).
+    pub spec_text: OsString,
+    pub program: OsString,
+    pub args: Vec<OsString>,
 }
 
-fn run(args: Vec<OsString>) -> Result<std::convert::Infallible, SandboxError> {
+/// Reads `SPEC PROGRAM ARGS…`.
+pub(crate) fn request(args: Vec<OsString>) -> Result<Request, SandboxError> {
     let mut args = args.into_iter();
-    let spec = args
+    let spec_text = args
         .next()
         .ok_or_else(|| SandboxError::Arguments("no specification".into()))?;
-    let spec: HelperSpec = serde_json::from_str(&spec.to_string_lossy())
+    let spec: HelperSpec = serde_json::from_str(&spec_text.to_string_lossy())
         .map_err(|e| SandboxError::Arguments(format!("unreadable specification: {e}")))?;
     let program = args
         .next()
         .ok_or_else(|| SandboxError::Arguments("no program".into()))?;
-    let mut command = std::process::Command::new(&program);
-    command.args(args);
-    if let Some(rules) = &spec.env {
-        command.env_clear().envs(rules.apply(std::env::vars_os()));
+    Ok(Request {
+        spec,
+        spec_text,
+        program,
+        args: args.collect(),
+    })
+}
+
+/// Says why the command did not run, on standard error, and exits with [`HELPER_FAILED`].
+pub(crate) fn give_up(why: &SandboxError) -> ExitCode {
+    eprintln!("talaria sandbox: {why}; the command did not run");
+    ExitCode::from(HELPER_FAILED)
+}
+
+/// Runs the supervisor with the arguments after [`HELPER_ARG`].
+#[cfg(target_os = "linux")]
+pub fn helper_main(args: Vec<OsString>) -> ExitCode {
+    match request(args) {
+        Ok(request) => crate::supervisor::run(request),
+        Err(why) => give_up(&why),
     }
-    if let Some(policy) = &spec.sandbox {
-        crate::enter(policy)?;
+}
+
+/// Runs the sandbox's init with the arguments after [`INIT_ARG`].
+#[cfg(target_os = "linux")]
+pub fn init_main(args: Vec<OsString>) -> ExitCode {
+    let mut args = args.into_iter();
+    let in_namespaces = match args.next().as_deref().and_then(|m| m.to_str()) {
+        Some("ns") => true,
+        Some("plain") => false,
+        _ => return give_up(&SandboxError::Arguments("no init mode".into())),
+    };
+    match request(args.collect()) {
+        Ok(request) => crate::init::run(request, in_namespaces),
+        Err(why) => give_up(&why),
     }
-    let error = command.exec();
-    Err(SandboxError::Exec(format!(
-        "cannot execute {}: {error}",
-        program.to_string_lossy()
+}
+
+/// Without an OS sandbox on this platform, the helper refuses (closed).
+#[cfg(not(target_os = "linux"))]
+pub fn helper_main(_args: Vec<OsString>) -> ExitCode {
+    give_up(&SandboxError::Unsupported(format!(
+        "no OS sandbox on {} yet",
+        std::env::consts::OS
     )))
+}
+
+/// Without an OS sandbox on this platform, the init refuses (closed).
+#[cfg(not(target_os = "linux"))]
+pub fn init_main(args: Vec<OsString>) -> ExitCode {
+    helper_main(args)
 }

@@ -1,32 +1,60 @@
 //! The OS sandbox for every command Talaria runs on this machine, the clean environment those
 //! commands start with, and the explanation of a denial.
 //!
-//! A sandboxed command is started through the helper: Talaria's own binary re-executed as
-//! `talaria __sandbox SPEC PROGRAM ARGS…` ([`HELPER_ARG`], [`helper_main`]). The helper,
-//! single-threaded, applies the environment rules, enters the sandbox (Landlock for the file
-//! system and signals, a seccomp filter when the network is off) and executes the program, so
-//! the restriction covers the command and everything it starts, and never Talaria itself.
+//! A command is started through the helper, Talaria's own binary re-executed: the
+//! supervisor (`talaria __sandbox SPEC PROGRAM ARGS…`, [`helper_main`]) puts it in a session
+//! of its own and ends everything it starts when it ends; the sandbox's init
+//! (`talaria __sandbox-init …`, [`init_main`]) enters the sandbox and runs it. The layers a
+//! command runs under, outermost first:
 //!
-//! What the sandbox allows ([`SandboxPolicy`]): reads everywhere except the hidden places
-//! (credential stores, private keys, `TALARIA_HOME`), writes only in the writable hierarchies,
-//! no signals to processes outside it, and optionally no network. Landlock grants whole
-//! hierarchies, so hidden places are carved out by granting their siblings one by one
-//! (`plan.rs`); the kernel applies the rules to the real file behind any link.
+//! 1. **Namespaces** (where unprivileged user namespaces exist and `[sandbox] namespaces` is
+//!    on): user, mount, PID and IPC namespaces of its own; everything read-only but the
+//!    writable places; a fresh `/dev` and `/proc`; the UNIX sockets it may not reach masked.
+//! 2. **Landlock**: reads everywhere except the hidden places (credential stores, private
+//!    keys, `TALARIA_HOME`), writes only in the writable places, no signals to processes
+//!    outside the sandbox, no abstract UNIX sockets outside it.
+//! 3. **Filters** (seccomp): no pushing input into terminals, no changing other processes'
+//!    limits or priorities; without namespaces, no new sessions or process groups and no
+//!    UNIX sockets; with the network off, no network sockets.
+//! 4. **Limits**: at most `max_processes` processes.
+//!
+//! Landlock grants whole hierarchies, so hidden places are carved out by granting their
+//! siblings one by one (`plan.rs`); the kernel applies the rules to the real file behind any
+//! link.
 
 pub mod denial;
 pub mod env;
+pub mod home;
+pub mod layers;
 pub mod policy;
 
 mod helper;
 #[cfg(target_os = "linux")]
+mod init;
+#[cfg(target_os = "linux")]
 mod linux;
+#[cfg(target_os = "linux")]
+mod mounts;
+#[cfg(target_os = "linux")]
+mod namespace;
 mod plan;
+#[cfg(target_os = "linux")]
+mod procs;
+#[cfg(target_os = "linux")]
+mod seccomp;
+#[cfg(target_os = "linux")]
+mod signals;
+#[cfg(target_os = "linux")]
+mod sockets;
+#[cfg(target_os = "linux")]
+mod supervisor;
 
 use std::sync::OnceLock;
 
 pub use env::EnvRules;
-pub use helper::{HELPER_ARG, HELPER_FAILED, helper_main};
-pub use policy::{HelperSpec, PathAccess, SandboxPolicy};
+pub use helper::{HELPER_ARG, HELPER_FAILED, INIT_ARG, helper_main, init_main};
+pub use layers::{Layers, namespace_support};
+pub use policy::{DEFAULT_MAX_PROCESSES, HelperSpec, NameRule, PathAccess, SandboxPolicy};
 
 /// Why the sandbox could not be entered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -35,8 +63,12 @@ pub enum SandboxError {
     Unsupported(String),
     #[error("Landlock refused the rules: {0}")]
     Landlock(String),
-    #[error("the seccomp network filter could not be applied: {0}")]
+    #[error("the seccomp filter could not be applied: {0}")]
     Seccomp(String),
+    #[error("no namespaces here ({0})")]
+    NoNamespaces(String),
+    #[error("the sandbox's namespaces could not be set up: {0}")]
+    Namespaces(String),
     #[error("bad helper arguments: {0}")]
     Arguments(String),
     #[error("{0}")]
@@ -104,17 +136,38 @@ fn probe() -> Availability {
     ))
 }
 
-/// Enters the sandbox: the calling thread and whatever it executes are restricted to `policy`.
-#[cfg(target_os = "linux")]
+/// Enters the sandbox as a command without namespaces does: the calling thread and whatever
+/// it executes are restricted to `policy` (Landlock, and the filters that keep it in its
+/// process group and away from UNIX sockets).
 pub fn enter(policy: &SandboxPolicy) -> Result<(), SandboxError> {
-    linux::enter(policy).map(|_| ())
+    enter_layer(policy, false)
+}
+
+/// Enters the sandbox; `in_namespaces` when the caller runs in the sandbox's namespaces.
+#[cfg(target_os = "linux")]
+pub(crate) fn enter_layer(policy: &SandboxPolicy, in_namespaces: bool) -> Result<(), SandboxError> {
+    linux::enter(policy, in_namespaces).map(|_| ())
 }
 
 /// Enters the sandbox: on this platform there is none, so this always fails (closed).
 #[cfg(not(target_os = "linux"))]
-pub fn enter(_policy: &SandboxPolicy) -> Result<(), SandboxError> {
+pub(crate) fn enter_layer(
+    _policy: &SandboxPolicy,
+    _in_namespaces: bool,
+) -> Result<(), SandboxError> {
     Err(SandboxError::Unsupported(format!(
         "no OS sandbox on {} yet",
         std::env::consts::OS
     )))
+}
+
+/// Keeps this process's memory out of reach of the commands it runs and of core files: not
+/// dumpable (so `/proc/<pid>/mem` and ptrace need privileges) and no core file. For the
+/// agent itself, whose memory holds keys.
+pub fn protect_this_process() {
+    #[cfg(target_os = "linux")]
+    {
+        let _ = nix::sys::prctl::set_dumpable(false);
+        let _ = nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_CORE, 0, 0);
+    }
 }

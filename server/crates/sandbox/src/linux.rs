@@ -1,6 +1,6 @@
-//! Entering the sandbox on Linux: Landlock for the file system (and signals), a seccomp
-//! filter for the network. Applied by the helper to itself just before it executes the
-//! command, so Talaria itself is never restricted.
+//! Entering the sandbox on Linux: Landlock for the file system (and signals and abstract
+//! sockets), then the syscall filters (`seccomp.rs`). Applied by the sandbox's init to
+//! itself just before it starts the command, so Talaria itself is never restricted.
 
 use landlock::{
     ABI, Access, AccessFs, BitFlags, CompatLevel, Compatible, LandlockStatus, PathBeneath, PathFd,
@@ -10,6 +10,7 @@ use landlock::{
 use crate::SandboxError;
 use crate::plan::{self, Grant};
 use crate::policy::SandboxPolicy;
+use crate::seccomp::{self, FilterOptions};
 
 /// The newest Landlock ABI whose file-system rights Talaria handles (V6 and V7 add scopes
 /// and logging, not file rights).
@@ -45,19 +46,27 @@ fn abi_number(status: LandlockStatus) -> i32 {
     }
 }
 
-/// Restricts the calling thread (and what it executes) to `policy`.
-pub fn enter(policy: &SandboxPolicy) -> Result<Enforcement, SandboxError> {
+/// Restricts the calling thread (and what it executes) to `policy`. `in_namespaces` says
+/// whether the caller runs in the sandbox's namespaces (a private `/dev`, a read-only world,
+/// masked sockets, its own PID namespace); without them the filters keep the command in its
+/// process group and away from UNIX sockets, and other terminals and `/dev/shm` are not
+/// granted.
+pub fn enter(policy: &SandboxPolicy, in_namespaces: bool) -> Result<Enforcement, SandboxError> {
     let landlock = |e: landlock::RulesetError| SandboxError::Landlock(e.to_string());
-    let mut ruleset = Ruleset::default()
+    let ruleset = Ruleset::default()
         .handle_access(handled())
         .map_err(landlock)?
         .scope(Scope::Signal)
+        .map_err(landlock)?
+        .scope(Scope::AbstractUnixSocket)
         .map_err(landlock)?;
-    if !policy.network {
-        ruleset = ruleset.scope(Scope::AbstractUnixSocket).map_err(landlock)?;
-    }
     let mut created = ruleset.create().map_err(landlock)?;
-    for rule in plan::rules(policy) {
+    let devices = if in_namespaces {
+        plan::Devices::Private
+    } else {
+        plan::Devices::Shared
+    };
+    for rule in plan::rules(&policy.resolved(), devices) {
         // A path that vanished or cannot be opened is simply not granted.
         let Ok(metadata) = std::fs::metadata(&rule.path) else {
             continue;
@@ -81,49 +90,15 @@ pub fn enter(policy: &SandboxPolicy) -> Result<Enforcement, SandboxError> {
                 .into(),
         ));
     }
-    if !policy.network {
-        deny_network()?;
-    }
+    seccomp::apply(FilterOptions {
+        network: policy.network,
+        unix_sockets: in_namespaces,
+        new_groups: in_namespaces,
+    })?;
     Ok(Enforcement {
         abi: abi_number(status.landlock),
         full: status.ruleset == RulesetStatus::FullyEnforced,
     })
-}
-
-/// A seccomp filter that refuses every socket but UNIX ones (and `io_uring`, which could open
-/// sockets around the filter).
-fn deny_network() -> Result<(), SandboxError> {
-    use seccompiler::{
-        BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-        SeccompRule, TargetArch,
-    };
-    let seccomp = |e: &dyn std::fmt::Display| SandboxError::Seccomp(e.to_string());
-    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| seccomp(&e))?;
-    let not_unix = SeccompCondition::new(
-        0,
-        SeccompCmpArgLen::Dword,
-        SeccompCmpOp::Ne,
-        libc::AF_UNIX as u64,
-    )
-    .map_err(|e| seccomp(&e))?;
-    let rules = [
-        (
-            libc::SYS_socket,
-            vec![SeccompRule::new(vec![not_unix]).map_err(|e| seccomp(&e))?],
-        ),
-        (libc::SYS_io_uring_setup, Vec::new()),
-    ]
-    .into_iter()
-    .collect();
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EACCES as u32),
-        arch,
-    )
-    .map_err(|e| seccomp(&e))?;
-    let program: BpfProgram = filter.try_into().map_err(|e| seccomp(&e))?;
-    seccompiler::apply_filter(&program).map_err(|e| seccomp(&e))
 }
 
 /// Whether this kernel enforces the sandbox: creating a ruleset that requires the rights

@@ -38,9 +38,17 @@ pub const DEVICES: &[&str] = &[
     "/dev/urandom",
     "/dev/tty",
     "/dev/ptmx",
-    "/dev/pts",
     "/dev/shm",
 ];
+
+/// Which `/dev` the command sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Devices {
+    /// The machine's: other terminals of the user (`/dev/pts/*`) are not granted.
+    Shared,
+    /// The sandbox's own (namespaces): its terminals are its own, so `/dev/pts` is granted.
+    Private,
+}
 
 /// How deep a hierarchy is split around hidden paths before the rest is left ungranted.
 const MAX_SPLIT_DEPTH: usize = 24;
@@ -61,8 +69,12 @@ fn hidden_forms(policy: &SandboxPolicy) -> Vec<PathBuf> {
 
 /// The rules for `policy`: reads everywhere but the hidden paths, writes in the writable
 /// hierarchies but the hidden paths, the readable exceptions, and the devices.
-pub fn rules(policy: &SandboxPolicy) -> Vec<Rule> {
-    let hidden = hidden_forms(policy);
+pub fn rules(policy: &SandboxPolicy, devices: Devices) -> Vec<Rule> {
+    let mut hidden = hidden_forms(policy);
+    if devices == Devices::Shared {
+        // Other terminals of the user: neither read nor written.
+        hidden.push(PathBuf::from("/dev/pts"));
+    }
     let mut out = Vec::new();
     grant_around(Path::new("/"), &hidden, Grant::Read, &mut out, 0);
     for root in &policy.writable {
@@ -83,6 +95,12 @@ pub fn rules(policy: &SandboxPolicy) -> Vec<Rule> {
         path: PathBuf::from(device),
         grant: Grant::Write,
     }));
+    if devices == Devices::Private {
+        out.push(Rule {
+            path: PathBuf::from("/dev/pts"),
+            grant: Grant::Write,
+        });
+    }
     out
 }
 
@@ -180,9 +198,9 @@ mod tests {
                 home.join(".talaria"),
             ],
             readable: vec![home.join(".talaria/skills")],
-            network: true,
+            ..SandboxPolicy::default()
         };
-        let rules = rules(&policy);
+        let rules = rules(&policy, Devices::Shared);
         let reads = granted(&rules, Grant::Read);
         let writes = granted(&rules, Grant::Write);
         let lists = granted(&rules, Grant::List);
@@ -213,10 +231,9 @@ mod tests {
         let policy = SandboxPolicy {
             writable: vec![project.clone()],
             hidden: vec![dir.path().join("home/.ssh")],
-            readable: vec![],
-            network: true,
+            ..SandboxPolicy::default()
         };
-        let writes = granted(&rules(&policy), Grant::Write);
+        let writes = granted(&rules(&policy, Devices::Shared), Grant::Write);
         assert!(writes.contains(&project));
         assert!(
             writes

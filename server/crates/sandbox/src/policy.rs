@@ -1,5 +1,8 @@
 //! What a sandboxed command may touch: the hierarchies it may write, the places hidden from
-//! it, and whether it may use the network. Serialised to JSON for the sandbox helper.
+//! it, the UNIX sockets it may reach, how many processes it may run, and whether it may use
+//! the network. Serialised to JSON for the sandbox helper, which resolves the rules that
+//! depend on the moment (files matched by name, other sessions' temporary directories) when
+//! each command starts.
 
 use std::path::{Path, PathBuf};
 
@@ -7,11 +10,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::env::EnvRules;
 
-/// The file-system and network policy of one sandboxed command.
+/// The default of `[sandbox] max_processes`: processes (threads count too) one command and
+/// everything it starts may run at once.
+pub const DEFAULT_MAX_PROCESSES: u32 = 512;
+
+/// The file-system, process and network policy of one sandboxed command.
 ///
 /// Everything is readable except `hidden` (apart from `readable`, which is readable again
 /// but not writable); only `writable` (minus `hidden`) is writable.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SandboxPolicy {
     /// Hierarchies the command may change: the workspace roots, the private temporary
     /// directory and `[sandbox] writable`.
@@ -20,8 +27,72 @@ pub struct SandboxPolicy {
     pub hidden: Vec<PathBuf>,
     /// Inside `hidden`, readable again (never writable): e.g. `TALARIA_HOME/skills`.
     pub readable: Vec<PathBuf>,
-    /// Whether the command may open network sockets (UNIX sockets always work).
+    /// Whether the command may open network sockets.
     pub network: bool,
+    /// Files hidden by their name, matched in their folder when each command starts (so a
+    /// key created after the session started is hidden too).
+    #[serde(default)]
+    pub hidden_by_name: Vec<NameRule>,
+    /// The session's private temporary directory: other sessions' directories beside it are
+    /// hidden (matched when each command starts).
+    #[serde(default)]
+    pub private_tmp: Option<PathBuf>,
+    /// UNIX sockets outside the writable places that commands may connect to
+    /// (`[sandbox] unix_sockets`); every other one is out of reach.
+    #[serde(default)]
+    pub unix_sockets: Vec<PathBuf>,
+    /// The most processes (and threads) a command and everything it starts may run at once;
+    /// 0 for no limit.
+    #[serde(default = "default_max_processes")]
+    pub max_processes: u32,
+    /// Use user, mount and PID namespaces where the machine allows them (a read-only world
+    /// outside the writable places, a fresh `/dev`, processes that die with the command).
+    #[serde(default = "yes")]
+    pub namespaces: bool,
+}
+
+fn default_max_processes() -> u32 {
+    DEFAULT_MAX_PROCESSES
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for SandboxPolicy {
+    fn default() -> Self {
+        Self {
+            writable: Vec::new(),
+            hidden: Vec::new(),
+            readable: Vec::new(),
+            network: true,
+            hidden_by_name: Vec::new(),
+            private_tmp: None,
+            unix_sockets: Vec::new(),
+            max_processes: DEFAULT_MAX_PROCESSES,
+            namespaces: true,
+        }
+    }
+}
+
+/// Files in `folder` (not below it) hidden by name: an exact name, or a name ending so.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NameRule {
+    pub folder: PathBuf,
+    /// Exact file names, compared in lower case (`id_rsa`, `.netrc`).
+    #[serde(default)]
+    pub names: Vec<String>,
+    /// Name endings, compared in lower case (`.pem`, `.key`).
+    #[serde(default)]
+    pub suffixes: Vec<String>,
+}
+
+impl NameRule {
+    /// Whether a file called `name` in the folder is hidden.
+    pub fn matches(&self, name: &str) -> bool {
+        let lower = name.to_lowercase();
+        self.names.contains(&lower) || self.suffixes.iter().any(|s| lower.ends_with(s))
+    }
 }
 
 /// What a path means to a policy, for explaining a denial.
@@ -35,12 +106,39 @@ pub enum PathAccess {
     Writable,
 }
 
+/// Whether `name` is another session's private temporary directory (`talaria-<pid>-…`).
+fn is_session_tmp(name: &str) -> bool {
+    name.strip_prefix("talaria-")
+        .and_then(|rest| rest.split('-').next())
+        .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+}
+
 impl SandboxPolicy {
     /// What this policy lets a command do with `path` (absolute; symlinks as given: callers
-    /// pass both the path and its resolved form when they differ).
+    /// pass both the path and its resolved form when they differ). Judged against the rules
+    /// as they stand now (see [`SandboxPolicy::resolved`]).
     pub fn access(&self, path: &Path) -> PathAccess {
         let under = |roots: &[PathBuf]| roots.iter().any(|root| path.starts_with(root));
-        if under(&self.hidden) {
+        let by_name = || {
+            self.hidden_by_name.iter().any(|rule| {
+                path.parent() == Some(rule.folder.as_path())
+                    && path
+                        .file_name()
+                        .is_some_and(|name| rule.matches(&name.to_string_lossy()))
+            })
+        };
+        let other_session = || {
+            self.private_tmp.as_ref().is_some_and(|own| {
+                !path.starts_with(own)
+                    && own.parent().is_some_and(|base| {
+                        path.strip_prefix(base)
+                            .ok()
+                            .and_then(|rest| rest.iter().next())
+                            .is_some_and(|first| is_session_tmp(&first.to_string_lossy()))
+                    })
+            })
+        };
+        if under(&self.hidden) || by_name() || other_session() {
             return if under(&self.readable) {
                 PathAccess::ReadOnly
             } else {
@@ -53,17 +151,72 @@ impl SandboxPolicy {
             PathAccess::ReadOnly
         }
     }
+
+    /// The policy with the rules that depend on the moment turned into paths: the files
+    /// matched by name now, and the other sessions' temporary directories that exist now.
+    /// Blocking (lists a few folders); the helper calls it as each command starts.
+    pub fn resolved(&self) -> SandboxPolicy {
+        let mut out = self.clone();
+        for rule in &self.hidden_by_name {
+            let Ok(entries) = std::fs::read_dir(&rule.folder) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+                if !is_dir && rule.matches(&entry.file_name().to_string_lossy()) {
+                    out.hidden.push(entry.path());
+                }
+            }
+        }
+        if let Some(own) = &self.private_tmp
+            && let Some(base) = own.parent()
+            && let Ok(entries) = std::fs::read_dir(base)
+        {
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path != *own && is_session_tmp(&entry.file_name().to_string_lossy()) {
+                    out.hidden.push(path);
+                }
+            }
+        }
+        out.hidden_by_name.clear();
+        out
+    }
+
+    /// The policy Landlock applies inside the namespaces, where the hidden places are masked
+    /// in the mount namespace instead: reads everywhere, writes in the writable places.
+    pub fn with_hidden_masked(&self) -> SandboxPolicy {
+        SandboxPolicy {
+            hidden: Vec::new(),
+            readable: Vec::new(),
+            hidden_by_name: Vec::new(),
+            private_tmp: None,
+            ..self.clone()
+        }
+    }
+
+    /// Whether commands may reach the UNIX socket at `path` (absolute): one in a writable
+    /// place, or one listed.
+    pub fn socket_allowed(&self, path: &Path) -> bool {
+        self.unix_sockets.iter().any(|allowed| allowed == path)
+            || (self.access(path) == PathAccess::Writable)
+    }
 }
 
 /// What the helper is told to do before it runs the command.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HelperSpec {
-    /// The sandbox to enter; `None` runs the command unconfined (still with a clean
-    /// environment when `env` is set).
+    /// The sandbox to enter; `None` runs the command unconfined (still in a session of its
+    /// own, with everything it starts ended with it, and with a clean environment when
+    /// `env` is set).
     pub sandbox: Option<SandboxPolicy>,
     /// Environment rules the helper applies itself (for commands started by another
     /// process, such as an editor terminal, whose environment Talaria does not choose).
     pub env: Option<EnvRules>,
+    /// Fail (exit 125) instead of running without namespaces when they cannot be set up
+    /// (the availability probe).
+    #[serde(default)]
+    pub require_namespaces: bool,
 }
 
 #[cfg(test)]
@@ -76,7 +229,13 @@ mod tests {
             writable: vec!["/work/p".into(), "/tmp/t".into()],
             hidden: vec!["/home/u/.ssh".into(), "/home/u/.talaria".into()],
             readable: vec!["/home/u/.talaria/skills".into()],
-            network: true,
+            hidden_by_name: vec![NameRule {
+                folder: "/home/u".into(),
+                names: vec!["id_rsa".into()],
+                suffixes: vec![".pem".into()],
+            }],
+            private_tmp: Some("/tmp/talaria-12-0-ab".into()),
+            ..SandboxPolicy::default()
         };
         assert_eq!(
             policy.access(Path::new("/work/p/src")),
@@ -96,5 +255,59 @@ mod tests {
             policy.access(Path::new("/home/u/.talaria/skills/x/SKILL.md")),
             PathAccess::ReadOnly
         );
+        assert_eq!(
+            policy.access(Path::new("/home/u/ID_RSA")),
+            PathAccess::Hidden
+        );
+        assert_eq!(
+            policy.access(Path::new("/home/u/deploy.pem")),
+            PathAccess::Hidden
+        );
+        assert_eq!(
+            policy.access(Path::new("/home/u/sub/deploy.pem")),
+            PathAccess::ReadOnly
+        );
+        assert_eq!(
+            policy.access(Path::new("/tmp/talaria-99-1-cd/notes")),
+            PathAccess::Hidden
+        );
+        assert_eq!(
+            policy.access(Path::new("/tmp/talaria-12-0-ab/notes")),
+            PathAccess::ReadOnly,
+            "the own directory is judged by the writable list (this policy does not list it)"
+        );
+        assert_eq!(
+            policy.access(Path::new("/tmp/talaria-notes")),
+            PathAccess::ReadOnly
+        );
+    }
+
+    #[test]
+    fn resolved_rules_see_files_made_after_the_policy() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = dir.path().to_path_buf();
+        let own = home.join("talaria-1-0-a");
+        let other = home.join("talaria-2-0-b");
+        for folder in [&own, &other] {
+            std::fs::create_dir(folder).expect("mkdir");
+        }
+        let policy = SandboxPolicy {
+            hidden_by_name: vec![NameRule {
+                folder: home.clone(),
+                names: vec!["id_ed25519".into()],
+                suffixes: vec![".key".into()],
+            }],
+            private_tmp: Some(own.clone()),
+            ..SandboxPolicy::default()
+        };
+        std::fs::write(home.join("id_ed25519"), "k").expect("key");
+        std::fs::write(home.join("late.KEY"), "k").expect("key");
+        std::fs::write(home.join("notes.txt"), "n").expect("notes");
+        let resolved = policy.resolved();
+        assert!(resolved.hidden.contains(&home.join("id_ed25519")));
+        assert!(resolved.hidden.contains(&home.join("late.KEY")));
+        assert!(resolved.hidden.contains(&other));
+        assert!(!resolved.hidden.contains(&own));
+        assert!(!resolved.hidden.contains(&home.join("notes.txt")));
     }
 }

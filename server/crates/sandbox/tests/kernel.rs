@@ -67,6 +67,7 @@ fn policy(layout: &Layout, network: bool) -> SandboxPolicy {
         hidden: vec![layout.home.join(".ssh"), layout.home.join(".talaria")],
         readable: vec![layout.home.join(".talaria/skills")],
         network,
+        ..SandboxPolicy::default()
     }
 }
 
@@ -188,16 +189,91 @@ fn the_network_can_be_turned_off() {
     let offline = inside(policy(&layout, false), move || {
         let tcp = std::net::TcpStream::connect(address).map(|_| ());
         let udp = std::net::UdpSocket::bind("127.0.0.1:0").map(|_| ());
-        let unix = std::os::unix::net::UnixDatagram::unbound().map(|_| ());
-        (tcp, udp, unix)
+        let pair = std::os::unix::net::UnixStream::pair().map(|_| ());
+        (tcp, udp, pair)
     });
     assert!(offline.0.is_err(), "TCP: {:?}", offline.0);
     assert!(offline.1.is_err(), "UDP: {:?}", offline.1);
-    assert!(
-        offline.2.is_ok(),
-        "UNIX sockets still work: {:?}",
-        offline.2
+    assert!(offline.2.is_ok(), "socketpair still works: {:?}", offline.2);
+}
+
+#[test]
+fn without_namespaces_unix_sockets_new_sessions_and_other_processes_are_out_of_reach() {
+    if !require_sandbox() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("outside.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).expect("listen");
+    let layout = layout();
+    let parent = std::process::id();
+    let tried = inside(policy(&layout, true), move || {
+        let connect = std::os::unix::net::UnixStream::connect(&socket).map(|_| ());
+        let pair = std::os::unix::net::UnixStream::pair().map(|_| ());
+        // Children of this thread inherit its sandbox: try what a command would.
+        let run = |script: &str| {
+            std::process::Command::new("python3")
+                .args(["-c", script])
+                .output()
+                .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_string())
+                .unwrap_or_default()
+        };
+        let setsid =
+            run("import os\ntry:\n os.setsid(); print('ran')\nexcept OSError as e: print(e.errno)");
+        let limit = run(&format!(
+            "import resource\ntry:\n resource.prlimit({parent}, resource.RLIMIT_NOFILE, (4, 4)); print('ran')\nexcept OSError as e: print(e.errno)"
+        ));
+        let renice = run(&format!(
+            "import os\ntry:\n os.setpriority(os.PRIO_PROCESS, {parent}, 19); print('ran')\nexcept OSError as e: print(e.errno)"
+        ));
+        let user = run(
+            "import os\ntry:\n os.setpriority(os.PRIO_USER, 0, 19); print('ran')\nexcept OSError as e: print(e.errno)",
+        );
+        let affinity = run(&format!(
+            "import os\ntry:\n os.sched_setaffinity({parent}, {{0}}); print('ran')\nexcept OSError as e: print(e.errno)"
+        ));
+        let tiocsti = run(
+            "import fcntl, termios, os, pty\nm, s = pty.openpty()\ntry:\n fcntl.ioctl(s, termios.TIOCSTI, b'x'); print('ran')\nexcept OSError as e: print(e.errno)",
+        );
+        let own = run(
+            "import os, resource\nresource.setrlimit(resource.RLIMIT_NOFILE, (64, 64)); os.setpriority(os.PRIO_PROCESS, 0, 5); print('ran')",
+        );
+        (
+            connect,
+            pair,
+            [setsid, limit, renice, user, affinity, tiocsti],
+            own,
+        )
+    });
+    assert!(tried.0.is_err(), "a UNIX socket outside: {:?}", tried.0);
+    assert!(tried.1.is_ok(), "socketpair: {:?}", tried.1);
+    let eperm = libc_eperm();
+    for (what, said) in [
+        "setsid",
+        "prlimit",
+        "renice",
+        "renice -u",
+        "taskset",
+        "TIOCSTI",
+    ]
+    .iter()
+    .zip(&tried.2)
+    {
+        // TIOCSTI: refused by the filter (EPERM), or the pty could not even be opened
+        // without namespaces (no other terminals are granted): either way nothing typed.
+        assert!(
+            said == &eperm || (*what == "TIOCSTI" && said != "ran"),
+            "{what}: {said}"
+        );
+    }
+    assert_eq!(
+        tried.3, "ran",
+        "a command may change its own limits and priority"
     );
+}
+
+fn libc_eperm() -> String {
+    "1".to_string()
 }
 
 #[test]

@@ -130,6 +130,9 @@ async fn read(args: Args, ctx: &ToolContext) -> ToolOutcome {
         path: path.clone(),
         line: args.offset.and_then(|n| u32::try_from(n.max(1)).ok()),
     };
+    if let Err(why) = ctx.refuse_linked_credential(&path).await {
+        return ToolOutcome::failed(why.to_string());
+    }
     let text = match ctx.files.read_text(&path).await {
         Ok(text) => text,
         Err(FileError::IsDirectory(_)) => {

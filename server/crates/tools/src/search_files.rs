@@ -163,12 +163,19 @@ impl SecretFilter {
     }
 
     /// Whether the matches found in `path` may be shown: a file with more than one hard link
-    /// may be a credential under another name, so it counts as secret (checked only for files
-    /// that matched, to keep the walk as fast as ripgrep's).
+    /// may be a credential under another name, so it counts as secret, and one whose device
+    /// and inode are a credential's is never shown (checked only for files that matched, to
+    /// keep the walk as fast as ripgrep's).
     fn admits_matches(&self, path: &Path) -> bool {
         use std::os::unix::fs::MetadataExt;
-        let linked = std::fs::metadata(path).is_ok_and(|m| m.nlink() > 1);
-        let admitted = !linked || PathSecrecy::Secret <= self.allowed;
+        let metadata = std::fs::metadata(path).ok();
+        let linked = metadata.as_ref().is_some_and(|m| m.nlink() > 1);
+        // A hard link to a credential is one, whatever its name: never shown.
+        let credential = linked
+            && metadata
+                .as_ref()
+                .is_some_and(|m| self.paths.is_linked_credential(m));
+        let admitted = !credential && (!linked || PathSecrecy::Secret <= self.allowed);
         if !admitted {
             self.skipped.fetch_add(1, Ordering::Relaxed);
         }

@@ -36,6 +36,15 @@ const HOME_CREDENTIAL_DIRS: &[&str] = &[
     ".config/chromium",
     ".config/BraveSoftware",
     ".config/microsoft-edge",
+    ".config/containers",
+    ".config/op",
+    ".config/rclone",
+    ".config/doctl",
+    ".config/github-copilot",
+    ".local/share/containers",
+    ".pulumi",
+    ".terraform.d",
+    ".fly",
     "Library/Keychains",
     "Library/Application Support/Google/Chrome",
     "Library/Application Support/Firefox",
@@ -54,6 +63,18 @@ const HOME_CREDENTIAL_FILES: &[&str] = &[
     ".gem/credentials",
     ".config/hub",
     ".vault-token",
+    ".config/git/credentials",
+    ".codex/auth.json",
+    ".claude/.credentials.json",
+    ".gemini/oauth_creds.json",
+    ".huggingface/token",
+    ".cache/huggingface/token",
+    ".config/huggingface/token",
+    ".s3cfg",
+    ".boto",
+    ".m2/settings-security.xml",
+    ".gradle/gradle.properties",
+    ".config/hcloud/cli.toml",
 ];
 /// Folders that are credential stores wherever they are (another user's home, a mount).
 const ANYWHERE_CREDENTIAL_DIRS: &[&str] = &[".ssh", ".aws", ".gnupg", ".azure", ".password-store"];
@@ -79,6 +100,9 @@ const PRIVATE_KEY_EXTENSIONS: &[&str] = &[
     ".asc",
     ".gpg",
 ];
+/// How many entries of the credential stores a hard-link check walks before it gives up
+/// (and treats the file as a credential).
+const MAX_STORE_ENTRIES: usize = 20_000;
 /// Sub-folders of `TALARIA_HOME` the agent may read (its own stored tool results, skills,
 /// memory files and staged proposals).
 const TALARIA_HOME_READABLE: &[&str] = &["tool-results", "skills", "memories", "proposals"];
@@ -86,26 +110,37 @@ const TALARIA_HOME_READABLE: &[&str] = &["tool-results", "skills", "memories", "
 /// The rules, with the home directories they are relative to.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SensitivePaths {
-    home: Option<PathBuf>,
+    /// `HOME` and the passwd entry's home (a command finds either).
+    homes: Vec<PathBuf>,
     talaria_home: Option<PathBuf>,
 }
 
 impl SensitivePaths {
     /// Rules for the given home and `TALARIA_HOME`.
     pub fn new(home: Option<PathBuf>, talaria_home: Option<PathBuf>) -> Self {
-        Self { home, talaria_home }
+        Self {
+            homes: home.into_iter().collect(),
+            talaria_home,
+        }
     }
 
-    /// Rules from this process's `HOME` and `TALARIA_HOME` (default `~/.talaria`).
+    /// Rules for several homes (`HOME` and the passwd entry's, when they differ).
+    pub fn with_homes(homes: Vec<PathBuf>, talaria_home: Option<PathBuf>) -> Self {
+        Self {
+            homes,
+            talaria_home,
+        }
+    }
+
+    /// Rules from this process's user (its `HOME` and its passwd entry's home) and
+    /// `TALARIA_HOME` (default `~/.talaria`).
     pub fn from_env() -> Self {
-        let home = std::env::var_os("HOME")
-            .filter(|h| !h.is_empty())
-            .map(PathBuf::from);
+        let homes = talaria_sandbox::home::user_homes();
         let talaria_home = std::env::var_os("TALARIA_HOME")
             .filter(|h| !h.is_empty())
             .map(PathBuf::from)
-            .or_else(|| home.as_ref().map(|h| h.join(".talaria")));
-        Self::new(home, talaria_home)
+            .or_else(|| homes.first().map(|h| h.join(".talaria")));
+        Self::with_homes(homes, talaria_home)
     }
 
     /// How secret `path` (absolute, normalised) is.
@@ -122,15 +157,17 @@ impl SensitivePaths {
                 return PathSecrecy::Credential;
             }
         }
-        if let Some(home) = &self.home
-            && let Ok(inside) = path.strip_prefix(home)
-            && (HOME_CREDENTIAL_DIRS
-                .iter()
-                .any(|dir| inside.starts_with(dir))
-                || HOME_CREDENTIAL_FILES
+        let in_a_home_store = self.homes.iter().any(|home| {
+            path.strip_prefix(home).is_ok_and(|inside| {
+                HOME_CREDENTIAL_DIRS
                     .iter()
-                    .any(|file| inside == Path::new(file)))
-        {
+                    .any(|dir| inside.starts_with(dir))
+                    || HOME_CREDENTIAL_FILES
+                        .iter()
+                        .any(|file| inside == Path::new(file))
+            })
+        });
+        if in_a_home_store {
             return PathSecrecy::Credential;
         }
         let names: Vec<String> = path
@@ -181,30 +218,104 @@ impl SensitivePaths {
     }
 
     /// What the OS sandbox hides from commands, and what it lets them read again inside that:
-    /// the credential stores under the home, private keys at its top level, and
-    /// `TALARIA_HOME` (its skills, memory, proposals and stored results stay readable).
+    /// the credential stores under each home, and `TALARIA_HOME` (its skills, memory,
+    /// proposals and stored results stay readable).
     pub fn hidden_locations(&self) -> (Vec<PathBuf>, Vec<PathBuf>) {
         let mut hidden = Vec::new();
         let mut readable = Vec::new();
-        if let Some(home) = &self.home {
+        for home in &self.homes {
             hidden.extend(HOME_CREDENTIAL_DIRS.iter().map(|d| home.join(d)));
             hidden.extend(HOME_CREDENTIAL_FILES.iter().map(|f| home.join(f)));
-            if let Ok(entries) = std::fs::read_dir(home) {
-                for entry in entries.flatten() {
-                    let path = entry.path();
-                    if entry.file_type().is_ok_and(|t| t.is_file())
-                        && self.classify(&path) == PathSecrecy::Credential
-                    {
-                        hidden.push(path);
-                    }
-                }
-            }
         }
         if let Some(talaria) = &self.talaria_home {
             hidden.push(talaria.clone());
             readable.extend(TALARIA_HOME_READABLE.iter().map(|d| talaria.join(d)));
         }
         (hidden, readable)
+    }
+
+    /// The files hidden by name at the top of each home (private keys, token files), matched
+    /// by the sandbox when each command starts, so a key made after the session started is
+    /// hidden too.
+    pub fn hidden_by_name(&self) -> Vec<talaria_sandbox::NameRule> {
+        let names: Vec<String> = ANYWHERE_CREDENTIAL_FILES
+            .iter()
+            .chain(PRIVATE_KEY_NAMES)
+            .map(|n| n.to_string())
+            .collect();
+        let suffixes: Vec<String> = PRIVATE_KEY_EXTENSIONS
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        self.homes
+            .iter()
+            .map(|home| talaria_sandbox::NameRule {
+                folder: home.clone(),
+                names: names.clone(),
+                suffixes: suffixes.clone(),
+            })
+            .collect()
+    }
+
+    /// The places whose files are credentials: each home's stores and `TALARIA_HOME` (but
+    /// its readable folders).
+    fn credential_roots(&self) -> Vec<PathBuf> {
+        let (mut roots, _) = self.hidden_locations();
+        for home in &self.homes {
+            if let Ok(entries) = std::fs::read_dir(home) {
+                roots.extend(entries.flatten().map(|entry| entry.path()).filter(|path| {
+                    path.is_file() && self.classify(path) == PathSecrecy::Credential
+                }));
+            }
+        }
+        roots
+    }
+
+    /// Whether `file` (already opened or about to be, with these metadata) is a credential
+    /// reached through another name: a hard link to a file in a credential store, whatever
+    /// path reaches it. A file with a single link cannot be one. Blocking (it walks the
+    /// credential stores when the file has other links); a walk cut short counts as a match
+    /// (closed).
+    pub fn is_linked_credential(&self, file: &std::fs::Metadata) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        if !file.is_file() || file.nlink() < 2 {
+            return false;
+        }
+        let (device, inode) = (file.dev(), file.ino());
+        let mut budget = MAX_STORE_ENTRIES;
+        let mut stack = self.credential_roots();
+        while let Some(path) = stack.pop() {
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            if meta.is_dir() {
+                let Ok(entries) = std::fs::read_dir(&path) else {
+                    continue;
+                };
+                for entry in entries.flatten() {
+                    if budget == 0 {
+                        return true;
+                    }
+                    budget -= 1;
+                    let child = entry.path();
+                    if !self.is_readable_agent_folder(&child) {
+                        stack.push(child);
+                    }
+                }
+            } else if meta.is_file() && meta.dev() == device && meta.ino() == inode {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// `TALARIA_HOME`'s readable folders (skills, memories…): not credentials.
+    fn is_readable_agent_folder(&self, path: &Path) -> bool {
+        self.talaria_home.as_ref().is_some_and(|talaria| {
+            TALARIA_HOME_READABLE
+                .iter()
+                .any(|folder| path == talaria.join(folder))
+        })
     }
 
     /// The most secret of `paths`.
@@ -266,6 +377,14 @@ mod tests {
             "/home/dev/Library/Keychains/login.keychain-db",
             "/home/dev/.talaria/config.toml",
             "/home/dev/.talaria/permissions.json",
+            "/home/dev/.config/git/credentials",
+            "/home/dev/.codex/auth.json",
+            "/home/dev/.config/containers/auth.json",
+            "/home/dev/.claude/.credentials.json",
+            "/home/dev/.cache/huggingface/token",
+            "/home/dev/.pulumi/credentials.json",
+            "/home/dev/.terraform.d/credentials.tfrc.json",
+            "/home/dev/.config/rclone/rclone.conf",
             "/root/.ssh/authorized_keys",
             "/work/p/deploy/server.key",
             "/work/p/certs/tls.pem",
@@ -326,5 +445,63 @@ mod tests {
                 "{path}"
             );
         }
+    }
+
+    #[test]
+    fn every_home_counts() {
+        let rules =
+            SensitivePaths::with_homes(vec!["/home/env".into(), "/home/passwd".into()], None);
+        for path in [
+            "/home/env/.aws/credentials",
+            "/home/passwd/.aws/credentials",
+        ] {
+            assert_eq!(
+                rules.classify(Path::new(path)),
+                PathSecrecy::Credential,
+                "{path}"
+            );
+        }
+        assert_eq!(rules.hidden_by_name().len(), 2);
+        let (hidden, _) = rules.hidden_locations();
+        assert!(hidden.contains(&PathBuf::from("/home/passwd/.ssh")));
+    }
+
+    #[test]
+    fn a_hard_link_to_a_key_is_a_credential_wherever_it_is() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = dir.path().join("home");
+        let work = dir.path().join("work");
+        for folder in [
+            home.join(".ssh"),
+            home.join(".talaria/skills"),
+            work.clone(),
+        ] {
+            std::fs::create_dir_all(folder).expect("mkdir");
+        }
+        std::fs::write(home.join(".ssh/id_ed25519"), "KEY").expect("key");
+        std::fs::write(home.join("top.pem"), "KEY").expect("key");
+        std::fs::write(home.join(".talaria/config.toml"), "api_key = 'k'").expect("config");
+        std::fs::write(home.join(".talaria/skills/s.md"), "skill").expect("skill");
+        std::fs::write(work.join("plain.txt"), "text").expect("text");
+        for (source, link) in [
+            (home.join(".ssh/id_ed25519"), "key-link"),
+            (home.join("top.pem"), "pem-link"),
+            (home.join(".talaria/config.toml"), "config-link"),
+            (home.join(".talaria/skills/s.md"), "skill-link"),
+            (work.join("plain.txt"), "plain-link"),
+        ] {
+            std::fs::hard_link(source, work.join(link)).expect("link");
+        }
+        let rules = SensitivePaths::new(Some(home.clone()), Some(home.join(".talaria")));
+        let linked = |name: &str| {
+            let meta = std::fs::metadata(work.join(name)).expect("meta");
+            rules.is_linked_credential(&meta)
+        };
+        assert!(linked("key-link"));
+        assert!(linked("pem-link"));
+        assert!(linked("config-link"));
+        assert!(!linked("skill-link"), "skills stay readable");
+        assert!(!linked("plain-link"));
+        assert!(!linked("plain.txt"));
     }
 }

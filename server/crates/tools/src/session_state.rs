@@ -146,7 +146,6 @@ impl ProcessTable {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .process_group(0)
             .kill_on_drop(true)
             .spawn()
             .map_err(|source| ToolError::Process {
@@ -203,6 +202,8 @@ impl ProcessTable {
                     signal: None,
                 },
             };
+            // Whatever it left running in its group goes with it.
+            kill_group(pid);
             let _ = exit_tx.send(Some(info));
         });
         lock(&self.entries).insert(id, process.clone());

@@ -164,6 +164,32 @@ impl ToolContext {
             sink(progress);
         }
     }
+
+    /// Refuses a file that is a credential under another name: a hard link to a file in a
+    /// credential store or in Talaria's own settings, found by its device and inode whatever
+    /// path reaches it (the kernel's sandbox judges by the path walked, so it cannot see
+    /// this). The check runs on the blocking pool.
+    pub async fn refuse_linked_credential(
+        &self,
+        path: &std::path::Path,
+    ) -> Result<(), crate::ToolError> {
+        let sensitive = self.sensitive.clone();
+        let checked = path.to_path_buf();
+        let linked = tokio::task::spawn_blocking(move || {
+            std::fs::metadata(&checked).is_ok_and(|meta| sensitive.is_linked_credential(&meta))
+        })
+        .await
+        .unwrap_or(true);
+        if linked {
+            return Err(crate::ToolError::Rejected(format!(
+                "Refused: {} is another name (a hard link) for a credential (a key, a token \
+                 store or Talaria's own settings); it is never read or changed through it. If \
+                 the credential is really needed, read it by its own path: the user will be asked.",
+                path.display()
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// Resolves `path` against `cwd` (expanding a leading `~/` to `$HOME`) and removes `.`/`..`

@@ -96,6 +96,9 @@ impl Tool for WriteFile {
                 return ToolOutcome::failed("write_file needs a non-empty `path`.");
             }
             let path = ctx.resolve(&args.path);
+            if let Err(why) = ctx.refuse_linked_credential(&path).await {
+                return ToolOutcome::failed(why.to_string());
+            }
             let old = match current_text(ctx, &path).await {
                 Ok(old) => old,
                 Err(FileError::Binary { .. }) => None,

@@ -243,6 +243,13 @@ pub struct SandboxConfig {
     pub hidden: Vec<String>,
     /// Commands may open network connections.
     pub network: bool,
+    /// UNIX sockets outside the writable places commands may connect to (`~` expanded).
+    pub unix_sockets: Vec<String>,
+    /// The most processes (and threads) one command may run at once; 0 for no limit.
+    pub max_processes: u32,
+    /// Use user, mount and PID namespaces where the machine allows them (`[sandbox]
+    /// namespaces`, `TALARIA_SANDBOX_NAMESPACES`).
+    pub namespaces: bool,
 }
 
 impl Default for SandboxConfig {
@@ -252,6 +259,9 @@ impl Default for SandboxConfig {
             writable: Vec::new(),
             hidden: Vec::new(),
             network: true,
+            unix_sockets: Vec::new(),
+            max_processes: talaria_sandbox::DEFAULT_MAX_PROCESSES,
+            namespaces: true,
         }
     }
 }
@@ -429,6 +439,9 @@ struct FileSandbox {
     writable: Option<Vec<String>>,
     hidden: Option<Vec<String>>,
     network: Option<bool>,
+    unix_sockets: Option<Vec<String>>,
+    max_processes: Option<u32>,
+    namespaces: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -536,7 +549,7 @@ struct FileConfig {
     store: FileStore,
 }
 
-/// `[sandbox]` with `TALARIA_SANDBOX` (`off`/`on`) over it.
+/// `[sandbox]` with `TALARIA_SANDBOX` and `TALARIA_SANDBOX_NAMESPACES` (`off`/`on`) over it.
 fn sandbox_config(
     file: FileSandbox,
     env: &dyn Fn(&str) -> Option<String>,
@@ -557,11 +570,22 @@ fn sandbox_config(
             None => true,
         },
     };
+    let namespaces = match env("TALARIA_SANDBOX_NAMESPACES").filter(|v| !v.trim().is_empty()) {
+        Some(value) => parse(&value).ok_or_else(|| {
+            ConfigError::variable("TALARIA_SANDBOX_NAMESPACES", &value, "\"on\" or \"off\"")
+        })?,
+        None => file.namespaces.unwrap_or(true),
+    };
     Ok(SandboxConfig {
         enabled,
         writable: file.writable.unwrap_or_default(),
         hidden: file.hidden.unwrap_or_default(),
         network: file.network.unwrap_or(true),
+        unix_sockets: file.unix_sockets.unwrap_or_default(),
+        max_processes: file
+            .max_processes
+            .unwrap_or(talaria_sandbox::DEFAULT_MAX_PROCESSES),
+        namespaces,
     })
 }
 

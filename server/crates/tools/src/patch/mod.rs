@@ -202,6 +202,7 @@ fn effect_of(change: Change) -> ToolEffect {
 }
 
 async fn read_existing(ctx: &ToolContext, path: &std::path::Path) -> Result<String, ToolError> {
+    ctx.refuse_linked_credential(path).await?;
     match ctx.files.read_text(path).await {
         Ok(text) => Ok(text),
         Err(FileError::NotFound(_)) => Err(ToolError::Rejected(format!(

@@ -1,14 +1,15 @@
 //! How a session's commands are started: through the sandbox helper (Talaria's own binary,
-//! re-executed, enters the OS sandbox and executes the shell) unless the sandbox is off or
-//! missing, always with the clean environment, and in the session's private temporary
-//! directory.
+//! re-executed: a supervisor that puts the command in a session of its own and ends
+//! everything it starts with it, and, unless the sandbox is off, missing or the user let this
+//! one command out, enters the OS sandbox first), always with the clean environment, and in
+//! the session's private temporary directory.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use talaria_sandbox::{EnvRules, HELPER_ARG, HelperSpec, SandboxPolicy};
+use talaria_sandbox::{EnvRules, HELPER_ARG, HelperSpec, Layers, SandboxPolicy};
 
 use super::shell_program;
 
@@ -33,6 +34,9 @@ pub struct Launch {
     pub env: Option<Arc<Vec<(OsString, OsString)>>>,
     /// Whether the process runs in the OS sandbox.
     pub sandboxed: bool,
+    /// Whether the helper supervises it (it makes its own session; the runner must not make
+    /// it a process group leader first).
+    pub supervised: bool,
 }
 
 /// What a session's shell is built from.
@@ -47,6 +51,8 @@ pub struct ShellSettings {
     /// commands another process starts (an editor terminal).
     pub helper: Option<PathBuf>,
     pub helper_elsewhere: Option<PathBuf>,
+    /// The sandbox's layers on this machine, for notices.
+    pub layers: Option<Layers>,
 }
 
 /// A session's way of starting commands.
@@ -58,6 +64,7 @@ pub struct Shell {
     helper: Option<PathBuf>,
     helper_elsewhere: Option<PathBuf>,
     private_tmp: Option<PathBuf>,
+    layers: Option<Layers>,
 }
 
 impl Default for Shell {
@@ -106,7 +113,9 @@ impl Shell {
             _ => None,
         };
         if let (Sandboxing::Enforced(policy), Some(tmp)) = (&mut sandboxing, &private_tmp) {
-            Arc::make_mut(policy).writable.push(tmp.clone());
+            let policy = Arc::make_mut(policy);
+            policy.writable.push(tmp.clone());
+            policy.private_tmp = Some(tmp.clone());
         }
         let mut rules = settings.env;
         if let Some(tmp) = &private_tmp {
@@ -125,7 +134,13 @@ impl Shell {
             helper: settings.helper,
             helper_elsewhere: settings.helper_elsewhere,
             private_tmp,
+            layers: settings.layers,
         }
+    }
+
+    /// The sandbox's layers on this machine, when they were looked at.
+    pub fn layers(&self) -> Option<&Layers> {
+        self.layers.as_ref()
     }
 
     /// Whether commands run sandboxed, and with which policy.
@@ -152,21 +167,28 @@ impl Shell {
     }
 
     /// How to start `bash -c script` here; `confine = false` leaves the sandbox out (the
-    /// user's one-command escalation).
+    /// user's one-command escalation). Through the helper whenever there is one, so even an
+    /// unconfined command has a session of its own and leaves nothing running.
     pub fn local(&self, script: &str, confine: bool) -> Launch {
         let shell_args = [OsString::from("-c"), OsString::from(script)];
-        match (&self.sandboxing, &self.helper, confine) {
-            (Sandboxing::Enforced(policy), Some(helper), true) => Launch {
+        let policy = match (&self.sandboxing, confine) {
+            (Sandboxing::Enforced(policy), true) => Some(policy.as_ref()),
+            _ => None,
+        };
+        match &self.helper {
+            Some(helper) => Launch {
                 program: helper.clone(),
-                args: self.helper_args(Some(policy), None, &shell_args),
+                args: self.helper_args(policy, None, &shell_args),
                 env: Some(self.env.clone()),
-                sandboxed: true,
+                sandboxed: policy.is_some(),
+                supervised: true,
             },
-            _ => Launch {
+            None => Launch {
                 program: PathBuf::from(shell_program()),
                 args: shell_args.to_vec(),
                 env: Some(self.env.clone()),
                 sandboxed: false,
+                supervised: false,
             },
         }
     }
@@ -181,6 +203,7 @@ impl Shell {
                 args: shell_args.to_vec(),
                 env: None,
                 sandboxed: false,
+                supervised: false,
             };
         };
         let policy = match (&self.sandboxing, confine) {
@@ -192,6 +215,7 @@ impl Shell {
             args: self.helper_args(policy, Some(&self.rules), &shell_args),
             env: None,
             sandboxed: policy.is_some(),
+            supervised: true,
         }
     }
 
@@ -204,6 +228,7 @@ impl Shell {
         let spec = HelperSpec {
             sandbox: policy.cloned(),
             env: rules.cloned(),
+            require_namespaces: false,
         };
         let spec = serde_json::to_string(&spec).unwrap_or_default();
         let mut args = vec![
@@ -282,6 +307,7 @@ mod tests {
             env: EnvRules::default(),
             helper: Some("/proc/self/exe".into()),
             helper_elsewhere: Some("/usr/bin/talaria".into()),
+            layers: None,
         });
         let tmp = shell.private_tmp().expect("private tmp").to_path_buf();
         assert!(tmp.is_dir());
@@ -302,9 +328,13 @@ mod tests {
             let n = n.to_string_lossy();
             n.contains("KEY") || n.starts_with("OPENAI_")
         }));
+        assert_eq!(policy.private_tmp.as_ref(), Some(&tmp));
         let escaped = shell.local("echo hi", false);
-        assert!(!escaped.sandboxed);
-        assert_eq!(escaped.program, PathBuf::from(shell_program()));
+        assert!(!escaped.sandboxed && escaped.supervised);
+        assert_eq!(escaped.program, PathBuf::from("/proc/self/exe"));
+        let spec: HelperSpec =
+            serde_json::from_str(&escaped.args[1].to_string_lossy()).expect("spec");
+        assert_eq!(spec.sandbox, None, "let out: supervised, not confined");
         let elsewhere = shell.elsewhere("echo hi", true);
         assert_eq!(elsewhere.program, PathBuf::from("/usr/bin/talaria"));
         assert!(elsewhere.env.is_none() && elsewhere.sandboxed);

@@ -1,5 +1,7 @@
-//! Runs commands on this machine, each in its own process group, so a timeout or a cancel
-//! kills the command and everything it started: no orphans.
+//! Runs commands on this machine, each in a process group of its own (made by the sandbox
+//! helper's supervisor, or here when there is none), so a timeout or a cancel kills the
+//! command and everything it started: no orphans. A call's result waits for the output pipes
+//! only briefly once the command has ended.
 
 use crate::ToolError;
 
@@ -30,12 +32,20 @@ impl Drop for GroupGuard {
     }
 }
 
-/// The process `launch` describes, with its environment.
+/// How long output may still arrive once a command has ended (what it left running was
+/// ended with it; a pipe held open longer is let go).
+const OUTPUT_GRACE: Duration = Duration::from_secs(2);
+
+/// The process `launch` describes, with its environment, in a process group of its own
+/// (the helper's supervisor makes its own session, which a group leader cannot).
 pub(crate) fn command(launch: &Launch) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(&launch.program);
     command.args(&launch.args);
     if let Some(env) = &launch.env {
         command.env_clear().envs(env.iter().cloned());
+    }
+    if !launch.supervised {
+        command.process_group(0);
     }
     command
 }
@@ -73,7 +83,6 @@ impl CommandRunner for LocalRunner {
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
-                .process_group(0)
                 .kill_on_drop(true)
                 .spawn()
                 .map_err(|source| ToolError::Process {
@@ -93,10 +102,13 @@ impl CommandRunner for LocalRunner {
             let mut result = CommandResult::default();
             let deadline = tokio::time::sleep(spec.timeout);
             tokio::pin!(deadline);
+            let grace = tokio::time::sleep(Duration::MAX);
+            tokio::pin!(grace);
             let mut status = None;
             let mut pipes_open = true;
             while status.is_none() || pipes_open {
                 tokio::select! {
+                    () = &mut grace, if status.is_some() => break,
                     chunk = rx.recv(), if pipes_open => match chunk {
                         Some(chunk) => {
                             output.push(&chunk);
@@ -115,6 +127,7 @@ impl CommandRunner for LocalRunner {
                         if let Some(pgid) = guard.0.take() {
                             kill_group(pgid);
                         }
+                        grace.as_mut().reset(tokio::time::Instant::now() + OUTPUT_GRACE);
                     }
                     () = &mut deadline, if !result.timed_out && status.is_none() => {
                         result.timed_out = true;

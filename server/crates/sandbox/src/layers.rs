@@ -1,0 +1,109 @@
+//! Which of the sandbox's layers are active for a session's commands, in words for
+//! `talaria doctor`, the session's first notice and logs, including what a missing layer
+//! leaves uncovered; and the probe that tells whether the namespaces layer works here.
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use crate::policy::{HelperSpec, SandboxPolicy};
+use crate::{Availability, HELPER_ARG, SandboxError};
+
+/// The layers a command runs under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layers {
+    /// Landlock and the filters.
+    pub landlock: Availability,
+    /// The namespaces layer: `Ok` when commands run in it, else why not.
+    pub namespaces: Result<(), SandboxError>,
+    /// Whether Talaria runs as root (the process limit does not bind root).
+    pub as_root: bool,
+}
+
+impl Layers {
+    /// One line: what is active.
+    pub fn describe(&self) -> String {
+        let landlock = self.landlock.describe();
+        match &self.namespaces {
+            Ok(()) => format!(
+                "{landlock}, inside user, mount and PID namespaces (a read-only world outside \
+                 the writable places, a fresh /dev and /proc)"
+            ),
+            Err(SandboxError::NoNamespaces(why)) => {
+                format!("{landlock}, without namespaces ({why})")
+            }
+            Err(why) => format!("{landlock}, without namespaces ({why})"),
+        }
+    }
+
+    /// What the active layers leave uncovered, when something is.
+    pub fn gaps(&self) -> Option<String> {
+        let mut gaps = Vec::new();
+        if self.namespaces.is_err() {
+            gaps.push(
+                "metadata outside the writable places (chmod, chown, timestamps, extended \
+                 attributes) can still be changed; /dev/shm is shared with other sessions; \
+                 commands cannot use UNIX sockets at all (socketpair only; [sandbox] \
+                 unix_sockets needs namespaces), start new sessions or process groups, or \
+                 open pseudo-terminals of their own"
+                    .to_string(),
+            );
+        }
+        if let Availability::Enforced { abi, .. } = self.landlock
+            && abi < 6
+        {
+            gaps.push(format!(
+                "this kernel's Landlock (ABI {abi}) cannot stop signals to other processes or \
+                 abstract UNIX sockets (ABI 6, Linux 6.12)"
+            ));
+        }
+        if self.as_root {
+            gaps.push("the process limit does not bind the root user".to_string());
+        }
+        (!gaps.is_empty()).then(|| gaps.join("; "))
+    }
+}
+
+/// Whether the namespaces layer works on this machine, found once per process by running a
+/// command through it with `helper` (Talaria's binary): `Err` says why not. Blocking.
+pub fn namespace_support(helper: &Path) -> Result<(), SandboxError> {
+    static SUPPORT: OnceLock<Result<(), SandboxError>> = OnceLock::new();
+    SUPPORT.get_or_init(|| probe(helper)).clone()
+}
+
+fn probe(helper: &Path) -> Result<(), SandboxError> {
+    let no = SandboxError::NoNamespaces;
+    if !cfg!(target_os = "linux") {
+        return Err(no(format!("not on {}", std::env::consts::OS)));
+    }
+    let spec = HelperSpec {
+        sandbox: Some(SandboxPolicy {
+            writable: vec![std::env::temp_dir()],
+            network: false,
+            ..SandboxPolicy::default()
+        }),
+        env: None,
+        require_namespaces: true,
+    };
+    let spec = serde_json::to_string(&spec).map_err(|e| no(e.to_string()))?;
+    let output = std::process::Command::new(helper)
+        .args([HELPER_ARG, &spec, "/bin/sh", "-c", "test -r /proc/1/status"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| no(format!("the helper did not start: {e}")))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let said = String::from_utf8_lossy(&output.stderr);
+    let why = said
+        .lines()
+        .find_map(|line| line.strip_prefix("talaria sandbox: "))
+        .map_or_else(
+            || format!("the check failed ({})", output.status),
+            |reason| {
+                reason
+                    .trim_end_matches("; the command did not run")
+                    .to_string()
+            },
+        );
+    Err(no(why))
+}

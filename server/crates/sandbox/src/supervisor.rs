@@ -1,0 +1,193 @@
+//! The supervisor of one command: `talaria __sandbox SPEC PROGRAM ARGS…`. It stays outside
+//! the sandbox (so nothing the command runs can signal it), in a session of its own (so the
+//! command has no controlling terminal), and ends everything the command started when the
+//! command ends, when it is told to stop, and when its parent (Talaria, or an editor) dies.
+//!
+//! With namespaces it moves into the sandbox's namespaces (`namespace.rs`) and starts the
+//! init, the first process of the PID namespace: when the init ends, the kernel ends every
+//! process in it, however it detached. Without them it is a child subreaper: whatever the
+//! command leaves running is reparented to it and ended (and the filters keep everything in
+//! the command's process group, which Talaria kills when a call is cancelled or times out).
+
+use std::process::ExitCode;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::{Pid, getppid};
+
+use crate::SandboxError;
+use crate::helper::{INIT_ARG, Request, give_up};
+use crate::procs;
+use crate::signals::{Event, PARENT_DEATH, Signals, exit_code, stopped_by};
+
+/// How the supervisor ends what a command started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    /// Kill the init: its PID namespace goes with it.
+    Namespace,
+    /// Kill every descendant (the supervisor is their subreaper).
+    Tree,
+}
+
+/// Runs the supervisor; returns the command's exit code.
+pub fn run(request: Request) -> ExitCode {
+    let parent = getppid();
+    // Fails only when already a group leader (started so by an editor): then the session
+    // stays the one the editor gave it.
+    let _ = nix::unistd::setsid();
+    if nix::sys::prctl::set_pdeathsig(PARENT_DEATH).is_err() || getppid() != parent {
+        return give_up(&SandboxError::Exec(
+            "the process that started it is gone".into(),
+        ));
+    }
+    let mut signals = match Signals::block() {
+        Ok(signals) => signals,
+        Err(why) => return give_up(&why),
+    };
+    let (command, ending) = match prepare(&request) {
+        Ok(prepared) => prepared,
+        Err(why) => return give_up(&why),
+    };
+    let mut command = command;
+    if let Some(rules) = &request.spec.env {
+        command.env_clear().envs(rules.apply(std::env::vars_os()));
+    }
+    let child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            return give_up(&SandboxError::Exec(format!(
+                "cannot execute {}: {e}",
+                request.program.to_string_lossy()
+            )));
+        }
+    };
+    let main = Pid::from_raw(child.id() as i32);
+    // The child is reaped below, by pid; the handle is not used again.
+    drop(child);
+    supervise(main, parent, ending, &mut signals, max_processes(&request))
+}
+
+fn max_processes(request: &Request) -> u32 {
+    request.spec.sandbox.as_ref().map_or(0, |p| p.max_processes)
+}
+
+/// What to start and how its leftovers end: the init in the namespaces, the init without
+/// them, or (unconfined) the program itself.
+fn prepare(request: &Request) -> Result<(std::process::Command, Ending), SandboxError> {
+    let Some(policy) = &request.spec.sandbox else {
+        set_subreaper()?;
+        let mut command = std::process::Command::new(&request.program);
+        command.args(&request.args);
+        return Ok((command, Ending::Tree));
+    };
+    let in_namespaces = policy.namespaces
+        && match crate::namespace::enter(policy) {
+            Ok(()) => true,
+            Err(SandboxError::NoNamespaces(_)) if !request.spec.require_namespaces => false,
+            Err(why) => return Err(why),
+        };
+    if !in_namespaces {
+        set_subreaper()?;
+        limit_processes(policy.max_processes)?;
+    }
+    let mut command = std::process::Command::new("/proc/self/exe");
+    command
+        .arg(INIT_ARG)
+        .arg(if in_namespaces { "ns" } else { "plain" })
+        .arg(&request.spec_text)
+        .arg(&request.program)
+        .args(&request.args);
+    let ending = if in_namespaces {
+        Ending::Namespace
+    } else {
+        Ending::Tree
+    };
+    Ok((command, ending))
+}
+
+fn set_subreaper() -> Result<(), SandboxError> {
+    nix::sys::prctl::set_child_subreaper(true)
+        .map_err(|e| SandboxError::Exec(format!("cannot adopt the command's processes: {e}")))
+}
+
+/// Without a user namespace the process limit counts every process of the user: allow
+/// `max` more than run now.
+fn limit_processes(max: u32) -> Result<(), SandboxError> {
+    if max == 0 {
+        return Ok(());
+    }
+    let limit = procs::user_task_count() + u64::from(max);
+    nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NPROC, limit, limit)
+        .map_err(|e| SandboxError::Exec(format!("cannot limit processes: {e}")))
+}
+
+fn end(main: Pid, ending: Ending) -> usize {
+    match ending {
+        Ending::Namespace => {
+            let _ = kill(main, Signal::SIGKILL);
+            procs::end_all(Vec::new)
+        }
+        Ending::Tree => {
+            let own = std::process::id() as i32;
+            procs::end_all(|| procs::descendants(own))
+        }
+    }
+}
+
+fn supervise(
+    main: Pid,
+    parent: Pid,
+    ending: Ending,
+    signals: &mut Signals,
+    max_processes: u32,
+) -> ExitCode {
+    let status = loop {
+        match signals.next() {
+            Event::Child => {
+                if let Some((_, status)) = procs::reap_ended().into_iter().find(|(p, _)| *p == main)
+                {
+                    break status;
+                }
+            }
+            Event::ParentDeath if getppid() == parent => {} // only a thread of it ended
+            Event::ParentDeath => {
+                end(main, ending);
+                return ExitCode::from(1);
+            }
+            Event::Stop(signal) => {
+                end(main, ending);
+                return stopped_by(signal);
+            }
+        }
+    };
+    let mut code = exit_code(status);
+    if ending == Ending::Tree && procs::has_children() {
+        let left = end(main, ending);
+        code = report_leftovers(left, max_processes, code);
+    }
+    ExitCode::from(code)
+}
+
+/// Says on standard error what was ended when the command ended; a command that ran into
+/// the process limit fails.
+pub(crate) fn report_leftovers(left: usize, max_processes: u32, code: u8) -> u8 {
+    if left == 0 {
+        return code;
+    }
+    let max = max_processes as usize;
+    // Without a user namespace the limit also counts the user's other processes, so a
+    // command that ran into it may leave fewer than the limit behind.
+    if max > 0 && left + 1 >= max / 2 {
+        eprintln!(
+            "talaria sandbox: the command reached its process limit ([sandbox] \
+             max_processes = {max}); its {left} remaining processes were ended"
+        );
+        return if code == 0 { 1 } else { code };
+    }
+    eprintln!(
+        "talaria: {left} process{} the command left running {} ended with it (start servers \
+         and watchers in the background instead)",
+        if left == 1 { "" } else { "es" },
+        if left == 1 { "was" } else { "were" }
+    );
+    code
+}
