@@ -29,6 +29,7 @@ mod questions;
 mod record;
 mod safety;
 mod sandbox;
+mod sandbox_doors;
 mod sessions;
 mod shared_sessions;
 mod small_windows;

@@ -86,6 +86,10 @@ impl TestEnv {
         if let Some(key) = &self.api_key {
             env.push(("OPENAI_API_KEY".into(), key.clone()));
         }
+        // CI runs the sandbox suites a second time without the namespaces layer.
+        if let Ok(value) = std::env::var("TALARIA_SANDBOX_NAMESPACES") {
+            env.push(("TALARIA_SANDBOX_NAMESPACES".into(), value));
+        }
         env.extend(self.extra_env.iter().cloned());
         env
     }

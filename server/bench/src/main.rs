@@ -240,8 +240,13 @@ async fn main() -> anyhow::Result<()> {
         cost.direct.1
     );
     report!(
-        "  sandbox cost per command        {:8.2} ms",
+        "  sandbox cost per command        {:8.2} ms  (namespaces, Landlock, filters, limits)",
         cost.sandboxed.0 - cost.direct.0
+    );
+    report!(
+        "  without namespaces              {:8.2} ms  (min {:.2}; Landlock, filters, limits)",
+        cost.without_namespaces.0 - cost.direct.0,
+        cost.without_namespaces.1 - cost.direct.1
     );
     let compression = compression::measure(options.iterations).await;
     report!(

@@ -1,15 +1,18 @@
 //! The OS sandbox's cost per command: `sh -c true` started directly and through the sandbox
-//! helper (`talaria __sandbox SPEC /bin/sh -c true`) with a session-like policy.
+//! helper (`talaria __sandbox SPEC /bin/sh -c true`) with a session-like policy, with each
+//! layer: inside the namespaces, and without them (Landlock, filters and limits only).
 
 use std::path::Path;
 use std::time::Instant;
 
 use serde_json::json;
 
-/// Median spawn-to-exit times in milliseconds: (without, with) the sandbox, and the minima.
+/// Median spawn-to-exit times in milliseconds (and the minima): without the sandbox, in it
+/// with namespaces, in it without them.
 pub struct SandboxCost {
     pub direct: (f64, f64),
     pub sandboxed: (f64, f64),
+    pub without_namespaces: (f64, f64),
 }
 
 fn time_runs(runs: usize, mut start: impl FnMut() -> std::process::Command) -> (f64, f64) {
@@ -25,27 +28,38 @@ fn time_runs(runs: usize, mut start: impl FnMut() -> std::process::Command) -> (
     super::median(&mut times)
 }
 
-/// Measures both, `runs` times each, interleaved so machine noise hits both alike.
-pub fn measure(agent: &Path, home: &Path, workspace: &Path, runs: usize) -> SandboxCost {
-    let policy = json!({
+fn policy(home: &Path, workspace: &Path, namespaces: bool) -> String {
+    json!({
         "sandbox": {
             "writable": [workspace],
             "hidden": [home.join(".ssh"), home.join(".aws"), home.join(".netrc"), home.join("t")],
             "readable": [home.join("t/skills")],
             "network": true,
+            "namespaces": namespaces,
         },
         "env": null,
     })
-    .to_string();
+    .to_string()
+}
+
+/// Measures each, `runs` times.
+pub fn measure(agent: &Path, home: &Path, workspace: &Path, runs: usize) -> SandboxCost {
     let direct = time_runs(runs, || {
         let mut command = std::process::Command::new("/bin/sh");
         command.args(["-c", "true"]);
         command
     });
-    let sandboxed = time_runs(runs, || {
-        let mut command = std::process::Command::new(agent);
-        command.args(["__sandbox", &policy, "/bin/sh", "-c", "true"]);
-        command
-    });
-    SandboxCost { direct, sandboxed }
+    let through = |namespaces: bool| {
+        let spec = policy(home, workspace, namespaces);
+        time_runs(runs, || {
+            let mut command = std::process::Command::new(agent);
+            command.args(["__sandbox", &spec, "/bin/sh", "-c", "true"]);
+            command
+        })
+    };
+    SandboxCost {
+        direct,
+        sandboxed: through(true),
+        without_namespaces: through(false),
+    }
 }
