@@ -13,11 +13,21 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   sudo_if apt-get update -qq
   sudo_if env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
 fi
+# The sandbox suites start a real ssh-agent (openssh-client) to prove it is out of reach.
+if ! command -v ssh-agent >/dev/null 2>&1; then
+  echo "run-all: installing openssh-client with apt" >&2
+  sudo_if apt-get update -qq
+  sudo_if env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-client >/dev/null
+fi
 # The agent is built with the PostgreSQL store (a feature, off in the default build), and the
 # end-to-end suites run that build (TALARIA_BIN: the harness would otherwise build the default).
 cargo build --workspace --bins --features talaria-server/postgres
 target_dir="${CARGO_TARGET_DIR:-$(pwd)/target}"
 TALARIA_BIN="$target_dir/debug/talaria" cargo test --workspace --features talaria-server/postgres
+# The sandbox suites again without the namespaces layer (as on distributions that restrict
+# unprivileged user namespaces): each test asserts what the remaining layers promise.
+TALARIA_SANDBOX_NAMESPACES=off TALARIA_BIN="$target_dir/debug/talaria" \
+  cargo test -p talaria-e2e --test e2e -- sandbox doctor::
 # The Node suites run as on a fresh machine: an empty HOME and no npm settings of the user's
 # (no ~/.npmrc, no npm_config_* variables), so they need nothing but the package registries.
 fresh_home="$(mktemp -d)"

@@ -399,6 +399,10 @@ async fn commands_cannot_change_the_agents_limits_priority_or_affinity() {
         format!("ionice -c 3 -p {pid} && echo CHANGED"),
         "renice -n 19 -u $(id -u) && echo CHANGED".to_string(),
         format!("kill -STOP {pid} && echo CHANGED"),
+        // The command's supervisor (its parent): never signalled alone.
+        "kill -STOP $PPID && echo CHANGED".to_string(),
+        "kill -KILL $PPID && echo CHANGED".to_string(),
+        "/usr/bin/python3 -c 'import os; os.kill(os.getppid(), 9)' && echo CHANGED".to_string(),
         format!("cat /proc/{pid}/environ && echo CHANGED"),
     ];
     let mut script: Vec<MockReply> = tries

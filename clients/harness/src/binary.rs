@@ -30,10 +30,14 @@ pub fn workspace_bin(package: &str, bin: &str) -> PathBuf {
     path
 }
 
-/// The `talaria` binary under test: `$TALARIA_BIN`, else this workspace's debug build.
+/// The `talaria` binary under test: `$TALARIA_BIN`, else this workspace's debug build (with
+/// its sandbox helper, `talaria-sandbox`, beside it).
 pub fn talaria_bin() -> PathBuf {
     match std::env::var_os("TALARIA_BIN") {
         Some(path) => PathBuf::from(path),
-        None => workspace_bin("talaria-server", "talaria"),
+        None => {
+            workspace_bin("talaria-server", "talaria-sandbox");
+            workspace_bin("talaria-server", "talaria")
+        }
     }
 }

@@ -21,16 +21,36 @@ pub struct Helper {
 }
 
 impl Helper {
-    /// The running binary as the helper.
+    /// The sandbox helper installed beside the running binary (`talaria-sandbox`, small and
+    /// quick to start), else the running binary itself (`talaria __sandbox` does the same).
     pub fn this_binary() -> Option<Self> {
-        let elsewhere = std::env::current_exe().ok()?;
+        let this = std::env::current_exe().ok()?;
+        if let Some(beside) = this.parent().map(|dir| dir.join(HELPER_BINARY))
+            && is_executable(&beside)
+        {
+            return Some(Self {
+                local: beside.clone(),
+                elsewhere: beside,
+            });
+        }
         let local = if Path::new("/proc/self/exe").exists() {
             PathBuf::from("/proc/self/exe")
         } else {
-            elsewhere.clone()
+            this.clone()
         };
-        Some(Self { local, elsewhere })
+        Some(Self {
+            local,
+            elsewhere: this,
+        })
     }
+}
+
+/// The name of the sandbox helper's own program, installed beside `talaria`.
+pub const HELPER_BINARY: &str = "talaria-sandbox";
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// `~/x` → the home's `x`; a relative path is the project's.

@@ -1,7 +1,7 @@
-//! The helper's entry points, run by Talaria's own binary before it starts any thread:
-//! `talaria __sandbox SPEC PROGRAM ARGS…` is the supervisor of one command
-//! (`supervisor.rs`), and `talaria __sandbox-init MODE SPEC PROGRAM ARGS…` the sandbox's
-//! init, which the supervisor starts (`init.rs`).
+//! The helper's entry points, run by `talaria-sandbox` (or Talaria's own binary) before it
+//! starts any thread: `__sandbox SPEC PROGRAM ARGS…` is the supervisor of one command
+//! (`supervisor.rs`), and `__sandbox-init SPEC PROGRAM ARGS…` the init of its PID namespace,
+//! which the supervisor starts (`init.rs`).
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -65,14 +65,8 @@ pub fn helper_main(args: Vec<OsString>) -> ExitCode {
 /// Runs the sandbox's init with the arguments after [`INIT_ARG`].
 #[cfg(target_os = "linux")]
 pub fn init_main(args: Vec<OsString>) -> ExitCode {
-    let mut args = args.into_iter();
-    let in_namespaces = match args.next().as_deref().and_then(|m| m.to_str()) {
-        Some("ns") => true,
-        Some("plain") => false,
-        _ => return give_up(&SandboxError::Arguments("no init mode".into())),
-    };
-    match request(args.collect()) {
-        Ok(request) => crate::init::run(request, in_namespaces),
+    match request(args) {
+        Ok(request) => crate::init::run(request),
         Err(why) => give_up(&why),
     }
 }

@@ -146,7 +146,18 @@ pub fn enter(policy: &SandboxPolicy) -> Result<(), SandboxError> {
 /// Enters the sandbox; `in_namespaces` when the caller runs in the sandbox's namespaces.
 #[cfg(target_os = "linux")]
 pub(crate) fn enter_layer(policy: &SandboxPolicy, in_namespaces: bool) -> Result<(), SandboxError> {
-    linux::enter(policy, in_namespaces).map(|_| ())
+    linux::enter(policy, in_namespaces, None).map(|_| ())
+}
+
+/// Enters the sandbox as the process that stays in it with the command and watches over
+/// it (the supervisor without namespaces, the init with them): the filters also keep the
+/// command from signalling or tracing the caller alone.
+#[cfg(target_os = "linux")]
+pub(crate) fn enter_as_watcher(
+    policy: &SandboxPolicy,
+    in_namespaces: bool,
+) -> Result<(), SandboxError> {
+    linux::enter(policy, in_namespaces, Some(std::process::id() as i32)).map(|_| ())
 }
 
 /// Enters the sandbox: on this platform there is none, so this always fails (closed).

@@ -51,7 +51,11 @@ fn abi_number(status: LandlockStatus) -> i32 {
 /// masked sockets, its own PID namespace); without them the filters keep the command in its
 /// process group and away from UNIX sockets, and other terminals and `/dev/shm` are not
 /// granted.
-pub fn enter(policy: &SandboxPolicy, in_namespaces: bool) -> Result<Enforcement, SandboxError> {
+pub fn enter(
+    policy: &SandboxPolicy,
+    in_namespaces: bool,
+    protected: Option<i32>,
+) -> Result<Enforcement, SandboxError> {
     let landlock = |e: landlock::RulesetError| SandboxError::Landlock(e.to_string());
     let ruleset = Ruleset::default()
         .handle_access(handled())
@@ -94,6 +98,7 @@ pub fn enter(policy: &SandboxPolicy, in_namespaces: bool) -> Result<Enforcement,
         network: policy.network,
         unix_sockets: in_namespaces,
         new_groups: in_namespaces,
+        protected,
     })?;
     Ok(Enforcement {
         abi: abi_number(status.landlock),

@@ -115,32 +115,20 @@ pub fn namespace_members() -> Vec<i32> {
     parents().into_keys().filter(|&pid| pid != own).collect()
 }
 
-/// How many processes (threads count, as for `RLIMIT_NPROC`) the real user runs now.
-pub fn user_task_count() -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    let uid = nix::unistd::getuid().as_raw();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return 0;
-    };
-    let mut count = 0u64;
-    for entry in entries.flatten() {
-        let is_pid = entry
-            .file_name()
-            .to_str()
-            .is_some_and(|name| name.bytes().all(|b| b.is_ascii_digit()));
-        if !is_pid {
-            continue;
-        }
-        let Ok(meta) = entry.metadata() else { continue };
-        if meta.uid() == uid {
-            // A directory's link count is 2 plus its subdirectories: one per thread in task/.
-            let threads = std::fs::metadata(entry.path().join("task"))
-                .map(|m| m.nlink().saturating_sub(2))
-                .unwrap_or(1);
-            count += threads.max(1);
-        }
-    }
-    count
+/// How many threads run on the machine now (`/proc/loadavg`'s total), the baseline for the
+/// process limit where there is no user namespace to count in: `RLIMIT_NPROC` then counts
+/// every process (and thread) of the user, and the machine's total is never less than that.
+/// One small read, where counting the user's own would stat every process.
+pub fn machine_task_count() -> u64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| {
+            text.split_whitespace()
+                .nth(3)
+                .and_then(|field| field.split('/').nth(1))
+                .and_then(|total| total.parse().ok())
+        })
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -149,7 +137,7 @@ mod tests {
 
     #[test]
     fn threads_are_counted_and_children_found() {
-        assert!(user_task_count() >= 1);
+        assert!(machine_task_count() >= 1);
         let mut child = std::process::Command::new("sleep")
             .arg("5")
             .spawn()

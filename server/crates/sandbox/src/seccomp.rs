@@ -37,6 +37,9 @@ pub struct FilterOptions {
     pub unix_sockets: bool,
     /// Whether the command may leave its session and process group.
     pub new_groups: bool,
+    /// A process in the same sandbox that commands may not signal, trace or touch by its pid
+    /// (the supervisor, when it runs inside the sandbox with them).
+    pub protected: Option<i32>,
 }
 
 fn seccomp(e: impl std::fmt::Display) -> SandboxError {
@@ -113,7 +116,33 @@ fn process_rules(options: FilterOptions) -> Result<BTreeMap<i64, Vec<SeccompRule
         rules.insert(libc::SYS_setsid, Vec::new());
         rules.insert(libc::SYS_setpgid, Vec::new());
     }
+    if let Some(pid) = options.protected {
+        protect(&mut rules, pid)?;
+    }
     Ok(rules)
+}
+
+/// Refuses signalling `pid` alone (a signal to the whole group ends every command too, so
+/// nothing survives it), opening a descriptor on it, tracing it or touching its memory.
+fn protect(rules: &mut BTreeMap<i64, Vec<SeccompRule>>, pid: i32) -> Result<(), SandboxError> {
+    let pid = u64::from(pid.unsigned_abs());
+    for (syscall, index) in [
+        (libc::SYS_kill, 0),
+        (libc::SYS_tkill, 0),
+        (libc::SYS_tgkill, 0),
+        (libc::SYS_rt_sigqueueinfo, 0),
+        (libc::SYS_rt_tgsigqueueinfo, 0),
+        (libc::SYS_pidfd_open, 0),
+        (libc::SYS_process_vm_readv, 0),
+        (libc::SYS_process_vm_writev, 0),
+        (libc::SYS_ptrace, 1),
+    ] {
+        rules
+            .entry(syscall)
+            .or_default()
+            .push(when(vec![arg(index, SeccompCmpOp::Eq, pid)?])?);
+    }
+    Ok(())
 }
 
 /// The rules of the socket filter (refused with `EACCES`, as a firewall would), if any.

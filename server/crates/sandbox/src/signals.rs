@@ -37,7 +37,8 @@ const STOPS: [Signal; 4] = [
 ];
 
 impl Signals {
-    /// Blocks the signals a supervisor waits on and opens their descriptor.
+    /// Blocks every signal that can be blocked (none may end the supervisor by surprise;
+    /// the others stay pending) and opens the descriptor of those a supervisor acts on.
     pub fn block() -> Result<Self, SandboxError> {
         let mut mask = SigSet::empty();
         mask.add(Signal::SIGCHLD);
@@ -46,7 +47,7 @@ impl Signals {
             mask.add(signal);
         }
         let fail = |e: nix::Error| SandboxError::Exec(format!("cannot watch signals: {e}"));
-        mask.thread_block().map_err(fail)?;
+        SigSet::all().thread_block().map_err(fail)?;
         let fd = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC).map_err(fail)?;
         Ok(Self { fd })
     }

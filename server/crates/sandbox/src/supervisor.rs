@@ -1,13 +1,18 @@
-//! The supervisor of one command: `talaria __sandbox SPEC PROGRAM ARGS…`. It stays outside
-//! the sandbox (so nothing the command runs can signal it), in a session of its own (so the
-//! command has no controlling terminal), and ends everything the command started when the
-//! command ends, when it is told to stop, and when its parent (Talaria, or an editor) dies.
+//! The supervisor of one command: `talaria-sandbox __sandbox SPEC PROGRAM ARGS…`. It makes a
+//! session of its own (so the command has no controlling terminal) and ends everything the
+//! command started when the command ends, when it is told to stop, and when its parent
+//! (Talaria, or an editor) dies.
 //!
 //! With namespaces it moves into the sandbox's namespaces (`namespace.rs`) and starts the
 //! init, the first process of the PID namespace: when the init ends, the kernel ends every
-//! process in it, however it detached. Without them it is a child subreaper: whatever the
-//! command leaves running is reparented to it and ended (and the filters keep everything in
-//! the command's process group, which Talaria kills when a call is cancelled or times out).
+//! process in it, however it detached; the supervisor stays outside the sandbox, where
+//! nothing the command runs can see it. Without them it enters the sandbox itself and starts
+//! the command directly (one program start per command, not two), as a child subreaper:
+//! whatever the command leaves running is reparented to it and ended; the filters keep
+//! everything in its process group (which Talaria kills when a call is cancelled or times
+//! out) and keep the command from signalling, tracing or touching the supervisor alone; it
+//! blocks every signal it can, is not dumpable, and a signal to the whole group ends the
+//! command with it.
 
 use std::process::ExitCode;
 
@@ -85,23 +90,22 @@ fn prepare(request: &Request) -> Result<(std::process::Command, Ending), Sandbox
             Err(SandboxError::NoNamespaces(_)) if !request.spec.require_namespaces => false,
             Err(why) => return Err(why),
         };
-    if !in_namespaces {
-        set_subreaper()?;
-        limit_processes(policy.max_processes)?;
+    if in_namespaces {
+        let mut command = std::process::Command::new("/proc/self/exe");
+        command
+            .arg(INIT_ARG)
+            .arg(&request.spec_text)
+            .arg(&request.program)
+            .args(&request.args);
+        return Ok((command, Ending::Namespace));
     }
-    let mut command = std::process::Command::new("/proc/self/exe");
-    command
-        .arg(INIT_ARG)
-        .arg(if in_namespaces { "ns" } else { "plain" })
-        .arg(&request.spec_text)
-        .arg(&request.program)
-        .args(&request.args);
-    let ending = if in_namespaces {
-        Ending::Namespace
-    } else {
-        Ending::Tree
-    };
-    Ok((command, ending))
+    set_subreaper()?;
+    limit_processes(policy.max_processes)?;
+    let _ = nix::sys::prctl::set_dumpable(false);
+    crate::enter_as_watcher(policy, false)?;
+    let mut command = std::process::Command::new(&request.program);
+    command.args(&request.args);
+    Ok((command, Ending::Tree))
 }
 
 fn set_subreaper() -> Result<(), SandboxError> {
@@ -110,12 +114,13 @@ fn set_subreaper() -> Result<(), SandboxError> {
 }
 
 /// Without a user namespace the process limit counts every process of the user: allow
-/// `max` more than run now.
+/// `max` more than the machine runs now (at least as many as the user's; so a command may
+/// start somewhat more than `max` where other users run many).
 fn limit_processes(max: u32) -> Result<(), SandboxError> {
     if max == 0 {
         return Ok(());
     }
-    let limit = procs::user_task_count() + u64::from(max);
+    let limit = procs::machine_task_count() + u64::from(max);
     nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NPROC, limit, limit)
         .map_err(|e| SandboxError::Exec(format!("cannot limit processes: {e}")))
 }
