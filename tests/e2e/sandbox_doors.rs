@@ -473,6 +473,21 @@ async fn commands_have_no_controlling_terminal_and_see_no_other_terminals() {
                     json!({"command": format!("/usr/bin/python3 -c \"{push}\"")}),
                 ),
                 ("t2", "terminal", json!({"command": other})),
+                (
+                    "t3",
+                    "terminal",
+                    json!({"command": "perl -e 'require \"sys/ioctl.ph\"; open(my $t, \"+<\", \"/dev/tty\") or die \"refused: $!\\n\"; ioctl($t, 0x5412, \"x\") or die \"refused: $!\\n\"; print \"PUSHED\\n\"'"}),
+                ),
+                (
+                    "t4",
+                    "terminal",
+                    json!({"command": format!("(sleep 0.5; /usr/bin/python3 -c \"{push}\" > late-push.txt) & echo started")}),
+                ),
+                (
+                    "t5",
+                    "terminal",
+                    json!({"command": "exec 3<>/dev/ptmx && ls /dev/pts | wc -l && echo own-ptmx"}),
+                ),
             ]),
             MockReply::text(&["done"]),
         ],
@@ -511,6 +526,20 @@ async fn commands_have_no_controlling_terminal_and_see_no_other_terminals() {
         "{}",
         results[1]
     );
+    assert!(
+        !results[2].contains("PUSHED") && results[2].contains("refused"),
+        "perl: {}",
+        results[2]
+    );
+    // A background job of a call that already returned: ended with it, never pushes.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let late =
+        std::fs::read_to_string(env.workspace.path().join("late-push.txt")).unwrap_or_default();
+    assert!(!late.contains("PUSHED"), "{late}");
+    if namespaces_expected() {
+        // Its own terminals, in a terminal space of its own: one (the one it just opened).
+        assert!(results[4].contains("own-ptmx"), "{}", results[4]);
+    }
     // Nothing was pushed into the terminal's input.
     use std::io::Read;
     let mut master = std::fs::File::from(pty.master);
@@ -633,6 +662,8 @@ async fn metadata_outside_the_workspace_and_dev_shm_follow_the_layers() {
     let tries = format!(
         "chmod 0777 {o} && echo CHMOD-RAN; touch -d 2000-01-01 {o}/file.txt && echo TOUCH-RAN; \
          chmod 0600 {o}/file.txt && echo CHMOD-FILE-RAN; \
+         chown $(id -u):$(id -g) {o}/file.txt && echo CHOWN-RAN; \
+         /usr/bin/python3 -c 'import os; os.utime(\"{o}/file.txt\", (0, 0))' && echo UTIME-RAN; \
          echo secret > /dev/shm/{shm_name} && echo SHM-WROTE; chmod 0755 $PWD && echo OWN-RAN"
     );
     let mut env = yolo_env(
@@ -657,7 +688,7 @@ async fn metadata_outside_the_workspace_and_dev_shm_follow_the_layers() {
         "the workspace's own metadata: {result}"
     );
     if namespaces_expected() {
-        for ran in ["CHMOD-RAN", "TOUCH-RAN", "CHMOD-FILE-RAN"] {
+        for ran in ["CHMOD-RAN", "TOUCH-RAN", "CHMOD-FILE-RAN", "CHOWN-RAN", "UTIME-RAN"] {
             assert!(!result.contains(ran), "{ran}: {result}");
         }
         assert!(result.contains("Read-only file system"), "{result}");
@@ -801,5 +832,94 @@ async fn doctor_and_the_session_say_which_layers_are_active() {
     } else {
         assert!(report.contains("without namespaces"), "{report}");
         assert!(report.contains("not covered here"), "{report}");
+    }
+}
+
+/// A UNIX socket server at `path` (or an abstract name) that greets every client; it lives
+/// as long as the test.
+fn greeter(listener: std::os::unix::net::UnixListener) {
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            use std::io::Write;
+            let mut stream = stream;
+            let _ = stream.write_all(b"HELLO-FROM-OUTSIDE\n");
+        }
+    });
+}
+
+#[tokio::test]
+async fn other_unix_sockets_are_out_of_reach_and_the_workspaces_own_work() {
+    if !sandbox_required() {
+        return;
+    }
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::fs::PermissionsExt;
+    let outside = tempfile::tempdir().expect("outside");
+    let socket = outside.path().join("service.sock");
+    greeter(std::os::unix::net::UnixListener::bind(&socket).expect("bind"));
+    let abstract_name = format!("talaria-doors-{}", std::process::id());
+    let address = std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes())
+        .expect("abstract");
+    greeter(std::os::unix::net::UnixListener::bind_addr(&address).expect("bind abstract"));
+    let mut env = yolo_env(Vec::new(), "").await;
+    let inside = env.workspace.path().join("inside.sock");
+    greeter(std::os::unix::net::UnixListener::bind(&inside).expect("bind inside"));
+    for path in [&socket, &inside] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    }
+    let connect = |target: &str| {
+        format!(
+            "/usr/bin/python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect({target}); print(s.recv(64).decode().strip())\" 2>&1 | tail -n1"
+        )
+    };
+    let tries = [
+        connect(&format!("'{}'", socket.display())),
+        connect(&format!("'\\0{abstract_name}'")),
+        format!("curl -s --unix-socket {} http://x/ 2>&1; echo curl=$?", socket.display()),
+        format!("cat {0} 2>&1; ls -l {0}", socket.display()),
+        connect(&format!("'{}'", inside.display())),
+        // A server of the command's own in the workspace, and a client of it.
+        "/usr/bin/python3 -c \"import socket, os\ns = socket.socket(socket.AF_UNIX); s.bind('own.sock'); s.listen(1)\nc = socket.socket(socket.AF_UNIX); c.connect('own.sock'); a, _ = s.accept(); a.send(b'OWN-SERVER'); print(c.recv(16).decode())\" 2>&1 | tail -n1".to_string(),
+    ];
+    for (i, command) in tries.iter().enumerate() {
+        env.mock.push(MockReply::tool_call(
+            &format!("u{i}"),
+            "terminal",
+            json!({ "command": command }),
+        ));
+    }
+    env.mock.push(MockReply::text(&["done"]));
+    env.unprivileged(&[outside.path()]);
+    let (mut agent, session) = env.session().await;
+    run_turn(&mut agent, &session).await;
+    let results: Vec<String> = (1..=tries.len())
+        .map(|i| {
+            tool_results(&env.mock, i)
+                .last()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .collect();
+    for (command, result) in tries.iter().zip(&results).take(4) {
+        assert!(
+            !result.contains("HELLO-FROM-OUTSIDE"),
+            "reached from {command}: {result}"
+        );
+    }
+    if namespaces_expected() {
+        assert!(
+            results[4].contains("HELLO-FROM-OUTSIDE"),
+            "a socket in the workspace: {}",
+            results[4]
+        );
+        assert!(
+            results[5].contains("OWN-SERVER"),
+            "its own server: {}",
+            results[5]
+        );
+    } else {
+        // Without namespaces no UNIX socket at all (the notice says so).
+        assert!(!results[4].contains("HELLO-FROM-OUTSIDE"), "{}", results[4]);
+        assert!(!results[5].contains("OWN-SERVER"), "{}", results[5]);
     }
 }
