@@ -688,7 +688,13 @@ async fn metadata_outside_the_workspace_and_dev_shm_follow_the_layers() {
         "the workspace's own metadata: {result}"
     );
     if namespaces_expected() {
-        for ran in ["CHMOD-RAN", "TOUCH-RAN", "CHMOD-FILE-RAN", "CHOWN-RAN", "UTIME-RAN"] {
+        for ran in [
+            "CHMOD-RAN",
+            "TOUCH-RAN",
+            "CHMOD-FILE-RAN",
+            "CHOWN-RAN",
+            "UTIME-RAN",
+        ] {
             assert!(!result.contains(ran), "{ran}: {result}");
         }
         assert!(result.contains("Read-only file system"), "{result}");

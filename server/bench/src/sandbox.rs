@@ -49,10 +49,16 @@ pub fn measure(agent: &Path, home: &Path, workspace: &Path, runs: usize) -> Sand
         command.args(["-c", "true"]);
         command
     });
+    // The helper the agent starts: `talaria-sandbox` beside it, else the agent itself.
+    let helper = agent
+        .parent()
+        .map(|dir| dir.join("talaria-sandbox"))
+        .filter(|beside| beside.exists())
+        .unwrap_or_else(|| agent.to_path_buf());
     let through = |namespaces: bool| {
         let spec = policy(home, workspace, namespaces);
         time_runs(runs, || {
-            let mut command = std::process::Command::new(agent);
+            let mut command = std::process::Command::new(&helper);
             command.args(["__sandbox", &spec, "/bin/sh", "-c", "true"]);
             command
         })

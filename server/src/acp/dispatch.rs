@@ -47,7 +47,7 @@ where
     let connection = talaria_protocol::connect(input, output, PeerOptions::default());
     let mut incoming = connection.incoming;
     // Whether commands can be sandboxed here is probed once, in the background from the
-    // start (a thread of its own enters a sandbox and ends), so no session waits for it; the
+    // start (`main` also starts the namespaces' probe), so no session waits for it; the
     // private temporary directories of processes that are gone are removed meanwhile.
     tokio::task::spawn_blocking(|| {
         talaria_sandbox::availability();

@@ -93,7 +93,7 @@ fn policy_for_homes(config: &Config, roots: &[PathBuf], homes: Vec<PathBuf>) -> 
         hidden,
         readable,
         network: config.sandbox.network,
-        hidden_by_name: secrets.hidden_by_name(),
+        homes: secrets.homes().to_vec(),
         private_tmp: None,
         unix_sockets: unix_sockets(config, home.as_deref(), &project),
         max_processes: config.sandbox.max_processes,
@@ -134,8 +134,12 @@ pub fn sandboxing(config: &Config, roots: &[PathBuf], helper: Option<&Helper>) -
     }
     match (talaria_sandbox::availability(), helper) {
         (Availability::Enforced { .. }, Some(helper)) => {
+            let _ = helper;
             let mut policy = policy(config, roots);
-            policy.namespaces = layers(config, Some(helper)).namespaces.is_ok();
+            // Without waiting: what the probe found, or what the kernel's settings say; the
+            // first command runs the probe (`Shell::find_layers`) and each launch has its
+            // answer.
+            policy.namespaces = layers_now(config).namespaces.is_ok();
             Sandboxing::Enforced(Arc::new(policy))
         }
         (Availability::Unavailable(why), _) => Sandboxing::Unavailable(why.clone()),
@@ -143,19 +147,33 @@ pub fn sandboxing(config: &Config, roots: &[PathBuf], helper: Option<&Helper>) -
     }
 }
 
-/// The sandbox's layers for this configuration on this machine (blocking: the first call
-/// in a process runs a command through the namespaces to see whether they work).
+/// The sandbox's layers for this configuration on this machine, proven (blocking: the
+/// first call in a process runs a command through the namespaces to see whether they work).
 pub fn layers(config: &Config, helper: Option<&Helper>) -> Layers {
+    layers_with(config, |no| match helper {
+        Some(helper) => talaria_sandbox::namespace_support(&helper.local),
+        None => Err(no("no sandbox helper in this build".into())),
+    })
+}
+
+/// The sandbox's layers as far as is known now, without waiting for the probe.
+pub fn layers_now(config: &Config) -> Layers {
+    layers_with(config, |_| talaria_sandbox::namespace_support_now())
+}
+
+fn layers_with(
+    config: &Config,
+    namespaces: impl FnOnce(
+        fn(String) -> talaria_sandbox::SandboxError,
+    ) -> Result<(), talaria_sandbox::SandboxError>,
+) -> Layers {
     let no = talaria_sandbox::SandboxError::NoNamespaces;
-    let namespaces = if !config.sandbox.namespaces {
+    let namespaces = if config.sandbox.namespaces {
+        namespaces(no)
+    } else {
         Err(no(
             "turned off: [sandbox] namespaces = false or TALARIA_SANDBOX_NAMESPACES=off".into(),
         ))
-    } else {
-        match helper {
-            Some(helper) => talaria_sandbox::namespace_support(&helper.local),
-            None => Err(no("no sandbox helper in this build".into())),
-        }
     };
     Layers {
         landlock: talaria_sandbox::availability().clone(),
@@ -170,7 +188,7 @@ pub fn shell(config: &Config, roots: &[PathBuf], helper: Option<Helper>) -> Shel
     Shell::new(ShellSettings {
         sandboxing: Some(sandboxing(config, roots, helper.as_ref())),
         env: env_rules(config),
-        layers: Some(layers(config, helper.as_ref())),
+        layers: Some(layers_now(config)),
         helper: helper.as_ref().map(|h| h.local.clone()),
         helper_elsewhere: helper.map(|h| h.elsewhere),
     })

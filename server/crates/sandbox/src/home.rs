@@ -5,14 +5,19 @@
 use std::path::PathBuf;
 
 /// `HOME` (when set and not empty) and the passwd entry's home (when it differs), in that
-/// order, without duplicates.
+/// order, without duplicates. Looked up once per process (the user database is read once).
 pub fn user_homes() -> Vec<PathBuf> {
-    homes_from(
-        std::env::var_os("HOME")
-            .filter(|h| !h.is_empty())
-            .map(PathBuf::from),
-        passwd_home(),
-    )
+    static HOMES: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
+    HOMES
+        .get_or_init(|| {
+            homes_from(
+                std::env::var_os("HOME")
+                    .filter(|h| !h.is_empty())
+                    .map(PathBuf::from),
+                passwd_home(),
+            )
+        })
+        .clone()
 }
 
 fn homes_from(env: Option<PathBuf>, passwd: Option<PathBuf>) -> Vec<PathBuf> {
@@ -28,13 +33,30 @@ fn homes_from(env: Option<PathBuf>, passwd: Option<PathBuf>) -> Vec<PathBuf> {
     homes
 }
 
-/// The home folder of this process's real user in the user database.
+/// The home folder of this process's real user in the user database: `/etc/passwd` read
+/// directly for a local user (the usual case, without loading the name service's modules into
+/// the agent), the name service for others (LDAP, SSSD…).
 #[cfg(unix)]
 pub fn passwd_home() -> Option<PathBuf> {
-    nix::unistd::User::from_uid(nix::unistd::Uid::current())
+    let uid = nix::unistd::Uid::current().as_raw();
+    std::fs::read_to_string("/etc/passwd")
         .ok()
-        .flatten()
-        .map(|user| user.dir)
+        .and_then(|passwd| home_in_passwd(&passwd, uid))
+        .or_else(|| {
+            nix::unistd::User::from_uid(nix::unistd::Uid::current())
+                .ok()
+                .flatten()
+                .map(|user| user.dir)
+        })
+}
+
+/// The home of `uid` in `/etc/passwd`'s text (`name:x:uid:gid:gecos:home:shell`).
+fn home_in_passwd(passwd: &str, uid: u32) -> Option<PathBuf> {
+    passwd.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        (fields.len() >= 7 && fields[2].parse::<u32>().ok() == Some(uid))
+            .then(|| PathBuf::from(fields[5]))
+    })
 }
 
 #[cfg(not(unix))]
@@ -61,6 +83,19 @@ mod tests {
             [PathBuf::from("/home/b")]
         );
         assert!(homes_from(Some("/".into()), None).is_empty());
+    }
+
+    #[test]
+    fn a_local_users_home_is_read_from_the_passwd_file() {
+        let passwd = "root:x:0:0:root:/root:/bin/bash\n\
+                      # a comment\n\
+                      dev:x:1000:1000:Dev,,,:/home/dev:/bin/zsh\n";
+        assert_eq!(
+            home_in_passwd(passwd, 1000),
+            Some(PathBuf::from("/home/dev"))
+        );
+        assert_eq!(home_in_passwd(passwd, 0), Some(PathBuf::from("/root")));
+        assert_eq!(home_in_passwd(passwd, 42), None);
     }
 
     #[test]

@@ -63,14 +63,58 @@ impl Layers {
     }
 }
 
+static SUPPORT: OnceLock<Result<(), SandboxError>> = OnceLock::new();
+
 /// Whether the namespaces layer works on this machine, found once per process by running a
-/// command through it with `helper` (Talaria's binary): `Err` says why not. Blocking.
+/// command through it with `helper` (Talaria's binary): `Err` says why not. Blocking (a few
+/// milliseconds, the first time).
 pub fn namespace_support(helper: &Path) -> Result<(), SandboxError> {
-    static SUPPORT: OnceLock<Result<(), SandboxError>> = OnceLock::new();
     SUPPORT.get_or_init(|| probe(helper)).clone()
 }
 
-fn probe(helper: &Path) -> Result<(), SandboxError> {
+/// Whether [`namespace_support`] has found out already.
+pub fn namespace_support_known() -> bool {
+    SUPPORT.get().is_some()
+}
+
+/// What [`namespace_support`] found, if it has run; else what the kernel's settings say
+/// (unprivileged user namespaces turned off by `user.max_user_namespaces`, Debian's
+/// `kernel.unprivileged_userns_clone` or Ubuntu's AppArmor restriction), without waiting.
+pub fn namespace_support_now() -> Result<(), SandboxError> {
+    match SUPPORT.get() {
+        Some(found) => found.clone(),
+        None => namespaces_allowed_by_settings(),
+    }
+}
+
+fn namespaces_allowed_by_settings() -> Result<(), SandboxError> {
+    let read = |path: &str| {
+        std::fs::read_to_string(path)
+            .ok()
+            .and_then(|text| text.trim().parse::<i64>().ok())
+    };
+    let no = |why: &str| Err(SandboxError::NoNamespaces(why.to_string()));
+    if !cfg!(target_os = "linux") {
+        return no(&format!("not on {}", std::env::consts::OS));
+    }
+    if read("/proc/sys/user/max_user_namespaces") == Some(0) {
+        return no("user namespaces are turned off (user.max_user_namespaces = 0)");
+    }
+    if read("/proc/sys/kernel/unprivileged_userns_clone") == Some(0) {
+        return no(
+            "unprivileged user namespaces are turned off (kernel.unprivileged_userns_clone = 0)",
+        );
+    }
+    if read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == Some(1) {
+        return no("AppArmor restricts unprivileged user namespaces \
+             (kernel.apparmor_restrict_unprivileged_userns = 1)");
+    }
+    Ok(())
+}
+
+/// The command that runs `/bin/true` through the namespaces, failing if they cannot be set
+/// up.
+fn probe_command(helper: &Path) -> Result<std::process::Command, SandboxError> {
     let no = SandboxError::NoNamespaces;
     if !cfg!(target_os = "linux") {
         return Err(no(format!("not on {}", std::env::consts::OS)));
@@ -85,9 +129,16 @@ fn probe(helper: &Path) -> Result<(), SandboxError> {
         require_namespaces: true,
     };
     let spec = serde_json::to_string(&spec).map_err(|e| no(e.to_string()))?;
-    let output = std::process::Command::new(helper)
-        .args([HELPER_ARG, &spec, "/bin/sh", "-c", "test -r /proc/1/status"])
-        .stdin(std::process::Stdio::null())
+    let mut command = std::process::Command::new(helper);
+    command
+        .args([HELPER_ARG, &spec, "/bin/true"])
+        .stdin(std::process::Stdio::null());
+    Ok(command)
+}
+
+fn probe(helper: &Path) -> Result<(), SandboxError> {
+    let no = SandboxError::NoNamespaces;
+    let output = probe_command(helper)?
         .output()
         .map_err(|e| no(format!("the helper did not start: {e}")))?;
     if output.status.success() {

@@ -22,6 +22,7 @@
 //! siblings one by one (`plan.rs`); the kernel applies the rules to the real file behind any
 //! link.
 
+pub mod credentials;
 pub mod denial;
 pub mod env;
 pub mod home;
@@ -53,8 +54,8 @@ use std::sync::OnceLock;
 
 pub use env::EnvRules;
 pub use helper::{HELPER_ARG, HELPER_FAILED, INIT_ARG, helper_main, init_main};
-pub use layers::{Layers, namespace_support};
-pub use policy::{DEFAULT_MAX_PROCESSES, HelperSpec, NameRule, PathAccess, SandboxPolicy};
+pub use layers::{Layers, namespace_support, namespace_support_known, namespace_support_now};
+pub use policy::{DEFAULT_MAX_PROCESSES, HelperSpec, PathAccess, SandboxPolicy};
 
 /// Why the sandbox could not be entered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -29,10 +29,11 @@ pub struct SandboxPolicy {
     pub readable: Vec<PathBuf>,
     /// Whether the command may open network sockets.
     pub network: bool,
-    /// Files hidden by their name, matched in their folder when each command starts (so a
-    /// key created after the session started is hidden too).
+    /// The user's homes: their credential stores (`credentials.rs`) and the keys and token
+    /// files at their top are hidden, matched when each command starts (so a key created
+    /// after the session started is hidden too).
     #[serde(default)]
-    pub hidden_by_name: Vec<NameRule>,
+    pub homes: Vec<PathBuf>,
     /// The session's private temporary directory: other sessions' directories beside it are
     /// hidden (matched when each command starts).
     #[serde(default)]
@@ -66,32 +67,12 @@ impl Default for SandboxPolicy {
             hidden: Vec::new(),
             readable: Vec::new(),
             network: true,
-            hidden_by_name: Vec::new(),
+            homes: Vec::new(),
             private_tmp: None,
             unix_sockets: Vec::new(),
             max_processes: DEFAULT_MAX_PROCESSES,
             namespaces: true,
         }
-    }
-}
-
-/// Files in `folder` (not below it) hidden by name: an exact name, or a name ending so.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NameRule {
-    pub folder: PathBuf,
-    /// Exact file names, compared in lower case (`id_rsa`, `.netrc`).
-    #[serde(default)]
-    pub names: Vec<String>,
-    /// Name endings, compared in lower case (`.pem`, `.key`).
-    #[serde(default)]
-    pub suffixes: Vec<String>,
-}
-
-impl NameRule {
-    /// Whether a file called `name` in the folder is hidden.
-    pub fn matches(&self, name: &str) -> bool {
-        let lower = name.to_lowercase();
-        self.names.contains(&lower) || self.suffixes.iter().any(|s| lower.ends_with(s))
     }
 }
 
@@ -119,13 +100,10 @@ impl SandboxPolicy {
     /// as they stand now (see [`SandboxPolicy::resolved`]).
     pub fn access(&self, path: &Path) -> PathAccess {
         let under = |roots: &[PathBuf]| roots.iter().any(|root| path.starts_with(root));
-        let by_name = || {
-            self.hidden_by_name.iter().any(|rule| {
-                path.parent() == Some(rule.folder.as_path())
-                    && path
-                        .file_name()
-                        .is_some_and(|name| rule.matches(&name.to_string_lossy()))
-            })
+        let in_a_home = || {
+            self.homes
+                .iter()
+                .any(|home| crate::credentials::in_home_store(home, path))
         };
         let other_session = || {
             self.private_tmp.as_ref().is_some_and(|own| {
@@ -138,7 +116,7 @@ impl SandboxPolicy {
                     })
             })
         };
-        if under(&self.hidden) || by_name() || other_session() {
+        if under(&self.hidden) || in_a_home() || other_session() {
             return if under(&self.readable) {
                 PathAccess::ReadOnly
             } else {
@@ -152,21 +130,15 @@ impl SandboxPolicy {
         }
     }
 
-    /// The policy with the rules that depend on the moment turned into paths: the files
-    /// matched by name now, and the other sessions' temporary directories that exist now.
-    /// Blocking (lists a few folders); the helper calls it as each command starts.
+    /// The policy with the rules that depend on the moment turned into paths: each home's
+    /// credential stores and the keys at its top now, and the other sessions' temporary
+    /// directories that exist now. Blocking (lists a few folders); the helper calls it as
+    /// each command starts.
     pub fn resolved(&self) -> SandboxPolicy {
         let mut out = self.clone();
-        for rule in &self.hidden_by_name {
-            let Ok(entries) = std::fs::read_dir(&rule.folder) else {
-                continue;
-            };
-            for entry in entries.flatten() {
-                let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-                if !is_dir && rule.matches(&entry.file_name().to_string_lossy()) {
-                    out.hidden.push(entry.path());
-                }
-            }
+        for home in &self.homes {
+            out.hidden.extend(crate::credentials::home_stores(home));
+            out.hidden.extend(crate::credentials::keys_at_top(home));
         }
         if let Some(own) = &self.private_tmp
             && let Some(base) = own.parent()
@@ -179,7 +151,7 @@ impl SandboxPolicy {
                 }
             }
         }
-        out.hidden_by_name.clear();
+        out.homes.clear();
         out
     }
 
@@ -189,7 +161,7 @@ impl SandboxPolicy {
         SandboxPolicy {
             hidden: Vec::new(),
             readable: Vec::new(),
-            hidden_by_name: Vec::new(),
+            homes: Vec::new(),
             private_tmp: None,
             ..self.clone()
         }
@@ -229,11 +201,7 @@ mod tests {
             writable: vec!["/work/p".into(), "/tmp/t".into()],
             hidden: vec!["/home/u/.ssh".into(), "/home/u/.talaria".into()],
             readable: vec!["/home/u/.talaria/skills".into()],
-            hidden_by_name: vec![NameRule {
-                folder: "/home/u".into(),
-                names: vec!["id_rsa".into()],
-                suffixes: vec![".pem".into()],
-            }],
+            homes: vec!["/home/u".into()],
             private_tmp: Some("/tmp/talaria-12-0-ab".into()),
             ..SandboxPolicy::default()
         };
@@ -292,11 +260,7 @@ mod tests {
             std::fs::create_dir(folder).expect("mkdir");
         }
         let policy = SandboxPolicy {
-            hidden_by_name: vec![NameRule {
-                folder: home.clone(),
-                names: vec!["id_ed25519".into()],
-                suffixes: vec![".key".into()],
-            }],
+            homes: vec![home.clone()],
             private_tmp: Some(own.clone()),
             ..SandboxPolicy::default()
         };
@@ -307,6 +271,10 @@ mod tests {
         assert!(resolved.hidden.contains(&home.join("id_ed25519")));
         assert!(resolved.hidden.contains(&home.join("late.KEY")));
         assert!(resolved.hidden.contains(&other));
+        assert!(
+            resolved.hidden.contains(&home.join(".ssh")),
+            "the stores, existing or not"
+        );
         assert!(!resolved.hidden.contains(&own));
         assert!(!resolved.hidden.contains(&home.join("notes.txt")));
     }

@@ -18,88 +18,11 @@ pub enum PathSecrecy {
     Credential,
 }
 
-/// Folders under the home directory that hold credentials.
-const HOME_CREDENTIAL_DIRS: &[&str] = &[
-    ".ssh",
-    ".aws",
-    ".gnupg",
-    ".azure",
-    ".kube",
-    ".config/gcloud",
-    ".config/gh",
-    ".docker",
-    ".password-store",
-    ".local/share/keyrings",
-    ".mozilla",
-    ".thunderbird",
-    ".config/google-chrome",
-    ".config/chromium",
-    ".config/BraveSoftware",
-    ".config/microsoft-edge",
-    ".config/containers",
-    ".config/op",
-    ".config/rclone",
-    ".config/doctl",
-    ".config/github-copilot",
-    ".local/share/containers",
-    ".pulumi",
-    ".terraform.d",
-    ".fly",
-    "Library/Keychains",
-    "Library/Application Support/Google/Chrome",
-    "Library/Application Support/Firefox",
-    "Library/Cookies",
-];
-/// Files under the home directory that hold tokens.
-const HOME_CREDENTIAL_FILES: &[&str] = &[
-    ".netrc",
-    ".npmrc",
-    ".pypirc",
-    ".git-credentials",
-    ".pgpass",
-    ".my.cnf",
-    ".cargo/credentials",
-    ".cargo/credentials.toml",
-    ".gem/credentials",
-    ".config/hub",
-    ".vault-token",
-    ".config/git/credentials",
-    ".codex/auth.json",
-    ".claude/.credentials.json",
-    ".gemini/oauth_creds.json",
-    ".huggingface/token",
-    ".cache/huggingface/token",
-    ".config/huggingface/token",
-    ".s3cfg",
-    ".boto",
-    ".m2/settings-security.xml",
-    ".gradle/gradle.properties",
-    ".config/hcloud/cli.toml",
-];
-/// Folders that are credential stores wherever they are (another user's home, a mount).
-const ANYWHERE_CREDENTIAL_DIRS: &[&str] = &[".ssh", ".aws", ".gnupg", ".azure", ".password-store"];
-/// File names that are credentials wherever they are.
-const ANYWHERE_CREDENTIAL_FILES: &[&str] =
-    &[".netrc", ".git-credentials", ".pgpass", ".vault-token"];
-const PRIVATE_KEY_NAMES: &[&str] = &[
-    "id_rsa",
-    "id_dsa",
-    "id_ecdsa",
-    "id_ed25519",
-    "id_ecdsa_sk",
-    "id_ed25519_sk",
-];
-const PRIVATE_KEY_EXTENSIONS: &[&str] = &[
-    ".pem",
-    ".key",
-    ".p12",
-    ".pfx",
-    ".jks",
-    ".keystore",
-    ".ppk",
-    ".asc",
-    ".gpg",
-];
+use talaria_sandbox::credentials::{
+    ANYWHERE_CREDENTIAL_DIRS, ANYWHERE_CREDENTIAL_FILES, HOME_CREDENTIAL_DIRS,
+    HOME_CREDENTIAL_FILES, PRIVATE_KEY_EXTENSIONS, PRIVATE_KEY_NAMES,
+};
+
 /// How many entries of the credential stores a hard-link check walks before it gives up
 /// (and treats the file as a credential).
 const MAX_STORE_ENTRIES: usize = 20_000;
@@ -217,16 +140,18 @@ impl SensitivePaths {
             .is_some_and(|home| path.starts_with(home))
     }
 
-    /// What the OS sandbox hides from commands, and what it lets them read again inside that:
-    /// the credential stores under each home, and `TALARIA_HOME` (its skills, memory,
-    /// proposals and stored results stay readable).
+    /// The homes whose credential stores and top-level keys are secret.
+    pub fn homes(&self) -> &[PathBuf] {
+        &self.homes
+    }
+
+    /// What the OS sandbox hides from commands besides the homes' credential stores (which
+    /// it finds itself, from [`SensitivePaths::homes`]), and what it lets them read again
+    /// inside that: `TALARIA_HOME` (its skills, memory, proposals and stored results stay
+    /// readable).
     pub fn hidden_locations(&self) -> (Vec<PathBuf>, Vec<PathBuf>) {
         let mut hidden = Vec::new();
         let mut readable = Vec::new();
-        for home in &self.homes {
-            hidden.extend(HOME_CREDENTIAL_DIRS.iter().map(|d| home.join(d)));
-            hidden.extend(HOME_CREDENTIAL_FILES.iter().map(|f| home.join(f)));
-        }
         if let Some(talaria) = &self.talaria_home {
             hidden.push(talaria.clone());
             readable.extend(TALARIA_HOME_READABLE.iter().map(|d| talaria.join(d)));
@@ -234,39 +159,13 @@ impl SensitivePaths {
         (hidden, readable)
     }
 
-    /// The files hidden by name at the top of each home (private keys, token files), matched
-    /// by the sandbox when each command starts, so a key made after the session started is
-    /// hidden too.
-    pub fn hidden_by_name(&self) -> Vec<talaria_sandbox::NameRule> {
-        let names: Vec<String> = ANYWHERE_CREDENTIAL_FILES
-            .iter()
-            .chain(PRIVATE_KEY_NAMES)
-            .map(|n| n.to_string())
-            .collect();
-        let suffixes: Vec<String> = PRIVATE_KEY_EXTENSIONS
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        self.homes
-            .iter()
-            .map(|home| talaria_sandbox::NameRule {
-                folder: home.clone(),
-                names: names.clone(),
-                suffixes: suffixes.clone(),
-            })
-            .collect()
-    }
-
     /// The places whose files are credentials: each home's stores and `TALARIA_HOME` (but
     /// its readable folders).
     fn credential_roots(&self) -> Vec<PathBuf> {
         let (mut roots, _) = self.hidden_locations();
         for home in &self.homes {
-            if let Ok(entries) = std::fs::read_dir(home) {
-                roots.extend(entries.flatten().map(|entry| entry.path()).filter(|path| {
-                    path.is_file() && self.classify(path) == PathSecrecy::Credential
-                }));
-            }
+            roots.extend(talaria_sandbox::credentials::home_stores(home));
+            roots.extend(talaria_sandbox::credentials::keys_at_top(home));
         }
         roots
     }
@@ -461,9 +360,7 @@ mod tests {
                 "{path}"
             );
         }
-        assert_eq!(rules.hidden_by_name().len(), 2);
-        let (hidden, _) = rules.hidden_locations();
-        assert!(hidden.contains(&PathBuf::from("/home/passwd/.ssh")));
+        assert_eq!(rules.homes().len(), 2);
     }
 
     #[test]

@@ -123,6 +123,9 @@ impl Tool for Terminal {
                 ));
             }
             let confine = !ctx.unconfined;
+            // The first command of a process finds out (off the runtime thread) whether the
+            // sandbox's namespaces work here.
+            ctx.shell.find_layers().await;
             if args.background {
                 let launch = ctx.shell.local(&args.command, confine);
                 return match ctx.state.processes.spawn(&args.command, &launch, &workdir) {

@@ -143,6 +143,21 @@ impl Shell {
         self.layers.as_ref()
     }
 
+    /// Finds out, once per process and on the blocking pool, whether the namespaces layer
+    /// works here (a command run through it, a few milliseconds), so that launching a command
+    /// never waits for it on the runtime thread.
+    pub async fn find_layers(&self) {
+        let wanted = self.policy().is_some_and(|policy| policy.namespaces);
+        if let (true, Some(helper)) = (wanted, &self.helper)
+            && !talaria_sandbox::namespace_support_known()
+        {
+            let helper = helper.clone();
+            let _ =
+                tokio::task::spawn_blocking(move || talaria_sandbox::namespace_support(&helper))
+                    .await;
+        }
+    }
+
     /// Whether commands run sandboxed, and with which policy.
     pub fn sandboxing(&self) -> &Sandboxing {
         &self.sandboxing
@@ -225,8 +240,15 @@ impl Shell {
         rules: Option<&EnvRules>,
         shell_args: &[OsString],
     ) -> Vec<OsString> {
+        let mut sandbox = policy.cloned();
+        if let (Some(policy), Some(helper)) = (&mut sandbox, &self.helper)
+            && policy.namespaces
+        {
+            // Found out by `find_layers` before the first command (else here, once).
+            policy.namespaces = talaria_sandbox::namespace_support(helper).is_ok();
+        }
         let spec = HelperSpec {
-            sandbox: policy.cloned(),
+            sandbox,
             env: rules.cloned(),
             require_namespaces: false,
         };
@@ -302,6 +324,8 @@ mod tests {
         let shell = Shell::new(ShellSettings {
             sandboxing: Some(Sandboxing::Enforced(Arc::new(SandboxPolicy {
                 writable: vec!["/work/p".into()],
+                // No probe of the namespaces through this test's own binary.
+                namespaces: false,
                 ..SandboxPolicy::default()
             }))),
             env: EnvRules::default(),
