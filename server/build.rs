@@ -1,9 +1,15 @@
-//! Links the `talaria` binary with packed relative relocations (DT_RELR) where the C library
-//! it is built against can load them (glibc 2.36 and later). A position-independent
-//! executable carries one 24-byte relocation per pointer in its read-only data; every page of
-//! that table is read at start-up and stays in the agent's RSS (about 0.6 MB here). Packed,
-//! the table is a few kilobytes. Elsewhere (other C libraries, cross builds, older glibc) the
-//! binary is linked as before.
+//! Two jobs at build time:
+//!
+//! - Links the `talaria` binary with packed relative relocations (DT_RELR) where every C
+//!   library it must run on can load them (glibc 2.36 and later). A position-independent
+//!   executable carries one 24-byte relocation per pointer in its read-only data; every page
+//!   of that table is read at start-up and stays in the agent's RSS (about 0.6 MB here).
+//!   Packed, the table is a few kilobytes. The oldest glibc is this machine's, or
+//!   `TALARIA_GLIBC_FLOOR` (the release archives are built for 2.28 and older
+//!   distributions load them). Elsewhere (other C libraries, cross builds, an older floor)
+//!   the binary is linked as before.
+//! - Gives `talaria --version` its line: the version, the commit it was built from
+//!   (`TALARIA_COMMIT`, else `git`, else "unknown") and the sandbox layers compiled in.
 
 use std::process::Command;
 
@@ -12,16 +18,67 @@ const RELR_GLIBC: (u32, u32) = (2, 36);
 
 fn main() {
     cargo_directive("rerun-if-changed=build.rs");
+    cargo_directive("rerun-if-env-changed=TALARIA_GLIBC_FLOOR");
+    cargo_directive("rerun-if-env-changed=TALARIA_COMMIT");
+    version_line();
     let var = |key: &str| std::env::var(key).unwrap_or_default();
     let native = var("TARGET") == var("HOST");
     if var("CARGO_CFG_TARGET_OS") != "linux" || var("CARGO_CFG_TARGET_ENV") != "gnu" || !native {
         return;
     }
-    if glibc_version().is_some_and(|version| version >= RELR_GLIBC) {
+    let floor = match std::env::var("TALARIA_GLIBC_FLOOR") {
+        Ok(floor) => parse_version(&floor),
+        Err(_) => glibc_version(),
+    };
+    if floor.is_some_and(|version| version >= RELR_GLIBC) {
         cargo_directive("rustc-link-arg-bin=talaria=-Wl,-z,pack-relative-relocs");
         // For the test that checks the binary really carries them.
         cargo_directive("rustc-env=TALARIA_PACKED_RELOCS=1");
     }
+}
+
+/// `TALARIA_VERSION_LINE`: "0.2.0 (commit 1a2b3c4d5e6f; sandbox: namespaces, Landlock,
+/// seccomp)".
+fn version_line() {
+    let version = std::env::var("CARGO_PKG_VERSION").unwrap_or_default();
+    let commit = std::env::var("TALARIA_COMMIT")
+        .ok()
+        .filter(|c| !c.trim().is_empty())
+        .or_else(git_commit)
+        .unwrap_or_else(|| "unknown".into());
+    let layers = match std::env::var("CARGO_CFG_TARGET_OS")
+        .unwrap_or_default()
+        .as_str()
+    {
+        "linux" => "namespaces, Landlock, seccomp, limits (each used where the kernel allows)",
+        _ => "none on this platform (commands ask in yolo)",
+    };
+    cargo_directive(&format!(
+        "rustc-env=TALARIA_VERSION_LINE={version} (commit {commit}; sandbox: {layers})"
+    ));
+}
+
+/// The commit this checkout is at, when it is a git checkout with git installed.
+fn git_commit() -> Option<String> {
+    let output = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .output()
+        .ok()?;
+    if !output.status.success() {
+        return None;
+    }
+    let commit = String::from_utf8(output.stdout).ok()?.trim().to_string();
+    // Rebuilt when the checkout moves.
+    if let Ok(git_dir) = Command::new("git")
+        .args(["rev-parse", "--git-dir"])
+        .output()
+        && let Ok(dir) = String::from_utf8(git_dir.stdout)
+    {
+        let dir = std::path::Path::new(dir.trim());
+        cargo_directive(&format!("rerun-if-changed={}", dir.join("HEAD").display()));
+        cargo_directive(&format!("rerun-if-changed={}", dir.join("refs").display()));
+    }
+    (!commit.is_empty()).then_some(commit)
 }
 
 /// Tells Cargo something. A build script's standard output is Cargo's directive channel, read
@@ -38,8 +95,12 @@ fn glibc_version() -> Option<(u32, u32)> {
         .output()
         .ok()?;
     let text = String::from_utf8(output.stdout).ok()?;
-    let version = text.trim().strip_prefix("glibc ")?;
-    let mut parts = version.split('.');
+    parse_version(text.trim().strip_prefix("glibc ")?)
+}
+
+/// "2.36" → (2, 36).
+fn parse_version(version: &str) -> Option<(u32, u32)> {
+    let mut parts = version.trim().split('.');
     let major = parts.next()?.parse().ok()?;
     let minor = parts.next()?.parse().ok()?;
     Some((major, minor))

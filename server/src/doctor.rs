@@ -177,7 +177,7 @@ async fn list_models(config: &Config) -> Listing {
 }
 
 /// A one-token call through the configured provider.
-async fn test_call(config: &Config) -> Result<(), (String, String)> {
+pub(crate) async fn test_call(config: &Config) -> Result<(), (String, String)> {
     let router = talaria_engine::provider_factory::build_router(config)
         .map_err(|e| (e.to_string(), "fix the provider settings".to_string()))?;
     let target = router

@@ -5,6 +5,7 @@
 mod acp;
 mod doctor;
 mod logging;
+mod setup;
 mod store;
 
 use std::io::Write;
@@ -14,7 +15,7 @@ use clap::{Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(
     name = "talaria",
-    version,
+    version = env!("TALARIA_VERSION_LINE"),
     about = "Talaria: a headless AI agent server speaking the Agent Client Protocol on stdio",
     long_about = "Talaria is started by an editor or frontend as a subprocess and speaks the Agent \
 Client Protocol (JSON-RPC 2.0, one message per line, or Content-Length framed) on stdin/stdout. \
@@ -39,6 +40,10 @@ enum Command {
         #[arg(long)]
         call: bool,
     },
+    /// First-run set-up in a terminal: choose the provider (hosted, or a local server found on
+    /// this machine), the model and the key; checks them with a one-token call and writes
+    /// $TALARIA_HOME/config.toml. The key is typed without echo and never printed.
+    Setup,
     /// Manage the session store ($TALARIA_HOME/state.db).
     Store {
         #[command(subcommand)]
@@ -127,6 +132,7 @@ fn main() -> std::process::ExitCode {
         Command::Store {
             action: StoreAction::Backup { path },
         } => backup(&path),
+        Command::Setup => runtime.block_on(setup::run()),
         Command::Acp => {
             if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
                 // A person started it by hand: say what it is (stderr; stdout stays protocol).

@@ -33,6 +33,10 @@ async fn handshake_states_capabilities_and_sessions_are_unique() {
         true
     );
     assert_eq!(init["authMethods"][0]["id"], "talaria-config");
+    // The registry's clients need a method of type agent or terminal: both are offered.
+    assert_eq!(init["authMethods"][1]["id"], "talaria-setup");
+    assert_eq!(init["authMethods"][1]["type"], "terminal");
+    assert_eq!(init["authMethods"][1]["args"], json!(["setup"]));
     let cwd = env.workspace.path();
     let a = agent
         .call("session/new", json!({"cwd": cwd, "mcpServers": []}))
@@ -64,12 +68,11 @@ async fn missing_credentials_answer_auth_required_with_what_to_set() {
         .await
         .expect("response");
     assert_eq!(response["error"]["code"], -32000, "{response}");
-    assert!(
-        response["error"]["message"]
-            .as_str()
-            .unwrap_or("")
-            .contains("OPENAI_API_KEY")
-    );
+    let message = response["error"]["message"].as_str().unwrap_or("");
+    assert!(message.contains("OPENAI_API_KEY"), "{message}");
+    for method in ["talaria-setup", "talaria-config", "talaria setup"] {
+        assert!(message.contains(method), "names {method}: {message}");
+    }
     let auth = agent
         .request("authenticate", json!({"methodId": "talaria-config"}))
         .await

@@ -31,6 +31,7 @@ mod safety;
 mod sandbox;
 mod sandbox_doors;
 mod sessions;
+mod setup;
 mod shared_sessions;
 mod small_windows;
 mod streaming;

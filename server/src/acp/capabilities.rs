@@ -2,15 +2,27 @@
 
 use talaria_protocol::ProtocolVersion;
 use talaria_protocol::acp::{
-    AgentCapabilities, AuthMethod, AuthMethodAgent, Implementation, InitializeRequest,
-    InitializeResponse, McpCapabilities, PromptCapabilities,
+    AgentCapabilities, AuthMethod, AuthMethodAgent, AuthMethodTerminal, Implementation,
+    InitializeRequest, InitializeResponse, McpCapabilities, PromptCapabilities,
     SessionAdditionalDirectoriesCapabilities, SessionCapabilities, SessionCloseCapabilities,
     SessionDeleteCapabilities, SessionForkCapabilities, SessionListCapabilities,
     SessionResumeCapabilities,
 };
 
-/// The one auth method: credentials come from the environment or config file.
+/// The agent auth method: credentials come from the environment or config file.
 pub const AUTH_METHOD_ID: &str = "talaria-config";
+
+/// The terminal auth method: the client runs `talaria setup` in a terminal.
+pub const SETUP_METHOD_ID: &str = "talaria-setup";
+
+/// The auth methods, in words, for errors that ask the client to authenticate.
+pub fn auth_methods_hint() -> String {
+    format!(
+        "authenticate with \"{SETUP_METHOD_ID}\" (runs `talaria setup` in a terminal: choose a \
+         provider, model and key) or \"{AUTH_METHOD_ID}\" (set OPENAI_API_KEY / ANTHROPIC_API_KEY \
+         or api_key in config.toml, then authenticate)"
+    )
+}
 
 /// Makes `initialize` liberal in the version it accepts, as the spec's negotiation asks: a
 /// number stays, a numeric string (`"1"`) becomes that number, and anything else (a missing
@@ -73,12 +85,24 @@ pub fn initialize(request: &InitializeRequest, images: bool) -> InitializeRespon
                         .embedded_context(true),
                 ),
         )
-        .auth_methods(vec![AuthMethod::Agent(
-            AuthMethodAgent::new(AUTH_METHOD_ID, "API key from environment or config").description(
-                "Talaria reads credentials from its environment (OPENAI_API_KEY / \
-                 ANTHROPIC_API_KEY, with OPENAI_BASE_URL / ANTHROPIC_BASE_URL) or from \
-                 api_key in $TALARIA_HOME/config.toml. Set them and authenticate again.",
+        .auth_methods(vec![
+            AuthMethod::Agent(
+                AuthMethodAgent::new(AUTH_METHOD_ID, "API key from environment or config")
+                    .description(
+                        "Talaria reads credentials from its environment (OPENAI_API_KEY / \
+                         ANTHROPIC_API_KEY, with OPENAI_BASE_URL / ANTHROPIC_BASE_URL) or from \
+                         api_key in $TALARIA_HOME/config.toml. Set them and authenticate again.",
+                    ),
             ),
-        )])
+            AuthMethod::Terminal(
+                AuthMethodTerminal::new(SETUP_METHOD_ID, "Set up in a terminal")
+                    .description(
+                        "Runs `talaria setup`: choose a hosted provider or a local server \
+                         (llama.cpp, Ollama, LM Studio), the model and the key; it is checked \
+                         with a one-token call and written to $TALARIA_HOME/config.toml.",
+                    )
+                    .args(vec!["setup".to_string()]),
+            ),
+        ])
         .agent_info(Implementation::new("talaria", env!("CARGO_PKG_VERSION")).title("Talaria"))
 }

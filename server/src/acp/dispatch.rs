@@ -274,17 +274,23 @@ impl Agent {
     }
 
     async fn authenticate(&self, params: &acp::AuthenticateRequest) -> Reply {
-        if params.method_id.0.as_ref() != capabilities::AUTH_METHOD_ID {
+        let method = params.method_id.0.as_ref();
+        if method != capabilities::AUTH_METHOD_ID && method != capabilities::SETUP_METHOD_ID {
             return Err(errors::invalid_params(format!(
-                "unknown auth method {:?}; this agent offers {:?}",
-                params.method_id.0,
-                capabilities::AUTH_METHOD_ID
+                "unknown auth method {method:?}; this agent offers {:?} and {:?}",
+                capabilities::AUTH_METHOD_ID,
+                capabilities::SETUP_METHOD_ID
             )));
         }
+        // A terminal method is run by the client (`talaria setup`); either way, what counts
+        // is whether the configuration now has what it needs.
         let config = load_config().await.map_err(config_error)?;
         match config.missing_credentials() {
             None => to_value(acp::AuthenticateResponse::new()),
-            Some(missing) => Err(errors::auth_required(missing)),
+            Some(missing) => Err(errors::auth_required(format!(
+                "{missing}; {}",
+                capabilities::auth_methods_hint()
+            ))),
         }
     }
 }

@@ -425,7 +425,10 @@ pub(super) async fn ready_session(
         shell,
     } = prepare_session(cwd, &roots, &chrono_today()).await?;
     if let Some(missing) = config.missing_credentials() {
-        return Err(errors::auth_required(missing));
+        return Err(errors::auth_required(format!(
+            "{missing}; {}",
+            super::capabilities::auth_methods_hint()
+        )));
     }
     context.windows.apply(&mut config).await;
     let system_prompt = system_prompt.assemble(&config);

@@ -1,0 +1,521 @@
+//! `talaria setup`: the first-run set-up in a terminal (the registry's "terminal" auth
+//! method). It asks for the provider — a hosted one, or a local server it finds on this
+//! machine (llama.cpp, Ollama, LM Studio) — the model and the key (typed without echo),
+//! checks them with a one-token call as `talaria doctor --call` does, and writes
+//! `$TALARIA_HOME/config.toml` (mode 0600). The key is never printed.
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use talaria_engine::Config;
+
+/// A local server this set-up looks for.
+struct LocalServer {
+    name: &'static str,
+    base_url: &'static str,
+}
+
+const LOCAL_SERVERS: &[LocalServer] = &[
+    LocalServer {
+        name: "llama.cpp",
+        base_url: "http://127.0.0.1:8080/v1",
+    },
+    LocalServer {
+        name: "Ollama",
+        base_url: "http://127.0.0.1:11434/v1",
+    },
+    LocalServer {
+        name: "LM Studio",
+        base_url: "http://127.0.0.1:1234/v1",
+    },
+];
+
+/// What the user chose.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Choice {
+    /// `openai` (and compatible servers) or `anthropic`.
+    pub provider: &'static str,
+    pub base_url: String,
+    pub model: String,
+    /// Empty for a local server.
+    pub api_key: String,
+}
+
+impl Choice {
+    /// The configuration file for this choice (TOML, the key quoted).
+    pub fn to_toml(&self) -> String {
+        let table = if self.provider == "anthropic" {
+            "anthropic"
+        } else {
+            "openai"
+        };
+        format!(
+            "# Written by `talaria setup`. Environment variables (OPENAI_API_KEY, TALARIA_MODEL…)\n\
+             # override these settings. See the README's Configuration section for the rest.\n\
+             provider = {}\nmodel = {}\n\n[{table}]\nbase_url = {}\napi_key = {}\n",
+            toml_string(self.provider),
+            toml_string(&self.model),
+            toml_string(&self.base_url),
+            toml_string(&self.api_key),
+        )
+    }
+}
+
+/// A TOML basic string.
+fn toml_string(text: &str) -> String {
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Talks with the person at the terminal.
+struct Terminal<'a> {
+    input: &'a mut dyn BufRead,
+    out: &'a mut dyn Write,
+    /// Whether standard input is a terminal (echo can be turned off for the key).
+    tty: bool,
+}
+
+impl Terminal<'_> {
+    fn say(&mut self, text: &str) {
+        let _ = writeln!(self.out, "{text}");
+    }
+
+    /// One line of input, without its end; `None` when the input ended.
+    fn ask(&mut self, question: &str) -> Option<String> {
+        let _ = write!(self.out, "{question}");
+        let _ = self.out.flush();
+        let mut line = String::new();
+        match self.input.read_line(&mut line) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(line.trim_end_matches(['\n', '\r']).to_string()),
+        }
+    }
+
+    /// A line typed without echo (the key).
+    fn ask_hidden(&mut self, question: &str) -> Option<String> {
+        let restore = if self.tty { echo_off() } else { None };
+        let answer = self.ask(question);
+        if let Some(saved) = restore {
+            restore_echo(&saved);
+            let _ = writeln!(self.out);
+        }
+        answer
+    }
+
+    /// A yes/no question; `default` when the answer is empty.
+    fn confirm(&mut self, question: &str, default: bool) -> Option<bool> {
+        let hint = if default { "[Y/n]" } else { "[y/N]" };
+        let answer = self.ask(&format!("{question} {hint} "))?;
+        Some(match answer.trim().to_ascii_lowercase().as_str() {
+            "" => default,
+            "y" | "yes" => true,
+            _ => false,
+        })
+    }
+}
+
+/// Turns off echo on standard input; the settings to restore.
+fn echo_off() -> Option<nix::sys::termios::Termios> {
+    use nix::sys::termios::{LocalFlags, SetArg, tcgetattr, tcsetattr};
+    let stdin = std::io::stdin();
+    let saved = tcgetattr(&stdin).ok()?;
+    let mut quiet = saved.clone();
+    quiet.local_flags.remove(LocalFlags::ECHO);
+    tcsetattr(&stdin, SetArg::TCSANOW, &quiet).ok()?;
+    Some(saved)
+}
+
+fn restore_echo(saved: &nix::sys::termios::Termios) {
+    let _ =
+        nix::sys::termios::tcsetattr(&std::io::stdin(), nix::sys::termios::SetArg::TCSANOW, saved);
+}
+
+/// The models a server lists (OpenAI-style `/models`), if it answers at once.
+async fn models_at(base_url: &str, key: &str, wait: Duration) -> Option<Vec<String>> {
+    let client = reqwest::Client::builder().timeout(wait).build().ok()?;
+    let mut request = client.get(format!("{}/models", base_url.trim_end_matches('/')));
+    if !key.is_empty() {
+        request = request.bearer_auth(key);
+    }
+    let response = request.send().await.ok()?;
+    if !response.status().is_success() {
+        return None;
+    }
+    let text = response.text().await.ok()?;
+    let body: serde_json::Value = serde_json::from_str(&text).ok()?;
+    Some(
+        body["data"]
+            .as_array()
+            .or_else(|| body["models"].as_array())
+            .map(|models| {
+                models
+                    .iter()
+                    .filter_map(|m| m["id"].as_str().or_else(|| m["name"].as_str()))
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default(),
+    )
+}
+
+/// The local servers answering on this machine, with their models.
+async fn local_servers() -> Vec<(&'static LocalServer, Vec<String>)> {
+    let probes = LOCAL_SERVERS.iter().map(|server| async move {
+        models_at(server.base_url, "", Duration::from_millis(400))
+            .await
+            .map(|models| (server, models))
+    });
+    futures_util::future::join_all(probes)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// Runs the set-up on the process's terminal; the exit code.
+pub async fn run() -> std::process::ExitCode {
+    let stdin = std::io::stdin();
+    let tty = std::io::IsTerminal::is_terminal(&stdin);
+    let mut input = stdin.lock();
+    let mut out = std::io::stdout();
+    let mut terminal = Terminal {
+        input: &mut input,
+        out: &mut out,
+        tty,
+    };
+    let home = talaria_engine::config::default_home(&|key| std::env::var(key).ok());
+    match converse(&mut terminal, &home).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(why) => {
+            terminal.say(&format!("talaria setup: {why}"));
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
+/// Why the set-up stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("the input ended before the set-up was done; nothing was written")]
+    InputEnded,
+    #[error("left as it was: {0}")]
+    Kept(String),
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Check(String),
+}
+
+async fn converse(terminal: &mut Terminal<'_>, home: &Path) -> Result<(), SetupError> {
+    let path = home.join("config.toml");
+    terminal.say("Talaria set-up: choose a model provider; the answers go to");
+    terminal.say(&format!("  {}", path.display()));
+    if path.exists() {
+        let replace = terminal
+            .confirm("A configuration exists there. Replace it?", false)
+            .ok_or(SetupError::InputEnded)?;
+        if !replace {
+            return Err(SetupError::Kept(path.display().to_string()));
+        }
+    }
+    let found = local_servers().await;
+    loop {
+        let choice = choose(terminal, &found).await?;
+        terminal.say("Checking with a one-token call…");
+        match check(&choice).await {
+            Ok(()) => {
+                write_config(&path, &choice)?;
+                terminal.say(&format!(
+                    "✓ It answers. Wrote {} (readable only by you; the key is stored there and \
+                     was not shown).",
+                    path.display()
+                ));
+                warn_about_environment(terminal);
+                terminal.say("Talaria is ready: your editor can start it now.");
+                return Ok(());
+            }
+            Err(why) => {
+                terminal.say(&format!("✗ {why}"));
+                let again = terminal
+                    .confirm("Try again?", true)
+                    .ok_or(SetupError::InputEnded)?;
+                if !again {
+                    let save = terminal
+                        .confirm("Save these settings anyway?", false)
+                        .ok_or(SetupError::InputEnded)?;
+                    if save {
+                        write_config(&path, &choice)?;
+                        terminal.say(&format!("Wrote {} (not working yet).", path.display()));
+                        return Ok(());
+                    }
+                    return Err(SetupError::Check(why));
+                }
+            }
+        }
+    }
+}
+
+/// Asks for the provider, the model and the key.
+async fn choose(
+    terminal: &mut Terminal<'_>,
+    found: &[(&'static LocalServer, Vec<String>)],
+) -> Result<Choice, SetupError> {
+    terminal.say("");
+    terminal.say("  1) OpenAI (api.openai.com)");
+    terminal.say("  2) Anthropic (api.anthropic.com)");
+    terminal.say("  3) Another OpenAI-compatible server (its address)");
+    for (i, (server, models)) in found.iter().enumerate() {
+        terminal.say(&format!(
+            "  {}) {} on this machine at {} ({} model{})",
+            i + 4,
+            server.name,
+            server.base_url,
+            models.len(),
+            if models.len() == 1 { "" } else { "s" }
+        ));
+    }
+    let default = if found.is_empty() { 1 } else { 4 };
+    let picked = loop {
+        let answer = terminal
+            .ask(&format!("Provider [{default}]: "))
+            .ok_or(SetupError::InputEnded)?;
+        let number = if answer.trim().is_empty() {
+            default
+        } else {
+            answer.trim().parse::<usize>().unwrap_or(0)
+        };
+        if (1..=3 + found.len()).contains(&number) {
+            break number;
+        }
+        terminal.say(&format!("Type a number from 1 to {}.", 3 + found.len()));
+    };
+    match picked {
+        1 => {
+            hosted(
+                terminal,
+                "openai",
+                "https://api.openai.com/v1",
+                "gpt-4.1-mini",
+            )
+            .await
+        }
+        2 => {
+            hosted(
+                terminal,
+                "anthropic",
+                "https://api.anthropic.com",
+                "claude-sonnet-4-5",
+            )
+            .await
+        }
+        3 => other_server(terminal).await,
+        n => {
+            let (server, models) = &found[n - 4];
+            let model = pick_model(terminal, models)?;
+            Ok(Choice {
+                provider: "openai",
+                base_url: server.base_url.to_string(),
+                model,
+                api_key: String::new(),
+            })
+        }
+    }
+}
+
+async fn hosted(
+    terminal: &mut Terminal<'_>,
+    provider: &'static str,
+    base_url: &str,
+    default_model: &str,
+) -> Result<Choice, SetupError> {
+    let model = terminal
+        .ask(&format!("Model [{default_model}]: "))
+        .ok_or(SetupError::InputEnded)?;
+    let api_key = ask_key(terminal, true)?;
+    Ok(Choice {
+        provider,
+        base_url: base_url.to_string(),
+        model: if model.trim().is_empty() {
+            default_model.to_string()
+        } else {
+            model.trim().to_string()
+        },
+        api_key,
+    })
+}
+
+async fn other_server(terminal: &mut Terminal<'_>) -> Result<Choice, SetupError> {
+    let base_url = loop {
+        let url = terminal
+            .ask("Server address (e.g. http://127.0.0.1:8080/v1): ")
+            .ok_or(SetupError::InputEnded)?;
+        let url = url.trim().trim_end_matches('/').to_string();
+        if url.starts_with("http://") || url.starts_with("https://") {
+            break url;
+        }
+        terminal.say("The address starts with http:// or https://.");
+    };
+    // A server on this machine or a private network usually needs none.
+    let required = !talaria_engine::config::is_local(&base_url);
+    let api_key = ask_key(terminal, required)?;
+    let models = models_at(&base_url, &api_key, Duration::from_secs(5))
+        .await
+        .unwrap_or_default();
+    let model = pick_model(terminal, &models)?;
+    Ok(Choice {
+        provider: "openai",
+        base_url,
+        model,
+        api_key,
+    })
+}
+
+fn ask_key(terminal: &mut Terminal<'_>, required: bool) -> Result<String, SetupError> {
+    let question = if required {
+        "API key (typed without echo): "
+    } else {
+        "API key (typed without echo; Enter for none): "
+    };
+    loop {
+        let key = terminal
+            .ask_hidden(question)
+            .ok_or(SetupError::InputEnded)?;
+        let key = key.trim().to_string();
+        if !key.is_empty() || !required {
+            return Ok(key);
+        }
+        terminal.say("The key is needed for this provider.");
+    }
+}
+
+/// A model from the server's list (by number or name), or one typed.
+fn pick_model(terminal: &mut Terminal<'_>, models: &[String]) -> Result<String, SetupError> {
+    for (i, model) in models.iter().enumerate().take(20) {
+        terminal.say(&format!("  {}) {model}", i + 1));
+    }
+    loop {
+        let question = match models.first() {
+            Some(first) => format!("Model [{first}]: "),
+            None => "Model: ".to_string(),
+        };
+        let answer = terminal.ask(&question).ok_or(SetupError::InputEnded)?;
+        let answer = answer.trim();
+        if answer.is_empty()
+            && let Some(first) = models.first()
+        {
+            return Ok(first.clone());
+        }
+        if let Ok(n) = answer.parse::<usize>()
+            && let Some(model) = models.get(n.wrapping_sub(1))
+        {
+            return Ok(model.clone());
+        }
+        if !answer.is_empty() {
+            return Ok(answer.to_string());
+        }
+        terminal.say("Type the model's name.");
+    }
+}
+
+/// The configuration the choice makes, read as the server reads it (the environment left
+/// out, so the check tests what is written).
+fn config_of(choice: &Choice) -> Result<(tempfile::TempDir, Config), SetupError> {
+    let dir = tempfile::tempdir().map_err(|e| SetupError::Check(e.to_string()))?;
+    std::fs::write(dir.path().join("config.toml"), choice.to_toml())
+        .map_err(|e| SetupError::Check(e.to_string()))?;
+    let home = dir.path().display().to_string();
+    let config = Config::load_with(&|key| (key == "TALARIA_HOME").then(|| home.clone()))
+        .map_err(|e| SetupError::Check(e.to_string()))?;
+    Ok((dir, config))
+}
+
+/// A one-token call with the choice; the reason and its fix when it fails.
+async fn check(choice: &Choice) -> Result<(), String> {
+    let (_dir, config) = config_of(choice).map_err(|e| e.to_string())?;
+    crate::doctor::test_call(&config)
+        .await
+        .map_err(|(why, fix)| format!("{why} (fix: {fix})"))
+}
+
+/// Writes the file (created with mode 0600, replaced whole).
+fn write_config(path: &Path, choice: &Choice) -> Result<(), SetupError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let failed = |source| SetupError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(failed)?;
+    }
+    let staged = path.with_extension("toml.new");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&staged)
+        .map_err(failed)?;
+    file.write_all(choice.to_toml().as_bytes())
+        .map_err(failed)?;
+    file.sync_all().map_err(failed)?;
+    std::fs::rename(&staged, path).map_err(failed)
+}
+
+/// Variables in the environment that would override what was written.
+fn warn_about_environment(terminal: &mut Terminal<'_>) {
+    let set: Vec<&str> = [
+        "TALARIA_PROVIDER",
+        "TALARIA_MODEL",
+        "OPENAI_BASE_URL",
+        "OPENAI_API_KEY",
+        "ANTHROPIC_BASE_URL",
+        "ANTHROPIC_API_KEY",
+    ]
+    .into_iter()
+    .filter(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()))
+    .collect();
+    if !set.is_empty() {
+        terminal.say(&format!(
+            "Note: {} set in this environment override{} the file where Talaria sees them.",
+            set.join(", "),
+            if set.len() == 1 { "s" } else { "" }
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_file_quotes_what_it_writes() {
+        let choice = Choice {
+            provider: "openai",
+            base_url: "http://127.0.0.1:8080/v1".into(),
+            model: "qwen \"coder\"".into(),
+            api_key: "sk-\\x".into(),
+        };
+        let text = choice.to_toml();
+        let parsed: toml::Table = toml::from_str(&text).expect("valid TOML");
+        assert_eq!(parsed["model"].as_str(), Some("qwen \"coder\""));
+        assert_eq!(parsed["openai"]["api_key"].as_str(), Some("sk-\\x"));
+        assert_eq!(
+            parsed["openai"]["base_url"].as_str(),
+            Some("http://127.0.0.1:8080/v1")
+        );
+    }
+}

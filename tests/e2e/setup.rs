@@ -1,0 +1,212 @@
+//! `talaria setup` in a pseudo-terminal, as the registry's clients run it (the "terminal"
+//! auth method): the provider, the server's address, the key typed without echo, the model;
+//! a one-token check against the server; `config.toml` written with mode 0600; the key never
+//! shown; and the agent then starts sessions with what was written.
+
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use talaria_harness::{AgentProcess, MockReply, WireFraming, binary::talaria_bin};
+
+use crate::support::*;
+
+const KEY: &str = "sk-typed-in-setup-7741";
+
+/// `talaria setup` on a pseudo-terminal; everything it wrote there is collected.
+struct Setup {
+    child: tokio::process::Child,
+    master: std::fs::File,
+    seen: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Setup {
+    fn spawn(env: &TestEnv) -> Setup {
+        let pty = nix::pty::openpty(None, None).expect("openpty");
+        let slave: OwnedFd = pty.slave;
+        let mut command = tokio::process::Command::new(talaria_bin());
+        command
+            .arg("setup")
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("TERM", "xterm")
+            .env("HOME", env.home.path())
+            .env("TALARIA_HOME", env.home.path().join("talaria"))
+            .stdin(Stdio::from(slave.try_clone().expect("fd")))
+            .stdout(Stdio::from(slave.try_clone().expect("fd")))
+            .stderr(Stdio::from(slave))
+            .kill_on_drop(true);
+        let child = command.spawn().expect("talaria setup");
+        let master = std::fs::File::from(pty.master);
+        let mut reader = master.try_clone().expect("master");
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let collected = seen.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                if let Ok(mut text) = collected.lock() {
+                    text.push_str(&String::from_utf8_lossy(&buf[..n]));
+                }
+            }
+        });
+        Setup {
+            child,
+            master,
+            seen,
+        }
+    }
+
+    fn text(&self) -> String {
+        self.seen.lock().map(|t| t.clone()).unwrap_or_default()
+    }
+
+    /// Waits until the terminal shows `needle` (after what was seen before), then types.
+    async fn answer(&mut self, needle: &str, typed: &str) {
+        self.wait_for(needle).await;
+        self.master.write_all(typed.as_bytes()).expect("type");
+        self.master.flush().expect("flush");
+    }
+
+    async fn wait_for(&self, needle: &str) {
+        let started = Instant::now();
+        while !self.text().contains(needle) {
+            assert!(
+                started.elapsed() < WAIT,
+                "waited for {needle:?}; the terminal shows:\n{}",
+                self.text()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn setup_in_a_terminal_checks_and_writes_the_config_without_showing_the_key() {
+    let mut env = TestEnv::new(vec![MockReply::text(&["ok"])]).await;
+    env.api_key = None;
+    let mut setup = Setup::spawn(&env);
+    setup.answer("Provider [", "3\n").await;
+    setup
+        .answer("Server address", &format!("{}\n", env.mock.base_url()))
+        .await;
+    setup.answer("API key", &format!("{KEY}\n")).await;
+    setup.answer("Model [mock-model]", "\n").await;
+    setup.wait_for("Talaria is ready").await;
+    let status = tokio::time::timeout(WAIT, setup.child.wait())
+        .await
+        .expect("setup ends")
+        .expect("status");
+    assert!(status.success(), "{}", setup.text());
+    let shown = setup.text();
+    assert!(!shown.contains(KEY), "the key was shown:\n{shown}");
+    assert!(shown.contains("✓ It answers"), "{shown}");
+    // The check was a real call with the key typed.
+    let requests = env.mock.requests();
+    let call = requests
+        .iter()
+        .find(|r| r.path.ends_with("/chat/completions"))
+        .expect("a check call");
+    assert!(
+        call.headers
+            .iter()
+            .any(|(name, value)| name.eq_ignore_ascii_case("authorization")
+                && value == &format!("Bearer {KEY}")),
+        "{:?}",
+        call.headers
+    );
+    assert_eq!(call.body["model"], "mock-model");
+    let path = env.home.path().join("talaria/config.toml");
+    let mode = {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(&path)
+            .expect("config")
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    assert_eq!(mode, 0o600, "readable only by its owner");
+    let written = std::fs::read_to_string(&path).expect("config");
+    assert!(
+        written.contains(KEY) && written.contains("mock-model"),
+        "{written}"
+    );
+    // The agent starts sessions with it, no variable set.
+    let agent_env: Vec<(String, String)> = vec![
+        ("HOME".into(), env.home.path().display().to_string()),
+        (
+            "TALARIA_HOME".into(),
+            env.home.path().join("talaria").display().to_string(),
+        ),
+        ("TALARIA_TITLES".into(), "off".into()),
+    ];
+    let mut agent = AgentProcess::spawn(
+        &talaria_bin(),
+        &["acp"],
+        &agent_env,
+        WireFraming::NewlineDelimited,
+    )
+    .await
+    .expect("agent");
+    agent
+        .call("initialize", json!({"protocolVersion": 1}))
+        .await
+        .expect("initialize");
+    agent
+        .call(
+            "session/new",
+            json!({"cwd": env.workspace.path(), "mcpServers": []}),
+        )
+        .await
+        .expect("a session with the written configuration");
+}
+
+#[tokio::test]
+async fn setup_says_why_a_check_failed_and_keeps_an_existing_config_unless_asked() {
+    let env = TestEnv::new(vec![]).await;
+    env.write_config("model = \"kept\"\n");
+    let mut setup = Setup::spawn(&env);
+    setup.answer("Replace it?", "\n").await;
+    let status = tokio::time::timeout(WAIT, setup.child.wait())
+        .await
+        .expect("setup ends")
+        .expect("status");
+    assert!(!status.success());
+    setup.wait_for("left as it was").await;
+    assert_eq!(
+        std::fs::read_to_string(env.home.path().join("talaria/config.toml")).expect("config"),
+        "model = \"kept\"\n"
+    );
+    // Replaced on request; a server that refuses is named, with its fix, and nothing is
+    // written unless asked.
+    let mut setup = Setup::spawn(&env);
+    setup.answer("Replace it?", "y\n").await;
+    setup.answer("Provider [", "3\n").await;
+    setup.answer("Server address", "127.0.0.1:9\n").await;
+    setup
+        .answer("starts with http", "http://127.0.0.1:9/v1\n")
+        .await;
+    setup.answer("API key", "\n").await;
+    setup.answer("Model:", "some-model\n").await;
+    setup.answer("Try again?", "n\n").await;
+    setup.answer("Save these settings anyway?", "n\n").await;
+    let status = tokio::time::timeout(WAIT, setup.child.wait())
+        .await
+        .expect("setup ends")
+        .expect("status");
+    assert!(!status.success());
+    setup.wait_for("talaria setup: cannot connect").await;
+    let shown = setup.text();
+    assert!(
+        shown.contains("connection refused") && shown.contains("fix:"),
+        "{shown}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.home.path().join("talaria/config.toml")).expect("config"),
+        "model = \"kept\"\n"
+    );
+}
