@@ -137,7 +137,7 @@ fn echo_off() -> Option<nix::sys::termios::Termios> {
 
 fn restore_echo(saved: &nix::sys::termios::Termios) {
     let _ =
-        nix::sys::termios::tcsetattr(&std::io::stdin(), nix::sys::termios::SetArg::TCSANOW, saved);
+        nix::sys::termios::tcsetattr(std::io::stdin(), nix::sys::termios::SetArg::TCSANOW, saved);
 }
 
 /// The models a server lists (OpenAI-style `/models`), if it answers at once.
@@ -224,7 +224,9 @@ async fn converse(terminal: &mut Terminal<'_>, home: &Path) -> Result<(), SetupE
     let path = home.join("config.toml");
     terminal.say("Talaria set-up: choose a model provider; the answers go to");
     terminal.say(&format!("  {}", path.display()));
-    if path.exists() {
+    // A terminal program with one person at it: waiting on the disk here holds up no one.
+    let exists = tokio::fs::try_exists(&path).await.unwrap_or(false);
+    if exists {
         let replace = terminal
             .confirm("A configuration exists there. Replace it?", false)
             .ok_or(SetupError::InputEnded)?;
@@ -262,7 +264,7 @@ async fn converse(terminal: &mut Terminal<'_>, home: &Path) -> Result<(), SetupE
                         terminal.say(&format!("Wrote {} (not working yet).", path.display()));
                         return Ok(());
                     }
-                    return Err(SetupError::Check(why));
+                    return Err(why);
                 }
             }
         }
@@ -444,11 +446,14 @@ fn config_of(choice: &Choice) -> Result<(tempfile::TempDir, Config), SetupError>
 }
 
 /// A one-token call with the choice; the reason and its fix when it fails.
-async fn check(choice: &Choice) -> Result<(), String> {
-    let (_dir, config) = config_of(choice).map_err(|e| e.to_string())?;
+async fn check(choice: &Choice) -> Result<(), SetupError> {
+    let choice = choice.clone();
+    let (_dir, config) = tokio::task::spawn_blocking(move || config_of(&choice))
+        .await
+        .map_err(|e| SetupError::Check(e.to_string()))??;
     crate::doctor::test_call(&config)
         .await
-        .map_err(|(why, fix)| format!("{why} (fix: {fix})"))
+        .map_err(|(why, fix)| SetupError::Check(format!("{why} (fix: {fix})")))
 }
 
 /// Writes the file (created with mode 0600, replaced whole).
