@@ -35,6 +35,12 @@ trap 'rm -rf "$fresh_home"' EXIT
 fresh() {
   env $(env | sed -n 's/^\(npm_config_[^=]*\)=.*/-u \1/ip') HOME="$fresh_home" "$@"
 }
-(cd clients/sdk-tests && fresh npm ci --no-audit --no-fund && fresh npm test)
+(cd clients/sdk-tests && fresh npm ci --no-audit --no-fund && fresh npm test \
+  && fresh node lint-workflows.mjs)
+# The release: built for this platform as the release workflow builds it, packaged (archive,
+# wheel, npm), installed from the built files on an empty HOME and driven with the official
+# SDK; the registry entry validated and auth-checked by the registry's own tools.
+fresh env CARGO_HOME="${CARGO_HOME:-$HOME/.cargo}" RUSTUP_HOME="${RUSTUP_HOME:-$HOME/.rustup}" \
+  bash clients/registry/check.sh
 (cd clients/vscode && fresh npm ci --no-audit --no-fund && fresh npm run typecheck \
   && fresh npm test && fresh npm run test:e2e)

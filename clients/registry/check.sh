@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Builds Talaria for this machine's platform the way a release does, packages it (release
+# archive, PyPI wheel, npm packages), installs each on an empty HOME from the built files and
+# drives it with the official ACP TypeScript SDK through a prompt with a tool call against the
+# mock model; then validates the registry entry with the ACP registry's own tools (vendored,
+# pinned: clients/registry/vendor/) and runs their auth check against the installed agent.
+# Prints sizes and timings. Everything comes from the package registries (crates.io, PyPI,
+# npm); no network beyond them.
+#
+#   bash clients/registry/check.sh            (run by tests/run-all.sh)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+target_dir="${CARGO_TARGET_DIR:-$root/target}"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+say() { printf 'registry-check: %s\n' "$*" >&2; }
+now() { date +%s.%N; }
+since() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$(now)"; }
+
+case "$(uname -s)-$(uname -m)" in
+  Linux-x86_64) platform=linux-x86_64; rust_target=x86_64-unknown-linux-gnu ;;
+  Linux-aarch64) platform=linux-aarch64; rust_target=aarch64-unknown-linux-gnu ;;
+  *) say "this check builds Linux archives; $(uname -sm) is built by the release workflow"; exit 0 ;;
+esac
+glibc_floor=2.28
+version="$(python3 -c 'import tomllib; print(tomllib.load(open("Cargo.toml", "rb"))["workspace"]["package"]["version"])')"
+
+# Tools, pinned, from the registries: zig (PyPI) through cargo-zigbuild (crates.io) for a
+# glibc floor of 2.28; uv and jsonschema (PyPI) for the wheel and the registry's validator.
+tools="$target_dir/registry-tools"
+if [ ! -x "$tools/bin/cargo-zigbuild" ]; then
+  say "installing cargo-zigbuild"
+  cargo install --quiet --locked cargo-zigbuild --version 0.24.1 --root "$tools"
+fi
+if [ ! -x "$tools/venv/bin/uv" ]; then
+  say "installing ziglang, uv and jsonschema from PyPI"
+  python3 -m venv "$tools/venv"
+  "$tools/venv/bin/pip" install --quiet ziglang==0.13.0 uv==0.13.9 jsonschema==4.25.1
+fi
+export PATH="$tools/bin:$tools/venv/bin:$PATH"
+
+say "building talaria $version for $platform (glibc $glibc_floor and newer)"
+started=$(now)
+TALARIA_GLIBC_FLOOR=$glibc_floor cargo zigbuild --quiet --release -p talaria-server \
+  --target "$rust_target.$glibc_floor"
+say "built in $(since "$started") s"
+# The mock model the SDK checks talk to.
+cargo build --quiet -p talaria-harness --bin talaria-mock-llm
+export TALARIA_MOCK_BIN="$target_dir/debug/talaria-mock-llm"
+
+dist="$work/dist"
+python3 clients/registry/package.py --bin-dir "$target_dir/$rust_target/release" \
+  --platform "$platform" --glibc "$glibc_floor" --out "$dist"
+archive="$dist/talaria-$version-$platform.tar.gz"
+(cd "$dist" && sha256sum -c "talaria-$version-$platform.tar.gz.sha256" >/dev/null)
+(cd clients/sdk-tests && npm ci --no-audit --no-fund --silent)
+sdk() { node "$root/clients/sdk-tests/installed.mjs" "$@"; }
+report="$work/report.txt"
+
+# 1. The archive, as the registry's binary distribution: unpacked into an empty directory,
+#    started by its cmd and args.
+started=$(now)
+mkdir "$work/archive"
+tar -xzf "$archive" -C "$work/archive"
+install_s=$(since "$started")
+sdk archive "$work/archive/talaria" acp | tee -a "$report"
+echo "archive: $(du -k "$archive" | cut -f1) KB, unpacked in $install_s s" >>"$report"
+
+# 2. The wheel, run by uv from the built file (no index, no Python download).
+export UV_PYTHON_DOWNLOADS=never UV_NO_INDEX=1 UV_FIND_LINKS="$dist" UV_CACHE_DIR="$work/uv-cache"
+wheel=$(ls "$dist"/talaria_agent-*.whl)
+started=$(now)
+uv tool run --from "$wheel" talaria-agent --version >/dev/null
+install_s=$(since "$started")
+sdk uvx uv tool run --from "$wheel" talaria-agent acp | tee -a "$report"
+echo "wheel: $(du -k "$wheel" | cut -f1) KB, uv tool run installs it in $install_s s" >>"$report"
+
+# 3. The npm packages, installed from the packed files into an empty prefix, run by npx.
+started=$(now)
+mkdir "$work/npm"
+(cd "$work/npm" && npm install --silent --no-audit --no-fund --prefix . \
+  "$dist"/talaria-agent-linux-*.tgz "$dist"/talaria-agent-"$version".tgz)
+install_s=$(since "$started")
+(cd "$work/npm" && sdk npx npx --prefix "$work/npm" talaria-agent acp) | tee -a "$report"
+echo "npm: $(du -kc "$dist"/talaria-agent-*.tgz | tail -1 | cut -f1) KB, installed in $install_s s" >>"$report"
+
+# 4. The registry entry, checked by the registry's own tools, in a registry of one.
+registry="$work/registry"
+mkdir -p "$registry/.github/workflows" "$registry/talaria"
+cp clients/registry/vendor/{build_registry.py,verify_agents.py,client.py} "$registry/.github/workflows/"
+cp clients/registry/vendor/{agent.schema.json,registry.schema.json} "$registry/"
+cp clients/registry/agent.json clients/registry/icon.svg "$registry/talaria/"
+say "validating the entry with the registry's build_registry.py (URLs not yet published)"
+(cd "$registry" && SKIP_URL_VALIDATION=1 "$tools/venv/bin/python" .github/workflows/build_registry.py)
+# verify_agents.py installs into .sandbox/<type>/<id>/: the npm packages in its npx prefix,
+# the wheel found by uv in the built files. (The entry has no `binary` distribution: the
+# registry requires every OS family in one, and Windows is not built yet; the archive was
+# driven above by its cmd and args as the registry's clients run it.)
+sandbox="$registry/.sandbox"
+mkdir -p "$sandbox/npx/talaria"
+cp -r "$work/npm/node_modules" "$work/npm/package.json" "$sandbox/npx/talaria/"
+say "the registry's auth check against the installed agent (npx, uvx)"
+(cd "$registry" && HOME="$work/empty-home" "$tools/venv/bin/python" \
+  .github/workflows/verify_agents.py --auth-check --agent talaria)
+cat "$report"
