@@ -37,7 +37,15 @@ impl Report<'_> {
 
     fn problem(&mut self, what: &str, detail: &str, fix: &str) {
         self.problems += 1;
-        let _ = writeln!(self.out, "✗ {what:<14} {detail}");
+        let mut lines = detail.lines();
+        let _ = writeln!(
+            self.out,
+            "✗ {what:<14} {}",
+            lines.next().unwrap_or_default()
+        );
+        for line in lines {
+            let _ = writeln!(self.out, "  {:<14} {line}", "");
+        }
         let _ = writeln!(self.out, "  {:<14} fix: {fix}", "");
     }
 }
@@ -130,25 +138,7 @@ async fn list_models(config: &Config) -> Listing {
     };
     let response = match request.send().await {
         Ok(response) => response,
-        Err(error) => {
-            let refused = talaria_provider::http::is_connection_refused(&error);
-            return if refused {
-                Listing::Unreachable(
-                    format!("cannot connect to {base} (connection refused)"),
-                    "start the server, or set the right base_url / OPENAI_BASE_URL".into(),
-                )
-            } else if talaria_provider::http::is_unknown_host(&error) {
-                Listing::Unreachable(
-                    format!("cannot find the host of {base} (the name does not resolve)"),
-                    "correct the host name in base_url / OPENAI_BASE_URL".into(),
-                )
-            } else {
-                Listing::Problem(
-                    format!("cannot reach {base}: {error}"),
-                    "check the address and the network".into(),
-                )
-            };
-        }
+        Err(error) => return unreachable(config, base, &error),
     };
     let status = response.status().as_u16();
     if status == 401 || status == 403 {
@@ -158,7 +148,7 @@ async fn list_models(config: &Config) -> Listing {
         );
     }
     if status == 404 {
-        return Listing::Models(Vec::new());
+        return wrong_path(&client, config, base).await;
     }
     let text = response.text().await.unwrap_or_default();
     let body: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
@@ -174,6 +164,54 @@ async fn list_models(config: &Config) -> Listing {
         })
         .unwrap_or_default();
     Listing::Models(ids)
+}
+
+/// Why the endpoint cannot be reached, and the fix naming the provider's own settings.
+fn unreachable(config: &Config, base: &str, error: &reqwest::Error) -> Listing {
+    let (table, variable) = (config.provider.table(), config.provider.url_variable());
+    if talaria_provider::http::is_connection_refused(error) {
+        Listing::Unreachable(
+            format!("cannot connect to {base} (connection refused)"),
+            format!("start the server, or set the right base_url under [{table}] / {variable}"),
+        )
+    } else if talaria_provider::http::is_unknown_host(error) {
+        Listing::Unreachable(
+            format!("cannot find the host of {base} (the name does not resolve)"),
+            format!("correct the host name in base_url under [{table}] / {variable}"),
+        )
+    } else {
+        Listing::Problem(
+            format!("cannot reach {base}: {error}"),
+            "check the address and the network".into(),
+        )
+    }
+}
+
+/// `/models` is not found: a server that does not list its models, or an address whose path
+/// is wrong (most OpenAI-compatible servers answer under `/v1`, which the address lacks).
+async fn wrong_path(client: &reqwest::Client, config: &Config, base: &str) -> Listing {
+    if config.provider == ProviderKind::Anthropic || base.ends_with("/v1") {
+        return Listing::Models(Vec::new());
+    }
+    let with_v1 = format!("{base}/v1");
+    let answers = client
+        .get(format!("{with_v1}/models"))
+        .send()
+        .await
+        .is_ok_and(|response| response.status().is_success());
+    if !answers {
+        return Listing::Models(Vec::new());
+    }
+    Listing::Unreachable(
+        format!(
+            "nothing answers at {base}/models (HTTP 404), but {with_v1}/models does: the address's path is wrong"
+        ),
+        format!(
+            "set base_url under [{}] / {} to {with_v1}",
+            config.provider.table(),
+            config.provider.url_variable()
+        ),
+    )
 }
 
 /// A one-token call through the configured provider.
@@ -206,10 +244,16 @@ pub(crate) async fn test_call(config: &Config) -> Result<(), (String, String)> {
                 "set model (or TALARIA_MODEL) to a model the endpoint serves".into()
             }
             ErrorClass::Unreachable => match &error {
-                ProviderError::UnknownHost { .. } => {
-                    "correct the host name in base_url / OPENAI_BASE_URL".into()
-                }
-                _ => "start the server, or set the right base_url".into(),
+                ProviderError::UnknownHost { .. } => format!(
+                    "correct the host name in base_url under [{}] / {}",
+                    config.provider.table(),
+                    config.provider.url_variable()
+                ),
+                _ => format!(
+                    "start the server, or set the right base_url under [{}] / {}",
+                    config.provider.table(),
+                    config.provider.url_variable()
+                ),
             },
             ErrorClass::Timeout => {
                 "check the address and the network, or raise connect_timeout_secs".into()
@@ -317,10 +361,34 @@ async fn sandbox(report: &mut Report<'_>, config: &Config) {
     }
 }
 
+/// Whether files can be made in `TALARIA_HOME` (or, while it does not exist, in the folder
+/// the server would create it in), as this user, on a file system that is not read-only.
+fn home_writable(home: &std::path::Path) -> Result<(), nix::Error> {
+    use nix::unistd::{AccessFlags, access};
+    let existing = home.ancestors().find(|dir| dir.exists()).unwrap_or(home);
+    access(existing, AccessFlags::W_OK | AccessFlags::X_OK)
+}
+
 /// The session store: where, how big, which schema, writable, and a quick integrity check.
 async fn store(report: &mut Report<'_>, config: &Config) {
     if let Some(url) = &config.store.url {
         shared_store(report, config, url).await;
+        return;
+    }
+    let home = config.home.clone();
+    let writable =
+        tokio::task::spawn_blocking(move || home_writable(&home).map_err(|e| e.desc().to_string()))
+            .await
+            .unwrap_or_else(|e| Err(e.to_string()));
+    if let Err(why) = writable {
+        report.problem(
+            "session store",
+            &format!(
+                "{} cannot be written ({why}): sessions, skills and memory would not be saved",
+                config.home.display()
+            ),
+            "make it writable, or set TALARIA_HOME to a folder you can write",
+        );
         return;
     }
     let path = config.home.join("state.db");
@@ -466,16 +534,16 @@ pub async fn run(out: &mut dyn Write, call: bool) -> usize {
             config
         }
         Err(error) => {
-            report.problem(
-                "config file",
-                &error.to_string(),
-                "correct the file at the place named",
-            );
+            report.problem("config file", &error.to_string(), &error.fix());
             return report.problems;
         }
     };
     for warning in &config.warnings {
-        report.warn("config key", warning);
+        if config.typos.contains(warning) {
+            report.problem("config key", warning, "rename the key as suggested");
+        } else {
+            report.warn("config key", warning);
+        }
     }
     report.ok("provider", config.provider.as_str());
     report.ok("model", &config.model);

@@ -11,6 +11,7 @@
 mod support;
 
 mod approvals;
+mod bad_setups;
 mod cancel;
 mod compaction;
 mod delegation;

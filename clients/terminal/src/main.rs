@@ -198,6 +198,8 @@ struct Chat {
     queued: VecDeque<String>,
     pending: Option<(Value, Value)>,
     stdin_open: bool,
+    /// Whether the user was told that questions are declined because nobody can answer.
+    told_unanswerable: bool,
     last_interrupt: Option<Instant>,
     exit_code: u8,
     quit: bool,
@@ -389,6 +391,15 @@ impl Chat {
             Approve::Once => Some("allow_once"),
             Approve::Always => Some("allow_always"),
         };
+        if matches!(self.approve, Approve::Ask) && !self.stdin_open && !self.told_unanswerable {
+            self.told_unanswerable = true;
+            let title = self.renderer.question_title(&params);
+            self.renderer.status(&format!(
+                "! Nobody could be asked to allow {title}: standard input is closed, so it and \
+                 every later question are declined. Pass --approve once (or always) to allow \
+                 calls without asking, --approve reject to decline them."
+            ));
+        }
         if let Some(kind) = kind {
             return self
                 .agent
@@ -470,6 +481,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         queued: VecDeque::new(),
         pending: None,
         stdin_open: true,
+        told_unanswerable: false,
         last_interrupt: None,
         exit_code: 0,
         quit: false,

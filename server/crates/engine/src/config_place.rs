@@ -75,6 +75,46 @@ pub(crate) fn line_of(text: &str, key: &str) -> Option<usize> {
     None
 }
 
+/// What serde calls a type (`u32`, `a sequence`), as a person would say it.
+fn expected(what: &str) -> &str {
+    let what = what
+        .trim()
+        .trim_start_matches("a ")
+        .trim_start_matches("an ");
+    match what {
+        "u8" | "u16" | "u32" | "u64" | "usize" => "a whole number (like 90)",
+        "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number",
+        "f32" | "f64" => "a number (like 0.75)",
+        "boolean" | "bool" => "true or false (no quotes)",
+        "string" | "str" => "text in quotes",
+        "sequence" => "a list (like [\"a\", \"b\"])",
+        "map" | "struct" => "a table",
+        _ => what,
+    }
+}
+
+/// A serde type error in plain words: `invalid type: string "ten", expected u32` becomes
+/// `a whole number (like 90) is expected, not the text "ten"`; other messages stay.
+fn plain(message: &str) -> String {
+    let Some(rest) = message
+        .strip_prefix("invalid type: ")
+        .or_else(|| message.strip_prefix("invalid value: "))
+    else {
+        return message.to_string();
+    };
+    let Some((found, wanted)) = rest.rsplit_once(", expected ") else {
+        return message.to_string();
+    };
+    let found = match found.split_once(' ') {
+        Some(("string", text)) => format!("the text {text}"),
+        Some(("integer", number)) => format!("the number {number}"),
+        Some(("floating", number)) => format!("the number {}", number.trim_start_matches("point ")),
+        Some(("boolean", value)) => format!("`{value}`"),
+        _ => found.to_string(),
+    };
+    format!("{} is expected, not {found}", expected(wanted))
+}
+
 /// A TOML or type error as a reader wants it: `line 3, key `mode`: message`, then the line.
 pub(crate) fn describe(text: &str, error: &toml::de::Error) -> String {
     let Some(span) = error.span() else {
@@ -91,7 +131,7 @@ pub(crate) fn describe(text: &str, error: &toml::de::Error) -> String {
         "" => normalise(key),
         table => format!("{table}.{}", normalise(key)),
     });
-    let message = error.message().trim_end();
+    let message = plain(error.message().trim_end());
     let place = match key {
         Some(key) => format!("line {line_number}, key `{key}`"),
         None => format!("line {line_number}"),
@@ -102,6 +142,27 @@ pub(crate) fn describe(text: &str, error: &toml::de::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn type_errors_read_as_plain_words() {
+        assert_eq!(
+            plain("invalid type: string \"ten\", expected u32"),
+            "a whole number (like 90) is expected, not the text \"ten\""
+        );
+        assert_eq!(
+            plain("invalid type: integer `3`, expected a boolean"),
+            "true or false (no quotes) is expected, not the number `3`"
+        );
+        assert_eq!(
+            plain("invalid type: string \"gpt\", expected a sequence"),
+            "a list (like [\"a\", \"b\"]) is expected, not the text \"gpt\""
+        );
+        assert_eq!(
+            plain("invalid value: integer `-1`, expected u32"),
+            "a whole number (like 90) is expected, not the number `-1`"
+        );
+        assert_eq!(plain("expected `=`"), "expected `=`");
+    }
 
     const FILE: &str = "model = \"m\"\nmode = \"ask\"\n\n[compression]\nthreshold = 2.0\n\n[[fallback]]\nprovider = \"openai\"\n[[fallback]]\nprovider = \"palm\"\n\n[tokenizers]\n\"gpt-x\" = \"p50k\"\n";
 

@@ -338,7 +338,15 @@ impl Orchestrator<'_> {
             Verdict::Ask {
                 reason,
                 always_possible,
-            } => self.ask(call, &facts, reason, always_possible).await,
+            } => {
+                // Nobody is asked about a call that cannot succeed (an edit whose old text
+                // is not in the file): it fails at once, saying why. Checked now, after the
+                // batch's earlier groups ran, so a file made by one of them counts.
+                if let Some(failed) = self.registry.check(&call.name, &call.args, &self.ctx).await {
+                    return Err(failed);
+                }
+                self.ask(call, &facts, reason, always_possible).await
+            }
         }
     }
 

@@ -163,6 +163,19 @@ impl Registry {
         }
     }
 
+    /// Whether a call cannot succeed as asked (see [`Tool::check`]): its failed outcome.
+    pub async fn check(
+        &self,
+        name: &str,
+        args: &ParsedArgs,
+        ctx: &ToolContext,
+    ) -> Option<ToolOutcome> {
+        match (self.tools.get(name), args) {
+            (Some(tool), Ok(args)) => tool.check(args, ctx).await,
+            _ => None,
+        }
+    }
+
     /// Runs a call. Never panics on bad input; every problem becomes a failed outcome.
     pub async fn dispatch(&self, name: &str, args: ParsedArgs, ctx: &ToolContext) -> ToolOutcome {
         if let Some(why) = self.refusal(name) {

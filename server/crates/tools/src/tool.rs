@@ -419,6 +419,17 @@ pub trait Tool: Send + Sync {
         Box::pin(async { Vec::new() })
     }
 
+    /// A call that cannot succeed, found without changing anything (an edit whose old text
+    /// is not in the file, of a file that does not exist): its failed outcome, returned
+    /// before anyone is asked to allow it. Default: every call may succeed.
+    fn check<'a>(
+        &'a self,
+        _args: &'a Value,
+        _ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Option<ToolOutcome>> {
+        Box::pin(async { None })
+    }
+
     /// Runs the call. Errors are reported as a failed [`ToolOutcome`], never a panic.
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome>;
 }

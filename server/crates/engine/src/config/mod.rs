@@ -4,6 +4,7 @@
 //! is present at all, even empty (an empty key sends no credentials: local servers). Several
 //! keys form a pool: `api_keys = [...]` in the file, or comma-separated in the variable.
 
+mod keys;
 mod parts;
 use parts::{
     Bases, auxiliaries_of, context_window_of, fallbacks_of, key_strategy_of, learning_of,
@@ -41,8 +42,18 @@ impl ProviderKind {
             _ => Err(ConfigError::value(
                 "provider",
                 format!("{name:?}"),
-                "unknown provider; expected \"openai\", \"anthropic\" or \"openai-responses\"",
+                Self::unknown(name),
             )),
+        }
+    }
+
+    /// What an unknown provider name is told, with the name it is probably a typo of.
+    fn unknown(name: &str) -> String {
+        let names = ["openai", "anthropic", "openai-responses"];
+        let expected = "expected \"openai\", \"anthropic\" or \"openai-responses\"";
+        match keys::closest(name.trim(), &names) {
+            Some(meant) => format!("unknown provider; did you mean \"{meant}\"? ({expected})"),
+            None => format!("unknown provider; {expected}"),
         }
     }
 
@@ -70,6 +81,72 @@ impl ProviderKind {
             Self::OpenAi | Self::OpenAiResponses => "OPENAI_API_KEY",
         }
     }
+
+    /// The environment variable that holds this provider's address.
+    pub fn url_variable(self) -> &'static str {
+        match self {
+            Self::Anthropic => "ANTHROPIC_BASE_URL",
+            Self::OpenAi | Self::OpenAiResponses => "OPENAI_BASE_URL",
+        }
+    }
+
+    /// The table of `config.toml` this provider's address and keys are in.
+    pub fn table(self) -> &'static str {
+        match self {
+            Self::Anthropic => "anthropic",
+            Self::OpenAi | Self::OpenAiResponses => "openai",
+        }
+    }
+}
+
+/// Why a base URL cannot be used: no `http://`/`https://`, or no host.
+fn base_url_problem(url: &str) -> Option<String> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        let suggestion = if is_local_without_scheme(url) {
+            "http"
+        } else {
+            "https"
+        };
+        return Some(format!(
+            "an address starting with http:// or https:// is expected (e.g. {suggestion}://{})",
+            url.trim_start_matches('/')
+        ));
+    };
+    if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+        return Some(format!(
+            "{scheme}:// cannot be used: an http:// or https:// address is expected"
+        ));
+    }
+    let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if host.is_empty() {
+        return Some("the address has no host (e.g. http://127.0.0.1:8080/v1)".into());
+    }
+    None
+}
+
+/// `is_local` for a URL that may lack its scheme.
+fn is_local_without_scheme(url: &str) -> bool {
+    is_local(&format!("http://{url}"))
+}
+
+/// The active provider's base URL checked, where it is written.
+fn check_base_url(
+    provider: ProviderKind,
+    endpoint: &Endpoint,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), ConfigError> {
+    let Some(problem) = base_url_problem(&endpoint.base_url) else {
+        return Ok(());
+    };
+    let variable = provider.url_variable();
+    Err(match env(variable).filter(|v| !v.trim().is_empty()) {
+        Some(value) => ConfigError::variable(variable, &value, problem),
+        None => ConfigError::value(
+            format!("{}.base_url", provider.table()),
+            format!("{:?}", endpoint.base_url),
+            problem,
+        ),
+    })
 }
 
 /// An endpoint's address and keys.
@@ -161,6 +238,9 @@ pub struct Config {
     pub prices: HashMap<String, Price>,
     /// Problems that did not stop loading (unknown keys, e.g. from a newer version).
     pub warnings: Vec<String>,
+    /// Those of `warnings` that are probably a known key mistyped (`modle`): its setting is
+    /// not applied, so `talaria doctor` counts them as problems.
+    pub typos: Vec<String>,
     /// The longest wait for a model's response to start (`None`: 300 s for hosted APIs,
     /// 1800 s for servers on this machine or a private network, which can spend minutes
     /// reading a long prompt on a CPU).
@@ -297,6 +377,9 @@ pub enum ConfigError {
     },
     #[error("invalid configuration: {0}")]
     Invalid(String),
+    /// Several problems in the file, each as its own error would say it.
+    #[error("{} problems in the configuration:\n{}", .0.len(), .0.iter().map(|e| format!("- {e}")).collect::<Vec<_>>().join("\n"))]
+    Several(Vec<ConfigError>),
 }
 
 impl ConfigError {
@@ -340,6 +423,38 @@ impl ConfigError {
             value: format!("{value:?}"),
             detail: detail.into(),
             place: "environment".into(),
+        }
+    }
+
+    /// What to do about it: a variable is corrected (or unset) where it is set, a file at
+    /// the place named.
+    pub fn fix(&self) -> String {
+        match self {
+            Self::Value { key, place, .. } if place == "environment" => {
+                format!(
+                    "correct {key} where it is set (your shell or the editor's agent settings), or unset it"
+                )
+            }
+            Self::Several(all)
+                if all
+                    .iter()
+                    .all(|e| matches!(e, Self::Value { place, .. } if place == "environment")) =>
+            {
+                "correct the variables named where they are set, or unset them".into()
+            }
+            Self::Several(_) => "correct each place named".into(),
+            Self::Read { .. } => "make the file readable, or move it away".into(),
+            _ => "correct the file at the place named".into(),
+        }
+    }
+
+    /// The line of the file this error is at, when it is one of the file's.
+    fn line_in(&self, text: &str) -> Option<usize> {
+        match self {
+            Self::Value { key, place, .. } if place != "environment" => {
+                crate::config_place::line_of(text, key)
+            }
+            _ => None,
         }
     }
 
@@ -697,17 +812,96 @@ fn endpoint(
     Endpoint { base_url, api_keys }
 }
 
-/// The configuration with a warning per unknown key of the file.
+/// Whether a TOML error is about a value's type or meaning (not the file's syntax).
+fn is_type_error(message: &str) -> bool {
+    [
+        "invalid type",
+        "invalid value",
+        "unknown variant",
+        "invalid length",
+    ]
+    .iter()
+    .any(|start| message.starts_with(start))
+}
+
+/// The keys a table of the file knows (`""` for the top level).
+fn known_keys(table: &str) -> Option<&'static [&'static str]> {
+    Some(match table {
+        "" => keys::fields_of::<FileConfig>(),
+        "openai" | "anthropic" => keys::fields_of::<FileEndpoint>(),
+        "fallback" => keys::fields_of::<FileFallback>(),
+        "auxiliary" => keys::fields_of::<FileAuxiliary>(),
+        "compression" => keys::fields_of::<FileCompression>(),
+        "learning" => keys::fields_of::<FileLearning>(),
+        "memory" => keys::fields_of::<FileMemory>(),
+        "delegation" => keys::fields_of::<FileDelegation>(),
+        "sandbox" => keys::fields_of::<FileSandbox>(),
+        "shell_environment" => keys::fields_of::<FileShellEnvironment>(),
+        "store" => keys::fields_of::<FileStore>(),
+        "mcp_servers" => keys::fields_of::<McpServerEntry>(),
+        _ => return None,
+    })
+}
+
+/// The known key an unknown one (`sandbox.netwrok`, `fallback.0.modle`) is probably a
+/// typo of, written as the file would.
+fn typo_of(path: &str) -> Option<String> {
+    let parts: Vec<&str> = path.split('.').collect();
+    let (key, tables) = parts.split_last()?;
+    let table = tables.first().copied().unwrap_or("");
+    let known = known_keys(table)?;
+    let meant = keys::closest(key, known)?;
+    let mut written: Vec<&str> = tables.to_vec();
+    written.push(meant);
+    Some(written.join("."))
+}
+
+impl Bases {
+    /// Both providers' endpoints: the variables over the file over the defaults.
+    fn of(
+        openai: FileEndpoint,
+        anthropic: FileEndpoint,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Self {
+        Self {
+            openai: endpoint(
+                openai,
+                env,
+                "OPENAI_BASE_URL",
+                "OPENAI_API_KEY",
+                "https://api.openai.com/v1",
+            ),
+            anthropic: endpoint(
+                anthropic,
+                env,
+                "ANTHROPIC_BASE_URL",
+                "ANTHROPIC_API_KEY",
+                "https://api.anthropic.com",
+            ),
+        }
+    }
+}
+
+/// The configuration with a warning per unknown key of the file (and the key it is probably
+/// a typo of).
 fn with_warnings(mut config: Config, path: &Path, unknown: Vec<String>) -> Config {
-    config.warnings = unknown
-        .into_iter()
-        .map(|key| {
-            format!(
+    for key in unknown {
+        match typo_of(&key) {
+            Some(meant) => {
+                let warning = format!(
+                    "{}: unknown key `{key}` ignored; did you mean `{meant}`? (until it is \
+                     renamed, the default applies)",
+                    path.display()
+                );
+                config.typos.push(warning.clone());
+                config.warnings.push(warning);
+            }
+            None => config.warnings.push(format!(
                 "{}: unknown key `{key}` ignored (a setting of another Talaria version, or a typo)",
                 path.display()
-            )
-        })
-        .collect();
+            )),
+        }
+    }
     config
 }
 
@@ -721,17 +915,8 @@ impl Config {
     pub fn load_with(env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let home = default_home(env);
         let path = home.join("config.toml");
-        let mut unknown = Vec::new();
         let file = match std::fs::read_to_string(&path) {
-            Ok(text) => {
-                let file = parse_file(&text, &mut unknown).map_err(|e| ConfigError::Parse {
-                    path: path.display().to_string(),
-                    detail: crate::config_place::describe(&text, &e),
-                })?;
-                return Self::resolve(home, file, env)
-                    .map_err(|e| e.placed(&path, &text))
-                    .map(|config| with_warnings(config, &path, unknown));
-            }
+            Ok(text) => return Self::load_file(home, &path, &text, env),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => FileConfig::default(),
             Err(e) => {
                 return Err(ConfigError::Read {
@@ -740,7 +925,68 @@ impl Config {
                 });
             }
         };
-        Self::resolve(home, file, env).map(|config| with_warnings(config, &path, unknown))
+        Self::resolve(home, file, env)
+    }
+
+    /// Loads with the file's text; every problem of the file is reported, not the first
+    /// only: after each one its line is left out and the rest read again.
+    fn load_file(
+        home: PathBuf,
+        path: &Path,
+        text: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        const MAX_PROBLEMS: usize = 20;
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        let mut problems: Vec<ConfigError> = Vec::new();
+        let mut left_out: Vec<usize> = Vec::new();
+        loop {
+            let current = lines.join("\n");
+            let mut unknown = Vec::new();
+            let (problem, line) = match parse_file(&current, &mut unknown) {
+                Ok(file) => match Self::resolve(home.clone(), file, env) {
+                    Ok(config) if problems.is_empty() => {
+                        return Ok(with_warnings(config, path, unknown));
+                    }
+                    Ok(_) => break,
+                    Err(e) => {
+                        let line = e.line_in(&current);
+                        (e.placed(path, &current), line)
+                    }
+                },
+                // After a line was left out, a syntax error may be that line's doing (a value
+                // over several lines): only type errors are told from there on.
+                Err(e) if !problems.is_empty() && !is_type_error(e.message()) => break,
+                Err(e) => {
+                    let line = e.span().map(|span| {
+                        current[..span.start.min(current.len())]
+                            .matches('\n')
+                            .count()
+                            + 1
+                    });
+                    let error = ConfigError::Parse {
+                        path: path.display().to_string(),
+                        detail: crate::config_place::describe(&current, &e),
+                    };
+                    (error, line)
+                }
+            };
+            problems.push(problem);
+            match line {
+                Some(line) if !left_out.contains(&line) && problems.len() < MAX_PROBLEMS => {
+                    left_out.push(line);
+                    if let Some(text) = lines.get_mut(line - 1) {
+                        text.clear();
+                    }
+                }
+                _ => break,
+            }
+        }
+        Err(if problems.len() == 1 {
+            problems.remove(0)
+        } else {
+            ConfigError::Several(problems)
+        })
     }
 
     fn resolve(
@@ -762,22 +1008,8 @@ impl Config {
         }
         let mode = mode_of(file.mode.as_deref())?;
         let key_strategy = key_strategy_of(file.key_strategy.as_deref())?;
-        let bases = Bases {
-            openai: endpoint(
-                file.openai,
-                env,
-                "OPENAI_BASE_URL",
-                "OPENAI_API_KEY",
-                "https://api.openai.com/v1",
-            ),
-            anthropic: endpoint(
-                file.anthropic,
-                env,
-                "ANTHROPIC_BASE_URL",
-                "ANTHROPIC_API_KEY",
-                "https://api.anthropic.com",
-            ),
-        };
+        let bases = Bases::of(file.openai, file.anthropic, env);
+        check_base_url(provider, bases.for_kind(provider), env)?;
         let fallback = fallbacks_of(file.fallback, &bases, env)?;
         let auxiliary = auxiliaries_of(file.auxiliary, provider, &model, &bases, env)?;
         let Bases { openai, anthropic } = bases;
@@ -821,6 +1053,7 @@ impl Config {
             auxiliary,
             prices: file.prices,
             warnings: Vec::new(),
+            typos: Vec::new(),
             nudges: file.nudges.unwrap_or(true),
             first_byte_timeout_secs: file.first_byte_timeout_secs,
             still_working_secs: file.still_working_secs.unwrap_or(10).max(1),
@@ -1170,7 +1403,9 @@ mod tests {
         // A wrong type: valid TOML, so not called invalid TOML.
         let typed = told("model = \"m\"\nmax_turn_requests = \"lots\"\n");
         assert!(
-            typed.contains("line 2, key `max_turn_requests`: invalid type"),
+            typed.contains(
+                "line 2, key `max_turn_requests`: a whole number (like 90) is expected, not the text \"lots\""
+            ),
             "{typed}"
         );
         assert!(!typed.contains("not valid TOML"), "{typed}");

@@ -12,7 +12,7 @@ pub(super) struct Bases {
 }
 
 impl Bases {
-    fn for_kind(&self, kind: ProviderKind) -> &Endpoint {
+    pub(super) fn for_kind(&self, kind: ProviderKind) -> &Endpoint {
         match kind {
             ProviderKind::Anthropic => &self.anthropic,
             ProviderKind::OpenAi | ProviderKind::OpenAiResponses => &self.openai,
@@ -45,11 +45,7 @@ pub(super) fn provider_of(
 ) -> Result<ProviderKind, ConfigError> {
     match (env("TALARIA_PROVIDER"), file) {
         (Some(name), _) => ProviderKind::parse(&name).map_err(|_| {
-            ConfigError::variable(
-                "TALARIA_PROVIDER",
-                &name,
-                "unknown provider; expected \"openai\", \"anthropic\" or \"openai-responses\"",
-            )
+            ConfigError::variable("TALARIA_PROVIDER", &name, ProviderKind::unknown(&name))
         }),
         (None, Some(name)) => ProviderKind::parse(name),
         (None, None) => Ok(ProviderKind::OpenAi),

@@ -139,6 +139,20 @@ impl Tool for Patch {
         })
     }
 
+    fn check<'a>(
+        &'a self,
+        args: &'a Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Option<ToolOutcome>> {
+        Box::pin(async move {
+            let args: Args = match parse_args(&DEFINITION.name, args.clone()) {
+                Ok(args) => args,
+                Err(failed) => return Some(failed),
+            };
+            plan(&args, ctx).await.err().map(ToolOutcome::failed)
+        })
+    }
+
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
             let args: Args = match parse_args(&DEFINITION.name, args) {
