@@ -152,7 +152,12 @@ async fn list_models(config: &Config) -> Listing {
     }
     let text = response.text().await.unwrap_or_default();
     let body: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-    let ids = body["data"]
+    Listing::Models(model_ids(&body))
+}
+
+/// The model ids in a model listing: OpenAI's `data[].id` or Ollama's `models[].name`.
+pub(crate) fn model_ids(body: &serde_json::Value) -> Vec<String> {
+    body["data"]
         .as_array()
         .or_else(|| body["models"].as_array())
         .map(|models| {
@@ -162,8 +167,7 @@ async fn list_models(config: &Config) -> Listing {
                 .map(str::to_string)
                 .collect()
         })
-        .unwrap_or_default();
-    Listing::Models(ids)
+        .unwrap_or_default()
 }
 
 /// Why the endpoint cannot be reached, and the fix naming the provider's own settings.

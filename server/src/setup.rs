@@ -153,19 +153,7 @@ async fn models_at(base_url: &str, key: &str, wait: Duration) -> Option<Vec<Stri
     }
     let text = response.text().await.ok()?;
     let body: serde_json::Value = serde_json::from_str(&text).ok()?;
-    Some(
-        body["data"]
-            .as_array()
-            .or_else(|| body["models"].as_array())
-            .map(|models| {
-                models
-                    .iter()
-                    .filter_map(|m| m["id"].as_str().or_else(|| m["name"].as_str()))
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default(),
-    )
+    Some(crate::doctor::model_ids(&body))
 }
 
 /// The local servers answering on this machine, with their models.

@@ -3,7 +3,7 @@
 //! a one-token check against the server; `config.toml` written with mode 0600; the key never
 //! shown; and the agent then starts sessions with what was written.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -19,7 +19,7 @@ const KEY: &str = "sk-typed-in-setup-7741";
 struct Setup {
     child: tokio::process::Child,
     master: std::fs::File,
-    seen: std::sync::Arc<std::sync::Mutex<String>>,
+    seen: PtyOutput,
 }
 
 impl Setup {
@@ -40,20 +40,7 @@ impl Setup {
             .kill_on_drop(true);
         let child = command.spawn().expect("talaria setup");
         let master = std::fs::File::from(pty.master);
-        let mut reader = master.try_clone().expect("master");
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-        let collected = seen.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = reader.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                if let Ok(mut text) = collected.lock() {
-                    text.push_str(&String::from_utf8_lossy(&buf[..n]));
-                }
-            }
-        });
+        let seen = PtyOutput::collect(&master);
         Setup {
             child,
             master,
@@ -62,7 +49,7 @@ impl Setup {
     }
 
     fn text(&self) -> String {
-        self.seen.lock().map(|t| t.clone()).unwrap_or_default()
+        self.seen.text()
     }
 
     /// Waits until the terminal shows `needle` (after what was seen before), then types.

@@ -405,3 +405,35 @@ pub async fn doctor(env: &TestEnv, args: &[&str]) -> (bool, String) {
         String::from_utf8_lossy(&output.stdout).into_owned(),
     )
 }
+
+/// Everything a program wrote to a pseudo-terminal, collected by a thread reading the master
+/// side until the terminal closes.
+#[derive(Clone)]
+pub struct PtyOutput(std::sync::Arc<std::sync::Mutex<String>>);
+
+impl PtyOutput {
+    /// Starts collecting what is written to `master`'s terminal.
+    pub fn collect(master: &std::fs::File) -> PtyOutput {
+        use std::io::Read;
+        let mut reader = master.try_clone().expect("the pty master");
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let collected = seen.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                if let Ok(mut text) = collected.lock() {
+                    text.push_str(&String::from_utf8_lossy(&buf[..n]));
+                }
+            }
+        });
+        PtyOutput(seen)
+    }
+
+    /// What was written so far.
+    pub fn text(&self) -> String {
+        self.0.lock().map(|t| t.clone()).unwrap_or_default()
+    }
+}

@@ -15,7 +15,7 @@ use crate::support::*;
 struct Pty {
     child: tokio::process::Child,
     master: std::fs::File,
-    seen: std::sync::Arc<std::sync::Mutex<String>>,
+    seen: PtyOutput,
 }
 
 impl Pty {
@@ -42,22 +42,7 @@ impl Pty {
             .kill_on_drop(true);
         let child = command.spawn().expect("spawned");
         let master = std::fs::File::from(pty.master);
-        let reader = master.try_clone().expect("master");
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-        let collected = seen.clone();
-        std::thread::spawn(move || {
-            use std::io::Read;
-            let mut reader = reader;
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = reader.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                if let Ok(mut text) = collected.lock() {
-                    text.push_str(&String::from_utf8_lossy(&buf[..n]));
-                }
-            }
-        });
+        let seen = PtyOutput::collect(&master);
         Pty {
             child,
             master,
@@ -72,7 +57,7 @@ impl Pty {
     }
 
     fn text(&self) -> String {
-        self.seen.lock().map(|t| t.clone()).unwrap_or_default()
+        self.seen.text()
     }
 
     async fn wait_for(&self, needle: &str) {
@@ -264,7 +249,7 @@ async fn set_up_failure(env: &TestEnv) -> (String, Option<i32>) {
     let code = pty.exit_code().await;
     // What was written before the exit reaches the reader.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let text = seen.lock().map(|t| t.clone()).unwrap_or_default();
+    let text = seen.text();
     (text, code)
 }
 

@@ -19,8 +19,8 @@ pub enum PathSecrecy {
 }
 
 use talaria_sandbox::credentials::{
-    ANYWHERE_CREDENTIAL_DIRS, ANYWHERE_CREDENTIAL_FILES, HOME_CREDENTIAL_DIRS,
-    HOME_CREDENTIAL_FILES, PRIVATE_KEY_EXTENSIONS, PRIVATE_KEY_NAMES,
+    self, ANYWHERE_CREDENTIAL_DIRS, ANYWHERE_CREDENTIAL_FILES, PRIVATE_KEY_EXTENSIONS,
+    PRIVATE_KEY_NAMES,
 };
 
 /// How many entries of the credential stores a hard-link check walks before it gives up
@@ -80,17 +80,11 @@ impl SensitivePaths {
                 return PathSecrecy::Credential;
             }
         }
-        let in_a_home_store = self.homes.iter().any(|home| {
-            path.strip_prefix(home).is_ok_and(|inside| {
-                HOME_CREDENTIAL_DIRS
-                    .iter()
-                    .any(|dir| inside.starts_with(dir))
-                    || HOME_CREDENTIAL_FILES
-                        .iter()
-                        .any(|file| inside == Path::new(file))
-            })
-        });
-        if in_a_home_store {
+        if self
+            .homes
+            .iter()
+            .any(|home| credentials::in_home_store(home, path))
+        {
             return PathSecrecy::Credential;
         }
         let names: Vec<String> = path
@@ -164,8 +158,8 @@ impl SensitivePaths {
     fn credential_roots(&self) -> Vec<PathBuf> {
         let (mut roots, _) = self.hidden_locations();
         for home in &self.homes {
-            roots.extend(talaria_sandbox::credentials::home_stores(home));
-            roots.extend(talaria_sandbox::credentials::keys_at_top(home));
+            roots.extend(credentials::home_stores(home));
+            roots.extend(credentials::keys_at_top(home));
         }
         roots
     }
