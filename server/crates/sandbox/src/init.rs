@@ -11,8 +11,8 @@ use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
 use crate::SandboxError;
-use crate::helper::{Request, give_up};
 use crate::procs;
+use crate::request::{Request, give_up, report_leftovers};
 use crate::signals::{Event, Signals, exit_code, stopped_by};
 
 /// Runs the init; returns the command's exit code.
@@ -56,7 +56,7 @@ fn reap_until_done(main: Pid, signals: &mut Signals, max_processes: u32) -> Exit
                     let mut code = exit_code(status);
                     if procs::has_children() {
                         let left = procs::end_all(procs::namespace_members);
-                        code = crate::supervisor::report_leftovers(left, max_processes, code);
+                        code = report_leftovers(left, max_processes, code);
                     }
                     return ExitCode::from(code);
                 }

@@ -41,6 +41,7 @@ mod namespace;
 mod plan;
 #[cfg(target_os = "linux")]
 mod procs;
+mod request;
 #[cfg(target_os = "linux")]
 mod seccomp;
 #[cfg(target_os = "linux")]
@@ -53,9 +54,10 @@ mod supervisor;
 use std::sync::OnceLock;
 
 pub use env::EnvRules;
-pub use helper::{HELPER_ARG, HELPER_FAILED, INIT_ARG, helper_main, init_main};
+pub use helper::{helper_main, init_main};
 pub use layers::{Layers, namespace_support, namespace_support_known, namespace_support_now};
 pub use policy::{DEFAULT_MAX_PROCESSES, HelperSpec, PathAccess, SandboxPolicy};
+pub use request::{HELPER_ARG, HELPER_FAILED, INIT_ARG};
 
 /// Why the sandbox could not be entered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -20,8 +20,8 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::{Pid, getppid};
 
 use crate::SandboxError;
-use crate::helper::{INIT_ARG, Request, give_up};
 use crate::procs;
+use crate::request::{INIT_ARG, Request, give_up, report_leftovers};
 use crate::signals::{Event, PARENT_DEATH, Signals, exit_code, stopped_by};
 
 /// How the supervisor ends what a command started.
@@ -170,29 +170,4 @@ fn supervise(
         code = report_leftovers(left, max_processes, code);
     }
     ExitCode::from(code)
-}
-
-/// Says on standard error what was ended when the command ended; a command that ran into
-/// the process limit fails.
-pub(crate) fn report_leftovers(left: usize, max_processes: u32, code: u8) -> u8 {
-    if left == 0 {
-        return code;
-    }
-    let max = max_processes as usize;
-    // Without a user namespace the limit also counts the user's other processes, so a
-    // command that ran into it may leave fewer than the limit behind.
-    if max > 0 && left + 1 >= max / 2 {
-        eprintln!(
-            "talaria sandbox: the command reached its process limit ([sandbox] \
-             max_processes = {max}); its {left} remaining processes were ended"
-        );
-        return if code == 0 { 1 } else { code };
-    }
-    eprintln!(
-        "talaria: {left} process{} the command left running {} ended with it (start servers \
-         and watchers in the background instead)",
-        if left == 1 { "" } else { "es" },
-        if left == 1 { "was" } else { "were" }
-    );
-    code
 }
