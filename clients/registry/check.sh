@@ -43,7 +43,7 @@ export PATH="$tools/bin:$tools/venv/bin:$PATH"
 say "building talaria $version for $platform (glibc $glibc_floor and newer)"
 started=$(now)
 TALARIA_GLIBC_FLOOR=$glibc_floor cargo zigbuild --quiet --release -p talaria-server \
-  --target "$rust_target.$glibc_floor"
+  -p talaria-chat --target "$rust_target.$glibc_floor"
 say "built in $(since "$started") s"
 # The mock model the SDK checks talk to.
 cargo build --quiet -p talaria-harness --bin talaria-mock-llm
@@ -66,6 +66,22 @@ tar -xzf "$archive" -C "$work/archive"
 install_s=$(since "$started")
 sdk archive "$work/archive/talaria" acp | tee -a "$report"
 echo "archive: $(du -k "$archive" | cut -f1) KB, unpacked in $install_s s" >>"$report"
+# The archive's talaria-chat, which starts the talaria beside it: one answer from the mock.
+printf '[{"type":"text","chunks":["answered through ","talaria-chat"]}]' >"$work/chat-script.json"
+coproc MOCK { "$TALARIA_MOCK_BIN" "$work/chat-script.json"; }
+read -r ready <&"${MOCK[0]}"
+mock_url=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["base_url"])' "$ready")
+mkdir "$work/chat-home" "$work/chat-ws"
+answer=$(cd "$work/chat-ws" && env -i PATH=/usr/bin:/bin HOME="$work/chat-home" \
+  OPENAI_BASE_URL="$mock_url" OPENAI_API_KEY=mock-key TALARIA_MODEL=mock-model \
+  "$work/archive/talaria-chat" -p "say something" --approve reject </dev/null)
+exec {MOCK[1]}>&-
+wait "$MOCK_PID" || true
+if [ "$answer" != "answered through talaria-chat" ]; then
+  say "the archive's talaria-chat answered: $answer"
+  exit 1
+fi
+echo "archive: talaria-chat answered through the archive's talaria" >>"$report"
 
 # 2. The wheel, run by uv from the built file (no index, no Python download).
 export UV_PYTHON_DOWNLOADS=never UV_NO_INDEX=1 UV_FIND_LINKS="$dist" UV_CACHE_DIR="$work/uv-cache"

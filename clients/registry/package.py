@@ -28,7 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-BINARIES = ("talaria", "talaria-sandbox")
+BINARIES = ("talaria", "talaria-sandbox", "talaria-chat")
 
 # Registry platform -> (npm os, npm cpu, wheel platform tag without the glibc part).
 PLATFORMS = {
@@ -47,6 +47,7 @@ Client Protocol (ACP) with it over stdio.
   ./talaria setup     first-run set-up in a terminal: provider, model, key
   ./talaria doctor    check the configuration and the model
   ./talaria --help
+  ./talaria-chat      chat with Talaria in the terminal (-p "…" for one answer)
 
 Keep talaria-sandbox beside talaria: it is the OS sandbox every command runs in.
 {floor}
@@ -122,6 +123,7 @@ def wheel(bins: dict, out: Path, version: str, platform: str, glibc: str) -> Pat
         # The agent's binary under the package's name, so that `uvx talaria-agent` runs it.
         (f"{data}/talaria-agent", Path(bins["talaria"]).read_bytes(), 0o755),
         (f"{data}/talaria-sandbox", Path(bins["talaria-sandbox"]).read_bytes(), 0o755),
+        (f"{data}/talaria-chat", Path(bins["talaria-chat"]).read_bytes(), 0o755),
         (f"{info}/METADATA", metadata, 0o644),
         (
             f"{info}/WHEEL",
