@@ -58,6 +58,18 @@ pub fn auth_required(detail: impl std::fmt::Display) -> Error {
     )
 }
 
+/// Talaria's code for a request that cannot be served *yet* (the session store is not open,
+/// or did not answer in time): the same request may succeed later.
+pub const UNAVAILABLE: i32 = -32010;
+
+/// `-32010`: the request cannot be served now but may be later; the message says why.
+pub fn unavailable(detail: impl std::fmt::Display) -> Error {
+    Error::new(
+        UNAVAILABLE,
+        format!("Unavailable, try again later: {detail}"),
+    )
+}
+
 /// The numeric code of an error, for matching in tests and logs.
 pub fn code_of(error: &Error) -> i32 {
     error.code.into()

@@ -33,8 +33,9 @@ fn open_shared(url: &str, config: &Config) -> Result<Arc<dyn SessionStore>, Stor
 
 #[cfg(not(feature = "postgres"))]
 fn open_shared(_url: &str, _config: &Config) -> Result<Arc<dyn SessionStore>, StoreError> {
-    Err(StoreError::Open {
-        path: "[store] url".into(),
-        detail: "this build of talaria has no PostgreSQL support (the `postgres` feature)".into(),
-    })
+    Err(StoreError::Unsupported(
+        "[store] url names a PostgreSQL database, but this build of talaria has no PostgreSQL \
+         support (the `postgres` feature)"
+            .into(),
+    ))
 }

@@ -43,11 +43,15 @@ async fn cancel_mid_stream_answers_cancelled_closes_the_model_stream_and_the_ses
     let (response, updates) = prompt(&mut agent, &session, "next").await;
     assert_eq!(stop_reason(&response), "end_turn");
     assert_eq!(chunks(&updates, "agent_message_chunk"), ["fresh"]);
-    // The partial answer stays in history, followed by the new question.
+    // The partial answer stays in history, marked as cut off (so the model does not take it
+    // for a complete answer), followed by the new question.
     let messages = &env.mock.requests()[1].body["messages"];
     assert_eq!(
         messages[2],
-        json!({"role": "assistant", "content": "Working on"})
+        json!({
+            "role": "assistant",
+            "content": "Working on\n\n[This answer was cut off before it was complete: the turn was cancelled]"
+        })
     );
     assert_eq!(messages[3]["content"], "next");
     assert_clean_stdout(&agent);

@@ -125,18 +125,6 @@ fn detaching_command(workspace: &Path, tag: &str, then: &str) -> String {
     format!("{}\n{then}", starts.join("\n"))
 }
 
-/// The processes whose command line holds `tag`.
-fn tagged_processes(tag: &str) -> Vec<String> {
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|entry| std::fs::read(entry.path().join("cmdline")).ok())
-        .map(|cmdline| String::from_utf8_lossy(&cmdline).replace('\0', " "))
-        .filter(|cmdline| cmdline.contains(tag) && !cmdline.contains("__sandbox"))
-        .collect()
-}
-
 /// The heartbeat files that exist.
 fn beats(workspace: &Path) -> Vec<PathBuf> {
     std::fs::read_dir(workspace)

@@ -437,3 +437,38 @@ impl PtyOutput {
         self.0.lock().map(|t| t.clone()).unwrap_or_default()
     }
 }
+
+/// The processes whose command line holds `tag` (the sandbox's own helpers aside).
+pub fn tagged_processes(tag: &str) -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| std::fs::read(entry.path().join("cmdline")).ok())
+        .map(|cmdline| String::from_utf8_lossy(&cmdline).replace('\0', " "))
+        .filter(|cmdline| cmdline.contains(tag) && !cmdline.contains("__sandbox"))
+        .collect()
+}
+
+/// Another program holds SQLite's write lock on `path` for `period`; returns once it holds it.
+pub fn hold_write_lock(
+    path: &std::path::Path,
+    period: std::time::Duration,
+) -> std::thread::JoinHandle<()> {
+    let (held, holding) = std::sync::mpsc::channel();
+    let path = path.to_path_buf();
+    let holder = std::thread::spawn(move || {
+        let connection = rusqlite::Connection::open(&path).expect("open");
+        connection
+            .busy_timeout(std::time::Duration::from_secs(30))
+            .expect("busy timeout");
+        connection.execute_batch("BEGIN IMMEDIATE").expect("lock");
+        held.send(()).expect("told");
+        std::thread::sleep(period);
+        connection.execute_batch("COMMIT").expect("unlock");
+    });
+    holding
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the lock was taken");
+    holder
+}

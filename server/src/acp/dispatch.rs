@@ -5,7 +5,8 @@
 //! Invariants:
 //! - The loop never waits on a turn or a session's start; a panic while handling one request
 //!   is answered with `-32603` and the loop goes on.
-//! - At end of input every session is closed and `serve` returns once output is flushed.
+//! - At end of input, or on SIGTERM, SIGINT or SIGHUP, every session is closed as a cancel
+//!   closes it and `serve` returns once output is flushed, within about 3 s (`shutdown.rs`).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -75,13 +76,21 @@ where
         sessions: HashMap::new(),
         router: None,
         registry: talaria_tools::builtin_registry(),
-        store: StoreState::Unopened,
+        store: None,
         windows: server_window::WindowProbes::default(),
     };
+    let mut stop_signals = shutdown::StopSignals::install();
     loop {
         tokio::select! {
+            name = stop_signals.next() => {
+                tracing::info!("{name} received; ending the turns and saving the sessions");
+                break;
+            }
             message = incoming.recv() => match message {
-                None => break,
+                None => {
+                    tracing::info!("input closed; ending the turns and saving the sessions");
+                    break;
+                }
                 Some(IncomingMessage::Request(request)) => {
                     let id = request.id.clone();
                     let method = request.method.clone();
@@ -98,31 +107,17 @@ where
             }
         }
     }
-    tracing::info!("input closed; shutting down");
-    for session in agent.sessions.values() {
-        session.handle.cancel();
-    }
+    stop_signals.exit_on_the_next();
     let Agent {
         peer,
         sessions,
         store,
         ..
     } = agent;
-    // Each actor records its cancelled turn and commits what it recorded; then the store is
-    // checkpointed, before the process exits.
-    let closed = futures_util::future::join_all(
-        sessions
-            .values()
-            .map(|session| session.handle.close_and_wait()),
-    );
-    let _ = tokio::time::timeout(Duration::from_secs(10), closed).await;
-    drop(sessions);
-    if let StoreState::Ready(journal) = store {
-        let _ = tokio::time::timeout(Duration::from_secs(10), journal.shutdown()).await;
-    }
+    shutdown::close_everything(sessions, store).await;
     drop(peer);
     // Give forwarders a moment to send their last messages, then flush.
-    let _ = tokio::time::timeout(Duration::from_secs(2), connection.writer).await;
+    let _ = tokio::time::timeout(Duration::from_millis(400), connection.writer).await;
     Ok(())
 }
 
@@ -220,7 +215,7 @@ impl Agent {
                 let images = config.as_ref().map_or(true, |c| c.supports_images);
                 if let Ok(config) = &config {
                     // The store opens while the client reads the answer.
-                    self.start_opening_store(config);
+                    self.journal(config);
                     self.windows.start(config);
                     let _ = self.router_for(config);
                 }
@@ -244,8 +239,8 @@ impl Agent {
             ClientRequest::ResumeSessionRequest(params) => {
                 self.resume_session(request.id, params).await
             }
-            ClientRequest::ListSessionsRequest(params) => Some(self.list_sessions(params).await),
-            ClientRequest::CloseSessionRequest(params) => Some(self.close_session(params).await),
+            ClientRequest::ListSessionsRequest(params) => self.list_sessions(request.id, params),
+            ClientRequest::CloseSessionRequest(params) => self.close_session(request.id, params),
             ClientRequest::DeleteSessionRequest(params) => Some(self.delete_session(params).await),
             ClientRequest::ForkSessionRequest(params) => {
                 self.start_fork(request.id, params);

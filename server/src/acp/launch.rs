@@ -73,7 +73,21 @@ impl Agent {
 
     /// `session/new`: the start's slow part off the loop, then the store and the launch on it.
     pub(super) fn start_new_session(&self, id: RequestId, params: acp::NewSessionRequest) {
-        self.start_session(id, "session/new", params, |agent, (params, ready)| {
+        let context = self.start_context();
+        let journal = self.store.clone();
+        let slow = async move {
+            let (cwd, directories, mcp_servers) = params.place();
+            let ready = ready_session(context, cwd, directories, mcp_servers).await?;
+            // The store opens in the background from `initialize`; a session that starts
+            // before it opened waits for that a moment, so it knows whether it is saved.
+            if let Some(journal) = journal {
+                journal
+                    .first_open_tried(talaria_engine::journal::ANSWER_DEADLINE)
+                    .await;
+            }
+            Ok((params, ready))
+        };
+        self.defer(id, "session/new", slow, |agent, (params, ready)| {
             agent.new_session(params, ready).boxed_local()
         });
     }
@@ -81,38 +95,30 @@ impl Agent {
     async fn new_session(&mut self, params: acp::NewSessionRequest, ready: Ready) -> Reply {
         let config = &ready.config;
         let id = uuid::Uuid::new_v4().to_string();
-        let journal = self.ensure_store(config).await;
-        let start = match &journal {
-            Some(journal) => {
-                journal.create(talaria_store::SessionMeta {
-                    id: id.clone(),
-                    cwd: params.cwd.display().to_string(),
-                    additional_directories: params
-                        .additional_directories
-                        .iter()
-                        .map(|d| d.display().to_string())
-                        .collect(),
-                    model: config.model.clone(),
-                    mode: config.mode.id().into(),
-                    created_at: talaria_store::now_ms(),
-                    updated_at: talaria_store::now_ms(),
-                    ..Default::default()
-                });
-                // Held before anyone can know its id (a read-only store holds nothing).
-                let (store, claimed) = (journal.store().clone(), id.clone());
-                let _ = tokio::task::spawn_blocking(move || store.claim(&claimed)).await;
-                talaria_engine::SessionStart {
-                    history: None,
-                    journal: Some(talaria_engine::journal::SessionJournal::new(
-                        journal.clone(),
-                        &id,
-                        0,
-                    )),
-                    title: None,
-                    commands: None,
-                }
-            }
-            None => talaria_engine::SessionStart::default(),
+        let journal = self.journal(config);
+        journal.create(talaria_store::SessionMeta {
+            id: id.clone(),
+            cwd: params.cwd.display().to_string(),
+            additional_directories: params
+                .additional_directories
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect(),
+            model: config.model.clone(),
+            mode: config.mode.id().into(),
+            created_at: talaria_store::now_ms(),
+            updated_at: talaria_store::now_ms(),
+            ..Default::default()
+        });
+        // Held (in order, after its create) before anyone can know its id.
+        journal.claim(&id);
+        let start = talaria_engine::SessionStart {
+            history: None,
+            journal: Some(talaria_engine::journal::SessionJournal::new(
+                journal, &id, 0,
+            )),
+            title: None,
+            commands: None,
         };
         let launched = self.launch(Launch {
             id: id.clone(),
@@ -291,9 +297,9 @@ impl Agent {
         if self.client_caps.elicitation_form {
             registry.register(Arc::new(talaria_tools::clarify::Clarify));
         }
-        if let StoreState::Ready(journal) = &self.store {
+        if let Some(journal) = &self.store {
             registry.register(Arc::new(
-                talaria_engine::session_search::SessionSearch::new(journal.store().clone()),
+                talaria_engine::session_search::SessionSearch::new(journal.clone()),
             ));
         }
         match &config.toolsets {
@@ -318,9 +324,6 @@ impl Agent {
         if !self.config_warned {
             self.config_warned = true;
             warnings.extend(config.warnings.iter().cloned());
-        }
-        if let StoreState::Unavailable(why) = &self.store {
-            warnings.push(format!("This session is not saved: {why}"));
         }
         warnings.extend(talaria_engine::sandbox::notice(shell));
         warnings.extend(mcp_warnings);

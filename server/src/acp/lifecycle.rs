@@ -2,40 +2,33 @@
 //! `session/resume`, `session/list`, `session/close`, `session/delete` and `session/fork`,
 //! on the store opened with the first session.
 
-use std::sync::Arc;
-
 use futures_util::FutureExt;
 use talaria_engine::journal::{Journal, SessionJournal};
 use talaria_engine::{Config, SessionStart};
 use talaria_protocol::acp::{self, RequestId};
 use talaria_protocol::errors;
 use talaria_record::Transcript;
-use talaria_store::{SessionMeta, SessionStore, StoreError};
+use talaria_store::{SessionMeta, StoreError};
 
-use super::{
-    Agent, Launch, Launched, Reply, StoreState, config_error, replay, session_not_found, to_value,
-};
+use super::{Agent, Launch, Launched, Reply, config_error, replay, session_not_found, to_value};
 
 /// Sessions per page of `session/list`.
 const LIST_PAGE: usize = 50;
+
+/// How long a request waits for what open sessions queued before it reads (what is still
+/// queued after that is read as of the store's last commit).
+const FLUSH_BEFORE_READ: std::time::Duration = std::time::Duration::from_millis(500);
 
 fn store_error(error: StoreError) -> acp::Error {
     match error {
         StoreError::NotFound(id) => errors::invalid_params(format!("no saved session {id}")),
         StoreError::InUse { .. } => errors::invalid_params(error.to_string()),
+        StoreError::NotOpenYet(_)
+        | StoreError::TimedOut(_)
+        | StoreError::Busy(_)
+        | StoreError::Unreachable(_) => errors::unavailable(error),
         other => errors::internal_error(other.to_string()),
     }
-}
-
-/// Runs a store call on the blocking pool.
-async fn blocking<T: Send + 'static>(
-    store: Arc<dyn SessionStore>,
-    call: impl FnOnce(&dyn SessionStore) -> Result<T, StoreError> + Send + 'static,
-) -> Result<T, acp::Error> {
-    tokio::task::spawn_blocking(move || call(store.as_ref()))
-        .await
-        .map_err(|e| errors::internal_error(format!("the session store failed: {e}")))?
-        .map_err(store_error)
 }
 
 /// A stored session's record, as a launch continues it.
@@ -81,49 +74,16 @@ impl super::launch::StartsSession for Reopen {
 }
 
 impl Agent {
-    /// Starts opening the store in the background, if it is not open or opening.
-    pub(super) fn start_opening_store(&mut self, config: &Config) {
-        if matches!(self.store, StoreState::Unopened) {
-            let config = config.clone();
-            self.store = StoreState::Opening(tokio::task::spawn_blocking(move || {
-                crate::store::open(&config)
-            }));
+    /// The store's journal, started (and the store opened in the background, again until it
+    /// opens) on first use.
+    pub(super) fn journal(&mut self, config: &Config) -> Journal {
+        if let Some(journal) = &self.store {
+            return journal.clone();
         }
-    }
-
-    /// Opens the store (once) with the configuration's home; `None` when it is unavailable.
-    pub(super) async fn ensure_store(&mut self, config: &Config) -> Option<Journal> {
-        self.start_opening_store(config);
-        if let StoreState::Opening(_) = &self.store {
-            let StoreState::Opening(opening) =
-                std::mem::replace(&mut self.store, StoreState::Unopened)
-            else {
-                return None;
-            };
-            let opened = opening.await;
-            self.store = match opened {
-                Ok(Ok(store)) => StoreState::Ready(Journal::start(store)),
-                Ok(Err(error)) => {
-                    tracing::error!("sessions will not be saved: {error}");
-                    StoreState::Unavailable(error.to_string())
-                }
-                Err(error) => StoreState::Unavailable(error.to_string()),
-            };
-        }
-        match &self.store {
-            StoreState::Ready(journal) => Some(journal.clone()),
-            _ => None,
-        }
-    }
-
-    async fn journal_for(&mut self, config: &Config) -> Result<Journal, acp::Error> {
-        match self.ensure_store(config).await {
-            Some(journal) => Ok(journal),
-            None => Err(errors::internal_error(match &self.store {
-                StoreState::Unavailable(why) => format!("saved sessions are unavailable: {why}"),
-                _ => "saved sessions are unavailable".to_string(),
-            })),
-        }
+        let config = config.clone();
+        let journal = Journal::opening(Box::new(move || crate::store::open(&config)));
+        self.store = Some(journal.clone());
+        journal
     }
 
     /// `session/load`: replays the history, then the session goes on. Answered now for a
@@ -176,25 +136,27 @@ impl Agent {
         reopen: Reopen,
         ready: super::Ready,
     ) -> Result<Launched, acp::Error> {
-        let journal = self.journal_for(&ready.config).await?;
+        let journal = self.journal(&ready.config);
         // A session closed a moment ago may still have writes queued; they land first.
-        journal.flush().await;
+        journal.flush(FLUSH_BEFORE_READ).await;
         let id = reopen.id.clone();
         // The claim comes first and is atomic: of two processes loading one session, exactly
         // one wins and the other is told who holds it. A store that cannot be written is
         // still read (the session then runs unsaved and says so).
-        let (meta, mut transcript) = blocking(journal.store().clone(), move |store| {
-            match store.claim(&id) {
-                Ok(()) | Err(StoreError::ReadOnly(_)) => {}
-                Err(other) => return Err(other),
-            }
-            let loaded = store.load(&id);
-            if loaded.is_err() {
-                let _ = store.release(&id);
-            }
-            loaded
-        })
-        .await?;
+        let (meta, mut transcript) = journal
+            .call(move |store| {
+                match store.claim(&id) {
+                    Ok(()) | Err(StoreError::ReadOnly(_)) => {}
+                    Err(other) => return Err(other),
+                }
+                let loaded = store.load(&id);
+                if loaded.is_err() {
+                    let _ = store.release(&id);
+                }
+                loaded
+            })
+            .await
+            .map_err(store_error)?;
         // A turn the previous process did not finish reads as interrupted, in the replay too.
         let saved = transcript.last_id();
         talaria_engine::session::close_cut_off_turn(&mut transcript);
@@ -230,27 +192,21 @@ impl Agent {
         };
         let launched = session.launched();
         if reopen.replay {
-            let Some(journal) = self.ensure_store_ready() else {
-                return Err(errors::internal_error("saved sessions are unavailable"));
+            let Some(journal) = self.store.clone() else {
+                return Err(errors::unavailable("the session store is not open yet"));
             };
-            journal.flush().await;
+            journal.flush(FLUSH_BEFORE_READ).await;
             let id = reopen.id.clone();
-            let (_, transcript) =
-                blocking(journal.store().clone(), move |store| store.load(&id)).await?;
+            let (_, transcript) = journal
+                .call(move |store| store.load(&id))
+                .await
+                .map_err(store_error)?;
             // In order with what the session is writing now, never inside it.
             session
                 .write_now(replay::updates(&transcript, self.client_caps.compaction))
                 .await;
         }
         Ok(launched)
-    }
-
-    /// The journal, when the store is already open.
-    fn ensure_store_ready(&self) -> Option<Journal> {
-        match &self.store {
-            StoreState::Ready(journal) => Some(journal.clone()),
-            _ => None,
-        }
     }
 
     /// Starts a session from a stored record (its system prompt, model and mode are kept).
@@ -284,58 +240,79 @@ impl Agent {
         })
     }
 
-    pub(super) async fn list_sessions(&mut self, params: acp::ListSessionsRequest) -> Reply {
+    /// `session/list`, read off the loop (at most the journal's read deadline).
+    pub(super) fn list_sessions(
+        &mut self,
+        request: RequestId,
+        params: acp::ListSessionsRequest,
+    ) -> Option<Reply> {
         if let Some(cwd) = &params.cwd
             && !cwd.is_absolute()
         {
-            return Err(errors::invalid_params("cwd must be an absolute path"));
+            return Some(Err(errors::invalid_params("cwd must be an absolute path")));
         }
-        let config = super::load_config().await.map_err(config_error)?;
-        let journal = self.journal_for(&config).await?;
-        // Read-your-writes: titles and turns queued by open sessions are listed.
-        journal.flush().await;
-        let cwd = params.cwd.map(|c| c.display().to_string());
-        let cursor = params.cursor;
-        let page = blocking(journal.store().clone(), move |store| {
-            store.list(cwd.as_deref(), cursor.as_deref(), LIST_PAGE)
-        })
-        .await?;
-        let sessions: Vec<acp::SessionInfo> = page
-            .sessions
-            .into_iter()
-            .map(|meta| {
-                acp::SessionInfo::new(meta.id, meta.cwd)
-                    .additional_directories(
-                        meta.additional_directories
-                            .into_iter()
-                            .map(std::path::PathBuf::from)
-                            .collect::<Vec<_>>(),
-                    )
-                    .title(meta.title)
-                    .updated_at(rfc3339(meta.updated_at))
-            })
-            .collect();
-        to_value(acp::ListSessionsResponse::new(sessions).next_cursor(page.next_cursor))
+        let journal = self.store.clone();
+        let slow = async move {
+            let journal = match journal {
+                Some(journal) => journal,
+                None => {
+                    let config = super::load_config().await.map_err(config_error)?;
+                    let journal = Journal::opening(Box::new(move || crate::store::open(&config)));
+                    return Ok((
+                        Some(journal),
+                        Err(errors::unavailable(
+                            "the session store is being opened; list again in a moment",
+                        )),
+                    ));
+                }
+            };
+            Ok((None, list_page(&journal, params).await))
+        };
+        self.defer(request, "session/list", slow, |agent, (opened, listed)| {
+            async move {
+                if let Some(journal) = opened
+                    && agent.store.is_none()
+                {
+                    agent.store = Some(journal);
+                }
+                listed
+            }
+            .boxed_local()
+        });
+        None
     }
 
-    /// Stops a session's work and frees it; it stays in the store.
-    pub(super) async fn close_session(&mut self, params: acp::CloseSessionRequest) -> Reply {
+    /// Stops a session's work and frees it; it stays in the store. Answered off the loop once
+    /// what it recorded is committed (or the journal's deadline passed).
+    pub(super) fn close_session(
+        &mut self,
+        request: RequestId,
+        params: acp::CloseSessionRequest,
+    ) -> Option<Reply> {
         let id = params.session_id.0.to_string();
         let Some(session) = self.sessions.remove(&id) else {
-            return Err(session_not_found(&params.session_id));
+            return Some(Err(session_not_found(&params.session_id)));
         };
         session.handle.cancel();
-        // Answered once what the session recorded is committed; then it is free for others.
-        session.handle.close_and_wait().await;
-        if let StoreState::Ready(journal) = &self.store {
-            let release = id.clone();
-            let _ = blocking(journal.store().clone(), move |store| {
-                store.release(&release)
-            })
-            .await;
-        }
-        tracing::info!(session = %id, "session closed");
-        to_value(acp::CloseSessionResponse::new())
+        let (handle, journal) = (session.handle.clone(), self.store.clone());
+        drop(session);
+        let slow = async move {
+            handle.close_and_wait().await;
+            // Then it is free for others (in order, after what it wrote): answered once it
+            // is, or once the journal's deadline passed (it is released when the store can).
+            if let Some(journal) = journal {
+                journal.release(&id);
+                journal
+                    .committed_within(&id, talaria_engine::journal::ANSWER_DEADLINE)
+                    .await;
+            }
+            tracing::info!(session = %id, "session closed");
+            Ok(())
+        };
+        self.defer(request, "session/close", slow, |_, ()| {
+            async move { to_value(acp::CloseSessionResponse::new()) }.boxed_local()
+        });
+        None
     }
 
     pub(super) async fn delete_session(&mut self, params: acp::DeleteSessionRequest) -> Reply {
@@ -345,9 +322,12 @@ impl Agent {
             session.handle.close_and_wait().await;
         }
         let config = super::load_config().await.map_err(config_error)?;
-        let journal = self.journal_for(&config).await?;
-        journal.flush().await;
-        let deleted = blocking(journal.store().clone(), move |store| store.delete(&id)).await?;
+        let journal = self.journal(&config);
+        journal.flush(FLUSH_BEFORE_READ).await;
+        let deleted = journal
+            .call(move |store| store.delete(&id))
+            .await
+            .map_err(store_error)?;
         if !deleted {
             return Err(errors::invalid_params(format!(
                 "no saved session {}",
@@ -370,12 +350,14 @@ impl Agent {
         params: acp::ForkSessionRequest,
         ready: super::Ready,
     ) -> Reply {
-        let journal = self.journal_for(&ready.config).await?;
+        let journal = self.journal(&ready.config);
         // What is queued for the parent is written before it is read.
-        journal.flush().await;
+        journal.flush(FLUSH_BEFORE_READ).await;
         let parent = params.session_id.0.to_string();
-        let (meta, transcript) =
-            blocking(journal.store().clone(), move |store| store.load(&parent)).await?;
+        let (meta, transcript) = journal
+            .call(move |store| store.load(&parent))
+            .await
+            .map_err(store_error)?;
         let id = uuid::Uuid::new_v4().to_string();
         let now = talaria_store::now_ms();
         let child = SessionMeta {
@@ -393,18 +375,22 @@ impl Agent {
         // The copy is committed (and claimed) before the fork is answered.
         let (copy, claimed) = (transcript.entries().to_vec(), id.clone());
         let stored = child.clone();
-        let saved = blocking(journal.store().clone(), move |store| {
-            store.create(&stored)?;
-            store.append(&claimed, &copy)?;
-            let _ = store.claim(&claimed);
-            Ok(())
-        })
-        .await;
+        let saved = journal
+            .call(move |store| {
+                store.create(&stored)?;
+                store.append(&claimed, &copy)?;
+                let _ = store.claim(&claimed);
+                Ok(())
+            })
+            .await;
         if let Err(error) = saved {
-            return Err(errors::internal_error(format!(
-                "the fork could not be saved: {}",
-                error.message
-            )));
+            return Err(match store_error(error) {
+                unavailable if errors::code_of(&unavailable) == errors::UNAVAILABLE => unavailable,
+                other => errors::internal_error(format!(
+                    "the fork could not be saved: {}",
+                    other.message
+                )),
+            });
         }
         let last = transcript.last_id();
         let journal = SessionJournal::new(journal.clone(), &id, last);
@@ -444,6 +430,34 @@ fn launched_reply(replay: bool, launched: Launched) -> Reply {
                 .meta(launched.meta),
         )
     }
+}
+
+/// One page of `session/list`, read after what open sessions queued (for a moment at most).
+async fn list_page(journal: &Journal, params: acp::ListSessionsRequest) -> Reply {
+    // Read-your-writes: titles and turns queued by open sessions are listed.
+    journal.flush(FLUSH_BEFORE_READ).await;
+    let cwd = params.cwd.map(|c| c.display().to_string());
+    let cursor = params.cursor;
+    let page = journal
+        .call(move |store| store.list(cwd.as_deref(), cursor.as_deref(), LIST_PAGE))
+        .await
+        .map_err(store_error)?;
+    let sessions: Vec<acp::SessionInfo> = page
+        .sessions
+        .into_iter()
+        .map(|meta| {
+            acp::SessionInfo::new(meta.id, meta.cwd)
+                .additional_directories(
+                    meta.additional_directories
+                        .into_iter()
+                        .map(std::path::PathBuf::from)
+                        .collect::<Vec<_>>(),
+                )
+                .title(meta.title)
+                .updated_at(rfc3339(meta.updated_at))
+        })
+        .collect();
+    to_value(acp::ListSessionsResponse::new(sessions).next_cursor(page.next_cursor))
 }
 
 fn rfc3339(ms: i64) -> Option<String> {

@@ -25,6 +25,7 @@ mod replay;
 mod server_window;
 mod session_options;
 mod settings;
+mod shutdown;
 mod skills;
 mod updates;
 
@@ -41,20 +42,6 @@ pub use dispatch::serve;
 use dispatch::{Deferred, StartContext};
 use launch::{Launch, Launched, Ready, config_error, load_config};
 use prompt::request_of;
-
-/// The durable store, opened with the first session.
-enum StoreState {
-    Unopened,
-    /// Being opened on the blocking pool (started by `initialize`).
-    Opening(
-        tokio::task::JoinHandle<
-            Result<Arc<dyn talaria_store::SessionStore>, talaria_store::StoreError>,
-        >,
-    ),
-    Ready(talaria_engine::journal::Journal),
-    /// It could not be opened; sessions run unsaved (said once per session).
-    Unavailable(String),
-}
 
 struct LiveSession {
     handle: SessionHandle,
@@ -118,7 +105,9 @@ struct Agent {
     sessions: HashMap<String, LiveSession>,
     router: Option<RouterCache>,
     registry: talaria_tools::Registry,
-    store: StoreState,
+    /// The session store's journal, started by `initialize` (or the first session that needs
+    /// it); it opens the store in the background, again and again until it opens.
+    store: Option<talaria_engine::journal::Journal>,
     /// Context windows local model servers report.
     windows: server_window::WindowProbes,
     /// Where requests whose slow part ran off the loop come back to be finished.

@@ -63,12 +63,18 @@ pub fn updates(transcript: &Transcript, compaction: bool) -> Vec<SessionUpdate> 
                     .summary(vec![text(body)]),
                 ));
             }
+            // A turn that did not complete says so where it stopped, so a reloaded answer is
+            // not read as a complete one.
+            EntryBody::Interrupted { reason } => {
+                out.push(SessionUpdate::AgentThoughtChunk(ContentChunk::new(text(
+                    &format!("[This turn did not complete: {reason}]"),
+                ))));
+            }
             EntryBody::System { .. }
             | EntryBody::Notice { .. }
             | EntryBody::ModeChanged { .. }
             | EntryBody::ModelChanged { .. }
             | EntryBody::Summary { .. }
-            | EntryBody::Interrupted { .. }
             | EntryBody::Nudge { .. } => {}
         }
     }

@@ -177,6 +177,8 @@ pub enum Op {
         answer: Result<String, SideTaskError>,
         usage: crate::model_call::SessionUsage,
     },
+    /// The session's unsaved entries were written (`true`), or never will be.
+    SaveSettled(bool),
     /// Ends the session after what is queued before it, once what it recorded is committed;
     /// answers when it is.
     Close(Option<oneshot::Sender<()>>),
@@ -362,6 +364,8 @@ struct SessionActor {
     journal: Option<crate::journal::SessionJournal>,
     /// The client was told the session is not being saved (and will be told when it is).
     told_unsaved: bool,
+    /// A task waits for the journal to say the session is saved again.
+    watching_saved: bool,
     /// The title task running beside the session, if any.
     title_task: Option<CancellationToken>,
     /// A review that gave way to a prompt (one-slot servers) and runs again after it.
@@ -547,6 +551,7 @@ impl SessionActor {
             history,
             journal: start.journal,
             told_unsaved: false,
+            watching_saved: false,
             title_task: None,
             review_retry: false,
             title: start.title,
@@ -578,6 +583,7 @@ impl SessionActor {
 
     async fn run(mut self, mut receiver: mpsc::UnboundedReceiver<Op>) {
         let mut closing = None;
+        self.tell_if_store_not_open().await;
         loop {
             let op = match self.waiting.pop_front() {
                 Some(op) => op,
@@ -616,6 +622,7 @@ impl SessionActor {
                 }
                 Op::ReviewFinished(outcome) => self.review_finished(outcome).await,
                 Op::TitleFinished { answer, usage } => self.title_finished(answer, usage).await,
+                Op::SaveSettled(saved) => self.save_settled(saved).await,
                 Op::Close(done) => {
                     closing = done;
                     break;
@@ -641,7 +648,8 @@ impl SessionActor {
     }
 
     /// Sends what the record gained and waits until the store committed it: a turn is
-    /// answered only once it is saved. A failure is told once (the entries wait in memory and
+    /// answered once it is saved, or once the journal's deadline passed (a store that blocks
+    /// never holds an answer). Not being saved is told once (the entries wait in memory and
     /// are written, in order, when the store accepts writes again), and so is the recovery.
     async fn commit(&mut self) {
         self.save();
@@ -649,33 +657,76 @@ impl SessionActor {
             return;
         };
         let report = journal.committed().await;
-        let message = match (&report.error, self.told_unsaved) {
+        match (&report.error, self.told_unsaved) {
             (Some(error), false) => {
-                self.told_unsaved = true;
-                (
-                    crate::events::NoticeLevel::Warning,
-                    format!(
-                        "This session is not being saved: {error}. This turn is not saved yet; \
-                         the session goes on, keeps everything in memory and writes it, in \
-                         order, as soon as the store accepts writes again."
-                    ),
-                )
+                let message = format!(
+                    "This session is not being saved: {error}. This turn is not saved yet; \
+                     the session goes on, keeps everything in memory and writes it, in order, \
+                     as soon as the store accepts writes again."
+                );
+                self.tell_unsaved(message).await;
             }
-            (None, true) => {
-                self.told_unsaved = false;
-                (
-                    crate::events::NoticeLevel::Info,
-                    "The session is saved again: everything since the failure is written.".into(),
-                )
-            }
-            _ => return,
+            (None, true) => self.save_settled(true).await,
+            _ => {}
+        }
+        if report.error.is_some() {
+            self.watch_saved();
+        }
+    }
+
+    /// A session that starts before the store opened says so at once.
+    async fn tell_if_store_not_open(&mut self) {
+        let Some(why) = self.journal.as_ref().and_then(|j| j.journal.not_open()) else {
+            return;
         };
+        self.tell_unsaved(format!(
+            "This session is not saved yet: {why}. The session goes on, keeps everything in \
+             memory and writes it, in order, once the store opens."
+        ))
+        .await;
+        self.watch_saved();
+    }
+
+    async fn tell_unsaved(&mut self, message: String) {
+        self.told_unsaved = true;
+        self.notice(crate::events::NoticeLevel::Warning, message)
+            .await;
+    }
+
+    /// Waits, beside the session, for the journal to have written everything unsaved.
+    fn watch_saved(&mut self) {
+        let Some(journal) = &self.journal else {
+            return;
+        };
+        if std::mem::replace(&mut self.watching_saved, true) {
+            return;
+        }
+        let saved = journal.when_saved();
+        let ops = self.own_ops.clone();
+        tokio::spawn(async move {
+            let saved = saved.await;
+            if let Some(ops) = ops.upgrade() {
+                let _ = ops.send(Op::SaveSettled(saved));
+            }
+        });
+    }
+
+    /// The journal settled what was unsaved: told once, when it is saved again.
+    async fn save_settled(&mut self, saved: bool) {
+        self.watching_saved = false;
+        if saved && std::mem::take(&mut self.told_unsaved) {
+            self.notice(
+                crate::events::NoticeLevel::Info,
+                "The session is saved again: everything it recorded meanwhile is written.".into(),
+            )
+            .await;
+        }
+    }
+
+    async fn notice(&self, level: crate::events::NoticeLevel, message: String) {
         let _ = self
             .events
-            .send(EngineEvent::Notice {
-                level: message.0,
-                message: message.1,
-            })
+            .send(EngineEvent::Notice { level, message })
             .await;
     }
 
@@ -1196,9 +1247,10 @@ impl SessionActor {
         // next request is valid for every provider.
         match &outcome {
             Err(error) => self.history.interrupt(error.to_string()),
-            // A turn cancelled before any answer: marked too, so roles stay valid.
-            Ok(StopReason::Cancelled) if turn_was_cut_off(&self.history) => {
-                self.history.interrupt("cancelled by the user");
+            // A cancelled turn is marked: before any answer so roles stay valid, and after a
+            // partial one so it is not read (by the user on reload, or the model) as complete.
+            Ok(StopReason::Cancelled) => {
+                self.history.interrupt("the turn was cancelled");
             }
             Ok(_) => {}
         }

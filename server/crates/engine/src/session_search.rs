@@ -3,7 +3,7 @@
 //! A query gives ranked hits, each with a snippet and the messages around it; no query lists
 //! recent sessions; a session id and message id scroll around that message.
 
-use std::sync::{Arc, LazyLock};
+use std::sync::LazyLock;
 
 use futures_util::future::BoxFuture;
 use serde::Deserialize;
@@ -54,12 +54,13 @@ struct Args {
 
 /// The tool, over a store.
 pub struct SessionSearch {
-    store: Arc<dyn SessionStore>,
+    /// Searches run through the journal: bounded in time, and possible once the store opens.
+    journal: crate::journal::Journal,
 }
 
 impl SessionSearch {
-    pub fn new(store: Arc<dyn SessionStore>) -> Self {
-        Self { store }
+    pub fn new(journal: crate::journal::Journal) -> Self {
+        Self { journal }
     }
 }
 
@@ -185,11 +186,9 @@ impl Tool for SessionSearch {
                 Ok(args) => args,
                 Err(failed) => return failed,
             };
-            let store = self.store.clone();
-            match tokio::task::spawn_blocking(move || run(store.as_ref(), &args)).await {
-                Ok(Ok(text)) => ToolOutcome::completed(text),
-                Ok(Err(why)) => ToolOutcome::failed(format!("session search failed: {why}")),
-                Err(e) => ToolOutcome::failed(format!("session search failed: {e}")),
+            match self.journal.call(move |store| run(store, &args)).await {
+                Ok(text) => ToolOutcome::completed(text),
+                Err(why) => ToolOutcome::failed(format!("session search failed: {why}")),
             }
         })
     }

@@ -194,11 +194,15 @@ async fn cancel_ends_the_running_turn_and_the_queue_but_not_later_prompts() {
         .prompt(TurnId::from(3), CancellationToken::new(), say("next"))
         .expect("queued");
     assert_eq!(finish_of(&mut rx, 3).await.1, Ok(StopReason::EndTurn));
-    // The partial answer was kept as an assistant message; the cancelled queued prompt never ran.
+    // The partial answer was kept as an assistant message, marked (once) as cut off, so the
+    // model does not take it for a complete one; the cancelled queued prompt never ran.
     let seen = provider.transcripts();
     assert_eq!(seen.len(), 2);
+    let messages = seen[1].model_messages();
     assert!(
-        matches!(&seen[1].model_messages()[2], ModelMessage::Assistant { text, .. } if text == "partial")
+        matches!(&messages[2], ModelMessage::Assistant { text, .. }
+            if text.starts_with("partial\n\n[") && text.matches(talaria_record::CUT_OFF).count() == 1),
+        "{messages:?}"
     );
 }
 

@@ -372,8 +372,7 @@ async fn child_journal(
         parent_id: Some(kit.settings.id.clone()),
         ..Default::default()
     });
-    let (store, id) = (journal.store().clone(), settings.id.clone());
-    let _ = tokio::task::spawn_blocking(move || store.claim(&id)).await;
+    journal.claim(&settings.id);
     Some(crate::journal::SessionJournal::new(
         journal.clone(),
         &settings.id,
@@ -486,8 +485,7 @@ async fn finish_journal(
         ..Default::default()
     });
     let _ = journal.committed().await;
-    let (store, id) = (journal.journal.store().clone(), journal.session_id.clone());
-    let _ = tokio::task::spawn_blocking(move || store.release(&id)).await;
+    journal.journal.release(&journal.session_id);
 }
 
 /// What the parent's `delegate_task` call reads.

@@ -23,7 +23,7 @@ pub use entry::{
     NoticeLevel, PlanItem, Reasoning, ResultStatus, ToolCallRequest, ToolDisplay, ToolLocation,
     ToolResultEntry, UserPart,
 };
-pub use model_view::{ModelMessage, TOOL_IMAGES_NOTE};
+pub use model_view::{CUT_OFF, ModelMessage, TOOL_IMAGES_NOTE};
 pub use transcript::{RECORD_VERSION, RecordError, Transcript};
 pub use validate::{Violation, validate};
 

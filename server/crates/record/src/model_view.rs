@@ -110,6 +110,9 @@ pub(crate) fn render(entries: &[Entry]) -> Vec<ModelMessage<'_>> {
     out
 }
 
+/// How an answer cut off by an interruption is marked for the model (and on replay).
+pub const CUT_OFF: &str = "This answer was cut off before it was complete";
+
 /// The messages rendered so far, and what the next entry must know.
 struct Renderer<'a> {
     out: Vec<ModelMessage<'a>>,
@@ -170,13 +173,25 @@ impl<'a> Renderer<'a> {
             EntryBody::Nudge { text } => self.user_text(text.clone()),
             EntryBody::Interrupted { reason } => {
                 self.boundary();
-                if matches!(self.out.last(), Some(ModelMessage::User(_))) {
-                    self.note_at = Some(self.out.len());
-                    self.out.push(ModelMessage::Assistant {
-                        text: Cow::Owned(format!("[This turn did not complete: {reason}]")),
-                        reasoning: None,
-                        tool_calls: &[],
-                    });
+                match self.out.last_mut() {
+                    Some(ModelMessage::User(_)) => {
+                        self.note_at = Some(self.out.len());
+                        self.out.push(ModelMessage::Assistant {
+                            text: Cow::Owned(format!("[This turn did not complete: {reason}]")),
+                            reasoning: None,
+                            tool_calls: &[],
+                        });
+                    }
+                    // An answer cut off while it was being written says so, so the model
+                    // does not take it for a complete one.
+                    Some(ModelMessage::Assistant {
+                        text,
+                        tool_calls: [],
+                        ..
+                    }) => {
+                        *text = Cow::Owned(format!("{text}\n\n[{CUT_OFF}: {reason}]"));
+                    }
+                    _ => {}
                 }
             }
             EntryBody::Notice { .. }

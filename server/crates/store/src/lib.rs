@@ -47,8 +47,30 @@ pub enum StoreError {
     Unreachable(String),
     #[error("no session {0}")]
     NotFound(String),
+    #[error("the session store is not open yet ({0}); it is tried again in the background")]
+    NotOpenYet(String),
+    #[error("the session store did not answer within {0:?}")]
+    TimedOut(std::time::Duration),
+    #[error("{0}")]
+    Unsupported(String),
     #[error("session store error: {0}")]
     Other(String),
+}
+
+impl StoreError {
+    /// Whether the error is the store's as a whole (busy, unreachable, full, not open…)
+    /// rather than one session's: trying other sessions' writes now would fail the same way.
+    pub fn is_store_wide(&self) -> bool {
+        !matches!(
+            self,
+            StoreError::InUse { .. } | StoreError::NotFound(_) | StoreError::Other(_)
+        )
+    }
+
+    /// Whether opening the store can never succeed as configured (trying again is useless).
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, StoreError::TooNew { .. } | StoreError::Unsupported(_))
+    }
 }
 
 /// What is known about a session besides its record.

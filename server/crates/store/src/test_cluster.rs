@@ -59,6 +59,14 @@ impl TestCluster {
         cluster
     }
 
+    /// A cluster made but not started (a database that is down): [`Self::start_again`]
+    /// starts it; its `postgres` database is there from the start ([`Self::url`]).
+    pub fn not_started() -> Self {
+        let dir = tempfile::tempdir().expect("dir");
+        let as_user = running_as_root().then_some("nobody");
+        Self::init(dir, as_user, &[])
+    }
+
     /// A cluster that takes TLS connections only, with a self-signed certificate for
     /// `localhost` ([`Self::certificate`]); the administrator's connection uses the socket.
     pub fn start_tls_only() -> Self {
@@ -186,6 +194,39 @@ impl TestCluster {
     /// Starts a stopped server again on the same port.
     pub fn start_again(&self) {
         self.pg_ctl("start");
+    }
+
+    /// Stops every process of the server with SIGSTOP (`false`) or lets them go on with
+    /// SIGCONT (`true`): a frozen server keeps its connections open and answers nothing.
+    pub fn freeze(&self, frozen: bool) {
+        let pid_file = std::fs::read_to_string(self.data.join("postmaster.pid")).expect("pid");
+        let postmaster: i32 = pid_file
+            .lines()
+            .next()
+            .and_then(|line| line.trim().parse().ok())
+            .expect("the postmaster's pid");
+        let mut pids = vec![postmaster];
+        for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            let parent = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|ppid| ppid.parse::<i32>().ok());
+            if parent == Some(postmaster) {
+                pids.push(pid);
+            }
+        }
+        let signal = if frozen { "-STOP" } else { "-CONT" };
+        let mut kill = Command::new("kill");
+        kill.arg(signal);
+        for pid in &pids {
+            kill.arg(pid.to_string());
+        }
+        let status = kill.status().expect("kill");
+        assert!(status.success(), "kill {signal} {pids:?}");
     }
 
     pub fn port(&self) -> u16 {

@@ -124,6 +124,11 @@ impl Link {
         }
     }
 
+    /// The connection, taken out (to be closed elsewhere).
+    pub(super) fn take_client(&mut self) -> Option<Client> {
+        self.client.take()
+    }
+
     /// Drops the connection after a call found the server unreachable, to be connected
     /// again on the next use.
     pub(super) fn closed(&mut self) {

@@ -62,6 +62,37 @@ impl std::fmt::Debug for PgStore {
     }
 }
 
+impl Drop for PgStore {
+    /// The driver's blocking client closes by running a runtime of its own, which panics —
+    /// and aborts the process — on a thread that already runs one: the connections are
+    /// closed on a thread of their own, whichever thread drops the store.
+    fn drop(&mut self) {
+        let mut clients = Vec::new();
+        for link in self
+            .pool
+            .iter_mut()
+            .chain(std::iter::once(&mut self.claims))
+        {
+            let link = link
+                .get_mut()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            clients.extend(link.take_client());
+        }
+        if clients.is_empty() {
+            return;
+        }
+        match std::thread::Builder::new()
+            .name("talaria-pg-close".into())
+            .spawn(move || drop(clients))
+        {
+            Ok(closing) => {
+                let _ = closing.join();
+            }
+            Err(error) => tracing::warn!("closing the database connections: {error}"),
+        }
+    }
+}
+
 /// A driver error as text: the server's own message when it sent one.
 fn describe(error: &postgres::Error) -> String {
     match error.as_db_error() {

@@ -22,7 +22,11 @@ const OPEN_PATIENCE: Duration = Duration::from_secs(30);
 /// The SQLite store.
 pub struct SqliteStore {
     path: PathBuf,
+    /// Writes (and the migration).
     connection: Mutex<Connection>,
+    /// Reads, on a connection of their own: in WAL mode they never wait for a writer, this
+    /// process's or another's, so listing and loading go on while a write is stuck.
+    reader: Mutex<Connection>,
     claims: Claims,
     /// Opened read-only (the file or its folder cannot be written): reads work, writes fail.
     read_only: bool,
@@ -183,12 +187,18 @@ impl SqliteStore {
         } else {
             patiently(|| Self::migrate(&mut connection))?;
         }
+        let reader = if read_only {
+            Self::connect(path, true)?
+        } else {
+            Self::reader(path)?
+        };
         let claims_dir = path
             .parent()
             .map_or_else(|| PathBuf::from("claims"), |p| p.join("claims"));
         Ok(Self {
             path: path.to_path_buf(),
             connection: Mutex::new(connection),
+            reader: Mutex::new(reader),
             claims: Claims::new(claims_dir),
             read_only,
         })
@@ -225,6 +235,22 @@ impl SqliteStore {
                 .execute_batch("BEGIN IMMEDIATE; ROLLBACK;")
                 .map_err(classify)?;
         }
+        Ok(connection)
+    }
+
+    /// The connection reads go through (the file is already in WAL mode).
+    fn reader(path: &Path) -> Result<Connection, StoreError> {
+        let connection = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(classify)?;
+        connection
+            .busy_timeout(Duration::from_secs(5))
+            .map_err(classify)?;
+        connection
+            .execute_batch("PRAGMA query_only = ON")
+            .map_err(classify)?;
         Ok(connection)
     }
 
@@ -367,6 +393,11 @@ impl SqliteStore {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }
+
+    /// The reads' connection.
+    fn read(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.reader.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 impl SessionStore for SqliteStore {
@@ -455,7 +486,7 @@ impl SessionStore for SqliteStore {
     }
 
     fn load(&self, session_id: &str) -> Result<(SessionMeta, Transcript), StoreError> {
-        let connection = self.lock();
+        let connection = self.read();
         let meta = connection
             .query_row(
                 &format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?1"),
@@ -494,7 +525,7 @@ impl SessionStore for SqliteStore {
     ) -> Result<ListPage, StoreError> {
         let (after_time, after_id) = crate::list_cursor(cursor);
         let limit = limit.clamp(1, 1000);
-        let connection = self.lock();
+        let connection = self.read();
         let mut select = connection
             .prepare_cached(&format!(
                 "SELECT {SESSION_COLUMNS} FROM sessions
@@ -556,7 +587,7 @@ impl SessionStore for SqliteStore {
         let Some(query) = fts::query_of(query) else {
             return Ok(Vec::new());
         };
-        let connection = self.lock();
+        let connection = self.read();
         let mut select = connection
             .prepare_cached(
                 "SELECT e.session_id, e.entry_id, bm25(entries_fts) AS rank,
@@ -593,7 +624,7 @@ impl SessionStore for SqliteStore {
         before: usize,
         after: usize,
     ) -> Result<Vec<Entry>, StoreError> {
-        let connection = self.lock();
+        let connection = self.read();
         let id = i64::try_from(entry_id).unwrap_or(i64::MAX);
         let read = |sql: &str, count: usize| -> Result<Vec<Entry>, StoreError> {
             let mut select = connection.prepare_cached(sql).map_err(classify)?;

@@ -1,0 +1,420 @@
+//! Writes sessions to the store without blocking the runtime or the answers, and says when
+//! they are committed: one writer thread for every session of the process, in order per
+//! session (`writer.rs`).
+//!
+//! - Writes queued together are committed together (one transaction per batch, not per
+//!   entry); a turn is answered once a barrier confirms its entries are committed
+//!   ([`SessionJournal::committed`]) — or once [`ANSWER_DEADLINE`] has passed, whichever is
+//!   first: a store that blocks (a lock held by another program, a frozen database server)
+//!   never holds an answer longer. The session then tells its client it is not saved yet,
+//!   and again when it is ([`Journal::when_saved`]).
+//! - The queue is bounded in entries: a turn that runs ahead of the disk waits
+//!   ([`SessionJournal::room`]), so a slow disk slows turns instead of growing memory.
+//! - A write that fails (a full disk, a read-only or damaged store, a lost database) keeps
+//!   the session's unsaved writes in memory, in order, and retries them (every couple of
+//!   seconds and before any newer write of that session), so the record never has holes.
+//! - A store that cannot be opened (locked by another process's migration, a database that
+//!   is down) is opened again, with backoff, for the life of the process; writes made
+//!   meanwhile wait in the backlogs and are written once it opens.
+//! - Reads ([`Journal::call`]) are bounded by [`READ_DEADLINE`].
+
+mod writer;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, mpsc};
+use std::time::Duration;
+
+use talaria_record::{Entry, EntryId, Transcript};
+use talaria_store::{MetaUpdate, SessionMeta, SessionStore, StoreError};
+use tokio::sync::{Notify, oneshot};
+
+pub use writer::Opener;
+use writer::{Write, Writer};
+
+/// Entries that may wait in the queue before turns wait for the disk.
+pub const MAX_QUEUED_ENTRIES: usize = 4096;
+/// The longest a turn's answer waits for its entries to be committed.
+pub const ANSWER_DEADLINE: Duration = Duration::from_millis(1500);
+/// The longest a request waits for the store to read (list, load, search…).
+pub const READ_DEADLINE: Duration = Duration::from_secs(2);
+/// Store calls that may be stuck at once before new ones fail at once (they hold threads of
+/// the blocking pool, which the tools need too).
+const MAX_STUCK_CALLS: usize = 4;
+
+/// How a session's saving stands.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SaveReport {
+    /// Entries kept in memory because the store refused them or has not answered yet
+    /// (written later, in order).
+    pub unsaved: usize,
+    /// Why, while anything is unsaved.
+    pub error: Option<String>,
+}
+
+impl SaveReport {
+    fn late(deadline: Duration) -> Self {
+        Self {
+            unsaved: 1,
+            error: Some(format!(
+                "the session store has not answered for {:.1} s (it may be locked by another \
+                 program, or its server stopped)",
+                deadline.as_secs_f64()
+            )),
+        }
+    }
+
+    fn stopped() -> Self {
+        Self {
+            unsaved: 1,
+            error: Some("the session writer has stopped".into()),
+        }
+    }
+}
+
+/// Whether the store is open.
+#[derive(Debug, Clone)]
+enum StoreStatus {
+    Open,
+    /// Being opened again and again; the last reason it did not open.
+    Opening(String),
+    /// It can never open as configured.
+    Closed(String),
+}
+
+/// What the writer and every handle share.
+struct Shared {
+    store: OnceLock<Arc<dyn SessionStore>>,
+    status: Mutex<StoreStatus>,
+    /// Entries queued and not yet handled by the writer.
+    queued: AtomicUsize,
+    /// Signalled whenever the writer handled a batch.
+    drained: Notify,
+    /// Store calls running on the blocking pool for requests.
+    calls: AtomicUsize,
+    /// Opening was tried at least once (it may have failed).
+    tried: std::sync::atomic::AtomicBool,
+    /// Signalled when it was.
+    first_try: Notify,
+}
+
+impl Shared {
+    fn new(status: StoreStatus) -> Self {
+        Self {
+            store: OnceLock::new(),
+            status: Mutex::new(status),
+            queued: AtomicUsize::new(0),
+            drained: Notify::new(),
+            calls: AtomicUsize::new(0),
+            tried: std::sync::atomic::AtomicBool::new(false),
+            first_try: Notify::new(),
+        }
+    }
+
+    fn tried_once(&self) {
+        if !self.tried.swap(true, Ordering::AcqRel) {
+            self.first_try.notify_waiters();
+        }
+    }
+
+    fn opened(&self, store: Arc<dyn SessionStore>) {
+        let _ = self.store.set(store);
+        self.set_status(StoreStatus::Open);
+    }
+
+    fn set_status(&self, status: StoreStatus) {
+        *self.status.lock().unwrap_or_else(PoisonError::into_inner) = status;
+    }
+
+    fn status(&self) -> StoreStatus {
+        self.status
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Why the store cannot be used now, as a store error.
+    fn not_open(&self) -> StoreError {
+        match self.status() {
+            StoreStatus::Closed(why) => StoreError::Unsupported(why),
+            StoreStatus::Opening(why) => StoreError::NotOpenYet(why),
+            StoreStatus::Open => StoreError::NotOpenYet("opening".into()),
+        }
+    }
+
+    fn status_text(&self) -> String {
+        self.not_open().to_string()
+    }
+}
+
+/// The process's writer.
+#[derive(Clone)]
+pub struct Journal {
+    writes: mpsc::Sender<Write>,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Journal")
+    }
+}
+
+impl Journal {
+    /// Starts the writer thread for an open `store`.
+    pub fn start(store: Arc<dyn SessionStore>) -> Self {
+        let shared = Arc::new(Shared::new(StoreStatus::Open));
+        shared.opened(store.clone());
+        shared.tried_once();
+        let writer = Writer::open(store, shared.clone());
+        Self::spawn(writer, shared)
+    }
+
+    /// Starts the writer thread, which opens the store with `open` — again, with backoff,
+    /// until it opens (or fails for good: a store too new, a build without its driver).
+    pub fn opening(open: Opener) -> Self {
+        let shared = Arc::new(Shared::new(StoreStatus::Opening("opening".into())));
+        let writer = Writer::opening(open, shared.clone());
+        Self::spawn(writer, shared)
+    }
+
+    fn spawn(writer: Writer, shared: Arc<Shared>) -> Self {
+        let (writes, queue) = mpsc::channel::<Write>();
+        let spawned = std::thread::Builder::new()
+            .name("talaria-journal".into())
+            .spawn(move || writer.run(&queue));
+        if let Err(error) = spawned {
+            tracing::error!("the session writer could not start: {error}");
+        }
+        Self { writes, shared }
+    }
+
+    /// The store, once it is open; else why not.
+    pub fn store(&self) -> Result<Arc<dyn SessionStore>, StoreError> {
+        self.shared
+            .store
+            .get()
+            .cloned()
+            .ok_or_else(|| self.shared.not_open())
+    }
+
+    /// Waits until opening the store was tried once (the usual case: it opened), for at most
+    /// `deadline`: a session that starts meanwhile then knows whether it is saved.
+    pub async fn first_open_tried(&self, deadline: Duration) {
+        let waiting = async {
+            loop {
+                let tried = self.shared.first_try.notified();
+                if self.shared.tried.load(Ordering::Acquire) {
+                    return;
+                }
+                tried.await;
+            }
+        };
+        let _ = tokio::time::timeout(deadline, waiting).await;
+    }
+
+    /// Whether the store is open.
+    pub fn is_open(&self) -> bool {
+        self.shared.store.get().is_some()
+    }
+
+    /// Why the store is not open, when it is not ("not open yet…", or why it never will be).
+    pub fn not_open(&self) -> Option<String> {
+        (!self.is_open()).then(|| self.shared.status_text())
+    }
+
+    /// Runs a store call for a request on the blocking pool, for at most [`READ_DEADLINE`]
+    /// (the call itself goes on in the background when the store is stuck).
+    pub async fn call<T: Send + 'static>(
+        &self,
+        call: impl FnOnce(&dyn SessionStore) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let store = self.store()?;
+        let calls = &self.shared.calls;
+        if calls.fetch_add(1, Ordering::AcqRel) >= MAX_STUCK_CALLS {
+            calls.fetch_sub(1, Ordering::AcqRel);
+            return Err(StoreError::TimedOut(READ_DEADLINE));
+        }
+        let shared = self.shared.clone();
+        let running = tokio::task::spawn_blocking(move || {
+            let result = call(store.as_ref());
+            shared.calls.fetch_sub(1, Ordering::AcqRel);
+            result
+        });
+        match tokio::time::timeout(READ_DEADLINE, running).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(join)) => Err(StoreError::Other(format!("the store call failed: {join}"))),
+            Err(_) => Err(StoreError::TimedOut(READ_DEADLINE)),
+        }
+    }
+
+    fn send(&self, write: Write) -> bool {
+        self.writes.send(write).is_ok()
+    }
+
+    pub fn create(&self, meta: SessionMeta) {
+        self.send(Write::Create(meta));
+    }
+
+    /// Holds a new session for this process (after its create, in order).
+    pub fn claim(&self, session_id: &str) {
+        self.send(Write::Claim(session_id.to_string()));
+    }
+
+    /// Lets other processes have the session once everything it wrote is written.
+    pub fn release(&self, session_id: &str) {
+        self.send(Write::Release(session_id.to_string()));
+    }
+
+    pub fn update(&self, session_id: &str, update: MetaUpdate) {
+        self.send(Write::Update(session_id.to_string(), update));
+    }
+
+    fn append(&self, session_id: &str, entries: Vec<Entry>) -> bool {
+        let count = entries.len();
+        self.shared.queued.fetch_add(count, Ordering::AcqRel);
+        let sent = self.send(Write::Append(session_id.to_string(), entries));
+        if !sent {
+            self.shared.queued.fetch_sub(count, Ordering::AcqRel);
+        }
+        sent
+    }
+
+    /// How a session's saving stands once everything queued for it was tried, or once
+    /// `deadline` has passed (then it is reported unsaved: the writes go on in order).
+    pub async fn committed_within(&self, session_id: &str, deadline: Duration) -> SaveReport {
+        let (reply, answer) = oneshot::channel();
+        if !self.send(Write::Barrier(session_id.to_string(), reply)) {
+            return SaveReport::stopped();
+        }
+        match tokio::time::timeout(deadline, answer).await {
+            Ok(Ok(report)) => report,
+            Ok(Err(_)) => SaveReport::stopped(),
+            Err(_) => SaveReport::late(deadline),
+        }
+    }
+
+    /// Resolves `true` once the session has nothing unsaved; `false` when it never will
+    /// (the store can never open, or the writer stopped).
+    pub fn when_saved(
+        &self,
+        session_id: &str,
+    ) -> impl std::future::Future<Output = bool> + Send + use<> {
+        let (reply, answer) = oneshot::channel();
+        self.send(Write::WhenSaved(session_id.to_string(), reply));
+        async move { answer.await.unwrap_or(false) }
+    }
+
+    /// Waits while the writer is more than [`MAX_QUEUED_ENTRIES`] behind.
+    pub async fn room(&self) {
+        loop {
+            let drained = self.shared.drained.notified();
+            if self.shared.queued.load(Ordering::Acquire) <= MAX_QUEUED_ENTRIES {
+                return;
+            }
+            drained.await;
+        }
+    }
+
+    /// Entries queued and not yet handled.
+    pub fn queued(&self) -> usize {
+        self.shared.queued.load(Ordering::Acquire)
+    }
+
+    /// Waits until every write queued so far is done, for at most `deadline`; whether it was.
+    pub async fn flush(&self, deadline: Duration) -> bool {
+        let (done, finished) = oneshot::channel();
+        if !self.send(Write::Flush(done)) {
+            return false;
+        }
+        matches!(tokio::time::timeout(deadline, finished).await, Ok(Ok(())))
+    }
+
+    /// A clean exit: everything queued is written (what still fails is tried once more and
+    /// then logged with its session) and the store is checkpointed, so its main file alone
+    /// holds every committed turn — for at most `deadline`. The sessions left unsaved.
+    pub async fn shutdown(&self, deadline: Duration) -> Option<Vec<(String, SaveReport)>> {
+        let (done, finished) = oneshot::channel();
+        if !self.send(Write::Shutdown(done)) {
+            return None;
+        }
+        match tokio::time::timeout(deadline, finished).await {
+            Ok(Ok(left)) => Some(left),
+            _ => {
+                tracing::error!(
+                    queued = self.queued(),
+                    "the session store did not finish writing within {:.1} s; what is still \
+                     queued is not saved",
+                    deadline.as_secs_f64()
+                );
+                None
+            }
+        }
+    }
+}
+
+/// One session's view of the journal: what of its record has been sent.
+#[derive(Debug, Clone)]
+pub struct SessionJournal {
+    pub journal: Journal,
+    pub session_id: String,
+    /// Entries up to this id have been sent.
+    pub saved: EntryId,
+}
+
+impl SessionJournal {
+    /// For a session whose record up to `saved` is already stored.
+    pub fn new(journal: Journal, session_id: &str, saved: EntryId) -> Self {
+        Self {
+            journal,
+            session_id: session_id.to_string(),
+            saved,
+        }
+    }
+
+    /// Sends every entry added, or changed in place, since the last save.
+    pub fn save(&mut self, transcript: &mut Transcript) {
+        let rewritten = transcript.take_rewritten();
+        let stored: Vec<Entry> = rewritten
+            .into_iter()
+            .filter(|e| e.id <= self.saved)
+            .collect();
+        if !stored.is_empty() {
+            self.journal.append(&self.session_id, stored);
+        }
+        let new = transcript.entries_after(self.saved);
+        if new.is_empty() {
+            return;
+        }
+        let last = transcript.last_id();
+        if self.journal.append(&self.session_id, new.to_vec()) {
+            self.saved = last;
+        } else {
+            tracing::error!(session = %self.session_id, "the session writer has stopped; this session is not saved");
+        }
+    }
+
+    pub fn update(&self, update: MetaUpdate) {
+        self.journal.update(&self.session_id, update);
+    }
+
+    /// How this session's saving stands once everything sent so far was tried, or after
+    /// [`ANSWER_DEADLINE`].
+    pub async fn committed(&self) -> SaveReport {
+        self.journal
+            .committed_within(&self.session_id, ANSWER_DEADLINE)
+            .await
+    }
+
+    /// Resolves `true` once this session has nothing unsaved (`false`: it never will be).
+    pub fn when_saved(&self) -> impl std::future::Future<Output = bool> + Send + use<> {
+        self.journal.when_saved(&self.session_id)
+    }
+
+    /// Waits while the writer is far behind (a slow disk slows the turn).
+    pub async fn room(&self) {
+        self.journal.room().await;
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,264 @@
+//! The journal against stores that refuse, block and open late.
+
+use super::*;
+use std::sync::Condvar;
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+use talaria_record::testing::user;
+use talaria_store::{ListPage, SearchHit};
+
+/// A store that refuses writes while `failing` is set, blocks them while `blocked` is set,
+/// and records what it accepted.
+#[derive(Default)]
+struct Flaky {
+    failing: AtomicBool,
+    blocked: Mutex<bool>,
+    unblocked: Condvar,
+    accepted: Mutex<Vec<(String, EntryId)>>,
+    batches: AtomicUsize,
+}
+
+impl Flaky {
+    fn block(&self, blocked: bool) {
+        *self.blocked.lock().expect("lock") = blocked;
+        self.unblocked.notify_all();
+    }
+
+    fn wait_while_blocked(&self) {
+        let mut blocked = self.blocked.lock().expect("lock");
+        while *blocked {
+            blocked = self.unblocked.wait(blocked).expect("lock");
+        }
+    }
+
+    fn accepted_ids(&self) -> Vec<EntryId> {
+        self.accepted
+            .lock()
+            .expect("lock")
+            .iter()
+            .map(|(_, id)| *id)
+            .collect()
+    }
+}
+
+impl SessionStore for Flaky {
+    fn create(&self, _: &SessionMeta) -> Result<(), StoreError> {
+        Ok(())
+    }
+    fn append(&self, session: &str, entries: &[Entry]) -> Result<(), StoreError> {
+        self.wait_while_blocked();
+        if self.failing.load(Ordering::Acquire) {
+            return Err(StoreError::Full("no space left".into()));
+        }
+        let mut accepted = self.accepted.lock().expect("lock");
+        accepted.extend(entries.iter().map(|e| (session.to_string(), e.id)));
+        Ok(())
+    }
+    fn append_batch(&self, batch: &[(String, Vec<Entry>)]) -> Result<(), StoreError> {
+        self.batches.fetch_add(1, Ordering::AcqRel);
+        self.wait_while_blocked();
+        if self.failing.load(Ordering::Acquire) {
+            return Err(StoreError::Full("no space left".into()));
+        }
+        for (session, entries) in batch {
+            self.append(session, entries)?;
+        }
+        Ok(())
+    }
+    fn update(&self, _: &str, _: &MetaUpdate) -> Result<(), StoreError> {
+        Ok(())
+    }
+    fn load(&self, id: &str) -> Result<(SessionMeta, Transcript), StoreError> {
+        self.wait_while_blocked();
+        Err(StoreError::NotFound(id.into()))
+    }
+    fn list(&self, _: Option<&str>, _: Option<&str>, _: usize) -> Result<ListPage, StoreError> {
+        Ok(ListPage::default())
+    }
+    fn delete(&self, _: &str) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+    fn search(&self, _: &str, _: usize) -> Result<Vec<SearchHit>, StoreError> {
+        Ok(Vec::new())
+    }
+    fn entries_around(
+        &self,
+        _: &str,
+        _: EntryId,
+        _: usize,
+        _: usize,
+    ) -> Result<Vec<Entry>, StoreError> {
+        Ok(Vec::new())
+    }
+    fn claim(&self, _: &str) -> Result<(), StoreError> {
+        Ok(())
+    }
+    fn release(&self, _: &str) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn failed_writes_wait_in_order_and_heal_without_holes() {
+    let store = Arc::new(Flaky::default());
+    let journal = Journal::start(store.clone());
+    let mut session = SessionJournal::new(journal.clone(), "s", 0);
+    let mut transcript = Transcript::with_system("sys");
+    session.save(&mut transcript);
+    assert_eq!(session.committed().await, SaveReport::default());
+    store.failing.store(true, Ordering::Release);
+    transcript.push(user("one"));
+    session.save(&mut transcript);
+    transcript.push(user("two"));
+    session.save(&mut transcript);
+    let report = session.committed().await;
+    assert_eq!(report.unsaved, 2);
+    assert!(report.error.is_some_and(|e| e.contains("full")));
+    let saved = session.when_saved();
+    store.failing.store(false, Ordering::Release);
+    assert!(
+        tokio::time::timeout(Duration::from_secs(10), saved)
+            .await
+            .expect("healed by the writer's own retry, without a new write"),
+        "saved"
+    );
+    transcript.push(user("three"));
+    session.save(&mut transcript);
+    assert_eq!(session.committed().await, SaveReport::default());
+    assert_eq!(
+        store.accepted_ids(),
+        [1, 2, 3, 4],
+        "every entry, once, in order"
+    );
+    assert_eq!(journal.queued(), 0);
+}
+
+#[tokio::test]
+async fn writes_queued_together_are_committed_together() {
+    let store = Arc::new(Flaky::default());
+    let journal = Journal::start(store.clone());
+    let mut sessions: Vec<(SessionJournal, Transcript)> = (0..20)
+        .map(|n| {
+            (
+                SessionJournal::new(journal.clone(), &format!("s{n}"), 0),
+                Transcript::with_system("sys"),
+            )
+        })
+        .collect();
+    for (session, transcript) in &mut sessions {
+        for n in 0..5 {
+            transcript.push(user(&format!("message {n}")));
+        }
+        session.save(transcript);
+    }
+    assert!(journal.flush(Duration::from_secs(10)).await);
+    assert_eq!(store.accepted.lock().expect("lock").len(), 20 * 6);
+    assert!(
+        store.batches.load(Ordering::Acquire) < 20,
+        "batched, not one commit per session"
+    );
+}
+
+#[tokio::test]
+async fn a_blocked_store_never_holds_an_answer_past_the_deadline() {
+    let store = Arc::new(Flaky::default());
+    let journal = Journal::start(store.clone());
+    let mut sessions: Vec<(SessionJournal, Transcript)> = (0..4)
+        .map(|n| {
+            (
+                SessionJournal::new(journal.clone(), &format!("s{n}"), 0),
+                Transcript::with_system("sys"),
+            )
+        })
+        .collect();
+    store.block(true);
+    for (session, transcript) in &mut sessions {
+        transcript.push(user("while the store is stuck"));
+        session.save(transcript);
+    }
+    let started = Instant::now();
+    let reports =
+        futures_util::future::join_all(sessions.iter().map(|(session, _)| session.committed()))
+            .await;
+    assert!(started.elapsed() < ANSWER_DEADLINE + Duration::from_millis(500));
+    for report in &reports {
+        assert!(
+            report
+                .error
+                .as_deref()
+                .is_some_and(|e| e.contains("not answered"))
+        );
+    }
+    // Reads are bounded too.
+    let started = Instant::now();
+    let read = journal.call(|store| store.load("s0")).await;
+    assert!(matches!(read, Err(StoreError::TimedOut(_))), "{read:?}");
+    assert!(started.elapsed() < READ_DEADLINE + Duration::from_millis(500));
+    let saved: Vec<_> = sessions.iter().map(|(s, _)| s.when_saved()).collect();
+    store.block(false);
+    for saved in saved {
+        assert!(
+            tokio::time::timeout(Duration::from_secs(10), saved)
+                .await
+                .expect("told when saved")
+        );
+    }
+    assert_eq!(store.accepted.lock().expect("lock").len(), 4 * 2);
+}
+
+#[tokio::test]
+async fn a_store_that_opens_late_gets_everything_written_before_in_order() {
+    let store = Arc::new(Flaky::default());
+    let tries = Arc::new(AtomicUsize::new(0));
+    let (opened, counted) = (store.clone(), tries.clone());
+    let journal = Journal::opening(Box::new(move || {
+        if counted.fetch_add(1, Ordering::AcqRel) < 3 {
+            Err(StoreError::Unreachable("connection refused".into()))
+        } else {
+            Ok(opened.clone() as Arc<dyn SessionStore>)
+        }
+    }));
+    let mut session = SessionJournal::new(journal.clone(), "s", 0);
+    let mut transcript = Transcript::with_system("sys");
+    transcript.push(user("before the store opened"));
+    session.save(&mut transcript);
+    let report = session.committed().await;
+    assert!(
+        report
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("not open yet")),
+        "{report:?}"
+    );
+    assert!(matches!(journal.store(), Err(StoreError::NotOpenYet(_))));
+    assert!(
+        tokio::time::timeout(Duration::from_secs(20), session.when_saved())
+            .await
+            .expect("saved once the store opens")
+    );
+    assert!(journal.is_open());
+    assert!(
+        tries.load(Ordering::Acquire) >= 4,
+        "tried again until it opened"
+    );
+    transcript.push(user("after"));
+    session.save(&mut transcript);
+    assert_eq!(session.committed().await, SaveReport::default());
+    assert_eq!(store.accepted_ids(), [1, 2, 3]);
+}
+
+#[tokio::test]
+async fn a_store_that_can_never_open_is_said_so_and_not_waited_for() {
+    let journal = Journal::opening(Box::new(|| Err(StoreError::TooNew { found: 9, known: 3 })));
+    let mut session = SessionJournal::new(journal.clone(), "s", 0);
+    let mut transcript = Transcript::with_system("sys");
+    session.save(&mut transcript);
+    let report = session.committed().await;
+    assert!(report.error.is_some(), "{report:?}");
+    assert!(
+        !tokio::time::timeout(Duration::from_secs(5), session.when_saved())
+            .await
+            .expect("answered: never")
+    );
+    assert!(matches!(journal.store(), Err(StoreError::Unsupported(_))));
+}

@@ -1,0 +1,527 @@
+//! The journal's writer thread: opens the store (again and again, with backoff, until it
+//! opens), commits queued writes in batches, keeps what the store refused in per-session
+//! backlogs, in order, and writes them when it accepts writes again.
+//!
+//! Nothing here is awaited by an answer for longer than the journal's deadlines: callers
+//! wait on replies with a timeout (`mod.rs`), so a store that blocks (a lock held by another
+//! program, a frozen database server) delays writes, never answers.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
+
+use talaria_record::Entry;
+use talaria_store::{MetaUpdate, SessionMeta, SessionStore, StoreError};
+use tokio::sync::oneshot;
+
+use super::{SaveReport, Shared, StoreStatus};
+
+/// How often unsaved writes are tried again.
+const RETRY_EVERY: Duration = Duration::from_secs(2);
+/// The most writes committed in one batch.
+const MAX_BATCH: usize = 1024;
+/// The first wait before opening the store again, doubled up to [`LONGEST_OPEN_WAIT`].
+const FIRST_OPEN_WAIT: Duration = Duration::from_millis(250);
+const LONGEST_OPEN_WAIT: Duration = Duration::from_secs(15);
+
+/// Opens the store; called on the writer thread until it succeeds.
+pub type Opener = Box<dyn FnMut() -> Result<Arc<dyn SessionStore>, StoreError> + Send>;
+
+pub(super) enum Write {
+    Create(SessionMeta),
+    /// Holds the session for this process (after its create).
+    Claim(String),
+    /// Lets other processes have it (after everything it wrote).
+    Release(String),
+    Append(String, Vec<Entry>),
+    Update(String, MetaUpdate),
+    /// Answers once every earlier write of the session is committed, or why it is not.
+    Barrier(String, oneshot::Sender<SaveReport>),
+    /// Answers `true` once the session has nothing unsaved (at once when that is already
+    /// so), `false` when it never will (the store can never open).
+    WhenSaved(String, oneshot::Sender<bool>),
+    /// Answers once every earlier write of every session is done.
+    Flush(oneshot::Sender<()>),
+    /// A clean exit: tries what is unsaved once more, checkpoints the store and says which
+    /// sessions still have unsaved entries.
+    Shutdown(oneshot::Sender<Vec<(String, SaveReport)>>),
+}
+
+/// What of one session the store has not accepted yet, in order.
+#[derive(Default)]
+struct Backlog {
+    create: Option<SessionMeta>,
+    claim: bool,
+    entries: Vec<Entry>,
+    update: Option<MetaUpdate>,
+    release: bool,
+    error: String,
+}
+
+fn merge(into: &mut Option<MetaUpdate>, update: MetaUpdate) {
+    let Some(current) = into else {
+        *into = Some(update);
+        return;
+    };
+    current.title = update.title.or(current.title.take());
+    current.model = update.model.or(current.model.take());
+    current.mode = update.mode.or(current.mode.take());
+    current.tokens = update.tokens.or(current.tokens);
+    current.cost = update.cost.or(current.cost);
+    current.updated_at = update.updated_at.or(current.updated_at);
+}
+
+/// Why a write waits in a backlog (the store's error, as the session is told it).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Unsaved(String);
+
+/// The store, or how it is being opened.
+enum Store {
+    Open(Arc<dyn SessionStore>),
+    Opening {
+        open: Opener,
+        next_try: Instant,
+        wait: Duration,
+    },
+    /// It can never open as configured; sessions run unsaved.
+    Closed,
+}
+
+/// The writer thread's state.
+pub(super) struct Writer {
+    store: Store,
+    shared: Arc<Shared>,
+    unsaved: BTreeMap<String, Backlog>,
+    /// Who waits for a session to have nothing unsaved.
+    waiting_saved: BTreeMap<String, Vec<oneshot::Sender<bool>>>,
+}
+
+impl Writer {
+    pub(super) fn open(store: Arc<dyn SessionStore>, shared: Arc<Shared>) -> Self {
+        Self {
+            store: Store::Open(store),
+            shared,
+            unsaved: BTreeMap::new(),
+            waiting_saved: BTreeMap::new(),
+        }
+    }
+
+    pub(super) fn opening(open: Opener, shared: Arc<Shared>) -> Self {
+        Self {
+            store: Store::Opening {
+                open,
+                next_try: Instant::now(),
+                wait: FIRST_OPEN_WAIT,
+            },
+            shared,
+            unsaved: BTreeMap::new(),
+            waiting_saved: BTreeMap::new(),
+        }
+    }
+
+    pub(super) fn run(mut self, queue: &mpsc::Receiver<Write>) {
+        loop {
+            self.try_open();
+            let first = match self.wake_after() {
+                None => queue
+                    .recv()
+                    .map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+                Some(after) => queue.recv_timeout(after),
+            };
+            let mut batch = match first {
+                Ok(write) => vec![write],
+                Err(mpsc::RecvTimeoutError::Timeout) => Vec::new(),
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    self.shut_down();
+                    return;
+                }
+            };
+            while batch.len() < MAX_BATCH {
+                match queue.try_recv() {
+                    Ok(write) => batch.push(write),
+                    Err(_) => break,
+                }
+            }
+            self.heal();
+            self.apply(batch);
+            self.answer_waiting_saved();
+        }
+    }
+
+    /// How long to wait for writes before there is something to try again.
+    fn wake_after(&self) -> Option<Duration> {
+        match &self.store {
+            Store::Opening { next_try, .. } => {
+                Some(next_try.saturating_duration_since(Instant::now()))
+            }
+            Store::Open(_) if !self.unsaved.is_empty() => Some(RETRY_EVERY),
+            _ => None,
+        }
+    }
+
+    /// Opens the store when it is time to try again; its backlogs are written once it opens.
+    fn try_open(&mut self) {
+        let Store::Opening {
+            open,
+            next_try,
+            wait,
+        } = &mut self.store
+        else {
+            return;
+        };
+        if Instant::now() < *next_try {
+            return;
+        }
+        match open() {
+            Ok(store) => {
+                tracing::info!("the session store is open");
+                self.shared.opened(store.clone());
+                self.store = Store::Open(store);
+                self.heal();
+                self.answer_waiting_saved();
+            }
+            Err(error) if error.is_permanent() => {
+                tracing::error!("sessions will not be saved: {error}");
+                self.shared
+                    .set_status(StoreStatus::Closed(error.to_string()));
+                self.store = Store::Closed;
+                let dropped: usize = self.unsaved.values().map(|b| b.entries.len()).sum();
+                if dropped > 0 {
+                    tracing::error!(
+                        entries = dropped,
+                        "entries waiting for the store are dropped"
+                    );
+                }
+                self.unsaved.clear();
+                for reply in std::mem::take(&mut self.waiting_saved)
+                    .into_values()
+                    .flatten()
+                {
+                    let _ = reply.send(false);
+                }
+            }
+            Err(error) => {
+                if *wait == FIRST_OPEN_WAIT {
+                    tracing::warn!("the session store cannot be opened yet: {error}");
+                } else {
+                    tracing::debug!("the session store still cannot be opened: {error}");
+                }
+                self.shared
+                    .set_status(StoreStatus::Opening(error.to_string()));
+                *next_try = Instant::now() + *wait;
+                *wait = (*wait * 2).min(LONGEST_OPEN_WAIT);
+            }
+        }
+        self.shared.tried_once();
+    }
+
+    fn open_store(&self) -> Option<Arc<dyn SessionStore>> {
+        match &self.store {
+            Store::Open(store) => Some(store.clone()),
+            _ => None,
+        }
+    }
+
+    /// Why writes cannot go to the store now.
+    fn not_open(&self) -> String {
+        self.shared.status_text()
+    }
+
+    fn backlog(&mut self, session: &str, error: &str) -> &mut Backlog {
+        let backlog = self.unsaved.entry(session.to_string()).or_default();
+        backlog.error = error.to_string();
+        backlog
+    }
+
+    /// Writes the batch in order; consecutive appends are committed together.
+    fn apply(&mut self, batch: Vec<Write>) {
+        if matches!(self.store, Store::Closed) {
+            self.apply_closed(batch);
+            return;
+        }
+        let mut appends: Vec<(String, Vec<Entry>)> = Vec::new();
+        let mut handled = 0;
+        for write in batch {
+            match write {
+                Write::Append(session, entries) => {
+                    handled += entries.len();
+                    if let Some(backlog) = self.unsaved.get_mut(&session) {
+                        backlog.entries.extend(entries);
+                    } else if let Some((last, pending)) = appends.last_mut()
+                        && *last == session
+                    {
+                        pending.extend(entries);
+                    } else {
+                        appends.push((session, entries));
+                    }
+                }
+                other => {
+                    self.commit(&mut appends);
+                    self.handled(std::mem::take(&mut handled));
+                    self.apply_one(other);
+                }
+            }
+        }
+        self.commit(&mut appends);
+        self.handled(handled);
+    }
+
+    /// With a store that can never open, nothing is kept (sessions run unsaved, and say so).
+    fn apply_closed(&mut self, batch: Vec<Write>) {
+        for write in batch {
+            match write {
+                Write::Append(_, entries) => self.handled(entries.len()),
+                Write::Barrier(_, reply) => {
+                    let _ = reply.send(SaveReport {
+                        unsaved: 1,
+                        error: Some(self.not_open()),
+                    });
+                }
+                Write::WhenSaved(_, reply) => {
+                    let _ = reply.send(false);
+                }
+                Write::Flush(reply) => {
+                    let _ = reply.send(());
+                }
+                Write::Shutdown(reply) => {
+                    let _ = reply.send(Vec::new());
+                }
+                Write::Create(_) | Write::Claim(_) | Write::Release(_) | Write::Update(..) => {}
+            }
+        }
+    }
+
+    /// `count` queued entries were written (or kept in a backlog): turns may go on.
+    fn handled(&self, count: usize) {
+        if count > 0 {
+            self.shared.queued.fetch_sub(count, Ordering::AcqRel);
+            self.shared.drained.notify_waiters();
+        }
+    }
+
+    /// Commits queued appends in one transaction; on failure, each session on its own, and
+    /// what still fails waits in its backlog.
+    fn commit(&mut self, appends: &mut Vec<(String, Vec<Entry>)>) {
+        if appends.is_empty() {
+            return;
+        }
+        let Some(store) = self.open_store() else {
+            let why = self.not_open();
+            for (session, entries) in appends.drain(..) {
+                self.backlog(&session, &why).entries.extend(entries);
+            }
+            return;
+        };
+        let whole = match store.append_batch(appends) {
+            Ok(()) => {
+                appends.clear();
+                return;
+            }
+            Err(error) => error,
+        };
+        let mut store_wide = whole.is_store_wide().then(|| whole.to_string());
+        for (session, entries) in appends.drain(..) {
+            let failed = match &store_wide {
+                Some(why) => Some(why.clone()),
+                None => store.append(&session, &entries).err().map(|error| {
+                    if error.is_store_wide() {
+                        store_wide = Some(error.to_string());
+                    }
+                    error.to_string()
+                }),
+            };
+            if let Some(error) = failed {
+                tracing::error!(session = %session, "saving the session failed: {error}");
+                self.backlog(&session, &error).entries.extend(entries);
+            }
+        }
+    }
+
+    fn apply_one(&mut self, write: Write) {
+        match write {
+            Write::Create(meta) => {
+                let session = meta.id.clone();
+                match self.try_store(&session, |store| store.create(&meta)) {
+                    Ok(()) => {}
+                    Err(error) => {
+                        tracing::warn!(session = %session, "saving the new session: {error}");
+                        self.backlog(&session, &error.0).create = Some(meta);
+                    }
+                }
+            }
+            Write::Claim(session) => {
+                if let Err(error) = self.try_store(&session, |store| holding(store.claim(&session)))
+                {
+                    self.backlog(&session, &error.0).claim = true;
+                }
+            }
+            Write::Release(session) => {
+                if let Err(error) =
+                    self.try_store(&session, |store| holding(store.release(&session)))
+                {
+                    self.backlog(&session, &error.0).release = true;
+                }
+            }
+            Write::Update(session, update) => {
+                if let Some(backlog) = self.unsaved.get_mut(&session) {
+                    merge(&mut backlog.update, update);
+                } else if let Err(error) =
+                    self.try_store(&session, |store| store.update(&session, &update))
+                {
+                    merge(&mut self.backlog(&session, &error.0).update, update);
+                }
+            }
+            Write::Barrier(session, reply) => {
+                let _ = reply.send(self.report(&session));
+            }
+            Write::WhenSaved(session, reply) => {
+                if matches!(self.store, Store::Closed) {
+                    let _ = reply.send(false);
+                } else if self.unsaved.contains_key(&session) {
+                    self.waiting_saved.entry(session).or_default().push(reply);
+                } else {
+                    let _ = reply.send(true);
+                }
+            }
+            Write::Flush(reply) => {
+                let _ = reply.send(());
+            }
+            Write::Shutdown(reply) => {
+                let _ = reply.send(self.shut_down());
+            }
+            Write::Append(..) => {}
+        }
+    }
+
+    /// Runs `call` unless the session already waits in a backlog (its writes stay in order)
+    /// or the store is not open; the error's text when it did not run or failed.
+    fn try_store(
+        &self,
+        session: &str,
+        call: impl FnOnce(&dyn SessionStore) -> Result<(), StoreError>,
+    ) -> Result<(), Unsaved> {
+        if let Some(backlog) = self.unsaved.get(session) {
+            return Err(Unsaved(backlog.error.clone()));
+        }
+        match self.open_store() {
+            Some(store) => call(store.as_ref()).map_err(|e| Unsaved(e.to_string())),
+            None => Err(Unsaved(self.not_open())),
+        }
+    }
+
+    fn report(&self, session: &str) -> SaveReport {
+        self.unsaved
+            .get(session)
+            .map(|backlog| SaveReport {
+                unsaved: backlog.entries.len().max(1),
+                error: Some(backlog.error.clone()),
+            })
+            .unwrap_or_default()
+    }
+
+    /// Tells those waiting for a session that has nothing unsaved any more.
+    fn answer_waiting_saved(&mut self) {
+        let unsaved = &self.unsaved;
+        self.waiting_saved.retain(|session, waiting| {
+            if unsaved.contains_key(session) {
+                return true;
+            }
+            for reply in waiting.drain(..) {
+                let _ = reply.send(true);
+            }
+            false
+        });
+    }
+
+    /// The last try before the process exits; what stays unsaved is logged per session.
+    fn shut_down(&mut self) -> Vec<(String, SaveReport)> {
+        self.heal();
+        if let Some(store) = self.open_store()
+            && let Err(error) = store.checkpoint()
+        {
+            tracing::warn!("checkpointing the session store failed: {error}");
+        }
+        let left: Vec<(String, SaveReport)> = self
+            .unsaved
+            .keys()
+            .map(|session| (session.clone(), self.report(session)))
+            .collect();
+        for (session, report) in &left {
+            tracing::error!(
+                session = %session,
+                entries = report.unsaved,
+                "exiting with this session's last entries unsaved: {}",
+                report.error.as_deref().unwrap_or("")
+            );
+        }
+        left
+    }
+
+    /// Tries every unsaved write again, session by session, in order; stops at the first
+    /// failure of the whole store (the others would fail the same way).
+    fn heal(&mut self) {
+        let Some(store) = self.open_store() else {
+            return;
+        };
+        let sessions: Vec<String> = self.unsaved.keys().cloned().collect();
+        for session in sessions {
+            let Some(mut backlog) = self.unsaved.remove(&session) else {
+                continue;
+            };
+            match write_backlog(store.as_ref(), &session, &mut backlog) {
+                Ok(()) => tracing::info!(session = %session, "the session is saved again"),
+                Err(error) => {
+                    backlog.error = error.to_string();
+                    self.unsaved.insert(session, backlog);
+                    if error.is_store_wide() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Writes a backlog in the order its writes were made; what is written leaves it.
+fn write_backlog(
+    store: &dyn SessionStore,
+    session: &str,
+    backlog: &mut Backlog,
+) -> Result<(), StoreError> {
+    if let Some(meta) = &backlog.create {
+        store.create(meta)?;
+        backlog.create = None;
+    }
+    if backlog.claim {
+        holding(store.claim(session))?;
+        backlog.claim = false;
+    }
+    if !backlog.entries.is_empty() {
+        store.append(session, &backlog.entries)?;
+        backlog.entries.clear();
+    }
+    if let Some(update) = &backlog.update {
+        store.update(session, update)?;
+        backlog.update = None;
+    }
+    if backlog.release {
+        holding(store.release(session))?;
+        backlog.release = false;
+    }
+    Ok(())
+}
+
+/// A claim or release that failed for the session alone (not the store) is logged and
+/// dropped: it must not hold the session's writes back.
+fn holding(result: Result<(), StoreError>) -> Result<(), StoreError> {
+    match result {
+        Err(error) if error.is_store_wide() => Err(error),
+        Err(error) => {
+            tracing::warn!("claiming or releasing a session failed: {error}");
+            Ok(())
+        }
+        Ok(()) => Ok(()),
+    }
+}

@@ -1,0 +1,102 @@
+//! How the agent stops: on end of input or on SIGTERM, SIGINT or SIGHUP, every running turn
+//! ends as `session/cancel` ends it (the partial answer recorded and marked interrupted, the
+//! running commands and what they started killed), what the sessions recorded is written
+//! within [`SHUTDOWN_BUDGET`], and `serve` returns (exit code 0). A second signal exits at
+//! once.
+
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use tokio::signal::unix::{Signal, SignalKind, signal};
+
+use super::LiveSession;
+
+/// The longest a clean stop takes, sessions and store together (the last output is flushed
+/// after it).
+pub(super) const SHUTDOWN_BUDGET: Duration = Duration::from_millis(2500);
+/// Of it, what the store is left at least (the sessions' last commits take the rest).
+const STORE_SHARE: Duration = Duration::from_millis(700);
+
+/// The exit code of a second signal (`128 + SIGINT`, as shells report an interrupt).
+const EXIT_AT_ONCE: i32 = 130;
+
+/// SIGTERM, SIGINT and SIGHUP, as one stream.
+pub(super) struct StopSignals {
+    terminate: Option<Signal>,
+    interrupt: Option<Signal>,
+    hangup: Option<Signal>,
+}
+
+impl StopSignals {
+    /// Takes the three signals over (their default is to end the process at once).
+    pub(super) fn install() -> Self {
+        let take = |kind: SignalKind, name: &str| match signal(kind) {
+            Ok(stream) => Some(stream),
+            Err(error) => {
+                tracing::warn!("{name} cannot be handled: {error}");
+                None
+            }
+        };
+        Self {
+            terminate: take(SignalKind::terminate(), "SIGTERM"),
+            interrupt: take(SignalKind::interrupt(), "SIGINT"),
+            hangup: take(SignalKind::hangup(), "SIGHUP"),
+        }
+    }
+
+    /// The next stop signal's name.
+    pub(super) async fn next(&mut self) -> &'static str {
+        async fn on(signal: &mut Option<Signal>) {
+            match signal {
+                Some(stream) => {
+                    stream.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        }
+        tokio::select! {
+            () = on(&mut self.terminate) => "SIGTERM",
+            () = on(&mut self.interrupt) => "SIGINT",
+            () = on(&mut self.hangup) => "SIGHUP",
+        }
+    }
+
+    /// From now on, another stop signal ends the process at once.
+    pub(super) fn exit_on_the_next(mut self) {
+        tokio::spawn(async move {
+            let name = self.next().await;
+            tracing::warn!("{name} again: exiting now");
+            std::process::exit(EXIT_AT_ONCE);
+        });
+    }
+}
+
+/// Ends every session as `session/cancel` would, then writes what they recorded: each actor
+/// records its cancelled turn and commits it (its commit is bounded by the journal's
+/// deadline), then the store gets what is left of the budget.
+pub(super) async fn close_everything(
+    sessions: std::collections::HashMap<String, LiveSession>,
+    journal: Option<talaria_engine::journal::Journal>,
+) {
+    let started = tokio::time::Instant::now();
+    for session in sessions.values() {
+        session.handle.cancel();
+    }
+    let closed = join_all(
+        sessions
+            .values()
+            .map(|session| session.handle.close_and_wait()),
+    );
+    let sessions_budget = SHUTDOWN_BUDGET.saturating_sub(STORE_SHARE);
+    if tokio::time::timeout(sessions_budget, closed).await.is_err() {
+        tracing::warn!(
+            "some sessions did not finish within {:.1} s; what they did not record is lost",
+            sessions_budget.as_secs_f64()
+        );
+    }
+    drop(sessions);
+    if let Some(journal) = journal {
+        let left = SHUTDOWN_BUDGET.saturating_sub(started.elapsed());
+        journal.shutdown(left.max(STORE_SHARE)).await;
+    }
+}

@@ -1,0 +1,311 @@
+//! A store that blocks, or is not there, never holds up an answer and loses nothing: SQLite's
+//! write lock held by another program while four sessions prompt; a PostgreSQL server frozen
+//! with SIGSTOP mid-turn; the agent started while PostgreSQL is down. Each session is told
+//! once that it is not saved yet and once when it is; every turn ends up stored, in order.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use talaria_harness::{AgentProcess, MockReply};
+use talaria_record::{EntryBody, Transcript};
+use talaria_store::test_cluster::TestCluster;
+use talaria_store::{PgStore, SessionStore, SqliteStore};
+
+use crate::support::*;
+
+/// The bound every answer is held to while the store blocks (the journal's deadline is
+/// 1.5 s; the rest is room for a loaded machine). The store blocks for 10 s.
+const ANSWERED_WITHIN: Duration = Duration::from_secs(5);
+const BLOCKED_FOR: Duration = Duration::from_secs(10);
+
+const NOT_SAVED: &str = "not being saved";
+const NOT_SAVED_YET: &str = "not saved yet";
+const SAVED_AGAIN: &str = "saved again";
+
+/// The notices one session was shown so far, in order.
+fn notices_of(agent: &AgentProcess, session: &str) -> Vec<String> {
+    agent
+        .transcript
+        .iter()
+        .filter(|m| m["method"] == "session/update" && m["params"]["sessionId"] == session)
+        .map(|m| &m["params"]["update"])
+        .filter_map(notice_text)
+        .collect()
+}
+
+/// A notice's text: an ACP `notice`, or (to a client that did not advertise notices) a
+/// thought chunk.
+fn notice_text(update: &serde_json::Value) -> Option<String> {
+    match update["sessionUpdate"].as_str() {
+        Some("notice") => update["title"].as_str().map(str::to_string),
+        Some("agent_thought_chunk") => update["content"]["text"].as_str().map(str::to_string),
+        _ => None,
+    }
+}
+
+fn count(notices: &[String], text: &str) -> usize {
+    notices.iter().filter(|n| n.contains(text)).count()
+}
+
+/// Waits until `session` was told it is saved again.
+async fn wait_saved_again(agent: &mut AgentProcess, session: &str, within: Duration) {
+    agent
+        .wait_for(within, |m| {
+            m["method"] == "session/update"
+                && m["params"]["sessionId"] == session
+                && notice_text(&m["params"]["update"]).is_some_and(|t| t.contains(SAVED_AGAIN))
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{session} was never told it is saved again: {e}"));
+}
+
+fn assistant_texts(transcript: &Transcript) -> Vec<String> {
+    transcript
+        .entries()
+        .iter()
+        .filter_map(|e| match &e.body {
+            EntryBody::Assistant(answer) if !answer.text.is_empty() => Some(answer.text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn answers(n: usize) -> Vec<MockReply> {
+    (0..n)
+        .map(|i| MockReply::text(&[&format!("answer {i}")]))
+        .collect()
+}
+
+/// `n` sessions in the workspace of one agent.
+async fn sessions(agent: &mut AgentProcess, env: &TestEnv, n: usize) -> Vec<String> {
+    let mut ids = vec![
+        agent
+            .start_session(env.workspace.path())
+            .await
+            .expect("session"),
+    ];
+    while ids.len() < n {
+        let created = agent
+            .call(
+                "session/new",
+                json!({"cwd": env.workspace.path(), "mcpServers": []}),
+            )
+            .await
+            .expect("session/new");
+        ids.push(created["sessionId"].as_str().expect("id").to_string());
+    }
+    ids
+}
+
+/// Prompts every session at once; every answer must come within [`ANSWERED_WITHIN`].
+async fn prompt_all_within(agent: &mut AgentProcess, sessions: &[String], bound: Duration) {
+    let started = Instant::now();
+    let mut ids = Vec::new();
+    for session in sessions {
+        ids.push(
+            agent
+                .start_request("session/prompt", text_prompt(session, "go on"))
+                .await
+                .expect("prompt"),
+        );
+    }
+    for id in ids {
+        let response = agent.wait_response(id, WAIT).await.expect("answered");
+        assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    }
+    let took = started.elapsed();
+    assert!(
+        took < bound,
+        "the answers waited {took:?} for a blocked store"
+    );
+}
+
+fn store_path(env: &TestEnv) -> PathBuf {
+    env.home.path().join("talaria").join("state.db")
+}
+
+#[tokio::test]
+async fn a_write_lock_held_by_another_program_holds_no_answer_and_loses_nothing() {
+    let env = TestEnv::new(answers(8)).await;
+    let mut agent = env.spawn().await;
+    let sessions = sessions(&mut agent, &env, 4).await;
+    prompt_all_within(&mut agent, &sessions, WAIT).await;
+
+    let holder = hold_write_lock(&store_path(&env), BLOCKED_FOR);
+    let locked_at = Instant::now();
+    prompt_all_within(&mut agent, &sessions, ANSWERED_WITHIN).await;
+    // Listing reads past the lock (and does not wait for the writer more than a moment).
+    let started = Instant::now();
+    let listed = agent.call("session/list", json!({})).await.expect("list");
+    assert!(started.elapsed() < ANSWERED_WITHIN, "listing waited");
+    assert!(locked_at.elapsed() < BLOCKED_FOR, "the lock was still held");
+    assert_eq!(listed["sessions"].as_array().map(Vec::len), Some(4));
+    for session in &sessions {
+        let told = notices_of(&agent, session);
+        assert_eq!(count(&told, NOT_SAVED), 1, "{session}: {told:?}");
+    }
+
+    holder.join().expect("the lock holder");
+    for session in &sessions {
+        wait_saved_again(&mut agent, session, Duration::from_secs(30)).await;
+    }
+    for session in &sessions {
+        let told = notices_of(&agent, session);
+        assert_eq!(count(&told, NOT_SAVED), 1, "told once: {told:?}");
+        assert_eq!(count(&told, SAVED_AGAIN), 1, "told once: {told:?}");
+    }
+    agent.close_stdin();
+    let status = agent.wait_exit(WAIT).await.expect("exits");
+    assert!(status.success(), "{status:?}");
+    let store = SqliteStore::open(&store_path(&env)).expect("open");
+    let mut stored = Vec::new();
+    for session in &sessions {
+        let (_, transcript) = store.load(session).expect("load");
+        assert!(transcript.validate().is_ok());
+        let texts = assistant_texts(&transcript);
+        assert_eq!(texts.len(), 2, "both turns of {session}: {texts:?}");
+        stored.extend(texts);
+    }
+    stored.sort();
+    let expected: Vec<String> = (0..8).map(|i| format!("answer {i}")).collect();
+    assert_eq!(stored, expected, "every answer, once");
+    assert_clean_stdout(&agent);
+}
+
+/// A throwaway server and a host (a home of its own) using it.
+async fn host_on(url: &str, script: Vec<MockReply>) -> TestEnv {
+    let mut env = TestEnv::new(script).await;
+    env.extra_env
+        .push(("TALARIA_STORE_URL".into(), url.to_string()));
+    env
+}
+
+async fn stored_texts(url: &str, session: &str) -> Result<Vec<String>, talaria_store::StoreError> {
+    let (url, session) = (url.to_string(), session.to_string());
+    tokio::task::spawn_blocking(move || {
+        PgStore::connect(&url)
+            .and_then(|store| store.load(&session))
+            .map(|(_, transcript)| assistant_texts(&transcript))
+    })
+    .await
+    .expect("joined")
+}
+
+#[tokio::test]
+async fn a_frozen_database_server_holds_no_answer_and_loses_nothing() {
+    let (cluster, url) = tokio::task::spawn_blocking(|| {
+        let cluster = TestCluster::start();
+        let url = cluster.database();
+        (cluster, url)
+    })
+    .await
+    .expect("cluster");
+    let env = host_on(&url, answers(6)).await;
+    let mut agent = env.spawn().await;
+    let sessions = sessions(&mut agent, &env, 2).await;
+    prompt_all_within(&mut agent, &sessions, WAIT).await;
+
+    cluster.freeze(true);
+    let frozen_at = Instant::now();
+    prompt_all_within(&mut agent, &sessions, ANSWERED_WITHIN).await;
+    let listed = agent
+        .request("session/list", json!({}))
+        .await
+        .expect("answered");
+    assert!(
+        frozen_at.elapsed() < BLOCKED_FOR,
+        "the server thawed already"
+    );
+    // The frozen server cannot list: said so, as something to try again.
+    assert_eq!(listed["error"]["code"], json!(-32010), "{listed}");
+    for session in &sessions {
+        let told = notices_of(&agent, session);
+        assert_eq!(count(&told, NOT_SAVED), 1, "{session}: {told:?}");
+    }
+    tokio::time::sleep(BLOCKED_FOR.saturating_sub(frozen_at.elapsed())).await;
+    cluster.freeze(false);
+    for session in &sessions {
+        wait_saved_again(&mut agent, session, Duration::from_secs(30)).await;
+    }
+    // It goes on saved.
+    prompt_all_within(&mut agent, &sessions, WAIT).await;
+    agent.close_stdin();
+    let status = agent.wait_exit(WAIT).await.expect("exits");
+    assert!(status.success(), "{status:?}");
+    let mut all = Vec::new();
+    for session in &sessions {
+        let texts = stored_texts(&url, session).await.expect("stored");
+        assert_eq!(texts.len(), 3, "{session}: {texts:?}");
+        all.extend(texts);
+    }
+    all.sort();
+    let expected: Vec<String> = (0..6).map(|i| format!("answer {i}")).collect();
+    assert_eq!(all, expected, "every answer, once");
+    for session in &sessions {
+        let told = notices_of(&agent, session);
+        assert_eq!(count(&told, NOT_SAVED), 1, "{told:?}");
+        assert_eq!(count(&told, SAVED_AGAIN), 1, "{told:?}");
+    }
+}
+
+#[tokio::test]
+async fn started_while_the_database_is_down_it_saves_once_the_database_is_up() {
+    let cluster = tokio::task::spawn_blocking(TestCluster::not_started)
+        .await
+        .expect("cluster");
+    let url = cluster.url("postgres");
+    let env = host_on(&url, answers(2)).await;
+    let mut agent = env.spawn().await;
+    let session = agent
+        .start_session(env.workspace.path())
+        .await
+        .expect("a session while the database is down");
+    let (response, _) = prompt(&mut agent, &session, "one").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let told = notices_of(&agent, &session);
+    assert_eq!(count(&told, NOT_SAVED_YET), 1, "{told:?}");
+    let listed = agent
+        .request("session/list", json!({}))
+        .await
+        .expect("answered");
+    assert_eq!(listed["error"]["code"], json!(-32010), "{listed}");
+    assert!(
+        listed["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("not open yet")),
+        "{listed}"
+    );
+
+    let started = Instant::now();
+    let cluster = std::sync::Arc::new(cluster);
+    let restarted = cluster.clone();
+    tokio::task::spawn_blocking(move || restarted.start_again())
+        .await
+        .expect("the database is up");
+    wait_saved_again(&mut agent, &session, Duration::from_secs(30)).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(25),
+        "saved {:?} after the database came up",
+        started.elapsed()
+    );
+    assert_eq!(
+        stored_texts(&url, &session).await.expect("stored"),
+        ["answer 0"]
+    );
+    let listed = agent.call("session/list", json!({})).await.expect("lists");
+    let ids: Vec<&str> = listed["sessions"]
+        .as_array()
+        .map(|s| s.iter().filter_map(|s| s["sessionId"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(ids, [session.as_str()]);
+    let (response, _) = prompt(&mut agent, &session, "two").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    agent.close_stdin();
+    let _ = agent.wait_exit(WAIT).await;
+    assert_eq!(
+        stored_texts(&url, &session).await.expect("stored"),
+        ["answer 0", "answer 1"]
+    );
+    drop(cluster);
+}
