@@ -10,7 +10,9 @@ use talaria_store::{SessionStore, SqliteStore, StoreError};
 /// Opens (and migrates) the configured store; blocking, so run it off the runtime.
 pub fn open(config: &Config) -> Result<Arc<dyn SessionStore>, StoreError> {
     match &config.store.url {
-        None => Ok(Arc::new(SqliteStore::open(&config.home.join("state.db"))?)),
+        None => Ok(Arc::new(SqliteStore::open_or_salvage(
+            &config.home.join("state.db"),
+        )?)),
         Some(url) => open_shared(url, config),
     }
 }

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use talaria_harness::{AgentProcess, MockReply};
@@ -587,4 +588,72 @@ async fn a_lone_surrogate_in_a_prompt_reads_as_the_replacement_character() {
     let response = agent.wait_response(77, WAIT).await.expect("answered");
     assert_eq!(stop_reason(&response), "end_turn", "{response}");
     assert!(last_user(&env.mock.requests()[0].body).contains("half \u{fffd} emoji"));
+}
+
+/// Adds `count` entries to the old (version 2) store at `path`, spread over sessions.
+fn grow_old_store(path: &Path, count: usize) {
+    let mut connection = rusqlite::Connection::open(path).expect("open");
+    let tx = connection.transaction().expect("tx");
+    let mut t = Transcript::with_system("sys");
+    t.push(talaria_record::testing::user(&format!(
+        "an old question {}",
+        "words ".repeat(20)
+    )));
+    let body = serde_json::to_string(&t.entries()[1]).expect("json");
+    for s in 0..count.div_ceil(1000) {
+        tx.execute(
+            "INSERT INTO sessions (id, cwd, created_at, updated_at) VALUES (?1, '/p', 1, 1)",
+            [format!("grown-{s}")],
+        )
+        .expect("session");
+        for e in 0..1000.min(count - s * 1000) {
+            tx.execute(
+                "INSERT INTO entries (session_id, entry_id, at_ms, kind, body) VALUES (?1, ?2, 1, 'user', ?3)",
+                rusqlite::params![format!("grown-{s}"), (e + 1) as i64, body],
+            )
+            .expect("entry");
+        }
+    }
+    tx.commit().expect("commit");
+}
+
+#[tokio::test]
+async fn two_processes_on_an_old_store_with_a_slow_migration_both_end_up_saving() {
+    let mut env = TestEnv::new(vec![
+        MockReply::text(&["first"]),
+        MockReply::text(&["second"]),
+    ])
+    .await;
+    old_store(&store_path(&env));
+    grow_old_store(&store_path(&env), 20_000);
+    // The migration holds its transaction longer than one attempt's patience (5 s): the
+    // process that waits for it must keep trying, not give up.
+    env.extra_env
+        .push(("TALARIA_TEST_MIGRATION_PAUSE_MS".into(), "8000".into()));
+    let ((mut a, first), (mut b, second)) =
+        tokio::join!(start_and_prompt(&env), start_and_prompt(&env));
+    for (agent, session) in [(&mut a, &first), (&mut b, &second)] {
+        let told = agent
+            .wait_for(Duration::from_secs(60), |m| {
+                m["params"]["sessionId"] == session.as_str()
+                    && m["params"]["update"]["content"]["text"]
+                        .as_str()
+                        .is_some_and(|t| t.contains("saved again"))
+            })
+            .await;
+        assert!(told.is_ok(), "{session} was not saved: {}", agent.stderr());
+    }
+    for agent in [&mut a, &mut b] {
+        agent.close_stdin();
+        let status = agent.wait_exit(WAIT).await.expect("exits");
+        assert!(status.success(), "{}", agent.stderr());
+    }
+    let store = SqliteStore::open(&store_path(&env)).expect("open");
+    for (session, answer) in [(&first, "first"), (&second, "second")] {
+        let (_, transcript) = store.load(session).expect("saved");
+        let texts = assistant_texts(&transcript);
+        assert_eq!(texts.len(), 1, "{texts:?}");
+        assert!(["first", "second"].contains(&texts[0].as_str()), "{answer}");
+    }
+    assert_eq!(store.search("walrus", 5).expect("search").len(), 1);
 }

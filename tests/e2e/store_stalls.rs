@@ -309,3 +309,114 @@ async fn started_while_the_database_is_down_it_saves_once_the_database_is_up() {
     );
     drop(cluster);
 }
+
+/// A store of `sessions` sessions with `turns` turns each, written through the store's API.
+fn written_store(path: &std::path::Path, sessions: usize, turns: usize) {
+    let store = SqliteStore::open(path).expect("open");
+    for s in 0..sessions {
+        let id = format!("kept-{s}");
+        store
+            .create(&talaria_store::SessionMeta {
+                id: id.clone(),
+                cwd: "/elsewhere".into(),
+                created_at: 1,
+                updated_at: 1 + s as i64,
+                ..Default::default()
+            })
+            .expect("create");
+        let mut transcript = Transcript::with_system("sys");
+        for t in 0..turns {
+            transcript.push(talaria_record::testing::user(&format!(
+                "question {t} {}",
+                "words ".repeat(40)
+            )));
+            transcript.push(talaria_record::testing::assistant(
+                &format!("answer {t}"),
+                &[],
+            ));
+        }
+        store.append(&id, transcript.entries()).expect("append");
+    }
+    store.checkpoint().expect("checkpoint");
+}
+
+#[tokio::test]
+async fn a_truncated_store_is_moved_aside_and_its_readable_sessions_recovered() {
+    let env = TestEnv::new(answers(1)).await;
+    let path = store_path(&env);
+    std::fs::create_dir_all(path.parent().expect("home")).expect("home");
+    written_store(&path, 6, 40);
+    let size = std::fs::metadata(&path).expect("size").len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .expect("file")
+        .set_len(size * 2 / 3)
+        .expect("truncate");
+
+    let mut agent = env.spawn().await;
+    let session = agent
+        .start_session(env.workspace.path())
+        .await
+        .expect("a session on the recovered store");
+    let told = agent
+        .wait_for(WAIT, |m| {
+            m["params"]["sessionId"] == session.as_str()
+                && notice_text(&m["params"]["update"]).is_some_and(|t| t.contains("was damaged"))
+        })
+        .await
+        .map(|m| notice_text(&m["params"]["update"]).unwrap_or_default())
+        .unwrap_or_else(|e| panic!("not told: {e}: {:?}", notices_of(&agent, &session)));
+    let copy = std::fs::read_dir(path.parent().expect("home"))
+        .expect("home")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("state.db.damaged-"))
+                && !p.to_string_lossy().ends_with("-wal")
+                && !p.to_string_lossy().ends_with("-shm")
+        })
+        .expect("the damaged copy is kept");
+    assert!(told.contains(&copy.display().to_string()), "{told}");
+    // Only the first session is told.
+    let second = agent
+        .call(
+            "session/new",
+            json!({"cwd": env.workspace.path(), "mcpServers": []}),
+        )
+        .await
+        .expect("session/new");
+    let second = second["sessionId"].as_str().expect("id").to_string();
+    let (response, _) = prompt(&mut agent, &second, "hello").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    assert!(!notices_of(&agent, &second).join("\n").contains("damaged"));
+
+    let listed = agent
+        .call("session/list", json!({"cwd": "/elsewhere"}))
+        .await
+        .expect("list");
+    let kept: Vec<String> = listed["sessions"]
+        .as_array()
+        .map(|s| {
+            s.iter()
+                .filter_map(|s| s["sessionId"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(!kept.is_empty(), "nothing recovered");
+    let loaded = agent
+        .call(
+            "session/load",
+            json!({"sessionId": kept[0], "cwd": env.workspace.path(), "mcpServers": []}),
+        )
+        .await;
+    assert!(loaded.is_ok(), "{loaded:?}");
+    agent.close_stdin();
+    let status = agent.wait_exit(WAIT).await.expect("exits");
+    assert!(status.success());
+    // The new store holds the recovered sessions and the new one's turn.
+    let store = SqliteStore::open(&path).expect("open");
+    let (_, transcript) = store.load(&second).expect("the new session");
+    assert_eq!(assistant_texts(&transcript), ["answer 0"]);
+}

@@ -325,6 +325,9 @@ impl Agent {
             self.config_warned = true;
             warnings.extend(config.warnings.iter().cloned());
         }
+        if let Some(journal) = &self.store {
+            warnings.extend(journal.take_notes());
+        }
         warnings.extend(talaria_engine::sandbox::notice(shell));
         warnings.extend(mcp_warnings);
         for warning in warnings {

@@ -19,7 +19,7 @@ pub mod test_cluster;
 pub use claims::Claims;
 #[cfg(feature = "postgres")]
 pub use postgres::{PgOptions, PgReport, PgStore, TlsMode, inspect as inspect_postgres};
-pub use sqlite::{SqliteStore, StoreReport};
+pub use sqlite::{Salvage, SqliteStore, StoreReport};
 
 use serde::{Deserialize, Serialize};
 use talaria_record::{Entry, EntryId, Transcript};
@@ -194,6 +194,12 @@ pub trait SessionStore: Send + Sync {
     /// Releases this process's claim.
     fn release(&self, session_id: &str) -> Result<(), StoreError>;
     /// Makes everything committed durable in the main file (a clean exit's last step).
+    /// What users should be told once about how the store was opened (a damaged file
+    /// recovered into a new one).
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     fn checkpoint(&self) -> Result<(), StoreError> {
         Ok(())
     }

@@ -91,6 +91,8 @@ struct Shared {
     drained: Notify,
     /// Store calls running on the blocking pool for requests.
     calls: AtomicUsize,
+    /// What users are told once about how the store opened (`SessionStore::notes`).
+    notes: Mutex<Vec<String>>,
     /// Opening was tried at least once (it may have failed).
     tried: std::sync::atomic::AtomicBool,
     /// Signalled when it was.
@@ -105,6 +107,7 @@ impl Shared {
             queued: AtomicUsize::new(0),
             drained: Notify::new(),
             calls: AtomicUsize::new(0),
+            notes: Mutex::new(Vec::new()),
             tried: std::sync::atomic::AtomicBool::new(false),
             first_try: Notify::new(),
         }
@@ -117,6 +120,10 @@ impl Shared {
     }
 
     fn opened(&self, store: Arc<dyn SessionStore>) {
+        self.notes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(store.notes());
         let _ = self.store.set(store);
         self.set_status(StoreStatus::Open);
     }
@@ -210,6 +217,17 @@ impl Journal {
             }
         };
         let _ = tokio::time::timeout(deadline, waiting).await;
+    }
+
+    /// What users should be told once about how the store opened (taken: told once).
+    pub fn take_notes(&self) -> Vec<String> {
+        std::mem::take(
+            &mut *self
+                .shared
+                .notes
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
     }
 
     /// Whether the store is open.

@@ -5,6 +5,9 @@
 
 mod fts;
 mod migrations;
+mod salvage;
+
+pub use salvage::Salvage;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
@@ -16,8 +19,9 @@ use talaria_record::{Entry, EntryId, Transcript};
 use crate::claims::Claims;
 use crate::{ListPage, MetaUpdate, SearchHit, SessionMeta, SessionStore, StoreError, now_ms};
 
-/// How long opening and migrating keep retrying while another process holds the file.
-const OPEN_PATIENCE: Duration = Duration::from_secs(30);
+/// How long one attempt at opening and migrating keeps retrying while another process holds
+/// the file (the journal then tries again, with backoff, for as long as it takes).
+const OPEN_PATIENCE: Duration = Duration::from_secs(5);
 
 /// The SQLite store.
 pub struct SqliteStore {
@@ -30,6 +34,8 @@ pub struct SqliteStore {
     claims: Claims,
     /// Opened read-only (the file or its folder cannot be written): reads work, writes fail.
     read_only: bool,
+    /// The damaged file this store was recovered from, when it was.
+    salvaged: Option<Salvage>,
 }
 
 /// What `talaria doctor` says about the store.
@@ -151,6 +157,18 @@ fn tokens(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
+/// A test hook: `TALARIA_TEST_MIGRATION_PAUSE_MS` holds a migration's transaction open that
+/// long, as a large store's migration on a slow disk would (tests of processes starting
+/// together use it; nothing else sets it).
+fn migration_pause_for_tests() {
+    if let Some(pause) = std::env::var("TALARIA_TEST_MIGRATION_PAUSE_MS")
+        .ok()
+        .and_then(|ms| ms.parse::<u64>().ok())
+    {
+        std::thread::sleep(Duration::from_millis(pause));
+    }
+}
+
 /// Runs `step` until it is not refused as busy, for at most [`OPEN_PATIENCE`].
 fn patiently<T>(mut step: impl FnMut() -> Result<T, StoreError>) -> Result<T, StoreError> {
     let started = std::time::Instant::now();
@@ -182,6 +200,11 @@ impl SqliteStore {
             Err(StoreError::Other(detail)) => return Err(open_error(detail)),
             Err(other) => return Err(other),
         };
+        if salvage::is_truncated(&connection, path) {
+            return Err(StoreError::Corrupt(
+                "the file is shorter than its header says (truncated)".into(),
+            ));
+        }
         if read_only {
             Self::check_version(&connection)?;
         } else {
@@ -201,7 +224,27 @@ impl SqliteStore {
             reader: Mutex::new(reader),
             claims: Claims::new(claims_dir),
             read_only,
+            salvaged: None,
         })
+    }
+
+    /// Opens the store at `path`; a damaged file is moved aside and what reads of it is
+    /// recovered into a new store there (said by [`SessionStore::notes`]).
+    pub fn open_or_salvage(path: &Path) -> Result<Self, StoreError> {
+        match Self::open(path) {
+            Err(StoreError::Corrupt(why)) if path.exists() => {
+                tracing::error!("the session store at {} is damaged: {why}", path.display());
+                let (mut store, salvage) = salvage::salvage(path)?;
+                store.salvaged = Some(salvage);
+                Ok(store)
+            }
+            other => other,
+        }
+    }
+
+    /// What the salvage of a damaged file recovered, when this store came from one.
+    pub fn salvaged(&self) -> Option<&Salvage> {
+        self.salvaged.as_ref()
     }
 
     /// A connection in WAL mode; `read_only` opens the file as it is (immutable when its
@@ -311,6 +354,7 @@ impl SqliteStore {
             let to = Self::schema_version();
             tracing::info!(from = applied, to, "session store migrated");
         }
+        migration_pause_for_tests();
         tx.commit().map_err(classify)
     }
 
@@ -663,6 +707,10 @@ impl SessionStore for SqliteStore {
     fn release(&self, session_id: &str) -> Result<(), StoreError> {
         self.claims.release(session_id);
         Ok(())
+    }
+
+    fn notes(&self) -> Vec<String> {
+        self.salvaged.iter().map(Salvage::describe).collect()
     }
 
     fn checkpoint(&self) -> Result<(), StoreError> {
