@@ -54,6 +54,12 @@ pub(crate) enum Classified {
         id: RequestId,
         error: Error,
     },
+    /// Answer with this error under the id exactly as received (its JSON text): an id no
+    /// Rust string can hold (a lone UTF-16 surrogate escape), so it is echoed verbatim.
+    InvalidRawId {
+        raw_id: String,
+        error: Error,
+    },
     /// A malformed message that cannot be answered (e.g. a response without an id).
     Ignored(String),
 }
@@ -131,23 +137,68 @@ fn repair_surrogates(bytes: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// Parses one message; a lone surrogate escape reads as U+FFFD instead of failing it.
-fn parse(bytes: &[u8]) -> Result<Value, serde_json::Error> {
-    serde_json::from_slice(bytes).or_else(|error| match repair_surrogates(bytes) {
-        Some(repaired) => serde_json::from_slice(&repaired).map_err(|_| error),
-        None => Err(error),
-    })
+/// Whether that repair was needed.
+fn parse(bytes: &[u8]) -> Result<(Value, bool), serde_json::Error> {
+    match serde_json::from_slice(bytes) {
+        Ok(value) => Ok((value, false)),
+        Err(error) => match repair_surrogates(bytes) {
+            Some(repaired) => serde_json::from_slice(&repaired)
+                .map(|value| (value, true))
+                .map_err(|_| error),
+            None => Err(error),
+        },
+    }
+}
+
+/// The top-level `id` of a message exactly as it was written (its JSON text).
+fn raw_id(bytes: &[u8]) -> Option<String> {
+    let fields: std::collections::HashMap<String, Box<serde_json::value::RawValue>> =
+        serde_json::from_slice(bytes).ok()?;
+    fields.get("id").map(|id| id.get().to_string())
+}
+
+/// A message that is not valid JSON: answered under its id when, read with invalid UTF-8
+/// bytes replaced, the id can still be read exactly (else under `null`).
+fn unparsable(bytes: &[u8], error: &serde_json::Error) -> Classified {
+    let id = std::str::from_utf8(bytes)
+        .is_err()
+        .then(|| String::from_utf8_lossy(bytes))
+        .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+        .and_then(|value| value.get("id").and_then(request_id))
+        .filter(|id| !matches!(id, RequestId::Str(s) if s.contains('\u{FFFD}')));
+    match id {
+        Some(id) => Classified::Invalid {
+            id,
+            error: errors::parse_error(format!(
+                "the message is not valid UTF-8 ({error}); send text as UTF-8"
+            )),
+        },
+        None => Classified::Invalid {
+            id: RequestId::Null,
+            error: errors::parse_error(error),
+        },
+    }
 }
 
 pub(crate) fn classify(bytes: &[u8]) -> Classified {
-    let value: Value = match parse(bytes) {
-        Ok(value) => value,
-        Err(e) => {
-            return Classified::Invalid {
-                id: RequestId::Null,
-                error: errors::parse_error(e),
-            };
-        }
+    let (value, repaired) = match parse(bytes) {
+        Ok(parsed) => parsed,
+        Err(e) => return unparsable(bytes, &e),
     };
+    if repaired
+        && matches!(value.get("id"), Some(Value::String(id)) if id.contains('\u{FFFD}'))
+        && let Some(raw_id) = raw_id(bytes)
+        && serde_json::from_str::<String>(&raw_id).is_err()
+    {
+        return Classified::InvalidRawId {
+            raw_id,
+            error: errors::invalid_request(
+                "the request's `id` holds a lone UTF-16 surrogate (\\ud800-\\udfff), which no \
+                 UTF-8 text can carry; this id is echoed as it was sent, but the request was not \
+                 run: use an id without one",
+            ),
+        };
+    }
     let mut object: Map<String, Value> = match value {
         Value::Object(object) => object,
         Value::Array(_) => {
@@ -238,6 +289,60 @@ fn type_name(value: &Value) -> &'static str {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_id_with_a_lone_surrogate_is_answered_under_its_own_text_and_not_run() {
+        for raw in [r#""x\ud800""#, r#""\udfff""#, r#""a\ud83d b""#] {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{raw},"method":"session/list"}}"#);
+            match classify(line.as_bytes()) {
+                Classified::InvalidRawId { raw_id, error } => {
+                    assert_eq!(raw_id, raw);
+                    assert!(error.message.contains("surrogate"), "{}", error.message);
+                }
+                other => panic!("{raw}: {other:?}"),
+            }
+        }
+        // A replacement character the client really sent is an ordinary id, even when a
+        // lone surrogate elsewhere in the message was repaired.
+        let line = r#"{"jsonrpc":"2.0","id":"x\ufffd","method":"m","params":{"t":"\ud800"}}"#;
+        assert!(matches!(
+            classify(line.as_bytes()),
+            Classified::Request { id: RequestId::Str(id), .. } if id == "x\u{fffd}"
+        ));
+    }
+
+    #[test]
+    fn invalid_utf8_is_answered_under_the_id_when_it_can_be_read() {
+        let mut line = br#"{"jsonrpc":"2.0","id":7,"method":"m","params":{"t":""#.to_vec();
+        line.extend_from_slice(&[0xFF, 0xFE]);
+        line.extend_from_slice(br#""}}"#);
+        match classify(&line) {
+            Classified::Invalid { id, error } => {
+                assert_eq!(id, RequestId::Number(7));
+                assert!(error.message.contains("UTF-8"), "{}", error.message);
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut line = br#"{"jsonrpc":"2.0","id":"a"#.to_vec();
+        line.push(0xFF);
+        line.extend_from_slice(br#"","method":"m"}"#);
+        assert!(matches!(
+            classify(&line),
+            Classified::Invalid {
+                id: RequestId::Null,
+                ..
+            }
+        ));
+        let mut line = br#"{"jsonrpc":"2.0","id":"ok","method":"m","params":"#.to_vec();
+        line.push(0xC3);
+        assert!(matches!(
+            classify(&line),
+            Classified::Invalid {
+                id: RequestId::Null,
+                ..
+            }
+        ));
+    }
+
     use super::*;
     use crate::errors::code_of;
 
@@ -304,7 +409,7 @@ mod robustness {
             (r#"{"t":"\\ud800"}"#, "\\ud800"),
             (r#"{"t":"\ud83d"}"#, "\u{fffd}"),
         ] {
-            let value = parse(raw.as_bytes()).expect(raw);
+            let (value, _) = parse(raw.as_bytes()).expect(raw);
             assert_eq!(value["t"], expected, "{raw}");
         }
         assert!(parse(br#"{"t": "\u12"}"#).is_err());
@@ -357,7 +462,7 @@ mod robustness {
                 }
                 _ => proptest::prop_assert!(parsed.is_ok(), "{message:?} parsed but classified as unreadable"),
             }
-            if let Ok(value) = &parsed && !value.is_object() {
+            if let Ok((value, _)) = &parsed && !value.is_object() {
                 let classified = classify(message.as_bytes());
                 proptest::prop_assert!(
                     matches!(&classified, Classified::Invalid { id: RequestId::Null, error } if code_of(error) == -32600),

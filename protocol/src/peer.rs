@@ -270,6 +270,18 @@ impl Peer {
                 tracing::warn!(%id, message = %error.message, "invalid message");
                 self.send_error(&id, &error).await;
             }
+            Classified::InvalidRawId { raw_id, error } => {
+                tracing::warn!(id = %raw_id, message = %error.message, "invalid message");
+                match serde_json::to_string(&error) {
+                    Ok(error) => {
+                        self.enqueue(format!(
+                            "{{\"jsonrpc\":\"2.0\",\"id\":{raw_id},\"error\":{error}}}"
+                        ))
+                        .await
+                    }
+                    Err(e) => tracing::error!("cannot serialize an error response: {e}"),
+                }
+            }
             Classified::Ignored(why) => tracing::warn!("ignored message: {why}"),
         }
     }

@@ -214,3 +214,42 @@ async fn the_configuration_is_checked_at_start_up_and_each_problem_logged_once()
         agent.stderr()
     );
 }
+
+#[tokio::test]
+async fn request_ids_are_echoed_exactly_even_with_lone_surrogates_or_bad_bytes() {
+    let env = TestEnv::new(Vec::new()).await;
+    let mut agent = env.spawn().await;
+    agent
+        .call("initialize", json!({"protocolVersion": 1}))
+        .await
+        .expect("initialize");
+    // An id no UTF-8 string can hold: answered under its own text, the request not run.
+    agent
+        .send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":\"x\\ud800\",\"method\":\"session/list\",\"params\":{}}\n")
+        .await
+        .expect("send");
+    // Invalid UTF-8 in the params: the error comes under the readable id.
+    let mut bad = b"{\"jsonrpc\":\"2.0\",\"id\":\"bytes-1\",\"method\":\"session/list\",\"params\":{\"cwd\":\"/a".to_vec();
+    bad.extend_from_slice(&[0xFF, 0xFE]);
+    bad.extend_from_slice(b"\"}}\n");
+    agent.send_raw(&bad).await.expect("send");
+    let under_its_id = agent
+        .wait_for(WAIT, |m| m["id"] == "bytes-1")
+        .await
+        .expect("answered under its id");
+    assert_eq!(under_its_id["error"]["code"], -32700, "{under_its_id}");
+    // Serving goes on.
+    agent
+        .call("session/list", json!({}))
+        .await
+        .expect("still serving");
+    // The surrogate id's answer is not JSON a strict reader accepts (nor was the request):
+    // it is the one line the harness could not read, with the id exactly as sent.
+    let unreadable = agent.non_json_output();
+    assert_eq!(unreadable.len(), 1, "{unreadable:?}");
+    assert!(
+        unreadable[0].contains(r#""id":"x\ud800""#) && unreadable[0].contains("-32600"),
+        "{unreadable:?}"
+    );
+    assert!(!unreadable[0].contains("\\ufffd"), "{unreadable:?}");
+}

@@ -386,11 +386,47 @@ async fn kill_9_mid_stream_and_mid_tool_loses_nothing_completed() {
 }
 
 #[tokio::test]
-async fn a_damaged_store_is_reported_and_sessions_run_unsaved() {
+async fn a_damaged_store_is_moved_aside_reported_and_replaced_by_a_working_one() {
     let env = TestEnv::new(vec![MockReply::text(&["still works"])]).await;
     let home = env.home.path().join("talaria");
     std::fs::create_dir_all(&home).expect("mkdir");
     std::fs::write(home.join("state.db"), b"definitely not sqlite ".repeat(300)).expect("write");
+    let (mut agent, session, _) = env.session_with(json!({"session": {"notices": {}}})).await;
+    let (response, _) = prompt(&mut agent, &session, "hi").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    let told = agent
+        .updates()
+        .iter()
+        .any(|u| u["sessionUpdate"] == "notice" && u.to_string().contains("was damaged"));
+    assert!(told, "{:?}", agent.updates());
+    let kept = std::fs::read_dir(&home)
+        .expect("home")
+        .filter_map(Result::ok)
+        .any(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("state.db.damaged-")
+        });
+    assert!(kept, "the damaged file is kept beside the new store");
+    let listed = agent
+        .request("session/list", json!({}))
+        .await
+        .expect("response");
+    assert!(
+        listed["result"]["sessions"]
+            .as_array()
+            .is_some_and(|all| all.iter().any(|s| s["sessionId"] == session.as_str())),
+        "the new store saves: {listed}"
+    );
+    assert!(agent.stderr().contains("damaged"), "logged");
+}
+
+#[tokio::test]
+async fn a_store_that_cannot_be_opened_is_told_and_sessions_run_unsaved() {
+    let env = TestEnv::new(vec![MockReply::text(&["still works"])]).await;
+    let home = env.home.path().join("talaria");
+    // A folder where the store's file belongs: nothing can open or move it.
+    std::fs::create_dir_all(home.join("state.db").join("inside")).expect("mkdir");
     let (mut agent, session, _) = env.session_with(json!({"session": {"notices": {}}})).await;
     let (response, _) = prompt(&mut agent, &session, "hi").await;
     assert_eq!(stop_reason(&response), "end_turn");
@@ -403,9 +439,11 @@ async fn a_damaged_store_is_reported_and_sessions_run_unsaved() {
         .request("session/list", json!({}))
         .await
         .expect("response");
-    let message = listed["error"]["message"].as_str().unwrap_or_default();
-    assert!(message.contains("damaged"), "{listed}");
-    assert!(agent.stderr().contains("damaged"), "logged");
+    assert!(listed["error"]["message"].is_string(), "{listed}");
+    assert!(
+        home.join("state.db").join("inside").is_dir(),
+        "left as it was"
+    );
 }
 
 #[tokio::test]
