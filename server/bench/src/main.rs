@@ -225,6 +225,23 @@ async fn main() -> anyhow::Result<()> {
     let stream = stream_throughput(&options.agent, &env.vars(), &cwd, deltas).await?;
 
     print_turn_figures(&options, &mut samples, &stream, deltas);
+    // Memory for a large answer: 50 MB in 1 KB deltas.
+    let large = 50 * 1024;
+    let kilobyte = "x".repeat(1023) + " ";
+    env.mock.push(MockReply::Text {
+        chunks: vec![kilobyte; large],
+        reasoning: Vec::new(),
+        delay_ms: 0,
+        usage: None,
+        finish_reason: None,
+    });
+    let large_stream = stream_throughput(&options.agent, &env.vars(), &cwd, large).await?;
+    if let Some(mb) = large_stream.peak_rss_mb {
+        report!(
+            "peak RSS, a 50 MB answer          {mb:8.1} MB  (streamed in {:.1} s)   target <= 3 x 50 MB + baseline",
+            large_stream.prompt_to_end.as_secs_f64()
+        );
+    }
     print_session_figures(&options, &env).await?;
     let cost = sandbox::measure(
         &options.agent,

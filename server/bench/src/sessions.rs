@@ -80,7 +80,7 @@ fn grow(store: &SqliteStore, workspace: &Path, entries: usize) -> anyhow::Result
     for n in 0..entries.div_ceil(1000) {
         let id = format!("grown{n:04}");
         store.create(&meta(&id, workspace, 4))?;
-        store.append_batch(&[(id, chunk.entries().to_vec())])?;
+        store.append_batch(&[(id, talaria_store::EncodedEntry::all(chunk.entries())?)])?;
     }
     Ok(())
 }

@@ -28,13 +28,13 @@ const TAIL_CHARS: usize = 300;
 
 /// Whether `text` ends by announcing a tool-like action.
 pub(crate) fn announces_action(text: &str) -> bool {
-    let lower = text.to_lowercase().replace('’', "'");
-    let start = lower
+    // Only the tail is lowercased: an answer of any size costs a few hundred bytes here.
+    let start = text
         .char_indices()
         .rev()
         .nth(TAIL_CHARS)
         .map_or(0, |(i, _)| i);
-    let tail = &lower[start..];
+    let tail = text[start..].to_lowercase().replace('’', "'");
     ANNOUNCEMENTS.iter().any(|announcement| {
         tail.match_indices(announcement).any(|(at, _)| {
             tail[at + announcement.len()..]
@@ -63,13 +63,27 @@ const USER_INSTRUCTIONS: &[&str] = &[
 
 /// Whether `text` tells the user how to do the work by hand (two or more such phrases).
 pub(crate) fn instructs_user(text: &str) -> bool {
-    let lower = text.to_lowercase();
-    USER_INSTRUCTIONS
-        .iter()
-        .filter(|phrase| lower.contains(*phrase))
-        .count()
-        >= 2
+    let mut found = vec![false; USER_INSTRUCTIONS.len()];
+    // Lowercased a window at a time (each overlapping the last by the longest phrase): an
+    // answer of any size is never copied whole.
+    let overlap = USER_INSTRUCTIONS.iter().map(|p| p.len()).max().unwrap_or(0);
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    let mut window = Vec::with_capacity(WINDOW + overlap);
+    while start < bytes.len() {
+        let end = (start + WINDOW + overlap).min(bytes.len());
+        window.clear();
+        window.extend(bytes[start..end].iter().map(u8::to_ascii_lowercase));
+        for (phrase, seen) in USER_INSTRUCTIONS.iter().zip(found.iter_mut()) {
+            *seen = *seen || memchr::memmem::find(&window, phrase.as_bytes()).is_some();
+        }
+        start += WINDOW;
+    }
+    found.iter().filter(|seen| **seen).count() >= 2
 }
+
+/// How much of an answer is lowercased at once when looking for instructions.
+const WINDOW: usize = 64 * 1024;
 
 /// What the model is told when it told the user how to do the work instead of doing it.
 pub(crate) const DO_IT_NUDGE: &str = "Do not tell the user how to do it: do it yourself with \
@@ -246,5 +260,17 @@ mod tests {
             "I added add(a, b) to util.py and saved the file."
         ));
         assert!(!instructs_user("The tests pass: 2 passed."));
+    }
+
+    #[test]
+    fn instructions_are_found_in_any_case_across_window_edges_of_a_long_answer() {
+        // The first phrase straddles the first window's edge.
+        let mut text = "x".repeat(WINDOW - 5);
+        text.push_str("IN YOUR EDITOR, then ");
+        text.push_str(&"é".repeat(WINDOW));
+        text.push_str(" Save The File.");
+        assert!(instructs_user(&text));
+        let one_phrase = "x".repeat(3 * WINDOW) + " open a terminal";
+        assert!(!instructs_user(&one_phrase));
     }
 }

@@ -50,8 +50,9 @@ struct Called {
     result: Result<CallResult, crate::model_call::CallError>,
     /// The cards opened for the calls the answer makes (model id, unique id).
     announced: Vec<(String, String)>,
-    /// Answer text held back while it might be a call written as text.
-    hold: Option<TextHold>,
+    /// How much of the streamed answer the chat has seen, when text was held back while
+    /// it might be a call written as text (the held copy itself is gone by then).
+    shown: Option<usize>,
 }
 
 /// What follows a recorded answer.
@@ -69,6 +70,8 @@ enum Next {
 
 struct FromText {
     text: String,
+    /// How many bytes at the start of `text` are the streamed answer's own.
+    same_prefix: usize,
     tool_calls: Vec<ToolCallRequest>,
     /// What the model is told, and the user, when a call in the text was not run.
     nudge: Option<(String, String)>,
@@ -146,14 +149,14 @@ impl Turn<'_> {
             let called = self.model_call(&tools).await;
             let answer = match called.result.map_err(TurnError::Model)? {
                 CallResult::Cancelled { text } => {
-                    self.keep_cancelled(called.hold.as_ref(), text).await;
+                    self.keep_cancelled(called.shown, text).await;
                     return Ok(StopReason::Cancelled);
                 }
                 CallResult::Finished(answer) => answer,
             };
             let nudge_allowed = !nudged && !tools.is_empty();
             let next = self
-                .record_answer(answer, called.hold.as_ref(), &tools, nudge_allowed)
+                .record_answer(answer, called.shown, &tools, nudge_allowed)
                 .await;
             let (tool_calls, unrun) = match next {
                 Next::Nudged => {
@@ -202,7 +205,7 @@ impl Turn<'_> {
                 &mut sink,
             )
             .await;
-        let (mut announced, hold) = (sink.announced, sink.hold);
+        let (mut announced, shown) = (sink.announced, sink.hold.map(|hold| hold.shown()));
         for (level, text) in sink.notices {
             self.history.push(EntryBody::Notice {
                 level: match level {
@@ -230,13 +233,14 @@ impl Turn<'_> {
         Called {
             result,
             announced,
-            hold,
+            shown,
         }
     }
 
     /// A cancelled answer keeps the text already shown.
-    async fn keep_cancelled(&mut self, hold: Option<&TextHold>, text: String) {
-        self.show_held(hold, &text).await;
+    async fn keep_cancelled(&mut self, shown: Option<usize>, mut text: String) {
+        text.shrink_to_fit();
+        self.show_held(shown, &text, text.len()).await;
         if !text.is_empty() {
             self.history.push(EntryBody::Assistant(AssistantEntry {
                 text,
@@ -250,15 +254,17 @@ impl Turn<'_> {
     async fn record_answer(
         &mut self,
         answer: Answer,
-        hold: Option<&TextHold>,
+        shown: Option<usize>,
         tools: &[ToolSpec],
         nudge_allowed: bool,
     ) -> Next {
         let from_text = self
             .calls_written_as_text(answer.text, answer.tool_calls, tools)
             .await;
-        let (text, tool_calls) = (from_text.text, from_text.tool_calls);
-        self.show_held(hold, &text).await;
+        let (mut text, tool_calls) = (from_text.text, from_text.tool_calls);
+        // The streamed text grew by doubling: what the record keeps is exactly its size.
+        text.shrink_to_fit();
+        self.show_held(shown, &text, from_text.same_prefix).await;
         let nudge = if tool_calls.is_empty() && nudge_allowed {
             match from_text.nudge {
                 Some(nudge) => Some(nudge),
@@ -335,7 +341,8 @@ impl Turn<'_> {
         tool_calls: Vec<ToolCallRequest>,
         tools: &[ToolSpec],
     ) -> FromText {
-        let untouched = |text, tool_calls| FromText {
+        let untouched = |text: String, tool_calls| FromText {
+            same_prefix: text.len(),
             text,
             tool_calls,
             nudge: None,
@@ -358,6 +365,7 @@ impl Turn<'_> {
                     call.name
                 ),
                 FromText {
+                    same_prefix: same_prefix_len(&text, &rest),
                     text: rest,
                     tool_calls: vec![call],
                     nudge: None,
@@ -405,14 +413,19 @@ impl Turn<'_> {
             .await;
     }
 
-    /// Shows what the chat has not seen of the final answer: text held back while it might
-    /// have been a tool call written as text.
-    async fn show_held(&self, hold: Option<&TextHold>, answer: &str) {
-        let Some(unshown) = hold.map(|h| h.unshown(answer)) else {
+    /// Shows what of the final answer the chat has not seen: the chat saw the first `shown`
+    /// bytes of the streamed answer, and the answer's first `same_prefix` bytes are the
+    /// streamed answer's (a call taken out of the text changes what follows).
+    async fn show_held(&self, shown: Option<usize>, answer: &str, same_prefix: usize) {
+        let Some(shown) = shown else {
             return;
         };
-        if !unshown.is_empty() {
-            let _ = self.events.send(EngineEvent::AgentText(unshown)).await;
+        let seen = shown.min(same_prefix);
+        if let Some(unshown) = answer.get(seen..).filter(|rest| !rest.is_empty()) {
+            let _ = self
+                .events
+                .send(EngineEvent::AgentText(unshown.to_string()))
+                .await;
         }
     }
 
@@ -560,4 +573,13 @@ impl Turn<'_> {
             *failures.entry(key).or_default() += 1;
         }
     }
+}
+
+/// How many bytes `a` and `b` share at their start, ending on a character boundary.
+fn same_prefix_len(a: &str, b: &str) -> usize {
+    a.char_indices()
+        .zip(b.chars())
+        .take_while(|((_, x), y)| x == y)
+        .last()
+        .map_or(0, |((index, c), _)| index + c.len_utf8())
 }

@@ -206,8 +206,14 @@ pub fn batch_and_reindex(store: &dyn SessionStore) {
     let second = conversation();
     store
         .append_batch(&[
-            ("a".into(), first.entries().to_vec()),
-            ("b".into(), second.entries().to_vec()),
+            (
+                "a".into(),
+                crate::EncodedEntry::all(first.entries()).expect("encodes"),
+            ),
+            (
+                "b".into(),
+                crate::EncodedEntry::all(second.entries()).expect("encodes"),
+            ),
         ])
         .expect("batch");
     assert_eq!(store.load("b").expect("b").1.len(), second.len());
@@ -221,4 +227,23 @@ pub fn batch_and_reindex(store: &dyn SessionStore) {
     assert!(store.search("walruses", 5).expect("search").is_empty());
     assert_eq!(store.search("narwhals", 5).expect("search").len(), 1);
     store.checkpoint().expect("checkpoint");
+}
+
+/// A very large answer (many distinct words, megabytes) is saved whole and found by its
+/// opening: the index holds a bounded part of it (a PostgreSQL `tsvector` holds at most 1 MB).
+pub fn large_entries(store: &dyn SessionStore) {
+    store.create(&meta("big", "/p", 1)).expect("create");
+    let mut transcript = Transcript::with_system("sys");
+    let words: String = (0..400_000).map(|n| format!("w{n:x}q ")).collect();
+    transcript.push(EntryBody::Assistant(talaria_record::AssistantEntry {
+        text: format!("aardvarks open this {words} and zebras close it"),
+        ..talaria_record::AssistantEntry::default()
+    }));
+    store
+        .append("big", transcript.entries())
+        .expect("a large answer is saved");
+    let (_, loaded) = store.load("big").expect("load");
+    assert_eq!(loaded.entries(), transcript.entries());
+    assert_eq!(store.search("aardvarks", 5).expect("search").len(), 1);
+    assert!(store.search("zebras", 5).expect("search").is_empty());
 }

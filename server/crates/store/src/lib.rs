@@ -9,6 +9,7 @@
 mod claims;
 #[cfg(any(test, feature = "test-support"))]
 pub mod conformance;
+mod encoded;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod search_text;
@@ -17,6 +18,7 @@ mod sqlite;
 pub mod test_cluster;
 
 pub use claims::Claims;
+pub use encoded::EncodedEntry;
 #[cfg(feature = "postgres")]
 pub use postgres::{PgOptions, PgReport, PgStore, TlsMode, inspect as inspect_postgres};
 pub use sqlite::{Salvage, SqliteStore, StoreReport};
@@ -156,11 +158,15 @@ pub trait SessionStore: Send + Sync {
     /// Records a new session.
     fn create(&self, meta: &SessionMeta) -> Result<(), StoreError>;
     /// Appends entries (or replaces entries with the same ids: compaction rewrites).
-    fn append(&self, session_id: &str, entries: &[Entry]) -> Result<(), StoreError>;
+    fn append(&self, session_id: &str, entries: &[Entry]) -> Result<(), StoreError> {
+        self.append_encoded(session_id, &EncodedEntry::all(entries)?)
+    }
+    /// Appends entries already encoded (how the session writer sends them).
+    fn append_encoded(&self, session_id: &str, entries: &[EncodedEntry]) -> Result<(), StoreError>;
     /// Appends entries of several sessions in one commit (all or nothing).
-    fn append_batch(&self, batch: &[(String, Vec<Entry>)]) -> Result<(), StoreError> {
+    fn append_batch(&self, batch: &[(String, Vec<EncodedEntry>)]) -> Result<(), StoreError> {
         for (session_id, entries) in batch {
-            self.append(session_id, entries)?;
+            self.append_encoded(session_id, entries)?;
         }
         Ok(())
     }

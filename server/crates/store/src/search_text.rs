@@ -5,27 +5,47 @@ use talaria_record::{Entry, EntryBody, UserPart};
 
 /// Tool output indexed per entry, at most.
 const MAX_INDEXED_CHARS: usize = 8000;
+/// Prose (messages, answers, summaries) indexed per entry, at most: a search finds an entry
+/// by its opening, and a 50 MB answer costs the index no more than a long letter (a
+/// PostgreSQL `tsvector` cannot hold more than 1 MB anyway).
+pub(crate) const MAX_INDEXED_BYTES: usize = 64 * 1024;
 
-/// The searchable text of an entry, if it has any.
+/// The searchable text of an entry, if it has any (bounded, whatever the entry's size).
 pub(crate) fn text_of(entry: &Entry) -> Option<String> {
     let text = match &entry.body {
-        EntryBody::User { model_view, .. } => model_view
-            .iter()
-            .filter_map(|part| match part {
-                UserPart::Text { text } => Some(text.as_str()),
-                UserPart::Image { .. } => None,
-            })
-            .collect::<Vec<_>>()
-            .join("\n"),
-        EntryBody::Assistant(assistant) => assistant.text.clone(),
+        EntryBody::User { model_view, .. } => {
+            let mut text = String::new();
+            for part in model_view {
+                if let UserPart::Text { text: part } = part {
+                    if !text.is_empty() {
+                        text.push('\n');
+                    }
+                    text.push_str(opening(part, MAX_INDEXED_BYTES.saturating_sub(text.len())));
+                }
+            }
+            text
+        }
+        EntryBody::Assistant(assistant) => opening(&assistant.text, MAX_INDEXED_BYTES).to_string(),
         EntryBody::ToolResult(result) => {
             let output: String = result.model_text.chars().take(MAX_INDEXED_CHARS).collect();
             format!("{}\n{output}", result.display.title)
         }
-        EntryBody::Summary { text, .. } => text.clone(),
+        EntryBody::Summary { text, .. } => opening(text, MAX_INDEXED_BYTES).to_string(),
         _ => return None,
     };
     (!text.trim().is_empty()).then_some(text)
+}
+
+/// At most `max` bytes of the start of `text`, ending on a character boundary.
+fn opening(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// The kind an entry is filed under.
@@ -60,4 +80,39 @@ pub(crate) fn words_of(query: &str) -> Vec<&str> {
 pub(crate) fn tsquery_of(query: &str) -> Option<String> {
     let words = words_of(query);
     (!words.is_empty()).then(|| words.join(" | "))
+}
+
+#[cfg(test)]
+mod tests {
+    use talaria_record::{AssistantEntry, Transcript};
+
+    use super::*;
+
+    #[test]
+    fn a_huge_answer_is_indexed_by_its_opening_only() {
+        let mut transcript = Transcript::default();
+        let text = "é".repeat(MAX_INDEXED_BYTES) + "tail";
+        transcript.push(EntryBody::Assistant(AssistantEntry {
+            text,
+            ..AssistantEntry::default()
+        }));
+        let indexed = text_of(&transcript.entries()[0]).expect("text");
+        assert!(indexed.len() <= MAX_INDEXED_BYTES);
+        assert!(indexed.len() > MAX_INDEXED_BYTES - 4);
+        assert!(!indexed.contains("tail"));
+    }
+
+    #[test]
+    fn many_long_user_parts_stay_within_the_bound() {
+        let mut transcript = Transcript::default();
+        let part = UserPart::Text {
+            text: "word ".repeat(MAX_INDEXED_BYTES / 5),
+        };
+        transcript.push(EntryBody::User {
+            input: Vec::new(),
+            model_view: vec![part.clone(), part.clone(), part],
+        });
+        let indexed = text_of(&transcript.entries()[0]).expect("text");
+        assert!(indexed.len() <= MAX_INDEXED_BYTES + 2, "{}", indexed.len());
+    }
 }

@@ -57,6 +57,12 @@ mod conformance {
     }
 
     #[test]
+    fn a_very_large_answer_is_saved_whole_and_found_by_its_opening() {
+        let (_dir, store) = super::store();
+        suite::large_entries(&store);
+    }
+
+    #[test]
     fn a_batch_commits_every_session_at_once_and_reindexing_finds_the_new_text() {
         let (_dir, store) = super::store();
         suite::batch_and_reindex(&store);

@@ -24,6 +24,7 @@ fn the_store_conformance_suite_holds_on_postgresql() {
     suite::search_ranks(&store());
     suite::many_writers(Arc::new(store()));
     suite::batch_and_reindex(&store());
+    suite::large_entries(&store());
     let url = cluster.database();
     let mine = PgStore::connect(&url).expect("mine");
     let theirs = PgStore::connect(&url).expect("theirs");

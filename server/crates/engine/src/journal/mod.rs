@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, mpsc};
 use std::time::Duration;
 
 use talaria_record::{Entry, EntryId, Transcript};
-use talaria_store::{MetaUpdate, SessionMeta, SessionStore, StoreError};
+use talaria_store::{EncodedEntry, MetaUpdate, SessionMeta, SessionStore, StoreError};
 use tokio::sync::{Notify, oneshot};
 
 pub use writer::Opener;
@@ -287,7 +287,7 @@ impl Journal {
         self.send(Write::Update(session_id.to_string(), update));
     }
 
-    fn append(&self, session_id: &str, entries: Vec<Entry>) -> bool {
+    fn append(&self, session_id: &str, entries: Vec<EncodedEntry>) -> bool {
         let count = entries.len();
         self.shared.queued.fetch_add(count, Ordering::AcqRel);
         let sent = self.send(Write::Append(session_id.to_string(), entries));
@@ -389,26 +389,39 @@ impl SessionJournal {
         }
     }
 
-    /// Sends every entry added, or changed in place, since the last save.
+    /// Sends every entry added, or changed in place, since the last save (encoded here, so
+    /// the record's entries are never copied for the store).
     pub fn save(&mut self, transcript: &mut Transcript) {
         let rewritten = transcript.take_rewritten();
-        let stored: Vec<Entry> = rewritten
-            .into_iter()
+        let stored: Vec<EncodedEntry> = rewritten
+            .iter()
             .filter(|e| e.id <= self.saved)
+            .filter_map(|e| self.encoded(e))
             .collect();
         if !stored.is_empty() {
             self.journal.append(&self.session_id, stored);
         }
-        let new = transcript.entries_after(self.saved);
-        if new.is_empty() {
+        let added = transcript.entries_after(self.saved);
+        if added.is_empty() {
             return;
         }
+        let new: Vec<EncodedEntry> = added.iter().filter_map(|e| self.encoded(e)).collect();
         let last = transcript.last_id();
-        if self.journal.append(&self.session_id, new.to_vec()) {
+        if self.journal.append(&self.session_id, new) {
             self.saved = last;
         } else {
             tracing::error!(session = %self.session_id, "the session writer has stopped; this session is not saved");
         }
+    }
+
+    /// `entry` as the store writes it; an entry that cannot be encoded (never seen: every
+    /// record type serialises) is logged rather than sent.
+    fn encoded(&self, entry: &Entry) -> Option<EncodedEntry> {
+        EncodedEntry::of(entry)
+            .inspect_err(|error| {
+                tracing::error!(session = %self.session_id, entry = entry.id, "an entry is not saved: {error}");
+            })
+            .ok()
     }
 
     pub fn update(&self, update: MetaUpdate) {

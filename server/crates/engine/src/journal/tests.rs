@@ -45,7 +45,7 @@ impl SessionStore for Flaky {
     fn create(&self, _: &SessionMeta) -> Result<(), StoreError> {
         Ok(())
     }
-    fn append(&self, session: &str, entries: &[Entry]) -> Result<(), StoreError> {
+    fn append_encoded(&self, session: &str, entries: &[EncodedEntry]) -> Result<(), StoreError> {
         self.wait_while_blocked();
         if self.failing.load(Ordering::Acquire) {
             return Err(StoreError::Full("no space left".into()));
@@ -54,14 +54,14 @@ impl SessionStore for Flaky {
         accepted.extend(entries.iter().map(|e| (session.to_string(), e.id)));
         Ok(())
     }
-    fn append_batch(&self, batch: &[(String, Vec<Entry>)]) -> Result<(), StoreError> {
+    fn append_batch(&self, batch: &[(String, Vec<EncodedEntry>)]) -> Result<(), StoreError> {
         self.batches.fetch_add(1, Ordering::AcqRel);
         self.wait_while_blocked();
         if self.failing.load(Ordering::Acquire) {
             return Err(StoreError::Full("no space left".into()));
         }
         for (session, entries) in batch {
-            self.append(session, entries)?;
+            self.append_encoded(session, entries)?;
         }
         Ok(())
     }

@@ -11,8 +11,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
-use talaria_record::Entry;
-use talaria_store::{MetaUpdate, SessionMeta, SessionStore, StoreError};
+use talaria_store::{EncodedEntry, MetaUpdate, SessionMeta, SessionStore, StoreError};
 use tokio::sync::oneshot;
 
 use super::{SaveReport, Shared, StoreStatus};
@@ -34,7 +33,7 @@ pub(super) enum Write {
     Claim(String),
     /// Lets other processes have it (after everything it wrote).
     Release(String),
-    Append(String, Vec<Entry>),
+    Append(String, Vec<EncodedEntry>),
     Update(String, MetaUpdate),
     /// Answers once every earlier write of the session is committed, or why it is not.
     Barrier(String, oneshot::Sender<SaveReport>),
@@ -53,7 +52,7 @@ pub(super) enum Write {
 struct Backlog {
     create: Option<SessionMeta>,
     claim: bool,
-    entries: Vec<Entry>,
+    entries: Vec<EncodedEntry>,
     update: Option<MetaUpdate>,
     release: bool,
     error: String,
@@ -241,7 +240,7 @@ impl Writer {
             self.apply_closed(batch);
             return;
         }
-        let mut appends: Vec<(String, Vec<Entry>)> = Vec::new();
+        let mut appends: Vec<(String, Vec<EncodedEntry>)> = Vec::new();
         let mut handled = 0;
         for write in batch {
             match write {
@@ -303,7 +302,7 @@ impl Writer {
 
     /// Commits queued appends in one transaction; on failure, each session on its own, and
     /// what still fails waits in its backlog.
-    fn commit(&mut self, appends: &mut Vec<(String, Vec<Entry>)>) {
+    fn commit(&mut self, appends: &mut Vec<(String, Vec<EncodedEntry>)>) {
         if appends.is_empty() {
             return;
         }
@@ -325,7 +324,7 @@ impl Writer {
         for (session, entries) in appends.drain(..) {
             let failed = match &store_wide {
                 Some(why) => Some(why.clone()),
-                None => store.append(&session, &entries).err().map(|error| {
+                None => store.append_encoded(&session, &entries).err().map(|error| {
                     if error.is_store_wide() {
                         store_wide = Some(error.to_string());
                     }
@@ -499,7 +498,7 @@ fn write_backlog(
         backlog.claim = false;
     }
     if !backlog.entries.is_empty() {
-        store.append(session, &backlog.entries)?;
+        store.append_encoded(session, &backlog.entries)?;
         backlog.entries.clear();
     }
     if let Some(update) = &backlog.update {

@@ -78,17 +78,9 @@ impl TextHold {
         Some(shown)
     }
 
-    /// What of the final answer the chat has not seen (the held part, or what is left of it
-    /// once a call was taken out of the text).
-    pub fn unshown(&self, answer: &str) -> String {
-        let seen = &self.text[..self.shown];
-        let common = seen
-            .char_indices()
-            .zip(answer.chars())
-            .take_while(|((_, a), b)| a == b)
-            .last()
-            .map_or(0, |((index, c), _)| index + c.len_utf8());
-        answer[common..].to_string()
+    /// How much of the streamed answer the chat has seen.
+    pub fn shown(&self) -> usize {
+        self.shown
     }
 }
 

@@ -5,13 +5,15 @@ use postgres::Client;
 use talaria_record::{Entry, EntryId, Transcript};
 
 use super::{PgStore, SESSION_COLUMNS, entries_of, entry_key, meta_of, tokens};
-use crate::{ListPage, MetaUpdate, SearchHit, SessionMeta, SessionStore, StoreError, now_ms};
+use crate::{
+    EncodedEntry, ListPage, MetaUpdate, SearchHit, SessionMeta, SessionStore, StoreError, now_ms,
+};
 
 /// Upserts `entries` (by entry id) in one transaction's statement.
 fn append_in(
     tx: &mut postgres::Transaction<'_>,
     session_id: &str,
-    entries: &[Entry],
+    entries: &[EncodedEntry],
 ) -> Result<(), StoreError> {
     let upsert = tx.prepare(
         "INSERT INTO entries (session_id, entry_id, at_ms, kind, body, search_text)
@@ -21,17 +23,15 @@ fn append_in(
              search_text = excluded.search_text",
     )?;
     for entry in entries {
-        let body = serde_json::to_string(entry).map_err(|e| StoreError::Other(e.to_string()))?;
-        let text = crate::search_text::text_of(entry);
         tx.execute(
             &upsert,
             &[
                 &session_id,
                 &entry_key(entry.id),
                 &entry.at_ms,
-                &crate::search_text::kind_of(&entry.body),
-                &body,
-                &text,
+                &entry.kind,
+                &entry.body,
+                &entry.search_text,
             ],
         )?;
     }
@@ -43,7 +43,10 @@ fn append_in(
 }
 
 /// Appends several sessions' entries in one transaction.
-fn append_all(client: &mut Client, batch: &[(String, Vec<Entry>)]) -> Result<(), StoreError> {
+fn append_all(
+    client: &mut Client,
+    batch: &[(String, Vec<EncodedEntry>)],
+) -> Result<(), StoreError> {
     let mut tx = client.transaction()?;
     for (session_id, entries) in batch {
         if !entries.is_empty() {
@@ -114,7 +117,7 @@ impl SessionStore for PgStore {
         })
     }
 
-    fn append(&self, session_id: &str, entries: &[Entry]) -> Result<(), StoreError> {
+    fn append_encoded(&self, session_id: &str, entries: &[EncodedEntry]) -> Result<(), StoreError> {
         if entries.is_empty() {
             return Ok(());
         }
@@ -127,7 +130,7 @@ impl SessionStore for PgStore {
         })
     }
 
-    fn append_batch(&self, batch: &[(String, Vec<Entry>)]) -> Result<(), StoreError> {
+    fn append_batch(&self, batch: &[(String, Vec<EncodedEntry>)]) -> Result<(), StoreError> {
         if batch.iter().all(|(_, entries)| entries.is_empty()) {
             return Ok(());
         }

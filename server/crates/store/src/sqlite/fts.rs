@@ -1,12 +1,12 @@
 //! What of an entry is searchable, and turning a user's words into a safe FTS5 query.
 
 use rusqlite::{Connection, params};
-use talaria_record::Entry;
 
-/// (Re)indexes one entry under its row (a lookup by rowid, whatever the index's size).
-pub(super) fn index(connection: &Connection, row: i64, entry: &Entry) -> rusqlite::Result<()> {
+/// (Re)indexes one entry's searchable text under its row (a lookup by rowid, whatever the
+/// index's size).
+pub(super) fn index(connection: &Connection, row: i64, text: Option<&str>) -> rusqlite::Result<()> {
     connection.execute("DELETE FROM entries_fts WHERE rowid = ?1", params![row])?;
-    if let Some(text) = crate::search_text::text_of(entry) {
+    if let Some(text) = text {
         connection.execute(
             "INSERT INTO entries_fts (rowid, text) VALUES (?1, ?2)",
             params![row, text],

@@ -104,7 +104,8 @@ fn index_by_rowid(tx: &Transaction) -> rusqlite::Result<()> {
     for row in rows {
         let (rowid, body) = row?;
         if let Ok(entry) = serde_json::from_str(&body) {
-            fts::index(tx, rowid, &entry)?;
+            let text = crate::search_text::text_of(&entry);
+            fts::index(tx, rowid, text.as_deref())?;
         }
     }
     Ok(())

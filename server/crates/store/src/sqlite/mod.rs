@@ -3,6 +3,7 @@
 //! loses nothing committed (a power cut may lose the last commits, never the file's
 //! consistency). Claims are lock files beside it (`claims/`).
 
+mod bodies;
 mod fts;
 mod migrations;
 mod salvage;
@@ -17,7 +18,9 @@ use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionB
 use talaria_record::{Entry, EntryId, Transcript};
 
 use crate::claims::Claims;
-use crate::{ListPage, MetaUpdate, SearchHit, SessionMeta, SessionStore, StoreError, now_ms};
+use crate::{
+    EncodedEntry, ListPage, MetaUpdate, SearchHit, SessionMeta, SessionStore, StoreError, now_ms,
+};
 
 /// How long one attempt at opening and migrating keeps retrying while another process holds
 /// the file (the journal then tries again, with backoff, for as long as it takes).
@@ -395,34 +398,11 @@ impl SqliteStore {
     fn append_in(
         tx: &rusqlite::Transaction,
         session_id: &str,
-        entries: &[Entry],
+        entries: &[EncodedEntry],
     ) -> Result<(), StoreError> {
-        let mut upsert = tx
-            .prepare_cached(
-                "INSERT INTO entries (session_id, entry_id, at_ms, kind, body)
-                 VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT (session_id, entry_id) DO UPDATE
-                 SET body = excluded.body, at_ms = excluded.at_ms, kind = excluded.kind
-                 RETURNING row",
-            )
-            .map_err(classify)?;
         for entry in entries {
-            let body =
-                serde_json::to_string(entry).map_err(|e| StoreError::Other(e.to_string()))?;
-            let id = i64::try_from(entry.id).unwrap_or(i64::MAX);
-            let row: i64 = upsert
-                .query_row(
-                    params![
-                        session_id,
-                        id,
-                        entry.at_ms,
-                        crate::search_text::kind_of(&entry.body),
-                        body
-                    ],
-                    |row| row.get(0),
-                )
-                .map_err(classify)?;
-            fts::index(tx, row, entry).map_err(classify)?;
+            let row = bodies::upsert(tx, session_id, entry).map_err(classify)?;
+            fts::index(tx, row, entry.search_text.as_deref()).map_err(classify)?;
         }
         tx.execute(
             "UPDATE sessions SET updated_at = ?2 WHERE id = ?1",
@@ -473,7 +453,7 @@ impl SessionStore for SqliteStore {
         Ok(())
     }
 
-    fn append(&self, session_id: &str, entries: &[Entry]) -> Result<(), StoreError> {
+    fn append_encoded(&self, session_id: &str, entries: &[EncodedEntry]) -> Result<(), StoreError> {
         if entries.is_empty() {
             return Ok(());
         }
@@ -485,7 +465,7 @@ impl SessionStore for SqliteStore {
         tx.commit().map_err(classify)
     }
 
-    fn append_batch(&self, batch: &[(String, Vec<Entry>)]) -> Result<(), StoreError> {
+    fn append_batch(&self, batch: &[(String, Vec<EncodedEntry>)]) -> Result<(), StoreError> {
         if batch.iter().all(|(_, entries)| entries.is_empty()) {
             return Ok(());
         }
@@ -545,11 +525,10 @@ impl SessionStore for SqliteStore {
             .map_err(classify)?;
         let mut entries = Vec::new();
         let rows = select
-            .query_map(params![session_id], |row| row.get::<_, String>(0))
+            .query_map(params![session_id], |row| bodies::entry_at(row, 0))
             .map_err(classify)?;
         for row in rows {
-            let body = row.map_err(classify)?;
-            match serde_json::from_str::<Entry>(&body) {
+            match row.map_err(classify)? {
                 Ok(entry) => entries.push(entry),
                 Err(e) => {
                     return Err(StoreError::Corrupt(format!(
@@ -675,12 +654,12 @@ impl SessionStore for SqliteStore {
             let rows = select
                 .query_map(
                     params![session_id, id, i64::try_from(count).unwrap_or(0)],
-                    |row| row.get::<_, String>(0),
+                    |row| bodies::entry_at(row, 0),
                 )
                 .map_err(classify)?;
             let mut entries = Vec::new();
             for row in rows {
-                if let Ok(entry) = serde_json::from_str(&row.map_err(classify)?) {
+                if let Ok(entry) = row.map_err(classify)? {
                     entries.push(entry);
                 }
             }

@@ -153,16 +153,16 @@ fn read_what_reads(copy: &Path) -> Recovered {
     .into_iter()
     .map(|meta| (meta.id.clone(), meta))
     .collect();
-    let bodies: Vec<(String, String)> = rows(
+    let bodies: Vec<(String, Option<Entry>)> = rows(
         &connection,
         "entries",
         "row",
         "SELECT session_id, body FROM entries WHERE row BETWEEN ?1 AND ?2",
-        |row| Ok((row.get(0)?, row.get(1)?)),
+        |row| Ok((row.get(0)?, super::bodies::entry_at(row, 1)?.ok())),
     );
     let mut by_session: BTreeMap<String, Vec<Entry>> = BTreeMap::new();
-    for (session, body) in bodies {
-        if let Ok(entry) = serde_json::from_str::<Entry>(&body) {
+    for (session, entry) in bodies {
+        if let Some(entry) = entry {
             by_session.entry(session).or_default().push(entry);
         }
     }
