@@ -38,6 +38,7 @@ mod shutdown;
 mod small_windows;
 mod store_stalls;
 mod streaming;
+mod stumbles;
 mod subagents;
 mod terminal_client;
 mod terminal_pty;

@@ -79,6 +79,19 @@ struct FromText {
     unrun: Option<String>,
 }
 
+impl FromText {
+    /// The answer as it came: no call was found in its text.
+    fn untouched(text: String, tool_calls: Vec<ToolCallRequest>) -> Self {
+        Self {
+            same_prefix: text.len(),
+            text,
+            tool_calls,
+            nudge: None,
+            unrun: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct TurnLimits {
     pub max_requests: u32,
@@ -341,65 +354,18 @@ impl Turn<'_> {
         tool_calls: Vec<ToolCallRequest>,
         tools: &[ToolSpec],
     ) -> FromText {
-        let untouched = |text: String, tool_calls| FromText {
-            same_prefix: text.len(),
-            text,
-            tool_calls,
-            nudge: None,
-            unrun: None,
-        };
-        if !tool_calls.is_empty() || tools.is_empty() || !text.contains('{') {
+        let untouched = FromText::untouched;
+        if !tool_calls.is_empty()
+            || tools.is_empty()
+            || !(text.contains('{') || text.contains("```"))
+        {
             return untouched(text, tool_calls);
         }
         let offered: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
-        use crate::text_calls::{TextCall, misfit_instruction, unknown_tool_instruction};
-        let (level, message, from_text) = match crate::text_calls::find(
-            &text,
-            self.registry,
-            &offered,
-        ) {
-            Some(TextCall::Call { call, rest, unrun }) => (
-                crate::events::NoticeLevel::Info,
-                format!(
-                    "The model wrote its `{}` call as text; Talaria runs it as a tool call.",
-                    call.name
-                ),
-                FromText {
-                    same_prefix: same_prefix_len(&text, &rest),
-                    text: rest,
-                    tool_calls: vec![call],
-                    nudge: None,
-                    unrun: (!unrun.is_empty()).then(|| crate::text_calls::unrun_note(&unrun)),
-                },
-            ),
-            Some(TextCall::Invalid { tool, why }) => (
-                crate::events::NoticeLevel::Warning,
-                format!(
-                    "The model wrote a `{tool}` call as text, but its arguments do not fit ({why}); it was not run."
-                ),
-                FromText {
-                    nudge: Some((
-                        misfit_instruction(&tool, &why.0),
-                        "Talaria told the model why its call was not run.".to_string(),
-                    )),
-                    ..untouched(text, tool_calls)
-                },
-            ),
-            Some(TextCall::Unknown { tool }) => (
-                crate::events::NoticeLevel::Warning,
-                format!(
-                    "The model called `{tool}`, which is not one of its tools; nothing was run."
-                ),
-                FromText {
-                    nudge: Some((
-                        unknown_tool_instruction(&tool, &offered),
-                        "Talaria told the model which tools it has.".to_string(),
-                    )),
-                    ..untouched(text, tool_calls)
-                },
-            ),
-            None => return untouched(text, tool_calls),
+        let Some(found) = crate::text_calls::find(&text, self.registry, &offered) else {
+            return untouched(text, tool_calls);
         };
+        let (level, message, from_text) = from_text_call(found, text, tool_calls, &offered);
         self.tell(level, message).await;
         from_text
     }
@@ -582,4 +548,68 @@ fn same_prefix_len(a: &str, b: &str) -> usize {
         .take_while(|((_, x), y)| x == y)
         .last()
         .map_or(0, |((index, c), _)| index + c.len_utf8())
+}
+
+/// What a call found in an answer's text makes of the answer, and what the user is told.
+fn from_text_call(
+    found: crate::text_calls::TextCall,
+    text: String,
+    tool_calls: Vec<ToolCallRequest>,
+    offered: &[String],
+) -> (crate::events::NoticeLevel, String, FromText) {
+    use crate::text_calls::{
+        TextCall, misfit_instruction, unknown_tool_instruction, unreadable_instruction,
+    };
+    let untouched = FromText::untouched;
+    match found {
+        TextCall::Call { call, rest, unrun } => (
+            crate::events::NoticeLevel::Info,
+            format!(
+                "The model wrote its `{}` call as text; Talaria runs it as a tool call.",
+                call.name
+            ),
+            FromText {
+                same_prefix: same_prefix_len(&text, &rest),
+                text: rest,
+                tool_calls: vec![call],
+                nudge: None,
+                unrun: (!unrun.is_empty()).then(|| crate::text_calls::unrun_note(&unrun)),
+            },
+        ),
+        TextCall::Invalid { tool, why } => (
+            crate::events::NoticeLevel::Warning,
+            format!(
+                "The model wrote a `{tool}` call as text, but its arguments do not fit ({why}); it was not run."
+            ),
+            FromText {
+                nudge: Some((
+                    misfit_instruction(&tool, &why.0),
+                    "Talaria told the model why its call was not run.".to_string(),
+                )),
+                ..untouched(text, tool_calls)
+            },
+        ),
+        TextCall::Unknown { tool } => (
+            crate::events::NoticeLevel::Warning,
+            format!("The model called `{tool}`, which is not one of its tools; nothing was run."),
+            FromText {
+                nudge: Some((
+                    unknown_tool_instruction(&tool, offered),
+                    "Talaria told the model which tools it has.".to_string(),
+                )),
+                ..untouched(text, tool_calls)
+            },
+        ),
+        TextCall::Unreadable { tool, why } => (
+            crate::events::NoticeLevel::Warning,
+            format!("The model wrote a `{tool}` call Talaria cannot read ({why}); it was not run."),
+            FromText {
+                nudge: Some((
+                    unreadable_instruction(&tool, &why),
+                    "Talaria asked the model to write the call again.".to_string(),
+                )),
+                ..untouched(text, tool_calls)
+            },
+        ),
+    }
 }

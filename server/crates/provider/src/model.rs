@@ -78,6 +78,10 @@ pub enum StreamEvent {
     ToolCallStarted { id: String, name: String },
     /// Token counts (usually just before the end).
     Usage(Usage),
+    /// The stream is about to fail (the next item is its error); these tool calls had
+    /// streamed by then, in the model's order, their arguments as far as they came (a
+    /// server's parser that rejects what follows a complete call loses nothing with it).
+    CallsBeforeFailure(Vec<ToolCallRequest>),
     /// The call ended; tool calls are complete and in the model's order.
     Finished {
         reason: FinishReason,

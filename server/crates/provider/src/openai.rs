@@ -285,6 +285,10 @@ impl Decoder for ChatDecoder {
                 .and_then(Value::as_str)
                 .map(str::to_string)
                 .unwrap_or_else(|| error.to_string());
+            let streamed = self.calls_so_far();
+            if !streamed.is_empty() {
+                out.push_back(Ok(StreamEvent::CallsBeforeFailure(streamed)));
+            }
             out.push_back(Err(stream_error(NAME, StreamFailure::ErrorEvent, message)));
             return true;
         }
@@ -362,8 +366,9 @@ impl ChatDecoder {
         }
     }
 
-    fn finish(&mut self, out: &mut Out) {
-        let tool_calls: Vec<ToolCallRequest> = std::mem::take(&mut self.calls)
+    /// The calls streamed so far (named ones), taken out of the decoder.
+    fn calls_so_far(&mut self) -> Vec<ToolCallRequest> {
+        std::mem::take(&mut self.calls)
             .into_iter()
             .enumerate()
             .filter(|(_, call)| !call.name.is_empty())
@@ -376,7 +381,11 @@ impl ChatDecoder {
                 name: call.name,
                 arguments: call.arguments,
             })
-            .collect();
+            .collect()
+    }
+
+    fn finish(&mut self, out: &mut Out) {
+        let tool_calls = self.calls_so_far();
         let reason = match self.finish_reason.as_deref() {
             Some(reason) => FinishReason::from_openai(reason),
             None if !tool_calls.is_empty() => FinishReason::ToolCalls,
@@ -497,5 +506,25 @@ mod tests {
             body["messages"][1]["content"][1]["image_url"]["url"],
             "data:image/png;base64,AAA"
         );
+    }
+
+    #[test]
+    fn calls_streamed_before_an_error_event_come_before_the_error() {
+        let events = decode(vec![
+            "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c1\",\"function\":{\"name\":\"read_file\",\"arguments\":\"{\\\"path\\\":\\\"a\\\"}\"}}]}}]}\n\n",
+            "data: {\"error\":{\"message\":\"does not match the expected peg-native format\"}}\n\n",
+        ]);
+        assert!(
+            matches!(&events[0], Ok(StreamEvent::ToolCallStarted { name, .. }) if name == "read_file")
+        );
+        assert_eq!(
+            events[1].as_ref().ok(),
+            Some(&StreamEvent::CallsBeforeFailure(vec![ToolCallRequest {
+                id: "c1".into(),
+                name: "read_file".into(),
+                arguments: "{\"path\":\"a\"}".into(),
+            }]))
+        );
+        assert!(events[2].is_err());
     }
 }

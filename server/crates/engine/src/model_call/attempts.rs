@@ -4,12 +4,12 @@
 //! give up with a [`CallError`]).
 
 use talaria_provider::classify::classify;
-use talaria_provider::{ChatRequest, ProviderError, ToolSpec};
+use talaria_provider::{ChatRequest, FinishReason, ProviderError, ToolSpec};
 use talaria_record::Transcript;
 
 use super::compaction::Trigger;
 use super::recovery::{self, Action, GiveUp, RecoveryState, next_action};
-use super::{Attempt, CallError, CallResult, CallSink, ModelCaller};
+use super::{Answer, Attempt, CallError, CallResult, CallSink, ModelCaller};
 use crate::backoff;
 use crate::context::tools_text;
 use crate::credentials::Lease;
@@ -107,10 +107,32 @@ impl ModelCaller<'_> {
             let attempt = self
                 .attempt(&target, lease.as_ref(), &sending, &attempts, sink)
                 .await;
-            let (error, shown) = match attempt {
-                Attempt::Done(result) => return Ok(self.answered(result, &target, sink).await),
-                Attempt::Failed { error, shown } => (error, shown),
+            let (error, shown, arrived) = match attempt {
+                Attempt::Done(result) => {
+                    let result = Self::whole_calls_of_a_cut_answer(result, tools, sink).await;
+                    return Ok(self.answered(result, &target, sink).await);
+                }
+                Attempt::Failed {
+                    error,
+                    shown,
+                    arrived,
+                } => (error, shown, arrived),
             };
+            if let Some(kept) = arrived.and_then(|a| Self::calls_that_arrived(*a, tools, sink)) {
+                let names: Vec<String> = kept
+                    .tool_calls
+                    .iter()
+                    .map(|c| format!("`{}`", c.name))
+                    .collect();
+                let message = format!(
+                    "{}'s stream failed after the model's {} call had arrived whole ({error}); Talaria runs it.",
+                    target.label(),
+                    names.join(", ")
+                );
+                sink.notice(NoticeLevel::Info, message).await;
+                let result = CallResult::Finished(kept);
+                return Ok(self.answered(result, &target, sink).await);
+            }
             let failed = Failed {
                 target: &target,
                 lease: lease.as_ref(),
@@ -127,6 +149,50 @@ impl ModelCaller<'_> {
             }
         }
         Err(Self::fail(attempts.failure.unwrap_or(CallError::NoModel), sink).await)
+    }
+
+    /// The answer that had arrived when its stream failed, with only its calls of offered
+    /// tools whose arguments are whole and pass the schema; `None` when no call did.
+    fn calls_that_arrived<S: CallSink>(
+        mut arrived: Answer,
+        tools: &[ToolSpec],
+        sink: &S,
+    ) -> Option<Answer> {
+        arrived
+            .tool_calls
+            .retain(|call| tools.iter().any(|t| t.name == call.name) && sink.runnable(call));
+        (!arrived.tool_calls.is_empty()).then_some(arrived)
+    }
+
+    /// An answer the output limit cut after whole tool calls: those calls run (the cut one,
+    /// whose arguments never closed, is dropped and the user told).
+    async fn whole_calls_of_a_cut_answer<S: CallSink>(
+        result: CallResult,
+        tools: &[ToolSpec],
+        sink: &mut S,
+    ) -> CallResult {
+        let CallResult::Finished(mut answer) = result else {
+            return result;
+        };
+        if answer.reason != FinishReason::Length || answer.tool_calls.is_empty() {
+            return CallResult::Finished(answer);
+        }
+        let before = answer.tool_calls.len();
+        answer
+            .tool_calls
+            .retain(|call| tools.iter().any(|t| t.name == call.name) && sink.runnable(call));
+        if answer.tool_calls.is_empty() {
+            return CallResult::Finished(answer);
+        }
+        answer.reason = FinishReason::ToolCalls;
+        if answer.tool_calls.len() < before {
+            let message = format!(
+                "The output limit cut the answer inside a tool call; that call was dropped and the {} whole one(s) before it run.",
+                answer.tool_calls.len()
+            );
+            sink.notice(NoticeLevel::Warning, message).await;
+        }
+        CallResult::Finished(answer)
     }
 
     /// Compacts when due and fits the request to the window before anything is sent.

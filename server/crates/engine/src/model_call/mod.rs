@@ -80,7 +80,62 @@ enum Waited<T> {
 /// One attempt at a model call.
 enum Attempt {
     Done(CallResult),
-    Failed { error: ProviderError, shown: bool },
+    Failed {
+        error: ProviderError,
+        shown: bool,
+        /// What had streamed when the stream failed after tool calls arrived (the calls'
+        /// arguments as far as they came).
+        arrived: Option<Box<Answer>>,
+    },
+}
+
+/// What an attempt's stream has brought so far.
+struct Streamed {
+    text: String,
+    reasoning: String,
+    signature: Option<String>,
+    /// The user has seen some of it.
+    shown: bool,
+    /// Calls the provider said had streamed when its stream failed.
+    before_failure: Vec<ToolCallRequest>,
+    model: String,
+}
+
+impl Streamed {
+    fn new(model: String) -> Self {
+        Self {
+            text: String::new(),
+            reasoning: String::new(),
+            signature: None,
+            shown: false,
+            before_failure: Vec::new(),
+            model,
+        }
+    }
+
+    fn answer(self, reason: FinishReason, tool_calls: Vec<ToolCallRequest>) -> Answer {
+        Answer {
+            text: self.text,
+            reasoning: self.reasoning,
+            signature: self.signature,
+            reason,
+            tool_calls,
+            model: self.model,
+        }
+    }
+
+    /// The attempt failed with `error`; what had arrived goes with it when calls had.
+    fn failed(mut self, error: ProviderError) -> Attempt {
+        let shown = self.shown;
+        let calls = std::mem::take(&mut self.before_failure);
+        let arrived =
+            (!calls.is_empty()).then(|| Box::new(self.answer(FinishReason::ToolCalls, calls)));
+        Attempt::Failed {
+            error,
+            shown,
+            arrived,
+        }
+    }
 }
 
 /// Calls models for one caller (a turn, a side task): the chain, the model in use (kept once
@@ -244,31 +299,25 @@ impl<'a> ModelCaller<'a> {
                     text: String::new(),
                 });
             }
-            Waited::TimedOut(error) => {
+            Waited::TimedOut(error) | Waited::Done(Err(error)) => {
                 return Attempt::Failed {
                     error,
                     shown: false,
+                    arrived: None,
                 };
             }
             Waited::Done(Ok(stream)) => stream,
-            Waited::Done(Err(error)) => {
-                return Attempt::Failed {
-                    error,
-                    shown: false,
-                };
-            }
         };
-        let mut text = String::new();
-        let mut reasoning = String::new();
-        let mut signature = None;
-        let mut shown = false;
+        let mut streamed = Streamed::new(target.label());
         // One waiter for the whole stream, not one registered and dropped per delta.
         let cancelled = self.cancel.clone().cancelled_owned();
         tokio::pin!(cancelled);
         loop {
             let next = tokio::select! {
                 biased;
-                () = &mut cancelled => return Attempt::Done(CallResult::Cancelled { text }),
+                () = &mut cancelled => {
+                    return Attempt::Done(CallResult::Cancelled { text: streamed.text });
+                }
                 next = stream.next() => next,
             };
             let event = match next {
@@ -278,36 +327,32 @@ impl<'a> ModelCaller<'a> {
                         failure: StreamFailure::EndedEarly,
                         detail: "the stream ended without a final event".into(),
                     };
-                    return Attempt::Failed { error, shown };
+                    return streamed.failed(error);
                 }
-                Some(Err(error)) => return Attempt::Failed { error, shown },
+                Some(Err(error)) => return streamed.failed(error),
                 Some(Ok(event)) => event,
             };
             match event {
                 StreamEvent::TextDelta(delta) => {
-                    shown = true;
-                    text.push_str(&delta);
+                    streamed.shown = true;
+                    streamed.text.push_str(&delta);
                     sink.text(delta).await;
                 }
                 StreamEvent::ReasoningDelta(delta) => {
-                    shown = true;
-                    reasoning.push_str(&delta);
+                    streamed.shown = true;
+                    streamed.reasoning.push_str(&delta);
                     sink.thought(delta).await;
                 }
-                StreamEvent::ReasoningSignature(value) => signature = Some(value),
+                StreamEvent::ReasoningSignature(value) => streamed.signature = Some(value),
                 StreamEvent::ToolCallStarted { id, name } => sink.tool_call_started(id, name).await,
+                StreamEvent::CallsBeforeFailure(calls) => streamed.before_failure = calls,
                 StreamEvent::Usage(call_usage) => {
                     self.count_usage(&call_usage, target, counted, sink).await;
                 }
                 StreamEvent::Finished { reason, tool_calls } => {
-                    return Attempt::Done(CallResult::Finished(Answer {
-                        text,
-                        reasoning,
-                        signature,
-                        reason,
-                        tool_calls,
-                        model: target.label(),
-                    }));
+                    return Attempt::Done(CallResult::Finished(
+                        streamed.answer(reason, tool_calls),
+                    ));
                 }
             }
         }

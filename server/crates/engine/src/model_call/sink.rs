@@ -27,6 +27,11 @@ pub(crate) trait CallSink: Send {
     fn displayed(&self) -> bool {
         true
     }
+    /// Whether `call` names a tool this caller runs, with arguments that pass its schema
+    /// (a call that arrived whole before its stream failed is kept only then).
+    fn runnable(&self, _call: &talaria_provider::ToolCallRequest) -> bool {
+        false
+    }
     /// A context compaction's progress.
     async fn compaction(&mut self, update: CompactionView);
 }
@@ -109,6 +114,12 @@ impl CallSink for ChatSink<'_> {
 
     fn displayed(&self) -> bool {
         self.hold.as_ref().is_none_or(|hold| hold.shown > 0)
+    }
+
+    fn runnable(&self, call: &talaria_provider::ToolCallRequest) -> bool {
+        self.registry
+            .parse_args(&call.name, &call.arguments)
+            .is_ok()
     }
 
     async fn attempt_started(&mut self) {

@@ -10,6 +10,15 @@ pub(crate) fn misfit_instruction(tool: &str, why: &str) -> String {
     )
 }
 
+/// What the model is told about a call it wrote as text that cannot be read even leniently.
+pub(crate) fn unreadable_instruction(tool: &str, why: &str) -> String {
+    format!(
+        "Your `{tool}` call could not be read ({why}), so it was not run. Write it again as \
+         one JSON object in a ```json fence: {{\"name\": \"{tool}\", \"arguments\": {{…}}}}, \
+         with double-quoted strings, \\n for line breaks inside them, and no trailing commas."
+    )
+}
+
 /// Jobs a missing tool's name may point at, with the words that suggest them and the offered
 /// tools that do them (first the usual one).
 const JOBS: &[(&str, &[&str], &[&str])] = &[

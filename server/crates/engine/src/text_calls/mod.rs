@@ -6,6 +6,7 @@
 //! offered, or with arguments that do not fit, runs nothing: the model is told why.
 
 mod advice;
+mod near_json;
 pub(crate) mod prompt;
 mod shape;
 mod stream;
@@ -13,7 +14,9 @@ mod stream;
 use talaria_provider::ToolCallRequest;
 use talaria_tools::Registry;
 
-pub(crate) use advice::{misfit_instruction, unknown_tool_instruction, unrun_note};
+pub(crate) use advice::{
+    misfit_instruction, unknown_tool_instruction, unreadable_instruction, unrun_note,
+};
 pub(crate) use stream::showable;
 
 /// What the text held.
@@ -33,6 +36,9 @@ pub(crate) enum TextCall {
     },
     /// It is plainly a call (a name and arguments) of a tool that is not offered.
     Unknown { tool: String },
+    /// A block that names an offered tool and looks like a call, but cannot be read even as
+    /// near-JSON (the parser's reason).
+    Unreadable { tool: String, why: String },
 }
 
 /// A call read from the answer, checked against the registry.
@@ -129,11 +135,47 @@ pub(crate) fn find(text: &str, registry: &Registry, offered: &[String]) -> Optio
         }),
         _ => None,
     });
-    invalid.or_else(|| {
-        checked.iter().find_map(|c| match c {
-            Checked::Unknown { name } => Some(TextCall::Unknown { tool: name.clone() }),
-            _ => None,
+    invalid
+        .or_else(|| {
+            checked.iter().find_map(|c| match c {
+                Checked::Unknown { name } => Some(TextCall::Unknown { tool: name.clone() }),
+                _ => None,
+            })
         })
+        .or_else(|| unreadable(text, offered))
+}
+
+/// The first block that looks like a call of an offered tool (JSON-like, naming the tool or
+/// labelled with it) but cannot be read, with why.
+fn unreadable(text: &str, offered: &[String]) -> Option<TextCall> {
+    shape::candidates(text).into_iter().find_map(|candidate| {
+        let body = candidate.body.trim();
+        let labelled = offered.iter().find(|name| **name == candidate.info.trim());
+        if !(body.starts_with('{') || body.starts_with('[') || labelled.is_some()) {
+            return None;
+        }
+        let tool = labelled.or_else(|| offered.iter().find(|name| names(body, name)))?;
+        let why = match near_json::values(body) {
+            Err(why) => why,
+            Ok(_) if labelled.is_some() && !body.starts_with('{') => {
+                "the arguments are not a JSON object".to_string()
+            }
+            Ok(_) => return None,
+        };
+        Some(TextCall::Unreadable {
+            tool: tool.clone(),
+            why,
+        })
+    })
+}
+
+/// Whether `text` holds `name` as a whole word.
+fn names(text: &str, name: &str) -> bool {
+    let is_name_char = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    text.match_indices(name).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + name.len()..].chars().next();
+        !before.is_some_and(is_name_char) && !after.is_some_and(is_name_char)
     })
 }
 

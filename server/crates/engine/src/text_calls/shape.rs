@@ -61,12 +61,23 @@ fn fenced(text: &str) -> Vec<Candidate> {
             break;
         };
         let body_start = start + 3 + newline + 1;
+        let info = text[start + 3..start + 3 + newline].trim().to_string();
         let Some(close) = text[body_start..].find("```") else {
+            // The answer ended inside this fence (cut by the output limit, or a server that
+            // failed on the closing fence): only its whole values count.
+            let whole = super::near_json::whole_values_prefix(text[body_start..].trim_start());
+            if !whole.is_empty() {
+                found.push(Candidate {
+                    info,
+                    body: whole.to_string(),
+                    span: start..text.len(),
+                });
+            }
             break;
         };
         let end = body_start + close + 3;
         found.push(Candidate {
-            info: text[start + 3..start + 3 + newline].trim().to_string(),
+            info,
             body: text[body_start..body_start + close].to_string(),
             span: start..end,
         });
@@ -199,7 +210,7 @@ fn call_shape(value: &Value) -> Option<Parsed> {
         .cloned();
     let explicit = given.is_some();
     let arguments = match given.unwrap_or_else(|| Value::Object(Map::new())) {
-        Value::String(text) => serde_json::from_str(&text).ok()?,
+        Value::String(text) => super::near_json::value(&text)?,
         other => other,
     };
     Some(Parsed {
@@ -213,11 +224,10 @@ fn call_shape(value: &Value) -> Option<Parsed> {
 /// opened), or nothing.
 fn json_values(body: &str) -> Vec<Value> {
     let mut values = Vec::new();
-    for value in serde_json::Deserializer::from_str(body).into_iter::<Value>() {
+    for value in super::near_json::values(body).unwrap_or_default() {
         match value {
-            Ok(Value::Array(items)) => values.extend(items),
-            Ok(value) => values.push(value),
-            Err(_) => return Vec::new(),
+            Value::Array(items) => values.extend(items),
+            value => values.push(value),
         }
     }
     values
@@ -261,8 +271,8 @@ pub(super) fn calls_in(info: &str, body: &str, offered: &[String]) -> Vec<Parsed
         .and_then(|r| r.strip_suffix(')'))
         .unwrap_or(rest)
         .trim();
-    match serde_json::from_str::<Value>(rest) {
-        Ok(arguments @ Value::Object(_)) => vec![Parsed {
+    match super::near_json::value(rest) {
+        Some(arguments @ Value::Object(_)) => vec![Parsed {
             name: name.to_string(),
             arguments,
             explicit: true,
@@ -316,7 +326,7 @@ fn tagged_call(body: &str) -> Option<Parsed> {
         }
     };
     let arguments = match given.or((!content.is_empty()).then_some(content)) {
-        Some(json) => serde_json::from_str::<Value>(json).ok()?,
+        Some(json) => super::near_json::value(json)?,
         None => Value::Object(Map::new()),
     };
     (!name.is_empty()).then_some(Parsed {

@@ -217,3 +217,96 @@ fn what_is_left_of_an_answer_has_no_stray_fences_or_blank_runs() {
     };
     assert_eq!(rest, "To see it, I'll read the file:\n\nThen I explain.");
 }
+
+#[test]
+fn near_json_calls_are_repaired_and_validated() {
+    let (registry, names) = offered();
+    let cases = [
+        // Python triple-quoted content.
+        (
+            "```json\n{\"name\": \"write_file\", \"arguments\": {\"path\": \"t.py\", \"content\": \"\"\"def add(a, b):\n    return a + b\n\"\"\"}}\n```",
+            "write_file",
+        ),
+        // Python literals and single quotes.
+        (
+            "```python\n{'name': 'terminal', 'arguments': {'command': 'python3 -m unittest', 'background': False}}\n```",
+            "terminal",
+        ),
+        // Doubled braces.
+        (
+            "```json\n{{\"name\": \"read_file\", \"arguments\": {{\"path\": \"main.py\"}}}}\n```",
+            "read_file",
+        ),
+        // Trailing commas.
+        (
+            "```json\n{\"name\": \"search_files\", \"arguments\": {\"pattern\": \"timeout\", \"target\": \"content\",},}\n```",
+            "search_files",
+        ),
+        // A raw line break inside a string and an unquoted key.
+        (
+            "```json\n{name: \"patch\", \"arguments\": {\"path\": \"a.py\", \"old_string\": \"x = 1\ny = 2\", \"new_string\": \"x = 2\ny = 2\"}}\n```",
+            "patch",
+        ),
+        // A call tag around single-quoted JSON with None.
+        (
+            "<tool_call>{'name': 'read_file', 'arguments': {'path': 'util.py', 'offset': None}}</tool_call>",
+            "read_file",
+        ),
+    ];
+    for (text, tool) in cases {
+        match find(text, &registry, &names) {
+            Some(TextCall::Call { call, .. }) => {
+                assert_eq!(call.name, tool, "{text}");
+                assert!(registry.parse_args(&call.name, &call.arguments).is_ok());
+            }
+            other => panic!("{text}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_call_that_cannot_be_read_says_why_instead_of_becoming_the_answer() {
+    let (registry, names) = offered();
+    for text in [
+        "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"main.py\"}\n```",
+        "```json\n{\"name\": \"terminal\" \"arguments\": {\"command\": \"ls\"}}\n```",
+        "```json\n{\"name\": \"patch\", \"arguments\": {\"path\": \"a.py\", \"old_string\": x = 1}}\n```",
+        "```read_file\n[\"main.py\"\n```",
+        "{\"name\": \"write_file\", \"arguments\": {\"path\": \"a\", \"content\": \"x\"}}}",
+    ] {
+        match find(text, &registry, &names) {
+            Some(TextCall::Unreadable { tool, why }) => {
+                assert!(names.contains(&tool), "{text}");
+                assert!(!why.is_empty());
+            }
+            other => panic!("{text}: {other:?}"),
+        }
+    }
+    // JSON that names no tool is not a call at all.
+    assert_eq!(
+        find("```json\n{\"port\": 80,, }\n```", &registry, &names),
+        None
+    );
+}
+
+#[test]
+fn an_answer_cut_inside_its_fence_keeps_the_whole_call_before_the_cut() {
+    let (registry, names) = offered();
+    let whole = "{\"name\": \"read_file\", \"arguments\": {\"path\": \"main.py\"}}";
+    for tail in [
+        "",
+        "\n",
+        "\n{\"name\": \"terminal\", \"argu",
+        "\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"main.py\"}}\n{\"na",
+        "\n``",
+    ] {
+        let text = format!("Reading it.\n```json\n{whole}{tail}");
+        match find(&text, &registry, &names) {
+            Some(TextCall::Call { call, rest, .. }) => {
+                assert_eq!(call.name, "read_file", "{text}");
+                assert_eq!(rest, "Reading it.");
+            }
+            other => panic!("{text}: {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,322 @@
+//! What Talaria does when a small local model or its server stumbles: a call that arrived
+//! whole before the server's parser failed is run, near-JSON calls are repaired or the model
+//! is told why they could not be read.
+
+use serde_json::{Value, json};
+use talaria_harness::MockReply;
+
+use crate::support::*;
+
+fn parser_error() -> String {
+    json!({"error": {"code": 500, "type": "server_error", "message":
+        "The model produced output that does not match the expected peg-native format"}})
+    .to_string()
+}
+
+/// One streamed tool-call delta (`name` only on a call's first delta).
+fn call_delta(index: usize, name: Option<&str>, arguments: &str) -> String {
+    let mut function = json!({"arguments": arguments});
+    let mut call = json!({"index": index, "type": "function"});
+    if let Some(name) = name {
+        function["name"] = json!(name);
+        call["id"] = json!(format!("call_{index}"));
+    }
+    call["function"] = function;
+    json!({"choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": null}]})
+        .to_string()
+}
+
+/// A call's arguments streamed in pieces of `size` characters.
+fn call_in_pieces(index: usize, name: &str, arguments: &str, size: usize) -> Vec<String> {
+    let chars: Vec<char> = arguments.chars().collect();
+    let mut deltas = vec![call_delta(index, Some(name), "")];
+    deltas.extend(
+        chars
+            .chunks(size)
+            .map(|piece| call_delta(index, None, &piece.iter().collect::<String>())),
+    );
+    deltas
+}
+
+fn finish(reason: &str) -> String {
+    json!({"choices": [{"index": 0, "delta": {}, "finish_reason": reason}]}).to_string()
+}
+
+/// Notices the client saw (as ACP notices, or thought chunks to a client without them).
+fn notice_texts(updates: &[Value]) -> Vec<String> {
+    updates
+        .iter()
+        .filter_map(|u| match u["sessionUpdate"].as_str() {
+            Some("notice") => u["title"].as_str().map(str::to_string),
+            Some("agent_thought_chunk") => u["content"]["text"].as_str().map(str::to_string),
+            _ => None,
+        })
+        .collect()
+}
+
+fn has_tools(body: &Value) -> bool {
+    body.get("tools").is_some()
+}
+
+#[tokio::test]
+async fn a_call_that_arrived_whole_before_a_parser_error_runs_and_the_turn_goes_on() {
+    let read = r#"{"path": "main.py"}"#;
+    let search = r#"{"pattern": "hello", "target": "content"}"#;
+    // (the stream, the tools that must have run)
+    let variants: Vec<(Vec<String>, Vec<&str>)> = vec![
+        // One whole call, then the server's parser fails on the closing fence.
+        (
+            [
+                call_in_pieces(0, "read_file", read, 100),
+                vec![parser_error()],
+            ]
+            .concat(),
+            vec!["read_file"],
+        ),
+        // The same call streamed three characters at a time.
+        (
+            [
+                call_in_pieces(0, "read_file", read, 3),
+                vec![parser_error()],
+            ]
+            .concat(),
+            vec!["read_file"],
+        ),
+        // Two whole calls, then the failure.
+        (
+            [
+                call_in_pieces(0, "read_file", read, 5),
+                call_in_pieces(1, "search_files", search, 7),
+                vec![parser_error()],
+            ]
+            .concat(),
+            vec!["read_file", "search_files"],
+        ),
+        // A whole call after some text.
+        (
+            [
+                vec![
+                    json!({"choices": [{"index": 0, "delta": {"content": "Reading it."}}]})
+                        .to_string(),
+                ],
+                call_in_pieces(0, "search_files", search, 4),
+                vec![parser_error()],
+            ]
+            .concat(),
+            vec!["search_files"],
+        ),
+        // A whole call, then a second one cut off: the whole one runs.
+        (
+            [
+                call_in_pieces(0, "read_file", read, 6),
+                call_in_pieces(1, "search_files", r#"{"pattern": "hel"#, 6),
+                vec![parser_error()],
+            ]
+            .concat(),
+            vec!["read_file"],
+        ),
+    ];
+    for (stream, ran) in variants {
+        let env = TestEnv::new(vec![
+            MockReply::RawSse { data: stream },
+            MockReply::text(&["It prints hello."]),
+        ])
+        .await;
+        std::fs::write(env.workspace.path().join("main.py"), "print('hello')\n").expect("file");
+        let (mut agent, session) = env.session().await;
+        let (response, updates) = prompt(&mut agent, &session, "What does main.py do?").await;
+        let requests = env.mock.requests();
+        assert_eq!(
+            stop_reason(&response),
+            "end_turn",
+            "{ran:?} {response} {:?}",
+            requests
+                .iter()
+                .map(|r| last_user(&r.body))
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(requests.len(), 2, "no re-ask: {ran:?}");
+        assert!(has_tools(&requests[1].body), "native tools stay on");
+        let results = tool_results(&env.mock, 1);
+        assert_eq!(results.len(), ran.len(), "{ran:?}: {results:?}");
+        if ran.contains(&"read_file") {
+            assert!(
+                results.iter().any(|r| r.contains("print('hello')")),
+                "{results:?}"
+            );
+        }
+        let cards: Vec<&Value> = updates
+            .iter()
+            .filter(|u| u["sessionUpdate"] == "tool_call_update" && u["status"] == "completed")
+            .collect();
+        assert_eq!(cards.len(), ran.len(), "{updates:?}");
+        assert!(
+            notice_texts(&updates)
+                .iter()
+                .any(|t| t.contains("arrived whole")),
+            "the user is told: {updates:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn nothing_usable_before_a_parser_error_is_asked_again_with_tools_in_the_prompt() {
+    let variants: Vec<Vec<String>> = vec![
+        // Arguments cut inside a string.
+        [
+            call_in_pieces(0, "read_file", r#"{"path": "ma"#, 4),
+            vec![parser_error()],
+        ]
+        .concat(),
+        // A tool that does not exist.
+        [
+            call_in_pieces(0, "open_file", r#"{"path": "main.py"}"#, 4),
+            vec![parser_error()],
+        ]
+        .concat(),
+        // Whole JSON that does not fit the schema.
+        [
+            call_in_pieces(0, "read_file", r#"{"file": 3}"#, 4),
+            vec![parser_error()],
+        ]
+        .concat(),
+        // Text only.
+        vec![
+            json!({"choices": [{"index": 0, "delta": {"content": "Let me"}}]}).to_string(),
+            parser_error(),
+        ],
+        // A named call with no arguments at all.
+        [
+            vec![call_delta(0, Some("read_file"), "")],
+            vec![parser_error()],
+        ]
+        .concat(),
+    ];
+    for stream in variants {
+        let env = TestEnv::new(vec![
+            MockReply::RawSse {
+                data: stream.clone(),
+            },
+            MockReply::text(&["main.py prints hello."]),
+        ])
+        .await;
+        let (mut agent, session) = env.session().await;
+        let (response, _) = prompt(&mut agent, &session, "What does main.py do?").await;
+        assert_eq!(stop_reason(&response), "end_turn", "{response}");
+        let requests = env.mock.requests();
+        assert_eq!(requests.len(), 2, "{stream:?}");
+        assert!(
+            !has_tools(&requests[1].body),
+            "asked again with the tools in the prompt: {stream:?}"
+        );
+        assert!(tool_results(&env.mock, 1).is_empty());
+    }
+}
+
+#[tokio::test]
+async fn an_answer_cut_by_the_output_limit_runs_its_whole_calls() {
+    let read = r#"{"path": "main.py"}"#;
+    let env = TestEnv::new(vec![
+        MockReply::RawSse {
+            data: [
+                call_in_pieces(0, "read_file", read, 5),
+                call_in_pieces(1, "search_files", r#"{"pattern": "x", "tar"#, 5),
+                vec![finish("length")],
+            ]
+            .concat(),
+        },
+        MockReply::text(&["main.py prints hello."]),
+    ])
+    .await;
+    std::fs::write(env.workspace.path().join("main.py"), "print('hello')\n").expect("file");
+    let (mut agent, session) = env.session().await;
+    let (response, updates) = prompt(&mut agent, &session, "What does main.py do?").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let results = tool_results(&env.mock, 1);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert!(results[0].contains("print('hello')"));
+    assert!(
+        notice_texts(&updates)
+            .iter()
+            .any(|t| t.contains("output limit cut")),
+        "{updates:?}"
+    );
+}
+
+#[tokio::test]
+async fn near_json_calls_in_the_text_are_repaired_and_run() {
+    let blocks = [
+        "```json\n{'name': 'read_file', 'arguments': {'path': 'main.py'}}\n```",
+        "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"main.py\",},}\n```",
+        "```json\n{{\"name\": \"read_file\", \"arguments\": {{\"path\": \"main.py\"}}}}\n```",
+        "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"\"\"main.py\"\"\", \"offset\": None}}\n```",
+        "<tool_call>\n{name: 'read_file', arguments: {path: 'main.py'}} # read it first\n</tool_call>",
+        "```python\n{\"name\": \"search_files\", \"arguments\": {\"pattern\": \"print\", \"target\": \"content\", \"file_glob\": None}}\n```",
+    ];
+    for block in blocks {
+        let env = TestEnv::new(vec![
+            MockReply::text(&["I'll look.\n", block]),
+            MockReply::text(&["It prints hello."]),
+        ])
+        .await;
+        std::fs::write(env.workspace.path().join("main.py"), "print('hello')\n").expect("file");
+        let (mut agent, session) = env.session().await;
+        let (response, updates) = prompt(&mut agent, &session, "What does main.py do?").await;
+        assert_eq!(stop_reason(&response), "end_turn", "{block}: {response}");
+        let results = tool_results(&env.mock, 1);
+        assert_eq!(results.len(), 1, "{block}: {results:?}");
+        assert!(results[0].contains("print"), "{block}: {results:?}");
+        let shown: String = updates
+            .iter()
+            .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+            .filter_map(|u| u["content"]["text"].as_str())
+            .collect();
+        assert!(
+            !shown.contains("arguments"),
+            "the raw block is not the answer: {shown}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_call_that_cannot_be_read_is_sent_back_once_with_the_reason() {
+    let blocks = [
+        "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"main.py\"}\n```",
+        "```json\n{\"name\": \"read_file\" \"arguments\": {\"path\": \"main.py\"}}\n```",
+        "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": main.py}}\n```",
+        "```read_file\n[\"main.py\"\n```",
+        "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"main.py\"}}}\n```",
+    ];
+    for block in blocks {
+        let env = TestEnv::new(vec![
+            MockReply::text(&[block]),
+            MockReply::text(&[
+                "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"main.py\"}}\n```",
+            ]),
+            MockReply::text(&["It prints hello."]),
+        ])
+        .await;
+        std::fs::write(env.workspace.path().join("main.py"), "print('hello')\n").expect("file");
+        let (mut agent, session) = env.session().await;
+        let (response, updates) = prompt(&mut agent, &session, "What does main.py do?").await;
+        assert_eq!(stop_reason(&response), "end_turn", "{block}: {response}");
+        let requests = env.mock.requests();
+        assert_eq!(requests.len(), 3, "{block}");
+        let told = last_user(&requests[1].body);
+        assert!(
+            told.contains("could not be read") && told.contains("read_file"),
+            "{block}: {told}"
+        );
+        assert!(
+            tool_results(&env.mock, 2)
+                .iter()
+                .any(|r| r.contains("print('hello')"))
+        );
+        assert!(
+            notice_texts(&updates)
+                .iter()
+                .any(|t| t.contains("cannot read")),
+            "{block}: {updates:?}"
+        );
+    }
+}
