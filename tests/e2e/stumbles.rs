@@ -320,3 +320,248 @@ async fn a_call_that_cannot_be_read_is_sent_back_once_with_the_reason() {
         );
     }
 }
+
+/// Plays `reply` for one prompt and measures the client's view: when each update came after
+/// the prompt was sent (seconds), and the updates themselves.
+async fn timed_updates(env: &TestEnv, text: &str) -> (Vec<(f64, Value)>, Value) {
+    let (mut agent, session) = env.session().await;
+    let started = std::time::Instant::now();
+    let id = agent
+        .start_request("session/prompt", text_prompt(&session, text))
+        .await
+        .expect("prompt");
+    let mut seen = Vec::new();
+    loop {
+        let message =
+            tokio::time::timeout(std::time::Duration::from_secs(120), agent.next_message())
+                .await
+                .expect("the agent answers")
+                .expect("a message");
+        if message["id"] == id {
+            return (seen, message);
+        }
+        if message["method"] == "session/update" {
+            seen.push((
+                started.elapsed().as_secs_f64(),
+                message["params"]["update"].clone(),
+            ));
+        }
+    }
+}
+
+/// A call's text cut into `pieces` chunks (spaces pad it where JSON allows them).
+fn slow_chunks(before: &str, call_head: &str, call_tail: &str, pieces: usize) -> Vec<String> {
+    let mut chunks = vec![format!("{before}{call_head}")];
+    chunks.extend((0..pieces.saturating_sub(2)).map(|_| " ".to_string()));
+    chunks.push(call_tail.to_string());
+    chunks
+}
+
+fn assert_progress_every_two_seconds(seen: &[(f64, Value)], until: f64, label: &str) {
+    let times: Vec<f64> = seen
+        .iter()
+        .filter(|(_, u)| u["sessionUpdate"] != "available_commands_update")
+        .map(|(t, _)| *t)
+        .take_while(|t| *t <= until)
+        .collect();
+    let mut gaps = vec![times.first().copied().unwrap_or(until)];
+    gaps.extend(times.windows(2).map(|w| w[1] - w[0]));
+    gaps.push(until - times.last().copied().unwrap_or(0.0));
+    let late = gaps.iter().filter(|g| **g > 2.0).count();
+    // Two cores shared with other tests: a tick may come late now and then, never much.
+    assert!(
+        gaps.iter().all(|g| *g <= 2.6) && late * 10 <= gaps.len(),
+        "{label}: progress gaps {gaps:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_call_held_back_for_a_minute_shows_progress_every_two_seconds() {
+    let env = TestEnv::new(vec![
+        MockReply::Text {
+            chunks: slow_chunks(
+                "",
+                "{\"name\": \"read_file\",",
+                " \"arguments\": {\"path\": \"main.py\"}}",
+                60,
+            ),
+            reasoning: Vec::new(),
+            delay_ms: 1000,
+            usage: None,
+            finish_reason: None,
+        },
+        MockReply::text(&["It prints hello."]),
+    ])
+    .await;
+    std::fs::write(env.workspace.path().join("main.py"), "print('hello')\n").expect("file");
+    let (seen, response) = timed_updates(&env, "What does main.py do?").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let ran = seen
+        .iter()
+        .position(|(_, u)| u["sessionUpdate"] == "tool_call")
+        .expect("the call ran");
+    let until = seen[ran].0;
+    assert!(until >= 55.0, "the stream took its minute: {until}");
+    assert_progress_every_two_seconds(&seen, until, "a minute");
+    let progress: String = seen[..ran]
+        .iter()
+        .filter(|(_, u)| u["sessionUpdate"] == "agent_thought_chunk")
+        .filter_map(|(_, u)| u["content"]["text"].as_str())
+        .collect();
+    assert!(
+        progress.contains("`read_file`"),
+        "the tool is named: {progress}"
+    );
+    assert!(
+        !seen[..ran]
+            .iter()
+            .any(|(_, u)| u["sessionUpdate"] == "agent_message_chunk"),
+        "the call itself is never shown as the answer"
+    );
+}
+
+#[tokio::test]
+async fn every_shape_of_held_back_call_shows_progress_while_it_streams() {
+    let calls: String = (0..30)
+        .map(|n| format!("{{\"name\": \"read_file\", \"arguments\": {{\"path\": \"f{n}.py\"}}}}\n"))
+        .collect();
+    let shapes: Vec<(&str, Vec<String>)> = vec![
+        (
+            "a fenced call",
+            slow_chunks(
+                "I'll read it.\n",
+                "```json\n{\"name\": \"read_file\",",
+                " \"arguments\": {\"path\": \"main.py\"}}\n```",
+                8,
+            ),
+        ),
+        (
+            "a call tag",
+            slow_chunks(
+                "",
+                "<tool_call>\n{\"name\": \"read_file\",",
+                " \"arguments\": {\"path\": \"main.py\"}}\n</tool_call>",
+                8,
+            ),
+        ),
+        (
+            "a fence labelled with the tool",
+            slow_chunks("", "```read_file\n{\"path\":", " \"main.py\"}\n```", 8),
+        ),
+        (
+            "thirty bare calls",
+            calls
+                .lines()
+                .map(|l| format!("{l}\n"))
+                .collect::<Vec<_>>()
+                .chunks(4)
+                .map(|c| c.concat())
+                .collect(),
+        ),
+    ];
+    for (label, chunks) in shapes {
+        let pieces = chunks.len();
+        let env = TestEnv::new(vec![
+            MockReply::Text {
+                chunks,
+                reasoning: Vec::new(),
+                delay_ms: 1000,
+                usage: None,
+                finish_reason: None,
+            },
+            MockReply::text(&["It prints hello."]),
+        ])
+        .await;
+        std::fs::write(env.workspace.path().join("main.py"), "print('hello')\n").expect("file");
+        let (seen, response) = timed_updates(&env, "What does main.py do?").await;
+        assert_eq!(stop_reason(&response), "end_turn", "{label}: {response}");
+        let ran = seen
+            .iter()
+            .position(|(_, u)| u["sessionUpdate"] == "tool_call")
+            .unwrap_or_else(|| panic!("{label}: the call ran"));
+        let until = seen[ran].0;
+        assert!(until >= (pieces - 1) as f64 - 0.5, "{label}: {until}");
+        assert_progress_every_two_seconds(&seen, until, label);
+    }
+}
+
+#[tokio::test]
+async fn a_model_repeating_itself_is_stopped_early_and_its_call_runs_once() {
+    let call = "{\"name\": \"read_file\", \"arguments\": {\"path\": \"main.py\"}}\n";
+    let block = format!("```json\n{}```\n", call);
+    let tagged = format!("<tool_call>\n{call}</tool_call>\n");
+    let variants: Vec<(&str, String, bool)> = vec![
+        ("the same call line", call.repeat(200), true),
+        (
+            "after some prose",
+            format!("Reading it.\n{}", call.repeat(200)),
+            true,
+        ),
+        ("the same fenced block", block.repeat(100), true),
+        ("the same tagged block", tagged.repeat(100), true),
+        (
+            "the same sentence",
+            "The answer is forty-two, as computed.\n".repeat(200),
+            false,
+        ),
+    ];
+    for (label, text, is_call) in variants {
+        let chunks: Vec<String> = text
+            .as_bytes()
+            .chunks(11)
+            .map(|c| String::from_utf8_lossy(c).into_owned())
+            .collect();
+        let mut script = vec![MockReply::Text {
+            chunks,
+            reasoning: Vec::new(),
+            delay_ms: 2,
+            usage: None,
+            finish_reason: Some("length".into()),
+        }];
+        if is_call {
+            script.push(MockReply::text(&["It prints hello."]));
+        }
+        let env = TestEnv::new(script).await;
+        std::fs::write(env.workspace.path().join("main.py"), "print('hello')\n").expect("file");
+        let (mut agent, session) = env.session().await;
+        let (response, updates) = prompt(&mut agent, &session, "What does main.py do?").await;
+        assert_eq!(
+            stop_reason(&response),
+            "end_turn",
+            "{label}: stopped before the output limit: {response}"
+        );
+        assert!(
+            notice_texts(&updates)
+                .iter()
+                .any(|t| t.contains("same thing")),
+            "{label}: {updates:?}"
+        );
+        let shown: String = updates
+            .iter()
+            .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+            .filter_map(|u| u["content"]["text"].as_str())
+            .collect();
+        if is_call {
+            let results = tool_results(&env.mock, 1);
+            assert_eq!(results.len(), 1, "{label}: {results:?}");
+            let body = &env.mock.requests()[1].body;
+            let said: String = body["messages"]
+                .as_array()
+                .expect("messages")
+                .iter()
+                .filter(|m| m["role"] == "assistant")
+                .map(|m| m.to_string())
+                .collect();
+            assert_eq!(
+                said.matches("\"name\":\"read_file\"").count(),
+                1,
+                "{label}: one copy went back: {said}"
+            );
+        } else {
+            assert_eq!(env.mock.requests().len(), 1);
+            // What streamed before the loop was seen stays seen; the rest never comes.
+            let copies = shown.matches("forty-two").count();
+            assert!((1..=9).contains(&copies), "{label}: {copies} copies shown");
+        }
+    }
+}

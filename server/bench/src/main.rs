@@ -131,31 +131,15 @@ async fn stream_throughput(
     cwd: &std::path::Path,
     deltas: usize,
 ) -> anyhow::Result<StreamFigures> {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-    let mut child = tokio::process::Command::new(agent)
-        .arg("acp")
-        .env_clear()
-        .envs(vars.iter().cloned())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()?;
-    let pid = child.id().context("pid")?;
-    let mut stdin = child.stdin.take().context("stdin")?;
-    let mut lines =
-        BufReader::with_capacity(1 << 20, child.stdout.take().context("stdout")?).lines();
+    use tokio::io::AsyncWriteExt;
+    let RawSession {
+        mut child,
+        pid,
+        mut stdin,
+        mut lines,
+        session,
+    } = RawSession::start(agent, vars, cwd).await?;
     let send = |value: serde_json::Value| format!("{value}\n");
-    stdin.write_all(send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})).as_bytes()).await?;
-    stdin.write_all(send(json!({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": cwd, "mcpServers": []}})).as_bytes()).await?;
-    let mut session = None;
-    while session.is_none() {
-        let line = lines.next_line().await?.context("agent closed")?;
-        let value: serde_json::Value = serde_json::from_str(&line)?;
-        if value["id"] == 2 {
-            session = value["result"]["sessionId"].as_str().map(str::to_string);
-        }
-    }
     let prompt = json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
         "params": {"sessionId": session, "prompt": [{"type": "text", "text": "stream"}]}});
     let sent = Instant::now();
@@ -188,6 +172,96 @@ async fn stream_throughput(
     drop(stdin);
     child.wait().await?;
     Ok(figures)
+}
+
+/// An agent started with one session, read as raw lines (so the client does not compete with
+/// the agent for the cores).
+struct RawSession {
+    child: tokio::process::Child,
+    pid: u32,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    session: String,
+}
+
+impl RawSession {
+    async fn start(
+        agent: &std::path::Path,
+        vars: &[(String, String)],
+        cwd: &std::path::Path,
+    ) -> anyhow::Result<Self> {
+        use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+        let mut child = tokio::process::Command::new(agent)
+            .arg("acp")
+            .env_clear()
+            .envs(vars.iter().cloned())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()?;
+        let pid = child.id().context("pid")?;
+        let mut stdin = child.stdin.take().context("stdin")?;
+        let mut lines =
+            BufReader::with_capacity(1 << 20, child.stdout.take().context("stdout")?).lines();
+        let send = |value: serde_json::Value| format!("{value}\n");
+        stdin.write_all(send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})).as_bytes()).await?;
+        stdin.write_all(send(json!({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": cwd, "mcpServers": []}})).as_bytes()).await?;
+        loop {
+            let line = lines.next_line().await?.context("agent closed")?;
+            let value: serde_json::Value = serde_json::from_str(&line)?;
+            if value["id"] == 2 {
+                let session = value["result"]["sessionId"]
+                    .as_str()
+                    .context("no session")?
+                    .to_string();
+                return Ok(Self {
+                    child,
+                    pid,
+                    stdin,
+                    lines,
+                    session,
+                });
+            }
+        }
+    }
+}
+
+/// How long a prompt whose answer is a slowly streamed call (held back from the chat) leaves
+/// the client without any update.
+async fn held_back_first_progress(
+    agent: &std::path::Path,
+    vars: &[(String, String)],
+    cwd: &std::path::Path,
+) -> anyhow::Result<Duration> {
+    use tokio::io::AsyncWriteExt;
+    let RawSession {
+        mut child,
+        mut stdin,
+        mut lines,
+        session,
+        ..
+    } = RawSession::start(agent, vars, cwd).await?;
+    let prompt = json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+        "params": {"sessionId": session, "prompt": [{"type": "text", "text": "read it"}]}});
+    let sent = Instant::now();
+    stdin.write_all(format!("{prompt}\n").as_bytes()).await?;
+    let mut first = None;
+    loop {
+        let line = lines.next_line().await?.context("agent closed")?;
+        if first.is_none()
+            && line.contains("\"session/update\"")
+            && !line.contains("available_commands_update")
+        {
+            first = Some(sent.elapsed());
+        }
+        if line.contains("\"stopReason\"") {
+            break;
+        }
+    }
+    drop(stdin);
+    child.wait().await?;
+    first.context("no update before the end of the turn")
 }
 
 /// User plus system CPU time of a live process, in milliseconds.
@@ -225,23 +299,7 @@ async fn main() -> anyhow::Result<()> {
     let stream = stream_throughput(&options.agent, &env.vars(), &cwd, deltas).await?;
 
     print_turn_figures(&options, &mut samples, &stream, deltas);
-    // Memory for a large answer: 50 MB in 1 KB deltas.
-    let large = 50 * 1024;
-    let kilobyte = "x".repeat(1023) + " ";
-    env.mock.push(MockReply::Text {
-        chunks: vec![kilobyte; large],
-        reasoning: Vec::new(),
-        delay_ms: 0,
-        usage: None,
-        finish_reason: None,
-    });
-    let large_stream = stream_throughput(&options.agent, &env.vars(), &cwd, large).await?;
-    if let Some(mb) = large_stream.peak_rss_mb {
-        report!(
-            "peak RSS, a 50 MB answer          {mb:8.1} MB  (streamed in {:.1} s)   target <= 3 x 50 MB + baseline",
-            large_stream.prompt_to_end.as_secs_f64()
-        );
-    }
+    print_answer_shape_figures(&options, &env, &cwd).await?;
     print_session_figures(&options, &env).await?;
     let cost = sandbox::measure(
         &options.agent,
@@ -419,6 +477,56 @@ fn print_turn_figures(
 }
 
 /// The durable store's figures (a private `TALARIA_HOME`) against their targets.
+/// Figures of answers with a shape of their own: a 50 MB answer's memory, and how soon a
+/// call the chat does not see yet shows progress.
+async fn print_answer_shape_figures(
+    options: &Options,
+    env: &Env,
+    cwd: &std::path::Path,
+) -> anyhow::Result<()> {
+    // Memory for a large answer: 50 MB in 1 KB deltas.
+    let large = 50 * 1024;
+    let kilobyte = "x".repeat(1023) + " ";
+    env.mock.push(MockReply::Text {
+        chunks: vec![kilobyte; large],
+        reasoning: Vec::new(),
+        delay_ms: 0,
+        usage: None,
+        finish_reason: None,
+    });
+    let large_stream = stream_throughput(&options.agent, &env.vars(), cwd, large).await?;
+    if let Some(mb) = large_stream.peak_rss_mb {
+        report!(
+            "peak RSS, a 50 MB answer          {mb:8.1} MB  (streamed in {:.1} s)   target <= 3 x 50 MB + baseline",
+            large_stream.prompt_to_end.as_secs_f64()
+        );
+    }
+    let mut progress = Vec::new();
+    for _ in 0..options.iterations.min(5) {
+        let mut chunks = vec!["{\"name\": \"read_file\",".to_string()];
+        chunks.extend((0..14).map(|_| " ".to_string()));
+        chunks.push(" \"arguments\": {\"path\": \"missing.py\"}}".to_string());
+        env.mock.push(MockReply::Text {
+            chunks,
+            reasoning: Vec::new(),
+            delay_ms: 250,
+            usage: None,
+            finish_reason: None,
+        });
+        env.mock.push(MockReply::text(&["There is no such file."]));
+        progress.push(held_back_first_progress(&options.agent, &env.vars(), cwd).await?);
+    }
+    progress.sort();
+    if let (Some(median), Some(max)) = (progress.get(progress.len() / 2), progress.last()) {
+        report!(
+            "first progress, a held-back call      {:6.2} s  (max {:.2}; the call streams for 4 s)   target <= 2 s",
+            median.as_secs_f64(),
+            max.as_secs_f64()
+        );
+    }
+    Ok(())
+}
+
 async fn print_session_figures(options: &Options, env: &Env) -> anyhow::Result<()> {
     let sessions_home = tempfile::tempdir()?;
     let sessions_workspace = tempfile::tempdir()?;

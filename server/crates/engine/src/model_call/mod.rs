@@ -14,6 +14,7 @@ pub(crate) mod compaction;
 mod error;
 mod fit;
 pub mod recovery;
+mod repetition;
 pub(crate) mod sink;
 
 use futures_util::StreamExt;
@@ -89,6 +90,9 @@ enum Attempt {
     },
 }
 
+/// How often a stream's sink hears time pass.
+const TICK: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// What an attempt's stream has brought so far.
 struct Streamed {
     text: String,
@@ -99,6 +103,7 @@ struct Streamed {
     /// Calls the provider said had streamed when its stream failed.
     before_failure: Vec<ToolCallRequest>,
     model: String,
+    guard: repetition::RepetitionGuard,
 }
 
 impl Streamed {
@@ -110,6 +115,7 @@ impl Streamed {
             shown: false,
             before_failure: Vec::new(),
             model,
+            guard: repetition::RepetitionGuard::default(),
         }
     }
 
@@ -284,6 +290,24 @@ impl<'a> ModelCaller<'a> {
             .await;
     }
 
+    /// The answer of a stream stopped in a loop: kept up to the loop's first copy, as a
+    /// finished answer (a call in it runs once).
+    async fn stopped_loop<S: CallSink>(
+        mut streamed: Streamed,
+        cut: usize,
+        sink: &mut S,
+    ) -> Attempt {
+        streamed.text.truncate(cut);
+        let message = format!(
+            "The model wrote the same thing {} times in a row; Talaria stopped it there and kept it once.",
+            repetition::REPEATS
+        );
+        sink.notice(NoticeLevel::Warning, message).await;
+        Attempt::Done(CallResult::Finished(
+            streamed.answer(FinishReason::Stop, Vec::new()),
+        ))
+    }
+
     async fn stream_once<S: CallSink>(
         &mut self,
         target: &ModelTarget,
@@ -312,6 +336,9 @@ impl<'a> ModelCaller<'a> {
         // One waiter for the whole stream, not one registered and dropped per delta.
         let cancelled = self.cancel.clone().cancelled_owned();
         tokio::pin!(cancelled);
+        // The sink hears time pass while a model writes (held-back text shows progress).
+        let mut ticks = tokio::time::interval(TICK);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let next = tokio::select! {
                 biased;
@@ -319,6 +346,10 @@ impl<'a> ModelCaller<'a> {
                     return Attempt::Done(CallResult::Cancelled { text: streamed.text });
                 }
                 next = stream.next() => next,
+                _ = ticks.tick() => {
+                    sink.tick().await;
+                    continue;
+                }
             };
             let event = match next {
                 None => {
@@ -337,6 +368,10 @@ impl<'a> ModelCaller<'a> {
                     streamed.shown = true;
                     streamed.text.push_str(&delta);
                     sink.text(delta).await;
+                    if let Some(cut) = streamed.guard.check(&streamed.text) {
+                        // Dropping the stream ends the request: the server stops generating.
+                        return Self::stopped_loop(streamed, cut, sink).await;
+                    }
                 }
                 StreamEvent::ReasoningDelta(delta) => {
                     streamed.shown = true;

@@ -2,6 +2,7 @@
 //! task collects it silently and keeps its notices for its caller).
 
 use std::collections::HashSet;
+use std::time::{Duration, Instant};
 
 use talaria_provider::Usage;
 use talaria_tools::Registry;
@@ -27,6 +28,8 @@ pub(crate) trait CallSink: Send {
     fn displayed(&self) -> bool {
         true
     }
+    /// Time passes while the stream is open (about twice a second, deltas or not).
+    async fn tick(&mut self) {}
     /// Whether `call` names a tool this caller runs, with arguments that pass its schema
     /// (a call that arrived whole before its stream failed is kept only then).
     fn runnable(&self, _call: &talaria_provider::ToolCallRequest) -> bool {
@@ -52,35 +55,88 @@ pub(crate) struct ChatSink<'a> {
     pub hold: Option<TextHold>,
 }
 
-/// The answer of the current attempt, and how much of it the chat has seen.
+/// The answer of the current attempt, and how much of it the chat has seen; while text is
+/// held back, when the chat was last shown progress.
 #[derive(Debug, Default)]
 pub(crate) struct TextHold {
     offered: Vec<String>,
     text: String,
     shown: usize,
     resume: usize,
+    /// Since when the chat has seen nothing of this answer (the attempt's start, or the
+    /// last text shown).
+    quiet_since: Option<Instant>,
+    last_progress: Option<Instant>,
+    /// The held call's tool was named in the progress shown.
+    named: bool,
 }
 
+/// Held-back text is first told of after this long…
+const FIRST_PROGRESS: Duration = Duration::from_millis(1250);
+/// …and then this often (with the stream's ticks, a mark at least every 2 s).
+const PROGRESS_EVERY: Duration = Duration::from_millis(1500);
+
 impl TextHold {
-    /// Holds for calls of these tools.
+    /// Holds for calls of these tools, for an attempt that starts now.
     pub fn new(offered: Vec<String>) -> Self {
         Self {
             offered,
+            quiet_since: Some(Instant::now()),
             ..Self::default()
         }
     }
 
     /// Adds a delta; returns what can be shown now.
-    fn push(&mut self, delta: &str) -> Option<String> {
+    fn push(&mut self, delta: &str, now: Instant) -> Option<String> {
         self.text.push_str(delta);
         let showable = crate::text_calls::showable(&self.text, self.resume, &self.offered);
         self.resume = showable.resume;
-        if showable.upto <= self.shown {
+        let released = (showable.upto > self.shown).then(|| {
+            let shown = self.text[self.shown..showable.upto].to_string();
+            self.shown = showable.upto;
+            shown
+        });
+        if released.is_some() {
+            self.quiet_since = Some(now);
+            self.last_progress = None;
+            self.named = false;
+        }
+        released
+    }
+
+    /// What to tell the chat about text held back, when it is due: once the chat has seen
+    /// nothing for [`FIRST_PROGRESS`], that the model is writing a call (naming the tool once
+    /// it shows), then a mark every [`PROGRESS_EVERY`].
+    fn progress(&mut self, now: Instant) -> Option<String> {
+        if self.shown >= self.text.len() {
             return None;
         }
-        let shown = self.text[self.shown..showable.upto].to_string();
-        self.shown = showable.upto;
-        Some(shown)
+        let due = match self.last_progress {
+            None => self
+                .quiet_since
+                .is_none_or(|quiet| now.duration_since(quiet) >= FIRST_PROGRESS),
+            Some(last) => now.duration_since(last) >= PROGRESS_EVERY,
+        };
+        if !due {
+            return None;
+        }
+        let first = self.last_progress.is_none();
+        self.last_progress = Some(now);
+        let held = &self.text[self.shown..];
+        let tool = (!self.named)
+            .then(|| {
+                self.offered
+                    .iter()
+                    .find(|name| crate::text_calls::names_tool(held, name))
+            })
+            .flatten();
+        self.named |= tool.is_some();
+        Some(match (first, tool) {
+            (true, Some(tool)) => format!("The model is writing a `{tool}` call…"),
+            (true, None) => "The model is writing what may be a tool call…".to_string(),
+            (false, Some(tool)) => format!(" (`{tool}`)"),
+            (false, None) => " ·".to_string(),
+        })
     }
 
     /// How much of the streamed answer the chat has seen.
@@ -103,12 +159,24 @@ pub(crate) fn unique_id(used: &mut HashSet<String>, id: &str) -> String {
 
 impl CallSink for ChatSink<'_> {
     async fn text(&mut self, delta: String) {
+        let now = Instant::now();
         let shown = match &mut self.hold {
-            Some(hold) => hold.push(&delta),
+            Some(hold) => hold.push(&delta, now),
             None => Some(delta),
         };
         if let Some(shown) = shown {
             let _ = self.events.send(EngineEvent::AgentText(shown)).await;
+        }
+        self.tick().await;
+    }
+
+    async fn tick(&mut self) {
+        let progress = self
+            .hold
+            .as_mut()
+            .and_then(|hold| hold.progress(Instant::now()));
+        if let Some(progress) = progress {
+            let _ = self.events.send(EngineEvent::AgentThought(progress)).await;
         }
     }
 
@@ -213,8 +281,73 @@ impl CallSink for SilentSink {
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;
+    use std::time::{Duration, Instant};
 
-    use super::unique_id;
+    use super::{TextHold, unique_id};
+
+    fn tools() -> Vec<String> {
+        ["read_file", "terminal"].map(String::from).to_vec()
+    }
+
+    #[test]
+    fn held_back_text_shows_progress_within_two_seconds_and_then_regularly() {
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let mut hold = TextHold::new(tools());
+        hold.quiet_since = Some(start);
+        assert_eq!(hold.push("{\"na", at(0)), None);
+        assert_eq!(hold.progress(at(1000)), None);
+        assert_eq!(hold.progress(at(1200)), None);
+        let first = hold.progress(at(1600)).expect("told within 2 s");
+        assert!(first.contains("may be a tool call"), "{first}");
+        assert_eq!(
+            hold.push("me\": \"read_file\", \"arguments\": {", at(1700)),
+            None
+        );
+        assert_eq!(
+            hold.progress(at(2500)),
+            None,
+            "not more often than every 1.5 s"
+        );
+        assert_eq!(hold.progress(at(3100)).as_deref(), Some(" (`read_file`)"));
+        assert_eq!(hold.progress(at(4600)).as_deref(), Some(" ·"));
+        assert_eq!(hold.progress(at(5000)), None);
+    }
+
+    #[test]
+    fn text_that_is_shown_needs_no_progress_and_a_new_hold_starts_over() {
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let mut hold = TextHold::new(tools());
+        hold.quiet_since = Some(start);
+        assert_eq!(
+            hold.push("Plain words.", at(0)).as_deref(),
+            Some("Plain words.")
+        );
+        assert_eq!(hold.progress(at(5000)), None);
+        assert!(
+            hold.push("\n```json\n{\"name\": \"terminal\"", at(6000))
+                .is_some()
+        );
+        assert_eq!(
+            hold.progress(at(7000)),
+            None,
+            "quiet only since the line shown"
+        );
+        let told = hold.progress(at(7300)).expect("told");
+        assert_eq!(told, "The model is writing a `terminal` call…");
+    }
+
+    #[test]
+    fn opening_json_that_is_no_call_is_shown_once_it_is_whole() {
+        let mut hold = TextHold::new(tools());
+        let now = Instant::now();
+        assert_eq!(hold.push("{\"port\": 80", now), None);
+        assert_eq!(
+            hold.push("} is the setting.", now).as_deref(),
+            Some("{\"port\": 80} is the setting.")
+        );
+    }
 
     #[test]
     fn a_repeated_or_empty_call_id_is_made_unique_within_the_session() {

@@ -154,7 +154,7 @@ fn unreadable(text: &str, offered: &[String]) -> Option<TextCall> {
         if !(body.starts_with('{') || body.starts_with('[') || labelled.is_some()) {
             return None;
         }
-        let tool = labelled.or_else(|| offered.iter().find(|name| names(body, name)))?;
+        let tool = labelled.or_else(|| offered.iter().find(|name| names_tool(body, name)))?;
         let why = match near_json::values(body) {
             Err(why) => why,
             Ok(_) if labelled.is_some() && !body.starts_with('{') => {
@@ -170,7 +170,7 @@ fn unreadable(text: &str, offered: &[String]) -> Option<TextCall> {
 }
 
 /// Whether `text` holds `name` as a whole word.
-fn names(text: &str, name: &str) -> bool {
+pub(crate) fn names_tool(text: &str, name: &str) -> bool {
     let is_name_char = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
     text.match_indices(name).any(|(at, _)| {
         let before = text[..at].chars().next_back();

@@ -48,6 +48,29 @@ pub(super) fn candidates(text: &str) -> Vec<Candidate> {
             span: 0..text.len(),
         });
     }
+    if found.is_empty() {
+        found = bare_lines(text);
+    }
+    found
+}
+
+/// Lines of prose that are a whole JSON object on their own (a small model's bare call
+/// after a sentence).
+fn bare_lines(text: &str) -> Vec<Candidate> {
+    let mut found = Vec::new();
+    let mut start = 0;
+    for line in text.split_inclusive('\n') {
+        let end = start + line.len();
+        let body = line.trim();
+        if body.starts_with('{') && body.ends_with('}') {
+            found.push(Candidate {
+                info: String::new(),
+                body: body.to_string(),
+                span: start..end,
+            });
+        }
+        start = end;
+    }
     found
 }
 

@@ -30,13 +30,17 @@ pub(crate) fn showable(text: &str, resume: usize, offered: &[String]) -> Showabl
 
 fn fences_showable(text: &str, resume: usize, offered: &[String]) -> Showable {
     let hold = |at: usize, resume: usize| Showable { upto: at, resume };
+    let mut pos = resume;
     if resume == 0 {
         let start = text.len() - text.trim_start().len();
         if text[start..].starts_with('{') {
-            return hold(start, 0);
+            match leading_value_not_a_call(&text[start..], offered) {
+                // Whole JSON that is no call: shown at once, scanning goes on after it.
+                Some(end) => pos = start + end,
+                None => return hold(start, 0),
+            }
         }
     }
-    let mut pos = resume;
     loop {
         let Some(fence) = next_fence(text, pos) else {
             // A line that may still become a fence waits for its next character.
@@ -139,4 +143,22 @@ fn partial_fence(text: &str, from: usize) -> Option<usize> {
     };
     let line = text[line_start..].trim_start();
     (line == "`" || line == "``").then(|| text.len() - line.len())
+}
+
+/// Opening JSON longer than this is held until the answer ends (read once, not per delta).
+const LEADING_JSON_READ_MAX: usize = 64 * 1024;
+
+/// The length of the whole JSON value `text` opens with, when it is no call of an offered
+/// tool (so it need not be held back); `None` while it is incomplete, a call, or not JSON.
+fn leading_value_not_a_call(text: &str, offered: &[String]) -> Option<usize> {
+    if text.len() > LEADING_JSON_READ_MAX {
+        return None;
+    }
+    let mut values = serde_json::Deserializer::from_str(text).into_iter::<serde_json::Value>();
+    values.next()?.ok()?;
+    let end = values.byte_offset();
+    let is_call = super::shape::calls_in("", &text[..end], offered)
+        .iter()
+        .any(|call| offered.contains(&call.name));
+    (!is_call).then_some(end)
 }
