@@ -257,6 +257,7 @@ impl Agent {
             titles: config.model_titles(),
             single_slot: config.single_slot(),
             nudges: config.nudges,
+            verify_after_edits: config.verify_after_edits(),
             compression: config.compression,
             tokenizers: Arc::new(config.tokenizers.clone()),
             learning: config.learning,

@@ -61,8 +61,87 @@ const USER_INSTRUCTIONS: &[&str] = &[
     "navigate to the",
 ];
 
-/// Whether `text` tells the user how to do the work by hand (two or more such phrases).
+/// Verbs that open a step the user is told to take by hand.
+const STEP_VERBS: &[&str] = &[
+    "open", "add", "save", "run", "navigate", "create", "edit", "replace", "type", "copy", "paste",
+    "insert", "install", "go", "click", "change", "modify", "update", "write", "use", "execute",
+    "launch", "enter", "append", "remove", "delete", "rename", "move", "locate", "find", "press",
+    "restart", "start", "make", "put", "define", "place", "import", "call", "ensure", "verify",
+    "check", "test",
+];
+/// Steps of that shape that make a how-to.
+const HOW_TO_STEPS: usize = 3;
+
+/// Whether `text` tells the user how to do the work by hand: by its shape (three or more
+/// list steps opening with an imperative verb, the user's editor or terminal named), or by
+/// two of the usual phrases.
 pub(crate) fn instructs_user(text: &str) -> bool {
+    how_to_by_shape(text) || how_to_by_phrases(text)
+}
+
+/// Three or more list steps (`1.`, `-`, `*`, `Step 2:`) that open with an imperative verb,
+/// in an answer that sends the user to an editor, a terminal or a file (`your editor`,
+/// `in a terminal`, a path) — a plan of the agent's own is written in the first person.
+fn how_to_by_shape(text: &str) -> bool {
+    // A how-to is short; a long report's lists are its own business.
+    if text.len() > 16 * 1024 {
+        return false;
+    }
+    let steps = text
+        .lines()
+        .filter_map(step_of)
+        .filter(|step| {
+            let first = step
+                .trim_start_matches(['*', '_', '`'])
+                .split(|c: char| !c.is_alphabetic())
+                .next()
+                .unwrap_or_default()
+                .to_ascii_lowercase();
+            STEP_VERBS.contains(&first.as_str())
+        })
+        .count();
+    let lower = text.to_ascii_lowercase();
+    let sends_the_user = [
+        "your editor",
+        "text editor",
+        "your terminal",
+        "a terminal",
+        "the terminal",
+        "command line",
+        "your ide",
+        "your project",
+        "your file",
+    ]
+    .iter()
+    .any(|place| lower.contains(place))
+        || lower.contains(".py")
+        || lower.contains(".rs")
+        || lower.contains(".js")
+        || lower.contains(".ts");
+    (steps >= HOW_TO_STEPS && sends_the_user)
+        || lower.contains("use your favorite text editor")
+        || lower.contains("use your favourite text editor")
+        || lower.contains("using your favorite")
+        || lower.contains("using your favourite")
+}
+
+/// A list item's text (`1. Open`, `- Add`, `Step 2: Run`), without its marker.
+fn step_of(line: &str) -> Option<&str> {
+    let line = line.trim_start();
+    let without_number = line.trim_start_matches(|c: char| c.is_ascii_digit());
+    if without_number.len() < line.len() {
+        return without_number.strip_prefix(['.', ')']).map(str::trim_start);
+    }
+    if let Some(rest) = line.strip_prefix(['-', '*', '•']) {
+        return rest.starts_with(' ').then(|| rest.trim_start());
+    }
+    let rest = line.strip_prefix("Step ")?;
+    let (_, after) = rest.split_once(':')?;
+    Some(after.trim_start())
+}
+
+/// Two or more of the usual phrases of instructions.
+fn how_to_by_phrases(text: &str) -> bool {
     let mut found = vec![false; USER_INSTRUCTIONS.len()];
     // Lowercased a window at a time (each overlapping the last by the longest phrase): an
     // answer of any size is never copied whole.
@@ -272,5 +351,28 @@ mod tests {
         assert!(instructs_user(&text));
         let one_phrase = "x".repeat(3 * WINDOW) + " open a terminal";
         assert!(!instructs_user(&one_phrase));
+    }
+
+    #[test]
+    fn a_how_to_is_recognised_by_its_shape() {
+        let how_tos = [
+            "1. Open `calc.py`.\n2. Add a function `mul(a, b)`.\n3. Run the tests with `python3 -m unittest`.",
+            "To do this:\n- **Create** a file named test_calc.py\n- **Write** a test for add\n- **Run** pytest in your terminal",
+            "Step 1: Navigate to the src folder\nStep 2: Edit main.rs\nStep 3: Save and run cargo build",
+            "Use your favorite text editor to change the port to 8080.",
+            "1) Locate the config file in your project\n2) Change `timeout` to 30\n3) Restart the server",
+        ];
+        for text in how_tos {
+            assert!(instructs_user(text), "{text}");
+        }
+        let not = [
+            "I changed calc.py:\n1. I added mul(a, b).\n2. I ran the tests: 3 passed.",
+            "The file has three parts:\n- imports\n- the `add` function\n- a main block",
+            "1. Open question: should the cache expire?\nNothing else was needed.",
+            "Done. The tests pass.",
+        ];
+        for text in not {
+            assert!(!instructs_user(text), "{text}");
+        }
     }
 }

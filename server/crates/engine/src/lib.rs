@@ -31,6 +31,7 @@ mod subagent;
 pub mod system_prompt;
 mod text_calls;
 mod turn;
+mod verify;
 
 pub use approval::Mode;
 pub use client::{

@@ -67,6 +67,8 @@ pub struct SessionSettings {
     pub single_slot: bool,
     /// Nudge the model once per turn when it announces an action without taking it.
     pub nudges: bool,
+    /// A turn that edited files and ran nothing is asked once to run the project's check.
+    pub verify_after_edits: bool,
     /// When and how the context is compacted.
     pub compression: talaria_compress::Settings,
     /// Token encodings configured per model.

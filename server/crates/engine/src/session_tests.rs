@@ -80,6 +80,7 @@ fn spawn_with_registry(
         delegation: crate::client::Delegation::default(),
         titles: false,
         nudges: true,
+        verify_after_edits: false,
         compression: talaria_compress::Settings::default(),
         tokenizers: Arc::default(),
         learning: crate::config::Learning::default(),

@@ -334,6 +334,26 @@ impl Turn<'_> {
                 "The model announced an action without taking it; Talaria asked it to act.".into(),
             ));
         }
+        let work = crate::verify::turn_work(self.history);
+        if answer.trim().is_empty() && work.used_tools {
+            return Some((
+                crate::verify::EMPTY_ANSWER_NUDGE.into(),
+                "The model ended with an empty answer; Talaria asked it to say what it did.".into(),
+            ));
+        }
+        if self.settings.verify_after_edits
+            && !work.edited.is_empty()
+            && !work.ran_after_edit
+            && let Some(check) =
+                crate::verify::obvious_check(&self.settings.cwd, &work.edited).await
+        {
+            return Some((
+                crate::verify::verify_nudge(&work.edited, &check),
+                format!(
+                    "The model changed files without checking them; Talaria asked it to run `{check}`."
+                ),
+            ));
+        }
         let file = crate::intent::unread_file(answer, self.history, &self.settings.cwd).await?;
         Some((
             crate::intent::unread_nudge(&file),

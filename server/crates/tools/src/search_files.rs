@@ -203,13 +203,92 @@ fn run(
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
     // Clamped so the page arithmetic cannot overflow, whatever the model sends.
     let offset = args.offset.unwrap_or(0).min(u32::MAX as usize);
-    match args.target.as_deref().unwrap_or("content") {
-        "files" => find_files(&args.pattern, root, cwd, limit, offset, cancel, secrets),
-        "content" => search_content(args, root, cwd, limit, offset, cancel, secrets),
-        other => Err(ToolError::args(format!(
-            "target must be \"content\" or \"files\", got {other:?}"
-        ))),
+    let (text, found) = match args.target.as_deref().unwrap_or("content") {
+        "files" => find_files(&args.pattern, root, cwd, limit, offset, cancel, secrets)?,
+        "content" => search_content(args, root, cwd, limit, offset, cancel, secrets)?,
+        other => {
+            return Err(ToolError::args(format!(
+                "target must be \"content\" or \"files\", got {other:?}"
+            )));
+        }
+    };
+    if found > 0 || offset > 0 {
+        return Ok(text);
     }
+    // The second walk skips the same secret files: they are counted once.
+    let skipped_first = secrets.skipped.load(Ordering::Relaxed);
+    let other = the_other_search(args, root, cwd, limit, cancel, secrets)?;
+    let skipped_second = secrets.skipped.load(Ordering::Relaxed) - skipped_first;
+    secrets
+        .skipped
+        .store(skipped_first.max(skipped_second), Ordering::Relaxed);
+    Ok(other.unwrap_or(text))
+}
+
+/// After a search that found nothing, the other kind with the same words: a file-name
+/// search becomes a search of contents for its words (a setting is often inside a file,
+/// not its name), a content search for a name becomes a file-name search. `None` when the
+/// other search finds nothing either (or the pattern has no plain word to search for).
+fn the_other_search(
+    args: &Args,
+    root: &Path,
+    cwd: &Path,
+    limit: usize,
+    cancel: &CancellationToken,
+    secrets: &SecretFilter,
+) -> Result<Option<String>, ToolError> {
+    let word: String = args
+        .pattern
+        .chars()
+        .filter(|c| {
+            !matches!(
+                c,
+                '*' | '?' | '[' | ']' | '{' | '}' | '^' | '$' | '\\' | '(' | ')' | '|' | '+'
+            )
+        })
+        .collect();
+    let word = word.trim_matches(['.', '/', ' ']);
+    if word.chars().filter(|c| c.is_alphanumeric()).count() < 3 {
+        return Ok(None);
+    }
+    if args.target.as_deref() == Some("files") {
+        let literal = Args {
+            pattern: literal_regex(word),
+            target: None,
+            path: None,
+            file_glob: None,
+            limit: None,
+            offset: None,
+            context: None,
+        };
+        let (text, found) = search_content(&literal, root, cwd, limit, 0, cancel, secrets)?;
+        return Ok((found > 0).then(|| {
+            format!(
+                "No file name matches {:?}. Files whose contents mention `{word}` (a content search):\n{text}",
+                args.pattern
+            )
+        }));
+    }
+    let glob = format!("*{word}*");
+    let (text, found) = find_files(&glob, root, cwd, limit, 0, cancel, secrets)?;
+    Ok((found > 0).then(|| {
+        format!(
+            "No file contents match {:?}. Files whose names hold `{word}` (a file-name search):\n{text}",
+            args.pattern
+        )
+    }))
+}
+
+/// `text` as a regex that matches it literally.
+fn literal_regex(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 fn walker(root: &Path, glob: Option<&str>) -> Result<WalkBuilder, ToolError> {
@@ -298,7 +377,7 @@ fn find_files(
     offset: usize,
     cancel: &CancellationToken,
     secrets: &SecretFilter,
-) -> Result<String, ToolError> {
+) -> Result<(String, usize), ToolError> {
     let glob = globset::GlobBuilder::new(pattern)
         .literal_separator(false)
         .build()
@@ -332,11 +411,12 @@ fn find_files(
         .take(limit)
         .map(|p| relative(p, cwd))
         .collect();
-    Ok(format!(
+    let text = format!(
         "{}{}",
         page.join("\n"),
         footer(page.len(), offset, total, "files")
-    ))
+    );
+    Ok((text, total))
 }
 
 /// One file's output lines, each marked true when it is a match.
@@ -405,7 +485,7 @@ fn search_content(
     offset: usize,
     cancel: &CancellationToken,
     secrets: &SecretFilter,
-) -> Result<String, ToolError> {
+) -> Result<(String, usize), ToolError> {
     let matcher = RegexMatcherBuilder::new()
         .case_smart(true)
         .build(&args.pattern)
@@ -461,7 +541,7 @@ fn search_content(
             "\n(very many matches: only part of them could be listed; narrow the search)",
         );
     }
-    Ok(text)
+    Ok((text, total))
 }
 
 /// The page of matches: `offset` matches skipped, `limit` shown with their context lines
@@ -585,6 +665,56 @@ mod tests {
         let bad = SearchFiles.call(json!({"pattern": "("}), &ctx).await;
         assert_eq!(bad.status, ToolStatus::Failed);
         assert!(bad.content.contains("invalid regex"));
+    }
+
+    #[tokio::test]
+    async fn a_search_that_finds_nothing_tries_the_other_kind_with_its_words() {
+        let (dir, ctx) = tree();
+        std::fs::create_dir_all(dir.path().join("config")).expect("mkdir");
+        std::fs::write(dir.path().join("config/app.toml"), "request_timeout = 30\n")
+            .expect("write");
+        let by_name = SearchFiles
+            .call(
+                json!({"pattern": "*request_timeout*", "target": "files"}),
+                &ctx,
+            )
+            .await;
+        assert!(
+            by_name.content.contains("a content search"),
+            "{}",
+            by_name.content
+        );
+        assert!(
+            by_name
+                .content
+                .contains("config/app.toml:1:request_timeout = 30"),
+            "{}",
+            by_name.content
+        );
+        let by_content = SearchFiles
+            .call(json!({"pattern": "helper.rs"}), &ctx)
+            .await;
+        assert!(
+            by_content.content.contains("a file-name search"),
+            "{}",
+            by_content.content
+        );
+        assert!(
+            by_content.content.contains("src/nested/helper.rs"),
+            "{}",
+            by_content.content
+        );
+        let nowhere = SearchFiles
+            .call(
+                json!({"pattern": "*no_such_thing*", "target": "files"}),
+                &ctx,
+            )
+            .await;
+        assert_eq!(nowhere.content, "No files found.");
+        let short = SearchFiles
+            .call(json!({"pattern": "zq", "target": "content"}), &ctx)
+            .await;
+        assert_eq!(short.content, "No matches found.");
     }
 
     #[tokio::test]

@@ -174,7 +174,13 @@ impl Tool for Terminal {
                         .collect();
                     talaria_sandbox::denial::explain(policy, &result.output, &workdir, &named)
                 });
-            outcome_of(result, timeout, denial)
+            // A command that was not found: what this machine has instead.
+            let instead = if result.exit_code == Some(127) {
+                crate::shell::missing_command::hint(&result.output).await
+            } else {
+                None
+            };
+            outcome_of(result, timeout, denial, instead)
         })
     }
 }
@@ -185,10 +191,15 @@ fn outcome_of(
     result: crate::shell::CommandResult,
     timeout: u64,
     denial: Option<talaria_sandbox::denial::Denial>,
+    instead: Option<String>,
 ) -> ToolOutcome {
     let mut text = result.output.trim_end().to_string();
     if text.is_empty() {
         text.push_str("(no output)");
+    }
+    if let Some(instead) = instead {
+        text.push_str("\n\n");
+        text.push_str(&instead);
     }
     if let Some(denial) = &denial {
         text.push_str(&format!(

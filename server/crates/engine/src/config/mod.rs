@@ -249,6 +249,9 @@ pub struct Config {
     pub still_working_secs: u64,
     /// Nudge a model once per turn when it announces an action without taking it.
     pub nudges: bool,
+    /// Ask the model once to run the project's check after it edited files and ran nothing
+    /// (`verify_after_edits`; unset: for models served on this machine or a private network).
+    pub verify_after_edits_set: Option<bool>,
     /// When and how the context is compacted (`[compression]`).
     pub compression: talaria_compress::Settings,
     /// The background review (`[learning]`).
@@ -620,6 +623,7 @@ struct FileConfig {
     ask_for_credential_reads: Option<bool>,
     titles: Option<bool>,
     nudges: Option<bool>,
+    verify_after_edits: Option<bool>,
     first_byte_timeout_secs: Option<u64>,
     still_working_secs: Option<u64>,
     connect_timeout_secs: Option<u64>,
@@ -1055,6 +1059,7 @@ impl Config {
             warnings: Vec::new(),
             typos: Vec::new(),
             nudges: file.nudges.unwrap_or(true),
+            verify_after_edits_set: file.verify_after_edits,
             first_byte_timeout_secs: file.first_byte_timeout_secs,
             still_working_secs: file.still_working_secs.unwrap_or(10).max(1),
             titles_set,
@@ -1066,6 +1071,13 @@ impl Config {
     /// Whether the session's model is served on this machine or a private network.
     pub fn local_model(&self) -> bool {
         is_local(&self.endpoint().base_url)
+    }
+
+    /// Whether a turn that edited files and ran nothing is asked once to run the project's
+    /// check: as set, else for local models (hosted ones check their own work).
+    pub fn verify_after_edits(&self) -> bool {
+        self.verify_after_edits_set
+            .unwrap_or_else(|| self.local_model())
     }
 
     /// Whether side task `task` has a model of its own on another endpoint.

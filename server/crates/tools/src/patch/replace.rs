@@ -5,7 +5,8 @@
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReplaceError {
     Empty,
-    NotFound,
+    /// With the file's closest lines, numbered (the whole file when it is short).
+    NotFound(String),
     Ambiguous(usize),
 }
 
@@ -13,10 +14,11 @@ impl std::fmt::Display for ReplaceError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Empty => write!(f, "`old_string` is empty; to create a file use write_file"),
-            Self::NotFound => write!(
+            Self::NotFound(nearest) => write!(
                 f,
-                "`old_string` was not found (not even ignoring whitespace and indentation); \
-                 read the file again and copy the exact text"
+                "`old_string` was not found (not even ignoring whitespace and indentation). \
+                 {nearest}\nCopy the exact lines to change from there into `old_string` and \
+                 call `patch` again"
             ),
             Self::Ambiguous(n) => write!(
                 f,
@@ -52,7 +54,66 @@ pub fn replace(
     if count > 1 {
         return Err(ReplaceError::Ambiguous(count));
     }
-    fuzzy(text, old, new, replace_all)
+    fuzzy(text, old, new, replace_all).map_err(|error| match error {
+        ReplaceError::NotFound(_) => ReplaceError::NotFound(nearest_lines(text, old)),
+        other => other,
+    })
+}
+
+/// A file this short is shown whole when `old_string` is not found.
+const WHOLE_FILE_LINES: usize = 60;
+/// Lines shown around the closest place otherwise.
+const AROUND: usize = 3;
+
+/// The file's lines most like `old` (numbered), or the whole file when it is short: what the
+/// model needs to write `old_string` right without reading the file again.
+fn nearest_lines(text: &str, old: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let numbered = |from: usize, to: usize| -> String {
+        (from..to)
+            .map(|i| format!("{:>5}| {}", i + 1, lines[i]))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    if lines.len() <= WHOLE_FILE_LINES {
+        return format!(
+            "The whole file ({} lines):\n{}",
+            lines.len(),
+            numbered(0, lines.len())
+        );
+    }
+    let wanted: Vec<&str> = old.lines().filter(|l| !l.trim().is_empty()).collect();
+    let span = wanted.len().max(1);
+    let best = (0..lines.len())
+        .max_by_key(|&start| {
+            wanted
+                .iter()
+                .enumerate()
+                .filter_map(|(offset, want)| {
+                    lines.get(start + offset).map(|line| likeness(line, want))
+                })
+                .sum::<usize>()
+        })
+        .unwrap_or(0);
+    let from = best.saturating_sub(AROUND);
+    let to = (best + span + AROUND).min(lines.len());
+    format!(
+        "The closest lines, {}–{}:\n{}",
+        from + 1,
+        to,
+        numbered(from, to)
+    )
+}
+
+/// How alike two lines are: the words (identifiers, numbers) they share.
+fn likeness(line: &str, wanted: &str) -> usize {
+    let words = |text: &str| -> std::collections::HashSet<String> {
+        text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase)
+            .collect()
+    };
+    words(line).intersection(&words(wanted)).count()
 }
 
 fn indent_of(line: &str) -> &str {
@@ -72,7 +133,7 @@ fn fuzzy(
         .collect();
     let old_lines: Vec<&str> = trim_blank_edges(old.lines().collect());
     if old_lines.is_empty() {
-        return Err(ReplaceError::NotFound);
+        return Err(ReplaceError::NotFound(String::new()));
     }
     let matches: Vec<usize> = (0..file_lines.len().saturating_sub(old_lines.len() - 1))
         .filter(|&start| {
@@ -93,7 +154,7 @@ fn fuzzy(
         }
     }
     match starts.len() {
-        0 => return Err(ReplaceError::NotFound),
+        0 => return Err(ReplaceError::NotFound(String::new())),
         n if n > 1 && !replace_all => return Err(ReplaceError::Ambiguous(n)),
         _ => {}
     }
@@ -151,10 +212,10 @@ mod tests {
             ReplaceError::Ambiguous(2)
         );
         assert_eq!(replace("a b a", "a", "x", true).expect("ok").0, "x b x");
-        assert_eq!(
+        assert!(matches!(
             replace("abc", "zzz", "y", false).expect_err("expected an error"),
-            ReplaceError::NotFound
-        );
+            ReplaceError::NotFound(_)
+        ));
         assert_eq!(
             replace("abc", "", "y", false).expect_err("expected an error"),
             ReplaceError::Empty
@@ -188,5 +249,33 @@ mod tests {
         let file = "a\r\n  b\r\nc\r\n";
         let (text, _, _) = replace(file, "b\nc", "B\nC", false).expect("ok");
         assert_eq!(text, "a\r\n  B\r\n  C\r\n");
+    }
+
+    #[test]
+    fn text_not_found_comes_back_with_the_closest_lines_or_the_whole_short_file() {
+        let short = "def add(a, b):\n    return a + b\n";
+        let Err(ReplaceError::NotFound(whole)) = replace(short, "def sum(a, b):", "x", false)
+        else {
+            panic!("not found");
+        };
+        assert!(
+            whole.contains("    1| def add(a, b):") && whole.contains("    2|     return a + b")
+        );
+        let long: String = (1..=200)
+            .map(|n| format!("value_{n} = compute({n}, scale)\n"))
+            .collect();
+        let old = "value_150 = compute(150, factor)\nvalue_151 = compute(151, factor)";
+        let Err(ReplaceError::NotFound(closest)) = replace(&long, old, "x", false) else {
+            panic!("not found");
+        };
+        assert!(
+            closest.contains("  150| value_150 = compute(150, scale)"),
+            "{closest}"
+        );
+        assert!(
+            closest.contains("  147|") && closest.contains("  154|"),
+            "{closest}"
+        );
+        assert!(!closest.contains("  140|"), "{closest}");
     }
 }

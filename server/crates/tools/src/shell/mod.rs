@@ -5,6 +5,7 @@ use crate::ToolError;
 
 pub mod launch;
 pub mod local;
+pub mod missing_command;
 pub mod output;
 pub mod safety;
 
