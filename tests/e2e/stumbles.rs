@@ -565,3 +565,40 @@ async fn a_model_repeating_itself_is_stopped_early_and_its_call_runs_once() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_local_servers_output_cap_follows_its_measured_speed_unless_set() {
+    let slow_answer = || MockReply::Text {
+        // 40 tokens over about 4 s: 10 tokens/s, so 180 s hold about 1,800.
+        chunks: (0..20).map(|n| format!("word{n} ")).collect(),
+        reasoning: Vec::new(),
+        delay_ms: 200,
+        usage: Some(talaria_harness::MockUsage {
+            prompt_tokens: 50,
+            completion_tokens: 40,
+            cached_tokens: 0,
+        }),
+        finish_reason: None,
+    };
+    for (config, capped) in [("", true), ("max_output_tokens = 700\n", false)] {
+        let env = TestEnv::new(vec![slow_answer(), MockReply::text(&["Second."])]).await;
+        env.write_config(config);
+        let (mut agent, session) = env.session().await;
+        for text in ["First?", "Second?"] {
+            let (response, _) = prompt(&mut agent, &session, text).await;
+            assert_eq!(stop_reason(&response), "end_turn", "{response}");
+        }
+        let requests = env.mock.requests();
+        let caps: Vec<u64> = requests
+            .iter()
+            .map(|r| r.body["max_tokens"].as_u64().unwrap_or(0))
+            .collect();
+        if capped {
+            assert_eq!(caps[0], 4096, "before any measure");
+            // About 1,800 at the measured pace; the machine's load moves it a little.
+            assert!((900..=2600).contains(&caps[1]), "{caps:?}");
+        } else {
+            assert_eq!(caps, [700, 700], "a configured cap stays");
+        }
+    }
+}

@@ -18,6 +18,7 @@ mod intent;
 pub mod journal;
 pub mod model_call;
 mod orchestrator;
+pub mod pace;
 pub mod provider_factory;
 pub mod review;
 pub mod router;

@@ -56,7 +56,7 @@ pub fn build_router(config: &Config) -> Result<ModelRouter, ProviderError> {
     let mut fallbacks = Vec::new();
     for entry in &config.fallback {
         fallbacks.push(ModelTarget {
-            limits: config.call_limits(&entry.endpoint.base_url),
+            limits: config.call_limits(&entry.endpoint.base_url, &entry.model),
             provider: build_provider(config, entry.provider, &entry.endpoint)?,
             model: entry.model.clone(),
             pool: pool(config, &entry.endpoint),
@@ -68,10 +68,10 @@ pub fn build_router(config: &Config) -> Result<ModelRouter, ProviderError> {
         fallbacks,
         config.prices.clone(),
     )
-    .with_primary_limits(config.call_limits(&config.endpoint().base_url));
+    .with_primary_limits(config.call_limits(&config.endpoint().base_url, &config.model));
     for (task, auxiliary) in &config.auxiliary {
         let target = ModelTarget {
-            limits: config.call_limits(&auxiliary.endpoint.base_url),
+            limits: config.call_limits(&auxiliary.endpoint.base_url, &auxiliary.model),
             provider: build_provider(config, auxiliary.provider, &auxiliary.endpoint)?,
             model: auxiliary.model.clone(),
             pool: pool(config, &auxiliary.endpoint),

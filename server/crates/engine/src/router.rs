@@ -9,7 +9,7 @@ use talaria_provider::{ChatProvider, Usage};
 use crate::credentials::CredentialPool;
 
 /// How long waiting on a model may take, and the output cap it gets by default.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct CallLimits {
     /// The longest wait for the response to start.
     pub first_byte_timeout: std::time::Duration,
@@ -17,6 +17,19 @@ pub struct CallLimits {
     pub still_working_after: std::time::Duration,
     /// `max_tokens` when none is configured (servers that would otherwise run unbounded).
     pub default_max_tokens: Option<u32>,
+    /// For a server on this machine without a configured cap: its measured speed, which sets
+    /// the cap so one answer stays within a few minutes.
+    pub pace: Option<Arc<crate::pace::Pace>>,
+}
+
+impl CallLimits {
+    /// The output cap when none is configured: from the measured speed, else the default.
+    pub fn default_cap(&self) -> Option<u32> {
+        match &self.pace {
+            Some(pace) => Some(pace.cap()),
+            None => self.default_max_tokens,
+        }
+    }
 }
 
 impl Default for CallLimits {
@@ -25,6 +38,7 @@ impl Default for CallLimits {
             first_byte_timeout: std::time::Duration::from_secs(300),
             still_working_after: std::time::Duration::from_secs(10),
             default_max_tokens: None,
+            pace: None,
         }
     }
 }
@@ -168,7 +182,7 @@ impl ModelRouter {
             provider: self.primary_provider.clone(),
             model: model.to_string(),
             pool: self.primary_pool.clone(),
-            limits: self.primary_limits,
+            limits: self.primary_limits.clone(),
         }];
         chain.extend(self.fallbacks.iter().cloned());
         chain

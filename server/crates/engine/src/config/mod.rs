@@ -1121,8 +1121,9 @@ impl Config {
     /// The call limits for a model served at `base_url`: servers on this machine or a private
     /// network get a long first-byte timeout and, unless `max_output_tokens` is set, a default
     /// output cap (they would otherwise generate without limit).
-    pub fn call_limits(&self, base_url: &str) -> crate::router::CallLimits {
+    pub fn call_limits(&self, base_url: &str, model: &str) -> crate::router::CallLimits {
         let local = is_local(base_url);
+        let paced = local && self.max_output_tokens.is_none();
         crate::router::CallLimits {
             first_byte_timeout: std::time::Duration::from_secs(
                 self.first_byte_timeout_secs
@@ -1130,7 +1131,8 @@ impl Config {
                     .max(1),
             ),
             still_working_after: std::time::Duration::from_secs(self.still_working_secs),
-            default_max_tokens: (local && self.max_output_tokens.is_none()).then_some(4096),
+            default_max_tokens: paced.then_some(crate::pace::UNMEASURED_CAP),
+            pace: paced.then(|| crate::pace::Pace::of(base_url, model)),
         }
     }
 
@@ -1473,10 +1475,10 @@ mod tests {
             assert!(!is_local(url), "{url}");
         }
         let config = load(&[("OPENAI_API_KEY", "k")], None).expect("config");
-        let local = config.call_limits("http://127.0.0.1:8080/v1");
+        let local = config.call_limits("http://127.0.0.1:8080/v1", "m");
         assert_eq!(local.first_byte_timeout.as_secs(), 1800);
         assert_eq!(local.default_max_tokens, Some(4096));
-        let hosted = config.call_limits("https://api.openai.com/v1");
+        let hosted = config.call_limits("https://api.openai.com/v1", "m");
         assert_eq!(hosted.first_byte_timeout.as_secs(), 300);
         assert_eq!(hosted.default_max_tokens, None);
     }

@@ -207,7 +207,7 @@ impl ModelCaller<'_> {
         let answer_room = max_tokens.or_else(|| {
             self.chain
                 .get(self.active)
-                .and_then(|t| t.limits.default_max_tokens)
+                .and_then(|t| t.limits.default_cap())
         });
         self.fit_to_window(sending.transcript, &sending.tools_text, answer_room, sink)
             .await
@@ -245,7 +245,7 @@ impl ModelCaller<'_> {
             model: &target.model,
             transcript: sent,
             tools: sent_tools,
-            max_tokens: attempts.max_tokens.or(target.limits.default_max_tokens),
+            max_tokens: attempts.max_tokens.or_else(|| target.limits.default_cap()),
             credential: lease.map(|l| l.key.as_str()),
         };
         sink.attempt_started().await;

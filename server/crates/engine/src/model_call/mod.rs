@@ -104,6 +104,10 @@ struct Streamed {
     before_failure: Vec<ToolCallRequest>,
     model: String,
     guard: repetition::RepetitionGuard,
+    /// When the first output came, and the output tokens the provider counted (for the
+    /// server's measured speed).
+    first_output: Option<std::time::Instant>,
+    output_tokens: u64,
 }
 
 impl Streamed {
@@ -116,6 +120,8 @@ impl Streamed {
             before_failure: Vec::new(),
             model,
             guard: repetition::RepetitionGuard::default(),
+            first_output: None,
+            output_tokens: 0,
         }
     }
 
@@ -365,6 +371,9 @@ impl<'a> ModelCaller<'a> {
             };
             match event {
                 StreamEvent::TextDelta(delta) => {
+                    streamed
+                        .first_output
+                        .get_or_insert_with(std::time::Instant::now);
                     streamed.shown = true;
                     streamed.text.push_str(&delta);
                     sink.text(delta).await;
@@ -374,17 +383,30 @@ impl<'a> ModelCaller<'a> {
                     }
                 }
                 StreamEvent::ReasoningDelta(delta) => {
+                    streamed
+                        .first_output
+                        .get_or_insert_with(std::time::Instant::now);
                     streamed.shown = true;
                     streamed.reasoning.push_str(&delta);
                     sink.thought(delta).await;
                 }
                 StreamEvent::ReasoningSignature(value) => streamed.signature = Some(value),
-                StreamEvent::ToolCallStarted { id, name } => sink.tool_call_started(id, name).await,
+                StreamEvent::ToolCallStarted { id, name } => {
+                    streamed
+                        .first_output
+                        .get_or_insert_with(std::time::Instant::now);
+                    sink.tool_call_started(id, name).await;
+                }
                 StreamEvent::CallsBeforeFailure(calls) => streamed.before_failure = calls,
                 StreamEvent::Usage(call_usage) => {
+                    streamed.output_tokens = call_usage.output_tokens;
                     self.count_usage(&call_usage, target, counted, sink).await;
                 }
                 StreamEvent::Finished { reason, tool_calls } => {
+                    if let (Some(pace), Some(first)) = (&target.limits.pace, streamed.first_output)
+                    {
+                        pace.observe(streamed.output_tokens, first.elapsed());
+                    }
                     return Attempt::Done(CallResult::Finished(
                         streamed.answer(reason, tool_calls),
                     ));
