@@ -314,6 +314,54 @@ impl<'a> ModelCaller<'a> {
         ))
     }
 
+    /// One stream event: what was streamed so far to go on with, or the attempt's end.
+    async fn on_event<S: CallSink>(
+        &mut self,
+        mut streamed: Streamed,
+        event: StreamEvent,
+        target: &ModelTarget,
+        counted: u64,
+        sink: &mut S,
+    ) -> Result<Streamed, Attempt> {
+        let now = std::time::Instant::now();
+        match event {
+            StreamEvent::TextDelta(delta) => {
+                streamed.first_output.get_or_insert(now);
+                streamed.shown = true;
+                streamed.text.push_str(&delta);
+                sink.text(delta).await;
+                if let Some(cut) = streamed.guard.check(&streamed.text) {
+                    // Dropping the stream ends the request: the server stops generating.
+                    return Err(Self::stopped_loop(streamed, cut, sink).await);
+                }
+            }
+            StreamEvent::ReasoningDelta(delta) => {
+                streamed.first_output.get_or_insert(now);
+                streamed.shown = true;
+                streamed.reasoning.push_str(&delta);
+                sink.thought(delta).await;
+            }
+            StreamEvent::ReasoningSignature(value) => streamed.signature = Some(value),
+            StreamEvent::ToolCallStarted { id, name } => {
+                streamed.first_output.get_or_insert(now);
+                sink.tool_call_started(id, name).await;
+            }
+            StreamEvent::CallsBeforeFailure(calls) => streamed.before_failure = calls,
+            StreamEvent::Usage(call_usage) => {
+                streamed.output_tokens = call_usage.output_tokens;
+                self.count_usage(&call_usage, target, counted, sink).await;
+            }
+            StreamEvent::Finished { reason, tool_calls } => {
+                if let (Some(pace), Some(first)) = (&target.limits.pace, streamed.first_output) {
+                    pace.observe(streamed.output_tokens, first.elapsed());
+                }
+                let answer = streamed.answer(reason, tool_calls);
+                return Err(Attempt::Done(CallResult::Finished(answer)));
+            }
+        }
+        Ok(streamed)
+    }
+
     async fn stream_once<S: CallSink>(
         &mut self,
         target: &ModelTarget,
@@ -369,49 +417,10 @@ impl<'a> ModelCaller<'a> {
                 Some(Err(error)) => return streamed.failed(error),
                 Some(Ok(event)) => event,
             };
-            match event {
-                StreamEvent::TextDelta(delta) => {
-                    streamed
-                        .first_output
-                        .get_or_insert_with(std::time::Instant::now);
-                    streamed.shown = true;
-                    streamed.text.push_str(&delta);
-                    sink.text(delta).await;
-                    if let Some(cut) = streamed.guard.check(&streamed.text) {
-                        // Dropping the stream ends the request: the server stops generating.
-                        return Self::stopped_loop(streamed, cut, sink).await;
-                    }
-                }
-                StreamEvent::ReasoningDelta(delta) => {
-                    streamed
-                        .first_output
-                        .get_or_insert_with(std::time::Instant::now);
-                    streamed.shown = true;
-                    streamed.reasoning.push_str(&delta);
-                    sink.thought(delta).await;
-                }
-                StreamEvent::ReasoningSignature(value) => streamed.signature = Some(value),
-                StreamEvent::ToolCallStarted { id, name } => {
-                    streamed
-                        .first_output
-                        .get_or_insert_with(std::time::Instant::now);
-                    sink.tool_call_started(id, name).await;
-                }
-                StreamEvent::CallsBeforeFailure(calls) => streamed.before_failure = calls,
-                StreamEvent::Usage(call_usage) => {
-                    streamed.output_tokens = call_usage.output_tokens;
-                    self.count_usage(&call_usage, target, counted, sink).await;
-                }
-                StreamEvent::Finished { reason, tool_calls } => {
-                    if let (Some(pace), Some(first)) = (&target.limits.pace, streamed.first_output)
-                    {
-                        pace.observe(streamed.output_tokens, first.elapsed());
-                    }
-                    return Attempt::Done(CallResult::Finished(
-                        streamed.answer(reason, tool_calls),
-                    ));
-                }
-            }
+            streamed = match self.on_event(streamed, event, target, counted, sink).await {
+                Ok(going_on) => going_on,
+                Err(ended) => return ended,
+            };
         }
     }
 }
