@@ -323,10 +323,10 @@ impl<'a> ModelCaller<'a> {
         counted: u64,
         sink: &mut S,
     ) -> Result<Streamed, Attempt> {
-        let now = std::time::Instant::now();
+        let now = std::time::Instant::now;
         match event {
             StreamEvent::TextDelta(delta) => {
-                streamed.first_output.get_or_insert(now);
+                streamed.first_output.get_or_insert_with(now);
                 streamed.shown = true;
                 streamed.text.push_str(&delta);
                 sink.text(delta).await;
@@ -336,14 +336,14 @@ impl<'a> ModelCaller<'a> {
                 }
             }
             StreamEvent::ReasoningDelta(delta) => {
-                streamed.first_output.get_or_insert(now);
+                streamed.first_output.get_or_insert_with(now);
                 streamed.shown = true;
                 streamed.reasoning.push_str(&delta);
                 sink.thought(delta).await;
             }
             StreamEvent::ReasoningSignature(value) => streamed.signature = Some(value),
             StreamEvent::ToolCallStarted { id, name } => {
-                streamed.first_output.get_or_insert(now);
+                streamed.first_output.get_or_insert_with(now);
                 sink.tool_call_started(id, name).await;
             }
             StreamEvent::CallsBeforeFailure(calls) => streamed.before_failure = calls,
@@ -400,7 +400,7 @@ impl<'a> ModelCaller<'a> {
                     return Attempt::Done(CallResult::Cancelled { text: streamed.text });
                 }
                 next = stream.next() => next,
-                _ = ticks.tick() => {
+                _ = ticks.tick(), if sink.holding() => {
                     sink.tick().await;
                     continue;
                 }

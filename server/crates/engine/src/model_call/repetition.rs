@@ -19,16 +19,29 @@ pub(crate) struct RepetitionGuard {
     recent: VecDeque<(u64, usize)>,
     /// Where the line being streamed starts.
     line_start: usize,
+    /// How far the answer was searched for a line's end (each byte is looked at once).
+    scanned: usize,
 }
 
 impl RepetitionGuard {
     /// Looks at the lines `answer` completed since the last look; where the answer should
     /// end (after the loop's first copy) once it loops.
     pub fn check(&mut self, answer: &str) -> Option<usize> {
-        while let Some(newline) = answer.get(self.line_start..)?.find('\n') {
+        loop {
+            let from = self.scanned.max(self.line_start);
+            let Some(newline) = answer
+                .as_bytes()
+                .get(from..)
+                .and_then(|rest| memchr::memchr(b'\n', rest))
+            else {
+                self.scanned = answer.len();
+                return None;
+            };
             let start = self.line_start;
-            let line = answer[start..start + newline].trim();
-            self.line_start = start + newline + 1;
+            let end = from + newline;
+            let line = answer[start..end].trim();
+            self.line_start = end + 1;
+            self.scanned = end + 1;
             if line.len() < MIN_LINE {
                 continue;
             }
@@ -42,7 +55,6 @@ impl RepetitionGuard {
                 return Some(cut);
             }
         }
-        None
     }
 
     /// Where the second copy starts, when the last lines are one block repeated.
@@ -113,5 +125,21 @@ mod tests {
         for answer in [code.repeat(3), list, braces, seven] {
             assert_eq!(cut_of(&answer, 5), None, "{answer}");
         }
+    }
+}
+
+#[cfg(test)]
+mod cost {
+    use super::RepetitionGuard;
+
+    #[test]
+    fn a_long_line_streamed_in_small_pieces_is_scanned_once() {
+        // 256 KB without a line break in 1-byte deltas: each byte is searched once.
+        let answer = "x".repeat(1 << 18);
+        let mut guard = RepetitionGuard::default();
+        for end in (1..=answer.len()).step_by(1) {
+            assert_eq!(guard.check(&answer[..end]), None);
+        }
+        assert_eq!(guard.scanned, answer.len());
     }
 }

@@ -28,7 +28,13 @@ pub(crate) trait CallSink: Send {
     fn displayed(&self) -> bool {
         true
     }
-    /// Time passes while the stream is open (about twice a second, deltas or not).
+    /// Whether the sink holds back text it wants to show progress for (it then hears
+    /// [`CallSink::tick`] while the stream is open).
+    fn holding(&self) -> bool {
+        false
+    }
+    /// Time passes while the stream is open and the sink is holding (four times a second,
+    /// deltas or not).
     async fn tick(&mut self) {}
     /// Whether `call` names a tool this caller runs, with arguments that pass its schema
     /// (a call that arrived whole before its stream failed is kept only then).
@@ -167,7 +173,15 @@ impl CallSink for ChatSink<'_> {
         if let Some(shown) = shown {
             let _ = self.events.send(EngineEvent::AgentText(shown)).await;
         }
-        self.tick().await;
+        if self.holding() {
+            self.tick().await;
+        }
+    }
+
+    fn holding(&self) -> bool {
+        self.hold
+            .as_ref()
+            .is_some_and(|hold| hold.shown < hold.text.len())
     }
 
     async fn tick(&mut self) {
