@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared};
@@ -56,7 +56,7 @@ impl WindowProbes {
         }
         let base_url = config.endpoint().base_url.clone();
         let model = config.model.clone();
-        let mut probes = self.probes.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut probes = talaria_util::lock(&self.probes);
         let probe = probes.entry(key(config)).or_insert_with(|| {
             let running = tokio::spawn(async move {
                 match talaria_provider::http::client_for(

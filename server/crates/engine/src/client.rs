@@ -6,7 +6,7 @@
 //! barrier is needed. The consumer of the stream answers each on its reply channel.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use futures_util::future::BoxFuture;
 use serde_json::Value;
@@ -147,12 +147,7 @@ impl ClientRequest {
 
     /// Answers the request (the first answer counts).
     pub fn answer(&self, answer: ClientAnswer) {
-        if let Some(tx) = self
-            .reply
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
+        if let Some(tx) = talaria_util::lock(&self.reply).take() {
             let _ = tx.send(answer);
         }
     }

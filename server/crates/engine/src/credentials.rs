@@ -1,7 +1,7 @@
 //! A pool of API keys for one provider: fill-first or round-robin; a key that fails with
 //! 401/402/429 cools down and the next one is used.
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// How keys are chosen.
@@ -70,7 +70,7 @@ impl CredentialPool {
 
     /// A key that is not cooling down, or `None` if all are.
     pub fn lease(&self) -> Option<Lease> {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = talaria_util::lock(&self.state);
         let now = Instant::now();
         let count = self.keys.len();
         let start = match self.strategy {
@@ -94,7 +94,7 @@ impl CredentialPool {
 
     /// Puts a key aside for the cooldown period.
     pub fn cool_down(&self, lease: &Lease) {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = talaria_util::lock(&self.state);
         if let Some(slot) = state.cooling_until.get_mut(lease.index) {
             *slot = Some(Instant::now() + self.cooldown);
         }
@@ -102,7 +102,7 @@ impl CredentialPool {
 
     /// Whether some key other than `lease` is usable now.
     pub fn has_other(&self, lease: &Lease) -> bool {
-        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let state = talaria_util::lock(&self.state);
         let now = Instant::now();
         (0..self.keys.len())
             .any(|i| i != lease.index && state.cooling_until[i].is_none_or(|until| until <= now))

@@ -146,11 +146,7 @@ impl Signal {
     }
 
     pub fn fire(&self) {
-        let sender = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
+        let sender = talaria_util::lock(&self.0).take();
         if let Some(sender) = sender {
             let _ = sender.send(());
         }

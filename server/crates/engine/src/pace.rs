@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 /// The longest an answer should take at the measured speed.
@@ -30,7 +30,7 @@ static PACES: LazyLock<Mutex<HashMap<String, Arc<Pace>>>> = LazyLock::new(Mutex:
 impl Pace {
     /// The shared measure of the server at `base_url` serving `model`.
     pub fn of(base_url: &str, model: &str) -> Arc<Self> {
-        let mut paces = PACES.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut paces = talaria_util::lock(&PACES);
         paces
             .entry(format!("{base_url} {model}"))
             .or_default()

@@ -3,7 +3,7 @@
 //! is running or the client cannot show forms.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
@@ -32,11 +32,7 @@ pub struct AskerGuard<'a> {
 
 impl Drop for AskerGuard<'_> {
     fn drop(&mut self) {
-        let mut active = self
-            .askers
-            .active
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut active = talaria_util::lock(&self.askers.active);
         active.retain(|(id, _, _)| *id != self.id);
     }
 }
@@ -49,17 +45,12 @@ impl Askers {
         cancel: CancellationToken,
     ) -> AskerGuard<'_> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        self.active
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push((id, questions, cancel));
+        talaria_util::lock(&self.active).push((id, questions, cancel));
         AskerGuard { askers: self, id }
     }
 
     fn current(&self) -> Option<(Arc<dyn UserQuestions>, CancellationToken)> {
-        self.active
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        talaria_util::lock(&self.active)
             .last()
             .map(|(_, questions, cancel)| (questions.clone(), cancel.clone()))
     }

@@ -93,24 +93,15 @@ impl SkillsContext {
     }
 
     pub fn note_viewed(&self, name: &str) {
-        self.viewed
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(name.to_string());
+        talaria_util::lock(&self.viewed).insert(name.to_string());
     }
 
     pub fn was_viewed(&self, name: &str) -> bool {
-        self.viewed
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .contains(name)
+        talaria_util::lock(&self.viewed).contains(name)
     }
 
     pub fn note_staged(&self, id: &str) {
-        let mut staged = self
-            .staged
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut staged = talaria_util::lock(&self.staged);
         if !staged.iter().any(|s| s == id) {
             staged.push(id.to_string());
         }
@@ -118,9 +109,6 @@ impl SkillsContext {
 
     /// The proposals this context staged.
     pub fn staged_ids(&self) -> Vec<String> {
-        self.staged
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        talaria_util::lock(&self.staged).clone()
     }
 }

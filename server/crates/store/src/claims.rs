@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 
 use crate::StoreError;
 
@@ -65,7 +65,7 @@ impl Claims {
     }
 
     fn held(&self) -> std::sync::MutexGuard<'_, HashMap<String, File>> {
-        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+        talaria_util::lock(&self.held)
     }
 
     /// Opens (creating) a session's lock file.

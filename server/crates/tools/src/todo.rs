@@ -101,11 +101,7 @@ impl Tool for Todo {
                 Ok(args) => args,
                 Err(failed) => return failed,
             };
-            let mut list = ctx
-                .state
-                .todos
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut list = talaria_util::lock(&ctx.state.todos);
             if let Some(updates) = args.todos {
                 if !args.merge {
                     list.clear();

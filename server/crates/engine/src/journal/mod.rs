@@ -21,7 +21,7 @@
 mod writer;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, mpsc};
+use std::sync::{Arc, Mutex, OnceLock, mpsc};
 use std::time::Duration;
 
 use talaria_record::{Entry, EntryId, Transcript};
@@ -120,23 +120,17 @@ impl Shared {
     }
 
     fn opened(&self, store: Arc<dyn SessionStore>) {
-        self.notes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .extend(store.notes());
+        talaria_util::lock(&self.notes).extend(store.notes());
         let _ = self.store.set(store);
         self.set_status(StoreStatus::Open);
     }
 
     fn set_status(&self, status: StoreStatus) {
-        *self.status.lock().unwrap_or_else(PoisonError::into_inner) = status;
+        *talaria_util::lock(&self.status) = status;
     }
 
     fn status(&self) -> StoreStatus {
-        self.status
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        talaria_util::lock(&self.status).clone()
     }
 
     /// Why the store cannot be used now, as a store error.
@@ -221,13 +215,7 @@ impl Journal {
 
     /// What users should be told once about how the store opened (taken: told once).
     pub fn take_notes(&self) -> Vec<String> {
-        std::mem::take(
-            &mut *self
-                .shared
-                .notes
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        )
+        std::mem::take(&mut *talaria_util::lock(&self.shared.notes))
     }
 
     /// Whether the store is open.

@@ -11,7 +11,7 @@ mod salvage;
 pub use salvage::Salvage;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
@@ -413,14 +413,12 @@ impl SqliteStore {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
-        self.connection
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        talaria_util::lock(&self.connection)
     }
 
     /// The reads' connection.
     fn read(&self) -> std::sync::MutexGuard<'_, Connection> {
-        self.reader.lock().unwrap_or_else(PoisonError::into_inner)
+        talaria_util::lock(&self.reader)
     }
 }
 
