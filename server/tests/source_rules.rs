@@ -1,8 +1,13 @@
-//! Rules the code keeps that a compiler does not check, checked by reading the sources: no
-//! production signature returns `Result<_, String>` (errors are typed), and the server's
-//! async code never waits on the disk (it uses `tokio::fs` or the blocking pool).
+//! Rules the code keeps that a compiler does not check, checked by parsing the sources with
+//! `syn` (whole files, every item, signatures over any number of lines; only test code —
+//! `#[cfg(test)]` items and `#[test]` functions — is left out): no production signature
+//! returns `Result<_, String>` (errors are typed), and the server's async code (async fns and
+//! async blocks) never waits on the disk (it uses `tokio::fs` or the blocking pool).
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+
+use syn::visit::{self, Visit};
 
 /// Every `.rs` file below `dir`, test crates and build output left out.
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -23,21 +28,222 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The lines before a file's test module that return `Result<…, String>`.
-fn string_errors(path: &Path) -> Vec<String> {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return Vec::new();
+/// Whether the attributes make an item test-only.
+fn is_test_only(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|attr| {
+        let path = attr.path();
+        if path.is_ident("test") || path.segments.last().is_some_and(|s| s.ident == "test") {
+            return true;
+        }
+        path.is_ident("cfg")
+            && attr
+                .parse_args::<syn::Meta>()
+                .is_ok_and(|meta| meta.path().is_ident("test"))
+    })
+}
+
+/// What the rules found in one file.
+#[derive(Default)]
+struct Findings {
+    string_errors: Vec<String>,
+    disk_waits: Vec<String>,
+}
+
+/// Walks one file's production code.
+struct Rules<'a> {
+    label: &'a str,
+    findings: Findings,
+    /// The function being read (for messages).
+    function: String,
+    /// Inside an async fn or block, and not inside `spawn_blocking(…)`.
+    in_async: bool,
+    /// Names `use std::fs…` brought in (`fs`, or `read_to_string`…).
+    fs_names: HashSet<String>,
+}
+
+impl Rules<'_> {
+    fn check_signature(&mut self, signature: &syn::Signature) {
+        if let syn::ReturnType::Type(_, output) = &signature.output
+            && returns_string_error(output)
+        {
+            self.findings.string_errors.push(format!(
+                "{}: fn {} returns Result<_, String>",
+                self.label, signature.ident
+            ));
+        }
+    }
+
+    fn in_function(&mut self, signature: &syn::Signature, body: &syn::Block) {
+        self.check_signature(signature);
+        let (function, in_async) = (self.function.clone(), self.in_async);
+        self.function = signature.ident.to_string();
+        self.in_async = signature.asyncness.is_some();
+        self.visit_block(body);
+        (self.function, self.in_async) = (function, in_async);
+    }
+
+    fn disk_wait(&mut self, what: &str) {
+        if self.in_async {
+            self.findings.disk_waits.push(format!(
+                "{}: {what} in async code (fn {})",
+                self.label, self.function
+            ));
+        }
+    }
+}
+
+/// `Result<_, String>` (any path ending in `Result`, its error `String`).
+fn returns_string_error(ty: &syn::Type) -> bool {
+    let syn::Type::Path(path) = ty else {
+        return false;
     };
-    let production = text.split("#[cfg(test)]").next().unwrap_or_default();
-    production
-        .lines()
-        .enumerate()
-        .filter(|(_, line)| {
-            let code = line.trim_start();
-            !code.starts_with("//") && code.contains("Result<") && code.contains(", String>")
+    let Some(last) = path.path.segments.last() else {
+        return false;
+    };
+    let syn::PathArguments::AngleBracketed(arguments) = &last.arguments else {
+        return false;
+    };
+    let types: Vec<&syn::Type> = arguments
+        .args
+        .iter()
+        .filter_map(|a| match a {
+            syn::GenericArgument::Type(t) => Some(t),
+            _ => None,
         })
-        .map(|(number, line)| format!("{}:{}: {}", path.display(), number + 1, line.trim()))
-        .collect()
+        .collect();
+    last.ident == "Result"
+        && types.len() == 2
+        && matches!(types[1], syn::Type::Path(p) if p.path.is_ident("String"))
+}
+
+impl<'ast> Visit<'ast> for Rules<'_> {
+    fn visit_item_mod(&mut self, item: &'ast syn::ItemMod) {
+        if !is_test_only(&item.attrs) {
+            visit::visit_item_mod(self, item);
+        }
+    }
+
+    fn visit_item_impl(&mut self, item: &'ast syn::ItemImpl) {
+        if !is_test_only(&item.attrs) {
+            visit::visit_item_impl(self, item);
+        }
+    }
+
+    fn visit_item_use(&mut self, item: &'ast syn::ItemUse) {
+        fn names(tree: &syn::UseTree, under_fs: bool, out: &mut HashSet<String>, path: &[String]) {
+            match tree {
+                syn::UseTree::Path(p) => {
+                    let mut next = path.to_vec();
+                    next.push(p.ident.to_string());
+                    names(&p.tree, under_fs, out, &next);
+                }
+                syn::UseTree::Name(n) => {
+                    let full = [path, &[n.ident.to_string()]].concat();
+                    if full.first().is_some_and(|s| s == "std")
+                        && full.get(1).is_some_and(|s| s == "fs")
+                    {
+                        out.insert(n.ident.to_string());
+                    }
+                }
+                syn::UseTree::Rename(r) => {
+                    if path.first().is_some_and(|s| s == "std")
+                        && path.get(1).is_some_and(|s| s == "fs")
+                        || path == ["std"] && r.ident == "fs"
+                    {
+                        out.insert(r.rename.to_string());
+                    }
+                }
+                syn::UseTree::Group(g) => {
+                    for tree in &g.items {
+                        names(tree, under_fs, out, path);
+                    }
+                }
+                syn::UseTree::Glob(_) => {}
+            }
+        }
+        names(&item.tree, false, &mut self.fs_names, &[]);
+    }
+
+    fn visit_item_fn(&mut self, item: &'ast syn::ItemFn) {
+        if !is_test_only(&item.attrs) {
+            self.in_function(&item.sig, &item.block);
+        }
+    }
+
+    fn visit_impl_item_fn(&mut self, item: &'ast syn::ImplItemFn) {
+        if !is_test_only(&item.attrs) {
+            self.in_function(&item.sig, &item.block);
+        }
+    }
+
+    fn visit_trait_item_fn(&mut self, item: &'ast syn::TraitItemFn) {
+        if is_test_only(&item.attrs) {
+            return;
+        }
+        match &item.default {
+            Some(body) => self.in_function(&item.sig, body),
+            None => self.check_signature(&item.sig),
+        }
+    }
+
+    fn visit_expr_async(&mut self, block: &'ast syn::ExprAsync) {
+        let in_async = std::mem::replace(&mut self.in_async, true);
+        visit::visit_expr_async(self, block);
+        self.in_async = in_async;
+    }
+
+    fn visit_expr_call(&mut self, call: &'ast syn::ExprCall) {
+        let to_the_pool = matches!(&*call.func, syn::Expr::Path(p)
+            if p.path.segments.last().is_some_and(|s| s.ident == "spawn_blocking"));
+        if to_the_pool {
+            let in_async = std::mem::replace(&mut self.in_async, false);
+            visit::visit_expr_call(self, call);
+            self.in_async = in_async;
+        } else {
+            visit::visit_expr_call(self, call);
+        }
+    }
+
+    fn visit_expr_method_call(&mut self, call: &'ast syn::ExprMethodCall) {
+        if call.method == "exists" && call.args.is_empty() {
+            self.disk_wait(".exists()");
+        }
+        visit::visit_expr_method_call(self, call);
+    }
+
+    fn visit_path(&mut self, path: &'ast syn::Path) {
+        let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+        let std_fs = segments.len() > 2 && segments[0] == "std" && segments[1] == "fs";
+        let imported = segments.len() <= 2 && self.fs_names.contains(&segments[0]);
+        if std_fs || imported {
+            self.disk_wait(&format!("{}::…", segments.join("::")));
+        }
+        visit::visit_path(self, path);
+    }
+}
+
+/// The rules' findings in one source text.
+fn findings_in(text: &str, label: &str) -> Findings {
+    let Ok(file) = syn::parse_file(text) else {
+        return Findings {
+            string_errors: vec![format!("{label}: does not parse")],
+            disk_waits: Vec::new(),
+        };
+    };
+    let mut rules = Rules {
+        label,
+        findings: Findings::default(),
+        function: String::new(),
+        in_async: false,
+        fs_names: HashSet::new(),
+    };
+    rules.visit_file(&file);
+    rules.findings
+}
+
+fn findings_of(path: &Path) -> Findings {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    findings_in(&text, &path.display().to_string())
 }
 
 #[test]
@@ -52,90 +258,15 @@ fn no_production_signature_returns_a_string_error() {
         "the sources were not found: {}",
         files.len()
     );
-    let found: Vec<String> = files.iter().flat_map(|f| string_errors(f)).collect();
+    let found: Vec<String> = files
+        .iter()
+        .flat_map(|f| findings_of(f).string_errors)
+        .collect();
     assert!(
         found.is_empty(),
         "errors are typed (thiserror), not strings:\n{}",
         found.join("\n")
     );
-}
-
-/// The end of the block that starts just before `from` (its `{` already read).
-fn block_end(text: &str, from: usize) -> usize {
-    let mut depth = 1;
-    for (offset, c) in text[from..].char_indices() {
-        match c {
-            '{' => depth += 1,
-            '}' => {
-                depth -= 1;
-                if depth == 0 {
-                    return from + offset;
-                }
-            }
-            _ => {}
-        }
-    }
-    text.len()
-}
-
-/// `body` without what runs on the blocking pool (`spawn_blocking(…)`).
-fn off_the_pool(body: &str) -> String {
-    let mut kept = String::new();
-    let mut rest = body;
-    while let Some(at) = rest.find("spawn_blocking(") {
-        kept.push_str(&rest[..at]);
-        let after = &rest[at + "spawn_blocking(".len()..];
-        let mut depth = 1;
-        let mut end = after.len();
-        for (offset, c) in after.char_indices() {
-            match c {
-                '(' => depth += 1,
-                ')' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        end = offset + 1;
-                        break;
-                    }
-                }
-                _ => {}
-            }
-        }
-        rest = &after[end..];
-    }
-    kept.push_str(rest);
-    kept
-}
-
-/// Blocking file-system calls in the bodies of a file's `async fn`s (outside the blocking
-/// pool): `std::fs::…` and `Path::exists`.
-fn disk_waits(path: &Path) -> Vec<String> {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return Vec::new();
-    };
-    disk_waits_in(&text, &path.display().to_string())
-}
-
-fn disk_waits_in(text: &str, label: &str) -> Vec<String> {
-    let production = text.split("#[cfg(test)]").next().unwrap_or_default();
-    let mut found = Vec::new();
-    let mut from = 0;
-    while let Some(at) = production[from..].find("async fn ") {
-        let start = from + at;
-        let Some(open) = production[start..].find('{') else {
-            break;
-        };
-        let body_start = start + open + 1;
-        let body_end = block_end(production, body_start);
-        let body = off_the_pool(&production[body_start..body_end]);
-        for waits in ["std::fs::", ".exists()"] {
-            if body.contains(waits) {
-                let line = production[..start].lines().count() + 1;
-                found.push(format!("{label}:{line}: {waits} in an async fn"));
-            }
-        }
-        from = body_start;
-    }
-    found
 }
 
 #[test]
@@ -151,7 +282,10 @@ fn the_servers_async_code_never_waits_on_disk() {
         "the sources were not found: {}",
         files.len()
     );
-    let found: Vec<String> = files.iter().flat_map(|f| disk_waits(f)).collect();
+    let found: Vec<String> = files
+        .iter()
+        .flat_map(|f| findings_of(f).disk_waits)
+        .collect();
     assert!(
         found.is_empty(),
         "async code reads the disk on the runtime thread (use tokio::fs or spawn_blocking):\n{}",
@@ -160,20 +294,59 @@ fn the_servers_async_code_never_waits_on_disk() {
 }
 
 #[test]
-fn the_disk_check_sees_a_blocking_read_and_lets_the_blocking_pool_be() {
-    let waits = r#"
-async fn bad(path: &Path) -> String {
-    if path.exists() { format!("{path:?}") } else { std::fs::read_to_string(path).unwrap_or_default() }
+fn the_checks_see_past_test_modules_and_across_lines() {
+    let text = r#"
+use std::fs;
+use std::fs::read_to_string as slurp;
+
+#[cfg(test)]
+mod tests {
+    fn helper() -> Result<(), String> { Ok(()) }
+    async fn reads(path: &Path) { std::fs::read(path); }
 }
-async fn good(path: PathBuf) -> String {
-    tokio::task::spawn_blocking(move || std::fs::read_to_string(&path)).await.ok().and_then(Result::ok).unwrap_or_default()
+
+impl Thing {
+    pub fn spread(
+        &self,
+        input: &str,
+    ) -> Result<
+        Vec<u8>,
+        String,
+    > {
+        Ok(Vec::new())
+    }
+
+    async fn bad(path: &Path) -> String {
+        if path.exists() { format!("{path:?}") } else { fs::read_to_string(path).unwrap_or_default() }
+    }
+
+    async fn good(path: PathBuf) -> String {
+        tokio::task::spawn_blocking(move || std::fs::read_to_string(&path)).await.ok().and_then(Result::ok).unwrap_or_default()
+    }
+
+    fn blocks(&self) -> impl Future<Output = ()> {
+        async move { let _ = slurp("x"); }
+    }
+
+    fn sync_is_fine(path: &Path) -> bool { path.exists() }
 }
-fn sync_is_fine(path: &Path) -> bool { path.exists() }
+
+#[test]
+fn a_test() -> Result<(), String> { Ok(()) }
 "#;
-    let found = disk_waits_in(waits, "sample");
-    assert_eq!(found.len(), 2, "{found:?}");
-    assert!(
-        found.iter().all(|f| f.starts_with("sample:2:")),
-        "{found:?}"
+    let found = findings_in(text, "sample");
+    assert_eq!(
+        found.string_errors,
+        ["sample: fn spread returns Result<_, String>"]
     );
+    assert_eq!(found.disk_waits.len(), 3, "{:?}", found.disk_waits);
+    assert!(
+        found
+            .disk_waits
+            .iter()
+            .filter(|f| f.ends_with("(fn bad)"))
+            .count()
+            == 2
+    );
+    assert!(found.disk_waits.iter().any(|f| f.ends_with("(fn blocks)")));
 }

@@ -110,7 +110,7 @@ impl Tool for SearchFiles {
                 Err(failed) => return failed,
             };
             let root = ctx.resolve(args.path.as_deref().unwrap_or("."));
-            if !root.exists() {
+            if !tokio::fs::try_exists(&root).await.unwrap_or(false) {
                 return ToolOutcome::failed(format!("{} does not exist.", root.display()));
             }
             let cancel = ctx.cancel.clone();

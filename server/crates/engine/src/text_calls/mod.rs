@@ -156,7 +156,7 @@ fn unreadable(text: &str, offered: &[String]) -> Option<TextCall> {
         }
         let tool = labelled.or_else(|| offered.iter().find(|name| names_tool(body, name)))?;
         let why = match near_json::values(body) {
-            Err(why) => why,
+            Err(why) => why.to_string(),
             Ok(_) if labelled.is_some() && !body.starts_with('{') => {
                 "the arguments are not a JSON object".to_string()
             }

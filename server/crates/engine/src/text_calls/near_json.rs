@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 /// The values `text` holds as JSON, or as near-JSON rewritten; else why it cannot be read.
-pub(super) fn values(text: &str) -> Result<Vec<Value>, String> {
+pub(super) fn values(text: &str) -> Result<Vec<Value>, serde_json::Error> {
     match strict_values(text) {
         Ok(values) => Ok(values),
         Err(strict) => {
@@ -25,11 +25,10 @@ pub(super) fn value(text: &str) -> Option<Value> {
 }
 
 /// Every value of a sequence of JSON values (arrays opened by the caller).
-fn strict_values(text: &str) -> Result<Vec<Value>, String> {
+fn strict_values(text: &str) -> Result<Vec<Value>, serde_json::Error> {
     serde_json::Deserializer::from_str(text)
         .into_iter::<Value>()
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())
+        .collect()
 }
 
 /// `text` rewritten into JSON where it is near-JSON; JSON comes out as it went in.
@@ -184,8 +183,8 @@ mod tests {
     fn json_is_read_as_it_is() {
         let text = r#"{"name": "read_file", "arguments": {"path": "a \"b\".py"}}"#;
         assert_eq!(
-            values(text),
-            Ok(vec![serde_json::from_str(text).expect("json")])
+            values(text).expect("json"),
+            vec![serde_json::from_str::<Value>(text).expect("json")]
         );
     }
 
@@ -220,14 +219,15 @@ print("hi")
             ),
         ];
         for (text, expected) in cases {
-            assert_eq!(values(text), Ok(vec![expected]), "{text}");
+            assert_eq!(values(text).expect("repaired"), vec![expected], "{text}");
         }
     }
 
     #[test]
     fn what_cannot_be_read_says_why() {
-        let why =
-            values(r#"{"name": "read_file", "arguments": {"path": "a.py"}"#).expect_err("unclosed");
+        let why = values(r#"{"name": "read_file", "arguments": {"path": "a.py"}"#)
+            .expect_err("unclosed")
+            .to_string();
         assert!(why.contains("EOF") || why.contains("line"), "{why}");
         assert!(values("{\"name\": \"x\" \"arguments\": {}}").is_err());
     }
