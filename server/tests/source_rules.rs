@@ -130,12 +130,12 @@ impl<'ast> Visit<'ast> for Rules<'_> {
     }
 
     fn visit_item_use(&mut self, item: &'ast syn::ItemUse) {
-        fn names(tree: &syn::UseTree, under_fs: bool, out: &mut HashSet<String>, path: &[String]) {
+        fn names(tree: &syn::UseTree, out: &mut HashSet<String>, path: &[String]) {
             match tree {
                 syn::UseTree::Path(p) => {
                     let mut next = path.to_vec();
                     next.push(p.ident.to_string());
-                    names(&p.tree, under_fs, out, &next);
+                    names(&p.tree, out, &next);
                 }
                 syn::UseTree::Name(n) => {
                     let full = [path, &[n.ident.to_string()]].concat();
@@ -155,13 +155,13 @@ impl<'ast> Visit<'ast> for Rules<'_> {
                 }
                 syn::UseTree::Group(g) => {
                     for tree in &g.items {
-                        names(tree, under_fs, out, path);
+                        names(tree, out, path);
                     }
                 }
                 syn::UseTree::Glob(_) => {}
             }
         }
-        names(&item.tree, false, &mut self.fs_names, &[]);
+        names(&item.tree, &mut self.fs_names, &[]);
     }
 
     fn visit_item_fn(&mut self, item: &'ast syn::ItemFn) {
