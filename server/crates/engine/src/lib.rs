@@ -50,8 +50,7 @@ pub use model_call::CallError;
 pub use router::ModelRouter;
 pub use session::SideTaskError;
 pub use session::{
-    Op, SessionHandle, SessionSettings, SessionStart, SessionView, SideAnswer, SideRequest,
-    UserInput, spawn_session_with,
+    SessionHandle, SessionSettings, SessionStart, SessionView, UserInput, spawn_session_with,
 };
 #[cfg(test)]
 pub use session::{SessionSnapshot, spawn_session};

@@ -109,7 +109,7 @@ impl UserInput {
 /// summary, a review): routed to `[auxiliary.<task>]` when configured, else the session's
 /// model; its usage counts in the session's totals.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SideRequest {
+pub(crate) struct SideRequest {
     /// The kind of task (`title`, `compression`, `review`, …): picks the auxiliary model.
     pub task: String,
     /// The system prompt when not working on the session's history.
@@ -124,7 +124,7 @@ pub struct SideRequest {
 
 /// What a side task produced.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct SideAnswer {
+pub(crate) struct SideAnswer {
     pub text: String,
     pub usage: TurnUsage,
     /// Recovery steps taken (retries, fallbacks), for the caller to report its own way.
@@ -144,7 +144,7 @@ pub struct SessionSnapshot {
 
 /// What a session is told to do.
 #[derive(Debug)]
-pub enum Op {
+pub(crate) enum Op {
     /// A prompt (a slash command is expanded when its turn comes).
     Prompt {
         turn: TurnId,
@@ -165,10 +165,6 @@ pub enum Op {
         scopes: Vec<crate::approval::Scope>,
         allow: bool,
         done: oneshot::Sender<Option<tokio::task::JoinHandle<()>>>,
-    },
-    SideTask {
-        request: SideRequest,
-        reply: oneshot::Sender<Result<SideAnswer, SideTaskError>>,
     },
     #[cfg(test)]
     Snapshot(oneshot::Sender<SessionSnapshot>),
@@ -301,20 +297,6 @@ impl SessionHandle {
     /// Changes the approval mode; it applies to the next decision, also within a running turn.
     pub fn set_mode(&self, mode: Mode) {
         let _ = self.ops.send(Op::SetMode(mode));
-    }
-
-    /// Runs a side task after the running turn; the answer arrives on the receiver.
-    pub fn side_task(
-        &self,
-        request: SideRequest,
-    ) -> oneshot::Receiver<Result<SideAnswer, SideTaskError>> {
-        let (reply, answer) = oneshot::channel();
-        if let Err(mpsc::error::SendError(Op::SideTask { reply, .. })) =
-            self.ops.send(Op::SideTask { request, reply })
-        {
-            let _ = reply.send(Err(SideTaskError::SessionEnded));
-        }
-        answer
     }
 
     /// A copy of the session's state after the running turn (tests read the actor's state).
@@ -614,10 +596,6 @@ impl SessionActor {
                 } => {
                     let _ = done.send(self.published.remember(&scopes, allow));
                 }
-                Op::SideTask { request, reply } => {
-                    let answer = self.side_task(request).await;
-                    let _ = reply.send(answer);
-                }
                 #[cfg(test)]
                 Op::Snapshot(reply) => {
                     let _ = reply.send(self.snapshot());
@@ -812,14 +790,6 @@ impl SessionActor {
             token: ticket.epoch.child_token(),
             request: ticket.request.clone(),
         })
-    }
-
-    /// A ticket for work of the actor's own (side tasks): only `cancel` ends it.
-    fn own_ticket(&self) -> Ticket {
-        Ticket {
-            epoch: self.epochs.current(),
-            request: CancellationToken::new(),
-        }
     }
 
     /// A prompt's turn: a slash command is expanded first (unless cancelled while queued).
@@ -1323,17 +1293,6 @@ impl SessionActor {
             }
         };
         self.finish_without_model(turn, outcome).await;
-    }
-
-    async fn side_task(&mut self, request: SideRequest) -> Result<SideAnswer, SideTaskError> {
-        let Some(work) = Self::start_work(&self.own_ticket()) else {
-            return Err(SideTaskError::Cancelled);
-        };
-        let call = self.side_call(work.token.clone(), request.with_history);
-        let (answer, usage) = crate::side_task::run(call, request).await;
-        drop(work);
-        self.usage.merge(&usage);
-        answer
     }
 
     /// What a side task needs of this session (a side task never lowers the session's own

@@ -49,6 +49,23 @@ fn spawn_with(
     spawn_with_registry(router, talaria_tools::builtin_registry(), bridge, cwd, mode)
 }
 
+/// A session in `Ask` mode with its settings changed by `change`.
+fn spawn_configured(
+    router: crate::ModelRouter,
+    bridge: Arc<ScriptedClient>,
+    cwd: &std::path::Path,
+    change: impl FnOnce(&mut SessionSettings),
+) -> (SessionHandle, mpsc::Receiver<EngineEvent>) {
+    spawn_changed(
+        router,
+        talaria_tools::builtin_registry(),
+        bridge,
+        cwd,
+        Mode::Ask,
+        change,
+    )
+}
+
 fn spawn_with_registry(
     router: crate::ModelRouter,
     registry: talaria_tools::Registry,
@@ -56,9 +73,20 @@ fn spawn_with_registry(
     cwd: &std::path::Path,
     mode: Mode,
 ) -> (SessionHandle, mpsc::Receiver<EngineEvent>) {
+    spawn_changed(router, registry, bridge, cwd, mode, |_| {})
+}
+
+fn spawn_changed(
+    router: crate::ModelRouter,
+    registry: talaria_tools::Registry,
+    bridge: Arc<ScriptedClient>,
+    cwd: &std::path::Path,
+    mode: Mode,
+    change: impl FnOnce(&mut SessionSettings),
+) -> (SessionHandle, mpsc::Receiver<EngineEvent>) {
     let (tx, events) = mpsc::channel(64);
     let rx = bridge.attach(events);
-    let settings = SessionSettings {
+    let mut settings = SessionSettings {
         id: "s1".into(),
         cwd: cwd.to_path_buf(),
         model: "m".into(),
@@ -91,6 +119,7 @@ fn spawn_with_registry(
         shell: Arc::default(),
         single_slot: false,
     };
+    change(&mut settings);
     let handle = spawn_session(settings, Arc::new(router), registry, tx);
     (handle, rx)
 }
@@ -479,21 +508,27 @@ fn scripted_target(provider: Arc<Scripted>, model: &str) -> crate::router::Model
     }
 }
 
-fn side(task: &str, prompt: &str) -> crate::SideRequest {
-    crate::SideRequest {
-        task: task.into(),
-        system: "You write titles.".into(),
-        prompt: prompt.into(),
-        with_history: false,
-        max_tokens: Some(50),
+/// Events up to the session's title (the title task runs beside the session, after the turn).
+async fn until_title(rx: &mut mpsc::Receiver<EngineEvent>) -> (Vec<EngineEvent>, String) {
+    let mut seen = Vec::new();
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .expect("a title in time")
+            .expect("open");
+        if let EngineEvent::SessionTitle(title) = event {
+            return (seen, title);
+        }
+        seen.push(event);
     }
 }
 
 #[tokio::test]
-async fn a_side_task_runs_on_its_auxiliary_model_and_nothing_reaches_the_chat() {
+async fn a_title_runs_on_its_auxiliary_model_and_nothing_of_it_reaches_the_chat() {
     let dir = tempfile::tempdir().expect("tempdir");
     let main = Arc::new(Scripted::new(vec![text("main answer")]));
     let aux = Arc::new(Scripted::new(vec![Step::Events(vec![
+        StreamEvent::ReasoningDelta("thinking about a title".into()),
         StreamEvent::TextDelta("A short ".into()),
         StreamEvent::TextDelta("title".into()),
         StreamEvent::Usage(talaria_provider::Usage {
@@ -511,47 +546,68 @@ async fn a_side_task_runs_on_its_auxiliary_model_and_nothing_reaches_the_chat() 
         scripted_target(aux.clone(), "aux-model"),
         Duration::from_secs(5),
     );
-    let (session, mut rx) = spawn_with(
+    let (session, mut rx) = spawn_configured(
         router,
         Arc::new(ScriptedClient::default()),
         dir.path(),
-        Mode::Ask,
+        |settings| settings.titles = true,
     );
-    let answer = session
-        .side_task(side("title", "Name this session: fix the parser"))
-        .await
-        .expect("answered")
-        .expect("side task ok");
-    assert_eq!(answer.text, "A short title");
-    assert_eq!(answer.usage.input, 40);
-    assert_eq!(aux.models(), ["aux-model"]);
+    session
+        .prompt(
+            TurnId::from(1),
+            CancellationToken::new(),
+            say("fix the parser"),
+        )
+        .expect("queued");
+    assert_eq!(finish_of(&mut rx, 1).await.1, Ok(StopReason::EndTurn));
+    let (between, title) = until_title(&mut rx).await;
+    assert_eq!(title, "A short title");
+    // Not one of the title call's deltas (answer or reasoning) reached the chat.
     assert!(
-        main.models().is_empty(),
-        "the session's model was not asked"
+        !between.iter().any(|e| matches!(
+            e,
+            EngineEvent::AgentText(_) | EngineEvent::AgentThought(_) | EngineEvent::Notice { .. }
+        )),
+        "{between:?}"
     );
+    assert_eq!(aux.models(), ["aux-model"]);
+    assert_eq!(main.models(), ["m"], "the session's model was not asked");
     let asked = &aux.transcripts()[0];
     assert!(matches!(
         asked.model_messages()[0],
-        ModelMessage::System("You write titles.")
-    ));
-    // Not a single event reached the client.
-    assert!(matches!(
-        rx.try_recv(),
-        Err(mpsc::error::TryRecvError::Empty)
+        ModelMessage::System(system) if system.contains("title")
     ));
     // Its usage counts in the session's totals.
     let snapshot = session.snapshot().await.expect("snapshot");
     assert_eq!(snapshot.usage.input, 40);
-    // Without an auxiliary model for the task, the session's model does it.
+}
+
+#[tokio::test]
+async fn without_an_auxiliary_model_the_sessions_model_writes_the_title_unseen() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let main = Arc::new(Scripted::new(vec![text("main answer"), text("Parser fix")]));
+    let (session, mut rx) = spawn_configured(
+        crate::ModelRouter::single(main.clone()),
+        Arc::new(ScriptedClient::default()),
+        dir.path(),
+        |settings| settings.titles = true,
+    );
     session
-        .prompt(TurnId::from(1), CancellationToken::new(), say("hi"))
+        .prompt(
+            TurnId::from(1),
+            CancellationToken::new(),
+            say("fix the parser"),
+        )
         .expect("queued");
     assert_eq!(finish_of(&mut rx, 1).await.1, Ok(StopReason::EndTurn));
-    let failed = session
-        .side_task(side("review", "x"))
-        .await
-        .expect("answered");
-    assert!(failed.is_err(), "the main script is exhausted: {failed:?}");
+    let (between, title) = until_title(&mut rx).await;
+    assert_eq!(title, "Parser fix");
+    assert!(
+        !between
+            .iter()
+            .any(|e| matches!(e, EngineEvent::AgentText(_) | EngineEvent::AgentThought(_))),
+        "{between:?}"
+    );
     assert_eq!(main.models(), ["m", "m"]);
 }
 
