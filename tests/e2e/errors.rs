@@ -218,11 +218,7 @@ async fn the_configuration_is_checked_at_start_up_and_each_problem_logged_once()
 #[tokio::test]
 async fn request_ids_are_echoed_exactly_even_with_lone_surrogates_or_bad_bytes() {
     let env = TestEnv::new(Vec::new()).await;
-    let mut agent = env.spawn().await;
-    agent
-        .call("initialize", json!({"protocolVersion": 1}))
-        .await
-        .expect("initialize");
+    let mut agent = initialized(&env).await;
     // An id no UTF-8 string can hold: answered under its own text, the request not run.
     agent
         .send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":\"x\\ud800\",\"method\":\"session/list\",\"params\":{}}\n")

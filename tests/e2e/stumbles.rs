@@ -375,16 +375,12 @@ fn assert_progress_every_two_seconds(seen: &[(f64, Value)], until: f64, label: &
     );
 }
 
-#[tokio::test]
-async fn a_call_held_back_for_a_minute_shows_progress_every_two_seconds() {
+/// Streams `chunks` a second apart as the answer to "What does main.py do?" (then answers
+/// once the call ran); the client's timed updates, and where the call's card came.
+async fn held_back(chunks: Vec<String>, label: &str) -> (Vec<(f64, Value)>, usize) {
     let env = TestEnv::new(vec![
         MockReply::Text {
-            chunks: slow_chunks(
-                "",
-                "{\"name\": \"read_file\",",
-                " \"arguments\": {\"path\": \"main.py\"}}",
-                60,
-            ),
+            chunks,
             reasoning: Vec::new(),
             delay_ms: 1000,
             usage: None,
@@ -395,11 +391,23 @@ async fn a_call_held_back_for_a_minute_shows_progress_every_two_seconds() {
     .await;
     std::fs::write(env.workspace.path().join("main.py"), "print('hello')\n").expect("file");
     let (seen, response) = timed_updates(&env, "What does main.py do?").await;
-    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    assert_eq!(stop_reason(&response), "end_turn", "{label}: {response}");
     let ran = seen
         .iter()
         .position(|(_, u)| u["sessionUpdate"] == "tool_call")
-        .expect("the call ran");
+        .unwrap_or_else(|| panic!("{label}: the call ran"));
+    (seen, ran)
+}
+
+#[tokio::test]
+async fn a_call_held_back_for_a_minute_shows_progress_every_two_seconds() {
+    let chunks = slow_chunks(
+        "",
+        "{\"name\": \"read_file\",",
+        " \"arguments\": {\"path\": \"main.py\"}}",
+        60,
+    );
+    let (seen, ran) = held_back(chunks, "a minute").await;
     let until = seen[ran].0;
     assert!(until >= 55.0, "the stream took its minute: {until}");
     assert_progress_every_two_seconds(&seen, until, "a minute");
@@ -461,24 +469,7 @@ async fn every_shape_of_held_back_call_shows_progress_while_it_streams() {
     ];
     for (label, chunks) in shapes {
         let pieces = chunks.len();
-        let env = TestEnv::new(vec![
-            MockReply::Text {
-                chunks,
-                reasoning: Vec::new(),
-                delay_ms: 1000,
-                usage: None,
-                finish_reason: None,
-            },
-            MockReply::text(&["It prints hello."]),
-        ])
-        .await;
-        std::fs::write(env.workspace.path().join("main.py"), "print('hello')\n").expect("file");
-        let (seen, response) = timed_updates(&env, "What does main.py do?").await;
-        assert_eq!(stop_reason(&response), "end_turn", "{label}: {response}");
-        let ran = seen
-            .iter()
-            .position(|(_, u)| u["sessionUpdate"] == "tool_call")
-            .unwrap_or_else(|| panic!("{label}: the call ran"));
+        let (seen, ran) = held_back(chunks, label).await;
         let until = seen[ran].0;
         assert!(until >= (pieces - 1) as f64 - 0.5, "{label}: {until}");
         assert_progress_every_two_seconds(&seen, until, label);

@@ -508,19 +508,47 @@ fn scripted_target(provider: Arc<Scripted>, model: &str) -> crate::router::Model
     }
 }
 
-/// Events up to the session's title (the title task runs beside the session, after the turn).
-async fn until_title(rx: &mut mpsc::Receiver<EngineEvent>) -> (Vec<EngineEvent>, String) {
-    let mut seen = Vec::new();
+/// A session with titles on after one turn ("fix the parser"): the events between the
+/// turn's end and the title, and the title (the title task runs beside the session).
+async fn titled_after_one_turn(
+    router: crate::ModelRouter,
+    cwd: &std::path::Path,
+) -> (SessionHandle, Vec<EngineEvent>, String) {
+    let (session, mut rx) = spawn_configured(
+        router,
+        Arc::new(ScriptedClient::default()),
+        cwd,
+        |settings| settings.titles = true,
+    );
+    session
+        .prompt(
+            TurnId::from(1),
+            CancellationToken::new(),
+            say("fix the parser"),
+        )
+        .expect("queued");
+    assert_eq!(finish_of(&mut rx, 1).await.1, Ok(StopReason::EndTurn));
+    let mut between = Vec::new();
     loop {
         let event = tokio::time::timeout(Duration::from_secs(10), rx.recv())
             .await
             .expect("a title in time")
             .expect("open");
         if let EngineEvent::SessionTitle(title) = event {
-            return (seen, title);
+            return (session, between, title);
         }
-        seen.push(event);
+        between.push(event);
     }
+}
+
+/// Whether any of `events` reached the chat as text, a thought or a notice.
+fn reached_the_chat(events: &[EngineEvent]) -> bool {
+    events.iter().any(|e| {
+        matches!(
+            e,
+            EngineEvent::AgentText(_) | EngineEvent::AgentThought(_) | EngineEvent::Notice { .. }
+        )
+    })
 }
 
 #[tokio::test]
@@ -546,30 +574,10 @@ async fn a_title_runs_on_its_auxiliary_model_and_nothing_of_it_reaches_the_chat(
         scripted_target(aux.clone(), "aux-model"),
         Duration::from_secs(5),
     );
-    let (session, mut rx) = spawn_configured(
-        router,
-        Arc::new(ScriptedClient::default()),
-        dir.path(),
-        |settings| settings.titles = true,
-    );
-    session
-        .prompt(
-            TurnId::from(1),
-            CancellationToken::new(),
-            say("fix the parser"),
-        )
-        .expect("queued");
-    assert_eq!(finish_of(&mut rx, 1).await.1, Ok(StopReason::EndTurn));
-    let (between, title) = until_title(&mut rx).await;
+    let (session, between, title) = titled_after_one_turn(router, dir.path()).await;
     assert_eq!(title, "A short title");
     // Not one of the title call's deltas (answer or reasoning) reached the chat.
-    assert!(
-        !between.iter().any(|e| matches!(
-            e,
-            EngineEvent::AgentText(_) | EngineEvent::AgentThought(_) | EngineEvent::Notice { .. }
-        )),
-        "{between:?}"
-    );
+    assert!(!reached_the_chat(&between), "{between:?}");
     assert_eq!(aux.models(), ["aux-model"]);
     assert_eq!(main.models(), ["m"], "the session's model was not asked");
     let asked = &aux.transcripts()[0];
@@ -586,28 +594,10 @@ async fn a_title_runs_on_its_auxiliary_model_and_nothing_of_it_reaches_the_chat(
 async fn without_an_auxiliary_model_the_sessions_model_writes_the_title_unseen() {
     let dir = tempfile::tempdir().expect("tempdir");
     let main = Arc::new(Scripted::new(vec![text("main answer"), text("Parser fix")]));
-    let (session, mut rx) = spawn_configured(
-        crate::ModelRouter::single(main.clone()),
-        Arc::new(ScriptedClient::default()),
-        dir.path(),
-        |settings| settings.titles = true,
-    );
-    session
-        .prompt(
-            TurnId::from(1),
-            CancellationToken::new(),
-            say("fix the parser"),
-        )
-        .expect("queued");
-    assert_eq!(finish_of(&mut rx, 1).await.1, Ok(StopReason::EndTurn));
-    let (between, title) = until_title(&mut rx).await;
+    let (_session, between, title) =
+        titled_after_one_turn(crate::ModelRouter::single(main.clone()), dir.path()).await;
     assert_eq!(title, "Parser fix");
-    assert!(
-        !between
-            .iter()
-            .any(|e| matches!(e, EngineEvent::AgentText(_) | EngineEvent::AgentThought(_))),
-        "{between:?}"
-    );
+    assert!(!reached_the_chat(&between), "{between:?}");
     assert_eq!(main.models(), ["m", "m"]);
 }
 

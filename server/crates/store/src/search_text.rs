@@ -20,32 +20,27 @@ pub(crate) fn text_of(entry: &Entry) -> Option<String> {
                     if !text.is_empty() {
                         text.push('\n');
                     }
-                    text.push_str(opening(part, MAX_INDEXED_BYTES.saturating_sub(text.len())));
+                    text.push_str(talaria_util::within_bytes(
+                        part,
+                        MAX_INDEXED_BYTES.saturating_sub(text.len()),
+                    ));
                 }
             }
             text
         }
-        EntryBody::Assistant(assistant) => opening(&assistant.text, MAX_INDEXED_BYTES).to_string(),
+        EntryBody::Assistant(assistant) => {
+            talaria_util::within_bytes(&assistant.text, MAX_INDEXED_BYTES).to_string()
+        }
         EntryBody::ToolResult(result) => {
             let output: String = result.model_text.chars().take(MAX_INDEXED_CHARS).collect();
             format!("{}\n{output}", result.display.title)
         }
-        EntryBody::Summary { text, .. } => opening(text, MAX_INDEXED_BYTES).to_string(),
+        EntryBody::Summary { text, .. } => {
+            talaria_util::within_bytes(text, MAX_INDEXED_BYTES).to_string()
+        }
         _ => return None,
     };
     (!text.trim().is_empty()).then_some(text)
-}
-
-/// At most `max` bytes of the start of `text`, ending on a character boundary.
-fn opening(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 /// The kind an entry is filed under.
