@@ -8,6 +8,9 @@ use talaria_provider::{ChatProvider, Usage};
 
 use crate::credentials::CredentialPool;
 
+/// The default time limit of a side task, seconds.
+pub const DEFAULT_SIDE_TASK_TIMEOUT_SECS: u64 = 120;
+
 /// How long waiting on a model may take, and the output cap it gets by default.
 #[derive(Debug, Clone)]
 pub struct CallLimits {
@@ -156,8 +159,7 @@ impl ModelRouter {
         session_model: &str,
     ) -> (Vec<ModelTarget>, std::time::Duration) {
         let mut chain = Vec::new();
-        let mut timeout =
-            std::time::Duration::from_secs(crate::config::DEFAULT_SIDE_TASK_TIMEOUT_SECS);
+        let mut timeout = std::time::Duration::from_secs(DEFAULT_SIDE_TASK_TIMEOUT_SECS);
         if let Some((target, limit)) = self.auxiliary.get(task) {
             chain.push(target.clone());
             timeout = *limit;

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::ProviderError;
-use crate::error::{message_from_body, parse_retry_after};
+use crate::error::{error_chain, message_from_body, parse_retry_after};
 
 /// Where an endpoint is and how to reach it; shared by every provider.
 #[derive(Debug, Clone)]
@@ -124,18 +124,6 @@ pub fn is_unknown_host(error: &reqwest::Error) -> bool {
         source = current.source();
     }
     false
-}
-
-/// The full chain of an error's causes, for messages.
-pub fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// The innermost cause of an error (the resolver's own words).

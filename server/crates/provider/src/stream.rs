@@ -9,7 +9,7 @@ use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 
 use crate::error::StreamFailure;
-use crate::http::error_chain;
+use crate::error::error_chain;
 use crate::sse::{SseDecoder, SseEvent};
 use crate::{EventStream, ProviderError, StreamEvent};
 

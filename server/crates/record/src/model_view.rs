@@ -12,7 +12,10 @@
 use std::borrow::Cow;
 
 use crate::entry::{Entry, EntryBody, Reasoning, ToolCallRequest, UserPart};
-use crate::transcript::INTERRUPTED_RESULT;
+
+/// The text a model reads for a call that never finished.
+pub const INTERRUPTED_RESULT: &str =
+    "Error: this call was interrupted before it finished; it may not have run.";
 
 /// One message as the model sees it, borrowing from the record where it can.
 #[derive(Debug, Clone, PartialEq)]

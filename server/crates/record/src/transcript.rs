@@ -45,10 +45,6 @@ fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-/// The text a model reads for a call that never finished.
-pub const INTERRUPTED_RESULT: &str =
-    "Error: this call was interrupted before it finished; it may not have run.";
-
 impl Transcript {
     /// An empty record.
     pub fn new() -> Self {
@@ -262,7 +258,7 @@ impl Transcript {
                 },
                 raw_input: serde_json::Value::Null,
                 raw_output: None,
-                model_text: INTERRUPTED_RESULT.into(),
+                model_text: model_view::INTERRUPTED_RESULT.into(),
                 images: Vec::new(),
             })));
         }

@@ -176,8 +176,7 @@ pub struct Auxiliary {
     pub timeout_secs: u64,
 }
 
-/// The default time limit of a side task, seconds.
-pub const DEFAULT_SIDE_TASK_TIMEOUT_SECS: u64 = 120;
+pub use crate::router::DEFAULT_SIDE_TASK_TIMEOUT_SECS;
 
 /// Retry and backoff settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
