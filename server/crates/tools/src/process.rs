@@ -80,6 +80,11 @@ fn clip_tail(text: &str, max: usize) -> String {
     }
 }
 
+/// What a model that used `process` with nothing in the background reads.
+const NOTHING_IN_THE_BACKGROUND: &str = "No background processes are running: `process` only \
+    manages commands started with `terminal` and `background: true`. To run a command (tests, \
+    a script), call `terminal` with {\"command\": \"…\"}.";
+
 impl Tool for Process {
     fn definition(&self) -> &ToolDefinition {
         &DEFINITION
@@ -132,13 +137,22 @@ impl Tool for Process {
                     .collect();
                 return ToolOutcome::completed(lines.join("\n"));
             }
+            // `process` only manages commands started with `terminal` in the background: a
+            // model that reaches for it to run something is pointed at `terminal`.
+            let none_running = ctx.state.processes.list().is_empty();
             let Some(id) = args.id.as_deref() else {
+                if none_running {
+                    return ToolOutcome::failed(NOTHING_IN_THE_BACKGROUND.to_string());
+                }
                 return ToolOutcome::failed(format!(
                     "process action {:?} needs `id` (see action list).",
                     args.action
                 ));
             };
             let Some(process) = ctx.state.processes.get(id) else {
+                if none_running {
+                    return ToolOutcome::failed(NOTHING_IN_THE_BACKGROUND.to_string());
+                }
                 return ToolOutcome::failed(format!(
                     "No background process {id:?}; use action list."
                 ));
@@ -254,6 +268,31 @@ mod tests {
     use crate::terminal::Terminal;
     use crate::tool::ToolStatus;
     use tokio_util::sync::CancellationToken;
+
+    #[tokio::test]
+    async fn with_nothing_in_the_background_the_model_is_pointed_at_terminal() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ctx = ToolContext::local(
+            dir.path().to_path_buf(),
+            CancellationToken::new(),
+            Default::default(),
+        );
+        for args in [
+            json!({"action": "wait"}),
+            json!({"action": "wait", "id": "test_process"}),
+            json!({"action": "poll", "id": "pytest"}),
+            json!({"action": "kill", "id": "proc_1"}),
+            json!({"action": "write", "id": "tests", "data": "y\n"}),
+        ] {
+            let out = Process.call(args.clone(), &ctx).await;
+            assert_eq!(out.status, ToolStatus::Failed, "{args}");
+            assert!(
+                out.content.contains("call `terminal`"),
+                "{args}: {}",
+                out.content
+            );
+        }
+    }
 
     #[tokio::test]
     async fn background_processes_can_be_driven_and_killed() {
