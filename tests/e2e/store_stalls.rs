@@ -420,3 +420,117 @@ async fn a_truncated_store_is_moved_aside_and_its_readable_sessions_recovered() 
     let (_, transcript) = store.load(&second).expect("the new session");
     assert_eq!(assistant_texts(&transcript), ["answer 0"]);
 }
+
+/// Which of two responses came first on the agent's output.
+async fn first_answered(agent: &mut AgentProcess, one: i64, other: i64) -> i64 {
+    loop {
+        let message = tokio::time::timeout(Duration::from_secs(60), agent.next_message())
+            .await
+            .expect("an answer in time")
+            .expect("a message");
+        for id in [one, other] {
+            if message["id"] == id {
+                return id;
+            }
+        }
+    }
+}
+
+/// With the store blocked by `block` (and freed by `unblock`), a `method` (delete or load of a
+/// stored session) waits on it off the loop: another session's cancel is answered first.
+async fn cancel_goes_first(
+    env: &TestEnv,
+    method: &str,
+    block: impl FnOnce(),
+    unblock: impl FnOnce(),
+) {
+    let mut agent = env.spawn().await;
+    let ids = sessions(&mut agent, env, 2).await;
+    let (stored, busy) = (&ids[0], &ids[1]);
+    let (response, _) = prompt(&mut agent, stored, "hello").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    if method == "session/load" {
+        agent
+            .call("session/close", json!({"sessionId": stored}))
+            .await
+            .expect("closed");
+    }
+    let running = agent
+        .start_request("session/prompt", text_prompt(busy, "a long answer"))
+        .await
+        .expect("prompt");
+    agent
+        .wait_for(Duration::from_secs(30), |m| {
+            m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+        })
+        .await
+        .expect("the long answer streams");
+    block();
+    let params = match method {
+        "session/delete" => json!({"sessionId": stored}),
+        _ => json!({"sessionId": stored, "cwd": env.workspace.path(), "mcpServers": []}),
+    };
+    let waiting = agent.start_request(method, params).await.expect("sent");
+    agent
+        .notify("session/cancel", json!({"sessionId": busy}))
+        .await
+        .expect("cancel");
+    let first = first_answered(&mut agent, running, waiting).await;
+    assert_eq!(
+        first, running,
+        "{method}: the cancelled prompt is answered while the store still blocks"
+    );
+    unblock();
+    agent.close_stdin();
+    let status = agent.wait_exit(WAIT).await.expect("exits");
+    assert!(status.success(), "{method}: {status:?}");
+}
+
+fn two_answers() -> Vec<MockReply> {
+    let slow_answer = MockReply::Text {
+        chunks: (0..100).map(|n| format!("word{n} ")).collect(),
+        reasoning: Vec::new(),
+        delay_ms: 100,
+        usage: None,
+        finish_reason: None,
+    };
+    vec![MockReply::text(&["first"]), slow_answer]
+}
+
+#[tokio::test]
+async fn a_delete_waiting_on_a_locked_store_holds_no_other_sessions_cancel() {
+    let env = TestEnv::new(two_answers()).await;
+    let holder = std::cell::RefCell::new(None);
+    cancel_goes_first(
+        &env,
+        "session/delete",
+        || *holder.borrow_mut() = Some(hold_write_lock(&store_path(&env), BLOCKED_FOR)),
+        || {
+            if let Some(holder) = holder.borrow_mut().take() {
+                holder.join().expect("the lock holder");
+            }
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_delete_or_load_waiting_on_a_frozen_database_holds_no_other_sessions_cancel() {
+    let (cluster, url) = tokio::task::spawn_blocking(|| {
+        let cluster = TestCluster::start();
+        let url = cluster.database();
+        (cluster, url)
+    })
+    .await
+    .expect("cluster");
+    for method in ["session/delete", "session/load"] {
+        let env = host_on(&url, two_answers()).await;
+        cancel_goes_first(
+            &env,
+            method,
+            || cluster.freeze(true),
+            || cluster.freeze(false),
+        )
+        .await;
+    }
+}

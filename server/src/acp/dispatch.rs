@@ -241,7 +241,9 @@ impl Agent {
             }
             ClientRequest::ListSessionsRequest(params) => self.list_sessions(request.id, params),
             ClientRequest::CloseSessionRequest(params) => self.close_session(request.id, params),
-            ClientRequest::DeleteSessionRequest(params) => Some(self.delete_session(params).await),
+            ClientRequest::DeleteSessionRequest(params) => {
+                self.delete_session(request.id, params).await
+            }
             ClientRequest::ForkSessionRequest(params) => {
                 self.start_fork(request.id, params);
                 None

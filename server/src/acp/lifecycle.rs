@@ -31,6 +31,36 @@ fn store_error(error: StoreError) -> acp::Error {
     }
 }
 
+/// Reads a stored session's record and claims it for this process (off the loop: what open
+/// sessions queued lands first, then the claim, atomic, then the read). Of two processes
+/// loading one session, exactly one wins and the other is told who holds it; a store that
+/// cannot be written is still read (the session then runs unsaved and says so).
+async fn read_claimed(journal: Journal, id: &str) -> Result<Stored, acp::Error> {
+    // A session closed a moment ago may still have writes queued; they land first.
+    journal.flush(FLUSH_BEFORE_READ).await;
+    let claimed = id.to_string();
+    let (meta, transcript) = journal
+        .call(move |store| {
+            match store.claim(&claimed) {
+                Ok(()) | Err(StoreError::ReadOnly(_)) => {}
+                Err(other) => return Err(other),
+            }
+            let loaded = store.load(&claimed);
+            if loaded.is_err() {
+                let _ = store.release(&claimed);
+            }
+            loaded
+        })
+        .await
+        .map_err(store_error)?;
+    let saved = transcript.last_id();
+    Ok(Stored {
+        meta,
+        transcript,
+        journal: SessionJournal::new(journal, id, saved),
+    })
+}
+
 /// A stored session's record, as a launch continues it.
 struct Stored {
     meta: SessionMeta,
@@ -105,65 +135,74 @@ impl Agent {
         self.reopen(request, params.into()).await
     }
 
-    /// A session open here is answered at once; a stored one starts off the loop and is
-    /// answered when it is running.
+    /// A session open here is answered at once; a stored one starts off the loop (its
+    /// configuration, prompt, MCP servers, and its record read and claimed) and is answered
+    /// when it is running.
     async fn reopen(&mut self, request: RequestId, reopen: Reopen) -> Option<Reply> {
         if self.sessions.contains_key(&reopen.id) {
             let replay = reopen.replay;
             let launched = self.reopen_live(&reopen).await;
             return Some(launched.and_then(|launched| launched_reply(replay, launched)));
         }
-        self.start_session(request, "session/load", reopen, |agent, (reopen, ready)| {
-            async move {
-                let replay = reopen.replay;
-                let launched = if agent.sessions.contains_key(&reopen.id) {
-                    // Opened meanwhile by another request: this one joins it.
-                    agent.reopen_live(&reopen).await
-                } else {
-                    agent.reopen_stored(reopen, ready).await
-                };
-                launched.and_then(|launched| launched_reply(replay, launched))
-            }
-            .boxed_local()
-        });
+        let context = self.start_context();
+        let store = self.store.clone();
+        let slow = async move {
+            let ready = super::ready_session(
+                context,
+                &reopen.cwd,
+                &reopen.additional_directories,
+                &reopen.mcp_servers,
+            )
+            .await?;
+            let read = match store {
+                Some(journal) => Some(read_claimed(journal, &reopen.id).await?),
+                None => None,
+            };
+            Ok((reopen, ready, read))
+        };
+        self.defer(
+            request,
+            "session/load",
+            slow,
+            |agent, (reopen, ready, read)| {
+                async move {
+                    let replay = reopen.replay;
+                    let launched = if agent.sessions.contains_key(&reopen.id) {
+                        // Opened meanwhile by another request: this one joins it.
+                        agent.reopen_live(&reopen).await
+                    } else {
+                        agent.reopen_stored(reopen, ready, read).await
+                    };
+                    launched.and_then(|launched| launched_reply(replay, launched))
+                }
+                .boxed_local()
+            },
+        );
         None
     }
 
-    /// Loads a stored session, claims it for this process, optionally replays it, and starts
-    /// it where it left off.
+    /// Starts a stored session where it left off (read and claimed off the loop, or here when
+    /// the store was not open when the request came), optionally replaying it first.
     async fn reopen_stored(
         &mut self,
         reopen: Reopen,
         ready: super::Ready,
+        read: Option<Stored>,
     ) -> Result<Launched, acp::Error> {
-        let journal = self.journal(&ready.config);
-        // A session closed a moment ago may still have writes queued; they land first.
-        journal.flush(FLUSH_BEFORE_READ).await;
-        let id = reopen.id.clone();
-        // The claim comes first and is atomic: of two processes loading one session, exactly
-        // one wins and the other is told who holds it. A store that cannot be written is
-        // still read (the session then runs unsaved and says so).
-        let (meta, mut transcript) = journal
-            .call(move |store| {
-                match store.claim(&id) {
-                    Ok(()) | Err(StoreError::ReadOnly(_)) => {}
-                    Err(other) => return Err(other),
-                }
-                let loaded = store.load(&id);
-                if loaded.is_err() {
-                    let _ = store.release(&id);
-                }
-                loaded
-            })
-            .await
-            .map_err(store_error)?;
+        let read = match read {
+            Some(read) => read,
+            None => read_claimed(self.journal(&ready.config), &reopen.id).await?,
+        };
+        let Stored {
+            meta,
+            mut transcript,
+            journal,
+        } = read;
         // A turn the previous process did not finish reads as interrupted, in the replay too.
-        let saved = transcript.last_id();
         talaria_engine::session::close_cut_off_turn(&mut transcript);
         let replayed = reopen
             .replay
             .then(|| replay::updates(&transcript, self.client_caps.compaction));
-        let journal = SessionJournal::new(journal, &reopen.id, saved);
         let launched = self.launch_stored(
             &reopen.id,
             reopen.cwd,
@@ -315,26 +354,46 @@ impl Agent {
         None
     }
 
-    pub(super) async fn delete_session(&mut self, params: acp::DeleteSessionRequest) -> Reply {
+    /// `session/delete`: the session stops here at once; its wind-down, what it queued and the
+    /// deletion are waited for off the loop.
+    pub(super) async fn delete_session(
+        &mut self,
+        request: RequestId,
+        params: acp::DeleteSessionRequest,
+    ) -> Option<Reply> {
         let id = params.session_id.0.to_string();
-        if let Some(session) = self.sessions.remove(&id) {
+        let running = self.sessions.remove(&id).map(|session| {
             session.handle.cancel();
-            session.handle.close_and_wait().await;
-        }
-        let config = super::load_config().await.map_err(config_error)?;
-        let journal = self.journal(&config);
-        journal.flush(FLUSH_BEFORE_READ).await;
-        let deleted = journal
-            .call(move |store| store.delete(&id))
-            .await
-            .map_err(store_error)?;
-        if !deleted {
-            return Err(errors::invalid_params(format!(
-                "no saved session {}",
-                params.session_id
-            )));
-        }
-        to_value(acp::DeleteSessionResponse::new())
+            session.handle.clone()
+        });
+        let journal = match self.store.clone() {
+            Some(journal) => journal,
+            None => match super::load_config().await {
+                Ok(config) => self.journal(&config),
+                Err(error) => return Some(Err(config_error(error))),
+            },
+        };
+        let slow = async move {
+            if let Some(handle) = running {
+                handle.close_and_wait().await;
+            }
+            journal.flush(FLUSH_BEFORE_READ).await;
+            let deleted = journal
+                .call(move |store| store.delete(&id))
+                .await
+                .map_err(store_error)?;
+            if !deleted {
+                return Err(errors::invalid_params(format!(
+                    "no saved session {}",
+                    params.session_id
+                )));
+            }
+            Ok(())
+        };
+        self.defer(request, "session/delete", slow, |_, ()| {
+            async move { to_value(acp::DeleteSessionResponse::new()) }.boxed_local()
+        });
+        None
     }
 
     /// `session/fork`: the new session's slow start off the loop, then the copy.

@@ -40,7 +40,7 @@ use tokio::sync::mpsc;
 
 pub use dispatch::serve;
 use dispatch::{Deferred, StartContext};
-use launch::{Launch, Launched, Ready, config_error, load_config};
+use launch::{Launch, Launched, Ready, config_error, load_config, ready_session};
 use prompt::request_of;
 
 struct LiveSession {
