@@ -436,8 +436,9 @@ async fn first_answered(agent: &mut AgentProcess, one: i64, other: i64) -> i64 {
     }
 }
 
-/// With the store blocked by `block` (and freed by `unblock`), a `method` (delete or load of a
-/// stored session) waits on it off the loop: another session's cancel is answered first.
+/// With the store blocked by `block` (and freed by `unblock`), a `method` (delete, load of a
+/// stored session, or "session/load (open)": a load of a session open here, which replays
+/// it) waits on it off the loop: another session's cancel is answered first.
 async fn cancel_goes_first(
     env: &TestEnv,
     method: &str,
@@ -470,7 +471,8 @@ async fn cancel_goes_first(
         "session/delete" => json!({"sessionId": stored}),
         _ => json!({"sessionId": stored, "cwd": env.workspace.path(), "mcpServers": []}),
     };
-    let waiting = agent.start_request(method, params).await.expect("sent");
+    let sent = method.trim_end_matches(" (open)");
+    let waiting = agent.start_request(sent, params).await.expect("sent");
     agent
         .notify("session/cancel", json!({"sessionId": busy}))
         .await
@@ -523,7 +525,7 @@ async fn a_delete_or_load_waiting_on_a_frozen_database_holds_no_other_sessions_c
     })
     .await
     .expect("cluster");
-    for method in ["session/delete", "session/load"] {
+    for method in ["session/delete", "session/load", "session/load (open)"] {
         let env = host_on(&url, two_answers()).await;
         cancel_goes_first(
             &env,

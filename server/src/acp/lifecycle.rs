@@ -140,9 +140,7 @@ impl Agent {
     /// when it is running.
     async fn reopen(&mut self, request: RequestId, reopen: Reopen) -> Option<Reply> {
         if self.sessions.contains_key(&reopen.id) {
-            let replay = reopen.replay;
-            let launched = self.reopen_live(&reopen).await;
-            return Some(launched.and_then(|launched| launched_reply(replay, launched)));
+            return self.reopen_open(request, reopen).await;
         }
         let context = self.start_context();
         let store = self.store.clone();
@@ -168,12 +166,50 @@ impl Agent {
                 async move {
                     let replay = reopen.replay;
                     let launched = if agent.sessions.contains_key(&reopen.id) {
-                        // Opened meanwhile by another request: this one joins it.
-                        agent.reopen_live(&reopen).await
+                        // Opened meanwhile by another request: this one joins it (and
+                        // replays the record it read).
+                        let record = read.map(|read| read.transcript);
+                        agent.reopen_live(&reopen, record).await
                     } else {
                         agent.reopen_stored(reopen, ready, read).await
                     };
                     launched.and_then(|launched| launched_reply(replay, launched))
+                }
+                .boxed_local()
+            },
+        );
+        None
+    }
+
+    /// A load or resume of a session open here: resume is answered at once; load reads the
+    /// record off the loop (what is queued lands first) and replays it.
+    async fn reopen_open(&mut self, request: RequestId, reopen: Reopen) -> Option<Reply> {
+        if !reopen.replay {
+            let launched = self.reopen_live(&reopen, None).await;
+            return Some(launched.and_then(|launched| launched_reply(false, launched)));
+        }
+        let Some(journal) = self.store.clone() else {
+            return Some(Err(errors::unavailable(
+                "the session store is not open yet",
+            )));
+        };
+        let slow = async move {
+            journal.flush(FLUSH_BEFORE_READ).await;
+            let id = reopen.id.clone();
+            let (_, transcript) = journal
+                .call(move |store| store.load(&id))
+                .await
+                .map_err(store_error)?;
+            Ok((reopen, transcript))
+        };
+        self.defer(
+            request,
+            "session/load",
+            slow,
+            |agent, (reopen, transcript)| {
+                async move {
+                    let launched = agent.reopen_live(&reopen, Some(transcript)).await;
+                    launched.and_then(|launched| launched_reply(true, launched))
                 }
                 .boxed_local()
             },
@@ -220,9 +256,14 @@ impl Agent {
         Ok(launched)
     }
 
-    /// `session/load` or `session/resume` of a session already open in this connection: resume
-    /// changes nothing; load replays it again (what is queued is written first).
-    async fn reopen_live(&mut self, reopen: &Reopen) -> Result<Launched, acp::Error> {
+    /// `session/load` or `session/resume` of a session already open in this connection:
+    /// resume changes nothing; load replays `record` (read off the loop) in order with what
+    /// the session is writing now, never inside it.
+    async fn reopen_live(
+        &mut self,
+        reopen: &Reopen,
+        record: Option<Transcript>,
+    ) -> Result<Launched, acp::Error> {
         let Some(session) = self.sessions.get(&reopen.id) else {
             return Err(errors::invalid_params(format!(
                 "no open session {}",
@@ -231,16 +272,9 @@ impl Agent {
         };
         let launched = session.launched();
         if reopen.replay {
-            let Some(journal) = self.store.clone() else {
+            let Some(transcript) = record else {
                 return Err(errors::unavailable("the session store is not open yet"));
             };
-            journal.flush(FLUSH_BEFORE_READ).await;
-            let id = reopen.id.clone();
-            let (_, transcript) = journal
-                .call(move |store| store.load(&id))
-                .await
-                .map_err(store_error)?;
-            // In order with what the session is writing now, never inside it.
             session
                 .write_now(replay::updates(&transcript, self.client_caps.compaction))
                 .await;
