@@ -323,3 +323,49 @@ async fn a_running_review_is_capped_and_stops_on_cancel_and_on_close() {
         "closing the session aborts the review's model call"
     );
 }
+
+#[tokio::test]
+async fn the_reviews_calls_go_through_the_orchestrator() {
+    let env = TestEnv::new(vec![read("r1", "a.txt"), MockReply::text(&["Read it."])]).await;
+    env.write_config(&format!(
+        "[learning]\nskill_review_after = 1\nmemory_review_after = 0\non_local_servers = true\n[auxiliary.review]\nmodel = \"{REVIEW_MODEL}\"\n"
+    ));
+    std::fs::write(env.workspace.path().join("a.txt"), "contents\n").expect("write");
+    // The same failing call three times: the orchestrator's guardrail refuses the third
+    // (a review that dispatched directly would run it again).
+    let failing = || MockReply::tool_call("v", "skill_view", json!({"name": "no-such-skill"}));
+    env.mock.script_for_model(
+        REVIEW_MODEL,
+        vec![
+            failing(),
+            failing(),
+            failing(),
+            MockReply::text(&["Nothing worth saving."]),
+        ],
+    );
+    let (mut agent, session) = env.session().await;
+    let (response, updates) = prompt(&mut agent, &session, "What does a.txt say?").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let reviews = || -> Vec<talaria_harness::RecordedRequest> {
+        env.mock
+            .requests()
+            .into_iter()
+            .filter(|r| r.body["model"] == REVIEW_MODEL)
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while reviews().len() < 4 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let reviews = reviews();
+    assert_eq!(reviews.len(), 4, "every review step ran");
+    let last = reviews[3].body["messages"].to_string();
+    assert!(
+        last.contains("already failed twice"),
+        "the third identical failure was refused: {last}"
+    );
+    // Nothing of the review reached the chat.
+    let shown = serde_json::to_string(&agent.updates()).unwrap_or_default();
+    assert!(!shown.contains("no-such-skill"), "{shown}");
+    assert!(!updates.is_empty());
+}

@@ -81,6 +81,24 @@ const REPEATED_FAILURE: &str = "Not run: this exact call (same tool, same argume
     already failed twice in this turn. Do not repeat it. Read the earlier error, then change the \
     arguments, try another approach, or ask the user.";
 
+/// Counts a batch's failures for the repeated-failure guardrail (calls it refused as repeated,
+/// by unique id, are not counted again).
+pub(crate) fn count_failures(
+    results: &[ToolResultEntry],
+    repeated: &[String],
+    failures: &mut HashMap<(String, String), u32>,
+) {
+    for entry in results {
+        if entry.status == talaria_record::ResultStatus::Failed
+            && !repeated.contains(&entry.client_id)
+        {
+            *failures
+                .entry(failure_key(&entry.tool, &entry.raw_input))
+                .or_default() += 1;
+        }
+    }
+}
+
 /// The key of a call for the repeated-failure guardrail.
 pub(crate) fn failure_key(tool: &str, arguments: &Value) -> (String, String) {
     (tool.to_string(), arguments.to_string())

@@ -9,6 +9,9 @@
 //!   cache is reused), but its registry dispatches only the tools of its [`ReviewKit`] (the
 //!   skill and memory tools the edge hands it; the engine knows none of them by name): any
 //!   other call is refused at dispatch, with no side effect, whatever the model asks.
+//! - Its calls go through the one orchestrator (policy, result budget, the hard floor), in
+//!   `accept-edits` with no rule remembered and no one to ask: what would need the user's
+//!   permission is refused; its events go nowhere near the chat.
 //! - It makes at most `max_review_calls` model calls, through the one model-call path with a
 //!   silent sink, on `[auxiliary.review]` (else the session's model); its usage counts in the
 //!   session's totals.
@@ -19,11 +22,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use talaria_provider::ToolSpec;
-use talaria_record::{
-    AssistantEntry, EntryBody, InputBlock, ResultStatus, ToolDisplay, ToolResultEntry, Transcript,
-    UserPart,
-};
-use talaria_tools::{Registry, Tool, ToolContext, ToolStatus};
+use talaria_record::{AssistantEntry, EntryBody, InputBlock, Transcript, UserPart};
+use talaria_tools::{Registry, Tool, ToolContext};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::RetryPolicy;
@@ -76,6 +76,11 @@ pub(crate) struct ReviewJob {
     pub cancel: CancellationToken,
     pub max_calls: u32,
     pub cwd: PathBuf,
+    /// The session's workspace roots and secret-read policy (the orchestrator's policy).
+    pub roots: Vec<PathBuf>,
+    pub secrets: crate::approval::SecretReads,
+    /// Where results too large for the window are stored.
+    pub results_dir: PathBuf,
     pub staged: Arc<dyn Fn() -> Vec<String> + Send + Sync>,
 }
 
@@ -93,51 +98,84 @@ pub struct ReviewOutcome {
     pub cancelled: bool,
 }
 
-fn result_entry(
-    call: &talaria_provider::ToolCallRequest,
-    status: ToolStatus,
-    text: String,
-) -> EntryBody {
-    EntryBody::ToolResult(Box::new(ToolResultEntry {
-        call_id: call.id.clone(),
-        client_id: call.id.clone(),
-        tool: call.name.clone(),
-        status: if status == ToolStatus::Completed {
-            ResultStatus::Completed
-        } else {
-            ResultStatus::Failed
-        },
-        display: ToolDisplay {
-            title: call.name.clone(),
-            ..ToolDisplay::default()
-        },
-        raw_input: serde_json::from_str(&call.arguments).unwrap_or(serde_json::Value::Null),
-        raw_output: None,
-        model_text: text,
-        images: Vec::new(),
-    }))
+/// How a review's calls are decided: `accept-edits`, no remembered rule, and no one to ask
+/// (a permission question goes nowhere and is refused); its events reach no one.
+struct ReviewPolicy {
+    approval: crate::session_state::ApprovalState,
+    roots: Vec<PathBuf>,
+    secrets: crate::approval::SecretReads,
+    budget: crate::budget::ResultBudget,
+    failures: std::collections::HashMap<(String, String), u32>,
+    /// A channel nobody reads: the review's cards and questions never reach the chat.
+    events: tokio::sync::mpsc::Sender<crate::events::EngineEvent>,
 }
 
-/// Runs the review's calls in order, each result recorded; `false` when it was cancelled
-/// part-way.
-async fn run_calls(
-    calls: &[talaria_provider::ToolCallRequest],
-    registry: &Registry,
-    ctx: &ToolContext,
-    transcript: &mut Transcript,
-) -> bool {
-    for call in calls {
-        if ctx.cancel.is_cancelled() {
-            return false;
+impl ReviewPolicy {
+    fn new(
+        model: &str,
+        roots: Vec<PathBuf>,
+        secrets: crate::approval::SecretReads,
+        window: u64,
+        results_dir: PathBuf,
+    ) -> Self {
+        let (_, view) = tokio::sync::watch::channel(crate::session_state::SessionView {
+            mode: crate::approval::Mode::AcceptEdits,
+            model: model.to_string(),
+        });
+        let (_, rules) = tokio::sync::watch::channel(crate::approval::RuleStore::in_memory());
+        let (ops, _) = tokio::sync::mpsc::unbounded_channel();
+        let (events, _) = tokio::sync::mpsc::channel(1);
+        Self {
+            approval: crate::session_state::ApprovalState::new(view, rules, ops.downgrade()),
+            roots,
+            secrets,
+            budget: crate::budget::ResultBudget::new(window, results_dir),
+            failures: std::collections::HashMap::new(),
+            events,
         }
-        let args = registry.parse_args(&call.name, &call.arguments);
-        let done = registry.dispatch(&call.name, args, ctx).await;
-        if registry.refusal(&call.name).is_some() {
-            tracing::info!(tool = %call.name, "the review asked for a tool outside its whitelist; refused");
-        }
-        transcript.push(result_entry(call, done.status, done.content));
     }
-    true
+
+    /// Runs the review's calls through the orchestrator, each result recorded; `false` when
+    /// it was cancelled part-way.
+    async fn run_calls(
+        &mut self,
+        calls: &[talaria_provider::ToolCallRequest],
+        registry: &Registry,
+        ctx: &ToolContext,
+        transcript: &mut Transcript,
+    ) -> bool {
+        let mut orchestrator = crate::orchestrator::Orchestrator {
+            registry,
+            approval: &self.approval,
+            roots: &self.roots,
+            secrets: &self.secrets,
+            events: &self.events,
+            cancel: &ctx.cancel,
+            ctx: ctx.clone(),
+            budget: &mut self.budget,
+            plans: std::sync::Mutex::default(),
+            kept: std::sync::Mutex::default(),
+            repeated: std::sync::Mutex::default(),
+            failures: &self.failures,
+            images: false,
+        };
+        let batch = calls
+            .iter()
+            .map(|call| (call.id.clone(), call.clone(), false))
+            .collect();
+        let (results, cancelled) = orchestrator.run_batch(batch).await;
+        let repeated = talaria_util::into_inner(orchestrator.repeated);
+        crate::orchestrator::count_failures(&results, &repeated, &mut self.failures);
+        for call in calls {
+            if registry.refusal(&call.name).is_some() {
+                tracing::info!(tool = %call.name, "the review asked for a tool outside its whitelist; refused");
+            }
+        }
+        for entry in results {
+            transcript.push(EntryBody::ToolResult(Box::new(entry)));
+        }
+        !cancelled
+    }
 }
 
 /// Runs a review to its end.
@@ -154,8 +192,12 @@ pub(crate) async fn run(job: ReviewJob) -> ReviewOutcome {
         cancel,
         max_calls,
         cwd,
+        roots,
+        secrets,
+        results_dir,
         staged,
     } = job;
+    let mut policy = ReviewPolicy::new(&model, roots, secrets, context.window, results_dir);
     transcript.push(EntryBody::User {
         input: vec![InputBlock::Text {
             text: INSTRUCTION.into(),
@@ -201,7 +243,10 @@ pub(crate) async fn run(job: ReviewJob) -> ReviewOutcome {
             if tool_calls.is_empty() {
                 break;
             }
-            if !run_calls(&tool_calls, &registry, &ctx, &mut transcript).await {
+            if !policy
+                .run_calls(&tool_calls, &registry, &ctx, &mut transcript)
+                .await
+            {
                 outcome.cancelled = true;
                 break;
             }

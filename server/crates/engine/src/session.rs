@@ -970,6 +970,9 @@ impl SessionActor {
             cancel: token,
             max_calls: learning.max_review_calls,
             cwd: self.settings.cwd.clone(),
+            roots: self.settings.roots.clone(),
+            secrets: self.settings.secrets.clone(),
+            results_dir: self.settings.home.join("tool-results").join(&id),
             staged: kit.staged,
         };
         let (delivered, responded) = crate::events::Signal::new();

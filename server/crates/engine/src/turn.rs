@@ -543,21 +543,18 @@ impl Turn<'_> {
         failures: &mut HashMap<(String, String), u32>,
     ) {
         for entry in results {
-            if entry.status != talaria_record::ResultStatus::Failed {
-                continue;
-            }
-            if repeated.contains(&entry.client_id) {
+            if entry.status == talaria_record::ResultStatus::Failed
+                && repeated.contains(&entry.client_id)
+            {
                 let message = format!(
                     "The model repeated a failing `{}` call; Talaria stopped it and told the model to change course.",
                     entry.tool
                 );
                 self.tell(crate::events::NoticeLevel::Warning, message)
                     .await;
-                continue;
             }
-            let key = crate::orchestrator::failure_key(&entry.tool, &entry.raw_input);
-            *failures.entry(key).or_default() += 1;
         }
+        crate::orchestrator::count_failures(results, repeated, failures);
     }
 }
 
