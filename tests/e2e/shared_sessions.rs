@@ -46,17 +46,6 @@ async fn host(url: &str, script: Vec<MockReply>) -> TestEnv {
     env
 }
 
-fn assistant_texts(transcript: &Transcript) -> Vec<String> {
-    transcript
-        .entries()
-        .iter()
-        .filter_map(|e| match &e.body {
-            EntryBody::Assistant(answer) if !answer.text.is_empty() => Some(answer.text.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn a_session_moves_between_hosts_with_its_whole_record() {
     let (_cluster, url) = shared_database().await;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use talaria_harness::{AgentProcess, MockReply};
-use talaria_record::{EntryBody, Transcript};
+use talaria_record::Transcript;
 use talaria_store::test_cluster::TestCluster;
 use talaria_store::{PgStore, SessionStore, SqliteStore};
 
@@ -34,16 +34,6 @@ fn notices_of(agent: &AgentProcess, session: &str) -> Vec<String> {
         .collect()
 }
 
-/// A notice's text: an ACP `notice`, or (to a client that did not advertise notices) a
-/// thought chunk.
-fn notice_text(update: &serde_json::Value) -> Option<String> {
-    match update["sessionUpdate"].as_str() {
-        Some("notice") => update["title"].as_str().map(str::to_string),
-        Some("agent_thought_chunk") => update["content"]["text"].as_str().map(str::to_string),
-        _ => None,
-    }
-}
-
 fn count(notices: &[String], text: &str) -> usize {
     notices.iter().filter(|n| n.contains(text)).count()
 }
@@ -58,17 +48,6 @@ async fn wait_saved_again(agent: &mut AgentProcess, session: &str, within: Durat
         })
         .await
         .unwrap_or_else(|e| panic!("{session} was never told it is saved again: {e}"));
-}
-
-fn assistant_texts(transcript: &Transcript) -> Vec<String> {
-    transcript
-        .entries()
-        .iter()
-        .filter_map(|e| match &e.body {
-            EntryBody::Assistant(answer) if !answer.text.is_empty() => Some(answer.text.clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 fn answers(n: usize) -> Vec<MockReply> {
@@ -192,15 +171,20 @@ async fn stored_texts(url: &str, session: &str) -> Result<Vec<String>, talaria_s
     .expect("joined")
 }
 
-#[tokio::test]
-async fn a_frozen_database_server_holds_no_answer_and_loses_nothing() {
-    let (cluster, url) = tokio::task::spawn_blocking(|| {
+/// A throwaway PostgreSQL cluster (started off the runtime) and its database's URL.
+async fn started_cluster() -> (TestCluster, String) {
+    tokio::task::spawn_blocking(|| {
         let cluster = TestCluster::start();
         let url = cluster.database();
         (cluster, url)
     })
     .await
-    .expect("cluster");
+    .expect("cluster")
+}
+
+#[tokio::test]
+async fn a_frozen_database_server_holds_no_answer_and_loses_nothing() {
+    let (cluster, url) = started_cluster().await;
     let env = host_on(&url, answers(6)).await;
     let mut agent = env.spawn().await;
     let sessions = sessions(&mut agent, &env, 2).await;
@@ -518,13 +502,7 @@ async fn a_delete_waiting_on_a_locked_store_holds_no_other_sessions_cancel() {
 
 #[tokio::test]
 async fn a_delete_or_load_waiting_on_a_frozen_database_holds_no_other_sessions_cancel() {
-    let (cluster, url) = tokio::task::spawn_blocking(|| {
-        let cluster = TestCluster::start();
-        let url = cluster.database();
-        (cluster, url)
-    })
-    .await
-    .expect("cluster");
+    let (cluster, url) = started_cluster().await;
     for method in ["session/delete", "session/load", "session/load (open)"] {
         let env = host_on(&url, two_answers()).await;
         cancel_goes_first(

@@ -44,14 +44,7 @@ fn finish(reason: &str) -> String {
 
 /// Notices the client saw (as ACP notices, or thought chunks to a client without them).
 fn notice_texts(updates: &[Value]) -> Vec<String> {
-    updates
-        .iter()
-        .filter_map(|u| match u["sessionUpdate"].as_str() {
-            Some("notice") => u["title"].as_str().map(str::to_string),
-            Some("agent_thought_chunk") => u["content"]["text"].as_str().map(str::to_string),
-            _ => None,
-        })
-        .collect()
+    updates.iter().filter_map(notice_text).collect()
 }
 
 fn has_tools(body: &Value) -> bool {

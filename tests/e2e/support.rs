@@ -472,3 +472,27 @@ pub fn hold_write_lock(
         .expect("the lock was taken");
     holder
 }
+
+/// The non-empty answers of a record, in order.
+pub fn assistant_texts(transcript: &talaria_record::Transcript) -> Vec<String> {
+    transcript
+        .entries()
+        .iter()
+        .filter_map(|e| match &e.body {
+            talaria_record::EntryBody::Assistant(answer) if !answer.text.is_empty() => {
+                Some(answer.text.clone())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// A notice's text: an ACP `notice`, or (to a client that did not advertise notices) a
+/// thought chunk.
+pub fn notice_text(update: &Value) -> Option<String> {
+    match update["sessionUpdate"].as_str() {
+        Some("notice") => update["title"].as_str().map(str::to_string),
+        Some("agent_thought_chunk") => update["content"]["text"].as_str().map(str::to_string),
+        _ => None,
+    }
+}

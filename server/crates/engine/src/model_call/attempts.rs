@@ -160,7 +160,7 @@ impl ModelCaller<'_> {
     ) -> Option<Answer> {
         arrived
             .tool_calls
-            .retain(|call| tools.iter().any(|t| t.name == call.name) && sink.runnable(call));
+            .retain(|call| offered_and_runnable(tools, sink, call));
         (!arrived.tool_calls.is_empty()).then_some(arrived)
     }
 
@@ -180,7 +180,7 @@ impl ModelCaller<'_> {
         let before = answer.tool_calls.len();
         answer
             .tool_calls
-            .retain(|call| tools.iter().any(|t| t.name == call.name) && sink.runnable(call));
+            .retain(|call| offered_and_runnable(tools, sink, call));
         if answer.tool_calls.is_empty() {
             return CallResult::Finished(answer);
         }
@@ -501,4 +501,13 @@ impl ModelCaller<'_> {
             }
         }
     }
+}
+
+/// Whether `call` names an offered tool and its arguments pass that tool's schema.
+fn offered_and_runnable<S: CallSink>(
+    tools: &[ToolSpec],
+    sink: &S,
+    call: &talaria_provider::ToolCallRequest,
+) -> bool {
+    tools.iter().any(|t| t.name == call.name) && sink.runnable(call)
 }

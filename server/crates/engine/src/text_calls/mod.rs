@@ -57,9 +57,13 @@ enum Checked {
     },
 }
 
-fn checked_calls(text: &str, registry: &Registry, offered: &[String]) -> Vec<Checked> {
+fn checked_calls(
+    candidates: &[shape::Candidate],
+    registry: &Registry,
+    offered: &[String],
+) -> Vec<Checked> {
     let mut checked = Vec::new();
-    for candidate in shape::candidates(text) {
+    for candidate in candidates {
         for parsed in shape::calls_in(&candidate.info, &candidate.body, offered) {
             if !offered.contains(&parsed.name) {
                 if parsed.explicit {
@@ -86,7 +90,8 @@ fn checked_calls(text: &str, registry: &Registry, offered: &[String]) -> Vec<Che
 
 /// Looks for tool calls in `text`; `offered` are the tools the model was given.
 pub(crate) fn find(text: &str, registry: &Registry, offered: &[String]) -> Option<TextCall> {
-    let checked = checked_calls(text, registry, offered);
+    let candidates = shape::candidates(text);
+    let checked = checked_calls(&candidates, registry, offered);
     let first_valid = checked
         .iter()
         .position(|c| matches!(c, Checked::Valid { .. }));
@@ -142,13 +147,13 @@ pub(crate) fn find(text: &str, registry: &Registry, offered: &[String]) -> Optio
                 _ => None,
             })
         })
-        .or_else(|| unreadable(text, offered))
+        .or_else(|| unreadable(&candidates, offered))
 }
 
 /// The first block that looks like a call of an offered tool (JSON-like, naming the tool or
 /// labelled with it) but cannot be read, with why.
-fn unreadable(text: &str, offered: &[String]) -> Option<TextCall> {
-    shape::candidates(text).into_iter().find_map(|candidate| {
+fn unreadable(candidates: &[shape::Candidate], offered: &[String]) -> Option<TextCall> {
+    candidates.iter().find_map(|candidate| {
         let body = candidate.body.trim();
         let labelled = offered.iter().find(|name| **name == candidate.info.trim());
         if !(body.starts_with('{') || body.starts_with('[') || labelled.is_some()) {
@@ -171,11 +176,10 @@ fn unreadable(text: &str, offered: &[String]) -> Option<TextCall> {
 
 /// Whether `text` holds `name` as a whole word.
 pub(crate) fn names_tool(text: &str, name: &str) -> bool {
-    let is_name_char = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
     text.match_indices(name).any(|(at, _)| {
         let before = text[..at].chars().next_back();
         let after = text[at + name.len()..].chars().next();
-        !before.is_some_and(is_name_char) && !after.is_some_and(is_name_char)
+        !before.is_some_and(shape::is_name_char) && !after.is_some_and(shape::is_name_char)
     })
 }
 

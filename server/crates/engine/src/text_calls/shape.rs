@@ -256,7 +256,7 @@ fn json_values(body: &str) -> Vec<Value> {
     values
 }
 
-fn is_name_char(c: char) -> bool {
+pub(super) fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_' || c == '-'
 }
 
