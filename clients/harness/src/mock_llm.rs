@@ -200,7 +200,10 @@ struct State {
     changed: Notify,
     /// What `GET /props` answers (llama.cpp's server information); 404 when unset.
     props: Mutex<Option<Value>>,
-    /// Paths of the server-information requests (model lists, `/props`, …), in order.
+    /// How long `GET /props` takes to answer (a server still loading its model).
+    props_delay: Mutex<Duration>,
+    /// Paths of the server-information requests (model lists, `/props`, …), in the order
+    /// they were answered.
     info_requests: Mutex<Vec<String>>,
 }
 
@@ -298,6 +301,12 @@ impl MockLlm {
         *lock(&self.state.props) = Some(props);
     }
 
+    /// Answers `GET /props` with these properties, `delay` after it is asked.
+    pub fn serve_props_after(&self, props: Value, delay: Duration) {
+        *lock(&self.state.props_delay) = delay;
+        self.serve_props(props);
+    }
+
     /// The server-information requests so far (paths), which are not script steps.
     pub fn info_requests(&self) -> Vec<String> {
         lock(&self.state.info_requests).clone()
@@ -383,6 +392,10 @@ async fn handle(
         Ok(collected) => collected.to_bytes(),
         Err(_) => Bytes::new(),
     };
+    if method == "GET" && path == "/props" {
+        let delay = *lock(&state.props_delay);
+        tokio::time::sleep(delay).await;
+    }
     if let Some(answer) = server_info(&state, &method, &path) {
         lock(&state.info_requests).push(path);
         return Ok(answer);

@@ -119,6 +119,7 @@ impl Agent {
             )),
             title: None,
             commands: None,
+            sizing: None,
         };
         let launched = self.launch(Launch {
             id: id.clone(),
@@ -155,49 +156,42 @@ impl Agent {
             models.insert(0, model.clone());
         }
         let stores = skills::context(config, &cwd, &id);
-        let registry = self.session_registry(config, &stores, &ready.mcp.0);
-        let start = talaria_engine::SessionStart {
-            commands: Some(Arc::new(commands::SessionCommands {
-                skills: stores.clone(),
-                mcp: ready.mcp.0.clone(),
-            })),
-            ..start
-        };
+        let tools = self.session_tools();
+        let registry = tools.registry(config, &stores, &ready.mcp.0);
         let Ready {
             config,
             system_prompt,
             commands,
-            mcp: (_, mcp_warnings),
+            mcp: (hub, mcp_warnings),
             roots,
             shell,
+            window,
         } = ready;
+        let prompt = system_prompt.assemble(&config);
+        let sizing = window
+            .map(|window| size_when_known(window, &config, system_prompt, tools, &stores, &hub));
+        let start = talaria_engine::SessionStart {
+            commands: Some(Arc::new(commands::SessionCommands {
+                skills: stores.clone(),
+                mcp: hub,
+            })),
+            sizing,
+            ..start
+        };
         let own = SessionOwn {
             id: &id,
             cwd: &cwd,
             roots,
             model: &model,
             mode,
-            prompt: system_prompt,
+            prompt,
         };
         let settings = self.session_settings(&config, own, &stores, &shell);
         let (events_tx, events_rx) = mpsc::channel(256);
         let handle =
             talaria_engine::spawn_session_with(settings, router, registry, events_tx, start);
         let session_id = acp::SessionId::new(id.clone());
-        let bridge = Arc::new(client_bridge::AcpBridge::new(
-            self.peer.clone(),
-            session_id.clone(),
-            self.client_caps,
-        ));
-        let forwarder = forwarder::Forwarder {
-            peer: self.peer.clone(),
-            session_id: session_id.clone(),
-            client: bridge,
-            commands: Arc::new(move || skills::commands(&stores.catalog())),
-            chunks: forwarder::ChunkTemplates::new(&session_id),
-        };
-        let (updates, edge_rx) = mpsc::unbounded_channel();
-        tokio::spawn(forwarder.run(events_rx, edge_rx));
+        let updates = self.start_forwarder(&session_id, events_rx, stores);
         tracing::info!(session = %id, cwd = %cwd.display(), model = %model, "session started");
         self.outbox
             .push(SessionNotification::new(session_id.clone(), commands));
@@ -218,6 +212,31 @@ impl Agent {
             },
         );
         Ok(launched)
+    }
+
+    /// Starts the task that turns the session's events into `session/update`s (and the
+    /// edge's own updates, sent through the returned queue).
+    fn start_forwarder(
+        &self,
+        session_id: &acp::SessionId,
+        events: mpsc::Receiver<talaria_engine::EngineEvent>,
+        stores: Arc<talaria_skills::SkillsContext>,
+    ) -> mpsc::UnboundedSender<forwarder::EdgeUpdates> {
+        let bridge = Arc::new(client_bridge::AcpBridge::new(
+            self.peer.clone(),
+            session_id.clone(),
+            self.client_caps,
+        ));
+        let forwarder = forwarder::Forwarder {
+            peer: self.peer.clone(),
+            session_id: session_id.clone(),
+            client: bridge,
+            commands: Arc::new(move || skills::commands(&stores.catalog())),
+            chunks: forwarder::ChunkTemplates::new(session_id),
+        };
+        let (updates, edge_rx) = mpsc::unbounded_channel();
+        tokio::spawn(forwarder.run(events, edge_rx));
+        updates
     }
 
     /// A session's settings: what is its own, the rest from the configuration.
@@ -264,51 +283,19 @@ impl Agent {
             review: config
                 .reviews()
                 .then(|| skills::review_factory(stores.clone(), config.learning.stage_reviews)),
-            // `delegate_task` is in the `delegation` toolset, like any tool a config can leave out.
-            subagents: (config.max_subagents > 0
-                && config
-                    .toolsets
-                    .as_ref()
-                    .is_none_or(|sets| sets.iter().any(|s| s == "delegation")))
-            .then_some(config.max_subagents),
+            subagents: subagent_slots(config),
             announce_subagents: self.client_caps.subagents,
             images: config.supports_images,
             shell: shell.clone(),
         }
     }
 
-    /// The session's tools: the built-in ones, skills and memory, its MCP servers', `clarify`
-    /// when the client can show questions, `session_search` when the store is open; narrowed
-    /// to the configured toolsets.
-    fn session_registry(
-        &self,
-        config: &Config,
-        stores: &Arc<talaria_skills::SkillsContext>,
-        hub: &talaria_mcp::Hub,
-    ) -> talaria_tools::Registry {
-        let mut registry = self.registry.clone();
-        for tool in talaria_skills::tools::tools(stores.clone()) {
-            registry.register(tool);
-        }
-        for server in &hub.servers {
-            for tool in talaria_mcp::McpTool::of(server) {
-                registry.register(tool);
-            }
-        }
-        if self.client_caps.elicitation_form {
-            registry.register(Arc::new(talaria_tools::clarify::Clarify));
-        }
-        if let Some(journal) = &self.store {
-            registry.register(Arc::new(
-                talaria_engine::session_search::SessionSearch::new(journal.clone()),
-            ));
-        }
-        match &config.toolsets {
-            Some(toolsets) => {
-                let names: Vec<&str> = toolsets.iter().map(String::as_str).collect();
-                registry.with_toolsets(&names)
-            }
-            None => registry,
+    /// What every session's tools are made from.
+    fn session_tools(&self) -> SessionTools {
+        SessionTools {
+            built_in: self.registry.clone(),
+            clarify: self.client_caps.elicitation_form,
+            store: self.store.clone(),
         }
     }
 
@@ -340,6 +327,83 @@ impl Agent {
                     self.client_caps.notices,
                 ),
             ));
+        }
+    }
+}
+
+/// The session's window decisions, taken when its server answers (the session has started).
+fn size_when_known(
+    window: server_window::PendingWindow,
+    config: &Config,
+    prompt: PromptParts,
+    tools: SessionTools,
+    stores: &Arc<talaria_skills::SkillsContext>,
+    hub: &Arc<talaria_mcp::Hub>,
+) -> talaria_engine::window_sizing::PendingSizing {
+    let (mut config, stores, hub) = (config.clone(), stores.clone(), hub.clone());
+    talaria_engine::window_sizing::PendingSizing::new(async move {
+        window.apply(&mut config).await;
+        talaria_engine::window_sizing::WindowSizing {
+            context_window: config.context_window,
+            single_slot: config.single_slot(),
+            subagents: subagent_slots(&config),
+            system_prompt: prompt.assemble(&config).instructions,
+            registry: tools.registry(&config, &stores, &hub),
+        }
+    })
+}
+
+/// Subagents through `delegate_task`, which is in the `delegation` toolset like any tool a
+/// configuration can leave out.
+fn subagent_slots(config: &Config) -> Option<usize> {
+    (config.max_subagents > 0
+        && config
+            .toolsets
+            .as_ref()
+            .is_none_or(|sets| sets.iter().any(|s| s == "delegation")))
+    .then_some(config.max_subagents)
+}
+
+/// What a session's tools are made from: the built-in ones, `clarify` when the client can
+/// show questions, `session_search` when the store is open.
+struct SessionTools {
+    built_in: talaria_tools::Registry,
+    clarify: bool,
+    store: Option<talaria_engine::journal::Journal>,
+}
+
+impl SessionTools {
+    /// The session's tools: the built-in ones, skills and memory, its MCP servers', `clarify`
+    /// and `session_search` when offered; narrowed to the configured toolsets.
+    fn registry(
+        &self,
+        config: &Config,
+        stores: &Arc<talaria_skills::SkillsContext>,
+        hub: &talaria_mcp::Hub,
+    ) -> talaria_tools::Registry {
+        let mut registry = self.built_in.clone();
+        for tool in talaria_skills::tools::tools(stores.clone()) {
+            registry.register(tool);
+        }
+        for server in &hub.servers {
+            for tool in talaria_mcp::McpTool::of(server) {
+                registry.register(tool);
+            }
+        }
+        if self.clarify {
+            registry.register(Arc::new(talaria_tools::clarify::Clarify));
+        }
+        if let Some(journal) = &self.store {
+            registry.register(Arc::new(
+                talaria_engine::session_search::SessionSearch::new(journal.clone()),
+            ));
+        }
+        match &config.toolsets {
+            Some(toolsets) => {
+                let names: Vec<&str> = toolsets.iter().map(String::as_str).collect();
+                registry.with_toolsets(&names)
+            }
+            None => registry,
         }
     }
 }
@@ -437,8 +501,8 @@ pub(super) async fn ready_session(
             super::capabilities::auth_methods_hint()
         )));
     }
-    context.windows.apply(&mut config).await;
-    let system_prompt = system_prompt.assemble(&config);
+    // The server's window, when it has answered; else the session is sized when it does.
+    let window = context.windows.apply_if_known(&mut config);
     let mcp = mcp::connect(mcp_servers, &config, context.caps.elicitation_form).await;
     Ok(Ready {
         config,
@@ -447,6 +511,7 @@ pub(super) async fn ready_session(
         mcp,
         roots,
         shell,
+        window,
     })
 }
 
@@ -464,13 +529,15 @@ pub(super) struct Prepared {
 /// A session ready to launch.
 pub(super) struct Ready {
     pub(super) config: Config,
-    system_prompt: AssembledPrompt,
+    system_prompt: PromptParts,
     commands: acp::SessionUpdate,
     mcp: (Arc<talaria_mcp::Hub>, Vec<String>),
     /// The workspace roots: the cwd and the additional directories.
     roots: Vec<std::path::PathBuf>,
     /// How its commands start (the OS sandbox, the clean environment).
     shell: Arc<talaria_tools::shell::Shell>,
+    /// The local server's window, when it had not answered yet.
+    window: Option<server_window::PendingWindow>,
 }
 
 /// The system prompt's parts, assembled once the session's toolsets are known.
@@ -500,12 +567,12 @@ struct AssembledPrompt {
 }
 
 impl PromptParts {
-    fn assemble(self, config: &Config) -> AssembledPrompt {
+    fn assemble(&self, config: &Config) -> AssembledPrompt {
         let skills_offered = config
             .toolsets
             .as_ref()
             .is_none_or(|sets| sets.iter().any(|s| s == "skills"));
-        let mut instructions = self.base.identity;
+        let mut instructions = self.base.identity.clone();
         if skills_offered {
             instructions.push_str(&self.skill_index);
         }
@@ -513,7 +580,7 @@ impl PromptParts {
         instructions.push_str(&self.base.project);
         AssembledPrompt {
             instructions,
-            environment: self.base.environment,
+            environment: self.base.environment.clone(),
         }
     }
 }

@@ -309,6 +309,7 @@ impl Agent {
                 journal: Some(journal),
                 title: meta.title.clone(),
                 commands: None,
+                sizing: None,
             },
         })
     }

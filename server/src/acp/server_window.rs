@@ -1,6 +1,7 @@
 //! Sizes sessions for a local model server: the context window it reports (when the user has
 //! not set one) and how many requests it serves at once, probed once per server and model,
-//! started at `initialize` so `session/new` rarely waits for it. A local model with a small
+//! started at `initialize`; `session/new` never waits for it (a session that starts before the
+//! server answered is sized when it does, before its first prompt runs). A local model with a small
 //! window (set or reported) gets the core toolsets unless `toolsets` is configured: fewer
 //! tools to confuse it, a shorter prompt.
 
@@ -78,41 +79,61 @@ impl WindowProbes {
         Some(probe.clone())
     }
 
-    /// Replaces a defaulted window with the server's figure and records its slots (waiting
-    /// for the probe if it is still running); gives a small local model the core toolsets.
-    pub(super) async fn apply(&self, config: &mut Config) {
-        let Some(probe) = self.probe(config) else {
-            return;
-        };
-        let found = probe.report.await;
-        if !probe.logged.swap(true, Ordering::Relaxed) {
-            match found.window {
-                Some(window) => tracing::info!(
-                    tokens = window.tokens,
-                    source = window.source,
-                    "context window reported by the model server"
-                ),
-                None => tracing::info!(
-                    tokens = config.context_window,
-                    "the model server reports no context window; using the default \
-                     (set context_window in config.toml or TALARIA_CONTEXT_WINDOW)"
-                ),
+    /// Sizes `config` for its server now when the server has answered (or needs no asking);
+    /// else returns the probe still running, for [`PendingWindow::apply`] later.
+    pub(super) fn apply_if_known(&self, config: &mut Config) -> Option<PendingWindow> {
+        let probe = self.probe(config)?;
+        match probe.report.peek().copied() {
+            Some(found) => {
+                settle(&probe, found, config);
+                None
             }
+            None => Some(PendingWindow(probe)),
         }
-        if let Some(window) = found.window
-            && !config.context_window_set
-        {
-            config.context_window = window.tokens.max(1024);
-        }
-        config.server_slots = found.slots;
-        // The lean default is about the window, whether it was set or reported.
-        if config.toolsets.is_none() && config.context_window <= SMALL_WINDOW {
-            tracing::info!(
+    }
+}
+
+/// A server's probe that had not answered when its session started.
+pub(super) struct PendingWindow(Probe);
+
+impl PendingWindow {
+    /// Waits for the server's answer and sizes `config` by it.
+    pub(super) async fn apply(self, config: &mut Config) {
+        let found = self.0.report.clone().await;
+        settle(&self.0, found, config);
+    }
+}
+
+/// Replaces a defaulted window with the server's figure and records its slots; gives a small
+/// local model the core toolsets. Logs the server's answer once per server.
+fn settle(probe: &Probe, found: ServerReport, config: &mut Config) {
+    if !probe.logged.swap(true, Ordering::Relaxed) {
+        match found.window {
+            Some(window) => tracing::info!(
+                tokens = window.tokens,
+                source = window.source,
+                "context window reported by the model server"
+            ),
+            None => tracing::info!(
                 tokens = config.context_window,
-                "a small window: the session gets the core toolsets (set toolsets in \
-                 config.toml to choose)"
-            );
-            config.toolsets = Some(CORE_TOOLSETS.iter().map(|s| s.to_string()).collect());
+                "the model server reports no context window; using the default \
+                 (set context_window in config.toml or TALARIA_CONTEXT_WINDOW)"
+            ),
         }
+    }
+    if let Some(window) = found.window
+        && !config.context_window_set
+    {
+        config.context_window = window.tokens.max(1024);
+    }
+    config.server_slots = found.slots;
+    // The lean default is about the window, whether it was set or reported.
+    if config.toolsets.is_none() && config.context_window <= SMALL_WINDOW {
+        tracing::info!(
+            tokens = config.context_window,
+            "a small window: the session gets the core toolsets (set toolsets in \
+             config.toml to choose)"
+        );
+        config.toolsets = Some(CORE_TOOLSETS.iter().map(|s| s.to_string()).collect());
     }
 }

@@ -33,6 +33,7 @@ pub mod system_prompt;
 mod text_calls;
 mod turn;
 mod verify;
+pub mod window_sizing;
 
 pub use approval::Mode;
 pub use client::{

@@ -428,6 +428,9 @@ pub struct SessionStart {
     pub title: Option<String>,
     /// What `/name` prompts mean; without any they are ordinary prompts.
     pub commands: Option<Arc<dyn SlashCommands>>,
+    /// What a local server's window decides, when it had not answered yet: taken before
+    /// the first op, in place of the spawned settings' figures.
+    pub sizing: Option<crate::window_sizing::PendingSizing>,
 }
 
 /// Starts a new, unsaved session actor on the current runtime (the engine's tests).
@@ -464,11 +467,26 @@ pub fn spawn_session_with(
     let own_ops = ops.downgrade();
     drop(ops);
     tokio::spawn(async move {
-        // The rules file is read off the runtime thread.
+        let mut start = start;
+        let (mut settings, mut registry) = (settings, registry);
+        // The rules file is read off the runtime thread, while the server's window arrives.
         let (home, cwd) = (settings.home.clone(), settings.cwd.clone());
-        let rules = tokio::task::spawn_blocking(move || RuleStore::load(&home, &cwd))
-            .await
-            .unwrap_or_else(|_| RuleStore::in_memory());
+        let rules = tokio::task::spawn_blocking(move || RuleStore::load(&home, &cwd));
+        let sizing = async {
+            match start.sizing.take() {
+                Some(pending) => Some(pending.arrived().await),
+                None => None,
+            }
+        };
+        let (rules, sizing) = tokio::join!(rules, sizing);
+        let rules = rules.unwrap_or_else(|_| RuleStore::in_memory());
+        if let Some(sizing) = sizing {
+            settings.context_window = sizing.context_window;
+            settings.single_slot = sizing.single_slot;
+            settings.subagents = sizing.subagents;
+            settings.system_prompt = sizing.system_prompt;
+            registry = sizing.registry;
+        }
         let published = Published::new(view, rules);
         let parts = ActorParts {
             settings,
