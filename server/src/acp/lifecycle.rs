@@ -235,7 +235,7 @@ impl Agent {
             journal,
         } = read;
         // A turn the previous process did not finish reads as interrupted, in the replay too.
-        talaria_engine::session::close_cut_off_turn(&mut transcript);
+        transcript.close_cut_off_turn();
         let replayed = reopen
             .replay
             .then(|| replay::updates(&transcript, self.client_caps.compaction));

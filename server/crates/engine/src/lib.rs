@@ -49,12 +49,11 @@ pub use events::{
 };
 pub use model_call::CallError;
 pub use router::ModelRouter;
-pub use session::SideTaskError;
-pub use session::{
-    SessionHandle, SessionSettings, SessionStart, SessionView, UserInput, spawn_session_with,
-};
+pub use session::{SessionHandle, SessionSettings, SessionStart, UserInput, spawn_session_with};
 #[cfg(test)]
 pub use session::{SessionSnapshot, spawn_session};
+pub use session_state::SessionView;
+pub use side_task::SideTaskError;
 pub use slash::{CommandReply, Expansion, PromptInput, SlashCommand, SlashCommands};
 
 #[cfg(test)]

@@ -123,10 +123,13 @@ impl ReviewPolicy {
             model: model.to_string(),
         });
         let (_, rules) = tokio::sync::watch::channel(crate::approval::RuleStore::in_memory());
-        let (ops, _) = tokio::sync::mpsc::unbounded_channel();
         let (events, _) = tokio::sync::mpsc::channel(1);
         Self {
-            approval: crate::session_state::ApprovalState::new(view, rules, ops.downgrade()),
+            approval: crate::session_state::ApprovalState::new(
+                view,
+                rules,
+                std::sync::Arc::new(crate::session_state::RememberNothing),
+            ),
             roots,
             secrets,
             budget: crate::budget::ResultBudget::new(window, results_dir),

@@ -8,11 +8,10 @@
 //! - Cancellation is an epoch: every queued ticket holds the epoch's token; `cancel` ends the
 //!   epoch (cancelling everything queued or running under it) and starts a fresh one.
 
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{Mode, RuleStore, Scope};
-use crate::session::Op;
 
 /// The settings a client can query without waiting on the actor.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,17 +26,47 @@ pub struct SessionView {
 pub(crate) struct ApprovalState {
     view: watch::Receiver<SessionView>,
     rules: watch::Receiver<RuleStore>,
-    /// The session's op queue (weak: a turn never keeps its session alive).
-    ops: mpsc::WeakUnboundedSender<Op>,
+    /// Where decisions to remember go (the session's op queue).
+    remember: std::sync::Arc<dyn RememberQueue>,
+}
+
+/// A decision to remember for these scopes; `done` answers with the rules file's save.
+#[derive(Debug)]
+pub(crate) struct Remember {
+    pub scopes: Vec<Scope>,
+    pub allow: bool,
+    pub done: oneshot::Sender<Option<tokio::task::JoinHandle<()>>>,
+}
+
+/// Where a turn sends a decision to remember: the session's actor, which alone writes the
+/// rules.
+pub(crate) trait RememberQueue: Send + Sync + std::fmt::Debug {
+    /// Queues `remember`; `false` when the session has ended.
+    fn queue(&self, remember: Remember) -> bool;
+}
+
+/// For work with no session to remember decisions in (the background review, whose policy
+/// never asks).
+#[derive(Debug)]
+pub(crate) struct RememberNothing;
+
+impl RememberQueue for RememberNothing {
+    fn queue(&self, _: Remember) -> bool {
+        false
+    }
 }
 
 impl ApprovalState {
     pub(crate) fn new(
         view: watch::Receiver<SessionView>,
         rules: watch::Receiver<RuleStore>,
-        ops: mpsc::WeakUnboundedSender<Op>,
+        remember: std::sync::Arc<dyn RememberQueue>,
     ) -> Self {
-        Self { view, rules, ops }
+        Self {
+            view,
+            rules,
+            remember,
+        }
     }
 
     /// The approval mode now (a change applies to the next decision).
@@ -58,21 +87,14 @@ impl ApprovalState {
     /// Asks the actor to remember a decision for these scopes, and waits until it is applied
     /// and on disk. Without a session (it ended) there is nothing left to decide for.
     pub(crate) async fn remember(&self, scopes: Vec<Scope>, allow: bool) {
-        let Some(ops) = self.ops.upgrade() else {
-            return;
-        };
         let (done, applied) = oneshot::channel();
-        if ops
-            .send(Op::Remember {
-                scopes,
-                allow,
-                done,
-            })
-            .is_err()
-        {
+        if !self.remember.queue(Remember {
+            scopes,
+            allow,
+            done,
+        }) {
             return;
         }
-        drop(ops);
         if let Ok(Some(saving)) = applied.await {
             let _ = saving.await;
         }
@@ -95,8 +117,11 @@ impl Published {
     }
 
     /// What a turn of this session reads.
-    pub(crate) fn approval_state(&self, ops: mpsc::WeakUnboundedSender<Op>) -> ApprovalState {
-        ApprovalState::new(self.view.subscribe(), self.rules.subscribe(), ops)
+    pub(crate) fn approval_state(
+        &self,
+        remember: std::sync::Arc<dyn RememberQueue>,
+    ) -> ApprovalState {
+        ApprovalState::new(self.view.subscribe(), self.rules.subscribe(), remember)
     }
 
     #[cfg(test)]

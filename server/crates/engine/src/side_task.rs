@@ -10,9 +10,35 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::RetryPolicy;
 use crate::context::ContextState;
+use crate::events::TurnUsage;
 use crate::model_call::{CallResult, ModelCaller, SessionUsage, SilentSink};
 use crate::router::ModelRouter;
-use crate::session::{SideAnswer, SideRequest};
+
+/// A model call on the session's behalf that does not stream into the chat (a title, a
+/// summary, a review): routed to `[auxiliary.<task>]` when configured, else the session's
+/// model; its usage counts in the session's totals.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SideRequest {
+    /// The kind of task (`title`, `compression`, `review`, …): picks the auxiliary model.
+    pub task: String,
+    /// The system prompt when not working on the session's history.
+    pub system: String,
+    /// The instruction, sent as a user message.
+    pub prompt: String,
+    /// Work on a copy of the session's record (same system prompt, so a provider's prompt
+    /// cache is reused) instead of a fresh one.
+    pub with_history: bool,
+    pub max_tokens: Option<u32>,
+}
+
+/// What a side task produced.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct SideAnswer {
+    pub text: String,
+    pub usage: TurnUsage,
+    /// Recovery steps taken (retries, fallbacks), for the caller to report its own way.
+    pub notices: Vec<String>,
+}
 
 /// Why a side task has no answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

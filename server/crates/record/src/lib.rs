@@ -10,6 +10,7 @@
 //! [`Transcript::model_messages`] is the one place a transcript becomes the provider-neutral
 //! message list; [`validate`] states the invariants every provider relies on.
 
+mod cut_off;
 mod entry;
 mod model_view;
 mod transcript;

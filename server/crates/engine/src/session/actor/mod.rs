@@ -1,0 +1,345 @@
+//! The session's actor: it owns the session's state and serves its ops one at a time. Its
+//! work is in rooms: `prompts` (prompts, commands, `/compact`), `turns` (a turn and what
+//! arrives during it), `saving` (the journal and what the client is told of it), `titles`
+//! and `learning` (counters and the background review).
+
+mod learning;
+mod prompts;
+mod saving;
+mod titles;
+mod turns;
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
+
+use talaria_record::{EntryBody, Transcript};
+use talaria_tools::{Registry, SessionToolState};
+use tokio::sync::{mpsc, watch};
+
+use super::handle::SessionHandle;
+use super::ops::Op;
+#[cfg(test)]
+use super::ops::SessionSnapshot;
+use super::settings::{SessionSettings, SessionStart};
+use crate::approval::{Mode, RuleStore};
+use crate::context::ContextState;
+use crate::events::EngineEvent;
+use crate::model_call::SessionUsage;
+use crate::router::ModelRouter;
+use crate::session_state::{ApprovalState, CancelEpochs, Published, SessionView};
+use crate::slash::SlashCommands;
+
+/// The session's state, owned by its actor task.
+struct SessionActor {
+    settings: SessionSettings,
+    router: Arc<ModelRouter>,
+    registry: Registry,
+    events: mpsc::Sender<EngineEvent>,
+    history: Transcript,
+    /// Mode, model and rules as the actor publishes them (it alone writes them).
+    published: Published,
+    /// What the session's turns read of them.
+    approval: ApprovalState,
+    model: String,
+    tool_state: Arc<SessionToolState>,
+    context: ContextState,
+    usage: SessionUsage,
+    used_tool_ids: HashSet<String>,
+    epochs: CancelEpochs,
+    /// Counters toward the review and the review running beside the session.
+    learning: learning::LearningState,
+    /// What `/name` prompts mean (the edge's commands).
+    commands: Option<Arc<dyn SlashCommands>>,
+    /// Ops that arrived during a turn and wait for it.
+    waiting: VecDeque<Op>,
+    journal: Option<crate::journal::SessionJournal>,
+    /// What the client was told about saving.
+    saving: saving::SavingState,
+    /// The session's title, and the task that asks a model for one.
+    titles: titles::TitleState,
+    /// The session's own op queue, for the review to report back (weak: it never keeps the
+    /// session alive).
+    own_ops: mpsc::WeakUnboundedSender<Op>,
+}
+
+/// On a one-slot server, how long the user must pause before side work is sent.
+const SIDE_WORK_PAUSE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Starts a new, unsaved session actor on the current runtime (the engine's tests).
+#[cfg(test)]
+pub fn spawn_session(
+    settings: SessionSettings,
+    router: Arc<ModelRouter>,
+    registry: Registry,
+    events: mpsc::Sender<EngineEvent>,
+) -> SessionHandle {
+    spawn_session_with(settings, router, registry, events, SessionStart::default())
+}
+
+/// Starts a session actor with a given start: a record to continue, a journal to save to.
+/// A record whose last turn did not finish (the process stopped) is marked interrupted.
+pub fn spawn_session_with(
+    settings: SessionSettings,
+    router: Arc<ModelRouter>,
+    registry: Registry,
+    events: mpsc::Sender<EngineEvent>,
+    start: SessionStart,
+) -> SessionHandle {
+    let (ops, receiver) = mpsc::unbounded_channel::<Op>();
+    let view = watch::Sender::new(SessionView {
+        mode: settings.mode,
+        model: settings.model.clone(),
+    });
+    let handle = SessionHandle {
+        ops: ops.clone(),
+        epochs: CancelEpochs::new(),
+        view: view.subscribe(),
+    };
+    let epochs = handle.epochs.clone();
+    let own_ops = ops.downgrade();
+    drop(ops);
+    tokio::spawn(async move {
+        let mut start = start;
+        let (mut settings, mut registry) = (settings, registry);
+        // The rules file is read off the runtime thread, while the server's window arrives.
+        let (home, cwd) = (settings.home.clone(), settings.cwd.clone());
+        let rules = tokio::task::spawn_blocking(move || RuleStore::load(&home, &cwd));
+        let sizing = async {
+            match start.sizing.take() {
+                Some(pending) => Some(pending.arrived().await),
+                None => None,
+            }
+        };
+        let (rules, sizing) = tokio::join!(rules, sizing);
+        let rules = rules.unwrap_or_else(|_| RuleStore::in_memory());
+        if let Some(sizing) = sizing {
+            settings.context_window = sizing.context_window;
+            settings.single_slot = sizing.single_slot;
+            settings.subagents = sizing.subagents;
+            settings.system_prompt = sizing.system_prompt;
+            registry = sizing.registry;
+        }
+        let published = Published::new(view, rules);
+        let parts = ActorParts {
+            settings,
+            router,
+            registry,
+            events,
+            epochs,
+            approval: published.approval_state(Arc::new(own_ops.clone())),
+            published,
+            own_ops,
+        };
+        let mut actor = SessionActor::new(parts, start);
+        actor.save();
+        actor.run(receiver).await;
+    });
+    handle
+}
+
+/// What a session actor is built from, besides how it starts.
+struct ActorParts {
+    settings: SessionSettings,
+    router: Arc<ModelRouter>,
+    registry: Registry,
+    events: mpsc::Sender<EngineEvent>,
+    epochs: CancelEpochs,
+    published: Published,
+    approval: ApprovalState,
+    own_ops: mpsc::WeakUnboundedSender<Op>,
+}
+
+impl SessionActor {
+    fn new(parts: ActorParts, start: SessionStart) -> Self {
+        let ActorParts {
+            settings,
+            router,
+            mut registry,
+            events,
+            epochs,
+            published,
+            approval,
+            own_ops,
+        } = parts;
+        let mut history = start.history.unwrap_or_else(|| {
+            Transcript::with_system_and_environment(
+                settings.system_prompt.clone(),
+                settings.environment.clone(),
+            )
+        });
+        history.close_cut_off_turn();
+        if let Some(slots) = settings.subagents {
+            let kit = crate::subagent::SubagentKit {
+                settings: settings.clone(),
+                router: router.clone(),
+                registry: registry.clone(),
+                approval: approval.clone(),
+                events: events.clone(),
+                slots: Arc::new(tokio::sync::Semaphore::new(slots.max(1))),
+                children: std::sync::atomic::AtomicU64::new(0),
+                journal: start.journal.as_ref().map(|j| j.journal.clone()),
+            };
+            registry.register(Arc::new(crate::subagent::DelegateTask(Arc::new(kit))));
+        }
+        SessionActor {
+            history,
+            journal: start.journal,
+            saving: saving::SavingState::default(),
+            titles: titles::TitleState {
+                title: start.title,
+                task: None,
+            },
+            published,
+            approval,
+            model: settings.model.clone(),
+            tool_state: Arc::new(SessionToolState::default()),
+            context: ContextState::new(
+                settings.context_window,
+                settings.compression,
+                settings.tokenizers.clone(),
+                &settings.model,
+            ),
+            usage: SessionUsage::default(),
+            used_tool_ids: HashSet::new(),
+            learning: learning::LearningState::default(),
+            own_ops,
+            waiting: VecDeque::new(),
+            epochs,
+            commands: start.commands,
+            settings,
+            router,
+            registry,
+            events,
+        }
+    }
+
+    async fn run(mut self, mut receiver: mpsc::UnboundedReceiver<Op>) {
+        let mut closing = None;
+        self.tell_if_store_not_open().await;
+        loop {
+            let op = match self.waiting.pop_front() {
+                Some(op) => op,
+                None => match receiver.recv().await {
+                    Some(op) => op,
+                    None => break,
+                },
+            };
+            match op {
+                Op::Prompt {
+                    turn,
+                    input,
+                    ticket,
+                } => self.prompt_op(turn, input, ticket, &mut receiver).await,
+                Op::Compact {
+                    turn,
+                    focus,
+                    ticket,
+                } => self.compact(turn, focus, ticket).await,
+                Op::SetMode(mode) => self.set_mode(mode),
+                Op::SetModel(model) => self.set_model(model),
+                Op::Remember(remember) => {
+                    let _ = remember
+                        .done
+                        .send(self.published.remember(&remember.scopes, remember.allow));
+                }
+                #[cfg(test)]
+                Op::Snapshot(reply) => {
+                    let _ = reply.send(self.snapshot());
+                }
+                Op::ReviewFinished(outcome) => self.review_finished(outcome).await,
+                Op::TitleFinished { answer, usage } => self.title_finished(answer, usage).await,
+                Op::SaveSettled(saved) => self.save_settled(saved).await,
+                Op::Close(done) => {
+                    closing = done;
+                    break;
+                }
+            }
+        }
+        // A review in the background ends with its session.
+        if let Some(review) = self.learning.running.take() {
+            review.cancel();
+        }
+        self.commit().await;
+        if let Some(done) = closing {
+            let _ = done.send(());
+        }
+        tracing::debug!(session = %self.settings.id, "session ended");
+    }
+
+    async fn notice(&self, level: crate::events::NoticeLevel, message: String) {
+        let _ = self
+            .events
+            .send(EngineEvent::Notice { level, message })
+            .await;
+    }
+
+    fn update_meta(&self, update: talaria_store::MetaUpdate) {
+        if let Some(journal) = &self.journal {
+            journal.update(update);
+        }
+    }
+
+    fn set_mode(&mut self, mode: Mode) {
+        let previous = self.published.set_mode(mode);
+        if previous != mode {
+            self.history.push(EntryBody::ModeChanged {
+                mode: mode.id().into(),
+            });
+            self.save();
+            self.update_meta(talaria_store::MetaUpdate {
+                mode: Some(mode.id().into()),
+                ..Default::default()
+            });
+        }
+    }
+
+    fn set_model(&mut self, model: String) {
+        if model == self.model {
+            return;
+        }
+        // The model line is in the environment (in the system prompt for records written
+        // before it had one).
+        let switch = |text: &str| crate::system_prompt::with_model(text, &self.model, &model);
+        match self.history.environment().map(str::to_string) {
+            Some(environment) => {
+                let switched = switch(&environment);
+                self.history.set_environment(switched);
+            }
+            None => {
+                let prompt = self
+                    .history
+                    .entries()
+                    .iter()
+                    .find_map(|e| match &e.body {
+                        EntryBody::System { text, .. } => Some(text.clone()),
+                        _ => None,
+                    })
+                    .unwrap_or_default();
+                let switched = switch(&prompt);
+                self.history.set_system_prompt(switched);
+            }
+        }
+        self.history.push(EntryBody::ModelChanged {
+            model: model.clone(),
+        });
+        self.save();
+        self.update_meta(talaria_store::MetaUpdate {
+            model: Some(model.clone()),
+            ..Default::default()
+        });
+        self.context.set_model(&model);
+        self.published.set_model(&model);
+        self.model = model;
+    }
+
+    #[cfg(test)]
+    fn snapshot(&self) -> SessionSnapshot {
+        SessionSnapshot {
+            transcript: self.history.clone(),
+            mode: self.published.mode(),
+            model: self.model.clone(),
+            usage: self.usage.tokens,
+            cost: self.usage.priced.then_some(self.usage.cost),
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! Prompts as the actor serves them: a slash command expanded, the turn run and committed
+//! before it is answered, commands answered without the model, `/compact`.
+
+use talaria_record::EntryBody;
+use tokio::sync::mpsc;
+
+use super::SessionActor;
+use crate::events::{EngineEvent, StopReason, TurnError, TurnId, TurnUsage};
+use crate::model_call::ModelCaller;
+use crate::session::ops::{Op, Ticket};
+use crate::session::settings::UserInput;
+use crate::slash::{CommandReply, Expansion, PromptInput, SlashCommand};
+
+impl SessionActor {
+    /// A prompt's turn: a slash command is expanded first (unless cancelled while queued).
+    pub(super) async fn prompt_op(
+        &mut self,
+        turn: TurnId,
+        input: PromptInput,
+        ticket: Ticket,
+        receiver: &mut mpsc::UnboundedReceiver<Op>,
+    ) {
+        let input = match input {
+            PromptInput::Typed(input) => input,
+            PromptInput::Slash(_) if ticket.is_cancelled() => {
+                return self
+                    .finish_without_model(turn, Ok(StopReason::Cancelled))
+                    .await;
+            }
+            PromptInput::Slash(command) => match self.expand(command).await {
+                Expansion::Prompt(input) => input,
+                Expansion::Reply(reply) => return self.command_reply(turn, reply).await,
+                Expansion::Failed(why) => return self.fail_prompt(turn, why).await,
+            },
+        };
+        self.prompt(turn, input, ticket, receiver).await;
+    }
+
+    /// What a slash command means, asked of the edge's commands on the blocking pool.
+    pub(super) async fn expand(&self, command: SlashCommand) -> Expansion {
+        let Some(commands) = self.commands.clone() else {
+            return Expansion::Prompt(command.typed);
+        };
+        match tokio::task::spawn_blocking(move || commands.expand(&command)).await {
+            Ok(expansion) => expansion,
+            Err(e) => Expansion::Failed(format!("the command failed: {e}")),
+        }
+    }
+
+    pub(super) async fn prompt(
+        &mut self,
+        turn: TurnId,
+        input: UserInput,
+        ticket: Ticket,
+        receiver: &mut mpsc::UnboundedReceiver<Op>,
+    ) {
+        self.give_way();
+        let before = self.history.last_id();
+        let (outcome, usage, kept) = match ticket.start() {
+            None => (Ok(StopReason::Cancelled), TurnUsage::default(), Vec::new()),
+            Some(work) => {
+                let end = work
+                    .follow(self.run_turn(input, &work.token, receiver))
+                    .await;
+                (end.outcome, end.usage, end.kept)
+            }
+        };
+        let ran = !matches!(outcome, Ok(StopReason::Cancelled)) || self.history.last_id() > before;
+        // Durable before answered.
+        self.commit().await;
+        let _ = self
+            .events
+            .send(EngineEvent::TurnFinished {
+                turn,
+                outcome,
+                usage,
+            })
+            .await;
+        if ran {
+            self.count_learning(before, &kept);
+            self.maybe_review().await;
+        }
+        if self.titles.title.is_none() {
+            self.start_title().await;
+        }
+    }
+
+    /// Answers a prompt that could not be prepared with an error.
+    pub(super) async fn fail_prompt(&mut self, turn: TurnId, why: String) {
+        self.finish_without_model(turn, Err(TurnError::Command(why)))
+            .await;
+    }
+
+    /// Ends a turn that made no model call of its own (a command, a failure to start).
+    pub(super) async fn finish_without_model(
+        &mut self,
+        turn: TurnId,
+        outcome: Result<StopReason, TurnError>,
+    ) {
+        self.commit().await;
+        let _ = self
+            .events
+            .send(EngineEvent::TurnFinished {
+                turn,
+                outcome,
+                usage: TurnUsage::default(),
+            })
+            .await;
+    }
+
+    /// A command answered without the model: its reply as the agent's message.
+    pub(super) async fn command_reply(&mut self, turn: TurnId, reply: CommandReply) {
+        let _ = self.events.send(EngineEvent::AgentText(reply.text)).await;
+        if reply.commands_changed {
+            let _ = self.events.send(EngineEvent::CommandsChanged).await;
+        }
+        self.finish_without_model(turn, Ok(StopReason::EndTurn))
+            .await;
+    }
+
+    /// `/compact [focus]`: compacts the record now, through the session's model chain, with
+    /// the compaction's progress streamed to the chat; answered like a prompt.
+    pub(super) async fn compact(&mut self, turn: TurnId, focus: Option<String>, ticket: Ticket) {
+        let outcome = match ticket.start() {
+            None => Ok(StopReason::Cancelled),
+            Some(work) => {
+                let token = work.token.clone();
+                let tools = crate::turn::tool_specs(&self.registry);
+                let tools = crate::context::tools_text(&tools);
+                let mut caller = ModelCaller::new(
+                    self.router.as_ref(),
+                    self.router.chain(&self.model),
+                    self.settings.retry,
+                    &token,
+                    &mut self.context,
+                    &mut self.usage,
+                );
+                let mut sink = crate::model_call::ChatSink {
+                    events: &self.events,
+                    session_id: &self.settings.id,
+                    registry: &self.registry,
+                    used_ids: &mut self.used_tool_ids,
+                    announced: Vec::new(),
+                    notices: Vec::new(),
+                    hold: None,
+                };
+                let trigger = crate::model_call::compaction::Trigger::Manual { focus };
+                let result = work
+                    .follow(caller.compact(&mut self.history, &tools, trigger, &mut sink))
+                    .await;
+                let cancelled = token.is_cancelled();
+                let notices = std::mem::take(&mut sink.notices);
+                drop(work);
+                for (_, text) in notices {
+                    self.history.push(EntryBody::Notice {
+                        level: talaria_record::NoticeLevel::Warning,
+                        text,
+                    });
+                }
+                if let Err(why) = &result {
+                    self.history.push(EntryBody::Notice {
+                        level: talaria_record::NoticeLevel::Warning,
+                        text: format!("/compact did not compact the conversation: {why}"),
+                    });
+                }
+                self.save();
+                if cancelled {
+                    Ok(StopReason::Cancelled)
+                } else {
+                    Ok(StopReason::EndTurn)
+                }
+            }
+        };
+        self.finish_without_model(turn, outcome).await;
+    }
+}

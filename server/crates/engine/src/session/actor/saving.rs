@@ -1,0 +1,100 @@
+//! Saving: the record goes to the journal as it grows, a turn is answered once it is
+//! committed (or the journal's deadline passed), and the client is told once when the
+//! session is not being saved and once when it is again.
+
+use super::SessionActor;
+use crate::session::ops::Op;
+
+/// What the client was told about saving.
+#[derive(Debug, Default)]
+pub(super) struct SavingState {
+    /// The client was told the session is not being saved (and will be told when it is).
+    pub(super) told_unsaved: bool,
+    /// A task waits for the journal to say the session is saved again.
+    pub(super) watching: bool,
+}
+
+impl SessionActor {
+    /// Sends what the record gained to the store.
+    pub(super) fn save(&mut self) {
+        if let Some(journal) = &mut self.journal {
+            journal.save(&mut self.history);
+        }
+    }
+
+    /// Sends what the record gained and waits until the store committed it: a turn is
+    /// answered once it is saved, or once the journal's deadline passed (a store that blocks
+    /// never holds an answer). Not being saved is told once (the entries wait in memory and
+    /// are written, in order, when the store accepts writes again), and so is the recovery.
+    pub(super) async fn commit(&mut self) {
+        self.save();
+        let Some(journal) = &self.journal else {
+            return;
+        };
+        let report = journal.committed().await;
+        match (&report.error, self.saving.told_unsaved) {
+            (Some(error), false) => {
+                let message = format!(
+                    "This session is not being saved: {error}. This turn is not saved yet; \
+                     the session goes on, keeps everything in memory and writes it, in order, \
+                     as soon as the store accepts writes again."
+                );
+                self.tell_unsaved(message).await;
+            }
+            (None, true) => self.save_settled(true).await,
+            _ => {}
+        }
+        if report.error.is_some() {
+            self.watch_saved();
+        }
+    }
+
+    /// A session that starts before the store opened says so at once.
+    pub(super) async fn tell_if_store_not_open(&mut self) {
+        let Some(why) = self.journal.as_ref().and_then(|j| j.journal.not_open()) else {
+            return;
+        };
+        self.tell_unsaved(format!(
+            "This session is not saved yet: {why}. The session goes on, keeps everything in \
+             memory and writes it, in order, once the store opens."
+        ))
+        .await;
+        self.watch_saved();
+    }
+
+    pub(super) async fn tell_unsaved(&mut self, message: String) {
+        self.saving.told_unsaved = true;
+        self.notice(crate::events::NoticeLevel::Warning, message)
+            .await;
+    }
+
+    /// Waits, beside the session, for the journal to have written everything unsaved.
+    pub(super) fn watch_saved(&mut self) {
+        let Some(journal) = &self.journal else {
+            return;
+        };
+        if std::mem::replace(&mut self.saving.watching, true) {
+            return;
+        }
+        let saved = journal.when_saved();
+        let ops = self.own_ops.clone();
+        tokio::spawn(async move {
+            let saved = saved.await;
+            if let Some(ops) = ops.upgrade() {
+                let _ = ops.send(Op::SaveSettled(saved));
+            }
+        });
+    }
+
+    /// The journal settled what was unsaved: told once, when it is saved again.
+    pub(super) async fn save_settled(&mut self, saved: bool) {
+        self.saving.watching = false;
+        if saved && std::mem::take(&mut self.saving.told_unsaved) {
+            self.notice(
+                crate::events::NoticeLevel::Info,
+                "The session is saved again: everything it recorded meanwhile is written.".into(),
+            )
+            .await;
+        }
+    }
+}

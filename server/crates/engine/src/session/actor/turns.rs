@@ -1,0 +1,176 @@
+//! A turn as the actor runs it: ops that arrive meanwhile (a mode change applies at once,
+//! the rest waits), a panic made a failure, a failed or cancelled turn marked interrupted.
+
+use std::collections::VecDeque;
+
+use futures_util::FutureExt;
+use talaria_record::EntryBody;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::SessionActor;
+use crate::approval::Mode;
+use crate::events::{StopReason, TurnError, TurnUsage};
+use crate::model_call::ModelCaller;
+use crate::session::ops::Op;
+use crate::session::settings::UserInput;
+use crate::session_state::Published;
+use crate::turn::{Turn, TurnLimits};
+
+impl SessionActor {
+    /// Runs one turn; mode changes that arrive meanwhile apply at once, other ops wait.
+    pub(super) async fn run_turn(
+        &mut self,
+        input: UserInput,
+        token: &CancellationToken,
+        receiver: &mut mpsc::UnboundedReceiver<Op>,
+    ) -> crate::turn::TurnEnd {
+        let mut modes_set = Vec::new();
+        let result = {
+            let caller = ModelCaller::new(
+                self.router.as_ref(),
+                self.router.chain(&self.model),
+                self.settings.retry,
+                token,
+                &mut self.context,
+                &mut self.usage,
+            );
+            let turn = Turn {
+                settings: &self.settings,
+                limits: TurnLimits {
+                    max_requests: self.settings.max_turn_requests,
+                    max_output_tokens: self.settings.max_output_tokens,
+                },
+                registry: &self.registry,
+                approval: &self.approval,
+                tool_state: &self.tool_state,
+                events: &self.events,
+                cancel: token,
+                history: &mut self.history,
+                journal: self.journal.as_mut(),
+                used_tool_ids: &mut self.used_tool_ids,
+                kept: Vec::new(),
+                caller,
+            };
+            let running = std::panic::AssertUnwindSafe(turn.run(input)).catch_unwind();
+            tokio::pin!(running);
+            loop {
+                tokio::select! {
+                    result = &mut running => break result,
+                    Some(op) = receiver.recv() => {
+                        take_during_turn(op, &self.published, &mut self.waiting, &mut modes_set);
+                    }
+                }
+            }
+        };
+        self.turn_ended(result, modes_set)
+    }
+
+    /// After a turn: the mode changes it saw recorded, a panic made a failure, a failed or
+    /// cut-off turn marked interrupted, the usage saved.
+    pub(super) fn turn_ended(
+        &mut self,
+        result: std::thread::Result<crate::turn::TurnEnd>,
+        modes_set: Vec<Mode>,
+    ) -> crate::turn::TurnEnd {
+        for mode in modes_set {
+            self.history.push(EntryBody::ModeChanged {
+                mode: mode.id().into(),
+            });
+            self.update_meta(talaria_store::MetaUpdate {
+                mode: Some(mode.id().into()),
+                ..Default::default()
+            });
+        }
+        let crate::turn::TurnEnd {
+            outcome,
+            usage,
+            kept,
+        } = match result {
+            Ok(done) => done,
+            Err(panic) => {
+                let what = panic_message(panic.as_ref());
+                tracing::error!(session = %self.settings.id, "turn panicked: {what}");
+                let error = TurnError::Internal(format!("the turn failed unexpectedly: {what}"));
+                crate::turn::TurnEnd {
+                    outcome: Err(error),
+                    usage: TurnUsage::default(),
+                    kept: Vec::new(),
+                }
+            }
+        };
+        // A failed turn stays in the record, marked (open calls get failed results), so the
+        // next request is valid for every provider.
+        match &outcome {
+            Err(error) => self.history.interrupt(error.to_string()),
+            // A cancelled turn is marked: before any answer so roles stay valid, and after a
+            // partial one so it is not read (by the user on reload, or the model) as complete.
+            Ok(StopReason::Cancelled) => {
+                self.history.interrupt("the turn was cancelled");
+            }
+            Ok(_) => {}
+        }
+        self.save();
+        self.update_meta(talaria_store::MetaUpdate {
+            tokens: Some((self.usage.tokens.input, self.usage.tokens.output)),
+            cost: self.usage.priced.then_some(self.usage.cost),
+            ..Default::default()
+        });
+        crate::turn::TurnEnd {
+            outcome,
+            usage,
+            kept,
+        }
+    }
+
+    /// On a one-slot server, side work gives way to a prompt that arrives: it is cancelled
+    /// (so it never takes the slot, or the prompt cache, from the conversation) and runs again
+    /// after the turn.
+    pub(super) fn give_way(&mut self) {
+        if !self.settings.single_slot {
+            return;
+        }
+        if let Some(task) = &self.titles.task {
+            task.cancel();
+        }
+        let review = self.learning.running.take();
+        if let Some(review) = review {
+            review.cancel();
+            self.learning.retry = true;
+        }
+    }
+}
+
+/// An op that arrived during a turn: a mode change or a rule applies at once, a model
+/// switch is shown at once and applied after the turn, anything else waits for it.
+fn take_during_turn(
+    op: Op,
+    published: &Published,
+    waiting: &mut VecDeque<Op>,
+    modes_set: &mut Vec<Mode>,
+) {
+    match op {
+        Op::SetMode(mode) => {
+            published.set_mode(mode);
+            modes_set.push(mode);
+        }
+        Op::Remember(remember) => {
+            let _ = remember
+                .done
+                .send(published.remember(&remember.scopes, remember.allow));
+        }
+        Op::SetModel(model) => {
+            published.set_model(&model);
+            waiting.push_back(Op::SetModel(model));
+        }
+        other => waiting.push_back(other),
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".to_string())
+}

@@ -1,0 +1,113 @@
+//! A handle to a running session: how the edge queues prompts, cancels, switches mode and
+//! model, and closes it.
+
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+
+#[cfg(test)]
+use super::ops::SessionSnapshot;
+use super::ops::{Op, Ticket};
+use crate::approval::Mode;
+use crate::events::TurnId;
+use crate::session_state::{CancelEpochs, SessionView};
+use crate::slash::PromptInput;
+
+/// A handle to a running session. Dropping every handle ends the session after its queue.
+#[derive(Debug, Clone)]
+pub struct SessionHandle {
+    pub(super) ops: mpsc::UnboundedSender<Op>,
+    pub(super) epochs: CancelEpochs,
+    pub(super) view: watch::Receiver<SessionView>,
+}
+
+impl SessionHandle {
+    /// Queues a prompt; it runs after every prompt queued before it. `cancel` cancels this
+    /// prompt alone (its request was withdrawn).
+    pub fn prompt(
+        &self,
+        turn: TurnId,
+        cancel: CancellationToken,
+        input: impl Into<PromptInput>,
+    ) -> Result<(), TurnId> {
+        self.queue(turn, cancel, |turn, ticket| Op::Prompt {
+            turn,
+            input: input.into(),
+            ticket,
+        })
+    }
+
+    /// Queues an op with a ticket for the current cancel generation; `Err` when the session
+    /// ended.
+    fn queue(
+        &self,
+        turn: TurnId,
+        cancel: CancellationToken,
+        op: impl FnOnce(TurnId, Ticket) -> Op,
+    ) -> Result<(), TurnId> {
+        let ticket = Ticket::new(self.epochs.current(), cancel);
+        self.ops.send(op(turn.clone(), ticket)).map_err(|_| turn)
+    }
+
+    /// Queues a compaction of the context (`/compact`), answered with `TurnFinished` like a
+    /// prompt, in order with the prompts.
+    pub fn compact(
+        &self,
+        turn: TurnId,
+        cancel: CancellationToken,
+        focus: Option<String>,
+    ) -> Result<(), TurnId> {
+        self.queue(turn, cancel, |turn, ticket| Op::Compact {
+            turn,
+            focus,
+            ticket,
+        })
+    }
+
+    /// Cancels the running turn or side task and every prompt queued so far.
+    pub fn cancel(&self) {
+        self.epochs.cancel();
+    }
+
+    /// The current approval mode.
+    pub fn mode(&self) -> Mode {
+        self.view.borrow().mode
+    }
+
+    /// The model the next turn uses.
+    pub fn model(&self) -> String {
+        self.view.borrow().model.clone()
+    }
+
+    /// Switches the model; it applies from the next turn ([`Self::model`] says so once the
+    /// session has taken the op).
+    pub fn set_model(&self, model: &str) {
+        let _ = self.ops.send(Op::SetModel(model.to_string()));
+    }
+
+    /// Changes the approval mode; it applies to the next decision, also within a running turn.
+    pub fn set_mode(&self, mode: Mode) {
+        let _ = self.ops.send(Op::SetMode(mode));
+    }
+
+    /// A copy of the session's state after the running turn (tests read the actor's state).
+    #[cfg(test)]
+    pub fn snapshot(&self) -> oneshot::Receiver<SessionSnapshot> {
+        let (reply, answer) = oneshot::channel();
+        let _ = self.ops.send(Op::Snapshot(reply));
+        answer
+    }
+
+    /// Ends the session once what is queued has run (cancel first to stop it now).
+    pub fn close(&self) {
+        let _ = self.ops.send(Op::Close(None));
+    }
+
+    /// Ends the session and waits until everything it recorded is committed (or the store
+    /// refused it, which the session has told its client).
+    pub async fn close_and_wait(&self) {
+        let (done, closed) = oneshot::channel();
+        if self.ops.send(Op::Close(Some(done))).is_ok() {
+            let _ = closed.await;
+        }
+    }
+}

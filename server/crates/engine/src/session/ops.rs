@@ -1,0 +1,124 @@
+//! What a session's handle tells its actor ([`Op`]), and how a queued op is cancelled
+//! ([`Ticket`]).
+
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::approval::Mode;
+use crate::events::TurnId;
+#[cfg(test)]
+use crate::events::TurnUsage;
+use crate::session_state::{Remember, RememberQueue};
+use crate::side_task::SideTaskError;
+use crate::slash::PromptInput;
+#[cfg(test)]
+use talaria_record::Transcript;
+
+/// A copy of the session's state (the engine's tests read it).
+#[cfg(test)]
+#[derive(Debug, Clone)]
+pub struct SessionSnapshot {
+    pub transcript: Transcript,
+    pub mode: Mode,
+    pub model: String,
+    pub usage: TurnUsage,
+    pub cost: Option<f64>,
+}
+
+/// What a session is told to do.
+#[derive(Debug)]
+pub(crate) enum Op {
+    /// A prompt (a slash command is expanded when its turn comes).
+    Prompt {
+        turn: TurnId,
+        input: PromptInput,
+        ticket: Ticket,
+    },
+    /// Compacts the context now (`/compact [focus]`); answered like a prompt.
+    Compact {
+        turn: TurnId,
+        focus: Option<String>,
+        ticket: Ticket,
+    },
+    SetMode(Mode),
+    SetModel(String),
+    /// Remembers an approval decision (a turn asks, and waits for the file's save, so its
+    /// next decision sees the rule).
+    Remember(Remember),
+    #[cfg(test)]
+    Snapshot(oneshot::Sender<SessionSnapshot>),
+    /// A background review ended.
+    ReviewFinished(crate::review::ReviewOutcome),
+    /// The title task beside the session ended: the model's answer, and what it used.
+    TitleFinished {
+        answer: Result<String, SideTaskError>,
+        usage: crate::model_call::SessionUsage,
+    },
+    /// The session's unsaved entries were written (`true`), or never will be.
+    SaveSettled(bool),
+    /// Ends the session after what is queued before it, once what it recorded is committed;
+    /// answers when it is.
+    Close(Option<oneshot::Sender<()>>),
+}
+
+/// How a queued prompt can be cancelled: the session's cancel epoch it was queued under (a
+/// later `cancel` ends it), and its own request's token (the client withdrew that one
+/// request). Its turn's token is a child of the epoch's and follows the request's.
+#[derive(Debug, Clone)]
+pub struct Ticket {
+    epoch: CancellationToken,
+    request: CancellationToken,
+}
+
+impl Ticket {
+    pub(crate) fn new(epoch: CancellationToken, request: CancellationToken) -> Self {
+        Self { epoch, request }
+    }
+
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.epoch.is_cancelled() || self.request.is_cancelled()
+    }
+
+    /// The running work of this ticket, or `None` when it was cancelled while queued (a
+    /// later `cancel`, or its request withdrawn).
+    pub(crate) fn start(&self) -> Option<Work> {
+        if self.is_cancelled() {
+            return None;
+        }
+        Some(Work {
+            token: self.epoch.child_token(),
+            request: self.request.clone(),
+        })
+    }
+}
+
+/// Running work: its token is a child of the ticket's epoch (a `cancel` reaches it at once)
+/// and follows the ticket's request while [`Work::follow`] drives it.
+pub(crate) struct Work {
+    pub(crate) token: CancellationToken,
+    request: CancellationToken,
+}
+
+impl Work {
+    /// Drives `work`, cancelling the token when the request is withdrawn (the work still
+    /// runs to its end, which a cancelled token makes short).
+    pub(crate) async fn follow<T>(&self, work: impl std::future::Future<Output = T>) -> T {
+        tokio::pin!(work);
+        tokio::select! {
+            done = &mut work => done,
+            () = self.request.cancelled() => {
+                self.token.cancel();
+                work.await
+            }
+        }
+    }
+}
+
+/// A turn's "remember this decision" goes into the session's op queue, in order with the
+/// rest (weak: a turn never keeps its session alive).
+impl RememberQueue for mpsc::WeakUnboundedSender<Op> {
+    fn queue(&self, remember: Remember) -> bool {
+        self.upgrade()
+            .is_some_and(|ops| ops.send(Op::Remember(remember)).is_ok())
+    }
+}
