@@ -5,7 +5,7 @@
 use talaria_engine::{CompactionStatus, CompactionView, NoticeLevel};
 use talaria_protocol::acp::{self, ContentBlock, SessionUpdate, TextContent};
 
-use super::forwarder::notice_update;
+use super::updates::notice_update;
 
 /// The slash command's name.
 pub const COMMAND: &str = "compact";

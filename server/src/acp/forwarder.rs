@@ -24,31 +24,6 @@ fn prompt_usage(usage: &TurnUsage) -> Option<acp::Usage> {
     )
 }
 
-/// A notice as the client can show it: an ACP `notice` when it advertised notices, otherwise a
-/// thought (info, warnings) or an agent message (errors).
-pub fn notice_update(level: NoticeLevel, message: String, notices: bool) -> acp::SessionUpdate {
-    if notices {
-        let severity = match level {
-            NoticeLevel::Info => acp::NoticeSeverity::Info,
-            NoticeLevel::Warning => acp::NoticeSeverity::Warning,
-            NoticeLevel::Error => acp::NoticeSeverity::Error,
-        };
-        return acp::SessionUpdate::Notice(acp::Notice::new(severity, message));
-    }
-    let text = acp::ContentBlock::Text(acp::TextContent::new(format!(
-        "\n[{}] {message}\n",
-        match level {
-            NoticeLevel::Info => "info",
-            NoticeLevel::Warning => "warning",
-            NoticeLevel::Error => "error",
-        }
-    )));
-    match level {
-        NoticeLevel::Error => acp::SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(text)),
-        _ => acp::SessionUpdate::AgentThoughtChunk(acp::ContentChunk::new(text)),
-    }
-}
-
 /// The session's slash commands as they are now (the skill folders are read off the runtime
 /// thread).
 async fn list_commands(
@@ -83,9 +58,11 @@ async fn child_event(peer: &Peer, client: &Arc<AcpBridge>, session_id: String, e
             bridge.serve(request);
             return;
         }
-        EngineEvent::Notice { level, message } => {
-            Some(notice_update(level, message, client.caps().notices))
-        }
+        EngineEvent::Notice { level, message } => Some(updates::notice_update(
+            level,
+            message,
+            client.caps().notices,
+        )),
         other => updates::session_update(other),
     };
     if let Some(update) = update {
@@ -223,7 +200,9 @@ impl Forwarder {
                 level: NoticeLevel::Error,
                 ..
             } if !notices => None,
-            EngineEvent::Notice { level, message } => Some(notice_update(level, message, notices)),
+            EngineEvent::Notice { level, message } => {
+                Some(updates::notice_update(level, message, notices))
+            }
             EngineEvent::Compaction(view) => {
                 super::compaction::update(view, self.client.caps().compaction, notices)
             }

@@ -321,7 +321,7 @@ impl Agent {
         for warning in warnings {
             self.outbox.push(SessionNotification::new(
                 session_id.clone(),
-                forwarder::notice_update(
+                updates::notice_update(
                     talaria_engine::NoticeLevel::Warning,
                     warning,
                     self.client_caps.notices,

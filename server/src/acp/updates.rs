@@ -262,6 +262,37 @@ fn clip(text: &str, max_chars: usize) -> String {
     }
 }
 
+/// A notice as the client can show it: an ACP `notice` when it advertised notices, otherwise a
+/// thought (info, warnings) or an agent message (errors).
+pub fn notice_update(
+    level: talaria_engine::NoticeLevel,
+    message: String,
+    notices: bool,
+) -> acp::SessionUpdate {
+    if notices {
+        let severity = match level {
+            talaria_engine::NoticeLevel::Info => acp::NoticeSeverity::Info,
+            talaria_engine::NoticeLevel::Warning => acp::NoticeSeverity::Warning,
+            talaria_engine::NoticeLevel::Error => acp::NoticeSeverity::Error,
+        };
+        return acp::SessionUpdate::Notice(acp::Notice::new(severity, message));
+    }
+    let text = acp::ContentBlock::Text(acp::TextContent::new(format!(
+        "\n[{}] {message}\n",
+        match level {
+            talaria_engine::NoticeLevel::Info => "info",
+            talaria_engine::NoticeLevel::Warning => "warning",
+            talaria_engine::NoticeLevel::Error => "error",
+        }
+    )));
+    match level {
+        talaria_engine::NoticeLevel::Error => {
+            acp::SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(text))
+        }
+        _ => acp::SessionUpdate::AgentThoughtChunk(acp::ContentChunk::new(text)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,22 +1,19 @@
 //! What a turn asks of the client, without knowing the protocol: permission prompts and (when
 //! the client offers them) its file buffers and terminals.
 //!
-//! Requests travel as [`EngineEvent::ClientRequest`] in the session's one ordered event stream,
+//! Requests travel as `EngineEvent::ClientRequest` in the session's one ordered event stream,
 //! after the events about the same call, so a request can never overtake its tool card and no
 //! barrier is needed. The consumer of the stream answers each on its reply channel.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use futures_util::future::BoxFuture;
 use serde_json::Value;
 use talaria_tools::ProgressSink;
-use talaria_tools::fs::{FileAccess, FileError, LocalFiles};
-use talaria_tools::shell::{CommandResult, CommandRunner, CommandSpec, LocalRunner};
-use tokio::sync::{mpsc, oneshot};
+use talaria_tools::fs::FileError;
+use talaria_tools::shell::{CommandResult, CommandSpec};
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
-
-use crate::events::EngineEvent;
 
 /// An answer the user can give.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,120 +147,5 @@ impl ClientRequest {
         if let Some(tx) = talaria_util::lock(&self.reply).take() {
             let _ = tx.send(answer);
         }
-    }
-}
-
-/// Sends a request down the event stream and waits for its answer; `None` when the consumer
-/// is gone or dropped the request unanswered.
-pub(crate) async fn ask(
-    events: &mpsc::Sender<EngineEvent>,
-    ask: ClientAsk,
-    cancel: CancellationToken,
-    progress: Option<ProgressSink>,
-) -> Option<ClientAnswer> {
-    let (request, answer) = ClientRequest::new(ask, cancel, progress);
-    events
-        .send(EngineEvent::ClientRequest(request))
-        .await
-        .ok()?;
-    answer.await.ok()
-}
-
-const NO_ANSWER: &str = "the client did not answer";
-
-/// Files through the client when it offers them, else the local disk.
-pub(crate) struct ClientFiles {
-    pub events: mpsc::Sender<EngineEvent>,
-    pub delegation: Delegation,
-    /// The turn's token: a cancelled turn stops waiting for the editor.
-    pub cancel: CancellationToken,
-}
-
-impl FileAccess for ClientFiles {
-    fn read_text<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, Result<String, FileError>> {
-        Box::pin(async move {
-            if !self.delegation.read_files {
-                return LocalFiles.read_text(path).await;
-            }
-            let asked = ClientAsk::ReadFile {
-                path: path.to_path_buf(),
-            };
-            match ask(&self.events, asked, self.cancel.clone(), None).await {
-                Some(ClientAnswer::Read(result)) => result,
-                _ => Err(FileError::Other(NO_ANSWER.into())),
-            }
-        })
-    }
-
-    fn write_text<'a>(
-        &'a self,
-        path: &'a Path,
-        text: &'a str,
-    ) -> BoxFuture<'a, Result<(), FileError>> {
-        Box::pin(async move {
-            if !self.delegation.write_files {
-                return LocalFiles.write_text(path, text).await;
-            }
-            let asked = ClientAsk::WriteFile {
-                path: path.to_path_buf(),
-                text: text.to_string(),
-            };
-            match ask(&self.events, asked, self.cancel.clone(), None).await {
-                Some(ClientAnswer::Wrote(result)) => result,
-                _ => Err(FileError::Other(NO_ANSWER.into())),
-            }
-        })
-    }
-}
-
-/// Commands in the client's terminals when it offers them, else on this machine.
-pub(crate) struct ClientCommands {
-    pub events: mpsc::Sender<EngineEvent>,
-    pub delegation: Delegation,
-}
-
-impl CommandRunner for ClientCommands {
-    fn run<'a>(
-        &'a self,
-        spec: CommandSpec,
-        cancel: &'a CancellationToken,
-        progress: Option<ProgressSink>,
-    ) -> BoxFuture<'a, Result<CommandResult, talaria_tools::ToolError>> {
-        Box::pin(async move {
-            if !self.delegation.terminal {
-                return LocalRunner.run(spec, cancel, progress).await;
-            }
-            let asked = ClientAsk::RunCommand { spec };
-            match ask(&self.events, asked, cancel.clone(), progress).await {
-                Some(ClientAnswer::Ran(result)) => result,
-                _ => Err(talaria_tools::ToolError::Client(NO_ANSWER.into())),
-            }
-        })
-    }
-}
-
-/// Questions to the user through the client (its forms).
-pub(crate) struct ClientQuestions {
-    pub events: mpsc::Sender<EngineEvent>,
-}
-
-impl talaria_tools::clarify::UserQuestions for ClientQuestions {
-    fn ask_form<'a>(
-        &'a self,
-        message: &'a str,
-        schema: &'a Value,
-        cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, Result<talaria_tools::clarify::FormAnswer, talaria_tools::ToolError>> {
-        Box::pin(async move {
-            let asked = ClientAsk::Question {
-                message: message.to_string(),
-                schema: schema.clone(),
-            };
-            match ask(&self.events, asked, cancel.clone(), None).await {
-                Some(ClientAnswer::Question(answer)) => answer,
-                _ if cancel.is_cancelled() => Ok(talaria_tools::clarify::FormAnswer::Cancelled),
-                _ => Err(talaria_tools::ToolError::Client(NO_ANSWER.into())),
-            }
-        })
     }
 }

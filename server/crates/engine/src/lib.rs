@@ -8,6 +8,7 @@ pub mod approval;
 mod backoff;
 pub mod budget;
 pub mod client;
+mod client_access;
 pub mod config;
 mod config_place;
 mod context;

@@ -396,7 +396,7 @@ impl Orchestrator<'_> {
             server: facts.server.clone(),
         };
         // The request follows the call's card in the one event stream: it cannot overtake it.
-        let asked = crate::client::ask(
+        let asked = crate::client_access::ask(
             self.events,
             ClientAsk::Permission(request),
             self.cancel.clone(),
@@ -578,7 +578,7 @@ impl Orchestrator<'_> {
             ],
             server: None,
         };
-        let asked = crate::client::ask(
+        let asked = crate::client_access::ask(
             self.events,
             ClientAsk::Permission(request),
             self.cancel.clone(),

@@ -497,19 +497,19 @@ impl Turn<'_> {
         ToolContext {
             cwd: self.settings.cwd.clone(),
             cancel: self.cancel.clone(),
-            files: Arc::new(crate::client::ClientFiles {
+            files: Arc::new(crate::client_access::ClientFiles {
                 events: self.events.clone(),
                 delegation: self.settings.delegation,
                 cancel: self.cancel.clone(),
             }),
-            commands: Arc::new(crate::client::ClientCommands {
+            commands: Arc::new(crate::client_access::ClientCommands {
                 events: self.events.clone(),
                 delegation: self.settings.delegation,
             }),
             state: self.tool_state.clone(),
             sensitive: self.settings.secrets.paths.clone(),
             progress: None,
-            questions: Some(Arc::new(crate::client::ClientQuestions {
+            questions: Some(Arc::new(crate::client_access::ClientQuestions {
                 events: self.events.clone(),
             })),
             shell: self.settings.shell.clone(),

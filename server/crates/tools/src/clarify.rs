@@ -2,41 +2,17 @@
 //! client shows) and returns the answer; a declined or cancelled question is reported as
 //! such. Offered only when the client can show such forms.
 
-use crate::ToolError;
-
 use std::sync::{Arc, LazyLock};
 
 use futures_util::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
+pub use crate::interfaces::{FormAnswer, UserQuestions};
 use crate::tool::{
     ApprovalNeed, CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolKind,
     ToolOutcome, parse_args,
 };
-
-/// How the user answered a form.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FormAnswer {
-    /// The user filled in the form: its content (an object keyed by the schema's properties).
-    Accepted(Value),
-    /// The user chose not to answer.
-    Declined,
-    /// The user dismissed the form (or the turn was cancelled).
-    Cancelled,
-}
-
-/// Asks the user to fill in forms (through the client): a message and a restricted JSON
-/// schema, an object of primitive properties (as MCP's and ACP's elicitation define it).
-pub trait UserQuestions: Send + Sync {
-    fn ask_form<'a>(
-        &'a self,
-        message: &'a str,
-        schema: &'a Value,
-        cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, Result<FormAnswer, ToolError>>;
-}
 
 /// The form of one question: a single answer field, a choice when `choices` are given.
 pub fn question_schema(choices: &[String]) -> Value {

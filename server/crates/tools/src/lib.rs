@@ -10,6 +10,7 @@ pub mod clarify;
 pub mod diff;
 mod error;
 pub mod fs;
+pub mod interfaces;
 pub mod patch;
 pub mod process;
 pub mod read_file;

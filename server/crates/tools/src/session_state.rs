@@ -15,7 +15,15 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, watch};
 
 use crate::shell::{Launch, kill_group};
-use crate::tool::TodoItem;
+
+/// A todo item (Hermes `todo` shape).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TodoItem {
+    pub id: String,
+    pub content: String,
+    /// `pending`, `in_progress`, `completed` or `cancelled`.
+    pub status: String,
+}
 
 /// The most output kept per background process (older output is dropped, with a count).
 pub const MAX_LOG_BYTES: usize = 1024 * 1024;

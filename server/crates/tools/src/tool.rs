@@ -8,8 +8,11 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::fs::FileAccess;
+use crate::interfaces::UserQuestions;
+pub use crate::interfaces::{Progress, ProgressSink};
 use crate::sensitive::SensitivePaths;
 use crate::session_state::SessionToolState;
+pub use crate::session_state::TodoItem;
 use crate::shell::CommandRunner;
 
 /// What kind of action a tool performs; editors use it to pick an icon and the policy uses it.
@@ -85,20 +88,6 @@ pub struct ToolLocation {
     pub line: Option<u32>,
 }
 
-/// What a running tool reports before it finishes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Progress {
-    /// Output as it arrives (e.g. from a command).
-    Output(String),
-    /// The call now runs in this editor terminal (embed it in the card).
-    Terminal(String),
-    /// The call's work goes on in this (child) session (reference it from the card).
-    Session(String),
-}
-
-/// Receives [`Progress`] from a running tool.
-pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
-
 /// The environment a tool runs in.
 #[derive(Clone)]
 pub struct ToolContext {
@@ -117,7 +106,7 @@ pub struct ToolContext {
     /// Receives live output, when the caller wants it.
     pub progress: Option<ProgressSink>,
     /// Asks the user questions, when the client can show them.
-    pub questions: Option<Arc<dyn crate::clarify::UserQuestions>>,
+    pub questions: Option<Arc<dyn UserQuestions>>,
     /// How commands start: the OS sandbox, the clean environment.
     pub shell: Arc<crate::shell::Shell>,
     /// This one call runs outside the sandbox (the user agreed, for this call only).
@@ -224,15 +213,6 @@ pub fn resolve_in(cwd: &Path, path: &str) -> PathBuf {
 pub enum ToolStatus {
     Completed,
     Failed,
-}
-
-/// A todo item (Hermes `todo` shape).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct TodoItem {
-    pub id: String,
-    pub content: String,
-    /// `pending`, `in_progress`, `completed` or `cancelled`.
-    pub status: String,
 }
 
 /// Something a call did that the editor should show, beside the text result.

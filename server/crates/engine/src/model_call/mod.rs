@@ -11,7 +11,7 @@
 
 mod attempts;
 pub(crate) mod compaction;
-mod error;
+pub(crate) mod error;
 mod fit;
 pub mod recovery;
 mod repetition;

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::output::HeadTail;
 use super::{CommandResult, CommandRunner, CommandSpec, Launch, kill_group};
-use crate::tool::{Progress, ProgressSink};
+use crate::interfaces::{Progress, ProgressSink};
 
 /// The local runner.
 #[derive(Debug, Clone, Copy, Default)]

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 pub use launch::{Launch, Sandboxing, Shell, ShellSettings, sweep_private_tmps};
 pub use local::LocalRunner;
 
-use crate::tool::ProgressSink;
+use crate::interfaces::ProgressSink;
 
 /// A foreground command to run.
 #[derive(Debug, Clone, PartialEq, Eq)]

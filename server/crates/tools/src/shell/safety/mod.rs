@@ -9,10 +9,9 @@
 //! substitutions, here-documents fed to a shell, `sh -c`/`eval`/`trap` strings and wrappers
 //! (`sudo`, `env`, `xargs`, `find -exec`, …). Shell keywords are never programs.
 
-mod dynamic;
-mod floor;
-mod programs;
+mod tables;
 mod targets;
+mod variables;
 mod walk;
 mod words;
 mod wrappers;

@@ -4,8 +4,18 @@
 //! unambiguous prefix, as GNU programs accept them.
 
 use super::ShellEnv;
-use super::walk::Cwd;
 use super::words::UNKNOWN;
+
+/// The directory commands run in, as far as a `cd` tells.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Cwd {
+    /// The session's working directory (relative paths are the project's).
+    Session,
+    /// An absolute directory a static `cd` moved to.
+    Known(String),
+    /// A `cd` to somewhere only known at run time.
+    Unknown,
+}
 
 /// Directories whose recursive deletion (or move, or ownership change) destroys the system.
 pub(super) const SYSTEM_DIRS: &[&str] = &[

@@ -3,12 +3,10 @@
 
 use tree_sitter::Node;
 
-use super::walk::Walker;
-
 /// Stands for a part of a word only known at run time.
 pub(super) const UNKNOWN: char = '\u{1}';
 /// Stands for `$IFS`: the word splits there at run time.
-const IFS_SPLIT: char = '\u{1f}';
+pub(super) const IFS_SPLIT: char = '\u{1f}';
 
 /// Programs that download: their output run by a shell is download-and-run.
 pub(super) const FETCHERS: &[&str] = &["curl", "wget", "fetch", "aria2c", "http", "xh", "lynx"];
@@ -41,13 +39,15 @@ impl Word {
         self.text.replace(UNKNOWN, "…")
     }
 
-    fn push(&mut self, part: Word) {
+    /// Appends a part (the word is exact only when every part is).
+    pub(super) fn push(&mut self, part: Word) {
         self.text.push_str(&part.text);
         self.exact &= part.exact;
         self.fetched |= part.fetched;
     }
 
-    fn unknown() -> Self {
+    /// A word known only at run time.
+    pub(super) fn unknown() -> Self {
         Self {
             text: UNKNOWN.to_string(),
             exact: false,
@@ -66,7 +66,7 @@ pub(super) fn basename(text: &str) -> &str {
 }
 
 /// Removes backslash escapes from an unquoted word (`\\\n` is a line continuation).
-fn unescape_unquoted(raw: &str) -> String {
+pub(super) fn unescape_unquoted(raw: &str) -> String {
     let mut out = String::with_capacity(raw.len());
     let mut chars = raw.chars();
     while let Some(c) = chars.next() {
@@ -83,7 +83,7 @@ fn unescape_unquoted(raw: &str) -> String {
 }
 
 /// Removes the escapes that double quotes honour.
-fn unescape_double_quoted(raw: &str) -> String {
+pub(super) fn unescape_double_quoted(raw: &str) -> String {
     let mut out = String::with_capacity(raw.len());
     let mut chars = raw.chars().peekable();
     while let Some(c) = chars.next() {
@@ -107,7 +107,7 @@ fn unescape_double_quoted(raw: &str) -> String {
 }
 
 /// Decodes `$'…'` (the common escapes; anything else is kept).
-fn decode_ansi_c(raw: &str) -> String {
+pub(super) fn decode_ansi_c(raw: &str) -> String {
     let inner = raw
         .strip_prefix("$'")
         .and_then(|r| r.strip_suffix('\''))
@@ -164,182 +164,6 @@ pub(super) fn contains_fetcher(node: Node, src: &str) -> bool {
         stack.extend(current.named_children(&mut cursor));
     }
     false
-}
-
-impl Walker<'_> {
-    /// The words an argument node stands for (several when `$IFS` splits it).
-    pub(super) fn words(&self, node: Node, src: &str) -> Vec<Word> {
-        let word = self.word(node, src, true);
-        if !word.text.contains(IFS_SPLIT) {
-            return vec![word];
-        }
-        word.text
-            .split(IFS_SPLIT)
-            .filter(|part| !part.is_empty())
-            .map(|part| Word {
-                text: part.to_string(),
-                exact: false,
-                fetched: word.fetched,
-            })
-            .collect()
-    }
-
-    /// Evaluates one word node; `first` says it starts an argument (where `~` expands).
-    pub(super) fn word(&self, node: Node, src: &str, first: bool) -> Word {
-        let raw = text(node, src);
-        match node.kind() {
-            "word" => Word::literal(self.expand_tilde(unescape_unquoted(raw), first)),
-            "command_name" => match node.named_child(0) {
-                Some(inner) => self.word(inner, src, first),
-                None => Word::literal(""),
-            },
-            "number" | "string_content" | "heredoc_content" => {
-                Word::literal(unescape_double_quoted(raw))
-            }
-            "raw_string" => Word::literal(
-                raw.strip_prefix('\'')
-                    .and_then(|r| r.strip_suffix('\''))
-                    .unwrap_or(raw),
-            ),
-            "ansi_c_string" => Word::literal(decode_ansi_c(raw)),
-            "string" | "translated_string" => {
-                let mut word = Word::literal("");
-                let mut cursor = node.walk();
-                for part in node.named_children(&mut cursor) {
-                    word.push(self.word(part, src, false));
-                }
-                word
-            }
-            "concatenation" => {
-                let mut word = Word::literal("");
-                let mut cursor = node.walk();
-                for (index, part) in node.named_children(&mut cursor).enumerate() {
-                    word.push(self.word(part, src, first && index == 0));
-                }
-                word
-            }
-            "simple_expansion" | "expansion" => self.expansion(node, src),
-            "command_substitution" => self.substitution(node, src),
-            "process_substitution" => Word {
-                text: UNKNOWN.to_string(),
-                exact: false,
-                fetched: contains_fetcher(node, src),
-            },
-            _ => Word {
-                text: raw.to_string(),
-                exact: false,
-                fetched: contains_fetcher(node, src),
-            },
-        }
-    }
-
-    fn expand_tilde(&self, text: String, first: bool) -> String {
-        if !first || !text.starts_with('~') {
-            return text;
-        }
-        let (user, rest) = match text[1..].find('/') {
-            Some(slash) => (&text[1..1 + slash], &text[1 + slash..]),
-            None => (&text[1..], ""),
-        };
-        let home = match user {
-            "" => match &self.env.home {
-                Some(home) => home.clone(),
-                None => return text,
-            },
-            "root" => "/root".to_string(),
-            user if user
-                .chars()
-                .all(|c| c.is_alphanumeric() || "._-".contains(c)) =>
-            {
-                format!("/home/{user}")
-            }
-            _ => return text,
-        };
-        format!("{home}{rest}")
-    }
-
-    /// `$NAME` / `${NAME}` (and `${NAME:?}`, `${NAME:-…}`, `${NAME=…}`, which stand for the
-    /// value when it is set): `$HOME` from the environment, variables assigned earlier in the
-    /// command, anything else unknown.
-    fn expansion(&self, node: Node, src: &str) -> Word {
-        let raw = text(node, src);
-        let inner = raw
-            .trim_start_matches('$')
-            .trim_start_matches('{')
-            .trim_end_matches('}');
-        // `$!` and `$$` are process ids: never -1 or 1, never a path.
-        if matches!(inner, "!" | "$") {
-            return Word {
-                text: format!("${inner}"),
-                exact: false,
-                fetched: false,
-            };
-        }
-        let name_end = inner
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(inner.len());
-        let (name, operator) = inner.split_at(name_end);
-        let value_if_set = operator.is_empty()
-            || [":?", "?", ":-", "-", ":=", "="]
-                .iter()
-                .any(|op| operator.starts_with(op));
-        if name.is_empty() || !value_if_set {
-            return Word::unknown();
-        }
-        if name == "HOME"
-            && let Some(home) = &self.env.home
-        {
-            return Word::literal(home.clone());
-        }
-        if name == "IFS" && operator.is_empty() {
-            return Word {
-                text: IFS_SPLIT.to_string(),
-                exact: false,
-                fetched: false,
-            };
-        }
-        match self.vars.get(name) {
-            Some(value) if operator.is_empty() || !value.is_empty() => Word {
-                text: value.clone(),
-                exact: false,
-                fetched: false,
-            },
-            _ => Word::unknown(),
-        }
-    }
-
-    /// `$(…)`: `$(echo x)` / `$(printf x)` of literal words stand for their text (a best
-    /// effort: still not exact); anything else is unknown.
-    fn substitution(&self, node: Node, src: &str) -> Word {
-        let fetched = contains_fetcher(node, src);
-        let mut cursor = node.walk();
-        let commands: Vec<Node> = node.named_children(&mut cursor).collect();
-        if let [command] = commands.as_slice()
-            && command.kind() == "command"
-        {
-            let words: Vec<Word> = self.command_words(*command, src);
-            if let Some((program, args)) = words.split_first()
-                && matches!(program.text.as_str(), "echo" | "printf")
-                && words.iter().all(|w| w.exact)
-            {
-                let printed: Vec<&str> = args
-                    .iter()
-                    .map(|w| w.text.as_str())
-                    .filter(|t| !t.starts_with('-'))
-                    .collect();
-                return Word {
-                    text: printed.join(" ").trim().to_string(),
-                    exact: false,
-                    fetched,
-                };
-            }
-        }
-        Word {
-            text: UNKNOWN.to_string(),
-            exact: false,
-            fetched,
-        }
-    }
 }
 
 #[cfg(test)]

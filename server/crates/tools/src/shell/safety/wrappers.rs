@@ -253,7 +253,7 @@ fn pid_mode(program: &str, args: &[Word]) -> bool {
 }
 
 fn is_assignment(text: &str) -> bool {
-    super::programs::is_assignment(text)
+    super::tables::is_assignment(text)
 }
 
 /// The wrapper `program` is, with the words of it in `args`; `None` when it is not one.

@@ -1,333 +1,17 @@
 //! What a simple command runs: wrappers seen through (`sudo`, `env`, `xargs`, `find -exec`,
-//! …), scripts nested in strings (`sh -c`, `eval`, `trap`, here-documents and pipes into a
-//! shell), `cd` followed, and the approval scope of the program that finally runs.
+//! …), `cd` followed, git's options read, and the approval scope of the program that
+//! finally runs. Nested scripts are in `nested.rs`.
 
 use super::floor;
-use super::walk::{Cwd, Feed, Walker};
-use super::words::{FETCHERS, UNKNOWN, Word, basename};
-
-/// Programs that only read (with the arguments `reads_only` checks): a command made of them
-/// alone, with no output redirected into a file, is harmless without a sandbox.
-const READ_ONLY: &[&str] = &[
-    "ls",
-    "cat",
-    "head",
-    "tail",
-    "wc",
-    "grep",
-    "egrep",
-    "fgrep",
-    "rg",
-    "find",
-    "pwd",
-    "echo",
-    "printf",
-    "which",
-    "type",
-    "file",
-    "stat",
-    "du",
-    "df",
-    "tree",
-    "sort",
-    "uniq",
-    "cut",
-    "tr",
-    "diff",
-    "cmp",
-    "basename",
-    "dirname",
-    "realpath",
-    "readlink",
-    "date",
-    "id",
-    "whoami",
-    "uname",
-    "hostname",
-    "true",
-    "false",
-    "test",
-    "[",
-    "nl",
-    "column",
-    "od",
-    "hexdump",
-    "md5sum",
-    "sha1sum",
-    "sha256sum",
-    "sha512sum",
-    "seq",
-    "sleep",
-    "printenv",
-    "jq",
-    "ps",
-    "cd",
-    "less",
-    "more",
-    "env",
-];
-/// Subcommands of `git` that only read.
-const GIT_READ_ONLY: &[&str] = &[
-    "git status",
-    "git log",
-    "git diff",
-    "git show",
-    "git rev-parse",
-    "git ls-files",
-    "git blame",
-    "git describe",
-    "git shortlog",
-    "git grep",
-    "git cat-file",
-    "git ls-tree",
-];
-
-/// Whether `program` with `args` only reads.
-fn reads_only(scope: &str, program: &str, args: &[Word]) -> bool {
-    let has = |flags: &[&str]| args.iter().any(|a| flags.contains(&a.text.as_str()));
-    match program {
-        "git" => GIT_READ_ONLY.contains(&scope),
-        "find" => !args.iter().any(|a| {
-            a.text.starts_with("-exec")
-                || a.text.starts_with("-ok")
-                || a.text.starts_with("-fprint")
-                || matches!(a.text.as_str(), "-delete" | "-fls")
-        }),
-        "sort" => !has(&["-o"]) && !args.iter().any(|a| a.text.starts_with("--output")),
-        "env" => args.iter().all(|a| a.text.starts_with('-')),
-        p => READ_ONLY.contains(&p),
-    }
-}
-
-/// Programs that name other programs as data (`which rm`, `man mkfs`): their arguments are
-/// never scanned for floor commands.
-const NAMES_PROGRAMS: &[&str] = &[
-    "echo",
-    "printf",
-    "which",
-    "type",
-    "whereis",
-    "man",
-    "info",
-    "help",
-    "whatis",
-    "apropos",
-    "dpkg",
-    "apt",
-    "apt-get",
-    "apt-cache",
-    "brew",
-    "pacman",
-    "dnf",
-    "yum",
-    "rpm",
-    "snap",
-    "pkill",
-    "pgrep",
-    "killall",
-    "pidof",
-    "grep",
-    "egrep",
-    "fgrep",
-    "rg",
-    "ag",
-    "ack",
-    "locate",
-    "find",
-    "printenv",
-    "ls",
-    "file",
-    "stat",
-    "cat",
-    "less",
-    "more",
-    "head",
-    "tail",
-    "strings",
-    "git",
-    "jq",
-    "sed",
-    "awk",
-    "tldr",
-    "ps",
-    "cd",
-    "test",
-    "[",
-    "command",
-    "hash",
-    "alias",
-    "complete",
-    "compgen",
-    "declare",
-    "typeset",
-    "export",
-    "local",
-    "readonly",
-    "unset",
-    "read",
-];
-
-/// Programs the floor has rules for; after an unknown wrapper their words are checked too.
-const FLOOR_NAMES: &[&str] = &[
-    "rm",
-    "mv",
-    "chmod",
-    "chown",
-    "chgrp",
-    "dd",
-    "shred",
-    "kill",
-    "shutdown",
-    "reboot",
-    "halt",
-    "poweroff",
-    "systemctl",
-    "loginctl",
-    "init",
-    "telinit",
-    "wipefs",
-    "blkdiscard",
-    "fdisk",
-    "sfdisk",
-    "parted",
-    "gdisk",
-    "sgdisk",
-    "cfdisk",
-    "mkswap",
-    "mke2fs",
-    "mkdosfs",
-    "cryptsetup",
-    "zpool",
-    "mdadm",
-    "find",
-    "tee",
-    "cp",
-];
-
-/// Device paths through which a program reads its own standard input.
-fn is_stdin_path(text: &str) -> bool {
-    matches!(text, "/dev/stdin" | "-")
-        || text.starts_with("/dev/fd/")
-        || text.starts_with("/proc/self/fd/")
-        || text.starts_with("/proc/thread-self/fd/")
-}
-
-/// `git -c KEY=VALUE` keys that never run a program.
-const SAFE_GIT_KEYS: &[&str] = &[
-    "user.name",
-    "user.email",
-    "color.",
-    "core.quotepath",
-    "core.autocrlf",
-    "core.safecrlf",
-    "init.defaultbranch",
-    "advice.",
-    "commit.gpgsign",
-    "tag.gpgsign",
-    "pull.rebase",
-    "pull.ff",
-    "push.default",
-    "log.",
-    "status.",
-    "safe.directory",
-    "protocol.version",
-    "fetch.prune",
-    "merge.ff",
-    "diff.renames",
-    "diff.noprefix",
-    "column.ui",
-    "i18n.",
-];
-
-pub(super) const SHELLS: &[&str] = &["sh", "bash", "zsh", "dash", "ksh", "fish", "ash", "mksh"];
-const INTERPRETERS: &[&str] = &[
-    "python", "python2", "python3", "perl", "ruby", "node", "php", "lua", "deno", "bun",
-];
-/// Programs whose first non-option argument is a subcommand worth scoping by.
-const MULTIPLEXERS: &[&str] = &[
-    "git",
-    "cargo",
-    "npm",
-    "pnpm",
-    "yarn",
-    "bun",
-    "deno",
-    "docker",
-    "podman",
-    "kubectl",
-    "go",
-    "pip",
-    "pip3",
-    "uv",
-    "poetry",
-    "apt",
-    "apt-get",
-    "brew",
-    "make",
-    "systemctl",
-    "gh",
-    "rustup",
-    "bundle",
-    "rake",
-    "mvn",
-    "gradle",
-    "dotnet",
-    "terraform",
-    "helm",
-    "conda",
-    "composer",
-];
-/// Commands nested deeper than this inside wrappers are not analysed.
-const MAX_WRAPPERS: usize = 32;
-
-pub(super) fn is_interpreter(program: &str) -> bool {
-    INTERPRETERS.contains(&program)
-        || program
-            .strip_prefix("python")
-            .is_some_and(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.'))
-}
-
-pub(super) fn is_assignment(text: &str) -> bool {
-    match text.split_once('=') {
-        Some((name, _)) => {
-            !name.is_empty()
-                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-                && !name.starts_with(|c: char| c.is_ascii_digit())
-        }
-        None => false,
-    }
-}
-
-/// Counts the option words (and the values of `with_value` options) at the start of `args`.
-pub(super) fn skip_options(args: &[Word], with_value: &[&str]) -> usize {
-    let mut n = 0;
-    while n < args.len() {
-        let text = args[n].text.as_str();
-        if text == "--" {
-            return n + 1;
-        }
-        if !text.starts_with('-') || text == "-" {
-            break;
-        }
-        n += if with_value.contains(&text) { 2 } else { 1 };
-    }
-    n.min(args.len())
-}
-
-/// The value of `flag` among `args` (`-c 'script'`), for programs taking a script string.
-fn script_flag(args: &[Word], short: char) -> Option<&Word> {
-    let position = args.iter().position(|w| {
-        let t = w.text.as_str();
-        t.starts_with('-') && !t.starts_with("--") && t[1..].contains(short)
-    })?;
-    args[position + 1..]
-        .iter()
-        .find(|w| !w.text.starts_with('-') || w.text == "-")
-}
+use super::nested::CodeInput;
+use super::{Feed, Walker};
+use crate::shell::safety::tables::*;
+use crate::shell::safety::targets::Cwd;
+use crate::shell::safety::words::{FETCHERS, UNKNOWN, Word, basename};
 
 impl Walker<'_> {
     /// Records the path-like words of a command, for the policy's credential checks.
-    pub(super) fn record_path(&mut self, word: &Word) {
+    pub(in crate::shell::safety) fn record_path(&mut self, word: &Word) {
         let mut text = word.text.replace(UNKNOWN, "*");
         if let Some((_, value)) = text.split_once('=')
             && text.starts_with('-')
@@ -344,7 +28,7 @@ impl Walker<'_> {
         self.class.paths.push(resolved);
     }
 
-    fn add_scope(&mut self, program: &str, args: &[Word]) {
+    pub(in crate::shell::safety) fn add_scope(&mut self, program: &str, args: &[Word]) {
         let scope = if MULTIPLEXERS.contains(&program) {
             let mut rest = args;
             // `git -C dir push`, `git -c k=v push`.
@@ -367,55 +51,8 @@ impl Walker<'_> {
         self.class.scopes.push(scope);
     }
 
-    /// Classifies shell code given as a string (`sh -c`, `eval`, `trap`, …).
-    fn nested(&mut self, code: &Word, what: &str) {
-        if code.fetched {
-            self.refuse(format!("downloaded code run by {what} (download-and-run)"));
-        }
-        if !code.exact {
-            self.mark_unknown(format!(
-                "{what} runs code only known at run time (`{}`)",
-                code.shown()
-            ));
-        }
-        let saved = self.cwd.clone();
-        self.script(&code.text.replace(UNKNOWN, " "));
-        self.cwd = saved;
-    }
-
-    /// A shell or interpreter that reads its program from standard input.
-    fn reads_program_from(&mut self, program: &str, input: &Feed, from_heredoc: bool) {
-        let source = if from_heredoc {
-            "a here-document"
-        } else {
-            "a pipe"
-        };
-        match input {
-            Feed::Fetched => self.refuse(format!(
-                "downloaded code piped into `{program}` (download-and-run)"
-            )),
-            Feed::Text(code) => {
-                if code.fetched {
-                    self.refuse(format!(
-                        "downloaded code fed to `{program}` (download-and-run)"
-                    ));
-                }
-                self.mark_unknown(format!("`{program}` reads its program from {source}"));
-                if SHELLS.contains(&program) {
-                    let saved = self.cwd.clone();
-                    self.script(&code.text.replace(UNKNOWN, " "));
-                    self.cwd = saved;
-                }
-            }
-            Feed::Opaque if !from_heredoc => {}
-            Feed::Opaque | Feed::Piped => {
-                self.mark_unknown(format!("`{program}` reads its program from {source}"));
-            }
-        }
-    }
-
     /// Resolves and checks one simple command; returns what it prints on standard output.
-    pub(super) fn run(
+    pub(in crate::shell::safety) fn run(
         &mut self,
         mut argv: Vec<Word>,
         input: Feed,
@@ -438,12 +75,13 @@ impl Walker<'_> {
     }
 
     /// An assignment that reaches one program's environment (`FOO=1 cmd`, `env FOO=1 cmd`).
-    fn prefix_assignment(&mut self, text: &str) {
+    pub(in crate::shell::safety) fn prefix_assignment(&mut self, text: &str) {
         let name = text.split('=').next().unwrap_or(text);
-        if super::dynamic::runs_code(name) {
+        if crate::shell::safety::variables::runs_code(name) {
             self.mark_unknown(format!("`{name}` makes the shell run code from a variable"));
         }
-        if super::dynamic::changes_programs(name) && self.class.unscoped.is_none() {
+        if crate::shell::safety::variables::changes_programs(name) && self.class.unscoped.is_none()
+        {
             self.class.unscoped = Some(format!(
                 "it sets `{name}`, which changes which program runs or how it is configured"
             ));
@@ -456,7 +94,7 @@ impl Walker<'_> {
     // argv): split up, the order the floor's checks rely on would be spread over several
     // functions and their shared state.
     #[allow(clippy::too_many_lines)]
-    fn run_wrapped(
+    pub(in crate::shell::safety) fn run_wrapped(
         &mut self,
         mut argv: Vec<Word>,
         input: Feed,
@@ -494,7 +132,7 @@ impl Walker<'_> {
                 return Feed::Opaque;
             }
             if argv[0].exact
-                && super::walk::RESERVED.contains(&argv[0].text.as_str())
+                && super::RESERVED.contains(&argv[0].text.as_str())
                 && program != "time"
             {
                 // The grammar read a keyword as a program: its structure cannot be trusted.
@@ -505,7 +143,7 @@ impl Walker<'_> {
                 return Feed::Opaque;
             }
             let args = argv[1..].to_vec();
-            let Some(wrapper) = super::wrappers::wrapper(&program, &args) else {
+            let Some(wrapper) = crate::shell::safety::wrappers::wrapper(&program, &args) else {
                 return self.program(&program, &args, input, from_heredoc, piped, depth);
             };
             if program == "command"
@@ -574,7 +212,12 @@ impl Walker<'_> {
     }
 
     /// `echo / | xargs rm -rf`: what xargs reads becomes the command's arguments.
-    fn xargs_input(&mut self, options: &[Word], inner: &mut Vec<Word>, input: &Feed) {
+    pub(in crate::shell::safety) fn xargs_input(
+        &mut self,
+        options: &[Word],
+        inner: &mut Vec<Word>,
+        input: &Feed,
+    ) {
         let Feed::Text(text) = input else {
             // Arguments read from a pipe or a file: only known at run time.
             inner.push(Word {
@@ -615,7 +258,7 @@ impl Walker<'_> {
     }
 
     /// The program that finally runs.
-    fn program(
+    pub(in crate::shell::safety) fn program(
         &mut self,
         program: &str,
         args: &[Word],
@@ -702,7 +345,12 @@ impl Walker<'_> {
     /// What every program's words say, whatever the program: the paths it names, a fork
     /// bomb's shape, its scope and whether it writes, the floor, code hidden in its
     /// arguments, variables it assigns. `true` when it is a function the command defined.
-    fn note_program(&mut self, program: &str, args: &[Word], depth: usize) -> bool {
+    pub(in crate::shell::safety) fn note_program(
+        &mut self,
+        program: &str,
+        args: &[Word],
+        depth: usize,
+    ) -> bool {
         for arg in args {
             self.record_path(arg);
         }
@@ -723,82 +371,17 @@ impl Walker<'_> {
             self.scan_for_floor(args, depth);
         }
         let texts: Vec<&str> = args.iter().map(|a| a.text.as_str()).collect();
-        if let Some(why) = super::dynamic::hides_code(program, &texts) {
+        if let Some(why) = crate::shell::safety::variables::hides_code(program, &texts) {
             self.mark_unknown(why);
         }
-        for name in super::dynamic::assigned_by(program, args) {
+        for name in crate::shell::safety::variables::assigned_by(program, args) {
             self.taint(&name);
         }
         false
     }
 
-    /// `source FILE` / `. FILE`: runs the file's code in this shell.
-    fn source(&mut self, program: &str, args: &[Word], code: &CodeInput<'_>) -> Feed {
-        if code.fetched_arg {
-            self.refuse(format!(
-                "downloaded code run by `{program}` (download-and-run)"
-            ));
-        }
-        match args.first() {
-            Some(file) if is_stdin_path(&file.text) => {
-                self.reads_program_from(program, code.input, code.from_heredoc);
-            }
-            Some(file) if file.exact => {}
-            Some(file) => self.mark_unknown(format!(
-                "`{program}` of a file only known at run time (`{}`)",
-                file.shown()
-            )),
-            None => self.reads_program_from(program, code.input, code.from_heredoc),
-        }
-        Feed::Opaque
-    }
-
-    /// A shell: `-c CODE` is walked, a script file is read, else it reads its program from
-    /// its input.
-    fn shell(&mut self, p: &str, args: &[Word], code: &CodeInput<'_>) -> Feed {
-        if code.fetched_arg {
-            self.refuse(format!("downloaded code run by `{p}` (download-and-run)"));
-        }
-        if let Some(script) = script_flag(args, 'c') {
-            self.nested(script, &format!("`{p} -c`"));
-        } else if args
-            .iter()
-            .all(|a| a.text.starts_with('-') && a.text != "-")
-        {
-            self.reads_program_from(p, code.input, code.from_heredoc);
-        } else {
-            self.script_file(p, args, code.input, code.from_heredoc);
-        }
-        Feed::Opaque
-    }
-
-    /// An interpreter (python, node, …): a program from its input, or a script only known
-    /// at run time, cannot be analysed.
-    fn interpreter(&mut self, p: &str, args: &[Word], code: &CodeInput<'_>) -> Feed {
-        if code.fetched_arg {
-            self.refuse(format!("downloaded code run by `{p}` (download-and-run)"));
-        }
-        let has_script = args
-            .iter()
-            .any(|a| !a.text.starts_with('-') || a.text == "-c" || a.text == "-e");
-        if !has_script || args.iter().any(|a| is_stdin_path(&a.text)) {
-            self.reads_program_from(p, code.input, code.from_heredoc);
-        } else if let Some(script) = args.iter().find(|a| !a.text.starts_with('-'))
-            && script.text.contains(UNKNOWN)
-            && !args
-                .iter()
-                .any(|a| matches!(a.text.as_str(), "-c" | "-e" | "-m"))
-        {
-            self.mark_unknown(format!(
-                "`{p}` runs a script only known at run time (`{}`)",
-                script.shown()
-            ));
-        }
-        Feed::Opaque
-    }
-
     /// `find ROOT… [-delete] [-exec CMD {} ;]`: the roots are what `{}` stands for.
-    fn find(&mut self, args: &[Word], depth: usize) -> Feed {
+    pub(in crate::shell::safety) fn find(&mut self, args: &[Word], depth: usize) -> Feed {
         let roots = find_roots(args);
         let root = roots.first().cloned().unwrap_or_else(|| Word::literal("."));
         let destructive = args.iter().any(|a| {
@@ -810,7 +393,7 @@ impl Walker<'_> {
         if destructive {
             for each in roots.iter().chain(roots.is_empty().then_some(&root)) {
                 match self.protection(&each.text) {
-                    super::targets::Protection::Protected(dir)
+                    crate::shell::safety::targets::Protection::Protected(dir)
                         if args.iter().any(|a| a.text == "-delete") =>
                     {
                         self.refuse(format!(
@@ -818,10 +401,9 @@ impl Walker<'_> {
                             each.shown()
                         ));
                     }
-                    super::targets::Protection::Unevaluable => self.mark_unknown(format!(
-                        "find acts on `{}`, only known at run time",
-                        each.shown()
-                    )),
+                    crate::shell::safety::targets::Protection::Unevaluable => self.mark_unknown(
+                        format!("find acts on `{}`, only known at run time", each.shown()),
+                    ),
                     _ => {}
                 }
             }
@@ -838,7 +420,7 @@ impl Walker<'_> {
                     .find(|r| {
                         matches!(
                             self.protection(&r.text),
-                            super::targets::Protection::Protected(_)
+                            crate::shell::safety::targets::Protection::Protected(_)
                         )
                     })
                     .cloned()
@@ -872,25 +454,27 @@ impl Walker<'_> {
 
 impl Walker<'_> {
     /// The directory `dir` (already expanded) names from here.
-    pub(super) fn dir_after(&self, dir: &str) -> Cwd {
+    pub(in crate::shell::safety) fn dir_after(&self, dir: &str) -> Cwd {
         if dir.contains(UNKNOWN) || dir.is_empty() {
             return Cwd::Unknown;
         }
         if dir.starts_with('/') {
-            return super::targets::normalize(dir, &Cwd::Session).map_or(Cwd::Unknown, Cwd::Known);
+            return crate::shell::safety::targets::normalize(dir, &Cwd::Session)
+                .map_or(Cwd::Unknown, Cwd::Known);
         }
         match &self.cwd {
             // Inside the project, a relative move stays in the project unless it climbs out.
             Cwd::Session if !dir.split('/').any(|part| part == "..") => Cwd::Session,
             Cwd::Known(_) if self.alternatives.is_empty() => {
-                super::targets::normalize(dir, &self.cwd).map_or(Cwd::Unknown, Cwd::Known)
+                crate::shell::safety::targets::normalize(dir, &self.cwd)
+                    .map_or(Cwd::Unknown, Cwd::Known)
             }
             _ => Cwd::Unknown,
         }
     }
 
     /// `cd DIR`, `cd`, `cd -`, `pushd DIR`, `popd`.
-    fn change_directory(&mut self, program: &str, args: &[Word]) {
+    pub(in crate::shell::safety) fn change_directory(&mut self, program: &str, args: &[Word]) {
         let operand = args
             .iter()
             .find(|a| !a.text.starts_with('-') || a.text == "-" || a.text.starts_with("-P"));
@@ -912,7 +496,7 @@ impl Walker<'_> {
 
     /// `git -c KEY=VALUE`, `--config-env`, `--exec-path`, `GIT_*`: configuration that can make
     /// git run programs. An alias that starts with `!` is shell code.
-    fn git_options(&mut self, args: &[Word]) {
+    pub(in crate::shell::safety) fn git_options(&mut self, args: &[Word]) {
         let mut iter = args.iter();
         while let Some(arg) = iter.next() {
             let text = arg.text.as_str();
@@ -949,29 +533,9 @@ impl Walker<'_> {
         }
     }
 
-    /// A shell given a script file: one known only at run time, or standard input, is code
-    /// only known at run time.
-    fn script_file(&mut self, shell: &str, args: &[Word], input: &Feed, from_heredoc: bool) {
-        let Some(script) = args
-            .iter()
-            .find(|a| !a.text.starts_with('-') || a.text == "-")
-        else {
-            return;
-        };
-        if is_stdin_path(&script.text) {
-            self.reads_program_from(shell, input, from_heredoc);
-            self.mark_unknown(format!("`{shell}` reads its program from {}", script.text));
-        } else if script.text.contains(UNKNOWN) || script.text.starts_with("/proc/") {
-            self.mark_unknown(format!(
-                "`{shell}` runs a script only known at run time (`{}`)",
-                script.shown()
-            ));
-        }
-    }
-
     /// A program the floor has rules for, anywhere in the words of another program (an
     /// unknown wrapper such as `taskset 1 rm -rf /`): checked as if it ran.
-    fn scan_for_floor(&mut self, args: &[Word], depth: usize) {
+    pub(in crate::shell::safety) fn scan_for_floor(&mut self, args: &[Word], depth: usize) {
         for (index, word) in args.iter().enumerate() {
             let name = basename(&word.text);
             if !word.exact || !(FLOOR_NAMES.contains(&name) || SHELLS.contains(&name)) {
@@ -990,7 +554,7 @@ impl Walker<'_> {
     }
 }
 
-fn join(words: &[Word]) -> Word {
+pub(in crate::shell::safety) fn join(words: &[Word]) -> Word {
     Word {
         text: words
             .iter()
@@ -1003,7 +567,7 @@ fn join(words: &[Word]) -> Word {
 }
 
 /// `find -H|-L|-P|-D OPTS|-O3 ROOT… EXPR`: the roots, after the options before them.
-fn find_roots(args: &[Word]) -> Vec<Word> {
+pub(in crate::shell::safety) fn find_roots(args: &[Word]) -> Vec<Word> {
     let mut leading = 0;
     while let Some(arg) = args.get(leading) {
         match arg.text.as_str() {
@@ -1018,14 +582,4 @@ fn find_roots(args: &[Word]) -> Vec<Word> {
         .take_while(|a| !a.text.starts_with('-') && a.text != "(" && a.text != "!")
         .cloned()
         .collect()
-}
-
-/// Where a program that runs code may get it from.
-struct CodeInput<'f> {
-    /// What is fed to its standard input.
-    input: &'f Feed,
-    /// That input is a here-document.
-    from_heredoc: bool,
-    /// One of its words was downloaded.
-    fetched_arg: bool,
 }

@@ -5,13 +5,10 @@
 //! variables whose change makes an "always allow" cover a different program (`PATH`, `LD_*`,
 //! `GIT_*`, …).
 
-use tree_sitter::Node;
-
-use super::walk::{Cwd, Walker};
-use super::words::{Word, text};
+use super::words::Word;
 
 /// Variables whose value a shell runs (or that load code into it).
-const CODE_VARIABLES: &[&str] = &[
+pub(super) const CODE_VARIABLES: &[&str] = &[
     "PS0",
     "PS1",
     "PS2",
@@ -33,7 +30,7 @@ pub(super) fn runs_code(name: &str) -> bool {
 }
 
 /// Variables that choose which program runs, or load code or configuration into programs.
-const PROGRAM_VARIABLES: &[&str] = &[
+pub(super) const PROGRAM_VARIABLES: &[&str] = &[
     "PATH",
     "HOME",
     "XDG_CONFIG_HOME",
@@ -80,7 +77,7 @@ const PROGRAM_VARIABLES: &[&str] = &[
     "GEM_PATH",
     "GOFLAGS",
 ];
-const PROGRAM_VARIABLE_PREFIXES: &[&str] = &[
+pub(super) const PROGRAM_VARIABLE_PREFIXES: &[&str] = &[
     "LD_",
     "DYLD_",
     "GIT_",
@@ -100,7 +97,7 @@ pub(super) fn changes_programs(name: &str) -> bool {
             .any(|prefix| name.starts_with(prefix))
 }
 
-fn has_short(texts: &[&str], flag: char) -> bool {
+pub(super) fn has_short(texts: &[&str], flag: char) -> bool {
     texts
         .iter()
         .take_while(|t| **t != "--")
@@ -126,7 +123,7 @@ pub(super) fn hides_code(program: &str, texts: &[&str]) -> Option<String> {
 }
 
 /// Skips a builtin's options (and the values of those in `with_value`); the rest.
-fn after_options<'w>(args: &'w [Word], with_value: &str) -> Vec<&'w Word> {
+pub(super) fn after_options<'w>(args: &'w [Word], with_value: &str) -> Vec<&'w Word> {
     let mut rest = Vec::new();
     let mut iter = args.iter();
     while let Some(arg) = iter.next() {
@@ -196,99 +193,11 @@ pub(super) fn assigned_by(program: &str, args: &[Word]) -> Vec<String> {
 }
 
 /// The names an arithmetic expression's text refers to.
-fn identifiers(expression: &str) -> Vec<&str> {
+pub(super) fn identifiers(expression: &str) -> Vec<&str> {
     expression
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
         .filter(|w| w.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_'))
         .collect()
-}
-
-impl Walker<'_> {
-    /// A variable whose value is now only known at run time.
-    pub(super) fn taint(&mut self, name: &str) {
-        self.vars.remove(name);
-        self.tainted.insert(name.to_string());
-    }
-
-    /// Checks one name evaluated as arithmetic: its value may be code (`a[$(…)]`).
-    fn arithmetic_name(&mut self, name: &str) {
-        let code = |value: &str| value.contains(['[', '$', '`']);
-        let why = if self.tainted.contains(name) {
-            Some("only known at run time")
-        } else if self.vars.get(name).is_some_and(|v| code(v)) {
-            Some("text that can run commands")
-        } else if !self.vars.contains_key(name) && self.start_unknown() {
-            Some("set by earlier input to this shell")
-        } else {
-            None
-        };
-        if let Some(why) = why {
-            self.mark_unknown(format!(
-                "`{name}` is evaluated as arithmetic and holds {why}"
-            ));
-        }
-    }
-
-    fn start_unknown(&self) -> bool {
-        matches!(self.start, Cwd::Unknown)
-    }
-
-    /// An arithmetic context (`$((…))`, `((…))`, a subscript, `let`, a numeric test): every
-    /// name it evaluates.
-    pub(super) fn arithmetic(&mut self, node: Node, src: &str) {
-        let mut cursor = node.walk();
-        let mut stack = vec![node];
-        while let Some(current) = stack.pop() {
-            match current.kind() {
-                // Commands inside are walked as commands.
-                "command_substitution" | "process_substitution" => {}
-                "variable_name" | "word" => {
-                    for name in identifiers(text(current, src)) {
-                        self.arithmetic_name(name);
-                    }
-                }
-                "raw_string" | "string" if text(current, src).contains('[') => {
-                    self.mark_unknown("a quoted array subscript is evaluated as arithmetic");
-                }
-                _ => stack.extend(current.named_children(&mut cursor)),
-            }
-        }
-    }
-
-    /// `let` and `declare -i` evaluate their words as arithmetic.
-    pub(super) fn arithmetic_text(&mut self, expression: &str) {
-        for name in identifiers(expression) {
-            self.arithmetic_name(name);
-        }
-        if expression.contains("$(") || expression.contains('`') {
-            self.mark_unknown("code inside an arithmetic expression");
-        }
-    }
-
-    /// `[[ A -eq B ]]` and friends evaluate both sides as arithmetic.
-    pub(super) fn numeric_test(&mut self, node: Node, src: &str) {
-        let mut cursor = node.walk();
-        let mut stack = vec![node];
-        while let Some(current) = stack.pop() {
-            if current.kind() == "binary_expression" {
-                let operator = current
-                    .child_by_field_name("operator")
-                    .map(|o| text(o, src))
-                    .unwrap_or("");
-                if matches!(operator, "-eq" | "-ne" | "-lt" | "-le" | "-gt" | "-ge") {
-                    for side in ["left", "right"] {
-                        if let Some(side) = current.child_by_field_name(side) {
-                            self.arithmetic(side, src);
-                        }
-                    }
-                }
-            }
-            if current.kind() == "unary_expression" && text(current, src).contains("-v") {
-                self.arithmetic(current, src);
-            }
-            stack.extend(current.named_children(&mut cursor));
-        }
-    }
 }
 
 #[cfg(test)]

@@ -2,6 +2,12 @@
 //! redirects around it, the directory a static `cd` moved to and the variables assigned
 //! before it.
 
+mod dynamic;
+mod expand;
+mod floor;
+mod nested;
+mod programs;
+
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
@@ -9,6 +15,7 @@ use super::StartDir;
 
 use tree_sitter::{Node, Parser, Tree};
 
+use super::targets::Cwd;
 use super::words::{Word, text};
 use super::{CommandClass, ShellEnv};
 
@@ -108,17 +115,6 @@ fn spell_out_ifs(source: &str) -> std::borrow::Cow<'_, str> {
     }
     out.push_str(rest);
     std::borrow::Cow::Owned(out)
-}
-
-/// The directory commands run in, as far as a `cd` tells.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Cwd {
-    /// The session's working directory (relative paths are the project's).
-    Session,
-    /// An absolute directory a static `cd` moved to.
-    Known(String),
-    /// A `cd` to somewhere only known at run time.
-    Unknown,
 }
 
 /// What a command reads on standard input.
@@ -414,10 +410,13 @@ impl<'e> Walker<'e> {
 
     /// Records an assignment of `word` (`None`: empty) to `name`.
     pub(super) fn assigned(&mut self, name: &str, word: Option<Word>) {
-        if super::dynamic::runs_code(name) && word.as_ref().is_some_and(|w| !w.text.is_empty()) {
+        if crate::shell::safety::variables::runs_code(name)
+            && word.as_ref().is_some_and(|w| !w.text.is_empty())
+        {
             self.mark_unknown(format!("`{name}` makes the shell run code from a variable"));
         }
-        if super::dynamic::changes_programs(name) && self.class.unscoped.is_none() {
+        if crate::shell::safety::variables::changes_programs(name) && self.class.unscoped.is_none()
+        {
             self.class.unscoped = Some(format!(
                 "it sets `{name}`, which changes which program runs or how it is configured"
             ));
@@ -457,7 +456,9 @@ impl<'e> Walker<'e> {
                 }
                 "variable_name" | "word" => {
                     let name = text(*part, src);
-                    if !name.starts_with('-') && super::dynamic::changes_programs(name) {
+                    if !name.starts_with('-')
+                        && crate::shell::safety::variables::changes_programs(name)
+                    {
                         self.assigned(name, None);
                     }
                 }
@@ -701,10 +702,10 @@ impl<'e> Walker<'e> {
                     .find(|c| !c.is_named())
                     .map(|c| text(c, src))
                     .unwrap_or("");
-                if operator.contains('>') && super::floor::is_block_device(&target.text) {
+                if operator.contains('>') && floor::is_block_device(&target.text) {
                     self.refuse(format!("writing to the block device {}", target.shown()));
                 }
-                if operator.contains('>') && super::floor::is_kernel_trigger(&target.text) {
+                if operator.contains('>') && floor::is_kernel_trigger(&target.text) {
                     self.refuse("writing to /proc/sysrq-trigger (it can stop the machine)");
                 }
                 if operator.contains('>')

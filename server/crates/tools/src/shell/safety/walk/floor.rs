@@ -10,9 +10,10 @@
 //! directory counts as matching it. A floor program given a target (or an option) only known
 //! at run time cannot be proven safe: the command is `unknown`, so it asks in every mode.
 
-use super::targets::{Protection, has_option, long_option, normalize, protection};
-use super::walk::{Cwd, Walker};
-use super::words::{UNKNOWN, Word};
+use super::Walker;
+use crate::shell::safety::targets::Cwd;
+use crate::shell::safety::targets::{Protection, has_option, long_option, normalize, protection};
+use crate::shell::safety::words::{UNKNOWN, Word};
 
 /// Long options of the programs the floor reads flags of (GNU accepts unambiguous prefixes).
 const RM_LONGS: &[&str] = &[
