@@ -369,3 +369,69 @@ async fn the_reviews_calls_go_through_the_orchestrator() {
     assert!(!shown.contains("no-such-skill"), "{shown}");
     assert!(!updates.is_empty());
 }
+
+#[tokio::test]
+async fn a_reviews_oversized_tool_result_is_budgeted_like_a_foreground_one() {
+    // The foreground turn views a skill too large for a result's share of the window, and
+    // so does the review: both get the same stored-with-a-preview result.
+    let view = |id: &str| MockReply::tool_call(id, "skill_view", json!({"name": "huge"}));
+    let env = TestEnv::new(vec![view("f"), MockReply::text(&["Viewed it."])]).await;
+    env.write_config(&format!(
+        "[learning]\nskill_review_after = 1\nmemory_review_after = 0\non_local_servers = true\n[auxiliary.review]\nmodel = \"{REVIEW_MODEL}\"\n"
+    ));
+    let skill = env.home.path().join("talaria/skills/huge");
+    std::fs::create_dir_all(&skill).expect("skill dir");
+    let body: String = (0..2500)
+        .map(|n| format!("step {n:05} of the long one\n"))
+        .collect();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        format!("---\nname: huge\ndescription: A very long skill.\n---\n{body}"),
+    )
+    .expect("skill");
+    env.mock.script_for_model(
+        REVIEW_MODEL,
+        vec![view("v"), MockReply::text(&["Nothing worth saving."])],
+    );
+    let (mut agent, session) = env.session().await;
+    let (response, _) = prompt(&mut agent, &session, "Show me the huge skill").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let review_requests = || -> Vec<usize> {
+        env.mock
+            .requests()
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.body["model"] == REVIEW_MODEL)
+            .map(|(n, _)| n)
+            .collect()
+    };
+    while review_requests().len() < 2 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let reviews = review_requests();
+    assert_eq!(reviews.len(), 2, "the review viewed the skill and answered");
+    let marker = "Result too large for the context";
+    let foreground = tool_results(&env.mock, 1);
+    let foreground = foreground.last().expect("the foreground's result");
+    assert!(
+        foreground.contains(marker),
+        "{}",
+        &foreground[..200.min(foreground.len())]
+    );
+    let review = tool_results(&env.mock, reviews[1]);
+    let review = review.last().expect("the review's result");
+    assert!(
+        review.contains(marker),
+        "the review's result was not budgeted"
+    );
+    assert!(review.len() < body.len() / 4, "{} characters", review.len());
+    // The whole result is kept where the preview says, for the review as for the turn.
+    let stored = review
+        .split("stored at ")
+        .nth(1)
+        .and_then(|rest| rest.split(';').next())
+        .expect("a stored path");
+    let kept = std::fs::read_to_string(stored).expect("the stored result");
+    assert!(kept.contains("step 02499"), "the whole result was stored");
+}

@@ -420,9 +420,9 @@ async fn first_answered(agent: &mut AgentProcess, one: i64, other: i64) -> i64 {
     }
 }
 
-/// With the store blocked by `block` (and freed by `unblock`), a `method` (delete, load of a
-/// stored session, or "session/load (open)": a load of a session open here, which replays
-/// it) waits on it off the loop: another session's cancel is answered first.
+/// With the store blocked by `block` (and freed by `unblock`), a `method` (delete, list, fork,
+/// load of a stored session, or "session/load (open)": a load of a session open here, which
+/// replays it) waits on it off the loop: another session's cancel is answered first.
 async fn cancel_goes_first(
     env: &TestEnv,
     method: &str,
@@ -453,6 +453,7 @@ async fn cancel_goes_first(
     block();
     let params = match method {
         "session/delete" => json!({"sessionId": stored}),
+        "session/list" => json!({}),
         _ => json!({"sessionId": stored, "cwd": env.workspace.path(), "mcpServers": []}),
     };
     let sent = method.trim_end_matches(" (open)");
@@ -465,6 +466,25 @@ async fn cancel_goes_first(
     assert_eq!(
         first, running,
         "{method}: the cancelled prompt is answered while the store still blocks"
+    );
+    // The loop goes on serving: a new handshake and a new session are answered meanwhile.
+    agent
+        .call(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+        )
+        .await
+        .expect("initialize");
+    agent
+        .call(
+            "session/new",
+            json!({"cwd": env.workspace.path(), "mcpServers": []}),
+        )
+        .await
+        .expect("session/new");
+    assert!(
+        !agent.transcript.iter().any(|m| m["id"] == waiting),
+        "{method}: answered before the store was freed"
     );
     unblock();
     agent.close_stdin();
@@ -501,9 +521,15 @@ async fn a_delete_waiting_on_a_locked_store_holds_no_other_sessions_cancel() {
 }
 
 #[tokio::test]
-async fn a_delete_or_load_waiting_on_a_frozen_database_holds_no_other_sessions_cancel() {
+async fn a_delete_load_fork_or_list_waiting_on_a_frozen_database_holds_no_other_sessions_cancel() {
     let (cluster, url) = started_cluster().await;
-    for method in ["session/delete", "session/load", "session/load (open)"] {
+    for method in [
+        "session/delete",
+        "session/load",
+        "session/load (open)",
+        "session/fork",
+        "session/list",
+    ] {
         let env = host_on(&url, two_answers()).await;
         cancel_goes_first(
             &env,

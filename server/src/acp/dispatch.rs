@@ -209,17 +209,8 @@ impl Agent {
         };
         match parsed {
             ClientRequest::InitializeRequest(params) => {
-                self.client_caps =
-                    client_bridge::ClientCaps::from_initialize(&params.client_capabilities);
-                let config = load_config().await;
-                let images = config.as_ref().map_or(true, |c| c.supports_images);
-                if let Ok(config) = &config {
-                    // The store opens while the client reads the answer.
-                    self.journal(config);
-                    self.windows.start(config);
-                    let _ = self.router_for(config);
-                }
-                Some(to_value(capabilities::initialize(&params, images)))
+                self.initialize(request.id, params);
+                None
             }
             ClientRequest::SetSessionModeRequest(params) => {
                 Some(self.set_mode(&params.session_id, &params.mode_id.0, false))
@@ -227,7 +218,7 @@ impl Agent {
             ClientRequest::SetSessionConfigOptionRequest(params) => {
                 Some(self.set_config_option(params))
             }
-            ClientRequest::AuthenticateRequest(params) => Some(self.authenticate(&params).await),
+            ClientRequest::AuthenticateRequest(params) => self.authenticate(request.id, &params),
             ClientRequest::NewSessionRequest(params) => {
                 self.start_new_session(request.id, params);
                 None
@@ -241,9 +232,7 @@ impl Agent {
             }
             ClientRequest::ListSessionsRequest(params) => self.list_sessions(request.id, params),
             ClientRequest::CloseSessionRequest(params) => self.close_session(request.id, params),
-            ClientRequest::DeleteSessionRequest(params) => {
-                self.delete_session(request.id, params).await
-            }
+            ClientRequest::DeleteSessionRequest(params) => self.delete_session(request.id, params),
             ClientRequest::ForkSessionRequest(params) => {
                 self.start_fork(request.id, params);
                 None
@@ -270,24 +259,48 @@ impl Agent {
         }
     }
 
-    async fn authenticate(&self, params: &acp::AuthenticateRequest) -> Reply {
+    /// `initialize`: the client's capabilities now; the configuration is read off the loop,
+    /// then the store, the local server's probe and the router start while the client reads
+    /// the answer.
+    fn initialize(&mut self, id: RequestId, params: acp::InitializeRequest) {
+        self.client_caps = client_bridge::ClientCaps::from_initialize(&params.client_capabilities);
+        let slow = async move { Ok((params, load_config().await)) };
+        self.defer(id, "initialize", slow, |agent, (params, config)| {
+            let images = config.as_ref().map_or(true, |c| c.supports_images);
+            if let Ok(config) = &config {
+                agent.journal(config);
+                agent.windows.start(config);
+                let _ = agent.router_for(config);
+            }
+            async move { to_value(capabilities::initialize(&params, images)) }.boxed_local()
+        });
+    }
+
+    /// `authenticate`: whether the configuration (read off the loop) now has what it needs.
+    fn authenticate(&self, id: RequestId, params: &acp::AuthenticateRequest) -> Option<Reply> {
         let method = params.method_id.0.as_ref();
         if method != capabilities::AUTH_METHOD_ID && method != capabilities::SETUP_METHOD_ID {
-            return Err(errors::invalid_params(format!(
+            return Some(Err(errors::invalid_params(format!(
                 "unknown auth method {method:?}; this agent offers {:?} and {:?}",
                 capabilities::AUTH_METHOD_ID,
                 capabilities::SETUP_METHOD_ID
-            )));
+            ))));
         }
         // A terminal method is run by the client (`talaria setup`); either way, what counts
         // is whether the configuration now has what it needs.
-        let config = load_config().await.map_err(config_error)?;
-        match config.missing_credentials() {
-            None => to_value(acp::AuthenticateResponse::new()),
-            Some(missing) => Err(errors::auth_required(format!(
-                "{missing}; {}",
-                capabilities::auth_methods_hint()
-            ))),
-        }
+        let slow = async move {
+            let config = load_config().await.map_err(config_error)?;
+            match config.missing_credentials() {
+                None => Ok(()),
+                Some(missing) => Err(errors::auth_required(format!(
+                    "{missing}; {}",
+                    capabilities::auth_methods_hint()
+                ))),
+            }
+        };
+        self.defer(id, "authenticate", slow, |_, ()| {
+            async move { to_value(acp::AuthenticateResponse::new()) }.boxed_local()
+        });
+        None
     }
 }

@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use futures_util::FutureExt;
-use futures_util::future::LocalBoxFuture;
 use talaria_engine::{Config, ModelRouter, SessionSettings};
 use talaria_protocol::acp::{self, RequestId, SessionNotification};
 use talaria_protocol::errors;
@@ -51,24 +50,6 @@ impl Agent {
             router: router.clone(),
         });
         Ok(router)
-    }
-
-    /// A session start: its slow part (`ready_session`: configuration, prompt, window, MCP
-    /// servers) off the loop, then `finish` with the request and what is ready, on it.
-    pub(super) fn start_session<P: StartsSession>(
-        &self,
-        id: RequestId,
-        method: &str,
-        params: P,
-        finish: for<'a> fn(&'a mut Agent, (P, Ready)) -> LocalBoxFuture<'a, Reply>,
-    ) {
-        let context = self.start_context();
-        let slow = async move {
-            let (cwd, directories, mcp_servers) = params.place();
-            let ready = ready_session(context, cwd, directories, mcp_servers).await?;
-            Ok((params, ready))
-        };
-        self.defer(id, method, slow, finish);
     }
 
     /// `session/new`: the start's slow part off the loop, then the store and the launch on it.

@@ -17,9 +17,9 @@ const LIST_PAGE: usize = 50;
 
 /// How long a request waits for what open sessions queued before it reads (what is still
 /// queued after that is read as of the store's last commit).
-const FLUSH_BEFORE_READ: std::time::Duration = std::time::Duration::from_millis(500);
+pub(super) const FLUSH_BEFORE_READ: std::time::Duration = std::time::Duration::from_millis(500);
 
-fn store_error(error: StoreError) -> acp::Error {
+pub(super) fn store_error(error: StoreError) -> acp::Error {
     match error {
         StoreError::NotFound(id) => errors::invalid_params(format!("no saved session {id}")),
         StoreError::InUse { .. } => errors::invalid_params(error.to_string()),
@@ -61,12 +61,21 @@ async fn read_claimed(journal: Journal, id: &str) -> Result<Stored, acp::Error> 
     })
 }
 
+/// The journal known when a request came, or one opening for `config` (which the agent
+/// adopts when the request finishes).
+pub(super) fn journal_or_open(known: Option<Journal>, config: &Config) -> Journal {
+    known.unwrap_or_else(|| {
+        let config = config.clone();
+        Journal::opening(Box::new(move || crate::store::open(&config)))
+    })
+}
+
 /// A stored session's record, as a launch continues it.
-struct Stored {
-    meta: SessionMeta,
-    transcript: Transcript,
+pub(super) struct Stored {
+    pub(super) meta: SessionMeta,
+    pub(super) transcript: Transcript,
     /// How much of the record the store already has.
-    journal: SessionJournal,
+    pub(super) journal: SessionJournal,
 }
 
 /// How a stored session is reopened.
@@ -107,13 +116,16 @@ impl Agent {
     /// The store's journal, started (and the store opened in the background, again until it
     /// opens) on first use.
     pub(super) fn journal(&mut self, config: &Config) -> Journal {
-        if let Some(journal) = &self.store {
-            return journal.clone();
-        }
-        let config = config.clone();
-        let journal = Journal::opening(Box::new(move || crate::store::open(&config)));
-        self.store = Some(journal.clone());
+        let journal = journal_or_open(self.store.clone(), config);
+        self.adopt_store(&journal);
         journal
+    }
+
+    /// Keeps a journal a request opened off the loop, unless the agent has one already.
+    pub(super) fn adopt_store(&mut self, journal: &Journal) {
+        if self.store.is_none() {
+            self.store = Some(journal.clone());
+        }
     }
 
     /// `session/load`: replays the history, then the session goes on. Answered now for a
@@ -152,24 +164,22 @@ impl Agent {
                 &reopen.mcp_servers,
             )
             .await?;
-            let read = match store {
-                Some(journal) => Some(read_claimed(journal, &reopen.id).await?),
-                None => None,
-            };
-            Ok((reopen, ready, read))
+            let journal = journal_or_open(store, &ready.config);
+            let read = read_claimed(journal.clone(), &reopen.id).await?;
+            Ok((reopen, ready, read, journal))
         };
         self.defer(
             request,
             "session/load",
             slow,
-            |agent, (reopen, ready, read)| {
+            |agent, (reopen, ready, read, journal)| {
                 async move {
+                    agent.adopt_store(&journal);
                     let replay = reopen.replay;
                     let launched = if agent.sessions.contains_key(&reopen.id) {
                         // Opened meanwhile by another request: this one joins it (and
                         // replays the record it read).
-                        let record = read.map(|read| read.transcript);
-                        agent.reopen_live(&reopen, record).await
+                        agent.reopen_live(&reopen, Some(read.transcript)).await
                     } else {
                         agent.reopen_stored(reopen, ready, read).await
                     };
@@ -217,18 +227,14 @@ impl Agent {
         None
     }
 
-    /// Starts a stored session where it left off (read and claimed off the loop, or here when
-    /// the store was not open when the request came), optionally replaying it first.
+    /// Starts a stored session where it left off (read and claimed off the loop), optionally
+    /// replaying it first.
     async fn reopen_stored(
         &mut self,
         reopen: Reopen,
         ready: super::Ready,
-        read: Option<Stored>,
+        read: Stored,
     ) -> Result<Launched, acp::Error> {
-        let read = match read {
-            Some(read) => read,
-            None => read_claimed(self.journal(&ready.config), &reopen.id).await?,
-        };
         let Stored {
             meta,
             mut transcript,
@@ -284,7 +290,7 @@ impl Agent {
 
     /// Starts a session from a stored record (its system prompt, model and mode are kept).
     /// (The prepared system prompt is used only if the record has none.)
-    fn launch_stored(
+    pub(super) fn launch_stored(
         &mut self,
         id: &str,
         cwd: std::path::PathBuf,
@@ -391,7 +397,7 @@ impl Agent {
 
     /// `session/delete`: the session stops here at once; its wind-down, what it queued and the
     /// deletion are waited for off the loop.
-    pub(super) async fn delete_session(
+    pub(super) fn delete_session(
         &mut self,
         request: RequestId,
         params: acp::DeleteSessionRequest,
@@ -401,14 +407,12 @@ impl Agent {
             session.handle.cancel();
             session.handle.clone()
         });
-        let journal = match self.store.clone() {
-            Some(journal) => journal,
-            None => match super::load_config().await {
-                Ok(config) => self.journal(&config),
-                Err(error) => return Some(Err(config_error(error))),
-            },
-        };
+        let known = self.store.clone();
         let slow = async move {
+            let journal = match known {
+                Some(journal) => journal,
+                None => journal_or_open(None, &super::load_config().await.map_err(config_error)?),
+            };
             if let Some(handle) = running {
                 handle.close_and_wait().await;
             }
@@ -423,87 +427,13 @@ impl Agent {
                     params.session_id
                 )));
             }
-            Ok(())
+            Ok(journal)
         };
-        self.defer(request, "session/delete", slow, |_, ()| {
+        self.defer(request, "session/delete", slow, |agent, journal| {
+            agent.adopt_store(&journal);
             async move { to_value(acp::DeleteSessionResponse::new()) }.boxed_local()
         });
         None
-    }
-
-    /// `session/fork`: the new session's slow start off the loop, then the copy.
-    pub(super) fn start_fork(&self, request: RequestId, params: acp::ForkSessionRequest) {
-        self.start_session(request, "session/fork", params, |agent, (params, ready)| {
-            agent.fork_session(params, ready).boxed_local()
-        });
-    }
-
-    /// A new session with a copy of another's history (its parent recorded).
-    async fn fork_session(
-        &mut self,
-        params: acp::ForkSessionRequest,
-        ready: super::Ready,
-    ) -> Reply {
-        let journal = self.journal(&ready.config);
-        // What is queued for the parent is written before it is read.
-        journal.flush(FLUSH_BEFORE_READ).await;
-        let parent = params.session_id.0.to_string();
-        let (meta, transcript) = journal
-            .call(move |store| store.load(&parent))
-            .await
-            .map_err(store_error)?;
-        let id = uuid::Uuid::new_v4().to_string();
-        let now = talaria_store::now_ms();
-        let child = SessionMeta {
-            id: id.clone(),
-            cwd: params.cwd.display().to_string(),
-            title: meta.title.clone().map(|t| format!("{t} (fork)")),
-            created_at: now,
-            updated_at: now,
-            parent_id: Some(meta.id.clone()),
-            input_tokens: 0,
-            output_tokens: 0,
-            cost: None,
-            ..meta.clone()
-        };
-        // The copy is committed (and claimed) before the fork is answered.
-        let (copy, claimed) = (transcript.entries().to_vec(), id.clone());
-        let stored = child.clone();
-        let saved = journal
-            .call(move |store| {
-                store.create(&stored)?;
-                store.append(&claimed, &copy)?;
-                let _ = store.claim(&claimed);
-                Ok(())
-            })
-            .await;
-        if let Err(error) = saved {
-            return Err(match store_error(error) {
-                unavailable if errors::code_of(&unavailable) == errors::UNAVAILABLE => unavailable,
-                other => errors::internal_error(format!(
-                    "the fork could not be saved: {}",
-                    other.message
-                )),
-            });
-        }
-        let last = transcript.last_id();
-        let journal = SessionJournal::new(journal.clone(), &id, last);
-        let launched = self.launch_stored(
-            &id,
-            params.cwd,
-            ready,
-            Stored {
-                meta: child,
-                transcript,
-                journal,
-            },
-        )?;
-        to_value(
-            acp::ForkSessionResponse::new(id)
-                .modes(launched.modes)
-                .config_options(launched.options)
-                .meta(launched.meta),
-        )
     }
 }
 

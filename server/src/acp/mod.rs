@@ -15,6 +15,7 @@ mod client_bridge;
 mod commands;
 mod compaction;
 mod dispatch;
+mod fork;
 mod forwarder;
 mod launch;
 mod lifecycle;
