@@ -156,9 +156,6 @@ impl ReviewPolicy {
             cancel: &ctx.cancel,
             ctx: ctx.clone(),
             budget: &mut self.budget,
-            plans: std::sync::Mutex::default(),
-            kept: std::sync::Mutex::default(),
-            repeated: std::sync::Mutex::default(),
             failures: &self.failures,
             images: false,
         };
@@ -166,9 +163,9 @@ impl ReviewPolicy {
             .iter()
             .map(|call| (call.id.clone(), call.clone(), false))
             .collect();
-        let (results, cancelled) = orchestrator.run_batch(batch).await;
-        let repeated = talaria_util::into_inner(orchestrator.repeated);
-        crate::orchestrator::count_failures(&results, &repeated, &mut self.failures);
+        let report = orchestrator.run_batch(batch).await;
+        let (results, cancelled) = (report.results, report.cancelled);
+        crate::orchestrator::count_failures(&results, &report.repeated, &mut self.failures);
         for call in calls {
             if registry.refusal(&call.name).is_some() {
                 tracing::info!(tool = %call.name, "the review asked for a tool outside its whitelist; refused");

@@ -9,7 +9,7 @@
 //!   cancelled one keeps the text already shown).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use talaria_provider::{FinishReason, ToolCallRequest, ToolSpec};
 use talaria_record::{AssistantEntry, EntryBody, Reasoning, Transcript};
@@ -468,19 +468,16 @@ impl Turn<'_> {
             cancel: self.cancel,
             ctx,
             budget,
-            plans: Mutex::default(),
-            kept: Mutex::default(),
-            repeated: Mutex::default(),
             failures,
             images: self.settings.images,
         };
-        let (results, cancelled) = orchestrator.run_batch(calls).await;
-        use talaria_util::into_inner;
-        self.kept.extend(into_inner(orchestrator.kept));
-        let repeated = into_inner(orchestrator.repeated);
-        self.record_plans(into_inner(orchestrator.plans));
-        self.count_failures(&results, &repeated, failures).await;
-        let mut results = results;
+        let report = orchestrator.run_batch(calls).await;
+        let cancelled = report.cancelled;
+        self.kept.extend(report.kept);
+        self.record_plans(report.plans);
+        self.count_failures(&report.results, &report.repeated, failures)
+            .await;
+        let mut results = report.results;
         if let (Some(note), Some(first)) = (unrun, results.first_mut()) {
             first.model_text.push_str(&note);
         }

@@ -1,0 +1,238 @@
+//! Deciding a call: the repeated-failure guardrail, a whitelist's refusal, the policy's
+//! verdict, the user's answer (an "always" remembered through the session's actor), and
+//! whether a call the sandbox refused may run once outside it.
+
+use std::path::PathBuf;
+
+use super::*;
+
+fn declined(name: &str) -> String {
+    format!(
+        "The user declined this {name} call. Do not retry the same call; continue without it or ask the user how to proceed."
+    )
+}
+
+impl Orchestrator<'_> {
+    /// The same call (tool and arguments) already failed too often in this turn.
+    pub(super) fn is_repeated(&self, call: &Prepared) -> bool {
+        self.failures
+            .get(&failure_key(&call.name, &call.raw_input))
+            .is_some_and(|n| *n >= MAX_IDENTICAL_FAILURES)
+    }
+
+    /// Decides a call; `Err` carries the result of a call that must not run.
+    pub(super) async fn approve(&self, call: &Prepared) -> Result<(), ToolOutcome> {
+        if self.is_repeated(call) {
+            return Err(ToolOutcome::failed(REPEATED_FAILURE));
+        }
+        // Refused before anyone is asked: a whitelist is not the user's call to make.
+        if let Some(why) = self.registry.refusal(&call.name) {
+            return Err(ToolOutcome::failed(why));
+        }
+        let Ok(_) = &call.args else { return Ok(()) };
+        if self.registry.definition(&call.name).is_none() {
+            return Ok(());
+        }
+        let facts = self.facts(call).await;
+        let mode = self.approval.mode();
+        let wall = self.wall();
+        let verdict = self.approval.with_rules(|rules| {
+            approval::decide(mode, &facts, rules, self.roots, self.secrets, wall)
+        });
+        match verdict {
+            Verdict::Allow => Ok(()),
+            Verdict::Deny(why) => Err(ToolOutcome::failed(why)),
+            Verdict::Ask {
+                reason,
+                always_possible,
+            } => {
+                // Nobody is asked about a call that cannot succeed (an edit whose old text
+                // is not in the file): it fails at once, saying why. Checked now, after the
+                // batch's earlier groups ran, so a file made by one of them counts.
+                if let Some(failed) = self.registry.check(&call.name, &call.args, &self.ctx).await {
+                    return Err(failed);
+                }
+                self.ask(call, &facts, reason, always_possible).await
+            }
+        }
+    }
+
+    /// Asks the user about a call, and carries out the answer (an "always" is remembered
+    /// through the session's actor before the next decision).
+    pub(super) async fn ask(
+        &self,
+        call: &Prepared,
+        facts: &CallFacts,
+        reason: Option<String>,
+        always_possible: bool,
+    ) -> Result<(), ToolOutcome> {
+        let mut choices = vec![PermissionChoice::AllowOnce];
+        if always_possible {
+            choices.push(PermissionChoice::AllowAlways);
+            if facts.server.is_some() {
+                choices.push(PermissionChoice::AllowAlwaysServer);
+            }
+        }
+        choices.push(PermissionChoice::RejectOnce);
+        if always_possible {
+            choices.push(PermissionChoice::RejectAlways);
+        }
+        let request = PermissionRequest {
+            tool_call_id: call.id.clone(),
+            title: call.description.title.clone(),
+            reason,
+            choices,
+            server: facts.server.clone(),
+        };
+        // The request follows the call's card in the one event stream: it cannot overtake it.
+        let asked = crate::client_access::ask(
+            self.events,
+            ClientAsk::Permission(request),
+            self.cancel.clone(),
+            None,
+        )
+        .await;
+        let answer = match asked {
+            Some(ClientAnswer::Permission(answer)) => answer,
+            Some(_) => PermissionAnswer::Failed("the client gave an unrelated answer".into()),
+            None => PermissionAnswer::Failed("the client did not answer".into()),
+        };
+        match answer {
+            PermissionAnswer::Chosen(
+                PermissionChoice::AllowOnce | PermissionChoice::RunUnsandboxedOnce,
+            ) => Ok(()),
+            PermissionAnswer::Chosen(PermissionChoice::AllowAlways) => {
+                self.approval
+                    .remember(approval::scopes_of(facts), true)
+                    .await;
+                Ok(())
+            }
+            PermissionAnswer::Chosen(PermissionChoice::AllowAlwaysServer) => {
+                let Some(server) = facts.server.clone() else {
+                    return Ok(());
+                };
+                self.approval
+                    .remember(vec![Scope::Server(server)], true)
+                    .await;
+                Ok(())
+            }
+            PermissionAnswer::Chosen(PermissionChoice::RejectOnce) => {
+                Err(ToolOutcome::failed(declined(&call.name)))
+            }
+            PermissionAnswer::Chosen(PermissionChoice::RejectAlways) => {
+                self.approval
+                    .remember(approval::scopes_of(facts), false)
+                    .await;
+                Err(ToolOutcome::failed(declined(&call.name)))
+            }
+            PermissionAnswer::Cancelled => {
+                self.cancel.cancel();
+                Err(ToolOutcome::failed(CANCELLED_RESULT))
+            }
+            PermissionAnswer::Failed(why) => Err(ToolOutcome::failed(format!(
+                "Permission could not be asked ({why}); the call did not run."
+            ))),
+        }
+    }
+
+    /// What stands between this session's commands and the machine.
+    pub(super) fn wall(&self) -> CommandWall {
+        match self.ctx.shell.sandboxing() {
+            Sandboxing::Enforced(_) => CommandWall::Sandbox,
+            Sandboxing::Off => CommandWall::Off,
+            Sandboxing::Unavailable(_) => CommandWall::Missing,
+        }
+    }
+
+    /// Whether an edit of `writes` touches a credential or Talaria's own files (as named or
+    /// behind a link): its current text is never previewed.
+    pub(super) async fn touches_protected(&self, writes: &[PathBuf]) -> bool {
+        let grounded = crate::grounding::ground(writes.to_vec()).await;
+        grounded.paths.iter().any(|path| {
+            self.secrets.paths.classify(path) == talaria_tools::PathSecrecy::Credential
+                || self.secrets.paths.in_agent_home(path)
+        })
+    }
+
+    /// What the policy needs to know about a call: the command classified where it starts;
+    /// its named paths as reads; every path as named and as the real file behind it.
+    pub(super) async fn facts(&self, call: &Prepared) -> CallFacts {
+        let command = call.description.command.as_deref().map(|text| {
+            safety::classify_in(
+                text,
+                &safety::ShellEnv::from_process().starting(call.description.command_start.clone()),
+            )
+        });
+        let mut reads = call.description.reads.clone();
+        if let Some(class) = &command {
+            let workdir = call
+                .description
+                .locations
+                .first()
+                .map_or(self.ctx.cwd.as_path(), |l| l.path.as_path());
+            reads.extend(
+                class
+                    .paths
+                    .iter()
+                    .map(|p| talaria_tools::tool::resolve_in(workdir, p)),
+            );
+        }
+        let reads = crate::grounding::ground(reads).await;
+        let writes = crate::grounding::ground(call.description.writes.clone()).await;
+        let mut linked = reads.linked;
+        linked.extend(writes.linked);
+        CallFacts {
+            tool: call.name.clone(),
+            need: call.need,
+            writes: writes.paths,
+            reads: reads.paths,
+            command,
+            read_only: call.description.read_only,
+            server: self
+                .registry
+                .definition(&call.name)
+                .and_then(|d| d.toolset.strip_prefix(talaria_tools::MCP_TOOLSET_PREFIX))
+                .map(str::to_string),
+            linked,
+            own_store: call.description.own_store,
+        }
+    }
+
+    /// Whether the session's mode lets the user take a command out of the sandbox.
+    pub(super) fn may_escalate(&self) -> bool {
+        !self.cancel.is_cancelled() && matches!(self.approval.mode(), Mode::Ask | Mode::AcceptEdits)
+    }
+
+    /// Asks, on the call's own card, whether to run it once outside the sandbox.
+    pub(super) async fn escalation_agreed(&self, call: &Prepared, what: &str) -> bool {
+        let request = PermissionRequest {
+            tool_call_id: call.id.clone(),
+            title: call.description.title.clone(),
+            reason: Some(format!(
+                "the OS sandbox refused {what}. Run this one command again outside the sandbox?"
+            )),
+            choices: vec![
+                PermissionChoice::RunUnsandboxedOnce,
+                PermissionChoice::RejectOnce,
+            ],
+            server: None,
+        };
+        let asked = crate::client_access::ask(
+            self.events,
+            ClientAsk::Permission(request),
+            self.cancel.clone(),
+            None,
+        )
+        .await;
+        match asked {
+            Some(ClientAnswer::Permission(PermissionAnswer::Chosen(
+                PermissionChoice::RunUnsandboxedOnce,
+            ))) => true,
+            Some(ClientAnswer::Permission(PermissionAnswer::Cancelled)) => {
+                self.cancel.cancel();
+                false
+            }
+            _ => false,
+        }
+    }
+}
