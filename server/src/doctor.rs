@@ -6,7 +6,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use talaria_engine::{Config, ProviderKind};
+use talaria_engine::Config;
 use talaria_provider::server_window::ServerReport;
 use talaria_provider::{
     ChatRequest, ErrorClass, ProviderError, StreamEvent, Transcript, UserPart, classify,
@@ -62,11 +62,7 @@ enum Listing {
 }
 
 fn auth_fix(config: &Config) -> String {
-    let table = if config.provider == ProviderKind::Anthropic {
-        "anthropic"
-    } else {
-        "openai"
-    };
+    let table = config.provider.table();
     format!(
         "check {} or api_key under [{table}] in {}",
         config.provider.key_variable(),
@@ -115,27 +111,7 @@ async fn list_models(config: &Config) -> Listing {
         Ok(client) => client,
         Err(e) => return Listing::Problem(e.to_string(), "report this as a bug".into()),
     };
-    let request = match config.provider {
-        ProviderKind::Anthropic => {
-            let url = if base.ends_with("/v1") {
-                format!("{base}/models")
-            } else {
-                format!("{base}/v1/models")
-            };
-            let mut request = client.get(url).header("anthropic-version", "2023-06-01");
-            if let Some(key) = key {
-                request = request.header("x-api-key", key);
-            }
-            request
-        }
-        ProviderKind::OpenAi | ProviderKind::OpenAiResponses => {
-            let mut request = client.get(format!("{base}/models"));
-            if let Some(key) = key {
-                request = request.bearer_auth(key);
-            }
-            request
-        }
-    };
+    let request = (config.provider.spec().models_request)(&client, base, key.map(String::as_str));
     let response = match request.send().await {
         Ok(response) => response,
         Err(error) => return unreachable(config, base, &error),
@@ -194,7 +170,11 @@ fn unreachable(config: &Config, base: &str, error: &reqwest::Error) -> Listing {
 /// `/models` is not found: a server that does not list its models, or an address whose path
 /// is wrong (most OpenAI-compatible servers answer under `/v1`, which the address lacks).
 async fn wrong_path(client: &reqwest::Client, config: &Config, base: &str) -> Listing {
-    if config.provider == ProviderKind::Anthropic || base.ends_with("/v1") {
+    let openai_style = std::ptr::eq(
+        config.provider.service(),
+        &talaria_engine::providers::OPENAI,
+    );
+    if !openai_style || base.ends_with("/v1") {
         return Listing::Models(Vec::new());
     }
     let with_v1 = format!("{base}/v1");

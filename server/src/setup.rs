@@ -45,11 +45,8 @@ pub struct Choice {
 impl Choice {
     /// The configuration file for this choice (TOML, the key quoted).
     pub fn to_toml(&self) -> String {
-        let table = if self.provider == "anthropic" {
-            "anthropic"
-        } else {
-            "openai"
-        };
+        let table = talaria_engine::ProviderKind::named(self.provider)
+            .map_or("openai", talaria_engine::ProviderKind::table);
         format!(
             "# Written by `talaria setup`. Environment variables (OPENAI_API_KEY, TALARIA_MODEL…)\n\
              # override these settings. See the README's Configuration section for the rest.\n\

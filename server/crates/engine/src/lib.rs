@@ -21,6 +21,7 @@ pub mod model_call;
 mod orchestrator;
 pub mod pace;
 pub mod provider_factory;
+pub mod providers;
 pub mod review;
 pub mod router;
 pub mod sandbox;

@@ -3,10 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use talaria_provider::anthropic::{AnthropicOptions, AnthropicProvider};
 use talaria_provider::http::Connection;
-use talaria_provider::openai::OpenAiProvider;
-use talaria_provider::responses::ResponsesProvider;
 use talaria_provider::{ChatProvider, ProviderError};
 
 use crate::config::{Config, Endpoint, ProviderKind};
@@ -25,21 +22,12 @@ pub fn build_provider(
         connect_timeout: Duration::from_secs(config.connect_timeout_secs),
         idle_timeout: Duration::from_secs(config.stream_idle_timeout_secs),
     };
-    let provider: Arc<dyn ChatProvider> = match kind {
-        ProviderKind::OpenAi => Arc::new(OpenAiProvider::new(connection)?),
-        ProviderKind::Anthropic => Arc::new(AnthropicProvider::new(
-            connection,
-            AnthropicOptions {
-                default_max_tokens: config.anthropic_max_tokens,
-                thinking_budget: config.thinking_budget,
-            },
-        )?),
-        ProviderKind::OpenAiResponses => Arc::new(ResponsesProvider::new(
-            connection,
-            config.reasoning_summaries,
-        )?),
+    let options = crate::providers::WireOptions {
+        anthropic_max_tokens: config.anthropic_max_tokens,
+        thinking_budget: config.thinking_budget,
+        reasoning_summaries: config.reasoning_summaries,
     };
-    Ok(provider)
+    (kind.spec().build)(connection, options)
 }
 
 fn pool(config: &Config, endpoint: &Endpoint) -> Arc<CredentialPool> {

@@ -380,6 +380,26 @@ impl Decoder for MessagesDecoder {
     }
 }
 
+/// The request for the model list (`GET /v1/models`, the key in `x-api-key`): what
+/// `talaria doctor` asks.
+pub fn models_request(
+    client: &reqwest::Client,
+    base_url: &str,
+    key: Option<&str>,
+) -> reqwest::RequestBuilder {
+    let base = base_url.trim_end_matches('/');
+    let url = if base.ends_with("/v1") {
+        format!("{base}/models")
+    } else {
+        format!("{base}/v1/models")
+    };
+    let request = client.get(url).header("anthropic-version", API_VERSION);
+    match key {
+        Some(key) => request.header("x-api-key", key),
+        None => request,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -395,6 +395,20 @@ impl ChatDecoder {
     }
 }
 
+/// The request for the server's model list (`GET /models`, the key as a bearer token): what
+/// `talaria doctor` asks. The Responses API shares it.
+pub fn models_request(
+    client: &reqwest::Client,
+    base_url: &str,
+    key: Option<&str>,
+) -> reqwest::RequestBuilder {
+    let request = client.get(format!("{}/models", base_url.trim_end_matches('/')));
+    match key {
+        Some(key) => request.bearer_auth(key),
+        None => request,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

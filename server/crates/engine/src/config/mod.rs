@@ -28,81 +28,26 @@ use resolve::*;
 pub use schema::McpServerEntry;
 use schema::*;
 
-/// Which model API a session talks to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ProviderKind {
-    /// OpenAI Chat Completions and compatible servers.
-    OpenAi,
-    /// Anthropic Messages.
-    Anthropic,
-    /// The OpenAI Responses API.
-    OpenAiResponses,
+pub use crate::providers::ProviderKind;
+
+/// The kind a configured provider name means, or the error that says what is known.
+pub(super) fn provider_named(name: &str) -> Result<ProviderKind, ConfigError> {
+    ProviderKind::named(name)
+        .ok_or_else(|| ConfigError::value("provider", format!("{name:?}"), unknown_provider(name)))
 }
 
-impl ProviderKind {
-    /// Parses a provider name.
-    pub fn parse(name: &str) -> Result<Self, ConfigError> {
-        match name.trim().to_ascii_lowercase().as_str() {
-            "openai" | "openai-chat" | "openai-compatible" => Ok(Self::OpenAi),
-            "anthropic" => Ok(Self::Anthropic),
-            "openai-responses" | "responses" => Ok(Self::OpenAiResponses),
-            _ => Err(ConfigError::value(
-                "provider",
-                format!("{name:?}"),
-                Self::unknown(name),
-            )),
-        }
-    }
-
-    /// What an unknown provider name is told, with the name it is probably a typo of.
-    fn unknown(name: &str) -> String {
-        let names = ["openai", "anthropic", "openai-responses"];
-        let expected = "expected \"openai\", \"anthropic\" or \"openai-responses\"";
-        match keys::closest(name.trim(), &names) {
-            Some(meant) => format!("unknown provider; did you mean \"{meant}\"? ({expected})"),
-            None => format!("unknown provider; {expected}"),
-        }
-    }
-
-    /// The model used when none is configured.
-    fn default_model(self) -> &'static str {
-        match self {
-            Self::OpenAi | Self::OpenAiResponses => "gpt-4.1-mini",
-            Self::Anthropic => "claude-sonnet-4-5",
-        }
-    }
-
-    /// The name used in configuration.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::OpenAi => "openai",
-            Self::Anthropic => "anthropic",
-            Self::OpenAiResponses => "openai-responses",
-        }
-    }
-
-    /// The environment variable that holds this provider's key.
-    pub fn key_variable(self) -> &'static str {
-        match self {
-            Self::Anthropic => "ANTHROPIC_API_KEY",
-            Self::OpenAi | Self::OpenAiResponses => "OPENAI_API_KEY",
-        }
-    }
-
-    /// The environment variable that holds this provider's address.
-    pub fn url_variable(self) -> &'static str {
-        match self {
-            Self::Anthropic => "ANTHROPIC_BASE_URL",
-            Self::OpenAi | Self::OpenAiResponses => "OPENAI_BASE_URL",
-        }
-    }
-
-    /// The table of `config.toml` this provider's address and keys are in.
-    pub fn table(self) -> &'static str {
-        match self {
-            Self::Anthropic => "anthropic",
-            Self::OpenAi | Self::OpenAiResponses => "openai",
-        }
+/// What an unknown provider name is told, with the name it is probably a typo of.
+pub(super) fn unknown_provider(name: &str) -> String {
+    let names: Vec<&str> = crate::providers::PROVIDERS.iter().map(|p| p.name).collect();
+    let quoted: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
+    let expected = match quoted.split_last() {
+        Some((last, [])) => format!("expected {last}"),
+        Some((last, rest)) => format!("expected {} or {last}", rest.join(", ")),
+        None => "no provider is registered".into(),
+    };
+    match keys::closest(name.trim(), &names) {
+        Some(meant) => format!("unknown provider; did you mean \"{meant}\"? ({expected})"),
+        None => format!("unknown provider; {expected}"),
     }
 }
 
@@ -185,8 +130,9 @@ pub struct Config {
     pub thinking_budget: Option<u32>,
     /// Ask the Responses API for reasoning summaries.
     pub reasoning_summaries: bool,
-    pub openai: Endpoint,
-    pub anthropic: Endpoint,
+    /// Each service's address and keys, by its table (`openai`, `anthropic`: see
+    /// `crate::providers::SERVICES`).
+    pub endpoints: std::collections::BTreeMap<&'static str, Endpoint>,
     pub fallback: Vec<Fallback>,
     /// Models for side tasks, by task name; a task without one uses the session's model.
     pub auxiliary: std::collections::BTreeMap<String, Auxiliary>,
@@ -428,10 +374,16 @@ impl Config {
 
     /// The endpoint of the selected provider.
     pub fn endpoint(&self) -> &Endpoint {
-        match self.provider {
-            ProviderKind::OpenAi | ProviderKind::OpenAiResponses => &self.openai,
-            ProviderKind::Anthropic => &self.anthropic,
-        }
+        self.endpoint_of(self.provider)
+    }
+
+    /// The endpoint of the service a provider kind reaches.
+    pub fn endpoint_of(&self, kind: ProviderKind) -> &Endpoint {
+        static NONE: Endpoint = Endpoint {
+            base_url: String::new(),
+            api_keys: Vec::new(),
+        };
+        self.endpoints.get(kind.table()).unwrap_or(&NONE)
     }
 
     /// The call limits for a model served at `base_url`: servers on this machine or a private
@@ -458,10 +410,7 @@ impl Config {
             return None;
         }
         let var = self.provider.key_variable();
-        let table = match self.provider {
-            ProviderKind::Anthropic => "anthropic",
-            _ => "openai",
-        };
+        let table = self.provider.table();
         Some(format!(
             "no API key for the {} provider: set {var} in the agent's environment, or \
              api_key under [{table}] in {} (an empty key is allowed for local servers). Editors \
@@ -507,8 +456,11 @@ mod tests {
             !defaulted.context_window_set,
             "a default may yield to the server's figure"
         );
-        assert_eq!(config.openai.base_url, "http://x/v1");
-        assert_eq!(config.openai.api_keys, ["k"]);
+        assert_eq!(
+            config.endpoint_of(ProviderKind::OpenAi).base_url,
+            "http://x/v1"
+        );
+        assert_eq!(config.endpoint_of(ProviderKind::OpenAi).api_keys, ["k"]);
         assert!(config.missing_credentials().is_none());
     }
 
@@ -580,7 +532,10 @@ mod tests {
             )),
         )
         .expect("config");
-        assert_eq!(config.openai.api_keys, ["a", "b", "c"]);
+        assert_eq!(
+            config.endpoint_of(ProviderKind::OpenAi).api_keys,
+            ["a", "b", "c"]
+        );
         assert_eq!(config.key_strategy, KeyStrategy::RoundRobin);
         assert_eq!(config.retry.max_attempts, 5);
         assert_eq!(config.fallback[0].provider, ProviderKind::Anthropic);
@@ -599,7 +554,7 @@ mod tests {
         )
         .expect("config");
         assert_eq!(responses.provider, ProviderKind::OpenAiResponses);
-        assert_eq!(responses.openai.api_keys, [""]);
+        assert_eq!(responses.endpoint_of(ProviderKind::OpenAi).api_keys, [""]);
     }
 
     #[test]

@@ -5,18 +5,18 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::*;
 
-/// The base endpoints fallbacks and auxiliary models start from.
+/// The base endpoints fallbacks and auxiliary models start from: each service's.
 pub(super) struct Bases {
-    pub openai: Endpoint,
-    pub anthropic: Endpoint,
+    pub endpoints: BTreeMap<&'static str, Endpoint>,
 }
 
 impl Bases {
     pub(super) fn for_kind(&self, kind: ProviderKind) -> &Endpoint {
-        match kind {
-            ProviderKind::Anthropic => &self.anthropic,
-            ProviderKind::OpenAi | ProviderKind::OpenAiResponses => &self.openai,
-        }
+        static NONE: Endpoint = Endpoint {
+            base_url: String::new(),
+            api_keys: Vec::new(),
+        };
+        self.endpoints.get(kind.table()).unwrap_or(&NONE)
     }
 
     /// The endpoint of an entry: its own URL and key variable, else the base's.
@@ -44,10 +44,9 @@ pub(super) fn provider_of(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ProviderKind, ConfigError> {
     match (env("TALARIA_PROVIDER"), file) {
-        (Some(name), _) => ProviderKind::parse(&name).map_err(|_| {
-            ConfigError::variable("TALARIA_PROVIDER", &name, ProviderKind::unknown(&name))
-        }),
-        (None, Some(name)) => ProviderKind::parse(name),
+        (Some(name), _) => provider_named(&name)
+            .map_err(|_| ConfigError::variable("TALARIA_PROVIDER", &name, unknown_provider(&name))),
+        (None, Some(name)) => provider_named(name),
         (None, None) => Ok(ProviderKind::OpenAi),
     }
 }
@@ -113,7 +112,7 @@ pub(super) fn fallbacks_of(
 ) -> Result<Vec<Fallback>, ConfigError> {
     let mut fallback = Vec::new();
     for (index, entry) in entries.into_iter().enumerate() {
-        let kind = ProviderKind::parse(&entry.provider)
+        let kind = provider_named(&entry.provider)
             .map_err(|e| e.for_key(&format!("fallback[{index}].provider")))?;
         fallback.push(Fallback {
             provider: kind,
@@ -135,7 +134,7 @@ pub(super) fn auxiliaries_of(
     let mut auxiliary = BTreeMap::new();
     for (task, entry) in entries {
         let kind = match &entry.provider {
-            Some(name) => ProviderKind::parse(name)
+            Some(name) => provider_named(name)
                 .map_err(|e| e.for_key(&format!("auxiliary.{task}.provider")))?,
             None => provider,
         };

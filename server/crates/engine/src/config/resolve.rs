@@ -173,7 +173,9 @@ pub(super) fn is_type_error(message: &str) -> bool {
 pub(super) fn known_keys(table: &str) -> Option<&'static [&'static str]> {
     Some(match table {
         "" => keys::fields_of::<FileConfig>(),
-        "openai" | "anthropic" => keys::fields_of::<FileEndpoint>(),
+        service if crate::providers::service_of_table(service).is_some() => {
+            keys::fields_of::<FileEndpoint>()
+        }
         "fallback" => keys::fields_of::<FileFallback>(),
         "auxiliary" => keys::fields_of::<FileAuxiliary>(),
         "compression" => keys::fields_of::<FileCompression>(),
@@ -202,28 +204,23 @@ pub(super) fn typo_of(path: &str) -> Option<String> {
 }
 
 impl Bases {
-    /// Both providers' endpoints: the variables over the file over the defaults.
-    pub(super) fn of(
-        openai: FileEndpoint,
-        anthropic: FileEndpoint,
-        env: &dyn Fn(&str) -> Option<String>,
-    ) -> Self {
-        Self {
-            openai: endpoint(
-                openai,
-                env,
-                "OPENAI_BASE_URL",
-                "OPENAI_API_KEY",
-                "https://api.openai.com/v1",
-            ),
-            anthropic: endpoint(
-                anthropic,
-                env,
-                "ANTHROPIC_BASE_URL",
-                "ANTHROPIC_API_KEY",
-                "https://api.anthropic.com",
-            ),
-        }
+    /// Every service's endpoint: the variables over the file over the defaults.
+    pub(super) fn of(file: &mut FileConfig, env: &dyn Fn(&str) -> Option<String>) -> Self {
+        let endpoints = crate::providers::SERVICES
+            .iter()
+            .map(|service| {
+                let configured = file.take_service(service.table);
+                let found = endpoint(
+                    configured,
+                    env,
+                    service.url_variable,
+                    service.key_variable,
+                    service.default_url,
+                );
+                (service.table, found)
+            })
+            .collect();
+        Self { endpoints }
     }
 }
 
@@ -336,28 +333,27 @@ impl Config {
 
     fn resolve(
         home: PathBuf,
-        file: FileConfig,
+        mut file: FileConfig,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
         let env_nonempty = |key: &str| env(key).filter(|v| !v.trim().is_empty());
+        let bases = Bases::of(&mut file, env);
         let (shell_environment, retry) = (shell_environment_of(&file), retry_of(&file));
         let provider = provider_of(file.provider.as_deref(), &env_nonempty)?;
         let (context_window, context_window_set) =
             context_window_of(file.context_window, &env_nonempty)?;
         let model = env_nonempty("TALARIA_MODEL")
             .or(file.model)
-            .unwrap_or_else(|| provider.default_model().into());
+            .unwrap_or_else(|| provider.spec().default_model.into());
         let mut models = file.models.unwrap_or_default();
         if !models.contains(&model) {
             models.insert(0, model.clone());
         }
         let mode = mode_of(file.mode.as_deref())?;
         let key_strategy = key_strategy_of(file.key_strategy.as_deref())?;
-        let bases = Bases::of(file.openai, file.anthropic, env);
         check_base_url(provider, bases.for_kind(provider), env)?;
         let fallback = fallbacks_of(file.fallback, &bases, env)?;
         let auxiliary = auxiliaries_of(file.auxiliary, provider, &model, &bases, env)?;
-        let Bases { openai, anthropic } = bases;
         let (titles, titles_set) = titles_of(file.titles, &env_nonempty);
         Ok(Self {
             sandbox: sandbox_config(file.sandbox, env)?,
@@ -392,8 +388,7 @@ impl Config {
             anthropic_max_tokens: file.anthropic_max_tokens.unwrap_or(8192),
             thinking_budget: file.thinking_budget.filter(|b| *b > 0),
             reasoning_summaries: file.reasoning_summaries.unwrap_or(true),
-            openai,
-            anthropic,
+            endpoints: bases.endpoints,
             fallback,
             auxiliary,
             prices: file.prices,

@@ -166,3 +166,15 @@ pub(super) fn parse_file(
     let deserializer = toml::Deserializer::parse(text)?;
     serde_ignored::deserialize(deserializer, |path| unknown.push(path.to_string()))
 }
+
+impl FileConfig {
+    /// A service's table of the file (`[openai]`, `[anthropic]`), taken out; empty when the
+    /// file has none. A new service's table is a field above and an arm here.
+    pub(super) fn take_service(&mut self, table: &str) -> FileEndpoint {
+        match table {
+            "openai" => std::mem::take(&mut self.openai),
+            "anthropic" => std::mem::take(&mut self.anthropic),
+            _ => FileEndpoint::default(),
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! The wire APIs Talaria speaks, registered by kind, and the services they reach.
+//!
+//! A new wire API is a provider file in `talaria-provider` (its `ChatProvider` and its
+//! model-list request) plus one entry in [`PROVIDERS`] (and a variant of [`ProviderKind`]).
+//! Kinds that reach one service share its [`Service`]: where its address and keys are
+//! configured. Configuration, the router and `talaria doctor` read this table; nothing else
+//! matches on a kind.
+
+use std::sync::Arc;
+
+use talaria_provider::anthropic::{AnthropicOptions, AnthropicProvider};
+use talaria_provider::http::Connection;
+use talaria_provider::openai::OpenAiProvider;
+use talaria_provider::responses::ResponsesProvider;
+use talaria_provider::{ChatProvider, ProviderError};
+
+/// Which model API a session talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProviderKind {
+    /// OpenAI Chat Completions and compatible servers.
+    OpenAi,
+    /// Anthropic Messages.
+    Anthropic,
+    /// The OpenAI Responses API.
+    OpenAiResponses,
+}
+
+/// A service providers reach: where its address and keys are configured.
+#[derive(Debug)]
+pub struct Service {
+    /// The `config.toml` table of its address and keys.
+    pub table: &'static str,
+    /// The environment variable of its address.
+    pub url_variable: &'static str,
+    /// The environment variable of its keys.
+    pub key_variable: &'static str,
+    /// Its address when none is configured.
+    pub default_url: &'static str,
+}
+
+/// What the wire APIs' own settings are (from the configuration).
+#[derive(Debug, Clone, Copy)]
+pub struct WireOptions {
+    /// Anthropic's `max_tokens` when none is asked for.
+    pub anthropic_max_tokens: u32,
+    /// Anthropic's extended-thinking budget.
+    pub thinking_budget: Option<u32>,
+    /// The Responses API returns reasoning summaries.
+    pub reasoning_summaries: bool,
+}
+
+/// One registered wire API.
+pub struct ProviderSpec {
+    pub kind: ProviderKind,
+    /// Its name in configuration.
+    pub name: &'static str,
+    /// Other names it answers to.
+    pub aliases: &'static [&'static str],
+    pub service: &'static Service,
+    /// The model used when none is configured.
+    pub default_model: &'static str,
+    /// Builds its client.
+    pub build: fn(Connection, WireOptions) -> Result<Arc<dyn ChatProvider>, ProviderError>,
+    /// The request for its model list (`talaria doctor`).
+    pub models_request:
+        fn(&reqwest::Client, base_url: &str, key: Option<&str>) -> reqwest::RequestBuilder,
+}
+
+/// OpenAI and every server compatible with it.
+pub static OPENAI: Service = Service {
+    table: "openai",
+    url_variable: "OPENAI_BASE_URL",
+    key_variable: "OPENAI_API_KEY",
+    default_url: "https://api.openai.com/v1",
+};
+
+/// Anthropic.
+pub static ANTHROPIC: Service = Service {
+    table: "anthropic",
+    url_variable: "ANTHROPIC_BASE_URL",
+    key_variable: "ANTHROPIC_API_KEY",
+    default_url: "https://api.anthropic.com",
+};
+
+/// Every service, in the order configuration lists them.
+pub static SERVICES: [&Service; 2] = [&OPENAI, &ANTHROPIC];
+
+/// Every wire API.
+pub static PROVIDERS: [ProviderSpec; 3] = [
+    ProviderSpec {
+        kind: ProviderKind::OpenAi,
+        name: "openai",
+        aliases: &["openai-chat", "openai-compatible"],
+        service: &OPENAI,
+        default_model: "gpt-4.1-mini",
+        build: |connection, _| Ok(Arc::new(OpenAiProvider::new(connection)?)),
+        models_request: talaria_provider::openai::models_request,
+    },
+    ProviderSpec {
+        kind: ProviderKind::Anthropic,
+        name: "anthropic",
+        aliases: &[],
+        service: &ANTHROPIC,
+        default_model: "claude-sonnet-4-5",
+        build: |connection, options| {
+            Ok(Arc::new(AnthropicProvider::new(
+                connection,
+                AnthropicOptions {
+                    default_max_tokens: options.anthropic_max_tokens,
+                    thinking_budget: options.thinking_budget,
+                },
+            )?))
+        },
+        models_request: talaria_provider::anthropic::models_request,
+    },
+    ProviderSpec {
+        kind: ProviderKind::OpenAiResponses,
+        name: "openai-responses",
+        aliases: &["responses"],
+        service: &OPENAI,
+        default_model: "gpt-4.1-mini",
+        build: |connection, options| {
+            Ok(Arc::new(ResponsesProvider::new(
+                connection,
+                options.reasoning_summaries,
+            )?))
+        },
+        models_request: talaria_provider::openai::models_request,
+    },
+];
+
+impl ProviderKind {
+    /// Its registration.
+    pub fn spec(self) -> &'static ProviderSpec {
+        PROVIDERS
+            .iter()
+            .find(|spec| spec.kind == self)
+            .unwrap_or(&PROVIDERS[0])
+    }
+
+    /// The kind a configured name means.
+    pub fn named(name: &str) -> Option<Self> {
+        let name = name.trim().to_ascii_lowercase();
+        PROVIDERS
+            .iter()
+            .find(|spec| spec.name == name || spec.aliases.contains(&name.as_str()))
+            .map(|spec| spec.kind)
+    }
+
+    /// The name used in configuration.
+    pub fn as_str(self) -> &'static str {
+        self.spec().name
+    }
+
+    /// The service it reaches.
+    pub fn service(self) -> &'static Service {
+        self.spec().service
+    }
+
+    /// The environment variable that holds this provider's key.
+    pub fn key_variable(self) -> &'static str {
+        self.service().key_variable
+    }
+
+    /// The environment variable that holds this provider's address.
+    pub fn url_variable(self) -> &'static str {
+        self.service().url_variable
+    }
+
+    /// The table of `config.toml` this provider's address and keys are in.
+    pub fn table(self) -> &'static str {
+        self.service().table
+    }
+}
+
+/// The service a `config.toml` table configures.
+pub fn service_of_table(table: &str) -> Option<&'static Service> {
+    SERVICES
+        .iter()
+        .copied()
+        .find(|service| service.table == table)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_is_registered_once_and_every_name_is_its_own() {
+        for kind in [
+            ProviderKind::OpenAi,
+            ProviderKind::Anthropic,
+            ProviderKind::OpenAiResponses,
+        ] {
+            assert_eq!(PROVIDERS.iter().filter(|s| s.kind == kind).count(), 1);
+            assert_eq!(ProviderKind::named(kind.as_str()), Some(kind));
+            assert!(SERVICES.iter().any(|s| std::ptr::eq(*s, kind.service())));
+        }
+        assert_eq!(
+            ProviderKind::named(" Responses "),
+            Some(ProviderKind::OpenAiResponses)
+        );
+        assert_eq!(ProviderKind::named("palm"), None);
+    }
+}
