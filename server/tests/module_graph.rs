@@ -6,9 +6,13 @@
 //! way of saying "one room" (the session actor and its rooms, the safety walker and its parts).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use syn::visit::{self, Visit};
+
+#[path = "support/production.rs"]
+mod production;
+use production::{is_test_only, item_is_test_only, production_files};
 
 /// A module path inside a crate (`["session", "actor"]`); the crate root is empty.
 type ModulePath = Vec<String>;
@@ -28,17 +32,6 @@ const CRATES: &[&str] = &[
     "server/crates/util/src",
     "protocol/src",
 ];
-
-fn is_test_only(attrs: &[syn::Attribute]) -> bool {
-    attrs.iter().any(|attr| {
-        let path = attr.path();
-        path.is_ident("test")
-            || (path.is_ident("cfg")
-                && attr
-                    .parse_args::<syn::Meta>()
-                    .is_ok_and(|meta| meta.path().is_ident("test")))
-    })
-}
 
 /// The module a file is, from its path below the crate root.
 fn module_of(relative: &Path) -> ModulePath {
@@ -91,17 +84,7 @@ impl Paths {
 
 impl<'ast> Visit<'ast> for Paths {
     fn visit_item(&mut self, item: &'ast syn::Item) {
-        let attrs = match item {
-            syn::Item::Mod(item) => &item.attrs,
-            syn::Item::Fn(item) => &item.attrs,
-            syn::Item::Impl(item) => &item.attrs,
-            syn::Item::Use(item) => &item.attrs,
-            syn::Item::Struct(item) => &item.attrs,
-            syn::Item::Enum(item) => &item.attrs,
-            syn::Item::Const(item) => &item.attrs,
-            _ => return visit::visit_item(self, item),
-        };
-        if !is_test_only(attrs) {
+        if !item_is_test_only(item) {
             visit::visit_item(self, item);
         }
     }
@@ -227,36 +210,19 @@ fn circle(edges: &BTreeMap<ModulePath, BTreeSet<ModulePath>>) -> Option<Vec<Modu
     None
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
 #[test]
 fn no_crate_has_an_import_circle_between_its_files() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut circles = Vec::new();
     for krate in CRATES {
         let src = root.join(krate);
-        let mut paths = Vec::new();
-        rust_files(&src, &mut paths);
         let mut files = BTreeMap::new();
-        for path in paths {
+        for (path, text) in production_files(&src) {
             let relative = path.strip_prefix(&src).unwrap_or(&path);
             // Binaries beside the crate root are crates of their own.
             if relative.starts_with("bin") {
                 continue;
             }
-            let text = std::fs::read_to_string(&path).unwrap_or_default();
             files.insert(module_of(relative), text);
         }
         assert!(!files.is_empty(), "{krate}: no sources found");

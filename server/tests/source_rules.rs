@@ -5,42 +5,13 @@
 //! async blocks) never waits on the disk (it uses `tokio::fs` or the blocking pool).
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use syn::visit::{self, Visit};
 
-/// Every `.rs` file below `dir`, test crates and build output left out.
-fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if path.is_dir() {
-            if !matches!(name.as_ref(), "tests" | "target" | "node_modules" | "fuzz") {
-                sources(&path, out);
-            }
-        } else if name.ends_with(".rs") && !name.ends_with("_tests.rs") && name != "tests.rs" {
-            out.push(path);
-        }
-    }
-}
-
-/// Whether the attributes make an item test-only.
-fn is_test_only(attrs: &[syn::Attribute]) -> bool {
-    attrs.iter().any(|attr| {
-        let path = attr.path();
-        if path.is_ident("test") || path.segments.last().is_some_and(|s| s.ident == "test") {
-            return true;
-        }
-        path.is_ident("cfg")
-            && attr
-                .parse_args::<syn::Meta>()
-                .is_ok_and(|meta| meta.path().is_ident("test"))
-    })
-}
+#[path = "support/production.rs"]
+mod production;
+use production::{is_test_only, item_is_test_only, production_files};
 
 /// What the rules found in one file.
 #[derive(Default)]
@@ -117,15 +88,9 @@ fn returns_string_error(ty: &syn::Type) -> bool {
 }
 
 impl<'ast> Visit<'ast> for Rules<'_> {
-    fn visit_item_mod(&mut self, item: &'ast syn::ItemMod) {
-        if !is_test_only(&item.attrs) {
-            visit::visit_item_mod(self, item);
-        }
-    }
-
-    fn visit_item_impl(&mut self, item: &'ast syn::ItemImpl) {
-        if !is_test_only(&item.attrs) {
-            visit::visit_item_impl(self, item);
+    fn visit_item(&mut self, item: &'ast syn::Item) {
+        if !item_is_test_only(item) {
+            visit::visit_item(self, item);
         }
     }
 
@@ -241,18 +206,17 @@ fn findings_in(text: &str, label: &str) -> Findings {
     rules.findings
 }
 
-fn findings_of(path: &Path) -> Findings {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    findings_in(&text, &path.display().to_string())
+fn findings_of((path, text): &(std::path::PathBuf, String)) -> Findings {
+    findings_in(text, &path.display().to_string())
 }
 
 #[test]
 fn no_production_signature_returns_a_string_error() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let mut files = Vec::new();
-    for dir in ["server", "protocol", "clients"] {
-        sources(&root.join(dir), &mut files);
-    }
+    let files: Vec<_> = ["server", "protocol", "clients"]
+        .iter()
+        .flat_map(|dir| production_files(&root.join(dir)))
+        .collect();
     assert!(
         files.len() > 100,
         "the sources were not found: {}",
@@ -272,11 +236,11 @@ fn no_production_signature_returns_a_string_error() {
 #[test]
 fn the_servers_async_code_never_waits_on_disk() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = Vec::new();
-    sources(root, &mut files);
+    let mut files = production_files(root);
     // `talaria doctor` is a one-shot command, not the server's runtime.
-    files
-        .retain(|f| !f.ends_with("doctor.rs") && !f.components().any(|c| c.as_os_str() == "bench"));
+    files.retain(|(f, _)| {
+        !f.ends_with("doctor.rs") && !f.components().any(|c| c.as_os_str() == "bench")
+    });
     assert!(
         files.len() > 50,
         "the sources were not found: {}",

@@ -8,20 +8,12 @@ use std::path::{Path, PathBuf};
 
 use syn::visit::{self, Visit};
 
+#[path = "support/production.rs"]
+mod production;
+use production::{is_test_only, item_is_test_only, production_files};
+
 /// Where production code lives.
 const ROOTS: &[&str] = &["server/src", "server/crates", "protocol/src"];
-
-fn is_test_only(attrs: &[syn::Attribute]) -> bool {
-    attrs.iter().any(|attr| {
-        let path = attr.path();
-        path.is_ident("test")
-            || path.segments.last().is_some_and(|s| s.ident == "test")
-            || (path.is_ident("cfg")
-                && attr
-                    .parse_args::<syn::Meta>()
-                    .is_ok_and(|meta| meta.path().is_ident("test")))
-    })
-}
 
 /// The kinds of spawn one file makes: `task` (tokio) and `thread` (OS).
 #[derive(Default)]
@@ -49,13 +41,7 @@ fn from_thread_builder(mut receiver: &syn::Expr) -> bool {
 
 impl<'ast> Visit<'ast> for Spawns {
     fn visit_item(&mut self, item: &'ast syn::Item) {
-        let attrs = match item {
-            syn::Item::Mod(item) => &item.attrs,
-            syn::Item::Fn(item) => &item.attrs,
-            syn::Item::Impl(item) => &item.attrs,
-            _ => return visit::visit_item(self, item),
-        };
-        if !is_test_only(attrs) {
+        if !item_is_test_only(item) {
             visit::visit_item(self, item);
         }
     }
@@ -86,71 +72,6 @@ impl<'ast> Visit<'ast> for Spawns {
         }
         visit::visit_expr_method_call(self, call);
     }
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let name = entry.file_name().to_string_lossy().to_string();
-        if path.is_dir() {
-            if !matches!(name.as_str(), "tests" | "benches" | "target") {
-                rust_files(&path, out);
-            }
-        } else if name.ends_with(".rs") && name != "tests.rs" && !name.ends_with("_tests.rs") {
-            out.push(path);
-        }
-    }
-}
-
-/// Whether a `cfg` attribute names `test` anywhere (`cfg(test)`, `cfg(any(test, feature =
-/// "test-support"))`): the module it declares is test support.
-fn is_test_support(attrs: &[syn::Attribute]) -> bool {
-    attrs.iter().any(|attr| match &attr.meta {
-        syn::Meta::List(list) if list.path.is_ident("cfg") => list
-            .tokens
-            .to_string()
-            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
-            .any(|word| word == "test"),
-        _ => false,
-    })
-}
-
-/// The files of modules a file declares for tests only.
-fn test_modules(file: &Path, text: &str) -> Vec<PathBuf> {
-    let Ok(parsed) = syn::parse_file(text) else {
-        return Vec::new();
-    };
-    let stem = file
-        .file_stem()
-        .map(|s| s.to_string_lossy().to_string())
-        .unwrap_or_default();
-    let parent = file.parent().unwrap_or(Path::new("."));
-    let dir = if matches!(stem.as_str(), "mod" | "lib" | "main") {
-        parent.to_path_buf()
-    } else {
-        parent.join(&stem)
-    };
-    parsed
-        .items
-        .iter()
-        .filter_map(|item| match item {
-            syn::Item::Mod(module)
-                if module.content.is_none() && is_test_support(&module.attrs) =>
-            {
-                Some(module.ident.to_string())
-            }
-            _ => None,
-        })
-        .flat_map(|name| {
-            [
-                dir.join(format!("{name}.rs")),
-                dir.join(&name).join("mod.rs"),
-            ]
-        })
-        .collect()
 }
 
 /// The kinds of spawn in one file's production code.
@@ -196,23 +117,7 @@ fn every_task_and_thread_is_in_the_architectures_table() {
     let root = repository();
     let mut found = BTreeMap::new();
     for dir in ROOTS {
-        let mut files = Vec::new();
-        rust_files(&root.join(dir), &mut files);
-        let texts: Vec<(PathBuf, String)> = files
-            .into_iter()
-            .map(|file| {
-                let text = std::fs::read_to_string(&file).unwrap_or_default();
-                (file, text)
-            })
-            .collect();
-        let support: Vec<PathBuf> = texts
-            .iter()
-            .flat_map(|(file, text)| test_modules(file, text))
-            .collect();
-        for (file, text) in texts {
-            if support.contains(&file) {
-                continue;
-            }
+        for (file, text) in production_files(&root.join(dir)) {
             let kinds = spawns_in(&text);
             if !kinds.is_empty() {
                 let relative = file.strip_prefix(&root).unwrap_or(&file);

@@ -116,14 +116,7 @@ fn tokens_of(transcript: &Transcript, accounting: &mut TokenAccounting) -> Vec<u
 }
 
 fn user_text(parts: &[UserPart]) -> String {
-    parts
-        .iter()
-        .filter_map(|p| match p {
-            UserPart::Text { text } => Some(text.as_str()),
-            UserPart::Image { .. } => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    UserPart::joined_text(parts, "\n")
 }
 
 /// The latest live summary: its id and text.

@@ -75,17 +75,7 @@ fn clip(text: &str) -> String {
 /// One message as a line: `#id role: text`.
 fn line(entry: &Entry) -> Option<String> {
     let (role, text) = match &entry.body {
-        EntryBody::User { model_view, .. } => (
-            "user",
-            model_view
-                .iter()
-                .filter_map(|p| match p {
-                    UserPart::Text { text } => Some(text.as_str()),
-                    UserPart::Image { .. } => None,
-                })
-                .collect::<Vec<_>>()
-                .join(" "),
-        ),
+        EntryBody::User { model_view, .. } => ("user", UserPart::joined_text(model_view, " ")),
         EntryBody::Assistant(assistant) if !assistant.text.is_empty() => {
             ("assistant", assistant.text.clone())
         }

@@ -6,7 +6,7 @@ use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 
 use crate::error::StreamFailure;
-use crate::http::Connection;
+use crate::http::{Connection, Target};
 use crate::model::{
     ChatRequest, FinishReason, ModelMessage, Reasoning, StreamEvent, ToolCallRequest, Usage,
     UserPart,
@@ -31,27 +31,21 @@ pub struct AnthropicOptions {
 /// The Anthropic Messages provider.
 #[derive(Debug, Clone)]
 pub struct AnthropicProvider {
-    client: reqwest::Client,
-    endpoint: String,
-    connection: Connection,
+    target: Target,
     options: AnthropicOptions,
 }
 
 impl AnthropicProvider {
     /// A client for the endpoint (`/v1/messages` is appended unless the base ends in `/v1`).
     pub fn new(connection: Connection, options: AnthropicOptions) -> Result<Self, ProviderError> {
-        let client =
-            crate::http::client_for(NAME, connection.connect_timeout, &connection.base_url)?;
-        let base = connection.base_url.trim_end_matches('/');
-        let endpoint = if base.ends_with("/v1") {
-            format!("{base}/messages")
+        let path = if connection.base_url.trim_end_matches('/').ends_with("/v1") {
+            "/messages"
         } else {
-            format!("{base}/v1/messages")
+            "/v1/messages"
         };
+        let url = Target::under_base(&connection, path);
         Ok(Self {
-            client,
-            endpoint,
-            connection,
+            target: Target::new(NAME, connection, url)?,
             options,
         })
     }
@@ -71,19 +65,14 @@ impl ChatProvider for AnthropicProvider {
             self.options.default_max_tokens,
             self.options.thinking_budget,
         );
-        let mut builder =
-            crate::http::event_stream_post(&self.client, &self.endpoint, body.to_string())
-                .header("anthropic-version", API_VERSION);
-        if let Some(key) = self.connection.key(request.credential) {
+        let mut builder = self
+            .target
+            .post(body.to_string())
+            .header("anthropic-version", API_VERSION);
+        if let Some(key) = self.target.connection.key(request.credential) {
             builder = builder.header("x-api-key", key);
         }
-        crate::http::start(
-            builder,
-            NAME,
-            self.endpoint.clone(),
-            self.connection.idle_timeout,
-            MessagesDecoder::default(),
-        )
+        self.target.start(builder, NAME, MessagesDecoder::default())
     }
 }
 

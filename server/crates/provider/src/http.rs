@@ -39,6 +39,52 @@ impl Connection {
     }
 }
 
+/// A provider's HTTP side: its client, the URL it posts to, and its connection.
+#[derive(Debug, Clone)]
+pub struct Target {
+    client: reqwest::Client,
+    url: String,
+    pub connection: Connection,
+}
+
+impl Target {
+    /// A client for `connection` that posts to `url` (see [`client_for`]).
+    pub fn new(provider: &str, connection: Connection, url: String) -> Result<Self, ProviderError> {
+        let client = client_for(provider, connection.connect_timeout, &connection.base_url)?;
+        Ok(Self {
+            client,
+            url,
+            connection,
+        })
+    }
+
+    /// The URL appended to the base URL (its trailing slash dropped).
+    pub fn under_base(connection: &Connection, path: &str) -> String {
+        format!("{}{path}", connection.base_url.trim_end_matches('/'))
+    }
+
+    /// A streaming POST of `body`.
+    pub fn post(&self, body: String) -> reqwest::RequestBuilder {
+        event_stream_post(&self.client, &self.url, body)
+    }
+
+    /// Sends `builder` (made by [`Target::post`]) and decodes its events with `decoder`.
+    pub fn start<D: crate::stream::Decoder>(
+        &self,
+        builder: reqwest::RequestBuilder,
+        provider: &'static str,
+        decoder: D,
+    ) -> futures_util::future::BoxFuture<'static, Result<crate::EventStream, ProviderError>> {
+        start(
+            builder,
+            provider,
+            self.url.clone(),
+            self.connection.idle_timeout,
+            decoder,
+        )
+    }
+}
+
 /// A POST of a JSON `body` to `endpoint` asking for server-sent events.
 pub fn event_stream_post(
     client: &reqwest::Client,

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::error::StreamFailure;
-use crate::http::Connection;
+use crate::http::{Connection, Target};
 use crate::model::{
     ChatRequest, FinishReason, ModelMessage, StreamEvent, ToolCallRequest, Usage, UserPart,
 };
@@ -19,24 +19,15 @@ const NAME: &str = "openai";
 /// The OpenAI Chat Completions provider.
 #[derive(Debug, Clone)]
 pub struct OpenAiProvider {
-    client: reqwest::Client,
-    endpoint: String,
-    connection: Connection,
+    target: Target,
 }
 
 impl OpenAiProvider {
     /// A client for the endpoint (`/chat/completions` is appended to the base URL).
     pub fn new(connection: Connection) -> Result<Self, ProviderError> {
-        let client =
-            crate::http::client_for(NAME, connection.connect_timeout, &connection.base_url)?;
-        let endpoint = format!(
-            "{}/chat/completions",
-            connection.base_url.trim_end_matches('/')
-        );
+        let url = Target::under_base(&connection, "/chat/completions");
         Ok(Self {
-            client,
-            endpoint,
-            connection,
+            target: Target::new(NAME, connection, url)?,
         })
     }
 }
@@ -50,15 +41,9 @@ impl ChatProvider for OpenAiProvider {
         &self,
         request: &ChatRequest<'_>,
     ) -> BoxFuture<'static, Result<EventStream, ProviderError>> {
-        let post =
-            crate::http::event_stream_post(&self.client, &self.endpoint, request_text(request));
-        crate::http::start(
-            self.connection.bearer(post, request.credential),
-            NAME,
-            self.endpoint.clone(),
-            self.connection.idle_timeout,
-            ChatDecoder::default(),
-        )
+        let post = self.target.post(request_text(request));
+        let post = self.target.connection.bearer(post, request.credential);
+        self.target.start(post, NAME, ChatDecoder::default())
     }
 }
 
@@ -130,14 +115,7 @@ fn message_json(message: &ModelMessage<'_>) -> Value {
         ModelMessage::User(parts) => {
             let only_text = parts.iter().all(|p| matches!(p, UserPart::Text { .. }));
             if only_text {
-                let text: Vec<&str> = parts
-                    .iter()
-                    .filter_map(|p| match p {
-                        UserPart::Text { text } => Some(text.as_str()),
-                        UserPart::Image { .. } => None,
-                    })
-                    .collect();
-                json!({"role": "user", "content": text.join("\n\n")})
+                json!({"role": "user", "content": UserPart::joined_text(parts, "\n\n")})
             } else {
                 let content: Vec<Value> = parts
                     .iter()

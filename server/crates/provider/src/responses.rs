@@ -5,7 +5,7 @@ use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 
 use crate::error::StreamFailure;
-use crate::http::Connection;
+use crate::http::{Connection, Target};
 use crate::model::{
     ChatRequest, FinishReason, ModelMessage, StreamEvent, ToolCallRequest, Usage, UserPart,
 };
@@ -18,9 +18,7 @@ const NAME: &str = "openai-responses";
 /// The Responses API provider.
 #[derive(Debug, Clone)]
 pub struct ResponsesProvider {
-    client: reqwest::Client,
-    endpoint: String,
-    connection: Connection,
+    target: Target,
     /// Ask for reasoning summaries (`reasoning.summary = "auto"`).
     reasoning_summaries: bool,
 }
@@ -28,13 +26,9 @@ pub struct ResponsesProvider {
 impl ResponsesProvider {
     /// A client for the endpoint (`/responses` is appended to the base URL).
     pub fn new(connection: Connection, reasoning_summaries: bool) -> Result<Self, ProviderError> {
-        let client =
-            crate::http::client_for(NAME, connection.connect_timeout, &connection.base_url)?;
-        let endpoint = format!("{}/responses", connection.base_url.trim_end_matches('/'));
+        let url = Target::under_base(&connection, "/responses");
         Ok(Self {
-            client,
-            endpoint,
-            connection,
+            target: Target::new(NAME, connection, url)?,
             reasoning_summaries,
         })
     }
@@ -50,14 +44,9 @@ impl ChatProvider for ResponsesProvider {
         request: &ChatRequest<'_>,
     ) -> BoxFuture<'static, Result<EventStream, ProviderError>> {
         let body = request_body(request, self.reasoning_summaries).to_string();
-        let post = crate::http::event_stream_post(&self.client, &self.endpoint, body);
-        crate::http::start(
-            self.connection.bearer(post, request.credential),
-            NAME,
-            self.endpoint.clone(),
-            self.connection.idle_timeout,
-            ResponsesDecoder::default(),
-        )
+        let post = self.target.post(body);
+        let post = self.target.connection.bearer(post, request.credential);
+        self.target.start(post, NAME, ResponsesDecoder::default())
     }
 }
 

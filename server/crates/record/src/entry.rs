@@ -21,6 +21,18 @@ impl UserPart {
     pub fn text(text: impl Into<String>) -> Self {
         Self::Text { text: text.into() }
     }
+
+    /// The text of these parts (images left out), joined by `separator`.
+    pub fn joined_text(parts: &[UserPart], separator: &str) -> String {
+        let texts: Vec<&str> = parts
+            .iter()
+            .filter_map(|part| match part {
+                UserPart::Text { text } => Some(text.as_str()),
+                UserPart::Image { .. } => None,
+            })
+            .collect();
+        texts.join(separator)
+    }
 }
 
 /// A block of user input as the client sent it (protocol-neutral).

@@ -40,16 +40,7 @@ impl SessionActor {
     /// The text of the session's first prompt.
     pub(super) fn first_prompt(&self) -> Option<String> {
         self.history.entries().iter().find_map(|e| match &e.body {
-            EntryBody::User { model_view, .. } => Some(
-                model_view
-                    .iter()
-                    .filter_map(|p| match p {
-                        UserPart::Text { text } => Some(text.as_str()),
-                        UserPart::Image { .. } => None,
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-            ),
+            EntryBody::User { model_view, .. } => Some(UserPart::joined_text(model_view, "\n")),
             _ => None,
         })
     }
