@@ -20,6 +20,17 @@ fn answer_with_usage() -> MockReply {
     }
 }
 
+/// A saved skill, `deploy`: in the prompt's index only when the skills toolset is offered.
+fn saved_skill(env: &TestEnv) {
+    let skill = env.home.path().join("talaria/skills/deploy");
+    std::fs::create_dir_all(&skill).expect("skill dir");
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: deploy\ndescription: Ship it.\n---\nSteps.\n",
+    )
+    .expect("skill");
+}
+
 fn reported_size(updates: &[serde_json::Value]) -> serde_json::Value {
     updates
         .iter()
@@ -86,13 +97,7 @@ async fn a_small_reported_window_gets_the_core_tools_and_a_short_prompt() {
         .serve_props(json!({"default_generation_settings": {"n_ctx": 16384}}));
     env.extra_env
         .push(("TALARIA_CONTEXT_WINDOW".into(), String::new()));
-    let skill = env.home.path().join("talaria/skills/deploy");
-    std::fs::create_dir_all(&skill).expect("skill dir");
-    std::fs::write(
-        skill.join("SKILL.md"),
-        "---\nname: deploy\ndescription: Ship it.\n---\nSteps.\n",
-    )
-    .expect("skill");
+    saved_skill(&env);
     let (mut agent, session) = env.session().await;
     prompt(&mut agent, &session, "hi").await;
     let body = &env.mock.requests()[0].body;
@@ -152,13 +157,7 @@ fn slow_probe(env: &mut TestEnv, delay: std::time::Duration) {
 async fn session_new_does_not_wait_for_the_servers_window_and_the_first_prompt_does() {
     let mut env = TestEnv::new(vec![answer_with_usage()]).await;
     slow_probe(&mut env, std::time::Duration::from_millis(1500));
-    let skill = env.home.path().join("talaria/skills/deploy");
-    std::fs::create_dir_all(&skill).expect("skill dir");
-    std::fs::write(
-        skill.join("SKILL.md"),
-        "---\nname: deploy\ndescription: Ship it.\n---\nSteps.\n",
-    )
-    .expect("skill");
+    saved_skill(&env);
     let (mut agent, session) = env.session().await;
     assert!(
         !env.mock.info_requests().contains(&"/props".to_string()),

@@ -13,6 +13,18 @@ fn declined(name: &str) -> String {
 }
 
 impl Orchestrator<'_> {
+    /// Asks the client's permission question; it follows the call's card in the one event
+    /// stream, so it cannot overtake it.
+    async fn ask_permission(&self, request: PermissionRequest) -> Option<ClientAnswer> {
+        crate::client_access::ask(
+            self.events,
+            ClientAsk::Permission(request),
+            self.cancel.clone(),
+            None,
+        )
+        .await
+    }
+
     /// The same call (tool and arguments) already failed too often in this turn.
     pub(super) fn is_repeated(&self, call: &Prepared) -> bool {
         self.failures
@@ -84,14 +96,7 @@ impl Orchestrator<'_> {
             choices,
             server: facts.server.clone(),
         };
-        // The request follows the call's card in the one event stream: it cannot overtake it.
-        let asked = crate::client_access::ask(
-            self.events,
-            ClientAsk::Permission(request),
-            self.cancel.clone(),
-            None,
-        )
-        .await;
+        let asked = self.ask_permission(request).await;
         let answer = match asked {
             Some(ClientAnswer::Permission(answer)) => answer,
             Some(_) => PermissionAnswer::Failed("the client gave an unrelated answer".into()),
@@ -217,13 +222,7 @@ impl Orchestrator<'_> {
             ],
             server: None,
         };
-        let asked = crate::client_access::ask(
-            self.events,
-            ClientAsk::Permission(request),
-            self.cancel.clone(),
-            None,
-        )
-        .await;
+        let asked = self.ask_permission(request).await;
         match asked {
             Some(ClientAnswer::Permission(PermissionAnswer::Chosen(
                 PermissionChoice::RunUnsandboxedOnce,

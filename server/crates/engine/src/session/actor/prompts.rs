@@ -66,16 +66,7 @@ impl SessionActor {
             }
         };
         let ran = !matches!(outcome, Ok(StopReason::Cancelled)) || self.history.last_id() > before;
-        // Durable before answered.
-        self.commit().await;
-        let _ = self
-            .events
-            .send(EngineEvent::TurnFinished {
-                turn,
-                outcome,
-                usage,
-            })
-            .await;
+        self.answer(turn, outcome, usage).await;
         if ran {
             self.count_learning(before, &kept);
             self.maybe_review().await;
@@ -97,13 +88,24 @@ impl SessionActor {
         turn: TurnId,
         outcome: Result<StopReason, TurnError>,
     ) {
+        self.answer(turn, outcome, TurnUsage::default()).await;
+    }
+
+    /// Answers a prompt: durable before answered (committed, or the journal's deadline
+    /// passed), then its `TurnFinished`.
+    async fn answer(
+        &mut self,
+        turn: TurnId,
+        outcome: Result<StopReason, TurnError>,
+        usage: TurnUsage,
+    ) {
         self.commit().await;
         let _ = self
             .events
             .send(EngineEvent::TurnFinished {
                 turn,
                 outcome,
-                usage: TurnUsage::default(),
+                usage,
             })
             .await;
     }
