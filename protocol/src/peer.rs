@@ -11,7 +11,8 @@
 use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
+use talaria_util::lock;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -117,10 +118,6 @@ struct OutError<'a> {
     jsonrpc: &'static str,
     id: &'a RequestId,
     error: &'a Error,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Starts a connection over `reader`/`writer` on the current tokio runtime.

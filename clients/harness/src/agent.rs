@@ -7,8 +7,10 @@
 use std::collections::VecDeque;
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
+
 use std::time::Duration;
+use talaria_util::lock;
 
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
@@ -36,10 +38,6 @@ pub struct AgentProcess {
     non_json: Arc<Mutex<Vec<String>>>,
     stderr: Arc<Mutex<String>>,
     next_id: i64,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The default time to wait for any one message.

@@ -2,14 +2,14 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Mutex, OnceLock};
 
 /// The path of binary `bin` of package `package`, built once per test process with cargo
 /// (a no-op when up to date), under `$CARGO_TARGET_DIR` or this workspace's `target/`.
 pub fn workspace_bin(package: &str, bin: &str) -> PathBuf {
     static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
     let built = BUILT.get_or_init(Mutex::default);
-    let mut built = built.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut built = talaria_util::lock(built);
     if let Some(path) = built.get(bin) {
         return path.clone();
     }

@@ -13,8 +13,10 @@
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
+
 use std::time::{Duration, Instant};
+use talaria_util::lock;
 
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
@@ -216,10 +218,6 @@ fn refuse(state: &State, why: String, body: &Value) -> Response<Body> {
         answer.to_string(),
         "application/json",
     )
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A running mock server; it stops when dropped.

@@ -5,7 +5,7 @@
 
 use std::io::{BufRead, IsTerminal};
 use std::os::fd::AsFd;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rustyline::completion::{Completer, Pair};
@@ -69,7 +69,7 @@ impl Completer for SlashCompleter {
         }
         // A command name, or (after a space) a command with its argument (`/mode ask`).
         let with_argument = typed.contains(' ');
-        let commands = self.commands.lock().unwrap_or_else(PoisonError::into_inner);
+        let commands = talaria_util::lock(&self.commands);
         let pairs = commands
             .iter()
             .filter(|c| c.contains(' ') == with_argument && c.starts_with(&typed[1..]))
@@ -103,10 +103,7 @@ pub struct InputThread {
 impl InputThread {
     /// Says that a [`Input::Typed`] line was handled (after the mode it calls for was set).
     pub fn ack(&self) {
-        self.shared
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .acked += 1;
+        talaria_util::lock(&self.shared).acked += 1;
     }
 
     pub fn set(&self, mode: Mode) {
@@ -115,14 +112,14 @@ impl InputThread {
         {
             eprint!("{prompt}");
         }
-        let mut shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut shared = talaria_util::lock(&self.shared);
         shared.mode = mode;
         shared.seq += 1;
     }
 }
 
 fn current(shared: &Mutex<Shared>) -> (Mode, u64) {
-    let shared = shared.lock().unwrap_or_else(PoisonError::into_inner);
+    let shared = talaria_util::lock(shared);
     (shared.mode.clone(), shared.seq)
 }
 
@@ -202,7 +199,7 @@ fn run_terminal(shared: &Mutex<Shared>, sender: &mpsc::UnboundedSender<Input>, c
     let mut served = 0;
     let mut typed = 0u64;
     loop {
-        let acked = shared.lock().unwrap_or_else(PoisonError::into_inner).acked;
+        let acked = talaria_util::lock(shared).acked;
         if acked < typed {
             std::thread::sleep(Duration::from_millis(10));
             if matches!(current(shared).0, Mode::Stop) {

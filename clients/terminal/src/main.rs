@@ -16,7 +16,7 @@ mod render;
 use std::collections::VecDeque;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -343,7 +343,7 @@ impl Chat {
             if update["sessionUpdate"] == "available_commands_update" {
                 let mut names = self.built_in.clone();
                 names.extend(self.renderer.commands.iter().map(|(n, _)| n.clone()));
-                *self.commands.lock().unwrap_or_else(PoisonError::into_inner) = names;
+                *talaria_util::lock(&self.commands) = names;
             }
             return Ok(());
         }

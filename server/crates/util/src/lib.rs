@@ -10,6 +10,11 @@ pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// The value a mutex guards, through an exclusive borrow (poisoned or not, as [`lock`]).
+pub fn get_mut<T>(mutex: &mut Mutex<T>) -> &mut T {
+    mutex.get_mut().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// The value a mutex guarded, once nobody else holds it (poisoned or not, as [`lock`]).
 pub fn into_inner<T>(mutex: Mutex<T>) -> T {
     mutex.into_inner().unwrap_or_else(PoisonError::into_inner)

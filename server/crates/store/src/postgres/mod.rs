@@ -73,9 +73,7 @@ impl Drop for PgStore {
             .iter_mut()
             .chain(std::iter::once(&mut self.claims))
         {
-            let link = link
-                .get_mut()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let link = talaria_util::get_mut(link);
             clients.extend(link.take_client());
         }
         if clients.is_empty() {
