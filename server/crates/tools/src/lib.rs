@@ -28,9 +28,9 @@ pub mod write_file;
 use std::sync::Arc;
 
 pub use error::{ArgsError, ToolError};
+pub use interfaces::SessionToolState;
 pub use registry::{ParsedArgs, Registry};
 pub use sensitive::{PathSecrecy, SensitivePaths};
-pub use session_state::SessionToolState;
 pub use tool::{
     ApprovalNeed, CallDescription, Concurrency, Kept, Progress, ProgressSink, TodoItem, Tool,
     ToolContext, ToolDefinition, ToolEffect, ToolImage, ToolKind, ToolLocation, ToolOutcome,

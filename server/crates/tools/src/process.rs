@@ -8,7 +8,7 @@ use futures_util::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::session_state::{ExitInfo, ManagedProcess};
+use crate::interfaces::{BackgroundProcess, ExitInfo};
 use crate::shell::safety::{self, StartDir};
 use crate::tool::{
     ApprovalNeed, CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolKind,
@@ -127,11 +127,11 @@ impl Tool for Process {
                     .map(|p| {
                         format!(
                             "{}  pid {}  {}  {}s  {}",
-                            p.id,
-                            p.pid,
+                            p.id(),
+                            p.pid(),
                             status_of(p.exit_info()),
-                            p.started.elapsed().as_secs(),
-                            p.command
+                            p.started().elapsed().as_secs(),
+                            p.command()
                         )
                     })
                     .collect();
@@ -157,18 +157,18 @@ impl Tool for Process {
                     "No background process {id:?}; use action list."
                 ));
             };
-            act(&args, &process, ctx).await
+            act(&args, process.as_ref(), ctx).await
         })
     }
 }
 
-async fn act(args: &Args, process: &ManagedProcess, ctx: &ToolContext) -> ToolOutcome {
+async fn act(args: &Args, process: &dyn BackgroundProcess, ctx: &ToolContext) -> ToolOutcome {
     match args.action.as_str() {
         "poll" => {
             let new = process.take_new_output();
             ToolOutcome::completed(format!(
                 "{}: {}\n{}",
-                process.id,
+                process.id(),
                 status_of(process.exit_info()),
                 if new.is_empty() {
                     "(no new output)".to_string()
@@ -187,9 +187,11 @@ async fn act(args: &Args, process: &ManagedProcess, ctx: &ToolContext) -> ToolOu
                 return ToolOutcome::failed(format!("Refused: {why}. This is never typed."));
             }
             match process.write_stdin(data).await {
-                Ok(()) => {
-                    ToolOutcome::completed(format!("Wrote {} bytes to {}.", data.len(), process.id))
-                }
+                Ok(()) => ToolOutcome::completed(format!(
+                    "Wrote {} bytes to {}.",
+                    data.len(),
+                    process.id()
+                )),
                 Err(why) => ToolOutcome::failed(why),
             }
         }
@@ -197,13 +199,13 @@ async fn act(args: &Args, process: &ManagedProcess, ctx: &ToolContext) -> ToolOu
             if process.exit_info().is_some() {
                 return ToolOutcome::completed(format!(
                     "{} already {}.",
-                    process.id,
+                    process.id(),
                     status_of(process.exit_info())
                 ));
             }
             process.kill();
             let exit = process.wait(Duration::from_secs(5)).await;
-            ToolOutcome::completed(format!("Killed {}: {}.", process.id, status_of(exit)))
+            ToolOutcome::completed(format!("Killed {}: {}.", process.id(), status_of(exit)))
         }
         other => ToolOutcome::failed(format!(
             "Unknown process action {other:?}; use list, poll, log, wait, write or kill."
@@ -212,7 +214,7 @@ async fn act(args: &Args, process: &ManagedProcess, ctx: &ToolContext) -> ToolOu
 }
 
 /// A page of the process's whole log (the last lines unless `offset` says otherwise).
-fn log_page(args: &Args, process: &ManagedProcess) -> ToolOutcome {
+fn log_page(args: &Args, process: &dyn BackgroundProcess) -> ToolOutcome {
     let (text, dropped) = process.full_log();
     let lines: Vec<&str> = text.lines().collect();
     let limit = args.limit.unwrap_or(200).clamp(1, 2000);
@@ -224,7 +226,7 @@ fn log_page(args: &Args, process: &ManagedProcess) -> ToolOutcome {
     let page: Vec<&str> = lines.iter().skip(offset).take(limit).copied().collect();
     let mut out = format!(
         "{} ({}), lines {}-{} of {}:\n{}",
-        process.id,
+        process.id(),
         status_of(process.exit_info()),
         offset + 1,
         offset + page.len(),
@@ -240,7 +242,7 @@ fn log_page(args: &Args, process: &ManagedProcess) -> ToolOutcome {
 }
 
 /// Waits for the process to exit (at most `timeout`), then reports its new output.
-async fn wait_for(args: &Args, process: &ManagedProcess, ctx: &ToolContext) -> ToolOutcome {
+async fn wait_for(args: &Args, process: &dyn BackgroundProcess, ctx: &ToolContext) -> ToolOutcome {
     let timeout = Duration::from_secs(args.timeout.unwrap_or(30).clamp(1, 600));
     let exit = tokio::select! {
         exit = process.wait(timeout) => exit,
@@ -253,7 +255,7 @@ async fn wait_for(args: &Args, process: &ManagedProcess, ctx: &ToolContext) -> T
     };
     ToolOutcome::completed(format!(
         "{}: {state}\n{}",
-        process.id,
+        process.id(),
         if new.is_empty() {
             "(no new output)".into()
         } else {

@@ -1,4 +1,5 @@
-//! Per-session tool state: background processes (killed when the session ends) and the todo list.
+//! The session's background processes: the `ProcessTable` the session's tools use (its
+//! processes killed when the session ends), and how one is started.
 
 use crate::ToolError;
 
@@ -9,38 +10,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use std::time::{Duration, Instant};
+
+use futures_util::future::BoxFuture;
 use talaria_util::lock;
 
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, watch};
 
+use crate::interfaces::{BackgroundProcess, ExitInfo, ProcessTable, SessionToolState};
 use crate::shell::{Launch, kill_group};
-
-/// A todo item (Hermes `todo` shape).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct TodoItem {
-    pub id: String,
-    pub content: String,
-    /// `pending`, `in_progress`, `completed` or `cancelled`.
-    pub status: String,
-}
 
 /// The most output kept per background process (older output is dropped, with a count).
 pub const MAX_LOG_BYTES: usize = 1024 * 1024;
-
-/// Everything a session's tools keep between calls.
-#[derive(Debug, Default)]
-pub struct SessionToolState {
-    pub processes: ProcessTable,
-    pub todos: Mutex<Vec<TodoItem>>,
-}
-
-/// How a background process ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExitInfo {
-    pub code: Option<i32>,
-    pub signal: Option<i32>,
-}
 
 #[derive(Debug, Default)]
 struct Log {
@@ -69,12 +50,12 @@ pub struct ManagedProcess {
 
 impl ManagedProcess {
     /// `None` while running.
-    pub fn exit_info(&self) -> Option<ExitInfo> {
+    fn exit_info(&self) -> Option<ExitInfo> {
         self.exit.borrow().clone()
     }
 
     /// Output since the last poll (and advances the poll mark).
-    pub fn take_new_output(&self) -> String {
+    fn take_new_output(&self) -> String {
         let mut log = lock(&self.log);
         let start = log.polled.saturating_sub(log.dropped).min(log.text.len());
         let mut start = start;
@@ -87,20 +68,20 @@ impl ManagedProcess {
     }
 
     /// All retained output, and how many bytes were dropped before it.
-    pub fn full_log(&self) -> (String, usize) {
+    fn full_log(&self) -> (String, usize) {
         let log = lock(&self.log);
         (log.text.clone(), log.dropped)
     }
 
     /// Waits for exit, up to `timeout`.
-    pub async fn wait(&self, timeout: Duration) -> Option<ExitInfo> {
+    async fn wait(&self, timeout: Duration) -> Option<ExitInfo> {
         let mut exit = self.exit.clone();
         let _ = tokio::time::timeout(timeout, exit.wait_for(Option::is_some)).await;
         self.exit_info()
     }
 
     /// Writes to the process's stdin.
-    pub async fn write_stdin(&self, data: &str) -> Result<(), ToolError> {
+    async fn write_stdin(&self, data: &str) -> Result<(), ToolError> {
         let mut stdin = self.stdin.lock().await;
         let Some(pipe) = stdin.as_mut() else {
             return Err(ToolError::Rejected("the process's stdin is closed".into()));
@@ -118,19 +99,61 @@ impl ManagedProcess {
     }
 
     /// Kills the process and its group.
-    pub fn kill(&self) {
+    fn kill(&self) {
         kill_group(self.pid);
     }
 }
 
-/// The background processes of a session.
-#[derive(Debug, Default)]
-pub struct ProcessTable {
-    next: AtomicU64,
-    entries: Mutex<BTreeMap<String, Arc<ManagedProcess>>>,
+impl BackgroundProcess for ManagedProcess {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn command(&self) -> &str {
+        &self.command
+    }
+
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    fn started(&self) -> Instant {
+        self.started
+    }
+
+    fn exit_info(&self) -> Option<ExitInfo> {
+        ManagedProcess::exit_info(self)
+    }
+
+    fn take_new_output(&self) -> String {
+        ManagedProcess::take_new_output(self)
+    }
+
+    fn full_log(&self) -> (String, usize) {
+        ManagedProcess::full_log(self)
+    }
+
+    fn wait(&self, timeout: Duration) -> BoxFuture<'_, Option<ExitInfo>> {
+        Box::pin(ManagedProcess::wait(self, timeout))
+    }
+
+    fn write_stdin<'a>(&'a self, data: &'a str) -> BoxFuture<'a, Result<(), ToolError>> {
+        Box::pin(ManagedProcess::write_stdin(self, data))
+    }
+
+    fn kill(&self) {
+        ManagedProcess::kill(self);
+    }
 }
 
-impl Drop for ProcessTable {
+/// The background processes of a session, started on this machine.
+#[derive(Debug, Default)]
+pub struct LocalProcesses {
+    next: AtomicU64,
+    entries: Mutex<BTreeMap<String, Arc<dyn BackgroundProcess>>>,
+}
+
+impl Drop for LocalProcesses {
     fn drop(&mut self) {
         for process in lock(&self.entries).values() {
             if process.exit_info().is_none() {
@@ -140,15 +163,15 @@ impl Drop for ProcessTable {
     }
 }
 
-impl ProcessTable {
-    /// Starts `command` (shown as `command`, started as `launch` says) in the background in
-    /// its own process group.
-    pub fn spawn(
-        &self,
-        command: &str,
-        launch: &Launch,
-        cwd: &Path,
-    ) -> Result<Arc<ManagedProcess>, ToolError> {
+/// Starts `command` (shown as `command`, started as `launch` says) in the background in its
+/// own process group, as process `id`.
+pub fn spawn_background(
+    id: String,
+    command: &str,
+    launch: &Launch,
+    cwd: &Path,
+) -> Result<Arc<dyn BackgroundProcess>, ToolError> {
+    {
         let mut child = crate::shell::local::command(launch)
             .current_dir(cwd)
             .stdin(Stdio::piped())
@@ -163,10 +186,9 @@ impl ProcessTable {
         let pid = child
             .id()
             .ok_or_else(|| ToolError::Rejected("the process exited at once".into()))?;
-        let id = format!("proc_{}", self.next.fetch_add(1, Ordering::Relaxed) + 1);
         let (exit_tx, exit_rx) = watch::channel(None);
         let process = Arc::new(ManagedProcess {
-            id: id.clone(),
+            id,
             command: command.to_string(),
             pid,
             cwd: cwd.to_path_buf(),
@@ -214,17 +236,33 @@ impl ProcessTable {
             kill_group(pid);
             let _ = exit_tx.send(Some(info));
         });
+        Ok(process)
+    }
+}
+
+impl ProcessTable for LocalProcesses {
+    fn start(
+        &self,
+        start: &mut dyn FnMut(String) -> Result<Arc<dyn BackgroundProcess>, ToolError>,
+    ) -> Result<Arc<dyn BackgroundProcess>, ToolError> {
+        let id = format!("proc_{}", self.next.fetch_add(1, Ordering::Relaxed) + 1);
+        let process = start(id.clone())?;
         lock(&self.entries).insert(id, process.clone());
         Ok(process)
     }
 
-    /// A process by id.
-    pub fn get(&self, id: &str) -> Option<Arc<ManagedProcess>> {
+    fn get(&self, id: &str) -> Option<Arc<dyn BackgroundProcess>> {
         lock(&self.entries).get(id).cloned()
     }
 
-    /// Every process, oldest first.
-    pub fn list(&self) -> Vec<Arc<ManagedProcess>> {
+    fn list(&self) -> Vec<Arc<dyn BackgroundProcess>> {
         lock(&self.entries).values().cloned().collect()
+    }
+}
+
+impl Default for SessionToolState {
+    /// A session's tool state with its processes started on this machine.
+    fn default() -> Self {
+        Self::new(Arc::new(LocalProcesses::default()))
     }
 }

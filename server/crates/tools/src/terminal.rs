@@ -127,15 +127,7 @@ impl Tool for Terminal {
             // sandbox's namespaces work here.
             ctx.shell.find_layers().await;
             if args.background {
-                let launch = ctx.shell.local(&args.command, confine);
-                return match ctx.state.processes.spawn(&args.command, &launch, &workdir) {
-                    Ok(process) => ToolOutcome::completed(format!(
-                        "Started background process {} (pid {}): {}\nUse the process tool (action poll, log, wait, write or kill, id \"{}\") to follow it.",
-                        process.id, process.pid, one_line(&args.command, 200), process.id
-                    ))
-                    .with_raw_output(json!({"id": process.id, "pid": process.pid})),
-                    Err(why) => ToolOutcome::failed(why),
-                };
+                return start_in_background(ctx, &args.command, confine, &workdir);
             }
             let timeout = args
                 .timeout
@@ -249,4 +241,29 @@ fn helper_failure(result: &CommandResult) -> Option<String> {
         .lines()
         .find_map(|line| line.strip_prefix("talaria sandbox: "))
         .map(str::to_string)
+}
+
+/// `terminal {background: true}`: the command started as a session's background process.
+fn start_in_background(
+    ctx: &ToolContext,
+    command: &str,
+    confine: bool,
+    workdir: &std::path::Path,
+) -> ToolOutcome {
+    let launch = ctx.shell.local(command, confine);
+    let started = ctx
+        .state
+        .processes
+        .start(&mut |id| crate::session_state::spawn_background(id, command, &launch, workdir));
+    match started {
+        Ok(process) => ToolOutcome::completed(format!(
+            "Started background process {} (pid {}): {}\nUse the process tool (action poll, log, wait, write or kill, id \"{}\") to follow it.",
+            process.id(),
+            process.pid(),
+            one_line(command, 200),
+            process.id()
+        ))
+        .with_raw_output(json!({"id": process.id(), "pid": process.pid()})),
+        Err(why) => ToolOutcome::failed(why),
+    }
 }

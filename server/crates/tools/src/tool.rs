@@ -10,9 +10,8 @@ use tokio_util::sync::CancellationToken;
 use crate::fs::FileAccess;
 use crate::interfaces::UserQuestions;
 pub use crate::interfaces::{Progress, ProgressSink};
+pub use crate::interfaces::{SessionToolState, TodoItem};
 use crate::sensitive::SensitivePaths;
-use crate::session_state::SessionToolState;
-pub use crate::session_state::TodoItem;
 use crate::shell::CommandRunner;
 
 /// What kind of action a tool performs; editors use it to pick an icon and the policy uses it.
