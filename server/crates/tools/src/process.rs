@@ -271,6 +271,102 @@ mod tests {
     use crate::tool::ToolStatus;
     use tokio_util::sync::CancellationToken;
 
+    /// A process the table only pretends to run: what `process` reads goes through the
+    /// interfaces alone.
+    #[derive(Debug)]
+    struct Recorded {
+        output: std::sync::Mutex<Vec<String>>,
+    }
+
+    impl BackgroundProcess for Recorded {
+        fn id(&self) -> &str {
+            "job_7"
+        }
+        fn command(&self) -> &str {
+            "make watch"
+        }
+        fn pid(&self) -> u32 {
+            4242
+        }
+        fn started(&self) -> std::time::Instant {
+            std::time::Instant::now()
+        }
+        fn exit_info(&self) -> Option<ExitInfo> {
+            Some(ExitInfo {
+                code: Some(0),
+                signal: None,
+            })
+        }
+        fn take_new_output(&self) -> String {
+            talaria_util::lock(&self.output).drain(..).collect()
+        }
+        fn full_log(&self) -> (String, usize) {
+            (String::new(), 0)
+        }
+        fn wait(&self, _: Duration) -> futures_util::future::BoxFuture<'_, Option<ExitInfo>> {
+            Box::pin(async { self.exit_info() })
+        }
+        fn write_stdin<'a>(
+            &'a self,
+            _: &'a str,
+        ) -> futures_util::future::BoxFuture<'a, Result<(), crate::ToolError>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn kill(&self) {}
+    }
+
+    #[derive(Debug)]
+    struct OneJob(std::sync::Arc<Recorded>);
+
+    impl crate::interfaces::ProcessTable for OneJob {
+        fn start(
+            &self,
+            _: &mut dyn FnMut(
+                String,
+            )
+                -> Result<std::sync::Arc<dyn BackgroundProcess>, crate::ToolError>,
+        ) -> Result<std::sync::Arc<dyn BackgroundProcess>, crate::ToolError> {
+            Err(crate::ToolError::Rejected("no new jobs here".into()))
+        }
+        fn get(&self, id: &str) -> Option<std::sync::Arc<dyn BackgroundProcess>> {
+            (id == "job_7").then(|| self.0.clone() as std::sync::Arc<dyn BackgroundProcess>)
+        }
+        fn list(&self) -> Vec<std::sync::Arc<dyn BackgroundProcess>> {
+            vec![self.0.clone()]
+        }
+    }
+
+    #[tokio::test]
+    async fn the_process_tool_works_through_any_process_table() {
+        let job = std::sync::Arc::new(Recorded {
+            output: std::sync::Mutex::new(vec!["built\n".into()]),
+        });
+        let state = crate::SessionToolState::new(std::sync::Arc::new(OneJob(job)));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ctx = ToolContext::local(
+            dir.path().to_path_buf(),
+            CancellationToken::new(),
+            std::sync::Arc::new(state),
+        );
+        let listed = Process.call(json!({"action": "list"}), &ctx).await;
+        assert!(listed.content.contains("job_7"), "{}", listed.content);
+        assert!(listed.content.contains("make watch"), "{}", listed.content);
+        let polled = Process
+            .call(json!({"action": "poll", "id": "job_7"}), &ctx)
+            .await;
+        assert_eq!(polled.status, ToolStatus::Completed, "{}", polled.content);
+        assert!(polled.content.contains("built"), "{}", polled.content);
+        let started = Terminal
+            .call(json!({"command": "true", "background": true}), &ctx)
+            .await;
+        assert_eq!(started.status, ToolStatus::Failed);
+        assert!(
+            started.content.contains("no new jobs here"),
+            "{}",
+            started.content
+        );
+    }
+
     #[tokio::test]
     async fn with_nothing_in_the_background_the_model_is_pointed_at_terminal() {
         let dir = tempfile::tempdir().expect("tempdir");
