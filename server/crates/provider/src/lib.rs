@@ -4,6 +4,7 @@
 //! [`StreamEvent`]s; retries, fallback and error classification plug in at this seam.
 
 pub mod anthropic;
+pub mod cassette;
 pub mod classify;
 pub mod error;
 pub mod http;

@@ -27,7 +27,8 @@ pub struct ChatRequest<'a> {
 }
 
 /// Why the model stopped.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum FinishReason {
     /// Natural end.
     Stop,
@@ -55,7 +56,8 @@ impl FinishReason {
 }
 
 /// Token counts of one call.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
@@ -65,8 +67,9 @@ pub struct Usage {
     pub reasoning_tokens: u64,
 }
 
-/// What a streaming call yields, in order.
-#[derive(Debug, Clone, PartialEq)]
+/// What a streaming call yields, in order (serde: cassettes keep them, one a line).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum StreamEvent {
     /// A piece of the answer text.
     TextDelta(String),
