@@ -32,7 +32,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve ACP on stdio (the default).
-    Acp,
+    Acp(AcpArgs),
     /// Check the configuration and whether the model can be reached; prints the fix for each
     /// problem and exits non-zero when there is one.
     Doctor {
@@ -49,6 +49,30 @@ enum Command {
         #[command(subcommand)]
         action: StoreAction,
     },
+}
+
+/// How `talaria acp` serves.
+#[derive(Debug, Default, clap::Args)]
+struct AcpArgs {
+    /// Record each session's model calls into DIR (one cassette per session,
+    /// `session-001.jsonl` on, in the order sessions start).
+    #[arg(long, value_name = "DIR", conflicts_with = "replay")]
+    record: Option<std::path::PathBuf>,
+    /// Serve each session's model calls from the cassettes in DIR (recorded with --record);
+    /// no model is called.
+    #[arg(long, value_name = "DIR")]
+    replay: Option<std::path::PathBuf>,
+    /// How fast a replay streams: `fast` (at once) or `recorded` (the recorded pace).
+    #[arg(long, value_name = "PACE", default_value = "fast", requires = "replay")]
+    replay_timing: ReplayPace,
+}
+
+/// `--replay-timing`.
+#[derive(Debug, Clone, Copy, Default, clap::ValueEnum)]
+enum ReplayPace {
+    #[default]
+    Fast,
+    Recorded,
 }
 
 #[derive(Debug, Subcommand)]
@@ -119,7 +143,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    match cli.command.unwrap_or(Command::Acp) {
+    match cli.command.unwrap_or(Command::Acp(AcpArgs::default())) {
         Command::Doctor { call } => {
             let mut stdout = std::io::stdout();
             let problems = runtime.block_on(doctor::run(&mut stdout, call));
@@ -133,7 +157,7 @@ fn main() -> std::process::ExitCode {
             action: StoreAction::Backup { path },
         } => backup(&path),
         Command::Setup => runtime.block_on(setup::run()),
-        Command::Acp => {
+        Command::Acp(args) => {
             if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
                 // A person started it by hand: say what it is (stderr; stdout stays protocol).
                 let _ = writeln!(
@@ -143,7 +167,19 @@ fn main() -> std::process::ExitCode {
                      `talaria-chat`. Ctrl-D quits."
                 );
             }
-            let result = runtime.block_on(acp::serve(tokio::io::stdin(), tokio::io::stdout()));
+            let cassettes = acp::CassetteOptions {
+                record: args.record,
+                replay: args.replay,
+                timing: match args.replay_timing {
+                    ReplayPace::Fast => talaria_provider::cassette::ReplayTiming::Fast,
+                    ReplayPace::Recorded => talaria_provider::cassette::ReplayTiming::Recorded,
+                },
+            };
+            let result = runtime.block_on(acp::serve(
+                tokio::io::stdin(),
+                tokio::io::stdout(),
+                cassettes,
+            ));
             // Do not wait for stuck blocking work (a tool reading a slow file) on exit.
             runtime.shutdown_timeout(std::time::Duration::from_millis(200));
             match result {

@@ -13,6 +13,7 @@ mod support;
 mod approvals;
 mod bad_setups;
 mod cancel;
+mod cassettes;
 mod compaction;
 mod dead_ends;
 mod delegation;

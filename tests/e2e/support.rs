@@ -15,6 +15,8 @@ pub struct TestEnv {
     pub home: TempDir,
     pub workspace: TempDir,
     pub extra_env: Vec<(String, String)>,
+    /// Arguments after `talaria acp` (`--record DIR`, …).
+    pub args: Vec<String>,
     pub api_key: Option<String>,
     /// The agent runs as this user and group (`nobody`) because the test runs as root: a
     /// real home to protect, and no root rights to hide a missing sandbox behind.
@@ -47,6 +49,7 @@ impl TestEnv {
             home: tempfile::tempdir().expect("home"),
             workspace: tempfile::tempdir().expect("workspace"),
             extra_env: Vec::new(),
+            args: Vec::new(),
             api_key: Some("test-key".into()),
             user: None,
         }
@@ -101,7 +104,9 @@ impl TestEnv {
     }
 
     pub async fn spawn_with(&self, framing: WireFraming) -> AgentProcess {
-        AgentProcess::spawn_as(&talaria_bin(), &["acp"], &self.env(), framing, self.user)
+        let mut args = vec!["acp"];
+        args.extend(self.args.iter().map(String::as_str));
+        AgentProcess::spawn_as(&talaria_bin(), &args, &self.env(), framing, self.user)
             .await
             .expect("agent spawns")
     }

@@ -40,11 +40,16 @@ pub(super) struct StartContext {
 }
 
 /// Serves ACP on the given streams until the input ends.
-pub async fn serve<R, W>(input: R, output: W) -> anyhow::Result<()>
+pub async fn serve<R, W>(
+    input: R,
+    output: W,
+    cassettes: cassettes::CassetteOptions,
+) -> anyhow::Result<()>
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    let cassettes = cassettes::Cassettes::open(cassettes).await?;
     let connection = talaria_protocol::connect(input, output, PeerOptions::default());
     let mut incoming = connection.incoming;
     // Whether commands can be sandboxed here is probed once, in the background from the
@@ -78,6 +83,7 @@ where
         registry: talaria_tools::builtin_registry(),
         store: None,
         windows: server_window::WindowProbes::default(),
+        cassettes,
     };
     let mut stop_signals = shutdown::StopSignals::install();
     loop {

@@ -129,7 +129,12 @@ impl Agent {
             start,
         } = launch;
         let config = &ready.config;
-        let router = self.router_for(config)?;
+        let router = if self.cassettes.active() {
+            let normaliser = cassettes::normaliser(config, &id, &ready.roots);
+            self.cassettes.router(config, normaliser)?
+        } else {
+            self.router_for(config)?
+        };
         let model = model.unwrap_or_else(|| config.model.clone());
         let mode = mode.unwrap_or(config.mode);
         let mut models = config.models.clone();

@@ -11,6 +11,7 @@
 //! - At end of input every session is cancelled and `serve` returns once output is flushed.
 
 mod capabilities;
+mod cassettes;
 mod client_bridge;
 mod commands;
 mod compaction;
@@ -39,6 +40,7 @@ use talaria_protocol::acp::{self, SessionNotification};
 use talaria_protocol::{Peer, errors};
 use tokio::sync::mpsc;
 
+pub use cassettes::CassetteOptions;
 pub use dispatch::serve;
 use dispatch::{Deferred, StartContext};
 use launch::{Launch, Launched, Ready, config_error, load_config, ready_session};
@@ -111,6 +113,8 @@ struct Agent {
     store: Option<talaria_engine::journal::Journal>,
     /// Context windows local model servers report.
     windows: server_window::WindowProbes,
+    /// `--record` / `--replay`: sessions' model calls recorded or served from cassettes.
+    cassettes: cassettes::Cassettes,
     /// Where requests whose slow part ran off the loop come back to be finished.
     deferred: mpsc::UnboundedSender<Deferred>,
 }

@@ -40,12 +40,22 @@ fn pool(config: &Config, endpoint: &Endpoint) -> Arc<CredentialPool> {
 
 /// Builds the router: the configured provider as primary, then the fallback chain.
 pub fn build_router(config: &Config) -> Result<ModelRouter, ProviderError> {
-    let primary = build_provider(config, config.provider, config.endpoint())?;
+    build_router_through(config, &|provider| provider)
+}
+
+/// Builds the router with every provider passed through `through` (a recording wraps each
+/// one; a replay stands in for all of them).
+pub fn build_router_through(
+    config: &Config,
+    through: &dyn Fn(Arc<dyn ChatProvider>) -> Arc<dyn ChatProvider>,
+) -> Result<ModelRouter, ProviderError> {
+    let build = |kind, endpoint| build_provider(config, kind, endpoint).map(through);
+    let primary = build(config.provider, config.endpoint())?;
     let mut fallbacks = Vec::new();
     for entry in &config.fallback {
         fallbacks.push(ModelTarget {
             limits: config.call_limits(&entry.endpoint.base_url, &entry.model),
-            provider: build_provider(config, entry.provider, &entry.endpoint)?,
+            provider: build(entry.provider, &entry.endpoint)?,
             model: entry.model.clone(),
             pool: pool(config, &entry.endpoint),
         });
@@ -60,7 +70,7 @@ pub fn build_router(config: &Config) -> Result<ModelRouter, ProviderError> {
     for (task, auxiliary) in &config.auxiliary {
         let target = ModelTarget {
             limits: config.call_limits(&auxiliary.endpoint.base_url, &auxiliary.model),
-            provider: build_provider(config, auxiliary.provider, &auxiliary.endpoint)?,
+            provider: build(auxiliary.provider, &auxiliary.endpoint)?,
             model: auxiliary.model.clone(),
             pool: pool(config, &auxiliary.endpoint),
         };

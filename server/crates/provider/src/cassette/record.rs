@@ -15,20 +15,38 @@ use crate::model::{ChatRequest, StreamEvent};
 use crate::{ChatProvider, EventStream, ProviderError};
 
 /// The lines a recording made so far, in order, starting with the header; shared between the
-/// recording provider and whoever writes the cassette.
+/// recording provider and whoever writes the cassette (each line's JSON goes to the sink, when
+/// there is one, as it is added).
 #[derive(Debug, Clone)]
-pub struct CassetteLog(Arc<Mutex<Vec<Line>>>);
+pub struct CassetteLog {
+    lines: Arc<Mutex<Vec<Line>>>,
+    sink: Option<std::sync::mpsc::Sender<String>>,
+}
 
 impl Default for CassetteLog {
     fn default() -> Self {
-        Self(Arc::new(Mutex::new(vec![super::header()])))
+        Self {
+            lines: Arc::new(Mutex::new(vec![super::header()])),
+            sink: None,
+        }
     }
 }
 
 impl CassetteLog {
+    /// A log whose lines also go, as JSON text and in order, to `sink` (the header at once).
+    pub fn writing_to(sink: std::sync::mpsc::Sender<String>) -> Self {
+        if let Ok(header) = serde_json::to_string(&super::header()) {
+            let _ = sink.send(header);
+        }
+        Self {
+            sink: Some(sink),
+            ..Self::default()
+        }
+    }
+
     /// The cassette as text: JSON lines, one line each.
     pub fn text(&self) -> String {
-        let lines = talaria_util::lock(&self.0);
+        let lines = talaria_util::lock(&self.lines);
         let mut out = String::new();
         for line in lines.iter() {
             if let Ok(json) = serde_json::to_string(line) {
@@ -41,14 +59,22 @@ impl CassetteLog {
 
     /// Model calls recorded so far.
     pub fn calls(&self) -> usize {
-        talaria_util::lock(&self.0)
+        talaria_util::lock(&self.lines)
             .iter()
             .filter(|line| matches!(line, Line::Request { .. }))
             .count()
     }
 
     fn append(&self, lines: Vec<Line>) {
-        talaria_util::lock(&self.0).extend(lines);
+        let mut kept = talaria_util::lock(&self.lines);
+        if let Some(sink) = &self.sink {
+            for line in &lines {
+                if let Ok(json) = serde_json::to_string(line) {
+                    let _ = sink.send(json);
+                }
+            }
+        }
+        kept.extend(lines);
     }
 }
 

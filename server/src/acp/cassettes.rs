@@ -1,0 +1,202 @@
+//! `talaria acp --record DIR` and `--replay DIR`: each session's model calls recorded to a
+//! cassette of its own (`DIR/session-001.jsonl`, in the order sessions start), or served from
+//! one, through a router of the session's own whose providers are wrapped (recording) or
+//! replaced (replay). The engine sees a router like any other.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use talaria_engine::{Config, ModelRouter};
+use talaria_protocol::acp;
+use talaria_protocol::errors;
+use talaria_provider::ChatProvider;
+use talaria_provider::cassette::{
+    CassetteLog, Exchange, Normaliser, RecordingProvider, ReplayProvider, ReplayTiming,
+};
+
+/// What a session's router does with each provider it is built with.
+type Through = Box<dyn Fn(Arc<dyn ChatProvider>) -> Arc<dyn ChatProvider>>;
+
+/// What the command line asked for.
+#[derive(Debug, Clone, Default)]
+pub struct CassetteOptions {
+    /// Record each session's model calls into this directory.
+    pub record: Option<PathBuf>,
+    /// Serve each session's model calls from the cassettes in this directory.
+    pub replay: Option<PathBuf>,
+    pub timing: ReplayTiming,
+}
+
+/// The cassettes of this process: where recordings go, or the recordings read at start-up.
+#[derive(Default)]
+pub(super) struct Cassettes {
+    record: Option<PathBuf>,
+    /// Each recorded session's exchanges, in the order the sessions started.
+    replay: Option<Vec<Vec<Exchange>>>,
+    timing: ReplayTiming,
+    /// Sessions started so far (the next one's cassette number).
+    started: AtomicUsize,
+}
+
+/// The file of the `number`th session (from 1).
+fn cassette_file(dir: &Path, number: usize) -> PathBuf {
+    dir.join(format!("session-{number:03}.jsonl"))
+}
+
+impl Cassettes {
+    /// Reads what a replay serves (off the runtime thread); a cassette that cannot be read is
+    /// an error that names it.
+    pub(super) async fn open(options: CassetteOptions) -> anyhow::Result<Self> {
+        let replay = match options.replay {
+            None => None,
+            Some(dir) => Some(
+                tokio::task::spawn_blocking(move || read_all(&dir))
+                    .await
+                    .map_err(|e| anyhow::anyhow!("reading the cassettes failed: {e}"))??,
+            ),
+        };
+        if let Some(dir) = &options.record {
+            let dir = dir.clone();
+            tokio::task::spawn_blocking(move || std::fs::create_dir_all(&dir))
+                .await
+                .map_err(|e| anyhow::anyhow!("creating the cassette directory failed: {e}"))??;
+        }
+        Ok(Self {
+            record: options.record,
+            replay,
+            timing: options.timing,
+            started: AtomicUsize::new(0),
+        })
+    }
+
+    /// Whether sessions get routers of their own.
+    pub(super) fn active(&self) -> bool {
+        self.record.is_some() || self.replay.is_some()
+    }
+
+    /// The router of a new session: its providers recorded or replayed.
+    pub(super) fn router(
+        &self,
+        config: &Config,
+        normaliser: Normaliser,
+    ) -> Result<Arc<ModelRouter>, acp::Error> {
+        let number = self.started.fetch_add(1, Ordering::Relaxed) + 1;
+        let through: Through = match (&self.replay, &self.record) {
+            (Some(sessions), _) => {
+                let Some(exchanges) = sessions.get(number - 1) else {
+                    return Err(errors::invalid_params(format!(
+                        "the replay has {} recorded sessions; this is session {number}",
+                        sessions.len()
+                    )));
+                };
+                let replay: Arc<dyn ChatProvider> = Arc::new(ReplayProvider::new(
+                    exchanges.clone(),
+                    normaliser,
+                    self.timing,
+                ));
+                Box::new(move |_| replay.clone())
+            }
+            (None, Some(dir)) => {
+                let log = CassetteLog::writing_to(write_lines(cassette_file(dir, number)));
+                Box::new(move |inner| {
+                    Arc::new(RecordingProvider::new(
+                        inner,
+                        normaliser.clone(),
+                        log.clone(),
+                    ))
+                })
+            }
+            (None, None) => Box::new(|inner| inner),
+        };
+        talaria_engine::provider_factory::build_router_through(config, &through)
+            .map(Arc::new)
+            .map_err(|e| errors::internal_error(e.to_string()))
+    }
+}
+
+/// A thread that appends each line it is sent to `path`, flushed, until the senders are gone.
+fn write_lines(path: PathBuf) -> std::sync::mpsc::Sender<String> {
+    let (lines, received) = std::sync::mpsc::channel::<String>();
+    let spawned = std::thread::Builder::new()
+        .name("talaria-cassette".into())
+        .spawn(move || {
+            use std::io::Write;
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path);
+            let mut file = match file {
+                Ok(file) => file,
+                Err(error) => {
+                    tracing::error!(path = %path.display(), "cannot write the cassette: {error}");
+                    return;
+                }
+            };
+            for line in received {
+                if let Err(error) = writeln!(file, "{line}").and_then(|()| file.flush()) {
+                    tracing::error!(path = %path.display(), "cannot write the cassette: {error}");
+                    return;
+                }
+            }
+        });
+    if let Err(error) = spawned {
+        tracing::error!("cannot start the cassette writer: {error}");
+    }
+    lines
+}
+
+/// Every `session-NNN.jsonl` of `dir`, parsed, in order.
+fn read_all(dir: &Path) -> anyhow::Result<Vec<Vec<Exchange>>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| anyhow::anyhow!("cannot read the cassettes in {}: {e}", dir.display()))?
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| {
+            path.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("session-") && n.ends_with(".jsonl"))
+        })
+        .collect();
+    files.sort();
+    anyhow::ensure!(
+        !files.is_empty(),
+        "{} has no cassettes (session-001.jsonl, …)",
+        dir.display()
+    );
+    files
+        .iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+            talaria_provider::cassette::parse(&text)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+        })
+        .collect()
+}
+
+/// What a session's requests keep of their run: its directories, its home and its id become
+/// placeholders; configured keys and anything the secret filter catches are redacted.
+pub(super) fn normaliser(config: &Config, session: &str, roots: &[PathBuf]) -> Normaliser {
+    let mut normaliser = Normaliser::default()
+        .redacting(talaria_compress::redact::redact)
+        .replace(session, "<session>")
+        .replace(config.home.display().to_string(), "<talaria_home>");
+    for (index, root) in roots.iter().enumerate() {
+        let placeholder = if index == 0 {
+            "<cwd>".to_string()
+        } else {
+            format!("<dir{index}>")
+        };
+        normaliser = normaliser.replace(root.display().to_string(), placeholder);
+    }
+    if let Some(home) = std::env::var_os("HOME") {
+        normaliser = normaliser.replace(home.to_string_lossy().to_string(), "<home>");
+    }
+    for endpoint in config.endpoints.values() {
+        for key in &endpoint.api_keys {
+            normaliser = normaliser.secret(key.clone());
+        }
+    }
+    normaliser
+}
