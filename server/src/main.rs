@@ -65,6 +65,10 @@ struct AcpArgs {
     /// How fast a replay streams: `fast` (at once) or `recorded` (the recorded pace).
     #[arg(long, value_name = "PACE", default_value = "fast", requires = "replay")]
     replay_timing: ReplayPace,
+    /// In a replay, serve tool calls from the cassette instead of running them (no side
+    /// effects; fully deterministic).
+    #[arg(long, requires = "replay")]
+    replay_tools: bool,
 }
 
 /// `--replay-timing`.
@@ -174,6 +178,7 @@ fn main() -> std::process::ExitCode {
                     ReplayPace::Fast => talaria_provider::cassette::ReplayTiming::Fast,
                     ReplayPace::Recorded => talaria_provider::cassette::ReplayTiming::Recorded,
                 },
+                replay_tools: args.replay_tools,
             };
             let result = runtime.block_on(acp::serve(
                 tokio::io::stdin(),

@@ -127,3 +127,41 @@ async fn a_replay_of_a_missing_or_newer_cassette_is_refused_at_start() {
     }
     assert!(told(&agent), "{}", agent.stderr());
 }
+
+#[tokio::test]
+async fn with_replay_tools_nothing_runs_and_the_client_sees_the_same() {
+    let cassettes = tempfile::tempdir().expect("dir");
+    let writes = || {
+        vec![
+            MockReply::tool_call(
+                "w1",
+                "write_file",
+                json!({"path": "made.txt", "content": "made by the agent\n"}),
+            ),
+            MockReply::text(&["Wrote made.txt."]),
+        ]
+    };
+    let recording = env_with(writes(), "--record", cassettes.path()).await;
+    recording.write_config("mode = \"accept-edits\"\n");
+    let (_, recorded) = one_turn(&recording, "Write made.txt").await;
+    assert!(recording.workspace.path().join("made.txt").is_file());
+    let text =
+        std::fs::read_to_string(cassettes.path().join("session-001.jsonl")).expect("cassette");
+    assert!(
+        text.contains("\"line\":\"tool\""),
+        "the tool call is on tape"
+    );
+    let mut replaying = env_with(Vec::new(), "--replay", cassettes.path()).await;
+    replaying.args.push("--replay-tools".into());
+    replaying.write_config("mode = \"accept-edits\"\n");
+    let (response, replayed) = one_turn(&replaying, "Write made.txt").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    assert!(
+        !replaying.workspace.path().join("made.txt").exists(),
+        "--replay-tools ran the tool"
+    );
+    assert_eq!(
+        comparable(&replayed, &replaying),
+        comparable(&recorded, &recording)
+    );
+}

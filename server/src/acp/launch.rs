@@ -129,11 +129,12 @@ impl Agent {
             start,
         } = launch;
         let config = &ready.config;
-        let router = if self.cassettes.active() {
+        let (router, tape) = if self.cassettes.active() {
             let normaliser = cassettes::normaliser(config, &id, &ready.roots);
-            self.cassettes.router(config, normaliser)?
+            let session = self.cassettes.session(config, normaliser)?;
+            (session.router, Some(session.tools))
         } else {
-            self.router_for(config)?
+            (self.router_for(config)?, None)
         };
         let model = model.unwrap_or_else(|| config.model.clone());
         let mode = mode.unwrap_or(config.mode);
@@ -142,7 +143,8 @@ impl Agent {
             models.insert(0, model.clone());
         }
         let stores = skills::context(config, &cwd, &id);
-        let tools = self.session_tools();
+        let mut tools = self.session_tools();
+        tools.tape = tape;
         let registry = tools.registry(config, &stores, &ready.mcp.0);
         let Ready {
             config,
@@ -282,6 +284,7 @@ impl Agent {
             built_in: self.registry.clone(),
             clarify: self.client_caps.elicitation_form,
             store: self.store.clone(),
+            tape: None,
         }
     }
 
@@ -356,6 +359,8 @@ struct SessionTools {
     built_in: talaria_tools::Registry,
     clarify: bool,
     store: Option<talaria_engine::journal::Journal>,
+    /// A recorded or replayed session's tools go through its tape.
+    tape: Option<cassettes::ToolTape>,
 }
 
 impl SessionTools {
@@ -384,11 +389,15 @@ impl SessionTools {
                 talaria_engine::session_search::SessionSearch::new(journal.clone()),
             ));
         }
-        match &config.toolsets {
+        let registry = match &config.toolsets {
             Some(toolsets) => {
                 let names: Vec<&str> = toolsets.iter().map(String::as_str).collect();
                 registry.with_toolsets(&names)
             }
+            None => registry,
+        };
+        match &self.tape {
+            Some(tape) => tape.wrap(&registry),
             None => registry,
         }
     }

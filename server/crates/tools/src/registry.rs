@@ -85,6 +85,19 @@ impl Registry {
         })
     }
 
+    /// The same tools, each passed through `wrap` (a recording or a replay stands between
+    /// the orchestrator and the tool).
+    pub fn wrapped(&self, wrap: impl Fn(Arc<dyn Tool>) -> Arc<dyn Tool>) -> Registry {
+        Registry {
+            tools: self
+                .tools
+                .iter()
+                .map(|(name, tool)| (name.clone(), wrap(tool.clone())))
+                .collect(),
+            dispatchable: self.dispatchable.clone(),
+        }
+    }
+
     /// A registry holding only the tools of the named toolsets.
     pub fn with_toolsets(&self, toolsets: &[&str]) -> Registry {
         Registry {

@@ -79,7 +79,7 @@ pub struct ToolDefinition {
 }
 
 /// Where a tool call acts, for "follow along" in editors.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ToolLocation {
     /// Absolute path.
     pub path: PathBuf,
@@ -208,14 +208,14 @@ pub fn resolve_in(cwd: &Path, path: &str) -> PathBuf {
 }
 
 /// Whether a call succeeded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ToolStatus {
     Completed,
     Failed,
 }
 
 /// Something a call did that the editor should show, beside the text result.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum ToolEffect {
     /// A file's text before (`None`: new file) and after.
     Diff {
@@ -235,7 +235,7 @@ pub enum ToolEffect {
 }
 
 /// What a call wrote that outlasts the session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Kept {
     /// A skill: `live` when it changed the skills now (else it was staged as a proposal).
     Skill { live: bool },
@@ -244,7 +244,7 @@ pub enum Kept {
 }
 
 /// An image a call returned for the model to look at.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ToolImage {
     pub mime_type: String,
     /// Base64.
@@ -252,7 +252,7 @@ pub struct ToolImage {
 }
 
 /// The result of one call: text for the model plus what the editor shows.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ToolOutcome {
     /// Completed or failed.
     pub status: ToolStatus,

@@ -41,6 +41,27 @@ pub enum Line {
     End { after_ms: u64 },
     /// The stream failed with this message.
     Error { after_ms: u64, message: String },
+    /// A tool call and its outcome, normalised, in the order the calls finished.
+    Tool {
+        name: String,
+        arguments: Value,
+        outcome: Value,
+    },
+}
+
+/// A recorded tool call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordedTool {
+    pub name: String,
+    pub arguments: Value,
+    pub outcome: Value,
+}
+
+/// What a cassette holds: its model calls and its tool calls, each in order.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Cassette {
+    pub exchanges: Vec<Exchange>,
+    pub tools: Vec<RecordedTool>,
 }
 
 /// How a recorded call's stream ended.
@@ -78,9 +99,10 @@ pub enum CassetteError {
     Orphan { line: usize, what: &'static str },
 }
 
-/// Reads a cassette's text into its exchanges, in order.
-pub fn parse(text: &str) -> Result<Vec<Exchange>, CassetteError> {
+/// Reads a cassette's text into its model and tool calls, in order.
+pub fn parse(text: &str) -> Result<Cassette, CassetteError> {
     let mut exchanges: Vec<Exchange> = Vec::new();
+    let mut tools = Vec::new();
     let mut header = false;
     for (index, raw) in text.lines().enumerate() {
         let number = index + 1;
@@ -99,6 +121,15 @@ pub fn parse(text: &str) -> Result<Vec<Exchange>, CassetteError> {
                 header = true;
             }
             _ if !header => return Err(CassetteError::NoHeader),
+            Line::Tool {
+                name,
+                arguments,
+                outcome,
+            } => tools.push(RecordedTool {
+                name,
+                arguments,
+                outcome,
+            }),
             Line::Request { request } => exchanges.push(Exchange {
                 request,
                 events: Vec::new(),
@@ -131,7 +162,7 @@ pub fn parse(text: &str) -> Result<Vec<Exchange>, CassetteError> {
     if !header {
         return Err(CassetteError::NoHeader);
     }
-    Ok(exchanges)
+    Ok(Cassette { exchanges, tools })
 }
 
 /// The header line a new cassette starts with.

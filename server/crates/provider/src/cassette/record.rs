@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use futures_util::Stream;
 use futures_util::future::BoxFuture;
+use serde_json::Value;
 
 use super::{Line, Normaliser};
 use crate::model::{ChatRequest, StreamEvent};
@@ -63,6 +64,15 @@ impl CassetteLog {
             .iter()
             .filter(|line| matches!(line, Line::Request { .. }))
             .count()
+    }
+
+    /// Records a tool call (its arguments and outcome already normalised).
+    pub fn tool(&self, name: &str, arguments: Value, outcome: Value) {
+        self.append(vec![Line::Tool {
+            name: name.to_string(),
+            arguments,
+            outcome,
+        }]);
     }
 
     fn append(&self, lines: Vec<Line>) {

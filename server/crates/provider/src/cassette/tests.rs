@@ -105,7 +105,7 @@ async fn a_recording_replays_in_another_workspace_and_another_day() {
     );
     // Replayed elsewhere, on another day: the paths are this run's.
     let elsewhere = "/home/ci/checkout";
-    let exchanges = parse(&text).expect("parses");
+    let exchanges = parse(&text).expect("parses").exchanges;
     let replay = ReplayProvider::new(exchanges, normaliser(elsewhere), ReplayTiming::Fast);
     let mut later = transcript(elsewhere, "read a.txt");
     later.set_environment(format!(
@@ -132,7 +132,7 @@ async fn a_changed_prompt_fails_the_call_naming_the_message_that_changed() {
     let recording = RecordingProvider::new(scripted, normaliser(WORKSPACE), log.clone());
     events_of(&recording, &transcript(WORKSPACE, "read a.txt")).await;
     let replay = ReplayProvider::new(
-        parse(&log.text()).expect("parses"),
+        parse(&log.text()).expect("parses").exchanges,
         normaliser(WORKSPACE),
         ReplayTiming::Fast,
     );
@@ -179,7 +179,7 @@ async fn a_failed_stream_replays_as_the_same_failure() {
         .expect("starts");
     let _: Vec<_> = stream.collect().await;
     let replay = ReplayProvider::new(
-        parse(&log.text()).expect("parses"),
+        parse(&log.text()).expect("parses").exchanges,
         Normaliser::default(),
         ReplayTiming::Fast,
     );

@@ -3,6 +3,8 @@
 //! one, through a router of the session's own whose providers are wrapped (recording) or
 //! replaced (replay). The engine sees a router like any other.
 
+mod tools;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -12,8 +14,9 @@ use talaria_protocol::acp;
 use talaria_protocol::errors;
 use talaria_provider::ChatProvider;
 use talaria_provider::cassette::{
-    CassetteLog, Exchange, Normaliser, RecordingProvider, ReplayProvider, ReplayTiming,
+    Cassette, CassetteLog, Normaliser, RecordingProvider, ReplayProvider, ReplayTiming,
 };
+use tools::{Tape, Taped};
 
 /// What a session's router does with each provider it is built with.
 type Through = Box<dyn Fn(Arc<dyn ChatProvider>) -> Arc<dyn ChatProvider>>;
@@ -26,15 +29,18 @@ pub struct CassetteOptions {
     /// Serve each session's model calls from the cassettes in this directory.
     pub replay: Option<PathBuf>,
     pub timing: ReplayTiming,
+    /// In a replay, serve tool calls from the cassette instead of running them.
+    pub replay_tools: bool,
 }
 
 /// The cassettes of this process: where recordings go, or the recordings read at start-up.
 #[derive(Default)]
 pub(super) struct Cassettes {
     record: Option<PathBuf>,
-    /// Each recorded session's exchanges, in the order the sessions started.
-    replay: Option<Vec<Vec<Exchange>>>,
+    /// Each recorded session's cassette, in the order the sessions started.
+    replay: Option<Vec<Cassette>>,
     timing: ReplayTiming,
+    replay_tools: bool,
     /// Sessions started so far (the next one's cassette number).
     started: AtomicUsize,
 }
@@ -66,6 +72,7 @@ impl Cassettes {
             record: options.record,
             replay,
             timing: options.timing,
+            replay_tools: options.replay_tools,
             started: AtomicUsize::new(0),
         })
     }
@@ -75,43 +82,81 @@ impl Cassettes {
         self.record.is_some() || self.replay.is_some()
     }
 
-    /// The router of a new session: its providers recorded or replayed.
-    pub(super) fn router(
+    /// A new session's router (its providers recorded or replayed) and its tools' tape.
+    pub(super) fn session(
         &self,
         config: &Config,
         normaliser: Normaliser,
-    ) -> Result<Arc<ModelRouter>, acp::Error> {
+    ) -> Result<SessionTape, acp::Error> {
         let number = self.started.fetch_add(1, Ordering::Relaxed) + 1;
-        let through: Through = match (&self.replay, &self.record) {
+        let (through, tape): (Through, Tape) = match (&self.replay, &self.record) {
             (Some(sessions), _) => {
-                let Some(exchanges) = sessions.get(number - 1) else {
+                let Some(cassette) = sessions.get(number - 1) else {
                     return Err(errors::invalid_params(format!(
                         "the replay has {} recorded sessions; this is session {number}",
                         sessions.len()
                     )));
                 };
                 let replay: Arc<dyn ChatProvider> = Arc::new(ReplayProvider::new(
-                    exchanges.clone(),
-                    normaliser,
+                    cassette.exchanges.clone(),
+                    normaliser.clone(),
                     self.timing,
                 ));
-                Box::new(move |_| replay.clone())
+                let tape = Tape::replay(cassette.tools.clone(), self.replay_tools);
+                (Box::new(move |_| replay.clone()), tape)
             }
             (None, Some(dir)) => {
                 let log = CassetteLog::writing_to(write_lines(cassette_file(dir, number)));
-                Box::new(move |inner| {
+                let tape = Tape::Record(log.clone());
+                let recording = normaliser.clone();
+                let through: Through = Box::new(move |inner| {
                     Arc::new(RecordingProvider::new(
                         inner,
-                        normaliser.clone(),
+                        recording.clone(),
                         log.clone(),
                     ))
-                })
+                });
+                (through, tape)
             }
-            (None, None) => Box::new(|inner| inner),
+            (None, None) => {
+                return Err(errors::internal_error(
+                    "no cassette is recorded or replayed",
+                ));
+            }
         };
-        talaria_engine::provider_factory::build_router_through(config, &through)
+        let router = talaria_engine::provider_factory::build_router_through(config, &through)
             .map(Arc::new)
-            .map_err(|e| errors::internal_error(e.to_string()))
+            .map_err(|e| errors::internal_error(e.to_string()))?;
+        Ok(SessionTape {
+            router,
+            tools: ToolTape { tape, normaliser },
+        })
+    }
+}
+
+/// A recorded or replayed session's router and its tools' tape.
+pub(super) struct SessionTape {
+    pub(super) router: Arc<ModelRouter>,
+    pub(super) tools: ToolTape,
+}
+
+/// How a session's tools meet the tape.
+#[derive(Clone)]
+pub(super) struct ToolTape {
+    tape: Tape,
+    normaliser: Normaliser,
+}
+
+impl ToolTape {
+    /// The registry with each tool recorded, served or checked.
+    pub(super) fn wrap(&self, registry: &talaria_tools::Registry) -> talaria_tools::Registry {
+        registry.wrapped(|inner| {
+            Arc::new(Taped {
+                inner,
+                tape: self.tape.clone(),
+                normaliser: self.normaliser.clone(),
+            })
+        })
     }
 }
 
@@ -147,7 +192,7 @@ fn write_lines(path: PathBuf) -> std::sync::mpsc::Sender<String> {
 }
 
 /// Every `session-NNN.jsonl` of `dir`, parsed, in order.
-fn read_all(dir: &Path) -> anyhow::Result<Vec<Vec<Exchange>>> {
+fn read_all(dir: &Path) -> anyhow::Result<Vec<Cassette>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| anyhow::anyhow!("cannot read the cassettes in {}: {e}", dir.display()))?
         .flatten()
