@@ -165,3 +165,103 @@ async fn with_replay_tools_nothing_runs_and_the_client_sees_the_same() {
         comparable(&recorded, &recording)
     );
 }
+
+#[tokio::test]
+async fn keys_and_passwords_never_reach_a_cassette() {
+    let cassettes = tempfile::tempdir().expect("dir");
+    let password = "planted-pass-0042xyz";
+    let env = env_with(
+        vec![
+            MockReply::tool_call("n1", "read_file", json!({"path": "notes.txt"})),
+            MockReply::text(&["Read the notes."]),
+        ],
+        "--record",
+        cassettes.path(),
+    )
+    .await;
+    // A key in the environment (env_with), a key in the configuration, a password in a
+    // tool's result.
+    let config_key = "sk-config-planted-0123456789abcdef";
+    env.write_config(
+        "[[fallback]]\nprovider = \"openai\"\nmodel = \"backup\"\napi_key_env = \"BACKUP_KEY\"\n",
+    );
+    let mut env = env;
+    env.extra_env.push(("BACKUP_KEY".into(), config_key.into()));
+    std::fs::write(
+        env.workspace.path().join("notes.txt"),
+        format!(
+            "database host: db.internal\npassword = {password}\nkeys in use {PLANTED_KEY} \
+             {config_key}\n"
+        ),
+    )
+    .expect("notes");
+    let (response, _) = one_turn(&env, "What do the notes say?").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let text =
+        std::fs::read_to_string(cassettes.path().join("session-001.jsonl")).expect("cassette");
+    // The model did read the notes: the request after the call carries them.
+    assert!(text.contains("db.internal"), "{text}");
+    for secret in [PLANTED_KEY, config_key, password] {
+        assert!(!text.contains(secret), "{secret} reached the cassette");
+    }
+    assert!(text.contains("[REDACTED]"));
+}
+
+#[tokio::test]
+async fn a_replay_at_the_recorded_pace_keeps_the_streams_timing() {
+    let cassettes = tempfile::tempdir().expect("dir");
+    let slow = MockReply::Text {
+        chunks: (0..20).map(|n| format!("word{n} ")).collect(),
+        reasoning: Vec::new(),
+        delay_ms: 100,
+        usage: None,
+        finish_reason: None,
+    };
+    let recording = env_with(vec![slow], "--record", cassettes.path()).await;
+    let (mut agent, session) = recording.session().await;
+    let recorded = chunk_span(&mut agent, &session).await;
+    agent.close_stdin();
+    agent.wait_exit(WAIT).await.expect("exits");
+    let mut replaying = env_with(Vec::new(), "--replay", cassettes.path()).await;
+    replaying
+        .args
+        .extend(["--replay-timing".to_string(), "recorded".to_string()]);
+    let (mut agent, session) = replaying.session().await;
+    let replayed = chunk_span(&mut agent, &session).await;
+    let ratio = replayed.as_secs_f64() / recorded.as_secs_f64();
+    assert!(
+        (0.8..=1.2).contains(&ratio),
+        "first to last delta: recorded {recorded:?}, replayed {replayed:?}"
+    );
+}
+
+/// How long the answer's deltas took, first to last, as the client saw them.
+async fn chunk_span(
+    agent: &mut talaria_harness::AgentProcess,
+    session: &str,
+) -> std::time::Duration {
+    let id = agent
+        .start_request("session/prompt", text_prompt(session, "Say twenty words"))
+        .await
+        .expect("prompt");
+    let mut first = None;
+    let mut last = None;
+    loop {
+        let message = tokio::time::timeout(WAIT, agent.next_message())
+            .await
+            .expect("in time")
+            .expect("a message");
+        if message["params"]["update"]["sessionUpdate"] == "agent_message_chunk" {
+            let now = std::time::Instant::now();
+            first.get_or_insert(now);
+            last = Some(now);
+        }
+        if message["id"] == id {
+            break;
+        }
+    }
+    match (first, last) {
+        (Some(first), Some(last)) => last - first,
+        _ => panic!("no deltas"),
+    }
+}
