@@ -265,3 +265,62 @@ async fn chunk_span(
         _ => panic!("no deltas"),
     }
 }
+
+#[tokio::test]
+async fn a_session_can_ask_to_be_recorded_and_the_configuration_can_record_them_all() {
+    // Per session: `_meta.talaria.record` on `session/new`, no flag.
+    let asked = tempfile::tempdir().expect("dir");
+    let env = TestEnv::new(vec![MockReply::text(&["Recorded."])]).await;
+    let mut agent = env.spawn().await;
+    agent
+        .call(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+        )
+        .await
+        .expect("initialize");
+    let created = agent
+        .call(
+            "session/new",
+            json!({"cwd": env.workspace.path(), "mcpServers": [],
+                   "_meta": {"talaria": {"record": asked.path()}}}),
+        )
+        .await
+        .expect("session/new");
+    let session = created["sessionId"].as_str().expect("id").to_string();
+    let (response, _) = prompt(&mut agent, &session, "hi").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    agent.close_stdin();
+    agent.wait_exit(WAIT).await.expect("exits");
+    let text = std::fs::read_to_string(asked.path().join("session-001.jsonl"))
+        .expect("the session's cassette");
+    assert!(text.contains("Recorded."), "{text}");
+    // A relative directory is refused with a clear error.
+    let mut agent = env.spawn().await;
+    agent
+        .call(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+        )
+        .await
+        .expect("initialize");
+    let refused = agent
+        .call(
+            "session/new",
+            json!({"cwd": env.workspace.path(), "mcpServers": [],
+                   "_meta": {"talaria": {"record": "relative/dir"}}}),
+        )
+        .await;
+    let refused = format!("{refused:?}");
+    assert!(refused.contains("absolute"), "{refused}");
+    agent.close_stdin();
+    agent.wait_exit(WAIT).await.expect("exits");
+    // For every session: `[record] dir`.
+    let configured = tempfile::tempdir().expect("dir");
+    let env = TestEnv::new(vec![MockReply::text(&["Also recorded."])]).await;
+    env.write_config(&format!("[record]\ndir = {:?}\n", configured.path()));
+    one_turn(&env, "hi").await;
+    let text = std::fs::read_to_string(configured.path().join("session-001.jsonl"))
+        .expect("the configured cassette");
+    assert!(text.contains("Also recorded."), "{text}");
+}

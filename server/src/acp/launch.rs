@@ -22,6 +22,8 @@ pub(super) struct Launch {
     pub(super) model: Option<String>,
     pub(super) mode: Option<talaria_engine::Mode>,
     pub(super) start: talaria_engine::SessionStart,
+    /// The session asked to be recorded into this directory (`_meta.talaria.record`).
+    pub(super) record: Option<std::path::PathBuf>,
 }
 
 /// The modes and options a started session answers with.
@@ -102,6 +104,7 @@ impl Agent {
             commands: None,
             sizing: None,
         };
+        let record = cassettes::asked_to_record(params.meta.as_ref())?;
         let launched = self.launch(Launch {
             id: id.clone(),
             cwd: params.cwd,
@@ -109,6 +112,7 @@ impl Agent {
             model: None,
             mode: None,
             start,
+            record,
         })?;
         to_value(
             acp::NewSessionResponse::new(id)
@@ -127,15 +131,10 @@ impl Agent {
             model,
             mode,
             start,
+            record,
         } = launch;
         let config = &ready.config;
-        let (router, tape) = if self.cassettes.active() {
-            let normaliser = cassettes::normaliser(config, &id, &ready.roots);
-            let session = self.cassettes.session(config, normaliser)?;
-            (session.router, Some(session.tools))
-        } else {
-            (self.router_for(config)?, None)
-        };
+        let (router, tape) = self.session_router(config, &id, &ready.roots, record.as_deref())?;
         let model = model.unwrap_or_else(|| config.model.clone());
         let mode = mode.unwrap_or(config.mode);
         let mut models = config.models.clone();
@@ -200,6 +199,23 @@ impl Agent {
             },
         );
         Ok(launched)
+    }
+
+    /// A session's router: the shared one, or, when it is recorded or replayed, one of its
+    /// own with its tools' tape.
+    fn session_router(
+        &mut self,
+        config: &Config,
+        id: &str,
+        roots: &[std::path::PathBuf],
+        record: Option<&std::path::Path>,
+    ) -> Result<(Arc<ModelRouter>, Option<cassettes::ToolTape>), acp::Error> {
+        if !self.cassettes.active() && record.is_none() {
+            return Ok((self.router_for(config)?, None));
+        }
+        let normaliser = cassettes::normaliser(config, id, roots);
+        let session = self.cassettes.session(config, normaliser, record)?;
+        Ok((session.router, Some(session.tools)))
     }
 
     /// Starts the task that turns the session's events into `session/update`s (and the

@@ -317,6 +317,7 @@ impl Agent {
                 commands: None,
                 sizing: None,
             },
+            record: None,
         })
     }
 

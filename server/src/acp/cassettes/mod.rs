@@ -53,7 +53,14 @@ fn cassette_file(dir: &Path, number: usize) -> PathBuf {
 impl Cassettes {
     /// Reads what a replay serves (off the runtime thread); a cassette that cannot be read is
     /// an error that names it.
-    pub(super) async fn open(options: CassetteOptions) -> anyhow::Result<Self> {
+    pub(super) async fn open(mut options: CassetteOptions) -> anyhow::Result<Self> {
+        if options.record.is_none() && options.replay.is_none() {
+            // `[record] dir` records as `--record` does.
+            options.record = super::load_config()
+                .await
+                .ok()
+                .and_then(|config| config.record_dir);
+        }
         let replay = match options.replay {
             None => None,
             Some(dir) => Some(
@@ -82,14 +89,17 @@ impl Cassettes {
         self.record.is_some() || self.replay.is_some()
     }
 
-    /// A new session's router (its providers recorded or replayed) and its tools' tape.
+    /// A new session's router (its providers recorded or replayed) and its tools' tape;
+    /// `record` is a directory the session itself asked to be recorded into.
     pub(super) fn session(
         &self,
         config: &Config,
         normaliser: Normaliser,
+        record: Option<&Path>,
     ) -> Result<SessionTape, acp::Error> {
         let number = self.started.fetch_add(1, Ordering::Relaxed) + 1;
-        let (through, tape): (Through, Tape) = match (&self.replay, &self.record) {
+        let record = record.or(self.record.as_deref());
+        let (through, tape): (Through, Tape) = match (&self.replay, record) {
             (Some(sessions), _) => {
                 let Some(cassette) = sessions.get(number - 1) else {
                     return Err(errors::invalid_params(format!(
@@ -167,6 +177,9 @@ fn write_lines(path: PathBuf) -> std::sync::mpsc::Sender<String> {
         .name("talaria-cassette".into())
         .spawn(move || {
             use std::io::Write;
+            if let Some(dir) = path.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
             let file = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
@@ -244,4 +257,21 @@ pub(super) fn normaliser(config: &Config, session: &str, roots: &[PathBuf]) -> N
         }
     }
     normaliser
+}
+
+/// The directory a `session/new` asks to be recorded into: `_meta.talaria.record`, an
+/// absolute path.
+pub(super) fn asked_to_record(meta: Option<&acp::Meta>) -> Result<Option<PathBuf>, acp::Error> {
+    let Some(asked) = meta
+        .and_then(|meta| meta.get("talaria"))
+        .and_then(|talaria| talaria.get("record"))
+    else {
+        return Ok(None);
+    };
+    match asked.as_str().map(PathBuf::from) {
+        Some(dir) if dir.is_absolute() => Ok(Some(dir)),
+        _ => Err(errors::invalid_params(format!(
+            "_meta.talaria.record must be an absolute directory path, got {asked}"
+        ))),
+    }
 }

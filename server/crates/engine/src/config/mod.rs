@@ -180,6 +180,8 @@ pub struct Config {
     pub shell_environment: ShellEnvironment,
     /// Where sessions are kept (`[store]`, `TALARIA_STORE_URL`).
     pub store: StoreConfig,
+    /// Record every session's model calls into this directory (`[record] dir`).
+    pub record_dir: Option<PathBuf>,
 }
 
 /// `[store]`: the embedded SQLite file under `TALARIA_HOME`, or a PostgreSQL database shared

@@ -185,6 +185,7 @@ pub(super) fn known_keys(table: &str) -> Option<&'static [&'static str]> {
         "sandbox" => keys::fields_of::<FileSandbox>(),
         "shell_environment" => keys::fields_of::<FileShellEnvironment>(),
         "store" => keys::fields_of::<FileStore>(),
+        "record" => keys::fields_of::<FileRecord>(),
         "mcp_servers" => keys::fields_of::<McpServerEntry>(),
         _ => return None,
     })
@@ -358,6 +359,7 @@ impl Config {
         Ok(Self {
             sandbox: sandbox_config(file.sandbox, env)?,
             store: store_of(file.store, env)?,
+            record_dir: file.record.dir,
             shell_environment,
             compression: compression_settings(&file.compression)?,
             tokenizers: tokenizers_of(&file.tokenizers)?,

@@ -154,6 +154,14 @@ pub(super) struct FileConfig {
     pub(super) shell_environment: FileShellEnvironment,
     #[serde(default)]
     pub(super) store: FileStore,
+    #[serde(default)]
+    pub(super) record: FileRecord,
+}
+
+/// `[record]`: every session's model calls recorded into `dir` (as `talaria acp --record`).
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct FileRecord {
+    pub(super) dir: Option<PathBuf>,
 }
 
 /// Parses `config.toml`, collecting keys this version does not know (they are reported, not

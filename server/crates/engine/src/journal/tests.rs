@@ -145,12 +145,16 @@ async fn writes_queued_together_are_committed_together() {
             )
         })
         .collect();
+    // Held while everything is queued, so how fast the writer thread starts does not decide
+    // how much it finds together.
+    store.block(true);
     for (session, transcript) in &mut sessions {
         for n in 0..5 {
             transcript.push(user(&format!("message {n}")));
         }
         session.save(transcript);
     }
+    store.block(false);
     assert!(journal.flush(Duration::from_secs(10)).await);
     assert_eq!(store.accepted.lock().expect("lock").len(), 20 * 6);
     assert!(
