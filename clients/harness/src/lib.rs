@@ -6,9 +6,12 @@
 //!   (streaming and not): text in chunks with delays, reasoning, tool calls streamed as
 //!   fragments, usage, HTTP errors with headers, hangs and dropped connections. It records every
 //!   request, and whether the client went away before the response was complete.
+//! - [`cassette`]: record a scenario once, replay it with no model, and compare what the
+//!   client saw.
 
 pub mod agent;
 pub mod binary;
+pub mod cassette;
 pub mod mock_checks;
 pub mod mock_llm;
 

@@ -38,11 +38,12 @@ async function recorded() {
   return (await fetch(`${mockUrl}/_mock/requests`)).json();
 }
 
-// Spawns talaria, connects the SDK client, runs `body(ctx, updates, workspace)`, then closes.
-async function withTalaria(body) {
+// Spawns talaria (`talaria ...args`), connects the SDK client, runs
+// `body(ctx, updates, workspace)`, then closes.
+async function withTalaria(body, args = ["acp"]) {
   const home = mkdtempSync(join(tmpdir(), "talaria-sdk-home-"));
   const workspace = mkdtempSync(join(tmpdir(), "talaria-sdk-ws-"));
-  const child = spawn(talariaBin, ["acp"], {
+  const child = spawn(talariaBin, args, {
     stdio: ["pipe", "pipe", "inherit"],
     env: {
       PATH: process.env.PATH,
@@ -182,4 +183,27 @@ test("an edit asks permission through the SDK's handler and lands with a diff", 
     assert.equal(done.content[0].type, "diff");
     assert.equal(done.content[0].newText, "from the sdk test\n");
   });
+});
+
+test("a session recorded with --record replays with --replay and no model", async () => {
+  const cassettes = mkdtempSync(join(tmpdir(), "talaria-sdk-cassettes-"));
+  const session = async (ctx, updates, workspace) => {
+    const { sessionId } = await ctx.request(methods.agent.session.new, { cwd: workspace, mcpServers: [] });
+    const result = await ctx.request(methods.agent.session.prompt, {
+      sessionId,
+      prompt: [{ type: "text", text: "greet me" }],
+    });
+    assert.equal(result.stopReason, "end_turn");
+    return texts(updates, "agent_message_chunk");
+  };
+  await script([{ type: "text", chunks: ["Hello ", "from ", "a cassette"], delay_ms: 10 }]);
+  let first;
+  await withTalaria(async (...a) => (first = await session(...a)), ["acp", "--record", cassettes]);
+  const asked = (await recorded()).length;
+  let again;
+  await withTalaria(async (...a) => (again = await session(...a)), ["acp", "--replay", cassettes]);
+  assert.deepEqual(first, ["Hello ", "from ", "a cassette"]);
+  assert.deepEqual(again, first);
+  assert.equal((await recorded()).length, asked, "the replay called no model");
+  rmSync(cassettes, { recursive: true, force: true });
 });
