@@ -30,6 +30,7 @@ mod prompt_size;
 mod providers;
 mod questions;
 mod record;
+mod replayed;
 mod safety;
 mod sandbox;
 mod sandbox_doors;
