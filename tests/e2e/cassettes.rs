@@ -26,13 +26,33 @@ async fn env_with(script: Vec<MockReply>, flag: &str, dir: &std::path::Path) -> 
     env
 }
 
-/// The updates as a client compares them: this run's paths written as placeholders.
+/// The updates as a client compares them: this run's paths written as placeholders; token
+/// counts, which follow the length of this run's paths, written as `#`; and a running card's
+/// interim progress, which depends on the pace, left out.
 fn comparable(updates: &[Value], env: &TestEnv) -> Vec<String> {
     let workspace = env.workspace.path().display().to_string();
     updates
         .iter()
         .filter(|u| u["sessionUpdate"] != "available_commands_update")
-        .map(|u| u.to_string().replace(&workspace, "<workspace>"))
+        .filter(|u| {
+            !(u["sessionUpdate"] == "tool_call_update"
+                && u.get("status").is_none()
+                && u.get("title").is_none())
+        })
+        .map(|u| {
+            let text = u.to_string().replace(&workspace, "<workspace>");
+            let counted = matches!(
+                u["sessionUpdate"].as_str(),
+                Some("compaction_update" | "usage_update")
+            );
+            if counted {
+                text.chars()
+                    .map(|c| if c.is_ascii_digit() { '#' } else { c })
+                    .collect()
+            } else {
+                text
+            }
+        })
         .collect()
 }
 
@@ -323,4 +343,99 @@ async fn a_session_can_ask_to_be_recorded_and_the_configuration_can_record_them_
     let text = std::fs::read_to_string(configured.path().join("session-001.jsonl"))
         .expect("the configured cassette");
     assert!(text.contains("Also recorded."), "{text}");
+}
+
+#[tokio::test]
+async fn a_session_with_a_tool_call_a_permission_a_compaction_and_a_subagent_replays_the_same() {
+    const CHILD: &str = "child-model";
+    let cassettes = tempfile::tempdir().expect("dir");
+    let mut script = vec![
+        // A streamed tool call that asks permission.
+        MockReply::ToolCalls {
+            calls: vec![talaria_harness::MockToolCall {
+                id: "w1".into(),
+                name: "write_file".into(),
+                arguments: json!({"path": "plan.md", "content": "# Plan\n"}).to_string(),
+            }],
+            text: Some("Writing the plan.".into()),
+            fragment_chars: Some(7),
+            usage: None,
+        },
+        MockReply::text(&["Wrote it."]),
+        // A subagent.
+        MockReply::ToolCalls {
+            calls: vec![talaria_harness::MockToolCall {
+                id: "d1".into(),
+                name: "delegate_task".into(),
+                arguments: json!({"goal": "check the plan"}).to_string(),
+            }],
+            text: None,
+            fragment_chars: None,
+            usage: None,
+        },
+        MockReply::text(&["The child checked it."]),
+    ];
+    script.extend(
+        (1..=5).map(|n| MockReply::text(&[&format!("Answer {n}: {}", "words ".repeat(200))])),
+    );
+    // The compaction's summary.
+    script.push(MockReply::text(&["## Goal\nWrite and check the plan."]));
+    let config = format!(
+        "[learning]\nskill_review_after = 0\nmemory_review_after = 0\n\
+         [auxiliary.subagent]\nmodel = \"{CHILD}\"\n"
+    );
+    let recording = env_with(script, "--record", cassettes.path()).await;
+    recording.write_config(&config);
+    recording
+        .mock
+        .script_for_model(CHILD, vec![MockReply::text(&["The plan is fine."])]);
+    let recorded = full_session(&recording).await;
+    let replaying = env_with(Vec::new(), "--replay", cassettes.path()).await;
+    replaying.write_config(&config);
+    let replayed = full_session(&replaying).await;
+    assert!(replaying.mock.requests().is_empty(), "no model was called");
+    let recorded = comparable(&recorded, &recording);
+    for kind in [
+        "tool_call\"",
+        "compaction_update",
+        "The plan is fine.",
+        "Writing the plan.",
+    ] {
+        assert!(
+            recorded.iter().any(|u| u.contains(kind)),
+            "{kind}: {recorded:#?}"
+        );
+    }
+    assert_eq!(comparable(&replayed, &replaying), recorded);
+}
+
+/// The session the full test records and replays: a write the user allows, a delegation,
+/// five more turns, then `/compact`.
+async fn full_session(env: &TestEnv) -> Vec<Value> {
+    let (mut agent, session, _) = env
+        .session_with(json!({"session": {"compaction": {}}}))
+        .await;
+    let waiting = agent
+        .start_request("session/prompt", text_prompt(&session, "Write the plan"))
+        .await
+        .expect("prompt");
+    let asked = agent
+        .wait_for(WAIT, |m| m["method"] == "session/request_permission")
+        .await
+        .expect("asked");
+    allow_once(&mut agent, &asked).await;
+    let response = agent.wait_response(waiting, WAIT).await.expect("answer");
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let (response, _) = prompt(&mut agent, &session, "Have it checked").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    for n in 1..=5 {
+        let (response, _) = prompt(&mut agent, &session, &format!("question {n}")).await;
+        assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    }
+    let (response, _) = prompt(&mut agent, &session, "/compact").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let updates = agent.updates();
+    agent.close_stdin();
+    agent.wait_exit(WAIT).await.expect("exits");
+    updates
 }
