@@ -14,6 +14,7 @@ macro_rules! report {
 }
 
 mod compression;
+mod replay;
 mod sandbox;
 mod sessions;
 mod shared_store;
@@ -322,6 +323,12 @@ async fn main() -> anyhow::Result<()> {
         "  without namespaces              {:8.2} ms  (min {:.2}; Landlock, filters, limits)",
         cost.without_namespaces.0 - cost.direct.0,
         cost.without_namespaces.1 - cost.direct.1
+    );
+    let replay = replay::measure(&options.agent, &env.mock, &env.vars(), &cwd).await?;
+    report!(
+        "replay of a 50-turn session       {:8.1} ms  (recorded against the mock: {:.1} ms)",
+        ms(replay.replayed),
+        ms(replay.recorded)
     );
     let compression = compression::measure(options.iterations).await;
     report!(
