@@ -286,25 +286,28 @@ async fn chunk_span(
     }
 }
 
+/// `session/new` asking to be recorded into `dir`.
+async fn new_session_recorded_into(
+    agent: &mut talaria_harness::AgentProcess,
+    env: &TestEnv,
+    dir: Value,
+) -> anyhow::Result<Value> {
+    agent
+        .call(
+            "session/new",
+            json!({"cwd": env.workspace.path(), "mcpServers": [],
+                   "_meta": {"talaria": {"record": dir}}}),
+        )
+        .await
+}
+
 #[tokio::test]
 async fn a_session_can_ask_to_be_recorded_and_the_configuration_can_record_them_all() {
     // Per session: `_meta.talaria.record` on `session/new`, no flag.
     let asked = tempfile::tempdir().expect("dir");
     let env = TestEnv::new(vec![MockReply::text(&["Recorded."])]).await;
-    let mut agent = env.spawn().await;
-    agent
-        .call(
-            "initialize",
-            json!({"protocolVersion": 1, "clientCapabilities": {}}),
-        )
-        .await
-        .expect("initialize");
-    let created = agent
-        .call(
-            "session/new",
-            json!({"cwd": env.workspace.path(), "mcpServers": [],
-                   "_meta": {"talaria": {"record": asked.path()}}}),
-        )
+    let mut agent = initialized(&env).await;
+    let created = new_session_recorded_into(&mut agent, &env, json!(asked.path()))
         .await
         .expect("session/new");
     let session = created["sessionId"].as_str().expect("id").to_string();
@@ -316,21 +319,8 @@ async fn a_session_can_ask_to_be_recorded_and_the_configuration_can_record_them_
         .expect("the session's cassette");
     assert!(text.contains("Recorded."), "{text}");
     // A relative directory is refused with a clear error.
-    let mut agent = env.spawn().await;
-    agent
-        .call(
-            "initialize",
-            json!({"protocolVersion": 1, "clientCapabilities": {}}),
-        )
-        .await
-        .expect("initialize");
-    let refused = agent
-        .call(
-            "session/new",
-            json!({"cwd": env.workspace.path(), "mcpServers": [],
-                   "_meta": {"talaria": {"record": "relative/dir"}}}),
-        )
-        .await;
+    let mut agent = initialized(&env).await;
+    let refused = new_session_recorded_into(&mut agent, &env, json!("relative/dir")).await;
     let refused = format!("{refused:?}");
     assert!(refused.contains("absolute"), "{refused}");
     agent.close_stdin();
@@ -415,16 +405,7 @@ async fn full_session(env: &TestEnv) -> Vec<Value> {
     let (mut agent, session, _) = env
         .session_with(json!({"session": {"compaction": {}}}))
         .await;
-    let waiting = agent
-        .start_request("session/prompt", text_prompt(&session, "Write the plan"))
-        .await
-        .expect("prompt");
-    let asked = agent
-        .wait_for(WAIT, |m| m["method"] == "session/request_permission")
-        .await
-        .expect("asked");
-    allow_once(&mut agent, &asked).await;
-    let response = agent.wait_response(waiting, WAIT).await.expect("answer");
+    let response = prompt_allowing_once(&mut agent, &session, "Write the plan").await;
     assert_eq!(stop_reason(&response), "end_turn", "{response}");
     let (response, _) = prompt(&mut agent, &session, "Have it checked").await;
     assert_eq!(stop_reason(&response), "end_turn", "{response}");
@@ -438,4 +419,33 @@ async fn full_session(env: &TestEnv) -> Vec<Value> {
     agent.close_stdin();
     agent.wait_exit(WAIT).await.expect("exits");
     updates
+}
+
+#[tokio::test]
+async fn the_sessions_private_temporary_directory_is_a_placeholder() {
+    let cassettes = tempfile::tempdir().expect("dir");
+    let env = env_with(
+        vec![
+            MockReply::tool_call("t1", "terminal", json!({"command": "printenv TMPDIR"})),
+            MockReply::text(&["That is the temporary directory."]),
+        ],
+        "--record",
+        cassettes.path(),
+    )
+    .await;
+    env.write_config("mode = \"yolo\"\n");
+    let (response, updates) = one_turn(&env, "Where do temporary files go?").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let shown = serde_json::to_string(&updates).unwrap_or_default();
+    if !shown.contains("/talaria-") {
+        // No private directory here (no sandbox): nothing to hide.
+        return;
+    }
+    let text =
+        std::fs::read_to_string(cassettes.path().join("session-001.jsonl")).expect("cassette");
+    assert!(
+        !text.contains("/talaria-"),
+        "a run's temporary path: {text}"
+    );
+    assert!(text.contains("<tmp>"), "{text}");
 }

@@ -110,16 +110,7 @@ async fn an_edit_the_user_allows() {
     ];
     let env = scenario("edit_allowed", script, &[]).await;
     let (mut agent, session) = env.session().await;
-    let waiting = agent
-        .start_request("session/prompt", text_prompt(&session, "Write the plan"))
-        .await
-        .expect("prompt");
-    let asked = agent
-        .wait_for(WAIT, |m| m["method"] == "session/request_permission")
-        .await
-        .expect("asked");
-    allow_once(&mut agent, &asked).await;
-    let response = agent.wait_response(waiting, WAIT).await.expect("answer");
+    let response = prompt_allowing_once(&mut agent, &session, "Write the plan").await;
     assert_eq!(stop_reason(&response), "end_turn", "{response}");
     let written = std::fs::read_to_string(env.workspace.path().join("plan.md")).expect("file");
     assert_eq!(

@@ -314,6 +314,24 @@ pub fn offered_tools(body: &Value) -> Vec<String> {
 }
 
 /// Answers a `session/request_permission` with its allow-once option.
+/// Sends a prompt, allows the one permission question it asks, and returns its response.
+pub async fn prompt_allowing_once(
+    agent: &mut talaria_harness::AgentProcess,
+    session: &str,
+    text: &str,
+) -> Value {
+    let waiting = agent
+        .start_request("session/prompt", text_prompt(session, text))
+        .await
+        .expect("prompt");
+    let asked = agent
+        .wait_for(WAIT, |m| m["method"] == "session/request_permission")
+        .await
+        .expect("asked");
+    allow_once(agent, &asked).await;
+    agent.wait_response(waiting, WAIT).await.expect("answer")
+}
+
 pub async fn allow_once(agent: &mut talaria_harness::AgentProcess, asked: &Value) {
     let allow = asked["params"]["options"]
         .as_array()

@@ -134,7 +134,12 @@ impl Agent {
             record,
         } = launch;
         let config = &ready.config;
-        let (router, tape) = self.session_router(config, &id, &ready.roots, record.as_deref())?;
+        let place = cassettes::Place {
+            session: &id,
+            roots: &ready.roots,
+            tmp: ready.shell.private_tmp(),
+        };
+        let (router, tape) = self.session_router(config, place, record.as_deref())?;
         let model = model.unwrap_or_else(|| config.model.clone());
         let mode = mode.unwrap_or(config.mode);
         let mut models = config.models.clone();
@@ -206,14 +211,13 @@ impl Agent {
     fn session_router(
         &mut self,
         config: &Config,
-        id: &str,
-        roots: &[std::path::PathBuf],
+        place: cassettes::Place<'_>,
         record: Option<&std::path::Path>,
     ) -> Result<(Arc<ModelRouter>, Option<cassettes::ToolTape>), acp::Error> {
         if !self.cassettes.active() && record.is_none() {
             return Ok((self.router_for(config)?, None));
         }
-        let normaliser = cassettes::normaliser(config, id, roots);
+        let normaliser = cassettes::normaliser(config, &place);
         let session = self.cassettes.session(config, normaliser, record)?;
         Ok((session.router, Some(session.tools)))
     }

@@ -233,14 +233,27 @@ fn read_all(dir: &Path) -> anyhow::Result<Vec<Cassette>> {
         .collect()
 }
 
-/// What a session's requests keep of their run: its directories, its home and its id become
-/// placeholders; configured keys and anything the secret filter catches are redacted.
-pub(super) fn normaliser(config: &Config, session: &str, roots: &[PathBuf]) -> Normaliser {
+/// Where a session runs: what changes from one run of it to the next.
+pub(super) struct Place<'a> {
+    pub(super) session: &'a str,
+    /// The cwd, then the additional directories.
+    pub(super) roots: &'a [PathBuf],
+    /// The private temporary directory its commands get.
+    pub(super) tmp: Option<&'a Path>,
+}
+
+/// What a session's requests keep of their run: its directories, its home, its temporary
+/// directory and its id become placeholders; configured keys and anything the secret filter
+/// catches are redacted.
+pub(super) fn normaliser(config: &Config, place: &Place<'_>) -> Normaliser {
     let mut normaliser = Normaliser::default()
         .redacting(talaria_compress::redact::redact)
-        .replace(session, "<session>")
+        .replace(place.session, "<session>")
         .replace(config.home.display().to_string(), "<talaria_home>");
-    for (index, root) in roots.iter().enumerate() {
+    if let Some(tmp) = place.tmp {
+        normaliser = normaliser.replace(tmp.display().to_string(), "<tmp>");
+    }
+    for (index, root) in place.roots.iter().enumerate() {
         let placeholder = if index == 0 {
             "<cwd>".to_string()
         } else {
