@@ -158,13 +158,25 @@ async fn with_replay_tools_nothing_runs_and_the_client_sees_the_same() {
                 "write_file",
                 json!({"path": "made.txt", "content": "made by the agent\n"}),
             ),
+            MockReply::tool_call(
+                "c1",
+                "terminal",
+                json!({"command": "touch made-by-a-command.txt"}),
+            ),
             MockReply::text(&["Wrote made.txt."]),
         ]
     };
     let recording = env_with(writes(), "--record", cassettes.path()).await;
-    recording.write_config("mode = \"accept-edits\"\n");
+    recording.write_config("mode = \"yolo\"\n");
     let (_, recorded) = one_turn(&recording, "Write made.txt").await;
     assert!(recording.workspace.path().join("made.txt").is_file());
+    assert!(
+        recording
+            .workspace
+            .path()
+            .join("made-by-a-command.txt")
+            .is_file()
+    );
     let text =
         std::fs::read_to_string(cassettes.path().join("session-001.jsonl")).expect("cassette");
     assert!(
@@ -173,13 +185,15 @@ async fn with_replay_tools_nothing_runs_and_the_client_sees_the_same() {
     );
     let mut replaying = env_with(Vec::new(), "--replay", cassettes.path()).await;
     replaying.args.push("--replay-tools".into());
-    replaying.write_config("mode = \"accept-edits\"\n");
+    replaying.write_config("mode = \"yolo\"\n");
     let (response, replayed) = one_turn(&replaying, "Write made.txt").await;
     assert_eq!(stop_reason(&response), "end_turn", "{response}");
-    assert!(
-        !replaying.workspace.path().join("made.txt").exists(),
-        "--replay-tools ran the tool"
-    );
+    for made in ["made.txt", "made-by-a-command.txt"] {
+        assert!(
+            !replaying.workspace.path().join(made).exists(),
+            "--replay-tools ran the tool that makes {made}"
+        );
+    }
     assert_eq!(
         comparable(&replayed, &replaying),
         comparable(&recorded, &recording)
@@ -448,4 +462,27 @@ async fn the_sessions_private_temporary_directory_is_a_placeholder() {
         "a run's temporary path: {text}"
     );
     assert!(text.contains("<tmp>"), "{text}");
+}
+
+#[tokio::test]
+async fn a_tool_result_that_differs_from_the_recording_is_reported_in_the_log() {
+    let cassettes = tempfile::tempdir().expect("dir");
+    let recording = env_with(script(), "--record", cassettes.path()).await;
+    one_turn(&recording, "What does a.txt say?").await;
+    // The fixture changed since the recording: the tool runs for real and reads the new text.
+    let replaying = env_with(Vec::new(), "--replay", cassettes.path()).await;
+    std::fs::write(replaying.workspace.path().join("a.txt"), "goodbye\n").expect("a.txt");
+    let (mut agent, session) = replaying.session().await;
+    prompt(&mut agent, &session, "What does a.txt say?").await;
+    agent.close_stdin();
+    agent.wait_exit(WAIT).await.expect("exits");
+    for _ in 0..50 {
+        if agent.stderr().contains("differs from the recording") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let log = agent.stderr();
+    assert!(log.contains("differs from the recording"), "{log}");
+    assert!(log.contains("goodbye"), "the new result is named: {log}");
 }

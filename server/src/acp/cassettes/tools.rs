@@ -122,17 +122,16 @@ impl Tool for Taped {
                 Tape::Replay { serve: false, .. } => {
                     let outcome = self.inner.call(args, ctx).await;
                     let now = self.normalised(&outcome);
-                    match self.take(&arguments) {
-                        Some(recorded) if recorded.outcome != now => tracing::warn!(
-                            tool = %name,
-                            "the result differs from the recording: now {now}, recorded {}",
-                            recorded.outcome
-                        ),
-                        Some(_) => {}
-                        None => tracing::warn!(
-                            tool = %name,
-                            "this call is not in the recording (arguments {arguments})"
-                        ),
+                    let difference = match self.take(&arguments) {
+                        Some(recorded) if recorded.outcome != now => Some(format!(
+                            "this result differs from the recording: now {}, recorded {}",
+                            now["content"], recorded.outcome["content"]
+                        )),
+                        Some(_) => None,
+                        None => Some("this call is not in the recording".to_string()),
+                    };
+                    if let Some(difference) = difference {
+                        tracing::warn!(tool = %name, "replay: {difference}");
                     }
                     outcome
                 }
