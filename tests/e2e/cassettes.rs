@@ -465,7 +465,7 @@ async fn the_sessions_private_temporary_directory_is_a_placeholder() {
 }
 
 #[tokio::test]
-async fn a_tool_result_that_differs_from_the_recording_is_reported_in_the_log() {
+async fn a_tool_result_that_differs_from_the_recording_is_reported_on_its_card_and_in_the_log() {
     let cassettes = tempfile::tempdir().expect("dir");
     let recording = env_with(script(), "--record", cassettes.path()).await;
     one_turn(&recording, "What does a.txt say?").await;
@@ -485,4 +485,10 @@ async fn a_tool_result_that_differs_from_the_recording_is_reported_in_the_log() 
     let log = agent.stderr();
     assert!(log.contains("differs from the recording"), "{log}");
     assert!(log.contains("goodbye"), "the new result is named: {log}");
+    // And on the call's card, which the client shows (the model does not see it).
+    let told = agent
+        .updates()
+        .iter()
+        .any(|u| u["toolCallId"] == "r1" && u.to_string().contains("differs from the recording"));
+    assert!(told, "{:#?}", agent.updates());
 }

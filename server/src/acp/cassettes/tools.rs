@@ -1,6 +1,6 @@
 //! Tool calls on tape: recorded beside the model's calls, or, in a replay, served from the
 //! cassette (`--replay-tools`: nothing runs) or run for real and checked against it (a result
-//! that differs is reported in the log, never hidden).
+//! that differs is reported on the call's card and in the log, never hidden).
 
 use std::sync::{Arc, Mutex};
 
@@ -131,7 +131,11 @@ impl Tool for Taped {
                         None => Some("this call is not in the recording".to_string()),
                     };
                     if let Some(difference) = difference {
+                        // Told on the call's card (the client sees it, the model does not).
                         tracing::warn!(tool = %name, "replay: {difference}");
+                        ctx.report_progress(talaria_tools::Progress::Output(format!(
+                            "[replay] {difference}\n"
+                        )));
                     }
                     outcome
                 }

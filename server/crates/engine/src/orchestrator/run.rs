@@ -38,7 +38,7 @@ impl Orchestrator<'_> {
         let mut output = String::new();
         let mut dirty = false;
         let mut next_report = tokio::time::Instant::now();
-        loop {
+        let outcome = loop {
             tokio::select! {
                 biased;
                 () = self.cancel.cancelled() => {
@@ -69,7 +69,23 @@ impl Orchestrator<'_> {
                     next_report = tokio::time::Instant::now() + PROGRESS_INTERVAL;
                 }
             }
+        };
+        // Output the tool reported just before it returned is shown too, before its result.
+        while let Ok(progress) = rx.try_recv() {
+            if let Progress::Output(text) = progress {
+                output.push_str(&text);
+                trim_front(&mut output, PROGRESS_TAIL_CHARS);
+                dirty = true;
+            }
         }
+        if dirty {
+            self.emit(EngineEvent::ToolCallProgress {
+                id: call.id.clone(),
+                output,
+            })
+            .await;
+        }
+        outcome
     }
 }
 
