@@ -214,6 +214,13 @@ impl Agent {
         place: cassettes::Place<'_>,
         record: Option<&std::path::Path>,
     ) -> Result<(Arc<ModelRouter>, Option<cassettes::ToolTape>), acp::Error> {
+        // `[record] dir` is read with the session's own configuration, not at start-up; the
+        // command line's `--record`/`--replay` wins over it.
+        let configured = config
+            .record_dir
+            .as_deref()
+            .filter(|_| !self.cassettes.active());
+        let record = record.or(configured);
         if !self.cassettes.active() && record.is_none() {
             return Ok((self.router_for(config)?, None));
         }

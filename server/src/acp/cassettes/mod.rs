@@ -53,14 +53,7 @@ fn cassette_file(dir: &Path, number: usize) -> PathBuf {
 impl Cassettes {
     /// Reads what a replay serves (off the runtime thread); a cassette that cannot be read is
     /// an error that names it.
-    pub(super) async fn open(mut options: CassetteOptions) -> anyhow::Result<Self> {
-        if options.record.is_none() && options.replay.is_none() {
-            // `[record] dir` records as `--record` does.
-            options.record = super::load_config()
-                .await
-                .ok()
-                .and_then(|config| config.record_dir);
-        }
+    pub(super) async fn open(options: CassetteOptions) -> anyhow::Result<Self> {
         let replay = match options.replay {
             None => None,
             Some(dir) => Some(
@@ -90,7 +83,8 @@ impl Cassettes {
     }
 
     /// A new session's router (its providers recorded or replayed) and its tools' tape;
-    /// `record` is a directory the session itself asked to be recorded into.
+    /// `record` is a directory the session itself asked to be recorded into (`_meta`, or
+    /// `[record] dir` in the configuration it started with).
     pub(super) fn session(
         &self,
         config: &Config,
