@@ -14,6 +14,7 @@ macro_rules! report {
 }
 
 mod compression;
+mod hot_code;
 mod replay;
 mod sandbox;
 mod sessions;
@@ -32,6 +33,9 @@ struct Options {
     /// The PostgreSQL store's figures: a database URL, or `local` for a throwaway cluster
     /// (the agent must be built with `--features postgres`).
     postgres: Option<String>,
+    /// Only the turn's figures (start, session/new, a turn, a 10,000-delta stream): what
+    /// `server/hot-code/record.sh` profiles.
+    turn_only: bool,
 }
 
 fn options() -> anyhow::Result<Options> {
@@ -43,6 +47,7 @@ fn options() -> anyhow::Result<Options> {
         agent: target.join("release").join("talaria"),
         iterations: 20,
         postgres: None,
+        turn_only: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -57,9 +62,10 @@ fn options() -> anyhow::Result<Options> {
             "--postgres" => {
                 options.postgres = Some(args.next().context("--postgres needs a URL")?);
             }
+            "--turn-only" => options.turn_only = true,
             "-h" | "--help" => {
                 report!(
-                    "usage: talaria-bench [--agent PATH] [--iterations N] [--postgres URL|local]"
+                    "usage: talaria-bench [--agent PATH] [--iterations N] [--postgres URL|local] [--turn-only]"
                 );
                 std::process::exit(0);
             }
@@ -300,6 +306,9 @@ async fn main() -> anyhow::Result<()> {
     let stream = stream_throughput(&options.agent, &env.vars(), &cwd, deltas).await?;
 
     print_turn_figures(&options, &mut samples, &stream, deltas);
+    if options.turn_only {
+        return Ok(());
+    }
     print_answer_shape_figures(&options, &env, &cwd).await?;
     print_session_figures(&options, &env).await?;
     let cost = sandbox::measure(
@@ -480,6 +489,14 @@ fn print_turn_figures(
     }
     if let Some(mb) = stream.peak_rss_mb {
         report!("  peak RSS after the stream      {mb:8.2} MB");
+    }
+    if let Some(hot) = hot_code::coverage(&options.agent) {
+        let share = 100.0 * hot.found as f64 / hot.listed.max(1) as f64;
+        report!(
+            "  hot code linked first          {share:8.0} %  ({} of {} listed functions; server/hot-code/record.sh renews the list)   target >= 90 %",
+            hot.found,
+            hot.listed
+        );
     }
 }
 
