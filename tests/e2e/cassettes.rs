@@ -2,6 +2,8 @@
 //! `--record` replays with `--replay` in another workspace and home, with no model — the same
 //! updates reach the client — and a changed prompt fails the turn saying what changed.
 
+use std::time::{Duration, Instant};
+
 use serde_json::{Value, json};
 use talaria_harness::MockReply;
 
@@ -242,62 +244,83 @@ async fn keys_and_passwords_never_reach_a_cassette() {
 }
 
 #[tokio::test]
-async fn a_replay_at_the_recorded_pace_keeps_the_streams_timing() {
+async fn a_replay_at_the_recorded_pace_keeps_each_gap_between_deltas() {
+    // A 2 s stream: ten deltas 200 ms apart.
     let cassettes = tempfile::tempdir().expect("dir");
     let slow = MockReply::Text {
-        chunks: (0..20).map(|n| format!("word{n} ")).collect(),
+        chunks: (0..10).map(|n| format!("word{n} ")).collect(),
         reasoning: Vec::new(),
-        delay_ms: 100,
+        delay_ms: 200,
         usage: None,
         finish_reason: None,
     };
     let recording = env_with(vec![slow], "--record", cassettes.path()).await;
     let (mut agent, session) = recording.session().await;
-    let recorded = chunk_span(&mut agent, &session).await;
+    let seen_while_recording = delta_times(&mut agent, &session).await;
     agent.close_stdin();
     agent.wait_exit(WAIT).await.expect("exits");
+    let recorded = recorded_delta_gaps(&cassettes.path().join("session-001.jsonl"));
+    assert_eq!(recorded.len(), 9, "{recorded:?}");
     let mut replaying = env_with(Vec::new(), "--replay", cassettes.path()).await;
     replaying
         .args
         .extend(["--replay-timing".to_string(), "recorded".to_string()]);
     let (mut agent, session) = replaying.session().await;
-    let replayed = chunk_span(&mut agent, &session).await;
-    let ratio = replayed.as_secs_f64() / recorded.as_secs_f64();
-    assert!(
-        (0.8..=1.2).contains(&ratio),
-        "first to last delta: recorded {recorded:?}, replayed {replayed:?}"
-    );
+    let replayed = gaps(&delta_times(&mut agent, &session).await);
+    assert_eq!(replayed.len(), recorded.len(), "{replayed:?}");
+    for (n, (replayed, recorded)) in replayed.iter().zip(&recorded).enumerate() {
+        let ratio = replayed.as_secs_f64() / recorded.as_secs_f64();
+        assert!(
+            (0.8..=1.2).contains(&ratio),
+            "gap {n}: recorded {recorded:?}, replayed {replayed:?}"
+        );
+    }
+    // And the whole stream as the client saw it while recording.
+    let total = |gaps: &[Duration]| gaps.iter().sum::<Duration>().as_secs_f64();
+    let ratio = total(&replayed) / total(&gaps(&seen_while_recording));
+    assert!((0.8..=1.2).contains(&ratio), "first to last: {ratio}");
 }
 
-/// How long the answer's deltas took, first to last, as the client saw them.
-async fn chunk_span(
-    agent: &mut talaria_harness::AgentProcess,
-    session: &str,
-) -> std::time::Duration {
+/// The gaps between the text deltas of a cassette's first call, as it recorded them.
+fn recorded_delta_gaps(cassette: &std::path::Path) -> Vec<Duration> {
+    let text = std::fs::read_to_string(cassette).expect("cassette");
+    let times: Vec<u64> = text
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .take_while(|line| line["line"] != "end")
+        .filter(|line| line["event"]["text_delta"].is_string())
+        .filter_map(|line| line["after_ms"].as_u64())
+        .collect();
+    times
+        .windows(2)
+        .map(|pair| Duration::from_millis(pair[1] - pair[0]))
+        .collect()
+}
+
+fn gaps(times: &[Instant]) -> Vec<Duration> {
+    times.windows(2).map(|pair| pair[1] - pair[0]).collect()
+}
+
+/// When each of the answer's deltas reached the client.
+async fn delta_times(agent: &mut talaria_harness::AgentProcess, session: &str) -> Vec<Instant> {
     let id = agent
-        .start_request("session/prompt", text_prompt(session, "Say twenty words"))
+        .start_request("session/prompt", text_prompt(session, "Say ten words"))
         .await
         .expect("prompt");
-    let mut first = None;
-    let mut last = None;
+    let mut times = Vec::new();
     loop {
         let message = tokio::time::timeout(WAIT, agent.next_message())
             .await
             .expect("in time")
             .expect("a message");
         if message["params"]["update"]["sessionUpdate"] == "agent_message_chunk" {
-            let now = std::time::Instant::now();
-            first.get_or_insert(now);
-            last = Some(now);
+            times.push(Instant::now());
         }
         if message["id"] == id {
             break;
         }
     }
-    match (first, last) {
-        (Some(first), Some(last)) => last - first,
-        _ => panic!("no deltas"),
-    }
+    times
 }
 
 /// `session/new` asking to be recorded into `dir`.

@@ -178,16 +178,29 @@ impl Call {
 }
 
 impl Drop for Call {
-    /// A stream dropped before its end (the turn was cancelled) is recorded as failed.
+    /// A stream dropped after its `finished` event (its reader needs nothing after it) ended;
+    /// one dropped before (the turn was cancelled) is recorded as failed.
     fn drop(&mut self) {
-        if self.log.is_some() {
-            let after_ms = self.after_ms();
-            self.lines.push(Line::Error {
-                after_ms,
-                message: "the call was abandoned before its end (cancelled)".into(),
-            });
-            self.flush();
+        if self.log.is_none() {
+            return;
         }
+        let answered = matches!(
+            self.lines.last(),
+            Some(Line::Event {
+                event: StreamEvent::Finished { .. },
+                ..
+            })
+        );
+        if answered {
+            self.ended();
+            return;
+        }
+        let after_ms = self.after_ms();
+        self.lines.push(Line::Error {
+            after_ms,
+            message: "the call was abandoned before its end (cancelled)".into(),
+        });
+        self.flush();
     }
 }
 

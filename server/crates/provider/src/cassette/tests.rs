@@ -212,3 +212,51 @@ fn another_version_or_a_stray_line_is_refused_with_a_clear_message() {
         Err(CassetteError::Orphan { line: 2, .. })
     ));
 }
+
+#[tokio::test]
+async fn a_stream_left_after_its_answer_ended_and_one_left_before_was_abandoned() {
+    let log = CassetteLog::default();
+    let scripted = Arc::new(Scripted(Mutex::new(vec![
+        answer(WORKSPACE),
+        answer(WORKSPACE),
+    ])));
+    let recording = RecordingProvider::new(scripted, normaliser(WORKSPACE), log.clone());
+    let transcript = transcript(WORKSPACE, "read a.txt");
+    // Read up to `finished` and dropped, as the turn loop does.
+    let mut stream = recording
+        .stream(&request(&transcript))
+        .await
+        .expect("stream");
+    while let Some(Ok(event)) = stream.next().await {
+        if matches!(event, StreamEvent::Finished { .. }) {
+            break;
+        }
+    }
+    drop(stream);
+    // Dropped after the first delta, as a cancelled turn does.
+    let mut stream = recording
+        .stream(&request(&transcript))
+        .await
+        .expect("stream");
+    let _ = stream.next().await;
+    drop(stream);
+    let text = log.text();
+    let kinds: Vec<String> = text
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter_map(|line| line["line"].as_str().map(str::to_string))
+        .collect();
+    let calls: Vec<&[String]> = kinds.split(|kind| kind == "request").skip(1).collect();
+    assert_eq!(calls.len(), 2, "{kinds:?}");
+    assert_eq!(
+        calls[0].last().map(String::as_str),
+        Some("end"),
+        "{kinds:?}"
+    );
+    assert_eq!(
+        calls[1].last().map(String::as_str),
+        Some("error"),
+        "{kinds:?}"
+    );
+    assert!(text.contains("abandoned before its end"), "{text}");
+}
