@@ -148,37 +148,6 @@ async fn a_write_asks_on_its_own_card_and_allow_always_is_remembered_per_project
 }
 
 #[tokio::test]
-async fn reject_once_reaches_the_model_and_nothing_runs() {
-    let env = TestEnv::new(vec![
-        MockReply::tool_call("t1", "terminal", json!({"command": "touch made.txt"})),
-        MockReply::text(&["ok, I won't"]),
-    ])
-    .await;
-    let (mut agent, session) = env.session().await;
-    let id = agent
-        .start_request("session/prompt", text_prompt(&session, "make a file"))
-        .await
-        .expect("prompt");
-    let response = agent
-        .drive(id, WAIT, choose("reject_once"))
-        .await
-        .expect("response");
-    assert_eq!(stop_reason(&response), "end_turn");
-    assert!(!env.workspace.path().join("made.txt").exists());
-    let results = tool_messages(&env, 1);
-    let text = results[0]["content"].as_str().unwrap_or_default();
-    assert!(
-        text.contains("declined") && text.contains("Do not retry"),
-        "{text}"
-    );
-    let failed = agent
-        .updates()
-        .into_iter()
-        .any(|u| u["toolCallId"] == "t1" && u["status"] == "failed");
-    assert!(failed, "the card ends failed");
-}
-
-#[tokio::test]
 async fn cancel_while_a_permission_request_is_pending_ends_the_turn_cancelled() {
     let env = TestEnv::new(vec![MockReply::tool_call(
         "t1",

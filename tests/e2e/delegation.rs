@@ -1,18 +1,11 @@
 //! Editor delegation: `fs/*` and `terminal/*` are used exactly when the client advertises them;
-//! cancelling a running command leaves no process behind; batches keep the model's order.
+//! cancelling a running command leaves no process behind (the parallel batch's order is in
+//! `replayed_turns.rs`).
 
 use serde_json::{Value, json};
-use talaria_harness::{MockReply, MockToolCall};
+use talaria_harness::MockReply;
 
 use crate::support::*;
-
-fn call(id: &str, name: &str, args: Value) -> MockToolCall {
-    MockToolCall {
-        id: id.into(),
-        name: name.into(),
-        arguments: args.to_string(),
-    }
-}
 
 #[tokio::test]
 async fn file_tools_use_the_editor_buffers_when_advertised() {
@@ -285,71 +278,6 @@ async fn cancel_during_a_running_command_kills_it_and_its_children() {
         Vec::<String>::new(),
         "no process left"
     );
-}
-
-#[tokio::test]
-async fn a_parallel_batch_keeps_the_models_order_and_todo_becomes_a_plan() {
-    let env = TestEnv::new(vec![
-        MockReply::ToolCalls {
-            calls: vec![
-                call("1", "read_file", json!({"path": "a.txt"})),
-                call("2", "search_files", json!({"pattern": "needle"})),
-                call("3", "read_file", json!({"path": "b.txt"})),
-                call("4", "todo", json!({"todos": [{"id": "1", "content": "look around", "status": "in_progress"}]})),
-                call("5", "read_file", json!({"path": "c.txt"})),
-            ],
-            text: None,
-            fragment_chars: Some(4),
-            usage: None,
-        },
-        MockReply::text(&["done"]),
-    ])
-    .await;
-    for (name, text) in [
-        ("a.txt", "alpha"),
-        ("b.txt", "beta needle"),
-        ("c.txt", "gamma"),
-    ] {
-        std::fs::write(env.workspace.path().join(name), text).expect("write");
-    }
-    let (mut agent, session) = env.session().await;
-    let (response, updates) = prompt(&mut agent, &session, "look").await;
-    assert_eq!(stop_reason(&response), "end_turn");
-    let messages = env.mock.requests()[1].body["messages"]
-        .as_array()
-        .expect("messages")
-        .clone();
-    let tool_ids: Vec<&str> = messages
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .filter_map(|m| m["tool_call_id"].as_str())
-        .collect();
-    assert_eq!(tool_ids, ["1", "2", "3", "4", "5"]);
-    let tools: Vec<&Value> = messages.iter().filter(|m| m["role"] == "tool").collect();
-    assert!(
-        tools[0]["content"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("alpha")
-    );
-    assert!(
-        tools[1]["content"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("b.txt:1:beta needle")
-    );
-    assert!(
-        tools[4]["content"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("gamma")
-    );
-    let plan = updates
-        .iter()
-        .find(|u| u["sessionUpdate"] == "plan")
-        .expect("plan update");
-    assert_eq!(plan["entries"][0]["content"], "look around");
-    assert_eq!(plan["entries"][0]["status"], "in_progress");
 }
 
 #[tokio::test]

@@ -31,6 +31,7 @@ mod providers;
 mod questions;
 mod record;
 mod replayed;
+mod replayed_turns;
 mod safety;
 mod sandbox;
 mod sandbox_doors;

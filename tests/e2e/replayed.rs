@@ -1,7 +1,8 @@
 //! The project's own scenarios on cassettes: each was recorded against the scripted mock
 //! (`TALARIA_RECORD_CASSETTES=1 cargo test -p talaria-e2e replayed` records them again into
 //! `tests/e2e/cassettes/<scenario>/`) and is replayed from there with no model — the mock
-//! answers nothing, and fails the test if it is asked.
+//! answers nothing, and fails the test if it is asked. `replayed_turns.rs` holds scenarios
+//! that were hand-scripted tests of their own before.
 
 use std::path::PathBuf;
 
@@ -11,19 +12,19 @@ use talaria_harness::{AgentProcess, MockReply, MockToolCall};
 use crate::support::*;
 
 /// Where a scenario's cassettes are kept.
-fn cassettes(name: &str) -> PathBuf {
+pub(crate) fn cassettes(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("e2e/cassettes")
         .join(name)
 }
 
-fn recording() -> bool {
+pub(crate) fn recording() -> bool {
     std::env::var_os("TALARIA_RECORD_CASSETTES").is_some()
 }
 
 /// A scenario's environment: recording against `script` (and `models`' scripts), or
 /// replaying its cassettes with an empty mock.
-async fn scenario(
+pub(crate) async fn scenario(
     name: &str,
     script: Vec<MockReply>,
     models: &[(&str, Vec<MockReply>)],
@@ -46,7 +47,7 @@ async fn scenario(
 
 /// Ends the agent (so a recording is complete on disk) and checks no model was asked in a
 /// replay.
-async fn finish(mut agent: AgentProcess, env: &TestEnv) {
+pub(crate) async fn finish(mut agent: AgentProcess, env: &TestEnv) {
     agent.close_stdin();
     let status = agent.wait_exit(WAIT).await.expect("exits");
     assert!(status.success(), "{status:?}");
@@ -55,7 +56,31 @@ async fn finish(mut agent: AgentProcess, env: &TestEnv) {
     }
 }
 
-fn of_kind<'a>(updates: &'a [Value], kind: &str) -> Vec<&'a Value> {
+/// The requests the agent sent in a scenario, as its cassettes hold them (after `finish`).
+/// A replay matches every request it is asked against these, so they are what the replayed
+/// run sent as well, its paths, dates and ids normalised.
+pub(crate) fn requests_sent(name: &str) -> Vec<Value> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(cassettes(name))
+        .expect("the scenario's cassettes")
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "jsonl"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .flat_map(|file| {
+            std::fs::read_to_string(file)
+                .expect("a cassette")
+                .lines()
+                .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+                .filter(|line| line["line"] == "request")
+                .map(|line| line["request"].clone())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+pub(crate) fn of_kind<'a>(updates: &'a [Value], kind: &str) -> Vec<&'a Value> {
     updates
         .iter()
         .filter(|u| u["sessionUpdate"] == kind)

@@ -1,6 +1,6 @@
-//! Streaming answers: order, chunking, thoughts, usage, what the model was sent, stop reasons.
+//! Streaming answers: order, chunking, thoughts, usage, what the model was sent (history,
+//! prompt blocks and stop reasons are in `replayed_turns.rs`).
 
-use serde_json::json;
 use talaria_harness::{MockReply, MockUsage};
 
 use crate::support::*;
@@ -83,84 +83,6 @@ async fn text_streams_in_order_in_several_chunks_before_the_response() {
         .collect();
     assert!(tools.contains(&"read_file"), "{tools:?}");
     assert_clean_stdout(&agent);
-}
-
-#[tokio::test]
-async fn history_carries_over_and_every_prompt_block_reaches_the_model() {
-    let env = TestEnv::new(vec![
-        MockReply::text(&["First answer."]),
-        MockReply::text(&["ok"]),
-    ])
-    .await;
-    let (mut agent, session) = env.session().await;
-    prompt(&mut agent, &session, "one").await;
-    let params = json!({"sessionId": session, "prompt": [
-        {"type": "text", "text": "two"},
-        {"type": "resource_link", "uri": "file:///src/lib.rs", "name": "lib.rs"},
-        {"type": "resource", "resource": {"uri": "file:///src/main.rs", "text": "fn main() {}", "mimeType": "text/x-rust"}},
-        {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
-    ]});
-    let result = agent.call("session/prompt", params).await.expect("prompt");
-    assert_eq!(result["stopReason"], "end_turn");
-    let messages = env.mock.requests()[1].body["messages"].clone();
-    assert_eq!(
-        without_environment(messages[1]["content"].as_str().unwrap_or_default()),
-        "one"
-    );
-    assert_eq!(
-        messages[2],
-        json!({"role": "assistant", "content": "First answer."})
-    );
-    let parts = messages[3]["content"]
-        .as_array()
-        .expect("multi-part user message");
-    assert_eq!(parts[0]["text"], "two");
-    assert!(
-        parts[1]["text"]
-            .as_str()
-            .unwrap_or("")
-            .contains("file:///src/lib.rs")
-    );
-    assert!(
-        parts[2]["text"]
-            .as_str()
-            .unwrap_or("")
-            .contains("fn main() {}")
-    );
-    assert_eq!(
-        parts[3]["image_url"]["url"],
-        "data:image/png;base64,iVBORw0KGgo="
-    );
-}
-
-#[tokio::test]
-async fn length_limit_ends_with_max_tokens_and_refusal_with_refusal() {
-    let env = TestEnv::new(vec![
-        MockReply::Text {
-            chunks: vec!["cut".into()],
-            reasoning: vec![],
-            delay_ms: 0,
-            usage: None,
-            finish_reason: Some("length".into()),
-        },
-        MockReply::Text {
-            chunks: vec![],
-            reasoning: vec![],
-            delay_ms: 0,
-            usage: None,
-            finish_reason: Some("content_filter".into()),
-        },
-    ])
-    .await;
-    let (mut agent, session) = env.session().await;
-    assert_eq!(
-        stop_reason(&prompt(&mut agent, &session, "long").await.0),
-        "max_tokens"
-    );
-    assert_eq!(
-        stop_reason(&prompt(&mut agent, &session, "bad").await.0),
-        "refusal"
-    );
 }
 
 #[tokio::test]
