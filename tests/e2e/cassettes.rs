@@ -417,11 +417,27 @@ async fn a_session_with_a_tool_call_a_permission_a_compaction_and_a_subagent_rep
         .mock
         .script_for_model(CHILD, vec![MockReply::text(&["The plan is fine."])]);
     let recorded = full_session(&recording).await;
-    let replaying = env_with(Vec::new(), "--replay", cassettes.path()).await;
+    let recorded = comparable(&recorded, &recording);
+    // The mock the session was recorded against is stopped, and the replay is pointed at its
+    // address: nothing answers there.
+    let stopped = recording.mock.base_url();
+    let mut replaying = env_with(Vec::new(), "--replay", cassettes.path()).await;
+    drop(recording);
+    replaying
+        .extra_env
+        .push(("OPENAI_BASE_URL".into(), stopped.clone()));
     replaying.write_config(&config);
     let replayed = full_session(&replaying).await;
     assert!(replaying.mock.requests().is_empty(), "no model was called");
-    let recorded = comparable(&recorded, &recording);
+    let address = stopped
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap_or_default();
+    assert!(
+        tokio::net::TcpStream::connect(address).await.is_err(),
+        "the recording's mock at {address} is stopped"
+    );
     for kind in [
         "tool_call\"",
         "compaction_update",
