@@ -6,17 +6,6 @@ use talaria_harness::MockReply;
 
 use crate::support::*;
 
-fn choose(
-    option: &'static str,
-) -> impl FnMut(&str, &Value) -> Result<Option<Value>, (i64, String)> {
-    move |method, _| match method {
-        "session/request_permission" => Ok(Some(
-            json!({"outcome": {"outcome": "selected", "optionId": option}}),
-        )),
-        other => Err((-32601, format!("unexpected {other}"))),
-    }
-}
-
 fn never_asked(method: &str, _: &Value) -> Result<Option<Value>, (i64, String)> {
     panic!("the agent asked the client for {method}")
 }
@@ -47,14 +36,7 @@ async fn a_write_asks_on_its_own_card_and_allow_always_is_remembered_per_project
     ])
     .await;
     let (mut agent, session) = env.session().await;
-    let id = agent
-        .start_request("session/prompt", text_prompt(&session, "write one"))
-        .await
-        .expect("prompt");
-    let response = agent
-        .drive(id, WAIT, choose("allow_always"))
-        .await
-        .expect("response");
+    let response = prompt_choosing(&mut agent, &session, "write one", "allow_always").await;
     assert_eq!(stop_reason(&response), "end_turn");
     let asks = agent.agent_requests();
     assert_eq!(asks.len(), 1, "{asks:?}");
@@ -383,14 +365,7 @@ async fn accept_edits_runs_workspace_edits_but_asks_for_sensitive_and_outside_pa
         .await
         .expect("session");
     let session = created["sessionId"].as_str().expect("id").to_string();
-    let id = agent
-        .start_request("session/prompt", text_prompt(&session, "write"))
-        .await
-        .expect("prompt");
-    agent
-        .drive(id, WAIT, choose("allow_once"))
-        .await
-        .expect("response");
+    prompt_choosing(&mut agent, &session, "write", "allow_once").await;
     let asked: Vec<String> = agent
         .agent_requests()
         .into_iter()

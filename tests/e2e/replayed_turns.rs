@@ -10,17 +10,6 @@ use talaria_harness::{MockReply, MockToolCall};
 use crate::replayed::{finish, of_kind, requests_sent, scenario};
 use crate::support::*;
 
-fn choose(
-    option: &'static str,
-) -> impl FnMut(&str, &Value) -> Result<Option<Value>, (i64, String)> {
-    move |method, _| match method {
-        "session/request_permission" => Ok(Some(
-            json!({"outcome": {"outcome": "selected", "optionId": option}}),
-        )),
-        other => Err((-32601, format!("unexpected {other}"))),
-    }
-}
-
 fn tool_messages(request: &Value) -> Vec<Value> {
     request["messages"]
         .as_array()
@@ -177,14 +166,7 @@ async fn reject_once_reaches_the_model_and_nothing_runs() {
     ];
     let env = scenario("rejected_once", script, &[]).await;
     let (mut agent, session) = env.session().await;
-    let id = agent
-        .start_request("session/prompt", text_prompt(&session, "make a file"))
-        .await
-        .expect("prompt");
-    let response = agent
-        .drive(id, WAIT, choose("reject_once"))
-        .await
-        .expect("response");
+    let response = prompt_choosing(&mut agent, &session, "make a file", "reject_once").await;
     assert_eq!(stop_reason(&response), "end_turn");
     assert!(!env.workspace.path().join("made.txt").exists());
     let failed = agent

@@ -313,7 +313,37 @@ pub fn offered_tools(body: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Answers a `session/request_permission` with its allow-once option.
+/// A client that answers every permission question with `option` (an option id such as
+/// `allow_always` or `reject_once`) and refuses any other request.
+pub fn choose(
+    option: &'static str,
+) -> impl FnMut(&str, &Value) -> Result<Option<Value>, (i64, String)> {
+    move |method, _| match method {
+        "session/request_permission" => Ok(Some(
+            json!({"outcome": {"outcome": "selected", "optionId": option}}),
+        )),
+        other => Err((-32601, format!("unexpected {other}"))),
+    }
+}
+
+/// Sends a prompt and drives it to its response, answering permission questions with
+/// `option`.
+pub async fn prompt_choosing(
+    agent: &mut talaria_harness::AgentProcess,
+    session: &str,
+    text: &str,
+    option: &'static str,
+) -> Value {
+    let id = agent
+        .start_request("session/prompt", text_prompt(session, text))
+        .await
+        .expect("prompt");
+    agent
+        .drive(id, WAIT, choose(option))
+        .await
+        .expect("response")
+}
+
 /// Sends a prompt, allows the one permission question it asks, and returns its response.
 pub async fn prompt_allowing_once(
     agent: &mut talaria_harness::AgentProcess,
