@@ -11,14 +11,16 @@
 //! - Links the release binary with its hot code first (`hot-code/functions.txt`, the
 //!   functions a start, a session and a turn run, as `hot-code/record.sh` profiled them):
 //!   the kernel maps an executable's code in 64 KB windows around each page it runs, so hot
-//!   code scattered over 9.5 MB of text kept most of it resident (7.6 MB); gathered into the
-//!   first 1.8 MB it keeps about 2.5 MB. Only where the linker is the toolchain's own lld
-//!   (x86_64 Linux, Rust 1.90 and later, no linker configured); elsewhere the order is the
-//!   compiler's.
+//!   code scattered over 9.5 MB of text kept most of it resident (7.6 MB); gathered into
+//!   1.8 MB at its front it keeps about 2.5 MB. Linux only (a linker script).
 //! - Gives `talaria --version` its line: the version, the commit it was built from
 //!   (`TALARIA_COMMIT`, else `git`, else "unknown") and the sandbox layers compiled in.
 
 use std::process::Command;
+
+#[path = "hot-code/script.rs"]
+mod hot_code_script;
+use hot_code_script::hot_code_script;
 
 /// The first glibc whose loader applies DT_RELR.
 const RELR_GLIBC: (u32, u32) = (2, 36);
@@ -45,36 +47,32 @@ fn main() {
     }
 }
 
-/// Asks lld to place the functions `hot-code/functions.txt` lists first in the binary's text
-/// (release builds linked by the toolchain's lld only). A listed function the binary does
-/// not have is skipped without a warning: the bench reports how much of the list it found.
+/// Places the functions `hot-code/functions.txt` lists first in the release binary's text,
+/// through a linker script that gathers their sections (`.text.<name>`, or
+/// `.text.unlikely.<name>` for one the compiler thought cold: every function has a section
+/// of its own) into `.text.hot`, inserted before `.text`. A script, not lld's
+/// `--symbol-ordering-file`, so that every Linux linker the binary is built with takes it:
+/// the toolchain's lld, GNU ld, and zig's, which links the release archives. A listed
+/// function the binary does not have matches nothing; the bench reports how much of the
+/// list it found.
 fn hot_code_first() {
     cargo_directive("rerun-if-changed=hot-code/functions.txt");
     let var = |key: &str| std::env::var(key).unwrap_or_default();
-    let toolchain_lld = var("TARGET") == "x86_64-unknown-linux-gnu"
-        && var("HOST") == var("TARGET")
-        && std::env::var_os("RUSTC_LINKER").is_none()
-        && !var("CARGO_ENCODED_RUSTFLAGS").contains("link")
-        && rustc_minor_version().is_some_and(|minor| minor >= 90);
+    if var("PROFILE") != "release" || var("CARGO_CFG_TARGET_OS") != "linux" {
+        return;
+    }
     let list = std::path::Path::new(&var("CARGO_MANIFEST_DIR")).join("hot-code/functions.txt");
-    if var("PROFILE") != "release" || !toolchain_lld || !list.is_file() {
+    let Ok(names) = std::fs::read_to_string(list) else {
+        return;
+    };
+    let script = std::path::Path::new(&var("OUT_DIR")).join("hot-code.ld");
+    if std::fs::write(&script, hot_code_script(&names)).is_err() {
         return;
     }
     cargo_directive(&format!(
-        "rustc-link-arg-bin=talaria=-Wl,--symbol-ordering-file={}",
-        list.display()
+        "rustc-link-arg-bin=talaria=-Wl,-T,{}",
+        script.display()
     ));
-    cargo_directive("rustc-link-arg-bin=talaria=-Wl,--no-warn-symbol-ordering");
-}
-
-/// The compiler's minor version ("rustc 1.95.0 (...)" → 95).
-fn rustc_minor_version() -> Option<u32> {
-    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    let output = Command::new(rustc).arg("--version").output().ok()?;
-    let text = String::from_utf8(output.stdout).ok()?;
-    let version = text.split_whitespace().nth(1)?;
-    let (major, minor) = parse_version(version)?;
-    (major == 1).then_some(minor)
 }
 
 /// `TALARIA_VERSION_LINE`: "0.2.0 (commit 1a2b3c4d5e6f; sandbox: namespaces, Landlock,

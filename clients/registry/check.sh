@@ -42,8 +42,12 @@ export PATH="$tools/bin:$tools/venv/bin:$PATH"
 
 say "building talaria $version for $platform (glibc $glibc_floor and newer)"
 started=$(now)
+# The server alone, as its hot-code list was recorded (server/hot-code/): built together with
+# another package, Cargo unifies features and renames functions.
 TALARIA_GLIBC_FLOOR=$glibc_floor cargo zigbuild --quiet --release -p talaria-server \
-  -p talaria-chat --target "$rust_target.$glibc_floor"
+  --target "$rust_target.$glibc_floor"
+TALARIA_GLIBC_FLOOR=$glibc_floor cargo zigbuild --quiet --release -p talaria-chat \
+  --target "$rust_target.$glibc_floor"
 say "built in $(since "$started") s"
 # The mock model the SDK checks talk to.
 cargo build --quiet -p talaria-harness --bin talaria-mock-llm

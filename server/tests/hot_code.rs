@@ -1,7 +1,8 @@
-//! `server/hot-code/functions.txt` is a list lld can use: one mangled symbol name a line,
-//! sorted and unique. lld matches names exactly and skips unknown ones in silence, so a list
-//! of demangled or otherwise mangled-up names would leave the binary in the compiler's
-//! order without any error (the bench's "hot code linked first" line measures the rest).
+//! `server/hot-code/functions.txt` is a list `server/build.rs` can make a linker script of:
+//! one mangled symbol name a line, sorted and unique. The script names each function's
+//! section exactly, and a name that matches no section matches nothing in silence, so a list
+//! of demangled or otherwise mangled-up names would leave the binary in the compiler's order
+//! without any error (the bench's "hot code linked first" line measures the rest).
 
 use std::path::Path;
 
@@ -74,4 +75,49 @@ fn demangled_or_decorated_names_are_not_taken_for_symbols() {
     assert!(!is_mangled_symbol("core::fmt::write::h0123456789abcdef"));
     assert!(!is_mangled_symbol("_ZN4core3fmt5write17h0123'2"));
     assert!(!is_mangled_symbol(""));
+}
+
+#[path = "../hot-code/script.rs"]
+mod script;
+
+#[test]
+fn what_varies_between_builds_becomes_a_wildcard() {
+    assert_eq!(
+        script::without_hashes("_ZN12talaria_util4lock17h0973d3e2f20c723cE"),
+        "_ZN12talaria_util4lock17h*E"
+    );
+    assert_eq!(
+        script::without_hashes("_ZN4core3fmt5write17h0123456789abcdefE.llvm.42"),
+        "_ZN4core3fmt5write17h*E.llvm.*"
+    );
+    assert_eq!(
+        script::without_hashes("_RNvMNtCsgEmfK2I1SDS_4core3stre20eq_ignore_ascii_case"),
+        "_RNvMNtCs*_4core3stre20eq_ignore_ascii_case"
+    );
+    assert_eq!(
+        script::without_hashes("codeCompare.isra.0"),
+        "codeCompare.isra.*"
+    );
+    assert_eq!(script::without_hashes("sqlite3_step"), "sqlite3_step");
+}
+
+#[test]
+fn the_script_places_exact_names_first_then_their_wildcards() {
+    let text = script::hot_code_script(
+        "_ZN12talaria_util4lock17h0973d3e2f20c723cE\nsqlite3_step\nnot*allowed\n",
+    );
+    assert!(text.starts_with("SECTIONS {"), "{text}");
+    assert!(text.trim_end().ends_with("INSERT BEFORE .text;"), "{text}");
+    let exact = text
+        .find("*(.text._ZN12talaria_util4lock17h0973d3e2f20c723cE ")
+        .expect("the exact name");
+    let wildcard = text
+        .find("*(.text._ZN12talaria_util4lock17h*E ")
+        .expect("its wildcard");
+    assert!(exact < wildcard, "{text}");
+    assert!(text.contains(".text.unlikely.sqlite3_step"), "{text}");
+    assert!(
+        !text.contains("not*allowed"),
+        "a listed name with a wildcard is left out"
+    );
 }

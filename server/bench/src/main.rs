@@ -491,11 +491,12 @@ fn print_turn_figures(
         report!("  peak RSS after the stream      {mb:8.2} MB");
     }
     if let Some(hot) = hot_code::coverage(&options.agent) {
-        let share = 100.0 * hot.found as f64 / hot.listed.max(1) as f64;
+        let share = 100.0 * hot.in_hot_section as f64 / hot.listed.max(1) as f64;
         report!(
-            "  hot code linked first          {share:8.0} %  ({} of {} listed functions; server/hot-code/record.sh renews the list)   target >= 90 %",
-            hot.found,
-            hot.listed
+            "  hot code linked first          {share:8.0} %  ({} of {} listed functions in .text.hot, {} in the binary; server/hot-code/record.sh renews the list)   target >= 90 %",
+            hot.in_hot_section,
+            hot.listed,
+            hot.in_binary
         );
     }
 }
