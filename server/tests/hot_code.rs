@@ -82,23 +82,24 @@ mod script;
 
 #[test]
 fn what_varies_between_builds_becomes_a_wildcard() {
-    assert_eq!(
-        script::without_hashes("_ZN12talaria_util4lock17h0973d3e2f20c723cE"),
-        "_ZN12talaria_util4lock17h*E"
-    );
-    assert_eq!(
-        script::without_hashes("_ZN4core3fmt5write17h0123456789abcdefE.llvm.42"),
-        "_ZN4core3fmt5write17h*E.llvm.*"
-    );
-    assert_eq!(
-        script::without_hashes("_RNvMNtCsgEmfK2I1SDS_4core3stre20eq_ignore_ascii_case"),
-        "_RNvMNtCs*_4core3stre20eq_ignore_ascii_case"
-    );
-    assert_eq!(
-        script::without_hashes("codeCompare.isra.0"),
-        "codeCompare.isra.*"
-    );
-    assert_eq!(script::without_hashes("sqlite3_step"), "sqlite3_step");
+    for (name, pattern) in [
+        (
+            "_ZN12talaria_util4lock17h0973d3e2f20c723cE",
+            "_ZN12talaria_util4lock17h*E",
+        ),
+        (
+            "_ZN4core3fmt5write17h0123456789abcdefE.llvm.42",
+            "_ZN4core3fmt5write17h*E.llvm.*",
+        ),
+        (
+            "_RNvMNtCsgEmfK2I1SDS_4core3stre20eq_ignore_ascii_case",
+            "_RNvMNtCs*_4core3stre20eq_ignore_ascii_case",
+        ),
+        ("codeCompare.isra.0", "codeCompare.isra.*"),
+        ("sqlite3_step", "sqlite3_step"),
+    ] {
+        assert_eq!(script::without_hashes(name), pattern, "{name}");
+    }
 }
 
 #[test]
