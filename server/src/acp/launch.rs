@@ -216,12 +216,10 @@ impl Agent {
     ) -> Result<(Arc<ModelRouter>, Option<cassettes::ToolTape>), acp::Error> {
         // `[record] dir` is read with the session's own configuration, not at start-up; the
         // command line's `--record`/`--replay` wins over it.
-        let configured = config
-            .record_dir
-            .as_deref()
-            .filter(|_| !self.cassettes.active());
+        let from_command_line = self.cassettes.active();
+        let configured = config.record_dir.as_deref().filter(|_| !from_command_line);
         let record = record.or(configured);
-        if !self.cassettes.active() && record.is_none() {
+        if !from_command_line && record.is_none() {
             return Ok((self.router_for(config)?, None));
         }
         let normaliser = cassettes::normaliser(config, &place);

@@ -50,19 +50,7 @@ impl Orchestrator<'_> {
                     });
                 }
                 outcome = &mut run => break outcome,
-                Some(progress) = rx.recv() => match progress {
-                    Progress::Terminal(terminal_id) => {
-                        self.emit(EngineEvent::ToolCallTerminal { id: call.id.clone(), terminal_id }).await;
-                    }
-                    Progress::Session(session_id) => {
-                        self.emit(EngineEvent::ToolCallSession { id: call.id.clone(), session_id }).await;
-                    }
-                    Progress::Output(text) => {
-                        output.push_str(&text);
-                        trim_front(&mut output, PROGRESS_TAIL_CHARS);
-                        dirty = true;
-                    }
-                },
+                Some(progress) = rx.recv() => dirty |= self.relay(call, progress, &mut output).await,
                 () = tokio::time::sleep_until(next_report), if dirty => {
                     self.emit(EngineEvent::ToolCallProgress { id: call.id.clone(), output: output.clone() }).await;
                     dirty = false;
@@ -70,13 +58,9 @@ impl Orchestrator<'_> {
                 }
             }
         };
-        // Output the tool reported just before it returned is shown too, before its result.
+        // What the tool reported just before it returned is shown too, before its result.
         while let Ok(progress) = rx.try_recv() {
-            if let Progress::Output(text) = progress {
-                output.push_str(&text);
-                trim_front(&mut output, PROGRESS_TAIL_CHARS);
-                dirty = true;
-            }
+            dirty |= self.relay(call, progress, &mut output).await;
         }
         if dirty {
             self.emit(EngineEvent::ToolCallProgress {
@@ -86,6 +70,30 @@ impl Orchestrator<'_> {
             .await;
         }
         outcome
+    }
+
+    /// Passes a terminal or a child session on to the card at once; output is kept in
+    /// `output` (its tail) for the next report, and `true` says there is some to report.
+    async fn relay(&self, call: &Prepared, progress: Progress, output: &mut String) -> bool {
+        match progress {
+            Progress::Terminal(terminal_id) => {
+                let id = call.id.clone();
+                self.emit(EngineEvent::ToolCallTerminal { id, terminal_id })
+                    .await;
+                false
+            }
+            Progress::Session(session_id) => {
+                let id = call.id.clone();
+                self.emit(EngineEvent::ToolCallSession { id, session_id })
+                    .await;
+                false
+            }
+            Progress::Output(text) => {
+                output.push_str(&text);
+                trim_front(output, PROGRESS_TAIL_CHARS);
+                true
+            }
+        }
     }
 }
 
