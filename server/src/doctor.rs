@@ -309,7 +309,8 @@ async fn sandbox(report: &mut Report<'_>, config: &Config) {
     let layers_config = config.clone();
     let checked = tokio::task::spawn_blocking(move || {
         let layers = talaria_engine::sandbox::layers(&layers_config, Some(&helper));
-        talaria_engine::sandbox::self_test(&helper, layers.namespaces.is_ok()).map(|()| layers)
+        talaria_engine::sandbox::self_test(&helper, &layers_config, layers.namespaces.is_ok())
+            .map(|()| layers)
     })
     .await
     .map_err(|e| e.to_string())
@@ -336,12 +337,32 @@ async fn sandbox(report: &mut Report<'_>, config: &Config) {
             if let Some(gaps) = layers.gaps() {
                 report.warn("sandbox layers", &format!("not covered here: {gaps}"));
             }
+            process_limit(report, config.sandbox.max_processes);
         }
         Err(why) => report.problem(
             "sandbox",
             &format!("available but not working: {why}"),
             "report this as a bug; meanwhile [sandbox] mode = \"off\" runs commands unconfined",
         ),
+    }
+}
+
+/// Warns when the user's hard process limit is below `[sandbox] max_processes`: commands
+/// then get the hard limit (counting every process of the user), not the setting.
+fn process_limit(report: &mut Report<'_>, max_processes: u32) {
+    let Ok((_, hard)) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NPROC)
+    else {
+        return;
+    };
+    if max_processes > 0 && hard < u64::from(max_processes) {
+        report.warn(
+            "process limit",
+            &format!(
+                "your hard process limit ({hard}, `ulimit -Hu`) is below [sandbox] \
+                 max_processes ({max_processes}): commands are held to {hard} processes, \
+                 counting every process you run"
+            ),
+        );
     }
 }
 

@@ -35,6 +35,7 @@ mod replayed_turns;
 mod safety;
 mod sandbox;
 mod sandbox_doors;
+mod sandbox_homes;
 mod sessions;
 mod setup;
 mod shared_sessions;

@@ -211,22 +211,22 @@ pub enum SelfTestError {
     MetadataChanged,
 }
 
-/// Proves the sandbox works end to end through `helper`: a shell in it may write in one
-/// temporary directory and not in another, and, with namespaces, not change the other's
-/// permissions either. Blocking (it runs a command).
-pub fn self_test(helper: &Helper, namespaces: bool) -> Result<(), SelfTestError> {
+/// Proves the sandbox works end to end through `helper`, under this configuration's own
+/// policy on this user's home (its hidden places, credential stores and process limit), so
+/// what would fail every command fails here: a shell in it may write in one temporary
+/// directory and not in another, and, with namespaces, not change the other's permissions
+/// either. Blocking (it runs a command).
+pub fn self_test(helper: &Helper, config: &Config, namespaces: bool) -> Result<(), SelfTestError> {
     let base = std::env::temp_dir().join(format!("talaria-sandbox-check-{}", std::process::id()));
     let (inside, outside) = (base.join("inside"), base.join("outside"));
     for dir in [&inside, &outside] {
         std::fs::create_dir_all(dir).map_err(SelfTestError::Prepare)?;
     }
+    let mut checked = policy(config, std::slice::from_ref(&inside));
+    checked.network = false;
+    checked.namespaces = namespaces;
     let spec = talaria_sandbox::HelperSpec {
-        sandbox: Some(SandboxPolicy {
-            writable: vec![inside.clone()],
-            network: false,
-            namespaces,
-            ..SandboxPolicy::default()
-        }),
+        sandbox: Some(checked),
         env: None,
         require_namespaces: namespaces,
     };

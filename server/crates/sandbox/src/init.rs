@@ -35,7 +35,8 @@ fn start(request: Request) -> Result<ExitCode, SandboxError> {
     command.args(&request.args);
     crate::namespace::finish_in_init()?;
     let mut signals = Signals::block()?;
-    crate::enter_as_watcher(&policy.with_hidden_masked(), true)?;
+    // The supervisor handed over the policy left once the masks were in place.
+    crate::enter_as_watcher(policy, true)?;
     let child = command.spawn().map_err(|e| {
         SandboxError::Exec(format!(
             "cannot execute {}: {e}",

@@ -34,8 +34,9 @@ fn failed_rustix(step: &str) -> impl Fn(rustix::io::Errno) -> SandboxError + '_ 
 /// Moves the calling (single-threaded) process into the sandbox's namespaces and builds its
 /// mount table for `policy`. The next child it starts is the PID namespace's init. Sets the
 /// process limit, and hands that child `CAP_SYS_ADMIN` (for mounting `/proc`) through the
-/// ambient set.
-pub fn enter(policy: &SandboxPolicy) -> Result<(), SandboxError> {
+/// ambient set. Returns the policy Landlock applies inside: reads everywhere, writes in the
+/// writable places, and the hidden places no mask could cover.
+pub fn enter(policy: &SandboxPolicy) -> Result<SandboxPolicy, SandboxError> {
     let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
     let sockets = crate::sockets::to_mask(policy);
     let policy = &policy.resolved();
@@ -54,17 +55,31 @@ pub fn enter(policy: &SandboxPolicy) -> Result<(), SandboxError> {
         MountPropagationFlags::REC | MountPropagationFlags::PRIVATE,
     )
     .map_err(failed_rustix("private mounts"))?;
-    build_mount_table(policy, &sockets)?;
+    let unmasked = build_mount_table(policy, &sockets)?;
     // The working directory was resolved on the mounts as they were: resolve it again.
     if let Ok(cwd) = std::env::current_dir() {
         let _ = std::env::set_current_dir(cwd);
     }
     if policy.max_processes > 0 {
-        let limit = u64::from(policy.max_processes);
-        nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NPROC, limit, limit)
+        crate::procs::limit_processes_to(u64::from(policy.max_processes))
             .map_err(|e| SandboxError::Namespaces(format!("process limit: {e}")))?;
     }
-    hand_over_mount_capability()
+    hand_over_mount_capability()?;
+    Ok(inside_policy(policy, unmasked))
+}
+
+/// What Landlock enforces inside the namespaces: the masks hide what they cover, Landlock
+/// the rest (with the readable exceptions below it).
+fn inside_policy(policy: &SandboxPolicy, unmasked: Vec<PathBuf>) -> SandboxPolicy {
+    let mut inside = policy.with_hidden_masked();
+    inside.readable = policy
+        .readable
+        .iter()
+        .filter(|path| unmasked.iter().any(|hidden| path.starts_with(hidden)))
+        .cloned()
+        .collect();
+    inside.hidden = unmasked;
+    inside
 }
 
 /// The writable places that exist, resolved, outer ones first.
@@ -94,7 +109,11 @@ fn attach(tree: &OwnedFd, at: &Path) -> Result<(), SandboxError> {
         .map_err(|e| SandboxError::Namespaces(format!("mounting on {}: {e}", at.display())))
 }
 
-fn build_mount_table(policy: &SandboxPolicy, sockets: &[PathBuf]) -> Result<(), SandboxError> {
+/// Builds the mount table; returns the hidden places no mask covers.
+fn build_mount_table(
+    policy: &SandboxPolicy,
+    sockets: &[PathBuf],
+) -> Result<Vec<PathBuf>, SandboxError> {
     // Copies taken before anything turns read-only keep their write access.
     let writable: Vec<(PathBuf, OwnedFd)> = writable_roots(policy)
         .into_iter()
@@ -132,12 +151,12 @@ fn build_mount_table(policy: &SandboxPolicy, sockets: &[PathBuf]) -> Result<(), 
         attach(tree, root)?;
     }
     fresh_dev(&devices)?;
-    mask_hidden(policy, &readable)?;
+    let unmasked = mask_hidden(policy, &readable)?;
     for socket in sockets {
         // A socket that vanished meanwhile needs no mask.
         let _ = rustix::mount::mount_bind("/dev/null", socket);
     }
-    Ok(())
+    Ok(unmasked)
 }
 
 fn tmpfs(at: &str, options: &CStr) -> Result<(), SandboxError> {
@@ -187,64 +206,110 @@ fn fresh_dev(devices: &[(&str, OwnedFd)]) -> Result<(), SandboxError> {
 /// The file every hidden file is masked with: empty, and nobody may open it.
 const MASK_FILE: &str = "/dev/.talaria-mask";
 
-/// Masks each hidden place that exists: a folder with a read-only folder holding the same
-/// names, none of which can be opened (a readable exception below is bound back in
+/// A hidden place that exists, with what identifies it whatever path reaches it.
+struct HiddenPlace {
+    path: PathBuf,
+    id: (u64, u64),
+    is_dir: bool,
+}
+
+/// The hidden places that exist, each once: one file is often named by several rules (a
+/// home's token file and a key at its top, two homes that are one folder, a hard link), and
+/// a place inside a hidden folder is hidden with it. Outer places first.
+fn hidden_places(policy: &SandboxPolicy) -> Vec<HiddenPlace> {
+    use std::os::unix::fs::MetadataExt;
+    let mut paths: Vec<&PathBuf> = policy.hidden.iter().collect();
+    paths.sort_by_key(|path| path.components().count());
+    let mut places: Vec<HiddenPlace> = Vec::new();
+    for path in paths {
+        let Ok(meta) = std::fs::metadata(path) else {
+            continue;
+        };
+        let id = (meta.dev(), meta.ino());
+        let inside_one = places
+            .iter()
+            .any(|place| place.is_dir && path.starts_with(&place.path));
+        if inside_one || places.iter().any(|place| place.id == id) {
+            continue;
+        }
+        places.push(HiddenPlace {
+            path: path.clone(),
+            id,
+            is_dir: meta.is_dir(),
+        });
+    }
+    places
+}
+
+/// Masks each hidden place that exists, once: a folder with a read-only folder holding the
+/// same names, none of which can be opened (a readable exception below is bound back in
 /// read-only), a file with an empty file nobody may open. So a command sees the names, as
-/// without namespaces, and "Permission denied" for what they hold.
+/// without namespaces, and "Permission denied" for what they hold. A mask never fails the
+/// command: a place that could not be masked is returned, and Landlock hides it instead.
 fn mask_hidden(
     policy: &SandboxPolicy,
     readable: &[(PathBuf, OwnedFd)],
-) -> Result<(), SandboxError> {
+) -> Result<Vec<PathBuf>, SandboxError> {
     use std::os::unix::fs::PermissionsExt;
+    let places = hidden_places(policy);
     std::fs::write(MASK_FILE, "").map_err(failed("the mask file"))?;
     std::fs::set_permissions(MASK_FILE, std::fs::Permissions::from_mode(0o000))
         .map_err(failed("the mask file"))?;
-    for hidden in &policy.hidden {
-        let Ok(meta) = std::fs::metadata(hidden) else {
-            continue;
-        };
-        if meta.is_dir() {
-            let inside: Vec<&(PathBuf, OwnedFd)> = readable
-                .iter()
-                .filter(|(path, _)| path.starts_with(hidden) && path != hidden)
-                .collect();
-            let names = placeholders(hidden);
-            tmpfs_at(hidden, c"mode=0555,size=64k,nr_inodes=4096")?;
-            for (name, is_dir) in names {
-                let path = hidden.join(name);
-                let made = if is_dir {
-                    std::fs::create_dir(&path)
-                } else {
-                    std::fs::write(&path, "")
-                };
-                if made.is_ok() {
-                    let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o000));
-                }
-            }
-            for (path, tree) in inside {
-                let Ok(below) = path.strip_prefix(hidden) else {
-                    continue;
-                };
-                let mount_point = hidden.join(below);
-                std::fs::create_dir_all(&mount_point).map_err(failed("a readable exception"))?;
-                for ancestor in mount_point
-                    .ancestors()
-                    .take_while(|a| a.starts_with(hidden) && *a != hidden)
-                {
-                    let _ =
-                        std::fs::set_permissions(ancestor, std::fs::Permissions::from_mode(0o555));
-                }
-                attach(tree, &mount_point)?;
-                read_only(&mount_point)?;
-            }
-            read_only(hidden)?;
+    let mut unmasked = Vec::new();
+    for place in &places {
+        let masked = if place.is_dir {
+            mask_folder(&place.path, readable)
         } else {
-            rustix::mount::mount_bind(MASK_FILE, hidden)
-                .map_err(failed_rustix("masking a file"))?;
-            read_only(hidden)?;
+            rustix::mount::mount_bind(MASK_FILE, &place.path)
+                .map_err(failed_rustix("masking a file"))
+                .and_then(|()| read_only(&place.path))
+        };
+        if masked.is_err() {
+            unmasked.push(place.path.clone());
         }
     }
-    std::fs::remove_file(MASK_FILE).map_err(failed("the mask file"))
+    // Each place was masked once, so the mask file is no mount's root and can go; were it
+    // to stay, it is an empty file nobody may open in the sandbox's own `/dev`.
+    let _ = std::fs::remove_file(MASK_FILE);
+    Ok(unmasked)
+}
+
+/// Masks one hidden folder (see [`mask_hidden`]).
+fn mask_folder(hidden: &Path, readable: &[(PathBuf, OwnedFd)]) -> Result<(), SandboxError> {
+    use std::os::unix::fs::PermissionsExt;
+    let inside: Vec<&(PathBuf, OwnedFd)> = readable
+        .iter()
+        .filter(|(path, _)| path.starts_with(hidden) && path != hidden)
+        .collect();
+    let names = placeholders(hidden);
+    tmpfs_at(hidden, c"mode=0555,size=64k,nr_inodes=4096")?;
+    for (name, is_dir) in names {
+        let path = hidden.join(name);
+        let made = if is_dir {
+            std::fs::create_dir(&path)
+        } else {
+            std::fs::write(&path, "")
+        };
+        if made.is_ok() {
+            let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o000));
+        }
+    }
+    for (path, tree) in inside {
+        let Ok(below) = path.strip_prefix(hidden) else {
+            continue;
+        };
+        let mount_point = hidden.join(below);
+        std::fs::create_dir_all(&mount_point).map_err(failed("a readable exception"))?;
+        for ancestor in mount_point
+            .ancestors()
+            .take_while(|a| a.starts_with(hidden) && *a != hidden)
+        {
+            let _ = std::fs::set_permissions(ancestor, std::fs::Permissions::from_mode(0o555));
+        }
+        attach(tree, &mount_point)?;
+        read_only(&mount_point)?;
+    }
+    read_only(hidden)
 }
 
 /// The entries of a hidden folder (at most a few thousand; names only), to show in its

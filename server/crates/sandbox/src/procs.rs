@@ -9,6 +9,22 @@ use nix::sys::signal::{Signal, kill};
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
 use nix::unistd::Pid;
 
+/// Sets the process limit to `wanted`, or to the hard limit where that is lower (raising a
+/// hard limit needs a privilege no command has, so asking would fail every command).
+/// Returns the limit set.
+pub fn limit_processes_to(wanted: u64) -> nix::Result<u64> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (_, hard) = getrlimit(Resource::RLIMIT_NPROC)?;
+    let limit = clamped(wanted, hard);
+    setrlimit(Resource::RLIMIT_NPROC, limit, limit)?;
+    Ok(limit)
+}
+
+/// `wanted`, or `hard` where it is lower.
+fn clamped(wanted: u64, hard: u64) -> u64 {
+    wanted.min(hard)
+}
+
 /// The parent of every process visible in `/proc`.
 fn parents() -> BTreeMap<i32, i32> {
     let mut out = BTreeMap::new();
@@ -147,5 +163,17 @@ mod tests {
         // Reaping is the supervisor's (a single-threaded process); here the test's own.
         let _ = child.kill();
         let _ = child.wait();
+    }
+}
+
+#[cfg(test)]
+mod limit_tests {
+    use super::*;
+
+    #[test]
+    fn the_limit_never_rises_above_the_hard_limit() {
+        assert_eq!(clamped(512, 100), 100);
+        assert_eq!(clamped(512, u64::MAX), 512);
+        assert_eq!(clamped(0, 10), 0);
     }
 }

@@ -22,8 +22,6 @@ pub const HELPER_FAILED: u8 = 125;
 /// What the helper was asked to run.
 pub(crate) struct Request {
     pub spec: HelperSpec,
-    /// The specification as received (handed on to the init).
-    pub spec_text: OsString,
     pub program: OsString,
     pub args: Vec<OsString>,
 }
@@ -41,7 +39,6 @@ pub(crate) fn request(args: Vec<OsString>) -> Result<Request, SandboxError> {
         .ok_or_else(|| SandboxError::Arguments("no program".into()))?;
     Ok(Request {
         spec,
-        spec_text,
         program,
         args: args.collect(),
     })

@@ -84,17 +84,27 @@ fn prepare(request: &Request) -> Result<(std::process::Command, Ending), Sandbox
         command.args(&request.args);
         return Ok((command, Ending::Tree));
     };
-    let in_namespaces = policy.namespaces
-        && match crate::namespace::enter(policy) {
-            Ok(()) => true,
-            Err(SandboxError::NoNamespaces(_)) if !request.spec.require_namespaces => false,
+    let inside = if policy.namespaces {
+        match crate::namespace::enter(policy) {
+            Ok(inside) => Some(inside),
+            Err(SandboxError::NoNamespaces(_)) if !request.spec.require_namespaces => None,
             Err(why) => return Err(why),
+        }
+    } else {
+        None
+    };
+    if let Some(inside) = inside {
+        // The init enters Landlock with the policy left once the masks are in place.
+        let spec = crate::policy::HelperSpec {
+            sandbox: Some(inside),
+            ..request.spec.clone()
         };
-    if in_namespaces {
+        let spec_text = serde_json::to_string(&spec)
+            .map_err(|e| SandboxError::Arguments(format!("the init's specification: {e}")))?;
         let mut command = std::process::Command::new("/proc/self/exe");
         command
             .arg(INIT_ARG)
-            .arg(&request.spec_text)
+            .arg(spec_text)
             .arg(&request.program)
             .args(&request.args);
         return Ok((command, Ending::Namespace));
@@ -115,13 +125,14 @@ fn set_subreaper() -> Result<(), SandboxError> {
 
 /// Without a user namespace the process limit counts every process of the user: allow
 /// `max` more than the machine runs now (at least as many as the user's; so a command may
-/// start somewhat more than `max` where other users run many).
+/// start somewhat more than `max` where other users run many), never above the user's hard
+/// limit (which then bounds the command, as it bounds everything the user runs).
 fn limit_processes(max: u32) -> Result<(), SandboxError> {
     if max == 0 {
         return Ok(());
     }
-    let limit = procs::machine_task_count() + u64::from(max);
-    nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NPROC, limit, limit)
+    procs::limit_processes_to(procs::machine_task_count() + u64::from(max))
+        .map(|_| ())
         .map_err(|e| SandboxError::Exec(format!("cannot limit processes: {e}")))
 }
 

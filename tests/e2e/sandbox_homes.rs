@@ -1,0 +1,317 @@
+//! The sandbox on homes like real users': credential stores that several rules name (a
+//! `~/.netrc` is a home's token file and a key at its top), named again in the settings or
+//! reached through a link, must be hidden without making any command fail; a low hard
+//! process limit (containers, CI runners) bounds commands instead of failing them; and
+//! `talaria doctor` checks the sandbox under the user's own home, so it says what commands
+//! will meet. Run with and without the namespaces layer (CI runs the `sandbox` suites twice).
+
+use serde_json::json;
+use talaria_harness::{AgentProcess, MockReply, WireFraming, binary::talaria_bin};
+
+use crate::support::*;
+
+/// The credential stores whose presence made every command fail.
+const STORES: [&str; 4] = [".netrc", ".pgpass", ".git-credentials", ".vault-token"];
+const SECRET: &str = "HOME-STORE-SECRET-6110";
+
+fn sandbox_here() -> bool {
+    if talaria_sandbox::availability().is_enforced() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("TALARIA_ALLOW_NO_SANDBOX").is_some(),
+        "no OS sandbox on this machine ({})",
+        talaria_sandbox::availability().describe()
+    );
+    false
+}
+
+/// The commands every configuration must run: a plain one, a write in the workspace, a pipe
+/// with a subshell, a listing of the home, and a read of each store (refused).
+fn everyday_commands() -> MockReply {
+    let mut calls = vec![
+        ("c1", "terminal", json!({"command": "echo plain-$((6*7))"})),
+        (
+            "c2",
+            "terminal",
+            json!({"command": "echo made > inside.txt && cat inside.txt"}),
+        ),
+        (
+            "c3",
+            "terminal",
+            json!({"command": "(printf 'a\\nb\\n' | wc -l) && ls -a ~ >/dev/null && echo listed"}),
+        ),
+    ];
+    let reads: Vec<(String, serde_json::Value)> = STORES
+        .iter()
+        .enumerate()
+        .map(|(i, store)| {
+            (
+                format!("r{i}"),
+                // A glob, as a script would: the parser cannot name the file, the sandbox
+                // must hide it.
+                json!({"command": format!("cat ~/{}* 2>&1; echo read-done", glob_of(store))}),
+            )
+        })
+        .collect();
+    calls.extend(
+        reads
+            .iter()
+            .map(|(id, args)| (id.as_str(), "terminal", args.clone())),
+    );
+    batch(&calls)
+}
+
+/// `.netrc` → `.[n]etrc`: the same file, by a pattern.
+fn glob_of(store: &str) -> String {
+    let (dot, rest) = store.split_at(1);
+    let mut chars = rest.chars();
+    let first = chars.next().unwrap_or('x');
+    format!("{dot}[{first}]{}", chars.as_str())
+}
+
+/// Runs the everyday commands with `stores` present in the home (each a real file, or a
+/// link to the first when `linked`), with `config`; asserts each runs and no store leaks.
+async fn commands_run_with(stores: &[&str], config: &str, linked: bool) {
+    let mut env = TestEnv::new(vec![everyday_commands(), MockReply::text(&["done"])]).await;
+    let home = env.home.path().to_path_buf();
+    for (i, store) in stores.iter().enumerate() {
+        let path = home.join(store);
+        if linked && i > 0 {
+            std::os::unix::fs::symlink(home.join(stores[0]), &path).expect("link");
+        } else {
+            std::fs::write(&path, format!("machine example.org password {SECRET}\n"))
+                .expect("store");
+        }
+    }
+    env.write_config(&format!("mode = \"yolo\"\n{config}"));
+    env.unprivileged(&[]);
+    let (mut agent, session) = env.session().await;
+    let response = run_unasked(&mut agent, &session).await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let results = tool_results(&env.mock, 1);
+    assert_eq!(results.len(), 3 + STORES.len(), "{results:#?}");
+    let context = format!("stores {stores:?}, config {config:?}");
+    assert!(results[0].contains("plain-42"), "{context}: {}", results[0]);
+    assert!(results[1].contains("made"), "{context}: {}", results[1]);
+    assert!(results[2].contains("listed"), "{context}: {}", results[2]);
+    for result in &results {
+        assert!(
+            !result.contains("did not run") && !result.contains("Device or resource busy"),
+            "{context}: a command failed to start: {result}"
+        );
+        assert!(
+            !result.contains(SECRET),
+            "{context}: a store leaked: {result}"
+        );
+    }
+    for result in &results[3..] {
+        assert!(result.contains("read-done"), "{context}: {result}");
+    }
+    assert!(
+        env.workspace.path().join("inside.txt").exists(),
+        "{context}"
+    );
+}
+
+#[tokio::test]
+async fn every_command_runs_with_each_credential_store_in_the_home() {
+    if !sandbox_here() {
+        return;
+    }
+    for store in STORES {
+        commands_run_with(&[store], "", false).await;
+    }
+}
+
+#[tokio::test]
+async fn every_command_runs_with_all_the_credential_stores_at_once() {
+    if !sandbox_here() {
+        return;
+    }
+    commands_run_with(&STORES, "", false).await;
+}
+
+#[tokio::test]
+async fn a_store_also_named_in_the_settings_is_hidden_once() {
+    if !sandbox_here() {
+        return;
+    }
+    // A third rule for the same file, and one for a folder holding another store.
+    commands_run_with(
+        &STORES,
+        "[sandbox]\nhidden = [\"~/.netrc\", \"~/.pgpass\", \"~/.netrc\"]\n",
+        false,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn stores_that_are_links_to_one_file_are_hidden_once() {
+    if !sandbox_here() {
+        return;
+    }
+    // ~/.pgpass, ~/.git-credentials and ~/.vault-token all lead to ~/.netrc: one file, four
+    // rules, two of them by its name.
+    commands_run_with(&STORES, "", true).await;
+}
+
+#[tokio::test]
+async fn a_key_at_the_top_of_the_home_beside_the_stores_keeps_commands_running() {
+    if !sandbox_here() {
+        return;
+    }
+    // Keys matched by name at the top of the home (`deploy.pem`, `id_ed25519`) are hidden
+    // by the same pass as the stores, some named by two rules.
+    commands_run_with(
+        &[".netrc", "id_ed25519", "deploy.pem", ".pgpass"],
+        "",
+        false,
+    )
+    .await;
+}
+
+/// Runs one prompt to its response; any question the agent asks fails the test.
+async fn run_unasked(agent: &mut AgentProcess, session: &str) -> serde_json::Value {
+    let id = agent
+        .start_request("session/prompt", text_prompt(session, "go"))
+        .await
+        .expect("prompt");
+    agent
+        .drive(id, WAIT, |method, params| {
+            panic!("the agent asked the client for {method}: {params}")
+        })
+        .await
+        .expect("response")
+}
+
+/// The agent started under a hard process limit of `hard` (set with `prlimit`).
+async fn agent_under_process_limit(env: &TestEnv, hard: u32) -> AgentProcess {
+    let limit = format!("--nproc={hard}:{hard}");
+    let bin = talaria_bin();
+    let args = [
+        limit.as_str(),
+        "--",
+        bin.to_str().expect("utf-8 path"),
+        "acp",
+    ];
+    AgentProcess::spawn_as(
+        std::path::Path::new("/usr/bin/prlimit"),
+        &args,
+        &env.env(),
+        WireFraming::NewlineDelimited,
+        env.user,
+    )
+    .await
+    .expect("agent spawns under prlimit")
+}
+
+#[tokio::test]
+async fn a_low_hard_process_limit_bounds_commands_instead_of_failing_them() {
+    if !sandbox_here() || !std::path::Path::new("/usr/bin/prlimit").exists() {
+        return;
+    }
+    let mut env = TestEnv::new(vec![
+        batch(&[
+            ("p1", "terminal", json!({"command": "echo under-the-limit"})),
+            (
+                "p2",
+                "terminal",
+                json!({"command": "for i in 1 2 3; do (echo child-$i) & done; wait"}),
+            ),
+        ]),
+        MockReply::text(&["done"]),
+    ])
+    .await;
+    env.write_config("mode = \"yolo\"\n");
+    env.unprivileged(&[]);
+    // Below [sandbox] max_processes (512) and below what the machine runs plus 512.
+    let mut agent = agent_under_process_limit(&env, 300).await;
+    let session = agent
+        .start_session(env.workspace.path())
+        .await
+        .expect("session");
+    let response = run_unasked(&mut agent, &session).await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let results = tool_results(&env.mock, 1);
+    assert!(results[0].contains("under-the-limit"), "{}", results[0]);
+    for i in 1..=3 {
+        assert!(results[1].contains(&format!("child-{i}")), "{}", results[1]);
+    }
+}
+
+#[tokio::test]
+async fn doctor_checks_the_sandbox_on_the_users_own_home() {
+    if !sandbox_here() {
+        return;
+    }
+    let mut env = TestEnv::new(Vec::new()).await;
+    for store in STORES {
+        std::fs::write(env.home.path().join(store), SECRET).expect("store");
+    }
+    env.write_config("");
+    env.unprivileged(&[]);
+    let (_, report) = doctor_as(&env, None).await;
+    let sandbox_line = report
+        .lines()
+        .find(|line| line.contains("sandbox") && !line.contains("layers"))
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        sandbox_line.contains("active"),
+        "the sandbox check runs a command under the home's stores: {report}"
+    );
+    assert!(!report.contains(SECRET), "{report}");
+}
+
+#[tokio::test]
+async fn doctor_names_a_hard_process_limit_below_the_setting() {
+    if !sandbox_here() || !std::path::Path::new("/usr/bin/prlimit").exists() {
+        return;
+    }
+    let mut env = TestEnv::new(Vec::new()).await;
+    env.write_config("[sandbox]\nmax_processes = 512\n");
+    env.unprivileged(&[]);
+    let (_, report) = doctor_as(&env, Some(300)).await;
+    assert!(
+        report.contains("hard process limit (300"),
+        "doctor names the lower hard limit: {report}"
+    );
+    assert!(
+        report
+            .lines()
+            .any(|line| line.contains("sandbox") && line.contains("active")),
+        "and the sandbox still works under it: {report}"
+    );
+}
+
+/// `talaria doctor` as the env's user, under a hard process limit when given.
+async fn doctor_as(env: &TestEnv, hard: Option<u32>) -> (bool, String) {
+    let bin = talaria_bin();
+    let mut command = match hard {
+        Some(hard) => {
+            let mut command = tokio::process::Command::new("/usr/bin/prlimit");
+            command
+                .arg(format!("--nproc={hard}:{hard}"))
+                .arg("--")
+                .arg(&bin);
+            command
+        }
+        None => tokio::process::Command::new(&bin),
+    };
+    if let Some((uid, gid)) = env.user {
+        command.uid(uid).gid(gid);
+    }
+    let output = command
+        .arg("doctor")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(env.env())
+        .output()
+        .await
+        .expect("doctor runs");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
+}
