@@ -26,6 +26,7 @@ mod learning;
 mod lifecycle;
 mod local_servers;
 mod mcp;
+mod piped_input;
 mod prompt_size;
 mod providers;
 mod questions;

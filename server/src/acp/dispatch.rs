@@ -74,6 +74,7 @@ where
     let (deferred, mut finished) = mpsc::unbounded_channel();
     let mut agent = Agent {
         deferred,
+        running_deferred: Vec::new(),
         peer: connection.peer,
         client_caps: client_bridge::ClientCaps::default(),
         config_warned: false,
@@ -92,9 +93,12 @@ where
                 tracing::info!("{name} received; ending the turns and saving the sessions");
                 break;
             }
-            message = incoming.recv() => match message {
+            // Until `initialize` is answered nothing else is read: its answer comes first,
+            // as a client that pipes its requests reads them.
+            message = incoming.recv(), if !agent.initializing() => match message {
                 None => {
                     tracing::info!("input closed; ending the turns and saving the sessions");
+                    agent.finish_deferred(&mut finished, &mut stop_signals).await;
                     break;
                 }
                 Some(IncomingMessage::Request(request)) => {
@@ -107,10 +111,7 @@ where
                     agent.handle_notification(&method, params);
                 }
             },
-            Some(Deferred { id, method, finish }) = finished.recv() => {
-                let handled = guarded(&method, async { Some(finish(&mut agent).await) }).await;
-                agent.answer(id, handled).await;
-            }
+            Some(deferred) = finished.recv() => agent.finish_one(deferred).await,
         }
     }
     stop_signals.exit_on_the_next();
@@ -140,7 +141,54 @@ async fn guarded(
     }
 }
 
+/// How long end of input waits for the requests whose slow part is still running (session
+/// starts, `initialize`); each one still running then is answered with an error.
+const DEFERRED_AT_END: Duration = Duration::from_secs(5);
+
 impl Agent {
+    /// Finishes a request whose slow part is done, and answers it.
+    async fn finish_one(&mut self, Deferred { id, method, finish }: Deferred) {
+        self.running_deferred.retain(|(running, _)| *running != id);
+        let handled = guarded(&method, async { Some(finish(self).await) }).await;
+        self.answer(id, handled).await;
+    }
+
+    /// Whether an `initialize` is being answered.
+    fn initializing(&self) -> bool {
+        self.running_deferred
+            .iter()
+            .any(|(_, method)| method == "initialize")
+    }
+
+    /// At end of input: every request read before it is answered before the agent stops
+    /// (a script that pipes its requests and closes its end gets every answer). Waits for
+    /// the slow parts still running, within [`DEFERRED_AT_END`] (a stop signal ends the
+    /// wait); answers each one left with an error saying so.
+    async fn finish_deferred(
+        &mut self,
+        finished: &mut mpsc::UnboundedReceiver<Deferred>,
+        stop_signals: &mut shutdown::StopSignals,
+    ) {
+        let deadline = tokio::time::Instant::now() + DEFERRED_AT_END;
+        while !self.running_deferred.is_empty() {
+            tokio::select! {
+                Some(deferred) = finished.recv() => self.finish_one(deferred).await,
+                () = tokio::time::sleep_until(deadline) => break,
+                name = stop_signals.next() => {
+                    tracing::info!("{name} received while finishing the last requests");
+                    break;
+                }
+            }
+        }
+        for (id, method) in std::mem::take(&mut self.running_deferred) {
+            tracing::warn!("{method} was still running when the agent stopped");
+            let error = errors::internal_error(format!(
+                "{method} did not finish before the agent stopped (its input ended)"
+            ));
+            self.peer.respond::<Value>(&id, Err(error)).await;
+        }
+    }
+
     /// Answers a request (unless it is answered later), then sends what its handling queued
     /// for after its answer.
     async fn answer(&mut self, id: RequestId, handled: Option<Reply>) {
@@ -167,7 +215,7 @@ impl Agent {
     /// Runs `slow` on a task of its own (the loop serves other requests meanwhile), then
     /// `finish` with its result back on the loop; the request is answered then.
     pub(super) fn defer<T, S>(
-        &self,
+        &mut self,
         id: RequestId,
         method: &str,
         slow: S,
@@ -178,6 +226,7 @@ impl Agent {
     {
         let sender = self.deferred.clone();
         let method = method.to_string();
+        self.running_deferred.push((id.clone(), method.clone()));
         tokio::spawn(async move {
             let done = std::panic::AssertUnwindSafe(slow).catch_unwind().await;
             let finish: Finish = match done {
@@ -283,7 +332,7 @@ impl Agent {
     }
 
     /// `authenticate`: whether the configuration (read off the loop) now has what it needs.
-    fn authenticate(&self, id: RequestId, params: &acp::AuthenticateRequest) -> Option<Reply> {
+    fn authenticate(&mut self, id: RequestId, params: &acp::AuthenticateRequest) -> Option<Reply> {
         let method = params.method_id.0.as_ref();
         if method != capabilities::AUTH_METHOD_ID && method != capabilities::SETUP_METHOD_ID {
             return Some(Err(errors::invalid_params(format!(

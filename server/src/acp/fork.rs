@@ -23,7 +23,7 @@ struct Copied {
 
 impl Agent {
     /// `session/fork`: the new session's start and the copy off the loop, then the launch.
-    pub(super) fn start_fork(&self, request: RequestId, params: acp::ForkSessionRequest) {
+    pub(super) fn start_fork(&mut self, request: RequestId, params: acp::ForkSessionRequest) {
         let context = self.start_context();
         let known = self.store.clone();
         let slow = async move {

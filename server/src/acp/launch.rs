@@ -55,7 +55,7 @@ impl Agent {
     }
 
     /// `session/new`: the start's slow part off the loop, then the store and the launch on it.
-    pub(super) fn start_new_session(&self, id: RequestId, params: acp::NewSessionRequest) {
+    pub(super) fn start_new_session(&mut self, id: RequestId, params: acp::NewSessionRequest) {
         let context = self.start_context();
         let journal = self.store.clone();
         let slow = async move {

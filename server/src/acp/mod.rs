@@ -8,7 +8,9 @@
 //! - The dispatch loop never waits on a turn: `session/prompt` is queued and answered later by
 //!   the session's forwarder, after every update of that turn has been sent.
 //! - A panic while handling one request is answered with `-32603`; the loop goes on.
-//! - At end of input every session is cancelled and `serve` returns once output is flushed.
+//! - At end of input every request read before it is answered (the slow parts still running
+//!   are waited for, within a deadline), then every session is cancelled and `serve` returns
+//!   once output is flushed.
 
 mod capabilities;
 mod cassettes;
@@ -117,6 +119,9 @@ struct Agent {
     cassettes: cassettes::Cassettes,
     /// Where requests whose slow part ran off the loop come back to be finished.
     deferred: mpsc::UnboundedSender<Deferred>,
+    /// The requests whose slow part is running (answered when it comes back; at end of
+    /// input, waited for).
+    running_deferred: Vec<(acp::RequestId, String)>,
 }
 
 type Reply = Result<Value, acp::Error>;
