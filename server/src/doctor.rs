@@ -366,6 +366,34 @@ fn process_limit(report: &mut Report<'_>, max_processes: u32) {
     }
 }
 
+/// Whether `TALARIA_HOME` or the store in it is open to other users (the agent tightens
+/// them when it starts; this names what it could not).
+fn home_privacy(report: &mut Report<'_>, home: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let open: Vec<String> = [home.to_path_buf(), home.join("state.db")]
+        .iter()
+        .filter_map(|path| {
+            let mode = std::fs::metadata(path).ok()?.permissions().mode();
+            talaria_util::private::open_to_others(mode)
+                .then(|| format!("{} (mode {:o})", path.display(), mode & 0o777))
+        })
+        .collect();
+    if !open.is_empty() {
+        report.problem(
+            "privacy",
+            &format!(
+                "{} can be read by other users of this machine: it holds every session's \
+                 transcript",
+                open.join(" and ")
+            ),
+            &format!(
+                "chmod 700 {} (talaria does so when it starts, if it may)",
+                home.display()
+            ),
+        );
+    }
+}
+
 /// Whether files can be made in `TALARIA_HOME` (or, while it does not exist, in the folder
 /// the server would create it in), as this user, on a file system that is not read-only.
 fn home_writable(home: &std::path::Path) -> Result<(), nix::Error> {
@@ -385,6 +413,7 @@ async fn store(report: &mut Report<'_>, config: &Config) {
         tokio::task::spawn_blocking(move || home_writable(&home).map_err(|e| e.desc().to_string()))
             .await
             .unwrap_or_else(|e| Err(e.to_string()));
+    home_privacy(report, &config.home);
     if let Err(why) = writable {
         report.problem(
             "session store",

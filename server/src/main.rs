@@ -4,6 +4,7 @@
 
 mod acp;
 mod doctor;
+mod home;
 mod logging;
 mod setup;
 mod store;
@@ -149,6 +150,7 @@ fn main() -> std::process::ExitCode {
     };
     match cli.command.unwrap_or(Command::Acp(AcpArgs::default())) {
         Command::Doctor { call } => {
+            home::make_private();
             let mut stdout = std::io::stdout();
             let problems = runtime.block_on(doctor::run(&mut stdout, call));
             if problems == 0 {
@@ -160,8 +162,12 @@ fn main() -> std::process::ExitCode {
         Command::Store {
             action: StoreAction::Backup { path },
         } => backup(&path),
-        Command::Setup => runtime.block_on(setup::run()),
+        Command::Setup => {
+            home::make_private();
+            runtime.block_on(setup::run())
+        }
         Command::Acp(args) => {
+            home::make_private();
             if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
                 // A person started it by hand: say what it is (stderr; stdout stays protocol).
                 let _ = writeln!(

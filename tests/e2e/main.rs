@@ -27,6 +27,7 @@ mod lifecycle;
 mod local_servers;
 mod mcp;
 mod piped_input;
+mod private_files;
 mod prompt_size;
 mod providers;
 mod questions;

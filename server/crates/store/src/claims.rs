@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -72,11 +73,13 @@ impl Claims {
     fn open(&self, session: &str) -> Result<(PathBuf, File), StoreError> {
         std::fs::create_dir_all(&self.dir).map_err(|e| io_error(&self.dir, &e))?;
         let path = self.dir.join(file_name(session));
+        // It names the holder's host and process: this user's alone, like the store.
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
+            .mode(talaria_util::private::PRIVATE_FILE_MODE)
             .open(&path)
             .map_err(|e| io_error(&path, &e))?;
         Ok((path, file))

@@ -1,6 +1,9 @@
 //! Small helpers every Talaria crate shares, so each is written once: a lock that survives a
 //! panicked holder, and text clipped at character boundaries (each caller words its own note
-//! about what was left out).
+//! about what was left out), and files only this user may read (`private`).
+
+#[cfg(unix)]
+pub mod private;
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 

@@ -64,7 +64,7 @@ impl Cassettes {
         };
         if let Some(dir) = &options.record {
             let dir = dir.clone();
-            tokio::task::spawn_blocking(move || std::fs::create_dir_all(&dir))
+            tokio::task::spawn_blocking(move || talaria_util::private::private_dir(&dir))
                 .await
                 .map_err(|e| anyhow::anyhow!("creating the cassette directory failed: {e}"))??;
         }
@@ -174,10 +174,8 @@ fn write_lines(path: PathBuf) -> std::sync::mpsc::Sender<String> {
             if let Some(dir) = path.parent() {
                 let _ = std::fs::create_dir_all(dir);
             }
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path);
+            // A cassette holds the session's prompts and answers: this user's alone.
+            let file = talaria_util::private::append_private(&path);
             let mut file = match file {
                 Ok(file) => file,
                 Err(error) => {

@@ -194,8 +194,18 @@ impl SqliteStore {
             path: path.display().to_string(),
             detail,
         };
-        if let Some(parent) = path.parent() {
-            let _ = std::fs::create_dir_all(parent);
+        if let Some(parent) = path.parent()
+            && !parent.exists()
+        {
+            let _ = talaria_util::private::private_dir(parent);
+        }
+        // The store holds every session's transcript: this user's alone, and so are its
+        // journals (SQLite gives them the store's mode; older ones are tightened).
+        let _ = talaria_util::private::create_private_file(path);
+        for suffix in ["-wal", "-shm", "-journal"] {
+            let mut journal = path.as_os_str().to_owned();
+            journal.push(suffix);
+            let _ = talaria_util::private::private_file(Path::new(&journal));
         }
         let (mut connection, read_only) = match Self::connect(path, false) {
             Ok(connection) => (connection, false),
