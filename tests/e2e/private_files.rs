@@ -69,10 +69,7 @@ async fn a_fresh_home_and_its_store_are_private() {
     one_turn(&env).await;
     let home = talaria_home(&env);
     assert_store_private(&home);
-    assert_eq!(
-        open_files(&home.join("state.db").parent().expect("the store's folder")),
-        Vec::<String>::new()
-    );
+    assert_eq!(open_files(&home), Vec::<String>::new());
 }
 
 #[tokio::test]
