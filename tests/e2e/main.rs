@@ -38,6 +38,7 @@ mod safety;
 mod sandbox;
 mod sandbox_doors;
 mod sandbox_homes;
+mod sandbox_races;
 mod sessions;
 mod setup;
 mod shared_sessions;

@@ -39,13 +39,15 @@ pub(crate) struct ClientFiles {
     pub delegation: Delegation,
     /// The turn's token: a cancelled turn stops waiting for the editor.
     pub cancel: CancellationToken,
+    /// The local disk, for what the client does not take.
+    pub local: LocalFiles,
 }
 
 impl FileAccess for ClientFiles {
     fn read_text<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, Result<String, FileError>> {
         Box::pin(async move {
             if !self.delegation.read_files {
-                return LocalFiles.read_text(path).await;
+                return self.local.read_text(path).await;
             }
             let asked = ClientAsk::ReadFile {
                 path: path.to_path_buf(),
@@ -64,7 +66,7 @@ impl FileAccess for ClientFiles {
     ) -> BoxFuture<'a, Result<(), FileError>> {
         Box::pin(async move {
             if !self.delegation.write_files {
-                return LocalFiles.write_text(path, text).await;
+                return self.local.write_text(path, text).await;
             }
             let asked = ClientAsk::WriteFile {
                 path: path.to_path_buf(),

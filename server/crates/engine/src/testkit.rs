@@ -55,13 +55,13 @@ impl ScriptedClient {
             }
             ClientAsk::ReadFile { path } => {
                 tokio::spawn(async move {
-                    let read = LocalFiles.read_text(&path).await;
+                    let read = LocalFiles::default().read_text(&path).await;
                     request.answer(ClientAnswer::Read(read));
                 });
             }
             ClientAsk::WriteFile { path, text } => {
                 tokio::spawn(async move {
-                    let wrote = LocalFiles.write_text(&path, &text).await;
+                    let wrote = LocalFiles::default().write_text(&path, &text).await;
                     request.answer(ClientAnswer::Wrote(wrote));
                 });
             }

@@ -498,6 +498,10 @@ impl Turn<'_> {
                 events: self.events.clone(),
                 delegation: self.settings.delegation,
                 cancel: self.cancel.clone(),
+                local: talaria_tools::fs::LocalFiles::new(talaria_tools::fs::LinkRules {
+                    sensitive: self.settings.secrets.paths.clone(),
+                    policy: self.settings.shell.policy().cloned().map(Arc::new),
+                }),
             }),
             commands: Arc::new(crate::client_access::ClientCommands {
                 events: self.events.clone(),

@@ -166,9 +166,9 @@ impl SecretFilter {
     /// may be a credential under another name, so it counts as secret, and one whose device
     /// and inode are a credential's is never shown (checked only for files that matched, to
     /// keep the walk as fast as ripgrep's).
-    fn admits_matches(&self, path: &Path) -> bool {
+    fn admits_matches(&self, file: &std::fs::File) -> bool {
         use std::os::unix::fs::MetadataExt;
-        let metadata = std::fs::metadata(path).ok();
+        let metadata = file.metadata().ok();
         let linked = metadata.as_ref().is_some_and(|m| m.nlink() > 1);
         // A hard link to a credential is one, whatever its name: never shown.
         let credential = linked
@@ -349,6 +349,35 @@ where
     Ok(())
 }
 
+/// The files a walk finds, opened below the search's root as it was when the search began
+/// (`fs::pinned`): no link is followed, nothing above the root is reached.
+struct FoundFiles {
+    base: PathBuf,
+    fd: std::os::fd::OwnedFd,
+}
+
+impl FoundFiles {
+    fn open(root: &Path) -> std::io::Result<Self> {
+        let base = if root.is_dir() {
+            root
+        } else {
+            root.parent().unwrap_or(root)
+        };
+        Ok(Self {
+            base: base.to_path_buf(),
+            fd: crate::fs::pinned::open_root(base)?,
+        })
+    }
+
+    /// Opens a file the walk found.
+    fn open_found(&self, path: &Path) -> std::io::Result<std::fs::File> {
+        let relative = path
+            .strip_prefix(&self.base)
+            .map_err(|_| std::io::Error::other("outside the search"))?;
+        crate::fs::pinned::open_found(&self.fd, relative)
+    }
+}
+
 fn relative(path: &Path, cwd: &Path) -> String {
     path.strip_prefix(cwd).unwrap_or(path).display().to_string()
 }
@@ -495,6 +524,12 @@ fn search_content(
     let stored = AtomicUsize::new(0);
     let total_matches = AtomicUsize::new(0);
     let overflow = AtomicBool::new(false);
+    let found = FoundFiles::open(root).map_err(|source| ToolError::Io {
+        action: "search",
+        path: root.to_path_buf(),
+        source,
+    })?;
+    let found = &found;
     walk_files(root, args.file_glob.as_deref(), cancel, secrets, || {
         let matcher = matcher.clone();
         let mut searcher = SearcherBuilder::new()
@@ -513,9 +548,13 @@ fn search_content(
                 matches: 0,
                 last_line: None,
             };
-            if searcher.search_path(&matcher, path, &mut sink).is_err()
+            // Opened as the walk saw it: a file swapped for a link since is not searched.
+            let Ok(file) = found.open_found(path) else {
+                return;
+            };
+            if searcher.search_file(&matcher, &file, &mut sink).is_err()
                 || sink.matches == 0
-                || !secrets.admits_matches(path)
+                || !secrets.admits_matches(&file)
             {
                 return;
             }

@@ -129,7 +129,7 @@ impl ToolContext {
         Self {
             cwd,
             cancel,
-            files: Arc::new(crate::fs::LocalFiles),
+            files: Arc::new(crate::fs::LocalFiles::default()),
             commands: Arc::new(crate::shell::LocalRunner),
             state,
             sensitive: Arc::new(SensitivePaths::from_env()),

@@ -1,0 +1,98 @@
+//! Text file access behind a trait: the local disk (pinned against links that appear while a
+//! tool works: `pinned.rs`), or the editor's buffers (implemented by the protocol edge), so
+//! tools never care which.
+
+pub mod pinned;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+
+pub use pinned::LinkRules;
+
+/// Files larger than this are not read as text.
+pub const MAX_TEXT_FILE_BYTES: u64 = 50 * 1024 * 1024;
+/// How many leading bytes are checked for NUL to detect binary files.
+pub(crate) const BINARY_SNIFF_BYTES: usize = 8192;
+
+/// Why a file could not be read or written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FileError {
+    #[error("file not found: {0}")]
+    NotFound(PathBuf),
+    #[error("{0} is a directory, not a file")]
+    IsDirectory(PathBuf),
+    #[error("{path} looks like a binary file ({bytes} bytes); only text can be read")]
+    Binary { path: PathBuf, bytes: usize },
+    #[error("{path} is {bytes} bytes, over the {limit}-byte limit")]
+    TooLarge {
+        path: PathBuf,
+        bytes: u64,
+        limit: u64,
+    },
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Reads and writes whole text files.
+pub trait FileAccess: Send + Sync {
+    /// The file's text.
+    fn read_text<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, Result<String, FileError>>;
+    /// Replaces (or creates, with parent directories) the file's text.
+    fn write_text<'a>(
+        &'a self,
+        path: &'a Path,
+        text: &'a str,
+    ) -> BoxFuture<'a, Result<(), FileError>>;
+}
+
+/// The local file system, each file opened pinned (`pinned.rs`): no link that appears
+/// while a tool works is followed, and no link takes a tool where the sandbox hides things.
+#[derive(Debug, Clone)]
+pub struct LocalFiles {
+    rules: Arc<LinkRules>,
+}
+
+impl LocalFiles {
+    /// Local files judged by these rules.
+    pub fn new(rules: LinkRules) -> Self {
+        Self {
+            rules: Arc::new(rules),
+        }
+    }
+}
+
+impl Default for LocalFiles {
+    /// The rules of this process's environment, without a sandbox view.
+    fn default() -> Self {
+        Self::new(LinkRules::from_env())
+    }
+}
+
+impl FileAccess for LocalFiles {
+    fn read_text<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, Result<String, FileError>> {
+        let rules = self.rules.clone();
+        let path = path.to_path_buf();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || pinned::read_text(&rules, &path))
+                .await
+                .unwrap_or_else(|e| Err(FileError::Other(format!("the read failed: {e}"))))
+        })
+    }
+
+    fn write_text<'a>(
+        &'a self,
+        path: &'a Path,
+        text: &'a str,
+    ) -> BoxFuture<'a, Result<(), FileError>> {
+        let rules = self.rules.clone();
+        let path = path.to_path_buf();
+        let text = text.to_string();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || pinned::write_text(&rules, &path, &text))
+                .await
+                .unwrap_or_else(|e| Err(FileError::Other(format!("the write failed: {e}"))))
+        })
+    }
+}
