@@ -17,7 +17,7 @@ fn make_private_at(home: &Path) {
         Ok(Privacy::Created | Privacy::Private) => {}
         Ok(Privacy::Tightened { was }) => tracing::info!(
             "{} was open to other users (mode {was:o}); it holds every session's transcript, \
-             so it is private now (700)",
+             so other users' rights to it are taken away",
             home.display()
         ),
         Err(error) => tracing::warn!(

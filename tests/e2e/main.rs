@@ -14,6 +14,7 @@ mod approvals;
 mod bad_setups;
 mod cancel;
 mod cassettes;
+mod claim_races;
 mod compaction;
 mod dead_ends;
 mod delegation;

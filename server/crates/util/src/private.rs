@@ -27,11 +27,11 @@ pub enum Privacy {
 /// or makes an existing one private.
 pub fn private_dir(dir: &Path) -> io::Result<Privacy> {
     match std::fs::symlink_metadata(dir) {
-        Ok(meta) if meta.is_dir() => tighten(dir, meta.permissions().mode(), PRIVATE_DIR_MODE),
+        Ok(meta) if meta.is_dir() => tighten(dir, meta.permissions().mode()),
         // A link to the home (a dotfiles set-up): the folder it leads to is made private.
         Ok(meta) if meta.file_type().is_symlink() && dir.is_dir() => {
             let mode = std::fs::metadata(dir)?.permissions().mode();
-            tighten(dir, mode, PRIVATE_DIR_MODE)
+            tighten(dir, mode)
         }
         Ok(_) => Err(io::Error::new(
             io::ErrorKind::AlreadyExists,
@@ -58,7 +58,7 @@ pub fn private_dir(dir: &Path) -> io::Result<Privacy> {
 /// Makes an existing file private (nothing when it does not exist).
 pub fn private_file(file: &Path) -> io::Result<Privacy> {
     match std::fs::metadata(file) {
-        Ok(meta) => tighten(file, meta.permissions().mode(), PRIVATE_FILE_MODE),
+        Ok(meta) => tighten(file, meta.permissions().mode()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Privacy::Private),
         Err(e) => Err(e),
     }
@@ -93,11 +93,13 @@ pub fn open_to_others(mode: u32) -> bool {
     mode & 0o077 != 0
 }
 
-fn tighten(path: &Path, mode: u32, private: u32) -> io::Result<Privacy> {
+/// Takes group and other users' rights away, keeping the owner's as they are (a folder the
+/// user made read-only stays read-only).
+fn tighten(path: &Path, mode: u32) -> io::Result<Privacy> {
     if !open_to_others(mode) {
         return Ok(Privacy::Private);
     }
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(private))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & 0o7700))?;
     Ok(Privacy::Tightened { was: mode & 0o7777 })
 }
 
@@ -137,6 +139,14 @@ mod tests {
         let appended = home.join("log.jsonl");
         assert!(append_private(&appended).is_ok());
         assert_eq!(mode(&appended), 0o600);
+        // A home the user made read-only stays read-only.
+        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o555)).ok();
+        assert_eq!(
+            private_dir(&home).ok(),
+            Some(Privacy::Tightened { was: 0o555 })
+        );
+        assert_eq!(mode(&home), 0o500);
+        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).ok();
         let _ = std::fs::remove_dir_all(&base);
     }
 

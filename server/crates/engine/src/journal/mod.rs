@@ -236,9 +236,13 @@ impl Journal {
     ) -> Result<T, StoreError> {
         let store = self.store()?;
         let calls = &self.shared.calls;
+        // Nothing waited here: the store is busy with calls that have not returned, and
+        // says so (a time-out is only reported when this call waited that long).
         if calls.fetch_add(1, Ordering::AcqRel) >= MAX_STUCK_CALLS {
             calls.fetch_sub(1, Ordering::AcqRel);
-            return Err(StoreError::TimedOut(READ_DEADLINE));
+            return Err(StoreError::Busy(format!(
+                "{MAX_STUCK_CALLS} earlier calls to it have not returned yet"
+            )));
         }
         let shared = self.shared.clone();
         let running = tokio::task::spawn_blocking(move || {

@@ -198,6 +198,20 @@ async fn a_blocked_store_never_holds_an_answer_past_the_deadline() {
     let read = journal.call(|store| store.load("s0")).await;
     assert!(matches!(read, Err(StoreError::TimedOut(_))), "{read:?}");
     assert!(started.elapsed() < READ_DEADLINE + Duration::from_millis(500));
+    // Past the calls still stuck, another is refused at once as busy: nothing waited, so
+    // nothing says it timed out.
+    let stuck: Vec<_> = (0..3)
+        .map(|_| {
+            let journal = journal.clone();
+            tokio::spawn(async move { journal.call(|store| store.load("s0")).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = Instant::now();
+    let refused = journal.call(|store| store.load("s0")).await;
+    assert!(matches!(refused, Err(StoreError::Busy(_))), "{refused:?}");
+    assert!(started.elapsed() < Duration::from_millis(500));
+    drop(stuck);
     let saved: Vec<_> = sessions.iter().map(|(s, _)| s.when_saved()).collect();
     store.block(false);
     for saved in saved {
