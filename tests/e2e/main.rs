@@ -23,6 +23,7 @@ mod durability;
 mod errors;
 mod faults;
 mod framing;
+mod fresh_home;
 mod learning;
 mod lifecycle;
 mod local_servers;

@@ -57,17 +57,12 @@ impl Agent {
     /// `session/new`: the start's slow part off the loop, then the store and the launch on it.
     pub(super) fn start_new_session(&mut self, id: RequestId, params: acp::NewSessionRequest) {
         let context = self.start_context();
-        let journal = self.store.clone();
         let slow = async move {
             let (cwd, directories, mcp_servers) = params.place();
             let ready = ready_session(context, cwd, directories, mcp_servers).await?;
-            // The store opens in the background from `initialize`; a session that starts
-            // before it opened waits for that a moment, so it knows whether it is saved.
-            if let Some(journal) = journal {
-                journal
-                    .first_open_tried(talaria_engine::journal::ANSWER_DEADLINE)
-                    .await;
-            }
+            // The store opens in the background from `initialize`; nothing the client asked
+            // for needs it yet, so the answer does not wait for it: the session's entries
+            // wait in the journal's backlog, and the session itself says whether it is saved.
             Ok((params, ready))
         };
         self.defer(id, "session/new", slow, |agent, (params, ready)| {

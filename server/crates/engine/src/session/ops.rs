@@ -56,6 +56,8 @@ pub(crate) enum Op {
     },
     /// The session's unsaved entries were written (`true`), or never will be.
     SaveSettled(bool),
+    /// Opening the store was tried once since the session started (or a moment passed).
+    StoreTried,
     /// Ends the session after what is queued before it, once what it recorded is committed;
     /// answers when it is.
     Close(Option<oneshot::Sender<()>>),

@@ -215,7 +215,7 @@ impl SessionActor {
 
     async fn run(mut self, mut receiver: mpsc::UnboundedReceiver<Op>) {
         let mut closing = None;
-        self.tell_if_store_not_open().await;
+        self.watch_store_opening();
         loop {
             let op = match self.waiting.pop_front() {
                 Some(op) => op,
@@ -249,6 +249,7 @@ impl SessionActor {
                 Op::ReviewFinished(outcome) => self.review_finished(outcome).await,
                 Op::TitleFinished { answer, usage } => self.title_finished(answer, usage).await,
                 Op::SaveSettled(saved) => self.save_settled(saved).await,
+                Op::StoreTried => self.tell_if_store_not_open().await,
                 Op::Close(done) => {
                     closing = done;
                     break;

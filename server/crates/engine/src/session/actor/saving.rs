@@ -49,8 +49,36 @@ impl SessionActor {
         }
     }
 
-    /// A session that starts before the store opened says so at once.
+    /// Once opening the store was tried (or a moment passed), the session hears whether it
+    /// opened ([`Op::StoreTried`]): the session was answered without waiting for the store,
+    /// and nothing it is asked waits for this either.
+    pub(super) fn watch_store_opening(&mut self) {
+        let Some(journal) = self.journal.as_ref().map(|j| j.journal.clone()) else {
+            return;
+        };
+        let ops = self.own_ops.clone();
+        tokio::spawn(async move {
+            journal
+                .first_open_tried(crate::journal::ANSWER_DEADLINE)
+                .await;
+            if let Some(ops) = ops.upgrade() {
+                let _ = ops.send(Op::StoreTried);
+            }
+        });
+    }
+
+    /// Once opening the store was tried: what the store says about how it opened (a damaged
+    /// file moved aside, a migration), if no session told it yet, and, when it did not open,
+    /// that this session is not saved yet.
     pub(super) async fn tell_if_store_not_open(&mut self) {
+        let notes = self
+            .journal
+            .as_ref()
+            .map(|j| j.journal.take_notes())
+            .unwrap_or_default();
+        for note in notes {
+            self.notice(crate::events::NoticeLevel::Warning, note).await;
+        }
         let Some(why) = self.journal.as_ref().and_then(|j| j.journal.not_open()) else {
             return;
         };
