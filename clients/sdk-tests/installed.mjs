@@ -88,7 +88,7 @@ try {
   await app.connectWith(stream, async (ctx) => {
     const init = await ctx.request(methods.agent.initialize, {
       protocolVersion: PROTOCOL_VERSION,
-      clientCapabilities: {},
+      clientCapabilities: { auth: { terminal: true } },
     });
     assert.equal(init.agentInfo.name, "talaria");
     assert.ok(init.authMethods.some((m) => m.type === "terminal"), "a terminal auth method");

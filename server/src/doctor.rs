@@ -560,7 +560,8 @@ pub async fn run(out: &mut dyn Write, call: bool) -> usize {
                 report.warn(
                     "config file",
                     &format!(
-                        "none at {}: defaults and the environment are used",
+                        "none at {}: defaults and the environment are used (`talaria setup` \
+                         writes one)",
                         path.display()
                     ),
                 );

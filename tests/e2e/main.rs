@@ -11,6 +11,7 @@
 mod support;
 
 mod approvals;
+mod auth;
 mod bad_setups;
 mod cancel;
 mod cassettes;

@@ -56,6 +56,43 @@ pub fn negotiate_version(params: &mut serde_json::Value) {
     );
 }
 
+/// Whether the client may be offered a terminal auth method: it announced
+/// `clientCapabilities.auth.terminal`, or the ACP registry's older `_meta["terminal-auth"]`
+/// (the schema says a terminal method is offered to no other client).
+fn announces_terminal_auth(request: &InitializeRequest) -> bool {
+    let capabilities = &request.client_capabilities;
+    capabilities.auth.terminal
+        || capabilities
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.get("terminal-auth"))
+            .is_some_and(|value| value.as_bool() != Some(false) && !value.is_null())
+}
+
+/// The auth methods this client may be offered.
+fn auth_methods(request: &InitializeRequest) -> Vec<AuthMethod> {
+    let mut methods = vec![AuthMethod::Agent(
+        AuthMethodAgent::new(AUTH_METHOD_ID, "API key from environment or config").description(
+            "Talaria reads credentials from its environment (OPENAI_API_KEY / \
+             ANTHROPIC_API_KEY, with OPENAI_BASE_URL / ANTHROPIC_BASE_URL) or from api_key in \
+             $TALARIA_HOME/config.toml; `talaria setup`, run in a terminal, writes them. Set \
+             them and authenticate again.",
+        ),
+    )];
+    if announces_terminal_auth(request) {
+        methods.push(AuthMethod::Terminal(
+            AuthMethodTerminal::new(SETUP_METHOD_ID, "Set up in a terminal")
+                .description(
+                    "Runs `talaria setup`: choose a hosted provider or a local server \
+                     (llama.cpp, Ollama, LM Studio), the model and the key; it is checked with \
+                     a one-token call and written to $TALARIA_HOME/config.toml.",
+                )
+                .args(vec!["setup".to_string()]),
+        ));
+    }
+    methods
+}
+
 /// The answer to `initialize`.
 pub fn initialize(request: &InitializeRequest, images: bool) -> InitializeResponse {
     if request.protocol_version != ProtocolVersion::V1 {
@@ -85,24 +122,6 @@ pub fn initialize(request: &InitializeRequest, images: bool) -> InitializeRespon
                         .embedded_context(true),
                 ),
         )
-        .auth_methods(vec![
-            AuthMethod::Agent(
-                AuthMethodAgent::new(AUTH_METHOD_ID, "API key from environment or config")
-                    .description(
-                        "Talaria reads credentials from its environment (OPENAI_API_KEY / \
-                         ANTHROPIC_API_KEY, with OPENAI_BASE_URL / ANTHROPIC_BASE_URL) or from \
-                         api_key in $TALARIA_HOME/config.toml. Set them and authenticate again.",
-                    ),
-            ),
-            AuthMethod::Terminal(
-                AuthMethodTerminal::new(SETUP_METHOD_ID, "Set up in a terminal")
-                    .description(
-                        "Runs `talaria setup`: choose a hosted provider or a local server \
-                         (llama.cpp, Ollama, LM Studio), the model and the key; it is checked \
-                         with a one-token call and written to $TALARIA_HOME/config.toml.",
-                    )
-                    .args(vec!["setup".to_string()]),
-            ),
-        ])
+        .auth_methods(auth_methods(request))
         .agent_info(Implementation::new("talaria", env!("CARGO_PKG_VERSION")).title("Talaria"))
 }

@@ -299,6 +299,23 @@ fn turn_error(error: &talaria_engine::TurnError) -> acp::Error {
             data.insert("kind".into(), "internal".into());
         }
     }
+    // A key the provider refused (401, 403) is the client's to fix: `auth_required`, with
+    // the ways to authenticate, so an editor offers its sign-in.
+    if let TurnError::Model(failed) = error
+        && failed.class() == Some(talaria_provider::ErrorClass::Auth)
+    {
+        return acp::Error::new(
+            acp::ErrorCode::AuthRequired.into(),
+            format!(
+                "{error}. The model provider refused the credentials: {}",
+                super::capabilities::auth_methods_hint()
+            ),
+        )
+        .data(serde_json::json!({
+            "talaria": data,
+            "authMethods": [super::capabilities::AUTH_METHOD_ID, super::capabilities::SETUP_METHOD_ID],
+        }));
+    }
     acp::Error::new(acp::ErrorCode::InternalError.into(), error.to_string())
         .data(serde_json::json!({ "talaria": data }))
 }

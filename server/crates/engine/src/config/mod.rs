@@ -417,7 +417,7 @@ impl Config {
             "no API key for the {} provider: set {var} in the agent's environment, or \
              api_key under [{table}] in {} (an empty key is allowed for local servers). Editors \
              and SDK clients may not pass your shell's environment to the agent; the config file \
-             always works",
+             always works, and `talaria setup`, run in a terminal, writes it",
             self.provider.as_str(),
             self.home.join("config.toml").display()
         ))
