@@ -396,7 +396,17 @@ impl Peer {
         lock(&self.inner.pending).insert(id.clone(), tx);
         self.enqueue(json).await;
         tokio::select! {
-            result = rx => result.unwrap_or_else(|_| Err(errors::internal_error("connection closed"))),
+            result = rx => {
+                let result =
+                    result.unwrap_or_else(|_| Err(errors::internal_error("connection closed")));
+                if result.is_err() && self.inner.closed.is_cancelled() {
+                    // The input ended with the request unanswered: it is withdrawn, as a
+                    // cancel withdraws it (a client still reading sees its question go).
+                    self.notify(CANCEL_REQUEST_METHOD, &serde_json::json!({ "requestId": id }))
+                        .await;
+                }
+                result
+            }
             () = cancel.cancelled() => {
                 lock(&self.inner.pending).remove(&id);
                 self.notify(CANCEL_REQUEST_METHOD, &serde_json::json!({ "requestId": id })).await;

@@ -228,3 +228,31 @@ async fn a_prompt_piped_after_its_session_is_answered_and_saved() {
     assert!(status.success());
     each_answered_once(&messages, &[1, 2, 3]);
 }
+
+#[tokio::test]
+async fn end_of_input_withdraws_a_pending_question_as_a_signal_does() {
+    let env = TestEnv::new(vec![talaria_harness::MockReply::tool_call(
+        "t1",
+        "terminal",
+        json!({"command": "echo hi"}),
+    )])
+    .await;
+    let (mut agent, session) = env.session().await;
+    agent
+        .start_request("session/prompt", text_prompt(&session, "run it"))
+        .await
+        .expect("prompt");
+    let ask = agent
+        .next_agent_request(WAIT)
+        .await
+        .expect("permission request");
+    assert_eq!(ask["method"], "session/request_permission");
+    agent.close_stdin();
+    let withdrawn = agent
+        .wait_for(WAIT, |m| m["method"] == "$/cancel_request")
+        .await
+        .expect("the question is withdrawn");
+    assert_eq!(withdrawn["params"]["requestId"], ask["id"]);
+    let status = agent.wait_exit(WAIT).await.expect("exits");
+    assert!(status.success(), "{status}");
+}
