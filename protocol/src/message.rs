@@ -157,9 +157,76 @@ fn raw_id(bytes: &[u8]) -> Option<String> {
     fields.get("id").map(|id| id.get().to_string())
 }
 
+/// The index just after the string that opens at `start` (a `"`), escapes skipped.
+fn string_end(bytes: &[u8], start: usize) -> Option<usize> {
+    let mut at = start + 1;
+    while at < bytes.len() {
+        match bytes[at] {
+            b'\\' => at += 2,
+            b'"' => return Some(at + 1),
+            _ => at += 1,
+        }
+    }
+    None
+}
+
+/// The top-level `id` of an object nested deeper than the parser goes: the text is walked
+/// once (strings skipped, nesting counted), and the value after the top level's `"id":` is
+/// read alone.
+fn shallow_id(text: &str) -> Option<RequestId> {
+    use serde::Deserialize;
+    let bytes = text.as_bytes();
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return None;
+    }
+    let (mut depth, mut at, mut expecting_key) = (0usize, 0usize, false);
+    while at < bytes.len() {
+        match bytes[at] {
+            b'"' => {
+                let end = string_end(bytes, at)?;
+                if depth == 1 && expecting_key {
+                    let key: String = serde_json::from_str(&text[at..end]).ok()?;
+                    let colon = end + text[end..].find(':')?;
+                    if key == "id" {
+                        let mut value = serde_json::Deserializer::from_str(&text[colon + 1..]);
+                        return request_id(&Value::deserialize(&mut value).ok()?);
+                    }
+                    expecting_key = false;
+                    at = colon + 1;
+                    continue;
+                }
+                at = end;
+                continue;
+            }
+            b'{' => {
+                depth += 1;
+                expecting_key = depth == 1;
+            }
+            b'[' => depth += 1,
+            b'}' | b']' => depth = depth.checked_sub(1)?,
+            b',' if depth == 1 => expecting_key = true,
+            _ => {}
+        }
+        at += 1;
+    }
+    None
+}
+
 /// A message that is not valid JSON: answered under its id when, read with invalid UTF-8
-/// bytes replaced, the id can still be read exactly (else under `null`).
+/// bytes replaced, the id can still be read exactly (else under `null`). A message nested
+/// deeper than the parser's limit is answered under its top-level id.
 fn unparsable(bytes: &[u8], error: &serde_json::Error) -> Classified {
+    if error.to_string().contains("recursion limit")
+        && let Some(id) = std::str::from_utf8(bytes).ok().and_then(shallow_id)
+    {
+        return Classified::Invalid {
+            id,
+            error: errors::parse_error(format!(
+                "{error}: the message is nested deeper than 128 levels, which this agent does \
+                 not read"
+            )),
+        };
+    }
     let id = std::str::from_utf8(bytes)
         .is_err()
         .then(|| String::from_utf8_lossy(bytes))
@@ -284,6 +351,56 @@ fn type_name(value: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod deep_tests {
+    use super::*;
+
+    fn deep(depth: usize) -> String {
+        format!("{}{}", "[".repeat(depth), "]".repeat(depth))
+    }
+
+    #[test]
+    fn a_request_nested_too_deep_is_answered_under_its_readable_id() {
+        let cases = [
+            (
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":7,"method":"m","params":{}}}"#,
+                    deep(10_000)
+                ),
+                RequestId::Number(7),
+            ),
+            (
+                format!(
+                    r#"{{"jsonrpc":"2.0","method":"m","params":{},"id":"late"}}"#,
+                    deep(500)
+                ),
+                RequestId::Str("late".into()),
+            ),
+            (
+                // Keys and strings that look like an id inside the nesting do not count.
+                format!(
+                    r#"{{"params":{{"id":1,"s":"\"id\":2 {{["}},"deep":{},"id":3}}"#,
+                    deep(300)
+                ),
+                RequestId::Number(3),
+            ),
+            (
+                format!(r#"{{"jsonrpc":"2.0","params":{}}}"#, deep(400)),
+                RequestId::Null,
+            ),
+        ];
+        for (line, expected) in cases {
+            match classify(line.as_bytes()) {
+                Classified::Invalid { id, error } => {
+                    assert_eq!(id, expected, "{}", &line[..60.min(line.len())]);
+                    assert_eq!(error.code, crate::acp::ErrorCode::ParseError);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
     }
 }
 

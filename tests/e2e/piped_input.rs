@@ -256,3 +256,28 @@ async fn end_of_input_withdraws_a_pending_question_as_a_signal_does() {
     let status = agent.wait_exit(WAIT).await.expect("exits");
     assert!(status.success(), "{status}");
 }
+
+#[tokio::test]
+async fn a_request_nested_ten_thousand_deep_is_answered_under_its_id() {
+    let env = TestEnv::new(Vec::new()).await;
+    let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+    let mut input = frame(&[initialize(1)], Framing::Lines);
+    input.extend_from_slice(
+        format!(r#"{{"jsonrpc":"2.0","id":42,"method":"session/list","params":{deep}}}"#)
+            .as_bytes(),
+    );
+    input.push(b'\n');
+    input.extend(frame(
+        &[request(43, "session/list", json!({}))],
+        Framing::Lines,
+    ));
+    let (messages, status) = piped(&env, input).await;
+    assert!(status.success());
+    each_answered_once(&messages, &[1, 42, 43]);
+    let deep_answer = messages.iter().find(|m| m["id"] == 42).expect("answer");
+    assert_eq!(deep_answer["error"]["code"], -32700, "{deep_answer}");
+    assert!(
+        !messages.iter().any(|m| m["id"].is_null()),
+        "nothing answered under null: {messages:?}"
+    );
+}
