@@ -576,3 +576,51 @@ async fn a_session_whose_mcp_server_hangs_delays_no_other_session() {
         "it waited for its server"
     );
 }
+
+/// `to` written relative to this process's folder (`../../tmp/…`).
+fn relative_from_here(to: &std::path::Path) -> String {
+    let here = std::env::current_dir().expect("cwd");
+    let ups = here.components().count().saturating_sub(1);
+    let below = to.strip_prefix("/").unwrap_or(to);
+    format!("{}{}", "../".repeat(ups), below.display())
+}
+
+#[tokio::test]
+async fn a_server_named_on_a_relative_path_entry_is_never_run_from_it() {
+    let env = TestEnv::new(vec![MockReply::text(&["fine"])]).await;
+    let planted_dir = env.workspace.path().join("node_modules/.bin");
+    std::fs::create_dir_all(&planted_dir).expect("bin");
+    let marker = env.workspace.path().join("planted-ran");
+    let planted = planted_dir.join("planted-mcp");
+    std::fs::write(
+        &planted,
+        format!("#!/bin/sh\ntouch '{}'\nexit 1\n", marker.display()),
+    )
+    .expect("planted");
+    std::fs::set_permissions(
+        &planted,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    // Three relative spellings of the folder the model could fill, before the real ones.
+    let path = format!(
+        "{rel}:./{rel}:{rel}/../.bin:/usr/local/bin:/usr/bin:/bin",
+        rel = relative_from_here(&planted_dir)
+    );
+    let server = json!({
+        "name": "planted",
+        "command": "planted-mcp",
+        "args": [],
+        "env": [{"name": "PATH", "value": path}],
+    });
+    let (mut agent, session, _) = session_with_servers(&env, vec![server]).await;
+    let shown = agent
+        .wait_for(WAIT, |m| m.to_string().contains("The MCP server planted"))
+        .await
+        .expect("the server is reported")
+        .to_string();
+    assert!(shown.contains("not on PATH"), "{shown}");
+    assert!(!marker.exists(), "the planted program ran");
+    let (response, _) = prompt(&mut agent, &session, "hello").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+}

@@ -66,6 +66,51 @@ pub struct Server {
     forms: bool,
 }
 
+/// The `PATH` a server is found on and runs with (its own `PATH` setting, else the agent's),
+/// without the entries that name no fixed folder: an empty or relative entry (`.`,
+/// `node_modules/.bin`) is looked up from wherever the process stands, which a model can fill
+/// with a program of its own; so is an entry inside the folder the agent runs in.
+fn safe_path(env: &[(String, String)]) -> std::ffi::OsString {
+    let given = env
+        .iter()
+        .rev()
+        .find(|(name, _)| name == "PATH")
+        .map(|(_, value)| std::ffi::OsString::from(value))
+        .or_else(|| std::env::var_os("PATH"))
+        .unwrap_or_default();
+    let here = std::env::current_dir()
+        .ok()
+        .filter(|dir| dir != std::path::Path::new("/"));
+    let kept: Vec<std::path::PathBuf> = std::env::split_paths(&given)
+        .filter(|entry| entry.is_absolute())
+        .filter(|entry| here.as_ref().is_none_or(|here| !entry.starts_with(here)))
+        .collect();
+    std::env::join_paths(kept).unwrap_or_default()
+}
+
+/// The program a server's command names: a path as given, a bare name found on `path`.
+fn program_on(command: &str, path: &std::ffi::OsStr) -> std::io::Result<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    if command.contains('/') {
+        return Ok(std::path::PathBuf::from(command));
+    }
+    std::env::split_paths(path)
+        .map(|dir| dir.join(command))
+        .find(|candidate| {
+            std::fs::metadata(candidate)
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!(
+                    "{command} is not on PATH (its relative entries, and those inside the \
+                     folder the agent runs in, are not searched)"
+                ),
+            )
+        })
+}
+
 /// Starts (or reaches) a server and lists its tools.
 async fn connect(
     config: &ServerConfig,
@@ -73,8 +118,16 @@ async fn connect(
 ) -> Result<(Client, Vec<Tool>), ConnectError> {
     let client = match &config.transport {
         Transport::Stdio { command, args, env } => {
-            let mut cmd = tokio::process::Command::new(command);
-            cmd.args(args).envs(env.iter().cloned()).kill_on_drop(true);
+            let path = safe_path(env);
+            let program = program_on(command, &path).map_err(|source| ConnectError::Spawn {
+                command: command.clone(),
+                source: Arc::new(source),
+            })?;
+            let mut cmd = tokio::process::Command::new(program);
+            cmd.args(args)
+                .envs(env.iter().cloned())
+                .env("PATH", &path)
+                .kill_on_drop(true);
             let mut wrapped = process_wrap::tokio::CommandWrap::from(cmd);
             // Its own process group, killed whole with the hub (no orphans).
             wrapped
@@ -376,4 +429,34 @@ enum ConnectError {
     Http(String),
     #[error("listing its tools failed: {0}")]
     ListTools(String),
+}
+
+#[cfg(test)]
+mod path_tests {
+    use super::*;
+
+    #[test]
+    fn relative_path_entries_are_never_searched() {
+        let dir = tempfile::tempdir().expect("dir");
+        let bin = dir.path().join("bin");
+        std::fs::create_dir_all(&bin).expect("bin");
+        let tool = bin.join("planted-server");
+        std::fs::write(&tool, "#!/bin/sh\n").expect("tool");
+        std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("chmod");
+        let env = vec![(
+            "PATH".to_string(),
+            format!(".:bin::relative/dir:{}", bin.display()),
+        )];
+        let path = safe_path(&env);
+        let entries: Vec<_> = std::env::split_paths(&path).collect();
+        assert_eq!(entries, [bin.clone()]);
+        assert_eq!(program_on("planted-server", &path).expect("found"), tool);
+        let without = safe_path(&[("PATH".into(), ".:bin".into())]);
+        assert!(program_on("planted-server", &without).is_err());
+        assert_eq!(
+            program_on("./x", &without).expect("a path as given"),
+            std::path::PathBuf::from("./x")
+        );
+    }
 }
