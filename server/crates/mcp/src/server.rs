@@ -450,7 +450,7 @@ mod path_tests {
         )];
         let path = safe_path(&env);
         let entries: Vec<_> = std::env::split_paths(&path).collect();
-        assert_eq!(entries, [bin.clone()]);
+        assert_eq!(entries, std::slice::from_ref(&bin));
         assert_eq!(program_on("planted-server", &path).expect("found"), tool);
         let without = safe_path(&[("PATH".into(), ".:bin".into())]);
         assert!(program_on("planted-server", &without).is_err());
