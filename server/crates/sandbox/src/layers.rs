@@ -41,7 +41,9 @@ impl Layers {
         if self.namespaces.is_err() {
             gaps.push(
                 "metadata outside the writable places (chmod, chown, timestamps, extended \
-                 attributes) can still be changed; /dev/shm is shared with other sessions; \
+                 attributes) can still be changed; /dev/shm is shared with other sessions, \
+                 and so are the SysV shared memory, message queues and semaphores of your \
+                 other programs (an IPC namespace of its own needs namespaces); \
                  commands cannot use UNIX sockets at all (socketpair only; [sandbox] \
                  unix_sockets needs namespaces), start new sessions or process groups, or \
                  open pseudo-terminals of their own"
