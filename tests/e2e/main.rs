@@ -40,6 +40,7 @@ mod replayed_turns;
 mod safety;
 mod sandbox;
 mod sandbox_doors;
+mod sandbox_helper;
 mod sandbox_homes;
 mod sandbox_races;
 mod sessions;

@@ -29,7 +29,7 @@ impl Helper {
             && is_executable(&beside)
         {
             return Some(Self {
-                local: beside.clone(),
+                local: opened_once(&beside).unwrap_or_else(|| beside.clone()),
                 elsewhere: beside,
             });
         }
@@ -43,6 +43,24 @@ impl Helper {
             elsewhere: this,
         })
     }
+}
+
+/// The helper at `path`, opened once per process: this process's commands run it through
+/// that descriptor (`/proc/self/fd/N`), so a program put in its place later — Talaria
+/// installed inside a workspace its commands may write — is never run. `None` where the
+/// descriptor cannot be named (no `/proc`).
+fn opened_once(path: &Path) -> Option<PathBuf> {
+    use std::os::fd::AsRawFd;
+    static OPENED: std::sync::OnceLock<Option<(std::fs::File, PathBuf)>> =
+        std::sync::OnceLock::new();
+    OPENED
+        .get_or_init(|| {
+            let file = std::fs::File::open(path).ok()?;
+            let named = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+            named.exists().then_some((file, named))
+        })
+        .as_ref()
+        .map(|(_, named)| named.clone())
 }
 
 /// The name of the sandbox helper's own program, installed beside `talaria`.

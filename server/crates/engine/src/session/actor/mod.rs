@@ -229,12 +229,18 @@ impl SessionActor {
                     turn,
                     input,
                     ticket,
-                } => self.prompt_op(turn, input, ticket, &mut receiver).await,
+                } => {
+                    self.tell_store_once(false).await;
+                    self.prompt_op(turn, input, ticket, &mut receiver).await;
+                }
                 Op::Compact {
                     turn,
                     focus,
                     ticket,
-                } => self.compact(turn, focus, ticket).await,
+                } => {
+                    self.tell_store_once(false).await;
+                    self.compact(turn, focus, ticket).await;
+                }
                 Op::SetMode(mode) => self.set_mode(mode),
                 Op::SetModel(model) => self.set_model(model),
                 Op::Remember(remember) => {
@@ -249,7 +255,7 @@ impl SessionActor {
                 Op::ReviewFinished(outcome) => self.review_finished(outcome).await,
                 Op::TitleFinished { answer, usage } => self.title_finished(answer, usage).await,
                 Op::SaveSettled(saved) => self.save_settled(saved).await,
-                Op::StoreTried => self.tell_if_store_not_open().await,
+                Op::StoreTried => self.tell_store_once(true).await,
                 Op::Close(done) => {
                     closing = done;
                     break;

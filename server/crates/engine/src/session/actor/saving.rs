@@ -12,6 +12,8 @@ pub(super) struct SavingState {
     pub(super) told_unsaved: bool,
     /// A task waits for the journal to say the session is saved again.
     pub(super) watching: bool,
+    /// How the store's first opening went was told (or there was nothing to tell).
+    pub(super) store_told: bool,
 }
 
 impl SessionActor {
@@ -69,8 +71,23 @@ impl SessionActor {
 
     /// Once opening the store was tried: what the store says about how it opened (a damaged
     /// file moved aside, a migration), if no session told it yet, and, when it did not open,
-    /// that this session is not saved yet.
-    pub(super) async fn tell_if_store_not_open(&mut self) {
+    /// that this session is not saved yet. Once per session: when the attempt ends, or before
+    /// its first turn, which waits for the attempt as long as an answer waits for the store
+    /// at most (`session/new` itself never does).
+    /// `waited`: the attempt ended, or the wait for it did ([`Op::StoreTried`]).
+    pub(super) async fn tell_store_once(&mut self, waited: bool) {
+        if std::mem::replace(&mut self.saving.store_told, true) {
+            return;
+        }
+        if !waited && let Some(journal) = self.journal.as_ref().map(|j| j.journal.clone()) {
+            journal
+                .first_open_tried(crate::journal::ANSWER_DEADLINE)
+                .await;
+        }
+        self.tell_if_store_not_open().await;
+    }
+
+    async fn tell_if_store_not_open(&mut self) {
         let notes = self
             .journal
             .as_ref()
