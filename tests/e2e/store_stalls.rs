@@ -540,3 +540,49 @@ async fn a_delete_load_fork_or_list_waiting_on_a_frozen_database_holds_no_other_
         .await;
     }
 }
+
+/// Stops the agent with `signal` twice, the second while the first stop may still be stuck;
+/// returns how long the exit took after the second and the exit status.
+async fn stopped_twice(
+    agent: &mut AgentProcess,
+    signal: nix::sys::signal::Signal,
+) -> (Duration, std::process::ExitStatus) {
+    let pid = nix::unistd::Pid::from_raw(agent.pid().expect("pid") as i32);
+    let _ = nix::sys::signal::kill(pid, signal);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let second = Instant::now();
+    let _ = nix::sys::signal::kill(pid, signal);
+    let status = agent
+        .wait_exit(Duration::from_secs(10))
+        .await
+        .expect("the second signal ends it");
+    (second.elapsed(), status)
+}
+
+#[tokio::test]
+async fn a_second_signal_ends_a_stop_stuck_on_a_frozen_database_at_once() {
+    use nix::sys::signal::Signal;
+    let (cluster, url) = started_cluster().await;
+    for (round, signal) in [
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let env = host_on(&url, answers(1)).await;
+        let mut agent = env.spawn().await;
+        let sessions = sessions(&mut agent, &env, 1).await;
+        cluster.freeze(true);
+        prompt_all_within(&mut agent, &sessions, ANSWERED_WITHIN).await;
+        let (took, status) = stopped_twice(&mut agent, signal).await;
+        cluster.freeze(false);
+        assert!(
+            took < Duration::from_millis(1500),
+            "round {round} ({signal}): the second signal took {took:?}"
+        );
+        assert!(!status.success(), "round {round}: {status}");
+    }
+}

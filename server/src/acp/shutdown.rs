@@ -61,8 +61,25 @@ impl StopSignals {
         }
     }
 
-    /// From now on, another stop signal ends the process at once.
+    /// From now on, another stop signal ends the process at once, whatever is stuck: the
+    /// exit happens in the signal handler itself (`_exit`), so a runtime thread held by a
+    /// call that does not return (a connection to a frozen database being closed) cannot
+    /// delay it. The task logs it first where the runtime is free to.
     pub(super) fn exit_on_the_next(mut self) {
+        let armed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        for signal in [
+            signal_hook::consts::SIGTERM,
+            signal_hook::consts::SIGINT,
+            signal_hook::consts::SIGHUP,
+        ] {
+            if let Err(error) = signal_hook::flag::register_conditional_shutdown(
+                signal,
+                EXIT_AT_ONCE,
+                armed.clone(),
+            ) {
+                tracing::warn!("a second stop signal may not end the process at once: {error}");
+            }
+        }
         tokio::spawn(async move {
             let name = self.next().await;
             tracing::warn!("{name} again: exiting now");

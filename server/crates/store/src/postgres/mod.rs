@@ -62,6 +62,9 @@ impl std::fmt::Debug for PgStore {
     }
 }
 
+/// The longest dropping the store waits for its connections to close.
+const CLOSE_DEADLINE: std::time::Duration = std::time::Duration::from_millis(500);
+
 impl Drop for PgStore {
     /// The driver's blocking client closes by running a runtime of its own, which panics —
     /// and aborts the process — on a thread that already runs one: the connections are
@@ -79,12 +82,24 @@ impl Drop for PgStore {
         if clients.is_empty() {
             return;
         }
+        // Waited for a moment at most: a frozen server may never answer the goodbye, and
+        // whoever drops the store (a stopping agent) must not wait on it. The thread ends
+        // with the process.
+        let (closed, done) = std::sync::mpsc::channel::<()>();
         match std::thread::Builder::new()
             .name("talaria-pg-close".into())
-            .spawn(move || drop(clients))
-        {
-            Ok(closing) => {
-                let _ = closing.join();
+            .spawn(move || {
+                drop(clients);
+                let _ = closed.send(());
+            }) {
+            Ok(_closing) => {
+                if done.recv_timeout(CLOSE_DEADLINE).is_err() {
+                    tracing::warn!(
+                        "the database did not take the connections' close within {:.1} s; \
+                         not waiting for it",
+                        CLOSE_DEADLINE.as_secs_f64()
+                    );
+                }
             }
             Err(error) => tracing::warn!("closing the database connections: {error}"),
         }
