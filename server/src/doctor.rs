@@ -155,6 +155,19 @@ fn unreachable(config: &Config, base: &str, error: &reqwest::Error) -> Listing {
             format!("start the server, or set the right base_url under [{table}] / {variable}"),
         )
     } else if talaria_provider::http::is_unknown_host(error) {
+        if is_default_host(config, base) {
+            // The provider's own host does not resolve: this machine is offline, or its DNS
+            // is broken; the address is right.
+            return Listing::Unreachable(
+                format!(
+                    "cannot look up the host of {base}, the provider's own address: this \
+                     machine seems offline, or its DNS does not answer"
+                ),
+                "check the network connection and the DNS settings (/etc/resolv.conf); the \
+                 address itself is right"
+                    .into(),
+            );
+        }
         Listing::Unreachable(
             format!("cannot find the host of {base} (the name does not resolve)"),
             format!("correct the host name in base_url under [{table}] / {variable}"),
@@ -167,35 +180,66 @@ fn unreachable(config: &Config, base: &str, error: &reqwest::Error) -> Listing {
     }
 }
 
+/// Whether `base` is on the host of the provider's default address (`api.openai.com`…).
+fn is_default_host(config: &Config, base: &str) -> bool {
+    let host = |url: &str| {
+        reqwest::Url::parse(url)
+            .ok()?
+            .host_str()
+            .map(str::to_string)
+    };
+    host(base).is_some_and(|h| Some(h) == host(config.provider.service().default_url))
+}
+
+/// The addresses worth trying when `base`'s `/models` is not found: `base` with `/v1` added
+/// (most OpenAI-compatible servers answer under it), and the server's own `/v1` (an address
+/// whose path is wrong: `/v2`, `/api`).
+fn candidate_bases(base: &str) -> Vec<String> {
+    let mut candidates = Vec::new();
+    if !base.ends_with("/v1") {
+        candidates.push(format!("{base}/v1"));
+    }
+    if let Ok(mut url) = reqwest::Url::parse(base) {
+        url.set_path("/v1");
+        let origin_v1 = url.as_str().trim_end_matches('/').to_string();
+        if origin_v1 != base && !candidates.contains(&origin_v1) {
+            candidates.push(origin_v1);
+        }
+    }
+    candidates
+}
+
 /// `/models` is not found: a server that does not list its models, or an address whose path
-/// is wrong (most OpenAI-compatible servers answer under `/v1`, which the address lacks).
+/// is wrong — said, with the path that answered, when another path of the server answers.
 async fn wrong_path(client: &reqwest::Client, config: &Config, base: &str) -> Listing {
     let openai_style = std::ptr::eq(
         config.provider.service(),
         &talaria_engine::providers::OPENAI,
     );
-    if !openai_style || base.ends_with("/v1") {
+    if !openai_style {
         return Listing::Models(Vec::new());
     }
-    let with_v1 = format!("{base}/v1");
-    let answers = client
-        .get(format!("{with_v1}/models"))
-        .send()
-        .await
-        .is_ok_and(|response| response.status().is_success());
-    if !answers {
-        return Listing::Models(Vec::new());
+    for candidate in candidate_bases(base) {
+        let answers = client
+            .get(format!("{candidate}/models"))
+            .send()
+            .await
+            .is_ok_and(|response| response.status().is_success());
+        if answers {
+            return Listing::Unreachable(
+                format!(
+                    "nothing answers at {base}/models (HTTP 404), but {candidate}/models does: \
+                     the address's path is wrong"
+                ),
+                format!(
+                    "set base_url under [{}] / {} to {candidate}",
+                    config.provider.table(),
+                    config.provider.url_variable()
+                ),
+            );
+        }
     }
-    Listing::Unreachable(
-        format!(
-            "nothing answers at {base}/models (HTTP 404), but {with_v1}/models does: the address's path is wrong"
-        ),
-        format!(
-            "set base_url under [{}] / {} to {with_v1}",
-            config.provider.table(),
-            config.provider.url_variable()
-        ),
-    )
+    Listing::Models(Vec::new())
 }
 
 /// A one-token call through the configured provider.
@@ -666,4 +710,19 @@ async fn endpoint(report: &mut Report<'_>, config: &Config, server: &ServerRepor
         }
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wrong_path_is_tried_with_v1_added_and_at_the_servers_own_v1() {
+        assert_eq!(
+            candidate_bases("http://h:1/v2"),
+            ["http://h:1/v2/v1", "http://h:1/v1"]
+        );
+        assert_eq!(candidate_bases("http://h:1/v1"), Vec::<String>::new());
+        assert_eq!(candidate_bases("http://h:1"), ["http://h:1/v1"]);
+    }
 }

@@ -169,3 +169,75 @@ async fn without_a_configuration_or_a_key_the_local_model_snippet_is_offered() {
         assert!(report.contains(line), "{line}: {report}");
     }
 }
+
+/// A server that lists its models at `/v1/models` only and answers 404 to every other path,
+/// as real OpenAI-compatible servers do; its origin (`http://127.0.0.1:PORT`).
+async fn strict_models_server() -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let origin = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = vec![0u8; 8192];
+                let read = socket.read(&mut request).await.unwrap_or(0);
+                let head = String::from_utf8_lossy(&request[..read]).to_string();
+                let path = head.split_whitespace().nth(1).unwrap_or("").to_string();
+                let (status, body) = if path == "/v1/models" {
+                    ("200 OK", r#"{"data":[{"id":"mock-model"}]}"#)
+                } else {
+                    ("404 Not Found", r#"{"error":"not found"}"#)
+                };
+                let answer = format!(
+                    "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    origin
+}
+
+#[tokio::test]
+async fn a_base_url_with_a_wrong_path_is_a_wrong_path_naming_the_one_that_answers() {
+    let origin = strict_models_server().await;
+    for wrong in ["v2", "api", "openai/v1"] {
+        let mut env = TestEnv::new(vec![]).await;
+        env.extra_env
+            .push(("OPENAI_BASE_URL".into(), format!("{origin}/{wrong}")));
+        let (ok, report) = doctor(&env, &[]).await;
+        assert!(!ok, "{wrong}: {report}");
+        assert!(
+            report.contains("the address's path is wrong")
+                && report.contains(&format!("{origin}/v1/models does")),
+            "{wrong}: {report}"
+        );
+        assert!(
+            report.contains(&format!("to {origin}/v1")),
+            "{wrong}: the fix names the path that answered: {report}"
+        );
+        assert!(
+            !report.contains("set model"),
+            "{wrong}: not a wrong model: {report}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_providers_own_host_that_does_not_resolve_is_offline_not_a_wrong_name() {
+    use std::net::ToSocketAddrs;
+    if ("api.openai.com", 443).to_socket_addrs().is_ok() {
+        return; // this machine resolves it: nothing offline to show
+    }
+    let mut env = TestEnv::new(vec![]).await;
+    env.extra_env.retain(|(name, _)| name != "OPENAI_BASE_URL");
+    env.extra_env
+        .push(("OPENAI_BASE_URL".into(), "https://api.openai.com/v1".into()));
+    let (ok, report) = doctor(&env, &[]).await;
+    assert!(!ok, "{report}");
+    assert!(report.contains("seems offline"), "{report}");
+    assert!(!report.contains("correct the host name"), "{report}");
+}
