@@ -98,13 +98,18 @@ fn policy_for_homes(config: &Config, roots: &[PathBuf], homes: Vec<PathBuf>) -> 
             .iter()
             .map(|p| expand(p, home.as_deref(), &project)),
     );
-    let mut writable: Vec<PathBuf> = roots.to_vec();
+    // Resolved once, now: a command that later swaps an entry (or a folder above it) for a
+    // link cannot move the writable place, since the helper grants a root only while it
+    // still resolves to itself. A `[sandbox] writable` entry that does not exist yet is
+    // made now (Talaria decides where it is), or not granted.
+    let mut writable: Vec<PathBuf> = roots.iter().map(|root| resolved_root(root)).collect();
     writable.extend(
         config
             .sandbox
             .writable
             .iter()
-            .map(|p| expand(p, home.as_deref(), &project)),
+            .map(|p| expand(p, home.as_deref(), &project))
+            .filter_map(|entry| made_writable(&entry)),
     );
     SandboxPolicy {
         writable,
@@ -117,6 +122,30 @@ fn policy_for_homes(config: &Config, roots: &[PathBuf], homes: Vec<PathBuf>) -> 
         max_processes: config.sandbox.max_processes,
         namespaces: config.sandbox.namespaces,
     }
+}
+
+/// A writable root as it resolves now (a root that cannot be resolved stays as given: the
+/// helper grants nothing there then).
+fn resolved_root(root: &Path) -> PathBuf {
+    root.canonicalize().unwrap_or_else(|_| root.to_path_buf())
+}
+
+/// A `[sandbox] writable` entry, made when it does not exist yet (in a folder that does), as
+/// it resolves now; `None` (not granted, and said) when it cannot be made.
+fn made_writable(entry: &Path) -> Option<PathBuf> {
+    match std::fs::create_dir(entry) {
+        Ok(()) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(error) => {
+            tracing::warn!(
+                "[sandbox] writable {}: it does not exist and cannot be made ({error}); not \
+                 granted",
+                entry.display()
+            );
+            return None;
+        }
+    }
+    Some(resolved_root(entry))
 }
 
 fn unix_sockets(config: &Config, home: Option<&Path>, project: &Path) -> Vec<PathBuf> {
@@ -332,12 +361,21 @@ mod tests {
         })
         .expect("config");
         let mut config = config;
+        let project = tempfile::tempdir().expect("project");
+        let project = project.path().canonicalize().expect("canonical");
         config.sandbox.writable = vec!["~/.cache/pip".into(), "out".into()];
         config.sandbox.hidden = vec!["~/private".into()];
-        let roots = [PathBuf::from("/work/p"), PathBuf::from("/work/lib")];
+        let roots = [project.clone(), PathBuf::from("/nonexistent-talaria-lib")];
         let policy = policy(&config, &roots);
         assert_eq!(policy.writable[..2], roots);
-        assert!(policy.writable.contains(&PathBuf::from("/work/p/out")));
+        assert!(
+            policy.writable.contains(&project.join("out")) && project.join("out").is_dir(),
+            "a writable entry that did not exist is made before it is granted"
+        );
+        assert!(
+            !policy.writable.iter().any(|w| w.ends_with(".cache/pip")),
+            "one that cannot be made (its folder is missing) is not granted"
+        );
         assert!(policy.hidden.contains(&PathBuf::from("/home/dev/.talaria")));
         assert!(
             policy

@@ -82,12 +82,12 @@ fn inside_policy(policy: &SandboxPolicy, unmasked: Vec<PathBuf>) -> SandboxPolic
     inside
 }
 
-/// The writable places that exist, resolved, outer ones first.
+/// The writable places that exist and still are what Talaria resolved, outer ones first.
 fn writable_roots(policy: &SandboxPolicy) -> Vec<PathBuf> {
     let mut roots: Vec<PathBuf> = policy
         .writable
         .iter()
-        .filter_map(|root| root.canonicalize().ok())
+        .filter_map(|root| crate::policy::still_itself(root))
         .filter(|root| root.is_dir())
         .collect();
     roots.sort_by_key(|root| root.components().count());

@@ -77,8 +77,11 @@ pub fn rules(policy: &SandboxPolicy, devices: Devices) -> Vec<Rule> {
     }
     let mut out = Vec::new();
     grant_around(Path::new("/"), &hidden, Grant::Read, &mut out, 0);
-    for root in &policy.writable {
-        let root = root.canonicalize().unwrap_or_else(|_| root.clone());
+    for root in policy
+        .writable
+        .iter()
+        .filter_map(|root| crate::policy::still_itself(root))
+    {
         grant_around(&root, &hidden, Grant::Write, &mut out, 0);
     }
     for path in &policy.readable {

@@ -76,6 +76,29 @@ impl Default for SandboxPolicy {
     }
 }
 
+/// A writable root as the helper grants it: only while it still resolves to itself. Talaria
+/// resolves the roots when the session starts; a root that now resolves elsewhere (a command
+/// swapped it, or a folder above it, for a link) is not granted, rather than granting where
+/// the link leads.
+pub fn still_itself(root: &Path) -> Option<PathBuf> {
+    let real = root.canonicalize().ok()?;
+    if real != root {
+        tracing_free_note(root, &real);
+        return None;
+    }
+    Some(real)
+}
+
+/// The helper has no logger: a root left out is said on standard error, where a command's
+/// failure is read.
+fn tracing_free_note(root: &Path, real: &Path) {
+    eprintln!(
+        "talaria sandbox: {} now leads to {}; it is not writable for this command",
+        root.display(),
+        real.display()
+    );
+}
+
 /// What a path means to a policy, for explaining a denial.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PathAccess {
