@@ -157,20 +157,7 @@ async fn doctor_names_a_home_it_cannot_make_private() {
     let home = talaria_home(&env);
     let _ = std::os::unix::fs::chown(&home, Some(0), Some(0));
     std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let output = tokio::process::Command::new(talaria_harness::binary::talaria_bin())
-        .arg("doctor")
-        .uid(NOBODY.0)
-        .gid(NOBODY.1)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .envs(env.env())
-        .output()
-        .await
-        .expect("doctor runs");
-    let (passed, report) = (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-    );
+    let (passed, report) = doctor_as_user(&env, None).await;
     assert!(!passed, "{report}");
     assert!(
         report.contains("can be read by other users") && report.contains("chmod 700"),

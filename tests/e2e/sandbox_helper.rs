@@ -9,8 +9,7 @@ use crate::support::*;
 
 #[tokio::test]
 async fn a_helper_replaced_inside_the_workspace_is_never_run() {
-    if !talaria_sandbox::availability().is_enforced() {
-        assert!(std::env::var_os("TALARIA_ALLOW_NO_SANDBOX").is_some());
+    if !sandbox_enforced() {
         return;
     }
     let marker_name = "planted-helper-ran";
@@ -57,16 +56,7 @@ async fn a_helper_replaced_inside_the_workspace_is_never_run() {
         .start_session(env.workspace.path())
         .await
         .expect("session");
-    let id = agent
-        .start_request("session/prompt", text_prompt(&session, "go"))
-        .await
-        .expect("prompt");
-    let response = agent
-        .drive(id, WAIT, |method, params| {
-            panic!("the agent asked the client for {method}: {params}")
-        })
-        .await
-        .expect("response");
+    let response = prompt_unasked(&mut agent, &session).await;
     assert_eq!(stop_reason(&response), "end_turn", "{response}");
     let results = tool_results(&env.mock, 2);
     assert!(results[0].contains("planted"), "{}", results[0]);

@@ -14,18 +14,6 @@ use crate::support::*;
 const STORES: [&str; 4] = [".netrc", ".pgpass", ".git-credentials", ".vault-token"];
 const SECRET: &str = "HOME-STORE-SECRET-6110";
 
-fn sandbox_here() -> bool {
-    if talaria_sandbox::availability().is_enforced() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("TALARIA_ALLOW_NO_SANDBOX").is_some(),
-        "no OS sandbox on this machine ({})",
-        talaria_sandbox::availability().describe()
-    );
-    false
-}
-
 /// The commands every configuration must run: a plain one, a write in the workspace, a pipe
 /// with a subshell, a listing of the home, and a read of each store (refused).
 fn everyday_commands() -> MockReply {
@@ -87,7 +75,7 @@ async fn commands_run_with(stores: &[&str], config: &str, linked: bool) {
     env.write_config(&format!("mode = \"yolo\"\n{config}"));
     env.unprivileged(&[]);
     let (mut agent, session) = env.session().await;
-    let response = run_unasked(&mut agent, &session).await;
+    let response = prompt_unasked(&mut agent, &session).await;
     assert_eq!(stop_reason(&response), "end_turn", "{response}");
     let results = tool_results(&env.mock, 1);
     assert_eq!(results.len(), 3 + STORES.len(), "{results:#?}");
@@ -116,7 +104,7 @@ async fn commands_run_with(stores: &[&str], config: &str, linked: bool) {
 
 #[tokio::test]
 async fn every_command_runs_with_each_credential_store_in_the_home() {
-    if !sandbox_here() {
+    if !sandbox_enforced() {
         return;
     }
     for store in STORES {
@@ -126,7 +114,7 @@ async fn every_command_runs_with_each_credential_store_in_the_home() {
 
 #[tokio::test]
 async fn every_command_runs_with_all_the_credential_stores_at_once() {
-    if !sandbox_here() {
+    if !sandbox_enforced() {
         return;
     }
     commands_run_with(&STORES, "", false).await;
@@ -134,7 +122,7 @@ async fn every_command_runs_with_all_the_credential_stores_at_once() {
 
 #[tokio::test]
 async fn a_store_also_named_in_the_settings_is_hidden_once() {
-    if !sandbox_here() {
+    if !sandbox_enforced() {
         return;
     }
     // A third rule for the same file, and one for a folder holding another store.
@@ -148,7 +136,7 @@ async fn a_store_also_named_in_the_settings_is_hidden_once() {
 
 #[tokio::test]
 async fn stores_that_are_links_to_one_file_are_hidden_once() {
-    if !sandbox_here() {
+    if !sandbox_enforced() {
         return;
     }
     // ~/.pgpass, ~/.git-credentials and ~/.vault-token all lead to ~/.netrc: one file, four
@@ -158,7 +146,7 @@ async fn stores_that_are_links_to_one_file_are_hidden_once() {
 
 #[tokio::test]
 async fn a_key_at_the_top_of_the_home_beside_the_stores_keeps_commands_running() {
-    if !sandbox_here() {
+    if !sandbox_enforced() {
         return;
     }
     // Keys matched by name at the top of the home (`deploy.pem`, `id_ed25519`) are hidden
@@ -169,20 +157,6 @@ async fn a_key_at_the_top_of_the_home_beside_the_stores_keeps_commands_running()
         false,
     )
     .await;
-}
-
-/// Runs one prompt to its response; any question the agent asks fails the test.
-async fn run_unasked(agent: &mut AgentProcess, session: &str) -> serde_json::Value {
-    let id = agent
-        .start_request("session/prompt", text_prompt(session, "go"))
-        .await
-        .expect("prompt");
-    agent
-        .drive(id, WAIT, |method, params| {
-            panic!("the agent asked the client for {method}: {params}")
-        })
-        .await
-        .expect("response")
 }
 
 /// The agent started under a hard process limit of `hard` (set with `prlimit`).
@@ -208,7 +182,7 @@ async fn agent_under_process_limit(env: &TestEnv, hard: u32) -> AgentProcess {
 
 #[tokio::test]
 async fn a_low_hard_process_limit_bounds_commands_instead_of_failing_them() {
-    if !sandbox_here() || !std::path::Path::new("/usr/bin/prlimit").exists() {
+    if !sandbox_enforced() || !std::path::Path::new("/usr/bin/prlimit").exists() {
         return;
     }
     let mut env = TestEnv::new(vec![
@@ -231,7 +205,7 @@ async fn a_low_hard_process_limit_bounds_commands_instead_of_failing_them() {
         .start_session(env.workspace.path())
         .await
         .expect("session");
-    let response = run_unasked(&mut agent, &session).await;
+    let response = prompt_unasked(&mut agent, &session).await;
     assert_eq!(stop_reason(&response), "end_turn", "{response}");
     let results = tool_results(&env.mock, 1);
     assert!(results[0].contains("under-the-limit"), "{}", results[0]);
@@ -242,7 +216,7 @@ async fn a_low_hard_process_limit_bounds_commands_instead_of_failing_them() {
 
 #[tokio::test]
 async fn doctor_checks_the_sandbox_on_the_users_own_home() {
-    if !sandbox_here() {
+    if !sandbox_enforced() {
         return;
     }
     let mut env = TestEnv::new(Vec::new()).await;
@@ -251,7 +225,7 @@ async fn doctor_checks_the_sandbox_on_the_users_own_home() {
     }
     env.write_config("");
     env.unprivileged(&[]);
-    let (_, report) = doctor_as(&env, None).await;
+    let (_, report) = doctor_as_user(&env, None).await;
     let sandbox_line = report
         .lines()
         .find(|line| line.contains("sandbox") && !line.contains("layers"))
@@ -266,13 +240,13 @@ async fn doctor_checks_the_sandbox_on_the_users_own_home() {
 
 #[tokio::test]
 async fn doctor_names_a_hard_process_limit_below_the_setting() {
-    if !sandbox_here() || !std::path::Path::new("/usr/bin/prlimit").exists() {
+    if !sandbox_enforced() || !std::path::Path::new("/usr/bin/prlimit").exists() {
         return;
     }
     let mut env = TestEnv::new(Vec::new()).await;
     env.write_config("[sandbox]\nmax_processes = 512\n");
     env.unprivileged(&[]);
-    let (_, report) = doctor_as(&env, Some(300)).await;
+    let (_, report) = doctor_as_user(&env, Some(300)).await;
     assert!(
         report.contains("hard process limit (300"),
         "doctor names the lower hard limit: {report}"
@@ -283,35 +257,4 @@ async fn doctor_names_a_hard_process_limit_below_the_setting() {
             .any(|line| line.contains("sandbox") && line.contains("active")),
         "and the sandbox still works under it: {report}"
     );
-}
-
-/// `talaria doctor` as the env's user, under a hard process limit when given.
-async fn doctor_as(env: &TestEnv, hard: Option<u32>) -> (bool, String) {
-    let bin = talaria_bin();
-    let mut command = match hard {
-        Some(hard) => {
-            let mut command = tokio::process::Command::new("/usr/bin/prlimit");
-            command
-                .arg(format!("--nproc={hard}:{hard}"))
-                .arg("--")
-                .arg(&bin);
-            command
-        }
-        None => tokio::process::Command::new(&bin),
-    };
-    if let Some((uid, gid)) = env.user {
-        command.uid(uid).gid(gid);
-    }
-    let output = command
-        .arg("doctor")
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .envs(env.env())
-        .output()
-        .await
-        .expect("doctor runs");
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-    )
 }

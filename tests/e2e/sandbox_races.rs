@@ -15,18 +15,6 @@ const KEY: &str = "RACED-PRIVATE-KEY-4417";
 const MARKER: &str = "RACED-CONFIG-MARKER-9902";
 const SWAPS: usize = 1000;
 
-fn sandbox_here() -> bool {
-    if talaria_sandbox::availability().is_enforced() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("TALARIA_ALLOW_NO_SANDBOX").is_some(),
-        "no OS sandbox on this machine ({})",
-        talaria_sandbox::availability().describe()
-    );
-    false
-}
-
 /// The swapping loop: each round puts a link in each name's place, then a plain file back
 /// (each an atomic rename, as an attacker would), and the folder `d` likewise.
 fn swapper(key: &str, config: &str, ssh: &str) -> String {
@@ -91,7 +79,7 @@ fn refuse_questions() -> impl FnMut(&str, &Value) -> Result<Option<Value>, (i64,
 
 #[tokio::test]
 async fn file_tools_racing_a_command_that_swaps_links_reach_nothing_outside() {
-    if !sandbox_here() {
+    if !sandbox_enforced() {
         return;
     }
     let mut script = vec![];

@@ -7,14 +7,6 @@ use talaria_harness::MockReply;
 
 use crate::support::*;
 
-fn sandbox_here() -> bool {
-    if talaria_sandbox::availability().is_enforced() {
-        return true;
-    }
-    assert!(std::env::var_os("TALARIA_ALLOW_NO_SANDBOX").is_some());
-    false
-}
-
 /// Swaps `entry` (a writable place) for a link to `outside`, then writes through it.
 async fn swapped_entry_stays_unwritable(entry: &str, make_entry_first: bool) {
     let outside = tempfile::tempdir().expect("outside");
@@ -54,16 +46,7 @@ async fn swapped_entry_stays_unwritable(entry: &str, make_entry_first: bool) {
     // The outside folder is the user's own: only the sandbox stands in the way.
     env.unprivileged(&[outside.path()]);
     let (mut agent, session) = env.session().await;
-    let id = agent
-        .start_request("session/prompt", text_prompt(&session, "go"))
-        .await
-        .expect("prompt");
-    let response = agent
-        .drive(id, WAIT, |method, params| {
-            panic!("the agent asked the client for {method}: {params}")
-        })
-        .await
-        .expect("response");
+    let response = prompt_unasked(&mut agent, &session).await;
     assert_eq!(stop_reason(&response), "end_turn", "{response}");
     let results = tool_results(&env.mock, 2);
     assert!(results[0].contains("done-"), "{}", results[0]);
@@ -83,7 +66,7 @@ async fn swapped_entry_stays_unwritable(entry: &str, make_entry_first: bool) {
 
 #[tokio::test]
 async fn a_writable_entry_swapped_for_a_link_does_not_move_the_writable_place() {
-    if !sandbox_here() {
+    if !sandbox_enforced() {
         return;
     }
     swapped_entry_stays_unwritable("out", true).await;
@@ -91,7 +74,7 @@ async fn a_writable_entry_swapped_for_a_link_does_not_move_the_writable_place() 
 
 #[tokio::test]
 async fn a_writable_entry_that_did_not_exist_yet_is_made_and_cannot_be_redirected() {
-    if !sandbox_here() {
+    if !sandbox_enforced() {
         return;
     }
     swapped_entry_stays_unwritable("later", false).await;
@@ -99,7 +82,7 @@ async fn a_writable_entry_that_did_not_exist_yet_is_made_and_cannot_be_redirecte
 
 #[tokio::test]
 async fn a_nested_writable_entry_whose_parent_is_swapped_stays_put() {
-    if !sandbox_here() {
+    if !sandbox_enforced() {
         return;
     }
     // The parent of the entry is swapped: the entry now resolves through a link.

@@ -549,3 +549,63 @@ pub fn notice_text(update: &Value) -> Option<String> {
         _ => None,
     }
 }
+
+/// Whether the kernel enforces the sandbox here; fails unless it does or the machine is
+/// declared without one (`TALARIA_ALLOW_NO_SANDBOX=1`).
+pub fn sandbox_enforced() -> bool {
+    if talaria_sandbox::availability().is_enforced() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("TALARIA_ALLOW_NO_SANDBOX").is_some(),
+        "no OS sandbox on this machine ({}); set TALARIA_ALLOW_NO_SANDBOX=1 where that is expected",
+        talaria_sandbox::availability().describe()
+    );
+    false
+}
+
+/// Runs one prompt to its response; any question the agent asks the client fails the test.
+pub async fn prompt_unasked(agent: &mut AgentProcess, session: &str) -> Value {
+    let id = agent
+        .start_request("session/prompt", text_prompt(session, "go"))
+        .await
+        .expect("prompt");
+    agent
+        .drive(id, WAIT, |method, params| {
+            panic!("the agent asked the client for {method}: {params}")
+        })
+        .await
+        .expect("response")
+}
+
+/// `talaria doctor` as the env's user (the unprivileged one when the tests run as root),
+/// under a hard process limit when given (`prlimit`); whether it passed, and its report.
+pub async fn doctor_as_user(env: &TestEnv, hard_limit: Option<u32>) -> (bool, String) {
+    let bin = talaria_bin();
+    let mut command = match hard_limit {
+        Some(hard) => {
+            let mut command = tokio::process::Command::new("/usr/bin/prlimit");
+            command
+                .arg(format!("--nproc={hard}:{hard}"))
+                .arg("--")
+                .arg(&bin);
+            command
+        }
+        None => tokio::process::Command::new(&bin),
+    };
+    if let Some((uid, gid)) = env.user {
+        command.uid(uid).gid(gid);
+    }
+    let output = command
+        .arg("doctor")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(env.env())
+        .output()
+        .await
+        .expect("doctor runs");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
+}

@@ -124,11 +124,17 @@ fn open_unlinked(path: &Path, flags: OFlags) -> Result<OwnedFd, rustix::io::Errn
 
 /// Opens `path` one component at a time, refusing a link at each.
 fn open_walking(path: &Path, flags: OFlags) -> Result<OwnedFd, rustix::io::Errno> {
-    let mut dir = rustix::fs::open(
+    let root = rustix::fs::open(
         "/",
         OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
     )?;
+    walk_below(&root, path, flags)
+}
+
+/// Opens `path`'s normal components below `dir` one at a time with `O_NOFOLLOW` (the walk
+/// of kernels without `openat2`): a link anywhere on the way fails the open.
+fn walk_below(dir: &OwnedFd, path: &Path, flags: OFlags) -> Result<OwnedFd, rustix::io::Errno> {
     let names: Vec<&OsStr> = path
         .components()
         .filter_map(|c| match c {
@@ -137,17 +143,23 @@ fn open_walking(path: &Path, flags: OFlags) -> Result<OwnedFd, rustix::io::Errno
         })
         .collect();
     let Some((last, above)) = names.split_last() else {
-        return rustix::fs::openat(&dir, ".", flags, Mode::empty());
+        return rustix::fs::openat(dir, ".", flags, Mode::empty());
     };
+    let mut current = rustix::fs::openat(
+        dir,
+        ".",
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
     for name in above {
-        dir = rustix::fs::openat(
-            &dir,
+        current = rustix::fs::openat(
+            &current,
             *name,
             OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::empty(),
         )?;
     }
-    rustix::fs::openat(&dir, *last, flags | OFlags::NOFOLLOW, Mode::empty())
+    rustix::fs::openat(&current, *last, flags | OFlags::NOFOLLOW, Mode::empty())
 }
 
 /// The path resolved now: the file's own if it exists, else its deepest existing folder's
@@ -380,31 +392,13 @@ pub fn open_found(root: &OwnedFd, relative: &Path) -> std::io::Result<std::fs::F
     let resolve = ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS | ResolveFlags::BENEATH;
     let fd = match rustix::fs::openat2(root, relative, flags, Mode::empty(), resolve) {
         Err(rustix::io::Errno::NOSYS | rustix::io::Errno::PERM) => {
-            let mut dir = rustix::fs::openat(
-                root,
-                ".",
-                OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-                Mode::empty(),
-            )?;
-            let names: Vec<&OsStr> = relative
+            if relative
                 .components()
-                .filter_map(|c| match c {
-                    Component::Normal(name) => Some(name),
-                    _ => None,
-                })
-                .collect();
-            let Some((last, above)) = names.split_last() else {
-                return Err(std::io::Error::other("no file name"));
-            };
-            for name in above {
-                dir = rustix::fs::openat(
-                    &dir,
-                    *name,
-                    OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                    Mode::empty(),
-                )?;
+                .any(|c| !matches!(c, Component::Normal(_)))
+            {
+                return Err(std::io::Error::other("not a path below the root"));
             }
-            rustix::fs::openat(&dir, *last, flags | OFlags::NOFOLLOW, Mode::empty())?
+            walk_below(root, relative, flags)?
         }
         other => other?,
     };
