@@ -66,11 +66,37 @@ struct Cli {
     mode: Option<String>,
 }
 
+/// The names the agent is installed under: `talaria`, and `talaria-agent` (the wheel's and
+/// npm's name for the same binary).
+const AGENT_NAMES: [&str; 2] = ["talaria", "talaria-agent"];
+
+/// The agent: beside this program under either name, else the first on `PATH`, else
+/// `talaria` (whose failure to start then says so).
 fn default_agent() -> PathBuf {
-    std::env::current_exe()
+    let beside = std::env::current_exe()
         .ok()
-        .and_then(|exe| exe.parent().map(|dir| dir.join("talaria")))
-        .filter(|path| path.exists())
+        .and_then(|exe| exe.parent().map(std::path::Path::to_path_buf));
+    find_agent(beside.as_deref(), std::env::var_os("PATH").as_deref())
+}
+
+fn find_agent(beside: Option<&std::path::Path>, path: Option<&std::ffi::OsStr>) -> PathBuf {
+    let is_program = |candidate: &std::path::Path| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(candidate)
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    let on_path: Vec<PathBuf> = path
+        .map(|path| {
+            std::env::split_paths(path)
+                .filter(|dir| dir.is_absolute())
+                .collect()
+        })
+        .unwrap_or_default();
+    beside
+        .into_iter()
+        .chain(on_path.iter().map(PathBuf::as_path))
+        .flat_map(|dir| AGENT_NAMES.iter().map(move |name| dir.join(name)))
+        .find(|candidate| is_program(candidate))
         .unwrap_or_else(|| PathBuf::from("talaria"))
 }
 
@@ -604,5 +630,47 @@ impl Chat {
         self.agent.close_stdin();
         let _ = self.agent.wait_exit(Duration::from_secs(5)).await;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod agent_tests {
+    use super::*;
+
+    #[test]
+    fn the_agent_is_found_under_either_name_beside_the_chat_or_on_the_path() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("dir");
+        let (beside, on_path) = (dir.path().join("beside"), dir.path().join("bin"));
+        for folder in [&beside, &on_path] {
+            std::fs::create_dir_all(folder).expect("mkdir");
+        }
+        let make = |path: &std::path::Path| {
+            std::fs::write(path, "#!/bin/sh\n").expect("write");
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        };
+        let path = on_path.clone().into_os_string();
+        assert_eq!(
+            find_agent(Some(&beside), Some(&path)),
+            PathBuf::from("talaria")
+        );
+        make(&on_path.join("talaria-agent"));
+        assert_eq!(
+            find_agent(Some(&beside), Some(&path)),
+            on_path.join("talaria-agent")
+        );
+        make(&beside.join("talaria-agent"));
+        assert_eq!(
+            find_agent(Some(&beside), Some(&path)),
+            beside.join("talaria-agent")
+        );
+        make(&beside.join("talaria"));
+        assert_eq!(
+            find_agent(Some(&beside), Some(&path)),
+            beside.join("talaria")
+        );
+        // A relative PATH entry is never searched.
+        let relative = std::ffi::OsString::from("bin");
+        assert_eq!(find_agent(None, Some(&relative)), PathBuf::from("talaria"));
     }
 }
