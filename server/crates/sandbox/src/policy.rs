@@ -83,15 +83,15 @@ impl Default for SandboxPolicy {
 pub fn still_itself(root: &Path) -> Option<PathBuf> {
     let real = root.canonicalize().ok()?;
     if real != root {
-        tracing_free_note(root, &real);
+        say_not_granted(root, &real);
         return None;
     }
     Some(real)
 }
 
-/// The helper has no logger: a root left out is said on standard error, where a command's
-/// failure is read.
-fn tracing_free_note(root: &Path, real: &Path) {
+/// Says, on standard error (the helper has no logger; the command's errors are read there),
+/// that a root was left out and where it leads now.
+fn say_not_granted(root: &Path, real: &Path) {
     eprintln!(
         "talaria sandbox: {} now leads to {}; it is not writable for this command",
         root.display(),
