@@ -39,7 +39,7 @@ fresh() {
   && fresh node lint-workflows.mjs)
 # The release: built for this platform as the release workflow builds it, packaged (archive,
 # wheel, npm), installed from the built files on an empty HOME and driven with the official
-# SDK; the registry entry validated and auth-checked by the registry's own tools.
+# SDK; the registry entry checked by its documented rules and each route's auth methods.
 fresh env CARGO_HOME="${CARGO_HOME:-$HOME/.cargo}" RUSTUP_HOME="${RUSTUP_HOME:-$HOME/.rustup}" \
   bash clients/registry/check.sh
 (cd clients/vscode && fresh npm ci --no-audit --no-fund && fresh npm run typecheck \

@@ -2,8 +2,8 @@
 # Builds Talaria for this machine's platform the way a release does, packages it (release
 # archive, PyPI wheel, npm packages), installs each on an empty HOME from the built files and
 # drives it with the official ACP TypeScript SDK through a prompt with a tool call against the
-# mock model; then validates the registry entry with the ACP registry's own tools (vendored,
-# pinned: clients/registry/vendor/) and runs their auth check against the installed agent.
+# mock model; then checks the registry entry by the registry's documented rules and runs the
+# auth check against each installed route (entry_check.py).
 # Prints sizes and timings. Everything comes from the package registries (crates.io, PyPI,
 # npm); no network beyond them.
 #
@@ -27,16 +27,16 @@ glibc_floor=2.28
 version="$(python3 -c 'import tomllib; print(tomllib.load(open("Cargo.toml", "rb"))["workspace"]["package"]["version"])')"
 
 # Tools, pinned, from the registries: zig (PyPI) through cargo-zigbuild (crates.io) for a
-# glibc floor of 2.28; uv and jsonschema (PyPI) for the wheel and the registry's validator.
+# glibc floor of 2.28; uv (PyPI) for the wheel.
 tools="$target_dir/registry-tools"
 if [ ! -x "$tools/bin/cargo-zigbuild" ]; then
   say "installing cargo-zigbuild"
   cargo install --quiet --locked cargo-zigbuild --version 0.24.1 --root "$tools"
 fi
 if [ ! -x "$tools/venv/bin/uv" ]; then
-  say "installing ziglang, uv and jsonschema from PyPI"
+  say "installing ziglang and uv from PyPI"
   python3 -m venv "$tools/venv"
-  "$tools/venv/bin/pip" install --quiet ziglang==0.13.0 uv==0.13.9 jsonschema==4.25.1
+  "$tools/venv/bin/pip" install --quiet ziglang==0.13.0 uv==0.13.9
 fi
 export PATH="$tools/bin:$tools/venv/bin:$PATH"
 
@@ -105,22 +105,16 @@ install_s=$(since "$started")
 (cd "$work/npm" && sdk npx npx --prefix "$work/npm" talaria-agent acp) | tee -a "$report"
 echo "npm: $(du -kc "$dist"/talaria-agent-*.tgz | tail -1 | cut -f1) KB, installed in $install_s s" >>"$report"
 
-# 4. The registry entry, checked by the registry's own tools, in a registry of one.
-registry="$work/registry"
-mkdir -p "$registry/.github/workflows" "$registry/talaria"
-cp clients/registry/vendor/{build_registry.py,verify_agents.py,client.py} "$registry/.github/workflows/"
-cp clients/registry/vendor/{agent.schema.json,registry.schema.json} "$registry/"
-cp clients/registry/agent.json clients/registry/icon.svg "$registry/talaria/"
-say "validating the entry with the registry's build_registry.py (URLs not yet published)"
-(cd "$registry" && SKIP_URL_VALIDATION=1 "$tools/venv/bin/python" .github/workflows/build_registry.py)
-# verify_agents.py installs into .sandbox/<type>/<id>/: the npm packages in its npx prefix,
-# the wheel found by uv in the built files. (The entry has no `binary` distribution: the
-# registry requires every OS family in one, and Windows is not built yet; the archive was
-# driven above by its cmd and args as the registry's clients run it.)
-sandbox="$registry/.sandbox"
-mkdir -p "$sandbox/npx/talaria"
-cp -r "$work/npm/node_modules" "$work/npm/package.json" "$sandbox/npx/talaria/"
-say "the registry's auth check against the installed agent (npx, uvx)"
-(cd "$registry" && HOME="$work/empty-home" "$tools/venv/bin/python" \
-  .github/workflows/verify_agents.py --auth-check --agent talaria)
+# 4. The registry entry, checked by the registry's documented rules (entry_check.py, our own
+#    code) in a folder named after its id, and the auth check against each installed route,
+#    started as the registry's clients start it: an empty HOME, an allow-listed environment.
+#    (The entry has no `binary` distribution yet: the archive was driven above by its cmd.)
+entry="$work/registry/talaria"
+mkdir -p "$entry"
+cp clients/registry/agent.json clients/registry/icon.svg "$entry/"
+python3 clients/registry/entry_check.py entry "$entry" | tee -a "$report"
+python3 clients/registry/entry_check.py auth -- npx --prefix "$work/npm" talaria-agent acp \
+  | tee -a "$report"
+python3 clients/registry/entry_check.py auth -- uv tool run --from "$wheel" talaria-agent acp \
+  | tee -a "$report"
 cat "$report"
