@@ -77,6 +77,9 @@ pub struct Connection {
     pub incoming: mpsc::Receiver<IncomingMessage>,
     /// Finishes once every [`Peer`] handle is dropped and the queue is written out.
     pub writer: JoinHandle<io::Result<()>>,
+    /// Reads the input until it ends; aborting it stops reading and drops its [`Peer`]
+    /// handle, so a stop that comes while the input is still open is not held by it.
+    pub reader: JoinHandle<()>,
 }
 
 #[derive(Serialize)]
@@ -139,7 +142,7 @@ where
     });
     let peer = Peer { inner };
     let writer = tokio::spawn(write_loop(writer, out_rx, framing_rx));
-    tokio::spawn(read_loop(
+    let reader = tokio::spawn(read_loop(
         FrameReader::new(reader, options.max_message_bytes),
         peer.clone(),
         in_tx,
@@ -150,6 +153,7 @@ where
         peer,
         incoming: in_rx,
         writer,
+        reader,
     }
 }
 

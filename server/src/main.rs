@@ -191,8 +191,10 @@ fn main() -> std::process::ExitCode {
                 tokio::io::stdout(),
                 cassettes,
             ));
-            // Do not wait for stuck blocking work (a tool reading a slow file) on exit.
-            runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+            // Everything that must finish was waited for within the stop's budget (the
+            // output flushed included); blocking work still running (a read of the input, a
+            // store call that does not return, a tool reading a slow file) is not waited for.
+            runtime.shutdown_background();
             match result {
                 Ok(()) => std::process::ExitCode::SUCCESS,
                 Err(e) => {

@@ -56,3 +56,4 @@ mod subagents;
 mod terminal_client;
 mod terminal_pty;
 mod tools;
+mod waiting_turns;

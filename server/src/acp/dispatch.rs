@@ -114,17 +114,21 @@ where
             Some(deferred) = finished.recv() => agent.finish_one(deferred).await,
         }
     }
-    stop_signals.exit_on_the_next();
+    let stop = shutdown::Stop::begin(stop_signals);
+    // Nothing more is read: the reader's handle on the output goes with it, so the output
+    // ends as soon as the sessions' last messages are written, input closed or not.
+    connection.reader.abort();
     let Agent {
         peer,
         sessions,
         store,
         ..
     } = agent;
-    shutdown::close_everything(sessions, store).await;
+    shutdown::close_everything(sessions, store, stop.sessions_and_store()).await;
     drop(peer);
-    // Give forwarders a moment to send their last messages, then flush.
-    let _ = tokio::time::timeout(Duration::from_millis(400), connection.writer).await;
+    // The forwarders send their last messages and drop their handles; then the output is
+    // flushed and ends (within what is left of the budget).
+    let _ = tokio::time::timeout(stop.left(), connection.writer).await;
     Ok(())
 }
 

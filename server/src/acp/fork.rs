@@ -1,13 +1,15 @@
 //! `session/fork`: a new session with a copy of another's history (its parent recorded).
-//! The slow part — configuration, prompt, MCP servers, then the parent's record read and the
-//! copy committed and claimed — runs off the dispatch loop; the launch runs on it.
+//! The slow part — configuration, prompt, MCP servers, then the parent's record read (what
+//! the store has, then what still waits for it) — runs off the dispatch loop; the copy is
+//! queued on the journal like any new session's writes (created, claimed, then its entries),
+//! so a stuck store never refuses a fork it writes later; the launch runs on the loop.
 
 use futures_util::FutureExt;
 use talaria_engine::journal::{Journal, SessionJournal};
 use talaria_protocol::acp::{self, RequestId};
 use talaria_protocol::errors;
 use talaria_record::Transcript;
-use talaria_store::SessionMeta;
+use talaria_store::{EncodedEntry, SessionMeta};
 
 use super::lifecycle::{FLUSH_BEFORE_READ, Stored, journal_or_open, store_error};
 use super::{Agent, Reply, ready_session, to_value};
@@ -78,15 +80,15 @@ impl Agent {
     }
 }
 
-/// Reads the parent (after what is queued for it) and commits its copy under a new id,
-/// claimed for this process, before the fork is answered.
+/// Reads the parent (what the store has, then what still waits for it) and queues its copy
+/// under a new id, claimed for this process: written in order once the store takes writes,
+/// like a new session's. A parent that cannot be read refuses the fork and queues nothing.
 async fn copy(journal: Journal, params: &acp::ForkSessionRequest) -> Result<Copied, acp::Error> {
     journal.flush(FLUSH_BEFORE_READ).await;
     let parent = params.session_id.0.to_string();
-    let (meta, transcript) = journal
-        .call(move |store| store.load(&parent))
-        .await
-        .map_err(store_error)?;
+    let (meta, transcript) = journal.view(&parent).await.map_err(store_error)?;
+    let entries = EncodedEntry::all(transcript.entries())
+        .map_err(|e| errors::internal_error(format!("the fork could not be copied: {e}")))?;
     let id = uuid::Uuid::new_v4().to_string();
     let now = talaria_store::now_ms();
     let child = SessionMeta {
@@ -101,24 +103,9 @@ async fn copy(journal: Journal, params: &acp::ForkSessionRequest) -> Result<Copi
         cost: None,
         ..meta.clone()
     };
-    let (entries, claimed) = (transcript.entries().to_vec(), id.clone());
-    let stored = child.clone();
-    let saved = journal
-        .call(move |store| {
-            store.create(&stored)?;
-            store.append(&claimed, &entries)?;
-            let _ = store.claim(&claimed);
-            Ok(())
-        })
-        .await;
-    if let Err(error) = saved {
-        return Err(match store_error(error) {
-            unavailable if errors::code_of(&unavailable) == errors::UNAVAILABLE => unavailable,
-            other => {
-                errors::internal_error(format!("the fork could not be saved: {}", other.message))
-            }
-        });
-    }
+    journal.create(child.clone());
+    journal.claim(&id);
+    journal.append_entries(&id, entries);
     Ok(Copied {
         id,
         meta: child,

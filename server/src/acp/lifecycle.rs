@@ -31,28 +31,32 @@ pub(super) fn store_error(error: StoreError) -> acp::Error {
     }
 }
 
-/// Reads a stored session's record and claims it for this process (off the loop: what open
-/// sessions queued lands first, then the claim, atomic, then the read). Of two processes
-/// loading one session, exactly one wins and the other is told who holds it; a store that
-/// cannot be written is still read (the session then runs unsaved and says so).
+/// Reads a stored session's record — what the store has, then what still waits for it — and
+/// claims it for this process (off the loop: what open sessions queued lands first, then the
+/// claim, atomic, then the read). Of two processes loading one session, exactly one wins and
+/// the other is told who holds it; a store that cannot be written is still read (the session
+/// then runs unsaved and says so). A close of this session here whose release still waits
+/// behind its writes hands the claim over instead.
 async fn read_claimed(journal: Journal, id: &str) -> Result<Stored, acp::Error> {
     // A session closed a moment ago may still have writes queued; they land first.
     journal.flush(FLUSH_BEFORE_READ).await;
+    journal.hold_again(id);
     let claimed = id.to_string();
-    let (meta, transcript) = journal
-        .call(move |store| {
-            match store.claim(&claimed) {
-                Ok(()) | Err(StoreError::ReadOnly(_)) => {}
-                Err(other) => return Err(other),
-            }
-            let loaded = store.load(&claimed);
-            if loaded.is_err() {
-                let _ = store.release(&claimed);
-            }
-            loaded
+    let viewed = journal
+        .view_after(id, move |store| match store.claim(&claimed) {
+            Ok(()) | Err(StoreError::ReadOnly(_)) => Ok(()),
+            Err(other) => Err(other),
         })
-        .await
-        .map_err(store_error)?;
+        .await;
+    let (meta, transcript) = match viewed {
+        Ok(read) => read,
+        Err(error) => {
+            if !matches!(error, StoreError::InUse { .. }) {
+                journal.release(id);
+            }
+            return Err(store_error(error));
+        }
+    };
     let saved = transcript.last_id();
     Ok(Stored {
         meta,
@@ -205,11 +209,7 @@ impl Agent {
         };
         let slow = async move {
             journal.flush(FLUSH_BEFORE_READ).await;
-            let id = reopen.id.clone();
-            let (_, transcript) = journal
-                .call(move |store| store.load(&id))
-                .await
-                .map_err(store_error)?;
+            let (_, transcript) = journal.view(&reopen.id).await.map_err(store_error)?;
             Ok((reopen, transcript))
         };
         self.defer(
@@ -378,14 +378,16 @@ impl Agent {
         let (handle, journal) = (session.handle.clone(), self.store.clone());
         drop(session);
         let slow = async move {
+            // One deadline for the whole close: the session's own wait for its last writes
+            // and the release's share it.
+            let deadline = tokio::time::Instant::now() + talaria_engine::journal::ANSWER_DEADLINE;
             handle.close_and_wait().await;
             // Then it is free for others (in order, after what it wrote): answered once it
-            // is, or once the journal's deadline passed (it is released when the store can).
+            // is, or once the deadline passed (it is released when the store can).
             if let Some(journal) = journal {
                 journal.release(&id);
-                journal
-                    .committed_within(&id, talaria_engine::journal::ANSWER_DEADLINE)
-                    .await;
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                journal.committed_within(&id, left).await;
             }
             tracing::info!(session = %id, "session closed");
             Ok(())

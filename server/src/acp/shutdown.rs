@@ -11,9 +11,11 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use super::LiveSession;
 
-/// The longest a clean stop takes, sessions and store together (the last output is flushed
-/// after it).
+/// The longest a clean stop takes, from the signal (or the end of input) to the last output
+/// flushed: sessions, store and output together.
 pub(super) const SHUTDOWN_BUDGET: Duration = Duration::from_millis(2500);
+/// Of it, what the output is left at the end to flush the last messages.
+const OUTPUT_SHARE: Duration = Duration::from_millis(250);
 /// Of it, what the store is left at least (the sessions' last commits take the rest).
 const STORE_SHARE: Duration = Duration::from_millis(700);
 
@@ -65,7 +67,7 @@ impl StopSignals {
     /// exit happens in the signal handler itself (`_exit`), so a runtime thread held by a
     /// call that does not return (a connection to a frozen database being closed) cannot
     /// delay it. The task logs it first where the runtime is free to.
-    pub(super) fn exit_on_the_next(mut self) {
+    fn exit_on_the_next(mut self) {
         let armed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
         for signal in [
             signal_hook::consts::SIGTERM,
@@ -88,12 +90,40 @@ impl StopSignals {
     }
 }
 
+/// A stop under way: one deadline for all of it.
+pub(super) struct Stop {
+    started: tokio::time::Instant,
+}
+
+impl Stop {
+    /// From now on the stop has [`SHUTDOWN_BUDGET`], and a second signal ends the process.
+    pub(super) fn begin(signals: StopSignals) -> Self {
+        signals.exit_on_the_next();
+        Self {
+            started: tokio::time::Instant::now(),
+        }
+    }
+
+    /// What the sessions and the store get (the output keeps its share).
+    pub(super) fn sessions_and_store(&self) -> Duration {
+        SHUTDOWN_BUDGET
+            .saturating_sub(OUTPUT_SHARE)
+            .saturating_sub(self.started.elapsed())
+    }
+
+    /// What is left of the whole budget.
+    pub(super) fn left(&self) -> Duration {
+        SHUTDOWN_BUDGET.saturating_sub(self.started.elapsed())
+    }
+}
+
 /// Ends every session as `session/cancel` would, then writes what they recorded: each actor
 /// records its cancelled turn and commits it (its commit is bounded by the journal's
-/// deadline), then the store gets what is left of the budget.
+/// deadline), then the store gets what is left of `budget`.
 pub(super) async fn close_everything(
     sessions: std::collections::HashMap<String, LiveSession>,
     journal: Option<talaria_engine::journal::Journal>,
+    budget: Duration,
 ) {
     let started = tokio::time::Instant::now();
     for session in sessions.values() {
@@ -104,7 +134,7 @@ pub(super) async fn close_everything(
             .values()
             .map(|session| session.handle.close_and_wait()),
     );
-    let sessions_budget = SHUTDOWN_BUDGET.saturating_sub(STORE_SHARE);
+    let sessions_budget = budget.saturating_sub(STORE_SHARE);
     if tokio::time::timeout(sessions_budget, closed).await.is_err() {
         tracing::warn!(
             "some sessions did not finish within {:.1} s; what they did not record is lost",
@@ -113,7 +143,7 @@ pub(super) async fn close_everything(
     }
     drop(sessions);
     if let Some(journal) = journal {
-        let left = SHUTDOWN_BUDGET.saturating_sub(started.elapsed());
-        journal.shutdown(left.max(STORE_SHARE)).await;
+        let left = budget.saturating_sub(started.elapsed());
+        journal.shutdown(left.max(STORE_SHARE.min(budget))).await;
     }
 }

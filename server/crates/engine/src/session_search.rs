@@ -3,13 +3,14 @@
 //! A query gives ranked hits, each with a snippet and the messages around it; no query lists
 //! recent sessions; a session id and message id scroll around that message.
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::LazyLock;
 
 use futures_util::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use talaria_record::{Entry, EntryBody, UserPart};
-use talaria_store::SessionStore;
+use talaria_store::{SearchHit, SessionStore};
 use talaria_tools::tool::parse_args;
 use talaria_tools::{
     ApprovalNeed, CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolKind,
@@ -89,11 +90,70 @@ fn line(entry: &Entry) -> Option<String> {
     Some(format!("  #{} {role}: {}", entry.id, clip(&text)))
 }
 
-fn run(store: &dyn SessionStore, args: &Args) -> Result<String, talaria_store::StoreError> {
+/// What of the sessions searched still waits for the store (a turn it has not committed):
+/// searched and read beside the store's own entries.
+#[derive(Default)]
+struct Waiting {
+    hits: Vec<SearchHit>,
+    /// The waiting entries of the sessions read, by session.
+    entries: HashMap<String, Vec<Entry>>,
+}
+
+impl Waiting {
+    fn of(journal: &crate::journal::Journal, args: &Args, limit: usize) -> Self {
+        let query = args.query.as_deref().map(str::trim).unwrap_or("");
+        let hits = journal.search_waiting(query, limit);
+        let mut sessions: Vec<&str> = hits.iter().map(|h| h.session_id.as_str()).collect();
+        sessions.extend(args.session_id.as_deref());
+        let mut entries = HashMap::new();
+        for session in sessions {
+            if entries.contains_key(session) {
+                continue;
+            }
+            let decoded: Vec<Entry> = journal
+                .waiting(session)
+                .entries
+                .iter()
+                .filter_map(|e| e.decoded().ok())
+                .collect();
+            entries.insert(session.to_string(), decoded);
+        }
+        Self { hits, entries }
+    }
+
+    /// The stored entries around `id` with the waiting ones laid over them, `before` and
+    /// `after` it by position.
+    fn around(
+        &self,
+        store: &dyn SessionStore,
+        session: &str,
+        id: u64,
+        before: usize,
+        after: usize,
+    ) -> Result<Vec<Entry>, talaria_store::StoreError> {
+        let stored = store.entries_around(session, id, before, after)?;
+        let Some(waiting) = self.entries.get(session).filter(|w| !w.is_empty()) else {
+            return Ok(stored);
+        };
+        let mut merged: BTreeMap<u64, Entry> = stored.into_iter().map(|e| (e.id, e)).collect();
+        merged.extend(waiting.iter().map(|e| (e.id, e.clone())));
+        let all: Vec<Entry> = merged.into_values().collect();
+        let at = all.partition_point(|e| e.id < id);
+        let start = at.saturating_sub(before);
+        let end = (at + after + 1).min(all.len());
+        Ok(all[start..end].to_vec())
+    }
+}
+
+fn run(
+    store: &dyn SessionStore,
+    args: &Args,
+    waiting: &Waiting,
+) -> Result<String, talaria_store::StoreError> {
     let limit = args.limit.unwrap_or(5).clamp(1, 20);
     let window = args.window.unwrap_or(2).min(20);
     if let (Some(session), Some(around)) = (&args.session_id, args.around_message_id) {
-        let entries = store.entries_around(session, around, window, window)?;
+        let entries = waiting.around(store, session, around, window, window)?;
         let lines: Vec<String> = entries.iter().filter_map(line).collect();
         if lines.is_empty() {
             return Ok(format!(
@@ -127,7 +187,17 @@ fn run(store: &dyn SessionStore, args: &Args) -> Result<String, talaria_store::S
             .collect();
         return Ok(format!("Recent sessions:\n{}", lines.join("\n")));
     }
-    let hits = store.search(query, limit)?;
+    // What waits for the store is the newest: it comes first, then the store's hits.
+    let mut hits = waiting.hits.clone();
+    for hit in store.search(query, limit)? {
+        if !hits
+            .iter()
+            .any(|h| h.session_id == hit.session_id && h.entry_id == hit.entry_id)
+        {
+            hits.push(hit);
+        }
+    }
+    hits.truncate(limit);
     if hits.is_empty() {
         return Ok(format!("No past messages match {query:?}."));
     }
@@ -140,7 +210,7 @@ fn run(store: &dyn SessionStore, args: &Args) -> Result<String, talaria_store::S
             hit.entry_id,
             hit.snippet
         ));
-        if let Ok(around) = store.entries_around(&hit.session_id, hit.entry_id, 1, 1) {
+        if let Ok(around) = waiting.around(store, &hit.session_id, hit.entry_id, 1, 1) {
             for text in around.iter().filter_map(line) {
                 out.push_str(&text);
                 out.push('\n');
@@ -176,7 +246,13 @@ impl Tool for SessionSearch {
                 Ok(args) => args,
                 Err(failed) => return failed,
             };
-            match self.journal.call(move |store| run(store, &args)).await {
+            let limit = args.limit.unwrap_or(5).clamp(1, 20);
+            let waiting = Waiting::of(&self.journal, &args, limit);
+            match self
+                .journal
+                .call(move |store| run(store, &args, &waiting))
+                .await
+            {
                 Ok(text) => ToolOutcome::completed(text),
                 Err(why) => ToolOutcome::failed(format!("session search failed: {why}")),
             }

@@ -3,6 +3,7 @@
 //! the entry itself is never copied on its way to the store.
 
 use std::io;
+use std::sync::Arc;
 
 use talaria_record::{Entry, EntryId};
 
@@ -15,10 +16,11 @@ pub struct EncodedEntry {
     pub at_ms: i64,
     /// The kind it is filed under (`user`, `assistant`, `tool_result`…).
     pub kind: &'static str,
-    /// The entry as JSON.
-    pub body: String,
+    /// The entry as JSON, shared: the journal's view of a session and its writer hold the
+    /// same body, never a copy.
+    pub body: Arc<String>,
     /// The text full-text search sees, if any (bounded, whatever the entry's size).
-    pub search_text: Option<String>,
+    pub search_text: Option<Arc<String>>,
 }
 
 impl EncodedEntry {
@@ -27,9 +29,20 @@ impl EncodedEntry {
             id: entry.id,
             at_ms: entry.at_ms,
             kind: crate::search_text::kind_of(&entry.body),
-            body: json_of(entry)?,
-            search_text: crate::search_text::text_of(entry),
+            body: Arc::new(json_of(entry)?),
+            search_text: crate::search_text::text_of(entry).map(Arc::new),
         })
+    }
+
+    /// The entry back from its body.
+    pub fn decoded(&self) -> Result<Entry, StoreError> {
+        serde_json::from_str(&self.body)
+            .map_err(|e| StoreError::Other(format!("entry {} does not decode: {e}", self.id)))
+    }
+
+    /// Whether `other` is this very encoding (the same body, not an equal copy).
+    pub fn is_same(&self, other: &Self) -> bool {
+        self.id == other.id && Arc::ptr_eq(&self.body, &other.body)
     }
 
     /// Every entry of `entries`, in order.
@@ -78,7 +91,7 @@ mod tests {
         });
         let entry = &transcript.entries()[0];
         let encoded = EncodedEntry::of(entry).expect("encodes");
-        assert_eq!(encoded.body, serde_json::to_string(entry).expect("json"));
+        assert_eq!(*encoded.body, serde_json::to_string(entry).expect("json"));
         assert_eq!(encoded.body.capacity(), encoded.body.len());
         assert_eq!(encoded.kind, "system");
         assert_eq!(encoded.search_text, None);

@@ -18,6 +18,8 @@
 //!   meanwhile wait in the backlogs and are written once it opens.
 //! - Reads ([`Journal::call`]) are bounded by [`READ_DEADLINE`].
 
+mod view;
+mod waiting;
 mod writer;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -28,6 +30,7 @@ use talaria_record::{Entry, EntryId, Transcript};
 use talaria_store::{EncodedEntry, MetaUpdate, SessionMeta, SessionStore, StoreError};
 use tokio::sync::{Notify, oneshot};
 
+pub use waiting::WaitingWrites;
 pub use writer::Opener;
 use writer::{Write, Writer};
 
@@ -97,6 +100,8 @@ struct Shared {
     tried: std::sync::atomic::AtomicBool,
     /// Signalled when it was.
     first_try: Notify,
+    /// What each session sent that the store has not committed (the view's second half).
+    waiting: waiting::Waiting,
 }
 
 impl Shared {
@@ -110,6 +115,7 @@ impl Shared {
             notes: Mutex::new(Vec::new()),
             tried: std::sync::atomic::AtomicBool::new(false),
             first_try: Notify::new(),
+            waiting: waiting::Waiting::default(),
         }
     }
 
@@ -262,6 +268,7 @@ impl Journal {
     }
 
     pub fn create(&self, meta: SessionMeta) {
+        self.shared.waiting.created(&meta);
         self.send(Write::Create(meta));
     }
 
@@ -270,17 +277,34 @@ impl Journal {
         self.send(Write::Claim(session_id.to_string()));
     }
 
-    /// Lets other processes have the session once everything it wrote is written.
+    /// Lets other processes have the session once everything it wrote is written (unless
+    /// it is opened here again meanwhile: [`Journal::hold_again`]).
     pub fn release(&self, session_id: &str) {
-        self.send(Write::Release(session_id.to_string()));
+        let hold = self.shared.waiting.hold(session_id);
+        self.send(Write::Release(session_id.to_string(), hold));
+    }
+
+    /// The session is opened here again: a release still waiting behind its writes is
+    /// dropped, so the claim passes to the new opening with the waiting entries.
+    pub fn hold_again(&self, session_id: &str) {
+        self.shared.waiting.hold_again(session_id);
     }
 
     pub fn update(&self, session_id: &str, update: MetaUpdate) {
         self.send(Write::Update(session_id.to_string(), update));
     }
 
+    /// Queues entries of a session that has no actor yet (a fork's copy), in order after its
+    /// create and claim.
+    pub fn append_entries(&self, session_id: &str, entries: Vec<EncodedEntry>) {
+        if !entries.is_empty() && !self.append(session_id, entries) {
+            tracing::error!(session = %session_id, "the session writer has stopped; this session is not saved");
+        }
+    }
+
     fn append(&self, session_id: &str, entries: Vec<EncodedEntry>) -> bool {
         let count = entries.len();
+        self.shared.waiting.sent(session_id, &entries);
         self.shared.queued.fetch_add(count, Ordering::AcqRel);
         let sent = self.send(Write::Append(session_id.to_string(), entries));
         if !sent {

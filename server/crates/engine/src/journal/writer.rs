@@ -31,8 +31,9 @@ pub(super) enum Write {
     Create(SessionMeta),
     /// Holds the session for this process (after its create).
     Claim(String),
-    /// Lets other processes have it (after everything it wrote).
-    Release(String),
+    /// Lets other processes have it (after everything it wrote), unless it was opened here
+    /// again since (its hold changed).
+    Release(String, u64),
     Append(String, Vec<EncodedEntry>),
     Update(String, MetaUpdate),
     /// Answers once every earlier write of the session is committed, or why it is not.
@@ -54,7 +55,8 @@ struct Backlog {
     claim: bool,
     entries: Vec<EncodedEntry>,
     update: Option<MetaUpdate>,
-    release: bool,
+    /// A release waiting, made under this hold.
+    release: Option<u64>,
     error: String,
 }
 
@@ -194,6 +196,7 @@ impl Writer {
                     );
                 }
                 self.unsaved.clear();
+                self.shared.waiting.clear();
                 for reply in std::mem::take(&mut self.waiting_saved)
                     .into_values()
                     .flatten()
@@ -271,7 +274,10 @@ impl Writer {
     fn apply_closed(&mut self, batch: Vec<Write>) {
         for write in batch {
             match write {
-                Write::Append(_, entries) => self.handled(entries.len()),
+                Write::Append(session, entries) => {
+                    self.shared.waiting.committed(&session, &entries);
+                    self.handled(entries.len());
+                }
                 Write::Barrier(_, reply) => {
                     let _ = reply.send(SaveReport {
                         unsaved: 1,
@@ -287,7 +293,8 @@ impl Writer {
                 Write::Shutdown(reply) => {
                     let _ = reply.send(Vec::new());
                 }
-                Write::Create(_) | Write::Claim(_) | Write::Release(_) | Write::Update(..) => {}
+                Write::Create(meta) => self.shared.waiting.create_committed(&meta.id),
+                Write::Claim(_) | Write::Release(..) | Write::Update(..) => {}
             }
         }
     }
@@ -315,7 +322,9 @@ impl Writer {
         };
         let whole = match store.append_batch(appends) {
             Ok(()) => {
-                appends.clear();
+                for (session, entries) in appends.drain(..) {
+                    self.shared.waiting.committed(&session, &entries);
+                }
                 return;
             }
             Err(error) => error,
@@ -331,9 +340,12 @@ impl Writer {
                     error.to_string()
                 }),
             };
-            if let Some(error) = failed {
-                tracing::error!(session = %session, "saving the session failed: {error}");
-                self.backlog(&session, &error).entries.extend(entries);
+            match failed {
+                Some(error) => {
+                    tracing::error!(session = %session, "saving the session failed: {error}");
+                    self.backlog(&session, &error).entries.extend(entries);
+                }
+                None => self.shared.waiting.committed(&session, &entries),
             }
         }
     }
@@ -343,7 +355,7 @@ impl Writer {
             Write::Create(meta) => {
                 let session = meta.id.clone();
                 match self.try_store(&session, |store| store.create(&meta)) {
-                    Ok(()) => {}
+                    Ok(()) => self.shared.waiting.create_committed(&session),
                     Err(error) => {
                         tracing::warn!(session = %session, "saving the new session: {error}");
                         self.backlog(&session, &error.0).create = Some(meta);
@@ -356,11 +368,13 @@ impl Writer {
                     self.backlog(&session, &error.0).claim = true;
                 }
             }
-            Write::Release(session) => {
-                if let Err(error) =
+            Write::Release(session, hold) => {
+                if self.shared.waiting.hold(&session) != hold {
+                    tracing::debug!(session = %session, "opened here again: the release is dropped");
+                } else if let Err(error) =
                     self.try_store(&session, |store| holding(store.release(&session)))
                 {
-                    self.backlog(&session, &error.0).release = true;
+                    self.backlog(&session, &error.0).release = Some(hold);
                 }
             }
             Write::Update(session, update) => {
@@ -469,7 +483,7 @@ impl Writer {
             let Some(mut backlog) = self.unsaved.remove(&session) else {
                 continue;
             };
-            match write_backlog(store.as_ref(), &session, &mut backlog) {
+            match write_backlog(store.as_ref(), &self.shared, &session, &mut backlog) {
                 Ok(()) => tracing::info!(session = %session, "the session is saved again"),
                 Err(error) => {
                     backlog.error = error.to_string();
@@ -486,12 +500,14 @@ impl Writer {
 /// Writes a backlog in the order its writes were made; what is written leaves it.
 fn write_backlog(
     store: &dyn SessionStore,
+    shared: &Shared,
     session: &str,
     backlog: &mut Backlog,
 ) -> Result<(), StoreError> {
     if let Some(meta) = &backlog.create {
         store.create(meta)?;
         backlog.create = None;
+        shared.waiting.create_committed(session);
     }
     if backlog.claim {
         holding(store.claim(session))?;
@@ -499,15 +515,20 @@ fn write_backlog(
     }
     if !backlog.entries.is_empty() {
         store.append_encoded(session, &backlog.entries)?;
-        backlog.entries.clear();
+        shared
+            .waiting
+            .committed(session, &std::mem::take(&mut backlog.entries));
     }
     if let Some(update) = &backlog.update {
         store.update(session, update)?;
         backlog.update = None;
     }
-    if backlog.release {
-        holding(store.release(session))?;
-        backlog.release = false;
+    if let Some(hold) = backlog.release {
+        // Opened here again since: the claim stays.
+        if shared.waiting.hold(session) == hold {
+            holding(store.release(session))?;
+        }
+        backlog.release = None;
     }
     Ok(())
 }

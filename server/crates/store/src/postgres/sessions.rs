@@ -30,8 +30,8 @@ fn append_in(
                 &entry_key(entry.id),
                 &entry.at_ms,
                 &entry.kind,
-                &entry.body,
-                &entry.search_text,
+                &*entry.body,
+                &entry.search_text.as_deref().map(String::as_str),
             ],
         )?;
     }

@@ -30,9 +30,10 @@ pub(super) fn upsert(
     let id = i64::try_from(entry.id).unwrap_or(i64::MAX);
     let (kind, at_ms) = (entry.kind, entry.at_ms);
     if entry.body.len() <= INLINE_BODY_MAX {
-        return upsert.query_row(params![session_id, id, at_ms, kind, entry.body], |row| {
-            row.get(0)
-        });
+        return upsert.query_row(
+            params![session_id, id, at_ms, kind, entry.body.as_str()],
+            |row| row.get(0),
+        );
     }
     let size = u64::try_from(entry.body.len()).unwrap_or(u64::MAX);
     let row: i64 = upsert.query_row(

@@ -412,7 +412,8 @@ impl SqliteStore {
     ) -> Result<(), StoreError> {
         for entry in entries {
             let row = bodies::upsert(tx, session_id, entry).map_err(classify)?;
-            fts::index(tx, row, entry.search_text.as_deref()).map_err(classify)?;
+            fts::index(tx, row, entry.search_text.as_deref().map(String::as_str))
+                .map_err(classify)?;
         }
         tx.execute(
             "UPDATE sessions SET updated_at = ?2 WHERE id = ?1",
