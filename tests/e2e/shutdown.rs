@@ -305,3 +305,60 @@ async fn the_postgres_build_exits_cleanly_fifty_times_in_a_row() {
     }
     drop(cluster);
 }
+
+/// A signalled stop of an idle agent whose input is still open is as quick as end of input:
+/// nothing waits for the input's reader (the old stop waited out two fixed pauses, 0.6 s).
+#[tokio::test]
+async fn a_signalled_stop_with_input_open_is_as_quick_as_end_of_input() {
+    let env = TestEnv::new(vec![MockReply::text(&["done"])]).await;
+    for sig in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        let (mut agent, session) = env.session().await;
+        prompt(&mut agent, &session, "one").await;
+        env.mock.push(MockReply::text(&["done"]));
+        let started = Instant::now();
+        signal(&agent, sig);
+        let status = agent.wait_exit(WAIT).await.expect("exits");
+        let took = started.elapsed();
+        assert!(status.success(), "{sig:?}: {status:?}");
+        assert!(
+            took < Duration::from_millis(450),
+            "{sig:?}: an idle stop took {took:?}"
+        );
+    }
+}
+
+/// A stop while another program holds the store's write lock (a turn waiting for it) ends
+/// within the stop's budget of 2.5 s, sessions, store and output together.
+#[tokio::test]
+async fn a_stop_on_a_locked_store_ends_within_its_budget() {
+    for sig in [Signal::SIGTERM, Signal::SIGINT] {
+        let env = TestEnv::new(vec![
+            MockReply::text(&["saved before"]),
+            MockReply::Hang {
+                chunks: vec!["working".into()],
+            },
+        ])
+        .await;
+        let (mut agent, session) = env.session().await;
+        prompt(&mut agent, &session, "one").await;
+        let holder = hold_write_lock(
+            &env.home.path().join("talaria").join("state.db"),
+            Duration::from_secs(6),
+        );
+        agent
+            .start_request("session/prompt", text_prompt(&session, "two"))
+            .await
+            .expect("prompt");
+        agent.next_update(WAIT).await.expect("a chunk");
+        let started = Instant::now();
+        signal(&agent, sig);
+        let status = agent.wait_exit(WAIT).await.expect("exits");
+        let took = started.elapsed();
+        assert!(status.success(), "{sig:?}: {status:?}");
+        assert!(
+            took < Duration::from_millis(2700),
+            "{sig:?}: the stop took {took:?}"
+        );
+        holder.join().expect("the lock holder");
+    }
+}
