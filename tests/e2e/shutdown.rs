@@ -235,10 +235,11 @@ async fn end_of_input_during_a_command_ends_it_and_all_it_started() {
     stop_during_a_command(STOPS[3]).await;
 }
 
-#[tokio::test]
-async fn a_second_signal_exits_at_once() {
-    // Another program holds the store's write lock, so the clean stop waits for the store
-    // (for its bounded time); a second signal does not wait.
+/// An agent whose second turn is streaming while another program holds the store's write
+/// lock for `period` (its first turn is saved).
+async fn a_turn_on_a_locked_store(
+    period: Duration,
+) -> (TestEnv, AgentProcess, std::thread::JoinHandle<()>) {
     let env = TestEnv::new(vec![
         MockReply::text(&["saved before"]),
         MockReply::Hang {
@@ -249,15 +250,20 @@ async fn a_second_signal_exits_at_once() {
     let (mut agent, session) = env.session().await;
     let (response, _) = prompt(&mut agent, &session, "one").await;
     assert_eq!(stop_reason(&response), "end_turn");
-    let holder = hold_write_lock(
-        &env.home.path().join("talaria").join("state.db"),
-        Duration::from_secs(8),
-    );
+    let holder = hold_write_lock(&env.home.path().join("talaria").join("state.db"), period);
     agent
         .start_request("session/prompt", text_prompt(&session, "two"))
         .await
         .expect("prompt");
     agent.next_update(WAIT).await.expect("a chunk");
+    (env, agent, holder)
+}
+
+#[tokio::test]
+async fn a_second_signal_exits_at_once() {
+    // Another program holds the store's write lock, so the clean stop waits for the store
+    // (for its bounded time); a second signal does not wait.
+    let (_env, mut agent, holder) = a_turn_on_a_locked_store(Duration::from_secs(8)).await;
     signal(&agent, Signal::SIGTERM);
     tokio::time::sleep(Duration::from_millis(300)).await;
     let second = Instant::now();
@@ -332,24 +338,7 @@ async fn a_signalled_stop_with_input_open_is_as_quick_as_end_of_input() {
 #[tokio::test]
 async fn a_stop_on_a_locked_store_ends_within_its_budget() {
     for sig in [Signal::SIGTERM, Signal::SIGINT] {
-        let env = TestEnv::new(vec![
-            MockReply::text(&["saved before"]),
-            MockReply::Hang {
-                chunks: vec!["working".into()],
-            },
-        ])
-        .await;
-        let (mut agent, session) = env.session().await;
-        prompt(&mut agent, &session, "one").await;
-        let holder = hold_write_lock(
-            &env.home.path().join("talaria").join("state.db"),
-            Duration::from_secs(6),
-        );
-        agent
-            .start_request("session/prompt", text_prompt(&session, "two"))
-            .await
-            .expect("prompt");
-        agent.next_update(WAIT).await.expect("a chunk");
+        let (_env, mut agent, holder) = a_turn_on_a_locked_store(Duration::from_secs(6)).await;
         let started = Instant::now();
         signal(&agent, sig);
         let status = agent.wait_exit(WAIT).await.expect("exits");

@@ -89,6 +89,21 @@ async fn refused_elsewhere(env: &TestEnv, session: &str) {
     );
 }
 
+/// Once the lock is gone: the answers of `session`'s stored record (at least `count`, the
+/// record valid), in order.
+fn stored_as(env: &TestEnv, session: &str, count: usize) -> Vec<String> {
+    let stored = stored_answers(&store_path(env), session, count);
+    assert_valid(&stored);
+    assistant_texts(&stored)
+}
+
+/// The claim still holds against another process; then the agent exits cleanly.
+async fn held_to_the_end(env: &TestEnv, mut agent: AgentProcess, session: &str) {
+    refused_elsewhere(env, session).await;
+    agent.close_stdin();
+    assert!(agent.wait_exit(WAIT).await.expect("exits").success());
+}
+
 /// A record the model can be sent: every tool result has its call, roles alternate.
 fn assert_valid(transcript: &talaria_record::Transcript) {
     assert!(transcript.validate().is_ok(), "{:?}", transcript.validate());
@@ -144,16 +159,13 @@ async fn a_session_closed_and_loaded_while_its_turn_waits_goes_on_from_the_whole
     );
 
     holder.join().expect("the lock holder");
-    let stored = stored_answers(&store_path(&env), &session, 3);
-    assert_valid(&stored);
+    let expected = ["stored answer", "waiting answer", "after reload"];
     assert_eq!(
-        assistant_texts(&stored),
-        ["stored answer", "waiting answer", "after reload"],
+        stored_as(&env, &session, expected.len()),
+        expected,
         "every turn once, in order"
     );
-    refused_elsewhere(&env, &session).await;
-    agent.close_stdin();
-    assert!(agent.wait_exit(WAIT).await.expect("exits").success());
+    held_to_the_end(&env, agent, &session).await;
 }
 
 #[tokio::test]
@@ -217,19 +229,14 @@ async fn a_live_load_a_fork_and_a_search_see_the_turn_that_waits() {
     assert!(env.mock.take_problems().is_empty(), "an invalid request");
 
     holder.join().expect("the lock holder");
-    let parent = stored_answers(&store_path(&env), &session, 3);
-    assert_valid(&parent);
-    let child = stored_answers(&store_path(&env), &fork, 3);
-    assert_valid(&child);
-    let texts = assistant_texts(&child);
+    stored_as(&env, &session, 3);
+    let texts = stored_as(&env, &fork, 3);
     assert!(
         texts.starts_with(&["stored answer".to_string(), "waiting answer".to_string()])
             && texts.last().map(String::as_str) == Some("fork goes on"),
         "{texts:?}"
     );
-    refused_elsewhere(&env, &fork).await;
-    agent.close_stdin();
-    assert!(agent.wait_exit(WAIT).await.expect("exits").success());
+    held_to_the_end(&env, agent, &fork).await;
 }
 
 #[tokio::test]
@@ -265,10 +272,7 @@ async fn a_session_never_stored_is_loaded_from_what_waits_and_keeps_its_claim() 
     );
     prompt(&mut agent, &session, "two").await;
     holder.join().expect("the lock holder");
-    let stored = stored_answers(&store_path(&env), &session, 2);
-    assert_valid(&stored);
-    assert_eq!(assistant_texts(&stored), ["first answer", "second answer"]);
-    refused_elsewhere(&env, &session).await;
-    agent.close_stdin();
-    assert!(agent.wait_exit(WAIT).await.expect("exits").success());
+    let expected = ["first answer", "second answer"];
+    assert_eq!(stored_as(&env, &session, expected.len()), expected);
+    held_to_the_end(&env, agent, &session).await;
 }
