@@ -280,3 +280,36 @@ async fn a_store_that_can_never_open_is_said_so_and_not_waited_for() {
     );
     assert!(matches!(journal.store(), Err(StoreError::Unsupported(_))));
 }
+
+#[tokio::test]
+async fn refused_entries_stay_in_the_view_until_the_store_commits_them() {
+    let store = Arc::new(Flaky::default());
+    let journal = Journal::start(store.clone());
+    let mut session = SessionJournal::new(journal.clone(), "s", 0);
+    let mut transcript = Transcript::with_system("sys");
+    session.save(&mut transcript);
+    assert_eq!(session.committed().await, SaveReport::default());
+    assert!(journal.waiting("s").is_empty(), "committed entries leave");
+
+    store.failing.store(true, Ordering::Release);
+    transcript.push(user("one"));
+    transcript.push(user("two"));
+    session.save(&mut transcript);
+    assert!(session.committed().await.unsaved > 0);
+    let waiting: Vec<EntryId> = journal.waiting("s").entries.iter().map(|e| e.id).collect();
+    assert_eq!(
+        waiting,
+        [2, 3],
+        "what the store refused is in the view, in order"
+    );
+    store.failing.store(false, Ordering::Release);
+    assert!(
+        tokio::time::timeout(Duration::from_secs(10), session.when_saved())
+            .await
+            .expect("healed in time")
+    );
+    assert!(
+        journal.waiting("s").is_empty(),
+        "written entries leave the view"
+    );
+}
