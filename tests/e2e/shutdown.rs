@@ -312,6 +312,15 @@ async fn the_postgres_build_exits_cleanly_fifty_times_in_a_row() {
     drop(cluster);
 }
 
+/// Signals the agent; how long it took to exit (cleanly: asserted).
+async fn stopped_by(agent: &mut AgentProcess, sig: Signal) -> Duration {
+    let started = Instant::now();
+    signal(agent, sig);
+    let status = agent.wait_exit(WAIT).await.expect("exits");
+    assert!(status.success(), "{sig:?}: {status:?}");
+    started.elapsed()
+}
+
 /// A signalled stop of an idle agent whose input is still open is as quick as end of input:
 /// nothing waits for the input's reader (the old stop waited out two fixed pauses, 0.6 s).
 #[tokio::test]
@@ -321,11 +330,7 @@ async fn a_signalled_stop_with_input_open_is_as_quick_as_end_of_input() {
         let (mut agent, session) = env.session().await;
         prompt(&mut agent, &session, "one").await;
         env.mock.push(MockReply::text(&["done"]));
-        let started = Instant::now();
-        signal(&agent, sig);
-        let status = agent.wait_exit(WAIT).await.expect("exits");
-        let took = started.elapsed();
-        assert!(status.success(), "{sig:?}: {status:?}");
+        let took = stopped_by(&mut agent, sig).await;
         assert!(
             took < Duration::from_millis(450),
             "{sig:?}: an idle stop took {took:?}"
@@ -339,11 +344,7 @@ async fn a_signalled_stop_with_input_open_is_as_quick_as_end_of_input() {
 async fn a_stop_on_a_locked_store_ends_within_its_budget() {
     for sig in [Signal::SIGTERM, Signal::SIGINT] {
         let (_env, mut agent, holder) = a_turn_on_a_locked_store(Duration::from_secs(6)).await;
-        let started = Instant::now();
-        signal(&agent, sig);
-        let status = agent.wait_exit(WAIT).await.expect("exits");
-        let took = started.elapsed();
-        assert!(status.success(), "{sig:?}: {status:?}");
+        let took = stopped_by(&mut agent, sig).await;
         assert!(
             took < Duration::from_millis(2700),
             "{sig:?}: the stop took {took:?}"

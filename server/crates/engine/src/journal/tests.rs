@@ -98,14 +98,20 @@ impl SessionStore for Flaky {
     }
 }
 
-#[tokio::test]
-async fn failed_writes_wait_in_order_and_heal_without_holes() {
+/// A journal on a [`Flaky`] store with session `s` whose system prompt is committed.
+async fn a_saved_session() -> (Arc<Flaky>, Journal, SessionJournal, Transcript) {
     let store = Arc::new(Flaky::default());
     let journal = Journal::start(store.clone());
     let mut session = SessionJournal::new(journal.clone(), "s", 0);
     let mut transcript = Transcript::with_system("sys");
     session.save(&mut transcript);
     assert_eq!(session.committed().await, SaveReport::default());
+    (store, journal, session, transcript)
+}
+
+#[tokio::test]
+async fn failed_writes_wait_in_order_and_heal_without_holes() {
+    let (store, journal, mut session, mut transcript) = a_saved_session().await;
     store.failing.store(true, Ordering::Release);
     transcript.push(user("one"));
     session.save(&mut transcript);
@@ -283,12 +289,7 @@ async fn a_store_that_can_never_open_is_said_so_and_not_waited_for() {
 
 #[tokio::test]
 async fn refused_entries_stay_in_the_view_until_the_store_commits_them() {
-    let store = Arc::new(Flaky::default());
-    let journal = Journal::start(store.clone());
-    let mut session = SessionJournal::new(journal.clone(), "s", 0);
-    let mut transcript = Transcript::with_system("sys");
-    session.save(&mut transcript);
-    assert_eq!(session.committed().await, SaveReport::default());
+    let (store, journal, mut session, mut transcript) = a_saved_session().await;
     assert!(journal.waiting("s").is_empty(), "committed entries leave");
 
     store.failing.store(true, Ordering::Release);
