@@ -53,6 +53,13 @@ struct Args {
     window: Option<usize>,
 }
 
+impl Args {
+    /// The most results shown.
+    fn most(&self) -> usize {
+        self.limit.unwrap_or(5).clamp(1, 20)
+    }
+}
+
 /// The tool, over a store.
 pub struct SessionSearch {
     /// Searches run through the journal: bounded in time, and possible once the store opens.
@@ -100,9 +107,9 @@ struct Waiting {
 }
 
 impl Waiting {
-    fn of(journal: &crate::journal::Journal, args: &Args, limit: usize) -> Self {
+    fn of(journal: &crate::journal::Journal, args: &Args) -> Self {
         let query = args.query.as_deref().map(str::trim).unwrap_or("");
-        let hits = journal.search_waiting(query, limit);
+        let hits = journal.search_waiting(query, args.most());
         let mut sessions: Vec<&str> = hits.iter().map(|h| h.session_id.as_str()).collect();
         sessions.extend(args.session_id.as_deref());
         let mut entries = HashMap::new();
@@ -150,7 +157,7 @@ fn run(
     args: &Args,
     waiting: &Waiting,
 ) -> Result<String, talaria_store::StoreError> {
-    let limit = args.limit.unwrap_or(5).clamp(1, 20);
+    let limit = args.most();
     let window = args.window.unwrap_or(2).min(20);
     if let (Some(session), Some(around)) = (&args.session_id, args.around_message_id) {
         let entries = waiting.around(store, session, around, window, window)?;
@@ -246,8 +253,7 @@ impl Tool for SessionSearch {
                 Ok(args) => args,
                 Err(failed) => return failed,
             };
-            let limit = args.limit.unwrap_or(5).clamp(1, 20);
-            let waiting = Waiting::of(&self.journal, &args, limit);
+            let waiting = Waiting::of(&self.journal, &args);
             match self
                 .journal
                 .call(move |store| run(store, &args, &waiting))

@@ -21,6 +21,8 @@ pub use claims::Claims;
 pub use encoded::EncodedEntry;
 #[cfg(feature = "postgres")]
 pub use postgres::{PgOptions, PgReport, PgStore, TlsMode, inspect as inspect_postgres};
+/// The words of a search query, as every store splits it.
+pub use search_text::words_of as query_words;
 pub use sqlite::{Salvage, SqliteStore, StoreReport};
 
 use serde::{Deserialize, Serialize};

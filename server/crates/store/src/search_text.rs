@@ -61,7 +61,7 @@ pub(crate) fn kind_of(body: &EntryBody) -> &'static str {
 }
 
 /// The words of a query (letters, digits and `_`), at most 32.
-pub(crate) fn words_of(query: &str) -> Vec<&str> {
+pub fn words_of(query: &str) -> Vec<&str> {
     query
         .split(|c: char| !(c.is_alphanumeric() || c == '_'))
         .filter(|w| !w.is_empty())

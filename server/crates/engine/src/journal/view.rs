@@ -44,16 +44,16 @@ impl Journal {
     }
 
     /// Hits among the entries still waiting for the store (the store's own search cannot see
-    /// them): every word of `query` appears in the entry's searchable text.
+    /// them): every word of `query` (split as the stores split it) appears in the entry's
+    /// searchable text.
     pub fn search_waiting(&self, query: &str, limit: usize) -> Vec<SearchHit> {
-        let words: Vec<String> = query
-            .split_whitespace()
+        let words: Vec<String> = talaria_store::query_words(query)
+            .into_iter()
             .map(str::to_lowercase)
-            .filter(|w| !w.is_empty())
             .collect();
-        if words.is_empty() {
+        let Some(first) = words.first() else {
             return Vec::new();
-        }
+        };
         let mut hits = Vec::new();
         for (session, entries) in self.shared.waiting.all() {
             for entry in entries {
@@ -62,7 +62,7 @@ impl Journal {
                 };
                 let lower = text.to_lowercase();
                 if words.iter().all(|w| lower.contains(w.as_str())) {
-                    hits.push(hit_in(&session, &entry, text, &words[0]));
+                    hits.push(hit_in(&session, &entry, text, &lower, first));
                 }
             }
         }
@@ -72,9 +72,9 @@ impl Journal {
     }
 }
 
-/// A waiting entry as a search hit (ranked before the store's: it is the newest).
-fn hit_in(session: &str, entry: &EncodedEntry, text: &str, word: &str) -> SearchHit {
-    let lower = text.to_lowercase();
+/// A waiting entry as a search hit (ranked before the store's: it is the newest); `lower` is
+/// `text` lower-cased, where `word` was found.
+fn hit_in(session: &str, entry: &EncodedEntry, text: &str, lower: &str, word: &str) -> SearchHit {
     let snippet = match lower.find(word) {
         // Lower-casing can move byte offsets; mark the match only where it did not.
         Some(at) if lower.len() == text.len() && text.is_char_boundary(at + word.len()) => {
@@ -87,13 +87,16 @@ fn hit_in(session: &str, entry: &EncodedEntry, text: &str, word: &str) -> Search
         }
         _ => text.to_string(),
     };
+    let snippet = match talaria_util::head(&snippet, 300) {
+        Some((kept, _)) => format!("{kept}…"),
+        None => snippet,
+    };
     SearchHit {
         session_id: session.to_string(),
         session_title: None,
         entry_id: entry.id,
         rank: f64::MIN,
-        snippet: talaria_util::head(&snippet, 300)
-            .map_or(snippet.clone(), |(kept, _)| format!("{kept}…")),
+        snippet,
         at_ms: entry.at_ms,
     }
 }
