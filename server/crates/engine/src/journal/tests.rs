@@ -16,6 +16,8 @@ struct Flaky {
     unblocked: Condvar,
     accepted: Mutex<Vec<(String, EntryId)>>,
     batches: AtomicUsize,
+    /// Writes refused while `failing`.
+    refused: AtomicUsize,
 }
 
 impl Flaky {
@@ -48,6 +50,7 @@ impl SessionStore for Flaky {
     fn append_encoded(&self, session: &str, entries: &[EncodedEntry]) -> Result<(), StoreError> {
         self.wait_while_blocked();
         if self.failing.load(Ordering::Acquire) {
+            self.refused.fetch_add(1, Ordering::AcqRel);
             return Err(StoreError::Full("no space left".into()));
         }
         let mut accepted = self.accepted.lock().expect("lock");
@@ -58,6 +61,7 @@ impl SessionStore for Flaky {
         self.batches.fetch_add(1, Ordering::AcqRel);
         self.wait_while_blocked();
         if self.failing.load(Ordering::Acquire) {
+            self.refused.fetch_add(1, Ordering::AcqRel);
             return Err(StoreError::Full("no space left".into()));
         }
         for (session, entries) in batch {
@@ -137,6 +141,40 @@ async fn failed_writes_wait_in_order_and_heal_without_holes() {
         "every entry, once, in order"
     );
     assert_eq!(journal.queued(), 0);
+}
+
+#[tokio::test]
+async fn a_store_refusing_every_write_is_asked_again_only_every_couple_of_seconds() {
+    let (store, journal, _, _) = a_saved_session().await;
+    store.failing.store(true, Ordering::Release);
+    let mut sessions = Vec::new();
+    for n in 0..10 {
+        let mut session = SessionJournal::new(journal.clone(), &format!("s{n}"), 0);
+        let mut transcript = Transcript::with_system("sys");
+        session.save(&mut transcript);
+        // Each in a batch of its own.
+        assert_eq!(session.committed().await.unsaved, 1);
+        sessions.push(session);
+    }
+    let refused = store.refused.load(Ordering::Acquire);
+    assert!(
+        refused <= 2,
+        "a store that refused as a whole is not called for every batch ({refused} calls)"
+    );
+    store.failing.store(false, Ordering::Release);
+    for session in &sessions {
+        assert!(
+            tokio::time::timeout(Duration::from_secs(10), session.when_saved())
+                .await
+                .expect("healed by the writer's retry"),
+            "saved"
+        );
+    }
+    assert_eq!(
+        store.accepted_ids().len(),
+        11,
+        "every session's entry, once"
+    );
 }
 
 #[tokio::test]

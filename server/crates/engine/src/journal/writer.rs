@@ -97,6 +97,12 @@ pub(super) struct Writer {
     unsaved: BTreeMap<String, Backlog>,
     /// Who waits for a session to have nothing unsaved.
     waiting_saved: BTreeMap<String, Vec<oneshot::Sender<bool>>>,
+    /// After a failure of the whole store (a lock held by another program, a frozen server):
+    /// until when writes go straight to the backlogs without calling it, and why. A stuck
+    /// store is asked again every [`RETRY_EVERY`], not once per batch: each call may block
+    /// for the store's whole patience, and the queue behind it (and the turns waiting for
+    /// room in it) would wait that long for every batch.
+    stalled: Option<(Instant, String)>,
 }
 
 impl Writer {
@@ -106,6 +112,7 @@ impl Writer {
             shared,
             unsaved: BTreeMap::new(),
             waiting_saved: BTreeMap::new(),
+            stalled: None,
         }
     }
 
@@ -119,6 +126,7 @@ impl Writer {
             shared,
             unsaved: BTreeMap::new(),
             waiting_saved: BTreeMap::new(),
+            stalled: None,
         }
     }
 
@@ -157,7 +165,11 @@ impl Writer {
             Store::Opening { next_try, .. } => {
                 Some(next_try.saturating_duration_since(Instant::now()))
             }
-            Store::Open(_) if !self.unsaved.is_empty() => Some(RETRY_EVERY),
+            Store::Open(_) if !self.unsaved.is_empty() => {
+                Some(self.stalled.as_ref().map_or(RETRY_EVERY, |(until, _)| {
+                    until.saturating_duration_since(Instant::now())
+                }))
+            }
             _ => None,
         }
     }
@@ -219,16 +231,34 @@ impl Writer {
         self.shared.tried_once();
     }
 
+    /// The store, when it is open and not stalled (see [`Writer::stalled`]).
     fn open_store(&self) -> Option<Arc<dyn SessionStore>> {
         match &self.store {
+            Store::Open(_) if self.is_stalled() => None,
             Store::Open(store) => Some(store.clone()),
             _ => None,
         }
     }
 
+    fn is_stalled(&self) -> bool {
+        self.stalled
+            .as_ref()
+            .is_some_and(|(until, _)| Instant::now() < *until)
+    }
+
+    /// Notes a failure: one of the whole store stalls writes until the next retry.
+    fn failed(&mut self, error: &StoreError) {
+        if error.is_store_wide() {
+            self.stalled = Some((Instant::now() + RETRY_EVERY, error.to_string()));
+        }
+    }
+
     /// Why writes cannot go to the store now.
     fn not_open(&self) -> String {
-        self.shared.status_text()
+        match (&self.store, &self.stalled) {
+            (Store::Open(_), Some((_, why))) => why.clone(),
+            _ => self.shared.status_text(),
+        }
     }
 
     fn backlog(&mut self, session: &str, error: &str) -> &mut Backlog {
@@ -329,6 +359,7 @@ impl Writer {
             }
             Err(error) => error,
         };
+        self.failed(&whole);
         let mut store_wide = whole.is_store_wide().then(|| whole.to_string());
         for (session, entries) in appends.drain(..) {
             let failed = match &store_wide {
@@ -411,17 +442,20 @@ impl Writer {
     /// Runs `call` unless the session already waits in a backlog (its writes stay in order)
     /// or the store is not open; the error's text when it did not run or failed.
     fn try_store(
-        &self,
+        &mut self,
         session: &str,
         call: impl FnOnce(&dyn SessionStore) -> Result<(), StoreError>,
     ) -> Result<(), Unsaved> {
         if let Some(backlog) = self.unsaved.get(session) {
             return Err(Unsaved(backlog.error.clone()));
         }
-        match self.open_store() {
-            Some(store) => call(store.as_ref()).map_err(|e| Unsaved(e.to_string())),
-            None => Err(Unsaved(self.not_open())),
-        }
+        let Some(store) = self.open_store() else {
+            return Err(Unsaved(self.not_open()));
+        };
+        call(store.as_ref()).map_err(|error| {
+            self.failed(&error);
+            Unsaved(error.to_string())
+        })
     }
 
     fn report(&self, session: &str) -> SaveReport {
@@ -450,6 +484,8 @@ impl Writer {
 
     /// The last try before the process exits; what stays unsaved is logged per session.
     fn shut_down(&mut self) -> Vec<(String, SaveReport)> {
+        // The last try is made even while stalled (the stop's budget bounds it).
+        self.stalled = None;
         self.heal();
         if let Some(store) = self.open_store()
             && let Err(error) = store.checkpoint()
@@ -488,6 +524,7 @@ impl Writer {
                 Err(error) => {
                     backlog.error = error.to_string();
                     self.unsaved.insert(session, backlog);
+                    self.failed(&error);
                     if error.is_store_wide() {
                         return;
                     }

@@ -172,6 +172,11 @@ fn migration_pause_for_tests() {
     }
 }
 
+/// How long a write waits for another program's lock before it is refused as busy (and
+/// waits in the journal's backlog, which asks again every couple of seconds): short, so the
+/// journal's writer is never held long by a lock it cannot take. Reads wait longer.
+const WRITE_PATIENCE: Duration = Duration::from_secs(1);
+
 /// Runs `step` until it is not refused as busy, for at most [`OPEN_PATIENCE`].
 fn patiently<T>(mut step: impl FnMut() -> Result<T, StoreError>) -> Result<T, StoreError> {
     let started = std::time::Instant::now();
@@ -273,9 +278,7 @@ impl SqliteStore {
             Connection::open(path)
         }
         .map_err(classify)?;
-        connection
-            .busy_timeout(Duration::from_secs(5))
-            .map_err(classify)?;
+        connection.busy_timeout(WRITE_PATIENCE).map_err(classify)?;
         if !read_only {
             // Setting WAL on a fresh file needs a moment alone with it.
             patiently(|| {
