@@ -117,6 +117,7 @@ async fn editor_errors_become_readable_tool_failures_and_without_the_capability_
 #[tokio::test]
 async fn commands_run_in_an_editor_terminal_when_advertised_and_it_is_released() {
     let command = "echo hi from the editor; echo token=${EDITOR_SECRET_TOKEN:-withheld}; \
+                   echo spec=${TALARIA_SANDBOX_SPEC:-kept-by-the-helper}; \
                    touch ../outside-the-workspace || echo refused";
     let env = TestEnv::new(vec![
         MockReply::tool_call("t", "terminal", json!({"command": command})),
@@ -139,10 +140,17 @@ async fn commands_run_in_an_editor_terminal_when_advertised_and_it_is_released()
                     .as_array()
                     .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
                     .unwrap_or_default();
+                let given = params["env"].as_array().cloned().unwrap_or_default();
                 let output = std::process::Command::new(program)
                     .args(&args)
                     .current_dir(params["cwd"].as_str().unwrap_or("/"))
                     .env("EDITOR_SECRET_TOKEN", "leaked")
+                    .envs(given.iter().map(|v| {
+                        (
+                            v["name"].as_str().unwrap_or_default().to_string(),
+                            v["value"].as_str().unwrap_or_default().to_string(),
+                        )
+                    }))
                     .output()
                     .expect("the editor runs the command");
                 ran = format!(
@@ -174,11 +182,23 @@ async fn commands_run_in_an_editor_terminal_when_advertised_and_it_is_released()
         ]
     );
     // The editor starts the sandbox helper (Talaria itself), which starts the shell.
-    let args = requests[0].1["args"].as_array().expect("args");
+    // Its arguments are the shell and the command; the policy travels out of sight, in the
+    // environment the editor gives the helper, and the editor is told what to show.
+    let create = &requests[0].1;
+    let args = create["args"].as_array().expect("args");
     assert_eq!(args[0], "__sandbox");
+    assert_eq!(args.len(), 4, "{args:?}");
     assert_eq!(args[args.len() - 2..], [json!("-c"), json!(command)]);
-    let spec: serde_json::Value =
-        serde_json::from_str(args[1].as_str().unwrap_or_default()).expect("helper spec");
+    assert_eq!(create["_meta"]["talaria"]["command"], json!(command));
+    let spec_text = create["env"]
+        .as_array()
+        .and_then(|vars| {
+            vars.iter()
+                .find(|v| v["name"] == "TALARIA_SANDBOX_SPEC")
+                .and_then(|v| v["value"].as_str())
+        })
+        .expect("the policy in the helper's environment");
+    let spec: serde_json::Value = serde_json::from_str(spec_text).expect("helper spec");
     assert!(
         spec["sandbox"]["writable"].to_string().contains(
             &env.workspace
@@ -192,6 +212,7 @@ async fn commands_run_in_an_editor_terminal_when_advertised_and_it_is_released()
     );
     assert!(spec["env"].is_object(), "{spec}");
     assert!(ran.contains("token=withheld"), "{ran}");
+    assert!(ran.contains("spec=kept-by-the-helper"), "{ran}");
     assert!(ran.contains("refused"), "{ran}");
     assert!(
         !env.workspace

@@ -88,6 +88,11 @@ async fn in_yolo_commands_the_parser_allows_still_cannot_write_outside_the_works
     run(&mut agent, &session, never_asked()).await;
     let results = tool_results(&env.mock, 1);
     assert_eq!(results.len(), 5, "{results:#?}");
+    assert!(
+        !results[4].contains("TALARIA_SANDBOX_SPEC"),
+        "the helper's environment: {}",
+        results[4]
+    );
     for result in &results[..3] {
         assert!(
             result.contains("The OS sandbox refused writing /tmp"),
@@ -158,6 +163,11 @@ async fn in_yolo_keys_and_settings_read_by_dynamic_commands_never_reach_the_mode
     }
     let results = tool_results(&env.mock, 1);
     assert_eq!(results.len(), 5, "{results:#?}");
+    assert!(
+        !results[4].contains("TALARIA_SANDBOX_SPEC"),
+        "the helper's environment: {}",
+        results[4]
+    );
     for result in &results[..4] {
         assert!(
             result.contains("Permission denied") && result.contains("hidden from commands"),
@@ -172,7 +182,11 @@ async fn commands_start_with_a_clean_environment() {
         return;
     }
     let mut env = TestEnv::new(vec![
-        MockReply::tool_call("e", "terminal", json!({"command": "env | sort"})),
+        MockReply::tool_call(
+            "e",
+            "terminal",
+            json!({"command": "env | sort; echo PARENT:; tr '\\0' ' ' < /proc/$PPID/cmdline"}),
+        ),
         MockReply::text(&["done"]),
     ])
     .await;
@@ -197,8 +211,16 @@ async fn commands_start_with_a_clean_environment() {
         "TALARIA_HOME",
         "tok-secret-1",
         "pw-secret-2",
+        "TALARIA_SANDBOX_SPEC",
     ] {
         assert!(!listing.contains(hidden), "{hidden} in:\n{listing}");
+    }
+    // The helper above the command (the supervisor, or the namespace's init) carries no
+    // policy on its command line, which every local user can read.
+    let parent = listing.split("PARENT:").nth(1).unwrap_or_default();
+    assert!(parent.contains("__sandbox"), "{listing}");
+    for plumbing in ["writable", "hidden", "private_tmp"] {
+        assert!(!parent.contains(plumbing), "{plumbing} in {parent}");
     }
     for shown in [
         "PLAIN_SETTING=visible-1",

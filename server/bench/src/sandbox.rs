@@ -1,6 +1,7 @@
 //! The OS sandbox's cost per command: `sh -c true` started directly and through the sandbox
-//! helper (`talaria __sandbox SPEC /bin/sh -c true`) with a session-like policy, with each
-//! layer: inside the namespaces, and without them (Landlock, filters and limits only).
+//! helper (`talaria __sandbox /bin/sh -c true`, the policy in its environment) with a
+//! session-like policy, with each layer: inside the namespaces, and without them (Landlock,
+//! filters and limits only).
 
 use std::path::Path;
 use std::time::Instant;
@@ -59,7 +60,9 @@ pub fn measure(agent: &Path, home: &Path, workspace: &Path, runs: usize) -> Sand
         let spec = policy(home, workspace, namespaces);
         time_runs(runs, || {
             let mut command = std::process::Command::new(&helper);
-            command.args(["__sandbox", &spec, "/bin/sh", "-c", "true"]);
+            command
+                .args(["__sandbox", "/bin/sh", "-c", "true"])
+                .env("TALARIA_SANDBOX_SPEC", &spec);
             command
         })
     };

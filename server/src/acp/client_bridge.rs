@@ -370,7 +370,11 @@ impl EditorTerminal {
     /// Starts the command in an editor terminal, through the sandbox helper (it cleans the
     /// environment the editor passes and enters the OS sandbox before the shell starts).
     async fn create(&self, spec: &CommandSpec) -> Result<acp::TerminalId, ToolError> {
-        let launch = &spec.elsewhere;
+        let Some(launch) = &spec.elsewhere else {
+            return Err(ToolError::Client(
+                "this command may run only on the agent's machine".into(),
+            ));
+        };
         let create = acp::CreateTerminalRequest::new(
             self.session_id.clone(),
             launch.program.to_string_lossy(),
@@ -382,8 +386,15 @@ impl EditorTerminal {
                 .map(|a| a.to_string_lossy().into_owned())
                 .collect(),
         )
+        .env(
+            talaria_tools::shell::launch::spec_variable(launch)
+                .map(|(name, spec)| acp::EnvVariable::new(name, spec))
+                .into_iter()
+                .collect(),
+        )
         .cwd(spec.cwd.clone())
-        .output_byte_limit(u64::try_from(spec.max_output_bytes).ok());
+        .output_byte_limit(u64::try_from(spec.max_output_bytes).ok())
+        .meta(shown_command(launch));
         let created: acp::CreateTerminalResponse = self
             .call("terminal/create", &create, &CancellationToken::new())
             .await
@@ -395,6 +406,17 @@ impl EditorTerminal {
             })?;
         Ok(created.terminal_id)
     }
+}
+
+/// The command as the user would have typed it, for the editor to show in place of the
+/// helper's arguments (`_meta.talaria.command`).
+fn shown_command(launch: &talaria_tools::shell::Launch) -> acp::Meta {
+    let mut meta = acp::Meta::new();
+    meta.insert(
+        "talaria".into(),
+        serde_json::json!({ "command": launch.shown }),
+    );
+    meta
 }
 
 impl CommandRunner for EditorTerminal {

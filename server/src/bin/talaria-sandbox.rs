@@ -1,7 +1,7 @@
 //! `talaria-sandbox`: the sandbox helper alone, a small program Talaria starts for every
 //! command (about as cheap to start as `sh`, where re-executing the whole agent costs a
-//! millisecond more): `talaria-sandbox __sandbox SPEC PROGRAM ARGS…` is the supervisor of one
-//! command and `talaria-sandbox __sandbox-init SPEC PROGRAM ARGS…` the init of its PID
+//! millisecond more): `talaria-sandbox __sandbox PROGRAM ARGS…` is the supervisor of one
+//! command and `talaria-sandbox __sandbox-init PROGRAM ARGS…` the init of its PID
 //! namespace. `talaria __sandbox …` does the same where this program is not installed.
 
 use std::io::Write;

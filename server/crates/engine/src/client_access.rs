@@ -94,7 +94,7 @@ impl CommandRunner for ClientCommands {
         progress: Option<ProgressSink>,
     ) -> BoxFuture<'a, Result<CommandResult, talaria_tools::ToolError>> {
         Box::pin(async move {
-            if !self.delegation.terminal {
+            if !self.delegation.terminal || spec.elsewhere.is_none() {
                 return LocalRunner.run(spec, cancel, progress).await;
             }
             let asked = ClientAsk::RunCommand { spec };

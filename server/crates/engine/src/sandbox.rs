@@ -279,7 +279,10 @@ pub fn self_test(helper: &Helper, config: &Config, namespaces: bool) -> Result<(
     };
     let ran = std::process::Command::new(&helper.local)
         .arg(talaria_sandbox::HELPER_ARG)
-        .arg(serde_json::to_string(&spec).unwrap_or_default())
+        .env(
+            talaria_sandbox::SPEC_ENV,
+            serde_json::to_string(&spec).unwrap_or_default(),
+        )
         .args([
             "/bin/sh",
             "-c",
@@ -366,7 +369,9 @@ mod tests {
         config.sandbox.writable = vec!["~/.cache/pip".into(), "out".into()];
         config.sandbox.hidden = vec!["~/private".into()];
         let roots = [project.clone(), PathBuf::from("/nonexistent-talaria-lib")];
-        let policy = policy(&config, &roots);
+        // The home of the configuration, not of whoever runs the test (whose `~/.cache` may
+        // well exist).
+        let policy = policy_for_homes(&config, &roots, vec![PathBuf::from("/home/dev")]);
         assert_eq!(policy.writable[..2], roots);
         assert!(
             policy.writable.contains(&project.join("out")) && project.join("out").is_dir(),

@@ -1,6 +1,6 @@
 //! The helper's entry points, run by `talaria-sandbox` (or Talaria's own binary) before it
-//! starts any thread: `__sandbox SPEC PROGRAM ARGS…` is the supervisor of one command
-//! (`supervisor.rs`), and `__sandbox-init SPEC PROGRAM ARGS…` the init of its PID namespace,
+//! starts any thread: `__sandbox PROGRAM ARGS…` is the supervisor of one command
+//! (`supervisor.rs`), and `__sandbox-init PROGRAM ARGS…` the init of its PID namespace,
 //! which the supervisor starts (`init.rs`).
 
 use std::ffi::OsString;

@@ -1,4 +1,4 @@
-//! The sandbox's init: `talaria-sandbox __sandbox-init SPEC PROGRAM ARGS…`, started by the
+//! The sandbox's init: `talaria-sandbox __sandbox-init PROGRAM ARGS…`, started by the
 //! supervisor as the first process of the command's PID namespace. It dies with the
 //! supervisor (parent-death signal), mounts a `/proc` of its own, drops its capability,
 //! enters Landlock and the filters, starts the command, reaps whatever is reparented to it,
@@ -26,13 +26,16 @@ pub fn run(request: Request) -> ExitCode {
 fn start(request: Request) -> Result<ExitCode, SandboxError> {
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
         .map_err(|e| SandboxError::Exec(format!("cannot follow the supervisor: {e}")))?;
+    // Its memory and environment (the specification it was handed) are not the command's
+    // to read; the programs it starts are dumpable again.
+    let _ = nix::sys::prctl::set_dumpable(false);
     let policy = request
         .spec
         .sandbox
         .as_ref()
         .ok_or_else(|| SandboxError::Arguments("an init without a sandbox".into()))?;
     let mut command = std::process::Command::new(&request.program);
-    command.args(&request.args);
+    command.args(&request.args).env_remove(crate::SPEC_ENV);
     crate::namespace::finish_in_init()?;
     let mut signals = Signals::block()?;
     // The supervisor handed over the policy left once the masks were in place.

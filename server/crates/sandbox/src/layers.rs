@@ -133,7 +133,8 @@ fn probe_command(helper: &Path) -> Result<std::process::Command, SandboxError> {
     let spec = serde_json::to_string(&spec).map_err(|e| no(e.to_string()))?;
     let mut command = std::process::Command::new(helper);
     command
-        .args([HELPER_ARG, &spec, "/bin/true"])
+        .args([HELPER_ARG, "/bin/true"])
+        .env(crate::SPEC_ENV, spec)
         .stdin(std::process::Stdio::null());
     Ok(command)
 }

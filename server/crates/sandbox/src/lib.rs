@@ -2,7 +2,7 @@
 //! commands start with, and the explanation of a denial.
 //!
 //! A command is started through the helper, Talaria's own binary re-executed: the
-//! supervisor (`talaria __sandbox SPEC PROGRAM ARGS…`, [`helper_main`]) puts it in a session
+//! supervisor (`talaria __sandbox PROGRAM ARGS…`, [`helper_main`]) puts it in a session
 //! of its own and ends everything it starts when it ends; the sandbox's init
 //! (`talaria __sandbox-init …`, [`init_main`]) enters the sandbox and runs it. The layers a
 //! command runs under, outermost first:
@@ -57,7 +57,7 @@ pub use env::EnvRules;
 pub use helper::{helper_main, init_main};
 pub use layers::{Layers, namespace_support, namespace_support_known, namespace_support_now};
 pub use policy::{DEFAULT_MAX_PROCESSES, HelperSpec, PathAccess, SandboxPolicy};
-pub use request::{HELPER_ARG, HELPER_FAILED, INIT_ARG};
+pub use request::{HELPER_ARG, HELPER_FAILED, INIT_ARG, SPEC_ENV};
 
 /// Why the sandbox could not be entered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,6 +1,6 @@
-//! What the sandbox helper is asked to run (`SPEC PROGRAM ARGS…`) and what it says back on
-//! standard error when the command cannot run or leaves processes behind; shared by the
-//! supervisor and the init.
+//! What the sandbox helper is asked to run (`PROGRAM ARGS…`, with the policy in
+//! [`SPEC_ENV`]) and what it says back on standard error when the command cannot run or
+//! leaves processes behind; shared by the supervisor and the init.
 #![cfg_attr(not(target_os = "linux"), allow(dead_code))]
 
 use std::ffi::OsString;
@@ -15,6 +15,12 @@ pub const HELPER_ARG: &str = "__sandbox";
 /// The first argument that makes the `talaria` binary act as the sandbox's init.
 pub const INIT_ARG: &str = "__sandbox-init";
 
+/// The environment variable that carries the helper's specification (the sandbox policy and
+/// the environment rules, as JSON). Not an argument: arguments are what an editor's terminal
+/// shows and what every local user reads in `ps`; another user cannot read a process's
+/// environment. The helper never passes it on to the command.
+pub const SPEC_ENV: &str = "TALARIA_SANDBOX_SPEC";
+
 /// The exit code of a command the helper could not start (the sandbox could not be entered,
 /// or the program could not be executed); the reason is on standard error.
 pub const HELPER_FAILED: u8 = 125;
@@ -26,14 +32,15 @@ pub(crate) struct Request {
     pub args: Vec<OsString>,
 }
 
-/// Reads `SPEC PROGRAM ARGS…`.
+/// Reads `PROGRAM ARGS…` and the specification in [`SPEC_ENV`]; without one the helper
+/// refuses (a command never runs unconfined because its policy went missing).
 pub(crate) fn request(args: Vec<OsString>) -> Result<Request, SandboxError> {
-    let mut args = args.into_iter();
-    let spec_text = args
-        .next()
-        .ok_or_else(|| SandboxError::Arguments("no specification".into()))?;
+    let spec_text = std::env::var_os(SPEC_ENV).ok_or_else(|| {
+        SandboxError::Arguments(format!("no specification ({SPEC_ENV} is not set)"))
+    })?;
     let spec: HelperSpec = serde_json::from_str(&spec_text.to_string_lossy())
         .map_err(|e| SandboxError::Arguments(format!("unreadable specification: {e}")))?;
+    let mut args = args.into_iter();
     let program = args
         .next()
         .ok_or_else(|| SandboxError::Arguments("no program".into()))?;

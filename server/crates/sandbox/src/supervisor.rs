@@ -1,4 +1,4 @@
-//! The supervisor of one command: `talaria-sandbox __sandbox SPEC PROGRAM ARGS…`. It makes a
+//! The supervisor of one command: `talaria-sandbox __sandbox PROGRAM ARGS…`. It makes a
 //! session of its own (so the command has no controlling terminal) and ends everything the
 //! command started when the command ends, when it is told to stop, and when its parent
 //! (Talaria, or an editor) dies.
@@ -21,7 +21,7 @@ use nix::unistd::{Pid, getppid};
 
 use crate::SandboxError;
 use crate::procs;
-use crate::request::{INIT_ARG, Request, give_up, report_leftovers};
+use crate::request::{INIT_ARG, Request, SPEC_ENV, give_up, report_leftovers};
 use crate::signals::{Event, PARENT_DEATH, Signals, exit_code, stopped_by};
 
 /// How the supervisor ends what a command started.
@@ -48,13 +48,17 @@ pub fn run(request: Request) -> ExitCode {
         Ok(signals) => signals,
         Err(why) => return give_up(&why),
     };
-    let (command, ending) = match prepare(&request) {
+    let (mut command, ending, init_spec) = match prepare(&request) {
         Ok(prepared) => prepared,
         Err(why) => return give_up(&why),
     };
-    let mut command = command;
     if let Some(rules) = &request.spec.env {
         command.env_clear().envs(rules.apply(std::env::vars_os()));
+    }
+    // The specification stops here: the command never sees it; the init gets its own.
+    command.env_remove(SPEC_ENV);
+    if let Some(spec) = init_spec {
+        command.env(SPEC_ENV, spec);
     }
     let child = match command.spawn() {
         Ok(child) => child,
@@ -75,14 +79,17 @@ fn max_processes(request: &Request) -> u32 {
     request.spec.sandbox.as_ref().map_or(0, |p| p.max_processes)
 }
 
-/// What to start and how its leftovers end: the init in the namespaces, the init without
-/// them, or (unconfined) the program itself.
-fn prepare(request: &Request) -> Result<(std::process::Command, Ending), SandboxError> {
+/// What to start and how its leftovers end: the init in the namespaces (with the
+/// specification it is handed), the program in the sandbox without them, or (unconfined) the
+/// program itself.
+fn prepare(
+    request: &Request,
+) -> Result<(std::process::Command, Ending, Option<String>), SandboxError> {
     let Some(policy) = &request.spec.sandbox else {
         set_subreaper()?;
         let mut command = std::process::Command::new(&request.program);
         command.args(&request.args);
-        return Ok((command, Ending::Tree));
+        return Ok((command, Ending::Tree, None));
     };
     let inside = if policy.namespaces {
         match crate::namespace::enter(policy) {
@@ -104,10 +111,9 @@ fn prepare(request: &Request) -> Result<(std::process::Command, Ending), Sandbox
         let mut command = std::process::Command::new("/proc/self/exe");
         command
             .arg(INIT_ARG)
-            .arg(spec_text)
             .arg(&request.program)
             .args(&request.args);
-        return Ok((command, Ending::Namespace));
+        return Ok((command, Ending::Namespace, Some(spec_text)));
     }
     set_subreaper()?;
     limit_processes(policy.max_processes)?;
@@ -115,7 +121,7 @@ fn prepare(request: &Request) -> Result<(std::process::Command, Ending), Sandbox
     crate::enter_as_watcher(policy, false)?;
     let mut command = std::process::Command::new(&request.program);
     command.args(&request.args);
-    Ok((command, Ending::Tree))
+    Ok((command, Ending::Tree, None))
 }
 
 fn set_subreaper() -> Result<(), SandboxError> {

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use talaria_sandbox::{EnvRules, HELPER_ARG, HelperSpec, Layers, SandboxPolicy};
+use talaria_sandbox::{EnvRules, HELPER_ARG, HelperSpec, Layers, SPEC_ENV, SandboxPolicy};
 
 use super::shell_program;
 
@@ -32,6 +32,12 @@ pub struct Launch {
     /// The whole environment (replacing the agent's); `None` when the program is started by
     /// another process (an editor terminal) and the helper cleans it itself.
     pub env: Option<Arc<Vec<(OsString, OsString)>>>,
+    /// The helper's specification (the policy and the environment rules), for the
+    /// [`SPEC_ENV`] variable of the process: never an argument, which an editor's terminal
+    /// shows and every local user can read.
+    pub spec: Option<String>,
+    /// What the user would have typed: the command itself, not the helper's plumbing.
+    pub shown: String,
     /// Whether the process runs in the OS sandbox.
     pub sandboxed: bool,
     /// Whether the helper supervises it (it makes its own session; the runner must not make
@@ -193,8 +199,10 @@ impl Shell {
         match &self.helper {
             Some(helper) => Launch {
                 program: helper.clone(),
-                args: self.helper_args(policy, None, &shell_args),
+                args: helper_args(&shell_args),
                 env: Some(self.env.clone()),
+                spec: Some(self.helper_spec(policy, None)),
+                shown: script.to_string(),
                 sandboxed: policy.is_some(),
                 supervised: true,
             },
@@ -202,6 +210,8 @@ impl Shell {
                 program: PathBuf::from(shell_program()),
                 args: shell_args.to_vec(),
                 env: Some(self.env.clone()),
+                spec: None,
+                shown: script.to_string(),
                 sandboxed: false,
                 supervised: false,
             },
@@ -209,37 +219,47 @@ impl Shell {
     }
 
     /// How another process (an editor terminal) starts `bash -c script`: through the helper,
-    /// which cleans the environment it inherits and enters the sandbox.
-    pub fn elsewhere(&self, script: &str, confine: bool) -> Launch {
+    /// which cleans the environment it inherits and enters the sandbox. `None` when the
+    /// helper lies where sandboxed commands may write (Talaria installed inside a
+    /// workspace): another process runs it by name, and a command could have put its own
+    /// program there, so such commands run on this machine, through the helper opened once.
+    pub fn elsewhere(&self, script: &str, confine: bool) -> Option<Launch> {
         let shell_args = [OsString::from("-c"), OsString::from(script)];
         let Some(helper) = &self.helper_elsewhere else {
-            return Launch {
+            return Some(Launch {
                 program: PathBuf::from(shell_program()),
                 args: shell_args.to_vec(),
                 env: None,
+                spec: None,
+                shown: script.to_string(),
                 sandboxed: false,
                 supervised: false,
-            };
+            });
         };
+        if self
+            .policy()
+            .is_some_and(|policy| commands_may_replace(policy, helper))
+        {
+            return None;
+        }
         let policy = match (&self.sandboxing, confine) {
             (Sandboxing::Enforced(policy), true) => Some(policy.as_ref()),
             _ => None,
         };
-        Launch {
+        Some(Launch {
             program: helper.clone(),
-            args: self.helper_args(policy, Some(&self.rules), &shell_args),
+            args: helper_args(&shell_args),
             env: None,
+            spec: Some(self.helper_spec(policy, Some(&self.rules))),
+            shown: script.to_string(),
             sandboxed: policy.is_some(),
             supervised: true,
-        }
+        })
     }
 
-    fn helper_args(
-        &self,
-        policy: Option<&SandboxPolicy>,
-        rules: Option<&EnvRules>,
-        shell_args: &[OsString],
-    ) -> Vec<OsString> {
+    /// The helper's specification: the policy (with the namespaces only where they work) and
+    /// the environment rules, as JSON.
+    fn helper_spec(&self, policy: Option<&SandboxPolicy>, rules: Option<&EnvRules>) -> String {
         let mut sandbox = policy.cloned();
         if let (Some(policy), Some(helper)) = (&mut sandbox, &self.helper)
             && policy.namespaces
@@ -252,15 +272,32 @@ impl Shell {
             env: rules.cloned(),
             require_namespaces: false,
         };
-        let spec = serde_json::to_string(&spec).unwrap_or_default();
-        let mut args = vec![
-            OsString::from(HELPER_ARG),
-            OsString::from(spec),
-            OsString::from(shell_program()),
-        ];
-        args.extend(shell_args.iter().cloned());
-        args
+        serde_json::to_string(&spec).unwrap_or_default()
     }
+}
+
+/// Whether a sandboxed command could replace the program at `path` (it, or the folder
+/// holding it, as named or as resolved, is writable under `policy`).
+fn commands_may_replace(policy: &SandboxPolicy, path: &Path) -> bool {
+    let real = path.canonicalize().ok();
+    [Some(path.to_path_buf()), real]
+        .into_iter()
+        .flatten()
+        .flat_map(|p| [p.parent().map(Path::to_path_buf), Some(p)])
+        .flatten()
+        .any(|p| policy.access(&p) == talaria_sandbox::PathAccess::Writable)
+}
+
+/// The helper's arguments: `__sandbox SHELL -c SCRIPT` (the policy travels in [`SPEC_ENV`]).
+fn helper_args(shell_args: &[OsString]) -> Vec<OsString> {
+    let mut args = vec![OsString::from(HELPER_ARG), OsString::from(shell_program())];
+    args.extend(shell_args.iter().cloned());
+    args
+}
+
+/// The helper's specification as the variable a process is started with.
+pub fn spec_variable(launch: &Launch) -> Option<(&'static str, &str)> {
+    launch.spec.as_deref().map(|spec| (SPEC_ENV, spec))
 }
 
 impl Drop for Shell {
@@ -338,9 +375,10 @@ mod tests {
         let launch = shell.local("echo hi", true);
         assert!(launch.sandboxed);
         assert_eq!(launch.program, PathBuf::from("/proc/self/exe"));
-        assert_eq!(launch.args[0], HELPER_ARG);
+        assert_eq!(launch.args, ["__sandbox", shell_program(), "-c", "echo hi"]);
+        assert_eq!(launch.shown, "echo hi");
         let spec: HelperSpec =
-            serde_json::from_str(&launch.args[1].to_string_lossy()).expect("spec");
+            serde_json::from_str(launch.spec.as_deref().expect("spec")).expect("spec");
         let policy = spec.sandbox.expect("policy");
         assert!(policy.writable.contains(&tmp));
         let env = launch.env.expect("env");
@@ -357,11 +395,27 @@ mod tests {
         assert!(!escaped.sandboxed && escaped.supervised);
         assert_eq!(escaped.program, PathBuf::from("/proc/self/exe"));
         let spec: HelperSpec =
-            serde_json::from_str(&escaped.args[1].to_string_lossy()).expect("spec");
+            serde_json::from_str(escaped.spec.as_deref().expect("spec")).expect("spec");
         assert_eq!(spec.sandbox, None, "let out: supervised, not confined");
-        let elsewhere = shell.elsewhere("echo hi", true);
+        let elsewhere = shell
+            .elsewhere("echo hi", true)
+            .expect("outside the workspace");
         assert_eq!(elsewhere.program, PathBuf::from("/usr/bin/talaria"));
         assert!(elsewhere.env.is_none() && elsewhere.sandboxed);
+        assert!(
+            !elsewhere
+                .args
+                .iter()
+                .any(|a| a.to_string_lossy().contains("/work/p")),
+            "the policy is not on the command line: {:?}",
+            elsewhere.args
+        );
+        let spec: HelperSpec =
+            serde_json::from_str(elsewhere.spec.as_deref().expect("spec")).expect("spec");
+        assert!(
+            spec.env.is_some(),
+            "the helper cleans the editor's environment"
+        );
         drop(shell);
         for _ in 0..100 {
             if !tmp.exists() {
@@ -370,5 +424,41 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         assert!(!tmp.exists(), "the private tmp is removed with the session");
+    }
+
+    #[test]
+    fn a_helper_commands_may_replace_is_never_handed_to_another_process() {
+        let workspace = tempfile::tempdir().expect("workspace");
+        let installed = workspace.path().join("bin/talaria-sandbox");
+        let outside = tempfile::tempdir().expect("outside");
+        let linked = outside.path().join("talaria-sandbox");
+        std::fs::create_dir_all(installed.parent().expect("bin")).expect("mkdir");
+        std::fs::write(&installed, "").expect("helper");
+        std::os::unix::fs::symlink(&installed, &linked).expect("link");
+        let shell_with = |elsewhere: &Path| {
+            Shell::new(ShellSettings {
+                sandboxing: Some(Sandboxing::Enforced(Arc::new(SandboxPolicy {
+                    writable: vec![workspace.path().canonicalize().expect("real")],
+                    namespaces: false,
+                    ..SandboxPolicy::default()
+                }))),
+                env: EnvRules::default(),
+                helper: Some("/proc/self/exe".into()),
+                helper_elsewhere: Some(elsewhere.to_path_buf()),
+                layers: None,
+            })
+        };
+        for helper in [&installed, &linked] {
+            assert!(
+                shell_with(helper).elsewhere("true", true).is_none(),
+                "{}",
+                helper.display()
+            );
+        }
+        assert!(
+            shell_with(Path::new("/usr/bin/talaria-sandbox"))
+                .elsewhere("true", true)
+                .is_some()
+        );
     }
 }

@@ -44,6 +44,9 @@ pub(crate) fn command(launch: &Launch) -> tokio::process::Command {
     if let Some(env) = &launch.env {
         command.env_clear().envs(env.iter().cloned());
     }
+    if let Some((name, spec)) = super::launch::spec_variable(launch) {
+        command.env(name, spec);
+    }
     if !launch.supervised {
         command.process_group(0);
     }

@@ -31,8 +31,9 @@ pub struct CommandSpec {
     pub max_output_bytes: usize,
     /// How to start it on this machine (through the sandbox helper, clean environment).
     pub local: Launch,
-    /// How another process (an editor terminal) starts it.
-    pub elsewhere: Launch,
+    /// How another process (an editor terminal) starts it; `None` when only this process
+    /// may (see [`Shell::elsewhere`]).
+    pub elsewhere: Option<Launch>,
 }
 
 /// How a command ended.
