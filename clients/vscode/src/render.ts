@@ -26,17 +26,21 @@ export function renderMarkdown(text: string): string {
   return html.replace(/href="(?!https?:|file:|#|\.{0,2}\/|[\w-]+\.)[^"]*"/gi, 'href="#"');
 }
 
-const KIND_ICONS: Record<string, string> = {
-  read: "📖",
-  edit: "✏️",
-  delete: "🗑️",
-  move: "📦",
-  search: "🔍",
-  execute: "▶️",
-  think: "💭",
-  fetch: "🌐",
-  switch_mode: "🔀",
-  other: "🔧",
+/**
+ * What a card's kind is called on its badge: plain words, never emoji (which render as a
+ * missing glyph where the system has no emoji font, as on many Linux desktops).
+ */
+const KIND_LABELS: Record<string, string> = {
+  read: "read",
+  edit: "edit",
+  delete: "delete",
+  move: "move",
+  search: "search",
+  execute: "run",
+  think: "think",
+  fetch: "fetch",
+  switch_mode: "mode",
+  other: "tool",
 };
 
 /** What a card shows of a long output: its end. */
@@ -88,7 +92,7 @@ export function diffLines(oldText: string, newText: string): string {
 }
 
 export function renderCard(card: ToolCard, terminals: Record<string, string> = {}): string {
-  const icon = KIND_ICONS[card.kind] ?? KIND_ICONS.other;
+  const label = KIND_LABELS[card.kind] ?? KIND_LABELS.other;
   const permission = card.permission
     ? `<div class="permission" role="group" aria-label="Permission">
   ${card.permission.options
@@ -100,7 +104,7 @@ export function renderCard(card: ToolCard, terminals: Record<string, string> = {
 </div>`
     : "";
   return `<div class="tool-card status-${escapeHtml(card.status)}" data-tool="${escapeHtml(card.toolCallId)}">
-<div class="tool-head"><span class="kind" title="${escapeHtml(card.kind)}">${icon}</span>
+<div class="tool-head"><span class="kind" title="${escapeHtml(card.kind)}">${label}</span>
 <span class="title">${escapeHtml(card.title)}</span>
 <span class="status">${escapeHtml(card.status.replace("_", " "))}</span></div>
 ${renderCardContent(card, terminals)}${permission}

@@ -4,7 +4,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 
 import { applyUpdate, askPermission, emptyState } from "../src/chatState.js";
-import { diffLines, renderItem, renderPlan, renderUsage, stopText } from "../src/render.js";
+import { diffLines, renderCard, renderItem, renderPlan, renderUsage, stopText } from "../src/render.js";
 
 test("answers are markdown and raw HTML from the model is shown, never run", () => {
   const state = emptyState();
@@ -39,7 +39,7 @@ test("thoughts are collapsed and tool cards show title, kind, status, output and
   const card = renderItem(state.items[1]);
   assert.match(card, /class="tool-card status-in_progress"/);
   assert.match(card, /Run &lt;tests&gt;/);
-  assert.match(card, /▶️/);
+  assert.match(card, /<span class="kind" title="execute">run<\/span>/);
   assert.match(card, /<pre class="output">ok 3 passed<\/pre>/);
   assert.match(card, /data-option="allow_once">Allow once<\/button>/);
   assert.match(card, /data-option="reject_once">Reject<\/button>/);
@@ -118,4 +118,13 @@ test("a card shows the end of its command's output", () => {
   const html = renderItem(state.items[0], { "term-1": "x".repeat(5000) + "<done>" });
   assert.match(html, /<pre class="output terminal-output" data-terminal="term-1">…x+&lt;done&gt;<\/pre>/);
   assert.ok(html.length < 4500, "only the end");
+});
+
+test("a card's kind is a plain word, never an emoji a system without emoji fonts cannot draw", () => {
+  for (const kind of ["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other", "new"]) {
+    const html = renderCard({ toolCallId: "k", title: "t", kind, status: "pending", content: [], locations: [] });
+    const badge = /<span class="kind"[^>]*>([^<]*)<\/span>/.exec(html)?.[1] ?? "";
+    assert.match(badge, /^[a-z]+$/, `${kind}: ${badge}`);
+    assert.doesNotMatch(html, /\p{Extended_Pictographic}/u, kind);
+  }
 });

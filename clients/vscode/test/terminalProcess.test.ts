@@ -3,7 +3,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 
-import { TerminalProcess } from "../src/host/terminalProcess.js";
+import { TerminalProcess, shownCommand } from "../src/host/terminalProcess.js";
 
 test("output and exit status are reported, and what was shown streamed as it came", async () => {
   const shown: string[] = [];
@@ -31,4 +31,16 @@ test("kill stops the command and what it started", async () => {
   run.kill();
   const status = await run.exited;
   assert.equal(status.signal, "SIGKILL");
+});
+
+test("the terminal shows the command as typed, not the sandbox helper's arguments", () => {
+  const typed = "for i in 1 2 3; do echo step-$i; done";
+  const spec = {
+    command: "/usr/lib/talaria/talaria-sandbox",
+    args: ["__sandbox", "/bin/bash", "-c", typed],
+    _meta: { talaria: { command: typed } },
+  };
+  assert.equal(shownCommand(spec), typed);
+  assert.equal(shownCommand({ command: "make", args: ["test"] }), "make test");
+  assert.equal(shownCommand({ command: "ls", _meta: { talaria: { command: 7 } } }), "ls");
 });

@@ -11,7 +11,20 @@ export type TerminalSpec = {
   cwd?: string | null;
   env?: { name: string; value: string }[];
   outputByteLimit?: number | null;
+  _meta?: { [key: string]: unknown } | null;
 };
+
+/**
+ * The command as the user would have typed it: Talaria runs commands through its sandbox
+ * helper and names the command itself in `_meta.talaria.command`; any other agent's command
+ * is shown as it is run.
+ */
+export function shownCommand(spec: TerminalSpec): string {
+  const talaria = spec._meta?.talaria;
+  const named = talaria && typeof talaria === "object" ? (talaria as { command?: unknown }).command : undefined;
+  if (typeof named === "string" && named.trim() !== "") return named;
+  return [spec.command, ...(spec.args ?? [])].join(" ");
+}
 
 export class TerminalProcess {
   private output = Buffer.alloc(0);

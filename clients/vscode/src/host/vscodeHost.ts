@@ -19,7 +19,7 @@ import {
 } from "@agentclientprotocol/sdk";
 
 import type { EditorHost } from "../controller.js";
-import { TerminalProcess } from "./terminalProcess.js";
+import { TerminalProcess, shownCommand } from "./terminalProcess.js";
 
 /** Lines `line` (1-based) onwards, at most `limit` of them. */
 export function sliceLines(text: string, line?: number | null, limit?: number | null): string {
@@ -83,22 +83,30 @@ export class VscodeHost implements EditorHost {
     const id = `term-${this.nextTerminal++}`;
     const written = new vscode.EventEmitter<string>();
     const closed = new vscode.EventEmitter<void>();
-    const shown = [params.command, ...(params.args ?? [])].join(" ");
+    const shown = shownCommand(params);
+    // What the command prints before VS Code opens the panel is kept and written on open
+    // (a pseudo-terminal drops writes until then).
+    let early: string[] | undefined = [`\x1b[2m$ ${shown}\x1b[0m\r\n`];
+    const write = (text: string) => (early ? early.push(text) : written.fire(text));
     const process = new TerminalProcess(params, (text) => {
-      written.fire(text.replace(/\r?\n/g, "\r\n"));
+      write(text.replace(/\r?\n/g, "\r\n"));
       onOutput(text);
     });
     const pty: vscode.Pseudoterminal = {
       onDidWrite: written.event,
       onDidClose: closed.event,
-      open: () => written.fire(`\x1b[2m$ ${shown}\x1b[0m\r\n`),
+      open: () => {
+        const kept = early ?? [];
+        early = undefined;
+        for (const text of kept) written.fire(text);
+      },
       close: () => process.kill(),
     };
     const terminal = vscode.window.createTerminal({ name: `Talaria: ${shown.slice(0, 40)}`, pty });
     terminal.show(true);
     void process.exited.then((status) => {
       const how = status.signal ? `killed by ${status.signal}` : `exit code ${status.exitCode}`;
-      written.fire(`\r\n\x1b[2m[${how}]\x1b[0m\r\n`);
+      write(`\r\n\x1b[2m[${how}]\x1b[0m\r\n`);
     });
     this.terminals.set(id, { process, terminal });
     return { terminalId: id };

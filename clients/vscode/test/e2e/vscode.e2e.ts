@@ -117,6 +117,8 @@ async function startCodeServer(workspace: string, baseUrl: string): Promise<stri
       "telemetry.telemetryLevel": "off",
       "workbench.tips.enabled": false,
       "chat.commandCenter.enabled": false,
+      // The DOM renderer: the terminal panel's text can be read from the page.
+      "terminal.integrated.gpuAcceleration": "off",
       "talaria.path": talariaBin,
       "talaria.home": join(base, "talaria-home"),
       "talaria.env": {
@@ -320,6 +322,22 @@ async function run(): Promise<void> {
     await chat.locator(".message.agent", { hasText: "The three steps ran." }).waitFor({ timeout: TIMEOUT });
     await chat.locator("button.send:not(.hidden)").waitFor({ timeout: TIMEOUT });
     await screenshot(page, "terminal-done");
+    // The editor's terminal panel shows the command as the user would have typed it, not the
+    // sandbox helper and its policy.
+    const typed = "for i in 1 2 3; do echo step-$i; sleep 1; done";
+    const panel = page.locator(".xterm-rows").first();
+    await panel.filter({ hasText: "step-3" }).waitFor({ timeout: TIMEOUT });
+    const panelText = await panel.innerText();
+    const firstLine = panelText.split("\n").find((line) => line.trim() !== "") ?? "";
+    assert.equal(firstLine.trim(), `$ ${typed}`, `the terminal's first line: ${panelText}`);
+    assert.doesNotMatch(panelText, /__sandbox|writable|hidden/, "no sandbox plumbing in the terminal");
+    assert.match(panelText, /step-1[\s\S]*step-2[\s\S]*step-3/, `every line, from the first: ${panelText}`);
+    // Every card's kind is a word the page can draw (emoji are a missing glyph without an
+    // emoji font).
+    for (const badge of await chat.locator(".tool-card .kind").allInnerTexts()) {
+      assert.match(badge.trim(), /^[A-Za-z]+$/, `a card's kind badge: ${badge}`);
+    }
+    await page.screenshot({ path: join(shots, "terminal-panel.png") });
 
     // 7. Stop ends a slow turn.
     await chat.locator("textarea.prompt").fill("Take your time");
