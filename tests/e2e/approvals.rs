@@ -208,6 +208,7 @@ async fn the_hard_floor_holds_in_yolo_even_when_obfuscated() {
             text: None,
             fragment_chars: Some(5),
             usage: None,
+            delay_ms: 0,
         },
         MockReply::text(&["done"]),
     ])
@@ -350,6 +351,7 @@ async fn accept_edits_runs_workspace_edits_but_asks_for_sensitive_and_outside_pa
             text: None,
             fragment_chars: None,
             usage: None,
+            delay_ms: 0,
         },
         MockReply::text(&["done"]),
     ])

@@ -387,6 +387,7 @@ async fn a_session_with_a_tool_call_a_permission_a_compaction_and_a_subagent_rep
             text: Some("Writing the plan.".into()),
             fragment_chars: Some(7),
             usage: None,
+            delay_ms: 0,
         },
         MockReply::text(&["Wrote it."]),
         // A subagent.
@@ -399,6 +400,7 @@ async fn a_session_with_a_tool_call_a_permission_a_compaction_and_a_subagent_rep
             text: None,
             fragment_chars: None,
             usage: None,
+            delay_ms: 0,
         },
         MockReply::text(&["The child checked it."]),
     ];

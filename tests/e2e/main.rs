@@ -49,6 +49,7 @@ mod setup;
 mod shared_sessions;
 mod shutdown;
 mod small_windows;
+mod steering;
 mod store_stalls;
 mod streaming;
 mod stumbles;

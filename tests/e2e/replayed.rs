@@ -184,6 +184,7 @@ async fn a_subagent_delegated_to() {
             text: None,
             fragment_chars: None,
             usage: None,
+            delay_ms: 0,
         },
         MockReply::text(&["The child counted them."]),
     ];

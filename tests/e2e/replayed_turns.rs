@@ -206,6 +206,7 @@ async fn a_parallel_batch_keeps_the_models_order_and_todo_becomes_a_plan() {
             text: None,
             fragment_chars: Some(4),
             usage: None,
+            delay_ms: 0,
         },
         MockReply::text(&["done"]),
     ];

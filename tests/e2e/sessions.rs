@@ -95,6 +95,7 @@ async fn load_replays_what_the_client_saw_and_the_model_sees_the_same_transcript
             text: Some("Let me look.".into()),
             fragment_chars: Some(6),
             usage: None,
+            delay_ms: 0,
         },
         MockReply::text(&["The notes ", "say hi."]),
         MockReply::text(&["Still here."]),

@@ -33,6 +33,7 @@ fn delegating_the_notes() -> Vec<MockReply> {
             text: None,
             fragment_chars: None,
             usage: None,
+            delay_ms: 0,
         },
         MockReply::text(&["Delegated."]),
     ]
@@ -67,6 +68,7 @@ async fn two_delegations_run_in_parallel_and_report_back() {
                 text: None,
                 fragment_chars: None,
                 usage: None,
+                delay_ms: 0,
             },
             MockReply::text(&["Both done."]),
         ],
@@ -220,6 +222,7 @@ async fn cancelling_the_parent_cancels_the_children() {
             text: None,
             fragment_chars: None,
             usage: None,
+            delay_ms: 0,
         }],
         vec![MockReply::Hang {
             chunks: vec!["working".into()],

@@ -393,6 +393,7 @@ pub fn batch(calls: &[(&str, &str, Value)]) -> MockReply {
         text: None,
         fragment_chars: None,
         usage: None,
+        delay_ms: 0,
     }
 }
 

@@ -1,5 +1,6 @@
 //! `talaria-chat` in a pseudo-terminal, as a user runs it: Ctrl-C (to the whole process group
-//! while a turn runs; as a key at a prompt or a question), lines typed during a turn queued.
+//! while a turn runs; as a key at a prompt or a question), a line typed during a turn steering
+//! it, `/queue TEXT` queueing TEXT behind it.
 
 use std::os::fd::OwnedFd;
 use std::process::Stdio;
@@ -160,7 +161,42 @@ async fn ctrl_c_in_a_terminal_cancels_the_turn_and_the_next_prompt_works() {
 }
 
 #[tokio::test]
-async fn a_line_typed_during_a_turn_is_queued_and_not_echoed_into_the_answer() {
+async fn a_line_typed_during_a_turn_steers_it_and_shows_where_it_entered() {
+    let env = TestEnv::new(vec![
+        MockReply::Hang {
+            chunks: vec!["slow start".into()],
+        },
+        MockReply::text(&["steered answer"]),
+    ])
+    .await;
+    let mut pty = Pty::spawn(&env);
+    pty.wait_for("> ").await;
+    pty.type_keys("first question\r");
+    pty.wait_for("slow start").await;
+    pty.type_keys("change of plan\r");
+    pty.wait_for("» steered: change of plan").await;
+    pty.wait_for("steered answer").await;
+    let requests = env.mock.requests();
+    assert_eq!(
+        requests.len(),
+        2,
+        "the streaming request was ended for the steer"
+    );
+    let messages = requests[1].body["messages"].to_string();
+    let partial = messages.find("slow start").expect("what streamed stays");
+    let steer = messages.find("change of plan").expect("the steer is sent");
+    assert!(
+        partial < steer,
+        "the steer follows what streamed: {messages}"
+    );
+    assert!(
+        !pty.text().contains("(queued: change of plan)"),
+        "steered, not queued"
+    );
+}
+
+#[tokio::test]
+async fn a_line_queued_during_a_turn_waits_and_is_not_echoed_into_the_answer() {
     let env = TestEnv::new(vec![
         MockReply::Text {
             chunks: vec!["slow ".into(), "first ".into(), "answer".into()],
@@ -176,14 +212,15 @@ async fn a_line_typed_during_a_turn_is_queued_and_not_echoed_into_the_answer() {
     pty.wait_for("> ").await;
     pty.type_keys("first question\r");
     pty.wait_for("slow").await;
-    pty.type_keys("next question\r");
+    pty.type_keys("/queue next question\r");
     pty.wait_for("(queued: next question)").await;
     pty.wait_for("queued answer").await;
     let shown = pty.text();
     // What was typed shows only as the queued notice and, later, as the prompt sent.
     let typed = shown.matches("next question").count();
-    let accounted =
-        shown.matches("(queued: next question)").count() + shown.matches("> next question").count();
+    let accounted = shown.matches("(queued: next question)").count()
+        + shown.matches("> next question").count()
+        + shown.matches("/queue next question").count();
     assert_eq!(
         typed, accounted,
         "typing is not echoed into the answer: {shown}"

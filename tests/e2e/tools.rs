@@ -24,6 +24,7 @@ async fn bad_tool_calls_become_failed_results_the_model_can_read() {
             text: None,
             fragment_chars: Some(3),
             usage: None,
+            delay_ms: 0,
         },
         MockReply::text(&["sorry"]),
     ])

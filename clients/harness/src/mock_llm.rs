@@ -100,7 +100,8 @@ pub enum MockReply {
         delay_ms: u64,
         reply: Box<MockReply>,
     },
-    /// Streams tool calls with their arguments cut into fragments of `fragment_chars`.
+    /// Streams tool calls with their arguments cut into fragments of `fragment_chars`,
+    /// `delay_ms` apart.
     ToolCalls {
         calls: Vec<MockToolCall>,
         #[serde(default)]
@@ -109,6 +110,8 @@ pub enum MockReply {
         fragment_chars: Option<usize>,
         #[serde(default)]
         usage: Option<MockUsage>,
+        #[serde(default)]
+        delay_ms: u64,
     },
     /// Answers with an HTTP error.
     Error {
@@ -154,6 +157,7 @@ impl MockReply {
             text: None,
             fragment_chars: Some(7),
             usage: None,
+            delay_ms: 0,
         }
     }
 }
@@ -654,6 +658,7 @@ fn frames_of(reply: MockReply, model: &str) -> (Vec<String>, u64, Ending) {
             text,
             fragment_chars,
             usage,
+            delay_ms,
         } => {
             if let Some(text) = text {
                 frames.push(chunk(model, json!({"content": text}), None));
@@ -667,7 +672,7 @@ fn frames_of(reply: MockReply, model: &str) -> (Vec<String>, u64, Ending) {
                 frames.push(usage_chunk(model, usage));
             }
             frames.push("data: [DONE]\n\n".into());
-            (frames, 0, Ending::Done)
+            (frames, delay_ms, Ending::Done)
         }
         MockReply::Hang { chunks } => {
             for c in chunks {
@@ -833,6 +838,7 @@ fn messages_frames(reply: MockReply, model: &str) -> (Vec<String>, u64, Ending) 
             text,
             fragment_chars,
             usage,
+            delay_ms,
         } => {
             frames.push(messages_start(model, usage));
             let mut index = 0;
@@ -846,7 +852,7 @@ fn messages_frames(reply: MockReply, model: &str) -> (Vec<String>, u64, Ending) 
                 index += 1;
             }
             messages_end("tool_use", usage, &mut frames);
-            (frames, 0, Ending::Done)
+            (frames, delay_ms, Ending::Done)
         }
         MockReply::Hang { chunks } => {
             frames.push(messages_start(model, None));
@@ -926,6 +932,18 @@ fn messages_end(stop: &str, usage: Option<MockUsage>, frames: &mut Vec<String>) 
 }
 
 /// OpenAI Responses stream events for a reply.
+/// The Responses API's events for `calls`, their arguments in pieces of `size` characters.
+fn responses_call_frames(calls: &[MockToolCall], size: usize, frames: &mut Vec<String>) {
+    for (index, call) in calls.iter().enumerate() {
+        let item_id = format!("fc_{index}");
+        frames.push(sse("response.output_item.added", json!({"type": "response.output_item.added", "item": {"type": "function_call", "id": item_id, "call_id": call.id, "name": call.name, "arguments": ""}})));
+        for piece in split_chars(&call.arguments, size) {
+            frames.push(sse("response.function_call_arguments.delta", json!({"type": "response.function_call_arguments.delta", "item_id": item_id, "delta": piece})));
+        }
+        frames.push(sse("response.output_item.done", json!({"type": "response.output_item.done", "item": {"type": "function_call", "id": item_id, "call_id": call.id, "name": call.name, "arguments": call.arguments}})));
+    }
+}
+
 fn responses_frames(reply: MockReply, _model: &str) -> (Vec<String>, u64, Ending) {
     let usage_json = |usage: Option<MockUsage>| {
         let usage = default_usage(usage);
@@ -977,21 +995,15 @@ fn responses_frames(reply: MockReply, _model: &str) -> (Vec<String>, u64, Ending
             text,
             fragment_chars,
             usage,
+            delay_ms,
         } => {
             if let Some(text) = text {
                 text_deltas(&[text], &mut frames);
             }
             let size = fragment_chars.unwrap_or(usize::MAX).max(1);
-            for (index, call) in calls.iter().enumerate() {
-                let item_id = format!("fc_{index}");
-                frames.push(sse("response.output_item.added", json!({"type": "response.output_item.added", "item": {"type": "function_call", "id": item_id, "call_id": call.id, "name": call.name, "arguments": ""}})));
-                for piece in split_chars(&call.arguments, size) {
-                    frames.push(sse("response.function_call_arguments.delta", json!({"type": "response.function_call_arguments.delta", "item_id": item_id, "delta": piece})));
-                }
-                frames.push(sse("response.output_item.done", json!({"type": "response.output_item.done", "item": {"type": "function_call", "id": item_id, "call_id": call.id, "name": call.name, "arguments": call.arguments}})));
-            }
+            responses_call_frames(&calls, size, &mut frames);
             frames.push(sse("response.completed", json!({"type": "response.completed", "response": {"status": "completed", "usage": usage_json(usage)}})));
-            (frames, 0, Ending::Done)
+            (frames, delay_ms, Ending::Done)
         }
         MockReply::Hang { chunks } => {
             text_deltas(&chunks, &mut frames);

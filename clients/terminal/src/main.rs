@@ -3,7 +3,8 @@
 //! The answer streams to stdout; tool cards, plans, thoughts, notices and permission questions
 //! go to stderr, so `talaria-chat -p "…" > answer.txt` captures just the answer. Interactive
 //! use reads prompts with a line editor (history, completion of slash commands); a line typed
-//! while a turn runs is queued. Ctrl-C cancels the running turn, answers a permission question
+//! while a turn runs steers it (`_session/steering`, where the agent speaks it: the message
+//! enters the running turn) and `/queue TEXT` queues TEXT for after it. Ctrl-C cancels the running turn, answers a permission question
 //! with cancel, clears the line at a prompt, and quits when pressed twice within a second.
 //! The agent runs in a process group of its own, so the terminal's Ctrl-C never reaches it.
 
@@ -222,6 +223,10 @@ struct Chat {
     approve: Approve,
     running: Option<i64>,
     queued: VecDeque<String>,
+    /// Whether the agent takes messages into a running turn (`_session/steering`).
+    steering: bool,
+    /// Steers sent and not answered yet, by request id.
+    steers: std::collections::HashMap<i64, String>,
     pending: Option<(Value, Value)>,
     stdin_open: bool,
     /// Whether the user was told that questions are declined because nobody can answer.
@@ -341,7 +346,63 @@ impl Chat {
         Ok(())
     }
 
-    /// A line typed while a turn runs: queued (or `/cancel`).
+    /// Sends `text` into the running turn; the agent shows where it entered.
+    async fn steer(&mut self, text: String) -> anyhow::Result<()> {
+        let id = self
+            .agent
+            .start_request(
+                "_session/steering",
+                json!({
+                    "sessionId": self.session,
+                    "prompt": [{"type": "text", "text": text}],
+                    // A turn that ended meanwhile: the line becomes the next prompt here.
+                    "_meta": {"steering": {"idleBehavior": "promptRequired"}},
+                }),
+            )
+            .await?;
+        self.steers.insert(id, text);
+        Ok(())
+    }
+
+    /// What became of a steer: taken (the agent shows it), or, when the turn had ended, the
+    /// next prompt; a refused one is queued.
+    async fn steer_answered(&mut self, text: String, message: &Value) -> anyhow::Result<()> {
+        match message["result"]["outcome"].as_str() {
+            Some("injected") => Ok(()),
+            Some("promptRequired") if self.running.is_none() && self.queued.is_empty() => {
+                self.renderer.status(&format!("> {text}"));
+                self.send_prompt(&text).await
+            }
+            _ => {
+                if let Some(error) = message["error"]["message"].as_str() {
+                    self.renderer
+                        .status(&format!("(not steered: {error}; queued instead)"));
+                }
+                self.queued.push_back(text);
+                if self.running.is_none() {
+                    self.next_queued().await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Sends the next queued line, or shows the prompt.
+    async fn next_queued(&mut self) -> anyhow::Result<()> {
+        match self.queued.pop_front() {
+            Some(next) => {
+                self.renderer.status(&format!("> {next}"));
+                self.send_prompt(&next).await
+            }
+            None => {
+                self.idle_prompt();
+                Ok(())
+            }
+        }
+    }
+
+    /// A line typed while a turn runs: it steers the turn (`/queue TEXT` waits for it
+    /// instead; `/cancel` cancels it).
     async fn on_typed(&mut self, line: String) -> anyhow::Result<()> {
         let line = line.trim().to_string();
         if line.is_empty() {
@@ -357,8 +418,23 @@ impl Chat {
         if self.running.is_none() && self.queued.is_empty() {
             return self.on_line(line).await;
         }
-        self.renderer.status(&format!("(queued: {line})"));
-        self.queued.push_back(line);
+        let queue = line
+            .strip_prefix("/queue ")
+            .map(|rest| rest.trim().to_string());
+        match queue {
+            Some(text) if !text.is_empty() => {
+                self.renderer.status(&format!("(queued: {text})"));
+                self.queued.push_back(text);
+            }
+            Some(_) => {}
+            None if self.steering && self.running.is_some() && !line.starts_with('/') => {
+                self.steer(line).await?;
+            }
+            None => {
+                self.renderer.status(&format!("(queued: {line})"));
+                self.queued.push_back(line);
+            }
+        }
         Ok(())
     }
 
@@ -376,6 +452,13 @@ impl Chat {
         if message.get("method").is_some() && message.get("id").is_some() {
             return self.on_request(message).await;
         }
+        if let Some(text) = message
+            .get("id")
+            .and_then(Value::as_i64)
+            .and_then(|id| self.steers.remove(&id))
+        {
+            return self.steer_answered(text, &message).await;
+        }
         if message.get("id").and_then(Value::as_i64) == self.running {
             self.running = None;
             self.renderer.line_break();
@@ -392,12 +475,7 @@ impl Chat {
                     self.exit_code = 130;
                 }
             }
-            if let Some(next) = self.queued.pop_front() {
-                self.renderer.status(&format!("> {next}"));
-                self.send_prompt(&next).await?;
-            } else {
-                self.idle_prompt();
-            }
+            self.next_queued().await?;
         }
         Ok(())
     }
@@ -466,7 +544,7 @@ impl Chat {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<u8> {
-    let (mut agent, cwd, session) = start_session(&cli).await?;
+    let (mut agent, cwd, session, steering) = start_session(&cli).await?;
     let session_id = session["sessionId"]
         .as_str()
         .context("the agent returned no sessionId")?
@@ -505,6 +583,8 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         approve: cli.approve,
         running: None,
         queued: VecDeque::new(),
+        steering,
+        steers: std::collections::HashMap::new(),
         pending: None,
         stdin_open: true,
         told_unanswerable: false,
@@ -520,8 +600,8 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
 }
 
 /// Starts the agent, initializes it and opens a session in the working directory; returns
-/// the agent, the directory and the `session/new` answer.
-async fn start_session(cli: &Cli) -> anyhow::Result<(AgentProcess, PathBuf, Value)> {
+/// the agent, the directory, the `session/new` answer and whether the agent takes steers.
+async fn start_session(cli: &Cli) -> anyhow::Result<(AgentProcess, PathBuf, Value, bool)> {
     // `--agent` runs exactly the program given (with `--agent-arg`s); only the default,
     // Talaria, gets its `acp` subcommand.
     let (agent_path, agent_args): (PathBuf, Vec<&str>) = match &cli.agent {
@@ -549,7 +629,7 @@ async fn start_session(cli: &Cli) -> anyhow::Result<(AgentProcess, PathBuf, Valu
         None => std::env::current_dir()?,
     };
     let initialize = json!({"protocolVersion": 1, "clientCapabilities": {"session": {"notices": {}}}, "clientInfo": {"name": "talaria-chat", "version": env!("CARGO_PKG_VERSION")}});
-    if let Err(e) = setup_call(
+    let initialized = match setup_call(
         &mut agent,
         "initialize",
         initialize,
@@ -557,8 +637,10 @@ async fn start_session(cli: &Cli) -> anyhow::Result<(AgentProcess, PathBuf, Valu
     )
     .await
     {
-        bail!("{e:#}\n{}", last_log_line(&agent.stderr()));
-    }
+        Ok(answer) => answer,
+        Err(e) => bail!("{e:#}\n{}", last_log_line(&agent.stderr())),
+    };
+    let steering = initialized["_meta"]["steering"]["supported"] == json!(true);
     let session = setup_call(
         &mut agent,
         "session/new",
@@ -566,7 +648,7 @@ async fn start_session(cli: &Cli) -> anyhow::Result<(AgentProcess, PathBuf, Valu
         "could not start a session",
     )
     .await?;
-    Ok((agent, cwd, session))
+    Ok((agent, cwd, session, steering))
 }
 
 /// The banner: model, mode, directory, session and (Talaria's) sandbox.

@@ -159,6 +159,10 @@ impl Renderer {
             .unwrap_or_default()
             .to_string();
         match update["sessionUpdate"].as_str().unwrap_or_default() {
+            "user_message_chunk" if update["_meta"]["talaria"]["steered"] == Value::Bool(true) => {
+                self.switch(Stream::Other);
+                eprintln!("{}", self.paint("2", &format!("» steered: {text}")));
+            }
             "agent_message_chunk" => {
                 self.switch(Stream::Answer);
                 print!("{text}");
@@ -330,6 +334,10 @@ impl Renderer {
             ),
             ("/model NAME", "switch the model"),
             ("/cancel", "cancel the running turn (or press Ctrl-C)"),
+            (
+                "/queue TEXT",
+                "while a turn runs: send TEXT after it (a line typed alone steers the turn)",
+            ),
             ("/help", "this list"),
             ("/quit", "leave (or press Ctrl-C twice, or Ctrl-D)"),
         ] {

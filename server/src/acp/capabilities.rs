@@ -124,4 +124,13 @@ pub fn initialize(request: &InitializeRequest, images: bool) -> InitializeRespon
         )
         .auth_methods(auth_methods(request))
         .agent_info(Implementation::new("talaria", env!("CARGO_PKG_VERSION")).title("Talaria"))
+        .meta(extensions())
+}
+
+/// The extensions Talaria speaks, as the peers advertise them (top-level `_meta`):
+/// `_session/steering`.
+fn extensions() -> talaria_protocol::acp::Meta {
+    let mut meta = talaria_protocol::acp::Meta::new();
+    meta.insert("steering".into(), serde_json::json!({"supported": true}));
+    meta
 }

@@ -296,6 +296,9 @@ impl Agent {
                 self.start_fork(request.id, params);
                 None
             }
+            ClientRequest::ExtMethodRequest(ext) if ext.method.as_ref() == steering::METHOD => {
+                self.steer(request.id, &ext.params)
+            }
             _ => Some(Err(errors::method_not_found(&format!(
                 "{} (not supported by this agent; see agentCapabilities)",
                 request.method

@@ -188,6 +188,10 @@ impl Forwarder {
                 self.answer(&turn, outcome, &usage).await;
                 None
             }
+            EngineEvent::Steered(blocks) => {
+                self.steered(&blocks).await;
+                None
+            }
             EngineEvent::ClientRequest(request) => {
                 // Every earlier update is already in the writer's queue: the request cannot
                 // overtake its card. It is served in the background so updates keep flowing.
@@ -229,6 +233,18 @@ impl Forwarder {
         }
     }
 
+    /// A message steered into the turn, shown where it entered: the user's message chunks,
+    /// marked `_meta.talaria.steered`.
+    async fn steered(&self, blocks: &[talaria_record::InputBlock]) {
+        for block in blocks.iter().filter_map(super::replay::content_block) {
+            let mut meta = acp::Meta::new();
+            meta.insert("talaria".into(), serde_json::json!({"steered": true}));
+            let chunk = acp::ContentChunk::new(block).meta(meta);
+            self.write(acp::SessionUpdate::UserMessageChunk(chunk))
+                .await;
+        }
+    }
+
     /// A finished card; the slash commands again when the call changed the skills.
     async fn tool_call_finished(&self, finished: EngineEvent) -> Option<acp::SessionUpdate> {
         let changed = matches!(
@@ -256,7 +272,12 @@ impl Forwarder {
         usage: &TurnUsage,
     ) {
         let Some(request) = super::request_of(turn) else {
-            tracing::warn!(?turn, "turn finished with no request to answer");
+            if turn.0.starts_with(super::steering::STEERED_TURN_PREFIX) {
+                // A steer started it and was answered then; its end is only logged.
+                tracing::debug!(?turn, ?outcome, "a turn a steer started ended");
+            } else {
+                tracing::warn!(?turn, "turn finished with no request to answer");
+            }
             return;
         };
         match outcome {

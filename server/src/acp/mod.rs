@@ -31,6 +31,7 @@ mod session_options;
 mod settings;
 mod shutdown;
 mod skills;
+mod steering;
 mod updates;
 
 use std::collections::HashMap;

@@ -116,7 +116,7 @@ fn text(text: &str) -> ContentBlock {
 }
 
 /// A user input block as the ACP content block it came from.
-fn content_block(block: &InputBlock) -> Option<ContentBlock> {
+pub(super) fn content_block(block: &InputBlock) -> Option<ContentBlock> {
     let json: Value = match block {
         InputBlock::Text { text } => json!({"type": "text", "text": text}),
         InputBlock::Image {

@@ -71,6 +71,7 @@ pub fn session_update(event: EngineEvent) -> Option<SessionUpdate> {
         ),
         EngineEvent::TurnFinished { .. }
         | EngineEvent::ClientRequest(_)
+        | EngineEvent::Steered(_)
         | EngineEvent::Compaction(_)
         | EngineEvent::CommandsChanged
         | EngineEvent::Subagent(_)

@@ -170,6 +170,8 @@ impl PartialEq for Signal {
 pub enum EngineEvent {
     /// A piece of the answer, as it streams.
     AgentText(String),
+    /// A message the client steered into the running turn, where it entered.
+    Steered(Vec<talaria_record::InputBlock>),
     /// A piece of the model's reasoning, as it streams.
     AgentThought(String),
     /// The model made a tool call; it waits for the policy, the user, or its turn.

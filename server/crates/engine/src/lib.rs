@@ -30,6 +30,7 @@ pub mod session_search;
 mod session_state;
 mod side_task;
 mod slash;
+pub mod steering;
 mod subagent;
 pub mod system_prompt;
 mod text_calls;

@@ -462,6 +462,8 @@ impl Child<'_> {
             used_tool_ids: &mut used_ids,
             kept: Vec::new(),
             caller,
+            // A subagent is steered by its parent's task, not by the client.
+            steering: &crate::steering::SteerInbox::default(),
         };
         let outcome = turn.run(UserInput::text(ask)).await.outcome;
         (outcome, usage)

@@ -44,6 +44,31 @@ pub(crate) struct TurnEnd {
     pub kept: Vec<(String, talaria_tools::Kept)>,
 }
 
+/// Moves the steers waiting in `steering` into `history`, in order, and shows each to the
+/// client; whether there were any.
+pub(crate) async fn record_steers(
+    steering: &crate::steering::SteerInbox,
+    history: &mut Transcript,
+    events: &mpsc::Sender<EngineEvent>,
+) -> bool {
+    let mut any = false;
+    loop {
+        let steers = steering.take();
+        if steers.is_empty() {
+            return any;
+        }
+        any = true;
+        for steer in steers {
+            let shown = steer.blocks.clone();
+            history.push(EntryBody::User {
+                input: steer.blocks,
+                model_view: steer.model_view,
+            });
+            let _ = events.send(EngineEvent::Steered(shown)).await;
+        }
+    }
+}
+
 /// An answer's calls once the calls it wrote as text are taken out.
 /// One model call of the turn, as the loop goes on with it.
 struct Called {
@@ -115,6 +140,8 @@ pub(crate) struct Turn<'a> {
     pub kept: Vec<(String, talaria_tools::Kept)>,
     /// The model-call path for this turn (its chain and the fallback held for the turn).
     pub caller: ModelCaller<'a>,
+    /// The messages the client steers into this turn ([`crate::steering`]).
+    pub steering: &'a crate::steering::SteerInbox,
 }
 
 impl Turn<'_> {
@@ -159,11 +186,22 @@ impl Turn<'_> {
             if let Some(journal) = self.journal.as_deref() {
                 journal.room().await;
             }
+            self.take_steers().await;
+            self.caller.steer_cut = Some(self.steering.arm(self.cancel));
             let called = self.model_call(&tools).await;
+            self.steering.disarm();
+            self.caller.steer_cut = None;
             let answer = match called.result.map_err(TurnError::Model)? {
-                CallResult::Cancelled { text } => {
+                CallResult::Cancelled { text } if self.cancel.is_cancelled() => {
                     self.keep_cancelled(called.shown, text).await;
                     return Ok(StopReason::Cancelled);
+                }
+                CallResult::Cancelled { text } => {
+                    // A steer ended the request: what streamed stays, and the next request
+                    // carries the steer.
+                    self.keep_cancelled(called.shown, text).await;
+                    self.save();
+                    continue;
                 }
                 CallResult::Finished(answer) => answer,
             };
@@ -176,6 +214,8 @@ impl Turn<'_> {
                     nudged = true;
                     continue;
                 }
+                // A steer that came while the model answered gets its own request.
+                Next::Stop(_) if self.steering.has_pending() => continue,
                 Next::Stop(reason) => return Ok(reason),
                 Next::Tools { calls, unrun } => (calls, unrun),
             };
@@ -247,6 +287,14 @@ impl Turn<'_> {
             result,
             announced,
             shown,
+        }
+    }
+
+    /// Puts the steers waiting into the record, where they enter the turn, and shows each
+    /// to the client.
+    async fn take_steers(&mut self) {
+        if record_steers(self.steering, self.history, self.events).await {
+            self.save();
         }
     }
 

@@ -108,6 +108,8 @@ struct Streamed {
     /// server's measured speed).
     first_output: Option<std::time::Instant>,
     output_tokens: u64,
+    /// A tool call of the answer started (a steer no longer cuts the request).
+    calls_started: bool,
 }
 
 impl Streamed {
@@ -122,6 +124,7 @@ impl Streamed {
             guard: repetition::RepetitionGuard::default(),
             first_output: None,
             output_tokens: 0,
+            calls_started: false,
         }
     }
 
@@ -168,6 +171,10 @@ pub(crate) struct ModelCaller<'a> {
     pub last_failure: Option<ErrorClass>,
     /// Where tool results too large for the window are stored (`None`: they cannot be).
     pub spill_dir: Option<std::path::PathBuf>,
+    /// Ends the request in flight for a steer ([`crate::steering`]): while it waits for the
+    /// response, or streams before any tool call of its answer started; the call then
+    /// returns as cancelled, with what streamed.
+    pub steer_cut: Option<CancellationToken>,
 }
 
 impl<'a> ModelCaller<'a> {
@@ -191,6 +198,7 @@ impl<'a> ModelCaller<'a> {
             session_usage,
             last_failure: None,
             spill_dir: None,
+            steer_cut: None,
         }
     }
 
@@ -247,6 +255,7 @@ impl<'a> ModelCaller<'a> {
             tokio::select! {
                 biased;
                 () = self.cancel.cancelled() => return Waited::Cancelled,
+                () = steered(self.steer_cut.as_ref()) => return Waited::Cancelled,
                 output = &mut started => return Waited::Done(output),
                 () = tokio::time::sleep_until(deadline) => {
                     return Waited::TimedOut(ProviderError::Stream {
@@ -344,6 +353,7 @@ impl<'a> ModelCaller<'a> {
             StreamEvent::ReasoningSignature(value) => streamed.signature = Some(value),
             StreamEvent::ToolCallStarted { id, name } => {
                 streamed.first_output.get_or_insert_with(now);
+                streamed.calls_started = true;
                 sink.tool_call_started(id, name).await;
             }
             StreamEvent::CallsBeforeFailure(calls) => streamed.before_failure = calls,
@@ -390,6 +400,10 @@ impl<'a> ModelCaller<'a> {
         // One waiter for the whole stream, not one registered and dropped per delta.
         let cancelled = self.cancel.clone().cancelled_owned();
         tokio::pin!(cancelled);
+        let cut = self.steer_cut.clone();
+        let steer = steered(cut.as_ref());
+        tokio::pin!(steer);
+        let mut cut_armed = cut.is_some();
         // The sink hears time pass while a model writes (held-back text shows progress).
         let mut ticks = tokio::time::interval(TICK);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -397,6 +411,14 @@ impl<'a> ModelCaller<'a> {
             let next = tokio::select! {
                 biased;
                 () = &mut cancelled => {
+                    return Attempt::Done(CallResult::Cancelled { text: streamed.text });
+                }
+                () = &mut steer, if cut_armed => {
+                    if streamed.calls_started {
+                        // Its calls run first; the steer follows them.
+                        cut_armed = false;
+                        continue;
+                    }
                     return Attempt::Done(CallResult::Cancelled { text: streamed.text });
                 }
                 next = stream.next() => next,
@@ -422,5 +444,13 @@ impl<'a> ModelCaller<'a> {
                 Err(ended) => return ended,
             };
         }
+    }
+}
+
+/// Ends when a steer cuts the request (never, when nothing may cut it).
+async fn steered(cut: Option<&CancellationToken>) {
+    match cut {
+        Some(cut) => cut.cancelled().await,
+        None => std::future::pending().await,
     }
 }

@@ -48,6 +48,30 @@ impl SessionHandle {
         self.ops.send(op(turn.clone(), ticket)).map_err(|_| turn)
     }
 
+    /// Steers `input` into the running turn; with none running it starts a turn tagged
+    /// `turn` (answered by `TurnFinished` like a prompt's), or is refused when `idle` asks.
+    pub async fn steer(
+        &self,
+        turn: TurnId,
+        input: crate::session::UserInput,
+        idle: crate::steering::IdleSteer,
+    ) -> crate::steering::SteerOutcome {
+        let (reply, outcome) = oneshot::channel();
+        let queued = self.queue(turn, CancellationToken::new(), |turn, ticket| Op::Steer {
+            turn,
+            input,
+            idle,
+            ticket,
+            reply,
+        });
+        if queued.is_err() {
+            return crate::steering::SteerOutcome::SessionEnded;
+        }
+        outcome
+            .await
+            .unwrap_or(crate::steering::SteerOutcome::SessionEnded)
+    }
+
     /// Queues a compaction of the context (`/compact`), answered with `TurnFinished` like a
     /// prompt, in order with the prompts.
     pub fn compact(

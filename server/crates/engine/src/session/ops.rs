@@ -40,6 +40,15 @@ pub(crate) enum Op {
         focus: Option<String>,
         ticket: Ticket,
     },
+    /// A message for the running turn ([`crate::steering`]); with no turn running, it runs
+    /// as a prompt tagged `turn` (or is refused, as `idle` says). Answered at once.
+    Steer {
+        turn: TurnId,
+        input: crate::session::UserInput,
+        idle: crate::steering::IdleSteer,
+        ticket: Ticket,
+        reply: oneshot::Sender<crate::steering::SteerOutcome>,
+    },
     SetMode(Mode),
     SetModel(String),
     /// Remembers an approval decision (a turn asks, and waits for the file's save, so its

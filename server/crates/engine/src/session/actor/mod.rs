@@ -52,6 +52,8 @@ struct SessionActor {
     commands: Option<Arc<dyn SlashCommands>>,
     /// Ops that arrived during a turn and wait for it.
     waiting: VecDeque<Op>,
+    /// The steers for the running turn.
+    steering: crate::steering::SteerInbox,
     journal: Option<crate::journal::SessionJournal>,
     /// What the client was told about saving.
     saving: saving::SavingState,
@@ -204,6 +206,7 @@ impl SessionActor {
             learning: learning::LearningState::default(),
             own_ops,
             waiting: VecDeque::new(),
+            steering: crate::steering::SteerInbox::default(),
             epochs,
             commands: start.commands,
             settings,
@@ -240,6 +243,23 @@ impl SessionActor {
                 } => {
                     self.tell_store_once(false).await;
                     self.compact(turn, focus, ticket).await;
+                }
+                Op::Steer {
+                    turn,
+                    input,
+                    idle,
+                    ticket,
+                    reply,
+                } => {
+                    use crate::steering::{IdleSteer, SteerOutcome};
+                    if idle == IdleSteer::PromptRequired {
+                        let _ = reply.send(SteerOutcome::PromptRequired);
+                        continue;
+                    }
+                    let _ = reply.send(SteerOutcome::StartedNewTurn);
+                    self.tell_store_once(false).await;
+                    let input = crate::slash::PromptInput::Typed(input);
+                    self.prompt_op(turn, input, ticket, &mut receiver).await;
                 }
                 Op::SetMode(mode) => self.set_mode(mode),
                 Op::SetModel(model) => self.set_model(model),

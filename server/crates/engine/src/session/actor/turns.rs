@@ -51,6 +51,7 @@ impl SessionActor {
                 used_tool_ids: &mut self.used_tool_ids,
                 kept: Vec::new(),
                 caller,
+                steering: &self.steering,
             };
             let running = std::panic::AssertUnwindSafe(turn.run(input)).catch_unwind();
             tokio::pin!(running);
@@ -58,12 +59,23 @@ impl SessionActor {
                 tokio::select! {
                     result = &mut running => break result,
                     Some(op) = receiver.recv() => {
-                        take_during_turn(op, &self.published, &mut self.waiting, &mut modes_set);
+                        let during = During {
+                            published: &self.published,
+                            steering: &self.steering,
+                            waiting: &mut self.waiting,
+                        };
+                        during.take(op, &mut modes_set);
                     }
                 }
             }
         };
-        self.turn_ended(result, modes_set)
+        let end = self.turn_ended(result, modes_set);
+        // Steers the turn took but had no request left for (cancelled, failed, out of
+        // requests) stay in the record, after its end (nothing reaches the inbox now).
+        if crate::turn::record_steers(&self.steering, &mut self.history, &self.events).await {
+            self.save();
+        }
+        end
     }
 
     /// After a turn: the mode changes it saw recorded, a panic made a failure, a failed or
@@ -141,29 +153,37 @@ impl SessionActor {
     }
 }
 
-/// An op that arrived during a turn: a mode change or a rule applies at once, a model
-/// switch is shown at once and applied after the turn, anything else waits for it.
-fn take_during_turn(
-    op: Op,
-    published: &Published,
-    waiting: &mut VecDeque<Op>,
-    modes_set: &mut Vec<Mode>,
-) {
-    match op {
-        Op::SetMode(mode) => {
-            published.set_mode(mode);
-            modes_set.push(mode);
+/// What an op that arrives during a turn may reach.
+struct During<'a> {
+    published: &'a Published,
+    steering: &'a crate::steering::SteerInbox,
+    waiting: &'a mut VecDeque<Op>,
+}
+
+impl During<'_> {
+    /// A mode change or a rule applies at once, a steer goes to the turn, a model switch is
+    /// shown at once and applied after the turn, anything else waits for it.
+    fn take(self, op: Op, modes_set: &mut Vec<Mode>) {
+        match op {
+            Op::SetMode(mode) => {
+                self.published.set_mode(mode);
+                modes_set.push(mode);
+            }
+            Op::Remember(remember) => {
+                let _ = remember
+                    .done
+                    .send(self.published.remember(&remember.scopes, remember.allow));
+            }
+            Op::Steer { input, reply, .. } => {
+                self.steering.push(input);
+                let _ = reply.send(crate::steering::SteerOutcome::Injected);
+            }
+            Op::SetModel(model) => {
+                self.published.set_model(&model);
+                self.waiting.push_back(Op::SetModel(model));
+            }
+            other => self.waiting.push_back(other),
         }
-        Op::Remember(remember) => {
-            let _ = remember
-                .done
-                .send(published.remember(&remember.scopes, remember.allow));
-        }
-        Op::SetModel(model) => {
-            published.set_model(&model);
-            waiting.push_back(Op::SetModel(model));
-        }
-        other => waiting.push_back(other),
     }
 }
 
