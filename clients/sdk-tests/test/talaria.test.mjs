@@ -154,6 +154,39 @@ test("session/cancel ends a turn with cancelled and the next prompt works", asyn
   });
 });
 
+test("a steer through the SDK's raw request enters the running turn where it streams", async () => {
+  await script([{ type: "hang", chunks: ["Using spaces"] }, { type: "text", chunks: ["Tabs it is."] }]);
+  await withTalaria(async (ctx, updates, workspace) => {
+    const { sessionId } = await ctx.request(methods.agent.session.new, { cwd: workspace, mcpServers: [] });
+    const pending = ctx.request(methods.agent.session.prompt, { sessionId, prompt: [{ type: "text", text: "indent it" }] });
+    while (!updates.some((u) => u.sessionUpdate === "agent_message_chunk")) {
+      await new Promise((ok) => setTimeout(ok, 10));
+    }
+    // The SDK has no type for the extension: its raw request sends it as is.
+    const steered = await ctx.request("_session/steering", { sessionId, prompt: [{ type: "text", text: "use tabs" }] });
+    assert.deepEqual(steered, { outcome: "injected" });
+    assert.equal((await pending).stopReason, "end_turn");
+    const entered = updates.find((u) => u.sessionUpdate === "user_message_chunk");
+    assert.equal(entered.content.text, "use tabs");
+    assert.equal(entered._meta.talaria.steered, true);
+    assert.deepEqual(texts(updates, "agent_message_chunk"), ["Using spaces", "Tabs it is."]);
+    const idle = await ctx.request("_session/steering", {
+      sessionId,
+      prompt: [{ type: "text", text: "later" }],
+      _meta: { steering: { idleBehavior: "promptRequired" } },
+    });
+    assert.deepEqual(idle, { outcome: "promptRequired", reason: "noRunningTurn" });
+  });
+  const last = (await recorded()).at(-1);
+  assert.deepEqual(
+    last.body.messages.slice(-2).map((m) => [m.role, m.content]),
+    [
+      ["assistant", "Using spaces"],
+      ["user", "use tabs"],
+    ],
+  );
+});
+
 test("invalid params come back as a JSON-RPC error the SDK understands", async () => {
   await withTalaria(async (ctx) => {
     await assert.rejects(

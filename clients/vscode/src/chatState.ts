@@ -15,7 +15,7 @@ import type {
 import type { Question } from "./form.js";
 
 export type ChatItem =
-  | { kind: "user"; id: string; text: string; attachments: string[] }
+  | { kind: "user"; id: string; text: string; attachments: string[]; steered?: boolean }
   | { kind: "agent"; id: string; text: string }
   | { kind: "thought"; id: string; text: string }
   | { kind: "tool"; id: string; card: ToolCard }
@@ -133,9 +133,29 @@ export function addStop(state: ChatState, reason: string): string {
  * Applies one session update. Returns the ids of the chat items that changed ("*" when
  * something outside the item list changed: plan, usage, commands, options, title).
  */
+/** Whether a user message chunk is a steer, shown where it entered the running turn. */
+function isSteered(update: SessionUpdate): boolean {
+  const meta = (update as { _meta?: { talaria?: { steered?: unknown } } | null })._meta;
+  return meta?.talaria?.steered === true;
+}
+
+/** A message steered into the running turn, where it entered (a chunk of the same steer
+ * joins it). */
+export function addSteered(state: ChatState, text: string): string {
+  const last = state.items[state.items.length - 1];
+  if (last && last.kind === "user" && last.steered) {
+    last.text += text;
+    return last.id;
+  }
+  const item = { kind: "user" as const, id: nextId("user"), text, attachments: [], steered: true };
+  state.items.push(item);
+  return item.id;
+}
+
 export function applyUpdate(state: ChatState, update: SessionUpdate): string[] {
   switch (update.sessionUpdate) {
     case "user_message_chunk":
+      if (isSteered(update)) return [addSteered(state, blockText(update.content))];
       return [addUser(state, blockText(update.content))];
     case "agent_message_chunk":
       return [appendText(state, "agent", blockText(update.content))];

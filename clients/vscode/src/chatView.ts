@@ -76,6 +76,7 @@ export class ChatView implements vscode.WebviewViewProvider {
         })),
       acceptsImages: controller.acceptsImages,
       canList: controller.canList,
+      canSteer: controller.canSteer,
     });
   }
 
@@ -92,6 +93,15 @@ export class ChatView implements vscode.WebviewViewProvider {
         break;
       case "prompt":
         await controller.prompt(await this.blocks(message), message.text, [
+          ...message.mentions,
+          ...message.images.map((_, i) => `image ${i + 1}`),
+        ]);
+        break;
+      case "steer":
+        await controller.steer(await this.blocks(message), message.text);
+        break;
+      case "queue":
+        controller.queue(await this.blocks(message), message.text, [
           ...message.mentions,
           ...message.images.map((_, i) => `image ${i + 1}`),
         ]);
@@ -145,7 +155,7 @@ export class ChatView implements vscode.WebviewViewProvider {
   }
 
   /** The prompt as ACP content: text, open documents embedded, other files linked, images. */
-  private async blocks(message: Extract<FromView, { type: "prompt" }>): Promise<ContentBlock[]> {
+  private async blocks(message: Extract<FromView, { type: "prompt" | "steer" | "queue" }>): Promise<ContentBlock[]> {
     const blocks: ContentBlock[] = [{ type: "text", text: message.text }];
     const folder = vscode.workspace.workspaceFolders?.[0]?.uri;
     const embedded =

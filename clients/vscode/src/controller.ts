@@ -94,6 +94,8 @@ export class SessionController {
   private readonly listeners: Listener[] = [];
   /** The session to resume after the agent crashed. */
   private resumeId?: string;
+  /** Prompts waiting for the running turn, in order. */
+  private readonly queued: { blocks: ContentBlock[]; shown: string; attachments: string[] }[] = [];
 
   constructor(
     private readonly launch: Launcher,
@@ -120,6 +122,12 @@ export class SessionController {
 
   get canList(): boolean {
     return !!this.agentInfo?.agentCapabilities?.sessionCapabilities?.list;
+  }
+
+  /** Whether the agent takes messages into a running turn (`_session/steering`). */
+  get canSteer(): boolean {
+    const meta = this.agentInfo?._meta as { steering?: { supported?: unknown } } | null | undefined;
+    return meta?.steering?.supported === true;
   }
 
   get canLoad(): boolean {
@@ -360,11 +368,57 @@ export class SessionController {
     } finally {
       this.state.busy = false;
       this.changed(["*"]);
+      const next = this.queued.shift();
+      if (next) void this.prompt(next.blocks, next.shown, next.attachments);
     }
+  }
+
+  /**
+   * Sends a message into the running turn; the agent shows it where it entered. With no turn
+   * running (or an agent that cannot take it) it is a prompt, or queued behind the turn.
+   * Resolves with what became of it.
+   */
+  async steer(blocks: ContentBlock[], shown: string): Promise<"injected" | "queued" | "prompted"> {
+    if (!this.state.busy) {
+      void this.prompt(blocks, shown);
+      return "prompted";
+    }
+    if (!this.canSteer || !this.connection || !this.sessionId) {
+      this.queue(blocks, shown);
+      return "queued";
+    }
+    try {
+      const answer = await this.connection.agent.request<{ outcome?: string }>("_session/steering", {
+        sessionId: this.sessionId,
+        prompt: blocks,
+        // A turn that ended meanwhile: the message is sent as the next prompt here.
+        _meta: { steering: { idleBehavior: "promptRequired" } },
+      });
+      if (answer.outcome === "injected") return "injected";
+    } catch (error) {
+      this.changed([addNotice(this.state, "warning", `Not steered (${describe(error)}); queued instead.`)]);
+    }
+    if (this.state.busy) {
+      this.queue(blocks, shown);
+      return "queued";
+    }
+    void this.prompt(blocks, shown);
+    return "prompted";
+  }
+
+  /** Queues a prompt behind the running turn (sent at once when none runs). */
+  queue(blocks: ContentBlock[], shown: string, attachments: string[] = []): void {
+    if (!this.state.busy) {
+      void this.prompt(blocks, shown, attachments);
+      return;
+    }
+    this.queued.push({ blocks, shown, attachments });
+    this.changed([addNotice(this.state, "info", `Queued: ${shown}`)]);
   }
 
   /** Stop: cancels the running turn (and any question it asked). */
   async cancel(): Promise<void> {
+    this.queued.length = 0;
     this.cancelPermissions();
     if (this.connection && this.sessionId) {
       await this.connection.agent.notify(methods.agent.session.cancel, { sessionId: this.sessionId });

@@ -115,7 +115,9 @@ ${renderCardContent(card, terminals)}${permission}
 export function renderItem(item: ChatItem, terminals: Record<string, string> = {}): string {
   switch (item.kind) {
     case "user":
-      return `<div class="message user">${escapeHtml(item.text)}${
+      return `<div class="message user${item.steered ? " steered" : ""}">${
+        item.steered ? '<span class="steered-label">steered</span> ' : ""
+      }${escapeHtml(item.text)}${
         item.attachments.length
           ? `<div class="attachments">${item.attachments.map((a) => `<span class="chip">${escapeHtml(a)}</span>`).join("")}</div>`
           : ""

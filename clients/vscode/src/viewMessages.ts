@@ -9,6 +9,13 @@ export type FromView =
       mentions: string[];
       images: { mimeType: string; data: string }[];
     }
+  | {
+      /** A message typed while a turn runs: into the turn (`steer`) or after it (`queue`). */
+      type: "steer" | "queue";
+      text: string;
+      mentions: string[];
+      images: { mimeType: string; data: string }[];
+    }
   | { type: "stop" }
   | { type: "permission"; toolCallId: string; optionId: string }
   | { type: "question"; id: string; action: "accept" | "decline" | "cancel"; content?: Record<string, unknown> }
@@ -35,6 +42,7 @@ export type ToView =
       options: HeaderOption[];
       acceptsImages: boolean;
       canList: boolean;
+      canSteer: boolean;
     }
   | { type: "sessions"; sessions: { id: string; title: string; updatedAt: string }[] }
   | { type: "files"; files: string[] }

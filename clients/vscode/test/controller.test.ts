@@ -214,3 +214,34 @@ test("a command's output streams into its card", async () => {
     "the card was redrawn as the output came",
   );
 });
+
+test("a message typed while a turn runs steers it and shows where it entered; a queued one waits", async () => {
+  const fake = new FakeAgent();
+  const { controller } = controllerFor(fake);
+  const running = controller.prompt(text("slow"), "slow");
+  await until(() => controller.state.items.some((i) => i.kind === "agent"), "the first chunk");
+  assert.equal(controller.canSteer, true, "the agent advertised steering");
+  controller.queue(text("hello"), "hello");
+  assert.equal(await controller.steer(text("use tabs"), "use tabs"), "injected");
+  assert.equal(await running, "end_turn");
+  const steer = fake.received.find((r) => r.method === "_session/steering")?.params as {
+    prompt: { text: string }[];
+    _meta: { steering: { idleBehavior: string } };
+  };
+  assert.equal(steer.prompt[0].text, "use tabs");
+  assert.equal(steer._meta.steering.idleBehavior, "promptRequired");
+  const steered = controller.state.items.find((i) => i.kind === "user" && i.steered);
+  assert.ok(steered && steered.kind === "user" && steered.text === "use tabs", "the steer is in the chat");
+  const order = controller.state.items.map((i) => (i.kind === "user" || i.kind === "agent" ? `${i.kind}:${i.text}` : i.kind));
+  assert.deepEqual(order.slice(0, 4), ["user:slow", "agent:working", "notice", "user:use tabs"]);
+  // The queued prompt runs once the turn ends.
+  await until(
+    () => fake.received.filter((r) => r.method === "session/prompt").length === 2,
+    "the queued prompt",
+  );
+  await until(() => !controller.state.busy, "the queued turn's end");
+  const prompts = fake.received.filter((r) => r.method === "session/prompt");
+  assert.equal((prompts[1].params as { prompt: { text: string }[] }).prompt[0].text, "hello");
+  // With no turn running, a steer is a prompt.
+  assert.equal(await controller.steer(text("hello"), "hello"), "prompted");
+});

@@ -19,6 +19,7 @@ export class FakeAgent {
   starts = 0;
   private exit?: (code: string) => void;
   private release?: () => void;
+  private steered = false;
 
   constructor(private readonly options: FakeOptions = {}) {}
 
@@ -45,6 +46,7 @@ export class FakeAgent {
         this.received.push({ method: "initialize", params });
         return {
           protocolVersion: 1,
+          _meta: { steering: { supported: true } },
           agentCapabilities: {
             loadSession: true,
             promptCapabilities: { image: true, embeddedContext: true },
@@ -93,6 +95,27 @@ export class FakeAgent {
         this.received.push({ method: "session/close", params });
         return {};
       })
+      // A steer enters the slow turn (shown where it entered) and ends it; with no turn running
+      // the client asked to be told.
+      .onRequest(
+        "_session/steering",
+        (params: unknown) => params as { sessionId: string; prompt: { type: string; text?: string }[] },
+        async ({ params, client }) => {
+          this.received.push({ method: "_session/steering", params });
+          if (!this.release) return { outcome: "promptRequired", reason: "noRunningTurn" };
+          await client.notify(methods.client.session.update, {
+            sessionId: params.sessionId,
+            update: {
+              sessionUpdate: "user_message_chunk",
+              content: { type: "text", text: params.prompt[0]?.text ?? "" },
+              _meta: { talaria: { steered: true } },
+            },
+          });
+          this.steered = true;
+          this.release();
+          return { outcome: "injected" };
+        },
+      )
       .onNotification(methods.agent.session.cancel, () => {
         this.cancelled += 1;
         this.release?.();
@@ -163,6 +186,12 @@ export class FakeAgent {
         if (text === "slow") {
           await update({ sessionUpdate: "agent_message_chunk", content: { type: "text", text: "working" } });
           await new Promise<void>((resolve) => (this.release = resolve));
+          this.release = undefined;
+          if (this.steered) {
+            this.steered = false;
+            await update({ sessionUpdate: "agent_message_chunk", content: { type: "text", text: "steered answer" } });
+            return { stopReason: "end_turn" as const };
+          }
           return { stopReason: "cancelled" as const };
         }
         return { stopReason: "end_turn" as const };

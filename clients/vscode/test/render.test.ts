@@ -128,3 +128,9 @@ test("a card's kind is a plain word, never an emoji a system without emoji fonts
     assert.doesNotMatch(html, /\p{Extended_Pictographic}/u, kind);
   }
 });
+
+test("a steered message is marked where it entered", () => {
+  const html = renderItem({ kind: "user", id: "u", text: "use tabs", attachments: [], steered: true });
+  assert.match(html, /class="message user steered"/);
+  assert.match(html, /steered<\/span> use tabs/);
+});

@@ -33,13 +33,19 @@ input.placeholder = "Ask Talaria — / for commands, @ to mention a file";
 input.rows = 3;
 const sendButton = el("button", "send", "Send");
 const stopButton = el("button", "stop-button hidden", "Stop");
-composer.append(chips, completions, input, sendButton, stopButton);
+// While a turn runs: a message goes into it (Steer, and Enter) or after it (Queue).
+const steerButton = el("button", "steer-button hidden", "Steer");
+steerButton.title = "Send into the running turn: the agent reads it at its next step";
+const queueButton = el("button", "queue-button hidden", "Queue");
+queueButton.title = "Send after the running turn ends";
+composer.append(chips, completions, input, sendButton, steerButton, queueButton, stopButton);
 document.body.append(header, sessionsList, plan, log, composer);
 
 type Command = { name: string; description: string; hint: string };
 let commands: Command[] = [];
 let acceptsImages = false;
 let busy = false;
+let canSteer = false;
 const history: string[] = [];
 let historyIndex = 0;
 let mentions: string[] = [];
@@ -102,8 +108,16 @@ window.addEventListener("message", (event: MessageEvent<ToView>) => {
       break;
     case "header":
       busy = message.busy;
+      canSteer = message.canSteer;
       sendButton.classList.toggle("hidden", busy);
       stopButton.classList.toggle("hidden", !busy);
+      steerButton.classList.toggle("hidden", !busy || !canSteer);
+      queueButton.classList.toggle("hidden", !busy);
+      input.placeholder = busy
+        ? canSteer
+          ? "Steer the running turn (Enter), or queue a message for after it"
+          : "Queue a message for after the running turn"
+        : "Ask Talaria — / for commands, @ to mention a file";
       usage.textContent = message.usage;
       plan.innerHTML = message.plan;
       commands = message.commands;
@@ -203,12 +217,14 @@ log.addEventListener("click", (event) => {
   }
 });
 
-function submit(): void {
+/** Sends what is typed: a prompt, or while a turn runs, a steer (`how` says) or a queued one. */
+function submit(how: "steer" | "queue" = canSteer ? "steer" : "queue"): void {
   const text = input.value.trim();
-  if (!text || busy) return;
+  if (!text) return;
   history.push(text);
   historyIndex = history.length;
-  send({ type: "prompt", text, mentions: mentions.filter((m) => text.includes(`@${m}`)), images });
+  const used = mentions.filter((m) => text.includes(`@${m}`));
+  send(busy ? { type: how, text, mentions: used, images } : { type: "prompt", text, mentions: used, images });
   input.value = "";
   mentions = [];
   images = [];
@@ -325,7 +341,9 @@ input.addEventListener("paste", (event) => {
   }
 });
 
-sendButton.addEventListener("click", submit);
+sendButton.addEventListener("click", () => submit());
+steerButton.addEventListener("click", () => submit("steer"));
+queueButton.addEventListener("click", () => submit("queue"));
 stopButton.addEventListener("click", () => send({ type: "stop" }));
 newButton.addEventListener("click", () => send({ type: "newSession" }));
 sessionsButton.addEventListener("click", () => {

@@ -93,6 +93,8 @@ async function startMock(): Promise<string> {
         ],
       },
       { type: "text", chunks: ["The three steps ran."] },
+      { type: "hang", chunks: ["Drafting with spaces"] },
+      { type: "text", chunks: ["Switched to tabs."] },
       { type: "hang", chunks: ["Working on it"] },
     ]),
   );
@@ -339,7 +341,25 @@ async function run(): Promise<void> {
     }
     await page.screenshot({ path: join(shots, "terminal-panel.png") });
 
-    // 7. Stop ends a slow turn.
+    // 7. A message typed while the turn runs steers it, and shows where it entered.
+    await prompt.fill("Draft the config");
+    await prompt.press("Enter");
+    await chat.locator(".message.agent", { hasText: "Drafting with spaces" }).waitFor({ timeout: TIMEOUT });
+    await chat.locator("button.steer-button:not(.hidden)").waitFor({ timeout: TIMEOUT });
+    await prompt.fill("use tabs");
+    await chat.locator("button.steer-button").click();
+    await chat.locator(".message.user.steered", { hasText: "use tabs" }).waitFor({ timeout: TIMEOUT });
+    await chat.locator(".message.agent", { hasText: "Switched to tabs." }).waitFor({ timeout: TIMEOUT });
+    await chat.locator("button.send:not(.hidden)").waitFor({ timeout: TIMEOUT });
+    const steeredRequest = (await mockRequests(baseUrl)).at(-1);
+    const sentMessages = JSON.stringify(steeredRequest?.body.messages);
+    assert.ok(
+      sentMessages.indexOf("Drafting with spaces") < sentMessages.indexOf("use tabs"),
+      "the model got the steer after what streamed",
+    );
+    await screenshot(page, "steered");
+
+    // 8. Stop ends a slow turn.
     await chat.locator("textarea.prompt").fill("Take your time");
     await chat.locator("textarea.prompt").press("Enter");
     await chat.locator(".message.agent", { hasText: "Working on it" }).waitFor({ timeout: TIMEOUT });
