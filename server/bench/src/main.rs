@@ -19,6 +19,7 @@ mod replay;
 mod sandbox;
 mod sessions;
 mod shared_store;
+mod steering;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -332,6 +333,26 @@ async fn main() -> anyhow::Result<()> {
         "  without namespaces              {:8.2} ms  (min {:.2}; Landlock, filters, limits)",
         cost.without_namespaces.0 - cost.direct.0,
         cost.without_namespaces.1 - cost.direct.1
+    );
+    let steer = steering::measure(
+        &options.agent,
+        &env.mock,
+        &env.vars(),
+        &cwd,
+        options.iterations.min(10),
+    )
+    .await?;
+    report!(
+        "steer -> the request carrying it  {:8.2} ms  (min {:.2}; while text streams)   target < 50 ms",
+        steer.to_request.0,
+        steer.to_request.1
+    );
+    report!(
+        "  idle steer -> its request       {:8.2} ms  (min {:.2}; a prompt: {:.2}, min {:.2})",
+        steer.idle_steer.0,
+        steer.idle_steer.1,
+        steer.prompt.0,
+        steer.prompt.1
     );
     let replay = replay::measure(&options.agent, &env.mock, &env.vars(), &cwd).await?;
     report!(
