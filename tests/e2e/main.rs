@@ -54,6 +54,7 @@ mod store_stalls;
 mod streaming;
 mod stumbles;
 mod subagents;
+mod system_prompt;
 mod terminal_client;
 mod terminal_pty;
 mod tools;

@@ -334,26 +334,7 @@ async fn main() -> anyhow::Result<()> {
         cost.without_namespaces.0 - cost.direct.0,
         cost.without_namespaces.1 - cost.direct.1
     );
-    let steer = steering::measure(
-        &options.agent,
-        &env.mock,
-        &env.vars(),
-        &cwd,
-        options.iterations.min(10),
-    )
-    .await?;
-    report!(
-        "steer -> the request carrying it  {:8.2} ms  (min {:.2}; while text streams)   target < 50 ms",
-        steer.to_request.0,
-        steer.to_request.1
-    );
-    report!(
-        "  idle steer -> its request       {:8.2} ms  (min {:.2}; a prompt: {:.2}, min {:.2})",
-        steer.idle_steer.0,
-        steer.idle_steer.1,
-        steer.prompt.0,
-        steer.prompt.1
-    );
+    print_steering_figures(&options, &env, &cwd).await?;
     let replay = replay::measure(&options.agent, &env.mock, &env.vars(), &cwd).await?;
     report!(
         "replay of a 50-turn session       {:8.1} ms  (recorded against the mock: {:.1} ms)",
@@ -374,6 +355,35 @@ async fn main() -> anyhow::Result<()> {
     report!(
         "token accounting of a new turn    {:8.3} ms  (on that history)   target <= 1 ms",
         ms(compression.new_turn)
+    );
+    Ok(())
+}
+
+/// A steer's delay to the request that carries it, and an idle steer against a prompt.
+async fn print_steering_figures(
+    options: &Options,
+    env: &Env,
+    cwd: &std::path::Path,
+) -> anyhow::Result<()> {
+    let steer = steering::measure(
+        &options.agent,
+        &env.mock,
+        &env.vars(),
+        cwd,
+        options.iterations.min(10),
+    )
+    .await?;
+    report!(
+        "steer -> the request carrying it  {:8.2} ms  (min {:.2}; while text streams)   target < 50 ms",
+        steer.to_request.0,
+        steer.to_request.1
+    );
+    report!(
+        "  idle steer -> its request       {:8.2} ms  (min {:.2}; a prompt: {:.2}, min {:.2})",
+        steer.idle_steer.0,
+        steer.idle_steer.1,
+        steer.prompt.0,
+        steer.prompt.1
     );
     Ok(())
 }

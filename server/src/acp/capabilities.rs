@@ -6,7 +6,8 @@ use talaria_protocol::acp::{
     InitializeRequest, InitializeResponse, McpCapabilities, PromptCapabilities,
     SessionAdditionalDirectoriesCapabilities, SessionCapabilities, SessionCloseCapabilities,
     SessionDeleteCapabilities, SessionForkCapabilities, SessionListCapabilities,
-    SessionResumeCapabilities,
+    SessionResumeCapabilities, SessionSystemPromptCapabilities,
+    SessionSystemPromptModeCapabilities, SessionSystemPromptOverrideCapabilities,
 };
 
 /// The agent auth method: credentials come from the environment or config file.
@@ -113,7 +114,13 @@ pub fn initialize(request: &InitializeRequest, images: bool) -> InitializeRespon
                         .resume(SessionResumeCapabilities::new())
                         .close(SessionCloseCapabilities::new())
                         .delete(SessionDeleteCapabilities::new())
-                        .fork(SessionForkCapabilities::new()),
+                        .fork(SessionForkCapabilities::new())
+                        .system_prompt(
+                            SessionSystemPromptCapabilities::new().mode(
+                                SessionSystemPromptModeCapabilities::new()
+                                    .override_(SessionSystemPromptOverrideCapabilities::new()),
+                            ),
+                        ),
                 )
                 .prompt_capabilities(
                     PromptCapabilities::new()

@@ -29,8 +29,12 @@ impl Agent {
         let context = self.start_context();
         let known = self.store.clone();
         let slow = async move {
+            // Checked first: a prompt that cannot be applied copies nothing.
+            let client = super::client_prompt::parse(params.system_prompt.as_ref())?;
             let (cwd, directories, mcp_servers) = params.place();
-            let ready = ready_session(context, cwd, directories, mcp_servers).await?;
+            let ready = ready_session(context, cwd, directories, mcp_servers)
+                .await?
+                .with_client_prompt(client);
             let journal = journal_or_open(known, &ready.config);
             let copied = copy(journal, &params).await?;
             Ok((params, ready, copied))

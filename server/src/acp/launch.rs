@@ -58,8 +58,11 @@ impl Agent {
     pub(super) fn start_new_session(&mut self, id: RequestId, params: acp::NewSessionRequest) {
         let context = self.start_context();
         let slow = async move {
+            let client = super::client_prompt::parse(params.system_prompt.as_ref())?;
             let (cwd, directories, mcp_servers) = params.place();
-            let ready = ready_session(context, cwd, directories, mcp_servers).await?;
+            let ready = ready_session(context, cwd, directories, mcp_servers)
+                .await?
+                .with_client_prompt(client);
             // The store opens in the background from `initialize`; nothing the client asked
             // for needs it yet, so the answer does not wait for it: the session's entries
             // wait in the journal's backlog, and the session itself says whether it is saved.
@@ -154,7 +157,7 @@ impl Agent {
             shell,
             window,
         } = ready;
-        let prompt = system_prompt.assemble(&config);
+        let (prompt, start) = system_prompt.assemble_for(&config, start);
         let sizing = window
             .map(|window| size_when_known(window, &config, system_prompt, tools, &stores, &hub));
         let start = talaria_engine::SessionStart {
@@ -555,6 +558,17 @@ pub(super) struct Ready {
     window: Option<server_window::PendingWindow>,
 }
 
+impl Ready {
+    /// The session's instructions take the client's system prompt.
+    pub(super) fn with_client_prompt(
+        mut self,
+        client: Option<super::client_prompt::ClientPrompt>,
+    ) -> Self {
+        self.system_prompt.client = client;
+        self
+    }
+}
+
 /// The system prompt's parts, assembled once the session's toolsets are known.
 struct PromptParts {
     base: talaria_engine::system_prompt::SessionPrompt,
@@ -562,6 +576,8 @@ struct PromptParts {
     skill_index: String,
     /// The frozen memory snapshot.
     memory: String,
+    /// The client's own system prompt (`systemPrompt`), checked.
+    client: Option<super::client_prompt::ClientPrompt>,
 }
 
 /// A session's prompt, assembled: the instructions, most stable first (what every session
@@ -582,6 +598,22 @@ struct AssembledPrompt {
 }
 
 impl PromptParts {
+    /// The prompt for `config`, and `start` with it: a stored record (a load, a resume, a
+    /// fork) takes the client's prompt now; without one it keeps its own.
+    fn assemble_for(
+        &self,
+        config: &Config,
+        mut start: talaria_engine::SessionStart,
+    ) -> (AssembledPrompt, talaria_engine::SessionStart) {
+        let prompt = self.assemble(config);
+        if self.client.is_some()
+            && let Some(history) = start.history.as_mut()
+        {
+            history.set_system_prompt(prompt.instructions.clone());
+        }
+        (prompt, start)
+    }
+
     fn assemble(&self, config: &Config) -> AssembledPrompt {
         let skills_offered = config
             .toolsets
@@ -592,7 +624,10 @@ impl PromptParts {
             instructions.push_str(&self.skill_index);
         }
         instructions.push_str(&self.memory);
-        instructions.push_str(&self.base.project);
+        match &self.client {
+            Some(client) => instructions = client.apply(&instructions, &self.base.project),
+            None => instructions.push_str(&self.base.project),
+        }
         AssembledPrompt {
             instructions,
             environment: self.base.environment.clone(),
@@ -623,6 +658,7 @@ async fn prepare_session(
             base,
             skill_index,
             memory,
+            client: None,
         };
         let commands = skills::commands(&catalog);
         let shell = Arc::new(talaria_engine::sandbox::shell(

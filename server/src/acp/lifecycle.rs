@@ -89,6 +89,7 @@ struct Reopen {
     additional_directories: Vec<std::path::PathBuf>,
     mcp_servers: Vec<acp::McpServer>,
     replay: bool,
+    system_prompt: Option<acp::SystemPrompt>,
 }
 
 /// `session/load` and `session/resume` carry the same fields; only the replay differs.
@@ -102,6 +103,7 @@ macro_rules! reopen_from {
                     additional_directories: params.additional_directories,
                     mcp_servers: params.mcp_servers,
                     replay: $replay,
+                    system_prompt: params.system_prompt,
                 }
             }
         }
@@ -155,7 +157,18 @@ impl Agent {
     /// configuration, prompt, MCP servers, and its record read and claimed) and is answered
     /// when it is running.
     async fn reopen(&mut self, request: RequestId, reopen: Reopen) -> Option<Reply> {
+        // Checked first: a prompt that cannot be applied opens nothing.
+        let client = match super::client_prompt::parse(reopen.system_prompt.as_ref()) {
+            Ok(client) => client,
+            Err(error) => return Some(Err(error)),
+        };
         if self.sessions.contains_key(&reopen.id) {
+            if client.is_some() {
+                return Some(Err(errors::invalid_params(format!(
+                    "session {} is running in this process: its system prompt is set when                      it starts (close it, then load or resume it with the new one)",
+                    reopen.id
+                ))));
+            }
             return self.reopen_open(request, reopen).await;
         }
         let context = self.start_context();
@@ -167,7 +180,8 @@ impl Agent {
                 &reopen.additional_directories,
                 &reopen.mcp_servers,
             )
-            .await?;
+            .await?
+            .with_client_prompt(client);
             let journal = journal_or_open(store, &ready.config);
             let read = read_claimed(journal.clone(), &reopen.id).await?;
             Ok((reopen, ready, read, journal))

@@ -15,6 +15,7 @@
 mod capabilities;
 mod cassettes;
 mod client_bridge;
+mod client_prompt;
 mod commands;
 mod compaction;
 mod dispatch;

@@ -189,8 +189,12 @@ impl Transcript {
             .find(|e| matches!(e.body, EntryBody::System { .. }))
         {
             Some(entry) => {
-                if let EntryBody::System { text: current, .. } = &mut entry.body {
+                if let EntryBody::System { text: current, .. } = &mut entry.body
+                    && *current != text
+                {
                     *current = text;
+                    let id = entry.id;
+                    self.mark_rewritten(id);
                 }
             }
             None => {
