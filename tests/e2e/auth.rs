@@ -129,3 +129,114 @@ async fn doctor_names_talaria_setup_for_a_missing_configuration_and_key() {
         "the key's finding names it too: {report}"
     );
 }
+
+/// A home as `talaria setup` leaves it: provider, model, the mock's URL and a key.
+fn set_up_home(env: &mut TestEnv) {
+    env.api_key = None;
+    env.write_config(&format!(
+        "provider = \"openai\"\nmodel = \"mock-model\"\n\n[openai]\nbase_url = \"{}\"\n\
+         api_key = \"sk-from-setup\"\n",
+        env.mock.base_url()
+    ));
+}
+
+#[tokio::test]
+async fn logout_forgets_the_stored_key_and_sessions_ask_to_authenticate_again() {
+    let mut env = TestEnv::new(vec![MockReply::text(&["before logout"])]).await;
+    set_up_home(&mut env);
+    let mut agent = env.spawn().await;
+    let init = agent
+        .call(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+        )
+        .await
+        .expect("initialize");
+    assert_eq!(
+        init["agentCapabilities"]["auth"]["logout"],
+        json!({}),
+        "{init}"
+    );
+    let new_session = json!({"cwd": env.workspace.path(), "mcpServers": []});
+    let session = agent
+        .call("session/new", new_session.clone())
+        .await
+        .expect("a session with the stored key");
+    let session = session["sessionId"].as_str().expect("id").to_string();
+    let (response, _) = prompt(&mut agent, &session, "hi").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    assert!(
+        env.mock.requests()[0]
+            .header("authorization")
+            .is_some_and(|v| v == "Bearer sk-from-setup")
+    );
+
+    let out = agent
+        .call("logout", json!({}))
+        .await
+        .expect("logout answered");
+    assert_eq!(out, json!({}));
+    let config =
+        std::fs::read_to_string(env.home.path().join("talaria/config.toml")).expect("config");
+    assert!(
+        !config.contains("sk-from-setup"),
+        "the key is forgotten: {config}"
+    );
+    assert!(
+        config.contains("model = \"mock-model\"") && config.contains("base_url"),
+        "every other setting stays: {config}"
+    );
+    let refused = agent
+        .request("session/new", new_session.clone())
+        .await
+        .expect("answered");
+    assert_eq!(refused["error"]["code"], -32000, "{refused}");
+    // With no key anywhere, authenticate still asks for one; a key in the environment of a
+    // new process, or in the file again, lets it pass.
+    let asked = agent
+        .request("authenticate", json!({"methodId": "talaria-config"}))
+        .await
+        .expect("answered");
+    assert_eq!(asked["error"]["code"], -32000, "{asked}");
+    std::fs::write(
+        env.home.path().join("talaria/config.toml"),
+        format!("{config}api_key = \"sk-again\"\n"),
+    )
+    .expect("key again");
+    agent
+        .call("authenticate", json!({"methodId": "talaria-config"}))
+        .await
+        .expect("authenticated");
+    agent
+        .call("session/new", new_session)
+        .await
+        .expect("sessions start again");
+}
+
+#[tokio::test]
+async fn logout_refuses_sessions_even_with_a_key_in_the_environment_until_authenticate() {
+    let env = TestEnv::new(Vec::new()).await;
+    let mut agent = initialized(&env).await;
+    agent.call("logout", json!({})).await.expect("logout");
+    let new_session = json!({"cwd": env.workspace.path(), "mcpServers": []});
+    let refused = agent
+        .request("session/new", new_session.clone())
+        .await
+        .expect("answered");
+    assert_eq!(refused["error"]["code"], -32000, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("logged out"),
+        "{refused}"
+    );
+    agent
+        .call("authenticate", json!({"methodId": "talaria-config"}))
+        .await
+        .expect("the environment's key passes");
+    agent
+        .call("session/new", new_session)
+        .await
+        .expect("sessions start again");
+}

@@ -2,11 +2,11 @@
 
 use talaria_protocol::ProtocolVersion;
 use talaria_protocol::acp::{
-    AgentCapabilities, AuthMethod, AuthMethodAgent, AuthMethodTerminal, Implementation,
-    InitializeRequest, InitializeResponse, McpCapabilities, PromptCapabilities,
-    SessionAdditionalDirectoriesCapabilities, SessionCapabilities, SessionCloseCapabilities,
-    SessionDeleteCapabilities, SessionForkCapabilities, SessionListCapabilities,
-    SessionResumeCapabilities, SessionSystemPromptCapabilities,
+    AgentAuthCapabilities, AgentCapabilities, AuthMethod, AuthMethodAgent, AuthMethodTerminal,
+    Implementation, InitializeRequest, InitializeResponse, LogoutCapabilities, McpCapabilities,
+    PromptCapabilities, SessionAdditionalDirectoriesCapabilities, SessionCapabilities,
+    SessionCloseCapabilities, SessionDeleteCapabilities, SessionForkCapabilities,
+    SessionListCapabilities, SessionResumeCapabilities, SessionSystemPromptCapabilities,
     SessionSystemPromptModeCapabilities, SessionSystemPromptOverrideCapabilities,
 };
 
@@ -106,6 +106,7 @@ pub fn initialize(request: &InitializeRequest, images: bool) -> InitializeRespon
         .agent_capabilities(
             AgentCapabilities::new()
                 .load_session(true)
+                .auth(AgentAuthCapabilities::new().logout(LogoutCapabilities::new()))
                 .mcp_capabilities(McpCapabilities::new().http(true))
                 .session_capabilities(
                     SessionCapabilities::new()

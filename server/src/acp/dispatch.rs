@@ -37,6 +37,8 @@ pub(super) struct Deferred {
 pub(super) struct StartContext {
     pub(super) windows: server_window::WindowProbes,
     pub(super) caps: client_bridge::ClientCaps,
+    /// `logout` was answered and no `authenticate` since.
+    pub(super) logged_out: bool,
 }
 
 /// Serves ACP on the given streams until the input ends.
@@ -75,6 +77,7 @@ where
     let mut agent = Agent {
         deferred,
         running_deferred: Vec::new(),
+        logged_out: false,
         peer: connection.peer,
         client_caps: client_bridge::ClientCaps::default(),
         config_warned: false,
@@ -213,6 +216,7 @@ impl Agent {
         StartContext {
             windows: self.windows.clone(),
             caps: self.client_caps,
+            logged_out: self.logged_out,
         }
     }
 
@@ -296,6 +300,7 @@ impl Agent {
                 self.start_fork(request.id, params);
                 None
             }
+            ClientRequest::LogoutRequest(_) => self.logout(request.id),
             ClientRequest::ExtMethodRequest(ext) if ext.method.as_ref() == steering::METHOD => {
                 self.steer(request.id, &ext.params)
             }
@@ -360,7 +365,8 @@ impl Agent {
                 ))),
             }
         };
-        self.defer(id, "authenticate", slow, |_, ()| {
+        self.defer(id, "authenticate", slow, |agent, ()| {
+            agent.logged_out = false;
             async move { to_value(acp::AuthenticateResponse::new()) }.boxed_local()
         });
         None

@@ -506,6 +506,9 @@ pub(super) async fn ready_session(
     additional_directories: &[std::path::PathBuf],
     mcp_servers: &[acp::McpServer],
 ) -> Result<Ready, acp::Error> {
+    if context.logged_out {
+        return Err(Agent::logged_out_error());
+    }
     let roots = check_roots(cwd, additional_directories)?;
     let Prepared {
         mut config,

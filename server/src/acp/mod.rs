@@ -23,6 +23,7 @@ mod fork;
 mod forwarder;
 mod launch;
 mod lifecycle;
+mod logout;
 mod mcp;
 mod prompt;
 mod prompt_input;
@@ -124,6 +125,8 @@ struct Agent {
     /// The requests whose slow part is running (answered when it comes back; at end of
     /// input, waited for).
     running_deferred: Vec<(acp::RequestId, String)>,
+    /// `logout` was answered and no `authenticate` since: sessions do not start.
+    logged_out: bool,
 }
 
 type Reply = Result<Value, acp::Error>;
