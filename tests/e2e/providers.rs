@@ -255,3 +255,45 @@ async fn clients_that_show_notices_get_acp_notices() {
         "no notice text mixed into the answer"
     );
 }
+
+#[tokio::test]
+async fn the_legacy_set_model_switches_the_model_option_too() {
+    let env = TestEnv::new(vec![MockReply::text(&["switched"])]).await;
+    env.write_config("models = [\"mock-model\", \"other-model\"]\n");
+    let (mut agent, session, _) = env.session_with(json!({})).await;
+    let from = agent.transcript.len();
+    let answer = agent
+        .call(
+            "session/set_model",
+            json!({"sessionId": session, "modelId": "other-model"}),
+        )
+        .await
+        .expect("set_model answered");
+    assert_eq!(answer, json!({}));
+    prompt(&mut agent, &session, "hi").await;
+    assert_eq!(env.mock.requests()[0].body["model"], "other-model");
+    let told = agent.transcript[from..].iter().any(|m| {
+        m["params"]["update"]["sessionUpdate"] == "config_option_update"
+            && m["params"]["update"]["configOptions"]
+                .as_array()
+                .is_some_and(|options| {
+                    options
+                        .iter()
+                        .any(|o| o["id"] == "model" && o["currentValue"] == "other-model")
+                })
+    });
+    assert!(told, "the client's model picker hears of it");
+    let unknown = agent
+        .request(
+            "session/set_model",
+            json!({"sessionId": session, "modelId": "no-such-model"}),
+        )
+        .await
+        .expect("answered");
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    let malformed = agent
+        .request("session/set_model", json!({"sessionId": session}))
+        .await
+        .expect("answered");
+    assert_eq!(malformed["error"]["code"], -32602, "{malformed}");
+}

@@ -257,6 +257,9 @@ impl Agent {
         if request.method == "initialize" {
             capabilities::negotiate_version(&mut request.params);
         }
+        if request.method == settings::LEGACY_SET_MODEL {
+            return Some(self.set_model_legacy(&request.params));
+        }
         let parsed = match ClientRequest::from_method_and_params(&request.method, &request.params) {
             Ok(parsed) => parsed,
             Err(talaria_protocol::schema::MethodDispatchError::UnknownMethod { method }) => {

@@ -1,10 +1,14 @@
-//! `session/set_mode`, `session/set_config_option`: the mode and the model, changed through
-//! the session's actor and answered with the options as they now stand.
+//! `session/set_mode`, `session/set_config_option` and the legacy `session/set_model`: the
+//! mode and the model, changed through the session's actor and answered with the options as
+//! they now stand.
 
 use talaria_protocol::acp::{self, SessionNotification};
 use talaria_protocol::errors;
 
 use super::*;
+
+/// The legacy method's name (no longer in the schema; 16 of 30 registry agents answer it).
+pub(super) const LEGACY_SET_MODEL: &str = "session/set_model";
 
 impl Agent {
     /// The session's options once a change just asked of it applies (the actor takes the
@@ -73,6 +77,28 @@ impl Agent {
         to_value(acp::SetSessionConfigOptionResponse::new(
             Self::options_with(session, None, Some(model)),
         ))
+    }
+
+    /// The legacy `session/set_model` (`{sessionId, modelId}`, answered `{}`), which older
+    /// clients still send: sets the model config option and tells the client the options.
+    pub(super) fn set_model_legacy(&mut self, params: &serde_json::Value) -> Reply {
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct SetModel {
+            session_id: acp::SessionId,
+            model_id: String,
+        }
+        let params: SetModel = serde_json::from_value(params.clone())
+            .map_err(|e| errors::invalid_params(format!("{LEGACY_SET_MODEL}: {e}")))?;
+        self.set_model(&params.session_id, &params.model_id)?;
+        if let Some(session) = self.sessions.get(params.session_id.0.as_ref()) {
+            let options = Self::options_with(session, None, Some(&params.model_id));
+            self.outbox.push(SessionNotification::new(
+                params.session_id.clone(),
+                acp::SessionUpdate::ConfigOptionUpdate(acp::ConfigOptionUpdate::new(options)),
+            ));
+        }
+        Ok(serde_json::json!({}))
     }
 
     pub(super) fn set_config_option(
