@@ -600,3 +600,94 @@ async fn a_compacted_tool_output_stays_compacted_after_a_reload() {
     );
     assert!(!request.contains(&"x".repeat(3000)));
 }
+
+#[tokio::test]
+async fn a_title_the_client_sets_survives_the_generated_one_and_a_reload() {
+    let mut env = TestEnv::new(vec![MockReply::text(&["an answer"])]).await;
+    env.extra_env.push(("TALARIA_TITLES".into(), "on".into()));
+    env.write_config("[auxiliary.title]\nmodel = \"title-model\"\n");
+    let (mut agent, session) = env.session().await;
+    let set = agent
+        .call(
+            "session/set_title",
+            json!({"sessionId": session, "title": "  Release   checklist  "}),
+        )
+        .await
+        .expect("set_title");
+    assert_eq!(set["title"], "Release checklist", "normalised: {set}");
+    prompt(&mut agent, &session, "what is left before the release?").await;
+    let listed = agent.call("session/list", json!({})).await.expect("list");
+    assert_eq!(listed["sessions"][0]["title"], "Release checklist");
+    assert!(
+        env.mock
+            .requests()
+            .iter()
+            .all(|r| r.body["model"] != "title-model"),
+        "no title is generated for a session the client named"
+    );
+    let empty = agent
+        .request(
+            "session/set_title",
+            json!({"sessionId": session, "title": "   "}),
+        )
+        .await
+        .expect("answered");
+    assert_eq!(empty["error"]["code"], -32602, "{empty}");
+    let unknown = agent
+        .request(
+            "session/set_title",
+            json!({"sessionId": "no-such-session", "title": "x"}),
+        )
+        .await
+        .expect("answered");
+    assert!(unknown.get("error").is_some(), "{unknown}");
+    agent.close_stdin();
+    let _ = agent.wait_exit(WAIT).await;
+    let mut again = env.spawn().await;
+    initialize(&mut again).await;
+    let listed = again.call("session/list", json!({})).await.expect("list");
+    assert_eq!(listed["sessions"][0]["title"], "Release checklist");
+}
+
+#[tokio::test]
+async fn a_title_set_while_one_is_being_generated_is_the_one_kept() {
+    let mut env = TestEnv::new(vec![
+        MockReply::text(&["first answer"]),
+        MockReply::Delayed {
+            delay_ms: 1500,
+            reply: Box::new(MockReply::text(&["Generated title"])),
+        },
+    ])
+    .await;
+    env.extra_env.push(("TALARIA_TITLES".into(), "on".into()));
+    env.write_config("[auxiliary.title]\nmodel = \"title-model\"\n");
+    let (mut agent, session) = env.session().await;
+    prompt(&mut agent, &session, "start").await;
+    assert!(
+        env.mock
+            .wait_until(WAIT, |r| r.iter().any(|r| r.body["model"] == "title-model"))
+            .await,
+        "the title is being generated"
+    );
+    agent
+        .call(
+            "session/set_title",
+            json!({"sessionId": session, "title": "Mine"}),
+        )
+        .await
+        .expect("set_title");
+    tokio::time::sleep(std::time::Duration::from_millis(2000)).await;
+    let listed = agent.call("session/list", json!({})).await.expect("list");
+    assert_eq!(listed["sessions"][0]["title"], "Mine");
+    let titles: Vec<Value> = agent
+        .updates()
+        .into_iter()
+        .filter(|u| u["sessionUpdate"] == "session_info_update")
+        .map(|u| u["title"].clone())
+        .collect();
+    assert_eq!(
+        titles,
+        [json!("Mine")],
+        "the generated title was never shown"
+    );
+}

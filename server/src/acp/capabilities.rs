@@ -8,6 +8,7 @@ use talaria_protocol::acp::{
     SessionCloseCapabilities, SessionDeleteCapabilities, SessionForkCapabilities,
     SessionListCapabilities, SessionResumeCapabilities, SessionSystemPromptCapabilities,
     SessionSystemPromptModeCapabilities, SessionSystemPromptOverrideCapabilities,
+    SessionTitleCapabilities,
 };
 
 /// The agent auth method: credentials come from the environment or config file.
@@ -116,6 +117,7 @@ pub fn initialize(request: &InitializeRequest, images: bool) -> InitializeRespon
                         .close(SessionCloseCapabilities::new())
                         .delete(SessionDeleteCapabilities::new())
                         .fork(SessionForkCapabilities::new())
+                        .title(SessionTitleCapabilities::new())
                         .system_prompt(
                             SessionSystemPromptCapabilities::new().mode(
                                 SessionSystemPromptModeCapabilities::new()

@@ -304,6 +304,7 @@ impl Agent {
                 None
             }
             ClientRequest::LogoutRequest(_) => self.logout(request.id),
+            ClientRequest::SetSessionTitleRequest(params) => Some(self.set_title(&params)),
             ClientRequest::ExtMethodRequest(ext) if ext.method.as_ref() == steering::METHOD => {
                 self.steer(request.id, &ext.params)
             }

@@ -7,6 +7,9 @@ use talaria_protocol::errors;
 
 use super::*;
 
+/// The longest title a client may set (longer ones are cut).
+const MAX_TITLE_CHARS: usize = 200;
+
 /// The legacy method's name (no longer in the schema; 16 of 30 registry agents answer it).
 pub(super) const LEGACY_SET_MODEL: &str = "session/set_model";
 
@@ -99,6 +102,26 @@ impl Agent {
             ));
         }
         Ok(serde_json::json!({}))
+    }
+
+    /// `session/set_title`: trimmed, at most [`MAX_TITLE_CHARS`] characters, never empty.
+    pub(super) fn set_title(&mut self, params: &acp::SetSessionTitleRequest) -> Reply {
+        let Some(session) = self.sessions.get(params.session_id.0.as_ref()) else {
+            return Err(session_not_found(&params.session_id));
+        };
+        let trimmed = params
+            .title
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        if trimmed.is_empty() {
+            return Err(errors::invalid_params(
+                "session/set_title: the title is empty once trimmed",
+            ));
+        }
+        let title: String = trimmed.chars().take(MAX_TITLE_CHARS).collect();
+        session.handle.set_title(title.clone());
+        to_value(acp::SetSessionTitleResponse::new(title))
     }
 
     pub(super) fn set_config_option(

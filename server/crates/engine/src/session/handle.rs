@@ -108,6 +108,11 @@ impl SessionHandle {
         let _ = self.ops.send(Op::SetModel(model.to_string()));
     }
 
+    /// Names the session; a title the client set is never replaced by a generated one.
+    pub fn set_title(&self, title: String) {
+        let _ = self.ops.send(Op::SetTitle(title));
+    }
+
     /// Changes the approval mode; it applies to the next decision, also within a running turn.
     pub fn set_mode(&self, mode: Mode) {
         let _ = self.ops.send(Op::SetMode(mode));

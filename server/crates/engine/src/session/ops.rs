@@ -51,6 +51,9 @@ pub(crate) enum Op {
     },
     SetMode(Mode),
     SetModel(String),
+    /// The client named the session (`session/set_title`): the generated title never
+    /// replaces it.
+    SetTitle(String),
     /// Remembers an approval decision (a turn asks, and waits for the file's save, so its
     /// next decision sees the rule).
     Remember(Remember),

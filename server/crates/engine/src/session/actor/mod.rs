@@ -190,6 +190,7 @@ impl SessionActor {
             titles: titles::TitleState {
                 title: start.title,
                 task: None,
+                by_client: false,
             },
             published,
             approval,
@@ -263,6 +264,7 @@ impl SessionActor {
                 }
                 Op::SetMode(mode) => self.set_mode(mode),
                 Op::SetModel(model) => self.set_model(model),
+                Op::SetTitle(title) => self.title_from_client(title).await,
                 Op::Remember(remember) => {
                     let _ = remember
                         .done

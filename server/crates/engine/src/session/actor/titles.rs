@@ -16,6 +16,8 @@ pub(super) struct TitleState {
     pub(super) title: Option<String>,
     /// The title task running beside the session, if any.
     pub(super) task: Option<CancellationToken>,
+    /// The client set the title: a generated one never replaces it.
+    pub(super) by_client: bool,
 }
 
 /// The instruction for the title task.
@@ -49,7 +51,7 @@ impl SessionActor {
     /// (a prompt that arrives meanwhile is served at once), when titles are on; else from the
     /// first prompt's first line.
     pub(super) async fn start_title(&mut self) {
-        if self.titles.task.is_some() {
+        if self.titles.task.is_some() || self.titles.by_client {
             return;
         }
         let Some(first) = self.first_prompt() else {
@@ -106,6 +108,9 @@ impl SessionActor {
             .take()
             .is_some_and(|task| task.is_cancelled());
         self.usage.merge(&usage);
+        if self.titles.by_client {
+            return;
+        }
         if gave_way {
             // Asked again; on a one-slot server it waits for the user to pause again.
             self.start_title().await;
@@ -120,6 +125,15 @@ impl SessionActor {
         };
         let title = title.or_else(|| self.first_prompt().as_deref().and_then(clean_title));
         self.set_title(title).await;
+    }
+
+    /// The title the client set: it stays, and a title task still running is let go.
+    pub(super) async fn title_from_client(&mut self, title: String) {
+        self.titles.by_client = true;
+        if let Some(task) = &self.titles.task {
+            task.cancel();
+        }
+        self.set_title(Some(title)).await;
     }
 
     pub(super) async fn set_title(&mut self, title: Option<String>) {
