@@ -30,6 +30,7 @@ mod lifecycle;
 mod local_servers;
 mod mcp;
 mod piped_input;
+mod plans;
 mod private_files;
 mod prompt_size;
 mod providers;

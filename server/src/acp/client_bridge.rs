@@ -36,6 +36,8 @@ pub struct ClientCaps {
     pub elicitation_form: bool,
     /// The client shows subagents as sessions of their own.
     pub subagents: bool,
+    /// The client takes plan operations (`plan_update`, `plan_removed`).
+    pub plans: bool,
 }
 
 impl ClientCaps {
@@ -60,6 +62,7 @@ impl ClientCaps {
                 .is_some_and(|s| s.compaction.is_some()),
             elicitation_form: caps.elicitation.as_ref().is_some_and(|e| e.form.is_some()),
             subagents: caps.subagents.is_some(),
+            plans: caps.plan.is_some(),
         }
     }
 }

@@ -151,6 +151,7 @@ impl Forwarder {
     }
 
     async fn write(&self, update: acp::SessionUpdate) {
+        let update = super::plan_updates::for_client(update, self.client.caps().plans);
         let notification = SessionNotification::new(self.session_id.clone(), update);
         self.peer.notify("session/update", &notification).await;
     }

@@ -25,6 +25,7 @@ mod launch;
 mod lifecycle;
 mod logout;
 mod mcp;
+mod plan_updates;
 mod prompt;
 mod prompt_input;
 mod replay;
