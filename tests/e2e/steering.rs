@@ -24,6 +24,40 @@ async fn steer(agent: &mut AgentProcess, session: &str, text: &str) -> Value {
         .expect("steering answered")
 }
 
+/// Steers `text` into the running turn and checks the turn took it.
+async fn steer_in(agent: &mut AgentProcess, session: &str, text: &str) {
+    let steered = steer(agent, session, text).await;
+    assert_eq!(outcome(&steered), "injected", "{steered}");
+}
+
+/// Starts a prompt and waits until one of its commands runs; the prompt's request id.
+async fn prompt_until_a_command_runs(agent: &mut AgentProcess, session: &str, text: &str) -> i64 {
+    let id = agent
+        .start_request("session/prompt", text_prompt(session, text))
+        .await
+        .expect("prompt");
+    agent
+        .wait_for(WAIT, |m| m["params"]["update"]["status"] == "in_progress")
+        .await
+        .expect("a command runs");
+    id
+}
+
+/// The roles of a model request's messages, the system prompt aside.
+fn roles(body: &Value) -> Vec<String> {
+    body["messages"]
+        .as_array()
+        .map(|messages| {
+            messages
+                .iter()
+                .filter_map(|m| m["role"].as_str())
+                .filter(|role| *role != "system")
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 fn outcome(response: &Value) -> &str {
     response["result"]["outcome"].as_str().unwrap_or_default()
 }
@@ -107,8 +141,7 @@ async fn a_steer_while_text_streams_ends_that_request_and_the_next_carries_it() 
         .expect("prompt");
     let first = agent.next_update(WAIT).await.expect("first chunk");
     assert_eq!(first["content"]["text"], "Writing it with spaces");
-    let steered = steer(&mut agent, &session, "use tabs instead").await;
-    assert_eq!(outcome(&steered), "injected", "{steered}");
+    steer_in(&mut agent, &session, "use tabs instead").await;
     let response = agent.wait_response(id, WAIT).await.expect("response");
     assert_eq!(stop_reason(&response), "end_turn", "{response}");
     let requests = env.mock.requests();
@@ -190,8 +223,7 @@ async fn steers_during_a_running_command_wait_for_it_and_keep_their_order() {
         .await
         .expect("the command runs");
     for text in ["first steer", "second steer"] {
-        let steered = steer(&mut agent, &session, text).await;
-        assert_eq!(outcome(&steered), "injected", "{steered}");
+        steer_in(&mut agent, &session, text).await;
     }
     let response = agent.wait_response(id, WAIT).await.expect("response");
     assert_eq!(stop_reason(&response), "end_turn", "{response}");
@@ -202,14 +234,10 @@ async fn steers_during_a_running_command_wait_for_it_and_keep_their_order() {
         "the command was not cut: one answer, one more request"
     );
     let messages = &requests[1].body["messages"];
-    let roles: Vec<&str> = messages
-        .as_array()
-        .expect("messages")
-        .iter()
-        .filter_map(|m| m["role"].as_str())
-        .filter(|role| *role != "system")
-        .collect();
-    assert_eq!(roles, ["user", "assistant", "tool", "user", "user"]);
+    assert_eq!(
+        roles(&requests[1].body),
+        ["user", "assistant", "tool", "user", "user"]
+    );
     let tool = messages
         .as_array()
         .and_then(|m| m.iter().find(|m| m["role"] == "tool"))
@@ -241,27 +269,12 @@ async fn a_steer_during_a_parallel_batch_follows_every_result() {
     .await;
     env.write_config("mode = \"yolo\"\n");
     let (mut agent, session) = env.session().await;
-    let id = agent
-        .start_request("session/prompt", text_prompt(&session, "run both"))
-        .await
-        .expect("prompt");
-    agent
-        .wait_for(WAIT, |m| m["params"]["update"]["status"] == "in_progress")
-        .await
-        .expect("a command runs");
-    let steered = steer(&mut agent, &session, "then summarise").await;
-    assert_eq!(outcome(&steered), "injected", "{steered}");
+    let id = prompt_until_a_command_runs(&mut agent, &session, "run both").await;
+    steer_in(&mut agent, &session, "then summarise").await;
     let response = agent.wait_response(id, WAIT).await.expect("response");
     assert_eq!(stop_reason(&response), "end_turn", "{response}");
     let body = &env.mock.requests()[1].body;
-    let roles: Vec<&str> = body["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .filter_map(|m| m["role"].as_str())
-        .filter(|role| *role != "system")
-        .collect();
-    assert_eq!(roles, ["user", "assistant", "tool", "tool", "user"]);
+    assert_eq!(roles(body), ["user", "assistant", "tool", "tool", "user"]);
     assert_eq!(
         conversation(body).last().map(String::as_str),
         Some("user: then summarise")
@@ -288,8 +301,7 @@ async fn a_steer_during_a_permission_question_is_taken_after_the_answer() {
         .wait_for(WAIT, |m| m["method"] == "session/request_permission")
         .await
         .expect("asked");
-    let steered = steer(&mut agent, &session, "and keep it short").await;
-    assert_eq!(outcome(&steered), "injected", "{steered}");
+    steer_in(&mut agent, &session, "and keep it short").await;
     assert_eq!(
         env.mock.requests().len(),
         1,
@@ -363,16 +375,8 @@ async fn a_steer_is_kept_when_the_turn_is_cancelled_before_it_entered() {
     .await;
     env.write_config("mode = \"yolo\"\n");
     let (mut agent, session) = env.session().await;
-    let id = agent
-        .start_request("session/prompt", text_prompt(&session, "wait"))
-        .await
-        .expect("prompt");
-    agent
-        .wait_for(WAIT, |m| m["params"]["update"]["status"] == "in_progress")
-        .await
-        .expect("the command runs");
-    let steered = steer(&mut agent, &session, "remember the steer").await;
-    assert_eq!(outcome(&steered), "injected", "{steered}");
+    let id = prompt_until_a_command_runs(&mut agent, &session, "wait").await;
+    steer_in(&mut agent, &session, "remember the steer").await;
     agent
         .notify("session/cancel", json!({"sessionId": session}))
         .await
@@ -467,8 +471,7 @@ async fn a_steer_while_the_model_writes_a_call_waits_for_that_call() {
         })
         .await
         .expect("the call started");
-    let steered = steer(&mut agent, &session, "then stop").await;
-    assert_eq!(outcome(&steered), "injected", "{steered}");
+    steer_in(&mut agent, &session, "then stop").await;
     let response = agent.wait_response(id, WAIT).await.expect("response");
     let sent: Vec<Vec<String>> = env
         .mock
