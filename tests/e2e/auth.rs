@@ -144,14 +144,7 @@ fn set_up_home(env: &mut TestEnv) {
 async fn logout_forgets_the_stored_key_and_sessions_ask_to_authenticate_again() {
     let mut env = TestEnv::new(vec![MockReply::text(&["before logout"])]).await;
     set_up_home(&mut env);
-    let mut agent = env.spawn().await;
-    let init = agent
-        .call(
-            "initialize",
-            json!({"protocolVersion": 1, "clientCapabilities": {}}),
-        )
-        .await
-        .expect("initialize");
+    let (mut agent, init) = initialize_answer(&env).await;
     assert_eq!(
         init["agentCapabilities"]["auth"]["logout"],
         json!({}),

@@ -416,14 +416,7 @@ async fn a_server_over_streamable_http_is_called_end_to_end() {
         MockReply::text(&["done"]),
     ])
     .await;
-    let mut agent = env.spawn().await;
-    let initialized = agent
-        .call(
-            "initialize",
-            json!({"protocolVersion": 1, "clientCapabilities": {}}),
-        )
-        .await
-        .expect("initialize");
+    let (mut agent, initialized) = initialize_answer(&env).await;
     assert_eq!(
         initialized["agentCapabilities"]["mcpCapabilities"]["http"],
         true

@@ -109,14 +109,7 @@ fn steered_chunks(updates: &[Value]) -> Vec<String> {
 #[tokio::test]
 async fn initialize_advertises_steering() {
     let env = TestEnv::new(Vec::new()).await;
-    let mut agent = env.spawn().await;
-    let answer = agent
-        .call(
-            "initialize",
-            json!({"protocolVersion": 1, "clientCapabilities": {}}),
-        )
-        .await
-        .expect("initialize");
+    let (_agent, answer) = initialize_answer(&env).await;
     assert_eq!(
         answer["_meta"]["steering"]["supported"],
         json!(true),

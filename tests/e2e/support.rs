@@ -428,6 +428,19 @@ pub async fn initialized(env: &TestEnv) -> AgentProcess {
     agent
 }
 
+/// A fresh agent initialized with no client capabilities, and its `initialize` answer.
+pub async fn initialize_answer(env: &TestEnv) -> (AgentProcess, Value) {
+    let mut agent = env.spawn().await;
+    let answer = agent
+        .call(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+        )
+        .await
+        .expect("initialize");
+    (agent, answer)
+}
+
 /// `session/load` (or `session/resume`) parameters for a session in the env's workspace.
 pub fn load_params(env: &TestEnv, session: &str) -> Value {
     json!({"sessionId": session, "cwd": env.workspace.path(), "mcpServers": []})

@@ -43,14 +43,7 @@ fn system_of(env: &TestEnv, index: usize) -> String {
 #[tokio::test]
 async fn initialize_offers_append_and_override() {
     let env = TestEnv::new(Vec::new()).await;
-    let mut agent = env.spawn().await;
-    let answer = agent
-        .call(
-            "initialize",
-            json!({"protocolVersion": 1, "clientCapabilities": {}}),
-        )
-        .await
-        .expect("initialize");
+    let (_agent, answer) = initialize_answer(&env).await;
     assert_eq!(
         answer["agentCapabilities"]["sessionCapabilities"]["systemPrompt"],
         json!({"mode": {"override": {}}}),
