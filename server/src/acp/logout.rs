@@ -43,22 +43,39 @@ fn without_keys(text: &str) -> Option<String> {
     removed.then_some(out)
 }
 
+/// Why the stored keys could not be forgotten.
+#[derive(Debug, PartialEq, thiserror::Error)]
+enum LogoutError {
+    #[error("cannot read {path}: {why}")]
+    Read { path: String, why: String },
+    #[error("{path} could not be rewritten without its keys ({why}); remove `api_key` by hand")]
+    Unparsable { path: String, why: String },
+    #[error("cannot rewrite {path}: {why}")]
+    Write { path: String, why: String },
+}
+
 /// Removes the stored keys from `path`; `Ok(false)` when it held none (or does not exist).
-fn forget_keys(path: &Path) -> Result<bool, String> {
+fn forget_keys(path: &Path) -> Result<bool, LogoutError> {
+    let shown = || path.display().to_string();
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        Err(e) => {
+            return Err(LogoutError::Read {
+                path: shown(),
+                why: e.to_string(),
+            });
+        }
     };
     let Some(kept) = without_keys(&text) else {
         return Ok(false);
     };
     // What is left must still be the same configuration, less the keys.
     if let Err(e) = toml::from_str::<toml::Table>(&kept) {
-        return Err(format!(
-            "{} could not be rewritten without its keys ({e}); remove `api_key` by hand",
-            path.display()
-        ));
+        return Err(LogoutError::Unparsable {
+            path: shown(),
+            why: e.to_string(),
+        });
     }
     let temporary = path.with_extension("toml.logout");
     let written = {
@@ -78,7 +95,10 @@ fn forget_keys(path: &Path) -> Result<bool, String> {
     };
     written.map(|()| true).map_err(|e| {
         let _ = std::fs::remove_file(&temporary);
-        format!("cannot rewrite {}: {e}", path.display())
+        LogoutError::Write {
+            path: shown(),
+            why: e.to_string(),
+        }
     })
 }
 
@@ -92,7 +112,7 @@ impl Agent {
             let forgot = tokio::task::spawn_blocking(move || forget_keys(&path))
                 .await
                 .map_err(|e| errors::internal_error(format!("logout failed: {e}")))?
-                .map_err(errors::internal_error)?;
+                .map_err(|e| errors::internal_error(e.to_string()))?;
             Ok(forgot)
         };
         self.defer(request, "logout", slow, |agent, forgot| {
