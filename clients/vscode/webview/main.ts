@@ -120,7 +120,11 @@ window.addEventListener("message", (event: MessageEvent<ToView>) => {
         : "Ask Talaria — / for commands, @ to mention a file";
       usage.textContent = message.usage;
       plan.innerHTML = message.plan;
-      commands = message.commands;
+      if (commandsChanged(message.commands)) {
+        commands = message.commands;
+        // A `/` typed before the agent's list arrived completes from it as soon as it comes.
+        if (currentWord().word.startsWith("/")) refreshCompletions();
+      }
       acceptsImages = message.acceptsImages;
       sessionsButton.classList.toggle("hidden", !message.canList);
       renderPickers(message.options);
@@ -232,6 +236,10 @@ function submit(how: "steer" | "queue" = canSteer ? "steer" : "queue"): void {
   hideCompletions();
 }
 
+function commandsChanged(next: Command[]): boolean {
+  return next.length !== commands.length || next.some((c, i) => c.name !== commands[i]?.name);
+}
+
 function showCompletions(items: typeof completionItems): void {
   completionItems = items;
   completionIndex = 0;
@@ -272,7 +280,8 @@ function accept(index: number): void {
   input.focus();
 }
 
-input.addEventListener("input", () => {
+/** Completes the word at the caret: commands after a leading `/`, files after `@`. */
+function refreshCompletions(): void {
   const { start, word } = currentWord();
   if (word.startsWith("/") && start === 0) {
     const typed = word.slice(1).toLowerCase();
@@ -286,7 +295,9 @@ input.addEventListener("input", () => {
   } else {
     hideCompletions();
   }
-});
+}
+
+input.addEventListener("input", refreshCompletions);
 
 input.addEventListener("keydown", (event) => {
   const completing = completionItems.length > 0;
