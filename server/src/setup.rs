@@ -137,28 +137,49 @@ fn restore_echo(saved: &nix::sys::termios::Termios) {
         nix::sys::termios::tcsetattr(std::io::stdin(), nix::sys::termios::SetArg::TCSANOW, saved);
 }
 
-/// The models a server lists (OpenAI-style `/models`), if it answers at once.
-async fn models_at(base_url: &str, key: &str, wait: Duration) -> Option<Vec<String>> {
-    let client = reqwest::Client::builder().timeout(wait).build().ok()?;
+/// What a server's model list (OpenAI-style `/models`) said.
+enum ModelList {
+    Listed(Vec<String>),
+    /// The server refused the key (HTTP 401 or 403).
+    KeyRefused(u16),
+    /// No answer in time, another error, or a body that is not a list.
+    Unanswered,
+}
+
+async fn models_at(base_url: &str, key: &str, wait: Duration) -> ModelList {
+    let Ok(client) = reqwest::Client::builder().timeout(wait).build() else {
+        return ModelList::Unanswered;
+    };
     let mut request = client.get(format!("{}/models", base_url.trim_end_matches('/')));
     if !key.is_empty() {
         request = request.bearer_auth(key);
     }
-    let response = request.send().await.ok()?;
-    if !response.status().is_success() {
-        return None;
+    let Ok(response) = request.send().await else {
+        return ModelList::Unanswered;
+    };
+    let status = response.status();
+    if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
+        return ModelList::KeyRefused(status.as_u16());
     }
-    let text = response.text().await.ok()?;
-    let body: serde_json::Value = serde_json::from_str(&text).ok()?;
-    Some(crate::doctor::model_ids(&body))
+    if !status.is_success() {
+        return ModelList::Unanswered;
+    }
+    let Ok(text) = response.text().await else {
+        return ModelList::Unanswered;
+    };
+    match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(body) => ModelList::Listed(crate::doctor::model_ids(&body)),
+        Err(_) => ModelList::Unanswered,
+    }
 }
 
 /// The local servers answering on this machine, with their models.
 async fn local_servers() -> Vec<(&'static LocalServer, Vec<String>)> {
     let probes = LOCAL_SERVERS.iter().map(|server| async move {
-        models_at(server.base_url, "", Duration::from_millis(400))
-            .await
-            .map(|models| (server, models))
+        match models_at(server.base_url, "", Duration::from_millis(400)).await {
+            ModelList::Listed(models) => Some((server, models)),
+            ModelList::KeyRefused(_) | ModelList::Unanswered => None,
+        }
     });
     futures_util::future::join_all(probes)
         .await
@@ -223,7 +244,7 @@ async fn converse(terminal: &mut Terminal<'_>, home: &Path) -> Result<(), SetupE
     loop {
         let choice = choose(terminal, &found).await?;
         terminal.say("Checking with a one-token call…");
-        match check(&choice).await {
+        match check(&choice, home).await {
             Ok(()) => {
                 write_config(&path, &choice)?;
                 terminal.say(&format!(
@@ -358,10 +379,23 @@ async fn other_server(terminal: &mut Terminal<'_>) -> Result<Choice, SetupError>
     };
     // A server on this machine or a private network usually needs none.
     let required = !talaria_engine::config::is_local(&base_url);
-    let api_key = ask_key(terminal, required)?;
-    let models = models_at(&base_url, &api_key, Duration::from_secs(5))
-        .await
-        .unwrap_or_default();
+    // The key is checked against the model list as soon as it is typed: a refused one is
+    // asked for again before anything else.
+    let (api_key, models) = loop {
+        let api_key = ask_key(terminal, required)?;
+        match models_at(&base_url, &api_key, Duration::from_secs(5)).await {
+            ModelList::Listed(models) => break (api_key, models),
+            ModelList::Unanswered => break (api_key, Vec::new()),
+            ModelList::KeyRefused(status) => terminal.say(&format!(
+                "✗ The server refused {} (HTTP {status}). Type the key again.",
+                if api_key.is_empty() {
+                    "to answer without a key"
+                } else {
+                    "this key"
+                }
+            )),
+        }
+    };
     let model = pick_model(terminal, &models)?;
     Ok(Choice {
         provider: "openai",
@@ -420,20 +454,25 @@ fn pick_model(terminal: &mut Terminal<'_>, models: &[String]) -> Result<String, 
 
 /// The configuration the choice makes, read as the server reads it (the environment left
 /// out, so the check tests what is written).
-fn config_of(choice: &Choice) -> Result<(tempfile::TempDir, Config), SetupError> {
+///
+/// The configuration's home is then the real one, so that fixes name the file the user
+/// edits, never the check's temporary copy.
+fn config_of(choice: &Choice, home: &Path) -> Result<(tempfile::TempDir, Config), SetupError> {
     let dir = tempfile::tempdir().map_err(|e| SetupError::Check(e.to_string()))?;
     std::fs::write(dir.path().join("config.toml"), choice.to_toml())
         .map_err(|e| SetupError::Check(e.to_string()))?;
-    let home = dir.path().display().to_string();
-    let config = Config::load_with(&|key| (key == "TALARIA_HOME").then(|| home.clone()))
+    let staged = dir.path().display().to_string();
+    let mut config = Config::load_with(&|key| (key == "TALARIA_HOME").then(|| staged.clone()))
         .map_err(|e| SetupError::Check(e.to_string()))?;
+    config.home = home.to_path_buf();
     Ok((dir, config))
 }
 
 /// A one-token call with the choice; the reason and its fix when it fails.
-async fn check(choice: &Choice) -> Result<(), SetupError> {
+async fn check(choice: &Choice, home: &Path) -> Result<(), SetupError> {
     let choice = choice.clone();
-    let (_dir, config) = tokio::task::spawn_blocking(move || config_of(&choice))
+    let home = home.to_path_buf();
+    let (_dir, config) = tokio::task::spawn_blocking(move || config_of(&choice, &home))
         .await
         .map_err(|e| SetupError::Check(e.to_string()))??;
     crate::doctor::test_call(&config)

@@ -197,3 +197,72 @@ async fn setup_says_why_a_check_failed_and_keeps_an_existing_config_unless_asked
         "model = \"kept\"\n"
     );
 }
+
+#[tokio::test]
+async fn setup_flags_a_refused_key_as_soon_as_it_is_typed_and_asks_again() {
+    let mut env = TestEnv::new(vec![MockReply::text(&["ok"])]).await;
+    env.api_key = None;
+    env.mock.require_key(KEY);
+    let mut setup = Setup::spawn(&env);
+    setup.answer("Provider [", "3\n").await;
+    setup
+        .answer("Server address", &format!("{}\n", env.mock.base_url()))
+        .await;
+    setup.answer("API key", "sk-mistyped\n").await;
+    // Refused at once, before the model is asked for: the key is asked for again.
+    setup.wait_for("refused this key (HTTP 401)").await;
+    let before_retry = setup.text();
+    assert!(!before_retry.contains("Model"), "{before_retry}");
+    let asked_again = before_retry.matches("API key").count();
+    assert_eq!(asked_again, 2, "{before_retry}");
+    setup
+        .answer("Type the key again.", &format!("{KEY}\n"))
+        .await;
+    setup.answer("Model [mock-model]", "\n").await;
+    setup.wait_for("Talaria is ready").await;
+    let status = tokio::time::timeout(WAIT, setup.child.wait())
+        .await
+        .expect("setup ends")
+        .expect("status");
+    assert!(status.success(), "{}", setup.text());
+    let written =
+        std::fs::read_to_string(env.home.path().join("talaria/config.toml")).expect("config");
+    assert!(
+        written.contains(KEY) && !written.contains("sk-mistyped"),
+        "{written}"
+    );
+}
+
+#[tokio::test]
+async fn a_failed_check_names_the_file_the_user_edits_never_a_temporary_copy() {
+    let mut env = TestEnv::new(vec![MockReply::Error {
+        status: 401,
+        body: r#"{"error":{"message":"Incorrect API key provided.","code":"invalid_api_key"}}"#
+            .into(),
+        headers: vec![],
+    }])
+    .await;
+    env.api_key = None;
+    let mut setup = Setup::spawn(&env);
+    setup.answer("Provider [", "3\n").await;
+    setup
+        .answer("Server address", &format!("{}\n", env.mock.base_url()))
+        .await;
+    setup.answer("API key", "sk-revoked\n").await;
+    setup.answer("Model [mock-model]", "\n").await;
+    setup.answer("Try again?", "n\n").await;
+    setup.answer("Save these settings anyway?", "n\n").await;
+    let status = tokio::time::timeout(WAIT, setup.child.wait())
+        .await
+        .expect("setup ends")
+        .expect("status");
+    assert!(!status.success());
+    let shown = setup.text();
+    let real = env.home.path().join("talaria/config.toml");
+    let fix = shown
+        .lines()
+        .find(|line| line.contains("fix:"))
+        .unwrap_or_else(|| panic!("no fix shown:\n{shown}"));
+    assert!(fix.contains(&real.display().to_string()), "{fix}");
+    assert_eq!(fix.matches("config.toml").count(), 1, "{fix}");
+}

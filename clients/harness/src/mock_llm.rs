@@ -211,6 +211,9 @@ struct State {
     /// Paths of the server-information requests (model lists, `/props`, …), in the order
     /// they were answered.
     info_requests: Mutex<Vec<String>>,
+    /// The one key the server accepts (`Authorization: Bearer <key>`); every request with
+    /// another or none is answered 401 as OpenAI answers it. Any key when unset.
+    required_key: Mutex<Option<String>>,
 }
 
 /// The 417 answer to a request the mock refuses, showing the request.
@@ -298,6 +301,12 @@ impl MockLlm {
             .extend(replies);
     }
 
+    /// Accepts only this key from now on: other requests get OpenAI's 401 (model lists
+    /// included), and are not script steps.
+    pub fn require_key(&self, key: &str) {
+        *lock(&self.state.required_key) = Some(key.to_string());
+    }
+
     /// Answers `GET /props` like a llama.cpp server with these properties.
     pub fn serve_props(&self, props: Value) {
         *lock(&self.state.props) = Some(props);
@@ -351,6 +360,29 @@ fn full(status: StatusCode, body: impl Into<Bytes>, content_type: &str) -> Respo
     response
 }
 
+/// OpenAI's 401 for a request without the key the server requires.
+fn refuse_key(state: &State, headers: &[(String, String)]) -> Option<Response<Body>> {
+    let required = lock(&state.required_key).clone()?;
+    let expected = format!("Bearer {required}");
+    let sent = headers
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case("authorization"))
+        .map(|(_, value)| value.as_str());
+    if sent == Some(expected.as_str()) {
+        return None;
+    }
+    let body = serde_json::json!({"error": {
+        "message": "Incorrect API key provided.",
+        "type": "invalid_request_error",
+        "code": "invalid_api_key"
+    }});
+    Some(full(
+        StatusCode::UNAUTHORIZED,
+        body.to_string(),
+        "application/json",
+    ))
+}
+
 /// Answers the server-information requests a client may make besides model calls (the
 /// model list `talaria doctor` asks for, the context-window probes of local servers).
 fn server_info(state: &State, method: &str, path: &str) -> Option<Response<Body>> {
@@ -380,7 +412,7 @@ async fn handle(
     let received_at = Instant::now();
     let method = request.method().to_string();
     let path = request.uri().path().to_string();
-    let headers = request
+    let headers: Vec<(String, String)> = request
         .headers()
         .iter()
         .map(|(k, v)| {
@@ -394,6 +426,10 @@ async fn handle(
         Ok(collected) => collected.to_bytes(),
         Err(_) => Bytes::new(),
     };
+    if let Some(refused) = refuse_key(&state, &headers) {
+        lock(&state.info_requests).push(path);
+        return Ok(refused);
+    }
     if method == "GET" && path == "/props" {
         let delay = *lock(&state.props_delay);
         tokio::time::sleep(delay).await;
