@@ -62,30 +62,44 @@ archive="$dist/talaria-$version-$platform.tar.gz"
 sdk() { node "$root/clients/sdk-tests/installed.mjs" "$@"; }
 report="$work/report.txt"
 
-# 1. The archive, as the registry's binary distribution: unpacked into an empty directory,
-#    started by its cmd and args.
+# The mock answers one `talaria-chat -p` per route: each route's chat must start the
+# route's own agent.
+chat_script="$work/chat-script.json"
+python3 -c 'import json, sys; json.dump([{"type": "text", "chunks": ["answered through ", "talaria-chat"]}] * 3, open(sys.argv[1], "w"))' "$chat_script"
+coproc MOCK { "$TALARIA_MOCK_BIN" "$chat_script"; }
+read -r ready <&"${MOCK[0]}"
+mock_url=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["base_url"])' "$ready")
+# One answer through a route's talaria-chat, from an empty HOME and a PATH with only the
+# route's own folder (if any) before the system's.
+chat_through() {
+  local route=$1 path_front=$2
+  shift 2
+  local home ws answer
+  home=$(mktemp -d "$work/chat-home.XXXX") ws=$(mktemp -d "$work/chat-ws.XXXX")
+  answer=$(cd "$ws" && env -i PATH="${path_front:+$path_front:}/usr/bin:/bin" HOME="$home" \
+    OPENAI_BASE_URL="$mock_url" OPENAI_API_KEY=mock-key TALARIA_MODEL=mock-model \
+    UV_PYTHON_DOWNLOADS=never UV_NO_INDEX=1 UV_FIND_LINKS="$dist" UV_CACHE_DIR="$work/uv-cache" \
+    "$@" -p "say something" --approve reject </dev/null)
+  if [ "$answer" != "answered through talaria-chat" ]; then
+    say "$route: talaria-chat answered: $answer"
+    exit 1
+  fi
+  echo "$route: talaria-chat answered through the route's talaria" >>"$report"
+}
+
+# 1. The archive: unpacked into an empty directory, into one folder named after itself.
 started=$(now)
 mkdir "$work/archive"
 tar -xzf "$archive" -C "$work/archive"
 install_s=$(since "$started")
-sdk archive "$work/archive/talaria" acp | tee -a "$report"
-echo "archive: $(du -k "$archive" | cut -f1) KB, unpacked in $install_s s" >>"$report"
-# The archive's talaria-chat, which starts the talaria beside it: one answer from the mock.
-printf '[{"type":"text","chunks":["answered through ","talaria-chat"]}]' >"$work/chat-script.json"
-coproc MOCK { "$TALARIA_MOCK_BIN" "$work/chat-script.json"; }
-read -r ready <&"${MOCK[0]}"
-mock_url=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["base_url"])' "$ready")
-mkdir "$work/chat-home" "$work/chat-ws"
-answer=$(cd "$work/chat-ws" && env -i PATH=/usr/bin:/bin HOME="$work/chat-home" \
-  OPENAI_BASE_URL="$mock_url" OPENAI_API_KEY=mock-key TALARIA_MODEL=mock-model \
-  "$work/archive/talaria-chat" -p "say something" --approve reject </dev/null)
-exec {MOCK[1]}>&-
-wait "$MOCK_PID" || true
-if [ "$answer" != "answered through talaria-chat" ]; then
-  say "the archive's talaria-chat answered: $answer"
+unpacked="$work/archive/talaria-$version-$platform"
+if [ "$(ls "$work/archive")" != "talaria-$version-$platform" ]; then
+  say "the archive unpacks to $(ls "$work/archive" | tr '\n' ' '), not one folder named after it"
   exit 1
 fi
-echo "archive: talaria-chat answered through the archive's talaria" >>"$report"
+sdk archive "$unpacked/talaria" acp | tee -a "$report"
+echo "archive: $(du -k "$archive" | cut -f1) KB, unpacked in $install_s s" >>"$report"
+chat_through archive "" "$unpacked/talaria-chat"
 
 # 2. The wheel, run by uv from the built file (no index, no Python download).
 export UV_PYTHON_DOWNLOADS=never UV_NO_INDEX=1 UV_FIND_LINKS="$dist" UV_CACHE_DIR="$work/uv-cache"
@@ -95,24 +109,42 @@ uv tool run --from "$wheel" talaria-agent --version >/dev/null
 install_s=$(since "$started")
 sdk uvx uv tool run --from "$wheel" talaria-agent acp | tee -a "$report"
 echo "wheel: $(du -k "$wheel" | cut -f1) KB, uv tool run installs it in $install_s s" >>"$report"
+# Installed as a tool, the wheel puts talaria, talaria-agent and talaria-chat on the PATH.
+UV_TOOL_DIR="$work/uv-tools" UV_TOOL_BIN_DIR="$work/uv-bin" uv tool install --quiet "$wheel"
+for command in talaria talaria-agent talaria-chat; do
+  [ -x "$work/uv-bin/$command" ] || { say "the wheel installs no $command"; exit 1; }
+done
+"$work/uv-bin/talaria" --version | grep -q "$version" || { say "the wheel's talaria is not $version"; exit 1; }
+chat_through wheel "$work/uv-bin" talaria-chat
 
-# 3. The npm packages, installed from the packed files into an empty prefix, run by npx.
+# 3. The npm packages, installed from the packed files into an empty prefix with no
+#    registry at all (an unroutable one, offline: the other platforms' optional packages
+#    are skipped, never waited for), run by npx.
 started=$(now)
 mkdir "$work/npm"
-(cd "$work/npm" && npm install --silent --no-audit --no-fund --prefix . \
+(cd "$work/npm" && timeout 60 npm install --silent --no-audit --no-fund --offline \
+  --registry http://127.0.0.1:9/ --cache "$work/npm-cache" --prefix . \
   "$dist"/talaria-agent-linux-*.tgz "$dist"/talaria-agent-"$version".tgz)
 install_s=$(since "$started")
 (cd "$work/npm" && sdk npx npx --prefix "$work/npm" talaria-agent acp) | tee -a "$report"
-echo "npm: $(du -kc "$dist"/talaria-agent-*.tgz | tail -1 | cut -f1) KB, installed in $install_s s" >>"$report"
+echo "npm: $(du -kc "$dist"/talaria-agent-*.tgz | tail -1 | cut -f1) KB, installed offline in $install_s s" >>"$report"
+for command in talaria talaria-agent talaria-chat; do
+  [ -x "$work/npm/node_modules/.bin/$command" ] || { say "npm installs no $command"; exit 1; }
+done
+chat_through npm "$work/npm/node_modules/.bin:$(dirname "$(command -v node)")" talaria-chat
+exec {MOCK[1]}>&-
+wait "$MOCK_PID" || true
 
 # 4. The registry entry, checked by the registry's documented rules (entry_check.py, our own
 #    code) in a folder named after its id, and the auth check against each installed route,
 #    started as the registry's clients start it: an empty HOME, an allow-listed environment.
-#    (The entry has no `binary` distribution yet: the archive was driven above by its cmd.)
+#    The entry as a release writes it (release_entry.py: each archive's sha256), here with
+#    this platform's build only; its binary build installed as a client installs it.
 entry="$work/registry/talaria"
-mkdir -p "$entry"
-cp clients/registry/agent.json clients/registry/icon.svg "$entry/"
+python3 clients/registry/release_entry.py --dist "$dist" --out "$entry/agent.json" --only-built
+cp clients/registry/icon.svg "$entry/"
 python3 clients/registry/entry_check.py entry "$entry" | tee -a "$report"
+python3 clients/registry/entry_check.py launch "$entry" "$platform" "$archive" | tee -a "$report"
 python3 clients/registry/entry_check.py auth -- npx --prefix "$work/npm" talaria-agent acp \
   | tee -a "$report"
 python3 clients/registry/entry_check.py auth -- uv tool run --from "$wheel" talaria-agent acp \

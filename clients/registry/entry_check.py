@@ -5,6 +5,9 @@ this project's own:
   entry_check.py entry DIR            the entry in DIR (agent.json, icon.svg) and its version
   entry_check.py auth -- CMD [ARGS]   starts the installed agent as the registry's clients do
                                       and checks what it offers for authentication
+  entry_check.py launch DIR PLATFORM ARCHIVE
+                                      installs the entry's binary build from ARCHIVE as a
+                                      client does (digest checked, unpacked) and auth-checks it
 
 The entry: the fields an entry must have and their forms (an id of lower-case letters,
 digits and dashes starting with a letter, the folder named after it; a dotted version; a
@@ -76,6 +79,13 @@ def binary_problems(binary, version):
             problems.append(f"binary {platform}: the URL does not carry version {version}")
         if not isinstance(build, dict) or not build.get("cmd"):
             problems.append(f"binary {platform}: no cmd")
+            continue
+        if not re.search(r"\.(zip|tar\.gz|tgz|tar\.bz2|tbz2)$", url):
+            problems.append(f"binary {platform}: the archive is not .zip, .tar.gz, .tgz or .tar.bz2")
+        if "sha256" in build and not re.fullmatch(r"[0-9a-f]{64}", str(build["sha256"])):
+            problems.append(f"binary {platform}: sha256 is not 64 hex digits")
+        if not build["cmd"].startswith("./") or ".." in build["cmd"].split("/"):
+            problems.append(f"binary {platform}: cmd {build['cmd']!r} is not a path inside the archive")
     return problems
 
 
@@ -202,9 +212,35 @@ def check_auth(command):
     print(f"entry-check: {' '.join(command[:3])}: auth methods {offered}; stdout clean")
 
 
+def launch_binary(folder: Path, platform: str, archive: Path):
+    """Installs the entry's `binary` build for PLATFORM from ARCHIVE as a client does (the
+    digest checked, unpacked into an empty folder) and runs the auth check on its cmd."""
+    import hashlib
+    import shutil
+
+    entry = json.loads((folder / "agent.json").read_text())
+    build = entry["distribution"].get("binary", {}).get(platform)
+    if build is None:
+        fail([f"the entry has no binary build for {platform}"])
+    problems = []
+    if archive.name != build["archive"].rsplit("/", 1)[-1]:
+        problems.append(f"{archive.name} is not the archive the entry names ({build['archive']})")
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+    if build.get("sha256") != digest:
+        problems.append(f"the entry's sha256 {build.get('sha256')} is not the archive's {digest}")
+    if problems:
+        fail(problems)
+    unpacked = Path(tempfile.mkdtemp(prefix="entry-check-install-"))
+    shutil.unpack_archive(archive, unpacked)
+    command = [str(unpacked / build["cmd"])] + list(build.get("args", []))
+    check_auth(command)
+
+
 def main(argv):
     if len(argv) >= 2 and argv[0] == "entry":
         check_entry(Path(argv[1]).resolve())
+    elif len(argv) == 4 and argv[0] == "launch":
+        launch_binary(Path(argv[1]).resolve(), argv[2], Path(argv[3]).resolve())
     elif len(argv) >= 3 and argv[0] == "auth" and argv[1] == "--":
         check_auth(argv[2:])
     else:

@@ -55,6 +55,18 @@ Documentation: https://github.com/talaria-agent/talaria (README.md). License: Ap
 """
 
 
+# The wheel's `talaria`: the agent is installed once, as `talaria-agent` (the name `uvx`
+# runs); this runs it under the name users type. Installers copy a script whose first line
+# is not `#!python` as it is.
+TALARIA_SCRIPT = """#!/bin/sh
+# talaria: runs talaria-agent, installed beside this script by the talaria-agent wheel.
+here=$(dirname "$(readlink -f "$0" 2>/dev/null || printf '%s' "$0")")
+exec "$here/talaria-agent" "$@"
+"""
+
+RELEASES = "https://github.com/talaria-agent/talaria/releases/download"
+
+
 def workspace_version() -> str:
     with open(ROOT / "Cargo.toml", "rb") as f:
         return tomllib.load(f)["workspace"]["package"]["version"]
@@ -70,19 +82,26 @@ def executable(info: tarfile.TarInfo) -> tarfile.TarInfo:
     return info
 
 
+def archive_folder(version: str, platform: str) -> str:
+    return f"talaria-{version}-{platform}"
+
+
 def archive(bins: dict, out: Path, version: str, platform: str, floor: str) -> Path:
     """talaria-<version>-<platform>.tar.gz and its .sha256."""
     name = f"talaria-{version}-{platform}.tar.gz"
     path = out / name
     readme = SHORT_README.format(version=version, platform=platform, floor=floor).encode()
+    # Everything under one folder named after the archive, so that unpacking it in a busy
+    # directory scatters nothing: talaria-<version>-<platform>/talaria, …
+    top = archive_folder(version, platform)
     with tarfile.open(path, "w:gz", compresslevel=9) as tar:
         for binary, source in bins.items():
-            info = tar.gettarinfo(source, arcname=binary)
+            info = tar.gettarinfo(source, arcname=f"{top}/{binary}")
             info.mode = 0o755
             with open(source, "rb") as f:
                 tar.addfile(executable(info), f)
         for arcname, data in (("LICENSE", (ROOT / "LICENSE").read_bytes()), ("README.txt", readme)):
-            info = tarfile.TarInfo(arcname)
+            info = tarfile.TarInfo(f"{top}/{arcname}")
             info.size = len(data)
             info.mode = 0o644
             tar.addfile(executable(info), io.BytesIO(data))
@@ -124,6 +143,8 @@ def wheel(bins: dict, out: Path, version: str, platform: str, glibc: str) -> Pat
         (f"{data}/talaria-agent", Path(bins["talaria"]).read_bytes(), 0o755),
         (f"{data}/talaria-sandbox", Path(bins["talaria-sandbox"]).read_bytes(), 0o755),
         (f"{data}/talaria-chat", Path(bins["talaria-chat"]).read_bytes(), 0o755),
+        # `talaria` on the PATH too, as every other route has it (one binary, not two).
+        (f"{data}/talaria", TALARIA_SCRIPT.encode(), 0o755),
         (f"{info}/METADATA", metadata, 0o644),
         (
             f"{info}/WHEEL",

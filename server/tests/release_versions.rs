@@ -21,19 +21,30 @@ fn every_published_version_is_the_workspaces() {
     assert_eq!(entry["version"], version, "agent.json");
     assert_eq!(entry["id"], "talaria");
     let distribution = &entry["distribution"];
-    // No `binary` distribution until Windows builds exist: the registry requires every OS
-    // family in one (the release archives are published and installable all the same).
+    // The four built platforms (no Windows build yet, which the registry's tools accept with
+    // a warning), each run from inside the folder its archive unpacks to.
     let archives = distribution["binary"]
         .as_object()
         .cloned()
         .unwrap_or_default();
+    let mut platforms: Vec<&String> = archives.keys().collect();
+    platforms.sort();
+    assert_eq!(
+        platforms,
+        ["darwin-aarch64", "darwin-x86_64", "linux-aarch64", "linux-x86_64"]
+    );
     for (platform, target) in &archives {
         let archive = target["archive"].as_str().expect("archive");
         assert!(
             archive.contains(&format!("/v{version}/talaria-{version}-{platform}.tar.gz")),
             "{platform}: {archive}"
         );
-        assert_eq!(target["cmd"], "./talaria", "{platform}");
+        assert_eq!(
+            target["cmd"],
+            format!("./talaria-{version}-{platform}/talaria"),
+            "{platform}"
+        );
+        assert_eq!(target["args"], serde_json::json!(["acp"]), "{platform}");
     }
     assert_eq!(
         distribution["npx"]["package"],
