@@ -31,7 +31,12 @@ fn every_published_version_is_the_workspaces() {
     platforms.sort();
     assert_eq!(
         platforms,
-        ["darwin-aarch64", "darwin-x86_64", "linux-aarch64", "linux-x86_64"]
+        [
+            "darwin-aarch64",
+            "darwin-x86_64",
+            "linux-aarch64",
+            "linux-x86_64"
+        ]
     );
     for (platform, target) in &archives {
         let archive = target["archive"].as_str().expect("archive");

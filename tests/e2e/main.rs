@@ -50,6 +50,7 @@ mod setup;
 mod shared_sessions;
 mod shutdown;
 mod small_windows;
+mod spool;
 mod steering;
 mod store_stalls;
 mod streaming;

@@ -70,7 +70,8 @@ async fn read_claimed(journal: Journal, id: &str) -> Result<Stored, acp::Error> 
 pub(super) fn journal_or_open(known: Option<Journal>, config: &Config) -> Journal {
     known.unwrap_or_else(|| {
         let config = config.clone();
-        Journal::opening(Box::new(move || crate::store::open(&config)))
+        let spool = config.home.join("spool");
+        Journal::opening_spooled(Box::new(move || crate::store::open(&config)), spool)
     })
 }
 
@@ -352,7 +353,11 @@ impl Agent {
                 Some(journal) => journal,
                 None => {
                     let config = super::load_config().await.map_err(config_error)?;
-                    let journal = Journal::opening(Box::new(move || crate::store::open(&config)));
+                    let spool = config.home.join("spool");
+                    let journal = Journal::opening_spooled(
+                        Box::new(move || crate::store::open(&config)),
+                        spool,
+                    );
                     return Ok((
                         Some(journal),
                         Err(errors::unavailable(

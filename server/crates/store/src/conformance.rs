@@ -62,6 +62,16 @@ pub fn round_trip(store: &dyn SessionStore) {
     assert_eq!(meta.title.as_deref(), Some("Parser overflow"));
     assert_eq!((meta.input_tokens, meta.output_tokens), (100, 20));
     assert!(matches!(store.load("nope"), Err(StoreError::NotFound(_))));
+    // A creation written again (a spool adopted after a crash) changes nothing, and the
+    // same entries written again stay one copy each.
+    let mut again = crate::conformance::meta("s1", "/elsewhere", 2);
+    again.title = Some("from the spool".into());
+    store.create(&again).expect("created again");
+    store.append("s1", t.entries()).expect("appended again");
+    let (meta_again, reloaded) = store.load("s1").expect("load");
+    assert_eq!(meta_again.cwd, "/p");
+    assert_eq!(meta_again.title.as_deref(), Some("Parser overflow"));
+    assert_eq!(reloaded, Transcript::from_entries(t.entries().to_vec()));
     // Rewriting an entry (compaction) replaces it in place.
     let mut rewritten = t.entries()[3].clone();
     if let EntryBody::ToolResult(result) = &mut rewritten.body {

@@ -157,7 +157,8 @@ pub struct SearchHit {
 
 /// A session's durable history.
 pub trait SessionStore: Send + Sync {
-    /// Records a new session.
+    /// Records a new session; creating one that is already there changes nothing (so a
+    /// write made again, as the journal's spool may, is harmless).
     fn create(&self, meta: &SessionMeta) -> Result<(), StoreError>;
     /// Appends entries (or replaces entries with the same ids: compaction rewrites).
     fn append(&self, session_id: &str, entries: &[Entry]) -> Result<(), StoreError> {

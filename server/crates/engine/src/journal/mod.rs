@@ -16,8 +16,13 @@
 //! - A store that cannot be opened (locked by another process's migration, a database that
 //!   is down) is opened again, with backoff, for the life of the process; writes made
 //!   meanwhile wait in the backlogs and are written once it opens.
+//! - What waits in a backlog is also appended to the process's spool (`spool.rs`, with
+//!   [`Journal::opening_spooled`]): an exit or a kill while the store is stuck loses
+//!   nothing, and the next process on the same home adopts the spool (its writes join that
+//!   process's backlogs and its sessions' views) and writes it.
 //! - Reads ([`Journal::call`]) are bounded by [`READ_DEADLINE`].
 
+mod spool;
 mod view;
 mod waiting;
 mod writer;
@@ -181,6 +186,15 @@ impl Journal {
     pub fn opening(open: Opener) -> Self {
         let shared = Arc::new(Shared::new(StoreStatus::Opening("opening".into())));
         let writer = Writer::opening(open, shared.clone());
+        Self::spawn(writer, shared)
+    }
+
+    /// As [`Journal::opening`], with what waits for the store also spooled in `spool_dir`
+    /// (an append-only file per process, `spool.rs`), where the spools of processes that
+    /// ended with writes waiting are adopted and written too.
+    pub fn opening_spooled(open: Opener, spool_dir: std::path::PathBuf) -> Self {
+        let shared = Arc::new(Shared::new(StoreStatus::Opening("opening".into())));
+        let writer = Writer::opening(open, shared.clone()).spooled_in(spool_dir);
         Self::spawn(writer, shared)
     }
 

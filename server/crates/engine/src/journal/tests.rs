@@ -352,3 +352,148 @@ async fn refused_entries_stay_in_the_view_until_the_store_commits_them() {
         "written entries leave the view"
     );
 }
+
+/// A journal spooling in `dir`, on `store` (already open).
+fn spooled_journal(store: &Arc<Flaky>, dir: &std::path::Path) -> Journal {
+    let store = store.clone();
+    Journal::opening_spooled(
+        Box::new(move || Ok(store.clone() as Arc<dyn SessionStore>)),
+        dir.to_path_buf(),
+    )
+}
+
+fn spool_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .map(|listing| listing.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+/// Waits until `store` accepted `ids`.
+async fn accepted_within(store: &Flaky, ids: &[EntryId], within: Duration) {
+    let started = Instant::now();
+    while store.accepted_ids() != ids {
+        assert!(
+            started.elapsed() < within,
+            "accepted {:?}, not {ids:?}",
+            store.accepted_ids()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A process that exits while its store refuses writes: what waited is in its spool.
+async fn exit_with_writes_waiting(dir: &std::path::Path, texts: &[&str]) {
+    let refusing = Arc::new(Flaky::default());
+    refusing.failing.store(true, Ordering::Release);
+    let journal = spooled_journal(&refusing, dir);
+    let mut session = SessionJournal::new(journal.clone(), "s", 0);
+    let mut transcript = Transcript::with_system("sys");
+    for text in texts {
+        transcript.push(user(text));
+    }
+    session.save(&mut transcript);
+    assert!(session.committed().await.unsaved > 0);
+    let left = journal
+        .shutdown(Duration::from_secs(10))
+        .await
+        .expect("stopped");
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(refusing.accepted_ids().is_empty());
+}
+
+#[tokio::test]
+async fn writes_waiting_at_exit_are_written_by_the_next_process_from_the_spool() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let dir = home.path().join("spool");
+    exit_with_writes_waiting(&dir, &["one", "two"]).await;
+    let files = spool_files(&dir);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let mode = |path: &std::path::Path| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(path)
+            .expect("metadata")
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    assert_eq!(mode(&files[0]), 0o600, "readable only by its owner");
+    assert_eq!(mode(&dir), 0o700);
+
+    let healthy = Arc::new(Flaky::default());
+    let journal = spooled_journal(&healthy, &dir);
+    accepted_within(&healthy, &[1, 2, 3], Duration::from_secs(10)).await;
+    assert!(
+        !files[0].exists(),
+        "the adopted spool is removed once copied"
+    );
+    journal
+        .shutdown(Duration::from_secs(10))
+        .await
+        .expect("stopped");
+    assert!(spool_files(&dir).is_empty(), "{:?}", spool_files(&dir));
+}
+
+#[tokio::test]
+async fn a_spool_held_by_a_live_process_is_left_to_it() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let dir = home.path().join("spool");
+    exit_with_writes_waiting(&dir, &["one"]).await;
+    let files = spool_files(&dir);
+    // Another process still running holds its spool's lock.
+    let held = std::fs::File::open(&files[0]).expect("open");
+    held.try_lock().expect("lock");
+    let healthy = Arc::new(Flaky::default());
+    let journal = spooled_journal(&healthy, &dir);
+    journal.flush(Duration::from_secs(5)).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        healthy.accepted_ids().is_empty(),
+        "a live spool is not adopted"
+    );
+    assert!(files[0].exists());
+    drop(held);
+    journal
+        .shutdown(Duration::from_secs(10))
+        .await
+        .expect("stopped");
+    // Its owner gone, the next start adopts it.
+    let next = Arc::new(Flaky::default());
+    let _journal = spooled_journal(&next, &dir);
+    accepted_within(&next, &[1, 2], Duration::from_secs(10)).await;
+}
+
+#[tokio::test]
+async fn a_spool_line_cut_short_by_a_crash_is_left_out_and_the_rest_written() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let dir = home.path().join("spool");
+    exit_with_writes_waiting(&dir, &["kept", "cut short"]).await;
+    let files = spool_files(&dir);
+    let written = std::fs::read(&files[0]).expect("read");
+    std::fs::write(&files[0], &written[..written.len() - 7]).expect("cut");
+    let healthy = Arc::new(Flaky::default());
+    let _journal = spooled_journal(&healthy, &dir);
+    accepted_within(&healthy, &[1, 2], Duration::from_secs(10)).await;
+}
+
+#[tokio::test]
+async fn adopted_writes_are_in_the_sessions_view_while_the_store_still_refuses() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let dir = home.path().join("spool");
+    exit_with_writes_waiting(&dir, &["one", "two"]).await;
+    let refusing = Arc::new(Flaky::default());
+    refusing.failing.store(true, Ordering::Release);
+    let journal = spooled_journal(&refusing, &dir);
+    journal.flush(Duration::from_secs(5)).await;
+    let waiting: Vec<EntryId> = journal.waiting("s").entries.iter().map(|e| e.id).collect();
+    assert_eq!(waiting, [1, 2, 3], "a load or fork sees them");
+    // Exiting again while the store still refuses keeps them spooled, once.
+    journal
+        .shutdown(Duration::from_secs(10))
+        .await
+        .expect("stopped");
+    let healthy = Arc::new(Flaky::default());
+    let _journal = spooled_journal(&healthy, &dir);
+    accepted_within(&healthy, &[1, 2, 3], Duration::from_secs(10)).await;
+}

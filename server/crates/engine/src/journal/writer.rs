@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use talaria_store::{EncodedEntry, MetaUpdate, SessionMeta, SessionStore, StoreError};
 use tokio::sync::oneshot;
 
+use super::spool::{Spool, Spooled};
 use super::{SaveReport, Shared, StoreStatus};
 
 /// How often unsaved writes are tried again.
@@ -103,34 +104,48 @@ pub(super) struct Writer {
     /// for the store's whole patience, and the queue behind it (and the turns waiting for
     /// room in it) would wait that long for every batch.
     stalled: Option<(Instant, String)>,
+    /// Where what waits in the backlogs is also written, to outlive the process.
+    spool: Option<Spool>,
 }
+
+/// Why an adopted spool's writes wait.
+const ADOPTED: &str = "written by a Talaria process that ended before the store took them";
 
 impl Writer {
     pub(super) fn open(store: Arc<dyn SessionStore>, shared: Arc<Shared>) -> Self {
-        Self {
-            store: Store::Open(store),
-            shared,
-            unsaved: BTreeMap::new(),
-            waiting_saved: BTreeMap::new(),
-            stalled: None,
-        }
+        Self::with_store(Store::Open(store), shared)
     }
 
     pub(super) fn opening(open: Opener, shared: Arc<Shared>) -> Self {
+        let store = Store::Opening {
+            open,
+            next_try: Instant::now(),
+            wait: FIRST_OPEN_WAIT,
+        };
+        Self::with_store(store, shared)
+    }
+
+    fn with_store(store: Store, shared: Arc<Shared>) -> Self {
         Self {
-            store: Store::Opening {
-                open,
-                next_try: Instant::now(),
-                wait: FIRST_OPEN_WAIT,
-            },
+            store,
             shared,
             unsaved: BTreeMap::new(),
             waiting_saved: BTreeMap::new(),
             stalled: None,
+            spool: None,
         }
     }
 
+    /// Spools what waits for the store in `dir` (and adopts the spools left there).
+    pub(super) fn spooled_in(mut self, dir: std::path::PathBuf) -> Self {
+        self.spool = Some(Spool::in_dir(dir));
+        self
+    }
+
     pub(super) fn run(mut self, queue: &mpsc::Receiver<Write>) {
+        self.adopt();
+        self.heal();
+        self.settle_spool();
         loop {
             self.try_open();
             let first = match self.wake_after() {
@@ -156,7 +171,77 @@ impl Writer {
             self.heal();
             self.apply(batch);
             self.answer_waiting_saved();
+            self.settle_spool();
         }
+    }
+
+    /// The spools of processes that ended with writes waiting: into the backlogs (and this
+    /// process's view of those sessions), to be written like this process's own.
+    fn adopt(&mut self) {
+        let Some(spool) = &mut self.spool else {
+            return;
+        };
+        for write in spool.adopt() {
+            match write {
+                Spooled::Create(meta) => {
+                    self.shared.waiting.created(&meta);
+                    let session = meta.id.clone();
+                    self.backlog(&session, ADOPTED).create = Some(meta);
+                }
+                Spooled::Append(session, entry) => {
+                    self.shared
+                        .waiting
+                        .sent(&session, std::slice::from_ref(&entry));
+                    self.backlog(&session, ADOPTED).entries.push(entry);
+                }
+                Spooled::Update(session, update) => {
+                    merge(&mut self.backlog(&session, ADOPTED).update, update);
+                }
+            }
+        }
+    }
+
+    /// After a batch: an empty spool once nothing waits, else what it got made durable.
+    fn settle_spool(&mut self) {
+        let Some(spool) = &mut self.spool else {
+            return;
+        };
+        if self.unsaved.is_empty() {
+            spool.written();
+        } else {
+            spool.sync();
+        }
+    }
+
+    /// Entries that wait for the store: kept in the session's backlog and spooled.
+    fn wait_entries(&mut self, session: &str, why: Option<&str>, entries: Vec<EncodedEntry>) {
+        if let Some(spool) = &mut self.spool {
+            spool.entries(session, &entries);
+        }
+        let backlog = match why {
+            Some(why) => self.backlog(session, why),
+            None => self.unsaved.entry(session.to_string()).or_default(),
+        };
+        backlog.entries.extend(entries);
+    }
+
+    fn wait_create(&mut self, meta: SessionMeta, why: &str) {
+        if let Some(spool) = &mut self.spool {
+            spool.create(&meta);
+        }
+        let session = meta.id.clone();
+        self.backlog(&session, why).create = Some(meta);
+    }
+
+    fn wait_update(&mut self, session: &str, why: Option<&str>, update: MetaUpdate) {
+        if let Some(spool) = &mut self.spool {
+            spool.update(session, &update);
+        }
+        let backlog = match why {
+            Some(why) => self.backlog(session, why),
+            None => self.unsaved.entry(session.to_string()).or_default(),
+        };
+        merge(&mut backlog.update, update);
     }
 
     /// How long to wait for writes before there is something to try again.
@@ -209,6 +294,9 @@ impl Writer {
                 }
                 self.unsaved.clear();
                 self.shared.waiting.clear();
+                if let Some(spool) = &mut self.spool {
+                    spool.keep();
+                }
                 for reply in std::mem::take(&mut self.waiting_saved)
                     .into_values()
                     .flatten()
@@ -279,8 +367,8 @@ impl Writer {
             match write {
                 Write::Append(session, entries) => {
                     handled += entries.len();
-                    if let Some(backlog) = self.unsaved.get_mut(&session) {
-                        backlog.entries.extend(entries);
+                    if self.unsaved.contains_key(&session) {
+                        self.wait_entries(&session, None, entries);
                     } else if let Some((last, pending)) = appends.last_mut()
                         && *last == session
                     {
@@ -345,8 +433,8 @@ impl Writer {
         }
         let Some(store) = self.open_store() else {
             let why = self.not_open();
-            for (session, entries) in appends.drain(..) {
-                self.backlog(&session, &why).entries.extend(entries);
+            for (session, entries) in std::mem::take(appends) {
+                self.wait_entries(&session, Some(&why), entries);
             }
             return;
         };
@@ -361,7 +449,7 @@ impl Writer {
         };
         self.failed(&whole);
         let mut store_wide = whole.is_store_wide().then(|| whole.to_string());
-        for (session, entries) in appends.drain(..) {
+        for (session, entries) in std::mem::take(appends) {
             let failed = match &store_wide {
                 Some(why) => Some(why.clone()),
                 None => store.append_encoded(&session, &entries).err().map(|error| {
@@ -374,7 +462,7 @@ impl Writer {
             match failed {
                 Some(error) => {
                     tracing::error!(session = %session, "saving the session failed: {error}");
-                    self.backlog(&session, &error).entries.extend(entries);
+                    self.wait_entries(&session, Some(&error), entries);
                 }
                 None => self.shared.waiting.committed(&session, &entries),
             }
@@ -389,7 +477,7 @@ impl Writer {
                     Ok(()) => self.shared.waiting.create_committed(&session),
                     Err(error) => {
                         tracing::warn!(session = %session, "saving the new session: {error}");
-                        self.backlog(&session, &error.0).create = Some(meta);
+                        self.wait_create(meta, &error.0);
                     }
                 }
             }
@@ -409,12 +497,12 @@ impl Writer {
                 }
             }
             Write::Update(session, update) => {
-                if let Some(backlog) = self.unsaved.get_mut(&session) {
-                    merge(&mut backlog.update, update);
+                if self.unsaved.contains_key(&session) {
+                    self.wait_update(&session, None, update);
                 } else if let Err(error) =
                     self.try_store(&session, |store| store.update(&session, &update))
                 {
-                    merge(&mut self.backlog(&session, &error.0).update, update);
+                    self.wait_update(&session, Some(&error.0), update);
                 }
             }
             Write::Barrier(session, reply) => {
@@ -484,9 +572,13 @@ impl Writer {
 
     /// The last try before the process exits; what stays unsaved is logged per session.
     fn shut_down(&mut self) -> Vec<(String, SaveReport)> {
-        // The last try is made even while stalled (the stop's budget bounds it).
-        self.stalled = None;
-        self.heal();
+        // The last try is made even while stalled (the stop's budget bounds it) — unless
+        // the spool keeps what waits: a store stuck a moment ago would only hold the exit up.
+        let spooled = self.spool.as_ref().is_some_and(Spool::is_usable);
+        if !(spooled && self.is_stalled()) {
+            self.stalled = None;
+            self.heal();
+        }
         if let Some(store) = self.open_store()
             && let Err(error) = store.checkpoint()
         {
@@ -497,6 +589,15 @@ impl Writer {
             .keys()
             .map(|session| (session.clone(), self.report(session)))
             .collect();
+        self.settle_spool();
+        let spooled = self.spool.as_mut().and_then(Spool::close);
+        if let Some(path) = &spooled {
+            tracing::warn!(
+                path = %path.display(),
+                sessions = left.len(),
+                "the unsaved entries are kept in the spool: the next start writes them"
+            );
+        }
         for (session, report) in &left {
             tracing::error!(
                 session = %session,

@@ -444,7 +444,8 @@ impl SessionStore for SqliteStore {
             .execute(
                 &format!(
                     "INSERT INTO sessions ({SESSION_COLUMNS}) VALUES \
-                     (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
+                     (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) \
+                     ON CONFLICT (id) DO NOTHING"
                 ),
                 params![
                     meta.id,

@@ -1,0 +1,386 @@
+//! The journal's spool: what waits for a stuck store is also written to an append-only file
+//! beside it, so that an exit (or a kill) while the store is stuck loses nothing. The next
+//! process to start with the same home adopts the spool and writes it to the store.
+//!
+//! - One file per process, `$TALARIA_HOME/spool/<pid>-<nanos>.spool`, created 0600 in a 0700
+//!   folder, held under an exclusive `flock` for the life of the process: the kernel drops
+//!   the lock when the process ends however it ends, so a file nobody holds belongs to a
+//!   process that is gone, and only such files are adopted.
+//! - One JSON record per line (a creation, an entry, a metadata change), appended in the
+//!   order the writes were made and synced once per batch; a line cut short by a crash is
+//!   ignored. Adopting copies the records into this process's own spool (synced) before the
+//!   old file is removed, so a crash during adoption loses nothing either.
+//! - Writing a record again is harmless: the stores create a session only if it is not there
+//!   and put an entry in place by its id. So the spool is emptied only once every backlog is
+//!   written, and a partly written spool is simply written again.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, BufWriter, Seek, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use talaria_record::{Entry, EntryId};
+use talaria_store::{EncodedEntry, MetaUpdate, SessionMeta};
+
+/// A write found in a spool, as it is written again.
+#[derive(Debug)]
+pub(super) enum Spooled {
+    Create(SessionMeta),
+    Append(String, EncodedEntry),
+    Update(String, MetaUpdate),
+}
+
+/// A metadata change as the spool writes it.
+#[derive(Debug, Serialize, Deserialize)]
+struct UpdateRecord {
+    title: Option<String>,
+    model: Option<String>,
+    mode: Option<String>,
+    tokens: Option<(u64, u64)>,
+    cost: Option<f64>,
+    updated_at: Option<i64>,
+}
+
+impl UpdateRecord {
+    fn of(update: &MetaUpdate) -> Self {
+        Self {
+            title: update.title.clone(),
+            model: update.model.clone(),
+            mode: update.mode.clone(),
+            tokens: update.tokens,
+            cost: update.cost,
+            updated_at: update.updated_at,
+        }
+    }
+
+    fn into_update(self) -> MetaUpdate {
+        MetaUpdate {
+            title: self.title,
+            model: self.model,
+            mode: self.mode,
+            tokens: self.tokens,
+            cost: self.cost,
+            updated_at: self.updated_at,
+        }
+    }
+}
+
+/// One line of a spool as it is read back (an entry's body decoded as the entry itself).
+#[derive(Deserialize)]
+#[serde(tag = "t", rename_all = "snake_case")]
+enum RecordIn {
+    Create {
+        meta: SessionMeta,
+    },
+    Entry {
+        session: String,
+        body: Box<Entry>,
+    },
+    Update {
+        session: String,
+        update: UpdateRecord,
+    },
+}
+
+/// The header of an entry's line; its body follows as the entry's own JSON, not re-encoded.
+#[derive(Serialize)]
+struct EntryHeader<'a> {
+    t: &'static str,
+    session: &'a str,
+    id: EntryId,
+}
+
+/// This process's spool file, under its lock.
+struct OwnFile {
+    path: PathBuf,
+    out: BufWriter<File>,
+    /// Bytes in the file (0: nothing spooled).
+    len: u64,
+}
+
+/// The spool of one process: its own file (opened on first use) and the adoption of others'.
+pub(super) struct Spool {
+    dir: PathBuf,
+    own: Option<OwnFile>,
+    /// Opening the file failed (a read-only home): waiting writes stay in memory only.
+    unavailable: bool,
+    /// Records written since the last sync.
+    dirty: bool,
+    /// The store can never open: the file is left for a process that can write it.
+    keep: bool,
+}
+
+impl Spool {
+    pub(super) fn in_dir(dir: PathBuf) -> Self {
+        Self {
+            dir,
+            own: None,
+            unavailable: false,
+            dirty: false,
+            keep: false,
+        }
+    }
+
+    pub(super) fn create(&mut self, meta: &SessionMeta) {
+        let line = serde_json::json!({"t": "create", "meta": meta});
+        self.write_line(|out| serde_json::to_writer(out, &line).map_err(Into::into));
+    }
+
+    pub(super) fn entries(&mut self, session: &str, entries: &[EncodedEntry]) {
+        for entry in entries {
+            let header = EntryHeader {
+                t: "entry",
+                session,
+                id: entry.id,
+            };
+            self.write_line(|out| {
+                // `{"t":"entry","session":…,"id":…` then `,"body":<the entry's JSON>}`.
+                let head = serde_json::to_vec(&header)?;
+                out.write_all(&head[..head.len() - 1])?;
+                out.write_all(b",\"body\":")?;
+                out.write_all(entry.body.as_bytes())?;
+                out.write_all(b"}")
+            });
+        }
+    }
+
+    pub(super) fn update(&mut self, session: &str, update: &MetaUpdate) {
+        let line = serde_json::json!({
+            "t": "update",
+            "session": session,
+            "update": UpdateRecord::of(update),
+        });
+        self.write_line(|out| serde_json::to_writer(out, &line).map_err(Into::into));
+    }
+
+    /// Whether writes reach the file (it is open, or not tried yet).
+    pub(super) fn is_usable(&self) -> bool {
+        !self.unavailable
+    }
+
+    /// Makes what was spooled since the last sync durable.
+    pub(super) fn sync(&mut self) {
+        if !self.dirty {
+            return;
+        }
+        self.dirty = false;
+        let Some(own) = &mut self.own else {
+            return;
+        };
+        let synced = own.out.flush().and_then(|()| own.out.get_ref().sync_data());
+        if let Err(error) = synced {
+            tracing::error!(path = %own.path.display(), "syncing the spool failed: {error}");
+        }
+    }
+
+    /// Everything spooled is in the store: the file starts again empty.
+    pub(super) fn written(&mut self) {
+        let Some(own) = &mut self.own else {
+            return;
+        };
+        if own.len == 0 || self.keep {
+            return;
+        }
+        let emptied = own
+            .out
+            .flush()
+            .and_then(|()| own.out.get_ref().set_len(0))
+            .and_then(|()| own.out.get_mut().rewind());
+        match emptied {
+            Ok(()) => own.len = 0,
+            Err(error) => tracing::warn!(path = %own.path.display(), "emptying the spool: {error}"),
+        }
+        self.dirty = false;
+    }
+
+    /// The store can never open as configured: what is spooled stays for a process that can
+    /// write it.
+    pub(super) fn keep(&mut self) {
+        self.keep = true;
+    }
+
+    /// At exit: an empty spool is removed; one with records stays to be adopted (its path).
+    pub(super) fn close(&mut self) -> Option<PathBuf> {
+        self.sync();
+        // Nothing is spooled after the exit's last try.
+        self.unavailable = true;
+        let own = self.own.take()?;
+        if own.len > 0 {
+            return Some(own.path);
+        }
+        drop(own.out);
+        let _ = std::fs::remove_file(&own.path);
+        None
+    }
+
+    /// The writes of every spool whose process is gone, in order, now in this process's own
+    /// spool (synced); their files are removed.
+    pub(super) fn adopt(&mut self) -> Vec<Spooled> {
+        let Ok(listing) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        let mut orphans: Vec<PathBuf> = listing
+            .filter_map(|item| item.ok().map(|item| item.path()))
+            .filter(|path| path.extension().is_some_and(|ext| ext == "spool"))
+            .filter(|path| self.own.as_ref().is_none_or(|own| own.path != *path))
+            .collect();
+        // Older processes first (the names start with the pid, then the start time).
+        orphans.sort_by_key(|path| std::fs::metadata(path).and_then(|m| m.modified()).ok());
+        let mut adopted = Vec::new();
+        for path in orphans {
+            let Some(records) = orphan_records(&path) else {
+                continue;
+            };
+            for record in &records {
+                match record {
+                    Spooled::Create(meta) => self.create(meta),
+                    Spooled::Append(session, entry) => {
+                        self.entries(session, std::slice::from_ref(entry));
+                    }
+                    Spooled::Update(session, update) => self.update(session, update),
+                }
+            }
+            self.sync();
+            if !records.is_empty() && (self.unavailable || self.own.is_none()) {
+                // Not copied anywhere: the file stays for a process that can.
+                continue;
+            }
+            tracing::info!(
+                path = %path.display(),
+                writes = records.len(),
+                "adopted the spool of a process that ended with writes waiting for the store"
+            );
+            if let Err(error) = std::fs::remove_file(&path) {
+                tracing::warn!(path = %path.display(), "removing an adopted spool: {error}");
+            }
+            adopted.extend(records);
+        }
+        adopted
+    }
+
+    fn write_line(&mut self, write: impl FnOnce(&mut Counted<'_>) -> std::io::Result<()>) {
+        let Some(own) = self.own_file() else {
+            return;
+        };
+        let mut counted = Counted {
+            inner: &mut own.out,
+            bytes: 0,
+        };
+        let written = write(&mut counted).and_then(|()| counted.write_all(b"\n"));
+        let bytes = counted.bytes;
+        own.len += bytes;
+        match written {
+            Ok(()) => self.dirty = true,
+            Err(error) => {
+                tracing::error!(path = %own.path.display(), "writing the spool failed: {error}");
+            }
+        }
+    }
+
+    fn own_file(&mut self) -> Option<&mut OwnFile> {
+        if self.own.is_none() && !self.unavailable {
+            match open_own(&self.dir) {
+                Ok(own) => self.own = Some(own),
+                Err(error) => {
+                    self.unavailable = true;
+                    tracing::warn!(
+                        dir = %self.dir.display(),
+                        "no spool for writes waiting for the store (they stay in memory): {error}"
+                    );
+                }
+            }
+        }
+        self.own.as_mut()
+    }
+}
+
+/// The spool's writer, counting what passes through it.
+struct Counted<'a> {
+    inner: &'a mut BufWriter<File>,
+    bytes: u64,
+}
+
+impl Write for Counted<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let written = self.inner.write(bytes)?;
+        self.bytes += written as u64;
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+fn open_own(dir: &Path) -> std::io::Result<OwnFile> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let path = dir.join(format!("{}-{nanos}.spool", std::process::id()));
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)?;
+    file.try_lock()
+        .map_err(|error| std::io::Error::other(format!("locking {}: {error}", path.display())))?;
+    Ok(OwnFile {
+        path,
+        out: BufWriter::with_capacity(64 * 1024, file),
+        len: 0,
+    })
+}
+
+/// The records of a spool nobody holds (its process is gone); `None` while a live process
+/// holds it, or when it cannot be read.
+fn orphan_records(path: &Path) -> Option<Vec<Spooled>> {
+    let file = OpenOptions::new().read(true).write(true).open(path).ok()?;
+    if file.try_lock().is_err() {
+        return None;
+    }
+    let mut reader = BufReader::new(&file);
+    let mut records = Vec::new();
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) => break,
+            Ok(_) if line.last() != Some(&b'\n') => {
+                tracing::warn!(path = %path.display(), "the spool's last line was cut short");
+                break;
+            }
+            Ok(_) => {}
+            Err(error) => {
+                tracing::warn!(path = %path.display(), "reading a spool: {error}");
+                return None;
+            }
+        }
+        match serde_json::from_slice::<RecordIn>(&line) {
+            Ok(record) => records.extend(spooled(record)),
+            Err(error) => {
+                tracing::warn!(path = %path.display(), "a spool line that does not decode: {error}");
+            }
+        }
+    }
+    Some(records)
+}
+
+fn spooled(record: RecordIn) -> Option<Spooled> {
+    Some(match record {
+        RecordIn::Create { meta } => Spooled::Create(meta),
+        RecordIn::Entry { session, body } => match EncodedEntry::of(&body) {
+            Ok(entry) => Spooled::Append(session, entry),
+            Err(error) => {
+                tracing::warn!(session = %session, "a spooled entry that does not encode: {error}");
+                return None;
+            }
+        },
+        RecordIn::Update { session, update } => Spooled::Update(session, update.into_update()),
+    })
+}
