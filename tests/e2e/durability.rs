@@ -293,12 +293,12 @@ async fn a_session_has_one_live_writer_across_processes() {
 }
 
 /// A small file system the test makes (tmpfs), or why it cannot.
-struct SmallDisk {
-    path: PathBuf,
+pub(crate) struct SmallDisk {
+    pub(crate) path: PathBuf,
 }
 
 impl SmallDisk {
-    fn mount(path: &Path, size: &str) -> Result<Self, String> {
+    pub(crate) fn mount(path: &Path, size: &str) -> Result<Self, String> {
         std::fs::create_dir_all(path).map_err(|e| e.to_string())?;
         let status = std::process::Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
@@ -315,7 +315,7 @@ impl SmallDisk {
     }
 
     /// Fills the file system; returns the filler to remove.
-    fn fill(&self) -> PathBuf {
+    pub(crate) fn fill(&self) -> PathBuf {
         let filler = self.path.join("filler");
         let _ = std::process::Command::new("dd")
             .args(["if=/dev/zero", "bs=64k"])

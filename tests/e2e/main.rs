@@ -39,6 +39,7 @@ mod record;
 mod replayed;
 mod replayed_turns;
 mod safety;
+mod salvage_crashes;
 mod sandbox;
 mod sandbox_doors;
 mod sandbox_helper;

@@ -15,7 +15,7 @@
 //!   written, and a partly written spool is simply written again.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, BufWriter, Seek, Write};
+use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -94,8 +94,8 @@ struct EntryHeader<'a> {
 /// This process's spool file, under its lock.
 struct OwnFile {
     path: PathBuf,
-    out: BufWriter<File>,
-    /// Bytes in the file (0: nothing spooled).
+    file: File,
+    /// Bytes of whole lines in the file (0: nothing spooled).
     len: u64,
 }
 
@@ -109,6 +109,8 @@ pub(super) struct Spool {
     dirty: bool,
     /// The store can never open: the file is left for a process that can write it.
     keep: bool,
+    /// The last write failed (a full disk): said once until one succeeds again.
+    failing: bool,
 }
 
 impl Spool {
@@ -119,12 +121,13 @@ impl Spool {
             unavailable: false,
             dirty: false,
             keep: false,
+            failing: false,
         }
     }
 
     pub(super) fn create(&mut self, meta: &SessionMeta) {
         let line = serde_json::json!({"t": "create", "meta": meta});
-        self.write_line(|out| serde_json::to_writer(out, &line).map_err(Into::into));
+        self.write_json(&line);
     }
 
     pub(super) fn entries(&mut self, session: &str, entries: &[EncodedEntry]) {
@@ -134,14 +137,17 @@ impl Spool {
                 session,
                 id: entry.id,
             };
-            self.write_line(|out| {
-                // `{"t":"entry","session":…,"id":…` then `,"body":<the entry's JSON>}`.
-                let head = serde_json::to_vec(&header)?;
-                out.write_all(&head[..head.len() - 1])?;
-                out.write_all(b",\"body\":")?;
-                out.write_all(entry.body.as_bytes())?;
-                out.write_all(b"}")
-            });
+            let Ok(head) = serde_json::to_vec(&header) else {
+                continue;
+            };
+            // `{"t":"entry","session":…,"id":…` then `,"body":<the entry's JSON>}`: the body
+            // as it is, not encoded again.
+            let mut line = Vec::with_capacity(head.len() + entry.body.len() + 10);
+            line.extend_from_slice(&head[..head.len() - 1]);
+            line.extend_from_slice(b",\"body\":");
+            line.extend_from_slice(entry.body.as_bytes());
+            line.extend_from_slice(b"}\n");
+            self.write_line(&line);
         }
     }
 
@@ -151,7 +157,7 @@ impl Spool {
             "session": session,
             "update": UpdateRecord::of(update),
         });
-        self.write_line(|out| serde_json::to_writer(out, &line).map_err(Into::into));
+        self.write_json(&line);
     }
 
     /// Whether writes reach the file (it is open, or not tried yet).
@@ -168,8 +174,7 @@ impl Spool {
         let Some(own) = &mut self.own else {
             return;
         };
-        let synced = own.out.flush().and_then(|()| own.out.get_ref().sync_data());
-        if let Err(error) = synced {
+        if let Err(error) = own.file.sync_data() {
             tracing::error!(path = %own.path.display(), "syncing the spool failed: {error}");
         }
     }
@@ -182,11 +187,7 @@ impl Spool {
         if own.len == 0 || self.keep {
             return;
         }
-        let emptied = own
-            .out
-            .flush()
-            .and_then(|()| own.out.get_ref().set_len(0))
-            .and_then(|()| own.out.get_mut().rewind());
+        let emptied = own.file.set_len(0).and_then(|()| own.file.rewind());
         match emptied {
             Ok(()) => own.len = 0,
             Err(error) => tracing::warn!(path = %own.path.display(), "emptying the spool: {error}"),
@@ -209,7 +210,7 @@ impl Spool {
         if own.len > 0 {
             return Some(own.path);
         }
-        drop(own.out);
+        drop(own.file);
         let _ = std::fs::remove_file(&own.path);
         None
     }
@@ -259,21 +260,43 @@ impl Spool {
         adopted
     }
 
-    fn write_line(&mut self, write: impl FnOnce(&mut Counted<'_>) -> std::io::Result<()>) {
+    fn write_json(&mut self, line: &serde_json::Value) {
+        if let Ok(mut bytes) = serde_json::to_vec(line) {
+            bytes.push(b'\n');
+            self.write_line(&bytes);
+        }
+    }
+
+    /// Appends one whole line; a line that cannot be written whole is cut off again, so the
+    /// file only ever holds whole lines.
+    fn write_line(&mut self, line: &[u8]) {
         let Some(own) = self.own_file() else {
             return;
         };
-        let mut counted = Counted {
-            inner: &mut own.out,
-            bytes: 0,
-        };
-        let written = write(&mut counted).and_then(|()| counted.write_all(b"\n"));
-        let bytes = counted.bytes;
-        own.len += bytes;
-        match written {
-            Ok(()) => self.dirty = true,
+        let failed = match own.file.write_all(line) {
+            Ok(()) => {
+                own.len += line.len() as u64;
+                None
+            }
             Err(error) => {
-                tracing::error!(path = %own.path.display(), "writing the spool failed: {error}");
+                let _ = own.file.set_len(own.len);
+                let _ = own.file.seek(SeekFrom::Start(own.len));
+                Some((own.path.clone(), error))
+            }
+        };
+        match failed {
+            None => {
+                self.dirty = true;
+                self.failing = false;
+            }
+            Some((path, error)) => {
+                if !self.failing {
+                    tracing::error!(
+                        path = %path.display(),
+                        "writing the spool failed (the writes still wait in memory): {error}"
+                    );
+                }
+                self.failing = true;
             }
         }
     }
@@ -295,24 +318,6 @@ impl Spool {
     }
 }
 
-/// The spool's writer, counting what passes through it.
-struct Counted<'a> {
-    inner: &'a mut BufWriter<File>,
-    bytes: u64,
-}
-
-impl Write for Counted<'_> {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        let written = self.inner.write(bytes)?;
-        self.bytes += written as u64;
-        Ok(written)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
-}
-
 fn open_own(dir: &Path) -> std::io::Result<OwnFile> {
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -330,11 +335,7 @@ fn open_own(dir: &Path) -> std::io::Result<OwnFile> {
         .open(&path)?;
     file.try_lock()
         .map_err(|error| std::io::Error::other(format!("locking {}: {error}", path.display())))?;
-    Ok(OwnFile {
-        path,
-        out: BufWriter::with_capacity(64 * 1024, file),
-        len: 0,
-    })
+    Ok(OwnFile { path, file, len: 0 })
 }
 
 /// The records of a spool nobody holds (its process is gone); `None` while a live process

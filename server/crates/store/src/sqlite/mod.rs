@@ -249,6 +249,9 @@ impl SqliteStore {
     /// Opens the store at `path`; a damaged file is moved aside and what reads of it is
     /// recovered into a new store there (said by [`SessionStore::notes`]).
     pub fn open_or_salvage(path: &Path) -> Result<Self, StoreError> {
+        // A salvage interrupted after its new store was complete is finished first (it logs
+        // where the damaged copy is).
+        salvage::finish_interrupted(path)?;
         match Self::open(path) {
             Err(StoreError::Corrupt(why)) if path.exists() => {
                 tracing::error!("the session store at {} is damaged: {why}", path.display());

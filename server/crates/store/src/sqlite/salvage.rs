@@ -1,5 +1,6 @@
-//! A damaged store file (truncated, or with pages SQLite refuses) is moved aside and what can
-//! still be read from it is copied into a new store: every session row that reads, and each
+//! A damaged store file (truncated, or with pages SQLite refuses) is kept aside and what can
+//! still be read from it is copied into a new store, built beside it and put in its place
+//! only when complete (see [`salvage`]): every session row that reads, and each
 //! session's entries up to the first one that does not (a prefix of a record is a valid
 //! record; a turn it cuts off reads as interrupted when the session is loaded).
 //!
@@ -65,11 +66,101 @@ pub(super) fn is_truncated(connection: &Connection, path: &Path) -> bool {
     in_wal == 0 && u64::try_from(pages.saturating_mul(page_size)).unwrap_or(0) > size
 }
 
-/// Moves the damaged store at `path` aside, then recovers what reads into a new store there.
+/// Recovers what reads of the damaged store at `path` into a new store built beside it,
+/// then puts the new store in its place. Safe against a crash, a signal or a full disk at
+/// any point:
+///
+/// 1. the new store is built at `<path>.salvaging` (one left by an interrupted salvage is
+///    removed first: it is started again from the damaged file, which is untouched so far);
+/// 2. once complete and synced it is renamed `<path>.salvaged` — the mark that it is whole;
+/// 3. the damaged file gets a second name, `<path>.damaged-<time>` (a hard link), its
+///    write-ahead log and shared memory are moved to that name too, and `<path>.salvaged`
+///    replaces `<path>` in one rename.
+///
+/// A start that finds `<path>.salvaged` finishes step 3 ([`finish_interrupted`]). A disk that
+/// fills during step 1 leaves the damaged file where it was and fails with
+/// [`StoreError::Full`] naming the space needed; the journal opens the store again later, so
+/// the salvage is tried again once there is room.
 pub fn salvage(path: &Path) -> Result<(SqliteStore, Salvage), StoreError> {
-    let damaged_copy = move_aside(path)?;
-    let (metas, entries, partial) = read_what_reads(&damaged_copy);
+    let _lock = salvage_lock(path)?;
+    let building = suffixed(path, ".salvaging");
+    remove_with_journals(&building);
+    let (metas, entries, partial) = read_what_reads(path);
+    let built = build(&building, &metas, entries);
+    let (sessions, entries) = match built {
+        Ok(counts) => counts,
+        Err(error) => {
+            remove_with_journals(&building);
+            return Err(full_or(error, path));
+        }
+    };
+    sync_file(&building)?;
+    let done = suffixed(path, ".salvaged");
+    std::fs::rename(&building, &done).map_err(|e| moved(path, &e))?;
+    sync_parent(path);
+    let damaged_copy = put_in_place(path, &done)?;
     let store = SqliteStore::open(path)?;
+    let salvage = Salvage {
+        damaged_copy,
+        sessions,
+        entries,
+        partial,
+    };
+    tracing::warn!("{}", salvage.describe());
+    Ok((store, salvage))
+}
+
+/// Finishes a salvage that was complete when it was interrupted (its `<path>.salvaged` is
+/// there); the damaged copy's path when there was one.
+pub(super) fn finish_interrupted(path: &Path) -> Result<Option<PathBuf>, StoreError> {
+    let done = suffixed(path, ".salvaged");
+    if !done.exists() {
+        return Ok(None);
+    }
+    let _lock = salvage_lock(path)?;
+    if !done.exists() {
+        return Ok(None);
+    }
+    tracing::warn!(
+        "finishing the salvage of {} that was interrupted after its new store was complete",
+        path.display()
+    );
+    put_in_place(path, &done).map(Some)
+}
+
+/// Step 3: the damaged file (if still at `path`) keeps a name of its own with its journals,
+/// and the complete new store takes its place.
+fn put_in_place(path: &Path, done: &Path) -> Result<PathBuf, StoreError> {
+    let copy = PathBuf::from(format!(
+        "{}.damaged-{}",
+        path.display(),
+        chrono_free_stamp()
+    ));
+    if path.exists() {
+        match std::fs::hard_link(path, &copy) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(moved(path, &e)),
+        }
+    }
+    for suffix in ["-wal", "-shm"] {
+        let from = suffixed(path, suffix);
+        if from.exists() {
+            std::fs::rename(&from, suffixed(&copy, suffix)).map_err(|e| moved(path, &e))?;
+        }
+    }
+    std::fs::rename(done, path).map_err(|e| moved(path, &e))?;
+    sync_parent(path);
+    Ok(copy)
+}
+
+/// Writes what was recovered into a new store at `building`, in one transaction.
+fn build(
+    building: &Path,
+    metas: &BTreeMap<String, SessionMeta>,
+    entries: BTreeMap<String, Vec<Entry>>,
+) -> Result<(usize, usize), StoreError> {
+    let store = SqliteStore::open(building)?;
     let mut copied_sessions = 0;
     let mut copied_entries = 0;
     for (id, session_entries) in entries {
@@ -86,39 +177,98 @@ pub fn salvage(path: &Path) -> Result<(SqliteStore, Salvage), StoreError> {
         copied_entries += session_entries.len();
     }
     // Sessions whose row reads but none of whose entries do are kept (empty) too.
-    for (id, meta) in &metas {
+    for (id, meta) in metas {
         if store.load(id).is_err() {
             store.create(meta)?;
             copied_sessions += 1;
         }
     }
-    let salvage = Salvage {
-        damaged_copy,
-        sessions: copied_sessions,
-        entries: copied_entries,
-        partial,
-    };
-    tracing::warn!("{}", salvage.describe());
-    Ok((store, salvage))
+    store.checkpoint()?;
+    drop(store);
+    // The last connection closed: the write-ahead log is folded in and removed.
+    remove_with_journals_only(building);
+    Ok((copied_sessions, copied_entries))
 }
 
-/// Renames the file and its write-ahead log and shared memory, keeping them together.
-fn move_aside(path: &Path) -> Result<PathBuf, StoreError> {
-    let stamp = chrono_free_stamp();
-    let copy = PathBuf::from(format!("{}.damaged-{stamp}", path.display()));
-    let failed = |e: std::io::Error| StoreError::Open {
-        path: path.display().to_string(),
-        detail: format!("the damaged store could not be moved aside: {e}"),
-    };
-    std::fs::rename(path, &copy).map_err(failed)?;
-    for suffix in ["-wal", "-shm"] {
-        let from = PathBuf::from(format!("{}{suffix}", path.display()));
-        if from.exists() {
-            let to = PathBuf::from(format!("{}{suffix}", copy.display()));
-            std::fs::rename(&from, &to).map_err(failed)?;
-        }
+/// A full disk is said as such, with the room a salvage needs: up to twice the damaged
+/// file's size (the new store, and its write-ahead log until it is folded in).
+fn full_or(error: StoreError, path: &Path) -> StoreError {
+    let needed = std::fs::metadata(path).map_or(0, |m| m.len()) * 2;
+    let full = matches!(error, StoreError::Full(_))
+        || error.to_string().contains("No space left")
+        || error.to_string().contains("database or disk is full");
+    if full {
+        StoreError::Full(format!(
+            "recovering the damaged store {} needs about {} MB free beside it; it is kept as \
+             it is and tried again",
+            path.display(),
+            needed.div_ceil(1_000_000).max(1)
+        ))
+    } else {
+        error
     }
-    Ok(copy)
+}
+
+/// One salvage at a time per store, across processes (`<path>.salvage-lock`, `flock`).
+fn salvage_lock(path: &Path) -> Result<std::fs::File, StoreError> {
+    let lock_path = suffixed(path, ".salvage-lock");
+    use std::os::unix::fs::OpenOptionsExt;
+    // Kept after use: removing a lock file races with another process opening it.
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&lock_path)
+        .map_err(|e| moved(path, &e))?;
+    file.try_lock().map_err(|_| {
+        StoreError::Busy(format!(
+            "another Talaria process is recovering the damaged store {}",
+            path.display()
+        ))
+    })?;
+    Ok(file)
+}
+
+fn suffixed(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+fn remove_with_journals(path: &Path) {
+    let _ = std::fs::remove_file(path);
+    remove_with_journals_only(path);
+}
+
+fn remove_with_journals_only(path: &Path) {
+    for suffix in ["-wal", "-shm", "-journal"] {
+        let _ = std::fs::remove_file(suffixed(path, suffix));
+    }
+}
+
+fn sync_file(path: &Path) -> Result<(), StoreError> {
+    std::fs::File::open(path)
+        .and_then(|file| file.sync_all())
+        .map_err(|e| moved(path, &e))
+}
+
+fn sync_parent(path: &Path) {
+    if let Some(parent) = path.parent()
+        && let Ok(dir) = std::fs::File::open(parent)
+    {
+        let _ = dir.sync_all();
+    }
+}
+
+fn moved(path: &Path, error: &std::io::Error) -> StoreError {
+    if error.raw_os_error() == Some(28) {
+        return StoreError::Full(format!("recovering {}: {error}", path.display()));
+    }
+    StoreError::Open {
+        path: path.display().to_string(),
+        detail: format!("the damaged store could not be recovered: {error}"),
+    }
 }
 
 /// Seconds since the epoch, for the damaged copy's name.
@@ -404,5 +554,73 @@ mod tests {
         assert!(store.salvaged().is_none());
         assert!(store.notes().is_empty());
         assert_eq!(store.list(None, None, 10).expect("list").sessions.len(), 2);
+    }
+
+    /// What a salvage of a copy of `path` recovers, untouched by any interruption.
+    fn reference_sessions(path: &Path) -> usize {
+        let dir = tempfile::tempdir().expect("dir");
+        let copy = dir.path().join("state.db");
+        std::fs::copy(path, &copy).expect("copy");
+        let store = SqliteStore::open_or_salvage(&copy).expect("recovered");
+        store.salvaged().expect("salvaged").sessions
+    }
+
+    #[test]
+    fn a_salvage_interrupted_while_building_starts_again_from_the_damaged_file() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = grown(dir.path(), 12, 30);
+        cut_to(&path, 0.7);
+        let expected = reference_sessions(&path);
+        // A crash (kill -9, a signal, a full disk) while the new store was being built left
+        // part of it: the damaged file is still the store, untouched.
+        let (metas, entries, _) = read_what_reads(&path);
+        let partial: BTreeMap<String, Vec<Entry>> = entries.into_iter().take(2).collect();
+        let building = suffixed(&path, ".salvaging");
+        build(&building, &metas, partial).expect("part of a salvage");
+        std::fs::write(suffixed(&building, "-wal"), b"torn").expect("a torn log");
+        let store = SqliteStore::open_or_salvage(&path).expect("recovered");
+        assert_eq!(store.salvaged().expect("salvaged").sessions, expected);
+        assert_eq!(assert_prefixes(&store), expected, "never the partial store");
+        assert!(!building.exists() && !suffixed(&building, "-wal").exists());
+    }
+
+    #[test]
+    fn a_salvage_interrupted_once_its_store_was_complete_is_finished_by_the_next_open() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = grown(dir.path(), 12, 30);
+        cut_to(&path, 0.7);
+        let expected = reference_sessions(&path);
+        let (metas, entries, _) = read_what_reads(&path);
+        let done = suffixed(&path, ".salvaged");
+        build(&done, &metas, entries).expect("a complete salvage");
+        // Interrupted between marking it complete and putting it in place; or after moving
+        // the damaged file's second name and its log (the same next step either way).
+        let store = SqliteStore::open_or_salvage(&path).expect("finished");
+        assert!(store.salvaged().is_none(), "nothing salvaged again");
+        assert_eq!(assert_prefixes(&store), expected);
+        assert!(!done.exists());
+        let copies: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("dir")
+            .filter_map(|e| e.ok())
+            .filter(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.contains(".damaged-") && !name.ends_with("-wal") && !name.ends_with("-shm")
+            })
+            .collect();
+        assert_eq!(copies.len(), 1, "the damaged file is kept: {copies:?}");
+    }
+
+    #[test]
+    fn two_salvages_at_once_do_not_build_over_each_other() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = grown(dir.path(), 3, 5);
+        cut_to(&path, 0.7);
+        let held = salvage_lock(&path).expect("the first salvage's lock");
+        match salvage(&path) {
+            Err(StoreError::Busy(why)) => assert!(why.contains("recovering"), "{why}"),
+            other => panic!("a second salvage at once: {:?}", other.map(|(_, s)| s)),
+        }
+        drop(held);
+        assert!(salvage(&path).is_ok());
     }
 }

@@ -1,0 +1,203 @@
+//! A salvage survives being interrupted: an agent recovering a damaged store is killed
+//! (SIGKILL) or stopped (SIGTERM) at several points, and the next start still recovers every
+//! session that reads — never a partial new store taken for the whole one.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use talaria_harness::MockReply;
+use talaria_record::Transcript;
+use talaria_store::{SessionStore, SqliteStore};
+
+use crate::support::*;
+
+const SESSIONS: usize = 400;
+
+/// A store of [`SESSIONS`] sessions cut to two thirds of its size; its path.
+fn damaged_store(dir: &Path) -> PathBuf {
+    let path = dir.join("state.db");
+    let store = SqliteStore::open(&path).expect("open");
+    for s in 0..SESSIONS {
+        let id = format!("kept-{s}");
+        store
+            .create(&talaria_store::SessionMeta {
+                id: id.clone(),
+                cwd: "/elsewhere".into(),
+                created_at: 1,
+                updated_at: 1 + s as i64,
+                ..Default::default()
+            })
+            .expect("create");
+        let mut transcript = Transcript::with_system("sys");
+        for t in 0..12 {
+            transcript.push(talaria_record::testing::user(&format!(
+                "question {t} {}",
+                "words ".repeat(30)
+            )));
+            transcript.push(talaria_record::testing::assistant(
+                &format!("answer {t}"),
+                &[],
+            ));
+        }
+        store.append(&id, transcript.entries()).expect("append");
+    }
+    store.checkpoint().expect("checkpoint");
+    drop(store);
+    let size = std::fs::metadata(&path).expect("size").len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .expect("file")
+        .set_len(size * 2 / 3)
+        .expect("truncate");
+    path
+}
+
+/// Sessions a salvage of a copy of `damaged` recovers, uninterrupted.
+fn recoverable(damaged: &Path) -> usize {
+    let dir = tempfile::tempdir().expect("dir");
+    let copy = dir.path().join("state.db");
+    std::fs::copy(damaged, &copy).expect("copy");
+    let store = SqliteStore::open_or_salvage(&copy).expect("salvaged");
+    assert!(store.salvaged().is_some());
+    drop(store);
+    kept_sessions(&copy)
+}
+
+fn kept_sessions(path: &Path) -> usize {
+    let store = SqliteStore::open(path).expect("open");
+    store
+        .list(None, None, SESSIONS * 2)
+        .expect("list")
+        .sessions
+        .len()
+}
+
+#[tokio::test]
+async fn a_salvage_killed_or_stopped_at_any_point_recovers_everything_on_the_next_start() {
+    let template_dir = tempfile::tempdir().expect("dir");
+    let template = damaged_store(template_dir.path());
+    let expected = recoverable(&template);
+    assert!(expected > SESSIONS / 3, "{expected}");
+    for (signal, after_ms) in [
+        (Signal::SIGKILL, 10),
+        (Signal::SIGKILL, 400),
+        (Signal::SIGKILL, 700),
+        (Signal::SIGKILL, 900),
+        (Signal::SIGTERM, 600),
+        (Signal::SIGTERM, 1000),
+        (Signal::SIGKILL, 1150),
+    ] {
+        let env = TestEnv::new(Vec::<MockReply>::new()).await;
+        let path = env.home.path().join("talaria").join("state.db");
+        std::fs::create_dir_all(path.parent().expect("home")).expect("home");
+        std::fs::copy(&template, &path).expect("the damaged store");
+        // `initialize` opens the store: the salvage starts then (about 1.3 s in a debug
+        // build for this store: reading, then building the new store).
+        let mut agent = initialized(&env).await;
+        tokio::time::sleep(Duration::from_millis(after_ms)).await;
+        let pid = nix::unistd::Pid::from_raw(agent.pid().expect("pid") as i32);
+        let _ = nix::sys::signal::kill(pid, signal);
+        agent.wait_exit(WAIT).await.expect("ended");
+        // The next start finishes (or redoes) the salvage before anything else uses the store.
+        let mut next = initialized(&env).await;
+        let until = std::time::Instant::now() + WAIT;
+        loop {
+            let listed = next
+                .request("session/list", serde_json::json!({"cwd": "/elsewhere"}))
+                .await
+                .expect("answered");
+            if listed.get("result").is_some() {
+                break;
+            }
+            assert!(std::time::Instant::now() < until, "never listed: {listed}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        next.close_stdin();
+        next.wait_exit(WAIT).await.expect("exits");
+        assert_eq!(
+            kept_sessions(&path),
+            expected,
+            "{signal:?} after {after_ms} ms: {}",
+            next.stderr()
+        );
+        let left: Vec<String> = std::fs::read_dir(path.parent().expect("home"))
+            .expect("home")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|name| name.contains(".salvag") && !name.ends_with(".salvage-lock"))
+            .collect();
+        assert!(
+            left.is_empty(),
+            "{signal:?} after {after_ms} ms left {left:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_salvage_on_a_full_disk_keeps_the_damaged_store_says_what_it_needs_and_retries() {
+    let template_dir = tempfile::tempdir().expect("dir");
+    let template = damaged_store(template_dir.path());
+    let expected = recoverable(&template);
+    let mut env = TestEnv::new(Vec::<MockReply>::new()).await;
+    let disk_path = env.home.path().join("small");
+    let size = std::fs::metadata(&template).expect("size").len();
+    let disk = match crate::durability::SmallDisk::mount(
+        &disk_path,
+        &format!("{}k", size * 4 / 1024 + 1024),
+    ) {
+        Ok(disk) => disk,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let home = disk.path.join("talaria");
+    std::fs::create_dir_all(&home).expect("home");
+    let path = home.join("state.db");
+    std::fs::copy(&template, &path).expect("the damaged store");
+    // Room for SQLite to open the damaged file, not for the store a salvage builds.
+    let spare = disk.path.join("spare");
+    std::fs::write(&spare, vec![0u8; 256 * 1024]).expect("spare");
+    let filler = disk.fill();
+    std::fs::remove_file(&spare).expect("a little room");
+    env.extra_env
+        .push(("TALARIA_HOME".into(), home.display().to_string()));
+    let mut agent = initialized(&env).await;
+    let session = agent
+        .start_session(env.workspace.path())
+        .await
+        .expect("a session while the store cannot be recovered yet");
+    let told = agent
+        .wait_for(WAIT, |m| {
+            m["params"]["sessionId"] == session.as_str()
+                && notice_text(&m["params"]["update"]).is_some_and(|t| t.contains("MB free"))
+        })
+        .await
+        .map(|m| notice_text(&m["params"]["update"]).unwrap_or_default())
+        .unwrap_or_else(|e| panic!("not told what the salvage needs: {e}\n{}", agent.stderr()));
+    assert!(told.contains(&path.display().to_string()), "{told}");
+    // The damaged store is where it was, whole.
+    assert_eq!(std::fs::metadata(&path).expect("kept").len(), size);
+    std::fs::remove_file(&filler).expect("space back");
+    agent
+        .wait_for(Duration::from_secs(40), |m| {
+            m["params"]["sessionId"] == session.as_str()
+                && notice_text(&m["params"]["update"]).is_some_and(|t| t.contains("saved again"))
+        })
+        .await
+        .unwrap_or_else(|e| panic!("never recovered: {e}\n{}", agent.stderr()));
+    agent.close_stdin();
+    agent.wait_exit(WAIT).await.expect("exits");
+    // Everything that reads, and the session started meanwhile.
+    assert_eq!(kept_sessions(&path), expected + 1);
+    let notices: Vec<String> = agent
+        .transcript
+        .iter()
+        .filter(|m| m["params"]["sessionId"] == session.as_str())
+        .filter_map(|m| notice_text(&m["params"]["update"]))
+        .filter(|t| t.contains("MB free"))
+        .collect();
+    assert_eq!(notices.len(), 1, "told once: {notices:?}");
+}
