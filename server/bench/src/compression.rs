@@ -10,7 +10,9 @@ use talaria_compress::{
     TokenAccounting, compress,
 };
 use talaria_record::testing::{assistant, user};
-use talaria_record::{EntryBody, ResultStatus, ToolDisplay, ToolResultEntry, Transcript};
+use talaria_record::{
+    DisplayKind, EntryBody, ResultStatus, ToolDisplay, ToolEffects, ToolResultEntry, Transcript,
+};
 
 /// A summariser that answers at once: only local work is measured.
 struct Instant_;
@@ -28,10 +30,18 @@ fn result(id: &str, tool: &str, input: serde_json::Value, text: String) -> Entry
         tool: tool.into(),
         status: ResultStatus::Completed,
         display: ToolDisplay::default(),
-        raw_input: input,
+        raw_input: input.clone(),
         raw_output: Some(json!({"exit_code": 0})),
         model_text: text,
         images: Vec::new(),
+        // As the real tools declare them: the reads read `path`, the test run runs `command`.
+        effects: Some(ToolEffects::of_display_kind(
+            if input.get("command").is_some() {
+                DisplayKind::Execute
+            } else {
+                DisplayKind::Read
+            },
+        )),
     }))
 }
 

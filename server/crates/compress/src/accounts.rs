@@ -2,7 +2,7 @@
 //! its output (`[terminal] ran cargo test → exit 101, 240 lines`).
 
 use serde_json::Value;
-use talaria_record::{ResultStatus, ToolResultEntry};
+use talaria_record::{DisplayKind, ResultStatus, ToolResultEntry};
 
 /// Characters of an argument (a command, a pattern) kept in an account.
 const ARG_CHARS: usize = 80;
@@ -14,10 +14,6 @@ fn shorten(text: &str) -> String {
         short.push('…');
     }
     short
-}
-
-fn arg<'a>(input: &'a Value, name: &str) -> Option<&'a str> {
-    input.get(name).and_then(Value::as_str)
 }
 
 fn lines(text: &str) -> usize {
@@ -52,7 +48,8 @@ fn match_count(text: &str) -> Option<String> {
     Some(format!("{total} {noun}"))
 }
 
-/// The account of one tool result, from its arguments, status and output.
+/// The account of one tool result, from what its tool declared it does (never its name),
+/// its arguments, status and output.
 pub fn account(result: &ToolResultEntry) -> String {
     let input = &result.raw_input;
     let text = &result.model_text;
@@ -64,45 +61,47 @@ pub fn account(result: &ToolResultEntry) -> String {
             ok
         }
     };
-    let body = match result.tool.as_str() {
-        "terminal" => {
-            let command = arg(input, "command").map_or_else(|| "a command".into(), shorten);
-            let exit = result
-                .raw_output
-                .as_ref()
-                .and_then(|o| o.get("exit_code"))
-                .and_then(Value::as_i64)
-                .map_or_else(|| "ended".to_string(), |code| format!("exit {code}"));
-            format!("ran {command} → {exit}, {} lines", lines(text))
-        }
-        "read_file" => {
-            let path = arg(input, "path").unwrap_or("a file");
-            outcome(match line_span(text) {
-                Some((first, last)) => format!("read {path} lines {first}–{last}"),
-                None => format!("read {path} ({} lines)", lines(text)),
-            })
-        }
-        "search_files" => {
-            let pattern = arg(input, "pattern").map_or_else(String::new, shorten);
-            let path = arg(input, "path").unwrap_or(".");
-            let found = match_count(text).unwrap_or_else(|| format!("{} lines", lines(text)));
-            outcome(format!("'{pattern}' in {path} → {found}"))
-        }
-        "write_file" => {
-            let path = arg(input, "path").unwrap_or("a file");
-            let written = arg(input, "content").map_or(0, lines);
-            outcome(format!("wrote {path} ({written} lines)"))
-        }
-        "patch" => {
-            let path = arg(input, "path").unwrap_or("files of a patch");
-            outcome(format!("edited {path}"))
-        }
-        _ => outcome(format!(
+    let effects = result.effects();
+    let path = effects.path(input);
+    let body = if effects.runs_commands {
+        let command = effects
+            .command(input)
+            .map_or_else(|| "a command".into(), shorten);
+        let exit = result
+            .raw_output
+            .as_ref()
+            .and_then(|o| o.get("exit_code"))
+            .and_then(Value::as_i64)
+            .map_or_else(|| "ended".to_string(), |code| format!("exit {code}"));
+        format!("ran {command} → {exit}, {} lines", lines(text))
+    } else if effects.writes {
+        outcome(format!("changed {}", path.unwrap_or("files")))
+    } else if effects.reads && result.display.kind == DisplayKind::Search {
+        let found = match_count(text).unwrap_or_else(|| format!("{} lines", lines(text)));
+        outcome(format!("{} → {found}", lower_first(&result.display.title)))
+    } else if effects.reads
+        && let Some(path) = path
+    {
+        outcome(match line_span(text) {
+            Some((first, last)) => format!("read {path} lines {first}–{last}"),
+            None => format!("read {path} ({} lines)", lines(text)),
+        })
+    } else {
+        outcome(format!(
             "output cleared to save context ({} characters)",
             text.chars().count()
-        )),
+        ))
     };
     format!("[{}] {body}", result.tool)
+}
+
+/// A display title as part of a sentence (`Search files for …` → `search files for …`).
+fn lower_first(title: &str) -> String {
+    let mut chars = title.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    }
 }
 
 #[cfg(test)]
@@ -111,17 +110,29 @@ mod tests {
     use serde_json::json;
     use talaria_record::ToolDisplay;
 
-    fn entry(tool: &str, input: Value, output: Option<Value>, text: &str) -> ToolResultEntry {
+    /// A result of `tool` whose display kind is `kind`, its effects those the tool declares.
+    fn entry(
+        tool: &str,
+        kind: DisplayKind,
+        input: Value,
+        output: Option<Value>,
+        text: &str,
+    ) -> ToolResultEntry {
         ToolResultEntry {
             call_id: "c".into(),
             client_id: "c".into(),
             tool: tool.into(),
             status: ResultStatus::Completed,
-            display: ToolDisplay::default(),
+            display: ToolDisplay {
+                title: "Search files for `fn main` in src".into(),
+                kind,
+                ..ToolDisplay::default()
+            },
             raw_input: input,
             raw_output: output,
             model_text: text.into(),
             images: Vec::new(),
+            effects: Some(talaria_record::ToolEffects::of_display_kind(kind)),
         }
     }
 
@@ -129,6 +140,7 @@ mod tests {
     fn accounts_say_what_each_tool_did() {
         let run = entry(
             "terminal",
+            DisplayKind::Execute,
             json!({"command": "cargo test"}),
             Some(json!({"exit_code": 101})),
             &"line\n".repeat(240),
@@ -138,25 +150,80 @@ mod tests {
             "[terminal] ran cargo test → exit 101, 240 lines"
         );
         let listing: String = (1..=200).map(|n| format!("{n:>6}|code\n")).collect();
-        let read = entry("read_file", json!({"path": "src/main.rs"}), None, &listing);
+        let read = entry(
+            "read_file",
+            DisplayKind::Read,
+            json!({"path": "src/main.rs"}),
+            None,
+            &listing,
+        );
         assert_eq!(account(&read), "[read_file] read src/main.rs lines 1–200");
         let search = entry(
             "search_files",
+            DisplayKind::Search,
             json!({"pattern": "fn main", "path": "src"}),
             None,
             "src/a.rs:1:fn main\n\n(12 matches)",
         );
         assert_eq!(
             account(&search),
-            "[search_files] 'fn main' in src → 12 matches"
+            "[search_files] search files for `fn main` in src → 12 matches"
         );
-        let mut failed = entry("read_file", json!({"path": "x"}), None, "no such file");
+        let edit = entry(
+            "patch",
+            DisplayKind::Edit,
+            json!({"path": "src/lib.rs"}),
+            None,
+            "Replaced 1 occurrence",
+        );
+        assert_eq!(account(&edit), "[patch] changed src/lib.rs");
+        let mut failed = entry(
+            "read_file",
+            DisplayKind::Read,
+            json!({"path": "x"}),
+            None,
+            "no such file",
+        );
         failed.status = ResultStatus::Failed;
         assert_eq!(account(&failed), "[read_file] failed: no such file");
-        let other = entry("todo", Value::Null, None, "abc");
+        let other = entry("todo", DisplayKind::Think, Value::Null, None, "abc");
         assert_eq!(
             account(&other),
             "[todo] output cleared to save context (3 characters)"
+        );
+    }
+
+    #[test]
+    fn a_tool_nobody_named_is_accounted_by_what_it_declares() {
+        let mut run = entry(
+            "mcp__ci__run",
+            DisplayKind::Other,
+            json!({"script": "make check"}),
+            Some(json!({"exit_code": 0})),
+            "ok\n",
+        );
+        run.effects = Some(talaria_record::ToolEffects {
+            runs_commands: true,
+            command_arg: Some("script".into()),
+            declared: true,
+            ..Default::default()
+        });
+        assert_eq!(
+            account(&run),
+            "[mcp__ci__run] ran make check → exit 0, 1 lines"
+        );
+        // Named like a command tool, declaring nothing: nothing is claimed of it.
+        let mut named = entry(
+            "terminal",
+            DisplayKind::Other,
+            json!({"command": "rm -rf /"}),
+            None,
+            "x",
+        );
+        named.effects = Some(Default::default());
+        assert_eq!(
+            account(&named),
+            "[terminal] output cleared to save context (1 characters)"
         );
     }
 }

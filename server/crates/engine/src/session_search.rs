@@ -13,8 +13,8 @@ use talaria_record::{Entry, EntryBody, UserPart};
 use talaria_store::{SearchHit, SessionStore};
 use talaria_tools::tool::parse_args;
 use talaria_tools::{
-    ApprovalNeed, CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolKind,
-    ToolOutcome,
+    ApprovalNeed, CallDescription, Concurrency, Effects, Tool, ToolContext, ToolDefinition,
+    ToolKind, ToolOutcome,
 };
 
 /// Characters of one message shown around a hit.
@@ -42,6 +42,7 @@ static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
     approval: ApprovalNeed::ReadOnly,
     concurrency: Concurrency::ReadOnly,
     max_result_chars: None,
+    effects: Effects::reads(&[]),
 });
 
 #[derive(Debug, Deserialize)]

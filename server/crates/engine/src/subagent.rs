@@ -21,8 +21,8 @@ use serde_json::{Value, json};
 use talaria_record::{EntryBody, Transcript};
 use talaria_tools::tool::parse_args;
 use talaria_tools::{
-    ApprovalNeed, CallDescription, Concurrency, Progress, Registry, SessionToolState, Tool,
-    ToolContext, ToolDefinition, ToolKind, ToolOutcome, ToolStatus,
+    ApprovalNeed, CallDescription, Concurrency, Effects, Progress, Registry, SessionToolState,
+    Tool, ToolContext, ToolDefinition, ToolKind, ToolOutcome, ToolStatus,
 };
 use tokio::sync::{Semaphore, mpsc};
 
@@ -89,6 +89,13 @@ static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
     approval: ApprovalNeed::ReadOnly,
     concurrency: Concurrency::ReadOnly,
     max_result_chars: None,
+    effects: Effects {
+        // A subagent may do what its own tools do: edit and run (each call of it goes
+        // through its own orchestrator).
+        writes: true,
+        runs_commands: true,
+        ..Effects::NOTHING
+    },
 });
 
 #[derive(Debug, Deserialize)]

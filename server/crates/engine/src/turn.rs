@@ -433,7 +433,11 @@ impl Turn<'_> {
         let Some(found) = crate::text_calls::find(&text, self.registry, &offered) else {
             return untouched(text, tool_calls);
         };
-        let (level, message, from_text) = from_text_call(found, text, tool_calls, &offered);
+        let definitions: Vec<&talaria_tools::ToolDefinition> = offered
+            .iter()
+            .filter_map(|name| self.registry.definition(name))
+            .collect();
+        let (level, message, from_text) = from_text_call(found, text, tool_calls, &definitions);
         self.tell(level, message).await;
         from_text
     }
@@ -621,7 +625,7 @@ fn from_text_call(
     found: crate::text_calls::TextCall,
     text: String,
     tool_calls: Vec<ToolCallRequest>,
-    offered: &[String],
+    offered: &[&talaria_tools::ToolDefinition],
 ) -> (crate::events::NoticeLevel, String, FromText) {
     use crate::text_calls::{
         TextCall, misfit_instruction, unknown_tool_instruction, unreadable_instruction,

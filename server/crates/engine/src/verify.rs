@@ -31,17 +31,18 @@ pub(crate) fn turn_work(history: &Transcript) -> TurnWork {
         };
         work.used_tools = true;
         let completed = result.status == ResultStatus::Completed;
-        match result.tool.as_str() {
-            "write_file" | "patch" if completed => {
-                if let Some(path) = result.raw_input.get("path").and_then(|p| p.as_str())
-                    && !work.edited.iter().any(|p| p == path)
-                {
-                    work.edited.push(path.to_string());
-                }
-                work.ran_after_edit = false;
+        // What the tool declared it does, never its name: any tool that writes a path is an
+        // edit, any that runs commands a check.
+        let effects = result.effects();
+        if effects.writes && completed {
+            if let Some(path) = effects.path(&result.raw_input)
+                && !work.edited.iter().any(|p| p == path)
+            {
+                work.edited.push(path.to_string());
             }
-            "terminal" | "process" => work.ran_after_edit = true,
-            _ => {}
+            work.ran_after_edit = false;
+        } else if effects.runs_commands {
+            work.ran_after_edit = true;
         }
     }
     work
@@ -135,12 +136,39 @@ mod tests {
 
     use super::*;
 
-    fn edit(path: &str) -> talaria_record::EntryBody {
-        let mut body = result("c", "patch", "Replaced 1 occurrence");
+    /// A completed result of `tool` with these arguments and declared effects.
+    fn declared(
+        tool: &str,
+        arguments: serde_json::Value,
+        effects: talaria_record::ToolEffects,
+    ) -> talaria_record::EntryBody {
+        let mut body = result("c", tool, "done");
         if let EntryBody::ToolResult(entry) = &mut body {
-            entry.raw_input = json!({"path": path});
+            entry.raw_input = arguments;
+            entry.effects = Some(effects);
         }
         body
+    }
+
+    fn writes(path_arg: &str) -> talaria_record::ToolEffects {
+        talaria_record::ToolEffects {
+            writes: true,
+            path_args: vec![path_arg.into()],
+            declared: true,
+            ..Default::default()
+        }
+    }
+
+    fn runs() -> talaria_record::ToolEffects {
+        talaria_record::ToolEffects {
+            runs_commands: true,
+            declared: true,
+            ..Default::default()
+        }
+    }
+
+    fn edit(path: &str) -> talaria_record::EntryBody {
+        declared("patch", json!({"path": path}), writes("path"))
     }
 
     #[test]
@@ -156,10 +184,33 @@ mod tests {
         let work = turn_work(&history);
         assert_eq!(work.edited, ["calc.py", "main.py"]);
         assert!(work.used_tools && !work.ran_after_edit);
-        history.push(result("t", "terminal", "2 passed"));
+        history.push(declared("terminal", json!({"command": "pytest"}), runs()));
         assert!(turn_work(&history).ran_after_edit);
         history.push(edit("calc.py"));
         assert!(!turn_work(&history).ran_after_edit, "an edit after the run");
+    }
+
+    #[test]
+    fn any_tool_is_seen_by_what_it_declares_never_by_its_name() {
+        let mut history = Transcript::new();
+        history.push(user("update the docs"));
+        // A tool nobody named here (an MCP server's, a new one) that writes its `target`.
+        history.push(declared(
+            "mcp__docs__rewrite",
+            json!({"target": "guide.md"}),
+            writes("target"),
+        ));
+        // A result named like an edit tool whose tool declared nothing is no edit.
+        history.push(declared(
+            "patch",
+            json!({"path": "x.py"}),
+            Default::default(),
+        ));
+        let work = turn_work(&history);
+        assert_eq!(work.edited, ["guide.md"]);
+        assert!(!work.ran_after_edit);
+        history.push(declared("mcp__ci__run_suite", json!({}), runs()));
+        assert!(turn_work(&history).ran_after_edit);
     }
 
     #[tokio::test]

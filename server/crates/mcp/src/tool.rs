@@ -8,7 +8,7 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 use talaria_tools::{
-    ApprovalNeed, CallDescription, Concurrency, MCP_TOOLSET_PREFIX, Tool, ToolContext,
+    ApprovalNeed, CallDescription, Concurrency, Effects, MCP_TOOLSET_PREFIX, Tool, ToolContext,
     ToolDefinition, ToolImage, ToolKind, ToolOutcome,
 };
 
@@ -43,6 +43,7 @@ impl McpTool {
                     .as_ref()
                     .and_then(|a| a.read_only_hint)
                     .unwrap_or(false);
+                let destructive_hint = tool.annotations.as_ref().and_then(|a| a.destructive_hint);
                 let definition = ToolDefinition {
                     name: tool_name(&server.config.name, &tool.name).into(),
                     toolset: format!("{MCP_TOOLSET_PREFIX}{}", server.config.name).into(),
@@ -53,6 +54,7 @@ impl McpTool {
                     approval: ApprovalNeed::Unknown,
                     concurrency: Concurrency::Exclusive,
                     max_result_chars: None,
+                    effects: effects_of_hints(read_only_hint, destructive_hint),
                 };
                 let validator = match jsonschema::validator_for(&definition.parameters) {
                     Ok(validator) => Some(validator),
@@ -199,6 +201,22 @@ impl Tool for McpTool {
     }
 }
 
+/// What an MCP tool's annotations say it does: `readOnlyHint` reads only; otherwise it may
+/// change things (`destructiveHint` or not: the hints are the server's word, and a tool that
+/// says nothing is not taken as harmless). Nothing is known of its paths or commands.
+fn effects_of_hints(read_only: bool, destructive: Option<bool>) -> Effects {
+    if read_only {
+        return Effects::reads(&[]);
+    }
+    match destructive {
+        Some(_) => Effects {
+            writes: true,
+            ..Effects::NOTHING
+        },
+        None => Effects::UNKNOWN,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -215,5 +233,15 @@ mod tests {
             text,
             "hello\n[image (image/png, 4 bytes of base64)]\n[resource file:///a.txt]\ninside\n[resource link file:///b.txt — b]"
         );
+    }
+
+    #[test]
+    fn an_mcp_tool_declares_what_its_annotations_say_and_no_more() {
+        let read_only = effects_of_hints(true, Some(true));
+        assert!(read_only.reads && !read_only.may_change_anything());
+        let destructive = effects_of_hints(false, Some(true));
+        assert!(destructive.writes && destructive.declared);
+        let silent = effects_of_hints(false, None);
+        assert!(!silent.declared && silent.may_change_anything());
     }
 }

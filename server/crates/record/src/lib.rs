@@ -21,8 +21,8 @@ pub mod testing;
 
 pub use entry::{
     AssistantEntry, DisplayContent, DisplayKind, Entry, EntryBody, EntryId, InputBlock,
-    NoticeLevel, PlanItem, Reasoning, ResultStatus, ToolCallRequest, ToolDisplay, ToolLocation,
-    ToolResultEntry, UserPart,
+    NoticeLevel, PlanItem, Reasoning, ResultStatus, ToolCallRequest, ToolDisplay, ToolEffects,
+    ToolLocation, ToolResultEntry, UserPart,
 };
 pub use model_view::{CUT_OFF, ModelMessage, TOOL_IMAGES_NOTE};
 pub use transcript::{RECORD_VERSION, RecordError, Transcript};

@@ -48,6 +48,7 @@ pub fn result(call_id: &str, tool: &str, text: &str) -> EntryBody {
         raw_output: None,
         model_text: text.into(),
         images: Vec::new(),
+        effects: None,
     }))
 }
 

@@ -264,6 +264,7 @@ impl Transcript {
                 raw_output: None,
                 model_text: model_view::INTERRUPTED_RESULT.into(),
                 images: Vec::new(),
+                effects: None,
             })));
         }
         self.push(EntryBody::Interrupted {

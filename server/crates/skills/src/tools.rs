@@ -10,7 +10,7 @@ use futures_util::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use talaria_tools::{
-    ApprovalNeed, CallDescription, Concurrency, Kept, Tool, ToolContext, ToolDefinition,
+    ApprovalNeed, CallDescription, Concurrency, Effects, Kept, Tool, ToolContext, ToolDefinition,
     ToolEffect, ToolKind, ToolOutcome,
 };
 
@@ -60,6 +60,13 @@ fn definition(
             Concurrency::Exclusive
         },
         max_result_chars: None,
+        // Skills and memory are Talaria's own files, never the user's: a tool that changes
+        // them still declares that it writes (with no path of the user's).
+        effects: if approval == ApprovalNeed::ReadOnly {
+            Effects::reads(&[])
+        } else {
+            Effects::writes(&[])
+        },
     }
 }
 

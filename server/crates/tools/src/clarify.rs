@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 
 pub use crate::interfaces::{FormAnswer, UserQuestions};
 use crate::tool::{
-    ApprovalNeed, CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolKind,
-    ToolOutcome, parse_args,
+    ApprovalNeed, CallDescription, Concurrency, Effects, Tool, ToolContext, ToolDefinition,
+    ToolKind, ToolOutcome, parse_args,
 };
 
 /// The form of one question: a single answer field, a choice when `choices` are given.
@@ -49,6 +49,7 @@ static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
     approval: ApprovalNeed::ReadOnly,
     concurrency: Concurrency::Exclusive,
     max_result_chars: None,
+    effects: Effects::ASKS,
 });
 
 #[derive(Debug, Deserialize)]

@@ -32,8 +32,8 @@ pub use interfaces::SessionToolState;
 pub use registry::{ParsedArgs, Registry};
 pub use sensitive::{PathSecrecy, SensitivePaths};
 pub use tool::{
-    ApprovalNeed, CallDescription, Concurrency, Kept, Progress, ProgressSink, TodoItem, Tool,
-    ToolContext, ToolDefinition, ToolEffect, ToolImage, ToolKind, ToolLocation, ToolOutcome,
+    ApprovalNeed, CallDescription, Concurrency, Effects, Kept, Progress, ProgressSink, TodoItem,
+    Tool, ToolContext, ToolDefinition, ToolEffect, ToolImage, ToolKind, ToolLocation, ToolOutcome,
     ToolStatus,
 };
 

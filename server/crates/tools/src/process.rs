@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use crate::interfaces::{BackgroundProcess, ExitInfo};
 use crate::shell::safety::{self, StartDir};
 use crate::tool::{
-    ApprovalNeed, CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolKind,
-    ToolOutcome, parse_args,
+    ApprovalNeed, CallDescription, Concurrency, Effects, Tool, ToolContext, ToolDefinition,
+    ToolKind, ToolOutcome, parse_args,
 };
 
 /// The `process` tool.
@@ -46,6 +46,7 @@ static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
     approval: ApprovalNeed::RunsCommands,
     concurrency: Concurrency::Exclusive,
     max_result_chars: None,
+    effects: Effects::runs(None),
 });
 
 #[derive(Debug, Deserialize)]

@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 
 use crate::fs::FileError;
 use crate::tool::{
-    ApprovalNeed, CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolKind,
-    ToolLocation, ToolOutcome, parse_args,
+    ApprovalNeed, CallDescription, Concurrency, Effects, Tool, ToolContext, ToolDefinition,
+    ToolKind, ToolLocation, ToolOutcome, parse_args,
 };
 
 /// Lines returned when the model gives no limit.
@@ -47,6 +47,7 @@ static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
     concurrency: Concurrency::ReadOnly,
     // Pages are sized to the room the call has, so the result budget rarely has to step in.
     max_result_chars: None,
+    effects: Effects::reads(&["path"]),
 });
 
 #[derive(Debug, Deserialize)]

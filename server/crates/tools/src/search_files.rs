@@ -22,8 +22,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::sensitive::{PathSecrecy, SensitivePaths};
 use crate::tool::{
-    ApprovalNeed, CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolKind,
-    ToolLocation, ToolOutcome, parse_args,
+    ApprovalNeed, CallDescription, Concurrency, Effects, Tool, ToolContext, ToolDefinition,
+    ToolKind, ToolLocation, ToolOutcome, parse_args,
 };
 
 /// Results per call unless the model asks for another limit.
@@ -64,6 +64,7 @@ static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
     approval: ApprovalNeed::ReadOnly,
     concurrency: Concurrency::ReadOnly,
     max_result_chars: None,
+    effects: Effects::reads(&["path"]),
 });
 
 #[derive(Debug, Deserialize)]

@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 use crate::shell::safety::{self, StartDir};
 use crate::shell::{CommandResult, CommandSpec};
 use crate::tool::{
-    ApprovalNeed, CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolEffect,
-    ToolKind, ToolLocation, ToolOutcome, ToolStatus, parse_args,
+    ApprovalNeed, CallDescription, Concurrency, Effects, Tool, ToolContext, ToolDefinition,
+    ToolEffect, ToolKind, ToolLocation, ToolOutcome, ToolStatus, parse_args,
 };
 
 /// Default foreground timeout, seconds.
@@ -52,6 +52,7 @@ static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
     approval: ApprovalNeed::RunsCommands,
     concurrency: Concurrency::Exclusive,
     max_result_chars: None,
+    effects: Effects::runs(Some("command")),
 });
 
 #[derive(Debug, Deserialize)]

@@ -8,8 +8,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::tool::{
-    ApprovalNeed, CallDescription, Concurrency, TodoItem, Tool, ToolContext, ToolDefinition,
-    ToolEffect, ToolKind, ToolOutcome, parse_args,
+    ApprovalNeed, CallDescription, Concurrency, Effects, TodoItem, Tool, ToolContext,
+    ToolDefinition, ToolEffect, ToolKind, ToolOutcome, parse_args,
 };
 
 /// The `todo` tool.
@@ -48,6 +48,7 @@ static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
     approval: ApprovalNeed::ReadOnly,
     concurrency: Concurrency::Exclusive,
     max_result_chars: None,
+    effects: Effects::NOTHING,
 });
 
 #[derive(Debug, Deserialize)]

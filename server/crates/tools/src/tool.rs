@@ -45,6 +45,87 @@ pub enum ApprovalNeed {
     Unknown,
 }
 
+/// What running a tool does to the user's world, as the tool declares it. Everything that
+/// must know what a call did — the verify nudge, compaction's accounts, the advice for a
+/// model that invented a tool, plan mode — reads this, never the tool's name, so a new tool
+/// (an MCP tool included) is seen by all of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Effects {
+    /// Reads files, searches or lists them.
+    pub reads: bool,
+    /// Changes, creates or deletes the user's files.
+    pub writes: bool,
+    /// Runs commands or controls running processes.
+    pub runs_commands: bool,
+    /// Asks the user something and waits for the answer.
+    pub asks_user: bool,
+    /// Which arguments name the files it reads or writes, the main one first.
+    pub path_args: &'static [&'static str],
+    /// Which argument holds the command it runs.
+    pub command_arg: Option<&'static str>,
+    /// Whether the tool declared its effects (`false`: nothing is known, so every consumer
+    /// assumes the worst it must — it may change anything).
+    pub declared: bool,
+}
+
+impl Effects {
+    /// Changes nothing outside Talaria and reads no files (plans, questions' bookkeeping).
+    pub const NOTHING: Effects = Effects {
+        reads: false,
+        writes: false,
+        runs_commands: false,
+        asks_user: false,
+        path_args: &[],
+        command_arg: None,
+        declared: true,
+    };
+
+    /// Undeclared (a tool from outside that says nothing of itself).
+    pub const UNKNOWN: Effects = Effects {
+        declared: false,
+        ..Effects::NOTHING
+    };
+
+    /// Reads the files named by `path_args`.
+    pub const fn reads(path_args: &'static [&'static str]) -> Effects {
+        Effects {
+            reads: true,
+            path_args,
+            ..Effects::NOTHING
+        }
+    }
+
+    /// Changes the files named by `path_args`.
+    pub const fn writes(path_args: &'static [&'static str]) -> Effects {
+        Effects {
+            writes: true,
+            path_args,
+            ..Effects::NOTHING
+        }
+    }
+
+    /// Runs the command in `command_arg` (`None`: controls processes already running).
+    pub const fn runs(command_arg: Option<&'static str>) -> Effects {
+        Effects {
+            runs_commands: true,
+            command_arg,
+            ..Effects::NOTHING
+        }
+    }
+
+    /// Asks the user.
+    pub const ASKS: Effects = Effects {
+        asks_user: true,
+        ..Effects::NOTHING
+    };
+
+    /// Whether a call may change the user's world: it writes or runs something, or nobody
+    /// knows (undeclared).
+    pub const fn may_change_anything(&self) -> bool {
+        !self.declared || self.writes || self.runs_commands
+    }
+}
+
 /// How a call may run alongside the other calls of one batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Concurrency {
@@ -76,6 +157,8 @@ pub struct ToolDefinition {
     pub concurrency: Concurrency,
     /// Results longer than this are stored to a file and previewed; `None` uses the budget.
     pub max_result_chars: Option<usize>,
+    /// What running it does (see [`Effects`]).
+    pub effects: Effects,
 }
 
 /// Where a tool call acts, for "follow along" in editors.

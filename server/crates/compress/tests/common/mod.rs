@@ -29,14 +29,15 @@ pub fn tool_result(
             ResultStatus::Completed
         },
         display: ToolDisplay {
-            title: tool.into(),
-            kind: DisplayKind::Other,
+            title: title_of(tool, &input),
+            kind: kind_of(tool),
             ..ToolDisplay::default()
         },
         raw_input: input,
         raw_output: output,
         model_text: text.into(),
         images: Vec::new(),
+        effects: Some(talaria_record::ToolEffects::of_display_kind(kind_of(tool))),
     }))
 }
 
@@ -255,5 +256,28 @@ pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
         if let std::task::Poll::Ready(out) = future.as_mut().poll(&mut cx) {
             return out;
         }
+    }
+}
+
+/// The display kind the built-in tools these tests use declare (the tests' stand-in for the
+/// registry: the compressor reads effects, never names).
+fn kind_of(tool: &str) -> DisplayKind {
+    match tool {
+        "terminal" => DisplayKind::Execute,
+        "read_file" => DisplayKind::Read,
+        "search_files" => DisplayKind::Search,
+        "write_file" | "patch" => DisplayKind::Edit,
+        _ => DisplayKind::Other,
+    }
+}
+
+/// The title the tool's own description gives a call (as `search_files` words it).
+fn title_of(tool: &str, input: &serde_json::Value) -> String {
+    match (tool, input["pattern"].as_str()) {
+        ("search_files", Some(pattern)) => format!(
+            "Search files for `{pattern}` in {}",
+            input["path"].as_str().unwrap_or(".")
+        ),
+        _ => tool.into(),
     }
 }

@@ -130,6 +130,8 @@ struct Prepared {
     need: ApprovalNeed,
     concurrency: Concurrency,
     max_result_chars: Option<usize>,
+    /// What the tool declared it does (unknown for a tool not in the registry).
+    effects: talaria_tools::Effects,
 }
 
 impl Orchestrator<'_> {
@@ -227,6 +229,7 @@ impl Orchestrator<'_> {
             need: definition.map_or(ApprovalNeed::Unknown, |d| d.approval),
             concurrency: definition.map_or(Concurrency::Exclusive, |d| d.concurrency),
             max_result_chars: definition.and_then(|d| d.max_result_chars),
+            effects: definition.map_or(talaria_tools::Effects::UNKNOWN, |d| d.effects),
         }
     }
 
@@ -280,6 +283,7 @@ mod tests {
             need: ApprovalNeed::Unknown,
             concurrency,
             max_result_chars: None,
+            effects: talaria_tools::Effects::UNKNOWN,
         }
     }
 

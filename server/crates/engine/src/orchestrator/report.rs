@@ -68,7 +68,21 @@ impl Orchestrator<'_> {
             raw_output: outcome.raw_output,
             model_text,
             images,
+            effects: Some(recorded_effects(&call.effects)),
         }
+    }
+}
+
+/// A tool's declared effects as the record keeps them with its result.
+pub(super) fn recorded_effects(effects: &talaria_tools::Effects) -> talaria_record::ToolEffects {
+    talaria_record::ToolEffects {
+        reads: effects.reads,
+        writes: effects.writes,
+        runs_commands: effects.runs_commands,
+        asks_user: effects.asks_user,
+        path_args: effects.path_args.iter().map(|a| (*a).to_string()).collect(),
+        command_arg: effects.command_arg.map(str::to_string),
+        declared: effects.declared,
     }
 }
 

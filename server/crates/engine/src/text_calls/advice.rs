@@ -2,6 +2,8 @@
 //! fit, a tool it does not have (with the tools it has and the one for the job), calls beyond
 //! the first.
 
+use talaria_tools::{ToolDefinition, ToolKind};
+
 /// What the model is told about a call it wrote as text whose arguments do not fit.
 pub(crate) fn misfit_instruction(tool: &str, why: &str) -> String {
     format!(
@@ -19,9 +21,16 @@ pub(crate) fn unreadable_instruction(tool: &str, why: &str) -> String {
     )
 }
 
-/// Jobs a missing tool's name may point at, with the words that suggest them and the offered
-/// tools that do them (first the usual one).
-const JOBS: &[(&str, &[&str], &[&str])] = &[
+/// A job: its name, the words of a tool name that suggest it, and whether a tool does it.
+type Job = (
+    &'static str,
+    &'static [&'static str],
+    fn(&ToolDefinition) -> bool,
+);
+
+/// Jobs a missing tool's name may point at: the words that suggest each, and what an offered
+/// tool must declare to do it (its effects and kind, never its name).
+const JOBS: &[Job] = &[
     (
         "edit or create a file",
         &[
@@ -43,12 +52,14 @@ const JOBS: &[(&str, &[&str], &[&str])] = &[
             "patch",
             "apply",
         ],
-        &["patch", "write_file"],
+        |tool| tool.effects.writes && !tool.effects.path_args.is_empty(),
     ),
     (
         "read a file",
         &["read", "open", "cat", "view", "show", "load", "file", "get"],
-        &["read_file"],
+        |tool| {
+            tool.effects.reads && tool.kind == ToolKind::Read && !tool.effects.path_args.is_empty()
+        },
     ),
     (
         "run a command",
@@ -56,12 +67,12 @@ const JOBS: &[(&str, &[&str], &[&str])] = &[
             "run", "exec", "execute", "shell", "bash", "command", "test", "pytest", "cargo", "npm",
             "python", "build", "compile", "install", "make",
         ],
-        &["terminal"],
+        |tool| tool.effects.runs_commands && tool.effects.command_arg.is_some(),
     ),
     (
         "find files or text",
         &["search", "grep", "find", "list", "ls", "glob", "locate"],
-        &["search_files"],
+        |tool| tool.effects.reads && tool.kind == ToolKind::Search,
     ),
 ];
 
@@ -88,24 +99,22 @@ fn words_of(name: &str) -> Vec<String> {
 
 /// The job a missing tool's name points at, and the offered tools that do it. A name that
 /// says nothing is taken as editing (what small models invent tools for most).
-fn job_for<'a>(tool: &str, offered: &'a [String]) -> Option<(&'static str, Vec<&'a str>)> {
+fn job_for<'a>(tool: &str, offered: &[&'a ToolDefinition]) -> Option<(&'static str, Vec<&'a str>)> {
     let words = words_of(tool);
-    let matches = |(_, signs, _): &&(&str, &[&str], &[&str])| {
-        words.iter().any(|w| signs.contains(&w.as_str()))
-    };
-    let (job, _, tools) = JOBS.iter().find(matches).or_else(|| JOBS.first())?;
-    let doers: Vec<&str> = tools
+    let matches = |(_, signs, _): &&Job| words.iter().any(|w| signs.contains(&w.as_str()));
+    let (job, _, does_it) = JOBS.iter().find(matches).or_else(|| JOBS.first())?;
+    let doers: Vec<&str> = offered
         .iter()
-        .filter_map(|t| offered.iter().find(|o| o.as_str() == *t))
-        .map(String::as_str)
+        .filter(|definition| does_it(definition))
+        .map(|definition| definition.name.as_ref())
         .collect();
     (!doers.is_empty()).then_some((job, doers))
 }
 
 /// What the model is told when it called a tool that is not offered: nothing ran, the tools
 /// it has, and the one that does what it seems to want.
-pub(crate) fn unknown_tool_instruction(tool: &str, offered: &[String]) -> String {
-    let names: Vec<String> = offered.iter().map(|n| format!("`{n}`")).collect();
+pub(crate) fn unknown_tool_instruction(tool: &str, offered: &[&ToolDefinition]) -> String {
+    let names: Vec<String> = offered.iter().map(|d| format!("`{}`", d.name)).collect();
     let mut text = format!(
         "There is no `{tool}` tool, so nothing was run. The tools you can call are: {}.",
         names.join(", ")
@@ -133,26 +142,60 @@ pub(crate) fn unrun_note(unrun: &[String]) -> String {
 mod tests {
     use super::*;
 
-    fn offered() -> Vec<String> {
-        [
+    fn offered() -> Vec<ToolDefinition> {
+        // In the registry's order, as the model is offered them.
+        let names = [
             "read_file",
             "write_file",
             "patch",
             "search_files",
             "terminal",
             "todo",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
+        ];
+        talaria_tools::builtin_registry()
+            .definitions()
+            .filter(|definition| names.contains(&definition.name.as_ref()))
+            .cloned()
+            .collect()
+    }
+
+    /// A tool no list here names, declaring what it does.
+    fn planted(name: &str, effects: talaria_tools::Effects, kind: ToolKind) -> ToolDefinition {
+        let mut definition = offered().remove(0);
+        definition.name = name.into();
+        definition.effects = effects;
+        definition.kind = kind;
+        definition
+    }
+
+    #[test]
+    fn a_new_tool_is_offered_for_the_job_it_declares() {
+        let tools = [
+            planted(
+                "mcp__docs__rewrite",
+                talaria_tools::Effects::writes(&["target"]),
+                ToolKind::Edit,
+            ),
+            planted(
+                "mcp__ci__shell",
+                talaria_tools::Effects::runs(Some("script")),
+                ToolKind::Execute,
+            ),
+        ];
+        let offered: Vec<&ToolDefinition> = tools.iter().collect();
+        let told = unknown_tool_instruction("edit_file", &offered);
+        assert!(told.contains("call `mcp__docs__rewrite`"), "{told}");
+        let told = unknown_tool_instruction("run_tests", &offered);
+        assert!(told.contains("call `mcp__ci__shell`"), "{told}");
     }
 
     #[test]
     fn a_missing_tool_is_answered_with_the_tools_there_are_and_the_one_for_the_job() {
-        let offered = offered();
+        let tools = offered();
+        let offered: Vec<&ToolDefinition> = tools.iter().collect();
         let told = unknown_tool_instruction("add", &offered);
         assert!(told.contains("no `add` tool"), "{told}");
-        assert!(told.contains("`read_file`, `write_file`"), "{told}");
+        assert!(told.contains("`patch`, `read_file`"), "{told}");
         assert!(told.contains("To edit or create a file, call `patch` or `write_file`."));
         for (tool, job) in [
             ("run_tests", "run a command, call `terminal`"),
@@ -164,7 +207,11 @@ mod tests {
             assert!(told.contains(job), "{tool}: {told}");
         }
         // Only offered tools are named for the job.
-        let few: Vec<String> = vec!["read_file".into()];
+        let few: Vec<&ToolDefinition> = offered
+            .iter()
+            .filter(|d| d.name.as_ref() == "read_file")
+            .copied()
+            .collect();
         let told = unknown_tool_instruction("add", &few);
         assert!(!told.contains("To edit"), "{told}");
     }

@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 use crate::diff;
 use crate::fs::FileError;
 use crate::tool::{
-    ApprovalNeed, CallDescription, Concurrency, Tool, ToolContext, ToolDefinition, ToolEffect,
-    ToolKind, ToolLocation, ToolOutcome, parse_args,
+    ApprovalNeed, CallDescription, Concurrency, Effects, Tool, ToolContext, ToolDefinition,
+    ToolEffect, ToolKind, ToolLocation, ToolOutcome, parse_args,
 };
 use crate::write_file::current_text;
 
@@ -52,6 +52,7 @@ static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
     approval: ApprovalNeed::Edits,
     concurrency: Concurrency::PathScoped,
     max_result_chars: None,
+    effects: Effects::writes(&["path"]),
 });
 
 #[derive(Debug, Deserialize)]
