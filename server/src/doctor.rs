@@ -264,6 +264,7 @@ pub(crate) async fn test_call(config: &Config) -> Result<(), (String, String)> {
         tools: &[],
         max_tokens: Some(1),
         credential: None,
+        effort: None,
     };
     let explain = |error: ProviderError| {
         let fix = match classify(&error).class {

@@ -60,5 +60,6 @@ mod subagents;
 mod system_prompt;
 mod terminal_client;
 mod terminal_pty;
+mod thought_level;
 mod tools;
 mod waiting_turns;

@@ -38,6 +38,8 @@ pub struct ClientCaps {
     pub subagents: bool,
     /// The client takes plan operations (`plan_update`, `plan_removed`).
     pub plans: bool,
+    /// The client shows boolean config options.
+    pub booleans: bool,
 }
 
 impl ClientCaps {
@@ -63,6 +65,11 @@ impl ClientCaps {
             elicitation_form: caps.elicitation.as_ref().is_some_and(|e| e.form.is_some()),
             subagents: caps.subagents.is_some(),
             plans: caps.plan.is_some(),
+            booleans: caps
+                .session
+                .as_ref()
+                .and_then(|s| s.config_options.as_ref())
+                .is_some_and(|c| c.boolean.is_some()),
         }
     }
 }

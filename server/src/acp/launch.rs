@@ -186,21 +186,16 @@ impl Agent {
         self.outbox
             .push(SessionNotification::new(session_id.clone(), commands));
         self.first_notices(&session_id, &config, &shell, mcp_warnings);
-        let launched = Launched {
-            modes: session_options::mode_state(mode),
-            options: session_options::config_options(mode, &model, &models),
+        let live = LiveSession {
+            handle,
+            updates,
+            images_allowed: config.supports_images,
+            models,
+            booleans: self.client_caps.booleans,
             meta: session_meta(&shell),
         };
-        self.sessions.insert(
-            id,
-            LiveSession {
-                handle,
-                updates,
-                images_allowed: config.supports_images,
-                models,
-                meta: launched.meta.clone(),
-            },
-        );
+        let launched = live.launched();
+        self.sessions.insert(id, live);
         Ok(launched)
     }
 

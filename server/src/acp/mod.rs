@@ -59,6 +59,8 @@ struct LiveSession {
     images_allowed: bool,
     /// Models offered for switching.
     models: Vec<String>,
+    /// The client shows boolean config options.
+    booleans: bool,
     /// What session responses say under `_meta`.
     meta: acp::Meta,
 }
@@ -90,7 +92,13 @@ impl LiveSession {
         let (mode, model) = (self.handle.mode(), self.handle.model());
         Launched {
             modes: session_options::mode_state(mode),
-            options: session_options::config_options(mode, &model, &self.models),
+            options: session_options::config_options(&session_options::OptionsNow {
+                mode,
+                model: &model,
+                models: &self.models,
+                effort: self.handle.effort(),
+                booleans: self.booleans,
+            }),
             meta: self.meta.clone(),
         }
     }

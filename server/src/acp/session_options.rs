@@ -1,7 +1,9 @@
 //! Session options as ACP sees them: the approval mode (as legacy session modes and as the
-//! `mode` config option, always in sync) and the model (the `model` config option).
+//! `mode` config option, always in sync), the model (the `model` config option), and for
+//! models that reason, the thought level (`thought_level`) and, for clients that show
+//! boolean options, fast mode (`fast_mode`: the least thinking the model takes).
 
-use talaria_engine::Mode;
+use talaria_engine::{Effort, Mode};
 use talaria_protocol::acp::{
     SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption, SessionMode,
     SessionModeState,
@@ -11,6 +13,28 @@ use talaria_protocol::acp::{
 pub const MODE_CONFIG_ID: &str = "mode";
 /// The id of the model config option.
 pub const MODEL_CONFIG_ID: &str = "model";
+/// The id of the thought level config option.
+pub const THOUGHT_LEVEL_CONFIG_ID: &str = "thought_level";
+/// The id of the fast mode config option (boolean).
+pub const FAST_MODE_CONFIG_ID: &str = "fast_mode";
+/// The thought level value that leaves it to the model.
+pub const DEFAULT_THOUGHT_LEVEL: &str = "default";
+
+/// A session's settings as its options show them.
+pub struct OptionsNow<'a> {
+    pub mode: Mode,
+    pub model: &'a str,
+    /// Models offered for switching.
+    pub models: &'a [String],
+    pub effort: Option<Effort>,
+    /// The client shows boolean options (`sessionCapabilities.configOptions.boolean`).
+    pub booleans: bool,
+}
+
+/// The level fast mode picks for `model`: the least thinking it takes.
+pub fn fast_effort(model: &str) -> Option<Effort> {
+    Effort::levels_of(model).first().copied()
+}
 
 /// `modes` for session responses.
 pub fn mode_state(current: Mode) -> SessionModeState {
@@ -24,7 +48,8 @@ pub fn mode_state(current: Mode) -> SessionModeState {
 }
 
 /// `configOptions` for session responses (the complete list, with current values).
-pub fn config_options(mode: Mode, model: &str, models: &[String]) -> Vec<SessionConfigOption> {
+pub fn config_options(now: &OptionsNow<'_>) -> Vec<SessionConfigOption> {
+    let (mode, model) = (now.mode, now.model);
     let mode_choices: Vec<SessionConfigSelectOption> = Mode::ALL
         .iter()
         .map(|m| {
@@ -32,7 +57,7 @@ pub fn config_options(mode: Mode, model: &str, models: &[String]) -> Vec<Session
                 .description(m.description().to_string())
         })
         .collect();
-    let mut model_names: Vec<String> = models.to_vec();
+    let mut model_names: Vec<String> = now.models.to_vec();
     if !model_names.iter().any(|m| m == model) {
         model_names.insert(0, model.to_string());
     }
@@ -40,12 +65,50 @@ pub fn config_options(mode: Mode, model: &str, models: &[String]) -> Vec<Session
         .iter()
         .map(|m| SessionConfigSelectOption::new(m.clone(), m.clone()))
         .collect();
-    vec![
+    let mut options = vec![
         SessionConfigOption::select(MODE_CONFIG_ID, "Mode", mode.id(), mode_choices)
             .description("How much Talaria may do without asking.".to_string())
             .category(SessionConfigOptionCategory::Mode),
         SessionConfigOption::select(MODEL_CONFIG_ID, "Model", model.to_string(), model_choices)
             .description("The model that answers from the next turn on.".to_string())
             .category(SessionConfigOptionCategory::Model),
-    ]
+    ];
+    options.extend(thinking_options(now));
+    options
+}
+
+/// The thought level and fast mode, for a model that takes levels (none for others).
+fn thinking_options(now: &OptionsNow<'_>) -> Vec<SessionConfigOption> {
+    let levels = Effort::levels_of(now.model);
+    if levels.is_empty() {
+        return Vec::new();
+    }
+    let mut choices = vec![
+        SessionConfigSelectOption::new(DEFAULT_THOUGHT_LEVEL, "Default")
+            .description("As the model decides by itself.".to_string()),
+    ];
+    choices.extend(
+        levels
+            .iter()
+            .map(|level| SessionConfigSelectOption::new(level.id(), level.name())),
+    );
+    let current = now
+        .effort
+        .filter(|effort| levels.contains(effort))
+        .map_or(DEFAULT_THOUGHT_LEVEL, Effort::id);
+    let mut options = vec![
+        SessionConfigOption::select(THOUGHT_LEVEL_CONFIG_ID, "Thinking", current, choices)
+            .description("How hard the model thinks before it answers.".to_string())
+            .category(SessionConfigOptionCategory::ThoughtLevel),
+    ];
+    if now.booleans {
+        let fast = now.effort.is_some() && now.effort == fast_effort(now.model);
+        options.push(
+            SessionConfigOption::boolean(FAST_MODE_CONFIG_ID, "Fast mode", fast).description(
+                "Answer with the least thinking the model takes (the thought level's lowest)."
+                    .to_string(),
+            ),
+        );
+    }
+    options
 }

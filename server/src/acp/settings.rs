@@ -16,16 +16,17 @@ pub(super) const LEGACY_SET_MODEL: &str = "session/set_model";
 impl Agent {
     /// The session's options once a change just asked of it applies (the actor takes the
     /// op a moment later; the answer already shows it).
-    fn options_with(
-        session: &LiveSession,
-        mode: Option<talaria_engine::Mode>,
-        model: Option<&str>,
-    ) -> Vec<acp::SessionConfigOption> {
-        session_options::config_options(
-            mode.unwrap_or_else(|| session.handle.mode()),
-            model.unwrap_or(&session.handle.model()),
-            &session.models,
-        )
+    fn options_with(session: &LiveSession, pending: Pending<'_>) -> Vec<acp::SessionConfigOption> {
+        let model = pending
+            .model
+            .map_or_else(|| session.handle.model(), str::to_string);
+        session_options::config_options(&session_options::OptionsNow {
+            mode: pending.mode.unwrap_or_else(|| session.handle.mode()),
+            model: &model,
+            models: &session.models,
+            effort: pending.effort.unwrap_or_else(|| session.handle.effort()),
+            booleans: session.booleans,
+        })
     }
 
     /// `session/set_mode` (and the mode config option): changes the approval mode and tells
@@ -48,7 +49,13 @@ impl Agent {
         };
         session.handle.set_mode(mode);
         tracing::info!(session = %session_id, mode = mode.id(), "mode changed");
-        let options = Self::options_with(session, Some(mode), None);
+        let options = Self::options_with(
+            session,
+            Pending {
+                mode: Some(mode),
+                ..Pending::default()
+            },
+        );
         if from_config_option {
             self.outbox.push(SessionNotification::new(
                 session_id.clone(),
@@ -77,9 +84,78 @@ impl Agent {
         }
         session.handle.set_model(model);
         tracing::info!(session = %session_id, model, "model changed");
+        // A thought level the new model does not take goes back to its default.
+        let effort = session.handle.effort();
+        let kept = effort.filter(|e| talaria_engine::Effort::levels_of(model).contains(e));
+        if kept != effort {
+            session.handle.set_effort(kept);
+        }
         to_value(acp::SetSessionConfigOptionResponse::new(
-            Self::options_with(session, None, Some(model)),
+            Self::options_with(
+                session,
+                Pending {
+                    model: Some(model),
+                    effort: Some(kept),
+                    ..Pending::default()
+                },
+            ),
         ))
+    }
+
+    /// The thought level (`default`, or one the session's model takes), from the next turn.
+    fn set_effort(
+        &mut self,
+        session_id: &acp::SessionId,
+        effort: Option<talaria_engine::Effort>,
+    ) -> Reply {
+        let Some(session) = self.sessions.get(session_id.0.as_ref()) else {
+            return Err(session_not_found(session_id));
+        };
+        session.handle.set_effort(effort);
+        tracing::info!(session = %session_id, effort = ?effort, "thought level changed");
+        to_value(acp::SetSessionConfigOptionResponse::new(
+            Self::options_with(
+                session,
+                Pending {
+                    effort: Some(effort),
+                    ..Pending::default()
+                },
+            ),
+        ))
+    }
+
+    /// The thought level a `thought_level` value names, if the session's model takes it.
+    fn effort_named(
+        &self,
+        session_id: &acp::SessionId,
+        id: &str,
+    ) -> Result<Option<talaria_engine::Effort>, acp::Error> {
+        let Some(session) = self.sessions.get(session_id.0.as_ref()) else {
+            return Err(session_not_found(session_id));
+        };
+        let model = session.handle.model();
+        let levels = talaria_engine::Effort::levels_of(&model);
+        if levels.is_empty() {
+            return Err(errors::invalid_params(format!(
+                "{model} takes no thought level; this session offers no \"{}\" option",
+                session_options::THOUGHT_LEVEL_CONFIG_ID
+            )));
+        }
+        if id == session_options::DEFAULT_THOUGHT_LEVEL {
+            return Ok(None);
+        }
+        match talaria_engine::Effort::from_id(id).filter(|e| levels.contains(e)) {
+            Some(effort) => Ok(Some(effort)),
+            None => {
+                let known: Vec<&str> = std::iter::once(session_options::DEFAULT_THOUGHT_LEVEL)
+                    .chain(levels.iter().map(|l| l.id()))
+                    .collect();
+                Err(errors::invalid_params(format!(
+                    "unknown thought level {id:?} for {model}; available: {}",
+                    known.join(", ")
+                )))
+            }
+        }
     }
 
     /// The legacy `session/set_model` (`{sessionId, modelId}`, answered `{}`), which older
@@ -95,7 +171,13 @@ impl Agent {
             .map_err(|e| errors::invalid_params(format!("{LEGACY_SET_MODEL}: {e}")))?;
         self.set_model(&params.session_id, &params.model_id)?;
         if let Some(session) = self.sessions.get(params.session_id.0.as_ref()) {
-            let options = Self::options_with(session, None, Some(&params.model_id));
+            let options = Self::options_with(
+                session,
+                Pending {
+                    model: Some(&params.model_id),
+                    ..Pending::default()
+                },
+            );
             self.outbox.push(SessionNotification::new(
                 params.session_id.clone(),
                 acp::SessionUpdate::ConfigOptionUpdate(acp::ConfigOptionUpdate::new(options)),
@@ -128,20 +210,69 @@ impl Agent {
         &mut self,
         params: acp::SetSessionConfigOptionRequest,
     ) -> Reply {
-        let acp::SessionConfigOptionValue::ValueId { value } = &params.value else {
-            return Err(errors::invalid_params(format!(
-                "the {:?} option takes a value id, not a boolean",
-                params.config_id.0
-            )));
-        };
-        match params.config_id.0.as_ref() {
-            session_options::MODE_CONFIG_ID => self.set_mode(&params.session_id, &value.0, true),
-            session_options::MODEL_CONFIG_ID => self.set_model(&params.session_id, &value.0),
-            other => Err(errors::invalid_params(format!(
-                "unknown config option {other:?}; this agent offers \"{}\" and \"{}\"",
-                session_options::MODE_CONFIG_ID,
-                session_options::MODEL_CONFIG_ID
+        let id = params.config_id.0.as_ref();
+        match (&params.value, id) {
+            (
+                acp::SessionConfigOptionValue::Boolean { value },
+                session_options::FAST_MODE_CONFIG_ID,
+            ) => self.set_fast_mode(&params.session_id, *value),
+            (acp::SessionConfigOptionValue::ValueId { value }, _) => match id {
+                session_options::MODE_CONFIG_ID => {
+                    self.set_mode(&params.session_id, &value.0, true)
+                }
+                session_options::MODEL_CONFIG_ID => self.set_model(&params.session_id, &value.0),
+                session_options::THOUGHT_LEVEL_CONFIG_ID => {
+                    let effort = self.effort_named(&params.session_id, &value.0)?;
+                    self.set_effort(&params.session_id, effort)
+                }
+                session_options::FAST_MODE_CONFIG_ID => Err(errors::invalid_params(
+                    "the \"fast_mode\" option takes a boolean (type \"boolean\")",
+                )),
+                other => Err(unknown_option(other)),
+            },
+            (
+                _,
+                session_options::MODE_CONFIG_ID
+                | session_options::MODEL_CONFIG_ID
+                | session_options::THOUGHT_LEVEL_CONFIG_ID,
+            ) => Err(errors::invalid_params(format!(
+                "the {id:?} option takes a value id, not a boolean"
             ))),
+            (_, other) => Err(unknown_option(other)),
         }
     }
+
+    /// Fast mode on: the least thinking the model takes; off: the model's default.
+    fn set_fast_mode(&mut self, session_id: &acp::SessionId, on: bool) -> Reply {
+        let Some(session) = self.sessions.get(session_id.0.as_ref()) else {
+            return Err(session_not_found(session_id));
+        };
+        let model = session.handle.model();
+        let Some(fast) = session_options::fast_effort(&model) else {
+            return Err(errors::invalid_params(format!(
+                "{model} takes no thought level, so it has no fast mode"
+            )));
+        };
+        self.set_effort(session_id, on.then_some(fast))
+    }
+}
+
+/// A change asked of the session that its answer already shows.
+#[derive(Default)]
+struct Pending<'a> {
+    mode: Option<talaria_engine::Mode>,
+    model: Option<&'a str>,
+    /// `Some(None)`: back to the model's default.
+    effort: Option<Option<talaria_engine::Effort>>,
+}
+
+fn unknown_option(id: &str) -> acp::Error {
+    errors::invalid_params(format!(
+        "unknown config option {id:?}; this agent offers \"{}\", \"{}\" and, for models \
+         that reason, \"{}\" (and \"{}\" to clients that show boolean options)",
+        session_options::MODE_CONFIG_ID,
+        session_options::MODEL_CONFIG_ID,
+        session_options::THOUGHT_LEVEL_CONFIG_ID,
+        session_options::FAST_MODE_CONFIG_ID
+    ))
 }

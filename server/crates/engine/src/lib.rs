@@ -58,6 +58,7 @@ pub use session::{SessionSnapshot, spawn_session};
 pub use session_state::SessionView;
 pub use side_task::SideTaskError;
 pub use slash::{CommandReply, Expansion, PromptInput, SlashCommand, SlashCommands};
+pub use talaria_provider::Effort;
 
 #[cfg(test)]
 mod session_tests;

@@ -121,6 +121,7 @@ impl ReviewPolicy {
         let (_, view) = tokio::sync::watch::channel(crate::session_state::SessionView {
             mode: crate::approval::Mode::AcceptEdits,
             model: model.to_string(),
+            effort: None,
         });
         let (_, rules) = tokio::sync::watch::channel(crate::approval::RuleStore::in_memory());
         let (events, _) = tokio::sync::mpsc::channel(1);

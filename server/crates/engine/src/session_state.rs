@@ -18,6 +18,8 @@ use crate::approval::{Mode, RuleStore, Scope};
 pub struct SessionView {
     pub mode: Mode,
     pub model: String,
+    /// The thought level the client chose (`None`: the model's default).
+    pub effort: Option<talaria_provider::Effort>,
 }
 
 /// What a turn (and its subagents) read of the session's approval settings, and how they ask
@@ -139,6 +141,10 @@ impl Published {
 
     pub(crate) fn set_model(&self, model: &str) {
         self.view.send_modify(|view| view.model = model.to_string());
+    }
+
+    pub(crate) fn set_effort(&self, effort: Option<talaria_provider::Effort>) {
+        self.view.send_modify(|view| view.effort = effort);
     }
 
     /// Remembers a decision; the handle finishes when the rules file is written.

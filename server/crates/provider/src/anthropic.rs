@@ -192,8 +192,19 @@ pub fn request_body(
             .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
             .collect();
     }
-    if let Some(budget) = thinking_budget {
+    // A session's thought level decides over the configured budget (`minimal`: none).
+    let budget = match request.effort {
+        Some(effort) => effort.thinking_budget(),
+        None => thinking_budget,
+    };
+    if let Some(budget) = budget {
         body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
+        // The answer needs room beyond the thinking (the API refuses a budget that is not
+        // below max_tokens).
+        let max = body["max_tokens"].as_u64().unwrap_or(0);
+        if max <= u64::from(budget) {
+            body["max_tokens"] = json!(u64::from(budget) + u64::from(default_max_tokens.max(1024)));
+        }
     }
     body
 }
@@ -484,6 +495,7 @@ mod tests {
                 tools: &[],
                 max_tokens: None,
                 credential: None,
+                effort: None,
             },
             4096,
             None,
@@ -527,6 +539,7 @@ mod tests {
                 tools: &[],
                 max_tokens: None,
                 credential: None,
+                effort: None,
             },
             4096,
             None,

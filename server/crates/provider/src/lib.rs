@@ -21,8 +21,8 @@ use futures_util::stream::BoxStream;
 pub use classify::{ClassPolicy, Classified, ErrorClass, classify};
 pub use error::{ProviderError, StreamFailure};
 pub use model::{
-    ChatRequest, FinishReason, ModelMessage, Reasoning, StreamEvent, ToolCallRequest, ToolSpec,
-    Transcript, Usage, UserPart,
+    ChatRequest, Effort, FinishReason, ModelMessage, Reasoning, StreamEvent, ToolCallRequest,
+    ToolSpec, Transcript, Usage, UserPart,
 };
 
 /// The events of one model call, in order, ending with [`StreamEvent::Finished`] or an error.

@@ -60,6 +60,8 @@ struct OrderedBody<'a> {
     stream_options: &'a Value,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_tokens: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<&'a Value>,
 }
 
 /// The JSON text of a streaming request, keys in the order of [`OrderedBody`].
@@ -73,6 +75,7 @@ pub fn request_text(request: &ChatRequest<'_>) -> String {
         stream: body.get("stream").unwrap_or(&null),
         stream_options: body.get("stream_options").unwrap_or(&null),
         max_tokens: body.get("max_tokens"),
+        reasoning_effort: body.get("reasoning_effort"),
     };
     serde_json::to_string(&ordered).unwrap_or_else(|_| body.to_string())
 }
@@ -105,6 +108,9 @@ pub fn request_body(request: &ChatRequest<'_>) -> Value {
     }
     if let Some(max_tokens) = request.max_tokens {
         body["max_tokens"] = json!(max_tokens);
+    }
+    if let Some(effort) = request.effort {
+        body["reasoning_effort"] = json!(effort.id());
     }
     body
 }
@@ -491,6 +497,7 @@ mod tests {
             tools: &tools,
             max_tokens: None,
             credential: None,
+            effort: None,
         });
         assert_eq!(body["stream_options"]["include_usage"], true);
         assert_eq!(body["tools"][0]["function"]["name"], "t");
@@ -498,6 +505,27 @@ mod tests {
             body["messages"][1]["content"][1]["image_url"]["url"],
             "data:image/png;base64,AAA"
         );
+    }
+
+    #[test]
+    fn the_text_sent_holds_every_key_of_the_body() {
+        let transcript = Transcript::with_system("s");
+        let tools = vec![crate::ToolSpec {
+            name: "t".into(),
+            description: "d".into(),
+            parameters: json!({"type":"object"}),
+        }];
+        let request = ChatRequest {
+            model: "gpt-5",
+            transcript: &transcript,
+            tools: &tools,
+            max_tokens: Some(100),
+            credential: None,
+            effort: Some(crate::Effort::High),
+        };
+        let sent: Value = serde_json::from_str(&request_text(&request)).expect("json");
+        assert_eq!(sent, request_body(&request));
+        assert_eq!(sent["reasoning_effort"], "high");
     }
 
     #[test]

@@ -103,6 +103,9 @@ pub fn request_body(request: &ChatRequest<'_>, reasoning_summaries: bool) -> Val
     if reasoning_summaries {
         body["reasoning"] = json!({"summary": "auto"});
     }
+    if let Some(effort) = request.effort {
+        body["reasoning"]["effort"] = json!(effort.id());
+    }
     body
 }
 
@@ -310,6 +313,7 @@ mod tests {
                 tools: &[],
                 max_tokens: Some(100),
                 credential: None,
+                effort: None,
             },
             true,
         );

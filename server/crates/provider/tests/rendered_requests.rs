@@ -67,6 +67,7 @@ fn request<'a>(transcript: &'a Transcript, tools: &'a [ToolSpec]) -> ChatRequest
         tools,
         max_tokens: Some(1000),
         credential: None,
+        effort: None,
     }
 }
 

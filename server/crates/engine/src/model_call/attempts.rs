@@ -247,6 +247,9 @@ impl ModelCaller<'_> {
             tools: sent_tools,
             max_tokens: attempts.max_tokens.or_else(|| target.limits.default_cap()),
             credential: lease.map(|l| l.key.as_str()),
+            effort: self.effort.filter(|effort| {
+                talaria_provider::Effort::levels_of(&target.model).contains(effort)
+            }),
         };
         sink.attempt_started().await;
         self.stream_once(target, &request, counted, sink).await

@@ -175,6 +175,9 @@ pub(crate) struct ModelCaller<'a> {
     /// response, or streams before any tool call of its answer started; the call then
     /// returns as cancelled, with what streamed.
     pub steer_cut: Option<CancellationToken>,
+    /// The session's thought level, sent to the models that take it (a fallback of another
+    /// family gets none).
+    pub effort: Option<talaria_provider::Effort>,
 }
 
 impl<'a> ModelCaller<'a> {
@@ -199,6 +202,7 @@ impl<'a> ModelCaller<'a> {
             last_failure: None,
             spill_dir: None,
             steer_cut: None,
+            effort: None,
         }
     }
 

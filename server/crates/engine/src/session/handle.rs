@@ -108,6 +108,16 @@ impl SessionHandle {
         let _ = self.ops.send(Op::SetModel(model.to_string()));
     }
 
+    /// The thought level the client chose (`None`: the model's default).
+    pub fn effort(&self) -> Option<talaria_provider::Effort> {
+        self.view.borrow().effort
+    }
+
+    /// Sets the thought level; it applies from the next turn.
+    pub fn set_effort(&self, effort: Option<talaria_provider::Effort>) {
+        let _ = self.ops.send(Op::SetEffort(effort));
+    }
+
     /// Names the session; a title the client set is never replaced by a generated one.
     pub fn set_title(&self, title: String) {
         let _ = self.ops.send(Op::SetTitle(title));

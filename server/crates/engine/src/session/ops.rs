@@ -51,6 +51,8 @@ pub(crate) enum Op {
     },
     SetMode(Mode),
     SetModel(String),
+    /// The thought level (`None`: the model's default), from the next model request on.
+    SetEffort(Option<talaria_provider::Effort>),
     /// The client named the session (`session/set_title`): the generated title never
     /// replaces it.
     SetTitle(String),

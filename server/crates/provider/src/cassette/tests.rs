@@ -54,6 +54,7 @@ fn request<'a>(transcript: &'a Transcript) -> ChatRequest<'a> {
         tools: &[],
         max_tokens: None,
         credential: None,
+        effort: None,
     }
 }
 

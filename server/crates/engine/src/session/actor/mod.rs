@@ -91,6 +91,7 @@ pub fn spawn_session_with(
     let view = watch::Sender::new(SessionView {
         mode: settings.mode,
         model: settings.model.clone(),
+        effort: None,
     });
     let handle = SessionHandle {
         ops: ops.clone(),
@@ -264,6 +265,7 @@ impl SessionActor {
                 }
                 Op::SetMode(mode) => self.set_mode(mode),
                 Op::SetModel(model) => self.set_model(model),
+                Op::SetEffort(effort) => self.published.set_effort(effort),
                 Op::SetTitle(title) => self.title_from_client(title).await,
                 Op::Remember(remember) => {
                     let _ = remember

@@ -35,6 +35,8 @@ impl SessionActor {
                 &mut self.context,
                 &mut self.usage,
             );
+            let mut caller = caller;
+            caller.effort = self.published.view.borrow().effort;
             let turn = Turn {
                 settings: &self.settings,
                 limits: TurnLimits {
@@ -178,6 +180,7 @@ impl During<'_> {
                 self.steering.push(input);
                 let _ = reply.send(crate::steering::SteerOutcome::Injected);
             }
+            Op::SetEffort(effort) => self.published.set_effort(effort),
             Op::SetModel(model) => {
                 self.published.set_model(&model);
                 self.waiting.push_back(Op::SetModel(model));
