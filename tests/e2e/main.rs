@@ -16,6 +16,7 @@ mod bad_setups;
 mod cancel;
 mod cassettes;
 mod claim_races;
+mod client_providers;
 mod compaction;
 mod dead_ends;
 mod delegation;

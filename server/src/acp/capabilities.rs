@@ -4,11 +4,11 @@ use talaria_protocol::ProtocolVersion;
 use talaria_protocol::acp::{
     AgentAuthCapabilities, AgentCapabilities, AuthMethod, AuthMethodAgent, AuthMethodTerminal,
     Implementation, InitializeRequest, InitializeResponse, LogoutCapabilities, McpCapabilities,
-    PromptCapabilities, SessionAdditionalDirectoriesCapabilities, SessionCapabilities,
-    SessionCloseCapabilities, SessionDeleteCapabilities, SessionForkCapabilities,
-    SessionListCapabilities, SessionResumeCapabilities, SessionSystemPromptCapabilities,
-    SessionSystemPromptModeCapabilities, SessionSystemPromptOverrideCapabilities,
-    SessionTitleCapabilities,
+    PromptCapabilities, ProvidersCapabilities, SessionAdditionalDirectoriesCapabilities,
+    SessionCapabilities, SessionCloseCapabilities, SessionDeleteCapabilities,
+    SessionForkCapabilities, SessionListCapabilities, SessionResumeCapabilities,
+    SessionSystemPromptCapabilities, SessionSystemPromptModeCapabilities,
+    SessionSystemPromptOverrideCapabilities, SessionTitleCapabilities,
 };
 
 /// The agent auth method: credentials come from the environment or config file.
@@ -109,6 +109,7 @@ pub fn initialize(request: &InitializeRequest, images: bool) -> InitializeRespon
                 .load_session(true)
                 .auth(AgentAuthCapabilities::new().logout(LogoutCapabilities::new()))
                 .mcp_capabilities(McpCapabilities::new().http(true))
+                .providers(ProvidersCapabilities::new())
                 .session_capabilities(
                     SessionCapabilities::new()
                         .additional_directories(SessionAdditionalDirectoriesCapabilities::new())

@@ -39,6 +39,8 @@ pub(super) struct StartContext {
     pub(super) caps: client_bridge::ClientCaps,
     /// `logout` was answered and no `authenticate` since.
     pub(super) logged_out: bool,
+    /// The endpoints the client set (`providers/set`).
+    pub(super) providers: providers::ClientProviders,
 }
 
 /// Serves ACP on the given streams until the input ends.
@@ -78,6 +80,7 @@ where
         deferred,
         running_deferred: Vec::new(),
         logged_out: false,
+        client_providers: providers::ClientProviders::default(),
         peer: connection.peer,
         client_caps: client_bridge::ClientCaps::default(),
         config_warned: false,
@@ -217,6 +220,7 @@ impl Agent {
             windows: self.windows.clone(),
             caps: self.client_caps,
             logged_out: self.logged_out,
+            providers: self.client_providers.clone(),
         }
     }
 
@@ -305,6 +309,11 @@ impl Agent {
             }
             ClientRequest::LogoutRequest(_) => self.logout(request.id),
             ClientRequest::SetSessionTitleRequest(params) => Some(self.set_title(&params)),
+            ClientRequest::ListProvidersRequest(_) => self.list_providers(request.id),
+            ClientRequest::SetProviderRequest(params) => Some(self.set_provider(&params)),
+            ClientRequest::DisableProviderRequest(params) => {
+                self.disable_provider(request.id, params)
+            }
             ClientRequest::ExtMethodRequest(ext) if ext.method.as_ref() == steering::METHOD => {
                 self.steer(request.id, &ext.params)
             }

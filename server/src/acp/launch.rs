@@ -511,6 +511,7 @@ pub(super) async fn ready_session(
         commands,
         shell,
     } = prepare_session(cwd, &roots, &chrono_today()).await?;
+    context.providers.apply(&mut config);
     if let Some(missing) = config.missing_credentials() {
         return Err(errors::auth_required(format!(
             "{missing}; {}",

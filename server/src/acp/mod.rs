@@ -28,6 +28,7 @@ mod mcp;
 mod plan_updates;
 mod prompt;
 mod prompt_input;
+mod providers;
 mod replay;
 mod server_window;
 mod session_options;
@@ -136,6 +137,8 @@ struct Agent {
     running_deferred: Vec<(acp::RequestId, String)>,
     /// `logout` was answered and no `authenticate` since: sessions do not start.
     logged_out: bool,
+    /// Endpoints the client set or disabled (`providers/*`), for sessions started after.
+    client_providers: providers::ClientProviders,
 }
 
 type Reply = Result<Value, acp::Error>;

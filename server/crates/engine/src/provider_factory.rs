@@ -21,6 +21,7 @@ pub fn build_provider(
         api_key: endpoint.api_keys.first().cloned(),
         connect_timeout: Duration::from_secs(config.connect_timeout_secs),
         idle_timeout: Duration::from_secs(config.stream_idle_timeout_secs),
+        headers: endpoint.headers.clone(),
     };
     let options = crate::providers::WireOptions {
         anthropic_max_tokens: config.anthropic_max_tokens,

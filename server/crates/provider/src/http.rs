@@ -16,6 +16,25 @@ pub struct Connection {
     pub connect_timeout: Duration,
     /// A stream with no bytes for this long is abandoned.
     pub idle_timeout: Duration,
+    /// Headers sent with every request (a client-managed provider's routing headers).
+    pub headers: ExtraHeaders,
+}
+
+/// Headers an endpoint sends with every request. They may carry secrets, so they show as
+/// their names only (in `Debug`, and so in any log that prints a connection).
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct ExtraHeaders(pub Vec<(String, String)>);
+
+impl ExtraHeaders {
+    pub const NONE: ExtraHeaders = ExtraHeaders(Vec::new());
+}
+
+impl std::fmt::Debug for ExtraHeaders {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|(name, _)| format!("{name}: <hidden>")))
+            .finish()
+    }
 }
 
 impl Connection {
@@ -65,7 +84,11 @@ impl Target {
 
     /// A streaming POST of `body`.
     pub fn post(&self, body: String) -> reqwest::RequestBuilder {
-        event_stream_post(&self.client, &self.url, body)
+        let mut builder = event_stream_post(&self.client, &self.url, body);
+        for (name, value) in &self.connection.headers.0 {
+            builder = builder.header(name.as_str(), value.as_str());
+        }
+        builder
     }
 
     /// Sends `builder` (made by [`Target::post`]) and decodes its events with `decoder`.

@@ -57,6 +57,8 @@ pub struct Endpoint {
     pub base_url: String,
     /// Empty: no key configured. `[""]`: explicitly none needed.
     pub api_keys: Vec<String>,
+    /// Headers sent with every request (from a client-managed provider; none from the file).
+    pub headers: talaria_provider::http::ExtraHeaders,
 }
 
 /// One entry of the fallback chain.
@@ -384,6 +386,7 @@ impl Config {
         static NONE: Endpoint = Endpoint {
             base_url: String::new(),
             api_keys: Vec::new(),
+            headers: talaria_provider::http::ExtraHeaders::NONE,
         };
         self.endpoints.get(kind.table()).unwrap_or(&NONE)
     }

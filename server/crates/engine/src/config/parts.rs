@@ -15,6 +15,7 @@ impl Bases {
         static NONE: Endpoint = Endpoint {
             base_url: String::new(),
             api_keys: Vec::new(),
+            headers: talaria_provider::http::ExtraHeaders::NONE,
         };
         self.endpoints.get(kind.table()).unwrap_or(&NONE)
     }
@@ -34,6 +35,7 @@ impl Bases {
                 Some(var) => env(var).map(|v| split_keys(&v)).unwrap_or_default(),
                 None => base.api_keys.clone(),
             },
+            headers: base.headers.clone(),
         }
     }
 }

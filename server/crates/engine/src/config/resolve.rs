@@ -154,7 +154,11 @@ pub(super) fn endpoint(
             _ => Vec::new(),
         },
     };
-    Endpoint { base_url, api_keys }
+    Endpoint {
+        base_url,
+        api_keys,
+        headers: talaria_provider::http::ExtraHeaders::default(),
+    }
 }
 
 /// Whether a TOML error is about a value's type or meaning (not the file's syntax).
