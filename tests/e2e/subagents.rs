@@ -287,10 +287,11 @@ async fn a_client_that_shows_subagents_sees_each_child_as_its_own_session() {
     allow_once(&mut agent, &asked).await;
     let response = agent.wait_response(id, WAIT).await.expect("response");
     assert_eq!(stop_reason(&response), "end_turn", "{response}");
-    let notes: Vec<&Value> = agent
+    let notes: Vec<Value> = agent
         .transcript
         .iter()
         .filter(|m| m["method"] == "session/update")
+        .cloned()
         .collect();
     let on = |sid: &str| {
         notes
@@ -313,6 +314,61 @@ async fn a_client_that_shows_subagents_sees_each_child_as_its_own_session() {
         announced[0]
     );
     assert_eq!(announced[1]["state"]["state"], "idle", "{:?}", announced[1]);
+    // The 1.20 shape: the client may cancel the running child; the idle state says how its
+    // work ended; the task and the report are messages between the two sessions.
+    assert!(
+        announced[0]["capabilities"]["cancel"].is_object(),
+        "{:?}",
+        announced[0]
+    );
+    assert!(
+        announced[1]["state"].to_string().contains("end_turn"),
+        "{:?}",
+        announced[1]
+    );
+    let messages: Vec<&Value> = parent
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "session_message")
+        .collect();
+    assert_eq!(messages.len(), 2, "{parent:?}");
+    assert_eq!(messages[0]["senderSessionId"], session.as_str());
+    assert_eq!(messages[0]["recipientSessionId"], child.as_str());
+    assert!(
+        messages[0]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("write the notes")),
+        "{:?}",
+        messages[0]
+    );
+    assert_eq!(messages[1]["senderSessionId"], child.as_str());
+    assert_eq!(messages[1]["recipientSessionId"], session.as_str());
+    assert_eq!(messages[1]["content"][0]["text"], "Wrote notes.txt.");
+    assert_ne!(messages[0]["messageId"], messages[1]["messageId"]);
+    // A reload replays the child under the id it had live, linked from the delegation's card.
+    let from = agent.transcript.len();
+    agent
+        .call(
+            "session/load",
+            json!({"sessionId": session, "cwd": env.workspace.path(), "mcpServers": []}),
+        )
+        .await
+        .expect("load");
+    let replayed: Vec<Value> = agent.transcript[from..]
+        .iter()
+        .filter(|m| m["method"] == "session/update" && m["params"]["sessionId"] == session.as_str())
+        .map(|m| m["params"]["update"].clone())
+        .collect();
+    assert!(
+        replayed
+            .iter()
+            .any(|u| u["sessionUpdate"] == "subagent_update" && u["sessionId"] == child.as_str()),
+        "{replayed:?}"
+    );
+    assert!(
+        replayed.iter().any(|u| u["content"][0]["type"] == "session"
+            && u["content"][0]["sessionId"] == child.as_str()),
+        "{replayed:?}"
+    );
     assert!(
         parent.iter().any(|u| u["content"][0]["type"] == "session"
             && u["content"][0]["sessionId"] == child.as_str()),
@@ -359,4 +415,73 @@ async fn children_follow_the_model_the_session_switched_to() {
         environment.contains("- Model: other-model"),
         "{environment}"
     );
+}
+
+#[tokio::test]
+async fn a_client_cancels_one_childs_work_and_the_parents_turn_goes_on() {
+    let env = env_with(
+        vec![
+            MockReply::tool_call("d1", "delegate_task", json!({"goal": "wait forever"})),
+            MockReply::text(&["The child was stopped; carrying on."]),
+        ],
+        vec![MockReply::Hang { chunks: vec![] }],
+    )
+    .await;
+    let (mut agent, session, _) = env.session_with(json!({"subagents": {}})).await;
+    let id = agent
+        .start_request("session/prompt", text_prompt(&session, "delegate it"))
+        .await
+        .expect("prompt");
+    let running = agent
+        .wait_for(WAIT, |m| {
+            m["params"]["update"]["sessionUpdate"] == "subagent_update"
+                && m["params"]["update"]["state"]["state"] == "running"
+        })
+        .await
+        .expect("the child announced");
+    let child = running["params"]["update"]["sessionId"]
+        .as_str()
+        .expect("child id")
+        .to_string();
+    // Wait for the child's model request to be under way, then cancel the child alone.
+    let until = std::time::Instant::now() + WAIT;
+    while child_requests(&env).is_empty() {
+        assert!(
+            std::time::Instant::now() < until,
+            "the child never asked its model"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    agent
+        .notify("session/cancel", json!({"sessionId": child}))
+        .await
+        .expect("cancel the child");
+    let response = agent.wait_response(id, WAIT).await.expect("response");
+    assert_eq!(
+        stop_reason(&response),
+        "end_turn",
+        "the parent's turn goes on: {response}"
+    );
+    let idle = agent
+        .transcript
+        .iter()
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "subagent_update")
+        .find(|m| m["params"]["update"]["state"]["state"] == "idle")
+        .expect("the child's end announced")
+        .clone();
+    assert!(
+        idle["params"]["update"]["state"]
+            .to_string()
+            .contains("cancelled"),
+        "{idle}"
+    );
+    // The parent's model read that the child was cancelled.
+    let last = env
+        .mock
+        .requests()
+        .last()
+        .expect("request")
+        .body
+        .to_string();
+    assert!(last.contains("was cancelled"), "{last}");
 }

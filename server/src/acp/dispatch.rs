@@ -329,6 +329,11 @@ impl Agent {
             Ok(ClientNotification::CancelNotification(cancel)) => {
                 match self.sessions.get(cancel.session_id.0.as_ref()) {
                     Some(session) => session.handle.cancel(),
+                    // A subagent's session (announced with the cancel capability): its work
+                    // ends, its parent's turn goes on.
+                    None if talaria_engine::cancel_subagent(&cancel.session_id.0) => {
+                        tracing::info!(session = %cancel.session_id, "a subagent's work cancelled");
+                    }
                     None => {
                         tracing::warn!(session = %cancel.session_id, "cancel for an unknown session")
                     }

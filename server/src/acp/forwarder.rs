@@ -33,19 +33,63 @@ async fn list_commands(
     tokio::task::spawn_blocking(move || commands()).await.ok()
 }
 
-/// A subagent's session as its parent's client is told about it.
-fn subagent_update(view: talaria_engine::SubagentView) -> acp::SessionUpdate {
+/// A subagent's session as its parent's client is told about it (the 1.20 shape): the child
+/// announced with what the client may do with it (cancel its work), its state — running, or
+/// idle with how it ended — and the messages between parent and child on the parent's
+/// transcript (the task sent, the report back).
+fn subagent_updates(
+    parent: &acp::SessionId,
+    view: talaria_engine::SubagentView,
+) -> Vec<acp::SessionUpdate> {
     let state = if view.running {
         acp::StateUpdate::Running(acp::RunningStateUpdate::new())
     } else {
-        acp::StateUpdate::Idle(acp::IdleStateUpdate::new())
+        let mut idle = acp::IdleStateUpdate::new();
+        if let Some(stop) = &view.stop {
+            idle = idle.stop_reason(idle_stop_reason(stop));
+        }
+        acp::StateUpdate::Idle(idle)
     };
-    acp::SessionUpdate::SubagentUpdate(
-        acp::SubagentUpdate::new(view.session_id)
-            .title(view.title)
-            .description(view.description)
-            .state(state),
-    )
+    let child = acp::SessionId::new(view.session_id.clone());
+    let mut announced = acp::SubagentUpdate::new(child.clone())
+        .title(view.title)
+        .description(view.description)
+        .state(state);
+    if view.running {
+        announced = announced.capabilities(
+            acp::SubagentSessionCapabilities::new().cancel(acp::SessionCancelCapabilities::new()),
+        );
+    }
+    let mut updates = vec![acp::SessionUpdate::SubagentUpdate(announced)];
+    if let Some(message) = view.message {
+        let (sender, recipient) = if message.to_child {
+            (parent.clone(), child)
+        } else {
+            (child, parent.clone())
+        };
+        updates.push(acp::SessionUpdate::SessionMessage(
+            acp::SessionMessage::new(message.id)
+                .sender_session_id(sender)
+                .recipient_session_id(recipient)
+                .content(vec![acp::ContentBlock::from(message.text)]),
+        ));
+    }
+    updates
+}
+
+fn idle_stop_reason(stop: &talaria_engine::SubagentStop) -> acp::IdleStopReason {
+    use talaria_engine::{StopReason, SubagentStop};
+    match stop {
+        SubagentStop::Finished(StopReason::EndTurn) => acp::IdleStopReason::EndTurn,
+        SubagentStop::Finished(StopReason::MaxTokens) => acp::IdleStopReason::MaxTokens,
+        SubagentStop::Finished(StopReason::MaxTurnRequests) => acp::IdleStopReason::MaxTurnRequests,
+        SubagentStop::Finished(StopReason::Refusal) => acp::IdleStopReason::Refusal,
+        SubagentStop::Finished(StopReason::Cancelled) => acp::IdleStopReason::Cancelled,
+        SubagentStop::Failed(why) => acp::IdleStopReason::Error(
+            acp::ErrorStopReason::new()
+                .error(talaria_protocol::errors::internal_error(why.clone())),
+        ),
+    }
 }
 
 /// An event of a subagent's own session: updates on its session id, requests to the client
@@ -213,7 +257,12 @@ impl Forwarder {
             }
             EngineEvent::CommandsChanged => list_commands(&self.commands).await,
             EngineEvent::Subagent(view) if self.client.caps().subagents => {
-                Some(subagent_update(view))
+                let mut updates = subagent_updates(&self.session_id, view);
+                let last = updates.pop();
+                for update in updates {
+                    self.write(update).await;
+                }
+                last
             }
             EngineEvent::Subagent(_) => None,
             EngineEvent::ChildEvent { session_id, event } => {

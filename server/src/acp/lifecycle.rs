@@ -257,9 +257,13 @@ impl Agent {
         } = read;
         // A turn the previous process did not finish reads as interrupted, in the replay too.
         transcript.close_cut_off_turn();
-        let replayed = reopen
-            .replay
-            .then(|| replay::updates(&transcript, self.client_caps.compaction));
+        let replayed = reopen.replay.then(|| {
+            replay::updates(
+                &transcript,
+                self.client_caps.compaction,
+                self.client_caps.subagents,
+            )
+        });
         let launched = self.launch_stored(
             &reopen.id,
             reopen.cwd,
@@ -297,7 +301,11 @@ impl Agent {
                 return Err(errors::unavailable("the session store is not open yet"));
             };
             session
-                .write_now(replay::updates(&transcript, self.client_caps.compaction))
+                .write_now(replay::updates(
+                    &transcript,
+                    self.client_caps.compaction,
+                    self.client_caps.subagents,
+                ))
                 .await;
         }
         Ok(launched)

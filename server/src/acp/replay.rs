@@ -14,7 +14,7 @@ use super::updates;
 
 /// The updates that show `transcript` to a client, in order; compaction summaries where they
 /// were made, when the client shows compactions.
-pub fn updates(transcript: &Transcript, compaction: bool) -> Vec<SessionUpdate> {
+pub fn updates(transcript: &Transcript, compaction: bool, subagents: bool) -> Vec<SessionUpdate> {
     let mut out = Vec::new();
     for entry in transcript.entries() {
         match &entry.body {
@@ -39,7 +39,7 @@ pub fn updates(transcript: &Transcript, compaction: bool) -> Vec<SessionUpdate> 
                     ))));
                 }
             }
-            EntryBody::ToolResult(result) => out.extend(tool_card(result)),
+            EntryBody::ToolResult(result) => push_tool_card(&mut out, result, subagents),
             EntryBody::Plan { items } => {
                 let items: Vec<TodoItem> = items
                     .iter()
@@ -79,6 +79,46 @@ pub fn updates(transcript: &Transcript, compaction: bool) -> Vec<SessionUpdate> 
         }
     }
     out
+}
+
+/// A tool call's card; a delegation's preceded by its child's announcement and linking the
+/// child's session, as live (for clients that show subagents).
+fn push_tool_card(
+    out: &mut Vec<SessionUpdate>,
+    result: &talaria_record::ToolResultEntry,
+    subagents: bool,
+) {
+    let child = subagents.then(|| subagent_of(result)).flatten();
+    if let Some((session_id, title)) = &child {
+        out.push(SessionUpdate::SubagentUpdate(
+            acp::SubagentUpdate::new(session_id.clone())
+                .title(title.clone())
+                .state(acp::StateUpdate::Idle(acp::IdleStateUpdate::new())),
+        ));
+    }
+    let [opened, finished] = tool_card(result);
+    out.push(opened);
+    if let Some((session_id, _)) = child {
+        out.push(SessionUpdate::ToolCallUpdate(acp::ToolCallUpdate::new(
+            result.client_id.clone(),
+            acp::ToolCallUpdateFields::new().content(vec![acp::ToolCallContent::Session(
+                acp::SessionReference::new(session_id),
+            )]),
+        )));
+    }
+    out.push(finished);
+}
+
+/// The subagent session a delegation's result names (its id and title), as it ran live.
+fn subagent_of(result: &talaria_record::ToolResultEntry) -> Option<(String, String)> {
+    let subagent = result.raw_output.as_ref()?.get("subagent")?;
+    let session_id = subagent.get("sessionId")?.as_str()?.to_string();
+    let title = subagent
+        .get("title")
+        .and_then(Value::as_str)
+        .unwrap_or("subagent")
+        .to_string();
+    Some((session_id, title))
 }
 
 /// A tool call's card as it was shown live: opened, then finished.

@@ -108,6 +108,27 @@ pub struct SubagentView {
     pub description: String,
     /// Working (`true`) or done.
     pub running: bool,
+    /// How its work ended, once it did.
+    pub stop: Option<SubagentStop>,
+    /// A message it was sent or sent back: the task, then its report.
+    pub message: Option<SubagentMessage>,
+}
+
+/// How a subagent's work ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SubagentStop {
+    Finished(StopReason),
+    Failed(String),
+}
+
+/// A message between a session and its subagent, as the parent's transcript shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubagentMessage {
+    /// Unique in the parent's session.
+    pub id: String,
+    /// From the parent to the child (the task), or back (the report).
+    pub to_child: bool,
+    pub text: String,
 }
 
 /// Where a context compaction stands.

@@ -47,8 +47,8 @@ pub use config::{
     Config, ConfigError, Learning, ProviderKind, RetryPolicy, StoreConfig, without_password,
 };
 pub use events::{
-    CompactionStatus, CompactionView, EngineEvent, NoticeLevel, Signal, StopReason, SubagentView,
-    ToolCallView, TurnError, TurnId, TurnUsage,
+    CompactionStatus, CompactionView, EngineEvent, NoticeLevel, Signal, StopReason,
+    SubagentMessage, SubagentStop, SubagentView, ToolCallView, TurnError, TurnId, TurnUsage,
 };
 pub use model_call::CallError;
 pub use router::ModelRouter;
@@ -58,6 +58,7 @@ pub use session::{SessionSnapshot, spawn_session};
 pub use session_state::SessionView;
 pub use side_task::SideTaskError;
 pub use slash::{CommandReply, Expansion, PromptInput, SlashCommand, SlashCommands};
+pub use subagent::cancel_subagent;
 pub use talaria_provider::Effort;
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ use talaria_tools::{
     Tool, ToolContext, ToolDefinition, ToolKind, ToolOutcome, ToolStatus,
 };
 use tokio::sync::{Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
 
 use crate::client::{ClientAsk, ClientRequest};
 use crate::context::ContextState;
@@ -255,15 +256,93 @@ impl Relay {
     }
 }
 
-/// Tells the parent's client about the child's session and whether it works.
-async fn announce(kit: &SubagentKit, session_id: &str, name: &str, goal: &str, running: bool) {
+/// What the parent's client is told of the child: its session and whether it works, how it
+/// ended, the messages between them.
+struct Announcement<'a> {
+    session_id: &'a str,
+    name: &'a str,
+    goal: &'a str,
+    running: bool,
+    stop: Option<crate::events::SubagentStop>,
+    message: Option<crate::events::SubagentMessage>,
+}
+
+async fn announce(kit: &SubagentKit, announcement: Announcement<'_>) {
     let view = crate::events::SubagentView {
-        session_id: session_id.to_string(),
-        title: name.to_string(),
-        description: goal.chars().take(200).collect(),
-        running,
+        session_id: announcement.session_id.to_string(),
+        title: announcement.name.to_string(),
+        description: announcement.goal.chars().take(200).collect(),
+        running: announcement.running,
+        stop: announcement.stop,
+        message: announcement.message,
     };
     let _ = kit.events.send(EngineEvent::Subagent(view)).await;
+}
+
+/// The child is done: how it ended, and its report as a message back (none when cancelled).
+async fn announce_end(
+    kit: &SubagentKit,
+    session_id: &str,
+    name: &str,
+    goal: &str,
+    outcome: &Result<StopReason, crate::events::TurnError>,
+    history: &Transcript,
+) {
+    let reported = matches!(outcome, Ok(reason) if *reason != StopReason::Cancelled);
+    let announcement = Announcement {
+        session_id,
+        name,
+        goal,
+        running: false,
+        stop: Some(stop_of(outcome)),
+        message: reported.then(|| crate::events::SubagentMessage {
+            id: format!("{session_id}:report"),
+            to_child: false,
+            text: report_of(history),
+        }),
+    };
+    announce(kit, announcement).await;
+}
+
+/// How the child's turn ended, for its parent's client.
+fn stop_of(outcome: &Result<StopReason, crate::events::TurnError>) -> crate::events::SubagentStop {
+    match outcome {
+        Ok(reason) => crate::events::SubagentStop::Finished(*reason),
+        Err(error) => crate::events::SubagentStop::Failed(error.to_string()),
+    }
+}
+
+/// The running children's own cancellation, by session id: a client cancels one child's
+/// work (`session/cancel` on its id) without ending its parent's turn.
+static RUNNING: std::sync::LazyLock<std::sync::Mutex<HashMap<String, CancellationToken>>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// Cancels the running subagent with this session id; `false` when there is none.
+pub fn cancel_subagent(session_id: &str) -> bool {
+    let running = talaria_util::lock(&RUNNING);
+    match running.get(session_id) {
+        Some(token) => {
+            token.cancel();
+            true
+        }
+        None => false,
+    }
+}
+
+/// A child's entry in [`RUNNING`], removed when it ends however it ends.
+struct Running(String);
+
+impl Running {
+    fn register(session_id: &str, token: CancellationToken) -> Self {
+        talaria_util::lock(&RUNNING).insert(session_id.to_string(), token);
+        Self(session_id.to_string())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        talaria_util::lock(&RUNNING).remove(&self.0);
+    }
 }
 
 /// The last answer of the child's record.
@@ -310,8 +389,25 @@ async fn run_child(kit: &SubagentKit, args: Args, ctx: &ToolContext) -> ToolOutc
         _ => format!("Task: {}", args.goal),
     };
     let child_session = kit.settings.announce_subagents.then(|| settings.id.clone());
+    // The child's own cancellation: the parent's turn ends it, and so can the client.
+    let mut child_ctx = ctx.clone();
+    child_ctx.cancel = ctx.cancel.child_token();
+    let ctx = &child_ctx;
+    let _running = Running::register(&settings.id, ctx.cancel.clone());
     if let Some(session_id) = &child_session {
-        announce(kit, session_id, &name, &args.goal, true).await;
+        let announcement = Announcement {
+            session_id,
+            name: &name,
+            goal: &args.goal,
+            running: true,
+            stop: None,
+            message: Some(crate::events::SubagentMessage {
+                id: format!("{session_id}:task"),
+                to_child: true,
+                text: ask.clone(),
+            }),
+        };
+        announce(kit, announcement).await;
         ctx.report_progress(Progress::Session(session_id.clone()));
     }
     let (child_events, relaying) = start_relay(kit, ctx, child_session.clone(), &name, &args.goal);
@@ -333,9 +429,12 @@ async fn run_child(kit: &SubagentKit, args: Args, ctx: &ToolContext) -> ToolOutc
         relay.step(format!("{name} finished after {steps} tool calls"));
     }
     if let Some(session_id) = &child_session {
-        announce(kit, session_id, &name, &args.goal, false).await;
+        announce_end(kit, session_id, &name, &args.goal, &outcome, &history).await;
     }
+    // The child's session id stays with the result, so a replay shows the child under the
+    // id it had live.
     result_of(&name, outcome, &history)
+        .with_raw_output(json!({"subagent": {"sessionId": settings.id, "title": name}}))
 }
 
 /// A child's settings: the parent's, on the parent's current model, with an id of its own
