@@ -40,7 +40,7 @@ async function recorded() {
 
 // Spawns talaria (`talaria ...args`), connects the SDK client, runs
 // `body(ctx, updates, workspace)`, then closes.
-async function withTalaria(body, args = ["acp"]) {
+async function withTalaria(body, args = ["acp"], options = {}) {
   const home = mkdtempSync(join(tmpdir(), "talaria-sdk-home-"));
   const workspace = mkdtempSync(join(tmpdir(), "talaria-sdk-ws-"));
   const child = spawn(talariaBin, args, {
@@ -55,6 +55,7 @@ async function withTalaria(body, args = ["acp"]) {
       TALARIA_LOG: "warn",
       // A title from the model would add a request to every script.
       TALARIA_TITLES: "off",
+      ...options.env,
     },
   });
   const exited = new Promise((ok) => child.once("exit", (code) => ok(code)));
@@ -71,7 +72,7 @@ async function withTalaria(body, args = ["acp"]) {
     await app.connectWith(stream, async (ctx) => {
       const init = await ctx.request(methods.agent.initialize, {
         protocolVersion: PROTOCOL_VERSION,
-        clientCapabilities: {},
+        clientCapabilities: options.clientCapabilities ?? {},
       });
       assert.equal(init.protocolVersion, 1);
       assert.equal(init.agentInfo.name, "talaria");
@@ -239,4 +240,69 @@ test("a session recorded with --record replays with --replay and no model", asyn
   assert.deepEqual(again, first);
   assert.equal((await recorded()).length, asked, "the replay called no model");
   rmSync(cassettes, { recursive: true, force: true });
+});
+
+test("the thought level is a config option the SDK sets, and it reaches the request", async () => {
+  await script([{ type: "text", chunks: ["Thought it through."] }]);
+  const capabilities = { session: { configOptions: { boolean: {} } } };
+  await withTalaria(
+    async (ctx, updates, workspace) => {
+      const created = await ctx.request(methods.agent.session.new, { cwd: workspace, mcpServers: [] });
+      const level = created.configOptions.find((o) => o.id === "thought_level");
+      assert.equal(level.category, "thought_level");
+      assert.deepEqual(
+        level.options.map((o) => o.value),
+        ["default", "minimal", "low", "medium", "high"],
+      );
+      assert.equal(created.configOptions.find((o) => o.id === "fast_mode").type, "boolean");
+      const set = await ctx.request(methods.agent.session.setConfigOption, {
+        sessionId: created.sessionId,
+        configId: "thought_level",
+        value: "medium",
+      });
+      assert.equal(set.configOptions.find((o) => o.id === "thought_level").currentValue, "medium");
+      const result = await ctx.request(methods.agent.session.prompt, {
+        sessionId: created.sessionId,
+        prompt: [{ type: "text", text: "think" }],
+      });
+      assert.equal(result.stopReason, "end_turn");
+    },
+    ["acp"],
+    { env: { TALARIA_MODEL: "gpt-5" }, clientCapabilities: capabilities },
+  );
+  assert.equal((await recorded()).at(-1).body.reasoning_effort, "medium");
+});
+
+test("a provider the SDK sets serves the next session, and bad input is a typed error", async () => {
+  await script([{ type: "text", chunks: ["Via the client's provider."] }]);
+  await withTalaria(
+    async (ctx, updates, workspace) => {
+      // The root export types only stable methods: the unstable ones go by name.
+      const listed = await ctx.request("providers/list", {});
+      const openai = listed.providers.find((p) => p.providerId === "openai");
+      assert.equal(openai.required, true);
+      await assert.rejects(
+        ctx.request("providers/set", { providerId: "openai", apiType: "openai", baseUrl: "nowhere" }),
+        (error) => error instanceof RequestError && error.code === -32602,
+      );
+      await ctx.request("providers/set", {
+        providerId: "openai",
+        apiType: "openai",
+        baseUrl: `${mockUrl}/v1`,
+        headers: { Authorization: "Bearer sdk-client-key", "X-Team": "blue" },
+      });
+      const { sessionId } = await ctx.request(methods.agent.session.new, { cwd: workspace, mcpServers: [] });
+      const result = await ctx.request(methods.agent.session.prompt, {
+        sessionId,
+        prompt: [{ type: "text", text: "hi" }],
+      });
+      assert.equal(result.stopReason, "end_turn");
+    },
+    ["acp"],
+    // Configured: nothing answers there.
+    { env: { OPENAI_BASE_URL: "http://127.0.0.1:9/v1" } },
+  );
+  const last = (await recorded()).at(-1);
+  assert.ok(last.headers.some(([k, v]) => k === "authorization" && v === "Bearer sdk-client-key"));
+  assert.ok(last.headers.some(([k, v]) => k === "x-team" && v === "blue"));
 });
