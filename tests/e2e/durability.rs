@@ -449,6 +449,68 @@ async fn a_read_only_home_lists_and_loads_and_says_prompts_are_not_saved() {
     drop(restore);
 }
 
+#[tokio::test]
+async fn a_read_only_home_that_becomes_writable_is_written_again_without_a_restart() {
+    let mut env = TestEnv::new(vec![
+        MockReply::text(&["stored answer"]),
+        MockReply::text(&["answered while read-only"]),
+        MockReply::text(&["answered once writable"]),
+    ])
+    .await;
+    let session = stored_session(&env).await;
+    let talaria = env.home.path().join("talaria");
+    // Read-only to the agent: by its mode, for the user the agent runs as (another user than
+    // root, which may write anything).
+    let runs_as = running_as_root().then_some(NOBODY);
+    if let Some(user) = runs_as {
+        for path in [env.home.path(), talaria.as_path()] {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        }
+        give_to(&talaria, user);
+        give_to(env.workspace.path(), user);
+        env.user = Some(user);
+    }
+    let restore = make_read_only(&talaria);
+    let mut agent = initialized(&env).await;
+    agent
+        .call("session/load", load_params(&env, &session))
+        .await
+        .expect("load");
+    let (response, updates) = prompt(&mut agent, &session, "while read-only").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    assert!(
+        notices(&updates).contains("not being saved"),
+        "{}",
+        notices(&updates)
+    );
+    // The home becomes writable (a remount, a fixed permission): the waiting turn is written
+    // and the session told, without a restart.
+    drop(restore);
+    let told = agent
+        .wait_for(Duration::from_secs(30), |m| {
+            m["params"]["sessionId"] == session.as_str()
+                && m["params"]["update"].to_string().contains("saved again")
+        })
+        .await;
+    assert!(told.is_ok(), "never written again: {}", agent.stderr());
+    let (response, _) = prompt(&mut agent, &session, "once writable").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    agent.close_stdin();
+    let _ = agent.wait_exit(WAIT).await;
+    let store = SqliteStore::open(&talaria.join("state.db")).expect("open");
+    let (_, transcript) = store.load(&session).expect("load");
+    assert!(transcript.validate().is_ok());
+    assert_eq!(
+        assistant_texts(&transcript),
+        [
+            "stored answer",
+            "answered while read-only",
+            "answered once writable"
+        ]
+    );
+}
+
 /// Makes `dir` and its files read-only for everyone but root; undone when dropped.
 fn make_read_only(dir: &Path) -> impl Drop {
     use std::os::unix::fs::PermissionsExt;

@@ -202,15 +202,20 @@ pub trait SessionStore: Send + Sync {
     fn claim(&self, session_id: &str) -> Result<(), StoreError>;
     /// Releases this process's claim.
     fn release(&self, session_id: &str) -> Result<(), StoreError>;
-    /// Makes everything committed durable in the main file (a clean exit's last step).
     /// What users should be told once about how the store was opened (a damaged file
     /// recovered into a new one).
     fn notes(&self) -> Vec<String> {
         Vec::new()
     }
 
+    /// Makes everything committed durable in the main file (a clean exit's last step).
     fn checkpoint(&self) -> Result<(), StoreError> {
         Ok(())
+    }
+
+    /// Whether it was opened for reading only (its file or folder could not be written then).
+    fn is_read_only(&self) -> bool {
+        false
     }
 }
 

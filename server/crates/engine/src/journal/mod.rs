@@ -28,7 +28,7 @@ mod waiting;
 mod writer;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
 use talaria_record::{Entry, EntryId, Transcript};
@@ -91,7 +91,8 @@ enum StoreStatus {
 
 /// What the writer and every handle share.
 struct Shared {
-    store: OnceLock<Arc<dyn SessionStore>>,
+    /// The store once it is open (replaced when a read-only one could be opened for writing).
+    store: std::sync::RwLock<Option<Arc<dyn SessionStore>>>,
     status: Mutex<StoreStatus>,
     /// Entries queued and not yet handled by the writer.
     queued: AtomicUsize,
@@ -112,7 +113,7 @@ struct Shared {
 impl Shared {
     fn new(status: StoreStatus) -> Self {
         Self {
-            store: OnceLock::new(),
+            store: std::sync::RwLock::new(None),
             status: Mutex::new(status),
             queued: AtomicUsize::new(0),
             drained: Notify::new(),
@@ -132,8 +133,18 @@ impl Shared {
 
     fn opened(&self, store: Arc<dyn SessionStore>) {
         talaria_util::lock(&self.notes).extend(store.notes());
-        let _ = self.store.set(store);
+        *self
+            .store
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(store);
         self.set_status(StoreStatus::Open);
+    }
+
+    fn current_store(&self) -> Option<Arc<dyn SessionStore>> {
+        self.store
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     fn set_status(&self, status: StoreStatus) {
@@ -212,9 +223,7 @@ impl Journal {
     /// The store, once it is open; else why not.
     pub fn store(&self) -> Result<Arc<dyn SessionStore>, StoreError> {
         self.shared
-            .store
-            .get()
-            .cloned()
+            .current_store()
             .ok_or_else(|| self.shared.not_open())
     }
 
@@ -240,7 +249,7 @@ impl Journal {
 
     /// Whether the store is open.
     pub fn is_open(&self) -> bool {
-        self.shared.store.get().is_some()
+        self.shared.current_store().is_some()
     }
 
     /// Why the store is not open, when it is not ("not open yet…", or why it never will be).

@@ -106,6 +106,10 @@ pub(super) struct Writer {
     stalled: Option<(Instant, String)>,
     /// Where what waits in the backlogs is also written, to outlive the process.
     spool: Option<Spool>,
+    /// Opens the store again: kept once it opened, for a store that opened read-only (its
+    /// home could not be written), tried again every [`RETRY_EVERY`] while writes wait, so a
+    /// home that becomes writable is written again without a restart.
+    reopen: Option<(Opener, Instant)>,
 }
 
 /// Why an adopted spool's writes wait.
@@ -133,6 +137,7 @@ impl Writer {
             waiting_saved: BTreeMap::new(),
             stalled: None,
             spool: None,
+            reopen: None,
         }
     }
 
@@ -276,7 +281,10 @@ impl Writer {
             Ok(store) => {
                 tracing::info!("the session store is open");
                 self.shared.opened(store.clone());
-                self.store = Store::Open(store);
+                let opened = std::mem::replace(&mut self.store, Store::Open(store));
+                if let Store::Opening { open, .. } = opened {
+                    self.reopen = Some((open, Instant::now()));
+                }
                 self.heal();
                 self.answer_waiting_saved();
             }
@@ -609,9 +617,38 @@ impl Writer {
         left
     }
 
+    /// A store opened read-only, while writes wait: opened again, and put in its place once
+    /// it opens for writing.
+    fn reopen_if_writable(&mut self) {
+        let Store::Open(current) = &self.store else {
+            return;
+        };
+        if !current.is_read_only() || self.unsaved.is_empty() {
+            return;
+        }
+        let Some((open, last)) = &mut self.reopen else {
+            return;
+        };
+        if last.elapsed() < RETRY_EVERY {
+            return;
+        }
+        *last = Instant::now();
+        match open() {
+            Ok(store) if !store.is_read_only() => {
+                tracing::info!("the session store can be written again: reopened for writing");
+                self.shared.opened(store.clone());
+                self.store = Store::Open(store);
+                self.stalled = None;
+            }
+            Ok(_) => tracing::debug!("the session store is still read-only"),
+            Err(error) => tracing::debug!("reopening the read-only session store: {error}"),
+        }
+    }
+
     /// Tries every unsaved write again, session by session, in order; stops at the first
     /// failure of the whole store (the others would fail the same way).
     fn heal(&mut self) {
+        self.reopen_if_writable();
         let Some(store) = self.open_store() else {
             return;
         };

@@ -708,6 +708,10 @@ impl SessionStore for SqliteStore {
         self.salvaged.iter().map(Salvage::describe).collect()
     }
 
+    fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
     fn checkpoint(&self) -> Result<(), StoreError> {
         if self.read_only {
             return Ok(());
