@@ -50,6 +50,17 @@ enum Command {
         #[command(subcommand)]
         action: StoreAction,
     },
+    /// About config.toml.
+    Config {
+        #[command(subcommand)]
+        action: ConfigAction,
+    },
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum ConfigAction {
+    /// Print the reference of every setting (Markdown: docs/configuration.md).
+    Reference,
 }
 
 /// How `talaria acp` serves.
@@ -162,6 +173,15 @@ fn main() -> std::process::ExitCode {
         Command::Store {
             action: StoreAction::Backup { path },
         } => backup(&path),
+        Command::Config {
+            action: ConfigAction::Reference,
+        } => {
+            let text = talaria_engine::config::reference::markdown();
+            match std::io::stdout().write_all(text.as_bytes()) {
+                Ok(()) => std::process::ExitCode::SUCCESS,
+                Err(_) => std::process::ExitCode::FAILURE,
+            }
+        }
         Command::Setup => {
             home::make_private();
             runtime.block_on(setup::run())

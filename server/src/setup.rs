@@ -49,7 +49,7 @@ impl Choice {
             .map_or("openai", talaria_engine::ProviderKind::table);
         format!(
             "# Written by `talaria setup`. Environment variables (OPENAI_API_KEY, TALARIA_MODEL…)\n\
-             # override these settings. See the README's Configuration section for the rest.\n\
+             # override these settings. Every setting: docs/configuration.md (`talaria config reference`).\n\
              provider = {}\nmodel = {}\n\n[{table}]\nbase_url = {}\napi_key = {}\n",
             toml_string(self.provider),
             toml_string(&self.model),

@@ -7,6 +7,7 @@
 mod error;
 mod keys;
 mod parts;
+pub mod reference;
 mod resolve;
 mod schema;
 use parts::{
