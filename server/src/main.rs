@@ -100,6 +100,15 @@ enum StoreAction {
     },
 }
 
+/// `talaria config reference`: every setting, as docs/configuration.md holds it.
+fn print_config_reference() -> std::process::ExitCode {
+    let text = talaria_engine::config::reference::markdown();
+    match std::io::stdout().write_all(text.as_bytes()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(_) => std::process::ExitCode::FAILURE,
+    }
+}
+
 /// `talaria store backup PATH`.
 fn backup(target: &std::path::Path) -> std::process::ExitCode {
     let mut stderr = std::io::stderr();
@@ -175,13 +184,7 @@ fn main() -> std::process::ExitCode {
         } => backup(&path),
         Command::Config {
             action: ConfigAction::Reference,
-        } => {
-            let text = talaria_engine::config::reference::markdown();
-            match std::io::stdout().write_all(text.as_bytes()) {
-                Ok(()) => std::process::ExitCode::SUCCESS,
-                Err(_) => std::process::ExitCode::FAILURE,
-            }
-        }
+        } => print_config_reference(),
         Command::Setup => {
             home::make_private();
             runtime.block_on(setup::run())
