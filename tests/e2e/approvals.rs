@@ -253,7 +253,7 @@ async fn modes_are_offered_both_ways_and_read_only_refuses_edits() {
         .iter()
         .filter_map(|m| m["id"].as_str())
         .collect();
-    assert_eq!(ids, ["read-only", "ask", "accept-edits", "yolo"]);
+    assert_eq!(ids, ["read-only", "plan", "ask", "accept-edits", "yolo"]);
     assert_eq!(created["configOptions"][0]["id"], "mode");
     assert_eq!(created["configOptions"][0]["category"], "mode");
     assert_eq!(created["configOptions"][0]["currentValue"], "ask");

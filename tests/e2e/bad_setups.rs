@@ -137,7 +137,7 @@ const CASES: &[Case] = &[
             "✗ config file    3 problems in the configuration:",
             "line 1, key `max_turn_requests`: a whole number (like 90) is expected, not the text \"ten\"",
             "line 3, key `models`: a list (like [\"a\", \"b\"]) is expected, not the text \"gpt\"",
-            "line 2: mode = \"maybe\": unknown mode; expected one of read-only, ask, accept-edits, yolo",
+            "line 2: mode = \"maybe\": unknown mode; expected one of read-only, plan, ask, accept-edits, yolo",
             "fix: correct each place named",
         ],
         plain_server: false,

@@ -31,6 +31,7 @@ mod lifecycle;
 mod local_servers;
 mod mcp;
 mod piped_input;
+mod plan_mode;
 mod plans;
 mod private_files;
 mod prompt_size;

@@ -62,7 +62,7 @@ struct Cli {
     /// How to answer permission requests.
     #[arg(long, value_enum, default_value_t = Approve::Ask)]
     approve: Approve,
-    /// Approval mode to switch the session to (read-only, ask, accept-edits, yolo).
+    /// Approval mode to switch the session to (read-only, plan, ask, accept-edits, yolo).
     #[arg(long)]
     mode: Option<String>,
 }

@@ -330,7 +330,7 @@ impl Renderer {
         for (name, what) in [
             (
                 "/mode ID",
-                "switch the approval mode (read-only, ask, accept-edits, yolo)",
+                "switch the approval mode (read-only, plan, ask, accept-edits, yolo)",
             ),
             ("/model NAME", "switch the model"),
             ("/cancel", "cancel the running turn (or press Ctrl-C)"),

@@ -40,6 +40,10 @@ pub use rules::{RuleStore, Scope};
 pub enum Mode {
     /// No writes, no commands.
     ReadOnly,
+    /// Explore and plan: what changes nothing runs (reads, searches, commands proven
+    /// read-only, the plan, questions); everything that may change something is refused
+    /// with a result that tells the model it is planning.
+    Plan,
     /// Reads run; edits and commands ask. The default.
     Ask,
     /// Edits inside the workspace run; commands ask.
@@ -50,12 +54,19 @@ pub enum Mode {
 
 impl Mode {
     /// Every mode, in the order editors show them.
-    pub const ALL: [Mode; 4] = [Mode::ReadOnly, Mode::Ask, Mode::AcceptEdits, Mode::Yolo];
+    pub const ALL: [Mode; 5] = [
+        Mode::ReadOnly,
+        Mode::Plan,
+        Mode::Ask,
+        Mode::AcceptEdits,
+        Mode::Yolo,
+    ];
 
     /// The id used in ACP and configuration.
     pub fn id(self) -> &'static str {
         match self {
             Mode::ReadOnly => "read-only",
+            Mode::Plan => "plan",
             Mode::Ask => "ask",
             Mode::AcceptEdits => "accept-edits",
             Mode::Yolo => "yolo",
@@ -66,6 +77,7 @@ impl Mode {
     pub fn name(self) -> &'static str {
         match self {
             Mode::ReadOnly => "Read only",
+            Mode::Plan => "Plan",
             Mode::Ask => "Ask",
             Mode::AcceptEdits => "Accept edits",
             Mode::Yolo => "Yolo",
@@ -76,6 +88,10 @@ impl Mode {
     pub fn description(self) -> &'static str {
         match self {
             Mode::ReadOnly => "Reads and searches only: no edits, no commands.",
+            Mode::Plan => {
+                "Explore and write a plan: reads, searches and read-only commands run; nothing \
+                 is changed until you switch modes."
+            }
             Mode::Ask => "Reads run; every edit and command asks first.",
             Mode::AcceptEdits => {
                 "Edits inside the workspace run; commands and sensitive or outside edits ask."
@@ -128,6 +144,9 @@ pub struct CallFacts {
     pub read_only: bool,
     /// The MCP server the tool belongs to, if any: "always allow" can cover all its tools.
     pub server: Option<String>,
+    /// The tool may change something (it writes, runs commands, or declared nothing), by its
+    /// declared effects.
+    pub may_change: bool,
     /// Regular files among `reads` and `writes` with more than one hard link.
     pub linked: Vec<PathBuf>,
     /// The writes go through the tool's own store inside `TALARIA_HOME` (skills, memory).
@@ -149,6 +168,15 @@ pub enum CommandWall {
 impl CallFacts {
     fn runs_read_only(&self) -> bool {
         self.need == ApprovalNeed::ReadOnly || self.read_only
+    }
+
+    /// What plan mode lets run: a tool that changes nothing by what it declares, an
+    /// observing call, or a command the analysis proves read-only.
+    fn changes_nothing(&self) -> bool {
+        match &self.command {
+            Some(class) => class.read_only,
+            None => !self.may_change || self.read_only,
+        }
     }
 }
 
@@ -219,6 +247,28 @@ fn forbidden_edit<'a>(facts: &'a CallFacts, secrets: &SecretReads) -> Option<&'a
     })
 }
 
+/// What a call plan mode refuses reads.
+pub const PLANNING: &str = "Not run: the session is in plan mode. You are planning, not changing \
+anything: read, search and run read-only commands to explore, then give the plan (steps, \
+files, risks) in your answer and as a todo list. The user switches modes to implement it.";
+
+/// What the model is told where the session enters or leaves plan mode.
+pub fn mode_note(before: Mode, after: Mode) -> Option<String> {
+    match (before == Mode::Plan, after == Mode::Plan) {
+        (false, true) => Some(
+            "[The session is now in plan mode: explore (read, search, run read-only \
+             commands) and plan; change nothing. End with the plan: its steps as a todo \
+             list and, in your answer, the steps, the files each touches and the risks.]"
+                .into(),
+        ),
+        (true, false) => Some(format!(
+            "[Plan mode is over: the session is in {} mode. Implement the plan as agreed.]",
+            after.id()
+        )),
+        _ => None,
+    }
+}
+
 /// Decides what happens to a call.
 pub fn decide(
     mode: Mode,
@@ -239,6 +289,9 @@ pub fn decide(
              which no tool edits, in any mode. Ask the user to change it themselves.",
             path.display()
         ));
+    }
+    if mode == Mode::Plan && !facts.changes_nothing() {
+        return Verdict::Deny(PLANNING.into());
     }
     if mode == Mode::ReadOnly && !facts.runs_read_only() {
         return Verdict::Deny(
@@ -310,7 +363,8 @@ fn mode_default(mode: Mode, facts: &CallFacts, roots: &[PathBuf], wall: CommandW
             always_possible: always_possible(facts),
         };
     }
-    if facts.runs_read_only() || mode == Mode::Yolo {
+    // What reaches here in plan mode changes nothing (checked first in `decide`).
+    if facts.runs_read_only() || mode == Mode::Yolo || mode == Mode::Plan {
         return Verdict::Allow;
     }
     // A file with another name elsewhere (a hard link) changes there too.
@@ -373,6 +427,7 @@ mod tests {
             command: None,
             read_only: false,
             server: None,
+            may_change: need != ApprovalNeed::ReadOnly,
             linked: vec![],
             own_store: false,
         }
@@ -420,6 +475,56 @@ mod tests {
 
     fn is_ask(verdict: &Verdict) -> bool {
         matches!(verdict, Verdict::Ask { .. })
+    }
+
+    #[test]
+    fn plan_mode_runs_what_changes_nothing_and_refuses_the_rest_by_what_it_does() {
+        let planning = |verdict: Verdict| matches!(verdict, Verdict::Deny(why) if why == PLANNING);
+        assert!(planning(decide_in(Mode::Plan, &edit("/work/project/a.rs"))));
+        for refused in ["rm -rf build", "sed -i s/a/b/ x.py", "cargo test", "mv a b"] {
+            assert!(
+                planning(decide_in(Mode::Plan, &command(refused))),
+                "{refused}"
+            );
+        }
+        for explores in ["cat README.md", "git status", "rg fn src", "ls -la"] {
+            assert_eq!(
+                decide_in(Mode::Plan, &command(explores)),
+                Verdict::Allow,
+                "{explores}"
+            );
+        }
+        assert_eq!(
+            decide_in(Mode::Plan, &read("/work/project/a.rs")),
+            Verdict::Allow
+        );
+        // A tool nobody named, judged by its declaration: one that changes nothing (the plan,
+        // a question) runs, one that may change anything (a subagent, an MCP tool that says
+        // nothing of itself) is refused.
+        let declared = |may_change| CallFacts {
+            may_change,
+            ..facts("some_new_tool", ApprovalNeed::Unknown)
+        };
+        assert_eq!(decide_in(Mode::Plan, &declared(false)), Verdict::Allow);
+        assert!(planning(decide_in(Mode::Plan, &declared(true))));
+        // Secrets still ask, and the floor still refuses.
+        assert!(is_ask(&decide_in(
+            Mode::Plan,
+            &read("/home/dev/.ssh/id_ed25519")
+        )));
+        assert!(matches!(
+            decide_in(Mode::Plan, &command("rm -rf /")),
+            Verdict::Deny(why) if why.contains("safety floor")
+        ));
+    }
+
+    #[test]
+    fn entering_and_leaving_plan_mode_is_told_to_the_model() {
+        assert!(mode_note(Mode::Ask, Mode::Plan).is_some_and(|n| n.contains("plan mode")));
+        assert!(
+            mode_note(Mode::Plan, Mode::AcceptEdits).is_some_and(|n| n.contains("accept-edits"))
+        );
+        assert_eq!(mode_note(Mode::Ask, Mode::Yolo), None);
     }
 
     #[test]

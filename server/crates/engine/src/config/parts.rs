@@ -87,7 +87,7 @@ pub(super) fn mode_of(file: Option<&str>) -> Result<Mode, ConfigError> {
             ConfigError::value(
                 "mode",
                 format!("{id:?}"),
-                "unknown mode; expected one of read-only, ask, accept-edits, yolo",
+                "unknown mode; expected one of read-only, plan, ask, accept-edits, yolo",
             )
         }),
     }

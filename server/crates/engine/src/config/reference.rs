@@ -88,7 +88,7 @@ pub const SETTINGS: &[Setting] = &[
         "string",
         "ask",
         "",
-        "The approval mode sessions start in: `read-only`, `ask`, `accept-edits` or `yolo`.",
+        "The approval mode sessions start in: `read-only`, `plan`, `ask`, `accept-edits` or `yolo`.",
     ),
     s(
         "toolsets",

@@ -193,6 +193,7 @@ impl Orchestrator<'_> {
             reads: reads.paths,
             command,
             read_only: call.description.read_only,
+            may_change: call.effects.may_change_anything(),
             server: self
                 .registry
                 .definition(&call.name)

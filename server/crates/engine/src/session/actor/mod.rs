@@ -313,15 +313,38 @@ impl SessionActor {
     fn set_mode(&mut self, mode: Mode) {
         let previous = self.published.set_mode(mode);
         if previous != mode {
-            self.history.push(EntryBody::ModeChanged {
-                mode: mode.id().into(),
-            });
+            self.record_mode(mode);
             self.save();
-            self.update_meta(talaria_store::MetaUpdate {
-                mode: Some(mode.id().into()),
-                ..Default::default()
-            });
         }
+    }
+
+    /// Records a mode change (between turns); entering or leaving plan mode is also told to
+    /// the model, where it happened.
+    pub(super) fn record_mode(&mut self, mode: Mode) {
+        let before = self.recorded_mode();
+        self.history.push(EntryBody::ModeChanged {
+            mode: mode.id().into(),
+        });
+        if let Some(note) = crate::approval::mode_note(before, mode) {
+            self.history.push(EntryBody::Nudge { text: note });
+        }
+        self.update_meta(talaria_store::MetaUpdate {
+            mode: Some(mode.id().into()),
+            ..Default::default()
+        });
+    }
+
+    /// The mode the record says the session is in: its last change, else the start's.
+    fn recorded_mode(&self) -> Mode {
+        self.history
+            .entries()
+            .iter()
+            .rev()
+            .find_map(|e| match &e.body {
+                EntryBody::ModeChanged { mode } => Mode::from_id(mode),
+                _ => None,
+            })
+            .unwrap_or(self.settings.mode)
     }
 
     fn set_model(&mut self, model: String) {

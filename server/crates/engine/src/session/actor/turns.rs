@@ -4,7 +4,6 @@
 use std::collections::VecDeque;
 
 use futures_util::FutureExt;
-use talaria_record::EntryBody;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -88,13 +87,7 @@ impl SessionActor {
         modes_set: Vec<Mode>,
     ) -> crate::turn::TurnEnd {
         for mode in modes_set {
-            self.history.push(EntryBody::ModeChanged {
-                mode: mode.id().into(),
-            });
-            self.update_meta(talaria_store::MetaUpdate {
-                mode: Some(mode.id().into()),
-                ..Default::default()
-            });
+            self.record_mode(mode);
         }
         let crate::turn::TurnEnd {
             outcome,
