@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use talaria_harness::MockReply;
-use talaria_record::Transcript;
 use talaria_store::{SessionStore, SqliteStore};
 
 use crate::support::*;
@@ -17,33 +16,7 @@ const SESSIONS: usize = 400;
 /// A store of [`SESSIONS`] sessions cut to two thirds of its size; its path.
 fn damaged_store(dir: &Path) -> PathBuf {
     let path = dir.join("state.db");
-    let store = SqliteStore::open(&path).expect("open");
-    for s in 0..SESSIONS {
-        let id = format!("kept-{s}");
-        store
-            .create(&talaria_store::SessionMeta {
-                id: id.clone(),
-                cwd: "/elsewhere".into(),
-                created_at: 1,
-                updated_at: 1 + s as i64,
-                ..Default::default()
-            })
-            .expect("create");
-        let mut transcript = Transcript::with_system("sys");
-        for t in 0..12 {
-            transcript.push(talaria_record::testing::user(&format!(
-                "question {t} {}",
-                "words ".repeat(30)
-            )));
-            transcript.push(talaria_record::testing::assistant(
-                &format!("answer {t}"),
-                &[],
-            ));
-        }
-        store.append(&id, transcript.entries()).expect("append");
-    }
-    store.checkpoint().expect("checkpoint");
-    drop(store);
+    crate::store_stalls::written_store(&path, SESSIONS, 12);
     let size = std::fs::metadata(&path).expect("size").len();
     std::fs::OpenOptions::new()
         .write(true)

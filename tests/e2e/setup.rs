@@ -59,6 +59,24 @@ impl Setup {
         self.master.flush().expect("flush");
     }
 
+    /// Picks "another OpenAI-compatible server" at the mock's address.
+    async fn other_server_at(&mut self, base_url: &str) {
+        self.answer("Provider [", "3\n").await;
+        self.answer("Server address", &format!("{base_url}\n"))
+            .await;
+    }
+
+    /// Declines to try again and to save; setup ends, unsuccessfully.
+    async fn give_up(&mut self) {
+        self.answer("Try again?", "n\n").await;
+        self.answer("Save these settings anyway?", "n\n").await;
+        let status = tokio::time::timeout(WAIT, self.child.wait())
+            .await
+            .expect("setup ends")
+            .expect("status");
+        assert!(!status.success());
+    }
+
     async fn wait_for(&self, needle: &str) {
         let started = Instant::now();
         while !self.text().contains(needle) {
@@ -77,10 +95,7 @@ async fn setup_in_a_terminal_checks_and_writes_the_config_without_showing_the_ke
     let mut env = TestEnv::new(vec![MockReply::text(&["ok"])]).await;
     env.api_key = None;
     let mut setup = Setup::spawn(&env);
-    setup.answer("Provider [", "3\n").await;
-    setup
-        .answer("Server address", &format!("{}\n", env.mock.base_url()))
-        .await;
+    setup.other_server_at(&env.mock.base_url()).await;
     setup.answer("API key", &format!("{KEY}\n")).await;
     setup.answer("Model [mock-model]", "\n").await;
     setup.wait_for("Talaria is ready").await;
@@ -179,13 +194,7 @@ async fn setup_says_why_a_check_failed_and_keeps_an_existing_config_unless_asked
         .await;
     setup.answer("API key", "\n").await;
     setup.answer("Model:", "some-model\n").await;
-    setup.answer("Try again?", "n\n").await;
-    setup.answer("Save these settings anyway?", "n\n").await;
-    let status = tokio::time::timeout(WAIT, setup.child.wait())
-        .await
-        .expect("setup ends")
-        .expect("status");
-    assert!(!status.success());
+    setup.give_up().await;
     setup.wait_for("talaria setup: cannot connect").await;
     let shown = setup.text();
     assert!(
@@ -204,10 +213,7 @@ async fn setup_flags_a_refused_key_as_soon_as_it_is_typed_and_asks_again() {
     env.api_key = None;
     env.mock.require_key(KEY);
     let mut setup = Setup::spawn(&env);
-    setup.answer("Provider [", "3\n").await;
-    setup
-        .answer("Server address", &format!("{}\n", env.mock.base_url()))
-        .await;
+    setup.other_server_at(&env.mock.base_url()).await;
     setup.answer("API key", "sk-mistyped\n").await;
     // Refused at once, before the model is asked for: the key is asked for again.
     setup.wait_for("refused this key (HTTP 401)").await;
@@ -244,19 +250,10 @@ async fn a_failed_check_names_the_file_the_user_edits_never_a_temporary_copy() {
     .await;
     env.api_key = None;
     let mut setup = Setup::spawn(&env);
-    setup.answer("Provider [", "3\n").await;
-    setup
-        .answer("Server address", &format!("{}\n", env.mock.base_url()))
-        .await;
+    setup.other_server_at(&env.mock.base_url()).await;
     setup.answer("API key", "sk-revoked\n").await;
     setup.answer("Model [mock-model]", "\n").await;
-    setup.answer("Try again?", "n\n").await;
-    setup.answer("Save these settings anyway?", "n\n").await;
-    let status = tokio::time::timeout(WAIT, setup.child.wait())
-        .await
-        .expect("setup ends")
-        .expect("status");
-    assert!(!status.success());
+    setup.give_up().await;
     let shown = setup.text();
     let real = env.home.path().join("talaria/config.toml");
     let fix = shown

@@ -295,7 +295,7 @@ async fn started_while_the_database_is_down_it_saves_once_the_database_is_up() {
 }
 
 /// A store of `sessions` sessions with `turns` turns each, written through the store's API.
-fn written_store(path: &std::path::Path, sessions: usize, turns: usize) {
+pub(crate) fn written_store(path: &std::path::Path, sessions: usize, turns: usize) {
     let store = SqliteStore::open(path).expect("open");
     for s in 0..sessions {
         let id = format!("kept-{s}");
