@@ -352,3 +352,37 @@ async fn a_stop_on_a_locked_store_ends_within_its_budget() {
         holder.join().expect("the lock holder");
     }
 }
+
+/// A stop while the agent waits on the client's answer to a permission question: the
+/// question is withdrawn (`$/cancel_request` for it) before the agent exits, however it
+/// stops, end of input included.
+async fn stop_during_a_question(how: Stop) {
+    let env = TestEnv::new(vec![MockReply::tool_call(
+        "w",
+        "write_file",
+        json!({"path": "asked.txt", "content": "x\n"}),
+    )])
+    .await;
+    let (mut agent, session) = env.session().await;
+    agent
+        .start_request("session/prompt", text_prompt(&session, "write it"))
+        .await
+        .expect("prompt");
+    let asked = agent.next_agent_request(WAIT).await.expect("a question");
+    assert_eq!(asked["method"], "session/request_permission");
+    stop(&mut agent, how).await;
+    agent.collect_remaining().await;
+    let withdrawn = agent
+        .transcript
+        .iter()
+        .any(|m| m["method"] == "$/cancel_request" && m["params"]["requestId"] == asked["id"]);
+    assert!(withdrawn, "{how:?}: the question was never withdrawn");
+    assert!(!env.workspace.path().join("asked.txt").exists(), "{how:?}");
+}
+
+#[tokio::test]
+async fn every_stop_withdraws_a_pending_question() {
+    for how in STOPS {
+        stop_during_a_question(how).await;
+    }
+}
