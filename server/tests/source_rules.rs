@@ -314,3 +314,35 @@ fn a_test() -> Result<(), String> { Ok(()) }
     );
     assert!(found.disk_waits.iter().any(|f| f.ends_with("(fn blocks)")));
 }
+
+/// Whether a `use` tree is `super::*` (what a module uses is then named nowhere).
+fn is_super_glob(tree: &syn::UseTree) -> bool {
+    matches!(tree, syn::UseTree::Path(p) if p.ident == "super" && matches!(*p.tree, syn::UseTree::Glob(_)))
+}
+
+#[test]
+fn production_modules_name_what_they_use_from_their_parent() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut found = Vec::new();
+    for (path, text) in ["server", "protocol", "clients"]
+        .iter()
+        .flat_map(|dir| production_files(&root.join(dir)))
+    {
+        let Ok(file) = syn::parse_file(&text) else {
+            continue;
+        };
+        for item in &file.items {
+            if let syn::Item::Use(used) = item
+                && !item_is_test_only(item)
+                && is_super_glob(&used.tree)
+            {
+                found.push(path.display().to_string());
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "`use super::*` in production code (name the items):\n{}",
+        found.join("\n")
+    );
+}

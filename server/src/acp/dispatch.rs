@@ -11,6 +11,10 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use super::{
+    Agent, Reply, capabilities, cassettes, client_bridge, config_error, load_config, providers,
+    server_window, settings, shutdown, steering, to_value,
+};
 use futures_util::FutureExt;
 use futures_util::future::LocalBoxFuture;
 use serde_json::Value;
@@ -18,8 +22,6 @@ use talaria_protocol::acp::{self, ClientNotification, ClientRequest, RequestId};
 use talaria_protocol::{IncomingMessage, IncomingRequest, PeerOptions, errors};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
-
-use super::*;
 
 /// The second half of a request whose slow part ran on a task of its own: it runs on the
 /// dispatch loop (it may change the agent's state), and its reply answers the request.

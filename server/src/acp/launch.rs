@@ -4,13 +4,15 @@
 
 use std::sync::Arc;
 
+use super::{
+    Agent, LiveSession, Reply, RouterCache, StartContext, cassettes, client_bridge, commands,
+    forwarder, mcp, server_window, skills, to_value, updates,
+};
 use futures_util::FutureExt;
 use talaria_engine::{Config, ModelRouter, SessionSettings};
 use talaria_protocol::acp::{self, RequestId, SessionNotification};
 use talaria_protocol::errors;
 use tokio::sync::mpsc;
-
-use super::*;
 
 /// What starting a session needs.
 pub(super) struct Launch {

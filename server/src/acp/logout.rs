@@ -8,10 +8,9 @@ use std::path::Path;
 
 use futures_util::FutureExt;
 
+use super::{Agent, Reply, config_error, load_config, to_value};
 use talaria_protocol::acp::{self, RequestId};
 use talaria_protocol::errors;
-
-use super::*;
 
 /// `text` without its `api_key = …` and `api_keys = [ … ]` settings; `None` when nothing
 /// was removed.

@@ -1,12 +1,11 @@
 //! `session/prompt`: the request becomes the session's op, tagged with the request's id; the
 //! session's forwarder answers it when the turn ends.
 
+use super::{Agent, Reply, compaction, prompt_input, session_not_found, skills};
 use talaria_engine::TurnId;
 use talaria_protocol::acp::{self, RequestId};
 use talaria_protocol::errors;
 use tokio_util::sync::CancellationToken;
-
-use super::*;
 
 impl Agent {
     pub(super) fn prompt(

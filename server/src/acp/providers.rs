@@ -13,12 +13,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::{Agent, Reply, config_error, load_config, to_value};
 use futures_util::FutureExt;
 use talaria_engine::Config;
 use talaria_protocol::acp::{self, RequestId};
 use talaria_protocol::errors;
-
-use super::*;
 
 /// The services a client may manage, by provider id, and the protocol each speaks.
 const SERVICES: [(&str, ServiceProtocol); 2] = [

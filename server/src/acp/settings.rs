@@ -2,10 +2,9 @@
 //! mode and the model, changed through the session's actor and answered with the options as
 //! they now stand.
 
+use super::{Agent, LiveSession, Reply, session_not_found, session_options, to_value};
 use talaria_protocol::acp::{self, SessionNotification};
 use talaria_protocol::errors;
-
-use super::*;
 
 /// The longest title a client may set (longer ones are cut).
 const MAX_TITLE_CHARS: usize = 200;

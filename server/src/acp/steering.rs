@@ -5,6 +5,7 @@
 //! as a prompt, its updates streaming as usual) or `{outcome: "promptRequired", reason:
 //! "noRunningTurn"}` (none ran and the client asked to be told).
 
+use super::{Agent, Reply, prompt_input, session_not_found};
 use futures_util::FutureExt;
 use serde::Deserialize;
 use serde_json::json;
@@ -12,8 +13,6 @@ use talaria_engine::TurnId;
 use talaria_engine::steering::{IdleSteer, SteerOutcome};
 use talaria_protocol::acp::{self, RequestId};
 use talaria_protocol::errors;
-
-use super::*;
 
 /// The method's name on the wire.
 pub(super) const METHOD: &str = "_session/steering";

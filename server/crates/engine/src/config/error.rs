@@ -1,8 +1,7 @@
 //! Why a configuration could not be loaded: `ConfigError`, every error placed (file, line,
 //! key) and with its fix.
 
-use super::*;
-
+use super::Path;
 /// Why the configuration could not be loaded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {

@@ -19,8 +19,6 @@ use parts::{
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
-
 use crate::approval::Mode;
 use crate::credentials::KeyStrategy;
 use crate::router::Price;

@@ -1,9 +1,13 @@
 //! The steps of resolving a configuration: each setting (or group of settings) from the file
 //! and the environment, with the error that names the key or variable at fault.
 
+use super::{
+    Auxiliary, ConfigError, DEFAULT_CONTEXT_WINDOW, DEFAULT_SIDE_TASK_TIMEOUT_SECS, Endpoint,
+    Fallback, FileAuxiliary, FileConfig, FileFallback, FileLearning, FileStore, KeyStrategy,
+    Learning, McpServerEntry, Mode, Path, PathBuf, ProviderKind, RetryPolicy, ShellEnvironment,
+    StoreConfig, provider_named, split_keys, unknown_provider, without_password,
+};
 use std::collections::{BTreeMap, HashMap};
-
-use super::*;
 
 /// The base endpoints fallbacks and auxiliary models start from: each service's.
 pub(super) struct Bases {

@@ -1,8 +1,14 @@
 //! Resolution: the file and the environment read, checked and resolved into a `Config`
 //! (environment over file over defaults), with a placed error for every problem.
 
-use super::*;
-
+use super::{
+    Bases, Config, ConfigError, Endpoint, FileAuxiliary, FileCompression, FileConfig,
+    FileDelegation, FileEndpoint, FileFallback, FileLearning, FileMemory, FileRecord, FileSandbox,
+    FileShellEnvironment, FileStore, McpServerEntry, Path, PathBuf, ProviderKind, SandboxConfig,
+    auxiliaries_of, context_window_of, default_home, fallbacks_of, is_local, key_strategy_of, keys,
+    learning_of, mcp_servers_of, mode_of, parse_file, provider_of, retry_of, shell_environment_of,
+    store_of, titles_of, tokenizers_of,
+};
 /// Why a base URL cannot be used: no `http://`/`https://`, or no host.
 pub(super) fn base_url_problem(url: &str) -> Option<String> {
     let Some((scheme, rest)) = url.split_once("://") else {

@@ -1,8 +1,9 @@
 //! `config.toml` as it is written: the serde types of the file (every table and key this
 //! version knows) and the parser that collects the keys it does not.
 
-use super::*;
+use serde::Deserialize;
 
+use super::{HashMap, PathBuf, Price};
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct FileEndpoint {
     pub(super) base_url: Option<String>,

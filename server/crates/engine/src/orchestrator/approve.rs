@@ -2,9 +2,12 @@
 //! verdict, the user's answer (an "always" remembered through the session's actor), and
 //! whether a call the sandbox refused may run once outside it.
 
+use super::{
+    CANCELLED_RESULT, CallFacts, ClientAnswer, ClientAsk, CommandWall, MAX_IDENTICAL_FAILURES,
+    Mode, Orchestrator, PermissionAnswer, PermissionChoice, PermissionRequest, Prepared,
+    REPEATED_FAILURE, Sandboxing, Scope, ToolOutcome, Verdict, approval, failure_key, safety,
+};
 use std::path::PathBuf;
-
-use super::*;
 
 fn declined(name: &str) -> String {
     format!(

@@ -1,8 +1,10 @@
 //! Reporting a finished call: its plan and its card to the client, its entry in the record
 //! (the text the model reads fitted to the budget, images when the model takes them).
 
-use super::*;
-
+use super::{
+    DisplayContent, DisplayKind, EngineEvent, Orchestrator, Prepared, RecordLocation, ResultStatus,
+    ToolDisplay, ToolEffect, ToolKind, ToolOutcome, ToolResultEntry, ToolStatus, UserPart,
+};
 impl Orchestrator<'_> {
     /// Reports a finished call (its plan, then its card) and returns what the card shows.
     pub(super) async fn finish(&self, call: &Prepared, outcome: &ToolOutcome) -> ToolDisplay {

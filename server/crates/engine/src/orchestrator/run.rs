@@ -2,7 +2,11 @@
 //! outside the sandbox when the sandbox refused something and the user agreed.
 
 use super::report::trim_front;
-use super::*;
+use super::{
+    Arc, CANCELLED_RESULT, Duration, EngineEvent, Orchestrator, PROGRESS_INTERVAL,
+    PROGRESS_TAIL_CHARS, Prepared, Progress, ToolContext, ToolDisplay, ToolEffect, ToolOutcome,
+    ToolStatus, mpsc,
+};
 
 impl Orchestrator<'_> {
     /// Runs one approved call, streaming its progress, and reports its result. When the OS
