@@ -128,6 +128,21 @@ fn option(choice: PermissionChoice, server: Option<&str>) -> PermissionOption {
             "Always reject in this project".to_string(),
             PermissionOptionKind::RejectAlways,
         ),
+        PermissionChoice::ImplementAsking => (
+            "implement_ask",
+            "Implement (ask before edits and commands)".to_string(),
+            PermissionOptionKind::AllowOnce,
+        ),
+        PermissionChoice::ImplementAcceptingEdits => (
+            "implement_accept_edits",
+            "Implement (accept edits)".to_string(),
+            PermissionOptionKind::AllowAlways,
+        ),
+        PermissionChoice::KeepPlanning => (
+            "keep_planning",
+            "Keep planning".to_string(),
+            PermissionOptionKind::RejectOnce,
+        ),
     };
     PermissionOption::new(id, name, kind)
 }
@@ -140,6 +155,9 @@ fn choice_of(option_id: &str) -> Option<PermissionChoice> {
         "run_unsandboxed_once" => Some(PermissionChoice::RunUnsandboxedOnce),
         "reject_once" => Some(PermissionChoice::RejectOnce),
         "reject_always" => Some(PermissionChoice::RejectAlways),
+        "implement_ask" => Some(PermissionChoice::ImplementAsking),
+        "implement_accept_edits" => Some(PermissionChoice::ImplementAcceptingEdits),
+        "keep_planning" => Some(PermissionChoice::KeepPlanning),
         _ => None,
     }
 }

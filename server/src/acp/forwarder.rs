@@ -265,6 +265,9 @@ impl Forwarder {
                 last
             }
             EngineEvent::Subagent(_) => None,
+            EngineEvent::ModeSwitched(mode) => Some(acp::SessionUpdate::CurrentModeUpdate(
+                acp::CurrentModeUpdate::new(mode),
+            )),
             EngineEvent::ChildEvent { session_id, event } => {
                 child_event(&self.peer, &self.client, session_id, *event).await;
                 None

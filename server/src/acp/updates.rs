@@ -75,6 +75,7 @@ pub fn session_update(event: EngineEvent) -> Option<SessionUpdate> {
         | EngineEvent::Compaction(_)
         | EngineEvent::CommandsChanged
         | EngineEvent::Subagent(_)
+        | EngineEvent::ModeSwitched(_)
         | EngineEvent::ChildEvent { .. }
         | EngineEvent::Delivered(_)
         | EngineEvent::Notice { .. } => {

@@ -26,6 +26,12 @@ pub enum PermissionChoice {
     RunUnsandboxedOnce,
     RejectOnce,
     RejectAlways,
+    /// A plan handed over in plan mode: implement it, asking for edits and commands.
+    ImplementAsking,
+    /// Implement it, edits in the workspace accepted.
+    ImplementAcceptingEdits,
+    /// Stay in plan mode.
+    KeepPlanning,
 }
 
 /// A question for the user about one tool call (already shown as a card).

@@ -211,6 +211,8 @@ pub enum EngineEvent {
     ToolCallTerminal { id: String, terminal_id: String },
     /// The call's work goes on in this child session.
     ToolCallSession { id: String, session_id: String },
+    /// The turn switched the session's mode (a plan the user chose to implement).
+    ModeSwitched(String),
     /// A subagent's session was started or its state changed (shown only to clients that
     /// advertise subagents).
     Subagent(SubagentView),

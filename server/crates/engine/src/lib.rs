@@ -20,6 +20,7 @@ pub mod journal;
 pub mod model_call;
 mod orchestrator;
 pub mod pace;
+mod plan_handover;
 pub mod provider_factory;
 pub mod providers;
 pub mod review;

@@ -45,6 +45,11 @@ pub(crate) struct Remember {
 pub(crate) trait RememberQueue: Send + Sync + std::fmt::Debug {
     /// Queues `remember`; `false` when the session has ended.
     fn queue(&self, remember: Remember) -> bool;
+
+    /// Queues a mode change the turn asks for (a plan approved); `false` when it cannot.
+    fn switch_mode(&self, _mode: Mode) -> bool {
+        false
+    }
 }
 
 /// For work with no session to remember decisions in (the background review, whose policy
@@ -79,6 +84,19 @@ impl ApprovalState {
     /// The session's model now (children without a model of their own follow a switch).
     pub(crate) fn model(&self) -> String {
         self.view.borrow().model.clone()
+    }
+
+    /// Asks the actor to switch the mode and waits (briefly) until it is published, so the
+    /// next decision sees it; `false` when the session cannot switch.
+    pub(crate) async fn switch_mode(&self, mode: Mode) -> bool {
+        if !self.remember.switch_mode(mode) {
+            return false;
+        }
+        let mut view = self.view.clone();
+        let applied = view.wait_for(|v| v.mode == mode);
+        tokio::time::timeout(std::time::Duration::from_secs(2), applied)
+            .await
+            .is_ok_and(|seen| seen.is_ok())
     }
 
     /// Reads the remembered rules.

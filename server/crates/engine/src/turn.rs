@@ -181,6 +181,7 @@ impl Turn<'_> {
         let mut budget = ResultBudget::new(self.caller.context.window, results_dir);
         let mut failures: HashMap<(String, String), u32> = HashMap::new();
         let mut nudged = false;
+        let mut handed_over = false;
         for _ in 0..self.limits.max_requests {
             // A turn never runs far ahead of the disk.
             if let Some(journal) = self.journal.as_deref() {
@@ -216,6 +217,15 @@ impl Turn<'_> {
                 }
                 // A steer that came while the model answered gets its own request.
                 Next::Stop(_) if self.steering.has_pending() => continue,
+                Next::Stop(StopReason::EndTurn)
+                    if !handed_over && self.approval.mode() == crate::approval::Mode::Plan =>
+                {
+                    handed_over = true;
+                    if self.hand_over_plan().await {
+                        continue;
+                    }
+                    return Ok(StopReason::EndTurn);
+                }
                 Next::Stop(reason) => return Ok(reason),
                 Next::Tools { calls, unrun } => (calls, unrun),
             };
@@ -288,6 +298,39 @@ impl Turn<'_> {
             announced,
             shown,
         }
+    }
+
+    /// The plan the model gave in plan mode, handed to the user; `true` when the user chose
+    /// to implement it (the mode switched and the model told, so the turn goes on).
+    async fn hand_over_plan(&mut self) -> bool {
+        let plan = self
+            .history
+            .entries()
+            .iter()
+            .rev()
+            .find_map(|e| match &e.body {
+                EntryBody::Assistant(answer) if !answer.text.trim().is_empty() => {
+                    Some(answer.text.clone())
+                }
+                _ => None,
+            })
+            .unwrap_or_default();
+        let id = format!("plan-{}", self.history.entries().len());
+        self.used_tool_ids.insert(id.clone());
+        let handover = crate::plan_handover::Handover {
+            events: self.events,
+            cancel: self.cancel,
+            approval: self.approval,
+            id,
+        };
+        let Some(mode) = handover.ask(&plan).await else {
+            return false;
+        };
+        if let Some(note) = crate::approval::mode_note(crate::approval::Mode::Plan, mode) {
+            self.history.push(EntryBody::Nudge { text: note });
+            self.save();
+        }
+        true
     }
 
     /// Puts the steers waiting into the record, where they enter the turn, and shows each

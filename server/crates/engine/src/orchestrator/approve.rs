@@ -124,9 +124,13 @@ impl Orchestrator<'_> {
                     .await;
                 Ok(())
             }
-            PermissionAnswer::Chosen(PermissionChoice::RejectOnce) => {
-                Err(ToolOutcome::failed(declined(&call.name)))
-            }
+            // A plan's choices were not offered for a call: whatever they are, not a yes.
+            PermissionAnswer::Chosen(
+                PermissionChoice::RejectOnce
+                | PermissionChoice::ImplementAsking
+                | PermissionChoice::ImplementAcceptingEdits
+                | PermissionChoice::KeepPlanning,
+            ) => Err(ToolOutcome::failed(declined(&call.name))),
             PermissionAnswer::Chosen(PermissionChoice::RejectAlways) => {
                 self.approval
                     .remember(approval::scopes_of(facts), false)

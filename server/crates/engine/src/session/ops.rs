@@ -137,4 +137,9 @@ impl RememberQueue for mpsc::WeakUnboundedSender<Op> {
         self.upgrade()
             .is_some_and(|ops| ops.send(Op::Remember(remember)).is_ok())
     }
+
+    fn switch_mode(&self, mode: crate::approval::Mode) -> bool {
+        self.upgrade()
+            .is_some_and(|ops| ops.send(Op::SetMode(mode)).is_ok())
+    }
 }

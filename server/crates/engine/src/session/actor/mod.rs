@@ -325,7 +325,16 @@ impl SessionActor {
         self.history.push(EntryBody::ModeChanged {
             mode: mode.id().into(),
         });
-        if let Some(note) = crate::approval::mode_note(before, mode) {
+        // The note, unless the turn already told the model (a plan it handed over).
+        if let Some(note) = crate::approval::mode_note(before, mode)
+            && !self
+                .history
+                .entries()
+                .iter()
+                .rev()
+                .take(64)
+                .any(|e| matches!(&e.body, EntryBody::Nudge { text } if *text == note))
+        {
             self.history.push(EntryBody::Nudge { text: note });
         }
         self.update_meta(talaria_store::MetaUpdate {
