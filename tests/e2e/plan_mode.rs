@@ -171,3 +171,41 @@ async fn keeping_on_planning_ends_the_turn_in_plan_mode_and_changes_nothing() {
         "still planning"
     );
 }
+
+#[tokio::test]
+async fn slash_plan_enters_plan_mode_and_plans_the_rest_of_the_line() {
+    let env = TestEnv::new(vec![MockReply::text(&["Plan: 1. rename the module."])]).await;
+    let (mut agent, session) = env.session().await;
+    let listed = agent.updates().iter().any(|u| {
+        u["sessionUpdate"] == "available_commands_update"
+            && u["availableCommands"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["name"] == "plan"))
+    });
+    assert!(listed, "/plan is offered");
+    let response = prompt_choosing(
+        &mut agent,
+        &session,
+        "/plan rename the module",
+        "keep_planning",
+    )
+    .await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    assert!(
+        agent.updates().iter().any(|u| {
+            u["sessionUpdate"] == "current_mode_update" && u["currentModeId"] == "plan"
+        }),
+        "the client is told"
+    );
+    let asked = env.mock.requests()[0].body.to_string();
+    assert!(
+        asked.contains("rename the module") && !asked.contains("/plan"),
+        "{asked}"
+    );
+    assert!(asked.contains("now in plan mode"), "{asked}");
+    let empty = agent
+        .request("session/prompt", text_prompt(&session, "/plan"))
+        .await
+        .expect("answered");
+    assert_eq!(empty["error"]["code"], -32602, "{empty}");
+}

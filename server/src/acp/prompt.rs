@@ -7,13 +7,41 @@ use talaria_protocol::acp::{self, RequestId};
 use talaria_protocol::errors;
 use tokio_util::sync::CancellationToken;
 
+/// The slash command that plans a task first (`/plan TASK`).
+pub const PLAN_COMMAND: &str = "plan";
+
+/// The task of a `/plan TASK` prompt (one text block); `Some("")` when none was given.
+fn plan_task(prompt: &[acp::ContentBlock]) -> Option<String> {
+    let [acp::ContentBlock::Text(text)] = prompt else {
+        return None;
+    };
+    let rest = text
+        .text
+        .trim()
+        .strip_prefix('/')?
+        .strip_prefix(PLAN_COMMAND)?;
+    (rest.is_empty() || rest.starts_with(char::is_whitespace)).then(|| rest.trim().to_string())
+}
+
 impl Agent {
     pub(super) fn prompt(
         &mut self,
         request: RequestId,
         cancel: CancellationToken,
-        params: acp::PromptRequest,
+        mut params: acp::PromptRequest,
     ) -> Option<Reply> {
+        if let Some(task) = plan_task(&params.prompt) {
+            if task.is_empty() {
+                return Some(Err(errors::invalid_params(
+                    "/plan takes the task to plan: /plan TASK",
+                )));
+            }
+            // Plan mode first (ops run in order: the turn starts in it), the client told.
+            if let Err(error) = self.set_mode(&params.session_id, "plan", true) {
+                return Some(Err(error));
+            }
+            params.prompt = vec![acp::ContentBlock::from(task)];
+        }
         let Some(session) = self.sessions.get(params.session_id.0.as_ref()) else {
             return Some(Err(session_not_found(&params.session_id)));
         };

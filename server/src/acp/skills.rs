@@ -80,7 +80,21 @@ pub fn commands(catalog: &Catalog) -> SessionUpdate {
         MCP_COMMAND,
         "The session's MCP servers: status, tool count, last error.",
     ));
-    let reserved = [super::compaction::COMMAND, SKILLS_COMMAND, MCP_COMMAND];
+    commands.push(
+        acp::AvailableCommand::new(
+            super::prompt::PLAN_COMMAND,
+            "Plan first: switch to plan mode and plan the task; nothing changes until you choose to implement the plan.",
+        )
+        .input(acp::AvailableCommandInput::Unstructured(
+            acp::UnstructuredCommandInput::new("the task to plan"),
+        )),
+    );
+    let reserved = [
+        super::compaction::COMMAND,
+        SKILLS_COMMAND,
+        MCP_COMMAND,
+        super::prompt::PLAN_COMMAND,
+    ];
     for found in &catalog.skills {
         if reserved.contains(&found.name.as_str()) {
             continue;
