@@ -116,14 +116,36 @@ fn ms(duration: Duration) -> f64 {
 }
 
 fn peak_rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))?
+    proc_kib(&format!("/proc/{pid}/status"), "VmHWM")
+}
+
+/// A `kB` figure of a `/proc` file's line `name:`.
+fn proc_kib(path: &str, name: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    text.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(':'))?
         .split_whitespace()
         .nth(1)?
         .parse()
         .ok()
+}
+
+/// What of the agent's memory is its own: anonymous pages (heap, stacks; `RssAnon`) and the
+/// proportional share of everything it maps (`Pss`, from `smaps_rollup`), in MB. Peak RSS
+/// (`VmHWM`) also counts the binary's file-backed code pages, shared and dropped under
+/// pressure.
+struct PrivateMemory {
+    anon_mb: f64,
+    pss_mb: f64,
+}
+
+fn private_memory(pid: u32) -> Option<PrivateMemory> {
+    let anon = proc_kib(&format!("/proc/{pid}/status"), "RssAnon")?;
+    let pss = proc_kib(&format!("/proc/{pid}/smaps_rollup"), "Pss")?;
+    Some(PrivateMemory {
+        anon_mb: anon as f64 / 1024.0,
+        pss_mb: pss as f64 / 1024.0,
+    })
 }
 
 struct StreamFigures {
@@ -131,6 +153,7 @@ struct StreamFigures {
     prompt_to_end: Duration,
     agent_cpu_ms: Option<f64>,
     peak_rss_mb: Option<f64>,
+    private: Option<PrivateMemory>,
 }
 
 async fn stream_throughput(
@@ -176,6 +199,7 @@ async fn stream_throughput(
         prompt_to_end,
         agent_cpu_ms: cpu_ms(pid),
         peak_rss_mb: peak_rss_kib(pid).map(|k| k as f64 / 1024.0),
+        private: private_memory(pid),
     };
     drop(stdin);
     child.wait().await?;
@@ -520,6 +544,13 @@ fn print_turn_figures(
     }
     if let Some(mb) = stream.peak_rss_mb {
         report!("  peak RSS after the stream      {mb:8.2} MB");
+    }
+    if let Some(private) = &stream.private {
+        report!(
+            "  private memory after it        {:8.2} MB  (RssAnon: heap and stacks; PSS {:.2} MB)",
+            private.anon_mb,
+            private.pss_mb
+        );
     }
     if let Some(hot) = hot_code::coverage(&options.agent) {
         let share = 100.0 * hot.in_hot_section as f64 / hot.listed.max(1) as f64;
