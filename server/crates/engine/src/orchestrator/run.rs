@@ -34,9 +34,8 @@ impl Orchestrator<'_> {
     /// Dispatches one call in `ctx`, streaming its progress to the card.
     pub(super) async fn run_streaming(&self, call: &Prepared, mut ctx: ToolContext) -> ToolOutcome {
         let (tx, mut rx) = mpsc::unbounded_channel::<Progress>();
-        ctx.progress = Some(Arc::new(move |p| {
-            let _ = tx.send(p);
-        }));
+        let tail = Arc::new(OutputTail::default());
+        ctx.progress = Some(progress_sink(tail.clone(), tx));
         let run = self.registry.dispatch(&call.name, call.args.clone(), &ctx);
         tokio::pin!(run);
         let mut output = String::new();
@@ -55,6 +54,7 @@ impl Orchestrator<'_> {
                 }
                 outcome = &mut run => break outcome,
                 Some(progress) = rx.recv() => dirty |= self.relay(call, progress, &mut output).await,
+                () = tail.wake.notified() => dirty |= tail.take(&mut output),
                 () = tokio::time::sleep_until(next_report), if dirty => {
                     self.emit(EngineEvent::ToolCallProgress { id: call.id.clone(), output: output.clone() }).await;
                     dirty = false;
@@ -66,6 +66,7 @@ impl Orchestrator<'_> {
         while let Ok(progress) = rx.try_recv() {
             dirty |= self.relay(call, progress, &mut output).await;
         }
+        dirty |= tail.take(&mut output);
         if dirty {
             self.emit(EngineEvent::ToolCallProgress {
                 id: call.id.clone(),
@@ -101,10 +102,79 @@ impl Orchestrator<'_> {
     }
 }
 
+/// A running call's output as its card shows it: only the tail is kept, however much the
+/// tool prints while the client is slow to read, and the card's loop is woken to show it.
+#[derive(Default)]
+struct OutputTail {
+    /// The tail, and whether it changed since the loop last took it.
+    text: std::sync::Mutex<(String, bool)>,
+    wake: tokio::sync::Notify,
+}
+
+impl OutputTail {
+    fn push(&self, text: &str) {
+        {
+            let mut tail = talaria_util::lock(&self.text);
+            tail.0.push_str(text);
+            trim_front(&mut tail.0, PROGRESS_TAIL_CHARS);
+            tail.1 = true;
+        }
+        self.wake.notify_one();
+    }
+
+    /// Copies a changed tail into `output`; whether it changed.
+    fn take(&self, output: &mut String) -> bool {
+        let mut tail = talaria_util::lock(&self.text);
+        if !tail.1 {
+            return false;
+        }
+        output.clone_from(&tail.0);
+        tail.1 = false;
+        true
+    }
+}
+
+/// Where a running tool reports: output into its bounded tail, the rare terminal and session
+/// references (one or two a call) through `others`.
+fn progress_sink(
+    tail: Arc<OutputTail>,
+    others: mpsc::UnboundedSender<Progress>,
+) -> talaria_tools::ProgressSink {
+    Arc::new(move |progress| match progress {
+        Progress::Output(text) => tail.push(&text),
+        other => {
+            let _ = others.send(other);
+        }
+    })
+}
+
 /// What the OS sandbox refused during a call, if anything.
 pub(super) fn sandbox_denial(outcome: &ToolOutcome) -> Option<String> {
     outcome.effects.iter().find_map(|effect| match effect {
         ToolEffect::SandboxDenied { what } => Some(what.clone()),
         _ => None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tool_printing_while_nobody_reads_holds_only_the_tail() {
+        let tail = Arc::new(OutputTail::default());
+        let (others, _kept) = mpsc::unbounded_channel();
+        let sink = progress_sink(tail.clone(), others);
+        let line = "x".repeat(1023) + "\n";
+        for _ in 0..10_000 {
+            sink(Progress::Output(line.clone()));
+        }
+        sink(Progress::Output("the end\n".into()));
+        let held = talaria_util::lock(&tail.text).0.chars().count();
+        assert!(held <= PROGRESS_TAIL_CHARS, "{held} characters held");
+        let mut output = String::new();
+        assert!(tail.take(&mut output));
+        assert!(output.ends_with("the end\n"));
+        assert!(!tail.take(&mut output), "nothing new since");
+    }
 }
