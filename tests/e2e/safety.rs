@@ -77,7 +77,7 @@ const FLOOR: &[&str] = &[
 
 #[tokio::test]
 async fn floor_commands_fail_with_the_floor_message_in_every_mode_without_a_question() {
-    for mode in ["read-only", "plan", "ask", "accept-edits", "yolo"] {
+    for mode in ["read-only", "ask", "accept-edits", "yolo"] {
         let calls: Vec<(String, &str, Value)> = FLOOR
             .iter()
             .enumerate()
@@ -255,7 +255,7 @@ fn secret_reads(env: &TestEnv) -> MockReply {
 
 #[tokio::test]
 async fn credential_reads_ask_in_every_mode_and_nothing_reaches_the_model_when_rejected() {
-    for mode in ["read-only", "plan", "ask", "accept-edits", "yolo"] {
+    for mode in ["read-only", "ask", "accept-edits", "yolo"] {
         let env = TestEnv::new(vec![]).await;
         let mut env = TestEnv {
             mock: talaria_harness::MockLlm::start(vec![

@@ -110,6 +110,8 @@ pub(super) struct Writer {
     /// home could not be written), tried again every [`RETRY_EVERY`] while writes wait, so a
     /// home that becomes writable is written again without a restart.
     reopen: Option<(Opener, Instant)>,
+    /// The store refused a write as read-only (whatever it said when it opened).
+    refused_read_only: bool,
 }
 
 /// Why an adopted spool's writes wait.
@@ -138,6 +140,7 @@ impl Writer {
             stalled: None,
             spool: None,
             reopen: None,
+            refused_read_only: false,
         }
     }
 
@@ -344,6 +347,9 @@ impl Writer {
 
     /// Notes a failure: one of the whole store stalls writes until the next retry.
     fn failed(&mut self, error: &StoreError) {
+        if matches!(error, StoreError::ReadOnly(_)) {
+            self.refused_read_only = true;
+        }
         if error.is_store_wide() {
             self.stalled = Some((Instant::now() + RETRY_EVERY, error.to_string()));
         }
@@ -623,7 +629,7 @@ impl Writer {
         let Store::Open(current) = &self.store else {
             return;
         };
-        if !current.is_read_only() || self.unsaved.is_empty() {
+        if !(current.is_read_only() || self.refused_read_only) || self.unsaved.is_empty() {
             return;
         }
         let Some((open, last)) = &mut self.reopen else {
@@ -639,6 +645,7 @@ impl Writer {
                 self.shared.opened(store.clone());
                 self.store = Store::Open(store);
                 self.stalled = None;
+                self.refused_read_only = false;
             }
             Ok(_) => tracing::debug!("the session store is still read-only"),
             Err(error) => tracing::debug!("reopening the read-only session store: {error}"),

@@ -213,6 +213,11 @@ impl SqliteStore {
             let _ = talaria_util::private::private_file(Path::new(&journal));
         }
         let (mut connection, read_only) = match Self::connect(path, false) {
+            // SQLite opens a file it may not write for reading only, without an error: that
+            // store is read-only too (and is opened again once the file can be written).
+            Ok(connection) if connection.is_readonly(rusqlite::MAIN_DB).unwrap_or(false) => {
+                (connection, true)
+            }
             Ok(connection) => (connection, false),
             Err(StoreError::ReadOnly(_)) if path.exists() => (Self::connect(path, true)?, true),
             Err(StoreError::Other(detail)) => return Err(open_error(detail)),
