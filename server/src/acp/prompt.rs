@@ -7,9 +7,6 @@ use talaria_protocol::acp::{self, RequestId};
 use talaria_protocol::errors;
 use tokio_util::sync::CancellationToken;
 
-/// The slash command that plans a task first (`/plan TASK`).
-pub const PLAN_COMMAND: &str = "plan";
-
 /// The task of a `/plan TASK` prompt (one text block); `Some("")` when none was given.
 fn plan_task(prompt: &[acp::ContentBlock]) -> Option<String> {
     let [acp::ContentBlock::Text(text)] = prompt else {
@@ -19,7 +16,7 @@ fn plan_task(prompt: &[acp::ContentBlock]) -> Option<String> {
         .text
         .trim()
         .strip_prefix('/')?
-        .strip_prefix(PLAN_COMMAND)?;
+        .strip_prefix(skills::PLAN_COMMAND)?;
     (rest.is_empty() || rest.starts_with(char::is_whitespace)).then(|| rest.trim().to_string())
 }
 

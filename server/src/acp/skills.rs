@@ -18,6 +18,8 @@ use talaria_skills::{Catalog, MemoryStore, Roots, SkillError, SkillsContext, Wri
 pub const SKILLS_COMMAND: &str = "skills";
 /// The command that lists the session's MCP servers.
 pub const MCP_COMMAND: &str = "mcp";
+/// The slash command that plans a task first (`/plan TASK`).
+pub const PLAN_COMMAND: &str = "plan";
 
 fn user_home() -> Option<PathBuf> {
     std::env::var_os("HOME")
@@ -82,7 +84,7 @@ pub fn commands(catalog: &Catalog) -> SessionUpdate {
     ));
     commands.push(
         acp::AvailableCommand::new(
-            super::prompt::PLAN_COMMAND,
+            PLAN_COMMAND,
             "Plan first: switch to plan mode and plan the task; nothing changes until you choose to implement the plan.",
         )
         .input(acp::AvailableCommandInput::Unstructured(
@@ -93,7 +95,7 @@ pub fn commands(catalog: &Catalog) -> SessionUpdate {
         super::compaction::COMMAND,
         SKILLS_COMMAND,
         MCP_COMMAND,
-        super::prompt::PLAN_COMMAND,
+        PLAN_COMMAND,
     ];
     for found in &catalog.skills {
         if reserved.contains(&found.name.as_str()) {
