@@ -4,6 +4,11 @@
 //! names an item of another file. A module's own child modules (the files of its folder) are
 //! part of it, so edges between a file and its ancestors do not count: that is the layout's
 //! way of saying "one room" (the session actor and its rooms, the safety walker and its parts).
+//!
+//! Rooms have no circle either: an edge between two files is also an edge between the two
+//! sibling rooms that hold them below their nearest common module, so a file that reaches
+//! into a room above its own (one that uses the file's room) is found even when no file-level
+//! loop closes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -210,26 +215,64 @@ fn circle(edges: &BTreeMap<ModulePath, BTreeSet<ModulePath>>) -> Option<Vec<Modu
     None
 }
 
-#[test]
-fn no_crate_has_an_import_circle_between_its_files() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let mut circles = Vec::new();
-    for krate in CRATES {
-        let src = root.join(krate);
-        let mut files = BTreeMap::new();
-        for (path, text) in production_files(&src) {
-            let relative = path.strip_prefix(&src).unwrap_or(&path);
-            // Binaries beside the crate root are crates of their own.
-            if relative.starts_with("bin") {
-                continue;
+/// The edges between rooms: each file edge lifted to the two siblings that hold its ends
+/// below their nearest common module (a top-level file is a room of its own).
+fn room_edges(
+    edges: &BTreeMap<ModulePath, BTreeSet<ModulePath>>,
+) -> BTreeMap<ModulePath, BTreeSet<ModulePath>> {
+    let mut rooms: BTreeMap<ModulePath, BTreeSet<ModulePath>> = BTreeMap::new();
+    for (from, targets) in edges {
+        for to in targets {
+            let shared = from.iter().zip(to).take_while(|(a, b)| a == b).count();
+            // The graph keeps no edge between a module and its own ancestor, so both paths
+            // go on past what they share.
+            if shared < from.len() && shared < to.len() {
+                rooms
+                    .entry(from[..=shared].to_vec())
+                    .or_default()
+                    .insert(to[..=shared].to_vec());
             }
-            files.insert(module_of(relative), text);
-        }
-        assert!(!files.is_empty(), "{krate}: no sources found");
-        if let Some(found) = circle(&graph(&files)) {
-            circles.push(format!("{krate}: {found:?}"));
         }
     }
+    rooms
+}
+
+/// Each crate's production files by module path (binaries beside the root left out).
+fn crate_files(krate: &str) -> BTreeMap<ModulePath, String> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(krate);
+    let mut files = BTreeMap::new();
+    for (path, text) in production_files(&src) {
+        let relative = path.strip_prefix(&src).unwrap_or(&path);
+        // Binaries beside the crate root are crates of their own.
+        if relative.starts_with("bin") {
+            continue;
+        }
+        files.insert(module_of(relative), text);
+    }
+    assert!(!files.is_empty(), "{krate}: no sources found");
+    files
+}
+
+#[test]
+fn no_crate_has_an_import_circle_between_its_rooms() {
+    let circles: Vec<String> = CRATES
+        .iter()
+        .filter_map(|krate| {
+            circle(&room_edges(&graph(&crate_files(krate))))
+                .map(|found| format!("{krate}: {found:?}"))
+        })
+        .collect();
+    assert!(circles.is_empty(), "circles between rooms: {circles:#?}");
+}
+
+#[test]
+fn no_crate_has_an_import_circle_between_its_files() {
+    let circles: Vec<String> = CRATES
+        .iter()
+        .filter_map(|krate| {
+            circle(&graph(&crate_files(krate))).map(|found| format!("{krate}: {found:?}"))
+        })
+        .collect();
     assert!(circles.is_empty(), "import circles: {circles:#?}");
 }
 
@@ -289,4 +332,59 @@ fn a_circle_is_found_through_uses_paths_and_the_second_half_of_a_file() {
         ),
     ]);
     assert_eq!(circle(&graph(&files)), None);
+}
+
+#[test]
+fn a_file_reaching_into_a_room_above_its_own_is_a_circle_between_rooms() {
+    // `session` uses the orchestrator; the orchestrator's policy reads the session's settings.
+    // No file-level loop: settings uses nothing back.
+    let files = planted(&[
+        ("", "mod session; mod orchestrator;"),
+        ("session", "mod settings; mod actor;"),
+        ("session::settings", "pub struct Settings;"),
+        (
+            "session::actor",
+            "use crate::orchestrator::Orchestrator; pub struct Actor;",
+        ),
+        ("orchestrator", "mod policy; pub struct Orchestrator;"),
+        (
+            "orchestrator::policy",
+            "use crate::session::settings::Settings; pub fn allowed() {}",
+        ),
+    ]);
+    assert_eq!(circle(&graph(&files)), None, "no loop between files");
+    let found = circle(&room_edges(&graph(&files))).expect("session ↔ orchestrator");
+    assert!(found.contains(&vec!["session".to_string()]), "{found:?}");
+    // The vocabulary in a leaf below both rooms: no circle.
+    let files = planted(&[
+        ("", "mod session; mod orchestrator; mod settings;"),
+        ("settings", "pub struct Settings;"),
+        ("session", "mod actor;"),
+        (
+            "session::actor",
+            "use crate::orchestrator::Orchestrator; use crate::settings::Settings;",
+        ),
+        ("orchestrator", "mod policy; pub struct Orchestrator;"),
+        (
+            "orchestrator::policy",
+            "use crate::settings::Settings; pub fn allowed() {}",
+        ),
+    ]);
+    assert_eq!(circle(&room_edges(&graph(&files))), None);
+    // Rooms nested deeper are compared with their siblings only.
+    let files = planted(&[
+        ("", "mod session;"),
+        ("session", "mod a; mod b;"),
+        ("session::a", "mod inner; pub struct A;"),
+        (
+            "session::a::inner",
+            "use crate::session::b::B; pub struct Inner;",
+        ),
+        ("session::b", "use super::a::A; pub struct B;"),
+    ]);
+    let found = circle(&room_edges(&graph(&files))).expect("a ↔ b below session");
+    assert!(
+        found.contains(&vec!["session".to_string(), "b".to_string()]),
+        "{found:?}"
+    );
 }

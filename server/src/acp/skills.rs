@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use talaria_engine::review::{ReviewFactory, ReviewKit};
 use talaria_engine::{CommandReply, Config, UserInput};
+use talaria_engine::{ReviewFactory, ReviewKit};
 use talaria_protocol::acp::{self, SessionUpdate};
 use talaria_record::{InputBlock, UserPart};
 use talaria_skills::proposals::Change;

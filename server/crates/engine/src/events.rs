@@ -32,7 +32,7 @@ pub enum StopReason {
 pub enum TurnError {
     /// The model call failed after every recovery (the provider's error is its source).
     #[error(transparent)]
-    Model(#[from] crate::model_call::error::CallError),
+    Model(#[from] crate::call_error::CallError),
     /// A slash command could not be prepared (its message says why).
     #[error("{0}")]
     Command(String),

@@ -7,6 +7,7 @@
 pub mod approval;
 mod backoff;
 pub mod budget;
+mod call_error;
 pub mod client;
 mod client_access;
 pub mod config;
@@ -24,11 +25,13 @@ mod plan_handover;
 pub mod provider_factory;
 pub mod providers;
 pub mod review;
+mod review_kit;
 pub mod router;
 pub mod sandbox;
 pub mod session;
 pub mod session_search;
 mod session_state;
+mod settings;
 mod side_task;
 mod slash;
 pub mod steering;
@@ -52,6 +55,7 @@ pub use events::{
     SubagentMessage, SubagentStop, SubagentView, ToolCallView, TurnError, TurnId, TurnUsage,
 };
 pub use model_call::CallError;
+pub use review_kit::{ReviewFactory, ReviewKit};
 pub use router::ModelRouter;
 pub use session::{SessionHandle, SessionSettings, SessionStart, UserInput, spawn_session_with};
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! (a skill to load, a reply without the model); the actor asks it when the prompt's turn
 //! comes, so a command sees everything queued before it (a skill accepted one prompt earlier).
 
-use crate::session::UserInput;
+use crate::settings::UserInput;
 
 /// What the user typed as a prompt.
 #[derive(Debug, Clone, PartialEq, Eq)]

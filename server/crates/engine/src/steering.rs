@@ -13,7 +13,7 @@ use std::sync::Mutex;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::session::UserInput;
+use crate::settings::UserInput;
 
 /// What a client asked for when no turn is running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -32,7 +32,7 @@ use crate::context::ContextState;
 use crate::events::{EngineEvent, StopReason, ToolCallView};
 use crate::model_call::{ModelCaller, SessionUsage};
 use crate::router::ModelRouter;
-use crate::session::{SessionSettings, UserInput};
+use crate::settings::{SessionSettings, UserInput};
 use crate::turn::{Turn, TurnLimits};
 
 /// The side task whose model runs subagents.

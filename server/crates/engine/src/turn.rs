@@ -22,7 +22,7 @@ use crate::events::{EngineEvent, StopReason, TurnError, TurnUsage};
 use crate::model_call::sink::unique_id;
 use crate::model_call::{Answer, CallResult, ChatSink, ModelCaller, TextHold};
 use crate::orchestrator::Orchestrator;
-use crate::session::SessionSettings;
+use crate::settings::SessionSettings;
 
 /// The tools offered to the model, as the provider API describes them.
 pub(crate) fn tool_specs(registry: &Registry) -> Vec<ToolSpec> {
@@ -152,7 +152,7 @@ impl Turn<'_> {
         }
     }
 
-    pub(crate) async fn run(mut self, input: crate::session::UserInput) -> TurnEnd {
+    pub(crate) async fn run(mut self, input: crate::settings::UserInput) -> TurnEnd {
         let outcome = self.run_loop(input).await;
         TurnEnd {
             outcome,
@@ -163,7 +163,7 @@ impl Turn<'_> {
 
     async fn run_loop(
         &mut self,
-        input: crate::session::UserInput,
+        input: crate::settings::UserInput,
     ) -> Result<StopReason, TurnError> {
         self.history.push(EntryBody::User {
             input: input.blocks,

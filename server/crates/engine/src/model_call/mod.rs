@@ -11,7 +11,6 @@
 
 mod attempts;
 pub(crate) mod compaction;
-pub(crate) mod error;
 mod fit;
 pub mod recovery;
 mod repetition;
@@ -24,11 +23,11 @@ use talaria_provider::{
 };
 use tokio_util::sync::CancellationToken;
 
+pub use crate::call_error::CallError;
 use crate::config::RetryPolicy;
 use crate::context::ContextState;
 use crate::events::{NoticeLevel, TurnUsage};
 use crate::router::{ModelRouter, ModelTarget};
-pub use error::CallError;
 
 pub(crate) use sink::{CallSink, ChatSink, SilentSink, TextHold};
 

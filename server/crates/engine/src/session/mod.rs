@@ -13,7 +13,7 @@
 //! - Every prompt gets exactly one `TurnFinished`, even if the turn panics; a failed or
 //!   panicked turn stays in the record, interrupted.
 //!
-//! Rooms: `settings` (what a session is started with: the vocabulary lower modules use),
+//! Rooms: `settings` (how a session begins; what it is started with is `crate::settings`),
 //! `ops` (what the handle tells the actor), `handle`, and `actor` (the loop, with prompts,
 //! turns, saving, titles and learning each in a file of its own).
 
@@ -22,6 +22,7 @@ mod handle;
 mod ops;
 mod settings;
 
+pub use crate::settings::{SessionSettings, UserInput};
 #[cfg(test)]
 pub use actor::spawn_session;
 pub use actor::spawn_session_with;
@@ -29,4 +30,4 @@ pub use handle::SessionHandle;
 #[cfg(test)]
 pub use ops::SessionSnapshot;
 pub use ops::Ticket;
-pub use settings::{SessionSettings, SessionStart, UserInput};
+pub use settings::SessionStart;

@@ -1,85 +1,11 @@
-//! What a session is started with: its settings, how it begins, and the user's input. The
-//! vocabulary the session's lower modules (turns, subagents, slash commands) share; it
-//! depends on nothing of the session itself.
+//! How a session begins: fresh, or from a stored or forked record (the settings and the
+//! user's input are the shared vocabulary in `crate::settings`).
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use talaria_record::{InputBlock, Transcript, UserPart};
+use talaria_record::Transcript;
 
-use crate::approval::Mode;
-use crate::config::RetryPolicy;
 use crate::slash::SlashCommands;
-
-/// What a session needs to know about itself.
-#[derive(Debug, Clone)]
-pub struct SessionSettings {
-    pub id: String,
-    pub cwd: PathBuf,
-    pub model: String,
-    /// The stable instructions (identity, skill index, memory snapshot, project files).
-    pub system_prompt: String,
-    /// The volatile environment the model reads after them (directory, date, model, files).
-    pub environment: String,
-    pub context_window: u64,
-    /// Retries and backoff for model calls.
-    pub retry: RetryPolicy,
-    pub max_turn_requests: u32,
-    pub max_output_tokens: Option<u32>,
-    /// `TALARIA_HOME`: remembered permissions and stored oversized results live here.
-    pub home: PathBuf,
-    /// Workspace roots: the cwd plus additional directories. Edits outside them ask.
-    pub roots: Vec<PathBuf>,
-    /// The approval mode the session starts in.
-    pub mode: Mode,
-    /// Which reads are of secrets, and how they are treated.
-    pub secrets: crate::approval::SecretReads,
-    /// Which work the client does (its file buffers, its terminals).
-    pub delegation: crate::client::Delegation,
-    /// Title the session with a model after its first turn (else: the first prompt's line).
-    pub titles: bool,
-    /// The model server serves one request at a time (a local server): side work waits while
-    /// the user is active, and gives way when a prompt arrives.
-    pub single_slot: bool,
-    /// Nudge the model once per turn when it announces an action without taking it.
-    pub nudges: bool,
-    /// A turn that edited files and ran nothing is asked once to run the project's check.
-    pub verify_after_edits: bool,
-    /// When and how the context is compacted.
-    pub compression: talaria_compress::Settings,
-    /// Token encodings configured per model.
-    pub tokenizers: Arc<std::collections::HashMap<String, talaria_compress::Encoding>>,
-    /// When the background review runs.
-    pub learning: crate::config::Learning,
-    /// The review's skill and memory tools; `None` turns the review off.
-    pub review: Option<crate::review::ReviewFactory>,
-    /// Subagents running at once through `delegate_task`; `None` offers no delegation.
-    pub subagents: Option<usize>,
-    /// The client shows subagents as sessions of their own (else on the parent's cards).
-    pub announce_subagents: bool,
-    /// The model takes images: those tool results carry reach it (else only their mention).
-    pub images: bool,
-    /// How the session's commands start: the OS sandbox, the clean environment, the private
-    /// temporary directory (shared with its subagents).
-    pub shell: Arc<talaria_tools::shell::Shell>,
-}
-
-/// What the user sent: as received (kept in the record) and as the model sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct UserInput {
-    pub blocks: Vec<InputBlock>,
-    pub model_view: Vec<UserPart>,
-}
-
-impl UserInput {
-    /// Plain text, as both.
-    pub fn text(text: &str) -> Self {
-        Self {
-            blocks: vec![InputBlock::Text { text: text.into() }],
-            model_view: vec![UserPart::text(text)],
-        }
-    }
-}
 
 /// How a session begins: fresh, or from a stored or forked record.
 #[derive(Debug, Default)]

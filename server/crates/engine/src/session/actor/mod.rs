@@ -20,13 +20,14 @@ use super::handle::SessionHandle;
 use super::ops::Op;
 #[cfg(test)]
 use super::ops::SessionSnapshot;
-use super::settings::{SessionSettings, SessionStart};
+use super::settings::SessionStart;
 use crate::approval::{Mode, RuleStore};
 use crate::context::ContextState;
 use crate::events::EngineEvent;
 use crate::model_call::SessionUsage;
 use crate::router::ModelRouter;
 use crate::session_state::{ApprovalState, CancelEpochs, Published, SessionView};
+use crate::settings::SessionSettings;
 use crate::slash::SlashCommands;
 
 /// The session's state, owned by its actor task.

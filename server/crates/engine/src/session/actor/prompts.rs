@@ -8,7 +8,7 @@ use super::SessionActor;
 use crate::events::{EngineEvent, StopReason, TurnError, TurnId, TurnUsage};
 use crate::model_call::ModelCaller;
 use crate::session::ops::{Op, Ticket};
-use crate::session::settings::UserInput;
+use crate::settings::UserInput;
 use crate::slash::{CommandReply, Expansion, PromptInput, SlashCommand};
 
 impl SessionActor {

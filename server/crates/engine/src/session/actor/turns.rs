@@ -12,8 +12,8 @@ use crate::approval::Mode;
 use crate::events::{StopReason, TurnError, TurnUsage};
 use crate::model_call::ModelCaller;
 use crate::session::ops::Op;
-use crate::session::settings::UserInput;
 use crate::session_state::Published;
+use crate::settings::UserInput;
 use crate::turn::{Turn, TurnLimits};
 
 impl SessionActor {
