@@ -346,3 +346,68 @@ fn production_modules_name_what_they_use_from_their_parent() {
         found.join("\n")
     );
 }
+
+/// Where production code builds a value of the struct `name` (`Name { … }`), by file.
+struct Builds<'a> {
+    name: &'a str,
+    found: usize,
+}
+
+impl<'ast> Visit<'ast> for Builds<'_> {
+    fn visit_item(&mut self, item: &'ast syn::Item) {
+        if !item_is_test_only(item) {
+            visit::visit_item(self, item);
+        }
+    }
+
+    fn visit_expr_struct(&mut self, expr: &'ast syn::ExprStruct) {
+        if expr
+            .path
+            .segments
+            .last()
+            .is_some_and(|s| s.ident == self.name)
+        {
+            self.found += 1;
+        }
+        visit::visit_expr_struct(self, expr);
+    }
+}
+
+/// The production files (below `dir`) that build a `name { … }`.
+fn files_building(dir: &Path, name: &str) -> Vec<String> {
+    production_files(dir)
+        .into_iter()
+        .filter(|(_, text)| {
+            let Ok(file) = syn::parse_file(text) else {
+                return false;
+            };
+            let mut builds = Builds { name, found: 0 };
+            builds.visit_file(&file);
+            builds.found > 0
+        })
+        .map(|(path, _)| path.display().to_string())
+        .collect()
+}
+
+#[test]
+fn one_agent_loop_builds_the_orchestrator() {
+    // A turn, a subagent and the background review all run as a `Turn`: the orchestrator is
+    // built in one place, so every tool call of every loop goes through the same policy.
+    let engine = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/engine/src");
+    let builders = files_building(&engine, "Orchestrator");
+    assert_eq!(builders.len(), 1, "{builders:#?}");
+    assert!(builders[0].ends_with("turn.rs"), "{builders:#?}");
+    // And the check sees a second builder.
+    let planted = "struct Orchestrator { a: u8 }\n\
+                   fn one() -> Orchestrator { Orchestrator { a: 1 } }\n\
+                   #[cfg(test)] mod tests { fn t() { let _ = super::Orchestrator { a: 2 }; } }";
+    let Ok(file) = syn::parse_file(planted) else {
+        panic!("the planted file parses");
+    };
+    let mut builds = Builds {
+        name: "Orchestrator",
+        found: 0,
+    };
+    builds.visit_file(&file);
+    assert_eq!(builds.found, 1, "test code is left out");
+}

@@ -435,3 +435,58 @@ async fn a_reviews_oversized_tool_result_is_budgeted_like_a_foreground_one() {
     let kept = std::fs::read_to_string(stored).expect("the stored result");
     assert!(kept.contains("step 02499"), "the whole result was stored");
 }
+
+#[tokio::test]
+async fn a_review_on_a_small_model_runs_the_call_it_wrote_as_text() {
+    // The review is a turn like the user's: a call a local model writes as fenced JSON runs
+    // there too (a loop of its own would have ended at that text).
+    let env = TestEnv::new(vec![read("r1", "a.txt"), MockReply::text(&["Read it."])]).await;
+    env.write_config(&format!(
+        "[learning]\nskill_review_after = 1\nmemory_review_after = 0\non_local_servers = true\n[auxiliary.review]\nmodel = \"{REVIEW_MODEL}\"\n"
+    ));
+    std::fs::write(env.workspace.path().join("a.txt"), "contents\n").expect("write");
+    env.mock.script_for_model(
+        REVIEW_MODEL,
+        vec![
+            MockReply::text(&[
+                "Let me check first.\n",
+                "```json\n{\"name\": \"skill_view\", \"arguments\": {\"name\": \"no-such-skill\"}}\n```",
+            ]),
+            MockReply::text(&["Nothing worth saving."]),
+        ],
+    );
+    let (mut agent, session) = env.session().await;
+    let (response, _) = prompt(&mut agent, &session, "What does a.txt say?").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let reviews = || -> Vec<talaria_harness::RecordedRequest> {
+        env.mock
+            .requests()
+            .into_iter()
+            .filter(|r| r.body["model"] == REVIEW_MODEL)
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while reviews().len() < 2 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let reviews = reviews();
+    assert_eq!(reviews.len(), 2, "the review ran the call and asked again");
+    let first = reviews[0].body["messages"].as_array().map_or(0, Vec::len);
+    let second = &reviews[1].body["messages"];
+    assert!(
+        second.as_array().map_or(0, Vec::len) >= first + 2,
+        "the call and its result follow: {second}"
+    );
+    let last = second
+        .as_array()
+        .and_then(|m| m.last())
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        last.to_string().contains("no-such-skill"),
+        "the result of the call is the last message: {last}"
+    );
+    // Nothing of the review reached the chat.
+    let shown = serde_json::to_string(&agent.updates()).unwrap_or_default();
+    assert!(!shown.contains("no-such-skill"), "{shown}");
+}

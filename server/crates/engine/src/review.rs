@@ -6,7 +6,7 @@
 //! - It starts after the prompt response was sent and runs beside the session: the next
 //!   prompt never waits for it. `cancel`, closing the session and exit stop it.
 //! - It sends the session's own system prompt and tool definitions (the provider's prompt
-//!   cache is reused), but its registry dispatches only the tools of its [`ReviewKit`] (the
+//!   cache is reused), but its registry dispatches only the tools of its [`crate::ReviewKit`] (the
 //!   skill and memory tools the edge hands it; the engine knows none of them by name): any
 //!   other call is refused at dispatch, with no side effect, whatever the model asks.
 //! - Its calls go through the one orchestrator (policy, result budget, the hard floor), in
@@ -15,22 +15,22 @@
 //! - It makes at most `max_review_calls` model calls, through the one model-call path with a
 //!   silent sink, on `[auxiliary.review]` (else the session's model); its usage counts in the
 //!   session's totals.
-//! - Its writes are those of the skill and memory tools the session's [`ReviewFactory`] gives
+//! - Its writes are those of the skill and memory tools the session's [`crate::ReviewFactory`] gives
 //!   it: staged as proposals by default, with provenance.
 
-use std::path::PathBuf;
+use std::collections::HashSet;
 use std::sync::Arc;
 
-use talaria_provider::ToolSpec;
-use talaria_record::{AssistantEntry, EntryBody, InputBlock, Transcript, UserPart};
-use talaria_tools::{Registry, Tool, ToolContext};
+use talaria_record::{EntryBody, Transcript};
+use talaria_tools::{Registry, SessionToolState};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::RetryPolicy;
 use crate::context::ContextState;
-use crate::events::TurnUsage;
-use crate::model_call::{CallResult, ModelCaller, SessionUsage, SilentSink};
+use crate::events::{StopReason, TurnError, TurnUsage};
+use crate::model_call::{ModelCaller, SessionUsage};
 use crate::router::ModelRouter;
+use crate::settings::{SessionSettings, UserInput};
+use crate::turn::{Turn, TurnLimits};
 
 /// The side task whose model runs reviews.
 pub const REVIEW_TASK: &str = "review";
@@ -45,43 +45,36 @@ pub const INSTRUCTION: &str = "[Background review — the user does not see this
     skill_manage and memory work here. Keep skills short, general and free of secrets. When \
     you are done, or if nothing is worth saving, answer with one line saying what you saved.";
 
-/// The skill and memory tools for one review, and what it staged.
-pub struct ReviewKit {
-    /// Tools registered over the session's (same names and definitions).
-    pub tools: Vec<Arc<dyn Tool>>,
-    /// One line per proposal (or live write) the review made so far.
-    pub staged: Arc<dyn Fn() -> Vec<String> + Send + Sync>,
-}
-
-/// Builds a review's kit from its id.
-#[derive(Clone)]
-pub struct ReviewFactory(pub Arc<dyn Fn(&str) -> ReviewKit + Send + Sync>);
-
-impl std::fmt::Debug for ReviewFactory {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ReviewFactory")
-    }
-}
-
 /// One review to run.
 pub(crate) struct ReviewJob {
-    pub id: String,
+    /// The session's settings as the review runs under them ([`ReviewJob::settings_for`]).
+    pub settings: SessionSettings,
     pub transcript: Transcript,
+    /// The session's tools (definitions unchanged, so the prompt cache is reused), of which
+    /// only the kit's may run.
     pub registry: Registry,
-    pub tools: Vec<ToolSpec>,
     pub router: Arc<ModelRouter>,
-    pub model: String,
-    pub retry: RetryPolicy,
     pub context: ContextState,
     pub cancel: CancellationToken,
     pub max_calls: u32,
-    pub cwd: PathBuf,
-    /// The session's workspace roots and secret-read policy (the orchestrator's policy).
-    pub roots: Vec<PathBuf>,
-    pub secrets: crate::approval::SecretReads,
-    /// Where results too large for the window are stored.
-    pub results_dir: PathBuf,
     pub staged: Arc<dyn Fn() -> Vec<String> + Send + Sync>,
+}
+
+impl ReviewJob {
+    /// The settings review `id` of a session with `settings` runs under, on `model`: the
+    /// session's own tool set-up (roots, secrets, shell), its own id (where its oversized
+    /// results go), without the nudges meant for a user's turn and with nothing delegated to
+    /// the client (no one there answers a review).
+    pub fn settings_for(settings: &SessionSettings, id: &str, model: &str) -> SessionSettings {
+        SessionSettings {
+            id: id.to_string(),
+            model: model.to_string(),
+            nudges: false,
+            verify_after_edits: false,
+            delegation: crate::client::Delegation::default(),
+            ..settings.clone()
+        }
+    }
 }
 
 /// How a review ended.
@@ -99,163 +92,90 @@ pub struct ReviewOutcome {
 }
 
 /// How a review's calls are decided: `accept-edits`, no remembered rule, and no one to ask
-/// (a permission question goes nowhere and is refused); its events reach no one.
-struct ReviewPolicy {
-    approval: crate::session_state::ApprovalState,
-    roots: Vec<PathBuf>,
-    secrets: crate::approval::SecretReads,
-    budget: crate::budget::ResultBudget,
-    failures: std::collections::HashMap<(String, String), u32>,
-    /// A channel nobody reads: the review's cards and questions never reach the chat.
-    events: tokio::sync::mpsc::Sender<crate::events::EngineEvent>,
+/// (a permission question goes nowhere and is refused).
+fn review_approval(model: &str) -> crate::session_state::ApprovalState {
+    let (_, view) = tokio::sync::watch::channel(crate::session_state::SessionView {
+        mode: crate::approval::Mode::AcceptEdits,
+        model: model.to_string(),
+        effort: None,
+    });
+    let (_, rules) = tokio::sync::watch::channel(crate::approval::RuleStore::in_memory());
+    crate::session_state::ApprovalState::new(
+        view,
+        rules,
+        Arc::new(crate::session_state::RememberNothing),
+    )
 }
 
-impl ReviewPolicy {
-    fn new(
-        model: &str,
-        roots: Vec<PathBuf>,
-        secrets: crate::approval::SecretReads,
-        window: u64,
-        results_dir: PathBuf,
-    ) -> Self {
-        let (_, view) = tokio::sync::watch::channel(crate::session_state::SessionView {
-            mode: crate::approval::Mode::AcceptEdits,
-            model: model.to_string(),
-            effort: None,
-        });
-        let (_, rules) = tokio::sync::watch::channel(crate::approval::RuleStore::in_memory());
-        let (events, _) = tokio::sync::mpsc::channel(1);
-        Self {
-            approval: crate::session_state::ApprovalState::new(
-                view,
-                rules,
-                std::sync::Arc::new(crate::session_state::RememberNothing),
-            ),
-            roots,
-            secrets,
-            budget: crate::budget::ResultBudget::new(window, results_dir),
-            failures: std::collections::HashMap::new(),
-            events,
-        }
-    }
-
-    /// Runs the review's calls through the orchestrator, each result recorded; `false` when
-    /// it was cancelled part-way.
-    async fn run_calls(
-        &mut self,
-        calls: &[talaria_provider::ToolCallRequest],
-        registry: &Registry,
-        ctx: &ToolContext,
-        transcript: &mut Transcript,
-    ) -> bool {
-        let mut orchestrator = crate::orchestrator::Orchestrator {
-            registry,
-            approval: &self.approval,
-            roots: &self.roots,
-            secrets: &self.secrets,
-            events: &self.events,
-            cancel: &ctx.cancel,
-            ctx: ctx.clone(),
-            budget: &mut self.budget,
-            failures: &self.failures,
-            images: false,
-        };
-        let batch = calls
-            .iter()
-            .map(|call| (call.id.clone(), call.clone(), false))
-            .collect();
-        let report = orchestrator.run_batch(batch).await;
-        let (results, cancelled) = (report.results, report.cancelled);
-        crate::orchestrator::count_failures(&results, &report.repeated, &mut self.failures);
-        for call in calls {
-            if registry.refusal(&call.name).is_some() {
-                tracing::info!(tool = %call.name, "the review asked for a tool outside its whitelist; refused");
-            }
-        }
-        for entry in results {
-            transcript.push(EntryBody::ToolResult(Box::new(entry)));
-        }
-        !cancelled
-    }
-}
-
-/// Runs a review to its end.
+/// Runs a review to its end: one [`Turn`] on the `review` side chain, under the review's own
+/// policy, whose events reach no one.
 pub(crate) async fn run(job: ReviewJob) -> ReviewOutcome {
     let ReviewJob {
-        id,
+        settings,
         mut transcript,
         registry,
-        tools,
         router,
-        model,
-        retry,
         mut context,
         cancel,
         max_calls,
-        cwd,
-        roots,
-        secrets,
-        results_dir,
         staged,
     } = job;
-    let mut policy = ReviewPolicy::new(&model, roots, secrets, context.window, results_dir);
-    transcript.push(EntryBody::User {
-        input: vec![InputBlock::Text {
-            text: INSTRUCTION.into(),
-        }],
-        model_view: vec![UserPart::text(INSTRUCTION)],
-    });
-    let (chain, _) = router.side_chain(REVIEW_TASK, &model);
+    let approval = review_approval(&settings.model);
+    // A channel nobody reads: the review's cards and questions never reach the chat.
+    let (events, _) = tokio::sync::mpsc::channel(1);
+    let (chain, _) = router.side_chain(REVIEW_TASK, &settings.model);
     let mut usage = SessionUsage::default();
-    let mut outcome = ReviewOutcome {
-        id,
-        ..ReviewOutcome::default()
+    let started_at = transcript.entries().len();
+    let tool_state = Arc::new(SessionToolState::default());
+    let mut used_tool_ids = HashSet::new();
+    let caller = ModelCaller::new(
+        router.as_ref(),
+        chain,
+        settings.retry,
+        &cancel,
+        &mut context,
+        &mut usage,
+    );
+    let turn = Turn {
+        settings: &settings,
+        limits: TurnLimits {
+            max_requests: max_calls,
+            max_output_tokens: settings.max_output_tokens,
+        },
+        registry: &registry,
+        approval: &approval,
+        tool_state: &tool_state,
+        events: &events,
+        cancel: &cancel,
+        history: &mut transcript,
+        journal: None,
+        used_tool_ids: &mut used_tool_ids,
+        kept: Vec::new(),
+        caller,
+        steering: &crate::steering::SteerInbox::default(),
     };
-    let ctx = ToolContext::local(cwd, cancel.clone(), Arc::default());
-    {
-        let mut caller = ModelCaller::new(
-            router.as_ref(),
-            chain,
-            retry,
-            &cancel,
-            &mut context,
-            &mut usage,
-        );
-        while outcome.calls < max_calls {
-            outcome.calls += 1;
-            let mut sink = SilentSink::default();
-            let called = caller.call(&mut transcript, &tools, None, &mut sink).await;
-            let (text, tool_calls) = match called {
-                Err(error) => {
-                    outcome.error = Some(error);
-                    break;
-                }
-                Ok(CallResult::Cancelled { .. }) => {
-                    outcome.cancelled = true;
-                    break;
-                }
-                Ok(CallResult::Finished(answer)) => (answer.text, answer.tool_calls),
-            };
-            transcript.push(EntryBody::Assistant(AssistantEntry {
-                text,
-                tool_calls: tool_calls.clone(),
-                ..AssistantEntry::default()
-            }));
-            if tool_calls.is_empty() {
-                break;
-            }
-            if !policy
-                .run_calls(&tool_calls, &registry, &ctx, &mut transcript)
-                .await
-            {
-                outcome.cancelled = true;
-                break;
-            }
+    let end = turn.run(UserInput::text(INSTRUCTION)).await;
+    let calls = transcript.entries()[started_at..]
+        .iter()
+        .filter(|entry| matches!(entry.body, EntryBody::Assistant(_)))
+        .count();
+    let (error, cancelled) = match end.outcome {
+        Err(TurnError::Model(error)) => (Some(error), false),
+        Err(other) => {
+            tracing::warn!(review = %settings.id, "the review failed: {other}");
+            (None, false)
         }
-        outcome.usage = caller.usage;
+        Ok(StopReason::Cancelled) => (None, true),
+        Ok(_) => (None, false),
+    };
+    ReviewOutcome {
+        id: settings.id,
+        usage: end.usage,
+        cost: usage.cost,
+        priced: usage.priced,
+        calls: u32::try_from(calls).unwrap_or(u32::MAX),
+        proposals: staged(),
+        error,
+        cancelled,
     }
-    outcome.cost = usage.cost;
-    outcome.priced = usage.priced;
-    outcome.proposals = staged();
-    outcome
 }

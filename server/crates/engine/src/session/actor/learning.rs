@@ -91,21 +91,14 @@ impl SessionActor {
         let token = self.epochs.current().child_token();
         self.learning.running = Some(token.clone());
         let job = crate::review::ReviewJob {
-            id: id.clone(),
+            settings: crate::review::ReviewJob::settings_for(&self.settings, &id, &self.model),
             transcript: self.history.clone(),
             registry: registry
                 .dispatch_only(&allowed.iter().map(String::as_str).collect::<Vec<_>>()),
-            tools: crate::turn::tool_specs(&self.registry),
             router: self.router.clone(),
-            model: self.model.clone(),
-            retry: self.settings.retry,
             context: self.context.for_side_task(),
             cancel: token,
             max_calls: learning.max_review_calls,
-            cwd: self.settings.cwd.clone(),
-            roots: self.settings.roots.clone(),
-            secrets: self.settings.secrets.clone(),
-            results_dir: self.settings.home.join("tool-results").join(&id),
             staged: kit.staged,
         };
         let (delivered, responded) = crate::events::Signal::new();
@@ -186,7 +179,7 @@ async fn review_beside(
     };
     let outcome = tokio::select! {
         biased;
-        () = cancel.cancelled() => gave_up(&job.id),
+        () = cancel.cancelled() => gave_up(&job.settings.id),
         delivered = responded => match delivered {
             Ok(()) => {
                 if single_slot {
@@ -198,7 +191,7 @@ async fn review_beside(
                 crate::review::run(job).await
             }
             // Nobody reads the events any more: the client is gone.
-            Err(_) => gave_up(&job.id),
+            Err(_) => gave_up(&job.settings.id),
         },
     };
     if let Some(ops) = ops.upgrade() {
