@@ -47,6 +47,7 @@ mod sandbox_doors;
 mod sandbox_helper;
 mod sandbox_homes;
 mod sandbox_races;
+mod sandbox_sockets;
 mod sandbox_views;
 mod sessions;
 mod setup;

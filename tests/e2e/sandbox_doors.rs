@@ -14,7 +14,7 @@ use talaria_harness::{AgentProcess, MockReply, WireFraming, binary::talaria_bin}
 use crate::support::*;
 
 /// Whether this run expects the namespaces layer (CI runs the suite once without it).
-fn namespaces_expected() -> bool {
+pub(crate) fn namespaces_expected() -> bool {
     !matches!(
         std::env::var("TALARIA_SANDBOX_NAMESPACES")
             .unwrap_or_default()
@@ -36,7 +36,7 @@ fn allow_commands() -> impl FnMut(&str, &Value) -> Result<Option<Value>, (i64, S
 }
 
 /// Runs one prompt to its end; returns the response.
-async fn run_turn(agent: &mut AgentProcess, session: &str) -> Value {
+pub(crate) async fn run_turn(agent: &mut AgentProcess, session: &str) -> Value {
     let id = agent
         .start_request("session/prompt", text_prompt(session, "go"))
         .await
@@ -48,7 +48,7 @@ async fn run_turn(agent: &mut AgentProcess, session: &str) -> Value {
 }
 
 /// A sandboxed env in yolo (what the parser lets through still meets the kernel).
-async fn yolo_env(script: Vec<MockReply>, extra_config: &str) -> TestEnv {
+pub(crate) async fn yolo_env(script: Vec<MockReply>, extra_config: &str) -> TestEnv {
     let env = TestEnv::new(script).await;
     env.write_config(&format!("mode = \"yolo\"\n{extra_config}"));
     env
@@ -818,7 +818,7 @@ async fn doctor_and_the_session_say_which_layers_are_active() {
 
 /// A UNIX socket server at `path` (or an abstract name) that greets every client; it lives
 /// as long as the test.
-fn greeter(listener: std::os::unix::net::UnixListener) {
+pub(crate) fn greeter(listener: std::os::unix::net::UnixListener) {
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
             use std::io::Write;

@@ -9,7 +9,8 @@
 //!
 //! 1. **Namespaces** (where unprivileged user namespaces exist and `[sandbox] namespaces` is
 //!    on): user, mount, PID and IPC namespaces of its own; everything read-only but the
-//!    writable places; a fresh `/dev` and `/proc`; the UNIX sockets it may not reach masked.
+//!    writable places; a fresh `/dev` and `/proc`; the UNIX sockets it may not reach masked,
+//!    and every `connect` judged by device and inode at the gate (`connect_gate.rs`).
 //! 2. **Landlock**: reads everywhere except the hidden places (credential stores, private
 //!    keys, `TALARIA_HOME`), writes only in the writable places, no signals to processes
 //!    outside the sandbox, no abstract UNIX sockets outside it.
@@ -29,6 +30,15 @@ pub mod home;
 pub mod layers;
 pub mod policy;
 
+#[cfg(all(
+    target_os = "linux",
+    any(
+        target_arch = "x86_64",
+        target_arch = "aarch64",
+        target_arch = "riscv64"
+    )
+))]
+mod connect_gate;
 mod helper;
 #[cfg(target_os = "linux")]
 mod init;

@@ -1,0 +1,273 @@
+//! The gate every `connect` of a sandboxed command passes, with namespaces: UNIX sockets are
+//! judged by what they are (device and inode), not by the name used to reach them.
+//!
+//! Masking (`sockets.rs`) hides the sockets bound when a command starts, by the path the
+//! kernel lists; it cannot see a second name for one (a hard link, the same folder
+//! bind-mounted elsewhere) nor a socket bound after the command started. So the init
+//! installs one more filter that hands each `connect` to a thread of its own (seccomp user
+//! notification). That thread reads the address once from the caller's memory, opens the
+//! target itself, judges the socket it found by its device and inode, and connects the
+//! caller's socket (a copy of its descriptor) through the descriptor it judged, so nothing
+//! the caller changes afterwards (its memory, its descriptors, the path) can redirect the
+//! connection. Every other connection (TCP, abstract sockets) is made the same way, from the
+//! copied address, in the same Landlock domain as the command (so abstract sockets stay
+//! scoped as before). What cannot be read is refused (`EACCES`).
+//!
+//! Reachable: a socket listed in `[sandbox] unix_sockets` (by device and inode, resolved
+//! when the command starts), or one that lies in a writable place under a single name.
+
+use std::collections::HashSet;
+use std::ffi::OsStr;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustix::process::{Pid, PidfdFlags, PidfdGetfdFlags, pidfd_getfd, pidfd_open};
+use talaria_unotify::{Listener, Notice, connect_bytes, connect_unix_path};
+
+use crate::SandboxError;
+use crate::policy::{PathAccess, SandboxPolicy};
+
+/// The longest socket address (`sockaddr_storage`).
+const MAX_ADDRESS: usize = 128;
+
+/// What the gate lets through: sockets listed by device and inode, and sockets in a
+/// writable place under a single name.
+struct Judge {
+    policy: SandboxPolicy,
+    listed: HashSet<(u64, u64)>,
+}
+
+impl Judge {
+    fn new(policy: &SandboxPolicy) -> Self {
+        let listed = policy
+            .unix_sockets
+            .iter()
+            .filter_map(|path| std::fs::metadata(path).ok())
+            .map(|m| (m.dev(), m.ino()))
+            .collect();
+        Self {
+            policy: policy.clone(),
+            listed,
+        }
+    }
+
+    /// Whether the socket described by `metadata`, whose name the kernel gives as `real`,
+    /// may be reached.
+    fn allows(&self, metadata: &std::fs::Metadata, real: &Path) -> bool {
+        if !metadata.file_type().is_socket() {
+            return false;
+        }
+        if self.listed.contains(&(metadata.dev(), metadata.ino())) {
+            return true;
+        }
+        metadata.nlink() == 1 && self.policy.access(real) == PathAccess::Writable
+    }
+}
+
+/// Starts the gate's thread, then installs the filter that sends it every `connect` of the
+/// calling thread and of what it starts. Called by the init after it entered Landlock and
+/// the other filters (so the thread shares the command's Landlock domain and is not itself
+/// gated).
+pub(crate) fn start(policy: &SandboxPolicy) -> Result<(), SandboxError> {
+    let judge = Arc::new(Judge::new(policy));
+    let (send, receive) = std::sync::mpsc::channel::<Listener>();
+    std::thread::Builder::new()
+        .name("connect-gate".into())
+        .spawn(move || {
+            if let Ok(listener) = receive.recv() {
+                serve(Arc::new(listener), judge);
+            }
+        })
+        .map_err(|e| SandboxError::Seccomp(format!("the connect gate's thread: {e}")))?;
+    let listener = Listener::install_for_connect()
+        .map_err(|e| SandboxError::Seccomp(format!("the connect gate: {e}")))?;
+    send.send(listener)
+        .map_err(|_| SandboxError::Seccomp("the connect gate's thread is gone".into()))
+}
+
+/// Receives the stopped calls until the listener fails; each is answered on a thread of its
+/// own (a TCP connection may take long; the others need not wait for it).
+fn serve(listener: Arc<Listener>, judge: Arc<Judge>) {
+    loop {
+        let notice = match listener.receive() {
+            Ok(notice) => notice,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::ENOENT)) => continue,
+            Err(_) => return,
+        };
+        let (answering, judge) = (listener.clone(), judge.clone());
+        let spawned = std::thread::Builder::new().spawn(move || {
+            answering.respond(notice.id, handle(&answering, &judge, &notice));
+        });
+        if spawned.is_err() {
+            listener.respond(notice.id, Err(libc::EAGAIN));
+        }
+    }
+}
+
+fn errno(e: &std::io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(libc::EACCES)
+}
+
+/// Makes the caller's `connect(fd, address, length)` on its behalf, or says why not.
+fn handle(listener: &Listener, judge: &Judge, notice: &Notice) -> Result<(), i32> {
+    let [fd, address, length, ..] = notice.args;
+    let length = usize::try_from(length).map_err(|_| libc::EINVAL)?;
+    if length == 0 || length > MAX_ADDRESS {
+        return Err(libc::EINVAL);
+    }
+    // Both the process and its memory are opened before the check that the call still
+    // waits, so the pid cannot have been reused for another process in between.
+    let pidfd = open_pid(notice.pid)?;
+    let memory =
+        std::fs::File::open(format!("/proc/{}/mem", notice.pid)).map_err(|_| libc::EACCES)?;
+    if !listener.still_waiting(notice.id) {
+        return Err(libc::EINTR);
+    }
+    let bytes = read_memory(&memory, address, length)?;
+    let socket = caller_socket(&pidfd, fd)?;
+    match pathname(&bytes) {
+        Some(path) => {
+            let target = open_target(notice.pid, path)?;
+            let name = PathBuf::from(format!("/proc/self/fd/{}", target.as_raw_fd()));
+            let real = std::fs::read_link(&name).map_err(|e| errno(&e))?;
+            let metadata = std::fs::metadata(&name).map_err(|e| errno(&e))?;
+            if !judge.allows(&metadata, &real) {
+                // As the kernel answers a connection to a file that is not a socket.
+                return Err(if metadata.file_type().is_socket() {
+                    libc::EACCES
+                } else {
+                    libc::ECONNREFUSED
+                });
+            }
+            // Through the descriptor judged: whatever the path names by now.
+            connect_unix_path(socket.as_fd(), &name).map_err(|e| errno(&e))
+        }
+        None => connect_bytes(socket.as_fd(), &bytes).map_err(|e| errno(&e)),
+    }
+}
+
+/// The path of a UNIX pathname address (not abstract, not unnamed), if it is one.
+fn pathname(bytes: &[u8]) -> Option<&OsStr> {
+    let family = u16::from_ne_bytes([*bytes.first()?, *bytes.get(1)?]);
+    if i32::from(family) != libc::AF_UNIX {
+        return None;
+    }
+    let path = bytes.get(2..)?;
+    if path.first().is_none_or(|&b| b == 0) {
+        return None;
+    }
+    let end = path.iter().position(|&b| b == 0).unwrap_or(path.len());
+    Some(OsStr::from_bytes(&path[..end]))
+}
+
+/// Reads `length` bytes at `address` of the caller's `memory` (a process that made itself
+/// undumpable cannot be opened: its connection is refused).
+fn read_memory(memory: &std::fs::File, address: u64, length: usize) -> Result<Vec<u8>, i32> {
+    use std::os::unix::fs::FileExt;
+    let mut bytes = vec![0u8; length];
+    memory
+        .read_exact_at(&mut bytes, address)
+        .map_err(|_| libc::EFAULT)?;
+    Ok(bytes)
+}
+
+fn open_pid(pid: u32) -> Result<OwnedFd, i32> {
+    let pid = i32::try_from(pid)
+        .ok()
+        .and_then(Pid::from_raw)
+        .ok_or(libc::ESRCH)?;
+    pidfd_open(pid, PidfdFlags::empty()).map_err(|_| libc::EACCES)
+}
+
+/// A copy of the caller's descriptor `fd` (the same socket).
+fn caller_socket(pidfd: &OwnedFd, fd: u64) -> Result<OwnedFd, i32> {
+    let fd = i32::try_from(fd).map_err(|_| libc::EBADF)?;
+    pidfd_getfd(pidfd, fd, PidfdGetfdFlags::empty()).map_err(|e| match e.raw_os_error() {
+        libc::EPERM => libc::EACCES,
+        other => other,
+    })
+}
+
+/// Opens what `path` names as the caller sees it (a relative path from its working
+/// folder), as a descriptor that only names the file.
+fn open_target(pid: u32, path: &OsStr) -> Result<OwnedFd, i32> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = Path::new(path);
+    let full: PathBuf = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        Path::new(&format!("/proc/{pid}/cwd")).join(path)
+    };
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
+        .open(&full)
+        .map(OwnedFd::from)
+        .map_err(|e| errno(&e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unix_address(path: &[u8]) -> Vec<u8> {
+        let mut bytes = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
+        bytes.extend_from_slice(path);
+        bytes
+    }
+
+    #[test]
+    fn pathnames_are_told_from_abstract_unnamed_and_other_addresses() {
+        assert_eq!(
+            pathname(&unix_address(b"/run/x.sock\0junk")),
+            Some(OsStr::new("/run/x.sock"))
+        );
+        assert_eq!(
+            pathname(&unix_address(b"rel.sock")),
+            Some(OsStr::new("rel.sock"))
+        );
+        assert_eq!(pathname(&unix_address(b"\0abstract")), None);
+        assert_eq!(pathname(&unix_address(b"")), None);
+        let mut inet = (libc::AF_INET as u16).to_ne_bytes().to_vec();
+        inet.extend_from_slice(b"/not/a/path");
+        assert_eq!(pathname(&inet), None);
+        assert_eq!(pathname(&[1]), None);
+    }
+
+    #[test]
+    fn a_socket_is_judged_by_inode_and_by_its_single_name_in_a_writable_place() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().canonicalize().expect("canonical");
+        let (work, outside) = (root.join("work"), root.join("outside"));
+        for folder in [&work, &outside] {
+            std::fs::create_dir(folder).expect("mkdir");
+        }
+        let _listeners: Vec<_> = ["work/a.sock", "outside/b.sock", "outside/c.sock"]
+            .iter()
+            .map(|name| std::os::unix::net::UnixListener::bind(root.join(name)).expect("bind"))
+            .collect();
+        // A second name for a socket outside, inside the writable place.
+        std::fs::hard_link(outside.join("b.sock"), work.join("b-again.sock")).expect("link");
+        let judge = Judge::new(&SandboxPolicy {
+            writable: vec![work.clone()],
+            unix_sockets: vec![outside.join("c.sock")],
+            ..SandboxPolicy::default()
+        });
+        let verdict = |path: &Path| {
+            let metadata = std::fs::metadata(path).expect("stat");
+            judge.allows(&metadata, path)
+        };
+        assert!(verdict(&work.join("a.sock")));
+        assert!(verdict(&outside.join("c.sock")));
+        assert!(!verdict(&outside.join("b.sock")));
+        assert!(
+            !verdict(&work.join("b-again.sock")),
+            "a hard link is a second name"
+        );
+        std::fs::write(work.join("plain"), "x").expect("write");
+        assert!(!verdict(&work.join("plain")), "not a socket");
+    }
+}
