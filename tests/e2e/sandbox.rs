@@ -448,3 +448,85 @@ async fn file_tools_judge_the_real_file_behind_links_and_hard_links() {
         assert!(!sent.contains(secret), "{secret} reached the model");
     }
 }
+
+/// Answers every question: a run let out of the sandbox's walls when offered, else allowed
+/// once; each question's options are kept in `asked`.
+fn let_out_when_offered(asked: std::sync::Arc<std::sync::Mutex<Vec<Vec<String>>>>) -> Answer {
+    Box::new(move |method, params| {
+        assert_eq!(method, "session/request_permission");
+        let options: Vec<String> = params["options"]
+            .as_array()
+            .expect("options")
+            .iter()
+            .filter_map(|o| o["optionId"].as_str().map(String::from))
+            .collect();
+        let choice = if options.iter().any(|o| o == "run_unsandboxed_once") {
+            "run_unsandboxed_once"
+        } else {
+            "allow_once"
+        };
+        asked.lock().expect("asked").push(options);
+        Ok(Some(select(choice)))
+    })
+}
+
+#[tokio::test]
+async fn a_run_let_out_of_the_walls_still_cannot_read_a_key_and_a_refused_key_offers_nothing() {
+    if !sandbox_enforced() {
+        return;
+    }
+    let outside = outside_dir();
+    let target = outside.path().join("lifted");
+    // A false refusal printed to be let out, then what the script wanted all along.
+    let trick = format!(
+        "echo \"cp: cannot create regular file '{}': Permission denied\"; touch {}; \
+         cat ~/.ssh/id_ed25519; exit 1",
+        target.display(),
+        target.display()
+    );
+    let mut env = TestEnv::new(vec![
+        MockReply::tool_call("t1", "terminal", json!({"command": trick})),
+        MockReply::text(&["first"]),
+        MockReply::tool_call(
+            "t2",
+            "terminal",
+            json!({"command": "cat ~/.ssh/id_ed25519"}),
+        ),
+        MockReply::text(&["second"]),
+    ])
+    .await;
+    let ssh = env.home.path().join(".ssh");
+    std::fs::create_dir_all(&ssh).expect("ssh dir");
+    std::fs::write(ssh.join("id_ed25519"), KEY_TEXT).expect("key");
+    env.write_config("mode = \"ask\"\n");
+    env.unprivileged(&[outside.path()]);
+    let (mut agent, session) = env.session().await;
+    let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    run(&mut agent, &session, let_out_when_offered(asked.clone())).await;
+    let offered = asked.lock().expect("asked").clone();
+    assert!(
+        offered
+            .iter()
+            .any(|o| o.iter().any(|id| id == "run_unsandboxed_once")),
+        "the printed refusal was offered: {offered:?}"
+    );
+    assert!(
+        target.exists(),
+        "the run let out wrote outside the workspace"
+    );
+    asked.lock().expect("asked").clear();
+    run(&mut agent, &session, let_out_when_offered(asked.clone())).await;
+    let offered = asked.lock().expect("asked").clone();
+    assert!(
+        !offered
+            .iter()
+            .any(|o| o.iter().any(|id| id == "run_unsandboxed_once")),
+        "a hidden key's refusal offers no run outside: {offered:?}"
+    );
+    assert!(
+        !everything_sent(&env.mock).contains(KEY_TEXT),
+        "the key reached the model"
+    );
+    let result = tool_results(&env.mock, 3).pop().unwrap_or_default();
+    assert!(result.contains("hidden"), "{result}");
+}

@@ -41,6 +41,9 @@ const OFFLINE: &[&str] = &[
 pub struct Denial {
     /// E.g. "writing /srv/x (commands may write only in /work/p, /tmp/talaria-1)".
     pub what: String,
+    /// Whether a run let out of the walls ([`SandboxPolicy::lifted`]) could do it: not for a
+    /// hidden place, which stays hidden however a command is run.
+    pub liftable: bool,
 }
 
 /// The paths named in one line of output, likeliest first: quoted words, then what stands
@@ -274,6 +277,7 @@ fn judge(policy: &SandboxPolicy, path: &Path, verb: Verb) -> Option<Denial> {
                     "reading {}: commands cannot look into other processes",
                     path.display()
                 ),
+                liftable: true,
             })
         }
         (PathAccess::ReadOnly, Verb::Write | Verb::Unknown) if rights_allow(path, Verb::Write) => {
@@ -283,6 +287,7 @@ fn judge(policy: &SandboxPolicy, path: &Path, verb: Verb) -> Option<Denial> {
                     path.display(),
                     writable_list(policy)
                 ),
+                liftable: true,
             })
         }
         _ => None,
@@ -309,6 +314,7 @@ pub fn explain(
             what: "opening a network connection: the network is off for commands \
                    ([sandbox] network = false)"
                 .into(),
+            liftable: true,
         });
     }
     let denied_lines: Vec<&str> = output
@@ -352,6 +358,7 @@ fn hidden(path: &Path, verb: &str) -> Denial {
              settings)",
             path.display()
         ),
+        liftable: false,
     }
 }
 

@@ -190,6 +190,20 @@ impl SandboxPolicy {
         }
     }
 
+    /// The policy of one run the user let out of the sandbox's walls after a refusal: writes
+    /// wherever the user may write, the network on, no namespaces (other processes visible
+    /// again); the hidden places (keys, credential stores, `TALARIA_HOME`) stay hidden and
+    /// UNIX sockets out of reach, so a command let out, whatever made the sandbox offer it,
+    /// still cannot read a secret or reach an agent's socket.
+    pub fn lifted(&self) -> SandboxPolicy {
+        SandboxPolicy {
+            writable: vec![PathBuf::from("/")],
+            network: true,
+            namespaces: false,
+            ..self.clone()
+        }
+    }
+
     /// Whether commands may reach the UNIX socket at `path` (absolute): one in a writable
     /// place, or one listed.
     pub fn socket_allowed(&self, path: &Path) -> bool {

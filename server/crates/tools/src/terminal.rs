@@ -226,7 +226,9 @@ fn outcome_of(
     if let Some(terminal_id) = result.terminal_id {
         outcome = outcome.with_effect(ToolEffect::Terminal { terminal_id });
     }
-    if let Some(denial) = denial {
+    // Only a refusal a run let out of the walls could get past is offered as one (a hidden
+    // place stays hidden however the command runs).
+    if let Some(denial) = denial.filter(|denial| denial.liftable) {
         outcome = outcome.with_effect(ToolEffect::SandboxDenied { what: denial.what });
     }
     outcome

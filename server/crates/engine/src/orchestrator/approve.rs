@@ -222,7 +222,9 @@ impl Orchestrator<'_> {
             tool_call_id: call.id.clone(),
             title: call.description.title.clone(),
             reason: Some(format!(
-                "the OS sandbox refused {what}. Run this one command again outside the sandbox?"
+                "the OS sandbox refused {what}. Run this one command again outside the \
+                 sandbox's walls (writes anywhere you may write, the network on; your keys, \
+                 credentials and Talaria's settings stay hidden)?"
             )),
             choices: vec![
                 PermissionChoice::RunUnsandboxedOnce,

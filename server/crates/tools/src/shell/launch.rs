@@ -187,15 +187,24 @@ impl Shell {
         self.private_tmp.as_deref()
     }
 
-    /// How to start `bash -c script` here; `confine = false` leaves the sandbox out (the
-    /// user's one-command escalation). Through the helper whenever there is one, so even an
-    /// unconfined command has a session of its own and leaves nothing running.
+    /// The policy a command runs under: the session's, or with `confine = false` (the
+    /// user's one-command escalation) the same lifted ([`SandboxPolicy::lifted`]: secrets
+    /// stay hidden); none when the sandbox is off.
+    fn policy_for(&self, confine: bool) -> Option<SandboxPolicy> {
+        match &self.sandboxing {
+            Sandboxing::Enforced(policy) if confine => Some(policy.as_ref().clone()),
+            Sandboxing::Enforced(policy) => Some(policy.lifted()),
+            _ => None,
+        }
+    }
+
+    /// How to start `bash -c script` here; `confine = false` lifts the sandbox's walls but
+    /// its hidden places (the user's one-command escalation). Through the helper whenever
+    /// there is one, so every command has a session of its own and leaves nothing running.
     pub fn local(&self, script: &str, confine: bool) -> Launch {
         let shell_args = [OsString::from("-c"), OsString::from(script)];
-        let policy = match (&self.sandboxing, confine) {
-            (Sandboxing::Enforced(policy), true) => Some(policy.as_ref()),
-            _ => None,
-        };
+        let policy = self.policy_for(confine);
+        let policy = policy.as_ref();
         match &self.helper {
             Some(helper) => Launch {
                 program: helper.clone(),
@@ -242,10 +251,8 @@ impl Shell {
         {
             return None;
         }
-        let policy = match (&self.sandboxing, confine) {
-            (Sandboxing::Enforced(policy), true) => Some(policy.as_ref()),
-            _ => None,
-        };
+        let policy = self.policy_for(confine);
+        let policy = policy.as_ref();
         Some(Launch {
             program: helper.clone(),
             args: helper_args(&shell_args),
@@ -392,11 +399,15 @@ mod tests {
         }));
         assert_eq!(policy.private_tmp.as_ref(), Some(&tmp));
         let escaped = shell.local("echo hi", false);
-        assert!(!escaped.sandboxed && escaped.supervised);
+        assert!(escaped.sandboxed && escaped.supervised);
         assert_eq!(escaped.program, PathBuf::from("/proc/self/exe"));
         let spec: HelperSpec =
             serde_json::from_str(escaped.spec.as_deref().expect("spec")).expect("spec");
-        assert_eq!(spec.sandbox, None, "let out: supervised, not confined");
+        let lifted = spec
+            .sandbox
+            .expect("let out of the walls, not of the hidden places");
+        assert_eq!(lifted.writable, [PathBuf::from("/")]);
+        assert_eq!(lifted.hidden, policy.hidden, "secrets stay hidden");
         let elsewhere = shell
             .elsewhere("echo hi", true)
             .expect("outside the workspace");
