@@ -58,15 +58,28 @@ fn glob_of(store: &str) -> String {
     format!("{dot}[{first}]{}", chars.as_str())
 }
 
-/// Runs the everyday commands with `stores` present in the home (each a real file, or a
-/// link to the first when `linked`), with `config`; asserts each runs and no store leaks.
-async fn commands_run_with(stores: &[&str], config: &str, linked: bool) {
+/// How the stores after the first are made.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Made {
+    /// Each a file of its own.
+    Apart,
+    /// Symbolic links to the first.
+    Linked,
+    /// Hard links to the first: one file, several places.
+    HardLinked,
+}
+
+/// Runs the everyday commands with `stores` present in the home (made as `made` says), with
+/// `config`; asserts each runs and no store leaks.
+async fn commands_run_with(stores: &[&str], config: &str, made: Made) {
     let mut env = TestEnv::new(vec![everyday_commands(), MockReply::text(&["done"])]).await;
     let home = env.home.path().to_path_buf();
     for (i, store) in stores.iter().enumerate() {
         let path = home.join(store);
-        if linked && i > 0 {
+        if made == Made::Linked && i > 0 {
             std::os::unix::fs::symlink(home.join(stores[0]), &path).expect("link");
+        } else if made == Made::HardLinked && i > 0 {
+            std::fs::hard_link(home.join(stores[0]), &path).expect("hard link");
         } else {
             std::fs::write(&path, format!("machine example.org password {SECRET}\n"))
                 .expect("store");
@@ -108,7 +121,7 @@ async fn every_command_runs_with_each_credential_store_in_the_home() {
         return;
     }
     for store in STORES {
-        commands_run_with(&[store], "", false).await;
+        commands_run_with(&[store], "", Made::Apart).await;
     }
 }
 
@@ -117,7 +130,7 @@ async fn every_command_runs_with_all_the_credential_stores_at_once() {
     if !sandbox_enforced() {
         return;
     }
-    commands_run_with(&STORES, "", false).await;
+    commands_run_with(&STORES, "", Made::Apart).await;
 }
 
 #[tokio::test]
@@ -129,7 +142,7 @@ async fn a_store_also_named_in_the_settings_is_hidden_once() {
     commands_run_with(
         &STORES,
         "[sandbox]\nhidden = [\"~/.netrc\", \"~/.pgpass\", \"~/.netrc\"]\n",
-        false,
+        Made::Apart,
     )
     .await;
 }
@@ -141,7 +154,16 @@ async fn stores_that_are_links_to_one_file_are_hidden_once() {
     }
     // ~/.pgpass, ~/.git-credentials and ~/.vault-token all lead to ~/.netrc: one file, four
     // rules, two of them by its name.
-    commands_run_with(&STORES, "", true).await;
+    commands_run_with(&STORES, "", Made::Linked).await;
+}
+
+#[tokio::test]
+async fn stores_that_are_hard_links_to_one_file_are_each_hidden() {
+    if !sandbox_enforced() {
+        return;
+    }
+    // One file at four places: each place is masked (a mask by inode would leave three).
+    commands_run_with(&STORES, "", Made::HardLinked).await;
 }
 
 #[tokio::test]
@@ -154,7 +176,7 @@ async fn a_key_at_the_top_of_the_home_beside_the_stores_keeps_commands_running()
     commands_run_with(
         &[".netrc", "id_ed25519", "deploy.pem", ".pgpass"],
         "",
-        false,
+        Made::Apart,
     )
     .await;
 }
@@ -257,4 +279,85 @@ async fn doctor_names_a_hard_process_limit_below_the_setting() {
             .any(|line| line.contains("sandbox") && line.contains("active")),
         "and the sandbox still works under it: {report}"
     );
+}
+
+/// A bind mount of `source` at `point`, undone when dropped.
+struct BindMount {
+    point: std::path::PathBuf,
+}
+
+impl BindMount {
+    fn new(source: &std::path::Path, point: &std::path::Path) -> Option<BindMount> {
+        let done = std::process::Command::new("mount")
+            .arg("--bind")
+            .arg(source)
+            .arg(point)
+            .status()
+            .is_ok_and(|status| status.success());
+        done.then(|| BindMount {
+            point: point.to_path_buf(),
+        })
+    }
+}
+
+impl Drop for BindMount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.point)
+            .status();
+    }
+}
+
+#[tokio::test]
+async fn the_home_bind_mounted_at_a_second_path_hides_the_same_stores_there() {
+    if !sandbox_enforced() || !running_as_root() {
+        // Mounting needs root (CI runs as root and drops the agent to another user).
+        return;
+    }
+    let alias_dir = tempfile::tempdir().expect("alias");
+    let reads: Vec<(String, serde_json::Value)> = [".[n]etrc", ".[s]sh/id_*", ".[a]ws/cred*"]
+        .iter()
+        .enumerate()
+        .map(|(i, file)| {
+            // Globs, as a script would write them: the sandbox, not the parser, must hide them.
+            (
+                format!("a{i}"),
+                json!({"command": format!("cat {}/{file} 2>&1; echo read-done", alias_dir.path().display())}),
+            )
+        })
+        .collect();
+    let calls: Vec<(&str, &str, serde_json::Value)> = reads
+        .iter()
+        .map(|(id, args)| (id.as_str(), "terminal", args.clone()))
+        .collect();
+    let mut env = TestEnv::new(vec![batch(&calls), MockReply::text(&["done"])]).await;
+    let home = env.home.path().to_path_buf();
+    std::fs::write(
+        home.join(".netrc"),
+        format!("machine x password {SECRET}\n"),
+    )
+    .expect("netrc");
+    for (folder, file) in [(".ssh", "id_ed25519"), (".aws", "credentials")] {
+        std::fs::create_dir_all(home.join(folder)).expect("folder");
+        std::fs::write(home.join(folder).join(file), SECRET).expect("secret");
+    }
+    env.write_config("mode = \"yolo\"\n");
+    env.unprivileged(&[]);
+    let Some(_mount) = BindMount::new(&home, alias_dir.path()) else {
+        eprintln!("mount --bind is not allowed here: skipped");
+        return;
+    };
+    let (mut agent, session) = env.session().await;
+    let response = prompt_unasked(&mut agent, &session).await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let results = tool_results(&env.mock, 1);
+    assert_eq!(results.len(), 3, "{results:#?}");
+    for result in &results {
+        assert!(result.contains("read-done"), "the command ran: {result}");
+        assert!(
+            !result.contains(SECRET),
+            "read through the second path: {result}"
+        );
+    }
 }

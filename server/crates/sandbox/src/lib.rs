@@ -23,6 +23,7 @@
 //! siblings one by one (`plan.rs`); the kernel applies the rules to the real file behind any
 //! link.
 
+mod aliases;
 pub mod credentials;
 pub mod denial;
 pub mod env;

@@ -209,32 +209,32 @@ const MASK_FILE: &str = "/dev/.talaria-mask";
 /// A hidden place that exists, with what identifies it whatever path reaches it.
 struct HiddenPlace {
     path: PathBuf,
-    id: (u64, u64),
+    /// Where the path leads (links followed): one place, however many names lead to it. Not
+    /// the inode: a hard link or a second mount of the folder is another place to mask.
+    real: PathBuf,
     is_dir: bool,
 }
 
 /// The hidden places that exist, each once: one file is often named by several rules (a
-/// home's token file and a key at its top, two homes that are one folder, a hard link), and
+/// home's token file and a key at its top, two homes that are one folder, a link), and
 /// a place inside a hidden folder is hidden with it. Outer places first.
 fn hidden_places(policy: &SandboxPolicy) -> Vec<HiddenPlace> {
-    use std::os::unix::fs::MetadataExt;
     let mut paths: Vec<&PathBuf> = policy.hidden.iter().collect();
     paths.sort_by_key(|path| path.components().count());
     let mut places: Vec<HiddenPlace> = Vec::new();
     for path in paths {
-        let Ok(meta) = std::fs::metadata(path) else {
+        let (Ok(meta), Ok(real)) = (std::fs::metadata(path), path.canonicalize()) else {
             continue;
         };
-        let id = (meta.dev(), meta.ino());
-        let inside_one = places
-            .iter()
-            .any(|place| place.is_dir && path.starts_with(&place.path));
-        if inside_one || places.iter().any(|place| place.id == id) {
+        let inside_one = places.iter().any(|place| {
+            place.is_dir && (path.starts_with(&place.path) || real.starts_with(&place.real))
+        });
+        if inside_one || places.iter().any(|place| place.real == real) {
             continue;
         }
         places.push(HiddenPlace {
             path: path.clone(),
-            id,
+            real,
             is_dir: meta.is_dir(),
         });
     }

@@ -155,8 +155,9 @@ impl SandboxPolicy {
 
     /// The policy with the rules that depend on the moment turned into paths: each home's
     /// credential stores and the keys at its top now, and the other sessions' temporary
-    /// directories that exist now. Blocking (lists a few folders); the helper calls it as
-    /// each command starts.
+    /// directories that exist now, each also at its other names through bind mounts.
+    /// Blocking (lists a few folders, reads the mount table); the helper calls it as each
+    /// command starts.
     pub fn resolved(&self) -> SandboxPolicy {
         let mut out = self.clone();
         for home in &self.homes {
@@ -174,6 +175,9 @@ impl SandboxPolicy {
                 }
             }
         }
+        // Each hidden place is hidden at every name the mount table gives it too.
+        let aliases = crate::aliases::of(&out.hidden);
+        out.hidden.extend(aliases);
         out.homes.clear();
         out
     }

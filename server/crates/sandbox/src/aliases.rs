@@ -1,0 +1,132 @@
+//! The other names a path has through bind mounts: the same folder mounted at a second place
+//! (a home bind-mounted under `/mnt`, a container's volume) reaches the same files, so a
+//! hidden place is hidden at each of its names. Read from the kernel's mount table
+//! (`/proc/self/mountinfo`: each mount's device, the folder of that device it shows, and
+//! where).
+
+use std::path::{Path, PathBuf};
+
+/// One line of the mount table: which device, which of its folders, mounted where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Mounted {
+    device: String,
+    root: PathBuf,
+    point: PathBuf,
+}
+
+/// `\040`-style escapes in mountinfo paths.
+fn unescape(field: &str) -> PathBuf {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\'
+            && let Some(code) = field
+                .get(i + 1..i + 4)
+                .and_then(|digits| u8::from_str_radix(digits, 8).ok())
+        {
+            out.push(code);
+            i += 4;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    PathBuf::from(String::from_utf8_lossy(&out).into_owned())
+}
+
+fn parse(mountinfo: &str) -> Vec<Mounted> {
+    mountinfo
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split(' ').skip(2);
+            Some(Mounted {
+                device: fields.next()?.to_string(),
+                root: unescape(fields.next()?),
+                point: unescape(fields.next()?),
+            })
+        })
+        .collect()
+}
+
+/// The other names of `path` in the mount table `mountinfo`: the mount showing it (the last
+/// one, at the longest mount point, that holds it) gives its place on its device; every other
+/// mount of that device showing that place gives a name.
+fn aliases_in(mountinfo: &str, path: &Path) -> Vec<PathBuf> {
+    let table = parse(mountinfo);
+    let Some(home) = table
+        .iter()
+        .filter(|m| path.starts_with(&m.point))
+        .max_by_key(|m| m.point.components().count())
+    else {
+        return Vec::new();
+    };
+    let Ok(below) = path.strip_prefix(&home.point) else {
+        return Vec::new();
+    };
+    let on_device = home.root.join(below);
+    let mut out: Vec<PathBuf> = Vec::new();
+    for other in table.iter().filter(|m| m.device == home.device) {
+        let Ok(rest) = on_device.strip_prefix(&other.root) else {
+            continue;
+        };
+        let alias = other.point.join(rest);
+        if alias != path && !out.contains(&alias) {
+            out.push(alias);
+        }
+    }
+    out
+}
+
+/// The other names of each of `paths` on this machine now.
+pub fn of(paths: &[PathBuf]) -> Vec<PathBuf> {
+    let Ok(mountinfo) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = Vec::new();
+    for path in paths {
+        for alias in aliases_in(&mountinfo, path) {
+            if !paths.contains(&alias) && !out.contains(&alias) {
+                out.push(alias);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TABLE: &str = "\
+22 1 254:1 / / rw,relatime shared:1 - ext4 /dev/vda rw
+30 22 254:1 /home /mnt/homes rw,relatime shared:1 - ext4 /dev/vda rw
+31 22 254:1 /home/u /srv/u\\040copy rw,relatime shared:1 - ext4 /dev/vda rw
+32 22 254:2 / /data rw,relatime shared:2 - ext4 /dev/vdb rw
+33 32 254:2 /keys /home/u/.ssh rw,relatime shared:2 - ext4 /dev/vdb rw
+34 22 0:40 / /tmp rw shared:3 - tmpfs tmpfs rw
+";
+
+    #[test]
+    fn a_path_is_named_again_wherever_its_folder_is_mounted() {
+        let aliases = aliases_in(TABLE, Path::new("/home/u/.netrc"));
+        assert_eq!(
+            aliases,
+            [
+                PathBuf::from("/mnt/homes/u/.netrc"),
+                PathBuf::from("/srv/u copy/.netrc")
+            ]
+        );
+    }
+
+    #[test]
+    fn a_mount_on_top_decides_which_device_a_path_is_on() {
+        // ~/.ssh is another device's /keys, also seen at /data/keys.
+        assert_eq!(
+            aliases_in(TABLE, Path::new("/home/u/.ssh/id_rsa")),
+            [PathBuf::from("/data/keys/id_rsa")]
+        );
+        assert!(aliases_in(TABLE, Path::new("/tmp/x")).is_empty());
+        assert!(aliases_in("garbage\n", Path::new("/home/u/.netrc")).is_empty());
+    }
+}
