@@ -361,3 +361,51 @@ async fn the_home_bind_mounted_at_a_second_path_hides_the_same_stores_there() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_key_written_into_the_home_while_a_command_runs_stays_hidden_from_it() {
+    if !sandbox_enforced() {
+        return;
+    }
+    // The command says it runs, then reads what it can for four seconds; the token file and
+    // a key appear at the top of the home meanwhile (a `vault login`, a download).
+    let poll = "touch started; for i in $(seq 40); do cat ~/.[v]ault-token ~/deploy.p?m 2>/dev/null; \
+                sleep 0.1; done; echo polled";
+    let mut env = TestEnv::new(vec![
+        MockReply::tool_call("p1", "terminal", json!({"command": poll, "timeout": 30})),
+        MockReply::text(&["done"]),
+    ])
+    .await;
+    let home = env.home.path().to_path_buf();
+    let started = env.workspace.path().join("started");
+    env.write_config("mode = \"yolo\"\n");
+    env.unprivileged(&[]);
+    let writer = {
+        let (home, started) = (home.clone(), started.clone());
+        std::thread::spawn(move || {
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while !started.exists() && std::time::Instant::now() < until {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            for name in [".vault-token", "deploy.pem"] {
+                std::fs::write(home.join(name), SECRET).expect("secret");
+                if running_as_root() {
+                    give_to(&home.join(name), NOBODY);
+                }
+            }
+        })
+    };
+    let (mut agent, session) = env.session().await;
+    let response = prompt_unasked(&mut agent, &session).await;
+    writer.join().expect("writer");
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    assert!(started.exists(), "the command ran");
+    assert!(home.join(".vault-token").exists());
+    let result = tool_results(&env.mock, 1).pop().unwrap_or_default();
+    assert!(result.contains("polled"), "{result}");
+    assert!(
+        !result.contains(SECRET),
+        "a key written meanwhile was read: {result}"
+    );
+}

@@ -78,7 +78,17 @@ fn inside_policy(policy: &SandboxPolicy, unmasked: Vec<PathBuf>) -> SandboxPolic
         .filter(|path| unmasked.iter().any(|hidden| path.starts_with(hidden)))
         .cloned()
         .collect();
+    // A hidden place that does not exist yet cannot be masked: Landlock hides it (its folder
+    // is granted entry by entry, so whatever appears there later stays out of reach for the
+    // command's whole life: a key written into the home while the command runs included).
     inside.hidden = unmasked;
+    inside.hidden.extend(
+        policy
+            .hidden
+            .iter()
+            .filter(|path| path.symlink_metadata().is_err())
+            .cloned(),
+    );
     inside
 }
 
