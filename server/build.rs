@@ -8,19 +8,10 @@
 //!   `TALARIA_GLIBC_FLOOR` (the release archives are built for 2.28 and older
 //!   distributions load them). Elsewhere (other C libraries, cross builds, an older floor)
 //!   the binary is linked as before.
-//! - Links the release binary with its hot code first (`hot-code/functions.txt`, the
-//!   functions a start, a session and a turn run, as `hot-code/record.sh` profiled them):
-//!   the kernel maps an executable's code in 64 KB windows around each page it runs, so hot
-//!   code scattered over 9.5 MB of text kept most of it resident (7.6 MB); gathered into
-//!   1.8 MB at its front it keeps about 2.5 MB. Linux only (a linker script).
 //! - Gives `talaria --version` its line: the version, the commit it was built from
 //!   (`TALARIA_COMMIT`, else `git`, else "unknown") and the sandbox layers compiled in.
 
 use std::process::Command;
-
-#[path = "hot-code/script.rs"]
-mod hot_code_script;
-use hot_code_script::hot_code_script;
 
 /// The first glibc whose loader applies DT_RELR.
 const RELR_GLIBC: (u32, u32) = (2, 36);
@@ -30,7 +21,6 @@ fn main() {
     cargo_directive("rerun-if-env-changed=TALARIA_GLIBC_FLOOR");
     cargo_directive("rerun-if-env-changed=TALARIA_COMMIT");
     version_line();
-    hot_code_first();
     let var = |key: &str| std::env::var(key).unwrap_or_default();
     let native = var("TARGET") == var("HOST");
     if var("CARGO_CFG_TARGET_OS") != "linux" || var("CARGO_CFG_TARGET_ENV") != "gnu" || !native {
@@ -45,34 +35,6 @@ fn main() {
         // For the test that checks the binary really carries them.
         cargo_directive("rustc-env=TALARIA_PACKED_RELOCS=1");
     }
-}
-
-/// Places the functions `hot-code/functions.txt` lists first in the release binary's text,
-/// through a linker script that gathers their sections (`.text.<name>`, or
-/// `.text.unlikely.<name>` for one the compiler thought cold: every function has a section
-/// of its own) into `.text.hot`, inserted before `.text`. A script, not lld's
-/// `--symbol-ordering-file`, so that every Linux linker the binary is built with takes it:
-/// the toolchain's lld, GNU ld, and zig's, which links the release archives. A listed
-/// function the binary does not have matches nothing; the bench reports how much of the
-/// list it found.
-fn hot_code_first() {
-    cargo_directive("rerun-if-changed=hot-code/functions.txt");
-    let var = |key: &str| std::env::var(key).unwrap_or_default();
-    if var("PROFILE") != "release" || var("CARGO_CFG_TARGET_OS") != "linux" {
-        return;
-    }
-    let list = std::path::Path::new(&var("CARGO_MANIFEST_DIR")).join("hot-code/functions.txt");
-    let Ok(names) = std::fs::read_to_string(list) else {
-        return;
-    };
-    let script = std::path::Path::new(&var("OUT_DIR")).join("hot-code.ld");
-    if std::fs::write(&script, hot_code_script(&names)).is_err() {
-        return;
-    }
-    cargo_directive(&format!(
-        "rustc-link-arg-bin=talaria=-Wl,-T,{}",
-        script.display()
-    ));
 }
 
 /// `TALARIA_VERSION_LINE`: "0.2.0 (commit 1a2b3c4d5e6f; sandbox: namespaces, Landlock,

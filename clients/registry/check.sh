@@ -42,8 +42,7 @@ export PATH="$tools/bin:$tools/venv/bin:$PATH"
 
 say "building talaria $version for $platform (glibc $glibc_floor and newer)"
 started=$(now)
-# The server alone, as its hot-code list was recorded (server/hot-code/): built together with
-# another package, Cargo unifies features and renames functions.
+# Each package on its own, as `cargo install` builds it (no feature unification).
 TALARIA_GLIBC_FLOOR=$glibc_floor cargo zigbuild --quiet --release -p talaria-server \
   --target "$rust_target.$glibc_floor"
 TALARIA_GLIBC_FLOOR=$glibc_floor cargo zigbuild --quiet --release -p talaria-chat \
