@@ -22,6 +22,24 @@ fn system_of(body: &Value) -> String {
         .to_string()
 }
 
+/// The review model's requests, once there are `count` of them (or after 30 s).
+async fn review_requests(
+    mock: &talaria_harness::MockLlm,
+    count: usize,
+) -> Vec<talaria_harness::RecordedRequest> {
+    let reviews = || -> Vec<talaria_harness::RecordedRequest> {
+        mock.requests()
+            .into_iter()
+            .filter(|r| r.body["model"] == REVIEW_MODEL)
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while reviews().len() < count && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    reviews()
+}
+
 async fn wait_for_notice(agent: &mut talaria_harness::AgentProcess, needle: &str) -> String {
     let message = agent
         .wait_for(WAIT, |m| {
@@ -346,18 +364,7 @@ async fn the_reviews_calls_go_through_the_orchestrator() {
     let (mut agent, session) = env.session().await;
     let (response, updates) = prompt(&mut agent, &session, "What does a.txt say?").await;
     assert_eq!(stop_reason(&response), "end_turn", "{response}");
-    let reviews = || -> Vec<talaria_harness::RecordedRequest> {
-        env.mock
-            .requests()
-            .into_iter()
-            .filter(|r| r.body["model"] == REVIEW_MODEL)
-            .collect()
-    };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while reviews().len() < 4 && std::time::Instant::now() < deadline {
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    let reviews = reviews();
+    let reviews = review_requests(&env.mock, 4).await;
     assert_eq!(reviews.len(), 4, "every review step ran");
     let last = reviews[3].body["messages"].to_string();
     assert!(
@@ -458,18 +465,7 @@ async fn a_review_on_a_small_model_runs_the_call_it_wrote_as_text() {
     let (mut agent, session) = env.session().await;
     let (response, _) = prompt(&mut agent, &session, "What does a.txt say?").await;
     assert_eq!(stop_reason(&response), "end_turn", "{response}");
-    let reviews = || -> Vec<talaria_harness::RecordedRequest> {
-        env.mock
-            .requests()
-            .into_iter()
-            .filter(|r| r.body["model"] == REVIEW_MODEL)
-            .collect()
-    };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while reviews().len() < 2 && std::time::Instant::now() < deadline {
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    let reviews = reviews();
+    let reviews = review_requests(&env.mock, 2).await;
     assert_eq!(reviews.len(), 2, "the review ran the call and asked again");
     let first = reviews[0].body["messages"].as_array().map_or(0, Vec::len);
     let second = &reviews[1].body["messages"];

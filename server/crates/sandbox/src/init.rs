@@ -42,11 +42,6 @@ fn start(request: Request) -> Result<ExitCode, SandboxError> {
     crate::enter_as_watcher(policy, true)?;
     // Every connection the command makes passes the gate (installed last: its thread shares
     // the command's Landlock domain and the filters above, not the gate itself).
-    #[cfg(any(
-        target_arch = "x86_64",
-        target_arch = "aarch64",
-        target_arch = "riscv64"
-    ))]
     crate::connect_gate::start(policy)?;
     let child = command.spawn().map_err(|e| {
         SandboxError::Exec(format!(

@@ -31,14 +31,7 @@ pub mod home;
 pub mod layers;
 pub mod policy;
 
-#[cfg(all(
-    target_os = "linux",
-    any(
-        target_arch = "x86_64",
-        target_arch = "aarch64",
-        target_arch = "riscv64"
-    )
-))]
+#[cfg(target_os = "linux")]
 mod connect_gate;
 mod helper;
 #[cfg(target_os = "linux")]

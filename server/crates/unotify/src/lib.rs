@@ -5,34 +5,20 @@
 //! Why a crate of its own: the workspace forbids unsafe code, and nothing maintained wraps
 //! these calls without a C library (`libseccomp` would have to be built for every release
 //! target). Each unsafe block here is one system call or one plain-integer structure, with
-//! the reason it is sound beside it.
+//! the reason it is sound beside it. Where the gate is not built (other systems and
+//! architectures), the same API answers `Unsupported`.
 
-#[cfg(all(
-    target_os = "linux",
-    any(
-        target_arch = "x86_64",
-        target_arch = "aarch64",
-        target_arch = "riscv64"
-    )
-))]
+#[cfg_attr(
+    not(all(
+        target_os = "linux",
+        any(
+            target_arch = "x86_64",
+            target_arch = "aarch64",
+            target_arch = "riscv64"
+        )
+    )),
+    path = "unsupported.rs"
+)]
 mod linux;
 
-#[cfg(all(
-    target_os = "linux",
-    any(
-        target_arch = "x86_64",
-        target_arch = "aarch64",
-        target_arch = "riscv64"
-    )
-))]
 pub use linux::{Listener, Notice, connect_bytes, connect_unix_path};
-
-/// Whether this build can gate connections (Linux on x86-64, AArch64 or RISC-V 64).
-pub const SUPPORTED: bool = cfg!(all(
-    target_os = "linux",
-    any(
-        target_arch = "x86_64",
-        target_arch = "aarch64",
-        target_arch = "riscv64"
-    )
-));

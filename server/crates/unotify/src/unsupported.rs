@@ -1,0 +1,48 @@
+//! Where the gate is not built: the same API, every call answering `Unsupported`.
+
+use std::io;
+use std::os::fd::BorrowedFd;
+use std::path::Path;
+
+/// One stopped `connect` (never received here).
+#[derive(Debug, Clone, Copy)]
+pub struct Notice {
+    pub id: u64,
+    pub pid: u32,
+    pub args: [u64; 6],
+}
+
+/// The listening end of the filter (never installed here).
+#[derive(Debug)]
+pub struct Listener(());
+
+fn unsupported<T>() -> io::Result<T> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "no connect gate on this system or architecture",
+    ))
+}
+
+impl Listener {
+    pub fn install_for_connect() -> io::Result<Listener> {
+        unsupported()
+    }
+
+    pub fn receive(&self) -> io::Result<Notice> {
+        unsupported()
+    }
+
+    pub fn still_waiting(&self, _id: u64) -> bool {
+        false
+    }
+
+    pub fn respond(&self, _id: u64, _result: Result<(), i32>) {}
+}
+
+pub fn connect_bytes(_socket: BorrowedFd<'_>, _bytes: &[u8]) -> io::Result<()> {
+    unsupported()
+}
+
+pub fn connect_unix_path(_socket: BorrowedFd<'_>, _path: &Path) -> io::Result<()> {
+    unsupported()
+}
