@@ -381,13 +381,8 @@ async fn a_key_written_into_the_home_while_a_command_runs_stays_hidden_from_it()
     env.write_config("mode = \"yolo\"\n");
     env.unprivileged(&[]);
     let writer = {
-        let (home, started) = (home.clone(), started.clone());
-        std::thread::spawn(move || {
-            let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
-            while !started.exists() && std::time::Instant::now() < until {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            std::thread::sleep(std::time::Duration::from_millis(300));
+        let home = home.clone();
+        once_started(started.clone(), move || {
             for name in [".vault-token", "deploy.pem"] {
                 std::fs::write(home.join(name), SECRET).expect("secret");
                 if running_as_root() {

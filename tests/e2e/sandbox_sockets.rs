@@ -121,15 +121,8 @@ else:
         late = late.display()
     );
     let binder = {
-        let (started, late) = (started.clone(), late.clone());
-        std::thread::spawn(move || {
-            let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
-            while !started.exists() && std::time::Instant::now() < until {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            std::thread::sleep(std::time::Duration::from_millis(300));
-            open_greeter(&late);
-        })
+        let late = late.clone();
+        once_started(started.clone(), move || open_greeter(&late))
     };
     env.unprivileged(&[outside.path()]);
     let results = results_of(&mut env, &[command]).await;

@@ -623,3 +623,19 @@ pub async fn doctor_as_user(env: &TestEnv, hard_limit: Option<u32>) -> (bool, St
         String::from_utf8_lossy(&output.stdout).into_owned(),
     )
 }
+
+/// Runs `then` on a thread of its own 0.3 s after `marker` appears (a command under test
+/// touches it once it runs; at most a minute's wait), to change the world while it runs.
+pub fn once_started(
+    marker: std::path::PathBuf,
+    then: impl FnOnce() + Send + 'static,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !marker.exists() && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        then();
+    })
+}

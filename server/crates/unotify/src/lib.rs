@@ -21,4 +21,15 @@
 )]
 mod linux;
 
-pub use linux::{Listener, Notice, connect_bytes, connect_unix_path};
+pub use linux::{Listener, connect_bytes, connect_unix_path};
+
+/// One stopped `connect`: who called it and with what.
+#[derive(Debug, Clone, Copy)]
+pub struct Notice {
+    /// The notification's id (valid until it is answered or the caller is gone).
+    pub id: u64,
+    /// The caller's process id, in the listener's PID namespace.
+    pub pid: u32,
+    /// The call's arguments: descriptor, address pointer, address length.
+    pub args: [u64; 6],
+}

@@ -5,6 +5,8 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use crate::Notice;
+
 /// The audit architecture of this build's system calls (what the filter checks first).
 #[cfg(target_arch = "x86_64")]
 const NATIVE_ARCH: u32 = 0xC000_003E;
@@ -19,17 +21,6 @@ const NATIVE_ARCH: u32 = 0xC000_00F3;
 const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 #[cfg(not(target_arch = "x86_64"))]
 const X32_SYSCALL_BIT: u32 = 0;
-
-/// One stopped `connect`: who called it and with what.
-#[derive(Debug, Clone, Copy)]
-pub struct Notice {
-    /// The notification's id (valid until it is answered or the caller is gone).
-    pub id: u64,
-    /// The caller's process id, in the listener's PID namespace.
-    pub pid: u32,
-    /// The call's arguments: descriptor, address pointer, address length.
-    pub args: [u64; 6],
-}
 
 /// The listening end of the filter: every `connect` of the threads that installed it (and of
 /// what they start) waits here until answered.

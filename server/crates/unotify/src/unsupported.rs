@@ -4,13 +4,7 @@ use std::io;
 use std::os::fd::BorrowedFd;
 use std::path::Path;
 
-/// One stopped `connect` (never received here).
-#[derive(Debug, Clone, Copy)]
-pub struct Notice {
-    pub id: u64,
-    pub pid: u32,
-    pub args: [u64; 6],
-}
+use crate::Notice;
 
 /// The listening end of the filter (never installed here).
 #[derive(Debug)]
