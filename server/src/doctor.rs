@@ -73,7 +73,7 @@ fn auth_fix(config: &Config) -> String {
 /// The window sessions will assume, and where the figure comes from.
 /// What a server on this machine or a private network says about itself (nothing for others).
 async fn local_server(config: &Config) -> ServerReport {
-    if !talaria_engine::config::is_local(&config.endpoint().base_url) {
+    if !talaria_engine::is_local(&config.endpoint().base_url) {
         return ServerReport::default();
     }
     let Ok(client) =
@@ -212,10 +212,7 @@ fn candidate_bases(base: &str) -> Vec<String> {
 /// `/models` is not found: a server that does not list its models, or an address whose path
 /// is wrong — said, with the path that answered, when another path of the server answers.
 async fn wrong_path(client: &reqwest::Client, config: &Config, base: &str) -> Listing {
-    let openai_style = std::ptr::eq(
-        config.provider.service(),
-        &talaria_engine::providers::OPENAI,
-    );
+    let openai_style = std::ptr::eq(config.provider.service(), &talaria_engine::OPENAI_SERVICE);
     if !openai_style {
         return Listing::Models(Vec::new());
     }
@@ -244,7 +241,7 @@ async fn wrong_path(client: &reqwest::Client, config: &Config, base: &str) -> Li
 
 /// A one-token call through the configured provider.
 pub(crate) async fn test_call(config: &Config) -> Result<(), (String, String)> {
-    let router = talaria_engine::provider_factory::build_router(config)
+    let router = talaria_engine::build_router(config)
         .map_err(|e| (e.to_string(), "fix the provider settings".to_string()))?;
     let target = router
         .chain(&config.model)
@@ -343,7 +340,7 @@ async fn sandbox(report: &mut Report<'_>, config: &Config) {
             return;
         }
     }
-    let Some(helper) = talaria_engine::sandbox::Helper::this_binary() else {
+    let Some(helper) = talaria_engine::SandboxHelper::this_binary() else {
         report.problem(
             "sandbox",
             "cannot find this program's own path",
@@ -353,8 +350,8 @@ async fn sandbox(report: &mut Report<'_>, config: &Config) {
     };
     let layers_config = config.clone();
     let checked = tokio::task::spawn_blocking(move || {
-        let layers = talaria_engine::sandbox::layers(&layers_config, Some(&helper));
-        talaria_engine::sandbox::self_test(&helper, &layers_config, layers.namespaces.is_ok())
+        let layers = talaria_engine::sandbox_layers(&layers_config, Some(&helper));
+        talaria_engine::sandbox_self_test(&helper, &layers_config, layers.namespaces.is_ok())
             .map(|()| layers)
     })
     .await
@@ -596,7 +593,7 @@ async fn shared_store(report: &mut Report<'_>, _config: &Config, url: &str) {
 pub async fn run(out: &mut dyn Write, call: bool) -> usize {
     let mut report = Report { out, problems: 0 };
     let env = |key: &str| std::env::var(key).ok();
-    let path = talaria_engine::config::default_home(&env).join("config.toml");
+    let path = talaria_engine::default_home(&env).join("config.toml");
     let config = match Config::load() {
         Ok(config) => {
             if path.exists() {

@@ -8,7 +8,7 @@ use talaria_util::private::{Privacy, private_dir};
 
 /// Makes `TALARIA_HOME` private, for the agent, `setup` and `doctor` alike (blocking: a stat, at most a mkdir or a chmod).
 pub fn make_private() {
-    let home = talaria_engine::config::default_home(&|key| std::env::var(key).ok());
+    let home = talaria_engine::default_home(&|key| std::env::var(key).ok());
     make_private_at(&home);
 }
 

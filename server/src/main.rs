@@ -102,7 +102,7 @@ enum StoreAction {
 
 /// `talaria config reference`: every setting, as docs/configuration.md holds it.
 fn print_config_reference() -> std::process::ExitCode {
-    let text = talaria_engine::config::reference::markdown();
+    let text = talaria_engine::configuration_reference();
     match std::io::stdout().write_all(text.as_bytes()) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(_) => std::process::ExitCode::FAILURE,
@@ -123,7 +123,7 @@ fn backup(target: &std::path::Path) -> std::process::ExitCode {
         );
         return std::process::ExitCode::from(2);
     }
-    let home = talaria_engine::config::default_home(&|key| std::env::var(key).ok());
+    let home = talaria_engine::default_home(&|key| std::env::var(key).ok());
     let source = home.join("state.db");
     let copied = talaria_store::SqliteStore::open(&source).and_then(|store| store.backup(target));
     match copied {

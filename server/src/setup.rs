@@ -199,7 +199,7 @@ pub async fn run() -> std::process::ExitCode {
         out: &mut out,
         tty,
     };
-    let home = talaria_engine::config::default_home(&|key| std::env::var(key).ok());
+    let home = talaria_engine::default_home(&|key| std::env::var(key).ok());
     match converse(&mut terminal, &home).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(why) => {
@@ -378,7 +378,7 @@ async fn other_server(terminal: &mut Terminal<'_>) -> Result<Choice, SetupError>
         terminal.say("The address starts with http:// or https://.");
     };
     // A server on this machine or a private network usually needs none.
-    let required = !talaria_engine::config::is_local(&base_url);
+    let required = !talaria_engine::is_local(&base_url);
     // The key is checked against the model list as soon as it is typed: a refused one is
     // asked for again before anything else.
     let (api_key, models) = loop {

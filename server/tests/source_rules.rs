@@ -411,3 +411,35 @@ fn one_agent_loop_builds_the_orchestrator() {
     builds.visit_file(&file);
     assert_eq!(builds.found, 1, "test code is left out");
 }
+
+/// The `pub mod` declarations of a crate root's production code.
+fn public_modules(root_text: &str) -> Vec<String> {
+    let Ok(file) = syn::parse_file(root_text) else {
+        return vec!["(the file does not parse)".into()];
+    };
+    file.items
+        .iter()
+        .filter(|item| !item_is_test_only(item))
+        .filter_map(|item| match item {
+            syn::Item::Mod(module) if matches!(module.vis, syn::Visibility::Public(_)) => {
+                Some(module.ident.to_string())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_engine_has_one_front_door() {
+    // Every module of the engine is private: the edge uses what `lib.rs` re-exports, so a
+    // path into a module (`talaria_engine::journal::…`) does not compile.
+    let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/engine/src/lib.rs");
+    let text = std::fs::read_to_string(&lib).unwrap_or_default();
+    assert!(text.contains("pub use journal::"), "read {}", lib.display());
+    assert_eq!(public_modules(&text), Vec::<String>::new());
+    // The check sees a public module (planted).
+    assert_eq!(
+        public_modules("pub mod config;\nmod inner;\n#[cfg(test)]\npub mod testkit;\n"),
+        ["config"]
+    );
+}

@@ -5,7 +5,7 @@
 //! so a stuck store never refuses a fork it writes later; the launch runs on the loop.
 
 use futures_util::FutureExt;
-use talaria_engine::journal::{Journal, SessionJournal};
+use talaria_engine::{Journal, SessionJournal};
 use talaria_protocol::acp::{self, RequestId};
 use talaria_protocol::errors;
 use talaria_record::Transcript;

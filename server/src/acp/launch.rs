@@ -46,7 +46,7 @@ impl Agent {
             return Ok(cache.router.clone());
         }
         let router = Arc::new(
-            talaria_engine::provider_factory::build_router(config)
+            talaria_engine::build_router(config)
                 .map_err(|e| errors::internal_error(e.to_string()))?,
         );
         self.router = Some(RouterCache {
@@ -97,9 +97,7 @@ impl Agent {
         journal.claim(&id);
         let start = talaria_engine::SessionStart {
             history: None,
-            journal: Some(talaria_engine::journal::SessionJournal::new(
-                journal, &id, 0,
-            )),
+            journal: Some(talaria_engine::SessionJournal::new(journal, &id, 0)),
             title: None,
             commands: None,
             sizing: None,
@@ -276,7 +274,7 @@ impl Agent {
             home: config.home.clone(),
             roots,
             mode,
-            secrets: talaria_engine::approval::SecretReads::for_home(
+            secrets: talaria_engine::SecretReads::for_home(
                 &config.home,
                 config.ask_for_credential_reads,
             ),
@@ -325,7 +323,7 @@ impl Agent {
         if let Some(journal) = &self.store {
             warnings.extend(journal.take_notes());
         }
-        warnings.extend(talaria_engine::sandbox::notice(shell));
+        warnings.extend(talaria_engine::sandbox_notice(shell));
         warnings.extend(mcp_warnings);
         for warning in warnings {
             self.outbox.push(SessionNotification::new(
@@ -348,11 +346,11 @@ fn size_when_known(
     tools: SessionTools,
     stores: &Arc<talaria_skills::SkillsContext>,
     hub: &Arc<talaria_mcp::Hub>,
-) -> talaria_engine::window_sizing::PendingSizing {
+) -> talaria_engine::PendingSizing {
     let (mut config, stores, hub) = (config.clone(), stores.clone(), hub.clone());
-    talaria_engine::window_sizing::PendingSizing::new(async move {
+    talaria_engine::PendingSizing::new(async move {
         window.apply(&mut config).await;
-        talaria_engine::window_sizing::WindowSizing {
+        talaria_engine::WindowSizing {
             context_window: config.context_window,
             single_slot: config.single_slot(),
             subagents: subagent_slots(&config),
@@ -378,7 +376,7 @@ fn subagent_slots(config: &Config) -> Option<usize> {
 struct SessionTools {
     built_in: talaria_tools::Registry,
     clarify: bool,
-    store: Option<talaria_engine::journal::Journal>,
+    store: Option<talaria_engine::Journal>,
     /// A recorded or replayed session's tools go through its tape.
     tape: Option<cassettes::ToolTape>,
 }
@@ -405,9 +403,9 @@ impl SessionTools {
             registry.register(Arc::new(talaria_tools::clarify::Clarify));
         }
         if let Some(journal) = &self.store {
-            registry.register(Arc::new(
-                talaria_engine::session_search::SessionSearch::new(journal.clone()),
-            ));
+            registry.register(Arc::new(talaria_engine::SessionSearch::new(
+                journal.clone(),
+            )));
         }
         let registry = match &config.toolsets {
             Some(toolsets) => {
@@ -428,7 +426,7 @@ fn session_meta(shell: &talaria_tools::shell::Shell) -> acp::Meta {
     let mut meta = acp::Meta::new();
     meta.insert(
         "talaria".into(),
-        serde_json::json!({"sandbox": talaria_engine::sandbox::state(shell)}),
+        serde_json::json!({"sandbox": talaria_engine::sandbox_state(shell)}),
     );
     meta
 }
@@ -572,7 +570,7 @@ impl Ready {
 
 /// The system prompt's parts, assembled once the session's toolsets are known.
 struct PromptParts {
-    base: talaria_engine::system_prompt::SessionPrompt,
+    base: talaria_engine::SessionPrompt,
     /// The skill index: only when the skills toolset is offered.
     skill_index: String,
     /// The frozen memory snapshot.
@@ -650,7 +648,7 @@ async fn prepare_session(
             )));
         }
         let config = Config::load().map_err(config_error)?;
-        let base = talaria_engine::system_prompt::build(&cwd, &config.model, &today);
+        let base = talaria_engine::session_prompt(&cwd, &config.model, &today);
         let stores = skills::context(&config, &cwd, "");
         // One scan of the skill folders serves the prompt's index and the slash commands.
         let catalog = stores.catalog();
@@ -662,10 +660,10 @@ async fn prepare_session(
             client: None,
         };
         let commands = skills::commands(&catalog);
-        let shell = Arc::new(talaria_engine::sandbox::shell(
+        let shell = Arc::new(talaria_engine::sandboxed_shell(
             &config,
             &roots,
-            talaria_engine::sandbox::Helper::this_binary(),
+            talaria_engine::SandboxHelper::this_binary(),
         ));
         Ok(Prepared {
             config,

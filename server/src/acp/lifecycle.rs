@@ -3,8 +3,8 @@
 //! on the store opened with the first session.
 
 use futures_util::FutureExt;
-use talaria_engine::journal::{Journal, SessionJournal};
 use talaria_engine::{Config, SessionStart};
+use talaria_engine::{Journal, SessionJournal};
 use talaria_protocol::acp::{self, RequestId};
 use talaria_protocol::errors;
 use talaria_record::Transcript;
@@ -407,7 +407,7 @@ impl Agent {
         let slow = async move {
             // One deadline for the whole close: the session's own wait for its last writes
             // and the release's share it.
-            let deadline = tokio::time::Instant::now() + talaria_engine::journal::ANSWER_DEADLINE;
+            let deadline = tokio::time::Instant::now() + talaria_engine::ANSWER_DEADLINE;
             handle.close_and_wait().await;
             // Then it is free for others (in order, after what it wrote): answered once it
             // is, or once the deadline passed (it is released when the store can).

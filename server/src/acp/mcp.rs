@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use talaria_engine::Config;
-use talaria_engine::config::McpServerEntry;
+use talaria_engine::McpServerEntry;
 use talaria_mcp::{Hub, ServerConfig, Transport};
 use talaria_protocol::acp;
 

@@ -125,7 +125,7 @@ struct Agent {
     registry: talaria_tools::Registry,
     /// The session store's journal, started by `initialize` (or the first session that needs
     /// it); it opens the store in the background, again and again until it opens.
-    store: Option<talaria_engine::journal::Journal>,
+    store: Option<talaria_engine::Journal>,
     /// Context windows local model servers report.
     windows: server_window::WindowProbes,
     /// `--record` / `--replay`: sessions' model calls recorded or served from cassettes.

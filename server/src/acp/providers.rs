@@ -74,7 +74,7 @@ impl ClientProviders {
                 Some(endpoint) => {
                     config.endpoints.insert(
                         table,
-                        talaria_engine::config::Endpoint {
+                        talaria_engine::Endpoint {
                             base_url: endpoint.base_url.clone(),
                             api_keys: endpoint.api_keys.clone(),
                             headers: talaria_provider::http::ExtraHeaders(endpoint.headers.clone()),

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared};
-use talaria_engine::config::{Config, is_local};
+use talaria_engine::{Config, is_local};
 use talaria_provider::server_window::{ServerReport, report};
 
 /// A probe running in the background (or done), awaitable by every session that needs it,

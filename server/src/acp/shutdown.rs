@@ -122,7 +122,7 @@ impl Stop {
 /// deadline), then the store gets what is left of `budget`.
 pub(super) async fn close_everything(
     sessions: std::collections::HashMap<String, LiveSession>,
-    journal: Option<talaria_engine::journal::Journal>,
+    journal: Option<talaria_engine::Journal>,
     budget: Duration,
 ) {
     let started = tokio::time::Instant::now();

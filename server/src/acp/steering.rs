@@ -10,7 +10,7 @@ use futures_util::FutureExt;
 use serde::Deserialize;
 use serde_json::json;
 use talaria_engine::TurnId;
-use talaria_engine::steering::{IdleSteer, SteerOutcome};
+use talaria_engine::{IdleSteer, SteerOutcome};
 use talaria_protocol::acp::{self, RequestId};
 use talaria_protocol::errors;
 

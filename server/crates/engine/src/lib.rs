@@ -4,67 +4,81 @@
 //! Knows nothing of ACP: the protocol edge sends [`SessionHandle`] commands and turns
 //! [`EngineEvent`]s into wire messages.
 
-pub mod approval;
+mod approval;
 mod backoff;
-pub mod budget;
+mod budget;
 mod call_error;
-pub mod client;
+mod client;
 mod client_access;
-pub mod config;
+mod config;
 mod config_place;
 mod context;
-pub mod credentials;
-pub mod events;
+mod credentials;
+mod events;
 mod grounding;
 mod intent;
-pub mod journal;
-pub mod model_call;
+mod journal;
+mod model_call;
 mod orchestrator;
-pub mod pace;
+mod pace;
 mod plan_handover;
-pub mod provider_factory;
-pub mod providers;
-pub mod review;
+mod provider_factory;
+mod providers;
+mod review;
 mod review_kit;
-pub mod router;
-pub mod sandbox;
-pub mod session;
-pub mod session_search;
+mod router;
+mod sandbox;
+mod session;
+mod session_search;
 mod session_state;
 mod settings;
 mod side_task;
 mod slash;
-pub mod steering;
+mod steering;
 mod subagent;
-pub mod system_prompt;
+mod system_prompt;
 mod text_calls;
 mod turn;
 mod verify;
-pub mod window_sizing;
+mod window_sizing;
 
-pub use approval::Mode;
+// The front door: the edge uses only what is named here (every module above is private).
+pub use approval::{Mode, SecretReads};
 pub use client::{
     ClientAnswer, ClientAsk, ClientRequest, Delegation, PermissionAnswer, PermissionChoice,
     PermissionRequest,
 };
+pub use config::reference::markdown as configuration_reference;
 pub use config::{
-    Config, ConfigError, Learning, ProviderKind, RetryPolicy, StoreConfig, without_password,
+    Config, ConfigError, Endpoint, Learning, McpServerEntry, ProviderKind, RetryPolicy,
+    StoreConfig, default_home, is_local, without_password,
 };
 pub use events::{
     CompactionStatus, CompactionView, EngineEvent, NoticeLevel, Signal, StopReason,
     SubagentMessage, SubagentStop, SubagentView, ToolCallView, TurnError, TurnId, TurnUsage,
 };
+pub use journal::{ANSWER_DEADLINE, Journal, SessionJournal};
 pub use model_call::CallError;
+pub use provider_factory::{build_router, build_router_through};
+pub use providers::OPENAI as OPENAI_SERVICE;
 pub use review_kit::{ReviewFactory, ReviewKit};
 pub use router::ModelRouter;
+pub use sandbox::{
+    Helper as SandboxHelper, layers as sandbox_layers, notice as sandbox_notice,
+    self_test as sandbox_self_test, shell as sandboxed_shell, state as sandbox_state,
+};
 pub use session::{SessionHandle, SessionSettings, SessionStart, UserInput, spawn_session_with};
 #[cfg(test)]
 pub use session::{SessionSnapshot, spawn_session};
+pub use session_search::SessionSearch;
 pub use session_state::SessionView;
 pub use side_task::SideTaskError;
 pub use slash::{CommandReply, Expansion, PromptInput, SlashCommand, SlashCommands};
+pub use steering::{IdleSteer, SteerOutcome};
 pub use subagent::cancel_subagent;
+pub use system_prompt::{SessionPrompt, build as session_prompt};
 pub use talaria_provider::Effort;
+pub use window_sizing::{PendingSizing, WindowSizing};
 
 #[cfg(test)]
 mod session_tests;

@@ -128,7 +128,7 @@ impl Cassettes {
                 ));
             }
         };
-        let router = talaria_engine::provider_factory::build_router_through(config, &through)
+        let router = talaria_engine::build_router_through(config, &through)
             .map(Arc::new)
             .map_err(|e| errors::internal_error(e.to_string()))?;
         Ok(SessionTape {

@@ -29,5 +29,4 @@ pub use actor::spawn_session_with;
 pub use handle::SessionHandle;
 #[cfg(test)]
 pub use ops::SessionSnapshot;
-pub use ops::Ticket;
 pub use settings::SessionStart;
