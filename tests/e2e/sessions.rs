@@ -691,3 +691,132 @@ async fn a_title_set_while_one_is_being_generated_is_the_one_kept() {
         "the generated title was never shown"
     );
 }
+
+/// A stored session of `messages` entries (asks, read_file calls with results, answers),
+/// written into the env's store before the agent starts.
+fn seed_big_session(env: &TestEnv, id: &str, messages: usize) {
+    use talaria_record::testing::{assistant, result, user};
+    use talaria_store::SessionStore;
+    let dir = env.home.path().join("talaria");
+    std::fs::create_dir_all(&dir).expect("home");
+    let store = talaria_store::SqliteStore::open(&dir.join("state.db")).expect("store");
+    store
+        .create(&talaria_store::SessionMeta {
+            id: id.into(),
+            cwd: env.workspace.path().display().to_string(),
+            model: "mock-model".into(),
+            mode: "ask".into(),
+            created_at: 1,
+            updated_at: 1,
+            ..talaria_store::SessionMeta::default()
+        })
+        .expect("create");
+    let mut record = talaria_record::Transcript::with_system("You are Talaria.");
+    let mut n = 0;
+    while record.len() < messages {
+        n += 1;
+        let call = format!("call_{n}");
+        record.push(user(&format!("Question {n}")));
+        record.push(assistant(
+            "",
+            &[(call.as_str(), "read_file", "{\"path\":\"a.txt\"}")],
+        ));
+        record.push(result(&call, "read_file", "     1|contents"));
+        record.push(assistant(&format!("Answer {n}"), &[]));
+    }
+    store.append(id, record.entries()).expect("append");
+}
+
+/// Reads one JSON line from the agent's output.
+async fn next_line(
+    lines: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+) -> Value {
+    let line = tokio::time::timeout(WAIT, lines.next_line())
+        .await
+        .expect("a line in time")
+        .expect("read")
+        .expect("output open");
+    serde_json::from_str(&line).expect("json")
+}
+
+#[tokio::test]
+async fn a_loads_replay_going_out_to_a_slow_client_does_not_hold_other_requests() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let env = TestEnv::new(vec![MockReply::text(&["the other session answers"])]).await;
+    // Far more updates than the output queue (1,024) and the pipe hold together.
+    seed_big_session(&env, "big-session", 8000);
+    let mut child = tokio::process::Command::new(talaria_harness::binary::talaria_bin())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(env.env())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let cwd = env.workspace.path().display().to_string();
+    let send = |message: Value| format!("{message}\n");
+    for message in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": cwd, "mcpServers": []}}),
+    ] {
+        stdin
+            .write_all(send(message).as_bytes())
+            .await
+            .expect("write");
+    }
+    let other = loop {
+        let message = next_line(&mut lines).await;
+        if message["id"] == 2 {
+            break message["result"]["sessionId"]
+                .as_str()
+                .expect("id")
+                .to_string();
+        }
+    };
+    // The client asks for the replay, reads its first update (the replay is going out), then
+    // prompts elsewhere and reads nothing meanwhile.
+    let load = json!({"jsonrpc": "2.0", "id": 3, "method": "session/load", "params": {"sessionId": "big-session", "cwd": cwd, "mcpServers": []}});
+    stdin.write_all(send(load).as_bytes()).await.expect("write");
+    let mut replayed = 0;
+    while replayed == 0 {
+        let message = next_line(&mut lines).await;
+        assert_ne!(
+            message["id"], 3,
+            "the load was answered before its replay: {message}"
+        );
+        if message["params"]["sessionId"] == "big-session" {
+            replayed += 1;
+        }
+    }
+    let prompt = json!({"jsonrpc": "2.0", "id": 4, "method": "session/prompt", "params": {"sessionId": other, "prompt": [{"type": "text", "text": "hi"}]}});
+    stdin
+        .write_all(send(prompt).as_bytes())
+        .await
+        .expect("write");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while env.mock.requests().is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        env.mock.requests().len(),
+        1,
+        "the prompt was served while the replay waited for the client"
+    );
+    // The client reads again: the whole replay, then the load's answer; the prompt ends too.
+    let (mut load_answered, mut prompt_answered) = (false, false);
+    while !(load_answered && prompt_answered) {
+        let message = next_line(&mut lines).await;
+        if message["method"] == "session/update" && message["params"]["sessionId"] == "big-session"
+        {
+            assert!(!load_answered, "an update of the replay after the answer");
+            replayed += 1;
+        }
+        load_answered |= message["id"] == 3;
+        prompt_answered |= message["id"] == 4;
+    }
+    assert!(replayed > 4000, "{replayed} updates replayed");
+}

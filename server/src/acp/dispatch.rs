@@ -81,6 +81,7 @@ where
     let mut agent = Agent {
         deferred,
         running_deferred: Vec::new(),
+        answer_after: None,
         logged_out: false,
         client_providers: providers::ClientProviders::default(),
         peer: connection.peer,
@@ -162,7 +163,29 @@ impl Agent {
     async fn finish_one(&mut self, Deferred { id, method, finish }: Deferred) {
         self.running_deferred.retain(|(running, _)| *running != id);
         let handled = guarded(&method, async { Some(finish(self).await) }).await;
-        self.answer(id, handled).await;
+        match (self.answer_after.take(), handled) {
+            (Some(written), Some(reply)) => self.answer_when(written, id, method, reply),
+            (_, handled) => self.answer(id, handled).await,
+        }
+    }
+
+    /// Answers `id` with `reply` once `written` fires (what it must follow is queued for
+    /// output), back on the loop as a deferred request: the loop serves other requests while
+    /// a slow client reads, and end of input still waits for the answer.
+    fn answer_when(
+        &mut self,
+        written: tokio::sync::oneshot::Receiver<()>,
+        id: RequestId,
+        method: String,
+        reply: Reply,
+    ) {
+        let sender = self.deferred.clone();
+        self.running_deferred.push((id.clone(), method.clone()));
+        tokio::spawn(async move {
+            let _ = written.await;
+            let finish: Finish = Box::new(move |_: &mut Agent| async move { reply }.boxed_local());
+            let _ = sender.send(Deferred { id, method, finish });
+        });
     }
 
     /// Whether an `initialize` is being answered.
@@ -204,6 +227,11 @@ impl Agent {
     /// Answers a request (unless it is answered later), then sends what its handling queued
     /// for after its answer.
     async fn answer(&mut self, id: RequestId, handled: Option<Reply>) {
+        // Whatever this answer must follow is queued first (off a deferred request, the
+        // wait happens off the loop instead: `answer_when`).
+        if let Some(written) = self.answer_after.take() {
+            let _ = written.await;
+        }
         if let Some(reply) = handled {
             self.peer.respond(&id, reply).await;
         }

@@ -274,9 +274,9 @@ impl Agent {
                 journal,
             },
         )?;
-        // The replay goes out through the session's writer, before the answer.
+        // The replay goes out through the session's writer; the answer follows it.
         if let (Some(updates), Some(session)) = (replayed, self.sessions.get(&reopen.id)) {
-            session.write_now(updates).await;
+            self.answer_after = Some(session.write_soon(updates));
         }
         Ok(launched)
     }
@@ -300,13 +300,12 @@ impl Agent {
             let Some(transcript) = record else {
                 return Err(errors::unavailable("the session store is not open yet"));
             };
-            session
-                .write_now(replay::updates(
-                    &transcript,
-                    self.client_caps.compaction,
-                    self.client_caps.subagents,
-                ))
-                .await;
+            let written = session.write_soon(replay::updates(
+                &transcript,
+                self.client_caps.compaction,
+                self.client_caps.subagents,
+            ));
+            self.answer_after = Some(written);
         }
         Ok(launched)
     }

@@ -67,17 +67,15 @@ struct LiveSession {
 }
 
 impl LiveSession {
-    /// Hands updates to the session's writer; returns once they are queued for output (so
-    /// a response sent after this follows them).
-    async fn write_now(&self, updates: Vec<acp::SessionUpdate>) {
+    /// Hands updates to the session's writer; the receiver fires once they are queued for
+    /// output (so a response sent after it follows them), or is dropped with the writer.
+    fn write_soon(&self, updates: Vec<acp::SessionUpdate>) -> tokio::sync::oneshot::Receiver<()> {
         let (written, queued) = tokio::sync::oneshot::channel();
-        let batch = forwarder::EdgeUpdates {
+        let _ = self.updates.send(forwarder::EdgeUpdates {
             updates,
             written: Some(written),
-        };
-        if self.updates.send(batch).is_ok() {
-            let _ = queued.await;
-        }
+        });
+        queued
     }
 
     /// Hands an update to the session's writer, to follow whatever it writes now.
@@ -135,6 +133,9 @@ struct Agent {
     /// The requests whose slow part is running (answered when it comes back; at end of
     /// input, waited for).
     running_deferred: Vec<(acp::RequestId, String)>,
+    /// Set by a request whose answer must follow updates still going out (a load's replay):
+    /// fires once they are queued for output. The answer waits for it off the loop.
+    answer_after: Option<tokio::sync::oneshot::Receiver<()>>,
     /// `logout` was answered and no `authenticate` since: sessions do not start.
     logged_out: bool,
     /// Endpoints the client set or disabled (`providers/*`), for sessions started after.
