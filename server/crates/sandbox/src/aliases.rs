@@ -14,8 +14,9 @@ struct Mounted {
     point: PathBuf,
 }
 
-/// `\040`-style escapes in mountinfo paths.
-fn unescape(field: &str) -> PathBuf {
+/// A path as `/proc/self/mountinfo` writes it (`\040`-style escapes), as a path. Also read
+/// by `mounts.rs`.
+pub(crate) fn unescape(field: &str) -> PathBuf {
     let bytes = field.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

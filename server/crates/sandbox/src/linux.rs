@@ -70,7 +70,16 @@ pub fn enter(
     } else {
         plan::Devices::Shared
     };
-    for rule in plan::rules(&policy.resolved(), devices) {
+    // Inside the namespaces the supervisor resolved the policy already (its hidden places'
+    // other names included): resolving it again would only read the mount table twice.
+    let resolved;
+    let policy = if in_namespaces {
+        policy
+    } else {
+        resolved = policy.resolved();
+        &resolved
+    };
+    for rule in plan::rules(policy, devices) {
         // A path that vanished or cannot be opened is simply not granted.
         let Ok(metadata) = std::fs::metadata(&rule.path) else {
             continue;

@@ -15,26 +15,6 @@ pub struct Mount {
     pub kept: MountFlags,
 }
 
-/// `\040`-style escapes in mountinfo paths.
-fn unescape(field: &str) -> String {
-    let bytes = field.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'\\'
-            && i + 3 < bytes.len()
-            && let Ok(code) = u8::from_str_radix(&field[i + 1..i + 4], 8)
-        {
-            out.push(code);
-            i += 4;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 fn flags_of(options: &str) -> (bool, MountFlags) {
     let mut kept = MountFlags::empty();
     let mut read_only = false;
@@ -65,7 +45,7 @@ pub fn parse(mountinfo: &str) -> Vec<Mount> {
             let options = fields.next()?;
             let (read_only, kept) = flags_of(options);
             Some(Mount {
-                point: PathBuf::from(unescape(point)),
+                point: crate::aliases::unescape(point),
                 read_only,
                 kept,
             })
