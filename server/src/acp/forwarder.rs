@@ -119,8 +119,16 @@ async fn child_event(peer: &Peer, client: &Arc<AcpBridge>, session_id: String, e
 /// the other view of a changed setting): written by the session's forwarder, its one writer,
 /// in order with the engine's events; `written` fires once they are queued for output.
 pub struct EdgeUpdates {
-    pub updates: Vec<acp::SessionUpdate>,
+    pub updates: EdgePayload,
     pub written: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+/// What the edge hands its writer: updates made, or a stored record the writer turns into
+/// updates itself, entry by entry (so a long replay is neither built on the dispatch loop nor
+/// held whole in memory).
+pub enum EdgePayload {
+    Updates(Vec<acp::SessionUpdate>),
+    Replay(Box<super::replay::Replay>),
 }
 
 /// A session's answer and thought chunks, serialized once with a hole for the text: a
@@ -186,8 +194,19 @@ impl Forwarder {
     }
 
     async fn write_edge(&self, batch: EdgeUpdates) {
-        for update in batch.updates {
-            self.write(update).await;
+        match batch.updates {
+            EdgePayload::Updates(updates) => {
+                for update in updates {
+                    self.write(update).await;
+                }
+            }
+            EdgePayload::Replay(replay) => {
+                for updates in replay.entries() {
+                    for update in updates {
+                        self.write(update).await;
+                    }
+                }
+            }
         }
         if let Some(written) = batch.written {
             let _ = written.send(());

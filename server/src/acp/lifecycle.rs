@@ -10,7 +10,9 @@ use talaria_protocol::errors;
 use talaria_record::Transcript;
 use talaria_store::{SessionMeta, StoreError};
 
-use super::{Agent, Launch, Launched, Reply, config_error, replay, session_not_found, to_value};
+use super::{
+    Agent, Launch, Launched, Reply, config_error, forwarder, replay, session_not_found, to_value,
+};
 
 /// Sessions per page of `session/list`.
 const LIST_PAGE: usize = 50;
@@ -185,13 +187,20 @@ impl Agent {
             .with_client_prompt(client);
             let journal = journal_or_open(store, &ready.config);
             let read = read_claimed(journal.clone(), &reopen.id).await?;
-            Ok((reopen, ready, read, journal))
+            // What a load replays, copied here rather than on the loop. A turn the previous
+            // process did not finish reads as interrupted, in the replay too.
+            let shown = reopen.replay.then(|| {
+                let mut shown = read.transcript.clone();
+                shown.close_cut_off_turn();
+                shown
+            });
+            Ok((reopen, ready, read, journal, shown))
         };
         self.defer(
             request,
             "session/load",
             slow,
-            |agent, (reopen, ready, read, journal)| {
+            |agent, (reopen, ready, read, journal, shown)| {
                 async move {
                     agent.adopt_store(&journal);
                     let replay = reopen.replay;
@@ -200,7 +209,7 @@ impl Agent {
                         // replays the record it read).
                         agent.reopen_live(&reopen, Some(read.transcript)).await
                     } else {
-                        agent.reopen_stored(reopen, ready, read).await
+                        agent.reopen_stored(reopen, ready, read, shown).await
                     };
                     launched.and_then(|launched| launched_reply(replay, launched))
                 }
@@ -249,21 +258,16 @@ impl Agent {
         reopen: Reopen,
         ready: super::Ready,
         read: Stored,
+        shown: Option<Transcript>,
     ) -> Result<Launched, acp::Error> {
         let Stored {
             meta,
             mut transcript,
             journal,
         } = read;
-        // A turn the previous process did not finish reads as interrupted, in the replay too.
+        // A turn the previous process did not finish reads as interrupted (as in `shown`).
         transcript.close_cut_off_turn();
-        let replayed = reopen.replay.then(|| {
-            replay::updates(
-                &transcript,
-                self.client_caps.compaction,
-                self.client_caps.subagents,
-            )
-        });
+        let replayed = shown.map(|shown| self.replay_of(shown));
         let launched = self.launch_stored(
             &reopen.id,
             reopen.cwd,
@@ -300,14 +304,19 @@ impl Agent {
             let Some(transcript) = record else {
                 return Err(errors::unavailable("the session store is not open yet"));
             };
-            let written = session.write_soon(replay::updates(
-                &transcript,
-                self.client_caps.compaction,
-                self.client_caps.subagents,
-            ));
+            let written = session.write_soon(self.replay_of(transcript));
             self.answer_after = Some(written);
         }
         Ok(launched)
+    }
+
+    /// A record to replay to this client, as the writer's work.
+    fn replay_of(&self, transcript: Transcript) -> forwarder::EdgePayload {
+        forwarder::EdgePayload::Replay(Box::new(replay::Replay {
+            transcript,
+            compaction: self.client_caps.compaction,
+            subagents: self.client_caps.subagents,
+        }))
     }
 
     /// Starts a session from a stored record (its system prompt, model and mode are kept).

@@ -69,7 +69,7 @@ struct LiveSession {
 impl LiveSession {
     /// Hands updates to the session's writer; the receiver fires once they are queued for
     /// output (so a response sent after it follows them), or is dropped with the writer.
-    fn write_soon(&self, updates: Vec<acp::SessionUpdate>) -> tokio::sync::oneshot::Receiver<()> {
+    fn write_soon(&self, updates: forwarder::EdgePayload) -> tokio::sync::oneshot::Receiver<()> {
         let (written, queued) = tokio::sync::oneshot::channel();
         let _ = self.updates.send(forwarder::EdgeUpdates {
             updates,
@@ -81,7 +81,7 @@ impl LiveSession {
     /// Hands an update to the session's writer, to follow whatever it writes now.
     fn write_later(&self, update: acp::SessionUpdate) {
         let _ = self.updates.send(forwarder::EdgeUpdates {
-            updates: vec![update],
+            updates: forwarder::EdgePayload::Updates(vec![update]),
             written: None,
         });
     }

@@ -12,71 +12,91 @@ use talaria_tools::{TodoItem, ToolStatus};
 
 use super::updates;
 
-/// The updates that show `transcript` to a client, in order; compaction summaries where they
-/// were made, when the client shows compactions.
-pub fn updates(transcript: &Transcript, compaction: bool, subagents: bool) -> Vec<SessionUpdate> {
+/// A record to show a client as it saw it live, built entry by entry by the session's writer
+/// (never on the dispatch loop, never whole in memory): compaction summaries where they were
+/// made when the client shows compactions, subagent cards when it shows subagents.
+pub struct Replay {
+    pub transcript: Transcript,
+    pub compaction: bool,
+    pub subagents: bool,
+}
+
+impl Replay {
+    /// The updates of the record's entries, one entry at a time, in order.
+    pub fn entries(&self) -> impl Iterator<Item = Vec<SessionUpdate>> + '_ {
+        self.transcript
+            .entries()
+            .iter()
+            .map(|entry| entry_updates(entry, self.compaction, self.subagents))
+            .filter(|updates| !updates.is_empty())
+    }
+}
+
+/// The updates that show one stored entry.
+fn entry_updates(
+    entry: &talaria_record::Entry,
+    compaction: bool,
+    subagents: bool,
+) -> Vec<SessionUpdate> {
     let mut out = Vec::new();
-    for entry in transcript.entries() {
-        match &entry.body {
-            EntryBody::User { input, .. } => {
-                out.extend(
-                    input
-                        .iter()
-                        .filter_map(content_block)
-                        .map(|block| SessionUpdate::UserMessageChunk(ContentChunk::new(block))),
-                );
-            }
-            EntryBody::Assistant(assistant) => {
-                if let Some(reasoning) = assistant.reasoning.as_ref().filter(|r| !r.text.is_empty())
-                {
-                    out.push(SessionUpdate::AgentThoughtChunk(ContentChunk::new(text(
-                        &reasoning.text,
-                    ))));
-                }
-                if !assistant.text.is_empty() {
-                    out.push(SessionUpdate::AgentMessageChunk(ContentChunk::new(text(
-                        &assistant.text,
-                    ))));
-                }
-            }
-            EntryBody::ToolResult(result) => push_tool_card(&mut out, result, subagents),
-            EntryBody::Plan { items } => {
-                let items: Vec<TodoItem> = items
+    match &entry.body {
+        EntryBody::User { input, .. } => {
+            out.extend(
+                input
                     .iter()
-                    .map(|item| TodoItem {
-                        id: item.id.clone(),
-                        content: item.content.clone(),
-                        status: item.status.clone(),
-                    })
-                    .collect();
-                out.push(SessionUpdate::Plan(Plan::new(
-                    items.iter().map(updates::plan_entry).collect(),
-                )));
-            }
-            EntryBody::Summary { text: summary, .. } if compaction => {
-                let body = talaria_compress::summary::summary_body(summary);
-                out.push(SessionUpdate::CompactionUpdate(
-                    acp::CompactionUpdate::new(
-                        format!("compaction-record-{}", entry.id),
-                        acp::CompactionStatus::Completed,
-                    )
-                    .summary(vec![text(body)]),
-                ));
-            }
-            // A turn that did not complete says so where it stopped, so a reloaded answer is
-            // not read as a complete one.
-            EntryBody::Interrupted { reason } => {
+                    .filter_map(content_block)
+                    .map(|block| SessionUpdate::UserMessageChunk(ContentChunk::new(block))),
+            );
+        }
+        EntryBody::Assistant(assistant) => {
+            if let Some(reasoning) = assistant.reasoning.as_ref().filter(|r| !r.text.is_empty()) {
                 out.push(SessionUpdate::AgentThoughtChunk(ContentChunk::new(text(
-                    &format!("[This turn did not complete: {reason}]"),
+                    &reasoning.text,
                 ))));
             }
-            EntryBody::System { .. }
-            | EntryBody::Notice { .. }
-            | EntryBody::ModeChanged { .. }
-            | EntryBody::ModelChanged { .. }
-            | EntryBody::Summary { .. }
-            | EntryBody::Nudge { .. } => {}
+            if !assistant.text.is_empty() {
+                out.push(SessionUpdate::AgentMessageChunk(ContentChunk::new(text(
+                    &assistant.text,
+                ))));
+            }
         }
+        EntryBody::ToolResult(result) => push_tool_card(&mut out, result, subagents),
+        EntryBody::Plan { items } => {
+            let items: Vec<TodoItem> = items
+                .iter()
+                .map(|item| TodoItem {
+                    id: item.id.clone(),
+                    content: item.content.clone(),
+                    status: item.status.clone(),
+                })
+                .collect();
+            out.push(SessionUpdate::Plan(Plan::new(
+                items.iter().map(updates::plan_entry).collect(),
+            )));
+        }
+        EntryBody::Summary { text: summary, .. } if compaction => {
+            let body = talaria_compress::summary::summary_body(summary);
+            out.push(SessionUpdate::CompactionUpdate(
+                acp::CompactionUpdate::new(
+                    format!("compaction-record-{}", entry.id),
+                    acp::CompactionStatus::Completed,
+                )
+                .summary(vec![text(body)]),
+            ));
+        }
+        // A turn that did not complete says so where it stopped, so a reloaded answer is
+        // not read as a complete one.
+        EntryBody::Interrupted { reason } => {
+            out.push(SessionUpdate::AgentThoughtChunk(ContentChunk::new(text(
+                &format!("[This turn did not complete: {reason}]"),
+            ))));
+        }
+        EntryBody::System { .. }
+        | EntryBody::Notice { .. }
+        | EntryBody::ModeChanged { .. }
+        | EntryBody::ModelChanged { .. }
+        | EntryBody::Summary { .. }
+        | EntryBody::Nudge { .. } => {}
     }
     out
 }
