@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds Talaria for this machine's platform the way a release does, packages it (release
-# archive, PyPI wheel, npm packages), installs each on an empty HOME from the built files and
-# drives it with the official ACP TypeScript SDK through a prompt with a tool call against the
-# mock model; then checks the registry entry by the registry's documented rules and runs the
-# auth check against each installed route (entry_check.py).
+# archive, PyPI wheel by maturin, npm packages), installs each on an empty HOME from the built
+# files and drives it with the official ACP TypeScript SDK through a prompt with a tool call
+# against the mock model; measures the archive's memory with the bench; then checks the
+# registry entry by the registry's documented rules and runs the auth check against each
+# installed route (entry_check.py).
 # Prints sizes and timings. Everything comes from the package registries (crates.io, PyPI,
 # npm); no network beyond them.
 #
@@ -26,35 +27,35 @@ esac
 glibc_floor=2.28
 version="$(python3 -c 'import tomllib; print(tomllib.load(open("Cargo.toml", "rb"))["workspace"]["package"]["version"])')"
 
-# Tools, pinned, from the registries: zig (PyPI) through cargo-zigbuild (crates.io) for a
-# glibc floor of 2.28; uv (PyPI) for the wheel.
+# Tools, pinned, from the registries: zig (PyPI) through cargo-zigbuild (crates.io) and
+# maturin (PyPI, which builds the server and its wheel) for a glibc floor of 2.28; uv (PyPI)
+# to run the wheel.
 tools="$target_dir/registry-tools"
 if [ ! -x "$tools/bin/cargo-zigbuild" ]; then
   say "installing cargo-zigbuild"
   cargo install --quiet --locked cargo-zigbuild --version 0.24.1 --root "$tools"
 fi
-if [ ! -x "$tools/venv/bin/uv" ]; then
-  say "installing ziglang and uv from PyPI"
+if [ ! -x "$tools/venv/bin/maturin" ]; then
+  say "installing ziglang, maturin and uv from PyPI"
   python3 -m venv "$tools/venv"
-  "$tools/venv/bin/pip" install --quiet ziglang==0.13.0 uv==0.13.9
+  "$tools/venv/bin/pip" install --quiet ziglang==0.13.0 maturin==1.16.0 uv==0.13.9
 fi
 export PATH="$tools/bin:$tools/venv/bin:$PATH"
 
 say "building talaria $version for $platform (glibc $glibc_floor and newer)"
 started=$(now)
-# Each package on its own, as `cargo install` builds it (no feature unification).
-TALARIA_GLIBC_FLOOR=$glibc_floor cargo zigbuild --quiet --release -p talaria-server \
-  --target "$rust_target.$glibc_floor"
+# Each package on its own, as `cargo install` builds it (no feature unification): the chat
+# here, the server by maturin as package.py builds the wheel.
 TALARIA_GLIBC_FLOOR=$glibc_floor cargo zigbuild --quiet --release -p talaria-chat \
   --target "$rust_target.$glibc_floor"
-say "built in $(since "$started") s"
+dist="$work/dist"
+python3 clients/registry/package.py --target "$rust_target" \
+  --platform "$platform" --glibc "$glibc_floor" --out "$dist"
+say "built and packaged in $(since "$started") s"
 # The mock model the SDK checks talk to.
 cargo build --quiet -p talaria-harness --bin talaria-mock-llm
 export TALARIA_MOCK_BIN="$target_dir/debug/talaria-mock-llm"
 
-dist="$work/dist"
-python3 clients/registry/package.py --bin-dir "$target_dir/$rust_target/release" \
-  --platform "$platform" --glibc "$glibc_floor" --out "$dist"
 archive="$dist/talaria-$version-$platform.tar.gz"
 (cd "$dist" && sha256sum -c "talaria-$version-$platform.tar.gz.sha256" >/dev/null)
 (cd clients/sdk-tests && npm ci --no-audit --no-fund --silent)
@@ -99,6 +100,11 @@ fi
 sdk archive "$unpacked/talaria" acp | tee -a "$report"
 echo "archive: $(du -k "$archive" | cut -f1) KB, unpacked in $install_s s" >>"$report"
 chat_through archive "" "$unpacked/talaria-chat"
+# The archive's own memory as the bench measures it (private memory, PSS, peak RSS): the
+# shipped build, not only a source build, is held to the private-memory target.
+cargo build --quiet -p talaria-bench
+"$target_dir/debug/talaria-bench" --agent "$unpacked/talaria" --turn-only --iterations 3 \
+  | grep -E "peak RSS|private memory" | sed 's/^ */archive, bench: /' >>"$report"
 
 # 2. The wheel, run by uv from the built file (no index, no Python download).
 export UV_PYTHON_DOWNLOADS=never UV_NO_INDEX=1 UV_FIND_LINKS="$dist" UV_CACHE_DIR="$work/uv-cache"

@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
-"""Packages built Talaria binaries for one platform: the release archive (with the LICENSE,
-a short README and a SHA-256 file), the PyPI wheel for `uvx` and the npm packages for `npx`
-(the launcher, `talaria-agent`, and the platform's package holding the binaries).
+"""Packages Talaria for one platform: the PyPI wheel for `uvx`, built by maturin (which
+builds the server's binaries with it), then, from the built binaries, the release archive
+(with the LICENSE, a short README and a SHA-256 file) and the npm packages for `npx` (the
+launcher, `talaria-agent`, and the platform's package holding the binaries).
 
-    python3 clients/registry/package.py --bin-dir target/x86_64-unknown-linux-gnu/release \
+    python3 clients/registry/package.py --target x86_64-unknown-linux-gnu \
         --platform linux-x86_64 --glibc 2.28 --out dist
 
-Only the standard library and, for the npm packages, `npm pack`. The version is the
-workspace's (Cargo.toml); every artefact carries it.
+`talaria-chat` is built first (`cargo build -p talaria-chat` for the same target); maturin
+(`bindings = "bin"`, `wheel/pyproject.toml`) builds `talaria` and `talaria-sandbox`, with zig
+against the glibc floor on Linux. Otherwise only the standard library and, for the npm
+packages, `npm pack`. The version is the workspace's (Cargo.toml); every artefact carries it.
 """
 
 import argparse
-import base64
 import hashlib
 import io
 import json
@@ -23,19 +25,18 @@ import sys
 import tarfile
 import tempfile
 import tomllib
-import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 BINARIES = ("talaria", "talaria-sandbox", "talaria-chat")
 
-# Registry platform -> (npm os, npm cpu, wheel platform tag without the glibc part).
+# Registry platform -> (npm os, npm cpu).
 PLATFORMS = {
-    "linux-x86_64": ("linux", "x64", "x86_64"),
-    "linux-aarch64": ("linux", "arm64", "aarch64"),
-    "darwin-x86_64": ("darwin", "x64", "macosx_11_0_x86_64"),
-    "darwin-aarch64": ("darwin", "arm64", "macosx_11_0_arm64"),
+    "linux-x86_64": ("linux", "x64"),
+    "linux-aarch64": ("linux", "arm64"),
+    "darwin-x86_64": ("darwin", "x64"),
+    "darwin-aarch64": ("darwin", "arm64"),
 }
 
 SHORT_README = """Talaria {version} for {platform}
@@ -55,13 +56,13 @@ Documentation: https://github.com/talaria-agent/talaria (README.md). License: Ap
 """
 
 
-# The wheel's `talaria`: the agent is installed once, as `talaria-agent` (the name `uvx`
-# runs); this runs it under the name users type. Installers copy a script whose first line
-# is not `#!python` as it is.
-TALARIA_SCRIPT = """#!/bin/sh
-# talaria: runs talaria-agent, installed beside this script by the talaria-agent wheel.
+# The wheel's `talaria-agent`: the name `uvx talaria-agent` runs, a script running the
+# `talaria` binary installed beside it (installers copy a script whose first line is not
+# `#!python` as it is).
+AGENT_SCRIPT = """#!/bin/sh
+# talaria-agent: runs talaria, installed beside this script by the talaria-agent wheel.
 here=$(dirname "$(readlink -f "$0" 2>/dev/null || printf '%s' "$0")")
-exec "$here/talaria-agent" "$@"
+exec "$here/talaria" "$@"
 """
 
 RELEASES = "https://github.com/talaria-agent/talaria/releases/download"
@@ -109,61 +110,26 @@ def archive(bins: dict, out: Path, version: str, platform: str, floor: str) -> P
     return path
 
 
-def record_line(arcname: str, data: bytes) -> str:
-    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-    return f"{arcname},sha256={digest},{len(data)}"
-
-
-def wheel(bins: dict, out: Path, version: str, platform: str, glibc: str) -> Path:
-    """A platform wheel whose scripts are the binaries: `uvx talaria-agent acp`."""
-    _, _, arch = PLATFORMS[platform]
+def wheel(target: str, bin_dir: Path, out: Path, platform: str, glibc: str) -> Path:
+    """The platform wheel, by maturin: `talaria` and `talaria-sandbox` (built now) as its
+    scripts, with `talaria-agent` and the `talaria-chat` binary from its staged data."""
+    project = HERE / "wheel"
+    scripts = project / "data" / "scripts"
+    shutil.rmtree(project / "data", ignore_errors=True)
+    scripts.mkdir(parents=True)
+    (scripts / "talaria-agent").write_text(AGENT_SCRIPT)
+    (scripts / "talaria-agent").chmod(0o755)
+    shutil.copy2(bin_dir / "talaria-chat", scripts / "talaria-chat")
+    command = ["maturin", "build", "--release", "--target", target, "--out", str(out)]
     if platform.startswith("linux"):
-        major, minor = glibc.split(".")
-        tag = f"manylinux_{major}_{minor}_{arch}"
-    else:
-        tag = arch
-    dist = "talaria_agent"
-    name = f"{dist}-{version}-py3-none-{tag}.whl"
-    info = f"{dist}-{version}.dist-info"
-    data = f"{dist}-{version}.data/scripts"
-    readme = (ROOT / "README.md").read_text()
-    metadata = (
-        "Metadata-Version: 2.4\n"
-        "Name: talaria-agent\n"
-        f"Version: {version}\n"
-        "Summary: Talaria, a headless AI agent server speaking the Agent Client Protocol on stdio\n"
-        "Home-page: https://github.com/talaria-agent/talaria\n"
-        "License-Expression: Apache-2.0\n"
-        "License-File: LICENSE\n"
-        "Requires-Python: >=3.8\n"
-        "Description-Content-Type: text/markdown\n\n" + readme
-    ).encode()
-    files = [
-        # The agent's binary under the package's name, so that `uvx talaria-agent` runs it.
-        (f"{data}/talaria-agent", Path(bins["talaria"]).read_bytes(), 0o755),
-        (f"{data}/talaria-sandbox", Path(bins["talaria-sandbox"]).read_bytes(), 0o755),
-        (f"{data}/talaria-chat", Path(bins["talaria-chat"]).read_bytes(), 0o755),
-        # `talaria` on the PATH too, as every other route has it (one binary, not two).
-        (f"{data}/talaria", TALARIA_SCRIPT.encode(), 0o755),
-        (f"{info}/METADATA", metadata, 0o644),
-        (
-            f"{info}/WHEEL",
-            f"Wheel-Version: 1.0\nGenerator: talaria package.py\nRoot-Is-Purelib: false\nTag: py3-none-{tag}\n".encode(),
-            0o644,
-        ),
-        (f"{info}/licenses/LICENSE", (ROOT / "LICENSE").read_bytes(), 0o644),
-    ]
-    record = [record_line(arcname, content) for arcname, content, _ in files]
-    record.append(f"{info}/RECORD,,")
-    files.append((f"{info}/RECORD", ("\n".join(record) + "\n").encode(), 0o644))
-    path = out / name
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
-        for arcname, content, mode in files:
-            entry = zipfile.ZipInfo(arcname, date_time=(2026, 1, 1, 0, 0, 0))
-            entry.external_attr = (stat.S_IFREG | mode) << 16
-            entry.compress_type = zipfile.ZIP_DEFLATED
-            zf.writestr(entry, content)
-    return path
+        command += ["--zig", "--compatibility", f"manylinux_{glibc.replace('.', '_')}"]
+    env = dict(os.environ, TALARIA_GLIBC_FLOOR=glibc)
+    subprocess.run(command, cwd=project, check=True, env=env)
+    version = workspace_version()
+    made = sorted(out.glob(f"talaria_agent-{version}-*.whl"), key=lambda p: p.stat().st_mtime)
+    if not made:
+        raise SystemExit(f"package.py: maturin wrote no talaria_agent-{version} wheel to {out}")
+    return made[-1]
 
 
 def npm_pack(directory: Path, out: Path) -> Path:
@@ -179,7 +145,7 @@ def npm_pack(directory: Path, out: Path) -> Path:
 
 def npm_packages(bins: dict, out: Path, version: str, platform: str) -> list:
     """The platform's package (the binaries) and the launcher."""
-    npm_os, cpu, _ = PLATFORMS[platform]
+    npm_os, cpu = PLATFORMS[platform]
     with tempfile.TemporaryDirectory() as tmp:
         staged = Path(tmp) / "platform"
         (staged / "bin").mkdir(parents=True)
@@ -216,7 +182,8 @@ def npm_packages(bins: dict, out: Path, version: str, platform: str) -> list:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bin-dir", required=True, type=Path)
+    parser.add_argument("--target", required=True, help="the Rust target triple")
+    parser.add_argument("--target-dir", type=Path, default=Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")))
     parser.add_argument("--platform", required=True, choices=sorted(PLATFORMS))
     parser.add_argument("--glibc", default="2.28", help="the oldest glibc the Linux build runs on")
     parser.add_argument("--out", required=True, type=Path)
@@ -227,18 +194,23 @@ def main() -> int:
     if launcher["version"] != version:
         print(f"package.py: npm/package.json says {launcher['version']}, the workspace {version}", file=sys.stderr)
         return 2
-    bins = {b: args.bin_dir / b for b in BINARIES}
+    bin_dir = args.target_dir / args.target / "release"
+    args.out.mkdir(parents=True, exist_ok=True)
+    if not (bin_dir / "talaria-chat").is_file():
+        print(f"package.py: build talaria-chat for {args.target} first", file=sys.stderr)
+        return 2
+    built_wheel = wheel(args.target, bin_dir, args.out, args.platform, args.glibc)
+    bins = {b: bin_dir / b for b in BINARIES}
     missing = [str(p) for p in bins.values() if not p.is_file()]
     if missing:
         print(f"package.py: not built: {', '.join(missing)}", file=sys.stderr)
         return 2
-    args.out.mkdir(parents=True, exist_ok=True)
     floor = (
         f"Runs on Linux with glibc {args.glibc} or newer.\n" if args.platform.startswith("linux") else ""
     )
     made = [
+        built_wheel,
         archive(bins, args.out, version, args.platform, floor),
-        wheel(bins, args.out, version, args.platform, args.glibc),
     ]
     if not args.skip_npm:
         made += npm_packages(bins, args.out, version, args.platform)
