@@ -41,6 +41,9 @@ pub fn conversation() -> Transcript {
 
 /// A session round-trips with its record; a rewritten entry replaces its namesake; delete says whether there was one.
 pub fn round_trip(store: &dyn SessionStore) {
+    store
+        .accepts_writes()
+        .expect("a healthy store says it takes writes");
     store.create(&meta("s1", "/p", 1)).expect("create");
     let t = conversation();
     store.append("s1", &t.entries()[..2]).expect("append");

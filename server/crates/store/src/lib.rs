@@ -175,6 +175,9 @@ pub trait SessionStore: Send + Sync {
     }
     /// Changes metadata.
     fn update(&self, session_id: &str, update: &MetaUpdate) -> Result<(), StoreError>;
+    /// Whether a write would be taken now (the write lock can be had, the server answers),
+    /// changing nothing: how a writer asks a stuck store again without risking a write.
+    fn accepts_writes(&self) -> Result<(), StoreError>;
     /// A session's metadata and record.
     fn load(&self, session_id: &str) -> Result<(SessionMeta, Transcript), StoreError>;
     /// Sessions by last update (newest first), optionally only those in `cwd`.

@@ -264,3 +264,19 @@ fn a_read_only_store_lists_and_loads_but_refuses_writes() {
     assert!(matches!(store.claim("s"), Err(StoreError::ReadOnly(_))));
     drop(store);
 }
+
+#[test]
+fn asking_whether_writes_are_taken_says_busy_while_another_program_holds_the_lock() {
+    let (dir, store) = store();
+    store.create(&meta("s", "/p", 1)).expect("create");
+    store.accepts_writes().expect("a free store takes writes");
+    let other = rusqlite::Connection::open(dir.path().join("state.db")).expect("other");
+    other
+        .execute_batch("BEGIN IMMEDIATE;")
+        .expect("the other program takes the write lock");
+    assert!(matches!(store.accepts_writes(), Err(StoreError::Busy(_))));
+    other.execute_batch("ROLLBACK;").expect("let go");
+    store.accepts_writes().expect("taken again");
+    // Asking changed nothing.
+    assert_eq!(store.load("s").expect("load").1.len(), 0);
+}

@@ -18,6 +18,11 @@ struct Flaky {
     batches: AtomicUsize,
     /// Writes refused while `failing`.
     refused: AtomicUsize,
+    /// How long a refusal takes (a lock's patience), and how many calls are in one now.
+    patience: Mutex<Duration>,
+    refusing: AtomicUsize,
+    /// Refusals finished.
+    refusals: AtomicUsize,
 }
 
 impl Flaky {
@@ -31,6 +36,17 @@ impl Flaky {
         while *blocked {
             blocked = self.unblocked.wait(blocked).expect("lock");
         }
+    }
+
+    /// A refusal, after the store's patience.
+    fn refuse(&self) -> Result<(), StoreError> {
+        self.refused.fetch_add(1, Ordering::AcqRel);
+        self.refusing.fetch_add(1, Ordering::AcqRel);
+        let patience = *self.patience.lock().expect("lock");
+        std::thread::sleep(patience);
+        self.refusing.fetch_sub(1, Ordering::AcqRel);
+        self.refusals.fetch_add(1, Ordering::AcqRel);
+        Err(StoreError::Full("no space left".into()))
     }
 
     fn accepted_ids(&self) -> Vec<EntryId> {
@@ -50,8 +66,7 @@ impl SessionStore for Flaky {
     fn append_encoded(&self, session: &str, entries: &[EncodedEntry]) -> Result<(), StoreError> {
         self.wait_while_blocked();
         if self.failing.load(Ordering::Acquire) {
-            self.refused.fetch_add(1, Ordering::AcqRel);
-            return Err(StoreError::Full("no space left".into()));
+            return self.refuse();
         }
         let mut accepted = self.accepted.lock().expect("lock");
         accepted.extend(entries.iter().map(|e| (session.to_string(), e.id)));
@@ -61,8 +76,7 @@ impl SessionStore for Flaky {
         self.batches.fetch_add(1, Ordering::AcqRel);
         self.wait_while_blocked();
         if self.failing.load(Ordering::Acquire) {
-            self.refused.fetch_add(1, Ordering::AcqRel);
-            return Err(StoreError::Full("no space left".into()));
+            return self.refuse();
         }
         for (session, entries) in batch {
             self.append_encoded(session, entries)?;
@@ -70,6 +84,13 @@ impl SessionStore for Flaky {
         Ok(())
     }
     fn update(&self, _: &str, _: &MetaUpdate) -> Result<(), StoreError> {
+        Ok(())
+    }
+    fn accepts_writes(&self) -> Result<(), StoreError> {
+        self.wait_while_blocked();
+        if self.failing.load(Ordering::Acquire) {
+            return self.refuse();
+        }
         Ok(())
     }
     fn load(&self, id: &str) -> Result<(SessionMeta, Transcript), StoreError> {
@@ -175,6 +196,56 @@ async fn a_store_refusing_every_write_is_asked_again_only_every_couple_of_second
         11,
         "every session's entry, once"
     );
+}
+
+#[tokio::test]
+async fn a_stuck_store_is_asked_again_off_the_writer_so_writes_keep_moving() {
+    let (store, journal, _, _) = a_saved_session().await;
+    store.failing.store(true, Ordering::Release);
+    let mut first = SessionJournal::new(journal.clone(), "first", 0);
+    first.save(&mut Transcript::with_system("sys"));
+    assert_eq!(
+        first.committed().await.unsaved,
+        1,
+        "refused: the store stalls"
+    );
+    // From now on each refusal takes the whole of a lock's patience.
+    *store.patience.lock().expect("lock") = Duration::from_secs(3);
+    let asked_again = Instant::now();
+    while store.refusing.load(Ordering::Acquire) == 0 {
+        assert!(
+            asked_again.elapsed() < Duration::from_secs(10),
+            "asked again"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // While the store is being asked, writes still move (into the backlog and the spool):
+    // nothing waits for room in the queue behind the question.
+    let finished_before = store.refusals.load(Ordering::Acquire);
+    let mut second = SessionJournal::new(journal.clone(), "second", 0);
+    let mut transcript = Transcript::with_system("sys");
+    for n in 0..100 {
+        transcript.push(user(&format!("message {n}")));
+    }
+    second.save(&mut transcript);
+    while journal.queued() > 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(
+        store.refusals.load(Ordering::Acquire),
+        finished_before,
+        "the writer took the writes while the stuck store was still being asked"
+    );
+    *store.patience.lock().expect("lock") = Duration::ZERO;
+    store.failing.store(false, Ordering::Release);
+    for session in [&first, &second] {
+        assert!(
+            tokio::time::timeout(Duration::from_secs(15), session.when_saved())
+                .await
+                .expect("healed"),
+            "saved once the store takes writes"
+        );
+    }
 }
 
 #[tokio::test]

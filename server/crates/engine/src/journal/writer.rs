@@ -4,7 +4,9 @@
 //!
 //! Nothing here is awaited by an answer for longer than the journal's deadlines: callers
 //! wait on replies with a timeout (`mod.rs`), so a store that blocks (a lock held by another
-//! program, a frozen database server) delays writes, never answers.
+//! program, a frozen database server) delays writes, never answers. A store that stalled is
+//! asked again on a probe thread (`SessionStore::accepts_writes`), so the writer goes on
+//! taking writes (into the backlogs and the spool) while the question waits.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -19,6 +21,9 @@ use super::{SaveReport, Shared, StoreStatus};
 
 /// How often unsaved writes are tried again.
 const RETRY_EVERY: Duration = Duration::from_secs(2);
+/// How often the writer looks for the answer of a stuck store it asked (see
+/// [`Writer::ask_stuck_store`]), taking writes in between.
+const PROBE_POLL: Duration = Duration::from_millis(50);
 /// The most writes committed in one batch.
 const MAX_BATCH: usize = 1024;
 /// The first wait before opening the store again, doubled up to [`LONGEST_OPEN_WAIT`].
@@ -104,6 +109,9 @@ pub(super) struct Writer {
     /// for the store's whole patience, and the queue behind it (and the turns waiting for
     /// room in it) would wait that long for every batch.
     stalled: Option<(Instant, String)>,
+    /// A stuck store being asked, on a thread of its own, whether it takes writes again:
+    /// its answer. Writes go to the backlogs meanwhile (the writer never waits for it).
+    probe: Option<mpsc::Receiver<Result<(), StoreError>>>,
     /// Where what waits in the backlogs is also written, to outlive the process.
     spool: Option<Spool>,
     /// Opens the store again: kept once it opened, for a store that opened read-only (its
@@ -138,6 +146,7 @@ impl Writer {
             unsaved: BTreeMap::new(),
             waiting_saved: BTreeMap::new(),
             stalled: None,
+            probe: None,
             spool: None,
             reopen: None,
             refused_read_only: false,
@@ -258,6 +267,7 @@ impl Writer {
             Store::Opening { next_try, .. } => {
                 Some(next_try.saturating_duration_since(Instant::now()))
             }
+            Store::Open(_) if self.probe.is_some() => Some(PROBE_POLL),
             Store::Open(_) if !self.unsaved.is_empty() => {
                 Some(self.stalled.as_ref().map_or(RETRY_EVERY, |(until, _)| {
                     until.saturating_duration_since(Instant::now())
@@ -340,9 +350,65 @@ impl Writer {
     }
 
     fn is_stalled(&self) -> bool {
-        self.stalled
-            .as_ref()
-            .is_some_and(|(until, _)| Instant::now() < *until)
+        self.probe.is_some()
+            || self
+                .stalled
+                .as_ref()
+                .is_some_and(|(until, _)| Instant::now() < *until)
+    }
+
+    /// A stalled store is asked again on a thread of its own (`accepts_writes`: the write
+    /// lock, or an answer from the server), never on the writer's: a lock still held would
+    /// hold the writer for the store's whole patience each time, and the turns waiting for
+    /// room in its queue with it. Writes go to the backlogs (and the spool) until it answers
+    /// yes; `true` when the store may be written now.
+    fn ask_stuck_store(&mut self) -> bool {
+        if let Some(answer) = &self.probe {
+            let answer = match answer.try_recv() {
+                Err(mpsc::TryRecvError::Empty) => return false,
+                Ok(answer) => answer,
+                Err(mpsc::TryRecvError::Disconnected) => Err(StoreError::Other(
+                    "the store's probe ended without an answer".into(),
+                )),
+            };
+            self.probe = None;
+            match answer {
+                Ok(()) => self.stalled = None,
+                Err(error) => {
+                    let why = error.to_string();
+                    self.failed(&error);
+                    self.stalled = Some((Instant::now() + RETRY_EVERY, why));
+                    return false;
+                }
+            }
+        }
+        let Some((until, _)) = &self.stalled else {
+            return true;
+        };
+        if Instant::now() < *until {
+            return false;
+        }
+        let Store::Open(store) = &self.store else {
+            return true;
+        };
+        let (answer, answered) = mpsc::channel();
+        let store = store.clone();
+        let asked = std::thread::Builder::new()
+            .name("talaria-store-probe".into())
+            .spawn(move || {
+                let _ = answer.send(store.accepts_writes());
+            });
+        match asked {
+            Ok(_) => {
+                self.probe = Some(answered);
+                false
+            }
+            // No thread to ask on: asked by the writing itself, as before a stall.
+            Err(_) => {
+                self.stalled = None;
+                true
+            }
+        }
     }
 
     /// Notes a failure: one of the whole store stalls writes until the next retry.
@@ -591,6 +657,7 @@ impl Writer {
         let spooled = self.spool.as_ref().is_some_and(Spool::is_usable);
         if !(spooled && self.is_stalled()) {
             self.stalled = None;
+            self.probe = None;
             self.heal();
         }
         if let Some(store) = self.open_store()
@@ -656,6 +723,9 @@ impl Writer {
     /// failure of the whole store (the others would fail the same way).
     fn heal(&mut self) {
         self.reopen_if_writable();
+        if !self.ask_stuck_store() {
+            return;
+        }
         let Some(store) = self.open_store() else {
             return;
         };

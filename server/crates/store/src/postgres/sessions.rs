@@ -88,6 +88,13 @@ fn search_rows(
 }
 
 impl SessionStore for PgStore {
+    fn accepts_writes(&self) -> Result<(), StoreError> {
+        self.with(|client| {
+            client.batch_execute("SELECT 1")?;
+            Ok(())
+        })
+    }
+
     fn create(&self, meta: &SessionMeta) -> Result<(), StoreError> {
         let directories = serde_json::to_string(&meta.additional_directories)
             .map_err(|e| StoreError::Other(e.to_string()))?;

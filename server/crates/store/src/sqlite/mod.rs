@@ -700,6 +700,16 @@ impl SessionStore for SqliteStore {
         Ok(earlier)
     }
 
+    fn accepts_writes(&self) -> Result<(), StoreError> {
+        if self.read_only {
+            return Err(StoreError::ReadOnly(self.path.display().to_string()));
+        }
+        // Takes the write lock (waiting at most the write patience) and lets it go.
+        self.lock()
+            .execute_batch("BEGIN IMMEDIATE; ROLLBACK;")
+            .map_err(classify)
+    }
+
     fn claim(&self, session_id: &str) -> Result<(), StoreError> {
         self.claims.claim(session_id)
     }
