@@ -1,6 +1,7 @@
 //! Every path ARCHITECTURE.md names exists: a file or folder of the repository, named from
 //! the root or from within its crate (`acp/dispatch.rs`), so the map cannot point at what
-//! was moved or removed. The map also stays a map: at most 30 KB.
+//! was moved or removed. The map also stays a map: at most 30 KB. And the README stays a
+//! front door (at most 15 KB), and every relative link of the documents leads somewhere.
 
 use std::path::{Path, PathBuf};
 
@@ -90,5 +91,49 @@ fn every_path_the_map_names_exists_and_the_map_stays_short() {
     assert!(
         missing.is_empty(),
         "ARCHITECTURE.md names paths that do not exist: {missing:?}"
+    );
+}
+
+/// The relative link targets of a Markdown text (`[text](target)`, anchors dropped).
+fn link_targets(text: &str) -> Vec<String> {
+    text.split("](")
+        .skip(1)
+        .filter_map(|rest| rest.split(')').next())
+        .map(|target| target.split('#').next().unwrap_or("").to_string())
+        .filter(|target| !target.is_empty() && !target.contains("://"))
+        .filter(|target| !target.starts_with("mailto:"))
+        .collect()
+}
+
+#[test]
+fn the_front_door_stays_short_and_every_documents_link_leads_somewhere() {
+    let root = root();
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    assert!(
+        readme.len() <= 15_000,
+        "README.md is {} bytes; it is the front door (at most 15 KB): move detail to docs/",
+        readme.len()
+    );
+    let mut documents = vec![root.join("README.md"), root.join("ARCHITECTURE.md")];
+    let docs = std::fs::read_dir(root.join("docs")).expect("docs/");
+    documents.extend(docs.flatten().map(|entry| entry.path()));
+    let mut broken = Vec::new();
+    for document in documents
+        .iter()
+        .filter(|path| path.extension().is_some_and(|ext| ext == "md"))
+    {
+        let text = std::fs::read_to_string(document).expect("a document");
+        let folder = document.parent().unwrap_or(&root);
+        for target in link_targets(&text) {
+            if !folder.join(&target).exists() {
+                broken.push(format!("{}: {target}", document.display()));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "links to nothing: {broken:#?}");
+    // And the reader sees a broken one.
+    assert_eq!(
+        link_targets("[a](docs/x.md#part) [b](https://example.com) [c](y.md)"),
+        ["docs/x.md", "y.md"]
     );
 }
