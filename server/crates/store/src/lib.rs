@@ -18,7 +18,7 @@ mod sqlite;
 pub mod test_cluster;
 
 pub use claims::Claims;
-pub use encoded::EncodedEntry;
+pub use encoded::{Body, EncodedEntry};
 #[cfg(feature = "postgres")]
 pub use postgres::{PgOptions, PgReport, PgStore, TlsMode, inspect as inspect_postgres};
 /// The words of a search query, as every store splits it.

@@ -36,6 +36,8 @@ use talaria_store::{EncodedEntry, MetaUpdate, SessionMeta, SessionStore, StoreEr
 use tokio::sync::{Notify, oneshot};
 
 pub use waiting::WaitingWrites;
+#[cfg(test)]
+use writer::HELD_IN_MEMORY;
 pub use writer::Opener;
 use writer::{Write, Writer};
 

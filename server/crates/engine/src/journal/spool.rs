@@ -13,11 +13,17 @@
 //! - Writing a record again is harmless: the stores create a session only if it is not there
 //!   and put an entry in place by its id. So the spool is emptied only once every backlog is
 //!   written, and a partly written spool is simply written again.
+//! - An entry's body is written as it is, so its place in the file is known ([`Place`]):
+//!   past a bound the writer lets waiting bodies leave memory and be read back from there
+//!   (`Body::spill`). A file bodies were spilled into is never rewritten: once everything
+//!   is written it is removed and the next write starts a new one, while holders of its
+//!   bodies still read them through their handle.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use talaria_record::{Entry, EntryId};
@@ -95,8 +101,31 @@ struct EntryHeader<'a> {
 struct OwnFile {
     path: PathBuf,
     file: File,
+    /// The same file opened again for reading spilled bodies: a description of its own, so
+    /// holders of those bodies never hold the lock (it ends with the process's spool).
+    reader: Arc<File>,
     /// Bytes of whole lines in the file (0: nothing spooled).
     len: u64,
+    /// Bodies were spilled into it: it is never emptied in place, only replaced.
+    spilled_into: bool,
+}
+
+/// Where an entry's body was written whole: it can leave memory for there.
+pub(super) struct Place {
+    file: Arc<File>,
+    offset: u64,
+}
+
+impl Place {
+    /// Lets `body` (the text written here) leave memory; the file is then kept whole.
+    pub(super) fn spill(self, body: &talaria_store::Body, spool: &mut Spool) {
+        if let Some(own) = &mut spool.own
+            && Arc::ptr_eq(&own.reader, &self.file)
+        {
+            own.spilled_into = true;
+        }
+        body.spill(self.file, self.offset);
+    }
 }
 
 /// The spool of one process: its own file (opened on first use) and the adoption of others'.
@@ -130,25 +159,41 @@ impl Spool {
         self.write_json(&line);
     }
 
-    pub(super) fn entries(&mut self, session: &str, entries: &[EncodedEntry]) {
-        for entry in entries {
-            let header = EntryHeader {
-                t: "entry",
-                session,
-                id: entry.id,
-            };
-            let Ok(head) = serde_json::to_vec(&header) else {
-                continue;
-            };
-            // `{"t":"entry","session":…,"id":…` then `,"body":<the entry's JSON>}`: the body
-            // as it is, not encoded again.
-            let mut line = Vec::with_capacity(head.len() + entry.body.len() + 10);
-            line.extend_from_slice(&head[..head.len() - 1]);
-            line.extend_from_slice(b",\"body\":");
-            line.extend_from_slice(entry.body.as_bytes());
-            line.extend_from_slice(b"}\n");
-            self.write_line(&line);
-        }
+    /// Spools entries; where each body was written (none where it could not be).
+    pub(super) fn entries(
+        &mut self,
+        session: &str,
+        entries: &[EncodedEntry],
+    ) -> Vec<Option<Place>> {
+        entries
+            .iter()
+            .map(|entry| self.entry(session, entry))
+            .collect()
+    }
+
+    fn entry(&mut self, session: &str, entry: &EncodedEntry) -> Option<Place> {
+        let header = EntryHeader {
+            t: "entry",
+            session,
+            id: entry.id,
+        };
+        let head = serde_json::to_vec(&header).ok()?;
+        let body = entry.body.text().ok()?;
+        // `{"t":"entry","session":…,"id":…` then `,"body":<the entry's JSON>}`: the body as
+        // it is, not encoded again.
+        const BODY_KEY: &[u8] = b",\"body\":";
+        let mut line = Vec::with_capacity(head.len() + body.len() + 10);
+        line.extend_from_slice(&head[..head.len() - 1]);
+        line.extend_from_slice(BODY_KEY);
+        let body_at = line.len() as u64;
+        line.extend_from_slice(body.as_bytes());
+        line.extend_from_slice(b"}\n");
+        let line_at = self.write_line(&line)?;
+        let own = self.own.as_ref()?;
+        Some(Place {
+            file: own.reader.clone(),
+            offset: line_at + body_at,
+        })
     }
 
     pub(super) fn update(&mut self, session: &str, update: &MetaUpdate) {
@@ -185,6 +230,15 @@ impl Spool {
             return;
         };
         if own.len == 0 || self.keep {
+            return;
+        }
+        if own.spilled_into {
+            // Spilled bodies may still be read from it: a new file takes the next writes.
+            if let Err(error) = std::fs::remove_file(&own.path) {
+                tracing::warn!(path = %own.path.display(), "removing a written spool: {error}");
+            }
+            self.own = None;
+            self.dirty = false;
             return;
         }
         let emptied = own.file.set_len(0).and_then(|()| own.file.rewind());
@@ -237,7 +291,10 @@ impl Spool {
                 match record {
                     Spooled::Create(meta) => self.create(meta),
                     Spooled::Append(session, entry) => {
-                        self.entries(session, std::slice::from_ref(entry));
+                        // Adopted bodies are read back from this process's spool when written.
+                        if let Some(place) = self.entry(session, entry) {
+                            place.spill(&entry.body, self);
+                        }
                     }
                     Spooled::Update(session, update) => self.update(session, update),
                 }
@@ -267,12 +324,11 @@ impl Spool {
         }
     }
 
-    /// Appends one whole line; a line that cannot be written whole is cut off again, so the
-    /// file only ever holds whole lines.
-    fn write_line(&mut self, line: &[u8]) {
-        let Some(own) = self.own_file() else {
-            return;
-        };
+    /// Appends one whole line (where it starts, once written); a line that cannot be written
+    /// whole is cut off again, so the file only ever holds whole lines.
+    fn write_line(&mut self, line: &[u8]) -> Option<u64> {
+        let own = self.own_file()?;
+        let at = own.len;
         let failed = match own.file.write_all(line) {
             Ok(()) => {
                 own.len += line.len() as u64;
@@ -288,6 +344,7 @@ impl Spool {
             None => {
                 self.dirty = true;
                 self.failing = false;
+                Some(at)
             }
             Some((path, error)) => {
                 if !self.failing {
@@ -297,6 +354,7 @@ impl Spool {
                     );
                 }
                 self.failing = true;
+                None
             }
         }
     }
@@ -335,7 +393,14 @@ fn open_own(dir: &Path) -> std::io::Result<OwnFile> {
         .open(&path)?;
     file.try_lock()
         .map_err(|error| std::io::Error::other(format!("locking {}: {error}", path.display())))?;
-    Ok(OwnFile { path, file, len: 0 })
+    let reader = Arc::new(File::open(&path)?);
+    Ok(OwnFile {
+        path,
+        file,
+        reader,
+        len: 0,
+        spilled_into: false,
+    })
 }
 
 /// The records of a spool nobody holds (its process is gone); `None` while a live process

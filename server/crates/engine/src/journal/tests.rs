@@ -23,6 +23,8 @@ struct Flaky {
     refusing: AtomicUsize,
     /// Refusals finished.
     refusals: AtomicUsize,
+    /// Bytes of the bodies accepted, each read and decoded as the store read it.
+    accepted_bytes: AtomicUsize,
 }
 
 impl Flaky {
@@ -67,6 +69,11 @@ impl SessionStore for Flaky {
         self.wait_while_blocked();
         if self.failing.load(Ordering::Acquire) {
             return self.refuse();
+        }
+        for entry in entries {
+            let body = entry.body.text()?;
+            entry.decoded()?;
+            self.accepted_bytes.fetch_add(body.len(), Ordering::AcqRel);
         }
         let mut accepted = self.accepted.lock().expect("lock");
         accepted.extend(entries.iter().map(|e| (session.to_string(), e.id)));
@@ -567,4 +574,60 @@ async fn adopted_writes_are_in_the_sessions_view_while_the_store_still_refuses()
     let healthy = Arc::new(Flaky::default());
     let _journal = spooled_journal(&healthy, &dir);
     accepted_within(&healthy, &[1, 2, 3], Duration::from_secs(10)).await;
+}
+
+#[tokio::test]
+async fn a_long_outage_keeps_waiting_bodies_in_the_spool_not_in_memory() {
+    let dir = tempfile::tempdir().expect("dir");
+    let store = Arc::new(Flaky::default());
+    store.failing.store(true, Ordering::Release);
+    let journal = spooled_journal(&store, dir.path());
+    let mut session = SessionJournal::new(journal.clone(), "s", 0);
+    let mut transcript = Transcript::with_system("sys");
+    // 48 MB of answers while the store refuses every write.
+    let answer = "a long answer line\n".repeat(50_000);
+    for turn in 0..48 {
+        transcript.push(user(&format!("turn {turn}\n{answer}")));
+        session.save(&mut transcript);
+    }
+    assert!(session.committed().await.unsaved > 0);
+    let waiting = journal.waiting("s");
+    assert_eq!(waiting.entries.len(), 49, "every entry waits, in the view");
+    let total: usize = waiting.entries.iter().map(|e| e.body.len()).sum();
+    let held: usize = waiting
+        .entries
+        .iter()
+        .filter(|e| e.body.is_held())
+        .map(|e| e.body.len())
+        .sum();
+    assert!(total > 40 << 20, "{total} bytes wait");
+    assert!(
+        held <= HELD_IN_MEMORY + answer.len() * 2,
+        "{held} of {total} waiting bytes are held in memory"
+    );
+    // The view reads the spilled bodies back whole: a load sees every turn.
+    let viewed: Vec<Entry> = waiting
+        .entries
+        .iter()
+        .map(|e| e.decoded().expect("read back"))
+        .collect();
+    assert_eq!(viewed, transcript.entries());
+    let hits = journal.search_waiting("turn 47", 5);
+    assert_eq!(hits.first().map(|hit| hit.entry_id), Some(49), "{hits:?}");
+    // Healed, the store gets every body read back from the spool, and the spool goes.
+    store.failing.store(false, Ordering::Release);
+    assert!(
+        tokio::time::timeout(Duration::from_secs(15), session.when_saved())
+            .await
+            .expect("healed in time"),
+        "saved"
+    );
+    assert_eq!(store.accepted_bytes.load(Ordering::Acquire), total);
+    assert!(
+        spool_files(dir.path())
+            .iter()
+            .all(|path| std::fs::metadata(path).map_or(true, |m| m.len() == 0)),
+        "{:?}",
+        spool_files(dir.path())
+    );
 }

@@ -57,12 +57,12 @@ impl Journal {
         let mut hits = Vec::new();
         for (session, entries) in self.shared.waiting.all() {
             for entry in entries {
-                let Some(text) = entry.search_text.as_deref() else {
+                let Some(text) = entry.search_text() else {
                     continue;
                 };
                 let lower = text.to_lowercase();
                 if words.iter().all(|w| lower.contains(w.as_str())) {
-                    hits.push(hit_in(&session, &entry, text, &lower, first));
+                    hits.push(hit_in(&session, &entry, &text, &lower, first));
                 }
             }
         }

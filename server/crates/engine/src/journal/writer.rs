@@ -24,6 +24,9 @@ const RETRY_EVERY: Duration = Duration::from_secs(2);
 /// How often the writer looks for the answer of a stuck store it asked (see
 /// [`Writer::ask_stuck_store`]), taking writes in between.
 const PROBE_POLL: Duration = Duration::from_millis(50);
+/// Bytes of waiting bodies kept in memory while the store is stuck; past it, bodies the spool
+/// holds leave memory and are read back from it (for the store, a load or a fork).
+pub(super) const HELD_IN_MEMORY: usize = 8 << 20;
 /// The most writes committed in one batch.
 const MAX_BATCH: usize = 1024;
 /// The first wait before opening the store again, doubled up to [`LONGEST_OPEN_WAIT`].
@@ -114,6 +117,9 @@ pub(super) struct Writer {
     probe: Option<mpsc::Receiver<Result<(), StoreError>>>,
     /// Where what waits in the backlogs is also written, to outlive the process.
     spool: Option<Spool>,
+    /// Bytes of backlogged bodies kept in memory since the backlogs were last empty (see
+    /// [`HELD_IN_MEMORY`]).
+    held: usize,
     /// Opens the store again: kept once it opened, for a store that opened read-only (its
     /// home could not be written), tried again every [`RETRY_EVERY`] while writes wait, so a
     /// home that becomes writable is written again without a restart.
@@ -148,6 +154,7 @@ impl Writer {
             stalled: None,
             probe: None,
             spool: None,
+            held: 0,
             reopen: None,
             refused_read_only: false,
         }
@@ -224,16 +231,26 @@ impl Writer {
             return;
         };
         if self.unsaved.is_empty() {
+            self.held = 0;
             spool.written();
         } else {
             spool.sync();
         }
     }
 
-    /// Entries that wait for the store: kept in the session's backlog and spooled.
+    /// Entries that wait for the store: kept in the session's backlog and spooled; past
+    /// [`HELD_IN_MEMORY`] their bodies are kept by the spool alone.
     fn wait_entries(&mut self, session: &str, why: Option<&str>, entries: Vec<EncodedEntry>) {
         if let Some(spool) = &mut self.spool {
-            spool.entries(session, &entries);
+            let places = spool.entries(session, &entries);
+            for (entry, place) in entries.iter().zip(places) {
+                match place {
+                    Some(place) if self.held + entry.body.len() > HELD_IN_MEMORY => {
+                        place.spill(&entry.body, spool);
+                    }
+                    _ => self.held += entry.body.len(),
+                }
+            }
         }
         let backlog = match why {
             Some(why) => self.backlog(session, why),

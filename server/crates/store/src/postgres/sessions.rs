@@ -23,6 +23,8 @@ fn append_in(
              search_text = excluded.search_text",
     )?;
     for entry in entries {
+        let body = entry.body.text()?;
+        let search_text = entry.search_text();
         tx.execute(
             &upsert,
             &[
@@ -30,8 +32,8 @@ fn append_in(
                 &entry_key(entry.id),
                 &entry.at_ms,
                 &entry.kind,
-                &*entry.body,
-                &entry.search_text.as_deref().map(String::as_str),
+                &body.as_str(),
+                &search_text.as_deref().map(String::as_str),
             ],
         )?;
     }

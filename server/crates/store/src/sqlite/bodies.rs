@@ -29,19 +29,22 @@ pub(super) fn upsert(
     )?;
     let id = i64::try_from(entry.id).unwrap_or(i64::MAX);
     let (kind, at_ms) = (entry.kind, entry.at_ms);
-    if entry.body.len() <= INLINE_BODY_MAX {
-        return upsert.query_row(
-            params![session_id, id, at_ms, kind, entry.body.as_str()],
-            |row| row.get(0),
-        );
+    let body = entry
+        .body
+        .text()
+        .map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?;
+    if body.len() <= INLINE_BODY_MAX {
+        return upsert.query_row(params![session_id, id, at_ms, kind, body.as_str()], |row| {
+            row.get(0)
+        });
     }
-    let size = u64::try_from(entry.body.len()).unwrap_or(u64::MAX);
+    let size = u64::try_from(body.len()).unwrap_or(u64::MAX);
     let row: i64 = upsert.query_row(
         params![session_id, id, at_ms, kind, ZeroBlob(size)],
         |row| row.get(0),
     )?;
     let mut blob = tx.blob_open(MAIN_DB, c"entries", c"body", row, false)?;
-    blob.write_all(entry.body.as_bytes())
+    blob.write_all(body.as_bytes())
         .map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?;
     blob.close()?;
     Ok(row)

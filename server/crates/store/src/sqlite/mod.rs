@@ -423,7 +423,7 @@ impl SqliteStore {
     ) -> Result<(), StoreError> {
         for entry in entries {
             let row = bodies::upsert(tx, session_id, entry).map_err(classify)?;
-            fts::index(tx, row, entry.search_text.as_deref().map(String::as_str))
+            fts::index(tx, row, entry.search_text().as_deref().map(String::as_str))
                 .map_err(classify)?;
         }
         tx.execute(
