@@ -1,5 +1,6 @@
 //! A store that blocks, or is not there, never holds up an answer and loses nothing: SQLite's
-//! write lock held by another program while four sessions prompt; a PostgreSQL server frozen
+//! write lock held by another program while four sessions prompt, and for 40 s while forty
+//! sessions run turns of many calls (as fast as with the store free); a PostgreSQL server frozen
 //! with SIGSTOP mid-turn; the agent started while PostgreSQL is down. Each session is told
 //! once that it is not saved yet and once when it is; every turn ends up stored, in order.
 
@@ -150,6 +151,67 @@ async fn a_write_lock_held_by_another_program_holds_no_answer_and_loses_nothing(
     let expected: Vec<String> = (0..8).map(|i| format!("answer {i}")).collect();
     assert_eq!(stored, expected, "every answer, once");
     assert_clean_stdout(&agent);
+}
+
+/// Tool results in a stored record.
+fn tool_results(transcript: &Transcript) -> usize {
+    transcript
+        .entries()
+        .iter()
+        .filter(|e| matches!(e.body, talaria_record::EntryBody::ToolResult(_)))
+        .count()
+}
+
+/// `calls` file reads taken by `sessions` sessions as they come, then an answer each.
+fn many_calls(sessions: usize, calls: usize) -> Vec<MockReply> {
+    let mut script: Vec<MockReply> = (0..calls)
+        .map(|i| MockReply::tool_call(&format!("c{i}"), "read_file", json!({"path": "notes.txt"})))
+        .collect();
+    script.extend(answers(sessions));
+    script
+}
+
+#[tokio::test]
+async fn forty_sessions_of_many_calls_answer_through_a_long_lock_as_fast_as_without_it() {
+    const SESSIONS: usize = 40;
+    const CALLS: usize = 40 * 49;
+    const LOCKED_FOR: Duration = Duration::from_secs(40);
+    // Each round: 1,960 file reads, then an answer per session — about 4,000 entries, as
+    // many as the writer's queue holds. First with the store free, then with it locked.
+    let mut script = many_calls(SESSIONS, CALLS);
+    script.extend(many_calls(SESSIONS, CALLS));
+    let env = TestEnv::new(script).await;
+    std::fs::write(env.workspace.path().join("notes.txt"), "the notes\n").expect("notes");
+    let mut agent = env.spawn().await;
+    let sessions = sessions(&mut agent, &env, SESSIONS).await;
+    let started = Instant::now();
+    prompt_all_within(&mut agent, &sessions, LOCKED_FOR).await;
+    let healthy = started.elapsed();
+
+    let holder = hold_write_lock(&store_path(&env), LOCKED_FOR);
+    let locked_at = Instant::now();
+    prompt_all_within(&mut agent, &sessions, LOCKED_FOR).await;
+    let locked = locked_at.elapsed();
+    // The store's deadline (1.5 s) plus room for a loaded machine; not the lock's 40 s.
+    assert!(
+        locked < healthy.mul_f64(1.5) + Duration::from_millis(2_500),
+        "the round took {locked:?} with the store locked, {healthy:?} without"
+    );
+    holder.join().expect("the lock holder");
+    for session in &sessions {
+        wait_saved_again(&mut agent, session, Duration::from_secs(60)).await;
+    }
+    agent.close_stdin();
+    assert!(agent.wait_exit(WAIT).await.expect("exits").success());
+    let store = SqliteStore::open(&store_path(&env)).expect("open");
+    let mut results = 0;
+    for session in &sessions {
+        let (_, transcript) = store.load(session).expect("load");
+        assert!(transcript.validate().is_ok(), "{:?}", transcript.validate());
+        assert_eq!(assistant_texts(&transcript).len(), 2, "{session}'s answers");
+        results += tool_results(&transcript);
+    }
+    assert_eq!(results, 2 * CALLS, "every call's result, stored once");
 }
 
 /// A throwaway server and a host (a home of its own) using it.
