@@ -553,14 +553,13 @@ fn print_turn_figures(
 }
 
 /// The durable store's figures (a private `TALARIA_HOME`) against their targets.
-/// Figures of answers with a shape of their own: a 50 MB answer's memory, and how soon a
-/// call the chat does not see yet shows progress.
-async fn print_answer_shape_figures(
+/// A 50 MB answer streamed in 1 KB deltas and saved, with `vars` (which store).
+async fn large_answer(
     options: &Options,
     env: &Env,
+    vars: &[(String, String)],
     cwd: &std::path::Path,
-) -> anyhow::Result<()> {
-    // Memory for a large answer: 50 MB in 1 KB deltas.
+) -> anyhow::Result<StreamFigures> {
     let large = 50 * 1024;
     let kilobyte = "x".repeat(1023) + " ";
     env.mock.push(MockReply::Text {
@@ -570,7 +569,17 @@ async fn print_answer_shape_figures(
         usage: None,
         finish_reason: None,
     });
-    let large_stream = stream_throughput(&options.agent, &env.vars(), cwd, large).await?;
+    stream_throughput(&options.agent, vars, cwd, large).await
+}
+
+/// Figures of answers with a shape of their own: a 50 MB answer's memory, and how soon a
+/// call the chat does not see yet shows progress.
+async fn print_answer_shape_figures(
+    options: &Options,
+    env: &Env,
+    cwd: &std::path::Path,
+) -> anyhow::Result<()> {
+    let large_stream = large_answer(options, env, &env.vars(), cwd).await?;
     if let Some(mb) = large_stream.peak_rss_mb {
         report!(
             "peak RSS, a 50 MB answer          {mb:8.1} MB  (streamed in {:.1} s)   target <= 3 x 50 MB + baseline",
@@ -645,12 +654,13 @@ async fn print_session_figures(options: &Options, env: &Env) -> anyhow::Result<(
     if let Some(kb) = sessions.rss_per_idle_session_kb {
         report!("RSS per idle loaded session       {kb:8.1} KB   target <= 50 KB");
     }
-    print_shared_figures(options, &vars, &sessions, sessions_workspace.path()).await
+    print_shared_figures(options, env, &vars, &sessions, sessions_workspace.path()).await
 }
 
 /// The PostgreSQL store's figures next to the embedded store's.
 async fn print_shared_figures(
     options: &Options,
+    env: &Env,
     vars: &[(String, String)],
     embedded: &sessions::SessionFigures,
     workspace: &std::path::Path,
@@ -689,5 +699,11 @@ async fn print_shared_figures(
         ms(shared.list_1k),
         ms(embedded.list_1k)
     );
+    let mut on_postgres = vars.to_vec();
+    on_postgres.push(("TALARIA_STORE_URL".into(), url.clone()));
+    let large = large_answer(options, env, &on_postgres, workspace).await?;
+    if let Some(mb) = large.peak_rss_mb {
+        report!("  peak RSS, a 50 MB answer        {mb:8.1} MB   target <= 3 x 50 MB + baseline");
+    }
     Ok(())
 }

@@ -252,6 +252,11 @@ pub fn large_entries(store: &dyn SessionStore) {
         text: format!("aardvarks open this {words} and zebras close it"),
         ..talaria_record::AssistantEntry::default()
     }));
+    // A second one in the same write, with what a store must escape on the way.
+    transcript.push(EntryBody::Assistant(talaria_record::AssistantEntry {
+        text: format!("a \"quoted\" line\n\ttabbed\r\\ {words}"),
+        ..talaria_record::AssistantEntry::default()
+    }));
     store
         .append("big", transcript.entries())
         .expect("a large answer is saved");

@@ -9,22 +9,95 @@ use crate::{
     EncodedEntry, ListPage, MetaUpdate, SearchHit, SessionMeta, SessionStore, StoreError, now_ms,
 };
 
+/// Bodies larger than this reach the server through `COPY`, a piece at a time: as a
+/// statement's parameter a body is encoded whole into one message buffer, which grows to up
+/// to twice its size while it fills (a 50 MB answer then peaked at 213 MB, not 114).
+const STREAMED_BODY: usize = 1 << 20;
+/// The piece of a streamed body escaped and sent at once.
+const STREAMED_PIECE: usize = 64 << 10;
+
+const UPSERT_CONFLICT: &str = "ON CONFLICT (session_id, entry_id) DO UPDATE
+         SET at_ms = excluded.at_ms, kind = excluded.kind, body = excluded.body,
+             search_text = excluded.search_text";
+
+/// Upserts one large entry: its body copied into a temporary table (`COPY`, in pieces), then
+/// moved into `entries` by the server.
+fn upsert_streamed(
+    tx: &mut postgres::Transaction<'_>,
+    session_id: &str,
+    entry: &EncodedEntry,
+    body: &str,
+    search_text: Option<&str>,
+) -> Result<(), StoreError> {
+    tx.batch_execute(
+        "CREATE TEMP TABLE IF NOT EXISTS talaria_incoming_body (body TEXT NOT NULL)
+         ON COMMIT DELETE ROWS;
+         DELETE FROM talaria_incoming_body;",
+    )?;
+    let mut copy = tx.copy_in("COPY talaria_incoming_body (body) FROM STDIN")?;
+    write_copy_text(&mut copy, body)
+        .map_err(|e| StoreError::Unreachable(format!("sending an entry to the database: {e}")))?;
+    copy.finish()?;
+    tx.execute(
+        &format!(
+            "INSERT INTO entries (session_id, entry_id, at_ms, kind, body, search_text)
+             SELECT $1, $2, $3, $4, body, $5 FROM talaria_incoming_body {UPSERT_CONFLICT}"
+        ),
+        &[
+            &session_id,
+            &entry_key(entry.id),
+            &entry.at_ms,
+            &entry.kind,
+            &search_text,
+        ],
+    )?;
+    Ok(())
+}
+
+/// `text` as one row of `COPY`'s text format (backslash, newline, carriage return and tab
+/// escaped), written a piece at a time.
+fn write_copy_text(out: &mut impl std::io::Write, text: &str) -> std::io::Result<()> {
+    let mut piece = Vec::with_capacity(STREAMED_PIECE + STREAMED_PIECE / 8);
+    for &byte in text.as_bytes() {
+        match byte {
+            b'\\' => piece.extend_from_slice(b"\\\\"),
+            b'\n' => piece.extend_from_slice(b"\\n"),
+            b'\r' => piece.extend_from_slice(b"\\r"),
+            b'\t' => piece.extend_from_slice(b"\\t"),
+            other => piece.push(other),
+        }
+        if piece.len() >= STREAMED_PIECE {
+            out.write_all(&piece)?;
+            piece.clear();
+        }
+    }
+    piece.push(b'\n');
+    out.write_all(&piece)
+}
+
 /// Upserts `entries` (by entry id) in one transaction's statement.
 fn append_in(
     tx: &mut postgres::Transaction<'_>,
     session_id: &str,
     entries: &[EncodedEntry],
 ) -> Result<(), StoreError> {
-    let upsert = tx.prepare(
+    let upsert = tx.prepare(&format!(
         "INSERT INTO entries (session_id, entry_id, at_ms, kind, body, search_text)
-         VALUES ($1, $2, $3, $4, $5, $6)
-         ON CONFLICT (session_id, entry_id) DO UPDATE
-         SET at_ms = excluded.at_ms, kind = excluded.kind, body = excluded.body,
-             search_text = excluded.search_text",
-    )?;
+         VALUES ($1, $2, $3, $4, $5, $6) {UPSERT_CONFLICT}"
+    ))?;
     for entry in entries {
         let body = entry.body.text()?;
         let search_text = entry.search_text();
+        if body.len() > STREAMED_BODY {
+            upsert_streamed(
+                tx,
+                session_id,
+                entry,
+                &body,
+                search_text.as_deref().map(String::as_str),
+            )?;
+            continue;
+        }
         tx.execute(
             &upsert,
             &[
@@ -279,5 +352,19 @@ impl SessionStore for PgStore {
 
     fn release(&self, session_id: &str) -> Result<(), StoreError> {
         self.release_session(session_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::write_copy_text;
+
+    #[test]
+    fn a_streamed_body_is_one_row_of_copy_text_with_its_escapes() {
+        let mut out = Vec::new();
+        let text = format!("{}\\ \n\t\r end", "x".repeat(200_000));
+        write_copy_text(&mut out, &text).expect("written");
+        let expected = format!("{}\\\\ \\n\\t\\r end\n", "x".repeat(200_000));
+        assert_eq!(String::from_utf8(out).expect("utf-8"), expected);
     }
 }
