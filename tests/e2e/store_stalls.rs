@@ -1,7 +1,8 @@
 //! A store that blocks, or is not there, never holds up an answer and loses nothing: SQLite's
 //! write lock held by another program while four sessions prompt, and for 40 s while forty
 //! sessions run turns of many calls (as fast as with the store free); a PostgreSQL server frozen
-//! with SIGSTOP mid-turn; the agent started while PostgreSQL is down. Each session is told
+//! with SIGSTOP mid-turn, and twelve stops (each signal and end of input) while it is frozen,
+//! each within the stop's 2.5 s budget; the agent started while PostgreSQL is down. Each session is told
 //! once that it is not saved yet and once when it is; every turn ends up stored, in order.
 
 use std::path::PathBuf;
@@ -665,4 +666,46 @@ async fn a_second_signal_ends_a_stop_stuck_on_a_frozen_database_at_once() {
         );
         assert!(!status.success(), "round {round}: {status}");
     }
+}
+
+#[tokio::test]
+async fn every_stop_on_a_frozen_database_ends_within_its_budget() {
+    use nix::sys::signal::Signal;
+    // The stop's budget is 2.5 s from the signal; the rest is room for a loaded machine.
+    const STOPPED_WITHIN: Duration = Duration::from_secs(3);
+    let (cluster, url) = started_cluster().await;
+    let stops = [
+        Some(Signal::SIGTERM),
+        Some(Signal::SIGINT),
+        Some(Signal::SIGHUP),
+        None,
+    ];
+    let mut times = Vec::new();
+    for round in 0..12 {
+        let how = stops[round % stops.len()];
+        let env = host_on(&url, answers(2)).await;
+        let mut agent = env.spawn().await;
+        let sessions = sessions(&mut agent, &env, 1).await;
+        prompt_all_within(&mut agent, &sessions, WAIT).await;
+        cluster.freeze(true);
+        prompt_all_within(&mut agent, &sessions, ANSWERED_WITHIN).await;
+        let started = Instant::now();
+        match how {
+            Some(signal) => {
+                let pid = nix::unistd::Pid::from_raw(agent.pid().expect("pid") as i32);
+                nix::sys::signal::kill(pid, signal).expect("signalled");
+            }
+            None => agent.close_stdin(),
+        }
+        let status = agent.wait_exit(WAIT).await.expect("exits");
+        let took = started.elapsed();
+        times.push(took);
+        cluster.freeze(false);
+        assert!(status.success(), "round {round} ({how:?}): {status}");
+        assert!(
+            took < STOPPED_WITHIN,
+            "round {round} ({how:?}): the stop took {took:?}"
+        );
+    }
+    eprintln!("stops on a frozen database took {times:?}");
 }
