@@ -1,10 +1,10 @@
 //! A store that blocks, or is not there, never holds up an answer and loses nothing: SQLite's
 //! write lock held by another program while four sessions prompt, and for 40 s while forty
-//! sessions run turns of many calls (as fast as with the store free); a PostgreSQL server frozen
-//! with SIGSTOP mid-turn, and twelve stops (each signal and end of input) while it is frozen,
-//! each within the stop's 2.5 s budget; the agent started while PostgreSQL is down. Each session is told
-//! once that it is not saved yet and once when it is; every turn ends up stored, in order.
-
+//! sessions run turns of many calls (as fast as with the store free); a PostgreSQL server
+//! frozen with SIGSTOP mid-turn, and twelve stops (each signal and end of input) while it is
+//! frozen, each within the stop's 2.5 s budget; the agent started while PostgreSQL is down.
+//! Each session is told once that it is not saved yet and once when it is; every turn ends
+//! up stored, in order.
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
