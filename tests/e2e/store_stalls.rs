@@ -5,6 +5,7 @@
 //! frozen, each within the stop's 2.5 s budget; the agent started while PostgreSQL is down.
 //! Each session is told once that it is not saved yet and once when it is; every turn ends
 //! up stored, in order.
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
