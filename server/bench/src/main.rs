@@ -19,6 +19,7 @@ mod sandbox;
 mod sessions;
 mod shared_store;
 mod steering;
+mod waiting;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -586,6 +587,14 @@ async fn print_answer_shape_figures(
             large_stream.prompt_to_end.as_secs_f64()
         );
     }
+    let waiting = waiting::measure(&options.agent, env).await?;
+    report!(
+        "private memory, {} MB answer waiting   {:8.1} MB  (store locked; {:.1} MB with it free: {:.2} MB per waiting MB)   target < 0.2 MB per MB",
+        waiting::ANSWER_MB,
+        waiting.locked.anon_mb,
+        waiting.free.anon_mb,
+        (waiting.locked.anon_mb - waiting.free.anon_mb) / waiting::ANSWER_MB as f64
+    );
     let mut progress = Vec::new();
     for _ in 0..options.iterations.min(5) {
         let mut chunks = vec!["{\"name\": \"read_file\",".to_string()];
