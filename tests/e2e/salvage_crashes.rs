@@ -1,6 +1,7 @@
 //! A salvage survives being interrupted: an agent recovering a damaged store is killed
 //! (SIGKILL) or stopped (SIGTERM) at several points, and the next start still recovers every
-//! session that reads — never a partial new store taken for the whole one.
+//! session that reads — never a partial new store taken for the whole one. An agent whose
+//! store another process salvaged (a new file put at its path) writes to the new one.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -173,4 +174,60 @@ async fn a_salvage_on_a_full_disk_keeps_the_damaged_store_says_what_it_needs_and
         .filter(|t| t.contains("MB free"))
         .collect();
     assert_eq!(notices.len(), 1, "told once: {notices:?}");
+}
+
+/// The answers `session` has in the store at `path`, once it has at least `count` (a few
+/// seconds at most).
+fn stored_answers(path: &Path, session: &str, count: usize) -> Vec<String> {
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let answers = SqliteStore::open(path)
+            .and_then(|store| store.load(session))
+            .map(|(_, transcript)| assistant_texts(&transcript))
+            .unwrap_or_default();
+        if answers.len() >= count || std::time::Instant::now() > until {
+            return answers;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// What another process's salvage does at its end: a whole new store (here a copy) put in
+/// place of the old one in one rename, the old file and its logs moved aside.
+fn replaced_as_a_salvage_does(path: &Path) {
+    let new = path.with_extension("db.salvaged");
+    rusqlite::Connection::open(path)
+        .and_then(|c| c.execute("VACUUM INTO ?1", [new.display().to_string()]))
+        .expect("a copy");
+    let aside = path.with_extension("db.damaged-test");
+    for suffix in ["", "-wal", "-shm"] {
+        let from = PathBuf::from(format!("{}{suffix}", path.display()));
+        if from.exists() {
+            std::fs::rename(&from, format!("{}{suffix}", aside.display())).expect("aside");
+        }
+    }
+    std::fs::rename(&new, path).expect("in place");
+}
+
+#[tokio::test]
+async fn a_running_agent_whose_store_another_process_salvaged_writes_to_the_new_one() {
+    let env = TestEnv::new(vec![
+        MockReply::text(&["before the salvage"]),
+        MockReply::text(&["after the salvage"]),
+    ])
+    .await;
+    let path = env.home.path().join("talaria").join("state.db");
+    let (mut agent, session) = env.session().await;
+    prompt(&mut agent, &session, "one").await;
+    assert_eq!(stored_answers(&path, &session, 1).len(), 1);
+    replaced_as_a_salvage_does(&path);
+    prompt(&mut agent, &session, "two").await;
+    assert_eq!(
+        stored_answers(&path, &session, 2),
+        ["before the salvage", "after the salvage"],
+        "the turn after the salvage is in the store now at the path"
+    );
+    agent.close_stdin();
+    assert!(agent.wait_exit(WAIT).await.expect("exits").success());
+    assert_eq!(stored_answers(&path, &session, 2).len(), 2);
 }

@@ -216,6 +216,14 @@ pub trait SessionStore: Send + Sync {
         Ok(())
     }
 
+    /// Whether the store at its place is no longer the one opened (another process put a
+    /// recovered store there): the writer then opens it again. A replaced store is never
+    /// closed by its holder: SQLite's last close removes the write-ahead log by name, which
+    /// is now the new store's.
+    fn is_replaced(&self) -> bool {
+        false
+    }
+
     /// Whether it was opened for reading only (its file or folder could not be written then).
     fn is_read_only(&self) -> bool {
         false

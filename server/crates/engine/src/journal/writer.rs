@@ -192,6 +192,7 @@ impl Writer {
                     Err(_) => break,
                 }
             }
+            self.reopen_if_replaced();
             self.heal();
             self.apply(batch);
             self.answer_waiting_saved();
@@ -705,6 +706,36 @@ impl Writer {
             );
         }
         left
+    }
+
+    /// A store another process replaced at its place (it salvaged a damaged file): opened
+    /// again before the next writes, so they go where every process looks. The old one is
+    /// never closed (see `SessionStore::is_replaced`): its handles end with the process.
+    fn reopen_if_replaced(&mut self) {
+        let Store::Open(current) = &self.store else {
+            return;
+        };
+        if !current.is_replaced() {
+            return;
+        }
+        let Some((open, _)) = &mut self.reopen else {
+            return;
+        };
+        match open() {
+            Ok(store) => {
+                tracing::warn!(
+                    "the session store was replaced by another process (a damaged file \
+                     recovered there): opened again"
+                );
+                self.shared.opened(store.clone());
+                if let Store::Open(old) = std::mem::replace(&mut self.store, Store::Open(store)) {
+                    std::mem::forget(old);
+                }
+                self.stalled = None;
+                self.probe = None;
+            }
+            Err(error) => tracing::warn!("opening the replaced session store: {error}"),
+        }
     }
 
     /// A store opened read-only, while writes wait: opened again, and put in its place once

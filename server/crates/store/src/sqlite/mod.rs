@@ -39,6 +39,15 @@ pub struct SqliteStore {
     read_only: bool,
     /// The damaged file this store was recovered from, when it was.
     salvaged: Option<Salvage>,
+    /// The file opened (device, inode): another process that salvages a damaged store puts
+    /// a new file at the path, and this one is then no longer the store.
+    opened: Option<(u64, u64)>,
+}
+
+/// The device and inode of the file at `path`.
+fn file_identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// What `talaria doctor` says about the store.
@@ -212,6 +221,7 @@ impl SqliteStore {
             journal.push(suffix);
             let _ = talaria_util::private::private_file(Path::new(&journal));
         }
+        let opened = file_identity(path);
         let (mut connection, read_only) = match Self::connect(path, false) {
             // SQLite opens a file it may not write for reading only, without an error: that
             // store is read-only too (and is opened again once the file can be written).
@@ -248,6 +258,7 @@ impl SqliteStore {
             claims: Claims::new(claims_dir),
             read_only,
             salvaged: None,
+            opened,
         })
     }
 
@@ -698,6 +709,13 @@ impl SessionStore for SqliteStore {
             after + 1,
         )?);
         Ok(earlier)
+    }
+
+    fn is_replaced(&self) -> bool {
+        match (self.opened, file_identity(&self.path)) {
+            (Some(opened), Some(now)) => opened != now,
+            _ => false,
+        }
     }
 
     fn accepts_writes(&self) -> Result<(), StoreError> {
