@@ -1,6 +1,7 @@
 //! What waits for a stuck store outlives the process: with SQLite's write lock held by
-//! another program, a turn is answered, the agent exits (its input closed, or killed with
-//! SIGKILL) with the turn unsaved, and the turn is in the spool, readable only by the user;
+//! another program, a turn is answered, the agent exits (its input closed, killed with
+//! SIGKILL, or stopped by a second SIGINT, which names the waiting session first) with the
+//! turn unsaved, and the turn is in the spool, readable only by the user;
 //! the next agent on the same home writes it to the store once the lock is gone, and loading
 //! the session replays it.
 
@@ -38,6 +39,8 @@ fn spooled(dir: &Path) -> Vec<PathBuf> {
 enum Ending {
     InputClosed,
     Killed,
+    /// SIGINT, and SIGINT again while the stop waits for the store.
+    SignalledTwice,
 }
 
 /// A session with one saved turn and one answered while the store is locked, after which
@@ -62,11 +65,11 @@ async fn ended_with_a_turn_waiting(
         .await
         .expect("second turn, answered while the store is locked");
     assert_eq!(stop_reason(&answer), "end_turn");
-    end(&mut agent, ending).await;
+    end(&mut agent, ending, &session).await;
     (holder, session)
 }
 
-async fn end(agent: &mut AgentProcess, ending: Ending) {
+async fn end(agent: &mut AgentProcess, ending: Ending, session: &str) {
     let started = Instant::now();
     match ending {
         Ending::InputClosed => {
@@ -74,6 +77,7 @@ async fn end(agent: &mut AgentProcess, ending: Ending) {
             tokio::time::sleep(Duration::from_millis(300)).await;
             agent.close_stdin();
         }
+        Ending::SignalledTwice => {}
         Ending::Killed => {
             // Give the writer its stalled batch (it answers the turn only after 1.5 s or
             // the store's refusal, so the entries are in the spool by now).
@@ -86,7 +90,25 @@ async fn end(agent: &mut AgentProcess, ending: Ending) {
             .expect("kill");
         }
     }
+    if let Ending::SignalledTwice = ending {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let pid = nix::unistd::Pid::from_raw(agent.pid().expect("pid") as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("signal");
+        // At once: the stop of a store stuck a moment ago takes only milliseconds.
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+    }
     let status = agent.wait_exit(WAIT).await.expect("exits");
+    if let Ending::SignalledTwice = ending {
+        // 130 when the second signal came while the stop ran, 0 when the stop was done.
+        assert!(matches!(status.code(), Some(0 | 130)), "{status:?}");
+        let said = agent.stderr();
+        assert!(
+            said.lines()
+                .any(|l| l.contains("has not taken yet") && l.contains(session)),
+            "the waiting turn was not named before the second signal: {said}"
+        );
+    }
     if let Ending::InputClosed = ending {
         assert!(
             started.elapsed() < Duration::from_millis(2800),
@@ -174,4 +196,10 @@ async fn a_turn_waiting_when_input_ends_is_spooled_and_written_by_the_next_start
 #[tokio::test]
 async fn a_turn_waiting_when_the_agent_is_killed_is_spooled_and_written_by_the_next_start() {
     the_next_start_writes_what_the_last_one_spooled(Ending::Killed).await;
+}
+
+#[tokio::test]
+async fn a_turn_waiting_when_a_second_signal_ends_the_stop_is_named_spooled_and_written_by_the_next_start()
+ {
+    the_next_start_writes_what_the_last_one_spooled(Ending::SignalledTwice).await;
 }

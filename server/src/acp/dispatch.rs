@@ -123,6 +123,8 @@ where
             Some(deferred) = finished.recv() => agent.finish_one(deferred).await,
         }
     }
+    // Named before a second signal can end the process.
+    shutdown::say_what_waits(&agent.sessions, agent.store.as_ref());
     let stop = shutdown::Stop::begin(stop_signals);
     // Nothing more is read: the reader's handle on the output goes with it, so the output
     // ends as soon as the sessions' last messages are written, input closed or not.

@@ -117,6 +117,30 @@ impl Stop {
     }
 }
 
+/// At the start of a stop, each session with entries the store has not taken yet, by name:
+/// a second signal ends the process at once (in the signal handler, where nothing can be
+/// logged), and what it leaves is then named here already (kept in the spool, which the
+/// next start writes, where the home can be written).
+pub(super) fn say_what_waits(
+    sessions: &std::collections::HashMap<String, LiveSession>,
+    journal: Option<&talaria_engine::Journal>,
+) {
+    let Some(journal) = journal else {
+        return;
+    };
+    for id in sessions.keys() {
+        let waiting = journal.waiting(id).entries.len();
+        if waiting > 0 {
+            tracing::warn!(
+                session = %id,
+                entries = waiting,
+                "stopping with entries the store has not taken yet: they are in the spool \
+                 for the next start, even if a second signal ends this one at once"
+            );
+        }
+    }
+}
+
 /// Ends every session as `session/cancel` would, then writes what they recorded: each actor
 /// records its cancelled turn and commits it (its commit is bounded by the journal's
 /// deadline), then the store gets what is left of `budget`.
