@@ -631,3 +631,60 @@ async fn a_long_outage_keeps_waiting_bodies_in_the_spool_not_in_memory() {
         spool_files(dir.path())
     );
 }
+
+#[tokio::test]
+async fn bodies_kept_by_the_spool_alone_are_written_by_the_next_process_after_an_exit() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let dir = home.path().join("spool");
+    let answer = "spilled across an exit\n".repeat(40_000);
+    let texts: Vec<String> = (0..24).map(|n| format!("turn {n}\n{answer}")).collect();
+    let text_refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    exit_with_writes_waiting(&dir, &text_refs).await;
+    let healthy = Arc::new(Flaky::default());
+    let _journal = spooled_journal(&healthy, &dir);
+    let ids: Vec<EntryId> = (1..=25).collect();
+    accepted_within(&healthy, &ids, Duration::from_secs(15)).await;
+    let expected: usize = {
+        let mut transcript = Transcript::with_system("sys");
+        for text in &texts {
+            transcript.push(user(text));
+        }
+        transcript
+            .entries()
+            .iter()
+            .map(|e| EncodedEntry::of(e).expect("encodes").body.len())
+            .sum()
+    };
+    assert_eq!(healthy.accepted_bytes.load(Ordering::Acquire), expected);
+}
+
+#[tokio::test]
+async fn a_view_read_before_the_heal_still_reads_its_spilled_bodies_after_it() {
+    let dir = tempfile::tempdir().expect("dir");
+    let store = Arc::new(Flaky::default());
+    store.failing.store(true, Ordering::Release);
+    let journal = spooled_journal(&store, dir.path());
+    let mut session = SessionJournal::new(journal.clone(), "s", 0);
+    let mut transcript = Transcript::with_system("sys");
+    let answer = "read after the heal\n".repeat(60_000);
+    for turn in 0..12 {
+        transcript.push(user(&format!("turn {turn}\n{answer}")));
+        session.save(&mut transcript);
+    }
+    assert!(session.committed().await.unsaved > 0);
+    let before = journal.waiting("s");
+    assert!(before.entries.iter().any(|e| !e.body.is_held()), "spilled");
+    store.failing.store(false, Ordering::Release);
+    assert!(
+        tokio::time::timeout(Duration::from_secs(15), session.when_saved())
+            .await
+            .expect("healed"),
+    );
+    // The spool was written and removed; what was read before still reads whole.
+    let read: Vec<Entry> = before
+        .entries
+        .iter()
+        .map(|e| e.decoded().expect("still readable"))
+        .collect();
+    assert_eq!(read, transcript.entries());
+}
