@@ -13,11 +13,13 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   sudo_if apt-get update -qq
   sudo_if env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
 fi
-# The sandbox suites start a real ssh-agent (openssh-client) to prove it is out of reach.
-if ! command -v ssh-agent >/dev/null 2>&1; then
-  echo "run-all: installing openssh-client with apt" >&2
+# The sandbox suites start a real ssh-agent (openssh-client) and a real sshd on loopback with
+# a ControlMaster connection to it (openssh-server) to prove both are out of reach.
+if ! command -v ssh-agent >/dev/null 2>&1 || [ ! -x /usr/sbin/sshd ]; then
+  echo "run-all: installing openssh-client and openssh-server with apt" >&2
   sudo_if apt-get update -qq
-  sudo_if env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-client >/dev/null
+  sudo_if env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-client \
+    openssh-server >/dev/null
 fi
 # The agent is built with the PostgreSQL store (a feature, off in the default build), and the
 # end-to-end suites run that build (TALARIA_BIN: the harness would otherwise build the default).

@@ -48,6 +48,7 @@ mod sandbox_helper;
 mod sandbox_homes;
 mod sandbox_races;
 mod sandbox_sockets;
+mod sandbox_ssh;
 mod sandbox_views;
 mod sessions;
 mod setup;
