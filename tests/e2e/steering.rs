@@ -97,11 +97,21 @@ fn conversation(body: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The texts of the steered messages echoed; each echo names its message as a replay will
+/// (`user-<entry>`).
 fn steered_chunks(updates: &[Value]) -> Vec<String> {
     updates
         .iter()
         .filter(|u| u["sessionUpdate"] == "user_message_chunk")
         .filter(|u| u["_meta"]["talaria"]["steered"] == json!(true))
+        .inspect(|u| {
+            assert!(
+                u["messageId"]
+                    .as_str()
+                    .is_some_and(|id| id.starts_with("user-")),
+                "a steered echo without its message id: {u}"
+            );
+        })
         .filter_map(|u| u["content"]["text"].as_str().map(str::to_string))
         .collect()
 }

@@ -134,6 +134,8 @@ pub enum EdgePayload {
 /// A session's answer and thought chunks, serialized once with a hole for the text: a
 /// streamed delta then costs escaping its text (see `NotificationTemplate`).
 pub struct ChunkTemplates {
+    /// The message the chunks belong to (`messageId`).
+    message_id: Option<String>,
     message: Option<NotificationTemplate>,
     thought: Option<NotificationTemplate>,
 }
@@ -142,16 +144,18 @@ impl ChunkTemplates {
     /// The marker that stands for the text while the templates are made.
     const HOLE: &str = "talaria-chunk-text-5c0e91";
 
-    /// Templates made from the very updates `updates::session_update` builds.
-    pub fn new(session_id: &acp::SessionId) -> Self {
+    /// Templates made from the very updates `updates::agent_chunk` builds, for the chunks
+    /// of message `message_id`.
+    pub fn new(session_id: &acp::SessionId, message_id: Option<String>) -> Self {
         let template = |event: EngineEvent| {
-            let update = updates::session_update(event)?;
+            let update = updates::agent_chunk(event, message_id.as_deref())?;
             let notification = SessionNotification::new(session_id.clone(), update);
             NotificationTemplate::new("session/update", &notification, Self::HOLE)
         };
         Self {
             message: template(EngineEvent::AgentText(Self::HOLE.into())),
             thought: template(EngineEvent::AgentThought(Self::HOLE.into())),
+            message_id,
         }
     }
 }
@@ -170,7 +174,7 @@ impl Forwarder {
     /// Runs until the session's event stream ends (the edge's updates waiting then are
     /// written first).
     pub async fn run(
-        self,
+        mut self,
         mut events: mpsc::Receiver<EngineEvent>,
         mut edge: mpsc::UnboundedReceiver<EdgeUpdates>,
     ) {
@@ -219,8 +223,12 @@ impl Forwarder {
         self.peer.notify("session/update", &notification).await;
     }
 
-    /// A streamed answer or thought delta, through its template when there is one.
-    async fn chunk(&self, event: EngineEvent) {
+    /// A streamed answer or thought delta, through its template when there is one; a
+    /// message that did not say its id (a command's reply) gets one of its own.
+    async fn chunk(&mut self, event: EngineEvent) {
+        if self.chunks.message_id.is_none() {
+            self.start_message(uuid::Uuid::new_v4().to_string());
+        }
         let (template, text) = match &event {
             EngineEvent::AgentText(text) => (&self.chunks.message, text),
             EngineEvent::AgentThought(text) => (&self.chunks.thought, text),
@@ -229,17 +237,27 @@ impl Forwarder {
         match template {
             Some(template) => self.peer.notify_filled(template, text).await,
             None => {
-                if let Some(update) = updates::session_update(event) {
+                if let Some(update) = updates::agent_chunk(event, self.chunks.message_id.as_deref())
+                {
                     self.write(update).await;
                 }
             }
         }
     }
 
+    /// The chunks from now on belong to message `id`.
+    fn start_message(&mut self, id: String) {
+        self.chunks = ChunkTemplates::new(&self.session_id, Some(id));
+    }
+
     /// One engine event: an update, a request to the client, or a prompt's answer.
-    async fn event(&self, event: EngineEvent) {
+    async fn event(&mut self, event: EngineEvent) {
         let notices = self.client.caps().notices;
         let update = match event {
+            EngineEvent::MessageStarts(id) => {
+                self.start_message(id);
+                None
+            }
             chunk @ (EngineEvent::AgentText(_) | EngineEvent::AgentThought(_)) => {
                 self.chunk(chunk).await;
                 None
@@ -250,10 +268,12 @@ impl Forwarder {
                 usage,
             } => {
                 self.answer(&turn, outcome, &usage).await;
+                // What the next turn streams before its first model call is another message.
+                self.chunks = ChunkTemplates::new(&self.session_id, None);
                 None
             }
-            EngineEvent::Steered(blocks) => {
-                self.steered(&blocks).await;
+            EngineEvent::Steered(entry, blocks) => {
+                self.steered(entry, &blocks).await;
                 None
             }
             EngineEvent::ClientRequest(request) => {
@@ -307,11 +327,14 @@ impl Forwarder {
 
     /// A message steered into the turn, shown where it entered: the user's message chunks,
     /// marked `_meta.talaria.steered`.
-    async fn steered(&self, blocks: &[talaria_record::InputBlock]) {
+    async fn steered(&self, entry: talaria_record::EntryId, blocks: &[talaria_record::InputBlock]) {
+        let id = super::replay::user_message_id(entry);
         for block in blocks.iter().filter_map(super::replay::content_block) {
             let mut meta = acp::Meta::new();
             meta.insert("talaria".into(), serde_json::json!({"steered": true}));
-            let chunk = acp::ContentChunk::new(block).meta(meta);
+            let chunk = acp::ContentChunk::new(block)
+                .message_id(acp::MessageId::new(id.clone()))
+                .meta(meta);
             self.write(acp::SessionUpdate::UserMessageChunk(chunk))
                 .await;
         }
@@ -421,7 +444,7 @@ mod tests {
     #[test]
     fn a_templated_chunk_is_the_whole_notification() {
         let session = acp::SessionId::new("3f2a-session");
-        let templates = ChunkTemplates::new(&session);
+        let templates = ChunkTemplates::new(&session, Some("5e1f-message".into()));
         let texts = [
             "",
             "tok1 ",
@@ -433,7 +456,8 @@ mod tests {
                 (&templates.message, EngineEvent::AgentText(text.into())),
                 (&templates.thought, EngineEvent::AgentThought(text.into())),
             ] {
-                let update = updates::session_update(event).expect("a chunk is an update");
+                let update = updates::agent_chunk(event, Some("5e1f-message"))
+                    .expect("a chunk is an update");
                 let whole = serde_json::to_string(&serde_json::json!({
                     "jsonrpc": "2.0",
                     "method": "session/update",
@@ -450,7 +474,7 @@ mod tests {
 
     #[test]
     fn a_session_id_holding_the_marker_falls_back_to_whole_messages() {
-        let templates = ChunkTemplates::new(&acp::SessionId::new(ChunkTemplates::HOLE));
+        let templates = ChunkTemplates::new(&acp::SessionId::new(ChunkTemplates::HOLE), None);
         assert!(templates.message.is_none() && templates.thought.is_none());
     }
 }

@@ -238,7 +238,7 @@ impl Agent {
             session_id: session_id.clone(),
             client: bridge,
             commands: Arc::new(move || skills::commands(&stores.catalog())),
-            chunks: forwarder::ChunkTemplates::new(session_id),
+            chunks: forwarder::ChunkTemplates::new(session_id, None),
         };
         let (updates, edge_rx) = mpsc::unbounded_channel();
         tokio::spawn(forwarder.run(events, edge_rx));

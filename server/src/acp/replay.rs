@@ -41,23 +41,30 @@ fn entry_updates(
     let mut out = Vec::new();
     match &entry.body {
         EntryBody::User { input, .. } => {
-            out.extend(
-                input
-                    .iter()
-                    .filter_map(content_block)
-                    .map(|block| SessionUpdate::UserMessageChunk(ContentChunk::new(block))),
-            );
+            let id = user_message_id(entry.id);
+            out.extend(input.iter().filter_map(content_block).map(|block| {
+                SessionUpdate::UserMessageChunk(
+                    ContentChunk::new(block).message_id(acp::MessageId::new(id.clone())),
+                )
+            }));
         }
         EntryBody::Assistant(assistant) => {
+            // The id its chunks carried live; a record from before ids were kept gets one
+            // from its entry, the same at every load.
+            let id = assistant
+                .message_id
+                .clone()
+                .unwrap_or_else(|| format!("agent-{}", entry.id));
             if let Some(reasoning) = assistant.reasoning.as_ref().filter(|r| !r.text.is_empty()) {
-                out.push(SessionUpdate::AgentThoughtChunk(ContentChunk::new(text(
-                    &reasoning.text,
-                ))));
+                out.push(SessionUpdate::AgentThoughtChunk(
+                    ContentChunk::new(text(&reasoning.text))
+                        .message_id(acp::MessageId::new(updates::thought_id(&id))),
+                ));
             }
             if !assistant.text.is_empty() {
-                out.push(SessionUpdate::AgentMessageChunk(ContentChunk::new(text(
-                    &assistant.text,
-                ))));
+                out.push(SessionUpdate::AgentMessageChunk(
+                    ContentChunk::new(text(&assistant.text)).message_id(acp::MessageId::new(id)),
+                ));
             }
         }
         EntryBody::ToolResult(result) => push_tool_card(&mut out, result, subagents),
@@ -99,6 +106,11 @@ fn entry_updates(
         | EntryBody::Nudge { .. } => {}
     }
     out
+}
+
+/// The `messageId` of a user message: its record entry's, stable across loads.
+pub(super) fn user_message_id(entry: talaria_record::EntryId) -> String {
+    format!("user-{entry}")
 }
 
 /// A tool call's card; a delegation's preceded by its child's announcement and linking the

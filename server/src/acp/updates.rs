@@ -15,14 +15,36 @@ pub const MAX_DISPLAY_CHARS: usize = 20_000;
 /// (editors choke on multi-megabyte updates).
 pub const MAX_DIFF_BYTES: usize = 2 * 1024 * 1024;
 
-/// The update for an event, or `None` for events that are not updates (turn end).
+/// The id a message's thought chunks carry: its own beside the answer's (`message`).
+pub fn thought_id(message: &str) -> String {
+    format!("{message}-thought")
+}
+
+/// A streamed answer or thought chunk of the message `message` (its `messageId`).
+pub fn agent_chunk(event: EngineEvent, message: Option<&str>) -> Option<SessionUpdate> {
+    let chunk = |text: String, id: Option<String>| {
+        ContentChunk::new(text_block(text)).message_id(id.map(acp::MessageId::new))
+    };
+    match event {
+        EngineEvent::AgentText(text) => Some(SessionUpdate::AgentMessageChunk(chunk(
+            text,
+            message.map(str::to_string),
+        ))),
+        EngineEvent::AgentThought(text) => Some(SessionUpdate::AgentThoughtChunk(chunk(
+            text,
+            message.map(thought_id),
+        ))),
+        _ => None,
+    }
+}
+
+/// The update for an event, or `None` for events that are not updates (turn end, the start
+/// of a message).
 pub fn session_update(event: EngineEvent) -> Option<SessionUpdate> {
     Some(match event {
-        EngineEvent::AgentText(text) => {
-            SessionUpdate::AgentMessageChunk(ContentChunk::new(text_block(text)))
-        }
-        EngineEvent::AgentThought(text) => {
-            SessionUpdate::AgentThoughtChunk(ContentChunk::new(text_block(text)))
+        EngineEvent::MessageStarts(_) => return None,
+        chunk @ (EngineEvent::AgentText(_) | EngineEvent::AgentThought(_)) => {
+            return agent_chunk(chunk, None);
         }
         EngineEvent::ToolCallStarted { id, name, kind } => SessionUpdate::ToolCall(
             ToolCall::new(id, name.clone())
@@ -71,7 +93,7 @@ pub fn session_update(event: EngineEvent) -> Option<SessionUpdate> {
         ),
         EngineEvent::TurnFinished { .. }
         | EngineEvent::ClientRequest(_)
-        | EngineEvent::Steered(_)
+        | EngineEvent::Steered(..)
         | EngineEvent::Compaction(_)
         | EngineEvent::CommandsChanged
         | EngineEvent::Subagent(_)

@@ -189,10 +189,14 @@ impl PartialEq for Signal {
 /// One thing that happened in a session.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EngineEvent {
+    /// The answer of the next model call is this message (its chunks carry this id, and so
+    /// does its record entry).
+    MessageStarts(String),
     /// A piece of the answer, as it streams.
     AgentText(String),
     /// A message the client steered into the running turn, where it entered.
-    Steered(Vec<talaria_record::InputBlock>),
+    /// (Its record entry, which names it as a message, and what the client sent.)
+    Steered(talaria_record::EntryId, Vec<talaria_record::InputBlock>),
     /// A piece of the model's reasoning, as it streams.
     AgentThought(String),
     /// The model made a tool call; it waits for the policy, the user, or its turn.

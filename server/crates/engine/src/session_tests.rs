@@ -137,6 +137,16 @@ fn tool_results(transcript: &Transcript) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The next event, past a model call's message id.
+async fn next_shown(rx: &mut mpsc::Receiver<EngineEvent>) -> Option<EngineEvent> {
+    loop {
+        match rx.recv().await {
+            Some(EngineEvent::MessageStarts(_)) => continue,
+            other => return other,
+        }
+    }
+}
+
 async fn finish_of(
     rx: &mut mpsc::Receiver<EngineEvent>,
     turn: u64,
@@ -154,8 +164,12 @@ async fn finish_of(
             assert_eq!(*t, TurnId::from(turn), "turns finish in order");
             return (seen, outcome.clone());
         }
-        // Titles come after a first turn; tests of titles look for them directly.
-        if matches!(event, EngineEvent::SessionTitle(_)) {
+        // Titles come after a first turn; tests of titles look for them directly. Each
+        // model call's message id is checked by the edge's tests.
+        if matches!(
+            event,
+            EngineEvent::SessionTitle(_) | EngineEvent::MessageStarts(_)
+        ) {
             continue;
         }
         seen.push(event);
@@ -214,7 +228,7 @@ async fn cancel_ends_the_running_turn_and_the_queue_but_not_later_prompts() {
         )
         .expect("queued");
     assert_eq!(
-        rx.recv().await,
+        next_shown(&mut rx).await,
         Some(EngineEvent::AgentText("partial".into()))
     );
     session.cancel();
@@ -262,7 +276,7 @@ async fn a_withdrawn_request_ends_its_own_prompt_only() {
         .prompt(TurnId::from(3), CancellationToken::new(), say("stays"))
         .expect("queued");
     assert_eq!(
-        rx.recv().await,
+        next_shown(&mut rx).await,
         Some(EngineEvent::AgentText("partial".into()))
     );
     second.cancel();

@@ -60,11 +60,11 @@ pub(crate) async fn record_steers(
         any = true;
         for steer in steers {
             let shown = steer.blocks.clone();
-            history.push(EntryBody::User {
+            let entry = history.push(EntryBody::User {
                 input: steer.blocks,
                 model_view: steer.model_view,
             });
-            let _ = events.send(EngineEvent::Steered(shown)).await;
+            let _ = events.send(EngineEvent::Steered(entry, shown)).await;
         }
     }
 }
@@ -78,6 +78,8 @@ struct Called {
     /// How much of the streamed answer the chat has seen, when text was held back while
     /// it might be a call written as text (the held copy itself is gone by then).
     shown: Option<usize>,
+    /// The id of the message the answer is (`EngineEvent::MessageStarts`).
+    message_id: String,
 }
 
 /// What follows a recorded answer.
@@ -182,25 +184,24 @@ impl Turn<'_> {
         let mut failures: HashMap<(String, String), u32> = HashMap::new();
         let mut nudged = false;
         let mut handed_over = false;
+        let mut last_message = String::new();
         for _ in 0..self.limits.max_requests {
             // A turn never runs far ahead of the disk.
             if let Some(journal) = self.journal.as_deref() {
                 journal.room().await;
             }
             self.take_steers().await;
-            self.caller.steer_cut = Some(self.steering.arm(self.cancel));
-            let called = self.model_call(&tools).await;
-            self.steering.disarm();
-            self.caller.steer_cut = None;
+            let called = self.model_call(&tools, &mut last_message).await;
+            let seen = (called.shown, called.message_id);
             let answer = match called.result.map_err(TurnError::Model)? {
                 CallResult::Cancelled { text } if self.cancel.is_cancelled() => {
-                    self.keep_cancelled(called.shown, text).await;
+                    self.keep_cancelled(seen, text).await;
                     return Ok(StopReason::Cancelled);
                 }
                 CallResult::Cancelled { text } => {
                     // A steer ended the request: what streamed stays, and the next request
                     // carries the steer.
-                    self.keep_cancelled(called.shown, text).await;
+                    self.keep_cancelled(seen, text).await;
                     self.save();
                     continue;
                 }
@@ -208,7 +209,7 @@ impl Turn<'_> {
             };
             let nudge_allowed = !nudged && !tools.is_empty();
             let next = self
-                .record_answer(answer, called.shown, &tools, nudge_allowed)
+                .record_answer(answer, seen, &tools, nudge_allowed)
                 .await;
             let (tool_calls, unrun) = match next {
                 Next::Nudged => {
@@ -248,7 +249,12 @@ impl Turn<'_> {
     /// One model call of the turn: its notices are recorded, and the cards of calls the
     /// final answer does not make (an abandoned or failed answer) are closed, so none stays
     /// pending.
-    async fn model_call(&mut self, tools: &[ToolSpec]) -> Called {
+    async fn model_call(&mut self, tools: &[ToolSpec], last_message: &mut String) -> Called {
+        let message_id = self.message_id(last_message);
+        let _ = self
+            .events
+            .send(EngineEvent::MessageStarts(message_id.clone()))
+            .await;
         let mut sink = ChatSink {
             events: self.events,
             session_id: &self.settings.id,
@@ -259,6 +265,8 @@ impl Turn<'_> {
             hold: (!tools.is_empty())
                 .then(|| TextHold::new(tools.iter().map(|t| t.name.clone()).collect())),
         };
+        // A steer may end the request: armed for this call only.
+        self.caller.steer_cut = Some(self.steering.arm(self.cancel));
         let result = self
             .caller
             .call(
@@ -268,6 +276,8 @@ impl Turn<'_> {
                 &mut sink,
             )
             .await;
+        self.steering.disarm();
+        self.caller.steer_cut = None;
         let (mut announced, shown) = (sink.announced, sink.hold.map(|hold| hold.shown()));
         for (level, text) in sink.notices {
             self.history.push(EntryBody::Notice {
@@ -297,7 +307,24 @@ impl Turn<'_> {
             result,
             announced,
             shown,
+            message_id,
         }
+    }
+
+    /// The id of the message the next model call answers with: named after the record entry
+    /// it will be (so a recording replayed, or a record loaded, names it the same), and told
+    /// apart from the previous call's when that call recorded nothing.
+    fn message_id(&self, last_message: &mut String) -> String {
+        let mut id = format!("agent-{}", self.history.last_id() + 1);
+        if id == *last_message || last_message.starts_with(&format!("{id}.")) {
+            let again = last_message
+                .rsplit_once('.')
+                .and_then(|(_, n)| n.parse::<u32>().ok())
+                .map_or(2, |n| n + 1);
+            id = format!("{id}.{again}");
+        }
+        last_message.clone_from(&id);
+        id
     }
 
     /// The plan the model gave in plan mode, handed to the user; `true` when the user chose
@@ -342,12 +369,14 @@ impl Turn<'_> {
     }
 
     /// A cancelled answer keeps the text already shown.
-    async fn keep_cancelled(&mut self, shown: Option<usize>, mut text: String) {
+    async fn keep_cancelled(&mut self, seen: (Option<usize>, String), mut text: String) {
+        let (shown, message_id) = seen;
         text.shrink_to_fit();
         self.show_held(shown, &text, text.len()).await;
         if !text.is_empty() {
             self.history.push(EntryBody::Assistant(AssistantEntry {
                 text,
+                message_id: Some(message_id),
                 ..AssistantEntry::default()
             }));
         }
@@ -358,7 +387,7 @@ impl Turn<'_> {
     async fn record_answer(
         &mut self,
         answer: Answer,
-        shown: Option<usize>,
+        (shown, message_id): (Option<usize>, String),
         tools: &[ToolSpec],
         nudge_allowed: bool,
     ) -> Next {
@@ -385,6 +414,7 @@ impl Turn<'_> {
             }),
             tool_calls: tool_calls.clone(),
             model: Some(answer.model),
+            message_id: Some(message_id),
         }));
         self.save();
         if let Some((instruction, message)) = nudge {

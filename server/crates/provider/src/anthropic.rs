@@ -528,6 +528,7 @@ mod tests {
                     arguments: "{\"path\":\"a\"}".into(),
                 }],
                 model: None,
+                message_id: None,
             },
         ));
         transcript.push(result("t1", "read_file", "data"));

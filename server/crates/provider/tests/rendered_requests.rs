@@ -37,6 +37,7 @@ fn record() -> Transcript {
             },
         ],
         model: Some("m".into()),
+        message_id: None,
     }));
     t.push(result("call_b", "read_file", "1|fn b() {}"));
     t.push(result("call_a", "read_file", "1|fn a() {}"));

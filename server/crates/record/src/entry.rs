@@ -107,6 +107,9 @@ pub struct AssistantEntry {
     /// The model that answered (`provider/model` label).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The id its chunks carried to the client (`messageId`), so a replay shows the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
 }
 
 /// How a tool call ended.

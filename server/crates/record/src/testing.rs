@@ -29,6 +29,7 @@ pub fn assistant(text: &str, calls: &[(&str, &str, &str)]) -> EntryBody {
             })
             .collect(),
         model: None,
+        message_id: None,
     })
 }
 

@@ -66,6 +66,7 @@ pub(crate) fn with_tools_in_prompt(transcript: &Transcript, tools: &[ToolSpec]) 
                     reasoning: assistant.reasoning.clone(),
                     tool_calls: Vec::new(),
                     model: assistant.model.clone(),
+                    message_id: assistant.message_id.clone(),
                 })
             }
             EntryBody::ToolResult(result) if open.remove(&result.call_id) => {
