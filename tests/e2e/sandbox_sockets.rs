@@ -28,7 +28,7 @@ fn open_greeter(path: &Path) {
 }
 
 /// Runs `commands` as one turn of terminal calls; returns each call's result.
-async fn results_of(env: &mut TestEnv, commands: &[String]) -> Vec<String> {
+pub(crate) async fn results_of(env: &mut TestEnv, commands: &[String]) -> Vec<String> {
     for (i, command) in commands.iter().enumerate() {
         env.mock.push(MockReply::tool_call(
             &format!("s{i}"),

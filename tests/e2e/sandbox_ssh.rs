@@ -8,10 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::sandbox_doors::{run_turn, yolo_env};
+use crate::sandbox_doors::yolo_env;
+use crate::sandbox_sockets::results_of;
 use crate::support::*;
-use serde_json::json;
-use talaria_harness::MockReply;
 
 const SSHD: &str = "/usr/sbin/sshd";
 
@@ -78,37 +77,12 @@ impl Server {
         server
     }
 
-    /// `ssh` to the server with the test's key and no host checks.
     fn ssh(&self) -> Command {
-        let mut ssh = Command::new("ssh");
-        ssh.args([
-            "-F",
-            "/dev/null",
-            "-o",
-            "BatchMode=yes",
-            "-o",
-            "StrictHostKeyChecking=no",
-            "-o",
-            "UserKnownHostsFile=/dev/null",
-            "-o",
-            "LogLevel=ERROR",
-            "-i",
-        ])
-        .arg(self.dir.path().join("id"))
-        .args(["-p", &self.port.to_string()]);
-        ssh
+        ssh_to(self.dir.path(), self.port)
     }
 
-    /// A master connection whose control socket is `control` (it stays in the background).
     fn master(&self, control: &Path) {
-        let made = self
-            .ssh()
-            .args(["-M", "-N", "-f", "-o", "ControlPersist=60", "-S"])
-            .arg(control)
-            .arg("127.0.0.1")
-            .status()
-            .expect("ssh -M");
-        assert!(made.success(), "the master connection");
+        master(self.dir.path(), self.port, control);
     }
 
     /// Ends a master connection.
@@ -121,6 +95,38 @@ impl Server {
             .stderr(Stdio::null())
             .status();
     }
+}
+
+/// `ssh` to the server on `port` with the test's key (in `keys`) and no host checks.
+fn ssh_to(keys: &Path, port: u16) -> Command {
+    let mut ssh = Command::new("ssh");
+    ssh.args([
+        "-F",
+        "/dev/null",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "StrictHostKeyChecking=no",
+        "-o",
+        "UserKnownHostsFile=/dev/null",
+        "-o",
+        "LogLevel=ERROR",
+        "-i",
+    ])
+    .arg(keys.join("id"))
+    .args(["-p", &port.to_string()]);
+    ssh
+}
+
+/// A master connection whose control socket is `control` (it stays in the background).
+fn master(keys: &Path, port: u16, control: &Path) {
+    let made = ssh_to(keys, port)
+        .args(["-M", "-N", "-f", "-o", "ControlPersist=60", "-S"])
+        .arg(control)
+        .arg("127.0.0.1")
+        .status()
+        .expect("ssh -M");
+    assert!(made.success(), "the master connection");
 }
 
 impl Drop for Server {
@@ -139,27 +145,6 @@ fn through_the_master(control: &Path, port: u16, marker: &Path) -> String {
         control = control.display(),
         marker = marker.display()
     )
-}
-
-async fn results_of(env: &mut TestEnv, commands: &[String]) -> Vec<String> {
-    for (i, command) in commands.iter().enumerate() {
-        env.mock.push(MockReply::tool_call(
-            &format!("s{i}"),
-            "terminal",
-            json!({ "command": command }),
-        ));
-    }
-    env.mock.push(MockReply::text(&["done"]));
-    let (mut agent, session) = env.session().await;
-    run_turn(&mut agent, &session).await;
-    (1..=commands.len())
-        .map(|i| {
-            tool_results(&env.mock, i)
-                .last()
-                .cloned()
-                .unwrap_or_default()
-        })
-        .collect()
 }
 
 #[tokio::test]
@@ -195,33 +180,7 @@ async fn a_controlmaster_socket_is_out_of_a_commands_reach_however_early_or_late
     // The late master is made once the command has started; the command waits for it.
     let late_master = {
         let (late, server_port, dir) = (late.clone(), server.port, server.dir.path().to_path_buf());
-        once_started(started.clone(), move || {
-            let made = Command::new("ssh")
-                .args([
-                    "-F",
-                    "/dev/null",
-                    "-o",
-                    "BatchMode=yes",
-                    "-o",
-                    "StrictHostKeyChecking=no",
-                    "-o",
-                    "UserKnownHostsFile=/dev/null",
-                    "-o",
-                    "LogLevel=ERROR",
-                    "-M",
-                    "-N",
-                    "-f",
-                    "-o",
-                    "ControlPersist=60",
-                    "-i",
-                ])
-                .arg(dir.join("id"))
-                .args(["-p", &server_port.to_string(), "-S"])
-                .arg(&late)
-                .arg("127.0.0.1")
-                .status();
-            assert!(made.is_ok_and(|s| s.success()), "the late master");
-        })
+        once_started(started.clone(), move || master(&dir, server_port, &late))
     };
     let late_command = format!(
         "touch started; for i in $(seq 50); do [ -S {late} ] && break; sleep 0.1; done; \

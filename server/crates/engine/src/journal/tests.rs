@@ -576,21 +576,45 @@ async fn adopted_writes_are_in_the_sessions_view_while_the_store_still_refuses()
     accepted_within(&healthy, &[1, 2, 3], Duration::from_secs(10)).await;
 }
 
-#[tokio::test]
-async fn a_long_outage_keeps_waiting_bodies_in_the_spool_not_in_memory() {
-    let dir = tempfile::tempdir().expect("dir");
+/// A long outage: session `s` of a spooling journal (in `dir`) on a store that refuses every
+/// write has `turns` turns of `answer` waiting.
+struct Outage {
+    store: Arc<Flaky>,
+    journal: Journal,
+    session: SessionJournal,
+    transcript: Transcript,
+}
+
+async fn outage(dir: &std::path::Path, turns: usize, answer: &str) -> Outage {
     let store = Arc::new(Flaky::default());
     store.failing.store(true, Ordering::Release);
-    let journal = spooled_journal(&store, dir.path());
+    let journal = spooled_journal(&store, dir);
     let mut session = SessionJournal::new(journal.clone(), "s", 0);
     let mut transcript = Transcript::with_system("sys");
-    // 48 MB of answers while the store refuses every write.
-    let answer = "a long answer line\n".repeat(50_000);
-    for turn in 0..48 {
+    for turn in 0..turns {
         transcript.push(user(&format!("turn {turn}\n{answer}")));
         session.save(&mut transcript);
     }
     assert!(session.committed().await.unsaved > 0);
+    Outage {
+        store,
+        journal,
+        session,
+        transcript,
+    }
+}
+
+#[tokio::test]
+async fn a_long_outage_keeps_waiting_bodies_in_the_spool_not_in_memory() {
+    let dir = tempfile::tempdir().expect("dir");
+    // 48 MB of answers while the store refuses every write.
+    let answer = "a long answer line\n".repeat(50_000);
+    let Outage {
+        store,
+        journal,
+        session,
+        transcript,
+    } = outage(dir.path(), 48, &answer).await;
     let waiting = journal.waiting("s");
     assert_eq!(waiting.entries.len(), 49, "every entry waits, in the view");
     let total: usize = waiting.entries.iter().map(|e| e.body.len()).sum();
@@ -661,17 +685,13 @@ async fn bodies_kept_by_the_spool_alone_are_written_by_the_next_process_after_an
 #[tokio::test]
 async fn a_view_read_before_the_heal_still_reads_its_spilled_bodies_after_it() {
     let dir = tempfile::tempdir().expect("dir");
-    let store = Arc::new(Flaky::default());
-    store.failing.store(true, Ordering::Release);
-    let journal = spooled_journal(&store, dir.path());
-    let mut session = SessionJournal::new(journal.clone(), "s", 0);
-    let mut transcript = Transcript::with_system("sys");
     let answer = "read after the heal\n".repeat(60_000);
-    for turn in 0..12 {
-        transcript.push(user(&format!("turn {turn}\n{answer}")));
-        session.save(&mut transcript);
-    }
-    assert!(session.committed().await.unsaved > 0);
+    let Outage {
+        store,
+        journal,
+        session,
+        transcript,
+    } = outage(dir.path(), 12, &answer).await;
     let before = journal.waiting("s");
     assert!(before.entries.iter().any(|e| !e.body.is_held()), "spilled");
     store.failing.store(false, Ordering::Release);
