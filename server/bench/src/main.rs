@@ -103,6 +103,29 @@ impl Env {
             ("TALARIA_TITLES".into(), "off".into()),
         ]
     }
+
+    /// The variables with `TALARIA_HOME` at `home` instead.
+    fn vars_with_home(&self, home: &std::path::Path) -> Vec<(String, String)> {
+        let mut vars = self.vars();
+        for (key, value) in &mut vars {
+            if key == "TALARIA_HOME" {
+                *value = home.display().to_string();
+            }
+        }
+        vars
+    }
+
+    /// Scripts an answer of `pieces` deltas of `piece_bytes` each (a space ends each).
+    fn push_answer(&self, piece_bytes: usize, pieces: usize) {
+        let piece = "x".repeat(piece_bytes.saturating_sub(1)) + " ";
+        self.mock.push(MockReply::Text {
+            chunks: vec![piece; pieces],
+            reasoning: Vec::new(),
+            delay_ms: 0,
+            usage: None,
+            finish_reason: None,
+        });
+    }
 }
 
 fn median(values: &mut [f64]) -> (f64, f64) {
@@ -562,14 +585,7 @@ async fn large_answer(
     cwd: &std::path::Path,
 ) -> anyhow::Result<StreamFigures> {
     let large = 50 * 1024;
-    let kilobyte = "x".repeat(1023) + " ";
-    env.mock.push(MockReply::Text {
-        chunks: vec![kilobyte; large],
-        reasoning: Vec::new(),
-        delay_ms: 0,
-        usage: None,
-        finish_reason: None,
-    });
+    env.push_answer(1024, large);
     stream_throughput(&options.agent, vars, cwd, large).await
 }
 
@@ -624,12 +640,7 @@ async fn print_answer_shape_figures(
 async fn print_session_figures(options: &Options, env: &Env) -> anyhow::Result<()> {
     let sessions_home = tempfile::tempdir()?;
     let sessions_workspace = tempfile::tempdir()?;
-    let mut vars = env.vars();
-    for (key, value) in &mut vars {
-        if key == "TALARIA_HOME" {
-            *value = sessions_home.path().display().to_string();
-        }
-    }
+    let vars = env.vars_with_home(sessions_home.path());
     let sessions = sessions::measure(
         &options.agent,
         &vars,

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use serde_json::json;
-use talaria_harness::MockReply;
 
 use super::{Env, PrivateMemory, RawSession, private_memory};
 
@@ -32,20 +31,8 @@ async fn answered(agent: &Path, env: &Env, locked: bool) -> anyhow::Result<Priva
     use tokio::io::AsyncWriteExt;
     let home = tempfile::tempdir()?;
     let cwd = tempfile::tempdir()?;
-    let mut vars = env.vars();
-    for (key, value) in &mut vars {
-        if key == "TALARIA_HOME" {
-            *value = home.path().display().to_string();
-        }
-    }
-    let megabyte = "y".repeat((1 << 20) - 1) + " ";
-    env.mock.push(MockReply::Text {
-        chunks: vec![megabyte; ANSWER_MB],
-        reasoning: Vec::new(),
-        delay_ms: 0,
-        usage: None,
-        finish_reason: None,
-    });
+    let vars = env.vars_with_home(home.path());
+    env.push_answer(1 << 20, ANSWER_MB);
     let mut session = RawSession::start(agent, &vars, cwd.path()).await?;
     let lock = if locked {
         Some(LockHolder::take(&home.path().join("state.db"))?)
