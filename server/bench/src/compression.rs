@@ -42,6 +42,7 @@ fn result(id: &str, tool: &str, input: serde_json::Value, text: String) -> Entry
                 DisplayKind::Read
             },
         )),
+        changes: Vec::new(),
     }))
 }
 

@@ -103,7 +103,8 @@ fn entry_updates(
         | EntryBody::ModeChanged { .. }
         | EntryBody::ModelChanged { .. }
         | EntryBody::Summary { .. }
-        | EntryBody::Nudge { .. } => {}
+        | EntryBody::Nudge { .. }
+        | EntryBody::Rewound { .. } => {}
     }
     out
 }

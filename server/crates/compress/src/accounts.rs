@@ -133,6 +133,7 @@ mod tests {
             model_text: text.into(),
             images: Vec::new(),
             effects: Some(talaria_record::ToolEffects::of_display_kind(kind)),
+            changes: Vec::new(),
         }
     }
 

@@ -177,7 +177,8 @@ pub fn entry_tokens(entry: &Entry, counting: Counting) -> u32 {
         EntryBody::Notice { .. }
         | EntryBody::ModeChanged { .. }
         | EntryBody::ModelChanged { .. }
-        | EntryBody::Plan { .. } => return 0,
+        | EntryBody::Plan { .. }
+        | EntryBody::Rewound { .. } => return 0,
     };
     body.saturating_add(MESSAGE_OVERHEAD)
 }

@@ -269,6 +269,31 @@ pub struct ToolResultEntry {
     /// [`ToolResultEntry::effects`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub effects: Option<ToolEffects>,
+    /// The files the call changed, as its checkpoint kept them (a rewind puts them back).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<FileChange>,
+}
+
+/// One file a call changed: what it was before and after (`None`: it did not exist).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileChange {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<FileVersion>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<FileVersion>,
+}
+
+/// One version of a file, as a checkpoint kept it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileVersion {
+    /// The content's hash (`sha256:<hex>`), under which the content is kept; `None` when the
+    /// content was over the checkpoint's bound and was not kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash: Option<String>,
+    /// The file's permission bits.
+    pub mode: u32,
+    pub len: u64,
 }
 
 impl ToolResultEntry {
@@ -343,6 +368,12 @@ pub enum EntryBody {
     /// A turn that did not complete (failed, or the process stopped).
     Interrupted {
         reason: String,
+    },
+    /// The conversation was rewound: it goes on after entry `head` (0: right after the system
+    /// prompt). What followed `head` stays in the record, off the path, so a later rewind can
+    /// come back to it.
+    Rewound {
+        head: EntryId,
     },
     /// An instruction from Talaria itself within a turn (e.g. to act instead of announcing):
     /// the model reads it as a user message; clients are not shown it as the user's.

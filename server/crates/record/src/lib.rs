@@ -10,6 +10,7 @@
 //! [`Transcript::model_messages`] is the one place a transcript becomes the provider-neutral
 //! message list; [`validate`] states the invariants every provider relies on.
 
+mod branches;
 mod cut_off;
 mod entry;
 mod model_view;
@@ -20,9 +21,9 @@ mod validate;
 pub mod testing;
 
 pub use entry::{
-    AssistantEntry, DisplayContent, DisplayKind, Entry, EntryBody, EntryId, InputBlock,
-    NoticeLevel, PlanItem, Reasoning, ResultStatus, ToolCallRequest, ToolDisplay, ToolEffects,
-    ToolLocation, ToolResultEntry, UserPart,
+    AssistantEntry, DisplayContent, DisplayKind, Entry, EntryBody, EntryId, FileChange,
+    FileVersion, InputBlock, NoticeLevel, PlanItem, Reasoning, ResultStatus, ToolCallRequest,
+    ToolDisplay, ToolEffects, ToolLocation, ToolResultEntry, UserPart,
 };
 pub use model_view::{CUT_OFF, ModelMessage, TOOL_IMAGES_NOTE};
 pub use transcript::{RECORD_VERSION, RecordError, Transcript};

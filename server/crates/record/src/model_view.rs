@@ -201,7 +201,8 @@ impl<'a> Renderer<'a> {
             | EntryBody::ModeChanged { .. }
             | EntryBody::ModelChanged { .. }
             | EntryBody::Plan { .. }
-            | EntryBody::Summary { .. } => {}
+            | EntryBody::Summary { .. }
+            | EntryBody::Rewound { .. } => {}
         }
     }
 }

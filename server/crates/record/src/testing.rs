@@ -50,6 +50,7 @@ pub fn result(call_id: &str, tool: &str, text: &str) -> EntryBody {
         model_text: text.into(),
         images: Vec::new(),
         effects: None,
+        changes: Vec::new(),
     }))
 }
 

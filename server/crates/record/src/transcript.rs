@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::branches;
 use crate::entry::{
     DisplayContent, DisplayKind, Entry, EntryBody, EntryId, ResultStatus, ToolCallRequest,
     ToolDisplay, ToolResultEntry,
@@ -27,7 +28,11 @@ pub enum RecordError {
 pub struct Transcript {
     version: u32,
     next_id: EntryId,
+    /// The path: the conversation as it stands, in order.
     entries: Vec<Entry>,
+    /// What rewinds left off the path (cut turns and the rewind markers), in id order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    off_path: Vec<Entry>,
     /// Entries changed in place since a journal last took them (not serialized).
     #[serde(skip)]
     rewritten: Vec<EntryId>,
@@ -52,21 +57,88 @@ impl Transcript {
             version: RECORD_VERSION,
             next_id: 1,
             entries: Vec::new(),
+            off_path: Vec::new(),
             rewritten: Vec::new(),
         }
     }
 
-    /// A record rebuilt from stored entries (in id order); new entries continue after the
-    /// highest id.
-    pub fn from_entries(mut entries: Vec<Entry>) -> Self {
-        entries.sort_by_key(|e| e.id);
-        let next_id = entries.last().map_or(1, |e| e.id + 1);
+    /// A record rebuilt from stored entries (any order, rewinds' branches included); new
+    /// entries continue after the highest id.
+    pub fn from_entries(entries: Vec<Entry>) -> Self {
+        let next_id = entries.iter().map(|e| e.id).max().map_or(1, |id| id + 1);
+        let (entries, off_path) = branches::split_path(entries);
         Self {
             version: RECORD_VERSION,
             next_id,
             entries,
+            off_path,
             rewritten: Vec::new(),
         }
+    }
+
+    /// Every entry of the record, on the path or off it, in id order (what a store keeps).
+    pub fn all_entries(&self) -> Vec<&Entry> {
+        let mut all: Vec<&Entry> = self.entries.iter().chain(&self.off_path).collect();
+        all.sort_by_key(|e| e.id);
+        all
+    }
+
+    /// What rewinds left off the path, in id order.
+    pub fn off_path(&self) -> &[Entry] {
+        &self.off_path
+    }
+
+    /// The entry `id` follows in its branch (0: the start); `None` for a marker, the system
+    /// prompt or an unknown id.
+    pub fn parent_of(&self, id: EntryId) -> Option<EntryId> {
+        let all: Vec<Entry> = self.all_entries().into_iter().cloned().collect();
+        branches::Lineage::of(&all).parent(id)
+    }
+
+    /// The last entry of the turn `id` is in, along its branch: the entries that follow it
+    /// up to the next user message.
+    pub fn turn_end_of(&self, id: EntryId) -> EntryId {
+        let all: Vec<Entry> = self.all_entries().into_iter().cloned().collect();
+        let lineage = branches::Lineage::of(&all);
+        let is_user = |id: EntryId| {
+            all.iter()
+                .any(|e| e.id == id && matches!(e.body, EntryBody::User { .. }))
+        };
+        let mut at = id;
+        while let Some(next) = lineage.children(at).into_iter().find(|c| !is_user(*c)) {
+            at = next;
+        }
+        at
+    }
+
+    /// Moves the conversation back: it goes on after entry `head` (0: right after the system
+    /// prompt), and what followed stays off the path. `head` may be off the path (a rewind
+    /// back to a branch an earlier rewind left). Returns the ids that left the path, in
+    /// order.
+    pub fn rewind_to(&mut self, head: EntryId) -> Vec<EntryId> {
+        let before: Vec<EntryId> = self.entries.iter().map(|e| e.id).collect();
+        let mut all = std::mem::take(&mut self.entries);
+        all.append(&mut self.off_path);
+        let id = self.next_id;
+        self.next_id += 1;
+        all.push(Entry {
+            id,
+            at_ms: now_ms(),
+            compacted: false,
+            body: EntryBody::Rewound { head },
+        });
+        let (mut path, off_path) = branches::split_path(all);
+        for changed in branches::match_compaction(&mut path, &off_path) {
+            self.mark_rewritten(changed);
+        }
+        self.entries = path;
+        self.off_path = off_path;
+        let on_path: std::collections::HashSet<EntryId> =
+            self.entries.iter().map(|e| e.id).collect();
+        before
+            .into_iter()
+            .filter(|id| !on_path.contains(id))
+            .collect()
     }
 
     /// Notes that an entry was changed in place (compaction), so a journal saves it again.
@@ -81,15 +153,28 @@ impl Transcript {
         let ids = std::mem::take(&mut self.rewritten);
         self.entries
             .iter()
+            .chain(&self.off_path)
             .filter(|e| ids.contains(&e.id))
             .cloned()
             .collect()
     }
 
-    /// Entries with ids above `id` (what a journal has not saved yet).
+    /// Entries on the path with ids above `id`.
     pub fn entries_after(&self, id: EntryId) -> &[Entry] {
         let start = self.entries.partition_point(|e| e.id <= id);
         &self.entries[start..]
+    }
+
+    /// Every entry with an id above `id`, on the path or off it, in id order (what a journal
+    /// has not saved yet).
+    pub fn all_after(&self, id: EntryId) -> Vec<&Entry> {
+        let mut after: Vec<&Entry> = self.entries_after(id).iter().collect();
+        let start = self.off_path.partition_point(|e| e.id <= id);
+        if start < self.off_path.len() {
+            after.extend(&self.off_path[start..]);
+            after.sort_by_key(|e| e.id);
+        }
+        after
     }
 
     /// The highest id so far (0 when empty).
@@ -265,6 +350,7 @@ impl Transcript {
                 model_text: model_view::INTERRUPTED_RESULT.into(),
                 images: Vec::new(),
                 effects: None,
+                changes: Vec::new(),
             })));
         }
         self.push(EntryBody::Interrupted {

@@ -57,6 +57,7 @@ pub(crate) fn kind_of(body: &EntryBody) -> &'static str {
         EntryBody::Summary { .. } => "summary",
         EntryBody::Interrupted { .. } => "interrupted",
         EntryBody::Nudge { .. } => "nudge",
+        EntryBody::Rewound { .. } => "rewound",
     }
 }
 

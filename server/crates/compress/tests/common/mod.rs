@@ -38,6 +38,7 @@ pub fn tool_result(
         model_text: text.into(),
         images: Vec::new(),
         effects: Some(talaria_record::ToolEffects::of_display_kind(kind_of(tool))),
+        changes: Vec::new(),
     }))
 }
 

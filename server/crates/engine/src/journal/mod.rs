@@ -442,11 +442,11 @@ impl SessionJournal {
         if !stored.is_empty() {
             self.journal.append(&self.session_id, stored);
         }
-        let added = transcript.entries_after(self.saved);
+        let added = transcript.all_after(self.saved);
         if added.is_empty() {
             return;
         }
-        let new: Vec<EncodedEntry> = added.iter().filter_map(|e| self.encoded(e)).collect();
+        let new: Vec<EncodedEntry> = added.into_iter().filter_map(|e| self.encoded(e)).collect();
         let last = transcript.last_id();
         if self.journal.append(&self.session_id, new) {
             self.saved = last;

@@ -120,8 +120,8 @@ fn overlaid(
         return Ok((meta, transcript));
     }
     let mut entries: BTreeMap<EntryId, Entry> = transcript
-        .entries()
-        .iter()
+        .all_entries()
+        .into_iter()
         .map(|e| (e.id, e.clone()))
         .collect();
     for waiting in before.entries.iter().chain(&after.entries) {

@@ -71,6 +71,7 @@ impl Orchestrator<'_> {
             model_text,
             images,
             effects: Some(recorded_effects(&call.effects)),
+            changes: Vec::new(),
         }
     }
 }
