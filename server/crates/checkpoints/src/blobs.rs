@@ -1,0 +1,296 @@
+//! The content store beside the session store: file contents kept once by hash, each held by
+//! a hard link per session that needs it.
+//!
+//! Layout under `$TALARIA_HOME/checkpoints/`:
+//! - `sessions/<session>/<hex>`: the contents a session's checkpoints name. These links are
+//!   what keeps a content: deleting a session's directory drops its references, and a
+//!   restore reads only from here.
+//! - `blobs/<hex>`: one link per content, so a second session (or process) that keeps the
+//!   same bytes links instead of writing them again. A blob whose only link is this one
+//!   belongs to no session and is removed when a session is pruned or a store opens.
+//! - `pending/<process>/<hex>`: what a process read before a command ran (the workspace's
+//!   baseline), not yet named by any checkpoint. It goes with its process; a process that
+//!   died leaves a directory whose lock nobody holds, and the next store to open removes it.
+//!
+//! Every name is a link to the same inode, so no race between a session being pruned and
+//! another one keeping the same content can lose bytes: a link that exists keeps them.
+
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+/// The prefix of a content hash as the record names it.
+pub const HASH_PREFIX: &str = "sha256:";
+
+/// The hash a content is kept under (`sha256:<hex>`).
+pub fn hash_of(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut hex = String::with_capacity(HASH_PREFIX.len() + 64);
+    hex.push_str(HASH_PREFIX);
+    for byte in digest {
+        hex.push_str(&format!("{byte:02x}"));
+    }
+    hex
+}
+
+/// The file name of a hash (its hex digits), or `None` for anything that is not one (a
+/// hash read from a record never names a path outside the store).
+fn file_name(hash: &str) -> Option<&str> {
+    let hex = hash.strip_prefix(HASH_PREFIX)?;
+    (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then_some(hex)
+}
+
+/// A session id as a directory name: anything but a plain name is refused.
+fn session_dir_name(session: &str) -> io::Result<&str> {
+    let plain = !session.is_empty()
+        && session.len() <= 200
+        && session
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+        && session != "."
+        && session != "..";
+    if plain {
+        Ok(session)
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{session:?} is not a session id the checkpoint store can keep"),
+        ))
+    }
+}
+
+/// The content store of one Talaria home, as one process uses it.
+#[derive(Debug)]
+pub struct BlobStore {
+    root: PathBuf,
+    pending: PathBuf,
+    /// Held for the life of the process: a pending directory whose lock is free is a dead
+    /// process's.
+    _pending_lock: File,
+}
+
+impl BlobStore {
+    /// Opens (creating) the store under `home/checkpoints`, with a pending directory of this
+    /// process's own; removes what dead processes left pending and blobs no session holds.
+    pub fn open(home: &Path) -> io::Result<Self> {
+        let root = home.join("checkpoints");
+        for dir in ["blobs", "sessions", "pending"] {
+            fs::create_dir_all(root.join(dir))?;
+        }
+        talaria_util::private::private_dir(&root)?;
+        sweep_dead_pending(&root.join("pending"));
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let pending = root
+            .join("pending")
+            .join(format!("{}-{nanos}", std::process::id()));
+        fs::create_dir_all(&pending)?;
+        let lock = File::create(pending.join(".lock"))?;
+        lock.try_lock()
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        let store = Self {
+            root,
+            pending,
+            _pending_lock: lock,
+        };
+        store.sweep_unheld_blobs();
+        Ok(store)
+    }
+
+    fn session_dir(&self, session: &str) -> io::Result<PathBuf> {
+        Ok(self.root.join("sessions").join(session_dir_name(session)?))
+    }
+
+    fn blob_path(&self, name: &str) -> PathBuf {
+        self.root.join("blobs").join(name)
+    }
+
+    /// Keeps `bytes` for this process until a checkpoint names them ([`BlobStore::hold`]);
+    /// returns their hash. Bytes already kept are linked, not written again.
+    pub fn keep_pending(&self, bytes: &[u8]) -> io::Result<String> {
+        let hash = hash_of(bytes);
+        let name = file_name(&hash).unwrap_or_default().to_string();
+        let pending = self.pending.join(&name);
+        if pending.exists() {
+            return Ok(hash);
+        }
+        if fs::hard_link(self.blob_path(&name), &pending).is_ok() {
+            return Ok(hash);
+        }
+        write_new(&self.pending, &name, bytes)?;
+        Ok(hash)
+    }
+
+    /// Makes `session` hold the content `hash` (kept pending by this process, or held by
+    /// another session already).
+    pub fn hold(&self, session: &str, hash: &str) -> io::Result<()> {
+        let name = file_name(hash).ok_or_else(|| bad_hash(hash))?;
+        let dir = self.session_dir(session)?;
+        let held = dir.join(name);
+        if held.exists() {
+            return Ok(());
+        }
+        fs::create_dir_all(&dir)?;
+        let source = [self.pending.join(name), self.blob_path(name)]
+            .into_iter()
+            .find(|p| p.exists())
+            .ok_or_else(|| {
+                io::Error::new(io::ErrorKind::NotFound, format!("{hash} was not kept"))
+            })?;
+        link_allowing_existing(&source, &held)?;
+        // The shared name comes after the session's own, so a blob never appears unheld.
+        link_allowing_existing(&held, &self.blob_path(name))
+    }
+
+    /// The content `hash` as `session` holds it.
+    pub fn content(&self, session: &str, hash: &str) -> io::Result<Vec<u8>> {
+        let name = file_name(hash).ok_or_else(|| bad_hash(hash))?;
+        fs::read(self.session_dir(session)?.join(name))
+    }
+
+    /// Makes `to` hold everything `from` holds (a fork's copy of the record names the same
+    /// contents).
+    pub fn copy_holdings(&self, from: &str, to: &str) -> io::Result<()> {
+        let source = self.session_dir(from)?;
+        let Ok(entries) = fs::read_dir(&source) else {
+            return Ok(());
+        };
+        let target = self.session_dir(to)?;
+        fs::create_dir_all(&target)?;
+        for entry in entries.flatten() {
+            link_allowing_existing(&entry.path(), &target.join(entry.file_name()))?;
+        }
+        Ok(())
+    }
+
+    /// Drops everything `session` holds, and the blobs no other session holds.
+    pub fn prune_session(&self, session: &str) -> io::Result<()> {
+        let dir = self.session_dir(session)?;
+        let names: Vec<std::ffi::OsString> = match fs::read_dir(&dir) {
+            Ok(entries) => entries.flatten().map(|e| e.file_name()).collect(),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(error) => return Err(error),
+        };
+        fs::remove_dir_all(&dir)?;
+        for name in names {
+            remove_if_unheld(&self.root.join("blobs").join(name));
+        }
+        Ok(())
+    }
+
+    /// Removes blobs no session holds (left by a session pruned while a process still had
+    /// the content pending).
+    fn sweep_unheld_blobs(&self) {
+        if let Ok(entries) = fs::read_dir(self.root.join("blobs")) {
+            for entry in entries.flatten() {
+                remove_if_unheld(&entry.path());
+            }
+        }
+    }
+}
+
+impl Drop for BlobStore {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.pending);
+    }
+}
+
+fn bad_hash(hash: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("{hash:?} is not a content hash"),
+    )
+}
+
+/// A blob with no other link is no session's: removed.
+fn remove_if_unheld(path: &Path) {
+    if fs::symlink_metadata(path).is_ok_and(|m| m.nlink() == 1) {
+        let _ = fs::remove_file(path);
+    }
+}
+
+fn link_allowing_existing(source: &Path, target: &Path) -> io::Result<()> {
+    match fs::hard_link(source, target) {
+        Err(error) if error.kind() != io::ErrorKind::AlreadyExists => Err(error),
+        _ => Ok(()),
+    }
+}
+
+/// Writes `bytes` as `dir/name` whole or not at all (a temporary name, then a rename).
+fn write_new(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
+    let temporary = dir.join(format!(".{name}.part"));
+    let mut file = File::create(&temporary)?;
+    file.write_all(bytes)
+        .and_then(|()| fs::rename(&temporary, dir.join(name)))
+        .inspect_err(|_| {
+            let _ = fs::remove_file(&temporary);
+        })
+}
+
+/// Removes the pending directories of processes that are gone (their lock is free).
+fn sweep_dead_pending(pending: &Path) {
+    let Ok(entries) = fs::read_dir(pending) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        let free = File::open(dir.join(".lock")).is_ok_and(|lock| lock.try_lock().is_ok());
+        if free {
+            let _ = fs::remove_dir_all(&dir);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contents_are_kept_once_held_per_session_and_pruned_with_the_last_holder() {
+        let home = tempfile::tempdir().expect("home");
+        let store = BlobStore::open(home.path()).expect("opens");
+        let hash = store.keep_pending(b"before").expect("kept");
+        store.hold("s1", &hash).expect("held");
+        store.hold("s2", &hash).expect("held");
+        let blob = home
+            .path()
+            .join("checkpoints/blobs")
+            .join(file_name(&hash).expect("name"));
+        assert_eq!(fs::read(&blob).expect("one blob"), b"before");
+        store.prune_session("s1").expect("pruned");
+        assert_eq!(
+            store.content("s2", &hash).expect("s2 still has it"),
+            b"before"
+        );
+        drop(store);
+        let store = BlobStore::open(home.path()).expect("reopens");
+        assert!(blob.exists(), "s2 holds it");
+        store.prune_session("s2").expect("pruned");
+        assert!(!blob.exists(), "nobody holds it");
+    }
+
+    #[test]
+    fn a_dead_process_pending_contents_are_swept_and_a_live_one_is_not() {
+        let home = tempfile::tempdir().expect("home");
+        let live = BlobStore::open(home.path()).expect("opens");
+        live.keep_pending(b"live").expect("kept");
+        let dead = home.path().join("checkpoints/pending/1-1");
+        fs::create_dir_all(&dead).expect("dir");
+        File::create(dead.join(".lock")).expect("lock file");
+        let _second = BlobStore::open(home.path()).expect("opens");
+        assert!(!dead.exists());
+        assert!(live.pending.exists());
+    }
+
+    #[test]
+    fn a_hash_or_session_that_could_name_another_path_is_refused() {
+        let home = tempfile::tempdir().expect("home");
+        let store = BlobStore::open(home.path()).expect("opens");
+        assert!(store.content("s", "sha256:../../etc/passwd").is_err());
+        assert!(store.hold("../x", &hash_of(b"x")).is_err());
+    }
+}

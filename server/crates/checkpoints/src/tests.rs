@@ -1,0 +1,221 @@
+//! Checkpoints against a real workspace: what a command changes is found and put back byte
+//! for byte; a file changed by hand afterwards is left unless forced.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+
+use crate::{BlobStore, Bounds, Workspace, files_after, files_before, restore};
+
+fn sh(dir: &Path, script: &str) {
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .current_dir(dir)
+        .status()
+        .expect("sh runs");
+    assert!(status.success(), "{script}");
+}
+
+fn workspace(
+    bounds: Bounds,
+) -> (
+    tempfile::TempDir,
+    tempfile::TempDir,
+    Arc<BlobStore>,
+    Workspace,
+) {
+    let home = tempfile::tempdir().expect("home");
+    let work = tempfile::tempdir().expect("work");
+    let blobs = Arc::new(BlobStore::open(home.path()).expect("store"));
+    let space = Workspace::new(vec![work.path().to_path_buf()], blobs.clone(), bounds);
+    (home, work, blobs, space)
+}
+
+fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>, u32)> {
+    let mut files: Vec<_> = walk(dir)
+        .into_iter()
+        .map(|p| {
+            let meta = fs::metadata(&p).expect("meta");
+            (
+                p.strip_prefix(dir).expect("inside").display().to_string(),
+                fs::read(&p).expect("read"),
+                meta.permissions().mode() & 0o7777,
+            )
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir).expect("dir").flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+#[test]
+fn what_a_command_changes_is_found_and_put_back_byte_for_byte() {
+    let (_home, work, blobs, space) = workspace(Bounds::default());
+    let dir = work.path();
+    sh(
+        dir,
+        "mkdir -p src .git && printf 'a\\nb\\n' > src/a.txt && printf 'keep' > b.txt && \
+         printf 'gone' > c.txt && printf 'x' > run.sh && printf 'ignored/\\n' > .gitignore && \
+         mkdir ignored && printf 'i' > ignored/i && printf 'g' > .git/HEAD",
+    );
+    let before = snapshot(dir);
+    space.before_command();
+    sh(
+        dir,
+        "sed -i 's/a/A/' src/a.txt && mv b.txt moved.txt && rm c.txt && printf n > new.txt && \
+         chmod 755 run.sh && printf j > ignored/j && printf h > .git/HEAD",
+    );
+    let capture = space.after_command("s1");
+    let mut paths: Vec<String> = capture
+        .changes
+        .iter()
+        .map(|c| {
+            c.path
+                .strip_prefix(&format!("{}/", dir.display()))
+                .unwrap_or(&c.path)
+                .to_string()
+        })
+        .collect();
+    paths.sort();
+    assert_eq!(
+        paths,
+        [
+            "b.txt",
+            "c.txt",
+            "moved.txt",
+            "new.txt",
+            "run.sh",
+            "src/a.txt"
+        ]
+    );
+    assert!(capture.notes.is_empty());
+    let report = restore(&blobs, "s1", &capture.changes, false);
+    assert_eq!(report.restored.len(), 6, "{report:?}");
+    let mut after = snapshot(dir);
+    // What is ignored and the .git folder are never touched.
+    after.retain(|(p, _, _)| p != "ignored/j");
+    let mut expected = before;
+    expected.retain(|(p, _, _)| p != ".git/HEAD");
+    after.retain(|(p, _, _)| p != ".git/HEAD");
+    assert_eq!(after, expected);
+    assert_eq!(fs::read(dir.join(".git/HEAD")).expect("git"), b"h");
+}
+
+#[test]
+fn a_file_changed_by_hand_after_the_agent_is_skipped_unless_forced() {
+    let (_home, work, blobs, _space) = workspace(Bounds::default());
+    let file = work.path().join("f.txt");
+    fs::write(&file, "one").expect("write");
+    let paths = vec![file.clone()];
+    let bounds = Bounds::default();
+    let before = files_before(&blobs, &paths, &bounds);
+    fs::write(&file, "two").expect("the tool writes");
+    let first = files_after(&blobs, "s", before, &bounds);
+    let before = files_before(&blobs, &paths, &bounds);
+    fs::write(&file, "three").expect("the tool writes again");
+    let second = files_after(&blobs, "s", before, &bounds);
+    let changes: Vec<_> = first.changes.into_iter().chain(second.changes).collect();
+    fs::write(&file, "by hand").expect("the user edits");
+    let report = restore(&blobs, "s", &changes, false);
+    assert_eq!(report.skipped, vec![file.display().to_string()]);
+    assert_eq!(fs::read_to_string(&file).expect("read"), "by hand");
+    let forced = restore(&blobs, "s", &changes, true);
+    assert_eq!(forced.restored, vec![file.display().to_string()]);
+    assert_eq!(fs::read_to_string(&file).expect("read"), "one");
+}
+
+#[test]
+fn a_file_over_the_bound_is_noted_and_not_half_restored() {
+    let bounds = Bounds {
+        max_file_bytes: 8,
+        ..Bounds::default()
+    };
+    let (_home, work, blobs, space) = workspace(bounds);
+    let dir = work.path();
+    fs::write(dir.join("big"), "0123456789abcdef").expect("write");
+    fs::write(dir.join("small"), "s").expect("write");
+    space.before_command();
+    fs::write(dir.join("big"), "changed big file").expect("write");
+    fs::write(dir.join("small"), "t").expect("write");
+    let capture = space.after_command("s");
+    assert_eq!(capture.changes.len(), 2);
+    assert!(capture.notes[0].contains("big"), "{:?}", capture.notes);
+    let report = restore(&blobs, "s", &capture.changes, false);
+    assert_eq!(
+        report.restored,
+        vec![dir.join("small").display().to_string()]
+    );
+    assert_eq!(report.failed.len(), 1, "{report:?}");
+    assert_eq!(
+        fs::read_to_string(dir.join("big")).expect("read"),
+        "changed big file"
+    );
+}
+
+#[test]
+fn a_workspace_over_the_file_bound_says_commands_are_not_covered() {
+    let bounds = Bounds {
+        max_files: 3,
+        ..Bounds::default()
+    };
+    let (_home, work, _blobs, space) = workspace(bounds);
+    for n in 0..5 {
+        fs::write(work.path().join(format!("f{n}")), "x").expect("write");
+    }
+    space.before_command();
+    let capture = space.after_command("s");
+    assert!(capture.changes.is_empty());
+    assert!(capture.notes[0].contains("more than 3 files"));
+}
+
+#[test]
+fn a_write_that_fails_during_a_restore_names_the_file_and_leaves_it_whole() {
+    let (_home, work, blobs, space) = workspace(Bounds::default());
+    let dir = work.path();
+    fs::create_dir(dir.join("locked")).expect("dir");
+    fs::write(dir.join("locked/f"), "old").expect("write");
+    fs::write(dir.join("open"), "old").expect("write");
+    space.before_command();
+    fs::write(dir.join("locked/f"), "new").expect("write");
+    fs::write(dir.join("open"), "new").expect("write");
+    let capture = space.after_command("s");
+    fs::set_permissions(dir.join("locked"), fs::Permissions::from_mode(0o555)).expect("chmod");
+    let report = restore(&blobs, "s", &capture.changes, false);
+    fs::set_permissions(dir.join("locked"), fs::Permissions::from_mode(0o755)).expect("chmod");
+    if nix_is_root() {
+        return;
+    }
+    assert_eq!(
+        report.restored,
+        vec![dir.join("open").display().to_string()]
+    );
+    assert_eq!(
+        report.failed[0].0,
+        dir.join("locked/f").display().to_string()
+    );
+    assert_eq!(
+        fs::read_to_string(dir.join("locked/f")).expect("read"),
+        "new"
+    );
+    assert_eq!(fs::read_to_string(dir.join("open")).expect("read"), "old");
+}
+
+/// Root writes into a read-only folder anyway.
+fn nix_is_root() -> bool {
+    std::fs::metadata("/proc/self").is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+}
