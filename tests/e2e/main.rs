@@ -41,6 +41,7 @@ mod questions;
 mod record;
 mod replayed;
 mod replayed_turns;
+mod rewind;
 mod safety;
 mod salvage_crashes;
 mod sandbox;

@@ -139,9 +139,13 @@ pub fn initialize(request: &InitializeRequest, images: bool) -> InitializeRespon
 }
 
 /// The extensions Talaria speaks, as the peers advertise them (top-level `_meta`):
-/// `_session/steering`.
+/// `_session/steering`, `_session/rewind` (with Talaria's `restoreFiles`).
 fn extensions() -> talaria_protocol::acp::Meta {
     let mut meta = talaria_protocol::acp::Meta::new();
     meta.insert("steering".into(), serde_json::json!({"supported": true}));
+    meta.insert(
+        "sessionRewind".into(),
+        serde_json::json!({"supported": true, "restoreFiles": true}),
+    );
     meta
 }

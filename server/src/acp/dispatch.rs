@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use super::{
     Agent, Reply, capabilities, cassettes, client_bridge, config_error, load_config, providers,
-    server_window, settings, shutdown, steering, to_value,
+    rewind, server_window, settings, shutdown, steering, to_value,
 };
 use futures_util::FutureExt;
 use futures_util::future::LocalBoxFuture;
@@ -348,6 +348,9 @@ impl Agent {
             }
             ClientRequest::ExtMethodRequest(ext) if ext.method.as_ref() == steering::METHOD => {
                 self.steer(request.id, &ext.params)
+            }
+            ClientRequest::ExtMethodRequest(ext) if ext.method.as_ref() == rewind::METHOD => {
+                self.rewind(request.id, &ext.params)
             }
             _ => Some(Err(errors::method_not_found(&format!(
                 "{} (not supported by this agent; see agentCapabilities)",

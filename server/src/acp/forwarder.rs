@@ -168,6 +168,8 @@ pub struct Forwarder {
     pub client: Arc<AcpBridge>,
     pub commands: Arc<dyn Fn() -> acp::SessionUpdate + Send + Sync>,
     pub chunks: ChunkTemplates,
+    /// The `messageId` of the running turn's prompt, told in its answer's `_meta`.
+    pub prompt_message: Option<String>,
 }
 
 impl Forwarder {
@@ -267,13 +269,18 @@ impl Forwarder {
                 outcome,
                 usage,
             } => {
-                self.answer(&turn, outcome, &usage).await;
+                let prompt_message = self.prompt_message.take();
+                self.answer(&turn, outcome, &usage, prompt_message).await;
                 // What the next turn streams before its first model call is another message.
                 self.chunks = ChunkTemplates::new(&self.session_id, None);
                 None
             }
             EngineEvent::Steered(entry, blocks) => {
                 self.steered(entry, &blocks).await;
+                None
+            }
+            EngineEvent::PromptRecorded(entry) => {
+                self.prompt_message = Some(super::replay::user_message_id(entry));
                 None
             }
             EngineEvent::ClientRequest(request) => {
@@ -365,6 +372,7 @@ impl Forwarder {
         turn: &talaria_engine::TurnId,
         outcome: Result<talaria_engine::StopReason, talaria_engine::TurnError>,
         usage: &TurnUsage,
+        prompt_message: Option<String>,
     ) {
         let Some(request) = super::request_of(turn) else {
             if turn.0.starts_with(super::steering::STEERED_TURN_PREFIX) {
@@ -377,8 +385,14 @@ impl Forwarder {
         };
         match outcome {
             Ok(reason) => {
-                let response = acp::PromptResponse::new(updates::stop_reason(reason))
+                let mut response = acp::PromptResponse::new(updates::stop_reason(reason))
                     .usage(prompt_usage(usage));
+                // The id of the prompt's message, for a client to name it in a rewind.
+                if let Some(id) = prompt_message {
+                    let mut meta = acp::Meta::new();
+                    meta.insert("userMessageId".into(), serde_json::Value::String(id));
+                    response = response.meta(meta);
+                }
                 self.peer.respond(&request, Ok(response)).await;
             }
             Err(error) => {

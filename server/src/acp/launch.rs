@@ -155,6 +155,7 @@ impl Agent {
             mcp: (hub, mcp_warnings),
             roots,
             shell,
+            checkpoints,
             window,
         } = ready;
         let (prompt, start) = system_prompt.assemble_for(&config, start);
@@ -176,7 +177,7 @@ impl Agent {
             mode,
             prompt,
         };
-        let settings = self.session_settings(&config, own, &stores, &shell);
+        let settings = self.session_settings(&config, own, &stores, &shell, checkpoints);
         let (events_tx, events_rx) = mpsc::channel(256);
         let handle =
             talaria_engine::spawn_session_with(settings, router, registry, events_tx, start);
@@ -239,6 +240,7 @@ impl Agent {
             client: bridge,
             commands: Arc::new(move || skills::commands(&stores.catalog())),
             chunks: forwarder::ChunkTemplates::new(session_id, None),
+            prompt_message: None,
         };
         let (updates, edge_rx) = mpsc::unbounded_channel();
         tokio::spawn(forwarder.run(events, edge_rx));
@@ -252,6 +254,7 @@ impl Agent {
         own: SessionOwn<'_>,
         stores: &Arc<talaria_skills::SkillsContext>,
         shell: &Arc<talaria_tools::shell::Shell>,
+        checkpoints: Option<Arc<talaria_engine::Checkpoints>>,
     ) -> SessionSettings {
         let SessionOwn {
             id,
@@ -293,6 +296,7 @@ impl Agent {
             announce_subagents: self.client_caps.subagents,
             images: config.supports_images,
             shell: shell.clone(),
+            checkpoints,
         }
     }
 
@@ -510,6 +514,7 @@ pub(super) async fn ready_session(
         system_prompt,
         commands,
         shell,
+        checkpoints,
     } = prepare_session(cwd, &roots, &chrono_today()).await?;
     context.providers.apply(&mut config);
     if let Some(missing) = config.missing_credentials() {
@@ -528,6 +533,7 @@ pub(super) async fn ready_session(
         mcp,
         roots,
         shell,
+        checkpoints,
         window,
     })
 }
@@ -541,6 +547,7 @@ pub(super) struct Prepared {
     system_prompt: PromptParts,
     commands: acp::SessionUpdate,
     shell: Arc<talaria_tools::shell::Shell>,
+    checkpoints: Option<Arc<talaria_engine::Checkpoints>>,
 }
 
 /// A session ready to launch.
@@ -553,6 +560,8 @@ pub(super) struct Ready {
     roots: Vec<std::path::PathBuf>,
     /// How its commands start (the OS sandbox, the clean environment).
     shell: Arc<talaria_tools::shell::Shell>,
+    /// What its calls keep of the files they change.
+    checkpoints: Option<Arc<talaria_engine::Checkpoints>>,
     /// The local server's window, when it had not answered yet.
     window: Option<server_window::PendingWindow>,
 }
@@ -665,11 +674,13 @@ async fn prepare_session(
             &roots,
             talaria_engine::SandboxHelper::this_binary(),
         ));
+        let checkpoints = talaria_engine::checkpoints_for(&config.home, &roots);
         Ok(Prepared {
             config,
             system_prompt,
             commands,
             shell,
+            checkpoints,
         })
     })
     .await;

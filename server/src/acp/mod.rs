@@ -30,6 +30,7 @@ mod prompt;
 mod prompt_input;
 mod providers;
 mod replay;
+mod rewind;
 mod server_window;
 mod session_options;
 mod settings;

@@ -111,7 +111,7 @@ fn entry_updates(
 
 /// The `messageId` of a user message: its record entry's, stable across loads.
 pub(super) fn user_message_id(entry: talaria_record::EntryId) -> String {
-    format!("user-{entry}")
+    talaria_engine::user_message_id(entry)
 }
 
 /// A tool call's card; a delegation's preceded by its child's announcement and linking the

@@ -42,7 +42,7 @@ pub fn agent_chunk(event: EngineEvent, message: Option<&str>) -> Option<SessionU
 /// of a message).
 pub fn session_update(event: EngineEvent) -> Option<SessionUpdate> {
     Some(match event {
-        EngineEvent::MessageStarts(_) => return None,
+        EngineEvent::MessageStarts(_) | EngineEvent::PromptRecorded(_) => return None,
         chunk @ (EngineEvent::AgentText(_) | EngineEvent::AgentThought(_)) => {
             return agent_chunk(chunk, None);
         }

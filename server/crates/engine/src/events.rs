@@ -194,6 +194,9 @@ pub enum EngineEvent {
     MessageStarts(String),
     /// A piece of the answer, as it streams.
     AgentText(String),
+    /// The prompt of the turn that runs is recorded as this entry (its `messageId`, which a
+    /// rewind names, is the entry's).
+    PromptRecorded(talaria_record::EntryId),
     /// A message the client steered into the running turn, where it entered.
     /// (Its record entry, which names it as a message, and what the client sent.)
     Steered(talaria_record::EntryId, Vec<talaria_record::InputBlock>),

@@ -8,6 +8,7 @@ mod approval;
 mod backoff;
 mod budget;
 mod call_error;
+mod checkpointing;
 mod client;
 mod client_access;
 mod config;
@@ -26,6 +27,7 @@ mod provider_factory;
 mod providers;
 mod review;
 mod review_kit;
+mod rewind;
 mod router;
 mod sandbox;
 mod session;
@@ -44,6 +46,7 @@ mod window_sizing;
 
 // The front door: the edge uses only what is named here (every module above is private).
 pub use approval::{Mode, SecretReads};
+pub use checkpointing::{Checkpoints, checkpoints_for};
 pub use client::{
     ClientAnswer, ClientAsk, ClientRequest, Delegation, PermissionAnswer, PermissionChoice,
     PermissionRequest,
@@ -62,6 +65,9 @@ pub use model_call::CallError;
 pub use provider_factory::{build_router, build_router_through};
 pub use providers::OPENAI as OPENAI_SERVICE;
 pub use review_kit::{ReviewFactory, ReviewKit};
+pub use rewind::{
+    MessagePoint, RewindOutcome, RewindRequest, fingerprint as message_fingerprint, user_message_id,
+};
 pub use router::ModelRouter;
 pub use sandbox::{
     Helper as SandboxHelper, layers as sandbox_layers, notice as sandbox_notice,
@@ -77,6 +83,7 @@ pub use slash::{CommandReply, Expansion, PromptInput, SlashCommand, SlashCommand
 pub use steering::{IdleSteer, SteerOutcome};
 pub use subagent::cancel_subagent;
 pub use system_prompt::{SessionPrompt, build as session_prompt};
+pub use talaria_checkpoints::RestoreReport;
 pub use talaria_provider::Effort;
 pub use window_sizing::{PendingSizing, WindowSizing};
 

@@ -117,6 +117,7 @@ fn spawn_changed(
         announce_subagents: false,
         images: true,
         shell: Arc::default(),
+        checkpoints: None,
         single_slot: false,
     };
     change(&mut settings);

@@ -61,6 +61,9 @@ pub struct SessionSettings {
     /// How the session's commands start: the OS sandbox, the clean environment, the private
     /// temporary directory (shared with its subagents).
     pub shell: Arc<talaria_tools::shell::Shell>,
+    /// What the session's calls keep of the files they change, for a rewind to put back
+    /// (`None`: no checkpoints).
+    pub checkpoints: Option<Arc<crate::checkpointing::Checkpoints>>,
 }
 
 /// What the user sent: as received (kept in the record) and as the model sees it.

@@ -167,11 +167,12 @@ impl Turn<'_> {
         &mut self,
         input: crate::settings::UserInput,
     ) -> Result<StopReason, TurnError> {
-        self.history.push(EntryBody::User {
+        let prompt = self.history.push(EntryBody::User {
             input: input.blocks,
             model_view: input.model_view,
         });
         self.save();
+        let _ = self.events.send(EngineEvent::PromptRecorded(prompt)).await;
         let tools = tool_specs(self.registry);
         let results_dir = self
             .settings
@@ -595,6 +596,12 @@ impl Turn<'_> {
             budget,
             failures,
             images: self.settings.images,
+            checkpoints: self
+                .settings
+                .checkpoints
+                .as_ref()
+                .map(|c| (c, self.settings.id.as_str())),
+            changes: std::sync::Mutex::default(),
         };
         let report = orchestrator.run_batch(calls).await;
         let cancelled = report.cancelled;

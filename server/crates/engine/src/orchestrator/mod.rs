@@ -70,6 +70,10 @@ pub(crate) struct Orchestrator<'a> {
     pub failures: &'a HashMap<(String, String), u32>,
     /// The model takes images: results keep theirs.
     pub images: bool,
+    /// What calls keep of the files they change, and the session that holds it.
+    pub checkpoints: Option<(&'a Arc<crate::checkpointing::Checkpoints>, &'a str)>,
+    /// The files each call changed, by its unique id (for its record entry).
+    pub changes: std::sync::Mutex<HashMap<String, Vec<talaria_record::FileChange>>>,
 }
 
 /// What a batch did: one record entry per call in the model's order, and what the turn

@@ -60,6 +60,9 @@ impl Orchestrator<'_> {
         } else {
             Vec::new()
         };
+        let changes = talaria_util::lock(&self.changes)
+            .remove(&call.id)
+            .unwrap_or_default();
         ToolResultEntry {
             call_id: call.model_id,
             client_id: call.id,
@@ -71,7 +74,7 @@ impl Orchestrator<'_> {
             model_text,
             images,
             effects: Some(recorded_effects(&call.effects)),
-            changes: Vec::new(),
+            changes,
         }
     }
 }

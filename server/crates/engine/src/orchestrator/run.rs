@@ -19,6 +19,7 @@ impl Orchestrator<'_> {
         .await;
         let mut ctx = self.ctx.clone();
         ctx.result_chars = Some(self.budget.room());
+        let before = self.checkpoint_before(call).await;
         let mut outcome = self.run_streaming(call, ctx.clone()).await;
         if let Some(what) = sandbox_denial(&outcome)
             && self.may_escalate()
@@ -27,8 +28,45 @@ impl Orchestrator<'_> {
             ctx.unconfined = true;
             outcome = self.run_streaming(call, ctx).await;
         }
+        self.checkpoint_after(call, before).await;
         let display = self.finish(call, &outcome).await;
         (outcome, display)
+    }
+
+    /// Reads what the call may change: the files a file tool names, or the whole workspace's
+    /// index before a command or a call that says nothing of what it does.
+    async fn checkpoint_before(&self, call: &Prepared) -> Option<crate::checkpointing::Before> {
+        let (checkpoints, _) = self.checkpoints?;
+        let effects = &call.effects;
+        let walk = effects.runs_commands || !effects.declared;
+        let writes: &[std::path::PathBuf] = if effects.writes {
+            &call.description.writes
+        } else {
+            &[]
+        };
+        Some(checkpoints.before(writes, walk).await)
+    }
+
+    /// Keeps what the call changed for its record entry; what could not be kept is told.
+    async fn checkpoint_after(
+        &self,
+        call: &Prepared,
+        before: Option<crate::checkpointing::Before>,
+    ) {
+        let (Some((checkpoints, session)), Some(before)) = (self.checkpoints, before) else {
+            return;
+        };
+        let capture = checkpoints.after(session, before).await;
+        for note in capture.notes {
+            self.emit(EngineEvent::Notice {
+                level: crate::events::NoticeLevel::Warning,
+                message: note,
+            })
+            .await;
+        }
+        if !capture.changes.is_empty() {
+            talaria_util::lock(&self.changes).insert(call.id.clone(), capture.changes);
+        }
     }
 
     /// Dispatches one call in `ctx`, streaming its progress to the card.

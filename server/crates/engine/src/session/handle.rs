@@ -87,6 +87,20 @@ impl SessionHandle {
         })
     }
 
+    /// Rewinds the conversation (and, on request, the files) to a message the client names.
+    pub async fn rewind(
+        &self,
+        request: crate::rewind::RewindRequest,
+    ) -> crate::rewind::RewindOutcome {
+        let (reply, outcome) = tokio::sync::oneshot::channel();
+        if self.ops.send(Op::Rewind { request, reply }).is_err() {
+            return crate::rewind::RewindOutcome::Refused("session_closed".into());
+        }
+        outcome
+            .await
+            .unwrap_or_else(|_| crate::rewind::RewindOutcome::Refused("session_closed".into()))
+    }
+
     /// Cancels the running turn or side task and every prompt queued so far.
     pub fn cancel(&self) {
         self.epochs.cancel();

@@ -49,6 +49,12 @@ pub(crate) enum Op {
         ticket: Ticket,
         reply: oneshot::Sender<crate::steering::SteerOutcome>,
     },
+    /// Moves the conversation back to a message, and with it, on request, the files
+    /// ([`crate::rewind`]). Refused while a turn runs unless it asks to interrupt it.
+    Rewind {
+        request: crate::rewind::RewindRequest,
+        reply: oneshot::Sender<crate::rewind::RewindOutcome>,
+    },
     SetMode(Mode),
     SetModel(String),
     /// The thought level (`None`: the model's default), from the next model request on.

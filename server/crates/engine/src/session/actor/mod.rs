@@ -5,6 +5,7 @@
 
 mod learning;
 mod prompts;
+mod rewinding;
 mod saving;
 mod titles;
 mod turns;
@@ -263,6 +264,9 @@ impl SessionActor {
                     self.tell_store_once(false).await;
                     let input = crate::slash::PromptInput::Typed(input);
                     self.prompt_op(turn, input, ticket, &mut receiver).await;
+                }
+                Op::Rewind { request, reply } => {
+                    let _ = reply.send(self.rewind(request).await);
                 }
                 Op::SetMode(mode) => self.set_mode(mode),
                 Op::SetModel(model) => self.set_model(model),

@@ -64,6 +64,7 @@ impl SessionActor {
                             published: &self.published,
                             steering: &self.steering,
                             waiting: &mut self.waiting,
+                            epochs: &self.epochs,
                         };
                         during.take(op, &mut modes_set);
                     }
@@ -153,6 +154,7 @@ struct During<'a> {
     published: &'a Published,
     steering: &'a crate::steering::SteerInbox,
     waiting: &'a mut VecDeque<Op>,
+    epochs: &'a crate::session_state::CancelEpochs,
 }
 
 impl During<'_> {
@@ -177,6 +179,15 @@ impl During<'_> {
             Op::SetModel(model) => {
                 self.published.set_model(&model);
                 self.waiting.push_back(Op::SetModel(model));
+            }
+            // A rewind refuses a busy session, or stops the turn and what is queued and
+            // comes first once it has (its target is checked then).
+            Op::Rewind { request, reply } if !request.interrupt_if_running => {
+                let _ = reply.send(crate::rewind::RewindOutcome::Refused("busy".into()));
+            }
+            rewind @ Op::Rewind { .. } => {
+                self.epochs.cancel();
+                self.waiting.push_front(rewind);
             }
             other => self.waiting.push_back(other),
         }

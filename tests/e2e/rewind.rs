@@ -1,0 +1,490 @@
+//! `_session/rewind` over stdio, against a real workspace: the conversation goes back to a
+//! user message (the cut turns stay in the record and a later rewind returns to them), and
+//! with `restoreFiles` the files `write_file`, `patch` and a shell command changed are put
+//! back byte for byte; a file edited by hand since is listed and left unless forced; bad
+//! targets and busy sessions change nothing.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use talaria_harness::{AgentProcess, MockReply};
+
+use crate::support::*;
+
+fn fingerprint(text: &str) -> String {
+    let digest = Sha256::digest(text.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+/// A message as a rewind names it.
+fn point(id: &str, text: &str) -> Value {
+    json!({"messageId": id, "messageFingerprint": fingerprint(text), "messageOccurrence": 1})
+}
+
+/// The user message id a prompt's answer told, and the id of the last answer it streamed.
+fn ids_of(response: &Value, updates: &[Value]) -> (String, String) {
+    let user = response["result"]["_meta"]["userMessageId"]
+        .as_str()
+        .expect("the answer names the prompt's message")
+        .to_string();
+    let answer = updates
+        .iter()
+        .rev()
+        .find(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .and_then(|u| u["messageId"].as_str())
+        .expect("an answer with an id")
+        .to_string();
+    (user, answer)
+}
+
+async fn rewind(agent: &mut AgentProcess, params: Value) -> Value {
+    let id = agent
+        .start_request("_session/rewind", params)
+        .await
+        .expect("sends");
+    agent.wait_response(id, WAIT).await.expect("answered")
+}
+
+/// Every file under `dir` (outside `.git`): its path, bytes and mode.
+fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>, u32)> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(at) = stack.pop() {
+        for entry in std::fs::read_dir(&at).expect("dir").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                if entry.file_name() != ".git" {
+                    stack.push(path);
+                }
+                continue;
+            }
+            let meta = std::fs::metadata(&path).expect("meta");
+            files.push((
+                path.strip_prefix(dir)
+                    .expect("inside")
+                    .display()
+                    .to_string(),
+                std::fs::read(&path).expect("read"),
+                meta.permissions().mode() & 0o7777,
+            ));
+        }
+    }
+    files.sort();
+    files
+}
+
+fn seed(dir: &Path) {
+    for (name, text) in [
+        ("a.txt", "alpha\n"),
+        ("b.txt", "bravo\nline two\n"),
+        ("c.txt", "charlie\n"),
+        ("d.txt", "delta\n"),
+        ("keep.txt", "kept\n"),
+        ("run.sh", "echo run\n"),
+    ] {
+        std::fs::write(dir.join(name), text).expect("seed");
+    }
+    std::fs::set_permissions(dir.join("run.sh"), std::fs::Permissions::from_mode(0o644))
+        .expect("mode");
+}
+
+/// One answer, then a turn that writes with `write_file`, `patch` and a shell command.
+fn editing_script() -> Vec<MockReply> {
+    vec![
+        MockReply::text(&["first answer"]),
+        batch(&[
+            (
+                "w",
+                "write_file",
+                json!({"path": "a.txt", "content": "ALPHA rewritten\n"}),
+            ),
+            (
+                "p",
+                "patch",
+                json!({"path": "b.txt", "old_string": "line two", "new_string": "LINE 2"}),
+            ),
+        ]),
+        MockReply::tool_call(
+            "t",
+            "terminal",
+            json!({"command": "sed -i 's/charlie/CHARLIE/' c.txt && mv keep.txt moved.txt && rm d.txt && printf 'fresh' > new.txt && chmod 755 run.sh"}),
+        ),
+        MockReply::text(&["edited"]),
+    ]
+}
+
+async fn editing_env() -> TestEnv {
+    let mut env = TestEnv::new(editing_script()).await;
+    env.write_config("mode = \"yolo\"\n");
+    seed(env.workspace.path());
+    env.unprivileged(&[]);
+    env
+}
+
+#[tokio::test]
+async fn a_rewind_with_files_puts_back_what_tools_and_a_command_changed_byte_for_byte() {
+    let env = editing_env().await;
+    let dir = env.workspace.path();
+    let (mut agent, session) = env.session().await;
+    let (first, first_updates) = prompt(&mut agent, &session, "look around").await;
+    let (_, first_answer) = ids_of(&first, &first_updates);
+    let before = snapshot(dir);
+    let (second, _) = prompt(&mut agent, &session, "change things").await;
+    assert_eq!(stop_reason(&second), "end_turn");
+    let second_user = second["result"]["_meta"]["userMessageId"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    assert_ne!(snapshot(dir), before, "the turn changed the workspace");
+
+    let answer = rewind(
+        &mut agent,
+        json!({
+            "sessionId": session,
+            "beforeMessage": point(&second_user, "change things"),
+            "resumeAtMessage": point(&first_answer, "first answer"),
+            "restoreFiles": true,
+        }),
+    )
+    .await;
+    assert_eq!(answer["result"]["rewound"], true, "{answer}");
+    assert_eq!(answer["result"]["sessionId"], session.as_str());
+    let mut restored: Vec<String> = answer["result"]["files"]["restored"]
+        .as_array()
+        .expect("restored")
+        .iter()
+        .filter_map(Value::as_str)
+        .map(|p| {
+            Path::new(p)
+                .file_name()
+                .expect("name")
+                .to_string_lossy()
+                .to_string()
+        })
+        .collect();
+    restored.sort();
+    assert_eq!(
+        restored,
+        [
+            "a.txt",
+            "b.txt",
+            "c.txt",
+            "d.txt",
+            "keep.txt",
+            "moved.txt",
+            "new.txt",
+            "run.sh"
+        ]
+    );
+    assert_eq!(
+        snapshot(dir),
+        before,
+        "every byte and mode as before the turn"
+    );
+
+    // The next prompt starts from the first answer: the model never sees the cut turn.
+    env.mock.push(MockReply::text(&["again"]));
+    let (third, _) = prompt(&mut agent, &session, "once more").await;
+    assert_eq!(stop_reason(&third), "end_turn");
+    let sent = env.mock.requests().last().expect("a request").body.clone();
+    let sent = sent.to_string();
+    assert!(
+        sent.contains("first answer") && sent.contains("once more"),
+        "{sent}"
+    );
+    assert!(
+        !sent.contains("change things") && !sent.contains("edited"),
+        "{sent}"
+    );
+    agent.close_stdin();
+    assert!(agent.wait_exit(WAIT).await.expect("exits").success());
+}
+
+#[tokio::test]
+async fn without_restore_files_only_the_conversation_goes_back() {
+    let env = editing_env().await;
+    let dir = env.workspace.path();
+    let (mut agent, session) = env.session().await;
+    let (first, first_updates) = prompt(&mut agent, &session, "look around").await;
+    let (_, first_answer) = ids_of(&first, &first_updates);
+    let (second, _) = prompt(&mut agent, &session, "change things").await;
+    let second_user = second["result"]["_meta"]["userMessageId"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let changed = snapshot(dir);
+    let answer = rewind(
+        &mut agent,
+        json!({
+            "sessionId": session,
+            "beforeMessage": point(&second_user, "change things"),
+            "resumeAtMessage": point(&first_answer, "first answer"),
+        }),
+    )
+    .await;
+    assert_eq!(answer["result"]["rewound"], true, "{answer}");
+    assert!(answer["result"].get("files").is_none(), "{answer}");
+    assert_eq!(snapshot(dir), changed, "no file is touched");
+}
+
+#[tokio::test]
+async fn a_file_edited_by_hand_after_the_agent_is_listed_and_left_unless_forced() {
+    let env = editing_env().await;
+    let dir = env.workspace.path();
+    let (mut agent, session) = env.session().await;
+    let (first, first_updates) = prompt(&mut agent, &session, "look around").await;
+    let (_, first_answer) = ids_of(&first, &first_updates);
+    let (second, _) = prompt(&mut agent, &session, "change things").await;
+    let second_user = second["result"]["_meta"]["userMessageId"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    std::fs::write(dir.join("a.txt"), "the user's own words\n").expect("edit by hand");
+    let params = |force: bool| {
+        json!({
+            "sessionId": session,
+            "beforeMessage": point(&second_user, "change things"),
+            "resumeAtMessage": point(&first_answer, "first answer"),
+            "restoreFiles": true,
+            "force": force,
+        })
+    };
+    let answer = rewind(&mut agent, params(false)).await;
+    let skipped = &answer["result"]["files"]["skipped"];
+    assert_eq!(skipped.as_array().map(Vec::len), Some(1), "{answer}");
+    assert!(skipped[0].as_str().unwrap_or_default().ends_with("a.txt"));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("a.txt")).expect("read"),
+        "the user's own words\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("c.txt")).expect("read"),
+        "charlie\n"
+    );
+
+    // Back to the cut branch (its last answer), then rewind again with force.
+    let edited = edited_answer_id(&agent);
+    let back = rewind(
+        &mut agent,
+        json!({"sessionId": session, "resumeAtMessage": point(&edited, "edited")}),
+    )
+    .await;
+    assert_eq!(back["result"]["rewound"], true, "{back}");
+    let forced = rewind(&mut agent, params(true)).await;
+    assert_eq!(forced["result"]["rewound"], true, "{forced}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("a.txt")).expect("read"),
+        "alpha\n",
+        "forced: the file is as before the turn"
+    );
+}
+
+/// The id of the answer "edited" as the client saw it.
+fn edited_answer_id(agent: &AgentProcess) -> String {
+    agent
+        .transcript
+        .iter()
+        .filter(|m| m["method"] == "session/update")
+        .map(|m| &m["params"]["update"])
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk" && u["content"]["text"] == "edited")
+        .find_map(|u| u["messageId"].as_str())
+        .expect("the answer was streamed")
+        .to_string()
+}
+
+#[tokio::test]
+async fn wrong_fingerprints_unknown_ids_and_missing_guards_change_nothing() {
+    let env = TestEnv::new(vec![MockReply::text(&["one"]), MockReply::text(&["two"])]).await;
+    let (mut agent, session) = env.session().await;
+    let (first, first_updates) = prompt(&mut agent, &session, "first").await;
+    let (first_user, first_answer) = ids_of(&first, &first_updates);
+    let (second, _) = prompt(&mut agent, &session, "second").await;
+    let second_user = second["result"]["_meta"]["userMessageId"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    for (params, says) in [
+        (
+            json!({"sessionId": session, "beforeMessage": point(&second_user, "SECOND"), "resumeAtMessage": point(&first_answer, "one")}),
+            "fingerprint",
+        ),
+        (
+            json!({"sessionId": session, "beforeMessage": point("user-999", "nothing"), "resumeAtMessage": point(&first_answer, "one")}),
+            "not found",
+        ),
+        (
+            json!({"sessionId": session, "beforeMessage": point(&second_user, "second")}),
+            "resumeAtMessage is required",
+        ),
+        (
+            json!({"sessionId": session, "beforeMessage": {"messageId": second_user, "messageFingerprint": "md5:abc"}}),
+            "SHA-256",
+        ),
+        (json!({"sessionId": session}), "required"),
+    ] {
+        let answer = rewind(&mut agent, params).await;
+        assert_eq!(answer["error"]["code"], -32602, "{answer}");
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(says),
+            "{answer}"
+        );
+    }
+    let unknown = rewind(
+        &mut agent,
+        json!({"sessionId": "no-such-session", "beforeMessage": point(&first_user, "first")}),
+    )
+    .await;
+    assert_eq!(unknown["result"]["rewound"], false);
+    assert_eq!(unknown["result"]["reason"], "session_not_found");
+    // Nothing changed: the next request carries both turns.
+    env.mock.push(MockReply::text(&["three"]));
+    prompt(&mut agent, &session, "third").await;
+    let sent = env
+        .mock
+        .requests()
+        .last()
+        .expect("request")
+        .body
+        .to_string();
+    assert!(
+        sent.contains("first") && sent.contains("second") && sent.contains("two"),
+        "{sent}"
+    );
+}
+
+#[tokio::test]
+async fn a_busy_session_refuses_a_rewind_unless_asked_to_interrupt_the_turn() {
+    let slow = || MockReply::Text {
+        chunks: (0..200).map(|n| format!("{n} ")).collect(),
+        reasoning: Vec::new(),
+        delay_ms: 50,
+        usage: None,
+        finish_reason: None,
+    };
+    let env = TestEnv::new(vec![MockReply::text(&["one"]), slow(), slow()]).await;
+    let (mut agent, session) = env.session().await;
+    let (first, first_updates) = prompt(&mut agent, &session, "first").await;
+    let (first_user, _) = ids_of(&first, &first_updates);
+    let running = agent
+        .start_request("session/prompt", text_prompt(&session, "slow one"))
+        .await
+        .expect("prompt");
+    agent
+        .wait_for(WAIT, |m| m["params"]["update"]["content"]["text"] == "3 ")
+        .await
+        .expect("the turn streams");
+    let busy = rewind(
+        &mut agent,
+        json!({"sessionId": session, "beforeMessage": point(&first_user, "first")}),
+    )
+    .await;
+    assert_eq!(busy["result"]["rewound"], false, "{busy}");
+    assert_eq!(busy["result"]["reason"], "busy");
+    let interrupted = rewind(
+        &mut agent,
+        json!({"sessionId": session, "beforeMessage": point(&first_user, "first"), "interruptIfRunning": true}),
+    )
+    .await;
+    assert_eq!(interrupted["result"]["rewound"], true, "{interrupted}");
+    let ended = agent
+        .wait_response(running, WAIT)
+        .await
+        .expect("the turn ends");
+    assert_eq!(stop_reason(&ended), "cancelled");
+    // Back before the first message: the next request holds only the new prompt.
+    env.mock.push(MockReply::text(&["fresh"]));
+    prompt(&mut agent, &session, "a fresh start").await;
+    let sent = env
+        .mock
+        .requests()
+        .last()
+        .expect("request")
+        .body
+        .to_string();
+    assert!(sent.contains("a fresh start"), "{sent}");
+    assert!(
+        !sent.contains("slow one") && !sent.contains("\"first\""),
+        "{sent}"
+    );
+}
+
+#[tokio::test]
+async fn a_load_after_a_rewind_replays_the_kept_branch_and_a_later_rewind_returns_to_the_cut_one() {
+    let env = TestEnv::new(vec![
+        MockReply::text(&["one"]),
+        MockReply::text(&["two"]),
+        MockReply::text(&["two again"]),
+    ])
+    .await;
+    let (mut agent, session) = env.session().await;
+    let (first, first_updates) = prompt(&mut agent, &session, "first").await;
+    let (_, first_answer) = ids_of(&first, &first_updates);
+    let (second, second_updates) = prompt(&mut agent, &session, "second").await;
+    let (second_user, second_answer) = ids_of(&second, &second_updates);
+    let answer = rewind(
+        &mut agent,
+        json!({"sessionId": session, "beforeMessage": point(&second_user, "second"), "resumeAtMessage": point(&first_answer, "one")}),
+    )
+    .await;
+    assert_eq!(answer["result"]["rewound"], true, "{answer}");
+    prompt(&mut agent, &session, "second, edited").await;
+    agent.close_stdin();
+    assert!(agent.wait_exit(WAIT).await.expect("exits").success());
+
+    let replayed_texts = |agent: &AgentProcess, from: usize| -> Vec<String> {
+        agent.transcript[from..]
+            .iter()
+            .filter(|m| m["method"] == "session/update")
+            .filter_map(|m| m["params"]["update"]["content"]["text"].as_str())
+            .map(str::to_string)
+            .collect()
+    };
+    let mut agent = initialized(&env).await;
+    let from = agent.transcript.len();
+    agent
+        .call("session/load", load_params(&env, &session))
+        .await
+        .expect("load");
+    assert_eq!(
+        replayed_texts(&agent, from),
+        ["first", "one", "second, edited", "two again"],
+        "only the kept branch"
+    );
+    // Back to the branch the rewind cut, in a new process.
+    let back = rewind(
+        &mut agent,
+        json!({"sessionId": session, "resumeAtMessage": point(&second_answer, "two")}),
+    )
+    .await;
+    assert_eq!(back["result"]["rewound"], true, "{back}");
+    agent
+        .call("session/close", json!({"sessionId": session}))
+        .await
+        .expect("close");
+    let from = agent.transcript.len();
+    agent
+        .call("session/load", load_params(&env, &session))
+        .await
+        .expect("load");
+    assert_eq!(
+        replayed_texts(&agent, from),
+        ["first", "one", "second", "two"]
+    );
+}
+
+#[tokio::test]
+async fn initialize_advertises_rewind_with_files() {
+    let env = TestEnv::new(vec![]).await;
+    let (mut agent, answer) = initialize_answer(&env).await;
+    assert_eq!(
+        answer["_meta"]["sessionRewind"],
+        json!({"supported": true, "restoreFiles": true})
+    );
+    agent.close_stdin();
+}
