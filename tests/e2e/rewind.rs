@@ -488,3 +488,58 @@ async fn initialize_advertises_rewind_with_files() {
     );
     agent.close_stdin();
 }
+
+#[tokio::test]
+async fn the_rewind_command_goes_back_a_prompt_with_its_files_and_is_offered_as_a_command() {
+    let env = editing_env().await;
+    let dir = env.workspace.path();
+    let (mut agent, session) = env.session().await;
+    prompt(&mut agent, &session, "look around").await;
+    let names: Vec<String> = agent
+        .transcript
+        .iter()
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "available_commands_update")
+        .flat_map(|m| {
+            m["params"]["update"]["availableCommands"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|c| c["name"].as_str().map(str::to_string))
+        .collect();
+    assert!(names.iter().any(|n| n == "rewind"), "{names:?}");
+    let before = snapshot(dir);
+    prompt(&mut agent, &session, "change things").await;
+    let (answer, updates) = prompt(&mut agent, &session, "/rewind files").await;
+    assert_eq!(stop_reason(&answer), "end_turn", "{answer}");
+    let told = chunks(&updates, "agent_message_chunk").join("");
+    assert!(
+        told.contains("Rewound to before your message \"change things\""),
+        "{told}"
+    );
+    assert!(told.contains("Files put back"), "{told}");
+    assert_eq!(snapshot(dir), before);
+    // The command's answer is not recorded and no model was asked for it.
+    assert_eq!(env.mock.requests().len(), 4);
+    env.mock.push(MockReply::text(&["next"]));
+    prompt(&mut agent, &session, "next prompt").await;
+    let sent = env
+        .mock
+        .requests()
+        .last()
+        .expect("request")
+        .body
+        .to_string();
+    assert!(
+        !sent.contains("change things") && !sent.contains("Rewound"),
+        "{sent}"
+    );
+    let bad = prompt(&mut agent, &session, "/rewind 9").await.0;
+    assert!(
+        bad["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("prompt(s) to go back over"),
+        "{bad}"
+    );
+}

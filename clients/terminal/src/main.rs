@@ -13,6 +13,7 @@
 
 mod input;
 mod render;
+mod rewind;
 
 use std::collections::VecDeque;
 use std::io::Write;
@@ -227,6 +228,12 @@ struct Chat {
     steering: bool,
     /// Steers sent and not answered yet, by request id.
     steers: std::collections::HashMap<i64, String>,
+    /// Whether the agent rewinds (`_session/rewind`): `/rewind` is then talaria-chat's.
+    rewinding: bool,
+    /// The prompts as the agent named them, for `/rewind`.
+    conversation: rewind::Conversation,
+    /// Rewinds sent and not answered yet: how many prompts back, by request id.
+    rewinds: std::collections::HashMap<i64, usize>,
     pending: Option<(Value, Value)>,
     stdin_open: bool,
     /// Whether the user was told that questions are declined because nobody can answer.
@@ -246,6 +253,7 @@ impl Chat {
 
     async fn send_prompt(&mut self, text: &str) -> anyhow::Result<()> {
         self.input.set(Mode::Busy);
+        self.conversation.on_sent(text);
         let id = self
             .agent
             .start_request(
@@ -321,6 +329,9 @@ impl Chat {
                 self.renderer.status("(nothing is running)");
                 self.idle_prompt();
             }
+            _ if self.rewinding && (line == "/rewind" || line.starts_with("/rewind ")) => {
+                self.rewind(line).await?;
+            }
             _ if line.starts_with("/mode ") || line.starts_with("/model ") => {
                 let reply = if let Some(mode) = line.strip_prefix("/mode ") {
                     self.agent
@@ -343,6 +354,37 @@ impl Chat {
             }
             text => self.send_prompt(text).await?,
         }
+        Ok(())
+    }
+
+    /// `/rewind`: lists the prompts, or goes back before one (`/rewind N [files] [force]`).
+    async fn rewind(&mut self, line: &str) -> anyhow::Result<()> {
+        match rewind::parse(line) {
+            Ok(rewind::Asked::List) => {
+                let listing = self.conversation.listing();
+                if listing.is_empty() {
+                    self.renderer.status("(no prompt to rewind to yet)");
+                }
+                for entry in listing {
+                    self.renderer.status(&entry);
+                }
+                self.renderer
+                    .status("(/rewind N [files] [force]: back before prompt N, its files too)");
+            }
+            Ok(rewind::Asked::Rewind { back, files, force }) => {
+                match self.conversation.request(&self.session, back, files, force) {
+                    Ok(params) => {
+                        let id = self.agent.start_request("_session/rewind", params).await?;
+                        self.rewinds.insert(id, back);
+                        self.input.set(Mode::Busy);
+                        return Ok(());
+                    }
+                    Err(why) => self.renderer.status(&format!("({why})")),
+                }
+            }
+            Err(usage) => self.renderer.status(&format!("({usage})")),
+        }
+        self.idle_prompt();
         Ok(())
     }
 
@@ -442,6 +484,7 @@ impl Chat {
         if message["method"] == "session/update" {
             let update = &message["params"]["update"];
             self.renderer.update(update);
+            self.conversation.on_update(update);
             if update["sessionUpdate"] == "available_commands_update" {
                 let mut names = self.built_in.clone();
                 names.extend(self.renderer.commands.iter().map(|(n, _)| n.clone()));
@@ -459,8 +502,23 @@ impl Chat {
         {
             return self.steer_answered(text, &message).await;
         }
+        if let Some(back) = message
+            .get("id")
+            .and_then(Value::as_i64)
+            .and_then(|id| self.rewinds.remove(&id))
+        {
+            for line in rewind::told(&message) {
+                self.renderer.status(&line);
+            }
+            if message["result"]["rewound"] == true {
+                self.conversation.rewound(back);
+            }
+            self.idle_prompt();
+            return Ok(());
+        }
         if message.get("id").and_then(Value::as_i64) == self.running {
             self.running = None;
+            self.conversation.on_answered(&message);
             self.renderer.line_break();
             if let Some(error) = message.get("error") {
                 self.renderer
@@ -544,7 +602,7 @@ impl Chat {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<u8> {
-    let (mut agent, cwd, session, steering) = start_session(&cli).await?;
+    let (mut agent, cwd, session, extensions) = start_session(&cli).await?;
     let session_id = session["sessionId"]
         .as_str()
         .context("the agent returned no sessionId")?
@@ -583,8 +641,11 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         approve: cli.approve,
         running: None,
         queued: VecDeque::new(),
-        steering,
+        steering: extensions.steering,
         steers: std::collections::HashMap::new(),
+        rewinding: extensions.rewind,
+        conversation: rewind::Conversation::default(),
+        rewinds: std::collections::HashMap::new(),
         pending: None,
         stdin_open: true,
         told_unanswerable: false,
@@ -601,7 +662,14 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
 
 /// Starts the agent, initializes it and opens a session in the working directory; returns
 /// the agent, the directory, the `session/new` answer and whether the agent takes steers.
-async fn start_session(cli: &Cli) -> anyhow::Result<(AgentProcess, PathBuf, Value, bool)> {
+/// What the agent speaks beyond the protocol: steering, rewind.
+#[derive(Debug, Clone, Copy)]
+struct Extensions {
+    steering: bool,
+    rewind: bool,
+}
+
+async fn start_session(cli: &Cli) -> anyhow::Result<(AgentProcess, PathBuf, Value, Extensions)> {
     // `--agent` runs exactly the program given (with `--agent-arg`s); only the default,
     // Talaria, gets its `acp` subcommand.
     let (agent_path, agent_args): (PathBuf, Vec<&str>) = match &cli.agent {
@@ -640,7 +708,10 @@ async fn start_session(cli: &Cli) -> anyhow::Result<(AgentProcess, PathBuf, Valu
         Ok(answer) => answer,
         Err(e) => bail!("{e:#}\n{}", last_log_line(&agent.stderr())),
     };
-    let steering = initialized["_meta"]["steering"]["supported"] == json!(true);
+    let extensions = Extensions {
+        steering: initialized["_meta"]["steering"]["supported"] == json!(true),
+        rewind: initialized["_meta"]["sessionRewind"]["supported"] == json!(true),
+    };
     let session = setup_call(
         &mut agent,
         "session/new",
@@ -648,7 +719,7 @@ async fn start_session(cli: &Cli) -> anyhow::Result<(AgentProcess, PathBuf, Valu
         "could not start a session",
     )
     .await?;
-    Ok((agent, cwd, session, steering))
+    Ok((agent, cwd, session, extensions))
 }
 
 /// The banner: model, mode, directory, session and (Talaria's) sandbox.

@@ -338,6 +338,10 @@ impl Renderer {
                 "/queue TEXT",
                 "while a turn runs: send TEXT after it (a line typed alone steers the turn)",
             ),
+            (
+                "/rewind [N]",
+                "list the prompts, or go back before the Nth last (`files`: put files back too)",
+            ),
             ("/help", "this list"),
             ("/quit", "leave (or press Ctrl-C twice, or Ctrl-D)"),
         ] {

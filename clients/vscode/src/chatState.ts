@@ -15,8 +15,16 @@ import type {
 import type { Question } from "./form.js";
 
 export type ChatItem =
-  | { kind: "user"; id: string; text: string; attachments: string[]; steered?: boolean }
-  | { kind: "agent"; id: string; text: string }
+  | {
+      kind: "user";
+      id: string;
+      text: string;
+      attachments: string[];
+      steered?: boolean;
+      /** The agent's `messageId` for it (what a rewind names). */
+      messageId?: string;
+    }
+  | { kind: "agent"; id: string; text: string; messageId?: string }
   | { kind: "thought"; id: string; text: string }
   | { kind: "tool"; id: string; card: ToolCard }
   | { kind: "notice"; id: string; severity: string; text: string; action?: NoticeAction }
@@ -81,16 +89,35 @@ export function blockText(block: ContentBlock): string {
   }
 }
 
-/** Appends streamed text to the last item of `kind`, or starts a new one. Returns its id. */
-function appendText(state: ChatState, kind: "agent" | "thought", text: string): string {
+/**
+ * Appends streamed text to the last item of `kind`, or starts a new one (also when the
+ * agent says a new message starts: another `messageId`). Returns its id.
+ */
+function appendText(state: ChatState, kind: "agent" | "thought", text: string, messageId?: string): string {
   const last = state.items[state.items.length - 1];
   if (last && last.kind === kind) {
-    last.text += text;
-    return last.id;
+    const sameMessage = !messageId || last.kind !== "agent" || !last.messageId || last.messageId === messageId;
+    if (sameMessage) {
+      last.text += text;
+      if (last.kind === "agent" && messageId) last.messageId = messageId;
+      return last.id;
+    }
   }
-  const item = { kind, id: nextId(kind), text };
+  const item = kind === "agent" ? { kind, id: nextId(kind), text, messageId } : { kind, id: nextId(kind), text };
   state.items.push(item);
   return item.id;
+}
+
+/** The id of the message a chunk belongs to, when the agent says it. */
+function messageIdOf(update: SessionUpdate): string | undefined {
+  const id = (update as { messageId?: unknown }).messageId;
+  return typeof id === "string" && id ? id : undefined;
+}
+
+/** The items before the user message `itemId` (what a rewind to before it keeps). */
+export function truncateBefore(state: ChatState, itemId: string): void {
+  const index = state.items.findIndex((i) => i.id === itemId);
+  if (index >= 0) state.items.length = index;
 }
 
 export function findCard(state: ChatState, toolCallId: string): ToolCard | undefined {
@@ -105,14 +132,16 @@ function itemIdOfCard(state: ChatState, toolCallId: string): string | undefined 
 }
 
 /** Adds a user message (the prompt as sent, or replayed). Returns its item id. */
-export function addUser(state: ChatState, text: string, attachments: string[] = []): string {
+export function addUser(state: ChatState, text: string, attachments: string[] = [], messageId?: string): string {
   const last = state.items[state.items.length - 1];
-  // A replayed message may come in several chunks.
-  if (last && last.kind === "user" && attachments.length === 0 && text && !last.attachments.length) {
+  // A replayed message may come in several chunks (of the same message).
+  const sameMessage = !messageId || !last || last.kind !== "user" || !last.messageId || last.messageId === messageId;
+  if (last && last.kind === "user" && attachments.length === 0 && text && !last.attachments.length && sameMessage) {
     last.text += text;
+    if (messageId) last.messageId = messageId;
     return last.id;
   }
-  const item = { kind: "user" as const, id: nextId("user"), text, attachments };
+  const item = { kind: "user" as const, id: nextId("user"), text, attachments, messageId };
   state.items.push(item);
   return item.id;
 }
@@ -156,9 +185,9 @@ export function applyUpdate(state: ChatState, update: SessionUpdate): string[] {
   switch (update.sessionUpdate) {
     case "user_message_chunk":
       if (isSteered(update)) return [addSteered(state, blockText(update.content))];
-      return [addUser(state, blockText(update.content))];
+      return [addUser(state, blockText(update.content), [], messageIdOf(update))];
     case "agent_message_chunk":
-      return [appendText(state, "agent", blockText(update.content))];
+      return [appendText(state, "agent", blockText(update.content), messageIdOf(update))];
     case "agent_thought_chunk":
       return [appendText(state, "thought", blockText(update.content))];
     case "tool_call": {

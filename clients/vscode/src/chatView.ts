@@ -77,6 +77,7 @@ export class ChatView implements vscode.WebviewViewProvider {
       acceptsImages: controller.acceptsImages,
       canList: controller.canList,
       canSteer: controller.canSteer,
+      canRewind: controller.canRewind,
     });
   }
 
@@ -109,6 +110,14 @@ export class ChatView implements vscode.WebviewViewProvider {
       case "stop":
         await controller.cancel();
         break;
+      case "rewind":
+        if (await controller.rewind(message.itemId, { restoreFiles: message.restoreFiles })) this.refresh();
+        break;
+      case "edit": {
+        const resubmit = await this.blocks({ ...message, type: "prompt" });
+        if (await controller.rewind(message.itemId, { restoreFiles: false, resubmit, shown: message.text })) this.refresh();
+        break;
+      }
       case "permission":
         controller.answerPermission(message.toolCallId, message.optionId);
         break;

@@ -32,6 +32,8 @@ import {
   type WriteTextFileRequest,
 } from "@agentclientprotocol/sdk";
 
+import { createHash } from "node:crypto";
+
 import {
   addNotice,
   addQuestion,
@@ -43,6 +45,7 @@ import {
   emptyState,
   questionAnswered,
   terminalOutput,
+  truncateBefore,
   type ChatState,
 } from "./chatState.js";
 import { checkAnswer, describeAnswer, formFields, type FormField } from "./form.js";
@@ -128,6 +131,12 @@ export class SessionController {
   get canSteer(): boolean {
     const meta = this.agentInfo?._meta as { steering?: { supported?: unknown } } | null | undefined;
     return meta?.steering?.supported === true;
+  }
+
+  /** Whether the agent rewinds to a message (`_session/rewind`), files too (`restoreFiles`). */
+  get canRewind(): boolean {
+    const meta = this.agentInfo?._meta as { sessionRewind?: { supported?: unknown } } | null | undefined;
+    return meta?.sessionRewind?.supported === true;
   }
 
   get canLoad(): boolean {
@@ -351,7 +360,8 @@ export class SessionController {
   /** Sends a prompt; `shown` is how the chat shows it. Resolves with the stop reason. */
   async prompt(blocks: ContentBlock[], shown: string, attachments: string[] = []): Promise<string | undefined> {
     if (this.state.busy) return undefined;
-    this.changed([addUser(this.state, shown, attachments)]);
+    const userItem = addUser(this.state, shown, attachments);
+    this.changed([userItem]);
     this.state.busy = true;
     this.changed(["*"]);
     try {
@@ -360,7 +370,11 @@ export class SessionController {
         sessionId: this.sessionId,
         prompt: blocks,
       });
-      this.changed([addStop(this.state, response.stopReason)]);
+      // The agent names the prompt's message: a rewind can name it back.
+      const named = (response._meta as { userMessageId?: unknown } | null | undefined)?.userMessageId;
+      const item = this.state.items.find((i) => i.id === userItem);
+      if (item?.kind === "user" && typeof named === "string") item.messageId = named;
+      this.changed([userItem, addStop(this.state, response.stopReason)]);
       return response.stopReason;
     } catch (error) {
       if (this.connection) this.changed([addNotice(this.state, "error", describe(error))]);
@@ -404,6 +418,51 @@ export class SessionController {
     }
     void this.prompt(blocks, shown);
     return "prompted";
+  }
+
+  /**
+   * Goes back to before the user message `itemId` (a running turn is stopped first): the
+   * agent drops it and what followed from the conversation, and with `restoreFiles` puts
+   * back the files those turns changed. With `resubmit`, that text is then sent in its place
+   * (edit and resubmit). Resolves with whether the agent rewound.
+   */
+  async rewind(itemId: string, options: { restoreFiles: boolean; resubmit?: ContentBlock[]; shown?: string }): Promise<boolean> {
+    const index = this.state.items.findIndex((i) => i.id === itemId);
+    const target = this.state.items[index];
+    if (!this.connection || !this.sessionId || !this.canRewind || target?.kind !== "user" || !target.messageId) {
+      this.changed([addNotice(this.state, "warning", "This message cannot be rewound to (the agent did not name it).")]);
+      return false;
+    }
+    const params: Record<string, unknown> = {
+      sessionId: this.sessionId,
+      beforeMessage: point(target.messageId, target.text),
+      interruptIfRunning: true,
+      restoreFiles: options.restoreFiles,
+    };
+    const before = this.state.items.slice(0, index);
+    const previousUser = before.map((i) => i.kind).lastIndexOf("user");
+    const answer = before
+      .slice(previousUser + 1)
+      .reverse()
+      .find((i) => i.kind === "agent" && i.messageId);
+    if (answer?.kind === "agent" && answer.messageId) params.resumeAtMessage = point(answer.messageId, answer.text);
+    this.queued.length = 0;
+    let result: { rewound?: boolean; reason?: string; files?: RestoredFiles };
+    try {
+      result = await this.connection.agent.request("_session/rewind", params);
+    } catch (error) {
+      this.changed([addNotice(this.state, "error", `Not rewound: ${describe(error)}`)]);
+      return false;
+    }
+    if (!result.rewound) {
+      this.changed([addNotice(this.state, "warning", `Not rewound: ${result.reason ?? "the agent refused"}`)]);
+      return false;
+    }
+    truncateBefore(this.state, itemId);
+    if (result.files) addNotice(this.state, "info", describeRestore(result.files));
+    this.changed(["*"]);
+    if (options.resubmit) void this.prompt(options.resubmit, options.shown ?? "");
+    return true;
   }
 
   /** Queues a prompt behind the running turn (sent at once when none runs). */
@@ -508,4 +567,21 @@ export function describe(error: unknown): string {
   if (error instanceof RequestError) return error.message;
   if (error && typeof error === "object" && "message" in error) return String((error as { message: unknown }).message);
   return String(error);
+}
+
+/** What a rewind with `restoreFiles` did to the files. */
+type RestoredFiles = { restored?: string[]; skipped?: string[]; failed?: { path: string; error: string }[] };
+
+/** A message as a rewind names it: its id and the SHA-256 of its text. */
+function point(messageId: string, text: string): { messageId: string; messageFingerprint: string; messageOccurrence: number } {
+  const hex = createHash("sha256").update(text, "utf8").digest("hex");
+  return { messageId, messageFingerprint: `sha256:${hex}`, messageOccurrence: 1 };
+}
+
+/** A rewind's file report as one line. */
+export function describeRestore(files: RestoredFiles): string {
+  const parts = [`Files put back: ${files.restored?.length ?? 0}.`];
+  if (files.skipped?.length) parts.push(`Left as they are (changed since the agent did): ${files.skipped.join(", ")}.`);
+  for (const failed of files.failed ?? []) parts.push(`Not put back: ${failed.path}: ${failed.error}.`);
+  return parts.join(" ");
 }

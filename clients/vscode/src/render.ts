@@ -111,17 +111,23 @@ ${renderCardContent(card, terminals)}${permission}
 </div>`;
 }
 
+/** A sent message's actions (shown when the agent rewinds): edit it, or restore files to before it. */
+function messageActions(itemId: string): string {
+  const id = escapeHtml(itemId);
+  return `<div class="message-actions"><button class="message-edit" data-item="${id}" title="Edit this message and send it again: the conversation goes back to before it">Edit</button><button class="message-restore" data-item="${id}" title="Go back to before this message and put back the files the agent changed since">Restore files to here</button></div>`;
+}
+
 /** An item as HTML; `terminals` is the output so far of the commands cards show. */
 export function renderItem(item: ChatItem, terminals: Record<string, string> = {}): string {
   switch (item.kind) {
     case "user":
       return `<div class="message user${item.steered ? " steered" : ""}">${
         item.steered ? '<span class="steered-label">steered</span> ' : ""
-      }${escapeHtml(item.text)}${
+      }<span class="user-text">${escapeHtml(item.text)}</span>${
         item.attachments.length
           ? `<div class="attachments">${item.attachments.map((a) => `<span class="chip">${escapeHtml(a)}</span>`).join("")}</div>`
           : ""
-      }</div>`;
+      }${item.messageId ? messageActions(item.id) : ""}</div>`;
     case "agent":
       return `<div class="message agent">${renderMarkdown(item.text)}</div>`;
     case "thought":

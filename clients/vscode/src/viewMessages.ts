@@ -17,6 +17,16 @@ export type FromView =
       images: { mimeType: string; data: string }[];
     }
   | { type: "stop" }
+  /** Back to before a sent message; with `restoreFiles`, its turns' file changes undone. */
+  | { type: "rewind"; itemId: string; restoreFiles: boolean }
+  /** A sent message edited: back to before it, then the new text sent in its place. */
+  | {
+      type: "edit";
+      itemId: string;
+      text: string;
+      mentions: string[];
+      images: { mimeType: string; data: string }[];
+    }
   | { type: "permission"; toolCallId: string; optionId: string }
   | { type: "question"; id: string; action: "accept" | "decline" | "cancel"; content?: Record<string, unknown> }
   | { type: "openDiff"; toolCallId: string; index: number }
@@ -43,6 +53,7 @@ export type ToView =
       acceptsImages: boolean;
       canList: boolean;
       canSteer: boolean;
+      canRewind: boolean;
     }
   | { type: "sessions"; sessions: { id: string; title: string; updatedAt: string }[] }
   | { type: "files"; files: string[] }

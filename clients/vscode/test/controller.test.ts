@@ -1,6 +1,7 @@
 // The session controller against an in-process agent: streaming into the chat state, the
 // permission flow on the cards, Stop, start failures with an Open settings action, and a
 // crashed agent restarted (and its session resumed) on the next prompt.
+import { createHash } from "node:crypto";
 import { test } from "node:test";
 import assert from "node:assert/strict";
 
@@ -244,4 +245,40 @@ test("a message typed while a turn runs steers it and shows where it entered; a 
   assert.equal((prompts[1].params as { prompt: { text: string }[] }).prompt[0].text, "hello");
   // With no turn running, a steer is a prompt.
   assert.equal(await controller.steer(text("hello"), "hello"), "prompted");
+});
+
+test("a sent message can be rewound to, files too, and edited and sent again in its place", async () => {
+  const fake = new FakeAgent();
+  const { controller } = controllerFor(fake);
+  await controller.prompt(text("hello"), "hello");
+  await controller.prompt(text("second"), "second");
+  assert.equal(controller.canRewind, true, "the agent advertised rewind");
+  const second = controller.state.items.find((i) => i.kind === "user" && i.text === "second");
+  assert.ok(second && second.kind === "user" && second.messageId === "user-2", "the answer named the prompt");
+  assert.equal(await controller.rewind(second.id, { restoreFiles: true }), true);
+  const asked = fake.received.find((r) => r.method === "_session/rewind")?.params as {
+    beforeMessage: { messageId: string; messageFingerprint: string };
+    resumeAtMessage: { messageId: string; messageFingerprint: string };
+    restoreFiles: boolean;
+    interruptIfRunning: boolean;
+  };
+  const sha = (t: string) => `sha256:${createHash("sha256").update(t).digest("hex")}`;
+  assert.deepEqual(asked.beforeMessage, { messageId: "user-2", messageFingerprint: sha("second"), messageOccurrence: 1 });
+  assert.equal(asked.resumeAtMessage.messageId, "agent-1", "the answer before it guards the rewind");
+  assert.equal(asked.resumeAtMessage.messageFingerprint, sha("Hello **there**"));
+  assert.equal(asked.restoreFiles, true);
+  assert.equal(asked.interruptIfRunning, true);
+  assert.ok(!controller.state.items.some((i) => i.kind === "user" && i.text === "second"), "the chat went back");
+  const notice = controller.state.items.find((i) => i.kind === "notice");
+  assert.ok(notice && notice.kind === "notice" && /Files put back: 1\..*b\.txt/.test(notice.text), "the files are told");
+
+  // Edit and resubmit: back to before the first message, then the new text in its place.
+  const first = controller.state.items.find((i) => i.kind === "user" && i.text === "hello");
+  assert.ok(first);
+  assert.equal(await controller.rewind(first.id, { restoreFiles: false, resubmit: text("hello again"), shown: "hello again" }), true);
+  const edit = fake.received.filter((r) => r.method === "_session/rewind")[1]?.params as { resumeAtMessage?: unknown };
+  assert.equal(edit.resumeAtMessage, undefined, "the first message needs no guard");
+  await until(() => fake.received.filter((r) => r.method === "session/prompt").length === 3, "the edited prompt");
+  const users = controller.state.items.filter((i) => i.kind === "user").map((i) => i.kind === "user" && i.text);
+  assert.deepEqual(users, ["hello again"]);
 });

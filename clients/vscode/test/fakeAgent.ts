@@ -20,6 +20,7 @@ export class FakeAgent {
   private exit?: (code: string) => void;
   private release?: () => void;
   private steered = false;
+  private prompts = 0;
 
   constructor(private readonly options: FakeOptions = {}) {}
 
@@ -46,7 +47,7 @@ export class FakeAgent {
         this.received.push({ method: "initialize", params });
         return {
           protocolVersion: 1,
-          _meta: { steering: { supported: true } },
+          _meta: { steering: { supported: true }, sessionRewind: { supported: true, restoreFiles: true } },
           agentCapabilities: {
             loadSession: true,
             promptCapabilities: { image: true, embeddedContext: true },
@@ -116,21 +117,37 @@ export class FakeAgent {
           return { outcome: "injected" };
         },
       )
+      // A rewind: recorded, and answered as Talaria does (files put back when asked).
+      .onRequest(
+        "_session/rewind",
+        (params: unknown) => params as { sessionId: string; restoreFiles?: boolean },
+        ({ params }) => {
+          this.received.push({ method: "_session/rewind", params });
+          return {
+            rewound: true,
+            sessionId: params.sessionId,
+            ...(params.restoreFiles ? { files: { restored: ["/w/a.txt"], skipped: ["/w/b.txt"], failed: [] } } : {}),
+          };
+        },
+      )
       .onNotification(methods.agent.session.cancel, () => {
         this.cancelled += 1;
         this.release?.();
       })
       .onRequest(methods.agent.session.prompt, async ({ params, client }) => {
         this.received.push({ method: "session/prompt", params });
+        this.prompts += 1;
+        // The prompt's message, named in the answer as Talaria names it.
+        const named = { _meta: { userMessageId: `user-${this.prompts}` } };
         const text = params.prompt[0]?.type === "text" ? params.prompt[0].text : "";
         const update = (u: SessionUpdate) =>
           client.notify(methods.client.session.update, { sessionId: params.sessionId, update: u });
         if (text === "hello") {
           await update({ sessionUpdate: "agent_thought_chunk", content: { type: "text", text: "greeting" } });
-          await update({ sessionUpdate: "agent_message_chunk", content: { type: "text", text: "Hello " } });
-          await update({ sessionUpdate: "agent_message_chunk", content: { type: "text", text: "**there**" } });
+          await update({ sessionUpdate: "agent_message_chunk", content: { type: "text", text: "Hello " }, messageId: `agent-${this.prompts}` });
+          await update({ sessionUpdate: "agent_message_chunk", content: { type: "text", text: "**there**" }, messageId: `agent-${this.prompts}` });
           await update({ sessionUpdate: "usage_update", used: 1200, size: 128000 });
-          return { stopReason: "end_turn" as const };
+          return { stopReason: "end_turn" as const, ...named };
         }
         if (text === "write") {
           await update({ sessionUpdate: "tool_call", toolCallId: "t1", title: "Write a.txt", kind: "edit", status: "pending" });
@@ -194,7 +211,7 @@ export class FakeAgent {
           }
           return { stopReason: "cancelled" as const };
         }
-        return { stopReason: "end_turn" as const };
+        return { stopReason: "end_turn" as const, ...named };
       });
   }
 }

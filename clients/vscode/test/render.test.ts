@@ -132,5 +132,13 @@ test("a card's kind is a plain word, never an emoji a system without emoji fonts
 test("a steered message is marked where it entered", () => {
   const html = renderItem({ kind: "user", id: "u", text: "use tabs", attachments: [], steered: true });
   assert.match(html, /class="message user steered"/);
-  assert.match(html, /steered<\/span> use tabs/);
+  assert.match(html, /steered<\/span> <span class="user-text">use tabs<\/span>/);
+});
+
+test("a message the agent named offers Edit and Restore files to here; an unnamed one does not", () => {
+  const named = renderItem({ kind: "user", id: "user-9", text: "fix it", attachments: [], messageId: "user-4" });
+  assert.match(named, /class="message-edit" data-item="user-9"/);
+  assert.match(named, /class="message-restore" data-item="user-9"[^>]*>Restore files to here</);
+  const unnamed = renderItem({ kind: "user", id: "user-10", text: "fix it", attachments: [] });
+  assert.doesNotMatch(unnamed, /message-actions/);
 });

@@ -46,6 +46,8 @@ let commands: Command[] = [];
 let acceptsImages = false;
 let busy = false;
 let canSteer = false;
+/** The sent message being edited (its item id): Send rewinds to before it and resends. */
+let editing: string | undefined;
 const history: string[] = [];
 let historyIndex = 0;
 let mentions: string[] = [];
@@ -109,6 +111,7 @@ window.addEventListener("message", (event: MessageEvent<ToView>) => {
     case "header":
       busy = message.busy;
       canSteer = message.canSteer;
+      document.body.classList.toggle("can-rewind", message.canRewind);
       sendButton.classList.toggle("hidden", busy);
       stopButton.classList.toggle("hidden", !busy);
       steerButton.classList.toggle("hidden", !busy || !canSteer);
@@ -213,6 +216,15 @@ log.addEventListener("click", (event) => {
     send({ type: "permission", toolCallId: target.dataset.tool ?? "", optionId: target.dataset.option ?? "" });
   } else if (target.classList.contains("open-diff")) {
     send({ type: "openDiff", toolCallId: target.dataset.tool ?? "", index: Number(target.dataset.index ?? 0) });
+  } else if (target.classList.contains("message-edit")) {
+    const item = target.closest(".item");
+    const text = item?.querySelector(".message.user .user-text")?.textContent ?? "";
+    editing = target.dataset.item;
+    input.value = text.trim();
+    input.placeholder = "Edit the message; Send goes back to before it and sends this instead (Esc: cancel)";
+    input.focus();
+  } else if (target.classList.contains("message-restore")) {
+    send({ type: "rewind", itemId: target.dataset.item ?? "", restoreFiles: true });
   } else if (target.classList.contains("notice-action")) {
     send({ type: "command", command: target.dataset.command ?? "" });
   } else if (target.classList.contains("question-decline") || target.classList.contains("question-cancel")) {
@@ -228,7 +240,12 @@ function submit(how: "steer" | "queue" = canSteer ? "steer" : "queue"): void {
   history.push(text);
   historyIndex = history.length;
   const used = mentions.filter((m) => text.includes(`@${m}`));
-  send(busy ? { type: how, text, mentions: used, images } : { type: "prompt", text, mentions: used, images });
+  if (editing) {
+    send({ type: "edit", itemId: editing, text, mentions: used, images });
+    editing = undefined;
+  } else {
+    send(busy ? { type: how, text, mentions: used, images } : { type: "prompt", text, mentions: used, images });
+  }
   input.value = "";
   mentions = [];
   images = [];
@@ -315,6 +332,11 @@ input.addEventListener("keydown", (event) => {
   }
   if (event.key === "Escape") {
     hideCompletions();
+    if (editing) {
+      editing = undefined;
+      input.value = "";
+      input.placeholder = "Ask Talaria — / for commands, @ to mention a file";
+    }
     return;
   }
   if (event.key === "Enter" && !event.shiftKey) {

@@ -91,11 +91,21 @@ pub fn commands(catalog: &Catalog) -> SessionUpdate {
             acp::UnstructuredCommandInput::new("the task to plan"),
         )),
     );
+    commands.push(
+        acp::AvailableCommand::new(
+            talaria_engine::REWIND_COMMAND,
+            "Go back before your last prompt (or the Nth last): the turns after it leave the conversation; with `files`, the files they changed are put back too.",
+        )
+        .input(acp::AvailableCommandInput::Unstructured(
+            acp::UnstructuredCommandInput::new("[N] [files] [force]"),
+        )),
+    );
     let reserved = [
         super::compaction::COMMAND,
         SKILLS_COMMAND,
         MCP_COMMAND,
         PLAN_COMMAND,
+        talaria_engine::REWIND_COMMAND,
     ];
     for found in &catalog.skills {
         if reserved.contains(&found.name.as_str()) {

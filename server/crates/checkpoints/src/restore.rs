@@ -22,14 +22,27 @@ pub struct RestoreReport {
     pub failed: Vec<(String, String)>,
 }
 
+/// Why one file could not be checked or put back.
+#[derive(Debug, thiserror::Error)]
+enum FileError {
+    #[error("the checkpoint did not keep this version (over its bound)")]
+    NotKept,
+    #[error("its kept content cannot be read: {0}")]
+    Unreadable(std::io::Error),
+    #[error("it has no folder or name")]
+    NoName,
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
 /// How a file stands now, compared with what a change left.
-fn matches_now(path: &Path, expected: Option<&FileVersion>) -> Result<bool, String> {
+fn matches_now(path: &Path, expected: Option<&FileVersion>) -> Result<bool, FileError> {
     let meta = match fs::symlink_metadata(path) {
         Ok(meta) => meta,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             return Ok(expected.is_none());
         }
-        Err(error) => return Err(error.to_string()),
+        Err(error) => return Err(error.into()),
     };
     let Some(expected) = expected else {
         return Ok(false);
@@ -38,9 +51,9 @@ fn matches_now(path: &Path, expected: Option<&FileVersion>) -> Result<bool, Stri
         return Ok(false);
     }
     let Some(hash) = &expected.hash else {
-        return Err("the checkpoint did not keep this version (over its bound)".into());
+        return Err(FileError::NotKept);
     };
-    let bytes = fs::read(path).map_err(|e| e.to_string())?;
+    let bytes = fs::read(path)?;
     Ok(hash_of(&bytes) == *hash && meta.permissions().mode() & 0o7777 == expected.mode)
 }
 
@@ -50,23 +63,20 @@ fn put_back(
     session: &str,
     path: &Path,
     version: Option<&FileVersion>,
-) -> Result<(), String> {
+) -> Result<(), FileError> {
     let Some(version) = version else {
         return match fs::remove_file(path) {
-            Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error.to_string()),
+            Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error.into()),
             _ => Ok(()),
         };
     };
-    let hash = version
-        .hash
-        .as_deref()
-        .ok_or("the checkpoint did not keep this version (over its bound)")?;
+    let hash = version.hash.as_deref().ok_or(FileError::NotKept)?;
     let bytes = blobs
         .content(session, hash)
-        .map_err(|e| format!("its kept content cannot be read: {e}"))?;
-    let dir = path.parent().ok_or("it has no folder")?;
-    fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-    let name = path.file_name().ok_or("it has no name")?.to_string_lossy();
+        .map_err(FileError::Unreadable)?;
+    let dir = path.parent().ok_or(FileError::NoName)?;
+    fs::create_dir_all(dir)?;
+    let name = path.file_name().ok_or(FileError::NoName)?.to_string_lossy();
     let temporary = dir.join(format!(".{name}.talaria-restore"));
     let written = fs::File::create(&temporary)
         .and_then(|mut file| {
@@ -77,7 +87,7 @@ fn put_back(
         .and_then(|()| fs::rename(&temporary, path));
     written.map_err(|error| {
         let _ = fs::remove_file(&temporary);
-        error.to_string()
+        error.into()
     })
 }
 
@@ -112,7 +122,7 @@ pub fn restore(
                 continue;
             }
             Err(why) => {
-                report.failed.push((path.to_string(), why));
+                report.failed.push((path.to_string(), why.to_string()));
                 stopped.insert(path);
                 continue;
             }
@@ -125,7 +135,7 @@ pub fn restore(
             }
             Err(why) => {
                 report.restored.retain(|p| p != path);
-                report.failed.push((path.to_string(), why));
+                report.failed.push((path.to_string(), why.to_string()));
                 stopped.insert(path);
             }
         }

@@ -73,6 +73,7 @@ pub use sandbox::{
     Helper as SandboxHelper, layers as sandbox_layers, notice as sandbox_notice,
     self_test as sandbox_self_test, shell as sandboxed_shell, state as sandbox_state,
 };
+pub use session::REWIND_COMMAND;
 pub use session::{SessionHandle, SessionSettings, SessionStart, UserInput, spawn_session_with};
 #[cfg(test)]
 pub use session::{SessionSnapshot, spawn_session};

@@ -45,6 +45,23 @@ pub enum RewindOutcome {
     Invalid(String),
 }
 
+/// Why a rewind names no message of the session rightly (nothing changed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RewindError {
+    #[error("beforeMessage or resumeAtMessage is required")]
+    NoTarget,
+    #[error("Message fingerprint does not match the selected message")]
+    Fingerprint,
+    #[error("Rewind message {0} was not found in this session")]
+    NotFound(String),
+    #[error("the message has no place in the record")]
+    NoPlace,
+    #[error("resumeAtMessage is required for a non-initial user message")]
+    GuardRequired,
+    #[error("resumeAtMessage is not the assistant message immediately preceding beforeMessage")]
+    WrongGuard,
+}
+
 /// The `messageId` of a user message: its record entry's, stable across loads.
 pub fn user_message_id(entry: EntryId) -> String {
     format!("user-{entry}")
@@ -53,6 +70,11 @@ pub fn user_message_id(entry: EntryId) -> String {
 /// The fingerprint of a text (`sha256:<hex>`).
 pub fn fingerprint(text: &str) -> String {
     talaria_checkpoints::hash_of(text.as_bytes())
+}
+
+/// The text blocks of a user message joined (what its fingerprint is of).
+pub fn text_of(input: &[InputBlock]) -> String {
+    user_text(input).0
 }
 
 /// The text blocks of a user message joined, and whether it is only text.
@@ -109,12 +131,12 @@ fn find<'a>(
     named: Vec<Named<'a>>,
     point: &MessagePoint,
     on_path: &dyn Fn(EntryId) -> bool,
-) -> Result<&'a Entry, String> {
+) -> Result<&'a Entry, RewindError> {
     if let Some(exact) = named.iter().find(|n| n.id == point.message_id) {
         return if fingerprint(&exact.text) == point.fingerprint {
             Ok(exact.entry)
         } else {
-            Err("Message fingerprint does not match the selected message".into())
+            Err(RewindError::Fingerprint)
         };
     }
     let matching: Vec<&Named<'_>> = named
@@ -123,31 +145,23 @@ fn find<'a>(
         .collect();
     match matching.as_slice() {
         [only] if only.text_only && !only.text.trim().is_empty() => Ok(only.entry),
-        _ => Err(format!(
-            "Rewind message {} was not found in this session",
-            point.message_id
-        )),
+        _ => Err(RewindError::NotFound(point.message_id.clone())),
     }
 }
 
 /// Where the conversation goes on from after the rewind `request` names (the entry the
 /// path will end at; 0: right after the system prompt), or why the request is invalid.
-pub fn resolve(history: &Transcript, request: &RewindRequest) -> Result<EntryId, String> {
+pub fn resolve(history: &Transcript, request: &RewindRequest) -> Result<EntryId, RewindError> {
     let all = history.all_entries();
     let path: std::collections::HashSet<EntryId> = history.entries().iter().map(|e| e.id).collect();
     let on_path = |id: EntryId| path.contains(&id);
     let Some(before) = &request.before else {
-        let point = request
-            .resume_at
-            .as_ref()
-            .ok_or("beforeMessage or resumeAtMessage is required")?;
+        let point = request.resume_at.as_ref().ok_or(RewindError::NoTarget)?;
         let answer = find(answers(&all).collect(), point, &on_path)?;
         return Ok(history.turn_end_of(answer.id));
     };
     let target = find(users(&all).collect(), before, &on_path)?;
-    let head = history
-        .parent_of(target.id)
-        .ok_or("the message has no place in the record")?;
+    let head = history.parent_of(target.id).ok_or(RewindError::NoPlace)?;
     // The user messages and answers on the branch before the target.
     let mut chain = Vec::new();
     let mut at = head;
@@ -161,7 +175,7 @@ pub fn resolve(history: &Transcript, request: &RewindRequest) -> Result<EntryId,
     };
     let previous_user = chain.iter().copied().find(|id| is_user(*id));
     match (&request.resume_at, previous_user) {
-        (None, Some(_)) => Err("resumeAtMessage is required for a non-initial user message".into()),
+        (None, Some(_)) => Err(RewindError::GuardRequired),
         (None, None) => Ok(head),
         (Some(point), previous) => {
             let answer = find(answers(&all).collect(), point, &|id| chain.contains(&id))?;
@@ -170,11 +184,7 @@ pub fn resolve(history: &Transcript, request: &RewindRequest) -> Result<EntryId,
             if in_turn {
                 Ok(head)
             } else {
-                Err(
-                    "resumeAtMessage is not the assistant message immediately preceding \
-                     beforeMessage"
-                        .into(),
-                )
+                Err(RewindError::WrongGuard)
             }
         }
     }
@@ -245,13 +255,33 @@ mod tests {
     fn wrong_fingerprints_unknown_ids_and_missing_guards_are_refused() {
         let t = conversation();
         let wrong = request(Some(point("user-4", "TWO")), Some(point("agent-3", "a1")));
-        assert!(resolve(&t, &wrong).unwrap_err().contains("fingerprint"));
+        assert!(
+            resolve(&t, &wrong)
+                .unwrap_err()
+                .to_string()
+                .contains("fingerprint")
+        );
         let unknown = request(Some(point("user-99", "nope")), None);
-        assert!(resolve(&t, &unknown).unwrap_err().contains("not found"));
+        assert!(
+            resolve(&t, &unknown)
+                .unwrap_err()
+                .to_string()
+                .contains("not found")
+        );
         let unguarded = request(Some(point("user-4", "two")), None);
-        assert!(resolve(&t, &unguarded).unwrap_err().contains("required"));
+        assert!(
+            resolve(&t, &unguarded)
+                .unwrap_err()
+                .to_string()
+                .contains("required")
+        );
         let wrong_guard = request(Some(point("user-4", "two")), Some(point("agent-5", "a2")));
-        assert!(resolve(&t, &wrong_guard).unwrap_err().contains("preceding"));
+        assert!(
+            resolve(&t, &wrong_guard)
+                .unwrap_err()
+                .to_string()
+                .contains("preceding")
+        );
     }
 
     #[test]

@@ -142,7 +142,7 @@ fn tool_results(transcript: &Transcript) -> Vec<(String, String)> {
 async fn next_shown(rx: &mut mpsc::Receiver<EngineEvent>) -> Option<EngineEvent> {
     loop {
         match rx.recv().await {
-            Some(EngineEvent::MessageStarts(_)) => continue,
+            Some(EngineEvent::MessageStarts(_) | EngineEvent::PromptRecorded(_)) => continue,
             other => return other,
         }
     }
@@ -169,7 +169,9 @@ async fn finish_of(
         // model call's message id is checked by the edge's tests.
         if matches!(
             event,
-            EngineEvent::SessionTitle(_) | EngineEvent::MessageStarts(_)
+            EngineEvent::SessionTitle(_)
+                | EngineEvent::MessageStarts(_)
+                | EngineEvent::PromptRecorded(_)
         ) {
             continue;
         }

@@ -5,7 +5,7 @@
 
 mod learning;
 mod prompts;
-mod rewinding;
+pub(crate) mod rewinding;
 mod saving;
 mod titles;
 mod turns;

@@ -27,6 +27,9 @@ impl SessionActor {
                     .finish_without_model(turn, Ok(StopReason::Cancelled))
                     .await;
             }
+            PromptInput::Slash(command) if command.name == super::rewinding::REWIND_COMMAND => {
+                return self.rewind_command(turn, &command.args).await;
+            }
             PromptInput::Slash(command) => match self.expand(command).await {
                 Expansion::Prompt(input) => input,
                 Expansion::Reply(reply) => return self.command_reply(turn, reply).await,
