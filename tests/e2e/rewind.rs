@@ -12,6 +12,8 @@ use sha2::{Digest, Sha256};
 use talaria_harness::{AgentProcess, MockReply};
 
 use crate::support::*;
+use talaria_harness::binary::{talaria_bin, workspace_bin};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 fn fingerprint(text: &str) -> String {
     let digest = Sha256::digest(text.as_bytes());
@@ -542,4 +544,64 @@ async fn the_rewind_command_goes_back_a_prompt_with_its_files_and_is_offered_as_
             .contains("prompt(s) to go back over"),
         "{bad}"
     );
+}
+
+/// Reads `from` until what was read contains `wanted`; returns all of it.
+async fn read_until(from: &mut (impl AsyncRead + Unpin), seen: &mut String, wanted: &str) {
+    let mut buf = [0u8; 4096];
+    let found = tokio::time::timeout(WAIT, async {
+        while !seen.contains(wanted) {
+            let n = from.read(&mut buf).await.expect("read");
+            assert!(n > 0, "closed before {wanted:?}: {seen}");
+            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    })
+    .await;
+    assert!(found.is_ok(), "no {wanted:?} in: {seen}");
+}
+
+#[tokio::test]
+async fn talaria_chat_lists_the_prompts_and_rewinds_with_files() {
+    // talaria-chat starts the agent itself, as the user running the test.
+    let env = TestEnv::new(editing_script()).await;
+    env.write_config("mode = \"yolo\"\n");
+    seed(env.workspace.path());
+    let dir = env.workspace.path();
+    let mut child = tokio::process::Command::new(workspace_bin("talaria-chat", "talaria-chat"))
+        .arg("--agent")
+        .arg(talaria_bin())
+        .arg("--cwd")
+        .arg(dir)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(env.env())
+        .kill_on_drop(true)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawned");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let (mut out, mut err) = (String::new(), String::new());
+    stdin.write_all(b"look around\n").await.expect("prompt");
+    read_until(&mut stdout, &mut out, "first answer").await;
+    let before = snapshot(dir);
+    stdin.write_all(b"change things\n").await.expect("prompt");
+    read_until(&mut stdout, &mut out, "edited").await;
+    stdin.write_all(b"/rewind\n").await.expect("list");
+    read_until(&mut stderr, &mut err, "1  change things").await;
+    assert!(err.contains("2  look around"), "{err}");
+    stdin.write_all(b"/rewind 1 files\n").await.expect("rewind");
+    read_until(&mut stderr, &mut err, "files put back: 8").await;
+    assert_eq!(snapshot(dir), before, "the files are as before the prompt");
+    stdin.write_all(b"/rewind\n").await.expect("list");
+    read_until(&mut stderr, &mut err, "1  look around").await;
+    drop(stdin);
+    let status = tokio::time::timeout(WAIT, child.wait())
+        .await
+        .expect("in time")
+        .expect("ran");
+    assert!(status.success(), "{err}");
 }

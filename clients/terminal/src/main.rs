@@ -432,6 +432,11 @@ impl Chat {
     /// Sends the next queued line, or shows the prompt.
     async fn next_queued(&mut self) -> anyhow::Result<()> {
         match self.queued.pop_front() {
+            // A command typed during the turn is talaria-chat's own when it names one.
+            Some(next) if self.rewinding && next.starts_with("/rewind") => {
+                self.renderer.status(&format!("> {next}"));
+                self.rewind(&next).await
+            }
             Some(next) => {
                 self.renderer.status(&format!("> {next}"));
                 self.send_prompt(&next).await
