@@ -13,6 +13,7 @@ macro_rules! report {
     }};
 }
 
+mod checkpoints;
 mod compression;
 mod replay;
 mod sandbox;
@@ -36,6 +37,8 @@ struct Options {
     postgres: Option<String>,
     /// Only the turn's figures (start, session/new, a turn, a 10,000-delta stream).
     turn_only: bool,
+    /// Only the checkpoints' figures (no agent needed).
+    checkpoints_only: bool,
 }
 
 fn options() -> anyhow::Result<Options> {
@@ -48,6 +51,7 @@ fn options() -> anyhow::Result<Options> {
         iterations: 20,
         postgres: None,
         turn_only: false,
+        checkpoints_only: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -63,16 +67,17 @@ fn options() -> anyhow::Result<Options> {
                 options.postgres = Some(args.next().context("--postgres needs a URL")?);
             }
             "--turn-only" => options.turn_only = true,
+            "--checkpoints-only" => options.checkpoints_only = true,
             "-h" | "--help" => {
                 report!(
-                    "usage: talaria-bench [--agent PATH] [--iterations N] [--postgres URL|local] [--turn-only]"
+                    "usage: talaria-bench [--agent PATH] [--iterations N] [--postgres URL|local] [--turn-only] [--checkpoints-only]"
                 );
                 std::process::exit(0);
             }
             other => bail!("unknown argument {other:?}"),
         }
     }
-    if !options.agent.exists() {
+    if !options.agent.exists() && !options.checkpoints_only {
         bail!(
             "{} does not exist: run `cargo build --release -p talaria-server` first",
             options.agent.display()
@@ -329,6 +334,9 @@ fn cpu_ms(pid: u32) -> Option<f64> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let options = options()?;
+    if options.checkpoints_only {
+        return print_checkpoint_figures(options.iterations.max(20));
+    }
     let env = Env {
         mock: MockLlm::start(Vec::new()).await?,
         home: tempfile::tempdir()?,
@@ -381,6 +389,7 @@ async fn main() -> anyhow::Result<()> {
         cost.without_namespaces.1 - cost.direct.1
     );
     print_steering_figures(&options, &env, &cwd).await?;
+    print_checkpoint_figures(options.iterations.max(20))?;
     let replay = replay::measure(&options.agent, &env.mock, &env.vars(), &cwd).await?;
     report!(
         "replay of a 50-turn session       {:8.1} ms  (recorded against the mock: {:.1} ms)",
@@ -401,6 +410,34 @@ async fn main() -> anyhow::Result<()> {
     report!(
         "token accounting of a new turn    {:8.3} ms  (on that history)   target <= 1 ms",
         ms(compression.new_turn)
+    );
+    Ok(())
+}
+
+/// Checkpoints on a workspace of 10,000 files.
+fn print_checkpoint_figures(runs: usize) -> anyhow::Result<()> {
+    let cost = checkpoints::measure(runs)?;
+    report!(
+        "checkpoint, file tool's edit      {:8.2} ms  (min {:.2}; 10,000-file workspace)   target: + < 5 ms",
+        cost.edit.0,
+        cost.edit.1
+    );
+    report!(
+        "checkpoint, command               {:8.2} ms  (min {:.2}; two stat walks, one file changed)   target: + < 50 ms",
+        cost.command.0,
+        cost.command.1
+    );
+    report!(
+        "  first index of the workspace    {:8.1} ms  (every file read once, in the background)",
+        cost.index_ms
+    );
+    report!(
+        "rewind restoring 100 files        {:8.2} ms",
+        cost.restore_100_ms
+    );
+    report!(
+        "checkpoint store growth per turn  {:8.1} KB  (3 edits and a command changing 2 files of 2 KB)",
+        cost.growth_per_turn as f64 / 1024.0
     );
     Ok(())
 }

@@ -219,3 +219,27 @@ fn a_write_that_fails_during_a_restore_names_the_file_and_leaves_it_whole() {
 fn nix_is_root() -> bool {
     std::fs::metadata("/proc/self").is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
 }
+
+#[test]
+fn nested_gitignores_and_their_exceptions_decide_what_a_walk_sees() {
+    let (_home, work, _blobs, space) = workspace(Bounds::default());
+    let dir = work.path();
+    sh(
+        dir,
+        "mkdir -p a/b && printf 'build/\\n' > .gitignore && printf '*.log\\n!keep.log\\n' > a/.gitignore",
+    );
+    space.before_command();
+    sh(
+        dir,
+        "mkdir -p build a/b/build && printf x > build/out && printf x > a/b/build/o && \
+         printf x > a/b/noise.log && printf x > a/b/keep.log && printf x > a/b/code.rs",
+    );
+    let mut seen: Vec<String> = space
+        .after_command("s")
+        .changes
+        .iter()
+        .map(|c| c.path.trim_start_matches(&format!("{}/", dir.display())).to_string())
+        .collect();
+    seen.sort();
+    assert_eq!(seen, ["a/b/code.rs", "a/b/keep.log"]);
+}

@@ -1,12 +1,11 @@
 //! The stat walk of a workspace: every regular file under the roots that `.gitignore` does
 //! not ignore, outside any `.git`, with what tells a change without reading it.
 
+use ignore::Match;
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-
-use ignore::{WalkBuilder, WalkState};
 
 /// What tells that a file changed without reading it: a write moves its mtime or ctime, a
 /// replacement its inode, a `chmod` its ctime and mode.
@@ -32,56 +31,191 @@ impl Stat {
 }
 
 /// The files under `roots` and their stats; stops counting past `max_files` (`None`: the
-/// workspace holds more than that).
+/// workspace holds more than that). One `readdir` per folder and one `fstatat` per file
+/// (through the folder, as `std` does); a `.gitignore` is read only where a listing shows one.
 pub(crate) fn stat_walk(roots: &[PathBuf], max_files: usize) -> Option<HashMap<PathBuf, Stat>> {
-    let Some((first, rest)) = roots.split_first() else {
-        return Some(HashMap::new());
-    };
-    let mut builder = WalkBuilder::new(first);
-    for root in rest {
-        builder.add(root);
+    let mut found = HashMap::new();
+    for root in roots {
+        let ignores = parent_ignores(root);
+        let mut folders = Vec::new();
+        walk_one(root, &ignores, &mut found, &mut folders, max_files)?;
+        walk_spread(folders, &mut found, max_files)?;
     }
-    builder
-        .hidden(false)
-        .ignore(false)
-        .git_global(false)
-        .require_git(false)
-        .git_ignore(true)
-        .git_exclude(true)
-        .parents(true)
-        .follow_links(false)
-        .filter_entry(|entry| entry.file_name() != ".git")
-        .threads(
-            std::thread::available_parallelism()
-                .map_or(2, |n| n.get())
-                .min(4),
-        );
-    let found: Mutex<HashMap<PathBuf, Stat>> = Mutex::new(HashMap::new());
-    let over = std::sync::atomic::AtomicBool::new(false);
-    builder.build_parallel().run(|| {
-        Box::new(|entry| {
-            let Ok(entry) = entry else {
-                return WalkState::Continue;
-            };
-            if !entry.file_type().is_some_and(|t| t.is_file()) {
-                return WalkState::Continue;
-            }
-            let Ok(meta) = entry.metadata() else {
-                return WalkState::Continue;
-            };
-            let mut found = talaria_util::lock(&found);
-            if found.len() >= max_files {
-                over.store(true, std::sync::atomic::Ordering::Relaxed);
-                return WalkState::Quit;
-            }
-            found.insert(entry.into_path(), Stat::of(&meta));
-            WalkState::Continue
-        })
+    Some(found)
+}
+
+/// Walks `folders` (each with the `.gitignore`s that apply to it) on the machine's cores,
+/// each thread down its own share of the tree.
+fn walk_spread(
+    folders: Vec<(PathBuf, Vec<Gitignore>)>,
+    found: &mut HashMap<PathBuf, Stat>,
+    max_files: usize,
+) -> Option<()> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 4);
+    let mut shares: Vec<Vec<(PathBuf, Vec<Gitignore>)>> =
+        (0..threads).map(|_| Vec::new()).collect();
+    for (index, folder) in folders.into_iter().enumerate() {
+        shares[index % threads].push(folder);
+    }
+    let walked: Vec<Option<HashMap<PathBuf, Stat>>> = std::thread::scope(|scope| {
+        let running: Vec<_> = shares
+            .into_iter()
+            .map(|share| {
+                scope.spawn(move || {
+                    let mut own = HashMap::new();
+                    for (folder, ignores) in share {
+                        walk_dir(&folder, &ignores, &mut own, max_files)?;
+                    }
+                    Some(own)
+                })
+            })
+            .collect();
+        running
+            .into_iter()
+            .map(|t| t.join().ok().flatten())
+            .collect()
     });
-    if over.load(std::sync::atomic::Ordering::Relaxed) {
+    for part in walked {
+        found.extend(part?);
+        if found.len() > max_files {
+            return None;
+        }
+    }
+    Some(())
+}
+
+/// The `.gitignore`s above `root`, up to its repository's top (a folder holding `.git`).
+fn parent_ignores(root: &Path) -> Vec<Gitignore> {
+    let mut found = Vec::new();
+    let mut at = root.parent();
+    if root.join(".git").exists() {
+        return found;
+    }
+    while let Some(dir) = at {
+        if let Some(ignore) = read_ignore(dir, &dir.join(".gitignore")) {
+            found.push(ignore);
+        }
+        if dir.join(".git").exists() {
+            break;
+        }
+        at = dir.parent();
+    }
+    found.reverse();
+    found
+}
+
+fn read_ignore(dir: &Path, file: &Path) -> Option<Gitignore> {
+    if !file.is_file() {
         return None;
     }
-    Some(talaria_util::into_inner(found))
+    let mut builder = GitignoreBuilder::new(dir);
+    builder.add(file);
+    builder.build().ok().filter(|ignore| !ignore.is_empty())
+}
+
+/// Whether the innermost `.gitignore` that has a say ignores `path`.
+fn ignored(ignores: &[Gitignore], path: &Path, is_dir: bool) -> bool {
+    for ignore in ignores.iter().rev() {
+        match ignore.matched(path, is_dir) {
+            Match::Ignore(_) => return true,
+            Match::Whitelist(_) => return false,
+            Match::None => {}
+        }
+    }
+    false
+}
+
+/// Lists `dir`: its files into `found`, its folders (with the `.gitignore`s that apply) into
+/// `folders`, to be walked.
+fn walk_one(
+    dir: &Path,
+    ignores: &[Gitignore],
+    found: &mut HashMap<PathBuf, Stat>,
+    folders: &mut Vec<(PathBuf, Vec<Gitignore>)>,
+    max_files: usize,
+) -> Option<()> {
+    let Ok(listing) = std::fs::read_dir(dir) else {
+        return Some(());
+    };
+    let entries: Vec<std::fs::DirEntry> = listing.flatten().collect();
+    let mut ignores = ignores.to_vec();
+    if entries.iter().any(|e| e.file_name() == ".gitignore")
+        && let Some(own) = read_ignore(dir, &dir.join(".gitignore"))
+    {
+        ignores.push(own);
+    }
+    for entry in entries {
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        let path = entry.path();
+        if kind.is_dir() && entry.file_name() != ".git" && !ignored(&ignores, &path, true) {
+            folders.push((path, ignores.clone()));
+        } else if kind.is_file() && !ignored(&ignores, &path, false) {
+            let Ok(meta) = entry.metadata() else { continue };
+            if found.len() >= max_files {
+                return None;
+            }
+            found.insert(path, Stat::of(&meta));
+        }
+    }
+    Some(())
+}
+
+fn walk_dir(
+    dir: &Path,
+    ignores: &[Gitignore],
+    found: &mut HashMap<PathBuf, Stat>,
+    max_files: usize,
+) -> Option<()> {
+    let Ok(listing) = std::fs::read_dir(dir) else {
+        return Some(());
+    };
+    let entries: Vec<std::fs::DirEntry> = listing.flatten().collect();
+    let own = entries
+        .iter()
+        .any(|e| e.file_name() == ".gitignore")
+        .then(|| read_ignore(dir, &dir.join(".gitignore")))
+        .flatten();
+    let extended;
+    let ignores = match own {
+        Some(own) => {
+            extended = ignores
+                .iter()
+                .cloned()
+                .chain(std::iter::once(own))
+                .collect::<Vec<_>>();
+            extended.as_slice()
+        }
+        None => ignores,
+    };
+    for entry in entries {
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() {
+            if entry.file_name() == ".git" {
+                continue;
+            }
+            let path = entry.path();
+            if !ignored(ignores, &path, true) {
+                walk_dir(&path, ignores, found, max_files)?;
+            }
+        } else if kind.is_file() {
+            let path = entry.path();
+            if ignored(ignores, &path, false) {
+                continue;
+            }
+            let Ok(meta) = entry.metadata() else { continue };
+            if found.len() >= max_files {
+                return None;
+            }
+            found.insert(path, Stat::of(&meta));
+        }
+    }
+    Some(())
 }
 
 /// Whether `path` is a regular file now (not a link, a folder or a socket).
