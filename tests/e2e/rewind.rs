@@ -42,6 +42,36 @@ fn ids_of(response: &Value, updates: &[Value]) -> (String, String) {
     (user, answer)
 }
 
+/// The prompt's message id its answer told.
+fn user_id(response: &Value) -> String {
+    response["result"]["_meta"]["userMessageId"]
+        .as_str()
+        .expect("the answer names the prompt's message")
+        .to_string()
+}
+
+/// "look around", then "change things" (which edits the workspace); the params of a rewind
+/// to before the second, with `extra` merged in.
+async fn two_turns(agent: &mut AgentProcess, session: &str) -> impl Fn(Value) -> Value + use<> {
+    let (first, first_updates) = prompt(agent, session, "look around").await;
+    let (_, first_answer) = ids_of(&first, &first_updates);
+    let (second, _) = prompt(agent, session, "change things").await;
+    assert_eq!(stop_reason(&second), "end_turn");
+    let second_user = user_id(&second);
+    let session = session.to_string();
+    move |extra: Value| {
+        let mut params = json!({
+            "sessionId": session,
+            "beforeMessage": point(&second_user, "change things"),
+            "resumeAtMessage": point(&first_answer, "first answer"),
+        });
+        for (key, value) in extra.as_object().into_iter().flatten() {
+            params[key] = value.clone();
+        }
+        params
+    }
+}
+
 async fn rewind(agent: &mut AgentProcess, params: Value) -> Value {
     let id = agent
         .start_request("_session/rewind", params)
@@ -210,23 +240,9 @@ async fn without_restore_files_only_the_conversation_goes_back() {
     let env = editing_env().await;
     let dir = env.workspace.path();
     let (mut agent, session) = env.session().await;
-    let (first, first_updates) = prompt(&mut agent, &session, "look around").await;
-    let (_, first_answer) = ids_of(&first, &first_updates);
-    let (second, _) = prompt(&mut agent, &session, "change things").await;
-    let second_user = second["result"]["_meta"]["userMessageId"]
-        .as_str()
-        .expect("id")
-        .to_string();
+    let params = two_turns(&mut agent, &session).await;
     let changed = snapshot(dir);
-    let answer = rewind(
-        &mut agent,
-        json!({
-            "sessionId": session,
-            "beforeMessage": point(&second_user, "change things"),
-            "resumeAtMessage": point(&first_answer, "first answer"),
-        }),
-    )
-    .await;
+    let answer = rewind(&mut agent, params(json!({}))).await;
     assert_eq!(answer["result"]["rewound"], true, "{answer}");
     assert!(answer["result"].get("files").is_none(), "{answer}");
     assert_eq!(snapshot(dir), changed, "no file is touched");
@@ -237,23 +253,9 @@ async fn a_file_edited_by_hand_after_the_agent_is_listed_and_left_unless_forced(
     let env = editing_env().await;
     let dir = env.workspace.path();
     let (mut agent, session) = env.session().await;
-    let (first, first_updates) = prompt(&mut agent, &session, "look around").await;
-    let (_, first_answer) = ids_of(&first, &first_updates);
-    let (second, _) = prompt(&mut agent, &session, "change things").await;
-    let second_user = second["result"]["_meta"]["userMessageId"]
-        .as_str()
-        .expect("id")
-        .to_string();
+    let base = two_turns(&mut agent, &session).await;
     std::fs::write(dir.join("a.txt"), "the user's own words\n").expect("edit by hand");
-    let params = |force: bool| {
-        json!({
-            "sessionId": session,
-            "beforeMessage": point(&second_user, "change things"),
-            "resumeAtMessage": point(&first_answer, "first answer"),
-            "restoreFiles": true,
-            "force": force,
-        })
-    };
+    let params = |force: bool| base(json!({"restoreFiles": true, "force": force}));
     let answer = rewind(&mut agent, params(false)).await;
     let skipped = &answer["result"]["files"]["skipped"];
     assert_eq!(skipped.as_array().map(Vec::len), Some(1), "{answer}");
@@ -604,4 +606,85 @@ async fn talaria_chat_lists_the_prompts_and_rewinds_with_files() {
         .expect("in time")
         .expect("ran");
     assert!(status.success(), "{err}");
+}
+
+#[tokio::test]
+async fn a_forks_checkpoints_outlive_its_deleted_parent_and_go_with_its_own_deletion() {
+    let env = editing_env().await;
+    let dir = env.workspace.path();
+    let store = env.home.path().join("talaria/checkpoints");
+    let (mut agent, session) = env.session().await;
+    let params = two_turns(&mut agent, &session).await;
+    let held =
+        |id: &str| std::fs::read_dir(store.join("sessions").join(id)).map_or(0, Iterator::count);
+    assert!(
+        held(&session) > 0,
+        "the session holds what its turn changed"
+    );
+    let fork = agent
+        .call(
+            "session/fork",
+            json!({"sessionId": session, "cwd": dir, "mcpServers": []}),
+        )
+        .await
+        .expect("fork");
+    let fork_id = fork["sessionId"].as_str().expect("id").to_string();
+    assert_eq!(
+        held(&fork_id),
+        held(&session),
+        "the fork holds the same contents"
+    );
+    agent
+        .call("session/delete", json!({"sessionId": session}))
+        .await
+        .expect("delete");
+    assert_eq!(held(&session), 0, "a deleted session's holdings go with it");
+    // The fork's record names the same messages; its rewind puts the files back.
+    let mut in_fork = params(json!({"restoreFiles": true}));
+    in_fork["sessionId"] = json!(fork_id);
+    let answer = rewind(&mut agent, in_fork).await;
+    assert_eq!(
+        answer["result"]["files"]["restored"]
+            .as_array()
+            .map(Vec::len),
+        Some(8),
+        "{answer}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("a.txt")).expect("read"),
+        "alpha\n"
+    );
+    agent
+        .call("session/delete", json!({"sessionId": fork_id}))
+        .await
+        .expect("delete");
+    assert_eq!(held(&fork_id), 0);
+    let blobs = std::fs::read_dir(store.join("blobs")).map_or(0, Iterator::count);
+    assert_eq!(blobs, 0, "no content outlives every session that held it");
+}
+
+#[tokio::test]
+async fn a_session_another_process_holds_is_not_rewound_from_here() {
+    let env = editing_env().await;
+    let dir = env.workspace.path();
+    let (mut holder, session) = env.session().await;
+    let params = two_turns(&mut holder, &session).await;
+    let changed = snapshot(dir);
+    let mut other = initialized(&env).await;
+    let answer = rewind(
+        &mut other,
+        params(json!({"restoreFiles": true, "force": true})),
+    )
+    .await;
+    assert_eq!(answer["result"]["rewound"], false, "{answer}");
+    assert_eq!(answer["result"]["reason"], "session_not_found");
+    let load = other
+        .request("session/load", load_params(&env, &session))
+        .await
+        .expect("answered");
+    assert!(load.get("error").is_some(), "the holder keeps it: {load}");
+    assert_eq!(snapshot(dir), changed, "no file is touched");
+    // The holder still rewinds it.
+    let answer = rewind(&mut holder, params(json!({}))).await;
+    assert_eq!(answer["result"]["rewound"], true, "{answer}");
 }

@@ -37,6 +37,12 @@ impl Agent {
                 .with_client_prompt(client);
             let journal = journal_or_open(known, &ready.config);
             let copied = copy(journal, &params).await?;
+            // The copy names the parent's checkpointed contents: the fork holds them too.
+            if let Some(checkpoints) = ready.checkpoints() {
+                let (from, to) = (params.session_id.0.to_string(), copied.id.clone());
+                let _ = tokio::task::spawn_blocking(move || checkpoints.copy_holdings(&from, &to))
+                    .await;
+            }
             Ok((params, ready, copied))
         };
         self.defer(

@@ -567,6 +567,11 @@ pub(super) struct Ready {
 }
 
 impl Ready {
+    /// What the session's calls keep of the files they change.
+    pub(super) fn checkpoints(&self) -> Option<Arc<talaria_engine::Checkpoints>> {
+        self.checkpoints.clone()
+    }
+
     /// The session's instructions take the client's system prompt.
     pub(super) fn with_client_prompt(
         mut self,

@@ -447,16 +447,18 @@ impl Agent {
         });
         let known = self.store.clone();
         let slow = async move {
+            let config = super::load_config().await.map_err(config_error)?;
             let journal = match known {
                 Some(journal) => journal,
-                None => journal_or_open(None, &super::load_config().await.map_err(config_error)?),
+                None => journal_or_open(None, &config),
             };
             if let Some(handle) = running {
                 handle.close_and_wait().await;
             }
             journal.flush(FLUSH_BEFORE_READ).await;
+            let session = id.clone();
             let deleted = journal
-                .call(move |store| store.delete(&id))
+                .call(move |store| store.delete(&session))
                 .await
                 .map_err(store_error)?;
             if !deleted {
@@ -465,6 +467,12 @@ impl Agent {
                     params.session_id
                 )));
             }
+            // Its checkpoints go with it.
+            let home = config.home.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                talaria_engine::prune_checkpoints(&home, &id);
+            })
+            .await;
             Ok(journal)
         };
         self.defer(request, "session/delete", slow, |agent, journal| {

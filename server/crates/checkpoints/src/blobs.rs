@@ -169,17 +169,7 @@ impl BlobStore {
 
     /// Drops everything `session` holds, and the blobs no other session holds.
     pub fn prune_session(&self, session: &str) -> io::Result<()> {
-        let dir = self.session_dir(session)?;
-        let names: Vec<std::ffi::OsString> = match fs::read_dir(&dir) {
-            Ok(entries) => entries.flatten().map(|e| e.file_name()).collect(),
-            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(error) => return Err(error),
-        };
-        fs::remove_dir_all(&dir)?;
-        for name in names {
-            remove_if_unheld(&self.root.join("blobs").join(name));
-        }
-        Ok(())
+        prune_in(&self.root, session)
     }
 
     /// Removes blobs no session holds (left by a session pruned while a process still had
@@ -197,6 +187,26 @@ impl Drop for BlobStore {
     fn drop(&mut self) {
         let _ = fs::remove_dir_all(&self.pending);
     }
+}
+
+/// Drops everything `session` holds in the store of `home` (a deleted session's), and the
+/// blobs no other session holds; a home with no store has nothing to drop.
+pub fn prune_session(home: &Path, session: &str) -> io::Result<()> {
+    prune_in(&home.join("checkpoints"), session)
+}
+
+fn prune_in(root: &Path, session: &str) -> io::Result<()> {
+    let dir = root.join("sessions").join(session_dir_name(session)?);
+    let names: Vec<std::ffi::OsString> = match fs::read_dir(&dir) {
+        Ok(entries) => entries.flatten().map(|e| e.file_name()).collect(),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => return Err(error),
+    };
+    fs::remove_dir_all(&dir)?;
+    for name in names {
+        remove_if_unheld(&root.join("blobs").join(name));
+    }
+    Ok(())
 }
 
 fn bad_hash(hash: &str) -> io::Error {

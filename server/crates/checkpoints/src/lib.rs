@@ -16,7 +16,7 @@ mod restore;
 mod walk;
 mod workspace;
 
-pub use blobs::{BlobStore, HASH_PREFIX, hash_of};
+pub use blobs::{BlobStore, HASH_PREFIX, hash_of, prune_session};
 pub use restore::{RestoreReport, restore};
 pub use workspace::{Bounds, Capture, FilesBefore, Workspace, files_after, files_before};
 

@@ -238,7 +238,11 @@ fn nested_gitignores_and_their_exceptions_decide_what_a_walk_sees() {
         .after_command("s")
         .changes
         .iter()
-        .map(|c| c.path.trim_start_matches(&format!("{}/", dir.display())).to_string())
+        .map(|c| {
+            c.path
+                .trim_start_matches(&format!("{}/", dir.display()))
+                .to_string()
+        })
         .collect();
     seen.sort();
     assert_eq!(seen, ["a/b/code.rs", "a/b/keep.log"]);

@@ -138,11 +138,12 @@ impl Checkpoints {
             tracing::warn!("the fork's checkpoints could not be copied: {error}");
         }
     }
+}
 
-    /// Drops what a deleted session's checkpoints hold (blocking).
-    pub fn prune(&self, session: &str) {
-        if let Err(error) = self.blobs.prune_session(session) {
-            tracing::warn!("the checkpoints of {session} could not be pruned: {error}");
-        }
+/// Drops what a deleted session's checkpoints hold in `home`, and the contents no other
+/// session holds (blocking).
+pub fn prune_checkpoints(home: &Path, session: &str) {
+    if let Err(error) = talaria_checkpoints::prune_session(home, session) {
+        tracing::warn!("the checkpoints of {session} could not be pruned: {error}");
     }
 }

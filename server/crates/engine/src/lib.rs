@@ -46,7 +46,7 @@ mod window_sizing;
 
 // The front door: the edge uses only what is named here (every module above is private).
 pub use approval::{Mode, SecretReads};
-pub use checkpointing::{Checkpoints, checkpoints_for};
+pub use checkpointing::{Checkpoints, checkpoints_for, prune_checkpoints};
 pub use client::{
     ClientAnswer, ClientAsk, ClientRequest, Delegation, PermissionAnswer, PermissionChoice,
     PermissionRequest,
