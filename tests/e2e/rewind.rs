@@ -688,3 +688,58 @@ async fn a_session_another_process_holds_is_not_rewound_from_here() {
     let answer = rewind(&mut holder, params(json!({}))).await;
     assert_eq!(answer["result"]["rewound"], true, "{answer}");
 }
+
+#[tokio::test]
+async fn what_a_subagent_changed_goes_back_with_its_parents_rewind() {
+    const CHILD_MODEL: &str = "child-model";
+    let env = TestEnv::new(vec![
+        MockReply::text(&["first answer"]),
+        MockReply::tool_call(
+            "d",
+            "delegate_task",
+            json!({"goal": "edit the files", "context": "in the working directory"}),
+        ),
+        MockReply::text(&["delegated"]),
+    ])
+    .await;
+    env.write_config(&format!(
+        "mode = \"yolo\"\n[learning]\nskill_review_after = 0\nmemory_review_after = 0\n[auxiliary.subagent]\nmodel = \"{CHILD_MODEL}\"\n"
+    ));
+    env.mock.script_for_model(
+        CHILD_MODEL,
+        vec![
+            MockReply::tool_call(
+                "t",
+                "terminal",
+                json!({"command": "sed -i 's/charlie/CHARLIE/' c.txt && rm d.txt"}),
+            ),
+            MockReply::tool_call(
+                "w",
+                "write_file",
+                json!({"path": "a.txt", "content": "child\n"}),
+            ),
+            MockReply::text(&["child done"]),
+        ],
+    );
+    seed(env.workspace.path());
+    let dir = env.workspace.path();
+    let (mut agent, session) = env.session().await;
+    let (first, first_updates) = prompt(&mut agent, &session, "look around").await;
+    let (_, first_answer) = ids_of(&first, &first_updates);
+    let before = snapshot(dir);
+    let (second, _) = prompt(&mut agent, &session, "delegate it").await;
+    assert_eq!(stop_reason(&second), "end_turn", "{second}");
+    assert_ne!(snapshot(dir), before, "the child changed the workspace");
+    let answer = rewind(
+        &mut agent,
+        json!({
+            "sessionId": session,
+            "beforeMessage": point(&user_id(&second), "delegate it"),
+            "resumeAtMessage": point(&first_answer, "first answer"),
+            "restoreFiles": true,
+        }),
+    )
+    .await;
+    assert_eq!(answer["result"]["rewound"], true, "{answer}");
+    assert_eq!(snapshot(dir), before, "{answer}");
+}

@@ -72,6 +72,8 @@ impl ReviewJob {
             nudges: false,
             verify_after_edits: false,
             delegation: crate::client::Delegation::default(),
+            // A review touches only the skill and memory stores, never the workspace.
+            checkpoints: None,
             ..settings.clone()
         }
     }

@@ -451,6 +451,10 @@ fn child_settings(kit: &SubagentKit, name: &str) -> SessionSettings {
         .map_or(0, |d| d.as_millis() % 1_000_000_000);
     settings.id = format!("{}-{}-{stamp}", kit.settings.id, name.replace(' ', "-"));
     settings.titles = false;
+    // The parent's checkpoint around `delegate_task` sees everything the child changes; the
+    // child's own would take its changes into the shared index first, out of the parent's
+    // record, so a rewind of the parent could not put them back.
+    settings.checkpoints = None;
     settings
 }
 
