@@ -181,6 +181,32 @@ fn a_workspace_over_the_file_bound_says_commands_are_not_covered() {
     let capture = space.after_command("s");
     assert!(capture.changes.is_empty());
     assert!(capture.notes[0].contains("more than 3 files"));
+    // Told once per session; the workspace is not walked again.
+    space.before_command();
+    assert!(space.after_command("s").notes.is_empty());
+    assert_eq!(space.after_command("t").notes.len(), 1);
+}
+
+#[test]
+fn a_workspace_over_the_byte_bound_is_not_read_for_commands() {
+    let bounds = Bounds {
+        max_workspace_bytes: 10,
+        ..Bounds::default()
+    };
+    let (home, work, _blobs, space) = workspace(bounds);
+    fs::write(work.path().join("big"), "more than ten bytes").expect("write");
+    space.before_command();
+    fs::write(work.path().join("big"), "changed, still more than ten").expect("write");
+    let capture = space.after_command("s");
+    assert!(capture.changes.is_empty());
+    assert!(capture.notes[0].contains("GiB"), "{:?}", capture.notes);
+    let pending = home.path().join("checkpoints/pending");
+    let kept: usize = fs::read_dir(&pending)
+        .expect("pending")
+        .flatten()
+        .map(|d| fs::read_dir(d.path()).map_or(0, |f| f.count()))
+        .sum();
+    assert_eq!(kept, 1, "only the process's lock: no content was read");
 }
 
 #[test]

@@ -20,6 +20,9 @@ use crate::walk::{Stat, regular_stat, stat_walk};
 pub struct Bounds {
     /// Past this many files under the roots, commands are not checkpointed.
     pub max_files: usize,
+    /// Past this many bytes of files under the roots (what the first index would read),
+    /// commands are not checkpointed either.
+    pub max_workspace_bytes: u64,
     /// A file larger than this is noted as changed, its content not kept.
     pub max_file_bytes: u64,
     /// What one call's checkpoint reads at most; past it, changed files are noted, their
@@ -31,6 +34,7 @@ impl Default for Bounds {
     fn default() -> Self {
         Bounds {
             max_files: 100_000,
+            max_workspace_bytes: 2 << 30,
             max_file_bytes: 16 << 20,
             max_call_bytes: 256 << 20,
         }
@@ -67,8 +71,9 @@ impl Known {
 enum Index {
     Unbuilt,
     Built(HashMap<PathBuf, Known>),
-    /// More files than the bound: commands here are not checkpointed.
-    TooLarge,
+    /// More files (or bytes) than the bounds: commands here are not checkpointed, and the
+    /// workspace is not walked again in this process; the sessions told so.
+    TooLarge(std::collections::HashSet<String>),
 }
 
 /// The workspace of one or more sessions (the same roots share one index).
@@ -109,7 +114,9 @@ impl Workspace {
     pub fn before_command(&self) {
         let mut budget = u64::MAX;
         let mut index = talaria_util::lock(&self.index);
-        self.refresh(&mut index, &mut budget);
+        if !matches!(*index, Index::TooLarge(_)) {
+            self.refresh(&mut index, &mut budget);
+        }
     }
 
     /// What changed since [`Workspace::before_command`]: the command's changes, their
@@ -117,14 +124,29 @@ impl Workspace {
     pub fn after_command(&self, session: &str) -> Capture {
         let mut budget = self.bounds.max_call_bytes;
         let mut index = talaria_util::lock(&self.index);
-        let Some(diffs) = self.refresh(&mut index, &mut budget) else {
+        let diffs = match *index {
+            Index::TooLarge(_) => None,
+            _ => self.refresh(&mut index, &mut budget),
+        };
+        let Some(diffs) = diffs else {
+            let Index::TooLarge(told) = &mut *index else {
+                return Capture::default();
+            };
+            let first = told.insert(session.to_string());
             return Capture {
                 changes: Vec::new(),
-                notes: vec![format!(
-                    "Checkpoints do not cover commands here: the workspace holds more than \
-                     {} files. A rewind cannot put back what commands change.",
-                    self.bounds.max_files
-                )],
+                notes: first
+                    .then(|| {
+                        format!(
+                            "Checkpoints do not cover commands here: the workspace holds more \
+                             than {} files or {} GiB. A rewind cannot put back what commands \
+                             change (file tools' edits are still kept).",
+                            self.bounds.max_files,
+                            self.bounds.max_workspace_bytes >> 30
+                        )
+                    })
+                    .into_iter()
+                    .collect(),
             };
         };
         drop(index);
@@ -134,13 +156,16 @@ impl Workspace {
     /// Walks the roots and reads what moved; returns what changed (before, after), or `None`
     /// when the workspace is over the file bound.
     fn refresh(&self, index: &mut Index, budget: &mut u64) -> Option<Vec<Diff>> {
-        let Some(walked) = stat_walk(&self.roots, self.bounds.max_files) else {
-            *index = Index::TooLarge;
+        let walked = stat_walk(&self.roots, self.bounds.max_files).filter(|walked| {
+            walked.values().map(|stat| stat.len).sum::<u64>() <= self.bounds.max_workspace_bytes
+        });
+        let Some(walked) = walked else {
+            *index = Index::TooLarge(std::collections::HashSet::new());
             return None;
         };
         let known = match index {
             Index::Built(known) => known,
-            Index::TooLarge | Index::Unbuilt => {
+            Index::TooLarge(_) | Index::Unbuilt => {
                 *index = Index::Built(HashMap::with_capacity(walked.len()));
                 let Index::Built(known) = index else {
                     return None;
