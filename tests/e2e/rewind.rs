@@ -390,6 +390,17 @@ async fn a_busy_session_refuses_a_rewind_unless_asked_to_interrupt_the_turn() {
     .await;
     assert_eq!(busy["result"]["rewound"], false, "{busy}");
     assert_eq!(busy["result"]["reason"], "busy");
+    // A wrong fingerprint is refused before the turn is touched.
+    let wrong = rewind(
+        &mut agent,
+        json!({"sessionId": session, "beforeMessage": point(&first_user, "not the text"), "interruptIfRunning": true}),
+    )
+    .await;
+    assert_eq!(wrong["error"]["code"], -32602, "{wrong}");
+    agent
+        .wait_for(WAIT, |m| m["params"]["update"]["content"]["text"] == "12 ")
+        .await
+        .expect("the turn streams on");
     let interrupted = rewind(
         &mut agent,
         json!({"sessionId": session, "beforeMessage": point(&first_user, "first"), "interruptIfRunning": true}),

@@ -190,6 +190,34 @@ pub fn resolve(history: &Transcript, request: &RewindRequest) -> Result<EntryId,
     }
 }
 
+/// The messages of the path as a client names them: `(messageId, fingerprint)` of each user
+/// message and answer among `entries`.
+pub fn points_of(entries: &[Entry]) -> Vec<(String, String)> {
+    let all: Vec<&Entry> = entries.iter().collect();
+    users(&all)
+        .chain(answers(&all))
+        .map(|named| (named.id, fingerprint(&named.text)))
+        .collect()
+}
+
+/// Checks a rewind that arrives while a turn runs against the messages known when the turn
+/// started: a message named by a known id with another fingerprint is refused before the
+/// turn is cancelled. (A message of the running turn is checked once it has stopped.)
+pub fn precheck(known: &[(String, String)], request: &RewindRequest) -> Result<(), RewindError> {
+    for point in [&request.before, &request.resume_at].into_iter().flatten() {
+        let wrong = known
+            .iter()
+            .any(|(id, print)| *id == point.message_id && *print != point.fingerprint);
+        if wrong {
+            return Err(RewindError::Fingerprint);
+        }
+    }
+    if request.before.is_none() && request.resume_at.is_none() {
+        return Err(RewindError::NoTarget);
+    }
+    Ok(())
+}
+
 /// The file changes of the entries `ids` (in id order, as they were made).
 pub fn changes_of(history: &Transcript, ids: &[EntryId]) -> Vec<FileChange> {
     history

@@ -56,6 +56,9 @@ struct SessionActor {
     waiting: VecDeque<Op>,
     /// The steers for the running turn.
     steering: crate::steering::SteerInbox,
+    /// The path's messages as a rewind names them, up to entry `.1` (what a rewind that
+    /// arrives during a turn is checked against before the turn is cancelled).
+    message_points: (Vec<(String, String)>, talaria_record::EntryId),
     journal: Option<crate::journal::SessionJournal>,
     /// What the client was told about saving.
     saving: saving::SavingState,
@@ -211,6 +214,7 @@ impl SessionActor {
             own_ops,
             waiting: VecDeque::new(),
             steering: crate::steering::SteerInbox::default(),
+            message_points: (Vec::new(), 0),
             epochs,
             commands: start.commands,
             settings,

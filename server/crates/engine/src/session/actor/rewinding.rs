@@ -145,6 +145,8 @@ impl SessionActor {
         force: bool,
     ) -> (usize, Option<RestoreReport>) {
         let cut = self.history.rewind_to(head);
+        // The known messages are rebuilt from the new path.
+        self.message_points = (Vec::new(), 0);
         let changes = crate::rewind::changes_of(&self.history, &cut);
         self.commit().await;
         tracing::info!(session = %self.settings.id, head, cut = cut.len(), "rewound");

@@ -25,6 +25,7 @@ impl SessionActor {
         receiver: &mut mpsc::UnboundedReceiver<Op>,
     ) -> crate::turn::TurnEnd {
         let mut modes_set = Vec::new();
+        self.sync_message_points();
         let result = {
             let caller = ModelCaller::new(
                 self.router.as_ref(),
@@ -65,6 +66,7 @@ impl SessionActor {
                             steering: &self.steering,
                             waiting: &mut self.waiting,
                             epochs: &self.epochs,
+                            known: &self.message_points.0,
                         };
                         during.take(op, &mut modes_set);
                     }
@@ -78,6 +80,18 @@ impl SessionActor {
             self.save();
         }
         end
+    }
+
+    /// Brings the known messages up to the record's end (after a rewind: from the start).
+    pub(super) fn sync_message_points(&mut self) {
+        let (points, upto) = &mut self.message_points;
+        let on_path = self.history.entries().iter().any(|e| e.id == *upto) || *upto == 0;
+        if !on_path {
+            points.clear();
+            *upto = 0;
+        }
+        points.extend(crate::rewind::points_of(self.history.entries_after(*upto)));
+        *upto = self.history.last_id();
     }
 
     /// After a turn: the mode changes it saw recorded, a panic made a failure, a failed or
@@ -155,6 +169,8 @@ struct During<'a> {
     steering: &'a crate::steering::SteerInbox,
     waiting: &'a mut VecDeque<Op>,
     epochs: &'a crate::session_state::CancelEpochs,
+    /// The messages known when the turn started (`rewind::precheck`).
+    known: &'a [(String, String)],
 }
 
 impl During<'_> {
@@ -185,9 +201,13 @@ impl During<'_> {
             Op::Rewind { request, reply } if !request.interrupt_if_running => {
                 let _ = reply.send(crate::rewind::RewindOutcome::Refused("busy".into()));
             }
-            rewind @ Op::Rewind { .. } => {
+            Op::Rewind { request, reply } => {
+                if let Err(why) = crate::rewind::precheck(self.known, &request) {
+                    let _ = reply.send(crate::rewind::RewindOutcome::Invalid(why.to_string()));
+                    return;
+                }
                 self.epochs.cancel();
-                self.waiting.push_front(rewind);
+                self.waiting.push_front(Op::Rewind { request, reply });
             }
             other => self.waiting.push_back(other),
         }
