@@ -72,6 +72,25 @@ async fn two_turns(agent: &mut AgentProcess, session: &str) -> impl Fn(Value) ->
     }
 }
 
+/// Sends `text` as the next prompt (the model answers "ok") and returns the request the
+/// model got for it.
+async fn next_request(
+    env: &TestEnv,
+    agent: &mut AgentProcess,
+    session: &str,
+    text: &str,
+) -> String {
+    env.mock.push(MockReply::text(&["ok"]));
+    let (answer, _) = prompt(agent, session, text).await;
+    assert_eq!(stop_reason(&answer), "end_turn", "{answer}");
+    env.mock
+        .requests()
+        .last()
+        .expect("a request")
+        .body
+        .to_string()
+}
+
 async fn rewind(agent: &mut AgentProcess, params: Value) -> Value {
     let id = agent
         .start_request("_session/rewind", params)
@@ -218,11 +237,7 @@ async fn a_rewind_with_files_puts_back_what_tools_and_a_command_changed_byte_for
     );
 
     // The next prompt starts from the first answer: the model never sees the cut turn.
-    env.mock.push(MockReply::text(&["again"]));
-    let (third, _) = prompt(&mut agent, &session, "once more").await;
-    assert_eq!(stop_reason(&third), "end_turn");
-    let sent = env.mock.requests().last().expect("a request").body.clone();
-    let sent = sent.to_string();
+    let sent = next_request(&env, &mut agent, &session, "once more").await;
     assert!(
         sent.contains("first answer") && sent.contains("once more"),
         "{sent}"
@@ -347,15 +362,7 @@ async fn wrong_fingerprints_unknown_ids_and_missing_guards_change_nothing() {
     assert_eq!(unknown["result"]["rewound"], false);
     assert_eq!(unknown["result"]["reason"], "session_not_found");
     // Nothing changed: the next request carries both turns.
-    env.mock.push(MockReply::text(&["three"]));
-    prompt(&mut agent, &session, "third").await;
-    let sent = env
-        .mock
-        .requests()
-        .last()
-        .expect("request")
-        .body
-        .to_string();
+    let sent = next_request(&env, &mut agent, &session, "third").await;
     assert!(
         sent.contains("first") && sent.contains("second") && sent.contains("two"),
         "{sent}"
@@ -413,15 +420,7 @@ async fn a_busy_session_refuses_a_rewind_unless_asked_to_interrupt_the_turn() {
         .expect("the turn ends");
     assert_eq!(stop_reason(&ended), "cancelled");
     // Back before the first message: the next request holds only the new prompt.
-    env.mock.push(MockReply::text(&["fresh"]));
-    prompt(&mut agent, &session, "a fresh start").await;
-    let sent = env
-        .mock
-        .requests()
-        .last()
-        .expect("request")
-        .body
-        .to_string();
+    let sent = next_request(&env, &mut agent, &session, "a fresh start").await;
     assert!(sent.contains("a fresh start"), "{sent}");
     assert!(
         !sent.contains("slow one") && !sent.contains("\"first\""),
@@ -536,15 +535,7 @@ async fn the_rewind_command_goes_back_a_prompt_with_its_files_and_is_offered_as_
     assert_eq!(snapshot(dir), before);
     // The command's answer is not recorded and no model was asked for it.
     assert_eq!(env.mock.requests().len(), 4);
-    env.mock.push(MockReply::text(&["next"]));
-    prompt(&mut agent, &session, "next prompt").await;
-    let sent = env
-        .mock
-        .requests()
-        .last()
-        .expect("request")
-        .body
-        .to_string();
+    let sent = next_request(&env, &mut agent, &session, "next prompt").await;
     assert!(
         !sent.contains("change things") && !sent.contains("Rewound"),
         "{sent}"
