@@ -161,26 +161,27 @@ pub fn resolve(history: &Transcript, request: &RewindRequest) -> Result<EntryId,
         return Ok(history.turn_end_of(answer.id));
     };
     let target = find(users(&all).collect(), before, &on_path)?;
-    let head = history.parent_of(target.id).ok_or(RewindError::NoPlace)?;
-    // The user messages and answers on the branch before the target.
-    let mut chain = Vec::new();
-    let mut at = head;
-    while at != 0 {
-        chain.push(at);
-        at = history.parent_of(at).unwrap_or(0);
-    }
-    let is_user = |id: EntryId| {
-        all.iter()
-            .any(|e| e.id == id && matches!(e.body, EntryBody::User { .. }))
-    };
-    let previous_user = chain.iter().copied().find(|id| is_user(*id));
+    // The entries on the branch before the target, nearest first.
+    let chain = history
+        .ancestors_of(target.id)
+        .ok_or(RewindError::NoPlace)?;
+    let head = chain.first().copied().unwrap_or(0);
+    let users: std::collections::HashSet<EntryId> = all
+        .iter()
+        .filter(|e| matches!(e.body, EntryBody::User { .. }))
+        .map(|e| e.id)
+        .collect();
+    let previous_user = chain.iter().copied().find(|id| users.contains(id));
     match (&request.resume_at, previous_user) {
         (None, Some(_)) => Err(RewindError::GuardRequired),
         (None, None) => Ok(head),
         (Some(point), previous) => {
-            let answer = find(answers(&all).collect(), point, &|id| chain.contains(&id))?;
+            let on_branch: std::collections::HashSet<EntryId> = chain.iter().copied().collect();
+            let answer = find(answers(&all).collect(), point, &|id| {
+                on_branch.contains(&id)
+            })?;
             let in_turn =
-                chain.contains(&answer.id) && previous.is_none_or(|user| answer.id > user);
+                on_branch.contains(&answer.id) && previous.is_none_or(|user| answer.id > user);
             if in_turn {
                 Ok(head)
             } else {
@@ -220,6 +221,7 @@ pub fn precheck(known: &[(String, String)], request: &RewindRequest) -> Result<(
 
 /// The file changes of the entries `ids` (in id order, as they were made).
 pub fn changes_of(history: &Transcript, ids: &[EntryId]) -> Vec<FileChange> {
+    let ids: std::collections::HashSet<&EntryId> = ids.iter().collect();
     history
         .all_entries()
         .into_iter()

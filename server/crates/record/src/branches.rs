@@ -25,7 +25,7 @@ pub(crate) struct Lineage {
 
 impl Lineage {
     /// The lineage of `entries` (in id order).
-    pub(crate) fn of(entries: &[Entry]) -> Self {
+    pub(crate) fn of<'a>(entries: impl IntoIterator<Item = &'a Entry>) -> Self {
         let mut lineage = Lineage::default();
         for entry in entries {
             match &entry.body {
@@ -49,25 +49,27 @@ impl Lineage {
         self.parent.get(&id).copied()
     }
 
-    /// The ids on the chain that ends at `head`.
-    pub(crate) fn chain(&self, head: EntryId) -> HashSet<EntryId> {
-        let mut chain = HashSet::new();
+    /// The ids on the chain that ends at `head`, `head` first.
+    pub(crate) fn chain(&self, head: EntryId) -> Vec<EntryId> {
+        let mut chain = Vec::new();
         let mut at = head;
-        while at != 0 && chain.insert(at) {
+        // Every parent is older than its child, so the walk ends; the bound is a guard.
+        while at != 0 && chain.len() <= self.parent.len() {
+            chain.push(at);
             at = self.parent(at).unwrap_or(0);
         }
         chain
     }
 
-    /// The entries that follow `id`, in id order.
-    pub(crate) fn children(&self, id: EntryId) -> Vec<EntryId> {
-        let mut children: Vec<EntryId> = self
-            .parent
-            .iter()
-            .filter(|(_, parent)| **parent == id)
-            .map(|(child, _)| *child)
-            .collect();
-        children.sort_unstable();
+    /// For every entry, the entries that follow it, in id order.
+    pub(crate) fn children(&self) -> HashMap<EntryId, Vec<EntryId>> {
+        let mut children: HashMap<EntryId, Vec<EntryId>> = HashMap::new();
+        for (child, parent) in &self.parent {
+            children.entry(*parent).or_default().push(*child);
+        }
+        for list in children.values_mut() {
+            list.sort_unstable();
+        }
         children
     }
 }
@@ -79,7 +81,7 @@ pub(crate) fn split_path(mut all: Vec<Entry>) -> (Vec<Entry>, Vec<Entry>) {
     if !lineage.branched {
         return (all, Vec::new());
     }
-    let chain = lineage.chain(lineage.head);
+    let chain: HashSet<EntryId> = lineage.chain(lineage.head).into_iter().collect();
     all.into_iter()
         .partition(|e| matches!(e.body, EntryBody::System { .. }) || chain.contains(&e.id))
 }

@@ -88,24 +88,40 @@ impl Transcript {
         &self.off_path
     }
 
+    /// The lineage of the whole record, on the path and off it.
+    fn lineage(&self) -> branches::Lineage {
+        branches::Lineage::of(self.all_entries())
+    }
+
     /// The entry `id` follows in its branch (0: the start); `None` for a marker, the system
     /// prompt or an unknown id.
     pub fn parent_of(&self, id: EntryId) -> Option<EntryId> {
-        let all: Vec<Entry> = self.all_entries().into_iter().cloned().collect();
-        branches::Lineage::of(&all).parent(id)
+        self.lineage().parent(id)
+    }
+
+    /// The entries `id` follows in its branch, nearest first (empty for the first); `None`
+    /// for a marker, the system prompt or an unknown id.
+    pub fn ancestors_of(&self, id: EntryId) -> Option<Vec<EntryId>> {
+        let lineage = self.lineage();
+        let parent = lineage.parent(id)?;
+        Some(lineage.chain(parent))
     }
 
     /// The last entry of the turn `id` is in, along its branch: the entries that follow it
     /// up to the next user message.
     pub fn turn_end_of(&self, id: EntryId) -> EntryId {
-        let all: Vec<Entry> = self.all_entries().into_iter().cloned().collect();
-        let lineage = branches::Lineage::of(&all);
-        let is_user = |id: EntryId| {
-            all.iter()
-                .any(|e| e.id == id && matches!(e.body, EntryBody::User { .. }))
-        };
+        let all = self.all_entries();
+        let users: std::collections::HashSet<EntryId> = all
+            .iter()
+            .filter(|e| matches!(e.body, EntryBody::User { .. }))
+            .map(|e| e.id)
+            .collect();
+        let children = branches::Lineage::of(all).children();
         let mut at = id;
-        while let Some(next) = lineage.children(at).into_iter().find(|c| !is_user(*c)) {
+        while let Some(next) = children
+            .get(&at)
+            .and_then(|list| list.iter().copied().find(|c| !users.contains(c)))
+        {
             at = next;
         }
         at

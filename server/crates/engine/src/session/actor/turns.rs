@@ -85,7 +85,12 @@ impl SessionActor {
     /// Brings the known messages up to the record's end (after a rewind: from the start).
     pub(super) fn sync_message_points(&mut self) {
         let (points, upto) = &mut self.message_points;
-        let on_path = self.history.entries().iter().any(|e| e.id == *upto) || *upto == 0;
+        let on_path = *upto == 0
+            || self
+                .history
+                .entries()
+                .binary_search_by_key(upto, |e| e.id)
+                .is_ok();
         if !on_path {
             points.clear();
             *upto = 0;
