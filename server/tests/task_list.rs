@@ -67,7 +67,8 @@ impl<'ast> Visit<'ast> for Spawns {
     }
 
     fn visit_expr_method_call(&mut self, call: &'ast syn::ExprMethodCall) {
-        if call.method == "spawn" && from_thread_builder(&call.receiver) {
+        let builder_spawn = call.method == "spawn" || call.method == "spawn_scoped";
+        if builder_spawn && from_thread_builder(&call.receiver) {
             self.kinds.insert("thread");
         }
         visit::visit_expr_method_call(self, call);

@@ -273,3 +273,28 @@ fn nested_gitignores_and_their_exceptions_decide_what_a_walk_sees() {
     seen.sort();
     assert_eq!(seen, ["a/b/code.rs", "a/b/keep.log"]);
 }
+
+#[test]
+fn a_fifo_a_socket_and_an_unreadable_file_never_block_or_break_a_checkpoint() {
+    let (_home, work, blobs, space) = workspace(Bounds::default());
+    let dir = work.path();
+    let fifo = dir.join("pipe");
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(made.success());
+    let _socket = std::os::unix::net::UnixListener::bind(dir.join("agent.sock")).expect("socket");
+    fs::write(dir.join("secret"), "s").expect("write");
+    fs::set_permissions(dir.join("secret"), fs::Permissions::from_mode(0o000)).expect("chmod");
+    fs::write(dir.join("plain"), "p").expect("write");
+    // A FIFO opened for reading would wait for a writer: neither walk nor file tool opens it.
+    space.before_command();
+    fs::write(dir.join("plain"), "q").expect("write");
+    let capture = space.after_command("s");
+    let paths: Vec<&str> = capture.changes.iter().map(|c| c.path.as_str()).collect();
+    assert_eq!(paths, [dir.join("plain").display().to_string()]);
+    let bounds = Bounds::default();
+    let before = files_before(&blobs, std::slice::from_ref(&fifo), &bounds);
+    assert!(files_after(&blobs, "s", before, &bounds).changes.is_empty());
+    let report = restore(&blobs, "s", &capture.changes, false);
+    assert_eq!(report.restored.len(), 1, "{report:?}");
+    fs::set_permissions(dir.join("secret"), fs::Permissions::from_mode(0o600)).expect("chmod");
+}

@@ -6,6 +6,7 @@ use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// What tells that a file changed without reading it: a write moves its mtime or ctime, a
 /// replacement its inode, a `chmod` its ctime and mode.
@@ -47,34 +48,43 @@ pub(crate) fn stat_walk(roots: &[PathBuf], max_files: usize) -> Option<HashMap<P
 /// Walks `folders` (each with the `.gitignore`s that apply to it) on the machine's cores,
 /// each thread down its own share of the tree.
 fn walk_spread(
-    folders: Vec<(PathBuf, Vec<Gitignore>)>,
+    folders: Vec<(PathBuf, Ignores)>,
     found: &mut HashMap<PathBuf, Stat>,
     max_files: usize,
 ) -> Option<()> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .clamp(1, 4);
-    let mut shares: Vec<Vec<(PathBuf, Vec<Gitignore>)>> =
-        (0..threads).map(|_| Vec::new()).collect();
+    let mut shares: Vec<Vec<(PathBuf, Ignores)>> = (0..threads).map(|_| Vec::new()).collect();
     for (index, folder) in folders.into_iter().enumerate() {
         shares[index % threads].push(folder);
     }
+    let walk_share = move |share: Vec<(PathBuf, Ignores)>| {
+        let mut own = HashMap::new();
+        for (folder, ignores) in share {
+            walk_dir(&folder, &ignores, &mut own, max_files)?;
+        }
+        Some(own)
+    };
     let walked: Vec<Option<HashMap<PathBuf, Stat>>> = std::thread::scope(|scope| {
-        let running: Vec<_> = shares
-            .into_iter()
-            .map(|share| {
-                scope.spawn(move || {
-                    let mut own = HashMap::new();
-                    for (folder, ignores) in share {
-                        walk_dir(&folder, &ignores, &mut own, max_files)?;
-                    }
-                    Some(own)
-                })
-            })
-            .collect();
+        let mut running = Vec::new();
+        let mut here = Vec::new();
+        for share in shares {
+            // A share whose thread cannot start (a low process limit) is walked here.
+            match std::thread::Builder::new()
+                .name("talaria-checkpoint-walk".into())
+                .spawn_scoped(scope, {
+                    let share = share.clone();
+                    move || walk_share(share)
+                }) {
+                Ok(thread) => running.push(thread),
+                Err(_) => here.push(walk_share(share)),
+            }
+        }
         running
             .into_iter()
             .map(|t| t.join().ok().flatten())
+            .chain(here)
             .collect()
     });
     for part in walked {
@@ -86,16 +96,19 @@ fn walk_spread(
     Some(())
 }
 
+/// The `.gitignore`s that apply in a folder, outermost first (shared by the folders below).
+type Ignores = Arc<[Arc<Gitignore>]>;
+
 /// The `.gitignore`s above `root`, up to its repository's top (a folder holding `.git`).
-fn parent_ignores(root: &Path) -> Vec<Gitignore> {
+fn parent_ignores(root: &Path) -> Ignores {
     let mut found = Vec::new();
     let mut at = root.parent();
     if root.join(".git").exists() {
-        return found;
+        return found.into();
     }
     while let Some(dir) = at {
         if let Some(ignore) = read_ignore(dir, &dir.join(".gitignore")) {
-            found.push(ignore);
+            found.push(Arc::new(ignore));
         }
         if dir.join(".git").exists() {
             break;
@@ -103,7 +116,7 @@ fn parent_ignores(root: &Path) -> Vec<Gitignore> {
         at = dir.parent();
     }
     found.reverse();
-    found
+    found.into()
 }
 
 fn read_ignore(dir: &Path, file: &Path) -> Option<Gitignore> {
@@ -116,7 +129,7 @@ fn read_ignore(dir: &Path, file: &Path) -> Option<Gitignore> {
 }
 
 /// Whether the innermost `.gitignore` that has a say ignores `path`.
-fn ignored(ignores: &[Gitignore], path: &Path, is_dir: bool) -> bool {
+fn ignored(ignores: &[Arc<Gitignore>], path: &Path, is_dir: bool) -> bool {
     for ignore in ignores.iter().rev() {
         match ignore.matched(path, is_dir) {
             Match::Ignore(_) => return true,
@@ -131,20 +144,21 @@ fn ignored(ignores: &[Gitignore], path: &Path, is_dir: bool) -> bool {
 /// `folders`, to be walked.
 fn walk_one(
     dir: &Path,
-    ignores: &[Gitignore],
+    ignores: &Ignores,
     found: &mut HashMap<PathBuf, Stat>,
-    folders: &mut Vec<(PathBuf, Vec<Gitignore>)>,
+    folders: &mut Vec<(PathBuf, Ignores)>,
     max_files: usize,
 ) -> Option<()> {
     let Ok(listing) = std::fs::read_dir(dir) else {
         return Some(());
     };
+    // Read whole and closed before the folders below are opened: one descriptor at a time.
     let entries: Vec<std::fs::DirEntry> = listing.flatten().collect();
-    let mut ignores = ignores.to_vec();
+    let mut ignores = ignores.clone();
     if entries.iter().any(|e| e.file_name() == ".gitignore")
         && let Some(own) = read_ignore(dir, &dir.join(".gitignore"))
     {
-        ignores.push(own);
+        ignores = ignores.iter().cloned().chain([Arc::new(own)]).collect();
     }
     for entry in entries {
         let Ok(kind) = entry.file_type() else {
@@ -164,56 +178,16 @@ fn walk_one(
     Some(())
 }
 
+/// Walks `dir` and everything below it that is not ignored.
 fn walk_dir(
     dir: &Path,
-    ignores: &[Gitignore],
+    ignores: &Ignores,
     found: &mut HashMap<PathBuf, Stat>,
     max_files: usize,
 ) -> Option<()> {
-    let Ok(listing) = std::fs::read_dir(dir) else {
-        return Some(());
-    };
-    let entries: Vec<std::fs::DirEntry> = listing.flatten().collect();
-    let own = entries
-        .iter()
-        .any(|e| e.file_name() == ".gitignore")
-        .then(|| read_ignore(dir, &dir.join(".gitignore")))
-        .flatten();
-    let extended;
-    let ignores = match own {
-        Some(own) => {
-            extended = ignores
-                .iter()
-                .cloned()
-                .chain(std::iter::once(own))
-                .collect::<Vec<_>>();
-            extended.as_slice()
-        }
-        None => ignores,
-    };
-    for entry in entries {
-        let Ok(kind) = entry.file_type() else {
-            continue;
-        };
-        if kind.is_dir() {
-            if entry.file_name() == ".git" {
-                continue;
-            }
-            let path = entry.path();
-            if !ignored(ignores, &path, true) {
-                walk_dir(&path, ignores, found, max_files)?;
-            }
-        } else if kind.is_file() {
-            let path = entry.path();
-            if ignored(ignores, &path, false) {
-                continue;
-            }
-            let Ok(meta) = entry.metadata() else { continue };
-            if found.len() >= max_files {
-                return None;
-            }
-            found.insert(path, Stat::of(&meta));
-        }
+    let mut folders = vec![(dir.to_path_buf(), ignores.clone())];
+    while let Some((folder, ignores)) = folders.pop() {
+        walk_one(&folder, &ignores, found, &mut folders, max_files)?;
     }
     Some(())
 }
