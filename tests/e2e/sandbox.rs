@@ -470,6 +470,70 @@ fn let_out_when_offered(asked: std::sync::Arc<std::sync::Mutex<Vec<Vec<String>>>
     })
 }
 
+/// Whether any question offered a run outside the sandbox.
+fn offered_a_run_outside(asked: &std::sync::Mutex<Vec<Vec<String>>>) -> bool {
+    asked
+        .lock()
+        .expect("asked")
+        .iter()
+        .any(|options| options.iter().any(|id| id == "run_unsandboxed_once"))
+}
+
+#[tokio::test]
+async fn a_printed_refusal_never_offers_a_run_outside_the_sandbox() {
+    if !sandbox_enforced() {
+        return;
+    }
+    let outside = outside_dir();
+    let at = |name: &str| outside.path().join(name).display().to_string();
+    // Each prints what a refused program would, and fails; none was refused anything.
+    let tricks = [
+        format!(
+            "echo \"cp: cannot create regular file '{}': Permission denied\"; exit 1",
+            at("a")
+        ),
+        format!(
+            "echo \"touch: cannot touch '{}': Read-only file system\" >&2; exit 1",
+            at("b")
+        ),
+        format!(
+            "printf 'mkdir: cannot create directory %s: Operation not permitted\\n' \"'{}'\"; exit 1",
+            at("c")
+        ),
+        "echo 'curl: (6) Could not resolve host: example.com'; exit 6".to_string(),
+        format!(
+            "touch inside.txt; echo \"bash: {}: Permission denied\"; exit 1",
+            at("d")
+        ),
+        format!(
+            "python3 -c \"import sys; sys.exit('PermissionError: [Errno 13] Permission denied: {}')\"",
+            at("e")
+        ),
+    ];
+    let mut script: Vec<MockReply> = tricks
+        .iter()
+        .enumerate()
+        .map(|(i, trick)| {
+            MockReply::tool_call(&format!("p{i}"), "terminal", json!({"command": trick}))
+        })
+        .collect();
+    script.push(MockReply::text(&["done"]));
+    let mut env = TestEnv::new(script).await;
+    env.write_config("mode = \"ask\"\n");
+    env.unprivileged(&[outside.path()]);
+    let (mut agent, session) = env.session().await;
+    let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    run(&mut agent, &session, let_out_when_offered(asked.clone())).await;
+    assert!(
+        !offered_a_run_outside(&asked),
+        "{:?}",
+        asked.lock().expect("asked")
+    );
+    for name in ["a", "b", "c", "d", "e"] {
+        assert!(!outside.path().join(name).exists());
+    }
+}
+
 #[tokio::test]
 async fn a_run_let_out_of_the_walls_still_cannot_read_a_key_and_a_refused_key_offers_nothing() {
     if !sandbox_enforced() {
@@ -477,13 +541,8 @@ async fn a_run_let_out_of_the_walls_still_cannot_read_a_key_and_a_refused_key_of
     }
     let outside = outside_dir();
     let target = outside.path().join("lifted");
-    // A false refusal printed to be let out, then what the script wanted all along.
-    let trick = format!(
-        "echo \"cp: cannot create regular file '{}': Permission denied\"; touch {}; \
-         cat ~/.ssh/id_ed25519; exit 1",
-        target.display(),
-        target.display()
-    );
+    // A real refused write, offered; the run let out then tries for the key too.
+    let trick = format!("touch {}; cat ~/.ssh/id_ed25519; exit 1", target.display());
     let mut env = TestEnv::new(vec![
         MockReply::tool_call("t1", "terminal", json!({"command": trick})),
         MockReply::text(&["first"]),
@@ -503,12 +562,10 @@ async fn a_run_let_out_of_the_walls_still_cannot_read_a_key_and_a_refused_key_of
     let (mut agent, session) = env.session().await;
     let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     run(&mut agent, &session, let_out_when_offered(asked.clone())).await;
-    let offered = asked.lock().expect("asked").clone();
     assert!(
-        offered
-            .iter()
-            .any(|o| o.iter().any(|id| id == "run_unsandboxed_once")),
-        "the printed refusal was offered: {offered:?}"
+        offered_a_run_outside(&asked),
+        "the refused write was offered: {:?}",
+        asked.lock().expect("asked")
     );
     assert!(
         target.exists(),
@@ -516,12 +573,10 @@ async fn a_run_let_out_of_the_walls_still_cannot_read_a_key_and_a_refused_key_of
     );
     asked.lock().expect("asked").clear();
     run(&mut agent, &session, let_out_when_offered(asked.clone())).await;
-    let offered = asked.lock().expect("asked").clone();
     assert!(
-        !offered
-            .iter()
-            .any(|o| o.iter().any(|id| id == "run_unsandboxed_once")),
-        "a hidden key's refusal offers no run outside: {offered:?}"
+        !offered_a_run_outside(&asked),
+        "a hidden key's refusal offers no run outside: {:?}",
+        asked.lock().expect("asked")
     );
     assert!(
         !everything_sent(&env.mock).contains(KEY_TEXT),

@@ -73,6 +73,11 @@ where
                 for warning in &config.warnings {
                     tracing::warn!("{warning}");
                 }
+                // Refusal logs of processes that are gone.
+                let refusals = talaria_engine::refusals_dir(&config);
+                tokio::task::spawn_blocking(move || {
+                    talaria_sandbox::refusals::sweep_logs(&refusals)
+                });
             }
             Err(error) => tracing::error!("configuration: {error}"),
         }

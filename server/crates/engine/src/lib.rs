@@ -70,7 +70,7 @@ pub use rewind::{
 };
 pub use router::ModelRouter;
 pub use sandbox::{
-    Helper as SandboxHelper, layers as sandbox_layers, notice as sandbox_notice,
+    Helper as SandboxHelper, layers as sandbox_layers, notice as sandbox_notice, refusals_dir,
     self_test as sandbox_self_test, shell as sandboxed_shell, state as sandbox_state,
 };
 pub use session::REWIND_COMMAND;

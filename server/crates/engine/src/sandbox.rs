@@ -238,7 +238,14 @@ pub fn shell(config: &Config, roots: &[PathBuf], helper: Option<Helper>) -> Shel
         layers: Some(layers_now(config)),
         helper: helper.as_ref().map(|h| h.local.clone()),
         helper_elsewhere: helper.map(|h| h.elsewhere),
+        refusals_dir: Some(refusals_dir(config)),
     })
+}
+
+/// Where commands' refusal logs are made: inside `TALARIA_HOME`, which commands cannot
+/// reach.
+pub fn refusals_dir(config: &Config) -> PathBuf {
+    config.home.join("refusals")
 }
 
 /// Why the sandbox's self-test failed.
@@ -276,6 +283,7 @@ pub fn self_test(helper: &Helper, config: &Config, namespaces: bool) -> Result<(
         sandbox: Some(checked),
         env: None,
         require_namespaces: namespaces,
+        ..Default::default()
     };
     let ran = std::process::Command::new(&helper.local)
         .arg(talaria_sandbox::HELPER_ARG)

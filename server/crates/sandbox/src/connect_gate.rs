@@ -3,15 +3,16 @@
 //!
 //! Masking (`sockets.rs`) hides the sockets bound when a command starts, by the path the
 //! kernel lists; it cannot see a second name for one (a hard link, the same folder
-//! bind-mounted elsewhere) nor a socket bound after the command started. So the init
-//! installs one more filter that hands each `connect` to a thread of its own (seccomp user
-//! notification). That thread reads the address once from the caller's memory, opens the
+//! bind-mounted elsewhere) nor a socket bound after the command started. So the watcher
+//! (`watcher.rs`) hands each `connect` to a thread of its own. That thread reads the address
+//! once from the caller's memory, opens the
 //! target itself, judges the socket it found by its device and inode, and connects the
 //! caller's socket (a copy of its descriptor) through the descriptor it judged, so nothing
 //! the caller changes afterwards (its memory, its descriptors, the path) can redirect the
 //! connection. Every other connection (TCP, abstract sockets) is made the same way, from the
 //! copied address, in the same Landlock domain as the command (so abstract sockets stay
-//! scoped as before). What cannot be read is refused (`EACCES`).
+//! scoped as before). What cannot be read is refused (`EACCES`). A refused socket is logged
+//! as a refusal.
 //!
 //! Reachable: a socket listed in `[sandbox] unix_sockets` (by device and inode, resolved
 //! when the command starts), or one that lies in a writable place under a single name.
@@ -22,26 +23,26 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use rustix::process::{Pid, PidfdFlags, PidfdGetfdFlags, pidfd_getfd, pidfd_open};
 use talaria_unotify::{Listener, Notice, connect_bytes, connect_unix_path};
 
-use crate::SandboxError;
 use crate::policy::{PathAccess, SandboxPolicy};
+use crate::recorder::Recorder;
+use crate::refusals::Refusal;
 
 /// The longest socket address (`sockaddr_storage`).
 const MAX_ADDRESS: usize = 128;
 
 /// What the gate lets through: sockets listed by device and inode, and sockets in a
 /// writable place under a single name.
-struct Judge {
+pub(crate) struct Judge {
     policy: SandboxPolicy,
     listed: HashSet<(u64, u64)>,
 }
 
 impl Judge {
-    fn new(policy: &SandboxPolicy) -> Self {
+    pub(crate) fn new(policy: &SandboxPolicy) -> Self {
         let listed = policy
             .unix_sockets
             .iter()
@@ -67,70 +68,33 @@ impl Judge {
     }
 }
 
-/// Starts the gate's thread, then installs the filter that sends it every `connect` of the
-/// calling thread and of what it starts. Called by the init after it entered Landlock and
-/// the other filters (so the thread shares the command's Landlock domain and is not itself
-/// gated).
-pub(crate) fn start(policy: &SandboxPolicy) -> Result<(), SandboxError> {
-    let judge = Arc::new(Judge::new(policy));
-    let (send, receive) = std::sync::mpsc::channel::<Listener>();
-    std::thread::Builder::new()
-        .name("connect-gate".into())
-        .spawn(move || {
-            if let Ok(listener) = receive.recv() {
-                serve(Arc::new(listener), judge);
-            }
-        })
-        .map_err(|e| SandboxError::Seccomp(format!("the connect gate's thread: {e}")))?;
-    let listener = match Listener::install_for_connect() {
-        Ok(listener) => listener,
-        // An architecture the gate is not built for: the masks alone stand.
-        Err(e) if e.kind() == std::io::ErrorKind::Unsupported => return Ok(()),
-        Err(e) => return Err(SandboxError::Seccomp(format!("the connect gate: {e}"))),
-    };
-    send.send(listener)
-        .map_err(|_| SandboxError::Seccomp("the connect gate's thread is gone".into()))
-}
-
-/// Receives the stopped calls until the listener fails; each is answered on a thread of its
-/// own (a TCP connection may take long; the others need not wait for it).
-fn serve(listener: Arc<Listener>, judge: Arc<Judge>) {
-    loop {
-        let notice = match listener.receive() {
-            Ok(notice) => notice,
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::ENOENT)) => continue,
-            Err(_) => return,
-        };
-        let (answering, judge) = (listener.clone(), judge.clone());
-        let spawned = std::thread::Builder::new().spawn(move || {
-            answering.respond(notice.id, handle(&answering, &judge, &notice));
-        });
-        if spawned.is_err() {
-            listener.respond(notice.id, Err(libc::EAGAIN));
-        }
-    }
-}
-
 fn errno(e: &std::io::Error) -> i32 {
     e.raw_os_error().unwrap_or(libc::EACCES)
 }
 
 /// Makes the caller's `connect(fd, address, length)` on its behalf, or says why not.
-fn handle(listener: &Listener, judge: &Judge, notice: &Notice) -> Result<(), i32> {
+pub(crate) fn handle(
+    listener: &Listener,
+    judge: &Judge,
+    recorder: &Recorder,
+    notice: &Notice,
+) -> Result<(), i32> {
     let [fd, address, length, ..] = notice.args;
     let length = usize::try_from(length).map_err(|_| libc::EINVAL)?;
     if length == 0 || length > MAX_ADDRESS {
         return Err(libc::EINVAL);
     }
-    // Both the process and its memory are opened before the check that the call still
-    // waits, so the pid cannot have been reused for another process in between.
+    // The process is opened before the check that the call still waits, so the pid names
+    // the caller; the memory read by pid is kept only if the call still waits afterwards
+    // (so the pid was not reused for another process in between).
     let pidfd = open_pid(notice.pid)?;
-    let memory =
-        std::fs::File::open(format!("/proc/{}/mem", notice.pid)).map_err(|_| libc::EACCES)?;
     if !listener.still_waiting(notice.id) {
         return Err(libc::EINTR);
     }
-    let bytes = read_memory(&memory, address, length)?;
+    let bytes = crate::memory::read(notice.pid, address, length)?;
+    if !listener.still_waiting(notice.id) {
+        return Err(libc::EINTR);
+    }
     let socket = caller_socket(&pidfd, fd)?;
     match pathname(&bytes) {
         Some(path) => {
@@ -139,6 +103,9 @@ fn handle(listener: &Listener, judge: &Judge, notice: &Notice) -> Result<(), i32
             let real = std::fs::read_link(&name).map_err(|e| errno(&e))?;
             let metadata = std::fs::metadata(&name).map_err(|e| errno(&e))?;
             if !judge.allows(&metadata, &real) {
+                if metadata.file_type().is_socket() {
+                    recorder.record(Refusal::Connect { path: real });
+                }
                 // As the kernel answers a connection to a file that is not a socket.
                 return Err(if metadata.file_type().is_socket() {
                     libc::EACCES
@@ -165,17 +132,6 @@ fn pathname(bytes: &[u8]) -> Option<&OsStr> {
     }
     let end = path.iter().position(|&b| b == 0).unwrap_or(path.len());
     Some(OsStr::from_bytes(&path[..end]))
-}
-
-/// Reads `length` bytes at `address` of the caller's `memory` (a process that made itself
-/// undumpable cannot be opened: its connection is refused).
-fn read_memory(memory: &std::fs::File, address: u64, length: usize) -> Result<Vec<u8>, i32> {
-    use std::os::unix::fs::FileExt;
-    let mut bytes = vec![0u8; length];
-    memory
-        .read_exact_at(&mut bytes, address)
-        .map_err(|_| libc::EFAULT)?;
-    Ok(bytes)
 }
 
 fn open_pid(pid: u32) -> Result<OwnedFd, i32> {

@@ -120,7 +120,7 @@ fn strictest(policy: &SandboxPolicy, path: &Path) -> PathAccess {
     access
 }
 
-fn writable_list(policy: &SandboxPolicy) -> String {
+pub(crate) fn writable_list(policy: &SandboxPolicy) -> String {
     policy
         .writable
         .iter()
@@ -131,7 +131,7 @@ fn writable_list(policy: &SandboxPolicy) -> String {
 
 /// What a failed operation was, as far as a program's message tells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Verb {
+pub(crate) enum Verb {
     Read,
     Write,
     /// The message does not say.
@@ -225,7 +225,7 @@ fn verb_of(line: &str) -> Verb {
 
 /// Whether this user's own rights allow the access (so only the sandbox can have refused
 /// it): reading the path, or writing it (its folder when it does not exist).
-fn rights_allow(path: &Path, verb: Verb) -> bool {
+pub(crate) fn rights_allow(path: &Path, verb: Verb) -> bool {
     #[cfg(unix)]
     {
         use nix::unistd::{AccessFlags, access};

@@ -1,7 +1,8 @@
 //! The sandbox's init: `talaria-sandbox __sandbox-init PROGRAM ARGS…`, started by the
 //! supervisor as the first process of the command's PID namespace. It dies with the
-//! supervisor (parent-death signal), mounts a `/proc` of its own, drops its capability,
-//! enters Landlock and the filters, starts the command, reaps whatever is reparented to it,
+//! supervisor (parent-death signal), mounts a `/proc` of its own, drops its capabilities
+//! (its watcher's thread keeps `CAP_SYS_PTRACE` in the sandbox's user namespace), enters
+//! Landlock and the filters, starts the command, reaps whatever is reparented to it,
 //! and when the command ends, ends every other process in the namespace (the kernel would
 //! too, when it exits) and says so.
 
@@ -37,12 +38,17 @@ fn start(request: Request) -> Result<ExitCode, SandboxError> {
     let mut command = std::process::Command::new(&request.program);
     command.args(&request.args).env_remove(crate::SPEC_ENV);
     crate::namespace::finish_in_init()?;
+    let log = request
+        .spec
+        .refusals_fd
+        .and_then(|fd| talaria_unotify::claim_inherited(fd).ok())
+        .map(std::fs::File::from);
     let mut signals = Signals::block()?;
-    // The supervisor handed over the policy left once the masks were in place.
-    crate::enter_as_watcher(policy, true)?;
-    // Every connection the command makes passes the gate (installed last: its thread shares
-    // the command's Landlock domain and the filters above, not the gate itself).
-    crate::connect_gate::start(policy)?;
+    // The supervisor handed over the policy left once the masks were in place. The watcher
+    // (installed last: its thread shares the command's Landlock domain and the filters, not
+    // its own) keeps the one capability this thread still holds, then this thread drops it.
+    crate::enter_as_watcher(policy, true, log)?;
+    crate::namespace::drop_capabilities()?;
     let child = command.spawn().map_err(|e| {
         SandboxError::Exec(format!(
             "cannot execute {}: {e}",

@@ -129,6 +129,7 @@ fn probe_command(helper: &Path) -> Result<std::process::Command, SandboxError> {
         }),
         env: None,
         require_namespaces: true,
+        ..HelperSpec::default()
     };
     let spec = serde_json::to_string(&spec).map_err(|e| no(e.to_string()))?;
     let mut command = std::process::Command::new(helper);

@@ -39,12 +39,18 @@ mod init;
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
+mod memory;
+#[cfg(target_os = "linux")]
 mod mounts;
 #[cfg(target_os = "linux")]
 mod namespace;
 mod plan;
 #[cfg(target_os = "linux")]
 mod procs;
+#[cfg(target_os = "linux")]
+mod recorder;
+#[cfg(unix)]
+pub mod refusals;
 mod request;
 #[cfg(target_os = "linux")]
 mod seccomp;
@@ -54,6 +60,8 @@ mod signals;
 mod sockets;
 #[cfg(target_os = "linux")]
 mod supervisor;
+#[cfg(target_os = "linux")]
+mod watcher;
 
 use std::sync::OnceLock;
 
@@ -153,18 +161,30 @@ pub fn enter(policy: &SandboxPolicy) -> Result<(), SandboxError> {
 /// Enters the sandbox; `in_namespaces` when the caller runs in the sandbox's namespaces.
 #[cfg(target_os = "linux")]
 pub(crate) fn enter_layer(policy: &SandboxPolicy, in_namespaces: bool) -> Result<(), SandboxError> {
-    linux::enter(policy, in_namespaces, None).map(|_| ())
+    linux::enter(policy, in_namespaces, None, false).map(|_| ())
 }
 
 /// Enters the sandbox as the process that stays in it with the command and watches over
 /// it (the supervisor without namespaces, the init with them): the filters also keep the
-/// command from signalling or tracing the caller alone.
+/// command from signalling or tracing the caller alone, and the watcher (`watcher.rs`)
+/// judges its sockets and logs its refusals to `log`.
 #[cfg(target_os = "linux")]
 pub(crate) fn enter_as_watcher(
     policy: &SandboxPolicy,
     in_namespaces: bool,
+    log: Option<std::fs::File>,
 ) -> Result<(), SandboxError> {
-    linux::enter(policy, in_namespaces, Some(std::process::id() as i32)).map(|_| ())
+    let protected = Some(std::process::id() as i32);
+    linux::enter(policy, in_namespaces, protected, true)?;
+    if !watcher::start(policy, in_namespaces, log)? {
+        seccomp::refuse_sockets(linux::filter_options(
+            policy,
+            in_namespaces,
+            protected,
+            false,
+        ))?;
+    }
+    Ok(())
 }
 
 /// Enters the sandbox: on this platform there is none, so this always fails (closed).

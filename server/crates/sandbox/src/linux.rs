@@ -55,6 +55,7 @@ pub fn enter(
     policy: &SandboxPolicy,
     in_namespaces: bool,
     protected: Option<i32>,
+    sockets_watched: bool,
 ) -> Result<Enforcement, SandboxError> {
     let landlock = |e: landlock::RulesetError| SandboxError::Landlock(e.to_string());
     let ruleset = Ruleset::default()
@@ -103,16 +104,32 @@ pub fn enter(
                 .into(),
         ));
     }
-    seccomp::apply(FilterOptions {
-        network: policy.network,
-        unix_sockets: in_namespaces,
-        new_groups: in_namespaces,
+    seccomp::apply(filter_options(
+        policy,
+        in_namespaces,
         protected,
-    })?;
+        sockets_watched,
+    ))?;
     Ok(Enforcement {
         abi: abi_number(status.landlock),
         full: status.ruleset == RulesetStatus::FullyEnforced,
     })
+}
+
+/// The filters for a command in (or out of) the namespaces.
+pub fn filter_options(
+    policy: &SandboxPolicy,
+    in_namespaces: bool,
+    protected: Option<i32>,
+    sockets_watched: bool,
+) -> FilterOptions {
+    FilterOptions {
+        network: policy.network,
+        unix_sockets: in_namespaces,
+        new_groups: in_namespaces,
+        protected,
+        sockets_watched,
+    }
 }
 
 /// Whether this kernel enforces the sandbox: creating a ruleset that requires the rights

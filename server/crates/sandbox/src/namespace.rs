@@ -33,8 +33,9 @@ fn failed_rustix(step: &str) -> impl Fn(rustix::io::Errno) -> SandboxError + '_ 
 
 /// Moves the calling (single-threaded) process into the sandbox's namespaces and builds its
 /// mount table for `policy`. The next child it starts is the PID namespace's init. Sets the
-/// process limit, and hands that child `CAP_SYS_ADMIN` (for mounting `/proc`) through the
-/// ambient set. Returns the policy Landlock applies inside: reads everywhere, writes in the
+/// process limit, and hands that child `CAP_SYS_ADMIN` (for mounting `/proc`) and
+/// `CAP_SYS_PTRACE` (for the watcher, to read the calls of commands that made themselves
+/// undumpable; valid only in the sandbox's user namespace) through the ambient set. Returns the policy Landlock applies inside: reads everywhere, writes in the
 /// writable places, and the hidden places no mask could cover.
 pub fn enter(policy: &SandboxPolicy) -> Result<SandboxPolicy, SandboxError> {
     let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
@@ -64,7 +65,7 @@ pub fn enter(policy: &SandboxPolicy) -> Result<SandboxPolicy, SandboxError> {
         crate::procs::limit_processes_to(u64::from(policy.max_processes))
             .map_err(|e| SandboxError::Namespaces(format!("process limit: {e}")))?;
     }
-    hand_over_mount_capability()?;
+    hand_over_capabilities()?;
     Ok(inside_policy(policy, unmasked))
 }
 
@@ -366,7 +367,7 @@ fn read_only(at: &Path) -> Result<(), SandboxError> {
 /// Puts `CAP_SYS_ADMIN` in the inheritable and ambient sets, so the init (executed next,
 /// under the same user) may mount its `/proc`; it drops it at once. Before that, locks the
 /// secure bits so that root inside (when Talaria runs as root) gains nothing by executing.
-fn hand_over_mount_capability() -> Result<(), SandboxError> {
+fn hand_over_capabilities() -> Result<(), SandboxError> {
     // Root inside (when Talaria runs as root) gains no capability by executing a program.
     use rustix::thread::CapabilitiesSecureBits as Bits;
     rustix::thread::set_capabilities_secure_bits(
@@ -374,13 +375,18 @@ fn hand_over_mount_capability() -> Result<(), SandboxError> {
     )
     .map_err(failed_rustix("keeping root without capabilities"))?;
     let mut sets = rustix::thread::capabilities(None).map_err(failed_rustix("capabilities"))?;
-    sets.inheritable |= CapabilitySet::SYS_ADMIN;
+    sets.inheritable |= CapabilitySet::SYS_ADMIN | CapabilitySet::SYS_PTRACE;
     rustix::thread::set_capabilities(None, sets).map_err(failed_rustix("capabilities"))?;
-    rustix::thread::configure_capability_in_ambient_set(CapabilitySet::SYS_ADMIN, true)
-        .map_err(failed_rustix("the ambient capability"))
+    for capability in [CapabilitySet::SYS_ADMIN, CapabilitySet::SYS_PTRACE] {
+        rustix::thread::configure_capability_in_ambient_set(capability, true)
+            .map_err(failed_rustix("the ambient capabilities"))?;
+    }
+    Ok(())
 }
 
-/// In the init, first thing: a `/proc` of the new PID namespace, then no capability left.
+/// In the init, first thing: a `/proc` of the new PID namespace, then no capability left but
+/// `CAP_SYS_PTRACE` (for the watcher's thread, which is started next; the init drops it too
+/// before it starts the command) and none to hand on.
 pub fn finish_in_init() -> Result<(), SandboxError> {
     rustix::mount::mount(
         "proc",
@@ -390,16 +396,21 @@ pub fn finish_in_init() -> Result<(), SandboxError> {
         None::<&CStr>,
     )
     .map_err(failed_rustix("mounting /proc"))?;
-    drop_capabilities()
+    keep_capabilities(CapabilitySet::SYS_PTRACE)
 }
 
-fn drop_capabilities() -> Result<(), SandboxError> {
+/// Drops the calling thread's last capability (threads started before keep theirs).
+pub fn drop_capabilities() -> Result<(), SandboxError> {
+    keep_capabilities(CapabilitySet::empty())
+}
+
+fn keep_capabilities(kept: CapabilitySet) -> Result<(), SandboxError> {
     rustix::thread::clear_ambient_capability_set().map_err(failed_rustix("capabilities"))?;
     rustix::thread::set_capabilities(
         None,
         CapabilitySets {
-            effective: CapabilitySet::empty(),
-            permitted: CapabilitySet::empty(),
+            effective: kept,
+            permitted: kept,
             inheritable: CapabilitySet::empty(),
         },
     )

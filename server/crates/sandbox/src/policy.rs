@@ -230,6 +230,13 @@ pub struct HelperSpec {
     /// (the availability probe).
     #[serde(default)]
     pub require_namespaces: bool,
+    /// The command's refusal log (made by Talaria, see `refusals.rs`), which the helper
+    /// opens before it enters the sandbox.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusals: Option<PathBuf>,
+    /// The log as the descriptor the supervisor hands the init (never the command).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusals_fd: Option<i32>,
 }
 
 #[cfg(test)]

@@ -12,6 +12,9 @@
 //!   starts stays in its process group and dies with it; creating a UNIX socket is refused
 //!   (pathname sockets cannot be told apart by a filter; `socketpair` still works).
 //! - **Network off**: every socket but `AF_UNIX` is refused.
+//!
+//! The socket rules are left to the watcher (`watcher.rs`) where it runs: it refuses the
+//! same calls (and UNIX datagram sockets) and logs each refusal.
 
 use std::collections::BTreeMap;
 
@@ -40,6 +43,8 @@ pub struct FilterOptions {
     /// A process in the same sandbox that commands may not signal, trace or touch by its pid
     /// (the supervisor, when it runs inside the sandbox with them).
     pub protected: Option<i32>,
+    /// Whether the watcher refuses (and logs) the socket calls instead of a filter here.
+    pub sockets_watched: bool,
 }
 
 fn seccomp(e: impl std::fmt::Display) -> SandboxError {
@@ -172,6 +177,14 @@ fn install(rules: BTreeMap<i64, Vec<SeccompRule>>, errno: i32) -> Result<(), San
 /// Installs the filters on the calling thread (and what it executes).
 pub fn apply(options: FilterOptions) -> Result<(), SandboxError> {
     install(process_rules(options)?, libc::EPERM)?;
+    if !options.sockets_watched {
+        refuse_sockets(options)?;
+    }
+    Ok(())
+}
+
+/// Installs the socket rules alone (where the watcher could not be installed).
+pub fn refuse_sockets(options: FilterOptions) -> Result<(), SandboxError> {
     if let Some(socket) = socket_rules(options)? {
         install(BTreeMap::from([(libc::SYS_socket, socket)]), libc::EACCES)?;
     }

@@ -48,7 +48,12 @@ pub fn run(request: Request) -> ExitCode {
         Ok(signals) => signals,
         Err(why) => return give_up(&why),
     };
-    let (mut command, ending, init_spec) = match prepare(&request) {
+    let Prepared {
+        mut command,
+        ending,
+        init_spec,
+        handed_log,
+    } = match prepare(&request) {
         Ok(prepared) => prepared,
         Err(why) => return give_up(&why),
     };
@@ -69,6 +74,8 @@ pub fn run(request: Request) -> ExitCode {
             )));
         }
     };
+    // The init holds its own copy of the log now.
+    drop(handed_log);
     let main = Pid::from_raw(child.id() as i32);
     // The child is reaped below, by pid; the handle is not used again.
     drop(child);
@@ -79,18 +86,39 @@ fn max_processes(request: &Request) -> u32 {
     request.spec.sandbox.as_ref().map_or(0, |p| p.max_processes)
 }
 
+/// What [`prepare`] made ready.
+struct Prepared {
+    command: std::process::Command,
+    ending: Ending,
+    /// The init's specification, when the command is the init.
+    init_spec: Option<String>,
+    /// The refusal log the init inherits, kept open until it is started.
+    handed_log: Option<std::fs::File>,
+}
+
+impl Prepared {
+    fn tree(command: std::process::Command) -> Self {
+        Self {
+            command,
+            ending: Ending::Tree,
+            init_spec: None,
+            handed_log: None,
+        }
+    }
+}
+
 /// What to start and how its leftovers end: the init in the namespaces (with the
 /// specification it is handed), the program in the sandbox without them, or (unconfined) the
 /// program itself.
-fn prepare(
-    request: &Request,
-) -> Result<(std::process::Command, Ending, Option<String>), SandboxError> {
+fn prepare(request: &Request) -> Result<Prepared, SandboxError> {
     let Some(policy) = &request.spec.sandbox else {
         set_subreaper()?;
         let mut command = std::process::Command::new(&request.program);
         command.args(&request.args);
-        return Ok((command, Ending::Tree, None));
+        return Ok(Prepared::tree(command));
     };
+    // Opened before anything is entered: the log lies where commands cannot reach.
+    let log = open_log(&request.spec);
     let inside = if policy.namespaces {
         match crate::namespace::enter(policy) {
             Ok(inside) => Some(inside),
@@ -101,9 +129,13 @@ fn prepare(
         None
     };
     if let Some(inside) = inside {
-        // The init enters Landlock with the policy left once the masks are in place.
+        // The init enters Landlock with the policy left once the masks are in place, and
+        // inherits the log (this process starts nothing else).
+        let refusals_fd = log.as_ref().and_then(hand_to_next_program);
         let spec = crate::policy::HelperSpec {
             sandbox: Some(inside),
+            refusals: None,
+            refusals_fd,
             ..request.spec.clone()
         };
         let spec_text = serde_json::to_string(&spec)
@@ -113,15 +145,39 @@ fn prepare(
             .arg(INIT_ARG)
             .arg(&request.program)
             .args(&request.args);
-        return Ok((command, Ending::Namespace, Some(spec_text)));
+        return Ok(Prepared {
+            command,
+            ending: Ending::Namespace,
+            init_spec: Some(spec_text),
+            handed_log: log.filter(|_| refusals_fd.is_some()),
+        });
     }
     set_subreaper()?;
     limit_processes(policy.max_processes)?;
     let _ = nix::sys::prctl::set_dumpable(false);
-    crate::enter_as_watcher(policy, false)?;
+    crate::enter_as_watcher(policy, false, log)?;
     let mut command = std::process::Command::new(&request.program);
     command.args(&request.args);
-    Ok((command, Ending::Tree, None))
+    Ok(Prepared::tree(command))
+}
+
+/// The command's refusal log, opened for appending without following a link (none when
+/// there is no log or it cannot be opened: refusals are then only answered).
+fn open_log(spec: &crate::policy::HelperSpec) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = spec.refusals.as_ref()?;
+    std::fs::OpenOptions::new()
+        .append(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .ok()
+}
+
+/// Lets the next program this process executes inherit `log`; returns its number.
+fn hand_to_next_program(log: &std::fs::File) -> Option<i32> {
+    use std::os::fd::AsRawFd;
+    rustix::io::fcntl_setfd(log, rustix::io::FdFlags::empty()).ok()?;
+    Some(log.as_raw_fd())
 }
 
 fn set_subreaper() -> Result<(), SandboxError> {

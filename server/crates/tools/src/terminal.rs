@@ -134,13 +134,16 @@ impl Tool for Terminal {
                 .timeout
                 .unwrap_or(DEFAULT_TIMEOUT_SECS)
                 .clamp(1, MAX_TIMEOUT_SECS);
+            // Only a confined command's refusals can offer a run outside the sandbox.
+            let log = confine.then(|| ctx.shell.refusal_log()).flatten();
+            let log_path = log.as_ref().map(|log| log.path());
             let spec = CommandSpec {
                 command: args.command.clone(),
                 cwd: workdir.clone(),
                 timeout: Duration::from_secs(timeout),
                 max_output_bytes: MAX_OUTPUT_BYTES,
-                local: ctx.shell.local(&args.command, confine),
-                elsewhere: ctx.shell.elsewhere(&args.command, confine),
+                local: ctx.shell.local_logged(&args.command, confine, log_path),
+                elsewhere: ctx.shell.elsewhere_logged(&args.command, confine, log_path),
             };
             let sandboxed = spec.local.sandboxed;
             let result = match ctx
@@ -156,17 +159,11 @@ impl Tool for Terminal {
                     "The command did not run: the OS sandbox could not be entered ({why})."
                 ));
             }
+            let refused = log.map(|log| log.read()).unwrap_or_default();
             let denial = sandboxed
                 .then(|| ctx.shell.policy())
                 .flatten()
-                .and_then(|policy| {
-                    let named: Vec<std::path::PathBuf> = class
-                        .paths
-                        .iter()
-                        .map(|p| crate::tool::resolve_in(&workdir, p))
-                        .collect();
-                    talaria_sandbox::denial::explain(policy, &result.output, &workdir, &named)
-                });
+                .and_then(|policy| what_was_refused(policy, &refused, &result, &workdir, &class));
             // A command that was not found: what this machine has instead.
             let instead = if result.exit_code == Some(127) {
                 crate::shell::missing_command::hint(&result.output).await
@@ -176,6 +173,42 @@ impl Tool for Terminal {
             outcome_of(result, timeout, denial, instead)
         })
     }
+}
+
+/// What the sandbox refused a finished command. A refusal the sandbox logged that a run
+/// outside could get past comes first, and alone can offer that run; then what the output
+/// says (a read of a hidden file, for one), which only explains, since a command prints
+/// whatever it likes; then any other logged refusal (some are routine: a library probing
+/// for a socket it does without).
+fn what_was_refused(
+    policy: &talaria_sandbox::SandboxPolicy,
+    refused: &[talaria_sandbox::refusals::Refusal],
+    result: &CommandResult,
+    workdir: &std::path::Path,
+    class: &safety::CommandClass,
+) -> Option<talaria_sandbox::denial::Denial> {
+    use talaria_sandbox::refusals::Refusal;
+    let failed = result.exit_code != Some(0);
+    let (liftable, other): (Vec<_>, Vec<_>) = refused
+        .iter()
+        // Without namespaces, libraries routinely probe for a socket they do without.
+        .filter(|refusal| failed && **refusal != Refusal::UnixSocket)
+        .map(|refusal| refusal.denial(policy))
+        .partition(|denial| denial.liftable);
+    if let Some(denial) = liftable.into_iter().next() {
+        return Some(denial);
+    }
+    let named: Vec<std::path::PathBuf> = class
+        .paths
+        .iter()
+        .map(|p| crate::tool::resolve_in(workdir, p))
+        .collect();
+    talaria_sandbox::denial::explain(policy, &result.output, workdir, &named)
+        .map(|denial| talaria_sandbox::denial::Denial {
+            liftable: false,
+            ..denial
+        })
+        .or_else(|| other.into_iter().next())
 }
 
 /// What the model reads of a finished command: its output, what the sandbox refused, and
@@ -226,9 +259,10 @@ fn outcome_of(
     if let Some(terminal_id) = result.terminal_id {
         outcome = outcome.with_effect(ToolEffect::Terminal { terminal_id });
     }
-    // Only a refusal a run let out of the walls could get past is offered as one (a hidden
-    // place stays hidden however the command runs).
-    if let Some(denial) = denial.filter(|denial| denial.liftable) {
+    // Only a refusal the sandbox logged, that a run let out of the walls could get past (a
+    // hidden place stays hidden however the command runs), of a command that failed, is
+    // offered as one.
+    if let Some(denial) = denial.filter(|denial| denial.liftable && !ok) {
         outcome = outcome.with_effect(ToolEffect::SandboxDenied { what: denial.what });
     }
     outcome

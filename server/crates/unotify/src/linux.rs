@@ -1,71 +1,31 @@
-//! The Linux system calls: the filter, the listener's three requests, and `connect`.
+//! The Linux system calls: installing the filter, the listener's requests, and `connect`.
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use crate::Notice;
+use crate::{Call, Notice, Watch};
 
-/// The audit architecture of this build's system calls (what the filter checks first).
-#[cfg(target_arch = "x86_64")]
-const NATIVE_ARCH: u32 = 0xC000_003E;
-#[cfg(target_arch = "aarch64")]
-const NATIVE_ARCH: u32 = 0xC000_00B7;
-#[cfg(target_arch = "riscv64")]
-const NATIVE_ARCH: u32 = 0xC000_00F3;
+/// What the stopped call `nr` with `args` is.
+pub(crate) fn classify(nr: i32, args: &[u64; 6]) -> Call {
+    crate::calls::classify(nr, args)
+}
 
-/// On x86-64, the bit that marks an x32 system call (numbers other filters do not list):
-/// the filter refuses them all.
-#[cfg(target_arch = "x86_64")]
-const X32_SYSCALL_BIT: u32 = 0x4000_0000;
-#[cfg(not(target_arch = "x86_64"))]
-const X32_SYSCALL_BIT: u32 = 0;
-
-/// The listening end of the filter: every `connect` of the threads that installed it (and of
-/// what they start) waits here until answered.
+/// The listening end of the filter: every call the watch names, of the threads that
+/// installed it (and of what they start), waits here until answered.
 #[derive(Debug)]
 pub struct Listener(OwnedFd);
-
-/// One BPF instruction.
-fn op(code: u32, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
-    libc::sock_filter {
-        code: code as u16,
-        jt,
-        jf,
-        k,
-    }
-}
-
-/// `connect` goes to the listener, x32 calls are refused, the rest is left to the other
-/// filters (a call of another architecture included).
-fn program() -> Vec<libc::sock_filter> {
-    const LOAD: u32 = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
-    const JEQ: u32 = libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K;
-    const JSET: u32 = libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K;
-    const RET: u32 = libc::BPF_RET | libc::BPF_K;
-    let refuse = libc::SECCOMP_RET_ERRNO | (libc::ENOSYS as u32);
-    vec![
-        op(LOAD, 4, 0, 0),                           // the architecture
-        op(JEQ, NATIVE_ARCH, 0, 4),                  // another one: allow
-        op(LOAD, 0, 0, 0),                           // the call's number
-        op(JSET, X32_SYSCALL_BIT, 3, 0),             // x32: refuse
-        op(JEQ, libc::SYS_connect as u32, 0, 1),     // connect: notify
-        op(RET, libc::SECCOMP_RET_USER_NOTIF, 0, 0), //
-        op(RET, libc::SECCOMP_RET_ALLOW, 0, 0),      //
-        op(RET, refuse, 0, 0),                       //
-    ]
-}
 
 fn last_error<T>() -> io::Result<T> {
     Err(io::Error::last_os_error())
 }
 
 impl Listener {
-    /// Installs the filter on the calling thread (which must already have no new
-    /// privileges, as every filter the sandbox installs sets) and returns its listener.
-    pub fn install_for_connect() -> io::Result<Listener> {
-        let mut instructions = program();
+    /// Installs the filter for `watch` on the calling thread (which must already have no
+    /// new privileges, as every filter the sandbox installs sets) and returns its listener.
+    pub fn install(watch: &Watch) -> io::Result<Listener> {
+        let mut instructions = crate::filter::program(watch);
         let prog = libc::sock_fprog {
             len: instructions.len() as u16,
             filter: instructions.as_mut_ptr(),
@@ -105,6 +65,7 @@ impl Listener {
         Ok(Notice {
             id: notice.id,
             pid: notice.pid,
+            nr: notice.data.nr,
             args: notice.data.args,
         })
     }
@@ -140,6 +101,47 @@ impl Listener {
             );
         }
     }
+}
+
+impl Listener {
+    /// Lets the call `id` go on as the caller made it: for calls the watcher only records
+    /// (the kernel's own layers still judge it; never a decision, since the caller's memory
+    /// may change before the kernel reads it).
+    pub fn let_continue(&self, id: u64) {
+        let response = libc::seccomp_notif_resp {
+            id,
+            val: 0,
+            error: 0,
+            flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
+        };
+        // SAFETY: `response` is the structure this request reads, alive for the call.
+        unsafe {
+            libc::ioctl(
+                self.0.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_SEND,
+                &response as *const libc::seccomp_notif_resp,
+            );
+        }
+    }
+}
+
+/// Takes ownership of descriptor `fd`, which this process inherited from the one that
+/// started it for itself alone (the sandbox's init, its refusal log): checks that it is
+/// open and marks it close-on-exec, so nothing the process starts inherits it.
+pub fn claim_inherited(fd: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: F_GETFD reads the flags of a descriptor number; an unused number fails.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    if flags < 0 {
+        return last_error();
+    }
+    // SAFETY: as above, on the same number, setting only the close-on-exec flag.
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC) } < 0 {
+        return last_error();
+    }
+    // SAFETY: the descriptor is open (checked above), and by the protocol between the
+    // supervisor and the init nothing else in this process owns it: it was inherited for
+    // this one owner.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Connects `socket` to the address in `bytes` (any family), as `connect(2)` would.

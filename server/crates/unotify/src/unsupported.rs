@@ -1,10 +1,15 @@
-//! Where the gate is not built: the same API, every call answering `Unsupported`.
+//! Where the watcher is not built: the same API, every call answering `Unsupported`.
 
 use std::io;
 use std::os::fd::BorrowedFd;
 use std::path::Path;
 
-use crate::Notice;
+use crate::{Call, Notice, Watch};
+
+/// Nothing is ever stopped here.
+pub(crate) fn classify(_nr: i32, _args: &[u64; 6]) -> Call {
+    Call::Other
+}
 
 /// The listening end of the filter (never installed here).
 #[derive(Debug)]
@@ -13,12 +18,12 @@ pub struct Listener(());
 fn unsupported<T>() -> io::Result<T> {
     Err(io::Error::new(
         io::ErrorKind::Unsupported,
-        "no connect gate on this system or architecture",
+        "no seccomp watcher on this system or architecture",
     ))
 }
 
 impl Listener {
-    pub fn install_for_connect() -> io::Result<Listener> {
+    pub fn install(_watch: &Watch) -> io::Result<Listener> {
         unsupported()
     }
 
@@ -31,6 +36,12 @@ impl Listener {
     }
 
     pub fn respond(&self, _id: u64, _result: Result<(), i32>) {}
+
+    pub fn let_continue(&self, _id: u64) {}
+}
+
+pub fn claim_inherited(_fd: i32) -> io::Result<std::os::fd::OwnedFd> {
+    unsupported()
 }
 
 pub fn connect_bytes(_socket: BorrowedFd<'_>, _bytes: &[u8]) -> io::Result<()> {

@@ -59,6 +59,10 @@ pub struct ShellSettings {
     pub helper_elsewhere: Option<PathBuf>,
     /// The sandbox's layers on this machine, for notices.
     pub layers: Option<Layers>,
+    /// Where commands' refusal logs are made: a folder commands cannot reach
+    /// (`$TALARIA_HOME/refusals`). Without one, nothing a command is refused can offer a run
+    /// outside the sandbox.
+    pub refusals_dir: Option<PathBuf>,
 }
 
 /// A session's way of starting commands.
@@ -71,6 +75,7 @@ pub struct Shell {
     helper_elsewhere: Option<PathBuf>,
     private_tmp: Option<PathBuf>,
     layers: Option<Layers>,
+    refusals_dir: Option<PathBuf>,
 }
 
 impl Default for Shell {
@@ -141,7 +146,20 @@ impl Shell {
             helper_elsewhere: settings.helper_elsewhere,
             private_tmp,
             layers: settings.layers,
+            refusals_dir: settings.refusals_dir,
         }
+    }
+
+    /// A new refusal log for one sandboxed command (none when the sandbox is not enforced,
+    /// there is no folder for logs, or it cannot be made).
+    pub fn refusal_log(&self) -> Option<talaria_sandbox::refusals::RefusalLog> {
+        if !matches!(self.sandboxing, Sandboxing::Enforced(_)) {
+            return None;
+        }
+        let folder = self.refusals_dir.as_ref()?;
+        talaria_sandbox::refusals::RefusalLog::create(folder)
+            .map_err(|e| tracing::warn!("cannot make a refusal log in {}: {e}", folder.display()))
+            .ok()
     }
 
     /// The sandbox's layers on this machine, when they were looked at.
@@ -202,6 +220,11 @@ impl Shell {
     /// its hidden places (the user's one-command escalation). Through the helper whenever
     /// there is one, so every command has a session of its own and leaves nothing running.
     pub fn local(&self, script: &str, confine: bool) -> Launch {
+        self.local_logged(script, confine, None)
+    }
+
+    /// [`Shell::local`], with the sandbox's refusals logged to `log`.
+    pub fn local_logged(&self, script: &str, confine: bool, log: Option<&Path>) -> Launch {
         let shell_args = [OsString::from("-c"), OsString::from(script)];
         let policy = self.policy_for(confine);
         let policy = policy.as_ref();
@@ -210,7 +233,7 @@ impl Shell {
                 program: helper.clone(),
                 args: helper_args(&shell_args),
                 env: Some(self.env.clone()),
-                spec: Some(self.helper_spec(policy, None)),
+                spec: Some(self.helper_spec(policy, None, log)),
                 shown: script.to_string(),
                 sandboxed: policy.is_some(),
                 supervised: true,
@@ -233,6 +256,16 @@ impl Shell {
     /// workspace): another process runs it by name, and a command could have put its own
     /// program there, so such commands run on this machine, through the helper opened once.
     pub fn elsewhere(&self, script: &str, confine: bool) -> Option<Launch> {
+        self.elsewhere_logged(script, confine, None)
+    }
+
+    /// [`Shell::elsewhere`], with the sandbox's refusals logged to `log`.
+    pub fn elsewhere_logged(
+        &self,
+        script: &str,
+        confine: bool,
+        log: Option<&Path>,
+    ) -> Option<Launch> {
         let shell_args = [OsString::from("-c"), OsString::from(script)];
         let Some(helper) = &self.helper_elsewhere else {
             return Some(Launch {
@@ -257,7 +290,7 @@ impl Shell {
             program: helper.clone(),
             args: helper_args(&shell_args),
             env: None,
-            spec: Some(self.helper_spec(policy, Some(&self.rules))),
+            spec: Some(self.helper_spec(policy, Some(&self.rules), log)),
             shown: script.to_string(),
             sandboxed: policy.is_some(),
             supervised: true,
@@ -266,7 +299,12 @@ impl Shell {
 
     /// The helper's specification: the policy (with the namespaces only where they work) and
     /// the environment rules, as JSON.
-    fn helper_spec(&self, policy: Option<&SandboxPolicy>, rules: Option<&EnvRules>) -> String {
+    fn helper_spec(
+        &self,
+        policy: Option<&SandboxPolicy>,
+        rules: Option<&EnvRules>,
+        log: Option<&Path>,
+    ) -> String {
         let mut sandbox = policy.cloned();
         if let (Some(policy), Some(helper)) = (&mut sandbox, &self.helper)
             && policy.namespaces
@@ -274,10 +312,13 @@ impl Shell {
             // Found out by `find_layers` before the first command (else here, once).
             policy.namespaces = talaria_sandbox::namespace_support(helper).is_ok();
         }
+        let refusals = log.filter(|_| sandbox.is_some()).map(Path::to_path_buf);
         let spec = HelperSpec {
             sandbox,
             env: rules.cloned(),
             require_namespaces: false,
+            refusals,
+            refusals_fd: None,
         };
         serde_json::to_string(&spec).unwrap_or_default()
     }

@@ -1,0 +1,133 @@
+//! The watcher: a thread beside every sandboxed command (in the init with namespaces, in the
+//! supervisor without) to which a seccomp user-notification filter hands chosen calls of the
+//! command and of everything it starts:
+//!
+//! - `connect`, with namespaces: made on the caller's behalf at the gate (`connect_gate.rs`).
+//! - `socket` calls the sandbox refuses (network sockets with the network off, UNIX sockets
+//!   without namespaces, UNIX datagram sockets and pairs always): refused with `EACCES` and
+//!   logged.
+//! - calls that write by path: let through unchanged, and logged when they write outside
+//!   the writable places (`recorder.rs`).
+//!
+//! The log is the sandbox's own record of what it refused: the only thing that can offer a
+//! run outside the sandbox.
+
+use std::sync::Arc;
+
+use talaria_unotify::{Call, Listener, Notice, Watch};
+
+use crate::SandboxError;
+use crate::connect_gate::{self, Judge};
+use crate::plan::Devices;
+use crate::policy::SandboxPolicy;
+use crate::recorder::Recorder;
+use crate::refusals::Refusal;
+
+/// What the watcher judges by.
+struct Watcher {
+    judge: Judge,
+    recorder: Recorder,
+    network: bool,
+    /// Whether commands may create UNIX (stream) sockets: only with namespaces.
+    unix_sockets: bool,
+}
+
+impl Watcher {
+    /// The refusal a `socket` or `socketpair` of `family` and `kind` meets, if any.
+    fn socket_refusal(&self, family: i32, kind: i32) -> Option<Refusal> {
+        if family != libc::AF_UNIX {
+            return (!self.network).then_some(Refusal::Network);
+        }
+        if kind == libc::SOCK_DGRAM || kind == libc::SOCK_RAW {
+            return Some(Refusal::UnixDatagram);
+        }
+        (!self.unix_sockets).then_some(Refusal::UnixSocket)
+    }
+}
+
+/// Starts the watcher's thread, then installs the filter that hands it the calls of the
+/// calling thread and of what it starts. Called last before the command starts (after
+/// Landlock and the other filters, so the thread shares the command's Landlock domain and
+/// is not itself watched). Returns `false` where the filter cannot be built (another
+/// architecture): then nothing is logged and the caller refuses sockets by filter alone.
+pub(crate) fn start(
+    policy: &SandboxPolicy,
+    in_namespaces: bool,
+    log: Option<std::fs::File>,
+) -> Result<bool, SandboxError> {
+    let devices = if in_namespaces {
+        Devices::Private
+    } else {
+        Devices::Shared
+    };
+    let watcher = Arc::new(Watcher {
+        judge: Judge::new(policy),
+        recorder: Recorder::new(policy, devices, log),
+        network: policy.network,
+        unix_sockets: in_namespaces,
+    });
+    let watch = Watch {
+        connect: in_namespaces,
+        writes: watcher.recorder.logs(),
+        network_sockets: !policy.network,
+        unix_sockets: !in_namespaces,
+        unix_datagrams: true,
+    };
+    let (send, receive) = std::sync::mpsc::channel::<Listener>();
+    std::thread::Builder::new()
+        .name("sandbox-watcher".into())
+        .spawn(move || {
+            if let Ok(listener) = receive.recv() {
+                serve(Arc::new(listener), watcher);
+            }
+        })
+        .map_err(|e| SandboxError::Seccomp(format!("the watcher's thread: {e}")))?;
+    let listener = match Listener::install(&watch) {
+        Ok(listener) => listener,
+        Err(e) if e.kind() == std::io::ErrorKind::Unsupported => return Ok(false),
+        Err(e) => return Err(SandboxError::Seccomp(format!("the watcher's filter: {e}"))),
+    };
+    send.send(listener)
+        .map_err(|_| SandboxError::Seccomp("the watcher's thread is gone".into()))?;
+    Ok(true)
+}
+
+/// Receives the stopped calls until the listener fails. A `connect` is answered on a thread
+/// of its own (a TCP connection may take long; the others need not wait for it); the rest at
+/// once.
+fn serve(listener: Arc<Listener>, watcher: Arc<Watcher>) {
+    loop {
+        let notice = match listener.receive() {
+            Ok(notice) => notice,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::ENOENT)) => continue,
+            Err(_) => return,
+        };
+        match notice.call() {
+            Call::Connect => connect_apart(&listener, &watcher, notice),
+            Call::Socket { family, kind } => match watcher.socket_refusal(family, kind) {
+                Some(refusal) => {
+                    watcher.recorder.record(refusal);
+                    listener.respond(notice.id, Err(libc::EACCES));
+                }
+                // Its arguments are values, not memory: letting it go on decides nothing.
+                None => listener.let_continue(notice.id),
+            },
+            Call::Write { paths, open_how } => {
+                watcher.recorder.look_at_write(&notice, paths, open_how);
+                listener.let_continue(notice.id);
+            }
+            Call::Other => listener.let_continue(notice.id),
+        }
+    }
+}
+
+fn connect_apart(listener: &Arc<Listener>, watcher: &Arc<Watcher>, notice: Notice) {
+    let (answering, watcher) = (listener.clone(), watcher.clone());
+    let spawned = std::thread::Builder::new().spawn(move || {
+        let result = connect_gate::handle(&answering, &watcher.judge, &watcher.recorder, &notice);
+        answering.respond(notice.id, result);
+    });
+    if spawned.is_err() {
+        listener.respond(notice.id, Err(libc::EAGAIN));
+    }
+}
