@@ -45,6 +45,7 @@ mod rewind;
 mod safety;
 mod salvage_crashes;
 mod sandbox;
+mod sandbox_datagrams;
 mod sandbox_doors;
 mod sandbox_helper;
 mod sandbox_homes;
