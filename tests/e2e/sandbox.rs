@@ -585,3 +585,62 @@ async fn a_run_let_out_of_the_walls_still_cannot_read_a_key_and_a_refused_key_of
     let result = tool_results(&env.mock, 3).pop().unwrap_or_default();
     assert!(result.contains("hidden"), "{result}");
 }
+
+#[tokio::test]
+async fn every_kind_of_refused_write_and_the_network_offer_a_run_outside() {
+    if !sandbox_enforced() {
+        return;
+    }
+    let outside = outside_dir();
+    std::fs::write(outside.path().join("existing"), "keep").expect("existing");
+    let out = outside.path().display().to_string();
+    let commands = [
+        format!("echo x > {out}/redirected"),
+        format!("mkdir {out}/folder"),
+        format!("rm -f {out}/existing"),
+        format!("ln -s /tmp {out}/link"),
+        format!("touch inside.txt && mv inside.txt {out}/moved"),
+        format!("/usr/bin/python3 -c \"open('{out}/py', 'w')\""),
+        format!("cd {out} && touch relative"),
+        "/usr/bin/python3 -c \"import socket; socket.create_connection(('127.0.0.1', 9), 2)\""
+            .to_string(),
+    ];
+    let mut script: Vec<MockReply> = commands
+        .iter()
+        .enumerate()
+        .map(|(i, c)| MockReply::tool_call(&format!("w{i}"), "terminal", json!({"command": c})))
+        .collect();
+    script.push(MockReply::text(&["done"]));
+    let mut env = TestEnv::new(script).await;
+    env.write_config("mode = \"ask\"\n[sandbox]\nnetwork = false\n");
+    env.unprivileged(&[outside.path()]);
+    let (mut agent, session) = env.session().await;
+    let offered = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = offered.clone();
+    run(
+        &mut agent,
+        &session,
+        Box::new(move |method, params| {
+            assert_eq!(method, "session/request_permission");
+            let escalation = params.to_string().contains("run_unsandboxed_once");
+            if escalation {
+                let id = params["toolCall"]["toolCallId"]
+                    .as_str()
+                    .unwrap_or_default();
+                seen.lock().expect("offered").push(id.to_string());
+                return Ok(Some(select("reject_once")));
+            }
+            Ok(Some(select("allow_once")))
+        }),
+    )
+    .await;
+    let offered = offered.lock().expect("offered").clone();
+    let expected: Vec<String> = (0..commands.len()).map(|i| format!("w{i}")).collect();
+    assert_eq!(offered, expected);
+    assert!(outside.path().join("existing").exists());
+    let results = tool_results(&env.mock, commands.len());
+    assert!(
+        results.iter().any(|r| r.contains("the network is off")),
+        "{results:#?}"
+    );
+}
