@@ -388,6 +388,13 @@ async fn main() -> anyhow::Result<()> {
         cost.without_namespaces.0 - cost.direct.0,
         cost.without_namespaces.1 - cost.direct.1
     );
+    report!(
+        "  {} file creations, sandboxed    {:8.2} ms  (min {:.2}; direct {:.2}: each passes the watcher)",
+        sandbox::WRITES,
+        cost.writes_sandboxed.0,
+        cost.writes_sandboxed.1,
+        cost.writes_direct.0
+    );
     print_steering_figures(&options, &env, &cwd).await?;
     print_checkpoint_figures(options.iterations.max(20))?;
     let replay = replay::measure(&options.agent, &env.mock, &env.vars(), &cwd).await?;

@@ -14,6 +14,17 @@ pub struct SandboxCost {
     pub direct: (f64, f64),
     pub sandboxed: (f64, f64),
     pub without_namespaces: (f64, f64),
+    /// A command that creates [`WRITES`] files, directly and in the sandbox with namespaces
+    /// (each create passes the watcher, which logs refused writes).
+    pub writes_direct: (f64, f64),
+    pub writes_sandboxed: (f64, f64),
+}
+
+/// How many files the write-heavy command creates.
+pub const WRITES: usize = 200;
+
+fn write_heavy() -> String {
+    format!("i=0; while [ $i -lt {WRITES} ]; do : > w$i; i=$((i+1)); done")
 }
 
 fn time_runs(runs: usize, mut start: impl FnMut() -> std::process::Command) -> (f64, f64) {
@@ -38,6 +49,8 @@ fn policy(home: &Path, workspace: &Path, namespaces: bool) -> String {
             "network": true,
             "namespaces": namespaces,
         },
+        // As Talaria runs a command: with a refusal log, so the watcher also looks at writes.
+        "refusals": home.join("bench-refusals.log"),
         "env": null,
     })
     .to_string()
@@ -45,30 +58,36 @@ fn policy(home: &Path, workspace: &Path, namespaces: bool) -> String {
 
 /// Measures each, `runs` times.
 pub fn measure(agent: &Path, home: &Path, workspace: &Path, runs: usize) -> SandboxCost {
-    let direct = time_runs(runs, || {
+    let _ = std::fs::write(home.join("bench-refusals.log"), "");
+    let shell = |script: &str| {
         let mut command = std::process::Command::new("/bin/sh");
-        command.args(["-c", "true"]);
+        command.args(["-c", script]).current_dir(workspace);
         command
-    });
+    };
+    let direct = time_runs(runs, || shell("true"));
+    let writes_direct = time_runs(runs / 5, || shell(&write_heavy()));
     // The helper the agent starts: `talaria-sandbox` beside it, else the agent itself.
     let helper = agent
         .parent()
         .map(|dir| dir.join("talaria-sandbox"))
         .filter(|beside| beside.exists())
         .unwrap_or_else(|| agent.to_path_buf());
-    let through = |namespaces: bool| {
+    let through = |namespaces: bool, script: &str, runs: usize| {
         let spec = policy(home, workspace, namespaces);
         time_runs(runs, || {
             let mut command = std::process::Command::new(&helper);
             command
-                .args(["__sandbox", "/bin/sh", "-c", "true"])
+                .args(["__sandbox", "/bin/sh", "-c", script])
+                .current_dir(workspace)
                 .env("TALARIA_SANDBOX_SPEC", &spec);
             command
         })
     };
     SandboxCost {
         direct,
-        sandboxed: through(true),
-        without_namespaces: through(false),
+        sandboxed: through(true, "true", runs),
+        without_namespaces: through(false, "true", runs),
+        writes_direct,
+        writes_sandboxed: through(true, &write_heavy(), runs / 5),
     }
 }

@@ -97,10 +97,20 @@ impl Recorder {
             }
         }
         for at in paths.into_iter().flatten() {
-            if let Some(path) = written_path(notice, at)
-                && !self.may_write(&path)
-            {
-                self.record(Refusal::Write { path });
+            let Some(path) = written_path(notice, at) else {
+                continue;
+            };
+            // Most writes land plainly in a writable place: judged by name alone, without
+            // resolving links (a link out of it only goes unlogged: no run is offered).
+            let plain = !path
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir));
+            if plain && self.may_write(&path) {
+                continue;
+            }
+            let real = real(&path);
+            if !self.may_write(&real) {
+                self.record(Refusal::Write { path: real });
             }
         }
     }
@@ -110,9 +120,8 @@ impl Recorder {
     }
 }
 
-/// The real path a call writes, as its caller sees it: relative to its working folder or to
-/// the folder descriptor the call names, with every link but the last resolved (and the
-/// last too, when it exists).
+/// The path a call writes, as its caller sees it: relative to its working folder or to the
+/// folder descriptor the call names (links not resolved).
 fn written_path(notice: &Notice, at: PathArgument) -> Option<PathBuf> {
     let raw = crate::memory::read_path(notice.pid, notice.args[at.path]).ok()?;
     let path = PathBuf::from(OsString::from_vec(raw));
@@ -127,10 +136,10 @@ fn written_path(notice: &Notice, at: PathArgument) -> Option<PathBuf> {
         };
         std::fs::read_link(base).ok()?.join(path)
     };
-    Some(real(&full))
+    Some(full)
 }
 
-/// `path` with its links resolved as far as it exists.
+/// `path` with its links resolved as far as it exists (the last one too, when it exists).
 fn real(path: &Path) -> PathBuf {
     if let Ok(real) = path.canonicalize() {
         return real;
