@@ -331,6 +331,34 @@ fn cpu_ms(pid: u32) -> Option<f64> {
     Some(ticks * 10.0)
 }
 
+/// The sandbox's cost per command, and for a write-heavy command.
+fn print_sandbox_figures(options: &Options, home: &std::path::Path, cwd: &std::path::Path) {
+    let cost = sandbox::measure(&options.agent, home, cwd, options.iterations.max(50));
+    report!(
+        "command spawn, sandboxed          {:8.2} ms  (min {:.2}; direct {:.2}, min {:.2})   target: + <= 5 ms",
+        cost.sandboxed.0,
+        cost.sandboxed.1,
+        cost.direct.0,
+        cost.direct.1
+    );
+    report!(
+        "  sandbox cost per command        {:8.2} ms  (namespaces, Landlock, filters, limits)",
+        cost.sandboxed.0 - cost.direct.0
+    );
+    report!(
+        "  without namespaces              {:8.2} ms  (min {:.2}; Landlock, filters, limits)",
+        cost.without_namespaces.0 - cost.direct.0,
+        cost.without_namespaces.1 - cost.direct.1
+    );
+    report!(
+        "  {} file creations, sandboxed    {:8.2} ms  (min {:.2}; direct {:.2}: each passes the watcher)",
+        sandbox::WRITES,
+        cost.writes_sandboxed.0,
+        cost.writes_sandboxed.1,
+        cost.writes_direct.0
+    );
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let options = options()?;
@@ -366,35 +394,7 @@ async fn main() -> anyhow::Result<()> {
     }
     print_answer_shape_figures(&options, &env, &cwd).await?;
     print_session_figures(&options, &env).await?;
-    let cost = sandbox::measure(
-        &options.agent,
-        env.home.path(),
-        &cwd,
-        options.iterations.max(50),
-    );
-    report!(
-        "command spawn, sandboxed          {:8.2} ms  (min {:.2}; direct {:.2}, min {:.2})   target: + <= 5 ms",
-        cost.sandboxed.0,
-        cost.sandboxed.1,
-        cost.direct.0,
-        cost.direct.1
-    );
-    report!(
-        "  sandbox cost per command        {:8.2} ms  (namespaces, Landlock, filters, limits)",
-        cost.sandboxed.0 - cost.direct.0
-    );
-    report!(
-        "  without namespaces              {:8.2} ms  (min {:.2}; Landlock, filters, limits)",
-        cost.without_namespaces.0 - cost.direct.0,
-        cost.without_namespaces.1 - cost.direct.1
-    );
-    report!(
-        "  {} file creations, sandboxed    {:8.2} ms  (min {:.2}; direct {:.2}: each passes the watcher)",
-        sandbox::WRITES,
-        cost.writes_sandboxed.0,
-        cost.writes_sandboxed.1,
-        cost.writes_direct.0
-    );
+    print_sandbox_figures(&options, env.home.path(), &cwd);
     print_steering_figures(&options, &env, &cwd).await?;
     print_checkpoint_figures(options.iterations.max(20))?;
     let replay = replay::measure(&options.agent, &env.mock, &env.vars(), &cwd).await?;

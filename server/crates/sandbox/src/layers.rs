@@ -46,7 +46,8 @@ impl Layers {
                  other programs (an IPC namespace of its own needs namespaces); \
                  commands cannot use UNIX sockets at all (socketpair only; [sandbox] \
                  unix_sockets needs namespaces), start new sessions or process groups, or \
-                 open pseudo-terminals of their own"
+                 open pseudo-terminals of their own; a refused write of a program that made \
+                 itself undumpable is not logged, so it offers no run outside the sandbox"
                     .to_string(),
             );
         }

@@ -406,6 +406,7 @@ mod tests {
 
     #[test]
     fn commands_get_the_clean_environment_and_the_helper_when_sandboxed() {
+        let logs = tempfile::tempdir().expect("logs");
         let shell = Shell::new(ShellSettings {
             sandboxing: Some(Sandboxing::Enforced(Arc::new(SandboxPolicy {
                 writable: vec!["/work/p".into()],
@@ -417,6 +418,7 @@ mod tests {
             helper: Some("/proc/self/exe".into()),
             helper_elsewhere: Some("/usr/bin/talaria".into()),
             layers: None,
+            refusals_dir: Some(logs.path().join("refusals")),
         });
         let tmp = shell.private_tmp().expect("private tmp").to_path_buf();
         assert!(tmp.is_dir());
@@ -439,6 +441,13 @@ mod tests {
             n.contains("KEY") || n.starts_with("OPENAI_")
         }));
         assert_eq!(policy.private_tmp.as_ref(), Some(&tmp));
+        assert_eq!(spec.refusals, None, "no log unless one is made");
+        let log = shell.refusal_log().expect("a refusal log");
+        assert!(log.path().starts_with(logs.path().join("refusals")));
+        let logged = shell.local_logged("echo hi", true, Some(log.path()));
+        let spec: HelperSpec =
+            serde_json::from_str(logged.spec.as_deref().expect("spec")).expect("spec");
+        assert_eq!(spec.refusals.as_deref(), Some(log.path()));
         let escaped = shell.local("echo hi", false);
         assert!(escaped.sandboxed && escaped.supervised);
         assert_eq!(escaped.program, PathBuf::from("/proc/self/exe"));
@@ -498,6 +507,7 @@ mod tests {
                 helper: Some("/proc/self/exe".into()),
                 helper_elsewhere: Some(elsewhere.to_path_buf()),
                 layers: None,
+                refusals_dir: None,
             })
         };
         for helper in [&installed, &linked] {
