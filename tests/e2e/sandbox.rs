@@ -470,6 +470,19 @@ fn let_out_when_offered(asked: std::sync::Arc<std::sync::Mutex<Vec<Vec<String>>>
     })
 }
 
+/// One turn that runs each of `commands` as a terminal call (ids `<prefix><i>`), then ends.
+fn one_turn_of_commands(prefix: &str, commands: &[String]) -> Vec<MockReply> {
+    let mut script: Vec<MockReply> = commands
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            MockReply::tool_call(&format!("{prefix}{i}"), "terminal", json!({"command": c}))
+        })
+        .collect();
+    script.push(MockReply::text(&["done"]));
+    script
+}
+
 /// Whether any question offered a run outside the sandbox.
 fn offered_a_run_outside(asked: &std::sync::Mutex<Vec<Vec<String>>>) -> bool {
     asked
@@ -510,15 +523,7 @@ async fn a_printed_refusal_never_offers_a_run_outside_the_sandbox() {
             at("e")
         ),
     ];
-    let mut script: Vec<MockReply> = tricks
-        .iter()
-        .enumerate()
-        .map(|(i, trick)| {
-            MockReply::tool_call(&format!("p{i}"), "terminal", json!({"command": trick}))
-        })
-        .collect();
-    script.push(MockReply::text(&["done"]));
-    let mut env = TestEnv::new(script).await;
+    let mut env = TestEnv::new(one_turn_of_commands("p", &tricks)).await;
     env.write_config("mode = \"ask\"\n");
     env.unprivileged(&[outside.path()]);
     let (mut agent, session) = env.session().await;
@@ -605,13 +610,7 @@ async fn every_kind_of_refused_write_and_the_network_offer_a_run_outside() {
         "/usr/bin/python3 -c \"import socket; socket.create_connection(('127.0.0.1', 9), 2)\""
             .to_string(),
     ];
-    let mut script: Vec<MockReply> = commands
-        .iter()
-        .enumerate()
-        .map(|(i, c)| MockReply::tool_call(&format!("w{i}"), "terminal", json!({"command": c})))
-        .collect();
-    script.push(MockReply::text(&["done"]));
-    let mut env = TestEnv::new(script).await;
+    let mut env = TestEnv::new(one_turn_of_commands("w", &commands)).await;
     env.write_config("mode = \"ask\"\n[sandbox]\nnetwork = false\n");
     env.unprivileged(&[outside.path()]);
     let (mut agent, session) = env.session().await;

@@ -1,8 +1,8 @@
 //! The watcher's filter program (classic BPF): the calls a [`Watch`] names go to the
 //! listener, x32 calls are refused, everything else is left to the other filters.
 
+use super::calls::{TYPE_MASK, WRITE_FLAGS, Writes, writing_calls};
 use crate::Watch;
-use crate::calls::{TYPE_MASK, WRITE_FLAGS, Writes, writing_calls};
 
 /// The audit architecture of this build's system calls (what the filter checks first).
 #[cfg(target_arch = "x86_64")]

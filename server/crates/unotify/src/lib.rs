@@ -23,25 +23,6 @@
 )]
 mod linux;
 
-#[cfg(all(
-    target_os = "linux",
-    any(
-        target_arch = "x86_64",
-        target_arch = "aarch64",
-        target_arch = "riscv64"
-    )
-))]
-mod calls;
-#[cfg(all(
-    target_os = "linux",
-    any(
-        target_arch = "x86_64",
-        target_arch = "aarch64",
-        target_arch = "riscv64"
-    )
-))]
-mod filter;
-
 pub use linux::{Listener, claim_inherited, connect_bytes, connect_unix_path};
 
 /// Which calls the filter hands to the listener (the rest it leaves to the other filters).

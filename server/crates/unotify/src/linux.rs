@@ -7,9 +7,15 @@ use std::path::Path;
 
 use crate::{Call, Notice, Watch};
 
+// Built only where this file is (Linux on the architectures the filter knows).
+#[path = "calls.rs"]
+mod calls;
+#[path = "filter.rs"]
+mod filter;
+
 /// What the stopped call `nr` with `args` is.
 pub(crate) fn classify(nr: i32, args: &[u64; 6]) -> Call {
-    crate::calls::classify(nr, args)
+    calls::classify(nr, args)
 }
 
 /// The listening end of the filter: every call the watch names, of the threads that
@@ -25,7 +31,7 @@ impl Listener {
     /// Installs the filter for `watch` on the calling thread (which must already have no
     /// new privileges, as every filter the sandbox installs sets) and returns its listener.
     pub fn install(watch: &Watch) -> io::Result<Listener> {
-        let mut instructions = crate::filter::program(watch);
+        let mut instructions = filter::program(watch);
         let prog = libc::sock_fprog {
             len: instructions.len() as u16,
             filter: instructions.as_mut_ptr(),
