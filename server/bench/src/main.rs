@@ -39,6 +39,7 @@ struct Options {
     turn_only: bool,
     /// Only the checkpoints' figures (no agent needed).
     checkpoints_only: bool,
+    sandbox_only: bool,
 }
 
 fn options() -> anyhow::Result<Options> {
@@ -52,6 +53,7 @@ fn options() -> anyhow::Result<Options> {
         postgres: None,
         turn_only: false,
         checkpoints_only: false,
+        sandbox_only: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -68,9 +70,10 @@ fn options() -> anyhow::Result<Options> {
             }
             "--turn-only" => options.turn_only = true,
             "--checkpoints-only" => options.checkpoints_only = true,
+            "--sandbox-only" => options.sandbox_only = true,
             "-h" | "--help" => {
                 report!(
-                    "usage: talaria-bench [--agent PATH] [--iterations N] [--postgres URL|local] [--turn-only] [--checkpoints-only]"
+                    "usage: talaria-bench [--agent PATH] [--iterations N] [--postgres URL|local] [--turn-only] [--checkpoints-only] [--sandbox-only]"
                 );
                 std::process::exit(0);
             }
@@ -371,6 +374,10 @@ async fn main() -> anyhow::Result<()> {
         workspace: tempfile::tempdir()?,
     };
     let cwd = env.workspace.path().to_path_buf();
+    if options.sandbox_only {
+        print_sandbox_figures(&options, env.home.path(), &cwd);
+        return Ok(());
+    }
     let mut samples = Samples::default();
     for _ in 0..options.iterations {
         one_run(&options, &env, &cwd, &mut samples).await?;

@@ -49,7 +49,26 @@ impl Listener {
             return last_error();
         }
         // SAFETY: the kernel just returned this descriptor; nothing else owns it.
-        Ok(Listener(unsafe { OwnedFd::from_raw_fd(fd as RawFd) }))
+        let listener = Listener(unsafe { OwnedFd::from_raw_fd(fd as RawFd) });
+        listener.wake_in_step();
+        Ok(listener)
+    }
+
+    /// Asks the kernel (Linux 6.6 and newer) to hand each call to the listener and the
+    /// answer back to the caller on the same core, as one synchronous switch: the caller
+    /// waits a few microseconds instead of two scheduler wake-ups. Older kernels refuse the
+    /// request, and the calls then wait as before.
+    fn wake_in_step(&self) {
+        /// `SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP`.
+        const SYNC_WAKE_UP: u64 = 1;
+        // SAFETY: the request reads a plain integer, passed by value.
+        unsafe {
+            libc::ioctl(
+                self.0.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_SET_FLAGS,
+                SYNC_WAKE_UP,
+            );
+        }
     }
 
     /// Waits for the next stopped call. `Interrupted` and `NotFound` (the caller went away
