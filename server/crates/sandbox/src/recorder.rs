@@ -91,8 +91,7 @@ impl Recorder {
                 .ok()
                 .and_then(|bytes| bytes.try_into().ok())
                 .map_or(0, u64::from_ne_bytes);
-            let write = (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC) as u64;
-            if flags & write == 0 {
+            if !talaria_unotify::opens_to_write(flags) {
                 return;
             }
         }

@@ -32,8 +32,14 @@ const fn here(path: usize) -> Option<PathArgument> {
     Some(PathArgument { dirfd: None, path })
 }
 
-/// Every call that writes by path on this architecture, with where its paths are.
-pub(crate) fn writing_calls() -> Vec<(i64, Writes)> {
+/// Every call that writes by path on this architecture, with where its paths are: built
+/// once per process (every watched write looks itself up here).
+pub(crate) fn writing_calls() -> &'static [(i64, Writes)] {
+    static CALLS: std::sync::OnceLock<Vec<(i64, Writes)>> = std::sync::OnceLock::new();
+    CALLS.get_or_init(list_writing_calls)
+}
+
+fn list_writing_calls() -> Vec<(i64, Writes)> {
     use Writes::{Always, WithFlags};
     let mut calls = vec![
         (
@@ -94,16 +100,13 @@ pub(crate) fn classify(nr: i32, args: &[u64; 6]) -> Call {
             kind: (args[1] as u32 & TYPE_MASK) as i32,
         };
     }
-    match writing_calls()
-        .into_iter()
-        .find(|(number, _)| *number == nr)
-    {
+    match writing_calls().iter().find(|(number, _)| *number == nr) {
         Some((_, Writes::Always(paths))) => Call::Write {
-            paths,
+            paths: *paths,
             open_how: None,
         },
         Some((_, Writes::WithFlags(path, _))) => Call::Write {
-            paths: [Some(path), None],
+            paths: [Some(*path), None],
             open_how: None,
         },
         Some((_, Writes::OpenHow)) => Call::Write {

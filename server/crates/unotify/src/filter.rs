@@ -113,7 +113,7 @@ fn blocks(watch: &Watch) -> Vec<(i64, Vec<libc::sock_filter>)> {
         blocks.push((libc::SYS_socketpair, socketpair_block()));
     }
     if watch.writes {
-        for (nr, writes) in writing_calls() {
+        for &(nr, writes) in writing_calls() {
             let block = match writes {
                 Writes::WithFlags(_, flags) => when_bits(flags, WRITE_FLAGS),
                 Writes::Always(_) | Writes::OpenHow => vec![ret(NOTIFY)],

@@ -23,7 +23,7 @@
 )]
 mod linux;
 
-pub use linux::{Listener, claim_inherited, connect_bytes, connect_unix_path};
+pub use linux::{Listener, claim_inherited, connect_bytes, connect_unix_path, opens_to_write};
 
 /// Which calls the filter hands to the listener (the rest it leaves to the other filters).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

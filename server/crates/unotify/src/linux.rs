@@ -13,6 +13,12 @@ mod calls;
 #[path = "filter.rs"]
 mod filter;
 
+/// Whether open flags may create, change or empty the file (`openat2`'s, read by the
+/// watcher; the filter checks `open`'s and `openat`'s itself).
+pub fn opens_to_write(flags: u64) -> bool {
+    flags & u64::from(calls::WRITE_FLAGS) != 0
+}
+
 /// What the stopped call `nr` with `args` is.
 pub(crate) fn classify(nr: i32, args: &[u64; 6]) -> Call {
     calls::classify(nr, args)

@@ -40,6 +40,10 @@ impl Listener {
     pub fn let_continue(&self, _id: u64) {}
 }
 
+pub fn opens_to_write(_flags: u64) -> bool {
+    false
+}
+
 pub fn claim_inherited(_fd: i32) -> io::Result<std::os::fd::OwnedFd> {
     unsupported()
 }
