@@ -493,7 +493,12 @@ async fn a_read_only_home_that_becomes_writable_is_written_again_without_a_resta
                 && m["params"]["update"].to_string().contains("saved again")
         })
         .await;
-    assert!(told.is_ok(), "never written again: {}", agent.stderr());
+    assert!(
+        told.is_ok(),
+        "never written again: {}\n{}",
+        agent.stderr(),
+        listing(&talaria)
+    );
     let (response, _) = prompt(&mut agent, &session, "once writable").await;
     assert_eq!(stop_reason(&response), "end_turn");
     agent.close_stdin();
@@ -509,6 +514,31 @@ async fn a_read_only_home_that_becomes_writable_is_written_again_without_a_resta
             "answered once writable"
         ]
     );
+}
+
+/// The modes and owners of `dir` and its files, for a failure's message.
+fn listing(dir: &Path) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let mut paths = vec![dir.to_path_buf()];
+    paths.extend(
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path()),
+    );
+    paths
+        .iter()
+        .filter_map(|path| {
+            let meta = std::fs::symlink_metadata(path).ok()?;
+            Some(format!(
+                "{:o} {} {}\n",
+                meta.mode(),
+                meta.uid(),
+                path.display()
+            ))
+        })
+        .collect()
 }
 
 /// Makes `dir` and its files read-only for everyone but root; undone when dropped.

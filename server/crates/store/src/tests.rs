@@ -226,6 +226,31 @@ impl ReadOnlyView {
     }
 }
 
+impl ReadOnlyView {
+    /// The view made writable again (a remount, a fixed permission).
+    fn make_writable(&self) {
+        use std::os::unix::fs::PermissionsExt;
+        if self.mounted {
+            let remounted = std::process::Command::new("mount")
+                .args(["-o", "remount,rw,bind"])
+                .arg(&self.path)
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(remounted, "remounting {} read-write", self.path.display());
+            return;
+        }
+        std::fs::set_permissions(&self.path, std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+        for entry in std::fs::read_dir(&self.path)
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let _ = std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(0o644));
+        }
+    }
+}
+
 impl Drop for ReadOnlyView {
     fn drop(&mut self) {
         use std::os::unix::fs::PermissionsExt;
@@ -263,6 +288,52 @@ fn a_read_only_store_lists_and_loads_but_refuses_writes() {
     ));
     assert!(matches!(store.claim("s"), Err(StoreError::ReadOnly(_))));
     drop(store);
+}
+
+/// SQLite shares a file's WAL index among a process's connections; a read-only store that
+/// kept one open kept every later open in the process read-only, so a home that became
+/// writable was never written again without a restart.
+#[test]
+fn a_read_only_store_never_keeps_the_file_read_only_for_the_process() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (first, home) = (dir.path().join("first"), dir.path().join("home"));
+    std::fs::create_dir_all(&first).expect("mkdir");
+    std::fs::create_dir_all(&home).expect("mkdir");
+    {
+        let store = SqliteStore::open(&first.join("state.db")).expect("open");
+        store.create(&meta("s", "/p", 1)).expect("create");
+        store.append("s", conversation().entries()).expect("append");
+        // The WAL and its index are left beside the file, as a killed process leaves them.
+        let held = rusqlite::Connection::open(first.join("state.db")).expect("held");
+        let _: i64 = held
+            .query_row("SELECT count(*) FROM sessions", [], |row| row.get(0))
+            .expect("read");
+        drop(store);
+        for name in ["state.db", "state.db-wal", "state.db-shm"] {
+            std::fs::copy(first.join(name), home.join(name)).expect("copy");
+        }
+    }
+    let Some(view) = ReadOnlyView::of(&home) else {
+        return;
+    };
+    let path = view.path.join("state.db");
+    let read_only = SqliteStore::open(&path).expect("opens read-only");
+    assert!(read_only.is_read_only());
+    assert_eq!(
+        read_only.load("s").expect("load").1.len(),
+        conversation().len()
+    );
+    view.make_writable();
+    let writable = SqliteStore::open(&path).expect("opens again");
+    assert!(!writable.is_read_only(), "still read-only in this process");
+    writable
+        .create(&meta("t", "/p", 2))
+        .expect("written once writable");
+    // The read-only store goes on reading, and sees what was written since.
+    assert_eq!(
+        read_only.list(None, None, 10).expect("list").sessions.len(),
+        2
+    );
 }
 
 #[test]

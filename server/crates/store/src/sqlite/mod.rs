@@ -4,6 +4,7 @@
 //! consistency). Claims are lock files beside it (`claims/`).
 
 mod bodies;
+mod connections;
 mod fts;
 mod migrations;
 mod salvage;
@@ -11,7 +12,6 @@ mod salvage;
 pub use salvage::Salvage;
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
@@ -21,6 +21,7 @@ use crate::claims::Claims;
 use crate::{
     EncodedEntry, ListPage, MetaUpdate, SearchHit, SessionMeta, SessionStore, StoreError, now_ms,
 };
+use connections::{Borrowed, Connections};
 
 /// How long one attempt at opening and migrating keeps retrying while another process holds
 /// the file (the journal then tries again, with backoff, for as long as it takes).
@@ -29,11 +30,9 @@ const OPEN_PATIENCE: Duration = Duration::from_secs(5);
 /// The SQLite store.
 pub struct SqliteStore {
     path: PathBuf,
-    /// Writes (and the migration).
-    connection: Mutex<Connection>,
-    /// Reads, on a connection of their own: in WAL mode they never wait for a writer, this
-    /// process's or another's, so listing and loading go on while a write is stuck.
-    reader: Mutex<Connection>,
+    /// Held for a writable store's life, opened per call for a read-only one (see
+    /// [`connections`]).
+    connections: Connections,
     claims: Claims,
     /// Opened read-only (the file or its folder cannot be written): reads work, writes fail.
     read_only: bool,
@@ -222,14 +221,16 @@ impl SqliteStore {
             let _ = talaria_util::private::private_file(Path::new(&journal));
         }
         let opened = file_identity(path);
-        let (mut connection, read_only) = match Self::connect(path, false) {
+        let (mut connection, read_only) = match Self::connect(path) {
             // SQLite opens a file it may not write for reading only, without an error: that
             // store is read-only too (and is opened again once the file can be written).
             Ok(connection) if connection.is_readonly(rusqlite::MAIN_DB).unwrap_or(false) => {
                 (connection, true)
             }
             Ok(connection) => (connection, false),
-            Err(StoreError::ReadOnly(_)) if path.exists() => (Self::connect(path, true)?, true),
+            Err(StoreError::ReadOnly(_)) if path.exists() => {
+                (connections::open_read_only(path)?, true)
+            }
             Err(StoreError::Other(detail)) => return Err(open_error(detail)),
             Err(other) => return Err(other),
         };
@@ -238,23 +239,24 @@ impl SqliteStore {
                 "the file is shorter than its header says (truncated)".into(),
             ));
         }
-        if read_only {
+        let connections = if read_only {
             Self::check_version(&connection)?;
+            // Closed before anything else opens the file (see `connections`).
+            drop(connection);
+            Connections::PerCall(path.to_path_buf())
         } else {
             patiently(|| Self::migrate(&mut connection))?;
-        }
-        let reader = if read_only {
-            Self::connect(path, true)?
-        } else {
-            Self::reader(path)?
+            Connections::Held(Box::new(connections::Held {
+                reader: std::sync::Mutex::new(Self::reader(path)?),
+                writer: std::sync::Mutex::new(connection),
+            }))
         };
         let claims_dir = path
             .parent()
             .map_or_else(|| PathBuf::from("claims"), |p| p.join("claims"));
         Ok(Self {
             path: path.to_path_buf(),
-            connection: Mutex::new(connection),
-            reader: Mutex::new(reader),
+            connections,
             claims: Claims::new(claims_dir),
             read_only,
             salvaged: None,
@@ -284,35 +286,24 @@ impl SqliteStore {
         self.salvaged.as_ref()
     }
 
-    /// A connection in WAL mode; `read_only` opens the file as it is (immutable when its
-    /// folder cannot hold the WAL's files either).
-    fn connect(path: &Path, read_only: bool) -> Result<Connection, StoreError> {
-        let connection = if read_only {
-            let uri = format!("file:{}?immutable=1", path.display());
-            Connection::open_with_flags(
-                uri,
-                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
-            )
-        } else {
-            Connection::open(path)
-        }
-        .map_err(classify)?;
+    /// A connection in WAL mode that can write, or an error (`ReadOnly` when the file or its
+    /// folder cannot be written).
+    fn connect(path: &Path) -> Result<Connection, StoreError> {
+        let connection = Connection::open(path).map_err(classify)?;
         connection.busy_timeout(WRITE_PATIENCE).map_err(classify)?;
-        if !read_only {
-            // Setting WAL on a fresh file needs a moment alone with it.
-            patiently(|| {
-                connection
-                    .pragma_update(None, "journal_mode", "WAL")
-                    .map_err(classify)
-            })?;
+        // Setting WAL on a fresh file needs a moment alone with it.
+        patiently(|| {
             connection
-                .pragma_update(None, "synchronous", "NORMAL")
-                .map_err(classify)?;
-            // Fail early when the file cannot be written (a read-only file or folder).
-            connection
-                .execute_batch("BEGIN IMMEDIATE; ROLLBACK;")
-                .map_err(classify)?;
-        }
+                .pragma_update(None, "journal_mode", "WAL")
+                .map_err(classify)
+        })?;
+        connection
+            .pragma_update(None, "synchronous", "NORMAL")
+            .map_err(classify)?;
+        // Fail early when the file cannot be written (a read-only file or folder).
+        connection
+            .execute_batch("BEGIN IMMEDIATE; ROLLBACK;")
+            .map_err(classify)?;
         Ok(connection)
     }
 
@@ -395,7 +386,7 @@ impl SqliteStore {
 
     /// Copies the store, consistent as of now, to `target` (which must not exist).
     pub fn backup(&self, target: &Path) -> Result<(), StoreError> {
-        self.lock()
+        self.lock()?
             .execute("VACUUM INTO ?1", params![target.display().to_string()])
             .map_err(classify)?;
         Ok(())
@@ -403,7 +394,7 @@ impl SqliteStore {
 
     /// The store's state, for `talaria doctor`.
     pub fn report(&self) -> Result<StoreReport, StoreError> {
-        let connection = self.lock();
+        let connection = self.lock()?;
         let size = |path: &Path| std::fs::metadata(path).map_or(0, |m| m.len());
         let wal = PathBuf::from(format!("{}-wal", self.path.display()));
         let check: String = connection
@@ -445,13 +436,14 @@ impl SqliteStore {
         Ok(())
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
-        talaria_util::lock(&self.connection)
+    /// The writes' connection.
+    fn lock(&self) -> Result<Borrowed<'_>, StoreError> {
+        self.connections.writer()
     }
 
     /// The reads' connection.
-    fn read(&self) -> std::sync::MutexGuard<'_, Connection> {
-        talaria_util::lock(&self.reader)
+    fn read(&self) -> Result<Borrowed<'_>, StoreError> {
+        self.connections.reader()
     }
 }
 
@@ -459,7 +451,7 @@ impl SessionStore for SqliteStore {
     fn create(&self, meta: &SessionMeta) -> Result<(), StoreError> {
         let directories = serde_json::to_string(&meta.additional_directories)
             .map_err(|e| StoreError::Other(e.to_string()))?;
-        self.lock()
+        self.lock()?
             .execute(
                 &format!(
                     "INSERT INTO sessions ({SESSION_COLUMNS}) VALUES \
@@ -489,7 +481,7 @@ impl SessionStore for SqliteStore {
         if entries.is_empty() {
             return Ok(());
         }
-        let mut connection = self.lock();
+        let mut connection = self.lock()?;
         let tx = connection
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(classify)?;
@@ -501,7 +493,7 @@ impl SessionStore for SqliteStore {
         if batch.iter().all(|(_, entries)| entries.is_empty()) {
             return Ok(());
         }
-        let mut connection = self.lock();
+        let mut connection = self.lock()?;
         let tx = connection
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(classify)?;
@@ -515,7 +507,7 @@ impl SessionStore for SqliteStore {
 
     fn update(&self, session_id: &str, update: &MetaUpdate) -> Result<(), StoreError> {
         let (input, output) = update.tokens.unzip();
-        self.lock()
+        self.lock()?
             .execute(
                 "UPDATE sessions SET
                     title = COALESCE(?2, title),
@@ -542,7 +534,7 @@ impl SessionStore for SqliteStore {
     }
 
     fn load(&self, session_id: &str) -> Result<(SessionMeta, Transcript), StoreError> {
-        let connection = self.read();
+        let connection = self.read()?;
         let meta = connection
             .query_row(
                 &format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?1"),
@@ -580,7 +572,7 @@ impl SessionStore for SqliteStore {
     ) -> Result<ListPage, StoreError> {
         let (after_time, after_id) = crate::list_cursor(cursor);
         let limit = limit.clamp(1, 1000);
-        let connection = self.read();
+        let connection = self.read()?;
         let mut select = connection
             .prepare_cached(&format!(
                 "SELECT {SESSION_COLUMNS} FROM sessions
@@ -609,7 +601,7 @@ impl SessionStore for SqliteStore {
         let held_before = self.claims.holds(session_id);
         self.claims.claim(session_id)?;
         let deleted = (|| {
-            let mut connection = self.lock();
+            let mut connection = self.lock()?;
             let tx = connection
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(classify)?;
@@ -642,7 +634,7 @@ impl SessionStore for SqliteStore {
         let Some(query) = fts::query_of(query) else {
             return Ok(Vec::new());
         };
-        let connection = self.read();
+        let connection = self.read()?;
         let mut select = connection
             .prepare_cached(
                 "SELECT e.session_id, e.entry_id, bm25(entries_fts) AS rank,
@@ -679,7 +671,7 @@ impl SessionStore for SqliteStore {
         before: usize,
         after: usize,
     ) -> Result<Vec<Entry>, StoreError> {
-        let connection = self.read();
+        let connection = self.read()?;
         let id = i64::try_from(entry_id).unwrap_or(i64::MAX);
         let read = |sql: &str, count: usize| -> Result<Vec<Entry>, StoreError> {
             let mut select = connection.prepare_cached(sql).map_err(classify)?;
@@ -723,7 +715,7 @@ impl SessionStore for SqliteStore {
             return Err(StoreError::ReadOnly(self.path.display().to_string()));
         }
         // Takes the write lock (waiting at most the write patience) and lets it go.
-        self.lock()
+        self.lock()?
             .execute_batch("BEGIN IMMEDIATE; ROLLBACK;")
             .map_err(classify)
     }
@@ -749,7 +741,7 @@ impl SessionStore for SqliteStore {
         if self.read_only {
             return Ok(());
         }
-        self.lock()
+        self.lock()?
             .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
             .map_err(classify)
     }
