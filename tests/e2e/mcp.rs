@@ -135,7 +135,7 @@ async fn tools_are_listed_and_called_with_approval_and_keep_their_structure() {
     assert!(failed, "isError is a failed call");
     let (_, listed) = prompt(&mut agent, &session, "/mcp").await;
     let report = chunks(&listed, "agent_message_chunk").concat();
-    assert!(report.contains("fix: connected, 6 tools"), "{report}");
+    assert!(report.contains("fix: ready, 6 tools"), "{report}");
 }
 
 #[tokio::test]
@@ -616,4 +616,36 @@ async fn a_server_named_on_a_relative_path_entry_is_never_run_from_it() {
     assert!(!marker.exists(), "the planted program ran");
     let (response, _) = prompt(&mut agent, &session, "hello").await;
     assert_eq!(stop_reason(&response), "end_turn");
+}
+
+#[tokio::test]
+async fn a_crashed_server_answers_restarting_at_once_and_comes_back_after_its_backoff() {
+    let env = TestEnv::new(vec![
+        MockReply::tool_call("c", "mcp__fix__crash", json!({})),
+        MockReply::text(&["it crashed"]),
+        MockReply::tool_call("e1", "mcp__fix__echo", json!({"text": "too soon"})),
+        MockReply::text(&["waiting"]),
+        MockReply::tool_call("e2", "mcp__fix__echo", json!({"text": "back again"})),
+        MockReply::text(&["it is back"]),
+    ])
+    .await;
+    let (mut agent, session, _) = session_with_servers(&env, vec![fixture("fix", &[], None)]).await;
+    let (response, _) = prompt_allowing(&mut agent, &session, "crash it").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    // Right after the crash the server waits out its backoff: the call fails at once.
+    let started = std::time::Instant::now();
+    let (response, _) = prompt_allowing(&mut agent, &session, "echo").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let told = env.mock.requests()[3].body["messages"].to_string();
+    assert!(told.contains("is restarting; try again in"), "{told}");
+    assert!(started.elapsed() < Duration::from_secs(10), "it did not hang");
+    // After the backoff it is started again and answers.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (response, _) = prompt_allowing(&mut agent, &session, "echo again").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let answered = env.mock.requests()[5].body["messages"].to_string();
+    assert!(answered.contains("back again"), "{answered}");
+    let (_, listed) = prompt(&mut agent, &session, "/mcp").await;
+    let report = chunks(&listed, "agent_message_chunk").concat();
+    assert!(report.contains("fix: ready, 6 tools"), "{report}");
 }

@@ -1,95 +1,12 @@
 // Drives the real talaria binary with the official ACP TypeScript SDK as the client:
 // a client nobody on this project wrote proves that Talaria interoperates.
-import { test, before, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { Readable, Writable } from "node:stream";
-import { createInterface } from "node:readline";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { client, methods, ndJsonStream, PROTOCOL_VERSION, RequestError } from "@agentclientprotocol/sdk";
-
-const root = resolve(import.meta.dirname, "../../..");
-const targetDir = process.env.CARGO_TARGET_DIR ?? join(root, "target");
-const talariaBin = process.env.TALARIA_BIN ?? join(targetDir, "debug", "talaria");
-const mockBin = process.env.TALARIA_MOCK_BIN ?? join(targetDir, "debug", "talaria-mock-llm");
-
-let mock;
-let mockUrl;
-
-before(async () => {
-  mock = spawn(mockBin, [], { stdio: ["pipe", "pipe", "inherit"] });
-  const line = await new Promise((ok, fail) => {
-    createInterface({ input: mock.stdout }).once("line", ok);
-    mock.once("error", fail);
-  });
-  mockUrl = `http://127.0.0.1:${JSON.parse(line).port}`;
-});
-
-after(() => mock?.stdin.end());
-
-async function script(replies) {
-  const response = await fetch(`${mockUrl}/_mock/script`, { method: "POST", body: JSON.stringify(replies) });
-  assert.equal(response.status, 200);
-}
-
-async function recorded() {
-  return (await fetch(`${mockUrl}/_mock/requests`)).json();
-}
-
-// Spawns talaria (`talaria ...args`), connects the SDK client, runs
-// `body(ctx, updates, workspace)`, then closes.
-async function withTalaria(body, args = ["acp"], options = {}) {
-  const home = mkdtempSync(join(tmpdir(), "talaria-sdk-home-"));
-  const workspace = mkdtempSync(join(tmpdir(), "talaria-sdk-ws-"));
-  const child = spawn(talariaBin, args, {
-    stdio: ["pipe", "pipe", "inherit"],
-    env: {
-      PATH: process.env.PATH,
-      HOME: home,
-      TALARIA_HOME: join(home, "talaria"),
-      OPENAI_BASE_URL: `${mockUrl}/v1`,
-      OPENAI_API_KEY: "sdk-key",
-      TALARIA_MODEL: "mock-model",
-      TALARIA_LOG: "warn",
-      // A title from the model would add a request to every script.
-      TALARIA_TITLES: "off",
-      ...options.env,
-    },
-  });
-  const exited = new Promise((ok) => child.once("exit", (code) => ok(code)));
-  const updates = [];
-  const app = client({ name: "talaria-sdk-tests" })
-    .onRequest(methods.client.session.requestPermission, ({ params }) => ({
-      outcome: { outcome: "selected", optionId: params.options.find((o) => o.kind === "allow_once").optionId },
-    }))
-    .onNotification(methods.client.session.update, ({ params }) => {
-      updates.push(params.update);
-    });
-  const stream = ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
-  try {
-    await app.connectWith(stream, async (ctx) => {
-      const init = await ctx.request(methods.agent.initialize, {
-        protocolVersion: PROTOCOL_VERSION,
-        clientCapabilities: options.clientCapabilities ?? {},
-      });
-      assert.equal(init.protocolVersion, 1);
-      assert.equal(init.agentInfo.name, "talaria");
-      await body(ctx, updates, workspace);
-    });
-  } finally {
-    child.stdin.end();
-  }
-  const code = await exited;
-  // Temporary directories left behind pile up in /tmp, where every sandboxed command's
-  // policy grants each entry on its own (the sandbox bench then measures the leftovers).
-  rmSync(home, { recursive: true, force: true });
-  rmSync(workspace, { recursive: true, force: true });
-  assert.equal(code, 0, "talaria exits 0 when its input closes");
-}
-
-const texts = (updates, kind) => updates.filter((u) => u.sessionUpdate === kind).map((u) => u.content.text);
+import { join } from "node:path";
+import { methods, RequestError } from "@agentclientprotocol/sdk";
+import { mockUrl, recorded, script, texts, withTalaria } from "../support.mjs";
 
 test("a streamed answer arrives in chunks and the turn ends with end_turn", async () => {
   await script([{ type: "text", chunks: ["Hello ", "from ", "the SDK"], delay_ms: 10 }]);

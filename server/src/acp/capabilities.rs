@@ -108,7 +108,7 @@ pub fn initialize(request: &InitializeRequest, images: bool) -> InitializeRespon
             AgentCapabilities::new()
                 .load_session(true)
                 .auth(AgentAuthCapabilities::new().logout(LogoutCapabilities::new()))
-                .mcp_capabilities(McpCapabilities::new().http(true))
+                .mcp_capabilities(McpCapabilities::new().http(true).sse(true))
                 .providers(ProvidersCapabilities::new())
                 .session_capabilities(
                     SessionCapabilities::new()

@@ -1,12 +1,17 @@
 //! The session's slash commands, as the engine asks for them when a `/name` prompt's turn
 //! comes: `/mcp` and `/skills` answer without the model, `/<skill>` loads the skill's
-//! instructions, anything else is an ordinary prompt. (`/compact` is its own op.)
+//! instructions, `/mcp:<server>:<prompt>` fetches an MCP server's prompt, anything else is
+//! an ordinary prompt. (`/compact` is its own op.) Every turn's input also gets the MCP
+//! resources the user linked, read through their servers, and notes of updated ones.
 
 use std::sync::Arc;
 
-use talaria_engine::{CommandReply, Expansion, SlashCommand, SlashCommands};
-use talaria_record::InputBlock;
+use futures_util::future::BoxFuture;
+use talaria_engine::{Asking, CommandReply, Expansion, SlashCommand, SlashCommands, UserInput};
+use talaria_mcp::prompts::{self, PromptPart};
+use talaria_record::{InputBlock, UserPart};
 use talaria_skills::SkillsContext;
+use talaria_tools::clarify::FormAnswer;
 
 use super::skills;
 
@@ -14,6 +19,8 @@ use super::skills;
 pub struct SessionCommands {
     pub skills: Arc<SkillsContext>,
     pub mcp: Arc<talaria_mcp::Hub>,
+    /// The model takes images (a prompt's images reach it as images).
+    pub images_allowed: bool,
 }
 
 impl std::fmt::Debug for SessionCommands {
@@ -22,28 +29,188 @@ impl std::fmt::Debug for SessionCommands {
     }
 }
 
+fn reply(text: String) -> Expansion {
+    Expansion::Reply(CommandReply {
+        text,
+        commands_changed: false,
+    })
+}
+
 impl SlashCommands for SessionCommands {
-    fn expand(&self, command: &SlashCommand) -> Expansion {
-        let SlashCommand { name, args, typed } = command;
-        if name == skills::MCP_COMMAND {
-            return Expansion::Reply(CommandReply {
-                text: self.mcp.report(),
-                commands_changed: false,
-            });
+    fn expand<'a>(&'a self, command: SlashCommand, asking: Asking) -> BoxFuture<'a, Expansion> {
+        Box::pin(async move {
+            if command.name == skills::MCP_COMMAND {
+                return self.mcp_command(&command.args).await;
+            }
+            if let Some((server, prompt)) = prompts::split_command(&command.name) {
+                return self.mcp_prompt(server, prompt, &command, &asking).await;
+            }
+            let skills = self.skills.clone();
+            // Skills are read from disk: off the runtime's threads.
+            let expanded = tokio::task::spawn_blocking(move || skill_command(&skills, command));
+            expanded
+                .await
+                .unwrap_or_else(|e| Expansion::Failed(format!("the command failed: {e}")))
+        })
+    }
+
+    fn attach(&self, input: UserInput) -> BoxFuture<'_, UserInput> {
+        Box::pin(self.with_resources(input))
+    }
+}
+
+/// `/skills …` or `/<skill>`; anything else is the prompt as typed.
+fn skill_command(stores: &SkillsContext, command: SlashCommand) -> Expansion {
+    let SlashCommand { name, args, typed } = command;
+    if name == skills::SKILLS_COMMAND {
+        return Expansion::Reply(skills::skills_command(stores, &args));
+    }
+    if !skills::is_skill(stores, &name) {
+        return Expansion::Prompt(typed);
+    }
+    let text = match typed.blocks.first() {
+        Some(InputBlock::Text { text }) => text.as_str(),
+        _ => "",
+    };
+    match skills::skill_input(stores, &name, &args, text) {
+        Ok(input) => Expansion::Prompt(input),
+        Err(why) => Expansion::Failed(why.to_string()),
+    }
+}
+
+impl SessionCommands {
+    /// `/mcp` (the status) or `/mcp reconnect [name]`.
+    async fn mcp_command(&self, args: &str) -> Expansion {
+        let mut words = args.split_whitespace();
+        match words.next() {
+            None | Some("status") => reply(self.mcp.report()),
+            Some("reconnect") => match self.mcp.reconnect(words.next()).await {
+                Ok(report) => reply(report),
+                Err(why) => Expansion::Failed(why.to_string()),
+            },
+            Some(other) => Expansion::Failed(format!(
+                "/mcp takes `status` or `reconnect [name]`, not {other:?}"
+            )),
         }
-        if name == skills::SKILLS_COMMAND {
-            return Expansion::Reply(skills::skills_command(&self.skills, args));
-        }
-        if !skills::is_skill(&self.skills, name) {
-            return Expansion::Prompt(typed.clone());
-        }
-        let text = match typed.blocks.first() {
-            Some(InputBlock::Text { text }) => text.as_str(),
-            _ => "",
+    }
+
+    /// `/mcp:<server>:<prompt> arguments`: the prompt fetched with its arguments (the required
+    /// ones missing asked in a form) and sent as the user's prompt.
+    async fn mcp_prompt(
+        &self,
+        server: &str,
+        prompt: &str,
+        command: &SlashCommand,
+        asking: &Asking,
+    ) -> Expansion {
+        let declared = match self.mcp.prompt_arguments(server, prompt).await {
+            Ok(declared) => declared,
+            Err(why) => return Expansion::Failed(why.to_string()),
         };
-        match skills::skill_input(&self.skills, name, args, text) {
-            Ok(input) => Expansion::Prompt(input),
+        let mut given = prompts::parse_arguments(&declared, &command.args);
+        let missing = prompts::missing(&declared, &given);
+        if !missing.is_empty() {
+            let names: Vec<&str> = missing.iter().map(|a| a.name.as_str()).collect();
+            let message = format!(
+                "The MCP prompt {prompt} of {server} needs: {}",
+                names.join(", ")
+            );
+            let schema = prompts::form_schema(&missing);
+            match asking
+                .questions
+                .ask_form(&message, &schema, &asking.cancel)
+                .await
+            {
+                Ok(FormAnswer::Accepted(answers)) => {
+                    for (name, value) in answers.as_object().into_iter().flatten() {
+                        let text = value
+                            .as_str()
+                            .map_or_else(|| value.to_string(), str::to_string);
+                        given.insert(name.clone(), serde_json::Value::String(text));
+                    }
+                }
+                Ok(FormAnswer::Declined | FormAnswer::Cancelled) => {
+                    return Expansion::Failed(format!(
+                        "the prompt was not sent: {} not given",
+                        names.join(", ")
+                    ));
+                }
+                Err(_) => {
+                    return Expansion::Failed(format!(
+                        "{message} (give them after the command: /{} {})",
+                        command.name,
+                        names.join(" ")
+                    ));
+                }
+            }
+        }
+        match self.mcp.get_prompt(server, prompt, given).await {
+            Ok(result) => Expansion::Prompt(self.prompt_input(command, &result)),
             Err(why) => Expansion::Failed(why.to_string()),
         }
     }
+
+    /// A fetched prompt as the turn's input: what was typed for the record, the prompt's
+    /// messages for the model.
+    fn prompt_input(&self, command: &SlashCommand, result: &serde_json::Value) -> UserInput {
+        let model_view = prompts::message_parts(result)
+            .into_iter()
+            .map(|part| match part {
+                PromptPart::Text(text) => UserPart::text(text),
+                PromptPart::Image { mime_type, data } if self.images_allowed => {
+                    UserPart::Image { mime_type, data }
+                }
+                PromptPart::Image { mime_type, .. } => UserPart::text(format!(
+                    "[The prompt has an image ({mime_type}), but the current model does not accept images.]"
+                )),
+            })
+            .collect();
+        UserInput {
+            blocks: command.typed.blocks.clone(),
+            model_view,
+        }
+    }
+
+    /// The input with each linked MCP resource read through its server, and a note for each
+    /// resource read earlier that its server says changed.
+    async fn with_resources(&self, mut input: UserInput) -> UserInput {
+        let links: Vec<String> = input
+            .blocks
+            .iter()
+            .filter_map(|block| match block {
+                InputBlock::ResourceLink { uri, .. } if self.mcp.claims(uri) => Some(uri.clone()),
+                _ => None,
+            })
+            .collect();
+        for uri in links {
+            let part = match self.mcp.read_resource(&uri, None).await {
+                Ok((_, contents)) => UserPart::text(resource_context(&uri, &contents)),
+                Err(why) => UserPart::text(format!(
+                    "[The linked resource {uri} could not be read: {why}]"
+                )),
+            };
+            input.model_view.push(part);
+        }
+        for (server, uri) in self.mcp.take_updated() {
+            input.model_view.push(UserPart::text(format!(
+                "[The MCP server {server} says the resource {uri} changed since it was read; read it again before relying on it.]"
+            )));
+        }
+        input
+    }
+}
+
+/// A linked resource's contents as the model reads an attachment.
+fn resource_context(uri: &str, contents: &[serde_json::Value]) -> String {
+    let body: Vec<String> = contents
+        .iter()
+        .map(|content| match content["text"].as_str() {
+            Some(text) => text.to_string(),
+            None => format!(
+                "[binary contents ({}), not shown]",
+                content["mimeType"].as_str().unwrap_or("unknown type")
+            ),
+        })
+        .collect();
+    format!("<context ref=\"{uri}\">\n{}\n</context>", body.join("\n"))
 }

@@ -158,13 +158,16 @@ impl Agent {
             checkpoints,
             window,
         } = ready;
+        let commands = skills::with_prompts(commands, &hub.prompt_commands());
+        let forwarded_hub = hub.clone();
         let (prompt, start) = system_prompt.assemble_for(&config, start);
         let sizing = window
             .map(|window| size_when_known(window, &config, system_prompt, tools, &stores, &hub));
         let start = talaria_engine::SessionStart {
             commands: Some(Arc::new(commands::SessionCommands {
                 skills: stores.clone(),
-                mcp: hub,
+                mcp: hub.clone(),
+                images_allowed: config.supports_images,
             })),
             sizing,
             ..start
@@ -182,7 +185,7 @@ impl Agent {
         let handle =
             talaria_engine::spawn_session_with(settings, router, registry, events_tx, start);
         let session_id = acp::SessionId::new(id.clone());
-        let updates = self.start_forwarder(&session_id, events_rx, stores);
+        let updates = self.start_forwarder(&session_id, events_rx, stores, forwarded_hub);
         tracing::info!(session = %id, cwd = %cwd.display(), model = %model, "session started");
         self.outbox
             .push(SessionNotification::new(session_id.clone(), commands));
@@ -228,6 +231,7 @@ impl Agent {
         session_id: &acp::SessionId,
         events: mpsc::Receiver<talaria_engine::EngineEvent>,
         stores: Arc<talaria_skills::SkillsContext>,
+        hub: Arc<talaria_mcp::Hub>,
     ) -> mpsc::UnboundedSender<forwarder::EdgeUpdates> {
         let bridge = Arc::new(client_bridge::AcpBridge::new(
             self.peer.clone(),
@@ -238,7 +242,9 @@ impl Agent {
             peer: self.peer.clone(),
             session_id: session_id.clone(),
             client: bridge,
-            commands: Arc::new(move || skills::commands(&stores.catalog())),
+            commands: Arc::new(move || {
+                skills::with_prompts(skills::commands(&stores.catalog()), &hub.prompt_commands())
+            }),
             chunks: forwarder::ChunkTemplates::new(session_id, None),
             prompt_message: None,
         };
@@ -392,7 +398,7 @@ impl SessionTools {
         &self,
         config: &Config,
         stores: &Arc<talaria_skills::SkillsContext>,
-        hub: &talaria_mcp::Hub,
+        hub: &Arc<talaria_mcp::Hub>,
     ) -> talaria_tools::Registry {
         let mut registry = self.built_in.clone();
         for tool in talaria_skills::tools::tools(stores.clone()) {
@@ -402,6 +408,9 @@ impl SessionTools {
             for tool in talaria_mcp::McpTool::of(server) {
                 registry.register(tool);
             }
+        }
+        for tool in talaria_mcp::resources::tools(hub) {
+            registry.register(tool);
         }
         if self.clarify {
             registry.register(Arc::new(talaria_tools::clarify::Clarify));

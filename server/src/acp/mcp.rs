@@ -30,6 +30,17 @@ fn from_client(server: &acp::McpServer) -> Option<ServerConfig> {
                     .collect(),
             },
         ),
+        acp::McpServer::Sse(sse) => (
+            sse.name.clone(),
+            Transport::Sse {
+                url: sse.url.clone(),
+                headers: sse
+                    .headers
+                    .iter()
+                    .map(|h| (h.name.clone(), h.value.clone()))
+                    .collect(),
+            },
+        ),
         acp::McpServer::Http(http) => (
             http.name.clone(),
             Transport::Http {
@@ -62,14 +73,23 @@ fn from_config(entry: &McpServerEntry) -> ServerConfig {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
         },
-        (None, Some(url)) => Transport::Http {
-            url: url.clone(),
-            headers: entry
+        (None, Some(url)) => {
+            let headers = entry
                 .headers
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-        },
+                .collect();
+            match entry.transport.as_deref() {
+                Some("sse") => Transport::Sse {
+                    url: url.clone(),
+                    headers,
+                },
+                _ => Transport::Http {
+                    url: url.clone(),
+                    headers,
+                },
+            }
+        }
         // Reported as a server that cannot start.
         (None, None) => Transport::Stdio {
             command: String::new(),
@@ -105,9 +125,8 @@ pub async fn connect(
                 configs.retain(|c| c.name != server.name);
                 configs.push(server);
             }
-            None => warnings.push(
-                "An MCP server of an unsupported transport (SSE) was left out; use stdio.".into(),
-            ),
+            None => warnings
+                .push("An MCP server of a transport Talaria does not know was left out.".into()),
         }
     }
     if configs.is_empty() {

@@ -80,7 +80,7 @@ pub fn commands(catalog: &Catalog) -> SessionUpdate {
     ];
     commands.push(acp::AvailableCommand::new(
         MCP_COMMAND,
-        "The session's MCP servers: status, tool count, last error.",
+        "The session's MCP servers: state, tools, resources and prompts, last error; `/mcp reconnect [name]` connects one again.",
     ));
     commands.push(
         acp::AvailableCommand::new(
@@ -124,14 +124,39 @@ pub fn commands(catalog: &Catalog) -> SessionUpdate {
     SessionUpdate::AvailableCommandsUpdate(acp::AvailableCommandsUpdate::new(commands))
 }
 
-/// `Some((name, rest))` when a prompt is a single text block starting with `/name`.
+/// The commands with the MCP servers' prompts added (`/mcp:<server>:<prompt>`).
+pub fn with_prompts(
+    update: SessionUpdate,
+    prompts: &[talaria_mcp::prompts::PromptCommand],
+) -> SessionUpdate {
+    let SessionUpdate::AvailableCommandsUpdate(update) = update else {
+        return update;
+    };
+    let mut commands = update.available_commands;
+    for prompt in prompts {
+        let mut command =
+            acp::AvailableCommand::new(prompt.name.clone(), prompt.description.clone());
+        if let Some(hint) = &prompt.hint {
+            command = command.input(acp::AvailableCommandInput::Unstructured(
+                acp::UnstructuredCommandInput::new(hint.clone()),
+            ));
+        }
+        commands.push(command);
+    }
+    SessionUpdate::AvailableCommandsUpdate(acp::AvailableCommandsUpdate::new(commands))
+}
+
+/// `Some((name, rest))` when a prompt is a single text block starting with `/name` (a skill's
+/// name, or an MCP prompt's `mcp:<server>:<prompt>`).
 pub fn slash(prompt: &[acp::ContentBlock]) -> Option<(String, String)> {
     let [acp::ContentBlock::Text(text)] = prompt else {
         return None;
     };
     let rest = text.text.trim_start().strip_prefix('/')?;
     let (name, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
-    talaria_skills::skill::check_name(name).ok()?;
+    if talaria_mcp::prompts::split_command(name).is_none() {
+        talaria_skills::skill::check_name(name).ok()?;
+    }
     Some((name.to_string(), args.trim().to_string()))
 }
 

@@ -152,6 +152,9 @@ fn display_content(content: &DisplayContent) -> ToolCallContent {
         DisplayContent::Terminal { terminal_id } => {
             ToolCallContent::Terminal(acp::Terminal::new(terminal_id.clone()))
         }
+        DisplayContent::Image { mime_type, data } => ToolCallContent::from(
+            acp::ContentBlock::Image(acp::ImageContent::new(data.clone(), mime_type.clone())),
+        ),
     }
 }
 

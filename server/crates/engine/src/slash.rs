@@ -49,7 +49,25 @@ pub struct CommandReply {
     pub commands_changed: bool,
 }
 
-/// The edge's commands. `expand` runs on the blocking pool (it may read skills from disk).
+/// What a command may use while it is expanded: the user, for a form, until `cancel`.
+#[derive(Clone)]
+pub struct Asking {
+    pub questions: std::sync::Arc<dyn talaria_tools::clarify::UserQuestions>,
+    pub cancel: tokio_util::sync::CancellationToken,
+}
+
+/// The edge's commands, asked when a prompt's turn comes (an implementation moves disk
+/// reads to the blocking pool itself).
 pub trait SlashCommands: Send + Sync + std::fmt::Debug {
-    fn expand(&self, command: &SlashCommand) -> Expansion;
+    fn expand<'a>(
+        &'a self,
+        command: SlashCommand,
+        asking: Asking,
+    ) -> futures_util::future::BoxFuture<'a, Expansion>;
+
+    /// What the turn's input becomes before the model sees it: attachments the edge can
+    /// read (an MCP resource the user linked), notes of what changed since the last turn.
+    fn attach(&self, input: UserInput) -> futures_util::future::BoxFuture<'_, UserInput> {
+        Box::pin(std::future::ready(input))
+    }
 }

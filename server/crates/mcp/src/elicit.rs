@@ -1,15 +1,17 @@
 //! An MCP server's own questions to the user (`elicitation/create`): forwarded to whoever
 //! asks the user on behalf of the tool call in progress, declined when no call of the server
-//! is running or the client cannot show forms.
+//! is running or the client cannot show forms. Its notifications of changed lists and
+//! updated resources are noted for the hub.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use rmcp::model::ResourceUpdatedNotificationParam;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
     ElicitationCapability, FormElicitationCapability, Implementation,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, ErrorData, RoleClient};
 use talaria_tools::clarify::{FormAnswer, UserQuestions};
 use tokio_util::sync::CancellationToken;
@@ -63,6 +65,8 @@ pub struct Handler {
     /// The client can show forms: elicitation is advertised and forwarded.
     pub forms: bool,
     pub askers: Arc<Askers>,
+    /// What the server's notifications said (lists changed, resources updated).
+    pub notices: Arc<crate::catalog::Notices>,
 }
 
 fn answer(action: ElicitationAction) -> ElicitResult {
@@ -102,6 +106,22 @@ impl ClientHandler for Handler {
                 Ok(answer(ElicitationAction::Cancel))
             }
         }
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.notices.resource_updated(&params.uri);
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.notices.list_changed();
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.notices.list_changed();
     }
 
     fn get_info(&self) -> ClientConfig {

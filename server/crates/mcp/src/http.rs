@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU16, Ordering};
 
 use futures_util::StreamExt;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue};
@@ -18,7 +19,26 @@ const EVENT_STREAM: &str = "text/event-stream";
 
 /// The HTTP client MCP servers are reached with.
 #[derive(Clone, Debug)]
-pub struct HttpClient(pub reqwest::Client);
+pub struct HttpClient {
+    pub client: reqwest::Client,
+    /// The status a first message (no session yet) was refused with: 400, 404 or 405 is
+    /// how a server that speaks only the older HTTP+SSE transport answers.
+    pub refused: Arc<AtomicU16>,
+}
+
+impl HttpClient {
+    pub fn new(client: reqwest::Client) -> Self {
+        Self {
+            client,
+            refused: Arc::new(AtomicU16::new(0)),
+        }
+    }
+
+    /// Whether the server answered the first message as an SSE-only server does.
+    pub fn looks_sse_only(&self) -> bool {
+        matches!(self.refused.load(Ordering::SeqCst), 400 | 404 | 405)
+    }
+}
 
 fn with_headers(
     mut request: reqwest::RequestBuilder,
@@ -67,8 +87,9 @@ impl StreamableHttpClient for HttpClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        let first = session_id.is_none();
         let request = self
-            .0
+            .client
             .post(uri.as_ref())
             .header(ACCEPT, format!("application/json, {EVENT_STREAM}"))
             .header(CONTENT_TYPE, "application/json")
@@ -79,6 +100,10 @@ impl StreamableHttpClient for HttpClient {
             return Ok(StreamableHttpPostResponse::Accepted);
         }
         if !response.status().is_success() {
+            if first {
+                self.refused
+                    .store(response.status().as_u16(), Ordering::SeqCst);
+            }
             return Err(status_error(&response));
         }
         let session = response
@@ -118,7 +143,7 @@ impl StreamableHttpClient for HttpClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), StreamableHttpError<Self::Error>> {
         let request = with_headers(
-            self.0.delete(uri.as_ref()),
+            self.client.delete(uri.as_ref()),
             Some(&session_id),
             auth_header,
             custom_headers,
@@ -144,7 +169,7 @@ impl StreamableHttpClient for HttpClient {
         futures_util::stream::BoxStream<'static, Result<Sse, SseError>>,
         StreamableHttpError<Self::Error>,
     > {
-        let mut request = self.0.get(uri.as_ref()).header(ACCEPT, EVENT_STREAM);
+        let mut request = self.client.get(uri.as_ref()).header(ACCEPT, EVENT_STREAM);
         if let Some(last) = last_event_id {
             request = request.header("last-event-id", last);
         }

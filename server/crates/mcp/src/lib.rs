@@ -1,5 +1,6 @@
-//! The MCP client: connects a session's MCP servers with the official `rmcp` SDK and offers
-//! their tools as `mcp__<server>__<tool>`.
+//! The MCP client: connects a session's MCP servers with the official `rmcp` SDK, offers
+//! their tools as `mcp__<server>__<tool>`, their resources through `mcp_resources` and
+//! `mcp_read_resource`, and their prompts as `/mcp:<server>:<prompt>` commands.
 //!
 //! Invariants:
 //! - Servers start concurrently, each within its start-up budget; one that is slow or fails is
@@ -7,17 +8,29 @@
 //! - A stdio server runs in a process group of its own, killed with the group when the
 //!   session's hub is dropped (no orphans).
 //! - A call cancelled by the turn is dropped, which sends MCP's cancellation notification.
-//! - A server that dies is restarted once; after that its calls fail with a clear message.
-//! - MCP tools declare no approval need: the policy asks for them by default.
+//! - A server that dies is restarted with backoff; while it waits, its calls fail at once
+//!   ("restarting"), never hang; every request is bounded by the server's tool timeout.
+//! - MCP tools declare no approval need: the policy asks for them by default. Reading a
+//!   resource asks too (its URI goes to the server); listing them does not.
 //! - A server's questions (`elicitation/create`) reach the user only during one of its calls
 //!   and only when the client shows forms; otherwise they are declined.
+//! - An HTTP+SSE server may only name an endpoint on its own origin.
 
+mod catalog;
+mod connect;
 mod elicit;
 mod http;
+mod hub;
 mod naming;
+pub mod prompts;
+pub mod resources;
 mod server;
+mod sse;
 mod tool;
 
+pub use catalog::template_matches;
+pub use connect::{ServerConfig, Transport};
+pub use hub::Hub;
 pub use naming::tool_name;
-pub use server::{Hub, McpCallError, ServerConfig, Status, Transport};
+pub use server::{McpCallError, Status};
 pub use tool::McpTool;

@@ -1,225 +1,134 @@
-//! One connection per MCP server, and the hub of a session's servers: connecting within a
-//! budget, restarting a dead server once, and the status `/mcp` shows.
+//! One MCP server of a session: connected within a budget, its calls, reads and prompts, its
+//! lists kept fresh, and a server that dies restarted with backoff (calls fail at once,
+//! "restarting", while it waits) or on `/mcp reconnect`.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use std::time::Duration;
-use talaria_util::lock;
-
-use rmcp::ServiceExt;
-use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
-use rmcp::service::{Peer, RunningService};
-use rmcp::transport::TokioChildProcess;
-use rmcp::transport::streamable_http_client::{
-    StreamableHttpClientTransport, StreamableHttpClientTransportConfig,
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, GetPromptRequestParams, ReadResourceRequestParams,
+    SubscribeRequestParams, Tool,
 };
+use rmcp::service::Peer;
 use rmcp::{RoleClient, ServiceError};
+use serde_json::Value;
+use talaria_util::lock;
 use tokio::sync::RwLock;
 
+use crate::catalog::{Catalog, Notices, Offers};
+use crate::connect::{Client, Connected, ServerConfig, connect};
 use crate::elicit::{Askers, Handler};
 
-/// How to reach a server.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Transport {
-    Stdio {
-        command: String,
-        args: Vec<String>,
-        env: Vec<(String, String)>,
-    },
-    Http {
-        url: String,
-        headers: Vec<(String, String)>,
-    },
-}
-
-/// One server of a session.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServerConfig {
-    pub name: String,
-    pub transport: Transport,
-    pub startup_timeout: Duration,
-    pub tool_timeout: Duration,
-}
+/// The longest wait between restarts of a server that keeps dying.
+const LONGEST_BACKOFF: Duration = Duration::from_secs(60);
 
 /// What `/mcp` shows of a server.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Status {
     pub name: String,
     pub connected: bool,
     pub tools: usize,
+    pub resources: usize,
+    pub templates: usize,
+    pub prompts: usize,
     pub last_error: Option<String>,
 }
 
-type Client = RunningService<RoleClient, Handler>;
+/// Restarts so far, and when the next may be tried.
+#[derive(Debug, Default)]
+struct Restarts {
+    count: u32,
+    not_before: Option<Instant>,
+}
 
 /// A connected (or failed) server.
 pub struct Server {
     pub config: ServerConfig,
     client: RwLock<Option<Client>>,
-    restarted: AtomicBool,
+    restarts: Mutex<Restarts>,
     status: Mutex<Status>,
     pub tools: Vec<Tool>,
+    offers: Mutex<Offers>,
+    catalog: Mutex<Catalog>,
+    notices: Arc<Notices>,
     /// Who answers the server's questions during its calls.
     pub askers: Arc<Askers>,
     /// The client can show forms.
     forms: bool,
 }
 
-/// The `PATH` a server is found on and runs with (its own `PATH` setting, else the agent's),
-/// without the entries that name no fixed folder: an empty or relative entry (`.`,
-/// `node_modules/.bin`) is looked up from wherever the process stands, which a model can fill
-/// with a program of its own; so is an entry inside the folder the agent runs in.
-fn safe_path(env: &[(String, String)]) -> std::ffi::OsString {
-    let given = env
-        .iter()
-        .rev()
-        .find(|(name, _)| name == "PATH")
-        .map(|(_, value)| std::ffi::OsString::from(value))
-        .or_else(|| std::env::var_os("PATH"))
-        .unwrap_or_default();
-    let here = std::env::current_dir()
-        .ok()
-        .filter(|dir| dir != std::path::Path::new("/"));
-    let kept: Vec<std::path::PathBuf> = std::env::split_paths(&given)
-        .filter(|entry| entry.is_absolute())
-        .filter(|entry| here.as_ref().is_none_or(|here| !entry.starts_with(here)))
-        .collect();
-    std::env::join_paths(kept).unwrap_or_default()
-}
-
-/// The program a server's command names: a path as given, a bare name found on `path`.
-fn program_on(command: &str, path: &std::ffi::OsStr) -> std::io::Result<std::path::PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    if command.contains('/') {
-        return Ok(std::path::PathBuf::from(command));
-    }
-    std::env::split_paths(path)
-        .map(|dir| dir.join(command))
-        .find(|candidate| {
-            std::fs::metadata(candidate)
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-        .ok_or_else(|| {
-            std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                format!(
-                    "{command} is not on PATH (its relative entries, and those inside the \
-                     folder the agent runs in, are not searched)"
-                ),
-            )
-        })
-}
-
-/// Starts (or reaches) a server and lists its tools.
-async fn connect(
-    config: &ServerConfig,
-    handler: Handler,
-) -> Result<(Client, Vec<Tool>), ConnectError> {
-    let client = match &config.transport {
-        Transport::Stdio { command, args, env } => {
-            let path = safe_path(env);
-            let program = program_on(command, &path).map_err(|source| ConnectError::Spawn {
-                command: command.clone(),
-                source: Arc::new(source),
-            })?;
-            let mut cmd = tokio::process::Command::new(program);
-            cmd.args(args)
-                .envs(env.iter().cloned())
-                .env("PATH", &path)
-                .kill_on_drop(true);
-            let mut wrapped = process_wrap::tokio::CommandWrap::from(cmd);
-            // Its own process group, killed whole with the hub (no orphans).
-            wrapped
-                .wrap(process_wrap::tokio::ProcessGroup::leader())
-                .wrap(process_wrap::tokio::KillOnDrop);
-            let (transport, _stderr) = TokioChildProcess::builder(wrapped)
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .map_err(|source| ConnectError::Spawn {
-                    command: command.clone(),
-                    source: Arc::new(source),
-                })?;
-            handler
-                .serve(transport)
-                .await
-                .map_err(|e| ConnectError::Handshake {
-                    with: None,
-                    detail: e.to_string(),
-                })?
-        }
-        Transport::Http { url, headers } => {
-            let mut default_headers = reqwest::header::HeaderMap::new();
-            for (name, value) in headers {
-                let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
-                    .map_err(|e| ConnectError::Header(format!("header {name:?}: {e}")))?;
-                let value = reqwest::header::HeaderValue::from_str(value)
-                    .map_err(|e| ConnectError::Header(format!("header value for {name}: {e}")))?;
-                default_headers.insert(name, value);
-            }
-            let http = reqwest::Client::builder()
-                .default_headers(default_headers)
-                .build()
-                .map_err(|e| ConnectError::Http(e.to_string()))?;
-            let transport = StreamableHttpClientTransport::with_client(
-                crate::http::HttpClient(http),
-                StreamableHttpClientTransportConfig::with_uri(url.as_str()),
-            );
-            handler
-                .serve(transport)
-                .await
-                .map_err(|e| ConnectError::Handshake {
-                    with: Some(url.to_string()),
-                    detail: e.to_string(),
-                })?
-        }
-    };
-    let tools = client
-        .list_all_tools()
-        .await
-        .map_err(|e| ConnectError::ListTools(e.to_string()))?;
-    Ok((client, tools))
-}
-
 impl Server {
     /// Connects within the server's start-up timeout (and `budget`, whichever is shorter).
-    async fn start(config: ServerConfig, budget: Duration, forms: bool) -> Self {
+    pub(crate) async fn start(config: ServerConfig, budget: Duration, forms: bool) -> Self {
         let limit = config.startup_timeout.min(budget);
-        let askers = Arc::new(Askers::default());
-        let handler = Handler {
-            server: config.name.clone(),
-            forms,
-            askers: askers.clone(),
-        };
-        let connected = tokio::time::timeout(limit, connect(&config, handler)).await;
-        let (client, tools, error) = match connected {
-            Ok(Ok((client, tools))) => (Some(client), tools, None),
-            Ok(Err(why)) => (None, Vec::new(), Some(why.to_string())),
-            Err(_) => (
-                None,
-                Vec::new(),
-                Some(format!("it did not start within {} s", limit.as_secs_f32())),
-            ),
-        };
-        let status = Status {
-            name: config.name.clone(),
-            connected: client.is_some(),
-            tools: tools.len(),
-            last_error: error,
-        };
-        Self {
+        let server = Self {
+            status: Mutex::new(Status {
+                name: config.name.clone(),
+                ..Status::default()
+            }),
             config,
-            client: RwLock::new(client),
-            restarted: AtomicBool::new(false),
-            status: Mutex::new(status),
-            tools,
-            askers,
+            client: RwLock::new(None),
+            restarts: Mutex::new(Restarts::default()),
+            tools: Vec::new(),
+            offers: Mutex::new(Offers::default()),
+            catalog: Mutex::new(Catalog::default()),
+            notices: Arc::new(Notices::default()),
+            askers: Arc::new(Askers::default()),
             forms,
+        };
+        match tokio::time::timeout(limit, connect(&server.config, server.handler())).await {
+            Ok(Ok(connected)) => {
+                let mut server = server;
+                server.tools = connected.tools.clone();
+                server.adopt(connected).await;
+                server
+            }
+            Ok(Err(why)) => {
+                server.note_error(&why.to_string(), false);
+                server
+            }
+            Err(_) => {
+                let why = format!("it did not start within {} s", limit.as_secs_f32());
+                server.note_error(&why, false);
+                server
+            }
         }
+    }
+
+    fn handler(&self) -> Handler {
+        Handler {
+            server: self.config.name.clone(),
+            forms: self.forms,
+            askers: self.askers.clone(),
+            notices: self.notices.clone(),
+        }
+    }
+
+    /// A fresh connection in place of the old one, its lists with it.
+    async fn adopt(&self, connected: Connected) {
+        {
+            let mut status = lock(&self.status);
+            status.connected = true;
+            status.tools = connected.tools.len();
+            status.resources = connected.catalog.resources.len();
+            status.templates = connected.catalog.templates.len();
+            status.prompts = connected.catalog.prompts.len();
+        }
+        *lock(&self.offers) = connected.offers;
+        *lock(&self.catalog) = connected.catalog;
+        *self.client.write().await = Some(connected.client);
     }
 
     pub fn status(&self) -> Status {
         lock(&self.status).clone()
+    }
+
+    pub fn offers(&self) -> Offers {
+        *lock(&self.offers)
+    }
+
+    pub(crate) fn notices(&self) -> &Notices {
+        &self.notices
     }
 
     fn note_error(&self, why: &str, connected: bool) {
@@ -232,157 +141,202 @@ impl Server {
         self.client.read().await.as_ref().map(|c| c.peer().clone())
     }
 
-    /// Calls a tool; a server that died is restarted once and the call tried again.
+    /// The lists as last fetched (sync: for the slash commands).
+    pub fn catalog_now(&self) -> Catalog {
+        lock(&self.catalog).clone()
+    }
+
+    /// The lists, fetched again first when the server said one changed.
+    pub async fn catalog(&self) -> Catalog {
+        if self.notices.take_list_changed()
+            && let Some(peer) = self.peer().await
+        {
+            let fresh = Catalog::fetch(&self.config.name, &peer, self.offers()).await;
+            let mut status = lock(&self.status);
+            status.resources = fresh.resources.len();
+            status.templates = fresh.templates.len();
+            status.prompts = fresh.prompts.len();
+            *lock(&self.catalog) = fresh;
+        }
+        self.catalog_now()
+    }
+
+    /// A peer to send to, the server restarted first when it died (and the backoff allows).
+    async fn live_peer(&self) -> Result<Peer<RoleClient>, McpCallError> {
+        let closed = match self.client.read().await.as_ref() {
+            Some(client) if !client.is_transport_closed() => return Ok(client.peer().clone()),
+            Some(_) => true,
+            None => false,
+        };
+        if !closed && lock(&self.restarts).count == 0 && self.status().last_error.is_some() {
+            // It never started: its start-up error says why.
+            return Err(McpCallError::NotRunning {
+                server: self.config.name.clone(),
+                last_error: self.status().last_error,
+            });
+        }
+        self.restart_with_backoff().await?;
+        self.peer().await.ok_or_else(|| McpCallError::Unreachable {
+            server: self.config.name.clone(),
+        })
+    }
+
+    /// Restarts a dead server unless its backoff has not passed (then it fails at once).
+    async fn restart_with_backoff(&self) -> Result<(), McpCallError> {
+        {
+            let mut restarts = lock(&self.restarts);
+            if let Some(not_before) = restarts.not_before
+                && Instant::now() < not_before
+            {
+                return Err(McpCallError::Restarting {
+                    server: self.config.name.clone(),
+                    seconds: not_before
+                        .saturating_duration_since(Instant::now())
+                        .as_secs()
+                        + 1,
+                });
+            }
+            restarts.count += 1;
+            let wait = Duration::from_secs(1 << restarts.count.min(6)).min(LONGEST_BACKOFF);
+            restarts.not_before = Some(Instant::now() + wait);
+        }
+        tracing::warn!(server = %self.config.name, "the MCP server stopped; restarting it");
+        self.restart().await
+    }
+
+    /// Connects again, now (`/mcp reconnect`, or a restart the backoff allowed).
+    pub async fn restart(&self) -> Result<(), McpCallError> {
+        let failed = |why: String| {
+            self.note_error(&why, false);
+            McpCallError::NotRestarted {
+                server: self.config.name.clone(),
+                why,
+            }
+        };
+        if let Some(old) = self.client.write().await.take() {
+            let _ = old.cancel().await;
+        }
+        match tokio::time::timeout(
+            self.config.startup_timeout,
+            connect(&self.config, self.handler()),
+        )
+        .await
+        {
+            Ok(Ok(connected)) => {
+                self.adopt(connected).await;
+                lock(&self.status).last_error = None;
+                Ok(())
+            }
+            Ok(Err(why)) => Err(failed(why.to_string())),
+            Err(_) => Err(failed(format!(
+                "it gave no answer within {} s",
+                self.config.startup_timeout.as_secs()
+            ))),
+        }
+    }
+
+    /// Calls a tool; a server that died is restarted (as its backoff allows) and the call
+    /// tried once more.
     pub async fn call(
         &self,
         tool: &str,
-        arguments: serde_json::Map<String, serde_json::Value>,
+        arguments: serde_json::Map<String, Value>,
     ) -> Result<CallToolResult, McpCallError> {
-        let server = || self.config.name.clone();
         for attempt in 0..2 {
-            let Some(peer) = self.peer().await else {
-                return Err(McpCallError::NotRunning {
-                    server: server(),
-                    last_error: lock(&self.status).last_error.clone(),
-                });
-            };
+            let peer = self.live_peer().await?;
             let params =
                 CallToolRequestParams::new(tool.to_string()).with_arguments(arguments.clone());
-            let called =
-                tokio::time::timeout(self.config.tool_timeout, peer.call_tool(params)).await;
-            match called {
-                Err(_) => {
-                    let failed = McpCallError::TimedOut {
-                        server: server(),
-                        seconds: self.config.tool_timeout.as_secs(),
-                    };
-                    self.note_error(&failed.to_string(), true);
-                    return Err(failed);
+            match self.bounded(peer.call_tool(params)).await {
+                Ok(result) => {
+                    lock(&self.restarts).count = 0;
+                    return Ok(result);
                 }
-                Ok(Ok(result)) => return Ok(result),
-                Ok(Err(error)) => {
-                    let transport_closed = matches!(
-                        error,
-                        ServiceError::TransportClosed | ServiceError::TransportSend(_)
-                    );
-                    let failed = McpCallError::Failed {
-                        server: server(),
-                        detail: error.to_string(),
-                    };
-                    if !transport_closed
-                        || attempt > 0
-                        || self.restarted.swap(true, Ordering::SeqCst)
-                    {
-                        self.note_error(&failed.to_string(), !transport_closed);
-                        return Err(failed);
-                    }
-                    tracing::warn!(server = %self.config.name, "{failed}; restarting it once");
-                    self.restart().await?;
-                }
+                Err(Failure::Closed(_)) if attempt == 0 => continue,
+                Err(failure) => return Err(self.failed(failure)),
             }
         }
-        Err(McpCallError::Unreachable { server: server() })
-    }
-
-    async fn restart(&self) -> Result<(), McpCallError> {
-        let mut client = self.client.write().await;
-        *client = None;
-        let handler = Handler {
+        Err(McpCallError::Unreachable {
             server: self.config.name.clone(),
-            forms: self.forms,
-            askers: self.askers.clone(),
-        };
-        match tokio::time::timeout(self.config.startup_timeout, connect(&self.config, handler))
+        })
+    }
+
+    /// Reads a resource; subscribes to it when the server offers subscriptions, so that its
+    /// updates are told. Returns its contents as the server sent them.
+    pub async fn read(&self, uri: &str) -> Result<Vec<Value>, McpCallError> {
+        let peer = self.live_peer().await?;
+        let read = self
+            .bounded(peer.read_resource(ReadResourceRequestParams::new(uri)))
             .await
-        {
-            Ok(Ok((fresh, _))) => {
-                *client = Some(fresh);
-                lock(&self.status).connected = true;
-                Ok(())
-            }
-            Ok(Err(why)) => {
-                let why = why.to_string();
-                self.note_error(&why, false);
-                Err(McpCallError::NotRestarted {
-                    server: self.config.name.clone(),
-                    why,
-                })
-            }
-            Err(_) => {
-                let why = format!(
-                    "it gave no answer within {} s",
-                    self.config.startup_timeout.as_secs()
-                );
-                self.note_error(&why, false);
-                Err(McpCallError::NotRestarted {
-                    server: self.config.name.clone(),
-                    why,
-                })
+            .map_err(|failure| self.failed(failure))?;
+        if self.offers().subscribe && self.notices.subscribed(uri) {
+            // `resources/subscribe`: what servers before protocol 2026-07-28 (all deployed
+            // ones today) take; newer ones answer it too.
+            #[allow(deprecated)]
+            let subscribe = peer.subscribe(SubscribeRequestParams::new(uri));
+            if let Err(e) = self.bounded(subscribe).await {
+                tracing::debug!(server = %self.config.name, uri, "subscribing failed: {e:?}");
             }
         }
+        let value = serde_json::to_value(&read).unwrap_or(Value::Null);
+        Ok(value["contents"].as_array().cloned().unwrap_or_default())
+    }
+
+    /// Fetches a prompt with its arguments; the result as the server sent it.
+    pub async fn prompt(
+        &self,
+        name: &str,
+        arguments: serde_json::Map<String, Value>,
+    ) -> Result<Value, McpCallError> {
+        let peer = self.live_peer().await?;
+        let params = GetPromptRequestParams::new(name).with_arguments(arguments);
+        let result = self
+            .bounded(peer.get_prompt(params))
+            .await
+            .map_err(|failure| self.failed(failure))?;
+        Ok(serde_json::to_value(&result).unwrap_or(Value::Null))
+    }
+
+    /// A request within the server's tool timeout.
+    async fn bounded<T>(
+        &self,
+        request: impl Future<Output = Result<T, ServiceError>>,
+    ) -> Result<T, Failure> {
+        match tokio::time::timeout(self.config.tool_timeout, request).await {
+            Err(_) => Err(Failure::TimedOut),
+            Ok(Ok(result)) => Ok(result),
+            Ok(Err(error @ (ServiceError::TransportClosed | ServiceError::TransportSend(_)))) => {
+                Err(Failure::Closed(error.to_string()))
+            }
+            Ok(Err(error)) => Err(Failure::Answered(error.to_string())),
+        }
+    }
+
+    fn failed(&self, failure: Failure) -> McpCallError {
+        let server = self.config.name.clone();
+        let (error, connected) = match failure {
+            Failure::TimedOut => (
+                McpCallError::TimedOut {
+                    server,
+                    seconds: self.config.tool_timeout.as_secs(),
+                },
+                true,
+            ),
+            Failure::Closed(detail) => (McpCallError::Failed { server, detail }, false),
+            Failure::Answered(detail) => (McpCallError::Failed { server, detail }, true),
+        };
+        self.note_error(&error.to_string(), connected);
+        error
     }
 }
 
-/// The MCP servers of one session.
-#[derive(Default)]
-pub struct Hub {
-    pub servers: Vec<Arc<Server>>,
-}
-
-impl Hub {
-    /// Starts every server concurrently, each within `budget`; `forms`: the client can show
-    /// forms, so the servers' questions are forwarded to the user.
-    pub async fn connect(configs: Vec<ServerConfig>, budget: Duration, forms: bool) -> Self {
-        let started = futures_util::future::join_all(
-            configs
-                .into_iter()
-                .map(|config| Server::start(config, budget, forms)),
-        )
-        .await;
-        Self {
-            servers: started.into_iter().map(Arc::new).collect(),
-        }
-    }
-
-    /// The servers that failed to start, with why.
-    pub fn failures(&self) -> Vec<(String, String)> {
-        self.servers
-            .iter()
-            .filter_map(|s| {
-                let status = s.status();
-                (!status.connected).then(|| (status.name, status.last_error.unwrap_or_default()))
-            })
-            .collect()
-    }
-
-    /// The `/mcp` report.
-    pub fn report(&self) -> String {
-        if self.servers.is_empty() {
-            return "No MCP servers are connected to this session.".into();
-        }
-        let lines: Vec<String> = self
-            .servers
-            .iter()
-            .map(|s| {
-                let status = s.status();
-                format!(
-                    "- {}: {}, {} tools{}",
-                    status.name,
-                    if status.connected {
-                        "connected"
-                    } else {
-                        "not running"
-                    },
-                    status.tools,
-                    status
-                        .last_error
-                        .map(|e| format!("; last error: {e}"))
-                        .unwrap_or_default()
-                )
-            })
-            .collect();
-        format!("MCP servers:\n{}", lines.join("\n"))
-    }
+/// How a request to a server failed.
+#[derive(Debug)]
+enum Failure {
+    TimedOut,
+    /// The connection is gone (the process died, the HTTP session ended).
+    Closed(String),
+    /// The server answered with an error.
+    Answered(String),
 }
 
 /// Why a call to an MCP server's tool failed.
@@ -402,61 +356,10 @@ pub enum McpCallError {
     Failed { server: String, detail: String },
     #[error("the MCP server {server} died and did not restart: {why}")]
     NotRestarted { server: String, why: String },
+    #[error("the MCP server {server} is restarting; try again in {seconds} s")]
+    Restarting { server: String, seconds: u64 },
     #[error("the MCP server {server} could not be reached")]
     Unreachable { server: String },
-}
-
-/// Why a server could not be started or reached.
-#[derive(Debug, Clone, thiserror::Error)]
-enum ConnectError {
-    #[error("cannot start {command}: {source}")]
-    Spawn {
-        command: String,
-        #[source]
-        source: Arc<std::io::Error>,
-    },
-    #[error(
-        "the MCP handshake{} failed: {detail}",
-        .with.as_ref().map(|url| format!(" with {url}")).unwrap_or_default()
-    )]
-    Handshake {
-        with: Option<String>,
-        detail: String,
-    },
     #[error("{0}")]
-    Header(String),
-    #[error("cannot build the HTTP client: {0}")]
-    Http(String),
-    #[error("listing its tools failed: {0}")]
-    ListTools(String),
-}
-
-#[cfg(test)]
-mod path_tests {
-    use super::*;
-
-    #[test]
-    fn relative_path_entries_are_never_searched() {
-        let dir = tempfile::tempdir().expect("dir");
-        let bin = dir.path().join("bin");
-        std::fs::create_dir_all(&bin).expect("bin");
-        let tool = bin.join("planted-server");
-        std::fs::write(&tool, "#!/bin/sh\n").expect("tool");
-        std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .expect("chmod");
-        let env = vec![(
-            "PATH".to_string(),
-            format!(".:bin::relative/dir:{}", bin.display()),
-        )];
-        let path = safe_path(&env);
-        let entries: Vec<_> = std::env::split_paths(&path).collect();
-        assert_eq!(entries, std::slice::from_ref(&bin));
-        assert_eq!(program_on("planted-server", &path).expect("found"), tool);
-        let without = safe_path(&[("PATH".into(), ".:bin".into())]);
-        assert!(program_on("planted-server", &without).is_err());
-        assert_eq!(
-            program_on("./x", &without).expect("a path as given"),
-            std::path::PathBuf::from("./x")
-        );
-    }
+    NoServer(String),
 }

@@ -160,6 +160,11 @@ pub enum DisplayContent {
     Terminal {
         terminal_id: String,
     },
+    /// An image the call returned (an MCP tool's, a resource read), base64-encoded.
+    Image {
+        mime_type: String,
+        data: String,
+    },
 }
 
 /// What the client was shown of a tool call.

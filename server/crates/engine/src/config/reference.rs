@@ -454,6 +454,13 @@ pub const SETTINGS: &[Setting] = &[
         "An HTTP (streamable) server's address.",
     ),
     s(
+        "mcp_servers.<name>.type",
+        "string",
+        "http",
+        "",
+        "For a `url`: `http` (streamable HTTP, falling back to HTTP+SSE when the server answers as an SSE-only one does) or `sse` (the older HTTP+SSE transport).",
+    ),
+    s(
         "mcp_servers.<name>.headers",
         "table of strings",
         "{}",

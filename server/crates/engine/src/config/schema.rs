@@ -57,6 +57,9 @@ pub struct McpServerEntry {
     #[serde(default)]
     pub env: std::collections::BTreeMap<String, String>,
     pub url: Option<String>,
+    /// `http` (the default) or `sse` for a `url`.
+    #[serde(rename = "type")]
+    pub transport: Option<String>,
     #[serde(default)]
     pub headers: std::collections::BTreeMap<String, String>,
     pub enabled: Option<bool>,

@@ -130,6 +130,11 @@ pub(super) fn display_of(call: &Prepared, outcome: &ToolOutcome) -> ToolDisplay 
             text: outcome.content.clone(),
         });
     }
+    // Images reach the client as images, whatever the model is shown of them.
+    content.extend(outcome.images.iter().map(|image| DisplayContent::Image {
+        mime_type: image.mime_type.clone(),
+        data: image.data.clone(),
+    }));
     let locations = if outcome.locations.is_empty() {
         &call.description.locations
     } else {

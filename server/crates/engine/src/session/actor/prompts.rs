@@ -9,7 +9,7 @@ use crate::events::{EngineEvent, StopReason, TurnError, TurnId, TurnUsage};
 use crate::model_call::ModelCaller;
 use crate::session::ops::{Op, Ticket};
 use crate::settings::UserInput;
-use crate::slash::{CommandReply, Expansion, PromptInput, SlashCommand};
+use crate::slash::{Asking, CommandReply, Expansion, PromptInput, SlashCommand};
 
 impl SessionActor {
     /// A prompt's turn: a slash command is expanded first (unless cancelled while queued).
@@ -30,23 +30,38 @@ impl SessionActor {
             PromptInput::Slash(command) if command.name == super::rewinding::REWIND_COMMAND => {
                 return self.rewind_command(turn, &command.args).await;
             }
-            PromptInput::Slash(command) => match self.expand(command).await {
+            PromptInput::Slash(command) => match self.expand(command, &ticket).await {
                 Expansion::Prompt(input) => input,
                 Expansion::Reply(reply) => return self.command_reply(turn, reply).await,
                 Expansion::Failed(why) => return self.fail_prompt(turn, why).await,
             },
         };
+        let input = self.attached(input).await;
         self.prompt(turn, input, ticket, receiver).await;
     }
 
-    /// What a slash command means, asked of the edge's commands on the blocking pool.
-    pub(super) async fn expand(&self, command: SlashCommand) -> Expansion {
+    /// What a slash command means, asked of the edge's commands (which may ask the user).
+    pub(super) async fn expand(&self, command: SlashCommand, ticket: &Ticket) -> Expansion {
         let Some(commands) = self.commands.clone() else {
             return Expansion::Prompt(command.typed);
         };
-        match tokio::task::spawn_blocking(move || commands.expand(&command)).await {
-            Ok(expansion) => expansion,
-            Err(e) => Expansion::Failed(format!("the command failed: {e}")),
+        let Some(work) = ticket.start() else {
+            return Expansion::Failed("the prompt was cancelled".into());
+        };
+        let asking = Asking {
+            questions: std::sync::Arc::new(crate::client_access::ClientQuestions {
+                events: self.events.clone(),
+            }),
+            cancel: work.token.clone(),
+        };
+        work.follow(commands.expand(command, asking)).await
+    }
+
+    /// The input with what the edge attaches to it (see [`SlashCommands::attach`]).
+    async fn attached(&self, input: UserInput) -> UserInput {
+        match self.commands.clone() {
+            Some(commands) => commands.attach(input).await,
+            None => input,
         }
     }
 

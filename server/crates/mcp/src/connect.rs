@@ -1,0 +1,268 @@
+//! Reaching one MCP server: the process of a stdio server (found on a `PATH` without
+//! relative entries, in a process group of its own), or an HTTP server over streamable HTTP
+//! or the older HTTP+SSE transport; then the handshake and the lists of what it offers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::Tool;
+use rmcp::service::RunningService;
+use rmcp::transport::TokioChildProcess;
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClientTransport, StreamableHttpClientTransportConfig,
+};
+use rmcp::{RoleClient, ServiceExt};
+
+use crate::catalog::{Catalog, Offers};
+use crate::elicit::Handler;
+use crate::http::HttpClient;
+use crate::sse::SseTransport;
+
+/// How to reach a server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+    },
+    /// Streamable HTTP; a server that answers the first message as an SSE-only server
+    /// does is reached over HTTP+SSE instead.
+    Http {
+        url: String,
+        headers: Vec<(String, String)>,
+    },
+    /// The older HTTP+SSE transport (`type = "sse"`).
+    Sse {
+        url: String,
+        headers: Vec<(String, String)>,
+    },
+}
+
+/// One server of a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerConfig {
+    pub name: String,
+    pub transport: Transport,
+    pub startup_timeout: Duration,
+    pub tool_timeout: Duration,
+}
+
+pub(crate) type Client = RunningService<RoleClient, Handler>;
+
+/// A server reached: its connection, tools, and what else it offers.
+pub(crate) struct Connected {
+    pub client: Client,
+    pub tools: Vec<Tool>,
+    pub offers: Offers,
+    pub catalog: Catalog,
+}
+
+/// The `PATH` a server is found on and runs with (its own `PATH` setting, else the agent's),
+/// without the entries that name no fixed folder: an empty or relative entry (`.`,
+/// `node_modules/.bin`) is looked up from wherever the process stands, which a model can fill
+/// with a program of its own; so is an entry inside the folder the agent runs in.
+fn safe_path(env: &[(String, String)]) -> std::ffi::OsString {
+    let given = env
+        .iter()
+        .rev()
+        .find(|(name, _)| name == "PATH")
+        .map(|(_, value)| std::ffi::OsString::from(value))
+        .or_else(|| std::env::var_os("PATH"))
+        .unwrap_or_default();
+    let here = std::env::current_dir()
+        .ok()
+        .filter(|dir| dir != std::path::Path::new("/"));
+    let kept: Vec<std::path::PathBuf> = std::env::split_paths(&given)
+        .filter(|entry| entry.is_absolute())
+        .filter(|entry| here.as_ref().is_none_or(|here| !entry.starts_with(here)))
+        .collect();
+    std::env::join_paths(kept).unwrap_or_default()
+}
+
+/// The program a server's command names: a path as given, a bare name found on `path`.
+fn program_on(command: &str, path: &std::ffi::OsStr) -> std::io::Result<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    if command.contains('/') {
+        return Ok(std::path::PathBuf::from(command));
+    }
+    std::env::split_paths(path)
+        .map(|dir| dir.join(command))
+        .find(|candidate| {
+            std::fs::metadata(candidate)
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!(
+                    "{command} is not on PATH (its relative entries, and those inside the \
+                     folder the agent runs in, are not searched)"
+                ),
+            )
+        })
+}
+
+/// Starts (or reaches) a server and lists its tools, resources and prompts.
+pub(crate) async fn connect(
+    config: &ServerConfig,
+    handler: Handler,
+) -> Result<Connected, ConnectError> {
+    let client = match &config.transport {
+        Transport::Stdio { command, args, env } => stdio(command, args, env, handler).await?,
+        Transport::Http { url, headers } => {
+            let http = HttpClient::new(http_client(headers)?);
+            let transport = StreamableHttpClientTransport::with_client(
+                http.clone(),
+                StreamableHttpClientTransportConfig::with_uri(url.as_str()),
+            );
+            match handler.clone().serve(transport).await {
+                Ok(client) => client,
+                Err(e) if http.looks_sse_only() => {
+                    tracing::info!(server = %config.name, "{url} answered as an HTTP+SSE server does ({e}): connecting over HTTP+SSE");
+                    sse(url, http.client, handler).await?
+                }
+                Err(e) => {
+                    return Err(ConnectError::Handshake {
+                        with: Some(url.to_string()),
+                        detail: e.to_string(),
+                    });
+                }
+            }
+        }
+        Transport::Sse { url, headers } => sse(url, http_client(headers)?, handler).await?,
+    };
+    let tools = client
+        .list_all_tools()
+        .await
+        .map_err(|e| ConnectError::ListTools(e.to_string()))?;
+    let offers = Offers::of(client.peer());
+    let catalog = Catalog::fetch(&config.name, client.peer(), offers).await;
+    Ok(Connected {
+        client,
+        tools,
+        offers,
+        catalog,
+    })
+}
+
+async fn stdio(
+    command: &str,
+    args: &[String],
+    env: &[(String, String)],
+    handler: Handler,
+) -> Result<Client, ConnectError> {
+    let path = safe_path(env);
+    let spawn_error = |source| ConnectError::Spawn {
+        command: command.to_string(),
+        source: Arc::new(source),
+    };
+    let program = program_on(command, &path).map_err(spawn_error)?;
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args)
+        .envs(env.iter().cloned())
+        .env("PATH", &path)
+        .kill_on_drop(true);
+    let mut wrapped = process_wrap::tokio::CommandWrap::from(cmd);
+    // Its own process group, killed whole with the hub (no orphans).
+    wrapped
+        .wrap(process_wrap::tokio::ProcessGroup::leader())
+        .wrap(process_wrap::tokio::KillOnDrop);
+    let (transport, _stderr) = TokioChildProcess::builder(wrapped)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(spawn_error)?;
+    handler
+        .serve(transport)
+        .await
+        .map_err(|e| ConnectError::Handshake {
+            with: None,
+            detail: e.to_string(),
+        })
+}
+
+async fn sse(url: &str, http: reqwest::Client, handler: Handler) -> Result<Client, ConnectError> {
+    let transport = SseTransport::connect(http, url)
+        .await
+        .map_err(|e| ConnectError::Sse(e.to_string()))?;
+    handler
+        .serve(transport)
+        .await
+        .map_err(|e| ConnectError::Handshake {
+            with: Some(url.to_string()),
+            detail: e.to_string(),
+        })
+}
+
+/// The HTTP client of one server, with its configured headers on every request.
+fn http_client(headers: &[(String, String)]) -> Result<reqwest::Client, ConnectError> {
+    let mut default_headers = reqwest::header::HeaderMap::new();
+    for (name, value) in headers {
+        let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|e| ConnectError::Header(format!("header {name:?}: {e}")))?;
+        let value = reqwest::header::HeaderValue::from_str(value)
+            .map_err(|e| ConnectError::Header(format!("header value for {name}: {e}")))?;
+        default_headers.insert(name, value);
+    }
+    reqwest::Client::builder()
+        .default_headers(default_headers)
+        .build()
+        .map_err(|e| ConnectError::Http(e.to_string()))
+}
+
+/// Why a server could not be started or reached.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum ConnectError {
+    #[error("cannot start {command}: {source}")]
+    Spawn {
+        command: String,
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    #[error(
+        "the MCP handshake{} failed: {detail}",
+        .with.as_ref().map(|url| format!(" with {url}")).unwrap_or_default()
+    )]
+    Handshake {
+        with: Option<String>,
+        detail: String,
+    },
+    #[error("{0}")]
+    Header(String),
+    #[error("cannot build the HTTP client: {0}")]
+    Http(String),
+    #[error("cannot reach it over HTTP+SSE: {0}")]
+    Sse(String),
+    #[error("listing its tools failed: {0}")]
+    ListTools(String),
+}
+
+#[cfg(test)]
+mod path_tests {
+    use super::*;
+
+    #[test]
+    fn relative_path_entries_are_never_searched() {
+        let dir = tempfile::tempdir().expect("dir");
+        let bin = dir.path().join("bin");
+        std::fs::create_dir_all(&bin).expect("bin");
+        let tool = bin.join("planted-server");
+        std::fs::write(&tool, "#!/bin/sh\n").expect("tool");
+        std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("chmod");
+        let env = vec![(
+            "PATH".to_string(),
+            format!(".:bin::relative/dir:{}", bin.display()),
+        )];
+        let path = safe_path(&env);
+        let entries: Vec<_> = std::env::split_paths(&path).collect();
+        assert_eq!(entries, std::slice::from_ref(&bin));
+        assert_eq!(program_on("planted-server", &path).expect("found"), tool);
+        let without = safe_path(&[("PATH".into(), ".:bin".into())]);
+        assert!(program_on("planted-server", &without).is_err());
+        assert_eq!(
+            program_on("./x", &without).expect("a path as given"),
+            std::path::PathBuf::from("./x")
+        );
+    }
+}

@@ -1,0 +1,249 @@
+//! The MCP servers of one session: started together within a budget, and what the session
+//! asks of them as a whole: status (`/mcp`), reconnection, resources by URI, prompts as
+//! commands, and the resources updated since they were read.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::catalog::Catalog;
+use crate::connect::ServerConfig;
+use crate::prompts::PromptCommand;
+use crate::server::{McpCallError, Server};
+
+/// The MCP servers of one session.
+#[derive(Default)]
+pub struct Hub {
+    pub servers: Vec<Arc<Server>>,
+}
+
+impl Hub {
+    /// Starts every server concurrently, each within `budget`; `forms`: the client can show
+    /// forms, so the servers' questions are forwarded to the user.
+    pub async fn connect(configs: Vec<ServerConfig>, budget: Duration, forms: bool) -> Self {
+        let started = futures_util::future::join_all(
+            configs
+                .into_iter()
+                .map(|config| Server::start(config, budget, forms)),
+        )
+        .await;
+        Self {
+            servers: started.into_iter().map(Arc::new).collect(),
+        }
+    }
+
+    /// The servers that failed to start, with why.
+    pub fn failures(&self) -> Vec<(String, String)> {
+        self.servers
+            .iter()
+            .filter_map(|s| {
+                let status = s.status();
+                (!status.connected).then(|| (status.name, status.last_error.unwrap_or_default()))
+            })
+            .collect()
+    }
+
+    fn named(&self, name: &str) -> Result<&Arc<Server>, McpCallError> {
+        self.servers
+            .iter()
+            .find(|s| s.config.name == name)
+            .ok_or_else(|| {
+                McpCallError::NoServer(format!(
+                    "there is no MCP server named {name:?} in this session{}",
+                    self.names()
+                ))
+            })
+    }
+
+    fn names(&self) -> String {
+        if self.servers.is_empty() {
+            return String::new();
+        }
+        let names: Vec<&str> = self
+            .servers
+            .iter()
+            .map(|s| s.config.name.as_str())
+            .collect();
+        format!(" (its servers: {})", names.join(", "))
+    }
+
+    /// Whether some server offers resources (then the model gets the resource tools).
+    pub fn offers_resources(&self) -> bool {
+        self.servers.iter().any(|s| s.offers().resources)
+    }
+
+    /// Each server's lists (only `only`'s when given), fetched again where they changed.
+    pub async fn catalogs(&self, only: Option<&str>) -> Vec<(String, Catalog)> {
+        let mut catalogs = Vec::new();
+        for server in &self.servers {
+            if only.is_some_and(|name| name != server.config.name) || !server.offers().resources {
+                continue;
+            }
+            catalogs.push((server.config.name.clone(), server.catalog().await));
+        }
+        catalogs
+    }
+
+    /// The server a resource URI belongs to: `named`, else the one that lists it or whose
+    /// template makes it, else the only server with resources.
+    fn owner(&self, uri: &str, named: Option<&str>) -> Result<&Arc<Server>, McpCallError> {
+        if let Some(name) = named {
+            return self.named(name);
+        }
+        let offering: Vec<&Arc<Server>> = self
+            .servers
+            .iter()
+            .filter(|s| s.offers().resources)
+            .collect();
+        if let Some(server) = offering.iter().find(|s| s.catalog_now().claims(uri)) {
+            return Ok(server);
+        }
+        match offering.as_slice() {
+            [only] => Ok(only),
+            [] => Err(McpCallError::NoServer(
+                "no MCP server of this session offers resources".into(),
+            )),
+            _ => Err(McpCallError::NoServer(format!(
+                "no server lists {uri}: name the server{}",
+                self.names()
+            ))),
+        }
+    }
+
+    /// Whether some server lists `uri` or makes it from a template (a link the user attached
+    /// is then read through it).
+    pub fn claims(&self, uri: &str) -> bool {
+        self.servers
+            .iter()
+            .any(|s| s.offers().resources && s.catalog_now().claims(uri))
+    }
+
+    /// Reads a resource: the server's name and the contents it sent.
+    pub async fn read_resource(
+        &self,
+        uri: &str,
+        server: Option<&str>,
+    ) -> Result<(String, Vec<Value>), McpCallError> {
+        let server = self.owner(uri, server)?;
+        Ok((server.config.name.clone(), server.read(uri).await?))
+    }
+
+    /// Every server's prompts, as slash commands (the lists as last fetched).
+    pub fn prompt_commands(&self) -> Vec<PromptCommand> {
+        self.servers
+            .iter()
+            .flat_map(|s| {
+                let name = s.config.name.clone();
+                s.catalog_now()
+                    .prompts
+                    .iter()
+                    .map(|p| PromptCommand::of(&name, p))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// A server's prompt's declared arguments, fetching the lists again where they changed.
+    pub async fn prompt_arguments(
+        &self,
+        server: &str,
+        prompt: &str,
+    ) -> Result<Vec<rmcp::model::PromptArgument>, McpCallError> {
+        let found = self.named(server)?;
+        let catalog = found.catalog().await;
+        let declared = catalog
+            .prompts
+            .iter()
+            .find(|p| p.name == prompt)
+            .ok_or_else(|| {
+                McpCallError::NoServer(format!("the MCP server {server} has no prompt {prompt:?}"))
+            })?;
+        Ok(declared.arguments.clone().unwrap_or_default())
+    }
+
+    /// Fetches a server's prompt with its arguments.
+    pub async fn get_prompt(
+        &self,
+        server: &str,
+        prompt: &str,
+        arguments: serde_json::Map<String, Value>,
+    ) -> Result<Value, McpCallError> {
+        self.named(server)?.prompt(prompt, arguments).await
+    }
+
+    /// The resources read this session that their servers say changed since the last call:
+    /// `(server, uri)`.
+    pub fn take_updated(&self) -> Vec<(String, String)> {
+        self.servers
+            .iter()
+            .flat_map(|s| {
+                let name = s.config.name.clone();
+                s.notices()
+                    .take_updated()
+                    .into_iter()
+                    .map(move |uri| (name.clone(), uri))
+            })
+            .collect()
+    }
+
+    /// `/mcp reconnect [name]`: connects the server (every server when none is named) again.
+    pub async fn reconnect(&self, name: Option<&str>) -> Result<String, McpCallError> {
+        let servers: Vec<&Arc<Server>> = match name {
+            Some(name) => vec![self.named(name)?],
+            None => self.servers.iter().collect(),
+        };
+        if servers.is_empty() {
+            return Ok("No MCP servers are connected to this session.".into());
+        }
+        let mut lines = Vec::new();
+        for server in servers {
+            lines.push(match server.restart().await {
+                Ok(()) => format!("- {}: reconnected", server.config.name),
+                Err(why) => format!("- {}: {why}", server.config.name),
+            });
+        }
+        Ok(format!("{}\n\n{}", lines.join("\n"), self.report()))
+    }
+
+    /// The `/mcp` report.
+    pub fn report(&self) -> String {
+        if self.servers.is_empty() {
+            return "No MCP servers are connected to this session.".into();
+        }
+        let lines: Vec<String> = self
+            .servers
+            .iter()
+            .map(|s| {
+                let status = s.status();
+                let mut line = format!(
+                    "- {}: {}, {} tools",
+                    status.name,
+                    if status.connected {
+                        "ready"
+                    } else {
+                        "not running"
+                    },
+                    status.tools
+                );
+                if s.offers().resources {
+                    line.push_str(&format!(
+                        ", {} resources, {} resource templates",
+                        status.resources, status.templates
+                    ));
+                }
+                if s.offers().prompts {
+                    line.push_str(&format!(", {} prompts", status.prompts));
+                }
+                if let Some(error) = status.last_error {
+                    line.push_str(&format!("; last error: {error}"));
+                }
+                line
+            })
+            .collect();
+        format!(
+            "MCP servers:\n{}\n\n`/mcp reconnect [name]` connects a server again.",
+            lines.join("\n")
+        )
+    }
+}
