@@ -638,7 +638,10 @@ async fn a_crashed_server_answers_restarting_at_once_and_comes_back_after_its_ba
     assert_eq!(stop_reason(&response), "end_turn", "{response}");
     let told = env.mock.requests()[3].body["messages"].to_string();
     assert!(told.contains("is restarting; try again in"), "{told}");
-    assert!(started.elapsed() < Duration::from_secs(10), "it did not hang");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "it did not hang"
+    );
     // After the backoff it is started again and answers.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let (response, _) = prompt_allowing(&mut agent, &session, "echo again").await;

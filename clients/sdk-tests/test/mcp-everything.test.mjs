@@ -149,3 +149,25 @@ test("streamable HTTP, HTTP+SSE, and an SSE-only server reached as HTTP all conn
     sse.stop();
   }
 });
+
+test("a stdio server's environment has no provider keys, and what it was given reaches it", async () => {
+  await script([
+    { type: "tool_calls", calls: [{ id: "env", name: "mcp__everything__get-env", arguments: "{}" }] },
+    { type: "text", chunks: ["Seen."] },
+  ]);
+  const given = { ...stdioServer, env: [{ name: "EVERYTHING_SETTING", value: "given-by-client" }] };
+  await withTalaria(
+    async (ctx, updates, workspace) => {
+      const { sessionId } = await ctx.request(methods.agent.session.new, { cwd: workspace, mcpServers: [given] });
+      assert.equal((await prompt(ctx, sessionId, "what is your environment?")).stopReason, "end_turn");
+    },
+    ["acp"],
+    { env: { GITHUB_TOKEN: "ghp-secret-of-the-user", SOME_PLAIN_SETTING: "plain" } },
+  );
+  const seen = JSON.stringify((await recorded()).at(-1).body.messages.find((m) => m.role === "tool"));
+  assert.match(seen, /EVERYTHING_SETTING/);
+  assert.match(seen, /SOME_PLAIN_SETTING/);
+  for (const secret of ["sdk-key", "OPENAI_API_KEY", "ghp-secret-of-the-user", "TALARIA_HOME"]) {
+    assert.ok(!seen.includes(secret), `${secret} reached the server: ${seen}`);
+  }
+});

@@ -59,6 +59,7 @@ fn from_client(server: &acp::McpServer) -> Option<ServerConfig> {
         transport,
         startup_timeout: STARTUP_TIMEOUT,
         tool_timeout: TOOL_TIMEOUT,
+        inherited_env: Vec::new(),
     })
 }
 
@@ -106,6 +107,7 @@ fn from_config(entry: &McpServerEntry) -> ServerConfig {
         tool_timeout: entry
             .tool_timeout_secs
             .map_or(TOOL_TIMEOUT, Duration::from_secs),
+        inherited_env: Vec::new(),
     }
 }
 
@@ -131,6 +133,11 @@ pub async fn connect(
     }
     if configs.is_empty() {
         return (Arc::new(Hub::default()), warnings);
+    }
+    // Stdio servers inherit what commands do: no provider keys, no other secrets.
+    let inherited = talaria_engine::env_rules(config).apply(std::env::vars_os());
+    for server in &mut configs {
+        server.inherited_env = inherited.clone();
     }
     let hub = Hub::connect(configs, START_BUDGET, forms).await;
     for (name, why) in hub.failures() {

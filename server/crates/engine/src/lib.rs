@@ -70,8 +70,8 @@ pub use rewind::{
 };
 pub use router::ModelRouter;
 pub use sandbox::{
-    Helper as SandboxHelper, layers as sandbox_layers, notice as sandbox_notice, refusals_dir,
-    self_test as sandbox_self_test, shell as sandboxed_shell, state as sandbox_state,
+    Helper as SandboxHelper, env_rules, layers as sandbox_layers, notice as sandbox_notice,
+    refusals_dir, self_test as sandbox_self_test, shell as sandboxed_shell, state as sandbox_state,
 };
 pub use session::REWIND_COMMAND;
 pub use session::{SessionHandle, SessionSettings, SessionStart, UserInput, spawn_session_with};

@@ -46,9 +46,15 @@ pub struct ServerConfig {
     pub transport: Transport,
     pub startup_timeout: Duration,
     pub tool_timeout: Duration,
+    /// What a stdio server inherits of the agent's environment (the edge leaves out
+    /// provider keys and other secrets, as for commands); its own `env` comes on top.
+    pub inherited_env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
 }
 
 pub(crate) type Client = RunningService<RoleClient, Handler>;
+
+/// One variable of an environment, as the OS has it.
+type EnvVar = (std::ffi::OsString, std::ffi::OsString);
 
 /// A server reached: its connection, tools, and what else it offers.
 pub(crate) struct Connected {
@@ -109,7 +115,9 @@ pub(crate) async fn connect(
     handler: Handler,
 ) -> Result<Connected, ConnectError> {
     let client = match &config.transport {
-        Transport::Stdio { command, args, env } => stdio(command, args, env, handler).await?,
+        Transport::Stdio { command, args, env } => {
+            stdio(command, args, (&config.inherited_env, env), handler).await?
+        }
         Transport::Http { url, headers } => {
             let http = HttpClient::new(http_client(headers)?);
             let transport = StreamableHttpClientTransport::with_client(
@@ -149,7 +157,7 @@ pub(crate) async fn connect(
 async fn stdio(
     command: &str,
     args: &[String],
-    env: &[(String, String)],
+    (inherited, env): (&[EnvVar], &[(String, String)]),
     handler: Handler,
 ) -> Result<Client, ConnectError> {
     let path = safe_path(env);
@@ -160,6 +168,8 @@ async fn stdio(
     let program = program_on(command, &path).map_err(spawn_error)?;
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(args)
+        .env_clear()
+        .envs(inherited.iter().cloned())
         .envs(env.iter().cloned())
         .env("PATH", &path)
         .kill_on_drop(true);
