@@ -10,7 +10,7 @@ use talaria_harness::binary::workspace_bin;
 
 use crate::support::*;
 
-fn fixture(name: &str, args: &[&str], log: Option<&std::path::Path>) -> Value {
+pub(crate) fn fixture(name: &str, args: &[&str], log: Option<&std::path::Path>) -> Value {
     let env: Vec<Value> = log
         .map(|path| vec![json!({"name": "MCP_FIXTURE_LOG", "value": path.display().to_string()})])
         .unwrap_or_default();
@@ -22,7 +22,7 @@ fn fixture(name: &str, args: &[&str], log: Option<&std::path::Path>) -> Value {
     })
 }
 
-async fn session_with_servers(
+pub(crate) async fn session_with_servers(
     env: &TestEnv,
     servers: Vec<Value>,
 ) -> (talaria_harness::AgentProcess, String, Vec<Value>) {
@@ -30,7 +30,7 @@ async fn session_with_servers(
 }
 
 /// A session given `servers` by a client with `capabilities`.
-async fn session_with_servers_and(
+pub(crate) async fn session_with_servers_and(
     env: &TestEnv,
     servers: Vec<Value>,
     capabilities: Value,
@@ -52,7 +52,7 @@ async fn session_with_servers_and(
 }
 
 /// Sends a prompt, allows every permission question, and returns the response and updates.
-async fn prompt_allowing(
+pub(crate) async fn prompt_allowing(
     agent: &mut talaria_harness::AgentProcess,
     session: &str,
     text: &str,

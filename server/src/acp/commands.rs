@@ -21,6 +21,8 @@ pub struct SessionCommands {
     pub mcp: Arc<talaria_mcp::Hub>,
     /// The model takes images (a prompt's images reach it as images).
     pub images_allowed: bool,
+    /// The client shows forms (a prompt's missing arguments are asked in one).
+    pub forms: bool,
 }
 
 impl std::fmt::Debug for SessionCommands {
@@ -115,6 +117,13 @@ impl SessionCommands {
                 "The MCP prompt {prompt} of {server} needs: {}",
                 names.join(", ")
             );
+            if !self.forms {
+                return Expansion::Failed(format!(
+                    "{message}: give them after the command (/{} {})",
+                    command.name,
+                    names.join(" ")
+                ));
+            }
             let schema = prompts::form_schema(&missing);
             match asking
                 .questions

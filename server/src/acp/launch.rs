@@ -168,6 +168,7 @@ impl Agent {
                 skills: stores.clone(),
                 mcp: hub.clone(),
                 images_allowed: config.supports_images,
+                forms: self.client_caps.elicitation_form,
             })),
             sizing,
             ..start

@@ -16,6 +16,14 @@ pub const START_BUDGET: Duration = Duration::from_secs(5);
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
 const TOOL_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// A client's HTTP headers as name and value.
+fn pairs(headers: &[acp::HttpHeader]) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .map(|h| (h.name.clone(), h.value.clone()))
+        .collect()
+}
+
 fn from_client(server: &acp::McpServer) -> Option<ServerConfig> {
     let (name, transport) = match server {
         acp::McpServer::Stdio(stdio) => (
@@ -34,22 +42,14 @@ fn from_client(server: &acp::McpServer) -> Option<ServerConfig> {
             sse.name.clone(),
             Transport::Sse {
                 url: sse.url.clone(),
-                headers: sse
-                    .headers
-                    .iter()
-                    .map(|h| (h.name.clone(), h.value.clone()))
-                    .collect(),
+                headers: pairs(&sse.headers),
             },
         ),
         acp::McpServer::Http(http) => (
             http.name.clone(),
             Transport::Http {
                 url: http.url.clone(),
-                headers: http
-                    .headers
-                    .iter()
-                    .map(|h| (h.name.clone(), h.value.clone()))
-                    .collect(),
+                headers: pairs(&http.headers),
             },
         ),
         _ => return None,

@@ -7,9 +7,18 @@
 //! answer, or answers at once that it could not ask when the client has no elicitation). With
 //! `--hang` it never answers `initialize`; with `--exit` it exits at once. Its pid (over stdio)
 //! and every message it receives are appended to the file named by `MCP_FIXTURE_LOG`, when
-//! set.
+//! set. With `--offers` it also has resources, a template, subscriptions and a prompt (see
+//! `mcp_fixture_offers.rs`), and a `weird {}` tool that writes a line that is not JSON before
+//! answering with a content type nobody knows.
+
+#[path = "../mcp_fixture_offers.rs"]
+mod offers;
 
 use std::io::{BufRead, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Started with `--offers`.
+static OFFERS: AtomicBool = AtomicBool::new(false);
 
 use serde_json::{Value, json};
 
@@ -32,7 +41,7 @@ fn log(message: &str) {
 
 fn tools() -> Value {
     let object = |properties: Value, required: Value| json!({"type": "object", "properties": properties, "required": required});
-    json!({"tools": [
+    let mut tools = json!({"tools": [
         {"name": "echo", "description": "Echo the text back.", "inputSchema": object(json!({"text": {"type": "string", "maxLength": 40}}), json!(["text"])),
          "annotations": {"readOnlyHint": true}},
         {"name": "picture", "description": "A caption and a picture.", "inputSchema": object(json!({}), json!([]))},
@@ -40,7 +49,13 @@ fn tools() -> Value {
         {"name": "slow", "description": "Takes 30 seconds.", "inputSchema": object(json!({}), json!([]))},
         {"name": "crash", "description": "Exits the server.", "inputSchema": object(json!({}), json!([]))},
         {"name": "ask", "description": "Asks the user for a colour.", "inputSchema": object(json!({}), json!([]))}
-    ]})
+    ]});
+    if OFFERS.load(Ordering::Relaxed)
+        && let Some(list) = tools["tools"].as_array_mut()
+    {
+        list.push(json!({"name": "weird", "description": "Garbles a line, then answers oddly.", "inputSchema": object(json!({}), json!([]))}));
+    }
+    tools
 }
 
 fn call(name: &str, args: &Value) -> Value {
@@ -52,6 +67,12 @@ fn call(name: &str, args: &Value) -> Value {
             {"type": "text", "text": "a red dot"},
             {"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgo="}
         ]}),
+        "weird" => {
+            let mut stdout = std::io::stdout().lock();
+            let _ = writeln!(stdout, "this line is not JSON-RPC {{");
+            let _ = stdout.flush();
+            json!({"content": [{"type": "text", "text": "odd:"}, {"type": "hologram", "data": "x"}]})
+        }
         "fail" => {
             json!({"content": [{"type": "text", "text": "the fixture refuses"}], "isError": true})
         }
@@ -80,10 +101,15 @@ fn respond(message: &Value, hang: bool) -> Option<Value> {
             } else {
                 asked
             };
-            json!({"protocolVersion": version, "capabilities": {"tools": {}},
+            json!({"protocolVersion": version, "capabilities": offers::capabilities(OFFERS.load(Ordering::Relaxed)),
                    "serverInfo": {"name": "talaria-mcp-fixture", "version": "1.0.0"}})
         }
         "ping" => json!({}),
+        _ if OFFERS.load(Ordering::Relaxed)
+            && let Some(answer) = offers::respond(&id, method, &message["params"]) =>
+        {
+            return Some(answer);
+        }
         "tools/list" => tools(),
         "tools/call" => {
             let name = message["params"]["name"].as_str().unwrap_or("");
@@ -122,6 +148,7 @@ fn main() {
         return;
     }
     let hang = args.iter().any(|a| a == "--hang");
+    OFFERS.store(args.iter().any(|a| a == "--offers"), Ordering::Relaxed);
     log(&format!("pid {}", std::process::id()));
     let mut elicitation = false;
     // The `ask` calls waiting for the client's answer, by the id of the question sent.

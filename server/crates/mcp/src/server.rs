@@ -307,6 +307,11 @@ impl Server {
             Ok(Err(error @ (ServiceError::TransportClosed | ServiceError::TransportSend(_)))) => {
                 Err(Failure::Closed(error.to_string()))
             }
+            Ok(Err(ServiceError::UnexpectedResponse)) => Err(Failure::Answered(
+                "its answer is not a valid MCP result (a malformed message, or a content type \
+                 MCP does not define)"
+                    .into(),
+            )),
             Ok(Err(error)) => Err(Failure::Answered(error.to_string())),
         }
     }
