@@ -652,3 +652,41 @@ async fn a_crashed_server_answers_restarting_at_once_and_comes_back_after_its_ba
     let report = chunks(&listed, "agent_message_chunk").concat();
     assert!(report.contains("fix: ready, 6 tools"), "{report}");
 }
+
+#[tokio::test]
+async fn an_http_server_that_drops_its_session_is_connected_again() {
+    let mut server =
+        tokio::process::Command::new(workspace_bin("talaria-harness", "talaria-mcp-fixture"))
+            .arg("--http")
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("fixture");
+    let mut lines = tokio::io::BufReader::new(server.stdout.take().expect("stdout"));
+    let mut url = String::new();
+    tokio::time::timeout(
+        WAIT,
+        tokio::io::AsyncBufReadExt::read_line(&mut lines, &mut url),
+    )
+    .await
+    .expect("in time")
+    .expect("url");
+    let env = TestEnv::new(vec![
+        MockReply::tool_call("f", "mcp__web__forget", json!({})),
+        MockReply::text(&["forgotten"]),
+        MockReply::tool_call("e", "mcp__web__echo", json!({"text": "new session"})),
+        MockReply::text(&["done"]),
+    ])
+    .await;
+    let (mut agent, session, _) = session_with_servers(
+        &env,
+        vec![json!({"type": "http", "name": "web", "url": url.trim(), "headers": []})],
+    )
+    .await;
+    let (response, _) = prompt_allowing(&mut agent, &session, "forget").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let (response, _) = prompt_allowing(&mut agent, &session, "echo").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let read = env.mock.requests()[3].body["messages"].to_string();
+    assert!(read.contains("echo: new session"), "{read}");
+}

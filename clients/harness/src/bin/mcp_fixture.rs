@@ -7,7 +7,7 @@
 //! answer, or answers at once that it could not ask when the client has no elicitation). With
 //! `--hang` it never answers `initialize`; with `--exit` it exits at once. Its pid (over stdio)
 //! and every message it receives are appended to the file named by `MCP_FIXTURE_LOG`, when
-//! set. With `--offers` it also has resources, a template, subscriptions and a prompt (see
+//! set. Over HTTP, `forget {}` drops the session (its later requests get 404). With `--offers` it also has resources, a template, subscriptions and a prompt (see
 //! `mcp_fixture_offers.rs`), and a `weird {}` tool that writes a line that is not JSON before
 //! answering with a content type nobody knows.
 
@@ -19,6 +19,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Started with `--offers`.
 static OFFERS: AtomicBool = AtomicBool::new(false);
+/// Over HTTP: the session the fixture knows now (`forget {}` starts a new one, so requests
+/// of the old one are answered 404, as a server that dropped a session answers).
+static HTTP_SESSION: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 use serde_json::{Value, json};
 
@@ -72,6 +75,10 @@ fn call(name: &str, args: &Value) -> Value {
             let _ = writeln!(stdout, "this line is not JSON-RPC {{");
             let _ = stdout.flush();
             json!({"content": [{"type": "text", "text": "odd:"}, {"type": "hologram", "data": "x"}]})
+        }
+        "forget" => {
+            HTTP_SESSION.fetch_add(1, Ordering::SeqCst);
+            json!({"content": [{"type": "text", "text": "forgot the session"}]})
         }
         "fail" => {
             json!({"content": [{"type": "text", "text": "the fixture refuses"}], "isError": true})
@@ -219,6 +226,11 @@ async fn answer_http(
     use hyper::{Method, Response, StatusCode};
 
     let method = request.method().clone();
+    let session = request
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     let body = request
         .into_body()
         .collect()
@@ -241,6 +253,10 @@ async fn answer_http(
     let Ok(message) = serde_json::from_str::<Value>(&text) else {
         return Ok(reply(StatusCode::BAD_REQUEST, String::new()));
     };
+    let current = format!("fixture-session-{}", HTTP_SESSION.load(Ordering::SeqCst));
+    if message["method"] != "initialize" && session.is_some_and(|s| s != current) {
+        return Ok(reply(StatusCode::NOT_FOUND, String::new()));
+    }
     match respond(&message, false) {
         None => Ok(reply(StatusCode::ACCEPTED, String::new())),
         Some(answer) => {
@@ -249,10 +265,9 @@ async fn answer_http(
                 "content-type",
                 hyper::header::HeaderValue::from_static("application/json"),
             );
-            response.headers_mut().insert(
-                "mcp-session-id",
-                hyper::header::HeaderValue::from_static("fixture-session"),
-            );
+            if let Ok(value) = hyper::header::HeaderValue::from_str(&current) {
+                response.headers_mut().insert("mcp-session-id", value);
+            }
             Ok(response)
         }
     }
