@@ -182,3 +182,26 @@ async fn a_garbled_line_and_an_unknown_content_type_leave_the_session_working() 
     let echoed = env.mock.requests()[3].body["messages"].to_string();
     assert!(echoed.contains("echo: still here"), "{echoed}");
 }
+
+#[tokio::test]
+async fn a_changed_list_is_listed_again() {
+    let env = TestEnv::new(vec![
+        MockReply::tool_call("l1", "mcp_resources", json!({})),
+        MockReply::tool_call("a", "mcp__fix__add", json!({})),
+        MockReply::tool_call("l2", "mcp_resources", json!({})),
+        MockReply::text(&["listed"]),
+    ])
+    .await;
+    let (mut agent, session, _) = session_with_servers(&env, vec![offering()]).await;
+    let (response, _) = prompt_allowing(&mut agent, &session, "list, add, list").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let before = env.mock.requests()[1].body["messages"].to_string();
+    assert!(before.contains("fixture://notes/today"), "{before}");
+    assert!(!before.contains("fixture://notes/added"), "{before}");
+    let after = env.mock.requests()[3].body["messages"]
+        .as_array()
+        .and_then(|m| m.last().cloned())
+        .unwrap_or_default()
+        .to_string();
+    assert!(after.contains("fixture://notes/added"), "{after}");
+}

@@ -1,8 +1,21 @@
 //! The fixture's resources and prompts, offered with `--offers`: two resources (a note, and
 //! one of 3 MB), a template (`fixture://rows/{id}`), subscriptions (a subscribe is answered,
-//! then the resource is said to have changed), and a prompt with a required argument.
+//! then the resource is said to have changed), a prompt with a required argument, and
+//! `add {}`, which adds a resource and says the list changed.
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::{Value, json};
+
+/// `add {}` was called: the list has a third resource.
+static ADDED: AtomicBool = AtomicBool::new(false);
+
+/// `add {}`: a resource more, and the client told the list changed.
+pub fn add() -> Value {
+    ADDED.store(true, Ordering::SeqCst);
+    super::send(&json!({"jsonrpc": "2.0", "method": "notifications/resources/list_changed"}));
+    json!({"content": [{"type": "text", "text": "added fixture://notes/added"}]})
+}
 
 /// The size of `fixture://huge`.
 const HUGE: usize = 3 << 20;
@@ -19,10 +32,18 @@ pub fn capabilities(offers: bool) -> Value {
 /// The answer to a resources or prompts request (`None`: not one of them).
 pub fn respond(id: &Value, method: &str, params: &Value) -> Option<Value> {
     let result = match method {
-        "resources/list" => json!({"resources": [
-            {"uri": "fixture://notes/today", "name": "today", "description": "Today's note", "mimeType": "text/plain"},
-            {"uri": "fixture://huge", "name": "huge", "mimeType": "text/plain", "size": HUGE}
-        ]}),
+        "resources/list" => {
+            let mut list = json!([
+                {"uri": "fixture://notes/today", "name": "today", "description": "Today's note", "mimeType": "text/plain"},
+                {"uri": "fixture://huge", "name": "huge", "mimeType": "text/plain", "size": HUGE}
+            ]);
+            if ADDED.load(Ordering::SeqCst)
+                && let Some(items) = list.as_array_mut()
+            {
+                items.push(json!({"uri": "fixture://notes/added", "name": "added"}));
+            }
+            json!({"resources": list})
+        }
         "resources/templates/list" => json!({"resourceTemplates": [
             {"uriTemplate": "fixture://rows/{id}", "name": "row", "description": "One row by id"}
         ]}),

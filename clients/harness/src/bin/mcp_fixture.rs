@@ -57,6 +57,7 @@ fn tools() -> Value {
         && let Some(list) = tools["tools"].as_array_mut()
     {
         list.push(json!({"name": "weird", "description": "Garbles a line, then answers oddly.", "inputSchema": object(json!({}), json!([]))}));
+        list.push(json!({"name": "add", "description": "Adds a resource.", "inputSchema": object(json!({}), json!([]))}));
     }
     tools
 }
@@ -76,6 +77,7 @@ fn call(name: &str, args: &Value) -> Value {
             let _ = stdout.flush();
             json!({"content": [{"type": "text", "text": "odd:"}, {"type": "hologram", "data": "x"}]})
         }
+        "add" => offers::add(),
         "forget" => {
             HTTP_SESSION.fetch_add(1, Ordering::SeqCst);
             json!({"content": [{"type": "text", "text": "forgot the session"}]})
