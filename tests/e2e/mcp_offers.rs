@@ -205,3 +205,38 @@ async fn a_changed_list_is_listed_again() {
         .to_string();
     assert!(after.contains("fixture://notes/added"), "{after}");
 }
+
+#[tokio::test]
+async fn a_server_whose_prompts_changed_has_its_commands_listed_again_before_the_next_turn() {
+    let env = TestEnv::new(vec![
+        MockReply::tool_call("a", "mcp__fix__add", json!({})),
+        MockReply::text(&["added"]),
+        MockReply::text(&["next"]),
+    ])
+    .await;
+    let (mut agent, session, _) = session_with_servers(&env, vec![offering()]).await;
+    let listed = |agent: &talaria_harness::AgentProcess| -> Vec<String> {
+        agent
+            .transcript
+            .iter()
+            .filter(|m| m["params"]["update"]["sessionUpdate"] == "available_commands_update")
+            .filter_map(|m| {
+                m["params"]["update"]["availableCommands"]
+                    .as_array()
+                    .cloned()
+            })
+            .next_back()
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|c| c["name"].as_str().map(str::to_string))
+            .collect()
+    };
+    assert!(!listed(&agent).contains(&"mcp:fix:added".to_string()));
+    let (response, _) = prompt_allowing(&mut agent, &session, "add").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let (response, _) = prompt(&mut agent, &session, "next").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let names = listed(&agent);
+    assert!(names.contains(&"mcp:fix:added".to_string()), "{names:?}");
+    assert!(names.contains(&"mcp:fix:review".to_string()), "{names:?}");
+}

@@ -1,7 +1,7 @@
 //! The fixture's resources and prompts, offered with `--offers`: two resources (a note, and
 //! one of 3 MB), a template (`fixture://rows/{id}`), subscriptions (a subscribe is answered,
 //! then the resource is said to have changed), a prompt with a required argument, and
-//! `add {}`, which adds a resource and says the list changed.
+//! `add {}`, which adds a resource and a prompt and says both lists changed.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -10,11 +10,12 @@ use serde_json::{Value, json};
 /// `add {}` was called: the list has a third resource.
 static ADDED: AtomicBool = AtomicBool::new(false);
 
-/// `add {}`: a resource more, and the client told the list changed.
+/// `add {}`: a resource and a prompt more, and the client told both lists changed.
 pub fn add() -> Value {
     ADDED.store(true, Ordering::SeqCst);
     super::send(&json!({"jsonrpc": "2.0", "method": "notifications/resources/list_changed"}));
-    json!({"content": [{"type": "text", "text": "added fixture://notes/added"}]})
+    super::send(&json!({"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"}));
+    json!({"content": [{"type": "text", "text": "added fixture://notes/added and the prompt added"}]})
 }
 
 /// The size of `fixture://huge`.
@@ -55,12 +56,20 @@ pub fn respond(id: &Value, method: &str, params: &Value) -> Option<Value> {
                 json!({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri}}),
             );
         }
-        "prompts/list" => json!({"prompts": [
-            {"name": "review", "description": "Review a file", "arguments": [
-                {"name": "file", "description": "The file to review", "required": true},
-                {"name": "focus", "description": "What to look at"}
-            ]}
-        ]}),
+        "prompts/list" => {
+            let mut list = json!([
+                {"name": "review", "description": "Review a file", "arguments": [
+                    {"name": "file", "description": "The file to review", "required": true},
+                    {"name": "focus", "description": "What to look at"}
+                ]}
+            ]);
+            if ADDED.load(Ordering::SeqCst)
+                && let Some(items) = list.as_array_mut()
+            {
+                items.push(json!({"name": "added", "description": "A prompt added later"}));
+            }
+            json!({"prompts": list})
+        }
         "prompts/get" => {
             let arguments = &params["arguments"];
             let Some(file) = arguments["file"].as_str() else {

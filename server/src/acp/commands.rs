@@ -7,7 +7,9 @@
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
-use talaria_engine::{Asking, CommandReply, Expansion, SlashCommand, SlashCommands, UserInput};
+use talaria_engine::{
+    Asking, Attached, CommandReply, Expansion, SlashCommand, SlashCommands, UserInput,
+};
 use talaria_mcp::prompts::{self, PromptPart};
 use talaria_record::{InputBlock, UserPart};
 use talaria_skills::SkillsContext;
@@ -56,8 +58,14 @@ impl SlashCommands for SessionCommands {
         })
     }
 
-    fn attach(&self, input: UserInput) -> BoxFuture<'_, UserInput> {
-        Box::pin(self.with_resources(input))
+    fn attach(&self, input: UserInput) -> BoxFuture<'_, Attached> {
+        Box::pin(async move {
+            let commands_changed = self.mcp.refresh_changed().await;
+            Attached {
+                input: self.with_resources(input).await,
+                commands_changed,
+            }
+        })
     }
 }
 
@@ -87,7 +95,11 @@ impl SessionCommands {
         match words.next() {
             None | Some("status") => reply(self.mcp.report()),
             Some("reconnect") => match self.mcp.reconnect(words.next()).await {
-                Ok(report) => reply(report),
+                // Its prompts may have changed with it.
+                Ok(report) => Expansion::Reply(CommandReply {
+                    text: report,
+                    commands_changed: true,
+                }),
                 Err(why) => Expansion::Failed(why.to_string()),
             },
             Some(other) => Expansion::Failed(format!(

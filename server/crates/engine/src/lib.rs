@@ -80,7 +80,9 @@ pub use session::{SessionSnapshot, spawn_session};
 pub use session_search::SessionSearch;
 pub use session_state::SessionView;
 pub use side_task::SideTaskError;
-pub use slash::{Asking, CommandReply, Expansion, PromptInput, SlashCommand, SlashCommands};
+pub use slash::{
+    Asking, Attached, CommandReply, Expansion, PromptInput, SlashCommand, SlashCommands,
+};
 pub use steering::{IdleSteer, SteerOutcome};
 pub use subagent::cancel_subagent;
 pub use system_prompt::{SessionPrompt, build as session_prompt};

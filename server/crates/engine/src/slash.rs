@@ -66,8 +66,20 @@ pub trait SlashCommands: Send + Sync + std::fmt::Debug {
     ) -> futures_util::future::BoxFuture<'a, Expansion>;
 
     /// What the turn's input becomes before the model sees it: attachments the edge can
-    /// read (an MCP resource the user linked), notes of what changed since the last turn.
-    fn attach(&self, input: UserInput) -> futures_util::future::BoxFuture<'_, UserInput> {
-        Box::pin(std::future::ready(input))
+    /// read (an MCP resource the user linked), notes of what changed since the last turn;
+    /// and whether the client's commands changed meanwhile (an MCP server's prompts).
+    fn attach(&self, input: UserInput) -> futures_util::future::BoxFuture<'_, Attached> {
+        Box::pin(std::future::ready(Attached {
+            input,
+            commands_changed: false,
+        }))
     }
+}
+
+/// A turn's input with the edge's attachments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attached {
+    pub input: UserInput,
+    /// The client's slash commands changed: they are listed to it again.
+    pub commands_changed: bool,
 }

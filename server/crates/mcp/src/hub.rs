@@ -172,6 +172,16 @@ impl Hub {
         self.named(server)?.prompt(prompt, arguments).await
     }
 
+    /// Fetches again the lists servers said changed; `true` when some server's prompts (the
+    /// client's commands) changed with them.
+    pub async fn refresh_changed(&self) -> bool {
+        let mut prompts_changed = false;
+        for server in &self.servers {
+            prompts_changed |= server.refresh_if_changed().await;
+        }
+        prompts_changed
+    }
+
     /// The resources read this session that their servers say changed since the last call:
     /// `(server, uri)`.
     pub fn take_updated(&self) -> Vec<(String, String)> {

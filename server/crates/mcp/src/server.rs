@@ -148,17 +148,31 @@ impl Server {
 
     /// The lists, fetched again first when the server said one changed.
     pub async fn catalog(&self) -> Catalog {
-        if self.notices.take_list_changed()
-            && let Some(peer) = self.peer().await
+        self.refresh_if_changed().await;
+        self.catalog_now()
+    }
+
+    /// Fetches the lists again when the server said one changed; `true` when its prompts
+    /// (the client's commands) are not what they were.
+    pub async fn refresh_if_changed(&self) -> bool {
+        if !self.notices.take_list_changed() {
+            return false;
+        }
+        let Some(peer) = self.peer().await else {
+            return false;
+        };
+        let fresh = Catalog::fetch(&self.config.name, &peer, self.offers()).await;
         {
-            let fresh = Catalog::fetch(&self.config.name, &peer, self.offers()).await;
             let mut status = lock(&self.status);
             status.resources = fresh.resources.len();
             status.templates = fresh.templates.len();
             status.prompts = fresh.prompts.len();
-            *lock(&self.catalog) = fresh;
         }
-        self.catalog_now()
+        let names = |catalog: &Catalog| -> Vec<String> {
+            catalog.prompts.iter().map(|p| p.name.clone()).collect()
+        };
+        let old = std::mem::replace(&mut *lock(&self.catalog), fresh);
+        names(&old) != names(&self.catalog_now())
     }
 
     /// A peer to send to, the server restarted first when it died (and the backoff allows).

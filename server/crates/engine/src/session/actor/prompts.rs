@@ -57,12 +57,17 @@ impl SessionActor {
         work.follow(commands.expand(command, asking)).await
     }
 
-    /// The input with what the edge attaches to it (see [`SlashCommands::attach`]).
+    /// The input with what the edge attaches to it (see [`SlashCommands::attach`]); the
+    /// client is sent its commands again when they changed.
     async fn attached(&self, input: UserInput) -> UserInput {
-        match self.commands.clone() {
-            Some(commands) => commands.attach(input).await,
-            None => input,
+        let Some(commands) = self.commands.clone() else {
+            return input;
+        };
+        let attached = commands.attach(input).await;
+        if attached.commands_changed {
+            let _ = self.events.send(EngineEvent::CommandsChanged).await;
         }
+        attached.input
     }
 
     pub(super) async fn prompt(
