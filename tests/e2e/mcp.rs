@@ -10,6 +10,27 @@ use talaria_harness::binary::workspace_bin;
 
 use crate::support::*;
 
+/// The fixture over streamable HTTP: its process (killed when dropped) and its URL.
+async fn http_fixture() -> (tokio::process::Child, String) {
+    let mut server =
+        tokio::process::Command::new(workspace_bin("talaria-harness", "talaria-mcp-fixture"))
+            .arg("--http")
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("fixture");
+    let mut lines = tokio::io::BufReader::new(server.stdout.take().expect("stdout"));
+    let mut url = String::new();
+    tokio::time::timeout(
+        WAIT,
+        tokio::io::AsyncBufReadExt::read_line(&mut lines, &mut url),
+    )
+    .await
+    .expect("in time")
+    .expect("url");
+    (server, url)
+}
+
 pub(crate) fn fixture(name: &str, args: &[&str], log: Option<&std::path::Path>) -> Value {
     let env: Vec<Value> = log
         .map(|path| vec![json!({"name": "MCP_FIXTURE_LOG", "value": path.display().to_string()})])
@@ -395,22 +416,7 @@ async fn cancel_during_a_long_call_ends_the_turn_and_tells_the_server() {
 
 #[tokio::test]
 async fn a_server_over_streamable_http_is_called_end_to_end() {
-    let mut server =
-        tokio::process::Command::new(workspace_bin("talaria-harness", "talaria-mcp-fixture"))
-            .arg("--http")
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("fixture");
-    let mut lines = tokio::io::BufReader::new(server.stdout.take().expect("stdout"));
-    let mut url = String::new();
-    tokio::time::timeout(
-        WAIT,
-        tokio::io::AsyncBufReadExt::read_line(&mut lines, &mut url),
-    )
-    .await
-    .expect("in time")
-    .expect("url");
+    let (_server, url) = http_fixture().await;
     let env = TestEnv::new(vec![
         MockReply::tool_call("e", "mcp__web__echo", json!({"text": "over http"})),
         MockReply::text(&["done"]),
@@ -655,22 +661,7 @@ async fn a_crashed_server_answers_restarting_at_once_and_comes_back_after_its_ba
 
 #[tokio::test]
 async fn an_http_server_that_drops_its_session_is_connected_again() {
-    let mut server =
-        tokio::process::Command::new(workspace_bin("talaria-harness", "talaria-mcp-fixture"))
-            .arg("--http")
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("fixture");
-    let mut lines = tokio::io::BufReader::new(server.stdout.take().expect("stdout"));
-    let mut url = String::new();
-    tokio::time::timeout(
-        WAIT,
-        tokio::io::AsyncBufReadExt::read_line(&mut lines, &mut url),
-    )
-    .await
-    .expect("in time")
-    .expect("url");
+    let (_server, url) = http_fixture().await;
     let env = TestEnv::new(vec![
         MockReply::tool_call("f", "mcp__web__forget", json!({})),
         MockReply::text(&["forgotten"]),

@@ -96,7 +96,7 @@ impl Hub {
             .iter()
             .filter(|s| s.offers().resources)
             .collect();
-        if let Some(server) = offering.iter().find(|s| s.catalog_now().claims(uri)) {
+        if let Some(server) = offering.iter().find(|s| s.claims(uri)) {
             return Ok(server);
         }
         match offering.as_slice() {
@@ -116,7 +116,7 @@ impl Hub {
     pub fn claims(&self, uri: &str) -> bool {
         self.servers
             .iter()
-            .any(|s| s.offers().resources && s.catalog_now().claims(uri))
+            .any(|s| s.offers().resources && s.claims(uri))
     }
 
     /// Reads a resource: the server's name and the contents it sent.
@@ -133,14 +133,7 @@ impl Hub {
     pub fn prompt_commands(&self) -> Vec<PromptCommand> {
         self.servers
             .iter()
-            .flat_map(|s| {
-                let name = s.config.name.clone();
-                s.catalog_now()
-                    .prompts
-                    .iter()
-                    .map(|p| PromptCommand::of(&name, p))
-                    .collect::<Vec<_>>()
-            })
+            .flat_map(|s| s.prompt_commands())
             .collect()
     }
 

@@ -146,6 +146,20 @@ impl Server {
         lock(&self.catalog).clone()
     }
 
+    /// Whether the lists as last fetched hold `uri` (without copying them).
+    pub fn claims(&self, uri: &str) -> bool {
+        lock(&self.catalog).claims(uri)
+    }
+
+    /// The prompts as last fetched, as slash commands.
+    pub fn prompt_commands(&self) -> Vec<crate::prompts::PromptCommand> {
+        lock(&self.catalog)
+            .prompts
+            .iter()
+            .map(|p| crate::prompts::PromptCommand::of(&self.config.name, p))
+            .collect()
+    }
+
     /// The lists, fetched again first when the server said one changed.
     pub async fn catalog(&self) -> Catalog {
         self.refresh_if_changed().await;
@@ -171,8 +185,9 @@ impl Server {
         let names = |catalog: &Catalog| -> Vec<String> {
             catalog.prompts.iter().map(|p| p.name.clone()).collect()
         };
+        let new_names = names(&fresh);
         let old = std::mem::replace(&mut *lock(&self.catalog), fresh);
-        names(&old) != names(&self.catalog_now())
+        names(&old) != new_names
     }
 
     /// A peer to send to, the server restarted first when it died (and the backoff allows).
