@@ -34,6 +34,8 @@ pub struct ClientCaps {
     pub compaction: bool,
     /// The client shows forms (`elicitation/create` in form mode).
     pub elicitation_form: bool,
+    /// The client sends the user to an address (`elicitation/create` in URL mode).
+    pub elicitation_url: bool,
     /// The client shows subagents as sessions of their own.
     pub subagents: bool,
     /// The client takes plan operations (`plan_update`, `plan_removed`).
@@ -63,6 +65,7 @@ impl ClientCaps {
                 .as_ref()
                 .is_some_and(|s| s.compaction.is_some()),
             elicitation_form: caps.elicitation.as_ref().is_some_and(|e| e.form.is_some()),
+            elicitation_url: caps.elicitation.as_ref().is_some_and(|e| e.url.is_some()),
             subagents: caps.subagents.is_some(),
             plans: caps.plan.is_some(),
             booleans: caps

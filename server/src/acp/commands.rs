@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 use talaria_engine::{
-    Asking, Attached, CommandReply, Expansion, SlashCommand, SlashCommands, UserInput,
+    Asking, Attached, CommandReply, Expansion, SlashCommand, SlashCommands, ToolsetChange,
+    UserInput,
 };
 use talaria_mcp::prompts::{self, PromptPart};
 use talaria_record::{InputBlock, UserPart};
@@ -25,7 +26,13 @@ pub struct SessionCommands {
     pub images_allowed: bool,
     /// The client shows forms (a prompt's missing arguments are asked in one).
     pub forms: bool,
+    /// Makes new tools the session's (its toolsets kept, its tape wrapped round them).
+    pub shape_tools: ToolShaper,
 }
+
+/// What a session does to tools before it offers them (see [`SessionCommands::shape_tools`]).
+pub type ToolShaper =
+    Arc<dyn Fn(talaria_tools::Registry) -> talaria_tools::Registry + Send + Sync>;
 
 impl std::fmt::Debug for SessionCommands {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -61,9 +68,25 @@ impl SlashCommands for SessionCommands {
     fn attach(&self, input: UserInput) -> BoxFuture<'_, Attached> {
         Box::pin(async move {
             let commands_changed = self.mcp.refresh_changed().await;
+            let toolsets = self
+                .mcp
+                .take_changed_tools()
+                .into_iter()
+                .map(|(toolset, tools)| {
+                    let mut registry = talaria_tools::Registry::new();
+                    for tool in tools {
+                        registry.register(tool);
+                    }
+                    ToolsetChange {
+                        toolset,
+                        tools: (self.shape_tools)(registry),
+                    }
+                })
+                .collect();
             Attached {
                 input: self.with_resources(input).await,
                 commands_changed,
+                toolsets,
             }
         })
     }

@@ -93,6 +93,7 @@ where
         client_caps: client_bridge::ClientCaps::default(),
         config_warned: false,
         outbox: Vec::new(),
+        after_answer: Vec::new(),
         sessions: HashMap::new(),
         router: None,
         registry: talaria_tools::builtin_registry(),
@@ -248,6 +249,9 @@ impl Agent {
             if let Some(session) = self.sessions.get(notification.session_id.0.as_ref()) {
                 session.write_later(notification.update);
             }
+        }
+        for start in std::mem::take(&mut self.after_answer) {
+            start();
         }
     }
 

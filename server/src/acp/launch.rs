@@ -148,6 +148,7 @@ impl Agent {
         let mut tools = self.session_tools();
         tools.tape = tape;
         let registry = tools.registry(config, &stores, &ready.mcp.0);
+        let shape_tools = tools.shaper(config);
         let Ready {
             config,
             system_prompt,
@@ -169,6 +170,7 @@ impl Agent {
                 mcp: hub.clone(),
                 images_allowed: config.supports_images,
                 forms: self.client_caps.elicitation_form,
+                shape_tools,
             })),
             sizing,
             ..start
@@ -191,6 +193,16 @@ impl Agent {
         self.outbox
             .push(SessionNotification::new(session_id.clone(), commands));
         self.first_notices(&session_id, &config, &shell, mcp_warnings);
+        let sign_in = Arc::new(super::mcp_sign_in::ClientSignIn::new(
+            self.peer.clone(),
+            session_id.clone(),
+            self.client_caps.elicitation_url,
+            self.client_caps.notices,
+        ));
+        let signing_hub = hub.clone();
+        // After the answer: the client knows the session before it is asked anything of it.
+        self.after_answer
+            .push(Box::new(move || signing_hub.offer_sign_in(sign_in)));
         let live = LiveSession {
             handle,
             updates,
@@ -421,17 +433,27 @@ impl SessionTools {
                 journal.clone(),
             )));
         }
-        let registry = match &config.toolsets {
-            Some(toolsets) => {
-                let names: Vec<&str> = toolsets.iter().map(String::as_str).collect();
-                registry.with_toolsets(&names)
+        (self.shaper(config))(registry)
+    }
+
+    /// What is done to the session's tools before they are offered: narrowed to the
+    /// configured toolsets, and put through the tape of a recorded or replayed session.
+    fn shaper(&self, config: &Config) -> commands::ToolShaper {
+        let toolsets = config.toolsets.clone();
+        let tape = self.tape.clone();
+        Arc::new(move |registry: talaria_tools::Registry| {
+            let registry = match &toolsets {
+                Some(toolsets) => {
+                    let names: Vec<&str> = toolsets.iter().map(String::as_str).collect();
+                    registry.with_toolsets(&names)
+                }
+                None => registry,
+            };
+            match &tape {
+                Some(tape) => tape.wrap(&registry),
+                None => registry,
             }
-            None => registry,
-        };
-        match &self.tape {
-            Some(tape) => tape.wrap(&registry),
-            None => registry,
-        }
+        })
     }
 }
 

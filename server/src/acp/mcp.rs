@@ -15,6 +15,10 @@ use talaria_protocol::acp;
 pub const START_BUDGET: Duration = Duration::from_secs(5);
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
 const TOOL_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long the user has to sign in to a server.
+const SIGN_IN_TIMEOUT: Duration = Duration::from_secs(600);
+/// Where sign-ins are kept, under the home (hidden from commands with the rest of it).
+pub const SIGN_IN_FOLDER: &str = "mcp-auth";
 
 /// A client's HTTP headers as name and value.
 fn pairs(headers: &[acp::HttpHeader]) -> Vec<(String, String)> {
@@ -60,6 +64,7 @@ fn from_client(server: &acp::McpServer) -> Option<ServerConfig> {
         startup_timeout: STARTUP_TIMEOUT,
         tool_timeout: TOOL_TIMEOUT,
         inherited_env: Vec::new(),
+        auth: None,
     })
 }
 
@@ -108,6 +113,20 @@ fn from_config(entry: &McpServerEntry) -> ServerConfig {
             .tool_timeout_secs
             .map_or(TOOL_TIMEOUT, Duration::from_secs),
         inherited_env: Vec::new(),
+        auth: None,
+    }
+}
+
+/// How a session signs in to an HTTP server that asks for it: kept in the user's own
+/// folder under the home, with the client and scopes configured for the server's name.
+fn auth_settings(name: &str, config: &Config) -> talaria_mcp::oauth::AuthSettings {
+    let entry = config.mcp_servers.iter().find(|e| e.name == name);
+    talaria_mcp::oauth::AuthSettings {
+        store: talaria_mcp::oauth::TokenStore::new(config.home.join(SIGN_IN_FOLDER)),
+        client_id: entry.and_then(|e| e.oauth_client_id.clone()),
+        client_secret: None,
+        scope: entry.and_then(|e| e.oauth_scope.clone()),
+        timeout: SIGN_IN_TIMEOUT,
     }
 }
 
@@ -138,6 +157,9 @@ pub async fn connect(
     let inherited = talaria_engine::env_rules(config).apply(std::env::vars_os());
     for server in &mut configs {
         server.inherited_env = inherited.clone();
+        if matches!(server.transport, Transport::Http { .. }) {
+            server.auth = Some(auth_settings(&server.name, config));
+        }
     }
     let hub = Hub::connect(configs, START_BUDGET, forms).await;
     for (name, why) in hub.failures() {

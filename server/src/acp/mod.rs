@@ -25,6 +25,7 @@ mod launch;
 mod lifecycle;
 mod logout;
 mod mcp;
+mod mcp_sign_in;
 mod plan_updates;
 mod prompt;
 mod prompt_input;
@@ -119,6 +120,8 @@ struct Agent {
     config_warned: bool,
     /// Notifications to send after the current request's answer.
     outbox: Vec<SessionNotification>,
+    /// What to start after the current request's answer (and its notifications) is sent.
+    after_answer: Vec<Box<dyn FnOnce() + Send>>,
     sessions: HashMap<String, LiveSession>,
     router: Option<RouterCache>,
     registry: talaria_tools::Registry,

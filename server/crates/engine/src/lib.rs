@@ -82,6 +82,7 @@ pub use session_state::SessionView;
 pub use side_task::SideTaskError;
 pub use slash::{
     Asking, Attached, CommandReply, Expansion, PromptInput, SlashCommand, SlashCommands,
+    ToolsetChange,
 };
 pub use steering::{IdleSteer, SteerOutcome};
 pub use subagent::cancel_subagent;

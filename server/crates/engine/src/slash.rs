@@ -72,14 +72,25 @@ pub trait SlashCommands: Send + Sync + std::fmt::Debug {
         Box::pin(std::future::ready(Attached {
             input,
             commands_changed: false,
+            toolsets: Vec::new(),
         }))
     }
 }
 
 /// A turn's input with the edge's attachments.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Attached {
     pub input: UserInput,
     /// The client's slash commands changed: they are listed to it again.
     pub commands_changed: bool,
+    /// Toolsets whose tools changed (an MCP server signed in to, reconnected, or whose
+    /// tool list changed): each replaces the session's tools of that toolset from this turn.
+    pub toolsets: Vec<ToolsetChange>,
+}
+
+/// A toolset's tools now.
+#[derive(Debug, Clone)]
+pub struct ToolsetChange {
+    pub toolset: String,
+    pub tools: talaria_tools::Registry,
 }

@@ -118,6 +118,8 @@ pub fn template_matches(template: &str, uri: &str) -> bool {
 pub struct Notices {
     /// A list changed: the catalog is fetched again before it is next used.
     pub lists_changed: AtomicBool,
+    /// The tool list changed: it is fetched again, and the session's tools with it.
+    pub tools_changed: AtomicBool,
     /// Resources read and subscribed to.
     subscribed: Mutex<BTreeSet<String>>,
     /// Subscribed resources the server says changed since the last look.
@@ -132,6 +134,15 @@ impl Notices {
     /// Whether the lists must be fetched again (and from now on, not).
     pub fn take_list_changed(&self) -> bool {
         self.lists_changed.swap(false, Ordering::SeqCst)
+    }
+
+    pub fn tools_changed(&self) {
+        self.tools_changed.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the tools must be fetched again (and from now on, not).
+    pub fn take_tools_changed(&self) -> bool {
+        self.tools_changed.swap(false, Ordering::SeqCst)
     }
 
     /// Notes a subscription; `false` when there already was one.

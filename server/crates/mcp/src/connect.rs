@@ -16,6 +16,7 @@ use rmcp::{RoleClient, ServiceExt};
 use crate::catalog::{Catalog, Offers};
 use crate::elicit::Handler;
 use crate::http::HttpClient;
+use crate::oauth::Credentials;
 use crate::sse::SseTransport;
 
 /// How to reach a server.
@@ -49,6 +50,8 @@ pub struct ServerConfig {
     /// What a stdio server inherits of the agent's environment (the edge leaves out
     /// provider keys and other secrets, as for commands); its own `env` comes on top.
     pub inherited_env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
+    /// How to sign in to an HTTP server that asks for it (`None`: a 401 is a failure).
+    pub auth: Option<crate::oauth::AuthSettings>,
 }
 
 pub(crate) type Client = RunningService<RoleClient, Handler>;
@@ -113,13 +116,14 @@ fn program_on(command: &str, path: &std::ffi::OsStr) -> std::io::Result<std::pat
 pub(crate) async fn connect(
     config: &ServerConfig,
     handler: Handler,
+    credentials: Option<&Arc<Credentials>>,
 ) -> Result<Connected, ConnectError> {
     let client = match &config.transport {
         Transport::Stdio { command, args, env } => {
             stdio(command, args, (&config.inherited_env, env), handler).await?
         }
         Transport::Http { url, headers } => {
-            let http = HttpClient::new(http_client(headers)?);
+            let http = HttpClient::new(http_client(headers)?, credentials.cloned());
             let transport = StreamableHttpClientTransport::with_client(
                 http.clone(),
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()),
@@ -129,6 +133,16 @@ pub(crate) async fn connect(
                 Err(e) if http.looks_sse_only() => {
                     tracing::info!(server = %config.name, "{url} answered as an HTTP+SSE server does ({e}): connecting over HTTP+SSE");
                     sse(url, http.client, handler).await?
+                }
+                Err(_) if http.needs_sign_in() => {
+                    return Err(match credentials {
+                        Some(_) => ConnectError::NeedsSignIn,
+                        None => ConnectError::Handshake {
+                            with: Some(url.to_string()),
+                            detail: "it asks for sign-in (401), and this session cannot sign in"
+                                .into(),
+                        },
+                    });
                 }
                 Err(e) => {
                     return Err(ConnectError::Handshake {
@@ -245,6 +259,8 @@ pub(crate) enum ConnectError {
     Sse(String),
     #[error("listing its tools failed: {0}")]
     ListTools(String),
+    #[error("it needs sign-in")]
+    NeedsSignIn,
 }
 
 #[cfg(test)]

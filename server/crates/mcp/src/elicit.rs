@@ -120,6 +120,10 @@ impl ClientHandler for Handler {
         self.notices.list_changed();
     }
 
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.notices.tools_changed();
+    }
+
     async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.notices.list_changed();
     }

@@ -14,24 +14,59 @@ use rmcp::transport::streamable_http_client::{
 };
 use sse_stream::{Error as SseError, Sse, SseStream};
 
+use crate::oauth::{Challenge, Credentials};
+
 const SESSION_HEADER: &str = "mcp-session-id";
 const EVENT_STREAM: &str = "text/event-stream";
 
 /// The HTTP client MCP servers are reached with.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct HttpClient {
     pub client: reqwest::Client,
     /// The status a first message (no session yet) was refused with: 400, 404 or 405 is
-    /// how a server that speaks only the older HTTP+SSE transport answers.
+    /// how a server that speaks only the older HTTP+SSE transport answers; 401 asks for
+    /// sign-in.
     pub refused: Arc<AtomicU16>,
+    /// The server's sign-in, when it has one: its token goes on every request.
+    pub auth: Option<Arc<Credentials>>,
 }
 
 impl HttpClient {
-    pub fn new(client: reqwest::Client) -> Self {
+    pub fn new(client: reqwest::Client, auth: Option<Arc<Credentials>>) -> Self {
         Self {
             client,
             refused: Arc::new(AtomicU16::new(0)),
+            auth,
         }
+    }
+
+    /// Whether the server asked for sign-in before any session.
+    pub fn needs_sign_in(&self) -> bool {
+        self.refused.load(Ordering::SeqCst) == 401
+    }
+
+    /// The token to send: the sign-in's (refreshed when due), else the one `rmcp` gives.
+    async fn bearer(&self, given: Option<String>) -> Option<String> {
+        match &self.auth {
+            Some(auth) => auth.bearer().await.or(given),
+            None => given,
+        }
+    }
+
+    /// A 401: the token to try once more with, when the sign-in has a fresh one.
+    async fn after_refusal(
+        &self,
+        response: &reqwest::Response,
+        sent: Option<&str>,
+    ) -> Option<String> {
+        let auth = self.auth.as_ref()?;
+        let challenge = response
+            .headers()
+            .get(reqwest::header::WWW_AUTHENTICATE)
+            .and_then(|v| v.to_str().ok())
+            .map(Challenge::parse)
+            .unwrap_or_default();
+        auth.refused(sent, challenge).await
     }
 
     /// Whether the server answered the first message as an SSE-only server does.
@@ -76,6 +111,39 @@ fn sse_of(
     SseStream::from_bytes_stream(response.bytes_stream()).boxed()
 }
 
+/// A successful POST's answer: an event stream, one JSON message, or nothing.
+async fn answer_of(
+    response: reqwest::Response,
+) -> Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Error>> {
+    let session = response
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let content_type = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    match content_type.as_deref() {
+        Some(kind) if kind.starts_with(EVENT_STREAM) => {
+            Ok(StreamableHttpPostResponse::Sse(sse_of(response), session))
+        }
+        Some(kind) if kind.starts_with("application/json") => {
+            let body = response
+                .bytes()
+                .await
+                .map_err(StreamableHttpError::Client)?;
+            let message: ServerJsonRpcMessage = serde_json::from_slice(&body)?;
+            Ok(StreamableHttpPostResponse::Json(message, session))
+        }
+        _ if response.content_length() == Some(0) => Ok(StreamableHttpPostResponse::Accepted),
+        other => Err(StreamableHttpError::UnexpectedContentType(
+            other.map(str::to_string),
+        )),
+    }
+}
+
 impl StreamableHttpClient for HttpClient {
     type Error = reqwest::Error;
 
@@ -88,51 +156,43 @@ impl StreamableHttpClient for HttpClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
         let first = session_id.is_none();
-        let request = self
-            .client
-            .post(uri.as_ref())
-            .header(ACCEPT, format!("application/json, {EVENT_STREAM}"))
-            .header(CONTENT_TYPE, "application/json")
-            .body(serde_json::to_vec(&message)?);
-        let request = with_headers(request, session_id.as_deref(), auth_header, custom_headers);
-        let response = request.send().await.map_err(StreamableHttpError::Client)?;
+        let body = serde_json::to_vec(&message)?;
+        let mut bearer = self.bearer(auth_header).await;
+        let mut retried = false;
+        let response = loop {
+            let request = self
+                .client
+                .post(uri.as_ref())
+                .header(ACCEPT, format!("application/json, {EVENT_STREAM}"))
+                .header(CONTENT_TYPE, "application/json")
+                .body(body.clone());
+            let request = with_headers(
+                request,
+                session_id.as_deref(),
+                bearer.clone(),
+                custom_headers.clone(),
+            );
+            let response = request.send().await.map_err(StreamableHttpError::Client)?;
+            if response.status() == reqwest::StatusCode::UNAUTHORIZED && !retried {
+                retried = true;
+                if let Some(fresh) = self.after_refusal(&response, bearer.as_deref()).await {
+                    bearer = Some(fresh);
+                    continue;
+                }
+            }
+            break response;
+        };
         if response.status() == reqwest::StatusCode::ACCEPTED {
             return Ok(StreamableHttpPostResponse::Accepted);
         }
         if !response.status().is_success() {
-            if first {
+            if first || response.status() == reqwest::StatusCode::UNAUTHORIZED {
                 self.refused
                     .store(response.status().as_u16(), Ordering::SeqCst);
             }
             return Err(status_error(&response));
         }
-        let session = response
-            .headers()
-            .get(SESSION_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        let content_type = response
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        match content_type.as_deref() {
-            Some(kind) if kind.starts_with(EVENT_STREAM) => {
-                Ok(StreamableHttpPostResponse::Sse(sse_of(response), session))
-            }
-            Some(kind) if kind.starts_with("application/json") => {
-                let body = response
-                    .bytes()
-                    .await
-                    .map_err(StreamableHttpError::Client)?;
-                let message: ServerJsonRpcMessage = serde_json::from_slice(&body)?;
-                Ok(StreamableHttpPostResponse::Json(message, session))
-            }
-            _ if response.content_length() == Some(0) => Ok(StreamableHttpPostResponse::Accepted),
-            other => Err(StreamableHttpError::UnexpectedContentType(
-                other.map(str::to_string),
-            )),
-        }
+        answer_of(response).await
     }
 
     async fn delete_session(
@@ -145,7 +205,7 @@ impl StreamableHttpClient for HttpClient {
         let request = with_headers(
             self.client.delete(uri.as_ref()),
             Some(&session_id),
-            auth_header,
+            self.bearer(auth_header).await,
             custom_headers,
         );
         let response = request.send().await.map_err(StreamableHttpError::Client)?;
@@ -173,7 +233,8 @@ impl StreamableHttpClient for HttpClient {
         if let Some(last) = last_event_id {
             request = request.header("last-event-id", last);
         }
-        let request = with_headers(request, session_id.as_deref(), auth_header, custom_headers);
+        let bearer = self.bearer(auth_header).await;
+        let request = with_headers(request, session_id.as_deref(), bearer, custom_headers);
         let response = request.send().await.map_err(StreamableHttpError::Client)?;
         if response.status() == reqwest::StatusCode::METHOD_NOT_ALLOWED {
             return Err(StreamableHttpError::ServerDoesNotSupportSse);

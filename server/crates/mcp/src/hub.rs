@@ -10,27 +10,59 @@ use serde_json::Value;
 use crate::catalog::Catalog;
 use crate::connect::ServerConfig;
 use crate::prompts::PromptCommand;
+use crate::oauth::SignInPrompt;
 use crate::server::{McpCallError, Server};
+use crate::tool::McpTool;
+use tokio_util::sync::CancellationToken;
 
 /// The MCP servers of one session.
 #[derive(Default)]
 pub struct Hub {
     pub servers: Vec<Arc<Server>>,
+    /// Cancelled when the session's hub goes: sign-ins in progress stop.
+    cancel: CancellationToken,
+}
+
+impl Drop for Hub {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
 }
 
 impl Hub {
     /// Starts every server concurrently, each within `budget`; `forms`: the client can show
     /// forms, so the servers' questions are forwarded to the user.
     pub async fn connect(configs: Vec<ServerConfig>, budget: Duration, forms: bool) -> Self {
+        let cancel = CancellationToken::new();
         let started = futures_util::future::join_all(
             configs
                 .into_iter()
-                .map(|config| Server::start(config, budget, forms)),
+                .map(|config| Server::start(config, budget, forms, cancel.clone())),
         )
         .await;
         Self {
             servers: started.into_iter().map(Arc::new).collect(),
+            cancel,
         }
+    }
+
+    /// Gives the servers who shows the user where to sign in, and starts the sign-ins the
+    /// servers asked for at start.
+    pub fn offer_sign_in(&self, prompt: Arc<dyn SignInPrompt>) {
+        for server in &self.servers {
+            server.set_sign_in_prompt(prompt.clone());
+            server.begin_sign_in(false);
+        }
+    }
+
+    /// The servers whose tools changed since the last call (after a sign-in, a reconnection,
+    /// or `tools/list_changed`): each as its toolset and its tools now.
+    pub fn take_changed_tools(&self) -> Vec<(String, Vec<Arc<dyn talaria_tools::Tool>>)> {
+        self.servers
+            .iter()
+            .filter(|s| s.take_tools_changed())
+            .map(|s| (McpTool::toolset_of(&s.config.name), McpTool::of(s)))
+            .collect()
     }
 
     /// The servers that failed to start, with why.
@@ -203,6 +235,10 @@ impl Hub {
         for server in servers {
             lines.push(match server.restart().await {
                 Ok(()) => format!("- {}: reconnected", server.config.name),
+                Err(McpCallError::NeedsSignIn { .. }) if server.begin_sign_in(true) => format!(
+                    "- {}: needs sign-in; the address to sign in at was sent to you",
+                    server.config.name
+                ),
                 Err(why) => format!("- {}: {why}", server.config.name),
             });
         }
@@ -219,16 +255,16 @@ impl Hub {
             .iter()
             .map(|s| {
                 let status = s.status();
-                let mut line = format!(
-                    "- {}: {}, {} tools",
-                    status.name,
-                    if status.connected {
-                        "ready"
-                    } else {
-                        "not running"
-                    },
-                    status.tools
-                );
+                let state = if status.connected {
+                    "ready"
+                } else if status.signing_in {
+                    "waiting for sign-in"
+                } else if status.needs_sign_in {
+                    "needs sign-in"
+                } else {
+                    "not running"
+                };
+                let mut line = format!("- {}: {state}, {} tools", status.name, status.tools);
                 if s.offers().resources {
                     line.push_str(&format!(
                         ", {} resources, {} resource templates",

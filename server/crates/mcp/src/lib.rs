@@ -22,9 +22,11 @@ mod elicit;
 mod http;
 mod hub;
 mod naming;
+pub mod oauth;
 pub mod prompts;
 pub mod resources;
 mod server;
+mod signing;
 mod sse;
 mod tool;
 

@@ -2,6 +2,7 @@
 //! lists kept fresh, and a server that dies restarted with backoff (calls fail at once,
 //! "restarting", while it waits) or on `/mcp reconnect`.
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -14,9 +15,12 @@ use rmcp::{RoleClient, ServiceError};
 use serde_json::Value;
 use talaria_util::lock;
 use tokio::sync::RwLock;
+use tokio_util::sync::CancellationToken;
 
 use crate::catalog::{Catalog, Notices, Offers};
-use crate::connect::{Client, Connected, ServerConfig, connect};
+use crate::connect::{Client, ConnectError, Connected, ServerConfig, connect};
+use crate::oauth::Credentials;
+use crate::signing::SignInState;
 use crate::elicit::{Askers, Handler};
 
 /// The longest wait between restarts of a server that keeps dying.
@@ -32,6 +36,10 @@ pub struct Status {
     pub templates: usize,
     pub prompts: usize,
     pub last_error: Option<String>,
+    /// It asked for sign-in, and no sign-in has passed yet.
+    pub needs_sign_in: bool,
+    /// A sign-in is waiting for the user.
+    pub signing_in: bool,
 }
 
 /// Restarts so far, and when the next may be tried.
@@ -47,7 +55,14 @@ pub struct Server {
     client: RwLock<Option<Client>>,
     restarts: Mutex<Restarts>,
     status: Mutex<Status>,
-    pub tools: Vec<Tool>,
+    tools: Mutex<Vec<Tool>>,
+    /// The tools are not those the session was last given.
+    tools_changed: std::sync::atomic::AtomicBool,
+    /// The sign-in of an HTTP server that may ask for one.
+    pub(crate) credentials: Option<Arc<Credentials>>,
+    pub(crate) sign_in: Mutex<SignInState>,
+    /// The session's hub is gone: a sign-in in progress stops.
+    pub(crate) cancel: CancellationToken,
     offers: Mutex<Offers>,
     catalog: Mutex<Catalog>,
     notices: Arc<Notices>,
@@ -59,8 +74,19 @@ pub struct Server {
 
 impl Server {
     /// Connects within the server's start-up timeout (and `budget`, whichever is shorter).
-    pub(crate) async fn start(config: ServerConfig, budget: Duration, forms: bool) -> Self {
+    pub(crate) async fn start(
+        config: ServerConfig,
+        budget: Duration,
+        forms: bool,
+        cancel: CancellationToken,
+    ) -> Self {
         let limit = config.startup_timeout.min(budget);
+        let credentials = match (&config.transport, &config.auth) {
+            (crate::connect::Transport::Http { url, .. }, Some(auth)) => {
+                Some(Arc::new(Credentials::new(url, auth.clone())))
+            }
+            _ => None,
+        };
         let server = Self {
             status: Mutex::new(Status {
                 name: config.name.clone(),
@@ -69,18 +95,30 @@ impl Server {
             config,
             client: RwLock::new(None),
             restarts: Mutex::new(Restarts::default()),
-            tools: Vec::new(),
+            tools: Mutex::new(Vec::new()),
+            tools_changed: std::sync::atomic::AtomicBool::new(false),
+            credentials,
+            sign_in: Mutex::new(SignInState::default()),
+            cancel,
             offers: Mutex::new(Offers::default()),
             catalog: Mutex::new(Catalog::default()),
             notices: Arc::new(Notices::default()),
             askers: Arc::new(Askers::default()),
             forms,
         };
-        match tokio::time::timeout(limit, connect(&server.config, server.handler())).await {
+        let connecting = connect(
+            &server.config,
+            server.handler(),
+            server.credentials.as_ref(),
+        );
+        match tokio::time::timeout(limit, connecting).await {
             Ok(Ok(connected)) => {
-                let mut server = server;
-                server.tools = connected.tools.clone();
                 server.adopt(connected).await;
+                server.tools_changed.store(false, Ordering::SeqCst);
+                server
+            }
+            Ok(Err(ConnectError::NeedsSignIn)) => {
+                server.note_needs_sign_in();
                 server
             }
             Ok(Err(why)) => {
@@ -109,6 +147,7 @@ impl Server {
         {
             let mut status = lock(&self.status);
             status.connected = true;
+            status.needs_sign_in = false;
             status.tools = connected.tools.len();
             status.resources = connected.catalog.resources.len();
             status.templates = connected.catalog.templates.len();
@@ -116,11 +155,35 @@ impl Server {
         }
         *lock(&self.offers) = connected.offers;
         *lock(&self.catalog) = connected.catalog;
+        self.set_tools(connected.tools);
         *self.client.write().await = Some(connected.client);
+    }
+
+    /// The server's tools now; noted as changed when they differ from before.
+    fn set_tools(&self, tools: Vec<Tool>) {
+        let mut held = lock(&self.tools);
+        if *held != tools {
+            *held = tools;
+            self.tools_changed.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// The server's tools as last listed.
+    pub fn tools(&self) -> Vec<Tool> {
+        lock(&self.tools).clone()
+    }
+
+    /// Whether the tools changed since the last call (and from now on, not).
+    pub fn take_tools_changed(&self) -> bool {
+        self.tools_changed.swap(false, Ordering::SeqCst)
     }
 
     pub fn status(&self) -> Status {
         lock(&self.status).clone()
+    }
+
+    pub(crate) fn status_cell(&self) -> &Mutex<Status> {
+        &self.status
     }
 
     pub fn offers(&self) -> Offers {
@@ -131,7 +194,7 @@ impl Server {
         &self.notices
     }
 
-    fn note_error(&self, why: &str, connected: bool) {
+    pub(crate) fn note_error(&self, why: &str, connected: bool) {
         let mut status = lock(&self.status);
         status.last_error = Some(why.to_string());
         status.connected = connected;
@@ -169,6 +232,17 @@ impl Server {
     /// Fetches the lists again when the server said one changed; `true` when its prompts
     /// (the client's commands) are not what they were.
     pub async fn refresh_if_changed(&self) -> bool {
+        if self.notices.take_tools_changed()
+            && let Some(peer) = self.peer().await
+        {
+            match self.bounded(peer.list_all_tools()).await {
+                Ok(tools) => {
+                    lock(&self.status).tools = tools.len();
+                    self.set_tools(tools);
+                }
+                Err(e) => tracing::warn!(server = %self.config.name, "listing its tools again failed: {e:?}"),
+            }
+        }
         if !self.notices.take_list_changed() {
             return false;
         }
@@ -192,6 +266,9 @@ impl Server {
 
     /// A peer to send to, the server restarted first when it died (and the backoff allows).
     async fn live_peer(&self) -> Result<Peer<RoleClient>, McpCallError> {
+        if self.status().needs_sign_in {
+            return Err(self.sign_in_needed());
+        }
         let closed = match self.client.read().await.as_ref() {
             Some(client) if !client.is_transport_closed() => return Ok(client.peer().clone()),
             Some(_) => true,
@@ -247,14 +324,19 @@ impl Server {
         }
         match tokio::time::timeout(
             self.config.startup_timeout,
-            connect(&self.config, self.handler()),
+            connect(&self.config, self.handler(), self.credentials.as_ref()),
         )
         .await
         {
             Ok(Ok(connected)) => {
                 self.adopt(connected).await;
                 lock(&self.status).last_error = None;
+                *lock(&self.restarts) = Restarts::default();
                 Ok(())
+            }
+            Ok(Err(ConnectError::NeedsSignIn)) => {
+                self.note_needs_sign_in();
+                Err(self.sign_in_needed())
             }
             Ok(Err(why)) => Err(failed(why.to_string())),
             Err(_) => Err(failed(format!(
@@ -396,4 +478,6 @@ pub enum McpCallError {
     Unreachable { server: String },
     #[error("{0}")]
     NoServer(String),
+    #[error("the MCP server {server} needs sign-in: {next}")]
+    NeedsSignIn { server: String, next: String },
 }

@@ -27,10 +27,15 @@ pub struct McpTool {
 }
 
 impl McpTool {
+    /// The toolset of a server's tools.
+    pub fn toolset_of(server: &str) -> String {
+        format!("{MCP_TOOLSET_PREFIX}{server}")
+    }
+
     /// The tools a server offers.
     pub fn of(server: &Arc<Server>) -> Vec<Arc<dyn Tool>> {
         server
-            .tools
+            .tools()
             .iter()
             .map(|tool| {
                 let description = tool
@@ -46,7 +51,7 @@ impl McpTool {
                 let destructive_hint = tool.annotations.as_ref().and_then(|a| a.destructive_hint);
                 let definition = ToolDefinition {
                     name: tool_name(&server.config.name, &tool.name).into(),
-                    toolset: format!("{MCP_TOOLSET_PREFIX}{}", server.config.name).into(),
+                    toolset: Self::toolset_of(&server.config.name).into(),
                     description: format!("[MCP server {}] {description}", server.config.name)
                         .into(),
                     parameters: Value::Object((*tool.input_schema).clone()),
@@ -179,6 +184,11 @@ impl Tool for McpTool {
             };
             let result = match called {
                 Ok(result) => result,
+                Err(crate::McpCallError::NeedsSignIn { .. }) => {
+                    // Its sign-in was refused for good: the user is asked to sign in again.
+                    self.server.begin_sign_in(false);
+                    return ToolOutcome::failed(self.server.sign_in_needed());
+                }
                 Err(why) => return ToolOutcome::failed(why),
             };
             let value = serde_json::to_value(&result).unwrap_or(Value::Null);

@@ -42,6 +42,22 @@ impl Registry {
         self.tools.insert(tool.definition().name.clone(), tool);
     }
 
+    /// The tools of `toolset` are those of `tools` from now on (none when it is empty).
+    pub fn replace_toolset(&mut self, toolset: &str, tools: &Registry) {
+        self.tools
+            .retain(|_, tool| tool.definition().toolset.as_ref() != toolset);
+        for tool in tools.tools.values() {
+            if tool.definition().toolset.as_ref() == toolset {
+                self.register(tool.clone());
+            }
+        }
+    }
+
+    /// The tools, in name order.
+    pub fn tools(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
+        self.tools.values()
+    }
+
     /// A registry holding only the named tools (the rest are neither offered nor dispatched).
     #[cfg(test)]
     pub fn restricted_to(&self, names: &[&str]) -> Registry {
@@ -280,6 +296,20 @@ mod tests {
         let files = registry.with_toolsets(&["file"]);
         let names: Vec<&str> = files.definitions().map(|d| d.name.as_ref()).collect();
         assert_eq!(names, ["patch", "read_file", "search_files", "write_file"]);
+    }
+
+    #[test]
+    fn a_toolset_is_replaced_whole_and_nothing_else_moves() {
+        let mut registry = crate::builtin_registry();
+        let before = registry.definitions().count();
+        let files = registry.with_toolsets(&["file"]);
+        registry.replace_toolset("file", &Registry::new());
+        assert_eq!(registry.definitions().count(), before - 4);
+        assert!(registry.definition("read_file").is_none());
+        // Only the named toolset's tools are taken from the new set.
+        registry.replace_toolset("file", &crate::builtin_registry());
+        assert_eq!(registry.definitions().count(), before);
+        assert_eq!(files.tools().count(), 4);
     }
 
     #[tokio::test]

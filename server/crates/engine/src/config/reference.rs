@@ -488,6 +488,20 @@ pub const SETTINGS: &[Setting] = &[
         "",
         "How long one of its tool calls may take.",
     ),
+    s(
+        "mcp_servers.<name>.oauth_client_id",
+        "string",
+        "none",
+        "",
+        "For an HTTP server that asks for sign-in and whose authorization server offers no dynamic registration: the client id registered there (with a loopback redirect, `http://127.0.0.1/callback`, any port).",
+    ),
+    s(
+        "mcp_servers.<name>.oauth_scope",
+        "string",
+        "none",
+        "",
+        "The scopes to ask for at sign-in (space-separated), instead of those the server names.",
+    ),
     // The sandbox and commands' environment.
     s(
         "sandbox.mode",

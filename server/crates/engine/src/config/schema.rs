@@ -65,6 +65,11 @@ pub struct McpServerEntry {
     pub enabled: Option<bool>,
     pub startup_timeout_secs: Option<u64>,
     pub tool_timeout_secs: Option<u64>,
+    /// A client registered beforehand with the server's authorization server (for one that
+    /// offers no dynamic registration).
+    pub oauth_client_id: Option<String>,
+    /// The scopes to ask for at sign-in, instead of those the server names.
+    pub oauth_scope: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

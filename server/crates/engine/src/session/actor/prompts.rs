@@ -59,13 +59,16 @@ impl SessionActor {
 
     /// The input with what the edge attaches to it (see [`SlashCommands::attach`]); the
     /// client is sent its commands again when they changed.
-    async fn attached(&self, input: UserInput) -> UserInput {
+    async fn attached(&mut self, input: UserInput) -> UserInput {
         let Some(commands) = self.commands.clone() else {
             return input;
         };
         let attached = commands.attach(input).await;
         if attached.commands_changed {
             let _ = self.events.send(EngineEvent::CommandsChanged).await;
+        }
+        for change in attached.toolsets {
+            self.registry.replace_toolset(&change.toolset, &change.tools);
         }
         attached.input
     }
