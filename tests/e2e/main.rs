@@ -30,6 +30,7 @@ mod learning;
 mod lifecycle;
 mod local_servers;
 mod mcp;
+mod mcp_oauth;
 mod mcp_offers;
 mod message_ids;
 mod piped_input;

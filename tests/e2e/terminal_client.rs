@@ -9,7 +9,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::support::*;
 
-fn chat(env: &TestEnv, args: &[&str]) -> tokio::process::Command {
+pub(crate) fn chat(env: &TestEnv, args: &[&str]) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(workspace_bin("talaria-chat", "talaria-chat"));
     command
         .arg("--agent")

@@ -546,6 +546,9 @@ impl Chat {
     async fn on_request(&mut self, message: Value) -> anyhow::Result<()> {
         let id = message["id"].clone();
         let params = message["params"].clone();
+        if message["method"] == "elicitation/create" && params["mode"] == "url" {
+            return self.open_address(&id, &params).await;
+        }
         if message["method"] != "session/request_permission" {
             return self
                 .agent
@@ -583,6 +586,19 @@ impl Chat {
             "? Allow {title}? [y] once, [a] always, [n] no (Enter), [N] never: "
         )));
         Ok(())
+    }
+
+    /// A URL elicitation (an MCP server's sign-in): the address is printed for the user to
+    /// open, and the agent told it was shown.
+    async fn open_address(&mut self, id: &Value, params: &Value) -> anyhow::Result<()> {
+        let message = params["message"]
+            .as_str()
+            .unwrap_or("The agent asks you to open");
+        let url = params["url"].as_str().unwrap_or_default();
+        self.renderer.status(&format!(
+            "! {message}\n  Open this address in your browser: {url}"
+        ));
+        self.agent.respond(id, json!({"action": "accept"})).await
     }
 
     async fn on_input(&mut self, input: Option<Input>) -> anyhow::Result<()> {
@@ -701,7 +717,7 @@ async fn start_session(cli: &Cli) -> anyhow::Result<(AgentProcess, PathBuf, Valu
         Some(dir) => std::path::absolute(dir)?,
         None => std::env::current_dir()?,
     };
-    let initialize = json!({"protocolVersion": 1, "clientCapabilities": {"session": {"notices": {}}}, "clientInfo": {"name": "talaria-chat", "version": env!("CARGO_PKG_VERSION")}});
+    let initialize = json!({"protocolVersion": 1, "clientCapabilities": {"session": {"notices": {}}, "elicitation": {"url": {}}}, "clientInfo": {"name": "talaria-chat", "version": env!("CARGO_PKG_VERSION")}});
     let initialized = match setup_call(
         &mut agent,
         "initialize",

@@ -60,6 +60,8 @@ export interface EditorHost {
   waitForTerminalExit(params: WaitForTerminalExitRequest): Promise<WaitForTerminalExitResponse>;
   killTerminal(params: KillTerminalRequest): Promise<void>;
   releaseTerminal(params: ReleaseTerminalRequest): Promise<void>;
+  /** Offers to open `url` (an MCP server's sign-in) in the browser; whether the user went. */
+  openAddress(message: string, url: string): Promise<boolean>;
 }
 
 /** A started agent: the stream to it (or an in-process agent), and how it ends. */
@@ -210,7 +212,7 @@ export class SessionController {
             fs: { readTextFile: true, writeTextFile: true },
             terminal: true,
             // The agent's questions (`clarify`, MCP servers') are shown as forms in the chat.
-            elicitation: { form: {} },
+            elicitation: { form: {}, url: {} },
           },
           clientInfo: { name: "talaria-vscode", version: "0.1.0" },
         });
@@ -306,7 +308,11 @@ export class SessionController {
   }
 
   /** The agent asks the user something: a form in the chat (URL mode is declined). */
-  private onQuestion(params: CreateElicitationRequest): Promise<CreateElicitationResponse> {
+  private async onQuestion(params: CreateElicitationRequest): Promise<CreateElicitationResponse> {
+    if (params.mode === "url" && "url" in params && typeof params.url === "string") {
+      const went = await this.host.openAddress(params.message, params.url);
+      return { action: went ? "accept" : "decline" };
+    }
     if (params.mode !== "form" || !("requestedSchema" in params)) {
       return Promise.resolve({ action: "decline" });
     }

@@ -188,7 +188,20 @@ test("an agent's question is a form in the chat and the checked answer reaches t
   const initialize = fake.received.find((r) => r.method === "initialize")?.params as {
     clientCapabilities: { elicitation?: { form?: object } };
   };
-  assert.deepEqual(initialize.clientCapabilities.elicitation, { form: {} }, "forms are advertised");
+  assert.deepEqual(initialize.clientCapabilities.elicitation, { form: {}, url: {} }, "forms and addresses are advertised");
+});
+
+test("a sign-in address is offered to open, and the agent told whether the user went", async () => {
+  const fake = new FakeAgent();
+  const host = new RecordingHost();
+  const { controller } = controllerFor(fake, host);
+  assert.equal(await controller.prompt(text("sign in"), "sign in"), "end_turn");
+  assert.deepEqual(host.opened, [
+    { message: "Sign in to the MCP server web to use its tools.", url: "https://auth.example/authorize?state=s" },
+  ]);
+  host.goes = false;
+  assert.equal(await controller.prompt(text("sign in"), "sign in"), "end_turn");
+  assert.deepEqual(fake.questionAnswers, [{ action: "accept" }, { action: "decline" }]);
 });
 
 test("Stop cancels a question the agent is waiting on", async () => {

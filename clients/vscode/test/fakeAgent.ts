@@ -185,6 +185,17 @@ export class FakeAgent {
           this.questionAnswers.push(answer);
           return { stopReason: "end_turn" as const };
         }
+        if (text === "sign in") {
+          const answer = await client.request(methods.client.elicitation.create, {
+            sessionId: params.sessionId,
+            mode: "url",
+            elicitationId: "sign-in-1",
+            url: "https://auth.example/authorize?state=s",
+            message: "Sign in to the MCP server web to use its tools.",
+          });
+          this.questionAnswers.push(answer);
+          return { stopReason: "end_turn" as const };
+        }
         if (text === "run") {
           await update({ sessionUpdate: "tool_call", toolCallId: "t2", title: "Run make", kind: "execute", status: "in_progress" });
           const { terminalId } = await client.request(methods.client.terminal.create, {
@@ -246,6 +257,13 @@ export class RecordingHost implements EditorHost {
   async waitForTerminalExit() {
     await new Promise<void>((resolve) => (this.exitTerminal = resolve));
     return { exitCode: 0 };
+  }
+  /** The addresses the agent asked to open, and whether the user goes. */
+  readonly opened: { message: string; url: string }[] = [];
+  goes = true;
+  async openAddress(message: string, url: string) {
+    this.opened.push({ message, url });
+    return this.goes;
   }
   async killTerminal() {}
   async releaseTerminal() {}

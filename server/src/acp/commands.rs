@@ -31,8 +31,7 @@ pub struct SessionCommands {
 }
 
 /// What a session does to tools before it offers them (see [`SessionCommands::shape_tools`]).
-pub type ToolShaper =
-    Arc<dyn Fn(talaria_tools::Registry) -> talaria_tools::Registry + Send + Sync>;
+pub type ToolShaper = Arc<dyn Fn(talaria_tools::Registry) -> talaria_tools::Registry + Send + Sync>;
 
 impl std::fmt::Debug for SessionCommands {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -45,6 +45,23 @@ pub(super) struct StartContext {
     pub(super) providers: providers::ClientProviders,
 }
 
+/// The configuration checked at start-up, each problem logged once (sessions then show
+/// warnings as notices without logging them again); refusal logs of processes that are gone
+/// swept.
+async fn check_config_at_start() {
+    match load_config().await {
+        Ok(config) => {
+            for warning in &config.warnings {
+                tracing::warn!("{warning}");
+            }
+            // Refusal logs of processes that are gone.
+            let refusals = talaria_engine::refusals_dir(&config);
+            tokio::task::spawn_blocking(move || talaria_sandbox::refusals::sweep_logs(&refusals));
+        }
+        Err(error) => tracing::error!("configuration: {error}"),
+    }
+}
+
 /// Serves ACP on the given streams until the input ends.
 pub async fn serve<R, W>(
     input: R,
@@ -65,23 +82,7 @@ where
         talaria_sandbox::availability();
         talaria_tools::shell::sweep_private_tmps();
     });
-    // The configuration is checked at start-up, and each problem logged once (sessions then
-    // show warnings as notices without logging them again).
-    tokio::spawn(async {
-        match load_config().await {
-            Ok(config) => {
-                for warning in &config.warnings {
-                    tracing::warn!("{warning}");
-                }
-                // Refusal logs of processes that are gone.
-                let refusals = talaria_engine::refusals_dir(&config);
-                tokio::task::spawn_blocking(move || {
-                    talaria_sandbox::refusals::sweep_logs(&refusals)
-                });
-            }
-            Err(error) => tracing::error!("configuration: {error}"),
-        }
-    });
+    tokio::spawn(check_config_at_start());
     let (deferred, mut finished) = mpsc::unbounded_channel();
     let mut agent = Agent {
         deferred,

@@ -140,10 +140,7 @@ impl Agent {
         let (router, tape) = self.session_router(config, place, record.as_deref())?;
         let model = model.unwrap_or_else(|| config.model.clone());
         let mode = mode.unwrap_or(config.mode);
-        let mut models = config.models.clone();
-        if !models.contains(&model) {
-            models.insert(0, model.clone());
-        }
+        let models = offered_models(config, &model);
         let stores = skills::context(config, &cwd, &id);
         let mut tools = self.session_tools();
         tools.tape = tape;
@@ -193,16 +190,7 @@ impl Agent {
         self.outbox
             .push(SessionNotification::new(session_id.clone(), commands));
         self.first_notices(&session_id, &config, &shell, mcp_warnings);
-        let sign_in = Arc::new(super::mcp_sign_in::ClientSignIn::new(
-            self.peer.clone(),
-            session_id.clone(),
-            self.client_caps.elicitation_url,
-            self.client_caps.notices,
-        ));
-        let signing_hub = hub.clone();
-        // After the answer: the client knows the session before it is asked anything of it.
-        self.after_answer
-            .push(Box::new(move || signing_hub.offer_sign_in(sign_in)));
+        self.sign_in_after_answer(&session_id, hub);
         let live = LiveSession {
             handle,
             updates,
@@ -214,6 +202,19 @@ impl Agent {
         let launched = live.launched();
         self.sessions.insert(id, live);
         Ok(launched)
+    }
+
+    /// The session's MCP sign-ins start after the answer: the client knows the session
+    /// before it is asked anything of it.
+    fn sign_in_after_answer(&mut self, session_id: &acp::SessionId, hub: Arc<talaria_mcp::Hub>) {
+        let sign_in = Arc::new(super::mcp_sign_in::ClientSignIn::new(
+            self.peer.clone(),
+            session_id.clone(),
+            self.client_caps.elicitation_url,
+            self.client_caps.notices,
+        ));
+        self.after_answer
+            .push(Box::new(move || hub.offer_sign_in(sign_in)));
     }
 
     /// A session's router: the shared one, or, when it is recorded or replayed, one of its
@@ -455,6 +456,15 @@ impl SessionTools {
             }
         })
     }
+}
+
+/// The models a session offers: the configured ones, with its own first when it is not one.
+fn offered_models(config: &Config, model: &str) -> Vec<String> {
+    let mut models = config.models.clone();
+    if !models.iter().any(|m| m == model) {
+        models.insert(0, model.to_string());
+    }
+    models
 }
 
 /// What a session response says about Talaria's own state (under `_meta.talaria`).

@@ -164,9 +164,20 @@ pub async fn connect(
     let hub = Hub::connect(configs, START_BUDGET, forms).await;
     for (name, why) in hub.failures() {
         tracing::warn!(server = %name, "MCP server not started: {why}");
-        warnings.push(format!(
-            "The MCP server {name} is not available: {why}. The session works without its tools."
-        ));
+        let needs_sign_in = hub
+            .servers
+            .iter()
+            .any(|s| s.config.name == name && s.status().needs_sign_in);
+        warnings.push(if needs_sign_in {
+            format!(
+                "The MCP server {name} needs sign-in: you are shown where to sign in, and its \
+                 tools are offered once you have."
+            )
+        } else {
+            format!(
+                "The MCP server {name} is not available: {why}. The session works without its tools."
+            )
+        });
     }
     (Arc::new(hub), warnings)
 }

@@ -27,7 +27,12 @@ pub struct ClientSignIn {
 }
 
 impl ClientSignIn {
-    pub fn new(peer: Peer, session_id: acp::SessionId, url_elicitation: bool, notices: bool) -> Self {
+    pub fn new(
+        peer: Peer,
+        session_id: acp::SessionId,
+        url_elicitation: bool,
+        notices: bool,
+    ) -> Self {
         Self {
             peer,
             session_id,
@@ -68,7 +73,11 @@ impl ClientSignIn {
                 Some(agreed)
             }
             Err(error) => {
-                tracing::warn!(server, "the client did not take the sign-in address: {}", error.message);
+                tracing::warn!(
+                    server,
+                    "the client did not take the sign-in address: {}",
+                    error.message
+                );
                 None
             }
         }
@@ -85,7 +94,9 @@ impl talaria_mcp::oauth::SignInPrompt for ClientSignIn {
             }
             self.notice(
                 NoticeLevel::Warning,
-                format!("The MCP server {server} needs sign-in. Open this address to sign in: {url}"),
+                format!(
+                    "The MCP server {server} needs sign-in. Open this address to sign in: {url}"
+                ),
             )
             .await;
             true
@@ -107,7 +118,13 @@ impl talaria_mcp::oauth::SignInPrompt for ClientSignIn {
                     )
                     .await;
                 }
-                Err(why) => self.notice(NoticeLevel::Warning, format!("The MCP server {server}: {why}")).await,
+                Err(why) => {
+                    self.notice(
+                        NoticeLevel::Warning,
+                        format!("The MCP server {server}: {why}"),
+                    )
+                    .await
+                }
             }
         })
     }

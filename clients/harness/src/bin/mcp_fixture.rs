@@ -7,10 +7,13 @@
 //! answer, or answers at once that it could not ask when the client has no elicitation). With
 //! `--hang` it never answers `initialize`; with `--exit` it exits at once. Its pid (over stdio)
 //! and every message it receives are appended to the file named by `MCP_FIXTURE_LOG`, when
-//! set. Over HTTP, `forget {}` drops the session (its later requests get 404). With `--offers` it also has resources, a template, subscriptions and a prompt (see
+//! set. Over HTTP, `forget {}` drops the session (its later requests get 404); with `--oauth`
+//! it wants sign-in (see `mcp_fixture_oauth.rs`), and `revoke {}` voids every token. With `--offers` it also has resources, a template, subscriptions and a prompt (see
 //! `mcp_fixture_offers.rs`), and a `weird {}` tool that writes a line that is not JSON before
 //! answering with a content type nobody knows.
 
+#[path = "../mcp_fixture_oauth.rs"]
+mod oauth;
 #[path = "../mcp_fixture_offers.rs"]
 mod offers;
 
@@ -19,6 +22,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Started with `--offers`.
 static OFFERS: AtomicBool = AtomicBool::new(false);
+/// Started with `--oauth` (over HTTP): requests need a token (see `mcp_fixture_oauth.rs`).
+static OAUTH: AtomicBool = AtomicBool::new(false);
+/// Serving over HTTP (`--http`): the `forget` tool is listed.
+static HTTP: AtomicBool = AtomicBool::new(false);
 /// Over HTTP: the session the fixture knows now (`forget {}` starts a new one, so requests
 /// of the old one are answered 404, as a server that dropped a session answers).
 static HTTP_SESSION: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -59,6 +66,14 @@ fn tools() -> Value {
         list.push(json!({"name": "weird", "description": "Garbles a line, then answers oddly.", "inputSchema": object(json!({}), json!([]))}));
         list.push(json!({"name": "add", "description": "Adds a resource.", "inputSchema": object(json!({}), json!([]))}));
     }
+    if let Some(list) = tools["tools"].as_array_mut() {
+        if HTTP.load(Ordering::Relaxed) {
+            list.push(json!({"name": "forget", "description": "Drops the HTTP session.", "inputSchema": object(json!({}), json!([]))}));
+        }
+        if OAUTH.load(Ordering::Relaxed) {
+            list.push(json!({"name": "revoke", "description": "Revokes every token.", "inputSchema": object(json!({}), json!([]))}));
+        }
+    }
     tools
 }
 
@@ -78,6 +93,7 @@ fn call(name: &str, args: &Value) -> Value {
             json!({"content": [{"type": "text", "text": "odd:"}, {"type": "hologram", "data": "x"}]})
         }
         "add" => offers::add(),
+        "revoke" => oauth::revoke_all(),
         "forget" => {
             HTTP_SESSION.fetch_add(1, Ordering::SeqCst);
             json!({"content": [{"type": "text", "text": "forgot the session"}]})
@@ -153,6 +169,8 @@ fn main() {
         std::process::exit(3);
     }
     if args.iter().any(|a| a == "--http") {
+        OAUTH.store(args.iter().any(|a| a == "--oauth"), Ordering::Relaxed);
+        HTTP.store(true, Ordering::Relaxed);
         serve_http();
         return;
     }
@@ -228,6 +246,16 @@ async fn answer_http(
     use hyper::{Method, Response, StatusCode};
 
     let method = request.method().clone();
+    let path = request
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_default();
+    let authorization = request
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     let session = request
         .headers()
         .get("mcp-session-id")
@@ -244,6 +272,24 @@ async fn answer_http(
         *response.status_mut() = status;
         response
     };
+    if OAUTH.load(Ordering::Relaxed) {
+        let text = String::from_utf8_lossy(&body);
+        let answer = oauth::route(method.as_str(), &path, &text)
+            .map(Err)
+            .unwrap_or_else(|| oauth::check(authorization.as_deref()));
+        if let Err((status, headers, body)) = answer {
+            let mut response = reply(
+                StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+                body,
+            );
+            for (name, value) in headers {
+                if let Ok(value) = hyper::header::HeaderValue::from_str(&value) {
+                    response.headers_mut().insert(name, value);
+                }
+            }
+            return Ok(response);
+        }
+    }
     if method == Method::GET {
         return Ok(reply(StatusCode::METHOD_NOT_ALLOWED, String::new()));
     }
@@ -296,6 +342,7 @@ fn serve_http() {
         let Ok(addr) = listener.local_addr() else {
             return;
         };
+        let _ = oauth::ORIGIN.set(format!("http://{addr}"));
         {
             let mut stdout = std::io::stdout().lock();
             let _ = writeln!(stdout, "http://{addr}/mcp");

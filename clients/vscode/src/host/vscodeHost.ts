@@ -36,6 +36,14 @@ export class VscodeHost implements EditorHost {
   private readonly terminals = new Map<string, Running>();
   private nextTerminal = 1;
 
+  /** Asks before opening an address the agent sent (an MCP server's sign-in page). */
+  async openAddress(message: string, url: string): Promise<boolean> {
+    const open = "Open in Browser";
+    const chosen = await vscode.window.showInformationMessage(`${message}\n${url}`, open, "Not Now");
+    if (chosen !== open) return false;
+    return vscode.env.openExternal(vscode.Uri.parse(url, true));
+  }
+
   async readTextFile(params: ReadTextFileRequest): Promise<ReadTextFileResponse> {
     const uri = vscode.Uri.file(params.path);
     const open = vscode.workspace.textDocuments.find((d) => d.uri.fsPath === uri.fsPath);

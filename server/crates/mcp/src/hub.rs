@@ -9,8 +9,8 @@ use serde_json::Value;
 
 use crate::catalog::Catalog;
 use crate::connect::ServerConfig;
-use crate::prompts::PromptCommand;
 use crate::oauth::SignInPrompt;
+use crate::prompts::PromptCommand;
 use crate::server::{McpCallError, Server};
 use crate::tool::McpTool;
 use tokio_util::sync::CancellationToken;

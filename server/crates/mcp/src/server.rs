@@ -19,9 +19,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::catalog::{Catalog, Notices, Offers};
 use crate::connect::{Client, ConnectError, Connected, ServerConfig, connect};
-use crate::oauth::Credentials;
-use crate::signing::SignInState;
 use crate::elicit::{Askers, Handler};
+use crate::oauth::Credentials;
+use crate::oauth::SignInState;
 
 /// The longest wait between restarts of a server that keeps dying.
 const LONGEST_BACKOFF: Duration = Duration::from_secs(60);
@@ -58,6 +58,9 @@ pub struct Server {
     tools: Mutex<Vec<Tool>>,
     /// The tools are not those the session was last given.
     tools_changed: std::sync::atomic::AtomicBool,
+    /// A request found the connection gone (an HTTP session the server dropped answers 404
+    /// while the transport still looks open): the next request connects again.
+    broken: std::sync::atomic::AtomicBool,
     /// The sign-in of an HTTP server that may ask for one.
     pub(crate) credentials: Option<Arc<Credentials>>,
     pub(crate) sign_in: Mutex<SignInState>,
@@ -97,6 +100,7 @@ impl Server {
             restarts: Mutex::new(Restarts::default()),
             tools: Mutex::new(Vec::new()),
             tools_changed: std::sync::atomic::AtomicBool::new(false),
+            broken: std::sync::atomic::AtomicBool::new(false),
             credentials,
             sign_in: Mutex::new(SignInState::default()),
             cancel,
@@ -240,7 +244,9 @@ impl Server {
                     lock(&self.status).tools = tools.len();
                     self.set_tools(tools);
                 }
-                Err(e) => tracing::warn!(server = %self.config.name, "listing its tools again failed: {e:?}"),
+                Err(e) => {
+                    tracing::warn!(server = %self.config.name, "listing its tools again failed: {e:?}")
+                }
             }
         }
         if !self.notices.take_list_changed() {
@@ -270,7 +276,11 @@ impl Server {
             return Err(self.sign_in_needed());
         }
         let closed = match self.client.read().await.as_ref() {
-            Some(client) if !client.is_transport_closed() => return Ok(client.peer().clone()),
+            Some(client)
+                if !client.is_transport_closed() && !self.broken.load(Ordering::SeqCst) =>
+            {
+                return Ok(client.peer().clone());
+            }
             Some(_) => true,
             None => false,
         };
@@ -331,7 +341,7 @@ impl Server {
             Ok(Ok(connected)) => {
                 self.adopt(connected).await;
                 lock(&self.status).last_error = None;
-                *lock(&self.restarts) = Restarts::default();
+                self.broken.store(false, Ordering::SeqCst);
                 Ok(())
             }
             Ok(Err(ConnectError::NeedsSignIn)) => {
@@ -362,7 +372,10 @@ impl Server {
                     lock(&self.restarts).count = 0;
                     return Ok(result);
                 }
-                Err(Failure::Closed(_)) if attempt == 0 => continue,
+                Err(Failure::Closed(_)) if attempt == 0 => {
+                    self.broken.store(true, Ordering::SeqCst);
+                    continue;
+                }
                 Err(failure) => return Err(self.failed(failure)),
             }
         }
@@ -437,7 +450,10 @@ impl Server {
                 },
                 true,
             ),
-            Failure::Closed(detail) => (McpCallError::Failed { server, detail }, false),
+            Failure::Closed(detail) => {
+                self.broken.store(true, Ordering::SeqCst);
+                (McpCallError::Failed { server, detail }, false)
+            }
             Failure::Answered(detail) => (McpCallError::Failed { server, detail }, true),
         };
         self.note_error(&error.to_string(), connected);

@@ -9,16 +9,6 @@ use talaria_util::lock;
 use crate::oauth::SignInPrompt;
 use crate::server::{McpCallError, Server};
 
-/// Where a server's sign-in stands.
-#[derive(Default)]
-pub(crate) struct SignInState {
-    /// Who shows the user where to sign in (set once the session can talk to its client).
-    prompt: Option<Arc<dyn SignInPrompt>>,
-    running: bool,
-    /// The user declined; not asked again until they ask.
-    declined: bool,
-}
-
 impl Server {
     pub(crate) fn note_needs_sign_in(&self) {
         self.note_error("it needs sign-in", false);

@@ -129,22 +129,34 @@ async fn document<T: serde::de::DeserializeOwned>(
     http: &reqwest::Client,
     url: &Url,
 ) -> Result<Option<T>, OAuthError> {
-    let response = match http.get(url.clone()).header("accept", "application/json").send().await {
+    let response = match http
+        .get(url.clone())
+        .header("accept", "application/json")
+        .send()
+        .await
+    {
         Ok(response) => response,
         Err(e) => return Err(OAuthError::Discovery(format!("cannot reach {url}: {e}"))),
     };
     if !response.status().is_success() {
         return Ok(None);
     }
-    if response.content_length().is_some_and(|n| n as usize > LARGEST_DOCUMENT) {
-        return Err(OAuthError::Discovery(format!("{url} sent a document too large to be metadata")));
+    if response
+        .content_length()
+        .is_some_and(|n| n as usize > LARGEST_DOCUMENT)
+    {
+        return Err(OAuthError::Discovery(format!(
+            "{url} sent a document too large to be metadata"
+        )));
     }
     let body = response
         .bytes()
         .await
         .map_err(|e| OAuthError::Discovery(format!("reading {url}: {e}")))?;
     if body.len() > LARGEST_DOCUMENT {
-        return Err(OAuthError::Discovery(format!("{url} sent a document too large to be metadata")));
+        return Err(OAuthError::Discovery(format!(
+            "{url} sent a document too large to be metadata"
+        )));
     }
     serde_json::from_slice(&body)
         .map(Some)
@@ -210,9 +222,15 @@ pub async fn discover(
                 )));
             }
             let Some(issuer) = found.authorization_servers.first() else {
-                return Err(OAuthError::Discovery("its metadata names no authorization server".into()));
+                return Err(OAuthError::Discovery(
+                    "its metadata names no authorization server".into(),
+                ));
             };
-            (parse_safe(issuer, "its authorization server")?, resource, found.scopes_supported)
+            (
+                parse_safe(issuer, "its authorization server")?,
+                resource,
+                found.scopes_supported,
+            )
         }
         None => {
             let mut origin = server.clone();
@@ -225,12 +243,19 @@ pub async fn discover(
         .scope
         .clone()
         .or_else(|| (!listed_scopes.is_empty()).then(|| listed_scopes.join(" ")));
-    Ok(Discovered { metadata, resource, scope })
+    Ok(Discovered {
+        metadata,
+        resource,
+        scope,
+    })
 }
 
 /// The authorization server's metadata, checked: PKCE with S256, endpoints that may carry
 /// secrets.
-async fn server_metadata(http: &reqwest::Client, issuer: &Url) -> Result<ServerMetadata, OAuthError> {
+async fn server_metadata(
+    http: &reqwest::Client,
+    issuer: &Url,
+) -> Result<ServerMetadata, OAuthError> {
     let mut found = None;
     for url in server_metadata_urls(issuer) {
         if let Some(metadata) = document::<ServerMetadata>(http, &url).await? {
@@ -252,7 +277,10 @@ async fn server_metadata(http: &reqwest::Client, issuer: &Url) -> Result<ServerM
             "the authorization server {issuer} does not say it supports PKCE with S256, which sign-in requires"
         )));
     }
-    parse_safe(&metadata.authorization_endpoint, "its authorization endpoint")?;
+    parse_safe(
+        &metadata.authorization_endpoint,
+        "its authorization endpoint",
+    )?;
     parse_safe(&metadata.token_endpoint, "its token endpoint")?;
     if let Some(registration) = &metadata.registration_endpoint {
         parse_safe(registration, "its registration endpoint")?;
@@ -275,15 +303,26 @@ mod tests {
         );
         assert_eq!(c.scope.as_deref(), Some("read write"));
         assert_eq!(Challenge::parse("Basic realm=\"x\""), Challenge::default());
-        assert_eq!(Challenge::parse("bearer scope=a").scope.as_deref(), Some("a"));
+        assert_eq!(
+            Challenge::parse("bearer scope=a").scope.as_deref(),
+            Some("a")
+        );
         assert_eq!(Challenge::parse("Bearer"), Challenge::default());
-        assert_eq!(Challenge::parse("Bearer scope=\"unterminated").scope.as_deref(), Some("unterminated"));
+        assert_eq!(
+            Challenge::parse("Bearer scope=\"unterminated")
+                .scope
+                .as_deref(),
+            Some("unterminated")
+        );
     }
 
     #[test]
     fn issuer_metadata_is_looked_for_where_the_rfcs_put_it() {
         let with_path = Url::parse("https://as.example/tenant1").expect("url");
-        let urls: Vec<String> = server_metadata_urls(&with_path).iter().map(Url::to_string).collect();
+        let urls: Vec<String> = server_metadata_urls(&with_path)
+            .iter()
+            .map(Url::to_string)
+            .collect();
         assert_eq!(
             urls,
             [
@@ -293,7 +332,10 @@ mod tests {
             ]
         );
         let bare = Url::parse("https://as.example/").expect("url");
-        let urls: Vec<String> = server_metadata_urls(&bare).iter().map(Url::to_string).collect();
+        let urls: Vec<String> = server_metadata_urls(&bare)
+            .iter()
+            .map(Url::to_string)
+            .collect();
         assert_eq!(
             urls,
             [

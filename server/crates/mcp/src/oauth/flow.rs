@@ -128,10 +128,15 @@ pub(crate) async fn sign_in(
     }
     let state = random(16)?;
     let redirect = Redirect::listen(state.clone()).await?;
-    let (client_id, client_secret) =
-        client_for(http, &discovered, settings, &redirect.uri).await?;
+    let (client_id, client_secret) = client_for(http, &discovered, settings, &redirect.uri).await?;
     let (verifier, code_challenge) = pkce()?;
-    let url = authorization_url(&discovered, &client_id, &redirect.uri, &code_challenge, &state)?;
+    let url = authorization_url(
+        &discovered,
+        &client_id,
+        &redirect.uri,
+        &code_challenge,
+        &state,
+    )?;
     let redirect_uri = redirect.uri.clone();
     if !prompt.show(server, url.as_str()).await {
         return Err(OAuthError::Declined);
@@ -176,7 +181,10 @@ mod tests {
     fn the_pkce_challenge_is_the_verifiers_s256() {
         let (verifier, challenge) = pkce().expect("pkce");
         assert_eq!(verifier.len(), 43);
-        assert_eq!(challenge, URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes())));
+        assert_eq!(
+            challenge,
+            URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()))
+        );
         let (other, _) = pkce().expect("pkce");
         assert_ne!(verifier, other);
     }

@@ -17,7 +17,7 @@ mod redirect;
 mod store;
 mod tokens;
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
@@ -25,7 +25,7 @@ use talaria_util::lock;
 use tokio_util::sync::CancellationToken;
 
 pub use discovery::{Challenge, safe_for_secrets};
-pub use store::{Stored, StoreError, TokenStore};
+pub use store::{StoreError, Stored, TokenStore};
 
 /// How a session signs in to its servers.
 #[derive(Debug, Clone)]
@@ -55,6 +55,16 @@ pub trait SignInPrompt: Send + Sync {
     fn show<'a>(&'a self, server: &'a str, url: &'a str) -> BoxFuture<'a, bool>;
     /// The sign-in shown last for `server` ended (`Err`: why it failed).
     fn finished<'a>(&'a self, server: &'a str, outcome: Result<(), String>) -> BoxFuture<'a, ()>;
+}
+
+/// Where a server's sign-in stands.
+#[derive(Default)]
+pub(crate) struct SignInState {
+    /// Who shows the user where to sign in (set once the session can talk to its client).
+    pub(crate) prompt: Option<Arc<dyn SignInPrompt>>,
+    pub(crate) running: bool,
+    /// The user declined; not asked again until they ask.
+    pub(crate) declined: bool,
 }
 
 /// Why a sign-in failed.
@@ -114,7 +124,9 @@ impl Credentials {
                 Err(e) => tracing::warn!("MCP sign-in not used: {e}"),
             }
         }
-        let due = current.as_ref().is_some_and(|s| tokens::due(s, tokens::now()));
+        let due = current
+            .as_ref()
+            .is_some_and(|s| tokens::due(s, tokens::now()));
         if due && let Some(stored) = current.clone() {
             self.refresh_into(&mut current, &stored).await;
         }
@@ -134,7 +146,9 @@ impl Credentials {
                 self.settings.store.forget(&self.server_url);
                 *current = None;
             }
-            Err(e) => tracing::warn!(server = %self.server_url, "refreshing the MCP sign-in failed: {e}"),
+            Err(e) => {
+                tracing::warn!(server = %self.server_url, "refreshing the MCP sign-in failed: {e}")
+            }
         }
     }
 
@@ -143,9 +157,7 @@ impl Credentials {
     pub async fn refused(&self, sent: Option<&str>, challenge: Challenge) -> Option<String> {
         *lock(&self.challenge) = Some(challenge);
         let mut current = self.current.lock().await;
-        let Some(stored) = current.clone() else {
-            return None;
-        };
+        let stored = current.clone()?;
         if sent != Some(stored.access_token.as_str()) {
             // Refreshed meanwhile by another request.
             return Some(stored.access_token);

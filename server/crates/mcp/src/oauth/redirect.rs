@@ -79,9 +79,7 @@ impl Drop for Redirect {
 }
 
 fn page(status: StatusCode, text: &str) -> Response<Full<Bytes>> {
-    let body = format!(
-        "<!doctype html><meta charset=utf-8><title>Talaria</title><p>{text}</p>"
-    );
+    let body = format!("<!doctype html><meta charset=utf-8><title>Talaria</title><p>{text}</p>");
     let mut response = Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() = status;
     response.headers_mut().insert(
@@ -107,7 +105,12 @@ async fn answer_request(
     let pairs: Vec<(String, String)> = url::form_urlencoded::parse(query.as_bytes())
         .into_owned()
         .collect();
-    let value = |name: &str| pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+    let value = |name: &str| {
+        pairs
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
     let given_state = value("state").unwrap_or_default();
     if !constant_time_eq(given_state.as_bytes(), state.as_bytes()) {
         return Ok(page(
@@ -131,8 +134,14 @@ async fn answer_request(
     };
     let _ = sender.send(callback);
     Ok(if refused {
-        page(StatusCode::OK, "Sign-in was refused. You can close this tab.")
+        page(
+            StatusCode::OK,
+            "Sign-in was refused. You can close this tab.",
+        )
     } else {
-        page(StatusCode::OK, "Signed in. You can close this tab and go back to your editor.")
+        page(
+            StatusCode::OK,
+            "Signed in. You can close this tab and go back to your editor.",
+        )
     })
 }

@@ -78,7 +78,13 @@ impl TokenStore {
             .and_then(|url| url.host_str().map(str::to_string))
             .unwrap_or_default()
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            })
             .take(64)
             .collect();
         self.dir.join(format!("{host}-{hash}.json"))
@@ -189,7 +195,10 @@ mod tests {
         assert_eq!(mode(&path), 0o600);
         assert_eq!(mode(&home.path().join("mcp-auth")), 0o700);
         assert_eq!(store.load(url).expect("read"), Some(stored(url)));
-        assert_eq!(store.load("https://mcp.example.com/other").expect("read"), None);
+        assert_eq!(
+            store.load("https://mcp.example.com/other").expect("read"),
+            None
+        );
         assert!(!format!("{:?}", stored(url)).contains("secret"));
     }
 

@@ -110,7 +110,10 @@ pub(crate) async fn refresh(http: &reqwest::Client, stored: &Stored) -> Result<S
     request(
         http,
         stored,
-        &[("grant_type", "refresh_token"), ("refresh_token", &refresh_token)],
+        &[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", &refresh_token),
+        ],
     )
     .await
 }

@@ -68,7 +68,8 @@ impl SessionActor {
             let _ = self.events.send(EngineEvent::CommandsChanged).await;
         }
         for change in attached.toolsets {
-            self.registry.replace_toolset(&change.toolset, &change.tools);
+            self.registry
+                .replace_toolset(&change.toolset, &change.tools);
         }
         attached.input
     }
