@@ -67,6 +67,12 @@ export async function withTalaria(body, args = ["acp"], options = {}) {
     }))
     .onNotification(methods.client.session.update, ({ params }) => {
       updates.push(params.update);
+    })
+    .onRequest(methods.client.elicitation.create, ({ params }) =>
+      options.onElicitation ? options.onElicitation(params) : { action: "decline" },
+    )
+    .onNotification(methods.client.elicitation.complete, ({ params }) => {
+      updates.push({ sessionUpdate: "_elicitation_complete", elicitationId: params.elicitationId });
     });
   const stream = ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
   try {

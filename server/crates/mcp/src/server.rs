@@ -61,6 +61,8 @@ pub struct Server {
     /// A request found the connection gone (an HTTP session the server dropped answers 404
     /// while the transport still looks open): the next request connects again.
     broken: std::sync::atomic::AtomicBool,
+    /// Held while connecting again: a reconnection racing a restart waits, never doubles.
+    connecting: tokio::sync::Mutex<()>,
     /// The sign-in of an HTTP server that may ask for one.
     pub(crate) credentials: Option<Arc<Credentials>>,
     pub(crate) sign_in: Mutex<SignInState>,
@@ -101,6 +103,7 @@ impl Server {
             tools: Mutex::new(Vec::new()),
             tools_changed: std::sync::atomic::AtomicBool::new(false),
             broken: std::sync::atomic::AtomicBool::new(false),
+            connecting: tokio::sync::Mutex::new(()),
             credentials,
             sign_in: Mutex::new(SignInState::default()),
             cancel,
@@ -299,6 +302,11 @@ impl Server {
 
     /// Restarts a dead server unless its backoff has not passed (then it fails at once).
     async fn restart_with_backoff(&self) -> Result<(), McpCallError> {
+        let _one = self.connecting.lock().await;
+        if self.alive().await {
+            // Connected again by another request while this one waited.
+            return Ok(());
+        }
         {
             let mut restarts = lock(&self.restarts);
             if let Some(not_before) = restarts.not_before
@@ -317,11 +325,26 @@ impl Server {
             restarts.not_before = Some(Instant::now() + wait);
         }
         tracing::warn!(server = %self.config.name, "the MCP server stopped; restarting it");
-        self.restart().await
+        self.connect_again().await
     }
 
-    /// Connects again, now (`/mcp reconnect`, or a restart the backoff allowed).
+    /// Whether the connection is up and no request found it gone.
+    async fn alive(&self) -> bool {
+        self.client
+            .read()
+            .await
+            .as_ref()
+            .is_some_and(|c| !c.is_transport_closed() && !self.broken.load(Ordering::SeqCst))
+    }
+
+    /// Connects again, now (`/mcp reconnect`, a sign-in that passed); one connection at a time.
     pub async fn restart(&self) -> Result<(), McpCallError> {
+        let _one = self.connecting.lock().await;
+        self.connect_again().await
+    }
+
+    /// Connects again (the caller holds `connecting`).
+    async fn connect_again(&self) -> Result<(), McpCallError> {
         let failed = |why: String| {
             self.note_error(&why, false);
             McpCallError::NotRestarted {
