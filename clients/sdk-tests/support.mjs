@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import { createInterface } from "node:readline";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { client, methods, ndJsonStream, PROTOCOL_VERSION } from "@agentclientprotocol/sdk";
@@ -94,6 +94,45 @@ export async function withTalaria(body, args = ["acp"], options = {}) {
   rmSync(home, { recursive: true, force: true });
   rmSync(workspace, { recursive: true, force: true });
   assert.equal(code, 0, "talaria exits 0 when its input closes");
+}
+
+// Starts `talaria serve --listen 127.0.0.1:0 ...args` on a fresh home; resolves with its
+// address, token and a way to stop it (which waits for it to exit).
+export async function startServe(args = [], options = {}) {
+  const home = options.home ?? mkdtempSync(join(tmpdir(), "talaria-serve-home-"));
+  const child = spawn(talariaBin, ["serve", "--listen", "127.0.0.1:0", ...args], {
+    stdio: ["ignore", "pipe", "inherit"],
+    env: {
+      PATH: process.env.PATH,
+      HOME: home,
+      TALARIA_HOME: join(home, "talaria"),
+      OPENAI_BASE_URL: `${mockUrl}/v1`,
+      OPENAI_API_KEY: "sdk-key",
+      TALARIA_MODEL: "mock-model",
+      TALARIA_LOG: "warn",
+      TALARIA_TITLES: "off",
+      ...options.env,
+    },
+  });
+  const exited = new Promise((ok) => child.once("exit", (code, signal) => ok(code ?? signal)));
+  const line = await new Promise((ok, fail) => {
+    createInterface({ input: child.stdout }).once("line", ok);
+    child.once("exit", (code) => fail(new Error(`talaria serve exited ${code}`)));
+  });
+  const url = line.match(/listening on (\S+)/)[1];
+  const token = readFileSync(join(home, "talaria", "serve.token"), "utf8").trim();
+  return {
+    url,
+    token,
+    home,
+    child,
+    async stop() {
+      child.kill("SIGTERM");
+      const code = await exited;
+      if (!options.home) rmSync(home, { recursive: true, force: true });
+      return code;
+    },
+  };
 }
 
 export const texts = (updates, kind) => updates.filter((u) => u.sessionUpdate === kind).map((u) => u.content.text);

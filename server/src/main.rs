@@ -8,6 +8,7 @@ mod home;
 mod logging;
 mod setup;
 mod store;
+mod web;
 
 use std::io::Write;
 
@@ -45,6 +46,10 @@ enum Command {
     /// this machine), the model and the key; checks them with a one-token call and writes
     /// $TALARIA_HOME/config.toml. The key is typed without echo and never printed.
     Setup,
+    /// Serve ACP over the network for browser frontends and remote services: WebSocket and
+    /// streamable HTTP on one endpoint, `/acp`, behind a bearer token; loopback only unless
+    /// told otherwise (with TLS).
+    Serve(web::ServeArgs),
     /// Manage the session store ($TALARIA_HOME/state.db).
     Store {
         #[command(subcommand)]
@@ -107,6 +112,13 @@ fn print_config_reference() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(_) => std::process::ExitCode::FAILURE,
     }
+}
+
+/// `talaria serve`: until a stop signal.
+fn serve(runtime: &tokio::runtime::Runtime, args: web::ServeArgs) -> std::process::ExitCode {
+    home::make_private();
+    let home = talaria_engine::default_home(&|key| std::env::var(key).ok());
+    runtime.block_on(web::serve(args, home))
 }
 
 /// `talaria store backup PATH`.
@@ -189,6 +201,7 @@ fn main() -> std::process::ExitCode {
             home::make_private();
             runtime.block_on(setup::run())
         }
+        Command::Serve(args) => serve(&runtime, args),
         Command::Acp(args) => {
             home::make_private();
             if std::io::IsTerminal::is_terminal(&std::io::stdin()) {

@@ -62,7 +62,7 @@ async fn check_config_at_start() {
     }
 }
 
-/// Serves ACP on the given streams until the input ends.
+/// Serves ACP on the given streams until the input ends (or a stop signal).
 pub async fn serve<R, W>(
     input: R,
     output: W,
@@ -73,16 +73,55 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let cassettes = cassettes::Cassettes::open(cassettes).await?;
-    let connection = talaria_protocol::connect(input, output, PeerOptions::default());
-    let mut incoming = connection.incoming;
-    // Whether commands can be sandboxed here is probed once, in the background from the
-    // start (`main` also starts the namespaces' probe), so no session waits for it; the
-    // private temporary directories of processes that are gone are removed meanwhile.
+    prepare_process();
+    serve_until(input, output, cassettes, shutdown::StopSignals::install()).await
+}
+
+/// What a process serving ACP does once, in the background from the start: whether commands
+/// can be sandboxed here is probed (`main` also starts the namespaces' probe), so no session
+/// waits for it; the private temporary directories of processes that are gone are removed;
+/// the configuration is checked and each problem logged.
+pub fn prepare_process() {
     tokio::task::spawn_blocking(|| {
         talaria_sandbox::availability();
         talaria_tools::shell::sweep_private_tmps();
     });
     tokio::spawn(check_config_at_start());
+}
+
+/// Serves one connection of `talaria serve` on the given streams until its input ends or
+/// `stop` fires; the engine does not know which transport the streams are.
+pub async fn serve_connection<R, W>(
+    input: R,
+    output: W,
+    stop: tokio_util::sync::CancellationToken,
+) -> anyhow::Result<()>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let cassettes = cassettes::Cassettes::open(cassettes::CassetteOptions::default()).await?;
+    serve_until(
+        input,
+        output,
+        cassettes,
+        shutdown::StopSignals::told_by(stop),
+    )
+    .await
+}
+
+async fn serve_until<R, W>(
+    input: R,
+    output: W,
+    cassettes: cassettes::Cassettes,
+    mut stop_signals: shutdown::StopSignals,
+) -> anyhow::Result<()>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let connection = talaria_protocol::connect(input, output, PeerOptions::default());
+    let mut incoming = connection.incoming;
     let (deferred, mut finished) = mpsc::unbounded_channel();
     let mut agent = Agent {
         deferred,
@@ -102,7 +141,6 @@ where
         windows: server_window::WindowProbes::default(),
         cassettes,
     };
-    let mut stop_signals = shutdown::StopSignals::install();
     loop {
         tokio::select! {
             name = stop_signals.next() => {

@@ -50,8 +50,8 @@ use talaria_protocol::{Peer, errors};
 use tokio::sync::mpsc;
 
 pub use cassettes::CassetteOptions;
-pub use dispatch::serve;
 use dispatch::{Deferred, StartContext};
+pub use dispatch::{prepare_process, serve, serve_connection};
 use launch::{Launch, Launched, Ready, config_error, load_config, ready_session};
 use prompt::request_of;
 

@@ -22,11 +22,14 @@ const STORE_SHARE: Duration = Duration::from_millis(700);
 /// The exit code of a second signal (`128 + SIGINT`, as shells report an interrupt).
 const EXIT_AT_ONCE: i32 = 130;
 
-/// SIGTERM, SIGINT and SIGHUP, as one stream.
+/// SIGTERM, SIGINT and SIGHUP, as one stream; or, for one connection of `talaria serve`,
+/// the server's word (the process's signals are the server's).
 pub(super) struct StopSignals {
     terminate: Option<Signal>,
     interrupt: Option<Signal>,
     hangup: Option<Signal>,
+    /// Set for a connection of `talaria serve`: fires when the server stops or drops it.
+    told: Option<tokio_util::sync::CancellationToken>,
 }
 
 impl StopSignals {
@@ -43,6 +46,17 @@ impl StopSignals {
             terminate: take(SignalKind::terminate(), "SIGTERM"),
             interrupt: take(SignalKind::interrupt(), "SIGINT"),
             hangup: take(SignalKind::hangup(), "SIGHUP"),
+            told: None,
+        }
+    }
+
+    /// No signals: the stop comes when `told` fires (a connection of `talaria serve`).
+    pub(super) fn told_by(told: tokio_util::sync::CancellationToken) -> Self {
+        Self {
+            terminate: None,
+            interrupt: None,
+            hangup: None,
+            told: Some(told),
         }
     }
 
@@ -56,10 +70,18 @@ impl StopSignals {
                 None => std::future::pending().await,
             }
         }
+        let told = self.told.clone();
+        let told = async move {
+            match told {
+                Some(token) => token.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             () = on(&mut self.terminate) => "SIGTERM",
             () = on(&mut self.interrupt) => "SIGINT",
             () = on(&mut self.hangup) => "SIGHUP",
+            () = told => "the server's stop",
         }
     }
 
@@ -68,6 +90,10 @@ impl StopSignals {
     /// call that does not return (a connection to a frozen database being closed) cannot
     /// delay it. The task logs it first where the runtime is free to.
     fn exit_on_the_next(mut self) {
+        if self.told.is_some() {
+            // A connection of `talaria serve`: the server handles the process's signals.
+            return;
+        }
         let armed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
         for signal in [
             signal_hook::consts::SIGTERM,
