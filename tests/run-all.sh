@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test: Rust unit and end-to-end suites, the official ACP TypeScript SDK suite, and
-# the VS Code extension's unit tests and browser test (which installs Chromium and code-server
+# the VS Code extension's unit tests and browser test, the web client's browser test (which installs Chromium and code-server
 # from the registries on first use: see clients/vscode/test/setup-e2e.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,3 +46,6 @@ fresh env CARGO_HOME="${CARGO_HOME:-$HOME/.cargo}" RUSTUP_HOME="${RUSTUP_HOME:-$
   bash clients/registry/check.sh
 (cd clients/vscode && fresh npm ci --no-audit --no-fund && fresh npm run typecheck \
   && fresh npm test && fresh npm run test:e2e)
+# The reference web client of `talaria serve`, in the Chromium the browser test above
+# installed (it uses the SDK suite's mock LLM and helpers).
+(cd clients/web && fresh npm ci --no-audit --no-fund && fresh npm test)

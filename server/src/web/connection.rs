@@ -36,6 +36,9 @@ pub enum Kind {
     Http,
 }
 
+/// How long a connection that went away has to close a session another one loads.
+const HAND_OVER_WAIT: Duration = Duration::from_secs(5);
+
 /// Methods that open a session on a connection.
 const OPENS: &[&str] = &[
     "session/new",
@@ -156,6 +159,23 @@ impl Connection {
         }
     }
 
+    /// Whether the connection has `session` open.
+    fn has_open(&self, session: &str) -> bool {
+        lock(&self.sessions).open.contains(session)
+    }
+
+    /// Closes `session` in this connection's agent (saved as `session/close` saves it), for
+    /// another connection to load; whether it closed in time.
+    async fn hand_over(&self, session: &str) -> bool {
+        let id = json!(format!("_talaria/hand-over-{}", uuid::Uuid::new_v4()));
+        let answer = self.outbound.await_answer(&id);
+        let close = json!({"jsonrpc": "2.0", "id": id, "method": "session/close", "params": {"sessionId": session}});
+        if self.deliver(&close).await.is_err() {
+            return false;
+        }
+        matches!(tokio::time::timeout(HAND_OVER_WAIT, answer).await, Ok(Ok(text)) if !text.contains("\"error\""))
+    }
+
     /// A receiver took (or gave up) the connection's own stream.
     pub fn attached(&self, on: bool) {
         if on {
@@ -257,6 +277,30 @@ impl Registry {
             return None;
         }
         Some(connection)
+    }
+
+    /// Before `to` loads or resumes a session another connection has open with no client
+    /// attached (it went away and may not come back), that connection closes it, so the
+    /// session moves; one whose client is there keeps it, and the store's claim refuses the
+    /// load, as between two processes.
+    pub async fn hand_over_for(&self, to: &Connection, message: &Value) {
+        let reopens = matches!(
+            message["method"].as_str(),
+            Some("session/load" | "session/resume")
+        );
+        let Some(session) = message["params"]["sessionId"].as_str().filter(|_| reopens) else {
+            return;
+        };
+        let holder = lock(&self.connections)
+            .values()
+            .find(|c| {
+                c.id != to.id && c.has_open(session) && c.attached.load(Ordering::SeqCst) == 0
+            })
+            .cloned();
+        if let Some(holder) = holder {
+            let moved = holder.hand_over(session).await;
+            tracing::info!(session, from = %holder.id, to = %to.id, moved, "a session moves to a new connection");
+        }
     }
 
     /// Ends a connection (its agent saves and stops); `false` when there is none.

@@ -117,6 +117,7 @@ pub async fn post(server: Arc<Server>, request: Request<Incoming>) -> Response<B
             .outbound
             .route_answer(&message["id"], answer_stream(&message, session_header));
     }
+    server.registry.hand_over_for(&connection, &message).await;
     match connection.deliver(&message).await {
         Ok(()) | Err(NotPassed::Answered(_)) => super::service::empty(StatusCode::ACCEPTED),
         Err(NotPassed::Ended) => text(StatusCode::NOT_FOUND, "Unknown Acp-Connection-Id"),
@@ -137,7 +138,7 @@ async fn initialize(server: &Server, message: &Value) -> Response<Body> {
             "the server has as many connections as it takes; try again later",
         );
     };
-    let answer = connection.outbound.await_initialize(&message["id"]);
+    let answer = connection.outbound.await_answer(&message["id"]);
     if connection.deliver(message).await.is_err() {
         return text(
             StatusCode::INTERNAL_SERVER_ERROR,

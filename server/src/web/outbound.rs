@@ -51,8 +51,9 @@ struct State {
     next_seq: u64,
     waiting_bytes: usize,
     closed: bool,
-    /// The answer to `initialize` goes to the POST that sent it (HTTP), by its id.
-    initialize: Option<(String, oneshot::Sender<String>)>,
+    /// Answers that go to whoever waits for them instead of a mailbox, by request id: an
+    /// HTTP `initialize`'s (its POST answers it), the server's own requests'.
+    awaited: HashMap<String, oneshot::Sender<String>>,
 }
 
 /// Why a message could not be queued.
@@ -102,11 +103,11 @@ impl Outbound {
         self.changed.subscribe()
     }
 
-    /// The answer to the `initialize` with this id goes to `answer` instead of a mailbox.
-    pub fn await_initialize(&self, id: &Value) -> oneshot::Receiver<String> {
+    /// The answer to the request with this id goes to the receiver instead of a mailbox.
+    pub fn await_answer(&self, id: &Value) -> oneshot::Receiver<String> {
         let (sender, receiver) = oneshot::channel();
         if let Some(key) = id_key(id) {
-            lock(&self.state).initialize = Some((key, sender));
+            lock(&self.state).awaited.insert(key, sender);
         }
         receiver
     }
@@ -121,14 +122,13 @@ impl Outbound {
     /// Queues what the agent sent.
     pub fn push(&self, text: String) -> Result<(), Overflow> {
         let mut state = lock(&self.state);
-        let parsed = (state.routed || state.initialize.is_some())
+        let parsed = (state.routed || !state.awaited.is_empty())
             .then(|| serde_json::from_str::<Value>(&text).ok())
             .flatten();
         if let Some(message) = &parsed
             && message.get("method").is_none()
             && let Some(key) = id_key(&message["id"])
-            && state.initialize.as_ref().is_some_and(|(k, _)| *k == key)
-            && let Some((_, answer)) = state.initialize.take()
+            && let Some(answer) = state.awaited.remove(&key)
         {
             let _ = answer.send(text);
             return Ok(());
@@ -338,7 +338,7 @@ mod tests {
     #[test]
     fn the_initialize_answer_goes_to_its_post_and_a_flood_closes_the_connection() {
         let outbound = Outbound::new(true);
-        let mut answer = outbound.await_initialize(&serde_json::json!(0));
+        let mut answer = outbound.await_answer(&serde_json::json!(0));
         outbound
             .push(r#"{"jsonrpc":"2.0","id":0,"result":{}}"#.into())
             .expect("pushed");

@@ -20,7 +20,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
-use super::connection::{Connection, Kind};
+use super::connection::{Connection, Kind, Registry};
 use super::guard::offered_subprotocols;
 use super::outbound::{Busy, Held, Stream};
 use super::service::{Body, Server, empty, text};
@@ -134,6 +134,7 @@ pub fn upgrade(server: Arc<Server>, mut request: Request<Incoming>) -> Response<
         out.insert("acp-connection-id", id);
     }
     let limit = server.registry.limits.message_bytes;
+    let registry = server.registry.clone();
     let upgrading = hyper::upgrade::on(&mut request);
     tokio::spawn(async move {
         let Ok(upgraded) = upgrading.await else {
@@ -150,7 +151,7 @@ pub fn upgrade(server: Arc<Server>, mut request: Request<Incoming>) -> Response<
             Some(config),
         )
         .await;
-        serve_socket(socket, connection, held).await;
+        serve_socket(socket, registry, connection, held).await;
     });
     response
 }
@@ -163,8 +164,12 @@ fn close_frame(code: CloseCode, reason: &str) -> Message {
 }
 
 /// Moves messages both ways until the socket or the connection ends.
-async fn serve_socket<S>(socket: WebSocketStream<S>, connection: Arc<Connection>, held: Held)
-where
+async fn serve_socket<S>(
+    socket: WebSocketStream<S>,
+    registry: Arc<Registry>,
+    connection: Arc<Connection>,
+    held: Held,
+) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     connection.attached(true);
@@ -181,7 +186,7 @@ where
                 }
             },
             message = incoming.next() => match message {
-                Some(Ok(Message::Text(text))) => receive(&connection, text.as_str()).await,
+                Some(Ok(Message::Text(text))) => receive(&registry, &connection, text.as_str()).await,
                 Some(Ok(Message::Binary(_))) => {
                     let _ = sink.send(close_frame(CloseCode::Unsupported, "ACP messages are text frames")).await;
                     open = false;
@@ -203,10 +208,11 @@ where
 
 /// One text frame from the client: a JSON-RPC object passed on, anything else answered
 /// with a JSON-RPC error.
-async fn receive(connection: &Connection, text: &str) {
+async fn receive(registry: &Registry, connection: &Connection, text: &str) {
     let error = |code: i64, message: &str| json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": code, "message": message}});
     let answer = match serde_json::from_str::<Value>(text) {
         Ok(message @ Value::Object(_)) => {
+            registry.hand_over_for(connection, &message).await;
             let _ = connection.deliver(&message).await;
             return;
         }
