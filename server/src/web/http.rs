@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::connection::{Connection, Kind, Refused as NotPassed, answer_stream};
 use super::outbound::{Busy, Held, Stream};
-use super::service::{Body, Server, json_response, text};
+use super::shared::{Body, Server, json_response, text};
 
 pub const CONNECTION_HEADER: &str = "acp-connection-id";
 pub const SESSION_HEADER: &str = "acp-session-id";
@@ -119,7 +119,7 @@ pub async fn post(server: Arc<Server>, request: Request<Incoming>) -> Response<B
     }
     server.registry.hand_over_for(&connection, &message).await;
     match connection.deliver(&message).await {
-        Ok(()) | Err(NotPassed::Answered(_)) => super::service::empty(StatusCode::ACCEPTED),
+        Ok(()) | Err(NotPassed::Answered(_)) => super::shared::empty(StatusCode::ACCEPTED),
         Err(NotPassed::Ended) => text(StatusCode::NOT_FOUND, "Unknown Acp-Connection-Id"),
     }
 }
@@ -147,7 +147,7 @@ async fn initialize(server: &Server, message: &Value) -> Response<Body> {
     }
     match tokio::time::timeout(INITIALIZE_WAIT, answer).await {
         Ok(Ok(answered)) => {
-            let mut response = Response::new(super::service::full(answered));
+            let mut response = Response::new(super::shared::full(answered));
             response
                 .headers_mut()
                 .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -258,7 +258,7 @@ pub fn delete(server: &Server, request: &Request<Incoming>) -> Response<Body> {
         return text(StatusCode::BAD_REQUEST, "Missing Acp-Connection-Id");
     };
     if server.registry.close(id) {
-        super::service::empty(StatusCode::ACCEPTED)
+        super::shared::empty(StatusCode::ACCEPTED)
     } else {
         text(StatusCode::NOT_FOUND, "Unknown Acp-Connection-Id")
     }

@@ -10,7 +10,8 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use super::service::{Server, handle};
+use super::service::handle;
+use super::shared::Server;
 
 /// How long a client has to send a request's headers, or finish a TLS handshake.
 const HANDSHAKE: Duration = Duration::from_secs(10);

@@ -19,6 +19,7 @@ mod http;
 mod listener;
 mod outbound;
 mod service;
+mod shared;
 mod tls;
 mod token;
 mod web_client;
@@ -32,7 +33,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use connection::{Limits, Registry};
-use service::Server;
+use shared::Server;
 
 /// `talaria serve`'s options.
 #[derive(Debug, clap::Args)]

@@ -6,53 +6,13 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper::header::{CONTENT_TYPE, HeaderValue, WWW_AUTHENTICATE};
+use hyper::header::{HeaderValue, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
 
-use super::connection::Registry;
-use super::guard::{Guard, Refusal};
+use super::guard::Refusal;
+use super::shared::{Body, Server, empty, text};
 use super::{http, web_client, websocket};
-
-/// Every response body.
-pub type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
-
-/// What serves requests.
-pub struct Server {
-    pub guard: Guard,
-    pub registry: Arc<Registry>,
-}
-
-pub fn full(bytes: impl Into<Bytes>) -> Body {
-    BodyExt::boxed(Full::new(bytes.into()))
-}
-
-pub fn empty(status: StatusCode) -> Response<Body> {
-    let mut response = Response::new(full(Bytes::new()));
-    *response.status_mut() = status;
-    response
-}
-
-pub fn text(status: StatusCode, why: &str) -> Response<Body> {
-    let mut response = Response::new(full(format!("{why}\n")));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    response
-}
-
-pub fn json_response(status: StatusCode, value: &serde_json::Value) -> Response<Body> {
-    let mut response = Response::new(full(value.to_string()));
-    *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    response
-}
 
 fn refused(refusal: &Refusal) -> Response<Body> {
     let mut response = text(refusal.status, refusal.why);

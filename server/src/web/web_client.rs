@@ -5,7 +5,7 @@
 use hyper::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
 use hyper::{Response, StatusCode};
 
-use super::service::{Body, full};
+use super::shared::{Body, full};
 
 /// One file: its bytes and type.
 pub struct File {

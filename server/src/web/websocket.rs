@@ -23,7 +23,7 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use super::connection::{Connection, Kind, Registry};
 use super::guard::offered_subprotocols;
 use super::outbound::{Busy, Held, Stream};
-use super::service::{Body, Server, empty, text};
+use super::shared::{Body, Server, empty, text};
 
 /// The subprotocol selected when offered.
 const ACP_SUBPROTOCOL: &str = "acp";
