@@ -55,6 +55,7 @@ mod sandbox_races;
 mod sandbox_sockets;
 mod sandbox_ssh;
 mod sandbox_views;
+mod serve;
 mod sessions;
 mod setup;
 mod shared_sessions;

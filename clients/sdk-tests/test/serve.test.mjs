@@ -119,3 +119,26 @@ test("a browser-style WebSocket gives its token as a subprotocol", async () => {
     await server.stop();
   }
 });
+
+test("two connections on one session follow the store's claim: the live one keeps it", async () => {
+  const workspace = mkdtempSync(join(tmpdir(), "talaria-serve-ws-"));
+  const server = await startServe();
+  const auth = { Authorization: `Bearer ${server.token}` };
+  try {
+    await session(createHttpStream(server.url, { headers: auth }), async (first) => {
+      const { sessionId } = await first.request(methods.agent.session.new, { cwd: workspace, mcpServers: [] });
+      // While the first client is there, a second connection cannot load the session.
+      await session(createWebSocketStream(wsUrl(server.url), { WebSocket, headers: auth }), async (second) => {
+        await assert.rejects(
+          second.request(methods.agent.session.load, { sessionId, cwd: workspace, mcpServers: [] }),
+          /in use|open in another/i,
+        );
+      });
+      // The first still has it.
+      await first.request(methods.agent.session.setMode, { sessionId, modeId: "ask" });
+    });
+  } finally {
+    await server.stop();
+    rmSync(workspace, { recursive: true, force: true });
+  }
+});

@@ -191,6 +191,11 @@ async fn serve_socket<S>(
                     let _ = sink.send(close_frame(CloseCode::Unsupported, "ACP messages are text frames")).await;
                     open = false;
                 }
+                Some(Ok(Message::Close(Some(frame)))) if frame.code == CloseCode::Normal => {
+                    // The client is done (not dropped): the connection ends with it.
+                    connection.stop.cancel();
+                    open = false;
+                }
                 Some(Ok(Message::Close(_))) | None => open = false,
                 Some(Ok(_)) => {}
                 Some(Err(WsError::Capacity(why))) => {
