@@ -39,26 +39,28 @@ export async function recorded() {
   return (await fetch(`${mockUrl}/_mock/requests`)).json();
 }
 
+// The agent's environment: a home of its own, the mock as its model.
+function agentEnv(home, extra = {}) {
+  return {
+    PATH: process.env.PATH,
+    HOME: home,
+    TALARIA_HOME: join(home, "talaria"),
+    OPENAI_BASE_URL: `${mockUrl}/v1`,
+    OPENAI_API_KEY: "sdk-key",
+    TALARIA_MODEL: "mock-model",
+    TALARIA_LOG: "warn",
+    // A title from the model would add a request to every script.
+    TALARIA_TITLES: "off",
+    ...extra,
+  };
+}
+
 // Spawns talaria (`talaria ...args`), connects the SDK client, runs
 // `body(ctx, updates, workspace)`, then closes.
 export async function withTalaria(body, args = ["acp"], options = {}) {
   const home = mkdtempSync(join(tmpdir(), "talaria-sdk-home-"));
   const workspace = mkdtempSync(join(tmpdir(), "talaria-sdk-ws-"));
-  const child = spawn(talariaBin, args, {
-    stdio: ["pipe", "pipe", "inherit"],
-    env: {
-      PATH: process.env.PATH,
-      HOME: home,
-      TALARIA_HOME: join(home, "talaria"),
-      OPENAI_BASE_URL: `${mockUrl}/v1`,
-      OPENAI_API_KEY: "sdk-key",
-      TALARIA_MODEL: "mock-model",
-      TALARIA_LOG: "warn",
-      // A title from the model would add a request to every script.
-      TALARIA_TITLES: "off",
-      ...options.env,
-    },
-  });
+  const child = spawn(talariaBin, args, { stdio: ["pipe", "pipe", "inherit"], env: agentEnv(home, options.env) });
   const exited = new Promise((ok) => child.once("exit", (code) => ok(code)));
   const updates = [];
   const app = client({ name: "talaria-sdk-tests" })
@@ -102,17 +104,7 @@ export async function startServe(args = [], options = {}) {
   const home = options.home ?? mkdtempSync(join(tmpdir(), "talaria-serve-home-"));
   const child = spawn(talariaBin, ["serve", "--listen", "127.0.0.1:0", ...args], {
     stdio: ["ignore", "pipe", "inherit"],
-    env: {
-      PATH: process.env.PATH,
-      HOME: home,
-      TALARIA_HOME: join(home, "talaria"),
-      OPENAI_BASE_URL: `${mockUrl}/v1`,
-      OPENAI_API_KEY: "sdk-key",
-      TALARIA_MODEL: "mock-model",
-      TALARIA_LOG: "warn",
-      TALARIA_TITLES: "off",
-      ...options.env,
-    },
+    env: agentEnv(home, options.env),
   });
   const exited = new Promise((ok) => child.once("exit", (code, signal) => ok(code ?? signal)));
   const line = await new Promise((ok, fail) => {

@@ -12,9 +12,19 @@ use crate::support::*;
 
 /// The fixture over streamable HTTP: its process (killed when dropped) and its URL.
 async fn http_fixture() -> (tokio::process::Child, String) {
+    http_fixture_with(&[], &[]).await
+}
+
+/// The fixture over streamable HTTP with more `args` and `env`.
+pub(crate) async fn http_fixture_with(
+    args: &[&str],
+    env: &[(&str, String)],
+) -> (tokio::process::Child, String) {
     let mut server =
         tokio::process::Command::new(workspace_bin("talaria-harness", "talaria-mcp-fixture"))
             .arg("--http")
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .stdout(std::process::Stdio::piped())
             .kill_on_drop(true)
             .spawn()

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use talaria_harness::MockReply;
-use talaria_harness::binary::workspace_bin;
 
 use crate::mcp::{prompt_allowing, session_with_servers_and};
 use crate::support::*;
@@ -17,24 +16,11 @@ const URL_CLIENT: &str = r#"{"elicitation": {"form": {}, "url": {}}}"#;
 
 /// The fixture with sign-in, logging to `log`, its tokens living `ttl` seconds.
 async fn oauth_fixture(log: &std::path::Path, ttl: u64) -> (tokio::process::Child, String) {
-    let mut server =
-        tokio::process::Command::new(workspace_bin("talaria-harness", "talaria-mcp-fixture"))
-            .args(["--http", "--oauth"])
-            .env("MCP_FIXTURE_LOG", log)
-            .env("MCP_FIXTURE_TOKEN_TTL", ttl.to_string())
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("fixture");
-    let mut lines = tokio::io::BufReader::new(server.stdout.take().expect("stdout"));
-    let mut url = String::new();
-    tokio::time::timeout(
-        WAIT,
-        tokio::io::AsyncBufReadExt::read_line(&mut lines, &mut url),
-    )
-    .await
-    .expect("in time")
-    .expect("url");
+    let env = [
+        ("MCP_FIXTURE_LOG", log.display().to_string()),
+        ("MCP_FIXTURE_TOKEN_TTL", ttl.to_string()),
+    ];
+    let (server, url) = crate::mcp::http_fixture_with(&["--oauth"], &env).await;
     (server, url.trim().to_string())
 }
 
@@ -330,7 +316,7 @@ async fn a_client_without_url_elicitation_gets_the_address_in_a_notice() {
 
 #[tokio::test]
 async fn talaria_chat_prints_the_sign_in_address_and_the_tools_follow() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     let log = tempfile::NamedTempFile::new().expect("log");
     let (_server, url) = oauth_fixture(log.path(), 3600).await;
     let env = TestEnv::new(vec![
@@ -348,23 +334,8 @@ async fn talaria_chat_prints_the_sign_in_address_and_the_tools_follow() {
     let mut stdin = child.stdin.take().expect("stdin");
     let mut stderr = child.stderr.take().expect("stderr");
     let mut seen = String::new();
-    let mut buf = [0u8; 4096];
     let marker = "Open this address in your browser: ";
-    let read_until = |needle: &'static str| {
-        move |seen: &String| {
-            seen.contains(needle) && seen[seen.find(needle).unwrap_or(0)..].contains('\n')
-        }
-    };
-    let printed = read_until("Open this address in your browser: ");
-    tokio::time::timeout(WAIT, async {
-        while !printed(&seen) {
-            let n = stderr.read(&mut buf).await.expect("read");
-            assert!(n > 0, "stderr closed: {seen}");
-            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("no address printed: {seen}"));
+    read_until(&mut stderr, &mut seen, marker).await;
     let start = seen.find(marker).expect("marker") + marker.len();
     let address = seen[start..]
         .lines()
@@ -374,16 +345,7 @@ async fn talaria_chat_prints_the_sign_in_address_and_the_tools_follow() {
         .to_string();
     let (status, _) = browse(&address).await;
     assert_eq!(status, 200);
-    let told = read_until("Signed in to the MCP server web");
-    tokio::time::timeout(WAIT, async {
-        while !told(&seen) {
-            let n = stderr.read(&mut buf).await.expect("read");
-            assert!(n > 0, "stderr closed: {seen}");
-            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("the sign-in was not told: {seen}"));
+    read_until(&mut stderr, &mut seen, "Signed in to the MCP server web").await;
     stdin.write_all(b"echo it\n").await.expect("prompt");
     drop(stdin);
     let output = tokio::time::timeout(WAIT, child.wait_with_output())
@@ -394,4 +356,23 @@ async fn talaria_chat_prints_the_sign_in_address_and_the_tools_follow() {
     assert_eq!(String::from_utf8_lossy(&output.stdout), "Echoed.\n");
     let sent = env.mock.requests()[1].body["messages"].to_string();
     assert!(sent.contains("echo: from the terminal"), "{sent}");
+}
+
+/// Reads `stderr` into `seen` until a whole line holding `needle` has come.
+async fn read_until(stderr: &mut tokio::process::ChildStderr, seen: &mut String, needle: &str) {
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 4096];
+    let done = |seen: &String| {
+        seen.find(needle)
+            .is_some_and(|at| seen[at..].contains('\n'))
+    };
+    let read = tokio::time::timeout(WAIT, async {
+        while !done(seen) {
+            let n = stderr.read(&mut buf).await.expect("read");
+            assert!(n > 0, "stderr closed: {seen}");
+            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "{needle:?} never came: {seen}");
 }
