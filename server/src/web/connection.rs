@@ -173,7 +173,10 @@ impl Connection {
         if self.deliver(&close).await.is_err() {
             return false;
         }
-        matches!(tokio::time::timeout(HAND_OVER_WAIT, answer).await, Ok(Ok(text)) if !text.contains("\"error\""))
+        let Ok(Ok(text)) = tokio::time::timeout(HAND_OVER_WAIT, answer).await else {
+            return false;
+        };
+        serde_json::from_str::<Value>(&text).is_ok_and(|answer| answer.get("result").is_some())
     }
 
     /// A receiver took (or gave up) the connection's own stream.
