@@ -21,6 +21,12 @@ if ! command -v ssh-agent >/dev/null 2>&1 || [ ! -x /usr/sbin/sshd ]; then
   sudo_if env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-client \
     openssh-server >/dev/null
 fi
+# The TLS test of `talaria serve` makes a self-signed certificate with openssl.
+if ! command -v openssl >/dev/null 2>&1; then
+  echo "run-all: installing openssl with apt" >&2
+  sudo_if apt-get update -qq
+  sudo_if env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >/dev/null
+fi
 # The agent is built with the PostgreSQL store (a feature, off in the default build), and the
 # end-to-end suites run that build (TALARIA_BIN: the harness would otherwise build the default).
 cargo build --workspace --bins --features talaria-server/postgres

@@ -117,23 +117,24 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             self.buf.drain(..self.start);
             self.start = 0;
         }
-        let old_len = self.buf.len();
-        self.buf.resize(old_len + READ_CHUNK, 0);
-        let read = self.inner.read(&mut self.buf[old_len..]).await;
-        match read {
+        if self.start == self.buf.len() {
+            self.buf.clear();
+            self.start = 0;
+            // A large message's buffer is not kept for the small ones that follow.
+            if self.buf.capacity() > 4 * READ_CHUNK {
+                self.buf.shrink_to(READ_CHUNK);
+            }
+        }
+        // Read into spare capacity, never zeroed ahead: an idle connection's buffer stays
+        // untouched memory.
+        self.buf.reserve(READ_CHUNK);
+        match self.inner.read_buf(&mut self.buf).await {
             Ok(0) => {
-                self.buf.truncate(old_len);
                 self.eof = true;
                 Ok(false)
             }
-            Ok(n) => {
-                self.buf.truncate(old_len + n);
-                Ok(true)
-            }
-            Err(e) => {
-                self.buf.truncate(old_len);
-                Err(e)
-            }
+            Ok(_) => Ok(true),
+            Err(e) => Err(e),
         }
     }
 

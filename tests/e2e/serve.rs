@@ -20,8 +20,12 @@ struct Served {
 }
 
 async fn serve(env: &TestEnv, args: &[&str]) -> Served {
+    serve_at(env, "127.0.0.1:0", args).await
+}
+
+async fn serve_at(env: &TestEnv, listen: &str, args: &[&str]) -> Served {
     let mut child = tokio::process::Command::new(talaria_bin())
-        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(["serve", "--listen", listen])
         .args(args)
         .env_clear()
         .envs(env.env())
@@ -37,7 +41,7 @@ async fn serve(env: &TestEnv, args: &[&str]) -> Served {
         .expect("read")
         .expect("a line");
     let addr = line
-        .split("http://")
+        .split("://")
         .nth(1)
         .and_then(|rest| rest.split('/').next())
         .expect("the address")
@@ -421,4 +425,116 @@ async fn oversized_messages_and_a_flood_of_connections_are_refused_and_nothing_e
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(served_again, "a deleted connection makes room");
+}
+
+/// A self-signed certificate for 127.0.0.1 and `agent.test` (made with openssl): the
+/// certificate's and the key's paths.
+fn self_signed(dir: &std::path::Path) -> (String, String) {
+    let cert = dir.join("cert.pem").display().to_string();
+    let key = dir.join("key.pem").display().to_string();
+    let made = std::process::Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
+        .args(["ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"])
+        .args(["-keyout", &key, "-out", &cert, "-subj", "/CN=agent.test"])
+        .args(["-addext", "subjectAltName=IP:127.0.0.1,DNS:agent.test"])
+        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
+        .args(["-addext", "extendedKeyUsage=serverAuth"])
+        .output()
+        .expect("openssl (installed by tests/run-all.sh)");
+    assert!(made.status.success(), "{made:?}");
+    (cert, key)
+}
+
+/// `initialize` over HTTPS through `client`; the status and the answer's text.
+async fn initialize_over(
+    client: &reqwest::Client,
+    url: &str,
+    token: Option<&str>,
+) -> (u16, String) {
+    let mut request = client
+        .post(url)
+        .header("Content-Type", "application/json")
+        .body(INIT);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.expect("an HTTPS answer");
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap_or_default())
+}
+
+#[tokio::test]
+async fn over_tls_the_server_speaks_only_https_still_asks_for_the_token_and_checks_the_host() {
+    let env = TestEnv::new(vec![]).await;
+    let certs = tempfile::tempdir().expect("dir");
+    let (cert, key) = self_signed(certs.path());
+    let pem = std::fs::read(&cert).expect("cert");
+    let trusting = || {
+        reqwest::Client::builder()
+            .add_root_certificate(reqwest::Certificate::from_pem(&pem).expect("pem"))
+    };
+    let tls = ["--tls-cert", cert.as_str(), "--tls-key", key.as_str()];
+    let mut args = tls.to_vec();
+    args.extend(["--allow-host", "agent.test"]);
+    let served = serve(&env, &args).await;
+    let port = served.addr.rsplit(':').next().expect("port");
+    let by_name = trusting()
+        .resolve("agent.test", served.addr.parse().expect("addr"))
+        .build()
+        .expect("client");
+    let url = format!("https://agent.test:{port}/acp");
+    let (status, answer) = initialize_over(&by_name, &url, Some(&served.token)).await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.contains("\"talaria\""), "{answer}");
+    let (status, _) = initialize_over(&by_name, &url, None).await;
+    assert_eq!(status, 401, "TLS does not stand in for the token");
+    let by_address = trusting().build().expect("client");
+    let url = format!("https://{}/acp", served.addr);
+    assert_eq!(
+        initialize_over(&by_address, &url, Some(&served.token))
+            .await
+            .0,
+        200
+    );
+    // A client that does not trust the certificate gets no answer at all.
+    let untrusting = reqwest::Client::new();
+    assert!(untrusting.post(&url).body(INIT).send().await.is_err());
+    // Plain HTTP to the TLS port is not answered in HTTP (nothing leaks in clear).
+    let auth = format!("Authorization: Bearer {}\r\n", served.token);
+    let (status, plain) = raw(&served.addr, &post(&served.addr, &auth, INIT)).await;
+    assert_eq!(status, 0, "{plain}");
+    assert!(!plain.contains("talaria"), "{plain}");
+    assert_eq!(
+        initialize_over(&by_address, &url, Some(&served.token))
+            .await
+            .0,
+        200,
+        "still serving"
+    );
+
+    // On every address, with TLS: any IP literal of the port is this server; a name that
+    // was not allowed is refused as rebinding.
+    let everywhere = serve_at(&env, "0.0.0.0:0", &tls).await;
+    let port = everywhere.addr.rsplit(':').next().expect("port");
+    let url = format!("https://127.0.0.1:{port}/acp");
+    assert_eq!(
+        initialize_over(&by_address, &url, Some(&everywhere.token))
+            .await
+            .0,
+        200
+    );
+    let rebound = trusting()
+        .resolve(
+            "agent.test",
+            format!("127.0.0.1:{port}").parse().expect("addr"),
+        )
+        .build()
+        .expect("client");
+    let url = format!("https://agent.test:{port}/acp");
+    assert_eq!(
+        initialize_over(&rebound, &url, Some(&everywhere.token))
+            .await
+            .0,
+        403
+    );
 }

@@ -17,6 +17,7 @@ mod checkpoints;
 mod compression;
 mod replay;
 mod sandbox;
+mod serve;
 mod sessions;
 mod shared_store;
 mod steering;
@@ -40,6 +41,8 @@ struct Options {
     /// Only the checkpoints' figures (no agent needed).
     checkpoints_only: bool,
     sandbox_only: bool,
+    /// Only `talaria serve`'s figures.
+    serve_only: bool,
 }
 
 fn options() -> anyhow::Result<Options> {
@@ -54,6 +57,7 @@ fn options() -> anyhow::Result<Options> {
         turn_only: false,
         checkpoints_only: false,
         sandbox_only: false,
+        serve_only: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -71,9 +75,10 @@ fn options() -> anyhow::Result<Options> {
             "--turn-only" => options.turn_only = true,
             "--checkpoints-only" => options.checkpoints_only = true,
             "--sandbox-only" => options.sandbox_only = true,
+            "--serve-only" => options.serve_only = true,
             "-h" | "--help" => {
                 report!(
-                    "usage: talaria-bench [--agent PATH] [--iterations N] [--postgres URL|local] [--turn-only] [--checkpoints-only] [--sandbox-only]"
+                    "usage: talaria-bench [--agent PATH] [--iterations N] [--postgres URL|local] [--turn-only] [--checkpoints-only] [--sandbox-only] [--serve-only]"
                 );
                 std::process::exit(0);
             }
@@ -378,6 +383,9 @@ async fn main() -> anyhow::Result<()> {
         print_sandbox_figures(&options, env.home.path(), &cwd);
         return Ok(());
     }
+    if options.serve_only {
+        return print_serve_figures(&options, &env, &cwd).await;
+    }
     let mut samples = Samples::default();
     for _ in 0..options.iterations {
         one_run(&options, &env, &cwd, &mut samples).await?;
@@ -404,6 +412,7 @@ async fn main() -> anyhow::Result<()> {
     print_sandbox_figures(&options, env.home.path(), &cwd);
     print_steering_figures(&options, &env, &cwd).await?;
     print_checkpoint_figures(options.iterations.max(20))?;
+    print_serve_figures(&options, &env, &cwd).await?;
     let replay = replay::measure(&options.agent, &env.mock, &env.vars(), &cwd).await?;
     report!(
         "replay of a 50-turn session       {:8.1} ms  (recorded against the mock: {:.1} ms)",
@@ -775,6 +784,44 @@ async fn print_shared_figures(
     let large = large_answer(options, env, &on_postgres, workspace).await?;
     if let Some(mb) = large.peak_rss_mb {
         report!("  peak RSS, a 50 MB answer        {mb:8.1} MB   target <= 3 x 50 MB + baseline");
+    }
+    Ok(())
+}
+
+/// `talaria serve`: start to first answer, idle connections, streaming against stdio.
+async fn print_serve_figures(
+    options: &Options,
+    env: &Env,
+    cwd: &std::path::Path,
+) -> anyhow::Result<()> {
+    let vars = env.vars();
+    let runs = options.iterations.clamp(1, 10);
+    let (median, min) =
+        serve::start_to_first_answer(&options.agent, &env.mock, &vars, cwd, runs).await?;
+    report!("serve: start to first answer      {median:8.1} ms  (min {min:.1}; over WebSocket)");
+    let kb = serve::idle_connection_kb(&options.agent, &vars, 1000).await?;
+    report!("serve: memory per idle connection {kb:8.1} KB  (1,000 connections)   target < 50 KB");
+    let (sessions, deltas) = (100, 1000);
+    let stdio =
+        serve::streaming_over_stdio(&options.agent, &env.mock, &vars, cwd, sessions, deltas)
+            .await?;
+    for connections in [1, sessions] {
+        let ws = serve::streaming_over_websocket(
+            &options.agent,
+            &env.mock,
+            &vars,
+            cwd,
+            (connections, sessions),
+            deltas,
+        )
+        .await?;
+        report!(
+            "serve: agent CPU per delta, WS    {:8.2} us  (stdio {:.2} us; {sessions} sessions on {connections} connection(s) x {deltas} deltas at once; wall {:.0} ms vs {:.0} ms)   target within 10 % of stdio",
+            ws.cpu_us_per_delta,
+            stdio.cpu_us_per_delta,
+            ws.wall_ms,
+            stdio.wall_ms
+        );
     }
     Ok(())
 }

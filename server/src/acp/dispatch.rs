@@ -15,6 +15,7 @@ use super::{
     Agent, Reply, capabilities, cassettes, client_bridge, config_error, load_config, providers,
     rewind, server_window, settings, shutdown, steering, to_value,
 };
+use crate::acp::ProcessShared;
 use futures_util::FutureExt;
 use futures_util::future::LocalBoxFuture;
 use serde_json::Value;
@@ -74,7 +75,15 @@ where
 {
     let cassettes = cassettes::Cassettes::open(cassettes).await?;
     prepare_process();
-    serve_until(input, output, cassettes, shutdown::StopSignals::install()).await
+    let signals = shutdown::StopSignals::install();
+    serve_until(
+        input,
+        output,
+        cassettes,
+        signals,
+        ProcessShared::single_client(),
+    )
+    .await
 }
 
 /// What a process serving ACP does once, in the background from the start: whether commands
@@ -90,11 +99,13 @@ pub fn prepare_process() {
 }
 
 /// Serves one connection of `talaria serve` on the given streams until its input ends or
-/// `stop` fires; the engine does not know which transport the streams are.
+/// `stop` fires; the engine does not know which transport the streams are. `shared` is
+/// what the process's connections share.
 pub async fn serve_connection<R, W>(
     input: R,
     output: W,
     stop: tokio_util::sync::CancellationToken,
+    shared: ProcessShared,
 ) -> anyhow::Result<()>
 where
     R: AsyncRead + Unpin + Send + 'static,
@@ -106,6 +117,7 @@ where
         output,
         cassettes,
         shutdown::StopSignals::told_by(stop),
+        shared,
     )
     .await
 }
@@ -115,6 +127,7 @@ async fn serve_until<R, W>(
     output: W,
     cassettes: cassettes::Cassettes,
     mut stop_signals: shutdown::StopSignals,
+    shared: ProcessShared,
 ) -> anyhow::Result<()>
 where
     R: AsyncRead + Unpin + Send + 'static,
@@ -138,7 +151,7 @@ where
         router: None,
         registry: talaria_tools::builtin_registry(),
         store: None,
-        windows: server_window::WindowProbes::default(),
+        shared,
         cassettes,
     };
     loop {
@@ -297,7 +310,7 @@ impl Agent {
     /// What a session's slow start needs, cloned for a task of its own.
     pub(super) fn start_context(&self) -> StartContext {
         StartContext {
-            windows: self.windows.clone(),
+            windows: self.shared.windows.clone(),
             caps: self.client_caps,
             logged_out: self.logged_out,
             providers: self.client_providers.clone(),
@@ -436,8 +449,10 @@ impl Agent {
         self.defer(id, "initialize", slow, |agent, (params, config)| {
             let images = config.as_ref().map_or(true, |c| c.supports_images);
             if let Ok(config) = &config {
-                agent.journal(config);
-                agent.windows.start(config);
+                if agent.shared.store_at_initialize {
+                    agent.journal(config);
+                }
+                agent.shared.windows.start(config);
                 let _ = agent.router_for(config);
             }
             async move { to_value(capabilities::initialize(&params, images)) }.boxed_local()

@@ -45,10 +45,17 @@ impl Agent {
         {
             return Ok(cache.router.clone());
         }
-        let router = Arc::new(
-            talaria_engine::build_router(config)
-                .map_err(|e| errors::internal_error(e.to_string()))?,
-        );
+        let router = match self.shared.router(&fingerprint) {
+            Some(router) => router,
+            None => {
+                let router = Arc::new(
+                    talaria_engine::build_router(config)
+                        .map_err(|e| errors::internal_error(e.to_string()))?,
+                );
+                self.shared.offer_router(&fingerprint, &router);
+                router
+            }
+        };
         self.router = Some(RouterCache {
             fingerprint,
             router: router.clone(),

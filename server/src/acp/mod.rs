@@ -27,6 +27,7 @@ mod logout;
 mod mcp;
 mod mcp_sign_in;
 mod plan_updates;
+mod process_shared;
 mod prompt;
 mod prompt_input;
 mod providers;
@@ -53,6 +54,7 @@ pub use cassettes::CassetteOptions;
 use dispatch::{Deferred, StartContext};
 pub use dispatch::{prepare_process, serve, serve_connection};
 use launch::{Launch, Launched, Ready, config_error, load_config, ready_session};
+pub use process_shared::ProcessShared;
 use prompt::request_of;
 
 struct LiveSession {
@@ -128,8 +130,8 @@ struct Agent {
     /// The session store's journal, started by `initialize` (or the first session that needs
     /// it); it opens the store in the background, again and again until it opens.
     store: Option<talaria_engine::Journal>,
-    /// Context windows local model servers report.
-    windows: server_window::WindowProbes,
+    /// What this connection shares with the process's others (routers, window probes).
+    shared: process_shared::ProcessShared,
     /// `--record` / `--replay`: sessions' model calls recorded or served from cassettes.
     cassettes: cassettes::Cassettes,
     /// Where requests whose slow part ran off the loop come back to be finished.

@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use talaria_util::lock;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
+
+use super::agent_output::{Deliver, LineOutput};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -62,7 +64,7 @@ pub struct Connection {
     pub id: String,
     pub kind: Kind,
     pub outbound: Arc<Outbound>,
-    input: tokio::sync::Mutex<tokio::io::WriteHalf<tokio::io::DuplexStream>>,
+    input: tokio::sync::Mutex<tokio::io::DuplexStream>,
     /// Ends the agent (DELETE, the reconnect window, the server's stop).
     pub stop: CancellationToken,
     /// Fires once the agent has ended.
@@ -205,14 +207,16 @@ pub struct Registry {
     /// Where agents are started: the dispatch loop is not `Send`, so every connection's loop
     /// runs on the server's local task set (their sessions run on the runtime's threads).
     agents: mpsc::UnboundedSender<AgentStart>,
+    /// What every connection's agent shares with the others (routers, window probes).
+    shared: crate::acp::ProcessShared,
 }
 
 /// An agent to start for a connection, with its ends of the pipe.
 pub struct AgentStart {
     registry: Arc<Registry>,
     connection: Arc<Connection>,
-    input: tokio::io::ReadHalf<tokio::io::DuplexStream>,
-    output: tokio::io::WriteHalf<tokio::io::DuplexStream>,
+    input: tokio::io::DuplexStream,
+    output: LineOutput,
 }
 
 impl AgentStart {
@@ -234,6 +238,7 @@ impl Registry {
             limits,
             stop,
             agents,
+            shared: crate::acp::ProcessShared::many_connections(),
         });
         tokio::spawn(reap(Arc::downgrade(&registry)));
         (registry, starts)
@@ -250,9 +255,7 @@ impl Registry {
             return None;
         }
         let id = uuid::Uuid::new_v4().to_string();
-        let (ours, agents) = tokio::io::duplex(64 * 1024);
-        let (agent_in, agent_out) = tokio::io::split(agents);
-        let (from_agent, to_agent) = tokio::io::split(ours);
+        let (to_agent, agent_in) = tokio::io::duplex(64 * 1024);
         let connection = Arc::new(Connection {
             id: id.clone(),
             kind,
@@ -267,12 +270,11 @@ impl Registry {
         });
         connections.insert(id, connection.clone());
         drop(connections);
-        tokio::spawn(pump(connection.clone(), from_agent));
         let start = AgentStart {
             registry: self.clone(),
             connection: connection.clone(),
             input: agent_in,
-            output: agent_out,
+            output: LineOutput::new(deliver_to(connection.clone())),
         };
         if self.agents.send(start).is_err() {
             // The server is stopping: no agent will read this connection.
@@ -330,10 +332,11 @@ impl Registry {
 async fn run_agent(
     registry: Arc<Registry>,
     connection: Arc<Connection>,
-    input: tokio::io::ReadHalf<tokio::io::DuplexStream>,
-    output: tokio::io::WriteHalf<tokio::io::DuplexStream>,
+    input: tokio::io::DuplexStream,
+    output: LineOutput,
 ) {
-    let served = crate::acp::serve_connection(input, output, connection.stop.clone()).await;
+    let shared = registry.shared.clone();
+    let served = crate::acp::serve_connection(input, output, connection.stop.clone(), shared).await;
     if let Err(error) = served {
         tracing::error!(connection = %connection.id, "the connection's agent failed: {error:#}");
     }
@@ -343,21 +346,17 @@ async fn run_agent(
     tracing::info!(connection = %connection.id, "connection ended");
 }
 
-/// Moves what the agent writes into the connection's mailboxes.
-async fn pump(
-    connection: Arc<Connection>,
-    from_agent: tokio::io::ReadHalf<tokio::io::DuplexStream>,
-) {
-    let mut lines = BufReader::new(from_agent).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
+/// Where the agent's messages go: into the connection's mailboxes. A connection whose
+/// mailboxes are full (its client reads nothing) is closed.
+fn deliver_to(connection: Arc<Connection>) -> Deliver {
+    Box::new(move |line: String| {
         connection.note_answer(&line);
-        if let Err(full) = connection.outbound.push(line) {
+        connection.outbound.push(line).map_err(|full| {
             tracing::warn!(connection = %connection.id, "closing the connection: {full}");
             connection.stop.cancel();
-            break;
-        }
-    }
-    connection.outbound.close();
+            std::io::Error::other(full.to_string())
+        })
+    })
 }
 
 /// Ends, every few seconds, the connections left alone longer than the reconnect window.

@@ -29,14 +29,24 @@ fn refuse(status: StatusCode, why: &'static str) -> Refusal {
 pub struct Guard {
     /// `host:port` values a request's `Host` may carry.
     hosts: Vec<String>,
+    /// Listening on every address (`0.0.0.0`, `::`): any IP literal with the port is a name
+    /// of this server (rebinding needs a DNS name, and names must be listed).
+    any_address: bool,
+    port: u16,
     /// Origins allowed: the server's own and `--allow-origin`'s.
     origins: Vec<String>,
     pub token: Token,
 }
 
 impl Guard {
-    /// For a server listening on `listen` (`tls`: over HTTPS), allowing `extra` origins.
-    pub fn new(listen: SocketAddr, tls: bool, extra: &[String], token: Token) -> Self {
+    /// For a server listening on `listen` (`tls`: over HTTPS), allowing `extra` origins and
+    /// the host names `names` (with the listen port; `--allow-host`).
+    pub fn new(
+        listen: SocketAddr,
+        tls: bool,
+        (extra, names): (&[String], &[String]),
+        token: Token,
+    ) -> Self {
         let port = listen.port();
         let mut hosts = vec![match listen {
             SocketAddr::V4(v4) => format!("{}:{port}", v4.ip()),
@@ -45,11 +55,18 @@ impl Guard {
         if listen.ip().is_loopback() {
             hosts.push(format!("localhost:{port}"));
         }
+        hosts.extend(
+            names
+                .iter()
+                .map(|name| format!("{}:{port}", name.to_ascii_lowercase())),
+        );
         let scheme = if tls { "https" } else { "http" };
         let mut origins: Vec<String> = hosts.iter().map(|h| format!("{scheme}://{h}")).collect();
         origins.extend(extra.iter().map(|o| o.trim_end_matches('/').to_string()));
         Self {
             hosts,
+            any_address: listen.ip().is_unspecified(),
+            port,
             origins,
             token,
         }
@@ -61,7 +78,7 @@ impl Guard {
             return Err(refuse(StatusCode::BAD_REQUEST, "the request names no Host"));
         };
         let host = host.to_ascii_lowercase();
-        if self.hosts.contains(&host) {
+        if self.hosts.contains(&host) || self.is_ip_literal_of_any_address(&host) {
             Ok(())
         } else {
             Err(refuse(
@@ -69,6 +86,13 @@ impl Guard {
                 "the Host is not this server's address (DNS rebinding is refused)",
             ))
         }
+    }
+
+    fn is_ip_literal_of_any_address(&self, host: &str) -> bool {
+        self.any_address
+            && host
+                .parse::<SocketAddr>()
+                .is_ok_and(|addr| addr.port() == self.port)
     }
 
     /// The request's `Origin`, when it has one and it is allowed (`Ok(None)`: no Origin, a
@@ -142,7 +166,7 @@ mod tests {
         Guard::new(
             "127.0.0.1:8765".parse().expect("addr"),
             false,
-            &["https://app.example".into()],
+            (&["https://app.example".into()], &["agent.example".into()]),
             token,
         )
     }
@@ -180,6 +204,49 @@ mod tests {
             g.check_host(&HeaderMap::new()).expect_err("no host").status,
             StatusCode::BAD_REQUEST
         );
+    }
+
+    #[test]
+    fn listed_names_pass_and_on_every_address_ip_literals_pass_but_names_do_not() {
+        let g = guard();
+        assert!(
+            g.check_host(&headers(&[("host", "Agent.Example:8765")]))
+                .is_ok()
+        );
+        assert!(
+            g.check_host(&headers(&[("host", "agent.example:80")]))
+                .is_err()
+        );
+        assert!(
+            g.check_host(&headers(&[("host", "10.0.0.5:8765")]))
+                .is_err(),
+            "on loopback, another IP is not this server"
+        );
+        let dir = tempfile::tempdir().expect("dir");
+        let token = Token::generate_into(&dir.path().join("t")).expect("token");
+        let everywhere = Guard::new(
+            "0.0.0.0:9000".parse().expect("addr"),
+            true,
+            (&[], &[]),
+            token,
+        );
+        for host in ["10.0.0.5:9000", "192.168.1.20:9000", "[fe80::1]:9000"] {
+            assert!(
+                everywhere.check_host(&headers(&[("host", host)])).is_ok(),
+                "{host}"
+            );
+        }
+        for host in [
+            "10.0.0.5:9001",
+            "rebound.attacker.test:9000",
+            "localhost:9000",
+            "10.0.0.5",
+        ] {
+            assert!(
+                everywhere.check_host(&headers(&[("host", host)])).is_err(),
+                "{host}"
+            );
+        }
     }
 
     #[test]

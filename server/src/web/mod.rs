@@ -13,6 +13,7 @@
 //!   client to come back within the reconnect window; a slow reader holds up only itself.
 //! - Messages, connections, sockets and sessions per connection are bounded.
 
+mod agent_output;
 mod connection;
 mod guard;
 mod http;
@@ -60,6 +61,12 @@ pub struct ServeArgs {
     /// more. No wildcard.
     #[arg(long, value_name = "ORIGIN")]
     allow_origin: Vec<String>,
+    /// Also accept this host name in requests' `Host` (the name clients reach the server
+    /// by, e.g. the TLS certificate's); repeat for more. Without it only the listen address
+    /// (and on loopback `localhost`; on 0.0.0.0 or :: any IP address) is accepted, so DNS
+    /// rebinding is refused.
+    #[arg(long, value_name = "NAME")]
+    allow_host: Vec<String>,
     /// Print the reference web client's address (with the token) to open in a browser.
     #[arg(long)]
     open: bool,
@@ -172,25 +179,12 @@ async fn start(args: ServeArgs, home: PathBuf) -> Result<(), StartError> {
     let bound = listener
         .local_addr()
         .map_err(|source| StartError::Listen { address, source })?;
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    let ws = if tls.is_some() { "wss" } else { "ws" };
-    let mut said = format!(
-        "talaria serve: listening on {scheme}://{bound}/acp ({ws}://{bound}/acp); token in {}\n",
-        token_path.display()
+    announce(
+        bound,
+        tls.is_some(),
+        &token_path,
+        args.open.then_some(&token),
     );
-    if args.open {
-        said.push_str(&format!(
-            "web client: {scheme}://{bound}/#token={}\n",
-            token.text()
-        ));
-    }
-    {
-        use std::io::Write;
-        let mut stdout = std::io::stdout();
-        let _ = stdout
-            .write_all(said.as_bytes())
-            .and_then(|()| stdout.flush());
-    }
     let stop = CancellationToken::new();
     let limits = Limits {
         connections: args.max_connections.max(1),
@@ -205,7 +199,12 @@ async fn start(args: ServeArgs, home: PathBuf) -> Result<(), StartError> {
         }
     });
     let server = Arc::new(Server {
-        guard: guard::Guard::new(bound, tls.is_some(), &args.allow_origin, token),
+        guard: guard::Guard::new(
+            bound,
+            tls.is_some(),
+            (&args.allow_origin, &args.allow_host),
+            token,
+        ),
         registry: registry.clone(),
     });
     crate::acp::prepare_process();
@@ -224,6 +223,33 @@ async fn start(args: ServeArgs, home: PathBuf) -> Result<(), StartError> {
     // agent's own stop budget).
     let _ = tokio::time::timeout(Duration::from_secs(5), registry.all_ended()).await;
     Ok(())
+}
+
+/// The first line of stdout: where the server listens and where its token is; with
+/// `--open`, the web client's address carrying the token.
+fn announce(
+    bound: SocketAddr,
+    tls: bool,
+    token_path: &std::path::Path,
+    open: Option<&token::Token>,
+) {
+    use std::io::Write;
+    let scheme = if tls { "https" } else { "http" };
+    let ws = if tls { "wss" } else { "ws" };
+    let mut said = format!(
+        "talaria serve: listening on {scheme}://{bound}/acp ({ws}://{bound}/acp); token in {}\n",
+        token_path.display()
+    );
+    if let Some(token) = open {
+        said.push_str(&format!(
+            "web client: {scheme}://{bound}/#token={}\n",
+            token.text()
+        ));
+    }
+    let mut stdout = std::io::stdout();
+    let _ = stdout
+        .write_all(said.as_bytes())
+        .and_then(|()| stdout.flush());
 }
 
 /// SIGTERM, SIGINT or SIGHUP; a second one exits at once.

@@ -259,6 +259,11 @@ pub struct Held {
 }
 
 impl Held {
+    /// The next message if one waits now.
+    pub fn try_next(&self) -> Option<Queued> {
+        self.outbound.take(&self.stream)
+    }
+
     /// The next message, waiting for one; `None` once the connection is closed and nothing
     /// waits.
     pub async fn next(&self) -> Option<Queued> {

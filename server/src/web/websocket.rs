@@ -22,7 +22,7 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 use super::connection::{Connection, Kind, Registry};
 use super::guard::offered_subprotocols;
-use super::outbound::{Busy, Held, Stream};
+use super::outbound::{Busy, Held, Queued, Stream};
 use super::shared::{Body, Server, empty, text};
 
 /// The subprotocol selected when offered.
@@ -144,7 +144,8 @@ pub fn upgrade(server: Arc<Server>, mut request: Request<Incoming>) -> Response<
         config.max_message_size = Some(limit);
         config.max_frame_size = Some(limit);
         config.read_buffer_size = 4096;
-        config.write_buffer_size = 0;
+        // Frames gather up to this much before a write; `send_waiting` flushes each batch.
+        config.write_buffer_size = 64 * 1024;
         let socket = WebSocketStream::from_raw_socket(
             hyper_util::rt::TokioIo::new(upgraded),
             Role::Server,
@@ -179,7 +180,7 @@ async fn serve_socket<S>(
     while open {
         tokio::select! {
             next = held.next() => match next {
-                Some(queued) => open = sink.send(Message::text(queued.text.to_string())).await.is_ok(),
+                Some(queued) => open = send_waiting(&mut sink, &held, queued).await.is_ok(),
                 None => {
                     let _ = sink.send(close_frame(CloseCode::Normal, "the connection has ended")).await;
                     open = false;
@@ -209,6 +210,25 @@ async fn serve_socket<S>(
     }
     drop(held);
     connection.attached(false);
+}
+
+/// Most messages written in one go (one flush) while more wait.
+const MOST_PER_FLUSH: usize = 256;
+
+/// Sends `first` and what else waits now (up to [`MOST_PER_FLUSH`]), flushed once: a
+/// streamed answer's deltas do not cost a write each.
+async fn send_waiting<S>(sink: &mut S, held: &Held, first: Queued) -> Result<(), WsError>
+where
+    S: futures_util::Sink<Message, Error = WsError> + Unpin,
+{
+    sink.feed(Message::text(first.text.to_string())).await?;
+    for _ in 1..MOST_PER_FLUSH {
+        let Some(next) = held.try_next() else {
+            break;
+        };
+        sink.feed(Message::text(next.text.to_string())).await?;
+    }
+    sink.flush().await
 }
 
 /// One text frame from the client: a JSON-RPC object passed on, anything else answered
