@@ -25,7 +25,7 @@ pub(super) struct Launch {
     pub(super) mode: Option<talaria_engine::Mode>,
     pub(super) start: talaria_engine::SessionStart,
     /// The session asked to be recorded into this directory (`_meta.talaria.record`).
-    pub(super) record: Option<std::path::PathBuf>,
+    pub(super) taps: cassettes::SessionTaps,
 }
 
 /// The modes and options a started session answers with.
@@ -68,21 +68,30 @@ impl Agent {
         let context = self.start_context();
         let slow = async move {
             let client = super::client_prompt::parse(params.system_prompt.as_ref())?;
+            let taps = cassettes::SessionTaps::asked(params.meta.as_ref())?;
             let (cwd, directories, mcp_servers) = params.place();
-            let ready = ready_session(context, cwd, directories, mcp_servers)
+            let mut ready = ready_session(context, cwd, directories, mcp_servers)
                 .await?
                 .with_client_prompt(client);
+            if let Some(most) = taps.max_turn_requests {
+                ready.config.max_turn_requests = most;
+            }
             // The store opens in the background from `initialize`; nothing the client asked
             // for needs it yet, so the answer does not wait for it: the session's entries
             // wait in the journal's backlog, and the session itself says whether it is saved.
-            Ok((params, ready))
+            Ok((params, ready, taps))
         };
-        self.defer(id, "session/new", slow, |agent, (params, ready)| {
-            agent.new_session(params, ready).boxed_local()
+        self.defer(id, "session/new", slow, |agent, (params, ready, taps)| {
+            agent.new_session(params, ready, taps).boxed_local()
         });
     }
 
-    async fn new_session(&mut self, params: acp::NewSessionRequest, ready: Ready) -> Reply {
+    async fn new_session(
+        &mut self,
+        params: acp::NewSessionRequest,
+        ready: Ready,
+        taps: cassettes::SessionTaps,
+    ) -> Reply {
         let config = &ready.config;
         let id = uuid::Uuid::new_v4().to_string();
         let journal = self.journal(config);
@@ -109,7 +118,6 @@ impl Agent {
             commands: None,
             sizing: None,
         };
-        let record = cassettes::asked_to_record(params.meta.as_ref())?;
         let launched = self.launch(Launch {
             id: id.clone(),
             cwd: params.cwd,
@@ -117,7 +125,7 @@ impl Agent {
             model: None,
             mode: None,
             start,
-            record,
+            taps,
         })?;
         to_value(
             acp::NewSessionResponse::new(id)
@@ -136,7 +144,7 @@ impl Agent {
             model,
             mode,
             start,
-            record,
+            taps,
         } = launch;
         let config = &ready.config;
         let place = cassettes::Place {
@@ -144,7 +152,7 @@ impl Agent {
             roots: &ready.roots,
             tmp: ready.shell.private_tmp(),
         };
-        let (router, tape) = self.session_router(config, place, record.as_deref())?;
+        let (router, tape) = self.session_router(config, place, &taps)?;
         let model = model.unwrap_or_else(|| config.model.clone());
         let mode = mode.unwrap_or(config.mode);
         let models = offered_models(config, &model);
@@ -224,25 +232,46 @@ impl Agent {
             .push(Box::new(move || hub.offer_sign_in(sign_in)));
     }
 
-    /// A session's router: the shared one, or, when it is recorded or replayed, one of its
-    /// own with its tools' tape.
+    /// A session's router: the shared one, or, when it is recorded, replayed or its
+    /// trajectory kept, one of its own (with its tools' tape when taped).
     fn session_router(
         &mut self,
         config: &Config,
         place: cassettes::Place<'_>,
-        record: Option<&std::path::Path>,
+        taps: &cassettes::SessionTaps,
     ) -> Result<(Arc<ModelRouter>, Option<cassettes::ToolTape>), acp::Error> {
         // `[record] dir` is read with the session's own configuration, not at start-up; the
         // command line's `--record`/`--replay` wins over it.
         let from_command_line = self.cassettes.active();
         let configured = config.record_dir.as_deref().filter(|_| !from_command_line);
-        let record = record.or(configured);
-        if !from_command_line && record.is_none() {
+        let record = taps.record.as_deref().or(configured);
+        let taped = from_command_line || record.is_some() || taps.replay.is_some();
+        if !taped && taps.trajectory.is_none() {
             return Ok((self.router_for(config)?, None));
         }
-        let normaliser = cassettes::normaliser(config, &place);
-        let session = self.cassettes.session(config, normaliser, record)?;
-        Ok((session.router, Some(session.tools)))
+        let (mut through, tools): (cassettes::Through, _) = if taped {
+            let normaliser = cassettes::normaliser(config, &place);
+            let session = self
+                .cassettes
+                .session(normaliser, record, taps.replay.as_deref())?;
+            (session.through, Some(session.tools))
+        } else {
+            (Box::new(|provider| provider), None)
+        };
+        if let Some(path) = &taps.trajectory {
+            let log = talaria_provider::trajectory::TrajectoryLog::writing_to(path.clone());
+            let inner = through;
+            through = Box::new(move |provider| {
+                Arc::new(talaria_provider::trajectory::TrajectoryTap::new(
+                    inner(provider),
+                    log.clone(),
+                ))
+            });
+        }
+        let router = talaria_engine::build_router_through(config, &through)
+            .map(Arc::new)
+            .map_err(|e| errors::internal_error(e.to_string()))?;
+        Ok((router, tools))
     }
 
     /// Starts the task that turns the session's events into `session/update`s (and the

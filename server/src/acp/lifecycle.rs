@@ -348,7 +348,7 @@ impl Agent {
                 commands: None,
                 sizing: None,
             },
-            record: None,
+            taps: super::cassettes::SessionTaps::default(),
         })
     }
 

@@ -14,6 +14,7 @@ pub mod responses;
 pub mod server_window;
 pub mod sse;
 pub mod stream;
+pub mod trajectory;
 
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;

@@ -88,6 +88,20 @@ pub fn append_private(file: &Path) -> io::Result<std::fs::File> {
         .open(file)
 }
 
+/// Writes `bytes` as the whole of `file`, created (or made) private.
+pub fn write_private(file: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(PRIVATE_FILE_MODE)
+        .open(file)?;
+    private_file(file)?;
+    out.write_all(bytes)?;
+    out.sync_data()
+}
+
 /// Whether a mode lets users other than the owner in.
 pub fn open_to_others(mode: u32) -> bool {
     mode & 0o077 != 0

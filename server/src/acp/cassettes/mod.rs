@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use talaria_engine::{Config, ModelRouter};
+use talaria_engine::Config;
 use talaria_protocol::acp;
 use talaria_protocol::errors;
 use talaria_provider::ChatProvider;
@@ -19,7 +19,7 @@ use talaria_provider::cassette::{
 use tools::{Tape, Taped};
 
 /// What a session's router does with each provider it is built with.
-type Through = Box<dyn Fn(Arc<dyn ChatProvider>) -> Arc<dyn ChatProvider>>;
+pub(super) type Through = Box<dyn Fn(Arc<dyn ChatProvider>) -> Arc<dyn ChatProvider>>;
 
 /// What the command line asked for.
 #[derive(Debug, Clone, Default)]
@@ -82,25 +82,34 @@ impl Cassettes {
         self.record.is_some() || self.replay.is_some()
     }
 
-    /// A new session's router (its providers recorded or replayed) and its tools' tape;
-    /// `record` is a directory the session itself asked to be recorded into (`_meta`, or
-    /// `[record] dir` in the configuration it started with).
+    /// What a new session's providers go through (recorded or replayed) and its tools'
+    /// tape; `record` is a directory the session itself asked to be recorded into (`_meta`,
+    /// or `[record] dir` in the configuration it started with), `replay` one whose cassette
+    /// it asked to be served from.
     pub(super) fn session(
         &self,
-        config: &Config,
         normaliser: Normaliser,
         record: Option<&Path>,
+        replay: Option<&Path>,
     ) -> Result<SessionTape, acp::Error> {
         let number = self.started.fetch_add(1, Ordering::Relaxed) + 1;
         let record = record.or(self.record.as_deref());
-        let (through, tape): (Through, Tape) = match (&self.replay, record) {
-            (Some(sessions), _) => {
-                let Some(cassette) = sessions.get(number - 1) else {
-                    return Err(errors::invalid_params(format!(
-                        "the replay has {} recorded sessions; this is session {number}",
-                        sessions.len()
-                    )));
-                };
+        let asked = match replay {
+            Some(dir) => Some(own_replay(dir)?),
+            None => None,
+        };
+        let cassette = match (&asked, &self.replay) {
+            (Some(own), _) => Some(own),
+            (None, Some(sessions)) => Some(sessions.get(number - 1).ok_or_else(|| {
+                errors::invalid_params(format!(
+                    "the replay has {} recorded sessions; this is session {number}",
+                    sessions.len()
+                ))
+            })?),
+            (None, None) => None,
+        };
+        let (through, tape): (Through, Tape) = match (cassette, record) {
+            (Some(cassette), _) => {
                 let replay: Arc<dyn ChatProvider> = Arc::new(ReplayProvider::new(
                     cassette.exchanges.clone(),
                     normaliser.clone(),
@@ -128,19 +137,30 @@ impl Cassettes {
                 ));
             }
         };
-        let router = talaria_engine::build_router_through(config, &through)
-            .map(Arc::new)
-            .map_err(|e| errors::internal_error(e.to_string()))?;
         Ok(SessionTape {
-            router,
+            through,
             tools: ToolTape { tape, normaliser },
         })
     }
 }
 
-/// A recorded or replayed session's router and its tools' tape.
+/// The one cassette of a directory a session asked to be replayed from.
+fn own_replay(dir: &Path) -> Result<Cassette, acp::Error> {
+    let mut found = read_all(dir).map_err(|e| {
+        errors::invalid_params(format!("_meta.talaria.replay {}: {e:#}", dir.display()))
+    })?;
+    if found.is_empty() {
+        return Err(errors::invalid_params(format!(
+            "_meta.talaria.replay {}: no recorded session there",
+            dir.display()
+        )));
+    }
+    Ok(found.swap_remove(0))
+}
+
+/// What a recorded or replayed session's providers go through, and its tools' tape.
 pub(super) struct SessionTape {
-    pub(super) router: Arc<ModelRouter>,
+    pub(super) through: Through,
     pub(super) tools: ToolTape,
 }
 
@@ -264,19 +284,54 @@ pub(super) fn normaliser(config: &Config, place: &Place<'_>) -> Normaliser {
     normaliser
 }
 
-/// The directory a `session/new` asks to be recorded into: `_meta.talaria.record`, an
-/// absolute path.
-pub(super) fn asked_to_record(meta: Option<&acp::Meta>) -> Result<Option<PathBuf>, acp::Error> {
-    let Some(asked) = meta
-        .and_then(|meta| meta.get("talaria"))
-        .and_then(|talaria| talaria.get("record"))
-    else {
+/// What a `session/new` asks of its own model calls, in `_meta.talaria` (a batch runner's
+/// or a harness's): `record` (a directory its cassette goes to), `replay` (a directory whose
+/// cassette serves it), `trajectory` (a file its trajectory is kept in) — each an absolute
+/// path — and `maxTurnRequests` (its own cap on model calls per turn).
+#[derive(Debug, Default)]
+pub(super) struct SessionTaps {
+    pub(super) record: Option<PathBuf>,
+    pub(super) replay: Option<PathBuf>,
+    pub(super) trajectory: Option<PathBuf>,
+    pub(super) max_turn_requests: Option<u32>,
+}
+
+impl SessionTaps {
+    /// Reads them from a `session/new`'s `_meta`; a value of the wrong shape is an error.
+    pub(super) fn asked(meta: Option<&acp::Meta>) -> Result<Self, acp::Error> {
+        let Some(talaria) = meta.and_then(|meta| meta.get("talaria")) else {
+            return Ok(Self::default());
+        };
+        let max_turn_requests = match talaria.get("maxTurnRequests") {
+            None => None,
+            Some(n) => Some(
+                n.as_u64()
+                    .and_then(|n| u32::try_from(n).ok())
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| {
+                        errors::invalid_params(format!(
+                            "_meta.talaria.maxTurnRequests must be a positive whole number, got {n}"
+                        ))
+                    })?,
+            ),
+        };
+        Ok(Self {
+            record: absolute(talaria, "record")?,
+            replay: absolute(talaria, "replay")?,
+            trajectory: absolute(talaria, "trajectory")?,
+            max_turn_requests,
+        })
+    }
+}
+
+fn absolute(talaria: &serde_json::Value, key: &str) -> Result<Option<PathBuf>, acp::Error> {
+    let Some(asked) = talaria.get(key) else {
         return Ok(None);
     };
     match asked.as_str().map(PathBuf::from) {
-        Some(dir) if dir.is_absolute() => Ok(Some(dir)),
+        Some(path) if path.is_absolute() => Ok(Some(path)),
         _ => Err(errors::invalid_params(format!(
-            "_meta.talaria.record must be an absolute directory path, got {asked}"
+            "_meta.talaria.{key} must be an absolute path, got {asked}"
         ))),
     }
 }
