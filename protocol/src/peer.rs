@@ -38,6 +38,9 @@ pub struct PeerOptions {
     pub outgoing_capacity: usize,
     /// Capacity of the incoming queue handed to the application.
     pub incoming_capacity: usize,
+    /// The framing to write in from the start (a client, which speaks first); `None`: the
+    /// peer's, detected from its first message (an agent).
+    pub framing: Option<Framing>,
 }
 
 impl Default for PeerOptions {
@@ -46,6 +49,7 @@ impl Default for PeerOptions {
             max_message_bytes: 64 * 1024 * 1024,
             outgoing_capacity: 1024,
             incoming_capacity: 256,
+            framing: None,
         }
     }
 }
@@ -131,7 +135,7 @@ where
 {
     let (out_tx, out_rx) = mpsc::channel(options.outgoing_capacity);
     let (in_tx, in_rx) = mpsc::channel(options.incoming_capacity);
-    let (framing_tx, framing_rx) = watch::channel(None);
+    let (framing_tx, framing_rx) = watch::channel(options.framing);
     let inner = Arc::new(Inner {
         out: out_tx,
         pending: Mutex::new(HashMap::new()),

@@ -3,6 +3,7 @@
 //! stdout carries only protocol messages; logs go to stderr through `tracing`.
 
 mod acp;
+mod batch;
 mod doctor;
 mod home;
 mod logging;
@@ -50,6 +51,10 @@ enum Command {
     /// streamable HTTP on one endpoint, `/acp`, behind a bearer token; loopback only unless
     /// told otherwise (with TLS).
     Serve(web::ServeArgs),
+    /// Run a dataset of tasks (JSONL) as sessions, in parallel, for a harness: results,
+    /// trajectories and a summary in --out; resumable, recordable, replayable; spread over
+    /// machines with a PostgreSQL --queue.
+    Batch(batch::BatchArgs),
     /// Manage the session store ($TALARIA_HOME/state.db).
     Store {
         #[command(subcommand)]
@@ -202,42 +207,49 @@ fn main() -> std::process::ExitCode {
             runtime.block_on(setup::run())
         }
         Command::Serve(args) => serve(&runtime, args),
-        Command::Acp(args) => {
+        Command::Batch(args) => {
             home::make_private();
-            if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
-                // A person started it by hand: say what it is (stderr; stdout stays protocol).
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "talaria speaks the Agent Client Protocol on stdin/stdout and is meant to be \
-                     started by an editor (Zed, VS Code) or a client. To chat in a terminal, run \
-                     `talaria-chat`. Ctrl-D quits."
-                );
-            }
-            let cassettes = acp::CassetteOptions {
-                record: args.record,
-                replay: args.replay,
-                timing: match args.replay_timing {
-                    ReplayPace::Fast => talaria_provider::cassette::ReplayTiming::Fast,
-                    ReplayPace::Recorded => talaria_provider::cassette::ReplayTiming::Recorded,
-                },
-                replay_tools: args.replay_tools,
-            };
-            let result = runtime.block_on(acp::serve(
-                tokio::io::stdin(),
-                tokio::io::stdout(),
-                cassettes,
-            ));
-            // Everything that must finish was waited for within the stop's budget (the
-            // output flushed included); blocking work still running (a read of the input, a
-            // store call that does not return, a tool reading a slow file) is not waited for.
-            runtime.shutdown_background();
-            match result {
-                Ok(()) => std::process::ExitCode::SUCCESS,
-                Err(e) => {
-                    tracing::error!("{e:#}");
-                    std::process::ExitCode::FAILURE
-                }
-            }
+            runtime.block_on(batch::run(args))
+        }
+        Command::Acp(args) => serve_stdio(runtime, args),
+    }
+}
+
+/// `talaria acp` (and `talaria` alone): ACP on stdin and stdout until the input ends.
+fn serve_stdio(runtime: tokio::runtime::Runtime, args: AcpArgs) -> std::process::ExitCode {
+    home::make_private();
+    if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        // A person started it by hand: say what it is (stderr; stdout stays protocol).
+        let _ = writeln!(
+            std::io::stderr(),
+            "talaria speaks the Agent Client Protocol on stdin/stdout and is meant to be \
+             started by an editor (Zed, VS Code) or a client. To chat in a terminal, run \
+             `talaria-chat`. Ctrl-D quits."
+        );
+    }
+    let cassettes = acp::CassetteOptions {
+        record: args.record,
+        replay: args.replay,
+        timing: match args.replay_timing {
+            ReplayPace::Fast => talaria_provider::cassette::ReplayTiming::Fast,
+            ReplayPace::Recorded => talaria_provider::cassette::ReplayTiming::Recorded,
+        },
+        replay_tools: args.replay_tools,
+    };
+    let result = runtime.block_on(acp::serve(
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        cassettes,
+    ));
+    // Everything that must finish was waited for within the stop's budget (the
+    // output flushed included); blocking work still running (a read of the input, a
+    // store call that does not return, a tool reading a slow file) is not waited for.
+    runtime.shutdown_background();
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            std::process::ExitCode::FAILURE
         }
     }
 }

@@ -13,6 +13,7 @@ mod support;
 mod approvals;
 mod auth;
 mod bad_setups;
+mod batch;
 mod cancel;
 mod cassettes;
 mod claim_races;

@@ -199,6 +199,9 @@ struct State {
     /// Scripts of their own for requests naming these models (side models such as a
     /// summariser, whose place among the main model's requests a test need not predict).
     model_scripts: Mutex<std::collections::HashMap<String, VecDeque<MockReply>>>,
+    /// Scripts of their own for conversations whose first user message holds a marker
+    /// (tasks that run in parallel, whose requests interleave in no set order).
+    prompt_scripts: Mutex<Vec<(String, VecDeque<MockReply>)>>,
     requests: Mutex<Vec<RecordedRequest>>,
     /// What went wrong: requests no script step expected, transcripts with broken tool-call
     /// pairing. A mock dropped with problems fails the test (see [`MockLlm`]'s `Drop`).
@@ -299,6 +302,17 @@ impl MockLlm {
             .entry(model.to_string())
             .or_default()
             .extend(replies);
+    }
+
+    /// Gives conversations whose first user message contains `marker` a script of their
+    /// own: their requests take replies from it, in order, and are refused once it is
+    /// exhausted.
+    pub fn script_for_prompt(&self, marker: &str, replies: Vec<MockReply>) {
+        let mut scripts = lock(&self.state.prompt_scripts);
+        match scripts.iter_mut().find(|(m, _)| m == marker) {
+            Some((_, script)) => script.extend(replies),
+            None => scripts.push((marker.to_string(), replies.into())),
+        }
     }
 
     /// Accepts only this key from now on: other requests get OpenAI's 401 (model lists
@@ -479,7 +493,7 @@ async fn answer_model_request(state: &Arc<State>, received: Received) -> Respons
         let why = format!("mock: broken tool-call pairing: {}", pairing.join("; "));
         return refuse(state, why, &recorded_body);
     }
-    let mut reply = match next_reply(state, &model) {
+    let mut reply = match next_reply(state, &model, &recorded_body) {
         Ok(reply) => reply,
         Err(why) => {
             mark(state, index, |r| r.completed = true);
@@ -568,7 +582,16 @@ fn control(state: &State, path: &str, bytes: &Bytes) -> Option<Response<Body>> {
 
 /// The next script step for a request to `model`: its own script, else the shared one; an
 /// exhausted script is an error (the mock fails loudly on requests no script expects).
-fn next_reply(state: &State, model: &str) -> Result<MockReply, ScriptExhausted> {
+fn next_reply(state: &State, model: &str, body: &Value) -> Result<MockReply, ScriptExhausted> {
+    let first_user = first_user_text(body);
+    if let Some((marker, own)) = lock(&state.prompt_scripts)
+        .iter_mut()
+        .find(|(marker, _)| first_user.contains(marker.as_str()))
+    {
+        return own.pop_front().ok_or(ScriptExhausted {
+            model: Some(format!("{model} (conversation marked {marker:?})")),
+        });
+    }
     match lock(&state.model_scripts).get_mut(model) {
         Some(own) => own.pop_front().ok_or(ScriptExhausted {
             model: Some(model.to_string()),
@@ -576,6 +599,21 @@ fn next_reply(state: &State, model: &str) -> Result<MockReply, ScriptExhausted> 
         None => lock(&state.script)
             .pop_front()
             .ok_or(ScriptExhausted { model: None }),
+    }
+}
+
+/// The text of a request's first user message (Chat Completions, Responses or Messages).
+fn first_user_text(body: &Value) -> String {
+    let messages = body
+        .get("messages")
+        .or_else(|| body.get("input"))
+        .and_then(Value::as_array);
+    let Some(first) = messages.into_iter().flatten().find(|m| m["role"] == "user") else {
+        return String::new();
+    };
+    match &first["content"] {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
     }
 }
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use super::{
     Agent, Reply, capabilities, cassettes, client_bridge, config_error, load_config, providers,
-    rewind, server_window, settings, shutdown, steering, to_value,
+    rewind, run_command, server_window, settings, shutdown, steering, to_value,
 };
 use crate::acp::ProcessShared;
 use futures_util::FutureExt;
@@ -412,6 +412,9 @@ impl Agent {
             }
             ClientRequest::ExtMethodRequest(ext) if ext.method.as_ref() == rewind::METHOD => {
                 self.rewind(request.id, &ext.params)
+            }
+            ClientRequest::ExtMethodRequest(ext) if ext.method.as_ref() == run_command::METHOD => {
+                self.run_command(request.id, request.cancel, &ext.params)
             }
             _ => Some(Err(errors::method_not_found(&format!(
                 "{} (not supported by this agent; see agentCapabilities)",

@@ -146,13 +146,8 @@ impl Agent {
             start,
             taps,
         } = launch;
+        let (router, tape) = self.session_router(&ready, &id, &taps)?;
         let config = &ready.config;
-        let place = cassettes::Place {
-            session: &id,
-            roots: &ready.roots,
-            tmp: ready.shell.private_tmp(),
-        };
-        let (router, tape) = self.session_router(config, place, &taps)?;
         let model = model.unwrap_or_else(|| config.model.clone());
         let mode = mode.unwrap_or(config.mode);
         let models = offered_models(config, &model);
@@ -213,6 +208,8 @@ impl Agent {
             models,
             booleans: self.client_caps.booleans,
             meta: session_meta(&shell),
+            shell,
+            cwd,
         };
         let launched = live.launched();
         self.sessions.insert(id, live);
@@ -236,10 +233,16 @@ impl Agent {
     /// trajectory kept, one of its own (with its tools' tape when taped).
     fn session_router(
         &mut self,
-        config: &Config,
-        place: cassettes::Place<'_>,
+        ready: &Ready,
+        session: &str,
         taps: &cassettes::SessionTaps,
     ) -> Result<(Arc<ModelRouter>, Option<cassettes::ToolTape>), acp::Error> {
+        let config = &ready.config;
+        let place = cassettes::Place {
+            session,
+            roots: &ready.roots,
+            tmp: ready.shell.private_tmp(),
+        };
         // `[record] dir` is read with the session's own configuration, not at start-up; the
         // command line's `--record`/`--replay` wins over it.
         let from_command_line = self.cassettes.active();

@@ -33,6 +33,7 @@ mod prompt_input;
 mod providers;
 mod replay;
 mod rewind;
+mod run_command;
 mod server_window;
 mod session_options;
 mod settings;
@@ -68,6 +69,9 @@ struct LiveSession {
     booleans: bool,
     /// What session responses say under `_meta`.
     meta: acp::Meta,
+    /// How its commands start (sandbox, environment), and where: for `_talaria/run_command`.
+    shell: Arc<talaria_tools::shell::Shell>,
+    cwd: std::path::PathBuf,
 }
 
 impl LiveSession {

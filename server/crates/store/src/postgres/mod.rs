@@ -233,6 +233,17 @@ impl PgStore {
         Self::open(PgOptions::parse(url, None, &|key| std::env::var(key).ok())?)
     }
 
+    /// A plain connection to the database `url` names, with the store's TLS and password
+    /// rules, for another user of the same database (a batch's queue).
+    pub fn client(url: &str) -> Result<postgres::Client, StoreError> {
+        let options = PgOptions::parse(url, None, &|key| std::env::var(key).ok())?;
+        let connector = Connector {
+            tls: tls::connector(&options)?,
+            options,
+        };
+        connector.connect(Purpose::Data)
+    }
+
     /// The schema version this build writes.
     pub fn schema_version() -> i64 {
         schema::VERSION

@@ -1,0 +1,342 @@
+//! What a batch writes to its folder: `results.jsonl` (a line a finished task, appended and
+//! synced, so a killed run loses at most the tasks that were running), `trajectories/ID.json`,
+//! `problems.jsonl` (the dataset's bad lines) and `summary.md`.
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::task::Problem;
+
+/// A task's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// `check` exited 0.
+    Pass,
+    /// `check` exited otherwise.
+    Fail,
+    /// The turn ended and there is no `check`.
+    Done,
+    /// `timeout_s` passed; the turn was cancelled.
+    Timeout,
+    /// `setup` failed; nothing was prompted.
+    SetupFailed,
+    /// The workspace, the agent or the model failed (`error_class` says which).
+    Error,
+}
+
+impl Verdict {
+    pub fn failed(self) -> bool {
+        !matches!(self, Self::Pass | Self::Done)
+    }
+}
+
+/// One line of `results.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskResult {
+    pub id: String,
+    /// The dataset line it came from.
+    pub line: usize,
+    pub verdict: Verdict,
+    pub stop_reason: Option<String>,
+    /// The model's answers (assistant messages) in the turn.
+    pub turns: u64,
+    pub model_calls: u64,
+    pub tool_calls: u64,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+    /// In USD, when the agent knows the model's prices.
+    pub cost: Option<f64>,
+    pub wall_s: f64,
+    pub error_class: Option<String>,
+    pub error: Option<String>,
+    /// The session's id: `session/load` it to look at the task in an editor.
+    pub session_id: Option<String>,
+    pub check_exit: Option<i32>,
+    #[serde(default)]
+    pub metadata: Value,
+}
+
+/// How trajectories are written (`--format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TrajectoryFormat {
+    /// The messages in the OpenAI chat format.
+    #[default]
+    OpenAi,
+    /// `conversations` of `from`/`value` turns.
+    ShareGpt,
+}
+
+impl std::str::FromStr for TrajectoryFormat {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "openai" => Ok(Self::OpenAi),
+            "sharegpt" => Ok(Self::ShareGpt),
+            other => Err(format!("--format {other:?}: openai or sharegpt")),
+        }
+    }
+}
+
+/// Why the output folder cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0} already holds results: --resume to go on with them, or choose another --out")]
+    NotEmpty(PathBuf),
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> OutputError + '_ {
+    move |source| OutputError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The output folder of a batch.
+pub struct OutputDir {
+    dir: PathBuf,
+    results: std::fs::File,
+    /// The results already there when a run resumed, and those written since.
+    finished: Vec<TaskResult>,
+}
+
+impl OutputDir {
+    /// Opens `dir` (created if needed). Without `resume`, a folder with results is refused;
+    /// with it, the finished tasks are read (a line cut by a kill is dropped).
+    pub fn open(dir: &Path, resume: bool) -> Result<Self, OutputError> {
+        std::fs::create_dir_all(dir.join("trajectories")).map_err(io(dir))?;
+        let path = dir.join("results.jsonl");
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(io(&path)(e)),
+        };
+        if !resume && !text.trim().is_empty() {
+            return Err(OutputError::NotEmpty(dir.to_path_buf()));
+        }
+        let (finished, whole_bytes) = read_results(&text);
+        let results = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(io(&path))?;
+        // A line a kill cut short goes: the next result starts on a line of its own.
+        results.set_len(whole_bytes as u64).map_err(io(&path))?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            results,
+            finished,
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The ids already finished.
+    pub fn finished_ids(&self) -> HashSet<String> {
+        self.finished.iter().map(|r| r.id.clone()).collect()
+    }
+
+    /// Writes a task's trajectory, then its result (synced before this returns).
+    pub fn finish(
+        &mut self,
+        result: TaskResult,
+        trajectory: Option<&Value>,
+        format: TrajectoryFormat,
+    ) -> Result<(), OutputError> {
+        if let Some(trajectory) = trajectory {
+            write_trajectory(&self.dir, &result.id, trajectory, format)?;
+        }
+        let path = self.dir.join("results.jsonl");
+        let mut line = serde_json::to_string(&result).unwrap_or_default();
+        line.push('\n');
+        self.results
+            .write_all(line.as_bytes())
+            .and_then(|()| self.results.sync_data())
+            .map_err(io(&path))?;
+        self.finished.push(result);
+        Ok(())
+    }
+
+    /// `problems.jsonl` and `summary.md`, from every result in the folder.
+    pub fn write_summary(&self, problems: &[Problem], wall_s: f64) -> Result<(), OutputError> {
+        write_problems(&self.dir, problems)?;
+        let path = self.dir.join("summary.md");
+        std::fs::write(&path, summary(&self.finished, problems, wall_s)).map_err(io(&path))
+    }
+
+    pub fn results(&self) -> &[TaskResult] {
+        &self.finished
+    }
+}
+
+/// The results in `text`, and how many of its bytes are whole lines.
+fn read_results(text: &str) -> (Vec<TaskResult>, usize) {
+    let mut results = Vec::new();
+    let mut whole = 0;
+    for line in text.split_inclusive('\n') {
+        if !line.ends_with('\n') {
+            break;
+        }
+        whole += line.len();
+        if let Ok(result) = serde_json::from_str::<TaskResult>(line) {
+            results.push(result);
+        }
+    }
+    (results, whole)
+}
+
+/// `DIR/trajectories/ID.json` in `format`.
+pub fn write_trajectory(
+    dir: &Path,
+    id: &str,
+    trajectory: &Value,
+    format: TrajectoryFormat,
+) -> Result<(), OutputError> {
+    let shaped = match format {
+        TrajectoryFormat::OpenAi => trajectory.clone(),
+        TrajectoryFormat::ShareGpt => crate::sharegpt::from_openai(trajectory),
+    };
+    let path = dir.join("trajectories").join(format!("{id}.json"));
+    let aside = path.with_extension("json.partial");
+    let text = serde_json::to_vec_pretty(&shaped).unwrap_or_default();
+    std::fs::write(&aside, text)
+        .and_then(|()| std::fs::rename(&aside, &path))
+        .map_err(io(&path))
+}
+
+/// `DIR/problems.jsonl`: the dataset's bad lines.
+pub fn write_problems(dir: &Path, problems: &[Problem]) -> Result<(), OutputError> {
+    let path = dir.join("problems.jsonl");
+    let text: String = problems
+        .iter()
+        .filter_map(|p| serde_json::to_string(p).ok())
+        .map(|line| line + "\n")
+        .collect();
+    std::fs::write(&path, text).map_err(io(&path))
+}
+
+/// `summary.md`: totals, verdicts, and the tasks that did not pass.
+pub fn summary(results: &[TaskResult], problems: &[Problem], wall_s: f64) -> String {
+    let count = |verdict| results.iter().filter(|r| r.verdict == verdict).count();
+    let tokens_in: u64 = results.iter().map(|r| r.tokens_in).sum();
+    let tokens_out: u64 = results.iter().map(|r| r.tokens_out).sum();
+    let calls: u64 = results.iter().map(|r| r.model_calls).sum();
+    let cost: f64 = results.iter().filter_map(|r| r.cost).sum();
+    let mut out = format!(
+        "# Batch summary\n\n| | |\n|---|---|\n| tasks finished | {} |\n| pass | {} |\n| fail | {} |\n| done (no check) | {} |\n| timeout | {} |\n| setup failed | {} |\n| error | {} |\n| bad dataset lines | {} |\n| model calls | {calls} |\n| tokens in / out | {tokens_in} / {tokens_out} |\n| cost (USD) | {cost:.4} |\n| wall time (s) | {wall_s:.1} |\n",
+        results.len(),
+        count(Verdict::Pass),
+        count(Verdict::Fail),
+        count(Verdict::Done),
+        count(Verdict::Timeout),
+        count(Verdict::SetupFailed),
+        count(Verdict::Error),
+        problems.len(),
+    );
+    let failed: Vec<&TaskResult> = results.iter().filter(|r| r.verdict.failed()).collect();
+    if !failed.is_empty() {
+        out.push_str("\n## Tasks that did not pass\n\n| id | verdict | why |\n|---|---|---|\n");
+        for r in failed {
+            let why = r
+                .error
+                .clone()
+                .or(r.check_exit.map(|c| format!("check exited {c}")))
+                .unwrap_or_default()
+                .replace('|', "\\|")
+                .replace('\n', " ");
+            let verdict = serde_json::to_value(r.verdict).unwrap_or_default();
+            out.push_str(&format!(
+                "| {} | {} | {why} |\n",
+                r.id,
+                verdict.as_str().unwrap_or("")
+            ));
+        }
+    }
+    if !problems.is_empty() {
+        out.push_str("\n## Dataset lines that are not tasks\n\n| line | problem |\n|---|---|\n");
+        for p in problems {
+            out.push_str(&format!(
+                "| {} | {} |\n",
+                p.line,
+                p.error.replace('|', "\\|")
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(id: &str, verdict: Verdict) -> TaskResult {
+        TaskResult {
+            id: id.into(),
+            line: 1,
+            verdict,
+            stop_reason: Some("end_turn".into()),
+            turns: 1,
+            model_calls: 1,
+            tool_calls: 0,
+            tokens_in: 10,
+            tokens_out: 5,
+            cost: None,
+            wall_s: 0.1,
+            error_class: None,
+            error: None,
+            session_id: None,
+            check_exit: Some(0),
+            metadata: Value::Null,
+        }
+    }
+
+    #[test]
+    fn a_line_cut_by_a_kill_is_dropped_on_resume_and_the_next_result_starts_on_its_own_line() {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut out = OutputDir::open(dir.path(), false).expect("open");
+        out.finish(result("a", Verdict::Pass), None, TrajectoryFormat::OpenAi)
+            .expect("a");
+        drop(out);
+        let path = dir.path().join("results.jsonl");
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .expect("open");
+        file.write_all(br#"{"id":"b","li"#).expect("cut");
+        assert!(matches!(
+            OutputDir::open(dir.path(), false),
+            Err(OutputError::NotEmpty(_))
+        ));
+        let mut out = OutputDir::open(dir.path(), true).expect("resume");
+        assert_eq!(out.finished_ids(), HashSet::from(["a".to_string()]));
+        out.finish(result("b", Verdict::Fail), None, TrajectoryFormat::OpenAi)
+            .expect("b");
+        let text = std::fs::read_to_string(&path).expect("read");
+        let ids: Vec<String> = text
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<TaskResult>(l)
+                    .expect("whole line")
+                    .id
+            })
+            .collect();
+        assert_eq!(ids, ["a", "b"]);
+        out.write_summary(&[], 1.0).expect("summary");
+        let summary = std::fs::read_to_string(dir.path().join("summary.md")).expect("summary");
+        assert!(
+            summary.contains("| pass | 1 |") && summary.contains("| b | fail | check exited 0 |"),
+            "{summary}"
+        );
+    }
+}

@@ -1,0 +1,367 @@
+//! Running tasks: one task as one session of the agent (workspace, `setup`, the prompt under
+//! its timeout, `check`, the trajectory), and a dataset `--parallel N` at a time into an
+//! output folder, skipping what a resumed folder already holds.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::sync::{Semaphore, mpsc};
+
+use crate::agent::{AgentError, AgentLink};
+use crate::outputs::{OutputDir, OutputError, TaskResult, TrajectoryFormat, Verdict};
+use crate::progress::Progress;
+use crate::task::{Dataset, TaskAt};
+use crate::workspace;
+
+/// How `setup` and `check` may run at most.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(600);
+/// After a timeout's cancel, how long the turn has to end.
+const CANCEL_GRACE: Duration = Duration::from_secs(30);
+
+/// Where a task's files go.
+#[derive(Debug, Clone)]
+pub struct TaskPlaces {
+    /// Throwaway workspaces and trajectories being written.
+    pub work: PathBuf,
+    /// Cassettes recorded into `record/ID/`.
+    pub record: Option<PathBuf>,
+    /// Cassettes replayed from `replay/ID/`.
+    pub replay: Option<PathBuf>,
+}
+
+/// A finished task: its result line and its trajectory (OpenAI chat format).
+#[derive(Debug, Clone)]
+pub struct TaskOutcome {
+    pub result: TaskResult,
+    pub trajectory: Option<Value>,
+}
+
+impl TaskOutcome {
+    /// The agent went away before the task ended: it did not finish, and runs again.
+    pub fn agent_gone(&self) -> bool {
+        self.result.error_class.as_deref() == Some("agent_gone")
+    }
+}
+
+/// How the turn ended.
+enum TurnEnd {
+    Answered(Value),
+    TimedOut,
+    Failed(AgentError),
+}
+
+fn blank_result(at: &TaskAt) -> TaskResult {
+    TaskResult {
+        id: at.task.id.clone(),
+        line: at.line,
+        verdict: Verdict::Error,
+        stop_reason: None,
+        turns: 0,
+        model_calls: 0,
+        tool_calls: 0,
+        tokens_in: 0,
+        tokens_out: 0,
+        cost: None,
+        wall_s: 0.0,
+        error_class: None,
+        error: None,
+        session_id: None,
+        check_exit: None,
+        metadata: at.task.metadata.clone(),
+    }
+}
+
+fn failed(result: &mut TaskResult, agent: &AgentLink, class: &str, error: String) {
+    result.verdict = Verdict::Error;
+    let gone = agent.closed().is_cancelled();
+    result.error_class = Some(if gone { "agent_gone" } else { class }.to_string());
+    result.error = Some(error);
+}
+
+/// Runs one task as one session of `agent`.
+pub async fn run_task(agent: &AgentLink, at: &TaskAt, places: &TaskPlaces) -> TaskOutcome {
+    let started = Instant::now();
+    let mut result = blank_result(at);
+    let task = at.task.clone();
+    let work = places.work.clone();
+    let prepared = tokio::task::spawn_blocking(move || workspace::prepare(&task, &work)).await;
+    let workspace = match prepared {
+        Ok(Ok(workspace)) => workspace,
+        Ok(Err(error)) => {
+            failed(&mut result, agent, "workspace", error.to_string());
+            return finish(result, None, started);
+        }
+        Err(error) => {
+            failed(&mut result, agent, "workspace", error.to_string());
+            return finish(result, None, started);
+        }
+    };
+    let trajectory_path = places.work.join(format!("{}.trajectory.json", at.task.id));
+    let _ = std::fs::remove_file(&trajectory_path);
+    let session = match open_session(agent, at, workspace.path(), places, &trajectory_path).await {
+        Ok(session) => session,
+        Err(error) => {
+            let class = error.class.clone().unwrap_or_else(|| "session".into());
+            failed(&mut result, agent, &class, error.to_string());
+            return finish(result, None, started);
+        }
+    };
+    result.session_id = Some(session.clone());
+    run_session(agent, at, &session, &mut result).await;
+    let _ = agent
+        .call("session/close", json!({"sessionId": session}))
+        .await;
+    let tally = agent.tally(&session);
+    agent.forget(&session);
+    result.tool_calls = tally.tool_calls;
+    result.cost = tally.cost;
+    let trajectory = read_trajectory(&trajectory_path, at, &mut result);
+    drop(workspace);
+    finish(result, trajectory, started)
+}
+
+fn finish(mut result: TaskResult, trajectory: Option<Value>, started: Instant) -> TaskOutcome {
+    result.wall_s = started.elapsed().as_secs_f64();
+    let trajectory = trajectory.map(|mut t| {
+        t["task"] = json!({"id": result.id, "verdict": result.verdict,
+                           "stop_reason": result.stop_reason, "metadata": result.metadata});
+        t
+    });
+    TaskOutcome { result, trajectory }
+}
+
+/// `setup`, the prompt, `check`: the verdict and the turn's figures into `result`.
+async fn run_session(agent: &AgentLink, at: &TaskAt, session: &str, result: &mut TaskResult) {
+    let task = &at.task;
+    if let Some(setup) = &task.setup {
+        match run_command(agent, session, setup).await {
+            Ok((Some(0), _)) => {}
+            Ok((exit, output)) => {
+                result.verdict = Verdict::SetupFailed;
+                result.error = Some(format!("setup exited {exit:?}: {}", tail(&output)));
+                return;
+            }
+            Err(error) => return failed(result, agent, "setup", error.to_string()),
+        }
+    }
+    match prompt(agent, at, session).await {
+        TurnEnd::Answered(answer) => {
+            result.stop_reason = answer["stopReason"].as_str().map(str::to_string);
+            result.tokens_in = answer["usage"]["inputTokens"].as_u64().unwrap_or(0);
+            result.tokens_out = answer["usage"]["outputTokens"].as_u64().unwrap_or(0);
+            result.verdict = Verdict::Done;
+        }
+        TurnEnd::TimedOut => {
+            result.verdict = Verdict::Timeout;
+            result.stop_reason = Some("cancelled".into());
+            return;
+        }
+        TurnEnd::Failed(error) => {
+            let class = error.class.clone().unwrap_or_else(|| "agent".into());
+            return failed(result, agent, &class, error.message);
+        }
+    }
+    if let Some(check) = &task.check {
+        match run_command(agent, session, check).await {
+            Ok((exit, output)) => {
+                result.check_exit = exit;
+                result.verdict = if exit == Some(0) {
+                    Verdict::Pass
+                } else {
+                    result.error = Some(format!("check exited {exit:?}: {}", tail(&output)));
+                    Verdict::Fail
+                };
+            }
+            Err(error) => failed(result, agent, "check", error.to_string()),
+        }
+    }
+}
+
+/// The last few hundred bytes of a command's output.
+fn tail(output: &str) -> String {
+    let start = output.len().saturating_sub(400);
+    let start = (start..output.len())
+        .find(|i| output.is_char_boundary(*i))
+        .unwrap_or(output.len());
+    output[start..].trim().to_string()
+}
+
+async fn open_session(
+    agent: &AgentLink,
+    at: &TaskAt,
+    cwd: &Path,
+    places: &TaskPlaces,
+    trajectory: &Path,
+) -> Result<String, AgentError> {
+    let task = &at.task;
+    let mut taps = json!({"trajectory": trajectory});
+    if let Some(dir) = &places.record {
+        taps["record"] = json!(dir.join(&task.id));
+    }
+    if let Some(dir) = &places.replay {
+        taps["replay"] = json!(dir.join(&task.id));
+    }
+    if let Some(most) = task.max_turns {
+        taps["maxTurnRequests"] = json!(most);
+    }
+    let mut params = json!({"cwd": cwd, "mcpServers": [], "_meta": {"talaria": taps}});
+    if let Some(text) = &task.system_prompt {
+        params["systemPrompt"] =
+            json!({"mode": "append", "content": [{"type": "text", "text": text}]});
+    }
+    let answer = agent.call("session/new", params).await?;
+    let session = answer["sessionId"].as_str().unwrap_or_default().to_string();
+    if let Some(mode) = &task.mode {
+        agent
+            .call(
+                "session/set_mode",
+                json!({"sessionId": session, "modeId": mode}),
+            )
+            .await?;
+    }
+    if let Some(model) = &task.model {
+        let option = json!({"sessionId": session, "configId": "model", "value": model});
+        agent.call("session/set_config_option", option).await?;
+    }
+    Ok(session)
+}
+
+/// A command in the session's sandbox: its exit code and output.
+async fn run_command(
+    agent: &AgentLink,
+    session: &str,
+    command: &str,
+) -> Result<(Option<i32>, String), AgentError> {
+    let timeout_ms = COMMAND_TIMEOUT.as_millis() as u64;
+    let params = json!({"sessionId": session, "command": command, "timeoutMs": timeout_ms});
+    let answer = agent.call("_talaria/run_command", params).await?;
+    let exit = answer["exitCode"]
+        .as_i64()
+        .and_then(|c| i32::try_from(c).ok());
+    let exit = if answer["timedOut"] == true {
+        None
+    } else {
+        exit
+    };
+    Ok((exit, answer["output"].as_str().unwrap_or("").to_string()))
+}
+
+/// The prompt, cancelled when the task's timeout passes.
+async fn prompt(agent: &AgentLink, at: &TaskAt, session: &str) -> TurnEnd {
+    let params = json!({"sessionId": session, "prompt": at.task.prompt.blocks()});
+    let turn = agent.call("session/prompt", params);
+    tokio::pin!(turn);
+    let limit = at
+        .task
+        .timeout_s
+        .map(Duration::from_secs_f64)
+        .unwrap_or(Duration::MAX);
+    let ended = match tokio::time::timeout(limit, &mut turn).await {
+        Ok(ended) => ended,
+        Err(_) => {
+            agent
+                .notify("session/cancel", json!({"sessionId": session}))
+                .await;
+            let _ = tokio::time::timeout(CANCEL_GRACE, &mut turn).await;
+            return TurnEnd::TimedOut;
+        }
+    };
+    match ended {
+        Ok(answer) => TurnEnd::Answered(answer),
+        Err(error) => TurnEnd::Failed(error),
+    }
+}
+
+/// The trajectory the agent kept, its figures into `result`.
+fn read_trajectory(path: &Path, at: &TaskAt, result: &mut TaskResult) -> Option<Value> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let _ = std::fs::remove_file(path);
+    let trajectory: Value = serde_json::from_str(&text).ok()?;
+    let stats = &trajectory["stats"];
+    result.model_calls = stats["model_calls"].as_u64().unwrap_or(0);
+    result.turns = trajectory["messages"].as_array().map_or(0, |m| {
+        m.iter().filter(|m| m["role"] == "assistant").count() as u64
+    });
+    if result.tokens_in == 0 && result.tokens_out == 0 {
+        result.tokens_in = stats["input_tokens"].as_u64().unwrap_or(0);
+        result.tokens_out = stats["output_tokens"].as_u64().unwrap_or(0);
+    }
+    tracing::debug!(task = %at.task.id, "trajectory read");
+    Some(trajectory)
+}
+
+/// What a local run is asked to do.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub parallel: usize,
+    pub format: TrajectoryFormat,
+    pub places: TaskPlaces,
+    /// No progress on stderr.
+    pub quiet: bool,
+}
+
+/// Why a batch stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("{0}")]
+    Output(#[from] OutputError),
+    #[error("the agent ended with {0} tasks unfinished: run again with --resume")]
+    AgentGone(usize),
+}
+
+/// Runs `dataset`'s tasks not yet in `out`, `parallel` at a time; every result is in `out`
+/// (and `summary.md` written) when this returns.
+pub async fn run_dataset(
+    agent: &AgentLink,
+    dataset: &Dataset,
+    out: &mut OutputDir,
+    options: &RunOptions,
+) -> Result<(), RunError> {
+    let started = Instant::now();
+    let finished = out.finished_ids();
+    let todo: Vec<TaskAt> = dataset
+        .tasks
+        .iter()
+        .filter(|t| !finished.contains(&t.task.id))
+        .cloned()
+        .collect();
+    let mut progress = Progress::new(todo.len(), options.quiet);
+    let (outcomes, mut received) = mpsc::unbounded_channel();
+    let (starts, mut started_one) = mpsc::unbounded_channel();
+    let permits = Arc::new(Semaphore::new(options.parallel.max(1)));
+    for at in todo {
+        let (agent, places, permits) = (agent.clone(), options.places.clone(), permits.clone());
+        let (outcomes, starts) = (outcomes.clone(), starts.clone());
+        tokio::spawn(async move {
+            let Ok(_permit) = permits.acquire_owned().await else {
+                return;
+            };
+            let _ = starts.send(());
+            let _ = outcomes.send(run_task(&agent, &at, &places).await);
+        });
+    }
+    drop((outcomes, starts));
+    let mut gone = 0;
+    loop {
+        tokio::select! {
+            Some(()) = started_one.recv() => progress.started_one(),
+            outcome = received.recv() => {
+                let Some(outcome) = outcome else { break };
+                if outcome.agent_gone() {
+                    gone += 1;
+                    continue;
+                }
+                progress.finished(&outcome.result);
+                out.finish(outcome.result, outcome.trajectory.as_ref(), options.format)?;
+            }
+        }
+    }
+    progress.end();
+    out.write_summary(&dataset.problems, started.elapsed().as_secs_f64())?;
+    if gone > 0 {
+        return Err(RunError::AgentGone(gone));
+    }
+    Ok(())
+}

@@ -1,0 +1,445 @@
+//! `talaria batch` end to end: a dataset run against the scripted mock (each task's
+//! conversation scripted by a marker in its prompt, since parallel tasks interleave), every
+//! output file checked; a run killed with SIGKILL and resumed; a recorded batch replayed
+//! with no model; bad lines named by their line numbers while the rest runs.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use talaria_harness::MockReply;
+use talaria_harness::binary::talaria_bin;
+
+use crate::support::*;
+
+/// Runs `talaria batch ARGS` with the env's variables; its exit code and stderr.
+async fn batch_run(env: &TestEnv, args: &[&str]) -> (Option<i32>, String) {
+    let output = tokio::process::Command::new(talaria_bin())
+        .arg("batch")
+        .args(args)
+        .env_clear()
+        .envs(env.env())
+        .output()
+        .await
+        .expect("talaria batch ran");
+    assert!(output.stdout.is_empty(), "stdout stays empty: {output:?}");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).to_string(),
+    )
+}
+
+fn write_lines(path: &Path, lines: &[Value]) {
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(path, text).expect("dataset");
+}
+
+fn results(out: &Path) -> HashMap<String, Value> {
+    let text = std::fs::read_to_string(out.join("results.jsonl")).expect("results.jsonl");
+    let mut by_id = HashMap::new();
+    for line in text.lines() {
+        let result: Value = serde_json::from_str(line).expect("a whole JSON line");
+        let id = result["id"].as_str().expect("id").to_string();
+        assert!(by_id.insert(id.clone(), result).is_none(), "{id} twice");
+    }
+    by_id
+}
+
+fn trajectory(out: &Path, id: &str) -> Value {
+    let path = out.join("trajectories").join(format!("{id}.json"));
+    serde_json::from_str(&std::fs::read_to_string(&path).expect("trajectory")).expect("json")
+}
+
+/// The last request the mock received for the conversation marked `marker`.
+fn last_request_for(env: &TestEnv, marker: &str) -> Value {
+    env.mock
+        .requests()
+        .into_iter()
+        .rfind(|r| r.body["messages"].to_string().contains(marker))
+        .expect("a request for the task")
+        .body
+}
+
+/// The fifty tasks: answers, tool calls, a failing check, a timeout, a failing setup, a
+/// repository copied afresh, a system prompt and a cap on model calls.
+fn fifty_tasks(env: &TestEnv, repo: &Path) -> Vec<Value> {
+    let mut tasks = Vec::new();
+    for n in 0..40 {
+        let marker = format!("[task a{n:02}]");
+        env.mock
+            .script_for_prompt(&marker, vec![MockReply::text(&["answer ", &n.to_string()])]);
+        tasks.push(
+            json!({"id": format!("a{n:02}"), "prompt": format!("{marker} say hi"),
+                          "metadata": {"n": n}}),
+        );
+    }
+    for n in 0..5 {
+        let marker = format!("[task w{n}]");
+        env.mock.script_for_prompt(
+            &marker,
+            vec![
+                batch(&[(
+                    "c1",
+                    "write_file",
+                    json!({"path": "made.txt", "content": "hi\n"}),
+                )]),
+                MockReply::text(&["written"]),
+            ],
+        );
+        tasks.push(
+            json!({"id": format!("w{n}"), "prompt": format!("{marker} write"),
+                          "check": "grep -q hi made.txt"}),
+        );
+    }
+    env.mock
+        .script_for_prompt("[task bad-check]", vec![MockReply::text(&["sure"])]);
+    tasks.push(json!({"id": "bad-check", "prompt": "[task bad-check] go", "check": "exit 4"}));
+    env.mock.script_for_prompt(
+        "[task slow]",
+        vec![MockReply::Hang {
+            chunks: vec!["thinking".into()],
+        }],
+    );
+    tasks.push(json!({"id": "slow", "prompt": "[task slow] go", "timeout_s": 1.0}));
+    tasks.push(
+        json!({"id": "no-setup", "prompt": "[task no-setup] never asked",
+                      "setup": "echo broken >&2; exit 3"}),
+    );
+    env.mock
+        .script_for_prompt("[task repo]", vec![MockReply::text(&["seen"])]);
+    tasks.push(
+        json!({"id": "repo", "prompt": "[task repo] look", "repo": repo,
+                      "setup": "test -f seed.txt && touch set-up.txt",
+                      "check": "test -f set-up.txt && test -f seed.txt"}),
+    );
+    env.mock.script_for_prompt(
+        "[task capped]",
+        vec![
+            batch(&[("r1", "read_file", json!({"path": "x.txt"}))]),
+            batch(&[("r2", "read_file", json!({"path": "y.txt"}))]),
+        ],
+    );
+    tasks.push(
+        json!({"id": "capped", "prompt": "[task capped] read", "max_turns": 2,
+                      "system_prompt": "Answer like a pirate."}),
+    );
+    tasks
+}
+
+#[tokio::test]
+async fn fifty_tasks_in_parallel_write_every_output_and_bad_lines_are_named_by_number() {
+    let env = TestEnv::new(vec![]).await;
+    let dir = tempfile::tempdir().expect("dir");
+    let repo = dir.path().join("repo");
+    std::fs::create_dir(&repo).expect("repo");
+    std::fs::write(repo.join("seed.txt"), "seed").expect("seed");
+    let mut lines = fifty_tasks(&env, &repo);
+    assert_eq!(lines.len(), 50);
+    // Bad lines among them: lines 51–54.
+    lines.push(json!({"id": "a00", "prompt": "a duplicate"}));
+    lines.push(json!({"id": "odd", "prompt": "x", "colour": "red"}));
+    lines.push(json!({"id": "gone", "prompt": "x", "repo": "no/such/dir"}));
+    let dataset = dir.path().join("tasks.jsonl");
+    write_lines(&dataset, &lines);
+    let mut text = std::fs::read_to_string(&dataset).expect("read");
+    text.push_str("{this is not json\n");
+    std::fs::write(&dataset, text).expect("write");
+    let out = dir.path().join("out");
+    let (code, said) = batch_run(
+        &env,
+        &[
+            dataset.to_str().expect("utf-8"),
+            "--out",
+            out.to_str().expect("utf-8"),
+            "--parallel",
+            "8",
+            "--approve",
+            "once",
+        ],
+    )
+    .await;
+    assert_eq!(code, Some(0), "{said}");
+    for line in [
+        "line 51: duplicate id",
+        "line 52: not a task",
+        "line 53: repo",
+        "line 54: not a task",
+    ] {
+        assert!(said.contains(line), "stderr names {line}: {said}");
+    }
+    let results = results(&out);
+    assert_eq!(results.len(), 50);
+    let verdict = |id: &str| {
+        results[id]["verdict"]
+            .as_str()
+            .expect("verdict")
+            .to_string()
+    };
+    for n in 0..40 {
+        let id = format!("a{n:02}");
+        assert_eq!(verdict(&id), "done");
+        assert_eq!(results[&id]["metadata"]["n"], n);
+        assert_eq!(results[&id]["stop_reason"], "end_turn");
+        assert_eq!(results[&id]["model_calls"], 1);
+    }
+    for n in 0..5 {
+        let id = format!("w{n}");
+        assert_eq!(verdict(&id), "pass", "{}", results[&id]);
+        assert_eq!(results[&id]["tool_calls"], 1);
+        assert_eq!(results[&id]["model_calls"], 2);
+    }
+    assert_eq!(verdict("bad-check"), "fail");
+    assert_eq!(results["bad-check"]["check_exit"], 4);
+    assert_eq!(verdict("slow"), "timeout");
+    assert_eq!(verdict("no-setup"), "setup_failed");
+    assert!(
+        results["no-setup"]["error"]
+            .as_str()
+            .expect("why")
+            .contains("broken")
+    );
+    assert_eq!(verdict("repo"), "pass", "{}", results["repo"]);
+    assert!(
+        !repo.join("set-up.txt").exists(),
+        "the repository itself is untouched"
+    );
+    assert_eq!(results["capped"]["stop_reason"], "max_turn_requests");
+    assert_eq!(results["capped"]["model_calls"], 2);
+    // Nothing asked the model for the task whose setup failed.
+    assert!(
+        !env.mock
+            .requests()
+            .iter()
+            .any(|r| r.body.to_string().contains("[task no-setup]"))
+    );
+    assert_trajectories(&env, &out);
+    let problems = std::fs::read_to_string(out.join("problems.jsonl")).expect("problems");
+    let numbers: Vec<u64> = problems
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).expect("json")["line"]
+                .as_u64()
+                .expect("n")
+        })
+        .collect();
+    assert_eq!(numbers, [51, 52, 53, 54]);
+    let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary");
+    for row in [
+        "| tasks finished | 50 |",
+        "| pass | 6 |",
+        "| fail | 1 |",
+        "| timeout | 1 |",
+        "| setup failed | 1 |",
+        "| bad dataset lines | 4 |",
+    ] {
+        assert!(summary.contains(row), "{row} in {summary}");
+    }
+    assert_session_loads(
+        &env,
+        results["a07"]["session_id"].as_str().expect("id"),
+        "answer 7",
+    )
+    .await;
+}
+
+/// A trajectory's messages are those of the last request the model got, its answer after.
+fn assert_trajectories(env: &TestEnv, out: &Path) {
+    for (id, marker, answer) in [
+        ("a03", "[task a03]", "answer 3"),
+        ("w2", "[task w2]", "written"),
+    ] {
+        let kept = trajectory(out, id);
+        assert_eq!(kept["format"], "talaria-trajectory/1");
+        let sent = last_request_for(env, marker);
+        let messages = kept["messages"].as_array().expect("messages");
+        let (answered, seen) = messages.split_last().expect("an answer");
+        assert_eq!(
+            seen,
+            sent["messages"].as_array().expect("sent").as_slice(),
+            "{id}"
+        );
+        assert_eq!(answered["role"], "assistant");
+        assert_eq!(answered["content"], answer);
+        assert_eq!(kept["tools"], sent["tools"]);
+        assert_eq!(kept["task"]["id"], id);
+    }
+    let pirate = last_request_for(env, "[task capped]");
+    assert!(
+        pirate["messages"][0]["content"]
+            .to_string()
+            .contains("Answer like a pirate.")
+    );
+}
+
+/// The task's session opens in an agent on the same home, its answer replayed.
+async fn assert_session_loads(env: &TestEnv, session: &str, answer: &str) {
+    let mut agent = initialized(env).await;
+    let params = json!({"sessionId": session, "cwd": env.workspace.path(), "mcpServers": []});
+    agent.request("session/load", params).await.expect("loaded");
+    let replayed = chunks(&agent.updates(), "agent_message_chunk").join("");
+    assert!(replayed.contains(answer), "{replayed}");
+}
+
+#[tokio::test]
+async fn a_run_killed_mid_batch_resumes_with_no_task_lost_or_doubled() {
+    let env = TestEnv::new(vec![]).await;
+    let dir = tempfile::tempdir().expect("dir");
+    let mut lines = Vec::new();
+    for n in 0..20 {
+        let marker = format!("[task k{n:02}]");
+        // Twice: a task running when the kill came is asked again.
+        let slow = || MockReply::Delayed {
+            delay_ms: 150,
+            reply: Box::new(MockReply::text(&["done ", &n.to_string()])),
+        };
+        env.mock.script_for_prompt(&marker, vec![slow(), slow()]);
+        lines.push(json!({"id": format!("k{n:02}"), "prompt": format!("{marker} go")}));
+    }
+    let dataset = dir.path().join("tasks.jsonl");
+    write_lines(&dataset, &lines);
+    let out = dir.path().join("out");
+    let args = [
+        dataset.to_str().expect("utf-8"),
+        "--out",
+        out.to_str().expect("utf-8"),
+        "--parallel",
+        "4",
+    ];
+    let mut child = tokio::process::Command::new(talaria_bin())
+        .arg("batch")
+        .args(args)
+        .env_clear()
+        .envs(env.env())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("batch");
+    let results_path = out.join("results.jsonl");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let done = std::fs::read_to_string(&results_path).map_or(0, |t| t.lines().count());
+        if done >= 6 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no progress");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let pid = child.id().expect("pid");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(pid).expect("pid")),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("killed");
+    let _ = child.wait().await;
+    let before: HashSet<String> = results(&out).into_keys().collect();
+    assert!(before.len() < 20, "killed mid-run");
+    let (code, said) = batch_run(&env, &args).await;
+    assert_eq!(
+        code,
+        Some(2),
+        "a folder with results is not overwritten: {said}"
+    );
+    assert!(said.contains("--resume"), "{said}");
+    let mut resumed = args.to_vec();
+    resumed.push("--resume");
+    let (code, said) = batch_run(&env, &resumed).await;
+    assert_eq!(code, Some(0), "{said}");
+    let after = results(&out);
+    assert_eq!(after.len(), 20, "every task once");
+    for (id, result) in &after {
+        assert_eq!(result["verdict"], "done", "{id}");
+    }
+    // The tasks finished before the kill were not asked again.
+    for id in &before {
+        let marker = format!("[task {id}]");
+        let asked = env
+            .mock
+            .requests()
+            .iter()
+            .filter(|r| r.body["messages"].to_string().contains(&marker))
+            .count();
+        assert_eq!(asked, 1, "{id} ran once");
+    }
+}
+
+#[tokio::test]
+async fn a_recorded_batch_replays_with_no_model_and_the_same_outputs() {
+    let env = TestEnv::new(vec![]).await;
+    let dir = tempfile::tempdir().expect("dir");
+    let mut lines = Vec::new();
+    for n in 0..3 {
+        let marker = format!("[task r{n}]");
+        env.mock.script_for_prompt(
+            &marker,
+            vec![
+                batch(&[(
+                    "c1",
+                    "write_file",
+                    json!({"path": "f.txt", "content": format!("{n}\n")}),
+                )]),
+                MockReply::text(&["wrote ", &n.to_string()]),
+            ],
+        );
+        lines.push(
+            json!({"id": format!("r{n}"), "prompt": format!("{marker} write"),
+                          "check": format!("grep -q {n} f.txt")}),
+        );
+    }
+    let dataset = dir.path().join("tasks.jsonl");
+    write_lines(&dataset, &lines);
+    let recorded = dir.path().join("recorded");
+    let (code, said) = batch_run(
+        &env,
+        &[
+            dataset.to_str().expect("utf-8"),
+            "--out",
+            recorded.to_str().expect("utf-8"),
+            "--record",
+            "--approve",
+            "always",
+        ],
+    )
+    .await;
+    assert_eq!(code, Some(0), "{said}");
+    let asked = env.mock.requests().len();
+    // No model: the endpoint goes nowhere.
+    let mut offline = TestEnv::new(vec![]).await;
+    offline
+        .extra_env
+        .push(("OPENAI_BASE_URL".into(), "http://127.0.0.1:9/v1".into()));
+    let replayed = dir.path().join("replayed");
+    let (code, said) = batch_run(
+        &offline,
+        &[
+            dataset.to_str().expect("utf-8"),
+            "--out",
+            replayed.to_str().expect("utf-8"),
+            "--replay",
+            recorded.to_str().expect("utf-8"),
+            "--approve",
+            "always",
+            "--format",
+            "sharegpt",
+        ],
+    )
+    .await;
+    assert_eq!(code, Some(0), "{said}");
+    assert_eq!(
+        env.mock.requests().len(),
+        asked,
+        "the replay asked no model"
+    );
+    assert!(offline.mock.requests().is_empty());
+    let (first, second) = (results(&recorded), results(&replayed));
+    for n in 0..3 {
+        let id = format!("r{n}");
+        assert_eq!(first[&id]["verdict"], "pass");
+        assert_eq!(second[&id]["verdict"], "pass", "{}", second[&id]);
+        assert_eq!(first[&id]["model_calls"], second[&id]["model_calls"]);
+        let shared = trajectory(&replayed, &id);
+        let turns = shared["conversations"].as_array().expect("sharegpt");
+        assert_eq!(turns.last().expect("answer")["value"], format!("wrote {n}"));
+        assert!(turns.iter().any(|t| t["from"] == "tool"));
+    }
+}
