@@ -100,15 +100,19 @@ async fn dispatch(args: BatchArgs) -> Result<(), BatchFailure> {
             "give the dataset and --out DIR (or --queue URL)".into(),
         ));
     };
-    let dataset = read_dataset(tasks)?;
-    let mut output =
-        OutputDir::open(out, args.resume).map_err(|e| BatchFailure::Usage(e.to_string()))?;
+    let (tasks, folder, resume) = (tasks.clone(), out.clone(), args.resume);
+    let (dataset, output) = tokio::task::spawn_blocking(move || {
+        let dataset = read_dataset(&tasks)?;
+        let output =
+            OutputDir::open(&folder, resume).map_err(|e| BatchFailure::Usage(e.to_string()))?;
+        Ok::<_, BatchFailure>((dataset, output))
+    })
+    .await
+    .map_err(|e| BatchFailure::Run(e.to_string()))??;
     let options = run_options(&args, out);
     let agent = start_agent(args.approve).await?;
-    let ran = talaria_batch::run_dataset(&agent, &dataset, &mut output, &options).await;
-    // The throwaway workspaces' folder, once empty.
-    let _ = std::fs::remove_dir(&options.places.work);
-    ran.map_err(|e| BatchFailure::Run(e.to_string()))?;
+    let ran = talaria_batch::run_dataset(&agent, &dataset, output, &options).await;
+    let output = ran.map_err(|e| BatchFailure::Run(e.to_string()))?;
     let failed = output
         .results()
         .iter()
@@ -120,6 +124,9 @@ async fn dispatch(args: BatchArgs) -> Result<(), BatchFailure> {
         dataset.problems.len(),
         out.join("summary.md").display()
     );
+    // The throwaway workspaces' folder, once empty.
+    let work = options.places.work;
+    let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir(work)).await;
     Ok(())
 }
 
@@ -210,13 +217,14 @@ mod queue {
         .map_err(failed)?
         .map_err(failed)?;
         let queue = Arc::new(queue);
-        if let Some(tasks) = &args.tasks {
-            let dataset = super::read_dataset(tasks)?;
+        if let Some(tasks) = args.tasks.clone() {
             let loading = queue.clone();
-            let added = tokio::task::spawn_blocking(move || loading.load(&dataset))
-                .await
-                .map_err(failed)?
-                .map_err(failed)?;
+            let added = tokio::task::spawn_blocking(move || {
+                let dataset = super::read_dataset(&tasks)?;
+                loading.load(&dataset).map_err(failed)
+            })
+            .await
+            .map_err(failed)??;
             eprintln!(
                 "talaria batch: {added} new tasks in the queue's batch {:?}",
                 args.batch
@@ -236,25 +244,31 @@ mod queue {
         Ok(())
     }
 
+    /// This machine's name, for the worker's name in the queue.
+    fn host_name() -> String {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_default()
+    }
+
     async fn work(args: &BatchArgs, queue: Arc<Queue>) -> Result<(), BatchFailure> {
         let local = match &args.out {
             Some(out) => out.clone(),
             None => std::env::temp_dir().join(format!("talaria-batch-{}", std::process::id())),
         };
         let options = super::run_options(args, &local);
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
         let worker = WorkerOptions {
             parallel: options.parallel,
             lease: Duration::from_secs_f64(args.lease.max(1.0)),
             wait_for_tasks: Duration::from_secs(600),
             places: options.places,
-            name: format!("{} pid {}", host.trim(), std::process::id()),
+            name: format!("{} pid {}", host_name(), std::process::id()),
             quiet: args.quiet,
         };
         let agent = super::start_agent(args.approve).await?;
         let finished = queue::work(&agent, queue, &worker).await;
         if args.out.is_none() {
-            let _ = std::fs::remove_dir_all(&local);
+            let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(local)).await;
         }
         eprintln!("talaria batch: this worker finished {finished} tasks");
         Ok(())

@@ -14,6 +14,7 @@ mod approvals;
 mod auth;
 mod bad_setups;
 mod batch;
+mod batch_queue;
 mod cancel;
 mod cassettes;
 mod claim_races;

@@ -10,6 +10,8 @@ use talaria_protocol::{Framing, IncomingMessage, Peer, PeerOptions, errors};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::sync::CancellationToken;
 
+use crate::choice::BadChoice;
+
 /// How permission questions are answered (`--approve`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Approve {
@@ -23,13 +25,17 @@ pub enum Approve {
 }
 
 impl std::str::FromStr for Approve {
-    type Err = String;
-    fn from_str(text: &str) -> Result<Self, String> {
+    type Err = BadChoice;
+    fn from_str(text: &str) -> Result<Self, BadChoice> {
         match text {
             "reject" => Ok(Self::Reject),
             "once" => Ok(Self::Once),
             "always" => Ok(Self::Always),
-            other => Err(format!("--approve {other:?}: reject, once or always")),
+            other => Err(BadChoice {
+                flag: "--approve",
+                given: other.to_string(),
+                expected: "reject, once, always",
+            }),
         }
     }
 }

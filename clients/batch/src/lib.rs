@@ -9,6 +9,7 @@
 //! crate and hands it any agent's streams (`talaria_harness::batch` starts `talaria acp`).
 
 pub mod agent;
+pub mod choice;
 pub mod outputs;
 pub mod progress;
 #[cfg(feature = "postgres")]

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::choice::BadChoice;
 use crate::task::Problem;
 
 /// A task's verdict.
@@ -72,12 +73,16 @@ pub enum TrajectoryFormat {
 }
 
 impl std::str::FromStr for TrajectoryFormat {
-    type Err = String;
-    fn from_str(text: &str) -> Result<Self, String> {
+    type Err = BadChoice;
+    fn from_str(text: &str) -> Result<Self, BadChoice> {
         match text {
             "openai" => Ok(Self::OpenAi),
             "sharegpt" => Ok(Self::ShareGpt),
-            other => Err(format!("--format {other:?}: openai or sharegpt")),
+            other => Err(BadChoice {
+                flag: "--format",
+                given: other.to_string(),
+                expected: "openai, sharegpt",
+            }),
         }
     }
 }
@@ -92,6 +97,8 @@ pub enum OutputError {
     },
     #[error("{0} already holds results: --resume to go on with them, or choose another --out")]
     NotEmpty(PathBuf),
+    #[error("the output's writer stopped: {0}")]
+    Writer(String),
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> OutputError + '_ {

@@ -67,6 +67,27 @@ pub struct Queue {
     batch: String,
 }
 
+impl Drop for Queue {
+    /// The driver blocks when a connection closes, which a runtime's thread may not: there,
+    /// the connection is closed on a thread of its own.
+    fn drop(&mut self) {
+        let held = self
+            .client
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(client) = held {
+            if tokio::runtime::Handle::try_current().is_ok() {
+                let _ = std::thread::Builder::new()
+                    .name("talaria-queue-close".into())
+                    .spawn(move || drop(client));
+            } else {
+                drop(client);
+            }
+        }
+    }
+}
+
 impl Queue {
     /// The batch `batch` of the queue `connect` reaches; the tables are made if missing.
     pub fn open(connect: Connect, batch: &str) -> Result<Self, QueueError> {

@@ -99,7 +99,6 @@ pub async fn run_task(agent: &AgentLink, at: &TaskAt, places: &TaskPlaces) -> Ta
         }
     };
     let trajectory_path = places.work.join(format!("{}.trajectory.json", at.task.id));
-    let _ = std::fs::remove_file(&trajectory_path);
     let session = match open_session(agent, at, workspace.path(), places, &trajectory_path).await {
         Ok(session) => session,
         Err(error) => {
@@ -117,8 +116,15 @@ pub async fn run_task(agent: &AgentLink, at: &TaskAt, places: &TaskPlaces) -> Ta
     agent.forget(&session);
     result.tool_calls = tally.tool_calls;
     result.cost = tally.cost;
-    let trajectory = read_trajectory(&trajectory_path, at, &mut result);
-    drop(workspace);
+    let trajectory = tokio::task::spawn_blocking(move || read_trajectory(&trajectory_path))
+        .await
+        .ok()
+        .flatten();
+    if let Some(trajectory) = &trajectory {
+        count_from(trajectory, &mut result);
+    }
+    // The throwaway workspace is removed off the runtime's threads too.
+    let _ = tokio::task::spawn_blocking(move || drop(workspace)).await;
     finish(result, trajectory, started)
 }
 
@@ -274,11 +280,15 @@ async fn prompt(agent: &AgentLink, at: &TaskAt, session: &str) -> TurnEnd {
     }
 }
 
-/// The trajectory the agent kept, its figures into `result`.
-fn read_trajectory(path: &Path, at: &TaskAt, result: &mut TaskResult) -> Option<Value> {
+/// The trajectory the agent kept (the file is removed).
+fn read_trajectory(path: &Path) -> Option<Value> {
     let text = std::fs::read_to_string(path).ok()?;
     let _ = std::fs::remove_file(path);
-    let trajectory: Value = serde_json::from_str(&text).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// The trajectory's figures into `result`.
+fn count_from(trajectory: &Value, result: &mut TaskResult) {
     let stats = &trajectory["stats"];
     result.model_calls = stats["model_calls"].as_u64().unwrap_or(0);
     result.turns = trajectory["messages"].as_array().map_or(0, |m| {
@@ -288,8 +298,6 @@ fn read_trajectory(path: &Path, at: &TaskAt, result: &mut TaskResult) -> Option<
         result.tokens_in = stats["input_tokens"].as_u64().unwrap_or(0);
         result.tokens_out = stats["output_tokens"].as_u64().unwrap_or(0);
     }
-    tracing::debug!(task = %at.task.id, "trajectory read");
-    Some(trajectory)
 }
 
 /// What a local run is asked to do.
@@ -312,13 +320,14 @@ pub enum RunError {
 }
 
 /// Runs `dataset`'s tasks not yet in `out`, `parallel` at a time; every result is in `out`
-/// (and `summary.md` written) when this returns.
+/// (and `summary.md` written) when this returns it. The folder is written off the runtime's
+/// threads, by a writer of its own.
 pub async fn run_dataset(
     agent: &AgentLink,
     dataset: &Dataset,
-    out: &mut OutputDir,
+    out: OutputDir,
     options: &RunOptions,
-) -> Result<(), RunError> {
+) -> Result<OutputDir, RunError> {
     let started = Instant::now();
     let finished = out.finished_ids();
     let todo: Vec<TaskAt> = dataset
@@ -343,6 +352,7 @@ pub async fn run_dataset(
         });
     }
     drop((outcomes, starts));
+    let (to_writer, writer) = writer(out, dataset.problems.clone(), options.format, started);
     let mut gone = 0;
     loop {
         tokio::select! {
@@ -354,14 +364,39 @@ pub async fn run_dataset(
                     continue;
                 }
                 progress.finished(&outcome.result);
-                out.finish(outcome.result, outcome.trajectory.as_ref(), options.format)?;
+                if to_writer.send(outcome).is_err() {
+                    break;
+                }
             }
         }
     }
     progress.end();
-    out.write_summary(&dataset.problems, started.elapsed().as_secs_f64())?;
+    drop(to_writer);
+    let out = writer
+        .await
+        .map_err(|e| RunError::Output(OutputError::Writer(e.to_string())))??;
     if gone > 0 {
         return Err(RunError::AgentGone(gone));
     }
-    Ok(())
+    Ok(out)
+}
+
+type Written = tokio::task::JoinHandle<Result<OutputDir, OutputError>>;
+
+/// The folder's writer: each outcome written (and synced) as it comes, then the summary.
+fn writer(
+    mut out: OutputDir,
+    problems: Vec<crate::task::Problem>,
+    format: TrajectoryFormat,
+    started: Instant,
+) -> (std::sync::mpsc::Sender<TaskOutcome>, Written) {
+    let (to_writer, outcomes) = std::sync::mpsc::channel::<TaskOutcome>();
+    let written = tokio::task::spawn_blocking(move || {
+        for outcome in outcomes {
+            out.finish(outcome.result, outcome.trajectory.as_ref(), format)?;
+        }
+        out.write_summary(&problems, started.elapsed().as_secs_f64())?;
+        Ok(out)
+    });
+    (to_writer, written)
 }

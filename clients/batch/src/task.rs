@@ -112,14 +112,31 @@ pub fn parse(text: &str, base: &Path) -> Dataset {
                 id: serde_json::from_str::<Value>(line)
                     .ok()
                     .and_then(|v| v["id"].as_str().map(str::to_string)),
-                error,
+                error: error.to_string(),
             }),
         }
     }
     dataset
 }
 
-fn parse_line(line: &str, base: &Path) -> Result<Task, String> {
+/// Why a line is not a task.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct LineError(String);
+
+impl From<&str> for LineError {
+    fn from(why: &str) -> Self {
+        Self(why.to_string())
+    }
+}
+
+impl From<String> for LineError {
+    fn from(why: String) -> Self {
+        Self(why)
+    }
+}
+
+fn parse_line(line: &str, base: &Path) -> Result<Task, LineError> {
     let mut task: Task = serde_json::from_str(line).map_err(|e| format!("not a task: {e}"))?;
     if task.id.trim().is_empty() {
         return Err("the id is empty".into());
@@ -128,7 +145,8 @@ fn parse_line(line: &str, base: &Path) -> Result<Task, String> {
         return Err(format!(
             "the id {:?} cannot name a file (no slashes, no leading dot, at most 200 bytes)",
             task.id
-        ));
+        )
+        .into());
     }
     if task.repo.is_some() && task.workspace.is_some() {
         return Err("give repo or workspace, not both".into());
@@ -139,9 +157,7 @@ fn parse_line(line: &str, base: &Path) -> Result<Task, String> {
     if let Some(timeout) = task.timeout_s
         && !(timeout.is_finite() && timeout > 0.0)
     {
-        return Err(format!(
-            "timeout_s must be a positive number, got {timeout}"
-        ));
+        return Err(format!("timeout_s must be a positive number, got {timeout}").into());
     }
     if let PromptInput::Blocks(blocks) = &task.prompt
         && (blocks.is_empty() || blocks.iter().any(|b| !b.is_object()))
@@ -152,7 +168,7 @@ fn parse_line(line: &str, base: &Path) -> Result<Task, String> {
         if let Some(path) = place {
             let full = base.join(&*path);
             if !full.is_dir() {
-                return Err(format!("{name} {} is not a directory", full.display()));
+                return Err(format!("{name} {} is not a directory", full.display()).into());
             }
             *path = full;
         }
