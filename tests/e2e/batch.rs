@@ -443,3 +443,47 @@ async fn a_recorded_batch_replays_with_no_model_and_the_same_outputs() {
         assert!(turns.iter().any(|t| t["from"] == "tool"));
     }
 }
+
+#[tokio::test]
+async fn a_rust_harness_runs_a_dataset_in_its_own_process_with_the_same_runner() {
+    let env = TestEnv::new(vec![]).await;
+    let dir = tempfile::tempdir().expect("dir");
+    let mut text = String::new();
+    for n in 0..3 {
+        let marker = format!("[task h{n}]");
+        env.mock.script_for_prompt(
+            &marker,
+            vec![
+                batch(&[("c1", "terminal", json!({"command": format!("echo {n} > out.txt")}))]),
+                MockReply::text(&["ran ", &n.to_string()]),
+            ],
+        );
+        let task = json!({"id": format!("h{n}"), "prompt": format!("{marker} run"),
+                          "check": format!("grep -qx {n} out.txt")});
+        text.push_str(&format!("{task}\n"));
+    }
+    let out = dir.path().join("out");
+    let results = talaria_harness::batch::run(talaria_harness::batch::BatchRun {
+        agent: &talaria_bin(),
+        args: &["acp"],
+        env: &env.env(),
+        tasks: &text,
+        base: dir.path(),
+        out: &out,
+        parallel: 3,
+        approve: talaria_harness::batch::Approve::Once,
+        resume: false,
+    })
+    .await
+    .expect("the batch ran");
+    assert_eq!(results.len(), 3);
+    for result in &results {
+        assert_eq!(result.verdict, talaria_harness::batch::Verdict::Pass, "{result:?}");
+        assert_eq!(result.tool_calls, 1);
+    }
+    let kept = talaria_harness::batch::trajectory(&out, "h1").expect("trajectory");
+    let last = kept["messages"].as_array().and_then(|m| m.last()).expect("answer");
+    assert_eq!(last["content"], "ran 1");
+    let sent = last_request_for(&env, "[task h1]");
+    assert_eq!(kept["messages"].as_array().map(Vec::len), sent["messages"].as_array().map(|m| m.len() + 1));
+}

@@ -8,8 +8,11 @@
 //!   request, and whether the client went away before the response was complete.
 //! - [`cassette`]: record a scenario once, replay it with no model, and compare what the
 //!   client saw.
+//! - [`batch`]: run a dataset of tasks against a child agent in this process (the runner
+//!   `talaria batch` uses), results and trajectories out.
 
 pub mod agent;
+pub mod batch;
 pub mod binary;
 pub mod cassette;
 pub mod mock_checks;
