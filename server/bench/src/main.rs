@@ -13,6 +13,7 @@ macro_rules! report {
     }};
 }
 
+mod batch;
 mod checkpoints;
 mod compression;
 mod replay;
@@ -43,6 +44,8 @@ struct Options {
     sandbox_only: bool,
     /// Only `talaria serve`'s figures.
     serve_only: bool,
+    /// Only `talaria batch`'s figures.
+    batch_only: bool,
 }
 
 fn options() -> anyhow::Result<Options> {
@@ -58,6 +61,7 @@ fn options() -> anyhow::Result<Options> {
         checkpoints_only: false,
         sandbox_only: false,
         serve_only: false,
+        batch_only: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -76,9 +80,10 @@ fn options() -> anyhow::Result<Options> {
             "--checkpoints-only" => options.checkpoints_only = true,
             "--sandbox-only" => options.sandbox_only = true,
             "--serve-only" => options.serve_only = true,
+            "--batch-only" => options.batch_only = true,
             "-h" | "--help" => {
                 report!(
-                    "usage: talaria-bench [--agent PATH] [--iterations N] [--postgres URL|local] [--turn-only] [--checkpoints-only] [--sandbox-only] [--serve-only]"
+                    "usage: talaria-bench [--agent PATH] [--iterations N] [--postgres URL|local] [--turn-only] [--checkpoints-only] [--sandbox-only] [--serve-only] [--batch-only]"
                 );
                 std::process::exit(0);
             }
@@ -386,6 +391,9 @@ async fn main() -> anyhow::Result<()> {
     if options.serve_only {
         return print_serve_figures(&options, &env, &cwd).await;
     }
+    if options.batch_only {
+        return print_batch_figures(&options, &env).await;
+    }
     let mut samples = Samples::default();
     for _ in 0..options.iterations {
         one_run(&options, &env, &cwd, &mut samples).await?;
@@ -413,6 +421,7 @@ async fn main() -> anyhow::Result<()> {
     print_steering_figures(&options, &env, &cwd).await?;
     print_checkpoint_figures(options.iterations.max(20))?;
     print_serve_figures(&options, &env, &cwd).await?;
+    print_batch_figures(&options, &env).await?;
     let replay = replay::measure(&options.agent, &env.mock, &env.vars(), &cwd).await?;
     report!(
         "replay of a 50-turn session       {:8.1} ms  (recorded against the mock: {:.1} ms)",
@@ -823,5 +832,34 @@ async fn print_serve_figures(
             stdio.wall_ms
         );
     }
+    Ok(())
+}
+
+/// `talaria batch`: 1,000 trivial tasks in one process, and over two workers on a queue.
+async fn print_batch_figures(options: &Options, env: &Env) -> anyhow::Result<()> {
+    let vars = env.vars();
+    let local = batch::local(&options.agent, &env.mock, &vars, 1000).await?;
+    report!(
+        "batch: 1,000 trivial tasks        {:8.0} /s  (--parallel 64; peak RSS {:.1} MB)   target >= 100/s, < 200 MB",
+        local.tasks_per_second,
+        local.peak_rss_mb
+    );
+    let (_cluster, url) = match options.postgres.as_deref() {
+        None => {
+            report!("batch on a PostgreSQL queue: not measured (--postgres URL|local)");
+            return Ok(());
+        }
+        Some("local") => {
+            let (cluster, url) = shared_store::local_server().await?;
+            (Some(cluster), url)
+        }
+        Some(url) => (None, url.to_string()),
+    };
+    let queued = batch::two_workers(&options.agent, &env.mock, &vars, &url, 1000).await?;
+    report!(
+        "batch: 1,000 tasks, 2 workers     {:8.0} /s  (one PostgreSQL queue, --parallel 32 each; peak RSS {:.1} MB)",
+        queued.tasks_per_second,
+        queued.peak_rss_mb
+    );
     Ok(())
 }
