@@ -13,7 +13,12 @@ mod production;
 use production::{is_test_only, item_is_test_only, production_files};
 
 /// Where production code lives.
-const ROOTS: &[&str] = &["server/src", "server/crates", "protocol/src", "clients/batch/src"];
+const ROOTS: &[&str] = &[
+    "server/src",
+    "server/crates",
+    "protocol/src",
+    "clients/batch/src",
+];
 
 /// The kinds of spawn one file makes: `task` (tokio) and `thread` (OS).
 #[derive(Default)]

@@ -454,7 +454,11 @@ async fn a_rust_harness_runs_a_dataset_in_its_own_process_with_the_same_runner()
         env.mock.script_for_prompt(
             &marker,
             vec![
-                batch(&[("c1", "terminal", json!({"command": format!("echo {n} > out.txt")}))]),
+                batch(&[(
+                    "c1",
+                    "terminal",
+                    json!({"command": format!("echo {n} > out.txt")}),
+                )]),
                 MockReply::text(&["ran ", &n.to_string()]),
             ],
         );
@@ -478,12 +482,22 @@ async fn a_rust_harness_runs_a_dataset_in_its_own_process_with_the_same_runner()
     .expect("the batch ran");
     assert_eq!(results.len(), 3);
     for result in &results {
-        assert_eq!(result.verdict, talaria_harness::batch::Verdict::Pass, "{result:?}");
+        assert_eq!(
+            result.verdict,
+            talaria_harness::batch::Verdict::Pass,
+            "{result:?}"
+        );
         assert_eq!(result.tool_calls, 1);
     }
     let kept = talaria_harness::batch::trajectory(&out, "h1").expect("trajectory");
-    let last = kept["messages"].as_array().and_then(|m| m.last()).expect("answer");
+    let last = kept["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .expect("answer");
     assert_eq!(last["content"], "ran 1");
     let sent = last_request_for(&env, "[task h1]");
-    assert_eq!(kept["messages"].as_array().map(Vec::len), sent["messages"].as_array().map(|m| m.len() + 1));
+    assert_eq!(
+        kept["messages"].as_array().map(Vec::len),
+        sent["messages"].as_array().map(|m| m.len() + 1)
+    );
 }

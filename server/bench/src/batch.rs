@@ -19,14 +19,20 @@ fn trivial_tasks(dir: &Path, mock: &MockLlm, count: usize) -> anyhow::Result<Str
     let mut text = String::new();
     for n in 0..count {
         mock.push(MockReply::text(&["ok"]));
-        text.push_str(&format!("{{\"id\":\"t{n:04}\",\"prompt\":\"trivial task {n}\"}}\n"));
+        text.push_str(&format!(
+            "{{\"id\":\"t{n:04}\",\"prompt\":\"trivial task {n}\"}}\n"
+        ));
     }
     let path = dir.join("tasks.jsonl");
     std::fs::write(&path, text)?;
     Ok(path.display().to_string())
 }
 
-fn batch_command(agent: &Path, vars: &[(String, String)], args: &[&str]) -> tokio::process::Command {
+fn batch_command(
+    agent: &Path,
+    vars: &[(String, String)],
+    args: &[&str],
+) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(agent);
     command
         .arg("batch")
@@ -42,7 +48,10 @@ fn batch_command(agent: &Path, vars: &[(String, String)], args: &[&str]) -> toki
 
 /// Waits for the processes, following their resident memory; the largest peak, in MB.
 async fn wait_all(children: &mut [tokio::process::Child]) -> anyhow::Result<f64> {
-    let pids: Vec<u32> = children.iter().filter_map(tokio::process::Child::id).collect();
+    let pids: Vec<u32> = children
+        .iter()
+        .filter_map(tokio::process::Child::id)
+        .collect();
     let mut peak_kib = 0;
     loop {
         for pid in &pids {
@@ -76,9 +85,8 @@ pub async fn local(
     let out = dir.path().join("out");
     let out = out.to_str().context("utf-8")?;
     let started = Instant::now();
-    let mut children = vec![
-        batch_command(agent, vars, &[&dataset, "--out", out, "--parallel", "64"]).spawn()?,
-    ];
+    let mut children =
+        vec![batch_command(agent, vars, &[&dataset, "--out", out, "--parallel", "64"]).spawn()?];
     let peak_rss_mb = wait_all(&mut children).await?;
     let elapsed = started.elapsed();
     let lines = std::fs::read_to_string(dir.path().join("out/results.jsonl"))?
