@@ -94,7 +94,11 @@ fn fifty_tasks(env: &TestEnv, repo: &Path) -> Vec<Value> {
     }
     env.mock
         .script_for_prompt("[task bad-check]", vec![MockReply::text(&["sure"])]);
-    tasks.push(json!({"id": "bad-check", "prompt": "[task bad-check] go", "check": "exit 4"}));
+    // Its mode and model are set on the session (an unknown one would fail the task).
+    tasks.push(
+        json!({"id": "bad-check", "prompt": "[task bad-check] go", "check": "exit 4",
+                      "mode": "read-only", "model": "mock-model"}),
+    );
     env.mock.script_for_prompt(
         "[task slow]",
         vec![MockReply::Hang {

@@ -194,9 +194,25 @@ async fn three_workers_one_killed_mid_task_finish_every_task_exactly_once() {
     );
     let results = exported(&env, &url, &dir.path().join("loader"), "three", dir.path()).await;
     assert_each_once(&results, 12);
-    // The trajectories and records landed in the database too.
+    // The trajectories and the sessions' records landed in the database too.
     let out = dir.path().join("export-three");
     assert!(out.join(format!("trajectories/{held}.json")).exists());
+    let session = results
+        .iter()
+        .find(|r| r["id"] == held.as_str())
+        .and_then(|r| r["session_id"].as_str())
+        .expect("its session")
+        .to_string();
+    let url_for_load = url.clone();
+    let answer = tokio::task::spawn_blocking(move || {
+        use talaria_store::SessionStore;
+        let store = talaria_store::PgStore::connect(&url_for_load).expect("store");
+        let (_, transcript) = store.load(&session).expect("the task's record");
+        format!("{:?}", transcript)
+    })
+    .await
+    .expect("joined");
+    assert!(answer.contains("done "), "the record holds the answer");
 }
 
 #[tokio::test]

@@ -365,8 +365,10 @@ impl Agent {
         }
         let journal = self.store.clone();
         let slow = async move {
-            let journal = match journal {
-                Some(journal) => journal,
+            // A connection that has not needed the store yet opens it now, and the listing
+            // waits (at most the read deadline) for the first try to open it.
+            let (opened, journal) = match journal {
+                Some(journal) => (None, journal),
                 None => {
                     let config = super::load_config().await.map_err(config_error)?;
                     let spool = config.home.join("spool");
@@ -374,15 +376,13 @@ impl Agent {
                         Box::new(move || crate::store::open(&config)),
                         spool,
                     );
-                    return Ok((
-                        Some(journal),
-                        Err(errors::unavailable(
-                            "the session store is being opened; list again in a moment",
-                        )),
-                    ));
+                    (Some(journal.clone()), journal)
                 }
             };
-            Ok((None, list_page(&journal, params).await))
+            journal
+                .first_open_tried(talaria_engine::ANSWER_DEADLINE)
+                .await;
+            Ok((opened, list_page(&journal, params).await))
         };
         self.defer(request, "session/list", slow, |agent, (opened, listed)| {
             async move {
