@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use talaria_util::lock;
 use tokio::sync::{oneshot, watch};
+use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 /// The most a connection's mailboxes hold, waiting (16 MiB).
 pub const MOST_WAITING: usize = 16 << 20;
@@ -22,7 +23,8 @@ const KEPT_SENT: usize = 512;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Queued {
     pub seq: u64,
-    pub text: Arc<str>,
+    /// The message, shared without copying by the mailbox, its kept copy and the frame.
+    pub text: Utf8Bytes,
 }
 
 /// Which stream of a connection.
@@ -144,7 +146,7 @@ impl Outbound {
         state.next_seq += 1;
         let queued = Queued {
             seq: state.next_seq,
-            text: Arc::from(text),
+            text: Utf8Bytes::from(text),
         };
         mailbox(&mut state, &stream).waiting.push_back(queued);
         drop(state);

@@ -221,12 +221,12 @@ async fn send_waiting<S>(sink: &mut S, held: &Held, first: Queued) -> Result<(),
 where
     S: futures_util::Sink<Message, Error = WsError> + Unpin,
 {
-    sink.feed(Message::text(first.text.to_string())).await?;
+    sink.feed(Message::Text(first.text)).await?;
     for _ in 1..MOST_PER_FLUSH {
         let Some(next) = held.try_next() else {
             break;
         };
-        sink.feed(Message::text(next.text.to_string())).await?;
+        sink.feed(Message::Text(next.text)).await?;
     }
     sink.flush().await
 }
