@@ -10,19 +10,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use talaria_harness::MockReply;
 use talaria_harness::binary::talaria_bin;
-use talaria_store::test_cluster::TestCluster;
 
 use crate::support::*;
-
-async fn database() -> (TestCluster, String) {
-    tokio::task::spawn_blocking(|| {
-        let cluster = TestCluster::start();
-        let url = cluster.database();
-        (cluster, url)
-    })
-    .await
-    .expect("cluster")
-}
 
 /// The rows of the batch: (id, state, worker, attempts).
 async fn rows(url: &str, batch: &str) -> Vec<(String, String, Option<String>, i32)> {
@@ -128,7 +117,7 @@ async fn wait_exit(child: &mut tokio::process::Child, within: Duration) -> i32 {
 
 #[tokio::test]
 async fn three_workers_one_killed_mid_task_finish_every_task_exactly_once() {
-    let (_cluster, url) = database().await;
+    let (_cluster, url) = throwaway_database().await;
     let env = TestEnv::new(vec![]).await;
     let dir = tempfile::tempdir().expect("dir");
     let dataset = slow_tasks(&env, dir.path(), "q", 12, 400);
@@ -217,7 +206,7 @@ async fn three_workers_one_killed_mid_task_finish_every_task_exactly_once() {
 
 #[tokio::test]
 async fn a_worker_started_before_the_queue_exists_waits_for_it() {
-    let (_cluster, url) = database().await;
+    let (_cluster, url) = throwaway_database().await;
     let env = TestEnv::new(vec![]).await;
     let dir = tempfile::tempdir().expect("dir");
     let mut worker = batch_command(
@@ -242,7 +231,7 @@ async fn a_worker_started_before_the_queue_exists_waits_for_it() {
 
 #[tokio::test]
 async fn a_database_restarted_mid_batch_loses_nothing() {
-    let (cluster, url) = database().await;
+    let (cluster, url) = throwaway_database().await;
     let env = TestEnv::new(vec![]).await;
     let dir = tempfile::tempdir().expect("dir");
     let dataset = slow_tasks(&env, dir.path(), "d", 10, 300);

@@ -9,21 +9,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use talaria_harness::MockReply;
 use talaria_record::{EntryBody, Transcript};
-use talaria_store::test_cluster::TestCluster;
 use talaria_store::{PgStore, SessionStore};
 
 use crate::support::*;
-
-/// A throwaway server and an empty database on it (the driver blocks: off the runtime).
-async fn shared_database() -> (TestCluster, String) {
-    tokio::task::spawn_blocking(|| {
-        let cluster = TestCluster::start();
-        let url = cluster.database();
-        (cluster, url)
-    })
-    .await
-    .expect("cluster")
-}
 
 /// A session's record as the database has it now.
 async fn stored(url: &str, session: &str) -> Result<Transcript, talaria_store::StoreError> {
@@ -48,7 +36,7 @@ async fn host(url: &str, script: Vec<MockReply>) -> TestEnv {
 
 #[tokio::test]
 async fn a_session_moves_between_hosts_with_its_whole_record() {
-    let (_cluster, url) = shared_database().await;
+    let (_cluster, url) = throwaway_database().await;
     let first = host(
         &url,
         vec![
@@ -135,7 +123,7 @@ async fn a_session_moves_between_hosts_with_its_whole_record() {
 
 #[tokio::test]
 async fn a_killed_holder_frees_its_sessions_within_seconds() {
-    let (_cluster, url) = shared_database().await;
+    let (_cluster, url) = throwaway_database().await;
     let first = host(&url, vec![MockReply::text(&["held"])]).await;
     let second = host(&url, Vec::new()).await;
     let (mut a, session) = first.session().await;
@@ -167,7 +155,7 @@ async fn a_killed_holder_frees_its_sessions_within_seconds() {
 
 #[tokio::test]
 async fn the_database_restarting_mid_turn_loses_nothing_answered() {
-    let (cluster, url) = shared_database().await;
+    let (cluster, url) = throwaway_database().await;
     let slow: Vec<String> = (0..8).map(|i| format!("<{i}>")).collect();
     let env = host(
         &url,
@@ -245,7 +233,7 @@ async fn the_database_restarting_mid_turn_loses_nothing_answered() {
 
 #[tokio::test]
 async fn doctor_checks_the_connection_the_schema_and_the_privileges() {
-    let (cluster, url) = shared_database().await;
+    let (cluster, url) = throwaway_database().await;
     let mut env = host(&url, Vec::new()).await;
     let (ok, report) = doctor(&env, &[]).await;
     assert!(ok, "{report}");

@@ -235,20 +235,9 @@ async fn stored_texts(url: &str, session: &str) -> Result<Vec<String>, talaria_s
     .expect("joined")
 }
 
-/// A throwaway PostgreSQL cluster (started off the runtime) and its database's URL.
-async fn started_cluster() -> (TestCluster, String) {
-    tokio::task::spawn_blocking(|| {
-        let cluster = TestCluster::start();
-        let url = cluster.database();
-        (cluster, url)
-    })
-    .await
-    .expect("cluster")
-}
-
 #[tokio::test]
 async fn a_frozen_database_server_holds_no_answer_and_loses_nothing() {
-    let (cluster, url) = started_cluster().await;
+    let (cluster, url) = throwaway_database().await;
     let env = host_on(&url, answers(6)).await;
     let mut agent = env.spawn().await;
     let sessions = sessions(&mut agent, &env, 2).await;
@@ -604,7 +593,7 @@ async fn a_delete_waiting_on_a_locked_store_holds_no_other_sessions_cancel() {
 
 #[tokio::test]
 async fn a_delete_load_fork_or_list_waiting_on_a_frozen_database_holds_no_other_sessions_cancel() {
-    let (cluster, url) = started_cluster().await;
+    let (cluster, url) = throwaway_database().await;
     for method in [
         "session/delete",
         "session/load",
@@ -644,7 +633,7 @@ async fn stopped_twice(
 #[tokio::test]
 async fn a_second_signal_ends_a_stop_stuck_on_a_frozen_database_at_once() {
     use nix::sys::signal::Signal;
-    let (cluster, url) = started_cluster().await;
+    let (cluster, url) = throwaway_database().await;
     for (round, signal) in [
         Signal::SIGTERM,
         Signal::SIGINT,
@@ -676,7 +665,7 @@ async fn every_stop_on_a_frozen_database_ends_within_its_budget() {
     const STOPPED_WITHIN: Duration = Duration::from_secs(3);
     // Fifty stops, ten agents at a time, each signal and end of input in turn.
     const AT_ONCE: usize = 10;
-    let (cluster, url) = started_cluster().await;
+    let (cluster, url) = throwaway_database().await;
     let stops = [
         Some(Signal::SIGTERM),
         Some(Signal::SIGINT),

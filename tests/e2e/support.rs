@@ -639,3 +639,15 @@ pub fn once_started(
         then();
     })
 }
+
+/// A throwaway PostgreSQL cluster (started off the runtime: the driver blocks) and an empty
+/// database's URL on it.
+pub async fn throwaway_database() -> (talaria_store::test_cluster::TestCluster, String) {
+    tokio::task::spawn_blocking(|| {
+        let cluster = talaria_store::test_cluster::TestCluster::start();
+        let url = cluster.database();
+        (cluster, url)
+    })
+    .await
+    .expect("cluster")
+}

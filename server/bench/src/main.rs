@@ -246,6 +246,39 @@ async fn stream_throughput(
     Ok(figures)
 }
 
+/// `talaria acp` started with piped stdio, its output read as raw lines.
+struct RawAgent {
+    child: tokio::process::Child,
+    pid: u32,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+impl RawAgent {
+    fn spawn(agent: &std::path::Path, vars: &[(String, String)]) -> anyhow::Result<Self> {
+        use tokio::io::{AsyncBufReadExt, BufReader};
+        let mut child = tokio::process::Command::new(agent)
+            .arg("acp")
+            .env_clear()
+            .envs(vars.iter().cloned())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()?;
+        let pid = child.id().context("pid")?;
+        let stdin = child.stdin.take().context("stdin")?;
+        let lines =
+            BufReader::with_capacity(1 << 20, child.stdout.take().context("stdout")?).lines();
+        Ok(Self {
+            child,
+            pid,
+            stdin,
+            lines,
+        })
+    }
+}
+
 /// An agent started with one session, read as raw lines (so the client does not compete with
 /// the agent for the cores).
 struct RawSession {
@@ -262,20 +295,13 @@ impl RawSession {
         vars: &[(String, String)],
         cwd: &std::path::Path,
     ) -> anyhow::Result<Self> {
-        use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-        let mut child = tokio::process::Command::new(agent)
-            .arg("acp")
-            .env_clear()
-            .envs(vars.iter().cloned())
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()?;
-        let pid = child.id().context("pid")?;
-        let mut stdin = child.stdin.take().context("stdin")?;
-        let mut lines =
-            BufReader::with_capacity(1 << 20, child.stdout.take().context("stdout")?).lines();
+        use tokio::io::AsyncWriteExt;
+        let RawAgent {
+            child,
+            pid,
+            mut stdin,
+            mut lines,
+        } = RawAgent::spawn(agent, vars)?;
         let send = |value: serde_json::Value| format!("{value}\n");
         stdin.write_all(send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})).as_bytes()).await?;
         stdin.write_all(send(json!({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": cwd, "mcpServers": []}})).as_bytes()).await?;

@@ -298,19 +298,12 @@ pub async fn streaming_over_stdio(
     sessions: usize,
     deltas: usize,
 ) -> anyhow::Result<StreamingFigures> {
-    let mut child = tokio::process::Command::new(agent)
-        .arg("acp")
-        .env_clear()
-        .envs(vars.iter().cloned())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()?;
-    let pid = child.id().context("pid")?;
-    let mut stdin = child.stdin.take().context("stdin")?;
-    let mut lines =
-        BufReader::with_capacity(1 << 20, child.stdout.take().context("stdout")?).lines();
+    let crate::RawAgent {
+        mut child,
+        pid,
+        mut stdin,
+        mut lines,
+    } = crate::RawAgent::spawn(agent, vars)?;
     let line = |value: Value| format!("{value}\n");
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}});
     stdin.write_all(line(init).as_bytes()).await?;
