@@ -217,7 +217,10 @@ pub fn write_trajectory(
     let path = dir.join("trajectories").join(format!("{id}.json"));
     let aside = path.with_extension("json.partial");
     let text = serde_json::to_vec_pretty(&shaped).unwrap_or_default();
-    std::fs::write(&aside, text)
+    // Synced before it is renamed: the result line that follows never names a trajectory
+    // a power cut could lose.
+    std::fs::File::create(&aside)
+        .and_then(|mut file| file.write_all(&text).and_then(|()| file.sync_data()))
         .and_then(|()| std::fs::rename(&aside, &path))
         .map_err(io(&path))
 }

@@ -67,6 +67,13 @@ impl Progress {
     }
 
     fn status(&self) -> String {
+        if self.total == 0 {
+            // A queue's worker: how many tasks there are is the queue's to know.
+            return format!(
+                "batch: {} done, {} running, {} failed, {} tokens",
+                self.done, self.running, self.failed, self.tokens
+            );
+        }
         let elapsed = self.started.elapsed().as_secs_f64();
         let eta = if self.done == 0 {
             "?".to_string()

@@ -4,6 +4,8 @@
 //! provider wrapper ([`TrajectoryTap`]) keeps it and rewrites the file after each call
 //! (written aside, then renamed: a reader never sees half a file).
 
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -115,7 +117,8 @@ impl TrajectoryLog {
         }
     }
 
-    /// Written aside and renamed, readable by this user only.
+    /// Written aside and renamed, readable by this user only; not synced (the batch runner
+    /// copies it into its output and syncs that), so the call's stream waits on no flush.
     fn write(&self, document: &Value) {
         let aside = self.path.with_extension("json.partial");
         let text = match serde_json::to_vec_pretty(document) {
@@ -125,7 +128,13 @@ impl TrajectoryLog {
                 return;
             }
         };
-        let written = talaria_util::private::write_private(&aside, &text)
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&aside)
+            .and_then(|mut file| file.write_all(&text))
             .and_then(|()| std::fs::rename(&aside, &self.path));
         if let Err(error) = written {
             tracing::warn!(path = %self.path.display(), "cannot write the trajectory: {error}");
