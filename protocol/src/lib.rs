@@ -5,7 +5,9 @@
 //!   re-exported so that every crate uses the same version;
 //! - [`Peer`] / [`connect`]: a bidirectional JSON-RPC 2.0 connection with request/response
 //!   matching in both directions, notifications, `$/cancel_request`, size limits, and
-//!   framing detected from the first bytes (newline-delimited JSON or `Content-Length` headers).
+//!   framing detected from the first bytes (newline-delimited JSON or `Content-Length` headers);
+//!   [`connect_to_sink`] hands the outgoing messages whole to a transport that frames them
+//!   itself.
 
 pub mod errors;
 pub mod framing;
@@ -18,5 +20,5 @@ pub use agent_client_protocol_schema::ProtocolVersion;
 pub use agent_client_protocol_schema::v1 as acp;
 pub use framing::Framing;
 pub use message::{IncomingMessage, IncomingRequest};
-pub use peer::{Connection, Peer, PeerOptions, connect};
+pub use peer::{Connection, MessageSink, Peer, PeerOptions, connect, connect_to_sink};
 pub use template::NotificationTemplate;

@@ -133,6 +133,39 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    start(reader, options, |out_rx, framing_rx| {
+        tokio::spawn(write_loop(writer, out_rx, framing_rx))
+    })
+}
+
+/// Where the messages of a connection whose transport frames them itself go (a WebSocket's
+/// frames, server-sent events): each call hands over the messages sent since the last, in
+/// order, as JSON texts without framing; the sink takes them out of the vector. An error
+/// ends the output.
+pub type MessageSink = Box<dyn FnMut(&mut Vec<String>) -> io::Result<()> + Send>;
+
+/// Starts a connection that reads `reader` and hands what it sends to `sink` as whole
+/// messages: no framing is written and nothing is cut again into messages.
+pub fn connect_to_sink<R>(reader: R, sink: MessageSink, options: PeerOptions) -> Connection
+where
+    R: AsyncRead + Unpin + Send + 'static,
+{
+    start(reader, options, |out_rx, _| {
+        tokio::spawn(sink_loop(sink, out_rx))
+    })
+}
+
+fn start<R>(
+    reader: R,
+    options: PeerOptions,
+    start_writer: impl FnOnce(
+        mpsc::Receiver<String>,
+        watch::Receiver<Option<Framing>>,
+    ) -> JoinHandle<io::Result<()>>,
+) -> Connection
+where
+    R: AsyncRead + Unpin + Send + 'static,
+{
     let (out_tx, out_rx) = mpsc::channel(options.outgoing_capacity);
     let (in_tx, in_rx) = mpsc::channel(options.incoming_capacity);
     let (framing_tx, framing_rx) = watch::channel(options.framing);
@@ -145,7 +178,7 @@ where
         framing: framing_rx.clone(),
     });
     let peer = Peer { inner };
-    let writer = tokio::spawn(write_loop(writer, out_rx, framing_rx));
+    let writer = start_writer(out_rx, framing_rx);
     let reader = tokio::spawn(read_loop(
         FrameReader::new(reader, options.max_message_bytes),
         peer.clone(),
@@ -159,6 +192,26 @@ where
         writer,
         reader,
     }
+}
+
+/// Most messages written, or handed to a sink, in one go while more wait.
+const MOST_PER_BATCH: usize = 256;
+
+/// Hands the queued messages to `sink` in batches, until every sender is gone.
+async fn sink_loop(mut sink: MessageSink, mut out_rx: mpsc::Receiver<String>) -> io::Result<()> {
+    let mut batch = Vec::with_capacity(MOST_PER_BATCH);
+    while let Some(first) = out_rx.recv().await {
+        batch.push(first);
+        while batch.len() < MOST_PER_BATCH {
+            match out_rx.try_recv() {
+                Ok(next) => batch.push(next),
+                Err(_) => break,
+            }
+        }
+        sink(&mut batch)?;
+        batch.clear();
+    }
+    Ok(())
 }
 
 async fn write_loop<W: AsyncWrite + Unpin>(
@@ -571,5 +624,46 @@ mod tests {
             .await
             .expect("read header");
         assert!(header.starts_with("Content-Length: "), "{header:?}");
+    }
+
+    #[tokio::test]
+    async fn a_sink_gets_whole_messages_in_order_with_no_framing_and_answers_garbage_too() {
+        let (mut client_in, agent_in) = duplex(1 << 20);
+        let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+        let into = seen.clone();
+        let sink: MessageSink = Box::new(move |batch| {
+            lock(&into).append(batch);
+            Ok(())
+        });
+        let conn = connect_to_sink(agent_in, sink, PeerOptions::default());
+        for n in 0..300 {
+            conn.peer
+                .notify("note", &serde_json::json!({ "n": n }))
+                .await;
+        }
+        client_in.write_all(b"garbage\n").await.expect("write");
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        while lock(&seen).len() < 301 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        let seen = lock(&seen).clone();
+        assert_eq!(seen.len(), 301, "{seen:?}");
+        for (n, text) in seen[..300].iter().enumerate() {
+            assert!(!text.contains('\n'), "framed: {text:?}");
+            let value: Value = serde_json::from_str(text).expect("whole JSON");
+            assert_eq!(value["params"]["n"], n);
+        }
+        let error: Value = serde_json::from_str(&seen[300]).expect("json");
+        assert_eq!(error["error"]["code"], -32700);
+    }
+
+    #[tokio::test]
+    async fn a_sink_that_fails_ends_the_output() {
+        let (_client_in, agent_in) = duplex(1 << 20);
+        let sink: MessageSink = Box::new(|_| Err(io::Error::other("full")));
+        let conn = connect_to_sink(agent_in, sink, PeerOptions::default());
+        conn.peer.notify("note", &serde_json::json!({})).await;
+        let ended = conn.writer.await.expect("joined");
+        assert_eq!(ended.expect_err("failed").to_string(), "full");
     }
 }

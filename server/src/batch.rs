@@ -177,7 +177,9 @@ async fn start_agent(approve: Approve) -> Result<AgentLink, BatchFailure> {
     tokio::task::spawn_local(async move {
         let shared = crate::acp::ProcessShared::single_client();
         let stop = CancellationToken::new();
-        if let Err(error) = crate::acp::serve_connection(agent_in, agent_out, stop, shared).await {
+        if let Err(error) =
+            crate::acp::serve_connection_on_streams(agent_in, agent_out, stop, shared).await
+        {
             tracing::error!("the batch's agent failed: {error:#}");
         }
     });

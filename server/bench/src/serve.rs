@@ -233,6 +233,20 @@ pub struct StreamingFigures {
     pub wall_ms: f64,
 }
 
+impl StreamingFigures {
+    /// The median of each figure over several runs (zero for none).
+    pub fn median(runs: Vec<Self>) -> Self {
+        let median = |mut values: Vec<f64>| {
+            values.sort_by(f64::total_cmp);
+            values.get(values.len() / 2).copied().unwrap_or(0.0)
+        };
+        Self {
+            cpu_us_per_delta: median(runs.iter().map(|r| r.cpu_us_per_delta).collect()),
+            wall_ms: median(runs.iter().map(|r| r.wall_ms).collect()),
+        }
+    }
+}
+
 /// `sessions` sessions spread over `connections` connections, streaming at once over
 /// WebSocket.
 pub async fn streaming_over_websocket(

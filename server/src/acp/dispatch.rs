@@ -76,9 +76,9 @@ where
     let cassettes = cassettes::Cassettes::open(cassettes).await?;
     prepare_process();
     let signals = shutdown::StopSignals::install();
+    let connection = talaria_protocol::connect(input, output, PeerOptions::default());
     serve_until(
-        input,
-        output,
+        connection,
         cassettes,
         signals,
         ProcessShared::single_client(),
@@ -98,10 +98,28 @@ pub fn prepare_process() {
     tokio::spawn(check_config_at_start());
 }
 
-/// Serves one connection of `talaria serve` on the given streams until its input ends or
-/// `stop` fires; the engine does not know which transport the streams are. `shared` is
-/// what the process's connections share.
-pub async fn serve_connection<R, W>(
+/// Serves one connection of `talaria serve` until its input ends or `stop` fires: what the
+/// client sends is read from `input`, what the agent sends goes whole to `output` (the
+/// transport frames it); the engine does not know which transport it is. `shared` is what
+/// the process's connections share.
+pub async fn serve_connection<R>(
+    input: R,
+    output: talaria_protocol::MessageSink,
+    stop: tokio_util::sync::CancellationToken,
+    shared: ProcessShared,
+) -> anyhow::Result<()>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+{
+    let cassettes = cassettes::Cassettes::open(cassettes::CassetteOptions::default()).await?;
+    let connection = talaria_protocol::connect_to_sink(input, output, PeerOptions::default());
+    let stop = shutdown::StopSignals::told_by(stop);
+    serve_until(connection, cassettes, stop, shared).await
+}
+
+/// Serves one in-process connection on byte streams (`talaria batch`'s own agent) until its
+/// input ends or `stop` fires; `shared` as for [`serve_connection`].
+pub async fn serve_connection_on_streams<R, W>(
     input: R,
     output: W,
     stop: tokio_util::sync::CancellationToken,
@@ -112,28 +130,17 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let cassettes = cassettes::Cassettes::open(cassettes::CassetteOptions::default()).await?;
-    serve_until(
-        input,
-        output,
-        cassettes,
-        shutdown::StopSignals::told_by(stop),
-        shared,
-    )
-    .await
+    let connection = talaria_protocol::connect(input, output, PeerOptions::default());
+    let stop = shutdown::StopSignals::told_by(stop);
+    serve_until(connection, cassettes, stop, shared).await
 }
 
-async fn serve_until<R, W>(
-    input: R,
-    output: W,
+async fn serve_until(
+    connection: talaria_protocol::Connection,
     cassettes: cassettes::Cassettes,
     mut stop_signals: shutdown::StopSignals,
     shared: ProcessShared,
-) -> anyhow::Result<()>
-where
-    R: AsyncRead + Unpin + Send + 'static,
-    W: AsyncWrite + Unpin + Send + 'static,
-{
-    let connection = talaria_protocol::connect(input, output, PeerOptions::default());
+) -> anyhow::Result<()> {
     let mut incoming = connection.incoming;
     let (deferred, mut finished) = mpsc::unbounded_channel();
     let mut agent = Agent {

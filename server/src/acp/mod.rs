@@ -53,7 +53,7 @@ use tokio::sync::mpsc;
 
 pub use cassettes::CassetteOptions;
 use dispatch::{Deferred, StartContext};
-pub use dispatch::{prepare_process, serve, serve_connection};
+pub use dispatch::{prepare_process, serve, serve_connection, serve_connection_on_streams};
 use launch::{Launch, Launched, Ready, config_error, load_config, ready_session};
 pub use process_shared::ProcessShared;
 use prompt::request_of;

@@ -1,6 +1,7 @@
 //! The connections of `talaria serve`: each one a whole ACP agent (the same dispatch as
 //! stdio, with its own sessions and its own hold on the store, so the store's claim rules
-//! decide between two connections as between two processes), fed through an in-memory pipe.
+//! decide between two connections as between two processes), its input fed through an
+//! in-memory pipe, its output handed over as whole messages.
 //! A connection outlives its transport: while no client is attached, what the agent sends
 //! waits (bounded) and a question waits for a client; one left alone longer than the
 //! reconnect window is ended (its sessions saved), as is one the client deletes.
@@ -15,7 +16,6 @@ use serde_json::{Value, json};
 use talaria_util::lock;
 use tokio::io::AsyncWriteExt;
 
-use super::agent_output::{Deliver, LineOutput};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -129,35 +129,14 @@ impl Connection {
         None
     }
 
-    /// Notes what an agent answer opened or closed.
-    fn note_answer(&self, text: &str) {
+    /// Notes what the agent's answers among `messages` opened or closed.
+    pub fn note_answers(&self, messages: &[String]) {
         let mut sessions = lock(&self.sessions);
-        if sessions.opening.is_empty() && sessions.closing.is_empty() {
-            return;
-        }
-        let Ok(message) = serde_json::from_str::<Value>(text) else {
-            return;
-        };
-        if message.get("method").is_some() {
-            return;
-        }
-        let Some(key) = id_key(&message["id"]) else {
-            return;
-        };
-        let succeeded = message.get("result").is_some();
-        if let Some(named) = sessions.opening.remove(&key) {
-            let opened = message["result"]["sessionId"]
-                .as_str()
-                .map(str::to_string)
-                .or(named);
-            if let (true, Some(id)) = (succeeded, opened) {
-                sessions.open.insert(id);
+        for text in messages {
+            if sessions.opening.is_empty() && sessions.closing.is_empty() {
+                return;
             }
-        }
-        if let Some(id) = sessions.closing.remove(&key)
-            && succeeded
-        {
-            sessions.open.remove(&id);
+            note_answer(&mut sessions, text);
         }
     }
 
@@ -216,7 +195,7 @@ pub struct AgentStart {
     registry: Arc<Registry>,
     connection: Arc<Connection>,
     input: tokio::io::DuplexStream,
-    output: LineOutput,
+    output: talaria_protocol::MessageSink,
 }
 
 impl AgentStart {
@@ -274,7 +253,7 @@ impl Registry {
             registry: self.clone(),
             connection: connection.clone(),
             input: agent_in,
-            output: LineOutput::new(deliver_to(connection.clone())),
+            output: into_mailboxes(connection.clone()),
         };
         if self.agents.send(start).is_err() {
             // The server is stopping: no agent will read this connection.
@@ -333,7 +312,7 @@ async fn run_agent(
     registry: Arc<Registry>,
     connection: Arc<Connection>,
     input: tokio::io::DuplexStream,
-    output: LineOutput,
+    output: talaria_protocol::MessageSink,
 ) {
     let shared = registry.shared.clone();
     let served = crate::acp::serve_connection(input, output, connection.stop.clone(), shared).await;
@@ -346,12 +325,14 @@ async fn run_agent(
     tracing::info!(connection = %connection.id, "connection ended");
 }
 
-/// Where the agent's messages go: into the connection's mailboxes. A connection whose
-/// mailboxes are full (its client reads nothing) is closed.
-fn deliver_to(connection: Arc<Connection>) -> Deliver {
-    Box::new(move |line: String| {
-        connection.note_answer(&line);
-        connection.outbound.push(line).map_err(|full| {
+/// Where the agent's messages go: each batch of whole messages it sends (no framing, no
+/// pipe) into the connection's mailboxes at once, one lock and one wake-up, after noting
+/// the sessions its answers opened or closed. A connection whose mailboxes are full (its
+/// client reads nothing) is closed.
+fn into_mailboxes(connection: Arc<Connection>) -> talaria_protocol::MessageSink {
+    Box::new(move |batch: &mut Vec<String>| {
+        connection.note_answers(batch);
+        connection.outbound.push_all(batch).map_err(|full| {
             tracing::warn!(connection = %connection.id, "closing the connection: {full}");
             connection.stop.cancel();
             std::io::Error::other(full.to_string())
@@ -388,4 +369,32 @@ pub fn answer_stream(message: &Value, session_header: Option<&str>) -> Stream {
         .map(str::to_string)
         .or_else(|| message["params"]["sessionId"].as_str().map(str::to_string))
         .map_or(Stream::Connection, Stream::Session)
+}
+
+/// Notes what one agent answer opened or closed.
+fn note_answer(sessions: &mut Sessions, text: &str) {
+    let Ok(message) = serde_json::from_str::<Value>(text) else {
+        return;
+    };
+    if message.get("method").is_some() {
+        return;
+    }
+    let Some(key) = id_key(&message["id"]) else {
+        return;
+    };
+    let succeeded = message.get("result").is_some();
+    if let Some(named) = sessions.opening.remove(&key) {
+        let opened = message["result"]["sessionId"]
+            .as_str()
+            .map(str::to_string)
+            .or(named);
+        if let (true, Some(id)) = (succeeded, opened) {
+            sessions.open.insert(id);
+        }
+    }
+    if let Some(id) = sessions.closing.remove(&key)
+        && succeeded
+    {
+        sessions.open.remove(&id);
+    }
 }

@@ -13,7 +13,6 @@
 //!   client to come back within the reconnect window; a slow reader holds up only itself.
 //! - Messages, connections, sockets and sessions per connection are bounded.
 
-mod agent_output;
 mod connection;
 mod guard;
 mod http;

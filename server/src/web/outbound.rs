@@ -123,48 +123,41 @@ impl Outbound {
 
     /// Queues what the agent sent.
     pub fn push(&self, text: String) -> Result<(), Overflow> {
-        let mut state = lock(&self.state);
-        let parsed = (state.routed || !state.awaited.is_empty())
-            .then(|| serde_json::from_str::<Value>(&text).ok())
-            .flatten();
-        if let Some(message) = &parsed
-            && message.get("method").is_none()
-            && let Some(key) = id_key(&message["id"])
-            && let Some(answer) = state.awaited.remove(&key)
-        {
-            let _ = answer.send(text);
-            return Ok(());
-        }
-        let stream = match &parsed {
-            Some(message) if state.routed => route(&mut state, message),
-            _ => Stream::Connection,
-        };
-        state.waiting_bytes += text.len();
-        if state.waiting_bytes > MOST_WAITING {
-            return Err(Overflow::Full);
-        }
-        state.next_seq += 1;
-        let queued = Queued {
-            seq: state.next_seq,
-            text: Utf8Bytes::from(text),
-        };
-        mailbox(&mut state, &stream).waiting.push_back(queued);
-        drop(state);
-        self.bump();
-        Ok(())
+        self.push_all(&mut vec![text])
     }
 
-    /// Takes the next message of `stream`, kept awhile in case the receiver comes back.
-    pub fn take(&self, stream: &Stream) -> Option<Queued> {
+    /// Queues a batch of what the agent sent, in order, with one wake-up for receivers;
+    /// takes the messages out of `batch`.
+    pub fn push_all(&self, batch: &mut Vec<String>) -> Result<(), Overflow> {
         let mut state = lock(&self.state);
-        let next = mailbox(&mut state, stream).waiting.pop_front()?;
-        state.waiting_bytes = state.waiting_bytes.saturating_sub(next.text.len());
-        let boxed = mailbox(&mut state, stream);
-        boxed.sent.push_back(next.clone());
-        if boxed.sent.len() > KEPT_SENT {
-            boxed.sent.pop_front();
+        let mut queued = Ok(());
+        for text in batch.drain(..) {
+            queued = queue_one(&mut state, text);
+            if queued.is_err() {
+                break;
+            }
         }
-        Some(next)
+        drop(state);
+        self.bump();
+        queued
+    }
+
+    /// Takes up to `most` of the messages waiting on `stream` (in order, into `into`), kept
+    /// awhile in case the receiver comes back; how many it took.
+    pub fn take_up_to(&self, stream: &Stream, most: usize, into: &mut Vec<Queued>) -> usize {
+        let mut state = lock(&self.state);
+        let boxed = mailbox(&mut state, stream);
+        let count = boxed.waiting.len().min(most);
+        let mut bytes = 0;
+        for next in boxed.waiting.drain(..count) {
+            bytes += next.text.len();
+            boxed.sent.push_back(next.clone());
+            into.push(next);
+        }
+        let over = boxed.sent.len().saturating_sub(KEPT_SENT);
+        boxed.sent.drain(..over);
+        state.waiting_bytes = state.waiting_bytes.saturating_sub(bytes);
+        count
     }
 
     /// Holds `stream` for one receiver; one that says what it got (`after`) is handed again
@@ -237,6 +230,36 @@ pub enum Busy {
     Gone,
 }
 
+/// Queues one message where it goes, or hands it to whoever awaits it.
+fn queue_one(state: &mut State, text: String) -> Result<(), Overflow> {
+    let parsed = (state.routed || !state.awaited.is_empty())
+        .then(|| serde_json::from_str::<Value>(&text).ok())
+        .flatten();
+    if let Some(message) = &parsed
+        && message.get("method").is_none()
+        && let Some(key) = id_key(&message["id"])
+        && let Some(answer) = state.awaited.remove(&key)
+    {
+        let _ = answer.send(text);
+        return Ok(());
+    }
+    let stream = match &parsed {
+        Some(message) if state.routed => route(state, message),
+        _ => Stream::Connection,
+    };
+    state.waiting_bytes += text.len();
+    if state.waiting_bytes > MOST_WAITING {
+        return Err(Overflow::Full);
+    }
+    state.next_seq += 1;
+    let queued = Queued {
+        seq: state.next_seq,
+        text: Utf8Bytes::from(text),
+    };
+    mailbox(state, &stream).waiting.push_back(queued);
+    Ok(())
+}
+
 fn mailbox<'a>(state: &'a mut State, stream: &Stream) -> &'a mut Mailbox {
     match stream {
         Stream::Connection => &mut state.connection,
@@ -261,24 +284,37 @@ pub struct Held {
 }
 
 impl Held {
-    /// The next message if one waits now.
-    pub fn try_next(&self) -> Option<Queued> {
-        self.outbound.take(&self.stream)
-    }
-
     /// The next message, waiting for one; `None` once the connection is closed and nothing
     /// waits.
     pub async fn next(&self) -> Option<Queued> {
+        let mut one = Vec::with_capacity(1);
+        self.next_batch(1, &mut one)
+            .await
+            .then(|| one.pop())
+            .flatten()
+    }
+
+    /// Adds to `into` what waits now, until it holds `most`.
+    pub fn take_more(&self, most: usize, into: &mut Vec<Queued>) {
+        let room = most.saturating_sub(into.len());
+        if room > 0 {
+            self.outbound.take_up_to(&self.stream, room, into);
+        }
+    }
+
+    /// Up to `most` messages (into `into`), waiting for at least one; `false` once the
+    /// connection is closed and nothing waits.
+    pub async fn next_batch(&self, most: usize, into: &mut Vec<Queued>) -> bool {
         let mut changes = self.outbound.watch();
         loop {
-            if let Some(queued) = self.outbound.take(&self.stream) {
-                return Some(queued);
+            if self.outbound.take_up_to(&self.stream, most, into) > 0 {
+                return true;
             }
             if self.outbound.is_closed() {
-                return None;
+                return false;
             }
             if changes.changed().await.is_err() {
-                return None;
+                return false;
             }
         }
     }
@@ -294,8 +330,15 @@ impl Drop for Held {
 mod tests {
     use super::*;
 
+    fn taken(outbound: &Outbound, stream: &Stream) -> Vec<Queued> {
+        let mut all = Vec::new();
+        outbound.take_up_to(stream, usize::MAX, &mut all);
+        all
+    }
+
     fn texts(outbound: &Outbound, stream: &Stream) -> Vec<String> {
-        std::iter::from_fn(|| outbound.take(stream))
+        taken(outbound, stream)
+            .into_iter()
             .map(|q| q.text.to_string())
             .collect()
     }
@@ -328,7 +371,8 @@ mod tests {
             outbound.attach(Stream::Connection, None),
             Err(Busy::Held)
         ));
-        let first: Vec<u64> = std::iter::from_fn(|| outbound.take(&Stream::Connection))
+        let first: Vec<u64> = taken(&outbound, &Stream::Connection)
+            .iter()
             .map(|q| q.seq)
             .collect();
         assert_eq!(first, [1, 2, 3, 4]);
@@ -336,10 +380,41 @@ mod tests {
         // It says it got 2: 3 and 4 come again, then what came meanwhile.
         outbound.push("{\"n\":5}".into()).expect("queued");
         let _held = outbound.attach(Stream::Connection, Some(2)).expect("again");
-        let again: Vec<u64> = std::iter::from_fn(|| outbound.take(&Stream::Connection))
+        let again: Vec<u64> = taken(&outbound, &Stream::Connection)
+            .iter()
             .map(|q| q.seq)
             .collect();
         assert_eq!(again, [3, 4, 5]);
+    }
+
+    #[test]
+    fn a_batch_is_queued_in_order_with_one_wake_up_and_taken_in_bounded_pieces() {
+        let outbound = Arc::new(Outbound::new(false));
+        let mut changes = outbound.watch();
+        changes.mark_unchanged();
+        let before = *changes.borrow();
+        let mut batch: Vec<String> = (1..=5).map(|n| format!("{{\"n\":{n}}}")).collect();
+        outbound.push_all(&mut batch).expect("queued");
+        assert!(batch.is_empty(), "the batch is taken out");
+        assert_eq!(*changes.borrow_and_update(), before.wrapping_add(1));
+        let held = outbound.attach(Stream::Connection, None).expect("held");
+        let mut got = Vec::new();
+        outbound.take_up_to(&Stream::Connection, 2, &mut got);
+        assert_eq!(got.iter().map(|q| q.seq).collect::<Vec<_>>(), [1, 2]);
+        held.take_more(4, &mut got);
+        assert_eq!(got.iter().map(|q| q.seq).collect::<Vec<_>>(), [1, 2, 3, 4]);
+        held.take_more(4, &mut got);
+        assert_eq!(got.len(), 4, "full: nothing more taken");
+        drop(held);
+        // What was taken is kept for a receiver that comes back.
+        let _again = outbound.attach(Stream::Connection, Some(1)).expect("again");
+        assert_eq!(
+            taken(&outbound, &Stream::Connection)
+                .iter()
+                .map(|q| q.seq)
+                .collect::<Vec<_>>(),
+            [2, 3, 4, 5]
+        );
     }
 
     #[test]

@@ -177,11 +177,18 @@ async fn serve_socket<S>(
     let (mut sink, mut incoming) = socket.split();
     let hello = json!({"jsonrpc": "2.0", "method": "_talaria/connection", "params": {"connectionId": connection.id}});
     let mut open = sink.send(Message::text(hello.to_string())).await.is_ok();
+    let mut batch = Vec::with_capacity(MOST_PER_FLUSH);
     while open {
         tokio::select! {
-            next = held.next() => match next {
-                Some(queued) => open = send_waiting(&mut sink, &held, queued).await.is_ok(),
-                None => {
+            more = held.next_batch(MOST_PER_FLUSH, &mut batch) => match more {
+                true => {
+                    // What else is ready to run (other sessions' deltas) goes first, so
+                    // that it joins this write rather than costing one of its own.
+                    tokio::task::yield_now().await;
+                    held.take_more(MOST_PER_FLUSH, &mut batch);
+                    open = send_all(&mut sink, &mut batch).await.is_ok();
+                }
+                false => {
                     let _ = sink.send(close_frame(CloseCode::Normal, "the connection has ended")).await;
                     open = false;
                 }
@@ -215,18 +222,14 @@ async fn serve_socket<S>(
 /// Most messages written in one go (one flush) while more wait.
 const MOST_PER_FLUSH: usize = 256;
 
-/// Sends `first` and what else waits now (up to [`MOST_PER_FLUSH`]), flushed once: a
-/// streamed answer's deltas do not cost a write each.
-async fn send_waiting<S>(sink: &mut S, held: &Held, first: Queued) -> Result<(), WsError>
+/// Sends a batch of what waited (up to [`MOST_PER_FLUSH`]), one frame each, flushed once:
+/// a streamed answer's deltas do not cost a write each.
+async fn send_all<S>(sink: &mut S, batch: &mut Vec<Queued>) -> Result<(), WsError>
 where
     S: futures_util::Sink<Message, Error = WsError> + Unpin,
 {
-    sink.feed(Message::Text(first.text)).await?;
-    for _ in 1..MOST_PER_FLUSH {
-        let Some(next) = held.try_next() else {
-            break;
-        };
-        sink.feed(Message::Text(next.text)).await?;
+    for queued in batch.drain(..) {
+        sink.feed(Message::Text(queued.text)).await?;
     }
     sink.flush().await
 }
