@@ -5,6 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use talaria_util::tree::{Links, copy_tree};
+
 use crate::task::Task;
 
 /// Why a workspace could not be made.
@@ -59,7 +61,7 @@ pub fn prepare(task: &Task, work: &Path) -> Result<Workspace, WorkspaceError> {
         Some(repo) if repo.join(".git").exists() => {
             checkout(repo, task.rev.as_deref(), &workspace.path)?;
         }
-        Some(repo) => copy_tree(repo, &workspace.path)?,
+        Some(repo) => copy_tree(repo, &workspace.path, Links::Keep)?,
     }
     Ok(workspace)
 }
@@ -103,24 +105,6 @@ fn checkout(repo: &Path, rev: Option<&str>, into: &Path) -> Result<(), Workspace
                 std::ffi::OsStr::new(rev),
             ],
         )?;
-    }
-    Ok(())
-}
-
-/// Copies a directory tree; links are copied as links, never followed.
-fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let kind = entry.file_type()?;
-        let target = to.join(entry.file_name());
-        if kind.is_dir() {
-            copy_tree(&entry.path(), &target)?;
-        } else if kind.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(entry.path())?, &target)?;
-        } else if kind.is_file() {
-            std::fs::copy(entry.path(), &target)?;
-        }
     }
     Ok(())
 }

@@ -50,18 +50,7 @@ pub struct Proposals {
 
 /// Copies a folder (regular files and folders only; links are skipped).
 pub fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let kind = entry.file_type()?;
-        let target = to.join(entry.file_name());
-        if kind.is_dir() {
-            copy_dir(&entry.path(), &target)?;
-        } else if kind.is_file() {
-            std::fs::copy(entry.path(), target)?;
-        }
-    }
-    Ok(())
+    talaria_util::tree::copy_tree(from, to, talaria_util::tree::Links::Skip)
 }
 
 fn files_below(dir: &Path) -> Vec<String> {

@@ -1,9 +1,12 @@
 //! Small helpers every Talaria crate shares, so each is written once: a lock that survives a
 //! panicked holder, and text clipped at character boundaries (each caller words its own note
-//! about what was left out), and files only this user may read (`private`).
+//! about what was left out), files only this user may read (`private`), and folder trees
+//! copied without following links (`tree`).
 
 #[cfg(unix)]
 pub mod private;
+#[cfg(unix)]
+pub mod tree;
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
