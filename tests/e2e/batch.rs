@@ -505,3 +505,68 @@ async fn a_rust_harness_runs_a_dataset_in_its_own_process_with_the_same_runner()
         sent["messages"].as_array().map(|m| m.len() + 1)
     );
 }
+
+#[tokio::test]
+async fn setup_and_check_run_in_the_sessions_sandbox_on_a_home_with_credentials_and_sockets() {
+    if !sandbox_enforced() {
+        return;
+    }
+    const SECRET: &str = "BATCH-HOME-SECRET-4471";
+    let mut env = TestEnv::new(vec![]).await;
+    for store in [".netrc", ".pgpass"] {
+        std::fs::write(env.home.path().join(store), format!("{SECRET}\n")).expect("store");
+    }
+    let outside = tempfile::tempdir().expect("outside");
+    let socket = outside.path().join("agent.sock");
+    crate::sandbox_doors::greeter(std::os::unix::net::UnixListener::bind(&socket).expect("bind"));
+    let connect = format!(
+        "/usr/bin/python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{}'); print(s.recv(64).decode())\"",
+        socket.display()
+    );
+    // A glob, as a script would write it: nothing can name the file before it runs.
+    let probe = |into: &str| {
+        format!("{{ cat ~/.[n]etrc ~/.[p]gpass; {connect}; }} > {into} 2>&1; echo ran >> {into}")
+    };
+    env.mock
+        .script_for_prompt("[task home]", vec![MockReply::text(&["ok"])]);
+    let dir = tempfile::tempdir().expect("dir");
+    let dataset = dir.path().join("tasks.jsonl");
+    let workspace = env.workspace.path().to_str().expect("utf-8").to_string();
+    write_lines(
+        &dataset,
+        &[
+            json!({"id": "home", "prompt": "[task home] go", "workspace": workspace,
+                 "setup": probe("setup-saw.txt"),
+                 "check": format!("{}; test -f setup-saw.txt", probe("check-saw.txt"))}),
+        ],
+    );
+    let out = dir.path().join("out");
+    env.unprivileged(&[outside.path(), dir.path()]);
+    let mut command = tokio::process::Command::new(talaria_bin());
+    if let Some((uid, gid)) = env.user {
+        command.uid(uid).gid(gid);
+    }
+    let output = command
+        .arg("batch")
+        .arg(&dataset)
+        .arg("--out")
+        .arg(&out)
+        .env_clear()
+        .envs(env.env())
+        .output()
+        .await
+        .expect("talaria batch ran");
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{said}");
+    // The credential files in the home break neither command.
+    assert_eq!(results(&out)["home"]["verdict"], "pass", "{said}");
+    for seen in ["setup-saw.txt", "check-saw.txt"] {
+        let text = std::fs::read_to_string(env.workspace.path().join(seen)).expect(seen);
+        assert!(text.ends_with("ran\n"), "{seen}: {text}");
+        assert!(!text.contains(SECRET), "{seen} read a credential: {text}");
+        assert!(
+            !text.contains("HELLO-FROM-OUTSIDE"),
+            "{seen} reached a socket outside: {text}"
+        );
+    }
+}

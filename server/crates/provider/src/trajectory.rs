@@ -2,7 +2,9 @@
 //! model saw in its last call (OpenAI chat format, exactly as `openai::request_body` sends
 //! them), that call's answer appended, the tools offered, and counts over every call. A
 //! provider wrapper ([`TrajectoryTap`]) keeps it and rewrites the file after each call
-//! (written aside, then renamed: a reader never sees half a file).
+//! (written aside, then renamed: a reader never sees half a file). The file is written on a
+//! blocking thread, never on the stream's; the call's end is passed on once it is written, so
+//! whoever waits for the turn finds the file complete.
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -67,6 +69,15 @@ impl Seen {
 pub struct TrajectoryLog {
     path: PathBuf,
     seen: Arc<Mutex<Seen>>,
+    /// The number of the last document written: held while writing, so that of two calls'
+    /// writes the later document always wins.
+    written: Arc<Mutex<u64>>,
+}
+
+/// A document to write, numbered in the order the calls finished.
+struct Snapshot {
+    number: u64,
+    document: Value,
 }
 
 impl TrajectoryLog {
@@ -75,6 +86,7 @@ impl TrajectoryLog {
         Self {
             path,
             seen: Arc::default(),
+            written: Arc::default(),
         }
     }
 
@@ -90,7 +102,8 @@ impl TrajectoryLog {
         seen.model_calls += 1;
     }
 
-    fn event(&self, event: &StreamEvent) {
+    /// Notes an event; the document to write when a call has finished.
+    fn event(&self, event: &StreamEvent) -> Option<Snapshot> {
         let mut seen = talaria_util::lock(&self.seen);
         match event {
             StreamEvent::TextDelta(text) => seen.answer.push_str(text),
@@ -109,26 +122,43 @@ impl TrajectoryLog {
                     })
                     .collect();
                 seen.tool_calls_total += tool_calls.len() as u64;
-                let document = seen.document();
-                drop(seen);
-                self.write(&document);
+                return Some(Snapshot {
+                    number: seen.model_calls,
+                    document: seen.document(),
+                });
             }
             _ => {}
         }
+        None
     }
 
-    /// Written aside and renamed, readable by this user only; not synced (the batch runner
-    /// copies it into its output and syncs that), so the call's stream waits on no flush.
-    fn write(&self, document: &Value) {
+    /// Writes `snapshot` on a blocking thread and waits (without holding the stream's
+    /// thread) until it is written.
+    async fn write_off_thread(&self, snapshot: Snapshot) {
+        let log = self.clone();
+        let writing = tokio::task::spawn_blocking(move || log.write(snapshot));
+        if let Err(error) = writing.await {
+            tracing::warn!("the trajectory writer stopped: {error}");
+        }
+    }
+
+    /// Written aside and renamed, readable by this user only, unless a later call's document
+    /// was written already; not synced (the batch runner copies it into its output and syncs
+    /// that).
+    fn write(&self, snapshot: Snapshot) {
+        let mut written = talaria_util::lock(&self.written);
+        if *written > snapshot.number {
+            return;
+        }
         let aside = self.path.with_extension("json.partial");
-        let text = match serde_json::to_vec_pretty(document) {
+        let text = match serde_json::to_vec_pretty(&snapshot.document) {
             Ok(text) => text,
             Err(error) => {
                 tracing::warn!("the trajectory could not be serialized: {error}");
                 return;
             }
         };
-        let written = std::fs::OpenOptions::new()
+        let done = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(true)
@@ -136,8 +166,11 @@ impl TrajectoryLog {
             .open(&aside)
             .and_then(|mut file| file.write_all(&text))
             .and_then(|()| std::fs::rename(&aside, &self.path));
-        if let Err(error) = written {
-            tracing::warn!(path = %self.path.display(), "cannot write the trajectory: {error}");
+        match done {
+            Ok(()) => *written = snapshot.number,
+            Err(error) => {
+                tracing::warn!(path = %self.path.display(), "cannot write the trajectory: {error}")
+            }
         }
     }
 }
@@ -172,12 +205,96 @@ impl ChatProvider for TrajectoryTap {
         let starting = self.inner.stream(request);
         Box::pin(async move {
             let stream = starting.await?;
-            let tapped = stream.inspect(move |item| {
-                if let Ok(event) = item {
-                    log.event(event);
+            let tapped = stream.then(move |item| {
+                let log = log.clone();
+                async move {
+                    if let Ok(event) = &item
+                        && let Some(snapshot) = log.event(event)
+                    {
+                        log.write_off_thread(snapshot).await;
+                    }
+                    item
                 }
             });
             Ok(Box::pin(tapped) as EventStream)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{FinishReason, Transcript};
+    use talaria_record::testing::user;
+
+    /// Answers each call with the next scripted text.
+    struct Scripted(Mutex<Vec<&'static str>>);
+
+    impl ChatProvider for Scripted {
+        fn name(&self) -> &str {
+            "scripted"
+        }
+
+        fn stream(
+            &self,
+            _: &ChatRequest<'_>,
+        ) -> BoxFuture<'static, Result<EventStream, ProviderError>> {
+            let text = talaria_util::lock(&self.0).remove(0);
+            let events = vec![
+                StreamEvent::TextDelta(text.to_string()),
+                StreamEvent::Finished {
+                    reason: FinishReason::Stop,
+                    tool_calls: Vec::new(),
+                },
+            ];
+            Box::pin(async move {
+                Ok(Box::pin(futures_util::stream::iter(events.into_iter().map(Ok))) as EventStream)
+            })
+        }
+    }
+
+    fn read(path: &std::path::Path) -> Value {
+        serde_json::from_slice(&std::fs::read(path).expect("written")).expect("whole JSON")
+    }
+
+    #[tokio::test]
+    async fn a_calls_end_is_passed_on_once_its_trajectory_is_written_and_the_last_call_wins() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("t.json");
+        let scripted = Arc::new(Scripted(Mutex::new(vec!["first", "second"])));
+        let tap = TrajectoryTap::new(scripted, TrajectoryLog::writing_to(path.clone()));
+        let mut transcript = Transcript::with_system_and_environment("sys", "env".to_string());
+        transcript.push(user("hello"));
+        let request = ChatRequest {
+            model: "m",
+            transcript: &transcript,
+            tools: &[],
+            max_tokens: None,
+            credential: None,
+            effort: None,
+        };
+        for (call, answer) in [(1, "first"), (2, "second")] {
+            let mut stream = tap.stream(&request).await.expect("stream");
+            while let Some(event) = stream.next().await {
+                if matches!(event, Ok(StreamEvent::Finished { .. })) {
+                    // The file is complete as soon as the end is seen.
+                    let document = read(&path);
+                    assert_eq!(document["format"], TRAJECTORY_FORMAT);
+                    assert_eq!(document["stats"]["model_calls"], call);
+                    let messages = document["messages"].as_array().expect("messages");
+                    assert_eq!(messages.last().expect("answer")["content"], answer);
+                    let asked = messages.iter().find(|m| m["role"] == "user");
+                    assert!(asked.expect("user").to_string().contains("hello"));
+                }
+            }
+        }
+        assert!(!path.with_extension("json.partial").exists());
+        // An older call's document never overwrites a newer one's.
+        let log = tap.log.clone();
+        log.write(Snapshot {
+            number: 1,
+            document: json!({"stale": true}),
+        });
+        assert_eq!(read(&path)["stats"]["model_calls"], 2);
     }
 }
