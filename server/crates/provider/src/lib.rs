@@ -11,6 +11,8 @@ pub mod http;
 pub mod model;
 pub mod openai;
 pub mod responses;
+#[cfg(test)]
+mod scripted;
 pub mod server_window;
 pub mod sse;
 pub mod stream;

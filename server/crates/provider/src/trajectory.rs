@@ -227,30 +227,16 @@ mod tests {
     use crate::model::{FinishReason, Transcript};
     use talaria_record::testing::user;
 
-    /// Answers each call with the next scripted text.
-    struct Scripted(Mutex<Vec<&'static str>>);
+    use crate::scripted::Scripted;
 
-    impl ChatProvider for Scripted {
-        fn name(&self) -> &str {
-            "scripted"
-        }
-
-        fn stream(
-            &self,
-            _: &ChatRequest<'_>,
-        ) -> BoxFuture<'static, Result<EventStream, ProviderError>> {
-            let text = talaria_util::lock(&self.0).remove(0);
-            let events = vec![
-                StreamEvent::TextDelta(text.to_string()),
-                StreamEvent::Finished {
-                    reason: FinishReason::Stop,
-                    tool_calls: Vec::new(),
-                },
-            ];
-            Box::pin(async move {
-                Ok(Box::pin(futures_util::stream::iter(events.into_iter().map(Ok))) as EventStream)
-            })
-        }
+    fn answer(text: &str) -> Vec<StreamEvent> {
+        vec![
+            StreamEvent::TextDelta(text.to_string()),
+            StreamEvent::Finished {
+                reason: FinishReason::Stop,
+                tool_calls: Vec::new(),
+            },
+        ]
     }
 
     fn read(path: &std::path::Path) -> Value {
@@ -261,7 +247,10 @@ mod tests {
     async fn a_calls_end_is_passed_on_once_its_trajectory_is_written_and_the_last_call_wins() {
         let dir = tempfile::tempdir().expect("dir");
         let path = dir.path().join("t.json");
-        let scripted = Arc::new(Scripted(Mutex::new(vec!["first", "second"])));
+        let scripted = Arc::new(Scripted(Mutex::new(vec![
+            answer("first"),
+            answer("second"),
+        ])));
         let tap = TrajectoryTap::new(scripted, TrajectoryLog::writing_to(path.clone()));
         let mut transcript = Transcript::with_system_and_environment("sys", "env".to_string());
         transcript.push(user("hello"));

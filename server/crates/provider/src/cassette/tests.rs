@@ -10,24 +10,7 @@ use super::*;
 use crate::model::{ChatRequest, FinishReason, ToolCallRequest, Transcript};
 use crate::{ChatProvider, EventStream, ProviderError};
 
-/// Answers each call with the next scripted events.
-struct Scripted(Mutex<Vec<Vec<StreamEvent>>>);
-
-impl ChatProvider for Scripted {
-    fn name(&self) -> &str {
-        "scripted"
-    }
-
-    fn stream(
-        &self,
-        _: &ChatRequest<'_>,
-    ) -> BoxFuture<'static, Result<EventStream, ProviderError>> {
-        let events = talaria_util::lock(&self.0).remove(0);
-        Box::pin(async move {
-            Ok(Box::pin(futures_util::stream::iter(events.into_iter().map(Ok))) as EventStream)
-        })
-    }
-}
+use crate::scripted::Scripted;
 
 const WORKSPACE: &str = "/tmp/work-1234";
 const KEY: &str = "sk-live-0123456789abcdef";
