@@ -199,7 +199,7 @@ const MOST_PER_BATCH: usize = 256;
 
 /// Hands the queued messages to `sink` in batches, until every sender is gone.
 async fn sink_loop(mut sink: MessageSink, mut out_rx: mpsc::Receiver<String>) -> io::Result<()> {
-    let mut batch = Vec::with_capacity(MOST_PER_BATCH);
+    let mut batch = Vec::new();
     while let Some(first) = out_rx.recv().await {
         batch.push(first);
         while batch.len() < MOST_PER_BATCH {

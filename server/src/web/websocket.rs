@@ -177,7 +177,7 @@ async fn serve_socket<S>(
     let (mut sink, mut incoming) = socket.split();
     let hello = json!({"jsonrpc": "2.0", "method": "_talaria/connection", "params": {"connectionId": connection.id}});
     let mut open = sink.send(Message::text(hello.to_string())).await.is_ok();
-    let mut batch = Vec::with_capacity(MOST_PER_FLUSH);
+    let mut batch = Vec::new();
     while open {
         tokio::select! {
             more = held.next_batch(MOST_PER_FLUSH, &mut batch) => match more {
