@@ -18,7 +18,8 @@ pub struct BatchArgs {
     /// The output folder: results.jsonl, trajectories/, summary.md.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
-    /// Tasks at once (default: twice the cores, between 2 and 16).
+    /// Tasks at once (default: as many as a local model server serves at once, when it says;
+    /// else twice the cores; between 1 and 16).
     #[arg(long, value_name = "N")]
     parallel: Option<usize>,
     /// How permission questions are answered: reject, once or always.
@@ -65,6 +66,44 @@ fn default_parallel() -> usize {
     (cores * 2).clamp(2, 16)
 }
 
+/// Tasks at once: `--parallel`, else as many as the configured local model server serves at
+/// once (llama.cpp's slots: more would only wait at the server, their time counted against
+/// their timeouts), else [`default_parallel`].
+async fn parallel_for(args: &BatchArgs) -> usize {
+    if let Some(parallel) = args.parallel {
+        return parallel.max(1);
+    }
+    match local_server_slots().await {
+        Some(slots) => {
+            if !args.quiet {
+                eprintln!(
+                    "talaria batch: the local model server serves {slots} requests at once: --parallel {slots}"
+                );
+            }
+            slots
+        }
+        None => default_parallel(),
+    }
+}
+
+/// What the configured model server says it serves at once, when it is on this machine or a
+/// private network and says (between 1 and 16).
+async fn local_server_slots() -> Option<usize> {
+    let config = tokio::task::spawn_blocking(talaria_engine::Config::load)
+        .await
+        .ok()?
+        .ok()?;
+    let base_url = &config.endpoint().base_url;
+    if !talaria_engine::is_local(base_url) {
+        return None;
+    }
+    let client =
+        talaria_provider::http::client("batch", std::time::Duration::from_millis(500)).ok()?;
+    let report = talaria_provider::server_window::report(&client, base_url, &config.model).await;
+    let slots = usize::try_from(report.slots?).unwrap_or(usize::MAX);
+    Some(slots.clamp(1, 16))
+}
+
 /// Runs the batch; the process's exit code (2: bad usage or input, 1: the run stopped).
 pub async fn run(args: BatchArgs) -> std::process::ExitCode {
     // The in-process agent's dispatch loop is not `Send`: it runs on this task set.
@@ -109,7 +148,7 @@ async fn dispatch(args: BatchArgs) -> Result<(), BatchFailure> {
     })
     .await
     .map_err(|e| BatchFailure::Run(e.to_string()))??;
-    let options = run_options(&args, out);
+    let options = run_options(&args, out, parallel_for(&args).await);
     let agent = start_agent(args.approve).await?;
     let ran = talaria_batch::run_dataset(&agent, &dataset, output, &options).await;
     let output = ran.map_err(|e| BatchFailure::Run(e.to_string()))?;
@@ -150,10 +189,10 @@ fn read_dataset(path: &std::path::Path) -> Result<talaria_batch::Dataset, BatchF
     Ok(dataset)
 }
 
-fn run_options(args: &BatchArgs, out: &std::path::Path) -> RunOptions {
+fn run_options(args: &BatchArgs, out: &std::path::Path, parallel: usize) -> RunOptions {
     let out = std::path::absolute(out).unwrap_or_else(|_| out.to_path_buf());
     RunOptions {
-        parallel: args.parallel.unwrap_or_else(default_parallel).max(1),
+        parallel,
         format: args.format,
         places: TaskPlaces {
             work: out.join(".work"),
@@ -258,7 +297,7 @@ mod queue {
             Some(out) => out.clone(),
             None => std::env::temp_dir().join(format!("talaria-batch-{}", std::process::id())),
         };
-        let options = super::run_options(args, &local);
+        let options = super::run_options(args, &local, super::parallel_for(args).await);
         let worker = WorkerOptions {
             parallel: options.parallel,
             lease: Duration::from_secs_f64(args.lease.max(1.0)),

@@ -570,3 +570,52 @@ async fn setup_and_check_run_in_the_sessions_sandbox_on_a_home_with_credentials_
         );
     }
 }
+
+#[tokio::test]
+async fn without_parallel_a_local_server_runs_as_many_tasks_at_once_as_it_has_slots() {
+    let env = TestEnv::new(vec![]).await;
+    env.mock.serve_props(json!({"total_slots": 2}));
+    let dir = tempfile::tempdir().expect("dir");
+    let mut lines = Vec::new();
+    for n in 0..6 {
+        let marker = format!("[task s{n}]");
+        let answer = MockReply::Delayed {
+            delay_ms: 400,
+            reply: Box::new(MockReply::text(&["done"])),
+        };
+        env.mock.script_for_prompt(&marker, vec![answer]);
+        lines.push(json!({"id": format!("s{n}"), "prompt": format!("{marker} go")}));
+    }
+    let dataset = dir.path().join("tasks.jsonl");
+    write_lines(&dataset, &lines);
+    let out = dir.path().join("out");
+    let (code, said) = batch_run(
+        &env,
+        &[
+            dataset.to_str().expect("utf-8"),
+            "--out",
+            out.to_str().expect("utf-8"),
+        ],
+    )
+    .await;
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("--parallel 2"), "{said}");
+    assert!(results(&out).values().all(|r| r["verdict"] == "done"));
+    // Never more than two model calls under way: each takes 400 ms, so no three begin
+    // within 300 ms of each other.
+    let mut began: Vec<_> = env
+        .mock
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/chat/completions"))
+        .filter_map(|r| r.received_at)
+        .collect();
+    began.sort();
+    assert_eq!(began.len(), 6);
+    for three in began.windows(3) {
+        assert!(
+            three[2] - three[0] >= Duration::from_millis(300),
+            "three calls at once: {three:?}"
+        );
+    }
+}
