@@ -93,13 +93,7 @@ async fn local_server_slots() -> Option<usize> {
         .await
         .ok()?
         .ok()?;
-    let base_url = &config.endpoint().base_url;
-    if !talaria_engine::is_local(base_url) {
-        return None;
-    }
-    let client =
-        talaria_provider::http::client("batch", std::time::Duration::from_millis(500)).ok()?;
-    let report = talaria_provider::server_window::report(&client, base_url, &config.model).await;
+    let report = crate::acp::local_server_report(&config, "batch").await;
     let slots = usize::try_from(report.slots?).unwrap_or(usize::MAX);
     Some(slots.clamp(1, 16))
 }

@@ -71,20 +71,6 @@ fn auth_fix(config: &Config) -> String {
 }
 
 /// The window sessions will assume, and where the figure comes from.
-/// What a server on this machine or a private network says about itself (nothing for others).
-async fn local_server(config: &Config) -> ServerReport {
-    if !talaria_engine::is_local(&config.endpoint().base_url) {
-        return ServerReport::default();
-    }
-    let Ok(client) =
-        talaria_provider::http::client("doctor", std::time::Duration::from_millis(500))
-    else {
-        return ServerReport::default();
-    };
-    talaria_provider::server_window::report(&client, &config.endpoint().base_url, &config.model)
-        .await
-}
-
 fn context_window(config: &Config, server: &ServerReport) -> (u64, String) {
     if config.context_window_set {
         return (config.context_window, "configured".into());
@@ -626,7 +612,7 @@ pub async fn run(out: &mut dyn Write, call: bool) -> usize {
     report.ok("model", &config.model);
     report.ok("base URL", &config.endpoint().base_url);
     credentials(&mut report, &config, &path);
-    let server = local_server(&config).await;
+    let server = crate::acp::local_server_report(&config, "doctor").await;
     let reachable = endpoint(&mut report, &config, &server).await;
     let (window, source) = context_window(&config, &server);
     report.ok("context window", &format!("{window} tokens ({source})"));

@@ -13,9 +13,13 @@ use talaria_harness::binary::talaria_bin;
 
 use crate::support::*;
 
-/// Runs `talaria batch ARGS` with the env's variables; its exit code and stderr.
+/// Runs `talaria batch ARGS` with the env's variables, as its user; its exit code and stderr.
 async fn batch_run(env: &TestEnv, args: &[&str]) -> (Option<i32>, String) {
-    let output = tokio::process::Command::new(talaria_bin())
+    let mut command = tokio::process::Command::new(talaria_bin());
+    if let Some((uid, gid)) = env.user {
+        command.uid(uid).gid(gid);
+    }
+    let output = command
         .arg("batch")
         .args(args)
         .env_clear()
@@ -542,22 +546,16 @@ async fn setup_and_check_run_in_the_sessions_sandbox_on_a_home_with_credentials_
     );
     let out = dir.path().join("out");
     env.unprivileged(&[outside.path(), dir.path()]);
-    let mut command = tokio::process::Command::new(talaria_bin());
-    if let Some((uid, gid)) = env.user {
-        command.uid(uid).gid(gid);
-    }
-    let output = command
-        .arg("batch")
-        .arg(&dataset)
-        .arg("--out")
-        .arg(&out)
-        .env_clear()
-        .envs(env.env())
-        .output()
-        .await
-        .expect("talaria batch ran");
-    let said = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(0), "{said}");
+    let (code, said) = batch_run(
+        &env,
+        &[
+            dataset.to_str().expect("utf-8"),
+            "--out",
+            out.to_str().expect("utf-8"),
+        ],
+    )
+    .await;
+    assert_eq!(code, Some(0), "{said}");
     // The credential files in the home break neither command.
     assert_eq!(results(&out)["home"]["verdict"], "pass", "{said}");
     for seen in ["setup-saw.txt", "check-saw.txt"] {

@@ -57,6 +57,7 @@ pub use dispatch::{prepare_process, serve, serve_connection, serve_connection_on
 use launch::{Launch, Launched, Ready, config_error, load_config, ready_session};
 pub use process_shared::ProcessShared;
 use prompt::request_of;
+pub use server_window::local_server_report;
 
 struct LiveSession {
     handle: SessionHandle,

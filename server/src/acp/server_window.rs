@@ -40,6 +40,23 @@ fn wants_probe(config: &Config) -> bool {
     is_local(&config.endpoint().base_url)
 }
 
+/// What the configured model server says about itself, when it is on this machine or a
+/// private network (nothing is asked of any other); `purpose` names the asker in its logs.
+pub async fn local_server_report(config: &Config, purpose: &str) -> ServerReport {
+    if !wants_probe(config) {
+        return ServerReport::default();
+    }
+    ask(&config.endpoint().base_url, &config.model, purpose).await
+}
+
+async fn ask(base_url: &str, model: &str, purpose: &str) -> ServerReport {
+    let timeout = std::time::Duration::from_millis(500);
+    match talaria_provider::http::client_for(purpose, timeout, base_url) {
+        Ok(client) => report(&client, base_url, model).await,
+        Err(_) => ServerReport::default(),
+    }
+}
+
 fn key(config: &Config) -> String {
     format!("{} {}", config.endpoint().base_url, config.model)
 }
@@ -59,16 +76,7 @@ impl WindowProbes {
         let model = config.model.clone();
         let mut probes = talaria_util::lock(&self.probes);
         let probe = probes.entry(key(config)).or_insert_with(|| {
-            let running = tokio::spawn(async move {
-                match talaria_provider::http::client_for(
-                    "probe",
-                    std::time::Duration::from_millis(500),
-                    &base_url,
-                ) {
-                    Ok(client) => report(&client, &base_url, &model).await,
-                    Err(_) => ServerReport::default(),
-                }
-            });
+            let running = tokio::spawn(async move { ask(&base_url, &model, "probe").await });
             Probe {
                 report: async move { running.await.unwrap_or_default() }
                     .boxed()
