@@ -173,6 +173,7 @@ fn main() -> std::process::ExitCode {
     talaria_sandbox::protect_this_process();
     let cli = Cli::parse();
     logging::init();
+    talaria_util::failpoint::setup();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .max_blocking_threads(16)
         .thread_name("talaria")

@@ -1,8 +1,10 @@
 //! Small helpers every Talaria crate shares, so each is written once: a lock that survives a
 //! panicked holder, and text clipped at character boundaries (each caller words its own note
 //! about what was left out), files only this user may read (`private`), and folder trees
-//! copied without following links (`tree`).
+//! copied without following links (`tree`), and the named failpoints of the crash suite
+//! (`failpoint`).
 
+pub mod failpoint;
 #[cfg(unix)]
 pub mod private;
 #[cfg(unix)]
