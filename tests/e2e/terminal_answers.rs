@@ -92,11 +92,9 @@ async fn y_and_n_at_a_permission_question_answer_on_the_key_press() {
     let mut pty = Pty::spawn(&env);
     pty.wait_for("> ").await;
     pty.type_keys("write two files\r");
-    pty.wait_for_after("Allow Write yes.txt?", "in this project: ")
-        .await;
+    pty.wait_for_after("Allow Write yes.txt?", ": ").await;
     pty.type_keys("y");
-    pty.wait_for_after("Allow Write no.txt?", "in this project: ")
-        .await;
+    pty.wait_for_after("Allow Write no.txt?", ": ").await;
     pty.type_keys("n");
     pty.wait_for("Both asked.").await;
     assert!(env.workspace.path().join("yes.txt").exists());

@@ -356,6 +356,10 @@ impl Renderer {
                 "list the prompts, or go back before the Nth last (`files`: put files back too)",
             ),
             ("/help", "this list"),
+            (
+                "//TEXT",
+                "send /TEXT as it is (a line starting with an unknown /command is not sent)",
+            ),
             ("/quit", "leave (or press Ctrl-C twice, or Ctrl-D)"),
         ] {
             eprintln!("  {name:<14} {what}");
