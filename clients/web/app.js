@@ -154,6 +154,11 @@ function setLink(text) {
   showStatus();
 }
 
+/** A one-off message on the status line (until the next change of state). */
+function tell(text) {
+  $("status").textContent = text;
+}
+
 function setStatus(view, text) {
   view.status = text;
   if (view.shown) showStatus();
@@ -177,7 +182,7 @@ function renderSessions() {
     open.dataset.session = session.sessionId;
     open.title = `${session.cwd}\n${session.sessionId}`;
     if (session.sessionId === page.shown) open.setAttribute("aria-current", "true");
-    open.onclick = () => openSession(session.sessionId).catch((error) => setLink(error.message));
+    open.onclick = () => openSession(session.sessionId).catch((error) => tell(error.message));
     return el("li", "", [open]);
   });
   $("sessions").replaceChildren(...items);
@@ -557,7 +562,7 @@ async function listSessions() {
 async function newSession() {
   const cwd = $("cwd").value.trim();
   if (!cwd.startsWith("/")) {
-    setLink("the folder must be an absolute path");
+    tell("the folder must be an absolute path");
     return;
   }
   const result = await page.connection.request("session/new", { cwd, mcpServers: [] });
@@ -621,7 +626,7 @@ async function send(event) {
 
 $("token").value = tokenFromAddress();
 $("connect-button").onclick = connect;
-$("new-session").onclick = () => newSession().catch((error) => setLink(error.message));
+$("new-session").onclick = () => newSession().catch((error) => tell(`could not start a session: ${error.message}`));
 $("prompt-form").onsubmit = send;
 $("prompt").addEventListener("input", updateCommands);
 $("prompt").addEventListener("keydown", onPromptKey);

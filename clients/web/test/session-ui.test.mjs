@@ -111,7 +111,12 @@ test("a new session is listed by its title, not its id, and takes the agent's ti
   await script([{ type: "text", chunks: ["On it."] }]);
   const server = await startServe();
   const page = await connectedPage(server);
+  // A folder that is not absolute is told, and does not stick to the status line.
+  await page.fill("#cwd", "relative/folder");
+  await page.click("#new-session");
+  assert.equal(await page.textContent("#status"), "the folder must be an absolute path");
   const { workspace, sessionId } = await newSession(page);
+  assert.equal(await page.textContent("#status"), "ready");
   const listed = `#sessions button[data-session="${sessionId}"]`;
   try {
     const before = await page.textContent(listed);
