@@ -1,12 +1,18 @@
 // The reference web client of `talaria serve`: connect with the token, list and open
-// sessions, stream answers as Markdown, show tool cards with their permission questions
-// and diffs, cancel, steer the running turn, load a past session. Plain modules, no
-// framework: a frontend author can copy it.
+// sessions (listed by title, the title updated as the agent names it), stream answers as
+// Markdown, show tool cards with the agent's permission questions (its own wording and
+// choices) and diffs, cancel, steer the running turn, load a past session; pick the mode and
+// the model (the session's config options), follow the agent's plan in a panel, and offer
+// its slash commands as you type `/`. Plain modules, no framework: a frontend author can
+// copy it.
+//
+// The page's state keeps sessions apart: each opened session is a `SessionView` (its
+// transcript, modes and options, plan, commands, turn, and the role this page has in it), and
+// the chat shows one of them. Updates go to the view of their session, shown or not.
 import { AcpConnection } from "/acp.js";
 import { renderMarkdown } from "/markdown.js";
 
 const $ = (id) => document.getElementById(id);
-const state = { connection: null, sessionId: null, running: false, last: null, cards: new Map() };
 
 function el(tag, className, children = []) {
   const node = document.createElement(tag);
@@ -15,138 +21,345 @@ function el(tag, className, children = []) {
   return node;
 }
 
-function status(text) {
-  $("status").textContent = text;
-}
+/** The most updates kept for a session before its view exists (its `session/new` answer). */
+const EARLY_UPDATES = 500;
 
-function scrollDown() {
-  $("transcript").scrollTop = $("transcript").scrollHeight;
-}
+const page = {
+  /** @type {AcpConnection | null} */
+  connection: null,
+  /** What the connection is doing, for the status line ("connected to talaria", …). */
+  link: "not connected",
+  /** The sessions the agent listed or this page started: id → {sessionId, cwd, title, updatedAt}. */
+  listed: new Map(),
+  /** The sessions opened here: id → SessionView. */
+  views: new Map(),
+  /** Updates of sessions not opened yet (an update may overtake the answer that opens one). */
+  early: new Map(),
+  /** The id of the session the chat shows. */
+  shown: null,
+};
 
-// The token comes in the address's fragment (never sent to the server) or is typed.
-function tokenFromAddress() {
-  const match = location.hash.match(/token=([^&]+)/);
-  if (!match) return "";
-  history.replaceState(null, "", location.pathname);
-  return decodeURIComponent(match[1]);
-}
+/** One opened session: what the chat shows of it, and what it knows. */
+class SessionView {
+  constructor({ sessionId, cwd, title = null, role = "owner" }) {
+    this.sessionId = sessionId;
+    this.cwd = cwd;
+    this.title = title;
+    /** This page's part in the session: "owner" drives it (others may only watch, later). */
+    this.role = role;
+    this.running = false;
+    /** The turn's state as the status line says it. */
+    this.status = "ready";
+    /** Legacy session modes: {currentModeId, availableModes}. */
+    this.modes = null;
+    this.configOptions = [];
+    this.plan = [];
+    this.commands = [];
+    /** The message being streamed: {kind, node, text, messageId}. */
+    this.last = null;
+    this.cards = new Map();
+    this.root = el("div", "session-transcript");
+    this.root.dataset.session = sessionId;
+    this.root.dataset.role = role;
+  }
 
-async function connect() {
-  const token = $("token").value.trim();
-  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-  const connection = new AcpConnection(`${scheme}//${location.host}/acp`, token);
-  connection.onStatus = (text) => status(text);
-  connection.onNotification("session/update", onUpdate);
-  connection.onRequest("session/request_permission", askPermission);
-  try {
-    await connection.open();
-    const init = await connection.request("initialize", {
-      protocolVersion: 1,
-      clientCapabilities: {},
-      clientInfo: { name: "talaria-web", version: "1" },
-    });
-    state.connection = connection;
-    status(`connected to ${init.agentInfo?.name ?? "the agent"}`);
-    $("connect").hidden = true;
-    $("workspace").hidden = false;
-    await listSessions();
-  } catch (error) {
-    status(`cannot connect: ${error.message}`);
+  get shown() {
+    return page.shown === this.sessionId;
+  }
+
+  /** Takes the modes and config options of a `session/new`, `load` or `set_config_option` answer. */
+  settings(result) {
+    if (result?.modes) this.modes = result.modes;
+    if (Array.isArray(result?.configOptions)) this.configOptions = result.configOptions;
+  }
+
+  /** The agent switched the mode (`current_mode_update`). */
+  modeSwitched(modeId) {
+    if (this.modes) this.modes.currentModeId = modeId;
+    for (const option of this.configOptions) {
+      if (option.category === "mode" || option.id === "mode") option.currentValue = modeId;
+    }
+  }
+
+  scrollDown() {
+    if (this.shown) $("transcript").scrollTop = $("transcript").scrollHeight;
+  }
+
+  /** One message of the transcript, continued while chunks of its kind (and message) keep coming. */
+  append(kind, text, messageId) {
+    const last = this.last;
+    const same = last?.kind === kind && (!messageId || !last.messageId || last.messageId === messageId);
+    if (!same) {
+      const node = el("div", `message ${kind}`);
+      node.dataset.kind = kind;
+      if (kind === "steered") node.append(el("span", "label", ["steered"]), el("span", "text"));
+      this.root.append(node);
+      this.last = { kind, node, text: "", messageId };
+    }
+    this.last.text += text;
+    if (messageId) this.last.messageId = messageId;
+    const node = this.last.node;
+    if (kind === "agent") renderMarkdown(node, this.last.text);
+    else if (kind === "steered") node.querySelector(".text").textContent = this.last.text;
+    else node.textContent = this.last.text;
+    this.scrollDown();
+  }
+
+  /** A tool call's card, made or brought up to date. */
+  card(update) {
+    let card = this.cards.get(update.toolCallId);
+    if (!card) {
+      const title = el("div", "title", [el("span", "name"), el("span", "state")]);
+      const node = el("div", "tool", [title, el("div", "body")]);
+      node.dataset.toolCall = update.toolCallId;
+      this.root.append(node);
+      card = { node, title: "", status: "pending" };
+      this.cards.set(update.toolCallId, card);
+      this.last = null;
+    }
+    if (update.title) card.title = update.title;
+    if (update.status) card.status = update.status;
+    if (update.kind) card.node.dataset.kind = update.kind;
+    card.node.querySelector(".name").textContent = card.title;
+    card.node.querySelector(".state").textContent = card.status.replace("_", " ");
+    card.node.dataset.status = card.status;
+    if (update.content) card.node.querySelector(".body").replaceChildren(...update.content.map(contentNode));
+    this.scrollDown();
+    return card;
+  }
+
+  /** A notice of the agent's, or a line of this page's. */
+  notice(text) {
+    this.last = null;
+    this.append("notice", text);
+    this.last = null;
   }
 }
 
-async function listSessions() {
-  const { sessions } = await state.connection.request("session/list", {});
+function shownView() {
+  return page.views.get(page.shown) ?? null;
+}
+
+// ---------------------------------------------------------------------------------------
+// The status line, the session list, the session bar (title and pickers), the plan panel.
+
+function showStatus() {
+  const view = shownView();
+  const linked = page.link.startsWith("connected");
+  $("status").textContent = linked && view ? view.status : page.link;
+}
+
+function setLink(text) {
+  page.link = text;
+  showStatus();
+}
+
+/** A one-off message on the status line (until the next change of state). */
+function tell(text) {
+  $("status").textContent = text;
+}
+
+function setStatus(view, text) {
+  view.status = text;
+  if (view.shown) showStatus();
+}
+
+function titleOf(session) {
+  return session?.title?.trim() || "New session";
+}
+
+function folderName(cwd) {
+  return (cwd ?? "").split("/").filter(Boolean).pop() ?? cwd ?? "";
+}
+
+function renderSessions() {
+  const sessions = [...page.listed.values()].sort((a, b) => (b.updatedAt ?? 0) - (a.updatedAt ?? 0));
   const items = sessions.map((session) => {
-    const open = el("button", "", [session.title || session.sessionId]);
+    const open = el("button", "", [
+      el("span", "session-name", [titleOf(session)]),
+      el("span", "session-folder", [folderName(session.cwd)]),
+    ]);
     open.dataset.session = session.sessionId;
-    open.title = session.cwd;
-    open.onclick = () => loadSession(session.sessionId, session.cwd);
+    open.title = `${session.cwd}\n${session.sessionId}`;
+    if (session.sessionId === page.shown) open.setAttribute("aria-current", "true");
+    open.onclick = () => openSession(session.sessionId).catch((error) => tell(error.message));
     return el("li", "", [open]);
   });
   $("sessions").replaceChildren(...items);
 }
 
-function startTranscript(sessionId) {
-  state.sessionId = sessionId;
-  state.last = null;
-  state.cards.clear();
-  $("transcript").replaceChildren();
-  $("transcript").dataset.session = sessionId;
+function renderTitle() {
+  const view = shownView();
+  const title = view ? titleOf(page.listed.get(view.sessionId) ?? view) : "No session open";
+  $("session-title").textContent = title;
+  $("session-title").title = title;
+  document.title = view ? `${title} · Talaria` : "Talaria";
 }
 
-async function newSession() {
-  const cwd = $("cwd").value.trim();
-  if (!cwd.startsWith("/")) {
-    status("the folder must be an absolute path");
-    return;
+/** The agent's title for a session (`session_info_update`), listed and shown at once. */
+function titled(sessionId, title) {
+  const listed = page.listed.get(sessionId);
+  if (listed) listed.title = title;
+  const view = page.views.get(sessionId);
+  if (view) view.title = title;
+  renderSessions();
+  if (sessionId === page.shown) renderTitle();
+}
+
+/** A select for one config option (flat or grouped choices). */
+function picker(view, option) {
+  const select = el("select");
+  select.dataset.config = option.id;
+  select.title = option.description ?? option.name;
+  const choice = (item) => {
+    const node = el("option", "", [item.name ?? item.value]);
+    node.value = item.value;
+    if (item.description) node.title = item.description;
+    return node;
+  };
+  for (const item of option.options ?? []) {
+    if (!Array.isArray(item.options)) {
+      select.append(choice(item));
+      continue;
+    }
+    const group = el("optgroup", "", item.options.map(choice));
+    group.label = item.name ?? item.group ?? "";
+    select.append(group);
   }
-  const { sessionId } = await state.connection.request("session/new", { cwd, mcpServers: [] });
-  startTranscript(sessionId);
-  status(`session ${sessionId}`);
-  await listSessions();
+  select.value = option.currentValue;
+  select.onchange = () => setOption(view, option.id, select.value);
+  return el("label", "picker", [el("span", "", [option.name]), select]);
 }
 
-async function loadSession(sessionId, cwd) {
-  startTranscript(sessionId);
-  await state.connection.request("session/load", { sessionId, cwd, mcpServers: [] });
-  status(`loaded ${sessionId}`);
+/** A select for the legacy session modes, when the agent offers no config options. */
+function modePicker(view) {
+  return picker(view, {
+    id: "mode",
+    name: "Mode",
+    currentValue: view.modes.currentModeId,
+    options: view.modes.availableModes.map((m) => ({ value: m.id, name: m.name, description: m.description })),
+  });
 }
 
-// One message of the transcript, continued while chunks of its kind keep coming.
-function append(kind, text) {
-  if (state.last?.kind !== kind) {
-    const node = el("div", `message ${kind}`);
-    node.dataset.kind = kind;
-    $("transcript").append(node);
-    state.last = { kind, node, text: "" };
+function renderPickers() {
+  const view = shownView();
+  if (!view) return $("pickers").replaceChildren();
+  const pickers = view.configOptions.filter((o) => o.type === "select").map((o) => picker(view, o));
+  if (!pickers.length && view.modes?.availableModes?.length) pickers.push(modePicker(view));
+  $("pickers").replaceChildren(...pickers);
+}
+
+async function setOption(view, configId, value) {
+  try {
+    if (view.configOptions.some((o) => o.id === configId)) {
+      const result = await page.connection.request("session/set_config_option", {
+        sessionId: view.sessionId,
+        configId,
+        value,
+      });
+      view.settings(result);
+    } else {
+      await page.connection.request("session/set_mode", { sessionId: view.sessionId, modeId: value });
+      view.modeSwitched(value);
+    }
+  } catch (error) {
+    setStatus(view, `could not set ${configId}: ${error.message}`);
   }
-  state.last.text += text;
-  if (kind === "agent") renderMarkdown(state.last.node, state.last.text);
-  else state.last.node.textContent = state.last.text;
-  scrollDown();
+  if (view.shown) renderPickers();
 }
+
+const PLAN_MARKS = { completed: "☑", in_progress: "◐", pending: "☐" };
+
+function renderPlan() {
+  const entries = shownView()?.plan ?? [];
+  $("plan").hidden = entries.length === 0;
+  const done = entries.filter((e) => e.status === "completed").length;
+  $("plan-progress").textContent = `${done} of ${entries.length} done`;
+  const items = entries.map((entry) => {
+    const item = el("li", "", [el("span", "mark", [PLAN_MARKS[entry.status] ?? "☐"]), el("span", "", [entry.content])]);
+    item.dataset.status = entry.status;
+    if (entry.priority) item.dataset.priority = entry.priority;
+    return item;
+  });
+  $("plan-entries").replaceChildren(...items);
+}
+
+function renderRunning() {
+  const view = shownView();
+  const running = Boolean(view?.running);
+  $("cancel").disabled = !running;
+  $("send").textContent = running ? "Steer" : "Send";
+  $("transcript").dataset.running = String(running);
+}
+
+/** Shows `view` in the chat. */
+function show(view) {
+  page.shown = view.sessionId;
+  $("transcript").replaceChildren(view.root);
+  $("transcript").dataset.session = view.sessionId;
+  closeCommands();
+  renderRunning();
+  renderTitle();
+  renderPickers();
+  renderPlan();
+  renderSessions();
+  showStatus();
+  view.scrollDown();
+}
+
+// ---------------------------------------------------------------------------------------
+// Session updates and the agent's questions.
 
 function onUpdate({ sessionId, update }) {
-  if (sessionId !== state.sessionId) return;
+  if (update.sessionUpdate === "session_info_update" && "title" in update) titled(sessionId, update.title);
+  const view = page.views.get(sessionId);
+  if (!view) {
+    const early = page.early.get(sessionId) ?? [];
+    if (early.length < EARLY_UPDATES) page.early.set(sessionId, [...early, update]);
+    return;
+  }
+  apply(view, update);
+}
+
+function apply(view, update) {
   const text = update.content?.type === "text" ? update.content.text : "";
   switch (update.sessionUpdate) {
     case "user_message_chunk":
-      return append("user", text);
+      return view.append(update._meta?.talaria?.steered ? "steered" : "user", text, update.messageId);
     case "agent_message_chunk":
-      return append("agent", text);
+      return view.append("agent", text, update.messageId);
     case "agent_thought_chunk":
-      return append("thought", text);
+      return view.append("thought", text, update.messageId);
     case "tool_call":
     case "tool_call_update":
-      return showCard(update);
+      return view.card(update);
     case "notice":
-      state.last = null;
-      return append("notice", update.message ?? "");
+      return view.notice(update.description ? `${update.title}: ${update.description}` : update.title ?? "");
+    case "plan":
+      view.plan = update.entries ?? [];
+      return view.shown && renderPlan();
+    case "available_commands_update":
+      view.commands = update.availableCommands ?? [];
+      return view.shown && updateCommands();
+    case "current_mode_update":
+      view.modeSwitched(update.currentModeId);
+      return view.shown && renderPickers();
+    case "config_option_update":
+      view.settings(update);
+      return view.shown && renderPickers();
     default:
       return undefined;
   }
 }
 
-function showCard(update) {
-  let card = state.cards.get(update.toolCallId);
-  if (!card) {
-    const title = el("div", "title", [el("span", "name"), el("span", "state")]);
-    const node = el("div", "tool", [title, el("div", "body")]);
-    node.dataset.toolCall = update.toolCallId;
-    $("transcript").append(node);
-    card = { node, title: "", status: "pending" };
-    state.cards.set(update.toolCallId, card);
-    state.last = null;
-  }
-  if (update.title) card.title = update.title;
-  if (update.status) card.status = update.status;
-  card.node.querySelector(".name").textContent = card.title;
-  card.node.querySelector(".state").textContent = card.status;
-  card.node.dataset.status = card.status;
-  if (update.content) card.node.querySelector(".body").replaceChildren(...update.content.map(contentNode));
-  scrollDown();
-  return card;
+/** Opens a view for a session (and applies what arrived for it before). */
+function opened(sessionId, cwd, result) {
+  const view = new SessionView({ sessionId, cwd, title: page.listed.get(sessionId)?.title ?? null });
+  page.views.set(sessionId, view);
+  for (const update of page.early.get(sessionId) ?? []) apply(view, update);
+  page.early.delete(sessionId);
+  if (result) view.settings(result);
+  return view;
 }
 
 function contentNode(item) {
@@ -195,62 +408,233 @@ function commonLines(a, b) {
   return pairs;
 }
 
-// A permission question, shown on the call's card with the agent's options.
-function askPermission({ toolCall, options }) {
-  const card = showCard({ toolCallId: toolCall.toolCallId, ...toolCall });
+/**
+ * A permission question, on the call's card, in the agent's words: a title that is itself a
+ * question (a plan's "Implement this plan?") is asked as it is; otherwise the card names the
+ * call and the question is whether to allow it. Each of the agent's options is a button.
+ */
+function askPermission({ sessionId, toolCall, options }) {
+  const view = page.views.get(sessionId);
+  if (!view) return { outcome: { outcome: "cancelled" } };
+  const card = view.card({ ...toolCall, toolCallId: toolCall.toolCallId });
+  const title = (toolCall.title ?? card.title ?? "").trim();
+  const asked = title.endsWith("?") ? title : "Allow this call?";
   return new Promise((resolve) => {
     const buttons = options.map((option) => {
       const button = el("button", "", [option.name]);
+      button.type = "button";
       button.dataset.option = option.kind;
+      button.dataset.optionId = option.optionId;
       button.onclick = () => {
-        question.remove();
+        question.replaceWith(el("div", "answered", [`${asked} ${option.name}`]));
         resolve({ outcome: { outcome: "selected", optionId: option.optionId } });
       };
       return button;
     });
-    const question = el("div", "question", ["Allow this call? ", ...buttons]);
+    const question = el("div", "question", [el("span", "asked", [asked]), el("span", "choices", buttons)]);
+    question.setAttribute("role", "group");
+    question.setAttribute("aria-label", asked);
     card.node.append(question);
-    scrollDown();
+    view.scrollDown();
   });
+}
+
+// ---------------------------------------------------------------------------------------
+// The slash-command list: the agent's commands, offered as `/` is typed.
+
+const commandList = { open: false, active: 0, matches: [] };
+
+function updateCommands() {
+  const view = shownView();
+  const typed = $("prompt").value.match(/^\/(\S*)$/);
+  const matches = typed && view ? view.commands.filter((c) => c.name.startsWith(typed[1])) : [];
+  commandList.matches = matches;
+  commandList.open = matches.length > 0;
+  commandList.active = Math.min(commandList.active, Math.max(matches.length - 1, 0));
+  $("commands").hidden = !commandList.open;
+  const items = matches.map((command, index) => {
+    const hint = command.input?.hint ? ` ${command.input.hint}` : "";
+    const item = el("li", "", [
+      el("span", "command-name", [`/${command.name}`]),
+      el("span", "command-hint", [hint]),
+      el("span", "command-description", [command.description ?? ""]),
+    ]);
+    item.dataset.command = command.name;
+    item.setAttribute("role", "option");
+    item.setAttribute("aria-selected", String(index === commandList.active));
+    item.onmousedown = (event) => {
+      event.preventDefault();
+      pickCommand(command);
+    };
+    return item;
+  });
+  $("commands").replaceChildren(...items);
+}
+
+function closeCommands() {
+  commandList.open = false;
+  commandList.active = 0;
+  $("commands").hidden = true;
+}
+
+function pickCommand(command) {
+  $("prompt").value = `/${command.name} `;
+  closeCommands();
+  $("prompt").focus();
+}
+
+function onPromptKey(event) {
+  if (commandList.open) {
+    const count = commandList.matches.length;
+    if (event.key === "ArrowDown" || event.key === "ArrowUp") {
+      event.preventDefault();
+      commandList.active = (commandList.active + (event.key === "ArrowDown" ? 1 : count - 1)) % count;
+      return updateCommands();
+    }
+    if (event.key === "Tab" || (event.key === "Enter" && !event.shiftKey)) {
+      event.preventDefault();
+      return pickCommand(commandList.matches[commandList.active]);
+    }
+    if (event.key === "Escape") {
+      event.preventDefault();
+      return closeCommands();
+    }
+  }
+  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    event.preventDefault();
+    $("prompt-form").requestSubmit();
+  }
+  return undefined;
+}
+
+// ---------------------------------------------------------------------------------------
+// Connecting, the sessions, prompts.
+
+// The token comes in the address's fragment (never sent to the server) or is typed.
+function tokenFromAddress() {
+  const match = location.hash.match(/token=([^&]+)/);
+  if (!match) return "";
+  history.replaceState(null, "", location.pathname);
+  return decodeURIComponent(match[1]);
+}
+
+async function connect() {
+  const token = $("token").value.trim();
+  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+  const connection = new AcpConnection(`${scheme}//${location.host}/acp`, token);
+  connection.onStatus = (text) => setLink(text === "connected" && page.connection ? page.agentLink : text);
+  connection.onNotification("session/update", onUpdate);
+  connection.onRequest("session/request_permission", askPermission);
+  try {
+    setLink("connecting…");
+    await connection.open();
+    const init = await connection.request("initialize", {
+      protocolVersion: 1,
+      // Notices (warnings, errors) as their own updates rather than as answer text.
+      clientCapabilities: { session: { notices: {} } },
+      clientInfo: { name: "talaria-web", version: "1" },
+    });
+    page.connection = connection;
+    page.agentLink = `connected to ${init.agentInfo?.name ?? "the agent"}`;
+    setLink(page.agentLink);
+    $("connect").hidden = true;
+    $("workspace").hidden = false;
+    await listSessions();
+  } catch (error) {
+    setLink(`cannot connect: ${error.message}`);
+  }
+}
+
+async function listSessions() {
+  const { sessions } = await page.connection.request("session/list", {});
+  for (const session of sessions) {
+    const known = page.listed.get(session.sessionId);
+    page.listed.set(session.sessionId, {
+      sessionId: session.sessionId,
+      cwd: session.cwd,
+      title: session.title ?? known?.title ?? null,
+      updatedAt: Date.parse(session.updatedAt ?? "") || known?.updatedAt || 0,
+    });
+  }
+  renderSessions();
+}
+
+async function newSession() {
+  const cwd = $("cwd").value.trim();
+  if (!cwd.startsWith("/")) {
+    tell("the folder must be an absolute path");
+    return;
+  }
+  const result = await page.connection.request("session/new", { cwd, mcpServers: [] });
+  page.listed.set(result.sessionId, { sessionId: result.sessionId, cwd, title: null, updatedAt: Date.now() });
+  const view = opened(result.sessionId, cwd, result);
+  view.status = "ready";
+  show(view);
+}
+
+async function openSession(sessionId) {
+  const known = page.views.get(sessionId);
+  if (known) return show(known);
+  const cwd = page.listed.get(sessionId)?.cwd;
+  const view = opened(sessionId, cwd, null);
+  view.status = "loading…";
+  show(view);
+  try {
+    const result = await page.connection.request("session/load", { sessionId, cwd, mcpServers: [] });
+    view.settings(result);
+    setStatus(view, "loaded");
+  } catch (error) {
+    setStatus(view, `could not load it: ${error.message}`);
+  }
+  if (view.shown) renderPickers();
+  return undefined;
 }
 
 async function send(event) {
   event.preventDefault();
+  const view = shownView();
   const text = $("prompt").value.trim();
-  if (!text || !state.sessionId) return;
+  if (!text || !view) return;
   $("prompt").value = "";
+  closeCommands();
   const prompt = [{ type: "text", text }];
-  if (state.running) {
+  if (view.running) {
     // A message typed while a turn runs steers it (it enters where the turn is).
-    await state.connection.request("_session/steering", { sessionId: state.sessionId, prompt });
+    try {
+      await page.connection.request("_session/steering", { sessionId: view.sessionId, prompt });
+    } catch (error) {
+      setStatus(view, `could not steer: ${error.message}`);
+    }
     return;
   }
-  state.last = null;
-  append("user", text);
-  state.last = null;
-  setRunning(true);
+  view.last = null;
+  view.append("user", text);
+  view.last = null;
+  view.running = true;
+  setStatus(view, "turn running…");
+  if (view.shown) renderRunning();
   try {
-    const { stopReason } = await state.connection.request("session/prompt", { sessionId: state.sessionId, prompt });
-    status(`turn ended: ${stopReason}`);
+    const { stopReason } = await page.connection.request("session/prompt", { sessionId: view.sessionId, prompt });
+    setStatus(view, `turn ended: ${stopReason}`);
   } catch (error) {
-    status(`the prompt failed: ${error.message}`);
+    setStatus(view, `the prompt failed: ${error.message}`);
   } finally {
-    setRunning(false);
+    view.running = false;
+    if (view.shown) renderRunning();
   }
-}
-
-function setRunning(running) {
-  state.running = running;
-  $("cancel").disabled = !running;
-  $("send").textContent = running ? "Steer" : "Send";
-  $("transcript").dataset.running = String(running);
 }
 
 $("token").value = tokenFromAddress();
 $("connect-button").onclick = connect;
-$("new-session").onclick = () => newSession().catch((error) => status(error.message));
+$("new-session").onclick = () => newSession().catch((error) => tell(`could not start a session: ${error.message}`));
 $("prompt-form").onsubmit = send;
-$("cancel").onclick = () => state.connection.notify("session/cancel", { sessionId: state.sessionId });
+$("prompt").addEventListener("input", updateCommands);
+$("prompt").addEventListener("keydown", onPromptKey);
+$("prompt").addEventListener("blur", closeCommands);
+$("cancel").onclick = () => {
+  const view = shownView();
+  if (view) page.connection.notify("session/cancel", { sessionId: view.sessionId });
+};
 // Tests drop the socket as a network failure would (the connection is kept).
-window.addEventListener("talaria-test-interrupt", () => state.connection?.interrupt());
+window.addEventListener("talaria-test-interrupt", () => page.connection?.interrupt());
 if ($("token").value) connect();

@@ -70,6 +70,7 @@ mod streaming;
 mod stumbles;
 mod subagents;
 mod system_prompt;
+mod terminal_answers;
 mod terminal_client;
 mod terminal_pty;
 mod thought_level;

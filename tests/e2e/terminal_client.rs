@@ -78,7 +78,8 @@ async fn interactive_permission_questions_are_answered_on_the_terminal() {
     let asked = tokio::time::timeout(WAIT, async {
         // The whole question, up to its choices (stderr may arrive in pieces).
         while !seen.contains("? Allow")
-            || !seen[seen.find("? Allow").unwrap_or(0)..].contains("[N] never")
+            || !seen[seen.find("? Allow").unwrap_or(0)..]
+                .contains("[N] Always reject in this project")
         {
             let n = stderr.read(&mut buf).await.expect("read");
             assert!(n > 0, "stderr closed: {seen}");
@@ -273,7 +274,7 @@ async fn an_empty_line_at_a_permission_question_means_no() {
     let mut seen = String::new();
     let mut buf = [0u8; 4096];
     tokio::time::timeout(WAIT, async {
-        while !seen.contains("[N] never") {
+        while !seen.contains("[N] Always reject in this project") {
             let n = stderr.read(&mut buf).await.expect("read");
             assert!(n > 0, "stderr closed: {seen}");
             seen.push_str(&String::from_utf8_lossy(&buf[..n]));
@@ -281,7 +282,7 @@ async fn an_empty_line_at_a_permission_question_means_no() {
     })
     .await
     .expect("asked");
-    assert!(seen.contains("[n] no (Enter)"), "{seen}");
+    assert!(seen.contains("[n] Reject (Enter)"), "{seen}");
     stdin.write_all(b"\n").await.expect("answer");
     drop(stdin);
     let output = tokio::time::timeout(WAIT, child.wait_with_output())

@@ -12,16 +12,35 @@ use talaria_harness::binary::{talaria_bin, workspace_bin};
 
 use crate::support::*;
 
+/// The pseudo-terminal's size.
+pub(crate) const ROWS: u16 = 50;
+pub(crate) const COLUMNS: u16 = 120;
+
 /// A running `talaria-chat` on a pseudo-terminal, and everything it wrote there.
-struct Pty {
-    child: tokio::process::Child,
+pub(crate) struct Pty {
+    pub(crate) child: tokio::process::Child,
     master: std::fs::File,
-    seen: PtyOutput,
+    pub(crate) seen: PtyOutput,
 }
 
 impl Pty {
-    fn spawn(env: &TestEnv) -> Pty {
-        let pty = nix::pty::openpty(None, None).expect("openpty");
+    pub(crate) fn spawn(env: &TestEnv) -> Pty {
+        Pty::spawn_with(env.workspace.path(), &env.env(), &[])
+    }
+
+    /// `talaria-chat ARGS` in `cwd` with only these variables (and PATH, TERM).
+    pub(crate) fn spawn_with(
+        cwd: &std::path::Path,
+        vars: &[(String, String)],
+        args: &[&str],
+    ) -> Pty {
+        let size = nix::pty::Winsize {
+            ws_row: ROWS,
+            ws_col: COLUMNS,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        let pty = nix::pty::openpty(Some(&size), None).expect("openpty");
         let slave: OwnedFd = pty.slave;
         let mut command =
             tokio::process::Command::new(workspace_bin("talaria-chat", "talaria-chat"));
@@ -31,11 +50,12 @@ impl Pty {
             .arg("--agent-arg")
             .arg("acp")
             .arg("--cwd")
-            .arg(env.workspace.path())
+            .arg(cwd)
+            .args(args)
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("TERM", "xterm")
-            .envs(env.env())
+            .envs(vars.iter().cloned())
             .stdin(Stdio::from(slave.try_clone().expect("fd")))
             .stdout(Stdio::from(slave.try_clone().expect("fd")))
             .stderr(Stdio::from(slave))
@@ -51,17 +71,17 @@ impl Pty {
         }
     }
 
-    fn type_keys(&mut self, keys: &str) {
+    pub(crate) fn type_keys(&mut self, keys: &str) {
         use std::io::Write;
         self.master.write_all(keys.as_bytes()).expect("type");
         self.master.flush().expect("flush");
     }
 
-    fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         self.seen.text()
     }
 
-    async fn wait_for(&self, needle: &str) {
+    pub(crate) async fn wait_for(&self, needle: &str) {
         let found = tokio::time::timeout(WAIT, async {
             while !self.text().contains(needle) {
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -76,7 +96,7 @@ impl Pty {
     }
 
     /// Waits for `needle` to appear after the last `marker`.
-    async fn wait_for_after(&self, marker: &str, needle: &str) {
+    pub(crate) async fn wait_for_after(&self, marker: &str, needle: &str) {
         let found = tokio::time::timeout(WAIT, async {
             loop {
                 let text = self.text();
@@ -106,7 +126,7 @@ impl Pty {
         .expect("ctrl-c");
     }
 
-    async fn exit_code(mut self) -> Option<i32> {
+    pub(crate) async fn exit_code(mut self) -> Option<i32> {
         tokio::time::timeout(WAIT, self.child.wait())
             .await
             .expect("exits in time")
@@ -306,7 +326,13 @@ async fn a_set_up_problem_is_shown_as_readable_text_with_exit_code_2() {
         .push(("OPENAI_BASE_URL".into(), "https://api.openai.com/v1".into()));
     let (missing, code) = set_up_failure(&bare).await;
     assert_eq!(code, Some(2), "{missing}");
-    assert!(missing.contains("OPENAI_API_KEY"), "{missing}");
+    // Told in a short line with the set-up command (not the text written for editors).
+    assert!(
+        missing.contains("no API key for the openai provider"),
+        "{missing}"
+    );
+    assert!(missing.contains("talaria setup`"), "{missing}");
+    assert!(!missing.contains("Editors and SDK clients"), "{missing}");
     for screen in [broken, missing] {
         assert!(!screen.contains("jsonrpc"), "{screen}");
         assert!(!screen.contains("{\"error\""), "{screen}");

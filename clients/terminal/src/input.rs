@@ -1,9 +1,10 @@
-//! The terminal's input, read on a thread of its own. At a prompt (idle or a permission
-//! question) a line editor with history and slash-command completion reads the line; while a
-//! turn runs, typing is not echoed into the answer: complete lines are collected to be sent
-//! after the turn. Without a terminal (pipes), lines are read as they come.
+//! The terminal's input, read on a thread of its own. At the prompt a line editor with history
+//! and slash-command completion reads the line; a permission question is answered by a key
+//! press (no Enter needed); while a turn runs, typing is not echoed into the answer: complete
+//! lines are collected to be sent after the turn. Without a terminal (pipes), lines are read
+//! as they come, a question's answer too.
 
-use std::io::{BufRead, IsTerminal};
+use std::io::{BufRead, IsTerminal, Write};
 use std::os::fd::AsFd;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -21,6 +22,9 @@ use tokio::sync::mpsc;
 pub enum Mode {
     /// Read a line at this prompt.
     Prompt(String),
+    /// Ask this question and read one of these keys (Enter too) on a terminal; a line
+    /// without one.
+    Keys(String, Vec<char>),
     /// A turn runs: collect lines without echo.
     Busy,
     /// Stop reading.
@@ -107,7 +111,7 @@ impl InputThread {
     }
 
     pub fn set(&self, mode: Mode) {
-        if let Mode::Prompt(prompt) = &mode
+        if let Mode::Prompt(prompt) | Mode::Keys(prompt, _) = &mode
             && !self.terminal
         {
             eprint!("{prompt}");
@@ -155,7 +159,7 @@ fn run_piped(shared: &Mutex<Shared>, sender: &mpsc::UnboundedSender<Input>) {
         let input = match current(shared).0 {
             Mode::Stop => return,
             Mode::Busy => Input::Typed(line),
-            Mode::Prompt(_) => Input::Line(line),
+            Mode::Prompt(_) | Mode::Keys(..) => Input::Line(line),
         };
         if sender.send(input).is_err() {
             return;
@@ -188,6 +192,103 @@ fn readable(wait: Duration) -> bool {
     matches!(nix::poll::poll(&mut fds, millis), Ok(n) if n > 0)
 }
 
+/// The terminal's settings while a key is read: no line buffering, no echo, and Ctrl-C a key
+/// (as the line editor reads it); put back when dropped.
+struct KeyMode {
+    saved: Option<nix::sys::termios::Termios>,
+}
+
+impl KeyMode {
+    fn start() -> KeyMode {
+        use nix::sys::termios::{
+            LocalFlags, SetArg, SpecialCharacterIndices, tcgetattr, tcsetattr,
+        };
+        let stdin = std::io::stdin();
+        let saved = tcgetattr(stdin.as_fd()).ok();
+        if let Some(mut raw) = saved.clone() {
+            raw.local_flags
+                .remove(LocalFlags::ICANON | LocalFlags::ECHO | LocalFlags::ISIG);
+            raw.control_chars[SpecialCharacterIndices::VMIN as usize] = 1;
+            raw.control_chars[SpecialCharacterIndices::VTIME as usize] = 0;
+            let _ = tcsetattr(stdin.as_fd(), SetArg::TCSANOW, &raw);
+        }
+        KeyMode { saved }
+    }
+}
+
+impl Drop for KeyMode {
+    fn drop(&mut self) {
+        if let Some(saved) = &self.saved {
+            let stdin = std::io::stdin();
+            let _ = nix::sys::termios::tcsetattr(
+                stdin.as_fd(),
+                nix::sys::termios::SetArg::TCSANOW,
+                saved,
+            );
+        }
+    }
+}
+
+/// Asks `question` and waits for one of `keys`, Enter, Ctrl-C or Ctrl-D (other keys are
+/// ignored); `None` when the question was withdrawn meanwhile (the mode changed).
+fn read_key(shared: &Mutex<Shared>, seq: u64, question: &str, keys: &[char]) -> Option<Input> {
+    eprint!("{question}");
+    let _ = std::io::stderr().flush();
+    let _raw = KeyMode::start();
+    loop {
+        if current(shared).1 != seq {
+            eprintln!();
+            return None;
+        }
+        if !readable(Duration::from_millis(50)) {
+            continue;
+        }
+        let mut bytes = [0u8; 16];
+        let read = match nix::unistd::read(std::io::stdin().as_fd(), &mut bytes) {
+            Ok(0) | Err(_) => return Some(Input::Eof),
+            Ok(n) => n,
+        };
+        // An escape sequence (an arrow, a function key) is one key that answers nothing;
+        // otherwise the first byte that answers does (several keys may come in one read).
+        if bytes[0] == 0x1b {
+            continue;
+        }
+        let answer = bytes[..read].iter().find_map(|byte| match byte {
+            3 => Some(Input::Interrupted(std::time::Instant::now())),
+            4 => Some(Input::Eof),
+            b'\r' | b'\n' => Some(Input::Line(String::new())),
+            byte if keys.contains(&char::from(*byte)) => {
+                Some(Input::Line(char::from(*byte).to_string()))
+            }
+            _ => None,
+        });
+        let Some(input) = answer else { continue };
+        if let Input::Line(key) = &input {
+            eprintln!("{key}");
+        } else {
+            eprintln!();
+        }
+        return Some(input);
+    }
+}
+
+/// A line at `prompt`, read by the line editor (kept in its history).
+fn read_line(
+    editor: &mut Editor<SlashCompleter, rustyline::history::DefaultHistory>,
+    prompt: &str,
+) -> Input {
+    match editor.readline(prompt) {
+        Ok(line) => {
+            if !line.trim().is_empty() {
+                let _ = editor.add_history_entry(line.as_str());
+            }
+            Input::Line(line)
+        }
+        Err(ReadlineError::Interrupted) => Input::Interrupted(std::time::Instant::now()),
+        Err(_) => Input::Eof,
+    }
+}
+
 fn run_terminal(shared: &Mutex<Shared>, sender: &mpsc::UnboundedSender<Input>, commands: Commands) {
     let Ok(mut editor) = Editor::<SlashCompleter, rustyline::history::DefaultHistory>::new() else {
         run_piped(shared, sender);
@@ -210,8 +311,18 @@ fn run_terminal(shared: &Mutex<Shared>, sender: &mpsc::UnboundedSender<Input>, c
         let (mode, seq) = current(shared);
         match mode {
             Mode::Stop => break,
-            Mode::Prompt(_) if seq == served => {
+            Mode::Prompt(_) | Mode::Keys(..) if seq == served => {
                 std::thread::sleep(Duration::from_millis(20));
+            }
+            Mode::Keys(question, keys) => {
+                served = seq;
+                let input = read_key(shared, seq, &question, &keys);
+                let end = input == Some(Input::Eof);
+                if let Some(input) = input
+                    && (sender.send(input).is_err() || end)
+                {
+                    break;
+                }
             }
             Mode::Prompt(prompt) => {
                 served = seq;
@@ -219,18 +330,7 @@ fn run_terminal(shared: &Mutex<Shared>, sender: &mpsc::UnboundedSender<Input>, c
                     set_echo(true);
                     echo_off = false;
                 }
-                let input = match editor.readline(&prompt) {
-                    Ok(line) => {
-                        if !line.trim().is_empty() {
-                            let _ = editor.add_history_entry(line.as_str());
-                        }
-                        Input::Line(line)
-                    }
-                    Err(ReadlineError::Interrupted) => {
-                        Input::Interrupted(std::time::Instant::now())
-                    }
-                    Err(_) => Input::Eof,
-                };
+                let input = read_line(&mut editor, &prompt);
                 let end = input == Input::Eof;
                 if sender.send(input).is_err() || end {
                     break;

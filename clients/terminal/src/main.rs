@@ -11,7 +11,11 @@
 // A terminal client writes to the terminal.
 #![allow(clippy::print_stdout)]
 
+mod auth;
+mod commands;
 mod input;
+mod markdown;
+mod question;
 mod render;
 mod rewind;
 
@@ -119,13 +123,10 @@ fn permission_answer(params: &Value, kind: Option<&str>) -> Value {
     }
 }
 
-/// Built-in commands, offered for completion with the agent's.
-const BUILT_IN: [&str; 5] = ["mode", "model", "cancel", "help", "quit"];
-
 /// The built-in commands, and with their arguments the session offers: `mode <id>` for
 /// each mode, `model <name>` for each model choice.
 fn built_in_completions(session: &Value) -> Vec<String> {
-    let mut names: Vec<String> = BUILT_IN.iter().map(|c| c.to_string()).collect();
+    let mut names: Vec<String> = commands::OWN.iter().map(|c| c.to_string()).collect();
     let modes = session["modes"]["availableModes"]
         .as_array()
         .into_iter()
@@ -155,17 +156,6 @@ const DOUBLE_PRESS: Duration = Duration::from_secs(1);
 
 const PROMPT: &str = "> ";
 
-fn answer_kind(line: &str) -> Option<&'static str> {
-    match line.trim() {
-        "y" | "yes" => Some("allow_once"),
-        "a" | "always" => Some("allow_always"),
-        // An empty line is the safe answer.
-        "n" | "no" | "" => Some("reject_once"),
-        "N" | "never" => Some("reject_always"),
-        _ => None,
-    }
-}
-
 /// Exit codes: 0 answered (or a normal quit), 1 the one-shot turn failed, 2 the agent or
 /// its session could not be started (missing program, configuration problem), 130 cancelled
 /// (Ctrl-C).
@@ -190,7 +180,11 @@ async fn setup_call(
     params: Value,
     what: &str,
 ) -> anyhow::Result<Value> {
-    let response = agent.request(method, params).await?;
+    answer_of(agent.request(method, params).await?, what)
+}
+
+/// A response's result, or its error's message as text.
+fn answer_of(response: Value, what: &str) -> anyhow::Result<Value> {
     if let Some(result) = response.get("result") {
         return Ok(result.clone());
     }
@@ -215,6 +209,8 @@ fn last_log_line(log: &str) -> String {
 struct Chat {
     agent: AgentProcess,
     session: String,
+    /// The session's folder.
+    cwd: PathBuf,
     renderer: Renderer,
     input: input::InputThread,
     commands: input::Commands,
@@ -234,7 +230,8 @@ struct Chat {
     conversation: rewind::Conversation,
     /// Rewinds sent and not answered yet: how many prompts back, by request id.
     rewinds: std::collections::HashMap<i64, usize>,
-    pending: Option<(Value, Value)>,
+    /// The permission question waiting for the user.
+    pending: Option<question::Question>,
     stdin_open: bool,
     /// Whether the user was told that questions are declined because nobody can answer.
     told_unanswerable: bool,
@@ -271,12 +268,24 @@ impl Chat {
             .await
     }
 
-    async fn answer_permission(&mut self, kind: Option<&str>) -> anyhow::Result<()> {
-        if let Some((id, params)) = self.pending.take() {
-            self.agent
-                .respond(&id, permission_answer(&params, kind))
-                .await?;
-        }
+    /// Answers the waiting question with what was typed (a key, a word, Enter), or cancels
+    /// it (`None`); a line that answers nothing asks again.
+    async fn answer_question(&mut self, typed: Option<&str>) -> anyhow::Result<()> {
+        let Some(question) = self.pending.take() else {
+            self.input.set(Mode::Busy);
+            return Ok(());
+        };
+        let answer = match typed.map(|typed| question.pick(typed)) {
+            None => question::answer(None),
+            Some(Some(choice)) => question::answer(choice),
+            Some(None) => {
+                self.input
+                    .set(Mode::Keys(question.again(), question.keys()));
+                self.pending = Some(question);
+                return Ok(());
+            }
+        };
+        self.agent.respond(&question.request, answer).await?;
         self.input.set(Mode::Busy);
         Ok(())
     }
@@ -295,7 +304,7 @@ impl Chat {
         }
         if self.pending.is_some() {
             self.renderer.status("(question cancelled)");
-            self.answer_permission(None).await?;
+            self.answer_question(None).await?;
             return self.cancel().await;
         }
         if self.running.is_some() {
@@ -309,13 +318,7 @@ impl Chat {
 
     async fn on_line(&mut self, line: String) -> anyhow::Result<()> {
         if self.pending.is_some() {
-            match answer_kind(&line) {
-                Some(kind) => self.answer_permission(Some(kind)).await?,
-                None => self
-                    .input
-                    .set(Mode::Prompt("please answer y, a, n (Enter) or N: ".into())),
-            }
-            return Ok(());
+            return self.answer_question(Some(&line)).await;
         }
         let line = line.trim();
         match line {
@@ -352,7 +355,7 @@ impl Chat {
                 render::reply_status(&mut self.renderer, &reply);
                 self.idle_prompt();
             }
-            text => self.send_prompt(text).await?,
+            text => self.other_line(text).await?,
         }
         Ok(())
     }
@@ -433,13 +436,10 @@ impl Chat {
     async fn next_queued(&mut self) -> anyhow::Result<()> {
         match self.queued.pop_front() {
             // A command typed during the turn is talaria-chat's own when it names one.
-            Some(next) if self.rewinding && next.starts_with("/rewind") => {
-                self.renderer.status(&format!("> {next}"));
-                self.rewind(&next).await
-            }
+            // A command typed during the turn is served as if typed now.
             Some(next) => {
                 self.renderer.status(&format!("> {next}"));
-                self.send_prompt(&next).await
+                self.on_line(next).await
             }
             None => {
                 self.idle_prompt();
@@ -474,6 +474,7 @@ impl Chat {
                 self.queued.push_back(text);
             }
             Some(_) => {}
+            None if self.unknown_while_running(&line) => {}
             None if self.steering && self.running.is_some() && !line.starts_with('/') => {
                 self.steer(line).await?;
             }
@@ -492,7 +493,8 @@ impl Chat {
             self.conversation.on_update(update);
             if update["sessionUpdate"] == "available_commands_update" {
                 let mut names = self.built_in.clone();
-                names.extend(self.renderer.commands.iter().map(|(n, _)| n.clone()));
+                let theirs = self.renderer.commands.iter().map(|(n, _)| n.clone());
+                names.extend(theirs.filter(|name| !commands::OWN.contains(&name.as_str())));
                 *talaria_util::lock(&self.commands) = names;
             }
             return Ok(());
@@ -512,7 +514,8 @@ impl Chat {
             .and_then(Value::as_i64)
             .and_then(|id| self.rewinds.remove(&id))
         {
-            for line in rewind::told(&message) {
+            let taken = self.conversation.taken(back);
+            for line in rewind::told(&message, &taken, &self.cwd) {
                 self.renderer.status(&line);
             }
             if message["result"]["rewound"] == true {
@@ -581,10 +584,10 @@ impl Chat {
             self.renderer.status(&diff);
         }
         self.renderer.line_break();
-        self.pending = Some((id, params));
-        self.input.set(Mode::Prompt(format!(
-            "? Allow {title}? [y] once, [a] always, [n] no (Enter), [N] never: "
-        )));
+        let question = question::Question::new(id, &params);
+        self.input
+            .set(Mode::Keys(question.text(&title), question.keys()));
+        self.pending = Some(question);
         Ok(())
     }
 
@@ -614,7 +617,7 @@ impl Chat {
                 self.stdin_open = false;
                 self.queued.clear();
                 if self.pending.is_some() {
-                    self.answer_permission(None).await?;
+                    self.answer_question(None).await?;
                 }
                 Ok(())
             }
@@ -654,6 +657,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
     let mut chat = Chat {
         agent,
         session: session_id,
+        cwd: cwd.clone(),
         renderer,
         input,
         commands,
@@ -717,7 +721,9 @@ async fn start_session(cli: &Cli) -> anyhow::Result<(AgentProcess, PathBuf, Valu
         Some(dir) => std::path::absolute(dir)?,
         None => std::env::current_dir()?,
     };
-    let initialize = json!({"protocolVersion": 1, "clientCapabilities": {"session": {"notices": {}}, "elicitation": {"url": {}}}, "clientInfo": {"name": "talaria-chat", "version": env!("CARGO_PKG_VERSION")}});
+    // `auth.terminal`: the agent offers its terminal set-up (`talaria setup`), which a missing
+    // key's message then names.
+    let initialize = json!({"protocolVersion": 1, "clientCapabilities": {"session": {"notices": {}}, "elicitation": {"url": {}}, "auth": {"terminal": true}}, "clientInfo": {"name": "talaria-chat", "version": env!("CARGO_PKG_VERSION")}});
     let initialized = match setup_call(
         &mut agent,
         "initialize",
@@ -733,13 +739,20 @@ async fn start_session(cli: &Cli) -> anyhow::Result<(AgentProcess, PathBuf, Valu
         steering: initialized["_meta"]["steering"]["supported"] == json!(true),
         rewind: initialized["_meta"]["sessionRewind"]["supported"] == json!(true),
     };
-    let session = setup_call(
-        &mut agent,
-        "session/new",
-        json!({"cwd": cwd, "mcpServers": []}),
-        "could not start a session",
-    )
-    .await?;
+    let response = agent
+        .request("session/new", json!({"cwd": cwd, "mcpServers": []}))
+        .await?;
+    if let Some(error) = response.get("error").filter(|e| auth::is_auth_required(e)) {
+        let agent = match &cli.agent {
+            Some(path) => path.display().to_string(),
+            None => auth::as_typed(&agent_path, std::env::var_os("PATH").as_deref()),
+        };
+        bail!(
+            "could not start a session: {}",
+            auth::short_text(error, &initialized, &agent)
+        );
+    }
+    let session = answer_of(response, "could not start a session")?;
     Ok((agent, cwd, session, extensions))
 }
 

@@ -1,5 +1,6 @@
-//! How session updates look in a terminal: the answer on stdout; thoughts (dimmed), tool
-//! cards, plans, notices and questions on stderr. Colours only on a terminal, and never with
+//! How session updates look in a terminal: the answer on stdout (its Markdown styled when
+//! stdout is a terminal, as it is written otherwise); thoughts (dimmed), tool cards, plans,
+//! notices and questions on stderr. Colours and styles only on a terminal, and never with
 //! `NO_COLOR`.
 
 use std::collections::HashMap;
@@ -22,6 +23,8 @@ enum Stream {
 /// The renderer's state for one session.
 pub struct Renderer {
     color: bool,
+    /// The answer's Markdown, styled (stdout is a terminal).
+    markdown: Option<crate::markdown::AnswerStream>,
     last: Stream,
     /// Tool-call titles and their latest content, by id.
     titles: HashMap<String, String>,
@@ -58,6 +61,8 @@ impl Renderer {
     pub fn new() -> Self {
         Self {
             color: std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+            markdown: (std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none())
+                .then(crate::markdown::AnswerStream::default),
             last: Stream::Start,
             titles: HashMap::new(),
             contents: HashMap::new(),
@@ -78,6 +83,9 @@ impl Renderer {
     fn switch(&mut self, to: Stream) {
         if self.last != to && matches!(self.last, Stream::Answer | Stream::Thought) {
             if self.last == Stream::Answer {
+                if let Some(markdown) = &mut self.markdown {
+                    markdown.finish(&mut std::io::stdout());
+                }
                 println!();
                 let _ = std::io::stdout().flush();
             } else {
@@ -165,8 +173,13 @@ impl Renderer {
             }
             "agent_message_chunk" => {
                 self.switch(Stream::Answer);
-                print!("{text}");
-                let _ = std::io::stdout().flush();
+                match &mut self.markdown {
+                    Some(markdown) => markdown.push(text, &mut std::io::stdout()),
+                    None => {
+                        print!("{text}");
+                        let _ = std::io::stdout().flush();
+                    }
+                }
             }
             "agent_thought_chunk" => {
                 self.switch(Stream::Thought);
@@ -343,6 +356,10 @@ impl Renderer {
                 "list the prompts, or go back before the Nth last (`files`: put files back too)",
             ),
             ("/help", "this list"),
+            (
+                "//TEXT",
+                "send /TEXT as it is (a line starting with an unknown /command is not sent)",
+            ),
             ("/quit", "leave (or press Ctrl-C twice, or Ctrl-D)"),
         ] {
             eprintln!("  {name:<14} {what}");

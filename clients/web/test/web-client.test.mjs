@@ -2,30 +2,16 @@
 // installs it) against `talaria serve` and the scripted mock LLM: connect with the token from
 // the address, open a session, a Markdown answer, a tool card with its permission question
 // and diff, a cancelled turn, a steer, a dropped socket taken back, a past session loaded.
-// Screenshots go to dist/screenshots.
-import { test, before, after } from "node:test";
+// Screenshots go to test/screenshots.
+import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync, readFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium } from "playwright-core";
 import { recorded, script, startServe } from "../../sdk-tests/support.mjs";
+import { browser as launched, origin, shot } from "./browser.mjs";
 
-const browserPath = process.env.CHROMIUM ?? "/usr/lib/chromium/chromium";
-const shots = join(import.meta.dirname, "..", "dist", "screenshots");
-let browser;
-
-before(async () => {
-  mkdirSync(shots, { recursive: true });
-  browser = await chromium.launch({ executablePath: browserPath, args: ["--no-sandbox"] });
-});
-after(async () => browser?.close());
-
-const origin = (url) => url.replace(/\/acp$/, "");
-
-async function shot(page, name) {
-  await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
-}
+const browser = { newPage: (...args) => launched.instance.newPage(...args) };
 
 test("the web client drives a whole session in a browser", async () => {
   const workspace = mkdtempSync(join(tmpdir(), "talaria-web-ws-"));

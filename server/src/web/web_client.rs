@@ -33,6 +33,11 @@ const STYLE: File = File {
     body: include_str!("../../../clients/web/style.css"),
     kind: "text/css; charset=utf-8",
 };
+/// The page's icon, also where browsers look for one unasked (`/favicon.ico`).
+const ICON: File = File {
+    body: include_str!("../../../clients/web/favicon.svg"),
+    kind: "image/svg+xml",
+};
 
 /// The file at `path`, if the client has one there.
 pub fn file(path: &str) -> Option<&'static File> {
@@ -42,6 +47,7 @@ pub fn file(path: &str) -> Option<&'static File> {
         "/acp.js" => Some(&ACP),
         "/markdown.js" => Some(&MARKDOWN),
         "/style.css" => Some(&STYLE),
+        "/favicon.svg" | "/favicon.ico" => Some(&ICON),
         _ => None,
     }
 }

@@ -1,0 +1,50 @@
+// Shared by the web client's browser tests: headless Chromium (Debian's, as the VS Code
+// browser test installs it), a page connected to a `talaria serve`, and screenshots kept
+// under test/screenshots/ (CI keeps them as artifacts; git ignores them).
+import { before, after } from "node:test";
+import { mkdirSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+
+const browserPath = process.env.CHROMIUM ?? "/usr/lib/chromium/chromium";
+export const shots = join(import.meta.dirname, "screenshots");
+
+/** The browser, launched once per test file. */
+export const browser = {};
+
+before(async () => {
+  mkdirSync(shots, { recursive: true });
+  browser.instance = await chromium.launch({ executablePath: browserPath, args: ["--no-sandbox"] });
+});
+after(async () => browser.instance?.close());
+
+/** The server's page address, from its `/acp` address. */
+export const origin = (url) => url.replace(/\/acp$/, "");
+
+export async function shot(page, name) {
+  await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
+}
+
+/** A new page (of `size`, 1280×720 unless told) connected to `server` with its token. */
+export async function connectedPage(server, size = { width: 1280, height: 720 }) {
+  const page = await browser.instance.newPage({ viewport: size });
+  await page.goto(`${origin(server.url)}/#token=${server.token}`);
+  await page.waitForSelector("#workspace:not([hidden])");
+  return page;
+}
+
+/** Starts a session in a new folder from the page; resolves with the folder and the session id. */
+export async function newSession(page) {
+  const workspace = mkdtempSync(join(tmpdir(), "talaria-web-ws-"));
+  await page.fill("#cwd", workspace);
+  await page.click("#new-session");
+  await page.waitForSelector("#transcript[data-session]");
+  return { workspace, sessionId: await page.getAttribute("#transcript", "data-session") };
+}
+
+/** Sends a prompt from the prompt box. */
+export async function ask(page, text) {
+  await page.fill("#prompt", text);
+  await page.click("#send");
+}
