@@ -14,14 +14,17 @@
 //! - Messages, connections, sockets and sessions per connection are bounded.
 
 mod connection;
+mod cursor;
 mod guard;
 mod http;
 mod listener;
 mod outbound;
 mod service;
 mod shared;
+mod stream_log;
 mod tls;
 mod token;
+mod turn_state;
 mod web_client;
 mod websocket;
 
@@ -165,19 +168,27 @@ async fn start(args: ServeArgs, home: PathBuf) -> Result<(), StartError> {
             "serving {address} without TLS: the token and every message cross the network unencrypted"
         );
     }
-    let (token, token_path) = match &args.token_file {
-        Some(path) => (token::Token::read_from(path)?, path.clone()),
-        None => {
-            let path = home.join("serve.token");
-            (token::Token::generate_into(&path)?, path)
-        }
-    };
+    // Bound first: a start that cannot listen changes nothing, the token file least of all.
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .map_err(|source| StartError::Listen { address, source })?;
     let bound = listener
         .local_addr()
         .map_err(|source| StartError::Listen { address, source })?;
+    let (token, token_path, _token_hold) = match &args.token_file {
+        Some(path) => (token::Token::read_from(path)?, path.clone(), None),
+        None => {
+            let path = home.join("serve.token");
+            let (token, held) = token::keep_or_generate(&path)?;
+            if !held.fresh {
+                tracing::info!(
+                    "another talaria serve on this home uses the token in {}: keeping it",
+                    path.display()
+                );
+            }
+            (token, path, Some(held))
+        }
+    };
     announce(
         bound,
         tls.is_some(),
@@ -203,7 +214,8 @@ async fn start(args: ServeArgs, home: PathBuf) -> Result<(), StartError> {
             tls.is_some(),
             (&args.allow_origin, &args.allow_host),
             token,
-        ),
+        )
+        .telling_where(&token_path),
         registry: registry.clone(),
     });
     crate::acp::prepare_process();
