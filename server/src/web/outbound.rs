@@ -190,12 +190,21 @@ impl Outbound {
         }
     }
 
-    /// Hands out up to `most` of the messages waiting on `stream` (in order, into `into`),
-    /// kept awhile in case the receiver comes back; how many.
-    fn take_up_to(&self, stream: &Stream, most: usize, into: &mut Vec<Queued>) -> usize {
+    /// Hands out up to `most` of the messages waiting on `stream` to its holder `hold` (in
+    /// order, into `into`), kept awhile in case the receiver comes back; how many (`None`:
+    /// `hold` holds the stream no more).
+    fn take_up_to(
+        &self,
+        (stream, hold): (&Stream, u64),
+        most: usize,
+        into: &mut Vec<Queued>,
+    ) -> Option<usize> {
         let before = into.len();
         let mut state = lock(&self.state);
         let log = stream_log(&mut state, stream);
+        if log.holder != Some(hold) {
+            return None;
+        }
         failpoint::step("serve::mailbox::deliver::before");
         let bytes = log.take(most, into);
         let count = into.len() - before;
@@ -211,28 +220,30 @@ impl Outbound {
             // The agent's output may be waiting for room.
             self.bump();
         }
-        count
+        Some(count)
     }
 
     /// Holds `stream` for one receiver; one that says what it got (`after`, a cursor) is
-    /// handed again what came after it, exactly, or told it is gone.
+    /// handed again what came after it, exactly, or told it is gone. A receiver that resumes
+    /// takes the stream over from one still holding it (a client comes back before the
+    /// server noticed its old stream was dead); another without `after` is refused.
     pub fn attach(self: &Arc<Self>, stream: Stream, after: Option<&str>) -> Result<Held, Busy> {
         let mut state = lock(&self.state);
-        if stream_log(&mut state, &stream).held {
+        if stream_log(&mut state, &stream).holder.is_some() && after.is_none() {
             return Err(Busy::Held);
         }
         if let Some(after) = after {
             resume(&mut state, &stream, after)?;
         }
         let log = stream_log(&mut state, &stream);
-        log.held = true;
-        log.opened = true;
+        let hold = log.hold();
         let tag = log.tag.clone();
         drop(state);
         self.bump();
         Ok(Held {
             outbound: self.clone(),
             stream,
+            hold,
             tag,
         })
     }
@@ -296,8 +307,13 @@ impl Outbound {
         lock(&self.state).closed
     }
 
-    fn release(&self, stream: &Stream) {
-        stream_log(&mut lock(&self.state), stream).held = false;
+    fn release(&self, stream: &Stream, hold: u64) {
+        let mut state = lock(&self.state);
+        let log = stream_log(&mut state, stream);
+        if log.holder == Some(hold) {
+            log.holder = None;
+        }
+        drop(state);
         self.bump();
     }
 }
@@ -410,10 +426,12 @@ fn route(state: &mut State, message: &Value) -> Stream {
     }
 }
 
-/// A receiver's hold on a stream, given up when dropped.
+/// A receiver's hold on a stream, given up when dropped (or lost to a receiver that resumes
+/// the stream).
 pub struct Held {
     outbound: Arc<Outbound>,
     pub stream: Stream,
+    hold: u64,
     /// The stream's cursor tag (an SSE event's id is `TAG.N`).
     pub tag: String,
 }
@@ -433,17 +451,28 @@ impl Held {
     pub fn take_more(&self, most: usize, into: &mut Vec<Queued>) {
         let room = most.saturating_sub(into.len());
         if room > 0 {
-            self.outbound.take_up_to(&self.stream, room, into);
+            self.outbound
+                .take_up_to((&self.stream, self.hold), room, into);
         }
     }
 
+    /// Whether another receiver took the stream over.
+    pub fn taken_over(&self) -> bool {
+        stream_log(&mut lock(&self.outbound.state), &self.stream).holder != Some(self.hold)
+    }
+
     /// Up to `most` messages (into `into`), waiting for at least one; `false` once the
-    /// connection is closed and nothing waits.
+    /// connection is closed and nothing waits, or another receiver took the stream over.
     pub async fn next_batch(&self, most: usize, into: &mut Vec<Queued>) -> bool {
         let mut changes = self.outbound.watch();
         loop {
-            if self.outbound.take_up_to(&self.stream, most, into) > 0 {
-                return true;
+            match self
+                .outbound
+                .take_up_to((&self.stream, self.hold), most, into)
+            {
+                None => return false,
+                Some(0) => {}
+                Some(_) => return true,
             }
             if self.outbound.is_closed() {
                 return false;
@@ -462,7 +491,7 @@ impl Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        self.outbound.release(&self.stream);
+        self.outbound.release(&self.stream, self.hold);
     }
 }
 

@@ -58,8 +58,10 @@ pub struct StreamLog {
     history_bytes: usize,
     /// Bytes of the messages not handed out yet.
     waiting_bytes: usize,
-    /// A receiver holds the stream now.
-    pub held: bool,
+    /// The receiver holding the stream now (its hold's number).
+    pub holder: Option<u64>,
+    /// Holds given so far (each receiver's number).
+    holds: u64,
     /// A receiver held it once: a session's messages go to its own stream from then on.
     pub opened: bool,
 }
@@ -73,13 +75,22 @@ impl Default for StreamLog {
             read_to: 0,
             history_bytes: 0,
             waiting_bytes: 0,
-            held: false,
+            holder: None,
+            holds: 0,
             opened: false,
         }
     }
 }
 
 impl StreamLog {
+    /// A new receiver holds the stream (any other loses it); its hold's number.
+    pub fn hold(&mut self) -> u64 {
+        self.holds += 1;
+        self.holder = Some(self.holds);
+        self.opened = true;
+        self.holds
+    }
+
     /// Appends a message (its cursor stamped in); the bytes now waiting for a receiver.
     pub fn push(&mut self, text: String, order: u64) -> usize {
         let seq = self.next_seq;

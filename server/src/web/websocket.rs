@@ -186,7 +186,12 @@ async fn serve_socket<S>(
                     open = send_all(&mut sink, &mut batch).await.is_ok();
                 }
                 false => {
-                    let _ = sink.send(close_frame(CloseCode::Normal, "the connection has ended")).await;
+                    let why = if held.taken_over() {
+                        "another socket took this connection over"
+                    } else {
+                        "the connection has ended"
+                    };
+                    let _ = sink.send(close_frame(CloseCode::Normal, why)).await;
                     open = false;
                 }
             },

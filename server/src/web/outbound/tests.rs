@@ -226,3 +226,37 @@ fn the_initialize_answer_goes_to_its_post_and_a_resume_reports_the_turn() {
         "handed out again on the held stream"
     );
 }
+
+#[tokio::test]
+async fn a_receiver_that_resumes_takes_the_stream_over_from_one_not_yet_seen_dead() {
+    let outbound = Arc::new(Outbound::new(false));
+    let old = outbound.attach(Stream::Connection, None).expect("held");
+    outbound.push(note("s", 1));
+    outbound.push(note("s", 2));
+    let got = taken(&old);
+    assert!(matches!(
+        outbound.attach(Stream::Connection, None),
+        Err(Busy::Held)
+    ));
+    let at_one = cursor::of(&got[0]).expect("cursor").to_string();
+    let new = outbound
+        .attach(Stream::Connection, Some(&at_one))
+        .expect("taken over");
+    assert!(old.taken_over());
+    let mut none = Vec::new();
+    assert!(
+        !old.next_batch(10, &mut none).await,
+        "the old receiver ends"
+    );
+    drop(old);
+    outbound.push(note("s", 3));
+    assert_eq!(
+        numbers(&taken(&new)),
+        [2, 3],
+        "the old hold's end did not free the new one"
+    );
+    assert!(matches!(
+        outbound.attach(Stream::Connection, None),
+        Err(Busy::Held)
+    ));
+}
