@@ -78,7 +78,7 @@ async fn an_sse_client_offline_mid_answer_comes_back_with_every_word_once() {
         client.post(prompt(7, &session)).await;
         let mut seen = stream
             .until(|e| {
-                answer_chunks(&[e.message.clone()]).len() == 1
+                answer_chunks(std::slice::from_ref(&e.message)).len() == 1
                     && e.message["params"]["update"]["content"]["text"] == "w40 "
             })
             .await;
@@ -312,7 +312,12 @@ async fn a_point_that_is_gone_is_refused_with_410_and_the_turns_state() {
     let total = std::cell::Cell::new(0usize);
     let read = stream
         .until(|e| {
-            total.set(total.get() + answer_chunks(&[e.message.clone()]).concat().len());
+            total.set(
+                total.get()
+                    + answer_chunks(std::slice::from_ref(&e.message))
+                        .concat()
+                        .len(),
+            );
             total.get() >= 10 << 20
         })
         .await;

@@ -9,8 +9,13 @@
 //!   `--insecure-no-tls` says so out loud).
 //! - Every request passes `Host` (the listen address), `Origin` (the server's own or
 //!   allowed, never a wildcard) and, on `/acp`, the bearer token (constant-time) first.
-//! - A dropped transport never ends a turn: the agent's messages wait, bounded, for the
-//!   client to come back within the reconnect window; a slow reader holds up only itself.
+//! - A dropped transport never ends a turn: the agent's messages wait for the client to come
+//!   back within the reconnect window (past 16 MiB unread the agent waits for room; a client
+//!   that takes nothing for a minute then is cut); a slow reader holds up only itself.
+//! - A stream resumes exactly or says it cannot: every message carries its cursor, what was
+//!   sent is kept for the connection's life within a bound, and a point that is gone is
+//!   answered 410 with the turn's state, never a stream with a gap (docs/http.md).
+//! - A start that cannot listen changes nothing; one beside a running server keeps its token.
 //! - Messages, connections, sockets and sessions per connection are bounded.
 
 mod connection;
@@ -19,6 +24,7 @@ mod guard;
 mod http;
 mod listener;
 mod outbound;
+mod rpc_id;
 mod service;
 mod shared;
 mod stream_log;
@@ -175,11 +181,21 @@ async fn start(args: ServeArgs, home: PathBuf) -> Result<(), StartError> {
     let bound = listener
         .local_addr()
         .map_err(|source| StartError::Listen { address, source })?;
-    let (token, token_path, _token_hold) = match &args.token_file {
-        Some(path) => (token::Token::read_from(path)?, path.clone(), None),
+    // Files and a lock that may wait for another start: off the runtime's thread.
+    let (token, token_path, _token_hold) = match args.token_file.clone() {
+        Some(path) => {
+            let read = path.clone();
+            let token = tokio::task::spawn_blocking(move || token::Token::read_from(&read))
+                .await
+                .map_err(|e| token::TokenError::Interrupted(e.to_string()))??;
+            (token, path, None)
+        }
         None => {
             let path = home.join("serve.token");
-            let (token, held) = token::keep_or_generate(&path)?;
+            let at = path.clone();
+            let (token, held) = tokio::task::spawn_blocking(move || token::keep_or_generate(&at))
+                .await
+                .map_err(|e| token::TokenError::Interrupted(e.to_string()))??;
             if !held.fresh {
                 tracing::info!(
                     "another talaria serve on this home uses the token in {}: keeping it",

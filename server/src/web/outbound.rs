@@ -22,6 +22,7 @@ use talaria_util::failpoint;
 use talaria_util::lock;
 use tokio::sync::{oneshot, watch};
 
+pub use super::rpc_id::id_key;
 use super::stream_log::StreamLog;
 pub use super::stream_log::{Queued, Unresumable};
 use super::turn_state::{self, TurnStates};
@@ -92,15 +93,6 @@ pub struct Outbound {
     stalled_after: Duration,
     /// Bumped on every change; receivers and the agent's output wait on it.
     changed: watch::Sender<u64>,
-}
-
-/// A JSON-RPC id as a map key (`s:` string, `n:` number).
-pub fn id_key(id: &Value) -> Option<String> {
-    match id {
-        Value::String(s) => Some(format!("s:{s}")),
-        Value::Number(n) => Some(format!("n:{n}")),
-        _ => None,
-    }
 }
 
 impl Outbound {

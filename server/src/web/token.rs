@@ -35,6 +35,8 @@ pub enum TokenError {
     Short(String),
     #[error("no randomness for the token: {0}")]
     Random(String),
+    #[error("reading or writing the token was interrupted: {0}")]
+    Interrupted(String),
     #[error("cannot lock {path}: {source}")]
     Lock {
         path: String,

@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{Value, json};
 
-use super::outbound::id_key;
+use super::rpc_id::id_key;
 
 /// The `_meta` key of a turn's state.
 pub const META_KEY: &str = "acp/turnState";
