@@ -181,30 +181,7 @@ async fn start(args: ServeArgs, home: PathBuf) -> Result<(), StartError> {
     let bound = listener
         .local_addr()
         .map_err(|source| StartError::Listen { address, source })?;
-    // Files and a lock that may wait for another start: off the runtime's thread.
-    let (token, token_path, _token_hold) = match args.token_file.clone() {
-        Some(path) => {
-            let read = path.clone();
-            let token = tokio::task::spawn_blocking(move || token::Token::read_from(&read))
-                .await
-                .map_err(|e| token::TokenError::Interrupted(e.to_string()))??;
-            (token, path, None)
-        }
-        None => {
-            let path = home.join("serve.token");
-            let at = path.clone();
-            let (token, held) = tokio::task::spawn_blocking(move || token::keep_or_generate(&at))
-                .await
-                .map_err(|e| token::TokenError::Interrupted(e.to_string()))??;
-            if !held.fresh {
-                tracing::info!(
-                    "another talaria serve on this home uses the token in {}: keeping it",
-                    path.display()
-                );
-            }
-            (token, path, Some(held))
-        }
-    };
+    let (token, token_path, _token_hold) = server_token(args.token_file.clone(), &home).await?;
     announce(
         bound,
         tls.is_some(),
@@ -250,6 +227,35 @@ async fn start(args: ServeArgs, home: PathBuf) -> Result<(), StartError> {
     // agent's own stop budget).
     let _ = tokio::time::timeout(Duration::from_secs(5), registry.all_ended()).await;
     Ok(())
+}
+
+/// The token: `--token-file`'s, or `$TALARIA_HOME/serve.token`'s (a running server's kept,
+/// else a new one) with this server's hold on it. Files and a lock that may wait for another
+/// start: off the runtime's thread.
+async fn server_token(
+    token_file: Option<PathBuf>,
+    home: &std::path::Path,
+) -> Result<(token::Token, PathBuf, Option<token::Held>), StartError> {
+    let interrupted = |e: tokio::task::JoinError| token::TokenError::Interrupted(e.to_string());
+    if let Some(path) = token_file {
+        let read = path.clone();
+        let token = tokio::task::spawn_blocking(move || token::Token::read_from(&read))
+            .await
+            .map_err(interrupted)??;
+        return Ok((token, path, None));
+    }
+    let path = home.join("serve.token");
+    let at = path.clone();
+    let (token, held) = tokio::task::spawn_blocking(move || token::keep_or_generate(&at))
+        .await
+        .map_err(interrupted)??;
+    if !held.fresh {
+        tracing::info!(
+            "another talaria serve on this home uses the token in {}: keeping it",
+            path.display()
+        );
+    }
+    Ok((token, path, Some(held)))
 }
 
 /// The first line of stdout: where the server listens and where its token is; with
