@@ -4,6 +4,7 @@
 
 mod acp;
 mod batch;
+mod config_file;
 mod doctor;
 mod home;
 mod logging;
@@ -43,9 +44,10 @@ enum Command {
         #[arg(long)]
         call: bool,
     },
-    /// First-run set-up in a terminal: choose the provider (hosted, or a local server found on
-    /// this machine), the model and the key; checks them with a one-token call and writes
-    /// $TALARIA_HOME/config.toml. The key is typed without echo and never printed.
+    /// First-run set-up in a terminal: choose the provider (hosted, or a local server found
+    /// on this machine), the model and the key; checks them with a
+    /// one-token call and writes $TALARIA_HOME/config.toml (an existing file keeps its other
+    /// settings). The key is typed without echo and never printed.
     Setup,
     /// Serve ACP over the network for browser frontends and remote services: WebSocket and
     /// streamable HTTP on one endpoint, `/acp`, behind a bearer token; loopback only unless

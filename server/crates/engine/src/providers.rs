@@ -173,6 +173,11 @@ impl ProviderKind {
     }
 }
 
+/// The `config.toml` tables that hold services' keys (`api_key`, `api_keys`).
+pub fn key_tables() -> impl Iterator<Item = &'static str> {
+    SERVICES.iter().map(|service| service.table)
+}
+
 /// The service a `config.toml` table configures.
 pub fn service_of_table(table: &str) -> Option<&'static Service> {
     SERVICES
