@@ -119,7 +119,7 @@ pub async fn run_task(agent: &AgentLink, at: &TaskAt, places: &TaskPlaces) -> Ta
     result.cost = tally.cost;
     let read = tokio::task::spawn_blocking(move || read_trajectory(&trajectory_path))
         .await
-        .unwrap_or_else(|e| Err(e.to_string()));
+        .unwrap_or_else(|e| Err(NoTrajectory::Stopped(e.to_string())));
     let trajectory = match read {
         Ok(trajectory) => {
             count_from(&trajectory, &mut result);
@@ -300,17 +300,28 @@ async fn prompt(agent: &AgentLink, at: &TaskAt, session: &str) -> TurnEnd {
     }
 }
 
+/// Why a task's trajectory is not there to copy.
+#[derive(Debug, thiserror::Error)]
+enum NoTrajectory {
+    #[error("the agent wrote none to {0} (its log says why)")]
+    NotWritten(String),
+    #[error("{0}: {1}")]
+    Unreadable(String, std::io::Error),
+    #[error("{0} is not JSON: {1}")]
+    NotJson(String, serde_json::Error),
+    #[error("reading it stopped: {0}")]
+    Stopped(String),
+}
+
 /// The trajectory the agent kept (the file is removed); else why there is none.
-fn read_trajectory(path: &Path) -> Result<Value, String> {
+fn read_trajectory(path: &Path) -> Result<Value, NoTrajectory> {
+    let shown = || path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => format!(
-            "the agent wrote none to {} (its log says why)",
-            path.display()
-        ),
-        _ => format!("{}: {e}", path.display()),
+        std::io::ErrorKind::NotFound => NoTrajectory::NotWritten(shown()),
+        _ => NoTrajectory::Unreadable(shown(), e),
     })?;
     let _ = std::fs::remove_file(path);
-    serde_json::from_str(&text).map_err(|e| format!("{} is not JSON: {e}", path.display()))
+    serde_json::from_str(&text).map_err(|e| NoTrajectory::NotJson(shown(), e))
 }
 
 /// The trajectory's figures into `result`.
