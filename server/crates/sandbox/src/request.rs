@@ -85,29 +85,6 @@ pub(crate) fn request(args: Vec<OsString>) -> Result<Request, SandboxError> {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_command_split_into_words_is_joined_back_byte_for_byte() {
-        for command in [
-            "cargo test",
-            "grep -rn 'foo  bar' src | head -3",
-            "echo \"$HOME\"\nls  -la ",
-            "x",
-        ] {
-            let words = command_words(command).expect("words");
-            let line = shell_line(words.into_iter());
-            assert_eq!(line[1], "-c");
-            assert_eq!(line[2], command);
-        }
-        for helper_own in ["__sandbox /bin/sh -c x", "__sandbox-init x", " leading", ""] {
-            assert_eq!(command_words(helper_own), None, "{helper_own:?}");
-        }
-    }
-}
-
 /// Says why the command did not run, on standard error, and exits with [`HELPER_FAILED`].
 pub(crate) fn give_up(why: &SandboxError) -> ExitCode {
     eprintln!("talaria sandbox: {why}; the command did not run");
@@ -137,4 +114,27 @@ pub(crate) fn report_leftovers(left: usize, max_processes: u32, code: u8) -> u8 
         if left == 1 { "was" } else { "were" }
     );
     code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_split_into_words_is_joined_back_byte_for_byte() {
+        for command in [
+            "cargo test",
+            "grep -rn 'foo  bar' src | head -3",
+            "echo \"$HOME\"\nls  -la ",
+            "x",
+        ] {
+            let words = command_words(command).expect("words");
+            let line = shell_line(words.into_iter());
+            assert_eq!(line[1], "-c");
+            assert_eq!(line[2], command);
+        }
+        for helper_own in ["__sandbox /bin/sh -c x", "__sandbox-init x", " leading", ""] {
+            assert_eq!(command_words(helper_own), None, "{helper_own:?}");
+        }
+    }
 }
