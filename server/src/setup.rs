@@ -45,13 +45,20 @@ pub struct Choice {
 }
 
 impl Choice {
+    /// The built-in demo model.
+    fn is_demo(&self) -> bool {
+        talaria_engine::ProviderKind::named(self.provider)
+            .is_some_and(talaria_engine::ProviderKind::is_built_in)
+    }
+
     /// The settings this choice changes in a file that exists.
     fn settings(&self) -> crate::config_file::ProviderSettings<'_> {
         crate::config_file::ProviderSettings {
             provider: self.provider,
             model: &self.model,
             table: talaria_engine::ProviderKind::named(self.provider)
-                .map(talaria_engine::ProviderKind::table),
+                .map(talaria_engine::ProviderKind::table)
+                .filter(|table| !table.is_empty()),
             base_url: &self.base_url,
             api_key: &self.api_key,
         }
@@ -77,6 +84,15 @@ impl Choice {
 
     /// The configuration file for this choice (TOML, the key quoted).
     pub fn to_toml(&self) -> String {
+        if self.is_demo() {
+            return format!(
+                "# Written by `talaria setup`: the built-in demo model (scripted answers, no key,\n\
+                 # no model server). Run `talaria setup` again for a real model.\n\
+                 provider = {}\nmodel = {}\n",
+                toml_string(self.provider),
+                toml_string(&self.model),
+            );
+        }
         let table = talaria_engine::ProviderKind::named(self.provider)
             .map_or("openai", talaria_engine::ProviderKind::table);
         format!(
@@ -289,7 +305,14 @@ async fn converse(terminal: &mut Terminal<'_>, home: &Path) -> Result<(), SetupE
                     choice.key_said()
                 ));
                 warn_about_environment(terminal);
-                terminal.say("Talaria is ready: your editor can start it now.");
+                if choice.is_demo() {
+                    terminal.say(
+                        "Talaria is ready with its demo model: try `talaria-chat`, or start it \
+                         from your editor. Run `talaria setup` again for a real model.",
+                    );
+                } else {
+                    terminal.say("Talaria is ready: your editor can start it now.");
+                }
                 return Ok(());
             }
             Err(why) => {
@@ -332,6 +355,10 @@ async fn choose(
             if models.len() == 1 { "" } else { "s" }
         ));
     }
+    let demo = 4 + found.len();
+    terminal.say(&format!(
+        "  {demo}) Try it first: the built-in demo (scripted answers; no key, no model server)"
+    ));
     let default = if found.is_empty() { 1 } else { 4 };
     let picked = loop {
         let answer = terminal
@@ -342,11 +369,19 @@ async fn choose(
         } else {
             answer.trim().parse::<usize>().unwrap_or(0)
         };
-        if (1..=3 + found.len()).contains(&number) {
+        if (1..=demo).contains(&number) {
             break number;
         }
-        terminal.say(&format!("Type a number from 1 to {}.", 3 + found.len()));
+        terminal.say(&format!("Type a number from 1 to {demo}."));
     };
+    if picked == demo {
+        return Ok(Choice {
+            provider: "demo",
+            base_url: String::new(),
+            model: talaria_provider::demo::DEMO_MODEL.to_string(),
+            api_key: String::new(),
+        });
+    }
     match picked {
         1 => {
             hosted(

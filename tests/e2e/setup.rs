@@ -317,3 +317,59 @@ async fn setup_on_an_existing_file_changes_only_the_provider_model_and_key_and_s
         );
     assert_eq!(written, expected);
 }
+
+#[tokio::test]
+async fn setup_offers_the_built_in_demo_and_the_agent_then_answers_with_it_and_no_key() {
+    let mut env = TestEnv::new(Vec::new()).await;
+    env.api_key = None;
+    let mut setup = Setup::spawn(&env);
+    setup.wait_for("Provider [").await;
+    let menu = setup.text();
+    let number = menu
+        .lines()
+        .find(|line| line.contains("the built-in demo"))
+        .and_then(|line| line.trim().split(')').next())
+        .unwrap_or_else(|| panic!("the demo is offered:\n{menu}"))
+        .to_string();
+    setup.answer("Provider [", &format!("{number}\n")).await;
+    setup.wait_for("Talaria is ready with its demo model").await;
+    let status = tokio::time::timeout(WAIT, setup.child.wait())
+        .await
+        .expect("setup ends")
+        .expect("status");
+    assert!(status.success(), "{}", setup.text());
+    assert!(
+        setup.text().contains("no key was typed"),
+        "{}",
+        setup.text()
+    );
+    let written =
+        std::fs::read_to_string(env.home.path().join("talaria/config.toml")).expect("config");
+    assert!(
+        written.contains("provider = \"demo\"\nmodel = \"talaria-demo\"\n"),
+        "{written}"
+    );
+    // An editor's session starts with no key and the demo answers.
+    let mut agent = initialized(&env).await;
+    let created = agent
+        .call(
+            "session/new",
+            json!({"cwd": env.workspace.path(), "mcpServers": []}),
+        )
+        .await
+        .expect("a session with the demo");
+    let session = created["sessionId"].as_str().expect("id").to_string();
+    let id = agent
+        .start_request("session/prompt", text_prompt(&session, "hi"))
+        .await
+        .expect("prompt");
+    let response = agent
+        .drive(id, WAIT, choose("reject_once"))
+        .await
+        .expect("answered");
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let text = chunks(&agent.updates(), "agent_message_chunk").join("");
+    assert!(text.contains("**Talaria demo**"), "{text}");
+    assert!(text.contains("nothing was written"), "declined: {text}");
+    assert!(env.mock.requests().is_empty(), "no model was called");
+}
