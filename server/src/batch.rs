@@ -98,12 +98,17 @@ async fn local_server_slots() -> Option<usize> {
     Some(slots.clamp(1, 16))
 }
 
-/// Runs the batch; the process's exit code (2: bad usage or input, 1: the run stopped).
+/// Runs the batch; the process's exit code (2: bad usage or input, 1: the run stopped, 3:
+/// every task finished but some outputs could not be written).
 pub async fn run(args: BatchArgs) -> std::process::ExitCode {
     // The in-process agent's dispatch loop is not `Send`: it runs on this task set.
     let local = tokio::task::LocalSet::new();
     match local.run_until(dispatch(args)).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(BatchFailure::Unwritten(why)) => {
+            eprintln!("talaria batch: {why}");
+            std::process::ExitCode::from(3)
+        }
         Err(BatchFailure::Usage(why)) => {
             eprintln!("talaria batch: {why}");
             std::process::ExitCode::from(2)
@@ -122,6 +127,9 @@ enum BatchFailure {
     Usage(String),
     #[error("{0}")]
     Run(String),
+    /// The run ended, but some of its outputs could not be written.
+    #[error("{0}")]
+    Unwritten(String),
 }
 
 async fn dispatch(args: BatchArgs) -> Result<(), BatchFailure> {
@@ -160,7 +168,13 @@ async fn dispatch(args: BatchArgs) -> Result<(), BatchFailure> {
     // The throwaway workspaces' folder, once empty.
     let work = options.places.work;
     let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir(work)).await;
-    Ok(())
+    match output.unwritten() {
+        0 => Ok(()),
+        tasks => Err(BatchFailure::Unwritten(format!(
+            "{tasks} tasks have outputs that could not be written: see \"Outputs not written\" in {}",
+            out.join("summary.md").display()
+        ))),
+    }
 }
 
 fn read_dataset(path: &std::path::Path) -> Result<talaria_batch::Dataset, BatchFailure> {

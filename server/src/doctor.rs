@@ -610,10 +610,19 @@ pub async fn run(out: &mut dyn Write, call: bool) -> usize {
     }
     report.ok("provider", config.provider.as_str());
     report.ok("model", &config.model);
-    report.ok("base URL", &config.endpoint().base_url);
-    credentials(&mut report, &config, &path);
     let server = crate::acp::local_server_report(&config, "doctor").await;
-    let reachable = endpoint(&mut report, &config, &server).await;
+    let reachable = if config.provider.is_built_in() {
+        report.warn(
+            "endpoint",
+            "the built-in demo model: scripted answers, no server, no key (`talaria setup` \
+             sets up a real model)",
+        );
+        true
+    } else {
+        report.ok("base URL", &config.endpoint().base_url);
+        credentials(&mut report, &config, &path);
+        endpoint(&mut report, &config, &server).await
+    };
     let (window, source) = context_window(&config, &server);
     report.ok("context window", &format!("{window} tokens ({source})"));
     sandbox(&mut report, &config).await;

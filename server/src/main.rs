@@ -4,6 +4,8 @@
 
 mod acp;
 mod batch;
+mod config_file;
+mod demo;
 mod doctor;
 mod home;
 mod logging;
@@ -43,10 +45,14 @@ enum Command {
         #[arg(long)]
         call: bool,
     },
-    /// First-run set-up in a terminal: choose the provider (hosted, or a local server found on
-    /// this machine), the model and the key; checks them with a one-token call and writes
-    /// $TALARIA_HOME/config.toml. The key is typed without echo and never printed.
+    /// First-run set-up in a terminal: choose the provider (hosted, a local server found on
+    /// this machine, or the built-in demo), the model and the key; checks them with a
+    /// one-token call and writes $TALARIA_HOME/config.toml (an existing file keeps its other
+    /// settings). The key is typed without echo and never printed.
     Setup,
+    /// Try Talaria in a minute with no key and no model server: talaria-chat with the
+    /// built-in demo model (scripted answers) in a small sample project.
+    Demo(demo::DemoArgs),
     /// Serve ACP over the network for browser frontends and remote services: WebSocket and
     /// streamable HTTP on one endpoint, `/acp`, behind a bearer token; loopback only unless
     /// told otherwise (with TLS).
@@ -208,6 +214,11 @@ fn main() -> std::process::ExitCode {
             runtime.block_on(setup::run())
         }
         Command::Serve(args) => serve(&runtime, args),
+        Command::Demo(args) => {
+            home::make_private();
+            drop(runtime);
+            demo::run(args)
+        }
         Command::Batch(args) => {
             home::make_private();
             runtime.block_on(batch::run(args))

@@ -2,10 +2,12 @@
 //! method). It asks for the provider — a hosted one, or a local server it finds on this
 //! machine (llama.cpp, Ollama, LM Studio) — the model and the key (typed without echo),
 //! checks them with a one-token call as `talaria doctor --call` does, and writes
-//! `$TALARIA_HOME/config.toml` (mode 0600). The key is never printed.
+//! `$TALARIA_HOME/config.toml` (mode 0600, replaced atomically). A file that exists keeps
+//! every other setting and comment: only the provider, model, address and key change
+//! (`crate::config_file`). The key is never printed.
 
 use std::io::{BufRead, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use talaria_engine::Config;
@@ -43,8 +45,54 @@ pub struct Choice {
 }
 
 impl Choice {
+    /// The built-in demo model.
+    fn is_demo(&self) -> bool {
+        talaria_engine::ProviderKind::named(self.provider)
+            .is_some_and(talaria_engine::ProviderKind::is_built_in)
+    }
+
+    /// The settings this choice changes in a file that exists.
+    fn settings(&self) -> crate::config_file::ProviderSettings<'_> {
+        crate::config_file::ProviderSettings {
+            provider: self.provider,
+            model: &self.model,
+            table: talaria_engine::ProviderKind::named(self.provider)
+                .map(talaria_engine::ProviderKind::table)
+                .filter(|table| !table.is_empty()),
+            base_url: &self.base_url,
+            api_key: &self.api_key,
+        }
+    }
+
+    /// The file to write: `existing` with this choice in it, or a new one.
+    fn file(&self, existing: Option<&str>, path: &Path) -> Result<String, SetupError> {
+        match existing {
+            Some(text) => crate::config_file::with_provider(text, &self.settings(), path)
+                .map_err(|e| SetupError::Check(e.to_string())),
+            None => Ok(self.to_toml()),
+        }
+    }
+
+    /// What was done with the key, for the closing line.
+    fn key_said(&self) -> &'static str {
+        if self.api_key.is_empty() {
+            "no key was typed, and none is stored"
+        } else {
+            "the key is stored there and was not shown"
+        }
+    }
+
     /// The configuration file for this choice (TOML, the key quoted).
     pub fn to_toml(&self) -> String {
+        if self.is_demo() {
+            return format!(
+                "# Written by `talaria setup`: the built-in demo model (scripted answers, no key,\n\
+                 # no model server). Run `talaria setup` again for a real model.\n\
+                 provider = {}\nmodel = {}\n",
+                toml_string(self.provider),
+                toml_string(&self.model),
+            );
+        }
         let table = talaria_engine::ProviderKind::named(self.provider)
             .map_or("openai", talaria_engine::ProviderKind::table);
         format!(
@@ -216,12 +264,8 @@ pub enum SetupError {
     InputEnded,
     #[error("left as it was: {0}")]
     Kept(String),
-    #[error("cannot write {path}: {source}")]
-    Write {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    File(#[from] crate::config_file::ConfigFileError),
     #[error("{0}")]
     Check(String),
 }
@@ -231,29 +275,44 @@ async fn converse(terminal: &mut Terminal<'_>, home: &Path) -> Result<(), SetupE
     terminal.say("Talaria set-up: choose a model provider; the answers go to");
     terminal.say(&format!("  {}", path.display()));
     // A terminal program with one person at it: waiting on the disk here holds up no one.
-    let exists = tokio::fs::try_exists(&path).await.unwrap_or(false);
-    if exists {
-        let replace = terminal
-            .confirm("A configuration exists there. Replace it?", false)
+    let reading = path.clone();
+    let existing = tokio::task::spawn_blocking(move || crate::config_file::read(&reading))
+        .await
+        .map_err(|e| SetupError::Check(e.to_string()))??;
+    if existing.is_some() {
+        let update = terminal
+            .confirm(
+                "A configuration exists there. Change its provider, model and key (every other \
+                 setting and comment stays)?",
+                false,
+            )
             .ok_or(SetupError::InputEnded)?;
-        if !replace {
+        if !update {
             return Err(SetupError::Kept(path.display().to_string()));
         }
     }
     let found = local_servers().await;
     loop {
         let choice = choose(terminal, &found).await?;
+        let file = choice.file(existing.as_deref(), &path)?;
         terminal.say("Checking with a one-token call…");
-        match check(&choice, home).await {
+        match check(&file, home).await {
             Ok(()) => {
-                write_config(&path, &choice)?;
+                crate::config_file::rewrite(&path, &file)?;
                 terminal.say(&format!(
-                    "✓ It answers. Wrote {} (readable only by you; the key is stored there and \
-                     was not shown).",
-                    path.display()
+                    "✓ It answers. Wrote {} (readable only by you; {}).",
+                    path.display(),
+                    choice.key_said()
                 ));
                 warn_about_environment(terminal);
-                terminal.say("Talaria is ready: your editor can start it now.");
+                if choice.is_demo() {
+                    terminal.say(
+                        "Talaria is ready with its demo model: try `talaria-chat`, or start it \
+                         from your editor. Run `talaria setup` again for a real model.",
+                    );
+                } else {
+                    terminal.say("Talaria is ready: your editor can start it now.");
+                }
                 return Ok(());
             }
             Err(why) => {
@@ -266,7 +325,7 @@ async fn converse(terminal: &mut Terminal<'_>, home: &Path) -> Result<(), SetupE
                         .confirm("Save these settings anyway?", false)
                         .ok_or(SetupError::InputEnded)?;
                     if save {
-                        write_config(&path, &choice)?;
+                        crate::config_file::rewrite(&path, &file)?;
                         terminal.say(&format!("Wrote {} (not working yet).", path.display()));
                         return Ok(());
                     }
@@ -296,6 +355,10 @@ async fn choose(
             if models.len() == 1 { "" } else { "s" }
         ));
     }
+    let demo = 4 + found.len();
+    terminal.say(&format!(
+        "  {demo}) Try it first: the built-in demo (scripted answers; no key, no model server)"
+    ));
     let default = if found.is_empty() { 1 } else { 4 };
     let picked = loop {
         let answer = terminal
@@ -306,11 +369,19 @@ async fn choose(
         } else {
             answer.trim().parse::<usize>().unwrap_or(0)
         };
-        if (1..=3 + found.len()).contains(&number) {
+        if (1..=demo).contains(&number) {
             break number;
         }
-        terminal.say(&format!("Type a number from 1 to {}.", 3 + found.len()));
+        terminal.say(&format!("Type a number from 1 to {demo}."));
     };
+    if picked == demo {
+        return Ok(Choice {
+            provider: "demo",
+            base_url: String::new(),
+            model: talaria_provider::demo::DEMO_MODEL.to_string(),
+            api_key: String::new(),
+        });
+    }
     match picked {
         1 => {
             hosted(
@@ -452,14 +523,14 @@ fn pick_model(terminal: &mut Terminal<'_>, models: &[String]) -> Result<String, 
     }
 }
 
-/// The configuration the choice makes, read as the server reads it (the environment left
-/// out, so the check tests what is written).
+/// The configuration `file` makes, read as the server reads it (the environment left out,
+/// so the check tests what is written).
 ///
 /// The configuration's home is then the real one, so that fixes name the file the user
 /// edits, never the check's temporary copy.
-fn config_of(choice: &Choice, home: &Path) -> Result<(tempfile::TempDir, Config), SetupError> {
+fn config_of(file: &str, home: &Path) -> Result<(tempfile::TempDir, Config), SetupError> {
     let dir = tempfile::tempdir().map_err(|e| SetupError::Check(e.to_string()))?;
-    std::fs::write(dir.path().join("config.toml"), choice.to_toml())
+    std::fs::write(dir.path().join("config.toml"), file)
         .map_err(|e| SetupError::Check(e.to_string()))?;
     let staged = dir.path().display().to_string();
     let mut config = Config::load_with(&|key| (key == "TALARIA_HOME").then(|| staged.clone()))
@@ -468,40 +539,17 @@ fn config_of(choice: &Choice, home: &Path) -> Result<(tempfile::TempDir, Config)
     Ok((dir, config))
 }
 
-/// A one-token call with the choice; the reason and its fix when it fails.
-async fn check(choice: &Choice, home: &Path) -> Result<(), SetupError> {
-    let choice = choice.clone();
+/// A one-token call with the configuration `file` makes; the reason and its fix when it
+/// fails.
+async fn check(file: &str, home: &Path) -> Result<(), SetupError> {
+    let file = file.to_string();
     let home = home.to_path_buf();
-    let (_dir, config) = tokio::task::spawn_blocking(move || config_of(&choice, &home))
+    let (_dir, config) = tokio::task::spawn_blocking(move || config_of(&file, &home))
         .await
         .map_err(|e| SetupError::Check(e.to_string()))??;
     crate::doctor::test_call(&config)
         .await
         .map_err(|(why, fix)| SetupError::Check(format!("{why} (fix: {fix})")))
-}
-
-/// Writes the file (created with mode 0600, replaced whole).
-fn write_config(path: &Path, choice: &Choice) -> Result<(), SetupError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let failed = |source| SetupError::Write {
-        path: path.to_path_buf(),
-        source,
-    };
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(failed)?;
-    }
-    let staged = path.with_extension("toml.new");
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&staged)
-        .map_err(failed)?;
-    file.write_all(choice.to_toml().as_bytes())
-        .map_err(failed)?;
-    file.sync_all().map_err(failed)?;
-    std::fs::rename(&staged, path).map_err(failed)
 }
 
 /// Variables in the environment that would override what was written.

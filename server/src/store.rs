@@ -7,14 +7,18 @@ use std::sync::Arc;
 use talaria_engine::Config;
 use talaria_store::{SessionStore, SqliteStore, StoreError};
 
-/// Opens (and migrates) the configured store; blocking, so run it off the runtime.
+/// Opens (and migrates) the configured store; blocking, so run it off the runtime. The
+/// failpoints `store::open::before` and `store::open::after` stand on either side (a
+/// `sleep` there holds the opening: nothing a client asks may wait for it).
 pub fn open(config: &Config) -> Result<Arc<dyn SessionStore>, StoreError> {
-    match &config.store.url {
-        None => Ok(Arc::new(SqliteStore::open_or_salvage(
-            &config.home.join("state.db"),
-        )?)),
+    talaria_util::failpoint::step("store::open::before");
+    let opened: Result<Arc<dyn SessionStore>, StoreError> = match &config.store.url {
+        None => SqliteStore::open_or_salvage(&config.home.join("state.db"))
+            .map(|store| Arc::new(store) as Arc<dyn SessionStore>),
         Some(url) => open_shared(url, config),
-    }
+    };
+    talaria_util::failpoint::step("store::open::after");
+    opened
 }
 
 /// Where sessions are kept, for messages (no password).

@@ -158,7 +158,7 @@ const CASES: &[Case] = &[
         replies: none,
         run: Run::Doctor(false),
         said: &[
-            "✗ config file    {config}, line 1: provider = \"openia\": unknown provider; did you mean \"openai\"? (expected \"openai\", \"anthropic\" or \"openai-responses\")",
+            "✗ config file    {config}, line 1: provider = \"openia\": unknown provider; did you mean \"openai\"? (expected \"openai\", \"anthropic\", \"openai-responses\" or \"demo\")",
         ],
         plain_server: false,
     },
@@ -306,7 +306,8 @@ const CASES: &[Case] = &[
         replies: none,
         run: Run::SessionNew,
         said: &[
-            "Authentication required: no API key for the openai provider: set OPENAI_API_KEY",
+            "Authentication required: no API key for the openai provider; run `talaria setup` in a terminal",
+            "no API key for the openai provider: set OPENAI_API_KEY",
             "authenticate with \"talaria-setup\" (runs `talaria setup` in a terminal",
         ],
         plain_server: false,
@@ -478,10 +479,14 @@ async fn run_case(case: &Case) -> (String, TestEnv, String) {
                 )
                 .await
                 .expect("answer");
-            answer["error"]["message"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string()
+            // The short message, then the detail clients with room show.
+            format!(
+                "{}\n{}",
+                answer["error"]["message"].as_str().unwrap_or_default(),
+                answer["error"]["data"]["talaria"]["detail"]
+                    .as_str()
+                    .unwrap_or_default()
+            )
         }
         Run::ChatOneShot => {
             std::fs::write(env.workspace.path().join("notes.txt"), "the text\n").expect("file");

@@ -617,3 +617,95 @@ async fn without_parallel_a_local_server_runs_as_many_tasks_at_once_as_it_has_sl
         );
     }
 }
+
+/// Runs a one-task dataset `task` into a fresh folder; the folder, exit code and stderr.
+async fn run_one(
+    env: &TestEnv,
+    dir: &Path,
+    name: &str,
+    task: Value,
+) -> (std::path::PathBuf, Option<i32>, String) {
+    let dataset = dir.join(format!("{name}.jsonl"));
+    write_lines(&dataset, &[task]);
+    let out = dir.join(format!("out-{name}"));
+    let (code, said) = batch_run(
+        env,
+        &[
+            dataset.to_str().expect("utf-8"),
+            "--out",
+            out.to_str().expect("utf-8"),
+        ],
+    )
+    .await;
+    (out, code, said)
+}
+
+#[tokio::test]
+async fn every_kind_of_task_gets_every_output_and_an_output_not_written_fails_the_run() {
+    let env = TestEnv::new(vec![]).await;
+    let dir = tempfile::tempdir().expect("dir");
+    let repo = dir.path().join("repo");
+    std::fs::create_dir(&repo).expect("repo");
+    std::fs::write(repo.join("seed.txt"), "seed").expect("seed");
+    let workspace = env.workspace.path().to_path_buf();
+    // A dataset of one kind of task each: a `repo`, a `workspace`, neither.
+    let kinds = [
+        ("repo", json!({"repo": repo})),
+        ("workspace", json!({"workspace": workspace})),
+        ("neither", json!({})),
+    ];
+    for (kind, place) in kinds {
+        let marker = format!("[task {kind}]");
+        env.mock
+            .script_for_prompt(&marker, vec![MockReply::text(&["kept ", kind])]);
+        let mut task = json!({"id": kind, "prompt": format!("{marker} go")});
+        for (key, value) in place.as_object().expect("object") {
+            task[key] = value.clone();
+        }
+        let (out, code, said) = run_one(&env, dir.path(), kind, task).await;
+        assert_eq!(code, Some(0), "{kind}: {said}");
+        assert_eq!(results(&out)[kind]["verdict"], "done", "{kind}");
+        let kept = trajectory(&out, kind);
+        let (answer, _) = kept["messages"]
+            .as_array()
+            .expect("messages")
+            .split_last()
+            .expect("an answer");
+        assert_eq!(answer["content"], format!("kept {kind}"), "{kind}");
+        let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary");
+        assert!(
+            summary.contains("| tasks with outputs not written | 0 |"),
+            "{kind}: {summary}"
+        );
+        assert!(
+            !out.join(".work").exists(),
+            "{kind}: the work folder is gone"
+        );
+    }
+    // A trajectory the folder cannot take: the result still lands, and the summary and the
+    // exit code say what was not written.
+    env.mock
+        .script_for_prompt("[task blocked]", vec![MockReply::text(&["answered"])]);
+    let out = dir.path().join("out-blocked");
+    let taken = out.join("trajectories/blocked.json");
+    std::fs::create_dir_all(taken.join("in-the-way")).expect("a folder in the way");
+    let task = json!({"id": "blocked", "prompt": "[task blocked] go", "workspace": workspace});
+    let (out, code, said) = run_one(&env, dir.path(), "blocked", task).await;
+    assert_eq!(code, Some(3), "{said}");
+    assert!(said.contains("could not be written"), "{said}");
+    let result = &results(&out)["blocked"];
+    assert_eq!(result["verdict"], "done", "{result}");
+    assert!(
+        result["unwritten"][0]
+            .as_str()
+            .is_some_and(|why| why.starts_with("trajectory:")),
+        "{result}"
+    );
+    let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary");
+    assert!(
+        summary.contains("| tasks with outputs not written | 1 |")
+            && summary.contains("## Outputs not written")
+            && summary.contains("| blocked | trajectory:"),
+        "{summary}"
+    );
+}

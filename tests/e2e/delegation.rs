@@ -181,14 +181,22 @@ async fn commands_run_in_an_editor_terminal_when_advertised_and_it_is_released()
             "terminal/release"
         ]
     );
-    // The editor starts the sandbox helper (Talaria itself), which starts the shell.
-    // Its arguments are the shell and the command; the policy travels out of sight, in the
-    // environment the editor gives the helper, and the editor is told what to show.
+    // The editor starts the sandbox helper, which starts the shell. Its arguments are the
+    // user's command, word by word, so an editor that titles the terminal `COMMAND ARGS…`
+    // shows `talaria-sandbox echo hi from the editor; …`, never the helper's plumbing; the
+    // policy travels out of sight, in the environment the editor gives the helper, and the
+    // editor is told the command alone in `_meta`.
     let create = &requests[0].1;
-    let args = create["args"].as_array().expect("args");
-    assert_eq!(args[0], "__sandbox");
-    assert_eq!(args.len(), 4, "{args:?}");
-    assert_eq!(args[args.len() - 2..], [json!("-c"), json!(command)]);
+    let program = create["command"].as_str().expect("program");
+    assert!(program.ends_with("/talaria-sandbox"), "{program}");
+    let words: Vec<&str> = create["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    assert_eq!(words.join(" "), command, "the title reads as the command");
+    assert!(!words.contains(&"__sandbox"), "{words:?}");
     assert_eq!(create["_meta"]["talaria"]["command"], json!(command));
     let spec_text = create["env"]
         .as_array()

@@ -101,3 +101,52 @@ async fn a_healthy_fresh_home_shows_no_unsaved_notice() {
     let texts = serde_json::to_string(&updates).unwrap_or_default();
     assert!(!texts.contains("not saved"), "{texts}");
 }
+
+/// Holds the store's opening for longer than any test waits: the migration hook (every
+/// build) and the failpoint before the opening (a build with failpoints).
+fn store_held_open(env: &mut TestEnv) {
+    env.extra_env
+        .push(("TALARIA_TEST_MIGRATION_PAUSE_MS".into(), "600000".into()));
+    env.extra_env.push((
+        "FAILPOINTS".into(),
+        "store::open::before=sleep(600000)".into(),
+    ));
+}
+
+#[tokio::test]
+async fn the_first_session_new_right_after_initialize_is_answered_while_the_store_is_still_opening()
+{
+    let mut env = TestEnv::new(vec![MockReply::text(&["answered while opening"])]).await;
+    store_held_open(&mut env);
+    let mut agent = env.spawn().await;
+    // Sent together: session/new arrives while initialize's opening of the store has begun.
+    let init = agent
+        .start_request("initialize", json!({"protocolVersion": 1}))
+        .await
+        .expect("initialize");
+    let new = agent
+        .start_request(
+            "session/new",
+            json!({"cwd": env.workspace.path(), "mcpServers": []}),
+        )
+        .await
+        .expect("session/new");
+    agent.wait_response(init, WAIT).await.expect("initialized");
+    // The opening is held for ten minutes: an answer within the test's wait did not wait
+    // for it (no figure asserted).
+    let created = agent.wait_response(new, WAIT).await.expect("answered");
+    let session = created["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a session: {created}"))
+        .to_string();
+    let (response, updates) = prompt(&mut agent, &session, "hello").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let said = serde_json::to_string(&updates).unwrap_or_default();
+    assert!(said.contains("answered while opening"), "{said}");
+    assert!(
+        said.contains("not saved yet"),
+        "the session was told the store is not open yet: {said}"
+    );
+    agent.close_stdin();
+    agent.wait_exit(WAIT).await.expect("exits");
+}

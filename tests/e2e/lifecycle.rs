@@ -71,11 +71,26 @@ async fn missing_credentials_answer_auth_required_with_what_to_set() {
         .await
         .expect("response");
     assert_eq!(response["error"]["code"], -32000, "{response}");
+    // A message any client can show as it is, naming the one thing to do…
     let message = response["error"]["message"].as_str().unwrap_or("");
-    assert!(message.contains("OPENAI_API_KEY"), "{message}");
+    assert!(message.len() <= 120, "short: {message}");
+    assert!(
+        message.contains("no API key") && message.contains("run `talaria setup`"),
+        "{message}"
+    );
+    // …and the whole story beside it, for clients with room for it.
+    let data = &response["error"]["data"];
+    assert_eq!(data["talaria"]["reason"], "no_credentials", "{response}");
+    assert_eq!(data["talaria"]["fix"], "run `talaria setup` in a terminal");
+    let detail = data["talaria"]["detail"].as_str().unwrap_or("");
+    assert!(detail.contains("OPENAI_API_KEY"), "{detail}");
     for method in ["talaria-setup", "talaria-config", "talaria setup"] {
-        assert!(message.contains(method), "names {method}: {message}");
+        assert!(detail.contains(method), "names {method}: {detail}");
     }
+    assert_eq!(
+        data["authMethods"],
+        json!(["talaria-config", "talaria-setup"])
+    );
     let auth = agent
         .request("authenticate", json!({"methodId": "talaria-config"}))
         .await

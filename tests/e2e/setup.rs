@@ -172,7 +172,9 @@ async fn setup_says_why_a_check_failed_and_keeps_an_existing_config_unless_asked
     let env = TestEnv::new(vec![]).await;
     env.write_config("model = \"kept\"\n");
     let mut setup = Setup::spawn(&env);
-    setup.answer("Replace it?", "\n").await;
+    setup
+        .answer("Change its provider, model and key", "\n")
+        .await;
     let status = tokio::time::timeout(WAIT, setup.child.wait())
         .await
         .expect("setup ends")
@@ -183,10 +185,12 @@ async fn setup_says_why_a_check_failed_and_keeps_an_existing_config_unless_asked
         std::fs::read_to_string(env.home.path().join("talaria/config.toml")).expect("config"),
         "model = \"kept\"\n"
     );
-    // Replaced on request; a server that refuses is named, with its fix, and nothing is
+    // Changed on request; a server that refuses is named, with its fix, and nothing is
     // written unless asked.
     let mut setup = Setup::spawn(&env);
-    setup.answer("Replace it?", "y\n").await;
+    setup
+        .answer("Change its provider, model and key", "y\n")
+        .await;
     setup.answer("Provider [", "3\n").await;
     setup.answer("Server address", "127.0.0.1:9\n").await;
     setup
@@ -262,4 +266,110 @@ async fn a_failed_check_names_the_file_the_user_edits_never_a_temporary_copy() {
         .unwrap_or_else(|| panic!("no fix shown:\n{shown}"));
     assert!(fix.contains(&real.display().to_string()), "{fix}");
     assert_eq!(fix.matches("config.toml").count(), 1, "{fix}");
+}
+
+/// A configuration with comments, another service's key and an MCP server's `api_key`.
+const KEPT_BY_HAND: &str = "# My settings, kept by hand.\n\
+provider = \"anthropic\"   # for now\n\
+model = \"claude-sonnet-4-5\"\n\
+\n\
+[anthropic]\n\
+api_key = \"sk-ant-kept\"  # anthropic stays\n\
+\n\
+[mcp_servers.notes]\n\
+command = \"notes-mcp\"\n\
+env = { api_key = \"mcp-key-stays\" }\n";
+
+#[tokio::test]
+async fn setup_on_an_existing_file_changes_only_the_provider_model_and_key_and_says_no_key_was_typed()
+ {
+    let mut env = TestEnv::new(vec![MockReply::text(&["ok"])]).await;
+    env.api_key = None;
+    env.write_config(KEPT_BY_HAND);
+    let mut setup = Setup::spawn(&env);
+    setup
+        .answer("every other setting and comment stays", "y\n")
+        .await;
+    setup.other_server_at(&env.mock.base_url()).await;
+    // A local server: Enter for no key.
+    setup.answer("Enter for none", "\n").await;
+    setup.answer("Model [mock-model]", "\n").await;
+    setup.wait_for("Talaria is ready").await;
+    let status = tokio::time::timeout(WAIT, setup.child.wait())
+        .await
+        .expect("setup ends")
+        .expect("status");
+    assert!(status.success(), "{}", setup.text());
+    let shown = setup.text();
+    assert!(!shown.contains("the key is stored"), "{shown}");
+    assert!(
+        shown.contains("no key was typed, and none is stored"),
+        "{shown}"
+    );
+    let written =
+        std::fs::read_to_string(env.home.path().join("talaria/config.toml")).expect("config");
+    let expected = KEPT_BY_HAND
+        .replace("\"anthropic\"   # for now", "\"openai\"   # for now")
+        .replace("\"claude-sonnet-4-5\"", "\"mock-model\"")
+        + &format!(
+            "\n[openai]\nbase_url = \"{}\"\napi_key = \"\"\n",
+            env.mock.base_url()
+        );
+    assert_eq!(written, expected);
+}
+
+#[tokio::test]
+async fn setup_offers_the_built_in_demo_and_the_agent_then_answers_with_it_and_no_key() {
+    let mut env = TestEnv::new(Vec::new()).await;
+    env.api_key = None;
+    let mut setup = Setup::spawn(&env);
+    setup.wait_for("Provider [").await;
+    let menu = setup.text();
+    let number = menu
+        .lines()
+        .find(|line| line.contains("the built-in demo"))
+        .and_then(|line| line.trim().split(')').next())
+        .unwrap_or_else(|| panic!("the demo is offered:\n{menu}"))
+        .to_string();
+    setup.answer("Provider [", &format!("{number}\n")).await;
+    setup.wait_for("Talaria is ready with its demo model").await;
+    let status = tokio::time::timeout(WAIT, setup.child.wait())
+        .await
+        .expect("setup ends")
+        .expect("status");
+    assert!(status.success(), "{}", setup.text());
+    assert!(
+        setup.text().contains("no key was typed"),
+        "{}",
+        setup.text()
+    );
+    let written =
+        std::fs::read_to_string(env.home.path().join("talaria/config.toml")).expect("config");
+    assert!(
+        written.contains("provider = \"demo\"\nmodel = \"talaria-demo\"\n"),
+        "{written}"
+    );
+    // An editor's session starts with no key and the demo answers.
+    let mut agent = initialized(&env).await;
+    let created = agent
+        .call(
+            "session/new",
+            json!({"cwd": env.workspace.path(), "mcpServers": []}),
+        )
+        .await
+        .expect("a session with the demo");
+    let session = created["sessionId"].as_str().expect("id").to_string();
+    let id = agent
+        .start_request("session/prompt", text_prompt(&session, "hi"))
+        .await
+        .expect("prompt");
+    let response = agent
+        .drive(id, WAIT, choose("reject_once"))
+        .await
+        .expect("answered");
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let text = chunks(&agent.updates(), "agent_message_chunk").join("");
+    assert!(text.contains("**Talaria demo**"), "{text}");
+    assert!(text.contains("nothing was written"), "declined: {text}");
+    assert!(env.mock.requests().is_empty(), "no model was called");
 }

@@ -60,6 +60,11 @@ pub struct TaskResult {
     pub check_exit: Option<i32>,
     #[serde(default)]
     pub metadata: Value,
+    /// The outputs of this task that could not be written, each with why (a trajectory
+    /// the agent did not write, or this folder refused): the run's summary lists them and
+    /// its exit code says so.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unwritten: Vec<String>,
 }
 
 /// How trajectories are written (`--format`).
@@ -154,15 +159,19 @@ impl OutputDir {
         self.finished.iter().map(|r| r.id.clone()).collect()
     }
 
-    /// Writes a task's trajectory, then its result (synced before this returns).
+    /// Writes a task's trajectory, then its result (synced before this returns). A
+    /// trajectory that cannot be written is named in the result (`unwritten`); a result that
+    /// cannot be written stops the run.
     pub fn finish(
         &mut self,
-        result: TaskResult,
+        mut result: TaskResult,
         trajectory: Option<&Value>,
         format: TrajectoryFormat,
     ) -> Result<(), OutputError> {
-        if let Some(trajectory) = trajectory {
-            write_trajectory(&self.dir, &result.id, trajectory, format)?;
+        if let Some(trajectory) = trajectory
+            && let Err(error) = write_trajectory(&self.dir, &result.id, trajectory, format)
+        {
+            result.unwritten.push(format!("trajectory: {error}"));
         }
         let path = self.dir.join("results.jsonl");
         let mut line = serde_json::to_string(&result).unwrap_or_default();
@@ -184,6 +193,14 @@ impl OutputDir {
 
     pub fn results(&self) -> &[TaskResult] {
         &self.finished
+    }
+
+    /// The finished tasks with an output that could not be written.
+    pub fn unwritten(&self) -> usize {
+        self.finished
+            .iter()
+            .filter(|r| !r.unwritten.is_empty())
+            .count()
     }
 }
 
@@ -244,7 +261,7 @@ pub fn summary(results: &[TaskResult], problems: &[Problem], wall_s: f64) -> Str
     let calls: u64 = results.iter().map(|r| r.model_calls).sum();
     let cost: f64 = results.iter().filter_map(|r| r.cost).sum();
     let mut out = format!(
-        "# Batch summary\n\n| | |\n|---|---|\n| tasks finished | {} |\n| pass | {} |\n| fail | {} |\n| done (no check) | {} |\n| timeout | {} |\n| setup failed | {} |\n| error | {} |\n| bad dataset lines | {} |\n| model calls | {calls} |\n| tokens in / out | {tokens_in} / {tokens_out} |\n| cost (USD) | {cost:.4} |\n| wall time (s) | {wall_s:.1} |\n",
+        "# Batch summary\n\n| | |\n|---|---|\n| tasks finished | {} |\n| pass | {} |\n| fail | {} |\n| done (no check) | {} |\n| timeout | {} |\n| setup failed | {} |\n| error | {} |\n| bad dataset lines | {} |\n| tasks with outputs not written | {} |\n| model calls | {calls} |\n| tokens in / out | {tokens_in} / {tokens_out} |\n| cost (USD) | {cost:.4} |\n| wall time (s) | {wall_s:.1} |\n",
         results.len(),
         count(Verdict::Pass),
         count(Verdict::Fail),
@@ -253,6 +270,7 @@ pub fn summary(results: &[TaskResult], problems: &[Problem], wall_s: f64) -> Str
         count(Verdict::SetupFailed),
         count(Verdict::Error),
         problems.len(),
+        results.iter().filter(|r| !r.unwritten.is_empty()).count(),
     );
     let failed: Vec<&TaskResult> = results.iter().filter(|r| r.verdict.failed()).collect();
     if !failed.is_empty() {
@@ -271,6 +289,18 @@ pub fn summary(results: &[TaskResult], problems: &[Problem], wall_s: f64) -> Str
                 r.id,
                 verdict.as_str().unwrap_or("")
             ));
+        }
+    }
+    let unwritten: Vec<&TaskResult> = results.iter().filter(|r| !r.unwritten.is_empty()).collect();
+    if !unwritten.is_empty() {
+        out.push_str("\n## Outputs not written\n\n| id | what and why |\n|---|---|\n");
+        for r in unwritten {
+            let why = r
+                .unwritten
+                .join("; ")
+                .replace('|', "\\|")
+                .replace('\n', " ");
+            out.push_str(&format!("| {} | {why} |\n", r.id));
         }
     }
     if !problems.is_empty() {
@@ -308,6 +338,7 @@ mod tests {
             session_id: None,
             check_exit: Some(0),
             metadata: Value::Null,
+            unwritten: Vec::new(),
         }
     }
 

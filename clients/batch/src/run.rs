@@ -70,6 +70,7 @@ fn blank_result(at: &TaskAt) -> TaskResult {
         session_id: None,
         check_exit: None,
         metadata: at.task.metadata.clone(),
+        unwritten: Vec::new(),
     }
 }
 
@@ -108,7 +109,7 @@ pub async fn run_task(agent: &AgentLink, at: &TaskAt, places: &TaskPlaces) -> Ta
         }
     };
     result.session_id = Some(session.clone());
-    run_session(agent, at, &session, &mut result).await;
+    let answered = run_session(agent, at, &session, &mut result).await;
     let _ = agent
         .call("session/close", json!({"sessionId": session}))
         .await;
@@ -116,13 +117,21 @@ pub async fn run_task(agent: &AgentLink, at: &TaskAt, places: &TaskPlaces) -> Ta
     agent.forget(&session);
     result.tool_calls = tally.tool_calls;
     result.cost = tally.cost;
-    let trajectory = tokio::task::spawn_blocking(move || read_trajectory(&trajectory_path))
+    let read = tokio::task::spawn_blocking(move || read_trajectory(&trajectory_path))
         .await
-        .ok()
-        .flatten();
-    if let Some(trajectory) = &trajectory {
-        count_from(trajectory, &mut result);
-    }
+        .unwrap_or_else(|e| Err(NoTrajectory::Stopped(e.to_string())));
+    let trajectory = match read {
+        Ok(trajectory) => {
+            count_from(&trajectory, &mut result);
+            Some(trajectory)
+        }
+        // A turn that was answered called the model: its trajectory must be there.
+        Err(why) if answered => {
+            result.unwritten.push(format!("trajectory: {why}"));
+            None
+        }
+        Err(_) => None,
+    };
     // The throwaway workspace is removed off the runtime's threads too.
     let _ = tokio::task::spawn_blocking(move || drop(workspace)).await;
     finish(result, trajectory, started)
@@ -138,8 +147,14 @@ fn finish(mut result: TaskResult, trajectory: Option<Value>, started: Instant) -
     TaskOutcome { result, trajectory }
 }
 
-/// `setup`, the prompt, `check`: the verdict and the turn's figures into `result`.
-async fn run_session(agent: &AgentLink, at: &TaskAt, session: &str, result: &mut TaskResult) {
+/// `setup`, the prompt, `check`: the verdict and the turn's figures into `result`; whether
+/// the prompt was answered.
+async fn run_session(
+    agent: &AgentLink,
+    at: &TaskAt,
+    session: &str,
+    result: &mut TaskResult,
+) -> bool {
     let task = &at.task;
     if let Some(setup) = &task.setup {
         match run_command(agent, session, setup).await {
@@ -147,9 +162,12 @@ async fn run_session(agent: &AgentLink, at: &TaskAt, session: &str, result: &mut
             Ok((exit, output)) => {
                 result.verdict = Verdict::SetupFailed;
                 result.error = Some(format!("setup exited {exit:?}: {}", tail(&output)));
-                return;
+                return false;
             }
-            Err(error) => return failed(result, agent, "setup", error.to_string()),
+            Err(error) => {
+                failed(result, agent, "setup", error.to_string());
+                return false;
+            }
         }
     }
     match prompt(agent, at, session).await {
@@ -162,11 +180,12 @@ async fn run_session(agent: &AgentLink, at: &TaskAt, session: &str, result: &mut
         TurnEnd::TimedOut => {
             result.verdict = Verdict::Timeout;
             result.stop_reason = Some("cancelled".into());
-            return;
+            return false;
         }
         TurnEnd::Failed(error) => {
             let class = error.class.clone().unwrap_or_else(|| "agent".into());
-            return failed(result, agent, &class, error.message);
+            failed(result, agent, &class, error.message);
+            return false;
         }
     }
     if let Some(check) = &task.check {
@@ -183,6 +202,7 @@ async fn run_session(agent: &AgentLink, at: &TaskAt, session: &str, result: &mut
             Err(error) => failed(result, agent, "check", error.to_string()),
         }
     }
+    true
 }
 
 /// The last few hundred bytes of a command's output.
@@ -280,11 +300,28 @@ async fn prompt(agent: &AgentLink, at: &TaskAt, session: &str) -> TurnEnd {
     }
 }
 
-/// The trajectory the agent kept (the file is removed).
-fn read_trajectory(path: &Path) -> Option<Value> {
-    let text = std::fs::read_to_string(path).ok()?;
+/// Why a task's trajectory is not there to copy.
+#[derive(Debug, thiserror::Error)]
+enum NoTrajectory {
+    #[error("the agent wrote none to {0} (its log says why)")]
+    NotWritten(String),
+    #[error("{0}: {1}")]
+    Unreadable(String, std::io::Error),
+    #[error("{0} is not JSON: {1}")]
+    NotJson(String, serde_json::Error),
+    #[error("reading it stopped: {0}")]
+    Stopped(String),
+}
+
+/// The trajectory the agent kept (the file is removed); else why there is none.
+fn read_trajectory(path: &Path) -> Result<Value, NoTrajectory> {
+    let shown = || path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => NoTrajectory::NotWritten(shown()),
+        _ => NoTrajectory::Unreadable(shown(), e),
+    })?;
     let _ = std::fs::remove_file(path);
-    serde_json::from_str(&text).ok()
+    serde_json::from_str(&text).map_err(|e| NoTrajectory::NotJson(shown(), e))
 }
 
 /// The trajectory's figures into `result`.

@@ -40,7 +40,10 @@ impl Drop for Workspace {
 }
 
 /// Makes the workspace of `task` under `work` (blocking: run it off the runtime's threads).
+/// `work` itself is made for every kind of task: the agent writes the task's trajectory
+/// there, whether or not the task has a throwaway folder.
 pub fn prepare(task: &Task, work: &Path) -> Result<Workspace, WorkspaceError> {
+    std::fs::create_dir_all(work)?;
     if let Some(dir) = &task.workspace {
         return Ok(Workspace {
             path: dir.clone(),

@@ -26,6 +26,37 @@ pub fn auth_methods_hint() -> String {
     )
 }
 
+/// What a client shows, as it is, when it must authenticate.
+pub const SETUP_HINT: &str = "run `talaria setup` in a terminal";
+
+/// ACP's `auth_required`, short enough for any client to show as it is: `Authentication
+/// required: {short}; run `talaria setup` in a terminal`. The whole story — what is missing,
+/// every way to authenticate — is in `data.talaria.detail` (with `data.talaria.reason`: why,
+/// and `data.talaria.fix`: the one thing to do), the methods' ids in `data.authMethods`, so a
+/// client that has room shows more.
+pub fn auth_required(reason: &str, short: &str, detail: &str) -> talaria_protocol::acp::Error {
+    talaria_protocol::errors::auth_required(format!("{short}; {SETUP_HINT}")).data(
+        serde_json::json!({
+            "talaria": {
+                "reason": reason,
+                "detail": format!("{detail}; {}", auth_methods_hint()),
+                "fix": SETUP_HINT,
+            },
+            "authMethods": [AUTH_METHOD_ID, SETUP_METHOD_ID],
+        }),
+    )
+}
+
+/// `auth_required` for a configuration with no key for its provider.
+pub fn no_credentials(config: &talaria_engine::Config) -> Option<talaria_protocol::acp::Error> {
+    let missing = config.missing_credentials()?;
+    Some(auth_required(
+        "no_credentials",
+        &format!("no API key for the {} provider", config.provider.as_str()),
+        &missing,
+    ))
+}
+
 /// Makes `initialize` liberal in the version it accepts, as the spec's negotiation asks: a
 /// number stays, a numeric string (`"1"`) becomes that number, and anything else (a missing
 /// field, `"1.0"`, `null`) is answered with version 1 rather than an error.

@@ -485,12 +485,9 @@ impl Agent {
         // is whether the configuration now has what it needs.
         let slow = async move {
             let config = load_config().await.map_err(config_error)?;
-            match config.missing_credentials() {
+            match capabilities::no_credentials(&config) {
                 None => Ok(()),
-                Some(missing) => Err(errors::auth_required(format!(
-                    "{missing}; {}",
-                    capabilities::auth_methods_hint()
-                ))),
+                Some(error) => Err(error),
             }
         };
         self.defer(id, "authenticate", slow, |agent, ()| {

@@ -434,17 +434,21 @@ fn turn_error(error: &talaria_engine::TurnError) -> acp::Error {
     if let TurnError::Model(failed) = error
         && failed.class() == Some(talaria_provider::ErrorClass::Auth)
     {
-        return acp::Error::new(
-            acp::ErrorCode::AuthRequired.into(),
-            format!(
-                "{error}. The model provider refused the credentials: {}",
-                super::capabilities::auth_methods_hint()
-            ),
-        )
-        .data(serde_json::json!({
-            "talaria": data,
-            "authMethods": [super::capabilities::AUTH_METHOD_ID, super::capabilities::SETUP_METHOD_ID],
-        }));
+        let mut refused = super::capabilities::auth_required(
+            "refused",
+            "the model provider refused the key",
+            &format!("{error}. The model provider refused the credentials"),
+        );
+        // The turn's own account (its kind, class, status) beside the detail.
+        if let Some(talaria) = refused
+            .data
+            .as_mut()
+            .and_then(|d| d.get_mut("talaria"))
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            talaria.extend(data);
+        }
+        return refused;
     }
     acp::Error::new(acp::ErrorCode::InternalError.into(), error.to_string())
         .data(serde_json::json!({ "talaria": data }))

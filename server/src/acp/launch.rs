@@ -598,11 +598,8 @@ pub(super) async fn ready_session(
         checkpoints,
     } = prepare_session(cwd, &roots, &chrono_today()).await?;
     context.providers.apply(&mut config);
-    if let Some(missing) = config.missing_credentials() {
-        return Err(errors::auth_required(format!(
-            "{missing}; {}",
-            super::capabilities::auth_methods_hint()
-        )));
+    if let Some(error) = super::capabilities::no_credentials(&config) {
+        return Err(error);
     }
     // The server's window, when it has answered; else the session is sized when it does.
     let window = context.windows.apply_if_known(&mut config);

@@ -1,104 +1,29 @@
 //! `logout` (`agentCapabilities.auth.logout`): forgets the keys `talaria setup` stored in
-//! `config.toml` (every other setting stays; the file is rewritten whole, in place, 0600),
-//! and the agent counts as logged out until the client authenticates again: every session
-//! start is answered `auth_required` meanwhile (a key from the environment included, which
-//! this process cannot forget).
+//! `config.toml` (`crate::config_file`: only `api_key`/`api_keys` of the services' tables
+//! go, every other byte stays; the file is replaced atomically, 0600), and the agent counts
+//! as logged out until the client authenticates again: every session start is answered
+//! `auth_required` meanwhile (a key from the environment included, which this process
+//! cannot forget).
 
 use std::path::Path;
 
 use futures_util::FutureExt;
 
 use super::{Agent, Reply, config_error, load_config, to_value};
+use crate::config_file::{self, ConfigFileError};
 use talaria_protocol::acp::{self, RequestId};
 use talaria_protocol::errors;
 
-/// `text` without its `api_key = …` and `api_keys = [ … ]` settings; `None` when nothing
-/// was removed.
-fn without_keys(text: &str) -> Option<String> {
-    let mut out = String::with_capacity(text.len());
-    let mut removed = false;
-    let mut in_array = false;
-    for line in text.split_inclusive('\n') {
-        let trimmed = line.trim_start();
-        if in_array {
-            if trimmed.trim_end().ends_with(']') {
-                in_array = false;
-            }
-            continue;
-        }
-        let key = trimmed
-            .split_once('=')
-            .map(|(key, _)| key.trim().trim_matches('"'));
-        match key {
-            Some("api_key") => removed = true,
-            Some("api_keys") => {
-                removed = true;
-                let value = trimmed.split_once('=').map_or("", |(_, v)| v.trim());
-                in_array = value.starts_with('[') && !value.trim_end().ends_with(']');
-            }
-            _ => out.push_str(line),
-        }
-    }
-    removed.then_some(out)
-}
-
-/// Why the stored keys could not be forgotten.
-#[derive(Debug, PartialEq, thiserror::Error)]
-enum LogoutError {
-    #[error("cannot read {path}: {why}")]
-    Read { path: String, why: String },
-    #[error("{path} could not be rewritten without its keys ({why}); remove `api_key` by hand")]
-    Unparsable { path: String, why: String },
-    #[error("cannot rewrite {path}: {why}")]
-    Write { path: String, why: String },
-}
-
 /// Removes the stored keys from `path`; `Ok(false)` when it held none (or does not exist).
-fn forget_keys(path: &Path) -> Result<bool, LogoutError> {
-    let shown = || path.display().to_string();
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => {
-            return Err(LogoutError::Read {
-                path: shown(),
-                why: e.to_string(),
-            });
-        }
-    };
-    let Some(kept) = without_keys(&text) else {
+fn forget_keys(path: &Path) -> Result<bool, ConfigFileError> {
+    let Some(text) = config_file::read(path)? else {
         return Ok(false);
     };
-    // What is left must still be the same configuration, less the keys.
-    if let Err(e) = toml::from_str::<toml::Table>(&kept) {
-        return Err(LogoutError::Unparsable {
-            path: shown(),
-            why: e.to_string(),
-        });
-    }
-    let temporary = path.with_extension("toml.logout");
-    let written = {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&temporary)
-            .and_then(|mut file| {
-                file.write_all(kept.as_bytes())?;
-                file.sync_all()
-            })
-            .and_then(|()| std::fs::rename(&temporary, path))
+    let Some(kept) = config_file::without_keys(&text, path)? else {
+        return Ok(false);
     };
-    written.map(|()| true).map_err(|e| {
-        let _ = std::fs::remove_file(&temporary);
-        LogoutError::Write {
-            path: shown(),
-            why: e.to_string(),
-        }
-    })
+    config_file::rewrite(path, &kept)?;
+    Ok(true)
 }
 
 impl Agent {
@@ -130,10 +55,11 @@ impl Agent {
 
     /// The answer for a session start while logged out.
     pub(super) fn logged_out_error() -> acp::Error {
-        errors::auth_required(format!(
-            "logged out; {}",
-            super::capabilities::auth_methods_hint()
-        ))
+        super::capabilities::auth_required(
+            "logged_out",
+            "logged out",
+            "this agent was logged out: sessions start again once the client authenticates",
+        )
     }
 }
 
@@ -142,33 +68,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_the_keys_go_and_the_rest_stays() {
-        let text = "provider = \"openai\"\nmodel = \"m\"\n\n[openai]\nbase_url = \"u\"\n\
-                    api_key = \"sk-1\"\napi_keys = [\n  \"a\",\n  \"b\",\n]\ntimeout = 3\n";
-        let kept = without_keys(text).expect("removed");
-        assert_eq!(
-            kept,
-            "provider = \"openai\"\nmodel = \"m\"\n\n[openai]\nbase_url = \"u\"\ntimeout = 3\n"
-        );
-        assert_eq!(without_keys("model = \"m\"\n"), None);
-        assert_eq!(
-            without_keys("[anthropic]\napi_keys = [\"x\", \"y\"]\nmodel = \"m\"\n").as_deref(),
-            Some("[anthropic]\nmodel = \"m\"\n")
-        );
-    }
-
-    #[test]
     fn the_file_is_rewritten_private_and_a_file_without_keys_is_left_alone() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().expect("dir");
         let path = dir.path().join("config.toml");
         std::fs::write(&path, "model = \"m\"\n[openai]\napi_key = \"sk\"\n").expect("write");
-        assert_eq!(forget_keys(&path), Ok(true));
+        assert!(forget_keys(&path).expect("forgot"));
         let kept = std::fs::read_to_string(&path).expect("read");
         assert_eq!(kept, "model = \"m\"\n[openai]\n");
         let mode = std::fs::metadata(&path).expect("meta").permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
-        assert_eq!(forget_keys(&path), Ok(false));
-        assert_eq!(forget_keys(&dir.path().join("none.toml")), Ok(false));
+        let before = std::fs::metadata(&path)
+            .expect("meta")
+            .modified()
+            .expect("time");
+        assert!(!forget_keys(&path).expect("nothing to forget"));
+        let after = std::fs::metadata(&path)
+            .expect("meta")
+            .modified()
+            .expect("time");
+        assert_eq!(before, after, "a file without keys is not rewritten");
+        assert!(!forget_keys(&dir.path().join("none.toml")).expect("no file"));
     }
 }

@@ -64,6 +64,7 @@ pub use journal::{ANSWER_DEADLINE, Journal, SessionJournal};
 pub use model_call::CallError;
 pub use provider_factory::{build_router, build_router_through};
 pub use providers::OPENAI as OPENAI_SERVICE;
+pub use providers::key_tables;
 pub use review_kit::{ReviewFactory, ReviewKit};
 pub use rewind::{
     MessagePoint, RewindOutcome, RewindRequest, fingerprint as message_fingerprint, user_message_id,

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use talaria_provider::anthropic::{AnthropicOptions, AnthropicProvider};
+use talaria_provider::demo::DemoProvider;
 use talaria_provider::http::Connection;
 use talaria_provider::openai::OpenAiProvider;
 use talaria_provider::responses::ResponsesProvider;
@@ -23,6 +24,8 @@ pub enum ProviderKind {
     Anthropic,
     /// The OpenAI Responses API.
     OpenAiResponses,
+    /// The built-in demo model: a script inside Talaria, no server, no key.
+    Demo,
 }
 
 /// A service providers reach: where its address and keys are configured.
@@ -64,6 +67,8 @@ pub struct ProviderSpec {
     /// The request for its model list (`talaria doctor`).
     pub models_request:
         fn(&reqwest::Client, base_url: &str, key: Option<&str>) -> reqwest::RequestBuilder,
+    /// It runs inside Talaria (the demo): no server to reach, no key, one model.
+    pub built_in: bool,
 }
 
 /// OpenAI and every server compatible with it.
@@ -82,11 +87,19 @@ pub static ANTHROPIC: Service = Service {
     default_url: "https://api.anthropic.com",
 };
 
+/// What the built-in demo has in place of a service: nothing to configure.
+pub static BUILT_IN: Service = Service {
+    table: "",
+    url_variable: "",
+    key_variable: "",
+    default_url: "",
+};
+
 /// Every service, in the order configuration lists them.
 pub static SERVICES: [&Service; 2] = [&OPENAI, &ANTHROPIC];
 
 /// Every wire API.
-pub static PROVIDERS: [ProviderSpec; 3] = [
+pub static PROVIDERS: [ProviderSpec; 4] = [
     ProviderSpec {
         kind: ProviderKind::OpenAi,
         name: "openai",
@@ -95,6 +108,7 @@ pub static PROVIDERS: [ProviderSpec; 3] = [
         default_model: "gpt-4.1-mini",
         build: |connection, _| Ok(Arc::new(OpenAiProvider::new(connection)?)),
         models_request: talaria_provider::openai::models_request,
+        built_in: false,
     },
     ProviderSpec {
         kind: ProviderKind::Anthropic,
@@ -112,6 +126,7 @@ pub static PROVIDERS: [ProviderSpec; 3] = [
             )?))
         },
         models_request: talaria_provider::anthropic::models_request,
+        built_in: false,
     },
     ProviderSpec {
         kind: ProviderKind::OpenAiResponses,
@@ -126,6 +141,18 @@ pub static PROVIDERS: [ProviderSpec; 3] = [
             )?))
         },
         models_request: talaria_provider::openai::models_request,
+        built_in: false,
+    },
+    ProviderSpec {
+        kind: ProviderKind::Demo,
+        name: "demo",
+        aliases: &["talaria-demo"],
+        service: &BUILT_IN,
+        default_model: talaria_provider::demo::DEMO_MODEL,
+        build: |_, _| Ok(Arc::new(DemoProvider::default())),
+        // Never sent: `talaria doctor` reaches no server for a built-in provider.
+        models_request: |client, _, _| client.get("http://127.0.0.1:9/"),
+        built_in: true,
     },
 ];
 
@@ -167,10 +194,21 @@ impl ProviderKind {
         self.service().url_variable
     }
 
-    /// The table of `config.toml` this provider's address and keys are in.
+    /// The table of `config.toml` this provider's address and keys are in (empty for the
+    /// built-in demo).
     pub fn table(self) -> &'static str {
         self.service().table
     }
+
+    /// Whether it runs inside Talaria (the demo): no server, no key, one model.
+    pub fn is_built_in(self) -> bool {
+        self.spec().built_in
+    }
+}
+
+/// The `config.toml` tables that hold services' keys (`api_key`, `api_keys`).
+pub fn key_tables() -> impl Iterator<Item = &'static str> {
+    SERVICES.iter().map(|service| service.table)
 }
 
 /// The service a `config.toml` table configures.
@@ -191,10 +229,14 @@ mod tests {
             ProviderKind::OpenAi,
             ProviderKind::Anthropic,
             ProviderKind::OpenAiResponses,
+            ProviderKind::Demo,
         ] {
             assert_eq!(PROVIDERS.iter().filter(|s| s.kind == kind).count(), 1);
             assert_eq!(ProviderKind::named(kind.as_str()), Some(kind));
-            assert!(SERVICES.iter().any(|s| std::ptr::eq(*s, kind.service())));
+            assert_eq!(
+                SERVICES.iter().any(|s| std::ptr::eq(*s, kind.service())),
+                !kind.is_built_in()
+            );
         }
         assert_eq!(
             ProviderKind::named(" Responses "),

@@ -6,6 +6,7 @@
 pub mod anthropic;
 pub mod cassette;
 pub mod classify;
+pub mod demo;
 pub mod error;
 pub mod http;
 pub mod model;

@@ -69,7 +69,9 @@ pub use env::EnvRules;
 pub use helper::{helper_main, init_main};
 pub use layers::{Layers, namespace_support, namespace_support_known, namespace_support_now};
 pub use policy::{DEFAULT_MAX_PROCESSES, HelperSpec, PathAccess, SandboxPolicy};
-pub use request::{HELPER_ARG, HELPER_FAILED, INIT_ARG, SPEC_ENV};
+pub use request::{
+    HELPER_ARG, HELPER_FAILED, INIT_ARG, SPEC_ENV, command_words, shell_line, shell_program,
+};
 
 /// Why the sandbox could not be entered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -25,6 +25,40 @@ pub const SPEC_ENV: &str = "TALARIA_SANDBOX_SPEC";
 /// or the program could not be executed); the reason is on standard error.
 pub const HELPER_FAILED: u8 = 125;
 
+/// The shell commands run in: bash where there is one.
+pub fn shell_program() -> &'static str {
+    if std::path::Path::new("/bin/bash").exists() {
+        "/bin/bash"
+    } else {
+        "/bin/sh"
+    }
+}
+
+/// A command as the arguments of `talaria-sandbox` in an editor's terminal: the command split
+/// at each space, so that a client that shows `PROGRAM ARGS…` (its card's title) shows the
+/// user's words, and [`shell_line`] joins them back byte for byte. `None` when the first
+/// word would read as one of the helper's own arguments (or is empty): such a command goes
+/// as `__sandbox SHELL -c COMMAND`.
+pub fn command_words(command: &str) -> Option<Vec<OsString>> {
+    let first = command.split(' ').next().unwrap_or_default();
+    if first.is_empty() || first == HELPER_ARG || first == INIT_ARG {
+        return None;
+    }
+    Some(command.split(' ').map(OsString::from).collect())
+}
+
+/// The helper's `SHELL -c COMMAND` for [`command_words`]' words.
+pub fn shell_line(words: impl Iterator<Item = OsString>) -> Vec<OsString> {
+    let mut command = OsString::new();
+    for (index, word) in words.enumerate() {
+        if index > 0 {
+            command.push(" ");
+        }
+        command.push(word);
+    }
+    vec![shell_program().into(), "-c".into(), command]
+}
+
 /// What the helper was asked to run.
 pub(crate) struct Request {
     pub spec: HelperSpec,
@@ -80,4 +114,27 @@ pub(crate) fn report_leftovers(left: usize, max_processes: u32, code: u8) -> u8 
         if left == 1 { "was" } else { "were" }
     );
     code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_split_into_words_is_joined_back_byte_for_byte() {
+        for command in [
+            "cargo test",
+            "grep -rn 'foo  bar' src | head -3",
+            "echo \"$HOME\"\nls  -la ",
+            "x",
+        ] {
+            let words = command_words(command).expect("words");
+            let line = shell_line(words.into_iter());
+            assert_eq!(line[1], "-c");
+            assert_eq!(line[2], command);
+        }
+        for helper_own in ["__sandbox /bin/sh -c x", "__sandbox-init x", " leading", ""] {
+            assert_eq!(command_words(helper_own), None, "{helper_own:?}");
+        }
+    }
 }

@@ -410,7 +410,7 @@ impl Config {
 
     /// `None` when credentials are configured; otherwise what the user must set.
     pub fn missing_credentials(&self) -> Option<String> {
-        if !self.endpoint().api_keys.is_empty() {
+        if self.provider.is_built_in() || !self.endpoint().api_keys.is_empty() {
             return None;
         }
         let var = self.provider.key_variable();

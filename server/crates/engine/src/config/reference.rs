@@ -39,7 +39,7 @@ pub const SETTINGS: &[Setting] = &[
         "string",
         "openai",
         "TALARIA_PROVIDER",
-        "The wire API: `openai` (Chat Completions and compatible servers), `openai-responses` (the Responses API) or `anthropic` (Messages).",
+        "The wire API: `openai` (Chat Completions and compatible servers), `openai-responses` (the Responses API), `anthropic` (Messages), or `demo` (the built-in demo model: scripted answers, no server, no key).",
     ),
     s(
         "model",

@@ -353,16 +353,25 @@ impl Config {
         let provider = provider_of(file.provider.as_deref(), &env_nonempty)?;
         let (context_window, context_window_set) =
             context_window_of(file.context_window, &env_nonempty)?;
-        let model = env_nonempty("TALARIA_MODEL")
-            .or(file.model)
-            .unwrap_or_else(|| provider.spec().default_model.into());
-        let mut models = file.models.unwrap_or_default();
-        if !models.contains(&model) {
-            models.insert(0, model.clone());
-        }
+        let (model, models) = if provider.is_built_in() {
+            // The demo has one model, whatever the file names for others.
+            let only = provider.spec().default_model.to_string();
+            (only.clone(), vec![only])
+        } else {
+            let model = env_nonempty("TALARIA_MODEL")
+                .or(file.model)
+                .unwrap_or_else(|| provider.spec().default_model.into());
+            let mut models = file.models.unwrap_or_default();
+            if !models.contains(&model) {
+                models.insert(0, model.clone());
+            }
+            (model, models)
+        };
         let mode = mode_of(file.mode.as_deref())?;
         let key_strategy = key_strategy_of(file.key_strategy.as_deref())?;
-        check_base_url(provider, bases.for_kind(provider), env)?;
+        if !provider.is_built_in() {
+            check_base_url(provider, bases.for_kind(provider), env)?;
+        }
         let fallback = fallbacks_of(file.fallback, &bases, env)?;
         let auxiliary = auxiliaries_of(file.auxiliary, provider, &model, &bases, env)?;
         let (titles, titles_set) = titles_of(file.titles, &env_nonempty);

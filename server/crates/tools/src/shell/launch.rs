@@ -288,7 +288,7 @@ impl Shell {
         let policy = policy.as_ref();
         Some(Launch {
             program: helper.clone(),
-            args: helper_args(&shell_args),
+            args: editor_args(helper, script, &shell_args),
             env: None,
             spec: Some(self.helper_spec(policy, Some(&self.rules), log)),
             shown: script.to_string(),
@@ -334,6 +334,17 @@ fn commands_may_replace(policy: &SandboxPolicy, path: &Path) -> bool {
         .flat_map(|p| [p.parent().map(Path::to_path_buf), Some(p)])
         .flatten()
         .any(|p| policy.access(&p) == talaria_sandbox::PathAccess::Writable)
+}
+
+/// The helper's arguments in an editor's terminal: the command's own words when the helper
+/// is `talaria-sandbox` (which joins them back into `SHELL -c SCRIPT`), so the editor shows
+/// the user's command after the helper's name; else `__sandbox SHELL -c SCRIPT`.
+fn editor_args(helper: &Path, script: &str, shell_args: &[OsString]) -> Vec<OsString> {
+    let dedicated = helper.file_name() == Some(std::ffi::OsStr::new("talaria-sandbox"));
+    dedicated
+        .then(|| talaria_sandbox::command_words(script))
+        .flatten()
+        .unwrap_or_else(|| helper_args(shell_args))
 }
 
 /// The helper's arguments: `__sandbox SHELL -c SCRIPT` (the policy travels in [`SPEC_ENV`]).

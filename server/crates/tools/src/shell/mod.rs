@@ -62,11 +62,7 @@ pub trait CommandRunner: Send + Sync {
 
 /// The shell used to run commands.
 pub fn shell_program() -> &'static str {
-    if std::path::Path::new("/bin/bash").exists() {
-        "/bin/bash"
-    } else {
-        "/bin/sh"
-    }
+    talaria_sandbox::shell_program()
 }
 
 /// Kills a whole process group; a group that is already gone is fine.
