@@ -1,0 +1,540 @@
+//! The invariants checked after every crash and every simulation step, on the same home:
+//!
+//! 1. **Answered is recorded**: every promise a client was given ([`Fact`]) holds in the
+//!    record after a restart — in the load's replay (what the next process shows) and in the
+//!    store once that process ended cleanly (spools written, none left).
+//! 2. **Bystanders untouched**: sessions the operation did not name have exactly the entries
+//!    they had before it.
+//! 3. **The record validates**: every session in the store loads, starts with its system
+//!    prompt, and its model view validates (every tool result has its call); the next model
+//!    request of each session is sent and the mock's pairing check takes it.
+//! 4. **Rewinds finish, nothing temporary is left**: no `.NAME.talaria-restore` in the
+//!    workspace (an operation's own file check says what its files must be).
+//! 5. **A fork is whole or absent**: an answered fork holds its parent's conversation; no
+//!    session in the store is empty.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use talaria_harness::{AgentProcess, MockReply};
+use talaria_record::{EntryBody, InputBlock, Transcript, UserPart};
+use talaria_store::{SessionStore, StoreError};
+
+use crate::home::{Faults, Home};
+use crate::ledger::{Fact, on_path};
+
+/// How long a restarted process may answer `-32010` (its store still opening) before a load
+/// counts as failed.
+const STORE_OPENS_WITHIN: Duration = Duration::from_secs(20);
+const WAIT: Duration = Duration::from_secs(20);
+
+/// Every session's entries as the store holds them (JSON per entry, on the path and off it).
+pub type Snapshot = BTreeMap<String, Vec<String>>;
+
+/// The entries of `sessions` now (read off the async runtime: PostgreSQL's client blocks).
+pub async fn snapshot(home: &Home, sessions: &[String]) -> anyhow::Result<Snapshot> {
+    let store = open_store(home).await?;
+    let sessions = sessions.to_vec();
+    let taken = tokio::task::spawn_blocking(move || {
+        let mut taken = Snapshot::new();
+        for session in sessions {
+            let (_, transcript) = store.load(&session)?;
+            taken.insert(session, entries_json(&transcript));
+        }
+        Ok::<_, StoreError>(taken)
+    })
+    .await??;
+    Ok(taken)
+}
+
+async fn open_store(home: &Home) -> anyhow::Result<std::sync::Arc<dyn SessionStore>> {
+    let kind = home.store.clone();
+    let path = home.sqlite_path();
+    let store = tokio::task::spawn_blocking(move || -> Result<_, StoreError> {
+        Ok(match kind {
+            crate::home::StoreKind::Sqlite => {
+                std::sync::Arc::new(talaria_store::SqliteStore::open(&path)?)
+                    as std::sync::Arc<dyn SessionStore>
+            }
+            crate::home::StoreKind::Postgres(url) => {
+                std::sync::Arc::new(talaria_store::PgStore::connect(&url)?)
+            }
+        })
+    })
+    .await??;
+    Ok(store)
+}
+
+fn entries_json(transcript: &Transcript) -> Vec<String> {
+    transcript
+        .all_entries()
+        .iter()
+        .map(|e| serde_json::to_string(e).unwrap_or_default())
+        .collect()
+}
+
+/// What a check is given besides the home.
+pub struct Expected<'a> {
+    /// Every promise every client of the run was given.
+    pub facts: Vec<Fact>,
+    /// Sessions no client touched since this snapshot.
+    pub bystanders: &'a Snapshot,
+}
+
+/// What the checks found wrong (empty: every invariant holds).
+#[derive(Debug, Default)]
+pub struct Problems(pub Vec<String>);
+
+impl Problems {
+    pub fn say(&mut self, problem: impl Into<String>) {
+        self.0.push(problem.into());
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl std::fmt::Display for Problems {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for problem in &self.0 {
+            writeln!(f, "- {problem}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Restarts an agent on `home` (no faults), loads and prompts every promised session, ends it
+/// cleanly, then reads the store: the invariants above. The home must have no live agent that
+/// holds a promised session.
+pub async fn check_after_restart(home: &Home, expected: &Expected<'_>) -> Problems {
+    let mut problems = Problems::default();
+    let facts = live_facts(&expected.facts);
+    let sessions = sessions_of(&facts);
+    let deleted: HashSet<String> = expected
+        .facts
+        .iter()
+        .filter_map(|f| match f {
+            Fact::Deleted { session } => Some(session.clone()),
+            _ => None,
+        })
+        .collect();
+    match home.initialized(&Faults::default()).await {
+        Ok(mut agent) => {
+            for session in &sessions {
+                // A bystander is loaded, not prompted: its entries are compared below.
+                let prompted = !expected.bystanders.contains_key(session);
+                check_load(home, &mut agent, session, &facts, prompted, &mut problems).await;
+            }
+            for session in &deleted {
+                check_gone(home, &mut agent, session, &mut problems).await;
+            }
+            agent.close_stdin();
+            match agent.wait_exit(WAIT).await {
+                Ok(status) if status.success() => {}
+                other => problems.say(format!(
+                    "the restarted agent did not exit cleanly: {other:?}\n{}",
+                    tail(&agent.stderr())
+                )),
+            }
+        }
+        Err(e) => problems.say(format!("the restarted agent did not start: {e}")),
+    }
+    for refused in home.mock.take_problems() {
+        problems.say(format!("the mock refused a request: {refused}"));
+    }
+    check_store(home, expected, &facts, &sessions, &deleted, &mut problems).await;
+    for left in home.leftover_temporaries() {
+        problems.say(format!(
+            "a restore's temporary file is left: {}",
+            left.display()
+        ));
+    }
+    problems
+}
+
+/// Promises about sessions that were not deleted afterwards.
+fn live_facts(facts: &[Fact]) -> Vec<Fact> {
+    let deleted: HashSet<&str> = facts
+        .iter()
+        .filter_map(|f| match f {
+            Fact::Deleted { session } => Some(session.as_str()),
+            _ => None,
+        })
+        .collect();
+    facts
+        .iter()
+        .filter(|f| !deleted.contains(f.session()))
+        .cloned()
+        .collect()
+}
+
+fn sessions_of(facts: &[Fact]) -> Vec<String> {
+    let mut sessions: Vec<String> = Vec::new();
+    for fact in facts.iter().filter(|f| f.requires_session()) {
+        if !sessions.iter().any(|s| s == fact.session()) {
+            sessions.push(fact.session().to_string());
+        }
+    }
+    sessions
+}
+
+/// Sends `method` until it is not answered "unavailable, try again" (`-32010`).
+async fn request_when_open(agent: &mut AgentProcess, method: &str, params: Value) -> Value {
+    let until = Instant::now() + STORE_OPENS_WITHIN;
+    loop {
+        let answer = match agent.request(method, params.clone()).await {
+            Ok(answer) => answer,
+            Err(e) => return json!({"error": {"code": 0, "message": e.to_string()}}),
+        };
+        if answer["error"]["code"] != -32010 || Instant::now() > until {
+            return answer;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Loads `session`: its replay shows every promised message on its path; then its next
+/// prompt is answered (the mock checks the request).
+async fn check_load(
+    home: &Home,
+    agent: &mut AgentProcess,
+    session: &str,
+    facts: &[Fact],
+    prompted: bool,
+    problems: &mut Problems,
+) {
+    let from = agent.transcript.len();
+    let params = json!({"sessionId": session, "cwd": home.workspace(), "mcpServers": []});
+    let loaded = request_when_open(agent, "session/load", params).await;
+    if loaded.get("result").is_none() {
+        problems.say(format!(
+            "{session} does not load after the restart: {loaded}"
+        ));
+        return;
+    }
+    for problem in replay_problems(&agent.transcript[from..], session, facts) {
+        problems.say(format!("after the restart: {problem}"));
+    }
+    if !prompted {
+        return;
+    }
+    home.mock
+        .push(MockReply::text(&["answered after the restart"]));
+    let answer = agent
+        .request(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": "after the restart"}]}),
+        )
+        .await;
+    match answer {
+        Ok(answer) if answer["result"]["stopReason"] == "end_turn" => {}
+        other => problems.say(format!(
+            "{session}: the next prompt after the restart was not answered: {other:?}"
+        )),
+    }
+}
+
+/// What a load's replay (the messages from the load on) misses of the messages promised on
+/// `session`'s path.
+pub fn replay_problems(messages: &[Value], session: &str, facts: &[Fact]) -> Vec<String> {
+    let replayed: Vec<Value> = messages
+        .iter()
+        .filter(|m| m["method"] == "session/update" && m["params"]["sessionId"] == session)
+        .map(|m| m["params"]["update"].clone())
+        .collect();
+    let mut problems = Vec::new();
+    for fact in on_path(facts, session) {
+        if let Fact::Said { entry, text, .. } = fact {
+            let shown = replayed_text(&replayed, &format!("agent-{entry}"));
+            if shown != *text {
+                problems.push(format!(
+                    "{session}: answer agent-{entry} {text:?} replays as {shown:?}"
+                ));
+            }
+        }
+    }
+    problems
+}
+
+/// The sessions the promises say exist.
+pub fn promised_sessions(facts: &[Fact]) -> Vec<String> {
+    sessions_of(&live_facts(facts))
+}
+
+/// Whether `session`'s stored record has a rewind marker.
+pub async fn has_rewind(home: &Home, session: &str) -> bool {
+    let Ok(store) = open_store(home).await else {
+        return false;
+    };
+    let session = session.to_string();
+    tokio::task::spawn_blocking(move || {
+        store.load(&session).is_ok_and(|(_, t)| {
+            t.all_entries()
+                .iter()
+                .any(|e| matches!(e.body, EntryBody::Rewound { .. }))
+        })
+    })
+    .await
+    .unwrap_or(false)
+}
+
+/// `session`'s path as stored (JSON per entry).
+pub async fn path_json(home: &Home, session: &str) -> anyhow::Result<Vec<String>> {
+    let store = open_store(home).await?;
+    let session = session.to_string();
+    let transcript = tokio::task::spawn_blocking(move || store.load(&session))
+        .await??
+        .1;
+    Ok(transcript
+        .entries()
+        .iter()
+        .map(|e| serde_json::to_string(e).unwrap_or_default())
+        .collect())
+}
+
+/// The text an answer's chunks showed in a replay.
+fn replayed_text(replayed: &[Value], message_id: &str) -> String {
+    replayed
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk" && u["messageId"] == message_id)
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect()
+}
+
+/// A deleted session loads no more.
+async fn check_gone(home: &Home, agent: &mut AgentProcess, session: &str, problems: &mut Problems) {
+    let params = json!({"sessionId": session, "cwd": home.workspace(), "mcpServers": []});
+    let loaded = request_when_open(agent, "session/load", params).await;
+    if loaded.get("result").is_some() {
+        problems.say(format!(
+            "{session} was deleted and loads again after the restart"
+        ));
+    }
+}
+
+/// The store, read directly once every agent ended.
+async fn check_store(
+    home: &Home,
+    expected: &Expected<'_>,
+    facts: &[Fact],
+    sessions: &[String],
+    deleted: &HashSet<String>,
+    problems: &mut Problems,
+) {
+    let store = match open_store(home).await {
+        Ok(store) => store,
+        Err(e) => return problems.say(format!("the store does not open: {e}")),
+    };
+    let facts = facts.to_vec();
+    let sessions = sessions.to_vec();
+    let deleted = deleted.clone();
+    let bystanders = expected.bystanders.clone();
+    let found = tokio::task::spawn_blocking(move || {
+        let mut problems = Problems::default();
+        read_store(
+            store.as_ref(),
+            &facts,
+            &sessions,
+            &deleted,
+            &bystanders,
+            &mut problems,
+        );
+        problems
+    })
+    .await;
+    match found {
+        Ok(found) => problems.0.extend(found.0),
+        Err(e) => problems.say(format!("reading the store panicked: {e}")),
+    }
+    if !home.spooled().is_empty() {
+        problems.say(format!(
+            "spools are left after a clean exit on a healthy store: {:?}",
+            home.spooled()
+        ));
+    }
+}
+
+fn read_store(
+    store: &dyn SessionStore,
+    facts: &[Fact],
+    sessions: &[String],
+    deleted: &HashSet<String>,
+    bystanders: &Snapshot,
+    problems: &mut Problems,
+) {
+    for session in sessions {
+        match store.load(session) {
+            Ok((_, transcript)) => {
+                for fact in facts.iter().filter(|f| f.session() == session) {
+                    if let Err(why) = holds(fact, &transcript) {
+                        problems.say(format!("{session}: {why}"));
+                    }
+                }
+            }
+            Err(e) => problems.say(format!("{session} is not in the store: {e}")),
+        }
+    }
+    for fact in facts {
+        match fact {
+            Fact::WholeOrGone {
+                session,
+                holds: held,
+            } => match store.load(session) {
+                Err(StoreError::NotFound(_)) => {}
+                Ok((_, transcript)) => {
+                    for h in held {
+                        if let Err(why) = holds(h, &transcript) {
+                            problems.say(format!("{session} is there but not whole: {why}"));
+                        }
+                    }
+                }
+                Err(e) => problems.say(format!("{session} does not load: {e}")),
+            },
+            Fact::CopiesOf { parent, path } => copies_whole(store, parent, path, problems),
+            _ => {}
+        }
+    }
+    for session in deleted {
+        if store.load(session).is_ok() {
+            problems.say(format!("{session} was deleted and is in the store again"));
+        }
+    }
+    for (session, before) in bystanders {
+        match store.load(session) {
+            Ok((_, transcript)) if entries_json(&transcript) == *before => {}
+            Ok((_, transcript)) => problems.say(format!(
+                "bystander {session} changed: {} entries before, {} now",
+                before.len(),
+                transcript.all_entries().len()
+            )),
+            Err(e) => problems.say(format!("bystander {session} is gone: {e}")),
+        }
+    }
+    every_session_whole(store, problems);
+}
+
+/// Every fork of `parent` in the store starts with exactly `path`.
+fn copies_whole(store: &dyn SessionStore, parent: &str, path: &[String], problems: &mut Problems) {
+    let listed = store
+        .list(None, None, 1000)
+        .map(|p| p.sessions)
+        .unwrap_or_default();
+    for fork in listed
+        .iter()
+        .filter(|m| m.parent_id.as_deref() == Some(parent))
+    {
+        let Ok((_, transcript)) = store.load(&fork.id) else {
+            continue;
+        };
+        let copied = entries_json(&transcript);
+        if copied.len() < path.len() || copied[..path.len()] != *path {
+            problems.say(format!(
+                "fork {} of {parent} is not a whole copy: {} of its {} entries",
+                fork.id,
+                copied.iter().zip(path).take_while(|(a, b)| a == b).count(),
+                path.len()
+            ));
+        }
+    }
+}
+
+/// Every session in the store loads, starts with its system prompt and validates.
+fn every_session_whole(store: &dyn SessionStore, problems: &mut Problems) {
+    let listed = match store.list(None, None, 1000) {
+        Ok(page) => page.sessions,
+        Err(e) => return problems.say(format!("the store does not list: {e}")),
+    };
+    for meta in listed {
+        match store.load(&meta.id) {
+            Ok((_, transcript)) => {
+                if !matches!(
+                    transcript.entries().first().map(|e| &e.body),
+                    Some(EntryBody::System { .. })
+                ) {
+                    problems.say(format!(
+                        "{} (parent {:?}) has no system prompt: an empty or broken record of {} entries",
+                        meta.id,
+                        meta.parent_id,
+                        transcript.all_entries().len()
+                    ));
+                }
+                if let Err(violations) = transcript.validate() {
+                    problems.say(format!(
+                        "{}'s record does not validate: {violations:?}",
+                        meta.id
+                    ));
+                }
+            }
+            Err(e) => problems.say(format!("{} is listed and does not load: {e}", meta.id)),
+        }
+    }
+}
+
+/// Whether `fact` holds in `transcript` (the session's record), or why not.
+fn holds(fact: &Fact, transcript: &Transcript) -> Result<(), String> {
+    let all = transcript.all_entries();
+    let find = |id: u64| all.iter().find(|e| e.id == id);
+    match fact {
+        Fact::Said { entry, text, .. } => match find(*entry).map(|e| &e.body) {
+            Some(EntryBody::Assistant(answer)) if answer.text == *text => Ok(()),
+            Some(other) => Err(format!(
+                "answer {entry} {text:?} is {other:?} in the record"
+            )),
+            None => Err(format!("answer {entry} {text:?} is not in the record")),
+        },
+        Fact::Asked { entry, text, .. } => match find(*entry).map(|e| &e.body) {
+            Some(EntryBody::User { input, model_view }) if user_text(input, model_view).contains(text.as_str()) => Ok(()),
+            Some(other) => Err(format!("message {entry} {text:?} is {other:?} in the record")),
+            None => Err(format!("message {entry} {text:?} is not in the record")),
+        },
+        Fact::ToolDone { client_id, .. } => all
+            .iter()
+            .any(|e| matches!(&e.body, EntryBody::ToolResult(r) if r.client_id == *client_id))
+            .then_some(())
+            .ok_or_else(|| format!("the result of tool call {client_id} is not in the record")),
+        Fact::Steered { text, .. } => all
+            .iter()
+            .any(|e| matches!(&e.body, EntryBody::User { input, model_view } if user_text(input, model_view).contains(text.as_str())))
+            .then_some(())
+            .ok_or_else(|| format!("the steered message {text:?} is not in the record")),
+        Fact::Forked { parent, holds: held, .. } => {
+            if !matches!(transcript.entries().first().map(|e| &e.body), Some(EntryBody::System { .. })) {
+                return Err(format!("the fork of {parent} has no system prompt"));
+            }
+            held.iter()
+                .try_for_each(|h| holds(h, transcript))
+                .map_err(|why| format!("the fork of {parent} is not whole: {why}"))
+        }
+        Fact::Rewound { .. } => all
+            .iter()
+            .any(|e| matches!(e.body, EntryBody::Rewound { .. }))
+            .then_some(())
+            .ok_or_else(|| "an answered rewind is not in the record".to_string()),
+        Fact::Compacted { .. } => all
+            .iter()
+            .any(|e| matches!(e.body, EntryBody::Summary { .. }))
+            .then_some(())
+            .ok_or_else(|| "an answered compaction has no summary in the record".to_string()),
+        Fact::Deleted { .. } | Fact::WholeOrGone { .. } | Fact::CopiesOf { .. } => Ok(()),
+    }
+}
+
+/// A user entry's text, as received and as the model saw it.
+fn user_text(input: &[InputBlock], model_view: &[UserPart]) -> String {
+    let mut text = UserPart::joined_text(model_view, "\n");
+    for block in input {
+        if let InputBlock::Text { text: t } = block {
+            text.push('\n');
+            text.push_str(t);
+        }
+    }
+    text
+}
+
+/// The last lines of a process's log, for a failure's message.
+pub fn tail(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(30)..].join("\n")
+}

@@ -1,0 +1,3 @@
+//! `talaria-sim`: runs the seeded simulation (placeholder until the driver lands).
+
+fn main() {}
