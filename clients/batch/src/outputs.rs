@@ -167,10 +167,12 @@ impl OutputDir {
         let path = self.dir.join("results.jsonl");
         let mut line = serde_json::to_string(&result).unwrap_or_default();
         line.push('\n');
+        talaria_util::failpoint::step("batch::result::before");
         self.results
             .write_all(line.as_bytes())
             .and_then(|()| self.results.sync_data())
             .map_err(io(&path))?;
+        talaria_util::failpoint::step("batch::result::after");
         self.finished.push(result);
         Ok(())
     }
@@ -219,10 +221,13 @@ pub fn write_trajectory(
     let text = serde_json::to_vec_pretty(&shaped).unwrap_or_default();
     // Synced before it is renamed: the result line that follows never names a trajectory
     // a power cut could lose.
+    talaria_util::failpoint::step("batch::trajectory::before");
     std::fs::File::create(&aside)
         .and_then(|mut file| file.write_all(&text).and_then(|()| file.sync_data()))
         .and_then(|()| std::fs::rename(&aside, &path))
-        .map_err(io(&path))
+        .map_err(io(&path))?;
+    talaria_util::failpoint::step("batch::trajectory::after");
+    Ok(())
 }
 
 /// `DIR/problems.jsonl`: the dataset's bad lines.

@@ -113,9 +113,11 @@ async fn copy(journal: Journal, params: &acp::ForkSessionRequest) -> Result<Copi
         cost: None,
         ..meta.clone()
     };
+    talaria_util::failpoint::step("fork::copy::before");
     journal.create(child.clone());
     journal.claim(&id);
     journal.append_entries(&id, entries);
+    talaria_util::failpoint::step("fork::copy::after");
     Ok(Copied {
         id,
         meta: child,

@@ -420,9 +420,11 @@ impl Agent {
             // Then it is free for others (in order, after what it wrote): answered once it
             // is, or once the deadline passed (it is released when the store can).
             if let Some(journal) = journal {
+                talaria_util::failpoint::step("close::release::before");
                 journal.release(&id);
                 let left = deadline.saturating_duration_since(tokio::time::Instant::now());
                 journal.committed_within(&id, left).await;
+                talaria_util::failpoint::step("close::release::after");
             }
             tracing::info!(session = %id, "session closed");
             Ok(())

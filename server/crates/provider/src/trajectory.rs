@@ -158,6 +158,7 @@ impl TrajectoryLog {
                 return;
             }
         };
+        talaria_util::failpoint::step("trajectory::write::before");
         let done = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
@@ -167,7 +168,10 @@ impl TrajectoryLog {
             .and_then(|mut file| file.write_all(&text))
             .and_then(|()| std::fs::rename(&aside, &self.path));
         match done {
-            Ok(()) => *written = snapshot.number,
+            Ok(()) => {
+                talaria_util::failpoint::step("trajectory::write::after");
+                *written = snapshot.number;
+            }
             Err(error) => {
                 tracing::warn!(path = %self.path.display(), "cannot write the trajectory: {error}")
             }

@@ -329,12 +329,14 @@ impl Journal {
 
     fn append(&self, session_id: &str, entries: Vec<EncodedEntry>) -> bool {
         let count = entries.len();
+        talaria_util::failpoint::step("journal::append::before");
         self.shared.waiting.sent(session_id, &entries);
         self.shared.queued.fetch_add(count, Ordering::AcqRel);
         let sent = self.send(Write::Append(session_id.to_string(), entries));
         if !sent {
             self.shared.queued.fetch_sub(count, Ordering::AcqRel);
         }
+        talaria_util::failpoint::step("journal::append::after");
         sent
     }
 

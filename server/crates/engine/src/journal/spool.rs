@@ -219,9 +219,11 @@ impl Spool {
         let Some(own) = &mut self.own else {
             return;
         };
+        talaria_util::failpoint::step("spool::sync::before");
         if let Err(error) = own.file.sync_data() {
             tracing::error!(path = %own.path.display(), "syncing the spool failed: {error}");
         }
+        talaria_util::failpoint::step("spool::sync::after");
     }
 
     /// Everything spooled is in the store: the file starts again empty.
@@ -232,6 +234,7 @@ impl Spool {
         if own.len == 0 || self.keep {
             return;
         }
+        talaria_util::failpoint::step("spool::drain::before");
         if own.spilled_into {
             // Spilled bodies may still be read from it: a new file takes the next writes.
             if let Err(error) = std::fs::remove_file(&own.path) {
@@ -239,6 +242,7 @@ impl Spool {
             }
             self.own = None;
             self.dirty = false;
+            talaria_util::failpoint::step("spool::drain::after");
             return;
         }
         let emptied = own.file.set_len(0).and_then(|()| own.file.rewind());
@@ -247,6 +251,7 @@ impl Spool {
             Err(error) => tracing::warn!(path = %own.path.display(), "emptying the spool: {error}"),
         }
         self.dirty = false;
+        talaria_util::failpoint::step("spool::drain::after");
     }
 
     /// The store can never open as configured: what is spooled stays for a process that can
@@ -287,6 +292,7 @@ impl Spool {
             let Some(records) = orphan_records(&path) else {
                 continue;
             };
+            talaria_util::failpoint::step("spool::adopt::before");
             for record in &records {
                 match record {
                     Spooled::Create(meta) => self.create(meta),
@@ -304,14 +310,17 @@ impl Spool {
                 // Not copied anywhere: the file stays for a process that can.
                 continue;
             }
+            talaria_util::failpoint::step("spool::adopt::after");
             tracing::info!(
                 path = %path.display(),
                 writes = records.len(),
                 "adopted the spool of a process that ended with writes waiting for the store"
             );
+            talaria_util::failpoint::step("spool::unlink::before");
             if let Err(error) = std::fs::remove_file(&path) {
                 tracing::warn!(path = %path.display(), "removing an adopted spool: {error}");
             }
+            talaria_util::failpoint::step("spool::unlink::after");
             adopted.extend(records);
         }
         adopted
@@ -327,9 +336,16 @@ impl Spool {
     /// Appends one whole line (where it starts, once written); a line that cannot be written
     /// whole is cut off again, so the file only ever holds whole lines.
     fn write_line(&mut self, line: &[u8]) -> Option<u64> {
+        // Set to `return`, the write fails as on a full disk (ENOSPC).
+        let refused = talaria_util::failpoint::injected("spool::write::before");
         let own = self.own_file()?;
         let at = own.len;
-        let failed = match own.file.write_all(line) {
+        let written = if refused {
+            Err(std::io::Error::from_raw_os_error(nix::libc::ENOSPC))
+        } else {
+            own.file.write_all(line)
+        };
+        let failed = match written {
             Ok(()) => {
                 own.len += line.len() as u64;
                 None
@@ -342,6 +358,7 @@ impl Spool {
         };
         match failed {
             None => {
+                talaria_util::failpoint::step("spool::write::after");
                 self.dirty = true;
                 self.failing = false;
                 Some(at)

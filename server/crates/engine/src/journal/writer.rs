@@ -536,8 +536,11 @@ impl Writer {
             }
             return;
         };
-        let whole = match store.append_batch(appends) {
+        let committed =
+            refused_at("journal::commit::before").and_then(|()| store.append_batch(appends));
+        let whole = match committed {
             Ok(()) => {
+                talaria_util::failpoint::step("journal::commit::after");
                 for (session, entries) in appends.drain(..) {
                     self.shared.waiting.committed(&session, &entries);
                 }
@@ -571,8 +574,15 @@ impl Writer {
         match write {
             Write::Create(meta) => {
                 let session = meta.id.clone();
-                match self.try_store(&session, |store| store.create(&meta)) {
-                    Ok(()) => self.shared.waiting.create_committed(&session),
+                let created = self.try_store(&session, |store| {
+                    refused_at("journal::create::before")?;
+                    store.create(&meta)
+                });
+                match created {
+                    Ok(()) => {
+                        talaria_util::failpoint::step("journal::create::after");
+                        self.shared.waiting.create_committed(&session);
+                    }
                     Err(error) => {
                         tracing::warn!(session = %session, "saving the new session: {error}");
                         self.wait_create(meta, &error.0);
@@ -597,10 +607,15 @@ impl Writer {
             Write::Update(session, update) => {
                 if self.unsaved.contains_key(&session) {
                     self.wait_update(&session, None, update);
-                } else if let Err(error) =
-                    self.try_store(&session, |store| store.update(&session, &update))
-                {
-                    self.wait_update(&session, Some(&error.0), update);
+                } else {
+                    let updated = self.try_store(&session, |store| {
+                        refused_at("journal::update::before")?;
+                        store.update(&session, &update)
+                    });
+                    match updated {
+                        Ok(()) => talaria_util::failpoint::step("journal::update::after"),
+                        Err(error) => self.wait_update(&session, Some(&error.0), update),
+                    }
                 }
             }
             Write::Barrier(session, reply) => {
@@ -804,6 +819,7 @@ fn write_backlog(
     session: &str,
     backlog: &mut Backlog,
 ) -> Result<(), StoreError> {
+    refused_at("journal::backlog::before")?;
     if let Some(meta) = &backlog.create {
         store.create(meta)?;
         backlog.create = None;
@@ -829,6 +845,16 @@ fn write_backlog(
             holding(store.release(session))?;
         }
         backlog.release = None;
+    }
+    talaria_util::failpoint::step("journal::backlog::after");
+    Ok(())
+}
+
+/// A failpoint at a step the store may refuse: set to `return`, the step fails as it would
+/// on a full disk.
+fn refused_at(point: &'static str) -> Result<(), StoreError> {
+    if talaria_util::failpoint::injected(point) {
+        return Err(StoreError::Full(format!("injected at {point}")));
     }
     Ok(())
 }

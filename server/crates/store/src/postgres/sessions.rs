@@ -304,7 +304,14 @@ impl SessionStore for PgStore {
         let held_before = super::lock(&self.held).contains(session_id);
         self.claim(session_id)?;
         let deleted = self.with(|client| {
-            Ok(client.execute("DELETE FROM sessions WHERE id = $1", &[&session_id])?)
+            if talaria_util::failpoint::injected("delete::commit::before") {
+                return Err(StoreError::Full(
+                    "injected at delete::commit::before".into(),
+                ));
+            }
+            let removed = client.execute("DELETE FROM sessions WHERE id = $1", &[&session_id])?;
+            talaria_util::failpoint::step("delete::commit::after");
+            Ok(removed)
         });
         if !held_before || matches!(deleted, Ok(1)) {
             self.release(session_id)?;

@@ -619,7 +619,13 @@ impl SessionStore for SqliteStore {
             let removed = tx
                 .execute("DELETE FROM sessions WHERE id = ?1", params![session_id])
                 .map_err(classify)?;
+            if talaria_util::failpoint::injected("delete::commit::before") {
+                return Err(StoreError::Full(
+                    "injected at delete::commit::before".into(),
+                ));
+            }
             tx.commit().map_err(classify)?;
+            talaria_util::failpoint::step("delete::commit::after");
             Ok(removed > 0)
         })();
         match &deleted {

@@ -86,6 +86,7 @@ pub fn salvage(path: &Path) -> Result<(SqliteStore, Salvage), StoreError> {
     let building = suffixed(path, ".salvaging");
     remove_with_journals(&building);
     let (metas, entries, partial) = read_what_reads(path);
+    talaria_util::failpoint::step("salvage::build::before");
     let built = build(&building, &metas, entries);
     let (sessions, entries) = match built {
         Ok(counts) => counts,
@@ -94,10 +95,13 @@ pub fn salvage(path: &Path) -> Result<(SqliteStore, Salvage), StoreError> {
             return Err(full_or(error, path));
         }
     };
+    talaria_util::failpoint::step("salvage::build::after");
     sync_file(&building)?;
     let done = suffixed(path, ".salvaged");
+    talaria_util::failpoint::step("salvage::complete::before");
     std::fs::rename(&building, &done).map_err(|e| moved(path, &e))?;
     sync_parent(path);
+    talaria_util::failpoint::step("salvage::complete::after");
     let damaged_copy = put_in_place(path, &done)?;
     let store = SqliteStore::open(path)?;
     let salvage = Salvage {
@@ -131,6 +135,7 @@ pub(super) fn finish_interrupted(path: &Path) -> Result<Option<PathBuf>, StoreEr
 /// Step 3: the damaged file (if still at `path`) keeps a name of its own with its journals,
 /// and the complete new store takes its place.
 fn put_in_place(path: &Path, done: &Path) -> Result<PathBuf, StoreError> {
+    talaria_util::failpoint::step("salvage::place::before");
     let copy = PathBuf::from(format!(
         "{}.damaged-{}",
         path.display(),
@@ -151,6 +156,7 @@ fn put_in_place(path: &Path, done: &Path) -> Result<PathBuf, StoreError> {
     }
     std::fs::rename(done, path).map_err(|e| moved(path, &e))?;
     sync_parent(path);
+    talaria_util::failpoint::step("salvage::place::after");
     Ok(copy)
 }
 
