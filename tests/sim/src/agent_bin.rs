@@ -1,14 +1,15 @@
 //! The agent under test: a `talaria` built with failpoints (and the PostgreSQL store), named
-//! by `TALARIA_FAILPOINTS_BIN` (CI builds it once, `tests/run-all.sh`), else built here once
-//! per test process and copied beside the usual binary as `talaria-failpoints`.
+//! by `TALARIA_BIN` (tests/run-all.sh builds every suite's agent so), else built here once per
+//! test process and copied beside the usual binary as `talaria-failpoints`. A build without
+//! failpoints passes no point: the suite says so and fails.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-/// The failpoints build's path (built on first use when `TALARIA_FAILPOINTS_BIN` is unset).
+/// The failpoints build's path (built on first use when `TALARIA_BIN` is unset).
 pub fn failpoints_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| match std::env::var_os("TALARIA_FAILPOINTS_BIN") {
+    BIN.get_or_init(|| match std::env::var_os("TALARIA_BIN") {
         Some(path) => PathBuf::from(path),
         None => build(),
     })

@@ -9,8 +9,8 @@ use futures_util::StreamExt;
 
 use crate::client::Client;
 use crate::home::{Faults, Home, StoreKind};
-use crate::invariants::{Expected, Problems, check_after_restart, has_rewind, tail};
-use crate::operations::{CONFIG, Marks, Operation, Prepared};
+use crate::invariants::{Expected, Problems, Replay, check_after_restart, has_rewind, tail};
+use crate::operations::{CONFIG, Marks, Operation};
 use crate::points::{Pass, chosen, names, passes_from, read_trace};
 
 /// What happens at the point.
@@ -93,8 +93,10 @@ impl SuiteReport {
             .iter()
             .filter(|r| r.landed == Landed::AtThePoint)
             .count();
+        let slowest = self.runs.iter().max_by_key(|r| r.took);
         format!(
-            "{} ({}, {}): {} points, {} passes, {} runs ({} at the point), {} failed, {:.1} s",
+            "{} ({}, {}): {} points, {} passes, {} runs ({} at the point), {} failed, {:.1} s \
+             (slowest: {})",
             self.operation.name(),
             self.variant.name(),
             if self.postgres { "postgres" } else { "sqlite" },
@@ -103,7 +105,12 @@ impl SuiteReport {
             self.runs.len(),
             landed,
             self.failures().len(),
-            self.took.as_secs_f64()
+            self.took.as_secs_f64(),
+            slowest.map_or(String::new(), |r| format!(
+                "{} {:.1} s",
+                r.pass,
+                r.took.as_secs_f64()
+            ))
         )
     }
 
@@ -285,7 +292,7 @@ type Cut = (Landed, Problems, Option<std::path::PathBuf>);
 
 /// Prepares a home, runs the operation cut at `pass`, restarts and checks.
 async fn cut_at(operation: Operation, options: &SuiteOptions, pass: Pass) -> anyhow::Result<Cut> {
-    let home = fresh_home(options).await?;
+    let mut home = fresh_home(options).await?;
     let prepared = operation.prepare(&home).await?;
     let trace = home.scratch("trace");
     let mut faults = Faults {
@@ -322,16 +329,20 @@ async fn cut_at(operation: Operation, options: &SuiteOptions, pass: Pass) -> any
     client.collect().await;
     let mut facts = prepared.facts.clone();
     facts.extend(client.ledger().facts);
+    let mut replays = Vec::new();
     if let Some(mut sibling) = sibling {
-        facts.extend(after_the_crash(&mut sibling, &home, &prepared, &facts, &mut problems).await);
+        let (more, shown) = after_the_crash(&mut sibling, &home, &facts, &mut problems).await;
+        facts.extend(more);
+        replays = shown;
     }
     let expected = Expected {
         facts,
         bystanders: &prepared.bystanders,
+        replays,
     };
     problems
         .0
-        .extend(check_after_restart(&home, &expected).await.0);
+        .extend(check_after_restart(&mut home, &expected).await.0);
     let rewound = has_rewind(&home, &prepared.main).await;
     problems
         .0
@@ -432,21 +443,19 @@ async fn end_cleanly(client: &mut Client, problems: &mut Problems) {
 async fn after_the_crash(
     sibling: &mut Client,
     home: &Home,
-    prepared: &Prepared,
     facts: &[crate::ledger::Fact],
     problems: &mut Problems,
-) -> Vec<crate::ledger::Fact> {
-    let _ = prepared;
+) -> (Vec<crate::ledger::Fact>, Vec<Replay>) {
+    let mut replays = Vec::new();
     for session in &crate::invariants::promised_sessions(facts) {
         let from = sibling.agent.transcript.len();
         match sibling.load(session, &home.workspace()).await {
             Ok(answer) if answer.get("result").is_some() => {
-                let replay = &sibling.agent.transcript[from..];
-                for problem in crate::invariants::replay_problems(replay, session, facts) {
-                    problems
-                        .0
-                        .push(format!("the live sibling's load: {problem}"));
-                }
+                replays.push(Replay {
+                    who: "the live sibling".into(),
+                    session: session.clone(),
+                    messages: sibling.agent.transcript[from..].to_vec(),
+                });
                 home.script([talaria_harness::MockReply::text(&[&format!(
                     "the sibling answers in {session}"
                 )])]);
@@ -463,5 +472,5 @@ async fn after_the_crash(
         }
     }
     end_cleanly(sibling, problems).await;
-    sibling.ledger().facts
+    (sibling.ledger().facts, replays)
 }

@@ -13,11 +13,11 @@
 //! 5. **A fork is whole or absent**: an answered fork holds its parent's conversation; no
 //!    session in the store is empty.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use talaria_harness::{AgentProcess, MockReply};
+use talaria_harness::{AgentProcess, MockLlm, MockReply};
 use talaria_record::{EntryBody, InputBlock, Transcript, UserPart};
 use talaria_store::{SessionStore, StoreError};
 
@@ -80,6 +80,17 @@ pub struct Expected<'a> {
     pub facts: Vec<Fact>,
     /// Sessions no client touched since this snapshot.
     pub bystanders: &'a Snapshot,
+    /// Loads other processes made during the run (a live sibling's), judged like the
+    /// restarted process's own.
+    pub replays: Vec<Replay>,
+}
+
+/// What a load showed of a session: the messages from the load request on.
+#[derive(Debug, Clone)]
+pub struct Replay {
+    pub who: String,
+    pub session: String,
+    pub messages: Vec<Value>,
 }
 
 /// What the checks found wrong (empty: every invariant holds).
@@ -105,46 +116,44 @@ impl std::fmt::Display for Problems {
     }
 }
 
-/// Restarts an agent on `home` (no faults), loads and prompts every promised session, ends it
-/// cleanly, then reads the store: the invariants above. The home must have no live agent that
-/// holds a promised session.
-pub async fn check_after_restart(home: &Home, expected: &Expected<'_>) -> Problems {
+/// Restarts an agent on `home` (no faults, a mock of its own: what a cut run left in its
+/// script is not the check's), loads and prompts every promised session, ends it cleanly,
+/// then reads the store: the invariants above. The home must have no live agent that holds
+/// a promised session.
+pub async fn check_after_restart(home: &mut Home, expected: &Expected<'_>) -> Problems {
     let mut problems = Problems::default();
-    let facts = live_facts(&expected.facts);
-    let sessions = sessions_of(&facts);
-    let deleted: HashSet<String> = expected
-        .facts
-        .iter()
-        .filter_map(|f| match f {
-            Fact::Deleted { session } => Some(session.clone()),
-            _ => None,
-        })
-        .collect();
-    match home.initialized(&Faults::default()).await {
-        Ok(mut agent) => {
-            for session in &sessions {
-                // A bystander is loaded, not prompted: its entries are compared below.
-                let prompted = !expected.bystanders.contains_key(session);
-                check_load(home, &mut agent, session, &facts, prompted, &mut problems).await;
-            }
-            for session in &deleted {
-                check_gone(home, &mut agent, session, &mut problems).await;
-            }
-            agent.close_stdin();
-            match agent.wait_exit(WAIT).await {
-                Ok(status) if status.success() => {}
-                other => problems.say(format!(
-                    "the restarted agent did not exit cleanly: {other:?}\n{}",
-                    tail(&agent.stderr())
-                )),
+    match MockLlm::start(Vec::new()).await {
+        Ok(fresh) => {
+            let used = std::mem::replace(&mut home.mock, fresh);
+            for refused in used.take_problems() {
+                problems.say(format!("the mock refused a request of the run: {refused}"));
             }
         }
-        Err(e) => problems.say(format!("the restarted agent did not start: {e}")),
+        Err(e) => problems.say(format!("no mock for the check: {e}")),
     }
+    let facts = live_facts(&expected.facts);
+    let sessions = sessions_of(&facts);
+    let deleted = deleted_sessions(&expected.facts);
+    let mut replays = expected.replays.clone();
+    restart(
+        home,
+        expected,
+        &facts,
+        &sessions,
+        &deleted,
+        &mut replays,
+        &mut problems,
+    )
+    .await;
     for refused in home.mock.take_problems() {
         problems.say(format!("the mock refused a request: {refused}"));
     }
-    check_store(home, expected, &facts, &sessions, &deleted, &mut problems).await;
+    let stored = check_store(home, expected, &facts, &sessions, &deleted, &mut problems).await;
+    for replay in &replays {
+        for problem in replay_problems(replay, &facts, stored.get(&replay.session)) {
+            problems.say(problem);
+        }
+    }
     for left in home.leftover_temporaries() {
         problems.say(format!(
             "a restore's temporary file is left: {}",
@@ -152,6 +161,52 @@ pub async fn check_after_restart(home: &Home, expected: &Expected<'_>) -> Proble
         ));
     }
     problems
+}
+
+fn deleted_sessions(facts: &[Fact]) -> HashSet<String> {
+    facts
+        .iter()
+        .filter_map(|f| match f {
+            Fact::Deleted { session } => Some(session.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The restarted process: every promised session loads (its replay kept) and, unless it is
+/// a bystander, answers a prompt; deleted ones do not load; then it ends at end of input.
+async fn restart(
+    home: &Home,
+    expected: &Expected<'_>,
+    facts: &[Fact],
+    sessions: &[String],
+    deleted: &HashSet<String>,
+    replays: &mut Vec<Replay>,
+    problems: &mut Problems,
+) {
+    let mut agent = match home.initialized(&Faults::default()).await {
+        Ok(agent) => agent,
+        Err(e) => return problems.say(format!("the restarted agent did not start: {e}")),
+    };
+    for session in sessions {
+        // A bystander is loaded, not prompted: its entries are compared below.
+        let prompted = !expected.bystanders.contains_key(session);
+        if let Some(replay) = check_load(home, &mut agent, session, prompted, problems).await {
+            replays.push(replay);
+        }
+    }
+    for session in deleted {
+        check_gone(home, &mut agent, session, problems).await;
+    }
+    let _ = facts;
+    agent.close_stdin();
+    match agent.wait_exit(WAIT).await {
+        Ok(status) if status.success() => {}
+        other => problems.say(format!(
+            "the restarted agent did not exit cleanly: {other:?}\n{}",
+            tail(&agent.stderr())
+        )),
+    }
 }
 
 /// Promises about sessions that were not deleted afterwards.
@@ -195,16 +250,15 @@ async fn request_when_open(agent: &mut AgentProcess, method: &str, params: Value
     }
 }
 
-/// Loads `session`: its replay shows every promised message on its path; then its next
-/// prompt is answered (the mock checks the request).
+/// Loads `session` (what its replay showed is judged once the store is read); then its
+/// next prompt is answered (the mock checks the request).
 async fn check_load(
     home: &Home,
     agent: &mut AgentProcess,
     session: &str,
-    facts: &[Fact],
     prompted: bool,
     problems: &mut Problems,
-) {
+) -> Option<Replay> {
     let from = agent.transcript.len();
     let params = json!({"sessionId": session, "cwd": home.workspace(), "mcpServers": []});
     let loaded = request_when_open(agent, "session/load", params).await;
@@ -212,50 +266,72 @@ async fn check_load(
         problems.say(format!(
             "{session} does not load after the restart: {loaded}"
         ));
-        return;
+        return None;
     }
-    for problem in replay_problems(&agent.transcript[from..], session, facts) {
-        problems.say(format!("after the restart: {problem}"));
+    let replay = Replay {
+        who: "the restarted process".into(),
+        session: session.to_string(),
+        messages: agent.transcript[from..].to_vec(),
+    };
+    if prompted {
+        home.mock
+            .push(MockReply::text(&["answered after the restart"]));
+        let params = json!({"sessionId": session, "prompt": [{"type": "text", "text": "after the restart"}]});
+        // A question (a plan-mode session hands its plan over) is declined.
+        let declined = |_: &str, _: &Value| Ok(Some(json!({"outcome": {"outcome": "cancelled"}})));
+        let answer = match agent.start_request("session/prompt", params).await {
+            Ok(id) => agent.drive(id, WAIT, declined).await,
+            Err(e) => Err(e),
+        };
+        match answer {
+            Ok(answer) if answer["result"]["stopReason"] == "end_turn" => {}
+            other => problems.say(format!(
+                "{session}: the next prompt after the restart was not answered: {other:?}"
+            )),
+        }
     }
-    if !prompted {
-        return;
-    }
-    home.mock
-        .push(MockReply::text(&["answered after the restart"]));
-    let answer = agent
-        .request(
-            "session/prompt",
-            json!({"sessionId": session, "prompt": [{"type": "text", "text": "after the restart"}]}),
-        )
-        .await;
-    match answer {
-        Ok(answer) if answer["result"]["stopReason"] == "end_turn" => {}
-        other => problems.say(format!(
-            "{session}: the next prompt after the restart was not answered: {other:?}"
-        )),
-    }
+    Some(replay)
 }
 
-/// What a load's replay (the messages from the load on) misses of the messages promised on
-/// `session`'s path.
-pub fn replay_problems(messages: &[Value], session: &str, facts: &[Fact]) -> Vec<String> {
-    let replayed: Vec<Value> = messages
+/// What a load's replay misses of the answers promised on its session's path. An answer the
+/// stored record holds off its path, behind a later rewind marker, was cut by a rewind that
+/// was not answered (it may have been made before the crash): not missing.
+pub fn replay_problems(
+    replay: &Replay,
+    facts: &[Fact],
+    stored: Option<&Transcript>,
+) -> Vec<String> {
+    let session = replay.session.as_str();
+    let replayed: Vec<Value> = replay
+        .messages
         .iter()
         .filter(|m| m["method"] == "session/update" && m["params"]["sessionId"] == session)
         .map(|m| m["params"]["update"].clone())
         .collect();
     let mut problems = Vec::new();
     for fact in on_path(facts, session) {
-        if let Fact::Said { entry, text, .. } = fact {
-            let shown = replayed_text(&replayed, &format!("agent-{entry}"));
-            if shown != *text {
-                problems.push(format!(
-                    "{session}: answer agent-{entry} {text:?} replays as {shown:?}"
-                ));
-            }
+        let Fact::Said { entry, text, .. } = fact else {
+            continue;
+        };
+        let shown = replayed_text(&replayed, &format!("agent-{entry}"));
+        if shown == *text || stored.is_some_and(|t| cut_by_a_rewind(t, *entry)) {
+            continue;
         }
+        problems.push(format!(
+            "{}'s load of {session}: answer agent-{entry} {text:?} replays as {shown:?}",
+            replay.who
+        ));
     }
     problems
+}
+
+/// Whether entry `id` is off `transcript`'s path with a rewind marker after it.
+fn cut_by_a_rewind(transcript: &Transcript, id: u64) -> bool {
+    !transcript.entries().iter().any(|e| e.id == id)
+        && transcript
+            .all_entries()
+            .iter()
+            .any(|e| e.id > id && matches!(e.body, EntryBody::Rewound { .. }))
 }
 
 /// The sessions the promises say exist.
@@ -322,10 +398,13 @@ async fn check_store(
     sessions: &[String],
     deleted: &HashSet<String>,
     problems: &mut Problems,
-) {
+) -> HashMap<String, Transcript> {
     let store = match open_store(home).await {
         Ok(store) => store,
-        Err(e) => return problems.say(format!("the store does not open: {e}")),
+        Err(e) => {
+            problems.say(format!("the store does not open: {e}"));
+            return HashMap::new();
+        }
     };
     let facts = facts.to_vec();
     let sessions = sessions.to_vec();
@@ -333,7 +412,7 @@ async fn check_store(
     let bystanders = expected.bystanders.clone();
     let found = tokio::task::spawn_blocking(move || {
         let mut problems = Problems::default();
-        read_store(
+        let stored = read_store(
             store.as_ref(),
             &facts,
             &sessions,
@@ -341,19 +420,26 @@ async fn check_store(
             &bystanders,
             &mut problems,
         );
-        problems
+        (problems, stored)
     })
     .await;
-    match found {
-        Ok(found) => problems.0.extend(found.0),
-        Err(e) => problems.say(format!("reading the store panicked: {e}")),
-    }
+    let stored = match found {
+        Ok((found, stored)) => {
+            problems.0.extend(found.0);
+            stored
+        }
+        Err(e) => {
+            problems.say(format!("reading the store panicked: {e}"));
+            HashMap::new()
+        }
+    };
     if !home.spooled().is_empty() {
         problems.say(format!(
             "spools are left after a clean exit on a healthy store: {:?}",
             home.spooled()
         ));
     }
+    stored
 }
 
 fn read_store(
@@ -363,7 +449,8 @@ fn read_store(
     deleted: &HashSet<String>,
     bystanders: &Snapshot,
     problems: &mut Problems,
-) {
+) -> HashMap<String, Transcript> {
+    let mut stored = HashMap::new();
     for session in sessions {
         match store.load(session) {
             Ok((_, transcript)) => {
@@ -372,6 +459,7 @@ fn read_store(
                         problems.say(format!("{session}: {why}"));
                     }
                 }
+                stored.insert(session.clone(), transcript);
             }
             Err(e) => problems.say(format!("{session} is not in the store: {e}")),
         }
@@ -413,6 +501,7 @@ fn read_store(
         }
     }
     every_session_whole(store, problems);
+    stored
 }
 
 /// Every fork of `parent` in the store starts with exactly `path`.

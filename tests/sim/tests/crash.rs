@@ -33,3 +33,65 @@ async fn every_operation_holds_its_promises_when_killed_right_after_it() {
         );
     }
 }
+
+async fn suite(operation: Operation, variant: Variant) {
+    let report = talaria_sim::crash::run_suite(operation, &SuiteOptions::new(variant))
+        .await
+        .unwrap_or_else(|e| panic!("{}: {e:#}", operation.name()));
+    eprintln!(
+        "{}\n  points: {}",
+        report.summary(),
+        report.points.join(" ")
+    );
+    assert!(report.failures().is_empty(), "{}", report.details());
+}
+
+#[tokio::test]
+async fn a_prompt_with_tool_calls_killed_at_every_point() {
+    suite(Operation::PromptWithTools, Variant::Kill).await;
+}
+
+#[tokio::test]
+async fn a_steer_killed_at_every_point() {
+    suite(Operation::Steer, Variant::Kill).await;
+}
+
+#[tokio::test]
+async fn a_cancel_killed_at_every_point() {
+    suite(Operation::Cancel, Variant::Kill).await;
+}
+
+#[tokio::test]
+async fn a_fork_killed_at_every_point() {
+    suite(Operation::Fork, Variant::Kill).await;
+}
+
+#[tokio::test]
+async fn a_close_killed_at_every_point() {
+    suite(Operation::Close, Variant::Kill).await;
+}
+
+#[tokio::test]
+async fn a_delete_killed_at_every_point() {
+    suite(Operation::Delete, Variant::Kill).await;
+}
+
+#[tokio::test]
+async fn a_rewind_killed_at_every_point() {
+    suite(Operation::Rewind, Variant::Kill).await;
+}
+
+#[tokio::test]
+async fn a_rewind_with_files_killed_at_every_point() {
+    suite(Operation::RewindFiles, Variant::Kill).await;
+}
+
+#[tokio::test]
+async fn a_compaction_killed_at_every_point() {
+    suite(Operation::Compaction, Variant::Kill).await;
+}
+
+#[tokio::test]
+async fn a_plan_handover_killed_at_every_point() {
+    suite(Operation::PlanHandover, Variant::Kill).await;
+}
