@@ -219,10 +219,13 @@ pub async fn traced(operation: Operation, options: &SuiteOptions) -> anyhow::Res
     };
     let mut client = Client::new(home.initialized(&faults).await?);
     let mut marks = Marks::new(Some(trace.clone()));
-    if let Err(e) = operation
+    // On a held store the operation passes other points: traced so too.
+    let holder = (options.variant == Variant::HeldWithSibling)
+        .then(|| crate::stalls::hold_write_lock(&home.sqlite_path()));
+    let ran = operation
         .run(&mut client, &home, &prepared, &mut marks)
-        .await
-    {
+        .await;
+    if let Err(e) = ran {
         anyhow::bail!(
             "{} does not run on a healthy home: {e}\n{}",
             operation.name(),
@@ -232,6 +235,7 @@ pub async fn traced(operation: Operation, options: &SuiteOptions) -> anyhow::Res
     // Steps that follow the answer (a title, a write behind it) within a moment.
     tokio::time::sleep(Duration::from_millis(400)).await;
     kill(&client);
+    drop(holder);
     let _ = client.agent.wait_exit(crate::client::ANSWER_WITHIN).await;
     Ok(passes_from(
         &read_trace(&trace),
@@ -329,9 +333,12 @@ async fn cut_at(operation: Operation, options: &SuiteOptions, pass: Pass) -> any
     client.collect().await;
     let mut facts = prepared.facts.clone();
     facts.extend(client.ledger().facts);
+    // What the cut operation left unasked in the mock's scripts is not the next turn's.
+    home.mock.take_scripts();
     let mut replays = Vec::new();
     if let Some(mut sibling) = sibling {
-        let (more, shown) = after_the_crash(&mut sibling, &home, &facts, &mut problems).await;
+        let (more, shown) =
+            after_the_crash(&mut sibling, &home, &prepared, &facts, &mut problems).await;
         facts.extend(more);
         replays = shown;
     }
@@ -443,11 +450,16 @@ async fn end_cleanly(client: &mut Client, problems: &mut Problems) {
 async fn after_the_crash(
     sibling: &mut Client,
     home: &Home,
+    prepared: &crate::operations::Prepared,
     facts: &[crate::ledger::Fact],
     problems: &mut Problems,
 ) -> (Vec<crate::ledger::Fact>, Vec<Replay>) {
     let mut replays = Vec::new();
-    for session in &crate::invariants::promised_sessions(facts) {
+    let sessions = crate::invariants::promised_sessions(facts);
+    for session in sessions
+        .iter()
+        .filter(|s| !prepared.bystanders.contains_key(*s))
+    {
         let from = sibling.agent.transcript.len();
         match sibling.load(session, &home.workspace()).await {
             Ok(answer) if answer.get("result").is_some() => {
@@ -455,6 +467,7 @@ async fn after_the_crash(
                     who: "the live sibling".into(),
                     session: session.clone(),
                     messages: sibling.agent.transcript[from..].to_vec(),
+                    promised: facts.to_vec(),
                 });
                 home.script([talaria_harness::MockReply::text(&[&format!(
                     "the sibling answers in {session}"

@@ -91,6 +91,8 @@ pub struct Replay {
     pub who: String,
     pub session: String,
     pub messages: Vec<Value>,
+    /// What had been promised when it loaded.
+    pub promised: Vec<Fact>,
 }
 
 /// What the checks found wrong (empty: every invariant holds).
@@ -150,7 +152,7 @@ pub async fn check_after_restart(home: &mut Home, expected: &Expected<'_>) -> Pr
     }
     let stored = check_store(home, expected, &facts, &sessions, &deleted, &mut problems).await;
     for replay in &replays {
-        for problem in replay_problems(replay, &facts, stored.get(&replay.session)) {
+        for problem in replay_problems(replay, stored.get(&replay.session)) {
             problems.say(problem);
         }
     }
@@ -191,14 +193,14 @@ async fn restart(
     for session in sessions {
         // A bystander is loaded, not prompted: its entries are compared below.
         let prompted = !expected.bystanders.contains_key(session);
-        if let Some(replay) = check_load(home, &mut agent, session, prompted, problems).await {
+        if let Some(replay) = check_load(home, &mut agent, session, facts, prompted, problems).await
+        {
             replays.push(replay);
         }
     }
     for session in deleted {
         check_gone(home, &mut agent, session, problems).await;
     }
-    let _ = facts;
     agent.close_stdin();
     match agent.wait_exit(WAIT).await {
         Ok(status) if status.success() => {}
@@ -256,6 +258,7 @@ async fn check_load(
     home: &Home,
     agent: &mut AgentProcess,
     session: &str,
+    facts: &[Fact],
     prompted: bool,
     problems: &mut Problems,
 ) -> Option<Replay> {
@@ -272,6 +275,7 @@ async fn check_load(
         who: "the restarted process".into(),
         session: session.to_string(),
         messages: agent.transcript[from..].to_vec(),
+        promised: facts.to_vec(),
     };
     if prompted {
         home.mock
@@ -296,11 +300,7 @@ async fn check_load(
 /// What a load's replay misses of the answers promised on its session's path. An answer the
 /// stored record holds off its path, behind a later rewind marker, was cut by a rewind that
 /// was not answered (it may have been made before the crash): not missing.
-pub fn replay_problems(
-    replay: &Replay,
-    facts: &[Fact],
-    stored: Option<&Transcript>,
-) -> Vec<String> {
+pub fn replay_problems(replay: &Replay, stored: Option<&Transcript>) -> Vec<String> {
     let session = replay.session.as_str();
     let replayed: Vec<Value> = replay
         .messages
@@ -309,7 +309,7 @@ pub fn replay_problems(
         .map(|m| m["params"]["update"].clone())
         .collect();
     let mut problems = Vec::new();
-    for fact in on_path(facts, session) {
+    for fact in on_path(&live_facts(&replay.promised), session) {
         let Fact::Said { entry, text, .. } = fact else {
             continue;
         };

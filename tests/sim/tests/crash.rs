@@ -95,3 +95,51 @@ async fn a_compaction_killed_at_every_point() {
 async fn a_plan_handover_killed_at_every_point() {
     suite(Operation::PlanHandover, Variant::Kill).await;
 }
+
+#[tokio::test]
+async fn a_prompt_with_tool_calls_refused_at_every_point_as_a_full_disk_would() {
+    suite(Operation::PromptWithTools, Variant::Refuse).await;
+}
+
+#[tokio::test]
+async fn a_prompt_with_tool_calls_stalled_at_every_point() {
+    suite(Operation::PromptWithTools, Variant::Stall).await;
+}
+
+#[tokio::test]
+async fn a_prompt_on_a_held_store_killed_at_every_point_beside_a_live_sibling() {
+    suite(Operation::PromptWithTools, Variant::HeldWithSibling).await;
+}
+
+/// The operations the PostgreSQL build stores, against a real server (one cluster, a
+/// database per run).
+#[tokio::test]
+async fn session_operations_on_postgresql_killed_at_every_point() {
+    let cluster = tokio::task::spawn_blocking(talaria_store::test_cluster::TestCluster::start)
+        .await
+        .expect("a PostgreSQL cluster");
+    let mut options = SuiteOptions::new(Variant::Kill);
+    options.postgres = Some(std::sync::Arc::new(cluster));
+    let mut failed = Vec::new();
+    for operation in [
+        Operation::PromptWithTools,
+        Operation::Fork,
+        Operation::Close,
+        Operation::Delete,
+        Operation::RewindFiles,
+        Operation::Compaction,
+    ] {
+        let report = talaria_sim::crash::run_suite(operation, &options)
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e:#}", operation.name()));
+        eprintln!(
+            "{}\n  points: {}",
+            report.summary(),
+            report.points.join(" ")
+        );
+        if !report.failures().is_empty() {
+            failed.push(report.details());
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
