@@ -17,6 +17,8 @@ pub struct Client {
     sent: Ledger,
     /// The option a permission question is answered with (`allow_once`, `keep_planning`, …).
     pub choose: String,
+    /// How long a load is tried again while the store answers "try again later".
+    pub load_patience: Duration,
 }
 
 impl Client {
@@ -25,6 +27,7 @@ impl Client {
             agent,
             sent: Ledger::default(),
             choose: "allow_once".into(),
+            load_patience: ANSWER_WITHIN,
         }
     }
 
@@ -70,7 +73,7 @@ impl Client {
 
     /// `session/load` until the store answers (a restarted process may still be opening it).
     pub async fn load(&mut self, session: &str, cwd: &std::path::Path) -> anyhow::Result<Value> {
-        let until = std::time::Instant::now() + ANSWER_WITHIN;
+        let until = std::time::Instant::now() + self.load_patience;
         loop {
             let answer = self
                 .request(

@@ -63,10 +63,29 @@ pub struct RunOutcome {
     pub kept: Option<std::path::PathBuf>,
 }
 
+/// What a suite cuts: an ACP client's operation on `talaria acp`, a `talaria batch` task, or
+/// a `talaria serve` client's reconnection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    Acp(Operation),
+    BatchTask,
+    ServeReconnect,
+}
+
+impl Target {
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Acp(operation) => operation.name(),
+            Target::BatchTask => "batch-task",
+            Target::ServeReconnect => "serve-reconnect",
+        }
+    }
+}
+
 /// One operation's suite.
 #[derive(Debug)]
 pub struct SuiteReport {
-    pub operation: Operation,
+    pub operation: Target,
     pub variant: Variant,
     pub postgres: bool,
     /// The distinct points the operation passed.
@@ -161,7 +180,7 @@ impl SuiteOptions {
 }
 
 /// A fresh home on the suite's store.
-async fn fresh_home(options: &SuiteOptions) -> anyhow::Result<Home> {
+pub async fn fresh_home(options: &SuiteOptions) -> anyhow::Result<Home> {
     let store = match &options.postgres {
         Some(cluster) => {
             let cluster = cluster.clone();
@@ -173,12 +192,13 @@ async fn fresh_home(options: &SuiteOptions) -> anyhow::Result<Home> {
 }
 
 /// Runs `operation`'s suite: the traced run, then one run per chosen pass.
-pub async fn run_suite(
-    operation: Operation,
-    options: &SuiteOptions,
-) -> anyhow::Result<SuiteReport> {
+pub async fn run_suite(operation: Target, options: &SuiteOptions) -> anyhow::Result<SuiteReport> {
     let started = Instant::now();
-    let passes = traced(operation, options).await?;
+    let passes = match operation {
+        Target::Acp(operation) => traced(operation, options).await?,
+        Target::BatchTask => crate::batch::traced(options).await?,
+        Target::ServeReconnect => crate::serve::traced(options).await?,
+    };
     anyhow::ensure!(
         !passes.is_empty(),
         "{} passes no failpoint at all: is the agent built with failpoints, and does every \
@@ -243,7 +263,7 @@ pub async fn traced(operation: Operation, options: &SuiteOptions) -> anyhow::Res
     ))
 }
 
-fn kill(client: &Client) {
+pub fn kill(client: &Client) {
     if let Some(pid) = client.agent.pid() {
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX)),
@@ -253,13 +273,16 @@ fn kill(client: &Client) {
 }
 
 /// One run at `pass`, bounded in time; a run that fails to set up is a problem too.
-pub async fn one_run(operation: Operation, options: &SuiteOptions, pass: Pass) -> RunOutcome {
+pub async fn one_run(operation: Target, options: &SuiteOptions, pass: Pass) -> RunOutcome {
     let started = Instant::now();
-    let result = tokio::time::timeout(
-        Duration::from_secs(120),
-        cut_at(operation, options, pass.clone()),
-    )
-    .await;
+    let cut = async {
+        match operation {
+            Target::Acp(operation) => cut_at(operation, options, pass.clone()).await,
+            Target::BatchTask => crate::batch::cut_at(options, pass.clone()).await,
+            Target::ServeReconnect => crate::serve::cut_at(options, pass.clone()).await,
+        }
+    };
+    let result = tokio::time::timeout(Duration::from_secs(120), cut).await;
     let (landed, problems, kept) = match result {
         Ok(Ok(done)) => done,
         Ok(Err(e)) => (
@@ -283,7 +306,7 @@ pub async fn one_run(operation: Operation, options: &SuiteOptions, pass: Pass) -
 }
 
 /// The `FAILPOINTS` value that acts at `pass` only.
-fn at_pass_only(pass: &Pass, action: &str) -> String {
+pub fn at_pass_only(pass: &Pass, action: &str) -> String {
     let before = pass.nth.saturating_sub(1);
     if before == 0 {
         format!("{}=1*{action}", pass.name)
@@ -292,7 +315,8 @@ fn at_pass_only(pass: &Pass, action: &str) -> String {
     }
 }
 
-type Cut = (Landed, Problems, Option<std::path::PathBuf>);
+/// Where a run's fault landed, what it found, and the home kept when it found something.
+pub type Cut = (Landed, Problems, Option<std::path::PathBuf>);
 
 /// Prepares a home, runs the operation cut at `pass`, restarts and checks.
 async fn cut_at(operation: Operation, options: &SuiteOptions, pass: Pass) -> anyhow::Result<Cut> {

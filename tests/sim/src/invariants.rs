@@ -137,20 +137,29 @@ pub async fn check_after_restart(home: &mut Home, expected: &Expected<'_>) -> Pr
     let sessions = sessions_of(&facts);
     let deleted = deleted_sessions(&expected.facts);
     let mut replays = expected.replays.clone();
+    let hollow = hollow_sessions(home).await;
+    let sessions_and_deleted = (&sessions[..], &deleted);
     restart(
         home,
         expected,
         &facts,
-        &sessions,
-        &deleted,
+        sessions_and_deleted,
         &mut replays,
         &mut problems,
     )
     .await;
+    let loaded_hollow = loads_of(home, &hollow).await;
     for refused in home.mock.take_problems() {
         problems.say(format!("the mock refused a request: {refused}"));
     }
     let stored = check_store(home, expected, &facts, &sessions, &deleted, &mut problems).await;
+    for session in loaded_hollow {
+        if stored.contains_key(&format!("hollow:{session}")) {
+            problems.say(format!(
+                "{session} has no entry in the store, not even its system prompt, and loads as a session"
+            ));
+        }
+    }
     for replay in &replays {
         for problem in replay_problems(replay, stored.get(&replay.session)) {
             problems.say(problem);
@@ -181,8 +190,7 @@ async fn restart(
     home: &Home,
     expected: &Expected<'_>,
     facts: &[Fact],
-    sessions: &[String],
-    deleted: &HashSet<String>,
+    (sessions, deleted): (&[String], &HashSet<String>),
     replays: &mut Vec<Replay>,
     problems: &mut Problems,
 ) {
@@ -310,28 +318,47 @@ pub fn replay_problems(replay: &Replay, stored: Option<&Transcript>) -> Vec<Stri
         .collect();
     let mut problems = Vec::new();
     for fact in on_path(&live_facts(&replay.promised), session) {
-        let Fact::Said { entry, text, .. } = fact else {
+        let Fact::Said { message, text, .. } = fact else {
             continue;
         };
-        let shown = replayed_text(&replayed, &format!("agent-{entry}"));
-        if shown == *text || stored.is_some_and(|t| cut_by_a_rewind(t, *entry)) {
+        let shown = replayed_text(&replayed, message);
+        if shown == *text || stored.is_some_and(|t| cut_by_a_rewind(t, message)) {
             continue;
         }
         problems.push(format!(
-            "{}'s load of {session}: answer agent-{entry} {text:?} replays as {shown:?}",
+            "{}'s load of {session}: answer {message} {text:?} replays as {shown:?}",
             replay.who
         ));
     }
     problems
 }
 
-/// Whether entry `id` is off `transcript`'s path with a rewind marker after it.
-fn cut_by_a_rewind(transcript: &Transcript, id: u64) -> bool {
+/// Whether the answer streamed as `message` is off `transcript`'s path with a rewind marker
+/// after it.
+fn cut_by_a_rewind(transcript: &Transcript, message: &str) -> bool {
+    let all = transcript.all_entries();
+    let Some(id) = answer_entry(&all, message).map(|e| e.id) else {
+        return false;
+    };
     !transcript.entries().iter().any(|e| e.id == id)
-        && transcript
-            .all_entries()
+        && all
             .iter()
             .any(|e| e.id > id && matches!(e.body, EntryBody::Rewound { .. }))
+}
+
+/// The answer a record keeps under message id `message` (an answer recorded before ids
+/// were kept is named after its entry).
+fn answer_entry<'a>(
+    all: &[&'a talaria_record::Entry],
+    message: &str,
+) -> Option<&'a talaria_record::Entry> {
+    all.iter().copied().find(|e| match &e.body {
+        EntryBody::Assistant(answer) => match &answer.message_id {
+            Some(id) => id == message,
+            None => format!("agent-{}", e.id) == message,
+        },
+        _ => false,
+    })
 }
 
 /// The sessions the promises say exist.
@@ -500,7 +527,10 @@ fn read_store(
             Err(e) => problems.say(format!("bystander {session} is gone: {e}")),
         }
     }
-    every_session_whole(store, problems);
+    for session in every_session_whole(store, problems) {
+        // Kept as hollow: a load of it must not have succeeded.
+        stored.insert(format!("hollow:{session}"), Transcript::new());
+    }
     stored
 }
 
@@ -529,27 +559,55 @@ fn copies_whole(store: &dyn SessionStore, parent: &str, path: &[String], problem
     }
 }
 
+/// Every session in the store loads whole and valid (read while agents run: what is
+/// committed is always whole).
+pub async fn store_whole(home: &Home) -> Problems {
+    let mut problems = Problems::default();
+    let store = match open_store(home).await {
+        Ok(store) => store,
+        Err(e) => {
+            problems.say(format!("the store does not open: {e}"));
+            return problems;
+        }
+    };
+    match tokio::task::spawn_blocking(move || {
+        let mut found = Problems::default();
+        // A session with no entry yet is one whose first write is on its way.
+        every_session_whole(store.as_ref(), &mut found);
+        found
+    })
+    .await
+    {
+        Ok(found) => found,
+        Err(e) => Problems(vec![format!("reading the store panicked: {e}")]),
+    }
+}
+
 /// Every session in the store loads, starts with its system prompt and validates.
-fn every_session_whole(store: &dyn SessionStore, problems: &mut Problems) {
+fn every_session_whole(store: &dyn SessionStore, problems: &mut Problems) -> Vec<String> {
     let listed = match store.list(None, None, 1000) {
         Ok(page) => page.sessions,
-        Err(e) => return problems.say(format!("the store does not list: {e}")),
+        Err(e) => {
+            problems.say(format!("the store does not list: {e}"));
+            return Vec::new();
+        }
     };
+    let mut hollow = Vec::new();
     for meta in listed {
         match store.load(&meta.id) {
             Ok((_, transcript)) => {
-                if !matches!(
-                    transcript.entries().first().map(|e| &e.body),
-                    Some(EntryBody::System { .. })
-                ) {
-                    problems.say(format!(
-                        "{} (parent {:?}) has no system prompt: an empty or broken record of {} entries",
-                        meta.id,
-                        meta.parent_id,
-                        transcript.all_entries().len()
-                    ));
+                match transcript.entries().first().map(|e| &e.body) {
+                    Some(EntryBody::System { .. }) => {}
+                    None => hollow.push(meta.id.clone()),
+                    Some(other) => problems.say(format!(
+                        "{} (parent {:?}) does not start with its system prompt but {other:?}",
+                        meta.id, meta.parent_id
+                    )),
                 }
-                if let Err(violations) = transcript.validate() {
+                // As a load reads it: a turn cut off by a crash is closed first.
+                let mut view = transcript;
+                view.close_cut_off_turn();
+                if let Err(violations) = view.validate() {
                     problems.say(format!(
                         "{}'s record does not validate: {violations:?}",
                         meta.id
@@ -559,6 +617,40 @@ fn every_session_whole(store: &dyn SessionStore, problems: &mut Problems) {
             Err(e) => problems.say(format!("{} is listed and does not load: {e}", meta.id)),
         }
     }
+    hollow
+}
+
+/// Which of `sessions` a fresh process loads.
+async fn loads_of(home: &Home, sessions: &[String]) -> Vec<String> {
+    let mut loaded = Vec::new();
+    if sessions.is_empty() {
+        return loaded;
+    }
+    if let Ok(mut agent) = home.initialized(&Faults::default()).await {
+        for session in sessions {
+            let params = json!({"sessionId": session, "cwd": home.workspace(), "mcpServers": []});
+            let answer = request_when_open(&mut agent, "session/load", params).await;
+            if answer.get("result").is_some() {
+                loaded.push(session.clone());
+            }
+        }
+        agent.close_stdin();
+        let _ = agent.wait_exit(WAIT).await;
+    }
+    loaded
+}
+
+/// The sessions the store lists with no entry at all (a session whose first write has not
+/// been made, or never will be).
+pub async fn hollow_sessions(home: &Home) -> Vec<String> {
+    let Ok(store) = open_store(home).await else {
+        return Vec::new();
+    };
+    tokio::task::spawn_blocking(move || {
+        every_session_whole(store.as_ref(), &mut Problems::default())
+    })
+    .await
+    .unwrap_or_default()
 }
 
 /// Whether `fact` holds in `transcript` (the session's record), or why not.
@@ -566,12 +658,12 @@ fn holds(fact: &Fact, transcript: &Transcript) -> Result<(), String> {
     let all = transcript.all_entries();
     let find = |id: u64| all.iter().find(|e| e.id == id);
     match fact {
-        Fact::Said { entry, text, .. } => match find(*entry).map(|e| &e.body) {
+        Fact::Said { message, text, .. } => match answer_entry(&all, message).map(|e| &e.body) {
             Some(EntryBody::Assistant(answer)) if answer.text == *text => Ok(()),
             Some(other) => Err(format!(
-                "answer {entry} {text:?} is {other:?} in the record"
+                "answer {message} {text:?} is {other:?} in the record"
             )),
-            None => Err(format!("answer {entry} {text:?} is not in the record")),
+            None => Err(format!("answer {message} {text:?} is not in the record")),
         },
         Fact::Asked { entry, text, .. } => match find(*entry).map(|e| &e.body) {
             Some(EntryBody::User { input, model_view }) if user_text(input, model_view).contains(text.as_str()) => Ok(()),

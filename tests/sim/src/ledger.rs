@@ -10,10 +10,14 @@ use serde_json::Value;
 /// One promise an answer made.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Fact {
-    /// Entry `entry` of `session` is an answer with this text (`agent-<entry>` chunks).
+    /// An answer of `session` with this text, streamed as message `message` (`agent-<N>`,
+    /// or `agent-<N>.<k>` for a call tried again; `entry` is N: the record entry it was
+    /// expected to become, its place in the order of the session's entries). The record
+    /// keeps the id with the answer, so a replay names it the same.
     Said {
         session: String,
         entry: u64,
+        message: String,
         text: String,
     },
     /// Entry `entry` of `session` is a user message holding this text.
@@ -104,8 +108,8 @@ pub struct Ledger {
 /// What a session streamed since its last answer, not yet promised.
 #[derive(Default)]
 struct Streamed {
-    /// `agent-<entry>` chunks, by entry, in order.
-    said: Vec<(u64, String)>,
+    /// `agent-<entry>` chunks, by message id, in order.
+    said: Vec<(String, String)>,
     /// `user-<entry>` chunks (steered messages echoed), by entry.
     asked: Vec<(u64, String)>,
     tools_done: Vec<String>,
@@ -115,10 +119,10 @@ struct Streamed {
 }
 
 impl Streamed {
-    fn said(&mut self, entry: u64, text: &str) {
-        match self.said.iter_mut().find(|(e, _)| *e == entry) {
+    fn said(&mut self, message: &str, text: &str) {
+        match self.said.iter_mut().find(|(m, _)| m == message) {
             Some((_, all)) => all.push_str(text),
-            None => self.said.push((entry, text.to_string())),
+            None => self.said.push((message.to_string(), text.to_string())),
         }
     }
 
@@ -130,9 +134,10 @@ impl Streamed {
     }
 }
 
-/// The entry an `agent-<N>` / `user-<N>` message id names.
-fn entry_of(message_id: &str, prefix: &str) -> Option<u64> {
-    message_id.strip_prefix(prefix)?.parse().ok()
+/// The entry an `agent-<N>` / `user-<N>` message id names (`agent-<N>.<k>`: N).
+pub fn entry_of(message_id: &str, prefix: &str) -> Option<u64> {
+    let number = message_id.strip_prefix(prefix)?;
+    number.split('.').next()?.parse().ok()
 }
 
 impl Ledger {
@@ -169,10 +174,15 @@ impl Ledger {
 
     /// The live promises about `session` (those of a deleted session are void).
     pub fn about(&self, session: &str) -> Vec<&Fact> {
-        self.facts
+        let about: Vec<&Fact> = self
+            .facts
             .iter()
             .filter(|f| f.session() == session)
-            .collect()
+            .collect();
+        match about.iter().find(|f| matches!(f, Fact::Deleted { .. })) {
+            Some(deleted) => vec![*deleted],
+            None => about,
+        }
     }
 }
 
@@ -181,11 +191,7 @@ fn note_update(stream: &mut Streamed, update: &Value) {
     let id = update["messageId"].as_str().unwrap_or_default();
     let text = update["content"]["text"].as_str().unwrap_or_default();
     match kind {
-        "agent_message_chunk" => {
-            if let Some(entry) = entry_of(id, "agent-") {
-                stream.said(entry, text);
-            }
-        }
+        "agent_message_chunk" if entry_of(id, "agent-").is_some() => stream.said(id, text),
         "user_message_chunk" => {
             if let Some(entry) = entry_of(id, "user-") {
                 stream.asked(entry, text);
@@ -261,7 +267,7 @@ fn answered(
             }
         }
         "session/delete" if answer.get("result").is_some() => {
-            facts.retain(|f| f.session() != session);
+            // Voids the session's promises (`live` facts leave them out).
             facts.push(Fact::Deleted { session });
         }
         "_session/rewind" if result["rewound"] == true => {
@@ -312,10 +318,11 @@ pub fn on_path<'a>(facts: &'a [Fact], session: &str) -> Vec<&'a Fact> {
 
 /// What an answered turn streamed becomes promises.
 fn promise_streamed(session: &str, stream: Streamed, facts: &mut Vec<Fact>) {
-    for (entry, text) in stream.said {
+    for (message, text) in stream.said {
         facts.push(Fact::Said {
             session: session.to_string(),
-            entry,
+            entry: entry_of(&message, "agent-").unwrap_or_default(),
+            message,
             text,
         });
     }
@@ -398,6 +405,7 @@ mod tests {
                 Fact::Said {
                     session: "s".into(),
                     entry: 3,
+                    message: "agent-3".into(),
                     text: "hello".into()
                 },
                 Fact::Asked {

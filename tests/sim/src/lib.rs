@@ -15,6 +15,7 @@
 #![allow(clippy::expect_used)]
 
 pub mod agent_bin;
+pub mod batch;
 pub mod client;
 pub mod crash;
 pub mod home;
@@ -22,4 +23,6 @@ pub mod invariants;
 pub mod ledger;
 pub mod operations;
 pub mod points;
+pub mod serve;
+pub mod sim;
 pub mod stalls;

@@ -1,6 +1,6 @@
 //! The crash suite (docs/durability.md, "Proven by crashing").
 
-use talaria_sim::crash::{SuiteOptions, Variant, one_run};
+use talaria_sim::crash::{SuiteOptions, Target, Variant, one_run};
 use talaria_sim::operations::Operation;
 use talaria_sim::points::Pass;
 
@@ -10,7 +10,7 @@ async fn every_operation_holds_its_promises_when_killed_right_after_it() {
     for operation in Operation::ALL {
         let started = std::time::Instant::now();
         let outcome = one_run(
-            operation,
+            Target::Acp(operation),
             &options,
             Pass {
                 name: "no::such::point".into(),
@@ -35,7 +35,7 @@ async fn every_operation_holds_its_promises_when_killed_right_after_it() {
 }
 
 async fn suite(operation: Operation, variant: Variant) {
-    let report = talaria_sim::crash::run_suite(operation, &SuiteOptions::new(variant))
+    let report = talaria_sim::crash::run_suite(Target::Acp(operation), &SuiteOptions::new(variant))
         .await
         .unwrap_or_else(|e| panic!("{}: {e:#}", operation.name()));
     eprintln!(
@@ -129,7 +129,7 @@ async fn session_operations_on_postgresql_killed_at_every_point() {
         Operation::RewindFiles,
         Operation::Compaction,
     ] {
-        let report = talaria_sim::crash::run_suite(operation, &options)
+        let report = talaria_sim::crash::run_suite(Target::Acp(operation), &options)
             .await
             .unwrap_or_else(|e| panic!("{}: {e:#}", operation.name()));
         eprintln!(
@@ -142,4 +142,32 @@ async fn session_operations_on_postgresql_killed_at_every_point() {
         }
     }
     assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+#[tokio::test]
+async fn a_batch_task_killed_at_every_point_and_resumed() {
+    let report =
+        talaria_sim::crash::run_suite(Target::BatchTask, &SuiteOptions::new(Variant::Kill))
+            .await
+            .unwrap_or_else(|e| panic!("batch: {e:#}"));
+    eprintln!(
+        "{}\n  points: {}",
+        report.summary(),
+        report.points.join(" ")
+    );
+    assert!(report.failures().is_empty(), "{}", report.details());
+}
+
+#[tokio::test]
+async fn a_serve_reconnection_killed_at_every_point() {
+    let report =
+        talaria_sim::crash::run_suite(Target::ServeReconnect, &SuiteOptions::new(Variant::Kill))
+            .await
+            .unwrap_or_else(|e| panic!("serve: {e:#}"));
+    eprintln!(
+        "{}\n  points: {}",
+        report.summary(),
+        report.points.join(" ")
+    );
+    assert!(report.failures().is_empty(), "{}", report.details());
 }

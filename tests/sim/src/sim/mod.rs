@@ -1,0 +1,242 @@
+//! The seeded simulation: random interleavings of client operations over several sessions
+//! and two agent processes on one home, with the scripted provider's faults (errors, cut
+//! streams), a held store, refused steps (a full disk) and kills at random failpoints.
+//! After each step the invariants are checked while the processes run (the store's records
+//! whole and valid; every answer in a session no process holds shown by a fresh process's
+//! load); at the end every process stops and the full check runs ([`crate::invariants`]).
+//!
+//! One seed decides the whole plan before it runs; a failing plan is shrunk (delta
+//! debugging: parts of it left out while it still fails) and printed as text that
+//! `talaria-sim --plan` replays.
+
+pub mod known_points;
+pub mod plan;
+mod steps;
+mod world;
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::home::{Faults, Home, StoreKind};
+use crate::invariants::{Expected, Problems, Replay, Snapshot, check_after_restart};
+use crate::ledger::Fact;
+use crate::operations::CONFIG;
+use plan::Step;
+use world::World;
+
+/// How a simulation's run ended.
+#[derive(Debug)]
+pub struct Outcome {
+    pub plan: Vec<Step>,
+    /// The step after which a problem was found (`plan.len()`: the final check).
+    pub failed_after: Option<usize>,
+    pub problems: Problems,
+    /// What happened, step by step.
+    pub log: Vec<String>,
+    pub took: Duration,
+}
+
+impl Outcome {
+    pub fn failed(&self) -> bool {
+        !self.problems.is_empty()
+    }
+}
+
+/// Runs `plan` on a fresh home.
+pub async fn run_plan(plan: &[Step]) -> Outcome {
+    let started = Instant::now();
+    let home = match Home::new(StoreKind::Sqlite, CONFIG).await {
+        Ok(home) => home,
+        Err(e) => {
+            return Outcome {
+                plan: plan.to_vec(),
+                failed_after: Some(0),
+                problems: Problems(vec![format!("no home: {e}")]),
+                log: Vec::new(),
+                took: started.elapsed(),
+            };
+        }
+    };
+    let points = known_points::known_points();
+    let mut world = World::new(home);
+    let mut problems = Problems::default();
+    let mut failed_after = None;
+    for (n, step) in plan.iter().enumerate() {
+        world.log.push(format!("{n}: {step}"));
+        if let Some(problem) = steps::run(&mut world, n, *step, &points).await {
+            problems.say(problem);
+        }
+        world.settle().await;
+        check_while_running(&mut world, &mut problems).await;
+        if !problems.is_empty() {
+            failed_after = Some(n);
+            break;
+        }
+    }
+    if problems.is_empty() {
+        final_check(&mut world, &mut problems).await;
+        if !problems.is_empty() {
+            failed_after = Some(plan.len());
+        }
+    }
+    let mut log = std::mem::take(&mut world.log);
+    if !problems.is_empty() {
+        let World { home, .. } = world;
+        log.push(format!("home kept at {}", home.keep().display()));
+    }
+    Outcome {
+        plan: plan.to_vec(),
+        failed_after,
+        problems,
+        log,
+        took: started.elapsed(),
+    }
+}
+
+/// The checks that need no process stopped: every session in the store whole and valid, and
+/// (the store not held) every answer in the sessions no process holds shown by a fresh
+/// process's load.
+async fn check_while_running(world: &mut World, problems: &mut Problems) {
+    // While the store is held, neither a reader of this test's nor a fresh process gets in.
+    if world.held.is_some() {
+        return;
+    }
+    problems
+        .0
+        .extend(crate::invariants::store_whole(&world.home).await.0);
+    let idle: Vec<(String, std::path::PathBuf)> = world
+        .sessions
+        .iter()
+        // Open nowhere, and its last process gone: what it wrote or left waiting is the
+        // store's or an orphaned spool's, which a fresh process must show.
+        .filter(|s| !s.deleted && s.holder.is_none() && !world.alive(s.last_process))
+        .filter(|s| world.facts.iter().any(|f| f.session() == s.id))
+        .map(|s| (s.id.clone(), s.cwd.clone()))
+        .collect();
+    if idle.is_empty() {
+        return;
+    }
+    let mut agent = match world.home.initialized(&Faults::default()).await {
+        Ok(agent) => agent,
+        Err(e) => return problems.say(format!("a checking process did not start: {e}")),
+    };
+    let mut replays = Vec::new();
+    for (id, cwd) in &idle {
+        let from = agent.transcript.len();
+        let params = json!({"sessionId": id, "cwd": cwd, "mcpServers": []});
+        match agent.request("session/load", params).await {
+            Ok(answer) if answer.get("result").is_some() => replays.push(Replay {
+                who: "a checking process".into(),
+                session: id.clone(),
+                messages: agent.transcript[from..].to_vec(),
+                promised: world.facts.clone(),
+            }),
+            // A close keeps the session's claim while its entries wait for the store.
+            Ok(answer)
+                if answer
+                    .to_string()
+                    .contains("open in another Talaria process") => {}
+            Ok(answer) => problems.say(format!(
+                "{id} does not load in a checking process: {answer}"
+            )),
+
+            Err(e) => problems.say(format!("a checking process: {e}")),
+        }
+        let _ = agent
+            .request("session/close", json!({"sessionId": id}))
+            .await;
+    }
+    agent.close_stdin();
+    let _ = agent.wait_exit(Duration::from_secs(5)).await;
+    for replay in &replays {
+        problems
+            .0
+            .extend(crate::invariants::replay_problems(replay, None));
+    }
+}
+
+/// Every process stops (end of input), the store is let go, and the full check runs.
+async fn final_check(world: &mut World, problems: &mut Problems) {
+    world.held = None;
+    for slot in 0..plan::SLOTS {
+        if let Some(problem) = world.stop(slot).await {
+            problems.say(problem);
+        }
+    }
+    world.home.mock.take_scripts();
+    let facts: Vec<Fact> = world.facts.clone();
+    let bystanders = Snapshot::new();
+    let expected = Expected {
+        facts,
+        bystanders: &bystanders,
+        replays: Vec::new(),
+    };
+    problems
+        .0
+        .extend(check_after_restart(&mut world.home, &expected).await.0);
+}
+
+/// Runs seed `seed`'s plan of `steps` steps.
+pub async fn run_seed(seed: u64, steps: usize) -> Outcome {
+    run_plan(&plan::plan(seed, steps)).await
+}
+
+/// Shrinks a failing plan: leaves out parts of it (halves, then quarters, …) while it still
+/// fails, within `budget`; the shortest failing plan found and its outcome.
+pub async fn shrink(failing: Outcome, budget: Duration) -> Outcome {
+    let started = Instant::now();
+    let mut best = failing;
+    if let Some(after) = best.failed_after {
+        best.plan.truncate(after + 1);
+    }
+    let mut parts = 2;
+    while best.plan.len() > 1 && started.elapsed() < budget {
+        let size = best.plan.len().div_ceil(parts);
+        let mut shrunk = false;
+        for start in (0..best.plan.len()).step_by(size.max(1)) {
+            if started.elapsed() >= budget {
+                break;
+            }
+            let mut candidate = best.plan.clone();
+            candidate.drain(start..(start + size).min(candidate.len()));
+            if candidate.is_empty() {
+                continue;
+            }
+            let outcome = run_plan(&candidate).await;
+            if outcome.failed() {
+                best = outcome;
+                if let Some(after) = best.failed_after {
+                    best.plan.truncate(after + 1);
+                }
+                parts = (parts - 1).max(2);
+                shrunk = true;
+                break;
+            }
+        }
+        if !shrunk {
+            if size <= 1 {
+                break;
+            }
+            parts = (parts * 2).min(best.plan.len());
+        }
+    }
+    best
+}
+
+/// A failure's report: the plan (replayable), where it failed, what, and the log.
+pub fn report(seed: Option<u64>, outcome: &Outcome) -> String {
+    let mut text = String::new();
+    if let Some(seed) = seed {
+        text.push_str(&format!("seed {seed}: "));
+    }
+    text.push_str(&format!(
+        "failed after step {:?} of {}\nreplay: cargo run -p talaria-sim -- --plan '{}'\n{}",
+        outcome.failed_after,
+        outcome.plan.len(),
+        plan::to_text(&outcome.plan),
+        outcome.problems
+    ));
+    text.push_str(&outcome.log.join("\n"));
+    text
+}
