@@ -647,13 +647,17 @@ async fn a_long_outage_keeps_waiting_bodies_in_the_spool_not_in_memory() {
         "saved"
     );
     assert_eq!(store.accepted_bytes.load(Ordering::Acquire), total);
-    assert!(
+    // The spool is emptied at the end of the writer's batch (just after it says so).
+    let emptied = || {
         spool_files(dir.path())
             .iter()
-            .all(|path| std::fs::metadata(path).map_or(true, |m| m.len() == 0)),
-        "{:?}",
-        spool_files(dir.path())
-    );
+            .all(|path| std::fs::metadata(path).map_or(true, |m| m.len() == 0))
+    };
+    let started = Instant::now();
+    while !emptied() && started.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(emptied(), "{:?}", spool_files(dir.path()));
 }
 
 #[tokio::test]
@@ -667,7 +671,8 @@ async fn bodies_kept_by_the_spool_alone_are_written_by_the_next_process_after_an
     let healthy = Arc::new(Flaky::default());
     let _journal = spooled_journal(&healthy, &dir);
     let ids: Vec<EntryId> = (1..=25).collect();
-    accepted_within(&healthy, &ids, Duration::from_secs(15)).await;
+    // A bound on progress, not a speed: the machine may be busy.
+    accepted_within(&healthy, &ids, Duration::from_secs(60)).await;
     let expected: usize = {
         let mut transcript = Transcript::with_system("sys");
         for text in &texts {
