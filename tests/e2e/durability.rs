@@ -827,3 +827,139 @@ async fn two_processes_on_an_old_store_with_a_slow_migration_both_end_up_saving(
     }
     assert_eq!(store.search("walrus", 5).expect("search").len(), 1);
 }
+
+#[tokio::test]
+async fn a_second_sigint_while_another_process_migrates_loses_no_answered_turn_unnamed() {
+    let mut env = TestEnv::new(vec![MockReply::text(&["answered during the migration"])]).await;
+    old_store(&store_path(&env));
+    grow_old_store(&store_path(&env), 20_000);
+    // The migrator holds the migration's transaction for 8 s.
+    env.extra_env
+        .push(("TALARIA_TEST_MIGRATION_PAUSE_MS".into(), "8000".into()));
+    let mut migrator = env.spawn().await;
+    let _ = migrator
+        .start_session(env.workspace.path())
+        .await
+        .expect("session");
+    env.extra_env.pop();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // This process cannot open the store meanwhile: its turn is answered, then stopped
+    // twice.
+    let mut agent = env.spawn().await;
+    let session = agent
+        .start_session(env.workspace.path())
+        .await
+        .expect("session");
+    let (response, _) = prompt(&mut agent, &session, "go").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    let pid = nix::unistd::Pid::from_raw(agent.pid().expect("pid") as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("signal");
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+    let status = agent.wait_exit(WAIT).await.expect("exits");
+    assert!(matches!(status.code(), Some(0 | 130)), "{status:?}");
+    let said = agent.stderr();
+    assert!(
+        said.lines()
+            .any(|l| l.contains("has not taken yet") && l.contains(&session)),
+        "the waiting turn was not named: {said}"
+    );
+    // Once the migration is done, the next process writes the turn from the spool.
+    migrator.close_stdin();
+    let _ = migrator.wait_exit(Duration::from_secs(40)).await;
+    let mut next = initialized(&env).await;
+    // It opens (and migrates) the store in the background, then writes what was spooled.
+    next.request("session/list", json!({}))
+        .await
+        .expect("answered");
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let stored = SqliteStore::open(&store_path(&env))
+            .and_then(|store| store.load(&session))
+            .map(|(_, transcript)| assistant_texts(&transcript))
+            .unwrap_or_default();
+        if stored == ["answered during the migration"] {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "the answered turn was lost: {stored:?}\n{said}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    next.close_stdin();
+    let _ = next.wait_exit(WAIT).await;
+}
+
+#[tokio::test]
+async fn a_second_sigint_during_a_migration_keeps_the_running_turns_prompt_and_names_the_rest() {
+    let mut env = TestEnv::new(vec![MockReply::Hang {
+        chunks: vec!["a partial answer ".into()],
+    }])
+    .await;
+    old_store(&store_path(&env));
+    grow_old_store(&store_path(&env), 20_000);
+    env.extra_env
+        .push(("TALARIA_TEST_MIGRATION_PAUSE_MS".into(), "8000".into()));
+    let mut migrator = env.spawn().await;
+    let _ = migrator
+        .start_session(env.workspace.path())
+        .await
+        .expect("session");
+    env.extra_env.pop();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut agent = env.spawn().await;
+    let session = agent
+        .start_session(env.workspace.path())
+        .await
+        .expect("session");
+    // A turn streams (and hangs) while the store cannot be opened; then two SIGINTs.
+    agent
+        .start_request(
+            "session/prompt",
+            text_prompt(&session, "the running question"),
+        )
+        .await
+        .expect("prompt");
+    agent
+        .wait_for(WAIT, |m| m.to_string().contains("a partial answer"))
+        .await
+        .expect("streaming");
+    let pid = nix::unistd::Pid::from_raw(agent.pid().expect("pid") as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("signal");
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+    let status = agent.wait_exit(WAIT).await.expect("exits");
+    assert!(matches!(status.code(), Some(0 | 130)), "{status:?}");
+    let said = agent.stderr();
+    assert!(
+        said.lines()
+            .any(|l| l.contains("running turns are ended") && l.contains(&session)),
+        "the running turn was not named: {said}"
+    );
+    migrator.close_stdin();
+    let _ = migrator.wait_exit(Duration::from_secs(40)).await;
+    let mut next = initialized(&env).await;
+    next.request("session/list", json!({}))
+        .await
+        .expect("answered");
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let prompt_kept = SqliteStore::open(&store_path(&env))
+            .and_then(|store| store.load(&session))
+            .is_ok_and(|(_, transcript)| {
+                serde_json::to_string(&transcript)
+                    .is_ok_and(|text| text.contains("the running question"))
+            });
+        if prompt_kept {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "the running turn's prompt was lost\n{said}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    next.close_stdin();
+    let _ = next.wait_exit(WAIT).await;
+}

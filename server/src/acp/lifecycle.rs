@@ -29,6 +29,7 @@ pub(super) fn store_error(error: StoreError) -> acp::Error {
         StoreError::NotOpenYet(_)
         | StoreError::TimedOut(_)
         | StoreError::Busy(_)
+        | StoreError::Overloaded(_)
         | StoreError::Unreachable(_) => errors::unavailable(error),
         other => errors::internal_error(other.to_string()),
     }

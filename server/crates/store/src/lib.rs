@@ -33,8 +33,14 @@ use talaria_record::{Entry, EntryId, Transcript};
 pub enum StoreError {
     #[error("the session store at {path} cannot be opened: {detail}")]
     Open { path: String, detail: String },
-    #[error("the session store is locked by another process; try again ({0})")]
+    /// SQLite's write lock is held by another writer (another program, another process,
+    /// or another store of this one): not said to be another process, which it may not be.
+    #[error("the session store's write lock is held by another writer; try again ({0})")]
     Busy(String),
+    /// This process's own earlier calls to the store have not returned yet (a slow disk or
+    /// server): nothing else holds it.
+    #[error("the session store has not answered this process's earlier calls yet; try again ({0})")]
+    Overloaded(String),
     #[error("the session store is read-only: {0}")]
     ReadOnly(String),
     #[error("the session store is damaged: {0}")]

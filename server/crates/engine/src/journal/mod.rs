@@ -381,8 +381,8 @@ impl Journal {
         // says so (a time-out is only reported when this call waited that long).
         if calls.fetch_add(1, Ordering::AcqRel) >= MAX_STUCK_CALLS {
             calls.fetch_sub(1, Ordering::AcqRel);
-            return Err(StoreError::Busy(format!(
-                "{MAX_STUCK_CALLS} earlier calls to it have not returned yet"
+            return Err(StoreError::Overloaded(format!(
+                "{MAX_STUCK_CALLS} of them are still running"
             )));
         }
         let shared = self.shared.clone();
@@ -520,6 +520,28 @@ impl Journal {
         };
         report.moved_to = report.moved_to.or(moved);
         report
+    }
+
+    /// What every session has waiting that the writer has not spooled yet is spooled now
+    /// (a stop begins: a second signal may end the process at once, and the writer may be
+    /// inside a store call, opening a store another process migrates), for a moment at most.
+    pub async fn spool_everything(&self) {
+        let shared = self.shared.clone();
+        let spooling = tokio::task::spawn_blocking(move || {
+            for session in shared.waiting.sessions() {
+                shared.spool_waiting(&session);
+            }
+        });
+        if tokio::time::timeout(LATE_SPOOL_DEADLINE, spooling)
+            .await
+            .is_err()
+        {
+            tracing::error!(
+                "the spool took longer than {:.1} s: what waits is kept in memory only until \
+                 the store takes it",
+                LATE_SPOOL_DEADLINE.as_secs_f64()
+            );
+        }
     }
 
     /// Resolves `true` once the session has nothing unsaved; `false` when it never will

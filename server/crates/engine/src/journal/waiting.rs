@@ -153,6 +153,11 @@ impl Waiting {
             .unwrap_or_default()
     }
 
+    /// The sessions with something waiting.
+    pub(super) fn sessions(&self) -> Vec<String> {
+        talaria_util::lock(&self.sessions).keys().cloned().collect()
+    }
+
     /// Every session's waiting entries (for search).
     pub(super) fn all(&self) -> Vec<(String, Vec<EncodedEntry>)> {
         let sessions = talaria_util::lock(&self.sessions);
