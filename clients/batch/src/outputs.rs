@@ -28,6 +28,9 @@ pub enum Verdict {
     SetupFailed,
     /// The workspace, the agent or the model failed (`error_class` says which).
     Error,
+    /// The run was stopped (SIGTERM, SIGINT, SIGHUP) while the task ran: its turn was
+    /// cancelled and recorded as interrupted. Not finished: `--resume` runs it again.
+    Interrupted,
 }
 
 impl Verdict {
@@ -130,7 +133,9 @@ impl OutputDir {
         if !resume && !text.trim().is_empty() {
             return Err(OutputError::NotEmpty(dir.to_path_buf()));
         }
-        let (finished, whole_bytes) = read_results(&text);
+        let (mut finished, whole_bytes) = read_results(&text);
+        // What an earlier run marked interrupted runs again: its line stays, it counts no more.
+        finished.retain(|r| r.verdict != Verdict::Interrupted);
         let results = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -149,9 +154,13 @@ impl OutputDir {
         &self.dir
     }
 
-    /// The ids already finished.
+    /// The ids already finished (an interrupted task is not: it runs again).
     pub fn finished_ids(&self) -> HashSet<String> {
-        self.finished.iter().map(|r| r.id.clone()).collect()
+        self.finished
+            .iter()
+            .filter(|r| r.verdict != Verdict::Interrupted)
+            .map(|r| r.id.clone())
+            .collect()
     }
 
     /// Writes a task's trajectory, then its result (synced before this returns).
@@ -249,7 +258,7 @@ pub fn summary(results: &[TaskResult], problems: &[Problem], wall_s: f64) -> Str
     let calls: u64 = results.iter().map(|r| r.model_calls).sum();
     let cost: f64 = results.iter().filter_map(|r| r.cost).sum();
     let mut out = format!(
-        "# Batch summary\n\n| | |\n|---|---|\n| tasks finished | {} |\n| pass | {} |\n| fail | {} |\n| done (no check) | {} |\n| timeout | {} |\n| setup failed | {} |\n| error | {} |\n| bad dataset lines | {} |\n| model calls | {calls} |\n| tokens in / out | {tokens_in} / {tokens_out} |\n| cost (USD) | {cost:.4} |\n| wall time (s) | {wall_s:.1} |\n",
+        "# Batch summary\n\n| | |\n|---|---|\n| tasks finished | {} |\n| pass | {} |\n| fail | {} |\n| done (no check) | {} |\n| timeout | {} |\n| setup failed | {} |\n| error | {} |\n| interrupted (run again with --resume) | {} |\n| bad dataset lines | {} |\n| model calls | {calls} |\n| tokens in / out | {tokens_in} / {tokens_out} |\n| cost (USD) | {cost:.4} |\n| wall time (s) | {wall_s:.1} |\n",
         results.len(),
         count(Verdict::Pass),
         count(Verdict::Fail),
@@ -257,6 +266,7 @@ pub fn summary(results: &[TaskResult], problems: &[Problem], wall_s: f64) -> Str
         count(Verdict::Timeout),
         count(Verdict::SetupFailed),
         count(Verdict::Error),
+        count(Verdict::Interrupted),
         problems.len(),
     );
     let failed: Vec<&TaskResult> = results.iter().filter(|r| r.verdict.failed()).collect();

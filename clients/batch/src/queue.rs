@@ -368,7 +368,10 @@ async fn run_held(
     options: &WorkerOptions,
     at: &TaskAt,
 ) -> TaskOutcome {
-    let running = run_task(agent, at, &options.places);
+    // A worker's tasks are not stopped here: a stopped worker's leases run out and its
+    // tasks are taken again.
+    let never = tokio_util::sync::CancellationToken::new();
+    let running = run_task(agent, at, &options.places, &never);
     tokio::pin!(running);
     loop {
         tokio::select! {

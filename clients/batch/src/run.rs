@@ -19,6 +19,9 @@ use crate::workspace;
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(600);
 /// After a timeout's cancel, how long the turn has to end.
 const CANCEL_GRACE: Duration = Duration::from_secs(30);
+/// When the run is stopped, how long a task's cancelled turn and close have to end (the
+/// process is stopping: the agent's own stop bounds the rest).
+const STOP_GRACE: Duration = Duration::from_secs(2);
 
 /// Where a task's files go.
 #[derive(Debug, Clone)]
@@ -80,8 +83,14 @@ fn failed(result: &mut TaskResult, agent: &AgentLink, class: &str, error: String
     result.error = Some(error);
 }
 
-/// Runs one task as one session of `agent`.
-pub async fn run_task(agent: &AgentLink, at: &TaskAt, places: &TaskPlaces) -> TaskOutcome {
+/// Runs one task as one session of `agent`; when `stop` fires (the run is stopped) its turn
+/// is cancelled and the task ends [`Verdict::Interrupted`].
+pub async fn run_task(
+    agent: &AgentLink,
+    at: &TaskAt,
+    places: &TaskPlaces,
+    stop: &tokio_util::sync::CancellationToken,
+) -> TaskOutcome {
     let started = Instant::now();
     let mut result = blank_result(at);
     let task = at.task.clone();
@@ -108,10 +117,17 @@ pub async fn run_task(agent: &AgentLink, at: &TaskAt, places: &TaskPlaces) -> Ta
         }
     };
     result.session_id = Some(session.clone());
-    run_session(agent, at, &session, &mut result).await;
-    let _ = agent
-        .call("session/close", json!({"sessionId": session}))
-        .await;
+    let stopped = tokio::select! {
+        () = run_session(agent, at, &session, &mut result) => false,
+        () = stop.cancelled() => true,
+    };
+    let close = agent.call("session/close", json!({"sessionId": session}));
+    if stopped {
+        interrupted(agent, &session, &mut result).await;
+        let _ = tokio::time::timeout(STOP_GRACE, close).await;
+    } else {
+        let _ = close.await;
+    }
     let tally = agent.tally(&session);
     agent.forget(&session);
     result.tool_calls = tally.tool_calls;
@@ -126,6 +142,22 @@ pub async fn run_task(agent: &AgentLink, at: &TaskAt, places: &TaskPlaces) -> Ta
     // The throwaway workspace is removed off the runtime's threads too.
     let _ = tokio::task::spawn_blocking(move || drop(workspace)).await;
     finish(result, trajectory, started)
+}
+
+/// The run was stopped while the task ran: its turn is cancelled (the agent records it as
+/// interrupted) and the task is marked so; `--resume` runs it again.
+async fn interrupted(agent: &AgentLink, session: &str, result: &mut TaskResult) {
+    agent
+        .notify("session/cancel", json!({"sessionId": session}))
+        .await;
+    result.verdict = Verdict::Interrupted;
+    result.stop_reason = Some("cancelled".into());
+    result.error_class = Some("interrupted".into());
+    result.error = Some(
+        "the run was stopped while the task ran; its turn was cancelled (--resume runs it \
+         again)"
+            .into(),
+    );
 }
 
 fn finish(mut result: TaskResult, trajectory: Option<Value>, started: Instant) -> TaskOutcome {
@@ -308,6 +340,8 @@ pub struct RunOptions {
     pub places: TaskPlaces,
     /// No progress on stderr.
     pub quiet: bool,
+    /// Stops the run: no task starts after it, the running ones end interrupted.
+    pub stop: tokio_util::sync::CancellationToken,
 }
 
 /// Why a batch stopped early.
@@ -317,6 +351,11 @@ pub enum RunError {
     Output(#[from] OutputError),
     #[error("the agent ended with {0} tasks unfinished: run again with --resume")]
     AgentGone(usize),
+    #[error(
+        "stopped: {0} running tasks were interrupted (marked in results.jsonl), the rest did \
+         not start; run again with --resume"
+    )]
+    Stopped(usize),
 }
 
 /// Runs `dataset`'s tasks not yet in `out`, `parallel` at a time; every result is in `out`
@@ -342,18 +381,27 @@ pub async fn run_dataset(
     let permits = Arc::new(Semaphore::new(options.parallel.max(1)));
     for at in todo {
         let (agent, places, permits) = (agent.clone(), options.places.clone(), permits.clone());
-        let (outcomes, starts) = (outcomes.clone(), starts.clone());
+        let (outcomes, starts, stop) = (outcomes.clone(), starts.clone(), options.stop.clone());
         tokio::spawn(async move {
-            let Ok(_permit) = permits.acquire_owned().await else {
+            // A task that had not started when the run was stopped does not start.
+            let permit = tokio::select! {
+                permit = permits.acquire_owned() => permit,
+                () = stop.cancelled() => return,
+            };
+            let Ok(_permit) = permit else {
                 return;
             };
+            if stop.is_cancelled() {
+                return;
+            }
             let _ = starts.send(());
-            let _ = outcomes.send(run_task(&agent, &at, &places).await);
+            let _ = outcomes.send(run_task(&agent, &at, &places, &stop).await);
         });
     }
     drop((outcomes, starts));
     let (to_writer, writer) = writer(out, dataset.problems.clone(), options.format, started);
     let mut gone = 0;
+    let mut interrupted = 0;
     loop {
         tokio::select! {
             Some(()) = started_one.recv() => progress.started_one(),
@@ -362,6 +410,9 @@ pub async fn run_dataset(
                 if outcome.agent_gone() {
                     gone += 1;
                     continue;
+                }
+                if outcome.result.verdict == Verdict::Interrupted {
+                    interrupted += 1;
                 }
                 progress.finished(&outcome.result);
                 if to_writer.send(outcome).is_err() {
@@ -377,6 +428,9 @@ pub async fn run_dataset(
         .map_err(|e| RunError::Output(OutputError::Writer(e.to_string())))??;
     if gone > 0 {
         return Err(RunError::AgentGone(gone));
+    }
+    if options.stop.is_cancelled() {
+        return Err(RunError::Stopped(interrupted));
     }
     Ok(out)
 }

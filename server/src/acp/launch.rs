@@ -117,6 +117,7 @@ impl Agent {
             title: None,
             commands: None,
             sizing: None,
+            unsaved: None,
         };
         let launched = self.launch(Launch {
             id: id.clone(),

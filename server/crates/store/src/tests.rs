@@ -63,6 +63,18 @@ mod conformance {
     }
 
     #[test]
+    fn checked_appends_never_replace_what_another_writer_wrote() {
+        let (_dir, store) = super::store();
+        suite::checked_appends(&store);
+    }
+
+    #[test]
+    fn a_session_created_with_its_entries_is_there_whole_or_not_at_all() {
+        let (_dir, store) = super::store();
+        suite::created_with_entries(&store);
+    }
+
+    #[test]
     fn a_batch_commits_every_session_at_once_and_reindexing_finds_the_new_text() {
         let (_dir, store) = super::store();
         suite::batch_and_reindex(&store);

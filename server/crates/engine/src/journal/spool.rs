@@ -10,9 +10,17 @@
 //!   order the writes were made and synced once per batch; a line cut short by a crash is
 //!   ignored. Adopting copies the records into this process's own spool (synced) before the
 //!   old file is removed, so a crash during adoption loses nothing either.
-//! - Writing a record again is harmless: the stores create a session only if it is not there
-//!   and put an entry in place by its id. So the spool is emptied only once every backlog is
-//!   written, and a partly written spool is simply written again.
+//! - Each entry's line names the writer that spooled it and the session writers it builds
+//!   on (`by`, `on`: the store's check, `SessionStore::append_checked`), so a spool adopted
+//!   after another process went on with the session never replaces what that process wrote.
+//! - Once a session's spooled writes are in the store, a `written` line says which: an
+//!   adoption leaves out every earlier line of those entries (a version the store has, or a
+//!   newer one replaced since), so a spool that was not emptied yet never takes an entry back
+//!   to an older version. Writing a record again is otherwise harmless (a session is created
+//!   only if it is not there; an entry already stored as it is changes nothing), so the
+//!   spool is emptied only once nothing waits, and a partly written spool is written again.
+//! - Adopting is exclusive: the orphan stays locked until it is removed, and a file already
+//!   removed (adopted by another process a moment before) is left alone.
 //! - An entry's body is written as it is, so its place in the file is known ([`Place`]):
 //!   past a bound the writer lets waiting bodies leave memory and be read back from there
 //!   (`Body::spill`). A file bodies were spilled into is never rewritten: once everything
@@ -33,7 +41,8 @@ use talaria_store::{EncodedEntry, MetaUpdate, SessionMeta};
 #[derive(Debug)]
 pub(super) enum Spooled {
     Create(SessionMeta),
-    Append(String, EncodedEntry),
+    /// An entry, and the session writers it builds on (its spooler included).
+    Append(String, EncodedEntry, Vec<String>),
     Update(String, MetaUpdate),
 }
 
@@ -82,10 +91,24 @@ enum RecordIn {
     Entry {
         session: String,
         body: Box<Entry>,
+        /// The writer that spooled it (lines of older builds have none).
+        #[serde(default)]
+        by: String,
+        /// The session writers it builds on.
+        #[serde(default)]
+        on: Vec<String>,
     },
     Update {
         session: String,
         update: UpdateRecord,
+    },
+    /// The session's earlier lines of these entries (and of its metadata, with `meta`) are
+    /// in the store.
+    Written {
+        session: String,
+        ids: Vec<EntryId>,
+        #[serde(default)]
+        meta: bool,
     },
 }
 
@@ -95,6 +118,8 @@ struct EntryHeader<'a> {
     t: &'static str,
     session: &'a str,
     id: EntryId,
+    by: &'a str,
+    on: &'a [String],
 }
 
 /// This process's spool file, under its lock.
@@ -131,7 +156,14 @@ impl Place {
 /// The spool of one process: its own file (opened on first use) and the adoption of others'.
 pub(super) struct Spool {
     dir: PathBuf,
+    /// This writer's token (`by` in its lines).
+    by: String,
     own: Option<OwnFile>,
+    /// Sessions with lines in the file (a `written` line is added when theirs are stored).
+    sessions: std::collections::HashSet<String>,
+    /// Lines were added for a turn answered before the writer took them (see
+    /// `Journal::committed_within`): emptied only once nothing waits anywhere.
+    pub(super) late: bool,
     /// Opening the file failed (a read-only home): waiting writes stay in memory only.
     unavailable: bool,
     /// Records written since the last sync.
@@ -143,10 +175,13 @@ pub(super) struct Spool {
 }
 
 impl Spool {
-    pub(super) fn in_dir(dir: PathBuf) -> Self {
+    pub(super) fn in_dir(dir: PathBuf, by: String) -> Self {
         Self {
             dir,
+            by,
             own: None,
+            sessions: std::collections::HashSet::new(),
+            late: false,
             unavailable: false,
             dirty: false,
             keep: false,
@@ -154,28 +189,50 @@ impl Spool {
         }
     }
 
-    pub(super) fn create(&mut self, meta: &SessionMeta) {
+    /// Spools a creation; whether it was written.
+    pub(super) fn create(&mut self, meta: &SessionMeta) -> bool {
         let line = serde_json::json!({"t": "create", "meta": meta});
-        self.write_json(&line);
+        self.write_json(&line)
     }
 
-    /// Spools entries; where each body was written (none where it could not be).
+    /// Spools entries that build on the session writers `on`; where each body was written
+    /// (none where it could not be).
     pub(super) fn entries(
         &mut self,
         session: &str,
         entries: &[EncodedEntry],
+        on: &[String],
     ) -> Vec<Option<Place>> {
         entries
             .iter()
-            .map(|entry| self.entry(session, entry))
+            .map(|entry| self.entry(session, entry, on))
             .collect()
     }
 
-    fn entry(&mut self, session: &str, entry: &EncodedEntry) -> Option<Place> {
+    /// Whether `session` has lines in the file.
+    pub(super) fn holds(&self, session: &str) -> bool {
+        self.sessions.contains(session)
+    }
+
+    /// `session`'s entries `ids` (and its metadata, with `meta`) are in the store: their
+    /// earlier lines are never written again.
+    pub(super) fn written_in_store(&mut self, session: &str, ids: &[EntryId], meta: bool) {
+        if !self.holds(session) {
+            return;
+        }
+        let line =
+            serde_json::json!({"t": "written", "session": session, "ids": ids, "meta": meta});
+        self.write_json(&line);
+    }
+
+    fn entry(&mut self, session: &str, entry: &EncodedEntry, on: &[String]) -> Option<Place> {
+        let by = self.by.clone();
         let header = EntryHeader {
             t: "entry",
             session,
             id: entry.id,
+            by: &by,
+            on,
         };
         let head = serde_json::to_vec(&header).ok()?;
         let body = entry.body.text().ok()?;
@@ -189,6 +246,7 @@ impl Spool {
         line.extend_from_slice(body.as_bytes());
         line.extend_from_slice(b"}\n");
         let line_at = self.write_line(&line)?;
+        self.sessions.insert(session.to_string());
         let own = self.own.as_ref()?;
         Some(Place {
             file: own.reader.clone(),
@@ -202,7 +260,9 @@ impl Spool {
             "session": session,
             "update": UpdateRecord::of(update),
         });
-        self.write_json(&line);
+        if self.write_json(&line) {
+            self.sessions.insert(session.to_string());
+        }
     }
 
     /// Whether writes reach the file (it is open, or not tried yet).
@@ -242,12 +302,18 @@ impl Spool {
             }
             self.own = None;
             self.dirty = false;
+            self.sessions.clear();
+            self.late = false;
             talaria_util::failpoint::step("spool::drain::after");
             return;
         }
         let emptied = own.file.set_len(0).and_then(|()| own.file.rewind());
         match emptied {
-            Ok(()) => own.len = 0,
+            Ok(()) => {
+                own.len = 0;
+                self.sessions.clear();
+                self.late = false;
+            }
             Err(error) => tracing::warn!(path = %own.path.display(), "emptying the spool: {error}"),
         }
         self.dirty = false;
@@ -289,16 +355,19 @@ impl Spool {
         orphans.sort_by_key(|path| std::fs::metadata(path).and_then(|m| m.modified()).ok());
         let mut adopted = Vec::new();
         for path in orphans {
-            let Some(records) = orphan_records(&path) else {
+            // Held (locked) until it is removed: nobody adopts it twice.
+            let Some((records, _held)) = orphan_records(&path) else {
                 continue;
             };
             talaria_util::failpoint::step("spool::adopt::before");
             for record in &records {
                 match record {
-                    Spooled::Create(meta) => self.create(meta),
-                    Spooled::Append(session, entry) => {
+                    Spooled::Create(meta) => {
+                        self.create(meta);
+                    }
+                    Spooled::Append(session, entry, on) => {
                         // Adopted bodies are read back from this process's spool when written.
-                        if let Some(place) = self.entry(session, entry) {
+                        if let Some(place) = self.entry(session, entry, on) {
                             place.spill(&entry.body, self);
                         }
                     }
@@ -326,11 +395,12 @@ impl Spool {
         adopted
     }
 
-    fn write_json(&mut self, line: &serde_json::Value) {
-        if let Ok(mut bytes) = serde_json::to_vec(line) {
-            bytes.push(b'\n');
-            self.write_line(&bytes);
-        }
+    fn write_json(&mut self, line: &serde_json::Value) -> bool {
+        let Ok(mut bytes) = serde_json::to_vec(line) else {
+            return false;
+        };
+        bytes.push(b'\n');
+        self.write_line(&bytes).is_some()
     }
 
     /// Appends one whole line (where it starts, once written); a line that cannot be written
@@ -420,15 +490,21 @@ fn open_own(dir: &Path) -> std::io::Result<OwnFile> {
     })
 }
 
-/// The records of a spool nobody holds (its process is gone); `None` while a live process
-/// holds it, or when it cannot be read.
-fn orphan_records(path: &Path) -> Option<Vec<Spooled>> {
+/// The records of a spool nobody holds (its process is gone), and the file, locked until
+/// the caller removes it; `None` while a live process holds it, once another process adopted
+/// it (removed), or when it cannot be read. Lines a later `written` line covers are left out.
+fn orphan_records(path: &Path) -> Option<(Vec<Spooled>, File)> {
+    use std::os::unix::fs::MetadataExt;
     let file = OpenOptions::new().read(true).write(true).open(path).ok()?;
     if file.try_lock().is_err() {
         return None;
     }
+    // Opened just before another adopter removed it: its records are that adopter's now.
+    if file.metadata().ok()?.nlink() == 0 {
+        return None;
+    }
     let mut reader = BufReader::new(&file);
-    let mut records = Vec::new();
+    let mut records = Records::default();
     let mut line = Vec::new();
     loop {
         line.clear();
@@ -445,25 +521,77 @@ fn orphan_records(path: &Path) -> Option<Vec<Spooled>> {
             }
         }
         match serde_json::from_slice::<RecordIn>(&line) {
-            Ok(record) => records.extend(spooled(record)),
+            Ok(record) => records.add(record),
             Err(error) => {
                 tracing::warn!(path = %path.display(), "a spool line that does not decode: {error}");
             }
         }
     }
-    Some(records)
+    drop(reader);
+    Some((records.into_writes(), file))
+}
+
+/// A spool's records as they are read, each line's place kept so a `written` line can leave
+/// out the earlier lines it covers.
+#[derive(Default)]
+struct Records {
+    lines: Vec<Option<Spooled>>,
+    /// Where each session's entry lines and update lines are, by entry id (`None`: updates).
+    at: std::collections::HashMap<(String, Option<EntryId>), Vec<usize>>,
+}
+
+impl Records {
+    fn add(&mut self, record: RecordIn) {
+        if let RecordIn::Written { session, ids, meta } = record {
+            let covered = ids.into_iter().map(Some).chain(meta.then_some(None));
+            for id in covered {
+                for line in self.at.remove(&(session.clone(), id)).unwrap_or_default() {
+                    self.lines[line] = None;
+                }
+            }
+            return;
+        }
+        let Some(write) = spooled(record) else {
+            return;
+        };
+        let key = match &write {
+            Spooled::Append(session, entry, _) => Some((session.clone(), Some(entry.id))),
+            Spooled::Update(session, _) => Some((session.clone(), None)),
+            Spooled::Create(_) => None,
+        };
+        if let Some(key) = key {
+            self.at.entry(key).or_default().push(self.lines.len());
+        }
+        self.lines.push(Some(write));
+    }
+
+    fn into_writes(self) -> Vec<Spooled> {
+        self.lines.into_iter().flatten().collect()
+    }
 }
 
 fn spooled(record: RecordIn) -> Option<Spooled> {
     Some(match record {
         RecordIn::Create { meta } => Spooled::Create(meta),
-        RecordIn::Entry { session, body } => match EncodedEntry::of(&body) {
-            Ok(entry) => Spooled::Append(session, entry),
+        RecordIn::Entry {
+            session,
+            body,
+            by,
+            mut on,
+        } => match EncodedEntry::of(&body) {
+            Ok(entry) => {
+                // What its spooler committed before it ended, it builds on too.
+                if !on.contains(&by) {
+                    on.push(by);
+                }
+                Spooled::Append(session, entry, on)
+            }
             Err(error) => {
                 tracing::warn!(session = %session, "a spooled entry that does not encode: {error}");
                 return None;
             }
         },
         RecordIn::Update { session, update } => Spooled::Update(session, update.into_update()),
+        RecordIn::Written { .. } => return None,
     })
 }

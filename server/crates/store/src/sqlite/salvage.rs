@@ -299,11 +299,20 @@ fn read_what_reads(copy: &Path) -> Recovered {
     // With a writable schema SQLite reads a file shorter than its header says up to its end
     // instead of refusing it whole (nothing is written: the connection is read-only).
     let _ = connection.pragma_update(None, "writable_schema", "ON");
+    // A file older than version 4 has no writer column: its sessions are read without it.
+    let has_writer = connection
+        .prepare("SELECT writer FROM sessions LIMIT 0")
+        .is_ok();
+    let columns = if has_writer {
+        SESSION_COLUMNS
+    } else {
+        super::SESSION_COLUMNS_BEFORE_WRITER
+    };
     let metas: BTreeMap<String, SessionMeta> = rows(
         &connection,
         "sessions",
         "rowid",
-        &format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE rowid BETWEEN ?1 AND ?2"),
+        &format!("SELECT {columns} FROM sessions WHERE rowid BETWEEN ?1 AND ?2"),
         meta_of,
     )
     .into_iter()
