@@ -59,6 +59,20 @@ impl Root {
         })
     }
 
+    /// The folder `/`, for a path the caller resolved and judged itself (no link on it: one
+    /// that appears since makes every operation on it fail).
+    pub fn system(places: Arc<dyn Places>) -> Result<Root, FileError> {
+        let fd = crate::open::system_root().map_err(|e| FileError::of("open", "/", e))?;
+        Ok(Root {
+            dir: Dir {
+                fd,
+                real: PathBuf::from("/"),
+                shown: PathBuf::from("/"),
+                places,
+            },
+        })
+    }
+
     /// How the caller named the root.
     pub fn shown(&self) -> &Path {
         &self.dir.shown
@@ -67,6 +81,11 @@ impl Root {
     /// Where the root is.
     pub fn real(&self) -> &Path {
         &self.dir.real
+    }
+
+    /// The decision of what is hidden this root asks.
+    pub fn places(&self) -> Arc<dyn Places> {
+        self.dir.places.clone()
     }
 
     /// The root itself as a folder.
@@ -95,11 +114,38 @@ impl Root {
     /// The folder `relative` below the root, made (each missing folder inside the one above
     /// it) when it does not exist.
     pub fn make_dirs(&self, relative: &Path) -> Result<Dir, FileError> {
-        let mut current = self.dir.below(Path::new(""))?;
-        for name in relative.iter() {
+        match self.dir.below(relative) {
+            Err(FileError::NotFound(_)) => {}
+            other => return other,
+        }
+        let names: Vec<&OsStr> = relative.iter().collect();
+        // The deepest folder that exists, then each missing one made inside the one above.
+        let mut existing = names.len();
+        let mut current = loop {
+            existing -= 1;
+            let above: PathBuf = names[..existing].iter().collect();
+            match self.dir.below_unjudged(&above) {
+                Err(FileError::NotFound(_)) if existing > 0 => continue,
+                other => break other?,
+            }
+        };
+        for name in &names[existing..] {
             current = current.make_dir(name)?;
         }
         Ok(current)
+    }
+
+    /// Opens the regular file `relative` to read, in one step: no link followed, no pipe
+    /// waited on.
+    pub fn open_read(&self, relative: &Path) -> Result<(std::fs::File, Stat), FileError> {
+        let shown = self.dir.shown.join(relative);
+        if self.dir.places.access(&self.dir.real.join(relative)) == Access::Hidden {
+            return Err(FileError::Hidden(shown));
+        }
+        let flags = OFlags::RDONLY | OFlags::NONBLOCK;
+        let fd = open_beneath(&self.dir.fd, relative, flags, Mode::empty())
+            .map_err(|e| FileError::of("open", &shown, e))?;
+        checked_file(fd, shown)
     }
 
     /// The folder holding `relative` and the file's name in it.
@@ -210,11 +256,17 @@ impl Dir {
 
     /// The folder `relative` below this one.
     fn below(&self, relative: &Path) -> Result<Dir, FileError> {
+        if self.places.access(&self.real.join(relative)) == Access::Hidden {
+            return Err(FileError::Hidden(self.shown.join(relative)));
+        }
+        self.below_unjudged(relative)
+    }
+
+    /// The folder `relative` below this one, on the way to another (a folder passed through is
+    /// not read: a hidden one may hold a place that is not).
+    fn below_unjudged(&self, relative: &Path) -> Result<Dir, FileError> {
         let real = self.real.join(relative);
         let shown = self.shown.join(relative);
-        if self.places.access(&real) == Access::Hidden {
-            return Err(FileError::Hidden(shown));
-        }
         let fd = open_beneath(&self.fd, relative, FOLDER, Mode::empty())
             .map_err(|e| FileError::of("open", &shown, e))?;
         Ok(Dir {
@@ -260,14 +312,7 @@ impl Dir {
         let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let fd = rustix::fs::openat(&self.fd, name, flags | OFlags::NOCTTY, Mode::empty())
             .map_err(|e| FileError::of("open", self.named(name), e))?;
-        let stat = Stat::of(
-            &rustix::fs::fstat(&fd).map_err(|e| FileError::of("open", self.named(name), e))?,
-        );
-        match stat.kind {
-            Kind::File => Ok((std::fs::File::from(fd), stat)),
-            Kind::Directory => Err(FileError::IsDirectory(self.named(name))),
-            _ => Err(FileError::NotRegular(self.named(name))),
-        }
+        checked_file(fd, self.named(name))
     }
 
     /// The bytes of the regular file `name` (at most `limit`).
@@ -429,6 +474,16 @@ impl Dir {
     /// The descriptor (for a file walk's own opens below it).
     pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.fd.as_fd()
+    }
+}
+
+/// An opened file, if it is a regular one.
+fn checked_file(fd: OwnedFd, shown: PathBuf) -> Result<(std::fs::File, Stat), FileError> {
+    let stat = Stat::of(&rustix::fs::fstat(&fd).map_err(|e| FileError::of("open", &shown, e))?);
+    match stat.kind {
+        Kind::File => Ok((std::fs::File::from(fd), stat)),
+        Kind::Directory => Err(FileError::IsDirectory(shown)),
+        _ => Err(FileError::NotRegular(shown)),
     }
 }
 
