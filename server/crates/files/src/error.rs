@@ -69,3 +69,16 @@ impl FileError {
         matches!(self, FileError::NotFound(_))
     }
 }
+
+impl From<FileError> for std::io::Error {
+    fn from(error: FileError) -> Self {
+        match error {
+            FileError::Io { source, .. } => source,
+            FileError::NotFound(_) => std::io::Error::new(std::io::ErrorKind::NotFound, error),
+            FileError::IsDirectory(_) => {
+                std::io::Error::new(std::io::ErrorKind::IsADirectory, error)
+            }
+            other => std::io::Error::other(other),
+        }
+    }
+}

@@ -59,6 +59,36 @@ impl Root {
         })
     }
 
+    /// As [`Root::open`], making the folder (and the missing ones above it, each inside the
+    /// one above) when it does not exist yet.
+    pub fn open_making(path: &Path, places: Arc<dyn Places>) -> Result<Root, FileError> {
+        let mut missing: Vec<&OsStr> = Vec::new();
+        let mut existing = path;
+        let base = loop {
+            match Root::open(existing, places.clone()) {
+                Err(FileError::NotFound(_)) => match (existing.parent(), existing.file_name()) {
+                    (Some(parent), Some(name)) => {
+                        missing.push(name);
+                        existing = parent;
+                    }
+                    _ => return Err(FileError::NotFound(path.to_path_buf())),
+                },
+                other => break other?,
+            }
+        };
+        if missing.is_empty() {
+            return Ok(base);
+        }
+        let relative: PathBuf = missing.iter().rev().collect();
+        let made = base.make_dirs(&relative)?;
+        Ok(Root {
+            dir: Dir {
+                shown: path.to_path_buf(),
+                ..made
+            },
+        })
+    }
+
     /// The folder `/`, for a path the caller resolved and judged itself (no link on it: one
     /// that appears since makes every operation on it fail).
     pub fn system(places: Arc<dyn Places>) -> Result<Root, FileError> {
@@ -443,6 +473,69 @@ impl Dir {
             entries.push((name.to_os_string(), kind));
         }
         Ok(entries)
+    }
+
+    /// Appends `bytes` to the file `name` (made, mode `0o600`, when it does not exist), with
+    /// no link followed.
+    pub fn append(&self, name: &OsStr, bytes: &[u8]) -> Result<(), FileError> {
+        let name = checked(name).map_err(|e| FileError::of("append to", self.named(name), e))?;
+        self.judge(name)?;
+        let flags = OFlags::WRONLY
+            | OFlags::APPEND
+            | OFlags::CREATE
+            | OFlags::NOFOLLOW
+            | OFlags::CLOEXEC
+            | OFlags::NOCTTY;
+        let fd = rustix::fs::openat(&self.fd, name, flags, Mode::from_raw_mode(0o600))
+            .map_err(|e| FileError::of("append to", self.named(name), e))?;
+        std::fs::File::from(fd)
+            .write_all(bytes)
+            .map_err(|e| FileError::io("append to", self.named(name), e))
+    }
+
+    /// Opens the file `name` to read it and append to it (made, mode `0o644`, when it does
+    /// not exist), with no link followed.
+    pub fn open_append(&self, name: &OsStr) -> Result<std::fs::File, FileError> {
+        let name = checked(name).map_err(|e| FileError::of("open", self.named(name), e))?;
+        self.judge(name)?;
+        let flags = OFlags::RDWR
+            | OFlags::APPEND
+            | OFlags::CREATE
+            | OFlags::NOFOLLOW
+            | OFlags::CLOEXEC
+            | OFlags::NOCTTY;
+        let fd = rustix::fs::openat(&self.fd, name, flags, Mode::from_raw_mode(0o644))
+            .map_err(|e| FileError::of("open", self.named(name), e))?;
+        checked_file(fd, self.named(name)).map(|(file, _)| file)
+    }
+
+    /// Opens (making it, mode `0o600`) the file `name` to hold a lock on, with no link
+    /// followed.
+    pub fn open_lock(&self, name: &OsStr) -> Result<std::fs::File, FileError> {
+        let name = checked(name).map_err(|e| FileError::of("open", self.named(name), e))?;
+        self.judge(name)?;
+        let flags = OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&self.fd, name, flags, Mode::from_raw_mode(0o600))
+            .map_err(|e| FileError::of("open", self.named(name), e))?;
+        Ok(std::fs::File::from(fd))
+    }
+
+    /// Removes the folder `name` and everything in it, each entry through its folder's
+    /// descriptor: a link inside is removed as a name, never followed.
+    pub fn remove_tree(&self, name: &OsStr) -> Result<(), FileError> {
+        let dir = self.open_dir(name)?;
+        for (entry, kind) in dir.entries()? {
+            if kind == Kind::Directory {
+                dir.remove_tree(&entry)?;
+            } else {
+                dir.remove(&entry)?;
+            }
+        }
+        let name = checked(name).map_err(|e| FileError::of("remove", self.named(name), e))?;
+        match rustix::fs::unlinkat(&self.fd, name, AtFlags::REMOVEDIR) {
+            Ok(()) | Err(Errno::NOENT) => Ok(()),
+            Err(e) => Err(FileError::of("remove", self.named(name), e)),
+        }
     }
 
     /// Removes the temporary files a replacement of `name` left here (a process killed while
