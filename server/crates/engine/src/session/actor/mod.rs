@@ -140,6 +140,7 @@ pub fn spawn_session_with(
         };
         let mut actor = SessionActor::new(parts, start);
         actor.save();
+        actor.finish_cut_off_restores().await;
         actor.run(receiver).await;
     });
     handle
