@@ -51,7 +51,7 @@ pub fn append(dir: &Path, record: &Record) -> std::io::Result<()> {
 
 /// The records in `dir`'s sidecar (unreadable lines skipped).
 pub fn read(dir: &Path) -> Vec<Record> {
-    std::fs::read_to_string(dir.join(SIDECAR))
+    crate::manage::read_text(&dir.join(SIDECAR))
         .unwrap_or_default()
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())

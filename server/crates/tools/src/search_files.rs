@@ -120,7 +120,7 @@ impl Tool for SearchFiles {
                 places: ctx.shell.places(),
             };
             let result = tokio::task::spawn_blocking(move || {
-                let scope = Scope::open(&rules, &root, cwd).map_err(ToolError::Rejected)?;
+                let scope = Scope::open(&rules, &root, cwd)?;
                 let found = run(&args, &scope, &cancel, &secrets);
                 found.map(|text| secrets.annotate(text))
             })
@@ -367,10 +367,12 @@ struct Scope {
 }
 
 impl Scope {
-    fn open(rules: &crate::fs::LinkRules, root: &Path, cwd: PathBuf) -> Result<Self, String> {
-        let failed = |e: crate::fs::FileError| match e {
-            crate::fs::FileError::NotFound(_) => format!("{} does not exist.", root.display()),
-            other => format!("Cannot search {}: {other}", root.display()),
+    fn open(rules: &crate::fs::LinkRules, root: &Path, cwd: PathBuf) -> Result<Self, ToolError> {
+        let failed = |e: crate::fs::FileError| {
+            ToolError::Rejected(match e {
+                crate::fs::FileError::NotFound(_) => format!("{} does not exist.", root.display()),
+                other => format!("Cannot search {}: {other}", root.display()),
+            })
         };
         let real = crate::fs::pinned::judge(rules, root, false).map_err(failed)?;
         let base = if real.is_dir() {
