@@ -3,7 +3,7 @@
 //! `problems.jsonl` (the dataset's bad lines) and `summary.md`.
 
 use std::collections::HashSet;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -111,9 +111,12 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> OutputError + '_ {
     }
 }
 
-/// The output folder of a batch.
+/// The output folder of a batch, held: every output is written below it through the one way
+/// to files (`talaria-files`), so a folder inside a task's workspace that a command swaps
+/// for a link, or a name it plants there, is never written through.
 pub struct OutputDir {
     dir: PathBuf,
+    held: talaria_files::Root,
     results: std::fs::File,
     /// The results already there when a run resumed, and those written since.
     finished: Vec<TaskResult>,
@@ -123,28 +126,27 @@ impl OutputDir {
     /// Opens `dir` (created if needed). Without `resume`, a folder with results is refused;
     /// with it, the finished tasks are read (a line cut by a kill is dropped).
     pub fn open(dir: &Path, resume: bool) -> Result<Self, OutputError> {
-        std::fs::create_dir_all(dir.join("trajectories")).map_err(io(dir))?;
+        let held = held_folder(dir)?;
+        held.make_dirs(Path::new("trajectories"))
+            .map_err(|e| io(dir)(e.into()))?;
         let path = dir.join("results.jsonl");
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-            Err(e) => return Err(io(&path)(e)),
-        };
+        let results = held
+            .as_dir()
+            .open_append("results.jsonl".as_ref())
+            .map_err(|e| io(&path)(e.into()))?;
+        let mut text = String::new();
+        (&results).read_to_string(&mut text).map_err(io(&path))?;
         if !resume && !text.trim().is_empty() {
             return Err(OutputError::NotEmpty(dir.to_path_buf()));
         }
         let (mut finished, whole_bytes) = read_results(&text);
         // What an earlier run marked interrupted runs again: its line stays, it counts no more.
         finished.retain(|r| r.verdict != Verdict::Interrupted);
-        let results = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(io(&path))?;
         // A line a kill cut short goes: the next result starts on a line of its own.
         results.set_len(whole_bytes as u64).map_err(io(&path))?;
         Ok(Self {
             dir: dir.to_path_buf(),
+            held,
             results,
             finished,
         })
@@ -171,7 +173,7 @@ impl OutputDir {
         format: TrajectoryFormat,
     ) -> Result<(), OutputError> {
         if let Some(trajectory) = trajectory {
-            write_trajectory(&self.dir, &result.id, trajectory, format)?;
+            write_trajectory(&self.held, &result.id, trajectory, format)?;
         }
         let path = self.dir.join("results.jsonl");
         let mut line = serde_json::to_string(&result).unwrap_or_default();
@@ -188,9 +190,9 @@ impl OutputDir {
 
     /// `problems.jsonl` and `summary.md`, from every result in the folder.
     pub fn write_summary(&self, problems: &[Problem], wall_s: f64) -> Result<(), OutputError> {
-        write_problems(&self.dir, problems)?;
-        let path = self.dir.join("summary.md");
-        std::fs::write(&path, summary(&self.finished, problems, wall_s)).map_err(io(&path))
+        write_problems(&self.held, problems)?;
+        let text = summary(&self.finished, problems, wall_s);
+        replace(&self.held, Path::new("summary.md"), text.as_bytes(), false)
     }
 
     pub fn results(&self) -> &[TaskResult] {
@@ -214,9 +216,28 @@ fn read_results(text: &str) -> (Vec<TaskResult>, usize) {
     (results, whole)
 }
 
+/// The output folder `dir` (made when missing), held.
+pub fn held_folder(dir: &Path) -> Result<talaria_files::Root, OutputError> {
+    talaria_files::Root::open_making(dir, std::sync::Arc::new(talaria_files::Unguarded))
+        .map_err(|e| io(dir)(e.into()))
+}
+
+/// Replaces `relative` below `held` whole (synced first when `sync`): a new file made
+/// exclusively beside it, renamed within its folder.
+fn replace(
+    held: &talaria_files::Root,
+    relative: &Path,
+    bytes: &[u8],
+    sync: bool,
+) -> Result<(), OutputError> {
+    let how = talaria_files::Replace { mode: None, sync };
+    held.replace(relative, bytes, &how)
+        .map_err(|e| io(&held.shown().join(relative))(e.into()))
+}
+
 /// `DIR/trajectories/ID.json` in `format`.
 pub fn write_trajectory(
-    dir: &Path,
+    dir: &talaria_files::Root,
     id: &str,
     trajectory: &Value,
     format: TrajectoryFormat,
@@ -225,29 +246,24 @@ pub fn write_trajectory(
         TrajectoryFormat::OpenAi => trajectory.clone(),
         TrajectoryFormat::ShareGpt => crate::sharegpt::from_openai(trajectory),
     };
-    let path = dir.join("trajectories").join(format!("{id}.json"));
-    let aside = path.with_extension("json.partial");
+    let relative = Path::new("trajectories").join(format!("{id}.json"));
     let text = serde_json::to_vec_pretty(&shaped).unwrap_or_default();
     // Synced before it is renamed: the result line that follows never names a trajectory
     // a power cut could lose.
     talaria_util::failpoint::step("batch::trajectory::before");
-    std::fs::File::create(&aside)
-        .and_then(|mut file| file.write_all(&text).and_then(|()| file.sync_data()))
-        .and_then(|()| std::fs::rename(&aside, &path))
-        .map_err(io(&path))?;
+    replace(dir, &relative, &text, true)?;
     talaria_util::failpoint::step("batch::trajectory::after");
     Ok(())
 }
 
 /// `DIR/problems.jsonl`: the dataset's bad lines.
-pub fn write_problems(dir: &Path, problems: &[Problem]) -> Result<(), OutputError> {
-    let path = dir.join("problems.jsonl");
+pub fn write_problems(dir: &talaria_files::Root, problems: &[Problem]) -> Result<(), OutputError> {
     let text: String = problems
         .iter()
         .filter_map(|p| serde_json::to_string(p).ok())
         .map(|line| line + "\n")
         .collect();
-    std::fs::write(&path, text).map_err(io(&path))
+    replace(dir, Path::new("problems.jsonl"), text.as_bytes(), false)
 }
 
 /// `summary.md`: totals, verdicts, and the tasks that did not pass.

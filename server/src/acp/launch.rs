@@ -761,7 +761,7 @@ async fn prepare_session(
             &roots,
             talaria_engine::SandboxHelper::this_binary(),
         ));
-        let checkpoints = talaria_engine::checkpoints_for(&config.home, &roots);
+        let checkpoints = talaria_engine::checkpoints_for(&config.home, &roots, shell.places());
         Ok(Prepared {
             config,
             system_prompt,

@@ -66,6 +66,8 @@ fn session_dir_name(session: &str) -> io::Result<&str> {
 #[derive(Debug)]
 pub struct BlobStore {
     root: PathBuf,
+    /// The store's folder, held: the room left on its disk is measured through it.
+    held: Option<talaria_files::Root>,
     pending: PathBuf,
     /// Held for the life of the process: a pending directory whose lock is free is a dead
     /// process's.
@@ -92,8 +94,11 @@ impl BlobStore {
         let lock = File::create(pending.join(".lock"))?;
         lock.try_lock()
             .map_err(|e| io::Error::other(e.to_string()))?;
+        let held =
+            talaria_files::Root::open(&root, std::sync::Arc::new(talaria_files::Unguarded)).ok();
         let store = Self {
             root,
+            held,
             pending,
             _pending_lock: lock,
         };
@@ -109,6 +114,11 @@ impl BlobStore {
         self.root.join("blobs").join(name)
     }
 
+    /// The free room on the store's disk and its size, in bytes (`None`: not measurable).
+    pub fn room(&self) -> Option<(u64, u64)> {
+        self.held.as_ref()?.as_dir().room().ok()
+    }
+
     /// Keeps `bytes` for this process until a checkpoint names them ([`BlobStore::hold`]);
     /// returns their hash. Bytes already kept are linked, not written again.
     pub fn keep_pending(&self, bytes: &[u8]) -> io::Result<String> {
@@ -118,10 +128,16 @@ impl BlobStore {
         if pending.exists() {
             return Ok(hash);
         }
-        if fs::hard_link(self.blob_path(&name), &pending).is_ok() {
-            return Ok(hash);
+        if talaria_util::failpoint::injected("checkpoint::keep::before") {
+            return Err(io::Error::new(
+                io::ErrorKind::StorageFull,
+                "No space left on device (failpoint)",
+            ));
         }
-        write_new(&self.pending, &name, bytes)?;
+        if fs::hard_link(self.blob_path(&name), &pending).is_err() {
+            write_new(&self.pending, &name, bytes)?;
+        }
+        talaria_util::failpoint::step("checkpoint::keep::after");
         Ok(hash)
     }
 
@@ -135,6 +151,12 @@ impl BlobStore {
             return Ok(());
         }
         fs::create_dir_all(&dir)?;
+        if talaria_util::failpoint::injected("checkpoint::hold::before") {
+            return Err(io::Error::new(
+                io::ErrorKind::StorageFull,
+                "No space left on device (failpoint)",
+            ));
+        }
         let source = [self.pending.join(name), self.blob_path(name)]
             .into_iter()
             .find(|p| p.exists())
@@ -143,7 +165,9 @@ impl BlobStore {
             })?;
         link_allowing_existing(&source, &held)?;
         // The shared name comes after the session's own, so a blob never appears unheld.
-        link_allowing_existing(&held, &self.blob_path(name))
+        link_allowing_existing(&held, &self.blob_path(name))?;
+        talaria_util::failpoint::step("checkpoint::hold::after");
+        Ok(())
     }
 
     /// The content `hash` as `session` holds it.

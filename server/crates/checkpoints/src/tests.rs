@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 
-use crate::{BlobStore, Bounds, Workspace, files_after, files_before, restore};
+use crate::{BlobStore, Bounds, Workspace};
 
 fn sh(dir: &Path, script: &str) {
     let status = Command::new("sh")
@@ -30,7 +30,12 @@ fn workspace(
     let home = tempfile::tempdir().expect("home");
     let work = tempfile::tempdir().expect("work");
     let blobs = Arc::new(BlobStore::open(home.path()).expect("store"));
-    let space = Workspace::new(vec![work.path().to_path_buf()], blobs.clone(), bounds);
+    let space = Workspace::new(
+        vec![work.path().to_path_buf()],
+        blobs.clone(),
+        bounds,
+        Arc::new(talaria_files::Unguarded),
+    );
     (home, work, blobs, space)
 }
 
@@ -65,7 +70,7 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
 
 #[test]
 fn what_a_command_changes_is_found_and_put_back_byte_for_byte() {
-    let (_home, work, blobs, space) = workspace(Bounds::default());
+    let (_home, work, _blobs, space) = workspace(Bounds::default());
     let dir = work.path();
     sh(
         dir,
@@ -104,7 +109,7 @@ fn what_a_command_changes_is_found_and_put_back_byte_for_byte() {
         ]
     );
     assert!(capture.notes.is_empty());
-    let report = restore(&blobs, "s1", &capture.changes, false);
+    let report = space.restore("s1", &capture.changes, false);
     assert_eq!(report.restored.len(), 6, "{report:?}");
     let mut after = snapshot(dir);
     // What is ignored and the .git folder are never touched.
@@ -118,23 +123,22 @@ fn what_a_command_changes_is_found_and_put_back_byte_for_byte() {
 
 #[test]
 fn a_file_changed_by_hand_after_the_agent_is_skipped_unless_forced() {
-    let (_home, work, blobs, _space) = workspace(Bounds::default());
+    let (_home, work, _blobs, space) = workspace(Bounds::default());
     let file = work.path().join("f.txt");
     fs::write(&file, "one").expect("write");
     let paths = vec![file.clone()];
-    let bounds = Bounds::default();
-    let before = files_before(&blobs, &paths, &bounds);
+    let before = space.files_before(&paths);
     fs::write(&file, "two").expect("the tool writes");
-    let first = files_after(&blobs, "s", before, &bounds);
-    let before = files_before(&blobs, &paths, &bounds);
+    let first = space.files_after("s", before);
+    let before = space.files_before(&paths);
     fs::write(&file, "three").expect("the tool writes again");
-    let second = files_after(&blobs, "s", before, &bounds);
+    let second = space.files_after("s", before);
     let changes: Vec<_> = first.changes.into_iter().chain(second.changes).collect();
     fs::write(&file, "by hand").expect("the user edits");
-    let report = restore(&blobs, "s", &changes, false);
+    let report = space.restore("s", &changes, false);
     assert_eq!(report.skipped, vec![file.display().to_string()]);
     assert_eq!(fs::read_to_string(&file).expect("read"), "by hand");
-    let forced = restore(&blobs, "s", &changes, true);
+    let forced = space.restore("s", &changes, true);
     assert_eq!(forced.restored, vec![file.display().to_string()]);
     assert_eq!(fs::read_to_string(&file).expect("read"), "one");
 }
@@ -145,7 +149,7 @@ fn a_file_over_the_bound_is_noted_and_not_half_restored() {
         max_file_bytes: 8,
         ..Bounds::default()
     };
-    let (_home, work, blobs, space) = workspace(bounds);
+    let (_home, work, _blobs, space) = workspace(bounds);
     let dir = work.path();
     fs::write(dir.join("big"), "0123456789abcdef").expect("write");
     fs::write(dir.join("small"), "s").expect("write");
@@ -155,7 +159,7 @@ fn a_file_over_the_bound_is_noted_and_not_half_restored() {
     let capture = space.after_command("s");
     assert_eq!(capture.changes.len(), 2);
     assert!(capture.notes[0].contains("big"), "{:?}", capture.notes);
-    let report = restore(&blobs, "s", &capture.changes, false);
+    let report = space.restore("s", &capture.changes, false);
     assert_eq!(
         report.restored,
         vec![dir.join("small").display().to_string()]
@@ -211,7 +215,7 @@ fn a_workspace_over_the_byte_bound_is_not_read_for_commands() {
 
 #[test]
 fn a_write_that_fails_during_a_restore_names_the_file_and_leaves_it_whole() {
-    let (_home, work, blobs, space) = workspace(Bounds::default());
+    let (_home, work, _blobs, space) = workspace(Bounds::default());
     let dir = work.path();
     fs::create_dir(dir.join("locked")).expect("dir");
     fs::write(dir.join("locked/f"), "old").expect("write");
@@ -221,7 +225,7 @@ fn a_write_that_fails_during_a_restore_names_the_file_and_leaves_it_whole() {
     fs::write(dir.join("open"), "new").expect("write");
     let capture = space.after_command("s");
     fs::set_permissions(dir.join("locked"), fs::Permissions::from_mode(0o555)).expect("chmod");
-    let report = restore(&blobs, "s", &capture.changes, false);
+    let report = space.restore("s", &capture.changes, false);
     fs::set_permissions(dir.join("locked"), fs::Permissions::from_mode(0o755)).expect("chmod");
     if nix_is_root() {
         return;
@@ -276,7 +280,7 @@ fn nested_gitignores_and_their_exceptions_decide_what_a_walk_sees() {
 
 #[test]
 fn a_fifo_a_socket_and_an_unreadable_file_never_block_or_break_a_checkpoint() {
-    let (_home, work, blobs, space) = workspace(Bounds::default());
+    let (_home, work, _blobs, space) = workspace(Bounds::default());
     let dir = work.path();
     let fifo = dir.join("pipe");
     let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
@@ -291,10 +295,9 @@ fn a_fifo_a_socket_and_an_unreadable_file_never_block_or_break_a_checkpoint() {
     let capture = space.after_command("s");
     let paths: Vec<&str> = capture.changes.iter().map(|c| c.path.as_str()).collect();
     assert_eq!(paths, [dir.join("plain").display().to_string()]);
-    let bounds = Bounds::default();
-    let before = files_before(&blobs, std::slice::from_ref(&fifo), &bounds);
-    assert!(files_after(&blobs, "s", before, &bounds).changes.is_empty());
-    let report = restore(&blobs, "s", &capture.changes, false);
+    let before = space.files_before(std::slice::from_ref(&fifo));
+    assert!(space.files_after("s", before).changes.is_empty());
+    let report = space.restore("s", &capture.changes, false);
     assert_eq!(report.restored.len(), 1, "{report:?}");
     fs::set_permissions(dir.join("secret"), fs::Permissions::from_mode(0o600)).expect("chmod");
 }

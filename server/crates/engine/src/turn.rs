@@ -634,7 +634,7 @@ impl Turn<'_> {
                 cancel: self.cancel.clone(),
                 local: talaria_tools::fs::LocalFiles::new(talaria_tools::fs::LinkRules {
                     sensitive: self.settings.secrets.paths.clone(),
-                    policy: self.settings.shell.policy().cloned().map(Arc::new),
+                    places: self.settings.shell.places(),
                 }),
             }),
             commands: Arc::new(crate::client_access::ClientCommands {

@@ -29,7 +29,7 @@ impl Lineage {
         let mut lineage = Lineage::default();
         for entry in entries {
             match &entry.body {
-                EntryBody::Rewound { head } => {
+                EntryBody::Rewound { head, .. } => {
                     lineage.head = *head;
                     lineage.branched = true;
                 }

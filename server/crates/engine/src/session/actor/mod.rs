@@ -141,6 +141,7 @@ pub fn spawn_session_with(
         let mut actor = SessionActor::new(parts, start);
         actor.save();
         actor.tell_unsaved_at_start().await;
+        actor.finish_cut_off_restores().await;
         actor.run(receiver).await;
     });
     handle
