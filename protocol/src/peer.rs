@@ -9,7 +9,9 @@
 //! - Malformed input is answered with the matching JSON-RPC error and reading goes on.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::io;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use talaria_util::lock;
@@ -139,14 +141,24 @@ where
 }
 
 /// Where the messages of a connection whose transport frames them itself go (a WebSocket's
-/// frames, server-sent events): each call hands over the messages sent since the last, in
-/// order, as JSON texts without framing; the sink takes them out of the vector. An error
-/// ends the output.
-pub type MessageSink = Box<dyn FnMut(&mut Vec<String>) -> io::Result<()> + Send>;
+/// frames, server-sent events): each [`MessageSink::put`] hands over the messages sent since
+/// the last, in order, as JSON texts without framing; the sink takes them out of the vector.
+/// Before each batch the peer waits for [`MessageSink::room`], so a sink that holds what its
+/// receiver has not read yet slows the sender instead of growing. An error ends the output.
+pub trait MessageSink: Send + 'static {
+    /// Takes the batch's messages (out of the vector), in order.
+    fn put(&mut self, batch: &mut Vec<String>) -> io::Result<()>;
+
+    /// Resolves once the sink takes more; an error ends the output (a receiver that made no
+    /// progress for too long). A sink that never fills resolves at once.
+    fn room(&mut self) -> Pin<Box<dyn Future<Output = io::Result<()>> + Send + '_>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+}
 
 /// Starts a connection that reads `reader` and hands what it sends to `sink` as whole
 /// messages: no framing is written and nothing is cut again into messages.
-pub fn connect_to_sink<R>(reader: R, sink: MessageSink, options: PeerOptions) -> Connection
+pub fn connect_to_sink<R>(reader: R, sink: Box<dyn MessageSink>, options: PeerOptions) -> Connection
 where
     R: AsyncRead + Unpin + Send + 'static,
 {
@@ -197,8 +209,12 @@ where
 /// Most messages written, or handed to a sink, in one go while more wait.
 const MOST_PER_BATCH: usize = 256;
 
-/// Hands the queued messages to `sink` in batches, until every sender is gone.
-async fn sink_loop(mut sink: MessageSink, mut out_rx: mpsc::Receiver<String>) -> io::Result<()> {
+/// Hands the queued messages to `sink` in batches, each once it has room, until every sender
+/// is gone.
+async fn sink_loop(
+    mut sink: Box<dyn MessageSink>,
+    mut out_rx: mpsc::Receiver<String>,
+) -> io::Result<()> {
     let mut batch = Vec::new();
     while let Some(first) = out_rx.recv().await {
         batch.push(first);
@@ -208,7 +224,8 @@ async fn sink_loop(mut sink: MessageSink, mut out_rx: mpsc::Receiver<String>) ->
                 Err(_) => break,
             }
         }
-        sink(&mut batch)?;
+        sink.room().await?;
+        sink.put(&mut batch)?;
         batch.clear();
     }
     Ok(())
@@ -626,14 +643,42 @@ mod tests {
         assert!(header.starts_with("Content-Length: "), "{header:?}");
     }
 
+    /// A sink that keeps what it is given, and may be told to have no room.
+    struct Kept {
+        seen: Arc<Mutex<Vec<String>>>,
+        full: Option<watch::Receiver<bool>>,
+    }
+
+    impl MessageSink for Kept {
+        fn put(&mut self, batch: &mut Vec<String>) -> io::Result<()> {
+            lock(&self.seen).append(batch);
+            Ok(())
+        }
+
+        fn room(&mut self) -> Pin<Box<dyn Future<Output = io::Result<()>> + Send + '_>> {
+            Box::pin(async move {
+                if let Some(full) = self.full.as_mut() {
+                    let _ = full.wait_for(|full| !full).await;
+                }
+                Ok(())
+            })
+        }
+    }
+
+    async fn until_seen(seen: &Arc<Mutex<Vec<String>>>, count: usize) {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        while lock(seen).len() < count && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+
     #[tokio::test]
     async fn a_sink_gets_whole_messages_in_order_with_no_framing_and_answers_garbage_too() {
         let (mut client_in, agent_in) = duplex(1 << 20);
         let seen = Arc::new(Mutex::new(Vec::<String>::new()));
-        let into = seen.clone();
-        let sink: MessageSink = Box::new(move |batch| {
-            lock(&into).append(batch);
-            Ok(())
+        let sink = Box::new(Kept {
+            seen: seen.clone(),
+            full: None,
         });
         let conn = connect_to_sink(agent_in, sink, PeerOptions::default());
         for n in 0..300 {
@@ -642,10 +687,7 @@ mod tests {
                 .await;
         }
         client_in.write_all(b"garbage\n").await.expect("write");
-        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
-        while lock(&seen).len() < 301 && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
+        until_seen(&seen, 301).await;
         let seen = lock(&seen).clone();
         assert_eq!(seen.len(), 301, "{seen:?}");
         for (n, text) in seen[..300].iter().enumerate() {
@@ -658,10 +700,61 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_full_sink_holds_the_sender_back_until_it_has_room() {
+        let (_client_in, agent_in) = duplex(1 << 20);
+        let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+        let (room, full) = watch::channel(true);
+        let sink = Box::new(Kept {
+            seen: seen.clone(),
+            full: Some(full),
+        });
+        let options = PeerOptions {
+            outgoing_capacity: 4,
+            ..PeerOptions::default()
+        };
+        let conn = connect_to_sink(agent_in, sink, options);
+        let peer = conn.peer.clone();
+        let sending = tokio::spawn(async move {
+            for n in 0..50 {
+                peer.notify("note", &serde_json::json!({ "n": n })).await;
+            }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        assert!(
+            lock(&seen).is_empty(),
+            "nothing is put while the sink is full"
+        );
+        assert!(
+            !sending.is_finished(),
+            "the sender waits: its queue is bounded"
+        );
+        room.send_replace(false);
+        until_seen(&seen, 50).await;
+        sending.await.expect("sent");
+        let order: Vec<u64> = lock(&seen)
+            .iter()
+            .map(|t| {
+                serde_json::from_str::<Value>(t).expect("json")["params"]["n"]
+                    .as_u64()
+                    .expect("n")
+            })
+            .collect();
+        assert_eq!(order, (0..50).collect::<Vec<_>>());
+    }
+
+    /// A sink whose every put fails.
+    struct Failing;
+
+    impl MessageSink for Failing {
+        fn put(&mut self, _: &mut Vec<String>) -> io::Result<()> {
+            Err(io::Error::other("full"))
+        }
+    }
+
+    #[tokio::test]
     async fn a_sink_that_fails_ends_the_output() {
         let (_client_in, agent_in) = duplex(1 << 20);
-        let sink: MessageSink = Box::new(|_| Err(io::Error::other("full")));
-        let conn = connect_to_sink(agent_in, sink, PeerOptions::default());
+        let conn = connect_to_sink(agent_in, Box::new(Failing), PeerOptions::default());
         conn.peer.notify("note", &serde_json::json!({})).await;
         let ended = conn.writer.await.expect("joined");
         assert_eq!(ended.expect_err("failed").to_string(), "full");

@@ -1,7 +1,7 @@
 // `talaria serve` when clients go away mid-turn: a permission question asked while no
 // client is attached waits for the one that comes back (WebSocket, `?connection=&after=`),
-// and a session's SSE stream cut mid-answer is taken up with `Last-Event-ID` without a
-// delta lost or repeated.
+// and a session's SSE stream cut mid-answer is taken up with `Last-Event-ID` (each event's id
+// its cursor) without a delta lost or repeated.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -177,8 +177,12 @@ test("a session's SSE stream cut mid-answer is taken up with Last-Event-ID: ever
       .map((e) => e.message.params.update.content.text);
     assert.deepEqual(chunks, words, "every delta once, in order");
     assert.equal(rest.find((e) => e.message.id === 3).message.result.stopReason, "end_turn");
-    const ids = [...firstPart, ...rest].map((e) => Number(e.id));
-    assert.deepEqual(ids, [...ids].sort((a, b) => a - b), "event ids only grow");
+    // Each id is the message's cursor (`TAG.N`, N counting the stream's messages), also in
+    // the message's `_meta`: the resumed stream goes on from the next one.
+    const all = [...firstPart, ...rest];
+    for (const e of all) assert.equal(e.message.params?._meta?.["acp/cursor"] ?? e.message.result?._meta?.["acp/cursor"], e.id);
+    const ids = all.map((e) => Number(e.id.split(".").at(-1)));
+    assert.deepEqual(ids, ids.map((_, i) => ids[0] + i), "cursors are contiguous");
     assert.match(JSON.stringify((await recorded()).at(-1).body.messages), /count/);
     assert.equal((await fetch(server.url, { method: "DELETE", headers: { ...base, "Acp-Connection-Id": connection } })).status < 300, true);
   } finally {

@@ -96,7 +96,11 @@ fn auth_methods(request: &InitializeRequest) -> Vec<AuthMethod> {
 }
 
 /// The answer to `initialize`.
-pub fn initialize(request: &InitializeRequest, images: bool) -> InitializeResponse {
+pub fn initialize(
+    request: &InitializeRequest,
+    images: bool,
+    transport: Option<serde_json::Value>,
+) -> InitializeResponse {
     if request.protocol_version != ProtocolVersion::V1 {
         tracing::info!(
             requested = request.protocol_version.as_u16(),
@@ -135,13 +139,20 @@ pub fn initialize(request: &InitializeRequest, images: bool) -> InitializeRespon
         )
         .auth_methods(auth_methods(request))
         .agent_info(Implementation::new("talaria", env!("CARGO_PKG_VERSION")).title("Talaria"))
-        .meta(extensions())
+        .meta(extensions(transport))
 }
 
 /// The extensions Talaria speaks, as the peers advertise them (top-level `_meta`):
-/// `_session/steering`, `_session/rewind` (with Talaria's `restoreFiles`).
-fn extensions() -> talaria_protocol::acp::Meta {
+/// `_session/steering`, `_session/rewind` (with Talaria's `restoreFiles`), and what the
+/// transport offers (`capabilities.transport`, from `talaria serve`: resumable streams).
+fn extensions(transport: Option<serde_json::Value>) -> talaria_protocol::acp::Meta {
     let mut meta = talaria_protocol::acp::Meta::new();
+    if let Some(transport) = transport {
+        meta.insert(
+            "capabilities".into(),
+            serde_json::json!({ "transport": transport }),
+        );
+    }
     meta.insert("steering".into(), serde_json::json!({"supported": true}));
     meta.insert(
         "sessionRewind".into(),

@@ -104,8 +104,8 @@ pub fn prepare_process() {
 /// the process's connections share.
 pub async fn serve_connection<R>(
     input: R,
-    output: talaria_protocol::MessageSink,
-    stop: tokio_util::sync::CancellationToken,
+    output: Box<dyn talaria_protocol::MessageSink>,
+    stop: shutdown::ConnectionStop,
     shared: ProcessShared,
 ) -> anyhow::Result<()>
 where
@@ -131,7 +131,7 @@ where
 {
     let cassettes = cassettes::Cassettes::open(cassettes::CassetteOptions::default()).await?;
     let connection = talaria_protocol::connect(input, output, PeerOptions::default());
-    let stop = shutdown::StopSignals::told_by(stop);
+    let stop = shutdown::StopSignals::told_by(shutdown::ConnectionStop::by(stop));
     serve_until(connection, cassettes, stop, shared).await
 }
 
@@ -164,7 +164,7 @@ async fn serve_until(
     loop {
         tokio::select! {
             name = stop_signals.next() => {
-                tracing::info!("{name} received; ending the turns and saving the sessions");
+                tracing::info!("stopping ({name}): ending the turns and saving the sessions");
                 break;
             }
             // Until `initialize` is answered nothing else is read: its answer comes first,
@@ -277,7 +277,7 @@ impl Agent {
                 Some(deferred) = finished.recv() => self.finish_one(deferred).await,
                 () = tokio::time::sleep_until(deadline) => break,
                 name = stop_signals.next() => {
-                    tracing::info!("{name} received while finishing the last requests");
+                    tracing::info!("stopping ({name}) while finishing the last requests");
                     break;
                 }
             }
@@ -465,7 +465,9 @@ impl Agent {
                 agent.shared.windows.start(config);
                 let _ = agent.router_for(config);
             }
-            async move { to_value(capabilities::initialize(&params, images)) }.boxed_local()
+            let transport = agent.shared.transport.clone();
+            async move { to_value(capabilities::initialize(&params, images, transport)) }
+                .boxed_local()
         });
     }
 

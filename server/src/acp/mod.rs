@@ -58,6 +58,7 @@ use launch::{Launch, Launched, Ready, config_error, load_config, ready_session};
 pub use process_shared::ProcessShared;
 use prompt::request_of;
 pub use server_window::local_server_report;
+pub use shutdown::ConnectionStop;
 
 struct LiveSession {
     handle: SessionHandle,

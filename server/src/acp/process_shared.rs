@@ -19,6 +19,9 @@ pub struct ProcessShared {
     /// for the first listing; else at the first request that needs it, so an idle
     /// connection of a server holding thousands costs little.
     pub(super) store_at_initialize: bool,
+    /// What the transport offers beyond ACP, advertised in `initialize`'s `_meta` under
+    /// `capabilities.transport` (`talaria serve`'s resumable streams).
+    pub(super) transport: Option<serde_json::Value>,
 }
 
 impl ProcessShared {
@@ -27,9 +30,13 @@ impl ProcessShared {
         Self::new(true)
     }
 
-    /// For a process serving many connections (`talaria serve`).
-    pub fn many_connections() -> Self {
-        Self::new(false)
+    /// For a process serving many connections (`talaria serve`), whose transport offers
+    /// `transport` (advertised at `initialize`).
+    pub fn many_connections(transport: serde_json::Value) -> Self {
+        Self {
+            transport: Some(transport),
+            ..Self::new(false)
+        }
     }
 
     fn new(store_at_initialize: bool) -> Self {
@@ -37,6 +44,7 @@ impl ProcessShared {
             routers: Arc::default(),
             windows: WindowProbes::default(),
             store_at_initialize,
+            transport: None,
         }
     }
 

@@ -29,7 +29,26 @@ pub(super) struct StopSignals {
     interrupt: Option<Signal>,
     hangup: Option<Signal>,
     /// Set for a connection of `talaria serve`: fires when the server stops or drops it.
-    told: Option<tokio_util::sync::CancellationToken>,
+    told: Option<ConnectionStop>,
+}
+
+/// How a connection of `talaria serve` (or `talaria batch`'s own agent) is told to stop, and
+/// why (for the log: a client's DELETE is not the server's stop).
+#[derive(Clone, Default)]
+pub struct ConnectionStop {
+    pub token: tokio_util::sync::CancellationToken,
+    /// Set before the token fires; unset, the stop is the server's.
+    pub why: std::sync::Arc<std::sync::OnceLock<&'static str>>,
+}
+
+impl ConnectionStop {
+    /// Told by `token`, for no other reason than the server's stop.
+    pub fn by(token: tokio_util::sync::CancellationToken) -> Self {
+        Self {
+            token,
+            why: std::sync::Arc::default(),
+        }
+    }
 }
 
 impl StopSignals {
@@ -51,7 +70,7 @@ impl StopSignals {
     }
 
     /// No signals: the stop comes when `told` fires (a connection of `talaria serve`).
-    pub(super) fn told_by(told: tokio_util::sync::CancellationToken) -> Self {
+    pub(super) fn told_by(told: ConnectionStop) -> Self {
         Self {
             terminate: None,
             interrupt: None,
@@ -60,7 +79,7 @@ impl StopSignals {
         }
     }
 
-    /// The next stop signal's name.
+    /// The next stop: the signal's name, or why the connection was told to stop.
     pub(super) async fn next(&mut self) -> &'static str {
         async fn on(signal: &mut Option<Signal>) {
             match signal {
@@ -73,7 +92,10 @@ impl StopSignals {
         let told = self.told.clone();
         let told = async move {
             match told {
-                Some(token) => token.cancelled().await,
+                Some(told) => {
+                    told.token.cancelled().await;
+                    told.why.get().copied().unwrap_or("the server's stop")
+                }
                 None => std::future::pending().await,
             }
         };
@@ -81,7 +103,7 @@ impl StopSignals {
             () = on(&mut self.terminate) => "SIGTERM",
             () = on(&mut self.interrupt) => "SIGINT",
             () = on(&mut self.hangup) => "SIGHUP",
-            () = told => "the server's stop",
+            why = told => why,
         }
     }
 

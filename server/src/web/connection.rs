@@ -7,9 +7,9 @@
 //! reconnect window is ended (its sessions saved), as is one the client deletes.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -19,7 +19,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::outbound::{Outbound, Stream, id_key};
+use super::outbound::{Busy, Outbound, Stream, id_key, turn_meta};
 
 /// How each connection is bounded.
 #[derive(Debug, Clone, Copy)]
@@ -40,6 +40,12 @@ pub enum Kind {
 
 /// How long a connection that went away has to close a session another one loads.
 const HAND_OVER_WAIT: Duration = Duration::from_secs(5);
+
+/// The transport's own method: hand a stream's messages after a cursor again.
+pub const RESUME_STREAM: &str = "_session/resume_stream";
+
+/// The JSON-RPC error of a resume whose point is gone (its data says where the turn stands).
+const STREAM_GONE: i64 = -32011;
 
 /// Methods that open a session on a connection.
 const OPENS: &[&str] = &[
@@ -67,6 +73,8 @@ pub struct Connection {
     input: tokio::sync::Mutex<tokio::io::DuplexStream>,
     /// Ends the agent (DELETE, the reconnect window, the server's stop).
     pub stop: CancellationToken,
+    /// Why it was ended, for the agent's log (unset: the server's stop).
+    why_stopped: Arc<OnceLock<&'static str>>,
     /// Fires once the agent has ended.
     pub ended: CancellationToken,
     sessions: Mutex<Sessions>,
@@ -87,13 +95,19 @@ pub enum Refused {
 }
 
 impl Connection {
-    /// Passes a client message on to the agent: one JSON object (checked), one line.
+    /// Passes a client message on to the agent: one JSON object (checked), one line. A
+    /// `_session/resume_stream` is the transport's, answered here.
     pub async fn deliver(&self, message: &Value) -> Result<(), Refused> {
+        if message["method"] == RESUME_STREAM {
+            self.resume_stream(message);
+            return Ok(());
+        }
         if let Some(why) = self.over_session_limit(message) {
             let answer = json!({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32000, "message": why}});
-            let _ = self.outbound.push(answer.to_string());
+            self.outbound.push(answer.to_string());
             return Err(Refused::Answered(why));
         }
+        self.outbound.client_sent(message);
         let mut line = message.to_string();
         line.push('\n');
         let mut input = self.input.lock().await;
@@ -101,6 +115,57 @@ impl Connection {
             .write_all(line.as_bytes())
             .await
             .map_err(|_| Refused::Ended)
+    }
+
+    /// `_session/resume_stream {after, sessionId?}`: the stream the cursor `after` names is
+    /// handed again, from there, what its receiver missed; the answer follows what is
+    /// handed again, saying where the turn stands, or says the point is gone.
+    fn resume_stream(&self, message: &Value) {
+        let params = &message["params"];
+        let answer = match params["after"]
+            .as_str()
+            .map(str::to_string)
+            .or_else(|| params["after"].as_u64().map(|n| n.to_string()))
+        {
+            None => {
+                json!({"code": -32602, "message": "`after` (the cursor of the last message you processed) is required"})
+            }
+            Some(after) => match self
+                .outbound
+                .resume_named(&after, params["sessionId"].as_str())
+            {
+                Ok((_, turn)) => {
+                    let result = json!({"resumedAfter": after, "_meta": turn_meta(turn)});
+                    self.answer(message, Ok(result));
+                    return;
+                }
+                Err(Busy::Gone { why, turn }) => json!({
+                    "code": STREAM_GONE,
+                    "message": format!("the messages after {after} are no longer kept ({}): load the session again (`session/load`) to see all of it", why.says()),
+                    "data": {"_meta": turn_meta(turn)},
+                }),
+                Err(Busy::Held) => json!({"code": -32603, "message": "the stream is held"}),
+            },
+        };
+        self.answer(message, Err(answer));
+    }
+
+    /// Answers a client request the transport handles itself.
+    fn answer(&self, request: &Value, outcome: Result<Value, Value>) {
+        if request.get("id").is_none() {
+            return;
+        }
+        let answer = match outcome {
+            Ok(result) => json!({"jsonrpc": "2.0", "id": request["id"], "result": result}),
+            Err(error) => json!({"jsonrpc": "2.0", "id": request["id"], "error": error}),
+        };
+        self.outbound.push(answer.to_string());
+    }
+
+    /// Ends the connection's agent, saying why in its log.
+    pub fn end(&self, why: &'static str) {
+        let _ = self.why_stopped.set(why);
+        self.stop.cancel();
     }
 
     /// Notes a session being opened or closed; why not, when the connection has its fill.
@@ -177,9 +242,20 @@ impl Connection {
     }
 }
 
+/// Why a connection was not opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotOpened {
+    /// The server has as many as it takes (or is stopping).
+    Full,
+    /// A live connection has the address it is named by.
+    NameTaken,
+}
+
 /// Every connection of the server.
 pub struct Registry {
     connections: Mutex<HashMap<String, Arc<Connection>>>,
+    /// Connections named by their address (`/acp/NAME`): name to id.
+    names: Mutex<HashMap<String, String>>,
     pub limits: Limits,
     /// The server's stop: every connection's agent ends.
     pub stop: CancellationToken,
@@ -195,7 +271,7 @@ pub struct AgentStart {
     registry: Arc<Registry>,
     connection: Arc<Connection>,
     input: tokio::io::DuplexStream,
-    output: talaria_protocol::MessageSink,
+    output: Box<dyn talaria_protocol::MessageSink>,
 }
 
 impl AgentStart {
@@ -214,10 +290,11 @@ impl Registry {
         let (agents, starts) = mpsc::unbounded_channel();
         let registry = Arc::new(Self {
             connections: Mutex::new(HashMap::new()),
+            names: Mutex::new(HashMap::new()),
             limits,
             stop,
             agents,
-            shared: crate::acp::ProcessShared::many_connections(),
+            shared: crate::acp::ProcessShared::many_connections(transport_offer(&limits)),
         });
         tokio::spawn(reap(Arc::downgrade(&registry)));
         (registry, starts)
@@ -227,13 +304,33 @@ impl Registry {
         lock(&self.connections).get(id).cloned()
     }
 
-    /// A new connection with its agent started; `None` when the server has its fill.
-    pub fn open(self: &Arc<Self>, kind: Kind) -> Option<Arc<Connection>> {
+    /// The connection named by its address (`/acp/NAME`).
+    pub fn by_name(&self, name: &str) -> Option<Arc<Connection>> {
+        let id = lock(&self.names).get(name).cloned()?;
+        self.get(&id)
+    }
+
+    /// A new connection with its agent started, named by its address when `name` is given.
+    pub fn open(
+        self: &Arc<Self>,
+        kind: Kind,
+        name: Option<&str>,
+    ) -> Result<Arc<Connection>, NotOpened> {
         let mut connections = lock(&self.connections);
         if connections.len() >= self.limits.connections {
-            return None;
+            return Err(NotOpened::Full);
         }
         let id = uuid::Uuid::new_v4().to_string();
+        if let Some(name) = name {
+            let mut names = lock(&self.names);
+            if names
+                .get(name)
+                .is_some_and(|held| connections.contains_key(held))
+            {
+                return Err(NotOpened::NameTaken);
+            }
+            names.insert(name.to_string(), id.clone());
+        }
         let (to_agent, agent_in) = tokio::io::duplex(64 * 1024);
         let connection = Arc::new(Connection {
             id: id.clone(),
@@ -241,6 +338,7 @@ impl Registry {
             outbound: Arc::new(Outbound::new(kind == Kind::Http)),
             input: tokio::sync::Mutex::new(to_agent),
             stop: self.stop.child_token(),
+            why_stopped: Arc::default(),
             ended: CancellationToken::new(),
             sessions: Mutex::new(Sessions::default()),
             attached: AtomicUsize::new(0),
@@ -253,14 +351,20 @@ impl Registry {
             registry: self.clone(),
             connection: connection.clone(),
             input: agent_in,
-            output: into_mailboxes(connection.clone()),
+            output: Box::new(IntoMailboxes(connection.clone())),
         };
         if self.agents.send(start).is_err() {
             // The server is stopping: no agent will read this connection.
-            lock(&self.connections).remove(&connection.id);
-            return None;
+            self.forget(&connection.id);
+            return Err(NotOpened::Full);
         }
-        Some(connection)
+        Ok(connection)
+    }
+
+    /// The connection `id` is gone (and its name, if it had one).
+    fn forget(&self, id: &str) {
+        lock(&self.connections).remove(id);
+        lock(&self.names).retain(|_, held| held != id);
     }
 
     /// Before `to` loads or resumes a session another connection has open with no client
@@ -287,11 +391,11 @@ impl Registry {
         }
     }
 
-    /// Ends a connection (its agent saves and stops); `false` when there is none.
-    pub fn close(&self, id: &str) -> bool {
+    /// Ends a connection (its agent saves and stops), saying why; `false` when there is none.
+    pub fn close(&self, id: &str, why: &'static str) -> bool {
         match self.get(id) {
             Some(connection) => {
-                connection.stop.cancel();
+                connection.end(why);
                 true
             }
             None => false,
@@ -312,32 +416,47 @@ async fn run_agent(
     registry: Arc<Registry>,
     connection: Arc<Connection>,
     input: tokio::io::DuplexStream,
-    output: talaria_protocol::MessageSink,
+    output: Box<dyn talaria_protocol::MessageSink>,
 ) {
     let shared = registry.shared.clone();
-    let served = crate::acp::serve_connection(input, output, connection.stop.clone(), shared).await;
+    let stop = crate::acp::ConnectionStop {
+        token: connection.stop.clone(),
+        why: connection.why_stopped.clone(),
+    };
+    let served = crate::acp::serve_connection(input, output, stop, shared).await;
     if let Err(error) = served {
         tracing::error!(connection = %connection.id, "the connection's agent failed: {error:#}");
     }
-    lock(&registry.connections).remove(&connection.id);
+    registry.forget(&connection.id);
     connection.outbound.close();
     connection.ended.cancel();
     tracing::info!(connection = %connection.id, "connection ended");
 }
 
 /// Where the agent's messages go: each batch of whole messages it sends (no framing, no
-/// pipe) into the connection's mailboxes at once, one lock and one wake-up, after noting
-/// the sessions its answers opened or closed. A connection whose mailboxes are full (its
-/// client reads nothing) is closed.
-fn into_mailboxes(connection: Arc<Connection>) -> talaria_protocol::MessageSink {
-    Box::new(move |batch: &mut Vec<String>| {
-        connection.note_answers(batch);
-        connection.outbound.push_all(batch).map_err(|full| {
-            tracing::warn!(connection = %connection.id, "closing the connection: {full}");
-            connection.stop.cancel();
-            std::io::Error::other(full.to_string())
+/// pipe) into the connection's streams at once, one lock and one wake-up, after noting the
+/// sessions its answers opened or closed; before each batch, room: the agent waits while
+/// its client has too much unread, and a client that takes nothing for long ends it.
+struct IntoMailboxes(Arc<Connection>);
+
+impl talaria_protocol::MessageSink for IntoMailboxes {
+    fn put(&mut self, batch: &mut Vec<String>) -> std::io::Result<()> {
+        self.0.note_answers(batch);
+        self.0.outbound.push_all(batch);
+        Ok(())
+    }
+
+    fn room(
+        &mut self,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>> + Send + '_>> {
+        Box::pin(async move {
+            self.0.outbound.room().await.map_err(|stalled| {
+                tracing::warn!(connection = %self.0.id, "ending the connection: {stalled}");
+                self.0.end("its client stopped reading");
+                std::io::Error::other(stalled.to_string())
+            })
         })
-    })
+    }
 }
 
 /// Ends, every few seconds, the connections left alone longer than the reconnect window.
@@ -355,9 +474,22 @@ async fn reap(registry: std::sync::Weak<Registry>) {
             .collect();
         for connection in abandoned {
             tracing::info!(connection = %connection.id, "no client came back within the reconnect window; ending the connection");
-            connection.stop.cancel();
+            connection.end("no client came back within the reconnect window");
         }
     }
+}
+
+/// What the transport offers, advertised at `initialize` (`_meta.capabilities.transport`):
+/// resumable streams, with how much is kept (the durable-transport draft's retention: each
+/// stream's last messages, for as long as a connection waits for its client) and the method
+/// that resumes a stream on either profile.
+fn transport_offer(limits: &Limits) -> Value {
+    json!({"resumable": {
+        "retentionMessages": super::outbound::RETAIN_MESSAGES,
+        "retentionSeconds": limits.reconnect_window.as_secs(),
+        "retentionBytes": super::outbound::RETAIN_BYTES,
+        "resumeMethod": RESUME_STREAM,
+    }})
 }
 
 /// The stream a client message's answer goes back on, over HTTP.

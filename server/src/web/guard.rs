@@ -18,11 +18,14 @@ pub const BEARER_SUBPROTOCOL: &str = "bearer.";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
     pub status: StatusCode,
-    pub why: &'static str,
+    pub why: std::borrow::Cow<'static, str>,
 }
 
 fn refuse(status: StatusCode, why: &'static str) -> Refusal {
-    Refusal { status, why }
+    Refusal {
+        status,
+        why: why.into(),
+    }
 }
 
 /// Who may reach the server.
@@ -36,6 +39,8 @@ pub struct Guard {
     /// Origins allowed: the server's own and `--allow-origin`'s.
     origins: Vec<String>,
     pub token: Token,
+    /// Where the token is read from, for a 401's advice.
+    token_path: Option<String>,
 }
 
 impl Guard {
@@ -69,6 +74,24 @@ impl Guard {
             port,
             origins,
             token,
+            token_path: None,
+        }
+    }
+
+    /// A 401 names `path` as where the current token is.
+    pub fn telling_where(mut self, path: &std::path::Path) -> Self {
+        self.token_path = Some(path.display().to_string());
+        self
+    }
+
+    fn unauthorized(&self, what: &'static str, advice: &str) -> Refusal {
+        let why = match &self.token_path {
+            Some(path) => format!("{what}: {advice} {path}").into(),
+            None => what.into(),
+        };
+        Refusal {
+            status: StatusCode::UNAUTHORIZED,
+            why,
         }
     }
 
@@ -133,11 +156,16 @@ impl Guard {
             .find_map(|p| p.strip_prefix(BEARER_SUBPROTOCOL).map(str::to_string));
         let offered = from_header.map(str::to_string).or(from_subprotocol);
         match offered {
-            None => Err(refuse(StatusCode::UNAUTHORIZED, "no token was given")),
+            None => Err(self.unauthorized(
+                "no token was given",
+                "send `Authorization: Bearer TOKEN` (a browser's WebSocket: the subprotocol \
+                 `bearer.TOKEN`) with the token in",
+            )),
             Some(token) if self.token.accepts(&token) => Ok(()),
-            Some(_) => Err(refuse(
-                StatusCode::UNAUTHORIZED,
+            Some(_) => Err(self.unauthorized(
                 "the token is not this server's",
+                "the server may have started again and written a new one; read the current \
+                 token from",
             )),
         }
     }

@@ -1,25 +1,30 @@
 //! The streamable HTTP profile: `POST /acp` carries client messages (`initialize` answered
 //! 200 with `Acp-Connection-Id`, the rest 202, their answers coming on a stream), `GET /acp`
 //! opens a server-sent-event stream (the connection's, or a session's with
-//! `Acp-Session-Id`; `Last-Event-ID` resumes one), `DELETE /acp` ends the connection.
+//! `Acp-Session-Id`; each event's `id` is its cursor, and `Last-Event-ID` resumes exactly
+//! after one, or is answered 410 when that point is gone), `DELETE /acp` ends the
+//! connection. A client that sends no `Acp-Connection-Id` names its connection by its
+//! address instead, `/acp/NAME` for all its requests.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
-use http_body_util::{BodyExt, Limited, StreamBody};
+use http_body_util::{BodyExt, StreamBody};
 use hyper::body::{Frame, Incoming};
-use hyper::header::{ACCEPT, CACHE_CONTROL, CONTENT_TYPE, HeaderMap, HeaderValue};
+use hyper::header::{ACCEPT, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, HeaderMap, HeaderValue};
 use hyper::{Request, Response, StatusCode};
 use serde_json::{Value, json};
 
-use super::connection::{Connection, Kind, Refused as NotPassed, answer_stream};
+use super::connection::{Connection, Kind, NotOpened, Refused as NotPassed, answer_stream};
 use super::outbound::{Busy, Held, Stream};
 use super::shared::{Body, Server, json_response, text};
 
 pub const CONNECTION_HEADER: &str = "acp-connection-id";
 pub const SESSION_HEADER: &str = "acp-session-id";
+/// On an event stream's answer: where the stream's turn stands (`acp/turnState`, as JSON).
+pub const TURN_STATE_HEADER: &str = "acp-turn-state";
 /// How long `initialize` may take to be answered.
 const INITIALIZE_WAIT: Duration = Duration::from_secs(30);
 /// How often an idle event stream says it is alive.
@@ -29,23 +34,72 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-/// The connection a request names: 400 without one, 404 for one unknown.
-fn named_connection(server: &Server, headers: &HeaderMap) -> Result<Arc<Connection>, Refused> {
-    let Some(id) = header(headers, CONNECTION_HEADER) else {
-        return Err(Box::new(text(
-            StatusCode::BAD_REQUEST,
-            "Missing Acp-Connection-Id",
-        )));
+/// The connection a request names, by `Acp-Connection-Id` or by its address
+/// (`/acp/NAME`): 400 without either, 404 for one unknown.
+fn named_connection(
+    server: &Server,
+    headers: &HeaderMap,
+    named: Option<&str>,
+) -> Result<Arc<Connection>, Refused> {
+    let by_address = named.and_then(|name| server.registry.by_name(name));
+    let connection = match (header(headers, CONNECTION_HEADER), named) {
+        (Some(id), _) => server.registry.get(id),
+        (None, Some(_)) => by_address,
+        (None, None) => {
+            return Err(Box::new(text(
+                StatusCode::BAD_REQUEST,
+                "Missing Acp-Connection-Id: send the one the initialize answer carried, or \
+                 send every request of the connection, initialize too, to an address of its \
+                 own, /acp/NAME (see docs/http.md)",
+            )));
+        }
     };
-    server
-        .registry
-        .get(id)
+    connection
         .filter(|c| c.kind == Kind::Http)
         .ok_or_else(|| Box::new(text(StatusCode::NOT_FOUND, "Unknown Acp-Connection-Id")))
 }
 
 /// A request refused, with its response.
 type Refused = Box<Response<Body>>;
+
+/// 413, and the socket closed after it (the rest of the body is never read).
+fn too_large() -> Refused {
+    let mut refused = text(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "the message is larger than the server takes",
+    );
+    refused
+        .headers_mut()
+        .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+    Box::new(refused)
+}
+
+/// Reads a POST's body within `limit`: one declared larger is refused before a byte of it is
+/// read, one that grows past the limit as it comes (chunked) is refused there and what was
+/// read is dropped at once.
+async fn read_body(
+    body: Incoming,
+    declared: Option<u64>,
+    limit: usize,
+) -> Result<Vec<u8>, Refused> {
+    if declared.is_some_and(|length| length > limit as u64) {
+        return Err(too_large());
+    }
+    let mut body = body;
+    let mut bytes = Vec::with_capacity(declared.map_or(0, |n| n as usize));
+    while let Some(frame) = body.frame().await {
+        let Ok(frame) = frame else {
+            return Err(Box::new(text(StatusCode::BAD_REQUEST, "the body was cut")));
+        };
+        if let Ok(data) = frame.into_data() {
+            if bytes.len() + data.len() > limit {
+                return Err(too_large());
+            }
+            bytes.extend_from_slice(&data);
+        }
+    }
+    Ok(bytes)
+}
 
 /// Reads a POST's JSON-RPC object, within the message limit.
 async fn read_message(
@@ -62,16 +116,9 @@ async fn read_message(
         )));
     }
     let (parts, body) = request.into_parts();
-    let limit = server.registry.limits.message_bytes;
-    let bytes = match Limited::new(body, limit).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(_) => {
-            return Err(Box::new(text(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "the message is larger than the server takes",
-            )));
-        }
-    };
+    let declared =
+        header(&parts.headers, CONTENT_LENGTH.as_str()).and_then(|v| v.trim().parse().ok());
+    let bytes = read_body(body, declared, server.registry.limits.message_bytes).await?;
     match serde_json::from_slice::<Value>(&bytes) {
         Ok(message @ Value::Object(_)) => Ok((parts.headers, message)),
         Ok(Value::Array(_)) => Err(Box::new(json_response(
@@ -86,8 +133,12 @@ async fn read_message(
     }
 }
 
-/// `POST /acp`.
-pub async fn post(server: Arc<Server>, request: Request<Incoming>) -> Response<Body> {
+/// `POST /acp` (or `/acp/NAME`).
+pub async fn post(
+    server: Arc<Server>,
+    request: Request<Incoming>,
+    named: Option<String>,
+) -> Response<Body> {
     let (headers, message) = match read_message(&server, request).await {
         Ok(read) => read,
         Err(refused) => return *refused,
@@ -99,9 +150,9 @@ pub async fn post(server: Arc<Server>, request: Request<Incoming>) -> Response<B
                 "Initialize not allowed on existing connection",
             );
         }
-        return initialize(&server, &message).await;
+        return initialize(&server, &message, named.as_deref()).await;
     }
-    let connection = match named_connection(&server, &headers) {
+    let connection = match named_connection(&server, &headers, named.as_deref()) {
         Ok(connection) => connection,
         Err(refused) => return *refused,
     };
@@ -124,19 +175,29 @@ pub async fn post(server: Arc<Server>, request: Request<Incoming>) -> Response<B
     }
 }
 
-/// A new connection: its `initialize` answered in the POST's response.
-async fn initialize(server: &Server, message: &Value) -> Response<Body> {
+/// A new connection (named by its address when `named`): its `initialize` answered in the
+/// POST's response.
+async fn initialize(server: &Server, message: &Value, named: Option<&str>) -> Response<Body> {
     if message.get("id").is_none_or(Value::is_null) {
         return text(
             StatusCode::BAD_REQUEST,
             "Initialize request must include an ID",
         );
     }
-    let Some(connection) = server.registry.open(Kind::Http) else {
-        return text(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the server has as many connections as it takes; try again later",
-        );
+    let connection = match server.registry.open(Kind::Http, named) {
+        Ok(connection) => connection,
+        Err(NotOpened::Full) => {
+            return text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the server has as many connections as it takes; try again later",
+            );
+        }
+        Err(NotOpened::NameTaken) => {
+            return text(
+                StatusCode::CONFLICT,
+                "a connection already has this address: end it first (DELETE), or use another",
+            );
+        }
     };
     let answer = connection.outbound.await_answer(&message["id"]);
     if connection.deliver(message).await.is_err() {
@@ -157,7 +218,9 @@ async fn initialize(server: &Server, message: &Value) -> Response<Body> {
             response
         }
         _ => {
-            server.registry.close(&connection.id);
+            server
+                .registry
+                .close(&connection.id, "its initialize was not answered in time");
             text(
                 StatusCode::GATEWAY_TIMEOUT,
                 "initialize was not answered in time",
@@ -166,8 +229,8 @@ async fn initialize(server: &Server, message: &Value) -> Response<Body> {
     }
 }
 
-/// `GET /acp` for an event stream.
-pub fn stream(server: &Server, request: &Request<Incoming>) -> Response<Body> {
+/// `GET /acp` (or `/acp/NAME`) for an event stream.
+pub fn stream(server: &Server, request: &Request<Incoming>, named: Option<&str>) -> Response<Body> {
     let headers = request.headers();
     let wants_events =
         header(headers, ACCEPT.as_str()).is_some_and(|a| a.contains("text/event-stream"));
@@ -177,14 +240,14 @@ pub fn stream(server: &Server, request: &Request<Incoming>) -> Response<Body> {
             "Not Acceptable: ask for text/event-stream",
         );
     }
-    let connection = match named_connection(server, headers) {
+    let connection = match named_connection(server, headers, named) {
         Ok(connection) => connection,
         Err(refused) => return *refused,
     };
     let which = header(headers, SESSION_HEADER)
         .map_or(Stream::Connection, |s| Stream::Session(s.to_string()));
-    let after = header(headers, "last-event-id").and_then(|v| v.trim().parse::<u64>().ok());
-    let held = match connection.outbound.attach(which, after) {
+    let after = header(headers, "last-event-id").filter(|v| !v.trim().is_empty());
+    let held = match connection.outbound.attach(which.clone(), after) {
         Ok(held) => held,
         Err(Busy::Held) => {
             return text(
@@ -192,17 +255,16 @@ pub fn stream(server: &Server, request: &Request<Incoming>) -> Response<Body> {
                 "Outbound stream already has an active receiver",
             );
         }
-        Err(Busy::Gone) => {
-            return text(
-                StatusCode::GONE,
-                "the events after Last-Event-ID are no longer kept",
-            );
-        }
+        Err(Busy::Gone { why, turn }) => return super::shared::gone(why, turn),
     };
+    let turn = connection.outbound.turn_state(&which);
     let mut response = Response::new(events(connection, held));
     let out = response.headers_mut();
     out.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     out.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    if let Ok(turn) = HeaderValue::from_str(&turn.to_string()) {
+        out.insert(TURN_STATE_HEADER, turn);
+    }
     response
 }
 
@@ -229,8 +291,8 @@ impl Drop for Receiving {
     }
 }
 
-/// The event body: an opening comment, then each message as an event numbered by its place
-/// in what the agent sent, with a comment when idle.
+/// The event body: an opening comment, then each message as an event whose id is its
+/// cursor, with a comment when idle.
 fn events(connection: Arc<Connection>, held: Held) -> Body {
     let receiving = Receiving::new(held, connection);
     let opening = futures_util::stream::once(async { Bytes::from_static(b": open\n\n") });
@@ -240,7 +302,8 @@ fn events(connection: Arc<Connection>, held: Held) -> Body {
         match next {
             Err(_) => Some((Bytes::from_static(b": alive\n\n"), Some(receiving))),
             Ok(Some(queued)) => {
-                let event = format!("id: {}\ndata: {}\n\n", queued.seq, queued.text);
+                let cursor = receiving.held.cursor(&queued);
+                let event = format!("id: {cursor}\ndata: {}\n\n", queued.text);
                 Some((Bytes::from(event), Some(receiving)))
             }
             Ok(None) => None,
@@ -252,14 +315,13 @@ fn events(connection: Arc<Connection>, held: Held) -> Body {
     BodyExt::boxed(StreamBody::new(frames))
 }
 
-/// `DELETE /acp`: ends the connection.
-pub fn delete(server: &Server, request: &Request<Incoming>) -> Response<Body> {
-    let Some(id) = header(request.headers(), CONNECTION_HEADER) else {
-        return text(StatusCode::BAD_REQUEST, "Missing Acp-Connection-Id");
-    };
-    if server.registry.close(id) {
-        super::shared::empty(StatusCode::ACCEPTED)
-    } else {
-        text(StatusCode::NOT_FOUND, "Unknown Acp-Connection-Id")
+/// `DELETE /acp` (or `/acp/NAME`): ends the connection.
+pub fn delete(server: &Server, request: &Request<Incoming>, named: Option<&str>) -> Response<Body> {
+    match named_connection(server, request.headers(), named) {
+        Ok(connection) => {
+            connection.end("its client's DELETE");
+            super::shared::empty(StatusCode::ACCEPTED)
+        }
+        Err(refused) => *refused,
     }
 }

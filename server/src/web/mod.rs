@@ -9,19 +9,28 @@
 //!   `--insecure-no-tls` says so out loud).
 //! - Every request passes `Host` (the listen address), `Origin` (the server's own or
 //!   allowed, never a wildcard) and, on `/acp`, the bearer token (constant-time) first.
-//! - A dropped transport never ends a turn: the agent's messages wait, bounded, for the
-//!   client to come back within the reconnect window; a slow reader holds up only itself.
+//! - A dropped transport never ends a turn: the agent's messages wait for the client to come
+//!   back within the reconnect window (past 16 MiB unread the agent waits for room; a client
+//!   that takes nothing for a minute then is cut); a slow reader holds up only itself.
+//! - A stream resumes exactly or says it cannot: every message carries its cursor, what was
+//!   sent is kept for the connection's life within a bound, and a point that is gone is
+//!   answered 410 with the turn's state, never a stream with a gap (docs/http.md).
+//! - A start that cannot listen changes nothing; one beside a running server keeps its token.
 //! - Messages, connections, sockets and sessions per connection are bounded.
 
 mod connection;
+mod cursor;
 mod guard;
 mod http;
 mod listener;
 mod outbound;
+mod rpc_id;
 mod service;
 mod shared;
+mod stream_log;
 mod tls;
 mod token;
+mod turn_state;
 mod web_client;
 mod websocket;
 
@@ -165,19 +174,14 @@ async fn start(args: ServeArgs, home: PathBuf) -> Result<(), StartError> {
             "serving {address} without TLS: the token and every message cross the network unencrypted"
         );
     }
-    let (token, token_path) = match &args.token_file {
-        Some(path) => (token::Token::read_from(path)?, path.clone()),
-        None => {
-            let path = home.join("serve.token");
-            (token::Token::generate_into(&path)?, path)
-        }
-    };
+    // Bound first: a start that cannot listen changes nothing, the token file least of all.
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .map_err(|source| StartError::Listen { address, source })?;
     let bound = listener
         .local_addr()
         .map_err(|source| StartError::Listen { address, source })?;
+    let (token, token_path, _token_hold) = server_token(args.token_file.clone(), &home).await?;
     announce(
         bound,
         tls.is_some(),
@@ -203,7 +207,8 @@ async fn start(args: ServeArgs, home: PathBuf) -> Result<(), StartError> {
             tls.is_some(),
             (&args.allow_origin, &args.allow_host),
             token,
-        ),
+        )
+        .telling_where(&token_path),
         registry: registry.clone(),
     });
     crate::acp::prepare_process();
@@ -222,6 +227,35 @@ async fn start(args: ServeArgs, home: PathBuf) -> Result<(), StartError> {
     // agent's own stop budget).
     let _ = tokio::time::timeout(Duration::from_secs(5), registry.all_ended()).await;
     Ok(())
+}
+
+/// The token: `--token-file`'s, or `$TALARIA_HOME/serve.token`'s (a running server's kept,
+/// else a new one) with this server's hold on it. Files and a lock that may wait for another
+/// start: off the runtime's thread.
+async fn server_token(
+    token_file: Option<PathBuf>,
+    home: &std::path::Path,
+) -> Result<(token::Token, PathBuf, Option<token::Held>), StartError> {
+    let interrupted = |e: tokio::task::JoinError| token::TokenError::Interrupted(e.to_string());
+    if let Some(path) = token_file {
+        let read = path.clone();
+        let token = tokio::task::spawn_blocking(move || token::Token::read_from(&read))
+            .await
+            .map_err(interrupted)??;
+        return Ok((token, path, None));
+    }
+    let path = home.join("serve.token");
+    let at = path.clone();
+    let (token, held) = tokio::task::spawn_blocking(move || token::keep_or_generate(&at))
+        .await
+        .map_err(interrupted)??;
+    if !held.fresh {
+        tracing::info!(
+            "another talaria serve on this home uses the token in {}: keeping it",
+            path.display()
+        );
+    }
+    Ok((token, path, Some(held)))
 }
 
 /// The first line of stdout: where the server listens and where its token is; with

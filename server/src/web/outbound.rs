@@ -1,31 +1,43 @@
-//! What the agent sends one connection, held until a receiver takes it: one mailbox for a
-//! WebSocket; for HTTP, the connection's stream and one per session, routed as the transport
-//! RFD routes them (a message naming a session goes to that session's stream, an answer to
-//! the stream its request came on, the rest to the connection's). A mailbox keeps what it
-//! handed out last, so a receiver that comes back saying what it got (`after`,
-//! `Last-Event-ID`) misses nothing; what waits is bounded, and a connection over the bound
-//! is closed rather than let grow.
+//! What the agent sends one connection, kept per stream until read and after: one stream for
+//! a WebSocket; for HTTP, the connection's stream and one per session, routed as the
+//! transport RFD routes them (a message naming a session to that session's stream, an answer
+//! to the stream its request came on, the rest to the connection's), except that a session
+//! whose stream was never opened has its messages on the connection's stream, so a client
+//! that opens one stream runs whole sessions.
+//!
+//! Each stream is a log (`stream_log.rs`): numbered per stream, every message carrying its
+//! cursor, kept after it is read for the connection's life within the retention bound
+//! ([`RETAIN_MESSAGES`] per stream, [`RETAIN_BYTES`] per connection, the oldest dropped
+//! first), so a receiver that comes back saying what it got misses nothing, and one asking
+//! for a point that was dropped is told so. What waits unread is bounded too: past
+//! [`MOST_WAITING`] the agent's output waits for room ([`Outbound::room`]), and a
+//! connection whose client takes nothing for [`STALLED_AFTER`] is ended.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde_json::Value;
+use talaria_util::failpoint;
 use talaria_util::lock;
 use tokio::sync::{oneshot, watch};
-use tokio_tungstenite::tungstenite::Utf8Bytes;
 
-/// The most a connection's mailboxes hold, waiting (16 MiB).
+pub use super::rpc_id::id_key;
+use super::stream_log::StreamLog;
+pub use super::stream_log::{Queued, Unresumable};
+use super::turn_state::{self, TurnStates};
+use super::{cursor, turn_state::META_KEY as TURN_STATE};
+
+/// The most the agent's output may hold unread before it waits for room (16 MiB). One
+/// message larger than this still goes, alone.
 pub const MOST_WAITING: usize = 16 << 20;
-/// What a mailbox keeps of what it handed out, for a receiver that comes back.
-const KEPT_SENT: usize = 512;
-
-/// One message, numbered in the order the agent sent it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Queued {
-    pub seq: u64,
-    /// The message, shared without copying by the mailbox, its kept copy and the frame.
-    pub text: Utf8Bytes,
-}
+/// The handed-out messages each stream keeps for a receiver that comes back.
+pub const RETAIN_MESSAGES: usize = 10_000;
+/// The handed-out messages a connection keeps, in bytes, over all its streams.
+pub const RETAIN_BYTES: usize = 8 << 20;
+/// How long the agent's output may wait for room while the client takes nothing before the
+/// connection is ended.
+pub const STALLED_AFTER: Duration = Duration::from_secs(60);
 
 /// Which stream of a connection.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -35,54 +47,52 @@ pub enum Stream {
 }
 
 #[derive(Default)]
-struct Mailbox {
-    waiting: VecDeque<Queued>,
-    sent: VecDeque<Queued>,
-    /// A receiver holds it.
-    held: bool,
-}
-
-#[derive(Default)]
 struct State {
     /// HTTP: routed by session; a WebSocket has one stream.
     routed: bool,
-    connection: Mailbox,
-    sessions: HashMap<String, Mailbox>,
+    connection: StreamLog,
+    sessions: HashMap<String, StreamLog>,
     /// The stream each client request's answer goes to.
     answer_routes: HashMap<String, Stream>,
-    next_seq: u64,
+    /// The connection's order of the next message.
+    next_order: u64,
     waiting_bytes: usize,
+    history_bytes: usize,
+    /// Counts every hand-out: a client that takes something is making progress.
+    taken: u64,
     closed: bool,
-    /// Answers that go to whoever waits for them instead of a mailbox, by request id: an
+    /// Answers that go to whoever waits for them instead of a stream, by request id: an
     /// HTTP `initialize`'s (its POST answers it), the server's own requests'.
     awaited: HashMap<String, oneshot::Sender<String>>,
+    turns: TurnStates,
 }
 
-/// Why a message could not be queued.
+/// Why a stream cannot be held.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Busy {
+    /// Another receiver holds it.
+    Held,
+    /// The point asked for cannot be resumed from; where the turn stands.
+    Gone { why: Unresumable, turn: Value },
+}
+
+/// Why the agent's output stops.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum Overflow {
-    #[error("more than {MOST_WAITING} bytes wait for a client that does not read them")]
-    Full,
+pub enum Stalled {
+    #[error(
+        "more than {MOST_WAITING} bytes wait for a client that took none of them for {} s",
+        STALLED_AFTER.as_secs()
+    )]
+    NoProgress,
 }
 
-/// A connection's mailboxes.
+/// A connection's streams.
 pub struct Outbound {
     state: Mutex<State>,
-    /// Bumped on every change; receivers wait on it.
+    /// [`STALLED_AFTER`] (shorter in tests).
+    stalled_after: Duration,
+    /// Bumped on every change; receivers and the agent's output wait on it.
     changed: watch::Sender<u64>,
-}
-
-/// A JSON-RPC id as a map key (`s:` string, `n:` number).
-pub fn id_key(id: &Value) -> Option<String> {
-    match id {
-        Value::String(s) => Some(format!("s:{s}")),
-        Value::Number(n) => Some(format!("n:{n}")),
-        _ => None,
-    }
-}
-
-fn session_of(message: &Value) -> Option<String> {
-    message["params"]["sessionId"].as_str().map(str::to_string)
 }
 
 impl Outbound {
@@ -92,6 +102,7 @@ impl Outbound {
                 routed,
                 ..State::default()
             }),
+            stalled_after: STALLED_AFTER,
             changed: watch::channel(0).0,
         }
     }
@@ -105,7 +116,7 @@ impl Outbound {
         self.changed.subscribe()
     }
 
-    /// The answer to the request with this id goes to the receiver instead of a mailbox.
+    /// The answer to the request with this id goes to the receiver instead of a stream.
     pub fn await_answer(&self, id: &Value) -> oneshot::Receiver<String> {
         let (sender, receiver) = oneshot::channel();
         if let Some(key) = id_key(id) {
@@ -121,79 +132,161 @@ impl Outbound {
         }
     }
 
-    /// Queues what the agent sent.
-    pub fn push(&self, text: String) -> Result<(), Overflow> {
-        self.push_all(&mut vec![text])
+    /// Notes a message the client sent (where its session's turn stands).
+    pub fn client_sent(&self, message: &Value) {
+        lock(&self.state).turns.client_sent(message);
+    }
+
+    /// Queues what the agent sent (or the server answers for it).
+    pub fn push(&self, text: String) {
+        self.push_all(&mut vec![text]);
     }
 
     /// Queues a batch of what the agent sent, in order, with one wake-up for receivers;
     /// takes the messages out of `batch`.
-    pub fn push_all(&self, batch: &mut Vec<String>) -> Result<(), Overflow> {
+    pub fn push_all(&self, batch: &mut Vec<String>) {
         let mut state = lock(&self.state);
-        let mut queued = Ok(());
         for text in batch.drain(..) {
-            queued = queue_one(&mut state, text);
-            if queued.is_err() {
-                break;
-            }
+            queue_one(&mut state, text);
         }
         drop(state);
         self.bump();
-        queued
     }
 
-    /// Takes up to `most` of the messages waiting on `stream` (in order, into `into`), kept
-    /// awhile in case the receiver comes back; how many it took.
-    pub fn take_up_to(&self, stream: &Stream, most: usize, into: &mut Vec<Queued>) -> usize {
-        let mut state = lock(&self.state);
-        let boxed = mailbox(&mut state, stream);
-        let count = boxed.waiting.len().min(most);
-        let mut bytes = 0;
-        for next in boxed.waiting.drain(..count) {
-            bytes += next.text.len();
-            boxed.sent.push_back(next.clone());
-            into.push(next);
+    /// Waits until less than [`MOST_WAITING`] waits unread (or the connection is closed);
+    /// [`Stalled`] once the client took nothing for [`STALLED_AFTER`] while it was full.
+    pub async fn room(&self) -> Result<(), Stalled> {
+        let mut changes = self.watch();
+        let mut progress = None;
+        loop {
+            let (full, taken) = {
+                let state = lock(&self.state);
+                (
+                    state.waiting_bytes >= MOST_WAITING && !state.closed,
+                    state.taken,
+                )
+            };
+            if !full {
+                return Ok(());
+            }
+            let since = match progress {
+                Some((seen, since)) if seen == taken => since,
+                _ => tokio::time::Instant::now(),
+            };
+            progress = Some((taken, since));
+            let left = self.stalled_after.saturating_sub(since.elapsed());
+            if left.is_zero() {
+                return Err(Stalled::NoProgress);
+            }
+            let _ = tokio::time::timeout(left, changes.changed()).await;
         }
-        let over = boxed.sent.len().saturating_sub(KEPT_SENT);
-        boxed.sent.drain(..over);
-        state.waiting_bytes = state.waiting_bytes.saturating_sub(bytes);
-        count
     }
 
-    /// Holds `stream` for one receiver; one that says what it got (`after`) is handed again
-    /// what came after it. `None`: another receiver holds it, or what it asks from is gone.
-    pub fn attach(self: &Arc<Self>, stream: Stream, after: Option<u64>) -> Result<Held, Busy> {
+    /// Hands out up to `most` of the messages waiting on `stream` to its holder `hold` (in
+    /// order, into `into`), kept awhile in case the receiver comes back; how many (`None`:
+    /// `hold` holds the stream no more).
+    fn take_up_to(
+        &self,
+        (stream, hold): (&Stream, u64),
+        most: usize,
+        into: &mut Vec<Queued>,
+    ) -> Option<usize> {
+        let before = into.len();
         let mut state = lock(&self.state);
-        let boxed = mailbox(&mut state, &stream);
-        if boxed.held {
+        let log = stream_log(&mut state, stream);
+        if log.holder != Some(hold) {
+            return None;
+        }
+        failpoint::step("serve::mailbox::deliver::before");
+        let bytes = log.take(most, into);
+        let count = into.len() - before;
+        if count > 0 {
+            state.waiting_bytes -= bytes;
+            state.history_bytes += bytes;
+            state.taken += 1;
+            release_history(&mut state, stream);
+        }
+        drop(state);
+        if count > 0 {
+            failpoint::step("serve::mailbox::deliver::after");
+            // The agent's output may be waiting for room.
+            self.bump();
+        }
+        Some(count)
+    }
+
+    /// Holds `stream` for one receiver; one that says what it got (`after`, a cursor) is
+    /// handed again what came after it, exactly, or told it is gone. A receiver that resumes
+    /// takes the stream over from one still holding it (a client comes back before the
+    /// server noticed its old stream was dead); another without `after` is refused.
+    pub fn attach(self: &Arc<Self>, stream: Stream, after: Option<&str>) -> Result<Held, Busy> {
+        let mut state = lock(&self.state);
+        if stream_log(&mut state, &stream).holder.is_some() && after.is_none() {
             return Err(Busy::Held);
         }
         if let Some(after) = after {
-            let oldest_kept = boxed.sent.front().map_or(u64::MAX, |q| q.seq);
-            let missed_some = boxed.sent.back().is_some_and(|q| q.seq > after);
-            if missed_some && oldest_kept > after + 1 {
-                return Err(Busy::Gone);
-            }
-            let again: Vec<Queued> = boxed
-                .sent
-                .iter()
-                .filter(|q| q.seq > after)
-                .cloned()
-                .collect();
-            let bytes: usize = again.iter().map(|q| q.text.len()).sum();
-            for queued in again.into_iter().rev() {
-                boxed.waiting.push_front(queued);
-            }
-            boxed.sent.retain(|q| q.seq <= after);
-            state.waiting_bytes += bytes;
+            resume(&mut state, &stream, after)?;
         }
-        mailbox(&mut state, &stream).held = true;
+        let log = stream_log(&mut state, &stream);
+        let hold = log.hold();
+        let tag = log.tag.clone();
         drop(state);
         self.bump();
         Ok(Held {
             outbound: self.clone(),
             stream,
+            hold,
+            tag,
         })
+    }
+
+    /// `_session/resume_stream`: the receiver of `stream` (now or next) is handed again what
+    /// came after `after`; where the stream's turn stands.
+    pub fn resume(&self, stream: &Stream, after: &str) -> Result<Value, Busy> {
+        let mut state = lock(&self.state);
+        resume(&mut state, stream, after)?;
+        let turn = turn_of(&state, stream);
+        drop(state);
+        self.bump();
+        Ok(turn)
+    }
+
+    /// `_session/resume_stream {after, sessionId?}`: the stream `after`'s tag names (else the
+    /// session's, else the connection's) is handed again what came after it; which stream,
+    /// and where its turn stands.
+    pub fn resume_named(
+        &self,
+        after: &str,
+        session: Option<&str>,
+    ) -> Result<(Stream, Value), Busy> {
+        let stream = {
+            let state = lock(&self.state);
+            let tagged = match cursor::parse(after) {
+                cursor::Asked::At { tag: Some(tag), .. } => Some(tag),
+                _ => None,
+            };
+            match tagged {
+                Some(tag) if state.connection.tag == tag => Stream::Connection,
+                Some(tag) => state
+                    .sessions
+                    .iter()
+                    .find(|(_, log)| log.tag == tag)
+                    .map_or(Stream::Connection, |(id, _)| Stream::Session(id.clone())),
+                None => session.map_or(Stream::Connection, |id| Stream::Session(id.into())),
+            }
+        };
+        self.resume(&stream, after).map(|turn| (stream, turn))
+    }
+
+    /// Where `stream`'s turn stands (`_meta["acp/turnState"]`).
+    pub fn turn_state(&self, stream: &Stream) -> Value {
+        turn_of(&lock(&self.state), stream)
+    }
+
+    /// The cursor of the last message handed out on `stream`.
+    #[cfg(test)]
+    pub fn read_cursor(&self, stream: &Stream) -> String {
+        stream_log(&mut lock(&self.state), stream).read_cursor()
     }
 
     /// No more messages come; receivers end once they took what waits.
@@ -206,81 +299,133 @@ impl Outbound {
         lock(&self.state).closed
     }
 
-    fn release(&self, stream: &Stream) {
+    fn release(&self, stream: &Stream, hold: u64) {
         let mut state = lock(&self.state);
-        let boxed = mailbox(&mut state, stream);
-        boxed.held = false;
-        let idle = boxed.waiting.is_empty();
-        if let Stream::Session(id) = stream
-            && idle
-        {
-            state.sessions.remove(id);
+        let log = stream_log(&mut state, stream);
+        if log.holder == Some(hold) {
+            log.holder = None;
         }
         drop(state);
         self.bump();
     }
 }
 
-/// Why a stream cannot be held.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Busy {
-    /// Another receiver holds it.
-    Held,
-    /// The receiver asks from a point no longer kept.
-    Gone,
+/// Moves `stream`'s read position back to the cursor `after`.
+fn resume(state: &mut State, stream: &Stream, after: &str) -> Result<(), Busy> {
+    let log = stream_log(state, stream);
+    let rewound = log
+        .point(&cursor::parse(after))
+        .and_then(|point| log.rewind(point));
+    match rewound {
+        Ok(again) => {
+            state.waiting_bytes += again;
+            state.history_bytes -= again;
+            Ok(())
+        }
+        Err(why) => Err(Busy::Gone {
+            why,
+            turn: turn_of(state, stream),
+        }),
+    }
+}
+
+fn turn_of(state: &State, stream: &Stream) -> Value {
+    match stream {
+        Stream::Session(id) => state.turns.of(id),
+        Stream::Connection => state.turns.latest(),
+    }
+}
+
+/// Drops the oldest handed-out messages past the retention bound: `stream`'s beyond its
+/// count, then the connection's oldest beyond its bytes.
+fn release_history(state: &mut State, stream: &Stream) {
+    let over = stream_log(state, stream).history_over(RETAIN_MESSAGES);
+    if over == 0 && state.history_bytes <= RETAIN_BYTES {
+        return;
+    }
+    failpoint::step("serve::mailbox::release::before");
+    for _ in 0..over {
+        let freed = stream_log(state, stream).drop_oldest();
+        state.history_bytes -= freed;
+    }
+    while state.history_bytes > RETAIN_BYTES {
+        let oldest = std::iter::once((Stream::Connection, state.connection.oldest_history()))
+            .chain(
+                state
+                    .sessions
+                    .iter()
+                    .map(|(id, log)| (Stream::Session(id.clone()), log.oldest_history())),
+            )
+            .filter_map(|(stream, order)| order.map(|order| (order, stream)))
+            .min_by_key(|(order, _)| *order);
+        let Some((_, stream)) = oldest else {
+            break;
+        };
+        let freed = stream_log(state, &stream).drop_oldest();
+        state.history_bytes -= freed;
+    }
+    failpoint::step("serve::mailbox::release::after");
 }
 
 /// Queues one message where it goes, or hands it to whoever awaits it.
-fn queue_one(state: &mut State, text: String) -> Result<(), Overflow> {
-    let parsed = (state.routed || !state.awaited.is_empty())
+fn queue_one(state: &mut State, text: String) {
+    let parsed = (state.routed || !state.awaited.is_empty() || turn_state::may_move_a_turn(&text))
         .then(|| serde_json::from_str::<Value>(&text).ok())
         .flatten();
-    if let Some(message) = &parsed
-        && message.get("method").is_none()
-        && let Some(key) = id_key(&message["id"])
-        && let Some(answer) = state.awaited.remove(&key)
-    {
-        let _ = answer.send(text);
-        return Ok(());
+    if let Some(message) = &parsed {
+        state.turns.agent_sent(message);
+        if message.get("method").is_none()
+            && let Some(key) = id_key(&message["id"])
+            && let Some(answer) = state.awaited.remove(&key)
+        {
+            let _ = answer.send(text);
+            return;
+        }
     }
     let stream = match &parsed {
         Some(message) if state.routed => route(state, message),
         _ => Stream::Connection,
     };
-    state.waiting_bytes += text.len();
-    if state.waiting_bytes > MOST_WAITING {
-        return Err(Overflow::Full);
-    }
-    state.next_seq += 1;
-    let queued = Queued {
-        seq: state.next_seq,
-        text: Utf8Bytes::from(text),
-    };
-    mailbox(state, &stream).waiting.push_back(queued);
-    Ok(())
+    failpoint::step("serve::mailbox::keep::before");
+    let order = state.next_order;
+    state.next_order += 1;
+    state.waiting_bytes += stream_log(state, &stream).push(text, order);
+    failpoint::step("serve::mailbox::keep::after");
 }
 
-fn mailbox<'a>(state: &'a mut State, stream: &Stream) -> &'a mut Mailbox {
+fn stream_log<'a>(state: &'a mut State, stream: &Stream) -> &'a mut StreamLog {
     match stream {
         Stream::Connection => &mut state.connection,
         Stream::Session(id) => state.sessions.entry(id.clone()).or_default(),
     }
 }
 
-/// Where an agent message goes over HTTP.
+/// Where an agent message goes over HTTP: its session's stream once the client opened it,
+/// else the connection's.
 fn route(state: &mut State, message: &Value) -> Stream {
-    if message.get("method").is_none() {
-        return id_key(&message["id"])
+    let wanted = if message.get("method").is_none() {
+        id_key(&message["id"])
             .and_then(|key| state.answer_routes.remove(&key))
-            .unwrap_or(Stream::Connection);
+            .unwrap_or(Stream::Connection)
+    } else {
+        message["params"]["sessionId"]
+            .as_str()
+            .map_or(Stream::Connection, |id| Stream::Session(id.to_string()))
+    };
+    match &wanted {
+        Stream::Session(id) if state.sessions.get(id).is_some_and(|log| log.opened) => wanted,
+        _ => Stream::Connection,
     }
-    session_of(message).map_or(Stream::Connection, Stream::Session)
 }
 
-/// A receiver's hold on a stream, given up when dropped.
+/// A receiver's hold on a stream, given up when dropped (or lost to a receiver that resumes
+/// the stream).
 pub struct Held {
     outbound: Arc<Outbound>,
     pub stream: Stream,
+    hold: u64,
+    /// The stream's cursor tag (an SSE event's id is `TAG.N`).
+    pub tag: String,
 }
 
 impl Held {
@@ -298,17 +443,28 @@ impl Held {
     pub fn take_more(&self, most: usize, into: &mut Vec<Queued>) {
         let room = most.saturating_sub(into.len());
         if room > 0 {
-            self.outbound.take_up_to(&self.stream, room, into);
+            self.outbound
+                .take_up_to((&self.stream, self.hold), room, into);
         }
     }
 
+    /// Whether another receiver took the stream over.
+    pub fn taken_over(&self) -> bool {
+        stream_log(&mut lock(&self.outbound.state), &self.stream).holder != Some(self.hold)
+    }
+
     /// Up to `most` messages (into `into`), waiting for at least one; `false` once the
-    /// connection is closed and nothing waits.
+    /// connection is closed and nothing waits, or another receiver took the stream over.
     pub async fn next_batch(&self, most: usize, into: &mut Vec<Queued>) -> bool {
         let mut changes = self.outbound.watch();
         loop {
-            if self.outbound.take_up_to(&self.stream, most, into) > 0 {
-                return true;
+            match self
+                .outbound
+                .take_up_to((&self.stream, self.hold), most, into)
+            {
+                None => return false,
+                Some(0) => {}
+                Some(_) => return true,
             }
             if self.outbound.is_closed() {
                 return false;
@@ -318,123 +474,23 @@ impl Held {
             }
         }
     }
+
+    /// The cursor of a message of this stream.
+    pub fn cursor(&self, queued: &Queued) -> String {
+        cursor::text(&self.tag, queued.seq)
+    }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        self.outbound.release(&self.stream);
+        self.outbound.release(&self.stream, self.hold);
     }
+}
+
+/// `_meta` saying where a turn stands.
+pub fn turn_meta(turn: Value) -> Value {
+    serde_json::json!({ TURN_STATE: turn })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn taken(outbound: &Outbound, stream: &Stream) -> Vec<Queued> {
-        let mut all = Vec::new();
-        outbound.take_up_to(stream, usize::MAX, &mut all);
-        all
-    }
-
-    fn texts(outbound: &Outbound, stream: &Stream) -> Vec<String> {
-        taken(outbound, stream)
-            .into_iter()
-            .map(|q| q.text.to_string())
-            .collect()
-    }
-
-    #[test]
-    fn over_http_messages_go_to_their_sessions_stream_and_answers_follow_their_request() {
-        let outbound = Arc::new(Outbound::new(true));
-        outbound.route_answer(&serde_json::json!(7), Stream::Session("s1".into()));
-        let update = r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1"}}"#;
-        let answer = r#"{"jsonrpc":"2.0","id":7,"result":{"stopReason":"end_turn"}}"#;
-        let other = r#"{"jsonrpc":"2.0","id":8,"result":{}}"#;
-        for text in [update, answer, other] {
-            outbound.push(text.into()).expect("queued");
-        }
-        assert_eq!(
-            texts(&outbound, &Stream::Session("s1".into())),
-            [update, answer]
-        );
-        assert_eq!(texts(&outbound, &Stream::Connection), [other]);
-    }
-
-    #[test]
-    fn a_receiver_that_comes_back_gets_what_it_missed_in_order() {
-        let outbound = Arc::new(Outbound::new(false));
-        for n in 1..=4 {
-            outbound.push(format!("{{\"n\":{n}}}")).expect("queued");
-        }
-        let held = outbound.attach(Stream::Connection, None).expect("held");
-        assert!(matches!(
-            outbound.attach(Stream::Connection, None),
-            Err(Busy::Held)
-        ));
-        let first: Vec<u64> = taken(&outbound, &Stream::Connection)
-            .iter()
-            .map(|q| q.seq)
-            .collect();
-        assert_eq!(first, [1, 2, 3, 4]);
-        drop(held);
-        // It says it got 2: 3 and 4 come again, then what came meanwhile.
-        outbound.push("{\"n\":5}".into()).expect("queued");
-        let _held = outbound.attach(Stream::Connection, Some(2)).expect("again");
-        let again: Vec<u64> = taken(&outbound, &Stream::Connection)
-            .iter()
-            .map(|q| q.seq)
-            .collect();
-        assert_eq!(again, [3, 4, 5]);
-    }
-
-    #[test]
-    fn a_batch_is_queued_in_order_with_one_wake_up_and_taken_in_bounded_pieces() {
-        let outbound = Arc::new(Outbound::new(false));
-        let mut changes = outbound.watch();
-        changes.mark_unchanged();
-        let before = *changes.borrow();
-        let mut batch: Vec<String> = (1..=5).map(|n| format!("{{\"n\":{n}}}")).collect();
-        outbound.push_all(&mut batch).expect("queued");
-        assert!(batch.is_empty(), "the batch is taken out");
-        assert_eq!(*changes.borrow_and_update(), before.wrapping_add(1));
-        let held = outbound.attach(Stream::Connection, None).expect("held");
-        let mut got = Vec::new();
-        outbound.take_up_to(&Stream::Connection, 2, &mut got);
-        assert_eq!(got.iter().map(|q| q.seq).collect::<Vec<_>>(), [1, 2]);
-        held.take_more(4, &mut got);
-        assert_eq!(got.iter().map(|q| q.seq).collect::<Vec<_>>(), [1, 2, 3, 4]);
-        held.take_more(4, &mut got);
-        assert_eq!(got.len(), 4, "full: nothing more taken");
-        drop(held);
-        // What was taken is kept for a receiver that comes back.
-        let _again = outbound.attach(Stream::Connection, Some(1)).expect("again");
-        assert_eq!(
-            taken(&outbound, &Stream::Connection)
-                .iter()
-                .map(|q| q.seq)
-                .collect::<Vec<_>>(),
-            [2, 3, 4, 5]
-        );
-    }
-
-    #[test]
-    fn the_initialize_answer_goes_to_its_post_and_a_flood_closes_the_connection() {
-        let outbound = Outbound::new(true);
-        let mut answer = outbound.await_answer(&serde_json::json!(0));
-        outbound
-            .push(r#"{"jsonrpc":"2.0","id":0,"result":{}}"#.into())
-            .expect("pushed");
-        assert!(answer.try_recv().is_ok());
-        let big = "x".repeat(1 << 20);
-        let mut result = Ok(());
-        for _ in 0..20 {
-            result = outbound.push(format!(
-                "{{\"jsonrpc\":\"2.0\",\"method\":\"m\",\"params\":{{\"t\":\"{big}\"}}}}"
-            ));
-            if result.is_err() {
-                break;
-            }
-        }
-        assert_eq!(result, Err(Overflow::Full));
-    }
-}
+mod tests;

@@ -15,7 +15,7 @@ use super::shared::{Body, Server, empty, text};
 use super::{http, web_client, websocket};
 
 fn refused(refusal: &Refusal) -> Response<Body> {
-    let mut response = text(refusal.status, refusal.why);
+    let mut response = text(refusal.status, &refusal.why);
     if refusal.status == StatusCode::UNAUTHORIZED {
         response
             .headers_mut()
@@ -45,15 +45,26 @@ pub async fn handle(
         headers.insert("vary", HeaderValue::from_static("Origin"));
         headers.insert(
             "access-control-expose-headers",
-            HeaderValue::from_static("Acp-Connection-Id"),
+            HeaderValue::from_static("Acp-Connection-Id, Acp-Turn-State"),
         );
     }
     Ok(response)
 }
 
+/// `/acp/NAME`: the name a client gives its connection by its address.
+fn connection_name(path: &str) -> Option<&str> {
+    path.strip_prefix("/acp/").filter(|name| {
+        (1..=64).contains(&name.len())
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    })
+}
+
 async fn route(server: Arc<Server>, request: Request<Incoming>) -> Response<Body> {
     let path = request.uri().path().to_string();
-    if path != "/acp" {
+    let named = connection_name(&path).map(str::to_string);
+    if path != "/acp" && named.is_none() {
         return match (request.method(), web_client::file(&path)) {
             (&Method::GET, Some(file)) => web_client::response(file),
             _ => text(StatusCode::NOT_FOUND, "not found"),
@@ -66,11 +77,12 @@ async fn route(server: Arc<Server>, request: Request<Incoming>) -> Response<Body
     if let Err(refusal) = server.guard.check_token(request.headers(), websocket) {
         return refused(&refusal);
     }
+    let named = named.as_deref();
     match *request.method() {
-        Method::GET if websocket => websocket::upgrade(server, request),
-        Method::GET => http::stream(&server, &request),
-        Method::POST => http::post(server, request).await,
-        Method::DELETE => http::delete(&server, &request),
+        Method::GET if websocket && named.is_none() => websocket::upgrade(server, request),
+        Method::GET => http::stream(&server, &request, named),
+        Method::POST => http::post(server, request, named.map(str::to_string)).await,
+        Method::DELETE => http::delete(&server, &request, named),
         _ => text(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed"),
     }
 }

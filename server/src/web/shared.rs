@@ -49,3 +49,18 @@ pub fn json_response(status: StatusCode, value: &serde_json::Value) -> Response<
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
 }
+
+/// 410: the point a client asks to resume a stream from is gone; the body (JSON) says why,
+/// what to do, and where the turn stands (`_meta["acp/turnState"]`), as the answer of a
+/// refused resume does.
+pub fn gone(why: super::outbound::Unresumable, turn: serde_json::Value) -> Response<Body> {
+    let body = serde_json::json!({
+        "error": format!(
+            "the messages after that point are no longer kept ({}): load the session again \
+             (`session/load`) to see all of it",
+            why.says()
+        ),
+        "_meta": super::outbound::turn_meta(turn),
+    });
+    json_response(StatusCode::GONE, &body)
+}

@@ -1,8 +1,11 @@
 //! The WebSocket profile: `GET /acp` with `Upgrade: websocket`, full duplex, one ACP message
-//! per text frame. A new socket starts a connection; one that names a connection
-//! (`?connection=ID`, and `after=N`, the count of agent messages it already got) takes it
-//! back and is sent what it missed. Every socket first gets `_talaria/connection` (the
-//! connection's id, which a browser cannot read from the upgrade's headers).
+//! per text frame, each carrying its cursor (`_meta["acp/cursor"]`). A new socket starts a
+//! connection; one that names a connection (`?connection=ID`, and `after=CURSOR`, the
+//! cursor of the last message it processed, or the count of messages it got) takes it back
+//! and is sent exactly what it missed, or is refused with 410 when that is gone; on a socket,
+//! `_session/resume_stream {after}` does the same. Every socket first gets
+//! `_talaria/connection` (the connection's id, which a browser cannot read from the
+//! upgrade's headers).
 
 use std::sync::Arc;
 
@@ -22,7 +25,7 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 use super::connection::{Connection, Kind, Registry};
 use super::guard::offered_subprotocols;
-use super::outbound::{Busy, Held, Queued, Stream};
+use super::outbound::{Busy, Held, Queued, Stream, turn_meta};
 use super::shared::{Body, Server, empty, text};
 
 /// The subprotocol selected when offered.
@@ -49,7 +52,7 @@ fn join(
     request: &Request<Incoming>,
 ) -> Result<(Arc<Connection>, Held), Box<Response<Body>>> {
     let Some(named) = query_value(request, "connection") else {
-        let Some(connection) = server.registry.open(Kind::WebSocket) else {
+        let Ok(connection) = server.registry.open(Kind::WebSocket, None) else {
             return Err(Box::new(text(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "the server has as many connections as it takes; try again later",
@@ -71,26 +74,17 @@ fn join(
             "no WebSocket connection has that id (it may have ended)",
         )));
     };
-    let after = match query_value(request, "after").map(|n| n.parse::<u64>()) {
-        None => None,
-        Some(Ok(n)) => Some(n),
-        Some(Err(_)) => {
-            return Err(Box::new(text(
-                StatusCode::BAD_REQUEST,
-                "`after` must be a count of messages",
-            )));
-        }
-    };
-    match connection.outbound.attach(Stream::Connection, after) {
+    let after = query_value(request, "after");
+    match connection
+        .outbound
+        .attach(Stream::Connection, after.as_deref())
+    {
         Ok(held) => Ok((connection, held)),
         Err(Busy::Held) => Err(Box::new(text(
             StatusCode::CONFLICT,
             "another socket holds this connection",
         ))),
-        Err(Busy::Gone) => Err(Box::new(text(
-            StatusCode::GONE,
-            "what the socket missed is no longer kept: load the session on a new connection",
-        ))),
+        Err(Busy::Gone { why, turn }) => Err(Box::new(super::shared::gone(why, turn))),
     }
 }
 
@@ -175,7 +169,10 @@ async fn serve_socket<S>(
 {
     connection.attached(true);
     let (mut sink, mut incoming) = socket.split();
-    let hello = json!({"jsonrpc": "2.0", "method": "_talaria/connection", "params": {"connectionId": connection.id}});
+    let hello = json!({"jsonrpc": "2.0", "method": "_talaria/connection", "params": {
+        "connectionId": connection.id,
+        "_meta": turn_meta(connection.outbound.turn_state(&Stream::Connection)),
+    }});
     let mut open = sink.send(Message::text(hello.to_string())).await.is_ok();
     let mut batch = Vec::new();
     while open {
@@ -189,7 +186,12 @@ async fn serve_socket<S>(
                     open = send_all(&mut sink, &mut batch).await.is_ok();
                 }
                 false => {
-                    let _ = sink.send(close_frame(CloseCode::Normal, "the connection has ended")).await;
+                    let why = if held.taken_over() {
+                        "another socket took this connection over"
+                    } else {
+                        "the connection has ended"
+                    };
+                    let _ = sink.send(close_frame(CloseCode::Normal, why)).await;
                     open = false;
                 }
             },
@@ -201,7 +203,7 @@ async fn serve_socket<S>(
                 }
                 Some(Ok(Message::Close(Some(frame)))) if frame.code == CloseCode::Normal => {
                     // The client is done (not dropped): the connection ends with it.
-                    connection.stop.cancel();
+                    connection.end("its client closed the WebSocket");
                     open = false;
                 }
                 Some(Ok(Message::Close(_))) | None => open = false,
@@ -248,5 +250,5 @@ async fn receive(registry: &Registry, connection: &Connection, text: &str) {
         Ok(_) => error(-32600, "a message must be a JSON-RPC object"),
         Err(e) => error(-32700, &format!("not JSON: {e}")),
     };
-    let _ = connection.outbound.push(answer.to_string());
+    connection.outbound.push(answer.to_string());
 }
