@@ -1,4 +1,4 @@
-//! The crash suite's `talaria batch` task: a dataset of three tasks (answers, a tool call)
+//! The crash suite's `talaria batch` task: a dataset of two tasks (an answer, a tool call)
 //! run one at a time, the process killed (or the step refused) at each point it passes, then
 //! `--resume` on the same output folder. What the run was told is its `results.jsonl`: every
 //! whole line written before the cut stays as it was, each with its trajectory whole (synced
@@ -17,7 +17,7 @@ use crate::home::{Faults, Home};
 use crate::invariants::{Problems, store_whole, tail};
 use crate::points::{Pass, passes_from, read_trace};
 
-const TASKS: [&str; 3] = ["t0", "t1", "t2"];
+const TASKS: [&str; 2] = ["t0", "t1"];
 
 /// Each task's marker and the replies of its conversation.
 fn script(home: &Home) {

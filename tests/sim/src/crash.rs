@@ -171,7 +171,7 @@ impl SuiteOptions {
             jobs: std::env::var("TALARIA_CRASH_JOBS")
                 .ok()
                 .and_then(|j| j.parse().ok())
-                .unwrap_or(3),
+                .unwrap_or(4),
             all_passes_up_to: std::env::var("TALARIA_CRASH_ALL_PASSES").map_or(3, |_| u64::MAX),
             postgres: None,
             only: std::env::var("TALARIA_CRASH_ONLY").unwrap_or_default(),

@@ -266,7 +266,7 @@ impl Operation {
                 extra.rewind = Some(self.prepare_rewind(client, home, main).await?);
             }
             Operation::Compaction | Operation::Fork => {
-                for n in 2..=4 {
+                for n in 2..=3 {
                     home.script(vec![
                         calls(&[(&format!("read{n}"), "read_file", json!({"path": "c.txt"}))]),
                         MockReply::text(&[&format!("answer {n}: {}", "words ".repeat(40))]),

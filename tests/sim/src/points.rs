@@ -63,8 +63,8 @@ pub fn names(passes: &[Pass]) -> Vec<String> {
 }
 
 /// Which passes a crash suite runs: every pass of a point passed at most `all_up_to` times;
-/// of a point passed more often, its first, second, middle and last (the rest are the same
-/// step again; `all_up_to = u64::MAX` runs every one).
+/// of a point passed more often, its first, middle and last (the passes between are the
+/// same step again on other entries; `all_up_to = u64::MAX` runs every one).
 pub fn chosen(passes: &[Pass], all_up_to: u64) -> Vec<Pass> {
     let mut by_name: Vec<(String, Vec<Pass>)> = Vec::new();
     for pass in passes {
@@ -79,7 +79,7 @@ pub fn chosen(passes: &[Pass], all_up_to: u64) -> Vec<Pass> {
             picked.extend(list);
             continue;
         }
-        let mut indexes = vec![0, 1, list.len() / 2, list.len() - 1];
+        let mut indexes = vec![0, list.len() / 2, list.len() - 1];
         indexes.dedup();
         picked.extend(indexes.into_iter().map(|i| list[i].clone()));
     }
@@ -108,11 +108,11 @@ mod tests {
     #[test]
     fn a_point_passed_often_is_sampled_and_every_other_pass_kept() {
         let t = trace(&["x", "y", "x", "x", "x", "x", "x", "y"]);
-        let picked: Vec<String> = chosen(&numbered(&t), 3)
+        let picked: Vec<String> = chosen(&numbered(&t), 2)
             .iter()
             .map(ToString::to_string)
             .collect();
-        assert_eq!(picked, ["x#1", "x#2", "x#4", "x#6", "y#1", "y#2"]);
+        assert_eq!(picked, ["x#1", "x#4", "x#6", "y#1", "y#2"]);
         assert_eq!(chosen(&numbered(&t), u64::MAX).len(), t.len());
     }
 }

@@ -58,16 +58,19 @@ pub async fn run_plan(plan: &[Step]) -> Outcome {
             };
         }
     };
-    let points = known_points::known_points();
     let mut world = World::new(home);
     let mut problems = Problems::default();
     let mut failed_after = None;
     for (n, step) in plan.iter().enumerate() {
-        world.log.push(format!("{n}: {step}"));
-        if let Some(problem) = steps::run(&mut world, n, *step, &points).await {
+        world.log.push(format!(
+            "{n}: {step} (at {:.1} s)",
+            started.elapsed().as_secs_f64()
+        ));
+        if let Some(problem) = steps::run(&mut world, n, *step).await {
             problems.say(problem);
         }
         world.settle().await;
+        world.count_held_step();
         check_while_running(&mut world, &mut problems).await;
         if !problems.is_empty() {
             failed_after = Some(n);
@@ -82,6 +85,7 @@ pub async fn run_plan(plan: &[Step]) -> Outcome {
     }
     let mut log = std::mem::take(&mut world.log);
     if !problems.is_empty() {
+        world.keep_logs();
         let World { home, .. } = world;
         log.push(format!("home kept at {}", home.keep().display()));
     }
@@ -185,16 +189,29 @@ pub async fn run_seed(seed: u64, steps: usize) -> Outcome {
 /// Shrinks a failing plan: leaves out parts of it (halves, then quarters, …) while it still
 /// fails, within `budget`; the shortest failing plan found and its outcome.
 pub async fn shrink(failing: Outcome, budget: Duration) -> Outcome {
+    shrink_with(failing, budget, |plan| {
+        let plan = plan.to_vec();
+        async move { run_plan(&plan).await }
+    })
+    .await
+}
+
+/// [`shrink`] with the plans run by `run` (delta debugging over the steps: a part is left
+/// out for good when the plan still fails without it; a failure found after step N cuts the
+/// plan there).
+pub async fn shrink_with<F, Fut>(failing: Outcome, budget: Duration, run: F) -> Outcome
+where
+    F: Fn(&[Step]) -> Fut,
+    Fut: std::future::Future<Output = Outcome>,
+{
     let started = Instant::now();
     let mut best = failing;
-    if let Some(after) = best.failed_after {
-        best.plan.truncate(after + 1);
-    }
+    cut_after_failure(&mut best);
     let mut parts = 2;
     while best.plan.len() > 1 && started.elapsed() < budget {
-        let size = best.plan.len().div_ceil(parts);
+        let size = best.plan.len().div_ceil(parts).max(1);
         let mut shrunk = false;
-        for start in (0..best.plan.len()).step_by(size.max(1)) {
+        for start in (0..best.plan.len()).step_by(size) {
             if started.elapsed() >= budget {
                 break;
             }
@@ -203,25 +220,30 @@ pub async fn shrink(failing: Outcome, budget: Duration) -> Outcome {
             if candidate.is_empty() {
                 continue;
             }
-            let outcome = run_plan(&candidate).await;
+            let outcome = run(&candidate).await;
             if outcome.failed() {
                 best = outcome;
-                if let Some(after) = best.failed_after {
-                    best.plan.truncate(after + 1);
-                }
+                cut_after_failure(&mut best);
                 parts = (parts - 1).max(2);
                 shrunk = true;
                 break;
             }
         }
         if !shrunk {
-            if size <= 1 {
+            if size == 1 {
                 break;
             }
             parts = (parts * 2).min(best.plan.len());
         }
     }
     best
+}
+
+/// Steps after the one a failure was found after are not needed to fail.
+fn cut_after_failure(outcome: &mut Outcome) {
+    if let Some(after) = outcome.failed_after {
+        outcome.plan.truncate(after + 1);
+    }
 }
 
 /// A failure's report: the plan (replayable), where it failed, what, and the log.
@@ -239,4 +261,59 @@ pub fn report(seed: Option<u64>, outcome: &Outcome) -> String {
     ));
     text.push_str(&outcome.log.join("\n"));
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use plan::TurnKind;
+
+    /// A stand-in for a run: fails after the step that completes "a kill of slot 1, later a
+    /// text prompt in slot 0" (the failure two steps make together).
+    fn judged(plan: &[Step]) -> Outcome {
+        let killed = plan.iter().position(|s| *s == Step::Kill { slot: 1 });
+        let failed_after = killed.and_then(|k| {
+            plan.iter()
+                .skip(k)
+                .position(|s| {
+                    matches!(
+                        s,
+                        Step::Prompt {
+                            slot: 0,
+                            turn: TurnKind::Text,
+                            ..
+                        }
+                    )
+                })
+                .map(|p| k + p)
+        });
+        Outcome {
+            plan: plan.to_vec(),
+            failed_after,
+            problems: Problems(
+                failed_after
+                    .map(|_| "lost".to_string())
+                    .into_iter()
+                    .collect(),
+            ),
+            log: Vec::new(),
+            took: Duration::ZERO,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failing_plan_shrinks_to_the_steps_that_make_it_fail() {
+        let seed = (1..500)
+            .find(|&seed| judged(&plan::plan(seed, 40)).failed())
+            .expect("a failing seed");
+        let failing = judged(&plan::plan(seed, 40));
+        let shrunk = shrink_with(failing, Duration::from_secs(60), |p| {
+            let outcome = judged(p);
+            async move { outcome }
+        })
+        .await;
+        assert!(shrunk.failed());
+        assert_eq!(shrunk.plan.len(), 2, "{}", plan::to_text(&shrunk.plan));
+        assert_eq!(shrunk.plan[0], Step::Kill { slot: 1 });
+    }
 }

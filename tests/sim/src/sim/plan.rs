@@ -70,23 +70,24 @@ pub enum Step {
         slot: u8,
     },
     /// The slot's process is replaced (the old one stopped) by one that dies at the `nth`
-    /// pass of failpoint number `point` (of the known points, modulo their number).
+    /// pass of failpoint `point`.
     CrashAt {
         slot: u8,
-        point: u16,
+        point: &'static str,
         nth: u8,
     },
     /// The slot's process is replaced by one whose `point` fails `times` times, from its
     /// `nth` pass on, as a full disk or a refusing store would.
     Refuse {
         slot: u8,
-        point: u16,
+        point: &'static str,
         nth: u8,
         times: u8,
     },
-    /// Another program takes (or gives back) SQLite's write lock.
+    /// Another program takes SQLite's write lock and holds it through the next `steps`
+    /// steps (`0`: gives it back now).
     HoldStore {
-        held: bool,
+        steps: u8,
     },
 }
 
@@ -116,17 +117,19 @@ impl Rng {
     }
 }
 
-/// The plan seed `seed` decides: `steps` steps, weighted toward turns.
+/// The plan seed `seed` decides: `steps` steps, weighted toward turns, crashing and faulting
+/// at the known failpoints.
 pub fn plan(seed: u64, steps: usize) -> Vec<Step> {
+    let points = super::known_points::known_points();
     let mut rng = Rng::new(seed);
     let mut plan = vec![Step::NewSession { slot: 0 }];
     while plan.len() < steps {
-        plan.push(one_step(&mut rng));
+        plan.push(one_step(&mut rng, &points));
     }
     plan
 }
 
-fn one_step(rng: &mut Rng) -> Step {
+fn one_step(rng: &mut Rng, points: &[&'static str]) -> Step {
     let slot = rng.small(u64::from(SLOTS));
     let session = rng.small(8);
     match rng.below(100) {
@@ -156,19 +159,25 @@ fn one_step(rng: &mut Rng) -> Step {
         76..=81 => Step::Kill { slot },
         82..=89 => Step::CrashAt {
             slot,
-            point: u16::try_from(rng.below(1000)).unwrap_or(0),
+            point: pick(rng, points),
             nth: 1 + rng.small(6),
         },
         90..=93 => Step::Refuse {
             slot,
-            point: u16::try_from(rng.below(1000)).unwrap_or(0),
+            point: pick(rng, points),
             nth: 1 + rng.small(4),
             times: 1 + rng.small(5),
         },
         _ => Step::HoldStore {
-            held: rng.below(2) == 0,
+            steps: rng.small(5),
         },
     }
+}
+
+/// One of `points`, chosen by `rng`.
+fn pick(rng: &mut Rng, points: &[&'static str]) -> &'static str {
+    let at = usize::try_from(rng.below(points.len() as u64)).unwrap_or(0);
+    points.get(at).copied().unwrap_or("journal::commit::before")
 }
 
 impl fmt::Display for TurnKind {
@@ -211,7 +220,7 @@ impl fmt::Display for Step {
                 nth,
                 times,
             } => write!(f, "refuse({slot},{point},{nth},{times})"),
-            Step::HoldStore { held } => write!(f, "hold({})", u8::from(held)),
+            Step::HoldStore { steps } => write!(f, "hold({steps})"),
         }
     }
 }
@@ -242,6 +251,13 @@ fn read_step(word: &str) -> Result<Step, BadStep> {
         args.get(i).and_then(|a| a.parse().ok()).ok_or_else(bad)
     };
     let b = |i: usize| -> Result<u8, BadStep> { u8::try_from(n(i)?).map_err(|_| bad()) };
+    let known = |i: usize| -> Result<&'static str, BadStep> {
+        let name = args.get(i).ok_or_else(bad)?;
+        super::known_points::known_points()
+            .into_iter()
+            .find(|p| p == name)
+            .ok_or_else(bad)
+    };
     let (slot, session) = (b(0), b(1));
     Ok(match name {
         "new" => Step::NewSession { slot: slot? },
@@ -289,16 +305,16 @@ fn read_step(word: &str) -> Result<Step, BadStep> {
         "kill" => Step::Kill { slot: slot? },
         "crash" => Step::CrashAt {
             slot: slot?,
-            point: n(1)?,
+            point: known(1)?,
             nth: b(2)?,
         },
         "refuse" => Step::Refuse {
             slot: slot?,
-            point: n(1)?,
+            point: known(1)?,
             nth: b(2)?,
             times: b(3)?,
         },
-        "hold" => Step::HoldStore { held: b(0)? == 1 },
+        "hold" => Step::HoldStore { steps: b(0)? },
         _ => return Err(bad()),
     })
 }

@@ -15,7 +15,7 @@ use crate::operations::point;
 use crate::points::Pass;
 
 /// Runs `step` (number `n` of the plan); a problem it saw itself (a stop that hung).
-pub async fn run(world: &mut World, n: usize, step: Step, points: &[String]) -> Option<String> {
+pub async fn run(world: &mut World, n: usize, step: Step) -> Option<String> {
     let done = match step {
         Step::NewSession { slot } => new_session(world, slot).await,
         Step::Prompt {
@@ -41,10 +41,9 @@ pub async fn run(world: &mut World, n: usize, step: Step, points: &[String]) -> 
         }
         Step::CrashAt { slot, point, nth } => {
             let problem = world.stop(slot).await;
-            let name = points[usize::from(point) % points.len().max(1)].clone();
             world.next_faults[usize::from(slot)] = Faults {
                 crash_at: Some(Pass {
-                    name,
+                    name: point.to_string(),
                     nth: u64::from(nth),
                 }),
                 ..Faults::default()
@@ -64,7 +63,7 @@ pub async fn run(world: &mut World, n: usize, step: Step, points: &[String]) -> 
             times,
         } => {
             let problem = world.stop(slot).await;
-            let name = &points[usize::from(point) % points.len().max(1)];
+            let name = point;
             let before = nth.saturating_sub(1);
             world.next_faults[usize::from(slot)] = Faults {
                 failpoints: Some(format!("{name}={before}*off->{times}*return")),
@@ -77,12 +76,13 @@ pub async fn run(world: &mut World, n: usize, step: Step, points: &[String]) -> 
             }
             return problem;
         }
-        Step::HoldStore { held } => {
-            if held && world.held.is_none() {
-                world.held = crate::stalls::hold_write_lock(&world.home.sqlite_path());
-            } else if !held {
+        Step::HoldStore { steps } => {
+            if steps == 0 {
                 world.held = None;
+            } else if world.held.is_none() {
+                world.held = crate::stalls::hold_write_lock(&world.home.sqlite_path());
             }
+            world.held_for = usize::from(steps) + 1;
             Ok(())
         }
     };

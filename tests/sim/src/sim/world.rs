@@ -53,10 +53,14 @@ pub struct World {
     pub sessions: Vec<Session>,
     pub facts: Vec<Fact>,
     pub held: Option<HeldLock>,
+    /// Steps the store stays held for (this one included); given back at 0.
+    pub held_for: usize,
     /// Processes started, for the trace files' names.
     started: usize,
     /// What happened, step by step (for a failure's report).
     pub log: Vec<String>,
+    /// The logs of the processes gone, by number.
+    logs: Vec<(usize, String)>,
 }
 
 impl World {
@@ -69,8 +73,10 @@ impl World {
             sessions: Vec::new(),
             facts: Vec::new(),
             held: None,
+            held_for: 0,
             started: 0,
             log: Vec::new(),
+            logs: Vec::new(),
         }
     }
 
@@ -163,7 +169,7 @@ impl World {
             if gone {
                 self.log
                     .push(format!("  the process in slot {slot} is gone"));
-                self.slots[slot] = None;
+                self.retire(slot);
                 self.release_sessions(slot);
             }
         }
@@ -191,6 +197,34 @@ impl World {
                 other => other,
             };
             self.facts.push(fact);
+        }
+    }
+
+    /// A step is over: a store held long enough is given back.
+    pub fn count_held_step(&mut self) {
+        self.held_for = self.held_for.saturating_sub(1);
+        if self.held_for == 0 {
+            self.held = None;
+        }
+    }
+
+    /// The process in `slot` is gone: its log kept (for a failure's report), its sessions
+    /// open nowhere.
+    fn retire(&mut self, slot: usize) {
+        if let Some(proc) = self.slots[slot].take() {
+            self.logs.push((proc.number, proc.client.agent.stderr()));
+        }
+    }
+
+    /// Writes every process's log beside the home (a failure's report).
+    pub fn keep_logs(&self) {
+        let live = self
+            .slots
+            .iter()
+            .flatten()
+            .map(|p| (p.number, p.client.agent.stderr()));
+        for (number, log) in self.logs.iter().cloned().chain(live) {
+            let _ = std::fs::write(self.home.scratch(&format!("process-{number}.log")), log);
         }
     }
 
@@ -227,7 +261,7 @@ impl World {
         });
         proc.client.collect().await;
         self.take_promises(at);
-        self.slots[at] = None;
+        self.retire(at);
         self.release_sessions(at);
         problem
     }
@@ -242,7 +276,7 @@ impl World {
         let _ = proc.client.agent.wait_exit(Duration::from_secs(20)).await;
         proc.client.collect().await;
         self.take_promises(at);
-        self.slots[at] = None;
+        self.retire(at);
         self.release_sessions(at);
     }
 
