@@ -150,7 +150,7 @@ pub async fn cut_at(options: &SuiteOptions, pass: Pass) -> anyhow::Result<Cut> {
     };
     match options.variant {
         Variant::Refuse => faults.failpoints = Some(at_pass_only(&pass, "return")),
-        Variant::Stall => faults.failpoints = Some(at_pass_only(&pass, "sleep(2000)")),
+        Variant::Stall => faults.failpoints = Some(at_pass_only(&pass, crate::crash::STALL)),
         _ => faults.crash_at = Some(pass.clone()),
     }
     let (status, log) = batch(&home, &faults, &dataset, &out, false).await?;

@@ -90,6 +90,23 @@ impl Client {
         }
     }
 
+    /// Waits until the agent's store is open (`session/list` answers, not "try again
+    /// later"): what a test does before another program takes the store's lock.
+    pub async fn store_open(&mut self) -> anyhow::Result<()> {
+        let until = std::time::Instant::now() + ANSWER_WITHIN;
+        loop {
+            let listed = self.request("session/list", json!({})).await?;
+            if listed.get("result").is_some() {
+                return Ok(());
+            }
+            anyhow::ensure!(
+                std::time::Instant::now() < until,
+                "the store never opened: {listed}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Waits until `session` streams an answer chunk holding `text`.
     pub async fn streamed(&mut self, session: &str, text: &str) -> anyhow::Result<()> {
         self.agent

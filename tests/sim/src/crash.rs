@@ -13,16 +13,20 @@ use crate::invariants::{Expected, Problems, Replay, check_after_restart, has_rew
 use crate::operations::{CONFIG, Marks, Operation};
 use crate::points::{Pass, chosen, names, passes_from, read_trace};
 
+/// A stalled step: past the 1.5 s an answer waits for the store.
+pub const STALL: &str = "sleep(1600)";
+
 /// What happens at the point.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Variant {
     /// SIGKILL there (as `kill -9`, a crash, the machine's OOM killer).
     Kill,
-    /// The step fails there as on a full disk or a store that refuses (`return`); the
-    /// process goes on and ends at end of input.
-    Refuse,
-    /// The step stalls there for 2 s (a store held by another program); the process ends at
+    /// The step fails there as on a full disk or a store that refuses (`return`, at the
+    /// `before` points: those of the steps that can fail so); the process goes on and ends at
     /// end of input.
+    Refuse,
+    /// The step stalls there for 1.6 s ([`STALL`]: a store held by another program, past an
+    /// answer's deadline); the process ends at end of input.
     Stall,
     /// Another program holds SQLite's write lock through the operation, a second agent runs
     /// on the same home, and the first is killed at the point; the second then loads and
@@ -209,6 +213,8 @@ pub async fn run_suite(operation: Target, options: &SuiteOptions) -> anyhow::Res
     let runs: Vec<Pass> = chosen(&passes, options.all_passes_up_to)
         .into_iter()
         .filter(|p| p.name.contains(&options.only))
+        // A step refused after it was made is not a refusal: only `before` points refuse.
+        .filter(|p| options.variant != Variant::Refuse || p.name.ends_with("::before"))
         .collect();
     let outcomes: Vec<RunOutcome> = futures_util::stream::iter(runs)
         .map(|pass| one_run(operation, options, pass))
@@ -240,8 +246,7 @@ pub async fn traced(operation: Operation, options: &SuiteOptions) -> anyhow::Res
     let mut client = Client::new(home.initialized(&faults).await?);
     let mut marks = Marks::new(Some(trace.clone()));
     // On a held store the operation passes other points: traced so too.
-    let holder = (options.variant == Variant::HeldWithSibling)
-        .then(|| crate::stalls::hold_write_lock(&home.sqlite_path()));
+    let holder = held_store(options.variant, &home, &mut client, None).await?;
     let ran = operation
         .run(&mut client, &home, &prepared, &mut marks)
         .await;
@@ -330,7 +335,7 @@ async fn cut_at(operation: Operation, options: &SuiteOptions, pass: Pass) -> any
     match options.variant {
         Variant::Kill | Variant::HeldWithSibling => faults.crash_at = Some(pass.clone()),
         Variant::Refuse => faults.failpoints = Some(at_pass_only(&pass, "return")),
-        Variant::Stall => faults.failpoints = Some(at_pass_only(&pass, "sleep(2000)")),
+        Variant::Stall => faults.failpoints = Some(at_pass_only(&pass, STALL)),
     }
     let mut problems = Problems::default();
     let mut sibling = None;
@@ -339,8 +344,7 @@ async fn cut_at(operation: Operation, options: &SuiteOptions, pass: Pass) -> any
     }
     let mut client = Client::new(home.initialized(&faults).await?);
     let mut marks = Marks::new(Some(trace.clone()));
-    let holder = (options.variant == Variant::HeldWithSibling)
-        .then(|| crate::stalls::hold_write_lock(&home.sqlite_path()));
+    let holder = held_store(options.variant, &home, &mut client, sibling.as_mut()).await?;
     let ran = operation
         .run(&mut client, &home, &prepared, &mut marks)
         .await;
@@ -384,6 +388,24 @@ async fn cut_at(operation: Operation, options: &SuiteOptions, pass: Pass) -> any
         home.keep()
     });
     Ok((landed, problems, kept))
+}
+
+/// For [`Variant::HeldWithSibling`]: the store's write lock, taken once the agents opened
+/// the store (a process that has not yet opened it could not while it is held).
+async fn held_store(
+    variant: Variant,
+    home: &Home,
+    client: &mut Client,
+    sibling: Option<&mut Client>,
+) -> anyhow::Result<Option<crate::stalls::HeldLock>> {
+    if variant != Variant::HeldWithSibling {
+        return Ok(None);
+    }
+    client.store_open().await?;
+    if let Some(sibling) = sibling {
+        sibling.store_open().await?;
+    }
+    Ok(crate::stalls::hold_write_lock(&home.sqlite_path()))
 }
 
 /// Where the run's fault landed; a killed run's process is made sure gone, a faulted one's

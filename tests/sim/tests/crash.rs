@@ -90,13 +90,13 @@ async fn session_operations_on_postgresql_killed_at_every_point() {
     let mut options = SuiteOptions::new(Variant::Kill);
     options.postgres = Some(std::sync::Arc::new(cluster));
     let mut failed = Vec::new();
+    // A compaction's and a close's writes on PostgreSQL are the journal's and the claims'
+    // steps these pass too (kept to the SQLite suite for CI's time).
     for operation in [
         Operation::PromptWithTools,
         Operation::Fork,
-        Operation::Close,
         Operation::Delete,
         Operation::RewindFiles,
-        Operation::Compaction,
     ] {
         let report = talaria_sim::crash::run_suite(Target::Acp(operation), &options)
             .await

@@ -1,6 +1,6 @@
 //! The seeded simulation in CI (docs/durability.md, "Proven by crashing"): seeds 1, 2, 3, …
 //! two at a time, each a plan of 60 steps, until the time budget is spent
-//! (`TALARIA_SIM_BUDGET_S`, 90 s by default; `TALARIA_SIM_FROM` moves the first seed). A
+//! (`TALARIA_SIM_BUDGET_S`, 60 s by default; `TALARIA_SIM_FROM` moves the first seed). A
 //! failing seed is shrunk and reported with the plan that replays it
 //! (`cargo run -p talaria-sim -- --plan '…'`); `cargo run -p talaria-sim -- --seeds N` runs
 //! as many as asked.
@@ -18,7 +18,7 @@ fn env_number(name: &str, default: u64) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seeds_hold_every_invariant_for_the_time_budget() {
-    let budget = Duration::from_secs(env_number("TALARIA_SIM_BUDGET_S", 90));
+    let budget = Duration::from_secs(env_number("TALARIA_SIM_BUDGET_S", 60));
     let mut seed = env_number("TALARIA_SIM_FROM", 1);
     let started = Instant::now();
     let mut ran = Vec::new();
