@@ -361,6 +361,14 @@ async fn cut_at(operation: Operation, options: &SuiteOptions, pass: Pass) -> any
     client.collect().await;
     let mut facts = prepared.facts.clone();
     facts.extend(client.ledger().facts);
+    let failed: Vec<String> = facts
+        .iter()
+        .filter_map(|f| match f {
+            crate::ledger::Fact::Rewound { failed, .. } => Some(failed.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
     // What the cut operation left unasked in the mock's scripts is not the next turn's.
     home.mock.take_scripts();
     let mut replays = Vec::new();
@@ -381,7 +389,7 @@ async fn cut_at(operation: Operation, options: &SuiteOptions, pass: Pass) -> any
     let rewound = has_rewind(&home, &prepared.main).await;
     problems
         .0
-        .extend(operation.check_files(&home, &prepared, rewound).0);
+        .extend(operation.check_files(&home, &prepared, rewound, &failed).0);
     let kept = (!problems.is_empty()).then(|| {
         keep_messages(&home, "client.jsonl", &client);
         keep_messages(&home, "client.stderr", &client);

@@ -47,6 +47,8 @@ pub enum Fact {
         cut: Option<u64>,
         restore_files: bool,
         restored: Vec<String>,
+        /// Files the answer said could not be put back.
+        failed: Vec<String>,
     },
     /// `session`'s context was compacted: its record has a summary.
     Compacted { session: String },
@@ -283,11 +285,21 @@ fn answered(
             let cut = params["beforeMessage"]["messageId"]
                 .as_str()
                 .and_then(|id| entry_of(id, "user-"));
+            let failed = result["files"]["failed"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|f| f["path"].as_str())
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default();
             facts.push(Fact::Rewound {
                 session,
                 cut,
                 restore_files: params["restoreFiles"] == true,
                 restored,
+                failed,
             });
         }
         _ => {}

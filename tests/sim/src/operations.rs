@@ -394,8 +394,15 @@ impl Operation {
     }
 
     /// What else must hold once the restarted process loaded the sessions: a rewind with
-    /// files is finished (the record has its marker) or never begun, file for file.
-    pub fn check_files(self, home: &Home, prepared: &Prepared, rewound: bool) -> Problems {
+    /// files is finished (the record has its marker) or never begun, file for file; a file
+    /// its answer said could not be put back may be either.
+    pub fn check_files(
+        self,
+        home: &Home,
+        prepared: &Prepared,
+        rewound: bool,
+        failed: &[String],
+    ) -> Problems {
         let mut problems = Problems::default();
         let Some(case) = &prepared.rewind else {
             return problems;
@@ -406,19 +413,30 @@ impl Operation {
         } else {
             &case.after
         };
-        if now != *want {
-            let names = |files: &[(PathBuf, Vec<u8>)]| {
-                files
-                    .iter()
-                    .map(|(p, b)| format!("{}={:?}", p.display(), String::from_utf8_lossy(b)))
-                    .collect::<Vec<_>>()
-            };
-            problems.0.push(format!(
-                "the workspace is neither rewound nor untouched (rewind in the record: {rewound}): \
-                 {:?}, expected {:?}",
-                names(&now),
-                names(want)
-            ));
+        let content = |files: &[(PathBuf, Vec<u8>)], path: &Path| {
+            files
+                .iter()
+                .find(|(p, _)| p == path)
+                .map(|(_, b)| b.clone())
+        };
+        let mut paths: Vec<&PathBuf> = now.iter().chain(want.iter()).map(|(p, _)| p).collect();
+        paths.sort();
+        paths.dedup();
+        for path in paths {
+            let is = content(&now, path);
+            let either = failed.iter().any(|f| Path::new(f) == path.as_path());
+            let fine = is == content(want, path)
+                || (either
+                    && (is == content(&case.before, path) || is == content(&case.after, path)));
+            if !fine {
+                problems.0.push(format!(
+                    "{} is neither rewound nor untouched (the rewind in the record: {rewound}): \
+                     {:?}, expected {:?}",
+                    path.display(),
+                    is.map(|b| String::from_utf8_lossy(&b).into_owned()),
+                    content(want, path).map(|b| String::from_utf8_lossy(&b).into_owned())
+                ));
+            }
         }
         problems
     }

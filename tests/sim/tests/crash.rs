@@ -140,3 +140,26 @@ async fn a_serve_reconnection_killed_at_every_point() {
     );
     assert!(report.failures().is_empty(), "{}", report.details());
 }
+
+/// The steps a full disk can refuse in the other operations that write (a fork's copy, a
+/// delete, a rewind's marker and files, a steer), refused at every point each passes.
+#[tokio::test]
+async fn other_writes_refused_at_every_point_as_a_full_disk_would() {
+    let options = SuiteOptions::new(Variant::Refuse);
+    let mut failed = Vec::new();
+    for operation in [
+        Operation::Fork,
+        Operation::Delete,
+        Operation::RewindFiles,
+        Operation::Steer,
+    ] {
+        let report = talaria_sim::crash::run_suite(Target::Acp(operation), &options)
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e:#}", operation.name()));
+        eprintln!("{}", report.summary());
+        if !report.failures().is_empty() {
+            failed.push(report.details());
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
