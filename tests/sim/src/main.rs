@@ -4,6 +4,7 @@
 //! talaria-sim --seeds 1000 [--from 1] [--steps 24] [--jobs 2] [--shrink-secs 300]
 //! talaria-sim --seed 42 [--steps 24]        # one seed, its log printed
 //! talaria-sim --plan 'new(0) prompt(0,0,tools) kill(0) …'   # a (shrunk) plan again
+//! talaria-sim --plan '…' --final-only       # only the final check (what stays in the end)
 //! ```
 //!
 //! The agent is `TALARIA_BIN` (built with `--features talaria-server/failpoints`), else
@@ -23,6 +24,7 @@ struct Args {
     shrink_secs: u64,
     plan: Option<String>,
     verbose: bool,
+    final_only: bool,
 }
 
 fn args() -> Result<Args, String> {
@@ -34,6 +36,7 @@ fn args() -> Result<Args, String> {
         shrink_secs: 300,
         plan: None,
         verbose: false,
+        final_only: false,
     };
     let mut words = std::env::args().skip(1);
     while let Some(word) = words.next() {
@@ -52,6 +55,7 @@ fn args() -> Result<Args, String> {
             "--shrink-secs" => args.shrink_secs = number(value()?)?,
             "--plan" => args.plan = Some(value()?),
             "--verbose" => args.verbose = true,
+            "--final-only" => args.final_only = true,
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -75,7 +79,7 @@ async fn main() -> std::process::ExitCode {
                 return std::process::ExitCode::from(2);
             }
         };
-        let outcome = sim::run_plan(&steps).await;
+        let outcome = sim::run_plan_checking(&steps, !args.final_only).await;
         eprintln!("{}", sim::report(None, &outcome));
         return if outcome.failed() {
             std::process::ExitCode::FAILURE
