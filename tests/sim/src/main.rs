@@ -27,7 +27,18 @@ struct Args {
     final_only: bool,
 }
 
-fn args() -> Result<Args, String> {
+/// Why the command line does not read.
+#[derive(Debug, thiserror::Error)]
+enum BadArgs {
+    #[error("{0} needs a value")]
+    Missing(String),
+    #[error("{0}: not a number")]
+    NotANumber(String),
+    #[error("unknown argument {0}")]
+    Unknown(String),
+}
+
+fn args() -> Result<Args, BadArgs> {
     let mut args = Args {
         seeds: 1,
         from: 1,
@@ -40,8 +51,8 @@ fn args() -> Result<Args, String> {
     };
     let mut words = std::env::args().skip(1);
     while let Some(word) = words.next() {
-        let mut value = || words.next().ok_or(format!("{word} needs a value"));
-        let number = |text: String| text.parse::<u64>().map_err(|e| format!("{text}: {e}"));
+        let mut value = || words.next().ok_or(BadArgs::Missing(word.clone()));
+        let number = |text: String| text.parse::<u64>().map_err(|_| BadArgs::NotANumber(text));
         match word.as_str() {
             "--seeds" => args.seeds = number(value()?)?,
             "--from" => args.from = number(value()?)?,
@@ -56,7 +67,7 @@ fn args() -> Result<Args, String> {
             "--plan" => args.plan = Some(value()?),
             "--verbose" => args.verbose = true,
             "--final-only" => args.final_only = true,
-            other => return Err(format!("unknown argument {other}")),
+            other => return Err(BadArgs::Unknown(other.to_string())),
         }
     }
     Ok(args)
