@@ -363,3 +363,41 @@ fn asking_whether_writes_are_taken_says_busy_while_another_program_holds_the_loc
     // Asking changed nothing.
     assert_eq!(store.load("s").expect("load").1.len(), 0);
 }
+
+#[test]
+fn a_backup_taken_while_a_writer_commits_is_whole() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("state.db");
+    let store = SqliteStore::open(&path).expect("open");
+    store.create(&meta("s", "/p", 1)).expect("create");
+    let mut record = Transcript::with_system("sys");
+    store.append("s", record.entries()).expect("append");
+    // Another process commits a turn after another while the backup is taken.
+    let writing = std::thread::spawn(move || {
+        let writer = SqliteStore::open(&path).expect("open");
+        for n in 0..200 {
+            record.push(user(&format!("message {n}")));
+            let last = record.entries().len() - 1;
+            writer
+                .append("s", &record.entries()[last..])
+                .expect("append");
+        }
+    });
+    let copy = dir.path().join("copy.db");
+    store.backup(&copy).expect("backup");
+    writing.join().expect("writer");
+    let (_, copied) = SqliteStore::open(&copy)
+        .expect("the copy opens")
+        .load("s")
+        .expect("the session is in it");
+    // A consistent copy: the record as of one commit, every entry up to it.
+    let ids: Vec<u64> = copied.entries().iter().map(|e| e.id).collect();
+    assert_eq!(ids, (1..=ids.len() as u64).collect::<Vec<_>>());
+    assert!(
+        matches!(
+            store.backup(&copy),
+            Err(StoreError::Other(_) | StoreError::ReadOnly(_) | StoreError::Corrupt(_))
+        ),
+        "a target that exists is refused"
+    );
+}
