@@ -30,4 +30,6 @@ pub use transcript::{RECORD_VERSION, RecordError, Transcript};
 pub use validate::{Violation, validate};
 
 #[cfg(test)]
+mod persistence_tests;
+#[cfg(test)]
 mod tests;

@@ -37,6 +37,9 @@ use serde::{Deserialize, Serialize};
 use talaria_record::{Entry, EntryId};
 use talaria_store::{EncodedEntry, MetaUpdate, SessionMeta};
 
+/// The most a spooled line waits to be synced (see [`Spool::sync_soon`]).
+const SYNC_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// A write found in a spool, as it is written again.
 #[derive(Debug)]
 pub(super) enum Spooled {
@@ -168,6 +171,8 @@ pub(super) struct Spool {
     unavailable: bool,
     /// Records written since the last sync.
     dirty: bool,
+    /// When it was last synced.
+    synced_at: std::time::Instant,
     /// The store can never open: the file is left for a process that can write it.
     keep: bool,
     /// The last write failed (a full disk): said once until one succeeds again.
@@ -184,6 +189,7 @@ impl Spool {
             late: false,
             unavailable: false,
             dirty: false,
+            synced_at: std::time::Instant::now(),
             keep: false,
             failing: false,
         }
@@ -270,12 +276,30 @@ impl Spool {
         !self.unavailable
     }
 
-    /// Makes what was spooled since the last sync durable.
+    /// Makes what was spooled since the last sync durable against a power cut, once
+    /// [`SYNC_EVERY`] has passed since the last sync: what a process's crash or kill leaves
+    /// is in the file as soon as it is written (the kernel keeps it); only the machine's
+    /// loss could take the last moment's lines, as it could the store's last commits
+    /// (`synchronous = NORMAL`). Syncing every batch made a long outage's writes crawl.
+    pub(super) fn sync_soon(&mut self) {
+        if self.dirty && self.synced_at.elapsed() >= SYNC_EVERY {
+            self.sync();
+        }
+    }
+
+    /// Whether lines wait for a sync, and when it is due.
+    pub(super) fn sync_due(&self) -> Option<std::time::Duration> {
+        self.dirty
+            .then(|| SYNC_EVERY.saturating_sub(self.synced_at.elapsed()))
+    }
+
+    /// Makes what was spooled since the last sync durable now.
     pub(super) fn sync(&mut self) {
         if !self.dirty {
             return;
         }
         self.dirty = false;
+        self.synced_at = std::time::Instant::now();
         let Some(own) = &mut self.own else {
             return;
         };

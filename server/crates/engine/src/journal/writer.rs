@@ -265,7 +265,7 @@ impl Writer {
             if nothing_waits && (!spool.late || shared.waiting.is_empty()) {
                 spool.written();
             } else {
-                spool.sync();
+                spool.sync_soon();
             }
         });
     }
@@ -320,8 +320,17 @@ impl Writer {
         merge(&mut backlog.update, update);
     }
 
-    /// How long to wait for writes before there is something to try again.
+    /// How long to wait for writes before there is something to try again (or spooled lines
+    /// to sync).
     fn wake_after(&self) -> Option<Duration> {
+        let retry = self.retry_after();
+        match self.with_spool(|spool| spool.sync_due()).flatten() {
+            Some(sync) => Some(retry.map_or(sync, |retry| retry.min(sync))),
+            None => retry,
+        }
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
         match &self.store {
             Store::Opening { next_try, .. } => {
                 Some(next_try.saturating_duration_since(Instant::now()))
