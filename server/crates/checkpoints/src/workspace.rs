@@ -30,8 +30,10 @@ pub struct Bounds {
     /// content not kept.
     pub max_call_bytes: u64,
     /// The free room kept for the session store on the disk that holds the checkpoints (at
-    /// most half that disk): a content that would leave less is noted, not kept.
+    /// most `1 / store_reserve_share` of that disk): a content that would leave less is
+    /// noted, not kept.
     pub store_reserve_bytes: u64,
+    pub store_reserve_share: u64,
 }
 
 impl Default for Bounds {
@@ -42,6 +44,7 @@ impl Default for Bounds {
             max_file_bytes: 16 << 20,
             max_call_bytes: 256 << 20,
             store_reserve_bytes: 64 << 20,
+            store_reserve_share: 2,
         }
     }
 }
@@ -219,7 +222,10 @@ impl Workspace {
     /// under the reserve for the session store (at most half the disk).
     fn under_reserve(&self, len: u64) -> Option<Unkept> {
         let (free, size) = self.blobs.room()?;
-        let reserve = self.bounds.store_reserve_bytes.min(size / 2);
+        let reserve = self
+            .bounds
+            .store_reserve_bytes
+            .min(size / self.bounds.store_reserve_share.max(1));
         (free.saturating_sub(len) < reserve).then_some(Unkept::Reserve { free, reserve })
     }
 
