@@ -317,7 +317,13 @@ fn a_disk_under_the_reserve_keeps_no_content_and_says_why() {
     fs::write(dir.join("a.txt"), "after").expect("write");
     let capture = space.after_command("s");
     assert_eq!(capture.changes.len(), 1);
-    assert_eq!(capture.changes[0].before.as_ref().and_then(|v| v.hash.clone()), None);
+    assert_eq!(
+        capture.changes[0]
+            .before
+            .as_ref()
+            .and_then(|v| v.hash.clone()),
+        None
+    );
     let note = capture.notes.join("\n");
     assert!(note.contains("MiB free"), "the true reason: {note}");
     assert!(note.contains("session store"), "{note}");
@@ -333,7 +339,13 @@ fn a_disk_under_the_reserve_keeps_no_content_and_says_why() {
     fs::write(work.path().join("a.txt"), "after").expect("write");
     let capture = space.after_command("s");
     assert!(capture.notes.is_empty(), "{:?}", capture.notes);
-    assert!(capture.changes[0].before.as_ref().and_then(|v| v.hash.clone()).is_some());
+    assert!(
+        capture.changes[0]
+            .before
+            .as_ref()
+            .and_then(|v| v.hash.clone())
+            .is_some()
+    );
 }
 
 #[test]
@@ -354,9 +366,15 @@ fn each_version_not_kept_is_told_with_its_own_reason() {
     fs::write(dir.join("m2"), "gfedcba").expect("m2");
     let capture = space.after_command("s");
     let note = capture.notes.join("\n");
-    assert!(note.contains("over 1 MiB each") || note.contains("over 0 MiB"), "{note}");
+    assert!(
+        note.contains("over 1 MiB each") || note.contains("over 0 MiB"),
+        "{note}"
+    );
     assert!(note.contains("one call may keep"), "{note}");
-    assert!(note.contains(&dir.join("big").display().to_string()), "{note}");
+    assert!(
+        note.contains(&dir.join("big").display().to_string()),
+        "{note}"
+    );
 }
 
 #[test]
@@ -379,7 +397,10 @@ fn a_restore_run_again_finishes_what_a_crash_cut_off_and_sweeps_temporary_names(
     fs::write(dir.join(".f3.talaria-restore"), "old name").expect("left");
     let report = space.restore("s", &capture.changes, false);
     assert_eq!(report.restored.len(), 6, "{report:?}");
-    assert!(report.skipped.is_empty() && report.failed.is_empty(), "{report:?}");
+    assert!(
+        report.skipped.is_empty() && report.failed.is_empty(),
+        "{report:?}"
+    );
     for i in 0..5 {
         assert_eq!(
             fs::read_to_string(dir.join(format!("f{i}"))).expect("read"),
@@ -486,7 +507,10 @@ fn what_the_sandbox_hides_in_the_workspace_is_never_read_into_a_checkpoint() {
     let kept = walk(&home.path().join("checkpoints"));
     for file in kept {
         let bytes = fs::read(&file).unwrap_or_default();
-        assert!(!String::from_utf8_lossy(&bytes).contains("TOKEN"), "{file:?}");
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains("TOKEN"),
+            "{file:?}"
+        );
     }
     // A restore does not write there either.
     let planted = vec![talaria_record::FileChange {
