@@ -539,3 +539,137 @@ fn a_file_tool_outside_the_roots_is_kept_only_with_no_link_on_its_way() {
     assert_eq!(paths, [direct.display().to_string()]);
     let _ = fs::remove_file(real.with_extension("link"));
 }
+
+#[test]
+fn many_folders_are_walked_on_every_core_and_the_bound_counts_files_below_them() {
+    let bounds = Bounds {
+        max_files: 24,
+        ..Bounds::default()
+    };
+    let (_home, work, _blobs, space) = workspace(bounds);
+    let dir = work.path();
+    for i in 0..24 {
+        fs::create_dir(dir.join(format!("d{i:02}"))).expect("dir");
+        fs::write(dir.join(format!("d{i:02}/f")), "a").expect("file");
+    }
+    space.before_command();
+    for i in 0..24 {
+        fs::write(dir.join(format!("d{i:02}/f")), "b").expect("file");
+    }
+    let capture = space.after_command("s");
+    assert_eq!(
+        capture.changes.len(),
+        24,
+        "exactly at the bound: {:?}",
+        capture.notes
+    );
+    // One more, below a folder: over the bound.
+    fs::write(dir.join("d00/g"), "c").expect("file");
+    space.before_command();
+    let capture = space.after_command("s");
+    assert!(capture.changes.is_empty());
+    assert!(
+        capture.notes[0].contains("more than 24 files"),
+        "{:?}",
+        capture.notes
+    );
+}
+
+#[test]
+fn a_gitignore_above_the_workspace_in_its_repository_counts() {
+    let home = tempfile::tempdir().expect("home");
+    let repo = tempfile::tempdir().expect("repo");
+    let repo_dir = repo.path().canonicalize().expect("canonical");
+    fs::create_dir_all(repo_dir.join(".git")).expect("git");
+    fs::write(repo_dir.join(".gitignore"), "*.log\n").expect("ignore");
+    let ws = repo_dir.join("ws");
+    fs::create_dir(&ws).expect("ws");
+    let blobs = Arc::new(BlobStore::open(home.path()).expect("store"));
+    let space = Workspace::new(
+        vec![ws.clone()],
+        blobs,
+        Bounds::default(),
+        Arc::new(talaria_files::Unguarded),
+    );
+    space.before_command();
+    fs::write(ws.join("noise.log"), "x").expect("log");
+    fs::write(ws.join("code.rs"), "x").expect("code");
+    let capture = space.after_command("s");
+    let paths: Vec<&str> = capture.changes.iter().map(|c| c.path.as_str()).collect();
+    assert_eq!(paths, [ws.join("code.rs").display().to_string()]);
+}
+
+#[test]
+fn a_file_exactly_at_a_bound_is_kept() {
+    let bounds = Bounds {
+        max_file_bytes: 8,
+        max_call_bytes: 8,
+        ..Bounds::default()
+    };
+    let (_home, work, _blobs, space) = workspace(bounds);
+    let file = work.path().join("f");
+    fs::write(&file, "12345678").expect("write");
+    let before = space.files_before(std::slice::from_ref(&file));
+    fs::write(&file, "87654321").expect("write");
+    let capture = space.files_after("s", before);
+    assert!(capture.notes.is_empty(), "{:?}", capture.notes);
+    let change = &capture.changes[0];
+    assert!(change.before.as_ref().is_some_and(|v| v.hash.is_some()));
+    assert!(change.after.as_ref().is_some_and(|v| v.hash.is_some()));
+}
+
+#[test]
+fn a_file_a_tool_creates_is_recorded_as_absent_before_and_removed_by_a_restore() {
+    let (_home, work, _blobs, space) = workspace(Bounds::default());
+    let file = work.path().join("new.txt");
+    let before = space.files_before(std::slice::from_ref(&file));
+    fs::write(&file, "made").expect("write");
+    let capture = space.files_after("s", before);
+    assert_eq!(capture.changes.len(), 1);
+    assert!(capture.changes[0].before.is_none());
+    let report = space.restore("s", &capture.changes, false);
+    assert_eq!(report.restored.len(), 1, "{report:?}");
+    assert!(!file.exists());
+}
+
+#[test]
+fn a_folder_in_a_files_place_is_left_not_failed() {
+    let (_home, work, _blobs, space) = workspace(Bounds::default());
+    let path = work.path().join("f");
+    fs::create_dir(&path).expect("dir");
+    let meta = fs::metadata(&path).expect("meta");
+    // A change whose version has the folder's very size and mode.
+    let version = talaria_record::FileVersion {
+        hash: Some(crate::hash_of(b"x")),
+        mode: meta.permissions().mode() & 0o7777,
+        len: meta.len(),
+    };
+    let change = talaria_record::FileChange {
+        path: path.display().to_string(),
+        before: Some(version.clone()),
+        after: Some(version),
+    };
+    let report = space.restore("s", &[change], false);
+    assert_eq!(report.skipped.len(), 1, "{report:?}");
+    assert!(path.is_dir());
+}
+
+#[test]
+fn the_temporary_names_beside_a_file_outside_the_roots_are_swept_there() {
+    let (_home, _work, _blobs, space) = workspace(Bounds::default());
+    let elsewhere = tempfile::tempdir().expect("elsewhere");
+    let dir = elsewhere.path().canonicalize().expect("canonical");
+    let file = dir.join("notes");
+    fs::write(&file, "one").expect("write");
+    let before = space.files_before(std::slice::from_ref(&file));
+    fs::write(&file, "two").expect("write");
+    let capture = space.files_after("s", before);
+    fs::write(dir.join(".notes.talaria-tmp-1-1"), "half").expect("left");
+    let report = space.restore("s", &capture.changes, false);
+    assert_eq!(report.restored.len(), 1, "{report:?}");
+    assert_eq!(fs::read_to_string(&file).expect("read"), "one");
+    assert!(
+        !dir.join(".notes.talaria-tmp-1-1").exists(),
+        "swept where the file is"
+    );
+}
