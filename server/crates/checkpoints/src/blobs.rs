@@ -321,6 +321,71 @@ mod tests {
     }
 
     #[test]
+    fn only_a_whole_hash_and_a_plain_session_name_make_a_file_name() {
+        let hex = "ab".repeat(32);
+        assert_eq!(file_name(&format!("sha256:{hex}")), Some(hex.as_str()));
+        assert_eq!(file_name(&format!("sha256:{}", "g".repeat(64))), None);
+        assert_eq!(file_name("sha256:abcd"), None);
+        assert_eq!(file_name(&hex), None);
+        for good in ["s1", "a-b", "a_b", "a.b", &"x".repeat(200)] {
+            assert!(session_dir_name(good).is_ok(), "{good}");
+        }
+        for bad in ["", ".", "..", "a/b", "a b", "a\\b", &"x".repeat(201)] {
+            assert!(session_dir_name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_fork_holds_what_its_parent_held_after_the_parent_is_pruned() {
+        let home = tempfile::tempdir().expect("home");
+        let store = BlobStore::open(home.path()).expect("opens");
+        let hash = store.keep_pending(b"kept").expect("kept");
+        store.hold("parent", &hash).expect("held");
+        store.copy_holdings("parent", "fork").expect("copied");
+        prune_session(home.path(), "parent").expect("pruned");
+        assert!(!home.path().join("checkpoints/sessions/parent").exists());
+        assert_eq!(store.content("fork", &hash).expect("fork's"), b"kept");
+        // A session with nothing held copies nothing, and pruning it is no error.
+        store.copy_holdings("nobody", "fork2").expect("nothing");
+        store.prune_session("never-held").expect("nothing to prune");
+    }
+
+    #[test]
+    fn a_prune_that_cannot_read_the_sessions_folder_says_so() {
+        let home = tempfile::tempdir().expect("home");
+        let store = BlobStore::open(home.path()).expect("opens");
+        fs::write(home.path().join("checkpoints/sessions/odd"), "a file").expect("file");
+        assert!(store.prune_session("odd").is_err());
+    }
+
+    #[test]
+    fn a_link_that_cannot_be_made_fails_the_hold() {
+        let home = tempfile::tempdir().expect("home");
+        let store = BlobStore::open(home.path()).expect("opens");
+        let hash = store.keep_pending(b"x").expect("kept");
+        fs::remove_dir_all(home.path().join("checkpoints/blobs")).expect("rm");
+        assert!(store.hold("s", &hash).is_err());
+    }
+
+    #[test]
+    fn blobs_nobody_holds_go_when_a_store_opens_and_pending_goes_with_its_store() {
+        let home = tempfile::tempdir().expect("home");
+        let first = BlobStore::open(home.path()).expect("opens");
+        let pending = first.pending.clone();
+        drop(first);
+        assert!(!pending.exists(), "a store's pending folder goes with it");
+        let orphan = home.path().join("checkpoints/blobs").join("cd".repeat(32));
+        fs::write(&orphan, "nobody's").expect("orphan");
+        let store = BlobStore::open(home.path()).expect("opens");
+        assert!(!orphan.exists(), "a blob no session holds is swept");
+        let (free, size) = store.room().expect("room");
+        assert!(
+            size > 1 << 20 && free > 0 && free <= size,
+            "{free} of {size}"
+        );
+    }
+
+    #[test]
     fn a_hash_or_session_that_could_name_another_path_is_refused() {
         let home = tempfile::tempdir().expect("home");
         let store = BlobStore::open(home.path()).expect("opens");

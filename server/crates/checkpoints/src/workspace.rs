@@ -30,8 +30,10 @@ pub struct Bounds {
     /// content not kept.
     pub max_call_bytes: u64,
     /// The free room kept for the session store on the disk that holds the checkpoints (at
-    /// most half that disk): a content that would leave less is noted, not kept.
+    /// most `1 / store_reserve_share` of that disk): a content that would leave less is
+    /// noted, not kept.
     pub store_reserve_bytes: u64,
+    pub store_reserve_share: u64,
 }
 
 impl Default for Bounds {
@@ -42,6 +44,7 @@ impl Default for Bounds {
             max_file_bytes: 16 << 20,
             max_call_bytes: 256 << 20,
             store_reserve_bytes: 64 << 20,
+            store_reserve_share: 2,
         }
     }
 }
@@ -219,8 +222,7 @@ impl Workspace {
     /// under the reserve for the session store (at most half the disk).
     fn under_reserve(&self, len: u64) -> Option<Unkept> {
         let (free, size) = self.blobs.room()?;
-        let reserve = self.bounds.store_reserve_bytes.min(size / 2);
-        (free.saturating_sub(len) < reserve).then_some(Unkept::Reserve { free, reserve })
+        shortfall(&self.bounds, free, size, len)
     }
 
     /// Brings the index up to date before a command (what changed since it last looked, by
@@ -310,6 +312,15 @@ impl Workspace {
     }
 }
 
+/// Why keeping `len` more bytes on a disk of `size` bytes with `free` left would take the
+/// room the session store needs, if it would.
+fn shortfall(bounds: &Bounds, free: u64, size: u64, len: u64) -> Option<Unkept> {
+    let reserve = bounds
+        .store_reserve_bytes
+        .min(size / bounds.store_reserve_share.max(1));
+    (free.saturating_sub(len) < reserve).then_some(Unkept::Reserve { free, reserve })
+}
+
 /// A file's state before and after (`None`: absent).
 type Diff = (PathBuf, Option<Known>, Option<Known>);
 
@@ -381,12 +392,9 @@ fn unkept_note(mut unkept: Vec<(Unkept, String)>, bounds: &Bounds) -> Option<Str
             Unkept::Store(error) => format!("the checkpoint store could not write them: {error}"),
             Unkept::Unreadable => "they could not be read".to_string(),
         };
+        // Sorted and without repeats: each path once per reason.
         match groups.iter_mut().find(|(r, _)| *r == reason) {
-            Some((_, paths)) => {
-                if !paths.contains(&path) {
-                    paths.push(path);
-                }
-            }
+            Some((_, paths)) => paths.push(path),
             None => groups.push((reason, vec![path])),
         }
     }
@@ -446,5 +454,76 @@ impl Workspace {
             })
             .collect();
         finish(&self.blobs, session, diffs, &self.bounds)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn known(hash: Option<&str>, mode: u32, len: u64) -> Known {
+        Known {
+            stat: Stat {
+                len,
+                mtime_ns: 1,
+                ctime_ns: 1,
+                inode: 1,
+                mode,
+            },
+            hash: hash.map(str::to_string),
+            unkept: hash.is_none().then_some(Unkept::OverFile),
+        }
+    }
+
+    #[test]
+    fn a_version_is_the_same_only_with_the_same_content_and_mode() {
+        let a = known(Some("sha256:a"), 0o644, 1);
+        assert!(same_version(None, None));
+        assert!(same_version(Some(&a), Some(&a)));
+        assert!(!same_version(
+            Some(&a),
+            Some(&known(Some("sha256:b"), 0o644, 1))
+        ));
+        assert!(!same_version(
+            Some(&a),
+            Some(&known(Some("sha256:a"), 0o755, 1))
+        ));
+        assert!(!same_version(None, Some(&a)) && !same_version(Some(&a), None));
+        // Without a kept content, only the stat can tell.
+        let unkept = known(None, 0o644, 1);
+        assert!(same_version(Some(&unkept), Some(&unkept)));
+        assert!(!same_version(Some(&unkept), Some(&known(None, 0o644, 2))));
+        // One kept and one not (over a bound since): the stat decides.
+        assert!(same_version(Some(&a), Some(&known(None, 0o644, 1))));
+        assert!(!same_version(Some(&a), Some(&known(None, 0o644, 3))));
+    }
+
+    #[test]
+    fn the_reserve_is_the_bound_or_a_share_of_a_small_disk() {
+        let bounds = Bounds {
+            store_reserve_bytes: 64,
+            store_reserve_share: 2,
+            ..Bounds::default()
+        };
+        // A large disk: the bound itself.
+        assert_eq!(shortfall(&bounds, 100, 1000, 36), None);
+        assert_eq!(
+            shortfall(&bounds, 100, 1000, 37),
+            Some(Unkept::Reserve {
+                free: 100,
+                reserve: 64
+            })
+        );
+        // A small disk: half of it.
+        assert_eq!(shortfall(&bounds, 50, 60, 20), None);
+        assert_eq!(
+            shortfall(&bounds, 50, 60, 21),
+            Some(Unkept::Reserve {
+                free: 50,
+                reserve: 30
+            })
+        );
+        // More than is free.
+        assert!(shortfall(&bounds, 10, 1000, 20).is_some());
     }
 }

@@ -63,11 +63,6 @@ impl FileError {
             source,
         }
     }
-
-    /// Whether the file (or a folder on its way) does not exist.
-    pub fn is_not_found(&self) -> bool {
-        matches!(self, FileError::NotFound(_))
-    }
 }
 
 impl From<FileError> for std::io::Error {

@@ -22,6 +22,12 @@ pub(crate) fn temporary_name(name: &str) -> String {
     )
 }
 
+/// The number the next temporary name of this process will carry (tests plant names ahead).
+#[cfg(test)]
+pub(crate) fn next_number() -> u64 {
+    NEXT.load(Ordering::Relaxed)
+}
+
 /// Whether `entry` is a temporary name a replacement of `name` used (by any process, or by
 /// the restores of earlier versions).
 pub fn is_temporary_of(entry: &str, name: &str) -> bool {

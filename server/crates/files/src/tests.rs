@@ -334,5 +334,307 @@ fn a_root_is_fixed_by_what_it_was_when_opened() {
 fn the_room_left_on_the_disk_is_measured() {
     let scene = scene();
     let (free, size) = root(&scene.ws).as_dir().room().expect("room");
-    assert!(size > 0 && free <= size, "{free} of {size}");
+    assert!(
+        size > 1 << 20 && free > 0 && free <= size,
+        "{free} of {size}"
+    );
+}
+
+fn closed_on_exec(fd: impl std::os::fd::AsFd) -> bool {
+    rustix::io::fcntl_getfd(fd).is_ok_and(|f| f.contains(rustix::io::FdFlags::CLOEXEC))
+}
+
+fn status_flags(fd: impl std::os::fd::AsFd) -> OFlags {
+    rustix::fs::fcntl_getfl(fd).expect("flags")
+}
+
+#[test]
+fn every_descriptor_is_closed_on_exec_and_opened_as_asked() {
+    let scene = scene();
+    std::fs::write(scene.ws.join("f"), "f").expect("f");
+    let root = root(&scene.ws);
+    let held = root.as_dir().fd();
+    assert!(closed_on_exec(held));
+    assert!(status_flags(held).contains(OFlags::PATH));
+    let system = Root::system(Arc::new(Unguarded)).expect("system");
+    assert!(closed_on_exec(system.as_dir().fd()));
+    assert!(status_flags(system.as_dir().fd()).contains(OFlags::PATH));
+    let (read, _) = root.open_read(Path::new("f")).expect("read");
+    assert!(closed_on_exec(&read));
+    assert!(status_flags(&read).contains(OFlags::NONBLOCK));
+    let (read, _) = root.as_dir().open_read("f".as_ref()).expect("read");
+    assert!(closed_on_exec(&read));
+    assert!(status_flags(&read).contains(OFlags::NONBLOCK));
+    let appending = root.as_dir().open_append("log".as_ref()).expect("append");
+    assert!(closed_on_exec(&appending));
+    assert!(status_flags(&appending).contains(OFlags::APPEND | OFlags::RDWR));
+    let lock = root.as_dir().open_lock(".lock".as_ref()).expect("lock");
+    assert!(closed_on_exec(&lock));
+    assert!(status_flags(&lock).contains(OFlags::RDWR));
+    let walked = crate::open::walk_for_test(held, Path::new("f"), OFlags::RDONLY).expect("walk");
+    assert!(closed_on_exec(&walked));
+}
+
+#[test]
+fn each_name_is_one_plain_name() {
+    let scene = scene();
+    let root = root(&scene.ws);
+    let dir = root.as_dir();
+    for bad in ["", ".", "..", "a/b"] {
+        assert!(dir.stat(bad.as_ref()).is_err(), "{bad:?}");
+        assert!(
+            dir.replace(bad.as_ref(), b"x", &Replace::default())
+                .is_err(),
+            "{bad:?}"
+        );
+        assert!(dir.remove(bad.as_ref()).is_err(), "{bad:?}");
+    }
+    assert!(dir.stat("fine".as_ref()).expect("plain").is_none());
+    unchanged(&scene);
+}
+
+#[test]
+fn a_hidden_file_in_a_visible_folder_is_refused_by_every_operation() {
+    let scene = scene();
+    let secret = scene.ws.join("secret.txt");
+    std::fs::write(&secret, "S").expect("secret");
+    std::fs::write(scene.ws.join("open.txt"), "o").expect("open");
+    let root = Root::open(&scene.ws, Arc::new(HidesOne(secret.clone()))).expect("root");
+    let dir = root.as_dir();
+    let name: &std::ffi::OsStr = "secret.txt".as_ref();
+    let hidden = |r: Result<(), FileError>| matches!(r, Err(FileError::Hidden(_)));
+    assert!(hidden(dir.stat(name).map(|_| ())));
+    assert!(hidden(dir.open_read(name).map(|_| ())));
+    assert!(hidden(dir.read(name, 10).map(|_| ())));
+    assert!(hidden(dir.remove(name).map(|_| ())));
+    assert!(hidden(dir.append(name, b"x")));
+    assert!(hidden(dir.open_append(name).map(|_| ())));
+    assert!(hidden(dir.open_lock(name).map(|_| ())));
+    assert!(hidden(dir.replace(name, b"x", &Replace::default())));
+    assert!(hidden(dir.make_dir(name).map(|_| ())));
+    assert!(hidden(root.open_read(Path::new("secret.txt")).map(|_| ())));
+    assert!(root.open_read(Path::new("open.txt")).is_ok());
+    let names: Vec<_> = dir
+        .entries()
+        .expect("list")
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("open.txt")]);
+    assert_eq!(std::fs::read_to_string(&secret).expect("secret"), "S");
+}
+
+#[test]
+fn errors_name_the_path_as_the_caller_named_it() {
+    let scene = scene();
+    let root = root(&scene.ws);
+    let missing = root.as_dir().read("missing".as_ref(), 10);
+    assert!(
+        matches!(&missing, Err(FileError::NotFound(p)) if *p == scene.ws.join("missing")),
+        "{missing:?}"
+    );
+    let nowhere = scene.ws.join("nowhere");
+    assert!(matches!(
+        Root::open(&nowhere, Arc::new(Unguarded)),
+        Err(FileError::NotFound(p)) if p == nowhere
+    ));
+    let deep = scene.ws.join("a/b/c");
+    let made = Root::open_making(&deep, Arc::new(Unguarded)).expect("made");
+    assert_eq!(made.shown(), deep);
+    assert!(deep.is_dir());
+    made.as_dir()
+        .replace("f".as_ref(), b"in c", &Replace::default())
+        .expect("written");
+    assert_eq!(std::fs::read(deep.join("f")).expect("f"), b"in c");
+    assert_eq!(
+        Root::open_making(&deep, Arc::new(Unguarded))
+            .expect("again")
+            .shown(),
+        deep
+    );
+}
+
+#[test]
+fn reads_are_bounded_exactly() {
+    let scene = scene();
+    std::fs::write(scene.ws.join("four"), "1234").expect("four");
+    let root = root(&scene.ws);
+    assert_eq!(
+        root.read(Path::new("four"), 4).expect("at the bound"),
+        b"1234"
+    );
+    assert!(matches!(
+        root.read(Path::new("four"), 3),
+        Err(FileError::TooLarge { limit: 3, .. })
+    ));
+}
+
+#[test]
+fn folders_files_links_and_pipes_are_told_apart() {
+    let scene = scene();
+    std::fs::create_dir_all(scene.ws.join("sub/inner")).expect("sub");
+    std::fs::write(scene.ws.join("sub/inner/f"), "f").expect("f");
+    std::fs::write(scene.ws.join("file"), "f").expect("file");
+    symlink(&scene.secret, scene.ws.join("link")).expect("link");
+    symlink(&scene.secret, scene.ws.join("sub/out")).expect("link");
+    let made = std::process::Command::new("mkfifo")
+        .arg(scene.ws.join("pipe"))
+        .status();
+    assert!(made.is_ok_and(|s| s.success()));
+    let root = root(&scene.ws);
+    let dir = root.as_dir();
+    let mut listed = dir.entries().expect("list");
+    listed.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        listed,
+        vec![
+            ("file".into(), Kind::File),
+            ("link".into(), Kind::Link),
+            ("pipe".into(), Kind::Other),
+            ("sub".into(), Kind::Directory),
+        ]
+    );
+    let stat = |n: &str| dir.stat(n.as_ref()).expect("stat").expect("there");
+    assert_eq!(stat("sub").kind, Kind::Directory);
+    assert!(!stat("sub").is_file() && !stat("link").is_file() && stat("file").is_file());
+    assert_eq!(stat("link").kind, Kind::Link);
+    assert!(matches!(
+        root.open_read(Path::new("sub")),
+        Err(FileError::IsDirectory(_))
+    ));
+    assert!(matches!(
+        dir.open_read("sub".as_ref()),
+        Err(FileError::IsDirectory(_))
+    ));
+    // A folder is removed only as a tree, each entry by its name: the link inside goes, what
+    // it leads to stays.
+    assert!(matches!(
+        dir.remove("sub".as_ref()),
+        Err(FileError::IsDirectory(_))
+    ));
+    dir.remove_tree("sub".as_ref()).expect("removed");
+    assert!(!scene.ws.join("sub").exists());
+    assert!(
+        dir.remove_tree("file".as_ref()).is_err(),
+        "a file is no tree"
+    );
+    unchanged(&scene);
+}
+
+#[test]
+fn times_are_told_in_nanoseconds() {
+    use std::os::unix::fs::MetadataExt;
+    let scene = scene();
+    std::fs::write(scene.ws.join("f"), "f").expect("f");
+    let meta = std::fs::metadata(scene.ws.join("f")).expect("meta");
+    let stat = root(&scene.ws)
+        .stat(Path::new("f"))
+        .expect("stat")
+        .expect("there");
+    let nanos = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
+    assert_eq!(stat.mtime_ns, nanos(meta.mtime(), meta.mtime_nsec()));
+    assert_eq!(stat.ctime_ns, nanos(meta.ctime(), meta.ctime_nsec()));
+    assert_eq!(
+        (stat.ino, stat.dev, stat.nlink),
+        (meta.ino(), meta.dev(), 1)
+    );
+}
+
+#[test]
+fn appends_go_at_the_end_and_never_through_a_link() {
+    let scene = scene();
+    let root = root(&scene.ws);
+    let dir = root.as_dir();
+    dir.append("log".as_ref(), b"one\n").expect("append");
+    dir.append("log".as_ref(), b"two\n").expect("append");
+    assert_eq!(
+        std::fs::read_to_string(scene.ws.join("log")).expect("log"),
+        "one\ntwo\n"
+    );
+    {
+        use std::io::{Read as _, Write as _};
+        let mut file = dir.open_append("log".as_ref()).expect("open");
+        let mut text = String::new();
+        file.read_to_string(&mut text).expect("read");
+        assert_eq!(text, "one\ntwo\n");
+        file.write_all(b"three\n").expect("write");
+    }
+    assert_eq!(
+        std::fs::read_to_string(scene.ws.join("log")).expect("log"),
+        "one\ntwo\nthree\n"
+    );
+    symlink(scene.secret.join("config.toml"), scene.ws.join("planted")).expect("link");
+    assert!(dir.append("planted".as_ref(), b"x").is_err());
+    assert!(dir.open_append("planted".as_ref()).is_err());
+    assert!(dir.open_lock("planted".as_ref()).is_err());
+    unchanged(&scene);
+}
+
+#[test]
+fn names_ahead_of_the_counter_planted_as_links_are_never_written_through() {
+    let scene = scene();
+    std::fs::write(scene.ws.join("a.txt"), "agent\n").expect("a");
+    let pid = std::process::id();
+    let next = crate::temporary::next_number();
+    for n in next..next + 4000 {
+        let planted = scene.ws.join(format!(".a.txt.talaria-tmp-{pid}-{n}"));
+        let target = if n % 2 == 0 {
+            scene.secret.join("config.toml")
+        } else {
+            scene.secret.join(format!("new-{n}"))
+        };
+        symlink(target, planted).expect("plant");
+    }
+    let root = root(&scene.ws);
+    let written = root.replace(Path::new("a.txt"), b"planted\n", &Replace::default());
+    assert!(
+        written.is_err(),
+        "every name it tried was taken: {written:?}"
+    );
+    unchanged(&scene);
+    assert_eq!(
+        std::fs::read_to_string(scene.ws.join("a.txt")).expect("a"),
+        "agent\n"
+    );
+}
+
+#[test]
+fn temporary_names_carry_the_file_the_process_and_a_count() {
+    let first = crate::temporary::temporary_name("a.txt");
+    let second = crate::temporary::temporary_name("a.txt");
+    assert_ne!(first, second);
+    let prefix = format!(".a.txt.talaria-tmp-{}-", std::process::id());
+    assert!(first.starts_with(&prefix), "{first}");
+    assert!(is_temporary_of(&first, "a.txt") && is_temporary_of(&second, "a.txt"));
+}
+
+#[test]
+fn a_replaced_file_keeps_its_owner() {
+    use std::os::unix::fs::MetadataExt;
+    let scene = scene();
+    let file = scene.ws.join("owned");
+    std::fs::write(&file, "x").expect("file");
+    let root_user = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
+    if root_user {
+        std::os::unix::fs::chown(&file, Some(65534), Some(65534)).expect("chown");
+    }
+    let before = std::fs::metadata(&file).expect("meta");
+    root(&scene.ws)
+        .replace(Path::new("owned"), b"y", &Replace::default())
+        .expect("replaced");
+    let after = std::fs::metadata(&file).expect("meta");
+    assert_eq!((after.uid(), after.gid()), (before.uid(), before.gid()));
+    assert_ne!(after.ino(), before.ino(), "a new file took the name");
+}
+
+#[test]
+fn the_walk_tells_a_file_on_the_way_from_a_link() {
+    let scene = scene();
+    std::fs::write(scene.ws.join("plain"), "p").expect("plain");
+    let root = root(&scene.ws);
+    let fd = root.as_dir().fd();
+    assert_eq!(
+        crate::open::walk_for_test(fd, Path::new("plain/x"), OFlags::RDONLY).err(),
+        Some(rustix::io::Errno::NOTDIR)
+    );
 }

@@ -287,6 +287,69 @@ impl SessionActor {
 mod tests {
     use super::*;
 
+    fn report(restored: &[&str], skipped: &[&str], failed: &[&str]) -> RestoreReport {
+        RestoreReport {
+            restored: restored.iter().map(|p| p.to_string()).collect(),
+            skipped: skipped.iter().map(|p| p.to_string()).collect(),
+            failed: failed
+                .iter()
+                .map(|p| (p.to_string(), "disk full".to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_reply_says_turns_and_files_as_the_user_sees_them() {
+        let conversation_only = told(
+            "fix it",
+            &Done {
+                turns: 1,
+                files: None,
+            },
+        );
+        assert_eq!(
+            conversation_only,
+            "Rewound to before your message \"fix it\": 1 turn left the conversation (kept in \
+             the session's history; a later rewind can return to them)."
+        );
+        let nothing = told(
+            "fix it",
+            &Done {
+                turns: 3,
+                files: Some(RestoreReport::default()),
+            },
+        );
+        assert!(nothing.contains("3 turns left"), "{nothing}");
+        assert!(
+            nothing.ends_with("\nNo file needed putting back."),
+            "{nothing}"
+        );
+        let all = told(
+            "fix it",
+            &Done {
+                turns: 2,
+                files: Some(report(&["a", "b"], &["c"], &["d"])),
+            },
+        );
+        assert!(all.contains("\n2 files put back: a, b."), "{all}");
+        assert!(all.contains("\n1 file left as they are"), "{all}");
+        assert!(all.contains(": c."), "{all}");
+        assert!(
+            all.contains("\n1 file not put back (the next rewind tries again):\n- d: disk full"),
+            "{all}"
+        );
+        assert!(!all.contains("record entries"), "{all}");
+    }
+
+    #[test]
+    fn a_merged_report_names_each_path_once_by_its_latest_outcome() {
+        let mut into = report(&["a"], &["b"], &["c"]);
+        merge(&mut into, report(&["c"], &["a"], &[]));
+        assert_eq!(into, report(&["c"], &["b", "a"], &[]));
+        merge(&mut into, report(&[], &[], &["b"]));
+        assert_eq!(into, report(&["c"], &["a"], &["b"]));
+    }
+
     #[test]
     fn the_command_takes_a_count_and_the_words_files_and_force() {
         assert_eq!(
