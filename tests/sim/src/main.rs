@@ -5,6 +5,7 @@
 //! talaria-sim --seed 42 [--steps 24]        # one seed, its log printed
 //! talaria-sim --plan 'new(0) prompt(0,0,tools) kill(0) …'   # a (shrunk) plan again
 //! talaria-sim --plan '…' --final-only       # only the final check (what stays in the end)
+//! talaria-sim --plan '…' --shrink           # a failing plan shrunk further
 //! ```
 //!
 //! The agent is `TALARIA_BIN` (built with `--features talaria-server/failpoints`), else
@@ -25,6 +26,7 @@ struct Args {
     plan: Option<String>,
     verbose: bool,
     final_only: bool,
+    shrink_plan: bool,
 }
 
 /// Why the command line does not read.
@@ -48,6 +50,7 @@ fn args() -> Result<Args, BadArgs> {
         plan: None,
         verbose: false,
         final_only: false,
+        shrink_plan: false,
     };
     let mut words = std::env::args().skip(1);
     while let Some(word) = words.next() {
@@ -67,6 +70,7 @@ fn args() -> Result<Args, BadArgs> {
             "--plan" => args.plan = Some(value()?),
             "--verbose" => args.verbose = true,
             "--final-only" => args.final_only = true,
+            "--shrink" => args.shrink_plan = true,
             other => return Err(BadArgs::Unknown(other.to_string())),
         }
     }
@@ -90,8 +94,12 @@ async fn main() -> std::process::ExitCode {
                 return std::process::ExitCode::from(2);
             }
         };
-        let outcome = sim::run_plan_checking(&steps, !args.final_only).await;
+        let mut outcome = sim::run_plan_checking(&steps, !args.final_only).await;
         eprintln!("{}", sim::report(None, &outcome));
+        if outcome.failed() && args.shrink_secs > 0 && args.shrink_plan {
+            outcome = sim::shrink(outcome, Duration::from_secs(args.shrink_secs)).await;
+            eprintln!("shrunk:\n{}", sim::report(None, &outcome));
+        }
         return if outcome.failed() {
             std::process::ExitCode::FAILURE
         } else {

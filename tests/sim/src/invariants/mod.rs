@@ -29,7 +29,7 @@ mod store;
 
 pub use record::replay_problems;
 use store::check_store;
-pub use store::{Snapshot, has_rewind, hollow_sessions, path_json, snapshot, store_whole};
+pub use store::{Snapshot, has_rewind, hollow_sessions, path_json, snapshot, store_whole, stored};
 
 /// How long a restarted process may answer `-32010` (its store still opening) before a load
 /// counts as failed.

@@ -15,6 +15,22 @@ use crate::ledger::Fact;
 /// Every session's entries as the store holds them (JSON per entry, on the path and off it).
 pub type Snapshot = BTreeMap<String, Vec<String>>;
 
+/// The records of `sessions` as stored now (those that load).
+pub async fn stored(home: &Home, sessions: &[String]) -> HashMap<String, Transcript> {
+    let Ok(store) = open_store(home).await else {
+        return HashMap::new();
+    };
+    let sessions = sessions.to_vec();
+    tokio::task::spawn_blocking(move || {
+        sessions
+            .into_iter()
+            .filter_map(|id| store.load(&id).ok().map(|(_, t)| (id, t)))
+            .collect()
+    })
+    .await
+    .unwrap_or_default()
+}
+
 /// The entries of `sessions` now (read off the async runtime: PostgreSQL's client blocks).
 pub async fn snapshot(home: &Home, sessions: &[String]) -> anyhow::Result<Snapshot> {
     let store = open_store(home).await?;

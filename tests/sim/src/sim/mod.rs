@@ -188,10 +188,18 @@ async fn fresh_loads(world: &World) -> Problems {
     }
     agent.close_stdin();
     let _ = agent.wait_exit(Duration::from_secs(5)).await;
+    // An answer a rewind took off the path before a crash (the rewind unanswered) is in the
+    // record behind its marker: judged against the stored record.
+    let stored = crate::invariants::stored(
+        &world.home,
+        &idle.iter().map(|(id, _)| id.clone()).collect::<Vec<_>>(),
+    )
+    .await;
     for replay in &replays {
-        problems
-            .0
-            .extend(crate::invariants::replay_problems(replay, None));
+        problems.0.extend(crate::invariants::replay_problems(
+            replay,
+            stored.get(&replay.session),
+        ));
     }
     problems
 }
