@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs cargo-mutants on the durable crates, each against the tests that cover it (see
 # .cargo/mutants.toml). Usage: tests/mutants.sh [record|store|journal]... [--in-diff FILE]
-# [other cargo-mutants options]. Results land in mutants.out/ (one per run, renamed by crate).
+# [other cargo-mutants options]. Results land in mutants.out.CRATE/. The store's PostgreSQL
+# code needs its own run: cargo mutants -p talaria-store --features postgres-test
+# -f 'server/crates/store/src/postgres/*.rs' -- --test postgres
 set -euo pipefail
 cd "$(dirname "$0")/.."
 crates=()
@@ -11,7 +13,12 @@ for crate in "${crates[@]}"; do
   case "$crate" in
     record) args=(-p talaria-record) ;;
     store) args=(-p talaria-store -- --lib) ;;
-    journal) args=(-p talaria-engine -f 'server/crates/engine/src/journal/*.rs' -- --lib journal::) ;;
+    journal)
+      # The whole journal module, unless files of it are named (`-f FILE`).
+      files=(-f 'server/crates/engine/src/journal/*.rs')
+      [[ " $* " == *" -f "* ]] && files=()
+      args=(-p talaria-engine "${files[@]}" -- --lib journal::)
+      ;;
     *) echo "unknown crate $crate (record, store, journal)" >&2; exit 2 ;;
   esac
   # Options before `--` are cargo-mutants'; after it, cargo test's.

@@ -315,6 +315,7 @@ pub fn checked_appends(store: &dyn SessionStore) {
             writer: "B".into(),
         }]
     );
+    assert_eq!(refused[0].session(), "s");
     let (meta_now, stored) = store.load("s").expect("load");
     assert_eq!(stored, Transcript::from_entries(b.entries().to_vec()));
     assert_eq!(meta_now.writer, "B", "a refused write changes nothing");
@@ -353,6 +354,7 @@ pub fn checked_appends(store: &dyn SessionStore) {
             },
         ]
     );
+    assert_eq!(refused[1].session(), "gone");
     assert_eq!(store.load("t").expect("t").1.len(), a.len());
     assert!(matches!(store.load("gone"), Err(StoreError::NotFound(_))));
 }
