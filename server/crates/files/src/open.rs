@@ -18,14 +18,23 @@ const RESOLVE: ResolveFlags = ResolveFlags::BENEATH
     .union(ResolveFlags::NO_MAGICLINKS);
 
 /// The flags every open here adds: close on exec, and no terminal taken over by a device.
-fn with_defaults(flags: OFlags) -> OFlags {
+pub(crate) fn with_defaults(flags: OFlags) -> OFlags {
     if flags.contains(OFlags::PATH) {
         // `O_PATH` admits only these beside it (`openat2` refuses others).
-        flags | OFlags::CLOEXEC
+        flags.union(OFlags::CLOEXEC)
     } else {
-        flags | OFlags::CLOEXEC | OFlags::NOCTTY
+        flags.union(OFlags::CLOEXEC).union(OFlags::NOCTTY)
     }
 }
+
+/// A folder passed on the way by the walk of old kernels: held, never through a link.
+pub(crate) const FOLDER_STEP: OFlags = OFlags::PATH
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
+
+/// `/` held.
+pub(crate) const SYSTEM_ROOT: OFlags = OFlags::PATH.union(OFlags::DIRECTORY).union(OFlags::CLOEXEC);
 
 /// The plain names of `relative` (`.` left out), or `XDEV` for anything that could leave the
 /// folder (`..`, a root, a prefix).
@@ -74,15 +83,14 @@ fn walk(dir: impl AsFd, names: &[&OsStr], flags: OFlags, mode: Mode) -> Result<O
     let Some((last, above)) = names.split_last() else {
         return rustix::fs::openat(&dir, ".", flags, mode);
     };
-    let folder = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let mut current = rustix::fs::openat(&dir, ".", folder, Mode::empty())?;
+    let mut current = rustix::fs::openat(&dir, ".", FOLDER_STEP, Mode::empty())?;
     for name in above {
-        current = match rustix::fs::openat(&current, *name, folder, Mode::empty()) {
+        current = match rustix::fs::openat(&current, *name, FOLDER_STEP, Mode::empty()) {
             Err(Errno::NOTDIR) if is_link(&current, name) => return Err(Errno::LOOP),
             other => other?,
         };
     }
-    let fd = rustix::fs::openat(&current, *last, flags | OFlags::NOFOLLOW, mode)?;
+    let fd = rustix::fs::openat(&current, *last, flags.union(OFlags::NOFOLLOW), mode)?;
     // `O_PATH | O_NOFOLLOW` opens a link itself rather than failing.
     if flags.contains(OFlags::PATH)
         && rustix::fs::FileType::from_raw_mode(rustix::fs::fstat(&fd)?.st_mode)
@@ -101,11 +109,7 @@ fn is_link(dir: impl AsFd, name: &OsStr) -> bool {
 
 /// The folder `/`, held.
 pub(crate) fn system_root() -> Result<OwnedFd, Errno> {
-    rustix::fs::open(
-        "/",
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
+    rustix::fs::open("/", SYSTEM_ROOT, Mode::empty())
 }
 
 /// Opens `path` (absolute, already resolved and judged by the caller: no link on it) with no

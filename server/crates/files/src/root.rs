@@ -18,6 +18,49 @@ use crate::{Access, FileError, Kind, Places, Stat};
 /// How a folder is held: enough to open below it, nothing to read or write by itself.
 const FOLDER: OFlags = OFlags::PATH.union(OFlags::DIRECTORY);
 
+/// Every descriptor here is closed on exec (commands start while Talaria works: none may
+/// inherit a file Talaria is writing) and never takes a terminal over.
+const PRIVATE: OFlags = OFlags::CLOEXEC.union(OFlags::NOCTTY);
+
+/// A file read: no link followed, no pipe waited on.
+pub(crate) const READING: OFlags = OFlags::RDONLY
+    .union(OFlags::NONBLOCK)
+    .union(OFlags::NOFOLLOW)
+    .union(PRIVATE);
+
+/// A temporary file: made here and now, never a name that exists, never through a link.
+pub(crate) const TEMPORARY: OFlags = OFlags::WRONLY
+    .union(OFlags::CREATE)
+    .union(OFlags::EXCL)
+    .union(OFlags::NOFOLLOW)
+    .union(PRIVATE);
+
+/// A file appended to (made when missing), never through a link.
+pub(crate) const APPENDING: OFlags = OFlags::WRONLY
+    .union(OFlags::APPEND)
+    .union(OFlags::CREATE)
+    .union(OFlags::NOFOLLOW)
+    .union(PRIVATE);
+
+/// A file read and appended to (made when missing), never through a link.
+pub(crate) const READ_APPENDING: OFlags = OFlags::RDWR
+    .union(OFlags::APPEND)
+    .union(OFlags::CREATE)
+    .union(OFlags::NOFOLLOW)
+    .union(PRIVATE);
+
+/// A file a lock is held on (made when missing), never through a link.
+pub(crate) const LOCKING: OFlags = OFlags::RDWR
+    .union(OFlags::CREATE)
+    .union(OFlags::NOFOLLOW)
+    .union(PRIVATE);
+
+/// A folder listed.
+pub(crate) const LISTING: OFlags = OFlags::RDONLY.union(OFlags::DIRECTORY).union(PRIVATE);
+
+/// The mode a temporary file is made with: its writer's alone until it is complete.
+const TEMPORARY_MODE: u32 = 0o600;
+
 /// A folder resolved once, when it was chosen, and held open: what is below it is reached
 /// through this descriptor only.
 #[derive(Debug)]
@@ -80,12 +123,8 @@ impl Root {
             return Ok(base);
         }
         let relative: PathBuf = missing.iter().rev().collect();
-        let made = base.make_dirs(&relative)?;
         Ok(Root {
-            dir: Dir {
-                shown: path.to_path_buf(),
-                ..made
-            },
+            dir: base.make_dirs(&relative)?,
         })
     }
 
@@ -149,16 +188,18 @@ impl Root {
             other => return other,
         }
         let names: Vec<&OsStr> = relative.iter().collect();
-        // The deepest folder that exists, then each missing one made inside the one above.
-        let mut existing = names.len();
-        let mut current = loop {
-            existing -= 1;
-            let above: PathBuf = names[..existing].iter().collect();
-            match self.dir.below_unjudged(&above) {
-                Err(FileError::NotFound(_)) if existing > 0 => continue,
-                other => break other?,
-            }
-        };
+        // The deepest folder that exists (the root itself at least), then each missing one
+        // made inside the one above.
+        let (existing, mut current) = (0..names.len())
+            .rev()
+            .find_map(|depth| {
+                let above: PathBuf = names[..depth].iter().collect();
+                match self.dir.below_unjudged(&above) {
+                    Err(FileError::NotFound(_)) => None,
+                    other => Some(other.map(|dir| (depth, dir))),
+                }
+            })
+            .unwrap_or_else(|| Err(FileError::NotFound(self.dir.shown.join(relative))))?;
         for name in &names[existing..] {
             current = current.make_dir(name)?;
         }
@@ -172,8 +213,7 @@ impl Root {
         if self.dir.places.access(&self.dir.real.join(relative)) == Access::Hidden {
             return Err(FileError::Hidden(shown));
         }
-        let flags = OFlags::RDONLY | OFlags::NONBLOCK;
-        let fd = open_beneath(&self.dir.fd, relative, flags, Mode::empty())
+        let fd = open_beneath(&self.dir.fd, relative, READING, Mode::empty())
             .map_err(|e| FileError::of("open", &shown, e))?;
         checked_file(fd, shown)
     }
@@ -339,8 +379,7 @@ impl Dir {
     pub fn open_read(&self, name: &OsStr) -> Result<(std::fs::File, Stat), FileError> {
         let name = checked(name).map_err(|e| FileError::of("open", self.named(name), e))?;
         self.judge(name)?;
-        let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = rustix::fs::openat(&self.fd, name, flags | OFlags::NOCTTY, Mode::empty())
+        let fd = rustix::fs::openat(&self.fd, name, READING, Mode::empty())
             .map_err(|e| FileError::of("open", self.named(name), e))?;
         checked_file(fd, self.named(name))
     }
@@ -378,7 +417,7 @@ impl Dir {
         }
         let replaced = existing.filter(Stat::is_file);
         let mode = how.mode.or(replaced.map(|s| s.mode)).unwrap_or(0o644);
-        let (temporary, fd) = self.create_temporary(name, mode)?;
+        let (temporary, fd) = self.create_temporary(name)?;
         let written = fill(fd, bytes, mode, replaced, how.sync).and_then(|()| {
             rustix::fs::renameat(&self.fd, temporary.as_str(), &self.fd, name)
                 .map_err(std::io::Error::from)
@@ -392,13 +431,7 @@ impl Dir {
 
     /// A new temporary file for `name`, made exclusively with no link followed: a name
     /// planted there (a link, a pipe, a file) is passed over for the next.
-    fn create_temporary(&self, name: &OsStr, mode: u32) -> Result<(String, OwnedFd), FileError> {
-        let flags = OFlags::WRONLY
-            | OFlags::CREATE
-            | OFlags::EXCL
-            | OFlags::NOFOLLOW
-            | OFlags::CLOEXEC
-            | OFlags::NOCTTY;
+    fn create_temporary(&self, name: &OsStr) -> Result<(String, OwnedFd), FileError> {
         let shown = name.to_string_lossy();
         let mut last = Errno::EXIST;
         for _ in 0..16 {
@@ -406,8 +439,8 @@ impl Dir {
             match rustix::fs::openat(
                 &self.fd,
                 temporary.as_str(),
-                flags,
-                Mode::from_raw_mode(mode & 0o777),
+                TEMPORARY,
+                Mode::from_raw_mode(TEMPORARY_MODE),
             ) {
                 Ok(fd) => return Ok((temporary, fd)),
                 Err(Errno::EXIST) => last = Errno::EXIST,
@@ -422,32 +455,19 @@ impl Dir {
     pub fn remove(&self, name: &OsStr) -> Result<bool, FileError> {
         let name = checked(name).map_err(|e| FileError::of("remove", self.named(name), e))?;
         self.judge(name)?;
+        // A folder is refused by the kernel (`EISDIR`), told as a folder.
         match rustix::fs::unlinkat(&self.fd, name, AtFlags::empty()) {
             Ok(()) => Ok(true),
             Err(Errno::NOENT) => Ok(false),
-            Err(Errno::ISDIR | Errno::PERM) if self.is_dir(name) => {
-                Err(FileError::IsDirectory(self.named(name)))
-            }
             Err(e) => Err(FileError::of("remove", self.named(name), e)),
         }
-    }
-
-    fn is_dir(&self, name: &OsStr) -> bool {
-        rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|s| {
-            rustix::fs::FileType::from_raw_mode(s.st_mode) == rustix::fs::FileType::Directory
-        })
     }
 
     /// The entries of this folder (`.` and `..` left out), each with its own kind; what the
     /// sandbox hides among them is left out.
     pub fn entries(&self) -> Result<Vec<(OsString, Kind)>, FileError> {
-        let fd = rustix::fs::openat(
-            &self.fd,
-            ".",
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| FileError::of("list", &self.shown, e))?;
+        let fd = rustix::fs::openat(&self.fd, ".", LISTING, Mode::empty())
+            .map_err(|e| FileError::of("list", &self.shown, e))?;
         let mut listing =
             rustix::fs::Dir::new(fd).map_err(|e| FileError::of("list", &self.shown, e))?;
         let mut entries = Vec::new();
@@ -480,13 +500,7 @@ impl Dir {
     pub fn append(&self, name: &OsStr, bytes: &[u8]) -> Result<(), FileError> {
         let name = checked(name).map_err(|e| FileError::of("append to", self.named(name), e))?;
         self.judge(name)?;
-        let flags = OFlags::WRONLY
-            | OFlags::APPEND
-            | OFlags::CREATE
-            | OFlags::NOFOLLOW
-            | OFlags::CLOEXEC
-            | OFlags::NOCTTY;
-        let fd = rustix::fs::openat(&self.fd, name, flags, Mode::from_raw_mode(0o600))
+        let fd = rustix::fs::openat(&self.fd, name, APPENDING, Mode::from_raw_mode(0o600))
             .map_err(|e| FileError::of("append to", self.named(name), e))?;
         std::fs::File::from(fd)
             .write_all(bytes)
@@ -498,13 +512,7 @@ impl Dir {
     pub fn open_append(&self, name: &OsStr) -> Result<std::fs::File, FileError> {
         let name = checked(name).map_err(|e| FileError::of("open", self.named(name), e))?;
         self.judge(name)?;
-        let flags = OFlags::RDWR
-            | OFlags::APPEND
-            | OFlags::CREATE
-            | OFlags::NOFOLLOW
-            | OFlags::CLOEXEC
-            | OFlags::NOCTTY;
-        let fd = rustix::fs::openat(&self.fd, name, flags, Mode::from_raw_mode(0o644))
+        let fd = rustix::fs::openat(&self.fd, name, READ_APPENDING, Mode::from_raw_mode(0o644))
             .map_err(|e| FileError::of("open", self.named(name), e))?;
         checked_file(fd, self.named(name)).map(|(file, _)| file)
     }
@@ -514,8 +522,7 @@ impl Dir {
     pub fn open_lock(&self, name: &OsStr) -> Result<std::fs::File, FileError> {
         let name = checked(name).map_err(|e| FileError::of("open", self.named(name), e))?;
         self.judge(name)?;
-        let flags = OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = rustix::fs::openat(&self.fd, name, flags, Mode::from_raw_mode(0o600))
+        let fd = rustix::fs::openat(&self.fd, name, LOCKING, Mode::from_raw_mode(0o600))
             .map_err(|e| FileError::of("open", self.named(name), e))?;
         Ok(std::fs::File::from(fd))
     }

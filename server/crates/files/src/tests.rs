@@ -638,3 +638,33 @@ fn the_walk_tells_a_file_on_the_way_from_a_link() {
         Some(rustix::io::Errno::NOTDIR)
     );
 }
+
+#[test]
+fn the_open_flags_say_what_each_open_is_for() {
+    use crate::open::{FOLDER_STEP, SYSTEM_ROOT, with_defaults};
+    use crate::root::{APPENDING, LISTING, LOCKING, READ_APPENDING, READING, TEMPORARY};
+    let private = OFlags::CLOEXEC | OFlags::NOCTTY;
+    assert!(READING.contains(OFlags::NONBLOCK | OFlags::NOFOLLOW | private));
+    assert!(!READING.intersects(OFlags::WRONLY | OFlags::RDWR | OFlags::CREATE));
+    assert!(
+        TEMPORARY
+            .contains(OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | private)
+    );
+    assert!(
+        APPENDING.contains(
+            OFlags::WRONLY | OFlags::APPEND | OFlags::CREATE | OFlags::NOFOLLOW | private
+        )
+    );
+    assert!(
+        READ_APPENDING
+            .contains(OFlags::RDWR | OFlags::APPEND | OFlags::CREATE | OFlags::NOFOLLOW | private)
+    );
+    assert!(LOCKING.contains(OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC));
+    assert!(LISTING.contains(OFlags::DIRECTORY | OFlags::CLOEXEC));
+    assert!(
+        FOLDER_STEP.contains(OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC)
+    );
+    assert!(SYSTEM_ROOT.contains(OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC));
+    assert_eq!(with_defaults(OFlags::PATH), OFlags::PATH | OFlags::CLOEXEC);
+    assert_eq!(with_defaults(OFlags::RDONLY), private);
+}
