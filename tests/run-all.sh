@@ -32,11 +32,15 @@ if ! command -v openssl >/dev/null 2>&1; then
   sudo_if apt-get update -qq
   sudo_if env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >/dev/null
 fi
-# The agent is built with the PostgreSQL store (a feature, off in the default build), and the
-# end-to-end suites run that build (TALARIA_BIN: the harness would otherwise build the default).
-cargo build --workspace --bins --features talaria-server/postgres
+# The agent is built with the PostgreSQL store (a feature, off in the default build) and the
+# named failpoints of the crash suite (no-ops unless a test's environment sets them; never in
+# a release build), and the end-to-end suites run that build (TALARIA_BIN: the harness would
+# otherwise build the default). The tests are built with the same features, so building them
+# does not replace that binary with another.
+features=talaria-server/postgres,talaria-server/failpoints
+cargo build --workspace --bins --features "$features"
 target_dir="${CARGO_TARGET_DIR:-$(pwd)/target}"
-TALARIA_BIN="$target_dir/debug/talaria" cargo test --workspace --features talaria-server/postgres
+TALARIA_BIN="$target_dir/debug/talaria" cargo test --workspace --features "$features"
 # The sandbox suites again without the namespaces layer (as on distributions that restrict
 # unprivileged user namespaces): each test asserts what the remaining layers promise.
 TALARIA_SANDBOX_NAMESPACES=off TALARIA_BIN="$target_dir/debug/talaria" \

@@ -97,6 +97,11 @@ if [ "$(ls "$work/archive")" != "talaria-$version-$platform" ]; then
   say "the archive unpacks to $(ls "$work/archive" | tr '\n' ' '), not one folder named after it"
   exit 1
 fi
+# The crash suite's failpoints are never in what ships: no point's name is in the binary.
+if grep -q -a "journal::commit::before" "$unpacked/talaria"; then
+  say "the released talaria was built with failpoints (talaria-server/failpoints)"
+  exit 1
+fi
 sdk archive "$unpacked/talaria" acp | tee -a "$report"
 echo "archive: $(du -k "$archive" | cut -f1) KB, unpacked in $install_s s" >>"$report"
 chat_through archive "" "$unpacked/talaria-chat"

@@ -152,6 +152,7 @@ async fn dispatch(args: BatchArgs) -> Result<(), BatchFailure> {
     .map_err(|e| BatchFailure::Run(e.to_string()))??;
     let options = run_options(&args, out, parallel_for(&args).await);
     let agent = start_agent(args.approve).await?;
+    stop_on_signals(options.stop.clone());
     let ran = talaria_batch::run_dataset(&agent, &dataset, output, &options).await;
     let output = ran.map_err(|e| BatchFailure::Run(e.to_string()))?;
     let failed = output
@@ -174,6 +175,40 @@ async fn dispatch(args: BatchArgs) -> Result<(), BatchFailure> {
             "{tasks} tasks have outputs that could not be written: see \"Outputs not written\" in {}",
             out.join("summary.md").display()
         ))),
+    }
+}
+
+/// SIGTERM, SIGINT or SIGHUP stops the run: `stop` fires (the running tasks end interrupted,
+/// marked in `results.jsonl`, and the summary is written); a second one ends the process at
+/// once (code 130).
+fn stop_on_signals(stop: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let kinds = [
+        (SignalKind::terminate(), "SIGTERM"),
+        (SignalKind::interrupt(), "SIGINT"),
+        (SignalKind::hangup(), "SIGHUP"),
+    ];
+    for (kind, name) in kinds {
+        let Ok(mut signals) = signal(kind) else {
+            tracing::warn!("{name} cannot be handled: it ends the batch without marks");
+            continue;
+        };
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            signals.recv().await;
+            if stop.is_cancelled() {
+                eprintln!("talaria batch: {name} again: exiting now");
+                std::process::exit(130);
+            }
+            eprintln!(
+                "talaria batch: {name}: the running tasks are interrupted and marked; a second \
+                 signal exits at once"
+            );
+            stop.cancel();
+            signals.recv().await;
+            eprintln!("talaria batch: {name} again: exiting now");
+            std::process::exit(130);
+        });
     }
 }
 
@@ -212,6 +247,7 @@ fn run_options(args: &BatchArgs, out: &std::path::Path, parallel: usize) -> RunO
             }),
         },
         quiet: args.quiet,
+        stop: CancellationToken::new(),
     }
 }
 

@@ -27,6 +27,7 @@ const CRATES: &[&str] = &[
     "server/src",
     "server/crates/compress/src",
     "server/crates/engine/src",
+    "server/crates/files/src",
     "server/crates/mcp/src",
     "server/crates/provider/src",
     "server/crates/record/src",

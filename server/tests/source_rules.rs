@@ -443,3 +443,211 @@ fn the_engine_has_one_front_door() {
         ["config"]
     );
 }
+
+/// The files that touch the user's files on the agent's behalf (file tools, checkpoints and
+/// rewinds, skill and memory writes, batch outputs and the trajectory the agent keeps for
+/// them): they go through the one way (`talaria-files`), never another file API.
+const ONE_WAY_FILES: &[&str] = &[
+    "server/crates/tools/src/fs/mod.rs",
+    "server/crates/tools/src/fs/pinned.rs",
+    "server/crates/tools/src/fs/places.rs",
+    "server/crates/tools/src/read_file.rs",
+    "server/crates/tools/src/write_file.rs",
+    "server/crates/tools/src/search_files.rs",
+    "server/crates/tools/src/patch/mod.rs",
+    "server/crates/tools/src/patch/replace.rs",
+    "server/crates/tools/src/patch/v4a.rs",
+    "server/crates/checkpoints/src/lib.rs",
+    "server/crates/checkpoints/src/restore.rs",
+    "server/crates/checkpoints/src/walk.rs",
+    "server/crates/checkpoints/src/workspace.rs",
+    "server/crates/engine/src/checkpointing.rs",
+    "server/crates/engine/src/rewind.rs",
+    "server/crates/engine/src/session/actor/rewinding.rs",
+    "server/crates/skills/src/manage.rs",
+    "server/crates/skills/src/memory.rs",
+    "server/crates/skills/src/provenance.rs",
+    "server/crates/provider/src/trajectory.rs",
+    "clients/batch/src/outputs.rs",
+    "clients/batch/src/run.rs",
+];
+
+/// What of `std::fs` opens, reads, writes, makes, removes, renames or lists by path (judging
+/// a path — `canonicalize`, `metadata`, `symlink_metadata` — and `File` as a type stay).
+const PATH_FILE_CALLS: &[&str] = &[
+    "read",
+    "read_to_string",
+    "write",
+    "OpenOptions",
+    "create_dir",
+    "create_dir_all",
+    "remove_file",
+    "remove_dir",
+    "remove_dir_all",
+    "rename",
+    "hard_link",
+    "copy",
+    "read_dir",
+    "set_permissions",
+    "read_link",
+    "soft_link",
+];
+
+/// Finds the other file APIs in one file's production code.
+#[derive(Default)]
+struct OtherFileApis {
+    found: Vec<String>,
+    /// Names `use std::fs…` brought in, and whether `fs` itself was.
+    imported: HashSet<String>,
+    fs_imported: bool,
+}
+
+impl OtherFileApis {
+    fn check(&mut self, segments: &[String]) {
+        let strs: Vec<&str> = segments.iter().map(String::as_str).collect();
+        let bad = match strs.as_slice() {
+            ["tokio", "fs", ..] => true,
+            ["std", "fs", name, rest @ ..] | ["fs", name, rest @ ..]
+                if strs[0] == "std" || self.fs_imported =>
+            {
+                PATH_FILE_CALLS.contains(name)
+                    || (*name == "File"
+                        && rest
+                            .first()
+                            .is_some_and(|m| matches!(*m, "open" | "create" | "options")))
+            }
+            ["File", method, ..] => matches!(*method, "open" | "create" | "options"),
+            ["OpenOptions", ..] => true,
+            [name] => self.imported.contains(*name),
+            _ => false,
+        };
+        if bad {
+            self.found.push(strs.join("::"));
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for OtherFileApis {
+    fn visit_item(&mut self, item: &'ast syn::Item) {
+        if !item_is_test_only(item) {
+            visit::visit_item(self, item);
+        }
+    }
+
+    fn visit_item_fn(&mut self, item: &'ast syn::ItemFn) {
+        if !is_test_only(&item.attrs) {
+            visit::visit_item_fn(self, item);
+        }
+    }
+
+    fn visit_impl_item_fn(&mut self, item: &'ast syn::ImplItemFn) {
+        if !is_test_only(&item.attrs) {
+            visit::visit_impl_item_fn(self, item);
+        }
+    }
+
+    fn visit_item_use(&mut self, item: &'ast syn::ItemUse) {
+        fn walk(tree: &syn::UseTree, path: &mut Vec<String>, apis: &mut OtherFileApis) {
+            match tree {
+                syn::UseTree::Path(p) => {
+                    path.push(p.ident.to_string());
+                    walk(&p.tree, path, apis);
+                    path.pop();
+                }
+                syn::UseTree::Name(n) => {
+                    let mut full = path.clone();
+                    full.push(n.ident.to_string());
+                    if full == ["std", "fs"] {
+                        apis.fs_imported = true;
+                    } else if full.len() == 3 && full[..2] == ["std", "fs"] {
+                        if PATH_FILE_CALLS.contains(&full[2].as_str()) {
+                            apis.imported.insert(full[2].clone());
+                        }
+                    } else {
+                        apis.check(&full);
+                    }
+                }
+                syn::UseTree::Rename(r) => {
+                    let mut full = path.clone();
+                    full.push(r.ident.to_string());
+                    apis.check(&full);
+                }
+                syn::UseTree::Group(g) => {
+                    for tree in &g.items {
+                        walk(tree, path, apis);
+                    }
+                }
+                syn::UseTree::Glob(_) => {
+                    if path.as_slice() == ["std", "fs"] || path.as_slice() == ["tokio", "fs"] {
+                        apis.found.push(format!("{}::*", path.join("::")));
+                    }
+                }
+            }
+        }
+        walk(&item.tree, &mut Vec::new(), self);
+    }
+
+    fn visit_path(&mut self, path: &'ast syn::Path) {
+        let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+        self.check(&segments);
+        visit::visit_path(self, path);
+    }
+}
+
+fn other_file_apis(text: &str) -> Vec<String> {
+    let Ok(file) = syn::parse_file(text) else {
+        return vec!["does not parse".into()];
+    };
+    let mut apis = OtherFileApis::default();
+    apis.visit_file(&file);
+    apis.found
+}
+
+#[test]
+fn the_users_files_are_touched_only_through_the_one_way() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut found = Vec::new();
+    for file in ONE_WAY_FILES {
+        let path = root.join(file);
+        if !path.exists() {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        found.extend(
+            other_file_apis(&text)
+                .into_iter()
+                .map(|api| format!("{file}: {api}")),
+        );
+    }
+    let checked = ONE_WAY_FILES
+        .iter()
+        .filter(|f| root.join(f).exists())
+        .count();
+    assert!(checked >= 18, "the sources were not found: {checked}");
+    assert!(
+        found.is_empty(),
+        "the user's files are reached through talaria-files (a held root, no link \
+         followed), not:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_one_way_rule_sees_every_other_file_api() {
+    let planted = r#"
+        use std::fs;
+        use std::fs::read_to_string;
+        fn a() { let _ = std::fs::write("x", "y"); }
+        fn b() { let _ = fs::remove_file("x"); }
+        fn c() { let _ = read_to_string("x"); }
+        async fn d() { let _ = tokio::fs::read("x").await; }
+        fn e() { let _ = std::fs::File::create("x"); }
+        fn f() { let _ = File::open("x"); }
+        fn g() { let _ = std::fs::OpenOptions::new(); }
+        fn ok(fd: std::os::fd::OwnedFd) { let _ = std::fs::File::from(fd); let _ = std::fs::canonicalize("x"); }
+        #[cfg(test)]
+        mod tests { fn t() { let _ = std::fs::write("x", "y"); } }
+    "#;
+    let found = other_file_apis(planted);
+    assert_eq!(found.len(), 7, "{found:#?}");
+}

@@ -709,3 +709,122 @@ async fn every_kind_of_task_gets_every_output_and_an_output_not_written_fails_th
         "{summary}"
     );
 }
+
+#[tokio::test]
+async fn sigterm_marks_the_running_tasks_interrupted_and_resume_runs_them_again() {
+    let env = TestEnv::new(vec![]).await;
+    let dir = tempfile::tempdir().expect("dir");
+    let mut lines = Vec::new();
+    for n in 0..2 {
+        let marker = format!("[task h{n}]");
+        // A turn that streams, then waits; resumed, it answers.
+        env.mock.script_for_prompt(
+            &marker,
+            vec![
+                MockReply::Hang {
+                    chunks: vec!["working".into()],
+                },
+                MockReply::text(&["finished ", &n.to_string()]),
+            ],
+        );
+        lines.push(json!({"id": format!("h{n}"), "prompt": format!("{marker} go")}));
+    }
+    for n in 0..2 {
+        let marker = format!("[task q{n}]");
+        env.mock
+            .script_for_prompt(&marker, vec![MockReply::text(&["queued ", &n.to_string()])]);
+        lines.push(json!({"id": format!("q{n}"), "prompt": format!("{marker} go")}));
+    }
+    let dataset = dir.path().join("tasks.jsonl");
+    write_lines(&dataset, &lines);
+    let out = dir.path().join("out");
+    let args = [
+        dataset.to_str().expect("utf-8"),
+        "--out",
+        out.to_str().expect("utf-8"),
+        "--parallel",
+        "2",
+    ];
+    let child = tokio::process::Command::new(talaria_bin())
+        .arg("batch")
+        .args(args)
+        .env_clear()
+        .envs(env.env())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("batch");
+    // Both hanging tasks are streaming; the two others wait for a slot.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while env
+        .mock
+        .requests()
+        .iter()
+        .filter(|r| r.body["messages"].to_string().contains("[task h"))
+        .count()
+        < 2
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the tasks did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let pid = child.id().expect("pid");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(pid).expect("pid")),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("terminated");
+    let ended = tokio::time::timeout(WAIT, child.wait_with_output())
+        .await
+        .expect("the batch ends on SIGTERM")
+        .expect("waited");
+    let said = String::from_utf8_lossy(&ended.stderr).to_string();
+    assert_eq!(ended.status.code(), Some(1), "{said}");
+    assert!(said.contains("--resume"), "{said}");
+    let marked = results(&out);
+    assert_eq!(
+        marked.keys().cloned().collect::<HashSet<_>>(),
+        HashSet::from(["h0".to_string(), "h1".to_string()]),
+        "the running tasks are marked, the waiting ones not started: {said}"
+    );
+    for result in marked.values() {
+        assert_eq!(result["verdict"], "interrupted", "{result}");
+        // The session's record says where the turn stopped.
+        let session = result["session_id"].as_str().expect("session");
+        let store =
+            talaria_store::SqliteStore::open(&env.home.path().join("talaria").join("state.db"))
+                .expect("store");
+        let (_, transcript) =
+            talaria_store::SessionStore::load(&store, session).expect("the task's session");
+        assert!(
+            transcript
+                .entries()
+                .iter()
+                .any(|e| matches!(e.body, talaria_record::EntryBody::Interrupted { .. })),
+            "{session} is not marked interrupted"
+        );
+    }
+    let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary");
+    assert!(
+        summary.contains("| interrupted (run again with --resume) | 2 |"),
+        "{summary}"
+    );
+    // Resumed, the interrupted tasks and the waiting ones run; the finished none again.
+    let mut resumed = args.to_vec();
+    resumed.push("--resume");
+    let (code, said) = batch_run(&env, &resumed).await;
+    assert_eq!(code, Some(0), "{said}");
+    let text = std::fs::read_to_string(out.join("results.jsonl")).expect("results");
+    let mut last: HashMap<String, Value> = HashMap::new();
+    for line in text.lines() {
+        let result: Value = serde_json::from_str(line).expect("a whole line");
+        last.insert(result["id"].as_str().expect("id").to_string(), result);
+    }
+    assert_eq!(last.len(), 4);
+    for (id, result) in &last {
+        assert_eq!(result["verdict"], "done", "{id}: {result}");
+    }
+}

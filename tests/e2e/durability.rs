@@ -292,31 +292,105 @@ async fn a_session_has_one_live_writer_across_processes() {
     assert!(loaded.get("result").is_some(), "{loaded}");
 }
 
-/// A small file system the test makes (tmpfs), or why it cannot.
+/// A small file system (a tmpfs) the test makes without privileges: mounted in a user and
+/// mount namespace of its own, kept by a holder process for as long as this value lives.
+/// The agent runs in that namespace ([`SmallDisk::spawn`]); the test reaches the files
+/// through the holder's view ([`SmallDisk::outside`], `/proc/PID/root`). Where the kernel
+/// refuses unprivileged user namespaces the test fails, saying so: it never passes untried.
 pub(crate) struct SmallDisk {
+    /// Where it is mounted, as the agent sees it.
     pub(crate) path: PathBuf,
+    holder: std::process::Child,
 }
 
 impl SmallDisk {
-    pub(crate) fn mount(path: &Path, size: &str) -> Result<Self, String> {
-        std::fs::create_dir_all(path).map_err(|e| e.to_string())?;
-        let status = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(path)
-            .status()
-            .map_err(|e| format!("mount cannot run: {e}"))?;
-        if status.success() {
-            Ok(Self {
-                path: path.to_path_buf(),
-            })
-        } else {
-            Err(format!("mount failed ({status}): mounting needs root"))
+    pub(crate) fn mount(path: &Path, size: &str) -> Self {
+        use std::io::BufRead;
+        std::fs::create_dir_all(path).expect("mount point");
+        let script = format!(
+            "mount -t tmpfs -o size={size} tmpfs '{}' && echo mounted && exec sleep 3600",
+            path.display()
+        );
+        let mut holder = std::process::Command::new("unshare")
+            .args(["--user", "--map-root-user", "--mount", "sh", "-c", &script])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("unshare (util-linux) runs");
+        let mut said = String::new();
+        let stdout = holder.stdout.take().expect("stdout");
+        let _ = std::io::BufReader::new(stdout).read_line(&mut said);
+        if said.trim() != "mounted" {
+            let _ = holder.kill();
+            let mut why = String::new();
+            if let Some(mut stderr) = holder.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut stderr, &mut why);
+            }
+            panic!(
+                "a small disk cannot be made here: a tmpfs in an unprivileged user namespace \
+                 was refused ({why}); this test needs user namespaces \
+                 (kernel.unprivileged_userns_clone=1)"
+            );
+        }
+        Self {
+            path: path.to_path_buf(),
+            holder,
         }
     }
 
-    /// Fills the file system; returns the filler to remove.
+    /// `inside` (a path on the disk as the agent sees it) as the test reaches it.
+    pub(crate) fn outside(&self, inside: &Path) -> PathBuf {
+        PathBuf::from(format!(
+            "/proc/{}/root{}",
+            self.holder.id(),
+            inside.display()
+        ))
+    }
+
+    /// A copy of the SQLite store at `inside` (with its write-ahead log), to open from this
+    /// test: SQLite resolves the `/proc/PID/root` link to this namespace's own (empty) view.
+    pub(crate) fn store_copy(&self, inside: &Path) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().expect("dir");
+        let copy = dir.path().join("state.db");
+        std::fs::copy(self.outside(inside), &copy).expect("copy the store");
+        for suffix in ["-wal", "-shm"] {
+            let from = self.outside(Path::new(&format!("{}{suffix}", inside.display())));
+            if from.exists() {
+                std::fs::copy(&from, format!("{}{suffix}", copy.display())).expect("copy");
+            }
+        }
+        (dir, copy)
+    }
+
+    /// An agent of `env` running where the disk is mounted.
+    pub(crate) async fn spawn(&self, env: &TestEnv) -> talaria_harness::AgentProcess {
+        let pid = self.holder.id().to_string();
+        let talaria = talaria_harness::binary::talaria_bin();
+        let talaria = talaria.display().to_string();
+        let args = [
+            "--user",
+            "--mount",
+            "--preserve-credentials",
+            "--target",
+            pid.as_str(),
+            "--",
+            talaria.as_str(),
+            "acp",
+        ];
+        talaria_harness::AgentProcess::spawn_as(
+            Path::new("nsenter"),
+            &args,
+            &env.env(),
+            talaria_harness::WireFraming::NewlineDelimited,
+            None,
+        )
+        .await
+        .expect("the agent starts where the small disk is")
+    }
+
+    /// Fills the file system; returns the filler to remove (as the test reaches it).
     pub(crate) fn fill(&self) -> PathBuf {
-        let filler = self.path.join("filler");
+        let filler = self.outside(&self.path.join("filler"));
         let _ = std::process::Command::new("dd")
             .args(["if=/dev/zero", "bs=64k"])
             .arg(format!("of={}", filler.display()))
@@ -328,10 +402,8 @@ impl SmallDisk {
 
 impl Drop for SmallDisk {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(&self.path)
-            .status();
+        let _ = self.holder.kill();
+        let _ = self.holder.wait();
     }
 }
 
@@ -353,17 +425,11 @@ async fn a_full_disk_is_told_and_the_record_heals_without_holes() {
     ])
     .await;
     let disk_path = env.home.path().join("small");
-    let disk = match SmallDisk::mount(&disk_path, "2m") {
-        Ok(disk) => disk,
-        Err(why) => {
-            eprintln!("skipped: {why}");
-            return;
-        }
-    };
+    let disk = SmallDisk::mount(&disk_path, "2m");
     let home = disk.path.join("talaria");
     env.extra_env
         .push(("TALARIA_HOME".into(), home.display().to_string()));
-    let mut agent = env.spawn().await;
+    let mut agent = disk.spawn(&env).await;
     let session = agent
         .start_session(env.workspace.path())
         .await
@@ -393,7 +459,8 @@ async fn a_full_disk_is_told_and_the_record_heals_without_holes() {
     }
     agent.close_stdin();
     let _ = agent.wait_exit(WAIT).await;
-    let store = SqliteStore::open(&home.join("state.db")).expect("open");
+    let (_copy, copied) = disk.store_copy(&home.join("state.db"));
+    let store = SqliteStore::open(&copied).expect("open");
     let (_, transcript) = store.load(&session).expect("load");
     assert!(transcript.validate().is_ok());
     assert_eq!(
@@ -759,4 +826,140 @@ async fn two_processes_on_an_old_store_with_a_slow_migration_both_end_up_saving(
         assert!(["first", "second"].contains(&texts[0].as_str()), "{answer}");
     }
     assert_eq!(store.search("walrus", 5).expect("search").len(), 1);
+}
+
+#[tokio::test]
+async fn a_second_sigint_while_another_process_migrates_loses_no_answered_turn_unnamed() {
+    let mut env = TestEnv::new(vec![MockReply::text(&["answered during the migration"])]).await;
+    old_store(&store_path(&env));
+    grow_old_store(&store_path(&env), 20_000);
+    // The migrator holds the migration's transaction for 8 s.
+    env.extra_env
+        .push(("TALARIA_TEST_MIGRATION_PAUSE_MS".into(), "8000".into()));
+    let mut migrator = env.spawn().await;
+    let _ = migrator
+        .start_session(env.workspace.path())
+        .await
+        .expect("session");
+    env.extra_env.pop();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // This process cannot open the store meanwhile: its turn is answered, then stopped
+    // twice.
+    let mut agent = env.spawn().await;
+    let session = agent
+        .start_session(env.workspace.path())
+        .await
+        .expect("session");
+    let (response, _) = prompt(&mut agent, &session, "go").await;
+    assert_eq!(stop_reason(&response), "end_turn");
+    let pid = nix::unistd::Pid::from_raw(agent.pid().expect("pid") as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("signal");
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+    let status = agent.wait_exit(WAIT).await.expect("exits");
+    assert!(matches!(status.code(), Some(0 | 130)), "{status:?}");
+    let said = agent.stderr();
+    assert!(
+        said.lines()
+            .any(|l| l.contains("has not taken yet") && l.contains(&session)),
+        "the waiting turn was not named: {said}"
+    );
+    // Once the migration is done, the next process writes the turn from the spool.
+    migrator.close_stdin();
+    let _ = migrator.wait_exit(Duration::from_secs(40)).await;
+    let mut next = initialized(&env).await;
+    // It opens (and migrates) the store in the background, then writes what was spooled.
+    next.request("session/list", json!({}))
+        .await
+        .expect("answered");
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let stored = SqliteStore::open(&store_path(&env))
+            .and_then(|store| store.load(&session))
+            .map(|(_, transcript)| assistant_texts(&transcript))
+            .unwrap_or_default();
+        if stored == ["answered during the migration"] {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "the answered turn was lost: {stored:?}\n{said}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    next.close_stdin();
+    let _ = next.wait_exit(WAIT).await;
+}
+
+#[tokio::test]
+async fn a_second_sigint_during_a_migration_keeps_the_running_turns_prompt_and_names_the_rest() {
+    let mut env = TestEnv::new(vec![MockReply::Hang {
+        chunks: vec!["a partial answer ".into()],
+    }])
+    .await;
+    old_store(&store_path(&env));
+    grow_old_store(&store_path(&env), 20_000);
+    env.extra_env
+        .push(("TALARIA_TEST_MIGRATION_PAUSE_MS".into(), "8000".into()));
+    let mut migrator = env.spawn().await;
+    let _ = migrator
+        .start_session(env.workspace.path())
+        .await
+        .expect("session");
+    env.extra_env.pop();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut agent = env.spawn().await;
+    let session = agent
+        .start_session(env.workspace.path())
+        .await
+        .expect("session");
+    // A turn streams (and hangs) while the store cannot be opened; then two SIGINTs.
+    agent
+        .start_request(
+            "session/prompt",
+            text_prompt(&session, "the running question"),
+        )
+        .await
+        .expect("prompt");
+    agent
+        .wait_for(WAIT, |m| m.to_string().contains("a partial answer"))
+        .await
+        .expect("streaming");
+    let pid = nix::unistd::Pid::from_raw(agent.pid().expect("pid") as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("signal");
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+    let status = agent.wait_exit(WAIT).await.expect("exits");
+    assert!(matches!(status.code(), Some(0 | 130)), "{status:?}");
+    let said = agent.stderr();
+    assert!(
+        said.lines()
+            .any(|l| l.contains("running turns are ended") && l.contains(&session)),
+        "the running turn was not named: {said}"
+    );
+    migrator.close_stdin();
+    let _ = migrator.wait_exit(Duration::from_secs(40)).await;
+    let mut next = initialized(&env).await;
+    next.request("session/list", json!({}))
+        .await
+        .expect("answered");
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let prompt_kept = SqliteStore::open(&store_path(&env))
+            .and_then(|store| store.load(&session))
+            .is_ok_and(|(_, transcript)| {
+                serde_json::to_string(&transcript)
+                    .is_ok_and(|text| text.contains("the running question"))
+            });
+        if prompt_kept {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "the running turn's prompt was lost\n{said}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    next.close_stdin();
+    let _ = next.wait_exit(WAIT).await;
 }

@@ -531,7 +531,9 @@ async fn the_rewind_command_goes_back_a_prompt_with_its_files_and_is_offered_as_
         told.contains("Rewound to before your message \"change things\""),
         "{told}"
     );
-    assert!(told.contains("Files put back"), "{told}");
+    assert!(told.contains("1 turn left the conversation"), "{told}");
+    assert!(told.contains(" files put back: "), "{told}");
+    assert!(!told.contains("record entries"), "{told}");
     assert_eq!(snapshot(dir), before);
     // The command's answer is not recorded and no model was asked for it.
     assert_eq!(env.mock.requests().len(), 4);

@@ -117,28 +117,26 @@ async fn a_salvage_on_a_full_disk_keeps_the_damaged_store_says_what_it_needs_and
     let mut env = TestEnv::new(Vec::<MockReply>::new()).await;
     let disk_path = env.home.path().join("small");
     let size = std::fs::metadata(&template).expect("size").len();
-    let disk = match crate::durability::SmallDisk::mount(
-        &disk_path,
-        &format!("{}k", size * 4 / 1024 + 1024),
-    ) {
-        Ok(disk) => disk,
-        Err(why) => {
-            eprintln!("skipped: {why}");
-            return;
-        }
-    };
+    let disk =
+        crate::durability::SmallDisk::mount(&disk_path, &format!("{}k", size * 4 / 1024 + 1024));
+    // The home as the agent sees it, and as this test reaches it.
     let home = disk.path.join("talaria");
-    std::fs::create_dir_all(&home).expect("home");
-    let path = home.join("state.db");
+    let reached = disk.outside(&home);
+    std::fs::create_dir_all(&reached).expect("home");
+    let path = reached.join("state.db");
     std::fs::copy(&template, &path).expect("the damaged store");
     // Room for SQLite to open the damaged file, not for the store a salvage builds.
-    let spare = disk.path.join("spare");
+    let spare = disk.outside(&disk.path.join("spare"));
     std::fs::write(&spare, vec![0u8; 256 * 1024]).expect("spare");
     let filler = disk.fill();
     std::fs::remove_file(&spare).expect("a little room");
     env.extra_env
         .push(("TALARIA_HOME".into(), home.display().to_string()));
-    let mut agent = initialized(&env).await;
+    let mut agent = disk.spawn(&env).await;
+    agent
+        .call("initialize", serde_json::json!({"protocolVersion": 1}))
+        .await
+        .expect("initialize");
     let session = agent
         .start_session(env.workspace.path())
         .await
@@ -151,7 +149,10 @@ async fn a_salvage_on_a_full_disk_keeps_the_damaged_store_says_what_it_needs_and
         .await
         .map(|m| notice_text(&m["params"]["update"]).unwrap_or_default())
         .unwrap_or_else(|e| panic!("not told what the salvage needs: {e}\n{}", agent.stderr()));
-    assert!(told.contains(&path.display().to_string()), "{told}");
+    assert!(
+        told.contains(&home.join("state.db").display().to_string()),
+        "{told}"
+    );
     // The damaged store is where it was, whole.
     assert_eq!(std::fs::metadata(&path).expect("kept").len(), size);
     std::fs::remove_file(&filler).expect("space back");
@@ -165,7 +166,8 @@ async fn a_salvage_on_a_full_disk_keeps_the_damaged_store_says_what_it_needs_and
     agent.close_stdin();
     agent.wait_exit(WAIT).await.expect("exits");
     // Everything that reads, and the session started meanwhile.
-    assert_eq!(kept_sessions(&path), expected + 1);
+    let (_copy, copied) = disk.store_copy(&home.join("state.db"));
+    assert_eq!(kept_sessions(&copied), expected + 1);
     let notices: Vec<String> = agent
         .transcript
         .iter()

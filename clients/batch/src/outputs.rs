@@ -3,7 +3,7 @@
 //! `problems.jsonl` (the dataset's bad lines) and `summary.md`.
 
 use std::collections::HashSet;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -28,6 +28,9 @@ pub enum Verdict {
     SetupFailed,
     /// The workspace, the agent or the model failed (`error_class` says which).
     Error,
+    /// The run was stopped (SIGTERM, SIGINT, SIGHUP) while the task ran: its turn was
+    /// cancelled and recorded as interrupted. Not finished: `--resume` runs it again.
+    Interrupted,
 }
 
 impl Verdict {
@@ -113,9 +116,12 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> OutputError + '_ {
     }
 }
 
-/// The output folder of a batch.
+/// The output folder of a batch, held: every output is written below it through the one way
+/// to files (`talaria-files`), so a folder inside a task's workspace that a command swaps
+/// for a link, or a name it plants there, is never written through.
 pub struct OutputDir {
     dir: PathBuf,
+    held: talaria_files::Root,
     results: std::fs::File,
     /// The results already there when a run resumed, and those written since.
     finished: Vec<TaskResult>,
@@ -125,26 +131,27 @@ impl OutputDir {
     /// Opens `dir` (created if needed). Without `resume`, a folder with results is refused;
     /// with it, the finished tasks are read (a line cut by a kill is dropped).
     pub fn open(dir: &Path, resume: bool) -> Result<Self, OutputError> {
-        std::fs::create_dir_all(dir.join("trajectories")).map_err(io(dir))?;
+        let held = held_folder(dir)?;
+        held.make_dirs(Path::new("trajectories"))
+            .map_err(|e| io(dir)(e.into()))?;
         let path = dir.join("results.jsonl");
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-            Err(e) => return Err(io(&path)(e)),
-        };
+        let results = held
+            .as_dir()
+            .open_append("results.jsonl".as_ref())
+            .map_err(|e| io(&path)(e.into()))?;
+        let mut text = String::new();
+        (&results).read_to_string(&mut text).map_err(io(&path))?;
         if !resume && !text.trim().is_empty() {
             return Err(OutputError::NotEmpty(dir.to_path_buf()));
         }
-        let (finished, whole_bytes) = read_results(&text);
-        let results = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(io(&path))?;
+        let (mut finished, whole_bytes) = read_results(&text);
+        // What an earlier run marked interrupted runs again: its line stays, it counts no more.
+        finished.retain(|r| r.verdict != Verdict::Interrupted);
         // A line a kill cut short goes: the next result starts on a line of its own.
         results.set_len(whole_bytes as u64).map_err(io(&path))?;
         Ok(Self {
             dir: dir.to_path_buf(),
+            held,
             results,
             finished,
         })
@@ -154,9 +161,13 @@ impl OutputDir {
         &self.dir
     }
 
-    /// The ids already finished.
+    /// The ids already finished (an interrupted task is not: it runs again).
     pub fn finished_ids(&self) -> HashSet<String> {
-        self.finished.iter().map(|r| r.id.clone()).collect()
+        self.finished
+            .iter()
+            .filter(|r| r.verdict != Verdict::Interrupted)
+            .map(|r| r.id.clone())
+            .collect()
     }
 
     /// Writes a task's trajectory, then its result (synced before this returns). A
@@ -169,26 +180,28 @@ impl OutputDir {
         format: TrajectoryFormat,
     ) -> Result<(), OutputError> {
         if let Some(trajectory) = trajectory
-            && let Err(error) = write_trajectory(&self.dir, &result.id, trajectory, format)
+            && let Err(error) = write_trajectory(&self.held, &result.id, trajectory, format)
         {
             result.unwritten.push(format!("trajectory: {error}"));
         }
         let path = self.dir.join("results.jsonl");
         let mut line = serde_json::to_string(&result).unwrap_or_default();
         line.push('\n');
+        talaria_util::failpoint::step("batch::result::before");
         self.results
             .write_all(line.as_bytes())
             .and_then(|()| self.results.sync_data())
             .map_err(io(&path))?;
+        talaria_util::failpoint::step("batch::result::after");
         self.finished.push(result);
         Ok(())
     }
 
     /// `problems.jsonl` and `summary.md`, from every result in the folder.
     pub fn write_summary(&self, problems: &[Problem], wall_s: f64) -> Result<(), OutputError> {
-        write_problems(&self.dir, problems)?;
-        let path = self.dir.join("summary.md");
-        std::fs::write(&path, summary(&self.finished, problems, wall_s)).map_err(io(&path))
+        write_problems(&self.held, problems)?;
+        let text = summary(&self.finished, problems, wall_s);
+        replace(&self.held, Path::new("summary.md"), text.as_bytes(), false)
     }
 
     pub fn results(&self) -> &[TaskResult] {
@@ -220,9 +233,28 @@ fn read_results(text: &str) -> (Vec<TaskResult>, usize) {
     (results, whole)
 }
 
+/// The output folder `dir` (made when missing), held.
+pub fn held_folder(dir: &Path) -> Result<talaria_files::Root, OutputError> {
+    talaria_files::Root::open_making(dir, std::sync::Arc::new(talaria_files::Unguarded))
+        .map_err(|e| io(dir)(e.into()))
+}
+
+/// Replaces `relative` below `held` whole (synced first when `sync`): a new file made
+/// exclusively beside it, renamed within its folder.
+fn replace(
+    held: &talaria_files::Root,
+    relative: &Path,
+    bytes: &[u8],
+    sync: bool,
+) -> Result<(), OutputError> {
+    let how = talaria_files::Replace { mode: None, sync };
+    held.replace(relative, bytes, &how)
+        .map_err(|e| io(&held.shown().join(relative))(e.into()))
+}
+
 /// `DIR/trajectories/ID.json` in `format`.
 pub fn write_trajectory(
-    dir: &Path,
+    dir: &talaria_files::Root,
     id: &str,
     trajectory: &Value,
     format: TrajectoryFormat,
@@ -231,26 +263,24 @@ pub fn write_trajectory(
         TrajectoryFormat::OpenAi => trajectory.clone(),
         TrajectoryFormat::ShareGpt => crate::sharegpt::from_openai(trajectory),
     };
-    let path = dir.join("trajectories").join(format!("{id}.json"));
-    let aside = path.with_extension("json.partial");
+    let relative = Path::new("trajectories").join(format!("{id}.json"));
     let text = serde_json::to_vec_pretty(&shaped).unwrap_or_default();
     // Synced before it is renamed: the result line that follows never names a trajectory
     // a power cut could lose.
-    std::fs::File::create(&aside)
-        .and_then(|mut file| file.write_all(&text).and_then(|()| file.sync_data()))
-        .and_then(|()| std::fs::rename(&aside, &path))
-        .map_err(io(&path))
+    talaria_util::failpoint::step("batch::trajectory::before");
+    replace(dir, &relative, &text, true)?;
+    talaria_util::failpoint::step("batch::trajectory::after");
+    Ok(())
 }
 
 /// `DIR/problems.jsonl`: the dataset's bad lines.
-pub fn write_problems(dir: &Path, problems: &[Problem]) -> Result<(), OutputError> {
-    let path = dir.join("problems.jsonl");
+pub fn write_problems(dir: &talaria_files::Root, problems: &[Problem]) -> Result<(), OutputError> {
     let text: String = problems
         .iter()
         .filter_map(|p| serde_json::to_string(p).ok())
         .map(|line| line + "\n")
         .collect();
-    std::fs::write(&path, text).map_err(io(&path))
+    replace(dir, Path::new("problems.jsonl"), text.as_bytes(), false)
 }
 
 /// `summary.md`: totals, verdicts, and the tasks that did not pass.
@@ -261,7 +291,7 @@ pub fn summary(results: &[TaskResult], problems: &[Problem], wall_s: f64) -> Str
     let calls: u64 = results.iter().map(|r| r.model_calls).sum();
     let cost: f64 = results.iter().filter_map(|r| r.cost).sum();
     let mut out = format!(
-        "# Batch summary\n\n| | |\n|---|---|\n| tasks finished | {} |\n| pass | {} |\n| fail | {} |\n| done (no check) | {} |\n| timeout | {} |\n| setup failed | {} |\n| error | {} |\n| bad dataset lines | {} |\n| tasks with outputs not written | {} |\n| model calls | {calls} |\n| tokens in / out | {tokens_in} / {tokens_out} |\n| cost (USD) | {cost:.4} |\n| wall time (s) | {wall_s:.1} |\n",
+        "# Batch summary\n\n| | |\n|---|---|\n| tasks finished | {} |\n| pass | {} |\n| fail | {} |\n| done (no check) | {} |\n| timeout | {} |\n| setup failed | {} |\n| error | {} |\n| interrupted (run again with --resume) | {} |\n| bad dataset lines | {} |\n| tasks with outputs not written | {} |\n| model calls | {calls} |\n| tokens in / out | {tokens_in} / {tokens_out} |\n| cost (USD) | {cost:.4} |\n| wall time (s) | {wall_s:.1} |\n",
         results.len(),
         count(Verdict::Pass),
         count(Verdict::Fail),
@@ -269,6 +299,7 @@ pub fn summary(results: &[TaskResult], problems: &[Problem], wall_s: f64) -> Str
         count(Verdict::Timeout),
         count(Verdict::SetupFailed),
         count(Verdict::Error),
+        count(Verdict::Interrupted),
         problems.len(),
         results.iter().filter(|r| !r.unwritten.is_empty()).count(),
     );

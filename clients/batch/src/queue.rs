@@ -217,7 +217,8 @@ impl Queue {
             .trajectory
             .as_ref()
             .map(|t| serde_json::to_string(t).unwrap_or_default());
-        self.with(|client| {
+        talaria_util::failpoint::step("batch::queue_result::before");
+        let finished = self.with(|client| {
             client.execute(
                 "UPDATE talaria_batch_tasks SET state = 'done', result = $4::text::jsonb,
                      trajectory = $5::text::jsonb, finished_at = now(), lease_until = NULL
@@ -230,8 +231,9 @@ impl Queue {
                     &trajectory,
                 ],
             )
-        })
-        .map(|rows| rows == 1)
+        });
+        talaria_util::failpoint::step("batch::queue_result::after");
+        finished.map(|rows| rows == 1)
     }
 
     /// Tasks in the batch, and how many are done.
@@ -366,7 +368,10 @@ async fn run_held(
     options: &WorkerOptions,
     at: &TaskAt,
 ) -> TaskOutcome {
-    let running = run_task(agent, at, &options.places);
+    // A worker's tasks are not stopped here: a stopped worker's leases run out and its
+    // tasks are taken again.
+    let never = tokio_util::sync::CancellationToken::new();
+    let running = run_task(agent, at, &options.places, &never);
     tokio::pin!(running);
     loop {
         tokio::select! {

@@ -19,6 +19,9 @@ use crate::workspace;
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(600);
 /// After a timeout's cancel, how long the turn has to end.
 const CANCEL_GRACE: Duration = Duration::from_secs(30);
+/// When the run is stopped, how long a task's cancelled turn and close have to end (the
+/// process is stopping: the agent's own stop bounds the rest).
+const STOP_GRACE: Duration = Duration::from_secs(2);
 
 /// Where a task's files go.
 #[derive(Debug, Clone)]
@@ -81,8 +84,14 @@ fn failed(result: &mut TaskResult, agent: &AgentLink, class: &str, error: String
     result.error = Some(error);
 }
 
-/// Runs one task as one session of `agent`.
-pub async fn run_task(agent: &AgentLink, at: &TaskAt, places: &TaskPlaces) -> TaskOutcome {
+/// Runs one task as one session of `agent`; when `stop` fires (the run is stopped) its turn
+/// is cancelled and the task ends [`Verdict::Interrupted`].
+pub async fn run_task(
+    agent: &AgentLink,
+    at: &TaskAt,
+    places: &TaskPlaces,
+    stop: &tokio_util::sync::CancellationToken,
+) -> TaskOutcome {
     let started = Instant::now();
     let mut result = blank_result(at);
     let task = at.task.clone();
@@ -109,10 +118,17 @@ pub async fn run_task(agent: &AgentLink, at: &TaskAt, places: &TaskPlaces) -> Ta
         }
     };
     result.session_id = Some(session.clone());
-    let answered = run_session(agent, at, &session, &mut result).await;
-    let _ = agent
-        .call("session/close", json!({"sessionId": session}))
-        .await;
+    let (answered, stopped) = tokio::select! {
+        answered = run_session(agent, at, &session, &mut result) => (answered, false),
+        () = stop.cancelled() => (false, true),
+    };
+    let close = agent.call("session/close", json!({"sessionId": session}));
+    if stopped {
+        interrupted(agent, &session, &mut result).await;
+        let _ = tokio::time::timeout(STOP_GRACE, close).await;
+    } else {
+        let _ = close.await;
+    }
     let tally = agent.tally(&session);
     agent.forget(&session);
     result.tool_calls = tally.tool_calls;
@@ -135,6 +151,22 @@ pub async fn run_task(agent: &AgentLink, at: &TaskAt, places: &TaskPlaces) -> Ta
     // The throwaway workspace is removed off the runtime's threads too.
     let _ = tokio::task::spawn_blocking(move || drop(workspace)).await;
     finish(result, trajectory, started)
+}
+
+/// The run was stopped while the task ran: its turn is cancelled (the agent records it as
+/// interrupted) and the task is marked so; `--resume` runs it again.
+async fn interrupted(agent: &AgentLink, session: &str, result: &mut TaskResult) {
+    agent
+        .notify("session/cancel", json!({"sessionId": session}))
+        .await;
+    result.verdict = Verdict::Interrupted;
+    result.stop_reason = Some("cancelled".into());
+    result.error_class = Some("interrupted".into());
+    result.error = Some(
+        "the run was stopped while the task ran; its turn was cancelled (--resume runs it \
+         again)"
+            .into(),
+    );
 }
 
 fn finish(mut result: TaskResult, trajectory: Option<Value>, started: Instant) -> TaskOutcome {
@@ -300,28 +332,40 @@ async fn prompt(agent: &AgentLink, at: &TaskAt, session: &str) -> TurnEnd {
     }
 }
 
+/// The most a trajectory the agent kept may hold.
+const MAX_TRAJECTORY_BYTES: u64 = 1 << 30;
+
 /// Why a task's trajectory is not there to copy.
 #[derive(Debug, thiserror::Error)]
 enum NoTrajectory {
     #[error("the agent wrote none to {0} (its log says why)")]
     NotWritten(String),
-    #[error("{0}: {1}")]
-    Unreadable(String, std::io::Error),
+    #[error("{0}")]
+    Unreadable(talaria_files::FileError),
     #[error("{0} is not JSON: {1}")]
     NotJson(String, serde_json::Error),
     #[error("reading it stopped: {0}")]
     Stopped(String),
 }
 
-/// The trajectory the agent kept (the file is removed); else why there is none.
+/// The trajectory the agent kept (the file is removed), read through the one way to files:
+/// a link a task's command planted at its name is neither followed nor read; else why
+/// there is none.
 fn read_trajectory(path: &Path) -> Result<Value, NoTrajectory> {
     let shown = || path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => NoTrajectory::NotWritten(shown()),
-        _ => NoTrajectory::Unreadable(shown(), e),
-    })?;
-    let _ = std::fs::remove_file(path);
-    serde_json::from_str(&text).map_err(|e| NoTrajectory::NotJson(shown(), e))
+    let (Some(folder), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(NoTrajectory::NotWritten(shown()));
+    };
+    let missing = |e| match e {
+        talaria_files::FileError::NotFound(_) => NoTrajectory::NotWritten(shown()),
+        other => NoTrajectory::Unreadable(other),
+    };
+    let folder = talaria_files::Root::open(folder, std::sync::Arc::new(talaria_files::Unguarded))
+        .map_err(missing)?;
+    let read = folder.as_dir().read(name, MAX_TRAJECTORY_BYTES);
+    let _ = folder.as_dir().remove(name);
+    let bytes = read.map_err(missing)?;
+    serde_json::from_slice(&bytes).map_err(|e| NoTrajectory::NotJson(shown(), e))
 }
 
 /// The trajectory's figures into `result`.
@@ -345,6 +389,8 @@ pub struct RunOptions {
     pub places: TaskPlaces,
     /// No progress on stderr.
     pub quiet: bool,
+    /// Stops the run: no task starts after it, the running ones end interrupted.
+    pub stop: tokio_util::sync::CancellationToken,
 }
 
 /// Why a batch stopped early.
@@ -354,6 +400,11 @@ pub enum RunError {
     Output(#[from] OutputError),
     #[error("the agent ended with {0} tasks unfinished: run again with --resume")]
     AgentGone(usize),
+    #[error(
+        "stopped: {0} running tasks were interrupted (marked in results.jsonl), the rest did \
+         not start; run again with --resume"
+    )]
+    Stopped(usize),
 }
 
 /// Runs `dataset`'s tasks not yet in `out`, `parallel` at a time; every result is in `out`
@@ -379,18 +430,27 @@ pub async fn run_dataset(
     let permits = Arc::new(Semaphore::new(options.parallel.max(1)));
     for at in todo {
         let (agent, places, permits) = (agent.clone(), options.places.clone(), permits.clone());
-        let (outcomes, starts) = (outcomes.clone(), starts.clone());
+        let (outcomes, starts, stop) = (outcomes.clone(), starts.clone(), options.stop.clone());
         tokio::spawn(async move {
-            let Ok(_permit) = permits.acquire_owned().await else {
+            // A task that had not started when the run was stopped does not start.
+            let permit = tokio::select! {
+                permit = permits.acquire_owned() => permit,
+                () = stop.cancelled() => return,
+            };
+            let Ok(_permit) = permit else {
                 return;
             };
+            if stop.is_cancelled() {
+                return;
+            }
             let _ = starts.send(());
-            let _ = outcomes.send(run_task(&agent, &at, &places).await);
+            let _ = outcomes.send(run_task(&agent, &at, &places, &stop).await);
         });
     }
     drop((outcomes, starts));
     let (to_writer, writer) = writer(out, dataset.problems.clone(), options.format, started);
     let mut gone = 0;
+    let mut interrupted = 0;
     loop {
         tokio::select! {
             Some(()) = started_one.recv() => progress.started_one(),
@@ -399,6 +459,9 @@ pub async fn run_dataset(
                 if outcome.agent_gone() {
                     gone += 1;
                     continue;
+                }
+                if outcome.result.verdict == Verdict::Interrupted {
+                    interrupted += 1;
                 }
                 progress.finished(&outcome.result);
                 if to_writer.send(outcome).is_err() {
@@ -414,6 +477,9 @@ pub async fn run_dataset(
         .map_err(|e| RunError::Output(OutputError::Writer(e.to_string())))??;
     if gone > 0 {
         return Err(RunError::AgentGone(gone));
+    }
+    if options.stop.is_cancelled() {
+        return Err(RunError::Stopped(interrupted));
     }
     Ok(out)
 }

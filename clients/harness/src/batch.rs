@@ -59,6 +59,8 @@ pub async fn run(run: BatchRun<'_>) -> anyhow::Result<Vec<TaskResult>> {
             replay: None,
         },
         quiet: true,
+        // A harness's run ends with its dataset (its own process decides about signals).
+        stop: Default::default(),
     };
     let out = talaria_batch::run_dataset(&agent, &dataset, out, &options).await?;
     drop(agent);

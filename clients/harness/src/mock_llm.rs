@@ -295,6 +295,19 @@ impl MockLlm {
         lock(&self.state.script).push_back(reply);
     }
 
+    /// Takes the replies left in the script and in the model and prompt scripts (a
+    /// conversation cut short leaves its replies; the next one starts on empty scripts).
+    pub fn take_scripts(&self) -> Vec<MockReply> {
+        let mut left: Vec<MockReply> = lock(&self.state.script).drain(..).collect();
+        for (_, script) in lock(&self.state.model_scripts).drain() {
+            left.extend(script);
+        }
+        for (_, script) in lock(&self.state.prompt_scripts).drain(..) {
+            left.extend(script);
+        }
+        left
+    }
+
     /// Gives requests for `model` a script of their own: they take their replies from it,
     /// in order, and are refused once it is exhausted.
     pub fn script_for_model(&self, model: &str, replies: Vec<MockReply>) {
@@ -1242,5 +1255,21 @@ mod tests {
         assert_eq!(problems.len(), 1, "{problems:?}");
         // The scripted reply was not used up by the broken request.
         assert_eq!(lock(&mock.state.script).len(), 1);
+    }
+
+    #[tokio::test]
+    async fn scripts_left_by_a_conversation_cut_short_are_taken_whole() {
+        let mock = MockLlm::start(vec![MockReply::text(&["left over"])])
+            .await
+            .expect("mock");
+        mock.script_for_model("side", vec![MockReply::text(&["side reply"])]);
+        mock.script_for_prompt("[marked]", vec![MockReply::text(&["marked reply"])]);
+        assert_eq!(mock.take_scripts().len(), 3);
+        assert!(mock.take_scripts().is_empty());
+        // The next request finds an empty script: refused, not answered with the old reply.
+        let body = json!({"model": "m", "messages": [{"role": "user", "content": "q"}]});
+        let answer = post(&mock, "/v1/chat/completions", body).await;
+        assert!(!answer.to_string().contains("left over"), "{answer}");
+        mock.take_problems();
     }
 }

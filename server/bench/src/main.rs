@@ -16,6 +16,7 @@ macro_rules! report {
 mod batch;
 mod checkpoints;
 mod compression;
+mod locked_turns;
 mod replay;
 mod sandbox;
 mod serve;
@@ -48,6 +49,8 @@ struct Options {
     serve_streaming_only: bool,
     /// Only `talaria batch`'s figures.
     batch_only: bool,
+    /// Only the answers of 40 sessions through a long lock.
+    locked_turns_only: bool,
 }
 
 fn options() -> anyhow::Result<Options> {
@@ -65,6 +68,7 @@ fn options() -> anyhow::Result<Options> {
         serve_only: false,
         serve_streaming_only: false,
         batch_only: false,
+        locked_turns_only: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -88,9 +92,10 @@ fn options() -> anyhow::Result<Options> {
                 options.serve_streaming_only = true;
             }
             "--batch-only" => options.batch_only = true,
+            "--locked-turns-only" => options.locked_turns_only = true,
             "-h" | "--help" => {
                 report!(
-                    "usage: talaria-bench [--agent PATH] [--iterations N] [--postgres URL|local] [--turn-only] [--checkpoints-only] [--sandbox-only] [--serve-only] [--serve-streaming-only] [--batch-only]"
+                    "usage: talaria-bench [--agent PATH] [--iterations N] [--postgres URL|local] [--turn-only] [--checkpoints-only] [--sandbox-only] [--serve-only] [--serve-streaming-only] [--batch-only] [--locked-turns-only]"
                 );
                 std::process::exit(0);
             }
@@ -427,6 +432,9 @@ async fn main() -> anyhow::Result<()> {
     if options.batch_only {
         return print_batch_figures(&options, &env).await;
     }
+    if options.locked_turns_only {
+        return print_locked_turns(&options, &env).await;
+    }
     let mut samples = Samples::default();
     for _ in 0..options.iterations {
         one_run(&options, &env, &cwd, &mut samples).await?;
@@ -449,6 +457,7 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     print_answer_shape_figures(&options, &env, &cwd).await?;
+    print_locked_turns(&options, &env).await?;
     print_session_figures(&options, &env).await?;
     print_sandbox_figures(&options, env.home.path(), &cwd);
     print_steering_figures(&options, &env, &cwd).await?;
@@ -689,6 +698,22 @@ async fn large_answer(
     let large = 50 * 1024;
     env.push_answer(1024, large);
     stream_throughput(&options.agent, vars, cwd, large).await
+}
+
+/// 40 sessions' answers through a write lock held for the whole round, against a free store.
+async fn print_locked_turns(options: &Options, env: &Env) -> anyhow::Result<()> {
+    let turns = locked_turns::measure(&options.agent, env).await?;
+    let last = |answers: &[Duration]| answers.last().map_or(0.0, |d| d.as_secs_f64());
+    report!(
+        "{} sessions x {}-call turns, store locked: each answer within {:6.2} s of its healthy one (rounds: {:.1} s free, {:.1} s locked)   target <= {:.1} s",
+        locked_turns::SESSIONS,
+        locked_turns::CALLS_PER_TURN,
+        turns.worst_added().as_secs_f64(),
+        last(&turns.free),
+        last(&turns.locked),
+        locked_turns::TARGET.as_secs_f64()
+    );
+    Ok(())
 }
 
 /// Figures of answers with a shape of their own: a 50 MB answer's memory, and how soon a

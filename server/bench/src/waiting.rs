@@ -63,14 +63,14 @@ async fn answered(agent: &Path, env: &Env, locked: bool) -> anyhow::Result<Priva
 }
 
 /// Another program holding SQLite's write lock until dropped.
-struct LockHolder {
+pub(crate) struct LockHolder {
     release: Option<std::sync::mpsc::Sender<()>>,
     holder: Option<std::thread::JoinHandle<()>>,
 }
 
 impl LockHolder {
     /// Waits for the agent to have made its store, then takes the lock.
-    fn take(path: &Path) -> anyhow::Result<Self> {
+    pub(crate) fn take(path: &Path) -> anyhow::Result<Self> {
         let until = Instant::now() + Duration::from_secs(10);
         while !path.exists() {
             anyhow::ensure!(Instant::now() < until, "the agent made no store");

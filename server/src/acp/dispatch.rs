@@ -188,8 +188,8 @@ async fn serve_until(
             Some(deferred) = finished.recv() => agent.finish_one(deferred).await,
         }
     }
-    // Named before a second signal can end the process.
-    shutdown::say_what_waits(&agent.sessions, agent.store.as_ref());
+    // Spooled and named before a second signal can end the process.
+    shutdown::spool_and_name_what_waits(&agent.sessions, agent.store.as_ref(), true).await;
     let stop = shutdown::Stop::begin(stop_signals);
     // Nothing more is read: the reader's handle on the output goes with it, so the output
     // ends as soon as the sessions' last messages are written, input closed or not.

@@ -1,8 +1,13 @@
 //! `session/fork`: a new session with a copy of another's history (its parent recorded).
 //! The slow part — configuration, prompt, MCP servers, then the parent's record read (what
-//! the store has, then what still waits for it) — runs off the dispatch loop; the copy is
-//! queued on the journal like any new session's writes (created, claimed, then its entries),
-//! so a stuck store never refuses a fork it writes later; the launch runs on the loop.
+//! the store has, then what still waits for it, the spools of ended processes adopted
+//! first) — runs off the dispatch loop; the launch runs on the loop.
+//!
+//! The copy is written as the session's creation with its entries, in one transaction, and
+//! the fork is answered once that is committed — or, when the store does not take it within
+//! the journal's answer deadline, once it waits in the spool (the session then says it is
+//! not saved yet, like a turn): an answered fork survives a kill, and the store never has
+//! the fork's row without its record. A stuck store never refuses a fork it writes later.
 
 use futures_util::FutureExt;
 use talaria_engine::{Journal, SessionJournal};
@@ -15,12 +20,14 @@ use super::lifecycle::{FLUSH_BEFORE_READ, Stored, journal_or_open, store_error};
 use super::{Agent, Reply, ready_session, to_value};
 use crate::acp::launch::StartsSession;
 
-/// The copy a fork starts from, committed and claimed.
+/// The copy a fork starts from, committed (or spooled) and claimed.
 struct Copied {
     id: String,
     meta: SessionMeta,
     transcript: Transcript,
     journal: Journal,
+    /// Why it is not saved yet, when the store did not take it in time.
+    unsaved: Option<String>,
 }
 
 impl Agent {
@@ -67,6 +74,7 @@ impl Agent {
             meta,
             transcript,
             journal,
+            unsaved,
         } = copied;
         self.adopt_store(&journal);
         let last = transcript.last_id();
@@ -79,6 +87,7 @@ impl Agent {
                 meta,
                 transcript,
                 journal,
+                unsaved,
             },
         )?;
         to_value(
@@ -90,9 +99,10 @@ impl Agent {
     }
 }
 
-/// Reads the parent (what the store has, then what still waits for it) and queues its copy
-/// under a new id, claimed for this process: written in order once the store takes writes,
-/// like a new session's. A parent that cannot be read refuses the fork and queues nothing.
+/// Reads the parent (what the store has, then what still waits for it) and writes its copy
+/// under a new id, claimed for this process: committed with its row, or waiting (spooled) in
+/// order until the store takes writes. A parent that cannot be read (or has no record)
+/// refuses the fork and writes nothing.
 async fn copy(journal: Journal, params: &acp::ForkSessionRequest) -> Result<Copied, acp::Error> {
     journal.flush(FLUSH_BEFORE_READ).await;
     let parent = params.session_id.0.to_string();
@@ -111,15 +121,21 @@ async fn copy(journal: Journal, params: &acp::ForkSessionRequest) -> Result<Copi
         input_tokens: 0,
         output_tokens: 0,
         cost: None,
+        writer: String::new(),
         ..meta.clone()
     };
-    journal.create(child.clone());
+    talaria_util::failpoint::step("fork::copy::before");
+    journal.create_with(child.clone(), entries);
     journal.claim(&id);
-    journal.append_entries(&id, entries);
+    let report = journal
+        .committed_within(&id, talaria_engine::ANSWER_DEADLINE)
+        .await;
+    talaria_util::failpoint::step("fork::copy::after");
     Ok(Copied {
         id,
         meta: child,
         transcript,
         journal,
+        unsaved: report.error,
     })
 }

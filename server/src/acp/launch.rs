@@ -117,6 +117,7 @@ impl Agent {
             title: None,
             commands: None,
             sizing: None,
+            unsaved: None,
         };
         let launched = self.launch(Launch {
             id: id.clone(),
@@ -757,7 +758,7 @@ async fn prepare_session(
             &roots,
             talaria_engine::SandboxHelper::this_binary(),
         ));
-        let checkpoints = talaria_engine::checkpoints_for(&config.home, &roots);
+        let checkpoints = talaria_engine::checkpoints_for(&config.home, &roots, shell.places());
         Ok(Prepared {
             config,
             system_prompt,

@@ -24,10 +24,12 @@ pub(super) const FLUSH_BEFORE_READ: std::time::Duration = std::time::Duration::f
 pub(super) fn store_error(error: StoreError) -> acp::Error {
     match error {
         StoreError::NotFound(id) => errors::invalid_params(format!("no saved session {id}")),
+        StoreError::NoRecord(_) => errors::invalid_params(error.to_string()),
         StoreError::InUse { .. } => errors::invalid_params(error.to_string()),
         StoreError::NotOpenYet(_)
         | StoreError::TimedOut(_)
         | StoreError::Busy(_)
+        | StoreError::Overloaded(_)
         | StoreError::Unreachable(_) => errors::unavailable(error),
         other => errors::internal_error(other.to_string()),
     }
@@ -35,21 +37,28 @@ pub(super) fn store_error(error: StoreError) -> acp::Error {
 
 /// Reads a stored session's record — what the store has, then what still waits for it — and
 /// claims it for this process (off the loop: what open sessions queued lands first, then the
-/// claim, atomic, then the read). Of two processes loading one session, exactly one wins and
-/// the other is told who holds it; a store that cannot be written is still read (the session
-/// then runs unsaved and says so). A close of this session here whose release still waits
-/// behind its writes hands the claim over instead.
+/// claim, atomic, then the spools of processes that ended are adopted, then the read: a turn
+/// an ended process answered is in the record, and this one's next entries follow it). Of
+/// two processes loading one session, exactly one wins and the other is told who holds it;
+/// a store that cannot be written is still read (the session then runs unsaved and says
+/// so). A close of this session here whose release still waits behind its writes hands the
+/// claim over instead. A session with no record (no system prompt) is refused.
 async fn read_claimed(journal: Journal, id: &str) -> Result<Stored, acp::Error> {
     // A session closed a moment ago may still have writes queued; they land first.
     journal.flush(FLUSH_BEFORE_READ).await;
     journal.hold_again(id);
     let claimed = id.to_string();
-    let viewed = journal
-        .view_after(id, move |store| match store.claim(&claimed) {
+    let claim = journal
+        .call(move |store| match store.claim(&claimed) {
             Ok(()) | Err(StoreError::ReadOnly(_)) => Ok(()),
             Err(other) => Err(other),
         })
         .await;
+    let viewed = match claim {
+        // Not open yet: a session this process created and has waiting is still read.
+        Ok(()) | Err(StoreError::NotOpenYet(_)) => journal.view(id).await,
+        Err(error) => Err(error),
+    };
     let (meta, transcript) = match viewed {
         Ok(read) => read,
         Err(error) => {
@@ -59,11 +68,13 @@ async fn read_claimed(journal: Journal, id: &str) -> Result<Stored, acp::Error> 
             return Err(store_error(error));
         }
     };
+    journal.loaded(id, &meta.writer);
     let saved = transcript.last_id();
     Ok(Stored {
         meta,
         transcript,
         journal: SessionJournal::new(journal, id, saved),
+        unsaved: None,
     })
 }
 
@@ -83,6 +94,8 @@ pub(super) struct Stored {
     pub(super) transcript: Transcript,
     /// How much of the record the store already has.
     pub(super) journal: SessionJournal,
+    /// Why it is not saved yet, when it was answered before the store took it (a fork).
+    pub(super) unsaved: Option<String>,
 }
 
 /// How a stored session is reopened.
@@ -264,6 +277,7 @@ impl Agent {
             meta,
             mut transcript,
             journal,
+            unsaved,
         } = read;
         // A turn the previous process did not finish reads as interrupted (as in `shown`).
         transcript.close_cut_off_turn();
@@ -276,6 +290,7 @@ impl Agent {
                 meta,
                 transcript,
                 journal,
+                unsaved,
             },
         )?;
         // The replay goes out through the session's writer; the answer follows it.
@@ -332,6 +347,7 @@ impl Agent {
             meta,
             transcript,
             journal,
+            unsaved,
         } = stored;
         let mode = talaria_engine::Mode::from_id(&meta.mode);
         let model = (!meta.model.is_empty()).then(|| meta.model.clone());
@@ -347,6 +363,7 @@ impl Agent {
                 title: meta.title.clone(),
                 commands: None,
                 sizing: None,
+                unsaved,
             },
             taps: super::cassettes::SessionTaps::default(),
         })
@@ -420,9 +437,11 @@ impl Agent {
             // Then it is free for others (in order, after what it wrote): answered once it
             // is, or once the deadline passed (it is released when the store can).
             if let Some(journal) = journal {
+                talaria_util::failpoint::step("close::release::before");
                 journal.release(&id);
                 let left = deadline.saturating_duration_since(tokio::time::Instant::now());
                 journal.committed_within(&id, left).await;
+                talaria_util::failpoint::step("close::release::after");
             }
             tracing::info!(session = %id, "session closed");
             Ok(())
@@ -456,6 +475,8 @@ impl Agent {
                 handle.close_and_wait().await;
             }
             journal.flush(FLUSH_BEFORE_READ).await;
+            // What ended processes spooled of it is adopted first: the delete covers it.
+            journal.adopt_orphans(talaria_engine::READ_DEADLINE).await;
             let session = id.clone();
             let deleted = journal
                 .call(move |store| store.delete(&session))

@@ -104,7 +104,8 @@ fn entry_updates(
         | EntryBody::ModelChanged { .. }
         | EntryBody::Summary { .. }
         | EntryBody::Nudge { .. }
-        | EntryBody::Rewound { .. } => {}
+        | EntryBody::Rewound { .. }
+        | EntryBody::FilesRestored { .. } => {}
     }
     out
 }

@@ -165,17 +165,30 @@ impl Stop {
     }
 }
 
-/// At the start of a stop, each session with entries the store has not taken yet, by name:
-/// a second signal ends the process at once (in the signal handler, where nothing can be
-/// logged), and what it leaves is then named here already (kept in the spool, which the
-/// next start writes, where the home can be written).
-pub(super) fn say_what_waits(
+/// At the start of a stop, and again once the running turns ended: what the store has not
+/// taken yet is spooled (the writer may be inside a store call — opening a store another
+/// process migrates — and not spooling), then each session it belongs to is named. A second
+/// signal ends the process at once (in the signal handler, where nothing can be logged), and
+/// what it leaves is then named here already, and in the spool, which the next start writes
+/// (where the home can be written). At the start, the sessions whose turns are being ended
+/// are named too: a second signal before their end is recorded loses that end.
+pub(super) async fn spool_and_name_what_waits(
     sessions: &std::collections::HashMap<String, LiveSession>,
     journal: Option<&talaria_engine::Journal>,
+    at_start: bool,
 ) {
+    if at_start && !sessions.is_empty() {
+        let ids: Vec<&str> = sessions.keys().map(String::as_str).collect();
+        tracing::warn!(
+            sessions = ?ids,
+            "stopping: running turns are ended and recorded, then spooled; a second signal \
+             before that ends the process at once, and what a turn had not recorded then is lost"
+        );
+    }
     let Some(journal) = journal else {
         return;
     };
+    journal.spool_everything().await;
     for id in sessions.keys() {
         let waiting = journal.waiting(id).entries.len();
         if waiting > 0 {
@@ -213,6 +226,8 @@ pub(super) async fn close_everything(
             sessions_budget.as_secs_f64()
         );
     }
+    // The ended turns' last entries are spooled, and named, before the store is waited for.
+    spool_and_name_what_waits(&sessions, journal.as_ref(), false).await;
     drop(sessions);
     if let Some(journal) = journal {
         let left = budget.saturating_sub(started.elapsed());

@@ -66,6 +66,8 @@ fn session_dir_name(session: &str) -> io::Result<&str> {
 #[derive(Debug)]
 pub struct BlobStore {
     root: PathBuf,
+    /// The store's folder, held: the room left on its disk is measured through it.
+    held: Option<talaria_files::Root>,
     pending: PathBuf,
     /// Held for the life of the process: a pending directory whose lock is free is a dead
     /// process's.
@@ -92,8 +94,11 @@ impl BlobStore {
         let lock = File::create(pending.join(".lock"))?;
         lock.try_lock()
             .map_err(|e| io::Error::other(e.to_string()))?;
+        let held =
+            talaria_files::Root::open(&root, std::sync::Arc::new(talaria_files::Unguarded)).ok();
         let store = Self {
             root,
+            held,
             pending,
             _pending_lock: lock,
         };
@@ -109,6 +114,11 @@ impl BlobStore {
         self.root.join("blobs").join(name)
     }
 
+    /// The free room on the store's disk and its size, in bytes (`None`: not measurable).
+    pub fn room(&self) -> Option<(u64, u64)> {
+        self.held.as_ref()?.as_dir().room().ok()
+    }
+
     /// Keeps `bytes` for this process until a checkpoint names them ([`BlobStore::hold`]);
     /// returns their hash. Bytes already kept are linked, not written again.
     pub fn keep_pending(&self, bytes: &[u8]) -> io::Result<String> {
@@ -118,10 +128,16 @@ impl BlobStore {
         if pending.exists() {
             return Ok(hash);
         }
-        if fs::hard_link(self.blob_path(&name), &pending).is_ok() {
-            return Ok(hash);
+        if talaria_util::failpoint::injected("checkpoint::keep::before") {
+            return Err(io::Error::new(
+                io::ErrorKind::StorageFull,
+                "No space left on device (failpoint)",
+            ));
         }
-        write_new(&self.pending, &name, bytes)?;
+        if fs::hard_link(self.blob_path(&name), &pending).is_err() {
+            write_new(&self.pending, &name, bytes)?;
+        }
+        talaria_util::failpoint::step("checkpoint::keep::after");
         Ok(hash)
     }
 
@@ -135,6 +151,12 @@ impl BlobStore {
             return Ok(());
         }
         fs::create_dir_all(&dir)?;
+        if talaria_util::failpoint::injected("checkpoint::hold::before") {
+            return Err(io::Error::new(
+                io::ErrorKind::StorageFull,
+                "No space left on device (failpoint)",
+            ));
+        }
         let source = [self.pending.join(name), self.blob_path(name)]
             .into_iter()
             .find(|p| p.exists())
@@ -143,7 +165,9 @@ impl BlobStore {
             })?;
         link_allowing_existing(&source, &held)?;
         // The shared name comes after the session's own, so a blob never appears unheld.
-        link_allowing_existing(&held, &self.blob_path(name))
+        link_allowing_existing(&held, &self.blob_path(name))?;
+        talaria_util::failpoint::step("checkpoint::hold::after");
+        Ok(())
     }
 
     /// The content `hash` as `session` holds it.
@@ -294,6 +318,71 @@ mod tests {
         let _second = BlobStore::open(home.path()).expect("opens");
         assert!(!dead.exists());
         assert!(live.pending.exists());
+    }
+
+    #[test]
+    fn only_a_whole_hash_and_a_plain_session_name_make_a_file_name() {
+        let hex = "ab".repeat(32);
+        assert_eq!(file_name(&format!("sha256:{hex}")), Some(hex.as_str()));
+        assert_eq!(file_name(&format!("sha256:{}", "g".repeat(64))), None);
+        assert_eq!(file_name("sha256:abcd"), None);
+        assert_eq!(file_name(&hex), None);
+        for good in ["s1", "a-b", "a_b", "a.b", &"x".repeat(200)] {
+            assert!(session_dir_name(good).is_ok(), "{good}");
+        }
+        for bad in ["", ".", "..", "a/b", "a b", "a\\b", &"x".repeat(201)] {
+            assert!(session_dir_name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_fork_holds_what_its_parent_held_after_the_parent_is_pruned() {
+        let home = tempfile::tempdir().expect("home");
+        let store = BlobStore::open(home.path()).expect("opens");
+        let hash = store.keep_pending(b"kept").expect("kept");
+        store.hold("parent", &hash).expect("held");
+        store.copy_holdings("parent", "fork").expect("copied");
+        prune_session(home.path(), "parent").expect("pruned");
+        assert!(!home.path().join("checkpoints/sessions/parent").exists());
+        assert_eq!(store.content("fork", &hash).expect("fork's"), b"kept");
+        // A session with nothing held copies nothing, and pruning it is no error.
+        store.copy_holdings("nobody", "fork2").expect("nothing");
+        store.prune_session("never-held").expect("nothing to prune");
+    }
+
+    #[test]
+    fn a_prune_that_cannot_read_the_sessions_folder_says_so() {
+        let home = tempfile::tempdir().expect("home");
+        let store = BlobStore::open(home.path()).expect("opens");
+        fs::write(home.path().join("checkpoints/sessions/odd"), "a file").expect("file");
+        assert!(store.prune_session("odd").is_err());
+    }
+
+    #[test]
+    fn a_link_that_cannot_be_made_fails_the_hold() {
+        let home = tempfile::tempdir().expect("home");
+        let store = BlobStore::open(home.path()).expect("opens");
+        let hash = store.keep_pending(b"x").expect("kept");
+        fs::remove_dir_all(home.path().join("checkpoints/blobs")).expect("rm");
+        assert!(store.hold("s", &hash).is_err());
+    }
+
+    #[test]
+    fn blobs_nobody_holds_go_when_a_store_opens_and_pending_goes_with_its_store() {
+        let home = tempfile::tempdir().expect("home");
+        let first = BlobStore::open(home.path()).expect("opens");
+        let pending = first.pending.clone();
+        drop(first);
+        assert!(!pending.exists(), "a store's pending folder goes with it");
+        let orphan = home.path().join("checkpoints/blobs").join("cd".repeat(32));
+        fs::write(&orphan, "nobody's").expect("orphan");
+        let store = BlobStore::open(home.path()).expect("opens");
+        assert!(!orphan.exists(), "a blob no session holds is swept");
+        let (free, size) = store.room().expect("room");
+        assert!(
+            size > 1 << 20 && free > 0 && free <= size,
+            "{free} of {size}"
+        );
     }
 
     #[test]

@@ -1,20 +1,25 @@
-//! Putting files back: the changes of rewound turns undone newest first, each file written
-//! whole or not at all, and a file changed since the agent last did left alone unless forced.
+//! Putting files back: for each file the rewound turns changed, the version before the
+//! first of those changes, written whole or not at all, through the one way to the user's
+//! files (below the workspace's held roots, no link followed, the temporary file made
+//! exclusively and renamed within its folder). A file that is neither as the agent's last
+//! change left it nor already back is left alone unless forced. Doing it again is harmless: a
+//! file already back counts as put back, so a restore cut off by a crash is finished by
+//! running it again, and the temporary names a cut-off write left are swept.
 
-use std::collections::HashSet;
-use std::fs;
-use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 
+use talaria_files::{Replace, Root};
 use talaria_record::{FileChange, FileVersion};
 
-use crate::blobs::{BlobStore, hash_of};
+use crate::Workspace;
+use crate::blobs::hash_of;
 
 /// What a restore did, by path (each path once).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct RestoreReport {
-    /// Put back as they were.
+    /// Put back as they were (or found already back).
     pub restored: Vec<String>,
     /// Changed since the agent last did (by hand, or by something else): left as they are.
     pub skipped: Vec<String>,
@@ -24,121 +29,190 @@ pub struct RestoreReport {
 
 /// Why one file could not be checked or put back.
 #[derive(Debug, thiserror::Error)]
-enum FileError {
+enum RestoreError {
     #[error("the checkpoint did not keep this version (over its bound)")]
     NotKept,
     #[error("its kept content cannot be read: {0}")]
     Unreadable(std::io::Error),
-    #[error("it has no folder or name")]
-    NoName,
+    #[error("it is not a path Talaria can reach with no link on its way")]
+    Unreachable,
     #[error("{0}")]
-    Io(#[from] std::io::Error),
+    File(#[from] talaria_files::FileError),
+    #[error("the write failed as a full disk would (failpoint)")]
+    Injected,
 }
 
-/// How a file stands now, compared with what a change left.
-fn matches_now(path: &Path, expected: Option<&FileVersion>) -> Result<bool, FileError> {
-    let meta = match fs::symlink_metadata(path) {
-        Ok(meta) => meta,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(expected.is_none());
+/// The history of one file among the changes undone: the state to put back (before its
+/// first change) and the state the agent's last change left.
+struct History<'a> {
+    target: Option<&'a FileVersion>,
+    left: Option<&'a FileVersion>,
+}
+
+impl Workspace {
+    /// Undoes `changes` (in the order they were made): each file goes back to how it was
+    /// before the first of them, newest-changed first. A file that is not as the agent's last
+    /// change left it (nor already back) is skipped; with `force`, put back anyway.
+    pub fn restore(&self, session: &str, changes: &[FileChange], force: bool) -> RestoreReport {
+        let mut histories: HashMap<&str, History<'_>> = HashMap::new();
+        let mut order: Vec<&str> = Vec::new();
+        for change in changes {
+            let path = change.path.as_str();
+            match histories.get_mut(path) {
+                Some(history) => history.left = change.after.as_ref(),
+                None => {
+                    histories.insert(
+                        path,
+                        History {
+                            target: change.before.as_ref(),
+                            left: change.after.as_ref(),
+                        },
+                    );
+                }
+            }
+            order.retain(|p| *p != path);
+            order.push(path);
         }
+        let mut report = RestoreReport::default();
+        for path in order.iter().rev() {
+            let Some(history) = histories.get(path) else {
+                continue;
+            };
+            match self.restore_one(session, Path::new(path), history, force) {
+                Ok(true) => report.restored.push(path.to_string()),
+                Ok(false) => report.skipped.push(path.to_string()),
+                Err(why) => report.failed.push((path.to_string(), why.to_string())),
+            }
+        }
+        self.sweep_temporaries(&order);
+        report
+    }
+
+    /// Puts one file back; `false` when it is left as it is (changed since the agent).
+    fn restore_one(
+        &self,
+        session: &str,
+        path: &Path,
+        history: &History<'_>,
+        force: bool,
+    ) -> Result<bool, RestoreError> {
+        let (root, relative) = self.locate(path).ok_or(RestoreError::Unreachable)?;
+        if !force {
+            if history.target.is_some_and(|t| t.hash.is_some())
+                && matches_now(root, relative, history.target).unwrap_or(false)
+            {
+                return Ok(true);
+            }
+            if history.target.is_none() && matches_now(root, relative, None)? {
+                return Ok(true);
+            }
+            if !matches_now(root, relative, history.left)? {
+                return Ok(false);
+            }
+        }
+        self.put_back(session, root, relative, history.target)?;
+        Ok(true)
+    }
+
+    /// Writes `version` at `relative` below `root` (`None`: removes the file there).
+    fn put_back(
+        &self,
+        session: &str,
+        root: &Root,
+        relative: &Path,
+        version: Option<&FileVersion>,
+    ) -> Result<(), RestoreError> {
+        if talaria_util::failpoint::injected("rewind::file::before") {
+            return Err(RestoreError::Injected);
+        }
+        match version {
+            None => {
+                root.remove(relative)?;
+            }
+            Some(version) => {
+                let hash = version.hash.as_deref().ok_or(RestoreError::NotKept)?;
+                let bytes = self
+                    .blobs
+                    .content(session, hash)
+                    .map_err(RestoreError::Unreadable)?;
+                let how = Replace {
+                    mode: Some(version.mode),
+                    sync: true,
+                };
+                root.replace(relative, &bytes, &how)?;
+            }
+        }
+        talaria_util::failpoint::step("rewind::file::after");
+        Ok(())
+    }
+
+    /// Removes what writes cut off by a crash left beside the files of `paths`: one listing
+    /// per folder.
+    fn sweep_temporaries(&self, paths: &[&str]) {
+        let mut folders: BTreeMap<(usize, PathBuf), Vec<OsString>> = BTreeMap::new();
+        for path in paths {
+            let Some((root, relative)) = self.locate(Path::new(path)) else {
+                continue;
+            };
+            let (Some(parent), Some(name)) = (relative.parent(), relative.file_name()) else {
+                continue;
+            };
+            let index = self.root_index(root);
+            folders
+                .entry((index, parent.to_path_buf()))
+                .or_default()
+                .push(name.to_os_string());
+        }
+        for ((index, parent), names) in folders {
+            let Some(root) = self.root_at(index) else {
+                continue;
+            };
+            let Ok(dir) = root.dir(&parent) else {
+                continue;
+            };
+            for name in names {
+                if let Err(error) = dir.sweep_temporaries(&name) {
+                    tracing::debug!("temporary files of {name:?} not swept: {error}");
+                }
+            }
+        }
+    }
+}
+
+/// Whether the file at `relative` is `expected` now (`None`: it is absent). A version whose
+/// content was not kept cannot be compared.
+fn matches_now(
+    root: &Root,
+    relative: &Path,
+    expected: Option<&FileVersion>,
+) -> Result<bool, RestoreError> {
+    let stat = match root.stat(relative) {
+        Ok(stat) => stat,
+        // A folder on the way swapped for a link: the file is not as anything left it.
+        Err(talaria_files::FileError::Link(_)) => return Ok(false),
         Err(error) => return Err(error.into()),
+    };
+    let Some(stat) = stat else {
+        return Ok(expected.is_none());
     };
     let Some(expected) = expected else {
         return Ok(false);
     };
-    if !meta.is_file() || meta.len() != expected.len {
+    if !stat.is_file() || stat.len != expected.len {
         return Ok(false);
     }
     let Some(hash) = &expected.hash else {
-        return Err(FileError::NotKept);
+        return Err(RestoreError::NotKept);
     };
-    let bytes = fs::read(path)?;
-    Ok(hash_of(&bytes) == *hash && meta.permissions().mode() & 0o7777 == expected.mode)
-}
-
-/// Puts one file back to `version` (`None`: removes it).
-fn put_back(
-    blobs: &BlobStore,
-    session: &str,
-    path: &Path,
-    version: Option<&FileVersion>,
-) -> Result<(), FileError> {
-    let Some(version) = version else {
-        return match fs::remove_file(path) {
-            Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error.into()),
-            _ => Ok(()),
-        };
-    };
-    let hash = version.hash.as_deref().ok_or(FileError::NotKept)?;
-    let bytes = blobs
-        .content(session, hash)
-        .map_err(FileError::Unreadable)?;
-    let dir = path.parent().ok_or(FileError::NoName)?;
-    fs::create_dir_all(dir)?;
-    let name = path.file_name().ok_or(FileError::NoName)?.to_string_lossy();
-    let temporary = dir.join(format!(".{name}.talaria-restore"));
-    let written = fs::File::create(&temporary)
-        .and_then(|mut file| {
-            file.write_all(&bytes)?;
-            file.sync_all()?;
-            file.set_permissions(fs::Permissions::from_mode(version.mode))
-        })
-        .and_then(|()| fs::rename(&temporary, path));
-    written.map_err(|error| {
-        let _ = fs::remove_file(&temporary);
-        error.into()
-    })
-}
-
-/// Undoes `changes` (in the order they were made) newest first. A file that is not as the
-/// agent's last change left it is skipped (with `force`, put back anyway); once a file is
-/// skipped or fails, its older changes are left too, so no file is put back half-way along
-/// its history.
-pub fn restore(
-    blobs: &BlobStore,
-    session: &str,
-    changes: &[FileChange],
-    force: bool,
-) -> RestoreReport {
-    let mut report = RestoreReport::default();
-    let mut stopped: HashSet<&str> = HashSet::new();
-    let mut restored: HashSet<&str> = HashSet::new();
-    for change in changes.iter().rev() {
-        let path = change.path.as_str();
-        if stopped.contains(path) {
-            continue;
-        }
-        let as_left = if force || restored.contains(path) {
-            Ok(true)
-        } else {
-            matches_now(Path::new(path), change.after.as_ref())
-        };
-        match as_left {
-            Ok(true) => {}
-            Ok(false) => {
-                report.skipped.push(path.to_string());
-                stopped.insert(path);
-                continue;
-            }
-            Err(why) => {
-                report.failed.push((path.to_string(), why.to_string()));
-                stopped.insert(path);
-                continue;
-            }
-        }
-        match put_back(blobs, session, Path::new(path), change.before.as_ref()) {
-            Ok(()) => {
-                if restored.insert(path) {
-                    report.restored.push(path.to_string());
-                }
-            }
-            Err(why) => {
-                report.restored.retain(|p| p != path);
-                report.failed.push((path.to_string(), why.to_string()));
-                stopped.insert(path);
-            }
-        }
+    if stat.mode != expected.mode {
+        return Ok(false);
     }
-    report
+    let bytes = match root.read(relative, expected.len) {
+        Ok(bytes) => bytes,
+        Err(talaria_files::FileError::Link(_) | talaria_files::FileError::TooLarge { .. }) => {
+            return Ok(false);
+        }
+        Err(error) => return Err(error.into()),
+    };
+    Ok(hash_of(&bytes) == *hash)
 }

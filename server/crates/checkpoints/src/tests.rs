@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 
-use crate::{BlobStore, Bounds, Workspace, files_after, files_before, restore};
+use crate::{BlobStore, Bounds, Workspace};
 
 fn sh(dir: &Path, script: &str) {
     let status = Command::new("sh")
@@ -30,7 +30,12 @@ fn workspace(
     let home = tempfile::tempdir().expect("home");
     let work = tempfile::tempdir().expect("work");
     let blobs = Arc::new(BlobStore::open(home.path()).expect("store"));
-    let space = Workspace::new(vec![work.path().to_path_buf()], blobs.clone(), bounds);
+    let space = Workspace::new(
+        vec![work.path().to_path_buf()],
+        blobs.clone(),
+        bounds,
+        Arc::new(talaria_files::Unguarded),
+    );
     (home, work, blobs, space)
 }
 
@@ -65,7 +70,7 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
 
 #[test]
 fn what_a_command_changes_is_found_and_put_back_byte_for_byte() {
-    let (_home, work, blobs, space) = workspace(Bounds::default());
+    let (_home, work, _blobs, space) = workspace(Bounds::default());
     let dir = work.path();
     sh(
         dir,
@@ -104,7 +109,7 @@ fn what_a_command_changes_is_found_and_put_back_byte_for_byte() {
         ]
     );
     assert!(capture.notes.is_empty());
-    let report = restore(&blobs, "s1", &capture.changes, false);
+    let report = space.restore("s1", &capture.changes, false);
     assert_eq!(report.restored.len(), 6, "{report:?}");
     let mut after = snapshot(dir);
     // What is ignored and the .git folder are never touched.
@@ -118,23 +123,22 @@ fn what_a_command_changes_is_found_and_put_back_byte_for_byte() {
 
 #[test]
 fn a_file_changed_by_hand_after_the_agent_is_skipped_unless_forced() {
-    let (_home, work, blobs, _space) = workspace(Bounds::default());
+    let (_home, work, _blobs, space) = workspace(Bounds::default());
     let file = work.path().join("f.txt");
     fs::write(&file, "one").expect("write");
     let paths = vec![file.clone()];
-    let bounds = Bounds::default();
-    let before = files_before(&blobs, &paths, &bounds);
+    let before = space.files_before(&paths);
     fs::write(&file, "two").expect("the tool writes");
-    let first = files_after(&blobs, "s", before, &bounds);
-    let before = files_before(&blobs, &paths, &bounds);
+    let first = space.files_after("s", before);
+    let before = space.files_before(&paths);
     fs::write(&file, "three").expect("the tool writes again");
-    let second = files_after(&blobs, "s", before, &bounds);
+    let second = space.files_after("s", before);
     let changes: Vec<_> = first.changes.into_iter().chain(second.changes).collect();
     fs::write(&file, "by hand").expect("the user edits");
-    let report = restore(&blobs, "s", &changes, false);
+    let report = space.restore("s", &changes, false);
     assert_eq!(report.skipped, vec![file.display().to_string()]);
     assert_eq!(fs::read_to_string(&file).expect("read"), "by hand");
-    let forced = restore(&blobs, "s", &changes, true);
+    let forced = space.restore("s", &changes, true);
     assert_eq!(forced.restored, vec![file.display().to_string()]);
     assert_eq!(fs::read_to_string(&file).expect("read"), "one");
 }
@@ -145,7 +149,7 @@ fn a_file_over_the_bound_is_noted_and_not_half_restored() {
         max_file_bytes: 8,
         ..Bounds::default()
     };
-    let (_home, work, blobs, space) = workspace(bounds);
+    let (_home, work, _blobs, space) = workspace(bounds);
     let dir = work.path();
     fs::write(dir.join("big"), "0123456789abcdef").expect("write");
     fs::write(dir.join("small"), "s").expect("write");
@@ -155,7 +159,7 @@ fn a_file_over_the_bound_is_noted_and_not_half_restored() {
     let capture = space.after_command("s");
     assert_eq!(capture.changes.len(), 2);
     assert!(capture.notes[0].contains("big"), "{:?}", capture.notes);
-    let report = restore(&blobs, "s", &capture.changes, false);
+    let report = space.restore("s", &capture.changes, false);
     assert_eq!(
         report.restored,
         vec![dir.join("small").display().to_string()]
@@ -211,7 +215,7 @@ fn a_workspace_over_the_byte_bound_is_not_read_for_commands() {
 
 #[test]
 fn a_write_that_fails_during_a_restore_names_the_file_and_leaves_it_whole() {
-    let (_home, work, blobs, space) = workspace(Bounds::default());
+    let (_home, work, _blobs, space) = workspace(Bounds::default());
     let dir = work.path();
     fs::create_dir(dir.join("locked")).expect("dir");
     fs::write(dir.join("locked/f"), "old").expect("write");
@@ -221,7 +225,7 @@ fn a_write_that_fails_during_a_restore_names_the_file_and_leaves_it_whole() {
     fs::write(dir.join("open"), "new").expect("write");
     let capture = space.after_command("s");
     fs::set_permissions(dir.join("locked"), fs::Permissions::from_mode(0o555)).expect("chmod");
-    let report = restore(&blobs, "s", &capture.changes, false);
+    let report = space.restore("s", &capture.changes, false);
     fs::set_permissions(dir.join("locked"), fs::Permissions::from_mode(0o755)).expect("chmod");
     if nix_is_root() {
         return;
@@ -276,7 +280,7 @@ fn nested_gitignores_and_their_exceptions_decide_what_a_walk_sees() {
 
 #[test]
 fn a_fifo_a_socket_and_an_unreadable_file_never_block_or_break_a_checkpoint() {
-    let (_home, work, blobs, space) = workspace(Bounds::default());
+    let (_home, work, _blobs, space) = workspace(Bounds::default());
     let dir = work.path();
     let fifo = dir.join("pipe");
     let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
@@ -291,10 +295,381 @@ fn a_fifo_a_socket_and_an_unreadable_file_never_block_or_break_a_checkpoint() {
     let capture = space.after_command("s");
     let paths: Vec<&str> = capture.changes.iter().map(|c| c.path.as_str()).collect();
     assert_eq!(paths, [dir.join("plain").display().to_string()]);
-    let bounds = Bounds::default();
-    let before = files_before(&blobs, std::slice::from_ref(&fifo), &bounds);
-    assert!(files_after(&blobs, "s", before, &bounds).changes.is_empty());
-    let report = restore(&blobs, "s", &capture.changes, false);
+    let before = space.files_before(std::slice::from_ref(&fifo));
+    assert!(space.files_after("s", before).changes.is_empty());
+    let report = space.restore("s", &capture.changes, false);
     assert_eq!(report.restored.len(), 1, "{report:?}");
     fs::set_permissions(dir.join("secret"), fs::Permissions::from_mode(0o600)).expect("chmod");
+}
+
+#[test]
+fn a_disk_under_the_reserve_keeps_no_content_and_says_why() {
+    // The whole disk as the reserve: nothing fits.
+    let full = Bounds {
+        store_reserve_bytes: u64::MAX,
+        store_reserve_share: 1,
+        ..Bounds::default()
+    };
+    let (_home, work, _blobs, space) = workspace(full);
+    let dir = work.path();
+    fs::write(dir.join("a.txt"), "before").expect("write");
+    space.before_command();
+    fs::write(dir.join("a.txt"), "after").expect("write");
+    let capture = space.after_command("s");
+    assert_eq!(capture.changes.len(), 1);
+    assert_eq!(
+        capture.changes[0]
+            .before
+            .as_ref()
+            .and_then(|v| v.hash.clone()),
+        None
+    );
+    let note = capture.notes.join("\n");
+    assert!(note.contains("MiB free"), "the true reason: {note}");
+    assert!(note.contains("session store"), "{note}");
+    assert!(!note.contains("over 16 MiB"), "{note}");
+    // No reserve: the same change is kept.
+    let none = Bounds {
+        store_reserve_bytes: 0,
+        ..Bounds::default()
+    };
+    let (_home, work, _blobs, space) = workspace(none);
+    fs::write(work.path().join("a.txt"), "before").expect("write");
+    space.before_command();
+    fs::write(work.path().join("a.txt"), "after").expect("write");
+    let capture = space.after_command("s");
+    assert!(capture.notes.is_empty(), "{:?}", capture.notes);
+    assert!(
+        capture.changes[0]
+            .before
+            .as_ref()
+            .and_then(|v| v.hash.clone())
+            .is_some()
+    );
+}
+
+#[test]
+fn each_version_not_kept_is_told_with_its_own_reason() {
+    let bounds = Bounds {
+        max_file_bytes: 8,
+        max_call_bytes: 12,
+        ..Bounds::default()
+    };
+    let (_home, work, _blobs, space) = workspace(bounds);
+    let dir = work.path();
+    fs::write(dir.join("big"), "0123456789").expect("big");
+    fs::write(dir.join("m1"), "1234567").expect("m1");
+    fs::write(dir.join("m2"), "abcdefg").expect("m2");
+    space.before_command();
+    fs::write(dir.join("big"), "0123456789ab").expect("big");
+    fs::write(dir.join("m1"), "7654321").expect("m1");
+    fs::write(dir.join("m2"), "gfedcba").expect("m2");
+    let capture = space.after_command("s");
+    let note = capture.notes.join("\n");
+    assert!(
+        note.contains("over 1 MiB each") || note.contains("over 0 MiB"),
+        "{note}"
+    );
+    assert!(note.contains("one call may keep"), "{note}");
+    assert!(
+        note.contains(&dir.join("big").display().to_string()),
+        "{note}"
+    );
+}
+
+#[test]
+fn a_restore_run_again_finishes_what_a_crash_cut_off_and_sweeps_temporary_names() {
+    let (_home, work, _blobs, space) = workspace(Bounds::default());
+    let dir = work.path();
+    for i in 0..5 {
+        fs::write(dir.join(format!("f{i}")), format!("before {i}")).expect("seed");
+    }
+    space.before_command();
+    for i in 0..5 {
+        fs::write(dir.join(format!("f{i}")), format!("after {i}")).expect("change");
+    }
+    fs::write(dir.join("new"), "made").expect("new");
+    let capture = space.after_command("s");
+    // As if a restore was cut off after two files: they are back, a temporary file is left.
+    fs::write(dir.join("f0"), "before 0").expect("back");
+    fs::write(dir.join("f1"), "before 1").expect("back");
+    fs::write(dir.join(".f2.talaria-tmp-999-0"), "half").expect("left");
+    fs::write(dir.join(".f3.talaria-restore"), "old name").expect("left");
+    let report = space.restore("s", &capture.changes, false);
+    assert_eq!(report.restored.len(), 6, "{report:?}");
+    assert!(
+        report.skipped.is_empty() && report.failed.is_empty(),
+        "{report:?}"
+    );
+    for i in 0..5 {
+        assert_eq!(
+            fs::read_to_string(dir.join(format!("f{i}"))).expect("read"),
+            format!("before {i}")
+        );
+    }
+    assert!(!dir.join("new").exists());
+    assert!(!dir.join(".f2.talaria-tmp-999-0").exists(), "swept");
+    assert!(!dir.join(".f3.talaria-restore").exists(), "swept");
+    // Once more: everything is back already, nothing is written.
+    let again = space.restore("s", &capture.changes, false);
+    assert_eq!(again.restored.len(), 6, "{again:?}");
+}
+
+#[test]
+fn a_file_changed_twice_goes_back_to_before_the_first_change_in_one_write() {
+    let (_home, work, _blobs, space) = workspace(Bounds::default());
+    let file = work.path().join("f.txt");
+    fs::write(&file, "one").expect("write");
+    let before = space.files_before(std::slice::from_ref(&file));
+    fs::write(&file, "two").expect("write");
+    let first = space.files_after("s", before);
+    let before = space.files_before(std::slice::from_ref(&file));
+    fs::write(&file, "three").expect("write");
+    let second = space.files_after("s", before);
+    let changes: Vec<_> = first.changes.into_iter().chain(second.changes).collect();
+    assert_eq!(changes.len(), 2);
+    // Back at "two" by hand: not as the agent left it, nor as it was: left.
+    fs::write(&file, "two").expect("write");
+    let report = space.restore("s", &changes, false);
+    assert_eq!(report.skipped.len(), 1, "{report:?}");
+    fs::write(&file, "three").expect("write");
+    let report = space.restore("s", &changes, false);
+    assert_eq!(report.restored.len(), 1, "{report:?}");
+    assert_eq!(fs::read_to_string(&file).expect("read"), "one");
+}
+
+#[test]
+fn a_folder_swapped_for_a_link_is_neither_walked_nor_written_through_by_a_restore() {
+    let (_home, work, _blobs, space) = workspace(Bounds::default());
+    let outside = tempfile::tempdir().expect("outside");
+    fs::write(outside.path().join("authorized_keys"), "USER KEY").expect("key");
+    fs::write(outside.path().join("id"), "PRIVATE").expect("id");
+    let dir = work.path();
+    fs::create_dir(dir.join("deploy")).expect("deploy");
+    fs::write(dir.join("deploy/authorized_keys"), "workspace key").expect("ws key");
+    space.before_command();
+    fs::write(dir.join("deploy/authorized_keys"), "agent's key").expect("agent");
+    let capture = space.after_command("s");
+    assert_eq!(capture.changes.len(), 1);
+    // The command's swap, then a walk and a forced restore.
+    fs::rename(dir.join("deploy"), dir.join("deploy.orig")).expect("move");
+    std::os::unix::fs::symlink(outside.path(), dir.join("deploy")).expect("link");
+    space.before_command();
+    let walked = space.after_command("s");
+    assert!(
+        walked.changes.iter().all(|c| !c.path.contains("/deploy/")),
+        "the link is not walked: {:?}",
+        walked.changes
+    );
+    let report = space.restore("s", &capture.changes, true);
+    assert_eq!(report.failed.len(), 1, "{report:?}");
+    let report = space.restore("s", &capture.changes, false);
+    assert_eq!(report.skipped.len(), 1, "{report:?}");
+    assert_eq!(
+        fs::read_to_string(outside.path().join("authorized_keys")).expect("key"),
+        "USER KEY"
+    );
+    assert_eq!(fs::read_dir(outside.path()).expect("list").count(), 2);
+}
+
+#[test]
+fn what_the_sandbox_hides_in_the_workspace_is_never_read_into_a_checkpoint() {
+    #[derive(Debug)]
+    struct HidesSecrets(std::path::PathBuf);
+    impl talaria_files::Places for HidesSecrets {
+        fn access(&self, path: &Path) -> talaria_files::Access {
+            if path.starts_with(&self.0) {
+                talaria_files::Access::Hidden
+            } else {
+                talaria_files::Access::Writable
+            }
+        }
+    }
+    let home = tempfile::tempdir().expect("home");
+    let work = tempfile::tempdir().expect("work");
+    let dir = work.path().canonicalize().expect("canonical");
+    fs::create_dir(dir.join("secrets")).expect("secrets");
+    fs::write(dir.join("secrets/token"), "TOKEN-1").expect("token");
+    fs::write(dir.join("open.txt"), "open").expect("open");
+    let blobs = Arc::new(BlobStore::open(home.path()).expect("store"));
+    let space = Workspace::new(
+        vec![dir.clone()],
+        blobs,
+        Bounds::default(),
+        Arc::new(HidesSecrets(dir.join("secrets"))),
+    );
+    space.before_command();
+    fs::write(dir.join("secrets/token"), "TOKEN-2").expect("token");
+    fs::write(dir.join("open.txt"), "changed").expect("open");
+    let capture = space.after_command("s");
+    let paths: Vec<&str> = capture.changes.iter().map(|c| c.path.as_str()).collect();
+    assert_eq!(paths, [dir.join("open.txt").display().to_string()]);
+    let kept = walk(&home.path().join("checkpoints"));
+    for file in kept {
+        let bytes = fs::read(&file).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains("TOKEN"),
+            "{file:?}"
+        );
+    }
+    // A restore does not write there either.
+    let planted = vec![talaria_record::FileChange {
+        path: dir.join("secrets/token").display().to_string(),
+        before: None,
+        after: None,
+    }];
+    let report = space.restore("s", &planted, true);
+    assert_eq!(report.failed.len(), 1, "{report:?}");
+    assert!(dir.join("secrets/token").exists());
+}
+
+#[test]
+fn a_file_tool_outside_the_roots_is_kept_only_with_no_link_on_its_way() {
+    let (_home, _work, _blobs, space) = workspace(Bounds::default());
+    let elsewhere = tempfile::tempdir().expect("elsewhere");
+    let real = elsewhere.path().canonicalize().expect("canonical");
+    fs::write(real.join("notes"), "notes").expect("notes");
+    std::os::unix::fs::symlink(&real, real.with_extension("link")).expect("link");
+    let through = real.with_extension("link").join("notes");
+    let direct = real.join("notes");
+    let before = space.files_before(&[direct.clone(), through.clone()]);
+    fs::write(&direct, "changed").expect("write");
+    let capture = space.files_after("s", before);
+    let paths: Vec<&str> = capture.changes.iter().map(|c| c.path.as_str()).collect();
+    assert_eq!(paths, [direct.display().to_string()]);
+    let _ = fs::remove_file(real.with_extension("link"));
+}
+
+#[test]
+fn many_folders_are_walked_on_every_core_and_the_bound_counts_files_below_them() {
+    let bounds = Bounds {
+        max_files: 24,
+        ..Bounds::default()
+    };
+    let (_home, work, _blobs, space) = workspace(bounds);
+    let dir = work.path();
+    for i in 0..24 {
+        fs::create_dir(dir.join(format!("d{i:02}"))).expect("dir");
+        fs::write(dir.join(format!("d{i:02}/f")), "a").expect("file");
+    }
+    space.before_command();
+    for i in 0..24 {
+        fs::write(dir.join(format!("d{i:02}/f")), "b").expect("file");
+    }
+    let capture = space.after_command("s");
+    assert_eq!(
+        capture.changes.len(),
+        24,
+        "exactly at the bound: {:?}",
+        capture.notes
+    );
+    // One more, below a folder: over the bound.
+    fs::write(dir.join("d00/g"), "c").expect("file");
+    space.before_command();
+    let capture = space.after_command("s");
+    assert!(capture.changes.is_empty());
+    assert!(
+        capture.notes[0].contains("more than 24 files"),
+        "{:?}",
+        capture.notes
+    );
+}
+
+#[test]
+fn a_gitignore_above_the_workspace_in_its_repository_counts() {
+    let home = tempfile::tempdir().expect("home");
+    let repo = tempfile::tempdir().expect("repo");
+    let repo_dir = repo.path().canonicalize().expect("canonical");
+    fs::create_dir_all(repo_dir.join(".git")).expect("git");
+    fs::write(repo_dir.join(".gitignore"), "*.log\n").expect("ignore");
+    let ws = repo_dir.join("ws");
+    fs::create_dir(&ws).expect("ws");
+    let blobs = Arc::new(BlobStore::open(home.path()).expect("store"));
+    let space = Workspace::new(
+        vec![ws.clone()],
+        blobs,
+        Bounds::default(),
+        Arc::new(talaria_files::Unguarded),
+    );
+    space.before_command();
+    fs::write(ws.join("noise.log"), "x").expect("log");
+    fs::write(ws.join("code.rs"), "x").expect("code");
+    let capture = space.after_command("s");
+    let paths: Vec<&str> = capture.changes.iter().map(|c| c.path.as_str()).collect();
+    assert_eq!(paths, [ws.join("code.rs").display().to_string()]);
+}
+
+#[test]
+fn a_file_exactly_at_a_bound_is_kept() {
+    let bounds = Bounds {
+        max_file_bytes: 8,
+        max_call_bytes: 8,
+        ..Bounds::default()
+    };
+    let (_home, work, _blobs, space) = workspace(bounds);
+    let file = work.path().join("f");
+    fs::write(&file, "12345678").expect("write");
+    let before = space.files_before(std::slice::from_ref(&file));
+    fs::write(&file, "87654321").expect("write");
+    let capture = space.files_after("s", before);
+    assert!(capture.notes.is_empty(), "{:?}", capture.notes);
+    let change = &capture.changes[0];
+    assert!(change.before.as_ref().is_some_and(|v| v.hash.is_some()));
+    assert!(change.after.as_ref().is_some_and(|v| v.hash.is_some()));
+}
+
+#[test]
+fn a_file_a_tool_creates_is_recorded_as_absent_before_and_removed_by_a_restore() {
+    let (_home, work, _blobs, space) = workspace(Bounds::default());
+    let file = work.path().join("new.txt");
+    let before = space.files_before(std::slice::from_ref(&file));
+    fs::write(&file, "made").expect("write");
+    let capture = space.files_after("s", before);
+    assert_eq!(capture.changes.len(), 1);
+    assert!(capture.changes[0].before.is_none());
+    let report = space.restore("s", &capture.changes, false);
+    assert_eq!(report.restored.len(), 1, "{report:?}");
+    assert!(!file.exists());
+}
+
+#[test]
+fn a_folder_in_a_files_place_is_left_not_failed() {
+    let (_home, work, _blobs, space) = workspace(Bounds::default());
+    let path = work.path().join("f");
+    fs::create_dir(&path).expect("dir");
+    let meta = fs::metadata(&path).expect("meta");
+    // A change whose version has the folder's very size and mode.
+    let version = talaria_record::FileVersion {
+        hash: Some(crate::hash_of(b"x")),
+        mode: meta.permissions().mode() & 0o7777,
+        len: meta.len(),
+    };
+    let change = talaria_record::FileChange {
+        path: path.display().to_string(),
+        before: Some(version.clone()),
+        after: Some(version),
+    };
+    let report = space.restore("s", &[change], false);
+    assert_eq!(report.skipped.len(), 1, "{report:?}");
+    assert!(path.is_dir());
+}
+
+#[test]
+fn the_temporary_names_beside_a_file_outside_the_roots_are_swept_there() {
+    let (_home, _work, _blobs, space) = workspace(Bounds::default());
+    let elsewhere = tempfile::tempdir().expect("elsewhere");
+    let dir = elsewhere.path().canonicalize().expect("canonical");
+    let file = dir.join("notes");
+    fs::write(&file, "one").expect("write");
+    let before = space.files_before(std::slice::from_ref(&file));
+    fs::write(&file, "two").expect("write");
+    let capture = space.files_after("s", before);
+    fs::write(dir.join(".notes.talaria-tmp-1-1"), "half").expect("left");
+    let report = space.restore("s", &capture.changes, false);
+    assert_eq!(report.restored.len(), 1, "{report:?}");
+    assert_eq!(fs::read_to_string(&file).expect("read"), "one");
+    assert!(
+        !dir.join(".notes.talaria-tmp-1-1").exists(),
+        "swept where the file is"
+    );
 }

@@ -1,12 +1,19 @@
 //! The stat walk of a workspace: every regular file under the roots that `.gitignore` does
-//! not ignore, outside any `.git`, with what tells a change without reading it.
+//! not ignore, outside any `.git` and any place the sandbox hides, with what tells a change
+//! without reading it. Every folder is opened below its root's held descriptor with no link
+//! followed (`talaria-files`): a folder a command swaps for a link while the walk runs is not
+//! entered, whatever it leads to.
 
 use ignore::Match;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use std::collections::HashMap;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+use talaria_files::{Dir, Kind, Root};
+
+/// The most a `.gitignore` read by the walk may hold.
+const MAX_IGNORE_BYTES: u64 = 1 << 20;
 
 /// What tells that a file changed without reading it: a write moves its mtime or ctime, a
 /// replacement its inode, a `chmod` its ctime and mode.
@@ -20,49 +27,60 @@ pub(crate) struct Stat {
 }
 
 impl Stat {
-    pub(crate) fn of(meta: &std::fs::Metadata) -> Self {
+    pub(crate) fn of(stat: &talaria_files::Stat) -> Self {
         Stat {
-            len: meta.len(),
-            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
-            ctime_ns: i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
-            inode: meta.ino(),
-            mode: meta.mode() & 0o7777,
+            len: stat.len,
+            mtime_ns: stat.mtime_ns,
+            ctime_ns: stat.ctime_ns,
+            inode: stat.ino,
+            mode: stat.mode,
         }
     }
 }
 
-/// The files under `roots` and their stats; stops counting past `max_files` (`None`: the
-/// workspace holds more than that). One `readdir` per folder and one `fstatat` per file
-/// (through the folder, as `std` does); a `.gitignore` is read only where a listing shows one.
-pub(crate) fn stat_walk(roots: &[PathBuf], max_files: usize) -> Option<HashMap<PathBuf, Stat>> {
+/// The files under `roots` and their stats, by path as the root names them; stops counting
+/// past `max_files` (`None`: the workspace holds more than that). One listing per folder and
+/// one `fstatat` per file, through the folder's descriptor; a `.gitignore` is read only where
+/// a listing shows one.
+pub(crate) fn stat_walk(roots: &[Root], max_files: usize) -> Option<HashMap<PathBuf, Stat>> {
     let mut found = HashMap::new();
     for root in roots {
         let ignores = parent_ignores(root);
         let mut folders = Vec::new();
-        walk_one(root, &ignores, &mut found, &mut folders, max_files)?;
-        walk_spread(folders, &mut found, max_files)?;
+        walk_one(
+            root,
+            Path::new(""),
+            &ignores,
+            &mut found,
+            &mut folders,
+            max_files,
+        )?;
+        walk_spread(root, folders, &mut found, max_files)?;
     }
     Some(found)
 }
 
-/// Walks `folders` (each with the `.gitignore`s that apply to it) on the machine's cores,
-/// each thread down its own share of the tree.
+/// A folder still to walk: its path below the root, and the `.gitignore`s that apply to it.
+type Folder = (PathBuf, Ignores);
+
+/// Walks `folders` on the machine's cores, each thread down its own share of the tree.
 fn walk_spread(
-    folders: Vec<(PathBuf, Ignores)>,
+    root: &Root,
+    folders: Vec<Folder>,
     found: &mut HashMap<PathBuf, Stat>,
     max_files: usize,
 ) -> Option<()> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .clamp(1, 4);
-    let mut shares: Vec<Vec<(PathBuf, Ignores)>> = (0..threads).map(|_| Vec::new()).collect();
+    let mut shares: Vec<Vec<Folder>> = (0..threads).map(|_| Vec::new()).collect();
     for (index, folder) in folders.into_iter().enumerate() {
         shares[index % threads].push(folder);
     }
-    let walk_share = move |share: Vec<(PathBuf, Ignores)>| {
+    let walk_share = move |share: Vec<Folder>| {
         let mut own = HashMap::new();
         for (folder, ignores) in share {
-            walk_dir(&folder, &ignores, &mut own, max_files)?;
+            walk_dir(root, &folder, &ignores, &mut own, max_files)?;
         }
         Some(own)
     };
@@ -99,18 +117,23 @@ fn walk_spread(
 /// The `.gitignore`s that apply in a folder, outermost first (shared by the folders below).
 type Ignores = Arc<[Arc<Gitignore>]>;
 
-/// The `.gitignore`s above `root`, up to its repository's top (a folder holding `.git`).
-fn parent_ignores(root: &Path) -> Ignores {
+/// The `.gitignore`s above the root, up to its repository's top (a folder holding `.git`),
+/// each read below its own folder with no link followed.
+fn parent_ignores(root: &Root) -> Ignores {
     let mut found = Vec::new();
-    let mut at = root.parent();
-    if root.join(".git").exists() {
+    let has_git = |dir: &Dir| dir.stat(".git".as_ref()).is_ok_and(|s| s.is_some());
+    if has_git(root.as_dir()) {
         return found.into();
     }
+    let mut at = root.shown().parent();
     while let Some(dir) = at {
-        if let Some(ignore) = read_ignore(dir, &dir.join(".gitignore")) {
+        let Ok(above) = Root::open(dir, root.places()) else {
+            break;
+        };
+        if let Some(ignore) = read_ignore(above.as_dir(), dir) {
             found.push(Arc::new(ignore));
         }
-        if dir.join(".git").exists() {
+        if has_git(above.as_dir()) {
             break;
         }
         at = dir.parent();
@@ -119,12 +142,14 @@ fn parent_ignores(root: &Path) -> Ignores {
     found.into()
 }
 
-fn read_ignore(dir: &Path, file: &Path) -> Option<Gitignore> {
-    if !file.is_file() {
-        return None;
+/// The `.gitignore` of `dir` (named `shown`), if it has one that says something.
+fn read_ignore(dir: &Dir, shown: &Path) -> Option<Gitignore> {
+    let bytes = dir.read(".gitignore".as_ref(), MAX_IGNORE_BYTES).ok()?;
+    let file = shown.join(".gitignore");
+    let mut builder = GitignoreBuilder::new(shown);
+    for line in String::from_utf8_lossy(&bytes).lines() {
+        let _ = builder.add_line(Some(file.clone()), line);
     }
-    let mut builder = GitignoreBuilder::new(dir);
-    builder.add(file);
     builder.build().ok().filter(|ignore| !ignore.is_empty())
 }
 
@@ -140,62 +165,62 @@ fn ignored(ignores: &[Arc<Gitignore>], path: &Path, is_dir: bool) -> bool {
     false
 }
 
-/// Lists `dir`: its files into `found`, its folders (with the `.gitignore`s that apply) into
-/// `folders`, to be walked.
+/// Lists the folder `relative` below the root: its files into `found`, its folders (with the
+/// `.gitignore`s that apply) into `folders`, to be walked. A folder that cannot be opened
+/// with no link on the way (swapped for one, or hidden) is passed over.
 fn walk_one(
-    dir: &Path,
+    root: &Root,
+    relative: &Path,
     ignores: &Ignores,
     found: &mut HashMap<PathBuf, Stat>,
-    folders: &mut Vec<(PathBuf, Ignores)>,
+    folders: &mut Vec<Folder>,
     max_files: usize,
 ) -> Option<()> {
-    let Ok(listing) = std::fs::read_dir(dir) else {
+    let Ok(dir) = root.dir(relative) else {
         return Some(());
     };
-    // Read whole and closed before the folders below are opened: one descriptor at a time.
-    let entries: Vec<std::fs::DirEntry> = listing.flatten().collect();
+    // Read whole and closed before the folders below are opened: one listing at a time.
+    let Ok(entries) = dir.entries() else {
+        return Some(());
+    };
+    let shown = root.shown().join(relative);
     let mut ignores = ignores.clone();
-    if entries.iter().any(|e| e.file_name() == ".gitignore")
-        && let Some(own) = read_ignore(dir, &dir.join(".gitignore"))
+    if entries.iter().any(|(name, _)| name == ".gitignore")
+        && let Some(own) = read_ignore(&dir, &shown)
     {
         ignores = ignores.iter().cloned().chain([Arc::new(own)]).collect();
     }
-    for entry in entries {
-        let Ok(kind) = entry.file_type() else {
-            continue;
-        };
-        let path = entry.path();
-        if kind.is_dir() && entry.file_name() != ".git" && !ignored(&ignores, &path, true) {
-            folders.push((path, ignores.clone()));
-        } else if kind.is_file() && !ignored(&ignores, &path, false) {
-            let Ok(meta) = entry.metadata() else { continue };
+    for (name, kind) in entries {
+        let path = shown.join(&name);
+        if kind == Kind::Directory && name != ".git" && !ignored(&ignores, &path, true) {
+            folders.push((relative.join(&name), ignores.clone()));
+        } else if kind == Kind::File && !ignored(&ignores, &path, false) {
+            let Ok(Some(stat)) = dir.stat(&name) else {
+                continue;
+            };
+            if !stat.is_file() {
+                continue;
+            }
             if found.len() >= max_files {
                 return None;
             }
-            found.insert(path, Stat::of(&meta));
+            found.insert(path, Stat::of(&stat));
         }
     }
     Some(())
 }
 
-/// Walks `dir` and everything below it that is not ignored.
+/// Walks the folder `relative` and everything below it that is not ignored.
 fn walk_dir(
-    dir: &Path,
+    root: &Root,
+    relative: &Path,
     ignores: &Ignores,
     found: &mut HashMap<PathBuf, Stat>,
     max_files: usize,
 ) -> Option<()> {
-    let mut folders = vec![(dir.to_path_buf(), ignores.clone())];
+    let mut folders = vec![(relative.to_path_buf(), ignores.clone())];
     while let Some((folder, ignores)) = folders.pop() {
-        walk_one(&folder, &ignores, found, &mut folders, max_files)?;
+        walk_one(root, &folder, &ignores, found, &mut folders, max_files)?;
     }
     Some(())
-}
-
-/// Whether `path` is a regular file now (not a link, a folder or a socket).
-pub(crate) fn regular_stat(path: &Path) -> Option<Stat> {
-    std::fs::symlink_metadata(path)
-        .ok()
-        .filter(std::fs::Metadata::is_file)
-        .map(|meta| Stat::of(&meta))
 }

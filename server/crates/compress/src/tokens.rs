@@ -178,7 +178,8 @@ pub fn entry_tokens(entry: &Entry, counting: Counting) -> u32 {
         | EntryBody::ModeChanged { .. }
         | EntryBody::ModelChanged { .. }
         | EntryBody::Plan { .. }
-        | EntryBody::Rewound { .. } => return 0,
+        | EntryBody::Rewound { .. }
+        | EntryBody::FilesRestored { .. } => return 0,
     };
     body.saturating_add(MESSAGE_OVERHEAD)
 }

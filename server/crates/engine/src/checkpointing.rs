@@ -14,7 +14,6 @@ use talaria_checkpoints::{BlobStore, Bounds, Capture, FilesBefore, Workspace};
 pub struct Checkpoints {
     blobs: Arc<BlobStore>,
     workspace: Arc<Workspace>,
-    bounds: Bounds,
 }
 
 type Shared = HashMap<PathBuf, (Weak<BlobStore>, HashMap<Vec<PathBuf>, Weak<Workspace>>)>;
@@ -25,10 +24,15 @@ fn shared() -> &'static Mutex<Shared> {
 }
 
 /// The checkpoints of a session in `roots` whose home is `home` (blocking: the store's
-/// folders are made and swept on first use). The index of a workspace is first read in the
-/// background, so the first command does not wait for it. `None` when the store cannot be
-/// opened (logged; the session goes on without checkpoints).
-pub fn checkpoints_for(home: &Path, roots: &[PathBuf]) -> Option<Arc<Checkpoints>> {
+/// folders are made and swept on first use, the roots resolved and held). What the sandbox
+/// hides (`places`, the session's shell's) is never read or written. The index of a workspace
+/// is first read in the background, so the first command does not wait for it. `None` when
+/// the store cannot be opened (logged; the session goes on without checkpoints).
+pub fn checkpoints_for(
+    home: &Path,
+    roots: &[PathBuf],
+    places: Arc<dyn talaria_files::Places>,
+) -> Option<Arc<Checkpoints>> {
     let bounds = Bounds::default();
     let mut shared = talaria_util::lock(shared());
     let (blobs, workspaces) = shared.entry(home.to_path_buf()).or_default();
@@ -49,7 +53,12 @@ pub fn checkpoints_for(home: &Path, roots: &[PathBuf]) -> Option<Arc<Checkpoints
     let workspace = match workspaces.get(roots).and_then(Weak::upgrade) {
         Some(workspace) => workspace,
         None => {
-            let workspace = Arc::new(Workspace::new(roots.to_vec(), store.clone(), bounds));
+            let workspace = Arc::new(Workspace::new(
+                roots.to_vec(),
+                store.clone(),
+                bounds,
+                places,
+            ));
             workspaces.insert(roots.to_vec(), Arc::downgrade(&workspace));
             warm(&workspace);
             workspace
@@ -58,7 +67,6 @@ pub fn checkpoints_for(home: &Path, roots: &[PathBuf]) -> Option<Arc<Checkpoints
     Some(Arc::new(Checkpoints {
         blobs: store,
         workspace,
-        bounds,
     }))
 }
 
@@ -95,11 +103,7 @@ impl Checkpoints {
             } else if writes.is_empty() {
                 Before::Nothing
             } else {
-                Before::Files(talaria_checkpoints::files_before(
-                    &this.blobs,
-                    &writes,
-                    &this.bounds,
-                ))
+                Before::Files(this.workspace.files_before(&writes))
             }
         });
         before.await.unwrap_or(Before::Nothing)
@@ -115,9 +119,7 @@ impl Checkpoints {
         let after = tokio::task::spawn_blocking(move || match before {
             Before::Nothing => Capture::default(),
             Before::Walked => this.workspace.after_command(&session),
-            Before::Files(files) => {
-                talaria_checkpoints::files_after(&this.blobs, &session, files, &this.bounds)
-            }
+            Before::Files(files) => this.workspace.files_after(&session, files),
         });
         after.await.unwrap_or_default()
     }
@@ -129,7 +131,7 @@ impl Checkpoints {
         changes: &[talaria_record::FileChange],
         force: bool,
     ) -> talaria_checkpoints::RestoreReport {
-        talaria_checkpoints::restore(&self.blobs, session, changes, force)
+        self.workspace.restore(session, changes, force)
     }
 
     /// A fork holds what its parent's checkpoints hold (blocking).

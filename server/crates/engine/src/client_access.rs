@@ -49,6 +49,11 @@ impl FileAccess for ClientFiles {
             if !self.delegation.read_files {
                 return self.local.read_text(path).await;
             }
+            // The editor opens what it is given by name: where it leads is judged here first
+            // (a file only the editor's buffer holds is the editor's).
+            if let Err(refused @ FileError::Other(_)) = self.local.judge(path, false).await {
+                return Err(refused);
+            }
             let asked = ClientAsk::ReadFile {
                 path: path.to_path_buf(),
             };
@@ -67,6 +72,9 @@ impl FileAccess for ClientFiles {
         Box::pin(async move {
             if !self.delegation.write_files {
                 return self.local.write_text(path, text).await;
+            }
+            if let Err(refused @ FileError::Other(_)) = self.local.judge(path, true).await {
+                return Err(refused);
             }
             let asked = ClientAsk::WriteFile {
                 path: path.to_path_buf(),

@@ -60,7 +60,7 @@ pub use events::{
     CompactionStatus, CompactionView, EngineEvent, NoticeLevel, Signal, StopReason,
     SubagentMessage, SubagentStop, SubagentView, ToolCallView, TurnError, TurnId, TurnUsage,
 };
-pub use journal::{ANSWER_DEADLINE, Journal, SessionJournal};
+pub use journal::{ANSWER_DEADLINE, Journal, READ_DEADLINE, SessionJournal};
 pub use model_call::CallError;
 pub use provider_factory::{build_router, build_router_through};
 pub use providers::OPENAI as OPENAI_SERVICE;

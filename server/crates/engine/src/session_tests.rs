@@ -86,7 +86,15 @@ fn spawn_changed(
 ) -> (SessionHandle, mpsc::Receiver<EngineEvent>) {
     let (tx, events) = mpsc::channel(64);
     let rx = bridge.attach(events);
-    let mut settings = SessionSettings {
+    let mut settings = settings_in(cwd, mode);
+    change(&mut settings);
+    let handle = spawn_session(settings, Arc::new(router), registry, tx);
+    (handle, rx)
+}
+
+/// The settings of a test session in `cwd`.
+fn settings_in(cwd: &std::path::Path, mode: Mode) -> SessionSettings {
+    SessionSettings {
         id: "s1".into(),
         cwd: cwd.to_path_buf(),
         model: "m".into(),
@@ -119,10 +127,7 @@ fn spawn_changed(
         shell: Arc::default(),
         checkpoints: None,
         single_slot: false,
-    };
-    change(&mut settings);
-    let handle = spawn_session(settings, Arc::new(router), registry, tx);
-    (handle, rx)
+    }
 }
 
 fn tool_results(transcript: &Transcript) -> Vec<(String, String)> {
@@ -805,4 +810,77 @@ async fn a_card_opens_when_the_model_starts_a_call_and_an_abandoned_one_is_close
         matches!(e, EngineEvent::ToolCallFinished { id, status: talaria_tools::ToolStatus::Failed, .. } if id == "lost")
     });
     assert!(closed, "the abandoned answer's card is closed: {events:?}");
+}
+
+/// A rewind with files whose process stopped while it put them back: the session's next
+/// start finishes it before it serves anything (the files back, the end recorded, the user
+/// told), and a rewind after that tries again only what failed.
+#[tokio::test]
+async fn a_rewind_cut_off_is_finished_when_the_session_starts_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cwd = dir.path().canonicalize().expect("canonical");
+    let home = cwd.join(".talaria-home");
+    let checkpoints = crate::checkpoints_for(
+        &home,
+        std::slice::from_ref(&cwd),
+        Arc::new(talaria_files::Unguarded),
+    )
+    .expect("checkpoints");
+    let (a, b) = (cwd.join("a.txt"), cwd.join("b.txt"));
+    std::fs::write(&a, "a before").expect("a");
+    let before = checkpoints.before(&[a.clone(), b.clone()], false).await;
+    std::fs::write(&a, "a after").expect("a");
+    std::fs::write(&b, "b made").expect("b");
+    let capture = checkpoints.after("s1", before).await;
+    assert_eq!(capture.changes.len(), 2);
+    let mut history = Transcript::with_system("sys");
+    history.push(talaria_record::EntryBody::User {
+        input: vec![talaria_record::InputBlock::Text { text: "go".into() }],
+        model_view: vec![],
+    });
+    history.rewind_with(
+        0,
+        Some(talaria_record::RestoreIntent {
+            changes: capture.changes,
+            force: false,
+        }),
+    );
+    let marker = history.last_id();
+    let mut settings = settings_in(&cwd, Mode::Ask);
+    settings.checkpoints = Some(checkpoints);
+    let (tx, _events) = mpsc::channel(64);
+    let provider = Arc::new(Scripted::new(vec![]));
+    let handle = crate::session::spawn_session_with(
+        settings,
+        Arc::new(crate::ModelRouter::single(provider)),
+        talaria_tools::builtin_registry(),
+        tx,
+        crate::session::SessionStart {
+            history: Some(history),
+            ..crate::session::SessionStart::default()
+        },
+    );
+    let snapshot = handle.snapshot().await.expect("snapshot");
+    assert_eq!(std::fs::read_to_string(&a).expect("a"), "a before");
+    assert!(!b.exists(), "the file the cut turn made is gone");
+    let ends: Vec<_> = snapshot
+        .transcript
+        .all_entries()
+        .into_iter()
+        .filter_map(|e| match &e.body {
+            talaria_record::EntryBody::FilesRestored {
+                rewind,
+                restored,
+                failed,
+                ..
+            } => Some((*rewind, *restored, failed.len())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ends, [(marker, 2, 0)]);
+    let told = snapshot.transcript.entries().iter().any(|e| {
+        matches!(&e.body, talaria_record::EntryBody::Notice { text, .. } if text.contains("2 files put back"))
+    });
+    assert!(told, "the user is told");
+    assert!(snapshot.transcript.open_restores(true).is_empty());
 }

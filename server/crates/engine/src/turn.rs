@@ -60,10 +60,12 @@ pub(crate) async fn record_steers(
         any = true;
         for steer in steers {
             let shown = steer.blocks.clone();
+            talaria_util::failpoint::step("steer::append::before");
             let entry = history.push(EntryBody::User {
                 input: steer.blocks,
                 model_view: steer.model_view,
             });
+            talaria_util::failpoint::step("steer::append::after");
             let _ = events.send(EngineEvent::Steered(entry, shown)).await;
         }
     }
@@ -632,7 +634,7 @@ impl Turn<'_> {
                 cancel: self.cancel.clone(),
                 local: talaria_tools::fs::LocalFiles::new(talaria_tools::fs::LinkRules {
                     sensitive: self.settings.secrets.paths.clone(),
-                    policy: self.settings.shell.policy().cloned().map(Arc::new),
+                    places: self.settings.shell.places(),
                 }),
             }),
             commands: Arc::new(crate::client_access::ClientCommands {

@@ -6,8 +6,6 @@
 //! blocking thread, never on the stream's; the call's end is passed on once it is written, so
 //! whoever waits for the turn finds the file complete.
 
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -150,7 +148,6 @@ impl TrajectoryLog {
         if *written > snapshot.number {
             return;
         }
-        let aside = self.path.with_extension("json.partial");
         let text = match serde_json::to_vec_pretty(&snapshot.document) {
             Ok(text) => text,
             Err(error) => {
@@ -158,16 +155,28 @@ impl TrajectoryLog {
                 return;
             }
         };
-        let done = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&aside)
-            .and_then(|mut file| file.write_all(&text))
-            .and_then(|()| std::fs::rename(&aside, &self.path));
+        talaria_util::failpoint::step("trajectory::write::before");
+        // Through the one way to files: the folder may be in a task's workspace, where a
+        // command could plant a link at the name written.
+        let done = match (self.path.parent(), self.path.file_name()) {
+            (Some(folder), Some(name)) => talaria_files::Root::open_making(
+                folder,
+                std::sync::Arc::new(talaria_files::Unguarded),
+            )
+            .and_then(|folder| {
+                let how = talaria_files::Replace {
+                    mode: Some(0o600),
+                    sync: false,
+                };
+                folder.as_dir().replace(name, &text, &how)
+            }),
+            _ => Err(talaria_files::FileError::Outside(self.path.clone())),
+        };
         match done {
-            Ok(()) => *written = snapshot.number,
+            Ok(()) => {
+                talaria_util::failpoint::step("trajectory::write::after");
+                *written = snapshot.number;
+            }
             Err(error) => {
                 tracing::warn!(path = %self.path.display(), "cannot write the trajectory: {error}")
             }

@@ -29,7 +29,7 @@ impl Lineage {
         let mut lineage = Lineage::default();
         for entry in entries {
             match &entry.body {
-                EntryBody::Rewound { head } => {
+                EntryBody::Rewound { head, .. } => {
                     lineage.head = *head;
                     lineage.branched = true;
                 }
@@ -171,6 +171,77 @@ mod tests {
         assert_eq!(texts(&reloaded), texts(&t));
         assert_eq!(reloaded.off_path().len(), 3);
         assert_eq!(reloaded.last_id(), 8);
+    }
+
+    #[test]
+    fn what_a_rewind_would_cut_is_told_before_it_cuts() {
+        let (mut t, second) = two_turns();
+        let head = t.parent_of(second).expect("parent");
+        assert_eq!(t.cut_by(head), vec![4, 5]);
+        assert_eq!(t.cut_by(t.last_id()), Vec::<EntryId>::new());
+        assert_eq!(t.cut_by(0), vec![2, 3, 4, 5]);
+        assert_eq!(t.rewind_to(head), vec![4, 5], "the same ids leave");
+    }
+
+    fn intent(paths: &[&str]) -> crate::RestoreIntent {
+        crate::RestoreIntent {
+            changes: paths
+                .iter()
+                .map(|p| crate::FileChange {
+                    path: p.to_string(),
+                    before: None,
+                    after: None,
+                })
+                .collect(),
+            force: false,
+        }
+    }
+
+    #[test]
+    fn a_rewind_whose_files_are_not_all_back_stays_open_until_its_end_is_recorded() {
+        let (mut t, second) = two_turns();
+        let head = t.parent_of(second).expect("parent");
+        t.rewind_with(head, Some(intent(&["a", "b"])));
+        let marker = t.last_id();
+        // Cut off before its end: open for a load and for a rewind.
+        assert_eq!(t.open_restores(false), vec![(marker, intent(&["a", "b"]))]);
+        assert_eq!(t.open_restores(true).len(), 1);
+        let saved: Vec<_> = t.all_entries().into_iter().cloned().collect();
+        assert_eq!(
+            Transcript::from_entries(saved).open_restores(false),
+            vec![(marker, intent(&["a", "b"]))],
+            "the intent is read back from the record"
+        );
+        // Its end, with one file that failed: closed for a load, open for a rewind (that file).
+        t.push(EntryBody::FilesRestored {
+            rewind: marker,
+            restored: 1,
+            skipped: vec![],
+            failed: vec!["b".into()],
+        });
+        assert!(t.open_restores(false).is_empty());
+        assert_eq!(t.open_restores(true), vec![(marker, intent(&["b"]))]);
+        // Tried again, and back: closed.
+        t.push(EntryBody::FilesRestored {
+            rewind: marker,
+            restored: 1,
+            skipped: vec![],
+            failed: vec![],
+        });
+        assert!(t.open_restores(true).is_empty());
+        // A rewind without files, and one whose end names another marker, open nothing.
+        t.rewind_to(0);
+        t.push(EntryBody::FilesRestored {
+            rewind: 999,
+            restored: 0,
+            skipped: vec![],
+            failed: vec![],
+        });
+        assert!(t.open_restores(true).is_empty());
+        // The intent survives a reload.
+        let all: Vec<_> = t.all_entries().into_iter().cloned().collect();
+        let reloaded = Transcript::from_entries(all);
+        assert!(reloaded.open_restores(true).is_empty());
     }
 
     #[test]

@@ -311,6 +311,15 @@ impl ToolResultEntry {
     }
 }
 
+/// The files a rewind puts back: the changes of the entries that left the path, in the
+/// order they were made, and whether a file changed since the agent is put back anyway.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestoreIntent {
+    pub changes: Vec<FileChange>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub force: bool,
+}
+
 /// How serious a notice is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -379,6 +388,20 @@ pub enum EntryBody {
     /// come back to it.
     Rewound {
         head: EntryId,
+        /// With the files put back: what to put back, recorded before any file is touched, so
+        /// a rewind cut off (a kill, a full disk) is finished by the next load or rewind.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        restore: Option<RestoreIntent>,
+    },
+    /// The files of the rewind whose marker is entry `rewind` were put back; the paths that
+    /// failed are tried again by the next load or rewind.
+    FilesRestored {
+        rewind: EntryId,
+        restored: usize,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        skipped: Vec<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        failed: Vec<String>,
     },
     /// An instruction from Talaria itself within a turn (e.g. to act instead of announcing):
     /// the model reads it as a user message; clients are not shown it as the user's.

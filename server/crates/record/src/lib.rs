@@ -22,12 +22,14 @@ pub mod testing;
 
 pub use entry::{
     AssistantEntry, DisplayContent, DisplayKind, Entry, EntryBody, EntryId, FileChange,
-    FileVersion, InputBlock, NoticeLevel, PlanItem, Reasoning, ResultStatus, ToolCallRequest,
-    ToolDisplay, ToolEffects, ToolLocation, ToolResultEntry, UserPart,
+    FileVersion, InputBlock, NoticeLevel, PlanItem, Reasoning, RestoreIntent, ResultStatus,
+    ToolCallRequest, ToolDisplay, ToolEffects, ToolLocation, ToolResultEntry, UserPart,
 };
 pub use model_view::{CUT_OFF, ModelMessage, TOOL_IMAGES_NOTE};
 pub use transcript::{RECORD_VERSION, RecordError, Transcript};
 pub use validate::{Violation, validate};
 
+#[cfg(test)]
+mod persistence_tests;
 #[cfg(test)]
 mod tests;

@@ -202,7 +202,8 @@ impl<'a> Renderer<'a> {
             | EntryBody::ModelChanged { .. }
             | EntryBody::Plan { .. }
             | EntryBody::Summary { .. }
-            | EntryBody::Rewound { .. } => {}
+            | EntryBody::Rewound { .. }
+            | EntryBody::FilesRestored { .. } => {}
         }
     }
 }

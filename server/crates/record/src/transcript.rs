@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::branches;
+use crate::entry::RestoreIntent;
 use crate::entry::{
     DisplayContent, DisplayKind, Entry, EntryBody, EntryId, ResultStatus, ToolCallRequest,
     ToolDisplay, ToolResultEntry,
@@ -127,11 +128,28 @@ impl Transcript {
         at
     }
 
+    /// The ids a rewind to `head` would move off the path, in order (nothing changes).
+    pub fn cut_by(&self, head: EntryId) -> Vec<EntryId> {
+        let kept: std::collections::HashSet<EntryId> =
+            self.lineage().chain(head).into_iter().collect();
+        self.entries
+            .iter()
+            .filter(|e| !matches!(e.body, EntryBody::System { .. }) && !kept.contains(&e.id))
+            .map(|e| e.id)
+            .collect()
+    }
+
     /// Moves the conversation back: it goes on after entry `head` (0: right after the system
     /// prompt), and what followed stays off the path. `head` may be off the path (a rewind
     /// back to a branch an earlier rewind left). Returns the ids that left the path, in
     /// order.
     pub fn rewind_to(&mut self, head: EntryId) -> Vec<EntryId> {
+        self.rewind_with(head, None)
+    }
+
+    /// As [`Transcript::rewind_to`], the marker holding what files to put back (the intent a
+    /// later load or rewind finishes if this one is cut off).
+    pub fn rewind_with(&mut self, head: EntryId, restore: Option<RestoreIntent>) -> Vec<EntryId> {
         let before: Vec<EntryId> = self.entries.iter().map(|e| e.id).collect();
         let mut all = std::mem::take(&mut self.entries);
         all.append(&mut self.off_path);
@@ -141,7 +159,7 @@ impl Transcript {
             id,
             at_ms: now_ms(),
             compacted: false,
-            body: EntryBody::Rewound { head },
+            body: EntryBody::Rewound { head, restore },
         });
         let (mut path, off_path) = branches::split_path(all);
         for changed in branches::match_compaction(&mut path, &off_path) {
@@ -155,6 +173,33 @@ impl Transcript {
             .into_iter()
             .filter(|id| !on_path.contains(id))
             .collect()
+    }
+
+    /// The rewinds whose files are not all back, oldest first, each with what is left to put
+    /// back: one never finished (the process stopped while it restored), and, with
+    /// `with_failed`, one whose last attempt failed for some files (those files only).
+    pub fn open_restores(&self, with_failed: bool) -> Vec<(EntryId, RestoreIntent)> {
+        let mut open: Vec<(EntryId, RestoreIntent)> = Vec::new();
+        for entry in self.all_entries() {
+            match &entry.body {
+                EntryBody::Rewound {
+                    restore: Some(intent),
+                    ..
+                } => open.push((entry.id, intent.clone())),
+                EntryBody::FilesRestored { rewind, failed, .. } => {
+                    let Some(at) = open.iter().position(|(id, _)| id == rewind) else {
+                        continue;
+                    };
+                    if failed.is_empty() || !with_failed {
+                        open.remove(at);
+                    } else {
+                        open[at].1.changes.retain(|c| failed.contains(&c.path));
+                    }
+                }
+                _ => {}
+            }
+        }
+        open
     }
 
     /// Notes that an entry was changed in place (compaction), so a journal saves it again.

@@ -96,23 +96,59 @@ pub fn confine(dir: &Path, relative: &str) -> Result<PathBuf, SkillError> {
     Ok(current)
 }
 
-/// Writes a file atomically: a temporary file beside it, then a rename.
+/// The folder holding `path` (made when missing), held, and the file's name in it: the
+/// stores are reached through the one way to files (`talaria-files`), no link followed below
+/// the folder.
+fn folder_of(path: &Path) -> Result<(talaria_files::Root, &std::ffi::OsStr), SkillError> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(SkillError::Invalid("a file needs a folder".into()));
+    };
+    let folder =
+        talaria_files::Root::open_making(parent, std::sync::Arc::new(talaria_files::Unguarded))
+            .map_err(|e| SkillError::io("open", parent)(e.into()))?;
+    Ok((folder, name))
+}
+
+/// Writes a file atomically: a temporary file made exclusively beside it, then a rename
+/// within the folder.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), SkillError> {
-    let parent = path
-        .parent()
-        .ok_or_else(|| SkillError::Invalid("a file needs a folder".into()))?;
-    std::fs::create_dir_all(parent).map_err(SkillError::io("create", parent))?;
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let unique = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let temporary = parent.join(format!(".{name}.tmp-{}-{unique}", std::process::id()));
-    std::fs::write(&temporary, bytes)
-        .and_then(|()| std::fs::rename(&temporary, path))
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&temporary);
-            SkillError::io("write", path)(e)
-        })
+    let (folder, name) = folder_of(path)?;
+    folder
+        .as_dir()
+        .replace(name, bytes, &talaria_files::Replace::default())
+        .map_err(|e| SkillError::io("write", path)(e.into()))
+}
+
+/// Reads a store's text file, with no link followed below its folder.
+pub fn read_text(path: &Path) -> Result<String, SkillError> {
+    let (folder, name) = folder_of(path)?;
+    let bytes = folder
+        .as_dir()
+        .read(name, MAX_READ_BYTES)
+        .map_err(|e| SkillError::io("read", path)(e.into()))?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The most a store's file read by [`read_text`] may hold.
+const MAX_READ_BYTES: u64 = 16 << 20;
+
+/// Removes a store's file (the name itself), with no link followed.
+fn remove_file(path: &Path) -> Result<(), SkillError> {
+    let (folder, name) = folder_of(path)?;
+    folder
+        .as_dir()
+        .remove(name)
+        .map(|_| ())
+        .map_err(|e| SkillError::io("remove", path)(e.into()))
+}
+
+/// Removes a store's folder and everything in it, no link followed.
+pub fn remove_tree(path: &Path) -> Result<(), SkillError> {
+    let (folder, name) = folder_of(path)?;
+    folder
+        .as_dir()
+        .remove_tree(name)
+        .map_err(|e| SkillError::io("delete", path)(e.into()))
 }
 
 fn checked_skill_text(args: &ManageArgs, text: &str) -> Result<(), SkillError> {
@@ -145,7 +181,7 @@ fn patch(dir: &Path, skill_file: &Path, args: &ManageArgs) -> Result<String, Ski
         Some(relative) if relative != SKILL_FILE => confine(dir, relative)?,
         _ => skill_file.to_path_buf(),
     };
-    let text = std::fs::read_to_string(&target).map_err(SkillError::io("read", &target))?;
+    let text = read_text(&target)?;
     let found = text.matches(old).count();
     if found == 0 {
         return Err(SkillError::Invalid(
@@ -223,7 +259,7 @@ pub fn apply(dir: &Path, args: &ManageArgs) -> Result<String, SkillError> {
         }
         "patch" => patch(dir, &skill_file, args),
         "delete" => {
-            std::fs::remove_dir_all(dir).map_err(SkillError::io("delete", dir))?;
+            remove_tree(dir)?;
             Ok(format!("Deleted skill {}.", args.name))
         }
         "write_file" => {
@@ -243,7 +279,7 @@ pub fn apply(dir: &Path, args: &ManageArgs) -> Result<String, SkillError> {
         "remove_file" => {
             let relative = require(&args.file_path, "file_path", action)?;
             let target = confine(dir, relative)?;
-            std::fs::remove_file(&target).map_err(SkillError::io("remove", &target))?;
+            remove_file(&target)?;
             Ok(format!("Removed {relative} from skill {}.", args.name))
         }
         other => Err(SkillError::Invalid(format!(

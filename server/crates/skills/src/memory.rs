@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use std::sync::Arc;
+
 use crate::manage::write_atomic;
 use crate::provenance::{self, Origin, Record};
 use crate::scan;
@@ -121,7 +123,7 @@ impl MemoryStore {
 
     /// The entries of a file.
     pub fn entries(&self, target: Target) -> Vec<String> {
-        parse_entries(&std::fs::read_to_string(self.dir.join(target.file())).unwrap_or_default())
+        parse_entries(&crate::manage::read_text(&self.dir.join(target.file())).unwrap_or_default())
     }
 
     /// `used/limit characters` of a file.
@@ -151,13 +153,9 @@ impl MemoryStore {
         if operations.is_empty() {
             return Err(SkillError::Invalid("no memory operations given".into()));
         }
-        std::fs::create_dir_all(&self.dir).map_err(SkillError::io("create", &self.dir))?;
-        let lock = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(self.dir.join(".lock"))
-            .map_err(SkillError::io("open the memory lock", &self.dir))?;
+        let lock = talaria_files::Root::open_making(&self.dir, Arc::new(talaria_files::Unguarded))
+            .and_then(|folder| folder.as_dir().open_lock(".lock".as_ref()))
+            .map_err(|e| SkillError::io("open the memory lock", &self.dir)(e.into()))?;
         lock.lock()
             .map_err(SkillError::io("lock the memory files in", &self.dir))?;
         let mut memory = self.entries(Target::Memory);

@@ -1,7 +1,6 @@
 //! Who wrote what, and when: one JSON line per write in a sidecar next to the skill or memory
 //! file (`.provenance.jsonl`).
 
-use std::io::Write;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -41,17 +40,18 @@ pub fn now_ms() -> i64 {
 
 /// Appends a record to the sidecar in `dir`.
 pub fn append(dir: &Path, record: &Record) -> std::io::Result<()> {
-    let line = serde_json::to_string(record).map_err(std::io::Error::other)?;
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join(SIDECAR))?;
-    writeln!(file, "{line}")
+    let line = serde_json::to_string(record).map_err(std::io::Error::other)? + "\n";
+    let folder =
+        talaria_files::Root::open_making(dir, std::sync::Arc::new(talaria_files::Unguarded))?;
+    folder
+        .as_dir()
+        .append(SIDECAR.as_ref(), line.as_bytes())
+        .map_err(Into::into)
 }
 
 /// The records in `dir`'s sidecar (unreadable lines skipped).
 pub fn read(dir: &Path) -> Vec<Record> {
-    std::fs::read_to_string(dir.join(SIDECAR))
+    crate::manage::read_text(&dir.join(SIDECAR))
         .unwrap_or_default()
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())

@@ -113,9 +113,11 @@ impl Claims {
         if self.held().contains_key(session) {
             return Ok(());
         }
+        talaria_util::failpoint::step("claim::take::before");
         let (path, mut file) = self.open(session)?;
         match file.try_lock() {
             Ok(()) => {
+                talaria_util::failpoint::step("claim::take::after");
                 // Written in place, then cut to length: the file never reads as empty.
                 let holder = format!("{} pid {}\n", host(), std::process::id());
                 let _ = file.rewind();
@@ -134,7 +136,9 @@ impl Claims {
 
     /// Gives the session up (the lock file stays).
     pub fn release(&self, session: &str) {
+        talaria_util::failpoint::step("claim::release::before");
         self.held().remove(session);
+        talaria_util::failpoint::step("claim::release::after");
     }
 
     /// Whether this process holds the session.

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use talaria_record::testing::{assert_valid, assistant, result, user};
 use talaria_record::{EntryBody, Transcript};
 
-use crate::{MetaUpdate, SessionMeta, SessionStore, StoreError};
+use crate::{Basis, MetaUpdate, Refusal, SessionAppend, SessionMeta, SessionStore, StoreError};
 
 /// A session's metadata for the checks.
 pub fn meta(id: &str, cwd: &str, updated_at: i64) -> SessionMeta {
@@ -264,4 +264,126 @@ pub fn large_entries(store: &dyn SessionStore) {
     assert_eq!(loaded.entries(), transcript.entries());
     assert_eq!(store.search("aardvarks", 5).expect("search").len(), 1);
     assert!(store.search("zebras", 5).expect("search").is_empty());
+}
+
+fn checked(session: &str, entries: &[talaria_record::Entry], basis: &Basis) -> SessionAppend {
+    SessionAppend {
+        session: session.into(),
+        entries: crate::EncodedEntry::all(entries).expect("encodes"),
+        basis: basis.clone(),
+    }
+}
+
+fn basis(writer: &str, builds_on: &[&str]) -> Basis {
+    Basis {
+        writer: writer.into(),
+        builds_on: builds_on.iter().map(|w| (*w).to_string()).collect(),
+    }
+}
+
+/// Checked appends never replace what another writer wrote: a writer whose basis the session
+/// follows writes (and becomes its writer); one that does not is refused with nothing written
+/// (its entries the same as the stored ones pass, changing nothing); a missing session is
+/// refused; one refused session leaves the others of its batch written.
+pub fn checked_appends(store: &dyn SessionStore) {
+    store.create(&meta("s", "/p", 1)).expect("create");
+    assert_eq!(store.load("s").expect("load").0.writer, "");
+    let mut a = Transcript::with_system("sys");
+    a.push(user("turn one"));
+    let refused = store
+        .append_checked(&[checked("s", a.entries(), &basis("A", &[""]))])
+        .expect("first writer");
+    assert!(refused.is_empty(), "{refused:?}");
+    assert_eq!(store.load("s").expect("load").0.writer, "A");
+    // B loaded it after A: B follows A.
+    let mut b = a.clone();
+    b.push(assistant("B's answer", &[]));
+    let b_new = &b.entries()[2..];
+    store
+        .append_checked(&[checked("s", b_new, &basis("B", &["A"]))])
+        .expect("B");
+    // A's stale writes (a spool adopted after B went on): the same id, another body.
+    let mut stale = a.clone();
+    stale.push(assistant("A's answer, never seen by B", &[]));
+    let refused = store
+        .append_checked(&[checked("s", &stale.entries()[2..], &basis("C", &["A"]))])
+        .expect("checked");
+    assert_eq!(
+        refused,
+        vec![Refusal::Diverged {
+            session: "s".into(),
+            writer: "B".into(),
+        }]
+    );
+    assert_eq!(refused[0].session(), "s");
+    let (meta_now, stored) = store.load("s").expect("load");
+    assert_eq!(stored, Transcript::from_entries(b.entries().to_vec()));
+    assert_eq!(meta_now.writer, "B", "a refused write changes nothing");
+    // Written again as they are (a spool of B's own writes): harmless, nothing changes.
+    let refused = store
+        .append_checked(&[checked("s", b_new, &basis("D", &["X"]))])
+        .expect("again");
+    assert!(refused.is_empty(), "{refused:?}");
+    assert_eq!(store.load("s").expect("load").0.writer, "B");
+    // Some of them there, one new: refused whole.
+    let mut more = b.clone();
+    more.push(user("a turn on top"));
+    let refused = store
+        .append_checked(&[checked("s", &more.entries()[2..], &basis("D", &["X"]))])
+        .expect("checked");
+    assert_eq!(refused.len(), 1);
+    assert_eq!(store.load("s").expect("load").1.len(), b.len());
+    // A batch: the refused session is left out, the other one is written.
+    store.create(&meta("t", "/p", 1)).expect("create");
+    let refused = store
+        .append_checked(&[
+            checked("s", &stale.entries()[2..], &basis("C", &["A"])),
+            checked("t", a.entries(), &basis("C", &[""])),
+            checked("gone", a.entries(), &basis("C", &[""])),
+        ])
+        .expect("batch");
+    assert_eq!(
+        refused,
+        vec![
+            Refusal::Diverged {
+                session: "s".into(),
+                writer: "B".into(),
+            },
+            Refusal::Missing {
+                session: "gone".into(),
+            },
+        ]
+    );
+    assert_eq!(refused[1].session(), "gone");
+    assert_eq!(store.load("t").expect("t").1.len(), a.len());
+    assert!(matches!(store.load("gone"), Err(StoreError::NotFound(_))));
+}
+
+/// A session created with its entries is there whole or not at all; created again with the
+/// same entries nothing changes; with other entries it is refused.
+pub fn created_with_entries(store: &dyn SessionStore) {
+    let copy = conversation();
+    let entries = crate::EncodedEntry::all(copy.entries()).expect("encodes");
+    let fork = meta("fork", "/p", 1);
+    let refused = store
+        .create_with_entries(&fork, &entries, &basis("F", &[""]))
+        .expect("fork");
+    assert_eq!(refused, None);
+    let (read, loaded) = store.load("fork").expect("load");
+    assert_eq!(loaded, Transcript::from_entries(copy.entries().to_vec()));
+    assert_eq!(read.writer, "F");
+    let refused = store
+        .create_with_entries(&fork, &entries, &basis("G", &[""]))
+        .expect("again");
+    assert_eq!(refused, None, "the same copy again is harmless");
+    let other =
+        crate::EncodedEntry::all(Transcript::with_system("another").entries()).expect("encodes");
+    let refused = store
+        .create_with_entries(&fork, &other, &basis("G", &[""]))
+        .expect("checked");
+    assert!(
+        matches!(refused, Some(Refusal::Diverged { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(store.load("fork").expect("load").1.len(), copy.len());
 }

@@ -33,8 +33,14 @@ use talaria_record::{Entry, EntryId, Transcript};
 pub enum StoreError {
     #[error("the session store at {path} cannot be opened: {detail}")]
     Open { path: String, detail: String },
-    #[error("the session store is locked by another process; try again ({0})")]
+    /// SQLite's write lock is held by another writer (another program, another process,
+    /// or another store of this one): not said to be another process, which it may not be.
+    #[error("the session store's write lock is held by another writer; try again ({0})")]
     Busy(String),
+    /// This process's own earlier calls to the store have not returned yet (a slow disk or
+    /// server): nothing else holds it.
+    #[error("the session store has not answered this process's earlier calls yet; try again ({0})")]
+    Overloaded(String),
     #[error("the session store is read-only: {0}")]
     ReadOnly(String),
     #[error("the session store is damaged: {0}")]
@@ -51,6 +57,11 @@ pub enum StoreError {
     Unreachable(String),
     #[error("no session {0}")]
     NotFound(String),
+    #[error(
+        "session {0} has no saved record (its creation was saved, its system prompt and \
+         turns never were): it cannot be continued; start a new session"
+    )]
+    NoRecord(String),
     #[error("the session store is not open yet ({0}); it is tried again in the background")]
     NotOpenYet(String),
     #[error("the session store did not answer within {0:?}")]
@@ -67,7 +78,10 @@ impl StoreError {
     pub fn is_store_wide(&self) -> bool {
         !matches!(
             self,
-            StoreError::InUse { .. } | StoreError::NotFound(_) | StoreError::Other(_)
+            StoreError::InUse { .. }
+                | StoreError::NotFound(_)
+                | StoreError::NoRecord(_)
+                | StoreError::Other(_)
         )
     }
 
@@ -94,6 +108,93 @@ pub struct SessionMeta {
     pub cost: Option<f64>,
     /// The session this one was forked from.
     pub parent_id: Option<String>,
+    /// Who last committed entries of it (a journal's token; empty before any checked write,
+    /// or when an older build wrote it): what a writer's [`Basis`] builds on.
+    #[serde(default)]
+    pub writer: String,
+}
+
+/// What a writer's entries of a session build on, for the store's check that no other writer
+/// committed the session since ([`SessionStore::append_checked`]): the session's `writer`
+/// must be this writer or one it builds on.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Basis {
+    /// The writer committing them (a token of its own per journal); the session's `writer`
+    /// once they are committed.
+    pub writer: String,
+    /// The session's `writer` values they follow: as the session was loaded or created here,
+    /// and the writers (processes that ended) that spooled them before this one.
+    pub builds_on: Vec<String>,
+}
+
+impl Basis {
+    /// Whether a session last written by `writer` may take these entries as they are.
+    pub fn follows(&self, writer: &str) -> bool {
+        self.writer == writer || self.builds_on.iter().any(|w| w == writer)
+    }
+}
+
+/// One session's entries for [`SessionStore::append_checked`].
+#[derive(Debug, Clone)]
+pub struct SessionAppend {
+    pub session: String,
+    pub entries: Vec<EncodedEntry>,
+    pub basis: Basis,
+}
+
+/// A session [`SessionStore::append_checked`] did not write (nothing of it was written).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// Another writer committed the session since what the entries build on, and they
+    /// differ from what it wrote: writing them would replace or interleave with its entries.
+    Diverged { session: String, writer: String },
+    /// The session is not in the store (deleted since).
+    Missing { session: String },
+}
+
+impl Refusal {
+    pub fn session(&self) -> &str {
+        match self {
+            Refusal::Diverged { session, .. } | Refusal::Missing { session } => session,
+        }
+    }
+}
+
+/// How a checked append treats one session, decided inside its transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Check {
+    /// Write the entries (the session follows the basis).
+    Write,
+    /// Nothing to write: every entry is in the store already, as it is.
+    AlreadyThere,
+    Refused(Refusal),
+}
+
+/// The check of a session last written by `stored` (none: not in the store): entries that
+/// follow it are written; otherwise they are harmless only if each is already there as it
+/// is (`same(entry)` reads the stored one and compares).
+pub(crate) fn check_basis(
+    append: &SessionAppend,
+    stored: Option<&str>,
+    mut same: impl FnMut(&EncodedEntry) -> Result<bool, StoreError>,
+) -> Result<Check, StoreError> {
+    let Some(stored) = stored else {
+        return Ok(Check::Refused(Refusal::Missing {
+            session: append.session.clone(),
+        }));
+    };
+    if append.basis.follows(stored) {
+        return Ok(Check::Write);
+    }
+    for entry in &append.entries {
+        if !same(entry)? {
+            return Ok(Check::Refused(Refusal::Diverged {
+                session: append.session.clone(),
+                writer: stored.to_string(),
+            }));
+        }
+    }
+    Ok(Check::AlreadyThere)
 }
 
 /// A change to a session's metadata (`None` fields stay as they are).
@@ -172,6 +273,37 @@ pub trait SessionStore: Send + Sync {
             self.append_encoded(session_id, entries)?;
         }
         Ok(())
+    }
+    /// Appends entries of several sessions in one commit, each session's only where it was
+    /// last written by a writer its [`Basis`] names (or where its entries are all there
+    /// already, as they are): a stored entry another writer wrote is never replaced. The
+    /// sessions written get the basis's writer; those refused are returned (nothing of them
+    /// written). How the session writer writes. (The default, for stores that keep one
+    /// writer, checks nothing.)
+    fn append_checked(&self, batch: &[SessionAppend]) -> Result<Vec<Refusal>, StoreError> {
+        let unchecked: Vec<(String, Vec<EncodedEntry>)> = batch
+            .iter()
+            .map(|a| (a.session.clone(), a.entries.clone()))
+            .collect();
+        self.append_batch(&unchecked)?;
+        Ok(Vec::new())
+    }
+    /// Records a new session with its first entries in one commit (a fork's copy): the
+    /// session is never in the store without them. Written again, it changes nothing; a
+    /// session already there with other entries is refused as [`Refusal::Diverged`].
+    fn create_with_entries(
+        &self,
+        meta: &SessionMeta,
+        entries: &[EncodedEntry],
+        basis: &Basis,
+    ) -> Result<Option<Refusal>, StoreError> {
+        self.create(meta)?;
+        let append = SessionAppend {
+            session: meta.id.clone(),
+            entries: entries.to_vec(),
+            basis: basis.clone(),
+        };
+        Ok(self.append_checked(&[append])?.pop())
     }
     /// Changes metadata.
     fn update(&self, session_id: &str, update: &MetaUpdate) -> Result<(), StoreError>;

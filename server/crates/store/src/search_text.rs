@@ -58,6 +58,7 @@ pub(crate) fn kind_of(body: &EntryBody) -> &'static str {
         EntryBody::Interrupted { .. } => "interrupted",
         EntryBody::Nudge { .. } => "nudge",
         EntryBody::Rewound { .. } => "rewound",
+        EntryBody::FilesRestored { .. } => "files_restored",
     }
 }
 

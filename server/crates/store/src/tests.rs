@@ -63,6 +63,18 @@ mod conformance {
     }
 
     #[test]
+    fn checked_appends_never_replace_what_another_writer_wrote() {
+        let (_dir, store) = super::store();
+        suite::checked_appends(&store);
+    }
+
+    #[test]
+    fn a_session_created_with_its_entries_is_there_whole_or_not_at_all() {
+        let (_dir, store) = super::store();
+        suite::created_with_entries(&store);
+    }
+
+    #[test]
     fn a_batch_commits_every_session_at_once_and_reindexing_finds_the_new_text() {
         let (_dir, store) = super::store();
         suite::batch_and_reindex(&store);
@@ -350,4 +362,137 @@ fn asking_whether_writes_are_taken_says_busy_while_another_program_holds_the_loc
     store.accepts_writes().expect("taken again");
     // Asking changed nothing.
     assert_eq!(store.load("s").expect("load").1.len(), 0);
+}
+
+#[test]
+fn a_backup_taken_while_a_writer_commits_is_whole() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("state.db");
+    let store = SqliteStore::open(&path).expect("open");
+    store.create(&meta("s", "/p", 1)).expect("create");
+    let mut record = Transcript::with_system("sys");
+    store.append("s", record.entries()).expect("append");
+    // Another process commits a turn after another while the backup is taken.
+    let writing = std::thread::spawn(move || {
+        let writer = SqliteStore::open(&path).expect("open");
+        for n in 0..200 {
+            record.push(user(&format!("message {n}")));
+            let last = record.entries().len() - 1;
+            writer
+                .append("s", &record.entries()[last..])
+                .expect("append");
+        }
+    });
+    let copy = dir.path().join("copy.db");
+    store.backup(&copy).expect("backup");
+    writing.join().expect("writer");
+    let (_, copied) = SqliteStore::open(&copy)
+        .expect("the copy opens")
+        .load("s")
+        .expect("the session is in it");
+    // A consistent copy: the record as of one commit, every entry up to it.
+    let ids: Vec<u64> = copied.entries().iter().map(|e| e.id).collect();
+    assert_eq!(ids, (1..=ids.len() as u64).collect::<Vec<_>>());
+    assert!(
+        matches!(
+            store.backup(&copy),
+            Err(StoreError::Other(_) | StoreError::ReadOnly(_) | StoreError::Corrupt(_))
+        ),
+        "a target that exists is refused"
+    );
+}
+
+/// A version-3 file (before the `writer` column) at `path`, with one session of two entries.
+fn version_three_store(path: &std::path::Path) {
+    let mut connection = rusqlite::Connection::open(path).expect("open");
+    let tx = connection.transaction().expect("tx");
+    for index in 0..3 {
+        (super::sqlite::migration_for_tests(index))(&tx).expect("migration");
+    }
+    tx.pragma_update(None, "user_version", 3).expect("version");
+    tx.execute(
+        "INSERT INTO sessions (id, cwd, created_at, updated_at) VALUES ('old', '/p', 1, 1)",
+        [],
+    )
+    .expect("session");
+    for entry in Transcript::with_system("sys").entries() {
+        let body = serde_json::to_string(entry).expect("json");
+        tx.execute(
+            "INSERT INTO entries (session_id, entry_id, at_ms, kind, body) VALUES ('old', ?1, 1, 'system', ?2)",
+            rusqlite::params![i64::try_from(entry.id).expect("id"), body],
+        )
+        .expect("entry");
+    }
+    tx.commit().expect("commit");
+}
+
+#[test]
+fn a_read_only_store_of_an_older_schema_lists_and_loads_and_a_current_one_keeps_its_writer() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (old, new) = (dir.path().join("old"), dir.path().join("new"));
+    std::fs::create_dir_all(&old).expect("mkdir");
+    std::fs::create_dir_all(&new).expect("mkdir");
+    version_three_store(&old.join("state.db"));
+    {
+        let store = SqliteStore::open(&new.join("state.db")).expect("open");
+        store.create(&meta("s", "/p", 1)).expect("create");
+        let append = crate::SessionAppend {
+            session: "s".into(),
+            entries: crate::EncodedEntry::all(conversation().entries()).expect("encodes"),
+            basis: crate::Basis {
+                writer: "the writer".into(),
+                builds_on: vec![String::new()],
+            },
+        };
+        assert!(store.append_checked(&[append]).expect("append").is_empty());
+        store.checkpoint().expect("checkpoint");
+    }
+    let (Some(old_view), Some(new_view)) = (ReadOnlyView::of(&old), ReadOnlyView::of(&new)) else {
+        return;
+    };
+    let store = SqliteStore::open(&old_view.path.join("state.db")).expect("opens read-only");
+    assert!(store.is_read_only());
+    assert_eq!(store.list(None, None, 10).expect("list").sessions.len(), 1);
+    let (read, record) = store.load("old").expect("load");
+    assert_eq!((read.writer.as_str(), record.len()), ("", 1));
+    let store = SqliteStore::open(&new_view.path.join("state.db")).expect("opens read-only");
+    assert!(store.is_read_only());
+    assert_eq!(store.load("s").expect("load").0.writer, "the writer");
+}
+
+#[test]
+fn what_is_the_stores_as_a_whole_and_what_can_never_open_are_told_apart() {
+    let one_session = [
+        StoreError::InUse {
+            session: "s".into(),
+            holder: "h".into(),
+        },
+        StoreError::NotFound("s".into()),
+        StoreError::NoRecord("s".into()),
+        StoreError::Other("one entry".into()),
+    ];
+    for error in &one_session {
+        assert!(!error.is_store_wide(), "{error}");
+        assert!(!error.is_permanent(), "{error}");
+    }
+    let whole = [
+        StoreError::Busy("locked".into()),
+        StoreError::Overloaded("calls".into()),
+        StoreError::Full("disk".into()),
+        StoreError::ReadOnly("ro".into()),
+        StoreError::Unreachable("down".into()),
+        StoreError::NotOpenYet("opening".into()),
+    ];
+    for error in &whole {
+        assert!(error.is_store_wide(), "{error}");
+        assert!(!error.is_permanent(), "{error}");
+    }
+    for error in [
+        StoreError::TooNew { found: 9, known: 4 },
+        StoreError::Unsupported("no driver".into()),
+    ] {
+        assert!(error.is_store_wide() && error.is_permanent(), "{error}");
+    }
+    let own = StoreError::Overloaded("4 of them are still running".into()).to_string();
+    assert!(!own.contains("another process"), "{own}");
 }

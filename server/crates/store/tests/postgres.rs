@@ -25,6 +25,8 @@ fn the_store_conformance_suite_holds_on_postgresql() {
     suite::many_writers(Arc::new(store()));
     suite::batch_and_reindex(&store());
     suite::large_entries(&store());
+    suite::checked_appends(&store());
+    suite::created_with_entries(&store());
     let url = cluster.database();
     let mine = PgStore::connect(&url).expect("mine");
     let theirs = PgStore::connect(&url).expect("theirs");

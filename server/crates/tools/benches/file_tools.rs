@@ -1,8 +1,10 @@
 //! Benchmark: the cost of one `read_file`, `write_file` and `patch` call with the local files
-//! opened pinned (`fs::pinned`: resolved once, `openat2` without following links, written by
-//! a rename in the folder's descriptor) against the same calls with files opened by name
-//! (as before: `tokio::fs` read and write), on the same machine in the same run. Prints the
-//! median per call and the difference; not a timed test.
+//! opened through the one way (`talaria-files` via `fs::pinned`: resolved once, `openat2`
+//! beneath a held folder without following links, written to an exclusive temporary renamed
+//! in the folder's descriptor) against the same calls with files opened by name (`tokio::fs`
+//! read and write), on the same machine in the same run. Each write's content differs from
+//! the file's (a write of the same content writes nothing). Prints the median per call and
+//! the difference; not a timed test.
 //!
 //! Run: `cargo bench -p talaria-tools --bench file_tools` (`-- --calls N`).
 
@@ -58,9 +60,10 @@ fn median(mut samples: Vec<Duration>) -> Duration {
     samples[samples.len() / 2]
 }
 
-async fn per_call(tool: &dyn Tool, args: &Value, ctx: &ToolContext, calls: usize) -> Duration {
+async fn per_call(tool: &dyn Tool, args: &[Value], ctx: &ToolContext, calls: usize) -> Duration {
     let mut samples = Vec::with_capacity(calls);
-    for _ in 0..calls {
+    for call in 0..calls {
+        let args = &args[call % args.len()];
         let started = Instant::now();
         let outcome = tool.call(args.clone(), ctx).await;
         samples.push(started.elapsed());
@@ -88,10 +91,13 @@ fn main() -> std::io::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let read = json!({"path": "src/nested/file.rs"});
-        let write = json!({"path": "src/nested/out.rs", "content": text});
-        let patch = json!({"path": "src/nested/file.rs", "old_string": "line 7 of", "new_string": "line 7 of"});
-        let tools: [(&str, &dyn Tool, &Value); 3] = [
+        let read = [json!({"path": "src/nested/file.rs"})];
+        let write = [
+            json!({"path": "src/nested/out.rs", "content": text}),
+            json!({"path": "src/nested/out.rs", "content": format!("{text}one more\n")}),
+        ];
+        let patch = [json!({"path": "src/nested/file.rs", "old_string": "line 7 of", "new_string": "line 7 of"})];
+        let tools: [(&str, &dyn Tool, &[Value]); 3] = [
             ("read_file", &talaria_tools::read_file::ReadFile, &read),
             ("write_file", &talaria_tools::write_file::WriteFile, &write),
             ("patch", &talaria_tools::patch::Patch, &patch),

@@ -143,9 +143,9 @@ async fn read(args: Args, ctx: &ToolContext) -> ToolOutcome {
             ));
         }
         Err(FileError::NotFound(missing)) => {
-            let cwd = ctx.cwd.clone();
+            let (cwd, places) = (ctx.cwd.clone(), ctx.shell.places());
             let suggestions =
-                tokio::task::spawn_blocking(move || same_name_files(&cwd, &missing, 3))
+                tokio::task::spawn_blocking(move || same_name_files(&cwd, &missing, 3, places))
                     .await
                     .unwrap_or_default();
             let mut message = format!("File not found: {}.", path.display());
@@ -174,37 +174,42 @@ const SKIPPED_DIRS: [&str; 5] = ["node_modules", "target", ".git", "dist", "buil
 const SEARCH_BUDGET: usize = 2_000;
 
 /// Up to `most` workspace-relative paths of files named like `missing` (breadth first, a
-/// bounded number of entries, hidden and build folders skipped): a model that guessed a
-/// path learns where the file is.
-fn same_name_files(cwd: &std::path::Path, missing: &std::path::Path, most: usize) -> Vec<String> {
+/// bounded number of entries, hidden and build folders skipped, no link followed and nothing
+/// the sandbox hides listed): a model that guessed a path learns where the file is.
+fn same_name_files(
+    cwd: &std::path::Path,
+    missing: &std::path::Path,
+    most: usize,
+    places: std::sync::Arc<dyn talaria_files::Places>,
+) -> Vec<String> {
     let Some(name) = missing.file_name() else {
         return Vec::new();
     };
+    let Ok(root) = talaria_files::Root::open(cwd, places) else {
+        return Vec::new();
+    };
     let mut found = Vec::new();
-    let mut queue = std::collections::VecDeque::from([cwd.to_path_buf()]);
+    let mut queue = std::collections::VecDeque::from([std::path::PathBuf::new()]);
     let mut seen = 0;
-    while let Some(dir) = queue.pop_front() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
+    while let Some(relative) = queue.pop_front() {
+        let Ok(entries) = root.dir(&relative).and_then(|dir| dir.entries()) else {
             continue;
         };
-        for entry in entries.filter_map(Result::ok) {
+        for (entry_name, kind) in entries {
             seen += 1;
             if seen > SEARCH_BUDGET || found.len() >= most {
                 return found;
             }
-            let entry_name = entry.file_name();
             let hidden = entry_name.to_string_lossy().starts_with('.');
-            match entry.file_type() {
-                Ok(kind) if kind.is_dir() => {
+            match kind {
+                talaria_files::Kind::Directory => {
                     let skipped = SKIPPED_DIRS.iter().any(|d| entry_name == *d);
                     if !hidden && !skipped {
-                        queue.push_back(entry.path());
+                        queue.push_back(relative.join(&entry_name));
                     }
                 }
-                Ok(_) if entry_name == name => {
-                    let path = entry.path();
-                    let shown = path.strip_prefix(cwd).unwrap_or(&path);
-                    found.push(shown.display().to_string());
+                _ if entry_name == name => {
+                    found.push(relative.join(&entry_name).display().to_string());
                 }
                 _ => {}
             }

@@ -205,6 +205,14 @@ impl Registry {
         }
     }
 
+    /// Whether a call would leave everything as it is ([`Tool::changes_nothing`]).
+    pub async fn changes_nothing(&self, name: &str, args: &ParsedArgs, ctx: &ToolContext) -> bool {
+        match (self.tools.get(name), args) {
+            (Some(tool), Ok(args)) => tool.changes_nothing(args, ctx).await,
+            _ => false,
+        }
+    }
+
     /// Runs a call. Never panics on bad input; every problem becomes a failed outcome.
     pub async fn dispatch(&self, name: &str, args: ParsedArgs, ctx: &ToolContext) -> ToolOutcome {
         if let Some(why) = self.refusal(name) {

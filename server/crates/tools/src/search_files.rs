@@ -25,6 +25,7 @@ use crate::tool::{
     ApprovalNeed, CallDescription, Concurrency, Effects, Tool, ToolContext, ToolDefinition,
     ToolKind, ToolLocation, ToolOutcome, parse_args,
 };
+use talaria_files::Access;
 
 /// Results per call unless the model asks for another limit.
 pub const DEFAULT_LIMIT: usize = 50;
@@ -111,14 +112,16 @@ impl Tool for SearchFiles {
                 Err(failed) => return failed,
             };
             let root = ctx.resolve(args.path.as_deref().unwrap_or("."));
-            if !tokio::fs::try_exists(&root).await.unwrap_or(false) {
-                return ToolOutcome::failed(format!("{} does not exist.", root.display()));
-            }
             let cancel = ctx.cancel.clone();
             let cwd = ctx.cwd.clone();
             let secrets = SecretFilter::new(ctx.sensitive.clone(), &root);
+            let rules = crate::fs::LinkRules {
+                sensitive: ctx.sensitive.clone(),
+                places: ctx.shell.places(),
+            };
             let result = tokio::task::spawn_blocking(move || {
-                let found = run(&args, &root, &cwd, &cancel, &secrets);
+                let scope = Scope::open(&rules, &root, cwd)?;
+                let found = run(&args, &scope, &cancel, &secrets);
                 found.map(|text| secrets.annotate(text))
             })
             .await;
@@ -196,8 +199,7 @@ impl SecretFilter {
 
 fn run(
     args: &Args,
-    root: &Path,
-    cwd: &Path,
+    scope: &Scope,
     cancel: &CancellationToken,
     secrets: &SecretFilter,
 ) -> Result<String, ToolError> {
@@ -205,8 +207,8 @@ fn run(
     // Clamped so the page arithmetic cannot overflow, whatever the model sends.
     let offset = args.offset.unwrap_or(0).min(u32::MAX as usize);
     let (text, found) = match args.target.as_deref().unwrap_or("content") {
-        "files" => find_files(&args.pattern, root, cwd, limit, offset, cancel, secrets)?,
-        "content" => search_content(args, root, cwd, limit, offset, cancel, secrets)?,
+        "files" => find_files(&args.pattern, scope, limit, offset, cancel, secrets)?,
+        "content" => search_content(args, scope, limit, offset, cancel, secrets)?,
         other => {
             return Err(ToolError::args(format!(
                 "target must be \"content\" or \"files\", got {other:?}"
@@ -218,7 +220,7 @@ fn run(
     }
     // The second walk skips the same secret files: they are counted once.
     let skipped_first = secrets.skipped.load(Ordering::Relaxed);
-    let other = the_other_search(args, root, cwd, limit, cancel, secrets)?;
+    let other = the_other_search(args, scope, limit, cancel, secrets)?;
     let skipped_second = secrets.skipped.load(Ordering::Relaxed) - skipped_first;
     secrets
         .skipped
@@ -232,8 +234,7 @@ fn run(
 /// other search finds nothing either (or the pattern has no plain word to search for).
 fn the_other_search(
     args: &Args,
-    root: &Path,
-    cwd: &Path,
+    scope: &Scope,
     limit: usize,
     cancel: &CancellationToken,
     secrets: &SecretFilter,
@@ -262,7 +263,7 @@ fn the_other_search(
             offset: None,
             context: None,
         };
-        let (text, found) = search_content(&literal, root, cwd, limit, 0, cancel, secrets)?;
+        let (text, found) = search_content(&literal, scope, limit, 0, cancel, secrets)?;
         return Ok((found > 0).then(|| {
             format!(
                 "No file name matches {:?}. Files whose contents mention `{word}` (a content search):\n{text}",
@@ -271,7 +272,7 @@ fn the_other_search(
         }));
     }
     let glob = format!("*{word}*");
-    let (text, found) = find_files(&glob, root, cwd, limit, 0, cancel, secrets)?;
+    let (text, found) = find_files(&glob, scope, limit, 0, cancel, secrets)?;
     Ok((found > 0).then(|| {
         format!(
             "No file contents match {:?}. Files whose names hold `{word}` (a file-name search):\n{text}",
@@ -292,13 +293,17 @@ fn literal_regex(text: &str) -> String {
     out
 }
 
-fn walker(root: &Path, glob: Option<&str>) -> Result<WalkBuilder, ToolError> {
+fn walker(scope: &Scope, glob: Option<&str>) -> Result<WalkBuilder, ToolError> {
+    let root = scope.real.as_path();
     let mut builder = WalkBuilder::new(root);
     builder
         .hidden(true)
         .require_git(false)
         .git_ignore(true)
         .parents(true);
+    // What the sandbox hides is not walked (a `[sandbox] hidden` folder in the workspace).
+    let places = scope.held.places();
+    builder.filter_entry(move |entry| places.access(entry.path()) != Access::Hidden);
     builder.threads(
         std::thread::available_parallelism()
             .map_or(2, |n| n.get())
@@ -322,7 +327,7 @@ fn walker(root: &Path, glob: Option<&str>) -> Result<WalkBuilder, ToolError> {
 /// calling `visit` for each regular file; stops early when `cancel` fires. `make_visitor` is
 /// called once per walker thread so each can keep its own state (e.g. a searcher).
 fn walk_files<F, V>(
-    root: &Path,
+    scope: &Scope,
     glob: Option<&str>,
     cancel: &CancellationToken,
     secrets: &SecretFilter,
@@ -332,7 +337,7 @@ where
     F: Fn() -> V + Sync,
     V: FnMut(&Path) + Send,
 {
-    walker(root, glob)?.build_parallel().run(|| {
+    walker(scope, glob)?.build_parallel().run(|| {
         let mut visit = make_visitor();
         Box::new(move |entry| {
             if cancel.is_cancelled() {
@@ -350,37 +355,68 @@ where
     Ok(())
 }
 
-/// The files a walk finds, opened below the search's root as it was when the search began
-/// (`fs::pinned`): no link is followed, nothing above the root is reached.
-struct FoundFiles {
-    base: PathBuf,
-    fd: std::os::fd::OwnedFd,
+/// Where a search looks: its root as the model named it, where that led when the search
+/// began (judged as the file tools judge, `fs::pinned`), and that folder held: the walk goes
+/// down the resolved root, every file it finds is opened below the held folder (no link
+/// followed, nothing above it reached), and every name shown is checked there again.
+struct Scope {
+    named: PathBuf,
+    real: PathBuf,
+    held: talaria_files::Root,
+    cwd: PathBuf,
 }
 
-impl FoundFiles {
-    fn open(root: &Path) -> std::io::Result<Self> {
-        let base = if root.is_dir() {
-            root
-        } else {
-            root.parent().unwrap_or(root)
+impl Scope {
+    fn open(rules: &crate::fs::LinkRules, root: &Path, cwd: PathBuf) -> Result<Self, ToolError> {
+        let failed = |e: crate::fs::FileError| {
+            ToolError::Rejected(match e {
+                crate::fs::FileError::NotFound(_) => format!("{} does not exist.", root.display()),
+                other => format!("Cannot search {}: {other}", root.display()),
+            })
         };
+        let real = crate::fs::pinned::judge(rules, root, false).map_err(failed)?;
+        let base = if real.is_dir() {
+            real.clone()
+        } else {
+            real.parent()
+                .map_or_else(|| real.clone(), Path::to_path_buf)
+        };
+        let held = crate::fs::pinned::open_search_root(rules, &base).map_err(failed)?;
         Ok(Self {
-            base: base.to_path_buf(),
-            fd: crate::fs::pinned::open_root(base)?,
+            named: root.to_path_buf(),
+            real,
+            held,
+            cwd,
         })
     }
 
     /// Opens a file the walk found.
-    fn open_found(&self, path: &Path) -> std::io::Result<std::fs::File> {
-        let relative = path
-            .strip_prefix(&self.base)
-            .map_err(|_| std::io::Error::other("outside the search"))?;
-        crate::fs::pinned::open_found(&self.fd, relative)
+    fn open_found(&self, path: &Path) -> Option<std::fs::File> {
+        let relative = self.held.relative(path)?;
+        self.held.open_read(relative).ok().map(|(file, _)| file)
     }
-}
 
-fn relative(path: &Path, cwd: &Path) -> String {
-    path.strip_prefix(cwd).unwrap_or(path).display().to_string()
+    /// Whether a file the walk found is still a file below the root, reached with no link.
+    fn still_a_file(&self, path: &Path) -> bool {
+        self.held
+            .relative(path)
+            .is_some_and(|relative| matches!(self.held.stat(relative), Ok(Some(s)) if s.is_file()))
+    }
+
+    /// A found path as the model reads it: below the root it named, relative to the working
+    /// directory.
+    fn label(&self, path: &Path) -> String {
+        let named = match path.strip_prefix(&self.real) {
+            Ok(rest) if !rest.as_os_str().is_empty() => self.named.join(rest),
+            Ok(_) => self.named.clone(),
+            Err(_) => path.to_path_buf(),
+        };
+        named
+            .strip_prefix(&self.cwd)
+            .unwrap_or(&named)
+            .display()
+            .to_string()
+    }
 }
 
 fn footer(shown: usize, offset: usize, total: usize, noun: &str) -> String {
@@ -401,8 +437,7 @@ fn footer(shown: usize, offset: usize, total: usize, noun: &str) -> String {
 
 fn find_files(
     pattern: &str,
-    root: &Path,
-    cwd: &Path,
+    scope: &Scope,
     limit: usize,
     offset: usize,
     cancel: &CancellationToken,
@@ -415,7 +450,8 @@ fn find_files(
         .compile_matcher();
     let by_name = !pattern.contains('/');
     let found = Mutex::new(Vec::new());
-    walk_files(root, None, cancel, secrets, || {
+    let root = scope.real.as_path();
+    walk_files(scope, None, cancel, secrets, || {
         let glob = glob.clone();
         let found = &found;
         move |path: &Path| {
@@ -435,11 +471,14 @@ fn find_files(
     let mut found = talaria_util::into_inner(found);
     found.sort();
     let total = found.len();
+    // A name is shown only if it is still a file below the root, reached with no link: a
+    // folder swapped for a link while the walk listed it shows nothing of where it leads.
     let page: Vec<String> = found
         .iter()
         .skip(offset)
         .take(limit)
-        .map(|p| relative(p, cwd))
+        .filter(|p| scope.still_a_file(p))
+        .map(|p| scope.label(p))
         .collect();
     let text = format!(
         "{}{}",
@@ -509,8 +548,7 @@ impl Sink for FileSink<'_> {
 
 fn search_content(
     args: &Args,
-    root: &Path,
-    cwd: &Path,
+    scope: &Scope,
     limit: usize,
     offset: usize,
     cancel: &CancellationToken,
@@ -525,13 +563,7 @@ fn search_content(
     let stored = AtomicUsize::new(0);
     let total_matches = AtomicUsize::new(0);
     let overflow = AtomicBool::new(false);
-    let found = FoundFiles::open(root).map_err(|source| ToolError::Io {
-        action: "search",
-        path: root.to_path_buf(),
-        source,
-    })?;
-    let found = &found;
-    walk_files(root, args.file_glob.as_deref(), cancel, secrets, || {
+    walk_files(scope, args.file_glob.as_deref(), cancel, secrets, || {
         let matcher = matcher.clone();
         let mut searcher = SearcherBuilder::new()
             .line_number(true)
@@ -542,7 +574,7 @@ fn search_content(
         let (results, stored, total_matches, overflow) =
             (&results, &stored, &total_matches, &overflow);
         move |path: &Path| {
-            let label = relative(path, cwd);
+            let label = scope.label(path);
             let mut sink = FileSink {
                 label: &label,
                 lines: Vec::new(),
@@ -550,7 +582,7 @@ fn search_content(
                 last_line: None,
             };
             // Opened as the walk saw it: a file swapped for a link since is not searched.
-            let Ok(file) = found.open_found(path) else {
+            let Some(file) = scope.open_found(path) else {
                 return;
             };
             if searcher.search_file(&matcher, &file, &mut sink).is_err()
@@ -821,5 +853,84 @@ mod tests {
             )
             .await;
         assert!(aimed.content.contains("PRIVATE KEY"), "{}", aimed.content);
+    }
+
+    /// A context whose commands run in a sandbox that hides `hidden` (and every other
+    /// session's temporary folder).
+    fn sandboxed(ws: &Path, hidden: Vec<PathBuf>) -> ToolContext {
+        let policy = talaria_sandbox::SandboxPolicy {
+            writable: vec![ws.to_path_buf()],
+            hidden,
+            ..talaria_sandbox::SandboxPolicy::default()
+        };
+        let shell = crate::shell::Shell::new(crate::shell::ShellSettings {
+            sandboxing: Some(crate::shell::Sandboxing::Enforced(Arc::new(policy))),
+            helper: Some(PathBuf::from("/bin/true")),
+            ..crate::shell::ShellSettings::default()
+        });
+        let mut ctx = ToolContext::local(
+            ws.to_path_buf(),
+            CancellationToken::new(),
+            Default::default(),
+        );
+        ctx.shell = Arc::new(shell);
+        ctx
+    }
+
+    #[tokio::test]
+    async fn a_link_into_what_the_sandbox_hides_is_never_searched_or_listed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let base = dir.path().canonicalize().expect("canonical");
+        let (ws, notes) = (base.join("ws"), base.join("notes"));
+        std::fs::create_dir_all(ws.join("private")).expect("private");
+        std::fs::create_dir_all(&notes).expect("notes");
+        std::fs::write(notes.join("diary.txt"), "HIDDEN-NOTE\n").expect("note");
+        std::fs::write(ws.join("private/token.txt"), "HIDDEN-TOKEN\n").expect("token");
+        std::fs::write(ws.join("open.txt"), "visible\n").expect("open");
+        // Another session's private temporary folder, beside this one's.
+        let other = tempfile::Builder::new()
+            .prefix("talaria-999999-0-")
+            .tempdir()
+            .expect("other session");
+        std::fs::write(other.path().join("scratch.txt"), "HIDDEN-SCRATCH\n").expect("scratch");
+        std::os::unix::fs::symlink(other.path(), ws.join("peek")).expect("link");
+        std::os::unix::fs::symlink(&notes, ws.join("peek2")).expect("link");
+        std::os::unix::fs::symlink(notes.join("diary.txt"), ws.join("diary.txt")).expect("link");
+        let ctx = sandboxed(&ws, vec![notes.clone(), ws.join("private")]);
+        for path in ["peek", "peek2", "diary.txt", "private"] {
+            for target in ["content", "files"] {
+                let out = SearchFiles
+                    .call(
+                        json!({"pattern": if target == "files" { "*" } else { "HIDDEN" }, "path": path, "target": target}),
+                        &ctx,
+                    )
+                    .await;
+                assert_eq!(
+                    out.status,
+                    ToolStatus::Failed,
+                    "{path} {target}: {}",
+                    out.content
+                );
+                assert!(
+                    out.content.contains("hid"),
+                    "{path} {target}: {}",
+                    out.content
+                );
+                assert!(!out.content.contains("HIDDEN-"), "{}", out.content);
+                assert!(!out.content.contains("scratch"), "{}", out.content);
+            }
+        }
+        // From the workspace's root: the hidden folder inside it is not walked, links are not
+        // followed.
+        let out = SearchFiles
+            .call(json!({"pattern": "HIDDEN|visible"}), &ctx)
+            .await;
+        assert!(out.content.contains("open.txt"), "{}", out.content);
+        assert!(!out.content.contains("HIDDEN-"), "{}", out.content);
+        let listed = SearchFiles
+            .call(json!({"pattern": "*", "target": "files"}), &ctx)
+            .await;
+        assert!(!listed.content.contains("token.txt"), "{}", listed.content);
+        assert!(!listed.content.contains("scratch"), "{}", listed.content);
     }
 }

@@ -492,6 +492,16 @@ pub trait Tool: Send + Sync {
         Box::pin(async { None })
     }
 
+    /// Whether the call would leave everything as it is (a write of the content a file
+    /// already holds), found by reading only what the call names. Default: it may change.
+    fn changes_nothing<'a>(
+        &'a self,
+        _args: &'a Value,
+        _ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, bool> {
+        Box::pin(async { false })
+    }
+
     /// Runs the call. Errors are reported as a failed [`ToolOutcome`], never a panic.
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome>;
 }

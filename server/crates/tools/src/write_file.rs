@@ -87,6 +87,16 @@ impl Tool for WriteFile {
         })
     }
 
+    fn changes_nothing<'a>(&'a self, args: &'a Value, ctx: &'a ToolContext) -> BoxFuture<'a, bool> {
+        Box::pin(async move {
+            let Ok(args) = serde_json::from_value::<Args>(args.clone()) else {
+                return false;
+            };
+            let path = ctx.resolve(&args.path);
+            matches!(current_text(ctx, &path).await, Ok(Some(text)) if text == args.content)
+        })
+    }
+
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
             let args: Args = match parse_args(&DEFINITION.name, args) {
@@ -107,7 +117,9 @@ impl Tool for WriteFile {
                     return ToolOutcome::failed(format!("Cannot write {}: {e}", path.display()));
                 }
             };
-            if let Err(e) = ctx.files.write_text(&path, &args.content).await {
+            // The same content again is no write at all (the file keeps its times).
+            let unchanged = old.as_deref() == Some(args.content.as_str());
+            if !unchanged && let Err(e) = ctx.files.write_text(&path, &args.content).await {
                 return ToolOutcome::failed(format!("Cannot write {}: {e}", path.display()));
             }
             let shown = path.display().to_string();

@@ -18,7 +18,8 @@
 //! 8. the mode's default for what the tool declares it needs: read-only tools run; edits ask
 //!    (`accept-edits` runs those inside the workspace and not sensitive); commands ask;
 //!    undeclared tools and tools from outside ask; `yolo` runs everything that got here,
-//!    except, where the machine offers no OS sandbox, commands not proven read-only.
+//!    except edits outside the workspace and, where the machine offers no OS sandbox,
+//!    commands not proven read-only.
 //!
 //! Paths are judged as written and as the real file behind any link; a file with more than
 //! one hard link is of unknown origin and counts as possibly secret.
@@ -363,6 +364,21 @@ fn mode_default(mode: Mode, facts: &CallFacts, roots: &[PathBuf], wall: CommandW
             always_possible: always_possible(facts),
         };
     }
+    // A file tool's edit outside the workspace asks in `yolo` too: commands cannot write
+    // there (the sandbox), so neither does the agent's own hand unasked.
+    if mode == Mode::Yolo
+        && facts.need == ApprovalNeed::Edits
+        && !facts.own_store
+        && let Some(path) = facts.writes.iter().find(|p| !paths::inside_any(p, roots))
+    {
+        return Verdict::Ask {
+            reason: Some(format!(
+                "{} is outside the workspace (edits there ask in every mode)",
+                path.display()
+            )),
+            always_possible: true,
+        };
+    }
     // What reaches here in plan mode changes nothing (checked first in `decide`).
     if facts.runs_read_only() || mode == Mode::Yolo || mode == Mode::Plan {
         return Verdict::Allow;
@@ -471,6 +487,37 @@ mod tests {
             &secrets(),
             CommandWall::Sandbox,
         )
+    }
+
+    #[test]
+    fn a_file_tools_edit_outside_the_workspace_asks_in_yolo_too() {
+        let outside = decide_in(Mode::Yolo, &edit("/home/dev/.bashrc"));
+        assert!(
+            matches!(&outside, Verdict::Ask { reason: Some(why), always_possible: true } if why.contains("outside the workspace")),
+            "{outside:?}"
+        );
+        assert_eq!(
+            decide_in(Mode::Yolo, &edit("/work/project/src/a.rs")),
+            Verdict::Allow
+        );
+        // The skill and memory tools write their own store.
+        let own = CallFacts {
+            own_store: true,
+            ..edit("/home/dev/.talaria/skills/x/SKILL.md")
+        };
+        assert_eq!(decide_in(Mode::Yolo, &own), Verdict::Allow);
+        // Remembered as always allowed, it runs.
+        let mut rules = RuleStore::in_memory();
+        let _ = rules.remember(&scopes_of(&edit("/home/dev/.bashrc")), true);
+        let remembered = decide(
+            Mode::Yolo,
+            &edit("/home/dev/.bashrc"),
+            &rules,
+            &[PathBuf::from("/work/project")],
+            &secrets(),
+            CommandWall::Sandbox,
+        );
+        assert_eq!(remembered, Verdict::Allow);
     }
 
     fn is_ask(verdict: &Verdict) -> bool {

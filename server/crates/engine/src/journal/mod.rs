@@ -20,19 +20,33 @@
 //!   [`Journal::opening_spooled`]): an exit or a kill while the store is stuck loses
 //!   nothing, and the next process on the same home adopts the spool (its writes join that
 //!   process's backlogs and its sessions' views) and writes it.
+//! - Every write of entries is checked by the store against what it builds on
+//!   (`SessionStore::append_checked`, with a [`talaria_store::Basis`] per session: this
+//!   journal's token, and the session's last writer as it was loaded or created here): a
+//!   stored entry another writer wrote is never replaced. Entries the store refuses so (a
+//!   spool adopted after another process went on with its session) are saved as a new
+//!   session, a fork of theirs where the two part (`recover.rs`).
+//! - Before a session is loaded or claimed here, the spools of ended processes are adopted
+//!   ([`Journal::adopt_orphans`]), so its view has their entries and its next ids follow
+//!   them; the writer also adopts at each probe of a stuck store and every few seconds.
+//! - A turn answered before its entries were handled (the deadline passed while the writer
+//!   was inside a store call) has them appended to the spool first: what is answered is
+//!   committed or spooled.
 //! - Reads ([`Journal::call`]) are bounded by [`READ_DEADLINE`].
 
+mod recover;
 mod spool;
 mod view;
 mod waiting;
 mod writer;
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
 use talaria_record::{Entry, EntryId, Transcript};
-use talaria_store::{EncodedEntry, MetaUpdate, SessionMeta, SessionStore, StoreError};
+use talaria_store::{Basis, EncodedEntry, MetaUpdate, SessionMeta, SessionStore, StoreError};
 use tokio::sync::{Notify, oneshot};
 
 pub use waiting::WaitingWrites;
@@ -47,6 +61,8 @@ pub const MAX_QUEUED_ENTRIES: usize = 4096;
 pub const ANSWER_DEADLINE: Duration = Duration::from_millis(1500);
 /// The longest a request waits for the store to read (list, load, search…).
 pub const READ_DEADLINE: Duration = Duration::from_secs(2);
+/// The longest an answer past [`ANSWER_DEADLINE`] waits for its entries to be spooled.
+const LATE_SPOOL_DEADLINE: Duration = Duration::from_secs(1);
 /// Store calls that may be stuck at once before new ones fail at once (they hold threads of
 /// the blocking pool, which the tools need too).
 const MAX_STUCK_CALLS: usize = 4;
@@ -59,12 +75,16 @@ pub struct SaveReport {
     pub unsaved: usize,
     /// Why, while anything is unsaved.
     pub error: Option<String>,
+    /// Another writer went on with the session meanwhile (a spool adopted over it): what
+    /// this process wrote since is saved as this session instead (a fork of it).
+    pub moved_to: Option<String>,
 }
 
 impl SaveReport {
     fn late(deadline: Duration) -> Self {
         Self {
             unsaved: 1,
+            moved_to: None,
             error: Some(format!(
                 "the session store has not answered for {:.1} s (it may be locked by another \
                  program, or its server stopped)",
@@ -73,10 +93,16 @@ impl SaveReport {
         }
     }
 
+    fn with_moved(mut self, moved_to: Option<String>) -> Self {
+        self.moved_to = moved_to;
+        self
+    }
+
     fn stopped() -> Self {
         Self {
             unsaved: 1,
             error: Some("the session writer has stopped".into()),
+            moved_to: None,
         }
     }
 }
@@ -110,6 +136,15 @@ struct Shared {
     first_try: Notify,
     /// What each session sent that the store has not committed (the view's second half).
     waiting: waiting::Waiting,
+    /// This journal's token: the `writer` the store records for what it commits.
+    token: String,
+    /// Per session, the session writers its next entries build on (`Basis::builds_on`).
+    bases: Mutex<HashMap<String, Vec<String>>>,
+    /// The spool, when there is one: the writer's, and a late answer's (see
+    /// [`Journal::committed_within`]).
+    spool: Mutex<Option<spool::Spool>>,
+    /// Sessions whose writes a refusal moved to a recovered session, and where.
+    moved: Mutex<HashMap<String, String>>,
 }
 
 impl Shared {
@@ -124,7 +159,82 @@ impl Shared {
             tried: std::sync::atomic::AtomicBool::new(false),
             first_try: Notify::new(),
             waiting: waiting::Waiting::default(),
+            token: uuid::Uuid::new_v4().to_string(),
+            bases: Mutex::new(HashMap::new()),
+            spool: Mutex::new(None),
+            moved: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// What `session`'s next entries build on.
+    fn basis(&self, session: &str) -> Basis {
+        Basis {
+            writer: self.token.clone(),
+            builds_on: talaria_util::lock(&self.bases)
+                .get(session)
+                .cloned()
+                .unwrap_or_default(),
+        }
+    }
+
+    /// `session`'s next entries also build on these session writers.
+    fn builds_on(&self, session: &str, writers: impl IntoIterator<Item = String>) {
+        let mut bases = talaria_util::lock(&self.bases);
+        let known = bases.entry(session.to_string()).or_default();
+        for writer in writers {
+            if !known.contains(&writer) {
+                known.push(writer);
+            }
+        }
+    }
+
+    /// The store committed `entries` of `session` (this journal is its writer now): they
+    /// leave the view, and the spool says so, under its lock (a late answer's spooling never
+    /// falls between the two).
+    fn committed(&self, session: &str, entries: &[EncodedEntry]) {
+        let mut spool = talaria_util::lock(&self.spool);
+        self.waiting.committed(session, entries);
+        talaria_util::lock(&self.bases).insert(session.to_string(), Vec::new());
+        if let Some(spool) = spool.as_mut() {
+            let ids: Vec<EntryId> = entries.iter().map(|e| e.id).collect();
+            spool.written_in_store(session, &ids, false);
+        }
+    }
+
+    /// A turn was answered before the writer handled its writes: what `session` has waiting
+    /// is appended to the spool (and synced) now, so a kill loses none of it.
+    fn spool_waiting(&self, session: &str) {
+        let mut spool = talaria_util::lock(&self.spool);
+        let Some(spool) = spool.as_mut() else {
+            return;
+        };
+        // Only what the writer has not spooled itself (it spools what waits as it handles it).
+        let waiting = self.waiting.unspooled(session);
+        if waiting.is_empty() {
+            return;
+        }
+        let created = waiting
+            .create
+            .as_ref()
+            .is_some_and(|meta| spool.create(meta));
+        let on = self.basis(session).builds_on;
+        let places = spool.entries(session, &waiting.entries, &on);
+        let written: Vec<EncodedEntry> = waiting
+            .entries
+            .into_iter()
+            .zip(places)
+            .filter_map(|(entry, place)| place.map(|_| entry))
+            .collect();
+        if created || !written.is_empty() {
+            self.waiting.spooled(session, &written, created);
+            spool.late = true;
+            spool.sync();
+        }
+    }
+
+    /// Where a refusal moved `session`'s writes, if it did.
+    fn moved_to(&self, session: &str) -> Option<String> {
+        talaria_util::lock(&self.moved).get(session).cloned()
     }
 
     fn tried_once(&self) {
@@ -271,8 +381,8 @@ impl Journal {
         // says so (a time-out is only reported when this call waited that long).
         if calls.fetch_add(1, Ordering::AcqRel) >= MAX_STUCK_CALLS {
             calls.fetch_sub(1, Ordering::AcqRel);
-            return Err(StoreError::Busy(format!(
-                "{MAX_STUCK_CALLS} earlier calls to it have not returned yet"
+            return Err(StoreError::Overloaded(format!(
+                "{MAX_STUCK_CALLS} of them are still running"
             )));
         }
         let shared = self.shared.clone();
@@ -297,6 +407,37 @@ impl Journal {
         self.send(Write::Create(meta));
     }
 
+    /// Creates a session with its first entries, committed together (a fork's copy): the
+    /// store never has the session without them. While the store does not take them they
+    /// wait (and are spooled) like any write.
+    pub fn create_with(&self, meta: SessionMeta, entries: Vec<EncodedEntry>) {
+        self.shared.waiting.created(&meta);
+        self.shared.waiting.sent(&meta.id, &entries);
+        let count = entries.len();
+        self.shared.queued.fetch_add(count, Ordering::AcqRel);
+        if !self.send(Write::CreateWith(meta, entries)) {
+            self.shared.queued.fetch_sub(count, Ordering::AcqRel);
+        }
+    }
+
+    /// A session was loaded (and claimed) here, last written by `writer`: its next entries
+    /// build on that.
+    pub fn loaded(&self, session_id: &str, writer: &str) {
+        self.shared
+            .builds_on(session_id, std::iter::once(writer.to_string()));
+    }
+
+    /// Adopts the spools of processes that ended with writes waiting (their entries join
+    /// this process's view and backlogs), for at most `deadline`; whether it was done. Asked
+    /// before a session is loaded, claimed or forked: its view then has them.
+    pub async fn adopt_orphans(&self, deadline: Duration) -> bool {
+        let (done, finished) = oneshot::channel();
+        if !self.send(Write::Adopt(done)) {
+            return false;
+        }
+        matches!(tokio::time::timeout(deadline, finished).await, Ok(Ok(())))
+    }
+
     /// Holds a new session for this process (after its create, in order).
     pub fn claim(&self, session_id: &str) {
         self.send(Write::Claim(session_id.to_string()));
@@ -316,6 +457,8 @@ impl Journal {
     }
 
     pub fn update(&self, session_id: &str, update: MetaUpdate) {
+        let moved = self.shared.moved_to(session_id);
+        let session_id = moved.as_deref().unwrap_or(session_id);
         self.send(Write::Update(session_id.to_string(), update));
     }
 
@@ -328,27 +471,76 @@ impl Journal {
     }
 
     fn append(&self, session_id: &str, entries: Vec<EncodedEntry>) -> bool {
+        // A session whose writes a refusal moved goes on there.
+        let moved = self.shared.moved_to(session_id);
+        let session_id = moved.as_deref().unwrap_or(session_id);
         let count = entries.len();
+        talaria_util::failpoint::step("journal::append::before");
         self.shared.waiting.sent(session_id, &entries);
         self.shared.queued.fetch_add(count, Ordering::AcqRel);
         let sent = self.send(Write::Append(session_id.to_string(), entries));
         if !sent {
             self.shared.queued.fetch_sub(count, Ordering::AcqRel);
         }
+        talaria_util::failpoint::step("journal::append::after");
         sent
     }
 
     /// How a session's saving stands once everything queued for it was tried, or once
-    /// `deadline` has passed (then it is reported unsaved: the writes go on in order).
+    /// `deadline` has passed (then it is reported unsaved: the writes go on in order, and
+    /// what it has waiting is spooled before this returns, so an answer given now is never
+    /// lost to a kill).
     pub async fn committed_within(&self, session_id: &str, deadline: Duration) -> SaveReport {
+        let moved = self.shared.moved_to(session_id);
+        let session_id = moved.as_deref().unwrap_or(session_id).to_string();
         let (reply, answer) = oneshot::channel();
-        if !self.send(Write::Barrier(session_id.to_string(), reply)) {
+        if !self.send(Write::Barrier(session_id.clone(), reply)) {
             return SaveReport::stopped();
         }
-        match tokio::time::timeout(deadline, answer).await {
+        let mut report = match tokio::time::timeout(deadline, answer).await {
             Ok(Ok(report)) => report,
             Ok(Err(_)) => SaveReport::stopped(),
-            Err(_) => SaveReport::late(deadline),
+            Err(_) => {
+                let shared = self.shared.clone();
+                let spooling = tokio::task::spawn_blocking(move || {
+                    shared.spool_waiting(&session_id);
+                });
+                if tokio::time::timeout(LATE_SPOOL_DEADLINE, spooling)
+                    .await
+                    .is_err()
+                {
+                    tracing::error!(
+                        "the spool took longer than {:.1} s: an answered turn is kept in \
+                         memory only until the store takes it",
+                        LATE_SPOOL_DEADLINE.as_secs_f64()
+                    );
+                }
+                SaveReport::late(deadline)
+            }
+        };
+        report.moved_to = report.moved_to.or(moved);
+        report
+    }
+
+    /// What every session has waiting that the writer has not spooled yet is spooled now
+    /// (a stop begins: a second signal may end the process at once, and the writer may be
+    /// inside a store call, opening a store another process migrates), for a moment at most.
+    pub async fn spool_everything(&self) {
+        let shared = self.shared.clone();
+        let spooling = tokio::task::spawn_blocking(move || {
+            for session in shared.waiting.sessions() {
+                shared.spool_waiting(&session);
+            }
+        });
+        if tokio::time::timeout(LATE_SPOOL_DEADLINE, spooling)
+            .await
+            .is_err()
+        {
+            tracing::error!(
+                "the spool took longer than {:.1} s: what waits is kept in memory only until \
+                 the store takes it",
+                LATE_SPOOL_DEADLINE.as_secs_f64()
+            );
         }
     }
 
@@ -488,5 +680,7 @@ impl SessionJournal {
     }
 }
 
+#[cfg(test)]
+mod loss_tests;
 #[cfg(test)]
 mod tests;

@@ -10,9 +10,17 @@
 //!   order the writes were made and synced once per batch; a line cut short by a crash is
 //!   ignored. Adopting copies the records into this process's own spool (synced) before the
 //!   old file is removed, so a crash during adoption loses nothing either.
-//! - Writing a record again is harmless: the stores create a session only if it is not there
-//!   and put an entry in place by its id. So the spool is emptied only once every backlog is
-//!   written, and a partly written spool is simply written again.
+//! - Each entry's line names the writer that spooled it and the session writers it builds
+//!   on (`by`, `on`: the store's check, `SessionStore::append_checked`), so a spool adopted
+//!   after another process went on with the session never replaces what that process wrote.
+//! - Once a session's spooled writes are in the store, a `written` line says which: an
+//!   adoption leaves out every earlier line of those entries (a version the store has, or a
+//!   newer one replaced since), so a spool that was not emptied yet never takes an entry back
+//!   to an older version. Writing a record again is otherwise harmless (a session is created
+//!   only if it is not there; an entry already stored as it is changes nothing), so the
+//!   spool is emptied only once nothing waits, and a partly written spool is written again.
+//! - Adopting is exclusive: the orphan stays locked until it is removed, and a file already
+//!   removed (adopted by another process a moment before) is left alone.
 //! - An entry's body is written as it is, so its place in the file is known ([`Place`]):
 //!   past a bound the writer lets waiting bodies leave memory and be read back from there
 //!   (`Body::spill`). A file bodies were spilled into is never rewritten: once everything
@@ -29,11 +37,15 @@ use serde::{Deserialize, Serialize};
 use talaria_record::{Entry, EntryId};
 use talaria_store::{EncodedEntry, MetaUpdate, SessionMeta};
 
+/// The most a spooled line waits to be synced (see [`Spool::sync_soon`]).
+const SYNC_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// A write found in a spool, as it is written again.
 #[derive(Debug)]
 pub(super) enum Spooled {
     Create(SessionMeta),
-    Append(String, EncodedEntry),
+    /// An entry, and the session writers it builds on (its spooler included).
+    Append(String, EncodedEntry, Vec<String>),
     Update(String, MetaUpdate),
 }
 
@@ -82,10 +94,24 @@ enum RecordIn {
     Entry {
         session: String,
         body: Box<Entry>,
+        /// The writer that spooled it (lines of older builds have none).
+        #[serde(default)]
+        by: String,
+        /// The session writers it builds on.
+        #[serde(default)]
+        on: Vec<String>,
     },
     Update {
         session: String,
         update: UpdateRecord,
+    },
+    /// The session's earlier lines of these entries (and of its metadata, with `meta`) are
+    /// in the store.
+    Written {
+        session: String,
+        ids: Vec<EntryId>,
+        #[serde(default)]
+        meta: bool,
     },
 }
 
@@ -95,6 +121,8 @@ struct EntryHeader<'a> {
     t: &'static str,
     session: &'a str,
     id: EntryId,
+    by: &'a str,
+    on: &'a [String],
 }
 
 /// This process's spool file, under its lock.
@@ -131,11 +159,20 @@ impl Place {
 /// The spool of one process: its own file (opened on first use) and the adoption of others'.
 pub(super) struct Spool {
     dir: PathBuf,
+    /// This writer's token (`by` in its lines).
+    by: String,
     own: Option<OwnFile>,
+    /// Sessions with lines in the file (a `written` line is added when theirs are stored).
+    sessions: std::collections::HashSet<String>,
+    /// Lines were added for a turn answered before the writer took them (see
+    /// `Journal::committed_within`): emptied only once nothing waits anywhere.
+    pub(super) late: bool,
     /// Opening the file failed (a read-only home): waiting writes stay in memory only.
     unavailable: bool,
     /// Records written since the last sync.
     dirty: bool,
+    /// When it was last synced.
+    synced_at: std::time::Instant,
     /// The store can never open: the file is left for a process that can write it.
     keep: bool,
     /// The last write failed (a full disk): said once until one succeeds again.
@@ -143,39 +180,65 @@ pub(super) struct Spool {
 }
 
 impl Spool {
-    pub(super) fn in_dir(dir: PathBuf) -> Self {
+    pub(super) fn in_dir(dir: PathBuf, by: String) -> Self {
         Self {
             dir,
+            by,
             own: None,
+            sessions: std::collections::HashSet::new(),
+            late: false,
             unavailable: false,
             dirty: false,
+            synced_at: std::time::Instant::now(),
             keep: false,
             failing: false,
         }
     }
 
-    pub(super) fn create(&mut self, meta: &SessionMeta) {
+    /// Spools a creation; whether it was written.
+    pub(super) fn create(&mut self, meta: &SessionMeta) -> bool {
         let line = serde_json::json!({"t": "create", "meta": meta});
-        self.write_json(&line);
+        self.write_json(&line)
     }
 
-    /// Spools entries; where each body was written (none where it could not be).
+    /// Spools entries that build on the session writers `on`; where each body was written
+    /// (none where it could not be).
     pub(super) fn entries(
         &mut self,
         session: &str,
         entries: &[EncodedEntry],
+        on: &[String],
     ) -> Vec<Option<Place>> {
         entries
             .iter()
-            .map(|entry| self.entry(session, entry))
+            .map(|entry| self.entry(session, entry, on))
             .collect()
     }
 
-    fn entry(&mut self, session: &str, entry: &EncodedEntry) -> Option<Place> {
+    /// Whether `session` has lines in the file.
+    pub(super) fn holds(&self, session: &str) -> bool {
+        self.sessions.contains(session)
+    }
+
+    /// `session`'s entries `ids` (and its metadata, with `meta`) are in the store: their
+    /// earlier lines are never written again.
+    pub(super) fn written_in_store(&mut self, session: &str, ids: &[EntryId], meta: bool) {
+        if !self.holds(session) {
+            return;
+        }
+        let line =
+            serde_json::json!({"t": "written", "session": session, "ids": ids, "meta": meta});
+        self.write_json(&line);
+    }
+
+    fn entry(&mut self, session: &str, entry: &EncodedEntry, on: &[String]) -> Option<Place> {
+        let by = self.by.clone();
         let header = EntryHeader {
             t: "entry",
             session,
             id: entry.id,
+            by: &by,
+            on,
         };
         let head = serde_json::to_vec(&header).ok()?;
         let body = entry.body.text().ok()?;
@@ -189,6 +252,7 @@ impl Spool {
         line.extend_from_slice(body.as_bytes());
         line.extend_from_slice(b"}\n");
         let line_at = self.write_line(&line)?;
+        self.sessions.insert(session.to_string());
         let own = self.own.as_ref()?;
         Some(Place {
             file: own.reader.clone(),
@@ -202,7 +266,9 @@ impl Spool {
             "session": session,
             "update": UpdateRecord::of(update),
         });
-        self.write_json(&line);
+        if self.write_json(&line) {
+            self.sessions.insert(session.to_string());
+        }
     }
 
     /// Whether writes reach the file (it is open, or not tried yet).
@@ -210,18 +276,38 @@ impl Spool {
         !self.unavailable
     }
 
-    /// Makes what was spooled since the last sync durable.
+    /// Makes what was spooled since the last sync durable against a power cut, once
+    /// [`SYNC_EVERY`] has passed since the last sync: what a process's crash or kill leaves
+    /// is in the file as soon as it is written (the kernel keeps it); only the machine's
+    /// loss could take the last moment's lines, as it could the store's last commits
+    /// (`synchronous = NORMAL`). Syncing every batch made a long outage's writes crawl.
+    pub(super) fn sync_soon(&mut self) {
+        if self.dirty && self.synced_at.elapsed() >= SYNC_EVERY {
+            self.sync();
+        }
+    }
+
+    /// Whether lines wait for a sync, and when it is due.
+    pub(super) fn sync_due(&self) -> Option<std::time::Duration> {
+        self.dirty
+            .then(|| SYNC_EVERY.saturating_sub(self.synced_at.elapsed()))
+    }
+
+    /// Makes what was spooled since the last sync durable now.
     pub(super) fn sync(&mut self) {
         if !self.dirty {
             return;
         }
         self.dirty = false;
+        self.synced_at = std::time::Instant::now();
         let Some(own) = &mut self.own else {
             return;
         };
+        talaria_util::failpoint::step("spool::sync::before");
         if let Err(error) = own.file.sync_data() {
             tracing::error!(path = %own.path.display(), "syncing the spool failed: {error}");
         }
+        talaria_util::failpoint::step("spool::sync::after");
     }
 
     /// Everything spooled is in the store: the file starts again empty.
@@ -232,6 +318,7 @@ impl Spool {
         if own.len == 0 || self.keep {
             return;
         }
+        talaria_util::failpoint::step("spool::drain::before");
         if own.spilled_into {
             // Spilled bodies may still be read from it: a new file takes the next writes.
             if let Err(error) = std::fs::remove_file(&own.path) {
@@ -239,14 +326,22 @@ impl Spool {
             }
             self.own = None;
             self.dirty = false;
+            self.sessions.clear();
+            self.late = false;
+            talaria_util::failpoint::step("spool::drain::after");
             return;
         }
         let emptied = own.file.set_len(0).and_then(|()| own.file.rewind());
         match emptied {
-            Ok(()) => own.len = 0,
+            Ok(()) => {
+                own.len = 0;
+                self.sessions.clear();
+                self.late = false;
+            }
             Err(error) => tracing::warn!(path = %own.path.display(), "emptying the spool: {error}"),
         }
         self.dirty = false;
+        talaria_util::failpoint::step("spool::drain::after");
     }
 
     /// The store can never open as configured: what is spooled stays for a process that can
@@ -284,15 +379,19 @@ impl Spool {
         orphans.sort_by_key(|path| std::fs::metadata(path).and_then(|m| m.modified()).ok());
         let mut adopted = Vec::new();
         for path in orphans {
-            let Some(records) = orphan_records(&path) else {
+            // Held (locked) until it is removed: nobody adopts it twice.
+            let Some((records, _held)) = orphan_records(&path) else {
                 continue;
             };
+            talaria_util::failpoint::step("spool::adopt::before");
             for record in &records {
                 match record {
-                    Spooled::Create(meta) => self.create(meta),
-                    Spooled::Append(session, entry) => {
+                    Spooled::Create(meta) => {
+                        self.create(meta);
+                    }
+                    Spooled::Append(session, entry, on) => {
                         // Adopted bodies are read back from this process's spool when written.
-                        if let Some(place) = self.entry(session, entry) {
+                        if let Some(place) = self.entry(session, entry, on) {
                             place.spill(&entry.body, self);
                         }
                     }
@@ -304,32 +403,43 @@ impl Spool {
                 // Not copied anywhere: the file stays for a process that can.
                 continue;
             }
+            talaria_util::failpoint::step("spool::adopt::after");
             tracing::info!(
                 path = %path.display(),
                 writes = records.len(),
                 "adopted the spool of a process that ended with writes waiting for the store"
             );
+            talaria_util::failpoint::step("spool::unlink::before");
             if let Err(error) = std::fs::remove_file(&path) {
                 tracing::warn!(path = %path.display(), "removing an adopted spool: {error}");
             }
+            talaria_util::failpoint::step("spool::unlink::after");
             adopted.extend(records);
         }
         adopted
     }
 
-    fn write_json(&mut self, line: &serde_json::Value) {
-        if let Ok(mut bytes) = serde_json::to_vec(line) {
-            bytes.push(b'\n');
-            self.write_line(&bytes);
-        }
+    fn write_json(&mut self, line: &serde_json::Value) -> bool {
+        let Ok(mut bytes) = serde_json::to_vec(line) else {
+            return false;
+        };
+        bytes.push(b'\n');
+        self.write_line(&bytes).is_some()
     }
 
     /// Appends one whole line (where it starts, once written); a line that cannot be written
     /// whole is cut off again, so the file only ever holds whole lines.
     fn write_line(&mut self, line: &[u8]) -> Option<u64> {
+        // Set to `return`, the write fails as on a full disk (ENOSPC).
+        let refused = talaria_util::failpoint::injected("spool::write::before");
         let own = self.own_file()?;
         let at = own.len;
-        let failed = match own.file.write_all(line) {
+        let written = if refused {
+            Err(std::io::Error::from_raw_os_error(nix::libc::ENOSPC))
+        } else {
+            own.file.write_all(line)
+        };
+        let failed = match written {
             Ok(()) => {
                 own.len += line.len() as u64;
                 None
@@ -342,6 +452,7 @@ impl Spool {
         };
         match failed {
             None => {
+                talaria_util::failpoint::step("spool::write::after");
                 self.dirty = true;
                 self.failing = false;
                 Some(at)
@@ -403,15 +514,21 @@ fn open_own(dir: &Path) -> std::io::Result<OwnFile> {
     })
 }
 
-/// The records of a spool nobody holds (its process is gone); `None` while a live process
-/// holds it, or when it cannot be read.
-fn orphan_records(path: &Path) -> Option<Vec<Spooled>> {
+/// The records of a spool nobody holds (its process is gone), and the file, locked until
+/// the caller removes it; `None` while a live process holds it, once another process adopted
+/// it (removed), or when it cannot be read. Lines a later `written` line covers are left out.
+fn orphan_records(path: &Path) -> Option<(Vec<Spooled>, File)> {
+    use std::os::unix::fs::MetadataExt;
     let file = OpenOptions::new().read(true).write(true).open(path).ok()?;
     if file.try_lock().is_err() {
         return None;
     }
+    // Opened just before another adopter removed it: its records are that adopter's now.
+    if file.metadata().ok()?.nlink() == 0 {
+        return None;
+    }
     let mut reader = BufReader::new(&file);
-    let mut records = Vec::new();
+    let mut records = Records::default();
     let mut line = Vec::new();
     loop {
         line.clear();
@@ -428,25 +545,77 @@ fn orphan_records(path: &Path) -> Option<Vec<Spooled>> {
             }
         }
         match serde_json::from_slice::<RecordIn>(&line) {
-            Ok(record) => records.extend(spooled(record)),
+            Ok(record) => records.add(record),
             Err(error) => {
                 tracing::warn!(path = %path.display(), "a spool line that does not decode: {error}");
             }
         }
     }
-    Some(records)
+    drop(reader);
+    Some((records.into_writes(), file))
+}
+
+/// A spool's records as they are read, each line's place kept so a `written` line can leave
+/// out the earlier lines it covers.
+#[derive(Default)]
+struct Records {
+    lines: Vec<Option<Spooled>>,
+    /// Where each session's entry lines and update lines are, by entry id (`None`: updates).
+    at: std::collections::HashMap<(String, Option<EntryId>), Vec<usize>>,
+}
+
+impl Records {
+    fn add(&mut self, record: RecordIn) {
+        if let RecordIn::Written { session, ids, meta } = record {
+            let covered = ids.into_iter().map(Some).chain(meta.then_some(None));
+            for id in covered {
+                for line in self.at.remove(&(session.clone(), id)).unwrap_or_default() {
+                    self.lines[line] = None;
+                }
+            }
+            return;
+        }
+        let Some(write) = spooled(record) else {
+            return;
+        };
+        let key = match &write {
+            Spooled::Append(session, entry, _) => Some((session.clone(), Some(entry.id))),
+            Spooled::Update(session, _) => Some((session.clone(), None)),
+            Spooled::Create(_) => None,
+        };
+        if let Some(key) = key {
+            self.at.entry(key).or_default().push(self.lines.len());
+        }
+        self.lines.push(Some(write));
+    }
+
+    fn into_writes(self) -> Vec<Spooled> {
+        self.lines.into_iter().flatten().collect()
+    }
 }
 
 fn spooled(record: RecordIn) -> Option<Spooled> {
     Some(match record {
         RecordIn::Create { meta } => Spooled::Create(meta),
-        RecordIn::Entry { session, body } => match EncodedEntry::of(&body) {
-            Ok(entry) => Spooled::Append(session, entry),
+        RecordIn::Entry {
+            session,
+            body,
+            by,
+            mut on,
+        } => match EncodedEntry::of(&body) {
+            Ok(entry) => {
+                // What its spooler committed before it ended, it builds on too.
+                if !on.contains(&by) {
+                    on.push(by);
+                }
+                Spooled::Append(session, entry, on)
+            }
             Err(error) => {
                 tracing::warn!(session = %session, "a spooled entry that does not encode: {error}");
                 return None;
             }
         },
         RecordIn::Update { session, update } => Spooled::Update(session, update.into_update()),
+        RecordIn::Written { .. } => return None,
     })
 }

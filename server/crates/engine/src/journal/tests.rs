@@ -331,7 +331,15 @@ async fn a_blocked_store_never_holds_an_answer_past_the_deadline() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     let started = Instant::now();
     let refused = journal.call(|store| store.load("s0")).await;
-    assert!(matches!(refused, Err(StoreError::Busy(_))), "{refused:?}");
+    assert!(
+        matches!(refused, Err(StoreError::Overloaded(_))),
+        "{refused:?}"
+    );
+    let said = refused.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(
+        !said.contains("another process"),
+        "nothing else holds it: {said}"
+    );
     assert!(started.elapsed() < Duration::from_millis(500));
     drop(stuck);
     let saved: Vec<_> = sessions.iter().map(|(s, _)| s.when_saved()).collect();
@@ -647,13 +655,17 @@ async fn a_long_outage_keeps_waiting_bodies_in_the_spool_not_in_memory() {
         "saved"
     );
     assert_eq!(store.accepted_bytes.load(Ordering::Acquire), total);
-    assert!(
+    // The spool is emptied at the end of the writer's batch (just after it says so).
+    let emptied = || {
         spool_files(dir.path())
             .iter()
-            .all(|path| std::fs::metadata(path).map_or(true, |m| m.len() == 0)),
-        "{:?}",
-        spool_files(dir.path())
-    );
+            .all(|path| std::fs::metadata(path).map_or(true, |m| m.len() == 0))
+    };
+    let started = Instant::now();
+    while !emptied() && started.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(emptied(), "{:?}", spool_files(dir.path()));
 }
 
 #[tokio::test]
@@ -667,7 +679,8 @@ async fn bodies_kept_by_the_spool_alone_are_written_by_the_next_process_after_an
     let healthy = Arc::new(Flaky::default());
     let _journal = spooled_journal(&healthy, &dir);
     let ids: Vec<EntryId> = (1..=25).collect();
-    accepted_within(&healthy, &ids, Duration::from_secs(15)).await;
+    // A bound on progress, not a speed: the machine may be busy.
+    accepted_within(&healthy, &ids, Duration::from_secs(60)).await;
     let expected: usize = {
         let mut transcript = Transcript::with_system("sys");
         for text in &texts {

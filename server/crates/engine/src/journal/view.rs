@@ -2,7 +2,8 @@
 //! the writer's queue, its batch or a backlog), in id order. Load, fork and search read
 //! sessions through it, so a turn the store has not committed yet is never missing from a
 //! replay, a copy, or the record a reloaded session continues (its ids continue after the
-//! waiting ones: none is reused).
+//! waiting ones: none is reused). A session whose record has no system prompt (its creation
+//! was saved, its first entries never were) is no session to continue: `NoRecord`.
 
 use std::collections::BTreeMap;
 
@@ -12,7 +13,8 @@ use talaria_store::{EncodedEntry, SearchHit, SessionMeta, SessionStore, StoreErr
 use super::{Journal, WaitingWrites};
 
 impl Journal {
-    /// The session as it stands: stored, then waiting.
+    /// The session as it stands: stored, then waiting (what the spools of ended processes
+    /// held is adopted first).
     pub async fn view(&self, session: &str) -> Result<(SessionMeta, Transcript), StoreError> {
         self.view_after(session, |_| Ok(())).await
     }
@@ -24,6 +26,11 @@ impl Journal {
         session: &str,
         first: impl FnOnce(&dyn SessionStore) -> Result<(), StoreError> + Send + 'static,
     ) -> Result<(SessionMeta, Transcript), StoreError> {
+        // What ended processes spooled joins the waiting set first (after `first`, a claim,
+        // would be later than the claim: `first` runs in the same call as the read).
+        if !self.adopt_orphans(super::READ_DEADLINE).await {
+            return Err(StoreError::TimedOut(super::READ_DEADLINE));
+        }
         // Read around the store's read: an entry committed meanwhile leaves the waiting set
         // only after it is in the store, so it is in one of the three reads.
         let before = self.waiting(session);
@@ -35,7 +42,11 @@ impl Journal {
             })
             .await;
         let after = self.waiting(session);
-        overlaid(stored, &before, &after)
+        let (meta, transcript) = overlaid(stored, &before, &after)?;
+        if !has_system_prompt(&transcript) {
+            return Err(StoreError::NoRecord(session.to_string()));
+        }
+        Ok((meta, transcript))
     }
 
     /// What `session` sent that the store has not committed yet.
@@ -99,6 +110,14 @@ fn hit_in(session: &str, entry: &EncodedEntry, text: &str, lower: &str, word: &s
         snippet,
         at_ms: entry.at_ms,
     }
+}
+
+/// Whether a record starts as every session's does, with its system prompt.
+fn has_system_prompt(transcript: &Transcript) -> bool {
+    transcript
+        .entries()
+        .iter()
+        .any(|e| matches!(e.body, talaria_record::EntryBody::System { .. }))
 }
 
 /// The store's read with the waiting entries laid over it by id (the newest read wins). A

@@ -20,6 +20,10 @@ struct WaitingSession {
     create: Option<SessionMeta>,
     /// The newest version of each waiting entry, by id.
     entries: BTreeMap<EntryId, EncodedEntry>,
+    /// Entries whose newest version is in the spool.
+    spooled: std::collections::HashSet<EntryId>,
+    /// Its creation is in the spool.
+    create_spooled: bool,
 }
 
 /// What a session has waiting, as read at one moment.
@@ -55,7 +59,44 @@ impl Waiting {
         let waiting = sessions.entry(session.to_string()).or_default();
         for entry in entries {
             waiting.entries.insert(entry.id, entry.clone());
+            waiting.spooled.remove(&entry.id);
         }
+    }
+
+    /// These writes of `session` are in the spool (the newest versions of its entries that
+    /// are, and its creation with `create`).
+    pub(super) fn spooled(&self, session: &str, entries: &[EncodedEntry], create: bool) {
+        let mut sessions = talaria_util::lock(&self.sessions);
+        let Some(waiting) = sessions.get_mut(session) else {
+            return;
+        };
+        waiting.create_spooled |= create;
+        for entry in entries {
+            if waiting
+                .entries
+                .get(&entry.id)
+                .is_some_and(|newest| newest.is_same(entry))
+            {
+                waiting.spooled.insert(entry.id);
+            }
+        }
+    }
+
+    /// What `session` has waiting that is not in the spool yet.
+    pub(super) fn unspooled(&self, session: &str) -> WaitingWrites {
+        let sessions = talaria_util::lock(&self.sessions);
+        sessions
+            .get(session)
+            .map(|waiting| WaitingWrites {
+                create: waiting.create.clone().filter(|_| !waiting.create_spooled),
+                entries: waiting
+                    .entries
+                    .values()
+                    .filter(|e| !waiting.spooled.contains(&e.id))
+                    .cloned()
+                    .collect(),
+            })
+            .unwrap_or_default()
     }
 
     /// The store recorded the session's creation.
@@ -83,11 +124,17 @@ impl Waiting {
                 .is_some_and(|newest| newest.is_same(entry))
             {
                 waiting.entries.remove(&entry.id);
+                waiting.spooled.remove(&entry.id);
             }
         }
         if waiting.entries.is_empty() && waiting.create.is_none() {
             sessions.remove(session);
         }
+    }
+
+    /// Whether no session has anything waiting.
+    pub(super) fn is_empty(&self) -> bool {
+        talaria_util::lock(&self.sessions).is_empty()
     }
 
     /// The store can never open: nothing will be written.
@@ -104,6 +151,11 @@ impl Waiting {
                 entries: waiting.entries.values().cloned().collect(),
             })
             .unwrap_or_default()
+    }
+
+    /// The sessions with something waiting.
+    pub(super) fn sessions(&self) -> Vec<String> {
+        talaria_util::lock(&self.sessions).keys().cloned().collect()
     }
 
     /// Every session's waiting entries (for search).

@@ -13,7 +13,9 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
-use talaria_store::{EncodedEntry, MetaUpdate, SessionMeta, SessionStore, StoreError};
+use talaria_store::{
+    EncodedEntry, MetaUpdate, Refusal, SessionAppend, SessionMeta, SessionStore, StoreError,
+};
 use tokio::sync::oneshot;
 
 use super::spool::{Spool, Spooled};
@@ -38,6 +40,10 @@ pub type Opener = Box<dyn FnMut() -> Result<Arc<dyn SessionStore>, StoreError> +
 
 pub(super) enum Write {
     Create(SessionMeta),
+    /// A session and its first entries, committed together (a fork's copy).
+    CreateWith(SessionMeta, Vec<EncodedEntry>),
+    /// Adopts the spools of processes that ended (before a load, a claim or a fork).
+    Adopt(oneshot::Sender<()>),
     /// Holds the session for this process (after its create).
     Claim(String),
     /// Lets other processes have it (after everything it wrote), unless it was opened here
@@ -115,8 +121,6 @@ pub(super) struct Writer {
     /// A stuck store being asked, on a thread of its own, whether it takes writes again:
     /// its answer. Writes go to the backlogs meanwhile (the writer never waits for it).
     probe: Option<mpsc::Receiver<Result<(), StoreError>>>,
-    /// Where what waits in the backlogs is also written, to outlive the process.
-    spool: Option<Spool>,
     /// Bytes of backlogged bodies kept in memory since the backlogs were last empty (see
     /// [`HELD_IN_MEMORY`]).
     held: usize,
@@ -126,6 +130,11 @@ pub(super) struct Writer {
     reopen: Option<(Opener, Instant)>,
     /// The store refused a write as read-only (whatever it said when it opened).
     refused_read_only: bool,
+    /// When orphaned spools were last looked for.
+    adopted_at: Instant,
+    /// A clean exit was made (`Write::Shutdown`): the thread ends after this batch, and
+    /// nothing is written after the exit's last try (the process is ending).
+    stopped: bool,
 }
 
 /// Why an adopted spool's writes wait.
@@ -153,17 +162,24 @@ impl Writer {
             waiting_saved: BTreeMap::new(),
             stalled: None,
             probe: None,
-            spool: None,
             held: 0,
             reopen: None,
             refused_read_only: false,
+            adopted_at: Instant::now(),
+            stopped: false,
         }
     }
 
     /// Spools what waits for the store in `dir` (and adopts the spools left there).
-    pub(super) fn spooled_in(mut self, dir: std::path::PathBuf) -> Self {
-        self.spool = Some(Spool::in_dir(dir));
+    pub(super) fn spooled_in(self, dir: std::path::PathBuf) -> Self {
+        let spool = Spool::in_dir(dir, self.shared.token.clone());
+        *talaria_util::lock(&self.shared.spool) = Some(spool);
         self
+    }
+
+    /// Runs `with` on the spool, if there is one.
+    fn with_spool<T>(&self, with: impl FnOnce(&mut Spool) -> T) -> Option<T> {
+        talaria_util::lock(&self.shared.spool).as_mut().map(with)
     }
 
     pub(super) fn run(mut self, queue: &mpsc::Receiver<Write>) {
@@ -193,30 +209,40 @@ impl Writer {
                 }
             }
             self.reopen_if_replaced();
+            if self.adopted_at.elapsed() >= RETRY_EVERY {
+                self.adopt();
+            }
             self.heal();
             self.apply(batch);
             self.answer_waiting_saved();
             self.settle_spool();
+            if self.stopped {
+                return;
+            }
         }
     }
 
     /// The spools of processes that ended with writes waiting: into the backlogs (and this
     /// process's view of those sessions), to be written like this process's own.
     fn adopt(&mut self) {
-        let Some(spool) = &mut self.spool else {
+        self.adopted_at = Instant::now();
+        let Some(adopted) = self.with_spool(Spool::adopt) else {
             return;
         };
-        for write in spool.adopt() {
+        for write in adopted {
             match write {
                 Spooled::Create(meta) => {
                     self.shared.waiting.created(&meta);
                     let session = meta.id.clone();
+                    self.shared
+                        .builds_on(&session, std::iter::once(meta.writer.clone()));
                     self.backlog(&session, ADOPTED).create = Some(meta);
                 }
-                Spooled::Append(session, entry) => {
+                Spooled::Append(session, entry, on) => {
                     self.shared
                         .waiting
                         .sent(&session, std::slice::from_ref(&entry));
+                    self.shared.builds_on(&session, on);
                     self.backlog(&session, ADOPTED).entries.push(entry);
                 }
                 Spooled::Update(session, update) => {
@@ -228,31 +254,45 @@ impl Writer {
 
     /// After a batch: an empty spool once nothing waits, else what it got made durable.
     fn settle_spool(&mut self) {
-        let Some(spool) = &mut self.spool else {
-            return;
-        };
-        if self.unsaved.is_empty() {
+        let nothing_waits = self.unsaved.is_empty();
+        if nothing_waits {
             self.held = 0;
-            spool.written();
-        } else {
-            spool.sync();
         }
+        let shared = self.shared.clone();
+        self.with_spool(|spool| {
+            // Lines a late answer added are for writes that may still be queued: the file is
+            // emptied once nothing waits anywhere.
+            if nothing_waits && (!spool.late || shared.waiting.is_empty()) {
+                spool.written();
+            } else {
+                spool.sync_soon();
+            }
+        });
     }
 
     /// Entries that wait for the store: kept in the session's backlog and spooled; past
     /// [`HELD_IN_MEMORY`] their bodies are kept by the spool alone.
     fn wait_entries(&mut self, session: &str, why: Option<&str>, entries: Vec<EncodedEntry>) {
-        if let Some(spool) = &mut self.spool {
-            let places = spool.entries(session, &entries);
+        let on = self.shared.basis(session).builds_on;
+        let mut held = self.held;
+        let shared = self.shared.clone();
+        self.with_spool(|spool| {
+            let places = spool.entries(session, &entries, &on);
+            let mut written = Vec::new();
             for (entry, place) in entries.iter().zip(places) {
+                if place.is_some() {
+                    written.push(entry.clone());
+                }
                 match place {
-                    Some(place) if self.held + entry.body.len() > HELD_IN_MEMORY => {
+                    Some(place) if held + entry.body.len() > HELD_IN_MEMORY => {
                         place.spill(&entry.body, spool);
                     }
-                    _ => self.held += entry.body.len(),
+                    _ => held += entry.body.len(),
                 }
             }
-        }
+            shared.waiting.spooled(session, &written, false);
+        });
+        self.held = held;
         let backlog = match why {
             Some(why) => self.backlog(session, why),
             None => self.unsaved.entry(session.to_string()).or_default(),
@@ -261,17 +301,18 @@ impl Writer {
     }
 
     fn wait_create(&mut self, meta: SessionMeta, why: &str) {
-        if let Some(spool) = &mut self.spool {
-            spool.create(&meta);
-        }
+        let shared = self.shared.clone();
+        self.with_spool(|spool| {
+            if spool.create(&meta) {
+                shared.waiting.spooled(&meta.id, &[], true);
+            }
+        });
         let session = meta.id.clone();
         self.backlog(&session, why).create = Some(meta);
     }
 
     fn wait_update(&mut self, session: &str, why: Option<&str>, update: MetaUpdate) {
-        if let Some(spool) = &mut self.spool {
-            spool.update(session, &update);
-        }
+        self.with_spool(|spool| spool.update(session, &update));
         let backlog = match why {
             Some(why) => self.backlog(session, why),
             None => self.unsaved.entry(session.to_string()).or_default(),
@@ -279,8 +320,17 @@ impl Writer {
         merge(&mut backlog.update, update);
     }
 
-    /// How long to wait for writes before there is something to try again.
+    /// How long to wait for writes before there is something to try again (or spooled lines
+    /// to sync).
     fn wake_after(&self) -> Option<Duration> {
+        let retry = self.retry_after();
+        match self.with_spool(|spool| spool.sync_due()).flatten() {
+            Some(sync) => Some(retry.map_or(sync, |retry| retry.min(sync))),
+            None => retry,
+        }
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
         match &self.store {
             Store::Opening { next_try, .. } => {
                 Some(next_try.saturating_duration_since(Instant::now()))
@@ -333,9 +383,7 @@ impl Writer {
                 }
                 self.unsaved.clear();
                 self.shared.waiting.clear();
-                if let Some(spool) = &mut self.spool {
-                    spool.keep();
-                }
+                self.with_spool(Spool::keep);
                 for reply in std::mem::take(&mut self.waiting_saved)
                     .into_values()
                     .flatten()
@@ -406,6 +454,8 @@ impl Writer {
         if Instant::now() < *until {
             return false;
         }
+        // Each probe also looks for spools of processes that ended meanwhile.
+        self.adopt();
         let Store::Open(store) = &self.store else {
             return true;
         };
@@ -498,6 +548,7 @@ impl Writer {
                     let _ = reply.send(SaveReport {
                         unsaved: 1,
                         error: Some(self.not_open()),
+                        moved_to: None,
                     });
                 }
                 Write::WhenSaved(_, reply) => {
@@ -510,6 +561,14 @@ impl Writer {
                     let _ = reply.send(Vec::new());
                 }
                 Write::Create(meta) => self.shared.waiting.create_committed(&meta.id),
+                Write::CreateWith(meta, entries) => {
+                    self.shared.waiting.create_committed(&meta.id);
+                    self.shared.waiting.committed(&meta.id, &entries);
+                    self.handled(entries.len());
+                }
+                Write::Adopt(reply) => {
+                    let _ = reply.send(());
+                }
                 Write::Claim(_) | Write::Release(..) | Write::Update(..) => {}
             }
         }
@@ -523,8 +582,9 @@ impl Writer {
         }
     }
 
-    /// Commits queued appends in one transaction; on failure, each session on its own, and
-    /// what still fails waits in its backlog.
+    /// Commits queued appends in one transaction, each session's checked against what it
+    /// builds on; on failure, each session on its own, and what still fails waits in its
+    /// backlog. A session the store refused is handled by [`Writer::refused`].
     fn commit(&mut self, appends: &mut Vec<(String, Vec<EncodedEntry>)>) {
         if appends.is_empty() {
             return;
@@ -536,10 +596,22 @@ impl Writer {
             }
             return;
         };
-        let whole = match store.append_batch(appends) {
-            Ok(()) => {
-                for (session, entries) in appends.drain(..) {
-                    self.shared.waiting.committed(&session, &entries);
+        let checked: Vec<SessionAppend> = std::mem::take(appends)
+            .into_iter()
+            .map(|(session, entries)| SessionAppend {
+                basis: self.shared.basis(&session),
+                session,
+                entries,
+            })
+            .collect();
+        let committed =
+            refused_at("journal::commit::before").and_then(|()| store.append_checked(&checked));
+        let whole = match committed {
+            Ok(refusals) => {
+                talaria_util::failpoint::step("journal::commit::after");
+                for append in checked {
+                    let refusal = refusals.iter().find(|r| r.session() == append.session);
+                    self.settle(store.as_ref(), append, refusal.cloned());
                 }
                 return;
             }
@@ -547,32 +619,111 @@ impl Writer {
         };
         self.failed(&whole);
         let mut store_wide = whole.is_store_wide().then(|| whole.to_string());
-        for (session, entries) in std::mem::take(appends) {
-            let failed = match &store_wide {
-                Some(why) => Some(why.clone()),
-                None => store.append_encoded(&session, &entries).err().map(|error| {
-                    if error.is_store_wide() {
-                        store_wide = Some(error.to_string());
-                    }
-                    error.to_string()
-                }),
+        for append in checked {
+            let outcome = match &store_wide {
+                Some(why) => Err(why.clone()),
+                None => store
+                    .append_checked(std::slice::from_ref(&append))
+                    .map_err(|error| {
+                        if error.is_store_wide() {
+                            store_wide = Some(error.to_string());
+                        }
+                        error.to_string()
+                    }),
             };
-            match failed {
-                Some(error) => {
-                    tracing::error!(session = %session, "saving the session failed: {error}");
-                    self.wait_entries(&session, Some(&error), entries);
+            match outcome {
+                Ok(mut refusals) => self.settle(store.as_ref(), append, refusals.pop()),
+                Err(error) => {
+                    tracing::error!(session = %append.session, "saving the session failed: {error}");
+                    self.wait_entries(&append.session, Some(&error), append.entries);
                 }
-                None => self.shared.waiting.committed(&session, &entries),
+            }
+        }
+    }
+
+    /// A session's append the store answered: committed, or refused (then handled; what
+    /// cannot be handled yet waits in its backlog).
+    fn settle(
+        &mut self,
+        store: &dyn SessionStore,
+        append: SessionAppend,
+        refusal: Option<Refusal>,
+    ) {
+        let Some(refusal) = refusal else {
+            self.shared.committed(&append.session, &append.entries);
+            return;
+        };
+        if let Err((error, entries)) = self.refused(store, &append.session, append.entries, refusal)
+        {
+            self.failed(&error);
+            self.wait_entries(&append.session, Some(&error.to_string()), entries);
+        }
+    }
+
+    /// Entries the store would not write: of a session deleted since they are dropped (and
+    /// said); of a session another writer went on with they are saved as a new session, a
+    /// fork of it where the two part, and this process's next writes of it go there
+    /// (`recover.rs`). When that cannot be written yet, the entries are given back.
+    fn refused(
+        &mut self,
+        store: &dyn SessionStore,
+        session: &str,
+        entries: Vec<EncodedEntry>,
+        refusal: Refusal,
+    ) -> Result<(), (StoreError, Vec<EncodedEntry>)> {
+        match refusal {
+            Refusal::Missing { .. } => {
+                tracing::warn!(
+                    session = %session,
+                    entries = entries.len(),
+                    "the session is no longer in the store (it was deleted): the entries that \
+                     waited for it are dropped"
+                );
+                self.shared.waiting.committed(session, &entries);
+                Ok(())
+            }
+            Refusal::Diverged { writer, .. } => {
+                match super::recover::recover(store, &self.shared, session, &entries) {
+                    Ok(moved) => {
+                        tracing::error!(
+                            session = %session,
+                            recovered = %moved,
+                            "another Talaria process (writer {writer}) went on with this session \
+                             after these entries were written here: nothing it wrote is \
+                             replaced; they are saved as session {moved}, a fork of it"
+                        );
+                        talaria_util::lock(&self.shared.moved).insert(session.to_string(), moved);
+                        self.shared.committed(session, &entries);
+                        Ok(())
+                    }
+                    Err(error) => Err((error, entries)),
+                }
             }
         }
     }
 
     fn apply_one(&mut self, write: Write) {
         match write {
+            Write::CreateWith(meta, entries) => self.create_with(meta, entries),
+            Write::Adopt(reply) => {
+                self.adopt();
+                // What was adopted is written now when the store takes it.
+                self.heal();
+                let _ = reply.send(());
+            }
             Write::Create(meta) => {
                 let session = meta.id.clone();
-                match self.try_store(&session, |store| store.create(&meta)) {
-                    Ok(()) => self.shared.waiting.create_committed(&session),
+                self.shared
+                    .builds_on(&session, std::iter::once(meta.writer.clone()));
+                let created = self.try_store(&session, |store| {
+                    refused_at("journal::create::before")?;
+                    store.create(&meta)
+                });
+                match created {
+                    Ok(()) => {
+                        talaria_util::failpoint::step("journal::create::after");
+                        self.shared.waiting.create_committed(&session);
+                    }
                     Err(error) => {
                         tracing::warn!(session = %session, "saving the new session: {error}");
                         self.wait_create(meta, &error.0);
@@ -597,10 +748,18 @@ impl Writer {
             Write::Update(session, update) => {
                 if self.unsaved.contains_key(&session) {
                     self.wait_update(&session, None, update);
-                } else if let Err(error) =
-                    self.try_store(&session, |store| store.update(&session, &update))
-                {
-                    self.wait_update(&session, Some(&error.0), update);
+                } else {
+                    let updated = self.try_store(&session, |store| {
+                        refused_at("journal::update::before")?;
+                        store.update(&session, &update)
+                    });
+                    match updated {
+                        Ok(()) => {
+                            talaria_util::failpoint::step("journal::update::after");
+                            self.with_spool(|spool| spool.written_in_store(&session, &[], true));
+                        }
+                        Err(error) => self.wait_update(&session, Some(&error.0), update),
+                    }
                 }
             }
             Write::Barrier(session, reply) => {
@@ -620,18 +779,53 @@ impl Writer {
             }
             Write::Shutdown(reply) => {
                 let _ = reply.send(self.shut_down());
+                self.stopped = true;
             }
             Write::Append(..) => {}
         }
     }
 
+    /// A session with its first entries (a fork's copy), committed together, or waiting
+    /// (and spooled) together.
+    fn create_with(&mut self, meta: SessionMeta, entries: Vec<EncodedEntry>) {
+        let session = meta.id.clone();
+        self.handled(entries.len());
+        self.shared
+            .builds_on(&session, std::iter::once(meta.writer.clone()));
+        let basis = self.shared.basis(&session);
+        let created = self.try_store(&session, |store| {
+            refused_at("journal::create::before")?;
+            store.create_with_entries(&meta, &entries, &basis)
+        });
+        let refusal = match created {
+            Ok(refusal) => refusal,
+            Err(error) => {
+                tracing::warn!(session = %session, "saving the new session: {error}");
+                self.wait_create(meta, &error.0);
+                self.wait_entries(&session, Some(&error.0), entries);
+                return;
+            }
+        };
+        talaria_util::failpoint::step("journal::create::after");
+        self.shared.waiting.create_committed(&session);
+        let Some(store) = self.open_store() else {
+            return;
+        };
+        let append = SessionAppend {
+            session,
+            entries,
+            basis,
+        };
+        self.settle(store.as_ref(), append, refusal);
+    }
+
     /// Runs `call` unless the session already waits in a backlog (its writes stay in order)
     /// or the store is not open; the error's text when it did not run or failed.
-    fn try_store(
+    fn try_store<T>(
         &mut self,
         session: &str,
-        call: impl FnOnce(&dyn SessionStore) -> Result<(), StoreError>,
-    ) -> Result<(), Unsaved> {
+        call: impl FnOnce(&dyn SessionStore) -> Result<T, StoreError>,
+    ) -> Result<T, Unsaved> {
         if let Some(backlog) = self.unsaved.get(session) {
             return Err(Unsaved(backlog.error.clone()));
         }
@@ -650,8 +844,10 @@ impl Writer {
             .map(|backlog| SaveReport {
                 unsaved: backlog.entries.len().max(1),
                 error: Some(backlog.error.clone()),
+                moved_to: None,
             })
             .unwrap_or_default()
+            .with_moved(self.shared.moved_to(session))
     }
 
     /// Tells those waiting for a session that has nothing unsaved any more.
@@ -672,7 +868,7 @@ impl Writer {
     fn shut_down(&mut self) -> Vec<(String, SaveReport)> {
         // The last try is made even while stalled (the stop's budget bounds it) — unless
         // the spool keeps what waits: a store stuck a moment ago would only hold the exit up.
-        let spooled = self.spool.as_ref().is_some_and(Spool::is_usable);
+        let spooled = self.with_spool(|spool| spool.is_usable()).unwrap_or(false);
         if !(spooled && self.is_stalled()) {
             self.stalled = None;
             self.probe = None;
@@ -689,7 +885,7 @@ impl Writer {
             .map(|session| (session.clone(), self.report(session)))
             .collect();
         self.settle_spool();
-        let spooled = self.spool.as_mut().and_then(Spool::close);
+        let spooled = self.with_spool(Spool::close).flatten();
         if let Some(path) = &spooled {
             tracing::warn!(
                 path = %path.display(),
@@ -782,7 +978,7 @@ impl Writer {
             let Some(mut backlog) = self.unsaved.remove(&session) else {
                 continue;
             };
-            match write_backlog(store.as_ref(), &self.shared, &session, &mut backlog) {
+            match self.write_backlog(store.as_ref(), &session, &mut backlog) {
                 Ok(()) => tracing::info!(session = %session, "the session is saved again"),
                 Err(error) => {
                     backlog.error = error.to_string();
@@ -795,42 +991,64 @@ impl Writer {
             }
         }
     }
-}
 
-/// Writes a backlog in the order its writes were made; what is written leaves it.
-fn write_backlog(
-    store: &dyn SessionStore,
-    shared: &Shared,
-    session: &str,
-    backlog: &mut Backlog,
-) -> Result<(), StoreError> {
-    if let Some(meta) = &backlog.create {
-        store.create(meta)?;
-        backlog.create = None;
-        shared.waiting.create_committed(session);
-    }
-    if backlog.claim {
-        holding(store.claim(session))?;
-        backlog.claim = false;
-    }
-    if !backlog.entries.is_empty() {
-        store.append_encoded(session, &backlog.entries)?;
-        shared
-            .waiting
-            .committed(session, &std::mem::take(&mut backlog.entries));
-    }
-    if let Some(update) = &backlog.update {
-        store.update(session, update)?;
-        backlog.update = None;
-    }
-    if let Some(hold) = backlog.release {
-        // Opened here again since: the claim stays.
-        if shared.waiting.hold(session) == hold {
-            holding(store.release(session))?;
+    /// Writes a backlog in the order its writes were made; what is written leaves it.
+    fn write_backlog(
+        &mut self,
+        store: &dyn SessionStore,
+        session: &str,
+        backlog: &mut Backlog,
+    ) -> Result<(), StoreError> {
+        refused_at("journal::backlog::before")?;
+        if let Some(meta) = &backlog.create {
+            store.create(meta)?;
+            backlog.create = None;
+            self.shared.waiting.create_committed(session);
         }
-        backlog.release = None;
+        if backlog.claim {
+            holding(store.claim(session))?;
+            backlog.claim = false;
+        }
+        if !backlog.entries.is_empty() {
+            let append = SessionAppend {
+                session: session.to_string(),
+                entries: std::mem::take(&mut backlog.entries),
+                basis: self.shared.basis(session),
+            };
+            let refusal = match store.append_checked(std::slice::from_ref(&append)) {
+                Ok(mut refusals) => refusals.pop(),
+                Err(error) => {
+                    backlog.entries = append.entries;
+                    return Err(error);
+                }
+            };
+            match refusal {
+                None => self.shared.committed(session, &append.entries),
+                Some(refusal) => {
+                    if let Err((error, entries)) =
+                        self.refused(store, session, append.entries, refusal)
+                    {
+                        backlog.entries = entries;
+                        return Err(error);
+                    }
+                }
+            }
+        }
+        if let Some(update) = &backlog.update {
+            store.update(session, update)?;
+            backlog.update = None;
+            self.with_spool(|spool| spool.written_in_store(session, &[], true));
+        }
+        if let Some(hold) = backlog.release {
+            // Opened here again since: the claim stays.
+            if self.shared.waiting.hold(session) == hold {
+                holding(store.release(session))?;
+            }
+            backlog.release = None;
+        }
+        talaria_util::failpoint::step("journal::backlog::after");
+        Ok(())
     }
-    Ok(())
 }
 
 /// A claim or release that failed for the session alone (not the store) is logged and
@@ -844,4 +1062,13 @@ fn holding(result: Result<(), StoreError>) -> Result<(), StoreError> {
         }
         Ok(()) => Ok(()),
     }
+}
+
+/// A failpoint at a step the store may refuse: set to `return`, the step fails as it would
+/// on a full disk.
+fn refused_at(point: &'static str) -> Result<(), StoreError> {
+    if talaria_util::failpoint::injected(point) {
+        return Err(StoreError::Full(format!("injected at {point}")));
+    }
+    Ok(())
 }

@@ -106,7 +106,9 @@ impl ModelCaller<'_> {
         };
         match result {
             Ok(outcome) => {
+                talaria_util::failpoint::step("compaction::replace::before");
                 *transcript = outcome.transcript;
+                talaria_util::failpoint::step("compaction::replace::after");
                 let report = outcome.report;
                 let effective = report.saved_share() >= INEFFECTIVE_SHARE;
                 self.note_pass(&trigger, effective, sink).await;

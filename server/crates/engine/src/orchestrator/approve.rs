@@ -67,9 +67,31 @@ impl Orchestrator<'_> {
                 if let Some(failed) = self.registry.check(&call.name, &call.args, &self.ctx).await {
                     return Err(failed);
                 }
+                // Nor about an edit that changes nothing (the content the file holds), where
+                // reading the file tells the model nothing it may not read unasked.
+                if self.changes_nothing(call, &facts).await {
+                    return Ok(());
+                }
                 self.ask(call, &facts, reason, always_possible).await
             }
         }
+    }
+
+    /// Whether an edit would leave its files as they are, judged only where the file may be
+    /// read without asking (inside the workspace, no secret, one name): a write elsewhere is
+    /// asked about whatever it holds, so the answer is no oracle of a secret's content.
+    async fn changes_nothing(&self, call: &Prepared, facts: &CallFacts) -> bool {
+        let readable_unasked = !facts.writes.is_empty()
+            && facts.linked.is_empty()
+            && facts.writes.iter().all(|path| {
+                approval::paths::inside_any(path, self.roots)
+                    && self.secrets.paths.classify(path) == talaria_tools::PathSecrecy::Normal
+            });
+        readable_unasked
+            && self
+                .registry
+                .changes_nothing(&call.name, &call.args, &self.ctx)
+                .await
     }
 
     /// Asks the user about a call, and carries out the answer (an "always" is remembered

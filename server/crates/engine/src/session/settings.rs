@@ -21,4 +21,7 @@ pub struct SessionStart {
     /// What a local server's window decides, when it had not answered yet: taken before
     /// the first op, in place of the spawned settings' figures.
     pub sizing: Option<crate::window_sizing::PendingSizing>,
+    /// Why its record is not saved yet, when it was answered before the store took it (a
+    /// fork's copy that waits): told as soon as it starts, and again once it is saved.
+    pub unsaved: Option<String>,
 }

@@ -58,8 +58,10 @@ impl PgStore {
         if matches!(fresh, super::link::Fresh::Reconnected) {
             self.take_again(client, &held);
         }
+        talaria_util::failpoint::step("claim::take::before");
         match take(client, session_id, &self.holder) {
             Ok(()) => {
+                talaria_util::failpoint::step("claim::take::after");
                 held.insert(session_id.to_string());
                 lock(&self.lost).remove(session_id);
                 Ok(())
@@ -79,6 +81,7 @@ impl PgStore {
         if !held.remove(session_id) {
             return Ok(());
         }
+        talaria_util::failpoint::step("claim::release::before");
         let mut link = lock(&self.claims);
         let (client, fresh) = link.client(&self.connector)?;
         if matches!(fresh, super::link::Fresh::Reconnected) {
@@ -94,6 +97,7 @@ impl PgStore {
             "DELETE FROM claims WHERE session_id = $1 AND holder = $2",
             &[&session_id, &self.holder],
         )?;
+        talaria_util::failpoint::step("claim::release::after");
         Ok(())
     }
 

@@ -158,7 +158,7 @@ fn entry_key(id: EntryId) -> i64 {
 }
 
 const SESSION_COLUMNS: &str = "id, cwd, additional_directories, title, model, mode, created_at, \
-    updated_at, input_tokens, output_tokens, cost, parent_id";
+    updated_at, input_tokens, output_tokens, cost, parent_id, writer";
 
 fn meta_of(row: &Row) -> SessionMeta {
     let directories: String = row.get(2);
@@ -175,6 +175,7 @@ fn meta_of(row: &Row) -> SessionMeta {
         output_tokens: u64::try_from(row.get::<_, i64>(9)).unwrap_or(0),
         cost: row.get(10),
         parent_id: row.get(11),
+        writer: row.get(12),
     }
 }
 

@@ -47,6 +47,9 @@ const MIGRATIONS: &[&str] = &[
         holder TEXT NOT NULL,
         since BIGINT NOT NULL
      );",
+    // 2: who last committed a session's entries (a journal's token), so a writer whose
+    // entries do not follow it never replaces what it wrote.
+    "ALTER TABLE sessions ADD COLUMN writer TEXT NOT NULL DEFAULT '';",
 ];
 
 fn other(error: &postgres::Error) -> StoreError {

@@ -6,7 +6,8 @@ use talaria_record::{Entry, EntryId, Transcript};
 
 use super::{PgStore, SESSION_COLUMNS, entries_of, entry_key, meta_of, tokens};
 use crate::{
-    EncodedEntry, ListPage, MetaUpdate, SearchHit, SessionMeta, SessionStore, StoreError, now_ms,
+    Basis, Check, EncodedEntry, ListPage, MetaUpdate, Refusal, SearchHit, SessionAppend,
+    SessionMeta, SessionStore, StoreError, now_ms,
 };
 
 /// Bodies larger than this reach the server through `COPY`, a piece at a time: as a
@@ -117,6 +118,69 @@ fn append_in(
     Ok(())
 }
 
+/// One session's checked append inside an open transaction (its row locked for the check):
+/// written (its `writer` now the basis's), found already there, or refused.
+fn append_checked_in(
+    tx: &mut postgres::Transaction<'_>,
+    append: &SessionAppend,
+) -> Result<Option<Refusal>, StoreError> {
+    let stored: Option<String> = tx
+        .query_opt(
+            "SELECT writer FROM sessions WHERE id = $1 FOR UPDATE",
+            &[&append.session],
+        )?
+        .map(|row| row.get(0));
+    let mut same = |entry: &EncodedEntry| -> Result<bool, StoreError> {
+        let body = entry.body.text()?;
+        let row = tx.query_opt(
+            "SELECT body = $3 FROM entries WHERE session_id = $1 AND entry_id = $2",
+            &[&append.session, &entry_key(entry.id), &body.as_str()],
+        )?;
+        Ok(row.is_some_and(|row| row.get::<_, bool>(0)))
+    };
+    match crate::check_basis(append, stored.as_deref(), &mut same)? {
+        Check::Write => {
+            append_in(tx, &append.session, &append.entries)?;
+            tx.execute(
+                "UPDATE sessions SET writer = $2 WHERE id = $1",
+                &[&append.session, &append.basis.writer],
+            )?;
+            Ok(None)
+        }
+        Check::AlreadyThere => Ok(None),
+        Check::Refused(refusal) => Ok(Some(refusal)),
+    }
+}
+
+/// Records a session (nothing when it is there already) in `tx`.
+fn create_in(tx: &mut postgres::Transaction<'_>, meta: &SessionMeta) -> Result<(), StoreError> {
+    let directories = serde_json::to_string(&meta.additional_directories)
+        .map_err(|e| StoreError::Other(e.to_string()))?;
+    tx.execute(
+        &format!(
+            "INSERT INTO sessions ({SESSION_COLUMNS}) VALUES \
+             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+             ON CONFLICT (id) DO NOTHING"
+        ),
+        &[
+            &meta.id,
+            &meta.cwd,
+            &directories,
+            &meta.title,
+            &meta.model,
+            &meta.mode,
+            &meta.created_at,
+            &meta.updated_at,
+            &tokens(meta.input_tokens),
+            &tokens(meta.output_tokens),
+            &meta.cost,
+            &meta.parent_id,
+            &meta.writer,
+        ],
+    )?;
+    Ok(())
+}
+
 /// Appends several sessions' entries in one transaction.
 fn append_all(
     client: &mut Client,
@@ -171,31 +235,50 @@ impl SessionStore for PgStore {
     }
 
     fn create(&self, meta: &SessionMeta) -> Result<(), StoreError> {
-        let directories = serde_json::to_string(&meta.additional_directories)
-            .map_err(|e| StoreError::Other(e.to_string()))?;
         self.with(|client| {
-            client.execute(
-                &format!(
-                    "INSERT INTO sessions ({SESSION_COLUMNS}) VALUES \
-                     ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-                     ON CONFLICT (id) DO NOTHING"
-                ),
-                &[
-                    &meta.id,
-                    &meta.cwd,
-                    &directories,
-                    &meta.title,
-                    &meta.model,
-                    &meta.mode,
-                    &meta.created_at,
-                    &meta.updated_at,
-                    &tokens(meta.input_tokens),
-                    &tokens(meta.output_tokens),
-                    &meta.cost,
-                    &meta.parent_id,
-                ],
-            )?;
+            let mut tx = client.transaction()?;
+            create_in(&mut tx, meta)?;
+            tx.commit()?;
             Ok(())
+        })
+    }
+
+    fn create_with_entries(
+        &self,
+        meta: &SessionMeta,
+        entries: &[EncodedEntry],
+        basis: &Basis,
+    ) -> Result<Option<Refusal>, StoreError> {
+        self.fence(&meta.id)?;
+        let append = SessionAppend {
+            session: meta.id.clone(),
+            entries: entries.to_vec(),
+            basis: basis.clone(),
+        };
+        self.with(|client| {
+            let mut tx = client.transaction()?;
+            create_in(&mut tx, meta)?;
+            let refused = append_checked_in(&mut tx, &append)?;
+            tx.commit()?;
+            Ok(refused)
+        })
+    }
+
+    fn append_checked(&self, batch: &[SessionAppend]) -> Result<Vec<Refusal>, StoreError> {
+        if batch.iter().all(|a| a.entries.is_empty()) {
+            return Ok(Vec::new());
+        }
+        for append in batch {
+            self.fence(&append.session)?;
+        }
+        self.with(|client| {
+            let mut tx = client.transaction()?;
+            let mut refused = Vec::new();
+            for append in batch.iter().filter(|a| !a.entries.is_empty()) {
+                refused.extend(append_checked_in(&mut tx, append)?);
+            }
+            tx.commit()?;
+            Ok(refused)
         })
     }
 
@@ -304,7 +387,14 @@ impl SessionStore for PgStore {
         let held_before = super::lock(&self.held).contains(session_id);
         self.claim(session_id)?;
         let deleted = self.with(|client| {
-            Ok(client.execute("DELETE FROM sessions WHERE id = $1", &[&session_id])?)
+            if talaria_util::failpoint::injected("delete::commit::before") {
+                return Err(StoreError::Full(
+                    "injected at delete::commit::before".into(),
+                ));
+            }
+            let removed = client.execute("DELETE FROM sessions WHERE id = $1", &[&session_id])?;
+            talaria_util::failpoint::step("delete::commit::after");
+            Ok(removed)
         });
         if !held_before || matches!(deleted, Ok(1)) {
             self.release(session_id)?;

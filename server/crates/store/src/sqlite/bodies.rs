@@ -69,6 +69,14 @@ pub(super) fn entry_at(
     })
 }
 
+/// Whether the body in column `index` of `row` is exactly `body`'s bytes (TEXT or BLOB).
+pub(super) fn same_body(row: &Row, index: usize, body: &[u8]) -> rusqlite::Result<bool> {
+    Ok(match row.get_ref(index)? {
+        ValueRef::Text(bytes) | ValueRef::Blob(bytes) => bytes == body,
+        _ => false,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use talaria_record::{AssistantEntry, EntryBody, Transcript};

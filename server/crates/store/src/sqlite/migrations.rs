@@ -9,8 +9,12 @@ use super::fts;
 pub(super) type Migration = fn(&Transaction) -> rusqlite::Result<()>;
 
 /// The migrations, oldest first. Append only: a released migration never changes.
-pub(super) const MIGRATIONS: &[Migration] =
-    &[sessions_and_entries, search_and_claims, index_by_rowid];
+pub(super) const MIGRATIONS: &[Migration] = &[
+    sessions_and_entries,
+    search_and_claims,
+    index_by_rowid,
+    last_writer,
+];
 
 /// 1: sessions and their record entries.
 fn sessions_and_entries(tx: &Transaction) -> rusqlite::Result<()> {
@@ -109,4 +113,10 @@ fn index_by_rowid(tx: &Transaction) -> rusqlite::Result<()> {
         }
     }
     Ok(())
+}
+
+/// 4: who last committed a session's entries (a journal's token), so a writer whose entries
+/// do not follow it never replaces what it wrote (`SessionStore::append_checked`).
+fn last_writer(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch("ALTER TABLE sessions ADD COLUMN writer TEXT NOT NULL DEFAULT '';")
 }

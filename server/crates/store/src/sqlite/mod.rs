@@ -19,7 +19,8 @@ use talaria_record::{Entry, EntryId, Transcript};
 
 use crate::claims::Claims;
 use crate::{
-    EncodedEntry, ListPage, MetaUpdate, SearchHit, SessionMeta, SessionStore, StoreError, now_ms,
+    Basis, EncodedEntry, ListPage, MetaUpdate, Refusal, SearchHit, SessionAppend, SessionMeta,
+    SessionStore, StoreError, now_ms,
 };
 use connections::{Borrowed, Connections};
 
@@ -36,6 +37,8 @@ pub struct SqliteStore {
     claims: Claims,
     /// Opened read-only (the file or its folder cannot be written): reads work, writes fail.
     read_only: bool,
+    /// The session columns it reads: a read-only file of a version before 4 has no `writer`.
+    session_columns: &'static str,
     /// The damaged file this store was recovered from, when it was.
     salvaged: Option<Salvage>,
     /// The file opened (device, inode): another process that salvages a damaged store puts
@@ -144,7 +147,10 @@ pub(crate) fn schema_shape(connection: &Connection) -> Vec<String> {
 }
 
 const SESSION_COLUMNS: &str = "id, cwd, additional_directories, title, model, mode, created_at, \
-    updated_at, input_tokens, output_tokens, cost, parent_id";
+    updated_at, input_tokens, output_tokens, cost, parent_id, writer";
+/// The session columns of a file of a version before 4.
+const SESSION_COLUMNS_BEFORE_WRITER: &str = "id, cwd, additional_directories, title, model, \
+    mode, created_at, updated_at, input_tokens, output_tokens, cost, parent_id";
 
 fn meta_of(row: &rusqlite::Row) -> rusqlite::Result<SessionMeta> {
     let directories: String = row.get(2)?;
@@ -161,6 +167,8 @@ fn meta_of(row: &rusqlite::Row) -> rusqlite::Result<SessionMeta> {
         output_tokens: u64::try_from(row.get::<_, i64>(9)?).unwrap_or(0),
         cost: row.get(10)?,
         parent_id: row.get(11)?,
+        // A file older than version 4 (a damaged one salvaged) has no writer column.
+        writer: row.get(12).unwrap_or_default(),
     })
 }
 
@@ -239,8 +247,11 @@ impl SqliteStore {
                 "the file is shorter than its header says (truncated)".into(),
             ));
         }
+        let mut session_columns = SESSION_COLUMNS;
         let connections = if read_only {
-            Self::check_version(&connection)?;
+            if Self::check_version(&connection)? < 4 {
+                session_columns = SESSION_COLUMNS_BEFORE_WRITER;
+            }
             // Closed before anything else opens the file (see `connections`).
             drop(connection);
             Connections::PerCall(path.to_path_buf())
@@ -259,6 +270,7 @@ impl SqliteStore {
             connections,
             claims: Claims::new(claims_dir),
             read_only,
+            session_columns,
             salvaged: None,
             opened,
         })
@@ -436,6 +448,47 @@ impl SqliteStore {
         Ok(())
     }
 
+    /// One session's checked append inside an open transaction: written (its `writer` now
+    /// the basis's), found already there, or refused.
+    fn append_checked_in(
+        tx: &rusqlite::Transaction,
+        append: &SessionAppend,
+    ) -> Result<Option<Refusal>, StoreError> {
+        let stored: Option<String> = tx
+            .query_row(
+                "SELECT writer FROM sessions WHERE id = ?1",
+                params![append.session],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(classify)?;
+        let same = |entry: &EncodedEntry| -> Result<bool, StoreError> {
+            let id = i64::try_from(entry.id).unwrap_or(i64::MAX);
+            let body = entry.body.text()?;
+            tx.query_row(
+                "SELECT body FROM entries WHERE session_id = ?1 AND entry_id = ?2",
+                params![append.session, id],
+                |row| bodies::same_body(row, 0, body.as_bytes()),
+            )
+            .optional()
+            .map(|same| same.unwrap_or(false))
+            .map_err(classify)
+        };
+        match crate::check_basis(append, stored.as_deref(), same)? {
+            crate::Check::Write => {
+                Self::append_in(tx, &append.session, &append.entries)?;
+                tx.execute(
+                    "UPDATE sessions SET writer = ?2 WHERE id = ?1",
+                    params![append.session, append.basis.writer],
+                )
+                .map_err(classify)?;
+                Ok(None)
+            }
+            crate::Check::AlreadyThere => Ok(None),
+            crate::Check::Refused(refusal) => Ok(Some(refusal)),
+        }
+    }
+
     /// The writes' connection.
     fn lock(&self) -> Result<Borrowed<'_>, StoreError> {
         self.connections.writer()
@@ -447,34 +500,77 @@ impl SqliteStore {
     }
 }
 
+/// Records a new session (nothing when it is there already) on `connection`.
+fn create_in(connection: &Connection, meta: &SessionMeta) -> Result<(), StoreError> {
+    let directories = serde_json::to_string(&meta.additional_directories)
+        .map_err(|e| StoreError::Other(e.to_string()))?;
+    connection
+        .execute(
+            &format!(
+                "INSERT INTO sessions ({SESSION_COLUMNS}) VALUES \
+                 (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) \
+                 ON CONFLICT (id) DO NOTHING"
+            ),
+            params![
+                meta.id,
+                meta.cwd,
+                directories,
+                meta.title,
+                meta.model,
+                meta.mode,
+                meta.created_at,
+                meta.updated_at,
+                tokens(meta.input_tokens),
+                tokens(meta.output_tokens),
+                meta.cost,
+                meta.parent_id,
+                meta.writer
+            ],
+        )
+        .map_err(classify)?;
+    Ok(())
+}
+
 impl SessionStore for SqliteStore {
     fn create(&self, meta: &SessionMeta) -> Result<(), StoreError> {
-        let directories = serde_json::to_string(&meta.additional_directories)
-            .map_err(|e| StoreError::Other(e.to_string()))?;
-        self.lock()?
-            .execute(
-                &format!(
-                    "INSERT INTO sessions ({SESSION_COLUMNS}) VALUES \
-                     (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) \
-                     ON CONFLICT (id) DO NOTHING"
-                ),
-                params![
-                    meta.id,
-                    meta.cwd,
-                    directories,
-                    meta.title,
-                    meta.model,
-                    meta.mode,
-                    meta.created_at,
-                    meta.updated_at,
-                    tokens(meta.input_tokens),
-                    tokens(meta.output_tokens),
-                    meta.cost,
-                    meta.parent_id
-                ],
-            )
+        create_in(&*self.lock()?, meta)
+    }
+
+    fn create_with_entries(
+        &self,
+        meta: &SessionMeta,
+        entries: &[EncodedEntry],
+        basis: &Basis,
+    ) -> Result<Option<Refusal>, StoreError> {
+        let mut connection = self.lock()?;
+        let tx = connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(classify)?;
-        Ok(())
+        create_in(&tx, meta)?;
+        let append = SessionAppend {
+            session: meta.id.clone(),
+            entries: entries.to_vec(),
+            basis: basis.clone(),
+        };
+        let refused = Self::append_checked_in(&tx, &append)?;
+        tx.commit().map_err(classify)?;
+        Ok(refused)
+    }
+
+    fn append_checked(&self, batch: &[SessionAppend]) -> Result<Vec<Refusal>, StoreError> {
+        if batch.iter().all(|a| a.entries.is_empty()) {
+            return Ok(Vec::new());
+        }
+        let mut connection = self.lock()?;
+        let tx = connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(classify)?;
+        let mut refused = Vec::new();
+        for append in batch.iter().filter(|a| !a.entries.is_empty()) {
+            refused.extend(Self::append_checked_in(&tx, append)?);
+        }
+        tx.commit().map_err(classify)?;
+        Ok(refused)
     }
 
     fn append_encoded(&self, session_id: &str, entries: &[EncodedEntry]) -> Result<(), StoreError> {
@@ -537,7 +633,10 @@ impl SessionStore for SqliteStore {
         let connection = self.read()?;
         let meta = connection
             .query_row(
-                &format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?1"),
+                &format!(
+                    "SELECT {} FROM sessions WHERE id = ?1",
+                    self.session_columns
+                ),
                 params![session_id],
                 meta_of,
             )
@@ -575,10 +674,11 @@ impl SessionStore for SqliteStore {
         let connection = self.read()?;
         let mut select = connection
             .prepare_cached(&format!(
-                "SELECT {SESSION_COLUMNS} FROM sessions
+                "SELECT {} FROM sessions
                  WHERE (?1 IS NULL OR cwd = ?1)
                    AND (?2 IS NULL OR (updated_at, id) < (?2, ?3))
-                 ORDER BY updated_at DESC, id DESC LIMIT ?4"
+                 ORDER BY updated_at DESC, id DESC LIMIT ?4",
+                self.session_columns
             ))
             .map_err(classify)?;
         let rows = select
@@ -619,7 +719,13 @@ impl SessionStore for SqliteStore {
             let removed = tx
                 .execute("DELETE FROM sessions WHERE id = ?1", params![session_id])
                 .map_err(classify)?;
+            if talaria_util::failpoint::injected("delete::commit::before") {
+                return Err(StoreError::Full(
+                    "injected at delete::commit::before".into(),
+                ));
+            }
             tx.commit().map_err(classify)?;
+            talaria_util::failpoint::step("delete::commit::after");
             Ok(removed > 0)
         })();
         match &deleted {

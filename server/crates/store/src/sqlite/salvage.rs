@@ -86,6 +86,7 @@ pub fn salvage(path: &Path) -> Result<(SqliteStore, Salvage), StoreError> {
     let building = suffixed(path, ".salvaging");
     remove_with_journals(&building);
     let (metas, entries, partial) = read_what_reads(path);
+    talaria_util::failpoint::step("salvage::build::before");
     let built = build(&building, &metas, entries);
     let (sessions, entries) = match built {
         Ok(counts) => counts,
@@ -94,10 +95,13 @@ pub fn salvage(path: &Path) -> Result<(SqliteStore, Salvage), StoreError> {
             return Err(full_or(error, path));
         }
     };
+    talaria_util::failpoint::step("salvage::build::after");
     sync_file(&building)?;
     let done = suffixed(path, ".salvaged");
+    talaria_util::failpoint::step("salvage::complete::before");
     std::fs::rename(&building, &done).map_err(|e| moved(path, &e))?;
     sync_parent(path);
+    talaria_util::failpoint::step("salvage::complete::after");
     let damaged_copy = put_in_place(path, &done)?;
     let store = SqliteStore::open(path)?;
     let salvage = Salvage {
@@ -131,6 +135,7 @@ pub(super) fn finish_interrupted(path: &Path) -> Result<Option<PathBuf>, StoreEr
 /// Step 3: the damaged file (if still at `path`) keeps a name of its own with its journals,
 /// and the complete new store takes its place.
 fn put_in_place(path: &Path, done: &Path) -> Result<PathBuf, StoreError> {
+    talaria_util::failpoint::step("salvage::place::before");
     let copy = PathBuf::from(format!(
         "{}.damaged-{}",
         path.display(),
@@ -151,6 +156,7 @@ fn put_in_place(path: &Path, done: &Path) -> Result<PathBuf, StoreError> {
     }
     std::fs::rename(done, path).map_err(|e| moved(path, &e))?;
     sync_parent(path);
+    talaria_util::failpoint::step("salvage::place::after");
     Ok(copy)
 }
 
@@ -293,11 +299,20 @@ fn read_what_reads(copy: &Path) -> Recovered {
     // With a writable schema SQLite reads a file shorter than its header says up to its end
     // instead of refusing it whole (nothing is written: the connection is read-only).
     let _ = connection.pragma_update(None, "writable_schema", "ON");
+    // A file older than version 4 has no writer column: its sessions are read without it.
+    let has_writer = connection
+        .prepare("SELECT writer FROM sessions LIMIT 0")
+        .is_ok();
+    let columns = if has_writer {
+        SESSION_COLUMNS
+    } else {
+        super::SESSION_COLUMNS_BEFORE_WRITER
+    };
     let metas: BTreeMap<String, SessionMeta> = rows(
         &connection,
         "sessions",
         "rowid",
-        &format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE rowid BETWEEN ?1 AND ?2"),
+        &format!("SELECT {columns} FROM sessions WHERE rowid BETWEEN ?1 AND ?2"),
         meta_of,
     )
     .into_iter()

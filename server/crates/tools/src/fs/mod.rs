@@ -1,8 +1,9 @@
-//! Text file access behind a trait: the local disk (pinned against links that appear while a
-//! tool works: `pinned.rs`), or the editor's buffers (implemented by the protocol edge), so
-//! tools never care which.
+//! Text file access behind a trait: the local disk (through the one way to the user's files,
+//! `talaria-files`, judged as the sandbox judges: `pinned.rs`, `places.rs`), or the editor's
+//! buffers (implemented by the protocol edge, judged here first), so tools never care which.
 
 pub mod pinned;
+mod places;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -10,6 +11,7 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 
 pub use pinned::LinkRules;
+pub use places::SandboxPlaces;
 
 /// Files larger than this are not read as text.
 pub const MAX_TEXT_FILE_BYTES: u64 = 50 * 1024 * 1024;
@@ -67,6 +69,18 @@ impl Default for LocalFiles {
     /// The rules of this process's environment, without a sandbox view.
     fn default() -> Self {
         Self::new(LinkRules::from_env())
+    }
+}
+
+impl LocalFiles {
+    /// Where `path` leads, if a file tool may go there (`writing` or reading): what a tool
+    /// hands to the editor is judged here first, as a local read or write would be.
+    pub async fn judge(&self, path: &Path, writing: bool) -> Result<PathBuf, FileError> {
+        let rules = self.rules.clone();
+        let path = path.to_path_buf();
+        tokio::task::spawn_blocking(move || pinned::judge(&rules, &path, writing))
+            .await
+            .unwrap_or_else(|e| Err(FileError::Other(format!("the check failed: {e}"))))
     }
 }
 

@@ -1,55 +1,61 @@
-//! Local files opened so that no path can change between the check and the use: a sandboxed
-//! command that swaps a workspace file (or a folder above it) for a link while a file tool
-//! works must not make the tool read or write what the link leads to.
+//! The file tools' way to local files, on the one way Talaria touches the user's files
+//! (`talaria-files`): a sandboxed command that swaps a workspace file (or a folder above it)
+//! for a link while a file tool works must not make the tool read or write what the link
+//! leads to, and no name makes a tool reach what the sandbox hides.
 //!
-//! Each operation resolves its path once ([`std::fs::canonicalize`]), judges where that
+//! Each operation resolves its path once ([`std::fs::canonicalize`]) and judges where that
 //! resolution leads ([`LinkRules`]: a link never takes a file tool where the sandbox hides
-//! things, nor a write out of the places commands may write), then opens exactly the
-//! resolved, link-free path with `openat2(RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)`
-//! (component by component with `O_NOFOLLOW` on kernels before 5.6): a link that appears in
-//! between makes the open fail, it is never followed. What was opened is then checked on its
+//! things, nor a write out of the places commands may write; a hidden place that is not a
+//! credential the user may be asked about is refused by any name). It then opens exactly the
+//! resolved, link-free path in one `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+//! RESOLVE_NO_MAGICLINKS)` beneath `/` (or the search's root): a link that appears in
+//! between makes the open fail, it is never followed. What was opened is checked on its
 //! descriptor (a regular file; not a credential under another name, by device and inode),
-//! and a write goes to a new file in the parent's descriptor, put in place by `renameat`
-//! within it, so the name written is the one judged.
+//! and a write goes to a new file made `O_EXCL | O_NOFOLLOW` in the parent's descriptor, put
+//! in place by `renameat` within it, so the name written is the one judged.
 
-use std::ffi::OsStr;
-use std::io::{Read, Write};
-use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::MetadataExt;
-use std::path::{Component, Path, PathBuf};
+use std::io::Read;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use rustix::fs::{AtFlags, CWD, Mode, OFlags, ResolveFlags};
-use talaria_sandbox::{PathAccess, SandboxPolicy};
+use talaria_files::{Access, Places, Replace, Root};
 
 use super::{BINARY_SNIFF_BYTES, FileError, MAX_TEXT_FILE_BYTES};
-use crate::sensitive::SensitivePaths;
+use crate::sensitive::{PathSecrecy, SensitivePaths};
 
 /// What a link may lead a file tool to.
 #[derive(Debug, Clone)]
 pub struct LinkRules {
     /// Which paths hold secrets.
     pub sensitive: Arc<SensitivePaths>,
-    /// The sandbox's view, when commands run in it: a link leads nowhere it hides, and a
-    /// write through a link stays where commands may write.
-    pub policy: Option<Arc<SandboxPolicy>>,
+    /// The sandbox's decision of what is hidden and writable ([`super::SandboxPlaces`]; with
+    /// no sandbox, nothing is hidden).
+    pub places: Arc<dyn Places>,
 }
 
 impl LinkRules {
-    /// The rules of this process's environment, without a sandbox view.
+    /// The rules of this process's environment, without a sandbox.
     pub fn from_env() -> Self {
         Self {
             sensitive: Arc::new(SensitivePaths::from_env()),
-            policy: None,
+            places: Arc::new(talaria_files::Unguarded),
         }
     }
 
-    /// Why reaching `real` through `named` (a different path: links on the way) is refused,
-    /// if it is. A file named by its own path is judged by the approval, not here.
-    fn refusal(&self, named: &Path, real: &Path, writing: bool) -> Option<String> {
+    /// Why reaching `real` through `named` is refused, if it is. A file named by its own path
+    /// is judged by the approval, unless the sandbox hides it and it is no credential the
+    /// user could be asked about (another session's temporary folder, `[sandbox] hidden`).
+    pub fn refusal(&self, named: &Path, real: &Path, writing: bool) -> Option<String> {
+        let hidden = self.places.access(real) == Access::Hidden;
         if named == real {
-            return None;
+            let askable = self.sensitive.classify(real) == PathSecrecy::Credential;
+            return (hidden && !askable).then(|| {
+                format!(
+                    "{} is hidden by the sandbox (another session's temporary folder, or a \
+                     place in `[sandbox] hidden`): the file tools do not reach it either.",
+                    named.display()
+                )
+            });
         }
         let secrecy = |path: &Path| self.sensitive.classify(path);
         if secrecy(real) > secrecy(named) {
@@ -61,18 +67,17 @@ impl LinkRules {
                 real.display()
             ));
         }
-        let policy = self.policy.as_ref()?;
-        if policy.access(real) == PathAccess::Hidden {
+        if hidden {
             return Some(format!(
-                "{} leads through a link to {}, which the sandbox hides; name it by its own \
-                 path if it is really needed.",
+                "{} leads through a link to {}, which the sandbox hides; it is never read or \
+                 changed for the agent.",
                 named.display(),
                 real.display()
             ));
         }
         if writing
-            && policy.access(named) == PathAccess::Writable
-            && policy.access(real) != PathAccess::Writable
+            && self.places.access(named) == Access::Writable
+            && self.places.access(real) != Access::Writable
         {
             return Some(format!(
                 "{} leads through a link to {}, outside the places commands may write; it is \
@@ -98,68 +103,28 @@ fn changed(path: &Path) -> FileError {
     ))
 }
 
-fn from_errno(action: &str, path: &Path, errno: rustix::io::Errno) -> FileError {
-    match errno {
-        rustix::io::Errno::NOENT => FileError::NotFound(path.to_path_buf()),
-        rustix::io::Errno::LOOP | rustix::io::Errno::XDEV => changed(path),
-        other => io_failure(action, path, std::io::Error::from(other)),
+/// The one way's failure as the file tools tell it, naming `path` as the model did.
+fn told(action: &str, path: &Path, error: talaria_files::FileError) -> FileError {
+    use talaria_files::FileError as Why;
+    match error {
+        Why::NotFound(_) => FileError::NotFound(path.to_path_buf()),
+        Why::Link(_) | Why::Outside(_) => changed(path),
+        Why::IsDirectory(_) => FileError::IsDirectory(path.to_path_buf()),
+        Why::NotRegular(_) => FileError::Other(format!(
+            "{} is not a regular file (a pipe, socket or device); only files are read",
+            path.display()
+        )),
+        Why::Hidden(_) => FileError::Other(format!(
+            "{} is hidden by the sandbox: the file tools do not reach it either.",
+            path.display()
+        )),
+        Why::TooLarge { limit, .. } => FileError::TooLarge {
+            path: path.to_path_buf(),
+            bytes: limit + 1,
+            limit,
+        },
+        Why::Io { source, .. } => io_failure(action, path, source),
     }
-}
-
-/// Opens `path` (absolute, without links) with no link followed on the way.
-fn open_unlinked(path: &Path, flags: OFlags) -> Result<OwnedFd, rustix::io::Errno> {
-    // openat2 refuses flags beside `O_PATH` but these (EINVAL).
-    let flags = if flags.contains(OFlags::PATH) {
-        flags | OFlags::CLOEXEC
-    } else {
-        flags | OFlags::CLOEXEC | OFlags::NOCTTY
-    };
-    let resolve = ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
-    match rustix::fs::openat2(CWD, path, flags, Mode::empty(), resolve) {
-        // Kernels before 5.6, or a filter that refuses the call: one component at a time.
-        Err(rustix::io::Errno::NOSYS | rustix::io::Errno::PERM) => open_walking(path, flags),
-        other => other,
-    }
-}
-
-/// Opens `path` one component at a time, refusing a link at each.
-fn open_walking(path: &Path, flags: OFlags) -> Result<OwnedFd, rustix::io::Errno> {
-    let root = rustix::fs::open(
-        "/",
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
-    walk_below(&root, path, flags)
-}
-
-/// Opens `path`'s normal components below `dir` one at a time with `O_NOFOLLOW` (the walk
-/// of kernels without `openat2`): a link anywhere on the way fails the open.
-fn walk_below(dir: &OwnedFd, path: &Path, flags: OFlags) -> Result<OwnedFd, rustix::io::Errno> {
-    let names: Vec<&OsStr> = path
-        .components()
-        .filter_map(|c| match c {
-            Component::Normal(name) => Some(name),
-            _ => None,
-        })
-        .collect();
-    let Some((last, above)) = names.split_last() else {
-        return rustix::fs::openat(dir, ".", flags, Mode::empty());
-    };
-    let mut current = rustix::fs::openat(
-        dir,
-        ".",
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
-    for name in above {
-        current = rustix::fs::openat(
-            &current,
-            *name,
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
-    }
-    rustix::fs::openat(&current, *last, flags | OFlags::NOFOLLOW, Mode::empty())
 }
 
 /// The path resolved now: the file's own if it exists, else its deepest existing folder's
@@ -198,12 +163,9 @@ fn resolve_now(path: &Path) -> Result<PathBuf, FileError> {
 
 /// Refuses a file that is a credential under another name (a hard link), judged on what was
 /// opened.
-fn refuse_linked(
-    rules: &LinkRules,
-    named: &Path,
-    meta: &std::fs::Metadata,
-) -> Result<(), FileError> {
-    if rules.sensitive.is_linked_credential(meta) {
+fn refuse_linked(rules: &LinkRules, named: &Path, file: &std::fs::File) -> Result<(), FileError> {
+    let meta = file.metadata().map_err(|e| io_failure("read", named, e))?;
+    if rules.sensitive.is_linked_credential(&meta) {
         return Err(FileError::Other(format!(
             "Refused: {} is another name (a hard link) for a credential (a key, a token store \
              or Talaria's own settings); it is never read or changed through it. If the \
@@ -214,38 +176,48 @@ fn refuse_linked(
     Ok(())
 }
 
+/// `/`, held, judged by `rules`' places.
+fn system(rules: &LinkRules, path: &Path) -> Result<Root, FileError> {
+    Root::system(rules.places.clone()).map_err(|e| told("open", path, e))
+}
+
+/// `real` below `/`.
+fn below_system(real: &Path) -> &Path {
+    real.strip_prefix("/").unwrap_or(real)
+}
+
+/// Where `path` leads now, if the rules let a file tool go there (blocking). What a tool
+/// delegated to the editor is judged here first.
+pub fn judge(rules: &LinkRules, path: &Path, writing: bool) -> Result<PathBuf, FileError> {
+    let real = if writing {
+        resolve_now(path)?
+    } else {
+        std::fs::canonicalize(path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => FileError::NotFound(path.to_path_buf()),
+            _ => io_failure("read", path, e),
+        })?
+    };
+    match rules.refusal(path, &real, writing) {
+        Some(why) => Err(FileError::Other(why)),
+        None => Ok(real),
+    }
+}
+
 /// Reads a local text file, pinned (blocking).
 pub fn read_text(rules: &LinkRules, path: &Path) -> Result<String, FileError> {
-    let real = std::fs::canonicalize(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => FileError::NotFound(path.to_path_buf()),
-        _ => io_failure("read", path, e),
-    })?;
-    if let Some(why) = rules.refusal(path, &real, false) {
-        return Err(FileError::Other(why));
-    }
-    // Not blocking on a pipe that took the file's place.
-    let fd = open_unlinked(&real, OFlags::RDONLY | OFlags::NONBLOCK)
-        .map_err(|e| from_errno("read", path, e))?;
-    let mut file = std::fs::File::from(fd);
-    let meta = file.metadata().map_err(|e| io_failure("read", path, e))?;
-    if meta.is_dir() {
-        return Err(FileError::IsDirectory(path.to_path_buf()));
-    }
-    if !meta.is_file() {
-        return Err(FileError::Other(format!(
-            "{} is not a regular file (a pipe, socket or device); only files are read",
-            path.display()
-        )));
-    }
-    refuse_linked(rules, path, &meta)?;
-    if meta.len() > MAX_TEXT_FILE_BYTES {
+    let real = judge(rules, path, false)?;
+    let (mut file, stat) = system(rules, path)?
+        .open_read(below_system(&real))
+        .map_err(|e| told("read", path, e))?;
+    refuse_linked(rules, path, &file)?;
+    if stat.len > MAX_TEXT_FILE_BYTES {
         return Err(FileError::TooLarge {
             path: path.to_path_buf(),
-            bytes: meta.len(),
+            bytes: stat.len,
             limit: MAX_TEXT_FILE_BYTES,
         });
     }
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    let mut bytes = Vec::with_capacity(usize::try_from(stat.len).unwrap_or(0));
     Read::by_ref(&mut file)
         .take(MAX_TEXT_FILE_BYTES + 1)
         .read_to_end(&mut bytes)
@@ -262,167 +234,69 @@ pub fn read_text(rules: &LinkRules, path: &Path) -> Result<String, FileError> {
     })
 }
 
-/// Opens the folder `dir` (resolved, link-free), making the missing ones below its deepest
-/// existing folder, each inside the one above it.
-fn open_dir_making(dir: &Path) -> Result<OwnedFd, FileError> {
-    let flags = OFlags::PATH | OFlags::DIRECTORY;
-    match open_unlinked(dir, flags) {
-        Ok(fd) => return Ok(fd),
-        Err(rustix::io::Errno::NOENT) => {}
-        Err(e) => return Err(from_errno("open", dir, e)),
-    }
-    let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
-        return Err(FileError::NotFound(dir.to_path_buf()));
-    };
-    let above = open_dir_making(parent)?;
-    match rustix::fs::mkdirat(&above, name, Mode::from_raw_mode(0o777)) {
-        Ok(()) | Err(rustix::io::Errno::EXIST) => {}
-        Err(e) => return Err(from_errno("create", dir, e)),
-    }
-    rustix::fs::openat2(
-        &above,
-        name,
-        flags | OFlags::CLOEXEC,
-        Mode::empty(),
-        ResolveFlags::NO_SYMLINKS | ResolveFlags::BENEATH,
-    )
-    .or_else(|e| match e {
-        rustix::io::Errno::NOSYS | rustix::io::Errno::PERM => rustix::fs::openat(
-            &above,
-            name,
-            flags | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        ),
-        other => Err(other),
-    })
-    .map_err(|e| from_errno("open", dir, e))
-}
-
-static NEXT_TEMPORARY: AtomicU64 = AtomicU64::new(0);
-
 /// Replaces (or creates, with its folders) a local text file, pinned (blocking): the text
 /// goes to a new file beside it, put in place by a rename within the folder's descriptor.
 /// An existing file keeps its mode (and owner, where this user may keep it).
 pub fn write_text(rules: &LinkRules, path: &Path, text: &str) -> Result<(), FileError> {
-    let real = resolve_now(path)?;
+    let real = judge(rules, path, true)?;
+    let root = system(rules, path)?;
+    let (dir, name) = root
+        .parent_made(below_system(&real))
+        .map_err(|e| told("write", path, e))?;
+    match dir.open_read(name) {
+        Ok((file, _)) => refuse_linked(rules, path, &file)?,
+        // Nothing there, a link (its name is replaced, never what it leads to) or a pipe.
+        Err(
+            talaria_files::FileError::NotFound(_)
+            | talaria_files::FileError::Link(_)
+            | talaria_files::FileError::NotRegular(_),
+        ) => {}
+        Err(e) => return Err(told("write", path, e)),
+    }
+    dir.replace(name, text.as_bytes(), &Replace::default())
+        .map_err(|e| told("write", path, e))
+}
+
+/// Removes a local file — the name itself, never what a link there leads to — judged as a
+/// write (blocking).
+pub fn remove_file(rules: &LinkRules, path: &Path) -> Result<(), FileError> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(io_failure("remove", path, "not a file's path"));
+    };
+    let real_parent = std::fs::canonicalize(parent).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => FileError::NotFound(path.to_path_buf()),
+        _ => io_failure("remove", path, e),
+    })?;
+    let real = real_parent.join(name);
     if let Some(why) = rules.refusal(path, &real, true) {
         return Err(FileError::Other(why));
     }
-    let (Some(parent), Some(name)) = (real.parent(), real.file_name()) else {
-        return Err(io_failure("write", path, "not a file's path"));
-    };
-    let dir = open_dir_making(parent)?;
-    let existing = match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
-        Ok(stat) => Some(stat),
-        Err(rustix::io::Errno::NOENT) => None,
-        Err(e) => return Err(from_errno("write", path, e)),
-    };
-    let mut mode = Mode::from_raw_mode(0o644);
-    if let Some(stat) = &existing {
-        let kind = rustix::fs::FileType::from_raw_mode(stat.st_mode);
-        if kind == rustix::fs::FileType::Directory {
-            return Err(FileError::IsDirectory(path.to_path_buf()));
-        }
-        if kind == rustix::fs::FileType::RegularFile {
-            let fd = rustix::fs::openat(
-                &dir,
-                name,
-                OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
-                Mode::empty(),
-            )
-            .map_err(|e| from_errno("write", path, e))?;
-            let meta = std::fs::File::from(fd)
-                .metadata()
-                .map_err(|e| io_failure("write", path, e))?;
-            refuse_linked(rules, path, &meta)?;
-            mode = Mode::from_raw_mode(stat.st_mode & 0o7777);
-        }
+    let (dir, name) = system(rules, path)?
+        .parent_of(below_system(&real))
+        .map_err(|e| told("remove", path, e))?;
+    match dir.remove(name) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(FileError::NotFound(path.to_path_buf())),
+        Err(e) => Err(told("remove", path, e)),
     }
-    let temporary = format!(
-        ".{}.talaria-{}-{}",
-        name.to_string_lossy(),
-        std::process::id(),
-        NEXT_TEMPORARY.fetch_add(1, Ordering::Relaxed)
-    );
-    let written = write_new(&dir, &temporary, text, mode, existing.as_ref()).and_then(|()| {
-        rustix::fs::renameat(&dir, temporary.as_str(), &dir, name).map_err(std::io::Error::from)
-    });
-    if let Err(e) = written {
-        let _ = rustix::fs::unlinkat(&dir, temporary.as_str(), AtFlags::empty());
-        return Err(io_failure("write", path, e));
-    }
-    Ok(())
 }
 
-/// Writes `text` to a new file `name` in `dir`.
-fn write_new(
-    dir: &impl AsFd,
-    name: &str,
-    text: &str,
-    mode: Mode,
-    replaced: Option<&rustix::fs::Stat>,
-) -> std::io::Result<()> {
-    let fd = rustix::fs::openat(
-        dir,
-        name,
-        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        mode,
-    )?;
-    // The mode asked for, whatever the umask took away; the replaced file's owner where
-    // this user may give it (root editing another user's file).
-    rustix::fs::fchmod(&fd, mode)?;
-    if let Some(stat) = replaced {
-        let owner = (stat.st_uid, stat.st_gid);
-        let mut file = std::fs::File::from(fd);
-        if let Ok(meta) = file.metadata()
-            && (meta.uid(), meta.gid()) != owner
-        {
-            let _ = std::os::unix::fs::fchown(&file, Some(owner.0), Some(owner.1));
-        }
-        return file.write_all(text.as_bytes());
-    }
-    std::fs::File::from(fd).write_all(text.as_bytes())
-}
-
-/// Opens a file found by a walk below `root` (the walk does not follow links) for reading,
-/// with no link followed and nothing above `root` reached: a file swapped for a link since
-/// the walk saw it is not opened.
-pub fn open_found(root: &OwnedFd, relative: &Path) -> std::io::Result<std::fs::File> {
-    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
-    let resolve = ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS | ResolveFlags::BENEATH;
-    let fd = match rustix::fs::openat2(root, relative, flags, Mode::empty(), resolve) {
-        Err(rustix::io::Errno::NOSYS | rustix::io::Errno::PERM) => {
-            if relative
-                .components()
-                .any(|c| !matches!(c, Component::Normal(_)))
-            {
-                return Err(std::io::Error::other("not a path below the root"));
-            }
-            walk_below(root, relative, flags)?
-        }
-        other => other?,
-    };
-    let file = std::fs::File::from(fd);
-    if !file.metadata()?.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    Ok(file)
-}
-
-/// Opens the root of a search (resolved now, link-free) for [`open_found`].
-pub fn open_root(root: &Path) -> std::io::Result<OwnedFd> {
-    let real = std::fs::canonicalize(root)?;
-    open_unlinked(&real, OFlags::PATH | OFlags::DIRECTORY).map_err(std::io::Error::from)
+/// The root of a search (resolved now, judged, held): what the walk finds is opened below it
+/// ([`Root::open_read`]), with no link followed and nothing above it reached.
+pub fn open_search_root(rules: &LinkRules, root: &Path) -> Result<Root, FileError> {
+    let real = judge(rules, root, false)?;
+    Root::open(&real, rules.places.clone()).map_err(|e| told("search", root, e))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use talaria_sandbox::SandboxPolicy;
 
     fn rules() -> LinkRules {
         LinkRules {
             sensitive: Arc::new(SensitivePaths::with_homes(Vec::new(), None)),
-            policy: None,
+            places: Arc::new(talaria_files::Unguarded),
         }
     }
 
@@ -449,11 +323,11 @@ mod tests {
                 Vec::new(),
                 Some(talaria_home.to_path_buf()),
             )),
-            policy: Some(Arc::new(SandboxPolicy {
+            places: Arc::new(super::super::SandboxPlaces::new(Arc::new(SandboxPolicy {
                 writable: vec![writable.to_path_buf()],
                 hidden: vec![talaria_home.to_path_buf()],
                 ..SandboxPolicy::default()
-            })),
+            }))),
         }
     }
 
@@ -486,6 +360,40 @@ mod tests {
     }
 
     #[test]
+    fn a_hidden_place_that_is_no_credential_is_refused_by_any_name() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().canonicalize().expect("canonical");
+        let (ws, tmp) = (root.join("ws"), root.join("tmp"));
+        let (own, other) = (tmp.join("talaria-1-0-a"), tmp.join("talaria-2-0-b"));
+        for d in [&ws, &own, &other] {
+            std::fs::create_dir_all(d).expect("mkdir");
+        }
+        std::fs::write(other.join("notes"), "OTHER SESSION\n").expect("notes");
+        let rules = LinkRules {
+            sensitive: Arc::new(SensitivePaths::with_homes(Vec::new(), None)),
+            places: Arc::new(super::super::SandboxPlaces::new(Arc::new(SandboxPolicy {
+                writable: vec![ws.clone(), own.clone()],
+                private_tmp: Some(own),
+                ..SandboxPolicy::default()
+            }))),
+        };
+        std::os::unix::fs::symlink(&other, ws.join("peek")).expect("link");
+        for path in [other.join("notes"), ws.join("peek/notes")] {
+            let read = read_text(&rules, &path);
+            assert!(
+                matches!(&read, Err(FileError::Other(why)) if why.contains("sandbox hides") || why.contains("hidden by the sandbox")),
+                "{path:?}: {read:?}"
+            );
+            assert!(write_text(&rules, &path, "x").is_err());
+            assert!(open_search_root(&rules, path.parent().expect("parent")).is_err());
+        }
+        assert_eq!(
+            std::fs::read_to_string(other.join("notes")).expect("notes"),
+            "OTHER SESSION\n"
+        );
+    }
+
+    #[test]
     fn a_write_through_a_link_stays_where_commands_may_write() {
         let dir = tempfile::tempdir().expect("tempdir");
         let root = dir.path().canonicalize().expect("canonical");
@@ -515,23 +423,6 @@ mod tests {
             "b\n"
         );
         assert!(ws.join("alias.txt").is_symlink(), "the link stays a link");
-    }
-
-    #[test]
-    fn a_link_that_appears_on_a_resolved_path_is_not_followed() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let root = dir.path().canonicalize().expect("canonical");
-        std::fs::create_dir_all(root.join("target")).expect("mkdir");
-        std::fs::write(root.join("target/secret"), "SECRET").expect("secret");
-        std::os::unix::fs::symlink(root.join("target"), root.join("swapped")).expect("link");
-        // As if `swapped` were a folder when the path was resolved, and a link when opened.
-        let opened = open_unlinked(&root.join("swapped/secret"), OFlags::RDONLY);
-        assert_eq!(opened.err(), Some(rustix::io::Errno::LOOP));
-        let walked = open_walking(&root.join("swapped/secret"), OFlags::RDONLY);
-        assert!(walked.is_err(), "the walk refuses the link too");
-        let fd = open_root(&root).expect("root");
-        assert!(open_found(&fd, Path::new("swapped/secret")).is_err());
-        assert!(open_found(&fd, Path::new("target/secret")).is_ok());
     }
 
     #[test]

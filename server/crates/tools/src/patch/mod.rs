@@ -349,6 +349,22 @@ async fn plan_replace(args: &Args, ctx: &ToolContext) -> Result<Vec<Change>, Too
     }])
 }
 
+/// Removes a file through the one way to the user's files, judged as the file tools judge.
+async fn remove(ctx: &ToolContext, path: &std::path::Path) -> Result<(), crate::fs::FileError> {
+    let rules = crate::fs::LinkRules {
+        sensitive: ctx.sensitive.clone(),
+        places: ctx.shell.places(),
+    };
+    let path = path.to_path_buf();
+    tokio::task::spawn_blocking(move || crate::fs::pinned::remove_file(&rules, &path))
+        .await
+        .unwrap_or_else(|e| {
+            Err(crate::fs::FileError::Other(format!(
+                "the removal failed: {e}"
+            )))
+        })
+}
+
 async fn commit(change: &Change, ctx: &ToolContext) -> Result<(), ToolError> {
     match &change.new {
         Some(text) => ctx
@@ -356,12 +372,12 @@ async fn commit(change: &Change, ctx: &ToolContext) -> Result<(), ToolError> {
             .write_text(&change.path, text)
             .await
             .map_err(ToolError::file("write", &change.path))?,
-        None => tokio::fs::remove_file(&change.path)
+        None => remove(ctx, &change.path)
             .await
-            .map_err(ToolError::io("delete", &change.path))?,
+            .map_err(ToolError::file("delete", &change.path))?,
     }
     if let Some(from) = &change.moved_from {
-        tokio::fs::remove_file(from).await.map_err(|e| {
+        remove(ctx, from).await.map_err(|e| {
             ToolError::Rejected(format!(
                 "Wrote {} but cannot remove {}: {e}",
                 change.path.display(),

@@ -76,6 +76,9 @@ pub struct Shell {
     private_tmp: Option<PathBuf>,
     layers: Option<Layers>,
     refusals_dir: Option<PathBuf>,
+    /// The sandbox's decision of what is hidden, as the file tools, checkpoints and restores
+    /// ask it (nothing hidden without a sandbox).
+    places: Arc<dyn talaria_files::Places>,
 }
 
 impl Default for Shell {
@@ -138,7 +141,12 @@ impl Shell {
             }
         }
         let env = Arc::new(rules.apply(std::env::vars_os()));
+        let places = crate::fs::SandboxPlaces::of(match &sandboxing {
+            Sandboxing::Enforced(policy) => Some(policy),
+            _ => None,
+        });
         Self {
+            places,
             sandboxing,
             rules,
             env,
@@ -198,6 +206,11 @@ impl Shell {
     /// The environment commands get.
     pub fn environment(&self) -> &[(OsString, OsString)] {
         &self.env
+    }
+
+    /// What the sandbox hides and lets commands write, for the one way to the user's files.
+    pub fn places(&self) -> Arc<dyn talaria_files::Places> {
+        self.places.clone()
     }
 
     /// The private temporary directory, when there is one.

@@ -140,6 +140,8 @@ pub fn spawn_session_with(
         };
         let mut actor = SessionActor::new(parts, start);
         actor.save();
+        actor.tell_unsaved_at_start().await;
+        actor.finish_cut_off_restores().await;
         actor.run(receiver).await;
     });
     handle
@@ -192,7 +194,10 @@ impl SessionActor {
         SessionActor {
             history,
             journal: start.journal,
-            saving: saving::SavingState::default(),
+            saving: saving::SavingState {
+                at_start: start.unsaved,
+                ..saving::SavingState::default()
+            },
             titles: titles::TitleState {
                 title: start.title,
                 task: None,

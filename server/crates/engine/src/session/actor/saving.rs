@@ -14,6 +14,11 @@ pub(super) struct SavingState {
     pub(super) watching: bool,
     /// How the store's first opening went was told (or there was nothing to tell).
     pub(super) store_told: bool,
+    /// Why the record was not saved when the session started (a fork answered before its
+    /// copy was committed), to be told at once.
+    pub(super) at_start: Option<String>,
+    /// The client was told its turns are saved as another session (a refusal moved them).
+    pub(super) told_moved: bool,
 }
 
 impl SessionActor {
@@ -34,6 +39,18 @@ impl SessionActor {
             return;
         };
         let report = journal.committed().await;
+        if let Some(moved) = &report.moved_to
+            && !std::mem::replace(&mut self.saving.told_moved, true)
+        {
+            let message = format!(
+                "Another Talaria process went on with this session while it was open here \
+                 (a turn it had not seen was written meanwhile). Nothing of either is \
+                 overwritten: this session's turns from here on are saved as session \
+                 {moved}, a fork of it; load that one to go on with them."
+            );
+            self.notice(crate::events::NoticeLevel::Warning, message)
+                .await;
+        }
         match (&report.error, self.saving.told_unsaved) {
             (Some(error), false) => {
                 let message = format!(
@@ -102,6 +119,20 @@ impl SessionActor {
         self.tell_unsaved(format!(
             "This session is not saved yet: {why}. The session goes on, keeps everything in \
              memory and writes it, in order, once the store opens."
+        ))
+        .await;
+        self.watch_saved();
+    }
+
+    /// A session answered before its record was committed (a fork's copy that waits) says
+    /// so as soon as it starts, and once it is saved.
+    pub(super) async fn tell_unsaved_at_start(&mut self) {
+        let Some(why) = self.saving.at_start.take() else {
+            return;
+        };
+        self.tell_unsaved(format!(
+            "This session is not saved yet: {why}. Its copy is kept in memory and in the \
+             spool, and written, in order, as soon as the store accepts writes again."
         ))
         .await;
         self.watch_saved();

@@ -1,0 +1,169 @@
+//! What the journal and a reload rely on of the record, pinned exactly (the mutation runs of
+//! `tests/mutants.sh record` found these unpinned): which entries follow an id, on the path
+//! and off it; a cut-off turn found and closed; the lineage of a rewind; the system prompt's
+//! environment; ids after an inserted system prompt; entries stamped with the time.
+
+use crate::testing::{assistant, result, user};
+use crate::{EntryBody, EntryId, Transcript};
+
+fn ids<'a>(entries: impl IntoIterator<Item = &'a crate::Entry>) -> Vec<EntryId> {
+    entries.into_iter().map(|e| e.id).collect()
+}
+
+/// sys(1) u(2) a(3) u(4) a(5), rewound to 3 (marker 6), then u(7) a(8): 4 and 5 are off the
+/// path.
+fn rewound() -> Transcript {
+    let mut t = Transcript::with_system("sys");
+    t.push(user("one"));
+    t.push(assistant("first", &[]));
+    t.push(user("two"));
+    t.push(assistant("second", &[]));
+    t.rewind_to(3);
+    t.push(user("two again"));
+    t.push(assistant("second again", &[]));
+    t
+}
+
+#[test]
+fn what_follows_an_id_is_exact_on_the_path_and_off_it() {
+    let t = rewound();
+    assert_eq!(ids(t.entries()), [1, 2, 3, 7, 8]);
+    assert_eq!(ids(t.off_path()), [4, 5, 6]);
+    assert_eq!(ids(t.entries_after(0)), [1, 2, 3, 7, 8]);
+    assert_eq!(ids(t.entries_after(3)), [7, 8]);
+    assert_eq!(ids(t.entries_after(8)), Vec::<EntryId>::new());
+    // What a journal that saved up to an id has not saved: off the path too, in id order.
+    assert_eq!(ids(t.all_after(0)), [1, 2, 3, 4, 5, 6, 7, 8]);
+    assert_eq!(ids(t.all_after(3)), [4, 5, 6, 7, 8]);
+    assert_eq!(ids(t.all_after(5)), [6, 7, 8]);
+    assert_eq!(ids(t.all_after(6)), [7, 8]);
+    assert_eq!(ids(t.all_after(8)), Vec::<EntryId>::new());
+}
+
+#[test]
+fn the_lineage_starts_after_the_system_prompt_and_chains_exactly() {
+    let t = rewound();
+    assert_eq!(t.parent_of(1), None, "the system prompt follows nothing");
+    assert_eq!(t.parent_of(2), Some(0), "the first entry follows the start");
+    assert_eq!(t.parent_of(7), Some(3), "after the rewind");
+    assert_eq!(t.parent_of(6), None, "a marker");
+    assert_eq!(t.ancestors_of(8), Some(vec![7, 3, 2]));
+    assert_eq!(t.ancestors_of(5), Some(vec![4, 3, 2]));
+    assert_eq!(t.ancestors_of(2), Some(vec![]));
+    assert_eq!(t.ancestors_of(99), None);
+    // Back to the start: the system prompt stays, and the record is valid.
+    let mut back = t.clone();
+    back.rewind_to(0);
+    back.push(user("afresh"));
+    back.push(assistant("fresh", &[]));
+    assert_eq!(back.entries()[0].id, 1);
+    back.validate().expect("valid");
+}
+
+#[test]
+fn a_cut_off_turn_is_found_and_closed_once() {
+    // Ends with the user's message: cut off.
+    let mut asked = Transcript::with_system("sys");
+    asked.push(user("question"));
+    assert!(asked.close_cut_off_turn());
+    assert!(matches!(
+        asked.entries().last().map(|e| &e.body),
+        Some(EntryBody::Interrupted { .. })
+    ));
+    assert!(!asked.close_cut_off_turn(), "idempotent");
+    // Open calls: cut off, each gets a failed result.
+    let mut calling = Transcript::with_system("sys");
+    calling.push(user("question"));
+    calling.push(assistant(
+        "",
+        &[("c1", "read_file", "{}"), ("c2", "read_file", "{}")],
+    ));
+    calling.push(result("c1", "read_file", "done"));
+    assert!(calling.close_cut_off_turn());
+    assert!(calling.open_tool_calls().is_empty());
+    calling.validate().expect("valid after closing");
+    // Results in, no answer after them: cut off.
+    let mut answered_calls = Transcript::with_system("sys");
+    answered_calls.push(user("question"));
+    answered_calls.push(assistant("", &[("c1", "read_file", "{}")]));
+    answered_calls.push(result("c1", "read_file", "done"));
+    assert!(answered_calls.close_cut_off_turn());
+    // A nudge the model never answered: cut off.
+    let mut nudged = Transcript::with_system("sys");
+    nudged.push(user("question"));
+    nudged.push(assistant("maybe", &[]));
+    nudged.push(EntryBody::Nudge {
+        text: "go on".into(),
+    });
+    assert!(nudged.close_cut_off_turn());
+    // A finished turn is left as it is.
+    let mut finished = Transcript::with_system("sys");
+    finished.push(user("question"));
+    finished.push(assistant("answer", &[]));
+    let before = finished.clone();
+    assert!(!finished.close_cut_off_turn());
+    assert_eq!(finished, before);
+    // An empty record is no turn.
+    let mut empty = Transcript::with_system("sys");
+    assert!(!empty.close_cut_off_turn());
+}
+
+#[test]
+fn the_environment_is_kept_set_and_saved_again() {
+    let plain = Transcript::with_system_and_environment("sys", "");
+    assert_eq!(plain.environment(), None, "an empty environment is none");
+    assert_eq!(plain.len(), 1);
+    assert!(!plain.is_empty());
+    assert!(Transcript::new().is_empty());
+    let mut t = Transcript::with_system_and_environment("sys", "linux, /work");
+    assert_eq!(t.environment(), Some("linux, /work"));
+    t.take_rewritten();
+    t.set_environment("macOS, /home");
+    assert_eq!(t.environment(), Some("macOS, /home"));
+    assert_eq!(ids(&t.take_rewritten()), [1], "saved again by the journal");
+}
+
+#[test]
+fn a_system_prompt_added_later_takes_the_next_id_and_the_ids_go_on_after_it() {
+    let mut t = Transcript::new();
+    t.push(user("hello"));
+    t.set_system_prompt("sys");
+    assert_eq!(ids(t.entries()), [2, 1], "inserted first, with the next id");
+    assert_eq!(t.push(user("again")), 3);
+    assert_eq!(t.last_id(), 3);
+}
+
+#[test]
+fn open_calls_of_an_answer_that_opens_the_record_are_found() {
+    let mut t = Transcript::new();
+    t.push(assistant("", &[("c1", "read_file", "{}")]));
+    assert_eq!(t.open_tool_calls().len(), 1);
+    t.push(result("c1", "read_file", "done"));
+    assert!(t.open_tool_calls().is_empty());
+}
+
+#[test]
+fn entries_are_stamped_with_the_time_they_are_recorded() {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let mut t = Transcript::with_system("sys");
+    t.push(user("now"));
+    t.rewind_to(0);
+    for entry in t.all_entries() {
+        assert!(
+            (entry.at_ms - now).abs() < 60_000,
+            "{} stamped {}",
+            entry.id,
+            entry.at_ms
+        );
+    }
+}
+
+#[test]
+fn a_record_the_model_could_not_read_does_not_validate() {
+    // The answer comes before any user message.
+    let mut t = Transcript::with_system("sys");
+    t.push(assistant("unasked", &[]));
+    assert!(t.validate().is_err());
+}

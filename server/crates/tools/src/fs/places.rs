@@ -1,0 +1,128 @@
+//! The sandbox's decision of what is hidden, as the one way to the user's files asks it
+//! ([`talaria_files::Places`]): the session's policy (its private temporary folder included,
+//! so every other session's is hidden), and each hidden, readable or writable place also at
+//! the name it resolves to (a `[sandbox] hidden` folder or a credential store that is a link
+//! into `~/dotfiles` is hidden where it really is, which is where a file tool arrives).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use talaria_files::{Access, Places, Unguarded};
+use talaria_sandbox::{PathAccess, SandboxPolicy};
+
+/// The places of a session whose commands run in the sandbox.
+#[derive(Debug)]
+pub struct SandboxPlaces {
+    policy: Arc<SandboxPolicy>,
+    /// The policy with every place also at its resolved name; made on first use (it looks
+    /// at the disk, so never on the runtime's thread: the operations that ask run on the
+    /// blocking pool).
+    resolved: OnceLock<SandboxPolicy>,
+}
+
+impl SandboxPlaces {
+    /// The places of `policy` (whose `private_tmp` is the session's own).
+    pub fn new(policy: Arc<SandboxPolicy>) -> Self {
+        Self {
+            policy,
+            resolved: OnceLock::new(),
+        }
+    }
+
+    /// The places of a session: its sandbox's, or none hidden without a sandbox.
+    pub fn of(policy: Option<&Arc<SandboxPolicy>>) -> Arc<dyn Places> {
+        match policy {
+            Some(policy) => Arc::new(Self::new(policy.clone())),
+            None => Arc::new(Unguarded),
+        }
+    }
+
+    fn resolved(&self) -> &SandboxPolicy {
+        self.resolved
+            .get_or_init(|| with_resolved_names(&self.policy))
+    }
+}
+
+/// `paths` and, for each that resolves elsewhere now, its resolved name.
+fn and_resolved(paths: &[PathBuf]) -> Vec<PathBuf> {
+    let mut all = paths.to_vec();
+    for path in paths {
+        if let Ok(real) = std::fs::canonicalize(path)
+            && real != *path
+            && !all.contains(&real)
+        {
+            all.push(real);
+        }
+    }
+    all
+}
+
+fn with_resolved_names(policy: &SandboxPolicy) -> SandboxPolicy {
+    let mut out = policy.clone();
+    out.hidden = and_resolved(&policy.hidden);
+    // A home's credential store that is a link is hidden where it leads too.
+    for home in &policy.homes {
+        let stores: Vec<PathBuf> = talaria_sandbox::credentials::home_stores(home).collect();
+        for real in and_resolved(&stores).into_iter().skip(stores.len()) {
+            out.hidden.push(real);
+        }
+    }
+    out.readable = and_resolved(&policy.readable);
+    out.writable = and_resolved(&policy.writable);
+    out
+}
+
+impl Places for SandboxPlaces {
+    fn access(&self, path: &Path) -> Access {
+        match self.resolved().access(path) {
+            PathAccess::Hidden => Access::Hidden,
+            PathAccess::ReadOnly => Access::ReadOnly,
+            PathAccess::Writable => Access::Writable,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn other_sessions_folders_and_hidden_places_through_links_are_hidden() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let base = dir.path().canonicalize().expect("canonical");
+        let (home, ws, tmp) = (base.join("home"), base.join("ws"), base.join("tmp"));
+        let dotfiles = home.join("dotfiles/notes");
+        for d in [
+            &ws,
+            &dotfiles,
+            &tmp.join("talaria-1-0-a"),
+            &tmp.join("talaria-2-0-b"),
+        ] {
+            std::fs::create_dir_all(d).expect("mkdir");
+        }
+        std::fs::create_dir_all(home.join("dotfiles/aws")).expect("aws");
+        std::os::unix::fs::symlink(&dotfiles, home.join("notes")).expect("link");
+        std::os::unix::fs::symlink(home.join("dotfiles/aws"), home.join(".aws")).expect("link");
+        let policy = SandboxPolicy {
+            writable: vec![ws.clone(), tmp.join("talaria-1-0-a")],
+            hidden: vec![home.join("notes")],
+            homes: vec![home.clone()],
+            private_tmp: Some(tmp.join("talaria-1-0-a")),
+            ..SandboxPolicy::default()
+        };
+        let places = SandboxPlaces::new(Arc::new(policy));
+        assert_eq!(places.access(&ws.join("a.txt")), Access::Writable);
+        assert_eq!(
+            places.access(&tmp.join("talaria-1-0-a/x")),
+            Access::Writable
+        );
+        assert_eq!(places.access(&tmp.join("talaria-2-0-b/x")), Access::Hidden);
+        assert_eq!(places.access(&home.join("notes/x")), Access::Hidden);
+        assert_eq!(places.access(&dotfiles.join("x")), Access::Hidden);
+        assert_eq!(
+            places.access(&home.join("dotfiles/aws/credentials")),
+            Access::Hidden
+        );
+        assert_eq!(places.access(&home.join("other")), Access::ReadOnly);
+    }
+}
