@@ -134,12 +134,45 @@ fn pathname(bytes: &[u8]) -> Option<&OsStr> {
     Some(OsStr::from_bytes(&path[..end]))
 }
 
-fn open_pid(pid: u32) -> Result<OwnedFd, i32> {
-    let pid = i32::try_from(pid)
+/// A descriptor of the caller, from the id the kernel gives a stopped call: the id of the
+/// *thread* that made it, which is the process's own only for its main thread. A thread's
+/// own descriptor (Linux 6.9) where the kernel has them, else the descriptor of its thread
+/// group (found in `/proc`): either reaches the descriptors every thread of it shares.
+fn open_pid(tid: u32) -> Result<OwnedFd, i32> {
+    let thread = i32::try_from(tid)
         .ok()
         .and_then(Pid::from_raw)
         .ok_or(libc::ESRCH)?;
-    pidfd_open(pid, PidfdFlags::empty()).map_err(|_| libc::EACCES)
+    let of_thread = PidfdFlags::from_bits_retain(libc::PIDFD_THREAD);
+    match pidfd_open(thread, of_thread) {
+        Ok(fd) => return Ok(fd),
+        // A kernel without thread descriptors refuses the flag.
+        Err(rustix::io::Errno::INVAL) => {}
+        Err(_) => return Err(libc::EACCES),
+    }
+    open_group(tid)
+}
+
+/// The descriptor of the thread group thread `tid` belongs to.
+fn open_group(tid: u32) -> Result<OwnedFd, i32> {
+    let group = thread_group(tid)
+        .and_then(Pid::from_raw)
+        .ok_or(libc::ESRCH)?;
+    pidfd_open(group, PidfdFlags::empty()).map_err(|_| libc::EACCES)
+}
+
+/// The thread group (process) thread `tid` belongs to, from its `/proc` status.
+fn thread_group(tid: u32) -> Option<i32> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    tgid_in_status(&status)
+}
+
+/// The `Tgid:` of a `/proc/<id>/status` text.
+fn tgid_in_status(status: &str) -> Option<i32> {
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("Tgid:"))
+        .and_then(|value| value.trim().parse().ok())
 }
 
 /// A copy of the caller's descriptor `fd` (the same socket).
@@ -195,6 +228,39 @@ mod tests {
         inet.extend_from_slice(b"/not/a/path");
         assert_eq!(pathname(&inet), None);
         assert_eq!(pathname(&[1]), None);
+    }
+
+    /// A descriptor of this process's, copied through the descriptor `open` gives for the
+    /// id of a second thread: its number, or the error.
+    fn copy_from_a_second_thread(open: fn(u32) -> Result<OwnedFd, i32>) -> Result<(), i32> {
+        let file = std::fs::File::open("/proc/self/status").expect("a file");
+        let fd = u64::try_from(file.as_raw_fd()).expect("fd");
+        let (send, receive) = std::sync::mpsc::channel();
+        let (done, finish) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let _ = send.send(nix::unistd::gettid().as_raw());
+            let _ = finish.recv();
+        });
+        let tid = u32::try_from(receive.recv().expect("tid")).expect("tid");
+        assert_ne!(tid, std::process::id(), "a second thread");
+        let copied = open(tid).and_then(|pidfd| caller_socket(&pidfd, fd).map(drop));
+        let _ = done.send(());
+        let _ = thread.join();
+        copied
+    }
+
+    #[test]
+    fn a_call_from_a_second_thread_reaches_the_processs_descriptors() {
+        // The id a stopped call carries is its thread's: both ways of opening the caller
+        // (a thread's own descriptor, the thread group's) reach what every thread shares.
+        assert_eq!(copy_from_a_second_thread(open_pid), Ok(()));
+        assert_eq!(copy_from_a_second_thread(open_group), Ok(()));
+        assert_eq!(
+            tgid_in_status("Name:\tx\nTgid:\t4321\nPid:\t4333\n"),
+            Some(4321)
+        );
+        assert_eq!(tgid_in_status("Name:\tx\n"), None);
+        assert_eq!(open_group(u32::MAX).err(), Some(libc::ESRCH));
     }
 
     #[test]
