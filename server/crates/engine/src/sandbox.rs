@@ -98,6 +98,10 @@ fn policy_for_homes(config: &Config, roots: &[PathBuf], homes: Vec<PathBuf>) -> 
             .iter()
             .map(|p| expand(p, home.as_deref(), &project)),
     );
+    // This process's own endpoints (`talaria serve`'s token and listeners), wherever the
+    // token lies; the helper adds every other server's when each command starts.
+    let own = talaria_sandbox::endpoints::own();
+    hidden.extend(own.secrets);
     // Resolved once, now: a command that later swaps an entry (or a folder above it) for a
     // link cannot move the writable place, since the helper grants a root only while it
     // still resolves to itself. A `[sandbox] writable` entry that does not exist yet is
@@ -121,6 +125,7 @@ fn policy_for_homes(config: &Config, roots: &[PathBuf], homes: Vec<PathBuf>) -> 
         unix_sockets: unix_sockets(config, home.as_deref(), &project),
         max_processes: config.sandbox.max_processes,
         namespaces: config.sandbox.namespaces,
+        endpoints: own.listeners,
     }
 }
 

@@ -26,6 +26,7 @@
 mod aliases;
 pub mod credentials;
 pub mod denial;
+pub mod endpoints;
 pub mod env;
 pub mod home;
 pub mod layers;

@@ -4,6 +4,7 @@
 //! depend on the moment (files matched by name, other sessions' temporary directories) when
 //! each command starts.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -50,6 +51,11 @@ pub struct SandboxPolicy {
     /// outside the writable places, a fresh `/dev`, processes that die with the command).
     #[serde(default = "yes")]
     pub namespaces: bool,
+    /// The agent's own listeners (a `talaria serve`'s): the connect gate refuses them, and
+    /// the helper adds every server registered on this machine when each command starts
+    /// (`endpoints.rs`).
+    #[serde(default)]
+    pub endpoints: Vec<SocketAddr>,
 }
 
 fn default_max_processes() -> u32 {
@@ -72,6 +78,7 @@ impl Default for SandboxPolicy {
             unix_sockets: Vec::new(),
             max_processes: DEFAULT_MAX_PROCESSES,
             namespaces: true,
+            endpoints: Vec::new(),
         }
     }
 }
@@ -175,7 +182,26 @@ impl SandboxPolicy {
                 }
             }
         }
-        // Each hidden place is hidden at every name the mount table gives it too.
+        // Every `talaria serve` of this user: its token hidden, its listeners refused.
+        let servers = crate::endpoints::registered();
+        out.hidden.extend(servers.secrets);
+        for listener in servers.listeners {
+            if !out.endpoints.contains(&listener) {
+                out.endpoints.push(listener);
+            }
+        }
+        // A hidden place that is a link (a store kept in `~/dotfiles`) is hidden where it
+        // leads too, and each is hidden at every name the mount table gives it.
+        let real: Vec<PathBuf> = out
+            .hidden
+            .iter()
+            .filter_map(|path| path.canonicalize().ok().filter(|real| real != path))
+            .collect();
+        for path in real {
+            if !out.hidden.contains(&path) {
+                out.hidden.push(path);
+            }
+        }
         let aliases = crate::aliases::of(&out.hidden);
         out.hidden.extend(aliases);
         out.homes.clear();

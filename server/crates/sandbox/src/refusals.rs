@@ -36,6 +36,8 @@ pub enum Refusal {
     UnixDatagram,
     /// Connecting to this socket, which is neither listed nor the command's own.
     Connect { path: PathBuf },
+    /// Connecting to one of the agent's own listeners (a `talaria serve`).
+    Endpoint { address: std::net::SocketAddr },
 }
 
 impl Refusal {
@@ -69,6 +71,13 @@ impl Refusal {
             ),
             Refusal::UnixDatagram => (
                 "creating a UNIX datagram socket: commands may use stream sockets only".to_string(),
+                false,
+            ),
+            Refusal::Endpoint { address } => (
+                format!(
+                    "connecting to {address}: it is Talaria's own server (talaria serve), which \
+                     commands may never reach"
+                ),
                 false,
             ),
             Refusal::Connect { path } => (

@@ -2,7 +2,7 @@
 //! supervisor without) to which a seccomp user-notification filter hands chosen calls of the
 //! command and of everything it starts:
 //!
-//! - `connect`, with namespaces: made on the caller's behalf at the gate (`connect_gate.rs`).
+//! - `connect`: made on the caller's behalf at the gate (`connect_gate.rs`).
 //! - `socket` calls the sandbox refuses (network sockets with the network off, UNIX sockets
 //!   without namespaces, UNIX datagram sockets and pairs always): refused with `EACCES` and
 //!   logged.
@@ -67,7 +67,7 @@ pub(crate) fn start(
         unix_sockets: in_namespaces,
     });
     let watch = Watch {
-        connect: in_namespaces,
+        connect: true,
         writes: watcher.recorder.logs(),
         network_sockets: !policy.network,
         unix_sockets: !in_namespaces,
