@@ -126,6 +126,7 @@ fn policy_for_homes(config: &Config, roots: &[PathBuf], homes: Vec<PathBuf>) -> 
         max_processes: config.sandbox.max_processes,
         namespaces: config.sandbox.namespaces,
         endpoints: own.listeners,
+        let_out: false,
     }
 }
 

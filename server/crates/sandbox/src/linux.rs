@@ -46,7 +46,8 @@ fn abi_number(status: LandlockStatus) -> i32 {
     }
 }
 
-/// Restricts the calling thread (and what it executes) to `policy`. `in_namespaces` says
+/// Restricts the calling thread (and what it executes) to `policy` (resolved, once, by the
+/// caller: its hidden places' other names included). `in_namespaces` says
 /// whether the caller runs in the sandbox's namespaces (a private `/dev`, a read-only world,
 /// masked sockets, its own PID namespace); without them the filters keep the command in its
 /// process group and away from UNIX sockets, and other terminals and `/dev/shm` are not
@@ -70,15 +71,6 @@ pub fn enter(
         plan::Devices::Private
     } else {
         plan::Devices::Shared
-    };
-    // Inside the namespaces the supervisor resolved the policy already (its hidden places'
-    // other names included): resolving it again would only read the mount table twice.
-    let resolved;
-    let policy = if in_namespaces {
-        policy
-    } else {
-        resolved = policy.resolved();
-        &resolved
     };
     for rule in plan::rules(policy, devices) {
         // A path that vanished or cannot be opened is simply not granted.

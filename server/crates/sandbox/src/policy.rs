@@ -56,6 +56,10 @@ pub struct SandboxPolicy {
     /// (`endpoints.rs`).
     #[serde(default)]
     pub endpoints: Vec<SocketAddr>,
+    /// A run the user let out of the walls ([`SandboxPolicy::lifted`]): no PID namespace and
+    /// no read-only world; with `namespaces`, a mount namespace alone, for the masks.
+    #[serde(default)]
+    pub let_out: bool,
 }
 
 fn default_max_processes() -> u32 {
@@ -79,6 +83,7 @@ impl Default for SandboxPolicy {
             max_processes: DEFAULT_MAX_PROCESSES,
             namespaces: true,
             endpoints: Vec::new(),
+            let_out: false,
         }
     }
 }
@@ -208,28 +213,17 @@ impl SandboxPolicy {
         out
     }
 
-    /// The policy Landlock applies inside the namespaces, where the hidden places are masked
-    /// in the mount namespace instead: reads everywhere, writes in the writable places.
-    pub fn with_hidden_masked(&self) -> SandboxPolicy {
-        SandboxPolicy {
-            hidden: Vec::new(),
-            readable: Vec::new(),
-            homes: Vec::new(),
-            private_tmp: None,
-            ..self.clone()
-        }
-    }
-
     /// The policy of one run the user let out of the sandbox's walls after a refusal: writes
-    /// wherever the user may write, the network on, no namespaces (other processes visible
-    /// again); the hidden places (keys, credential stores, `TALARIA_HOME`) stay hidden and
-    /// UNIX sockets out of reach, so a command let out, whatever made the sandbox offer it,
-    /// still cannot read a secret or reach an agent's socket.
+    /// wherever the user may write (new files in the home, `~/.cache`, `~/.config`
+    /// included), the network on, the machine's processes and devices in view; the hidden
+    /// places (keys, credential stores, `TALARIA_HOME`, the agent's own endpoints) stay hidden
+    /// and UNIX sockets out of reach, so a command let out, whatever made the sandbox offer
+    /// it, still cannot read a secret or reach an agent (see `let_out.rs`).
     pub fn lifted(&self) -> SandboxPolicy {
         SandboxPolicy {
             writable: vec![PathBuf::from("/")],
             network: true,
-            namespaces: false,
+            let_out: true,
             ..self.clone()
         }
     }

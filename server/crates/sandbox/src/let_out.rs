@@ -1,0 +1,74 @@
+//! A run the user let out of the sandbox's walls ([`SandboxPolicy::lifted`]): it may write
+//! wherever the user may and use the network, sees the machine's processes and devices, and
+//! still cannot read the hidden places.
+//!
+//! Landlock cannot let a command make new files in a folder (the home, `~/.cache`,
+//! `~/.config`) and read them back without granting every file below that folder, hidden
+//! ones included. So where user namespaces exist the run gets a mount namespace of its own
+//! (and no other), in which the hidden places are masked as in the namespaces layer, and
+//! Landlock hides only what no mask covered; the process limit, the filters and the watcher
+//! stay as without namespaces. Where they do not, Landlock hides the hidden places that
+//! exist (a folder holding one then takes no new entries). Either way what the run hides is
+//! what exists when it starts: a credential replaced by a rename, or a store made, while
+//! this one run goes on is not hidden from it.
+
+use nix::sched::CloneFlags;
+
+use crate::SandboxError;
+use crate::masks::{mask_hidden, own_namespaces, readable_trees};
+use crate::policy::SandboxPolicy;
+
+/// How a let-out run hides: the policy Landlock applies, and whether masks hide the rest
+/// (so nothing mounted on the machine while it runs reaches it).
+pub(crate) struct LetOut {
+    pub landlock: SandboxPolicy,
+    pub masked: bool,
+}
+
+/// Hides `policy`'s places (resolved) for a let-out run, with a mount namespace where the
+/// policy asks for namespaces and the machine has them.
+pub(crate) fn hide(policy: &SandboxPolicy) -> Result<LetOut, SandboxError> {
+    if policy.namespaces {
+        match masked(policy) {
+            Ok(unmasked) => {
+                return Ok(LetOut {
+                    landlock: SandboxPolicy {
+                        hidden: unmasked,
+                        ..policy.clone()
+                    },
+                    masked: true,
+                });
+            }
+            Err(SandboxError::NoNamespaces(_)) => {}
+            Err(why) => return Err(why),
+        }
+    }
+    let existing = policy
+        .hidden
+        .iter()
+        .filter(|path| path.symlink_metadata().is_ok())
+        .cloned()
+        .collect();
+    Ok(LetOut {
+        landlock: SandboxPolicy {
+            hidden: existing,
+            ..policy.clone()
+        },
+        masked: false,
+    })
+}
+
+/// A user and mount namespace with the hidden places masked, and no capability left to
+/// undo them; the places no mask covered.
+fn masked(policy: &SandboxPolicy) -> Result<Vec<std::path::PathBuf>, SandboxError> {
+    own_namespaces(CloneFlags::empty())?;
+    let readable = readable_trees(policy);
+    let unmasked = mask_hidden(policy, &readable)?;
+    // The working directory was resolved on the mounts as they were: resolve it again.
+    if let Ok(cwd) = std::env::current_dir() {
+        let _ = std::env::set_current_dir(cwd);
+    }
+    crate::namespace::keep_root_powerless()?;
+    crate::namespace::drop_capabilities()?;
+    Ok(unmasked)
+}
