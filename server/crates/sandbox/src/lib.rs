@@ -38,6 +38,8 @@ mod helper;
 #[cfg(target_os = "linux")]
 mod init;
 #[cfg(target_os = "linux")]
+mod ipc;
+#[cfg(target_os = "linux")]
 mod let_out;
 #[cfg(target_os = "linux")]
 mod linux;

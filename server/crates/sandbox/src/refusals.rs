@@ -38,6 +38,8 @@ pub enum Refusal {
     Connect { path: PathBuf },
     /// Connecting to one of the agent's own listeners (a `talaria serve`).
     Endpoint { address: std::net::SocketAddr },
+    /// Reaching a System V IPC object another program made (without namespaces).
+    SharedObject,
 }
 
 impl Refusal {
@@ -78,6 +80,12 @@ impl Refusal {
                     "connecting to {address}: it is Talaria's own server (talaria serve), which \
                      commands may never reach"
                 ),
+                false,
+            ),
+            Refusal::SharedObject => (
+                "reaching another program's System V shared memory, message queue or \
+                 semaphores: without the namespaces layer a command reaches only those it made"
+                    .to_string(),
                 false,
             ),
             Refusal::Connect { path } => (

@@ -8,6 +8,7 @@
 //!   logged.
 //! - calls that write by path: let through unchanged, and logged when they write outside
 //!   the writable places (`recorder.rs`).
+//! - System V IPC, without namespaces: only the objects the command made (`ipc.rs`).
 //!
 //! The log is the sandbox's own record of what it refused: the only thing that can offer a
 //! run outside the sandbox.
@@ -18,6 +19,7 @@ use talaria_unotify::{Call, Listener, Notice, Watch};
 
 use crate::SandboxError;
 use crate::connect_gate::{self, Judge};
+use crate::ipc::OwnObjects;
 use crate::plan::Devices;
 use crate::policy::SandboxPolicy;
 use crate::recorder::Recorder;
@@ -27,6 +29,7 @@ use crate::refusals::Refusal;
 struct Watcher {
     judge: Judge,
     recorder: Recorder,
+    objects: OwnObjects,
     network: bool,
     /// Whether commands may create UNIX (stream) sockets: only with namespaces.
     unix_sockets: bool,
@@ -63,6 +66,7 @@ pub(crate) fn start(
     let watcher = Arc::new(Watcher {
         judge: Judge::new(policy),
         recorder: Recorder::new(policy, devices, log),
+        objects: OwnObjects::default(),
         network: policy.network,
         unix_sockets: in_namespaces,
     });
@@ -72,6 +76,7 @@ pub(crate) fn start(
         network_sockets: !policy.network,
         unix_sockets: !in_namespaces,
         unix_datagrams: true,
+        sysv_ipc: !in_namespaces,
     };
     let (send, receive) = std::sync::mpsc::channel::<Listener>();
     std::thread::Builder::new()
@@ -116,6 +121,13 @@ fn serve(listener: Arc<Listener>, watcher: Arc<Watcher>) {
                 watcher.recorder.look_at_write(&notice, paths, open_how);
                 listener.let_continue(notice.id);
             }
+            Call::Ipc(call) => crate::ipc::answer(
+                &listener,
+                &watcher.objects,
+                &watcher.recorder,
+                notice.id,
+                call,
+            ),
             Call::Other => listener.let_continue(notice.id),
         }
     }
