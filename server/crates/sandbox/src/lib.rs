@@ -63,6 +63,7 @@ pub mod refusals;
 mod request;
 #[cfg(target_os = "linux")]
 mod seccomp;
+pub mod secret_shapes;
 #[cfg(target_os = "linux")]
 mod signals;
 #[cfg(target_os = "linux")]
