@@ -64,8 +64,8 @@ const SECRET_FIELDS: &[&str] = &[
 /// The shortest run of random-looking characters taken for a key.
 const RANDOM_LENGTH: usize = 32;
 /// Bits of entropy per character above which such a run is taken as random (random
-/// base-62 text of 32 characters has about 4.7; English words run together, about 4).
-const RANDOM_ENTROPY: f64 = 4.3;
+/// base-62 text of 32 characters has about 4.8; English words run together, 4 to 4.3).
+const RANDOM_ENTROPY: f64 = 4.5;
 
 /// Whether `value` looks like a secret by its shape.
 pub fn looks_secret(value: &str) -> bool {
