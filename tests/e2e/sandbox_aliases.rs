@@ -194,7 +194,7 @@ async fn swapped_before_the_next_session(writable: &[&str], swapped: &str, entry
     ])
     .await;
     env.write_config(&config);
-    for w in writable {
+    for w in writable.iter().filter(|w| **w != "later") {
         std::fs::create_dir_all(env.workspace.path().join(w)).expect("entry");
     }
     env.unprivileged(&[outside.path()]);
@@ -228,10 +228,13 @@ async fn a_writable_entry_swapped_for_a_link_is_not_the_next_sessions_writable_r
     if !sandbox_enforced() {
         return;
     }
-    // The entry itself; its folder above; an entry inside another writable entry.
+    // The entry itself; its folder above; two folders above; an entry inside another
+    // writable entry; an entry Talaria made because it did not exist yet.
     swapped_before_the_next_session(&["out"], "out", "out").await;
     swapped_before_the_next_session(&["build/cache"], "build", "build/cache").await;
+    swapped_before_the_next_session(&["a/b/c"], "a", "a/b/c").await;
     swapped_before_the_next_session(&["data", "data/sub"], "data/sub", "data/sub").await;
+    swapped_before_the_next_session(&["later"], "later", "later").await;
 }
 
 #[tokio::test]
@@ -277,22 +280,41 @@ libc.shmat.restype = ctypes.c_void_p
 def attach(sid):
     p = libc.shmat(sid, None, 0)
     return None if p in (None, ctypes.c_void_p(-1).value) else p
+class Message(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_long), ("text", ctypes.c_char * 32)]
 if sys.argv[1] == "make":
-    sid = libc.shmget(int(sys.argv[2]), 4096, 0o1000 | 0o600)
+    key = int(sys.argv[2])
+    sid = libc.shmget(key, 4096, 0o1000 | 0o600)
     ctypes.memmove(attach(sid), sys.argv[3].encode(), len(sys.argv[3]))
-    print(sid)
+    qid = libc.msgget(key + 1, 0o1000 | 0o600)
+    libc.msgsnd(qid, ctypes.byref(Message(1, b"QUEUE-SECRET-4242")), 32, 0)
+    semid = libc.semget(key + 2, 1, 0o1000 | 0o600)
+    print(sid, qid, semid)
 else:
-    key, sid = int(sys.argv[2]), int(sys.argv[3])
+    key, sid, qid, semid = (int(a) for a in sys.argv[2:6])
     found = libc.shmget(key, 0, 0)
     print("by key", found, ctypes.get_errno())
     for target in {sid, found}:
         if target >= 0:
             p = attach(target)
             print("attach", target, ctypes.string_at(p, 20) if p else "refused %d" % ctypes.get_errno())
+    for q in {qid, libc.msgget(key + 1, 0)}:
+        m = Message()
+        got = libc.msgrcv(q, ctypes.byref(m), 32, 0, 0o4000) if q >= 0 else -1
+        print("queue", q, m.text if got >= 0 else "refused %d" % ctypes.get_errno())
+    for s in {semid, libc.semget(key + 2, 0, 0)}:
+        # GETVAL: a value, or refused.
+        value = libc.semctl(s, 0, 12) if s >= 0 else -1
+        print("semaphores", s, "SEM-READ" if value >= 0 else "refused %d" % ctypes.get_errno())
     own = libc.shmget(0, 4096, 0o1000 | 0o600)
     p = attach(own)
     ctypes.memmove(p, b"own-segment-works", 17)
     print(ctypes.string_at(p, 17).decode(), libc.shmctl(own, 0, None))
+    oq = libc.msgget(0, 0o1000 | 0o600)
+    libc.msgsnd(oq, ctypes.byref(Message(1, b"own-queue-works")), 32, 0)
+    m = Message()
+    libc.msgrcv(oq, ctypes.byref(m), 32, 0, 0)
+    print(m.text.decode(), libc.msgctl(oq, 0, None))
 "#;
 
 #[tokio::test]
@@ -317,21 +339,32 @@ async fn another_programs_system_v_shared_memory_is_out_of_reach() {
         make.uid(uid).gid(gid);
     }
     let made = make.output().expect("python3");
-    let id = String::from_utf8_lossy(&made.stdout).trim().to_string();
-    assert!(made.status.success() && !id.is_empty(), "{made:?}");
+    let ids = String::from_utf8_lossy(&made.stdout).trim().to_string();
+    assert!(
+        made.status.success() && ids.split(' ').count() == 3,
+        "{made:?}"
+    );
     env.mock.push(MockReply::tool_call(
         "m1",
         "terminal",
-        json!({"command": format!("/usr/bin/python3 shm.py steal {key} {id}")}),
+        json!({"command": format!("/usr/bin/python3 shm.py steal {key} {ids}")}),
     ));
     env.mock.push(MockReply::text(&["done"]));
     let (mut agent, session) = env.session().await;
     let response = prompt_unasked(&mut agent, &session).await;
-    let _ = std::process::Command::new("ipcrm")
-        .args(["-M", &key.to_string()])
-        .status();
+    for (flag, offset) in [("-M", 0), ("-Q", 1), ("-S", 2)] {
+        let _ = std::process::Command::new("ipcrm")
+            .args([flag, &(key + offset).to_string()])
+            .status();
+    }
     assert_eq!(stop_reason(&response), "end_turn", "{response}");
     let output = tool_results(&env.mock, 1).pop().unwrap_or_default();
     assert!(!output.contains("SHM-SECRET"), "{output}");
+    assert!(!output.contains("QUEUE-SECRET"), "{output}");
+    assert!(
+        !output.contains("SEM-READ"),
+        "another program's semaphores: {output}"
+    );
     assert!(output.contains("own-segment-works 0"), "{output}");
+    assert!(output.contains("own-queue-works 0"), "{output}");
 }

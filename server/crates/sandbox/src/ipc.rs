@@ -29,9 +29,20 @@ const CREATE: i32 = 0o1000;
 const EXCLUSIVE: i32 = 0o2000;
 /// `IPC_RMID`.
 const REMOVE: i32 = 0;
-/// The `…ctl` commands that read the machine's counts and limits, not an object:
-/// `IPC_INFO`, `MSG_INFO`, `SHM_INFO`, `SEM_INFO`.
-const MACHINE_INFO: [i32; 4] = [3, 12, 14, 19];
+/// `IPC_INFO`: the machine's limits, for every kind.
+const IPC_INFO: i32 = 3;
+
+/// Whether `command` of a `…ctl` call of `kind` reads the machine's counts and limits, not
+/// an object (`IPC_INFO`; `SHM_INFO`, `MSG_INFO`, `SEM_INFO`, whose numbers are other
+/// commands for the other kinds: 12 is `MSG_INFO` but `semctl`'s `GETVAL`).
+fn reads_the_machine(kind: IpcKind, command: i32) -> bool {
+    let own_info = match kind {
+        IpcKind::SharedMemory => 14,
+        IpcKind::MessageQueue => 12,
+        IpcKind::Semaphores => 19,
+    };
+    command == IPC_INFO || command == own_info
+}
 
 /// The objects one command made.
 #[derive(Default)]
@@ -84,7 +95,7 @@ impl OwnObjects {
                 flags,
             } => self.find_or_make(kind, key, size, flags, get),
             IpcCall::On { kind, id, command } => {
-                if command.is_some_and(|c| MACHINE_INFO.contains(&c)) {
+                if command.is_some_and(|c| reads_the_machine(kind, c)) {
                     return Answer::Continue;
                 }
                 if !self.owns(kind, id) {
@@ -244,8 +255,19 @@ mod tests {
         for id in [2, 3] {
             assert_eq!(judge(on(id, None)), Answer::Continue);
         }
-        // The machine's counts, not an object.
+        // The machine's counts, not an object; the same numbers are other commands for the
+        // other kinds (semctl's GETVAL and GETNCNT).
         assert_eq!(judge(on(0, Some(14))), Answer::Continue, "SHM_INFO");
+        assert_eq!(judge(on(0, Some(3))), Answer::Continue, "IPC_INFO");
+        let semaphores = |command| IpcCall::On {
+            kind: IpcKind::Semaphores,
+            id: 1,
+            command: Some(command),
+        };
+        for command in [12, 14] {
+            assert_eq!(judge(semaphores(command)), Answer::Error(libc::EINVAL));
+        }
+        assert_eq!(judge(semaphores(19)), Answer::Continue, "SEM_INFO");
         // Removed, its id is no longer the command's.
         assert_eq!(judge(on(2, Some(REMOVE))), Answer::Continue);
         assert_eq!(judge(on(2, None)), Answer::Error(libc::EINVAL));
