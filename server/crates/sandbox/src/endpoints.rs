@@ -104,16 +104,18 @@ pub fn register(listeners: &[SocketAddr], token: &Path) -> Registration {
 }
 
 /// Every registered server's endpoints (of live processes), with the registry's own folder
-/// among the secrets. Blocking (lists one folder); the helper reads it as each command
-/// starts.
+/// among the secrets when there is one (a folder that does not exist holds nothing to hide,
+/// and hiding it would keep commands from making files beside it). Blocking (lists one
+/// folder); the helper reads it as each command starts.
 pub fn registered() -> Endpoints {
-    let mut out = Endpoints {
-        listeners: Vec::new(),
-        secrets: registry_folder().into_iter().collect(),
-    };
-    let Some(folder) = registry_folder().filter(|folder| is_private_folder(folder)) else {
+    let mut out = Endpoints::default();
+    let Some(folder) = registry_folder().filter(|folder| folder.symlink_metadata().is_ok()) else {
         return out;
     };
+    out.secrets.push(folder.clone());
+    if !is_private_folder(&folder) {
+        return out;
+    }
     let Ok(entries) = std::fs::read_dir(&folder) else {
         return out;
     };
@@ -264,6 +266,24 @@ mod tests {
         sweep(dir.path());
         assert!(!dir.path().join("serve-4294967.json").exists());
         assert!(path.exists());
+    }
+
+    #[test]
+    fn a_registered_server_is_known_to_every_process_until_it_stops() {
+        let listener: SocketAddr = "127.0.0.1:1".parse().expect("address");
+        let token = PathBuf::from(format!("/srv/token-of-{}", std::process::id()));
+        let registration = register(&[listener], &token);
+        assert_eq!(registration.unshared(), None);
+        let own = own();
+        assert!(own.listeners.contains(&listener) && own.secrets.contains(&token));
+        let known = registered();
+        assert!(known.listeners.contains(&listener), "{known:?}");
+        assert!(known.secrets.contains(&token), "{known:?}");
+        let folder = registry_folder().expect("a registry here");
+        assert!(known.secrets.contains(&folder), "the registry hides itself");
+        drop(registration);
+        let after = registered();
+        assert!(!after.secrets.contains(&token), "{after:?}");
     }
 
     #[test]
