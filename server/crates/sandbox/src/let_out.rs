@@ -26,21 +26,24 @@ pub(crate) struct LetOut {
 }
 
 /// Hides `policy`'s places (resolved) for a let-out run, with a mount namespace where the
-/// policy asks for namespaces and the machine has them.
+/// policy asks for namespaces and the machine has them. Where the namespace or its masks
+/// cannot be made, Landlock hides every place that exists instead (the run then cannot add
+/// to a folder holding one); where the capabilities the masks needed cannot be dropped, the
+/// run does not start.
 pub(crate) fn hide(policy: &SandboxPolicy) -> Result<LetOut, SandboxError> {
-    if policy.namespaces {
-        match masked(policy) {
-            Ok(unmasked) => {
-                return Ok(LetOut {
-                    landlock: SandboxPolicy {
-                        hidden: unmasked,
-                        ..policy.clone()
-                    },
-                    masked: true,
-                });
-            }
-            Err(SandboxError::NoNamespaces(_)) => {}
-            Err(why) => return Err(why),
+    if policy.namespaces && own_namespaces(CloneFlags::empty()).is_ok() {
+        let masks = mask(policy);
+        // Nothing the run executes may undo the masks, whether they were all made or not.
+        crate::namespace::keep_root_powerless()?;
+        crate::namespace::drop_capabilities()?;
+        if let Ok(unmasked) = masks {
+            return Ok(LetOut {
+                landlock: SandboxPolicy {
+                    hidden: unmasked,
+                    ..policy.clone()
+                },
+                masked: true,
+            });
         }
     }
     let existing = policy
@@ -58,17 +61,13 @@ pub(crate) fn hide(policy: &SandboxPolicy) -> Result<LetOut, SandboxError> {
     })
 }
 
-/// A user and mount namespace with the hidden places masked, and no capability left to
-/// undo them; the places no mask covered.
-fn masked(policy: &SandboxPolicy) -> Result<Vec<std::path::PathBuf>, SandboxError> {
-    own_namespaces(CloneFlags::empty())?;
+/// Masks the hidden places in the run's own mount namespace; the places no mask covered.
+fn mask(policy: &SandboxPolicy) -> Result<Vec<std::path::PathBuf>, SandboxError> {
     let readable = readable_trees(policy);
     let unmasked = mask_hidden(policy, &readable)?;
     // The working directory was resolved on the mounts as they were: resolve it again.
     if let Ok(cwd) = std::env::current_dir() {
         let _ = std::env::set_current_dir(cwd);
     }
-    crate::namespace::keep_root_powerless()?;
-    crate::namespace::drop_capabilities()?;
     Ok(unmasked)
 }
