@@ -71,3 +71,26 @@ fn mask(policy: &SandboxPolicy) -> Result<Vec<std::path::PathBuf>, SandboxError>
     }
     Ok(unmasked)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_namespaces_landlock_hides_the_places_that_exist() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let there = dir.path().join(".ssh");
+        std::fs::create_dir(&there).expect("mkdir");
+        let missing = dir.path().join(".aws");
+        let policy = SandboxPolicy {
+            hidden: vec![there.clone(), missing],
+            namespaces: false,
+            ..SandboxPolicy::default()
+        }
+        .lifted();
+        let let_out = hide(&policy).expect("hidden");
+        assert!(!let_out.masked);
+        assert_eq!(let_out.landlock.hidden, [there]);
+        assert!(let_out.landlock.let_out);
+    }
+}

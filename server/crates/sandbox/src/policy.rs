@@ -346,4 +346,52 @@ mod tests {
         assert!(!resolved.hidden.contains(&own));
         assert!(!resolved.hidden.contains(&home.join("notes.txt")));
     }
+
+    #[test]
+    fn resolved_rules_follow_links_and_take_in_every_registered_server() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = dir.path().canonicalize().expect("canonical");
+        std::fs::create_dir_all(home.join("dotfiles/aws")).expect("mkdir");
+        std::os::unix::fs::symlink(home.join("dotfiles/aws"), home.join(".aws")).expect("link");
+        let server: SocketAddr = "127.0.0.1:2".parse().expect("address");
+        let token = home.join("serve-token");
+        let _registration = crate::endpoints::register(&[server], &token);
+        let policy = SandboxPolicy {
+            homes: vec![home.clone()],
+            endpoints: vec!["127.0.0.1:3".parse().expect("address")],
+            ..SandboxPolicy::default()
+        };
+        let resolved = policy.resolved();
+        assert!(
+            resolved.hidden.contains(&home.join("dotfiles/aws")),
+            "a store that is a link is hidden where it leads"
+        );
+        assert!(resolved.hidden.contains(&token), "a server's token");
+        assert!(
+            resolved.endpoints.contains(&server),
+            "{:?}",
+            resolved.endpoints
+        );
+        assert_eq!(resolved.endpoints[0], policy.endpoints[0], "its own first");
+        assert_eq!(
+            resolved.endpoints.iter().filter(|e| **e == server).count(),
+            1
+        );
+        assert!(resolved.homes.is_empty());
+    }
+
+    #[test]
+    fn a_let_out_policy_writes_everywhere_and_keeps_what_is_hidden() {
+        let policy = SandboxPolicy {
+            writable: vec!["/work".into()],
+            hidden: vec!["/home/u/.ssh".into()],
+            network: false,
+            namespaces: true,
+            ..SandboxPolicy::default()
+        };
+        let lifted = policy.lifted();
+        assert!(lifted.let_out && lifted.network && lifted.namespaces);
+        assert_eq!(lifted.writable, [PathBuf::from("/")]);
+        assert_eq!(lifted.hidden, policy.hidden);
+    }
 }

@@ -143,3 +143,82 @@ fn connect_apart(listener: &Arc<Listener>, watcher: &Arc<Watcher>, notice: Notic
         listener.respond(notice.id, Err(libc::EAGAIN));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::{TcpListener, TcpStream};
+
+    use talaria_unotify::{IpcKind, sysv_get};
+
+    use crate::policy::SandboxPolicy;
+
+    const CREATE: i32 = 0o1000 | 0o600;
+
+    fn remove_segment(id: i32) {
+        let _ = std::process::Command::new("ipcrm")
+            .args(["-m", &id.to_string()])
+            .status();
+    }
+
+    #[test]
+    fn a_thread_under_the_watcher_reaches_what_it_may_and_nothing_else() {
+        if !crate::availability().is_enforced() {
+            return;
+        }
+        let agent = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let other = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let (agent_port, other_port) = (
+            agent.local_addr().expect("address").port(),
+            other.local_addr().expect("address").port(),
+        );
+        // Another program's segment, by a key of its own.
+        let key = 0x5a00 + (std::process::id() % 0xff) as i32;
+        let theirs = sysv_get(IpcKind::SharedMemory, key, 4096, CREATE).expect("shmget");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let policy = SandboxPolicy {
+            writable: vec![dir.path().canonicalize().expect("canonical")],
+            endpoints: vec![format!("0.0.0.0:{agent_port}").parse().expect("address")],
+            namespaces: false,
+            ..SandboxPolicy::default()
+        };
+        let seen = std::thread::spawn(move || {
+            crate::enter_as_watcher(&policy, false, None).expect("the watcher");
+            let worker = std::thread::spawn(move || {
+                (
+                    TcpStream::connect(("127.0.0.1", agent_port))
+                        .map(drop)
+                        .map_err(|e| e.kind()),
+                    TcpStream::connect(("localhost", agent_port)).is_ok(),
+                    TcpStream::connect(("127.0.0.1", other_port)).is_ok(),
+                )
+            });
+            let connects = worker.join().expect("worker");
+            let found = sysv_get(IpcKind::SharedMemory, key, 0, 0).map_err(|e| e.raw_os_error());
+            let mine = sysv_get(IpcKind::SharedMemory, 0, 4096, CREATE).expect("its own");
+            let mine_again =
+                sysv_get(IpcKind::SharedMemory, key + 1, 4096, CREATE).and_then(|id| {
+                    sysv_get(IpcKind::SharedMemory, key + 1, 0, 0).map(|again| (id, again))
+                });
+            (connects, found, mine, mine_again)
+        })
+        .join()
+        .expect("the watched thread");
+        remove_segment(theirs);
+        let ((to_agent, to_agent_by_name, to_other), found, mine, mine_again) = seen;
+        remove_segment(mine);
+        if let Ok((id, _)) = mine_again {
+            remove_segment(id);
+        }
+        assert_eq!(
+            to_agent,
+            Err(std::io::ErrorKind::PermissionDenied),
+            "the agent's listener"
+        );
+        assert!(!to_agent_by_name, "by another name");
+        assert!(to_other, "any other listener, from a worker thread");
+        assert_eq!(found, Err(Some(libc::EACCES)), "another program's segment");
+        assert!(mine >= 0 && mine != theirs);
+        let (made, again) = mine_again.expect("a keyed segment of its own");
+        assert_eq!(made, again, "found again by its key");
+    }
+}
