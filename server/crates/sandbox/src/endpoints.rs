@@ -4,10 +4,13 @@
 //!
 //! A server registers them ([`register`]) for the sessions of its own process and, through a
 //! registry every Talaria process of the same user reads, for everyone else's commands: one
-//! record per live server in a private folder (`/tmp/talaria-endpoints-<uid>/`, which each
-//! command's policy hides, so no command can read, change or remove a record). Each command
-//! then hides every registered token file and its connect gate refuses every registered
-//! listener, read when the command starts.
+//! record per live server in a private folder of each of the user's homes
+//! (`~/.talaria/endpoints/`, under `HOME` and the passwd entry's home, whatever
+//! `TALARIA_HOME` is), which each command's policy hides, so no command can read, change or
+//! remove a record. Each command then hides every registered token file and its connect gate
+//! refuses every registered listener, read when the command starts. (The home is carved
+//! around its credential stores anyway, so hiding one more folder in it costs nothing;
+//! a registry in `/tmp` would carve `/tmp`, entry by entry, for every command.)
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -52,10 +55,10 @@ pub fn own() -> Endpoints {
     OWN.lock().map(|own| own.clone()).unwrap_or_default()
 }
 
-/// A server's record in the registry, removed when dropped (the server stops).
+/// A server's records in the registries, removed when dropped (the server stops).
 #[derive(Debug)]
 pub struct Registration {
-    record: Option<PathBuf>,
+    records: Vec<PathBuf>,
     unshared: Option<String>,
 }
 
@@ -69,7 +72,7 @@ impl Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        if let Some(record) = self.record.take() {
+        for record in self.records.drain(..) {
             let _ = std::fs::remove_file(record);
         }
     }
@@ -81,6 +84,11 @@ impl Drop for Registration {
 /// be written (a folder another user made, a full disk) leaves this process's own commands
 /// kept away and says why ([`Registration::unshared`]).
 pub fn register(listeners: &[SocketAddr], token: &Path) -> Registration {
+    register_in(&crate::home::user_homes(), listeners, token)
+}
+
+/// [`register`], in the registries of `homes`.
+fn register_in(homes: &[PathBuf], listeners: &[SocketAddr], token: &Path) -> Registration {
     let endpoints = Endpoints {
         listeners: listeners.to_vec(),
         secrets: vec![token.to_path_buf()],
@@ -88,36 +96,45 @@ pub fn register(listeners: &[SocketAddr], token: &Path) -> Registration {
     if let Ok(mut own) = OWN.lock() {
         own.extend(endpoints.clone());
     }
-    let record = registry()
-        .map_err(|e| e.to_string())
-        .and_then(|folder| write_record(&folder, &endpoints).map_err(|e| e.to_string()));
-    match record {
-        Ok(path) => Registration {
-            record: Some(path),
-            unshared: None,
-        },
-        Err(why) => Registration {
-            record: None,
-            unshared: Some(why),
-        },
+    let mut records = Vec::new();
+    let mut problems = Vec::new();
+    for home in homes.iter().filter(|home| home.is_dir()) {
+        let folder = registry_folder(home);
+        match registry(&folder).and_then(|()| write_record(&folder, &endpoints)) {
+            Ok(record) => records.push(record),
+            Err(why) => problems.push(format!("{}: {why}", folder.display())),
+        }
     }
+    let unshared = match (records.is_empty(), problems.is_empty()) {
+        (true, true) => Some("the user has no home".to_string()),
+        (true, false) => Some(problems.join("; ")),
+        (false, _) => None,
+    };
+    Registration { records, unshared }
 }
 
-/// Every registered server's endpoints (of live processes), with the registry's own folder
-/// among the secrets when there is one (a folder that does not exist holds nothing to hide,
-/// and hiding it would keep commands from making files beside it). Blocking (lists one
-/// folder); the helper reads it as each command starts.
-pub fn registered() -> Endpoints {
+/// Every server registered in `homes`' registries (of live processes), with the registries'
+/// own folders among the secrets. Blocking (lists a folder per home); the helper reads it as
+/// each command starts.
+pub fn registered(homes: &[PathBuf]) -> Endpoints {
     let mut out = Endpoints::default();
-    let Some(folder) = registry_folder().filter(|folder| folder.symlink_metadata().is_ok()) else {
-        return out;
-    };
-    out.secrets.push(folder.clone());
-    if !is_private_folder(&folder) {
-        return out;
+    for home in homes {
+        let folder = registry_folder(home);
+        if folder.symlink_metadata().is_err() {
+            continue;
+        }
+        out.secrets.push(folder.clone());
+        if is_private_folder(&folder) {
+            read_records(&folder, &mut out);
+        }
     }
-    let Ok(entries) = std::fs::read_dir(&folder) else {
-        return out;
+    out
+}
+
+/// Adds the records of live servers in `folder` to `out`.
+fn read_records(folder: &Path, out: &mut Endpoints) {
+    let Ok(entries) = std::fs::read_dir(folder) else {
+        return;
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
@@ -134,45 +151,31 @@ pub fn registered() -> Endpoints {
             out.extend(endpoints);
         }
     }
-    out
 }
 
-/// Where the registry lies: a fixed place every process of the user finds, whatever its
-/// `HOME`, `TALARIA_HOME` or `TMPDIR` (`/tmp/talaria-endpoints-<uid>`).
-pub fn registry_folder() -> Option<PathBuf> {
-    #[cfg(unix)]
-    {
-        let uid = nix::unistd::getuid().as_raw();
-        Some(PathBuf::from(format!("/tmp/talaria-endpoints-{uid}")))
-    }
-    #[cfg(not(unix))]
-    {
-        None
-    }
+/// The registry of a home: beside Talaria's default settings, whatever `TALARIA_HOME` is.
+pub fn registry_folder(home: &Path) -> PathBuf {
+    home.join(".talaria/endpoints")
 }
 
-/// The registry's folder, made private if missing; refused if it is not this user's own
-/// private folder (another user could have made it first).
-fn registry() -> std::io::Result<PathBuf> {
-    let folder =
-        registry_folder().ok_or_else(|| std::io::Error::other("no registry on this platform"))?;
+/// Makes the registry's folder (and `~/.talaria`) private if missing; refuses one that is not
+/// this user's own private folder.
+fn registry(folder: &Path) -> std::io::Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::DirBuilderExt;
-        match std::fs::DirBuilder::new().mode(0o700).create(&folder) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e),
-        }
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(folder)?;
     }
-    if !is_private_folder(&folder) {
-        return Err(std::io::Error::other(format!(
-            "{} is not a private folder of this user",
-            folder.display()
-        )));
+    if !is_private_folder(folder) {
+        return Err(std::io::Error::other(
+            "it is not a private folder of this user",
+        ));
     }
-    sweep(&folder);
-    Ok(folder)
+    sweep(folder);
+    Ok(())
 }
 
 /// Whether `folder` is a real folder (not a link) of this user's that nobody else may
@@ -270,20 +273,31 @@ mod tests {
 
     #[test]
     fn a_registered_server_is_known_to_every_process_until_it_stops() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (home, gone) = (dir.path().join("home"), dir.path().join("gone"));
+        std::fs::create_dir(&home).expect("mkdir");
+        let homes = [home.clone(), gone.clone()];
         let listener: SocketAddr = "127.0.0.1:1".parse().expect("address");
-        let token = PathBuf::from(format!("/srv/token-of-{}", std::process::id()));
-        let registration = register(&[listener], &token);
+        let token = PathBuf::from("/srv/token");
+        assert_eq!(registered(&homes), Endpoints::default(), "no registry yet");
+        let registration = register_in(&homes, &[listener], &token);
         assert_eq!(registration.unshared(), None);
         let own = own();
         assert!(own.listeners.contains(&listener) && own.secrets.contains(&token));
-        let known = registered();
-        assert!(known.listeners.contains(&listener), "{known:?}");
-        assert!(known.secrets.contains(&token), "{known:?}");
-        let folder = registry_folder().expect("a registry here");
-        assert!(known.secrets.contains(&folder), "the registry hides itself");
+        let known = registered(&homes);
+        assert_eq!(known.listeners, [listener]);
+        assert_eq!(known.secrets, [registry_folder(&home), token.clone()]);
         drop(registration);
-        let after = registered();
-        assert!(!after.secrets.contains(&token), "{after:?}");
+        let after = registered(&homes);
+        assert_eq!(
+            after.secrets,
+            [registry_folder(&home)],
+            "the registry hides itself"
+        );
+        assert!(after.listeners.is_empty());
+        // A registry another user could read is not read, and a home that is gone has none.
+        let unshared = register_in(&[gone], &[listener], &token);
+        assert!(unshared.unshared().is_some());
     }
 
     #[test]

@@ -187,8 +187,8 @@ pub(crate) fn enter_as_watcher(
     log: Option<std::fs::File>,
 ) -> Result<(), SandboxError> {
     let protected = Some(std::process::id() as i32);
-    linux::enter(policy, in_namespaces, protected, true)?;
-    if !watcher::start(policy, in_namespaces, log)? {
+    let entered = linux::enter(policy, in_namespaces, protected, true)?;
+    if !watcher::start(policy, entered.writable, in_namespaces, log)? {
         seccomp::refuse_sockets(linux::filter_options(
             policy,
             in_namespaces,

@@ -31,12 +31,15 @@ fn rights(grant: Grant) -> BitFlags<AccessFs> {
 }
 
 /// How strongly the kernel enforces the sandbox.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Enforcement {
     /// The Landlock ABI in effect.
     pub abi: i32,
     /// Every right Talaria asked for is enforced (else an older kernel enforces a subset).
     pub full: bool,
+    /// The hierarchies the rules let the command write (for the watcher's record of refused
+    /// writes: the same carve, not made twice).
+    pub writable: Vec<std::path::PathBuf>,
 }
 
 fn abi_number(status: LandlockStatus) -> i32 {
@@ -72,7 +75,13 @@ pub fn enter(
     } else {
         plan::Devices::Shared
     };
-    for rule in plan::rules(policy, devices) {
+    let rules = plan::rules(policy, devices);
+    let writable = rules
+        .iter()
+        .filter(|rule| rule.grant == Grant::Write)
+        .map(|rule| rule.path.clone())
+        .collect();
+    for rule in rules {
         // A path that vanished or cannot be opened is simply not granted.
         let Ok(metadata) = std::fs::metadata(&rule.path) else {
             continue;
@@ -105,6 +114,7 @@ pub fn enter(
     Ok(Enforcement {
         abi: abi_number(status.landlock),
         full: status.ruleset == RulesetStatus::FullyEnforced,
+        writable,
     })
 }
 
@@ -147,6 +157,7 @@ pub fn probe() -> Result<Enforcement, SandboxError> {
             return Ok(Enforcement {
                 abi: if number == 5 { newest_abi() } else { number },
                 full: number == 5,
+                writable: Vec::new(),
             });
         }
     }

@@ -82,7 +82,10 @@ fn hidden_places(policy: &SandboxPolicy) -> Vec<HiddenPlace> {
     paths.sort_by_key(|path| path.components().count());
     let mut places: Vec<HiddenPlace> = Vec::new();
     for path in paths {
-        let (Ok(meta), Ok(real)) = (std::fs::metadata(path), path.canonicalize()) else {
+        let Ok(meta) = std::fs::metadata(path) else {
+            continue;
+        };
+        let Ok(real) = path.canonicalize() else {
             continue;
         };
         let inside_one = places.iter().any(|place| {

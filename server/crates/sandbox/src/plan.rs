@@ -58,7 +58,10 @@ fn hidden_forms(policy: &SandboxPolicy) -> Vec<PathBuf> {
     let mut forms = Vec::new();
     for path in &policy.hidden {
         forms.push(path.clone());
-        if let Ok(real) = path.canonicalize()
+        // Most hidden places do not exist (a home has few of the stores named): one look
+        // instead of a look at each folder on the way.
+        if path.symlink_metadata().is_ok()
+            && let Ok(real) = path.canonicalize()
             && real != *path
         {
             forms.push(real);

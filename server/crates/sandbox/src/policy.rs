@@ -188,7 +188,7 @@ impl SandboxPolicy {
             }
         }
         // Every `talaria serve` of this user: its token hidden, its listeners refused.
-        let servers = crate::endpoints::registered();
+        let servers = crate::endpoints::registered(&self.homes);
         out.hidden.extend(servers.secrets);
         for listener in servers.listeners {
             if !out.endpoints.contains(&listener) {
@@ -200,6 +200,7 @@ impl SandboxPolicy {
         let real: Vec<PathBuf> = out
             .hidden
             .iter()
+            .filter(|path| path.symlink_metadata().is_ok())
             .filter_map(|path| path.canonicalize().ok().filter(|real| real != path))
             .collect();
         for path in real {
@@ -355,7 +356,18 @@ mod tests {
         std::os::unix::fs::symlink(home.join("dotfiles/aws"), home.join(".aws")).expect("link");
         let server: SocketAddr = "127.0.0.1:2".parse().expect("address");
         let token = home.join("serve-token");
-        let _registration = crate::endpoints::register(&[server], &token);
+        let record = crate::endpoints::registry_folder(&home).join("serve-1.json");
+        std::fs::create_dir_all(record.parent().expect("folder")).expect("registry");
+        std::fs::set_permissions(
+            record.parent().expect("folder"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )
+        .expect("private");
+        std::fs::write(
+            &record,
+            serde_json::json!({"listeners": [server], "secrets": [&token]}).to_string(),
+        )
+        .expect("record");
         let policy = SandboxPolicy {
             homes: vec![home.clone()],
             endpoints: vec!["127.0.0.1:3".parse().expect("address")],

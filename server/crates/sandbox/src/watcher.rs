@@ -20,7 +20,6 @@ use talaria_unotify::{Call, Listener, Notice, Watch};
 use crate::SandboxError;
 use crate::connect_gate::{self, Judge};
 use crate::ipc::OwnObjects;
-use crate::plan::Devices;
 use crate::policy::SandboxPolicy;
 use crate::recorder::Recorder;
 use crate::refusals::Refusal;
@@ -49,23 +48,19 @@ impl Watcher {
 }
 
 /// Starts the watcher's thread, then installs the filter that hands it the calls of the
-/// calling thread and of what it starts. Called last before the command starts (after
+/// calling thread and of what it starts; `writable` is what Landlock lets the command write. Called last before the command starts (after
 /// Landlock and the other filters, so the thread shares the command's Landlock domain and
 /// is not itself watched). Returns `false` where the filter cannot be built (another
 /// architecture): then nothing is logged and the caller refuses sockets by filter alone.
 pub(crate) fn start(
     policy: &SandboxPolicy,
+    writable: Vec<std::path::PathBuf>,
     in_namespaces: bool,
     log: Option<std::fs::File>,
 ) -> Result<bool, SandboxError> {
-    let devices = if in_namespaces {
-        Devices::Private
-    } else {
-        Devices::Shared
-    };
     let watcher = Arc::new(Watcher {
         judge: Judge::new(policy),
-        recorder: Recorder::new(policy, devices, log),
+        recorder: Recorder::new(writable, log),
         objects: OwnObjects::default(),
         network: policy.network,
         unix_sockets: in_namespaces,
