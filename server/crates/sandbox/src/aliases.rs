@@ -132,6 +132,54 @@ mod tests {
     }
 
     #[test]
+    fn the_names_of_several_places_are_each_given_once_and_never_one_of_them() {
+        let paths = [
+            PathBuf::from("/home/u/.netrc"),
+            PathBuf::from("/mnt/homes/u/.netrc"),
+            PathBuf::from("/home/u/.ssh"),
+        ];
+        let names = of_in(TABLE, &paths);
+        assert_eq!(
+            names,
+            [
+                PathBuf::from("/srv/u copy/.netrc"),
+                PathBuf::from("/data/keys"),
+                PathBuf::from("/srv/key")
+            ]
+        );
+        assert!(of_in(TABLE, &[]).is_empty());
+    }
+
+    #[test]
+    fn a_bind_mount_on_this_machine_is_a_second_name() {
+        // Mounting needs root (CI runs as root).
+        let root = std::fs::metadata("/proc/self").is_ok_and(|m| {
+            use std::os::unix::fs::MetadataExt;
+            m.uid() == 0
+        });
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (place, second) = (dir.path().join("place"), dir.path().join("second"));
+        for folder in [&place, &second] {
+            std::fs::create_dir(folder).expect("mkdir");
+        }
+        let mounted = root
+            && std::process::Command::new("mount")
+                .arg("--bind")
+                .arg(&place)
+                .arg(&second)
+                .status()
+                .is_ok_and(|status| status.success());
+        let names = of(&[place.join("secret")]);
+        if mounted {
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(&second)
+                .status();
+            assert!(names.contains(&second.join("secret")), "{names:?}");
+        }
+    }
+
+    #[test]
     fn a_folder_or_a_file_inside_a_place_mounted_elsewhere_is_a_name_of_it() {
         // ~/.aws/sso bind-mounted at /mnt/sso; the key inside ~/.ssh (another device's
         // /keys) at /srv/key; a folder whose name merely begins like the place is not one.
