@@ -276,12 +276,15 @@ mod tests {
     #[test]
     fn a_key_another_program_takes_between_the_look_and_the_make_is_refused() {
         let objects = OwnObjects::default();
-        // The look finds nothing; the exclusive make finds one after all.
+        // The look finds nothing; by the make, another program's (id 99) has the key: an
+        // exclusive make says so, a plain one would hand it over.
         let racing = |_: IpcKind, _: i32, _: u64, flags: i32| {
             if flags & CREATE == 0 {
                 Err(libc::ENOENT)
-            } else {
+            } else if flags & EXCLUSIVE != 0 {
                 Err(libc::EEXIST)
+            } else {
+                Ok(99)
             }
         };
         assert_eq!(
