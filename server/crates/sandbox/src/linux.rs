@@ -83,15 +83,18 @@ pub fn enter(
         .collect();
     for rule in rules {
         // A path that vanished or cannot be opened is simply not granted.
-        let Ok(metadata) = std::fs::metadata(&rule.path) else {
-            continue;
-        };
         let Ok(fd) = PathFd::new(&rule.path) else {
             continue;
         };
         // Only file rights apply to a file (asking for more would mark the ruleset partial).
+        // The listing that found it usually said which it is; else the descriptor says.
+        let is_dir = rule.is_dir.unwrap_or_else(|| {
+            rustix::fs::fstat(&fd).is_ok_and(|stat| {
+                rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::Directory
+            })
+        });
         let mut allowed = rights(rule.grant);
-        if !metadata.is_dir() {
+        if !is_dir {
             allowed &= AccessFs::from_file(FS_ABI);
         }
         created = created
