@@ -48,17 +48,19 @@ const TOKEN_PREFIXES: &[(&str, usize)] = &[
     ("AGE-SECRET-KEY-", 20),
 ];
 
-/// Pieces of a longer value (compared in lower case) that put a secret right after them.
-const SECRET_FIELDS: &[&str] = &[
-    "password=",
-    "pwd=",
-    "accountkey=",
-    "sharedaccesskey=",
-    "secret=",
-    "token=",
-    "api_key=",
-    "apikey=",
-    "sig=",
+/// Pieces of a longer value (compared in lower case) that put a secret right after them:
+/// anywhere (`access_token=`, `DbPassword=`), or, for the short ones, only as a field name
+/// of their own (`sig=`, not `…sig=` at the end of a longer word).
+const SECRET_FIELDS: &[(&str, bool)] = &[
+    ("password=", true),
+    ("accountkey=", true),
+    ("sharedaccesskey=", true),
+    ("secret=", true),
+    ("token=", true),
+    ("api_key=", true),
+    ("apikey=", true),
+    ("pwd=", false),
+    ("sig=", false),
 ];
 
 /// The shortest run of random-looking characters taken for a key.
@@ -83,18 +85,19 @@ fn is_private_key(value: &str) -> bool {
 
 fn has_secret_field(value: &str) -> bool {
     let lower = value.to_ascii_lowercase();
-    SECRET_FIELDS.iter().any(|field| {
+    SECRET_FIELDS.iter().any(|(field, anywhere)| {
         lower.match_indices(field).any(|(at, _)| {
-            // A field name of its own (not the end of a longer word), with a value.
-            let starts_word = lower[..at]
-                .chars()
-                .next_back()
-                .is_none_or(|c| !c.is_ascii_alphanumeric() && c != '_');
+            let own_name = *anywhere
+                || lower[..at]
+                    .chars()
+                    .next_back()
+                    .is_none_or(|c| !c.is_ascii_alphanumeric());
+            // With a value, not an empty field.
             let filled = lower[at + field.len()..]
                 .chars()
                 .next()
                 .is_some_and(|c| !matches!(c, '&' | ';' | ' '));
-            starts_word && filled
+            own_name && filled
         })
     })
 }
@@ -181,6 +184,9 @@ mod tests {
             "q8Xz3LmN0vB7cR2tY5wE9uI1oP4aS6dFgH", // a random key, no known issuer
             "dGhpcyBpcyBhIFJhbmRvbSBLZXkgMTIzNDU2Nzg5MA==", // base64
             "Bearer ghp_R2d2C3poR2d2C3poR2d2C3poR2d2C3po1234",
+            "https://api.example.com/cb?access_token=abc123",
+            "Host=db;DbPassword=hunter2",
+            "sig=abc",
         ] {
             assert!(looks_secret(secret), "{secret}");
         }
@@ -209,6 +215,11 @@ mod tests {
             "",
             "keyboard-layout=us",
             "/tmp/talaria-1234-0-ab/HOME_x9Q2mZ7vL4pR8kT1wY6sN3bC5dF0gH",
+            "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIU\n-----END CERTIFICATE-----",
+            "keep the PRIVATE KEY out of the repository",
+            "https://api.example.com/v1?token=&page=2", // an empty field
+            "design=flat;mode=dark",                    // `sig=` inside a word
+            "sk-learn/datasets/iris/data.csv",          // a path, not a key
         ] {
             assert!(!looks_secret(plain), "{plain}");
         }

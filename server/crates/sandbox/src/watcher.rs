@@ -170,6 +170,8 @@ mod tests {
         let key = 0x5a00 + (std::process::id() % 0xff) as i32;
         let theirs = sysv_get(IpcKind::SharedMemory, key, 4096, CREATE).expect("shmget");
         let dir = tempfile::tempdir().expect("tempdir");
+        let log_path = dir.path().join("refusals.log");
+        let log = std::fs::File::create(&log_path).expect("log");
         let policy = SandboxPolicy {
             writable: vec![dir.path().canonicalize().expect("canonical")],
             endpoints: vec![format!("0.0.0.0:{agent_port}").parse().expect("address")],
@@ -177,7 +179,7 @@ mod tests {
             ..SandboxPolicy::default()
         };
         let seen = std::thread::spawn(move || {
-            crate::enter_as_watcher(&policy, false, None).expect("the watcher");
+            crate::enter_as_watcher(&policy, false, Some(log)).expect("the watcher");
             let worker = std::thread::spawn(move || {
                 (
                     TcpStream::connect(("127.0.0.1", agent_port))
@@ -215,5 +217,16 @@ mod tests {
         assert!(mine >= 0 && mine != theirs);
         let (made, again) = mine_again.expect("a keyed segment of its own");
         assert_eq!(made, again, "found again by its key");
+        // The sandbox's own record of what it refused, once each.
+        let logged = std::fs::read_to_string(&log_path).expect("log");
+        let kinds: Vec<&str> = logged
+            .lines()
+            .filter_map(|line| line.split("\"kind\":\"").nth(1))
+            .filter_map(|rest| rest.split('"').next())
+            .collect();
+        // (Resolving `localhost` may also try the name service's UNIX socket, refused here.)
+        for kind in ["endpoint", "shared_object"] {
+            assert_eq!(kinds.iter().filter(|k| **k == kind).count(), 1, "{logged}");
+        }
     }
 }
