@@ -166,8 +166,14 @@ mod tests {
             agent.local_addr().expect("address").port(),
             other.local_addr().expect("address").port(),
         );
-        // Another program's segment, by a key of its own.
-        let key = 0x5a00 + (std::process::id() % 0xff) as i32;
+        // Another program's segment, by a key of its own (two keys no segment has yet: other
+        // runs of this test may hold some).
+        let free = |key: i32| sysv_get(IpcKind::SharedMemory, key, 0, 0).is_err();
+        let key = (0x5a00..0x7a00)
+            .step_by(2)
+            .map(|k| k + (std::process::id() % 0x100) as i32)
+            .find(|&k| free(k) && free(k + 1))
+            .expect("a free key");
         let theirs = sysv_get(IpcKind::SharedMemory, key, 4096, CREATE).expect("shmget");
         let dir = tempfile::tempdir().expect("tempdir");
         let log_path = dir.path().join("refusals.log");
