@@ -281,34 +281,6 @@ async fn doctor_names_a_hard_process_limit_below_the_setting() {
     );
 }
 
-/// A bind mount of `source` at `point`, undone when dropped.
-struct BindMount {
-    point: std::path::PathBuf,
-}
-
-impl BindMount {
-    fn new(source: &std::path::Path, point: &std::path::Path) -> Option<BindMount> {
-        let done = std::process::Command::new("mount")
-            .arg("--bind")
-            .arg(source)
-            .arg(point)
-            .status()
-            .is_ok_and(|status| status.success());
-        done.then(|| BindMount {
-            point: point.to_path_buf(),
-        })
-    }
-}
-
-impl Drop for BindMount {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(&self.point)
-            .status();
-    }
-}
-
 #[tokio::test]
 async fn the_home_bind_mounted_at_a_second_path_hides_the_same_stores_there() {
     if !sandbox_enforced() || !running_as_root() {

@@ -651,3 +651,31 @@ pub async fn throwaway_database() -> (talaria_store::test_cluster::TestCluster, 
     .await
     .expect("cluster")
 }
+
+/// A bind mount of `source` at `point`, undone when dropped.
+pub struct BindMount {
+    point: std::path::PathBuf,
+}
+
+impl BindMount {
+    pub fn new(source: &std::path::Path, point: &std::path::Path) -> Option<BindMount> {
+        let done = std::process::Command::new("mount")
+            .arg("--bind")
+            .arg(source)
+            .arg(point)
+            .status()
+            .is_ok_and(|status| status.success());
+        done.then(|| BindMount {
+            point: point.to_path_buf(),
+        })
+    }
+}
+
+impl Drop for BindMount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.point)
+            .status();
+    }
+}

@@ -1,7 +1,7 @@
 //! The OS sandbox's cost per command: `sh -c true` started directly and through the sandbox
 //! helper (`talaria __sandbox /bin/sh -c true`, the policy in its environment) with a
-//! session-like policy, with each layer: inside the namespaces, and without them (Landlock,
-//! filters and limits only).
+//! session's policy on a home like a developer's, with each layer: inside the namespaces,
+//! and without them (Landlock, filters and limits only).
 
 use std::path::Path;
 use std::time::Instant;
@@ -44,8 +44,11 @@ fn policy(home: &Path, workspace: &Path, namespaces: bool) -> String {
     json!({
         "sandbox": {
             "writable": [workspace],
-            "hidden": [home.join(".ssh"), home.join(".aws"), home.join(".netrc"), home.join("t")],
-            "readable": [home.join("t/skills")],
+            // Talaria's home, and the user's home whose stores and keys the helper finds
+            // itself, as a session's policy names them.
+            "hidden": [home.join(".talaria")],
+            "readable": [home.join(".talaria/skills")],
+            "homes": [home],
             "network": true,
             "namespaces": namespaces,
         },
@@ -56,8 +59,45 @@ fn policy(home: &Path, workspace: &Path, namespaces: bool) -> String {
     .to_string()
 }
 
+/// Fills `home` as a developer's is: some credential stores (one a link into `~/dotfiles`,
+/// as dotfiles managers make them), tokens of CLIs, and the many other entries at its top,
+/// in `~/.config` and in `~/.cache` that Landlock grants one by one around them.
+fn real_home(home: &Path) {
+    let write = |path: &str| {
+        let path = home.join(path);
+        if let Some(folder) = path.parent() {
+            let _ = std::fs::create_dir_all(folder);
+        }
+        let _ = std::fs::write(path, "x");
+    };
+    for store in [
+        ".ssh/id_ed25519",
+        ".aws/credentials",
+        ".config/gh/hosts.yml",
+        ".codex/auth.json",
+        ".claude/.credentials.json",
+        ".git-credentials",
+        ".talaria/config.toml",
+        ".talaria/skills/demo/SKILL.md",
+        "dotfiles/kube/config",
+    ] {
+        write(store);
+    }
+    let _ = std::os::unix::fs::symlink(home.join("dotfiles/kube"), home.join(".kube"));
+    for i in 0..60 {
+        write(&format!("project-{i}/README"));
+    }
+    for i in 0..30 {
+        write(&format!(".config/app-{i}/settings"));
+        write(&format!(".cache/tool-{i}/data"));
+    }
+}
+
 /// Measures each, `runs` times.
 pub fn measure(agent: &Path, home: &Path, workspace: &Path, runs: usize) -> SandboxCost {
+    // A home of its own, so the other benches' sessions see theirs unchanged.
+    let home = &home.join("sandbox-user");
+    real_home(home);
     let _ = std::fs::write(home.join("bench-refusals.log"), "");
     let shell = |script: &str| {
         let mut command = std::process::Command::new("/bin/sh");

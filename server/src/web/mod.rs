@@ -182,6 +182,9 @@ async fn start(args: ServeArgs, home: PathBuf) -> Result<(), StartError> {
         .local_addr()
         .map_err(|source| StartError::Listen { address, source })?;
     let (token, token_path, _token_hold) = server_token(args.token_file.clone(), &home).await?;
+    // Out of every sandboxed command's reach, this process's and any other Talaria
+    // process's: the token file, wherever it lies, and the listener.
+    let _endpoints = keep_from_commands(bound, &token_path).await;
     announce(
         bound,
         tls.is_some(),
@@ -256,6 +259,28 @@ async fn server_token(
         );
     }
     Ok((token, path, Some(held)))
+}
+
+/// Tells the sandbox this server's listener and token file (registered until the returned
+/// value is dropped, when the server stops).
+async fn keep_from_commands(
+    bound: SocketAddr,
+    token_path: &std::path::Path,
+) -> Option<talaria_sandbox::endpoints::Registration> {
+    let token_path = token_path.to_path_buf();
+    let registration = tokio::task::spawn_blocking(move || {
+        let token = token_path.canonicalize().unwrap_or(token_path);
+        talaria_sandbox::endpoints::register(&[bound], &token)
+    })
+    .await
+    .ok()?;
+    if let Some(why) = registration.unshared() {
+        tracing::warn!(
+            "other Talaria processes' commands will not know this server's endpoints ({why}); \
+             its token's secrecy keeps them out"
+        );
+    }
+    Some(registration)
 }
 
 /// The first line of stdout: where the server listens and where its token is; with

@@ -10,6 +10,8 @@ use talaria_tools::shell::{Sandboxing, Shell, ShellSettings};
 
 use crate::config::Config;
 
+mod writable_roots;
+
 /// Where the sandbox helper (Talaria's own binary) is found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Helper {
@@ -98,19 +100,25 @@ fn policy_for_homes(config: &Config, roots: &[PathBuf], homes: Vec<PathBuf>) -> 
             .iter()
             .map(|p| expand(p, home.as_deref(), &project)),
     );
+    // This process's own endpoints (`talaria serve`'s token and listeners), wherever the
+    // token lies; the helper adds every other server's when each command starts.
+    let own = talaria_sandbox::endpoints::own();
+    hidden.extend(own.secrets);
     // Resolved once, now: a command that later swaps an entry (or a folder above it) for a
     // link cannot move the writable place, since the helper grants a root only while it
-    // still resolves to itself. A `[sandbox] writable` entry that does not exist yet is
-    // made now (Talaria decides where it is), or not granted.
+    // still resolves to itself; and a `[sandbox] writable` entry is granted only while it
+    // leads where it led when the user listed it (`writable_roots.rs`). One that does not
+    // exist yet is made now (Talaria decides where it is), or not granted.
     let mut writable: Vec<PathBuf> = roots.iter().map(|root| resolved_root(root)).collect();
-    writable.extend(
+    writable.extend(writable_roots::granted(
+        &config.home,
         config
             .sandbox
             .writable
             .iter()
             .map(|p| expand(p, home.as_deref(), &project))
-            .filter_map(|entry| made_writable(&entry)),
-    );
+            .collect(),
+    ));
     SandboxPolicy {
         writable,
         hidden,
@@ -121,6 +129,8 @@ fn policy_for_homes(config: &Config, roots: &[PathBuf], homes: Vec<PathBuf>) -> 
         unix_sockets: unix_sockets(config, home.as_deref(), &project),
         max_processes: config.sandbox.max_processes,
         namespaces: config.sandbox.namespaces,
+        endpoints: own.listeners,
+        let_out: false,
     }
 }
 
@@ -128,24 +138,6 @@ fn policy_for_homes(config: &Config, roots: &[PathBuf], homes: Vec<PathBuf>) -> 
 /// helper grants nothing there then).
 fn resolved_root(root: &Path) -> PathBuf {
     root.canonicalize().unwrap_or_else(|_| root.to_path_buf())
-}
-
-/// A `[sandbox] writable` entry, made when it does not exist yet (in a folder that does), as
-/// it resolves now; `None` (not granted, and said) when it cannot be made.
-fn made_writable(entry: &Path) -> Option<PathBuf> {
-    match std::fs::create_dir(entry) {
-        Ok(()) => {}
-        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(error) => {
-            tracing::warn!(
-                "[sandbox] writable {}: it does not exist and cannot be made ({error}); not \
-                 granted",
-                entry.display()
-            );
-            return None;
-        }
-    }
-    Some(resolved_root(entry))
 }
 
 fn unix_sockets(config: &Config, home: Option<&Path>, project: &Path) -> Vec<PathBuf> {

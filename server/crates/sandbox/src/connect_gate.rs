@@ -16,9 +16,16 @@
 //!
 //! Reachable: a socket listed in `[sandbox] unix_sockets` (by device and inode, resolved
 //! when the command starts), or one that lies in a writable place under a single name.
+//! Never reachable: the agent's own listeners (`talaria serve`'s, this process's and every
+//! other registered one, `endpoints.rs`), at any address of this machine.
+//!
+//! Without namespaces the gate judges network connections the same way (commands have no
+//! UNIX sockets there); a caller that made itself undumpable cannot be read without the
+//! namespaces' `CAP_SYS_PTRACE`, so its connections are refused.
 
 use std::collections::HashSet;
 use std::ffi::OsStr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -39,6 +46,64 @@ const MAX_ADDRESS: usize = 128;
 pub(crate) struct Judge {
     policy: SandboxPolicy,
     listed: HashSet<(u64, u64)>,
+}
+
+impl Judge {
+    /// The agent's own listener `address` would reach, if any: one of the policy's
+    /// endpoints' ports at an address of this machine.
+    fn own_endpoint(&self, address: SocketAddr) -> bool {
+        self.policy
+            .endpoints
+            .iter()
+            .any(|endpoint| endpoint.port() == address.port())
+            && is_this_machine(address)
+    }
+}
+
+/// Whether connecting to `address` reaches this machine: a loopback or unspecified address
+/// (also IPv4 in IPv6), or one of its interfaces' (binding to it succeeds).
+fn is_this_machine(address: SocketAddr) -> bool {
+    let ip = match address.ip() {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    };
+    if ip.is_loopback() || ip.is_unspecified() {
+        return true;
+    }
+    let scope = match address {
+        SocketAddr::V6(v6) => v6.scope_id(),
+        SocketAddr::V4(_) => 0,
+    };
+    let local = match ip {
+        IpAddr::V4(v4) => SocketAddr::from((v4, 0)),
+        IpAddr::V6(v6) => SocketAddr::V6(std::net::SocketAddrV6::new(v6, 0, 0, scope)),
+    };
+    std::net::UdpSocket::bind(local).is_ok()
+}
+
+/// The IP address and port of an `AF_INET` or `AF_INET6` address, if it is one (and long
+/// enough to be read).
+fn inet_address(bytes: &[u8]) -> Option<SocketAddr> {
+    let family = i32::from(u16::from_ne_bytes([*bytes.first()?, *bytes.get(1)?]));
+    let port = u16::from_be_bytes([*bytes.get(2)?, *bytes.get(3)?]);
+    if family == libc::AF_INET {
+        let ip: [u8; 4] = bytes.get(4..8)?.try_into().ok()?;
+        return Some(SocketAddr::from((Ipv4Addr::from(ip), port)));
+    }
+    if family == libc::AF_INET6 {
+        let ip: [u8; 16] = bytes.get(8..24)?.try_into().ok()?;
+        let scope = bytes
+            .get(24..28)
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, u32::from_ne_bytes);
+        return Some(SocketAddr::V6(std::net::SocketAddrV6::new(
+            Ipv6Addr::from(ip),
+            port,
+            0,
+            scope,
+        )));
+    }
+    None
 }
 
 impl Judge {
@@ -91,7 +156,12 @@ pub(crate) fn handle(
     if !listener.still_waiting(notice.id) {
         return Err(libc::EINTR);
     }
-    let bytes = crate::memory::read(notice.pid, address, length)?;
+    // Unreadable (a caller that made itself undumpable, without the namespaces' capability):
+    // refused, as whatever it names cannot be judged.
+    let bytes = crate::memory::read(notice.pid, address, length).map_err(|e| match e {
+        libc::EPERM => libc::EACCES,
+        other => other,
+    })?;
     if !listener.still_waiting(notice.id) {
         return Err(libc::EINTR);
     }
@@ -116,7 +186,15 @@ pub(crate) fn handle(
             // Through the descriptor judged: whatever the path names by now.
             connect_unix_path(socket.as_fd(), &name).map_err(|e| errno(&e))
         }
-        None => connect_bytes(socket.as_fd(), &bytes).map_err(|e| errno(&e)),
+        None => {
+            if let Some(address) = inet_address(&bytes)
+                && judge.own_endpoint(address)
+            {
+                recorder.record(Refusal::Endpoint { address });
+                return Err(libc::EACCES);
+            }
+            connect_bytes(socket.as_fd(), &bytes).map_err(|e| errno(&e))
+        }
     }
 }
 
@@ -134,12 +212,45 @@ fn pathname(bytes: &[u8]) -> Option<&OsStr> {
     Some(OsStr::from_bytes(&path[..end]))
 }
 
-fn open_pid(pid: u32) -> Result<OwnedFd, i32> {
-    let pid = i32::try_from(pid)
+/// A descriptor of the caller, from the id the kernel gives a stopped call: the id of the
+/// *thread* that made it, which is the process's own only for its main thread. A thread's
+/// own descriptor (Linux 6.9) where the kernel has them, else the descriptor of its thread
+/// group (found in `/proc`): either reaches the descriptors every thread of it shares.
+fn open_pid(tid: u32) -> Result<OwnedFd, i32> {
+    let thread = i32::try_from(tid)
         .ok()
         .and_then(Pid::from_raw)
         .ok_or(libc::ESRCH)?;
-    pidfd_open(pid, PidfdFlags::empty()).map_err(|_| libc::EACCES)
+    let of_thread = PidfdFlags::from_bits_retain(libc::PIDFD_THREAD);
+    match pidfd_open(thread, of_thread) {
+        Ok(fd) => return Ok(fd),
+        // A kernel without thread descriptors refuses the flag.
+        Err(rustix::io::Errno::INVAL) => {}
+        Err(_) => return Err(libc::EACCES),
+    }
+    open_group(tid)
+}
+
+/// The descriptor of the thread group thread `tid` belongs to.
+fn open_group(tid: u32) -> Result<OwnedFd, i32> {
+    let group = thread_group(tid)
+        .and_then(Pid::from_raw)
+        .ok_or(libc::ESRCH)?;
+    pidfd_open(group, PidfdFlags::empty()).map_err(|_| libc::EACCES)
+}
+
+/// The thread group (process) thread `tid` belongs to, from its `/proc` status.
+fn thread_group(tid: u32) -> Option<i32> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    tgid_in_status(&status)
+}
+
+/// The `Tgid:` of a `/proc/<id>/status` text.
+fn tgid_in_status(status: &str) -> Option<i32> {
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("Tgid:"))
+        .and_then(|value| value.trim().parse().ok())
 }
 
 /// A copy of the caller's descriptor `fd` (the same socket).
@@ -195,6 +306,102 @@ mod tests {
         inet.extend_from_slice(b"/not/a/path");
         assert_eq!(pathname(&inet), None);
         assert_eq!(pathname(&[1]), None);
+    }
+
+    fn inet(address: &str) -> Vec<u8> {
+        let address: SocketAddr = address.parse().expect("address");
+        match address {
+            SocketAddr::V4(v4) => {
+                let mut bytes = (libc::AF_INET as u16).to_ne_bytes().to_vec();
+                bytes.extend_from_slice(&v4.port().to_be_bytes());
+                bytes.extend_from_slice(&v4.ip().octets());
+                bytes.extend_from_slice(&[0; 8]);
+                bytes
+            }
+            SocketAddr::V6(v6) => {
+                let mut bytes = (libc::AF_INET6 as u16).to_ne_bytes().to_vec();
+                bytes.extend_from_slice(&v6.port().to_be_bytes());
+                bytes.extend_from_slice(&0u32.to_ne_bytes());
+                bytes.extend_from_slice(&v6.ip().octets());
+                bytes.extend_from_slice(&v6.scope_id().to_ne_bytes());
+                bytes
+            }
+        }
+    }
+
+    #[test]
+    fn the_agents_own_listener_is_refused_at_every_address_of_this_machine() {
+        let judge = Judge::new(&SandboxPolicy {
+            endpoints: vec!["0.0.0.0:8765".parse().expect("address")],
+            ..SandboxPolicy::default()
+        });
+        let refused = |address: &str| {
+            let parsed = inet_address(&inet(address)).expect("an inet address");
+            assert_eq!(parsed, address.parse::<SocketAddr>().expect("address"));
+            judge.own_endpoint(parsed)
+        };
+        for address in [
+            "127.0.0.1:8765",
+            "127.0.0.2:8765",
+            "0.0.0.0:8765",
+            "[::1]:8765",
+            "[::]:8765",
+            "[::ffff:127.0.0.1]:8765",
+        ] {
+            assert!(refused(address), "{address}");
+        }
+        // Another port here; the same port on another machine (TEST-NET-3, never local).
+        for address in ["127.0.0.1:8766", "203.0.113.9:8765", "[2001:db8::9]:8765"] {
+            assert!(!refused(address), "{address}");
+        }
+        assert!(inet_address(&unix_address(b"/x")).is_none());
+        assert!(
+            inet_address(&inet("127.0.0.1:1")[..6]).is_none(),
+            "too short"
+        );
+        assert!(inet_address(&inet("[::1]:1")[..20]).is_none(), "too short");
+        // An address of one of this machine's interfaces, when it has one besides loopback.
+        let outward = std::net::UdpSocket::bind("0.0.0.0:0")
+            .and_then(|s| s.connect("203.0.113.9:9").map(|()| s))
+            .and_then(|s| s.local_addr());
+        if let Ok(own) = outward {
+            assert!(is_this_machine(SocketAddr::new(own.ip(), 8765)), "{own}");
+        }
+        let quiet = Judge::new(&SandboxPolicy::default());
+        assert!(!quiet.own_endpoint("127.0.0.1:8765".parse().expect("address")));
+    }
+
+    /// A descriptor of this process's, copied through the descriptor `open` gives for the
+    /// id of a second thread: its number, or the error.
+    fn copy_from_a_second_thread(open: fn(u32) -> Result<OwnedFd, i32>) -> Result<(), i32> {
+        let file = std::fs::File::open("/proc/self/status").expect("a file");
+        let fd = u64::try_from(file.as_raw_fd()).expect("fd");
+        let (send, receive) = std::sync::mpsc::channel();
+        let (done, finish) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let _ = send.send(nix::unistd::gettid().as_raw());
+            let _ = finish.recv();
+        });
+        let tid = u32::try_from(receive.recv().expect("tid")).expect("tid");
+        assert_ne!(tid, std::process::id(), "a second thread");
+        let copied = open(tid).and_then(|pidfd| caller_socket(&pidfd, fd).map(drop));
+        let _ = done.send(());
+        let _ = thread.join();
+        copied
+    }
+
+    #[test]
+    fn a_call_from_a_second_thread_reaches_the_processs_descriptors() {
+        // The id a stopped call carries is its thread's: both ways of opening the caller
+        // (a thread's own descriptor, the thread group's) reach what every thread shares.
+        assert_eq!(copy_from_a_second_thread(open_pid), Ok(()));
+        assert_eq!(copy_from_a_second_thread(open_group), Ok(()));
+        assert_eq!(
+            tgid_in_status("Name:\tx\nTgid:\t4321\nPid:\t4333\n"),
+            Some(4321)
+        );
+        assert_eq!(tgid_in_status("Name:\tx\n"), None);
+        assert_eq!(open_group(u32::MAX).err(), Some(libc::ESRCH));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The environment a command starts with: the agent's own, minus every variable that looks
-//! like a secret (by its name, or a URL with a password in its value), every variable that
+//! like a secret (by its name, or by its value: a URL with a password, a key or token by its
+//! shape, `secret_shapes.rs`), every variable that
 //! points at a UNIX socket the sandbox does not let commands reach (`SSH_AUTH_SOCK`, a D-Bus
 //! or Docker address), and every variable Talaria reads for a provider, adjusted by
 //! `[shell_environment] keep` and `set`.
@@ -10,12 +11,30 @@ use std::ffi::{OsStr, OsString};
 use serde::{Deserialize, Serialize};
 
 /// Parts of a variable's name that mark it as a secret (compared in upper case).
-pub const SECRET_NAME_PARTS: &[&str] =
-    &["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"];
+pub const SECRET_NAME_PARTS: &[&str] = &[
+    "KEY",
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "PASSPHRASE",
+    "CREDENTIAL",
+    "SSHPASS",
+];
 
 /// Words of a variable's name (between underscores) that mark it as a secret: `SENTRY_DSN`,
-/// `GH_PAT`, `NPM_AUTH`.
-pub const SECRET_NAME_WORDS: &[&str] = &["DSN", "PAT", "AUTH", "PASS", "CREDS", "COOKIE", "JWT"];
+/// `GH_PAT`, `NPM_AUTH`, `MYSQL_PWD` (`PWD` alone is the working folder).
+pub const SECRET_NAME_WORDS: &[&str] = &[
+    "DSN", "PAT", "AUTH", "PASS", "PWD", "CREDS", "COOKIE", "JWT", "TOTP", "MFA", "SALT", "WEBHOOK",
+];
+
+/// Whole names, and beginnings of names, of secrets the parts and words above miss:
+/// Bitwarden's and 1Password's unlocked sessions.
+const SECRET_NAMES: &[&str] = &["BW_SESSION"];
+const SECRET_NAME_PREFIXES: &[&str] = &["OP_SESSION_"];
+
+/// Names that hold a secret word but are not one.
+const NOT_SECRET_NAMES: &[&str] = &["PWD", "OLDPWD"];
 
 /// Variables that name a socket or bus of the user's session (removed unless the socket is
 /// one commands may reach).
@@ -54,10 +73,16 @@ pub struct EnvRules {
 /// whatever its value.
 pub fn is_withheld(name: &str, rules: &EnvRules) -> bool {
     let upper = name.to_ascii_uppercase();
-    SECRET_NAME_PARTS.iter().any(|part| upper.contains(part))
-        || upper
+    let secret_word = !NOT_SECRET_NAMES.contains(&upper.as_str())
+        && upper
             .split('_')
-            .any(|word| SECRET_NAME_WORDS.contains(&word))
+            .any(|word| SECRET_NAME_WORDS.contains(&word));
+    SECRET_NAME_PARTS.iter().any(|part| upper.contains(part))
+        || secret_word
+        || SECRET_NAMES.contains(&upper.as_str())
+        || SECRET_NAME_PREFIXES
+            .iter()
+            .any(|prefix| upper.starts_with(prefix))
         || AGENT_PREFIXES
             .iter()
             .any(|prefix| upper.starts_with(prefix))
@@ -120,7 +145,10 @@ pub fn is_withheld_var(name: &str, value: &str, rules: &EnvRules) -> bool {
     if is_allowed_socket(value, rules) && !rules.remove.iter().any(|removed| removed == name) {
         return false;
     }
-    is_withheld(name, rules) || has_url_password(value) || is_unreachable_socket(name, value, rules)
+    is_withheld(name, rules)
+        || has_url_password(value)
+        || crate::secret_shapes::looks_secret(value)
+        || is_unreachable_socket(name, value, rules)
 }
 
 impl EnvRules {
@@ -187,12 +215,35 @@ mod tests {
             ("MY_FALLBACK", "k"),
             ("GITHUB_TOKEN", "kept"),
             ("LANG", "C.UTF-8"),
+            ("BW_SESSION", "xyz"),
+            ("OP_SESSION_my", "xyz"),
+            ("MYSQL_PWD", "p"),
+            ("SSHPASS", "p"),
+            ("BORG_PASSPHRASE", "p"),
+            ("PWD", "/work/p"),
+            ("OLDPWD", "/work"),
+            ("DESKTOP_SESSION", "gnome"),
+            ("OTP_VERSION", "26.2"),
+            ("DEPLOY_HOOK", "ghp_R2d2C3poR2d2C3poR2d2C3poR2d2C3po1234"),
         ]));
         let names: Vec<String> = out
             .iter()
             .map(|(n, _)| n.to_string_lossy().into_owned())
             .collect();
-        assert_eq!(names, ["HOME", "GITHUB_TOKEN", "LANG", "CI", "PATH"]);
+        assert_eq!(
+            names,
+            [
+                "HOME",
+                "GITHUB_TOKEN",
+                "LANG",
+                "PWD",
+                "OLDPWD",
+                "DESKTOP_SESSION",
+                "OTP_VERSION",
+                "CI",
+                "PATH"
+            ]
+        );
         assert_eq!(lookup(&out, "PATH"), Some(OsStr::new("/x")));
     }
 

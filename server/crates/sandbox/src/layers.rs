@@ -42,12 +42,13 @@ impl Layers {
             gaps.push(
                 "metadata outside the writable places (chmod, chown, timestamps, extended \
                  attributes) can still be changed; /dev/shm is shared with other sessions, \
-                 and so are the SysV shared memory, message queues and semaphores of your \
-                 other programs (an IPC namespace of its own needs namespaces); \
-                 commands cannot use UNIX sockets at all (socketpair only; [sandbox] \
-                 unix_sockets needs namespaces), start new sessions or process groups, or \
-                 open pseudo-terminals of their own; a refused write of a program that made \
-                 itself undumpable is not logged, so it offers no run outside the sandbox"
+                 and ipcs lists your other programs' System V objects (not what they hold); \
+                 a mount made while a command runs that shows a hidden place ends it, but a \
+                 command reading at that moment can win the race; commands cannot use UNIX \
+                 sockets at all (socketpair only; [sandbox] unix_sockets needs namespaces), \
+                 start new sessions or process groups, or open pseudo-terminals of their own; \
+                 a program that made itself undumpable cannot connect anywhere, and its \
+                 refused writes are not logged, so they offer no run outside the sandbox"
                     .to_string(),
             );
         }

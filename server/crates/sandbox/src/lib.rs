@@ -26,6 +26,7 @@
 mod aliases;
 pub mod credentials;
 pub mod denial;
+pub mod endpoints;
 pub mod env;
 pub mod home;
 pub mod layers;
@@ -37,9 +38,17 @@ mod helper;
 #[cfg(target_os = "linux")]
 mod init;
 #[cfg(target_os = "linux")]
+mod ipc;
+#[cfg(target_os = "linux")]
+mod let_out;
+#[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
+mod masks;
+#[cfg(target_os = "linux")]
 mod memory;
+#[cfg(target_os = "linux")]
+mod mount_watch;
 #[cfg(target_os = "linux")]
 mod mounts;
 #[cfg(target_os = "linux")]
@@ -54,6 +63,7 @@ pub mod refusals;
 mod request;
 #[cfg(target_os = "linux")]
 mod seccomp;
+pub mod secret_shapes;
 #[cfg(target_os = "linux")]
 mod signals;
 #[cfg(target_os = "linux")]
@@ -157,17 +167,19 @@ fn probe() -> Availability {
 /// it executes are restricted to `policy` (Landlock, and the filters that keep it in its
 /// process group and away from UNIX sockets).
 pub fn enter(policy: &SandboxPolicy) -> Result<(), SandboxError> {
-    enter_layer(policy, false)
+    enter_layer(&policy.resolved(), false)
 }
 
-/// Enters the sandbox; `in_namespaces` when the caller runs in the sandbox's namespaces.
+/// Enters the sandbox under `policy` (resolved: [`SandboxPolicy::resolved`]);
+/// `in_namespaces` when the caller runs in the sandbox's namespaces.
 #[cfg(target_os = "linux")]
 pub(crate) fn enter_layer(policy: &SandboxPolicy, in_namespaces: bool) -> Result<(), SandboxError> {
     linux::enter(policy, in_namespaces, None, false).map(|_| ())
 }
 
-/// Enters the sandbox as the process that stays in it with the command and watches over
-/// it (the supervisor without namespaces, the init with them): the filters also keep the
+/// Enters the sandbox (`policy` resolved) as the process that stays in it with the command
+/// and watches over it (the supervisor without namespaces, the init with them): the filters
+/// also keep the
 /// command from signalling or tracing the caller alone, and the watcher (`watcher.rs`)
 /// judges its sockets and logs its refusals to `log`.
 #[cfg(target_os = "linux")]
@@ -177,8 +189,8 @@ pub(crate) fn enter_as_watcher(
     log: Option<std::fs::File>,
 ) -> Result<(), SandboxError> {
     let protected = Some(std::process::id() as i32);
-    linux::enter(policy, in_namespaces, protected, true)?;
-    if !watcher::start(policy, in_namespaces, log)? {
+    let entered = linux::enter(policy, in_namespaces, protected, true)?;
+    if !watcher::start(policy, entered.writable, in_namespaces, log)? {
         seccomp::refuse_sockets(linux::filter_options(
             policy,
             in_namespaces,

@@ -31,12 +31,15 @@ fn rights(grant: Grant) -> BitFlags<AccessFs> {
 }
 
 /// How strongly the kernel enforces the sandbox.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Enforcement {
     /// The Landlock ABI in effect.
     pub abi: i32,
     /// Every right Talaria asked for is enforced (else an older kernel enforces a subset).
     pub full: bool,
+    /// The hierarchies the rules let the command write (for the watcher's record of refused
+    /// writes: the same carve, not made twice).
+    pub writable: Vec<std::path::PathBuf>,
 }
 
 fn abi_number(status: LandlockStatus) -> i32 {
@@ -46,7 +49,8 @@ fn abi_number(status: LandlockStatus) -> i32 {
     }
 }
 
-/// Restricts the calling thread (and what it executes) to `policy`. `in_namespaces` says
+/// Restricts the calling thread (and what it executes) to `policy` (resolved, once, by the
+/// caller: its hidden places' other names included). `in_namespaces` says
 /// whether the caller runs in the sandbox's namespaces (a private `/dev`, a read-only world,
 /// masked sockets, its own PID namespace); without them the filters keep the command in its
 /// process group and away from UNIX sockets, and other terminals and `/dev/shm` are not
@@ -71,26 +75,26 @@ pub fn enter(
     } else {
         plan::Devices::Shared
     };
-    // Inside the namespaces the supervisor resolved the policy already (its hidden places'
-    // other names included): resolving it again would only read the mount table twice.
-    let resolved;
-    let policy = if in_namespaces {
-        policy
-    } else {
-        resolved = policy.resolved();
-        &resolved
-    };
-    for rule in plan::rules(policy, devices) {
+    let rules = plan::rules(policy, devices);
+    let writable = rules
+        .iter()
+        .filter(|rule| rule.grant == Grant::Write)
+        .map(|rule| rule.path.clone())
+        .collect();
+    for rule in rules {
         // A path that vanished or cannot be opened is simply not granted.
-        let Ok(metadata) = std::fs::metadata(&rule.path) else {
-            continue;
-        };
         let Ok(fd) = PathFd::new(&rule.path) else {
             continue;
         };
         // Only file rights apply to a file (asking for more would mark the ruleset partial).
+        // The listing that found it usually said which it is; else the descriptor says.
+        let is_dir = rule.is_dir.unwrap_or_else(|| {
+            rustix::fs::fstat(&fd).is_ok_and(|stat| {
+                rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::Directory
+            })
+        });
         let mut allowed = rights(rule.grant);
-        if !metadata.is_dir() {
+        if !is_dir {
             allowed &= AccessFs::from_file(FS_ABI);
         }
         created = created
@@ -113,6 +117,7 @@ pub fn enter(
     Ok(Enforcement {
         abi: abi_number(status.landlock),
         full: status.ruleset == RulesetStatus::FullyEnforced,
+        writable,
     })
 }
 
@@ -155,6 +160,7 @@ pub fn probe() -> Result<Enforcement, SandboxError> {
             return Ok(Enforcement {
                 abi: if number == 5 { newest_abi() } else { number },
                 full: number == 5,
+                writable: Vec::new(),
             });
         }
     }

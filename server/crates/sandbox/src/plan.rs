@@ -27,6 +27,9 @@ pub enum Grant {
 pub struct Rule {
     pub path: PathBuf,
     pub grant: Grant,
+    /// Whether it is a folder, when the listing that found it said so (else it is looked at
+    /// when the rule is made).
+    pub is_dir: Option<bool>,
 }
 
 /// Device files every command may write (and read).
@@ -58,7 +61,10 @@ fn hidden_forms(policy: &SandboxPolicy) -> Vec<PathBuf> {
     let mut forms = Vec::new();
     for path in &policy.hidden {
         forms.push(path.clone());
-        if let Ok(real) = path.canonicalize()
+        // Most hidden places do not exist (a home has few of the stores named): one look
+        // instead of a look at each folder on the way.
+        if path.symlink_metadata().is_ok()
+            && let Ok(real) = path.canonicalize()
             && real != *path
         {
             forms.push(real);
@@ -76,13 +82,20 @@ pub fn rules(policy: &SandboxPolicy, devices: Devices) -> Vec<Rule> {
         hidden.push(PathBuf::from("/dev/pts"));
     }
     let mut out = Vec::new();
-    grant_around(Path::new("/"), &hidden, Grant::Read, &mut out, 0);
+    grant_around(
+        Path::new("/"),
+        Some(true),
+        &hidden,
+        Grant::Read,
+        &mut out,
+        0,
+    );
     for root in policy
         .writable
         .iter()
         .filter_map(|root| crate::policy::still_itself(root))
     {
-        grant_around(&root, &hidden, Grant::Write, &mut out, 0);
+        grant_around(&root, Some(true), &hidden, Grant::Write, &mut out, 0);
     }
     for path in &policy.readable {
         if let Ok(real) = path.canonicalize()
@@ -91,24 +104,35 @@ pub fn rules(policy: &SandboxPolicy, devices: Devices) -> Vec<Rule> {
             out.push(Rule {
                 path: real,
                 grant: Grant::Read,
+                is_dir: None,
             });
         }
     }
     out.extend(DEVICES.iter().map(|device| Rule {
         path: PathBuf::from(device),
         grant: Grant::Write,
+        is_dir: None,
     }));
     if devices == Devices::Private {
         out.push(Rule {
             path: PathBuf::from("/dev/pts"),
             grant: Grant::Write,
+            is_dir: Some(true),
         });
     }
     out
 }
 
-/// Grants `grant` on `path` minus the hidden paths below it.
-fn grant_around(path: &Path, hidden: &[PathBuf], grant: Grant, out: &mut Vec<Rule>, depth: usize) {
+/// Grants `grant` on `path` (a folder or not, as far as known) minus the hidden paths below
+/// it.
+fn grant_around(
+    path: &Path,
+    is_dir: Option<bool>,
+    hidden: &[PathBuf],
+    grant: Grant,
+    out: &mut Vec<Rule>,
+    depth: usize,
+) {
     if hidden.iter().any(|h| path.starts_with(h)) {
         return;
     }
@@ -116,6 +140,7 @@ fn grant_around(path: &Path, hidden: &[PathBuf], grant: Grant, out: &mut Vec<Rul
         out.push(Rule {
             path: path.to_path_buf(),
             grant,
+            is_dir,
         });
         return;
     }
@@ -126,6 +151,7 @@ fn grant_around(path: &Path, hidden: &[PathBuf], grant: Grant, out: &mut Vec<Rul
         out.push(Rule {
             path: path.to_path_buf(),
             grant: Grant::List,
+            is_dir,
         });
     }
     let Ok(entries) = std::fs::read_dir(path) else {
@@ -133,9 +159,10 @@ fn grant_around(path: &Path, hidden: &[PathBuf], grant: Grant, out: &mut Vec<Rul
     };
     for entry in entries.flatten() {
         let child = entry.path();
-        let is_link = entry.file_type().is_ok_and(|t| t.is_symlink());
-        if !is_link {
-            grant_around(&child, hidden, grant, out, depth + 1);
+        let kind = entry.file_type().ok();
+        if !kind.is_some_and(|t| t.is_symlink()) {
+            let is_dir = kind.map(|t| t.is_dir());
+            grant_around(&child, is_dir, hidden, grant, out, depth + 1);
             continue;
         }
         // A link grants what it points to: nothing hidden, and no ancestor of a hidden path
@@ -149,7 +176,11 @@ fn grant_around(path: &Path, hidden: &[PathBuf], grant: Grant, out: &mut Vec<Rul
         {
             continue;
         }
-        out.push(Rule { path: real, grant });
+        out.push(Rule {
+            path: real,
+            grant,
+            is_dir: None,
+        });
     }
 }
 

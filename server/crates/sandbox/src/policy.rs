@@ -4,6 +4,7 @@
 //! depend on the moment (files matched by name, other sessions' temporary directories) when
 //! each command starts.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -50,6 +51,15 @@ pub struct SandboxPolicy {
     /// outside the writable places, a fresh `/dev`, processes that die with the command).
     #[serde(default = "yes")]
     pub namespaces: bool,
+    /// The agent's own listeners (a `talaria serve`'s): the connect gate refuses them, and
+    /// the helper adds every server registered on this machine when each command starts
+    /// (`endpoints.rs`).
+    #[serde(default)]
+    pub endpoints: Vec<SocketAddr>,
+    /// A run the user let out of the walls ([`SandboxPolicy::lifted`]): no PID namespace and
+    /// no read-only world; with `namespaces`, a mount namespace alone, for the masks.
+    #[serde(default)]
+    pub let_out: bool,
 }
 
 fn default_max_processes() -> u32 {
@@ -72,6 +82,8 @@ impl Default for SandboxPolicy {
             unix_sockets: Vec::new(),
             max_processes: DEFAULT_MAX_PROCESSES,
             namespaces: true,
+            endpoints: Vec::new(),
+            let_out: false,
         }
     }
 }
@@ -175,35 +187,44 @@ impl SandboxPolicy {
                 }
             }
         }
-        // Each hidden place is hidden at every name the mount table gives it too.
+        // Every `talaria serve` of this user: its token hidden, its listeners refused.
+        let servers = crate::endpoints::registered(&self.homes);
+        out.hidden.extend(servers.secrets);
+        for listener in servers.listeners {
+            if !out.endpoints.contains(&listener) {
+                out.endpoints.push(listener);
+            }
+        }
+        // A hidden place that is a link (a store kept in `~/dotfiles`) is hidden where it
+        // leads too, and each is hidden at every name the mount table gives it.
+        let real: Vec<PathBuf> = out
+            .hidden
+            .iter()
+            .filter(|path| path.symlink_metadata().is_ok())
+            .filter_map(|path| path.canonicalize().ok().filter(|real| real != path))
+            .collect();
+        for path in real {
+            if !out.hidden.contains(&path) {
+                out.hidden.push(path);
+            }
+        }
         let aliases = crate::aliases::of(&out.hidden);
         out.hidden.extend(aliases);
         out.homes.clear();
         out
     }
 
-    /// The policy Landlock applies inside the namespaces, where the hidden places are masked
-    /// in the mount namespace instead: reads everywhere, writes in the writable places.
-    pub fn with_hidden_masked(&self) -> SandboxPolicy {
-        SandboxPolicy {
-            hidden: Vec::new(),
-            readable: Vec::new(),
-            homes: Vec::new(),
-            private_tmp: None,
-            ..self.clone()
-        }
-    }
-
     /// The policy of one run the user let out of the sandbox's walls after a refusal: writes
-    /// wherever the user may write, the network on, no namespaces (other processes visible
-    /// again); the hidden places (keys, credential stores, `TALARIA_HOME`) stay hidden and
-    /// UNIX sockets out of reach, so a command let out, whatever made the sandbox offer it,
-    /// still cannot read a secret or reach an agent's socket.
+    /// wherever the user may write (new files in the home, `~/.cache`, `~/.config`
+    /// included), the network on, the machine's processes and devices in view; the hidden
+    /// places (keys, credential stores, `TALARIA_HOME`, the agent's own endpoints) stay hidden
+    /// and UNIX sockets out of reach, so a command let out, whatever made the sandbox offer
+    /// it, still cannot read a secret or reach an agent (see `let_out.rs`).
     pub fn lifted(&self) -> SandboxPolicy {
         SandboxPolicy {
             writable: vec![PathBuf::from("/")],
             network: true,
-            namespaces: false,
+            let_out: true,
             ..self.clone()
         }
     }
@@ -325,5 +346,64 @@ mod tests {
         );
         assert!(!resolved.hidden.contains(&own));
         assert!(!resolved.hidden.contains(&home.join("notes.txt")));
+    }
+
+    #[test]
+    fn resolved_rules_follow_links_and_take_in_every_registered_server() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = dir.path().canonicalize().expect("canonical");
+        std::fs::create_dir_all(home.join("dotfiles/aws")).expect("mkdir");
+        std::os::unix::fs::symlink(home.join("dotfiles/aws"), home.join(".aws")).expect("link");
+        let server: SocketAddr = "127.0.0.1:2".parse().expect("address");
+        let token = home.join("serve-token");
+        let record = crate::endpoints::registry_folder(&home).join("serve-1.json");
+        std::fs::create_dir_all(record.parent().expect("folder")).expect("registry");
+        std::fs::set_permissions(
+            record.parent().expect("folder"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )
+        .expect("private");
+        std::fs::write(
+            &record,
+            serde_json::json!({"listeners": [server], "secrets": [&token]}).to_string(),
+        )
+        .expect("record");
+        let policy = SandboxPolicy {
+            homes: vec![home.clone()],
+            endpoints: vec!["127.0.0.1:3".parse().expect("address")],
+            ..SandboxPolicy::default()
+        };
+        let resolved = policy.resolved();
+        assert!(
+            resolved.hidden.contains(&home.join("dotfiles/aws")),
+            "a store that is a link is hidden where it leads"
+        );
+        assert!(resolved.hidden.contains(&token), "a server's token");
+        assert!(
+            resolved.endpoints.contains(&server),
+            "{:?}",
+            resolved.endpoints
+        );
+        assert_eq!(resolved.endpoints[0], policy.endpoints[0], "its own first");
+        assert_eq!(
+            resolved.endpoints.iter().filter(|e| **e == server).count(),
+            1
+        );
+        assert!(resolved.homes.is_empty());
+    }
+
+    #[test]
+    fn a_let_out_policy_writes_everywhere_and_keeps_what_is_hidden() {
+        let policy = SandboxPolicy {
+            writable: vec!["/work".into()],
+            hidden: vec!["/home/u/.ssh".into()],
+            network: false,
+            namespaces: true,
+            ..SandboxPolicy::default()
+        };
+        let lifted = policy.lifted();
+        assert!(lifted.let_out && lifted.network && lifted.namespaces);
+        assert_eq!(lifted.writable, [PathBuf::from("/")]);
+        assert_eq!(lifted.hidden, policy.hidden);
     }
 }

@@ -17,8 +17,6 @@ use std::sync::Mutex;
 
 use talaria_unotify::{Notice, PathArgument};
 
-use crate::plan::{self, Grant};
-use crate::policy::SandboxPolicy;
 use crate::refusals::{MOST_REFUSALS, Refusal};
 
 /// Writes the refusals of one command to its log.
@@ -30,26 +28,13 @@ pub(crate) struct Recorder {
 }
 
 impl Recorder {
-    /// A recorder for `policy` (as entered, with the `/dev` the command sees), logging to
-    /// `log` (none: refusals are only answered).
-    pub(crate) fn new(
-        policy: &SandboxPolicy,
-        devices: plan::Devices,
-        log: Option<std::fs::File>,
-    ) -> Self {
-        let writable = if log.is_some() {
-            plan::rules(policy, devices)
-                .into_iter()
-                .filter(|rule| rule.grant == Grant::Write)
-                .map(|rule| rule.path)
-                .collect()
-        } else {
-            Vec::new()
-        };
+    /// A recorder for a command that may write in `writable` (the hierarchies Landlock
+    /// grants it), logging to `log` (none: refusals are only answered).
+    pub(crate) fn new(writable: Vec<PathBuf>, log: Option<std::fs::File>) -> Self {
         Self {
+            writable: if log.is_some() { writable } else { Vec::new() },
             log: log.map(Mutex::new),
             seen: Mutex::new(HashSet::new()),
-            writable,
         }
     }
 

@@ -36,6 +36,10 @@ pub enum Refusal {
     UnixDatagram,
     /// Connecting to this socket, which is neither listed nor the command's own.
     Connect { path: PathBuf },
+    /// Connecting to one of the agent's own listeners (a `talaria serve`).
+    Endpoint { address: std::net::SocketAddr },
+    /// Reaching a System V IPC object another program made (without namespaces).
+    SharedObject,
 }
 
 impl Refusal {
@@ -69,6 +73,19 @@ impl Refusal {
             ),
             Refusal::UnixDatagram => (
                 "creating a UNIX datagram socket: commands may use stream sockets only".to_string(),
+                false,
+            ),
+            Refusal::Endpoint { address } => (
+                format!(
+                    "connecting to {address}: it is Talaria's own server (talaria serve), which \
+                     commands may never reach"
+                ),
+                false,
+            ),
+            Refusal::SharedObject => (
+                "reaching another program's System V shared memory, message queue or \
+                 semaphores: without the namespaces layer a command reaches only those it made"
+                    .to_string(),
                 false,
             ),
             Refusal::Connect { path } => (

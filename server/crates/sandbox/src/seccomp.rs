@@ -7,7 +7,9 @@
 //!   class (`ioprio_set`), CPU affinity or scheduling (`sched_set*`) or memory placement
 //!   (`migrate_pages`, `move_pages`) of any process but the caller is refused (the pid
 //!   argument must be 0; `PRIO_USER`/`IOPRIO_WHO_USER`, which reach every process of the
-//!   user, are refused whatever the id). `io_uring` is refused (it can act around filters).
+//!   user, are refused whatever the id). `io_uring` is refused (it can act around filters),
+//!   and so is TCP Fast Open (`MSG_FASTOPEN`, a connection made by `sendto` or `sendmsg`
+//!   around the connect gate).
 //! - **Without namespaces**: `setsid` and `setpgid` are refused, so everything a command
 //!   starts stays in its process group and dies with it; creating a UNIX socket is refused
 //!   (pathname sockets cannot be told apart by a filter; `socketpair` still works).
@@ -110,6 +112,22 @@ fn process_rules(options: FilterOptions) -> Result<BTreeMap<i64, Vec<SeccompRule
             when(vec![arg(0, SeccompCmpOp::Eq, IOPRIO_WHO_USER)?])?,
         ],
     );
+    // TCP Fast Open connects inside `sendto` and `sendmsg`, around the connect gate.
+    let fast_open = libc::MSG_FASTOPEN as u64;
+    for (syscall, flags) in [
+        (libc::SYS_sendto, 3),
+        (libc::SYS_sendmsg, 2),
+        (libc::SYS_sendmmsg, 3),
+    ] {
+        rules.insert(
+            syscall,
+            vec![when(vec![arg(
+                flags,
+                SeccompCmpOp::MaskedEq(fast_open),
+                fast_open,
+            )?])?],
+        );
+    }
     for always in [
         libc::SYS_io_uring_setup,
         libc::SYS_io_uring_enter,

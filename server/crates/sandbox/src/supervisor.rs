@@ -119,8 +119,11 @@ fn prepare(request: &Request) -> Result<Prepared, SandboxError> {
     };
     // Opened before anything is entered: the log lies where commands cannot reach.
     let log = open_log(&request.spec);
-    let inside = if policy.namespaces {
-        match crate::namespace::enter(policy) {
+    // The rules that depend on the moment, once: files matched by name, other sessions'
+    // folders, registered servers, every name the mount table gives a hidden place.
+    let resolved = policy.resolved();
+    let inside = if policy.namespaces && !policy.let_out {
+        match crate::namespace::enter(&resolved) {
             Ok(inside) => Some(inside),
             Err(SandboxError::NoNamespaces(_)) if !request.spec.require_namespaces => None,
             Err(why) => return Err(why),
@@ -129,36 +132,55 @@ fn prepare(request: &Request) -> Result<Prepared, SandboxError> {
         None
     };
     if let Some(inside) = inside {
-        // The init enters Landlock with the policy left once the masks are in place, and
-        // inherits the log (this process starts nothing else).
-        let refusals_fd = log.as_ref().and_then(hand_to_next_program);
-        let spec = crate::policy::HelperSpec {
-            sandbox: Some(inside),
-            refusals: None,
-            refusals_fd,
-            ..request.spec.clone()
-        };
-        let spec_text = serde_json::to_string(&spec)
-            .map_err(|e| SandboxError::Arguments(format!("the init's specification: {e}")))?;
-        let mut command = std::process::Command::new("/proc/self/exe");
-        command
-            .arg(INIT_ARG)
-            .arg(&request.program)
-            .args(&request.args);
-        return Ok(Prepared {
-            command,
-            ending: Ending::Namespace,
-            init_spec: Some(spec_text),
-            handed_log: log.filter(|_| refusals_fd.is_some()),
-        });
+        return start_init(request, inside, log);
+    }
+    let (landlock, masked) = if policy.let_out {
+        let let_out = crate::let_out::hide(&resolved)?;
+        (let_out.landlock, let_out.masked)
+    } else {
+        (resolved, false)
+    };
+    if !masked {
+        // The machine's mount table: a mount made while the command runs could name a hidden
+        // place anew.
+        crate::mount_watch::start(landlock.hidden.clone())?;
     }
     set_subreaper()?;
     limit_processes(policy.max_processes)?;
     let _ = nix::sys::prctl::set_dumpable(false);
-    crate::enter_as_watcher(policy, false, log)?;
+    crate::enter_as_watcher(&landlock, false, log)?;
     let mut command = std::process::Command::new(&request.program);
     command.args(&request.args);
     Ok(Prepared::tree(command))
+}
+
+/// The init, in the namespaces: it enters Landlock with the policy left once the masks are
+/// in place, and inherits the log (this process starts nothing else).
+fn start_init(
+    request: &Request,
+    inside: crate::policy::SandboxPolicy,
+    log: Option<std::fs::File>,
+) -> Result<Prepared, SandboxError> {
+    let refusals_fd = log.as_ref().and_then(hand_to_next_program);
+    let spec = crate::policy::HelperSpec {
+        sandbox: Some(inside),
+        refusals: None,
+        refusals_fd,
+        ..request.spec.clone()
+    };
+    let spec_text = serde_json::to_string(&spec)
+        .map_err(|e| SandboxError::Arguments(format!("the init's specification: {e}")))?;
+    let mut command = std::process::Command::new("/proc/self/exe");
+    command
+        .arg(INIT_ARG)
+        .arg(&request.program)
+        .args(&request.args);
+    Ok(Prepared {
+        command,
+        ending: Ending::Namespace,
+        init_spec: Some(spec_text),
+        handed_log: log.filter(|_| refusals_fd.is_some()),
+    })
 }
 
 /// The command's refusal log, opened for appending without following a link (none when

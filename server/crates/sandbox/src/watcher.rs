@@ -2,12 +2,13 @@
 //! supervisor without) to which a seccomp user-notification filter hands chosen calls of the
 //! command and of everything it starts:
 //!
-//! - `connect`, with namespaces: made on the caller's behalf at the gate (`connect_gate.rs`).
+//! - `connect`: made on the caller's behalf at the gate (`connect_gate.rs`).
 //! - `socket` calls the sandbox refuses (network sockets with the network off, UNIX sockets
 //!   without namespaces, UNIX datagram sockets and pairs always): refused with `EACCES` and
 //!   logged.
 //! - calls that write by path: let through unchanged, and logged when they write outside
 //!   the writable places (`recorder.rs`).
+//! - System V IPC, without namespaces: only the objects the command made (`ipc.rs`).
 //!
 //! The log is the sandbox's own record of what it refused: the only thing that can offer a
 //! run outside the sandbox.
@@ -18,7 +19,7 @@ use talaria_unotify::{Call, Listener, Notice, Watch};
 
 use crate::SandboxError;
 use crate::connect_gate::{self, Judge};
-use crate::plan::Devices;
+use crate::ipc::OwnObjects;
 use crate::policy::SandboxPolicy;
 use crate::recorder::Recorder;
 use crate::refusals::Refusal;
@@ -27,6 +28,7 @@ use crate::refusals::Refusal;
 struct Watcher {
     judge: Judge,
     recorder: Recorder,
+    objects: OwnObjects,
     network: bool,
     /// Whether commands may create UNIX (stream) sockets: only with namespaces.
     unix_sockets: bool,
@@ -46,32 +48,30 @@ impl Watcher {
 }
 
 /// Starts the watcher's thread, then installs the filter that hands it the calls of the
-/// calling thread and of what it starts. Called last before the command starts (after
+/// calling thread and of what it starts; `writable` is what Landlock lets the command write. Called last before the command starts (after
 /// Landlock and the other filters, so the thread shares the command's Landlock domain and
 /// is not itself watched). Returns `false` where the filter cannot be built (another
 /// architecture): then nothing is logged and the caller refuses sockets by filter alone.
 pub(crate) fn start(
     policy: &SandboxPolicy,
+    writable: Vec<std::path::PathBuf>,
     in_namespaces: bool,
     log: Option<std::fs::File>,
 ) -> Result<bool, SandboxError> {
-    let devices = if in_namespaces {
-        Devices::Private
-    } else {
-        Devices::Shared
-    };
     let watcher = Arc::new(Watcher {
         judge: Judge::new(policy),
-        recorder: Recorder::new(policy, devices, log),
+        recorder: Recorder::new(writable, log),
+        objects: OwnObjects::default(),
         network: policy.network,
         unix_sockets: in_namespaces,
     });
     let watch = Watch {
-        connect: in_namespaces,
+        connect: true,
         writes: watcher.recorder.logs(),
         network_sockets: !policy.network,
         unix_sockets: !in_namespaces,
         unix_datagrams: true,
+        sysv_ipc: !in_namespaces,
     };
     let (send, receive) = std::sync::mpsc::channel::<Listener>();
     std::thread::Builder::new()
@@ -116,6 +116,13 @@ fn serve(listener: Arc<Listener>, watcher: Arc<Watcher>) {
                 watcher.recorder.look_at_write(&notice, paths, open_how);
                 listener.let_continue(notice.id);
             }
+            Call::Ipc(call) => crate::ipc::answer(
+                &listener,
+                &watcher.objects,
+                &watcher.recorder,
+                notice.id,
+                call,
+            ),
             Call::Other => listener.let_continue(notice.id),
         }
     }
@@ -129,5 +136,103 @@ fn connect_apart(listener: &Arc<Listener>, watcher: &Arc<Watcher>, notice: Notic
     });
     if spawned.is_err() {
         listener.respond(notice.id, Err(libc::EAGAIN));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{TcpListener, TcpStream};
+
+    use talaria_unotify::{IpcKind, sysv_get};
+
+    use crate::policy::SandboxPolicy;
+
+    const CREATE: i32 = 0o1000 | 0o600;
+
+    fn remove_segment(id: i32) {
+        let _ = std::process::Command::new("ipcrm")
+            .args(["-m", &id.to_string()])
+            .status();
+    }
+
+    #[test]
+    fn a_thread_under_the_watcher_reaches_what_it_may_and_nothing_else() {
+        if !crate::availability().is_enforced() {
+            return;
+        }
+        let agent = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let other = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let (agent_port, other_port) = (
+            agent.local_addr().expect("address").port(),
+            other.local_addr().expect("address").port(),
+        );
+        // Another program's segment, by a key of its own (two keys no segment has yet: other
+        // runs of this test may hold some).
+        let free = |key: i32| sysv_get(IpcKind::SharedMemory, key, 0, 0).is_err();
+        let key = (0x5a00..0x7a00)
+            .step_by(2)
+            .map(|k| k + (std::process::id() % 0x100) as i32)
+            .find(|&k| free(k) && free(k + 1))
+            .expect("a free key");
+        let theirs = sysv_get(IpcKind::SharedMemory, key, 4096, CREATE).expect("shmget");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log_path = dir.path().join("refusals.log");
+        let log = std::fs::File::create(&log_path).expect("log");
+        let policy = SandboxPolicy {
+            writable: vec![dir.path().canonicalize().expect("canonical")],
+            endpoints: vec![format!("0.0.0.0:{agent_port}").parse().expect("address")],
+            namespaces: false,
+            ..SandboxPolicy::default()
+        };
+        let seen = std::thread::spawn(move || {
+            crate::enter_as_watcher(&policy, false, Some(log)).expect("the watcher");
+            let worker = std::thread::spawn(move || {
+                (
+                    TcpStream::connect(("127.0.0.1", agent_port))
+                        .map(drop)
+                        .map_err(|e| e.kind()),
+                    TcpStream::connect(("localhost", agent_port)).is_ok(),
+                    TcpStream::connect(("127.0.0.1", other_port)).is_ok(),
+                )
+            });
+            let connects = worker.join().expect("worker");
+            let found = sysv_get(IpcKind::SharedMemory, key, 0, 0).map_err(|e| e.raw_os_error());
+            let mine = sysv_get(IpcKind::SharedMemory, 0, 4096, CREATE).expect("its own");
+            let mine_again =
+                sysv_get(IpcKind::SharedMemory, key + 1, 4096, CREATE).and_then(|id| {
+                    sysv_get(IpcKind::SharedMemory, key + 1, 0, 0).map(|again| (id, again))
+                });
+            (connects, found, mine, mine_again)
+        })
+        .join()
+        .expect("the watched thread");
+        remove_segment(theirs);
+        let ((to_agent, to_agent_by_name, to_other), found, mine, mine_again) = seen;
+        remove_segment(mine);
+        if let Ok((id, _)) = mine_again {
+            remove_segment(id);
+        }
+        assert_eq!(
+            to_agent,
+            Err(std::io::ErrorKind::PermissionDenied),
+            "the agent's listener"
+        );
+        assert!(!to_agent_by_name, "by another name");
+        assert!(to_other, "any other listener, from a worker thread");
+        assert_eq!(found, Err(Some(libc::EACCES)), "another program's segment");
+        assert!(mine >= 0 && mine != theirs);
+        let (made, again) = mine_again.expect("a keyed segment of its own");
+        assert_eq!(made, again, "found again by its key");
+        // The sandbox's own record of what it refused, once each.
+        let logged = std::fs::read_to_string(&log_path).expect("log");
+        let kinds: Vec<&str> = logged
+            .lines()
+            .filter_map(|line| line.split("\"kind\":\"").nth(1))
+            .filter_map(|rest| rest.split('"').next())
+            .collect();
+        // (Resolving `localhost` may also try the name service's UNIX socket, refused here.)
+        for kind in ["endpoint", "shared_object"] {
+            assert_eq!(kinds.iter().filter(|k| **k == kind).count(), 1, "{logged}");
+        }
     }
 }

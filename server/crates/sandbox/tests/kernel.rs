@@ -288,3 +288,35 @@ fn availability_is_reported() {
         assert!(*abi < 5 || *full, "{described}");
     }
 }
+
+#[test]
+fn tcp_fast_open_cannot_connect_around_the_gate() {
+    if !require_sandbox() {
+        return;
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+    let port = listener.local_addr().expect("address").port();
+    let layout = layout();
+    // A connection made by `sendto` with MSG_FASTOPEN (Linux's TCP Fast Open client) never
+    // passes `connect`: refused; a plain connection still works.
+    let script = format!(
+        "import socket\n\
+         s = socket.socket()\n\
+         try:\n    s.sendto(b'x', socket.MSG_FASTOPEN, ('127.0.0.1', {port})); print('fast-open-sent')\n\
+         except OSError as e:\n    print('fast-open', e.errno)\n\
+         socket.create_connection(('127.0.0.1', {port}), 2); print('plain-connected')\n"
+    );
+    let said = inside(policy(&layout, true), move || {
+        std::process::Command::new("/usr/bin/python3")
+            .args(["-c", &script])
+            .output()
+            .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
+    })
+    .expect("python3");
+    assert!(
+        said.contains(&format!("fast-open {}", libc::EPERM)),
+        "{said}"
+    );
+    assert!(said.contains("plain-connected"), "{said}");
+    drop(listener);
+}

@@ -1,7 +1,7 @@
 //! The system calls the watcher can be handed, by number: which write by path (and where
 //! their paths and flags are), and how a stopped call is told apart.
 
-use crate::{Call, PathArgument};
+use crate::{Call, IpcCall, IpcKind, PathArgument};
 
 /// Open flags that mean the file may be created, changed or emptied.
 pub(crate) const WRITE_FLAGS: u32 =
@@ -87,11 +87,68 @@ fn list_writing_calls() -> Vec<(i64, Writes)> {
     calls
 }
 
+/// The System V IPC calls, by number: which kind of object each reaches.
+pub(crate) const IPC_CALLS: [(i64, IpcKind); 11] = [
+    (libc::SYS_shmget, IpcKind::SharedMemory),
+    (libc::SYS_shmat, IpcKind::SharedMemory),
+    (libc::SYS_shmctl, IpcKind::SharedMemory),
+    (libc::SYS_msgget, IpcKind::MessageQueue),
+    (libc::SYS_msgsnd, IpcKind::MessageQueue),
+    (libc::SYS_msgrcv, IpcKind::MessageQueue),
+    (libc::SYS_msgctl, IpcKind::MessageQueue),
+    (libc::SYS_semget, IpcKind::Semaphores),
+    (libc::SYS_semop, IpcKind::Semaphores),
+    (libc::SYS_semtimedop, IpcKind::Semaphores),
+    (libc::SYS_semctl, IpcKind::Semaphores),
+];
+
+/// `IPC_64`, which C libraries add to a `…ctl` command on some architectures.
+const IPC_64: i32 = 0x100;
+
+/// A System V IPC call, if `nr` is one (every argument judged is an `int`: the kernel
+/// reads the low 32 bits).
+fn ipc_call(nr: i64, args: &[u64; 6]) -> Option<IpcCall> {
+    let (_, kind) = IPC_CALLS.iter().find(|(number, _)| *number == nr)?;
+    let int = |i: usize| args[i] as u32 as i32;
+    let call = if nr == libc::SYS_shmget || nr == libc::SYS_semget {
+        IpcCall::Get {
+            kind: *kind,
+            key: int(0),
+            size: args[1],
+            flags: int(2),
+        }
+    } else if nr == libc::SYS_msgget {
+        IpcCall::Get {
+            kind: *kind,
+            key: int(0),
+            size: 0,
+            flags: int(1),
+        }
+    } else {
+        let command = if nr == libc::SYS_semctl {
+            Some(int(2))
+        } else if nr == libc::SYS_shmctl || nr == libc::SYS_msgctl {
+            Some(int(1))
+        } else {
+            None
+        };
+        IpcCall::On {
+            kind: *kind,
+            id: int(0),
+            command: command.map(|c| c & !IPC_64),
+        }
+    };
+    Some(call)
+}
+
 /// What the stopped call `nr` with `args` is.
 pub(crate) fn classify(nr: i32, args: &[u64; 6]) -> Call {
     let nr = i64::from(nr);
     if nr == libc::SYS_connect {
         return Call::Connect;
+    }
+    if let Some(call) = ipc_call(nr, args) {
+        return Call::Ipc(call);
     }
     if nr == libc::SYS_socket || nr == libc::SYS_socketpair {
         // Both are `int` arguments: the kernel reads the low 32 bits.
@@ -147,5 +204,56 @@ mod tests {
             }
         ));
         assert_eq!(classify(libc::SYS_read as i32, &args), Call::Other);
+    }
+
+    #[test]
+    fn system_v_calls_are_told_apart_by_kind_with_their_key_or_object() {
+        let args = [7, 4096, 0o1600, 0, 0, 0];
+        assert_eq!(
+            classify(libc::SYS_shmget as i32, &args),
+            Call::Ipc(IpcCall::Get {
+                kind: IpcKind::SharedMemory,
+                key: 7,
+                size: 4096,
+                flags: 0o1600
+            })
+        );
+        assert_eq!(
+            classify(libc::SYS_msgget as i32, &[9, 0o1600, 0, 0, 0, 0]),
+            Call::Ipc(IpcCall::Get {
+                kind: IpcKind::MessageQueue,
+                key: 9,
+                size: 0,
+                flags: 0o1600
+            })
+        );
+        // semctl(id, semnum, IPC_STAT | IPC_64): the command without its IPC_64 bit.
+        assert_eq!(
+            classify(libc::SYS_semctl as i32, &[3, 0, 2 | 0x100, 0, 0, 0]),
+            Call::Ipc(IpcCall::On {
+                kind: IpcKind::Semaphores,
+                id: 3,
+                command: Some(2)
+            })
+        );
+        assert_eq!(
+            classify(
+                libc::SYS_shmat as i32,
+                &[u64::from(u32::MAX), 0, 0, 0, 0, 0]
+            ),
+            Call::Ipc(IpcCall::On {
+                kind: IpcKind::SharedMemory,
+                id: -1,
+                command: None
+            })
+        );
+        assert_eq!(
+            classify(libc::SYS_msgctl as i32, &[5, 0, 0, 0, 0, 0]),
+            Call::Ipc(IpcCall::On {
+                kind: IpcKind::MessageQueue,
+                id: 5,
+                command: Some(0)
+            })
+        );
     }
 }

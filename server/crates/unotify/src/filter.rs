@@ -1,7 +1,7 @@
 //! The watcher's filter program (classic BPF): the calls a [`Watch`] names go to the
 //! listener, x32 calls are refused, everything else is left to the other filters.
 
-use super::calls::{TYPE_MASK, WRITE_FLAGS, Writes, writing_calls};
+use super::calls::{IPC_CALLS, TYPE_MASK, WRITE_FLAGS, Writes, writing_calls};
 use crate::Watch;
 
 /// The audit architecture of this build's system calls (what the filter checks first).
@@ -112,6 +112,9 @@ fn blocks(watch: &Watch) -> Vec<(i64, Vec<libc::sock_filter>)> {
     if watch.unix_datagrams {
         blocks.push((libc::SYS_socketpair, socketpair_block()));
     }
+    if watch.sysv_ipc {
+        blocks.extend(IPC_CALLS.iter().map(|&(nr, _)| (nr, vec![ret(NOTIFY)])));
+    }
     if watch.writes {
         for &(nr, writes) in writing_calls() {
             let block = match writes {
@@ -193,6 +196,7 @@ mod tests {
             network_sockets: true,
             unix_sockets: false,
             unix_datagrams: true,
+            sysv_ipc: true,
         };
         let program = program(&watch);
         let unix = libc::AF_UNIX as u64;
@@ -217,8 +221,18 @@ mod tests {
             call(libc::SYS_socketpair, [unix, stream, 0, 0, 0, 0]),
             ALLOW
         );
+        for nr in [
+            libc::SYS_shmget,
+            libc::SYS_shmat,
+            libc::SYS_semop,
+            libc::SYS_msgrcv,
+        ] {
+            assert_eq!(call(nr, [0; 6]), NOTIFY);
+        }
+        assert_eq!(call(libc::SYS_shmdt, [0; 6]), ALLOW);
         let quiet = program_for(Watch::default());
         assert_eq!(run(&quiet, libc::SYS_connect, [0; 6]), ALLOW);
+        assert_eq!(run(&quiet, libc::SYS_shmget, [0; 6]), ALLOW);
         assert_eq!(run(&quiet, libc::SYS_socket, [inet, 1, 0, 0, 0, 0]), ALLOW);
     }
 

@@ -23,7 +23,9 @@
 )]
 mod linux;
 
-pub use linux::{Listener, claim_inherited, connect_bytes, connect_unix_path, opens_to_write};
+pub use linux::{
+    Listener, claim_inherited, connect_bytes, connect_unix_path, opens_to_write, sysv_get,
+};
 
 /// Which calls the filter hands to the listener (the rest it leaves to the other filters).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -42,6 +44,38 @@ pub struct Watch {
     /// `SOCK_RAW` (which the kernel makes a datagram socket). A datagram socket can send to
     /// any socket's name with every `sendto` or `sendmsg`, which no filter can read.
     pub unix_datagrams: bool,
+    /// System V IPC: every call that finds, uses or controls a shared memory segment, a
+    /// message queue or a semaphore set (without an IPC namespace of its own, a command
+    /// would reach other programs' objects).
+    pub sysv_ipc: bool,
+}
+
+/// The three kinds of System V IPC object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IpcKind {
+    SharedMemory,
+    MessageQueue,
+    Semaphores,
+}
+
+/// A System V IPC call, as far as the watcher judges it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IpcCall {
+    /// `shmget(key, size, flags)`, `msgget(key, flags)`, `semget(key, nsems, flags)`: `size`
+    /// is the size or the number of semaphores (0 for a queue).
+    Get {
+        kind: IpcKind,
+        key: i32,
+        size: u64,
+        flags: i32,
+    },
+    /// A call on the object `id` (`shmat`, `msgsnd`, `semop`, the `…ctl` calls), with the
+    /// `…ctl` command when it is one (without the `IPC_64` bit).
+    On {
+        kind: IpcKind,
+        id: i32,
+        command: Option<i32>,
+    },
 }
 
 /// Where a call names a path: the argument holding the path, and the one holding the
@@ -57,6 +91,8 @@ pub struct PathArgument {
 pub enum Call {
     /// `connect(fd, address, length)`.
     Connect,
+    /// A System V IPC call.
+    Ipc(IpcCall),
     /// `socket` or `socketpair` of this family and type (flags masked off).
     Socket { family: i32, kind: i32 },
     /// A call that writes by path: the paths it writes (one or two) and, for `openat2`, the

@@ -5,7 +5,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use crate::{Call, Notice, Watch};
+use crate::{Call, IpcKind, Notice, Watch};
 
 // Built only where this file is (Linux on the architectures the filter knows).
 #[path = "calls.rs"]
@@ -135,6 +135,25 @@ impl Listener {
 }
 
 impl Listener {
+    /// Ends the call `id` as if it had returned `value` (a call the watcher made itself on
+    /// the caller's behalf).
+    pub fn respond_value(&self, id: u64, value: i64) {
+        let response = libc::seccomp_notif_resp {
+            id,
+            val: value,
+            error: 0,
+            flags: 0,
+        };
+        // SAFETY: `response` is the structure this request reads, alive for the call.
+        unsafe {
+            libc::ioctl(
+                self.0.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_SEND,
+                &response as *const libc::seccomp_notif_resp,
+            );
+        }
+    }
+
     /// Lets the call `id` go on as the caller made it: for calls the watcher only records
     /// (the kernel's own layers still judge it; never a decision, since the caller's memory
     /// may change before the kernel reads it).
@@ -173,6 +192,29 @@ pub fn claim_inherited(fd: RawFd) -> io::Result<OwnedFd> {
     // supervisor and the init nothing else in this process owns it: it was inherited for
     // this one owner.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Finds or creates a System V IPC object as `shmget(key, size, flags)`, `msgget(key,
+/// flags)` or `semget(key, size, flags)` would (for the watcher, on a caller's behalf);
+/// returns its id.
+pub fn sysv_get(kind: IpcKind, key: i32, size: u64, flags: i32) -> io::Result<i32> {
+    let id = match kind {
+        IpcKind::SharedMemory => {
+            let size =
+                usize::try_from(size).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+            // SAFETY: plain integers; the kernel reads nothing from this process's memory.
+            unsafe { libc::shmget(key, size, flags) }
+        }
+        // SAFETY: plain integers, as above.
+        IpcKind::MessageQueue => unsafe { libc::msgget(key, flags) },
+        IpcKind::Semaphores => {
+            let count =
+                i32::try_from(size).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+            // SAFETY: plain integers, as above.
+            unsafe { libc::semget(key, count, flags) }
+        }
+    };
+    if id < 0 { last_error() } else { Ok(id) }
 }
 
 /// Connects `socket` to the address in `bytes` (any family), as `connect(2)` would.

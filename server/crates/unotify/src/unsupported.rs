@@ -4,7 +4,7 @@ use std::io;
 use std::os::fd::BorrowedFd;
 use std::path::Path;
 
-use crate::{Call, Notice, Watch};
+use crate::{Call, IpcKind, Notice, Watch};
 
 /// Nothing is ever stopped here.
 pub(crate) fn classify(_nr: i32, _args: &[u64; 6]) -> Call {
@@ -38,6 +38,12 @@ impl Listener {
     pub fn respond(&self, _id: u64, _result: Result<(), i32>) {}
 
     pub fn let_continue(&self, _id: u64) {}
+
+    pub fn respond_value(&self, _id: u64, _value: i64) {}
+}
+
+pub fn sysv_get(_kind: IpcKind, _key: i32, _size: u64, _flags: i32) -> io::Result<i32> {
+    unsupported()
 }
 
 pub fn opens_to_write(_flags: u64) -> bool {

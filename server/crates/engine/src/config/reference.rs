@@ -515,7 +515,8 @@ pub const SETTINGS: &[Setting] = &[
         "list of paths",
         "[]",
         "",
-        "Writable beyond the workspace and the private temporary directory.",
+        "Writable beyond the workspace and the private temporary directory; each only while \
+         it leads where it led when first met (`TALARIA_HOME/sandbox-writable.json`).",
     ),
     s(
         "sandbox.hidden",
