@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::agent::AgentLink;
 use crate::outputs::{OutputDir, OutputError, TaskResult, TrajectoryFormat};
 use crate::progress::Progress;
-use crate::run::{TaskOutcome, TaskPlaces, run_task};
+use crate::run::{TaskOutcome, TaskPlaces, run_task_paced};
 use crate::task::{Dataset, Problem, TaskAt};
 
 /// Opens a connection to the queue's database.
@@ -366,7 +366,7 @@ async fn run_held(
     options: &WorkerOptions,
     at: &TaskAt,
 ) -> TaskOutcome {
-    let running = run_task(agent, at, &options.places);
+    let running = run_task_paced(agent, at, &options.places);
     tokio::pin!(running);
     loop {
         tokio::select! {

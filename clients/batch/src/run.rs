@@ -4,16 +4,20 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Value, json};
 use tokio::sync::{Semaphore, mpsc};
 
 use crate::agent::{AgentError, AgentLink};
 use crate::outputs::{OutputDir, OutputError, TaskResult, TrajectoryFormat, Verdict};
+use crate::pacing;
 use crate::progress::Progress;
 use crate::task::{Dataset, TaskAt};
 use crate::workspace;
+
+/// The class of a turn a rate limit refused (`data.talaria.class`).
+const RATE_LIMITED: &str = "rate_limit";
 
 /// How `setup` and `check` may run at most.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(600);
@@ -36,6 +40,8 @@ pub struct TaskPlaces {
 pub struct TaskOutcome {
     pub result: TaskResult,
     pub trajectory: Option<Value>,
+    /// A rate limit refused its turn; `Some(at)` when the agent said when it resets.
+    pub rate_limited: Option<Option<SystemTime>>,
 }
 
 impl TaskOutcome {
@@ -108,7 +114,7 @@ pub async fn run_task(agent: &AgentLink, at: &TaskAt, places: &TaskPlaces) -> Ta
         }
     };
     result.session_id = Some(session.clone());
-    run_session(agent, at, &session, &mut result).await;
+    let rate_limited = run_session(agent, at, &session, &mut result).await;
     let _ = agent
         .call("session/close", json!({"sessionId": session}))
         .await;
@@ -125,7 +131,31 @@ pub async fn run_task(agent: &AgentLink, at: &TaskAt, places: &TaskPlaces) -> Ta
     }
     // The throwaway workspace is removed off the runtime's threads too.
     let _ = tokio::task::spawn_blocking(move || drop(workspace)).await;
-    finish(result, trajectory, started)
+    TaskOutcome {
+        rate_limited,
+        ..finish(result, trajectory, started)
+    }
+}
+
+/// Runs one task once the run's pacing lets it start ([`crate::pacing`]); a task a rate
+/// limit refused runs again after the limit resets (at most [`pacing::MAX_RERUNS`] times),
+/// so the limit slows the batch down instead of failing its tasks.
+pub async fn run_task_paced(agent: &AgentLink, at: &TaskAt, places: &TaskPlaces) -> TaskOutcome {
+    let mut reruns = 0;
+    loop {
+        agent.pacer().ready().await;
+        let outcome = run_task(agent, at, places).await;
+        let Some(resets_at) = outcome.rate_limited else {
+            return outcome;
+        };
+        if reruns >= pacing::MAX_RERUNS || agent.closed().is_cancelled() {
+            return outcome;
+        }
+        reruns += 1;
+        let until = resets_at.unwrap_or_else(|| SystemTime::now() + pacing::UNKNOWN_RESET_WAIT);
+        agent.pacer().refused(until);
+        tracing::info!(task = %at.task.id, reruns, "a rate limit refused the task; it runs again after the reset");
+    }
 }
 
 fn finish(mut result: TaskResult, trajectory: Option<Value>, started: Instant) -> TaskOutcome {
@@ -135,11 +165,21 @@ fn finish(mut result: TaskResult, trajectory: Option<Value>, started: Instant) -
                            "stop_reason": result.stop_reason, "metadata": result.metadata});
         t
     });
-    TaskOutcome { result, trajectory }
+    TaskOutcome {
+        result,
+        trajectory,
+        rate_limited: None,
+    }
 }
 
-/// `setup`, the prompt, `check`: the verdict and the turn's figures into `result`.
-async fn run_session(agent: &AgentLink, at: &TaskAt, session: &str, result: &mut TaskResult) {
+/// `setup`, the prompt, `check`: the verdict and the turn's figures into `result`. A turn a
+/// rate limit refused is told (`Some`, with when the limit resets when the agent said).
+async fn run_session(
+    agent: &AgentLink,
+    at: &TaskAt,
+    session: &str,
+    result: &mut TaskResult,
+) -> Option<Option<SystemTime>> {
     let task = &at.task;
     if let Some(setup) = &task.setup {
         match run_command(agent, session, setup).await {
@@ -147,9 +187,12 @@ async fn run_session(agent: &AgentLink, at: &TaskAt, session: &str, result: &mut
             Ok((exit, output)) => {
                 result.verdict = Verdict::SetupFailed;
                 result.error = Some(format!("setup exited {exit:?}: {}", tail(&output)));
-                return;
+                return None;
             }
-            Err(error) => return failed(result, agent, "setup", error.to_string()),
+            Err(error) => {
+                failed(result, agent, "setup", error.to_string());
+                return None;
+            }
         }
     }
     match prompt(agent, at, session).await {
@@ -162,11 +205,13 @@ async fn run_session(agent: &AgentLink, at: &TaskAt, session: &str, result: &mut
         TurnEnd::TimedOut => {
             result.verdict = Verdict::Timeout;
             result.stop_reason = Some("cancelled".into());
-            return;
+            return None;
         }
         TurnEnd::Failed(error) => {
             let class = error.class.clone().unwrap_or_else(|| "agent".into());
-            return failed(result, agent, &class, error.message);
+            let rate_limited = (class == RATE_LIMITED).then_some(error.resets_at);
+            failed(result, agent, &class, error.message);
+            return rate_limited;
         }
     }
     if let Some(check) = &task.check {
@@ -183,6 +228,7 @@ async fn run_session(agent: &AgentLink, at: &TaskAt, session: &str, result: &mut
             Err(error) => failed(result, agent, "check", error.to_string()),
         }
     }
+    None
 }
 
 /// The last few hundred bytes of a command's output.
@@ -337,6 +383,7 @@ pub async fn run_dataset(
         .cloned()
         .collect();
     let mut progress = Progress::new(todo.len(), options.quiet);
+    agent.pacer().quiet(options.quiet);
     let (outcomes, mut received) = mpsc::unbounded_channel();
     let (starts, mut started_one) = mpsc::unbounded_channel();
     let permits = Arc::new(Semaphore::new(options.parallel.max(1)));
@@ -348,7 +395,7 @@ pub async fn run_dataset(
                 return;
             };
             let _ = starts.send(());
-            let _ = outcomes.send(run_task(&agent, &at, &places).await);
+            let _ = outcomes.send(run_task_paced(&agent, &at, &places).await);
         });
     }
     drop((outcomes, starts));
