@@ -200,7 +200,7 @@ fn window<'h>(
     ]);
     let count = |name: &str| text(name).and_then(parse_count);
     let reset = |name: &str| text(name).and_then(|value| parse_reset(value, now));
-    let found = names.iter().find_map(|[limit, remaining, resets]| {
+    names.iter().find_map(|[limit, remaining, resets]| {
         let window = LimitWindow {
             kind,
             limit: count(limit),
@@ -209,8 +209,7 @@ fn window<'h>(
         };
         let any = window.limit.is_some() || window.remaining.is_some();
         (any || window.resets_at.is_some()).then_some(window)
-    });
-    found
+    })
 }
 
 /// A whole, non-negative count (Azure's `-1` for "unknown" is left out).
