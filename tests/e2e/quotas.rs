@@ -365,6 +365,31 @@ async fn an_opted_in_client_sees_the_refusing_pool_exhausted() {
 }
 
 #[tokio::test]
+async fn a_server_errors_headers_update_the_limits_but_it_is_no_refusal() {
+    let env = TestEnv::new(vec![]).await;
+    env.mock.push(MockReply::Error {
+        status: 503,
+        body: json!({"error": {"message": "unavailable"}}).to_string(),
+        headers: Wire::Chat.limits(60, 30, 60),
+    });
+    env.mock
+        .push(headed(answer("fine"), Wire::Chat.limits(60, 29, 60)));
+    env.write_config(FAST);
+    let (mut agent, session, _) = opted_in_session(&env).await;
+    let (response, updates) = prompt(&mut agent, &session, "go").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let sent = of_kind(&updates, "quota_update");
+    assert_eq!(sent.len(), 2, "{updates:?}");
+    for snapshot in sent {
+        assert_eq!(snapshot["pools"][0]["state"], "available", "{snapshot}");
+    }
+    // No usage_update for the server error: only a limit's refusal reports one at once.
+    let usage = of_kind(&updates, "usage_update");
+    assert_eq!(usage.len(), 1, "{usage:?}");
+    assert_eq!(usage[0]["_meta"]["_claude/rateLimit"]["status"], "allowed");
+}
+
+#[tokio::test]
 async fn a_short_retry_after_is_honoured_and_the_turn_succeeds() {
     let mut env = TestEnv::new(vec![]).await;
     Wire::Anthropic.set_up(&mut env);

@@ -146,8 +146,8 @@ pub struct LimitsView {
     pub provider: String,
     pub model: String,
     pub limits: talaria_provider::RateLimits,
-    /// The call was refused (no usage follows it): the context the refused request held
-    /// and the window, for a usage report that carries the limits.
+    /// A limit refused the call (a rate limit, a spent quota; no usage follows it): the
+    /// context the refused request held and the window, for a usage report with the limits.
     pub refused: Option<ContextUse>,
 }
 

@@ -410,12 +410,14 @@ impl<'a> ModelCaller<'a> {
             }
             Waited::TimedOut(error) | Waited::Done(Err(error)) => {
                 if let Some(limits) = error.limits() {
-                    let used = self.context.accounting.correct(counted, &target.model);
-                    let refused = ContextUse {
-                        used,
+                    // Any answer's headers tell the limits; only a limit's refusal is one.
+                    let class = talaria_provider::classify(&error).class;
+                    let refusal = crate::call_error::is_limit(class);
+                    let refused = refusal.then(|| ContextUse {
+                        used: self.context.accounting.correct(counted, &target.model),
                         size: self.context.window,
-                    };
-                    let view = Self::limits_view(target, limits.clone(), Some(refused));
+                    });
+                    let view = Self::limits_view(target, limits.clone(), refused);
                     sink.rate_limits(view).await;
                 }
                 return Attempt::Failed {
