@@ -1,6 +1,9 @@
 //! `talaria doctor [--call]`: checks the configuration exactly as the server reads it, and
-//! whether the model can be reached, printing one line per check and the fix for each problem.
-//! Exits non-zero when something needs fixing. Keys are never printed.
+//! whether the model can be reached, printing one line per check and the fix for each problem
+//! (with `--call`, the rate limits the test call's answer stated). Exits non-zero when
+//! something needs fixing. Keys are never printed.
+
+mod limits;
 
 use std::io::Write;
 use std::time::Duration;
@@ -9,7 +12,7 @@ use futures_util::StreamExt;
 use talaria_engine::Config;
 use talaria_provider::server_window::ServerReport;
 use talaria_provider::{
-    ChatRequest, ErrorClass, ProviderError, StreamEvent, Transcript, UserPart, classify,
+    ChatRequest, ErrorClass, ProviderError, RateLimits, StreamEvent, Transcript, UserPart, classify,
 };
 use talaria_record::{EntryBody, InputBlock};
 
@@ -227,6 +230,11 @@ async fn wrong_path(client: &reqwest::Client, config: &Config, base: &str) -> Li
 
 /// A one-token call through the configured provider.
 pub(crate) async fn test_call(config: &Config) -> Result<(), (String, String)> {
+    test_call_limits(config).await.map(|_| ())
+}
+
+/// A one-token call through the configured provider; the rate limits its answer stated.
+async fn test_call_limits(config: &Config) -> Result<Option<RateLimits>, (String, String)> {
     let router = talaria_engine::build_router(config)
         .map_err(|e| (e.to_string(), "fix the provider settings".to_string()))?;
     let target = router
@@ -275,7 +283,13 @@ pub(crate) async fn test_call(config: &Config) -> Result<(), (String, String)> {
             }
             _ => "correct what the message names".into(),
         };
-        (error.to_string(), fix)
+        let mut what = error.to_string();
+        if let Some(limits) = error.limits() {
+            for line in limits::lines(limits, std::time::SystemTime::now()) {
+                what.push_str(&format!("\nrate limit {line}"));
+            }
+        }
+        (what, fix)
     };
     let mut stream =
         tokio::time::timeout(Duration::from_secs(120), target.provider.stream(&request))
@@ -287,14 +301,35 @@ pub(crate) async fn test_call(config: &Config) -> Result<(), (String, String)> {
                 )
             })?
             .map_err(explain)?;
+    let mut stated = None;
     while let Some(event) = stream.next().await {
         match event {
-            Ok(StreamEvent::Finished { .. }) => return Ok(()),
+            Ok(StreamEvent::Finished { .. }) => return Ok(stated),
+            Ok(StreamEvent::RateLimits(limits)) => stated = Some(limits),
             Ok(_) => {}
             Err(error) => return Err(explain(error)),
         }
     }
-    Ok(())
+    Ok(stated)
+}
+
+/// The rate limits the test call's answer stated (a warning when one is nearly used up).
+fn rate_limits(report: &mut Report<'_>, stated: Option<&RateLimits>) {
+    let Some(limits) = stated else {
+        report.ok("rate limits", "none stated by the endpoint");
+        return;
+    };
+    let lines = limits::lines(limits, std::time::SystemTime::now());
+    let Some((first, rest)) = lines.split_first() else {
+        report.ok("rate limits", "none stated by the endpoint");
+        return;
+    };
+    if limits::nearly_used(limits) {
+        report.warn("rate limits", first);
+    } else {
+        report.ok("rate limits", first);
+    }
+    report.note(&rest.join("\n"));
 }
 
 /// Whether commands will run in the OS sandbox, proven by running one.
@@ -633,8 +668,11 @@ pub async fn run(out: &mut dyn Write, call: bool) -> usize {
             "not made: the endpoint cannot be reached (see above)",
         );
     } else if call {
-        match test_call(&config).await {
-            Ok(()) => report.ok("test call", "the model answered"),
+        match test_call_limits(&config).await {
+            Ok(stated) => {
+                report.ok("test call", "the model answered");
+                rate_limits(&mut report, stated.as_ref());
+            }
             Err((what, fix)) => report.problem("test call", &what, &fix),
         }
     }

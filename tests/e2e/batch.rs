@@ -828,3 +828,105 @@ async fn sigterm_marks_the_running_tasks_interrupted_and_resume_runs_them_again(
         assert_eq!(result["verdict"], "done", "{id}: {result}");
     }
 }
+
+/// An answer with usage (so a `usage_update` carries its limits) and these rate-limit headers.
+fn limited_answer(text: &str, remaining: u64, reset: &str) -> MockReply {
+    let answer = MockReply::Text {
+        chunks: vec![text.into()],
+        reasoning: Vec::new(),
+        delay_ms: 0,
+        usage: Some(talaria_harness::MockUsage {
+            prompt_tokens: 500,
+            completion_tokens: 3,
+            cached_tokens: 0,
+        }),
+        finish_reason: None,
+    };
+    let remaining = remaining.to_string();
+    answer.with_headers(&[
+        ("x-ratelimit-limit-requests", "60"),
+        ("x-ratelimit-remaining-requests", &remaining),
+        ("x-ratelimit-reset-requests", reset),
+    ])
+}
+
+#[tokio::test]
+async fn a_batch_slows_down_before_a_rate_limit_and_reruns_a_refused_task_after_the_reset() {
+    let env = TestEnv::new(vec![]).await;
+    // The agent waits at most a second for a `Retry-After`: a refusal asking for two ends the
+    // turn at once, and the batch takes it over.
+    env.write_config("retry_after_cap_secs = 1\nretry_base_ms = 20\nretry_cap_ms = 200\n");
+    let dir = tempfile::tempdir().expect("dir");
+    // First: one request left in the window, which resets in two seconds.
+    env.mock
+        .script_for_prompt("[task p0]", vec![limited_answer("first", 1, "2s")]);
+    // Second: refused (the window spent, wait two seconds), then answered.
+    let refused = MockReply::Error {
+        status: 429,
+        body: json!({"error": {"message": "Rate limit reached for requests"}}).to_string(),
+        headers: vec![
+            ("retry-after".into(), "2".into()),
+            ("x-ratelimit-limit-requests".into(), "60".into()),
+            ("x-ratelimit-remaining-requests".into(), "0".into()),
+            ("x-ratelimit-reset-requests".into(), "2s".into()),
+        ],
+    };
+    env.mock.script_for_prompt(
+        "[task p1]",
+        vec![refused, limited_answer("second", 58, "1s")],
+    );
+    env.mock
+        .script_for_prompt("[task p2]", vec![limited_answer("third", 57, "1s")]);
+    let lines: Vec<Value> = (0..3)
+        .map(|n| json!({"id": format!("p{n}"), "prompt": format!("[task p{n}] go")}))
+        .collect();
+    let dataset = dir.path().join("tasks.jsonl");
+    write_lines(&dataset, &lines);
+    let out = dir.path().join("out");
+    let (code, said) = batch_run(
+        &env,
+        &[
+            dataset.to_str().expect("utf-8"),
+            "--out",
+            out.to_str().expect("utf-8"),
+            "--parallel",
+            "1",
+        ],
+    )
+    .await;
+    assert_eq!(code, Some(0), "{said}");
+    let by_id = results(&out);
+    for id in ["p0", "p1", "p2"] {
+        assert_eq!(by_id[id]["verdict"], "done", "none fails: {}", by_id[id]);
+    }
+    let asked = |marker: &str| -> Vec<std::time::Instant> {
+        env.mock
+            .requests()
+            .into_iter()
+            .filter(|r| r.body["messages"].to_string().contains(marker))
+            .filter_map(|r| r.received_at)
+            .collect()
+    };
+    let (p0, p1) = (asked("[task p0]"), asked("[task p1]"));
+    assert_eq!(
+        (p0.len(), p1.len()),
+        (1, 2),
+        "the refused task ran again once"
+    );
+    // The second task waited for the first's nearly spent window to reset…
+    let paced = p1[0] - p0[0];
+    assert!(
+        paced >= Duration::from_millis(1800),
+        "started after {paced:?}"
+    );
+    // …and, refused, ran again only after the refusal's reset.
+    let rerun = p1[1] - p1[0];
+    assert!(
+        rerun >= Duration::from_millis(1800),
+        "ran again after {rerun:?}"
+    );
+    assert!(
+        said.contains("waiting") && said.contains("rate limits to reset"),
+        "{said}"
+    );
+}

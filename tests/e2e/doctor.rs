@@ -29,6 +29,70 @@ async fn a_good_configuration_passes_every_check_without_showing_the_key() {
 }
 
 #[tokio::test]
+async fn the_test_call_shows_the_rate_limits_its_answer_stated() {
+    let limits = [
+        ("x-ratelimit-limit-requests", "60"),
+        ("x-ratelimit-remaining-requests", "45"),
+        ("x-ratelimit-reset-requests", "6m0s"),
+        ("x-ratelimit-limit-tokens", "150000"),
+        ("x-ratelimit-remaining-tokens", "149990"),
+        ("x-ratelimit-reset-tokens", "6ms"),
+    ];
+    let env = TestEnv::new(vec![MockReply::text(&["ok"]).with_headers(&limits)]).await;
+    let (ok, report) = doctor(&env, &["--call"]).await;
+    assert!(ok, "{report}");
+    assert!(
+        report.contains("✓ rate limits    requests: 45 of 60 left (25% used); resets in 6 min ("),
+        "{report}"
+    );
+    assert!(
+        report.contains("tokens: 149990 of 150000 left (0% used); resets now"),
+        "{report}"
+    );
+    // Nearly used up: a warning.
+    let low = [
+        ("anthropic-ratelimit-requests-limit", "50"),
+        ("anthropic-ratelimit-requests-remaining", "2"),
+    ];
+    let env = TestEnv::new(vec![MockReply::text(&["ok"]).with_headers(&low)]).await;
+    let (ok, report) = doctor(&env, &["--call"]).await;
+    assert!(ok, "a warning is no problem: {report}");
+    assert!(
+        report.contains("! rate limits    requests: 2 of 50 left (96% used)"),
+        "{report}"
+    );
+    // A refused call names the limit that refused it and the wait.
+    let refused = MockReply::Error {
+        status: 429,
+        body: json!({"error": {"message": "Rate limit reached for requests"}}).to_string(),
+        headers: vec![("retry-after".into(), "30".into())],
+    };
+    let spent = [
+        ("x-ratelimit-limit-requests", "60"),
+        ("x-ratelimit-remaining-requests", "0"),
+        ("x-ratelimit-reset-requests", "30s"),
+    ];
+    let env = TestEnv::new(vec![refused.with_headers(&spent)]).await;
+    let (ok, report) = doctor(&env, &["--call"]).await;
+    assert!(!ok, "{report}");
+    for line in [
+        "✗ test call",
+        "rate limit requests: 0 of 60 left (100% used); resets in 30 s",
+        "rate limit retry after 30 s",
+        "fix: try again later",
+    ] {
+        assert!(report.contains(line), "{line}: {report}");
+    }
+    // An endpoint that states none says so.
+    let env = TestEnv::new(vec![MockReply::text(&["ok"])]).await;
+    let (_, report) = doctor(&env, &["--call"]).await;
+    assert!(
+        report.contains("✓ rate limits    none stated by the endpoint"),
+        "{report}"
+    );
+}
+
+#[tokio::test]
 async fn the_context_window_a_local_server_reports_is_shown() {
     let mut env = TestEnv::new(Vec::new()).await;
     env.mock

@@ -45,6 +45,7 @@ mod private_files;
 mod prompt_size;
 mod providers;
 mod questions;
+mod quotas;
 mod record;
 mod replayed;
 mod replayed_turns;

@@ -11,6 +11,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::sync::CancellationToken;
 
 use crate::choice::BadChoice;
+use crate::pacing::Pacer;
 
 /// How permission questions are answered (`--approve`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -55,6 +56,8 @@ pub struct AgentLink {
     peer: Peer,
     tallies: Arc<Mutex<HashMap<String, Tally>>>,
     closed: CancellationToken,
+    /// The rate limits the sessions' updates report, pacing the tasks.
+    pacer: Arc<Pacer>,
 }
 
 /// A request the agent answered with an error.
@@ -65,6 +68,9 @@ pub struct AgentError {
     pub message: String,
     /// The kind of failure when the agent says (`data.talaria.class` or `kind`).
     pub class: Option<String>,
+    /// When a limit that refused the request resets, when the agent says (`data.resetsAt`,
+    /// or `data.talaria.retryAfterSecs` from now).
+    pub resets_at: Option<std::time::SystemTime>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -89,6 +95,7 @@ impl AgentLink {
             peer: connection.peer.clone(),
             tallies: Arc::default(),
             closed: connection.peer.closed(),
+            pacer: Arc::default(),
         };
         let answering = link.clone();
         let mut incoming = connection.incoming;
@@ -129,6 +136,7 @@ impl AgentLink {
                     method: method.to_string(),
                     message: error.message.clone(),
                     class,
+                    resets_at: resets_at(&data),
                 }
             })
     }
@@ -153,6 +161,11 @@ impl AgentLink {
     /// Fires when the agent's output ends.
     pub fn closed(&self) -> CancellationToken {
         self.closed.clone()
+    }
+
+    /// The run's pacing before the provider's limits.
+    pub fn pacer(&self) -> &Pacer {
+        &self.pacer
     }
 
     async fn take(&self, message: IncomingMessage, approve: Approve) {
@@ -194,10 +207,24 @@ impl AgentLink {
                 if let Some(amount) = update["cost"]["amount"].as_f64() {
                     tally.cost = Some(amount);
                 }
+                self.pacer.observe(update);
             }
             _ => {}
         }
     }
+}
+
+/// When the limit an error names resets: the quotas draft's `data.resetsAt`, else Talaria's
+/// `data.talaria.retryAfterSecs` from now.
+fn resets_at(data: &Value) -> Option<std::time::SystemTime> {
+    data["resetsAt"]
+        .as_str()
+        .and_then(crate::pacing::parse_time)
+        .or_else(|| {
+            let seconds = data["talaria"]["retryAfterSecs"].as_f64()?;
+            let wait = std::time::Duration::try_from_secs_f64(seconds).ok()?;
+            std::time::SystemTime::now().checked_add(wait)
+        })
 }
 
 /// The option of the policy's kind; refusing when the question offers none of it.

@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::agent::AgentLink;
 use crate::outputs::{OutputDir, OutputError, TaskResult, TrajectoryFormat};
 use crate::progress::Progress;
-use crate::run::{TaskOutcome, TaskPlaces, run_task};
+use crate::run::{TaskOutcome, TaskPlaces, run_task_paced};
 use crate::task::{Dataset, Problem, TaskAt};
 
 /// Opens a connection to the queue's database.
@@ -371,7 +371,7 @@ async fn run_held(
     // A worker's tasks are not stopped here: a stopped worker's leases run out and its
     // tasks are taken again.
     let never = tokio_util::sync::CancellationToken::new();
-    let running = run_task(agent, at, &options.places, &never);
+    let running = run_task_paced(agent, at, &options.places, &never);
     tokio::pin!(running);
     loop {
         tokio::select! {

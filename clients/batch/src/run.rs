@@ -4,16 +4,20 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Value, json};
 use tokio::sync::{Semaphore, mpsc};
 
 use crate::agent::{AgentError, AgentLink};
 use crate::outputs::{OutputDir, OutputError, TaskResult, TrajectoryFormat, Verdict};
+use crate::pacing;
 use crate::progress::Progress;
 use crate::task::{Dataset, TaskAt};
 use crate::workspace;
+
+/// The class of a turn a rate limit refused (`data.talaria.class`).
+const RATE_LIMITED: &str = "rate_limit";
 
 /// How `setup` and `check` may run at most.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(600);
@@ -39,6 +43,8 @@ pub struct TaskPlaces {
 pub struct TaskOutcome {
     pub result: TaskResult,
     pub trajectory: Option<Value>,
+    /// A rate limit refused its turn; `Some(at)` when the agent said when it resets.
+    pub rate_limited: Option<Option<SystemTime>>,
 }
 
 impl TaskOutcome {
@@ -118,9 +124,9 @@ pub async fn run_task(
         }
     };
     result.session_id = Some(session.clone());
-    let (answered, stopped) = tokio::select! {
-        answered = run_session(agent, at, &session, &mut result) => (answered, false),
-        () = stop.cancelled() => (false, true),
+    let (end, stopped) = tokio::select! {
+        end = run_session(agent, at, &session, &mut result) => (end, false),
+        () = stop.cancelled() => (SessionEnd::default(), true),
     };
     let close = agent.call("session/close", json!({"sessionId": session}));
     if stopped {
@@ -142,7 +148,7 @@ pub async fn run_task(
             Some(trajectory)
         }
         // A turn that was answered called the model: its trajectory must be there.
-        Err(why) if answered => {
+        Err(why) if end.answered => {
             result.unwritten.push(format!("trajectory: {why}"));
             None
         }
@@ -150,7 +156,36 @@ pub async fn run_task(
     };
     // The throwaway workspace is removed off the runtime's threads too.
     let _ = tokio::task::spawn_blocking(move || drop(workspace)).await;
-    finish(result, trajectory, started)
+    TaskOutcome {
+        rate_limited: end.rate_limited,
+        ..finish(result, trajectory, started)
+    }
+}
+
+/// Runs one task once the run's pacing lets it start ([`crate::pacing`]); a task a rate
+/// limit refused runs again after the limit resets (at most [`pacing::MAX_RERUNS`] times),
+/// so the limit slows the batch down instead of failing its tasks.
+pub async fn run_task_paced(
+    agent: &AgentLink,
+    at: &TaskAt,
+    places: &TaskPlaces,
+    stop: &tokio_util::sync::CancellationToken,
+) -> TaskOutcome {
+    let mut reruns = 0;
+    loop {
+        agent.pacer().ready().await;
+        let outcome = run_task(agent, at, places, stop).await;
+        let Some(resets_at) = outcome.rate_limited else {
+            return outcome;
+        };
+        if reruns >= pacing::MAX_RERUNS || agent.closed().is_cancelled() || stop.is_cancelled() {
+            return outcome;
+        }
+        reruns += 1;
+        let until = resets_at.unwrap_or_else(|| SystemTime::now() + pacing::UNKNOWN_RESET_WAIT);
+        agent.pacer().refused(until);
+        tracing::info!(task = %at.task.id, reruns, "a rate limit refused the task; it runs again after the reset");
+    }
 }
 
 /// The run was stopped while the task ran: its turn is cancelled (the agent records it as
@@ -169,6 +204,15 @@ async fn interrupted(agent: &AgentLink, session: &str, result: &mut TaskResult) 
     );
 }
 
+/// How a task's session ended, for [`run_task`].
+#[derive(Default)]
+struct SessionEnd {
+    /// The prompt was answered (the model was called: its trajectory must be there).
+    answered: bool,
+    /// A rate limit refused the turn (`Some`, with when the limit resets when the agent said).
+    rate_limited: Option<Option<SystemTime>>,
+}
+
 fn finish(mut result: TaskResult, trajectory: Option<Value>, started: Instant) -> TaskOutcome {
     result.wall_s = started.elapsed().as_secs_f64();
     let trajectory = trajectory.map(|mut t| {
@@ -176,17 +220,21 @@ fn finish(mut result: TaskResult, trajectory: Option<Value>, started: Instant) -
                            "stop_reason": result.stop_reason, "metadata": result.metadata});
         t
     });
-    TaskOutcome { result, trajectory }
+    TaskOutcome {
+        result,
+        trajectory,
+        rate_limited: None,
+    }
 }
 
-/// `setup`, the prompt, `check`: the verdict and the turn's figures into `result`; whether
-/// the prompt was answered.
+/// `setup`, the prompt, `check`: the verdict and the turn's figures into `result`; how the
+/// session ended.
 async fn run_session(
     agent: &AgentLink,
     at: &TaskAt,
     session: &str,
     result: &mut TaskResult,
-) -> bool {
+) -> SessionEnd {
     let task = &at.task;
     if let Some(setup) = &task.setup {
         match run_command(agent, session, setup).await {
@@ -194,11 +242,11 @@ async fn run_session(
             Ok((exit, output)) => {
                 result.verdict = Verdict::SetupFailed;
                 result.error = Some(format!("setup exited {exit:?}: {}", tail(&output)));
-                return false;
+                return SessionEnd::default();
             }
             Err(error) => {
                 failed(result, agent, "setup", error.to_string());
-                return false;
+                return SessionEnd::default();
             }
         }
     }
@@ -212,12 +260,16 @@ async fn run_session(
         TurnEnd::TimedOut => {
             result.verdict = Verdict::Timeout;
             result.stop_reason = Some("cancelled".into());
-            return false;
+            return SessionEnd::default();
         }
         TurnEnd::Failed(error) => {
             let class = error.class.clone().unwrap_or_else(|| "agent".into());
+            let rate_limited = (class == RATE_LIMITED).then_some(error.resets_at);
             failed(result, agent, &class, error.message);
-            return false;
+            return SessionEnd {
+                answered: false,
+                rate_limited,
+            };
         }
     }
     if let Some(check) = &task.check {
@@ -234,7 +286,10 @@ async fn run_session(
             Err(error) => failed(result, agent, "check", error.to_string()),
         }
     }
-    true
+    SessionEnd {
+        answered: true,
+        rate_limited: None,
+    }
 }
 
 /// The last few hundred bytes of a command's output.
@@ -425,6 +480,7 @@ pub async fn run_dataset(
         .cloned()
         .collect();
     let mut progress = Progress::new(todo.len(), options.quiet);
+    agent.pacer().quiet(options.quiet);
     let (outcomes, mut received) = mpsc::unbounded_channel();
     let (starts, mut started_one) = mpsc::unbounded_channel();
     let permits = Arc::new(Semaphore::new(options.parallel.max(1)));
@@ -444,7 +500,7 @@ pub async fn run_dataset(
                 return;
             }
             let _ = starts.send(());
-            let _ = outcomes.send(run_task(&agent, &at, &places, &stop).await);
+            let _ = outcomes.send(run_task_paced(&agent, &at, &places, &stop).await);
         });
     }
     drop((outcomes, starts));

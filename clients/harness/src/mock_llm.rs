@@ -7,6 +7,9 @@
 //! JSON body, when it arrived, when the first response byte was sent, and whether the client
 //! disconnected before the response was complete.
 //!
+//! A step may add response headers ([`MockReply::WithHeaders`]: rate limits, `retry-after`)
+//! to any answer, an error's status and headers included.
+//!
 //! Control endpoints (for clients in other languages): `GET /_mock/requests` returns the
 //! recorded requests; `POST /_mock/script` appends replies (a JSON array of [`MockReply`]).
 
@@ -100,6 +103,12 @@ pub enum MockReply {
         delay_ms: u64,
         reply: Box<MockReply>,
     },
+    /// Answers with `reply`, these response headers added (rate limits, `retry-after`, …;
+    /// an error's own headers too).
+    WithHeaders {
+        headers: Vec<(String, String)>,
+        reply: Box<MockReply>,
+    },
     /// Streams tool calls with their arguments cut into fragments of `fragment_chars`,
     /// `delay_ms` apart.
     ToolCalls {
@@ -143,6 +152,17 @@ impl MockReply {
             delay_ms: 0,
             usage: None,
             finish_reason: None,
+        }
+    }
+
+    /// This reply with these response headers.
+    pub fn with_headers(self, headers: &[(&str, &str)]) -> Self {
+        Self::WithHeaders {
+            headers: headers
+                .iter()
+                .map(|(name, value)| (name.to_string(), value.to_string()))
+                .collect(),
+            reply: Box::new(self),
         }
     }
 
@@ -513,13 +533,28 @@ async fn answer_model_request(state: &Arc<State>, received: Received) -> Respons
             return refuse(state, why.to_string(), &recorded_body);
         }
     };
-    while let MockReply::Delayed {
-        delay_ms,
-        reply: inner,
-    } = reply
-    {
-        tokio::time::sleep(Duration::from_millis(delay_ms)).await;
-        reply = *inner;
+    let mut added = Vec::new();
+    loop {
+        match reply {
+            MockReply::Delayed {
+                delay_ms,
+                reply: inner,
+            } => {
+                tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+                reply = *inner;
+            }
+            MockReply::WithHeaders {
+                headers,
+                reply: inner,
+            } => {
+                added.extend(headers);
+                reply = *inner;
+            }
+            other => {
+                reply = other;
+                break;
+            }
+        }
     }
     if let MockReply::Error {
         status,
@@ -528,18 +563,16 @@ async fn answer_model_request(state: &Arc<State>, received: Received) -> Respons
     } = reply
     {
         mark(state, index, |r| r.completed = true);
-        return error_response(status, body, headers);
+        added.extend(headers);
+        return error_response(status, body, added);
     }
     if !streaming {
         mark(state, index, |r| {
             r.completed = true;
             r.first_byte_at = Some(Instant::now());
         });
-        return full(
-            StatusCode::OK,
-            non_streaming_body(api, &reply, &model).to_string(),
-            "application/json",
-        );
+        let body = non_streaming_body(api, &reply, &model).to_string();
+        return with_headers(full(StatusCode::OK, body, "application/json"), added);
     }
     let (tx, rx) = mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(64);
     tokio::spawn(stream_reply(api, reply, model, tx, state.clone(), index));
@@ -551,7 +584,7 @@ async fn answer_model_request(state: &Arc<State>, received: Received) -> Respons
         "content-type",
         hyper::header::HeaderValue::from_static("text/event-stream"),
     );
-    response
+    with_headers(response, added)
 }
 
 /// Records a request (tests read them back); returns its index.
@@ -649,11 +682,16 @@ impl std::fmt::Display for ScriptExhausted {
 
 /// A scripted HTTP error with its headers.
 fn error_response(status: u16, body: String, headers: Vec<(String, String)>) -> Response<Body> {
-    let mut response = full(
+    let response = full(
         StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
         body,
         "application/json",
     );
+    with_headers(response, headers)
+}
+
+/// `response` with these headers added (a name or value HTTP cannot carry is left out).
+fn with_headers(mut response: Response<Body>, headers: Vec<(String, String)>) -> Response<Body> {
     for (name, value) in headers {
         if let (Ok(name), Ok(value)) = (
             hyper::header::HeaderName::from_bytes(name.as_bytes()),
@@ -710,7 +748,9 @@ fn frames_of(reply: MockReply, model: &str) -> (Vec<String>, u64, Ending) {
     let mut frames = Vec::new();
     match reply {
         // Delays are taken before rendering; one left here is just its reply.
-        MockReply::Delayed { reply, .. } => frames_of(*reply, model),
+        MockReply::Delayed { reply, .. } | MockReply::WithHeaders { reply, .. } => {
+            frames_of(*reply, model)
+        }
         MockReply::Text {
             chunks,
             reasoning,
@@ -897,7 +937,9 @@ fn messages_frames(reply: MockReply, model: &str) -> (Vec<String>, u64, Ending) 
     let mut frames = Vec::new();
     match reply {
         // Delays are taken before rendering; one left here is just its reply.
-        MockReply::Delayed { reply, .. } => messages_frames(*reply, model),
+        MockReply::Delayed { reply, .. } | MockReply::WithHeaders { reply, .. } => {
+            messages_frames(*reply, model)
+        }
         MockReply::Text {
             chunks,
             reasoning,
@@ -1051,7 +1093,9 @@ fn responses_frames(reply: MockReply, _model: &str) -> (Vec<String>, u64, Ending
     )];
     match reply {
         // Delays are taken before rendering; one left here is just its reply.
-        MockReply::Delayed { reply, .. } => responses_frames(*reply, _model),
+        MockReply::Delayed { reply, .. } | MockReply::WithHeaders { reply, .. } => {
+            responses_frames(*reply, _model)
+        }
         MockReply::Text {
             chunks,
             reasoning,
@@ -1236,6 +1280,76 @@ mod tests {
             1,
             "recorded, and taken so the test passes"
         );
+    }
+
+    /// A script sets response headers on answers of every API, streamed or not, and on
+    /// errors beside their own; a delay and headers wrap each other in any order.
+    #[tokio::test]
+    async fn scripted_headers_and_statuses_reach_the_client() {
+        let limits = [
+            ("x-ratelimit-remaining-requests", "1"),
+            ("retry-after", "2"),
+        ];
+        let refusal = MockReply::Error {
+            status: 429,
+            body: json!({"error": {"message": "slow down"}}).to_string(),
+            headers: vec![("x-own".into(), "kept".into())],
+        };
+        let mock = MockLlm::start(vec![
+            MockReply::text(&["a"]).with_headers(&limits),
+            MockReply::text(&["b"]).with_headers(&limits),
+            MockReply::Delayed {
+                delay_ms: 1,
+                reply: Box::new(MockReply::text(&["c"]).with_headers(&limits)),
+            },
+            MockReply::text(&["d"]).with_headers(&limits),
+            refusal.with_headers(&limits),
+        ])
+        .await
+        .expect("mock");
+        let client = reqwest::Client::new();
+        let asks = [
+            ("/v1/chat/completions", true),
+            ("/v1/messages", true),
+            ("/v1/responses", true),
+            ("/v1/chat/completions", false),
+        ];
+        for (path, stream) in asks {
+            let response = client
+                .post(format!("http://{}{path}", mock.addr()))
+                .json(&json!({"model": "m", "stream": stream}))
+                .send()
+                .await
+                .expect("sent");
+            assert_eq!(response.status(), 200, "{path}");
+            let header = |name: &str| {
+                response
+                    .headers()
+                    .get(name)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string)
+            };
+            assert_eq!(
+                header("x-ratelimit-remaining-requests").as_deref(),
+                Some("1")
+            );
+            assert_eq!(header("retry-after").as_deref(), Some("2"), "{path}");
+            let _ = response.bytes().await;
+        }
+        let refused = client
+            .post(format!("http://{}/v1/messages", mock.addr()))
+            .json(&json!({"model": "m", "stream": true}))
+            .send()
+            .await
+            .expect("sent");
+        assert_eq!(refused.status(), 429);
+        assert_eq!(refused.headers()["retry-after"], "2");
+        assert_eq!(refused.headers()["x-own"], "kept");
+        // Scripts sent over the control endpoint take headers too.
+        let wrapped: MockReply = serde_json::from_value(json!({"type": "with_headers",
+            "headers": [["retry-after", "1"]], "reply": {"type": "text", "chunks": ["x"]}}))
+        .expect("a script step");
+        assert!(matches!(wrapped, MockReply::WithHeaders { .. }));
     }
 
     #[tokio::test]

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use talaria_checkpoints::{BlobStore, Bounds, Workspace, files_after, files_before, restore};
+use talaria_checkpoints::{BlobStore, Bounds, Workspace};
 
 pub struct CheckpointCost {
     /// First read of the whole workspace (at session start, in the background).
@@ -72,16 +72,21 @@ pub fn measure(runs: usize) -> anyhow::Result<CheckpointCost> {
     let files = seed(work.path())?;
     let blobs = Arc::new(BlobStore::open(home.path())?);
     let bounds = Bounds::default();
-    let space = Workspace::new(vec![work.path().to_path_buf()], blobs.clone(), bounds);
+    let space = Workspace::new(
+        vec![work.path().to_path_buf()],
+        blobs.clone(),
+        bounds,
+        Arc::new(talaria_files::Unguarded),
+    );
     let began = Instant::now();
     space.before_command();
     let index_ms = began.elapsed().as_secs_f64() * 1000.0;
 
     let edit = timed(runs, |i| {
         let path = vec![files[i % files.len()].clone()];
-        let before = files_before(&blobs, &path, &bounds);
+        let before = space.files_before(&path);
         let _ = std::fs::write(&path[0], format!("edited {i}\n"));
-        files_after(&blobs, "bench", before, &bounds);
+        space.files_after("bench", before);
     });
     let command = timed(runs, |i| {
         space.before_command();
@@ -96,7 +101,7 @@ pub fn measure(runs: usize) -> anyhow::Result<CheckpointCost> {
     }
     let changes = space.after_command("rewind").changes;
     let began = Instant::now();
-    let report = restore(&blobs, "rewind", &changes, false);
+    let report = space.restore("rewind", &changes, false);
     let restore_100_ms = began.elapsed().as_secs_f64() * 1000.0;
     anyhow::ensure!(report.restored.len() == 100, "restored {:?}", report);
 
@@ -105,9 +110,9 @@ pub fn measure(runs: usize) -> anyhow::Result<CheckpointCost> {
     let grown_before = dir_bytes(&store.join("sessions")) + dir_bytes(&store.join("blobs"));
     let edits: Vec<PathBuf> = files[200..203].to_vec();
     for path in &edits {
-        let before = files_before(&blobs, std::slice::from_ref(path), &bounds);
+        let before = space.files_before(std::slice::from_ref(path));
         std::fs::write(path, "x".repeat(2048))?;
-        files_after(&blobs, "growth", before, &bounds);
+        space.files_after("growth", before);
     }
     space.before_command();
     for path in &files[300..302] {

@@ -166,11 +166,21 @@ pub fn initialize(
                         .image(images)
                         .audio(false)
                         .embedded_context(true),
-                ),
+                )
+                .meta(agent_capability_extensions()),
         )
         .auth_methods(auth_methods(request))
         .agent_info(Implementation::new("talaria", env!("CARGO_PKG_VERSION")).title("Talaria"))
         .meta(extensions(transport))
+}
+
+/// The drafts Talaria speaks that ACP 1.20 has no field for, in `agentCapabilities._meta`:
+/// `quota` (the quotas draft: `quota_update`, `quota/read`, `quotaExceeded`).
+fn agent_capability_extensions() -> talaria_protocol::acp::Meta {
+    let mut meta = talaria_protocol::acp::Meta::new();
+    let (name, marker) = super::quota::advertised();
+    meta.insert(name, marker);
+    meta
 }
 
 /// The extensions Talaria speaks, as the peers advertise them (top-level `_meta`):

@@ -42,6 +42,9 @@ pub struct ClientCaps {
     pub plans: bool,
     /// The client shows boolean config options.
     pub booleans: bool,
+    /// The client takes `quota_update`s (the quotas draft's opt-in, read from `initialize`
+    /// as it came: see `quota::wants_quota`).
+    pub quota: bool,
 }
 
 impl ClientCaps {
@@ -73,6 +76,7 @@ impl ClientCaps {
                 .as_ref()
                 .and_then(|s| s.config_options.as_ref())
                 .is_some_and(|c| c.boolean.is_some()),
+            quota: false,
         }
     }
 }

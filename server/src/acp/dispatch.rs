@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use super::quota;
 use super::{
     Agent, Reply, capabilities, cassettes, client_bridge, config_error, load_config, providers,
     rewind, run_command, server_window, settings, shutdown, steering, to_value,
@@ -149,6 +150,7 @@ async fn serve_until(
         answer_after: None,
         logged_out: false,
         client_providers: providers::ClientProviders::default(),
+        quotas: std::sync::Arc::default(),
         peer: connection.peer,
         client_caps: client_bridge::ClientCaps::default(),
         config_warned: false,
@@ -361,6 +363,9 @@ impl Agent {
         if request.method == "initialize" {
             capabilities::negotiate_version(&mut request.params);
         }
+        if request.method == quota::READ_METHOD {
+            return Some(self.read_quota(&request.params));
+        }
         if request.method == settings::LEGACY_SET_MODEL {
             return Some(self.set_model_legacy(&request.params));
         }
@@ -380,6 +385,9 @@ impl Agent {
         match parsed {
             ClientRequest::InitializeRequest(params) => {
                 self.initialize(request.id, params);
+                // The quotas draft's opt-in is no field of ACP 1.20's types: read from the
+                // parameters as they came.
+                self.client_caps.quota = quota::wants_quota(&request.params);
                 None
             }
             ClientRequest::SetSessionModeRequest(params) => {
@@ -469,6 +477,24 @@ impl Agent {
             async move { to_value(capabilities::initialize(&params, images, transport)) }
                 .boxed_local()
         });
+    }
+
+    /// `quota/read` (the quotas draft): the snapshot of the session named, or of the newest
+    /// session when none is.
+    fn read_quota(&self, params: &Value) -> Reply {
+        match params.get("sessionId") {
+            None | Some(Value::Null) => Ok(self.quotas.read(None)),
+            Some(Value::String(id)) if self.sessions.contains_key(id) => {
+                Ok(self.quotas.read(Some(id)))
+            }
+            Some(Value::String(id)) => {
+                Err(super::session_not_found(&acp::SessionId::new(id.as_str())))
+            }
+            Some(other) => Err(errors::invalid_params(format!(
+                "{}: sessionId must be a string, not {other}",
+                quota::READ_METHOD
+            ))),
+        }
     }
 
     /// `authenticate`: whether the configuration (read off the loop) now has what it needs.

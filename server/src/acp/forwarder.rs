@@ -170,6 +170,8 @@ pub struct Forwarder {
     pub chunks: ChunkTemplates,
     /// The `messageId` of the running turn's prompt, told in its answer's `_meta`.
     pub prompt_message: Option<String>,
+    /// The session's rate limits, as its model calls reported them.
+    pub quota: super::quota::SessionQuota,
 }
 
 impl Forwarder {
@@ -197,6 +199,7 @@ impl Forwarder {
         while let Ok(batch) = edge.try_recv() {
             self.write_edge(batch).await;
         }
+        self.quota.close();
     }
 
     async fn write_edge(&self, batch: EdgeUpdates) {
@@ -301,6 +304,11 @@ impl Forwarder {
             EngineEvent::Compaction(view) => {
                 super::compaction::update(view, self.client.caps().compaction, notices)
             }
+            EngineEvent::RateLimits(view) => {
+                self.rate_limits(view).await;
+                None
+            }
+            EngineEvent::Usage { used, size, cost } => Some(self.usage_update(used, size, cost)),
             EngineEvent::CommandsChanged => list_commands(&self.commands).await,
             EngineEvent::Subagent(view) if self.client.caps().subagents => {
                 let mut updates = subagent_updates(&self.session_id, view);
@@ -329,6 +337,34 @@ impl Forwarder {
         };
         if let Some(update) = update {
             self.write(update).await;
+        }
+    }
+
+    /// A `usage_update`, carrying the windows of the session's rate limits in its `_meta`.
+    fn usage_update(&self, used: u64, size: u64, cost: Option<f64>) -> acp::SessionUpdate {
+        let update = acp::UsageUpdate::new(used, size)
+            .cost(cost.map(|amount| acp::Cost::new(amount, "USD")))
+            .meta(self.quota.usage_meta());
+        acp::SessionUpdate::UsageUpdate(update)
+    }
+
+    /// A model call's rate limits: the full snapshot to a client that opted in, when it
+    /// changed; and when a limit refused the call (no usage follows), a `usage_update` with
+    /// the windows now.
+    async fn rate_limits(&mut self, view: talaria_engine::LimitsView) {
+        let refused = view.refused;
+        let changed = self.quota.observe(view);
+        if let Some(mut snapshot) = changed
+            && self.client.caps().quota
+        {
+            snapshot["sessionUpdate"] = "quota_update".into();
+            let notification =
+                serde_json::json!({"sessionId": self.session_id, "update": snapshot});
+            self.peer.notify("session/update", &notification).await;
+        }
+        if let Some(context) = refused {
+            self.write(self.usage_update(context.used, context.size, None))
+                .await;
         }
     }
 
@@ -406,7 +442,8 @@ impl Forwarder {
 
 /// A failed turn as the prompt's JSON-RPC error: the message says what happened; `data`
 /// says what kind of failure it was, for frontends that act on it (`{"talaria": {"kind":
-/// "model" | "command" | "internal", "class": "auth" | "rate_limit" | …, "status": 401}}`).
+/// "model" | "command" | "internal", "class": "auth" | "rate_limit" | …, "status": 401}}`);
+/// a limit's refusal is `quotaExceeded` (see `quota::quota_exceeded`).
 fn turn_error(error: &talaria_engine::TurnError) -> acp::Error {
     use talaria_engine::TurnError;
     let mut data = serde_json::Map::new();
@@ -428,6 +465,13 @@ fn turn_error(error: &talaria_engine::TurnError) -> acp::Error {
         TurnError::Internal(_) => {
             data.insert("kind".into(), "internal".into());
         }
+    }
+    // A limit that refused the call: the quotas draft's `quotaExceeded`, naming the limit and
+    // when it resets.
+    if let TurnError::Model(failed) = error
+        && let Some(exceeded) = super::quota::quota_exceeded(failed, data.clone())
+    {
+        return exceeded;
     }
     // A key the provider refused (401, 403) is the client's to fix: `auth_required`, with
     // the ways to authenticate, so an editor offers its sign-in.

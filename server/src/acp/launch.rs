@@ -301,6 +301,7 @@ impl Agent {
             }),
             chunks: forwarder::ChunkTemplates::new(session_id, None),
             prompt_message: None,
+            quota: super::quota::SessionQuota::new(self.quotas.clone(), session_id),
         };
         let (updates, edge_rx) = mpsc::unbounded_channel();
         tokio::spawn(forwarder.run(events, edge_rx));

@@ -31,6 +31,7 @@ mod process_shared;
 mod prompt;
 mod prompt_input;
 mod providers;
+mod quota;
 mod replay;
 mod rewind;
 mod run_command;
@@ -152,6 +153,8 @@ struct Agent {
     logged_out: bool,
     /// Endpoints the client set or disabled (`providers/*`), for sessions started after.
     client_providers: providers::ClientProviders,
+    /// The sessions' rate-limit snapshots, for `quota/read`.
+    quotas: Arc<quota::QuotaBoard>,
 }
 
 type Reply = Result<Value, acp::Error>;

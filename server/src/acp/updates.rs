@@ -95,6 +95,7 @@ pub fn session_update(event: EngineEvent) -> Option<SessionUpdate> {
         | EngineEvent::ClientRequest(_)
         | EngineEvent::Steered(..)
         | EngineEvent::Compaction(_)
+        | EngineEvent::RateLimits(_)
         | EngineEvent::CommandsChanged
         | EngineEvent::Subagent(_)
         | EngineEvent::ModeSwitched(_)

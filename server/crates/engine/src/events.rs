@@ -139,6 +139,37 @@ pub enum CompactionStatus {
     Failed,
 }
 
+/// A model call's rate limits, as its provider's answer stated them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LimitsView {
+    /// The provider's name (`openai`, `anthropic`, …) and the model called.
+    pub provider: String,
+    pub model: String,
+    pub limits: talaria_provider::RateLimits,
+    /// A limit refused the call (a rate limit, a spent quota; no usage follows it): the
+    /// context the refused request held and the window, for a usage report with the limits.
+    pub refused: Option<ContextUse>,
+}
+
+impl LimitsView {
+    /// The name of the limits' pool: the provider and the model (`openai/gpt-4.1`).
+    pub fn pool(&self) -> String {
+        limits_pool(&self.provider, &self.model)
+    }
+}
+
+/// The name of a provider's and model's pool of limits (`openai/gpt-4.1`).
+pub fn limits_pool(provider: &str, model: &str) -> String {
+    format!("{provider}/{model}")
+}
+
+/// How much of the context window a request used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContextUse {
+    pub used: u64,
+    pub size: u64,
+}
+
 /// A context compaction, as the client is told about it (the same id from start to end).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompactionView {
@@ -253,6 +284,9 @@ pub enum EngineEvent {
         size: u64,
         cost: Option<f64>,
     },
+    /// A model call's answer stated its provider's rate limits (at the start of its stream,
+    /// or with a refusal).
+    RateLimits(LimitsView),
     /// A context compaction started, finished or failed.
     Compaction(CompactionView),
     /// The client's slash commands may have changed (a skill was written or accepted).

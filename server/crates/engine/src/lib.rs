@@ -57,8 +57,9 @@ pub use config::{
     StoreConfig, default_home, is_local, without_password,
 };
 pub use events::{
-    CompactionStatus, CompactionView, EngineEvent, NoticeLevel, Signal, StopReason,
-    SubagentMessage, SubagentStop, SubagentView, ToolCallView, TurnError, TurnId, TurnUsage,
+    CompactionStatus, CompactionView, ContextUse, EngineEvent, LimitsView, NoticeLevel, Signal,
+    StopReason, SubagentMessage, SubagentStop, SubagentView, ToolCallView, TurnError, TurnId,
+    TurnUsage, limits_pool,
 };
 pub use journal::{ANSWER_DEADLINE, Journal, READ_DEADLINE, SessionJournal};
 pub use model_call::CallError;

@@ -679,6 +679,7 @@ async fn a_stream_that_breaks_after_output_restarts_and_only_the_complete_answer
         status: 400,
         message: "bad".into(),
         retry_after: None,
+        limits: None,
     };
     let (session, mut rx, provider) = start(
         vec![

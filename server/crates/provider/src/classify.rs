@@ -326,9 +326,14 @@ pub fn classify(error: &ProviderError) -> Classified {
             status,
             message,
             retry_after,
+            limits,
             ..
         } => {
-            classified.retry_after = *retry_after;
+            // With no `Retry-After`, a refusal's exhausted window says how long to wait.
+            classified.retry_after = retry_after.or_else(|| {
+                let limits = limits.as_deref().filter(|_| *status == 429)?;
+                limits.wait(std::time::SystemTime::now())
+            });
             let lower = message.to_ascii_lowercase();
             let by_message = classify_message(&lower);
             let class = match status {
@@ -418,6 +423,7 @@ mod tests {
             message: "The model produced output that does not match the expected peg-native format"
                 .into(),
             retry_after: None,
+            limits: None,
         };
         assert!(is_malformed_output(&status(500)));
         assert!(!is_malformed_output(&status(401)), "not a server error");
@@ -429,6 +435,7 @@ mod tests {
             status,
             message: message.into(),
             retry_after: None,
+            limits: None,
         }
     }
 
@@ -556,6 +563,47 @@ mod tests {
             "max_tokens: 100000 > 64000, which is the maximum allowed number of output tokens",
         ));
         assert_eq!(anthropic_max.max_tokens_limit, Some(64000));
+    }
+
+    #[test]
+    fn a_refusal_without_retry_after_waits_for_its_exhausted_window() {
+        use crate::rate_limits::{LimitKind, LimitWindow, RateLimits};
+        use std::time::SystemTime;
+        let now = SystemTime::now();
+        let limits = |remaining| RateLimits {
+            observed_at: now,
+            windows: vec![LimitWindow {
+                kind: LimitKind::Requests,
+                limit: Some(60),
+                remaining: Some(remaining),
+                resets_at: Some(now + Duration::from_secs(600)),
+            }],
+            retry_after: None,
+        };
+        let refused = |status, remaining| ProviderError::Http {
+            provider: "p".into(),
+            status,
+            message: "Rate limit reached for requests".into(),
+            retry_after: None,
+            limits: Some(Box::new(limits(remaining))),
+        };
+        let wait = classify(&refused(429, 0))
+            .retry_after
+            .expect("the window's reset");
+        assert!(
+            wait > Duration::from_secs(590) && wait <= Duration::from_secs(600),
+            "{wait:?}"
+        );
+        assert_eq!(
+            classify(&refused(429, 5)).retry_after,
+            None,
+            "not exhausted"
+        );
+        assert_eq!(
+            classify(&refused(500, 0)).retry_after,
+            None,
+            "not a refusal"
+        );
     }
 
     #[test]

@@ -26,6 +26,8 @@ pub enum ProviderError {
         message: String,
         /// `Retry-After`, when the provider sent one.
         retry_after: Option<Duration>,
+        /// The rate limits the answer's headers stated, when it stated any.
+        limits: Option<Box<crate::rate_limits::RateLimits>>,
     },
     /// The endpoint could not be reached or the connection failed before a response.
     #[error("cannot reach {provider} at {url}: {detail}")]
@@ -77,6 +79,14 @@ impl ProviderError {
             _ => None,
         }
     }
+
+    /// The rate limits the provider's answer stated, when it stated any.
+    pub fn limits(&self) -> Option<&crate::rate_limits::RateLimits> {
+        match self {
+            Self::Http { limits, .. } => limits.as_deref(),
+            _ => None,
+        }
+    }
 }
 
 /// Extracts the provider's own message from an error body (OpenAI/Anthropic JSON shapes),
@@ -102,12 +112,6 @@ pub fn message_from_body(body: &str) -> String {
     text[..end].to_string()
 }
 
-/// Parses a `Retry-After` header: delta-seconds (possibly fractional).
-pub fn parse_retry_after(value: &str) -> Option<Duration> {
-    let seconds: f64 = value.trim().parse().ok()?;
-    (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,7 +125,5 @@ mod tests {
         assert_eq!(message_from_body(r#"{"error":"bad key"}"#), "bad key");
         assert_eq!(message_from_body("  Bad Gateway  "), "Bad Gateway");
         assert_eq!(message_from_body(""), "(empty response body)");
-        assert_eq!(parse_retry_after("2"), Some(Duration::from_secs(2)));
-        assert_eq!(parse_retry_after("soon"), None);
     }
 }

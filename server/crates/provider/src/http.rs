@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use crate::ProviderError;
-use crate::error::{error_chain, message_from_body, parse_retry_after};
+use crate::error::{error_chain, message_from_body};
+use crate::rate_limits::RateLimits;
 
 /// Where an endpoint is and how to reach it; shared by every provider.
 #[derive(Debug, Clone)]
@@ -131,13 +132,22 @@ pub fn start<D: crate::stream::Decoder>(
 ) -> futures_util::future::BoxFuture<'static, Result<crate::EventStream, ProviderError>> {
     Box::pin(async move {
         let response = send(builder, provider, &endpoint).await?;
-        Ok(crate::stream::drive(
-            response,
-            provider,
-            idle_timeout,
-            decoder,
-        ))
+        let limits = RateLimits::from_headers(response.headers(), std::time::SystemTime::now());
+        let events = crate::stream::drive(response, provider, idle_timeout, decoder);
+        Ok(match limits {
+            Some(limits) => with_limits_first(limits, events),
+            None => events,
+        })
     })
+}
+
+/// The stream's events after one that tells the response's rate limits.
+fn with_limits_first(limits: RateLimits, events: crate::EventStream) -> crate::EventStream {
+    use futures_util::StreamExt;
+    let first = futures_util::stream::once(std::future::ready(Ok(crate::StreamEvent::RateLimits(
+        limits,
+    ))));
+    first.chain(events).boxed()
 }
 
 /// Builds a client with the connect timeout (no overall timeout: streams are long).
@@ -205,7 +215,7 @@ fn root_cause(error: &dyn std::error::Error) -> String {
 }
 
 /// Sends the request; a non-success status becomes [`ProviderError::Http`] carrying the
-/// provider's own message and `Retry-After`.
+/// provider's own message, `Retry-After` and the rate limits its headers stated.
 pub async fn send(
     builder: reqwest::RequestBuilder,
     provider: &str,
@@ -235,18 +245,8 @@ pub async fn send(
     if status.is_success() {
         return Ok(response);
     }
-    let headers = response.headers();
-    let retry_after = headers
-        .get("retry-after")
-        .and_then(|v| v.to_str().ok())
-        .and_then(parse_retry_after)
-        .or_else(|| {
-            headers
-                .get("retry-after-ms")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .map(Duration::from_millis)
-        });
+    let limits = RateLimits::from_headers(response.headers(), std::time::SystemTime::now());
+    let retry_after = limits.as_ref().and_then(|l| l.retry_after);
     let body = tokio::time::timeout(Duration::from_secs(30), response.text())
         .await
         .ok()
@@ -263,5 +263,6 @@ pub async fn send(
             format!("{reason}: {message}")
         },
         retry_after,
+        limits: limits.map(Box::new),
     })
 }

@@ -11,6 +11,7 @@ pub mod error;
 pub mod http;
 pub mod model;
 pub mod openai;
+pub mod rate_limits;
 pub mod responses;
 #[cfg(test)]
 mod scripted;
@@ -28,6 +29,7 @@ pub use model::{
     ChatRequest, Effort, FinishReason, ModelMessage, Reasoning, StreamEvent, ToolCallRequest,
     ToolSpec, Transcript, Usage, UserPart,
 };
+pub use rate_limits::{LimitKind, LimitWindow, RateLimits};
 
 /// The events of one model call, in order, ending with [`StreamEvent::Finished`] or an error.
 pub type EventStream = BoxStream<'static, Result<StreamEvent, ProviderError>>;

@@ -160,6 +160,9 @@ pub enum StreamEvent {
     ToolCallStarted { id: String, name: String },
     /// Token counts (usually just before the end).
     Usage(Usage),
+    /// The provider's rate limits as the response's headers stated them (the first event,
+    /// when they stated any).
+    RateLimits(crate::rate_limits::RateLimits),
     /// The stream is about to fail (the next item is its error); these tool calls had
     /// streamed by then, in the model's order, their arguments as far as they came (a
     /// server's parser that rejects what follows a complete call loses nothing with it).

@@ -179,7 +179,7 @@ pub const SETTINGS: &[Setting] = &[
         "integer (s)",
         "60",
         "",
-        "The longest `Retry-After` a server's answer is waited for.",
+        "The retry budget: the longest wait a provider may ask for (`Retry-After`, or the reset of a spent rate-limit window) that is waited out; a longer one is not retried, and the turn ends with `quotaExceeded` (or another key or fallback model is tried).",
     ),
     s(
         "key_strategy",

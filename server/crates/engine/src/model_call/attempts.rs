@@ -51,6 +51,13 @@ struct Failed<'f> {
     label: String,
 }
 
+/// What a refusal by a limit is told with: the pool of limits of the model that refused, and
+/// the retry budget in seconds when the provider's wait was beyond it.
+struct Refused {
+    pool: String,
+    budget: Option<u64>,
+}
+
 /// What follows a failed attempt.
 enum Flow {
     /// Attempt again (same model, or the next after a fallback).
@@ -294,6 +301,10 @@ impl ModelCaller<'_> {
             .lease
             .is_some_and(|l| failed.target.pool.has_other(l));
         state.fallback_left = self.active + 1 < self.chain.len();
+        let budget = std::time::Duration::from_secs(self.retry.retry_after_cap_secs);
+        state.wait_beyond_budget = classify(&failed.error)
+            .retry_after
+            .is_some_and(|wait| wait > budget);
         if !attempts.tools_in_prompt
             && !sending.tools.is_empty()
             && talaria_provider::classify::is_malformed_output(&failed.error)
@@ -374,7 +385,14 @@ impl ModelCaller<'_> {
                 Flow::Again
             }
             Action::Fail(give_up) => {
-                Self::give_up(give_up, label, class, error, attempts, sink).await
+                let refused = Refused {
+                    pool: crate::events::limits_pool(target.provider.name(), &target.model),
+                    budget: attempts
+                        .state
+                        .wait_beyond_budget
+                        .then_some(self.retry.retry_after_cap_secs),
+                };
+                Self::give_up(give_up, label, class, error, refused, attempts, sink).await
             }
         }
     }
@@ -474,6 +492,7 @@ impl ModelCaller<'_> {
         label: String,
         class: talaria_provider::classify::ErrorClass,
         error: ProviderError,
+        refused: Refused,
         attempts: &mut Attempts,
         sink: &mut S,
     ) -> Flow {
@@ -492,6 +511,16 @@ impl ModelCaller<'_> {
                     attempts: recovery::MAX_COMPRESSIONS,
                     source: error,
                 });
+                Flow::Stop
+            }
+            GiveUp::Exhausted if crate::call_error::is_limit(class) => {
+                attempts.failure = Some(CallError::limit_reached(
+                    label,
+                    refused.pool,
+                    class,
+                    error,
+                    refused.budget,
+                ));
                 Flow::Stop
             }
             GiveUp::Exhausted => {

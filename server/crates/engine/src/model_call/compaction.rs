@@ -339,6 +339,7 @@ mod tests {
             status: 401,
             message: "invalid API key".into(),
             retry_after: None,
+            limits: None,
         };
         let provider = Arc::new(ScriptedProvider::new(vec![
             crate::testkit::Step::FailAfter(Vec::new(), unauthorised),

@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 pub use crate::call_error::CallError;
 use crate::config::RetryPolicy;
 use crate::context::ContextState;
-use crate::events::{NoticeLevel, TurnUsage};
+use crate::events::{ContextUse, LimitsView, NoticeLevel, TurnUsage};
 use crate::router::{ModelRouter, ModelTarget};
 
 pub(crate) use sink::{CallSink, ChatSink, SilentSink, TextHold};
@@ -308,6 +308,20 @@ impl<'a> ModelCaller<'a> {
             .await;
     }
 
+    /// What the sink is told of a call's rate limits.
+    fn limits_view(
+        target: &ModelTarget,
+        limits: talaria_provider::RateLimits,
+        refused: Option<ContextUse>,
+    ) -> LimitsView {
+        LimitsView {
+            provider: target.provider.name().to_string(),
+            model: target.model.clone(),
+            limits,
+            refused,
+        }
+    }
+
     /// The answer of a stream stopped in a loop: kept up to the loop's first copy, as a
     /// finished answer (a call in it runs once).
     async fn stopped_loop<S: CallSink>(
@@ -360,6 +374,10 @@ impl<'a> ModelCaller<'a> {
                 sink.tool_call_started(id, name).await;
             }
             StreamEvent::CallsBeforeFailure(calls) => streamed.before_failure = calls,
+            StreamEvent::RateLimits(limits) => {
+                sink.rate_limits(Self::limits_view(target, limits, None))
+                    .await;
+            }
             StreamEvent::Usage(call_usage) => {
                 streamed.output_tokens = call_usage.output_tokens;
                 self.count_usage(&call_usage, target, counted, sink).await;
@@ -391,6 +409,17 @@ impl<'a> ModelCaller<'a> {
                 });
             }
             Waited::TimedOut(error) | Waited::Done(Err(error)) => {
+                if let Some(limits) = error.limits() {
+                    // Any answer's headers tell the limits; only a limit's refusal is one.
+                    let class = talaria_provider::classify(&error).class;
+                    let refusal = crate::call_error::is_limit(class);
+                    let refused = refusal.then(|| ContextUse {
+                        used: self.context.accounting.correct(counted, &target.model),
+                        size: self.context.window,
+                    });
+                    let view = Self::limits_view(target, limits.clone(), refused);
+                    sink.rate_limits(view).await;
+                }
                 return Attempt::Failed {
                     error,
                     shown: false,

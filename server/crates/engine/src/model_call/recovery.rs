@@ -25,6 +25,9 @@ pub struct RecoveryState {
     pub output_shown: bool,
     /// The chain has a model after the current one.
     pub fallback_left: bool,
+    /// The provider asked to wait longer than the retry budget allows (`retry-after`, or the
+    /// reset of the limit that refused): asking again before then meets the same refusal.
+    pub wait_beyond_budget: bool,
 }
 
 /// Why recovery gives up.
@@ -59,8 +62,8 @@ pub enum Action {
 /// Decides what to do about a failed call. First match wins: output already shown →
 /// restart (transient failures only, at most [`MAX_RESTARTS`]) or fail; another key →
 /// rotate; `max_tokens` too large → shrink; overflow → compress (at most
-/// [`MAX_COMPRESSIONS`]); retryable → retry while attempts last; fall back when the class
-/// allows and a model is left; else fail.
+/// [`MAX_COMPRESSIONS`]); retryable → retry while attempts last, unless the provider's wait is
+/// beyond the retry budget; fall back when the class allows and a model is left; else fail.
 pub fn next_action(class: ErrorClass, state: &RecoveryState) -> Action {
     let policy = class.policy();
     if state.output_shown {
@@ -85,7 +88,7 @@ pub fn next_action(class: ErrorClass, state: &RecoveryState) -> Action {
             Action::Fail(GiveUp::StillTooLarge)
         };
     }
-    if policy.retry && state.attempts < state.max_attempts {
+    if policy.retry && state.attempts < state.max_attempts && !state.wait_beyond_budget {
         return Action::Retry;
     }
     if policy.fall_back && state.fallback_left {
@@ -157,6 +160,40 @@ mod tests {
             assert_eq!(next_action(class, &spent), retries_spent, "{class:?} spent");
             assert_eq!(next_action(class, &shown), after_output, "{class:?} shown");
         }
+    }
+
+    /// A wait beyond the budget is never retried into: another key, a fallback, or the end.
+    #[test]
+    fn a_wait_beyond_the_budget_is_not_retried() {
+        let far = RecoveryState {
+            wait_beyond_budget: true,
+            ..fresh()
+        };
+        for class in [
+            ErrorClass::RateLimit,
+            ErrorClass::Overloaded,
+            ErrorClass::ServerError,
+        ] {
+            assert_eq!(next_action(class, &fresh()), Action::Retry, "{class:?}");
+            assert_eq!(
+                next_action(class, &far),
+                Action::Fail(GiveUp::Exhausted),
+                "{class:?}"
+            );
+            let falls_back = RecoveryState {
+                fallback_left: true,
+                ..far
+            };
+            assert_eq!(next_action(class, &falls_back), Action::FallBack);
+        }
+        let keyed = RecoveryState {
+            other_key: true,
+            ..far
+        };
+        assert_eq!(
+            next_action(ErrorClass::RateLimit, &keyed),
+            Action::RotateKey
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@ use talaria_provider::Usage;
 use talaria_tools::Registry;
 use tokio::sync::mpsc;
 
-use crate::events::{CompactionView, EngineEvent, NoticeLevel};
+use crate::events::{CompactionView, EngineEvent, LimitsView, NoticeLevel};
 
 /// Receives what a model call produces, as it arrives.
 pub(crate) trait CallSink: Send {
@@ -20,6 +20,8 @@ pub(crate) trait CallSink: Send {
     async fn tool_call_started(&mut self, id: String, name: String);
     /// The token counts of one call, and the context use and session cost after it.
     async fn usage(&mut self, usage: &Usage, context_used: u64, window: u64, cost: Option<f64>);
+    /// The provider's rate limits, as a call's answer stated them.
+    async fn rate_limits(&mut self, _limits: LimitsView) {}
     /// A recovery step or failure the user should know about.
     async fn notice(&mut self, level: NoticeLevel, message: String);
     /// A new attempt at the answer begins (the first, a retry, a restart).
@@ -243,6 +245,10 @@ impl CallSink for ChatSink<'_> {
                 cost,
             })
             .await;
+    }
+
+    async fn rate_limits(&mut self, limits: LimitsView) {
+        let _ = self.events.send(EngineEvent::RateLimits(limits)).await;
     }
 
     async fn notice(&mut self, level: NoticeLevel, message: String) {
