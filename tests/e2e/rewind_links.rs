@@ -215,8 +215,8 @@ async fn a_planted_restore_name_never_leads_the_rewind_into_talarias_settings() 
         &[("a.txt", "the agent's version\n")],
         &format!("ln -s '{config}' .a.txt.talaria-restore && ls -la"),
     );
-    home.plant(&plant);
-    for reply in script(writes, &plant) {
+    home.plant(plant);
+    for reply in script(writes, plant) {
         home.env.mock.push(reply);
     }
     let (_agent, told) = rewind_after(&mut home, false, |_, _| {}).await;
@@ -292,8 +292,8 @@ async fn a_file_swapped_for_a_link_and_a_pipe_at_the_temporary_name_change_nothi
         &[("a.txt", "the agent's a\n"), ("b.txt", "the agent's b\n")],
         &format!("rm a.txt && ln -s '{config}' a.txt && mkfifo .b.txt.talaria-restore"),
     );
-    home.plant(&plant);
-    for reply in script(writes, &plant) {
+    home.plant(plant);
+    for reply in script(writes, plant) {
         home.env.mock.push(reply);
     }
     let (_agent, told) = rewind_after(&mut home, false, |_, _| {}).await;
@@ -322,8 +322,8 @@ async fn a_forced_rewind_replaces_a_planted_link_by_name_and_never_writes_throug
         &[("a.txt", "the agent's a\n")],
         &format!("rm a.txt && ln -s '{config}' a.txt"),
     );
-    home.plant(&plant);
-    for reply in script(writes, &plant) {
+    home.plant(plant);
+    for reply in script(writes, plant) {
         home.env.mock.push(reply);
     }
     let (_agent, told) = rewind_after(&mut home, true, |_, _| {}).await;
