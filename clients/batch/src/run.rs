@@ -1,6 +1,7 @@
 //! Running tasks: one task as one session of the agent (workspace, `setup`, the prompt under
-//! its timeout, `check`, the trajectory), and a dataset `--parallel N` at a time into an
-//! output folder, skipping what a resumed folder already holds.
+//! its timeout, `check`, the trajectory — written by the agent's provider tap, asked for in
+//! `session/new`'s `_meta.talaria.trajectory`), and a dataset `--parallel N` at a time into
+//! an output folder, skipping what a resumed folder already holds.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

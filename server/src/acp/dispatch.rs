@@ -6,7 +6,7 @@
 //! - The loop never waits on a turn or a session's start; a panic while handling one request
 //!   is answered with `-32603` and the loop goes on.
 //! - At end of input, or on SIGTERM, SIGINT or SIGHUP, every session is closed as a cancel
-//!   closes it and `serve` returns once output is flushed, within about 3 s (`shutdown.rs`).
+//!   closes it and `serve` returns once output is flushed, within 2.5 s (`shutdown.rs`).
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -1,8 +1,9 @@
 //! How the agent stops: on end of input or on SIGTERM, SIGINT or SIGHUP, every running turn
 //! ends as `session/cancel` ends it (the partial answer recorded and marked interrupted, the
-//! running commands and what they started killed), what the sessions recorded is written
-//! within [`SHUTDOWN_BUDGET`], and `serve` returns (exit code 0). A second signal exits at
-//! once.
+//! running commands and what they started killed), what waits for the store is spooled and
+//! each session it belongs to named, what the sessions recorded is written within
+//! [`SHUTDOWN_BUDGET`] (the rest left in the spool for the next start), and `serve` returns
+//! (exit code 0). A second signal exits at once.
 
 use std::time::Duration;
 

@@ -3,6 +3,11 @@
 //! the network. Serialised to JSON for the sandbox helper, which resolves the rules that
 //! depend on the moment (files matched by name, other sessions' temporary directories) when
 //! each command starts.
+//!
+//! [`SandboxPolicy::access`] is the one answer to "is this place hidden, read-only or
+//! writable", wherever it is asked (the helper's gate and refusal log, the file tools'
+//! `Places`), on the rules as they stand then ([`SandboxPolicy::resolved`] in the helper;
+//! the file tools add each place's resolved name).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -3,7 +3,8 @@
 //! neither side's turns may be lost and neither may replace the other's. What the store has
 //! stays as it is; the refused entries are saved as a new session, a fork of it where the
 //! two part: the session's stored entries before the first refused one, then the refused
-//! ones (each at its own id, as it was answered).
+//! ones (each at its own id, as it was answered). This process's next writes of the
+//! session go to the new one too.
 //!
 //! The new session's id is made from the session's and the first refused entry's
 //! (`<session>-recovered-<id>`), so a recovery done again (its spool adopted again after a

@@ -7,9 +7,10 @@
 //!   the lock when the process ends however it ends, so a file nobody holds belongs to a
 //!   process that is gone, and only such files are adopted.
 //! - One JSON record per line (a creation, an entry, a metadata change), appended in the
-//!   order the writes were made and synced once per batch; a line cut short by a crash is
-//!   ignored. Adopting copies the records into this process's own spool (synced) before the
-//!   old file is removed, so a crash during adoption loses nothing either.
+//!   order the writes were made and synced within `SYNC_EVERY` (500 ms) of being written;
+//!   a line cut short by a crash is ignored. Adopting copies the records into this
+//!   process's own spool (synced) before the old file is removed, so a crash during
+//!   adoption loses nothing either.
 //! - Each entry's line names the writer that spooled it and the session writers it builds
 //!   on (`by`, `on`: the store's check, `SessionStore::append_checked`), so a spool adopted
 //!   after another process went on with the session never replaces what that process wrote.
