@@ -356,6 +356,11 @@ impl Dir {
         })
     }
 
+    /// The folder `relative` below this one (this one when empty), no link followed.
+    pub fn dir(&self, relative: &Path) -> Result<Dir, FileError> {
+        self.below(relative)
+    }
+
     /// The folder `name` in this one.
     pub fn open_dir(&self, name: &OsStr) -> Result<Dir, FileError> {
         let name = checked(name).map_err(|e| FileError::of("open", self.named(name), e))?;
