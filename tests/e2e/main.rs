@@ -51,6 +51,7 @@ mod replayed;
 mod replayed_turns;
 mod rewind;
 mod rewind_links;
+mod workspace_reads;
 mod safety;
 mod salvage_crashes;
 mod sandbox;
