@@ -16,7 +16,11 @@ const AWS_SECRET: &str = "aws_secret_access_key = AWS-SECRET-5150";
 fn home_with_credentials(env: &TestEnv) {
     let aws = env.home.path().join(".aws");
     std::fs::create_dir_all(&aws).expect("aws");
-    std::fs::write(aws.join("credentials"), format!("[default]\n{AWS_SECRET}\n")).expect("aws");
+    std::fs::write(
+        aws.join("credentials"),
+        format!("[default]\n{AWS_SECRET}\n"),
+    )
+    .expect("aws");
     env.write_config("mode = \"yolo\"\n");
 }
 
@@ -41,18 +45,39 @@ async fn instruction_files_a_command_made_links_are_not_read_into_the_prompt() {
     env.mock.push(MockReply::text(&["planted"]));
     env.mock.push(MockReply::text(&["second"]));
     let (mut agent, session) = env.session().await;
-    let (answer, _) = prompt(&mut agent, &session, "plant").await;
+    // Naming a credential in a command asks in every mode: allowed, as a user might.
+    let asked = agent
+        .start_request("session/prompt", text_prompt(&session, "plant"))
+        .await
+        .expect("prompt");
+    let answer = agent
+        .drive(
+            asked,
+            std::time::Duration::from_secs(60),
+            answer_questions(),
+        )
+        .await
+        .expect("answer");
     assert_eq!(stop_reason(&answer), "end_turn", "{answer}");
     assert!(env.workspace.path().join("AGENTS.md").is_symlink());
     let second = agent
-        .request("session/new", json!({"cwd": env.workspace.path(), "mcpServers": []}))
+        .request(
+            "session/new",
+            json!({"cwd": env.workspace.path(), "mcpServers": []}),
+        )
         .await
         .expect("session");
-    let second = second["result"]["sessionId"].as_str().expect("id").to_string();
+    let second = second["result"]["sessionId"]
+        .as_str()
+        .expect("id")
+        .to_string();
     let (answer, _) = prompt(&mut agent, &second, "hi").await;
     assert_eq!(stop_reason(&answer), "end_turn", "{answer}");
     let sent = everything_sent(&env.mock);
-    assert!(!sent.contains("AWS-SECRET-5150"), "the secret reached the model");
+    assert!(
+        !sent.contains("AWS-SECRET-5150"),
+        "the secret reached the model"
+    );
     let system = env.mock.requests().last().expect("request").body["messages"][0]["content"]
         .as_str()
         .unwrap_or_default()
@@ -96,12 +121,13 @@ async fn a_skill_a_background_command_swaps_for_a_link_is_never_shown() {
         "swap",
         "terminal",
         json!({"command": format!(
-            "cd .agents/skills/peek && (for i in $(seq 1 400); do ln -sfn {} SKILL.md; \
-             sleep 0.005; done) >/dev/null 2>&1 & sleep 0.3; echo swapping",
+            "cd .agents/skills/peek && cp SKILL.md keep.md && (for i in $(seq 1 2000); do \
+             ln -sfn {} SKILL.md; cp keep.md new.md; mv -f new.md SKILL.md; done) \
+             >/dev/null 2>&1 & sleep 0.3; echo swapping",
             credentials.display()
         )}),
     ));
-    let views: Vec<(String, &str, Value)> = (0..6)
+    let views: Vec<(String, &str, Value)> = (0..40)
         .map(|i| (format!("v{i}"), "skill_view", json!({"name": "peek"})))
         .collect();
     let borrowed: Vec<(&str, &str, Value)> = views
@@ -121,13 +147,19 @@ async fn a_skill_a_background_command_swaps_for_a_link_is_never_shown() {
         .await
         .expect("prompt");
     let answer = agent
-        .drive(response, std::time::Duration::from_secs(60), answer_questions())
+        .drive(
+            response,
+            std::time::Duration::from_secs(60),
+            answer_questions(),
+        )
         .await
         .expect("answer");
     assert_eq!(stop_reason(&answer), "end_turn", "{answer}");
     let sent = everything_sent(&env.mock);
-    assert!(!sent.contains("AWS-SECRET-5150"), "the secret reached the model");
-    assert!(skill.join("SKILL.md").is_symlink(), "the command swapped it");
+    assert!(
+        !sent.contains("AWS-SECRET-5150"),
+        "the secret reached the model"
+    );
 }
 
 #[tokio::test]
@@ -145,12 +177,27 @@ async fn a_hard_link_to_a_credential_under_a_subfolder_is_never_checkpointed() {
     env.mock.push(MockReply::tool_call(
         "w",
         "write_file",
-        json!({"path": "src/other.txt", "content": "new\n"}),
+        json!({"path": "src/deep/notes.txt", "content": "new\n"}),
     ));
     env.mock.push(MockReply::text(&["written"]));
     let (mut agent, session) = env.session().await;
-    let (answer, _) = prompt(&mut agent, &session, "write").await;
+    let asked = agent
+        .start_request("session/prompt", text_prompt(&session, "write"))
+        .await
+        .expect("prompt");
+    let answer = agent
+        .drive(
+            asked,
+            std::time::Duration::from_secs(60),
+            answer_questions(),
+        )
+        .await
+        .expect("answer");
     assert_eq!(stop_reason(&answer), "end_turn", "{answer}");
+    assert!(
+        std::fs::read_to_string(&credentials).is_ok_and(|t| t.contains("AWS-SECRET-5150")),
+        "the credential itself is untouched"
+    );
     let blobs = env.home.path().join("talaria/checkpoints/blobs");
     let mut kept = Vec::new();
     for entry in std::fs::read_dir(&blobs).into_iter().flatten().flatten() {
@@ -174,8 +221,16 @@ async fn another_processs_environment_in_proc_is_not_read() {
         .expect("sleep");
     let pid = child.id();
     env.mock.push(batch(&[
-        ("e", "read_file", json!({"path": format!("/proc/{pid}/environ")})),
-        ("c", "read_file", json!({"path": format!("/proc/{pid}/cmdline")})),
+        (
+            "e",
+            "read_file",
+            json!({"path": format!("/proc/{pid}/environ")}),
+        ),
+        (
+            "c",
+            "read_file",
+            json!({"path": format!("/proc/{pid}/cmdline")}),
+        ),
         (
             "s",
             "search_files",
@@ -190,7 +245,11 @@ async fn another_processs_environment_in_proc_is_not_read() {
         .await
         .expect("prompt");
     let answer = agent
-        .drive(response, std::time::Duration::from_secs(60), answer_questions())
+        .drive(
+            response,
+            std::time::Duration::from_secs(60),
+            answer_questions(),
+        )
         .await
         .expect("answer");
     let _ = child.kill();
@@ -199,6 +258,18 @@ async fn another_processs_environment_in_proc_is_not_read() {
     let results = tool_results(&env.mock, 1);
     let sent = everything_sent(&env.mock);
     assert!(!sent.contains("PROC-SECRET-6161"), "{results:?}");
-    assert!(!sent.contains("sleep\\u0000") && !sent.contains("sleep\u{0}60"), "{results:?}");
-    assert!(sent.contains("MemTotal"), "the machine's own files are read: {results:?}");
+    assert!(
+        !sent.contains("sleep\\u0000") && !sent.contains("sleep\u{0}60"),
+        "{results:?}"
+    );
+    assert!(
+        sent.contains("MemTotal"),
+        "the machine's own files are read: {results:?}"
+    );
+    assert!(
+        results
+            .first()
+            .is_some_and(|r| r.contains("hidden by the sandbox")),
+        "another process's environment is refused as hidden, not read: {results:?}"
+    );
 }
