@@ -90,3 +90,4 @@ mod terminal_pty;
 mod thought_level;
 mod tools;
 mod waiting_turns;
+mod workspace_reads;

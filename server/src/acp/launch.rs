@@ -152,7 +152,7 @@ impl Agent {
         let model = model.unwrap_or_else(|| config.model.clone());
         let mode = mode.unwrap_or(config.mode);
         let models = offered_models(config, &model);
-        let stores = skills::context(config, &cwd, &id);
+        let stores = skills::context(config, &cwd, &id, ready.shell.places());
         let mut tools = self.session_tools();
         tools.tape = tape;
         let registry = tools.registry(config, &stores, &ready.mcp.0);
@@ -742,8 +742,13 @@ async fn prepare_session(
             )));
         }
         let config = Config::load().map_err(config_error)?;
-        let base = talaria_engine::session_prompt(&cwd, &config.model, &today);
-        let stores = skills::context(&config, &cwd, "");
+        let shell = Arc::new(talaria_engine::sandboxed_shell(
+            &config,
+            &roots,
+            talaria_engine::SandboxHelper::this_binary(),
+        ));
+        let base = talaria_engine::session_prompt(&cwd, &config.model, &today, shell.places());
+        let stores = skills::context(&config, &cwd, "", shell.places());
         // One scan of the skill folders serves the prompt's index and the slash commands.
         let catalog = stores.catalog();
         let (skill_index, memory) = skills::prompt_additions(&stores, &catalog);
@@ -754,11 +759,6 @@ async fn prepare_session(
             client: None,
         };
         let commands = skills::commands(&catalog);
-        let shell = Arc::new(talaria_engine::sandboxed_shell(
-            &config,
-            &roots,
-            talaria_engine::SandboxHelper::this_binary(),
-        ));
         let checkpoints = talaria_engine::checkpoints_for(&config.home, &roots, shell.places());
         Ok(Prepared {
             config,

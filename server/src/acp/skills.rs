@@ -27,10 +27,16 @@ fn user_home() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-/// A session's skill and memory stores, writing live.
-pub fn context(config: &Config, cwd: &Path, session: &str) -> Arc<SkillsContext> {
+/// A session's skill and memory stores, writing live; the skills in the workspace are read
+/// as its sandbox's `places` let them be.
+pub fn context(
+    config: &Config,
+    cwd: &Path,
+    session: &str,
+    places: Arc<dyn talaria_files::Places>,
+) -> Arc<SkillsContext> {
     Arc::new(SkillsContext::new(
-        Roots::for_session(&config.home, cwd, user_home().as_deref()),
+        Roots::for_session(&config.home, cwd, user_home().as_deref()).with_places(places),
         MemoryStore::new(
             config.home.join("memories"),
             config.memory_chars.0,
@@ -172,7 +178,15 @@ pub fn skill_input(
         SkillError::NotFound(format!("there is no skill or command named /{name}"))
     })?;
     let file = found.dir.join(talaria_skills::skill::SKILL_FILE);
-    let text = std::fs::read_to_string(&file).map_err(SkillError::io("read", &file))?;
+    let dir = context
+        .roots
+        .skill_dir(found)
+        .map_err(|e| SkillError::io("open", &file)(e.into()))?;
+    let text = talaria_skills::skill::read_text(
+        &dir,
+        talaria_skills::skill::SKILL_FILE,
+        talaria_skills::skill::MAX_SKILL_BYTES,
+    )?;
     context.note_viewed(name);
     let request = if args.is_empty() {
         "Apply this skill to the current work.".to_string()

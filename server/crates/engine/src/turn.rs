@@ -468,8 +468,12 @@ impl Turn<'_> {
         if self.settings.verify_after_edits
             && !work.edited.is_empty()
             && !work.ran_after_edit
-            && let Some(check) =
-                crate::verify::obvious_check(&self.settings.cwd, &work.edited).await
+            && let Some(check) = crate::verify::obvious_check(
+                &self.settings.cwd,
+                &work.edited,
+                self.settings.shell.places(),
+            )
+            .await
         {
             return Some((
                 crate::verify::verify_nudge(&work.edited, &check),

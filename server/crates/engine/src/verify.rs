@@ -3,7 +3,9 @@
 //! half-done rename across files shows itself there, not in the user's next run.
 
 use std::path::Path;
+use std::sync::Arc;
 
+use talaria_files::{Dir, Places, Root};
 use talaria_record::{EntryBody, ResultStatus, Transcript};
 
 /// What this turn did with tools, read from the record since its user message.
@@ -48,37 +50,52 @@ pub(crate) fn turn_work(history: &Transcript) -> TurnWork {
     work
 }
 
+/// The most read of a project file the check is looked for in (`package.json`, `Makefile`).
+const MAX_PROJECT_FILE_BYTES: u64 = 1024 * 1024;
+
 /// The project's obvious check for these edits, as a command to suggest: its test runner
 /// when the project shows one, else the edited program itself; `None` when there is none.
-pub(crate) async fn obvious_check(cwd: &Path, edited: &[String]) -> Option<String> {
-    let has = |name: &str| {
-        let path = cwd.join(name);
-        async move { tokio::fs::metadata(path).await.is_ok() }
+/// The workspace is read through the one way to the user's files, judged by `places`.
+pub(crate) async fn obvious_check(
+    cwd: &Path,
+    edited: &[String],
+    places: Arc<dyn Places>,
+) -> Option<String> {
+    let (cwd, edited) = (cwd.to_path_buf(), edited.to_vec());
+    tokio::task::spawn_blocking(move || obvious_check_now(&cwd, &edited, places))
+        .await
+        .ok()
+        .flatten()
+}
+
+fn obvious_check_now(cwd: &Path, edited: &[String], places: Arc<dyn Places>) -> Option<String> {
+    let workspace = Root::open(cwd, places).ok();
+    let top = workspace.as_ref().map(Root::as_dir);
+    let has = |name: &str| top.is_some_and(|dir| matches!(dir.stat(name.as_ref()), Ok(Some(_))));
+    let text = |name: &str| {
+        top.and_then(|dir| dir.read(name.as_ref(), MAX_PROJECT_FILE_BYTES).ok())
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
     };
-    if has("Cargo.toml").await {
+    if has("Cargo.toml") {
         return Some("cargo test".into());
     }
-    if has("go.mod").await {
+    if has("go.mod") {
         return Some("go test ./...".into());
     }
-    if let Ok(package) = tokio::fs::read_to_string(cwd.join("package.json")).await
-        && package.contains("\"test\"")
-    {
+    if text("package.json").is_some_and(|package| package.contains("\"test\"")) {
         return Some("npm test".into());
     }
-    let python_tests = has("pytest.ini").await
-        || has("tests").await
-        || has("test").await
+    let python_tests = has("pytest.ini")
+        || has("tests")
+        || has("test")
         || edited
             .iter()
             .any(|p| file_name(p).starts_with("test_") || file_name(p).ends_with("_test.py"))
-        || python_test_files(cwd).await;
+        || top.is_some_and(python_test_files);
     if python_tests {
         return Some("python3 -m pytest (or python3 -m unittest)".into());
     }
-    if let Ok(makefile) = tokio::fs::read_to_string(cwd.join("Makefile")).await
-        && makefile.lines().any(|l| l.starts_with("test:"))
-    {
+    if text("Makefile").is_some_and(|makefile| makefile.lines().any(|l| l.starts_with("test:"))) {
         return Some("make test".into());
     }
     let program = edited.iter().rev().find(|p| {
@@ -101,18 +118,13 @@ fn file_name(path: &str) -> &str {
 }
 
 /// Whether the project's top folder holds Python test files.
-async fn python_test_files(cwd: &Path) -> bool {
-    let Ok(mut entries) = tokio::fs::read_dir(cwd).await else {
-        return false;
-    };
-    while let Ok(Some(entry)) = entries.next_entry().await {
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if name.ends_with(".py") && (name.starts_with("test_") || name.ends_with("_test.py")) {
-            return true;
-        }
-    }
-    false
+fn python_test_files(top: &Dir) -> bool {
+    top.entries().is_ok_and(|entries| {
+        entries.iter().any(|(name, _)| {
+            let name = name.to_string_lossy();
+            name.ends_with(".py") && (name.starts_with("test_") || name.ends_with("_test.py"))
+        })
+    })
 }
 
 /// What the model is told when it ended a turn that edited files without checking them.
@@ -213,28 +225,50 @@ mod tests {
         assert!(turn_work(&history).ran_after_edit);
     }
 
+    fn open() -> Arc<dyn Places> {
+        Arc::new(talaria_files::Unguarded)
+    }
+
+    #[tokio::test]
+    async fn project_files_that_are_links_are_not_read_for_the_check() {
+        let dir = tempfile::tempdir().expect("dir");
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(&ws).expect("mkdir");
+        std::fs::write(dir.path().join("outside.json"), "{\"test\": \"x\"}").expect("write");
+        std::fs::write(dir.path().join("Makefile"), "test:\n\ttrue\n").expect("write");
+        std::os::unix::fs::symlink("../outside.json", ws.join("package.json")).expect("link");
+        std::os::unix::fs::symlink("../Makefile", ws.join("Makefile")).expect("link");
+        assert_eq!(obvious_check(&ws, &[], open()).await, None);
+        std::fs::remove_file(ws.join("Makefile")).expect("rm");
+        std::fs::write(ws.join("Makefile"), "test:\n\ttrue\n").expect("write");
+        assert_eq!(
+            obvious_check(&ws, &[], open()).await.as_deref(),
+            Some("make test")
+        );
+    }
+
     #[tokio::test]
     async fn the_obvious_check_comes_from_the_project() {
         let dir = tempfile::tempdir().expect("dir");
         let edited = vec!["tool.py".to_string()];
         assert_eq!(
-            obvious_check(dir.path(), &edited).await.as_deref(),
+            obvious_check(dir.path(), &edited, open()).await.as_deref(),
             Some("python3 tool.py")
         );
         std::fs::write(dir.path().join("test_tool.py"), "").expect("write");
         assert!(
-            obvious_check(dir.path(), &edited)
+            obvious_check(dir.path(), &edited, open())
                 .await
                 .is_some_and(|c| c.contains("pytest"))
         );
         std::fs::write(dir.path().join("Cargo.toml"), "").expect("write");
         assert_eq!(
-            obvious_check(dir.path(), &edited).await.as_deref(),
+            obvious_check(dir.path(), &edited, open()).await.as_deref(),
             Some("cargo test")
         );
         let empty = tempfile::tempdir().expect("dir");
         assert_eq!(
-            obvious_check(empty.path(), &["notes.md".into()]).await,
+            obvious_check(empty.path(), &["notes.md".into()], open()).await,
             None
         );
     }

@@ -28,7 +28,7 @@ mod temporary;
 
 pub use error::FileError;
 pub use open::open_resolved;
-pub use places::{Access, Places, Unguarded};
+pub use places::{Access, MACHINE_FILES, Places, Unguarded, in_process_table};
 pub use root::{Dir, Replace, Root};
 pub use stat::{Kind, Stat};
 pub use temporary::{TEMPORARY_MARK, is_temporary_of};

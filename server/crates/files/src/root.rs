@@ -12,6 +12,7 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::open::{open_beneath, open_resolved};
+use crate::places::access_of;
 use crate::temporary::{is_temporary_of, temporary_name};
 use crate::{Access, FileError, Kind, Places, Stat};
 
@@ -88,7 +89,7 @@ impl Root {
             std::io::ErrorKind::NotFound => FileError::NotFound(path.to_path_buf()),
             _ => FileError::io("resolve", path, e),
         })?;
-        if places.access(&real) == Access::Hidden {
+        if access_of(&*places, &real) == Access::Hidden {
             return Err(FileError::Hidden(path.to_path_buf()));
         }
         let fd = open_resolved(&real, FOLDER).map_err(|e| rename_error(e, path))?;
@@ -210,12 +211,20 @@ impl Root {
     /// waited on.
     pub fn open_read(&self, relative: &Path) -> Result<(std::fs::File, Stat), FileError> {
         let shown = self.dir.shown.join(relative);
-        if self.dir.places.access(&self.dir.real.join(relative)) == Access::Hidden {
+        if access_of(&*self.dir.places, &self.dir.real.join(relative)) == Access::Hidden {
             return Err(FileError::Hidden(shown));
         }
         let fd = open_beneath(&self.dir.fd, relative, READING, Mode::empty())
             .map_err(|e| FileError::of("open", &shown, e))?;
-        checked_file(fd, shown)
+        let (file, stat) = checked_file(fd, shown.clone())?;
+        judge_opened(
+            &*self.dir.places,
+            &file,
+            &stat,
+            &self.dir.real.join(relative),
+            shown,
+        )?;
+        Ok((file, stat))
     }
 
     /// The folder holding `relative` and the file's name in it.
@@ -314,7 +323,7 @@ impl Dir {
     }
 
     fn judge(&self, name: &OsStr) -> Result<(), FileError> {
-        if self.places.access(&self.real.join(name)) == Access::Hidden {
+        if access_of(&*self.places, &self.real.join(name)) == Access::Hidden {
             return Err(FileError::Hidden(self.shown.join(name)));
         }
         Ok(())
@@ -326,7 +335,7 @@ impl Dir {
 
     /// The folder `relative` below this one.
     fn below(&self, relative: &Path) -> Result<Dir, FileError> {
-        if self.places.access(&self.real.join(relative)) == Access::Hidden {
+        if access_of(&*self.places, &self.real.join(relative)) == Access::Hidden {
             return Err(FileError::Hidden(self.shown.join(relative)));
         }
         self.below_unjudged(relative)
@@ -345,6 +354,11 @@ impl Dir {
             shown,
             places: self.places.clone(),
         })
+    }
+
+    /// The folder `relative` below this one (this one when empty), no link followed.
+    pub fn dir(&self, relative: &Path) -> Result<Dir, FileError> {
+        self.below(relative)
     }
 
     /// The folder `name` in this one.
@@ -381,7 +395,15 @@ impl Dir {
         self.judge(name)?;
         let fd = rustix::fs::openat(&self.fd, name, READING, Mode::empty())
             .map_err(|e| FileError::of("open", self.named(name), e))?;
-        checked_file(fd, self.named(name))
+        let (file, stat) = checked_file(fd, self.named(name))?;
+        judge_opened(
+            &*self.places,
+            &file,
+            &stat,
+            &self.real.join(name),
+            self.named(name),
+        )?;
+        Ok((file, stat))
     }
 
     /// The bytes of the regular file `name` (at most `limit`).
@@ -487,7 +509,7 @@ impl Dir {
                 },
                 _ => Kind::Other,
             };
-            if self.places.access(&self.real.join(name)) == Access::Hidden {
+            if access_of(&*self.places, &self.real.join(name)) == Access::Hidden {
                 continue;
             }
             entries.push((name.to_os_string(), kind));
@@ -587,6 +609,28 @@ fn checked_file(fd: OwnedFd, shown: PathBuf) -> Result<(std::fs::File, Stat), Fi
     }
 }
 
+/// Refuses a file opened to be read that is hidden by what it is, wherever it was reached:
+/// another name (a hard link) of a file in a hidden place, or an entry of a process table
+/// mounted at any path that is not one of the machine's own files.
+fn judge_opened(
+    places: &dyn Places,
+    file: &std::fs::File,
+    stat: &Stat,
+    real: &Path,
+    shown: PathBuf,
+) -> Result<(), FileError> {
+    let process_table =
+        rustix::fs::fstatfs(file).map_or(true, |fs| fs.f_type == rustix::fs::PROC_SUPER_MAGIC);
+    let machine_file = real.parent() == Some(Path::new("/proc"))
+        && real
+            .file_name()
+            .is_some_and(|name| crate::places::MACHINE_FILES.iter().any(|m| name == *m));
+    if (process_table && !machine_file) || (stat.nlink > 1 && places.is_hidden_file(stat)) {
+        return Err(FileError::Hidden(shown));
+    }
+    Ok(())
+}
+
 /// Writes the new file: its mode whatever the umask took, the replaced file's owner where
 /// this user may give it, the bytes, and a sync when asked.
 fn fill(
@@ -613,4 +657,14 @@ fn fill(
         file.sync_all()?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+pub(crate) fn judge_opened_for_test(
+    places: &dyn Places,
+    file: &std::fs::File,
+    stat: &Stat,
+    real: &Path,
+) -> Result<(), FileError> {
+    judge_opened(places, file, stat, real, real.to_path_buf())
 }

@@ -668,3 +668,130 @@ fn the_open_flags_say_what_each_open_is_for() {
     assert_eq!(with_defaults(OFlags::PATH), OFlags::PATH | OFlags::CLOEXEC);
     assert_eq!(with_defaults(OFlags::RDONLY), private);
 }
+
+/// Hides one folder and knows its files by device and inode, as the sandbox's places do.
+#[derive(Debug)]
+struct HidesOneByInode(PathBuf);
+
+impl Places for HidesOneByInode {
+    fn access(&self, path: &Path) -> Access {
+        HidesOne(self.0.clone()).access(path)
+    }
+
+    fn is_hidden_file(&self, file: &crate::Stat) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::read_dir(&self.0)
+            .expect("list")
+            .flatten()
+            .any(|entry| {
+                let meta = entry.metadata().expect("meta");
+                (meta.dev(), meta.ino()) == (file.dev, file.ino)
+            })
+    }
+}
+
+#[test]
+fn a_second_name_of_a_hidden_file_is_refused_wherever_it_is() {
+    let scene = scene();
+    std::fs::create_dir_all(scene.ws.join("deep/er")).expect("mkdir");
+    std::fs::hard_link(
+        scene.secret.join("authorized_keys"),
+        scene.ws.join("deep/er/keys"),
+    )
+    .expect("link");
+    std::fs::write(scene.ws.join("plain"), "plain\n").expect("plain");
+    std::fs::hard_link(scene.ws.join("plain"), scene.ws.join("plain2")).expect("link");
+    let root =
+        Root::open(&scene.ws, Arc::new(HidesOneByInode(scene.secret.clone()))).expect("root");
+    assert!(matches!(
+        root.read(Path::new("deep/er/keys"), 100),
+        Err(FileError::Hidden(_))
+    ));
+    assert!(matches!(
+        root.open_read(Path::new("deep/er/keys")),
+        Err(FileError::Hidden(_))
+    ));
+    // A second name of the user's own file is read.
+    assert_eq!(
+        root.read(Path::new("plain2"), 100).expect("read"),
+        b"plain\n"
+    );
+    // Without a sandbox nothing is hidden, by name or by inode.
+    assert_eq!(
+        self::root(&scene.ws)
+            .read(Path::new("deep/er/keys"), 100)
+            .expect("read"),
+        b"KEY\n"
+    );
+}
+
+#[test]
+fn other_processes_entries_in_the_process_table_are_hidden() {
+    let mut child = std::process::Command::new("sleep")
+        .arg("30")
+        .env("TALARIA_TEST_SECRET", "s3cret")
+        .spawn()
+        .expect("sleep");
+    let pid = child.id().to_string();
+    let system = Root::system(Arc::new(Unguarded)).expect("root");
+    for entry in ["environ", "cmdline", "maps", "mem", "status"] {
+        let path = PathBuf::from(format!("proc/{pid}/{entry}"));
+        assert!(
+            matches!(system.read(&path, 1 << 20), Err(FileError::Hidden(_))),
+            "{entry}"
+        );
+        assert!(matches!(system.open_read(&path), Err(FileError::Hidden(_))));
+    }
+    assert!(matches!(
+        Root::open(&PathBuf::from(format!("/proc/{pid}")), Arc::new(Unguarded)),
+        Err(FileError::Hidden(_))
+    ));
+    // The machine's own files are read; the table lists only them.
+    assert!(
+        !system
+            .read(Path::new("proc/cpuinfo"), 1 << 20)
+            .expect("cpuinfo")
+            .is_empty()
+    );
+    let table = Root::open(Path::new("/proc"), Arc::new(Unguarded)).expect("table");
+    let names: Vec<_> = table.as_dir().entries().expect("list");
+    assert!(!names.is_empty());
+    assert!(
+        names
+            .iter()
+            .all(|(name, _)| crate::MACHINE_FILES.iter().any(|m| name == *m)),
+        "{names:?}"
+    );
+    assert!(matches!(
+        table.as_dir().read("self".as_ref(), 100),
+        Err(FileError::Hidden(_))
+    ));
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn the_process_table_is_told_by_what_it_is_at_any_path() {
+    assert!(crate::in_process_table(Path::new("/proc/1/environ")));
+    assert!(crate::in_process_table(Path::new("/proc/self")));
+    assert!(crate::in_process_table(Path::new(
+        "/proc/sys/kernel/hostname"
+    )));
+    assert!(!crate::in_process_table(Path::new("/proc")));
+    assert!(!crate::in_process_table(Path::new("/proc/cpuinfo")));
+    assert!(!crate::in_process_table(Path::new("/procs/1/environ")));
+    // The table reached through a bind of `/`: the file system says what it is.
+    let Ok(fd) = crate::open_resolved(Path::new("/proc/cpuinfo"), OFlags::RDONLY) else {
+        return;
+    };
+    let file = std::fs::File::from(fd);
+    let stat = crate::Stat::of(&rustix::fs::fstat(&file).expect("stat"));
+    assert!(
+        super::root::judge_opened_for_test(&Unguarded, &file, &stat, Path::new("/x/cpuinfo"))
+            .is_err()
+    );
+    assert!(
+        super::root::judge_opened_for_test(&Unguarded, &file, &stat, Path::new("/proc/cpuinfo"))
+            .is_ok()
+    );
+}

@@ -2,9 +2,17 @@
 //! project's `.talaria/skills`; read-only `.agents/skills` and `~/.claude/skills` where they
 //! exist), scanned into a catalog of valid skills (first root wins a name) and invalid ones
 //! (reported, never fatal), with the compact index the system prompt carries.
+//!
+//! Every read goes through the one way to the user's files (`talaria-files`): a root in the
+//! workspace (whose commands may change it) is reached beneath the workspace held, no link
+//! followed, and every skill folder and file below a root too; what the session's sandbox
+//! hides is refused. A `SKILL.md` swapped for a link to `~/.aws/credentials` is never read.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use talaria_files::{Dir, FileError, Kind, Places, Unguarded};
 
 use crate::skill::{self, SKILL_FILE, Skill};
 
@@ -13,12 +21,17 @@ use crate::skill::{self, SKILL_FILE, Skill};
 pub struct Root {
     pub path: PathBuf,
     pub writable: bool,
+    /// The folder held first when the root is inside it (the workspace): the root is reached
+    /// below it with no link followed.
+    pub within: Option<PathBuf>,
 }
 
-/// The roots of a session, in precedence order.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The roots of a session, in precedence order, and what its sandbox hides.
+#[derive(Debug, Clone)]
 pub struct Roots {
     pub roots: Vec<Root>,
+    /// The session's places (the writable root, Talaria's own, is read unguarded).
+    pub places: Arc<dyn Places>,
 }
 
 impl Roots {
@@ -28,20 +41,55 @@ impl Roots {
         let mut roots = vec![Root {
             path: talaria_home.join("skills"),
             writable: true,
+            within: None,
         }];
         for path in [cwd.join(".talaria/skills"), cwd.join(".agents/skills")] {
             roots.push(Root {
                 path,
                 writable: false,
+                within: Some(cwd.to_path_buf()),
             });
         }
         if let Some(home) = user_home {
             roots.push(Root {
                 path: home.join(".claude/skills"),
                 writable: false,
+                within: None,
             });
         }
-        Self { roots }
+        Self {
+            roots,
+            places: Arc::new(Unguarded),
+        }
+    }
+
+    /// The same roots, judged by a session's `places`.
+    pub fn with_places(mut self, places: Arc<dyn Places>) -> Self {
+        self.places = places;
+        self
+    }
+
+    /// The folder of `root`, held: below the folder it is within, no link followed.
+    pub fn open(&self, root: &Root) -> Result<Dir, FileError> {
+        let places = if root.writable {
+            Arc::new(Unguarded)
+        } else {
+            self.places.clone()
+        };
+        let base = root.within.as_deref().unwrap_or(&root.path);
+        let relative = root.path.strip_prefix(base).unwrap_or(Path::new(""));
+        talaria_files::Root::open(base, places)?.dir(relative)
+    }
+
+    /// The folder of `found`, held, reached from its root with no link followed.
+    pub fn skill_dir(&self, found: &Skill) -> Result<Dir, FileError> {
+        let root = self
+            .roots
+            .iter()
+            .find(|root| found.dir.starts_with(&root.path))
+            .ok_or_else(|| FileError::Outside(found.dir.clone()))?;
+        let relative = found.dir.strip_prefix(&root.path).unwrap_or(Path::new(""));
+        self.open(root)?.dir(relative)
     }
 
     /// The writable root.
@@ -67,23 +115,26 @@ pub struct Catalog {
     pub invalid: Vec<Invalid>,
 }
 
-fn is_hidden(path: &Path) -> bool {
-    path.file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n.starts_with('.'))
-}
-
-fn subdirs(dir: &Path) -> Vec<PathBuf> {
-    let Ok(read) = std::fs::read_dir(dir) else {
+/// The folders in `dir` (a link is not one; names starting with `.` left out), sorted, held.
+fn subdirs(dir: &Dir) -> Vec<Dir> {
+    let Ok(entries) = dir.entries() else {
         return Vec::new();
     };
-    let mut dirs: Vec<PathBuf> = read
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.is_dir() && !is_hidden(p))
+    let mut names: Vec<_> = entries
+        .into_iter()
+        .filter(|(name, kind)| *kind == Kind::Directory && !name.to_string_lossy().starts_with('.'))
+        .map(|(name, _)| name)
         .collect();
-    dirs.sort();
-    dirs
+    names.sort();
+    names
+        .iter()
+        .filter_map(|name| dir.open_dir(name).ok())
+        .collect()
+}
+
+/// Whether `dir` holds an entry `SKILL.md` (a link there counts: it is reported invalid).
+fn holds_skill(dir: &Dir) -> bool {
+    matches!(dir.stat(SKILL_FILE.as_ref()), Ok(Some(stat)) if stat.kind != Kind::Directory)
 }
 
 impl Catalog {
@@ -91,14 +142,21 @@ impl Catalog {
     pub fn scan(roots: &Roots) -> Self {
         let mut catalog = Self::default();
         for root in &roots.roots {
-            for dir in subdirs(&root.path) {
-                if dir.join(SKILL_FILE).is_file() {
+            let Ok(top) = roots.open(root) else {
+                continue;
+            };
+            for dir in subdirs(&top) {
+                if holds_skill(&dir) {
                     catalog.add(&dir, None, root.writable);
                     continue;
                 }
-                let category = dir.file_name().and_then(|n| n.to_str()).map(str::to_string);
+                let category = dir
+                    .shown()
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .map(str::to_string);
                 for inner in subdirs(&dir) {
-                    if inner.join(SKILL_FILE).is_file() {
+                    if holds_skill(&inner) {
                         catalog.add(&inner, category.as_deref(), root.writable);
                     }
                 }
@@ -107,13 +165,13 @@ impl Catalog {
         catalog
     }
 
-    fn add(&mut self, dir: &Path, category: Option<&str>, writable: bool) {
+    fn add(&mut self, dir: &Dir, category: Option<&str>, writable: bool) {
         match skill::load(dir, category, writable) {
             // An earlier root wins the name.
             Ok(found) if self.get(&found.name).is_some() => {}
             Ok(found) => self.skills.push(found),
             Err(why) => self.invalid.push(Invalid {
-                path: dir.join(SKILL_FILE),
+                path: dir.shown().join(SKILL_FILE),
                 why: why.to_string(),
             }),
         }
@@ -226,9 +284,12 @@ mod tests {
         assert!(index.contains("ci:\n- flaky: Fix flaky tests\n"), "{index}");
         assert!(index.contains("git:\n- review: Review a PR\n"), "{index}");
         assert!(
-            Catalog::scan(&Roots { roots: Vec::new() })
-                .index()
-                .is_none()
+            Catalog::scan(&Roots {
+                roots: Vec::new(),
+                places: Arc::new(Unguarded),
+            })
+            .index()
+            .is_none()
         );
     }
 }

@@ -58,8 +58,9 @@ fn is_symlink(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
 }
 
-/// A support file's path inside `dir`, or why it is refused.
-pub fn confine(dir: &Path, relative: &str) -> Result<PathBuf, SkillError> {
+/// The names of a support file's path (`references/notes.md`: a support folder, then plain
+/// names), or why it is refused.
+pub fn support_parts(relative: &str) -> Result<Vec<&str>, SkillError> {
     let path = Path::new(relative);
     let parts: Vec<&str> = path
         .components()
@@ -77,6 +78,12 @@ pub fn confine(dir: &Path, relative: &str) -> Result<PathBuf, SkillError> {
             SUPPORT_DIRS.join(", ")
         )));
     }
+    Ok(parts)
+}
+
+/// A support file's path inside `dir`, or why it is refused.
+pub fn confine(dir: &Path, relative: &str) -> Result<PathBuf, SkillError> {
+    let parts = support_parts(relative)?;
     let mut current = dir.to_path_buf();
     if is_symlink(&current) {
         return Err(SkillError::Invalid(format!(

@@ -3,7 +3,7 @@
 
 use crate::SkillError;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::Value;
 
@@ -88,10 +88,31 @@ pub fn parse(text: &str) -> Result<(String, String, Value), SkillError> {
     Ok((name, description, meta["metadata"].clone()))
 }
 
-/// Reads the skill in `dir`; `category` is the folder it sits in below its root, if any.
-pub fn load(dir: &Path, category: Option<&str>, writable: bool) -> Result<Skill, SkillError> {
-    let file = dir.join(SKILL_FILE);
-    let text = std::fs::read_to_string(&file).map_err(SkillError::io("read", &file))?;
+/// The most bytes a `SKILL.md` of [`MAX_SKILL_CHARS`] characters can take.
+pub const MAX_SKILL_BYTES: u64 = MAX_SKILL_CHARS as u64 * 4;
+
+/// The text of the file `name` in the held folder `dir` (no link followed, what the sandbox
+/// hides refused), at most `limit` bytes.
+pub fn read_text(dir: &talaria_files::Dir, name: &str, limit: u64) -> Result<String, SkillError> {
+    let bytes = dir
+        .read(name.as_ref(), limit)
+        .map_err(|e| SkillError::io("read", &dir.shown().join(name))(e.into()))?;
+    String::from_utf8(bytes).map_err(|_| {
+        SkillError::Invalid(format!(
+            "{} is not UTF-8 text",
+            dir.shown().join(name).display()
+        ))
+    })
+}
+
+/// Reads the skill in the held folder `dir`; `category` is the folder it sits in below its
+/// root, if any.
+pub fn load(
+    dir: &talaria_files::Dir,
+    category: Option<&str>,
+    writable: bool,
+) -> Result<Skill, SkillError> {
+    let text = read_text(dir, SKILL_FILE, MAX_SKILL_BYTES)?;
     let (name, description, metadata) = parse(&text)?;
     let category = metadata["category"]
         .as_str()
@@ -102,7 +123,7 @@ pub fn load(dir: &Path, category: Option<&str>, writable: bool) -> Result<Skill,
         description,
         category,
         metadata,
-        dir: dir.to_path_buf(),
+        dir: dir.shown().to_path_buf(),
         writable,
     })
 }

@@ -9,6 +9,7 @@ use std::sync::{Arc, LazyLock};
 use futures_util::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use talaria_files::Dir;
 use talaria_tools::{
     ApprovalNeed, CallDescription, Concurrency, Effects, Kept, Tool, ToolContext, ToolDefinition,
     ToolEffect, ToolKind, ToolOutcome,
@@ -150,36 +151,58 @@ static VIEW: LazyLock<ToolDefinition> = LazyLock::new(|| {
     )
 });
 
-/// The folder `name` is read from: the staged copy in a review that has one, else the live
-/// skill.
-fn skill_dir(context: &SkillsContext, name: &str) -> Option<PathBuf> {
+/// The folder `name` is read from, held: the staged copy in a review that has one (in
+/// Talaria's own proposals), else the live skill reached from its root with no link followed.
+fn skill_dir(context: &SkillsContext, name: &str) -> Option<Result<Dir, SkillError>> {
     if let WriteMode::Staged { review } = &context.mode {
         let staged = context
             .proposals_dir()
             .join(format!("{name}-{review}"))
             .join("skill");
-        if staged.join(SKILL_FILE).is_file() {
-            return Some(staged);
+        if let Ok(dir) = talaria_files::Root::open(&staged, Arc::new(talaria_files::Unguarded))
+            && matches!(dir.as_dir().stat(SKILL_FILE.as_ref()), Ok(Some(_)))
+        {
+            return Some(dir.dir(Path::new("")).map_err(held_error(&staged)));
         }
     }
-    context.catalog().get(name).map(|s| s.dir.clone())
+    let roots = &context.roots;
+    let found = context.catalog().get(name).cloned()?;
+    Some(roots.skill_dir(&found).map_err(held_error(&found.dir)))
 }
 
-fn list_files(dir: &Path) -> Vec<String> {
+fn held_error(path: &Path) -> impl FnOnce(talaria_files::FileError) -> SkillError + '_ {
+    move |e| SkillError::io("open", path)(e.into())
+}
+
+/// The support files of the held skill folder `dir` (regular files only).
+fn list_files(dir: &Dir) -> Vec<String> {
     let mut out = Vec::new();
     for sub in crate::skill::SUPPORT_DIRS {
-        for entry in std::fs::read_dir(dir.join(sub))
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            if entry.path().is_file() {
-                out.push(format!("{sub}/{}", entry.file_name().to_string_lossy()));
+        let Ok(inner) = dir.open_dir(sub.as_ref()) else {
+            continue;
+        };
+        for (entry, kind) in inner.entries().unwrap_or_default() {
+            if kind == talaria_files::Kind::File {
+                out.push(format!("{sub}/{}", entry.to_string_lossy()));
             }
         }
     }
     out.sort();
     out
+}
+
+/// The text of `file_path` (`SKILL.md` when `None`) in the held skill folder `dir`.
+fn read_in_skill(dir: &Dir, file_path: Option<&str>) -> Result<String, SkillError> {
+    match file_path {
+        Some(relative) if relative != SKILL_FILE => {
+            let parts = manage::support_parts(relative)?;
+            let (name, above) = parts.split_last().unwrap_or((&"", &[]));
+            let folder: PathBuf = above.iter().collect();
+            let inner = dir.dir(&folder).map_err(held_error(dir.shown()))?;
+            crate::skill::read_text(&inner, name, crate::skill::MAX_SUPPORT_BYTES as u64)
+        }
+        _ => crate::skill::read_text(dir, SKILL_FILE, crate::skill::MAX_SKILL_BYTES),
+    }
 }
 
 impl Tool for SkillView {
@@ -199,30 +222,29 @@ impl Tool for SkillView {
         let context = self.0.clone();
         Box::pin(blocking(move || {
             let name = args["name"].as_str().unwrap_or_default().to_string();
-            let Some(dir) = skill_dir(&context, &name) else {
-                return ToolOutcome::failed(format!(
-                    "There is no skill {name:?}; skills_list shows the saved ones."
-                ));
+            let dir = match skill_dir(&context, &name) {
+                None => {
+                    return ToolOutcome::failed(format!(
+                        "There is no skill {name:?}; skills_list shows the saved ones."
+                    ));
+                }
+                Some(Err(why)) => return ToolOutcome::failed(why.to_string()),
+                Some(Ok(dir)) => dir,
             };
-            let path = match args["file_path"].as_str() {
-                Some(relative) if relative != SKILL_FILE => match manage::confine(&dir, relative) {
-                    Ok(path) => path,
-                    Err(why) => return ToolOutcome::failed(why.to_string()),
-                },
-                _ => dir.join(SKILL_FILE),
-            };
-            match std::fs::read_to_string(&path) {
+            let file_path = args["file_path"].as_str();
+            match read_in_skill(&dir, file_path) {
                 Ok(text) => {
                     context.note_viewed(&name);
                     let files = list_files(&dir);
-                    let footer = if files.is_empty() || path != dir.join(SKILL_FILE) {
+                    let main = file_path.is_none_or(|p| p == SKILL_FILE);
+                    let footer = if files.is_empty() || !main {
                         String::new()
                     } else {
                         format!("\n\n[Files of this skill: {}]", files.join(", "))
                     };
                     ToolOutcome::completed(format!("{text}{footer}"))
                 }
-                Err(e) => ToolOutcome::failed(format!("Cannot read {}: {e}", path.display())),
+                Err(e) => ToolOutcome::failed(format!("Cannot read it: {e}")),
             }
         }))
     }

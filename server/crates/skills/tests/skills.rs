@@ -8,7 +8,7 @@
 // production code, where a long function hides steps).
 #![allow(clippy::too_many_lines)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -385,4 +385,77 @@ async fn a_review_set_to_write_live_records_itself_as_the_origin() {
         ["the skill flaky-tests (create)", "memory changes"],
         "what the user is told the review saved"
     );
+}
+
+/// A project whose `.agents/skills/peek` a command can change, and a secret outside it.
+fn project_with_a_skill() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().expect("dir");
+    let base = dir.path().canonicalize().expect("canonical");
+    let (home, cwd) = (base.join("talaria"), base.join("ws"));
+    let skill = cwd.join(".agents/skills/peek");
+    std::fs::create_dir_all(skill.join("references")).expect("mkdir");
+    std::fs::create_dir_all(&home).expect("mkdir");
+    std::fs::write(skill.join("SKILL.md"), SKILL.replace("flaky-tests", "peek")).expect("write");
+    std::fs::write(base.join("credentials"), "aws_secret_access_key=SECRET\n").expect("write");
+    (dir, home, cwd, skill)
+}
+
+#[tokio::test]
+async fn a_skill_file_swapped_for_a_link_is_never_read() {
+    let (dir, home, cwd, skill) = project_with_a_skill();
+    let secret = dir
+        .path()
+        .canonicalize()
+        .expect("canonical")
+        .join("credentials");
+    let live = tools(context(&home, &cwd, WriteMode::Live));
+    let (status, text) = run(&live, "skill_view", json!({"name": "peek"})).await;
+    assert_eq!(status, ToolStatus::Completed, "{text}");
+    // After the scan, the file is swapped for a link to the secret.
+    std::fs::remove_file(skill.join("SKILL.md")).expect("rm");
+    std::os::unix::fs::symlink(&secret, skill.join("SKILL.md")).expect("link");
+    let (status, text) = run(&live, "skill_view", json!({"name": "peek"})).await;
+    assert!(!text.contains("SECRET"), "{text}");
+    assert_ne!(status, ToolStatus::Completed);
+    // A support file that is a link, and a support folder that is one.
+    std::os::unix::fs::symlink(&secret, skill.join("references/notes.md")).expect("link");
+    std::os::unix::fs::symlink(dir.path(), skill.join("templates")).expect("link");
+    for file in ["references/notes.md", "templates/credentials"] {
+        let (status, text) = run(
+            &live,
+            "skill_view",
+            json!({"name": "peek", "file_path": file}),
+        )
+        .await;
+        assert!(!text.contains("SECRET"), "{file}: {text}");
+        assert_ne!(status, ToolStatus::Completed, "{file}");
+    }
+    // The skill folder itself swapped for a link: no skill there any more.
+    std::fs::rename(&skill, cwd.join("moved")).expect("move");
+    std::os::unix::fs::symlink(cwd.join("moved"), &skill).expect("link");
+    let catalog = Catalog::scan(&Roots::for_session(&home, &cwd, None));
+    assert!(catalog.get("peek").is_none());
+    // The skills folder a link out of the workspace: not read.
+    std::fs::remove_dir_all(cwd.join(".agents")).expect("rm");
+    std::fs::create_dir_all(dir.path().join("elsewhere/skills/peek")).expect("mkdir");
+    std::fs::write(
+        dir.path().join("elsewhere/skills/peek/SKILL.md"),
+        SKILL.replace("flaky-tests", "peek"),
+    )
+    .expect("write");
+    std::os::unix::fs::symlink(dir.path().join("elsewhere"), cwd.join(".agents")).expect("link");
+    let catalog = Catalog::scan(&Roots::for_session(&home, &cwd, None));
+    assert!(catalog.get("peek").is_none());
+}
+
+#[tokio::test]
+async fn a_link_in_the_skill_index_is_reported_not_read() {
+    let (dir, home, cwd, skill) = project_with_a_skill();
+    std::fs::remove_file(skill.join("SKILL.md")).expect("rm");
+    std::os::unix::fs::symlink(dir.path().join("credentials"), skill.join("SKILL.md"))
+        .expect("link");
+    let catalog = Catalog::scan(&Roots::for_session(&home, &cwd, None));
+    assert!(catalog.get("peek").is_none());
+    assert_eq!(catalog.invalid.len(), 1, "{:?}", catalog.invalid);
+    assert!(!catalog.invalid[0].why.contains("SECRET"));
 }

@@ -2,6 +2,7 @@
 //! `talaria-files`, judged as the sandbox judges: `pinned.rs`, `places.rs`), or the editor's
 //! buffers (implemented by the protocol edge, judged here first), so tools never care which.
 
+mod hidden_files;
 pub mod pinned;
 mod places;
 

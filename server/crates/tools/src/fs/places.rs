@@ -2,12 +2,16 @@
 //! ([`talaria_files::Places`]): the session's policy (its private temporary folder included,
 //! so every other session's is hidden), and each hidden, readable or writable place also at
 //! the name it resolves to (a `[sandbox] hidden` folder or a credential store that is a link
-//! into `~/dotfiles` is hidden where it really is, which is where a file tool arrives).
+//! into `~/dotfiles` is hidden where it really is, which is where a file tool arrives); and
+//! a file by what it is: another name (a hard link) of a file in a hidden place is hidden
+//! wherever it is reached ([`hidden_files`]).
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
-use talaria_files::{Access, Places, Unguarded};
+use talaria_files::{Access, Places, Stat, Unguarded};
+
+use super::hidden_files::HiddenFiles;
 use talaria_sandbox::{PathAccess, SandboxPolicy};
 
 /// The places of a session whose commands run in the sandbox.
@@ -18,6 +22,8 @@ pub struct SandboxPlaces {
     /// at the disk, so never on the runtime's thread: the operations that ask run on the
     /// blocking pool).
     resolved: OnceLock<SandboxPolicy>,
+    /// The files of the hidden places, by device and inode, as last walked.
+    hidden_files: Mutex<Option<HiddenFiles>>,
 }
 
 impl SandboxPlaces {
@@ -26,6 +32,7 @@ impl SandboxPlaces {
         Self {
             policy,
             resolved: OnceLock::new(),
+            hidden_files: Mutex::new(None),
         }
     }
 
@@ -80,6 +87,16 @@ impl Places for SandboxPlaces {
             PathAccess::Writable => Access::Writable,
         }
     }
+
+    fn is_hidden_file(&self, file: &Stat) -> bool {
+        let mut known = talaria_util::lock(&self.hidden_files);
+        let stale = known.as_ref().is_none_or(|k| !k.still_tells(file));
+        if stale {
+            let policy = self.resolved();
+            *known = Some(HiddenFiles::walk(policy));
+        }
+        known.as_ref().is_none_or(|k| k.holds(file))
+    }
 }
 
 #[cfg(test)]
@@ -124,5 +141,82 @@ mod tests {
             Access::Hidden
         );
         assert_eq!(places.access(&home.join("other")), Access::ReadOnly);
+    }
+
+    fn stat_of(path: &Path) -> Stat {
+        let root = talaria_files::Root::open(path.parent().expect("parent"), Arc::new(Unguarded))
+            .expect("root");
+        root.as_dir()
+            .stat(path.file_name().expect("name"))
+            .expect("stat")
+            .expect("exists")
+    }
+
+    #[test]
+    fn second_names_of_hidden_files_are_hidden_even_when_made_after_a_walk() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let base = dir.path().canonicalize().expect("canonical");
+        let (home, ws, talaria) = (
+            base.join("home"),
+            base.join("ws"),
+            base.join("home/.talaria"),
+        );
+        for d in [
+            &home.join(".aws"),
+            &ws.join("sub/deeper"),
+            &talaria.join("skills"),
+        ] {
+            std::fs::create_dir_all(d).expect("mkdir");
+        }
+        std::fs::write(home.join(".aws/credentials"), "KEY").expect("write");
+        std::fs::write(talaria.join("config.toml"), "mode").expect("write");
+        std::fs::write(talaria.join("skills/s.md"), "skill").expect("write");
+        std::fs::write(ws.join("own"), "own").expect("write");
+        std::fs::hard_link(ws.join("own"), ws.join("own2")).expect("link");
+        std::fs::hard_link(home.join(".aws/credentials"), ws.join("sub/deeper/c")).expect("link");
+        std::fs::hard_link(talaria.join("skills/s.md"), ws.join("s.md")).expect("link");
+        let policy = SandboxPolicy {
+            writable: vec![ws.clone()],
+            hidden: vec![talaria.clone()],
+            readable: vec![talaria.join("skills")],
+            homes: vec![home.clone()],
+            ..SandboxPolicy::default()
+        };
+        let places = SandboxPlaces::new(Arc::new(policy));
+        assert!(places.is_hidden_file(&stat_of(&ws.join("sub/deeper/c"))));
+        assert!(!places.is_hidden_file(&stat_of(&ws.join("own2"))));
+        assert!(
+            !places.is_hidden_file(&stat_of(&ws.join("s.md"))),
+            "readable again"
+        );
+        // A credential written (and linked) after the walk is known by the next one.
+        std::fs::write(talaria.join("token"), "T").expect("write");
+        std::fs::hard_link(talaria.join("token"), ws.join("t")).expect("link");
+        assert!(places.is_hidden_file(&stat_of(&ws.join("t"))));
+        // A key at the top of the home.
+        std::fs::write(home.join("id_ed25519"), "K").expect("write");
+        std::fs::hard_link(home.join("id_ed25519"), ws.join("k")).expect("link");
+        assert!(places.is_hidden_file(&stat_of(&ws.join("k"))));
+    }
+
+    #[test]
+    fn a_walk_cut_short_hides_every_file_with_several_links() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let base = dir.path().canonicalize().expect("canonical");
+        let (hidden, ws) = (base.join("hidden"), base.join("ws"));
+        std::fs::create_dir_all(&ws).expect("mkdir");
+        std::fs::create_dir_all(&hidden).expect("mkdir");
+        for i in 0..super::super::hidden_files::MAX_ENTRIES + 1 {
+            std::fs::write(hidden.join(i.to_string()), "").expect("write");
+        }
+        std::fs::write(ws.join("own"), "own").expect("write");
+        std::fs::hard_link(ws.join("own"), ws.join("own2")).expect("link");
+        let policy = SandboxPolicy {
+            writable: vec![ws.clone()],
+            hidden: vec![hidden],
+            ..SandboxPolicy::default()
+        };
+        let places = SandboxPlaces::new(Arc::new(policy));
+        assert!(places.is_hidden_file(&stat_of(&ws.join("own2"))));
     }
 }
