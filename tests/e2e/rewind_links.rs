@@ -573,3 +573,38 @@ async fn a_rewind_with_files_cut_by_a_kill_is_finished_by_the_next_load() {
         leftovers(&dir)
     );
 }
+
+/// A hard link to the user's key that already sits in the workspace (a dotfiles tool left
+/// it): a command removes it and `/rewind files force` runs. Neither the command's walk nor
+/// the rewind ever keeps or puts back the key's content: a second name of a hidden file is
+/// hidden too.
+#[tokio::test]
+async fn a_hard_link_to_a_key_in_the_workspace_is_never_kept_nor_put_back() {
+    if !sandbox_enforced() {
+        return;
+    }
+    let mut home = home_with(&[("a.txt", "before\n")], Vec::new()).await;
+    let linked = home.ws().join("sub/deeper/hl-key");
+    std::fs::create_dir_all(linked.parent().expect("parent")).expect("sub");
+    std::fs::hard_link(home.ssh.join("id_ed25519"), &linked).expect("a hard link");
+    let (writes, plant) = (
+        &[("a.txt", "the agent's version\n")],
+        "rm sub/deeper/hl-key && ls -la sub/deeper",
+    );
+    home.plant(plant);
+    for reply in script(writes, plant) {
+        home.env.mock.push(reply);
+    }
+    let (_agent, told) = rewind_after(&mut home, true, |_, _| {}).await;
+    home.untouched();
+    home.key_never_kept();
+    says_two_turns(&told);
+    if let Ok(text) = std::fs::read_to_string(&linked) {
+        assert!(!text.contains("KEY-BYTES-7781"), "the key was put back: {told}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(home.ws().join("a.txt")).expect("a"),
+        "before\n",
+        "the agent's own edit is put back: {told}"
+    );
+}
