@@ -242,3 +242,65 @@ pub fn prune_checkpoints(home: &Path, session: &str) {
         tracing::warn!("the checkpoints of {session} could not be pruned: {error}");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(path: &Path) -> talaria_record::FileChange {
+        talaria_record::FileChange {
+            path: path.display().to_string(),
+            before: None,
+            after: None,
+        }
+    }
+
+    /// A home whose checkpoint store cannot be made (a file where its folder goes): the
+    /// session's start is not refused, calls keep nothing, and a restore says why each file
+    /// could not go back instead of pretending.
+    #[tokio::test]
+    async fn a_store_that_cannot_open_keeps_nothing_and_says_so_on_restore() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cwd = dir.path().canonicalize().expect("canonical");
+        let home = cwd.join("home");
+        std::fs::create_dir(&home).expect("home");
+        std::fs::write(home.join("checkpoints"), "not a folder").expect("blocker");
+        let checkpoints = checkpoints_for(
+            &home,
+            std::slice::from_ref(&cwd),
+            Arc::new(talaria_files::Unguarded),
+        );
+        let file = cwd.join("a.txt");
+        let before = checkpoints.before(std::slice::from_ref(&file), false).await;
+        assert!(matches!(before, Before::Nothing));
+        std::fs::write(&file, "made").expect("write");
+        assert_eq!(checkpoints.after("s1", before).await, Capture::default());
+        let report = checkpoints.restore("s1", &[change(&file)], false);
+        assert!(report.restored.is_empty());
+        assert_eq!(report.failed.len(), 1, "{report:?}");
+        assert!(
+            report.failed[0].1.contains("cannot be opened"),
+            "{report:?}"
+        );
+    }
+
+    /// Sessions of one home and workspace share the store and the index: a second start
+    /// finds them open and is given them at once (no thread, no disk).
+    #[tokio::test]
+    async fn a_second_start_in_the_same_workspace_shares_what_the_first_opened() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cwd = dir.path().canonicalize().expect("canonical");
+        let home = cwd.join(".home");
+        let roots = std::slice::from_ref(&cwd);
+        let first = checkpoints_for(&home, roots, Arc::new(talaria_files::Unguarded));
+        let opened = first.opened().expect("opened");
+        let second = checkpoints_for(&home, roots, Arc::new(talaria_files::Unguarded));
+        let shared = second
+            .opened
+            .get()
+            .and_then(Option::as_ref)
+            .expect("at once");
+        assert!(Arc::ptr_eq(&opened.blobs, &shared.blobs));
+        assert!(Arc::ptr_eq(&opened.workspace, &shared.workspace));
+    }
+}
