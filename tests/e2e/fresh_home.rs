@@ -150,3 +150,26 @@ async fn the_first_session_new_right_after_initialize_is_answered_while_the_stor
     agent.close_stdin();
     agent.wait_exit(WAIT).await.expect("exits");
 }
+
+/// The first `session/new` of a fresh home is answered while the checkpoints' store is still
+/// opening (held for ten minutes by a failpoint, in a build with failpoints): its folders are
+/// made off the answer's path, and a turn that changes no file does not wait for them.
+#[tokio::test]
+async fn the_first_session_new_is_answered_while_the_checkpoints_are_still_opening() {
+    let mut env = TestEnv::new(vec![MockReply::text(&["answered before checkpoints"])]).await;
+    env.extra_env.push((
+        "FAILPOINTS".into(),
+        "checkpoints::open::before=sleep(600000)".into(),
+    ));
+    let mut agent = initialized(&env).await;
+    let (session, _) = timed_session_new(&mut agent, &env).await;
+    let (response, updates) = prompt(&mut agent, &session, "hello").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let said = serde_json::to_string(&updates).unwrap_or_default();
+    assert!(said.contains("answered before checkpoints"), "{said}");
+    // A second session of the same workspace does not wait for the first one's opening.
+    let (second, _) = timed_session_new(&mut agent, &env).await;
+    assert_ne!(second, session);
+    agent.close_stdin();
+    agent.wait_exit(WAIT).await.expect("exits");
+}

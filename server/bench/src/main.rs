@@ -16,6 +16,7 @@ macro_rules! report {
 mod batch;
 mod checkpoints;
 mod compression;
+mod fresh_home;
 mod locked_turns;
 mod replay;
 mod sandbox;
@@ -51,6 +52,8 @@ struct Options {
     batch_only: bool,
     /// Only the answers of 40 sessions through a long lock.
     locked_turns_only: bool,
+    /// Only the first against the second `session/new` of fresh homes.
+    fresh_home_only: bool,
 }
 
 fn options() -> anyhow::Result<Options> {
@@ -69,6 +72,7 @@ fn options() -> anyhow::Result<Options> {
         serve_streaming_only: false,
         batch_only: false,
         locked_turns_only: false,
+        fresh_home_only: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -93,9 +97,10 @@ fn options() -> anyhow::Result<Options> {
             }
             "--batch-only" => options.batch_only = true,
             "--locked-turns-only" => options.locked_turns_only = true,
+            "--fresh-home-only" => options.fresh_home_only = true,
             "-h" | "--help" => {
                 report!(
-                    "usage: talaria-bench [--agent PATH] [--iterations N] [--postgres URL|local] [--turn-only] [--checkpoints-only] [--sandbox-only] [--serve-only] [--serve-streaming-only] [--batch-only] [--locked-turns-only]"
+                    "usage: talaria-bench [--agent PATH] [--iterations N] [--postgres URL|local] [--turn-only] [--checkpoints-only] [--sandbox-only] [--serve-only] [--serve-streaming-only] [--batch-only] [--locked-turns-only] [--fresh-home-only]"
                 );
                 std::process::exit(0);
             }
@@ -435,6 +440,9 @@ async fn main() -> anyhow::Result<()> {
     if options.locked_turns_only {
         return print_locked_turns(&options, &env).await;
     }
+    if options.fresh_home_only {
+        return print_fresh_home_figures(&options, &env).await;
+    }
     let mut samples = Samples::default();
     for _ in 0..options.iterations {
         one_run(&options, &env, &cwd, &mut samples).await?;
@@ -456,6 +464,7 @@ async fn main() -> anyhow::Result<()> {
     if options.turn_only {
         return Ok(());
     }
+    print_fresh_home_figures(&options, &env).await?;
     print_answer_shape_figures(&options, &env, &cwd).await?;
     print_locked_turns(&options, &env).await?;
     print_session_figures(&options, &env).await?;
@@ -485,6 +494,20 @@ async fn main() -> anyhow::Result<()> {
         "token accounting of a new turn    {:8.3} ms  (on that history)   target <= 1 ms",
         ms(compression.new_turn)
     );
+    Ok(())
+}
+
+/// The first `session/new` of fresh homes against the second (at least 20 homes).
+async fn print_fresh_home_figures(options: &Options, env: &Env) -> anyhow::Result<()> {
+    let figures = fresh_home::measure(&options.agent, env, options.iterations.max(20)).await?;
+    let (first, first_min) = figures.first;
+    let (second, second_min) = figures.second;
+    let (difference, _) = figures.difference;
+    report!(
+        "first session/new, fresh home     {first:8.2} ms  (min {first_min:.2}; the second {second:.2}, min {second_min:.2}; {} homes)",
+        figures.runs
+    );
+    report!("  first less second, per home     {difference:8.2} ms   target <= 2 ms");
     Ok(())
 }
 

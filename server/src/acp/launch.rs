@@ -759,7 +759,11 @@ async fn prepare_session(
             client: None,
         };
         let commands = skills::commands(&catalog);
-        let checkpoints = talaria_engine::checkpoints_for(&config.home, &roots, shell.places());
+        let checkpoints = Some(talaria_engine::checkpoints_for(
+            &config.home,
+            &roots,
+            shell.places(),
+        ));
         Ok(Prepared {
             config,
             system_prompt,

@@ -825,8 +825,7 @@ async fn a_rewind_cut_off_is_finished_when_the_session_starts_again() {
         &home,
         std::slice::from_ref(&cwd),
         Arc::new(talaria_files::Unguarded),
-    )
-    .expect("checkpoints");
+    );
     let (a, b) = (cwd.join("a.txt"), cwd.join("b.txt"));
     std::fs::write(&a, "a before").expect("a");
     let before = checkpoints.before(&[a.clone(), b.clone()], false).await;
