@@ -30,6 +30,7 @@ pub mod endpoints;
 pub mod env;
 pub mod home;
 pub mod layers;
+mod overlays;
 pub mod policy;
 
 #[cfg(target_os = "linux")]
@@ -63,6 +64,7 @@ pub mod refusals;
 mod request;
 #[cfg(target_os = "linux")]
 mod seccomp;
+mod secret_forms;
 pub mod secret_shapes;
 #[cfg(target_os = "linux")]
 mod signals;
