@@ -2,7 +2,8 @@
 //! ([`talaria_files::Places`]): the session's policy (its private temporary folder included,
 //! so every other session's is hidden), and each hidden, readable or writable place also at
 //! the name it resolves to (a `[sandbox] hidden` folder or a credential store that is a link
-//! into `~/dotfiles` is hidden where it really is, which is where a file tool arrives).
+//! into `~/dotfiles` is hidden where it really is, which is where a file tool arrives), and at
+//! every name the mount table gives it (a bind mount or an overlay of the home).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -57,9 +58,13 @@ fn and_resolved(paths: &[PathBuf]) -> Vec<PathBuf> {
     all
 }
 
+/// The sandbox's own resolution (each store, key and other session's folder now, where
+/// links lead, every name the mount table gives them: bind mounts, overlays), with the
+/// homes kept so that a store made later is hidden by its rule.
 fn with_resolved_names(policy: &SandboxPolicy) -> SandboxPolicy {
-    let mut out = policy.clone();
-    out.hidden = and_resolved(&policy.hidden);
+    let mut out = policy.resolved();
+    out.homes = policy.homes.clone();
+    out.hidden = and_resolved(&out.hidden);
     // A home's credential store that is a link is hidden where it leads too.
     for home in &policy.homes {
         let stores: Vec<PathBuf> = talaria_sandbox::credentials::home_stores(home).collect();
