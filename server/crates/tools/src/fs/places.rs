@@ -6,19 +6,20 @@
 //! every name the mount table gives it (a bind mount or an overlay of the home).
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use talaria_files::{Access, Places, Unguarded};
-use talaria_sandbox::{PathAccess, SandboxPolicy};
+use talaria_sandbox::{MountChanges, PathAccess, SandboxPolicy};
 
 /// The places of a session whose commands run in the sandbox.
 #[derive(Debug)]
 pub struct SandboxPlaces {
     policy: Arc<SandboxPolicy>,
-    /// The policy with every place also at its resolved name; made on first use (it looks
-    /// at the disk, so never on the runtime's thread: the operations that ask run on the
-    /// blocking pool).
-    resolved: OnceLock<SandboxPolicy>,
+    /// The policy with every place also at its resolved names, and the mount table it was
+    /// resolved against; made on first use and again when the mount table changes (it
+    /// looks at the disk, so never on the runtime's thread: the operations that ask run on
+    /// the blocking pool).
+    resolved: Mutex<Option<(Arc<SandboxPolicy>, MountChanges)>>,
 }
 
 impl SandboxPlaces {
@@ -26,7 +27,7 @@ impl SandboxPlaces {
     pub fn new(policy: Arc<SandboxPolicy>) -> Self {
         Self {
             policy,
-            resolved: OnceLock::new(),
+            resolved: Mutex::new(None),
         }
     }
 
@@ -38,9 +39,20 @@ impl SandboxPlaces {
         }
     }
 
-    fn resolved(&self) -> &SandboxPolicy {
-        self.resolved
-            .get_or_init(|| with_resolved_names(&self.policy))
+    /// The resolved policy, resolved again when a mount was made or taken off since (a new
+    /// mount can give a hidden place a new name). The watch starts before the resolution,
+    /// so a mount made during it is seen at the next ask.
+    fn resolved(&self) -> Arc<SandboxPolicy> {
+        let mut slot = self.resolved.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((policy, changes)) = slot.as_mut()
+            && !changes.changed()
+        {
+            return policy.clone();
+        }
+        let changes = MountChanges::new();
+        let policy = Arc::new(with_resolved_names(&self.policy));
+        *slot = Some((policy.clone(), changes));
+        policy
     }
 }
 
@@ -129,5 +141,42 @@ mod tests {
             Access::Hidden
         );
         assert_eq!(places.access(&home.join("other")), Access::ReadOnly);
+    }
+
+    #[test]
+    fn a_mount_made_after_the_first_ask_is_judged_at_the_next() {
+        // Mounting needs root (CI runs as root).
+        let root = std::fs::metadata("/proc/self").is_ok_and(|m| {
+            use std::os::unix::fs::MetadataExt;
+            m.uid() == 0
+        });
+        let dir = tempfile::tempdir().expect("tempdir");
+        let base = dir.path().canonicalize().expect("canonical");
+        let (home, second) = (base.join("home"), base.join("second"));
+        std::fs::create_dir_all(home.join(".aws")).expect("aws");
+        std::fs::write(home.join(".aws/credentials"), "x").expect("credentials");
+        std::fs::create_dir(&second).expect("second");
+        let policy = SandboxPolicy {
+            homes: vec![home.clone()],
+            ..SandboxPolicy::default()
+        };
+        let places = SandboxPlaces::new(Arc::new(policy));
+        let through = second.join("credentials");
+        assert_eq!(places.access(&through), Access::ReadOnly);
+        let mounted = root
+            && std::process::Command::new("mount")
+                .arg("--bind")
+                .arg(home.join(".aws"))
+                .arg(&second)
+                .status()
+                .is_ok_and(|status| status.success());
+        if mounted {
+            let seen = places.access(&through);
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(&second)
+                .status();
+            assert_eq!(seen, Access::Hidden);
+        }
     }
 }
