@@ -68,7 +68,7 @@ fn aliases_in(mountinfo: &str, path: &Path) -> Vec<PathBuf> {
     let table = parse(mountinfo);
     let mut out = bound_names(&table, path);
     for name in layered_names(&table, path) {
-        if !out.contains(&name) {
+        if name != path && !out.contains(&name) {
             out.push(name);
         }
     }
@@ -107,19 +107,18 @@ fn bound_names(table: &[Mounted], path: &Path) -> Vec<PathBuf> {
 /// root of the file system: a container run by rootless Podman (toolbox, distrobox) has its
 /// image's layers under `~/.local/share/containers`, a hidden store, and hiding its whole
 /// root would leave a command nothing to run.
+/// The same name may come twice, and `path` itself (an overlay mounted on its own lower
+/// layer): [`of_in`] keeps each new name once.
 fn layered_names(table: &[Mounted], path: &Path) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
     for mount in table {
         for layer in &mount.layers {
-            let name = match path.strip_prefix(layer) {
-                Ok(rest) => mount.point.join(rest),
+            match path.strip_prefix(layer) {
+                Ok(rest) => out.push(mount.point.join(rest)),
                 Err(_) if layer.starts_with(path) && mount.point != Path::new("/") => {
-                    mount.point.clone()
+                    out.push(mount.point.clone());
                 }
-                Err(_) => continue,
-            };
-            if name != path && !out.contains(&name) {
-                out.push(name);
+                Err(_) => {}
             }
         }
     }
@@ -320,6 +319,15 @@ mod tests {
 ";
         let names = of_in(table, &[PathBuf::from("/home/u/.local/share/containers")]);
         assert_eq!(names, [PathBuf::from("/mnt/img")]);
+    }
+
+    #[test]
+    fn an_overlay_mounted_on_its_own_lower_layer_names_nothing_new() {
+        let table = "\
+22 1 254:1 / / rw - ext4 /dev/vda rw
+40 22 0:50 / /home/u rw - overlay overlay rw,lowerdir=/home/u,upperdir=/v,workdir=/w
+";
+        assert!(of_in(table, &[PathBuf::from("/home/u/.netrc")]).is_empty());
     }
 
     #[test]
