@@ -70,7 +70,8 @@ fn has_authorization(value: &str) -> bool {
     })
 }
 
-/// `user:password` in base64, as `Basic` carries it.
+/// `user:password` in base64, as `Basic` carries it (the user may be empty, as with APIs
+/// that take a token as the password; the password may not).
 fn is_basic_credential(word: &str) -> bool {
     let engines = [
         base64::engine::general_purpose::STANDARD,
@@ -83,7 +84,7 @@ fn is_basic_credential(word: &str) -> bool {
             .and_then(|bytes| String::from_utf8(bytes).ok())
             .is_some_and(|text| {
                 text.split_once(':')
-                    .is_some_and(|(user, password)| !user.is_empty() && !password.is_empty())
+                    .is_some_and(|(_user, password)| !password.is_empty())
             })
     })
 }
@@ -152,6 +153,8 @@ mod tests {
             &format!("0x{}", "AbCdEf0123456789".repeat(4)),
             "s.Gf8OiKX2Lp0bN3qR5tY7uW9z",
             "SK0123456789abcdef0123456789abcdef",
+            &format!("deploy key {}", "0123456789abcdef".repeat(4)),
+            "Basic OnBhc3M=", // ":pass"
         ] {
             assert!(looks_secret(secret), "{secret}");
             assert!(crate::secret_shapes::looks_secret(secret), "{secret}");
@@ -177,6 +180,13 @@ mod tests {
             "Basic usage: run make",
             "Bearer tokens are sent in headers",
             "Bearer",
+            "Bearer abcdefghijklmnopqr", // no digit
+            "Bearer abc123",             // too short
+            "Bearer 1234567890123456",   // no letter
+            "Bearer -abcdef1234567890",  // not a token's first character
+            "Bearer abcdef1234567890$%", // not a token's characters
+            "Basic dXNlcjo=",            // "user:", no password
+            "Basic YQ==",                // "a", no colon
             "a token like this-one-is-fine",
             "s.example-cdn-assets-host.com",
             "s.abcdefghijklmnopqrstuvwx", // one case only
