@@ -61,6 +61,7 @@ mod sandbox_endpoints;
 mod sandbox_helper;
 mod sandbox_homes;
 mod sandbox_let_out;
+mod sandbox_overlays;
 mod sandbox_races;
 mod sandbox_replaced;
 mod sandbox_sockets;

@@ -248,6 +248,39 @@ mod tests {
     }
 
     #[test]
+    fn secrets_under_plain_names_are_withheld_by_their_form() {
+        let hex = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+        let out = EnvRules::default().apply(vars(&[
+            ("HEXISH", hex),
+            (
+                "NOTIFY_URL",
+                "https://hooks.slack.com/services/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",
+            ),
+            (
+                "VAULT_ADDR_HINT",
+                "hvs.CAESIJlWh2y0ZnbBRNaVHtmSFBeAG8AbhqFl2eUp4uNYKJ7aGh4KHGh2cy5N",
+            ),
+            ("LEGACY_VAULT", "s.Gf8OiKX2Lp0bN3qR5tY7uW9z"),
+            ("HEADER", "Basic dXNlcjpodW50ZXIy"),
+            ("UPSTREAM_HEADER", "Bearer 8d7f6e5c4b3a29181716"),
+            ("CHAT", "https://discord.com/api/webhooks/1234567890/AbCdEfGhIjKlMnOpQrSt"),
+            ("GIT_COMMIT", "3a7bd3e2360a3d29eea436fcfb7e44c735d117c4"),
+            ("IMAGE", "registry.example.com/app@sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"),
+            ("DOCS_URL", "https://api.slack.com/messaging/webhooks"),
+            ("BUILD_ID", "550e8400-e29b-41d4-a716-446655440000"),
+            ("MOTD", "Basic usage: run make"),
+        ]));
+        let names: Vec<String> = out
+            .iter()
+            .map(|(n, _)| n.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            ["GIT_COMMIT", "IMAGE", "DOCS_URL", "BUILD_ID", "MOTD"]
+        );
+    }
+
+    #[test]
     fn passwords_in_urls_dsns_pats_and_session_sockets_are_withheld() {
         let rules = EnvRules {
             keep: vec!["DOCKER_HOST".into()],

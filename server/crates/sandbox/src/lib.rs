@@ -30,6 +30,8 @@ pub mod endpoints;
 pub mod env;
 pub mod home;
 pub mod layers;
+mod mount_changes;
+mod overlays;
 pub mod policy;
 
 #[cfg(target_os = "linux")]
@@ -63,6 +65,7 @@ pub mod refusals;
 mod request;
 #[cfg(target_os = "linux")]
 mod seccomp;
+mod secret_forms;
 pub mod secret_shapes;
 #[cfg(target_os = "linux")]
 mod signals;
@@ -78,6 +81,7 @@ use std::sync::OnceLock;
 pub use env::EnvRules;
 pub use helper::{helper_main, init_main};
 pub use layers::{Layers, namespace_support, namespace_support_known, namespace_support_now};
+pub use mount_changes::MountChanges;
 pub use policy::{DEFAULT_MAX_PROCESSES, HelperSpec, PathAccess, SandboxPolicy};
 pub use request::{
     HELPER_ARG, HELPER_FAILED, INIT_ARG, SPEC_ENV, command_words, shell_line, shell_program,

@@ -2,8 +2,9 @@
 //! tokens by the shapes their issuers give them (`ghp_…`, `sk-…`, `AKIA…`, `xoxb-…`, a JWT,
 //! a PEM private key), connection strings and addresses that carry one (`Password=`,
 //! `AccountKey=`, `?token=`), and long random-looking strings (mixed case and digits, high
-//! entropy). Tuned to leave what environments usually hold alone: paths, lists, versions,
-//! commit hashes and UUIDs (lowercase hex), words.
+//! entropy); webhook addresses, authorization header values and other whole forms are in
+//! `secret_forms.rs`. Tuned to leave what environments usually hold alone: paths, lists,
+//! versions, commit hashes and UUIDs (lowercase hex), words.
 
 /// Beginnings that issuers give their keys and tokens, each with the fewest characters that
 /// follow in a real one.
@@ -46,6 +47,14 @@ const TOKEN_PREFIXES: &[(&str, usize)] = &[
     ("sq0atp-", 20),
     ("sq0csp-", 20),
     ("AGE-SECRET-KEY-", 20),
+    // HashiCorp Vault: service, batch and recovery tokens.
+    ("hvs.", 24),
+    ("hvb.", 24),
+    ("hvr.", 24),
+    ("glsa_", 30),
+    ("sntrys_", 30),
+    ("pul-", 30),
+    ("lin_api_", 30),
 ];
 
 /// Pieces of a longer value (compared in lower case) that put a secret right after them:
@@ -74,6 +83,7 @@ pub fn looks_secret(value: &str) -> bool {
     let value = value.trim();
     is_private_key(value)
         || has_secret_field(value)
+        || crate::secret_forms::looks_secret(value)
         || value
             .split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '"' | '\'' | '@'))
             .any(|word| is_token(word) || is_jwt(word) || is_random(word))
@@ -187,6 +197,10 @@ mod tests {
             "https://api.example.com/cb?access_token=abc123",
             "Host=db;DbPassword=hunter2",
             "sig=abc",
+            "hvs.CAESIJlWh2y0ZnbBRNaVHtmSFBeAG8AbhqFl2eUp4uNYKJ7aGh4KHGh2cy5NcXV4",
+            "hvb.AAAAAQJgxmTb0b7V9a2cjXqqOHc2NmKy4gWGyn0lDkB6LZiwvAAAAAAAAAAAAAA",
+            "hvr.Fx3OP9WqXyGyk2jC5rN7YcdA0m",
+            "glsa_abcdefghijklmnopqrstuvwxyz012345_0a1b2c3d",
         ] {
             assert!(looks_secret(secret), "{secret}");
         }
@@ -220,6 +234,7 @@ mod tests {
             "https://api.example.com/v1?token=&page=2", // an empty field
             "design=flat;mode=dark",                    // `sig=` inside a word
             "sk-learn/datasets/iris/data.csv",          // a path, not a key
+            "hvs.short",                                // too short for a token
         ] {
             assert!(!looks_secret(plain), "{plain}");
         }

@@ -2,26 +2,28 @@
 //! ([`talaria_files::Places`]): the session's policy (its private temporary folder included,
 //! so every other session's is hidden), and each hidden, readable or writable place also at
 //! the name it resolves to (a `[sandbox] hidden` folder or a credential store that is a link
-//! into `~/dotfiles` is hidden where it really is, which is where a file tool arrives); and
-//! a file by what it is: another name (a hard link) of a file in a hidden place is hidden
-//! wherever it is reached ([`hidden_files`]).
+//! into `~/dotfiles` is hidden where it really is, which is where a file tool arrives), and at
+//! every name the mount table gives it (a bind mount or an overlay of the home); and a file
+//! by what it is: another name (a hard link) of a file in a hidden place is hidden wherever
+//! it is reached ([`hidden_files`]).
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use talaria_files::{Access, Places, Stat, Unguarded};
 
 use super::hidden_files::HiddenFiles;
-use talaria_sandbox::{PathAccess, SandboxPolicy};
+use talaria_sandbox::{MountChanges, PathAccess, SandboxPolicy};
 
 /// The places of a session whose commands run in the sandbox.
 #[derive(Debug)]
 pub struct SandboxPlaces {
     policy: Arc<SandboxPolicy>,
-    /// The policy with every place also at its resolved name; made on first use (it looks
-    /// at the disk, so never on the runtime's thread: the operations that ask run on the
-    /// blocking pool).
-    resolved: OnceLock<SandboxPolicy>,
+    /// The policy with every place also at its resolved names, and the mount table it was
+    /// resolved against; made on first use and again when the mount table changes (it
+    /// looks at the disk, so never on the runtime's thread: the operations that ask run on
+    /// the blocking pool).
+    resolved: Mutex<Option<(Arc<SandboxPolicy>, MountChanges)>>,
     /// The files of the hidden places, by device and inode, as last walked.
     hidden_files: Mutex<Option<HiddenFiles>>,
 }
@@ -31,7 +33,7 @@ impl SandboxPlaces {
     pub fn new(policy: Arc<SandboxPolicy>) -> Self {
         Self {
             policy,
-            resolved: OnceLock::new(),
+            resolved: Mutex::new(None),
             hidden_files: Mutex::new(None),
         }
     }
@@ -44,9 +46,20 @@ impl SandboxPlaces {
         }
     }
 
-    fn resolved(&self) -> &SandboxPolicy {
-        self.resolved
-            .get_or_init(|| with_resolved_names(&self.policy))
+    /// The resolved policy, resolved again when a mount was made or taken off since (a new
+    /// mount can give a hidden place a new name). The watch starts before the resolution,
+    /// so a mount made during it is seen at the next ask.
+    fn resolved(&self) -> Arc<SandboxPolicy> {
+        let mut slot = self.resolved.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((policy, changes)) = slot.as_mut()
+            && !changes.changed()
+        {
+            return policy.clone();
+        }
+        let changes = MountChanges::new();
+        let policy = Arc::new(with_resolved_names(&self.policy));
+        *slot = Some((policy.clone(), changes));
+        policy
     }
 }
 
@@ -64,9 +77,13 @@ fn and_resolved(paths: &[PathBuf]) -> Vec<PathBuf> {
     all
 }
 
+/// The sandbox's own resolution (each store, key and other session's folder now, where
+/// links lead, every name the mount table gives them: bind mounts, overlays), with the
+/// homes kept so that a store made later is hidden by its rule.
 fn with_resolved_names(policy: &SandboxPolicy) -> SandboxPolicy {
-    let mut out = policy.clone();
-    out.hidden = and_resolved(&policy.hidden);
+    let mut out = policy.resolved();
+    out.homes = policy.homes.clone();
+    out.hidden = and_resolved(&out.hidden);
     // A home's credential store that is a link is hidden where it leads too.
     for home in &policy.homes {
         let stores: Vec<PathBuf> = talaria_sandbox::credentials::home_stores(home).collect();
@@ -93,7 +110,7 @@ impl Places for SandboxPlaces {
         let stale = known.as_ref().is_none_or(|k| !k.still_tells(file));
         if stale {
             let policy = self.resolved();
-            *known = Some(HiddenFiles::walk(policy));
+            *known = Some(HiddenFiles::walk(&policy));
         }
         known.as_ref().is_none_or(|k| k.holds(file))
     }
@@ -218,5 +235,42 @@ mod tests {
         };
         let places = SandboxPlaces::new(Arc::new(policy));
         assert!(places.is_hidden_file(&stat_of(&ws.join("own2"))));
+    }
+
+    #[test]
+    fn a_mount_made_after_the_first_ask_is_judged_at_the_next() {
+        // Mounting needs root (CI runs as root).
+        let root = std::fs::metadata("/proc/self").is_ok_and(|m| {
+            use std::os::unix::fs::MetadataExt;
+            m.uid() == 0
+        });
+        let dir = tempfile::tempdir().expect("tempdir");
+        let base = dir.path().canonicalize().expect("canonical");
+        let (home, second) = (base.join("home"), base.join("second"));
+        std::fs::create_dir_all(home.join(".aws")).expect("aws");
+        std::fs::write(home.join(".aws/credentials"), "x").expect("credentials");
+        std::fs::create_dir(&second).expect("second");
+        let policy = SandboxPolicy {
+            homes: vec![home.clone()],
+            ..SandboxPolicy::default()
+        };
+        let places = SandboxPlaces::new(Arc::new(policy));
+        let through = second.join("credentials");
+        assert_eq!(places.access(&through), Access::ReadOnly);
+        let mounted = root
+            && std::process::Command::new("mount")
+                .arg("--bind")
+                .arg(home.join(".aws"))
+                .arg(&second)
+                .status()
+                .is_ok_and(|status| status.success());
+        if mounted {
+            let seen = places.access(&through);
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(&second)
+                .status();
+            assert_eq!(seen, Access::Hidden);
+        }
     }
 }
