@@ -201,7 +201,10 @@ pub fn claims_are_exclusive(mine: &dyn SessionStore, theirs: &dyn SessionStore) 
         }
         other => panic!("{other:?}"),
     }
-    assert!(matches!(theirs.delete("s", false), Err(StoreError::InUse { .. })));
+    assert!(matches!(
+        theirs.delete("s", false),
+        Err(StoreError::InUse { .. })
+    ));
     assert!(theirs.load("s").is_ok(), "reading is never refused");
     mine.release("s").expect("release");
     theirs.claim("s").expect("free once released");
@@ -448,7 +451,9 @@ pub fn deleted_sessions_stay_deleted(store: &dyn SessionStore, other: &dyn Sessi
     assert!(!store.delete("gone", false).expect("again"));
     // A session never stored, unknown here: not deleted, and it may be created later.
     assert!(!store.delete("unknown", false).expect("unknown"));
-    store.create(&meta("unknown", "/p", 1)).expect("created after all");
+    store
+        .create(&meta("unknown", "/p", 1))
+        .expect("created after all");
     assert!(store.load("unknown").is_ok());
     // A session whose creation still waits in the deleting process: tombstoned all the same.
     assert!(store.delete("waiting", true).expect("waiting"));
@@ -460,5 +465,8 @@ pub fn deleted_sessions_stay_deleted(store: &dyn SessionStore, other: &dyn Sessi
         .append_checked(&[checked("waiting", t.entries(), &basis("W", &[""]))])
         .expect("checked");
     assert_eq!(refused.len(), 1);
-    assert!(matches!(store.load("waiting"), Err(StoreError::NotFound(_))));
+    assert!(matches!(
+        store.load("waiting"),
+        Err(StoreError::NotFound(_))
+    ));
 }

@@ -488,7 +488,8 @@ impl SessionStore for PgStore {
     }
 
     fn holds(&self, session_id: &str) -> bool {
-        super::lock(&self.held).contains(session_id) && !super::lock(&self.lost).contains_key(session_id)
+        super::lock(&self.held).contains(session_id)
+            && !super::lock(&self.lost).contains_key(session_id)
     }
 }
 
