@@ -784,30 +784,7 @@ impl Writer {
                 self.heal();
                 let _ = reply.send(());
             }
-            Write::Create(meta) => {
-                let session = meta.id.clone();
-                self.shared
-                    .builds_on(&session, std::iter::once(meta.writer.clone()));
-                let created = self.try_store(&session, |store| {
-                    refused_at("journal::create::before")?;
-                    match store.create(&meta) {
-                        Err(StoreError::Deleted(_)) => Ok(false),
-                        other => other.map(|()| true),
-                    }
-                });
-                match created {
-                    Ok(true) => {
-                        talaria_util::failpoint::step("journal::create::after");
-                        self.shared.waiting.create_committed(&session);
-                        self.with_spool(|spool| spool.created_in_store(&session));
-                    }
-                    Ok(false) => self.drop_deleted(&session, None),
-                    Err(error) => {
-                        tracing::warn!(session = %session, "saving the new session: {error}");
-                        self.wait_create(meta, &error.0);
-                    }
-                }
-            }
+            Write::Create(meta) => self.create(meta),
             Write::Claim(session) => {
                 if let Err(error) = self.try_store(&session, |store| holding(store.claim(&session)))
                 {
@@ -861,6 +838,32 @@ impl Writer {
                 self.stopped = true;
             }
             Write::Append(..) => {}
+        }
+    }
+
+    /// A new session: recorded, or waiting (and spooled); one deleted meanwhile is dropped.
+    fn create(&mut self, meta: SessionMeta) {
+        let session = meta.id.clone();
+        self.shared
+            .builds_on(&session, std::iter::once(meta.writer.clone()));
+        let created = self.try_store(&session, |store| {
+            refused_at("journal::create::before")?;
+            match store.create(&meta) {
+                Err(StoreError::Deleted(_)) => Ok(false),
+                other => other.map(|()| true),
+            }
+        });
+        match created {
+            Ok(true) => {
+                talaria_util::failpoint::step("journal::create::after");
+                self.shared.waiting.create_committed(&session);
+                self.with_spool(|spool| spool.created_in_store(&session));
+            }
+            Ok(false) => self.drop_deleted(&session, None),
+            Err(error) => {
+                tracing::warn!(session = %session, "saving the new session: {error}");
+                self.wait_create(meta, &error.0);
+            }
         }
     }
 
