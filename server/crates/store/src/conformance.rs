@@ -194,6 +194,7 @@ pub fn claims_are_exclusive(mine: &dyn SessionStore, theirs: &dyn SessionStore) 
     mine.create(&meta("s", "/p", 1)).expect("create");
     mine.claim("s").expect("first claim");
     mine.claim("s").expect("the same holder may claim again");
+    assert!(mine.holds("s") && !theirs.holds("s"), "the holder knows it holds it");
     match theirs.claim("s") {
         Err(StoreError::InUse { session, holder }) => {
             assert_eq!(session, "s");
@@ -207,7 +208,9 @@ pub fn claims_are_exclusive(mine: &dyn SessionStore, theirs: &dyn SessionStore) 
     ));
     assert!(theirs.load("s").is_ok(), "reading is never refused");
     mine.release("s").expect("release");
+    assert!(!mine.holds("s"));
     theirs.claim("s").expect("free once released");
+    assert!(theirs.holds("s"));
     assert!(theirs.delete("s", false).expect("delete"));
     assert!(matches!(mine.load("s"), Err(StoreError::NotFound(_))));
 }
