@@ -194,7 +194,10 @@ pub fn claims_are_exclusive(mine: &dyn SessionStore, theirs: &dyn SessionStore) 
     mine.create(&meta("s", "/p", 1)).expect("create");
     mine.claim("s").expect("first claim");
     mine.claim("s").expect("the same holder may claim again");
-    assert!(mine.holds("s") && !theirs.holds("s"), "the holder knows it holds it");
+    assert!(
+        mine.holds("s") && !theirs.holds("s"),
+        "the holder knows it holds it"
+    );
     match theirs.claim("s") {
         Err(StoreError::InUse { session, holder }) => {
             assert_eq!(session, "s");
@@ -409,6 +412,7 @@ pub fn deleted_sessions_stay_deleted(store: &dyn SessionStore, other: &dyn Sessi
     store.append("gone", t.entries()).expect("append");
     store.create(&meta("gone-2", "/p", 1)).expect("create");
     assert!(store.delete("gone", false).expect("delete"));
+    assert!(!store.holds("gone"), "the delete's claim is let go");
     let refused = other.create(&meta("gone", "/p", 2));
     assert!(
         matches!(&refused, Err(StoreError::Deleted(id)) if id == "gone"),
@@ -452,8 +456,14 @@ pub fn deleted_sessions_stay_deleted(store: &dyn SessionStore, other: &dyn Sessi
     );
     // Deleted again: nothing there, and said so.
     assert!(!store.delete("gone", false).expect("again"));
-    // A session never stored, unknown here: not deleted, and it may be created later.
+    // A session never stored, unknown here: not deleted, and it may be created later; the
+    // claim the delete took is let go (another process may open it).
     assert!(!store.delete("unknown", false).expect("unknown"));
+    assert!(!store.holds("unknown"));
+    other
+        .claim("unknown")
+        .expect("free after a delete that found nothing");
+    other.release("unknown").expect("release");
     store
         .create(&meta("unknown", "/p", 1))
         .expect("created after all");
