@@ -22,6 +22,7 @@ mod client_providers;
 mod compaction;
 mod dead_ends;
 mod delegation;
+mod deleted_sessions;
 mod demo;
 mod doctor;
 mod durability;

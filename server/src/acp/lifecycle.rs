@@ -24,7 +24,9 @@ pub(super) const FLUSH_BEFORE_READ: std::time::Duration = std::time::Duration::f
 pub(super) fn store_error(error: StoreError) -> acp::Error {
     match error {
         StoreError::NotFound(id) => errors::invalid_params(format!("no saved session {id}")),
-        StoreError::NoRecord(_) => errors::invalid_params(error.to_string()),
+        StoreError::NoRecord(_) | StoreError::Deleted(_) => {
+            errors::invalid_params(error.to_string())
+        }
         StoreError::InUse { .. } => errors::invalid_params(error.to_string()),
         StoreError::NotOpenYet(_)
         | StoreError::TimedOut(_)
@@ -475,13 +477,10 @@ impl Agent {
                 handle.close_and_wait().await;
             }
             journal.flush(FLUSH_BEFORE_READ).await;
-            // What ended processes spooled of it is adopted first: the delete covers it.
-            journal.adopt_orphans(talaria_engine::READ_DEADLINE).await;
-            let session = id.clone();
-            let deleted = journal
-                .call(move |store| store.delete(&session))
-                .await
-                .map_err(store_error)?;
+            // As this process sees it: what ended processes spooled of it is adopted first,
+            // and a session whose creation still waits here is deleted too (the store keeps
+            // its tombstone); a delete that cannot be done says why.
+            let deleted = journal.delete(&id).await.map_err(store_error)?;
             if !deleted {
                 return Err(errors::invalid_params(format!(
                     "no saved session {}",

@@ -45,3 +45,22 @@ async fn seeds_hold_every_invariant_for_the_time_budget() {
     );
     assert!(ran.len() >= 2, "no seed ran within the budget");
 }
+
+/// Plans that once broke an invariant, replayed as they were shrunk: each holds now.
+const ONCE_FAILING: &[(&str, &str)] = &[(
+    // Issue 62 (F2): process 2 dies after its backlog was written, before its spool said so;
+    // process 3 adopts the spool, its writes refused twice, and deletes the session: the
+    // adopted creation written later brought the answered delete back.
+    "a delete after adopting a spool whose backlog was written",
+    "new(0) stop(0) hold(3) crash(0,spool::drain::before,1) new(0) prompt(0,1,text) hold(0) \
+     refuse(1,journal::backlog::before,1,2) delete(1,1)",
+)];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plans_that_once_failed_hold_every_invariant() {
+    for (what, text) in ONCE_FAILING {
+        let steps = talaria_sim::sim::plan::from_text(text).expect("a plan");
+        let outcome = sim::run_plan(&steps).await;
+        assert!(!outcome.failed(), "{what}: {}", sim::report(None, &outcome));
+    }
+}

@@ -82,8 +82,8 @@ pub fn round_trip(store: &dyn SessionStore) {
     }
     store.append("s1", &[rewritten.clone()]).expect("rewrite");
     assert_eq!(store.load("s1").expect("load").1.entries()[3], rewritten);
-    assert!(store.delete("s1").expect("delete"));
-    assert!(!store.delete("s1").expect("again"));
+    assert!(store.delete("s1", false).expect("delete"));
+    assert!(!store.delete("s1", false).expect("again"));
 }
 
 /// Lists page newest first with a cursor and filter by cwd.
@@ -194,6 +194,10 @@ pub fn claims_are_exclusive(mine: &dyn SessionStore, theirs: &dyn SessionStore) 
     mine.create(&meta("s", "/p", 1)).expect("create");
     mine.claim("s").expect("first claim");
     mine.claim("s").expect("the same holder may claim again");
+    assert!(
+        mine.holds("s") && !theirs.holds("s"),
+        "the holder knows it holds it"
+    );
     match theirs.claim("s") {
         Err(StoreError::InUse { session, holder }) => {
             assert_eq!(session, "s");
@@ -201,11 +205,16 @@ pub fn claims_are_exclusive(mine: &dyn SessionStore, theirs: &dyn SessionStore) 
         }
         other => panic!("{other:?}"),
     }
-    assert!(matches!(theirs.delete("s"), Err(StoreError::InUse { .. })));
+    assert!(matches!(
+        theirs.delete("s", false),
+        Err(StoreError::InUse { .. })
+    ));
     assert!(theirs.load("s").is_ok(), "reading is never refused");
     mine.release("s").expect("release");
+    assert!(!mine.holds("s"));
     theirs.claim("s").expect("free once released");
-    assert!(theirs.delete("s").expect("delete"));
+    assert!(theirs.holds("s"));
+    assert!(theirs.delete("s", false).expect("delete"));
     assert!(matches!(mine.load("s"), Err(StoreError::NotFound(_))));
 }
 
@@ -386,4 +395,91 @@ pub fn created_with_entries(store: &dyn SessionStore) {
         "{refused:?}"
     );
     assert_eq!(store.load("fork").expect("load").1.len(), copy.len());
+}
+
+/// A deleted session stays deleted: its tombstone refuses a creation written again (a spool
+/// adopted after the delete), a checked append (`Missing`), a fork's copy under its id
+/// (`Missing`) and an unchecked append (`Deleted`), each changing nothing and leaving the
+/// other sessions of a batch written. A session whose creation still waits in the deleting
+/// process (`waiting_here`) is tombstoned though the store never had it; an unknown one is
+/// not (another process may be about to create it), and says so. The tombstone is the
+/// session's alone (a similar id is untouched) and is there for a second handle on the store
+/// (another process) too.
+pub fn deleted_sessions_stay_deleted(store: &dyn SessionStore, other: &dyn SessionStore) {
+    let t = conversation();
+    let entries = crate::EncodedEntry::all(t.entries()).expect("encodes");
+    store.create(&meta("gone", "/p", 1)).expect("create");
+    store.append("gone", t.entries()).expect("append");
+    store.create(&meta("gone-2", "/p", 1)).expect("create");
+    assert!(store.delete("gone", false).expect("delete"));
+    assert!(!store.holds("gone"), "the delete's claim is let go");
+    let refused = other.create(&meta("gone", "/p", 2));
+    assert!(
+        matches!(&refused, Err(StoreError::Deleted(id)) if id == "gone"),
+        "{refused:?}"
+    );
+    assert!(!refused.expect_err("refused").is_store_wide());
+    assert!(matches!(store.load("gone"), Err(StoreError::NotFound(_))));
+    store.create(&meta("kept", "/p", 1)).expect("create");
+    let refused = other
+        .append_checked(&[
+            checked("gone", t.entries(), &basis("W", &[""])),
+            checked("kept", t.entries(), &basis("W", &[""])),
+        ])
+        .expect("checked");
+    assert_eq!(
+        refused,
+        vec![Refusal::Missing {
+            session: "gone".into()
+        }]
+    );
+    assert_eq!(store.load("kept").expect("kept").1.len(), t.len());
+    let refused = other
+        .create_with_entries(&meta("gone", "/p", 3), &entries, &basis("F", &[""]))
+        .expect("fork");
+    assert_eq!(
+        refused,
+        Some(Refusal::Missing {
+            session: "gone".into()
+        })
+    );
+    assert!(matches!(
+        other.append("gone", t.entries()),
+        Err(StoreError::Deleted(_))
+    ));
+    assert!(matches!(store.load("gone"), Err(StoreError::NotFound(_))));
+    let listed = store.list(None, None, 100).expect("list");
+    assert!(listed.sessions.iter().all(|m| m.id != "gone"), "{listed:?}");
+    assert!(
+        store.load("gone-2").is_ok(),
+        "another session with a similar id is untouched"
+    );
+    // Deleted again: nothing there, and said so.
+    assert!(!store.delete("gone", false).expect("again"));
+    // A session never stored, unknown here: not deleted, and it may be created later; the
+    // claim the delete took is let go (another process may open it).
+    assert!(!store.delete("unknown", false).expect("unknown"));
+    assert!(!store.holds("unknown"));
+    other
+        .claim("unknown")
+        .expect("free after a delete that found nothing");
+    other.release("unknown").expect("release");
+    store
+        .create(&meta("unknown", "/p", 1))
+        .expect("created after all");
+    assert!(store.load("unknown").is_ok());
+    // A session whose creation still waits in the deleting process: tombstoned all the same.
+    assert!(store.delete("waiting", true).expect("waiting"));
+    assert!(matches!(
+        other.create(&meta("waiting", "/p", 1)),
+        Err(StoreError::Deleted(_))
+    ));
+    let refused = other
+        .append_checked(&[checked("waiting", t.entries(), &basis("W", &[""]))])
+        .expect("checked");
+    assert_eq!(refused.len(), 1);
+    assert!(matches!(
+        store.load("waiting"),
+        Err(StoreError::NotFound(_))
+    ));
 }

@@ -57,6 +57,10 @@ pub enum StoreError {
     Unreachable(String),
     #[error("no session {0}")]
     NotFound(String),
+    /// The session was deleted: nothing is created, appended or forked under its id again
+    /// (its tombstone stays in the store).
+    #[error("session {0} was deleted; nothing is written to it again")]
+    Deleted(String),
     #[error(
         "session {0} has no saved record (its creation was saved, its system prompt and \
          turns never were): it cannot be continued; start a new session"
@@ -80,6 +84,7 @@ impl StoreError {
             self,
             StoreError::InUse { .. }
                 | StoreError::NotFound(_)
+                | StoreError::Deleted(_)
                 | StoreError::NoRecord(_)
                 | StoreError::Other(_)
         )
@@ -148,7 +153,8 @@ pub enum Refusal {
     /// Another writer committed the session since what the entries build on, and they
     /// differ from what it wrote: writing them would replace or interleave with its entries.
     Diverged { session: String, writer: String },
-    /// The session is not in the store (deleted since).
+    /// The session is not in the store (deleted since: its tombstone refuses every write,
+    /// or it was never created).
     Missing { session: String },
 }
 
@@ -259,7 +265,8 @@ pub struct SearchHit {
 /// A session's durable history.
 pub trait SessionStore: Send + Sync {
     /// Records a new session; creating one that is already there changes nothing (so a
-    /// write made again, as the journal's spool may, is harmless).
+    /// write made again, as the journal's spool may, is harmless). A session deleted before
+    /// is refused (`Deleted`): its tombstone keeps a spool written late from bringing it back.
     fn create(&self, meta: &SessionMeta) -> Result<(), StoreError>;
     /// Appends entries (or replaces entries with the same ids: compaction rewrites).
     fn append(&self, session_id: &str, entries: &[Entry]) -> Result<(), StoreError> {
@@ -290,14 +297,18 @@ pub trait SessionStore: Send + Sync {
     }
     /// Records a new session with its first entries in one commit (a fork's copy): the
     /// session is never in the store without them. Written again, it changes nothing; a
-    /// session already there with other entries is refused as [`Refusal::Diverged`].
+    /// session already there with other entries is refused as [`Refusal::Diverged`], one
+    /// deleted before as [`Refusal::Missing`].
     fn create_with_entries(
         &self,
         meta: &SessionMeta,
         entries: &[EncodedEntry],
         basis: &Basis,
     ) -> Result<Option<Refusal>, StoreError> {
-        self.create(meta)?;
+        match self.create(meta) {
+            Err(StoreError::Deleted(session)) => return Ok(Some(Refusal::Missing { session })),
+            other => other?,
+        }
         let append = SessionAppend {
             session: meta.id.clone(),
             entries: entries.to_vec(),
@@ -319,9 +330,13 @@ pub trait SessionStore: Send + Sync {
         cursor: Option<&str>,
         limit: usize,
     ) -> Result<ListPage, StoreError>;
-    /// Removes a session and its record; `false` if there was none. Refused (`InUse`) while
-    /// another process has it open.
-    fn delete(&self, session_id: &str) -> Result<bool, StoreError>;
+    /// Removes a session and its record, and leaves its tombstone: nothing is created,
+    /// appended or forked under its id again (a spool adopted after the delete is refused).
+    /// `false` if the store had no such session — unless `waiting_here` (the session's
+    /// creation still waits in this process's journal, not yet in the store): it is then
+    /// tombstoned all the same, so its waiting writes are refused, and `true`. Refused
+    /// (`InUse`) while another process has it open.
+    fn delete(&self, session_id: &str, waiting_here: bool) -> Result<bool, StoreError>;
     /// Ranked full-text search of past sessions' messages.
     fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, StoreError>;
     /// Entries of a session around one entry (for search context and scrolling).
@@ -337,6 +352,11 @@ pub trait SessionStore: Send + Sync {
     fn claim(&self, session_id: &str) -> Result<(), StoreError>;
     /// Releases this process's claim.
     fn release(&self, session_id: &str) -> Result<(), StoreError>;
+    /// Whether this process holds the session's claim (it is open here, or claimed for
+    /// writes adopted from a spool).
+    fn holds(&self, _session_id: &str) -> bool {
+        false
+    }
     /// What users should be told once about how the store was opened (a damaged file
     /// recovered into a new one).
     fn notes(&self) -> Vec<String> {

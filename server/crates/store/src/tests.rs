@@ -57,6 +57,15 @@ mod conformance {
     }
 
     #[test]
+    fn a_deleted_session_is_never_created_appended_or_forked_again() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("state.db");
+        let store = SqliteStore::open(&path).expect("open");
+        let other = SqliteStore::open(&path).expect("open");
+        suite::deleted_sessions_stay_deleted(&store, &other);
+    }
+
+    #[test]
     fn a_very_large_answer_is_saved_whole_and_found_by_its_opening() {
         let (_dir, store) = super::store();
         suite::large_entries(&store);

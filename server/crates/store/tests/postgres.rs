@@ -28,6 +28,11 @@ fn the_store_conformance_suite_holds_on_postgresql() {
     suite::checked_appends(&store());
     suite::created_with_entries(&store());
     let url = cluster.database();
+    suite::deleted_sessions_stay_deleted(
+        &PgStore::connect(&url).expect("one"),
+        &PgStore::connect(&url).expect("another"),
+    );
+    let url = cluster.database();
     let mine = PgStore::connect(&url).expect("mine");
     let theirs = PgStore::connect(&url).expect("theirs");
     suite::claims_are_exclusive(&mine, &theirs);

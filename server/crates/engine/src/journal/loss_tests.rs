@@ -111,8 +111,8 @@ impl SessionStore for Gate {
     ) -> Result<ListPage, StoreError> {
         self.inner.list(cwd, cursor, n)
     }
-    fn delete(&self, session: &str) -> Result<bool, StoreError> {
-        self.inner.delete(session)
+    fn delete(&self, session: &str, waiting_here: bool) -> Result<bool, StoreError> {
+        self.inner.delete(session, waiting_here)
     }
     fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, StoreError> {
         self.inner.search(query, limit)
@@ -131,6 +131,9 @@ impl SessionStore for Gate {
     }
     fn release(&self, session: &str) -> Result<(), StoreError> {
         self.inner.release(session)
+    }
+    fn holds(&self, session: &str) -> bool {
+        self.inner.holds(session)
     }
 }
 
@@ -450,7 +453,7 @@ async fn the_entries_of_a_session_deleted_while_they_waited_are_dropped_not_writ
     turn(&mut record, "two?", "two");
     session.save(&mut record);
     assert!(session.committed().await.error.is_some());
-    assert!(store.inner.delete("s").expect("deleted"));
+    assert!(store.inner.delete("s", false).expect("deleted"));
     store.admit("s");
     saved(&journal, "s").await;
     let sqlite = SqliteStore::open(&home.db()).expect("open");
@@ -552,4 +555,257 @@ async fn a_session_row_without_a_record_is_not_a_session_to_continue() {
     session.save(&mut record);
     assert_eq!(session.committed().await.error, None);
     assert!(journal.view("empty").await.is_ok());
+}
+
+/// A copy of every spool file on the home, as a kill before a `written` line would leave
+/// them; put back with [`put_back`].
+fn copy_spools(home: &Home, name: &str) -> std::path::PathBuf {
+    let copy = home.dir.path().join(name);
+    std::fs::create_dir_all(&copy).expect("mkdir");
+    for file in std::fs::read_dir(home.spool()).expect("spool") {
+        let path = file.expect("file").path();
+        std::fs::copy(&path, copy.join(path.file_name().expect("name"))).expect("copy");
+    }
+    copy
+}
+
+fn put_back(home: &Home, copy: &Path) {
+    for file in std::fs::read_dir(copy).expect("copy") {
+        let path = file.expect("file").path();
+        std::fs::rename(&path, home.spool().join(path.file_name().expect("name"))).expect("back");
+    }
+}
+
+/// A session created and answered while the store refused everything, by a process that
+/// then ended: its creation and turn are only in its spool.
+async fn ended_with_the_session_only_spooled(home: &Home, store: &Arc<Gate>) {
+    store.refuse("*");
+    let journal = home.process(store);
+    journal.create(meta("s"));
+    let mut session = SessionJournal::new(journal.clone(), "s", 0);
+    let mut record = Transcript::with_system("sys");
+    turn(&mut record, "one?", "answer one");
+    session.save(&mut record);
+    assert!(session.committed().await.error.is_some());
+    let _ = journal.shutdown(Duration::from_secs(10)).await;
+    store.admit("*");
+}
+
+fn listed(home: &Home) -> Vec<String> {
+    SqliteStore::open(&home.db())
+        .expect("open")
+        .list(None, None, 100)
+        .expect("list")
+        .sessions
+        .into_iter()
+        .map(|m| m.id)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_spool_adopted_again_after_its_session_was_deleted_never_brings_it_back() {
+    let home = Home::new();
+    let store = Gate::open(&home.db());
+    ended_with_the_session_only_spooled(&home, &store).await;
+    // What a process killed after writing the spool, before its `written` lines, leaves.
+    let copy = copy_spools(&home, "copy");
+    let b = home.process(&store);
+    assert!(b.adopt_orphans(Duration::from_secs(10)).await);
+    saved(&b, "s").await;
+    assert_eq!(texts(&home.stored("s")), ["one?", "answer one"]);
+    assert!(b.delete("s").await.expect("deleted"));
+    let _ = b.shutdown(Duration::from_secs(10)).await;
+    // The old lines are adopted again: the creation and the turn are refused, not written.
+    put_back(&home, &copy);
+    let c = home.process(&store);
+    assert!(c.adopt_orphans(Duration::from_secs(10)).await);
+    saved(&c, "s").await;
+    assert!(listed(&home).is_empty(), "{:?}", listed(&home));
+    assert!(matches!(
+        store.inner.load("s"),
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(c.waiting("s").is_empty());
+    let _ = c.shutdown(Duration::from_secs(10)).await;
+    assert_eq!(home.spooled_lines(), 0, "nothing of it waits any more");
+}
+
+#[tokio::test]
+async fn a_delete_while_an_adopted_creation_waits_is_answered_and_the_creation_dropped() {
+    let home = Home::new();
+    let store = Gate::open(&home.db());
+    ended_with_the_session_only_spooled(&home, &store).await;
+    // B adopts while the store still refuses writes: the creation waits in B.
+    store.refuse("*");
+    let b = home.process(&store);
+    assert!(b.adopt_orphans(Duration::from_secs(10)).await);
+    assert!(b.waiting("s").create.is_some());
+    assert!(b.delete("s").await.expect("deleted"), "B sees it");
+    assert!(b.waiting("s").is_empty(), "what waited is dropped");
+    store.admit("*");
+    saved(&b, "s").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(listed(&home).is_empty(), "{:?}", listed(&home));
+    // B is killed before its spool is emptied: the next process adopts it and writes nothing.
+    let copy = copy_spools(&home, "copy");
+    let _ = b.shutdown(Duration::from_secs(10)).await;
+    put_back(&home, &copy);
+    let c = home.process(&store);
+    assert!(c.adopt_orphans(Duration::from_secs(10)).await);
+    saved(&c, "s").await;
+    assert!(listed(&home).is_empty(), "{:?}", listed(&home));
+}
+
+#[tokio::test]
+async fn a_delete_of_a_session_whose_creation_waits_here_deletes_it_and_what_waits() {
+    let home = Home::new();
+    let store = Gate::open(&home.db());
+    store.refuse("*");
+    let journal = home.process(&store);
+    journal.create(meta("s"));
+    let mut session = SessionJournal::new(journal.clone(), "s", 0);
+    let mut record = Transcript::with_system("sys");
+    turn(&mut record, "one?", "answer one");
+    session.save(&mut record);
+    assert!(session.committed().await.error.is_some());
+    // The store takes writes again, and the delete comes before the writer's next try.
+    store.admit("*");
+    assert!(journal.delete("s").await.expect("deleted"));
+    assert!(journal.waiting("s").is_empty());
+    saved(&journal, "s").await;
+    assert!(listed(&home).is_empty(), "{:?}", listed(&home));
+    // An unknown session is still not found, and nothing is tombstoned for it.
+    assert!(!journal.delete("never").await.expect("asked"));
+    store.inner.create(&meta("never")).expect("created later");
+}
+
+#[tokio::test]
+async fn a_delete_that_cannot_reach_the_store_says_so_and_keeps_what_waits() {
+    let home = Home::new();
+    let store = Gate::open(&home.db());
+    let journal = home.process(&store);
+    journal.create(meta("s"));
+    saved(&journal, "s").await;
+    // The writer is held inside a store call: the spools cannot be adopted first.
+    store.hold(true);
+    journal.update("s", MetaUpdate::default());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let refused = journal.delete("s").await;
+    assert!(
+        matches!(refused, Err(StoreError::TimedOut(_))),
+        "{refused:?}"
+    );
+    store.hold(false);
+    saved(&journal, "s").await;
+    assert_eq!(listed(&home), ["s"], "nothing was deleted");
+}
+
+#[tokio::test]
+async fn a_creation_the_store_took_is_not_adopted_again() {
+    let home = Home::new();
+    let store = Gate::open(&home.db());
+    store.refuse("*");
+    let journal = home.process(&store);
+    journal.create(meta("s"));
+    journal.create(meta("t"));
+    assert!(
+        journal
+            .committed_within("s", Duration::from_millis(300))
+            .await
+            .error
+            .is_some()
+    );
+    // "s" is written; "t" keeps the spool in use.
+    store.admit("*");
+    store.refuse("t");
+    saved(&journal, "s").await;
+    let _ = journal.shutdown(Duration::from_secs(10)).await;
+    // "t" still refused: its adopted creation waits where it can be seen.
+    let next = home.process(&store);
+    assert!(next.adopt_orphans(Duration::from_secs(10)).await);
+    assert!(
+        next.waiting("s").is_empty(),
+        "the written creation is left out"
+    );
+    assert!(
+        next.waiting("t").create.is_some(),
+        "the waiting one is adopted"
+    );
+    store.admit("t");
+    saved(&next, "t").await;
+    assert_eq!(listed(&home).len(), 2);
+}
+
+#[tokio::test]
+async fn a_process_that_adopted_a_turn_holds_its_session_until_the_turn_is_written() {
+    let home = Home::new();
+    let store = Gate::open(&home.db());
+    let a = ended_with_turn_two_spooled(&home, &store).await;
+    // B adopts A's spool while the store is stuck (as at a probe).
+    store.refuse("*");
+    let b = home.process(&store);
+    assert!(b.adopt_orphans(Duration::from_secs(10)).await);
+    assert!(
+        store.inner.holds("s"),
+        "B holds the session it adopted writes of"
+    );
+    // A third process cannot open it meanwhile: it would read it without turn 2.
+    let third = SqliteStore::open(&home.db()).expect("open");
+    assert!(matches!(third.claim("s"), Err(StoreError::InUse { .. })));
+    store.admit("*");
+    saved(&b, "s").await;
+    assert!(
+        !store.inner.holds("s"),
+        "released once the adopted turn is written"
+    );
+    third.claim("s").expect("free now");
+    assert_eq!(third.load("s").expect("load").1.entries(), a.entries());
+}
+
+#[tokio::test]
+async fn a_session_the_adopter_opens_itself_keeps_its_claim_after_the_adopted_turn() {
+    let home = Home::new();
+    let store = Gate::open(&home.db());
+    ended_with_turn_two_spooled(&home, &store).await;
+    store.refuse("*");
+    let b = home.process(&store);
+    assert!(b.adopt_orphans(Duration::from_secs(10)).await);
+    // B's client loads the session meanwhile (as `session/load` does).
+    b.hold_again("s");
+    store.claim("s").expect("B's own");
+    store.admit("*");
+    saved(&b, "s").await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(store.inner.holds("s"), "the load's claim stays");
+    let third = SqliteStore::open(&home.db()).expect("open");
+    assert!(matches!(third.claim("s"), Err(StoreError::InUse { .. })));
+}
+
+#[tokio::test]
+async fn a_turn_adopted_for_a_session_open_elsewhere_is_checked_and_kept_as_a_recovered_fork() {
+    let home = Home::new();
+    let store = Gate::open(&home.db());
+    let a = ended_with_turn_two_spooled(&home, &store).await;
+    // Another live process (its own handle on the store) opened the session without A's
+    // turn and answers turn 3 under the same ids.
+    let elsewhere = Gate::open(&home.db());
+    let b = home.unspooled(&elsewhere);
+    elsewhere.claim("s").expect("B's");
+    let (read, mut record) = b.view("s").await.expect("view");
+    b.loaded("s", &read.writer);
+    let mut session = SessionJournal::new(b.clone(), "s", record.last_id());
+    turn(&mut record, "three?", "B's answer three");
+    session.save(&mut record);
+    assert_eq!(session.committed().await.error, None);
+    // C adopts A's spool: it cannot claim the session, and the store refuses the turn.
+    let c = home.process(&store);
+    assert!(c.adopt_orphans(Duration::from_secs(10)).await);
+    assert!(!store.inner.holds("s"));
+    saved(&c, "s").await;
+    assert_eq!(
+        home.stored("s").entries(),
+        record.entries(),
+        "B's turn intact"
+    );
+    assert_eq!(home.stored("s-recovered-4").entries(), a.entries());
 }

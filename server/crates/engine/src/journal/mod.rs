@@ -438,6 +438,29 @@ impl Journal {
         matches!(tokio::time::timeout(deadline, finished).await, Ok(Ok(())))
     }
 
+    /// Deletes a session as this process sees it (`session/delete`): the spools of ended
+    /// processes are adopted first (failing with `TimedOut` when that cannot be done in
+    /// time: nothing is deleted then), so the delete covers what they held; a session whose
+    /// creation still waits here (the store was stuck when it was made) is deleted too —
+    /// the store keeps its tombstone, so nothing waiting for it, here or in a spool, brings
+    /// it back. What of it waits here is dropped once the store deleted it. Whether there
+    /// was such a session.
+    pub async fn delete(&self, session_id: &str) -> Result<bool, StoreError> {
+        if !self.adopt_orphans(READ_DEADLINE).await {
+            return Err(StoreError::TimedOut(READ_DEADLINE));
+        }
+        let waiting_here = self.shared.waiting.has(session_id);
+        let id = session_id.to_string();
+        let deleted = self
+            .call(move |store| store.delete(&id, waiting_here))
+            .await?;
+        if deleted {
+            self.shared.waiting.forget(session_id);
+            self.send(Write::Deleted(session_id.to_string()));
+        }
+        Ok(deleted)
+    }
+
     /// Holds a new session for this process (after its create, in order).
     pub fn claim(&self, session_id: &str) {
         self.send(Write::Claim(session_id.to_string()));

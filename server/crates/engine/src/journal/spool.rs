@@ -113,6 +113,9 @@ enum RecordIn {
         ids: Vec<EntryId>,
         #[serde(default)]
         meta: bool,
+        /// Its earlier `create` lines too.
+        #[serde(default)]
+        create: bool,
     },
 }
 
@@ -199,7 +202,22 @@ impl Spool {
     /// Spools a creation; whether it was written.
     pub(super) fn create(&mut self, meta: &SessionMeta) -> bool {
         let line = serde_json::json!({"t": "create", "meta": meta});
-        self.write_json(&line)
+        let written = self.write_json(&line);
+        if written {
+            self.sessions.insert(meta.id.clone());
+        }
+        written
+    }
+
+    /// `session`'s creation is in the store: its earlier `create` lines are never written
+    /// again (a session deleted since is not brought back by a spool adopted later).
+    pub(super) fn created_in_store(&mut self, session: &str) {
+        if !self.holds(session) {
+            return;
+        }
+        let line =
+            serde_json::json!({"t": "written", "session": session, "ids": [], "create": true});
+        self.write_json(&line);
     }
 
     /// Spools entries that build on the session writers `on`; where each body was written
@@ -563,11 +581,24 @@ struct Records {
     lines: Vec<Option<Spooled>>,
     /// Where each session's entry lines and update lines are, by entry id (`None`: updates).
     at: std::collections::HashMap<(String, Option<EntryId>), Vec<usize>>,
+    /// Where each session's `create` lines are.
+    creates: std::collections::HashMap<String, Vec<usize>>,
 }
 
 impl Records {
     fn add(&mut self, record: RecordIn) {
-        if let RecordIn::Written { session, ids, meta } = record {
+        if let RecordIn::Written {
+            session,
+            ids,
+            meta,
+            create,
+        } = record
+        {
+            if create {
+                for line in self.creates.remove(&session).unwrap_or_default() {
+                    self.lines[line] = None;
+                }
+            }
             let covered = ids.into_iter().map(Some).chain(meta.then_some(None));
             for id in covered {
                 for line in self.at.remove(&(session.clone(), id)).unwrap_or_default() {
@@ -582,7 +613,11 @@ impl Records {
         let key = match &write {
             Spooled::Append(session, entry, _) => Some((session.clone(), Some(entry.id))),
             Spooled::Update(session, _) => Some((session.clone(), None)),
-            Spooled::Create(_) => None,
+            Spooled::Create(meta) => {
+                let at = self.creates.entry(meta.id.clone()).or_default();
+                at.push(self.lines.len());
+                None
+            }
         };
         if let Some(key) = key {
             self.at.entry(key).or_default().push(self.lines.len());

@@ -107,7 +107,7 @@ impl SessionStore for Flaky {
     fn list(&self, _: Option<&str>, _: Option<&str>, _: usize) -> Result<ListPage, StoreError> {
         Ok(ListPage::default())
     }
-    fn delete(&self, _: &str) -> Result<bool, StoreError> {
+    fn delete(&self, _: &str, _: bool) -> Result<bool, StoreError> {
         Ok(false)
     }
     fn search(&self, _: &str, _: usize) -> Result<Vec<SearchHit>, StoreError> {

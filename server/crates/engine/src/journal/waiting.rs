@@ -132,6 +132,16 @@ impl Waiting {
         }
     }
 
+    /// The session was deleted: what it has waiting is dropped from the view.
+    pub(super) fn forget(&self, session: &str) {
+        talaria_util::lock(&self.sessions).remove(session);
+    }
+
+    /// Whether `session` has anything waiting (its creation or entries).
+    pub(super) fn has(&self, session: &str) -> bool {
+        talaria_util::lock(&self.sessions).contains_key(session)
+    }
+
     /// Whether no session has anything waiting.
     pub(super) fn is_empty(&self) -> bool {
         talaria_util::lock(&self.sessions).is_empty()

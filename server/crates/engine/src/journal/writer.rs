@@ -46,6 +46,8 @@ pub(super) enum Write {
     Adopt(oneshot::Sender<()>),
     /// Holds the session for this process (after its create).
     Claim(String),
+    /// The store deleted the session (asked by this process): what of it waits is dropped.
+    Deleted(String),
     /// Lets other processes have it (after everything it wrote), unless it was opened here
     /// again since (its hold changed).
     Release(String, u64),
@@ -132,6 +134,8 @@ pub(super) struct Writer {
     refused_read_only: bool,
     /// When orphaned spools were last looked for.
     adopted_at: Instant,
+    /// Sessions whose writes were adopted before the store opened: claimed once it does.
+    adopted_unclaimed: Vec<String>,
     /// A clean exit was made (`Write::Shutdown`): the thread ends after this batch, and
     /// nothing is written after the exit's last try (the process is ending).
     stopped: bool,
@@ -166,6 +170,7 @@ impl Writer {
             reopen: None,
             refused_read_only: false,
             adopted_at: Instant::now(),
+            adopted_unclaimed: Vec::new(),
             stopped: false,
         }
     }
@@ -229,7 +234,15 @@ impl Writer {
         let Some(adopted) = self.with_spool(Spool::adopt) else {
             return;
         };
+        let mut sessions: Vec<String> = Vec::new();
         for write in adopted {
+            let session = match &write {
+                Spooled::Create(meta) => &meta.id,
+                Spooled::Append(session, ..) | Spooled::Update(session, _) => session,
+            };
+            if !sessions.contains(session) {
+                sessions.push(session.clone());
+            }
             match write {
                 Spooled::Create(meta) => {
                     self.shared.waiting.created(&meta);
@@ -249,6 +262,64 @@ impl Writer {
                     merge(&mut self.backlog(&session, ADOPTED).update, update);
                 }
             }
+        }
+        self.claim_adopted(sessions);
+    }
+
+    /// Holds the sessions whose writes were adopted until those writes are in the store (the
+    /// claim is released by their backlog, after them): another process loading one meanwhile
+    /// is told it is in use, as it is told of a live process's session, instead of reading it
+    /// without the adopted turns and answering over their ids. A session open here keeps its
+    /// own claim; one open in another process is left to it, and the adopted writes go the
+    /// checked way (a recovered fork where the two part). Before the store opens, the claims
+    /// are taken once it does. (The kernel drops them if this process ends first.)
+    fn claim_adopted(&mut self, sessions: Vec<String>) {
+        let Store::Open(store) = &self.store else {
+            self.adopted_unclaimed.extend(sessions);
+            return;
+        };
+        let store = store.clone();
+        for session in sessions {
+            if store.holds(&session) || !self.unsaved.contains_key(&session) {
+                continue;
+            }
+            match store.claim(&session) {
+                Ok(()) => {
+                    let hold = self.shared.waiting.hold(&session);
+                    if let Some(backlog) = self.unsaved.get_mut(&session) {
+                        backlog.release = Some(hold);
+                    }
+                }
+                Err(StoreError::InUse { holder, .. }) => tracing::info!(
+                    session = %session,
+                    "adopted writes of a session open in another process ({holder}): written \
+                     only where they follow it, else saved as a recovered fork"
+                ),
+                Err(error) => {
+                    tracing::warn!(session = %session, "claiming a session whose writes were adopted: {error}");
+                }
+            }
+        }
+    }
+
+    /// A session deleted while writes of it waited (here, or in a spool adopted since): they
+    /// are dropped and said, and a claim held for them is let go.
+    fn drop_deleted(&mut self, session: &str, backlog: Option<Backlog>) {
+        let backlog = backlog.or_else(|| self.unsaved.remove(session));
+        if let Some(backlog) = &backlog {
+            tracing::warn!(
+                session = %session,
+                entries = backlog.entries.len(),
+                created = backlog.create.is_some(),
+                "the session was deleted: the writes of it that waited are dropped"
+            );
+        }
+        self.shared.waiting.forget(session);
+        let release = backlog.and_then(|b| b.release);
+        if let (Some(hold), Store::Open(store)) = (release, &self.store)
+            && self.shared.waiting.hold(session) == hold
+        {
+            let _ = store.release(session);
         }
     }
 
@@ -366,6 +437,8 @@ impl Writer {
                 if let Store::Opening { open, .. } = opened {
                     self.reopen = Some((open, Instant::now()));
                 }
+                let adopted = std::mem::take(&mut self.adopted_unclaimed);
+                self.claim_adopted(adopted);
                 self.heal();
                 self.answer_waiting_saved();
             }
@@ -569,7 +642,7 @@ impl Writer {
                 Write::Adopt(reply) => {
                     let _ = reply.send(());
                 }
-                Write::Claim(_) | Write::Release(..) | Write::Update(..) => {}
+                Write::Claim(_) | Write::Release(..) | Write::Update(..) | Write::Deleted(_) => {}
             }
         }
     }
@@ -711,31 +784,14 @@ impl Writer {
                 self.heal();
                 let _ = reply.send(());
             }
-            Write::Create(meta) => {
-                let session = meta.id.clone();
-                self.shared
-                    .builds_on(&session, std::iter::once(meta.writer.clone()));
-                let created = self.try_store(&session, |store| {
-                    refused_at("journal::create::before")?;
-                    store.create(&meta)
-                });
-                match created {
-                    Ok(()) => {
-                        talaria_util::failpoint::step("journal::create::after");
-                        self.shared.waiting.create_committed(&session);
-                    }
-                    Err(error) => {
-                        tracing::warn!(session = %session, "saving the new session: {error}");
-                        self.wait_create(meta, &error.0);
-                    }
-                }
-            }
+            Write::Create(meta) => self.create(meta),
             Write::Claim(session) => {
                 if let Err(error) = self.try_store(&session, |store| holding(store.claim(&session)))
                 {
                     self.backlog(&session, &error.0).claim = true;
                 }
             }
+            Write::Deleted(session) => self.drop_deleted(&session, None),
             Write::Release(session, hold) => {
                 if self.shared.waiting.hold(&session) != hold {
                     tracing::debug!(session = %session, "opened here again: the release is dropped");
@@ -785,6 +841,32 @@ impl Writer {
         }
     }
 
+    /// A new session: recorded, or waiting (and spooled); one deleted meanwhile is dropped.
+    fn create(&mut self, meta: SessionMeta) {
+        let session = meta.id.clone();
+        self.shared
+            .builds_on(&session, std::iter::once(meta.writer.clone()));
+        let created = self.try_store(&session, |store| {
+            refused_at("journal::create::before")?;
+            match store.create(&meta) {
+                Err(StoreError::Deleted(_)) => Ok(false),
+                other => other.map(|()| true),
+            }
+        });
+        match created {
+            Ok(true) => {
+                talaria_util::failpoint::step("journal::create::after");
+                self.shared.waiting.create_committed(&session);
+                self.with_spool(|spool| spool.created_in_store(&session));
+            }
+            Ok(false) => self.drop_deleted(&session, None),
+            Err(error) => {
+                tracing::warn!(session = %session, "saving the new session: {error}");
+                self.wait_create(meta, &error.0);
+            }
+        }
+    }
+
     /// A session with its first entries (a fork's copy), committed together, or waiting
     /// (and spooled) together.
     fn create_with(&mut self, meta: SessionMeta, entries: Vec<EncodedEntry>) {
@@ -808,6 +890,7 @@ impl Writer {
         };
         talaria_util::failpoint::step("journal::create::after");
         self.shared.waiting.create_committed(&session);
+        self.with_spool(|spool| spool.created_in_store(&session));
         let Some(store) = self.open_store() else {
             return;
         };
@@ -1001,9 +1084,16 @@ impl Writer {
     ) -> Result<(), StoreError> {
         refused_at("journal::backlog::before")?;
         if let Some(meta) = &backlog.create {
-            store.create(meta)?;
+            match store.create(meta) {
+                Err(StoreError::Deleted(_)) => {
+                    self.drop_deleted(session, Some(std::mem::take(backlog)));
+                    return Ok(());
+                }
+                other => other?,
+            }
             backlog.create = None;
             self.shared.waiting.create_committed(session);
+            self.with_spool(|spool| spool.created_in_store(session));
         }
         if backlog.claim {
             holding(store.claim(session))?;

@@ -29,6 +29,7 @@ const TABLES: &[(&str, &[&str])] = &[
     ("sessions", &["SELECT", "INSERT", "UPDATE", "DELETE"]),
     ("entries", &["SELECT", "INSERT", "UPDATE", "DELETE"]),
     ("claims", &["SELECT", "INSERT", "UPDATE", "DELETE"]),
+    ("deleted_sessions", &["SELECT", "INSERT"]),
     ("talaria_schema", &["SELECT"]),
 ];
 

@@ -50,6 +50,12 @@ const MIGRATIONS: &[&str] = &[
     // 2: who last committed a session's entries (a journal's token), so a writer whose
     // entries do not follow it never replaces what it wrote.
     "ALTER TABLE sessions ADD COLUMN writer TEXT NOT NULL DEFAULT '';",
+    // 3: the ids of deleted sessions, so nothing written after a delete (a spool adopted
+    // late, a waiting creation) brings a session back.
+    "CREATE TABLE deleted_sessions (
+        id TEXT PRIMARY KEY,
+        deleted_at BIGINT NOT NULL
+     );",
 ];
 
 fn other(error: &postgres::Error) -> StoreError {

@@ -152,8 +152,30 @@ fn append_checked_in(
     }
 }
 
-/// Records a session (nothing when it is there already) in `tx`.
+/// A session's tombstone key: creations and deletes of one id take it for their
+/// transaction, so a creation never reads "not deleted" while a delete commits.
+const TOMBSTONE_KEY: &str = "hashtextextended('talaria-deleted:' || $1, 0)";
+
+/// Refuses writes of a deleted session (`Deleted`), its tombstone key held until `tx` ends.
+fn refuse_deleted(tx: &mut postgres::Transaction<'_>, session_id: &str) -> Result<(), StoreError> {
+    tx.execute(
+        &format!("SELECT pg_advisory_xact_lock({TOMBSTONE_KEY})"),
+        &[&session_id],
+    )?;
+    let deleted = tx.query_opt(
+        "SELECT 1 FROM deleted_sessions WHERE id = $1",
+        &[&session_id],
+    )?;
+    match deleted {
+        Some(_) => Err(StoreError::Deleted(session_id.to_string())),
+        None => Ok(()),
+    }
+}
+
+/// Records a session (nothing when it is there already) in `tx`; a deleted one is refused
+/// (`Deleted`).
 fn create_in(tx: &mut postgres::Transaction<'_>, meta: &SessionMeta) -> Result<(), StoreError> {
+    refuse_deleted(tx, &meta.id)?;
     let directories = serde_json::to_string(&meta.additional_directories)
         .map_err(|e| StoreError::Other(e.to_string()))?;
     tx.execute(
@@ -189,6 +211,7 @@ fn append_all(
     let mut tx = client.transaction()?;
     for (session_id, entries) in batch {
         if !entries.is_empty() {
+            refuse_deleted(&mut tx, session_id)?;
             append_in(&mut tx, session_id, entries)?;
         }
     }
@@ -257,7 +280,12 @@ impl SessionStore for PgStore {
         };
         self.with(|client| {
             let mut tx = client.transaction()?;
-            create_in(&mut tx, meta)?;
+            match create_in(&mut tx, meta) {
+                Err(StoreError::Deleted(session)) => {
+                    return Ok(Some(Refusal::Missing { session }));
+                }
+                other => other?,
+            }
             let refused = append_checked_in(&mut tx, &append)?;
             tx.commit()?;
             Ok(refused)
@@ -289,6 +317,7 @@ impl SessionStore for PgStore {
         self.fence(session_id)?;
         self.with(|client| {
             let mut tx = client.transaction()?;
+            refuse_deleted(&mut tx, session_id)?;
             append_in(&mut tx, session_id, entries)?;
             tx.commit()?;
             Ok(())
@@ -383,23 +412,37 @@ impl SessionStore for PgStore {
         Ok(ListPage::of(rows.iter().map(meta_of).collect(), limit))
     }
 
-    fn delete(&self, session_id: &str) -> Result<bool, StoreError> {
+    fn delete(&self, session_id: &str, waiting_here: bool) -> Result<bool, StoreError> {
         let held_before = super::lock(&self.held).contains(session_id);
         self.claim(session_id)?;
         let deleted = self.with(|client| {
+            let mut tx = client.transaction()?;
+            tx.execute(
+                &format!("SELECT pg_advisory_xact_lock({TOMBSTONE_KEY})"),
+                &[&session_id],
+            )?;
+            let removed = tx.execute("DELETE FROM sessions WHERE id = $1", &[&session_id])?;
+            let deleted = removed > 0 || waiting_here;
+            if deleted {
+                tx.execute(
+                    "INSERT INTO deleted_sessions (id, deleted_at) VALUES ($1, $2)
+                     ON CONFLICT (id) DO NOTHING",
+                    &[&session_id, &now_ms()],
+                )?;
+            }
             if talaria_util::failpoint::injected("delete::commit::before") {
                 return Err(StoreError::Full(
                     "injected at delete::commit::before".into(),
                 ));
             }
-            let removed = client.execute("DELETE FROM sessions WHERE id = $1", &[&session_id])?;
+            tx.commit()?;
             talaria_util::failpoint::step("delete::commit::after");
-            Ok(removed)
+            Ok(deleted)
         });
-        if !held_before || matches!(deleted, Ok(1)) {
+        if !held_before || matches!(deleted, Ok(true)) {
             self.release(session_id)?;
         }
-        Ok(deleted? > 0)
+        deleted
     }
 
     fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, StoreError> {
@@ -442,6 +485,11 @@ impl SessionStore for PgStore {
 
     fn release(&self, session_id: &str) -> Result<(), StoreError> {
         self.release_session(session_id)
+    }
+
+    fn holds(&self, session_id: &str) -> bool {
+        super::lock(&self.held).contains(session_id)
+            && !super::lock(&self.lost).contains_key(session_id)
     }
 }
 

@@ -14,6 +14,7 @@ pub(super) const MIGRATIONS: &[Migration] = &[
     search_and_claims,
     index_by_rowid,
     last_writer,
+    tombstones,
 ];
 
 /// 1: sessions and their record entries.
@@ -119,4 +120,15 @@ fn index_by_rowid(tx: &Transaction) -> rusqlite::Result<()> {
 /// do not follow it never replaces what it wrote (`SessionStore::append_checked`).
 fn last_writer(tx: &Transaction) -> rusqlite::Result<()> {
     tx.execute_batch("ALTER TABLE sessions ADD COLUMN writer TEXT NOT NULL DEFAULT '';")
+}
+
+/// 5: the ids of deleted sessions, so nothing written after a delete (a spool adopted late, a
+/// waiting creation) brings a session back: a create, append or fork into one is refused.
+fn tombstones(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "CREATE TABLE deleted_sessions (
+            id TEXT PRIMARY KEY,
+            deleted_at INTEGER NOT NULL
+        ) WITHOUT ROWID;",
+    )
 }

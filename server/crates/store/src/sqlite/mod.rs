@@ -500,8 +500,31 @@ impl SqliteStore {
     }
 }
 
-/// Records a new session (nothing when it is there already) on `connection`.
+/// Whether `session_id` was deleted (its tombstone is there).
+fn is_deleted(connection: &Connection, session_id: &str) -> Result<bool, StoreError> {
+    connection
+        .query_row(
+            "SELECT 1 FROM deleted_sessions WHERE id = ?1",
+            params![session_id],
+            |_| Ok(()),
+        )
+        .optional()
+        .map(|found| found.is_some())
+        .map_err(classify)
+}
+
+/// Refuses writes of a deleted session (`Deleted`).
+fn refuse_deleted(connection: &Connection, session_id: &str) -> Result<(), StoreError> {
+    if is_deleted(connection, session_id)? {
+        return Err(StoreError::Deleted(session_id.to_string()));
+    }
+    Ok(())
+}
+
+/// Records a new session (nothing when it is there already) on `connection`, inside a
+/// transaction; a deleted one is refused (`Deleted`).
 fn create_in(connection: &Connection, meta: &SessionMeta) -> Result<(), StoreError> {
+    refuse_deleted(connection, &meta.id)?;
     let directories = serde_json::to_string(&meta.additional_directories)
         .map_err(|e| StoreError::Other(e.to_string()))?;
     connection
@@ -533,7 +556,12 @@ fn create_in(connection: &Connection, meta: &SessionMeta) -> Result<(), StoreErr
 
 impl SessionStore for SqliteStore {
     fn create(&self, meta: &SessionMeta) -> Result<(), StoreError> {
-        create_in(&*self.lock()?, meta)
+        let mut connection = self.lock()?;
+        let tx = connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(classify)?;
+        create_in(&tx, meta)?;
+        tx.commit().map_err(classify)
     }
 
     fn create_with_entries(
@@ -546,7 +574,10 @@ impl SessionStore for SqliteStore {
         let tx = connection
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(classify)?;
-        create_in(&tx, meta)?;
+        match create_in(&tx, meta) {
+            Err(StoreError::Deleted(session)) => return Ok(Some(Refusal::Missing { session })),
+            other => other?,
+        }
         let append = SessionAppend {
             session: meta.id.clone(),
             entries: entries.to_vec(),
@@ -581,6 +612,7 @@ impl SessionStore for SqliteStore {
         let tx = connection
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(classify)?;
+        refuse_deleted(&tx, session_id)?;
         Self::append_in(&tx, session_id, entries)?;
         tx.commit().map_err(classify)
     }
@@ -595,6 +627,7 @@ impl SessionStore for SqliteStore {
             .map_err(classify)?;
         for (session_id, entries) in batch {
             if !entries.is_empty() {
+                refuse_deleted(&tx, session_id)?;
                 Self::append_in(&tx, session_id, entries)?;
             }
         }
@@ -696,7 +729,7 @@ impl SessionStore for SqliteStore {
         Ok(ListPage::of(sessions, limit))
     }
 
-    fn delete(&self, session_id: &str) -> Result<bool, StoreError> {
+    fn delete(&self, session_id: &str, waiting_here: bool) -> Result<bool, StoreError> {
         // Held while deleting, so no other process can open it meanwhile.
         let held_before = self.claims.holds(session_id);
         self.claims.claim(session_id)?;
@@ -719,6 +752,14 @@ impl SessionStore for SqliteStore {
             let removed = tx
                 .execute("DELETE FROM sessions WHERE id = ?1", params![session_id])
                 .map_err(classify)?;
+            let deleted = removed > 0 || waiting_here;
+            if deleted {
+                tx.execute(
+                    "INSERT OR IGNORE INTO deleted_sessions (id, deleted_at) VALUES (?1, ?2)",
+                    params![session_id, now_ms()],
+                )
+                .map_err(classify)?;
+            }
             if talaria_util::failpoint::injected("delete::commit::before") {
                 return Err(StoreError::Full(
                     "injected at delete::commit::before".into(),
@@ -726,7 +767,7 @@ impl SessionStore for SqliteStore {
             }
             tx.commit().map_err(classify)?;
             talaria_util::failpoint::step("delete::commit::after");
-            Ok(removed > 0)
+            Ok(deleted)
         })();
         match &deleted {
             Ok(true) => self.claims.remove(session_id),
@@ -833,6 +874,10 @@ impl SessionStore for SqliteStore {
     fn release(&self, session_id: &str) -> Result<(), StoreError> {
         self.claims.release(session_id);
         Ok(())
+    }
+
+    fn holds(&self, session_id: &str) -> bool {
+        self.claims.holds(session_id)
     }
 
     fn notes(&self) -> Vec<String> {
