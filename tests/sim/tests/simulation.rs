@@ -45,3 +45,19 @@ async fn seeds_hold_every_invariant_for_the_time_budget() {
     );
     assert!(ran.len() >= 2, "no seed ran within the budget");
 }
+
+/// Plans that once found a loss path, replayed as they are (each failed before its fix).
+const FOUND: [(&str, &str); 1] = [(
+    "#62 F1: a spool adopted on a full disk, the adopter killed",
+    "new(0) prompt(0,0,text) hold(5) prompt(0,0,text) stop(0) \
+     refuse(1,spool::write::before,1,9) kill(1) hold(0) prompt(1,0,text)",
+)];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_plans_that_found_a_loss_path_hold() {
+    for (what, text) in FOUND {
+        let steps = sim::plan::from_text(text).expect("the plan reads");
+        let outcome = sim::run_plan_checking(&steps, true).await;
+        assert!(!outcome.failed(), "{what}: {}", sim::report(None, &outcome));
+    }
+}
