@@ -22,7 +22,9 @@ impl Transcript {
     }
 
     /// Enters every accepted steer on the path that never entered as a user message (each
-    /// marker then names it); whether there was one.
+    /// marker then names it); whether there was one. A marker naming an entry that is not
+    /// its user message (a kill between the two writes left the marker's change alone) has
+    /// not entered either.
     fn enter_waiting_steers(&mut self) -> bool {
         let waiting: Vec<(EntryId, EntryBody)> = self
             .entries()
@@ -31,8 +33,8 @@ impl Transcript {
                 EntryBody::SteerWaiting {
                     input,
                     model_view,
-                    entered: None,
-                } => Some((
+                    entered,
+                } if !self.is_user_message(*entered, input) => Some((
                     e.id,
                     EntryBody::User {
                         input: input.clone(),
@@ -47,6 +49,16 @@ impl Transcript {
             self.steer_entered(*marker, user);
         }
         !waiting.is_empty()
+    }
+
+    /// Whether `id` names a user message of `input`, on the path or off it.
+    fn is_user_message(&self, id: Option<EntryId>, input: &[crate::InputBlock]) -> bool {
+        id.is_some_and(|id| {
+            self.all_entries().into_iter().any(|e| {
+                e.id == id
+                    && matches!(&e.body, EntryBody::User { input: entered, .. } if entered == input)
+            })
+        })
     }
 
     /// The waiting steer `marker` entered as the user message `user` (the marker is saved

@@ -166,6 +166,34 @@ fn a_steer_that_waited_when_the_process_stopped_is_entered_once_after_the_cut_tu
 }
 
 #[test]
+fn a_marker_saved_without_the_message_it_names_is_entered_by_a_load() {
+    // A kill between the marker's change and its user message's write: the marker names an
+    // entry the record does not have (or another entry took that id at a load since).
+    let mut t = Transcript::with_system("sys");
+    t.push(user("question"));
+    t.push(assistant("", &[("c1", "terminal", "{}")]));
+    let marker = t.push(waiting_steer("a steer"));
+    t.push(result("c1", "terminal", "done"));
+    t.steer_entered(marker, 99);
+    assert!(t.close_cut_off_turn());
+    assert_eq!(user_texts(&t).len(), 1, "{:?}", user_texts(&t));
+    t.validate().expect("valid");
+    assert!(!t.close_cut_off_turn(), "idempotent");
+    // Another entry at the id it names: still not entered.
+    let mut other = Transcript::with_system("sys");
+    other.push(user("question"));
+    other.push(assistant("", &[("c1", "terminal", "{}")]));
+    let marker = other.push(waiting_steer("a steer"));
+    other.push(result("c1", "terminal", "done"));
+    let interrupted = other.push(EntryBody::Interrupted {
+        reason: "stopped".into(),
+    });
+    other.steer_entered(marker, interrupted);
+    assert!(other.close_cut_off_turn());
+    assert_eq!(user_texts(&other).len(), 1, "{:?}", user_texts(&other));
+}
+
+#[test]
 fn a_steer_that_entered_is_not_entered_again_by_a_load() {
     let mut t = Transcript::with_system("sys");
     t.push(user("question"));

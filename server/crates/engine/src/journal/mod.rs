@@ -656,27 +656,27 @@ impl SessionJournal {
     }
 
     /// Sends every entry added, or changed in place, since the last save (encoded here, so
-    /// the record's entries are never copied for the store).
+    /// the record's entries are never copied for the store), as one write: the store commits
+    /// a change in place and the entries it names together (a waiting steer's marker and
+    /// the user message it entered as; a compaction's rewrites and its summary).
     pub fn save(&mut self, transcript: &mut Transcript) {
         let rewritten = transcript.take_rewritten();
-        let stored: Vec<EncodedEntry> = rewritten
+        let mut entries: Vec<EncodedEntry> = rewritten
             .iter()
             .filter(|e| e.id <= self.saved)
             .filter_map(|e| self.encoded(e))
             .collect();
-        if !stored.is_empty() {
-            self.journal.append(&self.session_id, stored);
-        }
         let added = transcript.all_after(self.saved);
-        if added.is_empty() {
+        let adds = !added.is_empty();
+        entries.extend(added.into_iter().filter_map(|e| self.encoded(e)));
+        if entries.is_empty() {
             return;
         }
-        let new: Vec<EncodedEntry> = added.into_iter().filter_map(|e| self.encoded(e)).collect();
         let last = transcript.last_id();
-        if self.journal.append(&self.session_id, new) {
-            self.saved = last;
-        } else {
+        if !self.journal.append(&self.session_id, entries) {
             tracing::error!(session = %self.session_id, "the session writer has stopped; this session is not saved");
+        } else if adds {
+            self.saved = last;
         }
     }
 
