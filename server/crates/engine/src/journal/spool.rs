@@ -389,10 +389,10 @@ impl Spool {
 
     /// Makes what was spooled since the last sync durable now.
     pub(super) fn sync(&mut self) {
-        if let Err(error) = self.sync_now() {
-            if let Some(own) = &self.own {
-                tracing::error!(path = %own.path.display(), "syncing the spool failed: {error}");
-            }
+        if let Err(error) = self.sync_now()
+            && let Some(own) = &self.own
+        {
+            tracing::error!(path = %own.path.display(), "syncing the spool failed: {error}");
         }
     }
 
