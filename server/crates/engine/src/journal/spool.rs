@@ -824,3 +824,7 @@ fn spooled(record: RecordIn) -> Option<Spooled> {
         RecordIn::Written { .. } => return None,
     })
 }
+
+#[cfg(test)]
+#[path = "spool_tests.rs"]
+mod tests;
