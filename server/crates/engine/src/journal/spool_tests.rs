@@ -121,6 +121,13 @@ fn an_orphan_whose_lines_all_read_is_copied_then_removed() {
     assert_eq!(adopted.len(), 3);
     assert!(!orphan.exists());
     assert!(!spool.dirty, "the copy is synced before the orphan goes");
+    let own = spool.own.as_ref().expect("own");
+    let copied = std::fs::read(&own.path).expect("read");
+    assert_eq!(
+        copied.iter().filter(|b| **b == b'\n').count(),
+        3,
+        "every line is copied before the orphan goes"
+    );
 }
 
 #[test]
