@@ -72,7 +72,7 @@ fn updates_since(agent: &AgentProcess, from: usize) -> Vec<Value> {
 }
 
 /// The roles and texts of a model request's messages, as `role: text` lines.
-fn conversation(body: &Value) -> Vec<String> {
+pub(crate) fn conversation(body: &Value) -> Vec<String> {
     body["messages"]
         .as_array()
         .map(|messages| {

@@ -105,7 +105,9 @@ fn entry_updates(
         | EntryBody::Summary { .. }
         | EntryBody::Nudge { .. }
         | EntryBody::Rewound { .. }
-        | EntryBody::FilesRestored { .. } => {}
+        | EntryBody::FilesRestored { .. }
+        // Shown where it entered, as the user message it became.
+        | EntryBody::SteerWaiting { .. } => {}
     }
     out
 }

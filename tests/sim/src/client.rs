@@ -121,6 +121,17 @@ impl Client {
         Ok(())
     }
 
+    /// Waits until a tool call of `session` runs (its card is `in_progress`).
+    pub async fn call_runs(&mut self, session: &str) -> anyhow::Result<()> {
+        self.agent
+            .wait_for(ANSWER_WITHIN, |m| {
+                m["params"]["sessionId"] == session
+                    && m["params"]["update"]["status"] == "in_progress"
+            })
+            .await?;
+        Ok(())
+    }
+
     /// A notification.
     pub async fn notify(&mut self, method: &str, params: Value) -> anyhow::Result<()> {
         self.agent.notify(method, params).await

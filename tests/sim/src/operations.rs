@@ -19,7 +19,8 @@ use crate::points::read_trace;
 pub enum Operation {
     /// A prompt whose turn writes and reads files with tool calls.
     PromptWithTools,
-    /// A message steered into a turn while its answer streams.
+    /// A message steered into a turn while its answer streams, then one while a command
+    /// of the next turn runs (recorded as waiting at once, entered after the command).
     Steer,
     /// `session/cancel` of a turn mid-answer.
     Cancel,
@@ -470,6 +471,22 @@ async fn steer(
     anyhow::ensure!(
         steered["result"]["outcome"] == "injected",
         "steer: {steered}"
+    );
+    answered(&client.finish(id).await?)?;
+    home.script([
+        calls(&[("w1", "terminal", json!({"command": "sleep 1"}))]),
+        MockReply::text(&["waited and stopped"]),
+    ]);
+    let id = client
+        .start("session/prompt", prompt_params(main, "wait a second"))
+        .await?;
+    client.call_runs(main).await?;
+    let steered = client
+        .request("_session/steering", prompt_params(main, "then stop there"))
+        .await?;
+    anyhow::ensure!(
+        steered["result"]["outcome"] == "injected",
+        "steer during a command: {steered}"
     );
     answered(&client.finish(id).await?)
 }

@@ -46,21 +46,28 @@ async fn seeds_hold_every_invariant_for_the_time_budget() {
     assert!(ran.len() >= 2, "no seed ran within the budget");
 }
 
-/// Plans that once broke an invariant, replayed as they were shrunk: each holds now.
-const ONCE_FAILING: &[(&str, &str)] = &[(
-    // Issue 62 (F2): process 2 dies after its backlog was written, before its spool said so;
-    // process 3 adopts the spool, its writes refused twice, and deletes the session: the
-    // adopted creation written later brought the answered delete back.
-    "a delete after adopting a spool whose backlog was written",
-    "new(0) stop(0) hold(3) crash(0,spool::drain::before,1) new(0) prompt(0,1,text) hold(0) \
-     refuse(1,journal::backlog::before,1,2) delete(1,1)",
-)];
+/// Plans that once found a loss path, replayed as they are (each failed before its fix).
+const FOUND: [(&str, &str); 2] = [
+    (
+        "#62 F1: a spool adopted on a full disk, the adopter killed",
+        "new(0) prompt(0,0,text) hold(5) prompt(0,0,text) stop(0) \
+         refuse(1,spool::write::before,1,9) kill(1) hold(0) prompt(1,0,text)",
+    ),
+    (
+        // Process 2 dies after its backlog was written, before its spool said so; process 3
+        // adopts the spool, its writes refused twice, and deletes the session: the adopted
+        // creation written later brought the answered delete back.
+        "#62 F2: a delete after adopting a spool whose backlog was written",
+        "new(0) stop(0) hold(3) crash(0,spool::drain::before,1) new(0) prompt(0,1,text) hold(0) \
+         refuse(1,journal::backlog::before,1,2) delete(1,1)",
+    ),
+];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn plans_that_once_failed_hold_every_invariant() {
-    for (what, text) in ONCE_FAILING {
-        let steps = talaria_sim::sim::plan::from_text(text).expect("a plan");
-        let outcome = sim::run_plan(&steps).await;
+async fn the_plans_that_found_a_loss_path_hold() {
+    for (what, text) in FOUND {
+        let steps = sim::plan::from_text(text).expect("the plan reads");
+        let outcome = sim::run_plan_checking(&steps, true).await;
         assert!(!outcome.failed(), "{what}: {}", sim::report(None, &outcome));
     }
 }

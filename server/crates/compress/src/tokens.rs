@@ -179,7 +179,8 @@ pub fn entry_tokens(entry: &Entry, counting: Counting) -> u32 {
         | EntryBody::ModelChanged { .. }
         | EntryBody::Plan { .. }
         | EntryBody::Rewound { .. }
-        | EntryBody::FilesRestored { .. } => return 0,
+        | EntryBody::FilesRestored { .. }
+        | EntryBody::SteerWaiting { .. } => return 0,
     };
     body.saturating_add(MESSAGE_OVERHEAD)
 }

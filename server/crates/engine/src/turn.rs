@@ -45,30 +45,59 @@ pub(crate) struct TurnEnd {
 }
 
 /// Moves the steers waiting in `steering` into `history`, in order, and shows each to the
-/// client; whether there were any.
+/// client; `None` when there were none, else the answers due once the record is saved
+/// ([`answer_steers`]; a steer recorded as waiting was answered then).
 pub(crate) async fn record_steers(
     steering: &crate::steering::SteerInbox,
     history: &mut Transcript,
     events: &mpsc::Sender<EngineEvent>,
-) -> bool {
-    let mut any = false;
+) -> Option<Vec<SteerReply>> {
+    let mut any = None;
     loop {
         let steers = steering.take();
         if steers.is_empty() {
             return any;
         }
-        any = true;
+        let replies = any.get_or_insert_with(Vec::new);
         for steer in steers {
-            let shown = steer.blocks.clone();
+            let shown = steer.input.blocks.clone();
             talaria_util::failpoint::step("steer::append::before");
             let entry = history.push(EntryBody::User {
-                input: steer.blocks,
-                model_view: steer.model_view,
+                input: steer.input.blocks,
+                model_view: steer.input.model_view,
             });
+            if let Some(marker) = steer.marker {
+                history.steer_entered(marker, entry);
+            }
             talaria_util::failpoint::step("steer::append::after");
+            replies.extend(steer.reply);
             let _ = events.send(EngineEvent::Steered(entry, shown)).await;
         }
     }
+}
+
+/// Where a steer's outcome is sent.
+pub(crate) type SteerReply = tokio::sync::oneshot::Sender<crate::steering::SteerOutcome>;
+
+/// Answers steers `injected` once what the session sent to its journal so far is committed
+/// or spooled (at most the answer deadline), from a task of its own: the turn never waits
+/// on the store for them. Without a journal (the session is not saved) at once.
+pub(crate) fn answer_steers(
+    journal: Option<&crate::journal::SessionJournal>,
+    replies: Vec<SteerReply>,
+) {
+    if replies.is_empty() {
+        return;
+    }
+    let saved = journal.map(crate::journal::SessionJournal::committed_later);
+    tokio::spawn(async move {
+        if let Some(saved) = saved {
+            saved.await;
+        }
+        for reply in replies {
+            let _ = reply.send(crate::steering::SteerOutcome::Injected);
+        }
+    });
 }
 
 /// An answer's calls once the calls it wrote as text are taken out.
@@ -366,8 +395,9 @@ impl Turn<'_> {
     /// Puts the steers waiting into the record, where they enter the turn, and shows each
     /// to the client.
     async fn take_steers(&mut self) {
-        if record_steers(self.steering, self.history, self.events).await {
+        if let Some(replies) = record_steers(self.steering, self.history, self.events).await {
             self.save();
+            answer_steers(self.journal.as_deref(), replies);
         }
     }
 
@@ -609,7 +639,35 @@ impl Turn<'_> {
                 .map(|c| (c, self.settings.id.as_str())),
             changes: std::sync::Mutex::default(),
         };
-        let report = orchestrator.run_batch(calls).await;
+        let report = {
+            let batch = orchestrator.run_batch(calls);
+            tokio::pin!(batch);
+            // Steers that arrive while the calls run (a command, a permission question) are
+            // recorded as waiting at once, so their answer is a saved promise; they enter after
+            // the calls.
+            loop {
+                tokio::select! {
+                        report = &mut batch => break report,
+                    () = self.steering.arrived() => {
+                        let history = &mut *self.history;
+                        let replies = self.steering.mark(|input| {
+                            talaria_util::failpoint::step("steer::wait::before");
+                            let marker = history.push(EntryBody::SteerWaiting {
+                                input: input.blocks.clone(),
+                                model_view: input.model_view.clone(),
+                                entered: None,
+                            });
+                            talaria_util::failpoint::step("steer::wait::after");
+                            marker
+                        });
+                        if let Some(journal) = self.journal.as_deref_mut() {
+                            journal.save(history);
+                        }
+                        answer_steers(self.journal.as_deref(), replies);
+                    }
+                }
+            }
+        };
         let cancelled = report.cancelled;
         self.kept.extend(report.kept);
         self.record_plans(report.plans);

@@ -403,6 +403,17 @@ pub enum EntryBody {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         failed: Vec<String>,
     },
+    /// A steer the running turn accepted while it could not take it yet (a command runs, a
+    /// permission question waits), recorded at once so its answer (`injected`) is a saved
+    /// promise; the model does not read it here. `entered` names the user message it became
+    /// at the turn's next safe step; one that never entered (its process stopped first) is
+    /// entered by the next load ([`crate::Transcript::close_cut_off_turn`]).
+    SteerWaiting {
+        input: Vec<InputBlock>,
+        model_view: Vec<UserPart>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        entered: Option<EntryId>,
+    },
     /// An instruction from Talaria itself within a turn (e.g. to act instead of announcing):
     /// the model reads it as a user message; clients are not shown it as the user's.
     Nudge {

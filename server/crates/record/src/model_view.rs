@@ -203,7 +203,8 @@ impl<'a> Renderer<'a> {
             | EntryBody::Plan { .. }
             | EntryBody::Summary { .. }
             | EntryBody::Rewound { .. }
-            | EntryBody::FilesRestored { .. } => {}
+            | EntryBody::FilesRestored { .. }
+            | EntryBody::SteerWaiting { .. } => {}
         }
     }
 }

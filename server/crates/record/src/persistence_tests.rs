@@ -108,6 +108,107 @@ fn a_cut_off_turn_is_found_and_closed_once() {
     assert!(!empty.close_cut_off_turn());
 }
 
+fn waiting_steer(text: &str) -> EntryBody {
+    match user(text) {
+        EntryBody::User { input, model_view } => EntryBody::SteerWaiting {
+            input,
+            model_view,
+            entered: None,
+        },
+        _ => unreachable!("user() makes a user message"),
+    }
+}
+
+fn user_texts(t: &Transcript) -> Vec<String> {
+    t.model_messages()
+        .iter()
+        .map(|m| format!("{m:?}"))
+        .filter(|m| m.starts_with("User(") && m.contains("steer"))
+        .collect()
+}
+
+#[test]
+fn a_steer_that_waited_when_the_process_stopped_is_entered_once_after_the_cut_turn() {
+    let mut t = Transcript::with_system("sys");
+    t.push(user("question"));
+    t.push(assistant("", &[("c1", "terminal", "{}")]));
+    let first = t.push(waiting_steer("first steer"));
+    let second = t.push(waiting_steer("second steer"));
+    assert!(
+        user_texts(&t).is_empty(),
+        "the model does not read a waiting steer"
+    );
+    assert!(t.close_cut_off_turn());
+    t.validate().expect("valid after closing");
+    let steers = user_texts(&t);
+    assert_eq!(steers.len(), 2, "{steers:?}");
+    assert!(steers[0].contains("first steer") && steers[1].contains("second steer"));
+    // Each marker names the message it became, and is saved again so.
+    let rewritten: Vec<EntryId> = t.take_rewritten().iter().map(|e| e.id).collect();
+    assert_eq!(rewritten, [first, second]);
+    for marker in [first, second] {
+        let entered = t.entries().iter().find(|e| e.id == marker).map(|e| &e.body);
+        assert!(
+            matches!(
+                entered,
+                Some(EntryBody::SteerWaiting {
+                    entered: Some(_),
+                    ..
+                })
+            ),
+            "{entered:?}"
+        );
+    }
+    // The record ends interrupted: a second load changes nothing.
+    let before = t.clone();
+    assert!(!t.close_cut_off_turn(), "idempotent");
+    assert_eq!(t, before);
+}
+
+#[test]
+fn a_marker_saved_without_the_message_it_names_is_entered_by_a_load() {
+    // A kill between the marker's change and its user message's write: the marker names an
+    // entry the record does not have (or another entry took that id at a load since).
+    let mut t = Transcript::with_system("sys");
+    t.push(user("question"));
+    t.push(assistant("", &[("c1", "terminal", "{}")]));
+    let marker = t.push(waiting_steer("a steer"));
+    t.push(result("c1", "terminal", "done"));
+    t.steer_entered(marker, 99);
+    assert!(t.close_cut_off_turn());
+    assert_eq!(user_texts(&t).len(), 1, "{:?}", user_texts(&t));
+    t.validate().expect("valid");
+    assert!(!t.close_cut_off_turn(), "idempotent");
+    // Another entry at the id it names: still not entered.
+    let mut other = Transcript::with_system("sys");
+    other.push(user("question"));
+    other.push(assistant("", &[("c1", "terminal", "{}")]));
+    let marker = other.push(waiting_steer("a steer"));
+    other.push(result("c1", "terminal", "done"));
+    let interrupted = other.push(EntryBody::Interrupted {
+        reason: "stopped".into(),
+    });
+    other.steer_entered(marker, interrupted);
+    assert!(other.close_cut_off_turn());
+    assert_eq!(user_texts(&other).len(), 1, "{:?}", user_texts(&other));
+}
+
+#[test]
+fn a_steer_that_entered_is_not_entered_again_by_a_load() {
+    let mut t = Transcript::with_system("sys");
+    t.push(user("question"));
+    t.push(assistant("", &[("c1", "terminal", "{}")]));
+    let marker = t.push(waiting_steer("a steer"));
+    t.push(result("c1", "terminal", "done"));
+    let entered = t.push(user("a steer"));
+    t.steer_entered(marker, entered);
+    t.push(assistant("took it", &[]));
+    let before = t.clone();
+    assert!(!t.close_cut_off_turn());
+    assert_eq!(t, before);
+    t.validate().expect("valid");
+}
+
 #[test]
 fn the_environment_is_kept_set_and_saved_again() {
     let plain = Transcript::with_system_and_environment("sys", "");

@@ -59,6 +59,7 @@ pub(crate) fn kind_of(body: &EntryBody) -> &'static str {
         EntryBody::Nudge { .. } => "nudge",
         EntryBody::Rewound { .. } => "rewound",
         EntryBody::FilesRestored { .. } => "files_restored",
+        EntryBody::SteerWaiting { .. } => "steer_waiting",
     }
 }
 

@@ -78,6 +78,17 @@ pub struct SaveReport {
     /// Another writer went on with the session meanwhile (a spool adopted over it): what
     /// this process wrote since is saved as this session instead (a fork of it).
     pub moved_to: Option<String>,
+    /// Writes of the session wait that the spool does not hold (it could not be written: a
+    /// full disk, a read-only home): they exist only in this process's memory, and ending
+    /// it now loses them.
+    pub in_memory_only: bool,
+}
+
+impl SaveReport {
+    /// Whether what the session recorded so far survives a kill (committed, or spooled).
+    pub fn survives_a_kill(&self) -> bool {
+        self.error.is_none() || !self.in_memory_only
+    }
 }
 
 impl SaveReport {
@@ -85,6 +96,7 @@ impl SaveReport {
         Self {
             unsaved: 1,
             moved_to: None,
+            in_memory_only: false,
             error: Some(format!(
                 "the session store has not answered for {:.1} s (it may be locked by another \
                  program, or its server stopped)",
@@ -103,6 +115,7 @@ impl SaveReport {
             unsaved: 1,
             error: Some("the session writer has stopped".into()),
             moved_to: None,
+            in_memory_only: true,
         }
     }
 }
@@ -202,7 +215,9 @@ impl Shared {
     }
 
     /// A turn was answered before the writer handled its writes: what `session` has waiting
-    /// is appended to the spool (and synced) now, so a kill loses none of it.
+    /// is appended to the spool (and synced) now, so a kill loses none of it. What could not
+    /// be (a full disk) stays unspooled in the view, so the answer says it is in memory only
+    /// ([`SaveReport::in_memory_only`]), and is logged.
     fn spool_waiting(&self, session: &str) {
         let mut spool = talaria_util::lock(&self.spool);
         let Some(spool) = spool.as_mut() else {
@@ -221,15 +236,29 @@ impl Shared {
         let places = spool.entries(session, &waiting.entries, &on);
         let written: Vec<EncodedEntry> = waiting
             .entries
-            .into_iter()
+            .iter()
+            .cloned()
             .zip(places)
             .filter_map(|(entry, place)| place.map(|_| entry))
             .collect();
+        let all = written.len() == waiting.entries.len() && (created || waiting.create.is_none());
         if created || !written.is_empty() {
             self.waiting.spooled(session, &written, created);
             spool.late = true;
             spool.sync();
         }
+        if !all {
+            tracing::error!(
+                session,
+                "writes the store has not taken could not be spooled either: they are in this \
+                 process's memory only until the store takes them"
+            );
+        }
+    }
+
+    /// Whether `session` has writes waiting that the spool does not hold.
+    fn in_memory_only(&self, session: &str) -> bool {
+        !self.waiting.unspooled(session).is_empty()
     }
 
     /// Where a refusal moved `session`'s writes, if it did.
@@ -525,8 +554,9 @@ impl Journal {
             Ok(Err(_)) => SaveReport::stopped(),
             Err(_) => {
                 let shared = self.shared.clone();
+                let session = session_id.clone();
                 let spooling = tokio::task::spawn_blocking(move || {
-                    shared.spool_waiting(&session_id);
+                    shared.spool_waiting(&session);
                 });
                 if tokio::time::timeout(LATE_SPOOL_DEADLINE, spooling)
                     .await
@@ -542,6 +572,9 @@ impl Journal {
             }
         };
         report.moved_to = report.moved_to.or(moved);
+        if report.error.is_some() {
+            report.in_memory_only |= self.shared.in_memory_only(&session_id);
+        }
         report
     }
 
@@ -646,27 +679,27 @@ impl SessionJournal {
     }
 
     /// Sends every entry added, or changed in place, since the last save (encoded here, so
-    /// the record's entries are never copied for the store).
+    /// the record's entries are never copied for the store), as one write: the store commits
+    /// a change in place and the entries it names together (a waiting steer's marker and
+    /// the user message it entered as; a compaction's rewrites and its summary).
     pub fn save(&mut self, transcript: &mut Transcript) {
         let rewritten = transcript.take_rewritten();
-        let stored: Vec<EncodedEntry> = rewritten
+        let mut entries: Vec<EncodedEntry> = rewritten
             .iter()
             .filter(|e| e.id <= self.saved)
             .filter_map(|e| self.encoded(e))
             .collect();
-        if !stored.is_empty() {
-            self.journal.append(&self.session_id, stored);
-        }
         let added = transcript.all_after(self.saved);
-        if added.is_empty() {
+        let adds = !added.is_empty();
+        entries.extend(added.into_iter().filter_map(|e| self.encoded(e)));
+        if entries.is_empty() {
             return;
         }
-        let new: Vec<EncodedEntry> = added.into_iter().filter_map(|e| self.encoded(e)).collect();
         let last = transcript.last_id();
-        if self.journal.append(&self.session_id, new) {
-            self.saved = last;
-        } else {
+        if !self.journal.append(&self.session_id, entries) {
             tracing::error!(session = %self.session_id, "the session writer has stopped; this session is not saved");
+        } else if adds {
+            self.saved = last;
         }
     }
 
@@ -690,6 +723,14 @@ impl SessionJournal {
         self.journal
             .committed_within(&self.session_id, ANSWER_DEADLINE)
             .await
+    }
+
+    /// As [`SessionJournal::committed`], for what was sent until now, owned (for a task of
+    /// its own).
+    pub fn committed_later(&self) -> impl std::future::Future<Output = SaveReport> + Send + use<> {
+        let journal = self.journal.clone();
+        let session = self.session_id.clone();
+        async move { journal.committed_within(&session, ANSWER_DEADLINE).await }
     }
 
     /// Resolves `true` once this session has nothing unsaved (`false`: it never will be).

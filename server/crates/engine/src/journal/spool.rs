@@ -38,6 +38,10 @@ use serde::{Deserialize, Serialize};
 use talaria_record::{Entry, EntryId};
 use talaria_store::{EncodedEntry, MetaUpdate, SessionMeta};
 
+/// Room kept allocated past the spool's end (`fallocate`, the size unchanged), so what
+/// waits still fits when the disk fills; tried smaller on a disk with less free.
+const RESERVE: [u64; 4] = [4 << 20, 1 << 20, 256 << 10, 64 << 10];
+
 /// The most a spooled line waits to be synced (see [`Spool::sync_soon`]).
 const SYNC_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 
@@ -140,6 +144,60 @@ struct OwnFile {
     len: u64,
     /// Bodies were spilled into it: it is never emptied in place, only replaced.
     spilled_into: bool,
+    /// Bytes allocated for it ahead of need, from its start ([`RESERVE`]).
+    reserved_to: u64,
+    /// Reserving failed (said once until it works again).
+    reserve_failing: bool,
+}
+
+impl OwnFile {
+    /// Keeps room allocated past the end once less than half a reserve is left (at once
+    /// after the file was cut back, which frees what lay past its end): writes land in
+    /// allocated room even once the disk is full.
+    fn reserve(&mut self) {
+        if self.reserved_to > self.len + RESERVE[0] / 2 {
+            return;
+        }
+        let free = rustix::fs::fstatvfs(&self.file)
+            .map(|s| s.f_bavail.saturating_mul(s.f_frsize))
+            .unwrap_or(u64::MAX);
+        let mut last_error = None;
+        // Never more than an eighth of what is free: the store needs the disk more.
+        for room in RESERVE.into_iter().filter(|room| *room <= free / 8) {
+            match rustix::fs::fallocate(
+                &self.file,
+                rustix::fs::FallocateFlags::KEEP_SIZE,
+                self.len,
+                room,
+            ) {
+                Ok(()) => {
+                    self.reserved_to = self.len + room;
+                    self.reserve_failing = false;
+                    return;
+                }
+                Err(error) => last_error = Some(error),
+            }
+        }
+        if !std::mem::replace(&mut self.reserve_failing, true) {
+            let why =
+                last_error.map_or_else(|| format!("{free} bytes free"), |error| error.to_string());
+            tracing::warn!(
+                path = %self.path.display(),
+                "no room could be kept for the spool ahead of need ({why}): on a full disk \
+                 what waits for the store may be kept in memory only"
+            );
+        }
+    }
+
+    /// Cuts the file back to `len` bytes (which frees its reserve), then reserves again.
+    fn cut_to(&mut self, len: u64) -> std::io::Result<()> {
+        self.file.set_len(len)?;
+        self.file.seek(SeekFrom::Start(len))?;
+        self.len = len;
+        self.reserved_to = len;
+        self.reserve();
+        Ok(())
+    }
 }
 
 /// Where an entry's body was written whole: it can leave memory for there.
@@ -181,6 +239,19 @@ pub(super) struct Spool {
     keep: bool,
     /// The last write failed (a full disk): said once until one succeeds again.
     failing: bool,
+    /// Orphans kept for a later try, and why (each reason is logged once).
+    kept: std::collections::HashMap<PathBuf, String>,
+    /// An orphan was kept by the last adoption for a reason that may pass (a full disk).
+    retry_orphans: bool,
+}
+
+/// Why an orphan was not adopted.
+enum Kept {
+    /// A live process holds it, or another adopted it first.
+    NotOrphan,
+    /// It stays for a later try (or a newer build), for this reason; whether a later try in
+    /// this process may succeed.
+    Because(String, bool),
 }
 
 impl Spool {
@@ -196,6 +267,8 @@ impl Spool {
             synced_at: std::time::Instant::now(),
             keep: false,
             failing: false,
+            kept: std::collections::HashMap::new(),
+            retry_orphans: false,
         }
     }
 
@@ -279,15 +352,36 @@ impl Spool {
         })
     }
 
-    pub(super) fn update(&mut self, session: &str, update: &MetaUpdate) {
+    /// Spools a metadata change; whether it was written.
+    pub(super) fn update(&mut self, session: &str, update: &MetaUpdate) -> bool {
         let line = serde_json::json!({
             "t": "update",
             "session": session,
             "update": UpdateRecord::of(update),
         });
-        if self.write_json(&line) {
+        let written = self.write_json(&line);
+        if written {
             self.sessions.insert(session.to_string());
         }
+        written
+    }
+
+    /// Opens this process's spool now, with its room kept ([`RESERVE`]), so that a disk that
+    /// fills later still takes what waits (quietly: a home that cannot be written is said
+    /// when something has to wait). After a drain that removed the file, a new one is
+    /// opened the same way.
+    pub(super) fn prepare(&mut self) {
+        if self.own.is_some() || self.unavailable {
+            return;
+        }
+        if let Ok(own) = open_own(&self.dir) {
+            self.own = Some(own);
+        }
+    }
+
+    /// Whether an orphan waits to be tried again (it was kept for a reason that may pass).
+    pub(super) fn orphans_to_retry(&self) -> bool {
+        self.retry_orphans
     }
 
     /// Whether writes reach the file (it is open, or not tried yet).
@@ -314,19 +408,33 @@ impl Spool {
 
     /// Makes what was spooled since the last sync durable now.
     pub(super) fn sync(&mut self) {
-        if !self.dirty {
-            return;
-        }
-        self.dirty = false;
-        self.synced_at = std::time::Instant::now();
-        let Some(own) = &mut self.own else {
-            return;
-        };
-        talaria_util::failpoint::step("spool::sync::before");
-        if let Err(error) = own.file.sync_data() {
+        if let Err(error) = self.sync_now()
+            && let Some(own) = &self.own
+        {
             tracing::error!(path = %own.path.display(), "syncing the spool failed: {error}");
         }
+    }
+
+    /// Makes what was spooled since the last sync durable now; whether it is.
+    pub(super) fn sync_now(&mut self) -> std::io::Result<()> {
+        if !self.dirty {
+            return Ok(());
+        }
+        let Some(own) = &mut self.own else {
+            self.dirty = false;
+            return Ok(());
+        };
+        // Set to `return`, the sync fails as a failing disk's would (EIO).
+        let synced = if talaria_util::failpoint::injected("spool::sync::before") {
+            Err(std::io::Error::from_raw_os_error(nix::libc::EIO))
+        } else {
+            own.file.sync_data()
+        };
         talaria_util::failpoint::step("spool::sync::after");
+        // Tried again at the next due time, not at once.
+        self.synced_at = std::time::Instant::now();
+        self.dirty = synced.is_err();
+        synced
     }
 
     /// Everything spooled is in the store: the file starts again empty.
@@ -347,13 +455,12 @@ impl Spool {
             self.dirty = false;
             self.sessions.clear();
             self.late = false;
+            self.prepare();
             talaria_util::failpoint::step("spool::drain::after");
             return;
         }
-        let emptied = own.file.set_len(0).and_then(|()| own.file.rewind());
-        match emptied {
+        match own.cut_to(0) {
             Ok(()) => {
-                own.len = 0;
                 self.sessions.clear();
                 self.late = false;
             }
@@ -384,7 +491,10 @@ impl Spool {
     }
 
     /// The writes of every spool whose process is gone, in order, now in this process's own
-    /// spool (synced); their files are removed.
+    /// spool (synced); their files are removed. An orphan is removed only once every one of
+    /// its lines is copied and synced: one that cannot be (a full disk, a line this build
+    /// cannot read) stays where it is, unlocked, for a later try or a newer build, and none
+    /// of its writes is taken (see [`Spool::adopt_one`]).
     pub(super) fn adopt(&mut self) -> Vec<Spooled> {
         let Ok(listing) = std::fs::read_dir(&self.dir) else {
             return Vec::new();
@@ -397,45 +507,119 @@ impl Spool {
         // Older processes first (the names start with the pid, then the start time).
         orphans.sort_by_key(|path| std::fs::metadata(path).and_then(|m| m.modified()).ok());
         let mut adopted = Vec::new();
+        self.retry_orphans = false;
         for path in orphans {
-            // Held (locked) until it is removed: nobody adopts it twice.
-            let Some((records, _held)) = orphan_records(&path) else {
-                continue;
-            };
-            talaria_util::failpoint::step("spool::adopt::before");
-            for record in &records {
-                match record {
-                    Spooled::Create(meta) => {
-                        self.create(meta);
+            match self.adopt_one(&path) {
+                Ok(records) => {
+                    self.kept.remove(&path);
+                    adopted.extend(records);
+                }
+                Err(Kept::NotOrphan) => {}
+                Err(Kept::Because(why, retry)) => {
+                    self.retry_orphans |= retry;
+                    // Said once per reason, not at every try.
+                    if self.kept.get(&path) != Some(&why) {
+                        tracing::warn!(
+                            path = %path.display(),
+                            "a spool of a process that ended is kept for a later try, not \
+                             adopted: {why}"
+                        );
+                        self.kept.insert(path, why);
                     }
-                    Spooled::Append(session, entry, on) => {
-                        // Adopted bodies are read back from this process's spool when written.
-                        if let Some(place) = self.entry(session, entry, on) {
-                            place.spill(&entry.body, self);
-                        }
-                    }
-                    Spooled::Update(session, update) => self.update(session, update),
                 }
             }
-            self.sync();
-            if !records.is_empty() && (self.unavailable || self.own.is_none()) {
-                // Not copied anywhere: the file stays for a process that can.
-                continue;
-            }
-            talaria_util::failpoint::step("spool::adopt::after");
-            tracing::info!(
-                path = %path.display(),
-                writes = records.len(),
-                "adopted the spool of a process that ended with writes waiting for the store"
-            );
-            talaria_util::failpoint::step("spool::unlink::before");
-            if let Err(error) = std::fs::remove_file(&path) {
-                tracing::warn!(path = %path.display(), "removing an adopted spool: {error}");
-            }
-            talaria_util::failpoint::step("spool::unlink::after");
-            adopted.extend(records);
         }
         adopted
+    }
+
+    /// Adopts one orphan: its writes, once they are all in this process's own spool and
+    /// synced and the orphan is removed. On any failure what was copied of it is cut off
+    /// again, and the orphan stays (its lock released when this returns).
+    fn adopt_one(&mut self, path: &Path) -> Result<Vec<Spooled>, Kept> {
+        // Held (locked) until it is removed: nobody adopts it twice.
+        let (read, _held) = orphan_records(path).ok_or(Kept::NotOrphan)?;
+        if read.unreadable > 0 {
+            return Err(Kept::Because(
+                format!(
+                    "{} of its lines cannot be read by this build (a newer Talaria's, or \
+                     damaged)",
+                    read.unreadable
+                ),
+                false,
+            ));
+        }
+        let records = read.writes;
+        talaria_util::failpoint::step("spool::adopt::before");
+        if !records.is_empty() {
+            self.copy_in(&records)?;
+        }
+        talaria_util::failpoint::step("spool::adopt::after");
+        tracing::info!(
+            path = %path.display(),
+            writes = records.len(),
+            "adopted the spool of a process that ended with writes waiting for the store"
+        );
+        talaria_util::failpoint::step("spool::unlink::before");
+        if let Err(error) = std::fs::remove_file(path) {
+            tracing::warn!(path = %path.display(), "removing an adopted spool: {error}");
+        }
+        talaria_util::failpoint::step("spool::unlink::after");
+        Ok(records)
+    }
+
+    /// Copies an orphan's records into this process's spool and syncs them, or cuts off
+    /// again whatever of them was written and says why not.
+    fn copy_in(&mut self, records: &[Spooled]) -> Result<(), Kept> {
+        let Some(start) = self.own_file().map(|own| own.len) else {
+            return Err(Kept::Because(
+                "this process has no spool to copy it into (the home cannot be written)".into(),
+                false,
+            ));
+        };
+        let mut copied = true;
+        for record in records {
+            copied = match record {
+                Spooled::Create(meta) => self.create(meta),
+                Spooled::Append(session, entry, on) => {
+                    // Adopted bodies are read back from this process's spool when written.
+                    match self.entry(session, entry, on) {
+                        Some(place) => {
+                            place.spill(&entry.body, self);
+                            true
+                        }
+                        None => false,
+                    }
+                }
+                Spooled::Update(session, update) => self.update(session, update),
+            };
+            if !copied {
+                break;
+            }
+        }
+        let why = if !copied {
+            "writing its lines into this process's spool failed (a full disk?)"
+        } else if let Err(error) = self.sync_now() {
+            tracing::warn!("syncing the adopted lines: {error}");
+            "syncing the copy of its lines failed"
+        } else {
+            return Ok(());
+        };
+        self.cut_back(start);
+        Err(Kept::Because(why.into(), true))
+    }
+
+    /// Cuts this process's spool back to `len` bytes (the lines after it are not kept).
+    fn cut_back(&mut self, len: u64) {
+        let Some(own) = &mut self.own else {
+            return;
+        };
+        match own.cut_to(len) {
+            Ok(()) => {}
+            Err(error) => {
+                // The lines stay in it: adopted again later, they change nothing.
+                tracing::warn!(path = %own.path.display(), "cutting the spool back: {error}");
+            }
+        }
     }
 
     fn write_json(&mut self, line: &serde_json::Value) -> bool {
@@ -461,11 +645,11 @@ impl Spool {
         let failed = match written {
             Ok(()) => {
                 own.len += line.len() as u64;
+                own.reserve();
                 None
             }
             Err(error) => {
-                let _ = own.file.set_len(own.len);
-                let _ = own.file.seek(SeekFrom::Start(own.len));
+                let _ = own.cut_to(own.len);
                 Some((own.path.clone(), error))
             }
         };
@@ -524,19 +708,31 @@ fn open_own(dir: &Path) -> std::io::Result<OwnFile> {
     file.try_lock()
         .map_err(|error| std::io::Error::other(format!("locking {}: {error}", path.display())))?;
     let reader = Arc::new(File::open(&path)?);
-    Ok(OwnFile {
+    let mut own = OwnFile {
         path,
         file,
         reader,
         len: 0,
         spilled_into: false,
-    })
+        reserved_to: 0,
+        reserve_failing: false,
+    };
+    own.reserve();
+    Ok(own)
+}
+
+/// What an orphan spool holds.
+struct OrphanRead {
+    /// Its writes, in order (lines a later `written` line covers left out).
+    writes: Vec<Spooled>,
+    /// Whole lines this build cannot read or write again (a newer build's, or damaged).
+    unreadable: usize,
 }
 
 /// The records of a spool nobody holds (its process is gone), and the file, locked until
 /// the caller removes it; `None` while a live process holds it, once another process adopted
 /// it (removed), or when it cannot be read. Lines a later `written` line covers are left out.
-fn orphan_records(path: &Path) -> Option<(Vec<Spooled>, File)> {
+fn orphan_records(path: &Path) -> Option<(OrphanRead, File)> {
     use std::os::unix::fs::MetadataExt;
     let file = OpenOptions::new().read(true).write(true).open(path).ok()?;
     if file.try_lock().is_err() {
@@ -548,6 +744,7 @@ fn orphan_records(path: &Path) -> Option<(Vec<Spooled>, File)> {
     }
     let mut reader = BufReader::new(&file);
     let mut records = Records::default();
+    let mut unreadable = 0;
     let mut line = Vec::new();
     loop {
         line.clear();
@@ -563,15 +760,21 @@ fn orphan_records(path: &Path) -> Option<(Vec<Spooled>, File)> {
                 return None;
             }
         }
-        match serde_json::from_slice::<RecordIn>(&line) {
+        let read = match serde_json::from_slice::<RecordIn>(&line) {
             Ok(record) => records.add(record),
             Err(error) => {
                 tracing::warn!(path = %path.display(), "a spool line that does not decode: {error}");
+                false
             }
-        }
+        };
+        unreadable += usize::from(!read);
     }
     drop(reader);
-    Some((records.into_writes(), file))
+    let read = OrphanRead {
+        writes: records.into_writes(),
+        unreadable,
+    };
+    Some((read, file))
 }
 
 /// A spool's records as they are read, each line's place kept so a `written` line can leave
@@ -586,7 +789,8 @@ struct Records {
 }
 
 impl Records {
-    fn add(&mut self, record: RecordIn) {
+    /// Takes one line's record; `false` when it cannot be written again (see [`spooled`]).
+    fn add(&mut self, record: RecordIn) -> bool {
         if let RecordIn::Written {
             session,
             ids,
@@ -605,10 +809,10 @@ impl Records {
                     self.lines[line] = None;
                 }
             }
-            return;
+            return true;
         }
         let Some(write) = spooled(record) else {
-            return;
+            return false;
         };
         let key = match &write {
             Spooled::Append(session, entry, _) => Some((session.clone(), Some(entry.id))),
@@ -623,6 +827,7 @@ impl Records {
             self.at.entry(key).or_default().push(self.lines.len());
         }
         self.lines.push(Some(write));
+        true
     }
 
     fn into_writes(self) -> Vec<Spooled> {
@@ -655,3 +860,7 @@ fn spooled(record: RecordIn) -> Option<Spooled> {
         RecordIn::Written { .. } => return None,
     })
 }
+
+#[cfg(test)]
+#[path = "spool_tests.rs"]
+mod tests;

@@ -188,6 +188,7 @@ impl Writer {
     }
 
     pub(super) fn run(mut self, queue: &mpsc::Receiver<Write>) {
+        self.with_spool(Spool::prepare);
         self.adopt();
         self.heal();
         self.settle_spool();
@@ -395,6 +396,15 @@ impl Writer {
     /// to sync).
     fn wake_after(&self) -> Option<Duration> {
         let retry = self.retry_after();
+        // An orphan kept for a later try (a full disk) is tried again every few seconds.
+        let adopt = self
+            .with_spool(|spool| spool.orphans_to_retry())
+            .unwrap_or(false)
+            .then(|| RETRY_EVERY.saturating_sub(self.adopted_at.elapsed()));
+        let retry = match (retry, adopt) {
+            (Some(retry), Some(adopt)) => Some(retry.min(adopt)),
+            (retry, adopt) => retry.or(adopt),
+        };
         match self.with_spool(|spool| spool.sync_due()).flatten() {
             Some(sync) => Some(retry.map_or(sync, |retry| retry.min(sync))),
             None => retry,
@@ -621,7 +631,7 @@ impl Writer {
                     let _ = reply.send(SaveReport {
                         unsaved: 1,
                         error: Some(self.not_open()),
-                        moved_to: None,
+                        ..SaveReport::default()
                     });
                 }
                 Write::WhenSaved(_, reply) => {
@@ -927,7 +937,7 @@ impl Writer {
             .map(|backlog| SaveReport {
                 unsaved: backlog.entries.len().max(1),
                 error: Some(backlog.error.clone()),
-                moved_to: None,
+                ..SaveReport::default()
             })
             .unwrap_or_default()
             .with_moved(self.shared.moved_to(session))

@@ -202,11 +202,11 @@ impl SessionActor {
         let marker = self.history.last_id();
         // The known messages are rebuilt from the new path.
         self.message_points = (Vec::new(), 0);
-        self.commit().await;
+        let durable = self.commit().await;
         talaria_util::failpoint::step("rewind::marker::after");
         tracing::info!(session = %self.settings.id, head, cut = cut.len(), "rewound");
         if let Some(intent) = intent
-            && let Some(report) = self.finish_restore(marker, intent).await
+            && let Some(report) = self.finish_restore(marker, intent, durable).await
         {
             merge(files.get_or_insert_with(RestoreReport::default), report);
         }
@@ -221,9 +221,11 @@ impl SessionActor {
         if open.is_empty() || self.settings.checkpoints.is_none() {
             return None;
         }
+        // The markers first: a file is put back only once its marker survives a kill.
+        let durable = self.commit().await;
         let mut report = RestoreReport::default();
         for (marker, intent) in open {
-            if let Some(done) = self.finish_restore(marker, intent).await {
+            if let Some(done) = self.finish_restore(marker, intent, durable).await {
                 merge(&mut report, done);
             }
         }
@@ -231,13 +233,31 @@ impl SessionActor {
     }
 
     /// Puts back the files of the rewind whose marker is `marker`, then records that it did
-    /// (the files that failed are tried again by the next rewind).
+    /// (the files that failed are tried again by the next rewind). With the marker neither
+    /// committed nor spooled (`durable` false: a full disk) no file is touched — after a kill
+    /// the record would not say they were put back — and each is reported not put back;
+    /// the next rewind, or the next load once the marker is saved, puts them back.
     async fn finish_restore(
         &mut self,
         marker: EntryId,
         intent: RestoreIntent,
+        durable: bool,
     ) -> Option<RestoreReport> {
         let checkpoints = self.settings.checkpoints.clone()?;
+        if !durable {
+            const WHY: &str = "not put back: the rewind could not be saved (the disk is full, \
+                               or the home cannot be written); rewind again once it can";
+            tracing::warn!(session = %self.settings.id, marker, "{WHY}");
+            let failed = intent
+                .changes
+                .iter()
+                .map(|change| (change.path.clone(), WHY.to_string()))
+                .collect();
+            return Some(RestoreReport {
+                failed,
+                ..RestoreReport::default()
+            });
+        }
         let session = self.settings.id.clone();
         let restored = tokio::task::spawn_blocking(move || {
             checkpoints.restore(&session, &intent.changes, intent.force)

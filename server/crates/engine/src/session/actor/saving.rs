@@ -19,6 +19,9 @@ pub(super) struct SavingState {
     pub(super) at_start: Option<String>,
     /// The client was told its turns are saved as another session (a refusal moved them).
     pub(super) told_moved: bool,
+    /// The client was told the session's last writes exist in this process's memory only
+    /// (told again if that happens again after the spool took them).
+    pub(super) told_in_memory_only: bool,
 }
 
 impl SessionActor {
@@ -33,10 +36,11 @@ impl SessionActor {
     /// answered once it is saved, or once the journal's deadline passed (a store that blocks
     /// never holds an answer). Not being saved is told once (the entries wait in memory and
     /// are written, in order, when the store accepts writes again), and so is the recovery.
-    pub(super) async fn commit(&mut self) {
+    /// Whether what the session recorded survives a kill (committed, or spooled).
+    pub(super) async fn commit(&mut self) -> bool {
         self.save();
         let Some(journal) = &self.journal else {
-            return;
+            return true;
         };
         let report = journal.committed().await;
         if let Some(moved) = &report.moved_to
@@ -51,21 +55,38 @@ impl SessionActor {
             self.notice(crate::events::NoticeLevel::Warning, message)
                 .await;
         }
+        let in_memory_only = report.error.is_some() && report.in_memory_only;
         match (&report.error, self.saving.told_unsaved) {
-            (Some(error), false) => {
+            (Some(error), _) if in_memory_only && !self.saving.told_in_memory_only => {
+                self.saving.told_in_memory_only = true;
+                let message = format!(
+                    "This session is not being saved: {error}. This turn is not saved yet, \
+                     and it could not be written to the spool either (the disk is full, or \
+                     the home cannot be written): it exists only in this Talaria process's \
+                     memory, and ending Talaria now loses it. The session goes on and writes \
+                     it, in order, as soon as the store accepts writes again."
+                );
+                self.tell_unsaved(message).await;
+            }
+            (Some(error), false) if !in_memory_only => {
                 let message = format!(
                     "This session is not being saved: {error}. This turn is not saved yet; \
-                     the session goes on, keeps everything in memory and writes it, in order, \
-                     as soon as the store accepts writes again."
+                     the session goes on, keeps it in memory and in the spool, and writes it, \
+                     in order, as soon as the store accepts writes again (if Talaria ends \
+                     first, the next Talaria started on this home writes it)."
                 );
                 self.tell_unsaved(message).await;
             }
             (None, true) => self.save_settled(true).await,
             _ => {}
         }
+        if !in_memory_only {
+            self.saving.told_in_memory_only = false;
+        }
         if report.error.is_some() {
             self.watch_saved();
         }
+        report.survives_a_kill()
     }
 
     /// Once opening the store was tried (or a moment passed), the session hears whether it

@@ -76,8 +76,11 @@ impl SessionActor {
         let end = self.turn_ended(result, modes_set);
         // Steers the turn took but had no request left for (cancelled, failed, out of
         // requests) stay in the record, after its end (nothing reaches the inbox now).
-        if crate::turn::record_steers(&self.steering, &mut self.history, &self.events).await {
+        if let Some(replies) =
+            crate::turn::record_steers(&self.steering, &mut self.history, &self.events).await
+        {
             self.save();
+            crate::turn::answer_steers(self.journal.as_ref(), replies);
         }
         end
     }
@@ -192,10 +195,8 @@ impl During<'_> {
                     .done
                     .send(self.published.remember(&remember.scopes, remember.allow));
             }
-            Op::Steer { input, reply, .. } => {
-                self.steering.push(input);
-                let _ = reply.send(crate::steering::SteerOutcome::Injected);
-            }
+            // Answered once it is in the record and that is saved or spooled (`steering`).
+            Op::Steer { input, reply, .. } => self.steering.push(input, Some(reply)),
             Op::SetEffort(effort) => self.published.set_effort(effort),
             Op::SetModel(model) => {
                 self.published.set_model(&model);
