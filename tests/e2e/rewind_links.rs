@@ -600,7 +600,10 @@ async fn a_hard_link_to_a_key_in_the_workspace_is_never_kept_nor_put_back() {
     home.key_never_kept();
     says_two_turns(&told);
     if let Ok(text) = std::fs::read_to_string(&linked) {
-        assert!(!text.contains("KEY-BYTES-7781"), "the key was put back: {told}");
+        assert!(
+            !text.contains("KEY-BYTES-7781"),
+            "the key was put back: {told}"
+        );
     }
     assert_eq!(
         std::fs::read_to_string(home.ws().join("a.txt")).expect("a"),
