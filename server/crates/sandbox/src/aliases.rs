@@ -5,6 +5,7 @@
 //! of a bind mount). Read from the kernel's mount table (`/proc/self/mountinfo`: each
 //! mount's device, the folder of that device it shows, where, and an overlay's layers).
 
+use crate::mountinfo_path::mountinfo_path;
 use std::path::{Path, PathBuf};
 
 /// One line of the mount table: which device, which of its folders, mounted where, and the
@@ -21,28 +22,6 @@ struct Mounted {
 /// again): past that, a table is built to be slow, not to be used.
 const NAME_ROUNDS: usize = 4;
 
-/// A path as `/proc/self/mountinfo` writes it (`\040`-style escapes), as a path. Also read
-/// by `mounts.rs`.
-pub(crate) fn unescape(field: &str) -> PathBuf {
-    let bytes = field.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'\\'
-            && let Some(code) = field
-                .get(i + 1..i + 4)
-                .and_then(|digits| u8::from_str_radix(digits, 8).ok())
-        {
-            out.push(code);
-            i += 4;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    PathBuf::from(String::from_utf8_lossy(&out).into_owned())
-}
-
 fn parse(mountinfo: &str) -> Vec<Mounted> {
     mountinfo
         .lines()
@@ -50,8 +29,8 @@ fn parse(mountinfo: &str) -> Vec<Mounted> {
             let mut fields = line.split(' ').skip(2);
             Some(Mounted {
                 device: fields.next()?.to_string(),
-                root: unescape(fields.next()?),
-                point: unescape(fields.next()?),
+                root: mountinfo_path(fields.next()?),
+                point: mountinfo_path(fields.next()?),
                 layers: crate::overlays::layers(line),
             })
         })

@@ -31,6 +31,7 @@ pub mod env;
 pub mod home;
 pub mod layers;
 mod mount_changes;
+mod mountinfo_path;
 mod overlays;
 pub mod policy;
 

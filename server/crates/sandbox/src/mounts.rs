@@ -45,7 +45,7 @@ pub fn parse(mountinfo: &str) -> Vec<Mount> {
             let options = fields.next()?;
             let (read_only, kept) = flags_of(options);
             Some(Mount {
-                point: crate::aliases::unescape(point),
+                point: crate::mountinfo_path::mountinfo_path(point),
                 read_only,
                 kept,
             })

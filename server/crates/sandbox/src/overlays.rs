@@ -33,7 +33,7 @@ pub(crate) fn layers(line: &str) -> Vec<PathBuf> {
         .flat_map(|(key, value)| match key {
             "lowerdir" => split_list(value),
             "upperdir" => vec![unescape(value)],
-            "lowerdir+" | "datadir+" => vec![crate::aliases::unescape(value)],
+            "lowerdir+" | "datadir+" => vec![crate::mountinfo_path::mountinfo_path(value)],
             _ => Vec::new(),
         })
         .filter(|layer| layer.is_absolute())
@@ -90,7 +90,7 @@ fn table_byte(field: &str, at: usize) -> (u8, usize) {
 
 /// One layer as a path: the table's escapes decoded, then the mounter's (`\x` is `x`).
 fn unescape(field: &str) -> PathBuf {
-    let decoded = crate::aliases::unescape(field);
+    let decoded = crate::mountinfo_path::mountinfo_path(field);
     let text = decoded.to_string_lossy();
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars();
