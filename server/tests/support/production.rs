@@ -69,17 +69,36 @@ fn test_modules(file: &Path, text: &str) -> Vec<PathBuf> {
             syn::Item::Mod(module)
                 if module.content.is_none() && is_test_support(&module.attrs) =>
             {
-                Some(module.ident.to_string())
+                Some(module)
             }
             _ => None,
         })
-        .flat_map(|name| {
-            [
+        .flat_map(|module| {
+            // `#[path = "…"]` names the file, relative to this file's folder.
+            if let Some(named) = path_attribute(&module.attrs) {
+                return vec![parent.join(named)];
+            }
+            let name = module.ident.to_string();
+            vec![
                 dir.join(format!("{name}.rs")),
                 dir.join(&name).join("mod.rs"),
             ]
         })
         .collect()
+}
+
+/// The file a `#[path = "…"]` attribute names, if there is one.
+fn path_attribute(attrs: &[syn::Attribute]) -> Option<String> {
+    attrs.iter().find_map(|attr| match &attr.meta {
+        syn::Meta::NameValue(pair) if pair.path.is_ident("path") => match &pair.value {
+            syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Str(text),
+                ..
+            }) => Some(text.value()),
+            _ => None,
+        },
+        _ => None,
+    })
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
