@@ -254,10 +254,17 @@ fn link_allowing_existing(source: &Path, target: &Path) -> io::Result<()> {
     }
 }
 
-/// Writes `bytes` as `dir/name` whole or not at all (a temporary name, then a rename).
+/// Writes `bytes` as `dir/name` whole or not at all (a temporary name of this write's own,
+/// then a rename): two threads keeping the same content at once each write their own
+/// temporary, and the second rename replaces the first's identical file.
 fn write_new(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
-    let temporary = dir.join(format!(".{name}.part"));
-    let mut file = File::create(&temporary)?;
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let temporary = dir.join(format!(".{name}.{n}.part"));
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&temporary)?;
     file.write_all(bytes)
         .and_then(|()| fs::rename(&temporary, dir.join(name)))
         .inspect_err(|_| {
@@ -305,6 +312,41 @@ mod tests {
         assert!(blob.exists(), "s2 holds it");
         store.prune_session("s2").expect("pruned");
         assert!(!blob.exists(), "nobody holds it");
+    }
+
+    #[test]
+    fn threads_keeping_the_same_content_at_once_all_keep_it() {
+        let home = tempfile::tempdir().expect("home");
+        let store = std::sync::Arc::new(BlobStore::open(home.path()).expect("opens"));
+        for round in 0..20 {
+            let bytes = format!("the same content {round}").into_bytes();
+            let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
+            let threads: Vec<_> = (0..8)
+                .map(|_| {
+                    let (store, bytes, barrier) = (store.clone(), bytes.clone(), barrier.clone());
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        store.keep_pending(&bytes)
+                    })
+                })
+                .collect();
+            let kept: Vec<_> = threads
+                .into_iter()
+                .map(|thread| thread.join().expect("joined"))
+                .collect();
+            for result in &kept {
+                assert_eq!(result.as_ref().expect("kept"), &hash_of(&bytes));
+            }
+            store.hold("s1", &hash_of(&bytes)).expect("held");
+            assert_eq!(store.content("s1", &hash_of(&bytes)).expect("read"), bytes);
+        }
+        let pending = fs::read_dir(&store.pending).expect("pending");
+        assert!(
+            pending
+                .flatten()
+                .all(|e| !e.file_name().to_string_lossy().ends_with(".part")),
+            "no temporary left"
+        );
     }
 
     #[test]
