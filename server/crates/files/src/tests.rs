@@ -794,4 +794,9 @@ fn the_process_table_is_told_by_what_it_is_at_any_path() {
         super::root::judge_opened_for_test(&Unguarded, &file, &stat, Path::new("/proc/cpuinfo"))
             .is_ok()
     );
+    // A file of the table's top that is not one of the machine's own is refused there too.
+    assert!(
+        super::root::judge_opened_for_test(&Unguarded, &file, &stat, Path::new("/proc/kcore"))
+            .is_err()
+    );
 }
