@@ -133,12 +133,7 @@ impl Home {
     /// An initialized agent on this home.
     pub async fn initialized(&self, faults: &Faults) -> anyhow::Result<AgentProcess> {
         let mut agent = self.spawn(faults).await?;
-        agent
-            .call(
-                "initialize",
-                json!({"protocolVersion": 1, "clientCapabilities": {}}),
-            )
-            .await?;
+        agent.call("initialize", initialize_params()).await?;
         Ok(agent)
     }
 
@@ -206,4 +201,9 @@ fn walk(dir: &Path, found: &mut dyn FnMut(&Path)) {
             _ => {}
         }
     }
+}
+
+/// What the harness's client says at `initialize`.
+pub fn initialize_params() -> serde_json::Value {
+    json!({"protocolVersion": 1, "clientCapabilities": {}})
 }
