@@ -11,6 +11,7 @@ mod home;
 mod logging;
 mod setup;
 mod store;
+mod trust_cli;
 mod web;
 
 use std::io::Write;
@@ -66,6 +67,9 @@ enum Command {
         #[command(subcommand)]
         action: StoreAction,
     },
+    /// Trust a folder (and its subfolders): sessions there load its AGENTS.md/CLAUDE.md,
+    /// skills, configuration and hooks. `--revoke` forgets the decision, `--list` lists them.
+    Trust(trust_cli::TrustArgs),
     /// About config.toml.
     Config {
         #[command(subcommand)]
@@ -209,6 +213,10 @@ fn main() -> std::process::ExitCode {
         Command::Config {
             action: ConfigAction::Reference,
         } => print_config_reference(),
+        Command::Trust(args) => {
+            home::make_private();
+            trust_cli::run(args)
+        }
         Command::Setup => {
             home::make_private();
             runtime.block_on(setup::run())

@@ -253,6 +253,7 @@ async fn an_invalid_skill_is_reported_and_never_breaks_start_up() {
         "---\nname: lint\ndescription: Run the linters\n---\nRun them.\n",
     )
     .expect("write");
+    env.trust_workspace();
     let (mut agent, session) = env.session().await;
     let (response, _) = prompt(&mut agent, &session, "hi").await;
     assert_eq!(stop_reason(&response), "end_turn");

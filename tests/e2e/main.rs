@@ -97,3 +97,4 @@ mod thought_level;
 mod tools;
 mod waiting_turns;
 mod workspace_reads;
+mod workspace_trust;

@@ -24,6 +24,7 @@ async fn text_streams_in_order_in_several_chunks_before_the_response() {
         "Use tabs, never spaces.",
     )
     .expect("agents");
+    env.trust_workspace();
     let (mut agent, session) = env.session().await;
     let (response, updates) = prompt(&mut agent, &session, "Say hello").await;
     assert_eq!(stop_reason(&response), "end_turn", "{response}");

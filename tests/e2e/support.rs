@@ -473,6 +473,37 @@ pub async fn doctor(env: &TestEnv, args: &[&str]) -> (bool, String) {
     )
 }
 
+/// Runs `talaria trust ARGS` with the env's variables only; whether it passed, and what it
+/// printed (stdout, then stderr).
+pub fn trust_cli(env: &TestEnv, args: &[&str]) -> (bool, String) {
+    let output = std::process::Command::new(talaria_bin())
+        .arg("trust")
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(env.env())
+        .output()
+        .expect("runs");
+    (
+        output.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ),
+    )
+}
+
+impl TestEnv {
+    /// Trusts the workspace as its user would (`talaria trust DIR`): its instructions,
+    /// skills and hooks load from now on.
+    pub fn trust_workspace(&self) {
+        let workspace = self.workspace.path().display().to_string();
+        let (ok, said) = trust_cli(self, &[&workspace]);
+        assert!(ok, "talaria trust failed: {said}");
+    }
+}
+
 /// Everything a program wrote to a pseudo-terminal, collected by a thread reading the master
 /// side until the terminal closes.
 #[derive(Clone)]

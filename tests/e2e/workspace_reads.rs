@@ -32,6 +32,7 @@ fn answer_questions() -> impl FnMut(&str, &Value) -> Result<Option<Value>, (i64,
 async fn instruction_files_a_command_made_links_are_not_read_into_the_prompt() {
     let env = TestEnv::new(Vec::new()).await;
     home_with_credentials(&env);
+    env.trust_workspace();
     let credentials = env.home.path().join(".aws/credentials");
     let relative = pathdiff(env.workspace.path(), &credentials);
     env.mock.push(MockReply::tool_call(
@@ -115,6 +116,7 @@ async fn a_skill_a_background_command_swaps_for_a_link_is_never_shown() {
     let skill = env.workspace.path().join(".agents/skills/peek");
     std::fs::create_dir_all(&skill).expect("skill");
     std::fs::write(skill.join("SKILL.md"), SKILL).expect("skill");
+    env.trust_workspace();
     let credentials = env.home.path().join(".aws/credentials");
     // A background loop swaps the file for a link, again and again, while the agent reads.
     env.mock.push(MockReply::tool_call(

@@ -45,6 +45,8 @@ pub(super) struct StartContext {
     pub(super) logged_out: bool,
     /// The endpoints the client set (`providers/set`).
     pub(super) providers: providers::ClientProviders,
+    /// Who is asked about the folder's trust (nobody unless tied to a request).
+    pub(super) trust: super::trust::TrustAsk,
 }
 
 /// The configuration checked at start-up, each problem logged once (sessions then show
@@ -323,6 +325,10 @@ impl Agent {
             caps: self.client_caps,
             logged_out: self.logged_out,
             providers: self.client_providers.clone(),
+            trust: super::trust::TrustAsk::new(
+                self.peer.clone(),
+                self.client_caps.elicitation_form,
+            ),
         }
     }
 

@@ -33,7 +33,8 @@ struct Copied {
 impl Agent {
     /// `session/fork`: the new session's start and the copy off the loop, then the launch.
     pub(super) fn start_fork(&mut self, request: RequestId, params: acp::ForkSessionRequest) {
-        let context = self.start_context();
+        let mut context = self.start_context();
+        context.trust = context.trust.during(&request);
         let known = self.store.clone();
         let slow = async move {
             // Checked first: a prompt that cannot be applied copies nothing.

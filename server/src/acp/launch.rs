@@ -65,7 +65,8 @@ impl Agent {
 
     /// `session/new`: the start's slow part off the loop, then the store and the launch on it.
     pub(super) fn start_new_session(&mut self, id: RequestId, params: acp::NewSessionRequest) {
-        let context = self.start_context();
+        let mut context = self.start_context();
+        context.trust = context.trust.during(&id);
         let slow = async move {
             let client = super::client_prompt::parse(params.system_prompt.as_ref())?;
             let taps = cassettes::SessionTaps::asked(params.meta.as_ref())?;
@@ -152,7 +153,7 @@ impl Agent {
         let model = model.unwrap_or_else(|| config.model.clone());
         let mode = mode.unwrap_or(config.mode);
         let models = offered_models(config, &model);
-        let stores = skills::context(config, &cwd, &id, ready.shell.places());
+        let stores = skills::context(config, &cwd, &id, ready.shell.places(), &ready.trust);
         let mut tools = self.session_tools();
         tools.tape = tape;
         let registry = tools.registry(config, &stores, &ready.mcp.0);
@@ -166,6 +167,7 @@ impl Agent {
             shell,
             checkpoints,
             window,
+            trust,
         } = ready;
         let commands = skills::with_prompts(commands, &hub.prompt_commands());
         let forwarded_hub = hub.clone();
@@ -200,7 +202,9 @@ impl Agent {
         tracing::info!(session = %id, cwd = %cwd.display(), model = %model, "session started");
         self.outbox
             .push(SessionNotification::new(session_id.clone(), commands));
-        self.first_notices(&session_id, &config, &shell, mcp_warnings);
+        let mut warnings = mcp_warnings;
+        warnings.extend(super::trust::notice(&trust));
+        self.first_notices(&session_id, &config, &shell, warnings);
         self.sign_in_after_answer(&session_id, hub);
         let live = LiveSession {
             handle,
@@ -208,7 +212,7 @@ impl Agent {
             images_allowed: config.supports_images,
             models,
             booleans: self.client_caps.booleans,
-            meta: session_meta(&shell),
+            meta: session_meta(&shell, &trust),
             shell,
             cwd,
         };
@@ -508,12 +512,20 @@ fn offered_models(config: &Config, model: &str) -> Vec<String> {
     models
 }
 
-/// What a session response says about Talaria's own state (under `_meta.talaria`).
-fn session_meta(shell: &talaria_tools::shell::Shell) -> acp::Meta {
+/// What a session response says about Talaria's own state (under `_meta.talaria`) and the
+/// folder's trust (`_meta.workspaceTrust`, the ACP draft's shape).
+fn session_meta(
+    shell: &talaria_tools::shell::Shell,
+    trust: &talaria_engine::TrustAssessment,
+) -> acp::Meta {
     let mut meta = acp::Meta::new();
     meta.insert(
         "talaria".into(),
         serde_json::json!({"sandbox": talaria_engine::sandbox_state(shell)}),
+    );
+    meta.insert(
+        "workspaceTrust".into(),
+        super::trust::workspace_trust(trust),
     );
     meta
 }
@@ -592,13 +604,20 @@ pub(super) async fn ready_session(
         return Err(Agent::logged_out_error());
     }
     let roots = check_roots(cwd, additional_directories)?;
+    let placed = place_session(cwd, &roots).await?;
+    let trust = context
+        .trust
+        .settle(&placed.config.home, placed.trust)
+        .await;
+    let placed = Placed { trust, ..placed };
     let Prepared {
         mut config,
         system_prompt,
         commands,
         shell,
         checkpoints,
-    } = prepare_session(cwd, &roots, &chrono_today()).await?;
+        trust,
+    } = prepare_session(placed, cwd, &roots, &chrono_today()).await?;
     context.providers.apply(&mut config);
     if let Some(error) = super::capabilities::no_credentials(&config) {
         return Err(error);
@@ -615,6 +634,7 @@ pub(super) async fn ready_session(
         shell,
         checkpoints,
         window,
+        trust,
     })
 }
 
@@ -628,6 +648,15 @@ pub(super) struct Prepared {
     commands: acp::SessionUpdate,
     shell: Arc<talaria_tools::shell::Shell>,
     checkpoints: Option<Arc<talaria_engine::Checkpoints>>,
+    trust: talaria_engine::TrustAssessment,
+}
+
+/// A session's place, read first (the trust question needs it): the configuration, how its
+/// commands start, and its folder's trust.
+pub(super) struct Placed {
+    config: Config,
+    shell: Arc<talaria_tools::shell::Shell>,
+    trust: talaria_engine::TrustAssessment,
 }
 
 /// A session ready to launch.
@@ -644,6 +673,8 @@ pub(super) struct Ready {
     checkpoints: Option<Arc<talaria_engine::Checkpoints>>,
     /// The local server's window, when it had not answered yet.
     window: Option<server_window::PendingWindow>,
+    /// Its folder's trust: what of the folder's own files it loaded.
+    trust: talaria_engine::TrustAssessment,
 }
 
 impl Ready {
@@ -728,13 +759,15 @@ impl PromptParts {
     }
 }
 
-async fn prepare_session(
+/// The first trip to the blocking pool: the cwd is a directory, the configuration, the
+/// sandboxed shell, and the folder's trust (which reads its instruction files as the
+/// session's sandbox lets them be read).
+async fn place_session(
     cwd: &std::path::Path,
     roots: &[std::path::PathBuf],
-    today: &str,
-) -> Result<Prepared, acp::Error> {
-    let (cwd, roots, today) = (cwd.to_path_buf(), roots.to_vec(), today.to_string());
-    let prepared = tokio::task::spawn_blocking(move || {
+) -> Result<Placed, acp::Error> {
+    let (cwd, roots) = (cwd.to_path_buf(), roots.to_vec());
+    let placed = tokio::task::spawn_blocking(move || {
         if !cwd.is_dir() {
             return Err(errors::invalid_params(format!(
                 "cwd {} is not an existing directory",
@@ -747,8 +780,52 @@ async fn prepare_session(
             &roots,
             talaria_engine::SandboxHelper::this_binary(),
         ));
-        let base = talaria_engine::session_prompt(&cwd, &config.model, &today, shell.places());
-        let stores = skills::context(&config, &cwd, "", shell.places());
+        let trust = talaria_engine::assess_trust(&config.home, &cwd, shell.places());
+        Ok(Placed {
+            config,
+            shell,
+            trust,
+        })
+    })
+    .await;
+    placed.unwrap_or_else(|e| {
+        Err(errors::internal_error(format!(
+            "preparing the session failed: {e}"
+        )))
+    })
+}
+
+/// The second trip: the prompt (with the instruction files the folder's trust lets in, the
+/// skill index and the memory snapshot, frozen now), the slash commands and checkpoints.
+async fn prepare_session(
+    placed: Placed,
+    cwd: &std::path::Path,
+    roots: &[std::path::PathBuf],
+    today: &str,
+) -> Result<Prepared, acp::Error> {
+    let (cwd, roots, today) = (cwd.to_path_buf(), roots.to_vec(), today.to_string());
+    let prepared = tokio::task::spawn_blocking(move || {
+        let Placed {
+            config,
+            shell,
+            mut trust,
+        } = placed;
+        let base = talaria_engine::session_prompt(
+            &cwd,
+            &config.model,
+            &today,
+            shell.places(),
+            &trust.gate(),
+        );
+        // A file that changed between the question and the read is left out too.
+        for name in &base.left_out {
+            if let Some(file) = trust.instructions.iter().find(|f| f.name == name)
+                && !trust.changed.contains(&file.name)
+            {
+                trust.changed.push(file.name);
+            }
+        }
+        let stores = skills::context(&config, &cwd, "", shell.places(), &trust);
         // One scan of the skill folders serves the prompt's index and the slash commands.
         let catalog = stores.catalog();
         let (skill_index, memory) = skills::prompt_additions(&stores, &catalog);
@@ -770,6 +847,7 @@ async fn prepare_session(
             commands,
             shell,
             checkpoints,
+            trust,
         })
     })
     .await;

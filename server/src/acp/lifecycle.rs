@@ -189,7 +189,8 @@ impl Agent {
             }
             return self.reopen_open(request, reopen).await;
         }
-        let context = self.start_context();
+        let mut context = self.start_context();
+        context.trust = context.trust.during(&request);
         let store = self.store.clone();
         let slow = async move {
             let ready = super::ready_session(

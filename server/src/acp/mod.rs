@@ -41,6 +41,7 @@ mod settings;
 mod shutdown;
 mod skills;
 mod steering;
+mod trust;
 mod updates;
 
 use std::collections::HashMap;

@@ -28,15 +28,20 @@ fn user_home() -> Option<PathBuf> {
 }
 
 /// A session's skill and memory stores, writing live; the skills in the workspace are read
-/// as its sandbox's `places` let them be.
+/// as its sandbox's `places` let them be, and only once its folder is `trust`ed.
 pub fn context(
     config: &Config,
     cwd: &Path,
     session: &str,
     places: Arc<dyn talaria_files::Places>,
+    trust: &talaria_engine::TrustAssessment,
 ) -> Arc<SkillsContext> {
+    let mut roots = Roots::for_session(&config.home, cwd, user_home().as_deref());
+    if !trust.loads_project() {
+        roots = roots.without_workspace();
+    }
     Arc::new(SkillsContext::new(
-        Roots::for_session(&config.home, cwd, user_home().as_deref()).with_places(places),
+        roots.with_places(places),
         MemoryStore::new(
             config.home.join("memories"),
             config.memory_chars.0,

@@ -40,6 +40,7 @@ mod steering;
 mod subagent;
 mod system_prompt;
 mod text_calls;
+mod trust;
 mod turn;
 mod verify;
 mod window_sizing;
@@ -91,6 +92,11 @@ pub use subagent::cancel_subagent;
 pub use system_prompt::{SessionPrompt, build as session_prompt};
 pub use talaria_checkpoints::RestoreReport;
 pub use talaria_provider::Effort;
+pub use trust::{
+    Assessment as TrustAssessment, InstructionFile, InstructionGate, Standing as TrustStanding,
+    TRUST_ENV, TRUST_FILE, TrustDecision, TrustError, TrustFile, TrustStatus, TrustStore,
+    assess as assess_trust, revoke_folder, trust_folder, trusted_by_environment,
+};
 pub use window_sizing::{PendingSizing, WindowSizing};
 
 #[cfg(test)]

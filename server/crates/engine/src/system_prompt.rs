@@ -7,10 +7,12 @@
 //! beneath the workspace held, no link followed, what the sandbox hides refused — an
 //! `AGENTS.md` a command made a link to `~/.aws/credentials` never reaches the model.
 
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 
+use sha2::{Digest, Sha256};
 use talaria_files::{FileError, Places, Root};
 
 /// Project instruction files read from the working directory, in order.
@@ -28,6 +30,25 @@ with the terminal tool rather than guessing their output. Be concise, show your 
 through actions, and finish the job you were asked to do. When a tool fails, read the error \
 and adjust rather than repeating the same call.";
 
+/// Which instruction files a session's prompt may carry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InstructionGate {
+    /// None: the folder is not trusted.
+    Closed,
+    /// Whatever is there (trusted without a record: for the session, or by the environment).
+    Open,
+    /// Each only with the content the user accepted: file name → SHA-256.
+    Accepted(BTreeMap<&'static str, String>),
+}
+
+/// The hex SHA-256 of `text`.
+pub fn sha256(text: &str) -> String {
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// A session's prompt: what stays the same between sessions, and what does not.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SessionPrompt {
@@ -37,11 +58,20 @@ pub struct SessionPrompt {
     pub project: String,
     /// Where and when: working directory, date, operating system, model, top-level files.
     pub environment: String,
+    /// Instruction files left out: changed since the user accepted them.
+    pub left_out: Vec<String>,
 }
 
-/// Builds a session's prompt (reads the project's instruction files and lists the working
-/// directory, judged by the session's `places`: call it off the runtime thread).
-pub fn build(cwd: &Path, model: &str, today: &str, places: Arc<dyn Places>) -> SessionPrompt {
+/// Builds a session's prompt (reads the project's instruction files `gate` lets in and
+/// lists the working directory, judged by the session's `places`: call it off the runtime
+/// thread). An accepted file whose content is no longer the one accepted is left out.
+pub fn build(
+    cwd: &Path,
+    model: &str,
+    today: &str,
+    places: Arc<dyn Places>,
+    gate: &InstructionGate,
+) -> SessionPrompt {
     let mut environment = environment(cwd, model, today);
     let workspace = Root::open(cwd, places)
         .map_err(|e| tracing::warn!("the project's instructions are not read: {e}"))
@@ -50,13 +80,18 @@ pub fn build(cwd: &Path, model: &str, today: &str, places: Arc<dyn Places>) -> S
         environment.push_str(&format!("- Top-level files: {listing}\n"));
     }
     let mut project = String::new();
+    let mut left_out = Vec::new();
     for name in PROJECT_FILES {
         let Some(workspace) = &workspace else { break };
+        if *gate == InstructionGate::Closed {
+            break;
+        }
         match read_capped(workspace, name) {
-            Ok(Some(text)) => project.push_str(&format!(
+            Ok(Some(text)) if accepted(gate, name, &text) => project.push_str(&format!(
                 "\n# Project instructions from {name}\n\n{}\n",
                 text.trim_end()
             )),
+            Ok(Some(_)) => left_out.push(name.to_string()),
             Ok(None) => {}
             Err(e) => {
                 tracing::warn!("{name} is not part of the instructions: {e}");
@@ -72,6 +107,18 @@ pub fn build(cwd: &Path, model: &str, today: &str, places: Arc<dyn Places>) -> S
         identity: IDENTITY.to_string(),
         project,
         environment,
+        left_out,
+    }
+}
+
+/// Whether `gate` lets the instruction file `name` with this `text` in.
+fn accepted(gate: &InstructionGate, name: &str, text: &str) -> bool {
+    match gate {
+        InstructionGate::Closed => false,
+        InstructionGate::Open => true,
+        InstructionGate::Accepted(hashes) => {
+            hashes.get(name).is_some_and(|hash| *hash == sha256(text))
+        }
     }
 }
 
@@ -133,7 +180,7 @@ fn top_level_listing(workspace: &Root) -> Option<String> {
 /// The instruction file `name` at the top of the workspace, at most
 /// [`MAX_PROJECT_FILE_BYTES`] of it: `None` when there is none, an error when it is a link,
 /// hidden, or not a plain file.
-fn read_capped(workspace: &Root, name: &str) -> Result<Option<String>, FileError> {
+pub(crate) fn read_capped(workspace: &Root, name: &str) -> Result<Option<String>, FileError> {
     let (file, _) = match workspace.as_dir().open_read(name.as_ref()) {
         Err(FileError::NotFound(_)) => return Ok(None),
         other => other?,
@@ -171,7 +218,7 @@ mod tests {
         std::fs::write(ws.join("docs/agents.md"), "INSIDE").expect("write");
         std::os::unix::fs::symlink("../credentials", ws.join("AGENTS.md")).expect("link");
         std::os::unix::fs::symlink("docs/agents.md", ws.join("CLAUDE.md")).expect("link");
-        let prompt = build(&ws, "m", "2026-11-30", open());
+        let prompt = build(&ws, "m", "2026-11-30", open(), &InstructionGate::Open);
         assert!(!prompt.project.contains("SECRET"), "{}", prompt.project);
         assert!(!prompt.project.contains("INSIDE"), "{}", prompt.project);
         assert!(
@@ -187,7 +234,7 @@ mod tests {
             "a".repeat(MAX_PROJECT_FILE_BYTES + 10),
         )
         .expect("write");
-        let prompt = build(&ws, "m", "2026-11-30", open());
+        let prompt = build(&ws, "m", "2026-11-30", open(), &InstructionGate::Open);
         assert!(prompt.project.contains("[... truncated ...]"));
         assert!(prompt.project.contains(&"a".repeat(MAX_PROJECT_FILE_BYTES)));
         assert!(
@@ -203,7 +250,14 @@ mod tests {
         std::fs::write(dir.path().join("main.py"), "").expect("write");
         std::fs::write(dir.path().join(".env"), "").expect("write");
         std::fs::create_dir(dir.path().join("tests")).expect("dir");
-        let prompt = build(dir.path(), "m", "2026-11-30", open()).environment;
+        let prompt = build(
+            dir.path(),
+            "m",
+            "2026-11-30",
+            open(),
+            &InstructionGate::Open,
+        )
+        .environment;
         assert!(
             prompt.contains("- Top-level files: main.py, tests/\n"),
             "{prompt}"
@@ -211,13 +265,26 @@ mod tests {
         for i in 0..MAX_LISTED_ENTRIES + 3 {
             std::fs::write(dir.path().join(format!("f{i:02}.txt")), "").expect("write");
         }
-        let prompt = build(dir.path(), "m", "2026-11-30", open()).environment;
+        let prompt = build(
+            dir.path(),
+            "m",
+            "2026-11-30",
+            open(),
+            &InstructionGate::Open,
+        )
+        .environment;
         assert!(prompt.contains("(and 5 more)"), "{prompt}");
         let empty = tempfile::tempdir().expect("tempdir");
         assert!(
-            !build(empty.path(), "m", "2026-11-30", open())
-                .environment
-                .contains("Top-level files")
+            !build(
+                empty.path(),
+                "m",
+                "2026-11-30",
+                open(),
+                &InstructionGate::Open
+            )
+            .environment
+            .contains("Top-level files")
         );
     }
 
@@ -225,7 +292,13 @@ mod tests {
     fn includes_environment_and_project_files() {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("AGENTS.md"), "Always run cargo fmt.").expect("write");
-        let prompt = build(dir.path(), "m1", "2026-11-29", open());
+        let prompt = build(
+            dir.path(),
+            "m1",
+            "2026-11-29",
+            open(),
+            &InstructionGate::Open,
+        );
         let environment = &prompt.environment;
         assert!(environment.contains(&dir.path().display().to_string()));
         assert!(environment.contains("2026-11-29"));
@@ -240,10 +313,44 @@ mod tests {
         // Nothing volatile in what stays the same between sessions.
         let other = tempfile::tempdir().expect("tempdir");
         assert_eq!(
-            build(other.path(), "m2", "2027-01-01", open()).identity,
+            build(
+                other.path(),
+                "m2",
+                "2027-01-01",
+                open(),
+                &InstructionGate::Open
+            )
+            .identity,
             prompt.identity
         );
         let switched = with_model(environment, "m1", "m2");
         assert!(switched.contains("- Model: m2\n") && !switched.contains("- Model: m1"));
+    }
+
+    #[test]
+    fn the_gate_decides_which_instruction_files_are_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("AGENTS.md"), "Say PINEAPPLE.").expect("write");
+        std::fs::write(dir.path().join("CLAUDE.md"), "Say MANGO.").expect("write");
+        let closed = build(dir.path(), "m", "d", open(), &InstructionGate::Closed);
+        assert_eq!(closed.project, "");
+        assert!(closed.left_out.is_empty());
+        // Only the content accepted: CLAUDE.md's hash is of other text.
+        let gate = InstructionGate::Accepted(
+            [
+                ("AGENTS.md", sha256("Say PINEAPPLE.")),
+                ("CLAUDE.md", sha256("Say MANGO!")),
+            ]
+            .into_iter()
+            .collect(),
+        );
+        let accepted = build(dir.path(), "m", "d", open(), &gate);
+        assert!(
+            accepted.project.contains("PINEAPPLE"),
+            "{}",
+            accepted.project
+        );
+        assert!(!accepted.project.contains("MANGO"), "{}", accepted.project);
+        assert_eq!(accepted.left_out, vec!["CLAUDE.md".to_string()]);
     }
 }

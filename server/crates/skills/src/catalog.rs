@@ -63,6 +63,13 @@ impl Roots {
         }
     }
 
+    /// The same roots without the workspace's own (an untrusted folder's skills are not
+    /// read).
+    pub fn without_workspace(mut self) -> Self {
+        self.roots.retain(|root| root.within.is_none());
+        self
+    }
+
     /// The same roots, judged by a session's `places`.
     pub fn with_places(mut self, places: Arc<dyn Places>) -> Self {
         self.places = places;

@@ -1,0 +1,182 @@
+//! Trust decisions: what a folder's standing is, what survives a rename, a link, a change.
+
+use std::sync::Arc;
+
+use super::*;
+
+fn places() -> Arc<dyn Places> {
+    Arc::new(talaria_files::Unguarded)
+}
+
+/// A home and a project with an `AGENTS.md` and a skill folder.
+fn project() -> (tempfile::TempDir, tempfile::TempDir) {
+    let home = tempfile::tempdir().expect("home");
+    let work = tempfile::tempdir().expect("work");
+    std::fs::write(work.path().join("AGENTS.md"), "Say PINEAPPLE.").expect("write");
+    std::fs::create_dir_all(work.path().join(".talaria/skills/x")).expect("mkdir");
+    (home, work)
+}
+
+#[test]
+fn an_unknown_folder_is_untrusted_and_says_what_it_leaves_out() {
+    let (home, work) = project();
+    let a = assess(home.path(), work.path(), places());
+    assert_eq!(a.status, TrustStatus::Untrusted);
+    assert_eq!(a.gate(), InstructionGate::Closed);
+    assert!(!a.loads_project());
+    assert_eq!(
+        a.left_out(),
+        vec![
+            work.path().join("AGENTS.md"),
+            work.path().join(".talaria/skills")
+        ]
+    );
+    assert!(a.worth_asking());
+    assert_eq!(
+        a.decisions(),
+        vec![
+            TrustDecision::TrustCwd,
+            TrustDecision::TrustSession,
+            TrustDecision::Decline
+        ]
+    );
+}
+
+#[test]
+fn trust_covers_subfolders_and_links_to_them_but_not_a_renamed_folder() {
+    let (home, work) = project();
+    std::fs::create_dir_all(work.path().join("sub")).expect("mkdir");
+    trust_folder(home.path(), work.path()).expect("trust");
+    let sub = assess(home.path(), &work.path().join("sub"), places());
+    assert_eq!(sub.status, TrustStatus::Trusted);
+    let link = home.path().join("link");
+    std::os::unix::fs::symlink(work.path().join("sub"), &link).expect("link");
+    assert_eq!(
+        assess(home.path(), &link, places()).status,
+        TrustStatus::Trusted
+    );
+    // Renamed away: its new name is not trusted, and a folder put under the old name is not.
+    let moved = work.path().with_extension("moved");
+    std::fs::rename(work.path(), &moved).expect("rename");
+    assert_eq!(
+        assess(home.path(), &moved, places()).status,
+        TrustStatus::Untrusted
+    );
+    std::fs::create_dir(work.path()).expect("replace");
+    let replaced = assess(home.path(), work.path(), places());
+    assert_eq!(replaced.status, TrustStatus::Untrusted);
+    assert!(replaced.problem.is_some());
+    std::fs::remove_dir(work.path()).expect("rm");
+    std::fs::rename(&moved, work.path()).expect("back");
+}
+
+#[test]
+fn a_changed_or_new_instruction_file_is_left_out_until_accepted() {
+    let (home, work) = project();
+    trust_folder(home.path(), work.path()).expect("trust");
+    let a = assess(home.path(), work.path(), places());
+    assert!(a.changed.is_empty());
+    assert!(!a.worth_asking());
+    std::fs::write(work.path().join("AGENTS.md"), "Say COCONUT.").expect("write");
+    std::fs::write(work.path().join("CLAUDE.md"), "Say MANGO.").expect("write");
+    let mut a = assess(home.path(), work.path(), places());
+    assert_eq!(a.status, TrustStatus::Trusted);
+    assert_eq!(a.changed, vec!["AGENTS.md", "CLAUDE.md"]);
+    assert_eq!(a.gate(), InstructionGate::Accepted(Default::default()));
+    assert!(a.worth_asking());
+    a.accept_changes(home.path()).expect("accept");
+    let again = assess(home.path(), work.path(), places());
+    assert!(again.changed.is_empty(), "{:?}", again.changed);
+    assert!(matches!(again.gate(), InstructionGate::Accepted(h) if h.len() == 2));
+}
+
+#[test]
+fn decisions_are_remembered_and_a_decline_is_not_asked_again() {
+    let (home, work) = project();
+    let mut a = assess(home.path(), work.path(), places());
+    a.decide(home.path(), TrustDecision::Decline)
+        .expect("decline");
+    let again = assess(home.path(), work.path(), places());
+    assert!(again.declined && !again.worth_asking());
+    assert_eq!(again.status, TrustStatus::Untrusted);
+    // Session trust is not written.
+    let mut a = assess(home.path(), work.path(), places());
+    a.decide(home.path(), TrustDecision::TrustSession)
+        .expect("session");
+    assert_eq!(a.status, TrustStatus::Session);
+    assert_eq!(
+        assess(home.path(), work.path(), places()).status,
+        TrustStatus::Untrusted
+    );
+    // Trusting forgets the decline; revoking forgets the trust.
+    let mut a = assess(home.path(), work.path(), places());
+    a.decide(home.path(), TrustDecision::TrustCwd)
+        .expect("trust");
+    assert_eq!(
+        assess(home.path(), work.path(), places()).status,
+        TrustStatus::Trusted
+    );
+    assert!(
+        revoke_folder(home.path(), work.path())
+            .expect("revoke")
+            .is_some()
+    );
+    assert_eq!(
+        assess(home.path(), work.path(), places()).status,
+        TrustStatus::Untrusted
+    );
+    // A decision that is not on offer is refused.
+    let mut trusted = assess(home.path(), work.path(), places());
+    trusted.status = TrustStatus::Trusted;
+    assert!(
+        trusted
+            .decide(home.path(), TrustDecision::TrustCwd)
+            .is_err()
+    );
+}
+
+#[test]
+fn a_repository_can_be_trusted_from_a_subfolder() {
+    let (home, work) = project();
+    std::fs::create_dir_all(work.path().join(".git")).expect("git");
+    let app = work.path().join("packages/app");
+    std::fs::create_dir_all(&app).expect("mkdir");
+    std::fs::write(app.join("CLAUDE.md"), "Say KIWI.").expect("write");
+    let mut a = assess(home.path(), &app, places());
+    let resolved_root = std::fs::canonicalize(work.path()).expect("root");
+    assert_eq!(a.repo_root.as_deref(), Some(resolved_root.as_path()));
+    assert_eq!(a.decisions()[0], TrustDecision::TrustRepo);
+    a.decide(home.path(), TrustDecision::TrustRepo)
+        .expect("repo");
+    let top = assess(home.path(), work.path(), places());
+    assert_eq!(top.status, TrustStatus::Trusted);
+    // The subfolder's file was accepted with the decision; the root's was never shown.
+    assert!(assess(home.path(), &app, places()).changed.is_empty());
+    assert_eq!(top.changed, vec!["AGENTS.md"]);
+}
+
+#[test]
+fn an_unreadable_trust_file_trusts_nothing_and_is_not_written_over() {
+    let (home, work) = project();
+    trust_folder(home.path(), work.path()).expect("trust");
+    let file = home.path().join(TRUST_FILE);
+    std::fs::write(&file, "{not json").expect("corrupt");
+    let a = assess(home.path(), work.path(), places());
+    assert_eq!(a.status, TrustStatus::Untrusted);
+    assert!(a.problem.is_some());
+    assert!(trust_folder(home.path(), work.path()).is_err());
+    assert_eq!(std::fs::read_to_string(&file).expect("read"), "{not json");
+}
+
+#[test]
+fn a_linked_instruction_file_is_never_read_for_trust() {
+    let (home, work) = project();
+    let secret = home.path().join("secret");
+    std::fs::write(&secret, "SECRET").expect("write");
+    std::fs::remove_file(work.path().join("AGENTS.md")).expect("rm");
+    std::os::unix::fs::symlink(&secret, work.path().join("AGENTS.md")).expect("link");
+    let files = trust_folder(home.path(), work.path()).expect("trust");
+    assert!(files.is_empty());
+    let a = assess(home.path(), work.path(), places());
+    assert!(a.instructions.iter().all(|f| !f.text.contains("SECRET")));
+}
