@@ -33,6 +33,7 @@ mod fork_kills;
 mod framing;
 mod fresh_home;
 mod full_disk_spool;
+mod hooks;
 mod learning;
 mod lifecycle;
 mod local_servers;

@@ -168,6 +168,7 @@ impl Agent {
             checkpoints,
             window,
             trust,
+            hooks,
         } = ready;
         let commands = skills::with_prompts(commands, &hub.prompt_commands());
         let forwarded_hub = hub.clone();
@@ -192,6 +193,7 @@ impl Agent {
             model: &model,
             mode,
             prompt,
+            hooks,
         };
         let settings = self.session_settings(&config, own, &stores, &shell, checkpoints);
         let (events_tx, events_rx) = mpsc::channel(256);
@@ -202,9 +204,7 @@ impl Agent {
         tracing::info!(session = %id, cwd = %cwd.display(), model = %model, "session started");
         self.outbox
             .push(SessionNotification::new(session_id.clone(), commands));
-        let mut warnings = mcp_warnings;
-        warnings.extend(super::trust::notice(&trust));
-        self.first_notices(&session_id, &config, &shell, warnings);
+        self.first_notices(&session_id, &config, &shell, mcp_warnings);
         self.sign_in_after_answer(&session_id, hub);
         let live = LiveSession {
             handle,
@@ -328,6 +328,7 @@ impl Agent {
             model,
             mode,
             prompt,
+            hooks,
         } = own;
         SessionSettings {
             id: id.to_string(),
@@ -362,6 +363,7 @@ impl Agent {
             images: config.supports_images,
             shell: shell.clone(),
             checkpoints,
+            hooks,
         }
     }
 
@@ -617,6 +619,7 @@ pub(super) async fn ready_session(
         shell,
         checkpoints,
         trust,
+        hooks,
     } = prepare_session(placed, cwd, &roots, &chrono_today()).await?;
     context.providers.apply(&mut config);
     if let Some(error) = super::capabilities::no_credentials(&config) {
@@ -624,7 +627,14 @@ pub(super) async fn ready_session(
     }
     // The server's window, when it has answered; else the session is sized when it does.
     let window = context.windows.apply_if_known(&mut config);
-    let mcp = mcp::connect(mcp_servers, &config, context.caps.elicitation_form).await;
+    let mut mcp = mcp::connect(mcp_servers, &config, context.caps.elicitation_form).await;
+    // Told with the session's first notices: what its folder's trust left out.
+    let (hooks, hooks_problem) = hooks;
+    mcp.1.extend(
+        super::trust::notice(&trust)
+            .into_iter()
+            .chain(hooks_problem),
+    );
     Ok(Ready {
         config,
         system_prompt,
@@ -635,6 +645,7 @@ pub(super) async fn ready_session(
         checkpoints,
         window,
         trust,
+        hooks,
     })
 }
 
@@ -649,6 +660,8 @@ pub(super) struct Prepared {
     shell: Arc<talaria_tools::shell::Shell>,
     checkpoints: Option<Arc<talaria_engine::Checkpoints>>,
     trust: talaria_engine::TrustAssessment,
+    /// The user's hooks, and a trusted project's; what could not be read of the project's.
+    hooks: (Arc<talaria_engine::Hooks>, Option<String>),
 }
 
 /// A session's place, read first (the trust question needs it): the configuration, how its
@@ -675,6 +688,8 @@ pub(super) struct Ready {
     window: Option<server_window::PendingWindow>,
     /// Its folder's trust: what of the folder's own files it loaded.
     trust: talaria_engine::TrustAssessment,
+    /// Its hooks: the user's, and a trusted project's.
+    hooks: Arc<talaria_engine::Hooks>,
 }
 
 impl Ready {
@@ -714,6 +729,7 @@ struct SessionOwn<'a> {
     model: &'a str,
     mode: talaria_engine::Mode,
     prompt: AssembledPrompt,
+    hooks: Arc<talaria_engine::Hooks>,
 }
 
 struct AssembledPrompt {
@@ -841,6 +857,7 @@ async fn prepare_session(
             &roots,
             shell.places(),
         ));
+        let hooks = session_hooks(&config, &cwd, &shell, &trust);
         Ok(Prepared {
             config,
             system_prompt,
@@ -848,6 +865,7 @@ async fn prepare_session(
             shell,
             checkpoints,
             trust,
+            hooks,
         })
     })
     .await;
@@ -856,6 +874,27 @@ async fn prepare_session(
             "preparing the session failed: {e}"
         )))
     })
+}
+
+/// The user's hooks, then a trusted project's (`.talaria/config.toml`); a project file that
+/// cannot be read adds none of its hooks and is told.
+fn session_hooks(
+    config: &Config,
+    cwd: &std::path::Path,
+    shell: &talaria_tools::shell::Shell,
+    trust: &talaria_engine::TrustAssessment,
+) -> (Arc<talaria_engine::Hooks>, Option<String>) {
+    if !trust.loads_project() {
+        return (config.hooks.clone(), None);
+    }
+    match talaria_engine::project_hooks_of(cwd, shell.places()) {
+        Ok(project) if project.is_empty() => (config.hooks.clone(), None),
+        Ok(project) => (Arc::new((*config.hooks).clone().and(project)), None),
+        Err(e) => (
+            config.hooks.clone(),
+            Some(format!("The project's hooks were not loaded: {e}")),
+        ),
+    }
 }
 
 fn chrono_today() -> String {

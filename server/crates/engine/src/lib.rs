@@ -17,6 +17,7 @@ mod context;
 mod credentials;
 mod events;
 mod grounding;
+mod hooks;
 mod intent;
 mod journal;
 mod model_call;
@@ -61,6 +62,9 @@ pub use events::{
     CompactionStatus, CompactionView, ContextUse, EngineEvent, LimitsView, NoticeLevel, Signal,
     StopReason, SubagentMessage, SubagentStop, SubagentView, ToolCallView, TurnError, TurnId,
     TurnUsage, limits_pool,
+};
+pub use hooks::{
+    HookConfigError, HookEvent, HookOrigin, Hooks, claude_names, project_hooks as project_hooks_of,
 };
 pub use journal::{ANSWER_DEADLINE, Journal, READ_DEADLINE, SessionJournal};
 pub use model_call::CallError;

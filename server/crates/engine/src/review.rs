@@ -74,6 +74,8 @@ impl ReviewJob {
             delegation: crate::client::Delegation::default(),
             // A review touches only the skill and memory stores, never the workspace.
             checkpoints: None,
+            // Nor do the user's hooks see its calls: they are not the conversation's.
+            hooks: Arc::default(),
             ..settings.clone()
         }
     }

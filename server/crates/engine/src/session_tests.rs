@@ -127,6 +127,7 @@ fn settings_in(cwd: &std::path::Path, mode: Mode) -> SessionSettings {
         shell: Arc::default(),
         checkpoints: None,
         single_slot: false,
+        hooks: Arc::default(),
     }
 }
 

@@ -64,6 +64,8 @@ pub struct SessionSettings {
     /// What the session's calls keep of the files they change, for a rewind to put back
     /// (`None`: no checkpoints).
     pub checkpoints: Option<Arc<crate::checkpointing::Checkpoints>>,
+    /// The user's hooks (and a trusted project's) around the session's events.
+    pub hooks: Arc<crate::hooks::Hooks>,
 }
 
 /// What the user sent: as received (kept in the record) and as the model sees it.

@@ -638,6 +638,12 @@ impl Turn<'_> {
                 .as_ref()
                 .map(|c| (c, self.settings.id.as_str())),
             changes: std::sync::Mutex::default(),
+            hooks: crate::orchestrator::ToolHooks {
+                hooks: &self.settings.hooks,
+                session_id: &self.settings.id,
+            },
+            hook_notes: std::sync::Mutex::default(),
+            hook_context: std::sync::Mutex::default(),
         };
         let report = {
             let batch = orchestrator.run_batch(calls);

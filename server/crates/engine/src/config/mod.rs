@@ -183,6 +183,8 @@ pub struct Config {
     pub store: StoreConfig,
     /// Record every session's model calls into this directory (`[record] dir`).
     pub record_dir: Option<PathBuf>,
+    /// The user's hooks (`[[hooks.EVENT]]`).
+    pub hooks: std::sync::Arc<crate::hooks::Hooks>,
 }
 
 /// `[store]`: the embedded SQLite file under `TALARIA_HOME`, or a PostgreSQL database shared

@@ -230,6 +230,13 @@ pub const SETTINGS: &[Setting] = &[
         "",
         "The token encoding counted for a model.",
     ),
+    s(
+        "hooks",
+        "tables: `[[hooks.EVENT]]` with `matcher`, `command`, `timeout_s`",
+        "none",
+        "",
+        "Your commands around the session's events, with Claude Code's contract (a trusted project's `.talaria/config.toml` may add its own): see [hooks.md](hooks.md).",
+    ),
     // The services' endpoints.
     s(
         "openai.base_url",

@@ -379,6 +379,8 @@ impl Config {
             sandbox: sandbox_config(file.sandbox, env)?,
             store: store_of(file.store, env)?,
             record_dir: file.record.dir,
+            hooks: crate::hooks::user_hooks(file.hooks.as_ref())
+                .map_err(|e| ConfigError::value(format!("hooks.{}", e.key), "…", e.why))?,
             shell_environment,
             compression: compression_settings(&file.compression)?,
             tokenizers: tokenizers_of(&file.tokenizers)?,

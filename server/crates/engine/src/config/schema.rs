@@ -165,6 +165,9 @@ pub(super) struct FileConfig {
     pub(super) store: FileStore,
     #[serde(default)]
     pub(super) record: FileRecord,
+    /// `[[hooks.EVENT]]`: read by `crate::hooks` (its own module, its own checks).
+    #[serde(default)]
+    pub(super) hooks: Option<toml::Table>,
 }
 
 /// `[record]`: every session's model calls recorded into `dir` (as `talaria acp --record`).

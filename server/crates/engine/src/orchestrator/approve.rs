@@ -35,8 +35,14 @@ impl Orchestrator<'_> {
             .is_some_and(|n| *n >= MAX_IDENTICAL_FAILURES)
     }
 
-    /// Decides a call; `Err` carries the result of a call that must not run.
-    pub(super) async fn approve(&self, call: &Prepared) -> Result<(), ToolOutcome> {
+    /// Decides a call, with what its hooks decided (an allow spares a question, an ask asks
+    /// where the policy would not; neither changes a refusal); `Err` carries the result of a
+    /// call that must not run.
+    pub(super) async fn approve(
+        &self,
+        call: &Prepared,
+        stance: super::hooked::HookStance,
+    ) -> Result<(), ToolOutcome> {
         if self.is_repeated(call) {
             return Err(ToolOutcome::failed(REPEATED_FAILURE));
         }
@@ -55,6 +61,10 @@ impl Orchestrator<'_> {
             approval::decide(mode, &facts, rules, self.roots, self.secrets, wall)
         });
         match verdict {
+            Verdict::Allow if stance.ask => {
+                let reason = Some("a hook asks for your answer".to_string());
+                self.ask(call, &facts, reason, false).await
+            }
             Verdict::Allow => Ok(()),
             Verdict::Deny(why) => Err(ToolOutcome::failed(why)),
             Verdict::Ask {
@@ -69,7 +79,7 @@ impl Orchestrator<'_> {
                 }
                 // Nor about an edit that changes nothing (the content the file holds), where
                 // reading the file tells the model nothing it may not read unasked.
-                if self.changes_nothing(call, &facts).await {
+                if self.changes_nothing(call, &facts).await || stance.allow {
                     return Ok(());
                 }
                 self.ask(call, &facts, reason, always_possible).await

@@ -13,10 +13,12 @@
 //! when the turn is cancelled part-way (the rest get a "cancelled" result).
 
 mod approve;
+mod hooked;
 mod plan;
 mod report;
 mod run;
 
+pub(crate) use hooked::ToolHooks;
 use plan::plan_groups;
 
 use std::collections::HashMap;
@@ -74,6 +76,12 @@ pub(crate) struct Orchestrator<'a> {
     pub checkpoints: Option<(&'a Arc<crate::checkpointing::Checkpoints>, &'a str)>,
     /// The files each call changed, by its unique id (for its record entry).
     pub changes: std::sync::Mutex<HashMap<String, Vec<talaria_record::FileChange>>>,
+    /// The session's hooks.
+    pub hooks: ToolHooks<'a>,
+    /// What each call's hooks decided, for its card, by its unique id.
+    pub hook_notes: std::sync::Mutex<HashMap<String, Vec<String>>>,
+    /// What each call's hooks add for the model after its result, by its unique id.
+    pub hook_context: std::sync::Mutex<HashMap<String, Vec<String>>>,
 }
 
 /// What a batch did: one record entry per call in the model's order, and what the turn
@@ -155,7 +163,7 @@ impl Orchestrator<'_> {
         for (id, call, announced) in calls {
             prepared.push(self.prepare(id, call, announced).await);
         }
-        let outcomes = self.run_groups(&prepared).await;
+        let outcomes = self.run_groups(&mut prepared).await;
         let mut report = BatchReport {
             cancelled: self.cancel.is_cancelled(),
             repeated: prepared
@@ -237,18 +245,30 @@ impl Orchestrator<'_> {
         }
     }
 
-    /// Decides and runs the calls group by group (a group's approved calls at once); a call
-    /// left `None` never ran because the turn was cancelled.
-    async fn run_groups(&self, prepared: &[Prepared]) -> Vec<Option<(ToolOutcome, ToolDisplay)>> {
+    /// Decides and runs the calls group by group (a group's approved calls at once; a call
+    /// whose input a hook replaced alone after them, since its paths were not the ones the
+    /// group was planned on); a call left `None` never ran because the turn was cancelled.
+    async fn run_groups(
+        &self,
+        prepared: &mut [Prepared],
+    ) -> Vec<Option<(ToolOutcome, ToolDisplay)>> {
         let mut outcomes: Vec<Option<(ToolOutcome, ToolDisplay)>> = vec![None; prepared.len()];
         for group in plan_groups(prepared) {
-            let mut approved = Vec::new();
+            let (mut approved, mut alone) = (Vec::new(), Vec::new());
             for &index in &group {
                 if self.cancel.is_cancelled() {
                     break;
                 }
-                match self.approve(&prepared[index]).await {
-                    Ok(()) => approved.push(index),
+                let decided = match self.pre_tool_hooks(&mut prepared[index]).await {
+                    Ok(stance) => self
+                        .approve(&prepared[index], stance)
+                        .await
+                        .map(|()| stance.rewritten),
+                    Err(blocked) => Err(blocked),
+                };
+                match decided {
+                    Ok(false) => approved.push(index),
+                    Ok(true) => alone.push(index),
                     Err(outcome) => {
                         let display = self.finish(&prepared[index], &outcome).await;
                         outcomes[index] = Some((outcome, display));
@@ -262,6 +282,12 @@ impl Orchestrator<'_> {
             let results = futures_util::future::join_all(runs).await;
             for (index, outcome) in approved.into_iter().zip(results) {
                 outcomes[index] = Some(outcome);
+            }
+            for index in alone {
+                if self.cancel.is_cancelled() {
+                    break;
+                }
+                outcomes[index] = Some(self.execute(&prepared[index]).await);
             }
         }
         outcomes

@@ -20,7 +20,12 @@ impl Orchestrator<'_> {
                 skills_changed |= matches!(kept, talaria_tools::Kept::Skill { live: true });
             }
         }
-        let display = display_of(call, outcome);
+        let mut display = display_of(call, outcome);
+        if let Some(notes) = self.hook_notes(call) {
+            display
+                .content
+                .insert(0, DisplayContent::Text { text: notes });
+        }
         self.emit(EngineEvent::ToolCallFinished {
             id: call.id.clone(),
             status: outcome.status,

@@ -28,6 +28,8 @@ impl Orchestrator<'_> {
             ctx.unconfined = true;
             outcome = self.run_streaming(call, ctx).await;
         }
+        // Before the checkpoint: what a hook changes (a formatter) is the call's change.
+        self.post_tool_hooks(call, &mut outcome).await;
         self.checkpoint_after(call, before).await;
         let display = self.finish(call, &outcome).await;
         (outcome, display)

@@ -127,6 +127,9 @@ pub fn spawn_session_with(
             settings.system_prompt = sizing.system_prompt;
             registry = sizing.registry;
         }
+        if start.history.is_none() {
+            start_hooks(&mut settings, &events).await;
+        }
         let published = Published::new(view, rules);
         let parts = ActorParts {
             settings,
@@ -145,6 +148,37 @@ pub fn spawn_session_with(
         actor.run(receiver).await;
     });
     handle
+}
+
+/// A new session's `SessionStart` hooks: what they add reaches its system prompt; their
+/// messages and failures are told.
+async fn start_hooks(settings: &mut SessionSettings, events: &mpsc::Sender<EngineEvent>) {
+    if settings.hooks.is_empty() {
+        return;
+    }
+    let outcome = crate::hooks::run_event(
+        &settings.hooks,
+        crate::hooks::HookEvent::SessionStart,
+        serde_json::json!({"source": "startup"}),
+        &settings.id,
+        &settings.cwd,
+        &settings.shell,
+    )
+    .await;
+    if !outcome.context.is_empty() {
+        settings.system_prompt.push_str(&format!(
+            "\n\n# From the user's SessionStart hooks\n\n{}",
+            outcome.context.join("\n\n")
+        ));
+    }
+    for message in outcome.notices.into_iter().chain(outcome.blocked) {
+        let _ = events
+            .send(EngineEvent::Notice {
+                level: crate::events::NoticeLevel::Warning,
+                message,
+            })
+            .await;
+    }
 }
 
 /// What a session actor is built from, besides how it starts.

@@ -1,0 +1,384 @@
+//! Hooks with Claude Code's contract: the user's own commands around a session's events
+//! (`SessionStart`, `UserPromptSubmit`, `PreToolUse`, `PostToolUse`, `Stop`, `SubagentStop`,
+//! `PreCompact`, `SessionEnd`, `Notification`), declared in `config.toml` as
+//! `[[hooks.PreToolUse]] matcher = "terminal|write_file"`, `command`, `timeout_s` — and, once
+//! its folder is trusted, in a project's `.talaria/config.toml`. Each gets the event as JSON
+//! on stdin and answers with its exit code (0 goes on, 2 blocks with stderr as the reason,
+//! anything else is an error that blocks nothing) and, on exit 0, optionally JSON on stdout
+//! (`hookSpecificOutput.permissionDecision`, `updatedInput`, `additionalContext`, `decision`,
+//! `systemMessage`). A matcher is a regular expression on the whole tool name, Talaria's or
+//! Claude Code's for it ([`claude_names`]), so existing matchers work unchanged.
+
+mod answer;
+mod run;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use answer::{Decision, HookAnswer};
+pub use run::{HookRun, run_hook};
+
+/// The longest a hook may run unless it says otherwise (Claude Code's default).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The events a hook can be declared for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HookEvent {
+    SessionStart,
+    UserPromptSubmit,
+    PreToolUse,
+    PostToolUse,
+    Stop,
+    SubagentStop,
+    PreCompact,
+    SessionEnd,
+    Notification,
+}
+
+impl HookEvent {
+    pub const ALL: [HookEvent; 9] = [
+        Self::SessionStart,
+        Self::UserPromptSubmit,
+        Self::PreToolUse,
+        Self::PostToolUse,
+        Self::Stop,
+        Self::SubagentStop,
+        Self::PreCompact,
+        Self::SessionEnd,
+        Self::Notification,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SessionStart => "SessionStart",
+            Self::UserPromptSubmit => "UserPromptSubmit",
+            Self::PreToolUse => "PreToolUse",
+            Self::PostToolUse => "PostToolUse",
+            Self::Stop => "Stop",
+            Self::SubagentStop => "SubagentStop",
+            Self::PreCompact => "PreCompact",
+            Self::SessionEnd => "SessionEnd",
+            Self::Notification => "Notification",
+        }
+    }
+
+    pub fn named(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|e| e.as_str() == name)
+    }
+
+    /// Whether a matcher means anything for the event (tools' names).
+    fn matches_tools(self) -> bool {
+        matches!(self, Self::PreToolUse | Self::PostToolUse)
+    }
+}
+
+/// Claude Code's names for a Talaria tool (what its hooks' matchers and scripts expect).
+pub fn claude_names(tool: &str) -> &'static [&'static str] {
+    match tool {
+        "terminal" => &["Bash"],
+        "patch" => &["Edit", "MultiEdit"],
+        "write_file" => &["Write"],
+        "read_file" => &["Read"],
+        "search_files" => &["Grep", "Glob"],
+        "delegate_task" => &["Task"],
+        "todo" => &["TodoWrite"],
+        _ => &[],
+    }
+}
+
+/// Where a hook was declared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HookOrigin {
+    /// The user's `config.toml`.
+    User,
+    /// A trusted project's `.talaria/config.toml`.
+    Project(PathBuf),
+}
+
+/// One declared hook.
+#[derive(Debug, Clone)]
+pub struct Hook {
+    pub event: HookEvent,
+    /// The matcher as written (empty or `*`: every tool).
+    pub matcher: String,
+    matcher_regex: Option<regex::Regex>,
+    pub command: String,
+    pub timeout: Duration,
+    pub origin: HookOrigin,
+}
+
+impl PartialEq for Hook {
+    fn eq(&self, other: &Self) -> bool {
+        (
+            self.event,
+            &self.matcher,
+            &self.command,
+            self.timeout,
+            &self.origin,
+        ) == (
+            other.event,
+            &other.matcher,
+            &other.command,
+            other.timeout,
+            &other.origin,
+        )
+    }
+}
+
+impl Hook {
+    /// Whether the hook is for `tool` (events without tools match always).
+    pub fn matches(&self, tool: Option<&str>) -> bool {
+        let (Some(regex), Some(tool), true) =
+            (&self.matcher_regex, tool, self.event.matches_tools())
+        else {
+            return true;
+        };
+        regex.is_match(tool) || claude_names(tool).iter().any(|name| regex.is_match(name))
+    }
+
+    /// The hook as a card or a notice names it.
+    pub fn shown(&self) -> String {
+        let command = talaria_util::head(&self.command, 60)
+            .map(|(head, _)| format!("{head}…"))
+            .unwrap_or_else(|| self.command.clone());
+        match &self.origin {
+            HookOrigin::User => format!("{} hook `{command}`", self.event.as_str()),
+            HookOrigin::Project(_) => {
+                format!("{} hook `{command}` (project)", self.event.as_str())
+            }
+        }
+    }
+}
+
+/// A declaration that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("hooks.{key}: {why}")]
+pub struct HookConfigError {
+    pub key: String,
+    pub why: String,
+}
+
+/// A session's hooks: the user's first, then a trusted project's.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Hooks {
+    pub hooks: Vec<Hook>,
+}
+
+impl Hooks {
+    /// The hooks declared under `[hooks]` (a TOML table: event name → array of tables).
+    pub fn from_toml(table: &toml::Table, origin: HookOrigin) -> Result<Self, HookConfigError> {
+        let mut hooks = Vec::new();
+        for (name, entries) in table {
+            let event = HookEvent::named(name).ok_or_else(|| HookConfigError {
+                key: name.clone(),
+                why: format!(
+                    "unknown event; expected one of {}",
+                    HookEvent::ALL.map(HookEvent::as_str).join(", ")
+                ),
+            })?;
+            let entries = entries.as_array().ok_or_else(|| HookConfigError {
+                key: name.clone(),
+                why: "expected an array of tables ([[hooks.EVENT]])".into(),
+            })?;
+            for (index, entry) in entries.iter().enumerate() {
+                let key = format!("{name}[{index}]");
+                hooks.extend(entry_hooks(event, entry, &key, &origin)?);
+            }
+        }
+        Ok(Self { hooks })
+    }
+
+    /// These hooks, then `more`.
+    pub fn and(mut self, more: Hooks) -> Self {
+        self.hooks.extend(more.hooks);
+        self
+    }
+
+    /// The hooks for `event` (and `tool`), in order.
+    pub fn for_event<'a>(
+        &'a self,
+        event: HookEvent,
+        tool: Option<&'a str>,
+    ) -> impl Iterator<Item = &'a Hook> + 'a {
+        self.hooks
+            .iter()
+            .filter(move |hook| hook.event == event && hook.matches(tool))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.hooks.is_empty()
+    }
+}
+
+/// The hooks of one `[[hooks.EVENT]]` entry: `command` (with `matcher`, `timeout_s`), or
+/// Claude Code's shape, `hooks = [{type = "command", command, timeout}]` under a `matcher`.
+fn entry_hooks(
+    event: HookEvent,
+    entry: &toml::Value,
+    key: &str,
+    origin: &HookOrigin,
+) -> Result<Vec<Hook>, HookConfigError> {
+    let error = |why: &str| HookConfigError {
+        key: key.to_string(),
+        why: why.to_string(),
+    };
+    let table = entry.as_table().ok_or_else(|| error("expected a table"))?;
+    let matcher = match table.get("matcher") {
+        None => String::new(),
+        Some(value) => value
+            .as_str()
+            .ok_or_else(|| error("matcher must be a string"))?
+            .to_string(),
+    };
+    let matcher_regex = compiled(&matcher).map_err(|e| {
+        error(&format!(
+            "matcher {matcher:?} is not a regular expression: {e}"
+        ))
+    })?;
+    let commands: Vec<&toml::Table> = match table.get("hooks") {
+        Some(inner) => inner
+            .as_array()
+            .ok_or_else(|| error("hooks must be an array of tables"))?
+            .iter()
+            .map(|h| {
+                h.as_table()
+                    .ok_or_else(|| error("hooks must be an array of tables"))
+            })
+            .collect::<Result<_, _>>()?,
+        None => vec![table],
+    };
+    let mut hooks = Vec::new();
+    for command_table in commands {
+        if let Some(kind) = command_table.get("type").and_then(toml::Value::as_str)
+            && kind != "command"
+        {
+            return Err(error(&format!(
+                "type {kind:?} is not supported (only \"command\")"
+            )));
+        }
+        let command = command_table
+            .get("command")
+            .and_then(toml::Value::as_str)
+            .filter(|c| !c.trim().is_empty())
+            .ok_or_else(|| error("command (a non-empty string) is required"))?;
+        let timeout = match command_table
+            .get("timeout_s")
+            .or_else(|| command_table.get("timeout"))
+        {
+            None => DEFAULT_TIMEOUT,
+            Some(value) => match value
+                .as_integer()
+                .or_else(|| value.as_float().map(|f| f as i64))
+            {
+                Some(secs) if secs > 0 => Duration::from_secs(secs as u64),
+                _ => return Err(error("timeout_s must be a positive number of seconds")),
+            },
+        };
+        hooks.push(Hook {
+            event,
+            matcher: matcher.clone(),
+            matcher_regex: matcher_regex.clone(),
+            command: command.to_string(),
+            timeout,
+            origin: origin.clone(),
+        });
+    }
+    Ok(hooks)
+}
+
+/// A matcher as a whole-name regular expression; `None` matches everything.
+fn compiled(matcher: &str) -> Result<Option<regex::Regex>, regex::Error> {
+    let matcher = matcher.trim();
+    if matcher.is_empty() || matcher == "*" {
+        return Ok(None);
+    }
+    regex::Regex::new(&format!("^(?:{matcher})$")).map(Some)
+}
+
+/// The user's hooks, from `config.toml`'s `[hooks]` (none without one).
+pub fn user_hooks(table: Option<&toml::Table>) -> Result<Arc<Hooks>, HookConfigError> {
+    Ok(Arc::new(match table {
+        Some(table) => Hooks::from_toml(table, HookOrigin::User)?,
+        None => Hooks::default(),
+    }))
+}
+
+/// What the hooks of an event without a tool said.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EventOutcome {
+    /// What they add to the conversation (`additionalContext`, or plain stdout where
+    /// Claude Code takes it as context).
+    pub context: Vec<String>,
+    /// The first block's reason (exit 2, `decision: "block"`, `continue: false`).
+    pub blocked: Option<String>,
+    /// What to tell the user: their `systemMessage`s and their failures.
+    pub notices: Vec<String>,
+}
+
+/// Runs the hooks of `event` in order, each reading `payload` (to which the common fields
+/// are added); stops at the first that blocks.
+pub async fn run_event(
+    hooks: &Hooks,
+    event: HookEvent,
+    mut payload: serde_json::Value,
+    session_id: &str,
+    cwd: &Path,
+    shell: &talaria_tools::shell::Shell,
+) -> EventOutcome {
+    let mut outcome = EventOutcome::default();
+    let plain_context = matches!(event, HookEvent::SessionStart | HookEvent::UserPromptSubmit);
+    payload["session_id"] = serde_json::json!(session_id);
+    payload["transcript_path"] = serde_json::json!("");
+    payload["cwd"] = serde_json::json!(cwd);
+    payload["hook_event_name"] = serde_json::json!(event.as_str());
+    for hook in hooks.for_event(event, None) {
+        let run = run_hook(hook, &payload, cwd, shell).await;
+        let answer = HookAnswer::of(&run, plain_context);
+        outcome.notices.extend(answer.system_message.clone());
+        if let Some(error) = &answer.error {
+            outcome
+                .notices
+                .push(format!("The {} failed: {error}", hook.shown()));
+        }
+        outcome.context.extend(answer.context.clone());
+        if let Some(reason) = answer.blocked.or(answer.stop) {
+            outcome.blocked = Some(format!("{}: {reason}", hook.shown()));
+            break;
+        }
+    }
+    outcome
+}
+
+/// The hooks of a trusted project: `[hooks]` of `<cwd>/.talaria/config.toml`, read below
+/// the folder held with no link followed. Missing file: none. Call it off the runtime thread.
+pub fn project_hooks(
+    cwd: &Path,
+    places: Arc<dyn talaria_files::Places>,
+) -> Result<Hooks, HookConfigError> {
+    let path = cwd.join(".talaria/config.toml");
+    let error = |why: String| HookConfigError {
+        key: format!("(in {})", path.display()),
+        why,
+    };
+    let root = talaria_files::Root::open(cwd, places).map_err(|e| error(e.to_string()))?;
+    let file = match root.open_read(Path::new(".talaria/config.toml")) {
+        Ok((file, _)) => file,
+        Err(talaria_files::FileError::NotFound(_)) => return Ok(Hooks::default()),
+        Err(e) => return Err(error(e.to_string())),
+    };
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut std::io::Read::take(file, 1 << 20), &mut text)
+        .map_err(|e| error(e.to_string()))?;
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| error(e.to_string()))?;
+    match table.get("hooks") {
+        None => Ok(Hooks::default()),
+        Some(toml::Value::Table(hooks)) => Hooks::from_toml(hooks, HookOrigin::Project(path)),
+        Some(_) => Err(error("[hooks] must be a table".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests;

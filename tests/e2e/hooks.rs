@@ -1,0 +1,271 @@
+//! Hooks with Claude Code's contract: the user's commands block a call (the model reads why),
+//! replace its input, format what it wrote, add to the system prompt; a hook that hangs is
+//! ended, one that looks for the provider key finds none, a Claude Code script runs
+//! unchanged, and a project's hooks run only once its folder is trusted.
+
+use serde_json::{Value, json};
+use talaria_harness::MockReply;
+
+use crate::support::*;
+
+/// A config with `hooks` (TOML) in yolo mode (no questions), the key in the file too.
+fn config_with(env: &TestEnv, hooks: &str) {
+    env.write_config(&format!(
+        "mode = \"yolo\"\n[openai]\napi_key = \"sk-file-KEY-4242\"\n{hooks}"
+    ));
+}
+
+/// A script file in the workspace's `.claude/hooks`, executable.
+fn script(env: &TestEnv, name: &str, text: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = env.workspace.path().join(".claude/hooks");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("script");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    path.display().to_string()
+}
+
+/// The finished card of call `id`, as text.
+fn card(updates: &[Value], id: &str) -> String {
+    card_state(updates, id).to_string()
+}
+
+#[tokio::test]
+async fn a_pre_tool_use_hook_blocks_rm_and_the_model_reads_why() {
+    let env = TestEnv::new(vec![
+        MockReply::tool_call("c1", "terminal", json!({"command": "rm -f precious.txt"})),
+        MockReply::text(&["understood"]),
+    ])
+    .await;
+    std::fs::write(env.workspace.path().join("precious.txt"), "keep").expect("write");
+    let guard = script(
+        &env,
+        "no-rm.sh",
+        "#!/bin/sh\ninput=$(cat)\ncase \"$input\" in *'\"command\":\"rm '*) \
+         echo 'rm is not allowed in this project; move files to trash/ instead' >&2; exit 2;; esac\n\
+         exit 0\n",
+    );
+    config_with(
+        &env,
+        &format!("[[hooks.PreToolUse]]\nmatcher = \"terminal\"\ncommand = \"{guard}\"\n"),
+    );
+    let (mut agent, session) = env.session().await;
+    let (response, updates) = prompt(&mut agent, &session, "clean up").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    assert!(env.workspace.path().join("precious.txt").exists(), "rm ran");
+    let read = tool_results(&env.mock, 1).join("\n");
+    assert!(read.contains("rm is not allowed in this project"), "{read}");
+    let shown = card(&updates, "c1");
+    assert!(
+        shown.contains("PreToolUse hook") && shown.contains("blocked"),
+        "{shown}"
+    );
+    assert_clean_stdout(&agent);
+}
+
+#[tokio::test]
+async fn a_hook_rewrites_a_path_and_a_post_hook_formats_the_written_file() {
+    let env = TestEnv::new(vec![
+        MockReply::tool_call(
+            "w1",
+            "write_file",
+            json!({"path": "notes.txt", "content": "draft   \nline two\t\n"}),
+        ),
+        MockReply::text(&["written"]),
+    ])
+    .await;
+    std::fs::create_dir_all(env.workspace.path().join("drafts")).expect("mkdir");
+    // Every write goes under drafts/; every written file loses its trailing blanks.
+    let rewrite = script(
+        &env,
+        "to-drafts.sh",
+        "#!/bin/sh\njq -c '. as $e | {hookSpecificOutput: {hookEventName: \"PreToolUse\", \
+         permissionDecision: \"allow\", updatedInput: ($e.tool_input | .file_path = \
+         ($e.cwd + \"/drafts/\" + (.file_path | split(\"/\") | last)) | del(.path))}}'\n",
+    );
+    let format = script(
+        &env,
+        "format.sh",
+        "#!/bin/sh\nf=$(jq -r .tool_input.file_path)\nsed -i 's/[[:space:]]*$//' \"$f\"\n",
+    );
+    config_with(
+        &env,
+        &format!(
+            "[[hooks.PreToolUse]]\nmatcher = \"Write\"\ncommand = \"{rewrite}\"\n\
+             [[hooks.PostToolUse]]\nmatcher = \"Write|Edit\"\ncommand = \"{format}\"\n"
+        ),
+    );
+    let (mut agent, session) = env.session().await;
+    let (response, updates) = prompt(&mut agent, &session, "write notes").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    assert!(!env.workspace.path().join("notes.txt").exists());
+    let written = std::fs::read_to_string(env.workspace.path().join("drafts/notes.txt"))
+        .expect("the rewritten path was written");
+    assert_eq!(written, "draft\nline two\n");
+    let shown = card(&updates, "w1");
+    assert!(shown.contains("replaced its input"), "{shown}");
+    assert!(shown.contains("PostToolUse hook"), "{shown}");
+    assert_clean_stdout(&agent);
+}
+
+#[tokio::test]
+async fn a_session_start_hooks_output_reaches_the_system_prompt() {
+    let env = TestEnv::new(vec![MockReply::text(&["hi"])]).await;
+    config_with(
+        &env,
+        "[[hooks.SessionStart]]\ncommand = \"echo 'Current sprint: PAPAYA-7'\"\n",
+    );
+    let (mut agent, session) = env.session().await;
+    let (response, _) = prompt(&mut agent, &session, "hello").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let system = env.mock.requests()[0].body["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(system.contains("Current sprint: PAPAYA-7"), "{system}");
+    assert_clean_stdout(&agent);
+}
+
+#[tokio::test]
+async fn a_hook_that_hangs_is_ended_at_its_timeout_and_its_call_does_not_run() {
+    let env = TestEnv::new(vec![
+        MockReply::tool_call("c1", "terminal", json!({"command": "touch ran.txt"})),
+        MockReply::text(&["ok"]),
+    ])
+    .await;
+    config_with(
+        &env,
+        "[[hooks.PreToolUse]]\nmatcher = \"Bash\"\ncommand = \"sleep 4242 & sleep 4243\"\ntimeout_s = 1\n",
+    );
+    let (mut agent, session) = env.session().await;
+    let started = std::time::Instant::now();
+    let (response, updates) = prompt(&mut agent, &session, "touch").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(15));
+    assert!(
+        !env.workspace.path().join("ran.txt").exists(),
+        "fails closed"
+    );
+    let read = tool_results(&env.mock, 1).join("\n");
+    assert!(read.contains("could not decide"), "{read}");
+    assert!(
+        card(&updates, "c1").contains("timeout"),
+        "{}",
+        card(&updates, "c1")
+    );
+    let told: Vec<String> = updates.iter().filter_map(notice_text).collect();
+    assert!(told.iter().any(|t| t.contains("timeout")), "{told:?}");
+    // Nothing it started is left running.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(
+        tagged_processes("sleep 424").is_empty(),
+        "{:?}",
+        tagged_processes("sleep 424")
+    );
+    assert_clean_stdout(&agent);
+}
+
+#[tokio::test]
+async fn a_hook_never_sees_the_provider_key() {
+    if !sandbox_enforced() {
+        return;
+    }
+    let env = TestEnv::new(vec![MockReply::text(&["hi"])]).await;
+    let home = env.home.path().join("talaria");
+    let leak = env.workspace.path().join("leak.txt");
+    config_with(
+        &env,
+        &format!(
+            "[[hooks.SessionStart]]\ncommand = \"{{ env; cat {}/config.toml; }} > {} 2>&1; true\"\n",
+            home.display(),
+            leak.display()
+        ),
+    );
+    let (mut agent, session) = env.session().await;
+    let (response, _) = prompt(&mut agent, &session, "hello").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let seen = std::fs::read_to_string(&leak).expect("the hook ran");
+    assert!(seen.contains("CLAUDE_PROJECT_DIR="), "{seen}");
+    assert!(!seen.contains("test-key"), "the variable's key: {seen}");
+    assert!(!seen.contains("sk-file-KEY-4242"), "the file's key: {seen}");
+    assert_clean_stdout(&agent);
+}
+
+#[tokio::test]
+async fn a_claude_code_hook_script_runs_unchanged() {
+    let env = TestEnv::new(vec![
+        MockReply::tool_call("c1", "terminal", json!({"command": "git push --force"})),
+        MockReply::tool_call("c2", "terminal", json!({"command": "echo fine"})),
+        MockReply::text(&["done"]),
+    ])
+    .await;
+    // As a team keeps it for Claude Code: in .claude/hooks, reading the event with jq, its
+    // decision as JSON, registered in Claude Code's nested shape.
+    script(
+        &env,
+        "guard.sh",
+        r#"#!/usr/bin/env bash
+set -euo pipefail
+input=$(cat)
+tool=$(echo "$input" | jq -r '.tool_name')
+cmd=$(echo "$input" | jq -r '.tool_input.command // empty')
+if [[ "$tool" == "Bash" && "$cmd" == *"--force"* ]]; then
+  jq -n --arg r "Force-pushing is forbidden by team policy" \
+    '{hookSpecificOutput: {hookEventName: "PreToolUse", permissionDecision: "deny", permissionDecisionReason: $r}}'
+  exit 0
+fi
+exit 0
+"#,
+    );
+    config_with(
+        &env,
+        "[[hooks.PreToolUse]]\nmatcher = \"Bash\"\n\
+         hooks = [{type = \"command\", command = \"$CLAUDE_PROJECT_DIR/.claude/hooks/guard.sh\", timeout = 30}]\n",
+    );
+    let (mut agent, session) = env.session().await;
+    let (response, _) = prompt(&mut agent, &session, "push").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let first = tool_results(&env.mock, 1).join("\n");
+    assert!(
+        first.contains("Force-pushing is forbidden by team policy"),
+        "{first}"
+    );
+    let second = tool_results(&env.mock, 2).join("\n");
+    assert!(second.contains("fine"), "{second}");
+    assert_clean_stdout(&agent);
+}
+
+#[tokio::test]
+async fn a_project_hook_runs_only_once_the_folder_is_trusted() {
+    let env = TestEnv::new(vec![MockReply::text(&["one"]), MockReply::text(&["two"])]).await;
+    let project = env.workspace.path().join(".talaria");
+    std::fs::create_dir_all(&project).expect("mkdir");
+    std::fs::write(
+        project.join("config.toml"),
+        "[[hooks.SessionStart]]\ncommand = \"echo PROJECT-HOOK-RAN\"\n",
+    )
+    .expect("project config");
+    let (mut agent, session) = env.session().await;
+    prompt(&mut agent, &session, "hi").await;
+    let system = env.mock.requests()[0].body["messages"][0]["content"].to_string();
+    assert!(!system.contains("PROJECT-HOOK-RAN"), "{system}");
+    let told: Vec<String> = agent.updates().iter().filter_map(notice_text).collect();
+    assert!(
+        told.iter().any(|t| t.contains(".talaria/config.toml")),
+        "{told:?}"
+    );
+    env.trust_workspace();
+    let second = agent
+        .call(
+            "session/new",
+            json!({"cwd": env.workspace.path(), "mcpServers": []}),
+        )
+        .await
+        .expect("session");
+    let second = second["sessionId"].as_str().expect("id").to_string();
+    prompt(&mut agent, &second, "hi").await;
+    let system = env.mock.requests()[1].body["messages"][0]["content"].to_string();
+    assert!(system.contains("PROJECT-HOOK-RAN"), "{system}");
+    assert_clean_stdout(&agent);
+}
