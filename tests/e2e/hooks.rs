@@ -269,3 +269,89 @@ async fn a_project_hook_runs_only_once_the_folder_is_trusted() {
     assert!(system.contains("PROJECT-HOOK-RAN"), "{system}");
     assert_clean_stdout(&agent);
 }
+
+#[tokio::test]
+async fn a_prompt_hook_blocks_or_adds_context_and_a_stop_hook_sends_the_turn_on() {
+    let env = TestEnv::new(vec![
+        MockReply::text(&["hi"]),
+        MockReply::text(&["tests run"]),
+    ])
+    .await;
+    let submit = script(
+        &env,
+        "submit.sh",
+        "#!/bin/sh\ninput=$(cat)\ncase \"$input\" in *secret-project*) \
+         echo 'prompts about secret-project stay out of the model' >&2; exit 2;; esac\n\
+         echo 'Ticket: ABC-123'\n",
+    );
+    let stop = script(
+        &env,
+        "stop.sh",
+        "#!/bin/sh\ninput=$(cat)\ncase \"$input\" in *'\"stop_hook_active\":false'*) \
+         echo 'run the tests before you stop' >&2; exit 2;; esac\nexit 0\n",
+    );
+    config_with(
+        &env,
+        &format!(
+            "[[hooks.UserPromptSubmit]]\ncommand = \"{submit}\"\n[[hooks.Stop]]\ncommand = \"{stop}\"\n"
+        ),
+    );
+    let (mut agent, session) = env.session().await;
+    let (blocked, _) = prompt(&mut agent, &session, "what about secret-project?").await;
+    assert_eq!(stop_reason(&blocked), "refusal", "{blocked}");
+    assert!(
+        env.mock.requests().is_empty(),
+        "the blocked prompt reached the model"
+    );
+    let told: Vec<String> = agent.updates().iter().filter_map(notice_text).collect();
+    assert!(
+        told.iter().any(|t| t.contains("stay out of the model")),
+        "{told:?}"
+    );
+    let (answered, _) = prompt(&mut agent, &session, "hello").await;
+    assert_eq!(stop_reason(&answered), "end_turn", "{answered}");
+    let requests = env.mock.requests();
+    assert_eq!(requests.len(), 2, "the Stop hook sent the turn on once");
+    assert!(requests[0].body.to_string().contains("Ticket: ABC-123"));
+    assert!(
+        requests[1].body["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .is_some_and(|m| m.to_string().contains("run the tests before you stop")),
+        "{}",
+        requests[1].body
+    );
+    assert_clean_stdout(&agent);
+}
+
+#[tokio::test]
+async fn notification_and_session_end_hooks_run() {
+    let env = TestEnv::new(vec![
+        MockReply::tool_call("c1", "terminal", json!({"command": "touch asked.txt"})),
+        MockReply::text(&["done"]),
+    ])
+    .await;
+    let log = env.workspace.path().join("events.log");
+    let append = format!(
+        "jq -c '{{e: .hook_event_name, m: .message}}' >> {}",
+        log.display()
+    );
+    env.write_config(&format!(
+        "[[hooks.Notification]]\ncommand = \"{append}\"\n\
+         [[hooks.SessionEnd]]\ncommand = \"{append}\"\n"
+    ));
+    let (mut agent, session) = env.session().await;
+    let answer = prompt_allowing_once(&mut agent, &session, "touch it").await;
+    assert_eq!(stop_reason(&answer), "end_turn", "{answer}");
+    agent
+        .call("session/close", json!({"sessionId": session}))
+        .await
+        .expect("close");
+    let logged = std::fs::read_to_string(&log).expect("hooks ran");
+    assert!(
+        logged.contains("\"e\":\"Notification\"") && logged.contains("permission"),
+        "{logged}"
+    );
+    assert!(logged.contains("\"e\":\"SessionEnd\""), "{logged}");
+    assert_clean_stdout(&agent);
+}

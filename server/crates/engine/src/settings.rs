@@ -68,6 +68,18 @@ pub struct SessionSettings {
     pub hooks: Arc<crate::hooks::Hooks>,
 }
 
+impl SessionSettings {
+    /// Where the session's hooks run.
+    pub fn hook_scope(&self) -> crate::hooks::HookScope<'_> {
+        crate::hooks::HookScope {
+            hooks: &self.hooks,
+            session_id: &self.id,
+            cwd: &self.cwd,
+            shell: &self.shell,
+        }
+    }
+}
+
 /// What the user sent: as received (kept in the record) and as the model sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct UserInput {

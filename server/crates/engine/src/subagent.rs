@@ -576,6 +576,14 @@ impl Child<'_> {
             steering: &crate::steering::SteerInbox::default(),
         };
         let outcome = turn.run(UserInput::text(ask)).await.outcome;
+        settings
+            .hook_scope()
+            .run(
+                crate::hooks::HookEvent::SubagentStop,
+                serde_json::json!({"stop_hook_active": false}),
+                self.events,
+            )
+            .await;
         (outcome, usage)
     }
 }

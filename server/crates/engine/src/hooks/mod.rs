@@ -350,6 +350,48 @@ pub async fn run_event(
     outcome
 }
 
+/// Where a session's hooks run: its hooks, id, folder and shell.
+#[derive(Clone, Copy)]
+pub struct HookScope<'a> {
+    pub hooks: &'a Hooks,
+    pub session_id: &'a str,
+    pub cwd: &'a Path,
+    pub shell: &'a talaria_tools::shell::Shell,
+}
+
+impl HookScope<'_> {
+    /// Runs `event`'s hooks (none declared: nothing runs) and tells the user what they said
+    /// for them (messages, failures, a block) through `events`.
+    pub async fn run(
+        &self,
+        event: HookEvent,
+        payload: serde_json::Value,
+        events: &tokio::sync::mpsc::Sender<crate::events::EngineEvent>,
+    ) -> EventOutcome {
+        if self.hooks.for_event(event, None).next().is_none() {
+            return EventOutcome::default();
+        }
+        let outcome = run_event(
+            self.hooks,
+            event,
+            payload,
+            self.session_id,
+            self.cwd,
+            self.shell,
+        )
+        .await;
+        for message in outcome.notices.iter().chain(&outcome.blocked) {
+            let _ = events
+                .send(crate::events::EngineEvent::Notice {
+                    level: crate::events::NoticeLevel::Warning,
+                    message: message.clone(),
+                })
+                .await;
+        }
+        outcome
+    }
+}
+
 /// The hooks of a trusted project: `[hooks]` of `<cwd>/.talaria/config.toml`, read below
 /// the folder held with no link followed. Missing file: none. Call it off the runtime thread.
 pub fn project_hooks(

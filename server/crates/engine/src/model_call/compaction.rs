@@ -61,6 +61,24 @@ impl ModelCaller<'_> {
         }
     }
 
+    /// The session's `PreCompact` hooks, told what starts.
+    async fn pre_compact_hooks(&self, trigger: &Trigger) {
+        let Some((scope, events)) = self.hooks else {
+            return;
+        };
+        let (trigger_name, focus) = match trigger {
+            Trigger::Manual { focus } => ("manual", focus.clone()),
+            _ => ("auto", None),
+        };
+        let payload = serde_json::json!({
+            "trigger": trigger_name,
+            "custom_instructions": focus.unwrap_or_default(),
+        });
+        scope
+            .run(crate::hooks::HookEvent::PreCompact, payload, events)
+            .await;
+    }
+
     /// One compaction. `Err` says why the record is unchanged.
     pub(crate) async fn compact<S: CallSink>(
         &mut self,
@@ -69,6 +87,7 @@ impl ModelCaller<'_> {
         trigger: Trigger,
         sink: &mut S,
     ) -> Result<(), CompressError> {
+        self.pre_compact_hooks(&trigger).await;
         self.context.ensure_exact().await;
         self.context.compactions += 1;
         // Unique in the session across restarts: the record's last id, then the count.

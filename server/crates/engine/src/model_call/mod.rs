@@ -177,6 +177,11 @@ pub(crate) struct ModelCaller<'a> {
     /// The session's thought level, sent to the models that take it (a fallback of another
     /// family gets none).
     pub effort: Option<talaria_provider::Effort>,
+    /// The session's hooks, run before a compaction (`PreCompact`), and where they report.
+    pub hooks: Option<(
+        crate::hooks::HookScope<'a>,
+        &'a tokio::sync::mpsc::Sender<crate::events::EngineEvent>,
+    )>,
 }
 
 impl<'a> ModelCaller<'a> {
@@ -202,6 +207,7 @@ impl<'a> ModelCaller<'a> {
             spill_dir: None,
             steer_cut: None,
             effort: None,
+            hooks: None,
         }
     }
 

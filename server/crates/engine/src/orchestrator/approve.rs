@@ -19,6 +19,20 @@ impl Orchestrator<'_> {
     /// Asks the client's permission question; it follows the call's card in the one event
     /// stream, so it cannot overtake it.
     async fn ask_permission(&self, request: PermissionRequest) -> Option<ClientAnswer> {
+        let scope = crate::hooks::HookScope {
+            hooks: self.hooks.hooks,
+            session_id: self.hooks.session_id,
+            cwd: &self.ctx.cwd,
+            shell: &self.ctx.shell,
+        };
+        let message = format!("Talaria needs your permission: {}", request.title);
+        scope
+            .run(
+                crate::hooks::HookEvent::Notification,
+                serde_json::json!({"message": message}),
+                self.events,
+            )
+            .await;
         crate::client_access::ask(
             self.events,
             ClientAsk::Permission(request),

@@ -3,6 +3,7 @@
 //! arrives during it), `saving` (the journal and what the client is told of it), `titles`
 //! and `learning` (counters and the background review).
 
+mod hooking;
 mod learning;
 mod prompts;
 pub(crate) mod rewinding;
@@ -153,31 +154,19 @@ pub fn spawn_session_with(
 /// A new session's `SessionStart` hooks: what they add reaches its system prompt; their
 /// messages and failures are told.
 async fn start_hooks(settings: &mut SessionSettings, events: &mpsc::Sender<EngineEvent>) {
-    if settings.hooks.is_empty() {
-        return;
-    }
-    let outcome = crate::hooks::run_event(
-        &settings.hooks,
-        crate::hooks::HookEvent::SessionStart,
-        serde_json::json!({"source": "startup"}),
-        &settings.id,
-        &settings.cwd,
-        &settings.shell,
-    )
-    .await;
+    let outcome = settings
+        .hook_scope()
+        .run(
+            crate::hooks::HookEvent::SessionStart,
+            serde_json::json!({"source": "startup"}),
+            events,
+        )
+        .await;
     if !outcome.context.is_empty() {
         settings.system_prompt.push_str(&format!(
             "\n\n# From the user's SessionStart hooks\n\n{}",
             outcome.context.join("\n\n")
         ));
-    }
-    for message in outcome.notices.into_iter().chain(outcome.blocked) {
-        let _ = events
-            .send(EngineEvent::Notice {
-                level: crate::events::NoticeLevel::Warning,
-                message,
-            })
-            .await;
     }
 }
 
@@ -334,10 +323,7 @@ impl SessionActor {
                 }
             }
         }
-        // A review in the background ends with its session.
-        if let Some(review) = self.learning.running.take() {
-            review.cancel();
-        }
+        self.end_hooks(closing.is_some()).await;
         self.commit().await;
         if let Some(done) = closing {
             let _ = done.send(());

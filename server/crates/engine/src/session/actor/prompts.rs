@@ -85,12 +85,15 @@ impl SessionActor {
         let before = self.history.last_id();
         let (outcome, usage, kept) = match ticket.start() {
             None => (Ok(StopReason::Cancelled), TurnUsage::default(), Vec::new()),
-            Some(work) => {
-                let end = work
-                    .follow(self.run_turn(input, &work.token, receiver))
-                    .await;
-                (end.outcome, end.usage, end.kept)
-            }
+            Some(work) => match self.submitted(input).await {
+                Err(outcome) => (outcome, TurnUsage::default(), Vec::new()),
+                Ok(input) => {
+                    let end = work
+                        .follow(self.run_turn_with_stop_hooks(input, &work, receiver))
+                        .await;
+                    (end.outcome, end.usage, end.kept)
+                }
+            },
         };
         let ran = !matches!(outcome, Ok(StopReason::Cancelled)) || self.history.last_id() > before;
         self.answer(turn, outcome, usage).await;
@@ -164,6 +167,7 @@ impl SessionActor {
                     &mut self.context,
                     &mut self.usage,
                 );
+                caller.hooks = Some((self.settings.hook_scope(), &self.events));
                 let mut sink = crate::model_call::ChatSink {
                     events: &self.events,
                     session_id: &self.settings.id,

@@ -37,6 +37,7 @@ impl SessionActor {
             );
             let mut caller = caller;
             caller.effort = self.published.view.borrow().effort;
+            caller.hooks = Some((self.settings.hook_scope(), &self.events));
             let turn = Turn {
                 settings: &self.settings,
                 limits: TurnLimits {
