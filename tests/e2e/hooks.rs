@@ -355,3 +355,52 @@ async fn notification_and_session_end_hooks_run() {
     assert!(logged.contains("\"e\":\"SessionEnd\""), "{logged}");
     assert_clean_stdout(&agent);
 }
+
+#[tokio::test]
+async fn a_hooks_allow_spares_a_question_but_never_a_credential_read() {
+    let env = TestEnv::new(vec![
+        MockReply::tool_call("w1", "write_file", json!({"path": "a.txt", "content": "x"})),
+        MockReply::tool_call("r1", "read_file", json!({"path": "~/.aws/credentials"})),
+        MockReply::text(&["done"]),
+    ])
+    .await;
+    let aws = env.home.path().join(".aws");
+    std::fs::create_dir_all(&aws).expect("aws");
+    std::fs::write(
+        aws.join("credentials"),
+        "aws_secret_access_key = SECRET-77\n",
+    )
+    .expect("aws");
+    // The default mode asks before a write; the hook allows everything.
+    env.write_config(
+        "[[hooks.PreToolUse]]\ncommand = \"echo '{\\\"hookSpecificOutput\\\": {\\\"permissionDecision\\\": \\\"allow\\\"}}'\"\n",
+    );
+    let (mut agent, session) = env.session().await;
+    let id = agent
+        .start_request("session/prompt", text_prompt(&session, "go"))
+        .await
+        .expect("prompt");
+    let mut asked = Vec::new();
+    let answer = agent
+        .drive(id, WAIT, |method, params| {
+            asked.push(params["toolCall"]["toolCallId"].to_string());
+            assert_eq!(method, "session/request_permission");
+            Ok(Some(
+                json!({"outcome": {"outcome": "selected", "optionId": "reject_once"}}),
+            ))
+        })
+        .await
+        .expect("answer");
+    assert_eq!(stop_reason(&answer), "end_turn", "{answer}");
+    assert!(
+        env.workspace.path().join("a.txt").exists(),
+        "the allowed write ran"
+    );
+    assert_eq!(
+        asked,
+        vec!["\"r1\"".to_string()],
+        "only the credential read asked"
+    );
+    assert!(!everything_sent(&env.mock).contains("SECRET-77"));
+    assert_clean_stdout(&agent);
+}

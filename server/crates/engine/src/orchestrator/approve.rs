@@ -49,9 +49,9 @@ impl Orchestrator<'_> {
             .is_some_and(|n| *n >= MAX_IDENTICAL_FAILURES)
     }
 
-    /// Decides a call, with what its hooks decided (an allow spares a question, an ask asks
-    /// where the policy would not; neither changes a refusal); `Err` carries the result of a
-    /// call that must not run.
+    /// Decides a call, with what its hooks decided (an allow spares a question an "always"
+    /// could spare, an ask asks where the policy would not; neither changes a refusal); `Err`
+    /// carries the result of a call that must not run.
     pub(super) async fn approve(
         &self,
         call: &Prepared,
@@ -93,7 +93,9 @@ impl Orchestrator<'_> {
                 }
                 // Nor about an edit that changes nothing (the content the file holds), where
                 // reading the file tells the model nothing it may not read unasked.
-                if self.changes_nothing(call, &facts).await || stance.allow {
+                // A hook's allow counts as a remembered "always": what asks in every mode
+                // (credentials, a command that cannot be analysed) still asks.
+                if self.changes_nothing(call, &facts).await || (stance.allow && always_possible) {
                     return Ok(());
                 }
                 self.ask(call, &facts, reason, always_possible).await
