@@ -308,3 +308,58 @@ async fn a_subfolder_is_covered_by_its_trusted_parent_but_a_link_to_an_untrusted
     }
     assert_clean_stdout(&agent);
 }
+
+#[tokio::test]
+async fn a_client_applies_the_users_decision_with_trust_apply() {
+    let env = TestEnv::new(Vec::new()).await;
+    cloned_folder(&env);
+    let (mut agent, answer) = initialize_answer(&env).await;
+    assert_eq!(
+        answer["agentCapabilities"]["_meta"]["workspaceTrust"],
+        json!({})
+    );
+    let (created, _) = new_session(&mut agent, &env, None).await;
+    let session = created["sessionId"].as_str().expect("id").to_string();
+    let cwd = env.workspace.path().display().to_string();
+    // What is not on offer, or not well formed, is refused.
+    for params in [
+        json!({"cwd": cwd, "decision": "trust_repo"}),
+        json!({"cwd": "relative", "decision": "trust_cwd"}),
+        json!({"cwd": cwd, "decision": "trust_session"}),
+        json!({"cwd": cwd, "decision": "trust_cwd", "sessionId": "nope"}),
+    ] {
+        let refused = agent
+            .request("trust/apply", params.clone())
+            .await
+            .expect("answer");
+        assert!(refused.get("error").is_some(), "{params}: {refused}");
+    }
+    let applied = agent
+        .call(
+            "trust/apply",
+            json!({"cwd": cwd, "decision": "trust_cwd", "sessionId": session}),
+        )
+        .await
+        .expect("applied");
+    assert_eq!(applied, json!({"workspaceTrust": {"status": "trusted"}}));
+    agent
+        .wait_for(WAIT, |m| {
+            m["method"] == "session/update"
+                && notice_text(&m["params"]["update"])
+                    .is_some_and(|t| t.contains("a new session loads"))
+        })
+        .await
+        .expect("the session is told");
+    let (created, _) = new_session(&mut agent, &env, None).await;
+    assert_eq!(created["_meta"]["workspaceTrust"]["status"], "trusted");
+    let session = created["sessionId"].as_str().expect("id").to_string();
+    let system = system_prompt_seen(&env, &mut agent, &session).await;
+    assert!(system.contains("PINEAPPLE"), "{system}");
+    // Applied again, the decision is no longer available.
+    let again = agent
+        .request("trust/apply", json!({"cwd": cwd, "decision": "trust_cwd"}))
+        .await
+        .expect("answer");
+    assert!(again.get("error").is_some(), "{again}");
+    assert_clean_stdout(&agent);
+}

@@ -369,6 +369,9 @@ impl Agent {
         if request.method == "initialize" {
             capabilities::negotiate_version(&mut request.params);
         }
+        if request.method == super::trust_apply::APPLY_METHOD {
+            return self.apply_trust(request.id, &request.params);
+        }
         if request.method == quota::READ_METHOD {
             return Some(self.read_quota(&request.params));
         }

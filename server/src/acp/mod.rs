@@ -42,6 +42,7 @@ mod shutdown;
 mod skills;
 mod steering;
 mod trust;
+mod trust_apply;
 mod updates;
 
 use std::collections::HashMap;

@@ -99,7 +99,7 @@ pub use talaria_provider::Effort;
 pub use trust::{
     Assessment as TrustAssessment, InstructionFile, InstructionGate, Standing as TrustStanding,
     TRUST_ENV, TRUST_FILE, TrustDecision, TrustError, TrustFile, TrustStatus, TrustStore,
-    assess as assess_trust, revoke_folder, trust_folder, trusted_by_environment,
+    assess as assess_trust, revoke_folder, trust_folder, trust_for_process, trusted_by_environment,
 };
 pub use window_sizing::{PendingSizing, WindowSizing};
 

@@ -126,6 +126,22 @@ pub struct Assessment {
     pub problem: Option<String>,
 }
 
+/// Folders trusted for this process only (`trust/apply`'s `trust_session`), resolved.
+static PROCESS_TRUST: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Trusts `dir` (and its subfolders) for the rest of this process, nothing recorded.
+pub fn trust_for_process(dir: &Path) {
+    if let Ok(resolved) = std::fs::canonicalize(dir) {
+        talaria_util::lock(&PROCESS_TRUST).push(resolved);
+    }
+}
+
+fn trusted_for_process(resolved: &Path) -> bool {
+    talaria_util::lock(&PROCESS_TRUST)
+        .iter()
+        .any(|folder| resolved.starts_with(folder))
+}
+
 /// Whether the environment trusts the working directory (`TALARIA_TRUST_WORKSPACE`).
 pub fn trusted_by_environment() -> bool {
     std::env::var(TRUST_ENV).is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes"))
@@ -154,7 +170,7 @@ pub fn assess(home: &Path, cwd: &Path, places: Arc<dyn Places>) -> Assessment {
         assessment.problem = Some(format!("{} cannot be resolved", cwd.display()));
         return assessment;
     };
-    if trusted_by_environment() {
+    if trusted_by_environment() || trusted_for_process(&resolved) {
         assessment.status = TrustStatus::Session;
         return assessment;
     }

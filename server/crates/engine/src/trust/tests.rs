@@ -180,3 +180,17 @@ fn a_linked_instruction_file_is_never_read_for_trust() {
     let a = assess(home.path(), work.path(), places());
     assert!(a.instructions.iter().all(|f| !f.text.contains("SECRET")));
 }
+
+#[test]
+fn a_folder_trusted_for_the_process_is_trusted_until_it_ends_and_nothing_is_written() {
+    let (home, work) = project();
+    assert_eq!(
+        assess(home.path(), work.path(), places()).status,
+        TrustStatus::Untrusted
+    );
+    trust_for_process(work.path());
+    let a = assess(home.path(), &work.path().join(".talaria"), places());
+    assert_eq!(a.status, TrustStatus::Session);
+    assert_eq!(a.gate(), InstructionGate::Open);
+    assert!(!home.path().join(TRUST_FILE).exists());
+}

@@ -1,0 +1,112 @@
+//! `trust/apply` (the ACP workspace-trust draft): the client applies the user's decision
+//! about a folder it was shown in a session's `_meta.workspaceTrust` — `trust_cwd` and
+//! `trust_repo` remembered, `decline` remembered, `trust_session` for this process. A
+//! decision that is not available now is refused (`invalid_params`). A running session is
+//! not reloaded: it is told that a new session loads what the folder holds.
+
+use serde_json::{Value, json};
+use talaria_protocol::acp::{self, RequestId, SessionNotification};
+use talaria_protocol::errors;
+
+use super::{Agent, Reply, updates};
+
+/// The draft's method.
+pub(super) const APPLY_METHOD: &str = "trust/apply";
+
+/// What `trust/apply` asks.
+struct ApplyTrust {
+    cwd: std::path::PathBuf,
+    decision: talaria_engine::TrustDecision,
+    session: Option<String>,
+}
+
+fn parse(params: &Value) -> Result<ApplyTrust, acp::Error> {
+    let bad = |why: &str| errors::invalid_params(format!("{APPLY_METHOD}: {why}"));
+    let cwd = params["cwd"]
+        .as_str()
+        .filter(|c| std::path::Path::new(c).is_absolute())
+        .ok_or_else(|| bad("cwd must be an absolute path"))?;
+    let decision = params["decision"]
+        .as_str()
+        .and_then(talaria_engine::TrustDecision::named)
+        .ok_or_else(|| bad("decision must be trust_repo, trust_cwd, trust_session or decline"))?;
+    let session = match params.get("sessionId") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id)) if !id.is_empty() => Some(id.clone()),
+        Some(_) => return Err(bad("sessionId must be a non-empty string")),
+    };
+    if decision == talaria_engine::TrustDecision::TrustSession && session.is_none() {
+        return Err(bad("trust_session needs a sessionId"));
+    }
+    Ok(ApplyTrust {
+        cwd: cwd.into(),
+        decision,
+        session,
+    })
+}
+
+impl Agent {
+    /// `trust/apply`: checked here, applied off the loop.
+    pub(super) fn apply_trust(&mut self, id: RequestId, params: &Value) -> Option<Reply> {
+        let asked = match parse(params) {
+            Ok(asked) => asked,
+            Err(e) => return Some(Err(e)),
+        };
+        if let Some(session) = &asked.session
+            && !self.sessions.contains_key(session)
+        {
+            return Some(Err(super::session_not_found(&acp::SessionId::new(
+                session.as_str(),
+            ))));
+        }
+        let slow = async move {
+            let applied = tokio::task::spawn_blocking(move || {
+                let config = talaria_engine::Config::load().map_err(super::launch::config_error)?;
+                let places = std::sync::Arc::new(talaria_files::Unguarded);
+                let mut assessment = talaria_engine::assess_trust(&config.home, &asked.cwd, places);
+                assessment
+                    .decide(&config.home, asked.decision)
+                    .map_err(|e| errors::invalid_params(format!("{APPLY_METHOD}: {e}")))?;
+                // The running session is not reloaded: the folder stays trusted for the
+                // sessions this process starts next.
+                if asked.decision == talaria_engine::TrustDecision::TrustSession {
+                    talaria_engine::trust_for_process(&asked.cwd);
+                }
+                Ok((asked.session, assessment.status))
+            })
+            .await;
+            applied.unwrap_or_else(|e| {
+                Err(errors::internal_error(format!(
+                    "applying trust failed: {e}"
+                )))
+            })
+        };
+        self.defer(id, APPLY_METHOD, slow, |agent, (session, status)| {
+            Box::pin(async move { agent.trust_applied(session, status) })
+        });
+        None
+    }
+
+    /// The answer, and a word to the session the decision came from.
+    fn trust_applied(
+        &mut self,
+        session: Option<String>,
+        status: talaria_engine::TrustStatus,
+    ) -> Reply {
+        if let Some(session) = session
+            && status.is_trusted()
+        {
+            self.outbox.push(SessionNotification::new(
+                acp::SessionId::new(session),
+                updates::notice_update(
+                    talaria_engine::NoticeLevel::Info,
+                    "The folder is trusted now: a new session loads its instructions, skills, \
+                     configuration and hooks (this one keeps what it started with)."
+                        .into(),
+                    self.client_caps.notices,
+                ),
+            ));
+        }
+        Ok(json!({"workspaceTrust": {"status": status.as_str()}}))
+    }
+}
