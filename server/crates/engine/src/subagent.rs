@@ -82,7 +82,8 @@ static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
             "goal": {"type": "string"},
             "context": {"type": "string"},
             "toolsets": {"type": "array", "items": {"type": "string"}},
-            "max_turns": {"type": "integer", "minimum": 1, "maximum": 90}
+            "max_turns": {"type": "integer", "minimum": 1, "maximum": 90},
+            "agent": {"type": "string", "description": "Hand the task to this configured external agent (by name) instead of a subagent; it works with its own model, and its file and command requests follow this session's rules."}
         },
         "required": ["goal"]
     }),
@@ -108,6 +109,9 @@ struct Args {
     toolsets: Option<Vec<String>>,
     #[serde(default)]
     max_turns: Option<u32>,
+    /// A configured external agent to hand the task to instead of a subagent.
+    #[serde(default)]
+    agent: Option<String>,
 }
 
 impl Tool for DelegateTask {
@@ -143,13 +147,23 @@ impl Tool for DelegateTask {
             let Ok(_permit) = permit else {
                 return ToolOutcome::failed("The subagent could not start.");
             };
-            run_child(&self.0, args, ctx).await
+            match (args.agent.clone(), &self.0.settings.agents) {
+                (Some(agent), Some(agents)) => {
+                    let task = task_text(&args);
+                    crate::external_agents::delegate(&self.0, agents, agent, task, ctx).await
+                }
+                (Some(agent), None) => ToolOutcome::failed(format!(
+                    "No agent named {agent:?} is configured (configured: none); leave out \
+                     `agent` to delegate to a subagent."
+                )),
+                (None, _) => run_child(&self.0, args, ctx).await,
+            }
         })
     }
 }
 
 /// The child's events, as the parent's session shows them.
-struct Relay {
+pub(crate) struct Relay {
     name: String,
     /// The child's own session id when the client shows subagents as sessions.
     session: Option<String>,
@@ -382,12 +396,7 @@ async fn run_child(kit: &SubagentKit, args: Args, ctx: &ToolContext) -> ToolOutc
         format!("{}\n\n{CHILD_NOTE}", settings.system_prompt),
         settings.environment.clone(),
     );
-    let ask = match &args.context {
-        Some(context) if !context.trim().is_empty() => {
-            format!("Task: {}\n\nContext:\n{context}", args.goal)
-        }
-        _ => format!("Task: {}", args.goal),
-    };
+    let ask = task_text(&args);
     let child_session = kit.settings.announce_subagents.then(|| settings.id.clone());
     // The child's own cancellation: the parent's turn ends it, and so can the client.
     let mut child_ctx = ctx.clone();
@@ -490,9 +499,19 @@ async fn child_journal(
     ))
 }
 
+/// The task as the child reads it: the goal and the context given.
+fn task_text(args: &Args) -> String {
+    match &args.context {
+        Some(context) if !context.trim().is_empty() => {
+            format!("Task: {}\n\nContext:\n{context}", args.goal)
+        }
+        _ => format!("Task: {}", args.goal),
+    }
+}
+
 /// Starts relaying the child's events onto the parent's stream; returns where the child
 /// sends them and the relay (back when the child's sender is dropped).
-fn start_relay(
+pub(crate) fn start_relay(
     kit: &SubagentKit,
     ctx: &ToolContext,
     session: Option<String>,
