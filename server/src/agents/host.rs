@@ -8,9 +8,9 @@ use futures_util::future::BoxFuture;
 use talaria_conductor::{ChildHost, HostFuture};
 use talaria_engine::{
     ChildAnswer, ChildCallKind, ChildCommand, ChildOption, ChildOptionKind, ChildQuestion,
-    ExternalHost,
+    ExternalHost, HostError,
 };
-use talaria_protocol::{acp, errors};
+use talaria_protocol::acp;
 
 /// The engine's host as an ACP client's side.
 pub(super) struct HostOnAcp {
@@ -49,8 +49,9 @@ impl HostOnAcp {
     }
 }
 
-fn refused(why: String) -> acp::Error {
-    acp::Error::new(-32000, why)
+/// A request the session refused: the refusal as the session's model would read it.
+fn refused(why: HostError) -> acp::Error {
+    acp::Error::new(-32000, why.to_string())
 }
 
 impl ChildHost for HostOnAcp {
@@ -150,7 +151,7 @@ impl ChildHost for HostOnAcp {
     ) -> HostFuture<'a, acp::TerminalOutputResponse> {
         let answer = self.inner.command_output(&request.terminal_id.0);
         async move {
-            let output = answer.map_err(errors::invalid_params)?;
+            let output = answer.map_err(refused)?;
             let status = output.exit.map(exit_status);
             Ok(
                 acp::TerminalOutputResponse::new(output.output, output.truncated)
@@ -169,7 +170,7 @@ impl ChildHost for HostOnAcp {
                 .inner
                 .wait_command(&request.terminal_id.0)
                 .await
-                .map_err(errors::invalid_params)?;
+                .map_err(refused)?;
             Ok(acp::WaitForTerminalExitResponse::new(exit_status(exit)))
         }
         .boxed()
@@ -181,7 +182,7 @@ impl ChildHost for HostOnAcp {
     ) -> HostFuture<'a, acp::KillTerminalResponse> {
         let answer = self.inner.kill_command(&request.terminal_id.0);
         async move {
-            answer.map_err(errors::invalid_params)?;
+            answer.map_err(refused)?;
             Ok(acp::KillTerminalResponse::default())
         }
         .boxed()
@@ -193,7 +194,7 @@ impl ChildHost for HostOnAcp {
     ) -> HostFuture<'a, acp::ReleaseTerminalResponse> {
         let answer = self.inner.release_command(&request.terminal_id.0);
         async move {
-            answer.map_err(errors::invalid_params)?;
+            answer.map_err(refused)?;
             Ok(acp::ReleaseTerminalResponse::default())
         }
         .boxed()

@@ -73,7 +73,7 @@ impl ExternalAgents for ConfiguredAgents {
             )
             .await
             .map_err(|e| e.to_string())?;
-            let ended = prompt(&child, &run).await;
+            let ended = prompt(&child, &run).await.map_err(|e| e.to_string());
             host.flush();
             child.stop().await;
             ended
@@ -82,18 +82,15 @@ impl ExternalAgents for ConfiguredAgents {
     }
 }
 
-async fn prompt(child: &ChildAgent, run: &ExternalRun) -> Result<ExternalReport, String> {
-    let session = child
-        .new_session(&run.cwd, Vec::new())
-        .await
-        .map_err(|e| e.to_string())?;
+async fn prompt(
+    child: &ChildAgent,
+    run: &ExternalRun,
+) -> Result<ExternalReport, talaria_conductor::ChildError> {
+    let session = child.new_session(&run.cwd, Vec::new()).await?;
     let prompt = vec![acp::ContentBlock::Text(acp::TextContent::new(
         run.task.clone(),
     ))];
-    let outcome = child
-        .prompt(&session, prompt, &run.cancel)
-        .await
-        .map_err(|e| e.to_string())?;
+    let outcome = child.prompt(&session, prompt, &run.cancel).await?;
     Ok(ExternalReport {
         answer: outcome.answer,
         cancelled: outcome.stop_reason == acp::StopReason::Cancelled,

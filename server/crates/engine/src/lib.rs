@@ -15,8 +15,10 @@ mod config;
 mod config_place;
 mod context;
 mod credentials;
+mod delegation_kit;
 mod events;
 mod external_agents;
+mod external_delegation;
 mod grounding;
 mod intent;
 mod journal;
@@ -65,6 +67,7 @@ pub use events::{
 pub use external_agents::{
     AgentSet, ChildAnswer, ChildCallKind, ChildCommand, ChildExit, ChildOption, ChildOptionKind,
     ChildOutput, ChildQuestion, ExternalAgents, ExternalHost, ExternalReport, ExternalRun,
+    HostError,
 };
 pub use journal::{ANSWER_DEADLINE, Journal, READ_DEADLINE, SessionJournal};
 pub use model_call::CallError;

@@ -1,34 +1,24 @@
-//! `delegate_task {goal, context?, agent}`: the task handed to another agent the user
-//! configured (`[agents.NAME]`), inside Talaria's walls. The engine knows no protocol: the
-//! edge starts and speaks to the agent ([`ExternalAgents`]); what the agent asks of its
-//! client is served here ([`ExternalHost`], implemented by `ChildCalls`) by the session's own
-//! tools through its own orchestrator, so the same rules hold as for Talaria's calls.
-//!
-//! Invariants:
-//! - Every file the agent reads or writes through its client, and every command it runs in
-//!   a client terminal, is a call of the session's `read_file`, `write_file` or `terminal`
-//!   tool, decided by the session's mode and rules, on a card named after the agent; the
-//!   parent's `delegate_task` call checkpoints the workspace around the whole delegation,
-//!   so a rewind takes back what the agent changed by any route.
-//! - The agent's permission questions are answered by the session's mode and remembered
-//!   rules where they decide, else asked of the user with the agent's name on them.
-//! - A delegation ends: with the agent's answer, or a failed call naming why (its crash,
-//!   its silence, the user's cancel) — never a stuck turn.
-
-mod calls;
-mod questions;
-mod terminals;
+//! The words of a delegation to another agent (`[agents.<name>]`), shared by the engine and
+//! the edge: the edge starts and speaks to the agent ([`ExternalAgents`]); the engine serves
+//! what the agent asks of its client ([`ExternalHost`]) — see `external_delegation` for how.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
-use talaria_tools::{Progress, ToolContext, ToolOutcome};
 use tokio_util::sync::CancellationToken;
 
-pub use calls::ChildCalls;
-pub use questions::{ChildAnswer, ChildCallKind, ChildOption, ChildOptionKind, ChildQuestion};
-pub use terminals::{ChildCommand, ChildExit, ChildOutput};
+/// Why the host did not serve a request: what the agent reads.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HostError {
+    /// The session's tool refused or failed (its text, as the model would read it).
+    #[error("{0}")]
+    Refused(String),
+    #[error("no terminal {0}")]
+    NoTerminal(String),
+    #[error("the delegation has ended")]
+    Ended,
+}
 
 /// The agents the user configured, started and spoken to by the edge.
 pub trait ExternalAgents: Send + Sync {
@@ -77,73 +67,116 @@ pub trait ExternalHost: Send + Sync {
         path: PathBuf,
         line: Option<u32>,
         limit: Option<u32>,
-    ) -> BoxFuture<'a, Result<String, String>>;
-    fn write_text<'a>(&'a self, path: PathBuf, text: String) -> BoxFuture<'a, Result<(), String>>;
+    ) -> BoxFuture<'a, Result<String, HostError>>;
+    fn write_text<'a>(
+        &'a self,
+        path: PathBuf,
+        text: String,
+    ) -> BoxFuture<'a, Result<(), HostError>>;
     fn ask<'a>(&'a self, question: ChildQuestion) -> BoxFuture<'a, ChildAnswer>;
-    fn start_command<'a>(&'a self, command: ChildCommand) -> BoxFuture<'a, Result<String, String>>;
-    fn command_output(&self, terminal: &str) -> Result<ChildOutput, String>;
-    fn wait_command<'a>(&'a self, terminal: &'a str) -> BoxFuture<'a, Result<ChildExit, String>>;
-    fn kill_command(&self, terminal: &str) -> Result<(), String>;
-    fn release_command(&self, terminal: &str) -> Result<(), String>;
+    fn start_command<'a>(
+        &'a self,
+        command: ChildCommand,
+    ) -> BoxFuture<'a, Result<String, HostError>>;
+    fn command_output(&self, terminal: &str) -> Result<ChildOutput, HostError>;
+    fn wait_command<'a>(&'a self, terminal: &'a str)
+    -> BoxFuture<'a, Result<ChildExit, HostError>>;
+    fn kill_command(&self, terminal: &str) -> Result<(), HostError>;
+    fn release_command(&self, terminal: &str) -> Result<(), HostError>;
 }
 
-/// Runs the delegation for `delegate_task`'s call in `ctx`; its outcome is the call's.
-pub(crate) async fn delegate(
-    kit: &Arc<crate::subagent::SubagentKit>,
-    agents: &AgentSet,
-    agent: String,
-    task: String,
-    ctx: &ToolContext,
-) -> ToolOutcome {
-    let agents = &agents.0;
-    if !agents.names().contains(&agent) {
-        let names = agents.names().join(", ");
-        return ToolOutcome::failed(format!(
-            "No agent named {agent:?} is configured (configured: {}).",
-            if names.is_empty() { "none" } else { &names }
-        ));
+/// What the agent's call would do, as it says (ACP's tool kinds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChildCallKind {
+    Read,
+    Search,
+    Think,
+    Fetch,
+    Edit,
+    Delete,
+    Move,
+    Execute,
+    Other,
+}
+
+/// One answer the agent offers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildOption {
+    pub id: String,
+    pub kind: ChildOptionKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChildOptionKind {
+    AllowOnce,
+    AllowAlways,
+    RejectOnce,
+    RejectAlways,
+}
+
+/// The agent's question about one of its own calls.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildQuestion {
+    pub title: String,
+    pub kind: ChildCallKind,
+    /// The paths the call names.
+    pub paths: Vec<std::path::PathBuf>,
+    pub options: Vec<ChildOption>,
+}
+
+/// The answer: one of the agent's options, or none (cancelled or unanswerable).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChildAnswer {
+    Chosen(String),
+    Cancelled,
+}
+
+impl ChildCallKind {
+    pub fn changes_nothing(self) -> bool {
+        matches!(self, Self::Read | Self::Search | Self::Think)
     }
-    let cancel = ctx.cancel.child_token();
-    let host = Arc::new_cyclic(|me| {
-        let mut calls =
-            ChildCalls::new(kit.clone(), &agent, ctx, cancel.clone(), &first_line(&task));
-        calls.me = me.clone();
-        calls
-    });
-    let run = ExternalRun {
-        agent: agent.clone(),
-        cwd: kit.settings.cwd.clone(),
-        task,
-        host: host.clone(),
-        cancel,
-    };
-    let ended = agents.run(run).await;
-    host.end().await;
-    match ended {
-        Ok(report) if report.cancelled => ToolOutcome::failed(format!("{agent} was cancelled.")),
-        Ok(report) if report.refused => ToolOutcome::failed(format!("{agent} refused the task.")),
-        Ok(report) => {
-            if let Some((input, output)) = report.tokens {
-                ctx.report_progress(Progress::Output(format!(
-                    "{agent} used {input} input and {output} output tokens\n"
-                )));
-            }
-            let answer = if report.answer.trim().is_empty() {
-                "(it gave no answer)".to_string()
-            } else {
-                report.answer.trim().to_string()
-            };
-            ToolOutcome::completed(format!("Report from {agent}:\n{answer}"))
+
+    pub fn edits(self) -> bool {
+        matches!(self, Self::Edit | Self::Delete | Self::Move)
+    }
+
+    pub fn id(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Search => "search",
+            Self::Think => "think",
+            Self::Fetch => "fetch",
+            Self::Edit => "edit",
+            Self::Delete => "delete",
+            Self::Move => "move",
+            Self::Execute => "execute",
+            Self::Other => "other",
         }
-        Err(why) => ToolOutcome::failed(format!("{agent} failed: {why}")),
     }
 }
 
-fn first_line(text: &str) -> String {
-    text.lines()
-        .next()
-        .unwrap_or("")
-        .chars()
-        .take(120)
-        .collect()
+/// A command the agent asks to run in a terminal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildCommand {
+    pub command: String,
+    pub args: Vec<String>,
+    pub cwd: Option<PathBuf>,
+    pub env: Vec<(String, String)>,
+    /// The most bytes of output kept (the start is dropped first).
+    pub output_limit: Option<u64>,
+}
+
+/// How a command ended.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ChildExit {
+    pub code: Option<i32>,
+    pub signal: Option<String>,
+}
+
+/// A terminal's output so far.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ChildOutput {
+    pub output: String,
+    pub truncated: bool,
+    pub exit: Option<ChildExit>,
 }

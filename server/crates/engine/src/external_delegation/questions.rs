@@ -4,53 +4,17 @@
 use crate::approval::{Mode, Scope};
 use crate::client::{ClientAnswer, ClientAsk, ClientRequest, PermissionAnswer, PermissionChoice};
 use crate::events::EngineEvent;
+use crate::external_agents::{ChildAnswer, ChildCallKind, ChildOptionKind, ChildQuestion};
 
-use super::calls::ChildCalls;
+use crate::delegation_kit::SubagentKit;
 
-/// What the agent's call would do, as it says (ACP's tool kinds).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChildCallKind {
-    Read,
-    Search,
-    Think,
-    Fetch,
-    Edit,
-    Delete,
-    Move,
-    Execute,
-    Other,
-}
-
-/// One answer the agent offers.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChildOption {
-    pub id: String,
-    pub kind: ChildOptionKind,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChildOptionKind {
-    AllowOnce,
-    AllowAlways,
-    RejectOnce,
-    RejectAlways,
-}
-
-/// The agent's question about one of its own calls.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChildQuestion {
-    pub title: String,
-    pub kind: ChildCallKind,
-    /// The paths the call names.
-    pub paths: Vec<std::path::PathBuf>,
-    pub options: Vec<ChildOption>,
-}
-
-/// The answer: one of the agent's options, or none (cancelled or unanswerable).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ChildAnswer {
-    Chosen(String),
-    Cancelled,
+/// Who asks, and where a question to the user goes.
+pub(super) struct Asker<'a> {
+    pub name: &'a str,
+    pub kit: &'a SubagentKit,
+    /// The relay to the parent's session; `None` once the delegation ended.
+    pub events: Option<tokio::sync::mpsc::Sender<EngineEvent>>,
+    pub cancel: &'a tokio_util::sync::CancellationToken,
 }
 
 /// How the session's policy answers, before anyone is asked.
@@ -59,30 +23,6 @@ enum Policy {
     Allow,
     Reject,
     Ask,
-}
-
-impl ChildCallKind {
-    fn changes_nothing(self) -> bool {
-        matches!(self, Self::Read | Self::Search | Self::Think)
-    }
-
-    fn edits(self) -> bool {
-        matches!(self, Self::Edit | Self::Delete | Self::Move)
-    }
-
-    fn id(self) -> &'static str {
-        match self {
-            Self::Read => "read",
-            Self::Search => "search",
-            Self::Think => "think",
-            Self::Fetch => "fetch",
-            Self::Edit => "edit",
-            Self::Delete => "delete",
-            Self::Move => "move",
-            Self::Execute => "execute",
-            Self::Other => "other",
-        }
-    }
 }
 
 /// The remembered rule that covers every call of this kind by this agent.
@@ -102,8 +42,8 @@ fn by_mode(mode: Mode, kind: ChildCallKind, inside_roots: bool) -> Policy {
     }
 }
 
-pub(super) async fn ask(calls: &ChildCalls, question: ChildQuestion) -> ChildAnswer {
-    let rule = scope(&calls.name, question.kind);
+pub(super) async fn ask(calls: Asker<'_>, question: ChildQuestion) -> ChildAnswer {
+    let rule = scope(calls.name, question.kind);
     let approval = &calls.kit.approval;
     let roots = &calls.kit.settings.roots;
     let inside = question
@@ -120,7 +60,7 @@ pub(super) async fn ask(calls: &ChildCalls, question: ChildQuestion) -> ChildAns
     match policy {
         Policy::Allow => pick(&question, true),
         Policy::Reject => pick(&question, false),
-        Policy::Ask => ask_user(calls, &question, rule).await,
+        Policy::Ask => ask_user(&calls, &question, rule).await,
     }
 }
 
@@ -139,8 +79,8 @@ fn pick(question: &ChildQuestion, allow: bool) -> ChildAnswer {
         })
 }
 
-async fn ask_user(calls: &ChildCalls, question: &ChildQuestion, rule: Scope) -> ChildAnswer {
-    let Some(events) = calls.events() else {
+async fn ask_user(calls: &Asker<'_>, question: &ChildQuestion, rule: Scope) -> ChildAnswer {
+    let Some(events) = calls.events.clone() else {
         return ChildAnswer::Cancelled;
     };
     let mut choices = vec![PermissionChoice::AllowOnce, PermissionChoice::AllowAlways];
@@ -156,7 +96,7 @@ async fn ask_user(calls: &ChildCalls, question: &ChildQuestion, rule: Scope) -> 
         choices,
         server: None,
     });
-    let (request, answer) = ClientRequest::new(ask, calls.ctx.cancel.clone(), None);
+    let (request, answer) = ClientRequest::new(ask, calls.cancel.clone(), None);
     if events
         .send(EngineEvent::ClientRequest(request))
         .await
@@ -184,6 +124,7 @@ async fn ask_user(calls: &ChildCalls, question: &ChildQuestion, rule: Scope) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::external_agents::ChildOption;
 
     #[test]
     fn the_mode_answers_what_it_decides_and_asks_the_rest() {

@@ -2,7 +2,6 @@
 //! a one-call batch of the session's orchestrator (its mode, rules, sandbox and hidden
 //! places), on cards relayed to the parent's session under the agent's name.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -17,11 +16,11 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::terminals::Terminals;
-use super::{ChildAnswer, ChildCommand, ChildExit, ChildOutput, ChildQuestion, ExternalHost};
-use crate::budget::ResultBudget;
+use crate::delegation_kit::SubagentKit;
 use crate::events::EngineEvent;
-use crate::orchestrator::Orchestrator;
-use crate::subagent::SubagentKit;
+use crate::external_agents::{
+    ChildAnswer, ChildCommand, ChildExit, ChildOutput, ChildQuestion, ExternalHost, HostError,
+};
 
 /// One delegation's side of the agent's requests.
 pub struct ChildCalls {
@@ -30,7 +29,7 @@ pub struct ChildCalls {
     pub(super) ctx: ToolContext,
     /// Where the calls' events go (the relay to the parent's session), until the end.
     events: Mutex<Option<mpsc::Sender<EngineEvent>>>,
-    relaying: Mutex<Option<tokio::task::JoinHandle<crate::subagent::Relay>>>,
+    relaying: Mutex<Option<tokio::task::JoinHandle<crate::delegation_kit::Relay>>>,
     calls: AtomicU64,
     pub(super) terminals: Terminals,
     pub(super) me: Weak<ChildCalls>,
@@ -46,7 +45,7 @@ impl ChildCalls {
     ) -> Self {
         let mut ctx = parent.clone();
         ctx.cancel = cancel;
-        let (events, relaying) = crate::subagent::start_relay(&kit, &ctx, None, name, task);
+        let (events, relaying) = crate::delegation_kit::start_relay(&kit, &ctx, None, name, task);
         Self {
             kit,
             name: name.to_string(),
@@ -81,53 +80,36 @@ impl ChildCalls {
         tool: &str,
         args: Value,
         cancel: &CancellationToken,
-    ) -> Result<ToolResultEntry, String> {
-        let events = self
-            .events()
-            .ok_or_else(|| "the delegation has ended".to_string())?;
+    ) -> Result<ToolResultEntry, HostError> {
+        let events = self.events().ok_or(HostError::Ended)?;
         let number = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
         let id = format!("{}-call-{number}", self.name.replace(' ', "-"));
-        let call = ToolCallRequest {
+        let request = ToolCallRequest {
             id: id.clone(),
             name: tool.to_string(),
             arguments: args.to_string(),
         };
-        let settings = &self.kit.settings;
-        let results = settings.home.join("tool-results").join(&settings.id);
-        let mut budget = ResultBudget::new(settings.context_window, results);
-        let failures = HashMap::new();
         let mut ctx = self.ctx.clone();
         ctx.cancel = cancel.clone();
-        let mut orchestrator = Orchestrator {
+        let call = crate::turn::LoneCall {
+            settings: &self.kit.settings,
             registry: &self.kit.registry,
             approval: &self.kit.approval,
-            roots: &settings.roots,
-            secrets: &settings.secrets,
             events: &events,
             cancel,
             ctx,
-            budget: &mut budget,
-            failures: &failures,
-            images: false,
-            // The parent's `delegate_task` call keeps the whole workspace around the
-            // delegation (see the module's invariants).
-            checkpoints: None,
-            changes: Mutex::default(),
         };
-        let report = orchestrator.run_batch(vec![(id, call, false)]).await;
-        report
-            .results
-            .into_iter()
-            .next()
-            .ok_or_else(|| "the call gave no result".to_string())
+        call.run(id, request)
+            .await
+            .ok_or_else(|| HostError::Refused("the call gave no result".into()))
     }
 }
 
 /// A completed entry's text, or its text as the refusal.
-fn completed(entry: &ToolResultEntry) -> Result<(), String> {
+fn completed(entry: &ToolResultEntry) -> Result<(), HostError> {
     match entry.status {
         ResultStatus::Completed => Ok(()),
-        _ => Err(entry.model_text.clone()),
+        _ => Err(HostError::Refused(entry.model_text.clone())),
     }
 }
 
@@ -142,7 +124,7 @@ impl ExternalHost for ChildCalls {
         path: PathBuf,
         line: Option<u32>,
         limit: Option<u32>,
-    ) -> BoxFuture<'a, Result<String, String>> {
+    ) -> BoxFuture<'a, Result<String, HostError>> {
         async move {
             // Decided and checked as the session's own read (its card, its refusals), then
             // read whole for the agent, which wants the text as it is, not numbered lines.
@@ -155,13 +137,17 @@ impl ExternalHost for ChildCalls {
                 .files
                 .read_text(&path)
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| HostError::Refused(e.to_string()))?;
             Ok(lines_of(&text, line, limit))
         }
         .boxed()
     }
 
-    fn write_text<'a>(&'a self, path: PathBuf, text: String) -> BoxFuture<'a, Result<(), String>> {
+    fn write_text<'a>(
+        &'a self,
+        path: PathBuf,
+        text: String,
+    ) -> BoxFuture<'a, Result<(), HostError>> {
         async move {
             let args = json!({"path": path, "content": text});
             let entry = self.run_tool("write_file", args, &self.ctx.cancel).await?;
@@ -171,30 +157,45 @@ impl ExternalHost for ChildCalls {
     }
 
     fn ask<'a>(&'a self, question: ChildQuestion) -> BoxFuture<'a, ChildAnswer> {
-        super::questions::ask(self, question).boxed()
+        let asker = super::questions::Asker {
+            name: &self.name,
+            kit: &self.kit,
+            events: self.events(),
+            cancel: &self.ctx.cancel,
+        };
+        super::questions::ask(asker, question).boxed()
     }
 
-    fn start_command<'a>(&'a self, command: ChildCommand) -> BoxFuture<'a, Result<String, String>> {
+    fn start_command<'a>(
+        &'a self,
+        command: ChildCommand,
+    ) -> BoxFuture<'a, Result<String, HostError>> {
         async move {
-            let me = self.me.upgrade().ok_or("the delegation has ended")?;
-            Ok(self.terminals.start(me, command))
+            let me = self.me.upgrade().ok_or(HostError::Ended)?;
+            let run: super::terminals::RunCommand = Box::new(move |args, cancel| {
+                async move { me.run_tool("terminal", args, &cancel).await }.boxed()
+            });
+            Ok(self.terminals.start(run, &self.ctx.cancel, command))
         }
         .boxed()
     }
 
-    fn command_output(&self, terminal: &str) -> Result<ChildOutput, String> {
+    fn command_output(&self, terminal: &str) -> Result<ChildOutput, HostError> {
         self.terminals.output(terminal)
     }
 
-    fn wait_command<'a>(&'a self, terminal: &'a str) -> BoxFuture<'a, Result<ChildExit, String>> {
+    fn wait_command<'a>(
+        &'a self,
+        terminal: &'a str,
+    ) -> BoxFuture<'a, Result<ChildExit, HostError>> {
         self.terminals.wait(terminal).boxed()
     }
 
-    fn kill_command(&self, terminal: &str) -> Result<(), String> {
+    fn kill_command(&self, terminal: &str) -> Result<(), HostError> {
         self.terminals.kill(terminal)
     }
 
-    fn release_command(&self, terminal: &str) -> Result<(), String> {
+    fn release_command(&self, terminal: &str) -> Result<(), HostError> {
         self.terminals.release(terminal)
     }
 }

@@ -3,42 +3,25 @@
 //! release it as ACP's terminals allow.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use serde_json::json;
 use talaria_record::ResultStatus;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::calls::ChildCalls;
+use futures_util::future::BoxFuture;
 
-/// A command the agent asks to run in a terminal.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChildCommand {
-    pub command: String,
-    pub args: Vec<String>,
-    pub cwd: Option<PathBuf>,
-    pub env: Vec<(String, String)>,
-    /// The most bytes of output kept (the start is dropped first).
-    pub output_limit: Option<u64>,
-}
-
-/// How a command ended.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ChildExit {
-    pub code: Option<i32>,
-    pub signal: Option<String>,
-}
-
-/// A terminal's output so far.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ChildOutput {
-    pub output: String,
-    pub truncated: bool,
-    pub exit: Option<ChildExit>,
-}
+/// Runs the `terminal` tool with these arguments until the token fires.
+pub(super) type RunCommand = Box<
+    dyn FnOnce(
+            serde_json::Value,
+            CancellationToken,
+        ) -> BoxFuture<'static, Result<talaria_record::ToolResultEntry, HostError>>
+        + Send,
+>;
+use crate::external_agents::{ChildCommand, ChildExit, ChildOutput, HostError};
 
 struct Terminal {
     done: watch::Receiver<Option<ChildOutput>>,
@@ -54,9 +37,14 @@ pub(super) struct Terminals {
 
 impl Terminals {
     /// Starts `command` as a `terminal` call; its terminal id.
-    pub(super) fn start(&self, calls: Arc<ChildCalls>, command: ChildCommand) -> String {
+    pub(super) fn start(
+        &self,
+        run: RunCommand,
+        parent: &CancellationToken,
+        command: ChildCommand,
+    ) -> String {
         let id = format!("term-{}", self.next.fetch_add(1, Ordering::Relaxed) + 1);
-        let cancel = calls.ctx.cancel.child_token();
+        let cancel = parent.child_token();
         let (tx, done) = watch::channel(None);
         let running = cancel.clone();
         tokio::spawn(async move {
@@ -64,45 +52,47 @@ impl Terminals {
             if let Some(cwd) = &command.cwd {
                 args["workdir"] = json!(cwd);
             }
-            let ended = calls.run_tool("terminal", args, &running).await;
+            let ended = run(args, running).await;
             let _ = tx.send(Some(output_of(ended, command.output_limit)));
         });
         talaria_util::lock(&self.running).insert(id.clone(), Terminal { done, cancel });
         id
     }
 
-    fn done(&self, id: &str) -> Result<watch::Receiver<Option<ChildOutput>>, String> {
+    fn done(&self, id: &str) -> Result<watch::Receiver<Option<ChildOutput>>, HostError> {
         talaria_util::lock(&self.running)
             .get(id)
             .map(|t| t.done.clone())
-            .ok_or_else(|| format!("no terminal {id}"))
+            .ok_or_else(|| HostError::NoTerminal(id.to_string()))
     }
 
     /// What the terminal printed so far (its output comes when the command ends).
-    pub(super) fn output(&self, id: &str) -> Result<ChildOutput, String> {
+    pub(super) fn output(&self, id: &str) -> Result<ChildOutput, HostError> {
         Ok(self.done(id)?.borrow().clone().unwrap_or_default())
     }
 
-    pub(super) async fn wait(&self, id: &str) -> Result<ChildExit, String> {
+    pub(super) async fn wait(&self, id: &str) -> Result<ChildExit, HostError> {
         let mut done = self.done(id)?;
         let ended = done
             .wait_for(Option::is_some)
             .await
-            .map_err(|_| format!("terminal {id} was lost"))?;
+            .map_err(|_| HostError::NoTerminal(id.to_string()))?;
         Ok(ended.clone().and_then(|o| o.exit).unwrap_or_default())
     }
 
-    pub(super) fn kill(&self, id: &str) -> Result<(), String> {
+    pub(super) fn kill(&self, id: &str) -> Result<(), HostError> {
         let running = talaria_util::lock(&self.running);
-        let terminal = running.get(id).ok_or_else(|| format!("no terminal {id}"))?;
+        let terminal = running
+            .get(id)
+            .ok_or_else(|| HostError::NoTerminal(id.to_string()))?;
         terminal.cancel.cancel();
         Ok(())
     }
 
-    pub(super) fn release(&self, id: &str) -> Result<(), String> {
+    pub(super) fn release(&self, id: &str) -> Result<(), HostError> {
         let terminal = talaria_util::lock(&self.running)
             .remove(id)
-            .ok_or_else(|| format!("no terminal {id}"))?;
+            .ok_or_else(|| HostError::NoTerminal(id.to_string()))?;
         terminal.cancel.cancel();
         Ok(())
     }
@@ -137,14 +127,14 @@ fn quoted(word: &str) -> String {
 
 /// The call's record entry as a terminal's output and exit.
 fn output_of(
-    ended: Result<talaria_record::ToolResultEntry, String>,
+    ended: Result<talaria_record::ToolResultEntry, HostError>,
     limit: Option<u64>,
 ) -> ChildOutput {
     let entry = match ended {
         Ok(entry) => entry,
         Err(why) => {
             return ChildOutput {
-                output: why,
+                output: why.to_string(),
                 truncated: false,
                 exit: Some(ChildExit {
                     code: Some(126),
