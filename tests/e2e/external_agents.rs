@@ -267,3 +267,34 @@ async fn talaria_agents_lists_each_agent_whether_it_starts_and_its_walls() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn a_client_that_shows_subagents_sees_the_agent_as_a_session_of_its_own() {
+    let script = json!([[{"say": "child words"}]]);
+    let env = with_scripted_child(script, "").await;
+    let (mut agent, session, _) = env.session_with(json!({"subagents": {}})).await;
+    let (response, parent) = prompt(&mut agent, &session, "hand it over").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let announced: Vec<&Value> = parent
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "subagent_update")
+        .collect();
+    assert_eq!(announced.len(), 2, "{parent:?}");
+    assert_eq!(announced[0]["title"], "scripted");
+    assert_eq!(
+        announced[0]["state"]["state"], "running",
+        "{:?}",
+        announced[0]
+    );
+    assert_eq!(announced[1]["state"]["state"], "idle", "{:?}", announced[1]);
+    let child = announced[0]["sessionId"].as_str().expect("child id");
+    assert_ne!(child, session);
+    let said: String = agent
+        .transcript
+        .iter()
+        .filter(|m| m["params"]["sessionId"] == child)
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|m| m["params"]["update"]["content"]["text"].as_str())
+        .collect();
+    assert_eq!(said, "child words");
+}

@@ -60,6 +60,12 @@ impl ChildHost for HostOnAcp {
             acp::SessionUpdate::AgentMessageChunk(chunk) => {
                 if let acp::ContentBlock::Text(text) = chunk.content {
                     self.words(&text.text);
+                    return self.inner.said(text.text);
+                }
+            }
+            acp::SessionUpdate::AgentThoughtChunk(chunk) => {
+                if let acp::ContentBlock::Text(text) = chunk.content {
+                    return self.inner.thought(text.text);
                 }
             }
             acp::SessionUpdate::ToolCall(call) => {

@@ -9,6 +9,7 @@ use std::sync::atomic::AtomicU64;
 
 use talaria_tools::{Progress, Registry, ToolContext, ToolStatus};
 use tokio::sync::{Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
 
 use crate::client::{ClientAsk, ClientRequest};
 use crate::events::{EngineEvent, ToolCallView};
@@ -165,4 +166,60 @@ pub(crate) fn start_relay(
         relay
     });
     (child_events, relaying)
+}
+
+/// What the parent's client is told of the child: its session and whether it works, how it
+/// ended, the messages between them.
+pub(crate) struct Announcement<'a> {
+    pub session_id: &'a str,
+    pub name: &'a str,
+    pub goal: &'a str,
+    pub running: bool,
+    pub stop: Option<crate::events::SubagentStop>,
+    pub message: Option<crate::events::SubagentMessage>,
+}
+
+pub(crate) async fn announce(kit: &SubagentKit, announcement: Announcement<'_>) {
+    let view = crate::events::SubagentView {
+        session_id: announcement.session_id.to_string(),
+        title: announcement.name.to_string(),
+        description: announcement.goal.chars().take(200).collect(),
+        running: announcement.running,
+        stop: announcement.stop,
+        message: announcement.message,
+    };
+    let _ = kit.events.send(EngineEvent::Subagent(view)).await;
+}
+
+/// The running children's own cancellation, by session id: a client cancels one child's
+/// work (`session/cancel` on its id) without ending its parent's turn.
+static RUNNING: std::sync::LazyLock<std::sync::Mutex<HashMap<String, CancellationToken>>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// Cancels the running subagent with this session id; `false` when there is none.
+pub fn cancel_subagent(session_id: &str) -> bool {
+    let running = talaria_util::lock(&RUNNING);
+    match running.get(session_id) {
+        Some(token) => {
+            token.cancel();
+            true
+        }
+        None => false,
+    }
+}
+
+/// A child's entry in [`RUNNING`], removed when it ends however it ends.
+pub(crate) struct Running(String);
+
+impl Running {
+    pub(crate) fn register(session_id: &str, token: CancellationToken) -> Self {
+        talaria_util::lock(&RUNNING).insert(session_id.to_string(), token);
+        Self(session_id.to_string())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        talaria_util::lock(&RUNNING).remove(&self.0);
+    }
 }

@@ -11,7 +11,7 @@
 //!   after the child. The parent's card shows the child's steps as progress.
 //! - Cancelling the parent's turn cancels the child; a failing child fails only its call.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, LazyLock};
 
@@ -25,7 +25,6 @@ use talaria_tools::{
     Tool, ToolContext, ToolDefinition, ToolKind, ToolOutcome,
 };
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 
 use crate::context::ContextState;
 use crate::events::{EngineEvent, StopReason};
@@ -34,7 +33,8 @@ use crate::settings::{SessionSettings, UserInput};
 use crate::turn::{Turn, TurnLimits};
 
 pub(crate) use crate::delegation_kit::SubagentKit;
-use crate::delegation_kit::start_relay;
+pub use crate::delegation_kit::cancel_subagent;
+use crate::delegation_kit::{Announcement, Running, announce, start_relay};
 
 /// The side task whose model runs subagents.
 pub const SUBAGENT_TASK: &str = "subagent";
@@ -147,29 +147,6 @@ impl Tool for DelegateTask {
     }
 }
 
-/// What the parent's client is told of the child: its session and whether it works, how it
-/// ended, the messages between them.
-struct Announcement<'a> {
-    session_id: &'a str,
-    name: &'a str,
-    goal: &'a str,
-    running: bool,
-    stop: Option<crate::events::SubagentStop>,
-    message: Option<crate::events::SubagentMessage>,
-}
-
-async fn announce(kit: &SubagentKit, announcement: Announcement<'_>) {
-    let view = crate::events::SubagentView {
-        session_id: announcement.session_id.to_string(),
-        title: announcement.name.to_string(),
-        description: announcement.goal.chars().take(200).collect(),
-        running: announcement.running,
-        stop: announcement.stop,
-        message: announcement.message,
-    };
-    let _ = kit.events.send(EngineEvent::Subagent(view)).await;
-}
-
 /// The child is done: how it ended, and its report as a message back (none when cancelled).
 async fn announce_end(
     kit: &SubagentKit,
@@ -200,39 +177,6 @@ fn stop_of(outcome: &Result<StopReason, crate::events::TurnError>) -> crate::eve
     match outcome {
         Ok(reason) => crate::events::SubagentStop::Finished(*reason),
         Err(error) => crate::events::SubagentStop::Failed(error.to_string()),
-    }
-}
-
-/// The running children's own cancellation, by session id: a client cancels one child's
-/// work (`session/cancel` on its id) without ending its parent's turn.
-static RUNNING: std::sync::LazyLock<std::sync::Mutex<HashMap<String, CancellationToken>>> =
-    std::sync::LazyLock::new(Default::default);
-
-/// Cancels the running subagent with this session id; `false` when there is none.
-pub fn cancel_subagent(session_id: &str) -> bool {
-    let running = talaria_util::lock(&RUNNING);
-    match running.get(session_id) {
-        Some(token) => {
-            token.cancel();
-            true
-        }
-        None => false,
-    }
-}
-
-/// A child's entry in [`RUNNING`], removed when it ends however it ends.
-struct Running(String);
-
-impl Running {
-    fn register(session_id: &str, token: CancellationToken) -> Self {
-        talaria_util::lock(&RUNNING).insert(session_id.to_string(), token);
-        Self(session_id.to_string())
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        talaria_util::lock(&RUNNING).remove(&self.0);
     }
 }
 

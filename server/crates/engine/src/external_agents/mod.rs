@@ -62,6 +62,11 @@ pub struct ExternalReport {
 pub trait ExternalHost: Send + Sync {
     /// A line of the agent's progress for the card (its words, its own tool calls).
     fn step(&self, line: String);
+    /// The agent's words as they stream (shown on its own session to a client that shows
+    /// subagents).
+    fn said<'a>(&'a self, text: String) -> BoxFuture<'a, ()>;
+    /// The agent's thoughts as they stream (likewise).
+    fn thought<'a>(&'a self, text: String) -> BoxFuture<'a, ()>;
     fn read_text<'a>(
         &'a self,
         path: PathBuf,

@@ -33,6 +33,8 @@ pub struct ChildCalls {
     calls: AtomicU64,
     pub(super) terminals: Terminals,
     pub(super) me: Weak<ChildCalls>,
+    /// The agent's own session id, when the client shows subagents as sessions.
+    pub(super) child_session: Option<String>,
 }
 
 impl ChildCalls {
@@ -55,6 +57,7 @@ impl ChildCalls {
             calls: AtomicU64::new(0),
             terminals: Terminals::default(),
             me: Weak::new(),
+            child_session: None,
         }
     }
 
@@ -66,6 +69,17 @@ impl ChildCalls {
         let relaying = talaria_util::lock(&self.relaying).take();
         if let Some(relaying) = relaying {
             let _ = relaying.await;
+        }
+    }
+
+    /// Shows `event` on the agent's own session, when the client shows subagents.
+    async fn on_child_session(&self, event: EngineEvent) {
+        if let Some(session_id) = &self.child_session {
+            let wrapped = EngineEvent::ChildEvent {
+                session_id: session_id.clone(),
+                event: Box::new(event),
+            };
+            let _ = self.kit.events.send(wrapped).await;
         }
     }
 
@@ -117,6 +131,15 @@ impl ExternalHost for ChildCalls {
     fn step(&self, line: String) {
         self.ctx
             .report_progress(Progress::Output(format!("{line}\n")));
+    }
+
+    fn said<'a>(&'a self, text: String) -> BoxFuture<'a, ()> {
+        self.on_child_session(EngineEvent::AgentText(text)).boxed()
+    }
+
+    fn thought<'a>(&'a self, text: String) -> BoxFuture<'a, ()> {
+        self.on_child_session(EngineEvent::AgentThought(text))
+            .boxed()
     }
 
     fn read_text<'a>(

@@ -23,7 +23,9 @@ use std::sync::Arc;
 
 use talaria_tools::{Progress, ToolContext, ToolOutcome};
 
-use crate::external_agents::{AgentSet, ExternalRun};
+use crate::delegation_kit::{Announcement, Running, announce};
+use crate::events::{StopReason, SubagentMessage, SubagentStop};
+use crate::external_agents::{AgentSet, ExternalReport, ExternalRun};
 
 pub(crate) use calls::ChildCalls;
 
@@ -44,21 +46,42 @@ pub(crate) async fn delegate(
         ));
     }
     let cancel = ctx.cancel.child_token();
+    let child_session = kit.settings.announce_subagents.then(|| {
+        format!(
+            "{}-{}-{}",
+            kit.settings.id,
+            agent.replace(' ', "-"),
+            stamp()
+        )
+    });
+    // A client cancels the agent's work on its session without ending the parent's turn.
+    let _running = child_session
+        .as_deref()
+        .map(|id| Running::register(id, cancel.clone()));
+    if let Some(session_id) = &child_session {
+        announce(kit, announcement(session_id, &agent, &task, None)).await;
+        ctx.report_progress(Progress::Session(session_id.clone()));
+    }
     let host = Arc::new_cyclic(|me| {
         let mut calls =
             ChildCalls::new(kit.clone(), &agent, ctx, cancel.clone(), &first_line(&task));
         calls.me = me.clone();
+        calls.child_session = child_session.clone();
         calls
     });
     let run = ExternalRun {
         agent: agent.clone(),
         cwd: kit.settings.cwd.clone(),
-        task,
+        task: task.clone(),
         host: host.clone(),
         cancel,
     };
     let ended = agents.run(run).await;
     host.end().await;
+    if let Some(session_id) = &child_session {
+        let end = announcement(session_id, &agent, &task, Some(&ended));
+        announce(kit, end).await;
+    }
     match ended {
         Ok(report) if report.cancelled => ToolOutcome::failed(format!("{agent} was cancelled.")),
         Ok(report) if report.refused => ToolOutcome::failed(format!("{agent} refused the task.")),
@@ -76,6 +99,53 @@ pub(crate) async fn delegate(
             ToolOutcome::completed(format!("Report from {agent}:\n{answer}"))
         }
         Err(why) => ToolOutcome::failed(format!("{agent} failed: {why}")),
+    }
+}
+
+/// Unique across the parent's reloads too (counters restart with the process).
+fn stamp() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() % 1_000_000_000)
+}
+
+/// The agent's session for a client that shows subagents: running with its task, or ended
+/// with its answer.
+fn announcement<'a>(
+    session_id: &'a str,
+    agent: &'a str,
+    task: &'a str,
+    ended: Option<&Result<ExternalReport, String>>,
+) -> Announcement<'a> {
+    let (stop, message) = match ended {
+        None => (
+            None,
+            Some(SubagentMessage {
+                id: format!("{session_id}:task"),
+                to_child: true,
+                text: task.to_string(),
+            }),
+        ),
+        Some(Ok(report)) if report.cancelled => {
+            (Some(SubagentStop::Finished(StopReason::Cancelled)), None)
+        }
+        Some(Ok(report)) => (
+            Some(SubagentStop::Finished(StopReason::EndTurn)),
+            Some(SubagentMessage {
+                id: format!("{session_id}:report"),
+                to_child: false,
+                text: report.answer.trim().to_string(),
+            }),
+        ),
+        Some(Err(why)) => (Some(SubagentStop::Failed(why.clone())), None),
+    };
+    Announcement {
+        session_id,
+        name: agent,
+        goal: task,
+        running: ended.is_none(),
+        stop,
+        message,
     }
 }
 
