@@ -12,6 +12,9 @@ use talaria_engine::{
 };
 use talaria_protocol::acp;
 
+/// The longest line of the child's words held back waiting for its end.
+const LINE_CHARS: usize = 100;
+
 /// The engine's host as an ACP client's side.
 pub(super) struct HostOnAcp {
     name: String,
@@ -40,6 +43,10 @@ impl HostOnAcp {
     fn words(&self, text: &str) {
         let mut line = talaria_util::lock(&self.line);
         line.push_str(text);
+        // A long line without an end is shown as it is.
+        if line.len() > LINE_CHARS && !line.contains('\n') {
+            line.push('\n');
+        }
         while let Some(at) = line.find('\n') {
             let full: String = line.drain(..=at).collect();
             if !full.trim().is_empty() {
