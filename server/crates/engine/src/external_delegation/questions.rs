@@ -46,10 +46,7 @@ pub(super) async fn ask(calls: Asker<'_>, question: ChildQuestion) -> ChildAnswe
     let rule = scope(calls.name, question.kind);
     let approval = &calls.kit.approval;
     let roots = &calls.kit.settings.roots;
-    let inside = question
-        .paths
-        .iter()
-        .all(|p| p.is_absolute() && roots.iter().any(|r| p.starts_with(r)));
+    let inside = question.paths.iter().all(|p| inside_roots(p, roots));
     let policy = if approval.with_rules(|rules| rules.rejects(&rule)) {
         Policy::Reject
     } else if approval.with_rules(|rules| rules.allows(&rule)) {
@@ -62,6 +59,15 @@ pub(super) async fn ask(calls: Asker<'_>, question: ChildQuestion) -> ChildAnswe
         Policy::Reject => pick(&question, false),
         Policy::Ask => ask_user(&calls, &question, rule).await,
     }
+}
+
+/// Whether `path` is named inside one of `roots`: absolute, with no `..` (which would let
+/// `/project/../etc` pass for inside) — what cannot be told counts as outside.
+fn inside_roots(path: &std::path::Path, roots: &[std::path::PathBuf]) -> bool {
+    let plain = path
+        .components()
+        .all(|c| !matches!(c, std::path::Component::ParentDir | std::path::Component::CurDir));
+    path.is_absolute() && plain && roots.iter().any(|r| path.starts_with(r))
 }
 
 /// The agent's option that allows (once, preferably: Talaria keeps the rule) or rejects.
@@ -139,6 +145,15 @@ mod tests {
         assert_eq!(by_mode(Mode::AcceptEdits, Edit, true), Policy::Allow);
         assert_eq!(by_mode(Mode::AcceptEdits, Edit, false), Policy::Ask);
         assert_eq!(by_mode(Mode::AcceptEdits, Execute, true), Policy::Ask);
+    }
+
+    #[test]
+    fn a_path_is_inside_only_when_it_plainly_is() {
+        let roots = [std::path::PathBuf::from("/project")];
+        assert!(inside_roots(std::path::Path::new("/project/src/a.rs"), &roots));
+        assert!(!inside_roots(std::path::Path::new("/project/../etc/passwd"), &roots));
+        assert!(!inside_roots(std::path::Path::new("src/a.rs"), &roots));
+        assert!(!inside_roots(std::path::Path::new("/projectx/a"), &roots));
     }
 
     #[test]
