@@ -412,6 +412,23 @@ fn one_agent_loop_builds_the_orchestrator() {
     assert_eq!(builds.found, 1, "test code is left out");
 }
 
+#[test]
+fn one_turn_constructor() {
+    // The prompt's turn, a subagent's and the review's differ only in their `TurnSpec`:
+    // `Turn::new` in `turn/spec.rs` is the one place that fills a `Turn` in.
+    let engine = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/engine/src");
+    let builders = files_building(&engine, "Turn");
+    assert_eq!(
+        builders.len(),
+        1,
+        "`Turn {{ … }}` built outside Turn::new: {builders:#?}"
+    );
+    assert!(
+        Path::new(&builders[0]).ends_with("turn/spec.rs"),
+        "{builders:#?}"
+    );
+}
+
 /// The `pub mod` declarations of a crate root's production code.
 fn public_modules(root_text: &str) -> Vec<String> {
     let Ok(file) = syn::parse_file(root_text) else {

@@ -21,8 +21,8 @@ use serde_json::{Value, json};
 use talaria_record::{EntryBody, Transcript};
 use talaria_tools::tool::parse_args;
 use talaria_tools::{
-    ApprovalNeed, CallDescription, Concurrency, Effects, Progress, Registry, SessionToolState,
-    Tool, ToolContext, ToolDefinition, ToolKind, ToolOutcome, ToolStatus,
+    ApprovalNeed, CallDescription, Concurrency, Effects, Progress, Registry, Tool, ToolContext,
+    ToolDefinition, ToolKind, ToolOutcome, ToolStatus,
 };
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
@@ -33,7 +33,7 @@ use crate::events::{EngineEvent, StopReason, ToolCallView};
 use crate::model_call::{ModelCaller, SessionUsage};
 use crate::router::ModelRouter;
 use crate::settings::{SessionSettings, UserInput};
-use crate::turn::{Turn, TurnLimits};
+use crate::turn::{Turn, TurnSpec};
 
 /// The side task whose model runs subagents.
 pub const SUBAGENT_TASK: &str = "subagent";
@@ -546,8 +546,6 @@ impl Child<'_> {
             &settings.model,
         );
         let mut usage = SessionUsage::default();
-        let mut used_ids = HashSet::new();
-        let tool_state = Arc::new(SessionToolState::default());
         let caller = ModelCaller::new(
             kit.router.as_ref(),
             chain,
@@ -556,25 +554,15 @@ impl Child<'_> {
             &mut context,
             &mut usage,
         );
-        let turn = Turn {
-            settings,
-            limits: TurnLimits {
-                max_requests: self.max_requests,
-                max_output_tokens: settings.max_output_tokens,
-            },
-            registry: self.registry,
+        let spec = TurnSpec {
+            max_requests: self.max_requests,
             approval: &kit.approval,
-            tool_state: &tool_state,
-            events: self.events,
-            cancel: &ctx.cancel,
-            history,
-            journal,
-            used_tool_ids: &mut used_ids,
-            kept: Vec::new(),
-            caller,
+            sink: self.events,
             // A subagent is steered by its parent's task, not by the client.
-            steering: &crate::steering::SteerInbox::default(),
+            session: None,
+            journal,
         };
+        let turn = Turn::new(settings, self.registry, history, caller, spec);
         let outcome = turn.run(UserInput::text(ask)).await.outcome;
         (outcome, usage)
     }
