@@ -14,7 +14,7 @@ use talaria_engine::{
 use talaria_mcp::prompts::{self, PromptPart};
 use talaria_record::{InputBlock, UserPart};
 use talaria_skills::SkillsContext;
-use talaria_tools::clarify::FormAnswer;
+use talaria_tools::FormAnswer;
 
 use super::skills;
 

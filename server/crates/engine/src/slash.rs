@@ -52,7 +52,7 @@ pub struct CommandReply {
 /// What a command may use while it is expanded: the user, for a form, until `cancel`.
 #[derive(Clone)]
 pub struct Asking {
-    pub questions: std::sync::Arc<dyn talaria_tools::clarify::UserQuestions>,
+    pub questions: std::sync::Arc<dyn talaria_tools::UserQuestions>,
     pub cancel: tokio_util::sync::CancellationToken,
 }
 

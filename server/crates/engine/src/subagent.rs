@@ -19,7 +19,7 @@ use futures_util::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use talaria_record::{EntryBody, Transcript};
-use talaria_tools::tool::parse_args;
+use talaria_tools::parse_args;
 use talaria_tools::{
     ApprovalNeed, CallDescription, Concurrency, Effects, Progress, Registry, Tool, ToolContext,
     ToolDefinition, ToolKind, ToolOutcome, ToolStatus,

@@ -698,7 +698,7 @@ impl Turn<'_> {
                 events: self.events.clone(),
                 delegation: self.settings.delegation,
                 cancel: self.cancel.clone(),
-                local: talaria_tools::fs::LocalFiles::new(talaria_tools::fs::LinkRules {
+                local: talaria_tools::LocalFiles::new(talaria_tools::LinkRules {
                     sensitive: self.settings.secrets.paths.clone(),
                     places: self.settings.shell.places(),
                 }),

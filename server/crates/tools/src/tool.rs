@@ -150,7 +150,7 @@ impl ToolContext {
     pub async fn refuse_linked_credential(
         &self,
         path: &std::path::Path,
-    ) -> Result<(), crate::ToolError> {
+    ) -> Result<(), crate::error::ToolError> {
         let sensitive = self.sensitive.clone();
         let checked = path.to_path_buf();
         let linked = tokio::task::spawn_blocking(move || {
@@ -159,7 +159,7 @@ impl ToolContext {
         .await
         .unwrap_or(true);
         if linked {
-            return Err(crate::ToolError::Rejected(format!(
+            return Err(crate::error::ToolError::Rejected(format!(
                 "Refused: {} is another name (a hard link) for a credential (a key, a token \
                  store or Talaria's own settings); it is never read or changed through it. If \
                  the credential is really needed, read it by its own path: the user will be asked.",

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use talaria_provider::ToolCallRequest;
-use talaria_tools::shell::{Sandboxing, safety};
+use talaria_tools::Sandboxing;
 use talaria_tools::{
     ApprovalNeed, CallDescription, Concurrency, ParsedArgs, Progress, Registry, ToolContext,
     ToolEffect, ToolKind, ToolOutcome, ToolStatus,
