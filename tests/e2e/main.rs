@@ -80,6 +80,7 @@ mod sessions;
 mod setup;
 mod shared_sessions;
 mod shutdown;
+mod slash_commands;
 mod small_windows;
 mod spool;
 mod spool_adoption;

@@ -15,10 +15,10 @@ use talaria_protocol::acp::{
     RequestPermissionRequest, RequestPermissionResponse, ToolCallUpdate, ToolCallUpdateFields,
 };
 use talaria_protocol::{Peer, errors};
-use talaria_tools::clarify::FormAnswer;
-use talaria_tools::fs::{FileAccess, FileError};
-use talaria_tools::shell::output::HeadTail;
-use talaria_tools::shell::{CommandResult, CommandRunner, CommandSpec};
+use talaria_tools::FormAnswer;
+use talaria_tools::HeadTail;
+use talaria_tools::{CommandResult, CommandRunner, CommandSpec};
+use talaria_tools::{FileAccess, FileError};
 use talaria_tools::{Progress, ProgressSink, ToolError};
 use tokio_util::sync::CancellationToken;
 
@@ -422,7 +422,7 @@ impl EditorTerminal {
                 .collect(),
         )
         .env(
-            talaria_tools::shell::launch::spec_variable(launch)
+            talaria_tools::spec_variable(launch)
                 .map(|(name, spec)| acp::EnvVariable::new(name, spec))
                 .into_iter()
                 .collect(),
@@ -445,7 +445,7 @@ impl EditorTerminal {
 
 /// The command as the user would have typed it, for the editor to show in place of the
 /// helper's arguments (`_meta.talaria.command`).
-fn shown_command(launch: &talaria_tools::shell::Launch) -> acp::Meta {
+fn shown_command(launch: &talaria_tools::Launch) -> acp::Meta {
     let mut meta = acp::Meta::new();
     meta.insert(
         "talaria".into(),

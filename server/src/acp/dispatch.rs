@@ -94,7 +94,7 @@ where
 pub fn prepare_process() {
     tokio::task::spawn_blocking(|| {
         talaria_sandbox::availability();
-        talaria_tools::shell::sweep_private_tmps();
+        talaria_tools::sweep_private_tmps();
     });
     tokio::spawn(check_config_at_start());
 }

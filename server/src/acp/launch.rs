@@ -314,7 +314,7 @@ impl Agent {
         config: &Config,
         own: SessionOwn<'_>,
         stores: &Arc<talaria_skills::SkillsContext>,
-        shell: &Arc<talaria_tools::shell::Shell>,
+        shell: &Arc<talaria_tools::Shell>,
         checkpoints: Option<Arc<talaria_engine::Checkpoints>>,
     ) -> SessionSettings {
         let SessionOwn {
@@ -378,7 +378,7 @@ impl Agent {
         &mut self,
         session_id: &acp::SessionId,
         config: &Config,
-        shell: &talaria_tools::shell::Shell,
+        shell: &talaria_tools::Shell,
         mcp_warnings: Vec<String>,
     ) {
         let mut warnings = Vec::new();
@@ -469,7 +469,7 @@ impl SessionTools {
             registry.register(tool);
         }
         if self.clarify {
-            registry.register(Arc::new(talaria_tools::clarify::Clarify));
+            registry.register(Arc::new(talaria_tools::Clarify));
         }
         if let Some(journal) = &self.store {
             registry.register(Arc::new(talaria_engine::SessionSearch::new(
@@ -510,7 +510,7 @@ fn offered_models(config: &Config, model: &str) -> Vec<String> {
 }
 
 /// What a session response says about Talaria's own state (under `_meta.talaria`).
-fn session_meta(shell: &talaria_tools::shell::Shell) -> acp::Meta {
+fn session_meta(shell: &talaria_tools::Shell) -> acp::Meta {
     let mut meta = acp::Meta::new();
     meta.insert(
         "talaria".into(),
@@ -627,7 +627,7 @@ pub(super) struct Prepared {
     config: Config,
     system_prompt: PromptParts,
     commands: acp::SessionUpdate,
-    shell: Arc<talaria_tools::shell::Shell>,
+    shell: Arc<talaria_tools::Shell>,
     checkpoints: Option<Arc<talaria_engine::Checkpoints>>,
 }
 
@@ -640,7 +640,7 @@ pub(super) struct Ready {
     /// The workspace roots: the cwd and the additional directories.
     roots: Vec<std::path::PathBuf>,
     /// How its commands start (the OS sandbox, the clean environment).
-    shell: Arc<talaria_tools::shell::Shell>,
+    shell: Arc<talaria_tools::Shell>,
     /// What its calls keep of the files they change.
     checkpoints: Option<Arc<talaria_engine::Checkpoints>>,
     /// The local server's window, when it had not answered yet.

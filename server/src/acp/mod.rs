@@ -73,7 +73,7 @@ struct LiveSession {
     /// What session responses say under `_meta`.
     meta: acp::Meta,
     /// How its commands start (sandbox, environment), and where: for `_talaria/run_command`.
-    shell: Arc<talaria_tools::shell::Shell>,
+    shell: Arc<talaria_tools::Shell>,
     cwd: std::path::PathBuf,
 }
 

@@ -7,7 +7,7 @@ use talaria_protocol::acp::{
     self, ContentBlock, ContentChunk, Plan, SessionUpdate, TextContent, ToolCall, ToolCallLocation,
     ToolCallStatus,
 };
-use talaria_record::{DisplayKind, EntryBody, InputBlock, ResultStatus, Transcript};
+use talaria_record::{EntryBody, InputBlock, ResultStatus, Transcript};
 use talaria_tools::{TodoItem, ToolStatus};
 
 use super::updates;
@@ -162,7 +162,7 @@ fn tool_card(result: &talaria_record::ToolResultEntry) -> [SessionUpdate; 2] {
     let display = &result.display;
     let card = ToolCall::new(result.client_id.clone(), display.title.clone())
         .name(result.tool.clone())
-        .kind(kind(display.kind))
+        .kind(updates::tool_kind(display.kind))
         .status(ToolCallStatus::Pending)
         .locations(
             display
@@ -237,18 +237,4 @@ fn strip_nulls(mut value: Value) -> Value {
         }
     }
     value
-}
-
-fn kind(kind: DisplayKind) -> acp::ToolKind {
-    match kind {
-        DisplayKind::Read => acp::ToolKind::Read,
-        DisplayKind::Edit => acp::ToolKind::Edit,
-        DisplayKind::Delete => acp::ToolKind::Delete,
-        DisplayKind::Move => acp::ToolKind::Move,
-        DisplayKind::Search => acp::ToolKind::Search,
-        DisplayKind::Execute => acp::ToolKind::Execute,
-        DisplayKind::Think => acp::ToolKind::Think,
-        DisplayKind::Fetch => acp::ToolKind::Fetch,
-        DisplayKind::Other => acp::ToolKind::Other,
-    }
 }

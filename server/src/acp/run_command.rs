@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::json;
 use talaria_protocol::acp::{self, RequestId};
 use talaria_protocol::errors;
-use talaria_tools::shell::{CommandRunner, CommandSpec, LocalRunner};
+use talaria_tools::{CommandRunner, CommandSpec, LocalRunner};
 use tokio_util::sync::CancellationToken;
 
 use super::{Agent, Reply, session_not_found};

@@ -83,7 +83,6 @@ pub use sandbox::{
     Helper as SandboxHelper, env_rules, layers as sandbox_layers, notice as sandbox_notice,
     refusals_dir, self_test as sandbox_self_test, shell as sandboxed_shell, state as sandbox_state,
 };
-pub use session::REWIND_COMMAND;
 pub use session::{SessionHandle, SessionSettings, SessionStart, UserInput, spawn_session_with};
 #[cfg(test)]
 pub use session::{SessionSnapshot, spawn_session};
@@ -91,8 +90,9 @@ pub use session_search::SessionSearch;
 pub use session_state::SessionView;
 pub use side_task::SideTaskError;
 pub use slash::{
-    Asking, Attached, CommandReply, Expansion, PromptInput, SlashCommand, SlashCommands,
-    ToolsetChange,
+    Asking, Attached, CommandArgError, CommandReply, CommandRuns, DeclaredCommand, Expansion,
+    MCP_PROMPT_PREFIX, PromptInput, RewindArgs, SLASH_COMMANDS, SkillsAction, SlashCommand,
+    SlashCommands, ToolsetChange, TypedCommand, parse_command,
 };
 pub use steering::{IdleSteer, SteerOutcome};
 pub use subagent::cancel_subagent;

@@ -11,7 +11,6 @@
 //!   after the child. The parent's card shows the child's steps as progress.
 //! - Cancelling the parent's turn cancels the child; a failing child fails only its call.
 
-use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, LazyLock};
 
@@ -19,10 +18,10 @@ use futures_util::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use talaria_record::{EntryBody, Transcript};
-use talaria_tools::tool::parse_args;
+use talaria_tools::parse_args;
 use talaria_tools::{
-    ApprovalNeed, CallDescription, Concurrency, Effects, Progress, Registry, SessionToolState,
-    Tool, ToolContext, ToolDefinition, ToolKind, ToolOutcome,
+    ApprovalNeed, CallDescription, Concurrency, Effects, Progress, Registry, Tool, ToolContext,
+    ToolDefinition, ToolKind, ToolOutcome,
 };
 use tokio::sync::mpsc;
 
@@ -30,7 +29,7 @@ use crate::context::ContextState;
 use crate::events::{EngineEvent, StopReason};
 use crate::model_call::{ModelCaller, SessionUsage};
 use crate::settings::{SessionSettings, UserInput};
-use crate::turn::{Turn, TurnLimits};
+use crate::turn::{Turn, TurnSpec};
 
 pub(crate) use crate::delegation_kit::SubagentKit;
 pub use crate::delegation_kit::cancel_subagent;
@@ -358,8 +357,6 @@ impl Child<'_> {
             &settings.model,
         );
         let mut usage = SessionUsage::default();
-        let mut used_ids = HashSet::new();
-        let tool_state = Arc::new(SessionToolState::default());
         let caller = ModelCaller::new(
             kit.router.as_ref(),
             chain,
@@ -368,25 +365,15 @@ impl Child<'_> {
             &mut context,
             &mut usage,
         );
-        let turn = Turn {
-            settings,
-            limits: TurnLimits {
-                max_requests: self.max_requests,
-                max_output_tokens: settings.max_output_tokens,
-            },
-            registry: self.registry,
+        let spec = TurnSpec {
+            max_requests: self.max_requests,
             approval: &kit.approval,
-            tool_state: &tool_state,
-            events: self.events,
-            cancel: &ctx.cancel,
-            history,
-            journal,
-            used_tool_ids: &mut used_ids,
-            kept: Vec::new(),
-            caller,
+            sink: self.events,
             // A subagent is steered by its parent's task, not by the client.
-            steering: &crate::steering::SteerInbox::default(),
+            session: None,
+            journal,
         };
+        let turn = Turn::new(settings, self.registry, history, caller, spec);
         let outcome = turn.run(UserInput::text(ask)).await.outcome;
         (outcome, usage)
     }

@@ -64,9 +64,12 @@ pub(super) async fn ask(calls: Asker<'_>, question: ChildQuestion) -> ChildAnswe
 /// Whether `path` is named inside one of `roots`: absolute, with no `..` (which would let
 /// `/project/../etc` pass for inside) — what cannot be told counts as outside.
 fn inside_roots(path: &std::path::Path, roots: &[std::path::PathBuf]) -> bool {
-    let plain = path
-        .components()
-        .all(|c| !matches!(c, std::path::Component::ParentDir | std::path::Component::CurDir));
+    let plain = path.components().all(|c| {
+        !matches!(
+            c,
+            std::path::Component::ParentDir | std::path::Component::CurDir
+        )
+    });
     path.is_absolute() && plain && roots.iter().any(|r| path.starts_with(r))
 }
 
@@ -150,8 +153,14 @@ mod tests {
     #[test]
     fn a_path_is_inside_only_when_it_plainly_is() {
         let roots = [std::path::PathBuf::from("/project")];
-        assert!(inside_roots(std::path::Path::new("/project/src/a.rs"), &roots));
-        assert!(!inside_roots(std::path::Path::new("/project/../etc/passwd"), &roots));
+        assert!(inside_roots(
+            std::path::Path::new("/project/src/a.rs"),
+            &roots
+        ));
+        assert!(!inside_roots(
+            std::path::Path::new("/project/../etc/passwd"),
+            &roots
+        ));
         assert!(!inside_roots(std::path::Path::new("src/a.rs"), &roots));
         assert!(!inside_roots(std::path::Path::new("/projectx/a"), &roots));
     }
