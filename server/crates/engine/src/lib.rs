@@ -51,7 +51,9 @@ pub use client::{
     ClientAnswer, ClientAsk, ClientRequest, Delegation, PermissionAnswer, PermissionChoice,
     PermissionRequest,
 };
-pub use config::reference::markdown as configuration_reference;
+pub use config::reference::{
+    markdown as configuration_reference, variables_set as configuration_variables_set,
+};
 pub use config::{
     Config, ConfigError, Endpoint, Learning, McpServerEntry, ProviderKind, RetryPolicy,
     StoreConfig, default_home, is_local, without_password,

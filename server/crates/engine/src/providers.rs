@@ -41,6 +41,18 @@ pub struct Service {
     pub default_url: &'static str,
 }
 
+impl Service {
+    /// The variable over a key of its table (`base_url`, `api_key`, `api_keys`), and the
+    /// key's default when the service has one (its address).
+    pub fn setting(&self, key: &str) -> (Option<&'static str>, Option<&'static str>) {
+        match key {
+            "base_url" => (Some(self.url_variable), Some(self.default_url)),
+            "api_key" | "api_keys" => (Some(self.key_variable), None),
+            _ => (None, None),
+        }
+    }
+}
+
 /// What the wire APIs' own settings are (from the configuration).
 #[derive(Debug, Clone, Copy)]
 pub struct WireOptions {

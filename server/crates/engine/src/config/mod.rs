@@ -4,6 +4,7 @@
 //! is present at all, even empty (an empty key sends no credentials: local servers). Several
 //! keys form a pool: `api_keys = [...]` in the file, or comma-separated in the variable.
 
+mod declare;
 mod error;
 mod keys;
 mod parts;
@@ -24,7 +25,6 @@ use crate::credentials::KeyStrategy;
 use crate::router::Price;
 pub use error::ConfigError;
 use resolve::*;
-pub use schema::McpServerEntry;
 use schema::*;
 
 pub use crate::providers::ProviderKind;
@@ -241,8 +241,9 @@ pub struct SandboxConfig {
 }
 
 impl Default for SandboxConfig {
+    /// The declared defaults of `[sandbox]` (on).
     fn default() -> Self {
-        Self {
+        sandbox_config(&FileSandbox::default()).unwrap_or(Self {
             enabled: true,
             writable: Vec::new(),
             hidden: Vec::new(),
@@ -250,8 +251,29 @@ impl Default for SandboxConfig {
             unix_sockets: Vec::new(),
             max_processes: talaria_sandbox::DEFAULT_MAX_PROCESSES,
             namespaces: true,
-        }
+        })
     }
+}
+
+/// An MCP server for every session (`[mcp_servers.<name>]`, resolved: defaults applied).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct McpServerEntry {
+    pub name: String,
+    pub command: Option<String>,
+    pub args: Vec<String>,
+    pub env: std::collections::BTreeMap<String, String>,
+    pub url: Option<String>,
+    /// `http` (the default) or `sse` for a `url`.
+    pub transport: Option<String>,
+    pub headers: std::collections::BTreeMap<String, String>,
+    pub enabled: Option<bool>,
+    pub startup_timeout_secs: Option<u64>,
+    pub tool_timeout_secs: Option<u64>,
+    /// A client registered beforehand with the server's authorization server (for one that
+    /// offers no dynamic registration).
+    pub oauth_client_id: Option<String>,
+    /// The scopes to ask for at sign-in, instead of those the server names.
+    pub oauth_scope: Option<String>,
 }
 
 /// `[shell_environment]`, plus what the configuration itself names as secret.
@@ -283,19 +305,19 @@ pub struct Learning {
 }
 
 impl Default for Learning {
+    /// The declared defaults of `[learning]`.
     fn default() -> Self {
-        Self {
-            skill_review_after: 10,
-            memory_review_after: 10,
-            stage_reviews: true,
-            max_review_calls: 16,
-            on_local_servers: false,
-        }
+        learning_of(&FileLearning::default())
     }
 }
 
 /// The context window assumed when neither the configuration nor the server says.
 pub const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
+
+/// The longest wait for a model's first byte when `first_byte_timeout_secs` is not set: for
+/// hosted APIs, and for servers on this machine or a private network (which can spend
+/// minutes reading a long prompt on a CPU).
+pub const FIRST_BYTE_TIMEOUT_SECS: (u64, u64) = (300, 1800);
 
 /// Whether a base URL points at this machine or a private network.
 pub fn is_local(base_url: &str) -> bool {
@@ -399,7 +421,11 @@ impl Config {
         crate::router::CallLimits {
             first_byte_timeout: std::time::Duration::from_secs(
                 self.first_byte_timeout_secs
-                    .unwrap_or(if local { 1800 } else { 300 })
+                    .unwrap_or(if local {
+                        FIRST_BYTE_TIMEOUT_SECS.1
+                    } else {
+                        FIRST_BYTE_TIMEOUT_SECS.0
+                    })
                     .max(1),
             ),
             still_working_after: std::time::Duration::from_secs(self.still_working_secs),
