@@ -55,7 +55,7 @@ pub use config::reference::{
     markdown as configuration_reference, variables_set as configuration_variables_set,
 };
 pub use config::{
-    Config, ConfigError, Endpoint, Learning, McpServerEntry, ProviderKind, RetryPolicy,
+    Config, ConfigError, Endpoint, Learning, McpServerEntry, ProviderKind, RetryPolicy, Settings,
     StoreConfig, default_home, is_local, without_password,
 };
 pub use events::{
@@ -67,7 +67,7 @@ pub use journal::{ANSWER_DEADLINE, Journal, READ_DEADLINE, SessionJournal};
 pub use model_call::CallError;
 pub use provider_factory::{build_router, build_router_through};
 pub use providers::OPENAI as OPENAI_SERVICE;
-pub use providers::key_tables;
+pub use providers::{LOCAL_SERVERS, LocalServer, key_tables};
 pub use review_kit::{ReviewFactory, ReviewKit};
 pub use rewind::{
     MessagePoint, RewindOutcome, RewindRequest, fingerprint as message_fingerprint, user_message_id,

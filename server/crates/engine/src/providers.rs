@@ -69,6 +69,8 @@ pub struct ProviderSpec {
     pub kind: ProviderKind,
     /// Its name in configuration.
     pub name: &'static str,
+    /// What people call it (`talaria setup`'s menu).
+    pub title: &'static str,
     /// Other names it answers to.
     pub aliases: &'static [&'static str],
     pub service: &'static Service,
@@ -107,6 +109,34 @@ pub static BUILT_IN: Service = Service {
     default_url: "",
 };
 
+/// A model server people run on their own machine, speaking a service's API at a known
+/// address (`talaria setup` looks for them).
+#[derive(Debug)]
+pub struct LocalServer {
+    pub name: &'static str,
+    pub service: &'static Service,
+    pub base_url: &'static str,
+}
+
+/// The local servers `talaria setup` looks for and `talaria doctor` suggests.
+pub static LOCAL_SERVERS: [LocalServer; 3] = [
+    LocalServer {
+        name: "llama.cpp",
+        service: &OPENAI,
+        base_url: "http://127.0.0.1:8080/v1",
+    },
+    LocalServer {
+        name: "Ollama",
+        service: &OPENAI,
+        base_url: "http://127.0.0.1:11434/v1",
+    },
+    LocalServer {
+        name: "LM Studio",
+        service: &OPENAI,
+        base_url: "http://127.0.0.1:1234/v1",
+    },
+];
+
 /// Every service, in the order configuration lists them.
 pub static SERVICES: [&Service; 2] = [&OPENAI, &ANTHROPIC];
 
@@ -115,6 +145,7 @@ pub static PROVIDERS: [ProviderSpec; 4] = [
     ProviderSpec {
         kind: ProviderKind::OpenAi,
         name: "openai",
+        title: "OpenAI",
         aliases: &["openai-chat", "openai-compatible"],
         service: &OPENAI,
         default_model: "gpt-4.1-mini",
@@ -125,6 +156,7 @@ pub static PROVIDERS: [ProviderSpec; 4] = [
     ProviderSpec {
         kind: ProviderKind::Anthropic,
         name: "anthropic",
+        title: "Anthropic",
         aliases: &[],
         service: &ANTHROPIC,
         default_model: "claude-sonnet-4-5",
@@ -143,6 +175,7 @@ pub static PROVIDERS: [ProviderSpec; 4] = [
     ProviderSpec {
         kind: ProviderKind::OpenAiResponses,
         name: "openai-responses",
+        title: "OpenAI (Responses API)",
         aliases: &["responses"],
         service: &OPENAI,
         default_model: "gpt-4.1-mini",
@@ -158,6 +191,7 @@ pub static PROVIDERS: [ProviderSpec; 4] = [
     ProviderSpec {
         kind: ProviderKind::Demo,
         name: "demo",
+        title: "the built-in demo",
         aliases: &["talaria-demo"],
         service: &BUILT_IN,
         default_model: talaria_provider::demo::DEMO_MODEL,

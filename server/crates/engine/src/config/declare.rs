@@ -302,6 +302,13 @@ macro_rules! settings {
         impl $name {
             $( settings!(@get [$($doc),+] $key, $ty, $default; $($env)?); )*
 
+            $($(
+                $(#[doc = $ndoc])*
+                pub fn $table(&self) -> &$tty {
+                    &self.$table
+                }
+            )*)?
+
             /// The tables of the reference this declaration makes: its own keys, then each
             /// table inside it.
             pub fn sections() -> Vec<$crate::config::declare::Section> {

@@ -183,6 +183,38 @@ pub struct Config {
     pub store: StoreConfig,
     /// Record every session's model calls into this directory (`[record] dir`).
     pub record_dir: Option<PathBuf>,
+    /// Every setting as declared, with its default: what a plain setting is read from.
+    pub settings: Settings,
+}
+
+/// Every setting of the file as declared (`schema.rs`), the environment applied: each key
+/// read through its getter, which gives its default when it is not set
+/// (`config.settings.learning().stage_reviews()`). A plain setting needs nothing more; one
+/// that must be checked or combined is resolved into a field of `Config` as well.
+#[derive(Clone, Default, PartialEq)]
+pub struct Settings(std::sync::Arc<FileConfig>);
+
+impl std::ops::Deref for Settings {
+    type Target = FileConfig;
+
+    fn deref(&self) -> &FileConfig {
+        &self.0
+    }
+}
+
+/// Every setting, a store URL's password hidden (the configuration's `Debug` is its
+/// fingerprint: what it shows must change when a setting does).
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut shown = FileConfig::clone(&self.0);
+        if let Some(url) = &mut shown.store.url {
+            url.value = url.value.as_deref().map(without_password);
+            if let declare::Source::Env { raw, .. } = &mut url.source {
+                *raw = without_password(raw);
+            }
+        }
+        shown.fmt(f)
+    }
 }
 
 /// `[store]`: the embedded SQLite file under `TALARIA_HOME`, or a PostgreSQL database shared
@@ -492,6 +524,38 @@ mod tests {
         );
         assert_eq!(config.endpoint_of(ProviderKind::OpenAi).api_keys, ["k"]);
         assert!(config.missing_credentials().is_none());
+    }
+
+    /// A plain setting is read from the declaration alone: its default, the file's value, a
+    /// variable over both, and where the value came from.
+    #[test]
+    fn every_declared_setting_is_readable_with_its_default_and_source() {
+        let defaulted = load(&[], None).expect("config");
+        assert!(defaulted.settings.learning().stage_reviews());
+        assert_eq!(defaulted.settings.max_turn_requests(), 90);
+        assert!(!defaulted.settings.titles().is_set());
+        let config = load(
+            &[("TALARIA_SANDBOX_NAMESPACES", "off"), ("TALARIA_TITLES", "on")],
+            Some("max_turn_requests = 7\n[learning]\nstage_reviews = false\n[sandbox]\nnamespaces = true\n"),
+        )
+        .expect("config");
+        assert_eq!(config.settings.max_turn_requests(), 7);
+        assert!(!config.settings.learning().stage_reviews());
+        let namespaces = config.settings.sandbox().namespaces();
+        assert!(!namespaces.value, "the variable is over the file");
+        assert!(matches!(
+            namespaces.source,
+            declare::Source::Env {
+                variable: "TALARIA_SANDBOX_NAMESPACES",
+                ..
+            }
+        ));
+        assert!(!config.sandbox.namespaces);
+        let titles = load(&[("TALARIA_TITLES", "maybe")], None);
+        assert!(
+            matches!(&titles, Err(e) if e.to_string().contains("TALARIA_TITLES = \"maybe\"")),
+            "{titles:?}"
+        );
     }
 
     #[test]

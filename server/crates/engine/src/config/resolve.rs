@@ -4,9 +4,10 @@
 use super::declare::{Table, on_or_off};
 use super::{
     Bases, Config, ConfigError, Endpoint, FileCompression, FileConfig, FileEndpoint, FileSandbox,
-    Path, PathBuf, ProviderKind, SandboxConfig, auxiliaries_of, context_window_of, default_home,
-    fallbacks_of, is_local, key_strategy_of, keys, learning_of, mcp_servers_of, mode_of,
-    parse_file, provider_of, retry_of, shell_environment_of, store_of, titles_of, tokenizers_of,
+    Path, PathBuf, ProviderKind, SandboxConfig, Settings, auxiliaries_of, context_window_of,
+    default_home, fallbacks_of, is_local, key_strategy_of, keys, learning_of, mcp_servers_of,
+    mode_of, parse_file, provider_of, retry_of, shell_environment_of, store_of, titles_of,
+    tokenizers_of,
 };
 /// Why a base URL cannot be used: no `http://`/`https://`, or no host.
 pub(super) fn base_url_problem(url: &str) -> Option<String> {
@@ -314,6 +315,7 @@ impl Config {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
         file.apply_env(env)?;
+        let settings = Settings(std::sync::Arc::new(file.clone()));
         let bases = Bases::of(&mut file, env);
         let (shell_environment, retry) = (shell_environment_of(&file), retry_of(&file));
         let provider = provider_of(&file.provider())?;
@@ -394,6 +396,7 @@ impl Config {
             titles_set,
             server_slots: None,
             titles,
+            settings,
         })
     }
 }

@@ -31,7 +31,7 @@ fn default_models() -> String {
 
 settings! {
     /// Keys at the top of the file, before any table.
-    pub(super) struct FileConfig {
+    pub struct FileConfig {
         /// The wire API: `openai` (Chat Completions and compatible servers), `openai-responses`
         /// (the Responses API), `anthropic` (Messages), or `demo` (the built-in demo model:
         /// scripted answers, no server, no key).
@@ -136,7 +136,7 @@ settings! {
 
 settings! {
     /// A service's address and keys (`[openai]`, `[anthropic]`: see `crate::providers::SERVICES`).
-    pub(super) struct FileEndpoint {
+    pub struct FileEndpoint {
         /// The service's address.
         base_url: Option<String> = None, kind "string (URL)";
         /// Its key (comma-separated in the variable for a pool; `""` for none needed).
@@ -148,7 +148,7 @@ settings! {
 
 settings! {
     /// One fallback model.
-    pub(super) struct FileFallback {
+    pub struct FileFallback {
         required {
             /// A fallback's wire API.
             provider: String;
@@ -164,7 +164,7 @@ settings! {
 
 settings! {
     /// The model of one kind of side task.
-    pub(super) struct FileAuxiliary {
+    pub struct FileAuxiliary {
         /// The side task's wire API.
         provider: Option<String> = None, shown "the main provider";
         /// Its model.
@@ -180,7 +180,7 @@ settings! {
 
 settings! {
     /// `[compression]`.
-    pub(super) struct FileCompression {
+    pub struct FileCompression {
         /// Compact the context when it fills.
         enabled: bool = talaria_compress::Settings::default().enabled;
         /// Compact once the context takes this share of the window.
@@ -199,7 +199,7 @@ settings! {
 
 settings! {
     /// `[learning]`.
-    pub(super) struct FileLearning {
+    pub struct FileLearning {
         /// A background review writes skills after this many model calls that used tools since
         /// the last skill write (0: never).
         skill_review_after: u32 = 10, unit "tool calls";
@@ -218,7 +218,7 @@ settings! {
 
 settings! {
     /// `[memory]`.
-    pub(super) struct FileMemory {
+    pub struct FileMemory {
         /// The agent's notes, at most this many characters (at least 100).
         memory_chars: usize = 2_200;
         /// The user's profile, at most this many characters (at least 100).
@@ -228,7 +228,7 @@ settings! {
 
 settings! {
     /// `[delegation]`.
-    pub(super) struct FileDelegation {
+    pub struct FileDelegation {
         /// Subagents running at once (at most 16; 0 offers no `delegate_task`).
         max_concurrent: usize = 3;
     }
@@ -236,7 +236,7 @@ settings! {
 
 settings! {
     /// One MCP server for every session (`[mcp_servers.<name>]`).
-    pub(super) struct FileMcpServer {
+    pub struct FileMcpServer {
         /// A stdio server's program (or `url` for an HTTP one).
         command: Option<String> = None;
         /// Its arguments.
@@ -268,7 +268,7 @@ settings! {
 
 settings! {
     /// `[sandbox]`.
-    pub(super) struct FileSandbox {
+    pub struct FileSandbox {
         /// `on` or `off`: commands run in the OS sandbox (namespaces, Landlock, seccomp,
         /// limits).
         mode: String = "on".to_string(), env "TALARIA_SANDBOX";
@@ -291,7 +291,7 @@ settings! {
 
 settings! {
     /// `[shell_environment]`.
-    pub(super) struct FileShellEnvironment {
+    pub struct FileShellEnvironment {
         /// Variables commands keep beyond the clean environment.
         keep: Vec<String> = Vec::new(), kind "list of variable names";
         /// Variables set for every command.
@@ -301,7 +301,7 @@ settings! {
 
 settings! {
     /// `[store]`.
-    pub(super) struct FileStore {
+    pub struct FileStore {
         /// A PostgreSQL database for sessions shared across hosts.
         url: Option<String> = None, env "TALARIA_STORE_URL", kind "string (postgres:// URL)",
             shown "none: the embedded SQLite store";
@@ -313,7 +313,7 @@ settings! {
 
 settings! {
     /// `[record]`: every session's model calls recorded (as `talaria acp --record`).
-    pub(super) struct FileRecord {
+    pub struct FileRecord {
         /// Record every session's model calls as cassettes here (as `talaria acp --record`).
         dir: Option<PathBuf> = None;
     }
