@@ -180,33 +180,47 @@ impl SettingType for crate::router::Price {
     }
 }
 
-/// A value read from an environment variable.
+/// A value read from an environment variable (`unit`: the key's declared unit, if any).
 pub trait FromEnv: Sized {
-    fn from_env(variable: &'static str, raw: &str) -> Result<Self, ConfigError>;
+    fn from_env(variable: &'static str, raw: &str, unit: Option<&str>)
+    -> Result<Self, ConfigError>;
 }
 
 impl FromEnv for String {
-    fn from_env(_: &'static str, raw: &str) -> Result<Self, ConfigError> {
+    fn from_env(_: &'static str, raw: &str, _: Option<&str>) -> Result<Self, ConfigError> {
         Ok(raw.to_string())
     }
 }
 
 impl<T: FromEnv> FromEnv for Option<T> {
-    fn from_env(variable: &'static str, raw: &str) -> Result<Self, ConfigError> {
-        T::from_env(variable, raw).map(Some)
+    fn from_env(
+        variable: &'static str,
+        raw: &str,
+        unit: Option<&str>,
+    ) -> Result<Self, ConfigError> {
+        T::from_env(variable, raw, unit).map(Some)
     }
 }
 
 impl FromEnv for u64 {
-    fn from_env(variable: &'static str, raw: &str) -> Result<Self, ConfigError> {
+    fn from_env(
+        variable: &'static str,
+        raw: &str,
+        unit: Option<&str>,
+    ) -> Result<Self, ConfigError> {
         raw.trim().parse().map_err(|_| {
-            ConfigError::variable(variable, raw, format!("{variable} must be a whole number"))
+            let of = unit.map(|unit| format!(" of {unit}")).unwrap_or_default();
+            ConfigError::variable(
+                variable,
+                raw,
+                format!("{variable} must be a whole number{of}"),
+            )
         })
     }
 }
 
 impl FromEnv for bool {
-    fn from_env(variable: &'static str, raw: &str) -> Result<Self, ConfigError> {
+    fn from_env(variable: &'static str, raw: &str, _: Option<&str>) -> Result<Self, ConfigError> {
         on_or_off(raw).ok_or_else(|| ConfigError::variable(variable, raw, "\"on\" or \"off\""))
     }
 }
@@ -378,7 +392,7 @@ macro_rules! settings {
                 &mut self,
                 env: $crate::config::declare::Env<'_>,
             ) -> Result<(), $crate::config::ConfigError> {
-                $( settings!(@apply self, env, $key, $ty; $($env)?); )*
+                $( settings!(@apply self, env, $key, $ty, [$($unit)?]; $($env)?); )*
                 $($( $crate::config::declare::Table::apply_env(&mut self.$table, env)?; )*)?
                 Ok(())
             }
@@ -407,10 +421,11 @@ macro_rules! settings {
         }
     };
 
-    (@apply $self:ident, $envf:ident, $key:ident, $ty:ty;) => {};
-    (@apply $self:ident, $envf:ident, $key:ident, $ty:ty; $env:literal) => {
+    (@apply $self:ident, $envf:ident, $key:ident, $ty:ty, [$($unit:literal)?];) => {};
+    (@apply $self:ident, $envf:ident, $key:ident, $ty:ty, [$($unit:literal)?]; $env:literal) => {
         if let Some(raw) = $envf($env).filter(|raw| !raw.trim().is_empty()) {
-            let value = <$ty as $crate::config::declare::FromEnv>::from_env($env, &raw)?;
+            let unit: Option<&str> = None $(.or(Some($unit)))?;
+            let value = <$ty as $crate::config::declare::FromEnv>::from_env($env, &raw, unit)?;
             $self.$key = Some($crate::config::declare::Sourced {
                 value,
                 source: $crate::config::declare::Source::Env { variable: $env, raw },

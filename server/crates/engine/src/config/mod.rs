@@ -729,7 +729,8 @@ mod tests {
         };
         let window = told(load(&[("TALARIA_CONTEXT_WINDOW", "lots")], None));
         assert!(
-            window.starts_with("environment: TALARIA_CONTEXT_WINDOW = \"lots\""),
+            window.starts_with("environment: TALARIA_CONTEXT_WINDOW = \"lots\"")
+                && window.ends_with("must be a whole number of tokens"),
             "{window}"
         );
         let provider = told(load(&[("TALARIA_PROVIDER", "palm")], None));
