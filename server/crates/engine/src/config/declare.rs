@@ -346,6 +346,14 @@ macro_rules! settings {
                 all
             }
 
+            /// The table inside this one named `name`, to be downcast to its declared type.
+            pub fn table_named(&self, name: &str) -> Option<&dyn std::any::Any> {
+                match name {
+                    $($( stringify!($table) => Some(&self.$table), )*)?
+                    _ => None,
+                }
+            }
+
             /// Each table inside this one: its name in the file and its serde field names.
             pub fn tables() -> Vec<(&'static str, &'static [&'static str])> {
                 vec![$($(

@@ -131,6 +131,29 @@ mod tests {
         }
     }
 
+    /// A service's address and keys are read from its own table: a service added to the
+    /// provider table without one fails here.
+    #[test]
+    fn every_service_has_its_table_in_the_declaration() {
+        let file: FileConfig =
+            toml::from_str("[openai]\nbase_url = \"http://a/v1\"\n[anthropic]\napi_key = \"k\"\n")
+                .expect("parses");
+        for service in crate::providers::SERVICES {
+            assert!(
+                file.table_named(service.table)
+                    .is_some_and(|t| t.is::<super::super::schema::FileEndpoint>()),
+                "no [{}] table declared",
+                service.table
+            );
+        }
+        assert_eq!(
+            file.service("openai").base_url().as_deref(),
+            Some("http://a/v1")
+        );
+        assert_eq!(file.service("anthropic").api_key().as_deref(), Some("k"));
+        assert_eq!(file.service("palm").base_url(), None);
+    }
+
     #[test]
     fn defaults_and_types_come_from_the_declaration() {
         let all = sections();

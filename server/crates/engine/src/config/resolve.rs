@@ -183,11 +183,11 @@ pub(super) fn typo_of(path: &str) -> Option<String> {
 
 impl Bases {
     /// Every service's endpoint: the variables over the file over the defaults.
-    pub(super) fn of(file: &mut FileConfig, env: &dyn Fn(&str) -> Option<String>) -> Self {
+    pub(super) fn of(file: &FileConfig, env: &dyn Fn(&str) -> Option<String>) -> Self {
         let endpoints = crate::providers::SERVICES
             .iter()
             .map(|service| {
-                let configured = file.take_service(service.table);
+                let configured = file.service(service.table);
                 let found = endpoint(
                     configured,
                     env,
@@ -316,7 +316,7 @@ impl Config {
     ) -> Result<Self, ConfigError> {
         file.apply_env(env)?;
         let settings = Settings(std::sync::Arc::new(file.clone()));
-        let bases = Bases::of(&mut file, env);
+        let bases = Bases::of(&file, env);
         let (shell_environment, retry) = (shell_environment_of(&file), retry_of(&file));
         let provider = provider_of(&file.provider())?;
         let (context_window, context_window_set) = context_window_of(&file.context_window())?;

@@ -331,13 +331,12 @@ pub(super) fn parse_file(
 }
 
 impl FileConfig {
-    /// A service's table of the file (`[openai]`, `[anthropic]`), taken out; empty when the
-    /// file has none. A new service's table is a field above and an arm here.
-    pub(super) fn take_service(&mut self, table: &str) -> FileEndpoint {
-        match table {
-            "openai" => std::mem::take(&mut self.openai),
-            "anthropic" => std::mem::take(&mut self.anthropic),
-            _ => FileEndpoint::default(),
-        }
+    /// A service's table of the file (`[openai]`, `[anthropic]`); empty when the file has
+    /// none. A new service's table is an entry of `tables` above.
+    pub(super) fn service(&self, table: &str) -> FileEndpoint {
+        self.table_named(table)
+            .and_then(|found| found.downcast_ref::<FileEndpoint>())
+            .cloned()
+            .unwrap_or_default()
     }
 }
