@@ -13,8 +13,8 @@ mod resolve;
 mod schema;
 use parts::{
     Bases, auxiliaries_of, context_window_of, fallbacks_of, key_strategy_of, learning_of,
-    mcp_servers_of, mode_of, provider_of, retry_of, shell_environment_of, store_of, titles_of,
-    tokenizers_of,
+    mcp_servers_of, mode_of, models_of, provider_of, retry_of, shell_environment_of, store_of,
+    titles_of, tokenizers_of,
 };
 
 use std::collections::HashMap;

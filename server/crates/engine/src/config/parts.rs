@@ -62,6 +62,25 @@ pub(super) fn context_window_of(window: &Sourced<u64>) -> Result<(u64, bool), Co
     Ok((window.value, window.is_set()))
 }
 
+/// The session's model (`TALARIA_MODEL`, else the file's, else the provider's default) and
+/// the models offered for switching, the model among them.
+pub(super) fn models_of(provider: ProviderKind, file: &FileConfig) -> (String, Vec<String>) {
+    if provider.is_built_in() {
+        // The demo has one model, whatever the file names for others.
+        let only = provider.spec().default_model.to_string();
+        return (only.clone(), vec![only]);
+    }
+    let model = file
+        .model()
+        .value
+        .unwrap_or_else(|| provider.spec().default_model.into());
+    let mut models = file.models();
+    if !models.contains(&model) {
+        models.insert(0, model.clone());
+    }
+    (model, models)
+}
+
 pub(super) fn mode_of(id: &str) -> Result<Mode, ConfigError> {
     Mode::from_id(id).ok_or_else(|| {
         ConfigError::value(

@@ -118,7 +118,9 @@ mod tests {
             let mut parsed: Vec<&str> = fields
                 .iter()
                 .copied()
-                .filter(|field| section.table != "" || !tables.iter().any(|(t, _)| t == field))
+                .filter(|field| {
+                    !section.table.is_empty() || !tables.iter().any(|(t, _)| t == field)
+                })
                 .collect();
             documented.sort_unstable();
             parsed.sort_unstable();

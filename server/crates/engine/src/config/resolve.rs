@@ -6,8 +6,8 @@ use super::{
     Bases, Config, ConfigError, Endpoint, FileCompression, FileConfig, FileEndpoint, FileSandbox,
     Path, PathBuf, ProviderKind, SandboxConfig, Settings, auxiliaries_of, context_window_of,
     default_home, fallbacks_of, is_local, key_strategy_of, keys, learning_of, mcp_servers_of,
-    mode_of, parse_file, provider_of, retry_of, shell_environment_of, store_of, titles_of,
-    tokenizers_of,
+    mode_of, models_of, parse_file, provider_of, retry_of, shell_environment_of, store_of,
+    titles_of, tokenizers_of,
 };
 /// Why a base URL cannot be used: no `http://`/`https://`, or no host.
 pub(super) fn base_url_problem(url: &str) -> Option<String> {
@@ -320,21 +320,7 @@ impl Config {
         let (shell_environment, retry) = (shell_environment_of(&file), retry_of(&file));
         let provider = provider_of(&file.provider())?;
         let (context_window, context_window_set) = context_window_of(&file.context_window())?;
-        let (model, models) = if provider.is_built_in() {
-            // The demo has one model, whatever the file names for others.
-            let only = provider.spec().default_model.to_string();
-            (only.clone(), vec![only])
-        } else {
-            let model = file
-                .model()
-                .value
-                .unwrap_or_else(|| provider.spec().default_model.into());
-            let mut models = file.models();
-            if !models.contains(&model) {
-                models.insert(0, model.clone());
-            }
-            (model, models)
-        };
+        let (model, models) = models_of(provider, &file);
         let mode = mode_of(&file.mode())?;
         let key_strategy = key_strategy_of(&file.key_strategy())?;
         if !provider.is_built_in() {
