@@ -202,22 +202,30 @@ impl<T: FromEnv> FromEnv for Option<T> {
     }
 }
 
-impl FromEnv for u64 {
-    fn from_env(
-        variable: &'static str,
-        raw: &str,
-        unit: Option<&str>,
-    ) -> Result<Self, ConfigError> {
-        raw.trim().parse().map_err(|_| {
-            let of = unit.map(|unit| format!(" of {unit}")).unwrap_or_default();
-            ConfigError::variable(
-                variable,
-                raw,
-                format!("{variable} must be a whole number{of}"),
-            )
-        })
-    }
+macro_rules! whole_numbers_from_env {
+    ($($ty:ty),*) => {$(
+        impl FromEnv for $ty {
+            fn from_env(
+                variable: &'static str,
+                raw: &str,
+                unit: Option<&str>,
+            ) -> Result<Self, ConfigError> {
+                raw.trim().parse().map_err(|_| {
+                    let unit = match unit {
+                        Some("s") => Some("seconds"),
+                        Some("ms") => Some("milliseconds"),
+                        other => other,
+                    };
+                    let of = unit.map(|unit| format!(" of {unit}")).unwrap_or_default();
+                    let detail = format!("{variable} must be a whole number{of}");
+                    ConfigError::variable(variable, raw, detail)
+                })
+            }
+        }
+    )*};
 }
+
+whole_numbers_from_env!(u32, u64, usize);
 
 impl FromEnv for bool {
     fn from_env(variable: &'static str, raw: &str, _: Option<&str>) -> Result<Self, ConfigError> {
@@ -464,3 +472,100 @@ macro_rules! settings {
 }
 
 pub(crate) use settings;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    settings! {
+        /// An entry of a list.
+        pub struct Hook {
+            required {
+                /// What it runs.
+                command: String;
+            }
+            /// How long it may take.
+            timeout_secs: u64 = 60, env "SAMPLE_HOOK_TIMEOUT", unit "s";
+            /// Whether it runs.
+            enabled: bool = true, env "SAMPLE_HOOK_ENABLED";
+        }
+    }
+
+    settings! {
+        /// The top of a sample file.
+        pub struct Sample {
+            /// A word.
+            word: String = "hi".to_string(), kind "a greeting", shown "hi (or hello)";
+            /// Some names.
+            names: Vec<String> = Vec::new();
+        }
+        tables {
+            /// Hooks by event, each a list.
+            hooks: BTreeMap<String, Vec<Hook>> as "hooks.<event>[]",
+        }
+    }
+
+    fn parsed(text: &str) -> Sample {
+        toml::from_str(text).expect("parses")
+    }
+
+    /// A table of lists of entries (the shape of `[[hooks.PreToolUse]]`) is declared like any
+    /// other: its keys documented under their path, the environment applied to each entry.
+    #[test]
+    fn nested_lists_of_entries_are_declared_documented_and_layered() {
+        let mut sample = parsed("[[hooks.PreToolUse]]\ncommand = \"a\"\ntimeout_secs = 5\n");
+        let hook = &sample.hooks()["PreToolUse"][0];
+        assert_eq!((hook.command.as_str(), hook.timeout_secs().value), ("a", 5));
+        assert!(hook.enabled().value && !hook.enabled().is_set());
+        let env = |name: &str| (name == "SAMPLE_HOOK_ENABLED").then(|| "off".to_string());
+        sample.apply_env(&env).expect("applies");
+        let enabled = sample.hooks()["PreToolUse"][0].enabled();
+        assert!(!enabled.value);
+        assert_eq!(
+            enabled.source,
+            Source::Env {
+                variable: "SAMPLE_HOOK_ENABLED",
+                raw: "off".into()
+            }
+        );
+        let sections = Sample::sections();
+        assert_eq!(sections[1].table, "hooks.<event>[]");
+        let timeout = &sections[1].keys[1];
+        assert_eq!(
+            (
+                timeout.name.as_str(),
+                timeout.kind.as_str(),
+                timeout.default.as_str()
+            ),
+            ("timeout_secs", "integer (s)", "60")
+        );
+        assert_eq!(timeout.env, Some("SAMPLE_HOOK_TIMEOUT"));
+        assert_eq!(sections[1].keys[0].default, "required");
+        let word = &sections[0].keys[0];
+        assert_eq!(
+            (word.kind.as_str(), word.default.as_str()),
+            ("a greeting", "hi (or hello)")
+        );
+        assert_eq!(sections[0].keys[1].kind, "list of strings");
+        assert_eq!(Sample::tables()[0].0, "hooks");
+        assert_eq!(
+            Sample::tables()[0].1,
+            ["command", "timeout_secs", "enabled"]
+        );
+    }
+
+    #[test]
+    fn a_bad_variable_is_an_error_naming_it_and_a_missing_required_key_fails_to_parse() {
+        let mut sample = parsed("[[hooks.Stop]]\ncommand = \"b\"\n");
+        let env = |name: &str| (name == "SAMPLE_HOOK_TIMEOUT").then(|| "soon".to_string());
+        let error = sample.apply_env(&env).expect_err("not a number");
+        assert_eq!(
+            error.to_string(),
+            "environment: SAMPLE_HOOK_TIMEOUT = \"soon\": SAMPLE_HOOK_TIMEOUT must be a whole number of seconds"
+        );
+        let missing = toml::from_str::<Sample>("[[hooks.Stop]]\ntimeout_secs = 1\n");
+        assert!(missing.is_err_and(|e| e.to_string().contains("missing field `command`")));
+        assert_eq!(parsed("").word(), "hi", "the default");
+        assert_eq!(parsed("word = \"yo\"").word(), "yo");
+    }
+}
