@@ -273,17 +273,14 @@ pub struct SandboxConfig {
 }
 
 impl Default for SandboxConfig {
-    /// The declared defaults of `[sandbox]` (on).
+    /// The declared defaults of `[sandbox]` (on; on as well if the declared mode could not be
+    /// read: the sandbox fails closed).
     fn default() -> Self {
-        sandbox_config(&FileSandbox::default()).unwrap_or(Self {
-            enabled: true,
-            writable: Vec::new(),
-            hidden: Vec::new(),
-            network: true,
-            unix_sockets: Vec::new(),
-            max_processes: talaria_sandbox::DEFAULT_MAX_PROCESSES,
-            namespaces: true,
-        })
+        let file = FileSandbox::default();
+        sandbox_with(
+            &file,
+            declare::on_or_off(&file.mode().value).unwrap_or(true),
+        )
     }
 }
 
@@ -534,6 +531,9 @@ mod tests {
         assert!(defaulted.settings.learning().stage_reviews());
         assert_eq!(defaulted.settings.max_turn_requests(), 90);
         assert!(!defaulted.settings.titles().is_set());
+        assert_eq!(defaulted.sandbox, SandboxConfig::default());
+        assert!(SandboxConfig::default().enabled && SandboxConfig::default().namespaces);
+        assert_eq!(defaulted.learning, Learning::default());
         let config = load(
             &[("TALARIA_SANDBOX_NAMESPACES", "off"), ("TALARIA_TITLES", "on")],
             Some("max_turn_requests = 7\n[learning]\nstage_reviews = false\n[sandbox]\nnamespaces = true\n"),

@@ -69,7 +69,12 @@ pub(super) fn sandbox_config(file: &FileSandbox) -> Result<SandboxConfig, Config
             "the sandbox is \"on\" or \"off\"",
         )
     })?;
-    Ok(SandboxConfig {
+    Ok(sandbox_with(file, enabled))
+}
+
+/// `[sandbox]` with whether it is on already decided.
+pub(super) fn sandbox_with(file: &FileSandbox, enabled: bool) -> SandboxConfig {
+    SandboxConfig {
         enabled,
         writable: file.writable(),
         hidden: file.hidden(),
@@ -77,7 +82,7 @@ pub(super) fn sandbox_config(file: &FileSandbox) -> Result<SandboxConfig, Config
         unix_sockets: file.unix_sockets(),
         max_processes: file.max_processes(),
         namespaces: file.namespaces().value,
-    })
+    }
 }
 
 /// `[compression]` over the defaults; shares must lie in (0, 1].
