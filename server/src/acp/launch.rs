@@ -358,6 +358,7 @@ impl Agent {
             images: config.supports_images,
             shell: shell.clone(),
             checkpoints,
+            agents: crate::agents::ConfiguredAgents::of(&config.agents),
         }
     }
 

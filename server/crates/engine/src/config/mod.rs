@@ -12,9 +12,9 @@ pub mod reference;
 mod resolve;
 mod schema;
 use parts::{
-    Bases, auxiliaries_of, context_window_of, fallbacks_of, key_strategy_of, learning_of,
-    mcp_servers_of, mode_of, models_of, provider_of, retry_of, shell_environment_of, store_of,
-    titles_of, tokenizers_of,
+    Bases, agents_of, auxiliaries_of, context_window_of, fallbacks_of, key_strategy_of,
+    learning_of, mcp_servers_of, mode_of, models_of, provider_of, retry_of, shell_environment_of,
+    store_of, titles_of, tokenizers_of,
 };
 
 use std::collections::HashMap;
@@ -165,6 +165,8 @@ pub struct Config {
     pub max_subagents: usize,
     /// MCP servers every session connects (`[mcp_servers.<name>]`, enabled ones).
     pub mcp_servers: Vec<McpServerEntry>,
+    /// Other ACP agents `delegate_task` may hand a task to (`[agents.<name>]`, enabled ones).
+    pub agents: Vec<AgentEntry>,
     /// Token encodings configured per model (`[tokenizers]`); others follow the model family.
     pub tokenizers: HashMap<String, talaria_compress::Encoding>,
     /// Sessions get a title from a model (`[auxiliary.title]`, else the session's) after
@@ -303,6 +305,24 @@ pub struct McpServerEntry {
     pub oauth_client_id: Option<String>,
     /// The scopes to ask for at sign-in, instead of those the server names.
     pub oauth_scope: Option<String>,
+}
+
+/// Another ACP agent `delegate_task` may hand a task to (`[agents.<name>]`, resolved:
+/// defaults applied).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentEntry {
+    pub name: String,
+    /// Its program (an ACP agent on stdio).
+    pub command: String,
+    pub args: Vec<String>,
+    /// Added to the environment it starts with.
+    pub env: std::collections::BTreeMap<String, String>,
+    /// `acp` when it does its file and command work through its client (Talaria) only; else
+    /// it is taken to run its own tools, outside Talaria's walls.
+    pub tools: Option<String>,
+    pub enabled: Option<bool>,
+    /// Silence in a turn, while nothing waits on Talaria, before it is stopped as hung.
+    pub idle_timeout_secs: Option<u64>,
 }
 
 /// `[shell_environment]`, plus what the configuration itself names as secret.
@@ -551,6 +571,18 @@ mod tests {
             }
         ));
         assert!(!config.sandbox.namespaces);
+        let agents = load(
+            &[],
+            Some("[agents.c]\ncommand = \"c\"\n[agents.off]\ncommand = \"x\"\nenabled = false\n"),
+        )
+        .expect("config")
+        .agents;
+        assert_eq!(agents.len(), 1, "a disabled agent is not offered");
+        assert_eq!(
+            (agents[0].tools.as_deref(), agents[0].idle_timeout_secs),
+            (Some("own"), Some(300)),
+            "the declared defaults"
+        );
         let titles = load(&[("TALARIA_TITLES", "maybe")], None);
         assert!(
             matches!(&titles, Err(e) if e.to_string().contains("TALARIA_TITLES = \"maybe\"")),

@@ -3,10 +3,10 @@
 
 use super::declare::{Source, Sourced};
 use super::{
-    Auxiliary, ConfigError, Endpoint, Fallback, FileAuxiliary, FileConfig, FileFallback,
-    FileLearning, FileMcpServer, FileStore, KeyStrategy, Learning, McpServerEntry, Mode, Path,
-    PathBuf, ProviderKind, RetryPolicy, ShellEnvironment, StoreConfig, provider_named, split_keys,
-    unknown_provider, without_password,
+    AgentEntry, Auxiliary, ConfigError, Endpoint, Fallback, FileAgent, FileAuxiliary, FileConfig,
+    FileFallback, FileLearning, FileMcpServer, FileStore, KeyStrategy, Learning, McpServerEntry,
+    Mode, Path, PathBuf, ProviderKind, RetryPolicy, ShellEnvironment, StoreConfig, provider_named,
+    split_keys, unknown_provider, without_password,
 };
 use std::collections::{BTreeMap, HashMap};
 
@@ -221,6 +221,22 @@ pub(super) fn mcp_servers_of(file: &BTreeMap<String, FileMcpServer>) -> Vec<McpS
             tool_timeout_secs: Some(entry.tool_timeout_secs()),
             oauth_client_id: entry.oauth_client_id(),
             oauth_scope: entry.oauth_scope(),
+        })
+        .collect()
+}
+
+/// The enabled `[agents.<name>]`, named, their defaults applied.
+pub(super) fn agents_of(file: &BTreeMap<String, FileAgent>) -> Vec<AgentEntry> {
+    file.iter()
+        .filter(|(_, entry)| entry.enabled())
+        .map(|(name, entry)| AgentEntry {
+            name: name.clone(),
+            command: entry.command.clone(),
+            args: entry.args(),
+            env: entry.env(),
+            tools: Some(entry.tools()),
+            enabled: Some(true),
+            idle_timeout_secs: Some(entry.idle_timeout_secs()),
         })
         .collect()
 }

@@ -4,10 +4,10 @@
 use super::declare::{Table, on_or_off};
 use super::{
     Bases, Config, ConfigError, Endpoint, FileCompression, FileConfig, FileEndpoint, FileSandbox,
-    Path, PathBuf, ProviderKind, SandboxConfig, Settings, auxiliaries_of, context_window_of,
-    default_home, fallbacks_of, is_local, key_strategy_of, keys, learning_of, mcp_servers_of,
-    mode_of, models_of, parse_file, provider_of, retry_of, shell_environment_of, store_of,
-    titles_of, tokenizers_of,
+    Path, PathBuf, ProviderKind, SandboxConfig, Settings, agents_of, auxiliaries_of,
+    context_window_of, default_home, fallbacks_of, is_local, key_strategy_of, keys, learning_of,
+    mcp_servers_of, mode_of, models_of, parse_file, provider_of, retry_of, shell_environment_of,
+    store_of, titles_of, tokenizers_of,
 };
 /// Why a base URL cannot be used: no `http://`/`https://`, or no host.
 pub(super) fn base_url_problem(url: &str) -> Option<String> {
@@ -354,6 +354,7 @@ impl Config {
             ),
             max_subagents: file.delegation.max_concurrent().min(16),
             mcp_servers: mcp_servers_of(&file.mcp_servers),
+            agents: agents_of(&file.agents),
             home,
             provider,
             model,

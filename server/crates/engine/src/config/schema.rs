@@ -123,6 +123,8 @@ settings! {
         delegation: FileDelegation,
         /// MCP servers every session connects.
         mcp_servers: BTreeMap<String, FileMcpServer> as "mcp_servers.<name>",
+        /// Other ACP agents `delegate_task {agent}` and `/agent` hand tasks to.
+        agents: BTreeMap<String, FileAgent> as "agents.<name>",
         /// The OS sandbox every command runs in.
         sandbox: FileSandbox,
         /// Commands' environment.
@@ -263,6 +265,30 @@ settings! {
         /// The scopes to ask for at sign-in (space-separated), instead of those the server
         /// names.
         oauth_scope: Option<String> = None;
+    }
+}
+
+settings! {
+    /// Another ACP agent (`[agents.<name>]`).
+    pub struct FileAgent {
+        required {
+            /// An ACP agent's program (on stdio) that `delegate_task {agent}` and `/agent` hand
+            /// tasks to.
+            command: String;
+        }
+        /// Its arguments.
+        args: Vec<String> = Vec::new();
+        /// Added to the environment it starts with (its own keys, e.g. `ANTHROPIC_API_KEY`).
+        env: BTreeMap<String, String> = BTreeMap::new();
+        /// `acp` when it does all its file and command work through its client (then Talaria's
+        /// rules, sandbox and checkpoints cover it); `own` when it runs its own tools (only as
+        /// safe as its own sandbox).
+        tools: String = "own".to_string();
+        /// Offer it.
+        enabled: bool = true;
+        /// Silence in a turn, while nothing waits on Talaria, before it is stopped as hung (at
+        /// least 1 s).
+        idle_timeout_secs: u64 = 300, unit "s";
     }
 }
 
