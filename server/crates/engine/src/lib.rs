@@ -54,10 +54,12 @@ pub use client::{
     ClientAnswer, ClientAsk, ClientRequest, Delegation, PermissionAnswer, PermissionChoice,
     PermissionRequest,
 };
-pub use config::reference::markdown as configuration_reference;
+pub use config::reference::{
+    markdown as configuration_reference, variables_set as configuration_variables_set,
+};
 pub use config::{
     AgentEntry, Config, ConfigError, Endpoint, Learning, McpServerEntry, ProviderKind, RetryPolicy,
-    StoreConfig, default_home, is_local, without_password,
+    Settings, StoreConfig, default_home, is_local, without_password,
 };
 pub use events::{
     CompactionStatus, CompactionView, ContextUse, EngineEvent, LimitsView, NoticeLevel, Signal,
@@ -73,7 +75,7 @@ pub use journal::{ANSWER_DEADLINE, Journal, READ_DEADLINE, SessionJournal};
 pub use model_call::CallError;
 pub use provider_factory::{build_router, build_router_through};
 pub use providers::OPENAI as OPENAI_SERVICE;
-pub use providers::key_tables;
+pub use providers::{LOCAL_SERVERS, LocalServer, key_tables};
 pub use review_kit::{ReviewFactory, ReviewKit};
 pub use rewind::{
     MessagePoint, RewindOutcome, RewindRequest, fingerprint as message_fingerprint, user_message_id,
