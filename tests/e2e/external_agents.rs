@@ -224,9 +224,11 @@ async fn another_talaria_process_takes_a_task_and_its_answer_comes_back() {
     env.write_config(&format!(
         "[learning]\nskill_review_after = 0\nmemory_review_after = 0\n\
          [agents.talaria]\ncommand = \"{}\"\nargs = [\"acp\"]\ntools = \"own\"\n\
-         env = {{ TALARIA_HOME = \"{}\", TALARIA_MODEL = \"{CHILD_MODEL}\", TALARIA_TITLES = \"off\" }}\n",
+         env = {{ TALARIA_HOME = \"{}\", TALARIA_MODEL = \"{CHILD_MODEL}\", TALARIA_TITLES = \"off\", \
+         OPENAI_BASE_URL = \"{}\", OPENAI_API_KEY = \"child-key\" }}\n",
         talaria_bin().display(),
-        child_home.display()
+        child_home.display(),
+        env.mock.base_url()
     ));
     let (mut agent, session) = env.session().await;
     let (response, _) = prompt(&mut agent, &session, "hand it over").await;
@@ -236,6 +238,20 @@ async fn another_talaria_process_takes_a_task_and_its_answer_comes_back() {
         result.contains("Report from talaria:\nthe child Talaria's answer"),
         "{result}"
     );
+    // The child asked with the key its configuration gave it, never the parent's.
+    let child = env
+        .mock
+        .requests()
+        .into_iter()
+        .find(|r| r.body["model"] == CHILD_MODEL)
+        .expect("the child asked the model");
+    let auth: Vec<&str> = child
+        .headers
+        .iter()
+        .filter(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(auth, ["Bearer child-key"]);
 }
 
 #[tokio::test]
@@ -259,7 +275,7 @@ async fn talaria_agents_lists_each_agent_whether_it_starts_and_its_walls() {
     assert!(!output.status.success(), "one does not start: {text}");
     assert!(text.contains("scripted: "), "{text}");
     assert!(text.contains("starts: yes — acp-child 0.0.1"), "{text}");
-    assert!(text.contains("tools: through Talaria"), "{text}");
+    assert!(text.contains("tools: declared to ask Talaria"), "{text}");
     assert!(text.contains("ghost: /nonexistent/agent"), "{text}");
     assert!(text.contains("starts: no"), "{text}");
     assert!(
@@ -297,4 +313,45 @@ async fn a_client_that_shows_subagents_sees_the_agent_as_a_session_of_its_own() 
         .filter_map(|m| m["params"]["update"]["content"]["text"].as_str())
         .collect();
     assert_eq!(said, "child words");
+}
+
+#[tokio::test]
+async fn the_agent_writes_only_where_a_rewind_can_take_it_back() {
+    let script = json!([[{"write": {"path": "HOME/outside.txt", "content": "out\n"}}]]);
+    let env = with_scripted_child(script, "mode = \"yolo\"").await;
+    let script_path = env.home.path().join("child-script.json");
+    let text = std::fs::read_to_string(&script_path).expect("script");
+    let text = text.replace("HOME/", &format!("{}/", env.home.path().display()));
+    std::fs::write(&script_path, text).expect("script");
+    let (mut agent, session) = env.session().await;
+    let answer = prompt_unasked(&mut agent, &session).await;
+    assert_eq!(stop_reason(&answer), "end_turn", "{answer}");
+    let result = delegation_result(&env);
+    assert!(
+        result.contains("wrote: error:") && result.contains("outside the session's folders"),
+        "{result}"
+    );
+    assert!(!env.home.path().join("outside.txt").exists());
+}
+
+#[tokio::test]
+async fn a_question_naming_no_path_is_asked_even_in_yolo_mode() {
+    let script = json!([[{"ask": "tidy up"}]]);
+    let env = with_scripted_child(script, "mode = \"yolo\"").await;
+    let (mut agent, session) = env.session().await;
+    let answer = prompt_choosing(&mut agent, &session, "hand it over", "reject_once").await;
+    assert_eq!(stop_reason(&answer), "end_turn", "{answer}");
+    let asked: Vec<&Value> = agent
+        .transcript
+        .iter()
+        .filter(|m| m["method"] == "session/request_permission")
+        .collect();
+    assert_eq!(asked.len(), 1, "asked even in yolo: {asked:?}");
+    let options = asked[0]["params"]["options"].to_string();
+    assert!(
+        !options.contains("allow_always"),
+        "allow is never remembered: {options}"
+    );
+    let result = delegation_result(&env);
+    assert!(result.contains("permission: no"), "{result}");
 }

@@ -66,6 +66,28 @@ pub struct ChildAgent {
     activity: Arc<Activity>,
     timings: Timings,
     tasks: Vec<JoinHandle<()>>,
+    /// Its process group, killed when this ends however it ends.
+    group: Group,
+}
+
+/// A child's process group (it leads it); dropping this kills every process left in it.
+struct Group(Option<i32>);
+
+impl Group {
+    fn kill(&self) {
+        if let Some(id) = self.0 {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(id),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        self.kill();
+    }
 }
 
 impl ChildAgent {
@@ -96,15 +118,18 @@ impl ChildAgent {
                 source: std::io::Error::other("its standard streams were not piped"),
             });
         };
+        let group = Group(process.id().and_then(|id| i32::try_from(id).ok()));
         let stderr = StderrTail::follow(stderr, name.clone());
         let options = PeerOptions {
             framing: Some(Framing::NewlineDelimited),
             ..PeerOptions::default()
         };
         let connection = talaria_protocol::connect(stdout, stdin, options);
-        let activity = Arc::new(Activity::new());
+        let (activity, settles) = Activity::new();
+        let activity = Arc::new(activity);
         let answering = tokio::spawn(answer_child(
             connection.incoming,
+            settles,
             connection.peer.clone(),
             host.clone(),
             activity.clone(),
@@ -123,6 +148,7 @@ impl ChildAgent {
             activity,
             timings,
             tasks: vec![answering, connection.reader],
+            group,
         };
         child.initialize(host.capabilities()).await?;
         Ok(child)
@@ -213,6 +239,7 @@ impl ChildAgent {
             }
         };
         let answer = self.answered("session/prompt", answer).await?;
+        self.activity.settled().await;
         let response: acp::PromptResponse =
             serde_json::from_value(answer).map_err(|e| self.malformed("session/prompt", e))?;
         Ok(PromptOutcome {
@@ -229,6 +256,7 @@ impl ChildAgent {
             peer,
             process,
             tasks,
+            group,
             ..
         } = self;
         for task in &tasks {
@@ -239,6 +267,8 @@ impl ChildAgent {
         if tokio::time::timeout(grace, process.wait()).await.is_err() {
             let _ = process.kill().await;
         }
+        // What it started and left behind ends with it.
+        drop(group);
     }
 
     fn tick(&self) -> Duration {
@@ -281,6 +311,7 @@ impl ChildAgent {
             Ok(Ok(status)) => status.to_string(),
             Ok(Err(e)) => format!("its status is unknown: {e}"),
             Err(_) => {
+                self.group.kill();
                 let _ = process.kill().await;
                 "its output closed; it was killed".to_string()
             }
@@ -304,6 +335,7 @@ impl ChildAgent {
     }
 
     async fn kill(&self) {
+        self.group.kill();
         let mut process = self.process.lock().await;
         let _ = process.kill().await;
     }

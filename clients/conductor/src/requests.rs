@@ -23,14 +23,29 @@ pub(crate) struct Activity {
     waiting_on_host: AtomicUsize,
     /// Each session's answer text streamed so far in the current prompt.
     answers: Mutex<HashMap<String, String>>,
+    /// Asks the reader to answer once it has handled everything the child sent so far.
+    settle: mpsc::UnboundedSender<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl Activity {
-    pub(crate) fn new() -> Self {
-        Self {
+    /// The activity, and what the reader takes its settle requests from.
+    pub(crate) fn new() -> (Self, Settles) {
+        let (settle, settles) = mpsc::unbounded_channel();
+        let activity = Self {
             last_heard: Mutex::new(Instant::now()),
             waiting_on_host: AtomicUsize::new(0),
             answers: Mutex::default(),
+            settle,
+        };
+        (activity, settles)
+    }
+
+    /// Waits until every message the child sent before now has been handled (a prompt's
+    /// answer comes on its own path, past the updates the child sent before it).
+    pub(crate) async fn settled(&self) {
+        let (done, handled) = tokio::sync::oneshot::channel();
+        if self.settle.send(done).is_ok() {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), handled).await;
         }
     }
 
@@ -68,20 +83,56 @@ impl Activity {
         {
             let mut answers = self.answers.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(answer) = answers.get_mut(&*notification.session_id.0) {
-                answer.push_str(&text.text);
+                keep_within(answer, &text.text);
             }
         }
     }
 }
 
-/// Reads the child's messages until its output ends.
+/// The most of a child's answer kept (what the caller reads as its result).
+pub(crate) const ANSWER_BYTES: usize = 1 << 20;
+const ANSWER_CUT: &str = "\n[the agent's answer was cut here: it was longer than 1 MiB]";
+
+/// Adds `more` to `answer` while it stays within [`ANSWER_BYTES`]; past that, says once
+/// where it was cut.
+fn keep_within(answer: &mut String, more: &str) {
+    if answer.ends_with(ANSWER_CUT) {
+        return;
+    }
+    if answer.len() + more.len() <= ANSWER_BYTES {
+        answer.push_str(more);
+        return;
+    }
+    let mut room = ANSWER_BYTES.saturating_sub(answer.len());
+    while !more.is_char_boundary(room) {
+        room -= 1;
+    }
+    answer.push_str(&more[..room]);
+    answer.push_str(ANSWER_CUT);
+}
+
+/// Where the reader takes its settle requests from.
+pub(crate) type Settles = mpsc::UnboundedReceiver<tokio::sync::oneshot::Sender<()>>;
+
+/// Reads the child's messages until its output ends; a settle request is answered only
+/// when no message the child sent waits (the peer's reader queues each before the next).
 pub(crate) async fn answer_child(
     mut incoming: mpsc::Receiver<IncomingMessage>,
+    mut settles: Settles,
     peer: Peer,
     host: Arc<dyn ChildHost>,
     activity: Arc<Activity>,
 ) {
-    while let Some(message) = incoming.recv().await {
+    loop {
+        let message = tokio::select! {
+            biased;
+            message = incoming.recv() => message,
+            Some(done) = settles.recv() => {
+                let _ = done.send(());
+                continue;
+            }
+        };
+        let Some(message) = message else { break };
         activity.heard();
         match message {
             IncomingMessage::Notification { method, params } if method == "session/update" => {
@@ -152,4 +203,19 @@ where
     let request: Req = serde_json::from_value(params).map_err(errors::invalid_params)?;
     let answer = ask(request).await?;
     serde_json::to_value(answer).map_err(errors::internal_error)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_answer_is_kept_up_to_its_limit_then_marked_cut_once() {
+        let mut answer = String::new();
+        let piece = "é".repeat(1000);
+        for _ in 0..1000 {
+            super::keep_within(&mut answer, &piece);
+        }
+        assert!(answer.len() <= super::ANSWER_BYTES + super::ANSWER_CUT.len());
+        assert!(answer.ends_with(super::ANSWER_CUT));
+        assert_eq!(answer.matches("was cut here").count(), 1);
+    }
 }

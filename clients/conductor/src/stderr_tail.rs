@@ -11,6 +11,16 @@ const KEPT_LINES: usize = 20;
 /// A line longer than this is cut (a child may write anything).
 const LINE_BYTES: usize = 2000;
 
+/// Keeps what fits of `bytes` in `line` (at most [`LINE_BYTES`]); returns `used`.
+fn take(line: &mut Vec<u8>, cut: &mut bool, bytes: &[u8], used: usize) -> usize {
+    let room = LINE_BYTES.saturating_sub(line.len());
+    if bytes.len() > room {
+        *cut = true;
+    }
+    line.extend_from_slice(&bytes[..bytes.len().min(room)]);
+    used
+}
+
 /// The kept lines; cloning shares them.
 #[derive(Debug, Clone, Default)]
 pub struct StderrTail {
@@ -24,26 +34,37 @@ impl StderrTail {
         let kept = tail.clone();
         tokio::spawn(async move {
             let mut reader = BufReader::new(stderr);
-            let mut bytes = Vec::new();
-            while let Ok(n) = reader.read_until(b'\n', &mut bytes).await {
-                if n == 0 {
-                    break;
+            let mut line = Vec::new();
+            let mut cut = false;
+            loop {
+                let (done, used) = match reader.fill_buf().await {
+                    Ok([]) | Err(_) => break,
+                    Ok(bytes) => match bytes.iter().position(|b| *b == b'\n') {
+                        Some(at) => (true, take(&mut line, &mut cut, &bytes[..at], at + 1)),
+                        None => (false, take(&mut line, &mut cut, bytes, bytes.len())),
+                    },
+                };
+                reader.consume(used);
+                if done {
+                    kept.push_line(&line, cut, &name);
+                    line.clear();
+                    cut = false;
                 }
-                let mut line = String::from_utf8_lossy(&bytes).trim_end().to_string();
-                bytes.clear();
-                if line.len() > LINE_BYTES {
-                    let mut cut = LINE_BYTES;
-                    while !line.is_char_boundary(cut) {
-                        cut -= 1;
-                    }
-                    line.truncate(cut);
-                    line.push('…');
-                }
-                tracing::debug!(agent = %name, "{line}");
-                kept.push(line);
+            }
+            if !line.is_empty() {
+                kept.push_line(&line, cut, &name);
             }
         });
         tail
+    }
+
+    fn push_line(&self, bytes: &[u8], cut: bool, name: &str) {
+        let mut line = String::from_utf8_lossy(bytes).trim_end().to_string();
+        if cut {
+            line.push('…');
+        }
+        tracing::debug!(agent = %name, "{line}");
+        self.push(line);
     }
 
     fn push(&self, line: String) {

@@ -393,3 +393,86 @@ async fn a_child_that_is_not_an_acp_agent_is_an_error_not_a_wait() {
     assert!(matches!(error, ChildError::Exited { .. }), "{error}");
     assert!(error.to_string().contains("oops"), "{error}");
 }
+
+/// Whether a process whose command line holds `marker` is still running.
+fn running(marker: &str) -> bool {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .any(|cmdline| {
+            String::from_utf8_lossy(&cmdline)
+                .replace('\0', " ")
+                .contains(marker)
+        })
+}
+
+#[tokio::test]
+async fn what_a_hung_agent_started_ends_with_it() {
+    let dir = tempfile::tempdir().expect("dir");
+    let inner = scripted(dir.path(), json!([[{"hang": true}]]));
+    // A wrapper that starts the real agent beside a process of its own (as `npx` does).
+    let marker = format!("sleep 3{}", std::process::id() % 1000 + 1000);
+    let command = AgentCommand {
+        name: "wrapped".into(),
+        program: "sh".into(),
+        args: vec![
+            "-c".into(),
+            format!("{marker} & exec \"$0\""),
+            inner.program.display().to_string(),
+        ],
+        env: inner.env.clone(),
+    };
+    let child = ChildAgent::start(&command, dir.path(), TestHost::new(dir.path()), quick())
+        .await
+        .expect("starts");
+    assert!(running(&marker), "the wrapper's own process runs");
+    let session = child
+        .new_session(dir.path(), Vec::new())
+        .await
+        .expect("session");
+    let error = child
+        .prompt(&session, text("go"), &CancellationToken::new())
+        .await
+        .expect_err("hung");
+    assert!(matches!(error, ChildError::Hung { .. }), "{error}");
+    child.stop().await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!running(&marker), "nothing the agent started outlives it");
+}
+
+#[tokio::test]
+async fn the_agent_gets_only_what_a_program_needs_and_its_own_env() {
+    let dir = tempfile::tempdir().expect("dir");
+    let out = dir.path().join("env.txt");
+    let command = AgentCommand {
+        name: "env".into(),
+        program: "sh".into(),
+        args: vec!["-c".into(), format!("env > {}", out.display())],
+        env: vec![("GIVEN".into(), "yes".into())],
+    };
+    let _ = ChildAgent::start(&command, dir.path(), TestHost::new(dir.path()), quick()).await;
+    let env = std::fs::read_to_string(&out).expect("env written");
+    assert!(env.contains("GIVEN=yes"), "{env}");
+    assert!(env.contains("PATH="), "{env}");
+    for secret in ["OPENAI_API_KEY", "CARGO_", "RUST"] {
+        assert!(!env.contains(secret), "{secret} in {env}");
+    }
+}
+
+#[tokio::test]
+async fn every_word_said_before_the_answer_is_in_the_answer() {
+    let dir = tempfile::tempdir().expect("dir");
+    let words: Vec<Value> = (0..50).map(|i| json!({"say": format!("w{i} ")})).collect();
+    let prompts: Vec<Value> = (0..20).map(|_| json!(words)).collect();
+    let (child, session) = started(dir.path(), TestHost::new(dir.path()), json!(prompts)).await;
+    let expected: String = (0..50).map(|i| format!("w{i} ")).collect();
+    for _ in 0..20 {
+        let outcome = child
+            .prompt(&session, text("go"), &CancellationToken::new())
+            .await
+            .expect("an answer");
+        assert_eq!(outcome.answer, expected);
+    }
+}

@@ -92,9 +92,9 @@ async fn probe(entry: &AgentEntry, cwd: &std::path::Path) -> Vec<String> {
         entry.args.join(" ")
     )];
     let walls = if entry.tools.as_deref() == Some("acp") {
-        "  tools: through Talaria (its files and commands follow Talaria's rules, sandbox and checkpoints)"
+        "  tools: declared to ask Talaria for its files and terminals (those follow Talaria's rules, sandbox and checkpoints); its own process runs with your rights, outside the sandbox"
     } else {
-        "  tools: its own, outside Talaria's walls (only as safe as its own sandbox; set tools = \"acp\" if it uses its client's files and terminals only)"
+        "  tools: its own, outside Talaria's walls (only as safe as its own sandbox; its process runs with your rights)"
     };
     let timings = Timings {
         start: Duration::from_secs(30),
@@ -107,7 +107,7 @@ async fn probe(entry: &AgentEntry, cwd: &std::path::Path) -> Vec<String> {
                 .implementation
                 .as_ref()
                 .map_or("(no version given)".to_string(), |i| {
-                    format!("{} {}", i.name, i.version)
+                    format!("{} {}", printable(&i.name), printable(&i.version))
                 });
             lines.push(format!(
                 "  starts: yes — {version}, protocol {}",
@@ -124,16 +124,30 @@ async fn probe(entry: &AgentEntry, cwd: &std::path::Path) -> Vec<String> {
                 let methods: Vec<String> = info
                     .auth_methods
                     .iter()
-                    .map(|m| m.id().0.to_string())
+                    .map(|m| printable(&m.id().0))
                     .collect();
                 lines.push(format!("  sign-in methods: {}", methods.join(", ")));
             }
             child.stop().await;
         }
-        Err(error) => lines.push(format!("  starts: no — {error}")),
+        Err(error) => lines.push(format!(
+            "  starts: no — {}",
+            error
+                .to_string()
+                .lines()
+                .map(printable)
+                .collect::<Vec<_>>()
+                .join(" / ")
+        )),
     }
     lines.push(walls.to_string());
     lines
+}
+
+/// What an agent says of itself, without control characters (a name cannot draw lines of
+/// its own into the listing) and cut to one short line.
+fn printable(text: &str) -> String {
+    text.chars().filter(|c| !c.is_control()).take(80).collect()
 }
 
 fn yes(flag: bool) -> &'static str {

@@ -66,8 +66,7 @@ static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
             "goal": {"type": "string"},
             "context": {"type": "string"},
             "toolsets": {"type": "array", "items": {"type": "string"}},
-            "max_turns": {"type": "integer", "minimum": 1, "maximum": 90},
-            "agent": {"type": "string", "description": "Hand the task to this configured external agent (by name) instead of a subagent; it works with its own model, and its file and command requests follow this session's rules."}
+            "max_turns": {"type": "integer", "minimum": 1, "maximum": 90}
         },
         "required": ["goal"]
     }),
@@ -82,6 +81,22 @@ static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
         runs_commands: true,
         ..Effects::NOTHING
     },
+});
+
+/// The definition when other agents are configured: `agent` names one (a session without
+/// any offers the tool unchanged).
+static WITH_AGENTS: LazyLock<ToolDefinition> = LazyLock::new(|| {
+    let mut definition = DEFINITION.clone();
+    definition.description = format!(
+        "{} With `agent`, the task goes to that configured agent instead (another program with \
+         its own model: give it everything it needs); its file and command requests follow this \
+         session's rules.",
+        definition.description
+    )
+    .into();
+    definition.parameters["properties"]["agent"] = json!({"type": "string",
+        "description": "The name of a configured agent to hand the task to (an unknown name is answered with the configured ones)."});
+    definition
 });
 
 #[derive(Debug, Deserialize)]
@@ -100,7 +115,11 @@ struct Args {
 
 impl Tool for DelegateTask {
     fn definition(&self) -> &ToolDefinition {
-        &DEFINITION
+        if self.0.settings.agents.is_some() {
+            &WITH_AGENTS
+        } else {
+            &DEFINITION
+        }
     }
 
     fn describe(&self, args: &Value, _ctx: &ToolContext) -> CallDescription {

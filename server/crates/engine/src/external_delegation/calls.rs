@@ -22,6 +22,9 @@ use crate::external_agents::{
     ChildAnswer, ChildCommand, ChildExit, ChildOutput, ChildQuestion, ExternalHost, HostError,
 };
 
+/// The agents' calls in this process, for their cards' ids (unique across delegations).
+static CALLS: AtomicU64 = AtomicU64::new(0);
+
 /// One delegation's side of the agent's requests.
 pub struct ChildCalls {
     pub(super) kit: Arc<SubagentKit>,
@@ -30,7 +33,6 @@ pub struct ChildCalls {
     /// Where the calls' events go (the relay to the parent's session), until the end.
     events: Mutex<Option<mpsc::Sender<EngineEvent>>>,
     relaying: Mutex<Option<tokio::task::JoinHandle<crate::delegation_kit::Relay>>>,
-    calls: AtomicU64,
     pub(super) terminals: Terminals,
     pub(super) me: Weak<ChildCalls>,
     /// The agent's own session id, when the client shows subagents as sessions.
@@ -54,7 +56,6 @@ impl ChildCalls {
             ctx,
             events: Mutex::new(Some(events)),
             relaying: Mutex::new(Some(relaying)),
-            calls: AtomicU64::new(0),
             terminals: Terminals::default(),
             me: Weak::new(),
             child_session: None,
@@ -96,7 +97,7 @@ impl ChildCalls {
         cancel: &CancellationToken,
     ) -> Result<ToolResultEntry, HostError> {
         let events = self.events().ok_or(HostError::Ended)?;
-        let number = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
+        let number = CALLS.fetch_add(1, Ordering::Relaxed) + 1;
         let id = format!("{}-call-{number}", self.name.replace(' ', "-"));
         let request = ToolCallRequest {
             id: id.clone(),
@@ -172,6 +173,20 @@ impl ExternalHost for ChildCalls {
         text: String,
     ) -> BoxFuture<'a, Result<(), HostError>> {
         async move {
+            // Only what the delegation's checkpoint covers may be written: a rewind must be
+            // able to take every write back.
+            let resolved = self.ctx.resolve(&path.display().to_string());
+            let roots = &self.kit.settings.roots;
+            let real = super::questions::real_path(&resolved).await;
+            if !super::questions::inside_roots(&resolved, roots)
+                || !super::questions::inside_roots(&real, roots)
+            {
+                return Err(HostError::Refused(format!(
+                    "{} is outside the session's folders: another agent writes only inside them \
+                     (where a rewind can take its writes back)",
+                    resolved.display()
+                )));
+            }
             let args = json!({"path": path, "content": text});
             let entry = self.run_tool("write_file", args, &self.ctx.cancel).await?;
             completed(&entry)
@@ -198,7 +213,7 @@ impl ExternalHost for ChildCalls {
             let run: super::terminals::RunCommand = Box::new(move |args, cancel| {
                 async move { me.run_tool("terminal", args, &cancel).await }.boxed()
             });
-            Ok(self.terminals.start(run, &self.ctx.cancel, command))
+            self.terminals.start(run, &self.ctx.cancel, command)
         }
         .boxed()
     }

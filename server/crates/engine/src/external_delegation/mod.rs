@@ -74,9 +74,11 @@ pub(crate) async fn delegate(
         cwd: kit.settings.cwd.clone(),
         task: task.clone(),
         host: host.clone(),
-        cancel,
+        cancel: cancel.clone(),
     };
     let ended = agents.run(run).await;
+    // What the agent still asks the user is withdrawn with it.
+    cancel.cancel();
     host.end().await;
     if let Some(session_id) = &child_session {
         let end = announcement(session_id, &agent, &task, Some(&ended));

@@ -1,5 +1,12 @@
-//! The agent's permission questions: answered by the session's mode and remembered rules
-//! where they decide, else asked of the user on the parent's session, with the agent's name.
+//! The agent's permission questions about its own calls, which Talaria cannot see run:
+//! answered without asking only where that is plainly safe, else asked of the user on the
+//! parent's session with the agent's name, the call's kind and paths.
+//!
+//! Fails closed: read-only and plan refuse anything but a read or search; a remembered
+//! "never" refuses; nothing is allowed unless it names paths, every one of which is really
+//! (links resolved) inside the session's folders and none secret or Talaria's own — a read
+//! or search in any mode, an edit in accept-edits or yolo. A command, a fetch or anything
+//! else is always asked; "allow" is never remembered.
 
 use crate::approval::{Mode, Scope};
 use crate::client::{ClientAnswer, ClientAsk, ClientRequest, PermissionAnswer, PermissionChoice};
@@ -30,15 +37,15 @@ fn scope(agent: &str, kind: ChildCallKind) -> Scope {
     Scope::Tool(format!("agent:{agent}:{}", kind.id()))
 }
 
-/// The mode's answer for a call of `kind` touching `paths` (inside the roots or not).
-fn by_mode(mode: Mode, kind: ChildCallKind, inside_roots: bool) -> Policy {
+/// The mode's answer for a call of `kind` whose paths are all plainly safe (`safe_paths`:
+/// named, inside the roots, none secret) or not.
+fn by_mode(mode: Mode, kind: ChildCallKind, safe_paths: bool) -> Policy {
+    let reads = matches!(kind, ChildCallKind::Read | ChildCallKind::Search);
     match mode {
-        Mode::Yolo => Policy::Allow,
-        Mode::ReadOnly | Mode::Plan if kind.changes_nothing() && inside_roots => Policy::Allow,
-        Mode::ReadOnly | Mode::Plan => Policy::Reject,
-        Mode::AcceptEdits if kind.edits() && inside_roots => Policy::Allow,
-        Mode::Ask | Mode::AcceptEdits if kind.changes_nothing() && inside_roots => Policy::Allow,
-        Mode::Ask | Mode::AcceptEdits => Policy::Ask,
+        Mode::ReadOnly | Mode::Plan if !reads => Policy::Reject,
+        _ if reads && safe_paths => Policy::Allow,
+        Mode::AcceptEdits | Mode::Yolo if kind.edits() && safe_paths => Policy::Allow,
+        _ => Policy::Ask,
     }
 }
 
@@ -46,13 +53,11 @@ pub(super) async fn ask(calls: Asker<'_>, question: ChildQuestion) -> ChildAnswe
     let rule = scope(calls.name, question.kind);
     let approval = &calls.kit.approval;
     let roots = &calls.kit.settings.roots;
-    let inside = question.paths.iter().all(|p| inside_roots(p, roots));
+    let safe = safe_paths(&question.paths, roots, &calls.kit.settings.secrets).await;
     let policy = if approval.with_rules(|rules| rules.rejects(&rule)) {
         Policy::Reject
-    } else if approval.with_rules(|rules| rules.allows(&rule)) {
-        Policy::Allow
     } else {
-        by_mode(approval.mode(), question.kind, inside)
+        by_mode(approval.mode(), question.kind, safe)
     };
     match policy {
         Policy::Allow => pick(&question, true),
@@ -61,9 +66,53 @@ pub(super) async fn ask(calls: Asker<'_>, question: ChildQuestion) -> ChildAnswe
     }
 }
 
+/// Whether the call names paths and every one is really inside the roots (its links
+/// resolved, as far as it exists) and neither secret nor a credential.
+async fn safe_paths(
+    paths: &[std::path::PathBuf],
+    roots: &[std::path::PathBuf],
+    secrets: &crate::approval::SecretReads,
+) -> bool {
+    if paths.is_empty() {
+        return false;
+    }
+    for path in paths {
+        if !inside_roots(path, roots) {
+            return false;
+        }
+        let real = real_path(path).await;
+        let secrecy = secrets.paths.classify(&real);
+        if !inside_roots(&real, roots) || secrecy != talaria_tools::PathSecrecy::Normal {
+            return false;
+        }
+    }
+    true
+}
+
+/// `path` with its links resolved: the deepest part that exists, canonical, with the rest.
+pub(super) async fn real_path(path: &std::path::Path) -> std::path::PathBuf {
+    let mut rest = Vec::new();
+    let mut at = path.to_path_buf();
+    loop {
+        if let Ok(real) = tokio::fs::canonicalize(&at).await {
+            return rest.iter().rev().fold(real, |p, part| p.join(part));
+        }
+        match (
+            at.file_name().map(std::ffi::OsStr::to_os_string),
+            at.parent(),
+        ) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                at = parent.to_path_buf();
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
 /// Whether `path` is named inside one of `roots`: absolute, with no `..` (which would let
 /// `/project/../etc` pass for inside) — what cannot be told counts as outside.
-fn inside_roots(path: &std::path::Path, roots: &[std::path::PathBuf]) -> bool {
+pub(super) fn inside_roots(path: &std::path::Path, roots: &[std::path::PathBuf]) -> bool {
     let plain = path.components().all(|c| {
         !matches!(
             c,
@@ -73,12 +122,13 @@ fn inside_roots(path: &std::path::Path, roots: &[std::path::PathBuf]) -> bool {
     path.is_absolute() && plain && roots.iter().any(|r| path.starts_with(r))
 }
 
-/// The agent's option that allows (once, preferably: Talaria keeps the rule) or rejects.
+/// The agent's option that allows once (never its "always": Talaria keeps the decisions)
+/// or rejects; none that says so is a cancellation.
 fn pick(question: &ChildQuestion, allow: bool) -> ChildAnswer {
-    let order = if allow {
-        [ChildOptionKind::AllowOnce, ChildOptionKind::AllowAlways]
+    let order: &[ChildOptionKind] = if allow {
+        &[ChildOptionKind::AllowOnce]
     } else {
-        [ChildOptionKind::RejectOnce, ChildOptionKind::RejectAlways]
+        &[ChildOptionKind::RejectOnce, ChildOptionKind::RejectAlways]
     };
     order
         .iter()
@@ -88,20 +138,43 @@ fn pick(question: &ChildQuestion, allow: bool) -> ChildAnswer {
         })
 }
 
+/// Questions asked in this process, for their cards' ids.
+static QUESTIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// What the user reads besides the agent's own title: what kind of call, on which paths.
+fn reason(agent: &str, question: &ChildQuestion) -> String {
+    let paths: Vec<String> = question
+        .paths
+        .iter()
+        .take(5)
+        .map(|p| p.display().to_string())
+        .collect();
+    let on = if paths.is_empty() {
+        "naming no path".to_string()
+    } else {
+        format!("on {}", paths.join(", "))
+    };
+    format!(
+        "the agent {agent} asks to run a call of kind \"{}\" {on}, with its own tools (Talaria does not see it run)",
+        question.kind.id()
+    )
+}
+
 async fn ask_user(calls: &Asker<'_>, question: &ChildQuestion, rule: Scope) -> ChildAnswer {
     let Some(events) = calls.events.clone() else {
         return ChildAnswer::Cancelled;
     };
-    let mut choices = vec![PermissionChoice::AllowOnce, PermissionChoice::AllowAlways];
-    choices.extend([PermissionChoice::RejectOnce, PermissionChoice::RejectAlways]);
+    // "Allow" is never remembered: the next call of the same kind may be anything.
+    let choices = vec![
+        PermissionChoice::AllowOnce,
+        PermissionChoice::RejectOnce,
+        PermissionChoice::RejectAlways,
+    ];
+    let number = QUESTIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
     let ask = ClientAsk::Permission(crate::client::PermissionRequest {
-        tool_call_id: format!("{}-question", calls.name.replace(' ', "-")),
+        tool_call_id: format!("{}-question-{number}", calls.name.replace(' ', "-")),
         title: question.title.clone(),
-        reason: Some(format!(
-            "the agent {} asks to {} with its own tools",
-            calls.name,
-            question.kind.id()
-        )),
+        reason: Some(reason(calls.name, question)),
         choices,
         server: None,
     });
@@ -117,15 +190,9 @@ async fn ask_user(calls: &Asker<'_>, question: &ChildQuestion, rule: Scope) -> C
         Ok(ClientAnswer::Permission(PermissionAnswer::Chosen(choice))) => choice,
         _ => return ChildAnswer::Cancelled,
     };
-    let allow = matches!(
-        chosen,
-        PermissionChoice::AllowOnce | PermissionChoice::AllowAlways
-    );
-    if matches!(
-        chosen,
-        PermissionChoice::AllowAlways | PermissionChoice::RejectAlways
-    ) {
-        calls.kit.approval.remember(vec![rule], allow).await;
+    let allow = chosen == PermissionChoice::AllowOnce;
+    if chosen == PermissionChoice::RejectAlways {
+        calls.kit.approval.remember(vec![rule], false).await;
     }
     pick(question, allow)
 }
@@ -138,16 +205,46 @@ mod tests {
     #[test]
     fn the_mode_answers_what_it_decides_and_asks_the_rest() {
         use ChildCallKind::*;
-        assert_eq!(by_mode(Mode::Yolo, Execute, false), Policy::Allow);
+        // A command is never allowed unasked, not even in yolo.
+        assert_eq!(by_mode(Mode::Yolo, Execute, true), Policy::Ask);
+        assert_eq!(by_mode(Mode::Yolo, Other, true), Policy::Ask);
+        assert_eq!(by_mode(Mode::Yolo, Edit, true), Policy::Allow);
+        assert_eq!(by_mode(Mode::Yolo, Edit, false), Policy::Ask);
         assert_eq!(by_mode(Mode::ReadOnly, Read, true), Policy::Allow);
-        assert_eq!(by_mode(Mode::ReadOnly, Read, false), Policy::Reject);
+        assert_eq!(by_mode(Mode::ReadOnly, Read, false), Policy::Ask);
+        assert_eq!(by_mode(Mode::ReadOnly, Think, true), Policy::Reject);
         assert_eq!(by_mode(Mode::Plan, Edit, true), Policy::Reject);
         assert_eq!(by_mode(Mode::Ask, Search, true), Policy::Allow);
         assert_eq!(by_mode(Mode::Ask, Edit, true), Policy::Ask);
         assert_eq!(by_mode(Mode::Ask, Fetch, true), Policy::Ask);
         assert_eq!(by_mode(Mode::AcceptEdits, Edit, true), Policy::Allow);
-        assert_eq!(by_mode(Mode::AcceptEdits, Edit, false), Policy::Ask);
+        assert_eq!(by_mode(Mode::AcceptEdits, Delete, false), Policy::Ask);
         assert_eq!(by_mode(Mode::AcceptEdits, Execute, true), Policy::Ask);
+    }
+
+    #[tokio::test]
+    async fn only_named_paths_really_inside_and_not_secret_are_safe() {
+        let dir = tempfile::tempdir().expect("dir");
+        let root = dir.path().canonicalize().expect("root");
+        let outside = tempfile::tempdir().expect("outside");
+        std::os::unix::fs::symlink(outside.path(), root.join("link")).expect("link");
+        let secrets = crate::approval::SecretReads::for_home(&root.join(".talaria"), true);
+        let roots = [root.clone()];
+        assert!(safe_paths(&[root.join("src/new.rs")], &roots, &secrets).await);
+        assert!(!safe_paths(&[], &roots, &secrets).await, "no path named");
+        assert!(
+            !safe_paths(&[root.join("link/x")], &roots, &secrets).await,
+            "a link out"
+        );
+        assert!(
+            !safe_paths(&[root.join(".env")], &roots, &secrets).await,
+            "a secret"
+        );
+        let both = [root.join("a"), outside.path().join("b")];
+        assert!(
+            !safe_paths(&both, &roots, &secrets).await,
+            "every path counts"
+        );
     }
 
     #[test]
@@ -188,10 +285,12 @@ mod tests {
         };
         assert_eq!(pick(&question, true), ChildAnswer::Chosen("once".into()));
         assert_eq!(pick(&question, false), ChildAnswer::Chosen("no".into()));
-        let only_allow = ChildQuestion {
+        let only_always = ChildQuestion {
             options: question.options[..1].to_vec(),
             ..question
         };
-        assert_eq!(pick(&only_allow, false), ChildAnswer::Cancelled);
+        assert_eq!(pick(&only_always, false), ChildAnswer::Cancelled);
+        // "Once" never becomes the agent's "always".
+        assert_eq!(pick(&only_always, true), ChildAnswer::Cancelled);
     }
 }

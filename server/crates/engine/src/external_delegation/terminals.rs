@@ -42,13 +42,14 @@ impl Terminals {
         run: RunCommand,
         parent: &CancellationToken,
         command: ChildCommand,
-    ) -> String {
+    ) -> Result<String, HostError> {
+        let line = shell_line(&command)?;
         let id = format!("term-{}", self.next.fetch_add(1, Ordering::Relaxed) + 1);
         let cancel = parent.child_token();
         let (tx, done) = watch::channel(None);
         let running = cancel.clone();
         tokio::spawn(async move {
-            let mut args = json!({"command": shell_line(&command)});
+            let mut args = json!({"command": line});
             if let Some(cwd) = &command.cwd {
                 args["workdir"] = json!(cwd);
             }
@@ -56,7 +57,7 @@ impl Terminals {
             let _ = tx.send(Some(output_of(ended, command.output_limit)));
         });
         talaria_util::lock(&self.running).insert(id.clone(), Terminal { done, cancel });
-        id
+        Ok(id)
     }
 
     fn done(&self, id: &str) -> Result<watch::Receiver<Option<ChildOutput>>, HostError> {
@@ -105,7 +106,13 @@ impl Terminals {
 }
 
 /// The command as one shell line: `env` assignments, the program and its arguments quoted.
-fn shell_line(command: &ChildCommand) -> String {
+fn shell_line(command: &ChildCommand) -> Result<String, HostError> {
+    if let Some((name, _)) = command.env.iter().find(|(name, _)| !is_env_name(name)) {
+        return Err(HostError::Refused(format!(
+            "{name:?} is not an environment variable's name (letters, digits and _, not \
+             starting with a digit)"
+        )));
+    }
     let mut words: Vec<String> = command
         .env
         .iter()
@@ -118,7 +125,15 @@ fn shell_line(command: &ChildCommand) -> String {
         words.push(quoted(&command.command));
         words.extend(command.args.iter().map(|a| quoted(a)));
     }
-    words.join(" ")
+    Ok(words.join(" "))
+}
+
+fn is_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 fn quoted(word: &str) -> String {
@@ -150,7 +165,8 @@ fn output_of(
     let signal = raw["signal"].as_str().map(str::to_string);
     let mut output = command_output(&entry.model_text, entry.status != ResultStatus::Completed);
     let refused = code.is_none() && signal.is_none() && entry.status != ResultStatus::Completed;
-    let mut truncated = false;
+    // The tool keeps a long output's start and end: what it left out is a cut too.
+    let mut truncated = raw["elided_bytes"].as_u64().is_some_and(|n| n > 0);
     if let Some(limit) = limit.and_then(|l| usize::try_from(l).ok())
         && output.len() > limit
     {
@@ -171,9 +187,9 @@ fn output_of(
     }
 }
 
-/// What a command printed, from the `terminal` call's text: its output, then a blank line
-/// and its status line, and any note after (a sandbox refusal); a failed call's text starts
-/// with "Error: ".
+/// What a command printed, from the `terminal` call's text: its output (or "(no output)"),
+/// notes (a sandbox refusal), then a blank line and its status line last; a failed call's
+/// text starts with "Error: ". Only that last status line goes.
 fn command_output(text: &str, failed: bool) -> String {
     let text = match text.strip_prefix("Error: ") {
         Some(rest) if failed => rest,
@@ -186,10 +202,14 @@ fn command_output(text: &str, failed: bool) -> String {
         "Timed out after ",
         "Cancelled by the user",
     ];
-    text.split("\n\n")
-        .filter(|part| !status.iter().any(|s| part.starts_with(s)))
-        .collect::<Vec<_>>()
-        .join("\n\n")
+    let text = match text.rsplit_once("\n\n") {
+        Some((before, last)) if status.iter().any(|s| last.starts_with(s)) => before,
+        _ => text,
+    };
+    match text.strip_prefix("(no output)") {
+        Some(rest) => rest.trim_start_matches('\n').to_string(),
+        None => text.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -198,7 +218,7 @@ mod tests {
 
     #[test]
     fn a_commands_output_is_its_text_without_the_status_line() {
-        let text = "Error: out\nerr\n\nExit code: 1\n\nThe OS sandbox refused it.";
+        let text = "Error: out\nerr\n\nThe OS sandbox refused it.\n\nExit code: 1";
         assert_eq!(
             command_output(text, true),
             "out\nerr\n\nThe OS sandbox refused it."
@@ -208,6 +228,12 @@ mod tests {
             command_output("Error: as printed\n\nExit code: 0", false),
             "Error: as printed"
         );
+        // What the command printed stays, even when it looks like a status line.
+        assert_eq!(
+            command_output("Exit code: 7\n\nExit code: 0", false),
+            "Exit code: 7"
+        );
+        assert_eq!(command_output("(no output)\n\nExit code: 0", false), "");
     }
 
     #[test]
@@ -219,13 +245,23 @@ mod tests {
             env: vec![("A".into(), "b c".into())],
             output_limit: None,
         };
-        assert_eq!(shell_line(&command), r"A='b c' 'grep' 'it'\''s' 'a file'");
+        assert_eq!(
+            shell_line(&command).expect("a line"),
+            r"A='b c' 'grep' 'it'\''s' 'a file'"
+        );
         let line = ChildCommand {
             command: "ls -la | wc -l".into(),
             args: vec![],
             env: vec![],
             ..command
         };
-        assert_eq!(shell_line(&line), "ls -la | wc -l");
+        assert_eq!(shell_line(&line).expect("a line"), "ls -la | wc -l");
+        for name in ["FOO=$(touch x)", "A B", "1A", "A;B", "", "A\nB"] {
+            let bad = ChildCommand {
+                env: vec![(name.into(), "v".into())],
+                ..line.clone()
+            };
+            assert!(shell_line(&bad).is_err(), "{name:?}");
+        }
     }
 }
