@@ -6,16 +6,20 @@ use talaria_engine::{CompactionStatus, CompactionView, NoticeLevel};
 use talaria_protocol::acp::{self, ContentBlock, SessionUpdate, TextContent};
 
 use super::updates::notice_update;
+use crate::sessions::COMPACT_COMMAND;
 
 /// The slash command's name.
-pub const COMMAND: &str = "compact";
 
 /// `Some(focus)` when a prompt is the `/compact` command (`focus` empty when none was given).
 pub fn parse_command(prompt: &[acp::ContentBlock]) -> Option<Option<String>> {
     let [acp::ContentBlock::Text(text)] = prompt else {
         return None;
     };
-    let rest = text.text.trim().strip_prefix('/')?.strip_prefix(COMMAND)?;
+    let rest = text
+        .text
+        .trim()
+        .strip_prefix('/')?
+        .strip_prefix(COMPACT_COMMAND)?;
     if !(rest.is_empty() || rest.starts_with(char::is_whitespace)) {
         return None;
     }

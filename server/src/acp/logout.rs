@@ -9,8 +9,10 @@ use std::path::Path;
 
 use futures_util::FutureExt;
 
-use super::{Agent, Reply, config_error, load_config, to_value};
+use super::session_errors::config_error;
+use super::state::{Agent, Reply, to_value};
 use crate::config_file::{self, ConfigFileError};
+use crate::sessions::load_config;
 use talaria_protocol::acp::{self, RequestId};
 use talaria_protocol::errors;
 
@@ -41,7 +43,7 @@ impl Agent {
         };
         self.defer(request, "logout", slow, |agent, forgot| {
             async move {
-                agent.logged_out = true;
+                agent.room.logged_out = true;
                 tracing::info!(
                     forgot,
                     "logged out: sessions start again after authenticate"
@@ -51,15 +53,6 @@ impl Agent {
             .boxed_local()
         });
         None
-    }
-
-    /// The answer for a session start while logged out.
-    pub(super) fn logged_out_error() -> acp::Error {
-        super::capabilities::auth_required(
-            "logged_out",
-            "logged out",
-            "this agent was logged out: sessions start again once the client authenticates",
-        )
     }
 }
 

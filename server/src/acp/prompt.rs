@@ -1,7 +1,9 @@
 //! `session/prompt`: the request becomes the session's op, tagged with the request's id; the
 //! session's forwarder answers it when the turn ends.
 
-use super::{Agent, Reply, compaction, prompt_input, session_not_found, skills};
+use super::state::{Agent, Reply, session_not_found};
+use super::{compaction, prompt_input};
+use crate::sessions::{PLAN_COMMAND, slash};
 use talaria_engine::TurnId;
 use talaria_protocol::acp::{self, RequestId};
 use talaria_protocol::errors;
@@ -16,7 +18,7 @@ fn plan_task(prompt: &[acp::ContentBlock]) -> Option<String> {
         .text
         .trim()
         .strip_prefix('/')?
-        .strip_prefix(skills::PLAN_COMMAND)?;
+        .strip_prefix(PLAN_COMMAND)?;
     (rest.is_empty() || rest.starts_with(char::is_whitespace)).then(|| rest.trim().to_string())
 }
 
@@ -53,7 +55,7 @@ impl Agent {
             session.handle.compact(turn, cancel, focus)
         } else {
             // `/name` is expanded by the session's commands when its turn comes.
-            let slash = skills::slash(&params.prompt);
+            let slash = slash(&params.prompt);
             let typed = prompt_input::to_user_input(params.prompt, session.images_allowed);
             let input = match slash {
                 Some((name, args)) => {

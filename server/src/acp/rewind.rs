@@ -9,7 +9,7 @@
 //! is invalid params. Without `beforeMessage`, `resumeAtMessage` alone names the answer whose
 //! turn the conversation goes on after (back to a branch an earlier rewind cut).
 
-use super::{Agent, Reply};
+use super::state::{Agent, Reply};
 use futures_util::FutureExt;
 use serde::Deserialize;
 use serde_json::json;

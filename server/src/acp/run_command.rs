@@ -13,7 +13,7 @@ use talaria_protocol::errors;
 use talaria_tools::shell::{CommandRunner, CommandSpec, LocalRunner};
 use tokio_util::sync::CancellationToken;
 
-use super::{Agent, Reply, session_not_found};
+use super::state::{Agent, Reply, session_not_found};
 
 /// The method's name on the wire.
 pub(super) const METHOD: &str = "_talaria/run_command";

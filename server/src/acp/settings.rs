@@ -2,7 +2,8 @@
 //! mode and the model, changed through the session's actor and answered with the options as
 //! they now stand.
 
-use super::{Agent, LiveSession, Reply, session_not_found, session_options, to_value};
+use super::session_options;
+use super::state::{Agent, LiveSession, Reply, session_not_found, to_value};
 use talaria_protocol::acp::{self, SessionNotification};
 use talaria_protocol::errors;
 

@@ -5,7 +5,8 @@
 //! as a prompt, its updates streaming as usual) or `{outcome: "promptRequired", reason:
 //! "noRunningTurn"}` (none ran and the client asked to be told).
 
-use super::{Agent, Reply, prompt_input, session_not_found};
+use super::prompt_input;
+use super::state::{Agent, Reply, session_not_found};
 use futures_util::FutureExt;
 use serde::Deserialize;
 use serde_json::json;

@@ -20,6 +20,8 @@ pub const SKILLS_COMMAND: &str = "skills";
 pub const MCP_COMMAND: &str = "mcp";
 /// The slash command that plans a task first (`/plan TASK`).
 pub const PLAN_COMMAND: &str = "plan";
+/// `/compact`: the session's history compacted now (an op of its own, `acp/compaction.rs`).
+pub const COMPACT_COMMAND: &str = "compact";
 
 fn user_home() -> Option<PathBuf> {
     std::env::var_os("HOME")
@@ -70,7 +72,7 @@ pub fn prompt_additions(context: &SkillsContext, catalog: &Catalog) -> (String, 
 pub fn commands(catalog: &Catalog) -> SessionUpdate {
     let mut commands = vec![
         acp::AvailableCommand::new(
-            super::compaction::COMMAND,
+            COMPACT_COMMAND,
             "Compact the conversation now: old tool output is shortened and earlier turns are summarised, optionally around a focus topic.",
         )
         .input(acp::AvailableCommandInput::Unstructured(
@@ -107,7 +109,7 @@ pub fn commands(catalog: &Catalog) -> SessionUpdate {
         )),
     );
     let reserved = [
-        super::compaction::COMMAND,
+        COMPACT_COMMAND,
         SKILLS_COMMAND,
         MCP_COMMAND,
         PLAN_COMMAND,
