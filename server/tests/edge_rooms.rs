@@ -328,3 +328,37 @@ fn the_session_room_knows_no_wire() {
         ]
     );
 }
+
+/// The files whose production code implements `Agent` (`impl Agent { … }`).
+fn implements_agent(text: &str) -> bool {
+    let Ok(file) = syn::parse_file(text) else {
+        return false;
+    };
+    file.items.iter().any(|item| match item {
+        syn::Item::Impl(block) if !item_is_test_only(item) => matches!(
+            &*block.self_ty,
+            syn::Type::Path(ty) if ty.path.segments.last().is_some_and(|s| s.ident == "Agent")
+        ),
+        _ => false,
+    })
+}
+
+#[test]
+fn the_agent_is_implemented_in_one_place_and_handlers_are_free_functions() {
+    let implementing: Vec<String> = production_files(&server_src().join("acp"))
+        .into_iter()
+        .filter(|(_, text)| implements_agent(text))
+        .map(|(path, _)| path.display().to_string())
+        .collect();
+    assert!(
+        implementing.len() == 1 && implementing[0].ends_with("acp/dispatch.rs"),
+        "`impl Agent` outside the dispatch loop (handlers are free functions over the \
+         agent): {implementing:#?}"
+    );
+    assert!(implements_agent(
+        "struct Agent;\nimpl Agent { fn a(&self) {} }"
+    ));
+    assert!(!implements_agent(
+        "fn a(agent: &mut Agent) {}\n#[cfg(test)] impl Agent {}"
+    ));
+}

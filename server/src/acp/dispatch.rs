@@ -14,7 +14,10 @@ use std::time::Duration;
 use super::quota;
 use super::session_errors::config_error;
 use super::state::{Agent, ClientCaps, Deferred, Finish, Reply, session_not_found, to_value};
-use super::{capabilities, rewind, run_command, settings, shutdown, steering};
+use super::{
+    capabilities, lifecycle, logout, prompt, providers, rewind, run_command, settings, shutdown,
+    start, steering,
+};
 use crate::sessions::{CassetteOptions, ProcessShared, SessionRoom, load_config};
 use futures_util::FutureExt;
 use futures_util::future::LocalBoxFuture;
@@ -317,7 +320,7 @@ impl Agent {
             return Some(self.read_quota(&request.params));
         }
         if request.method == settings::LEGACY_SET_MODEL {
-            return Some(self.set_model_legacy(&request.params));
+            return Some(settings::set_model_legacy(self, &request.params));
         }
         let parsed = match ClientRequest::from_method_and_params(&request.method, &request.params) {
             Ok(parsed) => parsed,
@@ -340,46 +343,61 @@ impl Agent {
                 self.client_caps.quota = quota::wants_quota(&request.params);
                 None
             }
-            ClientRequest::SetSessionModeRequest(params) => {
-                Some(self.set_mode(&params.session_id, &params.mode_id.0, false))
-            }
+            ClientRequest::SetSessionModeRequest(params) => Some(settings::set_mode(
+                self,
+                &params.session_id,
+                &params.mode_id.0,
+                false,
+            )),
             ClientRequest::SetSessionConfigOptionRequest(params) => {
-                Some(self.set_config_option(params))
+                Some(settings::set_config_option(self, params))
             }
             ClientRequest::AuthenticateRequest(params) => self.authenticate(request.id, &params),
             ClientRequest::NewSessionRequest(params) => {
-                self.start_new_session(request.id, params);
+                start::start_new_session(self, request.id, params);
                 None
             }
-            ClientRequest::PromptRequest(params) => self.prompt(request.id, request.cancel, params),
+            ClientRequest::PromptRequest(params) => {
+                prompt::prompt(self, request.id, request.cancel, params)
+            }
             ClientRequest::LoadSessionRequest(params) => {
-                self.load_session(request.id, params).await
+                lifecycle::load_session(self, request.id, params).await
             }
             ClientRequest::ResumeSessionRequest(params) => {
-                self.resume_session(request.id, params).await
+                lifecycle::resume_session(self, request.id, params).await
             }
-            ClientRequest::ListSessionsRequest(params) => self.list_sessions(request.id, params),
-            ClientRequest::CloseSessionRequest(params) => self.close_session(request.id, params),
-            ClientRequest::DeleteSessionRequest(params) => self.delete_session(request.id, params),
+            ClientRequest::ListSessionsRequest(params) => {
+                lifecycle::list_sessions(self, request.id, params)
+            }
+            ClientRequest::CloseSessionRequest(params) => {
+                lifecycle::close_session(self, request.id, params)
+            }
+            ClientRequest::DeleteSessionRequest(params) => {
+                lifecycle::delete_session(self, request.id, params)
+            }
             ClientRequest::ForkSessionRequest(params) => {
-                self.start_fork(request.id, params);
+                lifecycle::start_fork(self, request.id, params);
                 None
             }
-            ClientRequest::LogoutRequest(_) => self.logout(request.id),
-            ClientRequest::SetSessionTitleRequest(params) => Some(self.set_title(&params)),
-            ClientRequest::ListProvidersRequest(_) => self.list_providers(request.id),
-            ClientRequest::SetProviderRequest(params) => Some(self.set_provider(&params)),
+            ClientRequest::LogoutRequest(_) => logout::logout(self, request.id),
+            ClientRequest::SetSessionTitleRequest(params) => {
+                Some(settings::set_title(self, &params))
+            }
+            ClientRequest::ListProvidersRequest(_) => providers::list_providers(self, request.id),
+            ClientRequest::SetProviderRequest(params) => {
+                Some(providers::set_provider(self, &params))
+            }
             ClientRequest::DisableProviderRequest(params) => {
-                self.disable_provider(request.id, params)
+                providers::disable_provider(self, request.id, params)
             }
             ClientRequest::ExtMethodRequest(ext) if ext.method.as_ref() == steering::METHOD => {
-                self.steer(request.id, &ext.params)
+                steering::steer(self, request.id, &ext.params)
             }
             ClientRequest::ExtMethodRequest(ext) if ext.method.as_ref() == rewind::METHOD => {
-                self.rewind(request.id, &ext.params)
+                rewind::rewind(self, request.id, &ext.params)
             }
             ClientRequest::ExtMethodRequest(ext) if ext.method.as_ref() == run_command::METHOD => {
-                self.run_command(request.id, request.cancel, &ext.params)
+                run_command::run_command(self, request.id, request.cancel, &ext.params)
             }
             _ => Some(Err(errors::method_not_found(&format!(
                 "{} (not supported by this agent; see agentCapabilities)",

@@ -10,7 +10,7 @@ use talaria_protocol::errors;
 use talaria_record::Transcript;
 
 use super::client_prompt;
-use super::start::{Launched, StartsSession, launched};
+use super::start::{self, Launched, StartsSession, launched};
 use super::state::{Agent, EdgePayload, Replay, Reply, session_not_found, to_value};
 use crate::sessions::{self, Closing, Reopened};
 
@@ -21,286 +21,283 @@ struct Reopen {
     replay: bool,
 }
 
-impl Agent {
-    /// `session/load`: replays the history, then the session goes on. Answered now for a
-    /// session open in this process, else once it is started (off the loop).
-    pub(super) async fn load_session(
-        &mut self,
-        request: RequestId,
-        params: acp::LoadSessionRequest,
-    ) -> Option<Reply> {
-        let id = params.session_id.0.to_string();
-        self.reopen(request, params, id, true)
-    }
+/// `session/load`: replays the history, then the session goes on. Answered now for a
+/// session open in this process, else once it is started (off the loop).
+pub(super) async fn load_session(
+    agent: &mut Agent,
+    request: RequestId,
+    params: acp::LoadSessionRequest,
+) -> Option<Reply> {
+    let id = params.session_id.0.to_string();
+    reopen(agent, request, params, id, true)
+}
 
-    /// `session/resume`: the session goes on without a replay.
-    pub(super) async fn resume_session(
-        &mut self,
-        request: RequestId,
-        params: acp::ResumeSessionRequest,
-    ) -> Option<Reply> {
-        let id = params.session_id.0.to_string();
-        self.reopen(request, params, id, false)
-    }
+/// `session/resume`: the session goes on without a replay.
+pub(super) async fn resume_session(
+    agent: &mut Agent,
+    request: RequestId,
+    params: acp::ResumeSessionRequest,
+) -> Option<Reply> {
+    let id = params.session_id.0.to_string();
+    reopen(agent, request, params, id, false)
+}
 
-    /// A session open here is answered at once; a stored one starts off the loop (its
-    /// configuration, prompt, MCP servers, and its record read and claimed) and is answered
-    /// when it is running.
-    fn reopen<P: StartsSession + HasSystemPrompt>(
-        &mut self,
-        request: RequestId,
-        params: P,
-        id: String,
-        replay: bool,
-    ) -> Option<Reply> {
-        // Checked first: a prompt that cannot be applied opens nothing.
-        let client = match client_prompt::parse(params.system_prompt()) {
-            Ok(client) => client,
-            Err(error) => return Some(Err(error)),
-        };
-        let reopen = Reopen {
-            id,
-            cwd: params.place().cwd.to_path_buf(),
-            replay,
-        };
-        if self.sessions.contains_key(&reopen.id) {
-            if client.is_some() {
-                return Some(Err(errors::invalid_params(format!(
-                    "session {} is running in this process: its system prompt is set when                      it starts (close it, then load or resume it with the new one)",
-                    reopen.id
-                ))));
-            }
-            return self.reopen_open(request, reopen);
-        }
-        let context = self.room.start_context(self.client_caps.elicitation_form);
-        let store = self.room.store().cloned();
-        let slow = async move {
-            let reopened =
-                sessions::reopen(context, store, &reopen.id, params.place(), client, replay)
-                    .await?;
-            Ok((reopen, reopened))
-        };
-        self.defer(
-            request,
-            "session/load",
-            slow,
-            |agent, (reopen, reopened)| {
-                async move {
-                    agent.room.adopt_store(&reopened.journal);
-                    let replay = reopen.replay;
-                    let launched = if agent.sessions.contains_key(&reopen.id) {
-                        // Opened meanwhile by another request: this one joins it (and
-                        // replays the record it read).
-                        agent.reopen_live(&reopen, Some(reopened.read.transcript))
-                    } else {
-                        agent.reopen_stored(reopen, reopened)
-                    };
-                    launched.and_then(|launched| launched_reply(replay, launched))
-                }
-                .boxed_local()
-            },
-        );
-        None
-    }
-
-    /// A load or resume of a session open here: resume is answered at once; load reads the
-    /// record off the loop (what is queued lands first) and replays it.
-    fn reopen_open(&mut self, request: RequestId, reopen: Reopen) -> Option<Reply> {
-        if !reopen.replay {
-            let launched = self.reopen_live(&reopen, None);
-            return Some(launched.and_then(|launched| launched_reply(false, launched)));
-        }
-        let Some(journal) = self.room.store().cloned() else {
-            return Some(Err(errors::unavailable(
-                "the session store is not open yet",
-            )));
-        };
-        let slow = async move {
-            let transcript = sessions::record_of_open(journal, &reopen.id).await?;
-            Ok((reopen, transcript))
-        };
-        self.defer(
-            request,
-            "session/load",
-            slow,
-            |agent, (reopen, transcript)| {
-                async move {
-                    let launched = agent.reopen_live(&reopen, Some(transcript));
-                    launched.and_then(|launched| launched_reply(true, launched))
-                }
-                .boxed_local()
-            },
-        );
-        None
-    }
-
-    /// Starts a stored session where it left off (read and claimed off the loop), optionally
-    /// replaying it first.
-    fn reopen_stored(
-        &mut self,
-        reopen: Reopen,
-        mut reopened: Reopened,
-    ) -> Result<Launched, acp::Error> {
-        let replayed = reopened.shown.take().map(|shown| self.replay_of(shown));
-        let abilities = self.client_caps.abilities();
-        let assembled = self
-            .room
-            .continue_stored(&reopen.id, reopen.cwd, reopened, abilities)?;
-        let launched = self.register(&reopen.id, assembled);
-        // The replay goes out through the session's writer; the answer follows it.
-        if let (Some(updates), Some(session)) = (replayed, self.sessions.get(&reopen.id)) {
-            self.answer_after = Some(session.write_soon(updates));
-        }
-        Ok(launched)
-    }
-
-    /// `session/load` or `session/resume` of a session already open in this connection:
-    /// resume changes nothing; load replays `record` (read off the loop) in order with what
-    /// the session is writing now, never inside it.
-    fn reopen_live(
-        &mut self,
-        reopen: &Reopen,
-        record: Option<Transcript>,
-    ) -> Result<Launched, acp::Error> {
-        let Some(session) = self.sessions.get(&reopen.id) else {
-            return Err(errors::invalid_params(format!(
-                "no open session {}",
+/// A session open here is answered at once; a stored one starts off the loop (its
+/// configuration, prompt, MCP servers, and its record read and claimed) and is answered
+/// when it is running.
+fn reopen<P: StartsSession + HasSystemPrompt>(
+    agent: &mut Agent,
+    request: RequestId,
+    params: P,
+    id: String,
+    replay: bool,
+) -> Option<Reply> {
+    // Checked first: a prompt that cannot be applied opens nothing.
+    let client = match client_prompt::parse(params.system_prompt()) {
+        Ok(client) => client,
+        Err(error) => return Some(Err(error)),
+    };
+    let reopen = Reopen {
+        id,
+        cwd: params.place().cwd.to_path_buf(),
+        replay,
+    };
+    if agent.sessions.contains_key(&reopen.id) {
+        if client.is_some() {
+            return Some(Err(errors::invalid_params(format!(
+                "session {} is running in this process: its system prompt is set when                      it starts (close it, then load or resume it with the new one)",
                 reopen.id
-            )));
-        };
-        let launched = launched(session);
-        if reopen.replay {
-            let Some(transcript) = record else {
-                return Err(errors::unavailable("the session store is not open yet"));
-            };
-            let written = session.write_soon(self.replay_of(transcript));
-            self.answer_after = Some(written);
+            ))));
         }
-        Ok(launched)
+        return reopen_open(agent, request, reopen);
     }
-
-    /// A record to replay to this client, as the writer's work.
-    fn replay_of(&self, transcript: Transcript) -> EdgePayload {
-        EdgePayload::Replay(Box::new(Replay {
-            transcript,
-            compaction: self.client_caps.compaction,
-            subagents: self.client_caps.subagents,
-        }))
-    }
-
-    /// `session/list`, read off the loop (at most the journal's read deadline).
-    pub(super) fn list_sessions(
-        &mut self,
-        request: RequestId,
-        params: acp::ListSessionsRequest,
-    ) -> Option<Reply> {
-        if let Some(cwd) = &params.cwd
-            && !cwd.is_absolute()
-        {
-            return Some(Err(errors::invalid_params("cwd must be an absolute path")));
-        }
-        let journal = self.room.store().cloned();
-        let slow = async move {
-            let cwd = params.cwd.map(|c| c.display().to_string());
-            let (opened, page) = sessions::list(journal, cwd, params.cursor).await?;
-            Ok((opened, page.map_err(acp::Error::from).and_then(list_reply)))
-        };
-        self.defer(request, "session/list", slow, |agent, (opened, listed)| {
+    let context = agent.room.start_context(agent.client_caps.elicitation_form);
+    let store = agent.room.store().cloned();
+    let slow = async move {
+        let reopened =
+            sessions::reopen(context, store, &reopen.id, params.place(), client, replay).await?;
+        Ok((reopen, reopened))
+    };
+    agent.defer(
+        request,
+        "session/load",
+        slow,
+        |agent, (reopen, reopened)| {
             async move {
-                if let Some(journal) = opened {
-                    agent.room.adopt_store(&journal);
-                }
-                listed
+                agent.room.adopt_store(&reopened.journal);
+                let replay = reopen.replay;
+                let launched = if agent.sessions.contains_key(&reopen.id) {
+                    // Opened meanwhile by another request: this one joins it (and
+                    // replays the record it read).
+                    reopen_live(agent, &reopen, Some(reopened.read.transcript))
+                } else {
+                    reopen_stored(agent, reopen, reopened)
+                };
+                launched.and_then(|launched| launched_reply(replay, launched))
             }
             .boxed_local()
-        });
-        None
-    }
+        },
+    );
+    None
+}
 
-    /// Stops a session's work and frees it; it stays in the store. Answered off the loop once
-    /// what it recorded is committed (or the journal's deadline passed).
-    pub(super) fn close_session(
-        &mut self,
-        request: RequestId,
-        params: acp::CloseSessionRequest,
-    ) -> Option<Reply> {
-        let id = params.session_id.0.to_string();
-        let Some(session) = self.sessions.remove(&id) else {
-            return Some(Err(session_not_found(&params.session_id)));
+/// A load or resume of a session open here: resume is answered at once; load reads the
+/// record off the loop (what is queued lands first) and replays it.
+fn reopen_open(agent: &mut Agent, request: RequestId, reopen: Reopen) -> Option<Reply> {
+    if !reopen.replay {
+        let launched = reopen_live(agent, &reopen, None);
+        return Some(launched.and_then(|launched| launched_reply(false, launched)));
+    }
+    let Some(journal) = agent.room.store().cloned() else {
+        return Some(Err(errors::unavailable(
+            "the session store is not open yet",
+        )));
+    };
+    let slow = async move {
+        let transcript = sessions::record_of_open(journal, &reopen.id).await?;
+        Ok((reopen, transcript))
+    };
+    agent.defer(
+        request,
+        "session/load",
+        slow,
+        |agent, (reopen, transcript)| {
+            async move {
+                let launched = reopen_live(agent, &reopen, Some(transcript));
+                launched.and_then(|launched| launched_reply(true, launched))
+            }
+            .boxed_local()
+        },
+    );
+    None
+}
+
+/// Starts a stored session where it left off (read and claimed off the loop), optionally
+/// replaying it first.
+fn reopen_stored(
+    agent: &mut Agent,
+    reopen: Reopen,
+    mut reopened: Reopened,
+) -> Result<Launched, acp::Error> {
+    let replayed = reopened.shown.take().map(|shown| replay_of(agent, shown));
+    let abilities = agent.client_caps.abilities();
+    let assembled = agent
+        .room
+        .continue_stored(&reopen.id, reopen.cwd, reopened, abilities)?;
+    let launched = start::register(agent, &reopen.id, assembled);
+    // The replay goes out through the session's writer; the answer follows it.
+    if let (Some(updates), Some(session)) = (replayed, agent.sessions.get(&reopen.id)) {
+        agent.answer_after = Some(session.write_soon(updates));
+    }
+    Ok(launched)
+}
+
+/// `session/load` or `session/resume` of a session already open in this connection:
+/// resume changes nothing; load replays `record` (read off the loop) in order with what
+/// the session is writing now, never inside it.
+fn reopen_live(
+    agent: &mut Agent,
+    reopen: &Reopen,
+    record: Option<Transcript>,
+) -> Result<Launched, acp::Error> {
+    let Some(session) = agent.sessions.get(&reopen.id) else {
+        return Err(errors::invalid_params(format!(
+            "no open session {}",
+            reopen.id
+        )));
+    };
+    let launched = launched(session);
+    if reopen.replay {
+        let Some(transcript) = record else {
+            return Err(errors::unavailable("the session store is not open yet"));
         };
+        let written = session.write_soon(replay_of(agent, transcript));
+        agent.answer_after = Some(written);
+    }
+    Ok(launched)
+}
+
+/// A record to replay to this client, as the writer's work.
+fn replay_of(agent: &Agent, transcript: Transcript) -> EdgePayload {
+    EdgePayload::Replay(Box::new(Replay {
+        transcript,
+        compaction: agent.client_caps.compaction,
+        subagents: agent.client_caps.subagents,
+    }))
+}
+
+/// `session/list`, read off the loop (at most the journal's read deadline).
+pub(super) fn list_sessions(
+    agent: &mut Agent,
+    request: RequestId,
+    params: acp::ListSessionsRequest,
+) -> Option<Reply> {
+    if let Some(cwd) = &params.cwd
+        && !cwd.is_absolute()
+    {
+        return Some(Err(errors::invalid_params("cwd must be an absolute path")));
+    }
+    let journal = agent.room.store().cloned();
+    let slow = async move {
+        let cwd = params.cwd.map(|c| c.display().to_string());
+        let (opened, page) = sessions::list(journal, cwd, params.cursor).await?;
+        Ok((opened, page.map_err(acp::Error::from).and_then(list_reply)))
+    };
+    agent.defer(request, "session/list", slow, |agent, (opened, listed)| {
+        async move {
+            if let Some(journal) = opened {
+                agent.room.adopt_store(&journal);
+            }
+            listed
+        }
+        .boxed_local()
+    });
+    None
+}
+
+/// Stops a session's work and frees it; it stays in the store. Answered off the loop once
+/// what it recorded is committed (or the journal's deadline passed).
+pub(super) fn close_session(
+    agent: &mut Agent,
+    request: RequestId,
+    params: acp::CloseSessionRequest,
+) -> Option<Reply> {
+    let id = params.session_id.0.to_string();
+    let Some(session) = agent.sessions.remove(&id) else {
+        return Some(Err(session_not_found(&params.session_id)));
+    };
+    session.handle.cancel();
+    let closing = Closing {
+        handle: session.handle.clone(),
+        journal: agent.room.store().cloned(),
+        id,
+    };
+    drop(session);
+    let slow = async move {
+        closing.run().await;
+        Ok(())
+    };
+    agent.defer(request, "session/close", slow, |_, ()| {
+        async move { to_value(acp::CloseSessionResponse::new()) }.boxed_local()
+    });
+    None
+}
+
+/// `session/delete`: the session stops here at once; its wind-down, what it queued and the
+/// deletion are waited for off the loop.
+pub(super) fn delete_session(
+    agent: &mut Agent,
+    request: RequestId,
+    params: acp::DeleteSessionRequest,
+) -> Option<Reply> {
+    let id = params.session_id.0.to_string();
+    let running = agent.sessions.remove(&id).map(|session| {
         session.handle.cancel();
-        let closing = Closing {
-            handle: session.handle.clone(),
-            journal: self.room.store().cloned(),
-            id,
-        };
-        drop(session);
-        let slow = async move {
-            closing.run().await;
-            Ok(())
-        };
-        self.defer(request, "session/close", slow, |_, ()| {
-            async move { to_value(acp::CloseSessionResponse::new()) }.boxed_local()
-        });
-        None
-    }
+        session.handle.clone()
+    });
+    let known = agent.room.store().cloned();
+    let slow = async move { Ok(sessions::delete(known, running, id).await?) };
+    agent.defer(request, "session/delete", slow, |agent, journal| {
+        agent.room.adopt_store(&journal);
+        async move { to_value(acp::DeleteSessionResponse::new()) }.boxed_local()
+    });
+    None
+}
 
-    /// `session/delete`: the session stops here at once; its wind-down, what it queued and the
-    /// deletion are waited for off the loop.
-    pub(super) fn delete_session(
-        &mut self,
-        request: RequestId,
-        params: acp::DeleteSessionRequest,
-    ) -> Option<Reply> {
-        let id = params.session_id.0.to_string();
-        let running = self.sessions.remove(&id).map(|session| {
-            session.handle.cancel();
-            session.handle.clone()
-        });
-        let known = self.room.store().cloned();
-        let slow = async move { Ok(sessions::delete(known, running, id).await?) };
-        self.defer(request, "session/delete", slow, |agent, journal| {
-            agent.room.adopt_store(&journal);
-            async move { to_value(acp::DeleteSessionResponse::new()) }.boxed_local()
-        });
-        None
-    }
-
-    /// `session/fork`: the new session's start and the copy off the loop, then the launch.
-    pub(super) fn start_fork(&mut self, request: RequestId, params: acp::ForkSessionRequest) {
-        let context = self.room.start_context(self.client_caps.elicitation_form);
-        let known = self.room.store().cloned();
-        let slow = async move {
-            // Checked first: a prompt that cannot be applied copies nothing.
-            let client = client_prompt::parse(params.system_prompt.as_ref())?;
-            let parent = params.session_id.0.to_string();
-            let (ready, copied) =
-                sessions::prepare_fork(context, known, parent, params.place(), client).await?;
-            Ok((params, ready, copied))
-        };
-        self.defer(
-            request,
-            "session/fork",
-            slow,
-            |agent, (params, ready, copied)| {
-                async move {
-                    let abilities = agent.client_caps.abilities();
-                    let id = copied.id.clone();
-                    let assembled = agent
-                        .room
-                        .launch_fork(params.cwd, ready, copied, abilities)?;
-                    let launched = agent.register(&id, assembled);
-                    to_value(
-                        acp::ForkSessionResponse::new(id)
-                            .modes(launched.modes)
-                            .config_options(launched.options)
-                            .meta(launched.meta),
-                    )
-                }
-                .boxed_local()
-            },
-        );
-    }
+/// `session/fork`: the new session's start and the copy off the loop, then the launch.
+pub(super) fn start_fork(agent: &mut Agent, request: RequestId, params: acp::ForkSessionRequest) {
+    let context = agent.room.start_context(agent.client_caps.elicitation_form);
+    let known = agent.room.store().cloned();
+    let slow = async move {
+        // Checked first: a prompt that cannot be applied copies nothing.
+        let client = client_prompt::parse(params.system_prompt.as_ref())?;
+        let parent = params.session_id.0.to_string();
+        let (ready, copied) =
+            sessions::prepare_fork(context, known, parent, params.place(), client).await?;
+        Ok((params, ready, copied))
+    };
+    agent.defer(
+        request,
+        "session/fork",
+        slow,
+        |agent, (params, ready, copied)| {
+            async move {
+                let abilities = agent.client_caps.abilities();
+                let id = copied.id.clone();
+                let assembled = agent
+                    .room
+                    .launch_fork(params.cwd, ready, copied, abilities)?;
+                let launched = start::register(agent, &id, assembled);
+                to_value(
+                    acp::ForkSessionResponse::new(id)
+                        .modes(launched.modes)
+                        .config_options(launched.options)
+                        .meta(launched.meta),
+                )
+            }
+            .boxed_local()
+        },
+    );
 }
 
 /// `session/load` and `session/resume` carry the client's system prompt alike.

@@ -28,32 +28,30 @@ fn forget_keys(path: &Path) -> Result<bool, ConfigFileError> {
     Ok(true)
 }
 
-impl Agent {
-    /// `logout`: the stored keys forgotten off the loop; then every session start asks to
-    /// authenticate until the client does.
-    pub(super) fn logout(&mut self, request: RequestId) -> Option<Reply> {
-        let slow = async move {
-            let config = load_config().await.map_err(config_error)?;
-            let path = config.home.join("config.toml");
-            let forgot = tokio::task::spawn_blocking(move || forget_keys(&path))
-                .await
-                .map_err(|e| errors::internal_error(format!("logout failed: {e}")))?
-                .map_err(|e| errors::internal_error(e.to_string()))?;
-            Ok(forgot)
-        };
-        self.defer(request, "logout", slow, |agent, forgot| {
-            async move {
-                agent.room.logged_out = true;
-                tracing::info!(
-                    forgot,
-                    "logged out: sessions start again after authenticate"
-                );
-                to_value(acp::LogoutResponse::new())
-            }
-            .boxed_local()
-        });
-        None
-    }
+/// `logout`: the stored keys forgotten off the loop; then every session start asks to
+/// authenticate until the client does.
+pub(super) fn logout(agent: &mut Agent, request: RequestId) -> Option<Reply> {
+    let slow = async move {
+        let config = load_config().await.map_err(config_error)?;
+        let path = config.home.join("config.toml");
+        let forgot = tokio::task::spawn_blocking(move || forget_keys(&path))
+            .await
+            .map_err(|e| errors::internal_error(format!("logout failed: {e}")))?
+            .map_err(|e| errors::internal_error(e.to_string()))?;
+        Ok(forgot)
+    };
+    agent.defer(request, "logout", slow, |agent, forgot| {
+        async move {
+            agent.room.logged_out = true;
+            tracing::info!(
+                forgot,
+                "logged out: sessions start again after authenticate"
+            );
+            to_value(acp::LogoutResponse::new())
+        }
+        .boxed_local()
+    });
+    None
 }
 
 #[cfg(test)]

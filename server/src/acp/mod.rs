@@ -1,11 +1,12 @@
 //! The wire room: the only place that knows ACP. It translates — requests into session-room
 //! calls and engine ops, engine events into `session/update` notifications and prompt
 //! responses — and assembles nothing: sessions are made and kept by the session room
-//! (`crate::sessions`). The shared state is `state.rs` (a leaf); each job has its own
-//! module: `dispatch` (the loop and method routing), `start` and `lifecycle` (session starts,
-//! loads, lists, closes, deletes, forks), `prompt`, `settings`, `client_bridge` (requests to
-//! the client), `forwarder` (a session's one writer), `updates` and `replay` (the
-//! translations of events and records).
+//! (`crate::sessions`). The shared state is `state.rs` (a leaf); `dispatch` is the loop and
+//! the method routing (the only `impl Agent`); each job's handlers are free functions over
+//! the agent in a module of their own: `start` and `lifecycle` (session starts, loads,
+//! lists, closes, deletes, forks), `prompt`, `settings`, `steering`, `rewind`, `providers`…;
+//! `client_bridge` serves the engine's requests to the client, `forwarder` is a session's
+//! one writer, `updates` and `replay` translate events and records.
 //!
 //! Invariants:
 //! - The dispatch loop never waits on a turn: `session/prompt` is queued and answered later by

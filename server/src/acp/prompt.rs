@@ -2,7 +2,7 @@
 //! session's forwarder answers it when the turn ends.
 
 use super::state::{Agent, Reply, session_not_found};
-use super::{compaction, prompt_input};
+use super::{compaction, prompt_input, settings};
 use crate::sessions::{PLAN_COMMAND, slash};
 use talaria_engine::TurnId;
 use talaria_protocol::acp::{self, RequestId};
@@ -22,58 +22,56 @@ fn plan_task(prompt: &[acp::ContentBlock]) -> Option<String> {
     (rest.is_empty() || rest.starts_with(char::is_whitespace)).then(|| rest.trim().to_string())
 }
 
-impl Agent {
-    pub(super) fn prompt(
-        &mut self,
-        request: RequestId,
-        cancel: CancellationToken,
-        mut params: acp::PromptRequest,
-    ) -> Option<Reply> {
-        if let Some(task) = plan_task(&params.prompt) {
-            if task.is_empty() {
-                return Some(Err(errors::invalid_params(
-                    "/plan takes the task to plan: /plan TASK",
-                )));
-            }
-            // Plan mode first (ops run in order: the turn starts in it), the client told.
-            if let Err(error) = self.set_mode(&params.session_id, "plan", true) {
-                return Some(Err(error));
-            }
-            params.prompt = vec![acp::ContentBlock::from(task)];
-        }
-        let Some(session) = self.sessions.get(params.session_id.0.as_ref()) else {
-            return Some(Err(session_not_found(&params.session_id)));
-        };
-        if params.prompt.is_empty() {
+pub(super) fn prompt(
+    agent: &mut Agent,
+    request: RequestId,
+    cancel: CancellationToken,
+    mut params: acp::PromptRequest,
+) -> Option<Reply> {
+    if let Some(task) = plan_task(&params.prompt) {
+        if task.is_empty() {
             return Some(Err(errors::invalid_params(
-                "prompt must contain at least one content block",
+                "/plan takes the task to plan: /plan TASK",
             )));
         }
-        // The turn's tag is the request's id: the forwarder answers it from the tag alone.
-        let turn = turn_of(&request);
-        let queued = if let Some(focus) = compaction::parse_command(&params.prompt) {
-            session.handle.compact(turn, cancel, focus)
-        } else {
-            // `/name` is expanded by the session's commands when its turn comes.
-            let slash = slash(&params.prompt);
-            let typed = prompt_input::to_user_input(params.prompt, session.images_allowed);
-            let input = match slash {
-                Some((name, args)) => {
-                    talaria_engine::PromptInput::Slash(talaria_engine::SlashCommand {
-                        name,
-                        args,
-                        typed,
-                    })
-                }
-                None => talaria_engine::PromptInput::Typed(typed),
-            };
-            session.handle.prompt(turn, cancel, input)
-        };
-        if queued.is_err() {
-            return Some(Err(errors::internal_error("the session has ended")));
+        // Plan mode first (ops run in order: the turn starts in it), the client told.
+        if let Err(error) = settings::set_mode(agent, &params.session_id, "plan", true) {
+            return Some(Err(error));
         }
-        None
+        params.prompt = vec![acp::ContentBlock::from(task)];
     }
+    let Some(session) = agent.sessions.get(params.session_id.0.as_ref()) else {
+        return Some(Err(session_not_found(&params.session_id)));
+    };
+    if params.prompt.is_empty() {
+        return Some(Err(errors::invalid_params(
+            "prompt must contain at least one content block",
+        )));
+    }
+    // The turn's tag is the request's id: the forwarder answers it from the tag alone.
+    let turn = turn_of(&request);
+    let queued = if let Some(focus) = compaction::parse_command(&params.prompt) {
+        session.handle.compact(turn, cancel, focus)
+    } else {
+        // `/name` is expanded by the session's commands when its turn comes.
+        let slash = slash(&params.prompt);
+        let typed = prompt_input::to_user_input(params.prompt, session.images_allowed);
+        let input = match slash {
+            Some((name, args)) => {
+                talaria_engine::PromptInput::Slash(talaria_engine::SlashCommand {
+                    name,
+                    args,
+                    typed,
+                })
+            }
+            None => talaria_engine::PromptInput::Typed(typed),
+        };
+        session.handle.prompt(turn, cancel, input)
+    };
+    if queued.is_err() {
+        return Some(Err(errors::internal_error("the session has ended")));
+    }
+    None
 }
 
 /// A prompt's turn tag: its request's id, as JSON.

@@ -125,59 +125,59 @@ fn listing(
         .collect()
 }
 
-impl Agent {
-    /// `providers/list`: the services, which one sessions use (required), and each one's
-    /// current address (none: disabled or not configured).
-    pub(super) fn list_providers(&mut self, request: RequestId) -> Option<Reply> {
-        let providers = self.room.providers().clone();
-        let slow = async move {
-            let config = load_config().await.map_err(config_error)?;
-            Ok(listing(&config, &providers))
-        };
-        self.defer(request, "providers/list", slow, |_, providers| {
-            async move { to_value(acp::ListProvidersResponse::new(providers)) }.boxed_local()
-        });
-        None
-    }
+/// `providers/list`: the services, which one sessions use (required), and each one's
+/// current address (none: disabled or not configured).
+pub(super) fn list_providers(agent: &mut Agent, request: RequestId) -> Option<Reply> {
+    let providers = agent.room.providers().clone();
+    let slow = async move {
+        let config = load_config().await.map_err(config_error)?;
+        Ok(listing(&config, &providers))
+    };
+    agent.defer(request, "providers/list", slow, |_, providers| {
+        async move { to_value(acp::ListProvidersResponse::new(providers)) }.boxed_local()
+    });
+    None
+}
 
-    /// `providers/set`: the service's endpoint for sessions started from now on.
-    pub(super) fn set_provider(&mut self, request: &acp::SetProviderRequest) -> Reply {
-        let protocol = service(&request.provider_id.0)?;
-        let endpoint = endpoint_of(request, protocol)?;
-        tracing::info!(
-            provider = %request.provider_id.0,
-            base_url = %loggable(&endpoint.base_url),
-            headers = endpoint.headers.len(),
-            "a client set the provider's endpoint (for sessions started from now on)"
-        );
-        // The shared router is built again, with the client's endpoint, for the next session.
-        self.room
-            .set_endpoint(&request.provider_id.0, Some(endpoint));
-        to_value(acp::SetProviderResponse::new())
-    }
+/// `providers/set`: the service's endpoint for sessions started from now on.
+pub(super) fn set_provider(agent: &mut Agent, request: &acp::SetProviderRequest) -> Reply {
+    let protocol = service(&request.provider_id.0)?;
+    let endpoint = endpoint_of(request, protocol)?;
+    tracing::info!(
+        provider = %request.provider_id.0,
+        base_url = %loggable(&endpoint.base_url),
+        headers = endpoint.headers.len(),
+        "a client set the provider's endpoint (for sessions started from now on)"
+    );
+    // The shared router is built again, with the client's endpoint, for the next session.
+    agent
+        .room
+        .set_endpoint(&request.provider_id.0, Some(endpoint));
+    to_value(acp::SetProviderResponse::new())
+}
 
-    /// `providers/disable`: a service sessions do not use (not the one they need).
-    pub(super) fn disable_provider(
-        &mut self,
-        request: RequestId,
-        params: acp::DisableProviderRequest,
-    ) -> Option<Reply> {
-        if let Err(error) = service(&params.provider_id.0) {
-            return Some(Err(error));
-        }
-        let slow = async move {
-            let config = load_config().await.map_err(config_error)?;
-            Ok((
-                config.provider.table() == params.provider_id.0.as_ref(),
-                params,
-            ))
-        };
-        self.defer(
-            request,
-            "providers/disable",
-            slow,
-            |agent, (required, params)| {
-                async move {
+/// `providers/disable`: a service sessions do not use (not the one they need).
+pub(super) fn disable_provider(
+    agent: &mut Agent,
+    request: RequestId,
+    params: acp::DisableProviderRequest,
+) -> Option<Reply> {
+    if let Err(error) = service(&params.provider_id.0) {
+        return Some(Err(error));
+    }
+    let slow = async move {
+        let config = load_config().await.map_err(config_error)?;
+        Ok((
+            config.provider.table() == params.provider_id.0.as_ref(),
+            params,
+        ))
+    };
+    agent.defer(
+        request,
+        "providers/disable",
+        slow,
+        |agent, (required, params)| {
+            async move {
                 if required {
                     return Err(errors::invalid_params(format!(
                         "provider {:?} is the one sessions use (required): it cannot be disabled",
@@ -189,8 +189,7 @@ impl Agent {
                 to_value(acp::DisableProviderResponse::new())
             }
             .boxed_local()
-            },
-        );
-        None
-    }
+        },
+    );
+    None
 }

@@ -66,146 +66,146 @@ starts_session!(
     acp::ResumeSessionRequest
 );
 
-impl Agent {
-    /// `session/new`: the start's slow part off the loop, then the store and the launch on it.
-    pub(super) fn start_new_session(&mut self, id: RequestId, params: acp::NewSessionRequest) {
-        let context = self.room.start_context(self.client_caps.elicitation_form);
-        let slow = async move {
-            let client = client_prompt::parse(params.system_prompt.as_ref())?;
-            let taps = SessionTaps::asked(params.meta.as_ref())?;
-            let place = params.place();
-            let mut ready = ready_session(
-                context,
-                place.cwd,
-                place.additional_directories,
-                place.mcp_servers,
-            )
-            .await?
-            .with_client_prompt(client);
-            if let Some(most) = taps.max_turn_requests {
-                ready.config.max_turn_requests = most;
-            }
-            // The store opens in the background from `initialize`; nothing the client asked
-            // for needs it yet, so the answer does not wait for it: the session's entries
-            // wait in the journal's backlog, and the session itself says whether it is saved.
-            Ok((params, ready, taps))
-        };
-        self.defer(id, "session/new", slow, |agent, (params, ready, taps)| {
-            async move { agent.new_session(params, ready, taps) }.boxed_local()
-        });
-    }
-
-    fn new_session(
-        &mut self,
-        params: acp::NewSessionRequest,
-        ready: Ready,
-        taps: SessionTaps,
-    ) -> Reply {
-        let (id, start) =
-            self.room
-                .create(&ready.config, &params.cwd, &params.additional_directories);
-        let assembled = self.room.assemble(
-            Launch {
-                id: id.clone(),
-                cwd: params.cwd,
-                ready,
-                model: None,
-                mode: None,
-                start,
-                taps,
-            },
-            self.client_caps.abilities(),
-        )?;
-        let launched = self.register(&id, assembled);
-        to_value(
-            acp::NewSessionResponse::new(id)
-                .modes(launched.modes)
-                .config_options(launched.options)
-                .meta(launched.meta),
+/// `session/new`: the start's slow part off the loop, then the store and the launch on it.
+pub(super) fn start_new_session(agent: &mut Agent, id: RequestId, params: acp::NewSessionRequest) {
+    let context = agent.room.start_context(agent.client_caps.elicitation_form);
+    let slow = async move {
+        let client = client_prompt::parse(params.system_prompt.as_ref())?;
+        let taps = SessionTaps::asked(params.meta.as_ref())?;
+        let place = params.place();
+        let mut ready = ready_session(
+            context,
+            place.cwd,
+            place.additional_directories,
+            place.mcp_servers,
         )
-    }
-
-    /// Serves a session the room assembled: its forwarder, its slash commands and first
-    /// notices after the answer, its MCP sign-ins, and its place among the open sessions.
-    pub(super) fn register(&mut self, id: &str, assembled: Assembled) -> Launched {
-        let Assembled {
-            handle,
-            events,
-            commands,
-            commands_now,
-            warnings,
-            sign_ins,
-            models,
-            images_allowed,
-            sandbox,
-            shell,
-            cwd,
-        } = assembled;
-        let session_id = acp::SessionId::new(id.to_string());
-        let updates = self.start_forwarder(&session_id, events, commands_now);
-        self.outbox
-            .push(SessionNotification::new(session_id.clone(), commands));
-        for warning in warnings {
-            self.outbox.push(SessionNotification::new(
-                session_id.clone(),
-                updates::notice_update(
-                    talaria_engine::NoticeLevel::Warning,
-                    warning,
-                    self.client_caps.notices,
-                ),
-            ));
+        .await?
+        .with_client_prompt(client);
+        if let Some(most) = taps.max_turn_requests {
+            ready.config.max_turn_requests = most;
         }
-        // The session's MCP sign-ins start after the answer: the client knows the session
-        // before it is asked anything of it.
-        let sign_in = Arc::new(mcp_sign_in::ClientSignIn::new(
-            self.peer.clone(),
-            session_id,
-            self.client_caps.elicitation_url,
-            self.client_caps.notices,
-        ));
-        self.after_answer
-            .push(Box::new(move || sign_ins.offer(sign_in)));
-        let live = LiveSession {
-            handle,
-            updates,
-            images_allowed,
-            models,
-            booleans: self.client_caps.booleans,
-            meta: session_meta(sandbox),
-            shell,
-            cwd,
-        };
-        let launched = launched(&live);
-        self.sessions.insert(id.to_string(), live);
-        launched
-    }
+        // The store opens in the background from `initialize`; nothing the client asked
+        // for needs it yet, so the answer does not wait for it: the session's entries
+        // wait in the journal's backlog, and the session itself says whether it is saved.
+        Ok((params, ready, taps))
+    };
+    agent.defer(id, "session/new", slow, |agent, (params, ready, taps)| {
+        async move { new_session(agent, params, ready, taps) }.boxed_local()
+    });
+}
 
-    /// Starts the task that turns the session's events into `session/update`s (and the
-    /// edge's own updates, sent through the returned queue).
-    fn start_forwarder(
-        &self,
-        session_id: &acp::SessionId,
-        events: mpsc::Receiver<talaria_engine::EngineEvent>,
-        commands: Arc<dyn Fn() -> acp::SessionUpdate + Send + Sync>,
-    ) -> mpsc::UnboundedSender<EdgeUpdates> {
-        let bridge = Arc::new(client_bridge::AcpBridge::new(
-            self.peer.clone(),
+fn new_session(
+    agent: &mut Agent,
+    params: acp::NewSessionRequest,
+    ready: Ready,
+    taps: SessionTaps,
+) -> Reply {
+    let (id, start) = agent
+        .room
+        .create(&ready.config, &params.cwd, &params.additional_directories);
+    let assembled = agent.room.assemble(
+        Launch {
+            id: id.clone(),
+            cwd: params.cwd,
+            ready,
+            model: None,
+            mode: None,
+            start,
+            taps,
+        },
+        agent.client_caps.abilities(),
+    )?;
+    let launched = register(agent, &id, assembled);
+    to_value(
+        acp::NewSessionResponse::new(id)
+            .modes(launched.modes)
+            .config_options(launched.options)
+            .meta(launched.meta),
+    )
+}
+
+/// Serves a session the room assembled: its forwarder, its slash commands and first
+/// notices after the answer, its MCP sign-ins, and its place among the open sessions.
+pub(super) fn register(agent: &mut Agent, id: &str, assembled: Assembled) -> Launched {
+    let Assembled {
+        handle,
+        events,
+        commands,
+        commands_now,
+        warnings,
+        sign_ins,
+        models,
+        images_allowed,
+        sandbox,
+        shell,
+        cwd,
+    } = assembled;
+    let session_id = acp::SessionId::new(id.to_string());
+    let updates = start_forwarder(agent, &session_id, events, commands_now);
+    agent
+        .outbox
+        .push(SessionNotification::new(session_id.clone(), commands));
+    for warning in warnings {
+        agent.outbox.push(SessionNotification::new(
             session_id.clone(),
-            self.client_caps,
+            updates::notice_update(
+                talaria_engine::NoticeLevel::Warning,
+                warning,
+                agent.client_caps.notices,
+            ),
         ));
-        let forwarder = forwarder::Forwarder {
-            peer: self.peer.clone(),
-            session_id: session_id.clone(),
-            client: bridge,
-            commands,
-            chunks: forwarder::ChunkTemplates::new(session_id, None),
-            prompt_message: None,
-            quota: quota::SessionQuota::new(self.quotas.clone(), session_id),
-        };
-        let (updates, edge_rx) = mpsc::unbounded_channel();
-        tokio::spawn(forwarder.run(events, edge_rx));
-        updates
     }
+    // The session's MCP sign-ins start after the answer: the client knows the session
+    // before it is asked anything of it.
+    let sign_in = Arc::new(mcp_sign_in::ClientSignIn::new(
+        agent.peer.clone(),
+        session_id,
+        agent.client_caps.elicitation_url,
+        agent.client_caps.notices,
+    ));
+    agent
+        .after_answer
+        .push(Box::new(move || sign_ins.offer(sign_in)));
+    let live = LiveSession {
+        handle,
+        updates,
+        images_allowed,
+        models,
+        booleans: agent.client_caps.booleans,
+        meta: session_meta(sandbox),
+        shell,
+        cwd,
+    };
+    let launched = launched(&live);
+    agent.sessions.insert(id.to_string(), live);
+    launched
+}
+
+/// Starts the task that turns the session's events into `session/update`s (and the
+/// edge's own updates, sent through the returned queue).
+fn start_forwarder(
+    agent: &Agent,
+    session_id: &acp::SessionId,
+    events: mpsc::Receiver<talaria_engine::EngineEvent>,
+    commands: Arc<dyn Fn() -> acp::SessionUpdate + Send + Sync>,
+) -> mpsc::UnboundedSender<EdgeUpdates> {
+    let bridge = Arc::new(client_bridge::AcpBridge::new(
+        agent.peer.clone(),
+        session_id.clone(),
+        agent.client_caps,
+    ));
+    let forwarder = forwarder::Forwarder {
+        peer: agent.peer.clone(),
+        session_id: session_id.clone(),
+        client: bridge,
+        commands,
+        chunks: forwarder::ChunkTemplates::new(session_id, None),
+        prompt_message: None,
+        quota: quota::SessionQuota::new(agent.quotas.clone(), session_id),
+    };
+    let (updates, edge_rx) = mpsc::unbounded_channel();
+    tokio::spawn(forwarder.run(events, edge_rx));
+    updates
 }
 
 /// What a session response says about Talaria's own state (under `_meta.talaria`).
