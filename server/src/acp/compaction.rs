@@ -8,8 +8,6 @@ use talaria_protocol::acp::{self, ContentBlock, SessionUpdate, TextContent};
 use super::updates::notice_update;
 use crate::sessions::COMPACT_COMMAND;
 
-/// The slash command's name.
-
 /// `Some(focus)` when a prompt is the `/compact` command (`focus` empty when none was given).
 pub fn parse_command(prompt: &[acp::ContentBlock]) -> Option<Option<String>> {
     let [acp::ContentBlock::Text(text)] = prompt else {

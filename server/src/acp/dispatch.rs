@@ -336,6 +336,36 @@ impl Agent {
             Err(other) => return Some(Err(errors::invalid_params(other))),
         };
         match parsed {
+            ClientRequest::NewSessionRequest(params) => {
+                start::start_new_session(self, request.id, params);
+                None
+            }
+            ClientRequest::LoadSessionRequest(params) => {
+                lifecycle::load_session(self, request.id, params)
+            }
+            ClientRequest::ResumeSessionRequest(params) => {
+                lifecycle::resume_session(self, request.id, params)
+            }
+            ClientRequest::ListSessionsRequest(params) => {
+                lifecycle::list_sessions(self, request.id, params)
+            }
+            ClientRequest::CloseSessionRequest(params) => {
+                lifecycle::close_session(self, request.id, params)
+            }
+            ClientRequest::DeleteSessionRequest(params) => {
+                lifecycle::delete_session(self, request.id, params)
+            }
+            ClientRequest::ForkSessionRequest(params) => {
+                lifecycle::start_fork(self, request.id, params);
+                None
+            }
+            other => self.route(request, other),
+        }
+    }
+
+    /// Routes a parsed request other than a session's start, load or end.
+    fn route(&mut self, request: IncomingRequest, parsed: ClientRequest) -> Option<Reply> {
+        match parsed {
             ClientRequest::InitializeRequest(params) => {
                 self.initialize(request.id, params);
                 // The quotas draft's opt-in is no field of ACP 1.20's types: read from the
@@ -353,31 +383,8 @@ impl Agent {
                 Some(settings::set_config_option(self, params))
             }
             ClientRequest::AuthenticateRequest(params) => self.authenticate(request.id, &params),
-            ClientRequest::NewSessionRequest(params) => {
-                start::start_new_session(self, request.id, params);
-                None
-            }
             ClientRequest::PromptRequest(params) => {
                 prompt::prompt(self, request.id, request.cancel, params)
-            }
-            ClientRequest::LoadSessionRequest(params) => {
-                lifecycle::load_session(self, request.id, params).await
-            }
-            ClientRequest::ResumeSessionRequest(params) => {
-                lifecycle::resume_session(self, request.id, params).await
-            }
-            ClientRequest::ListSessionsRequest(params) => {
-                lifecycle::list_sessions(self, request.id, params)
-            }
-            ClientRequest::CloseSessionRequest(params) => {
-                lifecycle::close_session(self, request.id, params)
-            }
-            ClientRequest::DeleteSessionRequest(params) => {
-                lifecycle::delete_session(self, request.id, params)
-            }
-            ClientRequest::ForkSessionRequest(params) => {
-                lifecycle::start_fork(self, request.id, params);
-                None
             }
             ClientRequest::LogoutRequest(_) => logout::logout(self, request.id),
             ClientRequest::SetSessionTitleRequest(params) => {

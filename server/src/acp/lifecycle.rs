@@ -23,7 +23,7 @@ struct Reopen {
 
 /// `session/load`: replays the history, then the session goes on. Answered now for a
 /// session open in this process, else once it is started (off the loop).
-pub(super) async fn load_session(
+pub(super) fn load_session(
     agent: &mut Agent,
     request: RequestId,
     params: acp::LoadSessionRequest,
@@ -33,7 +33,7 @@ pub(super) async fn load_session(
 }
 
 /// `session/resume`: the session goes on without a replay.
-pub(super) async fn resume_session(
+pub(super) fn resume_session(
     agent: &mut Agent,
     request: RequestId,
     params: acp::ResumeSessionRequest,
