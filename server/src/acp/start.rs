@@ -72,15 +72,9 @@ pub(super) fn start_new_session(agent: &mut Agent, id: RequestId, params: acp::N
     let slow = async move {
         let client = client_prompt::parse(params.system_prompt.as_ref())?;
         let taps = SessionTaps::asked(params.meta.as_ref())?;
-        let place = params.place();
-        let mut ready = ready_session(
-            context,
-            place.cwd,
-            place.additional_directories,
-            place.mcp_servers,
-        )
-        .await?
-        .with_client_prompt(client);
+        let mut ready = ready_session(context, params.place())
+            .await?
+            .with_client_prompt(client);
         if let Some(most) = taps.max_turn_requests {
             ready.config.max_turn_requests = most;
         }

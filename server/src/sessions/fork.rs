@@ -16,9 +16,9 @@ use talaria_store::{EncodedEntry, SessionMeta};
 
 use super::client_prompt::ClientPrompt;
 use super::error::SessionError;
-use super::launch::{Assembled, ClientAbilities, Ready, ready_session};
+use super::launch::{Assembled, ClientAbilities, Place, Ready, ready_session};
 use super::room::{SessionRoom, StartContext, journal_or_open};
-use super::stored::{FLUSH_BEFORE_READ, Place, Stored};
+use super::stored::{FLUSH_BEFORE_READ, Stored};
 
 /// The copy a fork starts from, committed (or spooled) and claimed.
 pub struct Copied {
@@ -39,16 +39,12 @@ pub async fn prepare(
     place: Place<'_>,
     client: Option<ClientPrompt>,
 ) -> Result<(Ready, Copied), SessionError> {
-    let ready = ready_session(
-        context,
-        place.cwd,
-        place.additional_directories,
-        place.mcp_servers,
-    )
-    .await?
-    .with_client_prompt(client);
+    let cwd = place.cwd;
+    let ready = ready_session(context, place)
+        .await?
+        .with_client_prompt(client);
     let journal = journal_or_open(known, &ready.config);
-    let copied = copy(journal, &parent, place.cwd).await?;
+    let copied = copy(journal, &parent, cwd).await?;
     // The copy names the parent's checkpointed contents: the fork holds them too.
     if let Some(checkpoints) = ready.checkpoints() {
         let to = copied.id.clone();

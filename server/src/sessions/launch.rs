@@ -476,19 +476,26 @@ pub async fn load_config() -> Result<Config, talaria_engine::ConfigError> {
         })
 }
 
+/// Where a session works and which MCP servers it brings (as its request said).
+pub struct Place<'a> {
+    pub cwd: &'a std::path::Path,
+    pub additional_directories: &'a [std::path::PathBuf],
+    pub mcp_servers: &'a [acp::McpServer],
+}
+
 /// What every session start needs, in order: the configuration and the prompt's parts
 /// (off the runtime thread), credentials checked before anything is started, the local
 /// server's window (which may narrow the toolsets), the prompt for those toolsets, then the
 /// session's MCP servers. Runs off the dispatch loop: a slow server delays only its session.
-pub async fn ready_session(
-    context: StartContext,
-    cwd: &std::path::Path,
-    additional_directories: &[std::path::PathBuf],
-    mcp_servers: &[acp::McpServer],
-) -> Result<Ready, SessionError> {
+pub async fn ready_session(context: StartContext, place: Place<'_>) -> Result<Ready, SessionError> {
     if context.logged_out {
         return Err(SessionError::LoggedOut);
     }
+    let Place {
+        cwd,
+        additional_directories,
+        mcp_servers,
+    } = place;
     let roots = check_roots(cwd, additional_directories)?;
     let Prepared {
         mut config,

@@ -42,11 +42,11 @@ pub use client_providers::{ClientEndpoint, ClientProviders, SERVICES, ServicePro
 pub use error::SessionError;
 pub use fork::prepare as prepare_fork;
 pub use launch::{
-    Assembled, ClientAbilities, Launch, Ready, SessionTaps, load_config, ready_session,
+    Assembled, ClientAbilities, Launch, Place, Ready, SessionTaps, load_config, ready_session,
 };
 pub use process_shared::ProcessShared;
 pub use room::SessionRoom;
 pub use server_window::local_server_report;
 pub use skills::{COMPACT_COMMAND, PLAN_COMMAND, slash};
-pub use stored::{Closing, ListPage, Place, Reopened, delete, list, record_of_open, reopen};
+pub use stored::{Closing, ListPage, Reopened, delete, list, record_of_open, reopen};
 pub use talaria_mcp::oauth::SignInPrompt;

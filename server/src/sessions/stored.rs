@@ -3,7 +3,6 @@
 //! (the wire room, `acp/lifecycle.rs`, answers them).
 
 use talaria_engine::{Journal, SessionHandle, SessionJournal, SessionStart};
-use talaria_protocol::acp;
 use talaria_record::Transcript;
 use talaria_store::{SessionMeta, StoreError};
 
@@ -11,7 +10,7 @@ pub use talaria_store::ListPage;
 
 use super::client_prompt::ClientPrompt;
 use super::error::SessionError;
-use super::launch::{Assembled, ClientAbilities, Launch, Ready, SessionTaps, ready_session};
+use super::launch::{Assembled, ClientAbilities, Launch, Place, Ready, SessionTaps, ready_session};
 use super::room::{SessionRoom, StartContext, journal_or_open};
 
 /// Sessions per page of `session/list`.
@@ -85,13 +84,6 @@ pub struct Reopened {
     pub shown: Option<Transcript>,
 }
 
-/// Where a reopened session works and what it brings.
-pub struct Place<'a> {
-    pub cwd: &'a std::path::Path,
-    pub additional_directories: &'a [std::path::PathBuf],
-    pub mcp_servers: &'a [acp::McpServer],
-}
-
 /// Makes stored session `id` ready to continue (off the loop); `replay`: a load.
 pub async fn reopen(
     context: StartContext,
@@ -101,14 +93,9 @@ pub async fn reopen(
     client: Option<ClientPrompt>,
     replay: bool,
 ) -> Result<Reopened, SessionError> {
-    let ready = ready_session(
-        context,
-        place.cwd,
-        place.additional_directories,
-        place.mcp_servers,
-    )
-    .await?
-    .with_client_prompt(client);
+    let ready = ready_session(context, place)
+        .await?
+        .with_client_prompt(client);
     let journal = journal_or_open(known, &ready.config);
     let read = read_claimed(journal.clone(), id).await?;
     // What a load replays, copied here rather than on the loop. A turn the previous process
