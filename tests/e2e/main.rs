@@ -27,6 +27,7 @@ mod demo;
 mod doctor;
 mod durability;
 mod errors;
+mod external_agents;
 mod faults;
 mod file_tool_doors;
 mod fork_kills;

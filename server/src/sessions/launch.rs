@@ -332,6 +332,7 @@ fn session_settings(
         images: config.supports_images,
         shell: shell.clone(),
         checkpoints,
+        agents: crate::agents::ConfiguredAgents::of(&config.agents),
     }
 }
 

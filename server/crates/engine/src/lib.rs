@@ -15,7 +15,10 @@ mod config;
 mod config_place;
 mod context;
 mod credentials;
+mod delegation_kit;
 mod events;
+mod external_agents;
+mod external_delegation;
 mod grounding;
 mod intent;
 mod journal;
@@ -53,13 +56,18 @@ pub use client::{
 };
 pub use config::reference::markdown as configuration_reference;
 pub use config::{
-    Config, ConfigError, Endpoint, Learning, McpServerEntry, ProviderKind, RetryPolicy,
+    AgentEntry, Config, ConfigError, Endpoint, Learning, McpServerEntry, ProviderKind, RetryPolicy,
     StoreConfig, default_home, is_local, without_password,
 };
 pub use events::{
     CompactionStatus, CompactionView, ContextUse, EngineEvent, LimitsView, NoticeLevel, Signal,
     StopReason, SubagentMessage, SubagentStop, SubagentView, ToolCallView, TurnError, TurnId,
     TurnUsage, limits_pool,
+};
+pub use external_agents::{
+    AgentSet, ChildAnswer, ChildCallKind, ChildCommand, ChildExit, ChildOption, ChildOptionKind,
+    ChildOutput, ChildQuestion, ExternalAgents, ExternalHost, ExternalReport, ExternalRun,
+    HostError,
 };
 pub use journal::{ANSWER_DEADLINE, Journal, READ_DEADLINE, SessionJournal};
 pub use model_call::CallError;

@@ -64,6 +64,8 @@ pub struct SessionSettings {
     /// What the session's calls keep of the files they change, for a rewind to put back
     /// (`None`: no checkpoints).
     pub checkpoints: Option<Arc<crate::checkpointing::Checkpoints>>,
+    /// The other agents `delegate_task` may hand a task to (`[agents.NAME]`).
+    pub agents: Option<crate::external_agents::AgentSet>,
 }
 
 /// What the user sent: as received (kept in the record) and as the model sees it.

@@ -827,3 +827,45 @@ fn from_text_call(
         ),
     }
 }
+
+/// One call outside a model's batch — a request of an agent a task was delegated to — run
+/// through the same orchestrator as every turn's calls (built only in this file).
+pub(crate) struct LoneCall<'a> {
+    pub settings: &'a SessionSettings,
+    pub registry: &'a Registry,
+    pub approval: &'a crate::session_state::ApprovalState,
+    pub events: &'a mpsc::Sender<EngineEvent>,
+    pub cancel: &'a CancellationToken,
+    pub ctx: ToolContext,
+}
+
+impl LoneCall<'_> {
+    /// The call's record entry (none only if the orchestrator gave no result).
+    pub(crate) async fn run(
+        self,
+        id: String,
+        call: ToolCallRequest,
+    ) -> Option<talaria_record::ToolResultEntry> {
+        let settings = self.settings;
+        let results = settings.home.join("tool-results").join(&settings.id);
+        let mut budget = ResultBudget::new(settings.context_window, results);
+        let failures = HashMap::new();
+        let mut orchestrator = Orchestrator {
+            registry: self.registry,
+            approval: self.approval,
+            roots: &settings.roots,
+            secrets: &settings.secrets,
+            events: self.events,
+            cancel: self.cancel,
+            ctx: self.ctx,
+            budget: &mut budget,
+            failures: &failures,
+            images: false,
+            // The delegating call keeps the workspace around the whole delegation.
+            checkpoints: None,
+            changes: std::sync::Mutex::default(),
+        };
+        let report = orchestrator.run_batch(vec![(id, call, false)]).await;
+        report.results.into_iter().next()
+    }
+}

@@ -11,9 +11,9 @@ pub mod reference;
 mod resolve;
 mod schema;
 use parts::{
-    Bases, auxiliaries_of, context_window_of, fallbacks_of, key_strategy_of, learning_of,
-    mcp_servers_of, mode_of, provider_of, retry_of, shell_environment_of, store_of, titles_of,
-    tokenizers_of,
+    Bases, agents_of, auxiliaries_of, context_window_of, fallbacks_of, key_strategy_of,
+    learning_of, mcp_servers_of, mode_of, provider_of, retry_of, shell_environment_of, store_of,
+    titles_of, tokenizers_of,
 };
 
 use std::collections::HashMap;
@@ -24,8 +24,8 @@ use crate::credentials::KeyStrategy;
 use crate::router::Price;
 pub use error::ConfigError;
 use resolve::*;
-pub use schema::McpServerEntry;
 use schema::*;
+pub use schema::{AgentEntry, McpServerEntry};
 
 pub use crate::providers::ProviderKind;
 
@@ -165,6 +165,8 @@ pub struct Config {
     pub max_subagents: usize,
     /// MCP servers every session connects (`[mcp_servers.<name>]`, enabled ones).
     pub mcp_servers: Vec<McpServerEntry>,
+    /// Other ACP agents `delegate_task` may hand a task to (`[agents.<name>]`, enabled ones).
+    pub agents: Vec<AgentEntry>,
     /// Token encodings configured per model (`[tokenizers]`); others follow the model family.
     pub tokenizers: HashMap<String, talaria_compress::Encoding>,
     /// Sessions get a title from a model (`[auxiliary.title]`, else the session's) after

@@ -2,10 +2,10 @@
 //! and the environment, with the error that names the key or variable at fault.
 
 use super::{
-    Auxiliary, ConfigError, DEFAULT_CONTEXT_WINDOW, DEFAULT_SIDE_TASK_TIMEOUT_SECS, Endpoint,
-    Fallback, FileAuxiliary, FileConfig, FileFallback, FileLearning, FileStore, KeyStrategy,
-    Learning, McpServerEntry, Mode, Path, PathBuf, ProviderKind, RetryPolicy, ShellEnvironment,
-    StoreConfig, provider_named, split_keys, unknown_provider, without_password,
+    AgentEntry, Auxiliary, ConfigError, DEFAULT_CONTEXT_WINDOW, DEFAULT_SIDE_TASK_TIMEOUT_SECS,
+    Endpoint, Fallback, FileAuxiliary, FileConfig, FileFallback, FileLearning, FileStore,
+    KeyStrategy, Learning, McpServerEntry, Mode, Path, PathBuf, ProviderKind, RetryPolicy,
+    ShellEnvironment, StoreConfig, provider_named, split_keys, unknown_provider, without_password,
 };
 use std::collections::{BTreeMap, HashMap};
 
@@ -237,6 +237,14 @@ pub(super) fn shell_environment_of(file: &FileConfig) -> ShellEnvironment {
 pub(super) fn mcp_servers_of(file: BTreeMap<String, McpServerEntry>) -> Vec<McpServerEntry> {
     file.into_iter()
         .map(|(name, entry)| McpServerEntry { name, ..entry })
+        .filter(|entry| entry.enabled != Some(false))
+        .collect()
+}
+
+/// The enabled `[agents.<name>]`, named.
+pub(super) fn agents_of(file: BTreeMap<String, AgentEntry>) -> Vec<AgentEntry> {
+    file.into_iter()
+        .map(|(name, entry)| AgentEntry { name, ..entry })
         .filter(|entry| entry.enabled != Some(false))
         .collect()
 }

@@ -502,6 +502,43 @@ pub const SETTINGS: &[Setting] = &[
         "",
         "The scopes to ask for at sign-in (space-separated), instead of those the server names.",
     ),
+    // Other agents.
+    s(
+        "agents.<name>.command",
+        "string",
+        "required",
+        "",
+        "An ACP agent's program (on stdio) that `delegate_task {agent}` and `/agent` hand tasks to.",
+    ),
+    s(
+        "agents.<name>.args",
+        "list of strings",
+        "[]",
+        "",
+        "Its arguments.",
+    ),
+    s(
+        "agents.<name>.env",
+        "table",
+        "{}",
+        "",
+        "Added to the environment it starts with (its own keys, e.g. `ANTHROPIC_API_KEY`).",
+    ),
+    s(
+        "agents.<name>.tools",
+        "string",
+        "own",
+        "",
+        "`acp` when it does all its file and command work through its client (then Talaria's rules, sandbox and checkpoints cover it); `own` when it runs its own tools (only as safe as its own sandbox).",
+    ),
+    s("agents.<name>.enabled", "boolean", "true", "", "Offer it."),
+    s(
+        "agents.<name>.idle_timeout_secs",
+        "integer (s)",
+        "300",
+        "",
+        "Silence in a turn, while nothing waits on Talaria, before it is stopped as hung.",
+    ),
     // The sandbox and commands' environment.
     s(
         "sandbox.mode",
@@ -650,6 +687,7 @@ mod tests {
             "fallback" => format!("fallback[].{field}"),
             "auxiliary" => format!("auxiliary.<task>.{field}"),
             "mcp_servers" => format!("mcp_servers.<name>.{field}"),
+            "agents" => format!("agents.<name>.{field}"),
             table => format!("{table}.{field}"),
         }
     }
@@ -671,6 +709,7 @@ mod tests {
             "store",
             "record",
             "mcp_servers",
+            "agents",
         ];
         let keys: Vec<&str> = SETTINGS.iter().map(|s| s.key).collect();
         let mut expected = Vec::new();

@@ -2,12 +2,12 @@
 //! (environment over file over defaults), with a placed error for every problem.
 
 use super::{
-    Bases, Config, ConfigError, Endpoint, FileAuxiliary, FileCompression, FileConfig,
+    AgentEntry, Bases, Config, ConfigError, Endpoint, FileAuxiliary, FileCompression, FileConfig,
     FileDelegation, FileEndpoint, FileFallback, FileLearning, FileMemory, FileRecord, FileSandbox,
     FileShellEnvironment, FileStore, McpServerEntry, Path, PathBuf, ProviderKind, SandboxConfig,
-    auxiliaries_of, context_window_of, default_home, fallbacks_of, is_local, key_strategy_of, keys,
-    learning_of, mcp_servers_of, mode_of, parse_file, provider_of, retry_of, shell_environment_of,
-    store_of, titles_of, tokenizers_of,
+    agents_of, auxiliaries_of, context_window_of, default_home, fallbacks_of, is_local,
+    key_strategy_of, keys, learning_of, mcp_servers_of, mode_of, parse_file, provider_of, retry_of,
+    shell_environment_of, store_of, titles_of, tokenizers_of,
 };
 /// Why a base URL cannot be used: no `http://`/`https://`, or no host.
 pub(super) fn base_url_problem(url: &str) -> Option<String> {
@@ -197,6 +197,7 @@ pub(super) fn known_keys(table: &str) -> Option<&'static [&'static str]> {
         "store" => keys::fields_of::<FileStore>(),
         "record" => keys::fields_of::<FileRecord>(),
         "mcp_servers" => keys::fields_of::<McpServerEntry>(),
+        "agents" => keys::fields_of::<AgentEntry>(),
         _ => return None,
     })
 }
@@ -389,6 +390,7 @@ impl Config {
             ),
             max_subagents: file.delegation.max_concurrent.unwrap_or(3).min(16),
             mcp_servers: mcp_servers_of(file.mcp_servers),
+            agents: agents_of(file.agents),
             home,
             provider,
             model,

@@ -4,6 +4,26 @@
 use serde::Deserialize;
 
 use super::{HashMap, PathBuf, Price};
+/// Another ACP agent `delegate_task` may hand a task to (`[agents.<name>]`).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+pub struct AgentEntry {
+    #[serde(skip)]
+    pub name: String,
+    /// Its program (an ACP agent on stdio).
+    pub command: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Added to the environment it starts with.
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// `acp` when it does its file and command work through its client (Talaria) only; else
+    /// it is taken to run its own tools, outside Talaria's walls.
+    pub tools: Option<String>,
+    pub enabled: Option<bool>,
+    /// Silence in a turn, while nothing waits on Talaria, before it is stopped as hung.
+    pub idle_timeout_secs: Option<u64>,
+}
+
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct FileEndpoint {
     pub(super) base_url: Option<String>,
@@ -154,6 +174,8 @@ pub(super) struct FileConfig {
     pub(super) delegation: FileDelegation,
     #[serde(default)]
     pub(super) mcp_servers: std::collections::BTreeMap<String, McpServerEntry>,
+    #[serde(default)]
+    pub(super) agents: std::collections::BTreeMap<String, AgentEntry>,
     /// Model name → tiktoken encoding (`cl100k`, `o200k`).
     #[serde(default)]
     pub(super) tokenizers: HashMap<String, String>,
