@@ -676,7 +676,7 @@ pub async fn run(out: &mut dyn Write, call: bool) -> usize {
     }
     report.ok("provider", config.provider.as_str());
     report.ok("model", &config.model);
-    let server = crate::acp::local_server_report(&config, "doctor").await;
+    let server = crate::sessions::local_server_report(&config, "doctor").await;
     let reachable = if config.provider.is_built_in() {
         report.warn(
             "endpoint",

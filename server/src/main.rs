@@ -10,6 +10,7 @@ mod demo;
 mod doctor;
 mod home;
 mod logging;
+mod sessions;
 mod setup;
 mod store;
 mod web;
@@ -262,7 +263,7 @@ fn serve_stdio(runtime: tokio::runtime::Runtime, args: AcpArgs) -> std::process:
              `talaria-chat`. Ctrl-D quits."
         );
     }
-    let cassettes = acp::CassetteOptions {
+    let cassettes = sessions::CassetteOptions {
         record: args.record,
         replay: args.replay,
         timing: match args.replay_timing {

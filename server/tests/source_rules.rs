@@ -561,7 +561,7 @@ const ONE_WAY_FILES: &[&str] = &[
     "server/crates/skills/src/tools.rs",
     "server/crates/engine/src/system_prompt.rs",
     "server/crates/engine/src/verify.rs",
-    "server/src/acp/skills.rs",
+    "server/src/sessions/skills.rs",
     "server/crates/skills/src/memory.rs",
     "server/crates/skills/src/provenance.rs",
     "server/crates/provider/src/trajectory.rs",

@@ -1,7 +1,8 @@
 //! `session/prompt`: the request becomes the session's op, tagged with the request's id; the
 //! session's forwarder answers it when the turn ends.
 
-use super::{Agent, Reply, prompt_input, session_not_found};
+use super::state::{Agent, Reply, session_not_found};
+use super::{prompt_input, settings};
 use talaria_engine::{TurnId, TypedCommand};
 use talaria_protocol::acp::{self, RequestId};
 use talaria_protocol::errors;
@@ -17,57 +18,53 @@ fn slash_command(
     talaria_engine::parse_command(&text.text)
 }
 
-impl Agent {
-    pub(super) fn prompt(
-        &mut self,
-        request: RequestId,
-        cancel: CancellationToken,
-        mut params: acp::PromptRequest,
-    ) -> Option<Reply> {
-        let command = match slash_command(&params.prompt) {
-            Some(Err(why)) => return Some(Err(errors::invalid_params(why.to_string()))),
-            Some(Ok(TypedCommand::Plan { task })) => {
-                // Plan mode first (ops run in order: the turn starts in it), the client told.
-                if let Err(error) = self.set_mode(&params.session_id, "plan", true) {
-                    return Some(Err(error));
-                }
-                params.prompt = vec![acp::ContentBlock::from(task)];
-                None
+pub(super) fn prompt(
+    agent: &mut Agent,
+    request: RequestId,
+    cancel: CancellationToken,
+    mut params: acp::PromptRequest,
+) -> Option<Reply> {
+    let command = match slash_command(&params.prompt) {
+        Some(Err(why)) => return Some(Err(errors::invalid_params(why.to_string()))),
+        Some(Ok(TypedCommand::Plan { task })) => {
+            // Plan mode first (ops run in order: the turn starts in it), the client told.
+            if let Err(error) = settings::set_mode(agent, &params.session_id, "plan", true) {
+                return Some(Err(error));
             }
-            parsed => parsed.and_then(Result::ok),
-        };
-        let Some(session) = self.sessions.get(params.session_id.0.as_ref()) else {
-            return Some(Err(session_not_found(&params.session_id)));
-        };
-        if params.prompt.is_empty() {
-            return Some(Err(errors::invalid_params(
-                "prompt must contain at least one content block",
-            )));
+            params.prompt = vec![acp::ContentBlock::from(task)];
+            None
         }
-        // The turn's tag is the request's id: the forwarder answers it from the tag alone.
-        let turn = turn_of(&request);
-        let queued = match command {
-            Some(TypedCommand::Compact { focus }) => session.handle.compact(turn, cancel, focus),
-            command => {
-                // The other commands run in the session when their turn comes.
-                let typed = prompt_input::to_user_input(params.prompt, session.images_allowed);
-                let input = match command {
-                    Some(command) => {
-                        talaria_engine::PromptInput::Slash(talaria_engine::SlashCommand {
-                            command,
-                            typed,
-                        })
-                    }
-                    None => talaria_engine::PromptInput::Typed(typed),
-                };
-                session.handle.prompt(turn, cancel, input)
-            }
-        };
-        if queued.is_err() {
-            return Some(Err(errors::internal_error("the session has ended")));
-        }
-        None
+        parsed => parsed.and_then(Result::ok),
+    };
+    let Some(session) = agent.sessions.get(params.session_id.0.as_ref()) else {
+        return Some(Err(session_not_found(&params.session_id)));
+    };
+    if params.prompt.is_empty() {
+        return Some(Err(errors::invalid_params(
+            "prompt must contain at least one content block",
+        )));
     }
+    // The turn's tag is the request's id: the forwarder answers it from the tag alone.
+    let turn = turn_of(&request);
+    let queued = match command {
+        Some(TypedCommand::Compact { focus }) => session.handle.compact(turn, cancel, focus),
+        command => {
+            // The other commands run in the session when their turn comes.
+            let typed = prompt_input::to_user_input(params.prompt, session.images_allowed);
+            let input = match command {
+                Some(command) => talaria_engine::PromptInput::Slash(talaria_engine::SlashCommand {
+                    command,
+                    typed,
+                }),
+                None => talaria_engine::PromptInput::Typed(typed),
+            };
+            session.handle.prompt(turn, cancel, input)
+        }
+    };
+    if queued.is_err() {
+        return Some(Err(errors::internal_error("the session has ended")));
+    }
+    None
 }
 
 /// A prompt's turn tag: its request's id, as JSON.

@@ -7,19 +7,11 @@ use talaria_protocol::acp::{
     self, ContentBlock, ContentChunk, Plan, SessionUpdate, TextContent, ToolCall, ToolCallLocation,
     ToolCallStatus,
 };
-use talaria_record::{EntryBody, InputBlock, ResultStatus, Transcript};
+use talaria_record::{EntryBody, InputBlock, ResultStatus};
 use talaria_tools::{TodoItem, ToolStatus};
 
+use super::state::Replay;
 use super::updates;
-
-/// A record to show a client as it saw it live, built entry by entry by the session's writer
-/// (never on the dispatch loop, never whole in memory): compaction summaries where they were
-/// made when the client shows compactions, subagent cards when it shows subagents.
-pub struct Replay {
-    pub transcript: Transcript,
-    pub compaction: bool,
-    pub subagents: bool,
-}
 
 impl Replay {
     /// The updates of the record's entries, one entry at a time, in order.
