@@ -28,11 +28,16 @@ fn delegating_to(agent: &str) -> Vec<MockReply> {
     ]
 }
 
-/// A home whose config names the scripted child (playing `prompts`) as `scripted`.
+/// A home whose config names the scripted child (playing `prompts`, `HOME/` its home) as
+/// `scripted`.
 async fn with_scripted_child(prompts: Value, extra: &str) -> TestEnv {
     let env = TestEnv::new(delegating_to("scripted")).await;
     let script = env.home.path().join("child-script.json");
-    std::fs::write(&script, json!({ "prompts": prompts }).to_string()).expect("script");
+    // `HOME/` in the script is the test's home (the child names paths there absolutely).
+    let text = json!({ "prompts": prompts })
+        .to_string()
+        .replace("HOME/", &format!("{}/", env.home.path().display()));
+    std::fs::write(&script, text).expect("script");
     let child = workspace_bin("talaria-harness", "talaria-acp-child");
     env.write_config(&format!(
         "[learning]\nskill_review_after = 0\nmemory_review_after = 0\n{extra}\n\
@@ -91,11 +96,6 @@ async fn the_agents_reads_follow_the_sessions_rules_and_its_writes_ask_and_are_r
     let ssh = env.home.path().join(".ssh");
     std::fs::create_dir_all(&ssh).expect("ssh");
     std::fs::write(ssh.join("id_ed25519"), "PRIVATE KEY MATERIAL").expect("key");
-    // The child reads the key by its absolute path.
-    let script_path = env.home.path().join("child-script.json");
-    let text = std::fs::read_to_string(&script_path).expect("script");
-    let text = text.replace("HOME/", &format!("{}/", env.home.path().display()));
-    std::fs::write(&script_path, text).expect("script");
     env.unprivileged(&[]);
     let (mut agent, session) = env.session().await;
     let answer = prompt_choosing(&mut agent, &session, "hand it over", "allow_once").await;
@@ -319,10 +319,6 @@ async fn a_client_that_shows_subagents_sees_the_agent_as_a_session_of_its_own() 
 async fn the_agent_writes_only_where_a_rewind_can_take_it_back() {
     let script = json!([[{"write": {"path": "HOME/outside.txt", "content": "out\n"}}]]);
     let env = with_scripted_child(script, "mode = \"yolo\"").await;
-    let script_path = env.home.path().join("child-script.json");
-    let text = std::fs::read_to_string(&script_path).expect("script");
-    let text = text.replace("HOME/", &format!("{}/", env.home.path().display()));
-    std::fs::write(&script_path, text).expect("script");
     let (mut agent, session) = env.session().await;
     let answer = prompt_unasked(&mut agent, &session).await;
     assert_eq!(stop_reason(&answer), "end_turn", "{answer}");

@@ -50,15 +50,12 @@ impl Activity {
     }
 
     fn heard(&self) {
-        *self.last_heard.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+        *talaria_util::lock(&self.last_heard) = Instant::now();
     }
 
     /// How long ago the child last spoke or the host last answered it.
     pub(crate) fn quiet_for(&self) -> std::time::Duration {
-        self.last_heard
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .elapsed()
+        talaria_util::lock(&self.last_heard).elapsed()
     }
 
     pub(crate) fn waits_on_host(&self) -> bool {
@@ -67,13 +64,13 @@ impl Activity {
 
     /// Starts collecting `session`'s answer afresh.
     pub(crate) fn begin_answer(&self, session: &str) {
-        let mut answers = self.answers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut answers = talaria_util::lock(&self.answers);
         answers.insert(session.to_string(), String::new());
     }
 
     /// The answer `session` streamed since [`Activity::begin_answer`].
     pub(crate) fn take_answer(&self, session: &str) -> String {
-        let mut answers = self.answers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut answers = talaria_util::lock(&self.answers);
         answers.remove(session).unwrap_or_default()
     }
 
@@ -81,7 +78,7 @@ impl Activity {
         if let acp::SessionUpdate::AgentMessageChunk(chunk) = &notification.update
             && let acp::ContentBlock::Text(text) = &chunk.content
         {
-            let mut answers = self.answers.lock().unwrap_or_else(|e| e.into_inner());
+            let mut answers = talaria_util::lock(&self.answers);
             if let Some(answer) = answers.get_mut(&*notification.session_id.0) {
                 keep_within(answer, &text.text);
             }
