@@ -93,7 +93,7 @@ async fn local_server_slots() -> Option<usize> {
         .await
         .ok()?
         .ok()?;
-    let report = crate::acp::local_server_report(&config, "batch").await;
+    let report = crate::sessions::local_server_report(&config, "batch").await;
     let slots = usize::try_from(report.slots?).unwrap_or(usize::MAX);
     Some(slots.clamp(1, 16))
 }
@@ -258,7 +258,7 @@ async fn start_agent(approve: Approve) -> Result<AgentLink, BatchFailure> {
     let (agent_in, agent_out) = tokio::io::split(theirs);
     let (from_agent, to_agent) = tokio::io::split(ours);
     tokio::task::spawn_local(async move {
-        let shared = crate::acp::ProcessShared::single_client();
+        let shared = crate::sessions::ProcessShared::single_client();
         let stop = CancellationToken::new();
         if let Err(error) =
             crate::acp::serve_connection_on_streams(agent_in, agent_out, stop, shared).await

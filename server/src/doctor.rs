@@ -53,8 +53,38 @@ impl Report<'_> {
     }
 }
 
-/// The README's configuration for a local model server.
-const LOCAL_SNIPPET: &str = "  model = \"qwen2.5-coder\"\n  [openai]\n  base_url = \"http://127.0.0.1:8080/v1\"   # Ollama: http://127.0.0.1:11434/v1\n  api_key = \"\"";
+/// The README's configuration for a local model server: the first of the engine's known
+/// local servers, the others' addresses beside it.
+fn local_snippet() -> String {
+    let [first, others @ ..] = &talaria_engine::LOCAL_SERVERS;
+    let others: Vec<String> = others
+        .iter()
+        .map(|server| format!("{}: {}", server.name, server.base_url))
+        .collect();
+    format!(
+        "  model = \"qwen2.5-coder\"\n  [{}]\n  base_url = \"{}\"   # {}\n  api_key = \"\"",
+        first.service.table,
+        first.base_url,
+        others.join(", ")
+    )
+}
+
+/// The declared variables set in this environment, each with the setting it overrides.
+fn variables(report: &mut Report<'_>, env: &dyn Fn(&str) -> Option<String>) {
+    let set = talaria_engine::configuration_variables_set(env);
+    if set.is_empty() {
+        report.ok("environment", "no variable overrides the file");
+        return;
+    }
+    let named: Vec<String> = set
+        .iter()
+        .map(|(variable, key)| format!("{variable} (over {key})"))
+        .collect();
+    report.ok(
+        "environment",
+        &format!("{} set: {}", named.len(), named.join(", ")),
+    );
+}
 
 /// What the endpoint's model list said.
 enum Listing {
@@ -636,6 +666,7 @@ pub async fn run(out: &mut dyn Write, call: bool) -> usize {
             return report.problems;
         }
     };
+    variables(&mut report, &env);
     for warning in &config.warnings {
         if config.typos.contains(warning) {
             report.problem("config key", warning, "rename the key as suggested");
@@ -645,7 +676,7 @@ pub async fn run(out: &mut dyn Write, call: bool) -> usize {
     }
     report.ok("provider", config.provider.as_str());
     report.ok("model", &config.model);
-    let server = crate::acp::local_server_report(&config, "doctor").await;
+    let server = crate::sessions::local_server_report(&config, "doctor").await;
     let reachable = if config.provider.is_built_in() {
         report.warn(
             "endpoint",
@@ -695,8 +726,9 @@ fn credentials(report: &mut Report<'_>, config: &Config, path: &std::path::Path)
             report.problem("credentials", "missing", &missing);
             if !path.exists() {
                 report.note(&format!(
-                    "for a model server on this machine (llama.cpp, Ollama, LM Studio) no key is needed; write {}:\n{LOCAL_SNIPPET}",
-                    path.display()
+                    "for a model server on this machine (llama.cpp, Ollama, LM Studio) no key is needed; write {}:\n{}",
+                    path.display(),
+                    local_snippet()
                 ));
             }
         }
@@ -746,6 +778,21 @@ async fn endpoint(report: &mut Report<'_>, config: &Config, server: &ServerRepor
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_local_snippet_is_a_configuration_the_engine_reads() {
+        let snippet = local_snippet();
+        let text: String = snippet.lines().map(|l| format!("{}\n", l.trim())).collect();
+        let parsed: toml::Table = toml::from_str(&text).expect("valid TOML");
+        assert_eq!(
+            parsed["openai"]["base_url"].as_str(),
+            Some(talaria_engine::LOCAL_SERVERS[0].base_url)
+        );
+        assert!(
+            snippet.contains("Ollama: http://127.0.0.1:11434/v1"),
+            "{snippet}"
+        );
+    }
 
     #[test]
     fn a_wrong_path_is_tried_with_v1_added_and_at_the_servers_own_v1() {

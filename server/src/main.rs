@@ -3,12 +3,14 @@
 //! stdout carries only protocol messages; logs go to stderr through `tracing`.
 
 mod acp;
+mod agents;
 mod batch;
 mod config_file;
 mod demo;
 mod doctor;
 mod home;
 mod logging;
+mod sessions;
 mod setup;
 mod store;
 mod trust_cli;
@@ -46,6 +48,10 @@ enum Command {
         #[arg(long)]
         call: bool,
     },
+    /// The other ACP agents configured under `[agents.<name>]`: whether each starts
+    /// (`initialize` answered), its version and what it can do, and whether its work stays
+    /// inside Talaria's walls; exits non-zero when one does not start.
+    Agents,
     /// First-run set-up in a terminal: choose the provider (hosted, a local server found on
     /// this machine, or the built-in demo), the model and the key; checks them with a
     /// one-token call and writes $TALARIA_HOME/config.toml (an existing file keeps its other
@@ -136,6 +142,23 @@ fn serve(runtime: &tokio::runtime::Runtime, args: web::ServeArgs) -> std::proces
     runtime.block_on(web::serve(args, home))
 }
 
+/// `talaria agents`.
+async fn list_agents() -> std::process::ExitCode {
+    let config = match talaria_engine::Config::load() {
+        Ok(config) => config,
+        Err(error) => {
+            eprintln!("talaria agents: {error}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let cwd = std::env::current_dir().unwrap_or_else(|_| config.home.clone());
+    if agents::list_agents(&mut std::io::stdout(), &config.agents, &cwd).await {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::FAILURE
+    }
+}
+
 /// `talaria store backup PATH`.
 fn backup(target: &std::path::Path) -> std::process::ExitCode {
     let mut stderr = std::io::stderr();
@@ -222,6 +245,7 @@ fn main() -> std::process::ExitCode {
             runtime.block_on(setup::run())
         }
         Command::Serve(args) => serve(&runtime, args),
+        Command::Agents => runtime.block_on(list_agents()),
         Command::Demo(args) => {
             home::make_private();
             drop(runtime);
@@ -247,7 +271,7 @@ fn serve_stdio(runtime: tokio::runtime::Runtime, args: AcpArgs) -> std::process:
              `talaria-chat`. Ctrl-D quits."
         );
     }
-    let cassettes = acp::CassetteOptions {
+    let cassettes = sessions::CassetteOptions {
         record: args.record,
         replay: args.replay,
         timing: match args.replay_timing {

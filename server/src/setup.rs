@@ -10,28 +10,11 @@ use std::io::{BufRead, Write};
 use std::path::Path;
 use std::time::Duration;
 
-use talaria_engine::Config;
+use talaria_engine::{Config, LOCAL_SERVERS, LocalServer, ProviderKind};
 
-/// A local server this set-up looks for.
-struct LocalServer {
-    name: &'static str,
-    base_url: &'static str,
-}
-
-const LOCAL_SERVERS: &[LocalServer] = &[
-    LocalServer {
-        name: "llama.cpp",
-        base_url: "http://127.0.0.1:8080/v1",
-    },
-    LocalServer {
-        name: "Ollama",
-        base_url: "http://127.0.0.1:11434/v1",
-    },
-    LocalServer {
-        name: "LM Studio",
-        base_url: "http://127.0.0.1:1234/v1",
-    },
-];
+/// The hosted providers offered first, in the menu's order; their addresses and default
+/// models are the engine's provider table's.
+const HOSTED: [ProviderKind; 2] = [ProviderKind::OpenAi, ProviderKind::Anthropic];
 
 /// What the user chose.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,8 +76,10 @@ impl Choice {
                 toml_string(&self.model),
             );
         }
-        let table = talaria_engine::ProviderKind::named(self.provider)
-            .map_or("openai", talaria_engine::ProviderKind::table);
+        let table = talaria_engine::ProviderKind::named(self.provider).map_or(
+            ProviderKind::OpenAi.table(),
+            talaria_engine::ProviderKind::table,
+        );
         format!(
             "# Written by `talaria setup`. Environment variables (OPENAI_API_KEY, TALARIA_MODEL…)\n\
              # override these settings. Every setting: docs/configuration.md (`talaria config reference`).\n\
@@ -342,24 +327,34 @@ async fn choose(
     found: &[(&'static LocalServer, Vec<String>)],
 ) -> Result<Choice, SetupError> {
     terminal.say("");
-    terminal.say("  1) OpenAI (api.openai.com)");
-    terminal.say("  2) Anthropic (api.anthropic.com)");
-    terminal.say("  3) Another OpenAI-compatible server (its address)");
+    for (i, kind) in HOSTED.iter().enumerate() {
+        terminal.say(&format!(
+            "  {}) {} ({})",
+            i + 1,
+            kind.spec().title,
+            host_of(kind.service().default_url)
+        ));
+    }
+    let other = HOSTED.len() + 1;
+    terminal.say(&format!(
+        "  {other}) Another OpenAI-compatible server (its address)"
+    ));
+    let first_found = other + 1;
     for (i, (server, models)) in found.iter().enumerate() {
         terminal.say(&format!(
             "  {}) {} on this machine at {} ({} model{})",
-            i + 4,
+            i + first_found,
             server.name,
             server.base_url,
             models.len(),
             if models.len() == 1 { "" } else { "s" }
         ));
     }
-    let demo = 4 + found.len();
+    let demo = first_found + found.len();
     terminal.say(&format!(
         "  {demo}) Try it first: the built-in demo (scripted answers; no key, no model server)"
     ));
-    let default = if found.is_empty() { 1 } else { 4 };
+    let default = if found.is_empty() { 1 } else { first_found };
     let picked = loop {
         let answer = terminal
             .ask(&format!("Provider [{default}]: "))
@@ -375,59 +370,45 @@ async fn choose(
         terminal.say(&format!("Type a number from 1 to {demo}."));
     };
     if picked == demo {
+        let spec = ProviderKind::Demo.spec();
         return Ok(Choice {
-            provider: "demo",
+            provider: spec.name,
             base_url: String::new(),
-            model: talaria_provider::demo::DEMO_MODEL.to_string(),
+            model: spec.default_model.to_string(),
             api_key: String::new(),
         });
     }
-    match picked {
-        1 => {
-            hosted(
-                terminal,
-                "openai",
-                "https://api.openai.com/v1",
-                "gpt-4.1-mini",
-            )
-            .await
-        }
-        2 => {
-            hosted(
-                terminal,
-                "anthropic",
-                "https://api.anthropic.com",
-                "claude-sonnet-4-5",
-            )
-            .await
-        }
-        3 => other_server(terminal).await,
-        n => {
-            let (server, models) = &found[n - 4];
-            let model = pick_model(terminal, models)?;
-            Ok(Choice {
-                provider: "openai",
-                base_url: server.base_url.to_string(),
-                model,
-                api_key: String::new(),
-            })
-        }
+    if let Some(kind) = HOSTED.get(picked - 1) {
+        return hosted(terminal, *kind).await;
     }
+    if picked == other {
+        return other_server(terminal).await;
+    }
+    let (server, models) = &found[picked - first_found];
+    let model = pick_model(terminal, models)?;
+    Ok(Choice {
+        provider: ProviderKind::OpenAi.as_str(),
+        base_url: server.base_url.to_string(),
+        model,
+        api_key: String::new(),
+    })
 }
 
-async fn hosted(
-    terminal: &mut Terminal<'_>,
-    provider: &'static str,
-    base_url: &str,
-    default_model: &str,
-) -> Result<Choice, SetupError> {
+/// The host of an address (`api.openai.com`), for the menu.
+fn host_of(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    rest.split(['/', ':']).next().unwrap_or(rest)
+}
+
+async fn hosted(terminal: &mut Terminal<'_>, kind: ProviderKind) -> Result<Choice, SetupError> {
+    let default_model = kind.spec().default_model;
     let model = terminal
         .ask(&format!("Model [{default_model}]: "))
         .ok_or(SetupError::InputEnded)?;
     let api_key = ask_key(terminal, true)?;
     Ok(Choice {
-        provider,
-        base_url: base_url.to_string(),
+        provider: kind.as_str(),
+        base_url: kind.service().default_url.to_string(),
         model: if model.trim().is_empty() {
             default_model.to_string()
         } else {
@@ -469,7 +450,7 @@ async fn other_server(terminal: &mut Terminal<'_>) -> Result<Choice, SetupError>
     };
     let model = pick_model(terminal, &models)?;
     Ok(Choice {
-        provider: "openai",
+        provider: ProviderKind::OpenAi.as_str(),
         base_url,
         model,
         api_key,
@@ -554,17 +535,7 @@ async fn check(file: &str, home: &Path) -> Result<(), SetupError> {
 
 /// Variables in the environment that would override what was written.
 fn warn_about_environment(terminal: &mut Terminal<'_>) {
-    let set: Vec<&str> = [
-        "TALARIA_PROVIDER",
-        "TALARIA_MODEL",
-        "OPENAI_BASE_URL",
-        "OPENAI_API_KEY",
-        "ANTHROPIC_BASE_URL",
-        "ANTHROPIC_API_KEY",
-    ]
-    .into_iter()
-    .filter(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()))
-    .collect();
+    let set = overriding_variables(&|name| std::env::var(name).ok());
     if !set.is_empty() {
         terminal.say(&format!(
             "Note: {} set in this environment override{} the file where Talaria sees them.",
@@ -574,9 +545,46 @@ fn warn_about_environment(terminal: &mut Terminal<'_>) {
     }
 }
 
+/// The declared variables set in `env` that override what the set-up writes: the provider,
+/// the model, and a service's address and keys.
+fn overriding_variables(env: &dyn Fn(&str) -> Option<String>) -> Vec<&'static str> {
+    let services: Vec<&str> = talaria_engine::key_tables().collect();
+    talaria_engine::configuration_variables_set(env)
+        .into_iter()
+        .filter(|(_, key)| {
+            key == "provider"
+                || key == "model"
+                || key
+                    .split_once('.')
+                    .is_some_and(|(table, _)| services.contains(&table))
+        })
+        .map(|(variable, _)| variable)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_variables_named_are_the_declared_ones_over_what_setup_writes() {
+        let env = |name: &str| {
+            [
+                "TALARIA_MODEL",
+                "ANTHROPIC_BASE_URL",
+                "OPENAI_API_KEY",
+                "TALARIA_CONTEXT_WINDOW",
+            ]
+            .contains(&name)
+            .then(|| "x".to_string())
+        };
+        assert_eq!(
+            overriding_variables(&env),
+            ["TALARIA_MODEL", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL"]
+        );
+        assert_eq!(host_of("https://api.openai.com/v1"), "api.openai.com");
+        assert_eq!(host_of("https://api.anthropic.com"), "api.anthropic.com");
+    }
 
     #[test]
     fn the_file_quotes_what_it_writes() {

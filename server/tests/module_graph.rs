@@ -389,3 +389,136 @@ fn a_file_reaching_into_a_room_above_its_own_is_a_circle_between_rooms() {
         "{found:?}"
     );
 }
+
+/// The tools crate's modules in layers, from the ground up. A module imports only modules of
+/// layers below its own, and never through the crate root (`lib.rs` stands above them all: it
+/// assembles the built-in registry and names the crate's public surface).
+const TOOLS_LAYERS: &[&[&str]] = &[
+    // Facts that need nothing of the crate: diffs, which paths hold secrets.
+    &["diff", "sensitive"],
+    // Files: the one way to the user's files, and the editor's buffers.
+    &["fs"],
+    // Why a tool's step failed.
+    &["error"],
+    // What a tool's context offers (questions, progress, background processes).
+    &["interfaces"],
+    // Commands: parsing, classification, launch.
+    &["shell"],
+    // What a tool is; argument schemas; the session's background processes.
+    &["tool", "schema", "session_state"],
+    // The registry: definitions and dispatch.
+    &["registry"],
+    // The tools others build on (a patch writes as write_file does; a search reads as
+    // read_file does).
+    &["read_file", "write_file"],
+    // The other tools.
+    &[
+        "clarify",
+        "patch",
+        "process",
+        "search_files",
+        "terminal",
+        "todo",
+    ],
+];
+
+/// The modules whose production code names an item of the crate root (`crate::Name`).
+fn through_the_root(files: &BTreeMap<ModulePath, String>) -> BTreeSet<ModulePath> {
+    let mut found = BTreeSet::new();
+    for (module, text) in files.iter().filter(|(module, _)| !module.is_empty()) {
+        let Ok(parsed) = syn::parse_file(text) else {
+            panic!("{module:?} does not parse");
+        };
+        let mut paths = Paths::default();
+        paths.visit_file(&parsed);
+        let to_root = paths.found.iter().any(|path| {
+            resolve(module, path, files).is_some_and(|absolute| {
+                !absolute.is_empty() && !files.contains_key(&absolute[..1].to_vec())
+            })
+        });
+        if to_root {
+            found.insert(module.clone());
+        }
+    }
+    found
+}
+
+/// Each edge between top-level modules that does not run down the layers, and each module
+/// that imports through the root.
+fn against_the_layers(files: &BTreeMap<ModulePath, String>, layers: &[&[&str]]) -> Vec<String> {
+    let layer_of = |module: &ModulePath| {
+        module.first().and_then(|top| {
+            layers
+                .iter()
+                .position(|layer| layer.contains(&top.as_str()))
+        })
+    };
+    let mut wrong: Vec<String> = through_the_root(files)
+        .into_iter()
+        .map(|module| format!("{module:?} imports through the crate root"))
+        .collect();
+    for (from, targets) in graph(files) {
+        for to in targets {
+            if from.first() == to.first() || from.is_empty() {
+                continue;
+            }
+            match (layer_of(&from), layer_of(&to)) {
+                (Some(a), Some(b)) if b < a => {}
+                (a, b) => wrong.push(format!("{from:?} (layer {a:?}) -> {to:?} (layer {b:?})")),
+            }
+        }
+    }
+    wrong
+}
+
+#[test]
+fn the_tools_crates_modules_import_only_down_its_layers() {
+    let files = crate_files("server/crates/tools/src");
+    // Every module has its layer.
+    let unplaced: Vec<&String> = files
+        .keys()
+        .filter_map(|module| module.first())
+        .filter(|top| {
+            !TOOLS_LAYERS
+                .iter()
+                .any(|layer| layer.contains(&top.as_str()))
+        })
+        .collect();
+    assert!(unplaced.is_empty(), "modules with no layer: {unplaced:?}");
+    let wrong = against_the_layers(&files, TOOLS_LAYERS);
+    assert!(wrong.is_empty(), "arrows up the tools crate: {wrong:#?}");
+}
+
+#[test]
+fn an_arrow_up_the_layers_or_through_the_root_is_found() {
+    let layers: &[&[&str]] = &[&["error"], &["tool"], &["read_file"]];
+    let root = "mod error; mod tool; mod read_file; pub use error::ToolError;";
+    let files = planted(&[
+        ("", root),
+        ("error", "pub struct ToolError;"),
+        ("tool", "use crate::error::ToolError; pub struct Tool;"),
+        ("read_file", "use crate::tool::Tool; pub struct ReadFile;"),
+    ]);
+    assert_eq!(against_the_layers(&files, layers), Vec::<String>::new());
+    // Through the root, and upward (a test module's import is left out).
+    let files = planted(&[
+        ("", root),
+        ("error", "pub struct ToolError;"),
+        ("tool", "use crate::ToolError; pub struct Tool;"),
+        (
+            "read_file",
+            "pub struct ReadFile;\n#[cfg(test)] mod tests { use crate::ToolError; }",
+        ),
+    ]);
+    assert_eq!(
+        against_the_layers(&files, layers),
+        vec!["[\"tool\"] imports through the crate root".to_string()]
+    );
+    let files = planted(&[
+        ("", root),
+        ("error", "pub fn of(_: crate::tool::Tool) {}"),
+        ("tool", "pub struct Tool;"),
+        ("read_file", "pub struct ReadFile;"),
+    ]);
+    assert_eq!(against_the_layers(&files, layers).len(), 1);
+}

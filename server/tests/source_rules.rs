@@ -412,6 +412,96 @@ fn one_agent_loop_builds_the_orchestrator() {
     assert_eq!(builds.found, 1, "test code is left out");
 }
 
+#[test]
+fn one_turn_constructor() {
+    // The prompt's turn, a subagent's and the review's differ only in their `TurnSpec`:
+    // `Turn::new` in `turn/spec.rs` is the one place that fills a `Turn` in.
+    let engine = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/engine/src");
+    let builders = files_building(&engine, "Turn");
+    assert_eq!(
+        builders.len(),
+        1,
+        "`Turn {{ … }}` built outside Turn::new: {builders:#?}"
+    );
+    assert!(
+        Path::new(&builders[0]).ends_with("turn/spec.rs"),
+        "{builders:#?}"
+    );
+}
+
+/// Counts the production calls that take a `/` off the front of a text (`strip_prefix('/')`,
+/// `strip_prefix("/")`): how a `/name` prompt is parsed.
+#[derive(Default)]
+struct SlashParses {
+    found: usize,
+}
+
+impl<'ast> Visit<'ast> for SlashParses {
+    fn visit_item(&mut self, item: &'ast syn::Item) {
+        if !item_is_test_only(item) {
+            visit::visit_item(self, item);
+        }
+    }
+
+    fn visit_expr_method_call(&mut self, call: &'ast syn::ExprMethodCall) {
+        let slash = |arg: &syn::Expr| match arg {
+            syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Char(c),
+                ..
+            }) => c.value() == '/',
+            syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Str(s),
+                ..
+            }) => s.value() == "/",
+            _ => false,
+        };
+        if call.method == "strip_prefix" && call.args.iter().any(slash) {
+            self.found += 1;
+        }
+        visit::visit_expr_method_call(self, call);
+    }
+}
+
+fn slash_parses(text: &str) -> usize {
+    let Ok(file) = syn::parse_file(text) else {
+        return 0;
+    };
+    let mut parses = SlashParses::default();
+    parses.visit_file(&file);
+    parses.found
+}
+
+#[test]
+fn no_slash_command_is_parsed_outside_the_table() {
+    // The edge parses a prompt's `/name args` once, with the engine's declared table
+    // (`slash/table.rs`), into a typed command; nothing else in the edge or the engine takes
+    // a prompt apart at its `/`.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = production_files(&root.join("src"));
+    files.extend(production_files(&root.join("crates/engine/src")));
+    assert!(files.len() > 50, "the sources were not found");
+    let parsers: Vec<String> = files
+        .iter()
+        .filter(|(_, text)| slash_parses(text) > 0)
+        .map(|(path, _)| path.display().to_string())
+        .collect();
+    assert_eq!(
+        parsers.len(),
+        1,
+        "slash commands parsed outside the table: {parsers:#?}"
+    );
+    assert!(
+        Path::new(&parsers[0]).ends_with("engine/src/slash/table.rs"),
+        "{parsers:#?}"
+    );
+    // The check sees both spellings, and leaves test code out.
+    let planted = "fn a(t: &str) -> Option<&str> { t.trim().strip_prefix('/') }\n\
+                   fn b(t: &str) -> Option<&str> { t.strip_prefix(\"/\") }\n\
+                   fn c(t: &str) -> Option<&str> { t.strip_prefix(\"//\") }\n\
+                   #[cfg(test)] mod tests { fn t(x: &str) { let _ = x.strip_prefix('/'); } }";
+    assert_eq!(slash_parses(planted), 2);
+}
+
 /// The `pub mod` declarations of a crate root's production code.
 fn public_modules(root_text: &str) -> Vec<String> {
     let Ok(file) = syn::parse_file(root_text) else {
@@ -471,7 +561,7 @@ const ONE_WAY_FILES: &[&str] = &[
     "server/crates/skills/src/tools.rs",
     "server/crates/engine/src/system_prompt.rs",
     "server/crates/engine/src/verify.rs",
-    "server/src/acp/skills.rs",
+    "server/src/sessions/skills.rs",
     "server/crates/skills/src/memory.rs",
     "server/crates/skills/src/provenance.rs",
     "server/crates/provider/src/trajectory.rs",

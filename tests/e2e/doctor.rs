@@ -21,6 +21,12 @@ async fn a_good_configuration_passes_every_check_without_showing_the_key() {
         "✓ test call",
         "✓ context window",
         "64000 tokens (configured)",
+        // The declared variables that override the file, by name only.
+        "✓ environment",
+        "TALARIA_MODEL (over model)",
+        "TALARIA_CONTEXT_WINDOW (over context_window)",
+        "OPENAI_BASE_URL (over openai.base_url)",
+        "OPENAI_API_KEY (over openai.api_key)",
     ] {
         assert!(report.contains(line), "{line}: {report}");
     }

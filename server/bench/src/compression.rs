@@ -11,7 +11,7 @@ use talaria_compress::{
 };
 use talaria_record::testing::{assistant, user};
 use talaria_record::{
-    DisplayKind, EntryBody, ResultStatus, ToolDisplay, ToolEffects, ToolResultEntry, Transcript,
+    Effects, EntryBody, ResultStatus, ToolDisplay, ToolKind, ToolResultEntry, Transcript,
 };
 
 /// A summariser that answers at once: only local work is measured.
@@ -35,11 +35,11 @@ fn result(id: &str, tool: &str, input: serde_json::Value, text: String) -> Entry
         model_text: text,
         images: Vec::new(),
         // As the real tools declare them: the reads read `path`, the test run runs `command`.
-        effects: Some(ToolEffects::of_display_kind(
+        effects: Some(Effects::of_display_kind(
             if input.get("command").is_some() {
-                DisplayKind::Execute
+                ToolKind::Execute
             } else {
-                DisplayKind::Read
+                ToolKind::Read
             },
         )),
         changes: Vec::new(),

@@ -13,6 +13,7 @@ macro_rules! report {
     }};
 }
 
+mod agents;
 mod batch;
 mod checkpoints;
 mod compression;
@@ -54,6 +55,7 @@ struct Options {
     locked_turns_only: bool,
     /// Only the first against the second `session/new` of fresh homes.
     fresh_home_only: bool,
+    agents_only: bool,
 }
 
 fn options() -> anyhow::Result<Options> {
@@ -73,6 +75,7 @@ fn options() -> anyhow::Result<Options> {
         batch_only: false,
         locked_turns_only: false,
         fresh_home_only: false,
+        agents_only: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -98,9 +101,10 @@ fn options() -> anyhow::Result<Options> {
             "--batch-only" => options.batch_only = true,
             "--locked-turns-only" => options.locked_turns_only = true,
             "--fresh-home-only" => options.fresh_home_only = true,
+            "--agents-only" => options.agents_only = true,
             "-h" | "--help" => {
                 report!(
-                    "usage: talaria-bench [--agent PATH] [--iterations N] [--postgres URL|local] [--turn-only] [--checkpoints-only] [--sandbox-only] [--serve-only] [--serve-streaming-only] [--batch-only] [--locked-turns-only] [--fresh-home-only]"
+                    "usage: talaria-bench [--agent PATH] [--iterations N] [--postgres URL|local] [--turn-only] [--checkpoints-only] [--sandbox-only] [--serve-only] [--serve-streaming-only] [--batch-only] [--locked-turns-only] [--fresh-home-only] [--agents-only]"
                 );
                 std::process::exit(0);
             }
@@ -443,6 +447,9 @@ async fn main() -> anyhow::Result<()> {
     if options.fresh_home_only {
         return print_fresh_home_figures(&options, &env).await;
     }
+    if options.agents_only {
+        return print_agent_figures(&options, &env).await;
+    }
     let mut samples = Samples::default();
     for _ in 0..options.iterations {
         one_run(&options, &env, &cwd, &mut samples).await?;
@@ -508,6 +515,22 @@ async fn print_fresh_home_figures(options: &Options, env: &Env) -> anyhow::Resul
         figures.runs
     );
     report!("  first less second, per home     {difference:8.2} ms   target <= 2 ms");
+    Ok(())
+}
+
+async fn print_agent_figures(options: &Options, env: &Env) -> anyhow::Result<()> {
+    let figures = agents::measure(&options.agent, env, options.iterations.clamp(3, 10)).await?;
+    report!(
+        "another agent, per forwarded word {:8.3} ms  ({} words a turn, {} runs)   target < 5 ms",
+        figures.per_update,
+        figures.updates,
+        figures.runs
+    );
+    report!(
+        "another agent, start overhead     {:8.2} ms  (its own start and first word: {:.2} ms)   target < 50 ms",
+        figures.start_overhead,
+        figures.direct_start
+    );
     Ok(())
 }
 

@@ -50,11 +50,16 @@ pub fn auth_required(reason: &str, short: &str, detail: &str) -> talaria_protoco
 /// `auth_required` for a configuration with no key for its provider.
 pub fn no_credentials(config: &talaria_engine::Config) -> Option<talaria_protocol::acp::Error> {
     let missing = config.missing_credentials()?;
-    Some(auth_required(
+    Some(credentials_missing(config.provider.as_str(), &missing))
+}
+
+/// `auth_required` for no key for `provider` (`missing`: what is missing, and where).
+pub fn credentials_missing(provider: &str, missing: &str) -> talaria_protocol::acp::Error {
+    auth_required(
         "no_credentials",
-        &format!("no API key for the {} provider", config.provider.as_str()),
-        &missing,
-    ))
+        &format!("no API key for the {provider} provider"),
+        missing,
+    )
 }
 
 /// Makes `initialize` liberal in the version it accepts, as the spec's negotiation asks: a

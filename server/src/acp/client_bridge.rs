@@ -7,79 +7,21 @@ use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 use talaria_engine::{
-    ClientAnswer, ClientAsk, ClientRequest, Delegation, PermissionAnswer, PermissionChoice,
-    PermissionRequest,
+    ClientAnswer, ClientAsk, ClientRequest, PermissionAnswer, PermissionChoice, PermissionRequest,
 };
 use talaria_protocol::acp::{
     self, PermissionOption, PermissionOptionKind, RequestPermissionOutcome,
     RequestPermissionRequest, RequestPermissionResponse, ToolCallUpdate, ToolCallUpdateFields,
 };
 use talaria_protocol::{Peer, errors};
-use talaria_tools::clarify::FormAnswer;
-use talaria_tools::fs::{FileAccess, FileError};
-use talaria_tools::shell::output::HeadTail;
-use talaria_tools::shell::{CommandResult, CommandRunner, CommandSpec};
+
+pub use super::state::ClientCaps;
+use talaria_tools::FormAnswer;
+use talaria_tools::HeadTail;
+use talaria_tools::{CommandResult, CommandRunner, CommandSpec};
+use talaria_tools::{FileAccess, FileError};
 use talaria_tools::{Progress, ProgressSink, ToolError};
 use tokio_util::sync::CancellationToken;
-
-/// What the client said it can do, from `initialize`.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ClientCaps {
-    pub read_text_file: bool,
-    pub write_text_file: bool,
-    pub terminal: bool,
-    /// The client shows `notice` updates.
-    pub notices: bool,
-    /// The client shows `compaction_update`s.
-    pub compaction: bool,
-    /// The client shows forms (`elicitation/create` in form mode).
-    pub elicitation_form: bool,
-    /// The client sends the user to an address (`elicitation/create` in URL mode).
-    pub elicitation_url: bool,
-    /// The client shows subagents as sessions of their own.
-    pub subagents: bool,
-    /// The client takes plan operations (`plan_update`, `plan_removed`).
-    pub plans: bool,
-    /// The client shows boolean config options.
-    pub booleans: bool,
-    /// The client takes `quota_update`s (the quotas draft's opt-in, read from `initialize`
-    /// as it came: see `quota::wants_quota`).
-    pub quota: bool,
-}
-
-impl ClientCaps {
-    /// What the engine hands to the client.
-    pub fn delegation(self) -> Delegation {
-        Delegation {
-            read_files: self.read_text_file,
-            write_files: self.write_text_file,
-            terminal: self.terminal,
-        }
-    }
-
-    pub fn from_initialize(caps: &acp::ClientCapabilities) -> Self {
-        Self {
-            read_text_file: caps.fs.read_text_file,
-            write_text_file: caps.fs.write_text_file,
-            terminal: caps.terminal,
-            notices: caps.session.as_ref().is_some_and(|s| s.notices.is_some()),
-            compaction: caps
-                .session
-                .as_ref()
-                .is_some_and(|s| s.compaction.is_some()),
-            elicitation_form: caps.elicitation.as_ref().is_some_and(|e| e.form.is_some()),
-            elicitation_url: caps.elicitation.as_ref().is_some_and(|e| e.url.is_some()),
-            subagents: caps.subagents.is_some(),
-            plans: caps.plan.is_some(),
-            booleans: caps
-                .session
-                .as_ref()
-                .and_then(|s| s.config_options.as_ref())
-                .is_some_and(|c| c.boolean.is_some()),
-            quota: false,
-        }
-    }
-}
 
 /// The bridge of one session.
 pub struct AcpBridge {
@@ -422,7 +364,7 @@ impl EditorTerminal {
                 .collect(),
         )
         .env(
-            talaria_tools::shell::launch::spec_variable(launch)
+            talaria_tools::spec_variable(launch)
                 .map(|(name, spec)| acp::EnvVariable::new(name, spec))
                 .into_iter()
                 .collect(),
@@ -445,7 +387,7 @@ impl EditorTerminal {
 
 /// The command as the user would have typed it, for the editor to show in place of the
 /// helper's arguments (`_meta.talaria.command`).
-fn shown_command(launch: &talaria_tools::shell::Launch) -> acp::Meta {
+fn shown_command(launch: &talaria_tools::Launch) -> acp::Meta {
     let mut meta = acp::Meta::new();
     meta.insert(
         "talaria".into(),

@@ -1,29 +1,10 @@
-//! A client's system prompt (`systemPrompt` on `session/new`, `load`, `resume` and `fork`):
-//! checked before anything is created, then applied to the session's instructions. `append`
-//! goes after Talaria's stable instructions, so sessions that append the same text share a
-//! byte-identical system prompt (and a server's prompt cache); `override` replaces Talaria's
-//! own instructions and keeps the project's. The record keeps the result in its system
-//! entry, so a reload keeps it.
+//! A client's system prompt (`systemPrompt` on `session/new`, `load`, `resume` and `fork`),
+//! checked before anything is created; the session room applies it
+//! (`sessions/client_prompt.rs`).
 
+use crate::sessions::{ClientPrompt, PromptMode};
 use talaria_protocol::acp::{self, SystemPromptMode};
 use talaria_protocol::errors;
-
-/// How the client's text joins Talaria's instructions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Mode {
-    Append,
-    Override,
-}
-
-/// A client's system prompt, checked.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct ClientPrompt {
-    pub(super) mode: Mode,
-    pub(super) text: String,
-}
-
-/// The heading of appended text in the system prompt.
-const APPENDED_HEADING: &str = "\n\n# Instructions from the client\n\n";
 
 /// Checks `prompt`: a mode Talaria offers, at least one block, text blocks only.
 pub(super) fn parse(
@@ -33,8 +14,8 @@ pub(super) fn parse(
         return Ok(None);
     };
     let mode = match &prompt.mode {
-        SystemPromptMode::Append => Mode::Append,
-        SystemPromptMode::Override => Mode::Override,
+        SystemPromptMode::Append => PromptMode::Append,
+        SystemPromptMode::Override => PromptMode::Override,
         other => {
             return Err(errors::invalid_params(format!(
                 "systemPrompt.mode {other:?} is not offered (offered: \"append\", \"override\")"
@@ -61,17 +42,6 @@ pub(super) fn parse(
         mode,
         text: texts.join("\n\n"),
     }))
-}
-
-impl ClientPrompt {
-    /// The instructions with the client's text: `talaria` is Talaria's own (identity, skill
-    /// index, memory), `project` the project's instruction files.
-    pub(super) fn apply(&self, talaria: &str, project: &str) -> String {
-        match self.mode {
-            Mode::Append => format!("{talaria}{project}{APPENDED_HEADING}{}", self.text),
-            Mode::Override => format!("{}{project}", self.text),
-        }
-    }
 }
 
 #[cfg(test)]

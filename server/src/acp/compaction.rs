@@ -1,27 +1,11 @@
 //! Compactions as the client sees them: `compaction_update` (in progress → completed or
 //! failed, with the summary) when the client advertised `session.compaction`, otherwise a short
-//! notice; and the `/compact [focus]` slash command (listed with the others in `skills.rs`).
+//! notice. (`/compact [focus]` is declared in the engine's table of slash commands.)
 
 use talaria_engine::{CompactionStatus, CompactionView, NoticeLevel};
 use talaria_protocol::acp::{self, ContentBlock, SessionUpdate, TextContent};
 
 use super::updates::notice_update;
-
-/// The slash command's name.
-pub const COMMAND: &str = "compact";
-
-/// `Some(focus)` when a prompt is the `/compact` command (`focus` empty when none was given).
-pub fn parse_command(prompt: &[acp::ContentBlock]) -> Option<Option<String>> {
-    let [acp::ContentBlock::Text(text)] = prompt else {
-        return None;
-    };
-    let rest = text.text.trim().strip_prefix('/')?.strip_prefix(COMMAND)?;
-    if !(rest.is_empty() || rest.starts_with(char::is_whitespace)) {
-        return None;
-    }
-    let focus = rest.trim();
-    Some((!focus.is_empty()).then(|| focus.to_string()))
-}
 
 /// The update for a compaction event.
 pub fn update(view: CompactionView, compaction: bool, notices: bool) -> Option<SessionUpdate> {
@@ -64,24 +48,4 @@ pub fn update(view: CompactionView, compaction: bool, notices: bool) -> Option<S
         ),
     };
     Some(notice_update(level, message, notices))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn text(t: &str) -> Vec<acp::ContentBlock> {
-        vec![acp::ContentBlock::Text(TextContent::new(t))]
-    }
-
-    #[test]
-    fn the_command_is_recognised_with_and_without_a_focus() {
-        assert_eq!(parse_command(&text("/compact")), Some(None));
-        assert_eq!(
-            parse_command(&text("  /compact the parser  ")),
-            Some(Some("the parser".into()))
-        );
-        assert_eq!(parse_command(&text("/compaction")), None);
-        assert_eq!(parse_command(&text("please /compact")), None);
-    }
 }

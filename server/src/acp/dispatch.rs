@@ -12,11 +12,14 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use super::quota;
+use super::session_errors::config_error;
+use super::state::{Agent, ClientCaps, Deferred, Finish, Reply, session_not_found, to_value};
+use super::trust_apply;
 use super::{
-    Agent, Reply, capabilities, cassettes, client_bridge, config_error, load_config, providers,
-    rewind, run_command, server_window, settings, shutdown, steering, to_value,
+    capabilities, lifecycle, logout, prompt, providers, rewind, run_command, settings, shutdown,
+    start, steering,
 };
-use crate::acp::ProcessShared;
+use crate::sessions::{CassetteOptions, ProcessShared, SessionRoom, load_config};
 use futures_util::FutureExt;
 use futures_util::future::LocalBoxFuture;
 use serde_json::Value;
@@ -24,30 +27,6 @@ use talaria_protocol::acp::{self, ClientNotification, ClientRequest, RequestId};
 use talaria_protocol::{IncomingMessage, IncomingRequest, PeerOptions, errors};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
-
-/// The second half of a request whose slow part ran on a task of its own: it runs on the
-/// dispatch loop (it may change the agent's state), and its reply answers the request.
-type Finish = Box<dyn for<'a> FnOnce(&'a mut Agent) -> LocalBoxFuture<'a, Reply> + Send>;
-
-/// A request whose slow part is done.
-pub(super) struct Deferred {
-    id: RequestId,
-    method: String,
-    finish: Finish,
-}
-
-/// What the slow part of starting a session needs from the agent (cloned off the loop).
-#[derive(Clone)]
-pub(super) struct StartContext {
-    pub(super) windows: server_window::WindowProbes,
-    pub(super) caps: client_bridge::ClientCaps,
-    /// `logout` was answered and no `authenticate` since.
-    pub(super) logged_out: bool,
-    /// The endpoints the client set (`providers/set`).
-    pub(super) providers: providers::ClientProviders,
-    /// Who is asked about the folder's trust (nobody unless tied to a request).
-    pub(super) trust: super::trust::TrustAsk,
-}
 
 /// The configuration checked at start-up, each problem logged once (sessions then show
 /// warnings as notices without logging them again); refusal logs of processes that are gone
@@ -67,26 +46,16 @@ async fn check_config_at_start() {
 }
 
 /// Serves ACP on the given streams until the input ends (or a stop signal).
-pub async fn serve<R, W>(
-    input: R,
-    output: W,
-    cassettes: cassettes::CassetteOptions,
-) -> anyhow::Result<()>
+pub async fn serve<R, W>(input: R, output: W, cassettes: CassetteOptions) -> anyhow::Result<()>
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let cassettes = cassettes::Cassettes::open(cassettes).await?;
+    let room = SessionRoom::open(ProcessShared::single_client(), cassettes).await?;
     prepare_process();
     let signals = shutdown::StopSignals::install();
     let connection = talaria_protocol::connect(input, output, PeerOptions::default());
-    serve_until(
-        connection,
-        cassettes,
-        signals,
-        ProcessShared::single_client(),
-    )
-    .await
+    serve_until(connection, room, signals).await
 }
 
 /// What a process serving ACP does once, in the background from the start: whether commands
@@ -96,7 +65,7 @@ where
 pub fn prepare_process() {
     tokio::task::spawn_blocking(|| {
         talaria_sandbox::availability();
-        talaria_tools::shell::sweep_private_tmps();
+        talaria_tools::sweep_private_tmps();
     });
     tokio::spawn(check_config_at_start());
 }
@@ -114,10 +83,10 @@ pub async fn serve_connection<R>(
 where
     R: AsyncRead + Unpin + Send + 'static,
 {
-    let cassettes = cassettes::Cassettes::open(cassettes::CassetteOptions::default()).await?;
+    let room = SessionRoom::open(shared, CassetteOptions::default()).await?;
     let connection = talaria_protocol::connect_to_sink(input, output, PeerOptions::default());
     let stop = shutdown::StopSignals::told_by(stop);
-    serve_until(connection, cassettes, stop, shared).await
+    serve_until(connection, room, stop).await
 }
 
 /// Serves one in-process connection on byte streams (`talaria batch`'s own agent) until its
@@ -132,17 +101,16 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let cassettes = cassettes::Cassettes::open(cassettes::CassetteOptions::default()).await?;
+    let room = SessionRoom::open(shared, CassetteOptions::default()).await?;
     let connection = talaria_protocol::connect(input, output, PeerOptions::default());
     let stop = shutdown::StopSignals::told_by(shutdown::ConnectionStop::by(stop));
-    serve_until(connection, cassettes, stop, shared).await
+    serve_until(connection, room, stop).await
 }
 
 async fn serve_until(
     connection: talaria_protocol::Connection,
-    cassettes: cassettes::Cassettes,
+    room: SessionRoom,
     mut stop_signals: shutdown::StopSignals,
-    shared: ProcessShared,
 ) -> anyhow::Result<()> {
     let mut incoming = connection.incoming;
     let (deferred, mut finished) = mpsc::unbounded_channel();
@@ -150,20 +118,13 @@ async fn serve_until(
         deferred,
         running_deferred: Vec::new(),
         answer_after: None,
-        logged_out: false,
-        client_providers: providers::ClientProviders::default(),
         quotas: std::sync::Arc::default(),
         peer: connection.peer,
-        client_caps: client_bridge::ClientCaps::default(),
-        config_warned: false,
+        client_caps: ClientCaps::default(),
         outbox: Vec::new(),
         after_answer: Vec::new(),
         sessions: HashMap::new(),
-        router: None,
-        registry: talaria_tools::builtin_registry(),
-        store: None,
-        shared,
-        cassettes,
+        room,
     };
     loop {
         tokio::select! {
@@ -193,7 +154,7 @@ async fn serve_until(
         }
     }
     // Spooled and named before a second signal can end the process.
-    shutdown::spool_and_name_what_waits(&agent.sessions, agent.store.as_ref(), true).await;
+    shutdown::spool_and_name_what_waits(&agent.sessions, agent.room.store(), true).await;
     let stop = shutdown::Stop::begin(stop_signals);
     // Nothing more is read: the reader's handle on the output goes with it, so the output
     // ends as soon as the sessions' last messages are written, input closed or not.
@@ -201,9 +162,10 @@ async fn serve_until(
     let Agent {
         peer,
         sessions,
-        store,
+        room,
         ..
     } = agent;
+    let store = room.into_store();
     shutdown::close_everything(sessions, store, stop.sessions_and_store()).await;
     drop(peer);
     // The forwarders send their last messages and drop their handles; then the output is
@@ -318,20 +280,6 @@ impl Agent {
         }
     }
 
-    /// What a session's slow start needs, cloned for a task of its own.
-    pub(super) fn start_context(&self) -> StartContext {
-        StartContext {
-            windows: self.shared.windows.clone(),
-            caps: self.client_caps,
-            logged_out: self.logged_out,
-            providers: self.client_providers.clone(),
-            trust: super::trust::TrustAsk::new(
-                self.peer.clone(),
-                self.client_caps.elicitation_form,
-            ),
-        }
-    }
-
     /// Runs `slow` on a task of its own (the loop serves other requests meanwhile), then
     /// `finish` with its result back on the loop; the request is answered then.
     pub(super) fn defer<T, S>(
@@ -369,14 +317,14 @@ impl Agent {
         if request.method == "initialize" {
             capabilities::negotiate_version(&mut request.params);
         }
-        if request.method == super::trust_apply::APPLY_METHOD {
-            return self.apply_trust(request.id, &request.params);
+        if request.method == trust_apply::APPLY_METHOD {
+            return trust_apply::apply_trust(self, request.id, &request.params);
         }
         if request.method == quota::READ_METHOD {
             return Some(self.read_quota(&request.params));
         }
         if request.method == settings::LEGACY_SET_MODEL {
-            return Some(self.set_model_legacy(&request.params));
+            return Some(settings::set_model_legacy(self, &request.params));
         }
         let parsed = match ClientRequest::from_method_and_params(&request.method, &request.params) {
             Ok(parsed) => parsed,
@@ -392,6 +340,36 @@ impl Agent {
             Err(other) => return Some(Err(errors::invalid_params(other))),
         };
         match parsed {
+            ClientRequest::NewSessionRequest(params) => {
+                start::start_new_session(self, request.id, params);
+                None
+            }
+            ClientRequest::LoadSessionRequest(params) => {
+                lifecycle::load_session(self, request.id, params)
+            }
+            ClientRequest::ResumeSessionRequest(params) => {
+                lifecycle::resume_session(self, request.id, params)
+            }
+            ClientRequest::ListSessionsRequest(params) => {
+                lifecycle::list_sessions(self, request.id, params)
+            }
+            ClientRequest::CloseSessionRequest(params) => {
+                lifecycle::close_session(self, request.id, params)
+            }
+            ClientRequest::DeleteSessionRequest(params) => {
+                lifecycle::delete_session(self, request.id, params)
+            }
+            ClientRequest::ForkSessionRequest(params) => {
+                lifecycle::start_fork(self, request.id, params);
+                None
+            }
+            other => self.route(request, other),
+        }
+    }
+
+    /// Routes a parsed request other than a session's start, load or end.
+    fn route(&mut self, request: IncomingRequest, parsed: ClientRequest) -> Option<Reply> {
+        match parsed {
             ClientRequest::InitializeRequest(params) => {
                 self.initialize(request.id, params);
                 // The quotas draft's opt-in is no field of ACP 1.20's types: read from the
@@ -399,46 +377,38 @@ impl Agent {
                 self.client_caps.quota = quota::wants_quota(&request.params);
                 None
             }
-            ClientRequest::SetSessionModeRequest(params) => {
-                Some(self.set_mode(&params.session_id, &params.mode_id.0, false))
-            }
+            ClientRequest::SetSessionModeRequest(params) => Some(settings::set_mode(
+                self,
+                &params.session_id,
+                &params.mode_id.0,
+                false,
+            )),
             ClientRequest::SetSessionConfigOptionRequest(params) => {
-                Some(self.set_config_option(params))
+                Some(settings::set_config_option(self, params))
             }
             ClientRequest::AuthenticateRequest(params) => self.authenticate(request.id, &params),
-            ClientRequest::NewSessionRequest(params) => {
-                self.start_new_session(request.id, params);
-                None
+            ClientRequest::PromptRequest(params) => {
+                prompt::prompt(self, request.id, request.cancel, params)
             }
-            ClientRequest::PromptRequest(params) => self.prompt(request.id, request.cancel, params),
-            ClientRequest::LoadSessionRequest(params) => {
-                self.load_session(request.id, params).await
+            ClientRequest::LogoutRequest(_) => logout::logout(self, request.id),
+            ClientRequest::SetSessionTitleRequest(params) => {
+                Some(settings::set_title(self, &params))
             }
-            ClientRequest::ResumeSessionRequest(params) => {
-                self.resume_session(request.id, params).await
+            ClientRequest::ListProvidersRequest(_) => providers::list_providers(self, request.id),
+            ClientRequest::SetProviderRequest(params) => {
+                Some(providers::set_provider(self, &params))
             }
-            ClientRequest::ListSessionsRequest(params) => self.list_sessions(request.id, params),
-            ClientRequest::CloseSessionRequest(params) => self.close_session(request.id, params),
-            ClientRequest::DeleteSessionRequest(params) => self.delete_session(request.id, params),
-            ClientRequest::ForkSessionRequest(params) => {
-                self.start_fork(request.id, params);
-                None
-            }
-            ClientRequest::LogoutRequest(_) => self.logout(request.id),
-            ClientRequest::SetSessionTitleRequest(params) => Some(self.set_title(&params)),
-            ClientRequest::ListProvidersRequest(_) => self.list_providers(request.id),
-            ClientRequest::SetProviderRequest(params) => Some(self.set_provider(&params)),
             ClientRequest::DisableProviderRequest(params) => {
-                self.disable_provider(request.id, params)
+                providers::disable_provider(self, request.id, params)
             }
             ClientRequest::ExtMethodRequest(ext) if ext.method.as_ref() == steering::METHOD => {
-                self.steer(request.id, &ext.params)
+                steering::steer(self, request.id, &ext.params)
             }
             ClientRequest::ExtMethodRequest(ext) if ext.method.as_ref() == rewind::METHOD => {
-                self.rewind(request.id, &ext.params)
+                rewind::rewind(self, request.id, &ext.params)
             }
             ClientRequest::ExtMethodRequest(ext) if ext.method.as_ref() == run_command::METHOD => {
-                self.run_command(request.id, request.cancel, &ext.params)
+                run_command::run_command(self, request.id, request.cancel, &ext.params)
             }
             _ => Some(Err(errors::method_not_found(&format!(
                 "{} (not supported by this agent; see agentCapabilities)",
@@ -471,18 +441,14 @@ impl Agent {
     /// then the store, the local server's probe and the router start while the client reads
     /// the answer.
     fn initialize(&mut self, id: RequestId, params: acp::InitializeRequest) {
-        self.client_caps = client_bridge::ClientCaps::from_initialize(&params.client_capabilities);
+        self.client_caps = ClientCaps::from_initialize(&params.client_capabilities);
         let slow = async move { Ok((params, load_config().await)) };
         self.defer(id, "initialize", slow, |agent, (params, config)| {
             let images = config.as_ref().map_or(true, |c| c.supports_images);
             if let Ok(config) = &config {
-                if agent.shared.store_at_initialize {
-                    agent.journal(config);
-                }
-                agent.shared.windows.start(config);
-                let _ = agent.router_for(config);
+                agent.room.initialized(config);
             }
-            let transport = agent.shared.transport.clone();
+            let transport = agent.room.transport();
             async move { to_value(capabilities::initialize(&params, images, transport)) }
                 .boxed_local()
         });
@@ -492,13 +458,11 @@ impl Agent {
     /// session when none is.
     fn read_quota(&self, params: &Value) -> Reply {
         match params.get("sessionId") {
-            None | Some(Value::Null) => Ok(self.quotas.read(None)),
+            None | Some(Value::Null) => Ok(quota::read(&self.quotas, None)),
             Some(Value::String(id)) if self.sessions.contains_key(id) => {
-                Ok(self.quotas.read(Some(id)))
+                Ok(quota::read(&self.quotas, Some(id)))
             }
-            Some(Value::String(id)) => {
-                Err(super::session_not_found(&acp::SessionId::new(id.as_str())))
-            }
+            Some(Value::String(id)) => Err(session_not_found(&acp::SessionId::new(id.as_str()))),
             Some(other) => Err(errors::invalid_params(format!(
                 "{}: sessionId must be a string, not {other}",
                 quota::READ_METHOD
@@ -526,7 +490,7 @@ impl Agent {
             }
         };
         self.defer(id, "authenticate", slow, |agent, ()| {
-            agent.logged_out = false;
+            agent.room.logged_out = false;
             async move { to_value(acp::AuthenticateResponse::new()) }.boxed_local()
         });
         None

@@ -10,6 +10,7 @@ use talaria_protocol::{NotificationTemplate, Peer};
 use tokio::sync::mpsc;
 
 use super::client_bridge::AcpBridge;
+use super::state::{EdgePayload, EdgeUpdates};
 use super::updates;
 
 fn prompt_usage(usage: &TurnUsage) -> Option<acp::Usage> {
@@ -113,22 +114,6 @@ async fn child_event(peer: &Peer, client: &Arc<AcpBridge>, session_id: String, e
         peer.notify("session/update", &SessionNotification::new(child, update))
             .await;
     }
-}
-
-/// Updates the edge itself has for a session (a replay, the slash commands, notices at start,
-/// the other view of a changed setting): written by the session's forwarder, its one writer,
-/// in order with the engine's events; `written` fires once they are queued for output.
-pub struct EdgeUpdates {
-    pub updates: EdgePayload,
-    pub written: Option<tokio::sync::oneshot::Sender<()>>,
-}
-
-/// What the edge hands its writer: updates made, or a stored record the writer turns into
-/// updates itself, entry by entry (so a long replay is neither built on the dispatch loop nor
-/// held whole in memory).
-pub enum EdgePayload {
-    Updates(Vec<acp::SessionUpdate>),
-    Replay(Box<super::replay::Replay>),
 }
 
 /// A session's answer and thought chunks, serialized once with a hole for the text: a
@@ -410,7 +395,7 @@ impl Forwarder {
         usage: &TurnUsage,
         prompt_message: Option<String>,
     ) {
-        let Some(request) = super::request_of(turn) else {
+        let Some(request) = super::prompt::request_of(turn) else {
             if turn.0.starts_with(super::steering::STEERED_TURN_PREFIX) {
                 // A steer started it and was answered then; its end is only logged.
                 tracing::debug!(?turn, ?outcome, "a turn a steer started ended");

@@ -9,8 +9,10 @@ use std::path::Path;
 
 use futures_util::FutureExt;
 
-use super::{Agent, Reply, config_error, load_config, to_value};
+use super::session_errors::config_error;
+use super::state::{Agent, Reply, to_value};
 use crate::config_file::{self, ConfigFileError};
+use crate::sessions::load_config;
 use talaria_protocol::acp::{self, RequestId};
 use talaria_protocol::errors;
 
@@ -26,41 +28,30 @@ fn forget_keys(path: &Path) -> Result<bool, ConfigFileError> {
     Ok(true)
 }
 
-impl Agent {
-    /// `logout`: the stored keys forgotten off the loop; then every session start asks to
-    /// authenticate until the client does.
-    pub(super) fn logout(&mut self, request: RequestId) -> Option<Reply> {
-        let slow = async move {
-            let config = load_config().await.map_err(config_error)?;
-            let path = config.home.join("config.toml");
-            let forgot = tokio::task::spawn_blocking(move || forget_keys(&path))
-                .await
-                .map_err(|e| errors::internal_error(format!("logout failed: {e}")))?
-                .map_err(|e| errors::internal_error(e.to_string()))?;
-            Ok(forgot)
-        };
-        self.defer(request, "logout", slow, |agent, forgot| {
-            async move {
-                agent.logged_out = true;
-                tracing::info!(
-                    forgot,
-                    "logged out: sessions start again after authenticate"
-                );
-                to_value(acp::LogoutResponse::new())
-            }
-            .boxed_local()
-        });
-        None
-    }
-
-    /// The answer for a session start while logged out.
-    pub(super) fn logged_out_error() -> acp::Error {
-        super::capabilities::auth_required(
-            "logged_out",
-            "logged out",
-            "this agent was logged out: sessions start again once the client authenticates",
-        )
-    }
+/// `logout`: the stored keys forgotten off the loop; then every session start asks to
+/// authenticate until the client does.
+pub(super) fn logout(agent: &mut Agent, request: RequestId) -> Option<Reply> {
+    let slow = async move {
+        let config = load_config().await.map_err(config_error)?;
+        let path = config.home.join("config.toml");
+        let forgot = tokio::task::spawn_blocking(move || forget_keys(&path))
+            .await
+            .map_err(|e| errors::internal_error(format!("logout failed: {e}")))?
+            .map_err(|e| errors::internal_error(e.to_string()))?;
+        Ok(forgot)
+    };
+    agent.defer(request, "logout", slow, |agent, forgot| {
+        async move {
+            agent.room.logged_out = true;
+            tracing::info!(
+                forgot,
+                "logged out: sessions start again after authenticate"
+            );
+            to_value(acp::LogoutResponse::new())
+        }
+        .boxed_local()
+    });
+    None
 }
 
 #[cfg(test)]

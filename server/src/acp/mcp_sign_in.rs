@@ -84,7 +84,7 @@ impl ClientSignIn {
     }
 }
 
-impl talaria_mcp::oauth::SignInPrompt for ClientSignIn {
+impl crate::sessions::SignInPrompt for ClientSignIn {
     fn show<'a>(&'a self, server: &'a str, url: &'a str) -> BoxFuture<'a, bool> {
         Box::pin(async move {
             if self.url_elicitation

@@ -1,77 +1,70 @@
 //! `session/prompt`: the request becomes the session's op, tagged with the request's id; the
 //! session's forwarder answers it when the turn ends.
 
-use super::{Agent, Reply, compaction, prompt_input, session_not_found, skills};
-use talaria_engine::TurnId;
+use super::state::{Agent, Reply, session_not_found};
+use super::{prompt_input, settings};
+use talaria_engine::{TurnId, TypedCommand};
 use talaria_protocol::acp::{self, RequestId};
 use talaria_protocol::errors;
 use tokio_util::sync::CancellationToken;
 
-/// The task of a `/plan TASK` prompt (one text block); `Some("")` when none was given.
-fn plan_task(prompt: &[acp::ContentBlock]) -> Option<String> {
+/// A prompt's slash command (one text block), parsed once by the engine's declared table.
+fn slash_command(
+    prompt: &[acp::ContentBlock],
+) -> Option<Result<TypedCommand, talaria_engine::CommandArgError>> {
     let [acp::ContentBlock::Text(text)] = prompt else {
         return None;
     };
-    let rest = text
-        .text
-        .trim()
-        .strip_prefix('/')?
-        .strip_prefix(skills::PLAN_COMMAND)?;
-    (rest.is_empty() || rest.starts_with(char::is_whitespace)).then(|| rest.trim().to_string())
+    talaria_engine::parse_command(&text.text)
 }
 
-impl Agent {
-    pub(super) fn prompt(
-        &mut self,
-        request: RequestId,
-        cancel: CancellationToken,
-        mut params: acp::PromptRequest,
-    ) -> Option<Reply> {
-        if let Some(task) = plan_task(&params.prompt) {
-            if task.is_empty() {
-                return Some(Err(errors::invalid_params(
-                    "/plan takes the task to plan: /plan TASK",
-                )));
-            }
+pub(super) fn prompt(
+    agent: &mut Agent,
+    request: RequestId,
+    cancel: CancellationToken,
+    mut params: acp::PromptRequest,
+) -> Option<Reply> {
+    let command = match slash_command(&params.prompt) {
+        Some(Err(why)) => return Some(Err(errors::invalid_params(why.to_string()))),
+        Some(Ok(TypedCommand::Plan { task })) => {
             // Plan mode first (ops run in order: the turn starts in it), the client told.
-            if let Err(error) = self.set_mode(&params.session_id, "plan", true) {
+            if let Err(error) = settings::set_mode(agent, &params.session_id, "plan", true) {
                 return Some(Err(error));
             }
             params.prompt = vec![acp::ContentBlock::from(task)];
+            None
         }
-        let Some(session) = self.sessions.get(params.session_id.0.as_ref()) else {
-            return Some(Err(session_not_found(&params.session_id)));
-        };
-        if params.prompt.is_empty() {
-            return Some(Err(errors::invalid_params(
-                "prompt must contain at least one content block",
-            )));
-        }
-        // The turn's tag is the request's id: the forwarder answers it from the tag alone.
-        let turn = turn_of(&request);
-        let queued = if let Some(focus) = compaction::parse_command(&params.prompt) {
-            session.handle.compact(turn, cancel, focus)
-        } else {
-            // `/name` is expanded by the session's commands when its turn comes.
-            let slash = skills::slash(&params.prompt);
+        parsed => parsed.and_then(Result::ok),
+    };
+    let Some(session) = agent.sessions.get(params.session_id.0.as_ref()) else {
+        return Some(Err(session_not_found(&params.session_id)));
+    };
+    if params.prompt.is_empty() {
+        return Some(Err(errors::invalid_params(
+            "prompt must contain at least one content block",
+        )));
+    }
+    // The turn's tag is the request's id: the forwarder answers it from the tag alone.
+    let turn = turn_of(&request);
+    let queued = match command {
+        Some(TypedCommand::Compact { focus }) => session.handle.compact(turn, cancel, focus),
+        command => {
+            // The other commands run in the session when their turn comes.
             let typed = prompt_input::to_user_input(params.prompt, session.images_allowed);
-            let input = match slash {
-                Some((name, args)) => {
-                    talaria_engine::PromptInput::Slash(talaria_engine::SlashCommand {
-                        name,
-                        args,
-                        typed,
-                    })
-                }
+            let input = match command {
+                Some(command) => talaria_engine::PromptInput::Slash(talaria_engine::SlashCommand {
+                    command,
+                    typed,
+                }),
                 None => talaria_engine::PromptInput::Typed(typed),
             };
             session.handle.prompt(turn, cancel, input)
-        };
-        if queued.is_err() {
-            return Some(Err(errors::internal_error("the session has ended")));
         }
-        None
+    };
+    if queued.is_err() {
+        return Some(Err(errors::internal_error("the session has ended")));
     }
+    None
 }
 
 /// A prompt's turn tag: its request's id, as JSON.

@@ -10,89 +10,19 @@
 //! written to records or cassettes (which hold bodies, not headers); a base URL is logged
 //! without its user and password.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-
-use super::{Agent, Reply, config_error, load_config, to_value};
+use super::session_errors::config_error;
+use super::state::{Agent, Reply, to_value};
+use crate::sessions::{ClientEndpoint, SERVICES, ServiceProtocol, load_config};
 use futures_util::FutureExt;
 use talaria_engine::Config;
 use talaria_protocol::acp::{self, RequestId};
 use talaria_protocol::errors;
 
-/// The services a client may manage, by provider id, and the protocol each speaks.
-const SERVICES: [(&str, ServiceProtocol); 2] = [
-    ("openai", ServiceProtocol::OpenAi),
-    ("anthropic", ServiceProtocol::Anthropic),
-];
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ServiceProtocol {
-    OpenAi,
-    Anthropic,
-}
-
-impl ServiceProtocol {
-    fn wire(self) -> acp::LlmProtocol {
-        match self {
-            ServiceProtocol::OpenAi => acp::LlmProtocol::OpenAi,
-            ServiceProtocol::Anthropic => acp::LlmProtocol::Anthropic,
-        }
-    }
-
-    /// The header that carries the key (taken into the key pool, not sent as it is).
-    fn key_header(self) -> &'static str {
-        match self {
-            ServiceProtocol::OpenAi => "authorization",
-            ServiceProtocol::Anthropic => "x-api-key",
-        }
-    }
-}
-
-/// One endpoint a client set.
-#[derive(Clone)]
-struct ClientEndpoint {
-    base_url: String,
-    /// The key pool (`[""]`: none needed).
-    api_keys: Vec<String>,
-    headers: Vec<(String, String)>,
-}
-
-/// What the client set or disabled, by provider id; applied to every session's
-/// configuration as it starts.
-#[derive(Clone, Default)]
-pub(super) struct ClientProviders(Arc<BTreeMap<String, Option<ClientEndpoint>>>);
-
-impl ClientProviders {
-    /// `config` with the client's endpoints in place of the configured ones (and a disabled
-    /// service's fallbacks gone).
-    pub(super) fn apply(&self, config: &mut Config) {
-        for (id, endpoint) in self.0.iter() {
-            let Some(table) = SERVICES.iter().find(|(s, _)| s == id).map(|(s, _)| *s) else {
-                continue;
-            };
-            match endpoint {
-                Some(endpoint) => {
-                    config.endpoints.insert(
-                        table,
-                        talaria_engine::Endpoint {
-                            base_url: endpoint.base_url.clone(),
-                            api_keys: endpoint.api_keys.clone(),
-                            headers: talaria_provider::http::ExtraHeaders(endpoint.headers.clone()),
-                        },
-                    );
-                }
-                None => {
-                    config.endpoints.remove(table);
-                    config.fallback.retain(|f| f.provider.table() != table);
-                }
-            }
-        }
-    }
-
-    fn with(&self, id: &str, endpoint: Option<ClientEndpoint>) -> Self {
-        let mut set = (*self.0).clone();
-        set.insert(id.to_string(), endpoint);
-        Self(Arc::new(set))
+/// The protocol a service speaks, as ACP names it.
+fn wire(protocol: ServiceProtocol) -> acp::LlmProtocol {
+    match protocol {
+        ServiceProtocol::OpenAi => acp::LlmProtocol::OpenAi,
+        ServiceProtocol::Anthropic => acp::LlmProtocol::Anthropic,
     }
 }
 
@@ -115,11 +45,11 @@ fn endpoint_of(
     request: &acp::SetProviderRequest,
     protocol: ServiceProtocol,
 ) -> Result<ClientEndpoint, acp::Error> {
-    if request.api_type != protocol.wire() {
+    if request.api_type != wire(protocol) {
         return Err(errors::invalid_params(format!(
             "provider {:?} speaks {:?}, not {:?}",
             request.provider_id.0,
-            protocol.wire(),
+            wire(protocol),
             request.api_type
         )));
     }
@@ -173,7 +103,10 @@ fn loggable(url: &str) -> String {
 }
 
 /// What `providers/list` says of each service under `config` (the client's endpoints applied).
-fn listing(config: &Config, providers: &ClientProviders) -> Vec<acp::ProviderInfo> {
+fn listing(
+    config: &Config,
+    providers: &crate::sessions::ClientProviders,
+) -> Vec<acp::ProviderInfo> {
     let mut config = config.clone();
     providers.apply(&mut config);
     SERVICES
@@ -181,72 +114,70 @@ fn listing(config: &Config, providers: &ClientProviders) -> Vec<acp::ProviderInf
         .map(|(id, protocol)| {
             let required = config.provider.table() == *id;
             let endpoint = config.endpoints.get(id);
-            let set_by_client = providers.0.get(*id).is_some_and(Option::is_some);
+            let set_by_client = providers.set_by_client(id);
             let enabled =
                 endpoint.is_some_and(|e| required || set_by_client || !e.api_keys.is_empty());
             let current = endpoint
                 .filter(|_| enabled)
-                .map(|e| acp::ProviderCurrentConfig::new(protocol.wire(), e.base_url.clone()));
-            acp::ProviderInfo::new(*id, vec![protocol.wire()], required, current)
+                .map(|e| acp::ProviderCurrentConfig::new(wire(*protocol), e.base_url.clone()));
+            acp::ProviderInfo::new(*id, vec![wire(*protocol)], required, current)
         })
         .collect()
 }
 
-impl Agent {
-    /// `providers/list`: the services, which one sessions use (required), and each one's
-    /// current address (none: disabled or not configured).
-    pub(super) fn list_providers(&mut self, request: RequestId) -> Option<Reply> {
-        let providers = self.client_providers.clone();
-        let slow = async move {
-            let config = load_config().await.map_err(config_error)?;
-            Ok(listing(&config, &providers))
-        };
-        self.defer(request, "providers/list", slow, |_, providers| {
-            async move { to_value(acp::ListProvidersResponse::new(providers)) }.boxed_local()
-        });
-        None
-    }
+/// `providers/list`: the services, which one sessions use (required), and each one's
+/// current address (none: disabled or not configured).
+pub(super) fn list_providers(agent: &mut Agent, request: RequestId) -> Option<Reply> {
+    let providers = agent.room.providers().clone();
+    let slow = async move {
+        let config = load_config().await.map_err(config_error)?;
+        Ok(listing(&config, &providers))
+    };
+    agent.defer(request, "providers/list", slow, |_, providers| {
+        async move { to_value(acp::ListProvidersResponse::new(providers)) }.boxed_local()
+    });
+    None
+}
 
-    /// `providers/set`: the service's endpoint for sessions started from now on.
-    pub(super) fn set_provider(&mut self, request: &acp::SetProviderRequest) -> Reply {
-        let protocol = service(&request.provider_id.0)?;
-        let endpoint = endpoint_of(request, protocol)?;
-        tracing::info!(
-            provider = %request.provider_id.0,
-            base_url = %loggable(&endpoint.base_url),
-            headers = endpoint.headers.len(),
-            "a client set the provider's endpoint (for sessions started from now on)"
-        );
-        self.client_providers = self
-            .client_providers
-            .with(&request.provider_id.0, Some(endpoint));
-        // The shared router is built again, with the client's endpoint, for the next session.
-        self.router = None;
-        to_value(acp::SetProviderResponse::new())
-    }
+/// `providers/set`: the service's endpoint for sessions started from now on.
+pub(super) fn set_provider(agent: &mut Agent, request: &acp::SetProviderRequest) -> Reply {
+    let protocol = service(&request.provider_id.0)?;
+    let endpoint = endpoint_of(request, protocol)?;
+    tracing::info!(
+        provider = %request.provider_id.0,
+        base_url = %loggable(&endpoint.base_url),
+        headers = endpoint.headers.len(),
+        "a client set the provider's endpoint (for sessions started from now on)"
+    );
+    // The shared router is built again, with the client's endpoint, for the next session.
+    agent
+        .room
+        .set_endpoint(&request.provider_id.0, Some(endpoint));
+    to_value(acp::SetProviderResponse::new())
+}
 
-    /// `providers/disable`: a service sessions do not use (not the one they need).
-    pub(super) fn disable_provider(
-        &mut self,
-        request: RequestId,
-        params: acp::DisableProviderRequest,
-    ) -> Option<Reply> {
-        if let Err(error) = service(&params.provider_id.0) {
-            return Some(Err(error));
-        }
-        let slow = async move {
-            let config = load_config().await.map_err(config_error)?;
-            Ok((
-                config.provider.table() == params.provider_id.0.as_ref(),
-                params,
-            ))
-        };
-        self.defer(
-            request,
-            "providers/disable",
-            slow,
-            |agent, (required, params)| {
-                async move {
+/// `providers/disable`: a service sessions do not use (not the one they need).
+pub(super) fn disable_provider(
+    agent: &mut Agent,
+    request: RequestId,
+    params: acp::DisableProviderRequest,
+) -> Option<Reply> {
+    if let Err(error) = service(&params.provider_id.0) {
+        return Some(Err(error));
+    }
+    let slow = async move {
+        let config = load_config().await.map_err(config_error)?;
+        Ok((
+            config.provider.table() == params.provider_id.0.as_ref(),
+            params,
+        ))
+    };
+    agent.defer(
+        request,
+        "providers/disable",
+        slow,
+        |agent, (required, params)| {
+            async move {
                 if required {
                     return Err(errors::invalid_params(format!(
                         "provider {:?} is the one sessions use (required): it cannot be disabled",
@@ -254,13 +185,11 @@ impl Agent {
                     )));
                 }
                 tracing::info!(provider = %params.provider_id.0, "a client disabled the provider");
-                agent.client_providers = agent.client_providers.with(&params.provider_id.0, None);
-                agent.router = None;
+                agent.room.set_endpoint(&params.provider_id.0, None);
                 to_value(acp::DisableProviderResponse::new())
             }
             .boxed_local()
-            },
-        );
-        None
-    }
+        },
+    );
+    None
 }

@@ -7,19 +7,11 @@ use talaria_protocol::acp::{
     self, ContentBlock, ContentChunk, Plan, SessionUpdate, TextContent, ToolCall, ToolCallLocation,
     ToolCallStatus,
 };
-use talaria_record::{DisplayKind, EntryBody, InputBlock, ResultStatus, Transcript};
+use talaria_record::{EntryBody, InputBlock, ResultStatus};
 use talaria_tools::{TodoItem, ToolStatus};
 
+use super::state::Replay;
 use super::updates;
-
-/// A record to show a client as it saw it live, built entry by entry by the session's writer
-/// (never on the dispatch loop, never whole in memory): compaction summaries where they were
-/// made when the client shows compactions, subagent cards when it shows subagents.
-pub struct Replay {
-    pub transcript: Transcript,
-    pub compaction: bool,
-    pub subagents: bool,
-}
 
 impl Replay {
     /// The updates of the record's entries, one entry at a time, in order.
@@ -162,7 +154,7 @@ fn tool_card(result: &talaria_record::ToolResultEntry) -> [SessionUpdate; 2] {
     let display = &result.display;
     let card = ToolCall::new(result.client_id.clone(), display.title.clone())
         .name(result.tool.clone())
-        .kind(kind(display.kind))
+        .kind(updates::tool_kind(display.kind))
         .status(ToolCallStatus::Pending)
         .locations(
             display
@@ -237,18 +229,4 @@ fn strip_nulls(mut value: Value) -> Value {
         }
     }
     value
-}
-
-fn kind(kind: DisplayKind) -> acp::ToolKind {
-    match kind {
-        DisplayKind::Read => acp::ToolKind::Read,
-        DisplayKind::Edit => acp::ToolKind::Edit,
-        DisplayKind::Delete => acp::ToolKind::Delete,
-        DisplayKind::Move => acp::ToolKind::Move,
-        DisplayKind::Search => acp::ToolKind::Search,
-        DisplayKind::Execute => acp::ToolKind::Execute,
-        DisplayKind::Think => acp::ToolKind::Think,
-        DisplayKind::Fetch => acp::ToolKind::Fetch,
-        DisplayKind::Other => acp::ToolKind::Other,
-    }
 }

@@ -9,7 +9,7 @@
 //! is invalid params. Without `beforeMessage`, `resumeAtMessage` alone names the answer whose
 //! turn the conversation goes on after (back to a branch an earlier rewind cut).
 
-use super::{Agent, Reply};
+use super::state::{Agent, Reply};
 use futures_util::FutureExt;
 use serde::Deserialize;
 use serde_json::json;
@@ -115,50 +115,46 @@ fn files_json(report: &RestoreReport) -> serde_json::Value {
     })
 }
 
-impl Agent {
-    /// `_session/rewind`: checked here; the session's actor rewinds.
-    pub(super) fn rewind(
-        &mut self,
-        request: RequestId,
-        params: &serde_json::value::RawValue,
-    ) -> Option<Reply> {
-        let params: RewindParams = match serde_json::from_str(params.get()) {
-            Ok(params) => params,
-            Err(e) => return Some(Err(invalid(e.to_string()))),
-        };
-        let session_id = params.session_id.clone();
-        let rewind = match request_of(params) {
-            Ok(rewind) => rewind,
-            Err(e) => return Some(Err(e)),
-        };
-        let Some(session) = self.sessions.get(session_id.as_str()) else {
-            return Some(Ok(json!({
-                "rewound": false,
-                "reason": "session_not_found",
-                "message": "no session with this id is open in this process (load or resume it \
-                            first; a session another process holds cannot be rewound here)",
-            })));
-        };
-        let handle = session.handle.clone();
-        let slow = async move { Ok((session_id, handle.rewind(rewind).await)) };
-        self.defer(request, METHOD, slow, |_, (session_id, outcome)| {
-            async move {
-                match outcome {
-                    RewindOutcome::Rewound { files } => {
-                        let mut answer = json!({"rewound": true, "sessionId": session_id});
-                        if let Some(files) = files {
-                            answer["files"] = files_json(&files);
-                        }
-                        Ok(answer)
+/// `_session/rewind`: checked here; the session's actor rewinds.
+pub(super) fn rewind(
+    agent: &mut Agent,
+    request: RequestId,
+    params: &serde_json::value::RawValue,
+) -> Option<Reply> {
+    let params: RewindParams = match serde_json::from_str(params.get()) {
+        Ok(params) => params,
+        Err(e) => return Some(Err(invalid(e.to_string()))),
+    };
+    let session_id = params.session_id.clone();
+    let rewind = match request_of(params) {
+        Ok(rewind) => rewind,
+        Err(e) => return Some(Err(e)),
+    };
+    let Some(session) = agent.sessions.get(session_id.as_str()) else {
+        return Some(Ok(json!({
+            "rewound": false,
+            "reason": "session_not_found",
+            "message": "no session with this id is open in this process (load or resume it \
+                        first; a session another process holds cannot be rewound here)",
+        })));
+    };
+    let handle = session.handle.clone();
+    let slow = async move { Ok((session_id, handle.rewind(rewind).await)) };
+    agent.defer(request, METHOD, slow, |_, (session_id, outcome)| {
+        async move {
+            match outcome {
+                RewindOutcome::Rewound { files } => {
+                    let mut answer = json!({"rewound": true, "sessionId": session_id});
+                    if let Some(files) = files {
+                        answer["files"] = files_json(&files);
                     }
-                    RewindOutcome::Refused(reason) => {
-                        Ok(json!({"rewound": false, "reason": reason}))
-                    }
-                    RewindOutcome::Invalid(why) => Err(invalid(why)),
+                    Ok(answer)
                 }
+                RewindOutcome::Refused(reason) => Ok(json!({"rewound": false, "reason": reason})),
+                RewindOutcome::Invalid(why) => Err(invalid(why)),
             }
-            .boxed_local()
-        });
-        None
-    }
+        }
+        .boxed_local()
+    });
+    None
 }

@@ -10,10 +10,10 @@ use serde::Deserialize;
 use serde_json::json;
 use talaria_protocol::acp::{self, RequestId};
 use talaria_protocol::errors;
-use talaria_tools::shell::{CommandRunner, CommandSpec, LocalRunner};
+use talaria_tools::{CommandRunner, CommandSpec, LocalRunner};
 use tokio_util::sync::CancellationToken;
 
-use super::{Agent, Reply, session_not_found};
+use super::state::{Agent, Reply, session_not_found};
 
 /// The method's name on the wire.
 pub(super) const METHOD: &str = "_talaria/run_command";
@@ -32,51 +32,49 @@ struct RunCommandRequest {
     timeout_ms: Option<u64>,
 }
 
-impl Agent {
-    pub(super) fn run_command(
-        &mut self,
-        id: RequestId,
-        cancel: CancellationToken,
-        params: &serde_json::value::RawValue,
-    ) -> Option<Reply> {
-        let params: RunCommandRequest = match serde_json::from_str(params.get()) {
-            Ok(params) => params,
-            Err(e) => return Some(Err(errors::invalid_params(format!("{METHOD}: {e}")))),
-        };
-        if params.command.trim().is_empty() {
-            return Some(Err(errors::invalid_params(format!(
-                "{METHOD}: command is empty"
-            ))));
-        }
-        let Some(session) = self.sessions.get(params.session_id.0.as_ref()) else {
-            return Some(Err(session_not_found(&params.session_id)));
-        };
-        let spec = CommandSpec {
-            local: session.shell.local(&params.command, true),
-            command: params.command,
-            cwd: session.cwd.clone(),
-            timeout: params
-                .timeout_ms
-                .map_or(DEFAULT_TIMEOUT, Duration::from_millis),
-            max_output_bytes: MOST_OUTPUT_BYTES,
-            elsewhere: None,
-        };
-        let slow = async move {
-            let ended = LocalRunner
-                .run(spec, &cancel, None)
-                .await
-                .map_err(|e| errors::internal_error(format!("{METHOD}: {e}")))?;
-            Ok(json!({
-                "exitCode": ended.exit_code,
-                "signal": ended.signal,
-                "output": ended.output,
-                "elidedBytes": ended.elided_bytes,
-                "timedOut": ended.timed_out,
-            }))
-        };
-        self.defer(id, METHOD, slow, |_, answer| {
-            Box::pin(async move { Ok(answer) })
-        });
-        None
+pub(super) fn run_command(
+    agent: &mut Agent,
+    id: RequestId,
+    cancel: CancellationToken,
+    params: &serde_json::value::RawValue,
+) -> Option<Reply> {
+    let params: RunCommandRequest = match serde_json::from_str(params.get()) {
+        Ok(params) => params,
+        Err(e) => return Some(Err(errors::invalid_params(format!("{METHOD}: {e}")))),
+    };
+    if params.command.trim().is_empty() {
+        return Some(Err(errors::invalid_params(format!(
+            "{METHOD}: command is empty"
+        ))));
     }
+    let Some(session) = agent.sessions.get(params.session_id.0.as_ref()) else {
+        return Some(Err(session_not_found(&params.session_id)));
+    };
+    let spec = CommandSpec {
+        local: session.shell.local(&params.command, true),
+        command: params.command,
+        cwd: session.cwd.clone(),
+        timeout: params
+            .timeout_ms
+            .map_or(DEFAULT_TIMEOUT, Duration::from_millis),
+        max_output_bytes: MOST_OUTPUT_BYTES,
+        elsewhere: None,
+    };
+    let slow = async move {
+        let ended = LocalRunner
+            .run(spec, &cancel, None)
+            .await
+            .map_err(|e| errors::internal_error(format!("{METHOD}: {e}")))?;
+        Ok(json!({
+            "exitCode": ended.exit_code,
+            "signal": ended.signal,
+            "output": ended.output,
+            "elidedBytes": ended.elided_bytes,
+            "timedOut": ended.timed_out,
+        }))
+    };
+    agent.defer(id, METHOD, slow, |_, answer| {
+        Box::pin(async move { Ok(answer) })
+    });
+    None
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
-use super::LiveSession;
+use super::state::LiveSession;
 
 /// The longest a clean stop takes, from the signal (or the end of input) to the last output
 /// flushed: sessions, store and output together.

@@ -5,7 +5,8 @@
 //! as a prompt, its updates streaming as usual) or `{outcome: "promptRequired", reason:
 //! "noRunningTurn"}` (none ran and the client asked to be told).
 
-use super::{Agent, Reply, prompt_input, session_not_found};
+use super::prompt_input;
+use super::state::{Agent, Reply, session_not_found};
 use futures_util::FutureExt;
 use serde::Deserialize;
 use serde_json::json;
@@ -96,45 +97,43 @@ fn started_turn(request: &RequestId) -> TurnId {
 /// How the tag of a turn a steer started begins.
 pub(super) const STEERED_TURN_PREFIX: &str = "steer:";
 
-impl Agent {
-    /// `_session/steering`: checked here; the session's actor says what became of it.
-    pub(super) fn steer(
-        &mut self,
-        request: RequestId,
-        params: &serde_json::value::RawValue,
-    ) -> Option<Reply> {
-        let params: SteeringRequest = match serde_json::from_str(params.get()) {
-            Ok(params) => params,
-            Err(e) => return Some(Err(errors::invalid_params(format!("{METHOD}: {e}")))),
-        };
-        let Some(session) = self.sessions.get(params.session_id.0.as_ref()) else {
-            return Some(Err(session_not_found(&params.session_id)));
-        };
-        let idle = match idle_behaviour(params.meta.as_ref()) {
-            Ok(idle) => idle,
-            Err(e) => return Some(Err(e)),
-        };
-        if params.prompt.is_empty() {
-            return Some(Err(errors::invalid_params(format!(
-                "{METHOD}: prompt must contain at least one content block"
-            ))));
-        }
-        let size = text_bytes(&params.prompt);
-        if size > MAX_STEER_TEXT_BYTES {
-            return Some(Err(errors::invalid_params(format!(
-                "{METHOD}: the message is {size} bytes of text; a steer carries at most \
-                 {MAX_STEER_TEXT_BYTES} (send a longer text as a prompt, or as a file)"
-            ))));
-        }
-        let input = prompt_input::to_user_input(params.prompt, session.images_allowed);
-        let handle = session.handle.clone();
-        let turn = started_turn(&request);
-        // The actor answers at once, but may be between turns (saving the last one): the
-        // loop does not wait for it.
-        let slow = async move { Ok(handle.steer(turn, input, idle).await) };
-        self.defer(request, METHOD, slow, |_, outcome| {
-            async move { reply(outcome) }.boxed_local()
-        });
-        None
+/// `_session/steering`: checked here; the session's actor says what became of it.
+pub(super) fn steer(
+    agent: &mut Agent,
+    request: RequestId,
+    params: &serde_json::value::RawValue,
+) -> Option<Reply> {
+    let params: SteeringRequest = match serde_json::from_str(params.get()) {
+        Ok(params) => params,
+        Err(e) => return Some(Err(errors::invalid_params(format!("{METHOD}: {e}")))),
+    };
+    let Some(session) = agent.sessions.get(params.session_id.0.as_ref()) else {
+        return Some(Err(session_not_found(&params.session_id)));
+    };
+    let idle = match idle_behaviour(params.meta.as_ref()) {
+        Ok(idle) => idle,
+        Err(e) => return Some(Err(e)),
+    };
+    if params.prompt.is_empty() {
+        return Some(Err(errors::invalid_params(format!(
+            "{METHOD}: prompt must contain at least one content block"
+        ))));
     }
+    let size = text_bytes(&params.prompt);
+    if size > MAX_STEER_TEXT_BYTES {
+        return Some(Err(errors::invalid_params(format!(
+            "{METHOD}: the message is {size} bytes of text; a steer carries at most \
+             {MAX_STEER_TEXT_BYTES} (send a longer text as a prompt, or as a file)"
+        ))));
+    }
+    let input = prompt_input::to_user_input(params.prompt, session.images_allowed);
+    let handle = session.handle.clone();
+    let turn = started_turn(&request);
+    // The actor answers at once, but may be between turns (saving the last one): the
+    // loop does not wait for it.
+    let slow = async move { Ok(handle.steer(turn, input, idle).await) };
+    agent.defer(request, METHOD, slow, |_, outcome| {
+        async move { reply(outcome) }.boxed_local()
+    });
+    None
 }

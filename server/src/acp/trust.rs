@@ -5,6 +5,9 @@
 //! be read, or a decision that cannot be saved leaves the folder untrusted (fail closed).
 
 use std::path::Path;
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
 
 use serde_json::{Value, json};
 use talaria_engine::{TrustAssessment, TrustDecision, TrustStatus};
@@ -12,8 +15,32 @@ use talaria_protocol::Peer;
 use talaria_protocol::acp::{self, RequestId};
 use tokio_util::sync::CancellationToken;
 
+use super::state::Agent;
+use crate::sessions::{StartContext, TrustQuestion};
+
 /// The most characters of an instruction file shown in a question.
 const SHOWN_CHARS: usize = 4000;
+
+/// What a session's start needs from the room, with the trust question tied to `request`
+/// (the start being answered).
+pub(super) fn start_context(agent: &Agent, request: &RequestId) -> StartContext {
+    let forms = agent.client_caps.elicitation_form;
+    let mut context = agent.room.start_context(forms);
+    context.trust = Some(Arc::new(
+        TrustAsk::new(agent.peer.clone(), forms).during(request),
+    ));
+    context
+}
+
+impl TrustQuestion for TrustAsk {
+    fn settle<'a>(
+        &'a self,
+        home: &'a Path,
+        assessment: TrustAssessment,
+    ) -> BoxFuture<'a, TrustAssessment> {
+        Box::pin(self.answered(home, assessment))
+    }
+}
 
 /// Who can be asked about a folder's trust during a session's start.
 #[derive(Clone)]
@@ -42,7 +69,7 @@ impl TrustAsk {
 
     /// Asks the user when the assessment is worth a question and someone can answer, and
     /// applies the answer (written off the runtime thread).
-    pub(super) async fn settle(&self, home: &Path, assessment: TrustAssessment) -> TrustAssessment {
+    async fn answered(&self, home: &Path, assessment: TrustAssessment) -> TrustAssessment {
         let Some(request) = self.request.clone().filter(|_| self.forms) else {
             return assessment;
         };
@@ -226,38 +253,4 @@ pub(super) fn workspace_trust(assessment: &TrustAssessment) -> Value {
         state["details"] = details;
     }
     state
-}
-
-/// The one notice a session starts with about what its folder's trust left out, if any.
-pub(super) fn notice(assessment: &TrustAssessment) -> Option<String> {
-    let left_out = assessment.left_out();
-    if left_out.is_empty() {
-        return None;
-    }
-    let shown_dir = assessment
-        .through
-        .as_deref()
-        .unwrap_or(&assessment.cwd)
-        .display()
-        .to_string();
-    let mut text = if !assessment.status.is_trusted() {
-        format!(
-            "This folder is not trusted, so its own instructions, skills, configuration and \
-             hooks were left out: {}. Trust it with `talaria trust {}` (or your editor's \
-             trust question) and start a new session to load them.",
-            listed(&left_out),
-            assessment.cwd.display()
-        )
-    } else {
-        format!(
-            "Instruction files changed since {shown_dir} was trusted were left out: {}. \
-             Accept them with `talaria trust {shown_dir}` (or your editor's question) and \
-             start a new session.",
-            listed(&left_out)
-        )
-    };
-    if let Some(problem) = &assessment.problem {
-        text.push_str(&format!(" ({problem})"));
-    }
-    Some(text)
 }

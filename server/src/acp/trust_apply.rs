@@ -8,7 +8,9 @@ use serde_json::{Value, json};
 use talaria_protocol::acp::{self, RequestId, SessionNotification};
 use talaria_protocol::errors;
 
-use super::{Agent, Reply, updates};
+use super::session_errors::config_error;
+use super::state::{Agent, Reply, session_not_found};
+use super::updates;
 
 /// The draft's method.
 pub(super) const APPLY_METHOD: &str = "trust/apply";
@@ -45,68 +47,66 @@ fn parse(params: &Value) -> Result<ApplyTrust, acp::Error> {
     })
 }
 
-impl Agent {
-    /// `trust/apply`: checked here, applied off the loop.
-    pub(super) fn apply_trust(&mut self, id: RequestId, params: &Value) -> Option<Reply> {
-        let asked = match parse(params) {
-            Ok(asked) => asked,
-            Err(e) => return Some(Err(e)),
-        };
-        if let Some(session) = &asked.session
-            && !self.sessions.contains_key(session)
-        {
-            return Some(Err(super::session_not_found(&acp::SessionId::new(
-                session.as_str(),
-            ))));
-        }
-        let slow = async move {
-            let applied = tokio::task::spawn_blocking(move || {
-                let config = talaria_engine::Config::load().map_err(super::launch::config_error)?;
-                let places = std::sync::Arc::new(talaria_files::Unguarded);
-                let mut assessment = talaria_engine::assess_trust(&config.home, &asked.cwd, places);
-                assessment
-                    .decide(&config.home, asked.decision)
-                    .map_err(|e| errors::invalid_params(format!("{APPLY_METHOD}: {e}")))?;
-                // The running session is not reloaded: the folder stays trusted for the
-                // sessions this process starts next.
-                if asked.decision == talaria_engine::TrustDecision::TrustSession {
-                    talaria_engine::trust_for_process(&asked.cwd);
-                }
-                Ok((asked.session, assessment.status))
-            })
-            .await;
-            applied.unwrap_or_else(|e| {
-                Err(errors::internal_error(format!(
-                    "applying trust failed: {e}"
-                )))
-            })
-        };
-        self.defer(id, APPLY_METHOD, slow, |agent, (session, status)| {
-            Box::pin(async move { agent.trust_applied(session, status) })
-        });
-        None
+/// `trust/apply`: checked here, applied off the loop.
+pub(super) fn apply_trust(agent: &mut Agent, id: RequestId, params: &Value) -> Option<Reply> {
+    let asked = match parse(params) {
+        Ok(asked) => asked,
+        Err(e) => return Some(Err(e)),
+    };
+    if let Some(session) = &asked.session
+        && !agent.sessions.contains_key(session)
+    {
+        return Some(Err(session_not_found(&acp::SessionId::new(
+            session.as_str(),
+        ))));
     }
+    let slow = async move {
+        let applied = tokio::task::spawn_blocking(move || {
+            let config = talaria_engine::Config::load().map_err(config_error)?;
+            let places = std::sync::Arc::new(talaria_files::Unguarded);
+            let mut assessment = talaria_engine::assess_trust(&config.home, &asked.cwd, places);
+            assessment
+                .decide(&config.home, asked.decision)
+                .map_err(|e| errors::invalid_params(format!("{APPLY_METHOD}: {e}")))?;
+            // The running session is not reloaded: the folder stays trusted for the
+            // sessions this process starts next.
+            if asked.decision == talaria_engine::TrustDecision::TrustSession {
+                talaria_engine::trust_for_process(&asked.cwd);
+            }
+            Ok((asked.session, assessment.status))
+        })
+        .await;
+        applied.unwrap_or_else(|e| {
+            Err(errors::internal_error(format!(
+                "applying trust failed: {e}"
+            )))
+        })
+    };
+    agent.defer(id, APPLY_METHOD, slow, |agent, (session, status)| {
+        Box::pin(async move { trust_applied(agent, session, status) })
+    });
+    None
+}
 
-    /// The answer, and a word to the session the decision came from.
-    fn trust_applied(
-        &mut self,
-        session: Option<String>,
-        status: talaria_engine::TrustStatus,
-    ) -> Reply {
-        if let Some(session) = session
-            && status.is_trusted()
-        {
-            self.outbox.push(SessionNotification::new(
-                acp::SessionId::new(session),
-                updates::notice_update(
-                    talaria_engine::NoticeLevel::Info,
-                    "The folder is trusted now: a new session loads its instructions, skills, \
+/// The answer, and a word to the session the decision came from.
+fn trust_applied(
+    agent: &mut Agent,
+    session: Option<String>,
+    status: talaria_engine::TrustStatus,
+) -> Reply {
+    if let Some(session) = session
+        && status.is_trusted()
+    {
+        agent.outbox.push(SessionNotification::new(
+            acp::SessionId::new(session),
+            updates::notice_update(
+                talaria_engine::NoticeLevel::Info,
+                "The folder is trusted now: a new session loads its instructions, skills, \
                      configuration and hooks (this one keeps what it started with)."
-                        .into(),
-                    self.client_caps.notices,
-                ),
-            ));
-        }
-        Ok(json!({"workspaceTrust": {"status": status.as_str()}}))
+                    .into(),
+                agent.client_caps.notices,
+            ),
+        ));
     }
+    Ok(json!({"workspaceTrust": {"status": status.as_str()}}))
 }

@@ -250,7 +250,7 @@ pub fn plan_entry(item: &TodoItem) -> PlanEntry {
     PlanEntry::new(content, PlanEntryPriority::Medium, status)
 }
 
-fn tool_kind(kind: ToolKind) -> acp::ToolKind {
+pub(super) fn tool_kind(kind: ToolKind) -> acp::ToolKind {
     match kind {
         ToolKind::Read => acp::ToolKind::Read,
         ToolKind::Edit => acp::ToolKind::Edit,

@@ -263,7 +263,7 @@ pub struct Registry {
     /// runs on the server's local task set (their sessions run on the runtime's threads).
     agents: mpsc::UnboundedSender<AgentStart>,
     /// What every connection's agent shares with the others (routers, window probes).
-    shared: crate::acp::ProcessShared,
+    shared: crate::sessions::ProcessShared,
 }
 
 /// An agent to start for a connection, with its ends of the pipe.
@@ -294,7 +294,7 @@ impl Registry {
             limits,
             stop,
             agents,
-            shared: crate::acp::ProcessShared::many_connections(transport_offer(&limits)),
+            shared: crate::sessions::ProcessShared::many_connections(transport_offer(&limits)),
         });
         tokio::spawn(reap(Arc::downgrade(&registry)));
         (registry, starts)

@@ -2,7 +2,7 @@
 //! its output (`[terminal] ran cargo test → exit 101, 240 lines`).
 
 use serde_json::Value;
-use talaria_record::{DisplayKind, ResultStatus, ToolResultEntry};
+use talaria_record::{ResultStatus, ToolKind, ToolResultEntry};
 
 /// Characters of an argument (a command, a pattern) kept in an account.
 const ARG_CHARS: usize = 80;
@@ -76,7 +76,7 @@ pub fn account(result: &ToolResultEntry) -> String {
         format!("ran {command} → {exit}, {} lines", lines(text))
     } else if effects.writes {
         outcome(format!("changed {}", path.unwrap_or("files")))
-    } else if effects.reads && result.display.kind == DisplayKind::Search {
+    } else if effects.reads && result.display.kind == ToolKind::Search {
         let found = match_count(text).unwrap_or_else(|| format!("{} lines", lines(text)));
         outcome(format!("{} → {found}", lower_first(&result.display.title)))
     } else if effects.reads
@@ -113,7 +113,7 @@ mod tests {
     /// A result of `tool` whose display kind is `kind`, its effects those the tool declares.
     fn entry(
         tool: &str,
-        kind: DisplayKind,
+        kind: ToolKind,
         input: Value,
         output: Option<Value>,
         text: &str,
@@ -132,7 +132,7 @@ mod tests {
             raw_output: output,
             model_text: text.into(),
             images: Vec::new(),
-            effects: Some(talaria_record::ToolEffects::of_display_kind(kind)),
+            effects: Some(talaria_record::Effects::of_display_kind(kind)),
             changes: Vec::new(),
         }
     }
@@ -141,7 +141,7 @@ mod tests {
     fn accounts_say_what_each_tool_did() {
         let run = entry(
             "terminal",
-            DisplayKind::Execute,
+            ToolKind::Execute,
             json!({"command": "cargo test"}),
             Some(json!({"exit_code": 101})),
             &"line\n".repeat(240),
@@ -153,7 +153,7 @@ mod tests {
         let listing: String = (1..=200).map(|n| format!("{n:>6}|code\n")).collect();
         let read = entry(
             "read_file",
-            DisplayKind::Read,
+            ToolKind::Read,
             json!({"path": "src/main.rs"}),
             None,
             &listing,
@@ -161,7 +161,7 @@ mod tests {
         assert_eq!(account(&read), "[read_file] read src/main.rs lines 1–200");
         let search = entry(
             "search_files",
-            DisplayKind::Search,
+            ToolKind::Search,
             json!({"pattern": "fn main", "path": "src"}),
             None,
             "src/a.rs:1:fn main\n\n(12 matches)",
@@ -172,7 +172,7 @@ mod tests {
         );
         let edit = entry(
             "patch",
-            DisplayKind::Edit,
+            ToolKind::Edit,
             json!({"path": "src/lib.rs"}),
             None,
             "Replaced 1 occurrence",
@@ -180,14 +180,14 @@ mod tests {
         assert_eq!(account(&edit), "[patch] changed src/lib.rs");
         let mut failed = entry(
             "read_file",
-            DisplayKind::Read,
+            ToolKind::Read,
             json!({"path": "x"}),
             None,
             "no such file",
         );
         failed.status = ResultStatus::Failed;
         assert_eq!(account(&failed), "[read_file] failed: no such file");
-        let other = entry("todo", DisplayKind::Think, Value::Null, None, "abc");
+        let other = entry("todo", ToolKind::Think, Value::Null, None, "abc");
         assert_eq!(
             account(&other),
             "[todo] output cleared to save context (3 characters)"
@@ -198,12 +198,12 @@ mod tests {
     fn a_tool_nobody_named_is_accounted_by_what_it_declares() {
         let mut run = entry(
             "mcp__ci__run",
-            DisplayKind::Other,
+            ToolKind::Other,
             json!({"script": "make check"}),
             Some(json!({"exit_code": 0})),
             "ok\n",
         );
-        run.effects = Some(talaria_record::ToolEffects {
+        run.effects = Some(talaria_record::Effects {
             runs_commands: true,
             command_arg: Some("script".into()),
             declared: true,
@@ -216,7 +216,7 @@ mod tests {
         // Named like a command tool, declaring nothing: nothing is claimed of it.
         let mut named = entry(
             "terminal",
-            DisplayKind::Other,
+            ToolKind::Other,
             json!({"command": "rm -rf /"}),
             None,
             "x",

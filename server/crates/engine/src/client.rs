@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
+use talaria_tools::FileError;
 use talaria_tools::ProgressSink;
-use talaria_tools::fs::FileError;
-use talaria_tools::shell::{CommandResult, CommandSpec};
+use talaria_tools::{CommandResult, CommandSpec};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
@@ -94,7 +94,7 @@ pub enum ClientAnswer {
     Read(Result<String, FileError>),
     Wrote(Result<(), FileError>),
     Ran(Result<CommandResult, talaria_tools::ToolError>),
-    Question(Result<talaria_tools::clarify::FormAnswer, talaria_tools::ToolError>),
+    Question(Result<talaria_tools::FormAnswer, talaria_tools::ToolError>),
 }
 
 /// One request to the client, with the channel to answer it on.

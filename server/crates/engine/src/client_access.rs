@@ -7,8 +7,8 @@ use std::path::Path;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 use talaria_tools::ProgressSink;
-use talaria_tools::fs::{FileAccess, FileError, LocalFiles};
-use talaria_tools::shell::{CommandResult, CommandRunner, CommandSpec, LocalRunner};
+use talaria_tools::{CommandResult, CommandRunner, CommandSpec, LocalRunner};
+use talaria_tools::{FileAccess, FileError, LocalFiles};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -119,13 +119,13 @@ pub(crate) struct ClientQuestions {
     pub events: mpsc::Sender<EngineEvent>,
 }
 
-impl talaria_tools::clarify::UserQuestions for ClientQuestions {
+impl talaria_tools::UserQuestions for ClientQuestions {
     fn ask_form<'a>(
         &'a self,
         message: &'a str,
         schema: &'a Value,
         cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, Result<talaria_tools::clarify::FormAnswer, talaria_tools::ToolError>> {
+    ) -> BoxFuture<'a, Result<talaria_tools::FormAnswer, talaria_tools::ToolError>> {
         Box::pin(async move {
             let asked = ClientAsk::Question {
                 message: message.to_string(),
@@ -133,7 +133,7 @@ impl talaria_tools::clarify::UserQuestions for ClientQuestions {
             };
             match ask(&self.events, asked, cancel.clone(), None).await {
                 Some(ClientAnswer::Question(answer)) => answer,
-                _ if cancel.is_cancelled() => Ok(talaria_tools::clarify::FormAnswer::Cancelled),
+                _ if cancel.is_cancelled() => Ok(talaria_tools::FormAnswer::Cancelled),
                 _ => Err(talaria_tools::ToolError::Client(NO_ANSWER.into())),
             }
         })

@@ -15,7 +15,10 @@ mod config;
 mod config_place;
 mod context;
 mod credentials;
+mod delegation_kit;
 mod events;
+mod external_agents;
+mod external_delegation;
 mod grounding;
 mod hooks;
 mod intent;
@@ -53,15 +56,22 @@ pub use client::{
     ClientAnswer, ClientAsk, ClientRequest, Delegation, PermissionAnswer, PermissionChoice,
     PermissionRequest,
 };
-pub use config::reference::markdown as configuration_reference;
+pub use config::reference::{
+    markdown as configuration_reference, variables_set as configuration_variables_set,
+};
 pub use config::{
-    Config, ConfigError, Endpoint, Learning, McpServerEntry, ProviderKind, RetryPolicy,
-    StoreConfig, default_home, is_local, without_password,
+    AgentEntry, Config, ConfigError, Endpoint, Learning, McpServerEntry, ProviderKind, RetryPolicy,
+    Settings, StoreConfig, default_home, is_local, without_password,
 };
 pub use events::{
     CompactionStatus, CompactionView, ContextUse, EngineEvent, LimitsView, NoticeLevel, Signal,
     StopReason, SubagentMessage, SubagentStop, SubagentView, ToolCallView, TurnError, TurnId,
     TurnUsage, limits_pool,
+};
+pub use external_agents::{
+    AgentSet, ChildAnswer, ChildCallKind, ChildCommand, ChildExit, ChildOption, ChildOptionKind,
+    ChildOutput, ChildQuestion, ExternalAgents, ExternalHost, ExternalReport, ExternalRun,
+    HostError,
 };
 pub use hooks::{
     HookConfigError, HookEvent, HookOrigin, Hooks, claude_names, project_hooks as project_hooks_of,
@@ -70,7 +80,7 @@ pub use journal::{ANSWER_DEADLINE, Journal, READ_DEADLINE, SessionJournal};
 pub use model_call::CallError;
 pub use provider_factory::{build_router, build_router_through};
 pub use providers::OPENAI as OPENAI_SERVICE;
-pub use providers::key_tables;
+pub use providers::{LOCAL_SERVERS, LocalServer, key_tables};
 pub use review_kit::{ReviewFactory, ReviewKit};
 pub use rewind::{
     MessagePoint, RewindOutcome, RewindRequest, fingerprint as message_fingerprint, user_message_id,
@@ -80,7 +90,6 @@ pub use sandbox::{
     Helper as SandboxHelper, env_rules, layers as sandbox_layers, notice as sandbox_notice,
     refusals_dir, self_test as sandbox_self_test, shell as sandboxed_shell, state as sandbox_state,
 };
-pub use session::REWIND_COMMAND;
 pub use session::{SessionHandle, SessionSettings, SessionStart, UserInput, spawn_session_with};
 #[cfg(test)]
 pub use session::{SessionSnapshot, spawn_session};
@@ -88,8 +97,9 @@ pub use session_search::SessionSearch;
 pub use session_state::SessionView;
 pub use side_task::SideTaskError;
 pub use slash::{
-    Asking, Attached, CommandReply, Expansion, PromptInput, SlashCommand, SlashCommands,
-    ToolsetChange,
+    Asking, Attached, CommandArgError, CommandReply, CommandRuns, DeclaredCommand, Expansion,
+    MCP_PROMPT_PREFIX, PromptInput, RewindArgs, SLASH_COMMANDS, SkillsAction, SlashCommand,
+    SlashCommands, ToolsetChange, TypedCommand, parse_command,
 };
 pub use steering::{IdleSteer, SteerOutcome};
 pub use subagent::cancel_subagent;

@@ -3,7 +3,7 @@
 //! On an implement choice the session's mode switches (through its actor, the one writer of
 //! its settings) and the turn goes on with the plan as the task.
 
-use talaria_record::{DisplayContent, DisplayKind, ToolDisplay};
+use talaria_record::{DisplayContent, ToolDisplay};
 use talaria_tools::{ToolKind, ToolStatus};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -90,7 +90,7 @@ impl Handover<'_> {
         };
         let display = ToolDisplay {
             title: TITLE.into(),
-            kind: DisplayKind::Think,
+            kind: ToolKind::Think,
             locations: Vec::new(),
             content: vec![DisplayContent::Text {
                 text: format!("{plan}\n\n{outcome}"),

@@ -41,6 +41,18 @@ pub struct Service {
     pub default_url: &'static str,
 }
 
+impl Service {
+    /// The variable over a key of its table (`base_url`, `api_key`, `api_keys`), and the
+    /// key's default when the service has one (its address).
+    pub fn setting(&self, key: &str) -> (Option<&'static str>, Option<&'static str>) {
+        match key {
+            "base_url" => (Some(self.url_variable), Some(self.default_url)),
+            "api_key" | "api_keys" => (Some(self.key_variable), None),
+            _ => (None, None),
+        }
+    }
+}
+
 /// What the wire APIs' own settings are (from the configuration).
 #[derive(Debug, Clone, Copy)]
 pub struct WireOptions {
@@ -57,6 +69,8 @@ pub struct ProviderSpec {
     pub kind: ProviderKind,
     /// Its name in configuration.
     pub name: &'static str,
+    /// What people call it (`talaria setup`'s menu).
+    pub title: &'static str,
     /// Other names it answers to.
     pub aliases: &'static [&'static str],
     pub service: &'static Service,
@@ -95,6 +109,34 @@ pub static BUILT_IN: Service = Service {
     default_url: "",
 };
 
+/// A model server people run on their own machine, speaking a service's API at a known
+/// address (`talaria setup` looks for them).
+#[derive(Debug)]
+pub struct LocalServer {
+    pub name: &'static str,
+    pub service: &'static Service,
+    pub base_url: &'static str,
+}
+
+/// The local servers `talaria setup` looks for and `talaria doctor` suggests.
+pub static LOCAL_SERVERS: [LocalServer; 3] = [
+    LocalServer {
+        name: "llama.cpp",
+        service: &OPENAI,
+        base_url: "http://127.0.0.1:8080/v1",
+    },
+    LocalServer {
+        name: "Ollama",
+        service: &OPENAI,
+        base_url: "http://127.0.0.1:11434/v1",
+    },
+    LocalServer {
+        name: "LM Studio",
+        service: &OPENAI,
+        base_url: "http://127.0.0.1:1234/v1",
+    },
+];
+
 /// Every service, in the order configuration lists them.
 pub static SERVICES: [&Service; 2] = [&OPENAI, &ANTHROPIC];
 
@@ -103,6 +145,7 @@ pub static PROVIDERS: [ProviderSpec; 4] = [
     ProviderSpec {
         kind: ProviderKind::OpenAi,
         name: "openai",
+        title: "OpenAI",
         aliases: &["openai-chat", "openai-compatible"],
         service: &OPENAI,
         default_model: "gpt-4.1-mini",
@@ -113,6 +156,7 @@ pub static PROVIDERS: [ProviderSpec; 4] = [
     ProviderSpec {
         kind: ProviderKind::Anthropic,
         name: "anthropic",
+        title: "Anthropic",
         aliases: &[],
         service: &ANTHROPIC,
         default_model: "claude-sonnet-4-5",
@@ -131,6 +175,7 @@ pub static PROVIDERS: [ProviderSpec; 4] = [
     ProviderSpec {
         kind: ProviderKind::OpenAiResponses,
         name: "openai-responses",
+        title: "OpenAI (Responses API)",
         aliases: &["responses"],
         service: &OPENAI,
         default_model: "gpt-4.1-mini",
@@ -146,6 +191,7 @@ pub static PROVIDERS: [ProviderSpec; 4] = [
     ProviderSpec {
         kind: ProviderKind::Demo,
         name: "demo",
+        title: "the built-in demo",
         aliases: &["talaria-demo"],
         service: &BUILT_IN,
         default_model: talaria_provider::demo::DEMO_MODEL,

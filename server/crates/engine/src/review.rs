@@ -18,11 +18,10 @@
 //! - Its writes are those of the skill and memory tools the session's [`crate::ReviewFactory`] gives
 //!   it: staged as proposals by default, with provenance.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use talaria_record::{EntryBody, Transcript};
-use talaria_tools::{Registry, SessionToolState};
+use talaria_tools::Registry;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::ContextState;
@@ -30,7 +29,7 @@ use crate::events::{StopReason, TurnError, TurnUsage};
 use crate::model_call::{ModelCaller, SessionUsage};
 use crate::router::ModelRouter;
 use crate::settings::{SessionSettings, UserInput};
-use crate::turn::{Turn, TurnLimits};
+use crate::turn::{Turn, TurnSpec};
 
 /// The side task whose model runs reviews.
 pub const REVIEW_TASK: &str = "review";
@@ -130,8 +129,6 @@ pub(crate) async fn run(job: ReviewJob) -> ReviewOutcome {
     let (chain, _) = router.side_chain(REVIEW_TASK, &settings.model);
     let mut usage = SessionUsage::default();
     let started_at = transcript.entries().len();
-    let tool_state = Arc::new(SessionToolState::default());
-    let mut used_tool_ids = HashSet::new();
     let caller = ModelCaller::new(
         router.as_ref(),
         chain,
@@ -140,24 +137,14 @@ pub(crate) async fn run(job: ReviewJob) -> ReviewOutcome {
         &mut context,
         &mut usage,
     );
-    let turn = Turn {
-        settings: &settings,
-        limits: TurnLimits {
-            max_requests: max_calls,
-            max_output_tokens: settings.max_output_tokens,
-        },
-        registry: &registry,
+    let spec = TurnSpec {
+        max_requests: max_calls,
         approval: &approval,
-        tool_state: &tool_state,
-        events: &events,
-        cancel: &cancel,
-        history: &mut transcript,
+        sink: &events,
+        session: None,
         journal: None,
-        used_tool_ids: &mut used_tool_ids,
-        kept: Vec::new(),
-        caller,
-        steering: &crate::steering::SteerInbox::default(),
     };
+    let turn = Turn::new(&settings, &registry, &mut transcript, caller, spec);
     let end = turn.run(UserInput::text(INSTRUCTION)).await;
     let calls = transcript.entries()[started_at..]
         .iter()

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use talaria_sandbox::{Availability, EnvRules, Layers, SandboxPolicy};
 use talaria_tools::SensitivePaths;
-use talaria_tools::shell::{Sandboxing, Shell, ShellSettings};
+use talaria_tools::{Sandboxing, Shell, ShellSettings};
 
 use crate::config::Config;
 

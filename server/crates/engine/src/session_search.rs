@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use talaria_record::{Entry, EntryBody, UserPart};
 use talaria_store::{SearchHit, SessionStore};
-use talaria_tools::tool::parse_args;
+use talaria_tools::parse_args;
 use talaria_tools::{
     ApprovalNeed, CallDescription, Concurrency, Effects, Tool, ToolContext, ToolDefinition,
     ToolKind, ToolOutcome,

@@ -126,6 +126,7 @@ fn settings_in(cwd: &std::path::Path, mode: Mode) -> SessionSettings {
         images: true,
         shell: Arc::default(),
         checkpoints: None,
+        agents: None,
         single_slot: false,
         hooks: Arc::default(),
     }

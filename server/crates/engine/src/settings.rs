@@ -60,10 +60,12 @@ pub struct SessionSettings {
     pub images: bool,
     /// How the session's commands start: the OS sandbox, the clean environment, the private
     /// temporary directory (shared with its subagents).
-    pub shell: Arc<talaria_tools::shell::Shell>,
+    pub shell: Arc<talaria_tools::Shell>,
     /// What the session's calls keep of the files they change, for a rewind to put back
     /// (`None`: no checkpoints).
     pub checkpoints: Option<Arc<crate::checkpointing::Checkpoints>>,
+    /// The other agents `delegate_task` may hand a task to (`[agents.NAME]`).
+    pub agents: Option<crate::external_agents::AgentSet>,
     /// The user's hooks (and a trusted project's) around the session's events.
     pub hooks: Arc<crate::hooks::Hooks>,
 }

@@ -1,16 +1,24 @@
-//! Slash commands in the session's order: the edge says what a `/name args` prompt means
-//! (a skill to load, a reply without the model); the actor asks it when the prompt's turn
-//! comes, so a command sees everything queued before it (a skill accepted one prompt earlier).
+//! Slash commands in the session's order: the edge parses a `/name args` prompt once, with
+//! the declared table ([`table`]), into a typed [`TypedCommand`]; the actor runs `/rewind`, and
+//! asks the session's commands ([`SlashCommands`]) for the rest when the prompt's turn comes,
+//! so a command sees everything queued before it (a skill accepted one prompt earlier).
 
 use crate::settings::UserInput;
+
+mod table;
+pub use table::{
+    CommandArgError, CommandRuns, DeclaredCommand, MCP_PROMPT_PREFIX, RewindArgs, SLASH_COMMANDS,
+    SkillsAction, TypedCommand, parse_command,
+};
 
 /// What the user typed as a prompt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PromptInput {
     /// An ordinary prompt.
     Typed(UserInput),
-    /// `/name args`: expanded by the session's [`SlashCommands`] when its turn comes; without
-    /// any, or when the name means nothing, it is an ordinary prompt (`typed`).
+    /// A slash command that runs in the session: `/rewind` by the actor, the others expanded
+    /// by the session's [`SlashCommands`] when its turn comes; without any, or when the name
+    /// means nothing, it is an ordinary prompt (`typed`).
     Slash(SlashCommand),
 }
 
@@ -20,11 +28,11 @@ impl From<UserInput> for PromptInput {
     }
 }
 
-/// A prompt that starts with `/name`.
+/// A prompt that is a slash command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlashCommand {
-    pub name: String,
-    pub args: String,
+    /// The command, as [`parse_command`] read it.
+    pub command: TypedCommand,
     /// The prompt as typed, for when the name is not a command.
     pub typed: UserInput,
 }
@@ -52,7 +60,7 @@ pub struct CommandReply {
 /// What a command may use while it is expanded: the user, for a form, until `cancel`.
 #[derive(Clone)]
 pub struct Asking {
-    pub questions: std::sync::Arc<dyn talaria_tools::clarify::UserQuestions>,
+    pub questions: std::sync::Arc<dyn talaria_tools::UserQuestions>,
     pub cancel: tokio_util::sync::CancellationToken,
 }
 

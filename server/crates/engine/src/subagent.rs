@@ -11,29 +11,29 @@
 //!   after the child. The parent's card shows the child's steps as progress.
 //! - Cancelling the parent's turn cancels the child; a failing child fails only its call.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, LazyLock};
 
 use futures_util::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use talaria_record::{EntryBody, Transcript};
-use talaria_tools::tool::parse_args;
+use talaria_tools::parse_args;
 use talaria_tools::{
-    ApprovalNeed, CallDescription, Concurrency, Effects, Progress, Registry, SessionToolState,
-    Tool, ToolContext, ToolDefinition, ToolKind, ToolOutcome, ToolStatus,
+    ApprovalNeed, CallDescription, Concurrency, Effects, Progress, Registry, Tool, ToolContext,
+    ToolDefinition, ToolKind, ToolOutcome,
 };
-use tokio::sync::{Semaphore, mpsc};
-use tokio_util::sync::CancellationToken;
+use tokio::sync::mpsc;
 
-use crate::client::{ClientAsk, ClientRequest};
 use crate::context::ContextState;
-use crate::events::{EngineEvent, StopReason, ToolCallView};
+use crate::events::{EngineEvent, StopReason};
 use crate::model_call::{ModelCaller, SessionUsage};
-use crate::router::ModelRouter;
 use crate::settings::{SessionSettings, UserInput};
-use crate::turn::{Turn, TurnLimits};
+use crate::turn::{Turn, TurnSpec};
+
+pub(crate) use crate::delegation_kit::SubagentKit;
+pub use crate::delegation_kit::cancel_subagent;
+use crate::delegation_kit::{Announcement, Running, announce, start_relay};
 
 /// The side task whose model runs subagents.
 pub const SUBAGENT_TASK: &str = "subagent";
@@ -48,22 +48,6 @@ const CHILD_NOTE: &str = "You are a subagent: another agent delegated one task t
     on it with your tools, without asking the user questions, and finish with a concise report \
     of what you did and found (files, commands, results) — the report is all the other agent \
     sees.";
-
-/// What every child of a session shares.
-pub(crate) struct SubagentKit {
-    pub settings: SessionSettings,
-    pub router: Arc<ModelRouter>,
-    /// The parent's tools, without `delegate_task`.
-    pub registry: Registry,
-    /// The parent's mode, model and rules as its actor publishes them (it may switch the
-    /// model mid-session: children without `[auxiliary.subagent]` follow).
-    pub approval: crate::session_state::ApprovalState,
-    pub events: mpsc::Sender<EngineEvent>,
-    pub slots: Arc<Semaphore>,
-    pub children: AtomicU64,
-    /// Where children's records are saved (with their parent recorded), when the session is.
-    pub journal: Option<crate::journal::Journal>,
-}
 
 /// The `delegate_task` tool of one session.
 pub(crate) struct DelegateTask(pub Arc<SubagentKit>);
@@ -99,6 +83,22 @@ static DEFINITION: LazyLock<ToolDefinition> = LazyLock::new(|| ToolDefinition {
     },
 });
 
+/// The definition when other agents are configured: `agent` names one (a session without
+/// any offers the tool unchanged).
+static WITH_AGENTS: LazyLock<ToolDefinition> = LazyLock::new(|| {
+    let mut definition = DEFINITION.clone();
+    definition.description = format!(
+        "{} With `agent`, the task goes to that configured agent instead (another program with \
+         its own model: give it everything it needs); its file and command requests follow this \
+         session's rules.",
+        definition.description
+    )
+    .into();
+    definition.parameters["properties"]["agent"] = json!({"type": "string",
+        "description": "The name of a configured agent to hand the task to (an unknown name is answered with the configured ones)."});
+    definition
+});
+
 #[derive(Debug, Deserialize)]
 struct Args {
     goal: String,
@@ -108,11 +108,18 @@ struct Args {
     toolsets: Option<Vec<String>>,
     #[serde(default)]
     max_turns: Option<u32>,
+    /// A configured external agent to hand the task to instead of a subagent.
+    #[serde(default)]
+    agent: Option<String>,
 }
 
 impl Tool for DelegateTask {
     fn definition(&self) -> &ToolDefinition {
-        &DEFINITION
+        if self.0.settings.agents.is_some() {
+            &WITH_AGENTS
+        } else {
+            &DEFINITION
+        }
     }
 
     fn describe(&self, args: &Value, _ctx: &ToolContext) -> CallDescription {
@@ -143,140 +150,19 @@ impl Tool for DelegateTask {
             let Ok(_permit) = permit else {
                 return ToolOutcome::failed("The subagent could not start.");
             };
-            run_child(&self.0, args, ctx).await
+            match (args.agent.clone(), &self.0.settings.agents) {
+                (Some(agent), Some(agents)) => {
+                    let task = task_text(&args);
+                    crate::external_delegation::delegate(&self.0, agents, agent, task, ctx).await
+                }
+                (Some(agent), None) => ToolOutcome::failed(format!(
+                    "No agent named {agent:?} is configured (configured: none); leave out \
+                     `agent` to delegate to a subagent."
+                )),
+                (None, _) => run_child(&self.0, args, ctx).await,
+            }
         })
     }
-}
-
-/// The child's events, as the parent's session shows them.
-struct Relay {
-    name: String,
-    /// The child's own session id when the client shows subagents as sessions.
-    session: Option<String>,
-    parent: mpsc::Sender<EngineEvent>,
-    progress: Option<talaria_tools::ProgressSink>,
-    /// The child's calls seen so far, and those shown on the parent's session.
-    views: HashMap<String, ToolCallView>,
-    shown: HashSet<String>,
-}
-
-impl Relay {
-    fn step(&self, text: String) {
-        if let Some(progress) = &self.progress {
-            progress(Progress::Output(format!("{text}\n")));
-        }
-    }
-
-    fn parent_id(&self, id: &str) -> String {
-        format!("{}:{id}", self.name.replace(' ', "-"))
-    }
-
-    async fn forward(&mut self, event: EngineEvent) {
-        if let Some(session_id) = &self.session {
-            // The client shows the child as a session: its events stream on its own id.
-            match event {
-                EngineEvent::Delivered(signal) => signal.fire(),
-                EngineEvent::TurnFinished { .. } => {}
-                event => {
-                    if let EngineEvent::ToolCallPending(view) = &event {
-                        self.views.insert(view.id.clone(), view.clone());
-                    }
-                    let wrapped = EngineEvent::ChildEvent {
-                        session_id: session_id.clone(),
-                        event: Box::new(event),
-                    };
-                    let _ = self.parent.send(wrapped).await;
-                }
-            }
-            return;
-        }
-        match event {
-            EngineEvent::ToolCallPending(view) => {
-                self.step(format!("{} — {}", self.name, view.title));
-                self.views.insert(view.id.clone(), view);
-            }
-            EngineEvent::ToolCallFinished {
-                id,
-                status,
-                display,
-                raw_output,
-                skills_changed,
-            } => {
-                let mark = if status == ToolStatus::Completed {
-                    "✓"
-                } else {
-                    "✗"
-                };
-                self.step(format!("{} {mark} {}", self.name, display.title));
-                if self.shown.contains(&id) {
-                    let finished = EngineEvent::ToolCallFinished {
-                        id: self.parent_id(&id),
-                        status,
-                        display,
-                        raw_output,
-                        skills_changed,
-                    };
-                    let _ = self.parent.send(finished).await;
-                }
-            }
-            EngineEvent::ClientRequest(request) => self.ask_parent(request).await,
-            EngineEvent::Notice { message, .. } => {
-                self.step(format!("{}: {message}", self.name));
-            }
-            EngineEvent::Delivered(signal) => signal.fire(),
-            _ => {}
-        }
-    }
-
-    /// A child's request to the client goes to the parent's session; a permission question
-    /// gets a card there first, named after the child.
-    async fn ask_parent(&mut self, request: ClientRequest) {
-        let ClientAsk::Permission(mut permission) = request.ask.clone() else {
-            let _ = self.parent.send(EngineEvent::ClientRequest(request)).await;
-            return;
-        };
-        let child_id = permission.tool_call_id.clone();
-        let parent_id = self.parent_id(&child_id);
-        if let Some(view) = self.views.get(&child_id) {
-            let mut card = view.clone();
-            card.id = parent_id.clone();
-            card.announced = false;
-            card.title = format!("[{}] {}", self.name, view.title);
-            let _ = self.parent.send(EngineEvent::ToolCallPending(card)).await;
-            self.shown.insert(child_id);
-        }
-        permission.tool_call_id = parent_id;
-        permission.title = format!("[{}] {}", self.name, permission.title);
-        let _ = self
-            .parent
-            .send(EngineEvent::ClientRequest(
-                request.with_ask(ClientAsk::Permission(permission)),
-            ))
-            .await;
-    }
-}
-
-/// What the parent's client is told of the child: its session and whether it works, how it
-/// ended, the messages between them.
-struct Announcement<'a> {
-    session_id: &'a str,
-    name: &'a str,
-    goal: &'a str,
-    running: bool,
-    stop: Option<crate::events::SubagentStop>,
-    message: Option<crate::events::SubagentMessage>,
-}
-
-async fn announce(kit: &SubagentKit, announcement: Announcement<'_>) {
-    let view = crate::events::SubagentView {
-        session_id: announcement.session_id.to_string(),
-        title: announcement.name.to_string(),
-        description: announcement.goal.chars().take(200).collect(),
-        running: announcement.running,
-        stop: announcement.stop,
-        message: announcement.message,
-    };
-    let _ = kit.events.send(EngineEvent::Subagent(view)).await;
 }
 
 /// The child is done: how it ended, and its report as a message back (none when cancelled).
@@ -309,39 +195,6 @@ fn stop_of(outcome: &Result<StopReason, crate::events::TurnError>) -> crate::eve
     match outcome {
         Ok(reason) => crate::events::SubagentStop::Finished(*reason),
         Err(error) => crate::events::SubagentStop::Failed(error.to_string()),
-    }
-}
-
-/// The running children's own cancellation, by session id: a client cancels one child's
-/// work (`session/cancel` on its id) without ending its parent's turn.
-static RUNNING: std::sync::LazyLock<std::sync::Mutex<HashMap<String, CancellationToken>>> =
-    std::sync::LazyLock::new(Default::default);
-
-/// Cancels the running subagent with this session id; `false` when there is none.
-pub fn cancel_subagent(session_id: &str) -> bool {
-    let running = talaria_util::lock(&RUNNING);
-    match running.get(session_id) {
-        Some(token) => {
-            token.cancel();
-            true
-        }
-        None => false,
-    }
-}
-
-/// A child's entry in [`RUNNING`], removed when it ends however it ends.
-struct Running(String);
-
-impl Running {
-    fn register(session_id: &str, token: CancellationToken) -> Self {
-        talaria_util::lock(&RUNNING).insert(session_id.to_string(), token);
-        Self(session_id.to_string())
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        talaria_util::lock(&RUNNING).remove(&self.0);
     }
 }
 
@@ -382,12 +235,7 @@ async fn run_child(kit: &SubagentKit, args: Args, ctx: &ToolContext) -> ToolOutc
         format!("{}\n\n{CHILD_NOTE}", settings.system_prompt),
         settings.environment.clone(),
     );
-    let ask = match &args.context {
-        Some(context) if !context.trim().is_empty() => {
-            format!("Task: {}\n\nContext:\n{context}", args.goal)
-        }
-        _ => format!("Task: {}", args.goal),
-    };
+    let ask = task_text(&args);
     let child_session = kit.settings.announce_subagents.then(|| settings.id.clone());
     // The child's own cancellation: the parent's turn ends it, and so can the client.
     let mut child_ctx = ctx.clone();
@@ -490,32 +338,14 @@ async fn child_journal(
     ))
 }
 
-/// Starts relaying the child's events onto the parent's stream; returns where the child
-/// sends them and the relay (back when the child's sender is dropped).
-fn start_relay(
-    kit: &SubagentKit,
-    ctx: &ToolContext,
-    session: Option<String>,
-    name: &str,
-    goal: &str,
-) -> (mpsc::Sender<EngineEvent>, tokio::task::JoinHandle<Relay>) {
-    let (child_events, mut from_child) = mpsc::channel(256);
-    let mut relay = Relay {
-        session,
-        name: name.to_string(),
-        parent: kit.events.clone(),
-        progress: ctx.progress.clone(),
-        views: HashMap::new(),
-        shown: HashSet::new(),
-    };
-    relay.step(format!("{name} started: {goal}"));
-    let relaying = tokio::spawn(async move {
-        while let Some(event) = from_child.recv().await {
-            relay.forward(event).await;
+/// The task as the child reads it: the goal and the context given.
+fn task_text(args: &Args) -> String {
+    match &args.context {
+        Some(context) if !context.trim().is_empty() => {
+            format!("Task: {}\n\nContext:\n{context}", args.goal)
         }
-        relay
-    });
-    (child_events, relaying)
+        _ => format!("Task: {}", args.goal),
+    }
 }
 
 /// What a child's turn runs with.
@@ -546,8 +376,6 @@ impl Child<'_> {
             &settings.model,
         );
         let mut usage = SessionUsage::default();
-        let mut used_ids = HashSet::new();
-        let tool_state = Arc::new(SessionToolState::default());
         let caller = ModelCaller::new(
             kit.router.as_ref(),
             chain,
@@ -556,25 +384,15 @@ impl Child<'_> {
             &mut context,
             &mut usage,
         );
-        let turn = Turn {
-            settings,
-            limits: TurnLimits {
-                max_requests: self.max_requests,
-                max_output_tokens: settings.max_output_tokens,
-            },
-            registry: self.registry,
+        let spec = TurnSpec {
+            max_requests: self.max_requests,
             approval: &kit.approval,
-            tool_state: &tool_state,
-            events: self.events,
-            cancel: &ctx.cancel,
-            history,
-            journal,
-            used_tool_ids: &mut used_ids,
-            kept: Vec::new(),
-            caller,
+            sink: self.events,
             // A subagent is steered by its parent's task, not by the client.
-            steering: &crate::steering::SteerInbox::default(),
+            session: None,
+            journal,
         };
+        let turn = Turn::new(settings, self.registry, history, caller, spec);
         let outcome = turn.run(UserInput::text(ask)).await.outcome;
         settings
             .hook_scope()

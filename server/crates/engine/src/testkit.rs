@@ -15,8 +15,8 @@ use talaria_provider::{
 };
 use talaria_record::testing::assert_valid;
 
-use talaria_tools::fs::{FileAccess, LocalFiles};
-use talaria_tools::shell::{CommandRunner, LocalRunner};
+use talaria_tools::{CommandRunner, LocalRunner};
+use talaria_tools::{FileAccess, LocalFiles};
 use tokio::sync::mpsc;
 
 use crate::client::{ClientAnswer, ClientAsk, ClientRequest, PermissionAnswer, PermissionRequest};

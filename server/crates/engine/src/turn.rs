@@ -24,6 +24,9 @@ use crate::model_call::{Answer, CallResult, ChatSink, ModelCaller, TextHold};
 use crate::orchestrator::Orchestrator;
 use crate::settings::SessionSettings;
 
+mod spec;
+pub(crate) use spec::{SessionParts, TurnSpec};
+
 /// The tools offered to the model, as the provider API describes them.
 pub(crate) fn tool_specs(registry: &Registry) -> Vec<ToolSpec> {
     registry
@@ -151,30 +154,31 @@ impl FromText {
 }
 
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct TurnLimits {
-    pub max_requests: u32,
-    pub max_output_tokens: Option<u32>,
+struct TurnLimits {
+    max_requests: u32,
+    max_output_tokens: Option<u32>,
 }
 
+/// A running turn; built by [`Turn::new`] from a [`TurnSpec`], the one way to build it.
 pub(crate) struct Turn<'a> {
-    pub settings: &'a SessionSettings,
-    pub limits: TurnLimits,
-    pub registry: &'a Registry,
+    settings: &'a SessionSettings,
+    limits: TurnLimits,
+    registry: &'a Registry,
     /// The session's mode and remembered rules, as its actor publishes them.
-    pub approval: &'a crate::session_state::ApprovalState,
-    pub tool_state: &'a Arc<SessionToolState>,
-    pub events: &'a mpsc::Sender<EngineEvent>,
-    pub cancel: &'a CancellationToken,
-    pub history: &'a mut Transcript,
+    approval: &'a crate::session_state::ApprovalState,
+    tool_state: Arc<SessionToolState>,
+    events: &'a mpsc::Sender<EngineEvent>,
+    cancel: &'a CancellationToken,
+    history: &'a mut Transcript,
     /// Where the record is saved as it grows (none: the session is not saved).
-    pub journal: Option<&'a mut crate::journal::SessionJournal>,
-    pub used_tool_ids: &'a mut HashSet<String>,
+    journal: Option<&'a mut crate::journal::SessionJournal>,
+    used_tool_ids: spec::Part<&'a mut HashSet<String>, HashSet<String>>,
     /// What the turn's calls wrote that outlasts the session (filled as they finish).
-    pub kept: Vec<(String, talaria_tools::Kept)>,
+    kept: Vec<(String, talaria_tools::Kept)>,
     /// The model-call path for this turn (its chain and the fallback held for the turn).
-    pub caller: ModelCaller<'a>,
+    caller: ModelCaller<'a>,
     /// The messages the client steers into this turn ([`crate::steering`]).
-    pub steering: &'a crate::steering::SteerInbox,
+    steering: spec::Part<&'a crate::steering::SteerInbox, crate::steering::SteerInbox>,
 }
 
 impl Turn<'_> {
@@ -291,7 +295,7 @@ impl Turn<'_> {
             events: self.events,
             session_id: &self.settings.id,
             registry: self.registry,
-            used_ids: self.used_tool_ids,
+            used_ids: &mut self.used_tool_ids,
             announced: Vec::new(),
             notices: Vec::new(),
             hold: (!tools.is_empty())
@@ -395,7 +399,7 @@ impl Turn<'_> {
     /// Puts the steers waiting into the record, where they enter the turn, and shows each
     /// to the client.
     async fn take_steers(&mut self) {
-        if let Some(replies) = record_steers(self.steering, self.history, self.events).await {
+        if let Some(replies) = record_steers(&self.steering, self.history, self.events).await {
             self.save();
             answer_steers(self.journal.as_deref(), replies);
         }
@@ -616,7 +620,7 @@ impl Turn<'_> {
                     .position(|(model_id, _)| *model_id == call.id)
                 {
                     Some(position) => (announced.remove(position).1, call, true),
-                    None => (unique_id(self.used_tool_ids, &call.id), call, false),
+                    None => (unique_id(&mut self.used_tool_ids, &call.id), call, false),
                 }
             })
             .collect();
@@ -700,7 +704,7 @@ impl Turn<'_> {
                 events: self.events.clone(),
                 delegation: self.settings.delegation,
                 cancel: self.cancel.clone(),
-                local: talaria_tools::fs::LocalFiles::new(talaria_tools::fs::LinkRules {
+                local: talaria_tools::LocalFiles::new(talaria_tools::LinkRules {
                     sensitive: self.settings.secrets.paths.clone(),
                     places: self.settings.shell.places(),
                 }),
@@ -831,5 +835,54 @@ fn from_text_call(
                 ..untouched(text, tool_calls)
             },
         ),
+    }
+}
+
+/// One call outside a model's batch — a request of an agent a task was delegated to — run
+/// through the same orchestrator as every turn's calls (built only in this file).
+pub(crate) struct LoneCall<'a> {
+    pub settings: &'a SessionSettings,
+    pub registry: &'a Registry,
+    pub approval: &'a crate::session_state::ApprovalState,
+    pub events: &'a mpsc::Sender<EngineEvent>,
+    pub cancel: &'a CancellationToken,
+    pub ctx: ToolContext,
+}
+
+impl LoneCall<'_> {
+    /// The call's record entry (none only if the orchestrator gave no result).
+    pub(crate) async fn run(
+        self,
+        id: String,
+        call: ToolCallRequest,
+    ) -> Option<talaria_record::ToolResultEntry> {
+        let settings = self.settings;
+        let results = settings.home.join("tool-results").join(&settings.id);
+        let mut budget = ResultBudget::new(settings.context_window, results);
+        let failures = HashMap::new();
+        let mut orchestrator = Orchestrator {
+            registry: self.registry,
+            approval: self.approval,
+            roots: &settings.roots,
+            secrets: &settings.secrets,
+            events: self.events,
+            cancel: self.cancel,
+            ctx: self.ctx,
+            budget: &mut budget,
+            failures: &failures,
+            images: false,
+            // The delegating call keeps the workspace around the whole delegation.
+            checkpoints: None,
+            changes: std::sync::Mutex::default(),
+            // The user's hooks gate another agent's calls as they gate the session's own.
+            hooks: crate::orchestrator::ToolHooks {
+                hooks: &settings.hooks,
+                session_id: &settings.id,
+            },
+            hook_notes: std::sync::Mutex::default(),
+            hook_context: std::sync::Mutex::default(),
+        };
+        let report = orchestrator.run_batch(vec![(id, call, false)]).await;
+        report.results.into_iter().next()
     }
 }

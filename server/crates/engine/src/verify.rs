@@ -152,7 +152,7 @@ mod tests {
     fn declared(
         tool: &str,
         arguments: serde_json::Value,
-        effects: talaria_record::ToolEffects,
+        effects: talaria_record::Effects,
     ) -> talaria_record::EntryBody {
         let mut body = result("c", tool, "done");
         if let EntryBody::ToolResult(entry) = &mut body {
@@ -162,17 +162,17 @@ mod tests {
         body
     }
 
-    fn writes(path_arg: &str) -> talaria_record::ToolEffects {
-        talaria_record::ToolEffects {
+    fn writes(path_arg: &str) -> talaria_record::Effects {
+        talaria_record::Effects {
             writes: true,
-            path_args: vec![path_arg.into()],
+            path_args: vec![path_arg.to_string()].into(),
             declared: true,
             ..Default::default()
         }
     }
 
-    fn runs() -> talaria_record::ToolEffects {
-        talaria_record::ToolEffects {
+    fn runs() -> talaria_record::Effects {
+        talaria_record::Effects {
             runs_commands: true,
             declared: true,
             ..Default::default()

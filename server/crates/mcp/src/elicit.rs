@@ -13,7 +13,7 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, ErrorData, RoleClient};
-use talaria_tools::clarify::{FormAnswer, UserQuestions};
+use talaria_tools::{FormAnswer, UserQuestions};
 use tokio_util::sync::CancellationToken;
 
 /// Who asks the user while a call runs, and the call's cancellation.

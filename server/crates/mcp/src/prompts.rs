@@ -5,7 +5,8 @@
 use rmcp::model::{Prompt, PromptArgument};
 use serde_json::{Map, Value, json};
 
-/// What every prompt command's name starts with.
+/// What every prompt command's name starts with (the engine's slash table parses it back:
+/// `MCP_PROMPT_PREFIX`).
 pub const PREFIX: &str = "mcp:";
 
 /// One prompt, as a slash command.
@@ -44,13 +45,6 @@ impl PromptCommand {
             hint,
         }
     }
-}
-
-/// `(server, prompt)` of a command name `mcp:<server>:<prompt>`.
-pub fn split_command(name: &str) -> Option<(&str, &str)> {
-    let rest = name.strip_prefix(PREFIX)?;
-    let (server, prompt) = rest.split_once(':')?;
-    (!server.is_empty() && !prompt.is_empty()).then_some((server, prompt))
 }
 
 /// The words of a line; double or single quotes keep spaces in one word.
@@ -224,12 +218,6 @@ mod tests {
         let command = PromptCommand::of("everything", &prompt);
         assert_eq!(command.name, "mcp:everything:args-prompt");
         assert_eq!(command.hint.as_deref(), Some("city [state]"));
-        assert_eq!(
-            split_command("mcp:everything:args-prompt"),
-            Some(("everything", "args-prompt"))
-        );
-        assert_eq!(split_command("mcp:everything"), None);
-        assert_eq!(split_command("skills"), None);
     }
 
     #[test]

@@ -3,6 +3,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::vocabulary::{Effects, ToolKind};
+
 /// A stable, session-unique entry id (increasing).
 pub type EntryId = u64;
 
@@ -120,22 +122,6 @@ pub enum ResultStatus {
     Failed,
 }
 
-/// The kind of action, for the client's icon.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum DisplayKind {
-    Read,
-    Edit,
-    Delete,
-    Move,
-    Search,
-    Execute,
-    Think,
-    Fetch,
-    #[default]
-    Other,
-}
-
 /// Where a call acted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolLocation {
@@ -171,80 +157,11 @@ pub enum DisplayContent {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct ToolDisplay {
     pub title: String,
-    pub kind: DisplayKind,
+    pub kind: ToolKind,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub locations: Vec<ToolLocation>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub content: Vec<DisplayContent>,
-}
-
-/// What the tool that made a result declared it does, recorded with the result: what reads
-/// the record later (the verify nudge, compaction's accounts) needs no tool's name.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct ToolEffects {
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub reads: bool,
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub writes: bool,
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub runs_commands: bool,
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub asks_user: bool,
-    /// The arguments naming the files it reads or writes, the main one first.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub path_args: Vec<String>,
-    /// The argument holding the command it ran.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub command_arg: Option<String>,
-    /// The tool declared these (`false`: nothing is known of what it did).
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub declared: bool,
-}
-
-fn is_false(value: &bool) -> bool {
-    !*value
-}
-
-impl ToolEffects {
-    /// What a result recorded before effects were (records of version 3 and older) did, as
-    /// far as its display kind tells: edits and reads of `path`, commands in `command`.
-    pub fn of_display_kind(kind: DisplayKind) -> ToolEffects {
-        let path = || vec!["path".to_string()];
-        match kind {
-            DisplayKind::Read | DisplayKind::Search => ToolEffects {
-                reads: true,
-                path_args: path(),
-                declared: true,
-                ..ToolEffects::default()
-            },
-            DisplayKind::Edit | DisplayKind::Delete | DisplayKind::Move => ToolEffects {
-                writes: true,
-                path_args: path(),
-                declared: true,
-                ..ToolEffects::default()
-            },
-            DisplayKind::Execute => ToolEffects {
-                runs_commands: true,
-                command_arg: Some("command".into()),
-                declared: true,
-                ..ToolEffects::default()
-            },
-            DisplayKind::Think | DisplayKind::Fetch | DisplayKind::Other => ToolEffects::default(),
-        }
-    }
-
-    /// The main file a call with these `arguments` acted on, when one is named.
-    pub fn path<'a>(&self, arguments: &'a Value) -> Option<&'a str> {
-        self.path_args
-            .iter()
-            .find_map(|name| arguments.get(name).and_then(Value::as_str))
-    }
-
-    /// The command a call with these `arguments` ran, when one is named.
-    pub fn command<'a>(&self, arguments: &'a Value) -> Option<&'a str> {
-        let name = self.command_arg.as_deref()?;
-        arguments.get(name).and_then(Value::as_str)
-    }
 }
 
 /// The result of one tool call.
@@ -273,7 +190,7 @@ pub struct ToolResultEntry {
     /// What its tool declared it does (an older record's is read from its display kind:
     /// [`ToolResultEntry::effects`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub effects: Option<ToolEffects>,
+    pub effects: Option<Effects>,
     /// The files the call changed, as its checkpoint kept them (a rewind puts them back).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<FileChange>,
@@ -304,10 +221,10 @@ pub struct FileVersion {
 impl ToolResultEntry {
     /// What the call did, as its tool declared it; for a result recorded before tools
     /// declared effects, what its display kind tells.
-    pub fn effects(&self) -> ToolEffects {
+    pub fn effects(&self) -> Effects {
         self.effects
             .clone()
-            .unwrap_or_else(|| ToolEffects::of_display_kind(self.display.kind))
+            .unwrap_or_else(|| Effects::of_display_kind(self.display.kind))
     }
 }
 

@@ -16,18 +16,20 @@ mod entry;
 mod model_view;
 mod transcript;
 mod validate;
+mod vocabulary;
 
 #[cfg(any(test, feature = "test-support"))]
 pub mod testing;
 
 pub use entry::{
-    AssistantEntry, DisplayContent, DisplayKind, Entry, EntryBody, EntryId, FileChange,
-    FileVersion, InputBlock, NoticeLevel, PlanItem, Reasoning, RestoreIntent, ResultStatus,
-    ToolCallRequest, ToolDisplay, ToolEffects, ToolLocation, ToolResultEntry, UserPart,
+    AssistantEntry, DisplayContent, Entry, EntryBody, EntryId, FileChange, FileVersion, InputBlock,
+    NoticeLevel, PlanItem, Reasoning, RestoreIntent, ResultStatus, ToolCallRequest, ToolDisplay,
+    ToolLocation, ToolResultEntry, UserPart,
 };
 pub use model_view::{CUT_OFF, ModelMessage, TOOL_IMAGES_NOTE};
 pub use transcript::{RECORD_VERSION, RecordError, Transcript};
 pub use validate::{Violation, validate};
+pub use vocabulary::{ArgNames, Effects, ToolKind};
 
 #[cfg(test)]
 mod persistence_tests;

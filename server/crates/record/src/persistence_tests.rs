@@ -268,3 +268,34 @@ fn a_record_the_model_could_not_read_does_not_validate() {
     t.push(assistant("unasked", &[]));
     assert!(t.validate().is_err());
 }
+
+/// Tool results as a store holds them from before the tools and the record shared one
+/// vocabulary (`ToolKind`, `Effects`): each loads, and is written back byte for byte.
+#[test]
+fn results_stored_before_the_shared_vocabulary_load_and_write_back_the_same() {
+    let declared = r#"{"id":7,"at_ms":1700000000000,"kind":"tool_result","call_id":"c1","client_id":"c1","tool":"patch","status":"completed","display":{"title":"Edit a.rs","kind":"edit","locations":[{"path":"/w/a.rs","line":3}]},"raw_input":{"path":"a.rs"},"model_text":"ok","effects":{"writes":true,"path_args":["path","to"],"declared":true}}"#;
+    let command = r#"{"id":8,"at_ms":1700000000001,"kind":"tool_result","call_id":"c2","client_id":"c2","tool":"terminal","status":"failed","display":{"title":"ls","kind":"execute"},"raw_input":{"command":"ls"},"model_text":"exit 2","effects":{"runs_commands":true,"command_arg":"command","declared":true}}"#;
+    let undeclared = r#"{"id":9,"at_ms":1700000000002,"kind":"tool_result","call_id":"c3","client_id":"c3","tool":"mcp_x","status":"completed","display":{"title":"x","kind":"other"},"model_text":"","effects":{}}"#;
+    // A version-3 record: no effects; they are read from the display kind.
+    let older = r#"{"id":10,"at_ms":1700000000003,"kind":"tool_result","call_id":"c4","client_id":"c4","tool":"read_file","status":"completed","display":{"title":"Read","kind":"read"},"raw_input":{"path":"b.rs"},"model_text":"text"}"#;
+    for stored in [declared, command, undeclared, older] {
+        let entry: crate::Entry = serde_json::from_str(stored).expect(stored);
+        assert_eq!(serde_json::to_string(&entry).expect("writes"), stored);
+    }
+    let effects_of = |stored: &str| {
+        let entry: crate::Entry = serde_json::from_str(stored).expect(stored);
+        let EntryBody::ToolResult(result) = entry.body else {
+            panic!("a tool result: {stored}");
+        };
+        (result.effects(), result.raw_input)
+    };
+    let (effects, input) = effects_of(declared);
+    assert!(effects.writes && effects.declared && !effects.reads);
+    assert_eq!(effects.path(&input), Some("a.rs"));
+    let (effects, input) = effects_of(command);
+    assert_eq!(effects.command(&input), Some("ls"));
+    assert_eq!(effects_of(undeclared).0, crate::Effects::UNKNOWN);
+    let (effects, input) = effects_of(older);
+    assert_eq!(effects, crate::Effects::reads(&["path"]));
+    assert_eq!(effects.path(&input), Some("b.rs"));
+}

@@ -1,11 +1,12 @@
 //! Test helpers for any crate: entry builders and an assertion of the record's invariants.
 
 use crate::entry::{
-    AssistantEntry, DisplayKind, EntryBody, InputBlock, ResultStatus, ToolCallRequest, ToolDisplay,
+    AssistantEntry, EntryBody, InputBlock, ResultStatus, ToolCallRequest, ToolDisplay,
     ToolResultEntry, UserPart,
 };
 use crate::model_view::ModelMessage;
 use crate::transcript::Transcript;
+use crate::vocabulary::ToolKind;
 
 /// A user entry with one text block.
 pub fn user(text: &str) -> EntryBody {
@@ -42,7 +43,7 @@ pub fn result(call_id: &str, tool: &str, text: &str) -> EntryBody {
         status: ResultStatus::Completed,
         display: ToolDisplay {
             title: tool.into(),
-            kind: DisplayKind::Other,
+            kind: ToolKind::Other,
             ..ToolDisplay::default()
         },
         raw_input: serde_json::Value::Null,

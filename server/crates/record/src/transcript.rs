@@ -5,11 +5,12 @@ use serde::{Deserialize, Serialize};
 use crate::branches;
 use crate::entry::RestoreIntent;
 use crate::entry::{
-    DisplayContent, DisplayKind, Entry, EntryBody, EntryId, ResultStatus, ToolCallRequest,
-    ToolDisplay, ToolResultEntry,
+    DisplayContent, Entry, EntryBody, EntryId, ResultStatus, ToolCallRequest, ToolDisplay,
+    ToolResultEntry,
 };
 use crate::model_view::{self, ModelMessage};
 use crate::validate::{self, Violation};
+use crate::vocabulary::ToolKind;
 
 /// The version of the serialized form. Bumped when a change is not backward compatible;
 /// older records are read by migrating them.
@@ -400,7 +401,7 @@ impl Transcript {
                 status: ResultStatus::Failed,
                 display: ToolDisplay {
                     title: call.name,
-                    kind: DisplayKind::Other,
+                    kind: ToolKind::Other,
                     locations: Vec::new(),
                     content: vec![DisplayContent::Text {
                         text: "Interrupted".into(),

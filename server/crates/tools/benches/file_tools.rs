@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
-use talaria_tools::fs::{FileAccess, FileError, LocalFiles};
+use talaria_tools::{FileAccess, FileError, LocalFiles};
 use talaria_tools::{Tool, ToolContext, ToolStatus};
 use tokio_util::sync::CancellationToken;
 
@@ -98,9 +98,9 @@ fn main() -> std::io::Result<()> {
         ];
         let patch = [json!({"path": "src/nested/file.rs", "old_string": "line 7 of", "new_string": "line 7 of"})];
         let tools: [(&str, &dyn Tool, &[Value]); 3] = [
-            ("read_file", &talaria_tools::read_file::ReadFile, &read),
-            ("write_file", &talaria_tools::write_file::WriteFile, &write),
-            ("patch", &talaria_tools::patch::Patch, &patch),
+            ("read_file", &talaria_tools::ReadFile, &read),
+            ("write_file", &talaria_tools::WriteFile, &write),
+            ("patch", &talaria_tools::Patch, &patch),
         ];
         report!("{calls} calls each, median per call:");
         for (name, tool, args) in tools {

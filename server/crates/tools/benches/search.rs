@@ -72,7 +72,7 @@ fn main() -> std::io::Result<()> {
         CancellationToken::new(),
         Default::default(),
     );
-    let tool = talaria_tools::search_files::SearchFiles;
+    let tool = talaria_tools::SearchFiles;
     let query = json!({"pattern": "NEEDLE: the thing", "limit": 1000});
     let mut ours = Vec::new();
     let mut matches = 0;

@@ -10,7 +10,7 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::ToolError;
+use crate::error::ToolError;
 
 /// What a running tool reports before it finishes.
 #[derive(Debug, Clone, PartialEq, Eq)]

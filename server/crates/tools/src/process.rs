@@ -310,7 +310,7 @@ mod tests {
         fn write_stdin<'a>(
             &'a self,
             _: &'a str,
-        ) -> futures_util::future::BoxFuture<'a, Result<(), crate::ToolError>> {
+        ) -> futures_util::future::BoxFuture<'a, Result<(), crate::error::ToolError>> {
             Box::pin(async { Ok(()) })
         }
         fn kill(&self) {}
@@ -324,10 +324,12 @@ mod tests {
             &self,
             _: &mut dyn FnMut(
                 String,
-            )
-                -> Result<std::sync::Arc<dyn BackgroundProcess>, crate::ToolError>,
-        ) -> Result<std::sync::Arc<dyn BackgroundProcess>, crate::ToolError> {
-            Err(crate::ToolError::Rejected("no new jobs here".into()))
+            ) -> Result<
+                std::sync::Arc<dyn BackgroundProcess>,
+                crate::error::ToolError,
+            >,
+        ) -> Result<std::sync::Arc<dyn BackgroundProcess>, crate::error::ToolError> {
+            Err(crate::error::ToolError::Rejected("no new jobs here".into()))
         }
         fn get(&self, id: &str) -> Option<std::sync::Arc<dyn BackgroundProcess>> {
             (id == "job_7").then(|| self.0.clone() as std::sync::Arc<dyn BackgroundProcess>)
@@ -342,7 +344,7 @@ mod tests {
         let job = std::sync::Arc::new(Recorded {
             output: std::sync::Mutex::new(vec!["built\n".into()]),
         });
-        let state = crate::SessionToolState::new(std::sync::Arc::new(OneJob(job)));
+        let state = crate::interfaces::SessionToolState::new(std::sync::Arc::new(OneJob(job)));
         let dir = tempfile::tempdir().expect("tempdir");
         let ctx = ToolContext::local(
             dir.path().to_path_buf(),

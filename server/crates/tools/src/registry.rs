@@ -29,7 +29,7 @@ impl std::fmt::Debug for Registry {
 }
 
 /// The arguments of a call after parsing and schema checks, or why they are unusable.
-pub type ParsedArgs = Result<Value, crate::ArgsError>;
+pub type ParsedArgs = Result<Value, crate::error::ArgsError>;
 
 impl Registry {
     /// An empty registry.
@@ -149,13 +149,13 @@ impl Registry {
             match serde_json::from_str::<Value>(raw) {
                 Ok(value @ Value::Object(_)) => value,
                 Ok(other) => {
-                    return Err(crate::ArgsError(format!(
+                    return Err(crate::error::ArgsError(format!(
                         "tool arguments must be a JSON object, got: {}",
                         truncate(&other.to_string(), 200)
                     )));
                 }
                 Err(e) => {
-                    return Err(crate::ArgsError(format!(
+                    return Err(crate::error::ArgsError(format!(
                         "tool arguments are not valid JSON ({e}): {}",
                         truncate(raw, 200)
                     )));

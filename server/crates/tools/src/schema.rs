@@ -3,7 +3,7 @@
 //! object or array, `null` for an optional field. Everything else that does not fit is an
 //! error message naming the field.
 
-use crate::ArgsError;
+use crate::error::ArgsError;
 
 use serde_json::{Map, Value};
 

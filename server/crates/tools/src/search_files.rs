@@ -2,7 +2,7 @@
 //! of file contents, or glob search of file names, in process and gitignore-aware (the
 //! `ignore` and `grep` crates that ripgrep is built from). Runs on the blocking pool.
 
-use crate::ToolError;
+use crate::error::ToolError;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

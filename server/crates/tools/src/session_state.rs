@@ -1,7 +1,7 @@
 //! The session's background processes: the `ProcessTable` the session's tools use (its
 //! processes killed when the session ends), and how one is started.
 
-use crate::ToolError;
+use crate::error::ToolError;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -38,10 +38,6 @@ pub struct ManagedProcess {
     pub id: String,
     pub command: String,
     pub pid: u32,
-    /// The directory it started in.
-    pub cwd: std::path::PathBuf,
-    /// It runs in the OS sandbox.
-    pub sandboxed: bool,
     pub started: Instant,
     stdin: tokio::sync::Mutex<Option<tokio::process::ChildStdin>>,
     log: Mutex<Log>,
@@ -191,8 +187,6 @@ pub fn spawn_background(
             id,
             command: command.to_string(),
             pid,
-            cwd: cwd.to_path_buf(),
-            sandboxed: launch.sandboxed,
             started: Instant::now(),
             stdin: tokio::sync::Mutex::new(child.stdin.take()),
             log: Mutex::new(Log::default()),

@@ -13,20 +13,8 @@ pub use crate::interfaces::{Progress, ProgressSink};
 pub use crate::interfaces::{SessionToolState, TodoItem};
 use crate::sensitive::SensitivePaths;
 use crate::shell::CommandRunner;
-
-/// What kind of action a tool performs; editors use it to pick an icon and the policy uses it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ToolKind {
-    Read,
-    Edit,
-    Delete,
-    Move,
-    Search,
-    Execute,
-    Think,
-    Fetch,
-    Other,
-}
+/// The words a tool declares itself in, shared with the record that keeps them.
+pub use talaria_record::{Effects, ToolKind};
 
 /// What running a tool needs from the approval policy, declared by the tool. The policy asks
 /// by default: only `ReadOnly` tools run unasked in `ask` mode, and only they run at all in
@@ -43,87 +31,6 @@ pub enum ApprovalNeed {
     /// Not declared, or from outside (MCP servers): asks in `ask` and `accept-edits`.
     #[default]
     Unknown,
-}
-
-/// What running a tool does to the user's world, as the tool declares it. Everything that
-/// must know what a call did — the verify nudge, compaction's accounts, the advice for a
-/// model that invented a tool, plan mode — reads this, never the tool's name, so a new tool
-/// (an MCP tool included) is seen by all of them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Effects {
-    /// Reads files, searches or lists them.
-    pub reads: bool,
-    /// Changes, creates or deletes the user's files.
-    pub writes: bool,
-    /// Runs commands or controls running processes.
-    pub runs_commands: bool,
-    /// Asks the user something and waits for the answer.
-    pub asks_user: bool,
-    /// Which arguments name the files it reads or writes, the main one first.
-    pub path_args: &'static [&'static str],
-    /// Which argument holds the command it runs.
-    pub command_arg: Option<&'static str>,
-    /// Whether the tool declared its effects (`false`: nothing is known, so every consumer
-    /// assumes the worst it must — it may change anything).
-    pub declared: bool,
-}
-
-impl Effects {
-    /// Changes nothing outside Talaria and reads no files (plans, questions' bookkeeping).
-    pub const NOTHING: Effects = Effects {
-        reads: false,
-        writes: false,
-        runs_commands: false,
-        asks_user: false,
-        path_args: &[],
-        command_arg: None,
-        declared: true,
-    };
-
-    /// Undeclared (a tool from outside that says nothing of itself).
-    pub const UNKNOWN: Effects = Effects {
-        declared: false,
-        ..Effects::NOTHING
-    };
-
-    /// Reads the files named by `path_args`.
-    pub const fn reads(path_args: &'static [&'static str]) -> Effects {
-        Effects {
-            reads: true,
-            path_args,
-            ..Effects::NOTHING
-        }
-    }
-
-    /// Changes the files named by `path_args`.
-    pub const fn writes(path_args: &'static [&'static str]) -> Effects {
-        Effects {
-            writes: true,
-            path_args,
-            ..Effects::NOTHING
-        }
-    }
-
-    /// Runs the command in `command_arg` (`None`: controls processes already running).
-    pub const fn runs(command_arg: Option<&'static str>) -> Effects {
-        Effects {
-            runs_commands: true,
-            command_arg,
-            ..Effects::NOTHING
-        }
-    }
-
-    /// Asks the user.
-    pub const ASKS: Effects = Effects {
-        asks_user: true,
-        ..Effects::NOTHING
-    };
-
-    /// Whether a call may change the user's world: it writes or runs something, or nobody
-    /// knows (undeclared).
-    pub const fn may_change_anything(&self) -> bool {
-        !self.declared || self.writes || self.runs_commands
-    }
 }
 
 /// How a call may run alongside the other calls of one batch.
@@ -243,7 +150,7 @@ impl ToolContext {
     pub async fn refuse_linked_credential(
         &self,
         path: &std::path::Path,
-    ) -> Result<(), crate::ToolError> {
+    ) -> Result<(), crate::error::ToolError> {
         let sensitive = self.sensitive.clone();
         let checked = path.to_path_buf();
         let linked = tokio::task::spawn_blocking(move || {
@@ -252,7 +159,7 @@ impl ToolContext {
         .await
         .unwrap_or(true);
         if linked {
-            return Err(crate::ToolError::Rejected(format!(
+            return Err(crate::error::ToolError::Rejected(format!(
                 "Refused: {} is another name (a hard link) for a credential (a key, a token \
                  store or Talaria's own settings); it is never read or changed through it. If \
                  the credential is really needed, read it by its own path: the user will be asked.",

@@ -11,15 +11,15 @@
 mod exceeded;
 mod snapshot;
 
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use talaria_engine::LimitsView;
 use talaria_protocol::acp;
-use talaria_util::lock;
+
+use super::state::QuotaBoard;
 
 pub use exceeded::quota_exceeded;
 pub use snapshot::usage_meta;
@@ -65,46 +65,12 @@ pub fn wants_quota(initialize: &Value) -> bool {
     .any(|marker| marker.is_object())
 }
 
-/// The snapshots of a connection's sessions, for `quota/read`.
-#[derive(Default)]
-pub struct QuotaBoard {
-    snapshots: Mutex<Board>,
-}
-
-#[derive(Default)]
-struct Board {
-    by_session: HashMap<String, Value>,
-    /// The newest snapshot of any session: what a read without a session gets.
-    latest: Option<Value>,
-}
-
-impl QuotaBoard {
-    fn publish(&self, session: &str, snapshot: &Value) {
-        let mut board = lock(&self.snapshots);
-        board
-            .by_session
-            .insert(session.to_string(), snapshot.clone());
-        board.latest = Some(snapshot.clone());
-    }
-
-    /// The snapshot that applies to `session` (or, without one, the newest of any session);
-    /// no pools when nothing was reported yet.
-    pub fn read(&self, session: Option<&str>) -> Value {
-        let board = lock(&self.snapshots);
-        let known = match session {
-            Some(session) => board.by_session.get(session),
-            None => board.latest.as_ref(),
-        };
-        match known {
-            Some(snapshot) => snapshot.clone(),
-            None => json!({"pools": [], "updatedAt": snapshot::rfc3339(stamp(SystemTime::now()))}),
-        }
-    }
-
-    /// Forgets a closed session's snapshot.
-    pub fn forget(&self, session: &str) {
-        lock(&self.snapshots).by_session.remove(session);
-    }
+/// The snapshot that applies to `session` on `board` (or, without one, the newest of any
+/// session); no pools when nothing was reported yet.
+pub fn read(board: &QuotaBoard, session: Option<&str>) -> Value {
+    board.snapshot(session).unwrap_or_else(
+        || json!({"pools": [], "updatedAt": snapshot::rfc3339(stamp(SystemTime::now()))}),
+    )
 }
 
 /// A session's view of its limits, kept by its forwarder: the pools its model calls
@@ -210,11 +176,11 @@ mod tests {
             .filter_map(|s| s["updatedAt"].as_str())
             .collect();
         assert!(stamps[0] < stamps[1] && stamps[1] < stamps[2], "{stamps:?}");
-        assert_eq!(board.read(Some("s1")), third);
-        assert_eq!(board.read(None), third);
-        assert_eq!(board.read(Some("other"))["pools"], json!([]));
+        assert_eq!(read(&board, Some("s1")), third);
+        assert_eq!(read(&board, None), third);
+        assert_eq!(read(&board, Some("other"))["pools"], json!([]));
         quota.close();
-        assert_eq!(board.read(Some("s1"))["pools"], json!([]));
+        assert_eq!(read(&board, Some("s1"))["pools"], json!([]));
     }
 
     #[test]

@@ -6,7 +6,7 @@ use serde_json::json;
 use talaria_compress::{Summariser, SummaryFailure, SummaryRequest};
 use talaria_record::testing::{assistant, user};
 use talaria_record::{
-    DisplayKind, EntryBody, ModelMessage, ResultStatus, ToolDisplay, ToolResultEntry, Transcript,
+    EntryBody, ModelMessage, ResultStatus, ToolDisplay, ToolKind, ToolResultEntry, Transcript,
     UserPart,
 };
 
@@ -37,7 +37,7 @@ pub fn tool_result(
         raw_output: output,
         model_text: text.into(),
         images: Vec::new(),
-        effects: Some(talaria_record::ToolEffects::of_display_kind(kind_of(tool))),
+        effects: Some(talaria_record::Effects::of_display_kind(kind_of(tool))),
         changes: Vec::new(),
     }))
 }
@@ -262,13 +262,13 @@ pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
 
 /// The display kind the built-in tools these tests use declare (the tests' stand-in for the
 /// registry: the compressor reads effects, never names).
-fn kind_of(tool: &str) -> DisplayKind {
+fn kind_of(tool: &str) -> ToolKind {
     match tool {
-        "terminal" => DisplayKind::Execute,
-        "read_file" => DisplayKind::Read,
-        "search_files" => DisplayKind::Search,
-        "write_file" | "patch" => DisplayKind::Edit,
-        _ => DisplayKind::Other,
+        "terminal" => ToolKind::Execute,
+        "read_file" => ToolKind::Read,
+        "search_files" => ToolKind::Search,
+        "write_file" | "patch" => ToolKind::Edit,
+        _ => ToolKind::Other,
     }
 }
 

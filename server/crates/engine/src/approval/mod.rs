@@ -31,7 +31,7 @@ pub mod rules;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use talaria_tools::shell::safety::CommandClass;
+use talaria_tools::CommandClass;
 use talaria_tools::{ApprovalNeed, PathSecrecy, SensitivePaths};
 
 pub use rules::{RuleStore, Scope};
@@ -422,7 +422,7 @@ fn mode_default(mode: Mode, facts: &CallFacts, roots: &[PathBuf], wall: CommandW
 #[cfg(test)]
 mod tests {
     use super::*;
-    use talaria_tools::shell::safety::{ShellEnv, classify_in};
+    use talaria_tools::{ShellEnv, classify_in};
 
     fn secrets() -> SecretReads {
         SecretReads {

@@ -34,7 +34,7 @@ pub fn is_sensitive(path: &Path) -> bool {
         return false;
     };
     let lower = name.to_ascii_lowercase();
-    talaria_tools::sensitive::is_env_file(&lower)
+    talaria_tools::is_env_file(&lower)
         || lower.starts_with("id_rsa")
         || lower.starts_with("id_ed25519")
         || lower.starts_with("id_ecdsa")

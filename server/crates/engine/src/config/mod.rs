@@ -4,6 +4,7 @@
 //! is present at all, even empty (an empty key sends no credentials: local servers). Several
 //! keys form a pool: `api_keys = [...]` in the file, or comma-separated in the variable.
 
+mod declare;
 mod error;
 mod keys;
 mod parts;
@@ -11,9 +12,9 @@ pub mod reference;
 mod resolve;
 mod schema;
 use parts::{
-    Bases, auxiliaries_of, context_window_of, fallbacks_of, key_strategy_of, learning_of,
-    mcp_servers_of, mode_of, provider_of, retry_of, shell_environment_of, store_of, titles_of,
-    tokenizers_of,
+    Bases, agents_of, auxiliaries_of, context_window_of, fallbacks_of, key_strategy_of,
+    learning_of, mcp_servers_of, mode_of, models_of, provider_of, retry_of, shell_environment_of,
+    store_of, titles_of, tokenizers_of,
 };
 
 use std::collections::HashMap;
@@ -24,7 +25,6 @@ use crate::credentials::KeyStrategy;
 use crate::router::Price;
 pub use error::ConfigError;
 use resolve::*;
-pub use schema::McpServerEntry;
 use schema::*;
 
 pub use crate::providers::ProviderKind;
@@ -165,6 +165,8 @@ pub struct Config {
     pub max_subagents: usize,
     /// MCP servers every session connects (`[mcp_servers.<name>]`, enabled ones).
     pub mcp_servers: Vec<McpServerEntry>,
+    /// Other ACP agents `delegate_task` may hand a task to (`[agents.<name>]`, enabled ones).
+    pub agents: Vec<AgentEntry>,
     /// Token encodings configured per model (`[tokenizers]`); others follow the model family.
     pub tokenizers: HashMap<String, talaria_compress::Encoding>,
     /// Sessions get a title from a model (`[auxiliary.title]`, else the session's) after
@@ -185,6 +187,38 @@ pub struct Config {
     pub record_dir: Option<PathBuf>,
     /// The user's hooks (`[[hooks.EVENT]]`).
     pub hooks: std::sync::Arc<crate::hooks::Hooks>,
+    /// Every setting as declared, with its default: what a plain setting is read from.
+    pub settings: Settings,
+}
+
+/// Every setting of the file as declared (`schema.rs`), the environment applied: each key
+/// read through its getter, which gives its default when it is not set
+/// (`config.settings.learning().stage_reviews()`). A plain setting needs nothing more; one
+/// that must be checked or combined is resolved into a field of `Config` as well.
+#[derive(Clone, Default, PartialEq)]
+pub struct Settings(std::sync::Arc<FileConfig>);
+
+impl std::ops::Deref for Settings {
+    type Target = FileConfig;
+
+    fn deref(&self) -> &FileConfig {
+        &self.0
+    }
+}
+
+/// Every setting, a store URL's password hidden (the configuration's `Debug` is its
+/// fingerprint: what it shows must change when a setting does).
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut shown = FileConfig::clone(&self.0);
+        if let Some(url) = &mut shown.store.url {
+            url.value = url.value.as_deref().map(without_password);
+            if let declare::Source::Env { raw, .. } = &mut url.source {
+                *raw = without_password(raw);
+            }
+        }
+        shown.fmt(f)
+    }
 }
 
 /// `[store]`: the embedded SQLite file under `TALARIA_HOME`, or a PostgreSQL database shared
@@ -243,17 +277,54 @@ pub struct SandboxConfig {
 }
 
 impl Default for SandboxConfig {
+    /// The declared defaults of `[sandbox]` (on; on as well if the declared mode could not be
+    /// read: the sandbox fails closed).
     fn default() -> Self {
-        Self {
-            enabled: true,
-            writable: Vec::new(),
-            hidden: Vec::new(),
-            network: true,
-            unix_sockets: Vec::new(),
-            max_processes: talaria_sandbox::DEFAULT_MAX_PROCESSES,
-            namespaces: true,
-        }
+        let file = FileSandbox::default();
+        sandbox_with(
+            &file,
+            declare::on_or_off(&file.mode().value).unwrap_or(true),
+        )
     }
+}
+
+/// An MCP server for every session (`[mcp_servers.<name>]`, resolved: defaults applied).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct McpServerEntry {
+    pub name: String,
+    pub command: Option<String>,
+    pub args: Vec<String>,
+    pub env: std::collections::BTreeMap<String, String>,
+    pub url: Option<String>,
+    /// `http` (the default) or `sse` for a `url`.
+    pub transport: Option<String>,
+    pub headers: std::collections::BTreeMap<String, String>,
+    pub enabled: Option<bool>,
+    pub startup_timeout_secs: Option<u64>,
+    pub tool_timeout_secs: Option<u64>,
+    /// A client registered beforehand with the server's authorization server (for one that
+    /// offers no dynamic registration).
+    pub oauth_client_id: Option<String>,
+    /// The scopes to ask for at sign-in, instead of those the server names.
+    pub oauth_scope: Option<String>,
+}
+
+/// Another ACP agent `delegate_task` may hand a task to (`[agents.<name>]`, resolved:
+/// defaults applied).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentEntry {
+    pub name: String,
+    /// Its program (an ACP agent on stdio).
+    pub command: String,
+    pub args: Vec<String>,
+    /// Added to the environment it starts with.
+    pub env: std::collections::BTreeMap<String, String>,
+    /// `acp` when it does its file and command work through its client (Talaria) only; else
+    /// it is taken to run its own tools, outside Talaria's walls.
+    pub tools: Option<String>,
+    pub enabled: Option<bool>,
+    /// Silence in a turn, while nothing waits on Talaria, before it is stopped as hung.
+    pub idle_timeout_secs: Option<u64>,
 }
 
 /// `[shell_environment]`, plus what the configuration itself names as secret.
@@ -285,19 +356,19 @@ pub struct Learning {
 }
 
 impl Default for Learning {
+    /// The declared defaults of `[learning]`.
     fn default() -> Self {
-        Self {
-            skill_review_after: 10,
-            memory_review_after: 10,
-            stage_reviews: true,
-            max_review_calls: 16,
-            on_local_servers: false,
-        }
+        learning_of(&FileLearning::default())
     }
 }
 
 /// The context window assumed when neither the configuration nor the server says.
 pub const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
+
+/// The longest wait for a model's first byte when `first_byte_timeout_secs` is not set: for
+/// hosted APIs, and for servers on this machine or a private network (which can spend
+/// minutes reading a long prompt on a CPU).
+pub const FIRST_BYTE_TIMEOUT_SECS: (u64, u64) = (300, 1800);
 
 /// Whether a base URL points at this machine or a private network.
 pub fn is_local(base_url: &str) -> bool {
@@ -401,7 +472,11 @@ impl Config {
         crate::router::CallLimits {
             first_byte_timeout: std::time::Duration::from_secs(
                 self.first_byte_timeout_secs
-                    .unwrap_or(if local { 1800 } else { 300 })
+                    .unwrap_or(if local {
+                        FIRST_BYTE_TIMEOUT_SECS.1
+                    } else {
+                        FIRST_BYTE_TIMEOUT_SECS.0
+                    })
                     .max(1),
             ),
             still_working_after: std::time::Duration::from_secs(self.still_working_secs),
@@ -468,6 +543,53 @@ mod tests {
         );
         assert_eq!(config.endpoint_of(ProviderKind::OpenAi).api_keys, ["k"]);
         assert!(config.missing_credentials().is_none());
+    }
+
+    /// A plain setting is read from the declaration alone: its default, the file's value, a
+    /// variable over both, and where the value came from.
+    #[test]
+    fn every_declared_setting_is_readable_with_its_default_and_source() {
+        let defaulted = load(&[], None).expect("config");
+        assert!(defaulted.settings.learning().stage_reviews());
+        assert_eq!(defaulted.settings.max_turn_requests(), 90);
+        assert!(!defaulted.settings.titles().is_set());
+        assert_eq!(defaulted.sandbox, SandboxConfig::default());
+        assert!(SandboxConfig::default().enabled && SandboxConfig::default().namespaces);
+        assert_eq!(defaulted.learning, Learning::default());
+        let config = load(
+            &[("TALARIA_SANDBOX_NAMESPACES", "off"), ("TALARIA_TITLES", "on")],
+            Some("max_turn_requests = 7\n[learning]\nstage_reviews = false\n[sandbox]\nnamespaces = true\n"),
+        )
+        .expect("config");
+        assert_eq!(config.settings.max_turn_requests(), 7);
+        assert!(!config.settings.learning().stage_reviews());
+        let namespaces = config.settings.sandbox().namespaces();
+        assert!(!namespaces.value, "the variable is over the file");
+        assert!(matches!(
+            namespaces.source,
+            declare::Source::Env {
+                variable: "TALARIA_SANDBOX_NAMESPACES",
+                ..
+            }
+        ));
+        assert!(!config.sandbox.namespaces);
+        let agents = load(
+            &[],
+            Some("[agents.c]\ncommand = \"c\"\n[agents.off]\ncommand = \"x\"\nenabled = false\n"),
+        )
+        .expect("config")
+        .agents;
+        assert_eq!(agents.len(), 1, "a disabled agent is not offered");
+        assert_eq!(
+            (agents[0].tools.as_deref(), agents[0].idle_timeout_secs),
+            (Some("own"), Some(300)),
+            "the declared defaults"
+        );
+        let titles = load(&[("TALARIA_TITLES", "maybe")], None);
+        assert!(
+            matches!(&titles, Err(e) if e.to_string().contains("TALARIA_TITLES = \"maybe\"")),
+            "{titles:?}"
+        );
     }
 
     #[test]
@@ -641,7 +763,8 @@ mod tests {
         };
         let window = told(load(&[("TALARIA_CONTEXT_WINDOW", "lots")], None));
         assert!(
-            window.starts_with("environment: TALARIA_CONTEXT_WINDOW = \"lots\""),
+            window.starts_with("environment: TALARIA_CONTEXT_WINDOW = \"lots\"")
+                && window.ends_with("must be a whole number of tokens"),
             "{window}"
         );
         let provider = told(load(&[("TALARIA_PROVIDER", "palm")], None));

@@ -1,11 +1,12 @@
 //! The steps of resolving a configuration: each setting (or group of settings) from the file
 //! and the environment, with the error that names the key or variable at fault.
 
+use super::declare::{Source, Sourced};
 use super::{
-    Auxiliary, ConfigError, DEFAULT_CONTEXT_WINDOW, DEFAULT_SIDE_TASK_TIMEOUT_SECS, Endpoint,
-    Fallback, FileAuxiliary, FileConfig, FileFallback, FileLearning, FileStore, KeyStrategy,
-    Learning, McpServerEntry, Mode, Path, PathBuf, ProviderKind, RetryPolicy, ShellEnvironment,
-    StoreConfig, provider_named, split_keys, unknown_provider, without_password,
+    AgentEntry, Auxiliary, ConfigError, Endpoint, Fallback, FileAgent, FileAuxiliary, FileConfig,
+    FileFallback, FileLearning, FileMcpServer, FileStore, KeyStrategy, Learning, McpServerEntry,
+    Mode, Path, PathBuf, ProviderKind, RetryPolicy, ShellEnvironment, StoreConfig, provider_named,
+    split_keys, unknown_provider, without_password,
 };
 use std::collections::{BTreeMap, HashMap};
 
@@ -44,70 +45,60 @@ impl Bases {
     }
 }
 
-/// `TALARIA_PROVIDER`, else the file's `provider`, else OpenAI.
-pub(super) fn provider_of(
-    file: Option<&str>,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<ProviderKind, ConfigError> {
-    match (env("TALARIA_PROVIDER"), file) {
-        (Some(name), _) => provider_named(&name)
-            .map_err(|_| ConfigError::variable("TALARIA_PROVIDER", &name, unknown_provider(&name))),
-        (None, Some(name)) => provider_named(name),
-        (None, None) => Ok(ProviderKind::OpenAi),
-    }
+/// The provider named (`TALARIA_PROVIDER`, else the file's `provider`, else the default).
+pub(super) fn provider_of(named: &Sourced<String>) -> Result<ProviderKind, ConfigError> {
+    let name = &named.value;
+    ProviderKind::named(name)
+        .ok_or_else(|| named.problem("provider", format!("{name:?}"), &unknown_provider(name)))
 }
 
 /// The window (`TALARIA_CONTEXT_WINDOW`, else the file's, else the default) and whether it
 /// was set at all.
-pub(super) fn context_window_of(
-    file: Option<u64>,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<(u64, bool), ConfigError> {
-    let from_env = env("TALARIA_CONTEXT_WINDOW");
-    let window = match &from_env {
-        Some(value) => value.trim().parse::<u64>().map_err(|_| {
-            ConfigError::variable(
-                "TALARIA_CONTEXT_WINDOW",
-                value,
-                "TALARIA_CONTEXT_WINDOW must be a whole number of tokens",
-            )
-        })?,
-        None => file.unwrap_or(DEFAULT_CONTEXT_WINDOW),
-    };
-    if window < 1024 {
+pub(super) fn context_window_of(window: &Sourced<u64>) -> Result<(u64, bool), ConfigError> {
+    if window.value < 1024 {
         let detail = "the context window is too small (at least 1024 tokens)";
-        return Err(match from_env {
-            Some(value) => ConfigError::variable("TALARIA_CONTEXT_WINDOW", &value, detail),
-            None => ConfigError::value("context_window", window, detail),
-        });
+        return Err(window.problem("context_window", window.value, detail));
     }
-    Ok((window, from_env.is_some() || file.is_some()))
+    Ok((window.value, window.is_set()))
 }
 
-pub(super) fn mode_of(file: Option<&str>) -> Result<Mode, ConfigError> {
-    match file {
-        None => Ok(Mode::Ask),
-        Some(id) => Mode::from_id(id).ok_or_else(|| {
-            ConfigError::value(
-                "mode",
-                format!("{id:?}"),
-                "unknown mode; expected one of read-only, plan, ask, accept-edits, yolo",
-            )
-        }),
+/// The session's model (`TALARIA_MODEL`, else the file's, else the provider's default) and
+/// the models offered for switching, the model among them.
+pub(super) fn models_of(provider: ProviderKind, file: &FileConfig) -> (String, Vec<String>) {
+    if provider.is_built_in() {
+        // The demo has one model, whatever the file names for others.
+        let only = provider.spec().default_model.to_string();
+        return (only.clone(), vec![only]);
     }
+    let model = file
+        .model()
+        .value
+        .unwrap_or_else(|| provider.spec().default_model.into());
+    let mut models = file.models();
+    if !models.contains(&model) {
+        models.insert(0, model.clone());
+    }
+    (model, models)
 }
 
-pub(super) fn key_strategy_of(file: Option<&str>) -> Result<KeyStrategy, ConfigError> {
-    match file {
-        None => Ok(KeyStrategy::FillFirst),
-        Some(name) => KeyStrategy::parse(name).ok_or_else(|| {
-            ConfigError::value(
-                "key_strategy",
-                format!("{name:?}"),
-                "unknown key strategy; expected fill-first or round-robin",
-            )
-        }),
-    }
+pub(super) fn mode_of(id: &str) -> Result<Mode, ConfigError> {
+    Mode::from_id(id).ok_or_else(|| {
+        ConfigError::value(
+            "mode",
+            format!("{id:?}"),
+            "unknown mode; expected one of read-only, plan, ask, accept-edits, yolo",
+        )
+    })
+}
+
+pub(super) fn key_strategy_of(name: &str) -> Result<KeyStrategy, ConfigError> {
+    KeyStrategy::parse(name).ok_or_else(|| {
+        ConfigError::value(
+            "key_strategy",
+            format!("{name:?}"),
+            "unknown key strategy; expected fill-first or round-robin",
+        )
+    })
 }
 
 /// The fallback chain, in order.
@@ -122,7 +113,7 @@ pub(super) fn fallbacks_of(
             .map_err(|e| e.for_key(&format!("fallback[{index}].provider")))?;
         fallback.push(Fallback {
             provider: kind,
-            endpoint: bases.endpoint(kind, entry.base_url, entry.api_key_env.as_deref(), env),
+            endpoint: bases.endpoint(kind, entry.base_url(), entry.api_key_env().as_deref(), env),
             model: entry.model,
         });
     }
@@ -139,22 +130,19 @@ pub(super) fn auxiliaries_of(
 ) -> Result<BTreeMap<String, Auxiliary>, ConfigError> {
     let mut auxiliary = BTreeMap::new();
     for (task, entry) in entries {
-        let kind = match &entry.provider {
+        let kind = match &entry.provider() {
             Some(name) => provider_named(name)
                 .map_err(|e| e.for_key(&format!("auxiliary.{task}.provider")))?,
             None => provider,
         };
-        let endpoint = bases.endpoint(kind, entry.base_url, entry.api_key_env.as_deref(), env);
+        let endpoint = bases.endpoint(kind, entry.base_url(), entry.api_key_env().as_deref(), env);
         auxiliary.insert(
             task,
             Auxiliary {
                 provider: kind,
-                model: entry.model.unwrap_or_else(|| model.to_string()),
+                model: entry.model().unwrap_or_else(|| model.to_string()),
                 endpoint,
-                timeout_secs: entry
-                    .timeout_secs
-                    .unwrap_or(DEFAULT_SIDE_TASK_TIMEOUT_SECS)
-                    .max(1),
+                timeout_secs: entry.timeout_secs().max(1),
             },
         );
     }
@@ -181,36 +169,19 @@ pub(super) fn tokenizers_of(
 
 /// `[learning]`, with the defaults for what it leaves out.
 pub(super) fn learning_of(file: &FileLearning) -> Learning {
-    let defaults = Learning::default();
     Learning {
-        skill_review_after: file
-            .skill_review_after
-            .unwrap_or(defaults.skill_review_after),
-        memory_review_after: file
-            .memory_review_after
-            .unwrap_or(defaults.memory_review_after),
-        stage_reviews: file.stage_reviews.unwrap_or(defaults.stage_reviews),
-        max_review_calls: file
-            .max_review_calls
-            .unwrap_or(defaults.max_review_calls)
-            .clamp(1, 64),
-        on_local_servers: file.on_local_servers.unwrap_or(defaults.on_local_servers),
+        skill_review_after: file.skill_review_after(),
+        memory_review_after: file.memory_review_after(),
+        stage_reviews: file.stage_reviews(),
+        max_review_calls: file.max_review_calls().clamp(1, 64),
+        on_local_servers: file.on_local_servers(),
     }
 }
 
 /// Whether sessions are titled by a model (`TALARIA_TITLES`, else the file), and whether
 /// that was set at all.
-pub(super) fn titles_of(file: Option<bool>, env: &dyn Fn(&str) -> Option<String>) -> (bool, bool) {
-    match env("TALARIA_TITLES") {
-        Some(value) => (
-            !matches!(
-                value.trim().to_ascii_lowercase().as_str(),
-                "0" | "false" | "off" | "no"
-            ),
-            true,
-        ),
-        None => (file.unwrap_or(true), file.is_some()),
-    }
+pub(super) fn titles_of(titles: &Sourced<bool>) -> (bool, bool) {
+    (titles.value, titles.is_set())
 }
 
 /// What commands' environments keep and set; the keys the configuration reads from
@@ -219,69 +190,91 @@ pub(super) fn shell_environment_of(file: &FileConfig) -> ShellEnvironment {
     let withheld = file
         .fallback
         .iter()
-        .filter_map(|f| f.api_key_env.clone())
+        .filter_map(FileFallback::api_key_env)
         .chain(
             file.auxiliary
                 .values()
-                .filter_map(|a| a.api_key_env.clone()),
+                .filter_map(FileAuxiliary::api_key_env),
         )
         .collect();
     ShellEnvironment {
-        keep: file.shell_environment.keep.clone().unwrap_or_default(),
-        set: file.shell_environment.set.clone().unwrap_or_default(),
+        keep: file.shell_environment.keep(),
+        set: file.shell_environment.set(),
         withheld,
     }
 }
 
 /// The enabled `[mcp_servers.<name>]`, named.
-pub(super) fn mcp_servers_of(file: BTreeMap<String, McpServerEntry>) -> Vec<McpServerEntry> {
-    file.into_iter()
-        .map(|(name, entry)| McpServerEntry { name, ..entry })
-        .filter(|entry| entry.enabled != Some(false))
+pub(super) fn mcp_servers_of(file: &BTreeMap<String, FileMcpServer>) -> Vec<McpServerEntry> {
+    file.iter()
+        .filter(|(_, entry)| entry.enabled())
+        .map(|(name, entry)| McpServerEntry {
+            name: name.clone(),
+            command: entry.command(),
+            args: entry.args(),
+            env: entry.env(),
+            url: entry.url(),
+            transport: Some(entry.r#type()),
+            headers: entry.headers(),
+            enabled: Some(true),
+            startup_timeout_secs: Some(entry.startup_timeout_secs()),
+            tool_timeout_secs: Some(entry.tool_timeout_secs()),
+            oauth_client_id: entry.oauth_client_id(),
+            oauth_scope: entry.oauth_scope(),
+        })
+        .collect()
+}
+
+/// The enabled `[agents.<name>]`, named, their defaults applied.
+pub(super) fn agents_of(file: &BTreeMap<String, FileAgent>) -> Vec<AgentEntry> {
+    file.iter()
+        .filter(|(_, entry)| entry.enabled())
+        .map(|(name, entry)| AgentEntry {
+            name: name.clone(),
+            command: entry.command.clone(),
+            args: entry.args(),
+            env: entry.env(),
+            tools: Some(entry.tools()),
+            enabled: Some(true),
+            idle_timeout_secs: Some(entry.idle_timeout_secs()),
+        })
         .collect()
 }
 
 /// Retries and backoff for model calls.
 pub(super) fn retry_of(file: &FileConfig) -> RetryPolicy {
     RetryPolicy {
-        max_attempts: file.max_attempts.unwrap_or(3).max(1),
-        base_ms: file.retry_base_ms.unwrap_or(2000),
-        cap_ms: file.retry_cap_ms.unwrap_or(60_000),
-        retry_after_cap_secs: file.retry_after_cap_secs.unwrap_or(60),
+        max_attempts: file.max_attempts().max(1),
+        base_ms: file.retry_base_ms(),
+        cap_ms: file.retry_cap_ms(),
+        retry_after_cap_secs: file.retry_after_cap_secs(),
     }
 }
 
 /// `[store]` with `TALARIA_STORE_URL` over its `url`; a URL must be PostgreSQL's (the
 /// password never shows in an error).
 pub(super) fn store_of(
-    file: FileStore,
+    file: &FileStore,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<StoreConfig, ConfigError> {
     const DETAIL: &str =
         "a PostgreSQL URL (postgres://user@host:port/database), or none for the embedded store";
     let is_postgres =
         |url: &str| url.starts_with("postgres://") || url.starts_with("postgresql://");
-    let url = match env("TALARIA_STORE_URL").filter(|v| !v.trim().is_empty()) {
+    let named = file.url();
+    let url = match named.value.filter(|v| !v.trim().is_empty()) {
         Some(url) if !is_postgres(url.trim()) => {
-            return Err(ConfigError::variable(
-                "TALARIA_STORE_URL",
-                &without_password(&url),
-                DETAIL,
-            ));
+            let hidden = without_password(&url);
+            return Err(match named.source {
+                Source::Env { variable, .. } => ConfigError::variable(variable, &hidden, DETAIL),
+                Source::Default | Source::File => {
+                    ConfigError::value("store.url", format!("{hidden:?}"), DETAIL)
+                }
+            });
         }
-        Some(url) => Some(url.trim().to_string()),
-        None => match file.url.filter(|v| !v.trim().is_empty()) {
-            Some(url) if !is_postgres(url.trim()) => {
-                return Err(ConfigError::value(
-                    "store.url",
-                    format!("{:?}", without_password(&url)),
-                    DETAIL,
-                ));
-            }
-            other => other.map(|url| url.trim().to_string()),
-        },
+        other => other.map(|url| url.trim().to_string()),
     };
-    let passfile = file.passfile.map(|path| match path.strip_prefix("~/") {
+    let passfile = file.passfile().map(|path| match path.strip_prefix("~/") {
         Some(rest) => Path::new(&env("HOME").unwrap_or_default()).join(rest),
         None => PathBuf::from(path),
     });

@@ -1,602 +1,53 @@
-//! The configuration reference: every setting of `config.toml`, its type, default,
-//! environment override and meaning, rendered as `docs/configuration.md` (`talaria config
-//! reference`). A test holds it to the file schema's own field lists, so a setting cannot be
-//! added without its line here, and the document to what this renders.
+//! The configuration reference: every setting of `config.toml` with its type, default,
+//! environment override and meaning, rendered from the declaration (`schema.rs`) as
+//! `docs/configuration.md` (`talaria config reference`), and the declared variables set in an
+//! environment (what `talaria doctor` and `talaria setup` report). A test holds the document
+//! to what this renders.
 
-/// One setting of `config.toml`.
-#[derive(Debug, Clone, Copy)]
-pub struct Setting {
-    /// Where it is: `model`, `sandbox.network`, `fallback[].model`, `auxiliary.<task>.model`.
-    pub key: &'static str,
-    pub kind: &'static str,
-    pub default: &'static str,
-    /// The environment variable that overrides it (empty: none).
-    pub env: &'static str,
-    pub meaning: &'static str,
+use super::declare::{Key, Section};
+use super::schema::FileConfig;
+
+/// Every table of the file as the reference shows it, in the declaration's order; a
+/// service's table (`[openai]`) with its variables and address from `crate::providers`.
+pub fn sections() -> Vec<Section> {
+    let mut sections = FileConfig::sections();
+    for section in &mut sections {
+        if let Some(service) = crate::providers::service_of_table(&section.table) {
+            for key in &mut section.keys {
+                let (env, default) = service.setting(&key.name);
+                key.env = env.or(key.env);
+                if let Some(default) = default {
+                    key.default = default.to_string();
+                }
+            }
+        }
+    }
+    sections
 }
 
-const fn s(
-    key: &'static str,
-    kind: &'static str,
-    default: &'static str,
-    env: &'static str,
-    meaning: &'static str,
-) -> Setting {
-    Setting {
-        key,
-        kind,
-        default,
-        env,
-        meaning,
+/// A key's path in the file (`model`, `sandbox.network`, `fallback[].model`).
+fn path_of(section: &Section, key: &Key) -> String {
+    match section.table.as_str() {
+        "" => key.name.clone(),
+        table => format!("{table}.{}", key.name),
     }
 }
 
-/// Every setting, in the order the document shows them (by table).
-pub const SETTINGS: &[Setting] = &[
-    // The model.
-    s(
-        "provider",
-        "string",
-        "openai",
-        "TALARIA_PROVIDER",
-        "The wire API: `openai` (Chat Completions and compatible servers), `openai-responses` (the Responses API), `anthropic` (Messages), or `demo` (the built-in demo model: scripted answers, no server, no key).",
-    ),
-    s(
-        "model",
-        "string",
-        "the provider's default (`gpt-4.1-mini`, `claude-sonnet-4-5`)",
-        "TALARIA_MODEL",
-        "The model sessions start with.",
-    ),
-    s(
-        "models",
-        "list of strings",
-        "[] (the model alone)",
-        "",
-        "The models a client may switch a session to (the `model` config option).",
-    ),
-    s(
-        "context_window",
-        "integer (tokens)",
-        "128000, or what a local server reports",
-        "TALARIA_CONTEXT_WINDOW",
-        "The window compaction plans for.",
-    ),
-    s(
-        "max_turn_requests",
-        "integer",
-        "90",
-        "",
-        "Model requests one turn may make before it ends with `max_turn_requests`.",
-    ),
-    s(
-        "max_output_tokens",
-        "integer",
-        "none (local servers: a default cap)",
-        "",
-        "The output cap of each model request.",
-    ),
-    s(
-        "supports_images",
-        "boolean",
-        "true",
-        "",
-        "Whether prompts may carry images to the model.",
-    ),
-    s(
-        "mode",
-        "string",
-        "ask",
-        "",
-        "The approval mode sessions start in: `read-only`, `plan`, `ask`, `accept-edits` or `yolo`.",
-    ),
-    s(
-        "toolsets",
-        "list of strings",
-        "all",
-        "",
-        "The toolsets sessions offer the model (`file`, `terminal`, `todo`, `clarify`, `skills`, …).",
-    ),
-    s(
-        "ask_for_credential_reads",
-        "boolean",
-        "true",
-        "",
-        "Reads of credential stores (`~/.ssh`, `~/.aws`, …) ask in every mode, yolo included.",
-    ),
-    s(
-        "titles",
-        "boolean",
-        "true",
-        "TALARIA_TITLES",
-        "A session is titled by a side call to the model after its first turn.",
-    ),
-    s(
-        "nudges",
-        "boolean",
-        "true",
-        "",
-        "A model that answers with tools unused when they were needed is nudged once.",
-    ),
-    s(
-        "verify_after_edits",
-        "boolean",
-        "true on local servers, false otherwise",
-        "",
-        "After a turn that edited and ran nothing, the model is asked once to run the project's check.",
-    ),
-    s(
-        "first_byte_timeout_secs",
-        "integer (s)",
-        "300 (local servers: 1800)",
-        "",
-        "How long a model request may wait for its first byte.",
-    ),
-    s(
-        "still_working_secs",
-        "integer (s)",
-        "10",
-        "",
-        "A silent model call shows a \"still working\" thought after this long.",
-    ),
-    s(
-        "connect_timeout_secs",
-        "integer (s)",
-        "30",
-        "",
-        "Time allowed to connect to the model's server.",
-    ),
-    s(
-        "stream_idle_timeout_secs",
-        "integer (s)",
-        "180",
-        "",
-        "A stream with no bytes for this long is abandoned and retried.",
-    ),
-    s(
-        "max_attempts",
-        "integer",
-        "3",
-        "",
-        "Attempts per model request (retries of transient failures included).",
-    ),
-    s(
-        "retry_base_ms",
-        "integer (ms)",
-        "2000",
-        "",
-        "The first retry's wait (doubled each time, with jitter).",
-    ),
-    s(
-        "retry_cap_ms",
-        "integer (ms)",
-        "60000",
-        "",
-        "The longest wait between retries.",
-    ),
-    s(
-        "retry_after_cap_secs",
-        "integer (s)",
-        "60",
-        "",
-        "The retry budget: the longest wait a provider may ask for (`Retry-After`, or the reset of a spent rate-limit window) that is waited out; a longer one is not retried, and the turn ends with `quotaExceeded` (or another key or fallback model is tried).",
-    ),
-    s(
-        "key_strategy",
-        "string",
-        "fill-first",
-        "",
-        "How a pool of keys is used: `fill-first` or `round-robin`.",
-    ),
-    s(
-        "key_cooldown_secs",
-        "integer (s)",
-        "60",
-        "",
-        "A key refused for rate or quota rests this long.",
-    ),
-    s(
-        "anthropic_max_tokens",
-        "integer",
-        "8192",
-        "",
-        "Anthropic's `max_tokens` when a request sets none.",
-    ),
-    s(
-        "thinking_budget",
-        "integer (tokens)",
-        "none",
-        "",
-        "Anthropic's extended thinking budget (a session's thought level decides over it).",
-    ),
-    s(
-        "reasoning_summaries",
-        "boolean",
-        "true",
-        "",
-        "The Responses API returns reasoning summaries, shown as thoughts.",
-    ),
-    s(
-        "prices",
-        "table: model → {input, output, cache_read, cache_write} per million tokens",
-        "none",
-        "",
-        "Prices for cost accounting of models Talaria does not know.",
-    ),
-    s(
-        "tokenizers",
-        "table: model → `cl100k` or `o200k`",
-        "by model family",
-        "",
-        "The token encoding counted for a model.",
-    ),
-    s(
-        "hooks",
-        "tables: `[[hooks.EVENT]]` with `matcher`, `command`, `timeout_s`",
-        "none",
-        "",
-        "Your commands around the session's events, with Claude Code's contract (a trusted project's `.talaria/config.toml` may add its own): see [hooks.md](hooks.md).",
-    ),
-    // The services' endpoints.
-    s(
-        "openai.base_url",
-        "string (URL)",
-        "https://api.openai.com/v1",
-        "OPENAI_BASE_URL",
-        "The OpenAI-compatible server (llama.cpp, Ollama, LM Studio, vLLM, OpenRouter…).",
-    ),
-    s(
-        "openai.api_key",
-        "string",
-        "none",
-        "OPENAI_API_KEY",
-        "Its key (comma-separated in the variable for a pool; `\"\"` for none needed).",
-    ),
-    s(
-        "openai.api_keys",
-        "list of strings",
-        "none",
-        "OPENAI_API_KEY",
-        "A pool of keys, used by `key_strategy`.",
-    ),
-    s(
-        "anthropic.base_url",
-        "string (URL)",
-        "https://api.anthropic.com",
-        "ANTHROPIC_BASE_URL",
-        "Anthropic's API.",
-    ),
-    s(
-        "anthropic.api_key",
-        "string",
-        "none",
-        "ANTHROPIC_API_KEY",
-        "Its key.",
-    ),
-    s(
-        "anthropic.api_keys",
-        "list of strings",
-        "none",
-        "ANTHROPIC_API_KEY",
-        "A pool of keys.",
-    ),
-    // Fallbacks and side tasks.
-    s(
-        "fallback[].provider",
-        "string",
-        "required",
-        "",
-        "A fallback's wire API, tried in order when the model fails for good.",
-    ),
-    s("fallback[].model", "string", "required", "", "Its model."),
-    s(
-        "fallback[].base_url",
-        "string (URL)",
-        "the service's",
-        "",
-        "Its server.",
-    ),
-    s(
-        "fallback[].api_key_env",
-        "string",
-        "the service's keys",
-        "",
-        "The variable holding its key (withheld from commands).",
-    ),
-    s(
-        "auxiliary.<task>.provider",
-        "string",
-        "the main provider",
-        "",
-        "The wire API of a side task (`title`, `compression`, `review`, `subagent`).",
-    ),
-    s(
-        "auxiliary.<task>.model",
-        "string",
-        "the session's model",
-        "",
-        "Its model.",
-    ),
-    s(
-        "auxiliary.<task>.base_url",
-        "string (URL)",
-        "the service's",
-        "",
-        "Its server.",
-    ),
-    s(
-        "auxiliary.<task>.api_key_env",
-        "string",
-        "the service's keys",
-        "",
-        "The variable holding its key (withheld from commands).",
-    ),
-    s(
-        "auxiliary.<task>.timeout_secs",
-        "integer (s)",
-        "120",
-        "",
-        "How long the side task may take.",
-    ),
-    // Compaction.
-    s(
-        "compression.enabled",
-        "boolean",
-        "true",
-        "",
-        "Compact the context when it fills.",
-    ),
-    s(
-        "compression.threshold",
-        "share of the window",
-        "0.75",
-        "",
-        "Compact once the context takes this share of the window.",
-    ),
-    s(
-        "compression.large_threshold",
-        "share of the window",
-        "0.5",
-        "",
-        "The same for windows of 512k tokens and more.",
-    ),
-    s(
-        "compression.tail_ratio",
-        "share of the window",
-        "0.2",
-        "",
-        "The recent turns kept whole.",
-    ),
-    s(
-        "compression.head_entries",
-        "integer",
-        "3",
-        "",
-        "The first entries always kept (the task as first asked).",
-    ),
-    // Learning and memory.
-    s(
-        "learning.skill_review_after",
-        "integer (tool calls)",
-        "10",
-        "",
-        "A background review writes skills after this many tool calls (0: never).",
-    ),
-    s(
-        "learning.memory_review_after",
-        "integer (turns)",
-        "10",
-        "",
-        "A background review updates memory after this many turns (0: never).",
-    ),
-    s(
-        "learning.stage_reviews",
-        "boolean",
-        "true",
-        "",
-        "What a review writes waits as a proposal for the user (`false`: it goes live).",
-    ),
-    s(
-        "learning.max_review_calls",
-        "integer",
-        "16",
-        "",
-        "Model requests one review may make (1–64).",
-    ),
-    s(
-        "learning.on_local_servers",
-        "boolean",
-        "false",
-        "",
-        "Run reviews on a local server too (they compete with the conversation for it), also when `[auxiliary.review]` names no other endpoint.",
-    ),
-    s(
-        "memory.memory_chars",
-        "integer",
-        "2200",
-        "",
-        "The agent's notes, at most this many characters.",
-    ),
-    s(
-        "memory.user_chars",
-        "integer",
-        "1375",
-        "",
-        "The user's profile, at most this many characters.",
-    ),
-    s(
-        "delegation.max_concurrent",
-        "integer",
-        "3",
-        "",
-        "Subagents running at once (at most 16).",
-    ),
-    // MCP servers.
-    s(
-        "mcp_servers.<name>.command",
-        "string",
-        "none",
-        "",
-        "A stdio server's program (or `url` for an HTTP one).",
-    ),
-    s(
-        "mcp_servers.<name>.args",
-        "list of strings",
-        "[]",
-        "",
-        "Its arguments.",
-    ),
-    s(
-        "mcp_servers.<name>.env",
-        "table of strings",
-        "{}",
-        "",
-        "Its environment.",
-    ),
-    s(
-        "mcp_servers.<name>.url",
-        "string (URL)",
-        "none",
-        "",
-        "An HTTP (streamable) server's address.",
-    ),
-    s(
-        "mcp_servers.<name>.type",
-        "string",
-        "http",
-        "",
-        "For a `url`: `http` (streamable HTTP, falling back to HTTP+SSE when the server answers as an SSE-only one does) or `sse` (the older HTTP+SSE transport).",
-    ),
-    s(
-        "mcp_servers.<name>.headers",
-        "table of strings",
-        "{}",
-        "",
-        "Headers for an HTTP server.",
-    ),
-    s(
-        "mcp_servers.<name>.enabled",
-        "boolean",
-        "true",
-        "",
-        "Connect it to every session.",
-    ),
-    s(
-        "mcp_servers.<name>.startup_timeout_secs",
-        "integer (s)",
-        "10",
-        "",
-        "How long it may take to start and list its tools.",
-    ),
-    s(
-        "mcp_servers.<name>.tool_timeout_secs",
-        "integer (s)",
-        "300",
-        "",
-        "How long one of its tool calls may take.",
-    ),
-    s(
-        "mcp_servers.<name>.oauth_client_id",
-        "string",
-        "none",
-        "",
-        "For an HTTP server that asks for sign-in and whose authorization server offers no dynamic registration: the client id registered there (with a loopback redirect, `http://127.0.0.1/callback`, any port).",
-    ),
-    s(
-        "mcp_servers.<name>.oauth_scope",
-        "string",
-        "none",
-        "",
-        "The scopes to ask for at sign-in (space-separated), instead of those the server names.",
-    ),
-    // The sandbox and commands' environment.
-    s(
-        "sandbox.mode",
-        "string",
-        "on",
-        "TALARIA_SANDBOX",
-        "`on` or `off`: commands run in the OS sandbox (namespaces, Landlock, seccomp, limits).",
-    ),
-    s(
-        "sandbox.writable",
-        "list of paths",
-        "[]",
-        "",
-        "Writable beyond the workspace and the private temporary directory; each only while \
-         it leads where it led when first met (`TALARIA_HOME/sandbox-writable.json`).",
-    ),
-    s(
-        "sandbox.hidden",
-        "list of paths",
-        "[]",
-        "",
-        "Hidden from commands beyond the credential stores.",
-    ),
-    s(
-        "sandbox.network",
-        "boolean",
-        "true",
-        "",
-        "Commands may use the network.",
-    ),
-    s(
-        "sandbox.unix_sockets",
-        "list of paths",
-        "[]",
-        "",
-        "Unix sockets commands may connect to (an ssh agent, a docker socket).",
-    ),
-    s(
-        "sandbox.max_processes",
-        "integer",
-        "512",
-        "",
-        "Processes one command may start (never above the hard limit).",
-    ),
-    s(
-        "sandbox.namespaces",
-        "boolean",
-        "true",
-        "TALARIA_SANDBOX_NAMESPACES",
-        "Use Linux namespaces (a private view of the file system and processes) where the kernel allows.",
-    ),
-    s(
-        "shell_environment.keep",
-        "list of variable names",
-        "[]",
-        "",
-        "Variables commands keep beyond the clean environment.",
-    ),
-    s(
-        "shell_environment.set",
-        "table of strings",
-        "{}",
-        "",
-        "Variables set for every command.",
-    ),
-    // Persistence.
-    s(
-        "store.url",
-        "string (postgres:// URL)",
-        "none: the embedded SQLite store",
-        "TALARIA_STORE_URL",
-        "A PostgreSQL database for sessions shared across hosts.",
-    ),
-    s(
-        "store.passfile",
-        "string (path, `~` expanded)",
-        "libpq's (`PGPASSFILE`, `~/.pgpass`)",
-        "",
-        "A password file in libpq's format for the PostgreSQL store.",
-    ),
-    s(
-        "record.dir",
-        "string (path)",
-        "none",
-        "",
-        "Record every session's model calls as cassettes here (as `talaria acp --record`).",
-    ),
-];
+/// Every declared variable set (not empty) in `env`, with the key it overrides, in the
+/// reference's order.
+pub fn variables_set(env: &dyn Fn(&str) -> Option<String>) -> Vec<(&'static str, String)> {
+    let mut set: Vec<(&'static str, String)> = Vec::new();
+    for section in sections() {
+        for key in &section.keys {
+            let Some(variable) = key.env else { continue };
+            let given = env(variable).is_some_and(|value| !value.trim().is_empty());
+            if given && !set.iter().any(|(seen, _)| *seen == variable) {
+                set.push((variable, path_of(&section, key)));
+            }
+        }
+    }
+    set
+}
 
 /// The document: an introduction, then one table per part of the file.
 pub fn markdown() -> String {
@@ -605,43 +56,35 @@ pub fn markdown() -> String {
          Talaria reads `$TALARIA_HOME/config.toml` (`~/.talaria/config.toml` by default); every \
          setting is optional, and a variable in the agent's environment overrides the file. \
          `talaria setup` writes a first file, `talaria doctor` checks it (a mistyped key is named \
-         with the key it is probably a typo of). This page is generated from the file's schema \
-         (`talaria config reference > docs/configuration.md`); a test keeps it whole and current.\n",
+         with the key it is probably a typo of, and the variables that override the file are \
+         listed). This page is generated from the settings' declaration \
+         (`server/crates/engine/src/config/schema.rs`; `talaria config reference` prints it); a \
+         test fails when the two differ.\n",
     );
-    let mut table = None;
-    for setting in SETTINGS {
-        let part = part_of(setting.key);
-        if table != Some(part) {
-            table = Some(part);
-            out.push_str(&format!("\n## {}\n\n", heading(part)));
-            out.push_str(
-                "| Setting | Type | Default | Variable | Meaning |\n|---|---|---|---|---|\n",
-            );
+    for section in sections() {
+        out.push_str(&format!("\n## {}\n\n", heading(&section.table)));
+        if !section.doc.is_empty() {
+            out.push_str(&format!("{}\n\n", section.doc));
         }
-        let env = if setting.env.is_empty() {
-            String::new()
-        } else {
-            format!("`{}`", setting.env)
-        };
-        out.push_str(&format!(
-            "| `{}` | {} | {} | {env} | {} |\n",
-            setting.key, setting.kind, setting.default, setting.meaning
-        ));
+        out.push_str("| Setting | Type | Default | Variable | Meaning |\n|---|---|---|---|---|\n");
+        for key in &section.keys {
+            let env = key.env.map(|v| format!("`{v}`")).unwrap_or_default();
+            out.push_str(&format!(
+                "| `{}` | {} | {} | {env} | {} |\n",
+                path_of(&section, key),
+                key.kind,
+                key.default,
+                key.doc
+            ));
+        }
     }
     out
 }
 
-/// The table a key belongs to (`""` for the top level).
-fn part_of(key: &str) -> &str {
-    match key.find(['.', '[']) {
-        Some(at) => &key[..at],
-        None => "",
-    }
-}
-
-fn heading(part: &str) -> String {
-    match part {
+fn heading(table: &str) -> String {
+    match table {
         "" => "The model and the session".into(),
+        list if list.ends_with("[]") => format!("`[[{}]]`", list.trim_end_matches("[]")),
         other => format!("`[{other}]`"),
     }
 }
@@ -649,71 +92,166 @@ fn heading(part: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::declare::Table;
 
-    /// How a table's key is written in the reference.
-    fn written(table: &str, field: &str) -> String {
-        match table {
-            "" => field.to_string(),
-            "fallback" => format!("fallback[].{field}"),
-            "auxiliary" => format!("auxiliary.<task>.{field}"),
-            "mcp_servers" => format!("mcp_servers.<name>.{field}"),
-            table => format!("{table}.{field}"),
-        }
-    }
+    /// The command that regenerates the document.
+    const UPDATE_COMMAND: &str = "UPDATE_DOCS=1 cargo test -p talaria-engine config::reference";
 
+    /// The declaration's rows are the parser's own fields, table by table: the document
+    /// cannot list a key the parser does not know, nor leave one out.
     #[test]
-    fn every_setting_of_the_schema_is_in_the_reference_and_nothing_else() {
-        let tables = [
-            "",
-            "openai",
-            "anthropic",
-            "fallback",
-            "auxiliary",
-            "compression",
-            "learning",
-            "memory",
-            "delegation",
-            "sandbox",
-            "shell_environment",
-            "store",
-            "record",
-            "mcp_servers",
-        ];
-        let keys: Vec<&str> = SETTINGS.iter().map(|s| s.key).collect();
-        let mut expected = Vec::new();
-        for table in tables {
-            let fields = super::super::resolve::known_keys(table).expect("a table");
-            for field in fields {
-                // A table of its own is documented by its keys.
-                if table.is_empty() && tables.contains(field) {
-                    continue;
+    fn every_field_the_parser_knows_is_in_the_reference_and_nothing_else() {
+        let tables = FileConfig::tables();
+        for section in sections() {
+            let fields: &[&str] = match section.table.as_str() {
+                "" => FileConfig::fields(),
+                table => {
+                    let name = table.split(['.', '[']).next().unwrap_or_default();
+                    tables
+                        .iter()
+                        .find(|(field, _)| *field == name)
+                        .map(|(_, fields)| *fields)
+                        .unwrap_or_else(|| panic!("no table {name} in the parser"))
                 }
-                expected.push(written(table, field));
-            }
-        }
-        for key in &expected {
+            };
+            // A table inside the table is documented by its keys (`PreToolUse[].command`).
+            let mut documented: Vec<&str> = section
+                .keys
+                .iter()
+                .map(|k| k.name.split(['.', '[']).next().unwrap_or_default())
+                .collect();
+            let mut parsed: Vec<&str> = fields
+                .iter()
+                .copied()
+                .filter(|field| {
+                    !section.table.is_empty() || !tables.iter().any(|(t, _)| t == field)
+                })
+                .collect();
+            documented.sort_unstable();
+            documented.dedup();
+            parsed.sort_unstable();
+            assert_eq!(documented, parsed, "table `{}`", section.table);
             assert!(
-                keys.contains(&key.as_str()),
-                "{key} is not in the reference"
-            );
-        }
-        for key in &keys {
-            assert!(
-                expected.iter().any(|e| e == key),
-                "{key} is in the reference but not in the schema"
+                section.keys.iter().all(|k| !k.doc.is_empty()),
+                "{}",
+                section.table
             );
         }
     }
 
+    /// A service's address and keys are read from its own table: a service added to the
+    /// provider table without one fails here.
     #[test]
-    fn the_document_is_what_the_reference_renders() {
+    fn every_service_has_its_table_in_the_declaration() {
+        let file: FileConfig =
+            toml::from_str("[openai]\nbase_url = \"http://a/v1\"\n[anthropic]\napi_key = \"k\"\n")
+                .expect("parses");
+        for service in crate::providers::SERVICES {
+            assert!(
+                file.table_named(service.table)
+                    .is_some_and(|t| t.is::<super::super::schema::FileEndpoint>()),
+                "no [{}] table declared",
+                service.table
+            );
+        }
+        assert_eq!(
+            file.service("openai").base_url().as_deref(),
+            Some("http://a/v1")
+        );
+        assert_eq!(file.service("anthropic").api_key().as_deref(), Some("k"));
+        assert_eq!(file.service("palm").base_url(), None);
+    }
+
+    #[test]
+    fn defaults_and_types_come_from_the_declaration() {
+        let all = sections();
+        let find = |path: &str| {
+            all.iter()
+                .flat_map(|s| s.keys.iter().map(move |k| (path_of(s, k), k.clone())))
+                .find(|(p, _)| p == path)
+                .map(|(_, k)| k)
+                .unwrap_or_else(|| panic!("{path} is not declared"))
+        };
+        let turns = find("max_turn_requests");
+        assert_eq!(
+            (turns.kind.as_str(), turns.default.as_str()),
+            ("integer", "90")
+        );
+        let threshold = find("compression.threshold");
+        assert_eq!(
+            threshold.default,
+            talaria_compress::Settings::default().threshold.to_string()
+        );
+        let processes = find("sandbox.max_processes");
+        assert_eq!(
+            processes.default,
+            talaria_sandbox::DEFAULT_MAX_PROCESSES.to_string()
+        );
+        let url = find("anthropic.base_url");
+        assert_eq!(url.env, Some("ANTHROPIC_BASE_URL"));
+        assert_eq!(url.default, crate::providers::ANTHROPIC.default_url);
+        assert_eq!(find("fallback[].model").default, "required");
+        assert!(
+            find("prices").kind.contains("cached_input"),
+            "Price's own fields"
+        );
+        assert_eq!(find("mcp_servers.<name>.type").default, "http");
+    }
+
+    #[test]
+    fn the_variables_set_are_named_with_the_keys_they_override() {
+        let env = |name: &str| match name {
+            "TALARIA_MODEL" => Some("m".to_string()),
+            "OPENAI_API_KEY" => Some("k".to_string()),
+            "TALARIA_SANDBOX" => Some(" ".to_string()),
+            _ => None,
+        };
+        assert_eq!(
+            variables_set(&env),
+            [
+                ("TALARIA_MODEL", "model".to_string()),
+                ("OPENAI_API_KEY", "openai.api_key".to_string()),
+            ]
+        );
+    }
+
+    /// The settings documentation test: `docs/configuration.md` is what the declaration
+    /// renders. `UPDATE_DOCS=1` writes it instead of failing.
+    #[test]
+    fn the_document_is_what_the_declaration_renders() {
         let path =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../docs/configuration.md");
         let written = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(
-            written == markdown(),
-            "{} is stale: run `cargo run -p talaria-server -- config reference > docs/configuration.md`",
-            path.display()
+        let rendered = markdown();
+        if written == rendered {
+            return;
+        }
+        if std::env::var_os("UPDATE_DOCS").is_some() {
+            std::fs::write(&path, &rendered).expect("docs/configuration.md is writable");
+            return;
+        }
+        let differences: Vec<String> = written
+            .lines()
+            .map(Some)
+            .chain(std::iter::repeat(None))
+            .zip(rendered.lines().map(Some).chain(std::iter::repeat(None)))
+            .take_while(|pair| *pair != (None, None))
+            .enumerate()
+            .filter(|(_, (old, new))| old != new)
+            .take(5)
+            .map(|(line, (old, new))| {
+                format!(
+                    "line {}:\n  - {}\n  + {}",
+                    line + 1,
+                    old.unwrap_or("(none)"),
+                    new.unwrap_or("(none)")
+                )
+            })
+            .collect();
+        panic!(
+            "{} differs from the settings' declaration:\n{}\nrun `{UPDATE_COMMAND}`",
+            path.display(),
+            differences.join("\n")
         );
     }
 }

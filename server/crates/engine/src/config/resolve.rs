@@ -1,12 +1,12 @@
 //! Resolution: the file and the environment read, checked and resolved into a `Config`
 //! (environment over file over defaults), with a placed error for every problem.
 
+use super::declare::{Table, on_or_off};
 use super::{
-    Bases, Config, ConfigError, Endpoint, FileAuxiliary, FileCompression, FileConfig,
-    FileDelegation, FileEndpoint, FileFallback, FileLearning, FileMemory, FileRecord, FileSandbox,
-    FileShellEnvironment, FileStore, McpServerEntry, Path, PathBuf, ProviderKind, SandboxConfig,
-    auxiliaries_of, context_window_of, default_home, fallbacks_of, is_local, key_strategy_of, keys,
-    learning_of, mcp_servers_of, mode_of, parse_file, provider_of, retry_of, shell_environment_of,
+    Bases, Config, ConfigError, Endpoint, FileCompression, FileConfig, FileEndpoint, FileSandbox,
+    Path, PathBuf, ProviderKind, SandboxConfig, Settings, agents_of, auxiliaries_of,
+    context_window_of, default_home, fallbacks_of, is_local, key_strategy_of, keys, learning_of,
+    mcp_servers_of, mode_of, models_of, parse_file, provider_of, retry_of, shell_environment_of,
     store_of, titles_of, tokenizers_of,
 };
 /// Why a base URL cannot be used: no `http://`/`https://`, or no host.
@@ -60,70 +60,53 @@ pub(super) fn check_base_url(
 }
 
 /// `[sandbox]` with `TALARIA_SANDBOX` and `TALARIA_SANDBOX_NAMESPACES` (`off`/`on`) over it.
-pub(super) fn sandbox_config(
-    file: FileSandbox,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<SandboxConfig, ConfigError> {
-    let parse = |value: &str| match value.trim().to_ascii_lowercase().as_str() {
-        "on" | "true" | "1" | "yes" => Some(true),
-        "off" | "false" | "0" | "no" => Some(false),
-        _ => None,
-    };
-    const ON_OR_OFF: &str = "the sandbox is \"on\" or \"off\"";
-    let enabled = match env("TALARIA_SANDBOX").filter(|v| !v.trim().is_empty()) {
-        Some(value) => parse(&value)
-            .ok_or_else(|| ConfigError::variable("TALARIA_SANDBOX", &value, ON_OR_OFF))?,
-        None => match &file.mode {
-            Some(mode) => parse(mode).ok_or_else(|| {
-                ConfigError::value("sandbox.mode", format!("{mode:?}"), ON_OR_OFF)
-            })?,
-            None => true,
-        },
-    };
-    let namespaces = match env("TALARIA_SANDBOX_NAMESPACES").filter(|v| !v.trim().is_empty()) {
-        Some(value) => parse(&value).ok_or_else(|| {
-            ConfigError::variable("TALARIA_SANDBOX_NAMESPACES", &value, "\"on\" or \"off\"")
-        })?,
-        None => file.namespaces.unwrap_or(true),
-    };
-    Ok(SandboxConfig {
+pub(super) fn sandbox_config(file: &FileSandbox) -> Result<SandboxConfig, ConfigError> {
+    let mode = file.mode();
+    let enabled = on_or_off(&mode.value).ok_or_else(|| {
+        mode.problem(
+            "sandbox.mode",
+            format!("{:?}", mode.value),
+            "the sandbox is \"on\" or \"off\"",
+        )
+    })?;
+    Ok(sandbox_with(file, enabled))
+}
+
+/// `[sandbox]` with whether it is on already decided.
+pub(super) fn sandbox_with(file: &FileSandbox, enabled: bool) -> SandboxConfig {
+    SandboxConfig {
         enabled,
-        writable: file.writable.unwrap_or_default(),
-        hidden: file.hidden.unwrap_or_default(),
-        network: file.network.unwrap_or(true),
-        unix_sockets: file.unix_sockets.unwrap_or_default(),
-        max_processes: file
-            .max_processes
-            .unwrap_or(talaria_sandbox::DEFAULT_MAX_PROCESSES),
-        namespaces,
-    })
+        writable: file.writable(),
+        hidden: file.hidden(),
+        network: file.network(),
+        unix_sockets: file.unix_sockets(),
+        max_processes: file.max_processes(),
+        namespaces: file.namespaces().value,
+    }
 }
 
 /// `[compression]` over the defaults; shares must lie in (0, 1].
 pub(super) fn compression_settings(
     file: &FileCompression,
 ) -> Result<talaria_compress::Settings, ConfigError> {
-    let defaults = talaria_compress::Settings::default();
-    let share = |name: &str, value: Option<f64>, default: f64| match value {
-        None => Ok(default),
-        Some(v) if v > 0.0 && v <= 1.0 => Ok(v),
-        Some(v) => Err(ConfigError::value(
-            format!("compression.{name}"),
-            v,
-            "it is a share of the window, above 0 and at most 1",
-        )),
+    let share = |name: &str, value: f64| {
+        if value > 0.0 && value <= 1.0 {
+            Ok(value)
+        } else {
+            Err(ConfigError::value(
+                format!("compression.{name}"),
+                value,
+                "it is a share of the window, above 0 and at most 1",
+            ))
+        }
     };
     Ok(talaria_compress::Settings {
-        enabled: file.enabled.unwrap_or(defaults.enabled),
-        threshold: share("threshold", file.threshold, defaults.threshold)?,
-        large_threshold: share(
-            "large_threshold",
-            file.large_threshold,
-            defaults.large_threshold,
-        )?,
-        large_window: defaults.large_window,
-        tail_ratio: share("tail_ratio", file.tail_ratio, defaults.tail_ratio)?,
-        head_entries: file.head_entries.unwrap_or(defaults.head_entries),
+        enabled: file.enabled(),
+        threshold: share("threshold", file.threshold())?,
+        large_threshold: share("large_threshold", file.large_threshold())?,
+        large_window: talaria_compress::Settings::default().large_window,
+        tail_ratio: share("tail_ratio", file.tail_ratio())?,
+        head_entries: file.head_entries(),
     })
 }
 
@@ -150,11 +133,11 @@ pub(super) fn endpoint(
 ) -> Endpoint {
     let base_url = env(url_var)
         .filter(|v| !v.trim().is_empty())
-        .or(file.base_url)
+        .or(file.base_url())
         .unwrap_or_else(|| default_url.to_string());
     let api_keys = match env(key_var) {
         Some(value) => split_keys(&value),
-        None => match (file.api_keys, file.api_key) {
+        None => match (file.api_keys(), file.api_key()) {
             (Some(keys), _) if !keys.is_empty() => keys,
             (_, Some(key)) => split_keys(&key),
             _ => Vec::new(),
@@ -179,26 +162,15 @@ pub(super) fn is_type_error(message: &str) -> bool {
     .any(|start| message.starts_with(start))
 }
 
-/// The keys a table of the file knows (`""` for the top level).
+/// The keys a table of the file knows (`""` for the top level), from the declaration.
 pub(super) fn known_keys(table: &str) -> Option<&'static [&'static str]> {
-    Some(match table {
-        "" => keys::fields_of::<FileConfig>(),
-        service if crate::providers::service_of_table(service).is_some() => {
-            keys::fields_of::<FileEndpoint>()
-        }
-        "fallback" => keys::fields_of::<FileFallback>(),
-        "auxiliary" => keys::fields_of::<FileAuxiliary>(),
-        "compression" => keys::fields_of::<FileCompression>(),
-        "learning" => keys::fields_of::<FileLearning>(),
-        "memory" => keys::fields_of::<FileMemory>(),
-        "delegation" => keys::fields_of::<FileDelegation>(),
-        "sandbox" => keys::fields_of::<FileSandbox>(),
-        "shell_environment" => keys::fields_of::<FileShellEnvironment>(),
-        "store" => keys::fields_of::<FileStore>(),
-        "record" => keys::fields_of::<FileRecord>(),
-        "mcp_servers" => keys::fields_of::<McpServerEntry>(),
-        _ => return None,
-    })
+    if table.is_empty() {
+        return Some(FileConfig::fields());
+    }
+    FileConfig::tables()
+        .into_iter()
+        .find(|(name, _)| *name == table)
+        .map(|(_, fields)| fields)
 }
 
 /// The known key an unknown one (`sandbox.netwrok`, `fallback.0.modle`) is probably a
@@ -216,11 +188,11 @@ pub(super) fn typo_of(path: &str) -> Option<String> {
 
 impl Bases {
     /// Every service's endpoint: the variables over the file over the defaults.
-    pub(super) fn of(file: &mut FileConfig, env: &dyn Fn(&str) -> Option<String>) -> Self {
+    pub(super) fn of(file: &FileConfig, env: &dyn Fn(&str) -> Option<String>) -> Self {
         let endpoints = crate::providers::SERVICES
             .iter()
             .map(|service| {
-                let configured = file.take_service(service.table);
+                let configured = file.service(service.table);
                 let found = endpoint(
                     configured,
                     env,
@@ -347,83 +319,78 @@ impl Config {
         mut file: FileConfig,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
-        let env_nonempty = |key: &str| env(key).filter(|v| !v.trim().is_empty());
-        let bases = Bases::of(&mut file, env);
+        file.apply_env(env)?;
+        let settings = Settings(std::sync::Arc::new(file.clone()));
+        let bases = Bases::of(&file, env);
         let (shell_environment, retry) = (shell_environment_of(&file), retry_of(&file));
-        let provider = provider_of(file.provider.as_deref(), &env_nonempty)?;
-        let (context_window, context_window_set) =
-            context_window_of(file.context_window, &env_nonempty)?;
-        let (model, models) = if provider.is_built_in() {
-            // The demo has one model, whatever the file names for others.
-            let only = provider.spec().default_model.to_string();
-            (only.clone(), vec![only])
-        } else {
-            let model = env_nonempty("TALARIA_MODEL")
-                .or(file.model)
-                .unwrap_or_else(|| provider.spec().default_model.into());
-            let mut models = file.models.unwrap_or_default();
-            if !models.contains(&model) {
-                models.insert(0, model.clone());
-            }
-            (model, models)
-        };
-        let mode = mode_of(file.mode.as_deref())?;
-        let key_strategy = key_strategy_of(file.key_strategy.as_deref())?;
+        let provider = provider_of(&file.provider())?;
+        let (context_window, context_window_set) = context_window_of(&file.context_window())?;
+        let (model, models) = models_of(provider, &file);
+        let mode = mode_of(&file.mode())?;
+        let key_strategy = key_strategy_of(&file.key_strategy())?;
         if !provider.is_built_in() {
             check_base_url(provider, bases.for_kind(provider), env)?;
         }
-        let fallback = fallbacks_of(file.fallback, &bases, env)?;
-        let auxiliary = auxiliaries_of(file.auxiliary, provider, &model, &bases, env)?;
-        let (titles, titles_set) = titles_of(file.titles, &env_nonempty);
+        let fallback = fallbacks_of(std::mem::take(&mut file.fallback), &bases, env)?;
+        let auxiliary = auxiliaries_of(
+            std::mem::take(&mut file.auxiliary),
+            provider,
+            &model,
+            &bases,
+            env,
+        )?;
+        let (titles, titles_set) = titles_of(&file.titles());
         Ok(Self {
-            sandbox: sandbox_config(file.sandbox, env)?,
-            store: store_of(file.store, env)?,
-            record_dir: file.record.dir,
-            hooks: crate::hooks::user_hooks(file.hooks.as_ref())
+            sandbox: sandbox_config(&file.sandbox)?,
+            store: store_of(&file.store, env)?,
+            record_dir: file.record.dir(),
+            hooks: crate::hooks::user_hooks(Some(&file.hooks()))
                 .map_err(|e| ConfigError::value(format!("hooks.{}", e.key), "…", e.why))?,
             shell_environment,
             compression: compression_settings(&file.compression)?,
-            tokenizers: tokenizers_of(&file.tokenizers)?,
+            tokenizers: tokenizers_of(&file.tokenizers())?,
             learning: learning_of(&file.learning),
             memory_chars: (
-                file.memory.memory_chars.unwrap_or(2_200).max(100),
-                file.memory.user_chars.unwrap_or(1_375).max(100),
+                file.memory.memory_chars().max(100),
+                file.memory.user_chars().max(100),
             ),
-            max_subagents: file.delegation.max_concurrent.unwrap_or(3).min(16),
-            mcp_servers: mcp_servers_of(file.mcp_servers),
+            max_subagents: file.delegation.max_concurrent().min(16),
+            mcp_servers: mcp_servers_of(&file.mcp_servers),
+            agents: agents_of(&file.agents),
             home,
             provider,
             model,
             models,
             context_window,
             context_window_set,
-            max_turn_requests: file.max_turn_requests.unwrap_or(90).max(1),
-            max_output_tokens: file.max_output_tokens,
-            supports_images: file.supports_images.unwrap_or(true),
+            max_turn_requests: file.max_turn_requests().max(1),
+            max_output_tokens: file.max_output_tokens(),
+            supports_images: file.supports_images(),
             mode,
-            toolsets: file.toolsets,
-            ask_for_credential_reads: file.ask_for_credential_reads.unwrap_or(true),
-            connect_timeout_secs: file.connect_timeout_secs.unwrap_or(30),
-            stream_idle_timeout_secs: file.stream_idle_timeout_secs.unwrap_or(180),
+            toolsets: file.toolsets(),
+            ask_for_credential_reads: file.ask_for_credential_reads(),
+            connect_timeout_secs: file.connect_timeout_secs(),
+            stream_idle_timeout_secs: file.stream_idle_timeout_secs(),
             retry,
             key_strategy,
-            key_cooldown_secs: file.key_cooldown_secs.unwrap_or(60),
-            anthropic_max_tokens: file.anthropic_max_tokens.unwrap_or(8192),
-            thinking_budget: file.thinking_budget.filter(|b| *b > 0),
-            reasoning_summaries: file.reasoning_summaries.unwrap_or(true),
+            key_cooldown_secs: file.key_cooldown_secs(),
+            anthropic_max_tokens: file.anthropic_max_tokens(),
+            thinking_budget: file.thinking_budget().filter(|b| *b > 0),
+            reasoning_summaries: file.reasoning_summaries(),
             endpoints: bases.endpoints,
             fallback,
             auxiliary,
-            prices: file.prices,
+            prices: file.prices(),
             warnings: Vec::new(),
             typos: Vec::new(),
-            nudges: file.nudges.unwrap_or(true),
-            verify_after_edits_set: file.verify_after_edits,
-            first_byte_timeout_secs: file.first_byte_timeout_secs,
-            still_working_secs: file.still_working_secs.unwrap_or(10).max(1),
+            nudges: file.nudges(),
+            verify_after_edits_set: file.verify_after_edits(),
+            first_byte_timeout_secs: file.first_byte_timeout_secs(),
+            still_working_secs: file.still_working_secs().max(1),
             titles_set,
             server_slots: None,
             titles,
+            settings,
         })
     }
 }

@@ -324,7 +324,7 @@ pub async fn run_event(
     mut payload: serde_json::Value,
     session_id: &str,
     cwd: &Path,
-    shell: &talaria_tools::shell::Shell,
+    shell: &talaria_tools::Shell,
 ) -> EventOutcome {
     let mut outcome = EventOutcome::default();
     let plain_context = matches!(event, HookEvent::SessionStart | HookEvent::UserPromptSubmit);
@@ -356,7 +356,7 @@ pub struct HookScope<'a> {
     pub hooks: &'a Hooks,
     pub session_id: &'a str,
     pub cwd: &'a Path,
-    pub shell: &'a talaria_tools::shell::Shell,
+    pub shell: &'a talaria_tools::Shell,
 }
 
 impl HookScope<'_> {

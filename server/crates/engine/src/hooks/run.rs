@@ -34,7 +34,7 @@ struct GroupGuard(Option<u32>);
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         if let Some(pgid) = self.0.take() {
-            talaria_tools::shell::kill_group(pgid);
+            talaria_tools::kill_group(pgid);
         }
     }
 }
@@ -44,7 +44,7 @@ pub async fn run_hook(
     hook: &Hook,
     payload: &serde_json::Value,
     cwd: &std::path::Path,
-    shell: &talaria_tools::shell::Shell,
+    shell: &talaria_tools::Shell,
 ) -> HookRun {
     let launch = shell.local(&hook.command, false);
     let mut command = tokio::process::Command::new(&launch.program);
@@ -52,7 +52,7 @@ pub async fn run_hook(
     if let Some(env) = &launch.env {
         command.env_clear().envs(env.iter().cloned());
     }
-    if let Some((name, spec)) = talaria_tools::shell::launch::spec_variable(&launch) {
+    if let Some((name, spec)) = talaria_tools::spec_variable(&launch) {
         command.env(name, spec);
     }
     if !launch.supervised {

@@ -112,7 +112,7 @@ fn answers_follow_the_exit_code_then_the_json() {
 #[tokio::test]
 async fn a_hook_reads_its_event_and_a_hanging_one_is_ended_at_its_timeout() {
     let dir = tempfile::tempdir().expect("dir");
-    let shell = talaria_tools::shell::Shell::default();
+    let shell = talaria_tools::Shell::default();
     let set = hooks(
         "[[hooks.Stop]]\ncommand = \"cat; echo; echo err >&2; exit 3\"\n\
          [[hooks.Stop]]\ncommand = \"sleep 30 & sleep 30\"\ntimeout_s = 1\n",

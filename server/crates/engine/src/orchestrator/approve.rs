@@ -5,7 +5,7 @@
 use super::{
     CANCELLED_RESULT, CallFacts, ClientAnswer, ClientAsk, CommandWall, MAX_IDENTICAL_FAILURES,
     Mode, Orchestrator, PermissionAnswer, PermissionChoice, PermissionRequest, Prepared,
-    REPEATED_FAILURE, Sandboxing, Scope, ToolOutcome, Verdict, approval, failure_key, safety,
+    REPEATED_FAILURE, Sandboxing, Scope, ToolOutcome, Verdict, approval, failure_key,
 };
 use std::path::PathBuf;
 
@@ -218,9 +218,10 @@ impl Orchestrator<'_> {
     /// its named paths as reads; every path as named and as the real file behind it.
     pub(super) async fn facts(&self, call: &Prepared) -> CallFacts {
         let command = call.description.command.as_deref().map(|text| {
-            safety::classify_in(
+            talaria_tools::classify_in(
                 text,
-                &safety::ShellEnv::from_process().starting(call.description.command_start.clone()),
+                &talaria_tools::ShellEnv::from_process()
+                    .starting(call.description.command_start.clone()),
             )
         });
         let mut reads = call.description.reads.clone();
@@ -234,7 +235,7 @@ impl Orchestrator<'_> {
                 class
                     .paths
                     .iter()
-                    .map(|p| talaria_tools::tool::resolve_in(workdir, p)),
+                    .map(|p| talaria_tools::resolve_in(workdir, p)),
             );
         }
         let reads = crate::grounding::ground(reads).await;

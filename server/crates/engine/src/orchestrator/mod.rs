@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use talaria_provider::ToolCallRequest;
-use talaria_tools::shell::{Sandboxing, safety};
+use talaria_tools::Sandboxing;
 use talaria_tools::{
     ApprovalNeed, CallDescription, Concurrency, ParsedArgs, Progress, Registry, ToolContext,
     ToolEffect, ToolKind, ToolOutcome, ToolStatus,
@@ -43,8 +43,8 @@ use crate::client::{
 };
 use crate::events::{EngineEvent, ToolCallView};
 use talaria_record::{
-    DisplayContent, DisplayKind, ResultStatus, ToolDisplay, ToolLocation as RecordLocation,
-    ToolResultEntry, UserPart,
+    DisplayContent, ResultStatus, ToolDisplay, ToolLocation as RecordLocation, ToolResultEntry,
+    UserPart,
 };
 
 /// The most calls that run at once in one group.
@@ -241,7 +241,7 @@ impl Orchestrator<'_> {
             need: definition.map_or(ApprovalNeed::Unknown, |d| d.approval),
             concurrency: definition.map_or(Concurrency::Exclusive, |d| d.concurrency),
             max_result_chars: definition.and_then(|d| d.max_result_chars),
-            effects: definition.map_or(talaria_tools::Effects::UNKNOWN, |d| d.effects),
+            effects: definition.map_or(talaria_tools::Effects::UNKNOWN, |d| d.effects.clone()),
         }
     }
 

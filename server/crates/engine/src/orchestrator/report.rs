@@ -2,8 +2,8 @@
 //! (the text the model reads fitted to the budget, images when the model takes them).
 
 use super::{
-    DisplayContent, DisplayKind, EngineEvent, Orchestrator, Prepared, RecordLocation, ResultStatus,
-    ToolDisplay, ToolEffect, ToolKind, ToolOutcome, ToolResultEntry, ToolStatus, UserPart,
+    DisplayContent, EngineEvent, Orchestrator, Prepared, RecordLocation, ResultStatus, ToolDisplay,
+    ToolEffect, ToolOutcome, ToolResultEntry, ToolStatus, UserPart,
 };
 impl Orchestrator<'_> {
     /// Reports a finished call (its plan, then its card) and returns what the card shows.
@@ -78,22 +78,9 @@ impl Orchestrator<'_> {
             raw_output: outcome.raw_output,
             model_text,
             images,
-            effects: Some(recorded_effects(&call.effects)),
+            effects: Some(call.effects),
             changes,
         }
-    }
-}
-
-/// A tool's declared effects as the record keeps them with its result.
-pub(super) fn recorded_effects(effects: &talaria_tools::Effects) -> talaria_record::ToolEffects {
-    talaria_record::ToolEffects {
-        reads: effects.reads,
-        writes: effects.writes,
-        runs_commands: effects.runs_commands,
-        asks_user: effects.asks_user,
-        path_args: effects.path_args.iter().map(|a| (*a).to_string()).collect(),
-        command_arg: effects.command_arg.map(str::to_string),
-        declared: effects.declared,
     }
 }
 
@@ -147,7 +134,7 @@ pub(super) fn display_of(call: &Prepared, outcome: &ToolOutcome) -> ToolDisplay 
     };
     ToolDisplay {
         title: call.description.title.clone(),
-        kind: display_kind(call.kind),
+        kind: call.kind,
         locations: locations
             .iter()
             .map(|l| RecordLocation {
@@ -167,20 +154,5 @@ pub(super) fn trim_front(text: &mut String, max_chars: usize) {
             .nth(count - max_chars)
             .map_or(0, |(i, _)| i);
         text.drain(..cut);
-    }
-}
-
-/// The record's kind for a tool's display kind.
-pub(crate) fn display_kind(kind: ToolKind) -> DisplayKind {
-    match kind {
-        ToolKind::Read => DisplayKind::Read,
-        ToolKind::Edit => DisplayKind::Edit,
-        ToolKind::Delete => DisplayKind::Delete,
-        ToolKind::Move => DisplayKind::Move,
-        ToolKind::Search => DisplayKind::Search,
-        ToolKind::Execute => DisplayKind::Execute,
-        ToolKind::Think => DisplayKind::Think,
-        ToolKind::Fetch => DisplayKind::Fetch,
-        ToolKind::Other => DisplayKind::Other,
     }
 }

@@ -23,7 +23,6 @@ mod ops;
 mod settings;
 
 pub use crate::settings::{SessionSettings, UserInput};
-pub use actor::rewinding::REWIND_COMMAND;
 #[cfg(test)]
 pub use actor::spawn_session;
 pub use actor::spawn_session_with;

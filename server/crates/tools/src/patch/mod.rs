@@ -2,7 +2,7 @@
 //! `{mode: "patch", patch}` for a multi-file patch. Every edit reports a diff. A multi-file
 //! patch is checked completely before any file is written.
 
-use crate::ToolError;
+use crate::error::ToolError;
 
 pub mod replace;
 pub mod v4a;

@@ -3,7 +3,7 @@
 //! update hunks start with `@@` (optionally followed by an anchor line) and hold context (` `),
 //! removed (`-`) and added (`+`) lines.
 
-use crate::ToolError;
+use crate::error::ToolError;
 
 /// One line of a hunk.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 //! command and everything it started: no orphans. A call's result waits for the output pipes
 //! only briefly once the command has ended.
 
-use crate::ToolError;
+use crate::error::ToolError;
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -161,9 +161,6 @@ impl CommandRunner for LocalRunner {
         })
     }
 }
-
-/// The default time a foreground command may run.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(180);
 
 #[cfg(test)]
 mod tests {

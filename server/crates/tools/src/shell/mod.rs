@@ -1,7 +1,7 @@
 //! Shell commands: parsing and classification, bounded output, and runners (local here; the
 //! editor's terminals are a runner implemented at the protocol edge).
 
-use crate::ToolError;
+use crate::error::ToolError;
 
 pub mod launch;
 pub mod local;

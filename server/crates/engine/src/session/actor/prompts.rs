@@ -9,7 +9,7 @@ use crate::events::{EngineEvent, StopReason, TurnError, TurnId, TurnUsage};
 use crate::model_call::ModelCaller;
 use crate::session::ops::{Op, Ticket};
 use crate::settings::UserInput;
-use crate::slash::{Asking, CommandReply, Expansion, PromptInput, SlashCommand};
+use crate::slash::{Asking, CommandReply, Expansion, PromptInput, SlashCommand, TypedCommand};
 
 impl SessionActor {
     /// A prompt's turn: a slash command is expanded first (unless cancelled while queued).
@@ -27,8 +27,11 @@ impl SessionActor {
                     .finish_without_model(turn, Ok(StopReason::Cancelled))
                     .await;
             }
-            PromptInput::Slash(command) if command.name == super::rewinding::REWIND_COMMAND => {
-                return self.rewind_command(turn, &command.args).await;
+            PromptInput::Slash(SlashCommand {
+                command: TypedCommand::Rewind(args),
+                ..
+            }) => {
+                return self.rewind_command(turn, args).await;
             }
             PromptInput::Slash(command) => match self.expand(command, &ticket).await {
                 Expansion::Prompt(input) => input,

@@ -8,45 +8,7 @@ use talaria_record::{EntryBody, EntryId, RestoreIntent};
 use super::SessionActor;
 use crate::events::TurnId;
 use crate::rewind::{RewindOutcome, RewindRequest};
-use crate::slash::CommandReply;
-
-/// The built-in command's name.
-pub const REWIND_COMMAND: &str = "rewind";
-
-/// What `/rewind` was asked: how many prompts back, and whether files go back too.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct CommandArgs {
-    prompts: usize,
-    files: bool,
-    force: bool,
-}
-
-/// A `/rewind` argument that is not a count of prompts.
-#[derive(Debug, PartialEq, Eq, thiserror::Error)]
-#[error("/rewind [N] [files] [force]: {0:?} is not a number of prompts (1 or more)")]
-struct NotACount(String);
-
-fn parse_args(args: &str) -> Result<CommandArgs, NotACount> {
-    let mut parsed = CommandArgs {
-        prompts: 1,
-        files: false,
-        force: false,
-    };
-    for word in args.split_whitespace() {
-        match word {
-            "files" | "--files" => parsed.files = true,
-            "force" | "--force" => parsed.force = true,
-            number => {
-                parsed.prompts = number
-                    .parse()
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .ok_or_else(|| NotACount(number.to_string()))?;
-            }
-        }
-    }
-    Ok(parsed)
-}
+use crate::slash::{CommandReply, RewindArgs};
 
 /// What a rewind did: how many turns left the conversation, and what the files report says
 /// (with the files put back: this rewind's and those an earlier one cut off left).
@@ -139,11 +101,7 @@ impl SessionActor {
 
     /// `/rewind [N] [files] [force]`: back before the Nth last prompt; answered without the
     /// model (the answer is not recorded).
-    pub(super) async fn rewind_command(&mut self, turn: TurnId, args: &str) {
-        let args = match parse_args(args) {
-            Ok(args) => args,
-            Err(why) => return self.fail_prompt(turn, why.to_string()).await,
-        };
+    pub(super) async fn rewind_command(&mut self, turn: TurnId, args: RewindArgs) {
         let prompts: Vec<(EntryId, String)> = self
             .history
             .entries()
@@ -368,32 +326,5 @@ mod tests {
         assert_eq!(into, report(&["c"], &["b", "a"], &[]));
         merge(&mut into, report(&[], &[], &["b"]));
         assert_eq!(into, report(&["c"], &["a"], &["b"]));
-    }
-
-    #[test]
-    fn the_command_takes_a_count_and_the_words_files_and_force() {
-        assert_eq!(
-            parse_args(""),
-            Ok(CommandArgs {
-                prompts: 1,
-                files: false,
-                force: false
-            })
-        );
-        assert_eq!(
-            parse_args("3 files force"),
-            Ok(CommandArgs {
-                prompts: 3,
-                files: true,
-                force: true
-            })
-        );
-        assert!(parse_args("0").is_err());
-        assert!(
-            parse_args("back")
-                .unwrap_err()
-                .to_string()
-                .contains("not a number")
-        );
     }
 }

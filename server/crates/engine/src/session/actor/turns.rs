@@ -14,7 +14,7 @@ use crate::model_call::ModelCaller;
 use crate::session::ops::Op;
 use crate::session_state::Published;
 use crate::settings::UserInput;
-use crate::turn::{Turn, TurnLimits};
+use crate::turn::{SessionParts, Turn, TurnSpec};
 
 impl SessionActor {
     /// Runs one turn; mode changes that arrive meanwhile apply at once, other ops wait.
@@ -38,24 +38,23 @@ impl SessionActor {
             let mut caller = caller;
             caller.effort = self.published.view.borrow().effort;
             caller.hooks = Some((self.settings.hook_scope(), &self.events));
-            let turn = Turn {
-                settings: &self.settings,
-                limits: TurnLimits {
-                    max_requests: self.settings.max_turn_requests,
-                    max_output_tokens: self.settings.max_output_tokens,
-                },
-                registry: &self.registry,
-                approval: &self.approval,
-                tool_state: &self.tool_state,
-                events: &self.events,
-                cancel: token,
-                history: &mut self.history,
-                journal: self.journal.as_mut(),
-                used_tool_ids: &mut self.used_tool_ids,
-                kept: Vec::new(),
+            let turn = Turn::new(
+                &self.settings,
+                &self.registry,
+                &mut self.history,
                 caller,
-                steering: &self.steering,
-            };
+                TurnSpec {
+                    max_requests: self.settings.max_turn_requests,
+                    approval: &self.approval,
+                    sink: &self.events,
+                    session: Some(SessionParts {
+                        steering: &self.steering,
+                        tool_state: &self.tool_state,
+                        used_tool_ids: &mut self.used_tool_ids,
+                    }),
+                    journal: self.journal.as_mut(),
+                },
+            );
             let running = std::panic::AssertUnwindSafe(turn.run(input)).catch_unwind();
             tokio::pin!(running);
             loop {

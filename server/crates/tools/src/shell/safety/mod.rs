@@ -95,11 +95,6 @@ impl ShellEnv {
     }
 }
 
-/// Classifies `command` with `$HOME` from this process, starting in the project.
-pub fn classify(command: &str) -> CommandClass {
-    classify_in(command, &ShellEnv::from_process())
-}
-
 /// Classifies `command` with `$HOME` from this process, starting in `start`.
 pub fn classify_at(command: &str, start: StartDir) -> CommandClass {
     classify_in(command, &ShellEnv::from_process().starting(start))

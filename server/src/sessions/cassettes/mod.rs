@@ -9,9 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use super::error::SessionError;
 use talaria_engine::Config;
-use talaria_protocol::acp;
-use talaria_protocol::errors;
 use talaria_provider::ChatProvider;
 use talaria_provider::cassette::{
     Cassette, CassetteLog, Normaliser, RecordingProvider, ReplayProvider, ReplayTiming,
@@ -91,7 +90,7 @@ impl Cassettes {
         normaliser: Normaliser,
         record: Option<&Path>,
         replay: Option<&Path>,
-    ) -> Result<SessionTape, acp::Error> {
+    ) -> Result<SessionTape, SessionError> {
         let number = self.started.fetch_add(1, Ordering::Relaxed) + 1;
         let record = record.or(self.record.as_deref());
         let asked = match replay {
@@ -101,7 +100,7 @@ impl Cassettes {
         let cassette = match (&asked, &self.replay) {
             (Some(own), _) => Some(own),
             (None, Some(sessions)) => Some(sessions.get(number - 1).ok_or_else(|| {
-                errors::invalid_params(format!(
+                SessionError::Invalid(format!(
                     "the replay has {} recorded sessions; this is session {number}",
                     sessions.len()
                 ))
@@ -132,8 +131,8 @@ impl Cassettes {
                 (through, tape)
             }
             (None, None) => {
-                return Err(errors::internal_error(
-                    "no cassette is recorded or replayed",
+                return Err(SessionError::Internal(
+                    "no cassette is recorded or replayed".into(),
                 ));
             }
         };
@@ -145,12 +144,12 @@ impl Cassettes {
 }
 
 /// The one cassette of a directory a session asked to be replayed from.
-fn own_replay(dir: &Path) -> Result<Cassette, acp::Error> {
+fn own_replay(dir: &Path) -> Result<Cassette, SessionError> {
     let mut found = read_all(dir).map_err(|e| {
-        errors::invalid_params(format!("_meta.talaria.replay {}: {e:#}", dir.display()))
+        SessionError::Invalid(format!("_meta.talaria.replay {}: {e:#}", dir.display()))
     })?;
     if found.is_empty() {
-        return Err(errors::invalid_params(format!(
+        return Err(SessionError::Invalid(format!(
             "_meta.talaria.replay {}: no recorded session there",
             dir.display()
         )));
@@ -289,16 +288,18 @@ pub(super) fn normaliser(config: &Config, place: &Place<'_>) -> Normaliser {
 /// cassette serves it), `trajectory` (a file its trajectory is kept in) — each an absolute
 /// path — and `maxTurnRequests` (its own cap on model calls per turn).
 #[derive(Debug, Default)]
-pub(super) struct SessionTaps {
+pub struct SessionTaps {
     pub(super) record: Option<PathBuf>,
     pub(super) replay: Option<PathBuf>,
     pub(super) trajectory: Option<PathBuf>,
-    pub(super) max_turn_requests: Option<u32>,
+    pub max_turn_requests: Option<u32>,
 }
 
 impl SessionTaps {
     /// Reads them from a `session/new`'s `_meta`; a value of the wrong shape is an error.
-    pub(super) fn asked(meta: Option<&acp::Meta>) -> Result<Self, acp::Error> {
+    pub fn asked(
+        meta: Option<&serde_json::Map<String, serde_json::Value>>,
+    ) -> Result<Self, SessionError> {
         let Some(talaria) = meta.and_then(|meta| meta.get("talaria")) else {
             return Ok(Self::default());
         };
@@ -309,7 +310,7 @@ impl SessionTaps {
                     .and_then(|n| u32::try_from(n).ok())
                     .filter(|n| *n > 0)
                     .ok_or_else(|| {
-                        errors::invalid_params(format!(
+                        SessionError::Invalid(format!(
                             "_meta.talaria.maxTurnRequests must be a positive whole number, got {n}"
                         ))
                     })?,
@@ -324,13 +325,13 @@ impl SessionTaps {
     }
 }
 
-fn absolute(talaria: &serde_json::Value, key: &str) -> Result<Option<PathBuf>, acp::Error> {
+fn absolute(talaria: &serde_json::Value, key: &str) -> Result<Option<PathBuf>, SessionError> {
     let Some(asked) = talaria.get(key) else {
         return Ok(None);
     };
     match asked.as_str().map(PathBuf::from) {
         Some(path) if path.is_absolute() => Ok(Some(path)),
-        _ => Err(errors::invalid_params(format!(
+        _ => Err(SessionError::Invalid(format!(
             "_meta.talaria.{key} must be an absolute path, got {asked}"
         ))),
     }

@@ -1,4 +1,5 @@
-//! `session/fork`: a new session with a copy of another's history (its parent recorded).
+//! `session/fork` (answered by `acp/lifecycle.rs`): a new session with a copy of another's
+//! history (its parent recorded).
 //! The slow part — configuration, prompt, MCP servers, then the parent's record read (what
 //! the store has, then what still waits for it, the spools of ended processes adopted
 //! first) — runs off the dispatch loop; the launch runs on the loop.
@@ -9,20 +10,19 @@
 //! not saved yet, like a turn): an answered fork survives a kill, and the store never has
 //! the fork's row without its record. A stuck store never refuses a fork it writes later.
 
-use futures_util::FutureExt;
 use talaria_engine::{Journal, SessionJournal};
-use talaria_protocol::acp::{self, RequestId};
-use talaria_protocol::errors;
 use talaria_record::Transcript;
 use talaria_store::{EncodedEntry, SessionMeta};
 
-use super::lifecycle::{FLUSH_BEFORE_READ, Stored, journal_or_open, store_error};
-use super::{Agent, Reply, ready_session, to_value};
-use crate::acp::launch::StartsSession;
+use super::client_prompt::ClientPrompt;
+use super::error::SessionError;
+use super::launch::{Assembled, ClientAbilities, Place, Ready, ready_session};
+use super::room::{SessionRoom, StartContext, journal_or_open};
+use super::stored::{FLUSH_BEFORE_READ, Stored};
 
 /// The copy a fork starts from, committed (or spooled) and claimed.
-struct Copied {
-    id: String,
+pub struct Copied {
+    pub id: String,
     meta: SessionMeta,
     transcript: Transcript,
     journal: Journal,
@@ -30,46 +30,38 @@ struct Copied {
     unsaved: Option<String>,
 }
 
-impl Agent {
-    /// `session/fork`: the new session's start and the copy off the loop, then the launch.
-    pub(super) fn start_fork(&mut self, request: RequestId, params: acp::ForkSessionRequest) {
-        let mut context = self.start_context();
-        context.trust = context.trust.during(&request);
-        let known = self.store.clone();
-        let slow = async move {
-            // Checked first: a prompt that cannot be applied copies nothing.
-            let client = super::client_prompt::parse(params.system_prompt.as_ref())?;
-            let (cwd, directories, mcp_servers) = params.place();
-            let ready = ready_session(context, cwd, directories, mcp_servers)
-                .await?
-                .with_client_prompt(client);
-            let journal = journal_or_open(known, &ready.config);
-            let copied = copy(journal, &params).await?;
-            // The copy names the parent's checkpointed contents: the fork holds them too.
-            if let Some(checkpoints) = ready.checkpoints() {
-                let (from, to) = (params.session_id.0.to_string(), copied.id.clone());
-                let _ = tokio::task::spawn_blocking(move || checkpoints.copy_holdings(&from, &to))
-                    .await;
-            }
-            Ok((params, ready, copied))
-        };
-        self.defer(
-            request,
-            "session/fork",
-            slow,
-            |agent, (params, ready, copied)| {
-                async move { agent.fork_session(params, ready, copied) }.boxed_local()
-            },
-        );
+/// The slow part of a fork of `parent` (off the loop): the new session's start, then the
+/// copy.
+pub async fn prepare(
+    context: StartContext,
+    known: Option<Journal>,
+    parent: String,
+    place: Place<'_>,
+    client: Option<ClientPrompt>,
+) -> Result<(Ready, Copied), SessionError> {
+    let cwd = place.cwd;
+    let ready = ready_session(context, place)
+        .await?
+        .with_client_prompt(client);
+    let journal = journal_or_open(known, &ready.config);
+    let copied = copy(journal, &parent, cwd).await?;
+    // The copy names the parent's checkpointed contents: the fork holds them too.
+    if let Some(checkpoints) = ready.checkpoints() {
+        let to = copied.id.clone();
+        let _ = tokio::task::spawn_blocking(move || checkpoints.copy_holdings(&parent, &to)).await;
     }
+    Ok((ready, copied))
+}
 
+impl SessionRoom {
     /// Starts the fork from its committed copy.
-    fn fork_session(
+    pub fn launch_fork(
         &mut self,
-        params: acp::ForkSessionRequest,
-        ready: super::Ready,
+        cwd: std::path::PathBuf,
+        ready: Ready,
         copied: Copied,
-    ) -> Reply {
+        client: ClientAbilities,
+    ) -> Result<Assembled, SessionError> {
         let Copied {
             id,
             meta,
@@ -80,9 +72,9 @@ impl Agent {
         self.adopt_store(&journal);
         let last = transcript.last_id();
         let journal = SessionJournal::new(journal, &id, last);
-        let launched = self.launch_stored(
+        self.launch_stored(
             &id,
-            params.cwd,
+            cwd,
             ready,
             Stored {
                 meta,
@@ -90,12 +82,7 @@ impl Agent {
                 journal,
                 unsaved,
             },
-        )?;
-        to_value(
-            acp::ForkSessionResponse::new(id)
-                .modes(launched.modes)
-                .config_options(launched.options)
-                .meta(launched.meta),
+            client,
         )
     }
 }
@@ -104,17 +91,20 @@ impl Agent {
 /// under a new id, claimed for this process: committed with its row, or waiting (spooled) in
 /// order until the store takes writes. A parent that cannot be read (or has no record)
 /// refuses the fork and writes nothing.
-async fn copy(journal: Journal, params: &acp::ForkSessionRequest) -> Result<Copied, acp::Error> {
+async fn copy(
+    journal: Journal,
+    parent: &str,
+    cwd: &std::path::Path,
+) -> Result<Copied, SessionError> {
     journal.flush(FLUSH_BEFORE_READ).await;
-    let parent = params.session_id.0.to_string();
-    let (meta, transcript) = journal.view(&parent).await.map_err(store_error)?;
+    let (meta, transcript) = journal.view(parent).await?;
     let entries = EncodedEntry::all(transcript.entries())
-        .map_err(|e| errors::internal_error(format!("the fork could not be copied: {e}")))?;
+        .map_err(|e| SessionError::Internal(format!("the fork could not be copied: {e}")))?;
     let id = uuid::Uuid::new_v4().to_string();
     let now = talaria_store::now_ms();
     let child = SessionMeta {
         id: id.clone(),
-        cwd: params.cwd.display().to_string(),
+        cwd: cwd.display().to_string(),
         title: meta.title.clone().map(|t| format!("{t} (fork)")),
         created_at: now,
         updated_at: now,

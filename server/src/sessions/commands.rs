@@ -8,13 +8,13 @@ use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 use talaria_engine::{
-    Asking, Attached, CommandReply, Expansion, SlashCommand, SlashCommands, ToolsetChange,
-    UserInput,
+    Asking, Attached, CommandReply, Expansion, MCP_PROMPT_PREFIX, SlashCommand, SlashCommands,
+    ToolsetChange, TypedCommand, UserInput,
 };
 use talaria_mcp::prompts::{self, PromptPart};
 use talaria_record::{InputBlock, UserPart};
 use talaria_skills::SkillsContext;
-use talaria_tools::clarify::FormAnswer;
+use talaria_tools::FormAnswer;
 
 use super::skills;
 
@@ -49,11 +49,20 @@ fn reply(text: String) -> Expansion {
 impl SlashCommands for SessionCommands {
     fn expand<'a>(&'a self, command: SlashCommand, asking: Asking) -> BoxFuture<'a, Expansion> {
         Box::pin(async move {
-            if command.name == skills::MCP_COMMAND {
-                return self.mcp_command(&command.args).await;
-            }
-            if let Some((server, prompt)) = prompts::split_command(&command.name) {
-                return self.mcp_prompt(server, prompt, &command, &asking).await;
+            match &command.command {
+                TypedCommand::Mcp { reconnect } => {
+                    return self.mcp_command(reconnect.as_ref()).await;
+                }
+                TypedCommand::McpPrompt {
+                    server,
+                    prompt,
+                    args,
+                } => {
+                    return self
+                        .mcp_prompt(server, prompt, args, &command.typed, &asking)
+                        .await;
+                }
+                _ => {}
             }
             let skills = self.skills.clone();
             // Skills are read from disk: off the runtime's threads.
@@ -93,10 +102,15 @@ impl SlashCommands for SessionCommands {
 
 /// `/skills …` or `/<skill>`; anything else is the prompt as typed.
 fn skill_command(stores: &SkillsContext, command: SlashCommand) -> Expansion {
-    let SlashCommand { name, args, typed } = command;
-    if name == skills::SKILLS_COMMAND {
-        return Expansion::Reply(skills::skills_command(stores, &args));
-    }
+    let SlashCommand { command, typed } = command;
+    let (name, args) = match command {
+        TypedCommand::Skills(action) => {
+            return Expansion::Reply(skills::skills_command(stores, &action));
+        }
+        TypedCommand::Named { name, args } => (name, args),
+        // The session's other commands are not this room's: the prompt as typed.
+        _ => return Expansion::Prompt(typed),
+    };
     if !skills::is_skill(stores, &name) {
         return Expansion::Prompt(typed);
     }
@@ -112,21 +126,17 @@ fn skill_command(stores: &SkillsContext, command: SlashCommand) -> Expansion {
 
 impl SessionCommands {
     /// `/mcp` (the status) or `/mcp reconnect [name]`.
-    async fn mcp_command(&self, args: &str) -> Expansion {
-        let mut words = args.split_whitespace();
-        match words.next() {
-            None | Some("status") => reply(self.mcp.report()),
-            Some("reconnect") => match self.mcp.reconnect(words.next()).await {
-                // Its prompts may have changed with it.
-                Ok(report) => Expansion::Reply(CommandReply {
-                    text: report,
-                    commands_changed: true,
-                }),
-                Err(why) => Expansion::Failed(why.to_string()),
-            },
-            Some(other) => Expansion::Failed(format!(
-                "/mcp takes `status` or `reconnect [name]`, not {other:?}"
-            )),
+    async fn mcp_command(&self, reconnect: Option<&Option<String>>) -> Expansion {
+        let Some(name) = reconnect else {
+            return reply(self.mcp.report());
+        };
+        match self.mcp.reconnect(name.as_deref()).await {
+            // Its prompts may have changed with it.
+            Ok(report) => Expansion::Reply(CommandReply {
+                text: report,
+                commands_changed: true,
+            }),
+            Err(why) => Expansion::Failed(why.to_string()),
         }
     }
 
@@ -136,14 +146,15 @@ impl SessionCommands {
         &self,
         server: &str,
         prompt: &str,
-        command: &SlashCommand,
+        args: &str,
+        typed: &UserInput,
         asking: &Asking,
     ) -> Expansion {
         let declared = match self.mcp.prompt_arguments(server, prompt).await {
             Ok(declared) => declared,
             Err(why) => return Expansion::Failed(why.to_string()),
         };
-        let mut given = prompts::parse_arguments(&declared, &command.args);
+        let mut given = prompts::parse_arguments(&declared, args);
         let missing = prompts::missing(&declared, &given);
         if !missing.is_empty() {
             let names: Vec<&str> = missing.iter().map(|a| a.name.as_str()).collect();
@@ -153,8 +164,7 @@ impl SessionCommands {
             );
             if !self.forms {
                 return Expansion::Failed(format!(
-                    "{message}: give them after the command (/{} {})",
-                    command.name,
+                    "{message}: give them after the command (/{MCP_PROMPT_PREFIX}{server}:{prompt} {})",
                     names.join(" ")
                 ));
             }
@@ -180,22 +190,21 @@ impl SessionCommands {
                 }
                 Err(_) => {
                     return Expansion::Failed(format!(
-                        "{message} (give them after the command: /{} {})",
-                        command.name,
+                        "{message} (give them after the command: /{MCP_PROMPT_PREFIX}{server}:{prompt} {})",
                         names.join(" ")
                     ));
                 }
             }
         }
         match self.mcp.get_prompt(server, prompt, given).await {
-            Ok(result) => Expansion::Prompt(self.prompt_input(command, &result)),
+            Ok(result) => Expansion::Prompt(self.prompt_input(typed, &result)),
             Err(why) => Expansion::Failed(why.to_string()),
         }
     }
 
     /// A fetched prompt as the turn's input: what was typed for the record, the prompt's
     /// messages for the model.
-    fn prompt_input(&self, command: &SlashCommand, result: &serde_json::Value) -> UserInput {
+    fn prompt_input(&self, typed: &UserInput, result: &serde_json::Value) -> UserInput {
         let model_view = prompts::message_parts(result)
             .into_iter()
             .map(|part| match part {
@@ -209,7 +218,7 @@ impl SessionCommands {
             })
             .collect();
         UserInput {
-            blocks: command.typed.blocks.clone(),
+            blocks: typed.blocks.clone(),
             model_view,
         }
     }
@@ -256,4 +265,15 @@ fn resource_context(uri: &str, contents: &[serde_json::Value]) -> String {
         })
         .collect();
     format!("<context ref=\"{uri}\">\n{}\n</context>", body.join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_mcp_prompts_are_named_as_the_table_parses_them() {
+        assert_eq!(
+            talaria_mcp::prompts::PREFIX,
+            talaria_engine::MCP_PROMPT_PREFIX
+        );
+    }
 }

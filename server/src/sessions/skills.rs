@@ -1,25 +1,18 @@
 //! Skills and memory at the edge: each session's stores and tools, what the system prompt
-//! carries (the skill index and the frozen memory snapshot), the slash commands (`/compact`,
-//! `/skills`, and one per skill), and the background review's staged tools.
+//! carries (the skill index and the frozen memory snapshot), the slash commands (the engine's
+//! declared built-ins, and one per skill), and the background review's staged tools.
 //!
 //! Every function here that touches the disk runs on the blocking pool (callers see to it).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use talaria_engine::{CommandReply, Config, UserInput};
+use talaria_engine::{CommandReply, Config, SkillsAction, UserInput};
 use talaria_engine::{ReviewFactory, ReviewKit};
 use talaria_protocol::acp::{self, SessionUpdate};
 use talaria_record::{InputBlock, UserPart};
 use talaria_skills::proposals::Change;
 use talaria_skills::{Catalog, MemoryStore, Roots, SkillError, SkillsContext, WriteMode};
-
-/// The command that manages the review's proposals.
-pub const SKILLS_COMMAND: &str = "skills";
-/// The command that lists the session's MCP servers.
-pub const MCP_COMMAND: &str = "mcp";
-/// The slash command that plans a task first (`/plan TASK`).
-pub const PLAN_COMMAND: &str = "plan";
 
 fn user_home() -> Option<PathBuf> {
     std::env::var_os("HOME")
@@ -71,55 +64,27 @@ pub fn prompt_additions(context: &SkillsContext, catalog: &Catalog) -> (String, 
     (index, memory)
 }
 
-/// The slash commands: `/compact`, `/skills`, and one per skill.
+/// The slash commands: the engine's declared built-ins, then one per skill.
 pub fn commands(catalog: &Catalog) -> SessionUpdate {
-    let mut commands = vec![
-        acp::AvailableCommand::new(
-            super::compaction::COMMAND,
-            "Compact the conversation now: old tool output is shortened and earlier turns are summarised, optionally around a focus topic.",
-        )
-        .input(acp::AvailableCommandInput::Unstructured(
-            acp::UnstructuredCommandInput::new("focus topic (optional)"),
-        )),
-        acp::AvailableCommand::new(
-            SKILLS_COMMAND,
-            "Skills and memory the agent proposed in the background: list, show <id>, accept <id>, reject <id>.",
-        )
-        .input(acp::AvailableCommandInput::Unstructured(
-            acp::UnstructuredCommandInput::new("list | show <id> | accept <id> | reject <id>"),
-        )),
-    ];
-    commands.push(acp::AvailableCommand::new(
-        MCP_COMMAND,
-        "The session's MCP servers: state, tools, resources and prompts, last error; `/mcp reconnect [name]` connects one again.",
-    ));
-    commands.push(
-        acp::AvailableCommand::new(
-            PLAN_COMMAND,
-            "Plan first: switch to plan mode and plan the task; nothing changes until you choose to implement the plan.",
-        )
-        .input(acp::AvailableCommandInput::Unstructured(
-            acp::UnstructuredCommandInput::new("the task to plan"),
-        )),
-    );
-    commands.push(
-        acp::AvailableCommand::new(
-            talaria_engine::REWIND_COMMAND,
-            "Go back before your last prompt (or the Nth last): the turns after it leave the conversation; with `files`, the files they changed are put back too.",
-        )
-        .input(acp::AvailableCommandInput::Unstructured(
-            acp::UnstructuredCommandInput::new("[N] [files] [force]"),
-        )),
-    );
-    let reserved = [
-        super::compaction::COMMAND,
-        SKILLS_COMMAND,
-        MCP_COMMAND,
-        PLAN_COMMAND,
-        talaria_engine::REWIND_COMMAND,
-    ];
+    let mut commands: Vec<acp::AvailableCommand> = talaria_engine::SLASH_COMMANDS
+        .iter()
+        .map(|declared| {
+            let command = acp::AvailableCommand::new(declared.name, declared.description);
+            match declared.hint {
+                Some(hint) => command.input(acp::AvailableCommandInput::Unstructured(
+                    acp::UnstructuredCommandInput::new(hint),
+                )),
+                None => command,
+            }
+        })
+        .collect();
+    let reserved = |name: &str| {
+        talaria_engine::SLASH_COMMANDS
+            .iter()
+            .any(|d| d.name == name)
+    };
     for found in &catalog.skills {
-        if reserved.contains(&found.name.as_str()) {
+        if reserved(&found.name) {
             continue;
         }
         commands.push(
@@ -155,20 +120,6 @@ pub fn with_prompts(
         commands.push(command);
     }
     SessionUpdate::AvailableCommandsUpdate(acp::AvailableCommandsUpdate::new(commands))
-}
-
-/// `Some((name, rest))` when a prompt is a single text block starting with `/name` (a skill's
-/// name, or an MCP prompt's `mcp:<server>:<prompt>`).
-pub fn slash(prompt: &[acp::ContentBlock]) -> Option<(String, String)> {
-    let [acp::ContentBlock::Text(text)] = prompt else {
-        return None;
-    };
-    let rest = text.text.trim_start().strip_prefix('/')?;
-    let (name, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
-    if talaria_mcp::prompts::split_command(name).is_none() {
-        talaria_skills::skill::check_name(name).ok()?;
-    }
-    Some((name.to_string(), args.trim().to_string()))
 }
 
 /// The input of `/name args`: the skill's instructions, then the user's words.
@@ -215,10 +166,7 @@ pub fn is_skill(context: &SkillsContext, name: &str) -> bool {
 }
 
 /// `/skills [list | show <id> | accept <id> | reject <id>]`.
-pub fn skills_command(context: &SkillsContext, args: &str) -> CommandReply {
-    let mut words = args.split_whitespace();
-    let verb = words.next().unwrap_or("list");
-    let id = words.next().unwrap_or("");
+pub fn skills_command(context: &SkillsContext, action: &SkillsAction) -> CommandReply {
     let proposals = &context.proposals;
     let live_dir = |id: &str| -> Option<PathBuf> {
         let proposal = proposals.list().into_iter().find(|p| p.id == id)?;
@@ -231,8 +179,8 @@ pub fn skills_command(context: &SkillsContext, args: &str) -> CommandReply {
         text,
         commands_changed: changed,
     };
-    match verb {
-        "list" => {
+    match action {
+        SkillsAction::List => {
             let list = proposals.list();
             if list.is_empty() {
                 return reply("No proposals are waiting.".into(), false);
@@ -249,11 +197,11 @@ pub fn skills_command(context: &SkillsContext, args: &str) -> CommandReply {
                 false,
             )
         }
-        "show" => match proposals.show(id, live_dir(id).as_deref()) {
+        SkillsAction::Show(id) => match proposals.show(id, live_dir(id).as_deref()) {
             Ok(text) => reply(format!("```diff\n{text}```"), false),
             Err(why) => reply(why.to_string(), false),
         },
-        "accept" => {
+        SkillsAction::Accept(id) => {
             let Some(root) = context.roots.writable() else {
                 return reply("There is no writable skill folder.".into(), false);
             };
@@ -268,16 +216,10 @@ pub fn skills_command(context: &SkillsContext, args: &str) -> CommandReply {
                 Err(why) => reply(format!("Not accepted: {why}"), false),
             }
         }
-        "reject" => match proposals.reject(id) {
+        SkillsAction::Reject(id) => match proposals.reject(id) {
             Ok(text) => reply(text, false),
             Err(why) => reply(why.to_string(), false),
         },
-        other => reply(
-            format!(
-                "Unknown /skills action {other:?}: use list, show <id>, accept <id> or reject <id>."
-            ),
-            false,
-        ),
     }
 }
 

@@ -1,106 +1,102 @@
 //! Session starts: the slow part (configuration, prompt, the local server's window, MCP
-//! connects) off the dispatch loop, then the launch on it — settings, registry, actor,
-//! forwarder, the first notices.
+//! connects, `ready_session`) off the dispatch loop, then the assembly on it — router,
+//! registry, settings, actor (`SessionRoom::assemble`); the wire room starts its forwarder
+//! and shows its first notices.
 
 use std::sync::Arc;
 
-use super::{
-    Agent, LiveSession, Reply, RouterCache, StartContext, cassettes, client_bridge, commands,
-    forwarder, mcp, server_window, skills, to_value, updates,
+use super::cassettes;
+use super::client_prompt::ClientPrompt;
+use super::commands;
+use super::error::SessionError;
+use super::mcp;
+use super::room::{SessionRoom, StartContext};
+use super::server_window;
+use super::skills;
+use talaria_engine::{
+    Config, Delegation, EngineEvent, ModelRouter, SessionHandle, SessionSettings,
 };
-use futures_util::FutureExt;
-use talaria_engine::{Config, ModelRouter, SessionSettings};
-use talaria_protocol::acp::{self, RequestId, SessionNotification};
-use talaria_protocol::errors;
+use talaria_protocol::acp;
 use tokio::sync::mpsc;
 
 /// What starting a session needs.
-pub(super) struct Launch {
-    pub(super) id: String,
-    pub(super) cwd: std::path::PathBuf,
+pub struct Launch {
+    pub id: String,
+    pub cwd: std::path::PathBuf,
     /// The configuration, prompt, commands, MCP servers, roots and shell prepared for it.
-    pub(super) ready: Ready,
+    pub ready: Ready,
     /// The session's own model and mode (a stored session's), else the configuration's.
-    pub(super) model: Option<String>,
-    pub(super) mode: Option<talaria_engine::Mode>,
-    pub(super) start: talaria_engine::SessionStart,
+    pub model: Option<String>,
+    pub mode: Option<talaria_engine::Mode>,
+    pub start: talaria_engine::SessionStart,
     /// The session asked to be recorded into this directory (`_meta.talaria.record`).
-    pub(super) taps: cassettes::SessionTaps,
+    pub taps: SessionTaps,
 }
 
-/// The modes and options a started session answers with.
-pub(super) struct Launched {
-    pub(super) modes: acp::SessionModeState,
-    pub(super) options: Vec<acp::SessionConfigOption>,
-    /// `_meta` for the response: `{"talaria": {"sandbox": "enforced" | "off" | "unavailable"}}`
-    /// (clients' banners show it).
-    pub(super) meta: acp::Meta,
+pub use cassettes::SessionTaps;
+
+/// What the client can do that a session's assembly needs to know.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientAbilities {
+    /// The client shows forms (`clarify`, an MCP prompt's missing arguments).
+    pub forms: bool,
+    /// What the engine hands to the client (files, terminals).
+    pub delegation: Delegation,
+    /// The client shows subagents as sessions of their own.
+    pub subagents: bool,
 }
 
-impl Agent {
-    pub(super) fn router_for(&mut self, config: &Config) -> Result<Arc<ModelRouter>, acp::Error> {
-        let fingerprint = format!("{config:?}");
-        if let Some(cache) = &self.router
-            && cache.fingerprint == fingerprint
-        {
-            return Ok(cache.router.clone());
-        }
-        let router = match self.shared.router(&fingerprint) {
-            Some(router) => router,
-            None => {
-                let router = Arc::new(
-                    talaria_engine::build_router(config)
-                        .map_err(|e| errors::internal_error(e.to_string()))?,
-                );
-                self.shared.offer_router(&fingerprint, &router);
-                router
-            }
-        };
-        self.router = Some(RouterCache {
-            fingerprint,
-            router: router.clone(),
-        });
-        Ok(router)
-    }
+/// A session assembled and running: what the wire room needs to serve it.
+pub struct Assembled {
+    pub handle: SessionHandle,
+    /// The session's events, for its forwarder.
+    pub events: mpsc::Receiver<EngineEvent>,
+    /// The slash commands it starts with.
+    pub commands: acp::SessionUpdate,
+    /// Its slash commands as they are now (skills and MCP prompts change).
+    pub commands_now: Arc<dyn Fn() -> acp::SessionUpdate + Send + Sync>,
+    /// What it starts with to tell the user: configuration warnings (once per process), an
+    /// unsaved store, unconfined commands, MCP servers that did not start.
+    pub warnings: Vec<String>,
+    /// Its MCP servers' sign-ins, to start once the client knows the session.
+    pub sign_ins: SignIns,
+    /// The models offered for switching.
+    pub models: Vec<String>,
+    pub images_allowed: bool,
+    /// `enforced`, `off` or `unavailable`.
+    pub sandbox: &'static str,
+    /// How its commands start (sandbox, environment), and where.
+    pub shell: Arc<talaria_tools::Shell>,
+    pub cwd: std::path::PathBuf,
+    /// Its folder's trust: what of the folder's own files it loaded.
+    pub trust: talaria_engine::TrustAssessment,
+}
 
-    /// `session/new`: the start's slow part off the loop, then the store and the launch on it.
-    pub(super) fn start_new_session(&mut self, id: RequestId, params: acp::NewSessionRequest) {
-        let mut context = self.start_context();
-        context.trust = context.trust.during(&id);
-        let slow = async move {
-            let client = super::client_prompt::parse(params.system_prompt.as_ref())?;
-            let taps = cassettes::SessionTaps::asked(params.meta.as_ref())?;
-            let (cwd, directories, mcp_servers) = params.place();
-            let mut ready = ready_session(context, cwd, directories, mcp_servers)
-                .await?
-                .with_client_prompt(client);
-            if let Some(most) = taps.max_turn_requests {
-                ready.config.max_turn_requests = most;
-            }
-            // The store opens in the background from `initialize`; nothing the client asked
-            // for needs it yet, so the answer does not wait for it: the session's entries
-            // wait in the journal's backlog, and the session itself says whether it is saved.
-            Ok((params, ready, taps))
-        };
-        self.defer(id, "session/new", slow, |agent, (params, ready, taps)| {
-            agent.new_session(params, ready, taps).boxed_local()
-        });
-    }
+/// A session's MCP sign-ins, started when the wire room has a way to show them.
+pub struct SignIns(Arc<talaria_mcp::Hub>);
 
-    async fn new_session(
+impl SignIns {
+    /// Starts the sign-ins its servers need, shown through `prompt`.
+    pub fn offer(self, prompt: Arc<dyn talaria_mcp::oauth::SignInPrompt>) {
+        self.0.offer_sign_in(prompt);
+    }
+}
+
+impl SessionRoom {
+    /// A new session's row (written by the journal in the background) and its start: its id,
+    /// claimed for this process before anyone can know it.
+    pub fn create(
         &mut self,
-        params: acp::NewSessionRequest,
-        ready: Ready,
-        taps: cassettes::SessionTaps,
-    ) -> Reply {
-        let config = &ready.config;
+        config: &Config,
+        cwd: &std::path::Path,
+        additional_directories: &[std::path::PathBuf],
+    ) -> (String, talaria_engine::SessionStart) {
         let id = uuid::Uuid::new_v4().to_string();
         let journal = self.journal(config);
         journal.create(talaria_store::SessionMeta {
             id: id.clone(),
-            cwd: params.cwd.display().to_string(),
-            additional_directories: params
-                .additional_directories
+            cwd: cwd.display().to_string(),
+            additional_directories: additional_directories
                 .iter()
                 .map(|d| d.display().to_string())
                 .collect(),
@@ -120,25 +116,15 @@ impl Agent {
             sizing: None,
             unsaved: None,
         };
-        let launched = self.launch(Launch {
-            id: id.clone(),
-            cwd: params.cwd,
-            ready,
-            model: None,
-            mode: None,
-            start,
-            taps,
-        })?;
-        to_value(
-            acp::NewSessionResponse::new(id)
-                .modes(launched.modes)
-                .config_options(launched.options)
-                .meta(launched.meta),
-        )
+        (id, start)
     }
 
-    /// Starts a session's actor and forwarder and registers it.
-    pub(super) fn launch(&mut self, launch: Launch) -> Result<Launched, acp::Error> {
+    /// Assembles a session — its router, tools, commands, settings — and starts its actor.
+    pub fn assemble(
+        &mut self,
+        launch: Launch,
+        client: ClientAbilities,
+    ) -> Result<Assembled, SessionError> {
         let Launch {
             id,
             cwd,
@@ -154,7 +140,7 @@ impl Agent {
         let mode = mode.unwrap_or(config.mode);
         let models = offered_models(config, &model);
         let stores = skills::context(config, &cwd, &id, ready.shell.places(), &ready.trust);
-        let mut tools = self.session_tools();
+        let mut tools = self.session_tools(client.forms);
         tools.tape = tape;
         let registry = tools.registry(config, &stores, &ready.mcp.0);
         let shape_tools = tools.shaper(config);
@@ -171,7 +157,6 @@ impl Agent {
             hooks,
         } = ready;
         let commands = skills::with_prompts(commands, &hub.prompt_commands());
-        let forwarded_hub = hub.clone();
         let (prompt, start) = system_prompt.assemble_for(&config, start);
         let sizing = window
             .map(|window| size_when_known(window, &config, system_prompt, tools, &stores, &hub));
@@ -180,7 +165,7 @@ impl Agent {
                 skills: stores.clone(),
                 mcp: hub.clone(),
                 images_allowed: config.supports_images,
-                forms: self.client_caps.elicitation_form,
+                forms: client.forms,
                 shape_tools,
             })),
             sizing,
@@ -195,43 +180,32 @@ impl Agent {
             prompt,
             hooks,
         };
-        let settings = self.session_settings(&config, own, &stores, &shell, checkpoints);
-        let (events_tx, events_rx) = mpsc::channel(256);
+        let settings = session_settings(&config, own, &stores, &shell, checkpoints, client);
+        let (events_tx, events) = mpsc::channel(256);
         let handle =
             talaria_engine::spawn_session_with(settings, router, registry, events_tx, start);
-        let session_id = acp::SessionId::new(id.clone());
-        let updates = self.start_forwarder(&session_id, events_rx, stores, forwarded_hub);
         tracing::info!(session = %id, cwd = %cwd.display(), model = %model, "session started");
-        self.outbox
-            .push(SessionNotification::new(session_id.clone(), commands));
-        self.first_notices(&session_id, &config, &shell, mcp_warnings);
-        self.sign_in_after_answer(&session_id, hub);
-        let live = LiveSession {
+        let warnings = self.first_warnings(&config, &shell, mcp_warnings);
+        let listed = hub.clone();
+        Ok(Assembled {
             handle,
-            updates,
-            images_allowed: config.supports_images,
+            events,
+            commands,
+            commands_now: Arc::new(move || {
+                skills::with_prompts(
+                    skills::commands(&stores.catalog()),
+                    &listed.prompt_commands(),
+                )
+            }),
+            warnings,
+            sign_ins: SignIns(hub),
             models,
-            booleans: self.client_caps.booleans,
-            meta: session_meta(&shell, &trust),
+            images_allowed: config.supports_images,
+            sandbox: talaria_engine::sandbox_state(&shell),
             shell,
             cwd,
-        };
-        let launched = live.launched();
-        self.sessions.insert(id, live);
-        Ok(launched)
-    }
-
-    /// The session's MCP sign-ins start after the answer: the client knows the session
-    /// before it is asked anything of it.
-    fn sign_in_after_answer(&mut self, session_id: &acp::SessionId, hub: Arc<talaria_mcp::Hub>) {
-        let sign_in = Arc::new(super::mcp_sign_in::ClientSignIn::new(
-            self.peer.clone(),
-            session_id.clone(),
-            self.client_caps.elicitation_url,
-            self.client_caps.notices,
-        ));
-        self.after_answer
-            .push(Box::new(move || hub.offer_sign_in(sign_in)));
+            trust,
+        })
     }
 
     /// A session's router: the shared one, or, when it is recorded, replayed or its
@@ -240,8 +214,8 @@ impl Agent {
         &mut self,
         ready: &Ready,
         session: &str,
-        taps: &cassettes::SessionTaps,
-    ) -> Result<(Arc<ModelRouter>, Option<cassettes::ToolTape>), acp::Error> {
+        taps: &SessionTaps,
+    ) -> Result<(Arc<ModelRouter>, Option<cassettes::ToolTape>), SessionError> {
         let config = &ready.config;
         let place = cassettes::Place {
             session,
@@ -278,114 +252,28 @@ impl Agent {
         }
         let router = talaria_engine::build_router_through(config, &through)
             .map(Arc::new)
-            .map_err(|e| errors::internal_error(e.to_string()))?;
+            .map_err(|e| SessionError::Internal(e.to_string()))?;
         Ok((router, tools))
     }
 
-    /// Starts the task that turns the session's events into `session/update`s (and the
-    /// edge's own updates, sent through the returned queue).
-    fn start_forwarder(
-        &self,
-        session_id: &acp::SessionId,
-        events: mpsc::Receiver<talaria_engine::EngineEvent>,
-        stores: Arc<talaria_skills::SkillsContext>,
-        hub: Arc<talaria_mcp::Hub>,
-    ) -> mpsc::UnboundedSender<forwarder::EdgeUpdates> {
-        let bridge = Arc::new(client_bridge::AcpBridge::new(
-            self.peer.clone(),
-            session_id.clone(),
-            self.client_caps,
-        ));
-        let forwarder = forwarder::Forwarder {
-            peer: self.peer.clone(),
-            session_id: session_id.clone(),
-            client: bridge,
-            commands: Arc::new(move || {
-                skills::with_prompts(skills::commands(&stores.catalog()), &hub.prompt_commands())
-            }),
-            chunks: forwarder::ChunkTemplates::new(session_id, None),
-            prompt_message: None,
-            quota: super::quota::SessionQuota::new(self.quotas.clone(), session_id),
-        };
-        let (updates, edge_rx) = mpsc::unbounded_channel();
-        tokio::spawn(forwarder.run(events, edge_rx));
-        updates
-    }
-
-    /// A session's settings: what is its own, the rest from the configuration.
-    fn session_settings(
-        &self,
-        config: &Config,
-        own: SessionOwn<'_>,
-        stores: &Arc<talaria_skills::SkillsContext>,
-        shell: &Arc<talaria_tools::shell::Shell>,
-        checkpoints: Option<Arc<talaria_engine::Checkpoints>>,
-    ) -> SessionSettings {
-        let SessionOwn {
-            id,
-            cwd,
-            roots,
-            model,
-            mode,
-            prompt,
-            hooks,
-        } = own;
-        SessionSettings {
-            id: id.to_string(),
-            cwd: cwd.to_path_buf(),
-            model: model.to_string(),
-            system_prompt: prompt.instructions,
-            environment: prompt.environment,
-            context_window: config.context_window,
-            retry: config.retry,
-            max_turn_requests: config.max_turn_requests,
-            max_output_tokens: config.max_output_tokens,
-            home: config.home.clone(),
-            roots,
-            mode,
-            secrets: talaria_engine::SecretReads::for_home(
-                &config.home,
-                config.ask_for_credential_reads,
-            ),
-            delegation: self.client_caps.delegation(),
-            titles: config.model_titles(),
-            single_slot: config.single_slot(),
-            nudges: config.nudges,
-            verify_after_edits: config.verify_after_edits(),
-            compression: config.compression,
-            tokenizers: Arc::new(config.tokenizers.clone()),
-            learning: config.learning,
-            review: config
-                .reviews()
-                .then(|| skills::review_factory(stores.clone(), config.learning.stage_reviews)),
-            subagents: subagent_slots(config),
-            announce_subagents: self.client_caps.subagents,
-            images: config.supports_images,
-            shell: shell.clone(),
-            checkpoints,
-            hooks,
-        }
-    }
-
-    /// What every session's tools are made from.
-    fn session_tools(&self) -> SessionTools {
+    /// What every session's tools are made from; `clarify` when the client shows forms.
+    fn session_tools(&self, clarify: bool) -> SessionTools {
         SessionTools {
             built_in: self.registry.clone(),
-            clarify: self.client_caps.elicitation_form,
+            clarify,
             store: self.store.clone(),
             tape: None,
         }
     }
 
-    /// The notices a session starts with: configuration warnings (once per process), an
-    /// unsaved store, unconfined commands, MCP servers that did not start.
-    fn first_notices(
+    /// What a session starts with to tell the user: configuration warnings (once per
+    /// process), an unsaved store, unconfined commands, MCP servers that did not start.
+    fn first_warnings(
         &mut self,
-        session_id: &acp::SessionId,
         config: &Config,
-        shell: &talaria_tools::shell::Shell,
+        shell: &talaria_tools::Shell,
         mcp_warnings: Vec<String>,
-    ) {
+    ) -> Vec<String> {
         let mut warnings = Vec::new();
         if !self.config_warned {
             self.config_warned = true;
@@ -396,16 +284,63 @@ impl Agent {
         }
         warnings.extend(talaria_engine::sandbox_notice(shell));
         warnings.extend(mcp_warnings);
-        for warning in warnings {
-            self.outbox.push(SessionNotification::new(
-                session_id.clone(),
-                updates::notice_update(
-                    talaria_engine::NoticeLevel::Warning,
-                    warning,
-                    self.client_caps.notices,
-                ),
-            ));
-        }
+        warnings
+    }
+}
+
+/// A session's settings: what is its own, the rest from the configuration.
+fn session_settings(
+    config: &Config,
+    own: SessionOwn<'_>,
+    stores: &Arc<talaria_skills::SkillsContext>,
+    shell: &Arc<talaria_tools::Shell>,
+    checkpoints: Option<Arc<talaria_engine::Checkpoints>>,
+    client: ClientAbilities,
+) -> SessionSettings {
+    let SessionOwn {
+        id,
+        cwd,
+        roots,
+        model,
+        mode,
+        prompt,
+        hooks,
+    } = own;
+    SessionSettings {
+        id: id.to_string(),
+        cwd: cwd.to_path_buf(),
+        model: model.to_string(),
+        system_prompt: prompt.instructions,
+        environment: prompt.environment,
+        context_window: config.context_window,
+        retry: config.retry,
+        max_turn_requests: config.max_turn_requests,
+        max_output_tokens: config.max_output_tokens,
+        home: config.home.clone(),
+        roots,
+        mode,
+        secrets: talaria_engine::SecretReads::for_home(
+            &config.home,
+            config.ask_for_credential_reads,
+        ),
+        delegation: client.delegation,
+        titles: config.model_titles(),
+        single_slot: config.single_slot(),
+        nudges: config.nudges,
+        verify_after_edits: config.verify_after_edits(),
+        compression: config.compression,
+        tokenizers: Arc::new(config.tokenizers.clone()),
+        learning: config.learning,
+        review: config
+            .reviews()
+            .then(|| skills::review_factory(stores.clone(), config.learning.stage_reviews)),
+        subagents: subagent_slots(config),
+        announce_subagents: client.subagents,
+        images: config.supports_images,
+        shell: shell.clone(),
+        checkpoints,
+        agents: crate::agents::ConfiguredAgents::of(&config.agents),
+        hooks,
     }
 }
 
@@ -474,7 +409,7 @@ impl SessionTools {
             registry.register(tool);
         }
         if self.clarify {
-            registry.register(Arc::new(talaria_tools::clarify::Clarify));
+            registry.register(Arc::new(talaria_tools::Clarify));
         }
         if let Some(journal) = &self.store {
             registry.register(Arc::new(talaria_engine::SessionSearch::new(
@@ -514,32 +449,14 @@ fn offered_models(config: &Config, model: &str) -> Vec<String> {
     models
 }
 
-/// What a session response says about Talaria's own state (under `_meta.talaria`) and the
-/// folder's trust (`_meta.workspaceTrust`, the ACP draft's shape).
-fn session_meta(
-    shell: &talaria_tools::shell::Shell,
-    trust: &talaria_engine::TrustAssessment,
-) -> acp::Meta {
-    let mut meta = acp::Meta::new();
-    meta.insert(
-        "talaria".into(),
-        serde_json::json!({"sandbox": talaria_engine::sandbox_state(shell)}),
-    );
-    meta.insert(
-        "workspaceTrust".into(),
-        super::trust::workspace_trust(trust),
-    );
-    meta
-}
-
 /// Checks `session/new`-style paths: an absolute cwd and absolute additional directories;
 /// returns the workspace roots.
 fn check_roots(
     cwd: &std::path::Path,
     additional: &[std::path::PathBuf],
-) -> Result<Vec<std::path::PathBuf>, acp::Error> {
+) -> Result<Vec<std::path::PathBuf>, SessionError> {
     if !cwd.is_absolute() {
-        return Err(errors::invalid_params(format!(
+        return Err(SessionError::Invalid(format!(
             "cwd must be an absolute path, got {:?}",
             cwd.display().to_string()
         )));
@@ -547,7 +464,7 @@ fn check_roots(
     let mut roots = vec![cwd.to_path_buf()];
     for directory in additional {
         if !directory.is_absolute() {
-            return Err(errors::invalid_params(format!(
+            return Err(SessionError::Invalid(format!(
                 "additionalDirectories must be absolute paths, got {:?}",
                 directory.display().to_string()
             )));
@@ -557,15 +474,8 @@ fn check_roots(
     Ok(roots)
 }
 
-/// A configuration problem as the client sees it: invalid params naming the file (and, for
-/// a bad value, the key and line), never an internal error.
-pub(super) fn config_error(error: talaria_engine::ConfigError) -> acp::Error {
-    tracing::error!("configuration: {error}");
-    errors::invalid_params(format!("configuration problem: {error}"))
-}
-
 /// Reads the configuration on the blocking pool (the runtime thread never waits on disk).
-pub(super) async fn load_config() -> Result<Config, talaria_engine::ConfigError> {
+pub async fn load_config() -> Result<Config, talaria_engine::ConfigError> {
     tokio::task::spawn_blocking(Config::load)
         .await
         .unwrap_or_else(|e| {
@@ -575,42 +485,32 @@ pub(super) async fn load_config() -> Result<Config, talaria_engine::ConfigError>
         })
 }
 
-/// A request that starts a session: where it works and which MCP servers it brings.
-pub(super) trait StartsSession: Send + Sync + 'static {
-    fn place(&self) -> (&std::path::Path, &[std::path::PathBuf], &[acp::McpServer]);
+/// Where a session works and which MCP servers it brings (as its request said).
+pub struct Place<'a> {
+    pub cwd: &'a std::path::Path,
+    pub additional_directories: &'a [std::path::PathBuf],
+    pub mcp_servers: &'a [acp::McpServer],
 }
-
-/// The requests' fields have the same names; only their types differ.
-macro_rules! starts_session {
-    ($($request:ty),*) => {$(
-        impl StartsSession for $request {
-            fn place(&self) -> (&std::path::Path, &[std::path::PathBuf], &[acp::McpServer]) {
-                (&self.cwd, &self.additional_directories, &self.mcp_servers)
-            }
-        }
-    )*};
-}
-starts_session!(acp::NewSessionRequest, acp::ForkSessionRequest);
 
 /// What every session start needs, in order: the configuration and the prompt's parts
 /// (off the runtime thread), credentials checked before anything is started, the local
 /// server's window (which may narrow the toolsets), the prompt for those toolsets, then the
 /// session's MCP servers. Runs off the dispatch loop: a slow server delays only its session.
-pub(super) async fn ready_session(
-    context: StartContext,
-    cwd: &std::path::Path,
-    additional_directories: &[std::path::PathBuf],
-    mcp_servers: &[acp::McpServer],
-) -> Result<Ready, acp::Error> {
+pub async fn ready_session(context: StartContext, place: Place<'_>) -> Result<Ready, SessionError> {
     if context.logged_out {
-        return Err(Agent::logged_out_error());
+        return Err(SessionError::LoggedOut);
     }
+    let Place {
+        cwd,
+        additional_directories,
+        mcp_servers,
+    } = place;
     let roots = check_roots(cwd, additional_directories)?;
     let placed = place_session(cwd, &roots).await?;
-    let trust = context
-        .trust
-        .settle(&placed.config.home, placed.trust)
-        .await;
+    let trust = match &context.trust {
+        Some(asked) => asked.settle(&placed.config.home, placed.trust).await,
+        None => placed.trust,
+    };
     let placed = Placed { trust, ..placed };
     let Prepared {
         mut config,
@@ -622,12 +522,15 @@ pub(super) async fn ready_session(
         hooks,
     } = prepare_session(placed, cwd, &roots, &chrono_today()).await?;
     context.providers.apply(&mut config);
-    if let Some(error) = super::capabilities::no_credentials(&config) {
-        return Err(error);
+    if let Some(missing) = config.missing_credentials() {
+        return Err(SessionError::NoCredentials {
+            provider: config.provider.as_str().to_string(),
+            missing,
+        });
     }
     // The server's window, when it has answered; else the session is sized when it does.
     let window = context.windows.apply_if_known(&mut config);
-    let mut mcp = mcp::connect(mcp_servers, &config, context.caps.elicitation_form).await;
+    let mut mcp = mcp::connect(mcp_servers, &config, context.forms).await;
     // Told with the session's first notices: what its folder's trust left out.
     let (hooks, hooks_problem) = hooks;
     mcp.1.extend(
@@ -653,11 +556,11 @@ pub(super) async fn ready_session(
 /// the configuration, and the system prompt (which reads the project's instruction files).
 /// What starting a session needs, read off the runtime thread: the configuration, the system
 /// prompt (with the skill index and the memory snapshot, frozen now) and the slash commands.
-pub(super) struct Prepared {
+struct Prepared {
     config: Config,
     system_prompt: PromptParts,
     commands: acp::SessionUpdate,
-    shell: Arc<talaria_tools::shell::Shell>,
+    shell: Arc<talaria_tools::Shell>,
     checkpoints: Option<Arc<talaria_engine::Checkpoints>>,
     trust: talaria_engine::TrustAssessment,
     /// The user's hooks, and a trusted project's; what could not be read of the project's.
@@ -666,22 +569,22 @@ pub(super) struct Prepared {
 
 /// A session's place, read first (the trust question needs it): the configuration, how its
 /// commands start, and its folder's trust.
-pub(super) struct Placed {
+struct Placed {
     config: Config,
-    shell: Arc<talaria_tools::shell::Shell>,
+    shell: Arc<talaria_tools::Shell>,
     trust: talaria_engine::TrustAssessment,
 }
 
 /// A session ready to launch.
-pub(super) struct Ready {
-    pub(super) config: Config,
+pub struct Ready {
+    pub config: Config,
     system_prompt: PromptParts,
     commands: acp::SessionUpdate,
     mcp: (Arc<talaria_mcp::Hub>, Vec<String>),
     /// The workspace roots: the cwd and the additional directories.
     roots: Vec<std::path::PathBuf>,
     /// How its commands start (the OS sandbox, the clean environment).
-    shell: Arc<talaria_tools::shell::Shell>,
+    shell: Arc<talaria_tools::Shell>,
     /// What its calls keep of the files they change.
     checkpoints: Option<Arc<talaria_engine::Checkpoints>>,
     /// The local server's window, when it had not answered yet.
@@ -694,15 +597,12 @@ pub(super) struct Ready {
 
 impl Ready {
     /// What the session's calls keep of the files they change.
-    pub(super) fn checkpoints(&self) -> Option<Arc<talaria_engine::Checkpoints>> {
+    pub fn checkpoints(&self) -> Option<Arc<talaria_engine::Checkpoints>> {
         self.checkpoints.clone()
     }
 
     /// The session's instructions take the client's system prompt.
-    pub(super) fn with_client_prompt(
-        mut self,
-        client: Option<super::client_prompt::ClientPrompt>,
-    ) -> Self {
+    pub fn with_client_prompt(mut self, client: Option<ClientPrompt>) -> Self {
         self.system_prompt.client = client;
         self
     }
@@ -716,7 +616,7 @@ struct PromptParts {
     /// The frozen memory snapshot.
     memory: String,
     /// The client's own system prompt (`systemPrompt`), checked.
-    client: Option<super::client_prompt::ClientPrompt>,
+    client: Option<ClientPrompt>,
 }
 
 /// A session's prompt, assembled: the instructions, most stable first (what every session
@@ -781,16 +681,16 @@ impl PromptParts {
 async fn place_session(
     cwd: &std::path::Path,
     roots: &[std::path::PathBuf],
-) -> Result<Placed, acp::Error> {
+) -> Result<Placed, SessionError> {
     let (cwd, roots) = (cwd.to_path_buf(), roots.to_vec());
     let placed = tokio::task::spawn_blocking(move || {
         if !cwd.is_dir() {
-            return Err(errors::invalid_params(format!(
+            return Err(SessionError::Invalid(format!(
                 "cwd {} is not an existing directory",
                 cwd.display()
             )));
         }
-        let config = Config::load().map_err(config_error)?;
+        let config = Config::load()?;
         let shell = Arc::new(talaria_engine::sandboxed_shell(
             &config,
             &roots,
@@ -805,7 +705,7 @@ async fn place_session(
     })
     .await;
     placed.unwrap_or_else(|e| {
-        Err(errors::internal_error(format!(
+        Err(SessionError::Internal(format!(
             "preparing the session failed: {e}"
         )))
     })
@@ -818,7 +718,7 @@ async fn prepare_session(
     cwd: &std::path::Path,
     roots: &[std::path::PathBuf],
     today: &str,
-) -> Result<Prepared, acp::Error> {
+) -> Result<Prepared, SessionError> {
     let (cwd, roots, today) = (cwd.to_path_buf(), roots.to_vec(), today.to_string());
     let prepared = tokio::task::spawn_blocking(move || {
         let Placed {
@@ -870,7 +770,7 @@ async fn prepare_session(
     })
     .await;
     prepared.unwrap_or_else(|e| {
-        Err(errors::internal_error(format!(
+        Err(SessionError::Internal(format!(
             "preparing the session failed: {e}"
         )))
     })
@@ -881,7 +781,7 @@ async fn prepare_session(
 fn session_hooks(
     config: &Config,
     cwd: &std::path::Path,
-    shell: &talaria_tools::shell::Shell,
+    shell: &talaria_tools::Shell,
     trust: &talaria_engine::TrustAssessment,
 ) -> (Arc<talaria_engine::Hooks>, Option<String>) {
     if !trust.loads_project() {

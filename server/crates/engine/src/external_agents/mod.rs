@@ -1,0 +1,187 @@
+//! The words of a delegation to another agent (`[agents.<name>]`), shared by the engine and
+//! the edge: the edge starts and speaks to the agent ([`ExternalAgents`]); the engine serves
+//! what the agent asks of its client ([`ExternalHost`]) — see `external_delegation` for how.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+
+/// Why the host did not serve a request: what the agent reads.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HostError {
+    /// The session's tool refused or failed (its text, as the model would read it).
+    #[error("{0}")]
+    Refused(String),
+    #[error("no terminal {0}")]
+    NoTerminal(String),
+    #[error("the delegation has ended")]
+    Ended,
+}
+
+/// The agents the user configured, started and spoken to by the edge.
+pub trait ExternalAgents: Send + Sync {
+    /// The configured names.
+    fn names(&self) -> Vec<String>;
+    /// Runs `run.task` on agent `run.agent` to its end.
+    fn run<'a>(&'a self, run: ExternalRun) -> BoxFuture<'a, Result<ExternalReport, String>>;
+}
+
+/// The configured agents as a session holds them.
+#[derive(Clone)]
+pub struct AgentSet(pub Arc<dyn ExternalAgents>);
+
+impl std::fmt::Debug for AgentSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("AgentSet").field(&self.0.names()).finish()
+    }
+}
+
+/// One delegation.
+pub struct ExternalRun {
+    pub agent: String,
+    pub cwd: PathBuf,
+    pub task: String,
+    /// Serves what the agent asks of its client.
+    pub host: Arc<dyn ExternalHost>,
+    pub cancel: CancellationToken,
+}
+
+/// How a delegation ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExternalReport {
+    pub answer: String,
+    pub cancelled: bool,
+    pub refused: bool,
+    /// The agent's tokens (input, output), when it reported them.
+    pub tokens: Option<(u64, u64)>,
+}
+
+/// What the agent may ask of its client, in the engine's terms.
+pub trait ExternalHost: Send + Sync {
+    /// A line of the agent's progress for the card (its words, its own tool calls).
+    fn step(&self, line: String);
+    /// The agent's words as they stream (shown on its own session to a client that shows
+    /// subagents).
+    fn said<'a>(&'a self, text: String) -> BoxFuture<'a, ()>;
+    /// The agent's thoughts as they stream (likewise).
+    fn thought<'a>(&'a self, text: String) -> BoxFuture<'a, ()>;
+    fn read_text<'a>(
+        &'a self,
+        path: PathBuf,
+        line: Option<u32>,
+        limit: Option<u32>,
+    ) -> BoxFuture<'a, Result<String, HostError>>;
+    fn write_text<'a>(
+        &'a self,
+        path: PathBuf,
+        text: String,
+    ) -> BoxFuture<'a, Result<(), HostError>>;
+    fn ask<'a>(&'a self, question: ChildQuestion) -> BoxFuture<'a, ChildAnswer>;
+    fn start_command<'a>(
+        &'a self,
+        command: ChildCommand,
+    ) -> BoxFuture<'a, Result<String, HostError>>;
+    fn command_output(&self, terminal: &str) -> Result<ChildOutput, HostError>;
+    fn wait_command<'a>(&'a self, terminal: &'a str)
+    -> BoxFuture<'a, Result<ChildExit, HostError>>;
+    fn kill_command(&self, terminal: &str) -> Result<(), HostError>;
+    fn release_command(&self, terminal: &str) -> Result<(), HostError>;
+}
+
+/// What the agent's call would do, as it says (ACP's tool kinds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChildCallKind {
+    Read,
+    Search,
+    Think,
+    Fetch,
+    Edit,
+    Delete,
+    Move,
+    Execute,
+    Other,
+}
+
+/// One answer the agent offers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildOption {
+    pub id: String,
+    pub kind: ChildOptionKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChildOptionKind {
+    AllowOnce,
+    AllowAlways,
+    RejectOnce,
+    RejectAlways,
+}
+
+/// The agent's question about one of its own calls.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildQuestion {
+    pub title: String,
+    pub kind: ChildCallKind,
+    /// The paths the call names.
+    pub paths: Vec<std::path::PathBuf>,
+    pub options: Vec<ChildOption>,
+}
+
+/// The answer: one of the agent's options, or none (cancelled or unanswerable).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChildAnswer {
+    Chosen(String),
+    Cancelled,
+}
+
+impl ChildCallKind {
+    pub fn changes_nothing(self) -> bool {
+        matches!(self, Self::Read | Self::Search | Self::Think)
+    }
+
+    pub fn edits(self) -> bool {
+        matches!(self, Self::Edit | Self::Delete | Self::Move)
+    }
+
+    pub fn id(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Search => "search",
+            Self::Think => "think",
+            Self::Fetch => "fetch",
+            Self::Edit => "edit",
+            Self::Delete => "delete",
+            Self::Move => "move",
+            Self::Execute => "execute",
+            Self::Other => "other",
+        }
+    }
+}
+
+/// A command the agent asks to run in a terminal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildCommand {
+    pub command: String,
+    pub args: Vec<String>,
+    pub cwd: Option<PathBuf>,
+    pub env: Vec<(String, String)>,
+    /// The most bytes of output kept (the start is dropped first).
+    pub output_limit: Option<u64>,
+}
+
+/// How a command ended.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ChildExit {
+    pub code: Option<i32>,
+    pub signal: Option<String>,
+}
+
+/// A terminal's output so far.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ChildOutput {
+    pub output: String,
+    pub truncated: bool,
+    pub exit: Option<ChildExit>,
+}

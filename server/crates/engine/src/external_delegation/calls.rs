@@ -1,0 +1,263 @@
+//! The agent's file and terminal requests as calls of the session's own tools, each through
+//! a one-call batch of the session's orchestrator (its mode, rules, sandbox and hidden
+//! places), on cards relayed to the parent's session under the agent's name.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+use serde_json::{Value, json};
+use talaria_provider::ToolCallRequest;
+use talaria_record::{ResultStatus, ToolResultEntry};
+use talaria_tools::{Progress, ToolContext};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::terminals::Terminals;
+use crate::delegation_kit::SubagentKit;
+use crate::events::EngineEvent;
+use crate::external_agents::{
+    ChildAnswer, ChildCommand, ChildExit, ChildOutput, ChildQuestion, ExternalHost, HostError,
+};
+
+/// The agents' calls in this process, for their cards' ids (unique across delegations).
+static CALLS: AtomicU64 = AtomicU64::new(0);
+
+/// One delegation's side of the agent's requests.
+pub struct ChildCalls {
+    pub(super) kit: Arc<SubagentKit>,
+    pub(super) name: String,
+    pub(super) ctx: ToolContext,
+    /// Where the calls' events go (the relay to the parent's session), until the end.
+    events: Mutex<Option<mpsc::Sender<EngineEvent>>>,
+    relaying: Mutex<Option<tokio::task::JoinHandle<crate::delegation_kit::Relay>>>,
+    pub(super) terminals: Terminals,
+    pub(super) me: Weak<ChildCalls>,
+    /// The agent's own session id, when the client shows subagents as sessions.
+    pub(super) child_session: Option<String>,
+}
+
+impl ChildCalls {
+    pub(crate) fn new(
+        kit: Arc<SubagentKit>,
+        name: &str,
+        parent: &ToolContext,
+        cancel: CancellationToken,
+        task: &str,
+    ) -> Self {
+        let mut ctx = parent.clone();
+        ctx.cancel = cancel;
+        let (events, relaying) = crate::delegation_kit::start_relay(&kit, &ctx, None, name, task);
+        Self {
+            kit,
+            name: name.to_string(),
+            ctx,
+            events: Mutex::new(Some(events)),
+            relaying: Mutex::new(Some(relaying)),
+            terminals: Terminals::default(),
+            me: Weak::new(),
+            child_session: None,
+        }
+    }
+
+    /// Ends the delegation's relay (its terminals are stopped) once its last events are out.
+    pub(crate) async fn end(&self) {
+        self.terminals.stop_all();
+        let events = talaria_util::lock(&self.events).take();
+        drop(events);
+        let relaying = talaria_util::lock(&self.relaying).take();
+        if let Some(relaying) = relaying {
+            let _ = relaying.await;
+        }
+    }
+
+    /// Shows `event` on the agent's own session, when the client shows subagents.
+    async fn on_child_session(&self, event: EngineEvent) {
+        if let Some(session_id) = &self.child_session {
+            let wrapped = EngineEvent::ChildEvent {
+                session_id: session_id.clone(),
+                event: Box::new(event),
+            };
+            let _ = self.kit.events.send(wrapped).await;
+        }
+    }
+
+    pub(super) fn events(&self) -> Option<mpsc::Sender<EngineEvent>> {
+        talaria_util::lock(&self.events).clone()
+    }
+
+    /// Runs `tool` with `args` as one call of the session's orchestrator; its record entry,
+    /// or why it could not run.
+    pub(super) async fn run_tool(
+        &self,
+        tool: &str,
+        args: Value,
+        cancel: &CancellationToken,
+    ) -> Result<ToolResultEntry, HostError> {
+        let events = self.events().ok_or(HostError::Ended)?;
+        let number = CALLS.fetch_add(1, Ordering::Relaxed) + 1;
+        let id = format!("{}-call-{number}", self.name.replace(' ', "-"));
+        let request = ToolCallRequest {
+            id: id.clone(),
+            name: tool.to_string(),
+            arguments: args.to_string(),
+        };
+        let mut ctx = self.ctx.clone();
+        ctx.cancel = cancel.clone();
+        let call = crate::turn::LoneCall {
+            settings: &self.kit.settings,
+            registry: &self.kit.registry,
+            approval: &self.kit.approval,
+            events: &events,
+            cancel,
+            ctx,
+        };
+        call.run(id, request)
+            .await
+            .ok_or_else(|| HostError::Refused("the call gave no result".into()))
+    }
+}
+
+/// A completed entry's text, or its text as the refusal.
+fn completed(entry: &ToolResultEntry) -> Result<(), HostError> {
+    match entry.status {
+        ResultStatus::Completed => Ok(()),
+        _ => Err(HostError::Refused(entry.model_text.clone())),
+    }
+}
+
+impl ExternalHost for ChildCalls {
+    fn step(&self, line: String) {
+        self.ctx
+            .report_progress(Progress::Output(format!("{line}\n")));
+    }
+
+    fn said<'a>(&'a self, text: String) -> BoxFuture<'a, ()> {
+        self.on_child_session(EngineEvent::AgentText(text)).boxed()
+    }
+
+    fn thought<'a>(&'a self, text: String) -> BoxFuture<'a, ()> {
+        self.on_child_session(EngineEvent::AgentThought(text))
+            .boxed()
+    }
+
+    fn read_text<'a>(
+        &'a self,
+        path: PathBuf,
+        line: Option<u32>,
+        limit: Option<u32>,
+    ) -> BoxFuture<'a, Result<String, HostError>> {
+        async move {
+            // Decided and checked as the session's own read (its card, its refusals), then
+            // read whole for the agent, which wants the text as it is, not numbered lines.
+            let args = json!({"path": path, "offset": line, "limit": limit});
+            let entry = self.run_tool("read_file", args, &self.ctx.cancel).await?;
+            completed(&entry)?;
+            let path = self.ctx.resolve(&path.display().to_string());
+            let text = self
+                .ctx
+                .files
+                .read_text(&path)
+                .await
+                .map_err(|e| HostError::Refused(e.to_string()))?;
+            Ok(lines_of(&text, line, limit))
+        }
+        .boxed()
+    }
+
+    fn write_text<'a>(
+        &'a self,
+        path: PathBuf,
+        text: String,
+    ) -> BoxFuture<'a, Result<(), HostError>> {
+        async move {
+            // Only what the delegation's checkpoint covers may be written: a rewind must be
+            // able to take every write back.
+            let resolved = self.ctx.resolve(&path.display().to_string());
+            let roots = &self.kit.settings.roots;
+            let real = super::questions::real_path(&resolved).await;
+            if !super::questions::inside_roots(&resolved, roots)
+                || !super::questions::inside_roots(&real, roots)
+            {
+                return Err(HostError::Refused(format!(
+                    "{} is outside the session's folders: another agent writes only inside them \
+                     (where a rewind can take its writes back)",
+                    resolved.display()
+                )));
+            }
+            let args = json!({"path": path, "content": text});
+            let entry = self.run_tool("write_file", args, &self.ctx.cancel).await?;
+            completed(&entry)
+        }
+        .boxed()
+    }
+
+    fn ask<'a>(&'a self, question: ChildQuestion) -> BoxFuture<'a, ChildAnswer> {
+        let asker = super::questions::Asker {
+            name: &self.name,
+            kit: &self.kit,
+            events: self.events(),
+            cancel: &self.ctx.cancel,
+        };
+        super::questions::ask(asker, question).boxed()
+    }
+
+    fn start_command<'a>(
+        &'a self,
+        command: ChildCommand,
+    ) -> BoxFuture<'a, Result<String, HostError>> {
+        async move {
+            let me = self.me.upgrade().ok_or(HostError::Ended)?;
+            let run: super::terminals::RunCommand = Box::new(move |args, cancel| {
+                async move { me.run_tool("terminal", args, &cancel).await }.boxed()
+            });
+            self.terminals.start(run, &self.ctx.cancel, command)
+        }
+        .boxed()
+    }
+
+    fn command_output(&self, terminal: &str) -> Result<ChildOutput, HostError> {
+        self.terminals.output(terminal)
+    }
+
+    fn wait_command<'a>(
+        &'a self,
+        terminal: &'a str,
+    ) -> BoxFuture<'a, Result<ChildExit, HostError>> {
+        self.terminals.wait(terminal).boxed()
+    }
+
+    fn kill_command(&self, terminal: &str) -> Result<(), HostError> {
+        self.terminals.kill(terminal)
+    }
+
+    fn release_command(&self, terminal: &str) -> Result<(), HostError> {
+        self.terminals.release(terminal)
+    }
+}
+
+/// `limit` lines of `text` from line `line` (1-based), or all of it.
+fn lines_of(text: &str, line: Option<u32>, limit: Option<u32>) -> String {
+    if line.is_none() && limit.is_none() {
+        return text.to_string();
+    }
+    let skip = line.map_or(0, |l| l.saturating_sub(1) as usize);
+    let take = limit.map_or(usize::MAX, |l| l as usize);
+    text.split_inclusive('\n').skip(skip).take(take).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lines_of;
+
+    #[test]
+    fn a_read_with_a_line_and_limit_gives_those_lines_as_they_are() {
+        let text = "one\ntwo\nthree\nfour";
+        assert_eq!(lines_of(text, None, None), text);
+        assert_eq!(lines_of(text, Some(2), Some(2)), "two\nthree\n");
+        assert_eq!(lines_of(text, Some(4), None), "four");
+        assert_eq!(lines_of(text, None, Some(1)), "one\n");
+    }
+}
