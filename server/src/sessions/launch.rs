@@ -186,17 +186,11 @@ impl SessionRoom {
             talaria_engine::spawn_session_with(settings, router, registry, events_tx, start);
         tracing::info!(session = %id, cwd = %cwd.display(), model = %model, "session started");
         let warnings = self.first_warnings(&config, &shell, mcp_warnings);
-        let listed = hub.clone();
         Ok(Assembled {
             handle,
             events,
             commands,
-            commands_now: Arc::new(move || {
-                skills::with_prompts(
-                    skills::commands(&stores.catalog()),
-                    &listed.prompt_commands(),
-                )
-            }),
+            commands_now: commands_now(stores, hub.clone()),
             warnings,
             sign_ins: SignIns(hub),
             models,
@@ -286,6 +280,16 @@ impl SessionRoom {
         warnings.extend(mcp_warnings);
         warnings
     }
+}
+
+/// A session's slash commands as they are now (skills and MCP prompts change).
+fn commands_now(
+    stores: Arc<talaria_skills::SkillsContext>,
+    hub: Arc<talaria_mcp::Hub>,
+) -> Arc<dyn Fn() -> acp::SessionUpdate + Send + Sync> {
+    Arc::new(move || {
+        skills::with_prompts(skills::commands(&stores.catalog()), &hub.prompt_commands())
+    })
 }
 
 /// A session's settings: what is its own, the rest from the configuration.
