@@ -51,6 +51,7 @@ mod providers;
 mod questions;
 mod quotas;
 mod record;
+mod red_trust;
 mod replayed;
 mod replayed_turns;
 mod rewind;
