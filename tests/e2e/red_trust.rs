@@ -346,6 +346,33 @@ async fn red_trust_a_moved_trusted_folder_and_its_replacement_are_not_trusted() 
     assert_clean_stdout(&agent);
 }
 
+/// A trusted folder deleted and another made under its name (`rm -rf proj && git clone
+/// evil proj`): on ext4 the new folder usually gets the freed inode, so the identity kept
+/// (device, inode) does not tell them apart, and the new folder's hooks run.
+#[tokio::test]
+#[ignore = "red team: HOLE a trusted folder deleted and re-made under its name is trusted (ext4 reuses the inode)"]
+async fn red_trust_a_deleted_and_remade_trusted_folder_is_not_trusted() {
+    let env = TestEnv::new(Vec::new()).await;
+    let parent = tempfile::tempdir().expect("parent");
+    let trusted = parent.path().join("proj");
+    std::fs::create_dir_all(&trusted).expect("mkdir");
+    let (ok, said) = trust_cli(&env, &[&trusted.display().to_string()]);
+    assert!(ok, "{said}");
+    std::fs::remove_dir_all(&trusted).expect("rm");
+    std::fs::create_dir_all(&trusted).expect("mkdir again");
+    let escaped = env.home.path().join("escaped-remade");
+    plant_project_hook(&trusted, &escaped);
+    let mut agent = agent_with(&env, "{}").await;
+    let (created, _) = new_session_in(&mut agent, &trusted, |_| cancel()).await;
+    let _ = system_prompt_seen(&env, &mut agent, &session_id(&created)).await;
+    assert!(
+        !escaped.exists(),
+        "the re-made folder was trusted: {}",
+        created["_meta"]["workspaceTrust"]
+    );
+    assert_clean_stdout(&agent);
+}
+
 /// A corrupt trust file, or a folder in its place: nothing is trusted (and no project hook
 /// runs).
 #[tokio::test]
@@ -515,9 +542,9 @@ async fn red_hooks_a_guard_quoting_a_huge_event_still_blocks_in_the_sandbox() {
     guard_quoting_a_huge_event("on").await;
 }
 
-/// The same with the sandbox off: the hook writes straight into Talaria's pipe, which is
-/// closed under it after 1 MiB; it must not die of SIGPIPE before its `exit 2` (a hook ended
-/// by a signal "blocks nothing").
+/// The same with the sandbox off (hooks still start through the helper, which relays their
+/// output: the pipe Talaria closes after 1 MiB is not the hook's own, so it does not die of
+/// SIGPIPE before its `exit 2` — a hook ended by a signal "blocks nothing").
 #[tokio::test]
 async fn red_hooks_a_guard_quoting_a_huge_event_still_blocks_without_the_sandbox() {
     guard_quoting_a_huge_event("off").await;
@@ -586,7 +613,8 @@ async fn red_hooks_a_guard_whose_detached_child_holds_stdout_still_denies_in_the
     guard_with_a_detached_child("on").await;
 }
 
-/// The same with the sandbox off (no helper to end the child's session).
+/// The same with the sandbox off (hooks still start through the helper, which ends the
+/// child's session too).
 #[tokio::test]
 async fn red_hooks_a_guard_whose_detached_child_holds_stdout_still_denies_without_the_sandbox() {
     guard_with_a_detached_child("off").await;
