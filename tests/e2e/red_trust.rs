@@ -1002,3 +1002,37 @@ async fn red_hooks_project_hooks_never_run_in_an_untrusted_folder() {
     );
     assert_clean_stdout(&agent);
 }
+
+/// A guard on `Bash` also gates a subagent's commands: delegating the call is no way past it.
+#[tokio::test]
+async fn red_hooks_a_bash_guard_gates_a_subagents_commands() {
+    let env = TestEnv::new(vec![
+        MockReply::tool_call("d1", "delegate_task", json!({"goal": "clean up"})),
+        MockReply::tool_call("c1", "terminal", json!({"command": "rm -f precious.txt"})),
+        MockReply::text(&["child done"]),
+        MockReply::text(&["parent done"]),
+    ])
+    .await;
+    std::fs::write(env.workspace.path().join("precious.txt"), "keep").expect("write");
+    let guard = executable(
+        &env.home.path().join("no-rm.sh"),
+        "#!/bin/sh\ninput=$(cat)\ncase \"$input\" in *'rm '*) \
+         echo 'rm is not allowed here' >&2; exit 2;; esac\nexit 0\n",
+    );
+    yolo_with(
+        &env,
+        &format!("[[hooks.PreToolUse]]\nmatcher = \"Bash\"\ncommand = \"{guard}\"\n"),
+    );
+    let (mut agent, session) = env.session().await;
+    let (response, _) = prompt(&mut agent, &session, "delegate").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    assert!(
+        env.workspace.path().join("precious.txt").exists(),
+        "the subagent's rm ran past the guard"
+    );
+    assert!(
+        everything_sent(&env.mock).contains("rm is not allowed here"),
+        "the child read why"
+    );
+    assert_clean_stdout(&agent);
+}
