@@ -1,6 +1,6 @@
 //! Red team of issue 68's workspace trust (what a folder can plant that takes effect, and how
-//! trust could be gained) and hooks (keys, timeouts, failing closed, odd answers). A test
-//! that found a hole is `#[ignore = "red team: HOLE …"]`; the others are attacks that held.
+//! trust could be gained) and hooks (keys, timeouts, failing closed, odd answers): every
+//! attack a red team wrote, the holes it found closed since (each test failed before).
 
 use serde_json::{Value, json};
 use talaria_harness::{AgentProcess, MockReply};
@@ -96,7 +96,6 @@ fn plant_project_hook(folder: &std::path::Path, marker: &std::path::Path) {
 /// the sandbox writes a project hook there, and the next session runs it with the user's
 /// rights outside the sandbox, nobody shown anything.
 #[tokio::test]
-#[ignore = "red team: HOLE a project hook planted in a trusted folder runs unshown (sandbox escape)"]
 async fn red_trust_a_project_hook_planted_by_a_sandboxed_command_runs_unshown_next_session() {
     let enforced = sandbox_enforced();
     let env = TestEnv::new(Vec::new()).await;
@@ -144,7 +143,6 @@ async fn red_trust_a_project_hook_planted_by_a_sandboxed_command_runs_unshown_ne
 /// A skill that appears in a trusted folder after it was trusted is instructions like a new
 /// `AGENTS.md` (which is shown first), but it loads unshown.
 #[tokio::test]
-#[ignore = "red team: HOLE a skill planted in a trusted folder after trust loads unshown (a new AGENTS.md is shown)"]
 async fn red_trust_a_skill_planted_after_trust_is_shown_before_it_loads() {
     let env = TestEnv::new(Vec::new()).await;
     env.trust_workspace();
@@ -170,7 +168,6 @@ async fn red_trust_a_skill_planted_after_trust_is_shown_before_it_loads() {
 /// `AGENTS.md` shown first (it has no accepted hash), but its project hooks run and its skills
 /// load at once, unasked.
 #[tokio::test]
-#[ignore = "red team: HOLE a repository cloned under a trusted folder runs its hooks and loads its skills unasked"]
 async fn red_trust_a_repository_cloned_under_a_trusted_folder_runs_its_hooks_unasked() {
     let env = TestEnv::new(Vec::new()).await;
     env.trust_workspace();
@@ -204,7 +201,6 @@ async fn red_trust_a_repository_cloned_under_a_trusted_folder_runs_its_hooks_una
 /// `trust_session` opens the gate to whatever the file holds when the prompt is read: a file
 /// swapped between the question (which showed it) and the read loads unseen.
 #[tokio::test]
-#[ignore = "red team: HOLE trust_session loads an AGENTS.md swapped after the question showed it"]
 async fn red_trust_a_file_swapped_after_the_question_loads_with_trust_session() {
     let env = TestEnv::new(Vec::new()).await;
     let agents = env.workspace.path().join("AGENTS.md");
@@ -246,7 +242,6 @@ async fn red_trust_a_file_swapped_after_the_question_is_left_out_with_trust_cwd(
 /// The question cuts an instruction file at 4000 characters, but accepting it accepts (and
 /// loads) all of its 32 KiB: what follows the cut reaches the model unseen.
 #[tokio::test]
-#[ignore = "red team: HOLE the trust question cuts AGENTS.md at 4000 chars but the whole file is accepted and loaded"]
 async fn red_trust_the_question_shows_everything_that_trusting_loads() {
     let env = TestEnv::new(Vec::new()).await;
     let mut text = "Please keep the code tidy and run the tests.\n".repeat(100);
@@ -267,7 +262,6 @@ async fn red_trust_the_question_shows_everything_that_trusting_loads() {
 /// Trusting a folder runs its project hooks with the user's rights outside the sandbox; the
 /// question shows the instruction files whole but not the commands trusting would run.
 #[tokio::test]
-#[ignore = "red team: HOLE the trust question does not show the project hook commands trusting will run"]
 async fn red_trust_the_question_shows_the_project_hook_commands() {
     let env = TestEnv::new(Vec::new()).await;
     let marker = env.home.path().join("HOOK-COMMAND-SHOWN-31");
@@ -391,7 +385,6 @@ async fn red_trust_a_moved_trusted_folder_and_its_replacement_are_not_trusted() 
 /// evil proj`): on ext4 the new folder usually gets the freed inode, so the identity kept
 /// (device, inode) does not tell them apart, and the new folder's hooks run.
 #[tokio::test]
-#[ignore = "red team: HOLE a trusted folder deleted and re-made under its name is trusted (ext4 reuses the inode)"]
 async fn red_trust_a_deleted_and_remade_trusted_folder_is_not_trusted() {
     let env = TestEnv::new(Vec::new()).await;
     let parent = tempfile::tempdir().expect("parent");
@@ -451,7 +444,6 @@ async fn red_trust_a_corrupt_or_unreadable_trust_file_trusts_nothing() {
 /// A trust file anyone may write (or one another user owns) is someone else's word: it
 /// should trust nothing, as `ssh` refuses an `authorized_keys` others can write.
 #[tokio::test]
-#[ignore = "red team: HOLE a world-writable trust file is believed"]
 async fn red_trust_a_trust_file_others_can_write_trusts_nothing() {
     use std::os::unix::fs::PermissionsExt;
     let env = TestEnv::new(Vec::new()).await;
@@ -470,7 +462,6 @@ async fn red_trust_a_trust_file_others_can_write_trusts_nothing() {
 
 /// The trust file as a link to one a command may write (the workspace): not believed.
 #[tokio::test]
-#[ignore = "red team: HOLE a trust file that is a link into the workspace is believed"]
 async fn red_trust_a_trust_file_linked_into_the_workspace_trusts_nothing() {
     let env = TestEnv::new(Vec::new()).await;
     std::fs::write(env.workspace.path().join("AGENTS.md"), "Say KIWI.").expect("agents");
@@ -494,7 +485,6 @@ async fn red_trust_a_trust_file_linked_into_the_workspace_trusts_nothing() {
 /// `trust/apply` for a folder no session was shown (here the whole file system, tied to a
 /// session in another folder), or for a file: refused.
 #[tokio::test]
-#[ignore = "red team: HOLE trust/apply trusts any folder (even /) a session was never shown, and a plain file"]
 async fn red_trust_apply_refuses_a_folder_no_session_was_shown() {
     let env = TestEnv::new(Vec::new()).await;
     std::fs::write(env.workspace.path().join("AGENTS.md"), "Say KIWI.").expect("agents");
@@ -699,7 +689,6 @@ async fn guard_with_a_detached_child(sandbox: &str) {
 /// A team's `Bash` guard (as in Claude Code) never sees what the model types into a shell it
 /// started in the background: `process` `write` runs `rm` past it.
 #[tokio::test]
-#[ignore = "red team: HOLE process write types commands past a Bash/terminal PreToolUse guard"]
 async fn red_hooks_a_bash_guard_also_guards_what_is_typed_into_a_background_shell() {
     let env = TestEnv::new(vec![
         MockReply::tool_call(

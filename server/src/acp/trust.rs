@@ -18,9 +18,6 @@ use tokio_util::sync::CancellationToken;
 use super::state::Agent;
 use crate::sessions::{StartContext, TrustQuestion};
 
-/// The most characters of an instruction file shown in a question.
-const SHOWN_CHARS: usize = 4000;
-
 /// What a session's start needs from the room, with the trust question tied to `request`
 /// (the start being answered).
 pub(super) fn start_context(agent: &Agent, request: &RequestId) -> StartContext {
@@ -152,6 +149,7 @@ fn untrusted_after_failure() -> TrustAssessment {
         instructions: Vec::new(),
         changed: Vec::new(),
         problem: Some("the trust decision was not applied".into()),
+        pinned: false,
     }
 }
 
@@ -215,13 +213,10 @@ fn one_choice(title: &str, options: Vec<Value>) -> Value {
     })
 }
 
-/// An instruction file as a question shows it (cut at [`SHOWN_CHARS`]).
+/// A file as a question shows it: whole, exactly what trusting it loads (the read that
+/// made the assessment capped it as the prompt's read does, and nothing else is read later).
 fn shown(name: &str, text: &str, when: &str) -> String {
-    let (head, cut) = talaria_util::head(text, SHOWN_CHARS)
-        .map(|(head, _)| (head, true))
-        .unwrap_or((text, false));
-    let more = if cut { "\n[… cut …]" } else { "" };
-    format!("\n\n--- {name} ({when}) ---\n{head}{more}")
+    format!("\n\n--- {name} ({when}) ---\n{text}")
 }
 
 fn listed(paths: &[std::path::PathBuf]) -> String {

@@ -47,18 +47,41 @@ fn parse(params: &Value) -> Result<ApplyTrust, acp::Error> {
     })
 }
 
+/// A decision applies only to a folder this client was shown a decision for: the working
+/// directory of a session open in this connection (the one named, when one is). A client
+/// cannot trust any other folder (`/`, a file, a folder no session showed) by naming it.
+fn shown_here(agent: &Agent, asked: &ApplyTrust) -> Result<(), acp::Error> {
+    let shown = match &asked.session {
+        Some(session) => {
+            let Some(live) = agent.sessions.get(session) else {
+                return Err(session_not_found(&acp::SessionId::new(session.as_str())));
+            };
+            live.cwd == asked.cwd
+        }
+        None => agent.sessions.values().any(|live| live.cwd == asked.cwd),
+    };
+    if shown {
+        return Ok(());
+    }
+    Err(errors::invalid_params(format!(
+        "{APPLY_METHOD}: {} is not the working directory of {}; a client applies a decision \
+         only for a folder a session's workspaceTrust showed it",
+        asked.cwd.display(),
+        match &asked.session {
+            Some(session) => format!("session {session}"),
+            None => "a session open in this connection".to_string(),
+        }
+    )))
+}
+
 /// `trust/apply`: checked here, applied off the loop.
 pub(super) fn apply_trust(agent: &mut Agent, id: RequestId, params: &Value) -> Option<Reply> {
     let asked = match parse(params) {
         Ok(asked) => asked,
         Err(e) => return Some(Err(e)),
     };
-    if let Some(session) = &asked.session
-        && !agent.sessions.contains_key(session)
-    {
-        return Some(Err(session_not_found(&acp::SessionId::new(
-            session.as_str(),
-        ))));
+    if let Err(e) = shown_here(agent, &asked) {
+        return Some(Err(e));
     }
     let slow = async move {
         let applied = tokio::task::spawn_blocking(move || {

@@ -761,7 +761,7 @@ async fn prepare_session(
             &roots,
             shell.places(),
         ));
-        let hooks = session_hooks(&config, &cwd, &shell, &trust);
+        let hooks = session_hooks(&config, &trust);
         Ok(Prepared {
             config,
             system_prompt,
@@ -780,18 +780,16 @@ async fn prepare_session(
     })
 }
 
-/// The user's hooks, then a trusted project's (`.talaria/config.toml`); a project file that
-/// cannot be read adds none of its hooks and is told.
+/// The user's hooks, then a trusted project's (`.talaria/config.toml` as its trust accepted
+/// it, never read again); a project file that cannot be parsed adds none and is told.
 fn session_hooks(
     config: &Config,
-    cwd: &std::path::Path,
-    shell: &talaria_tools::Shell,
     trust: &talaria_engine::TrustAssessment,
 ) -> (Arc<talaria_engine::Hooks>, Option<String>) {
-    if !trust.loads_project() {
+    let Some(file) = trust.project_config() else {
         return (config.hooks.clone(), None);
-    }
-    match talaria_engine::project_hooks_of(cwd, shell.places()) {
+    };
+    match talaria_engine::project_hooks_of(&file.text, &file.path) {
         Ok(project) if project.is_empty() => (config.hooks.clone(), None),
         Ok(project) => (Arc::new((*config.hooks).clone().and(project)), None),
         Err(e) => (

@@ -30,7 +30,7 @@ pub fn context(
     trust: &talaria_engine::TrustAssessment,
 ) -> Arc<SkillsContext> {
     let mut roots = Roots::for_session(&config.home, cwd, user_home().as_deref());
-    if !trust.loads_project() {
+    if !trust.loads_project_skills() {
         roots = roots.without_workspace();
     }
     Arc::new(SkillsContext::new(

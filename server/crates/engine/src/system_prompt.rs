@@ -177,11 +177,11 @@ fn top_level_listing(workspace: &Root) -> Option<String> {
     Some(listing)
 }
 
-/// The instruction file `name` at the top of the workspace, at most
+/// The file `name` (a path below the workspace, no link followed), at most
 /// [`MAX_PROJECT_FILE_BYTES`] of it: `None` when there is none, an error when it is a link,
 /// hidden, or not a plain file.
 pub(crate) fn read_capped(workspace: &Root, name: &str) -> Result<Option<String>, FileError> {
-    let (file, _) = match workspace.as_dir().open_read(name.as_ref()) {
+    let (file, _) = match workspace.open_read(std::path::Path::new(name)) {
         Err(FileError::NotFound(_)) => return Ok(None),
         other => other?,
     };

@@ -87,6 +87,23 @@ pub fn claude_names(tool: &str) -> &'static [&'static str] {
     }
 }
 
+/// Claude Code's names for one call: what a `process` call types into a running command
+/// (`write`) is a command like `terminal`'s, so a `Bash` guard sees it too; any other call
+/// has its tool's names.
+pub fn claude_names_of_call(tool: &str, input: &serde_json::Value) -> &'static [&'static str] {
+    if tool == "process" && typed_command(input).is_some() {
+        return &["Bash"];
+    }
+    claude_names(tool)
+}
+
+/// The text a `process` `write` types into a running command.
+pub fn typed_command(input: &serde_json::Value) -> Option<&str> {
+    (input.get("action").and_then(serde_json::Value::as_str) == Some("write"))
+        .then(|| input.get("data").and_then(serde_json::Value::as_str))
+        .flatten()
+}
+
 /// Where a hook was declared.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HookOrigin {
@@ -129,12 +146,17 @@ impl PartialEq for Hook {
 impl Hook {
     /// Whether the hook is for `tool` (events without tools match always).
     pub fn matches(&self, tool: Option<&str>) -> bool {
-        let (Some(regex), Some(tool), true) =
-            (&self.matcher_regex, tool, self.event.matches_tools())
+        self.matches_names(tool.map(|tool| (tool, claude_names(tool))))
+    }
+
+    /// Whether it matches a call of `tool` known to Claude Code by `names`.
+    fn matches_names(&self, call: Option<(&str, &[&str])>) -> bool {
+        let (Some(regex), Some((tool, names)), true) =
+            (&self.matcher_regex, call, self.event.matches_tools())
         else {
             return true;
         };
-        regex.is_match(tool) || claude_names(tool).iter().any(|name| regex.is_match(name))
+        regex.is_match(tool) || names.iter().any(|name| regex.is_match(name))
     }
 
     /// The hook as a card or a notice names it.
@@ -204,6 +226,20 @@ impl Hooks {
         self.hooks
             .iter()
             .filter(move |hook| hook.event == event && hook.matches(tool))
+    }
+
+    /// The hooks of a tool event that match one call (its input may name it otherwise:
+    /// [`claude_names_of_call`]).
+    pub fn for_call<'a>(
+        &'a self,
+        event: HookEvent,
+        tool: &'a str,
+        input: &serde_json::Value,
+    ) -> impl Iterator<Item = &'a Hook> + 'a {
+        let names = claude_names_of_call(tool, input);
+        self.hooks
+            .iter()
+            .filter(move |hook| hook.event == event && hook.matches_names(Some((tool, names))))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -392,32 +428,21 @@ impl HookScope<'_> {
     }
 }
 
-/// The hooks of a trusted project: `[hooks]` of `<cwd>/.talaria/config.toml`, read below
-/// the folder held with no link followed. Missing file: none. Call it off the runtime thread.
-pub fn project_hooks(
-    cwd: &Path,
-    places: Arc<dyn talaria_files::Places>,
-) -> Result<Hooks, HookConfigError> {
-    let path = cwd.join(".talaria/config.toml");
+/// The hooks of a trusted project: `[hooks]` of its `.talaria/config.toml`, from the text the
+/// folder's trust accepted (`path` names it in errors and on cards).
+pub fn project_hooks(text: &str, path: &Path) -> Result<Hooks, HookConfigError> {
     let error = |why: String| HookConfigError {
         key: format!("(in {})", path.display()),
         why,
     };
-    let root = talaria_files::Root::open(cwd, places).map_err(|e| error(e.to_string()))?;
-    let file = match root.open_read(Path::new(".talaria/config.toml")) {
-        Ok((file, _)) => file,
-        Err(talaria_files::FileError::NotFound(_)) => return Ok(Hooks::default()),
-        Err(e) => return Err(error(e.to_string())),
-    };
-    let mut text = String::new();
-    std::io::Read::read_to_string(&mut std::io::Read::take(file, 1 << 20), &mut text)
-        .map_err(|e| error(e.to_string()))?;
     let table: toml::Table = text
         .parse()
         .map_err(|e: toml::de::Error| error(e.to_string()))?;
     match table.get("hooks") {
         None => Ok(Hooks::default()),
-        Some(toml::Value::Table(hooks)) => Hooks::from_toml(hooks, HookOrigin::Project(path)),
+        Some(toml::Value::Table(hooks)) => {
+            Hooks::from_toml(hooks, HookOrigin::Project(path.to_path_buf()))
+        }
         Some(_) => Err(error("[hooks] must be a table".into())),
     }
 }

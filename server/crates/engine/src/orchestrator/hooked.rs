@@ -10,7 +10,9 @@ use serde_json::{Value, json};
 
 use super::{EngineEvent, Orchestrator, Prepared, ToolOutcome, ToolStatus};
 use crate::events::NoticeLevel;
-use crate::hooks::{Decision, Hook, HookAnswer, HookEvent, Hooks, claude_names, run_hook};
+use crate::hooks::{
+    Decision, Hook, HookAnswer, HookEvent, Hooks, claude_names_of_call, run_hook, typed_command,
+};
 
 /// A session's hooks as its calls see them.
 #[derive(Clone, Copy)]
@@ -44,7 +46,7 @@ impl Orchestrator<'_> {
         let hooks: Vec<Hook> = self
             .hooks
             .hooks
-            .for_event(HookEvent::PreToolUse, Some(&call.name))
+            .for_call(HookEvent::PreToolUse, &call.name, &call.raw_input)
             .cloned()
             .collect();
         for hook in &hooks {
@@ -114,7 +116,7 @@ impl Orchestrator<'_> {
         let hooks: Vec<Hook> = self
             .hooks
             .hooks
-            .for_event(HookEvent::PostToolUse, Some(&call.name))
+            .for_call(HookEvent::PostToolUse, &call.name, &call.raw_input)
             .cloned()
             .collect();
         for hook in &hooks {
@@ -159,13 +161,20 @@ impl Orchestrator<'_> {
             let absolute = self.ctx.cwd.join(path);
             input["file_path"] = json!(absolute);
         }
+        // What is typed into a running command is shown as the command a `Bash` hook reads.
+        if let Some(typed) = typed_command(&call.raw_input) {
+            input["command"] = json!(typed);
+        }
         let mut payload = json!({
             "session_id": self.hooks.session_id,
             "transcript_path": "",
             "cwd": self.ctx.cwd,
             "permission_mode": self.approval.mode().id(),
             "hook_event_name": event.as_str(),
-            "tool_name": claude_names(&call.name).first().copied().unwrap_or(&call.name),
+            "tool_name": claude_names_of_call(&call.name, &call.raw_input)
+                .first()
+                .copied()
+                .unwrap_or(&call.name),
             "talaria_tool_name": call.name,
             "tool_input": input,
             "tool_use_id": call.id,
@@ -187,10 +196,15 @@ impl Orchestrator<'_> {
         call: &mut Prepared,
         mut input: Value,
     ) -> Result<(), talaria_tools::ToolError> {
-        if let Some(object) = input.as_object_mut()
-            && let Some(path) = object.remove("file_path")
-        {
-            object.insert("path".into(), path);
+        let typing = typed_command(&call.raw_input).is_some();
+        if let Some(object) = input.as_object_mut() {
+            if let Some(path) = object.remove("file_path") {
+                object.insert("path".into(), path);
+            }
+            // A `Bash` hook rewrites what a `process` call types as its command.
+            if let Some(command) = object.remove("command").filter(|_| typing) {
+                object.insert("data".into(), command);
+            }
         }
         let args = self.registry.parse_args(&call.name, &input.to_string());
         let value = match &args {

@@ -14,7 +14,7 @@
 
 mod store;
 
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -27,6 +27,22 @@ pub use store::{Standing, TRUST_FILE, TrustError, TrustFile, TrustStore, Trusted
 
 /// Set to `1` (or `true`, `yes`): the working directory is trusted for this process.
 pub const TRUST_ENV: &str = "TALARIA_TRUST_WORKSPACE";
+
+/// The project's configuration (its hooks): shown in the trust question and kept by its hash
+/// like an instruction file, so a change since the folder was trusted (a command the agent
+/// ran may write it) is shown before any of it runs.
+pub const PROJECT_CONFIG: &str = ".talaria/config.toml";
+
+/// The project's skill folders: each kept by the hash of everything in it and shown as the
+/// list of its files with each `SKILL.md`, so a skill added or changed since the folder was
+/// trusted is shown before it loads.
+pub const SKILL_DIRS: [&str; 2] = [".talaria/skills", ".agents/skills"];
+
+/// The most files of a skill folder fingerprinted; a folder with more is not loaded unasked.
+const MAX_SKILL_FILES: usize = 512;
+
+/// The most bytes of one skill file read (its length counts beyond).
+const MAX_SKILL_FILE_BYTES: u64 = 256 * 1024;
 
 /// What in a folder needs trust, relative to the working directory.
 pub const SENSITIVE: [&str; 5] = [
@@ -124,6 +140,9 @@ pub struct Assessment {
     pub changed: Vec<&'static str>,
     /// Why the trust file could not be used, or the trusted folder was replaced.
     pub problem: Option<String>,
+    /// Trusted for the session by the user's answer to a question that showed the files: only
+    /// what was shown loads (not whatever is there by the time the prompt is read).
+    pub pinned: bool,
 }
 
 /// Folders trusted for this process only (`trust/apply`'s `trust_session`), resolved.
@@ -165,6 +184,7 @@ pub fn assess(home: &Path, cwd: &Path, places: Arc<dyn Places>) -> Assessment {
             .unwrap_or_default(),
         changed: Vec::new(),
         problem: None,
+        pinned: false,
     };
     let Some(resolved) = resolved else {
         assessment.problem = Some(format!("{} cannot be resolved", cwd.display()));
@@ -185,6 +205,20 @@ impl Assessment {
     fn apply_standing(&mut self, standing: Standing) {
         match standing {
             Standing::Trusted(folder, entry) => {
+                if let Some(root) = self
+                    .repo_root
+                    .as_ref()
+                    .filter(|root| **root != folder && root.starts_with(&folder))
+                {
+                    // A repository cloned under a trusted folder is a project of its own.
+                    self.problem = Some(format!(
+                        "{} is a repository of its own inside the trusted {}: it is trusted \
+                         on its own",
+                        root.display(),
+                        folder.display()
+                    ));
+                    return;
+                }
                 if !same_folder(&folder, &entry) {
                     self.problem = Some(format!(
                         "{} was trusted, but the folder there now is another one; trust it \
@@ -213,8 +247,8 @@ impl Assessment {
     pub fn gate(&self) -> InstructionGate {
         match self.status {
             TrustStatus::Untrusted => InstructionGate::Closed,
-            TrustStatus::Session => InstructionGate::Open,
-            TrustStatus::Trusted => InstructionGate::Accepted(
+            TrustStatus::Session if !self.pinned => InstructionGate::Open,
+            TrustStatus::Session | TrustStatus::Trusted => InstructionGate::Accepted(
                 self.instructions
                     .iter()
                     .filter(|f| !self.changed.contains(&f.name))
@@ -227,6 +261,37 @@ impl Assessment {
     /// Whether the folder's skills, project configuration and hooks load.
     pub fn loads_project(&self) -> bool {
         self.status.is_trusted()
+    }
+
+    /// Whether the project's skills load: its folder is trusted and every skill folder it has
+    /// is as the user accepted it.
+    pub fn loads_project_skills(&self) -> bool {
+        self.loads_project()
+            && self
+                .instructions
+                .iter()
+                .filter(|f| SKILL_DIRS.contains(&f.name))
+                .all(|f| self.accepts(f))
+    }
+
+    /// Whether the folder's trust lets `file` in, as it was read.
+    fn accepts(&self, file: &InstructionFile) -> bool {
+        match self.gate() {
+            InstructionGate::Closed => false,
+            InstructionGate::Open => true,
+            InstructionGate::Accepted(hashes) => hashes.get(file.name) == Some(&file.sha256),
+        }
+    }
+
+    /// The project's configuration as the user accepted it (the text read for the question,
+    /// never read again): none when the folder is untrusted, the file is absent, or it
+    /// changed since it was accepted.
+    pub fn project_config(&self) -> Option<&InstructionFile> {
+        let file = self
+            .instructions
+            .iter()
+            .find(|f| f.name == PROJECT_CONFIG)?;
+        self.accepts(file).then_some(file)
     }
 
     /// What is left out: every sensitive path when untrusted, else the changed instructions.
@@ -287,7 +352,10 @@ impl Assessment {
             TrustError::Refused(format!("{} cannot be resolved", self.cwd.display()))
         })?;
         match decision {
-            TrustDecision::TrustSession => self.status = TrustStatus::Session,
+            TrustDecision::TrustSession => {
+                self.status = TrustStatus::Session;
+                self.pinned = true;
+            }
             TrustDecision::Decline => {
                 TrustStore::new(home).update(|file| {
                     let path = resolved.display().to_string();
@@ -354,6 +422,7 @@ fn record_trust(
         entry.trusted_at = store::now_ms();
         entry.device = Some(meta.dev());
         entry.inode = Some(meta.ino());
+        entry.born_ns = born_ns(&meta);
         for f in instructions {
             entry
                 .instructions
@@ -394,12 +463,25 @@ pub fn revoke_folder(home: &Path, dir: &Path) -> Result<Option<Standing>, TrustE
     })
 }
 
-/// Whether `folder` is still the folder that was trusted (records without an identity match).
+/// Whether `folder` is still the folder that was trusted (records without an identity match):
+/// its device, inode and, where the file system keeps it, its birth time (an inode number is
+/// reused when a folder is deleted and another made).
 fn same_folder(folder: &Path, entry: &TrustedFolder) -> bool {
     let (Some(device), Some(inode)) = (entry.device, entry.inode) else {
         return true;
     };
-    std::fs::metadata(folder).is_ok_and(|m| m.dev() == device && m.ino() == inode)
+    std::fs::metadata(folder).is_ok_and(|m| {
+        m.dev() == device
+            && m.ino() == inode
+            && entry.born_ns.is_none_or(|born| born_ns(&m) == Some(born))
+    })
+}
+
+/// When a file was made (nanoseconds since the epoch), where the file system keeps it.
+fn born_ns(meta: &std::fs::Metadata) -> Option<u64> {
+    let born = meta.created().ok()?;
+    let since = born.duration_since(std::time::UNIX_EPOCH).ok()?;
+    u64::try_from(since.as_nanos()).ok()
 }
 
 /// The trust-sensitive paths present under `cwd` (a link counts: it is there).
@@ -424,8 +506,9 @@ fn instruction_files(resolved: &Path, places: Arc<dyn Places>) -> Vec<Instructio
     let Ok(workspace) = Root::open(resolved, places) else {
         return Vec::new();
     };
-    crate::system_prompt::PROJECT_FILES
+    let mut files: Vec<InstructionFile> = crate::system_prompt::PROJECT_FILES
         .into_iter()
+        .chain([PROJECT_CONFIG])
         .filter_map(|name| {
             let text = crate::system_prompt::read_capped(&workspace, name).ok()??;
             Some(InstructionFile {
@@ -435,7 +518,116 @@ fn instruction_files(resolved: &Path, places: Arc<dyn Places>) -> Vec<Instructio
                 text,
             })
         })
-        .collect()
+        .collect();
+    files.extend(
+        SKILL_DIRS
+            .into_iter()
+            .filter_map(|name| skill_folder(resolved, name)),
+    );
+    files
+}
+
+/// A skill folder as trust keeps it: its text lists every file (each `SKILL.md` whole) and
+/// its hash covers every file's content; links are listed, never followed. A folder too big
+/// to list is hashed as unreadable, so it never matches what was accepted.
+fn skill_folder(resolved: &Path, name: &'static str) -> Option<InstructionFile> {
+    let dir = resolved.join(name);
+    if !std::fs::symlink_metadata(&dir).ok()?.is_dir() {
+        return None;
+    }
+    let mut listing = Vec::new();
+    let complete = list_files(&dir, Path::new(""), &mut listing);
+    listing.sort();
+    let mut text = String::new();
+    let mut digest = String::new();
+    for (relative, content) in &listing {
+        digest.push_str(&format!("{relative}\0{}\n", sha256(content)));
+        if relative.ends_with("SKILL.md") {
+            text.push_str(&format!("\n# {name}/{relative}\n{content}\n"));
+        } else {
+            text.push_str(&format!("\n# {name}/{relative}\n"));
+        }
+    }
+    if !complete {
+        text.push_str("\n[… more files than are listed: not loaded unasked …]\n");
+        digest.push_str(&format!("incomplete {}", now_nanos()));
+    }
+    Some(InstructionFile {
+        name,
+        path: dir,
+        sha256: sha256(&digest),
+        text,
+    })
+}
+
+/// Every file below `dir` (at most [`MAX_SKILL_FILES`]), as relative path and content (a
+/// link: its target as text; an unreadable file: why). `false` when there were more.
+fn list_files(dir: &Path, relative: &Path, out: &mut Vec<(String, String)>) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir.join(relative)) else {
+        return true;
+    };
+    for entry in entries.flatten() {
+        if out.len() >= MAX_SKILL_FILES {
+            return false;
+        }
+        let path = relative.join(entry.file_name());
+        let shown = path.display().to_string();
+        match entry.file_type() {
+            Ok(kind) if kind.is_dir() => {
+                if !list_files(dir, &path, out) {
+                    return false;
+                }
+            }
+            Ok(kind) if kind.is_symlink() => {
+                let target = std::fs::read_link(dir.join(&path)).unwrap_or_default();
+                out.push((shown, format!("a link to {}", target.display())));
+            }
+            Ok(kind) if kind.is_file() => out.push((shown, file_content(&dir.join(&path)))),
+            // A pipe or a device is never opened (a read could wait forever).
+            _ => out.push((shown, "a special file".into())),
+        }
+    }
+    true
+}
+
+/// A skill file's content as trust hashes and shows it: at most [`MAX_SKILL_FILE_BYTES`],
+/// with its full length (a longer file never matches a shorter one).
+fn file_content(path: &Path) -> String {
+    // Not followed, never waiting (a pipe swapped in after the listing is refused below).
+    let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
+    let read = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags.bits() as i32)
+        .open(path)
+        .and_then(|file| {
+            let meta = file.metadata()?;
+            if !meta.is_file() {
+                return Err(std::io::Error::other("not a plain file"));
+            }
+            let length = meta.len();
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(
+                &mut std::io::Read::take(file, MAX_SKILL_FILE_BYTES),
+                &mut bytes,
+            )?;
+            Ok((length, bytes))
+        });
+    match read {
+        Ok((length, bytes)) if length > MAX_SKILL_FILE_BYTES => format!(
+            "{}\n[… {length} bytes in all …]",
+            String::from_utf8_lossy(&bytes)
+        ),
+        Ok((_, bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(e) => format!("unreadable: {e}"),
+    }
+}
+
+/// A value no earlier read can have had.
+fn now_nanos() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -6,7 +6,8 @@
 //! trusts nothing (fail closed) and is never written over.
 
 use std::collections::BTreeMap;
-use std::io;
+use std::io::{self, Read};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -52,6 +53,9 @@ pub struct TrustedFolder {
     pub device: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inode: Option<u64>,
+    /// Its birth time (nanoseconds since the epoch), where the file system keeps one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub born_ns: Option<u64>,
     /// The instruction files the user accepted: absolute path → SHA-256 of the content.
     #[serde(default)]
     pub instructions: BTreeMap<String, String>,
@@ -122,20 +126,36 @@ impl TrustStore {
         self.home.join(TRUST_FILE)
     }
 
-    /// The decisions; none when there is no file yet.
+    /// The decisions; none when there is no file yet. Only a plain file of the user's that
+    /// no one else may write is believed: a link (into a workspace, say) or a file others
+    /// could have written trusts nothing.
     pub fn read(&self) -> Result<TrustFile, TrustError> {
         let path = self.path();
-        match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| TrustError::Unreadable {
-                path: path.clone(),
-                why: e.to_string(),
-            }),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(TrustFile::default()),
-            Err(e) => Err(TrustError::Unreadable {
-                path,
-                why: e.to_string(),
-            }),
+        let unreadable = |why: String| TrustError::Unreadable {
+            path: path.clone(),
+            why,
+        };
+        let file = match std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(&path)
+        {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(TrustFile::default()),
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
+                return Err(unreadable("it is a link".into()));
+            }
+            Err(e) => return Err(unreadable(e.to_string())),
+        };
+        let meta = file.metadata().map_err(|e| unreadable(e.to_string()))?;
+        if let Some(why) = not_believed(&meta) {
+            return Err(unreadable(why.into()));
         }
+        let mut bytes = Vec::new();
+        (&file)
+            .read_to_end(&mut bytes)
+            .map_err(|e| unreadable(e.to_string()))?;
+        serde_json::from_slice(&bytes).map_err(|e| unreadable(e.to_string()))
     }
 
     /// Changes the decisions under the lock: reads them again, applies `change`, writes
@@ -178,6 +198,17 @@ impl TrustStore {
             .and_then(|dir| dir.sync_all())
             .map_err(io_error(&self.home))
     }
+}
+
+/// Why a trust file is not believed: not a plain file, not the user's, or writable by others.
+fn not_believed(meta: &std::fs::Metadata) -> Option<&'static str> {
+    if !meta.is_file() {
+        return Some("it is not a plain file");
+    }
+    if meta.uid() != rustix::process::geteuid().as_raw() {
+        return Some("it belongs to another user");
+    }
+    (meta.mode() & 0o022 != 0).then_some("others can write it")
 }
 
 /// Milliseconds since the epoch.

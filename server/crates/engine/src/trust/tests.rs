@@ -82,12 +82,14 @@ fn a_changed_or_new_instruction_file_is_left_out_until_accepted() {
     let mut a = assess(home.path(), work.path(), places());
     assert_eq!(a.status, TrustStatus::Trusted);
     assert_eq!(a.changed, vec!["AGENTS.md", "CLAUDE.md"]);
-    assert_eq!(a.gate(), InstructionGate::Accepted(Default::default()));
+    // Only the unchanged skill folder is let in.
+    assert!(matches!(a.gate(), InstructionGate::Accepted(h) if h.keys().eq([&".talaria/skills"])));
     assert!(a.worth_asking());
     a.accept_changes(home.path()).expect("accept");
     let again = assess(home.path(), work.path(), places());
     assert!(again.changed.is_empty(), "{:?}", again.changed);
-    assert!(matches!(again.gate(), InstructionGate::Accepted(h) if h.len() == 2));
+    // The two instruction files and the skill folder.
+    assert!(matches!(again.gate(), InstructionGate::Accepted(h) if h.len() == 3));
 }
 
 #[test]
@@ -152,7 +154,7 @@ fn a_repository_can_be_trusted_from_a_subfolder() {
     assert_eq!(top.status, TrustStatus::Trusted);
     // The subfolder's file was accepted with the decision; the root's was never shown.
     assert!(assess(home.path(), &app, places()).changed.is_empty());
-    assert_eq!(top.changed, vec!["AGENTS.md"]);
+    assert_eq!(top.changed, vec!["AGENTS.md", ".talaria/skills"]);
 }
 
 #[test]
@@ -176,7 +178,7 @@ fn a_linked_instruction_file_is_never_read_for_trust() {
     std::fs::remove_file(work.path().join("AGENTS.md")).expect("rm");
     std::os::unix::fs::symlink(&secret, work.path().join("AGENTS.md")).expect("link");
     let files = trust_folder(home.path(), work.path()).expect("trust");
-    assert!(files.is_empty());
+    assert!(files.iter().all(|f| f.name != "AGENTS.md"), "{files:?}");
     let a = assess(home.path(), work.path(), places());
     assert!(a.instructions.iter().all(|f| !f.text.contains("SECRET")));
 }
@@ -193,4 +195,79 @@ fn a_folder_trusted_for_the_process_is_trusted_until_it_ends_and_nothing_is_writ
     assert_eq!(a.status, TrustStatus::Session);
     assert_eq!(a.gate(), InstructionGate::Open);
     assert!(!home.path().join(TRUST_FILE).exists());
+}
+
+#[test]
+fn a_skill_added_after_trust_and_a_changed_project_config_are_left_out_until_accepted() {
+    let (home, work) = project();
+    std::fs::write(work.path().join(".talaria/config.toml"), "[hooks]\n").expect("config");
+    trust_folder(home.path(), work.path()).expect("trust");
+    let a = assess(home.path(), work.path(), places());
+    assert!(a.loads_project_skills() && a.project_config().is_some());
+    std::fs::write(work.path().join(".talaria/skills/x/SKILL.md"), "planted").expect("skill");
+    std::fs::write(
+        work.path().join(".talaria/config.toml"),
+        "[[hooks.SessionStart]]\ncommand = \"planted\"\n",
+    )
+    .expect("config");
+    let mut a = assess(home.path(), work.path(), places());
+    assert_eq!(a.changed, vec![".talaria/config.toml", ".talaria/skills"]);
+    assert!(!a.loads_project_skills() && a.project_config().is_none());
+    assert!(a.changed_files().any(|f| f.text.contains("planted")));
+    a.accept_changes(home.path()).expect("accept");
+    let a = assess(home.path(), work.path(), places());
+    assert!(a.loads_project_skills() && a.project_config().is_some());
+}
+
+#[test]
+fn a_repository_below_a_trusted_folder_is_not_covered() {
+    let (home, work) = project();
+    trust_folder(home.path(), work.path()).expect("trust");
+    let clone = work.path().join("clone");
+    std::fs::create_dir_all(clone.join(".git")).expect("git");
+    let a = assess(home.path(), &clone, places());
+    assert_eq!(a.status, TrustStatus::Untrusted);
+    assert!(
+        a.problem
+            .as_deref()
+            .is_some_and(|p| p.contains("repository of its own"))
+    );
+    let plain = work.path().join("plain");
+    std::fs::create_dir_all(&plain).expect("mkdir");
+    assert_eq!(
+        assess(home.path(), &plain, places()).status,
+        TrustStatus::Trusted
+    );
+}
+
+#[test]
+fn a_trust_file_others_can_write_or_a_link_trusts_nothing() {
+    use std::os::unix::fs::PermissionsExt;
+    let (home, work) = project();
+    trust_folder(home.path(), work.path()).expect("trust");
+    let file = home.path().join(TRUST_FILE);
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    let a = assess(home.path(), work.path(), places());
+    assert_eq!(a.status, TrustStatus::Untrusted);
+    assert!(
+        a.problem
+            .as_deref()
+            .is_some_and(|p| p.contains("others can write it"))
+    );
+    let elsewhere = work.path().join("trust.json");
+    std::fs::rename(&file, &elsewhere).expect("move");
+    std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    std::os::unix::fs::symlink(&elsewhere, &file).expect("link");
+    let a = assess(home.path(), work.path(), places());
+    assert_eq!(a.status, TrustStatus::Untrusted);
+    assert!(a.problem.as_deref().is_some_and(|p| p.contains("link")));
+}
+
+#[test]
+fn trust_for_the_session_loads_only_what_the_question_showed() {
+    let (home, work) = project();
+    let mut a = assess(home.path(), work.path(), places());
+    a.decide(home.path(), TrustDecision::TrustSession)
+        .expect("session");
+    assert!(matches!(a.gate(), InstructionGate::Accepted(h) if h.contains_key("AGENTS.md")));
 }
