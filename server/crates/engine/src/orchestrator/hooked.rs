@@ -17,6 +17,8 @@ use crate::hooks::{Decision, Hook, HookAnswer, HookEvent, Hooks, claude_names, r
 pub(crate) struct ToolHooks<'a> {
     pub hooks: &'a Hooks,
     pub session_id: &'a str,
+    /// The checkpoints the client intercepts (`intercepted.rs`).
+    pub interception: crate::client::Interception,
 }
 
 /// What the `PreToolUse` hooks decided for a call that may go on.
@@ -182,7 +184,7 @@ impl Orchestrator<'_> {
     }
 
     /// Uses `input` (Talaria's or Claude Code's names) as the call's arguments.
-    fn replace_input(
+    pub(super) fn replace_input(
         &self,
         call: &mut Prepared,
         mut input: Value,
@@ -203,7 +205,7 @@ impl Orchestrator<'_> {
         Ok(())
     }
 
-    fn note(&self, call: &Prepared, text: String) {
+    pub(super) fn note(&self, call: &Prepared, text: String) {
         talaria_util::lock(&self.hook_notes)
             .entry(call.id.clone())
             .or_default()
