@@ -76,7 +76,7 @@ impl Orchestrator<'_> {
     /// Asks the client at the `after` checkpoint (when it intercepts it): the result it
     /// allows, its replacement, or a result withheld.
     pub(super) async fn intercept_after(&self, call: &Prepared, outcome: &mut ToolOutcome) {
-        if !self.hooks.interception.after {
+        if !self.hooks.interception.after || call.args.is_err() {
             return;
         }
         let result = (
