@@ -76,6 +76,10 @@ export async function withTalaria(body, args = ["acp"], options = {}) {
     .onNotification(methods.client.elicitation.complete, ({ params }) => {
       updates.push({ sessionUpdate: "_elicitation_complete", elicitationId: params.elicitationId });
     });
+  // Requests no SDK type names (extensions): `[method, handler]`, params passed as they came.
+  for (const [method, handler] of options.extensionRequests ?? []) {
+    app.onRequest(method, (params) => params, handler);
+  }
   const stream = ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
   try {
     await app.connectWith(stream, async (ctx) => {

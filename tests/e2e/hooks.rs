@@ -404,3 +404,109 @@ async fn a_hooks_allow_spares_a_question_but_never_a_credential_read() {
     assert!(!everything_sent(&env.mock).contains("SECRET-77"));
     assert_clean_stdout(&agent);
 }
+
+#[tokio::test]
+async fn post_tool_use_runs_for_calls_that_ran_and_succeeded_failure_hooks_for_those_that_failed() {
+    let env = TestEnv::new(vec![
+        batch(&[
+            ("ok", "read_file", json!({"path": "here.txt"})),
+            ("failed", "read_file", json!({"path": "missing.txt"})),
+            ("invalid", "read_file", json!({"no_path": 1})),
+            (
+                "blocked",
+                "terminal",
+                json!({"command": "touch blocked.txt"}),
+            ),
+            (
+                "refused",
+                "write_file",
+                json!({"path": "w.txt", "content": "x"}),
+            ),
+        ]),
+        MockReply::text(&["done"]),
+    ])
+    .await;
+    let log = "jq -r '.hook_event_name + \\\" \\\" + .tool_use_id + \\\" \\\" + \
+               ((.error // \\\"\\\") | test(\\\"missing\\\") | tostring)' \
+               >> \\\"$CLAUDE_PROJECT_DIR/post.log\\\"";
+    env.write_config(&format!(
+        "[[hooks.PreToolUse]]\nmatcher = \"Bash\"\n\
+         command = \"grep -q blocked && {{ echo no >&2; exit 2; }} || exit 0\"\n\
+         [[hooks.PostToolUse]]\ncommand = \"{log}\"\n\
+         [[hooks.PostToolUseFailure]]\ncommand = \"{log}\"\n"
+    ));
+    std::fs::write(env.workspace.path().join("here.txt"), "here\n").expect("write");
+    let (mut agent, session) = env.session().await;
+    let response = prompt_choosing(&mut agent, &session, "go", "reject_once").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let logged = std::fs::read_to_string(env.workspace.path().join("post.log")).expect("log");
+    let mut lines: Vec<&str> = logged.lines().collect();
+    lines.sort_unstable();
+    // The refused write (the user), the blocked command (a hook) and the invalid read never
+    // ran: no hook after them.
+    assert_eq!(
+        lines,
+        ["PostToolUse ok false", "PostToolUseFailure failed true"],
+        "{logged}"
+    );
+    assert_clean_stdout(&agent);
+}
+
+#[tokio::test]
+async fn session_start_hooks_run_on_resume_and_load_with_source_resume() {
+    let env = TestEnv::new(vec![
+        MockReply::text(&["one"]),
+        MockReply::text(&["two"]),
+        MockReply::text(&["three"]),
+    ])
+    .await;
+    config_with(
+        &env,
+        "[[hooks.SessionStart]]\n\
+         command = \"jq -r .source >> \\\"$CLAUDE_PROJECT_DIR/sources.log\\\"; echo 'Sprint: KIWI-9'\"\n\
+         [[hooks.SessionStart]]\nmatcher = \"startup\"\n\
+         command = \"echo once >> \\\"$CLAUDE_PROJECT_DIR/startup.log\\\"\"\n",
+    );
+    let (mut agent, session) = env.session().await;
+    let (response, _) = prompt(&mut agent, &session, "first").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    agent
+        .call("session/close", json!({"sessionId": session}))
+        .await
+        .expect("close");
+    agent
+        .call("session/resume", load_params(&env, &session))
+        .await
+        .expect("resume");
+    let (response, _) = prompt(&mut agent, &session, "second").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    assert_clean_stdout(&agent);
+    drop(agent);
+    let mut agent = initialized(&env).await;
+    agent
+        .call("session/load", load_params(&env, &session))
+        .await
+        .expect("load");
+    let (response, _) = prompt(&mut agent, &session, "third").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let sources =
+        std::fs::read_to_string(env.workspace.path().join("sources.log")).expect("sources");
+    assert_eq!(sources, "startup\nresume\nresume\n");
+    let startups =
+        std::fs::read_to_string(env.workspace.path().join("startup.log")).expect("startup");
+    assert_eq!(startups, "once\n", "a startup matcher is not a resume");
+    let requests = env.mock.requests();
+    let system = |i: usize| requests[i].body["messages"][0]["content"].to_string();
+    assert!(system(0).contains("Sprint: KIWI-9"), "{}", system(0));
+    for i in [1, 2] {
+        // The recorded system prompt stays as it was; the resume's context comes with the
+        // next prompt (recorded with it).
+        assert_eq!(system(i), system(0));
+        let asked = last_user(&requests[i].body);
+        assert!(
+            asked.contains("as the session resumed]\nSprint: KIWI-9"),
+            "{asked}"
+        );
+    }
+    assert_clean_stdout(&agent);
+}

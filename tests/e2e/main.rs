@@ -35,6 +35,7 @@ mod framing;
 mod fresh_home;
 mod full_disk_spool;
 mod hooks;
+mod interception;
 mod learning;
 mod lifecycle;
 mod local_servers;

@@ -182,12 +182,14 @@ pub fn initialize(
 /// The drafts Talaria speaks that ACP 1.20 has no field for, in `agentCapabilities._meta`:
 /// `quota` (the quotas draft: `quota_update`, `quota/read`, `quotaExceeded`) and
 /// `workspaceTrust` (the workspace-trust draft: `workspaceTrust` in session answers,
-/// `trust/apply`).
+/// `trust/apply`) and `toolInterception` (the tool-interception draft: both checkpoints).
 fn agent_capability_extensions() -> talaria_protocol::acp::Meta {
     let mut meta = talaria_protocol::acp::Meta::new();
     let (name, marker) = super::quota::advertised();
     meta.insert(name, marker);
     meta.insert("workspaceTrust".into(), serde_json::json!({}));
+    let (name, marker) = super::interception::advertised();
+    meta.insert(name, marker);
     meta
 }
 

@@ -1,6 +1,7 @@
 //! Serves the engine's client requests over ACP: permission prompts, the editor's file buffers
-//! (`fs/*`) and the editor's terminals (`terminal/*`), each used exactly when the client
-//! advertised it (the engine delegates only then; see [`ClientCaps::delegation`]).
+//! (`fs/*`), the editor's terminals (`terminal/*`) and tool interception, each used exactly
+//! when the client advertised it (the engine delegates only then; see
+//! [`ClientCaps::delegation`]).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -140,6 +141,15 @@ impl AcpBridge {
                 ClientAsk::Question { message, schema } => {
                     ClientAnswer::Question(bridge.ask_form(&message, schema, &request.cancel).await)
                 }
+                ClientAsk::Intercept(call) => ClientAnswer::Intercepted(
+                    super::interception::ask(
+                        &bridge.peer,
+                        &bridge.session_id,
+                        call,
+                        &request.cancel,
+                    )
+                    .await,
+                ),
             };
             request.answer(answer);
         });

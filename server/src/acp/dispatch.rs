@@ -375,6 +375,8 @@ impl Agent {
                 // The quotas draft's opt-in is no field of ACP 1.20's types: read from the
                 // parameters as they came.
                 self.client_caps.quota = quota::wants_quota(&request.params);
+                // Nor the tool-interception draft's.
+                self.client_caps.interception = super::interception::wanted(&request.params);
                 None
             }
             ClientRequest::SetSessionModeRequest(params) => Some(settings::set_mode(

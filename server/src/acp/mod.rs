@@ -22,6 +22,7 @@ mod client_prompt;
 mod compaction;
 mod dispatch;
 mod forwarder;
+mod interception;
 mod lifecycle;
 mod logout;
 mod mcp_sign_in;

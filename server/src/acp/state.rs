@@ -152,6 +152,9 @@ pub struct ClientCaps {
     /// The client takes `quota_update`s (the quotas draft's opt-in, read from `initialize`
     /// as it came: see `quota::wants_quota`).
     pub quota: bool,
+    /// The checkpoints the client intercepts (the tool-interception draft's opt-in, read
+    /// from `initialize` as it came: see `interception::wanted`).
+    pub interception: talaria_engine::Interception,
 }
 
 impl ClientCaps {
@@ -161,6 +164,7 @@ impl ClientCaps {
             read_files: self.read_text_file,
             write_files: self.write_text_file,
             terminal: self.terminal,
+            interception: self.interception,
         }
     }
 
@@ -184,6 +188,7 @@ impl ClientCaps {
                 .and_then(|s| s.config_options.as_ref())
                 .is_some_and(|c| c.boolean.is_some()),
             quota: false,
+            interception: talaria_engine::Interception::default(),
         }
     }
 }

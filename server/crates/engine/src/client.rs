@@ -1,5 +1,6 @@
-//! What a turn asks of the client, without knowing the protocol: permission prompts and (when
-//! the client offers them) its file buffers and terminals.
+//! What a turn asks of the client, without knowing the protocol: permission prompts, (when
+//! the client offers them) its file buffers and terminals, and its decision on each call at
+//! the checkpoints it intercepts.
 //!
 //! Requests travel as `EngineEvent::ClientRequest` in the session's one ordered event stream,
 //! after the events about the same call, so a request can never overtake its tool card and no
@@ -63,6 +64,70 @@ pub struct Delegation {
     pub read_files: bool,
     pub write_files: bool,
     pub terminal: bool,
+    /// The checkpoints at which the client decides on each call.
+    pub interception: Interception,
+}
+
+/// The checkpoints a client intercepts (the ACP tool-interception draft): asked before a
+/// call runs and after it ran, before the model reads its result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Interception {
+    pub before: bool,
+    pub after: bool,
+}
+
+/// Which checkpoint a call is at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InterceptPhase {
+    /// Decided (hooks ran), not yet approved nor run.
+    Before,
+    /// Ran; its result not yet read by the model.
+    After,
+}
+
+/// A call at an interception checkpoint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InterceptedCall {
+    pub phase: InterceptPhase,
+    /// The card's id.
+    pub tool_call_id: String,
+    /// The tool's name.
+    pub name: String,
+    pub title: String,
+    pub kind: talaria_tools::ToolKind,
+    pub raw_input: Value,
+    /// After the call: whether it failed, and the text the model would read.
+    pub result: Option<(bool, String)>,
+}
+
+/// What the client decided at a checkpoint.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InterceptDecision {
+    /// Cross the checkpoint unchanged.
+    Allow,
+    /// Before: do not run the call, this is its result; after: this result instead of its
+    /// own. `failed` says whether the result is an error.
+    ReplaceResult { failed: bool, text: String },
+    /// Before only (Talaria's extension): run the call with this input, checked against the
+    /// tool's schema and approved as the model's would be.
+    ReplaceInput(Value),
+    /// Stop the turn: the call does not run (or its result is withheld), and nothing after.
+    Stop(Option<String>),
+}
+
+/// Why the client gave no decision at a checkpoint (the call then does not cross it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InterceptError {
+    #[error("the client answered with an error: {0}")]
+    Client(String),
+    #[error("unreadable answer ({why}): {answer}")]
+    Unreadable { why: String, answer: String },
+    #[error("no answer within {0} seconds")]
+    TimedOut(u64),
+    #[error("the request was withdrawn")]
+    Withdrawn,
+    #[error("the client did not answer")]
+    NoAnswer,
 }
 
 /// What is asked.
@@ -85,6 +150,8 @@ pub enum ClientAsk {
         message: String,
         schema: Value,
     },
+    /// The client's decision on a call at a checkpoint it intercepts.
+    Intercept(InterceptedCall),
 }
 
 /// The client's answer.
@@ -95,6 +162,8 @@ pub enum ClientAnswer {
     Wrote(Result<(), FileError>),
     Ran(Result<CommandResult, talaria_tools::ToolError>),
     Question(Result<talaria_tools::FormAnswer, talaria_tools::ToolError>),
+    /// The decision, or why there is none.
+    Intercepted(Result<InterceptDecision, InterceptError>),
 }
 
 /// One request to the client, with the channel to answer it on.

@@ -53,7 +53,8 @@ mod window_sizing;
 pub use approval::{Mode, SecretReads};
 pub use checkpointing::{Checkpoints, checkpoints_for, prune_checkpoints};
 pub use client::{
-    ClientAnswer, ClientAsk, ClientRequest, Delegation, PermissionAnswer, PermissionChoice,
+    ClientAnswer, ClientAsk, ClientRequest, Delegation, InterceptDecision, InterceptError,
+    InterceptPhase, InterceptedCall, Interception, PermissionAnswer, PermissionChoice,
     PermissionRequest,
 };
 pub use config::reference::{

@@ -79,6 +79,10 @@ impl ScriptedClient {
                     "the scripted client cannot show questions".into(),
                 ),
             ))),
+            // It advertises no interception, so it is never asked.
+            ClientAsk::Intercept(_) => request.answer(ClientAnswer::Intercepted(Err(
+                crate::client::InterceptError::NoAnswer,
+            ))),
         }
     }
 

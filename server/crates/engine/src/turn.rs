@@ -116,6 +116,27 @@ struct Called {
     message_id: String,
 }
 
+/// How a batch of calls left the turn.
+enum BatchEnd {
+    /// The model reads the results.
+    Go,
+    Cancelled,
+    /// The client stopped the work at a checkpoint it intercepts.
+    Stopped,
+}
+
+impl BatchEnd {
+    fn of(report: &crate::orchestrator::BatchReport) -> Self {
+        if report.cancelled {
+            Self::Cancelled
+        } else if report.stopped.is_some() {
+            Self::Stopped
+        } else {
+            Self::Go
+        }
+    }
+}
+
 /// What follows a recorded answer.
 enum Next {
     /// The model was sent back to act.
@@ -266,7 +287,7 @@ impl Turn<'_> {
                 Next::Stop(reason) => return Ok(reason),
                 Next::Tools { calls, unrun } => (calls, unrun),
             };
-            let cancelled = self
+            let end = self
                 .run_tools(
                     tool_calls,
                     called.announced,
@@ -275,8 +296,12 @@ impl Turn<'_> {
                     unrun,
                 )
                 .await;
-            if cancelled {
-                return Ok(StopReason::Cancelled);
+            match end {
+                BatchEnd::Go => {}
+                BatchEnd::Cancelled => return Ok(StopReason::Cancelled),
+                // The client stopped the work (tool interception): the results are recorded,
+                // the model is not called again.
+                BatchEnd::Stopped => return Ok(StopReason::EndTurn),
             }
         }
         Ok(StopReason::MaxTurnRequests)
@@ -602,28 +627,17 @@ impl Turn<'_> {
             .await;
     }
 
-    /// Runs the calls through the orchestrator and records one result per call. Returns true
-    /// if the turn was cancelled.
+    /// Runs the calls through the orchestrator and records one result per call. Returns how
+    /// the batch ended the turn, if it did.
     async fn run_tools(
         &mut self,
         calls: Vec<ToolCallRequest>,
-        mut announced: Vec<(String, String)>,
+        announced: Vec<(String, String)>,
         budget: &mut ResultBudget,
         failures: &mut HashMap<(String, String), u32>,
         unrun: Option<String>,
-    ) -> bool {
-        let calls: Vec<(String, ToolCallRequest, bool)> = calls
-            .into_iter()
-            .map(|call| {
-                match announced
-                    .iter()
-                    .position(|(model_id, _)| *model_id == call.id)
-                {
-                    Some(position) => (announced.remove(position).1, call, true),
-                    None => (unique_id(&mut self.used_tool_ids, &call.id), call, false),
-                }
-            })
-            .collect();
+    ) -> BatchEnd {
+        let calls = self.identify_calls(calls, announced);
         let ctx = self.tool_context();
         let mut orchestrator = Orchestrator {
             registry: self.registry,
@@ -645,9 +659,11 @@ impl Turn<'_> {
             hooks: crate::orchestrator::ToolHooks {
                 hooks: &self.settings.hooks,
                 session_id: &self.settings.id,
+                interception: self.settings.delegation.interception,
             },
             hook_notes: std::sync::Mutex::default(),
             hook_context: std::sync::Mutex::default(),
+            stopped: std::sync::Mutex::default(),
         };
         let report = {
             let batch = orchestrator.run_batch(calls);
@@ -678,7 +694,7 @@ impl Turn<'_> {
                 }
             }
         };
-        let cancelled = report.cancelled;
+        let end = BatchEnd::of(&report);
         self.kept.extend(report.kept);
         self.record_plans(report.plans);
         self.count_failures(&report.results, &report.repeated, failures)
@@ -691,7 +707,28 @@ impl Turn<'_> {
             self.history.push(EntryBody::ToolResult(Box::new(entry)));
         }
         self.save();
-        cancelled
+        end
+    }
+
+    /// Pairs each call with its session-unique id: the id its card was announced with while
+    /// it streamed, else a new one (and whether it was announced).
+    fn identify_calls(
+        &mut self,
+        calls: Vec<ToolCallRequest>,
+        mut announced: Vec<(String, String)>,
+    ) -> Vec<(String, ToolCallRequest, bool)> {
+        calls
+            .into_iter()
+            .map(|call| {
+                match announced
+                    .iter()
+                    .position(|(model_id, _)| *model_id == call.id)
+                {
+                    Some(position) => (announced.remove(position).1, call, true),
+                    None => (unique_id(&mut self.used_tool_ids, &call.id), call, false),
+                }
+            })
+            .collect()
     }
 
     /// What the session's tools work with during this turn: the client for files, commands
@@ -875,12 +912,15 @@ impl LoneCall<'_> {
             checkpoints: None,
             changes: std::sync::Mutex::default(),
             // The user's hooks gate another agent's calls as they gate the session's own.
+            // And the client's interception: a stop ends this one call.
             hooks: crate::orchestrator::ToolHooks {
                 hooks: &settings.hooks,
                 session_id: &settings.id,
+                interception: settings.delegation.interception,
             },
             hook_notes: std::sync::Mutex::default(),
             hook_context: std::sync::Mutex::default(),
+            stopped: std::sync::Mutex::default(),
         };
         let report = orchestrator.run_batch(vec![(id, call, false)]).await;
         report.results.into_iter().next()

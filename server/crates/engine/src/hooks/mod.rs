@@ -1,6 +1,6 @@
 //! Hooks with Claude Code's contract: the user's own commands around a session's events
-//! (`SessionStart`, `UserPromptSubmit`, `PreToolUse`, `PostToolUse`, `Stop`, `SubagentStop`,
-//! `PreCompact`, `SessionEnd`, `Notification`), declared in `config.toml` as
+//! (`SessionStart`, `UserPromptSubmit`, `PreToolUse`, `PostToolUse`, `PostToolUseFailure`,
+//! `Stop`, `SubagentStop`, `PreCompact`, `SessionEnd`, `Notification`), declared in `config.toml` as
 //! `[[hooks.PreToolUse]] matcher = "terminal|write_file"`, `command`, `timeout_s` — and, once
 //! its folder is trusted, in a project's `.talaria/config.toml`. Each gets the event as JSON
 //! on stdin and answers with its exit code (0 goes on, 2 blocks with stderr as the reason,
@@ -28,7 +28,10 @@ pub enum HookEvent {
     SessionStart,
     UserPromptSubmit,
     PreToolUse,
+    /// A call that ran and succeeded.
     PostToolUse,
+    /// A call that ran and failed (or was cut off).
+    PostToolUseFailure,
     Stop,
     SubagentStop,
     PreCompact,
@@ -37,11 +40,12 @@ pub enum HookEvent {
 }
 
 impl HookEvent {
-    pub const ALL: [HookEvent; 9] = [
+    pub const ALL: [HookEvent; 10] = [
         Self::SessionStart,
         Self::UserPromptSubmit,
         Self::PreToolUse,
         Self::PostToolUse,
+        Self::PostToolUseFailure,
         Self::Stop,
         Self::SubagentStop,
         Self::PreCompact,
@@ -55,6 +59,7 @@ impl HookEvent {
             Self::UserPromptSubmit => "UserPromptSubmit",
             Self::PreToolUse => "PreToolUse",
             Self::PostToolUse => "PostToolUse",
+            Self::PostToolUseFailure => "PostToolUseFailure",
             Self::Stop => "Stop",
             Self::SubagentStop => "SubagentStop",
             Self::PreCompact => "PreCompact",
@@ -67,9 +72,21 @@ impl HookEvent {
         Self::ALL.into_iter().find(|e| e.as_str() == name)
     }
 
-    /// Whether a matcher means anything for the event (tools' names).
-    fn matches_tools(self) -> bool {
-        matches!(self, Self::PreToolUse | Self::PostToolUse)
+    /// Whether a matcher means anything for the event: tools' names, or a `SessionStart`'s
+    /// `source` (`startup`, `resume`).
+    fn has_matcher(self) -> bool {
+        matches!(
+            self,
+            Self::PreToolUse | Self::PostToolUse | Self::PostToolUseFailure | Self::SessionStart
+        )
+    }
+
+    /// What an event without a tool is matched on, from its payload.
+    fn subject(self, payload: &serde_json::Value) -> Option<&str> {
+        match self {
+            Self::SessionStart => payload["source"].as_str(),
+            _ => None,
+        }
     }
 }
 
@@ -144,15 +161,17 @@ impl PartialEq for Hook {
 }
 
 impl Hook {
-    /// Whether the hook is for `tool` (events without tools match always).
+    /// Whether the hook is for `tool` (or a `SessionStart`'s source; events without a
+    /// matcher match always).
     pub fn matches(&self, tool: Option<&str>) -> bool {
         self.matches_names(tool.map(|tool| (tool, claude_names(tool))))
     }
 
-    /// Whether it matches a call of `tool` known to Claude Code by `names`.
+    /// Whether it matches a call of `tool` known to Claude Code by `names` (or a
+    /// `SessionStart`'s source, with no names).
     fn matches_names(&self, call: Option<(&str, &[&str])>) -> bool {
         let (Some(regex), Some((tool, names)), true) =
-            (&self.matcher_regex, call, self.event.matches_tools())
+            (&self.matcher_regex, call, self.event.has_matcher())
         else {
             return true;
         };
@@ -368,7 +387,8 @@ pub async fn run_event(
     payload["transcript_path"] = serde_json::json!("");
     payload["cwd"] = serde_json::json!(cwd);
     payload["hook_event_name"] = serde_json::json!(event.as_str());
-    for hook in hooks.for_event(event, None) {
+    let subject = event.subject(&payload).map(str::to_string);
+    for hook in hooks.for_event(event, subject.as_deref()) {
         let run = run_hook(hook, &payload, cwd, shell).await;
         let answer = HookAnswer::of(&run, plain_context);
         outcome.notices.extend(answer.system_message.clone());
@@ -404,7 +424,8 @@ impl HookScope<'_> {
         payload: serde_json::Value,
         events: &tokio::sync::mpsc::Sender<crate::events::EngineEvent>,
     ) -> EventOutcome {
-        if self.hooks.for_event(event, None).next().is_none() {
+        let subject = event.subject(&payload);
+        if self.hooks.for_event(event, subject).next().is_none() {
             return EventOutcome::default();
         }
         let outcome = run_event(

@@ -27,7 +27,9 @@ fn matchers_take_talarias_names_and_claude_codes() {
     // A whole-name match: `Bash` is not `Bashful`, `Edit` not `read_file`.
     assert!(names(HookEvent::PreToolUse, Some("read_file")).is_empty());
     assert_eq!(names(HookEvent::PostToolUse, Some("anything")), ["c"]);
-    assert_eq!(names(HookEvent::SessionStart, None), ["d"]);
+    assert_eq!(names(HookEvent::SessionStart, Some("startup")), ["d"]);
+    // A SessionStart matcher is on the source, as in Claude Code.
+    assert!(names(HookEvent::SessionStart, Some("resume")).is_empty());
     let timeout = |command: &str| {
         set.hooks
             .iter()

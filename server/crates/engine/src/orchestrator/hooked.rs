@@ -1,7 +1,8 @@
 //! The user's hooks around every call, where every call passes: `PreToolUse` before the call
 //! is decided (it may block it — the model reads why —, allow it without a question, ask
-//! although the policy would not, or replace its input), `PostToolUse` once it ran (before
-//! its changes are checkpointed, so a formatter's edit is the call's). Each hook's decision
+//! although the policy would not, or replace its input), `PostToolUse` once it ran and
+//! succeeded, `PostToolUseFailure` once it ran and failed (before its changes are
+//! checkpointed, so a formatter's edit is the call's). Each hook's decision
 //! is written on the call's card. A `PreToolUse` hook that cannot be run or does not answer
 //! in time blocks the call (fail closed); one that fails otherwise (exit 1, as a crashed
 //! script does) blocks nothing, as in Claude Code.
@@ -19,6 +20,8 @@ use crate::hooks::{
 pub(crate) struct ToolHooks<'a> {
     pub hooks: &'a Hooks,
     pub session_id: &'a str,
+    /// The checkpoints the client intercepts (`intercepted.rs`).
+    pub interception: crate::client::Interception,
 }
 
 /// What the `PreToolUse` hooks decided for a call that may go on.
@@ -110,17 +113,28 @@ impl Orchestrator<'_> {
         Ok(stance)
     }
 
-    /// Runs the call's `PostToolUse` hooks once it ran; what they say for the model (a block's
-    /// reason, added context) follows the result.
+    /// Runs the call's `PostToolUse` hooks once it ran and succeeded, its `PostToolUseFailure`
+    /// hooks once it ran and failed (as Claude Code does; a call that never ran — refused,
+    /// blocked, or with an input its tool's schema refuses — has neither);
+    /// what they say for the model (a block's reason, added context) follows the result.
     pub(super) async fn post_tool_hooks(&self, call: &Prepared, outcome: &mut ToolOutcome) {
+        // A call whose input is not valid for its tool did not run: its result is the
+        // validation's error.
+        if call.args.is_err() {
+            return;
+        }
+        let event = match outcome.status {
+            ToolStatus::Completed => HookEvent::PostToolUse,
+            ToolStatus::Failed => HookEvent::PostToolUseFailure,
+        };
         let hooks: Vec<Hook> = self
             .hooks
             .hooks
-            .for_call(HookEvent::PostToolUse, &call.name, &call.raw_input)
+            .for_call(event, &call.name, &call.raw_input)
             .cloned()
             .collect();
         for hook in &hooks {
-            let payload = self.tool_payload(HookEvent::PostToolUse, call, Some(&*outcome));
+            let payload = self.tool_payload(event, call, Some(&*outcome));
             let run = run_hook(hook, &payload, &self.ctx.cwd, &self.ctx.shell).await;
             let answer = HookAnswer::of(&run, false);
             self.tell_user(&answer).await;
@@ -179,7 +193,12 @@ impl Orchestrator<'_> {
             "tool_input": input,
             "tool_use_id": call.id,
         });
-        if let Some(outcome) = outcome {
+        if let Some(outcome) = outcome
+            && event == HookEvent::PostToolUseFailure
+        {
+            payload["error"] = json!(outcome.content);
+            payload["is_interrupt"] = json!(self.cancel.is_cancelled());
+        } else if let Some(outcome) = outcome {
             let success = outcome.status == ToolStatus::Completed;
             let mut response = json!({"output": outcome.content, "success": success});
             if let Some(path) = payload["tool_input"]["file_path"].as_str() {
@@ -191,7 +210,7 @@ impl Orchestrator<'_> {
     }
 
     /// Uses `input` (Talaria's or Claude Code's names) as the call's arguments.
-    fn replace_input(
+    pub(super) fn replace_input(
         &self,
         call: &mut Prepared,
         mut input: Value,
@@ -202,7 +221,7 @@ impl Orchestrator<'_> {
                 object.insert("path".into(), path);
             }
             // A `Bash` hook rewrites what a `process` call types as its command.
-            if let Some(command) = object.remove("command").filter(|_| typing) {
+            if typing && let Some(command) = object.remove("command") {
                 object.insert("data".into(), command);
             }
         }
@@ -217,7 +236,7 @@ impl Orchestrator<'_> {
         Ok(())
     }
 
-    fn note(&self, call: &Prepared, text: String) {
+    pub(super) fn note(&self, call: &Prepared, text: String) {
         talaria_util::lock(&self.hook_notes)
             .entry(call.id.clone())
             .or_default()

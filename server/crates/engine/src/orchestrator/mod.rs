@@ -14,6 +14,7 @@
 
 mod approve;
 mod hooked;
+mod intercepted;
 mod plan;
 mod report;
 mod run;
@@ -82,6 +83,8 @@ pub(crate) struct Orchestrator<'a> {
     pub hook_notes: std::sync::Mutex<HashMap<String, Vec<String>>>,
     /// What each call's hooks add for the model after its result, by its unique id.
     pub hook_context: std::sync::Mutex<HashMap<String, Vec<String>>>,
+    /// The client stopped the turn during this batch, and why.
+    pub stopped: std::sync::Mutex<Option<String>>,
 }
 
 /// What a batch did: one record entry per call in the model's order, and what the turn
@@ -97,6 +100,8 @@ pub(crate) struct BatchReport {
     pub kept: Vec<(String, talaria_tools::Kept)>,
     /// Calls refused because the same call failed too often (their unique ids).
     pub repeated: Vec<String>,
+    /// The client stopped the turn during the batch (why): no more model calls.
+    pub stopped: Option<String>,
 }
 
 /// Identical failing calls allowed in one turn before the guardrail stops them.
@@ -166,6 +171,7 @@ impl Orchestrator<'_> {
         let outcomes = self.run_groups(&mut prepared).await;
         let mut report = BatchReport {
             cancelled: self.cancel.is_cancelled(),
+            stopped: self.stopped(),
             repeated: prepared
                 .iter()
                 .filter(|call| self.is_repeated(call))
@@ -177,7 +183,10 @@ impl Orchestrator<'_> {
             let (outcome, display) = match outcome {
                 Some(done) => done,
                 None => {
-                    let outcome = ToolOutcome::failed(CANCELLED_RESULT);
+                    let outcome = ToolOutcome::failed(match &report.stopped {
+                        Some(_) => intercepted::STOPPED_RESULT,
+                        None => CANCELLED_RESULT,
+                    });
                     let display = self.finish(&call, &outcome).await;
                     (outcome, display)
                 }
@@ -246,8 +255,9 @@ impl Orchestrator<'_> {
     }
 
     /// Decides and runs the calls group by group (a group's approved calls at once; a call
-    /// whose input a hook replaced alone after them, since its paths were not the ones the
-    /// group was planned on); a call left `None` never ran because the turn was cancelled.
+    /// whose input a hook or the client replaced alone after them, since its paths were not
+    /// the ones the group was planned on); a call left `None` never ran because the turn was
+    /// cancelled or the client stopped it.
     async fn run_groups(
         &self,
         prepared: &mut [Prepared],
@@ -259,7 +269,14 @@ impl Orchestrator<'_> {
                 if self.cancel.is_cancelled() {
                     break;
                 }
+                if self.stopped().is_some() {
+                    break;
+                }
                 let decided = match self.pre_tool_hooks(&mut prepared[index]).await {
+                    Ok(stance) => self.intercept_before(&mut prepared[index], stance).await,
+                    Err(blocked) => Err(blocked),
+                };
+                let decided = match decided {
                     Ok(stance) => self
                         .approve(&prepared[index], stance)
                         .await
@@ -275,7 +292,7 @@ impl Orchestrator<'_> {
                     }
                 }
             }
-            if self.cancel.is_cancelled() {
+            if self.cancel.is_cancelled() || self.stopped().is_some() {
                 break;
             }
             let runs = approved.iter().map(|&index| self.execute(&prepared[index]));
@@ -284,7 +301,7 @@ impl Orchestrator<'_> {
                 outcomes[index] = Some(outcome);
             }
             for index in alone {
-                if self.cancel.is_cancelled() {
+                if self.cancel.is_cancelled() || self.stopped().is_some() {
                     break;
                 }
                 outcomes[index] = Some(self.execute(&prepared[index]).await);

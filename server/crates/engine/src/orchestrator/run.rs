@@ -31,6 +31,7 @@ impl Orchestrator<'_> {
         // Before the checkpoint: what a hook changes (a formatter) is the call's change.
         self.post_tool_hooks(call, &mut outcome).await;
         self.checkpoint_after(call, before).await;
+        self.intercept_after(call, &mut outcome).await;
         let display = self.finish(call, &outcome).await;
         (outcome, display)
     }

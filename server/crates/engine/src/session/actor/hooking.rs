@@ -1,6 +1,6 @@
 //! The user's hooks around a prompt: `UserPromptSubmit` before the turn (it may block the
 //! prompt — it is then not sent, and the user is told why — or add context the model reads
-//! with it), `Stop` when the turn would end (a block continues the turn with its reason, at
+//! with it, as a resumed session's `SessionStart` hooks' context is with its first prompt), `Stop` when the turn would end (a block continues the turn with its reason, at
 //! most [`MAX_STOP_CONTINUATIONS`] times, `stop_hook_active` telling the hook so).
 
 use tokio::sync::mpsc;
@@ -41,6 +41,13 @@ impl SessionActor {
             .await;
         if outcome.blocked.is_some() {
             return Err(Ok(StopReason::Refusal));
+        }
+        if let Some(context) = self.resumed_context.take() {
+            input
+                .model_view
+                .push(talaria_record::UserPart::text(format!(
+                    "[From the user's SessionStart hooks, as the session resumed]\n{context}"
+                )));
         }
         if !outcome.context.is_empty() {
             input

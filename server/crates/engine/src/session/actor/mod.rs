@@ -68,6 +68,8 @@ struct SessionActor {
     /// The session's own op queue, for the review to report back (weak: it never keeps the
     /// session alive).
     own_ops: mpsc::WeakUnboundedSender<Op>,
+    /// What the `SessionStart` hooks of a continued session said, for its next prompt.
+    resumed_context: Option<String>,
 }
 
 /// On a one-slot server, how long the user must pause before side work is sent.
@@ -128,9 +130,14 @@ pub fn spawn_session_with(
             settings.system_prompt = sizing.system_prompt;
             registry = sizing.registry;
         }
-        if start.history.is_none() {
+        // A new session's SessionStart hooks speak in its system prompt; a continued one's
+        // (`source: "resume"`) with its next prompt, so its recorded prompt stays as it was.
+        let resumed_context = if start.history.is_none() {
             start_hooks(&mut settings, &events).await;
-        }
+            None
+        } else {
+            resume_hooks(&settings, &events).await
+        };
         let published = Published::new(view, rules);
         let parts = ActorParts {
             settings,
@@ -143,6 +150,7 @@ pub fn spawn_session_with(
             own_ops,
         };
         let mut actor = SessionActor::new(parts, start);
+        actor.resumed_context = resumed_context;
         actor.save();
         actor.tell_unsaved_at_start().await;
         actor.finish_cut_off_restores().await;
@@ -168,6 +176,23 @@ async fn start_hooks(settings: &mut SessionSettings, events: &mpsc::Sender<Engin
             outcome.context.join("\n\n")
         ));
     }
+}
+
+/// A continued session's `SessionStart` hooks (`source: "resume"`): what they add, for its
+/// next prompt; their messages and failures are told.
+async fn resume_hooks(
+    settings: &SessionSettings,
+    events: &mpsc::Sender<EngineEvent>,
+) -> Option<String> {
+    let outcome = settings
+        .hook_scope()
+        .run(
+            crate::hooks::HookEvent::SessionStart,
+            serde_json::json!({"source": "resume"}),
+            events,
+        )
+        .await;
+    (!outcome.context.is_empty()).then(|| outcome.context.join("\n\n"))
 }
 
 /// What a session actor is built from, besides how it starts.
@@ -245,6 +270,7 @@ impl SessionActor {
             message_points: (Vec::new(), 0),
             epochs,
             commands: start.commands,
+            resumed_context: None,
             settings,
             router,
             registry,
