@@ -440,7 +440,9 @@ impl Agent {
         self.client_caps = ClientCaps::from_initialize(&params.client_capabilities);
         let slow = async move { Ok((params, load_config().await)) };
         self.defer(id, "initialize", slow, |agent, (params, config)| {
-            let images = config.as_ref().map_or(true, |c| c.supports_images);
+            let images = config
+                .as_ref()
+                .map_or(true, |c| c.settings.supports_images());
             if let Ok(config) = &config {
                 agent.room.initialized(config);
             }
