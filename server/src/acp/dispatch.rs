@@ -112,6 +112,8 @@ async fn serve_until(
     mut stop_signals: shutdown::StopSignals,
 ) -> anyhow::Result<()> {
     let mut incoming = connection.incoming;
+    // Unbounded: one answer per deferred request, sent once when its slow part ends, so it
+    // holds at most the client's own requests in flight; a send never waits the task.
     let (deferred, mut finished) = mpsc::unbounded_channel();
     let mut agent = Agent {
         deferred,
