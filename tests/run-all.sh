@@ -42,9 +42,11 @@ cargo build --workspace --bins --features "$features"
 target_dir="${CARGO_TARGET_DIR:-$(pwd)/target}"
 TALARIA_BIN="$target_dir/debug/talaria" cargo test --workspace --features "$features"
 # The sandbox suites again without the namespaces layer (as on distributions that restrict
-# unprivileged user namespaces): each test asserts what the remaining layers promise.
+# unprivileged user namespaces): each test asserts what the remaining layers promise. The
+# same packages and features as above, so the suite built there runs again as it is (by
+# `-p talaria-e2e` alone the features would differ, and most of the tree be built again).
 TALARIA_SANDBOX_NAMESPACES=off TALARIA_BIN="$target_dir/debug/talaria" \
-  cargo test -p talaria-e2e --test e2e -- sandbox doctor::
+  cargo test --workspace --features "$features" --test e2e -- sandbox doctor::
 # The Node suites run as on a fresh machine: an empty HOME and no npm settings of the user's
 # (no ~/.npmrc, no npm_config_* variables), so they need nothing but the package registries.
 fresh_home="$(mktemp -d)"
@@ -54,10 +56,15 @@ fresh() {
 }
 (cd clients/sdk-tests && fresh npm ci --no-audit --no-fund && fresh npm test \
   && fresh node lint-workflows.mjs)
-# The release: built for this platform as the release workflow builds it, packaged (archive,
-# wheel, npm), installed from the built files on an empty HOME and driven with the official
-# SDK; the registry entry checked by its documented rules and each route's auth methods.
+# The release: built for this platform as the release workflow builds it (but for fat LTO:
+# the `release-nolto` profile, as check.sh explains; the release workflow checks its own
+# fat-LTO files), packaged (archive, wheel, npm), installed from the built files on an empty
+# HOME and driven with the official SDK; the registry entry checked by its documented rules
+# and each route's auth methods.
 fresh env CARGO_HOME="${CARGO_HOME:-$HOME/.cargo}" RUSTUP_HOME="${RUSTUP_HOME:-$HOME/.rustup}" \
+  TALARIA_PACKAGE_PROFILE="${TALARIA_PACKAGE_PROFILE:-release-nolto}" \
+  TALARIA_MOCK_BIN="$target_dir/debug/talaria-mock-llm" \
+  TALARIA_BENCH_BIN="$target_dir/debug/talaria-bench" \
   bash clients/registry/check.sh
 (cd clients/vscode && fresh npm ci --no-audit --no-fund && fresh npm run typecheck \
   && fresh npm test && fresh npm run test:e2e)

@@ -8,7 +8,18 @@
 # Prints sizes and timings. Everything comes from the package registries (crates.io, PyPI,
 # npm); no network beyond them.
 #
-#   bash clients/registry/check.sh            (run by tests/run-all.sh)
+#   bash clients/registry/check.sh            (the release profile, what ships)
+#   TALARIA_PACKAGE_PROFILE=release-nolto bash clients/registry/check.sh
+#                                             (tests/run-all.sh, in CI: see below)
+#   TALARIA_CHECK_DIST=dist bash clients/registry/check.sh
+#                                             (the release workflow: the files it publishes)
+#
+# What is checked does not depend on the profile: the same sources, features, target, glibc
+# floor, packaging and routes; only how much the optimiser does. CI builds `release-nolto`
+# (the release profile without fat LTO and with 16 codegen units, Cargo.toml), because the
+# release profile's build was a third of CI's time (docs/benchmarks.md, "CI time"); the
+# release workflow checks the very files it uploads, built once with the release profile,
+# so what ships is still checked as shipped.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -27,34 +38,43 @@ esac
 glibc_floor=2.28
 version="$(python3 -c 'import tomllib; print(tomllib.load(open("Cargo.toml", "rb"))["workspace"]["package"]["version"])')"
 
-# Tools, pinned, from the registries: zig (PyPI) through cargo-zigbuild (crates.io) and
-# maturin (PyPI, which builds the server and its wheel) for a glibc floor of 2.28; uv (PyPI)
-# to run the wheel.
+# Tools, pinned, from PyPI: zig through cargo-zigbuild (its maintainer's prebuilt wheel, the
+# same 0.24.1 as on crates.io, so CI no longer compiles it each run) and maturin (which builds
+# the server and its wheel) for a glibc floor of 2.28; uv to run the wheel.
 tools="$target_dir/registry-tools"
-if [ ! -x "$tools/bin/cargo-zigbuild" ]; then
-  say "installing cargo-zigbuild"
-  cargo install --quiet --locked cargo-zigbuild --version 0.24.1 --root "$tools"
-fi
-if [ ! -x "$tools/venv/bin/maturin" ]; then
-  say "installing ziglang, maturin and uv from PyPI"
+profile="${TALARIA_PACKAGE_PROFILE:-release}"
+prebuilt="${TALARIA_CHECK_DIST:-}"
+if [ ! -x "$tools/venv/bin/cargo-zigbuild" ]; then
+  say "installing ziglang, cargo-zigbuild, maturin and uv from PyPI"
   python3 -m venv "$tools/venv"
-  "$tools/venv/bin/pip" install --quiet ziglang==0.13.0 maturin==1.16.0 uv==0.13.9
+  "$tools/venv/bin/pip" install --quiet ziglang==0.13.0 cargo-zigbuild==0.24.1 \
+    maturin==1.16.0 uv==0.13.9
 fi
-export PATH="$tools/bin:$tools/venv/bin:$PATH"
+export PATH="$tools/venv/bin:$PATH"
 
-say "building talaria $version for $platform (glibc $glibc_floor and newer)"
-started=$(now)
-# Each package on its own, as `cargo install` builds it (no feature unification): the chat
-# here, the server by maturin as package.py builds the wheel.
-TALARIA_GLIBC_FLOOR=$glibc_floor cargo zigbuild --quiet --release -p talaria-chat \
-  --target "$rust_target.$glibc_floor"
-dist="$work/dist"
-python3 clients/registry/package.py --target "$rust_target" \
-  --platform "$platform" --glibc "$glibc_floor" --out "$dist"
-say "built and packaged in $(since "$started") s"
-# The mock model the SDK checks talk to.
-cargo build --quiet -p talaria-harness --bin talaria-mock-llm
-export TALARIA_MOCK_BIN="$target_dir/debug/talaria-mock-llm"
+if [ -n "$prebuilt" ]; then
+  dist="$(cd "$prebuilt" && pwd)"
+  say "checking the packages in $dist (built by the release workflow)"
+else
+  say "building talaria $version for $platform (glibc $glibc_floor and newer, profile $profile)"
+  started=$(now)
+  # Each package on its own, as `cargo install` builds it (no feature unification): the
+  # chat here, the server by maturin as package.py builds the wheel.
+  TALARIA_GLIBC_FLOOR=$glibc_floor cargo zigbuild --quiet --profile "$profile" -p talaria-chat \
+    --target "$rust_target.$glibc_floor"
+  dist="$work/dist"
+  python3 clients/registry/package.py --target "$rust_target" --profile "$profile" \
+    --platform "$platform" --glibc "$glibc_floor" --out "$dist"
+  say "built and packaged in $(since "$started") s"
+fi
+# The mock model the SDK checks talk to, and below the bench: the caller's builds when it
+# names them (tests/run-all.sh built the whole workspace; either built alone here would
+# build its crates again, with other features), else built here.
+if [ -z "${TALARIA_MOCK_BIN:-}" ]; then
+  cargo build --quiet -p talaria-harness --bin talaria-mock-llm
+  TALARIA_MOCK_BIN="$target_dir/debug/talaria-mock-llm"
+fi
+export TALARIA_MOCK_BIN
 
 archive="$dist/talaria-$version-$platform.tar.gz"
 (cd "$dist" && sha256sum -c "talaria-$version-$platform.tar.gz.sha256" >/dev/null)
@@ -106,10 +126,15 @@ sdk archive "$unpacked/talaria" acp | tee -a "$report"
 echo "archive: $(du -k "$archive" | cut -f1) KB, unpacked in $install_s s" >>"$report"
 chat_through archive "" "$unpacked/talaria-chat"
 # The archive's own memory as the bench measures it (private memory, PSS, peak RSS): the
-# shipped build, not only a source build, is held to the private-memory target.
-cargo build --quiet -p talaria-bench
-"$target_dir/debug/talaria-bench" --agent "$unpacked/talaria" --turn-only --iterations 3 \
-  | grep -E "peak RSS|private memory" | sed 's/^ */archive, bench: /' >>"$report"
+# packaged build, not only a source build, is held to the private-memory target (in the
+# release workflow's run, the very archive that ships).
+bench="${TALARIA_BENCH_BIN:-}"
+if [ -z "$bench" ]; then
+  cargo build --quiet -p talaria-bench
+  bench="$target_dir/debug/talaria-bench"
+fi
+"$bench" --agent "$unpacked/talaria" --turn-only --iterations 3 \
+  | grep -E "peak RSS|private memory" | sed "s/^ */archive ($profile), bench: /" >>"$report"
 
 # 2. The wheel, run by uv from the built file (no index, no Python download).
 export UV_PYTHON_DOWNLOADS=never UV_NO_INDEX=1 UV_FIND_LINKS="$dist" UV_CACHE_DIR="$work/uv-cache"

@@ -7,7 +7,8 @@ launcher, `talaria-agent`, and the platform's package holding the binaries).
     python3 clients/registry/package.py --target x86_64-unknown-linux-gnu \
         --platform linux-x86_64 --glibc 2.28 --out dist
 
-`talaria-chat` is built first (`cargo build -p talaria-chat` for the same target); maturin
+`talaria-chat` is built first (`cargo build -p talaria-chat` for the same target and
+profile); maturin
 (`bindings = "bin"`, `wheel/pyproject.toml`) builds `talaria` and `talaria-sandbox`, with zig
 against the glibc floor on Linux. Otherwise only the standard library and, for the npm
 packages, `npm pack`. The version is the workspace's (Cargo.toml); every artefact carries it.
@@ -110,7 +111,7 @@ def archive(bins: dict, out: Path, version: str, platform: str, floor: str) -> P
     return path
 
 
-def wheel(target: str, bin_dir: Path, out: Path, platform: str, glibc: str) -> Path:
+def wheel(target: str, bin_dir: Path, out: Path, platform: str, glibc: str, profile: str) -> Path:
     """The platform wheel, by maturin: `talaria` and `talaria-sandbox` (built now) as its
     scripts, with `talaria-agent` and the `talaria-chat` binary from its staged data."""
     project = HERE / "wheel"
@@ -120,7 +121,8 @@ def wheel(target: str, bin_dir: Path, out: Path, platform: str, glibc: str) -> P
     (scripts / "talaria-agent").write_text(AGENT_SCRIPT)
     (scripts / "talaria-agent").chmod(0o755)
     shutil.copy2(bin_dir / "talaria-chat", scripts / "talaria-chat")
-    command = ["maturin", "build", "--release", "--target", target, "--out", str(out)]
+    built_as = ["--release"] if profile == "release" else ["--profile", profile]
+    command = ["maturin", "build", *built_as, "--target", target, "--out", str(out)]
     if platform.startswith("linux"):
         command += ["--zig", "--compatibility", f"manylinux_{glibc.replace('.', '_')}"]
     env = dict(os.environ, TALARIA_GLIBC_FLOOR=glibc)
@@ -187,6 +189,11 @@ def main() -> int:
     parser.add_argument("--platform", required=True, choices=sorted(PLATFORMS))
     parser.add_argument("--glibc", default="2.28", help="the oldest glibc the Linux build runs on")
     parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument(
+        "--profile",
+        default="release",
+        help="the Cargo profile (what ships is `release`; CI's packaging check uses a cheaper one)",
+    )
     parser.add_argument("--skip-npm", action="store_true")
     args = parser.parse_args()
     version = workspace_version()
@@ -194,12 +201,12 @@ def main() -> int:
     if launcher["version"] != version:
         print(f"package.py: npm/package.json says {launcher['version']}, the workspace {version}", file=sys.stderr)
         return 2
-    bin_dir = args.target_dir / args.target / "release"
+    bin_dir = args.target_dir / args.target / args.profile
     args.out.mkdir(parents=True, exist_ok=True)
     if not (bin_dir / "talaria-chat").is_file():
         print(f"package.py: build talaria-chat for {args.target} first", file=sys.stderr)
         return 2
-    built_wheel = wheel(args.target, bin_dir, args.out, args.platform, args.glibc)
+    built_wheel = wheel(args.target, bin_dir, args.out, args.platform, args.glibc, args.profile)
     bins = {b: bin_dir / b for b in BINARIES}
     missing = [str(p) for p in bins.values() if not p.is_file()]
     if missing:

@@ -1,4 +1,6 @@
-//! Handshake, sessions, authentication, and exit on EOF.
+//! The process as a client meets it: the handshake (capabilities, the protocol versions it
+//! takes), sessions, authentication, `--help` and `--version`, an unknown config key (a
+//! warning), a start by hand on a terminal, and exit on end of input.
 
 use serde_json::{Value, json};
 use talaria_harness::MockReply;

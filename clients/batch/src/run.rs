@@ -482,6 +482,7 @@ pub async fn run_dataset(
         .collect();
     let mut progress = Progress::new(todo.len(), options.quiet);
     agent.pacer().quiet(options.quiet);
+    // Unbounded: at most one outcome and one start per task of the batch (its file).
     let (outcomes, mut received) = mpsc::unbounded_channel();
     let (starts, mut started_one) = mpsc::unbounded_channel();
     let permits = Arc::new(Semaphore::new(options.parallel.max(1)));
@@ -550,6 +551,7 @@ fn writer(
     format: TrajectoryFormat,
     started: Instant,
 ) -> (std::sync::mpsc::Sender<TaskOutcome>, Written) {
+    // Unbounded: one outcome per task, each a task's whole run apart.
     let (to_writer, outcomes) = std::sync::mpsc::channel::<TaskOutcome>();
     let written = tokio::task::spawn_blocking(move || {
         for outcome in outcomes {

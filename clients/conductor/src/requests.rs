@@ -30,6 +30,7 @@ pub(crate) struct Activity {
 impl Activity {
     /// The activity, and what the reader takes its settle requests from.
     pub(crate) fn new() -> (Self, Settles) {
+        // Unbounded: one settle request per caller waiting in `settled`, answered in order.
         let (settle, settles) = mpsc::unbounded_channel();
         let activity = Self {
             last_heard: Mutex::new(Instant::now()),

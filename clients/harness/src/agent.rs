@@ -85,6 +85,7 @@ impl AgentProcess {
         let stdin = child.stdin.take().context("no stdin")?;
         let stdout = child.stdout.take().context("no stdout")?;
         let stderr_pipe = child.stderr.take().context("no stderr")?;
+        // Unbounded: a test's agent under test, read to its end by the test (test support).
         let (tx, incoming) = mpsc::unbounded_channel();
         let non_json = Arc::new(Mutex::new(Vec::new()));
         let stderr = Arc::new(Mutex::new(String::new()));

@@ -135,6 +135,7 @@ pub fn start(initial: Mode, commands: Commands) -> InputThread {
         seq: 1,
         acked: 0,
     }));
+    // Unbounded: lines the user typed, each read as the user presses Enter.
     let (sender, lines) = mpsc::unbounded_channel();
     let thread_shared = shared.clone();
     std::thread::spawn(move || {

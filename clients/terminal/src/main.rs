@@ -219,6 +219,7 @@ struct Chat {
     one_shot: bool,
     approve: Approve,
     running: Option<i64>,
+    /// Messages the user typed during a turn, sent after it (typed by hand: no bound needed).
     queued: VecDeque<String>,
     /// Whether the agent takes messages into a running turn (`_session/steering`).
     steering: bool,

@@ -113,6 +113,8 @@ async fn serve_until(
     mut stop_signals: shutdown::StopSignals,
 ) -> anyhow::Result<()> {
     let mut incoming = connection.incoming;
+    // Unbounded: one answer per deferred request, sent once when its slow part ends, so it
+    // holds at most the client's own requests in flight; a send never waits the task.
     let (deferred, mut finished) = mpsc::unbounded_channel();
     let mut agent = Agent {
         deferred,
@@ -446,7 +448,9 @@ impl Agent {
         self.client_caps = ClientCaps::from_initialize(&params.client_capabilities);
         let slow = async move { Ok((params, load_config().await)) };
         self.defer(id, "initialize", slow, |agent, (params, config)| {
-            let images = config.as_ref().map_or(true, |c| c.supports_images);
+            let images = config
+                .as_ref()
+                .map_or(true, |c| c.settings.supports_images());
             if let Ok(config) = &config {
                 agent.room.initialized(config);
             }

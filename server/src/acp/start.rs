@@ -198,6 +198,8 @@ fn start_forwarder(
         prompt_message: None,
         quota: quota::SessionQuota::new(agent.quotas.clone(), session_id),
     };
+    // Unbounded: the edge's own updates (a load's replay, option changes), a batch per
+    // request answered; the loop never waits on a session's writer.
     let (updates, edge_rx) = mpsc::unbounded_channel();
     tokio::spawn(forwarder.run(events, edge_rx));
     updates

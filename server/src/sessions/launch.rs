@@ -164,7 +164,7 @@ impl SessionRoom {
             commands: Some(Arc::new(commands::SessionCommands {
                 skills: stores.clone(),
                 mcp: hub.clone(),
-                images_allowed: config.supports_images,
+                images_allowed: config.settings.supports_images(),
                 forms: client.forms,
                 shape_tools,
             })),
@@ -194,7 +194,7 @@ impl SessionRoom {
             warnings,
             sign_ins: SignIns(hub),
             models,
-            images_allowed: config.supports_images,
+            images_allowed: config.settings.supports_images(),
             sandbox: talaria_engine::sandbox_state(&shell),
             shell,
             cwd,
@@ -219,7 +219,8 @@ impl SessionRoom {
         // `[record] dir` is read with the session's own configuration, not at start-up; the
         // command line's `--record`/`--replay` wins over it.
         let from_command_line = self.cassettes.active();
-        let configured = config.record_dir.as_deref().filter(|_| !from_command_line);
+        let configured_dir = config.settings.record().dir();
+        let configured = configured_dir.as_deref().filter(|_| !from_command_line);
         let record = taps.record.as_deref().or(configured);
         let taped = from_command_line || record.is_some() || taps.replay.is_some();
         if !taped && taps.trajectory.is_none() {
@@ -319,18 +320,18 @@ fn session_settings(
         context_window: config.context_window,
         retry: config.retry,
         max_turn_requests: config.max_turn_requests,
-        max_output_tokens: config.max_output_tokens,
+        max_output_tokens: config.settings.max_output_tokens(),
         home: config.home.clone(),
         roots,
         mode,
         secrets: talaria_engine::SecretReads::for_home(
             &config.home,
-            config.ask_for_credential_reads,
+            config.settings.ask_for_credential_reads(),
         ),
         delegation: client.delegation,
         titles: config.model_titles(),
         single_slot: config.single_slot(),
-        nudges: config.nudges,
+        nudges: config.settings.nudges(),
         verify_after_edits: config.verify_after_edits(),
         compression: config.compression,
         tokenizers: Arc::new(config.tokenizers.clone()),
@@ -340,7 +341,7 @@ fn session_settings(
             .then(|| skills::review_factory(stores.clone(), config.learning.stage_reviews)),
         subagents: subagent_slots(config),
         announce_subagents: client.subagents,
-        images: config.supports_images,
+        images: config.settings.supports_images(),
         shell: shell.clone(),
         checkpoints,
         agents: crate::agents::ConfiguredAgents::of(&config.agents),

@@ -287,6 +287,7 @@ impl Registry {
         limits: Limits,
         stop: CancellationToken,
     ) -> (Arc<Self>, mpsc::UnboundedReceiver<AgentStart>) {
+        // Unbounded: one start per connection opened, and `limits.connections` caps those.
         let (agents, starts) = mpsc::unbounded_channel();
         let registry = Arc::new(Self {
             connections: Mutex::new(HashMap::new()),

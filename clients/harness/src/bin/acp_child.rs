@@ -179,6 +179,7 @@ async fn main() {
     let mut prompts: Vec<Value> = script["prompts"].as_array().cloned().unwrap_or_default();
     prompts.reverse();
     eprintln!("acp-child: started");
+    // Unbounded (test support): the lines of a scripted child, as many as its script says.
     let (out, mut outgoing) = mpsc::unbounded_channel::<String>();
     tokio::spawn(async move {
         let mut stdout = tokio::io::stdout();

@@ -19,14 +19,14 @@ pub fn build_provider(
     let connection = Connection {
         base_url: endpoint.base_url.clone(),
         api_key: endpoint.api_keys.first().cloned(),
-        connect_timeout: Duration::from_secs(config.connect_timeout_secs),
-        idle_timeout: Duration::from_secs(config.stream_idle_timeout_secs),
+        connect_timeout: Duration::from_secs(config.settings.connect_timeout_secs()),
+        idle_timeout: Duration::from_secs(config.settings.stream_idle_timeout_secs()),
         headers: endpoint.headers.clone(),
     };
     let options = crate::providers::WireOptions {
-        anthropic_max_tokens: config.anthropic_max_tokens,
+        anthropic_max_tokens: config.settings.anthropic_max_tokens(),
         thinking_budget: config.thinking_budget,
-        reasoning_summaries: config.reasoning_summaries,
+        reasoning_summaries: config.settings.reasoning_summaries(),
     };
     (kind.spec().build)(connection, options)
 }
@@ -35,7 +35,7 @@ fn pool(config: &Config, endpoint: &Endpoint) -> Arc<CredentialPool> {
     Arc::new(CredentialPool::new(
         endpoint.api_keys.clone(),
         config.key_strategy,
-        Duration::from_secs(config.key_cooldown_secs),
+        Duration::from_secs(config.settings.key_cooldown_secs()),
     ))
 }
 
@@ -65,7 +65,7 @@ pub fn build_router_through(
         primary,
         pool(config, config.endpoint()),
         fallbacks,
-        config.prices.clone(),
+        config.settings.prices(),
     )
     .with_primary_limits(config.call_limits(&config.endpoint().base_url, &config.model));
     for (task, auxiliary) in &config.auxiliary {

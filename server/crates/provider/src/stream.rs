@@ -13,7 +13,7 @@ use crate::error::error_chain;
 use crate::sse::{SseDecoder, SseEvent};
 use crate::{EventStream, ProviderError, StreamEvent};
 
-/// Events produced while decoding.
+/// Events produced while decoding: those of one read, drained before the next.
 pub type Out = VecDeque<Result<StreamEvent, ProviderError>>;
 
 /// An API's stream format.

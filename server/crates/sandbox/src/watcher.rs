@@ -73,6 +73,7 @@ pub(crate) fn start(
         unix_datagrams: true,
         sysv_ipc: !in_namespaces,
     };
+    // One message: the listener, handed to the watcher's thread once installed.
     let (send, receive) = std::sync::mpsc::channel::<Listener>();
     std::thread::Builder::new()
         .name("sandbox-watcher".into())

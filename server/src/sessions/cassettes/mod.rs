@@ -185,6 +185,8 @@ impl ToolTape {
 
 /// A thread that appends each line it is sent to `path`, flushed, until the senders are gone.
 fn write_lines(path: PathBuf) -> std::sync::mpsc::Sender<String> {
+    // Unbounded: a line per model request and answer of a recorded session (opt-in), each
+    // produced slower than a local append writes it.
     let (lines, received) = std::sync::mpsc::channel::<String>();
     let spawned = std::thread::Builder::new()
         .name("talaria-cassette".into())

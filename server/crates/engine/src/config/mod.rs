@@ -108,53 +108,27 @@ pub struct Config {
     pub context_window_set: bool,
     /// Model calls allowed in one turn before it stops with `max_turn_requests`.
     pub max_turn_requests: u32,
-    /// `max_tokens` sent with each call, when set.
-    pub max_output_tokens: Option<u32>,
-    /// Whether the model accepts images.
-    pub supports_images: bool,
     /// The approval mode new sessions start in.
     pub mode: Mode,
     /// Toolsets offered to sessions (`None`: all of them).
     pub toolsets: Option<Vec<String>>,
-    /// Reads of credential stores and Talaria's own configuration ask in every mode (`yolo`
-    /// included). `false` relaxes them to the rule for `.env` files.
-    pub ask_for_credential_reads: bool,
-    pub connect_timeout_secs: u64,
-    /// A stream with no bytes for this long is abandoned.
-    pub stream_idle_timeout_secs: u64,
     pub retry: RetryPolicy,
     pub key_strategy: KeyStrategy,
-    pub key_cooldown_secs: u64,
-    /// `max_tokens` for Anthropic when `max_output_tokens` is not set (the API requires one).
-    pub anthropic_max_tokens: u32,
     /// Anthropic extended-thinking budget, when enabled.
     pub thinking_budget: Option<u32>,
-    /// Ask the Responses API for reasoning summaries.
-    pub reasoning_summaries: bool,
     /// Each service's address and keys, by its table (`openai`, `anthropic`: see
     /// `crate::providers::SERVICES`).
     pub endpoints: std::collections::BTreeMap<&'static str, Endpoint>,
     pub fallback: Vec<Fallback>,
     /// Models for side tasks, by task name; a task without one uses the session's model.
     pub auxiliary: std::collections::BTreeMap<String, Auxiliary>,
-    /// USD per million tokens, by model.
-    pub prices: HashMap<String, Price>,
     /// Problems that did not stop loading (unknown keys, e.g. from a newer version).
     pub warnings: Vec<String>,
     /// Those of `warnings` that are probably a known key mistyped (`modle`): its setting is
     /// not applied, so `talaria doctor` counts them as problems.
     pub typos: Vec<String>,
-    /// The longest wait for a model's response to start (`None`: 300 s for hosted APIs,
-    /// 1800 s for servers on this machine or a private network, which can spend minutes
-    /// reading a long prompt on a CPU).
-    pub first_byte_timeout_secs: Option<u64>,
     /// A "still working" notice after this many seconds of silence from the model.
     pub still_working_secs: u64,
-    /// Nudge a model once per turn when it announces an action without taking it.
-    pub nudges: bool,
-    /// Ask the model once to run the project's check after it edited files and ran nothing
-    /// (`verify_after_edits`; unset: for models served on this machine or a private network).
-    pub verify_after_edits_set: Option<bool>,
     /// When and how the context is compacted (`[compression]`).
     pub compression: talaria_compress::Settings,
     /// The background review (`[learning]`).
@@ -183,11 +157,11 @@ pub struct Config {
     pub shell_environment: ShellEnvironment,
     /// Where sessions are kept (`[store]`, `TALARIA_STORE_URL`).
     pub store: StoreConfig,
-    /// Record every session's model calls into this directory (`[record] dir`).
-    pub record_dir: Option<PathBuf>,
     /// The user's hooks (`[[hooks.EVENT]]`).
     pub hooks: std::sync::Arc<crate::hooks::Hooks>,
-    /// Every setting as declared, with its default: what a plain setting is read from.
+    /// Every setting as declared, with its default: what a plain setting is read from
+    /// (`config.settings.nudges()`); the fields above are only what is checked, combined or
+    /// rewritten after loading (a small window's toolsets).
     pub settings: Settings,
 }
 
@@ -414,7 +388,8 @@ impl Config {
     /// Whether a turn that edited files and ran nothing is asked once to run the project's
     /// check: as set, else for local models (hosted ones check their own work).
     pub fn verify_after_edits(&self) -> bool {
-        self.verify_after_edits_set
+        self.settings
+            .verify_after_edits()
             .unwrap_or_else(|| self.local_model())
     }
 
@@ -468,10 +443,11 @@ impl Config {
     /// output cap (they would otherwise generate without limit).
     pub fn call_limits(&self, base_url: &str, model: &str) -> crate::router::CallLimits {
         let local = is_local(base_url);
-        let paced = local && self.max_output_tokens.is_none();
+        let paced = local && self.settings.max_output_tokens().is_none();
         crate::router::CallLimits {
             first_byte_timeout: std::time::Duration::from_secs(
-                self.first_byte_timeout_secs
+                self.settings
+                    .first_byte_timeout_secs()
                     .unwrap_or(if local {
                         FIRST_BYTE_TIMEOUT_SECS.1
                     } else {
@@ -672,7 +648,7 @@ mod tests {
             config.fallback[0].endpoint.base_url,
             "https://api.anthropic.com"
         );
-        assert_eq!(config.prices["gpt-4.1-mini"].output, 1.6);
+        assert_eq!(config.settings.prices()["gpt-4.1-mini"].output, 1.6);
         let responses = load(
             &[
                 ("TALARIA_PROVIDER", "openai-responses"),

@@ -351,6 +351,8 @@ impl Journal {
     }
 
     fn spawn(writer: Writer, shared: Arc<Shared>) -> Self {
+        // Unbounded (a save never blocks a turn's thread), but paced: past
+        // `MAX_QUEUED_ENTRIES` queued, turns wait in `room()` (`a_flood_of_entries_*`).
         let (writes, queue) = mpsc::channel::<Write>();
         let spawned = std::thread::Builder::new()
             .name("talaria-journal".into())

@@ -721,3 +721,36 @@ async fn a_view_read_before_the_heal_still_reads_its_spilled_bodies_after_it() {
         .collect();
     assert_eq!(read, transcript.entries());
 }
+
+/// The journal's queue is unbounded so a save never blocks a turn, but it paces them: past
+/// `MAX_QUEUED_ENTRIES` entries not yet handled, a turn waits in `room()` for the writer.
+#[tokio::test]
+async fn a_flood_of_entries_while_the_writer_is_stuck_paces_the_turns() {
+    use futures_util::FutureExt;
+    let store = Arc::new(Flaky::default());
+    let journal = Journal::start(store.clone());
+    let mut session = SessionJournal::new(journal.clone(), "s", 0);
+    let mut transcript = Transcript::with_system("sys");
+    store.block(true);
+    let flood = MAX_QUEUED_ENTRIES + 100;
+    for n in 0..flood {
+        transcript.push(user(&format!("message {n}")));
+    }
+    session.save(&mut transcript);
+    assert!(
+        journal.queued() > MAX_QUEUED_ENTRIES,
+        "{}",
+        journal.queued()
+    );
+    assert!(
+        session.room().now_or_never().is_none(),
+        "a turn may not add more while the writer is this far behind"
+    );
+    store.block(false);
+    tokio::time::timeout(Duration::from_secs(20), session.room())
+        .await
+        .expect("room again once the writer caught up");
+    assert!(journal.flush(Duration::from_secs(20)).await);
+    assert_eq!(journal.queued(), 0);
+    assert_eq!(store.accepted.lock().expect("lock").len(), flood + 1);
+}

@@ -542,6 +542,7 @@ impl Writer {
         let Store::Open(store) = &self.store else {
             return true;
         };
+        // One answer, from the probe's thread (a std channel for its timed wait).
         let (answer, answered) = mpsc::channel();
         let store = store.clone();
         let asked = std::thread::Builder::new()

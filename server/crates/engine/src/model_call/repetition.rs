@@ -15,7 +15,8 @@ const MIN_LINE: usize = 8;
 /// Watches the complete lines of one answer.
 #[derive(Debug, Default)]
 pub(crate) struct RepetitionGuard {
-    /// The last lines that count: their hash and where each starts in the answer.
+    /// The last lines that count (at most `MAX_PERIOD * REPEATS`): their hash and where
+    /// each starts in the answer.
     recent: VecDeque<(u64, usize)>,
     /// Where the line being streamed starts.
     line_start: usize,

@@ -74,6 +74,8 @@ impl Orchestrator<'_> {
 
     /// Dispatches one call in `ctx`, streaming its progress to the card.
     pub(super) async fn run_streaming(&self, call: &Prepared, mut ctx: ToolContext) -> ToolOutcome {
+        // Unbounded: a call's terminal or child session, a few per call; its output goes to
+        // the bounded `OutputTail` instead (`a_tool_printing_while_nobody_reads_*`).
         let (tx, mut rx) = mpsc::unbounded_channel::<Progress>();
         let tail = Arc::new(OutputTail::default());
         ctx.progress = Some(progress_sink(tail.clone(), tx));

@@ -85,6 +85,7 @@ impl Drop for PgStore {
         // Waited for a moment at most: a frozen server may never answer the goodbye, and
         // whoever drops the store (a stopping agent) must not wait on it. The thread ends
         // with the process.
+        // One message: the goodbye was said.
         let (closed, done) = std::sync::mpsc::channel::<()>();
         match std::thread::Builder::new()
             .name("talaria-pg-close".into())

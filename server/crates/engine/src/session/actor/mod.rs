@@ -53,7 +53,8 @@ struct SessionActor {
     learning: learning::LearningState,
     /// What `/name` prompts mean (the edge's commands).
     commands: Option<Arc<dyn SlashCommands>>,
-    /// Ops that arrived during a turn and wait for it.
+    /// Ops that arrived during a turn and wait for it (the client's own requests, each
+    /// waiting for its answer).
     waiting: VecDeque<Op>,
     /// The steers for the running turn.
     steering: crate::steering::SteerInbox,
@@ -95,6 +96,8 @@ pub fn spawn_session_with(
     events: mpsc::Sender<EngineEvent>,
     start: SessionStart,
 ) -> SessionHandle {
+    // Unbounded so the dispatch loop never waits on a session: one op per client request
+    // (a prompt, a cancel, a mode); what arrives during a turn waits in `waiting`.
     let (ops, receiver) = mpsc::unbounded_channel::<Op>();
     let view = watch::Sender::new(SessionView {
         mode: settings.mode,
