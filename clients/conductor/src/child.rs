@@ -177,6 +177,11 @@ impl ChildAgent {
         Ok(())
     }
 
+    /// Whether its connection is still open (it has not ended or been killed).
+    pub fn running(&self) -> bool {
+        !self.peer.closed().is_cancelled()
+    }
+
     pub fn info(&self) -> &AgentInfo {
         &self.info
     }

@@ -214,12 +214,17 @@ impl ChildHost for HostOnAcp {
     }
 
     fn capabilities(&self) -> acp::ClientCapabilities {
-        acp::ClientCapabilities::new()
-            .fs(acp::FileSystemCapabilities::new()
-                .read_text_file(true)
-                .write_text_file(true))
-            .terminal(true)
+        capabilities()
     }
+}
+
+/// What Talaria serves a child: its files and terminals.
+pub(super) fn capabilities() -> acp::ClientCapabilities {
+    acp::ClientCapabilities::new()
+        .fs(acp::FileSystemCapabilities::new()
+            .read_text_file(true)
+            .write_text_file(true))
+        .terminal(true)
 }
 
 fn exit_status(exit: talaria_engine::ChildExit) -> acp::TerminalExitStatus {

@@ -5,29 +5,39 @@
 
 mod host;
 mod list;
+mod pool;
+mod routes;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
-use talaria_conductor::{AgentCommand, ChildAgent, Timings};
+use talaria_conductor::{AgentCommand, Timings};
 use talaria_engine::{AgentEntry, ExternalAgents, ExternalReport, ExternalRun};
 use talaria_protocol::acp;
 
 pub use list::list_agents;
 
-/// The configured agents of a session.
+/// The configured agents of a session, the MCP servers its client gave it (handed on to
+/// each agent's sessions), and the agents it runs.
 pub struct ConfiguredAgents {
     entries: Vec<AgentEntry>,
+    mcp_servers: Vec<acp::McpServer>,
+    pool: pool::Pool,
 }
 
 impl ConfiguredAgents {
     /// `None` when none is configured.
-    pub fn of(entries: &[AgentEntry]) -> Option<talaria_engine::AgentSet> {
+    pub fn of(
+        entries: &[AgentEntry],
+        mcp_servers: &[acp::McpServer],
+    ) -> Option<talaria_engine::AgentSet> {
         (!entries.is_empty()).then(|| {
-            talaria_engine::AgentSet(Arc::new(Self {
+            talaria_engine::AgentSet::new(Arc::new(Self {
                 entries: entries.to_vec(),
+                mcp_servers: mcp_servers.to_vec(),
+                pool: pool::Pool::default(),
             }))
         })
     }
@@ -64,37 +74,48 @@ impl ExternalAgents for ConfiguredAgents {
                 .iter()
                 .find(|e| e.name == run.agent)
                 .ok_or_else(|| format!("no agent named {:?} is configured", run.agent))?;
+            let kept = self
+                .pool
+                .take(entry, &run.cwd)
+                .await
+                .map_err(|e| e.to_string())?;
             let host = Arc::new(host::HostOnAcp::new(&entry.name, run.host.clone()));
-            let child = ChildAgent::start(
-                &command_of(entry),
-                &run.cwd,
-                host.clone(),
-                timings_of(entry),
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-            let ended = prompt(&child, &run).await.map_err(|e| e.to_string());
+            let ended = self.prompt(&kept, &host, &run).await;
             host.flush();
-            child.stop().await;
-            ended
+            let idle = timings_of(entry).idle;
+            self.pool
+                .give_back(&entry.name, kept, ended.is_ok(), idle)
+                .await;
+            ended.map_err(|e| e.to_string())
         }
         .boxed()
     }
 }
 
-async fn prompt(
-    child: &ChildAgent,
-    run: &ExternalRun,
-) -> Result<ExternalReport, talaria_conductor::ChildError> {
-    let session = child.new_session(&run.cwd, Vec::new()).await?;
-    let prompt = vec![acp::ContentBlock::Text(acp::TextContent::new(
-        run.task.clone(),
-    ))];
-    let outcome = child.prompt(&session, prompt, &run.cancel).await?;
-    Ok(ExternalReport {
-        answer: outcome.answer,
-        cancelled: outcome.stop_reason == acp::StopReason::Cancelled,
-        refused: outcome.stop_reason == acp::StopReason::Refusal,
-        tokens: outcome.usage.map(|u| (u.input_tokens, u.output_tokens)),
-    })
+impl ConfiguredAgents {
+    /// One delegation on a session of `kept`: the task as its prompt, its answer, and what
+    /// it used.
+    async fn prompt(
+        &self,
+        kept: &pool::Kept,
+        host: &Arc<host::HostOnAcp>,
+        run: &ExternalRun,
+    ) -> Result<ExternalReport, talaria_conductor::ChildError> {
+        let session = kept.session(&run.cwd, &self.mcp_servers).await?;
+        let cost_before = kept.routes.open(&session, host.clone());
+        let prompt = vec![acp::ContentBlock::Text(acp::TextContent::new(
+            run.task.clone(),
+        ))];
+        let outcome = kept.child.prompt(&session, prompt, &run.cancel).await;
+        let cost_after = kept.routes.cost(&session);
+        kept.routes.close(&session);
+        let outcome = outcome?;
+        Ok(ExternalReport {
+            answer: outcome.answer,
+            cancelled: outcome.stop_reason == acp::StopReason::Cancelled,
+            refused: outcome.stop_reason == acp::StopReason::Refusal,
+            tokens: outcome.usage.map(|u| (u.input_tokens, u.output_tokens)),
+            cost: (cost_after > cost_before).then_some(cost_after - cost_before),
+        })
+    }
 }

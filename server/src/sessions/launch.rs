@@ -147,6 +147,7 @@ impl SessionRoom {
             system_prompt,
             commands,
             mcp: (hub, mcp_warnings),
+            client_mcp,
             roots,
             shell,
             checkpoints,
@@ -174,6 +175,7 @@ impl SessionRoom {
             model: &model,
             mode,
             prompt,
+            client_mcp: &client_mcp,
         };
         let settings = session_settings(&config, own, &stores, &shell, checkpoints, client);
         let (events_tx, events) = mpsc::channel(256);
@@ -298,6 +300,7 @@ fn session_settings(
         model,
         mode,
         prompt,
+        client_mcp,
     } = own;
     SessionSettings {
         id: id.to_string(),
@@ -332,7 +335,7 @@ fn session_settings(
         images: config.supports_images,
         shell: shell.clone(),
         checkpoints,
-        agents: crate::agents::ConfiguredAgents::of(&config.agents),
+        agents: crate::agents::ConfiguredAgents::of(&config.agents, client_mcp),
     }
 }
 
@@ -516,6 +519,7 @@ pub async fn ready_session(context: StartContext, place: Place<'_>) -> Result<Re
     let window = context.windows.apply_if_known(&mut config);
     let mcp = mcp::connect(mcp_servers, &config, context.forms).await;
     Ok(Ready {
+        client_mcp: mcp_servers.to_vec(),
         config,
         system_prompt,
         commands,
@@ -545,6 +549,8 @@ pub struct Ready {
     system_prompt: PromptParts,
     commands: acp::SessionUpdate,
     mcp: (Arc<talaria_mcp::Hub>, Vec<String>),
+    /// The MCP servers the client gave the session (handed on to other agents' sessions).
+    client_mcp: Vec<acp::McpServer>,
     /// The workspace roots: the cwd and the additional directories.
     roots: Vec<std::path::PathBuf>,
     /// How its commands start (the OS sandbox, the clean environment).
@@ -589,6 +595,8 @@ struct SessionOwn<'a> {
     model: &'a str,
     mode: talaria_engine::Mode,
     prompt: AssembledPrompt,
+    /// The MCP servers its client gave it.
+    client_mcp: &'a [acp::McpServer],
 }
 
 struct AssembledPrompt {

@@ -189,6 +189,21 @@ impl Turn<'_> {
         }
     }
 
+    /// What other agents used in the calls just run, added to the turn's and the session's.
+    fn take_agents_usage(&mut self) {
+        let Some(agents) = &self.settings.agents else {
+            return;
+        };
+        let used = agents.take_used();
+        self.caller.usage.merge(&used.tokens);
+        let session = &mut *self.caller.session_usage;
+        session.tokens.merge(&used.tokens);
+        if let Some(cost) = used.cost {
+            session.cost += cost;
+            session.priced = true;
+        }
+    }
+
     pub(crate) async fn run(mut self, input: crate::settings::UserInput) -> TurnEnd {
         let outcome = self.run_loop(input).await;
         TurnEnd {
@@ -653,6 +668,10 @@ impl Turn<'_> {
                 tokio::select! {
                         report = &mut batch => break report,
                     () = self.steering.arrived() => {
+                        // Another agent's turn is interrupted for it (as a model request is).
+                        if let Some(agents) = &self.settings.agents {
+                            agents.steer();
+                        }
                         let history = &mut *self.history;
                         let replies = self.steering.mark(|input| {
                             talaria_util::failpoint::step("steer::wait::before");
@@ -673,6 +692,7 @@ impl Turn<'_> {
             }
         };
         let cancelled = report.cancelled;
+        self.take_agents_usage();
         self.kept.extend(report.kept);
         self.record_plans(report.plans);
         self.count_failures(&report.results, &report.repeated, failures)
