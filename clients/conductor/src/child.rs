@@ -218,6 +218,7 @@ impl ChildAgent {
     ) -> Result<PromptOutcome, ChildError> {
         let params = acp::PromptRequest::new(acp::SessionId::new(session), prompt);
         self.activity.begin_answer(session);
+        self.activity.heard();
         let never = CancellationToken::new();
         let answer = self.peer.request("session/prompt", &params, &never);
         tokio::pin!(answer);

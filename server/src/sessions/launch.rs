@@ -184,13 +184,14 @@ impl SessionRoom {
         tracing::info!(session = %id, cwd = %cwd.display(), model = %model, "session started");
         let warnings = self.first_warnings(&config, &shell, mcp_warnings);
         let listed = hub.clone();
+        let agents = !config.agents.is_empty();
         Ok(Assembled {
             handle,
             events,
             commands,
             commands_now: Arc::new(move || {
                 skills::with_prompts(
-                    skills::commands(&stores.catalog()),
+                    skills::commands(&stores.catalog(), agents),
                     &listed.prompt_commands(),
                 )
             }),
@@ -672,7 +673,7 @@ async fn prepare_session(
             memory,
             client: None,
         };
-        let commands = skills::commands(&catalog);
+        let commands = skills::commands(&catalog, !config.agents.is_empty());
         let checkpoints = Some(talaria_engine::checkpoints_for(
             &config.home,
             &roots,

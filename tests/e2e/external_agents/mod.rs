@@ -11,6 +11,7 @@ use talaria_harness::{MockReply, MockToolCall};
 use crate::support::*;
 
 mod reuse;
+mod slash;
 
 /// The parent's script: one delegation to `agent`, then its own answer.
 fn delegating_to(agent: &str) -> Vec<MockReply> {

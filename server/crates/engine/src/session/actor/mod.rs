@@ -67,6 +67,8 @@ struct SessionActor {
     /// The session's own op queue, for the review to report back (weak: it never keeps the
     /// session alive).
     own_ops: mpsc::WeakUnboundedSender<Op>,
+    /// The call the next turn opens with instead of a model request (`/agent`).
+    opening: Option<talaria_provider::ToolCallRequest>,
 }
 
 /// On a one-slot server, how long the user must pause before side work is sent.
@@ -217,6 +219,7 @@ impl SessionActor {
             used_tool_ids: HashSet::new(),
             learning: learning::LearningState::default(),
             own_ops,
+            opening: None,
             waiting: VecDeque::new(),
             steering: crate::steering::SteerInbox::default(),
             message_points: (Vec::new(), 0),
