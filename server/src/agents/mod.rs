@@ -7,6 +7,7 @@ mod host;
 mod list;
 mod pool;
 mod routes;
+mod steps;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +17,7 @@ use futures_util::future::BoxFuture;
 use talaria_conductor::{AgentCommand, Timings};
 use talaria_engine::{AgentEntry, ExternalAgents, ExternalReport, ExternalRun};
 use talaria_protocol::acp;
+use talaria_provider::trajectory::{AgentTurn, TrajectoryLog};
 
 pub use list::list_agents;
 
@@ -25,6 +27,9 @@ pub struct ConfiguredAgents {
     entries: Vec<AgentEntry>,
     mcp_servers: Vec<acp::McpServer>,
     pool: pool::Pool,
+    /// The session's trajectory, when one is kept (a batch task's): each delegation's
+    /// steps become it.
+    trajectory: Option<TrajectoryLog>,
 }
 
 impl ConfiguredAgents {
@@ -32,12 +37,14 @@ impl ConfiguredAgents {
     pub fn of(
         entries: &[AgentEntry],
         mcp_servers: &[acp::McpServer],
+        trajectory: Option<TrajectoryLog>,
     ) -> Option<talaria_engine::AgentSet> {
         (!entries.is_empty()).then(|| {
             talaria_engine::AgentSet::new(Arc::new(Self {
                 entries: entries.to_vec(),
                 mcp_servers: mcp_servers.to_vec(),
                 pool: pool::Pool::default(),
+                trajectory,
             }))
         })
     }
@@ -82,6 +89,8 @@ impl ExternalAgents for ConfiguredAgents {
             let host = Arc::new(host::HostOnAcp::new(&entry.name, run.host.clone()));
             let ended = self.prompt(&kept, &host, &run).await;
             host.flush();
+            self.keep_trajectory(&entry.name, &run.task, &host, ended.as_ref().ok())
+                .await;
             let idle = timings_of(entry).idle;
             self.pool
                 .give_back(&entry.name, kept, ended.is_ok(), idle)
@@ -93,6 +102,30 @@ impl ExternalAgents for ConfiguredAgents {
 }
 
 impl ConfiguredAgents {
+    /// The delegation's steps as the session's trajectory, when one is kept.
+    async fn keep_trajectory(
+        &self,
+        name: &str,
+        task: &str,
+        host: &host::HostOnAcp,
+        report: Option<&ExternalReport>,
+    ) {
+        let Some(log) = &self.trajectory else {
+            return;
+        };
+        let (messages, answer, tool_calls) = host.take_steps().finish(task);
+        let (input_tokens, output_tokens) = report.and_then(|r| r.tokens).unwrap_or_default();
+        let turn = AgentTurn {
+            model: format!("agent:{name}"),
+            messages,
+            answer,
+            tool_calls,
+            input_tokens,
+            output_tokens,
+        };
+        log.another_agents_turn(turn).await;
+    }
+
     /// One delegation on a session of `kept`: the task as its prompt, its answer, and what
     /// it used.
     async fn prompt(

@@ -132,7 +132,7 @@ impl SessionRoom {
             start,
             taps,
         } = launch;
-        let (router, tape) = self.session_router(&ready, &id, &taps)?;
+        let (router, tape, trajectory) = self.session_router(&ready, &id, &taps)?;
         let config = &ready.config;
         let model = model.unwrap_or_else(|| config.model.clone());
         let mode = mode.unwrap_or(config.mode);
@@ -176,6 +176,7 @@ impl SessionRoom {
             mode,
             prompt,
             client_mcp: &client_mcp,
+            trajectory,
         };
         let settings = session_settings(&config, own, &stores, &shell, checkpoints, client);
         let (events_tx, events) = mpsc::channel(256);
@@ -183,18 +184,11 @@ impl SessionRoom {
             talaria_engine::spawn_session_with(settings, router, registry, events_tx, start);
         tracing::info!(session = %id, cwd = %cwd.display(), model = %model, "session started");
         let warnings = self.first_warnings(&config, &shell, mcp_warnings);
-        let listed = hub.clone();
-        let agents = !config.agents.is_empty();
         Ok(Assembled {
             handle,
             events,
             commands,
-            commands_now: Arc::new(move || {
-                skills::with_prompts(
-                    skills::commands(&stores.catalog(), agents),
-                    &listed.prompt_commands(),
-                )
-            }),
+            commands_now: commands_now(stores, hub.clone(), !config.agents.is_empty()),
             warnings,
             sign_ins: SignIns(hub),
             models,
@@ -212,7 +206,11 @@ impl SessionRoom {
         ready: &Ready,
         session: &str,
         taps: &SessionTaps,
-    ) -> Result<(Arc<ModelRouter>, Option<cassettes::ToolTape>), SessionError> {
+    ) -> Result<SessionRouter, SessionError> {
+        let trajectory = taps
+            .trajectory
+            .clone()
+            .map(talaria_provider::trajectory::TrajectoryLog::writing_to);
         let config = &ready.config;
         let place = cassettes::Place {
             session,
@@ -225,8 +223,8 @@ impl SessionRoom {
         let configured = config.record_dir.as_deref().filter(|_| !from_command_line);
         let record = taps.record.as_deref().or(configured);
         let taped = from_command_line || record.is_some() || taps.replay.is_some();
-        if !taped && taps.trajectory.is_none() {
-            return Ok((self.router_for(config)?, None));
+        if !taped && trajectory.is_none() {
+            return Ok((self.router_for(config)?, None, None));
         }
         let (mut through, tools): (cassettes::Through, _) = if taped {
             let normaliser = cassettes::normaliser(config, &place);
@@ -237,8 +235,7 @@ impl SessionRoom {
         } else {
             (Box::new(|provider| provider), None)
         };
-        if let Some(path) = &taps.trajectory {
-            let log = talaria_provider::trajectory::TrajectoryLog::writing_to(path.clone());
+        if let Some(log) = trajectory.clone() {
             let inner = through;
             through = Box::new(move |provider| {
                 Arc::new(talaria_provider::trajectory::TrajectoryTap::new(
@@ -250,7 +247,7 @@ impl SessionRoom {
         let router = talaria_engine::build_router_through(config, &through)
             .map(Arc::new)
             .map_err(|e| SessionError::Internal(e.to_string()))?;
-        Ok((router, tools))
+        Ok((router, tools, trajectory))
     }
 
     /// What every session's tools are made from; `clarify` when the client shows forms.
@@ -285,6 +282,28 @@ impl SessionRoom {
     }
 }
 
+/// The session's commands as they are now (skills and MCP prompts change; `/agent` listed
+/// when `agents` are configured).
+fn commands_now(
+    stores: Arc<talaria_skills::SkillsContext>,
+    hub: Arc<talaria_mcp::Hub>,
+    agents: bool,
+) -> Arc<dyn Fn() -> acp::SessionUpdate + Send + Sync> {
+    Arc::new(move || {
+        skills::with_prompts(
+            skills::commands(&stores.catalog(), agents),
+            &hub.prompt_commands(),
+        )
+    })
+}
+
+/// A session's router, its tools' tape when taped, its trajectory when one is kept.
+type SessionRouter = (
+    Arc<ModelRouter>,
+    Option<cassettes::ToolTape>,
+    Option<talaria_provider::trajectory::TrajectoryLog>,
+);
+
 /// A session's settings: what is its own, the rest from the configuration.
 fn session_settings(
     config: &Config,
@@ -302,6 +321,7 @@ fn session_settings(
         mode,
         prompt,
         client_mcp,
+        trajectory,
     } = own;
     SessionSettings {
         id: id.to_string(),
@@ -336,7 +356,7 @@ fn session_settings(
         images: config.supports_images,
         shell: shell.clone(),
         checkpoints,
-        agents: crate::agents::ConfiguredAgents::of(&config.agents, client_mcp),
+        agents: crate::agents::ConfiguredAgents::of(&config.agents, client_mcp, trajectory),
     }
 }
 
@@ -598,6 +618,8 @@ struct SessionOwn<'a> {
     prompt: AssembledPrompt,
     /// The MCP servers its client gave it.
     client_mcp: &'a [acp::McpServer],
+    /// Its trajectory, when one is kept (a batch task's).
+    trajectory: Option<talaria_provider::trajectory::TrajectoryLog>,
 }
 
 struct AssembledPrompt {

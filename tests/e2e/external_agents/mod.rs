@@ -10,6 +10,7 @@ use talaria_harness::{MockReply, MockToolCall};
 
 use crate::support::*;
 
+mod batch;
 mod reuse;
 mod slash;
 

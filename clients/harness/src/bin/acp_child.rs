@@ -137,9 +137,9 @@ impl Child {
     }
 
     /// Opens a session (refused past the first when `one_session`); its answer.
-    fn open_session(&mut self, request: &Value, one_session: bool) -> Result<Value, String> {
+    fn open_session(&mut self, request: &Value, one_session: bool) -> Result<Value, &'static str> {
         if one_session && !self.mcp.is_empty() {
-            return Err("one session only".into());
+            return Err("one session only");
         }
         self.session = format!("child-{}-{}", std::process::id(), self.mcp.len() + 1);
         let names = request["params"]["mcpServers"]

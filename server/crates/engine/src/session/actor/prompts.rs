@@ -11,6 +11,21 @@ use crate::session::ops::{Op, Ticket};
 use crate::settings::UserInput;
 use crate::slash::{Asking, CommandReply, Expansion, PromptInput, SlashCommand, TypedCommand};
 
+/// Why `/agent` cannot run in a session.
+#[derive(Debug, thiserror::Error)]
+enum AgentCommandError {
+    #[error(
+        "No other agent is configured: /agent hands a task to an agent named in an \
+         [agents.<name>] table of config.toml."
+    )]
+    NoAgents,
+    #[error(
+        "Delegation is off in this session ([delegation] max_concurrent is 0, or the \
+         delegation toolset is left out), so /agent cannot run."
+    )]
+    NoDelegation,
+}
+
 impl SessionActor {
     /// A prompt's turn: a slash command is expanded first (unless cancelled while queued).
     pub(super) async fn prompt_op(
@@ -41,7 +56,7 @@ impl SessionActor {
                     self.opening = Some(call);
                     typed
                 }
-                Err(why) => return self.fail_prompt(turn, why).await,
+                Err(why) => return self.fail_prompt(turn, why.to_string()).await,
             },
             PromptInput::Slash(command) => match self.expand(command, &ticket).await {
                 Expansion::Prompt(input) => input,
@@ -58,20 +73,12 @@ impl SessionActor {
         &self,
         name: &str,
         task: &str,
-    ) -> Result<talaria_provider::ToolCallRequest, String> {
+    ) -> Result<talaria_provider::ToolCallRequest, AgentCommandError> {
         if self.settings.agents.is_none() {
-            return Err(
-                "No other agent is configured: /agent hands a task to an agent named \
-                 in an [agents.<name>] table of config.toml."
-                    .into(),
-            );
+            return Err(AgentCommandError::NoAgents);
         }
         if self.registry.definition(crate::subagent::NAME).is_none() {
-            return Err(
-                "Delegation is off in this session ([delegation] max_concurrent is 0, \
-                 or the delegation toolset is left out), so /agent cannot run."
-                    .into(),
-            );
+            return Err(AgentCommandError::NoDelegation);
         }
         Ok(talaria_provider::ToolCallRequest {
             id: "agent-command".into(),
