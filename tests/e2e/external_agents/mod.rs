@@ -11,6 +11,7 @@ use talaria_harness::{MockReply, MockToolCall};
 use crate::support::*;
 
 mod batch;
+mod claude;
 mod reuse;
 mod slash;
 
@@ -366,4 +367,37 @@ async fn a_question_naming_no_path_is_asked_even_in_yolo_mode() {
     );
     let result = delegation_result(&env);
     assert!(result.contains("permission: no"), "{result}");
+}
+
+#[tokio::test]
+async fn the_agents_read_is_one_read_through_the_editor_and_gets_its_buffer() {
+    let script = json!([[{"read": "notes.txt"}]]);
+    let env = with_scripted_child(script, "").await;
+    std::fs::write(env.workspace.path().join("notes.txt"), "saved on disk\n").expect("notes");
+    let (mut agent, session, _) = env
+        .session_with(json!({"fs": {"readTextFile": true, "writeTextFile": true}}))
+        .await;
+    let id = agent
+        .start_request("session/prompt", text_prompt(&session, "hand it over"))
+        .await
+        .expect("prompt");
+    let response = agent
+        .drive(id, WAIT, |method, _| match method {
+            "fs/read_text_file" => Ok(Some(json!({"content": "unsaved buffer\n"}))),
+            other => Err((-32601, format!("unexpected {other}"))),
+        })
+        .await
+        .expect("response");
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let reads = agent
+        .agent_requests()
+        .into_iter()
+        .filter(|(m, _)| m == "fs/read_text_file")
+        .count();
+    assert_eq!(reads, 1, "the checked read is the agent's read");
+    let result = delegation_result(&env);
+    assert!(
+        result.contains("read notes.txt: unsaved buffer"),
+        "{result}"
+    );
 }
