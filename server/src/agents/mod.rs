@@ -57,7 +57,22 @@ pub(crate) fn command_of(entry: &AgentEntry) -> AgentCommand {
         program: entry.command.clone().into(),
         args: entry.args.clone(),
         env: entry.env.clone().into_iter().collect(),
+        launcher: follow_parent(),
     }
+}
+
+/// Talaria's helper, run before an agent's program so the agent dies with this process
+/// (`__follow-parent`: the parent-death signal); none where it cannot be found.
+fn follow_parent() -> Vec<std::ffi::OsString> {
+    talaria_engine::SandboxHelper::this_binary()
+        .map(|helper| {
+            vec![
+                helper.local.into_os_string(),
+                talaria_sandbox::FOLLOW_ARG.into(),
+                std::process::id().to_string().into(),
+            ]
+        })
+        .unwrap_or_default()
 }
 
 /// How long `entry` is given.

@@ -198,3 +198,26 @@ async fn the_sessions_mcp_servers_reach_the_agent_and_its_usage_is_the_sessions(
             .collect::<Vec<&Value>>()
     );
 }
+
+#[tokio::test]
+async fn a_kept_agent_dies_with_a_killed_talaria_even_if_it_ignores_its_input() {
+    let script = json!([[{"whoami": true}]]);
+    let env = scripted_child(super::delegating_to("scripted"), script, "").await;
+    let config = env.home.path().join("talaria/config.toml");
+    let text = std::fs::read_to_string(&config).expect("config");
+    let text = text.replace(
+        "TALARIA_CHILD_SCRIPT",
+        "TALARIA_CHILD_IGNORE_EOF = \"1\", TALARIA_CHILD_SCRIPT",
+    );
+    std::fs::write(&config, text).expect("config");
+    let (mut agent, session) = env.session().await;
+    let (response, _) = prompt(&mut agent, &session, "go").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let (pid, _) = whoami(&env);
+    assert!(alive(pid), "kept after its delegation");
+    kill_now(&agent);
+    assert!(
+        ends_within(pid, Duration::from_secs(10)).await,
+        "the agent followed Talaria's death (its parent-death signal)"
+    );
+}

@@ -7,7 +7,8 @@
 //! `{"usage": {"input": N, "output": M}}` (on the prompt's answer), `{"cost": USD}` (a
 //! `usage_update` with the session's cost so far), `{"whoami": true}` (says its process id,
 //! its session and the MCP servers `session/new` gave it). Each `session/new` opens a new
-//! session, unless `TALARIA_CHILD_ONE_SESSION` is set (then a second one is refused). What
+//! session, unless `TALARIA_CHILD_ONE_SESSION` is set (then a second one is refused);
+//! with `TALARIA_CHILD_IGNORE_EOF` it runs on when its input ends. What
 //! each request answered is said back as text, so a test sees it in the answer.
 
 use std::collections::HashMap;
@@ -241,6 +242,11 @@ async fn main() {
             } else if message.get("id").is_some() {
                 let _ = requests_tx.send(message);
             }
+        }
+        // An agent that does not watch its input (it must be ended otherwise); silent, as
+        // a write to a closed stderr would end it.
+        if std::env::var_os("TALARIA_CHILD_IGNORE_EOF").is_some() {
+            std::future::pending::<()>().await;
         }
         eprintln!("acp-child: input ended");
         std::process::exit(0);
