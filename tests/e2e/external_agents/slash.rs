@@ -52,6 +52,19 @@ async fn slash_agent_runs_the_delegation_as_the_turn_and_its_answer_is_the_turns
         asked.contains("I wrote the tests."),
         "in the record: {asked}"
     );
+    // The record loads again, the agent's report replayed as the assistant's.
+    agent.close_stdin();
+    let _ = agent.wait_exit(WAIT).await;
+    let mut again = initialized(&env).await;
+    again
+        .call("session/load", load_params(&env, &session))
+        .await
+        .expect("loads");
+    let replayed = chunks(&again.updates(), "agent_message_chunk").join("");
+    assert!(
+        replayed.contains("Report from scripted:\nI wrote the tests."),
+        "{replayed}"
+    );
 }
 
 #[tokio::test]

@@ -1,8 +1,9 @@
 //! `talaria-sandbox __follow-parent PID PROGRAM ARGS…`: starts another agent's program
 //! (`[agents.<name>]`) so that it dies with the Talaria process that started it — the
 //! parent-death signal (SIGKILL) set here, then the program executed in this process's place
-//! — even when it is killed with no chance to stop its children. No sandbox: the agent runs
-//! its own tools (see `talaria agents`).
+//! — even when it is killed with no chance to stop its children. The signal follows the
+//! thread that started the helper: Talaria starts agents from the thread that runs their
+//! session. No sandbox: the agent runs its own tools (see `talaria agents`).
 
 use std::ffi::OsString;
 use std::io::Write;
