@@ -200,6 +200,9 @@ fn main() -> std::process::ExitCode {
     match args.nth(1).as_deref().and_then(std::ffi::OsStr::to_str) {
         Some(talaria_sandbox::HELPER_ARG) => return talaria_sandbox::helper_main(args.collect()),
         Some(talaria_sandbox::INIT_ARG) => return talaria_sandbox::init_main(args.collect()),
+        Some(talaria_sandbox::FOLLOW_ARG) => {
+            return talaria_sandbox::follow_parent_main(args.collect());
+        }
         _ => {}
     }
     // The agent's memory holds keys: not dumpable, no core file.

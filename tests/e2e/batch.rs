@@ -14,7 +14,7 @@ use talaria_harness::binary::talaria_bin;
 use crate::support::*;
 
 /// Runs `talaria batch ARGS` with the env's variables, as its user; its exit code and stderr.
-async fn batch_run(env: &TestEnv, args: &[&str]) -> (Option<i32>, String) {
+pub(crate) async fn batch_run(env: &TestEnv, args: &[&str]) -> (Option<i32>, String) {
     let mut command = tokio::process::Command::new(talaria_bin());
     if let Some((uid, gid)) = env.user {
         command.uid(uid).gid(gid);
@@ -34,12 +34,12 @@ async fn batch_run(env: &TestEnv, args: &[&str]) -> (Option<i32>, String) {
     )
 }
 
-fn write_lines(path: &Path, lines: &[Value]) {
+pub(crate) fn write_lines(path: &Path, lines: &[Value]) {
     let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
     std::fs::write(path, text).expect("dataset");
 }
 
-fn results(out: &Path) -> HashMap<String, Value> {
+pub(crate) fn results(out: &Path) -> HashMap<String, Value> {
     let text = std::fs::read_to_string(out.join("results.jsonl")).expect("results.jsonl");
     let mut by_id = HashMap::new();
     for line in text.lines() {
@@ -50,7 +50,7 @@ fn results(out: &Path) -> HashMap<String, Value> {
     by_id
 }
 
-fn trajectory(out: &Path, id: &str) -> Value {
+pub(crate) fn trajectory(out: &Path, id: &str) -> Value {
     let path = out.join("trajectories").join(format!("{id}.json"));
     serde_json::from_str(&std::fs::read_to_string(&path).expect("trajectory")).expect("json")
 }

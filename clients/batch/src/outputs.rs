@@ -45,6 +45,9 @@ pub struct TaskResult {
     pub id: String,
     /// The dataset line it came from.
     pub line: usize,
+    /// The other agent that ran it (`[agents.<name>]`); none: the agent's own loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
     pub verdict: Verdict,
     pub stop_reason: Option<String>,
     /// The model's answers (assistant messages) in the turn.
@@ -283,6 +286,35 @@ pub fn write_problems(dir: &talaria_files::Root, problems: &[Problem]) -> Result
     replace(dir, Path::new("problems.jsonl"), text.as_bytes(), false)
 }
 
+/// When tasks ran on more than one agent (`agent`; the agent's own loop is `talaria`), a
+/// table comparing them: tasks, passed, did not pass, mean wall time, tokens, cost.
+fn by_agent(results: &[TaskResult], out: &mut String) {
+    let name = |r: &TaskResult| r.agent.clone().unwrap_or_else(|| "talaria".into());
+    let mut agents: Vec<String> = results.iter().map(name).collect();
+    agents.sort();
+    agents.dedup();
+    if agents.len() < 2 {
+        return;
+    }
+    out.push_str(
+        "\n## By agent\n\n| agent | tasks | pass | did not pass | mean wall (s) | tokens in / out | cost (USD) |\n|---|---|---|---|---|---|---|\n",
+    );
+    for agent in agents {
+        let ran: Vec<&TaskResult> = results.iter().filter(|r| name(r) == agent).collect();
+        let passed = ran.iter().filter(|r| r.verdict == Verdict::Pass).count();
+        let failed = ran.iter().filter(|r| r.verdict.failed()).count();
+        let wall = ran.iter().map(|r| r.wall_s).sum::<f64>() / ran.len().max(1) as f64;
+        let tokens_in: u64 = ran.iter().map(|r| r.tokens_in).sum();
+        let tokens_out: u64 = ran.iter().map(|r| r.tokens_out).sum();
+        let cost: f64 = ran.iter().filter_map(|r| r.cost).sum();
+        out.push_str(&format!(
+            "| {} | {} | {passed} | {failed} | {wall:.1} | {tokens_in} / {tokens_out} | {cost:.4} |\n",
+            agent.replace('|', "\\|"),
+            ran.len()
+        ));
+    }
+}
+
 /// `summary.md`: totals, verdicts, and the tasks that did not pass.
 pub fn summary(results: &[TaskResult], problems: &[Problem], wall_s: f64) -> String {
     let count = |verdict| results.iter().filter(|r| r.verdict == verdict).count();
@@ -303,6 +335,7 @@ pub fn summary(results: &[TaskResult], problems: &[Problem], wall_s: f64) -> Str
         problems.len(),
         results.iter().filter(|r| !r.unwritten.is_empty()).count(),
     );
+    by_agent(results, &mut out);
     let failed: Vec<&TaskResult> = results.iter().filter(|r| r.verdict.failed()).collect();
     if !failed.is_empty() {
         out.push_str("\n## Tasks that did not pass\n\n| id | verdict | why |\n|---|---|---|\n");
@@ -355,6 +388,7 @@ mod tests {
         TaskResult {
             id: id.into(),
             line: 1,
+            agent: None,
             verdict,
             stop_reason: Some("end_turn".into()),
             turns: 1,

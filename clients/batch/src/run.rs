@@ -66,6 +66,7 @@ fn blank_result(at: &TaskAt) -> TaskResult {
     TaskResult {
         id: at.task.id.clone(),
         line: at.line,
+        agent: at.task.agent.clone(),
         verdict: Verdict::Error,
         stop_reason: None,
         turns: 0,
@@ -364,7 +365,13 @@ async fn run_command(
 
 /// The prompt, cancelled when the task's timeout passes.
 async fn prompt(agent: &AgentLink, at: &TaskAt, session: &str) -> TurnEnd {
-    let params = json!({"sessionId": session, "prompt": at.task.prompt.blocks()});
+    // Another agent runs the task as the session's turn (`/agent`, inside the agent's walls).
+    let prompt = match &at.task.agent {
+        Some(name) => vec![json!({"type": "text",
+            "text": format!("/agent {name} {}", at.task.prompt.text())})],
+        None => at.task.prompt.blocks(),
+    };
+    let params = json!({"sessionId": session, "prompt": prompt});
     let turn = agent.call("session/prompt", params);
     tokio::pin!(turn);
     let limit = at

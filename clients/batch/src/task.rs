@@ -47,6 +47,10 @@ pub struct Task {
     /// Carried to the outputs as it is.
     #[serde(default, skip_serializing_if = "Value::is_null")]
     pub metadata: Value,
+    /// Another agent of the configuration (`[agents.<name>]`) that runs the task instead of
+    /// the agent's own loop (the prompt handed to it as `/agent NAME TEXT`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 /// A prompt: text, or ACP content blocks.
@@ -58,6 +62,18 @@ pub enum PromptInput {
 }
 
 impl PromptInput {
+    /// Its text: the text itself, or its text blocks' joined.
+    pub fn text(&self) -> String {
+        match self {
+            Self::Text(text) => text.clone(),
+            Self::Blocks(blocks) => blocks
+                .iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        }
+    }
+
     /// As `session/prompt`'s `prompt`.
     pub fn blocks(&self) -> Vec<Value> {
         match self {
@@ -163,6 +179,14 @@ fn parse_line(line: &str, base: &Path) -> Result<Task, LineError> {
         && (blocks.is_empty() || blocks.iter().any(|b| !b.is_object()))
     {
         return Err("prompt must be text or a non-empty list of content blocks".into());
+    }
+    if let Some(agent) = &task.agent
+        && (agent.is_empty() || agent.contains(char::is_whitespace))
+    {
+        return Err(format!("agent {agent:?} cannot name an [agents.<name>] table").into());
+    }
+    if task.agent.is_some() && task.prompt.text().trim().is_empty() {
+        return Err("a task for another agent needs a prompt with text".into());
     }
     for (name, place) in [("repo", &mut task.repo), ("workspace", &mut task.workspace)] {
         if let Some(path) = place {

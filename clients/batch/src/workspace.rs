@@ -132,6 +132,7 @@ mod tests {
             setup: None,
             check: None,
             metadata: serde_json::Value::Null,
+            agent: None,
         }
     }
 

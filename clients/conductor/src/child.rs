@@ -177,6 +177,11 @@ impl ChildAgent {
         Ok(())
     }
 
+    /// Whether its connection is still open (it has not ended or been killed).
+    pub fn running(&self) -> bool {
+        !self.peer.closed().is_cancelled()
+    }
+
     pub fn info(&self) -> &AgentInfo {
         &self.info
     }
@@ -213,6 +218,7 @@ impl ChildAgent {
     ) -> Result<PromptOutcome, ChildError> {
         let params = acp::PromptRequest::new(acp::SessionId::new(session), prompt);
         self.activity.begin_answer(session);
+        self.activity.heard();
         let never = CancellationToken::new();
         let answer = self.peer.request("session/prompt", &params, &never);
         tokio::pin!(answer);

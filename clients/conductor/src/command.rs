@@ -49,6 +49,9 @@ pub struct AgentCommand {
     pub args: Vec<String>,
     /// Added to the environment Talaria's own process has.
     pub env: Vec<(String, String)>,
+    /// Words run before the program (which then runs it with its arguments): Talaria's
+    /// helper, so the agent dies with Talaria (`__follow-parent PID`); none: it runs as is.
+    pub launcher: Vec<std::ffi::OsString>,
 }
 
 impl AgentCommand {
@@ -56,7 +59,14 @@ impl AgentCommand {
     /// with it), stdio piped, in `cwd`, with only the environment a program needs to run
     /// and what its configuration gives it — never Talaria's keys or store address.
     pub(crate) fn process(&self, cwd: &std::path::Path) -> tokio::process::Command {
-        let mut command = tokio::process::Command::new(&self.program);
+        let mut command = match self.launcher.split_first() {
+            Some((launcher, words)) => {
+                let mut command = tokio::process::Command::new(launcher);
+                command.args(words).arg(&self.program);
+                command
+            }
+            None => tokio::process::Command::new(&self.program),
+        };
         let inherited = std::env::vars().filter(|(name, _)| inherited(name));
         command
             .args(&self.args)

@@ -50,7 +50,9 @@ impl Activity {
         }
     }
 
-    fn heard(&self) {
+    /// The child spoke (or a prompt began: a kept child's silence between prompts is no
+    /// hang).
+    pub(crate) fn heard(&self) {
         *talaria_util::lock(&self.last_heard) = Instant::now();
     }
 

@@ -162,6 +162,7 @@ fn scripted(dir: &Path, prompts: Value) -> AgentCommand {
         program: talaria_harness::binary::workspace_bin("talaria-harness", "talaria-acp-child"),
         args: Vec::new(),
         env: vec![("TALARIA_CHILD_SCRIPT".into(), script.display().to_string())],
+        launcher: Vec::new(),
     }
 }
 
@@ -368,6 +369,7 @@ async fn a_command_that_is_not_there_is_a_start_error_naming_it() {
         program: dir.path().join("no-such-agent"),
         args: Vec::new(),
         env: Vec::new(),
+        launcher: Vec::new(),
     };
     let error = ChildAgent::start(&command, dir.path(), TestHost::new(dir.path()), quick())
         .await
@@ -385,6 +387,7 @@ async fn a_child_that_is_not_an_acp_agent_is_an_error_not_a_wait() {
         program: "sh".into(),
         args: vec!["-c".into(), "echo not json; echo oops >&2; exit 2".into()],
         env: Vec::new(),
+        launcher: Vec::new(),
     };
     let error = ChildAgent::start(&command, dir.path(), TestHost::new(dir.path()), quick())
         .await
@@ -423,6 +426,7 @@ async fn what_a_hung_agent_started_ends_with_it() {
             inner.program.display().to_string(),
         ],
         env: inner.env.clone(),
+        launcher: Vec::new(),
     };
     let child = ChildAgent::start(&command, dir.path(), TestHost::new(dir.path()), quick())
         .await
@@ -451,6 +455,7 @@ async fn the_agent_gets_only_what_a_program_needs_and_its_own_env() {
         program: "sh".into(),
         args: vec!["-c".into(), format!("env > {}", out.display())],
         env: vec![("GIVEN".into(), "yes".into())],
+        launcher: Vec::new(),
     };
     let _ = ChildAgent::start(&command, dir.path(), TestHost::new(dir.path()), quick()).await;
     let env = std::fs::read_to_string(&out).expect("env written");

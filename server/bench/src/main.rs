@@ -531,6 +531,22 @@ async fn print_agent_figures(options: &Options, env: &Env) -> anyhow::Result<()>
         figures.start_overhead,
         figures.direct_start
     );
+    report!(
+        "  the session's model call to the card {:8.2} ms",
+        figures.to_card
+    );
+    report!(
+        "  the card to the agent's session      {:8.2} ms  (approval, checkpoint)",
+        figures.to_announced
+    );
+    report!(
+        "  its start and first word             {:8.2} ms  (helper, initialize, session/new, prompt)",
+        figures.to_first_word
+    );
+    report!(
+        "  a second task's first word, kept     {:8.2} ms  (session/new, prompt)",
+        figures.kept_first_word
+    );
     Ok(())
 }
 

@@ -1,16 +1,20 @@
 //! A child's requests of its client, from ACP into the engine's terms (and the answers
-//! back); its updates shown as progress lines on the delegation's card.
+//! back); its updates shown as progress lines on the delegation's card, and kept with its
+//! requests as the turn's steps (`steps.rs`, a batch task's trajectory).
 
 use std::sync::{Arc, Mutex};
 
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
+use serde_json::{Value, json};
 use talaria_conductor::{ChildHost, HostFuture};
 use talaria_engine::{
     ChildAnswer, ChildCallKind, ChildCommand, ChildOption, ChildOptionKind, ChildQuestion,
     ExternalHost, HostError,
 };
 use talaria_protocol::acp;
+
+use super::steps::Steps;
 
 /// The longest line of the child's words held back waiting for its end.
 const LINE_CHARS: usize = 100;
@@ -21,6 +25,10 @@ pub(super) struct HostOnAcp {
     inner: Arc<dyn ExternalHost>,
     /// The child's words since the last full line.
     line: Mutex<String>,
+    /// What it said and did, for the trajectory.
+    steps: Mutex<Steps>,
+    /// Its requests so far (their steps' ids).
+    requests: std::sync::atomic::AtomicU64,
 }
 
 impl HostOnAcp {
@@ -29,7 +37,38 @@ impl HostOnAcp {
             name: name.to_string(),
             inner,
             line: Mutex::default(),
+            steps: Mutex::default(),
+            requests: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// The steps so far, taken out.
+    pub(super) fn take_steps(&self) -> Steps {
+        std::mem::take(&mut *talaria_util::lock(&self.steps))
+    }
+
+    /// A request of the child as a step; its id.
+    fn step_call(&self, method: &str, arguments: &Value) -> String {
+        let number = self
+            .requests
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = format!("{method}-{}", number + 1);
+        talaria_util::lock(&self.steps).call(&id, method, arguments);
+        id
+    }
+
+    /// A request's answer as its step's result.
+    fn step_result<T>(
+        &self,
+        id: &str,
+        answer: &Result<T, acp::Error>,
+        shown: impl Fn(&T) -> String,
+    ) {
+        let content = match answer {
+            Ok(value) => shown(value),
+            Err(error) => format!("error: {}", error.message),
+        };
+        talaria_util::lock(&self.steps).result(id, &content);
     }
 
     /// Shows what is left of the child's words.
@@ -66,6 +105,7 @@ impl ChildHost for HostOnAcp {
         match update.update {
             acp::SessionUpdate::AgentMessageChunk(chunk) => {
                 if let acp::ContentBlock::Text(text) = chunk.content {
+                    talaria_util::lock(&self.steps).said(&text.text);
                     self.words(&text.text);
                     return self.inner.said(text.text);
                 }
@@ -76,6 +116,8 @@ impl ChildHost for HostOnAcp {
                 }
             }
             acp::SessionUpdate::ToolCall(call) => {
+                let arguments = call.raw_input.clone().unwrap_or(Value::Null);
+                talaria_util::lock(&self.steps).call(&call.tool_call_id.0, &call.title, &arguments);
                 self.flush();
                 self.inner.step(format!("{} — {}", self.name, call.title));
             }
@@ -85,6 +127,14 @@ impl ChildHost for HostOnAcp {
                     Some(acp::ToolCallStatus::Failed) => "✗",
                     _ => "",
                 };
+                if !mark.is_empty() {
+                    let content = update
+                        .fields
+                        .content
+                        .as_deref()
+                        .map_or_else(|| mark.to_string(), content_text);
+                    talaria_util::lock(&self.steps).result(&update.tool_call_id.0, &content);
+                }
                 if let (false, Some(title)) = (mark.is_empty(), update.fields.title) {
                     self.inner.step(format!("{} {mark} {title}", self.name));
                 }
@@ -99,12 +149,16 @@ impl ChildHost for HostOnAcp {
         request: acp::ReadTextFileRequest,
     ) -> HostFuture<'a, acp::ReadTextFileResponse> {
         async move {
+            let arguments =
+                json!({"path": request.path, "line": request.line, "limit": request.limit});
+            let step = self.step_call("fs/read_text_file", &arguments);
             let text = self
                 .inner
                 .read_text(request.path, request.line, request.limit)
                 .await
-                .map_err(refused)?;
-            Ok(acp::ReadTextFileResponse::new(text))
+                .map_err(refused);
+            self.step_result(&step, &text, Clone::clone);
+            Ok(acp::ReadTextFileResponse::new(text?))
         }
         .boxed()
     }
@@ -114,10 +168,15 @@ impl ChildHost for HostOnAcp {
         request: acp::WriteTextFileRequest,
     ) -> HostFuture<'a, acp::WriteTextFileResponse> {
         async move {
-            self.inner
+            let arguments = json!({"path": request.path, "content": request.content});
+            let step = self.step_call("fs/write_text_file", &arguments);
+            let written = self
+                .inner
                 .write_text(request.path, request.content)
                 .await
-                .map_err(refused)?;
+                .map_err(refused);
+            self.step_result(&step, &written, |()| "written".to_string());
+            written?;
             Ok(acp::WriteTextFileResponse::default())
         }
         .boxed()
@@ -152,8 +211,12 @@ impl ChildHost for HostOnAcp {
                 env: request.env.into_iter().map(|v| (v.name, v.value)).collect(),
                 output_limit: request.output_byte_limit,
             };
-            let id = self.inner.start_command(command).await.map_err(refused)?;
-            Ok(acp::CreateTerminalResponse::new(id))
+            let arguments = json!({"command": command.command, "args": command.args,
+                "cwd": command.cwd});
+            let step = self.step_call("terminal/create", &arguments);
+            let id = self.inner.start_command(command).await.map_err(refused);
+            self.step_result(&step, &id, |id| format!("terminal {id}"));
+            Ok(acp::CreateTerminalResponse::new(id?))
         }
         .boxed()
     }
@@ -163,8 +226,14 @@ impl ChildHost for HostOnAcp {
         request: acp::TerminalOutputRequest,
     ) -> HostFuture<'a, acp::TerminalOutputResponse> {
         let answer = self.inner.command_output(&request.terminal_id.0);
+        let step = self.step_call(
+            "terminal/output",
+            &json!({"terminalId": request.terminal_id.0.as_ref()}),
+        );
+        let answer = answer.map_err(refused);
+        self.step_result(&step, &answer, |output| output.output.clone());
         async move {
-            let output = answer.map_err(refused)?;
+            let output = answer?;
             let status = output.exit.map(exit_status);
             Ok(
                 acp::TerminalOutputResponse::new(output.output, output.truncated)
@@ -214,12 +283,36 @@ impl ChildHost for HostOnAcp {
     }
 
     fn capabilities(&self) -> acp::ClientCapabilities {
-        acp::ClientCapabilities::new()
-            .fs(acp::FileSystemCapabilities::new()
-                .read_text_file(true)
-                .write_text_file(true))
-            .terminal(true)
+        capabilities()
     }
+}
+
+/// What Talaria serves a child: its files and terminals.
+pub(super) fn capabilities() -> acp::ClientCapabilities {
+    acp::ClientCapabilities::new()
+        .fs(acp::FileSystemCapabilities::new()
+            .read_text_file(true)
+            .write_text_file(true))
+        .terminal(true)
+}
+
+/// The text of a call's content (its diffs and terminals named).
+fn content_text(content: &[acp::ToolCallContent]) -> String {
+    content
+        .iter()
+        .map(|part| match part {
+            acp::ToolCallContent::Content(content) => match &content.content {
+                acp::ContentBlock::Text(text) => text.text.clone(),
+                _ => "(non-text content)".to_string(),
+            },
+            acp::ToolCallContent::Diff(diff) => format!("(a diff of {})", diff.path.display()),
+            acp::ToolCallContent::Terminal(terminal) => {
+                format!("(terminal {})", terminal.terminal_id.0)
+            }
+            _ => String::new(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn exit_status(exit: talaria_engine::ChildExit) -> acp::TerminalExitStatus {

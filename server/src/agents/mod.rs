@@ -5,29 +5,46 @@
 
 mod host;
 mod list;
+mod pool;
+mod routes;
+mod steps;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
-use talaria_conductor::{AgentCommand, ChildAgent, Timings};
+use talaria_conductor::{AgentCommand, Timings};
 use talaria_engine::{AgentEntry, ExternalAgents, ExternalReport, ExternalRun};
 use talaria_protocol::acp;
+use talaria_provider::trajectory::{AgentTurn, TrajectoryLog};
 
 pub use list::list_agents;
 
-/// The configured agents of a session.
+/// The configured agents of a session, the MCP servers its client gave it (handed on to
+/// each agent's sessions), and the agents it runs.
 pub struct ConfiguredAgents {
     entries: Vec<AgentEntry>,
+    mcp_servers: Vec<acp::McpServer>,
+    pool: pool::Pool,
+    /// The session's trajectory, when one is kept (a batch task's): each delegation's
+    /// steps become it.
+    trajectory: Option<TrajectoryLog>,
 }
 
 impl ConfiguredAgents {
     /// `None` when none is configured.
-    pub fn of(entries: &[AgentEntry]) -> Option<talaria_engine::AgentSet> {
+    pub fn of(
+        entries: &[AgentEntry],
+        mcp_servers: &[acp::McpServer],
+        trajectory: Option<TrajectoryLog>,
+    ) -> Option<talaria_engine::AgentSet> {
         (!entries.is_empty()).then(|| {
-            talaria_engine::AgentSet(Arc::new(Self {
+            talaria_engine::AgentSet::new(Arc::new(Self {
                 entries: entries.to_vec(),
+                mcp_servers: mcp_servers.to_vec(),
+                pool: pool::Pool::default(),
+                trajectory,
             }))
         })
     }
@@ -40,7 +57,22 @@ pub(crate) fn command_of(entry: &AgentEntry) -> AgentCommand {
         program: entry.command.clone().into(),
         args: entry.args.clone(),
         env: entry.env.clone().into_iter().collect(),
+        launcher: follow_parent(),
     }
+}
+
+/// Talaria's helper, run before an agent's program so the agent dies with this process
+/// (`__follow-parent`: the parent-death signal); none where it cannot be found.
+fn follow_parent() -> Vec<std::ffi::OsString> {
+    talaria_engine::SandboxHelper::this_binary()
+        .map(|helper| {
+            vec![
+                helper.local.into_os_string(),
+                talaria_sandbox::FOLLOW_ARG.into(),
+                std::process::id().to_string().into(),
+            ]
+        })
+        .unwrap_or_default()
 }
 
 /// How long `entry` is given.
@@ -64,37 +96,74 @@ impl ExternalAgents for ConfiguredAgents {
                 .iter()
                 .find(|e| e.name == run.agent)
                 .ok_or_else(|| format!("no agent named {:?} is configured", run.agent))?;
+            let kept = self
+                .pool
+                .take(entry, &run.cwd)
+                .await
+                .map_err(|e| e.to_string())?;
             let host = Arc::new(host::HostOnAcp::new(&entry.name, run.host.clone()));
-            let child = ChildAgent::start(
-                &command_of(entry),
-                &run.cwd,
-                host.clone(),
-                timings_of(entry),
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-            let ended = prompt(&child, &run).await.map_err(|e| e.to_string());
+            let ended = self.prompt(&kept, &host, &run).await;
             host.flush();
-            child.stop().await;
-            ended
+            self.keep_trajectory(&entry.name, &run.task, &host, ended.as_ref().ok())
+                .await;
+            let idle = timings_of(entry).idle;
+            self.pool
+                .give_back(&entry.name, kept, ended.is_ok(), idle)
+                .await;
+            ended.map_err(|e| e.to_string())
         }
         .boxed()
     }
 }
 
-async fn prompt(
-    child: &ChildAgent,
-    run: &ExternalRun,
-) -> Result<ExternalReport, talaria_conductor::ChildError> {
-    let session = child.new_session(&run.cwd, Vec::new()).await?;
-    let prompt = vec![acp::ContentBlock::Text(acp::TextContent::new(
-        run.task.clone(),
-    ))];
-    let outcome = child.prompt(&session, prompt, &run.cancel).await?;
-    Ok(ExternalReport {
-        answer: outcome.answer,
-        cancelled: outcome.stop_reason == acp::StopReason::Cancelled,
-        refused: outcome.stop_reason == acp::StopReason::Refusal,
-        tokens: outcome.usage.map(|u| (u.input_tokens, u.output_tokens)),
-    })
+impl ConfiguredAgents {
+    /// The delegation's steps as the session's trajectory, when one is kept.
+    async fn keep_trajectory(
+        &self,
+        name: &str,
+        task: &str,
+        host: &host::HostOnAcp,
+        report: Option<&ExternalReport>,
+    ) {
+        let Some(log) = &self.trajectory else {
+            return;
+        };
+        let (messages, answer, tool_calls) = host.take_steps().finish(task);
+        let (input_tokens, output_tokens) = report.and_then(|r| r.tokens).unwrap_or_default();
+        let turn = AgentTurn {
+            model: format!("agent:{name}"),
+            messages,
+            answer,
+            tool_calls,
+            input_tokens,
+            output_tokens,
+        };
+        log.another_agents_turn(turn).await;
+    }
+
+    /// One delegation on a session of `kept`: the task as its prompt, its answer, and what
+    /// it used.
+    async fn prompt(
+        &self,
+        kept: &pool::Kept,
+        host: &Arc<host::HostOnAcp>,
+        run: &ExternalRun,
+    ) -> Result<ExternalReport, talaria_conductor::ChildError> {
+        let session = kept.session(&run.cwd, &self.mcp_servers).await?;
+        let cost_before = kept.routes.open(&session, host.clone());
+        let prompt = vec![acp::ContentBlock::Text(acp::TextContent::new(
+            run.task.clone(),
+        ))];
+        let outcome = kept.child.prompt(&session, prompt, &run.cancel).await;
+        let cost_after = kept.routes.cost(&session);
+        kept.routes.close(&session);
+        let outcome = outcome?;
+        Ok(ExternalReport {
+            answer: outcome.answer,
+            cancelled: outcome.stop_reason == acp::StopReason::Cancelled,
+            refused: outcome.stop_reason == acp::StopReason::Refusal,
+            tokens: outcome.usage.map(|u| (u.input_tokens, u.output_tokens)),
+            cost: (cost_after > cost_before).then_some(cost_after - cost_before),
+        })
+    }
 }

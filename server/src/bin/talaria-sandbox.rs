@@ -14,6 +14,9 @@ fn main() -> std::process::ExitCode {
     match first.as_deref().map(std::ffi::OsStr::to_str) {
         Some(Some(talaria_sandbox::HELPER_ARG)) => talaria_sandbox::helper_main(args.collect()),
         Some(Some(talaria_sandbox::INIT_ARG)) => talaria_sandbox::init_main(args.collect()),
+        Some(Some(talaria_sandbox::FOLLOW_ARG)) => {
+            talaria_sandbox::follow_parent_main(args.collect())
+        }
         // An editor's terminal: the command's own words, so the editor shows them
         // (`talaria_sandbox::command_words`); the policy is in the environment, as always.
         Some(_) if std::env::var_os(talaria_sandbox::SPEC_ENV).is_some() => {

@@ -134,7 +134,7 @@ impl SessionRoom {
             start,
             taps,
         } = launch;
-        let (router, tape) = self.session_router(&ready, &id, &taps)?;
+        let (router, tape, trajectory) = self.session_router(&ready, &id, &taps)?;
         let config = &ready.config;
         let model = model.unwrap_or_else(|| config.model.clone());
         let mode = mode.unwrap_or(config.mode);
@@ -149,6 +149,7 @@ impl SessionRoom {
             system_prompt,
             commands,
             mcp: (hub, mcp_warnings),
+            client_mcp,
             roots,
             shell,
             checkpoints,
@@ -179,6 +180,8 @@ impl SessionRoom {
             mode,
             prompt,
             hooks,
+            client_mcp: &client_mcp,
+            trajectory,
         };
         let settings = session_settings(&config, own, &stores, &shell, checkpoints, client);
         let (events_tx, events) = mpsc::channel(256);
@@ -190,7 +193,7 @@ impl SessionRoom {
             handle,
             events,
             commands,
-            commands_now: commands_now(stores, hub.clone()),
+            commands_now: commands_now(stores, hub.clone(), !config.agents.is_empty()),
             warnings,
             sign_ins: SignIns(hub),
             models,
@@ -209,7 +212,11 @@ impl SessionRoom {
         ready: &Ready,
         session: &str,
         taps: &SessionTaps,
-    ) -> Result<(Arc<ModelRouter>, Option<cassettes::ToolTape>), SessionError> {
+    ) -> Result<SessionRouter, SessionError> {
+        let trajectory = taps
+            .trajectory
+            .clone()
+            .map(talaria_provider::trajectory::TrajectoryLog::writing_to);
         let config = &ready.config;
         let place = cassettes::Place {
             session,
@@ -223,8 +230,8 @@ impl SessionRoom {
         let configured = configured_dir.as_deref().filter(|_| !from_command_line);
         let record = taps.record.as_deref().or(configured);
         let taped = from_command_line || record.is_some() || taps.replay.is_some();
-        if !taped && taps.trajectory.is_none() {
-            return Ok((self.router_for(config)?, None));
+        if !taped && trajectory.is_none() {
+            return Ok((self.router_for(config)?, None, None));
         }
         let (mut through, tools): (cassettes::Through, _) = if taped {
             let normaliser = cassettes::normaliser(config, &place);
@@ -235,8 +242,7 @@ impl SessionRoom {
         } else {
             (Box::new(|provider| provider), None)
         };
-        if let Some(path) = &taps.trajectory {
-            let log = talaria_provider::trajectory::TrajectoryLog::writing_to(path.clone());
+        if let Some(log) = trajectory.clone() {
             let inner = through;
             through = Box::new(move |provider| {
                 Arc::new(talaria_provider::trajectory::TrajectoryTap::new(
@@ -248,7 +254,7 @@ impl SessionRoom {
         let router = talaria_engine::build_router_through(config, &through)
             .map(Arc::new)
             .map_err(|e| SessionError::Internal(e.to_string()))?;
-        Ok((router, tools))
+        Ok((router, tools, trajectory))
     }
 
     /// What every session's tools are made from; `clarify` when the client shows forms.
@@ -283,15 +289,27 @@ impl SessionRoom {
     }
 }
 
-/// A session's slash commands as they are now (skills and MCP prompts change).
+/// The session's commands as they are now (skills and MCP prompts change; `/agent` listed
+/// when `agents` are configured).
 fn commands_now(
     stores: Arc<talaria_skills::SkillsContext>,
     hub: Arc<talaria_mcp::Hub>,
+    agents: bool,
 ) -> Arc<dyn Fn() -> acp::SessionUpdate + Send + Sync> {
     Arc::new(move || {
-        skills::with_prompts(skills::commands(&stores.catalog()), &hub.prompt_commands())
+        skills::with_prompts(
+            skills::commands(&stores.catalog(), agents),
+            &hub.prompt_commands(),
+        )
     })
 }
+
+/// A session's router, its tools' tape when taped, its trajectory when one is kept.
+type SessionRouter = (
+    Arc<ModelRouter>,
+    Option<cassettes::ToolTape>,
+    Option<talaria_provider::trajectory::TrajectoryLog>,
+);
 
 /// A session's settings: what is its own, the rest from the configuration.
 fn session_settings(
@@ -310,6 +328,8 @@ fn session_settings(
         mode,
         prompt,
         hooks,
+        client_mcp,
+        trajectory,
     } = own;
     SessionSettings {
         id: id.to_string(),
@@ -344,7 +364,7 @@ fn session_settings(
         images: config.settings.supports_images(),
         shell: shell.clone(),
         checkpoints,
-        agents: crate::agents::ConfiguredAgents::of(&config.agents),
+        agents: crate::agents::ConfiguredAgents::of(&config.agents, client_mcp, trajectory),
         hooks,
     }
 }
@@ -544,6 +564,7 @@ pub async fn ready_session(context: StartContext, place: Place<'_>) -> Result<Re
             .chain(hooks_problem),
     );
     Ok(Ready {
+        client_mcp: mcp_servers.to_vec(),
         config,
         system_prompt,
         commands,
@@ -586,6 +607,8 @@ pub struct Ready {
     system_prompt: PromptParts,
     commands: acp::SessionUpdate,
     mcp: (Arc<talaria_mcp::Hub>, Vec<String>),
+    /// The MCP servers the client gave the session (handed on to other agents' sessions).
+    client_mcp: Vec<acp::McpServer>,
     /// The workspace roots: the cwd and the additional directories.
     roots: Vec<std::path::PathBuf>,
     /// How its commands start (the OS sandbox, the clean environment).
@@ -635,6 +658,10 @@ struct SessionOwn<'a> {
     mode: talaria_engine::Mode,
     prompt: AssembledPrompt,
     hooks: Arc<talaria_engine::Hooks>,
+    /// The MCP servers its client gave it.
+    client_mcp: &'a [acp::McpServer],
+    /// Its trajectory, when one is kept (a batch task's).
+    trajectory: Option<talaria_provider::trajectory::TrajectoryLog>,
 }
 
 struct AssembledPrompt {
@@ -756,7 +783,7 @@ async fn prepare_session(
             memory,
             client: None,
         };
-        let commands = skills::commands(&catalog);
+        let commands = skills::commands(&catalog, !config.agents.is_empty());
         let checkpoints = Some(talaria_engine::checkpoints_for(
             &config.home,
             &roots,

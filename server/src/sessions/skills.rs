@@ -64,10 +64,12 @@ pub fn prompt_additions(context: &SkillsContext, catalog: &Catalog) -> (String, 
     (index, memory)
 }
 
-/// The slash commands: the engine's declared built-ins, then one per skill.
-pub fn commands(catalog: &Catalog) -> SessionUpdate {
+/// The slash commands: the engine's declared built-ins (`/agent` only when `agents` are
+/// configured), then one per skill.
+pub fn commands(catalog: &Catalog, agents: bool) -> SessionUpdate {
     let mut commands: Vec<acp::AvailableCommand> = talaria_engine::SLASH_COMMANDS
         .iter()
+        .filter(|declared| agents || !declared.needs_agents)
         .map(|declared| {
             let command = acp::AvailableCommand::new(declared.name, declared.description);
             match declared.hint {

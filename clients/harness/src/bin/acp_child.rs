@@ -4,8 +4,12 @@
 //! turn. Steps: `{"say": TEXT}`, `{"tool_call": TITLE}`, `{"read": PATH}`,
 //! `{"write": {"path": P, "content": C}}`, `{"ask": TITLE}` (a permission question),
 //! `{"terminal": COMMAND}`, `{"crash": CODE}`, `{"hang": true}`, `{"wait_cancel": true}`,
-//! `{"usage": {"input": N, "output": M}}`. What each request answered is said back as text, so
-//! a test sees it in the answer.
+//! `{"usage": {"input": N, "output": M}}` (on the prompt's answer), `{"cost": USD}` (a
+//! `usage_update` with the session's cost so far), `{"whoami": true}` (says its process id,
+//! its session and the MCP servers `session/new` gave it). Each `session/new` opens a new
+//! session, unless `TALARIA_CHILD_ONE_SESSION` is set (then a second one is refused);
+//! with `TALARIA_CHILD_IGNORE_EOF` it runs on when its input ends. What
+//! each request answered is said back as text, so a test sees it in the answer.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -22,6 +26,8 @@ struct Child {
     next_id: i64,
     cancelled: watch::Receiver<bool>,
     session: String,
+    /// The names of the MCP servers each session was given.
+    mcp: HashMap<String, Vec<String>>,
 }
 
 impl Child {
@@ -82,6 +88,19 @@ impl Child {
             self.say(&format!("permission: {chosen}"));
         } else if let Some(command) = step["terminal"].as_str() {
             self.run_terminal(command).await;
+        } else if let Some(cost) = step["cost"].as_f64() {
+            self.update(
+                json!({"sessionUpdate": "usage_update", "used": 1000, "size": 200_000,
+                "cost": {"amount": cost, "currency": "USD"}}),
+            );
+        } else if step["whoami"].as_bool() == Some(true) {
+            let mcp = self.mcp.get(&self.session).cloned().unwrap_or_default();
+            self.say(&format!(
+                "pid {} session {} mcp [{}]\n",
+                std::process::id(),
+                self.session,
+                mcp.join(",")
+            ));
         } else if let Some(code) = step["crash"].as_i64() {
             eprintln!("acp-child: crashing on purpose with {code}");
             std::process::exit(i32::try_from(code).unwrap_or(1));
@@ -116,6 +135,22 @@ impl Child {
             result["usage"] = usage;
         }
         result
+    }
+
+    /// Opens a session (refused past the first when `one_session`); its answer.
+    fn open_session(&mut self, request: &Value, one_session: bool) -> Result<Value, &'static str> {
+        if one_session && !self.mcp.is_empty() {
+            return Err("one session only");
+        }
+        self.session = format!("child-{}-{}", std::process::id(), self.mcp.len() + 1);
+        let names = request["params"]["mcpServers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s["name"].as_str().map(str::to_string))
+            .collect();
+        self.mcp.insert(self.session.clone(), names);
+        Ok(json!({"sessionId": self.session}))
     }
 
     async fn run_terminal(&mut self, command: &str) {
@@ -209,6 +244,11 @@ async fn main() {
                 let _ = requests_tx.send(message);
             }
         }
+        // An agent that does not watch its input (it must be ended otherwise); silent, as
+        // a write to a closed stderr would end it.
+        if std::env::var_os("TALARIA_CHILD_IGNORE_EOF").is_some() {
+            std::future::pending::<()>().await;
+        }
         eprintln!("acp-child: input ended");
         std::process::exit(0);
     });
@@ -218,17 +258,25 @@ async fn main() {
         next_id: 0,
         cancelled,
         session: String::new(),
+        mcp: HashMap::new(),
     };
+    let one_session = std::env::var_os("TALARIA_CHILD_ONE_SESSION").is_some();
     while let Some(request) = requests.recv().await {
         let id = request["id"].clone();
         let result = match request["method"].as_str().unwrap_or("") {
             "initialize" => json!({"protocolVersion": 1, "agentCapabilities": {},
                 "agentInfo": {"name": "acp-child", "version": "0.0.1"}, "authMethods": []}),
-            "session/new" => {
-                child.session = format!("child-{}", std::process::id());
-                json!({"sessionId": child.session})
-            }
+            "session/new" => match child.open_session(&request, one_session) {
+                Ok(result) => result,
+                Err(message) => {
+                    child.send(json!({"jsonrpc": "2.0", "id": id,
+                        "error": {"code": -32000, "message": message}}));
+                    continue;
+                }
+            },
             "session/prompt" => {
+                let asked = request["params"]["sessionId"].as_str().unwrap_or("");
+                child.session = asked.to_string();
                 let steps = prompts.pop().unwrap_or(json!([{"say": "no script left"}]));
                 child.turn(&steps).await
             }

@@ -14,17 +14,24 @@ pub(crate) struct Grounded {
     pub linked: Vec<PathBuf>,
 }
 
-/// The real file behind `path`: every link resolved; for a file not yet created, its real
-/// folder and its name.
+/// The real file behind `path`: every link resolved; for what does not exist yet, the
+/// deepest part that exists, resolved, with the rest (a new file under new folders under a
+/// link is where the link leads). The one resolution of the engine (the policy's grounding,
+/// another agent's writes and questions).
 pub(crate) fn real_path(path: &Path) -> PathBuf {
-    if let Ok(real) = path.canonicalize() {
-        return real;
-    }
-    match (path.parent(), path.file_name()) {
-        (Some(parent), Some(name)) => parent
-            .canonicalize()
-            .map_or_else(|_| path.to_path_buf(), |parent| parent.join(name)),
-        _ => path.to_path_buf(),
+    let mut rest = Vec::new();
+    let mut at = path;
+    loop {
+        if let Ok(real) = at.canonicalize() {
+            return rest.iter().rev().fold(real, |real, part| real.join(part));
+        }
+        match (at.file_name(), at.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                at = parent;
+            }
+            _ => return path.to_path_buf(),
+        }
     }
 }
 
@@ -94,5 +101,21 @@ mod tests {
         assert!(grounded.linked.contains(&root.join("soft")));
         assert!(!grounded.linked.contains(&root.join("plain")));
         assert_eq!(real_path(&root.join("hard")), root.join("hard"));
+    }
+
+    #[test]
+    fn what_does_not_exist_yet_under_a_link_is_where_the_link_leads() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().canonicalize().expect("canonical");
+        std::fs::create_dir(root.join("elsewhere")).expect("elsewhere");
+        std::os::unix::fs::symlink(root.join("elsewhere"), root.join("link")).expect("symlink");
+        assert_eq!(
+            real_path(&root.join("link/new/deeper/file")),
+            root.join("elsewhere/new/deeper/file")
+        );
+        assert_eq!(
+            real_path(&root.join("link/file")),
+            root.join("elsewhere/file")
+        );
     }
 }

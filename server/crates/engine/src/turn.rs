@@ -200,6 +200,8 @@ pub(crate) struct Turn<'a> {
     caller: ModelCaller<'a>,
     /// The messages the client steers into this turn ([`crate::steering`]).
     steering: spec::Part<&'a crate::steering::SteerInbox, crate::steering::SteerInbox>,
+    /// The call the turn opens with instead of a model request (`/agent`).
+    opening: Option<ToolCallRequest>,
 }
 
 impl Turn<'_> {
@@ -208,6 +210,29 @@ impl Turn<'_> {
         if let Some(journal) = self.journal.as_deref_mut() {
             journal.save(&mut *self.history);
         }
+    }
+
+    /// What other agents used in the calls just run, added to the turn's and the session's.
+    fn take_agents_usage(&mut self) {
+        let Some(agents) = &self.settings.agents else {
+            return;
+        };
+        let used = agents.take_used();
+        self.caller.usage.merge(&used.tokens);
+        let session = &mut *self.caller.session_usage;
+        session.tokens.merge(&used.tokens);
+        if let Some(cost) = used.cost {
+            session.cost += cost;
+            session.priced = true;
+        }
+    }
+
+    /// Opens the turn with `call` instead of a model request (`/agent`): it runs as the
+    /// model's call would (the same orchestrator, checkpoint and card), and its result is the
+    /// turn's answer.
+    pub(crate) fn opening_with(mut self, call: Option<ToolCallRequest>) -> Self {
+        self.opening = call;
+        self
     }
 
     pub(crate) async fn run(mut self, input: crate::settings::UserInput) -> TurnEnd {
@@ -239,6 +264,9 @@ impl Turn<'_> {
         self.caller.spill_dir = Some(results_dir.clone());
         let mut budget = ResultBudget::new(self.caller.context.window, results_dir);
         let mut failures: HashMap<(String, String), u32> = HashMap::new();
+        if let Some(ended) = self.run_opening(&mut budget, &mut failures).await {
+            return Ok(ended);
+        }
         let mut nudged = false;
         let mut handed_over = false;
         let mut last_message = String::new();
@@ -305,6 +333,61 @@ impl Turn<'_> {
             }
         }
         Ok(StopReason::MaxTurnRequests)
+    }
+
+    /// The opening call, if any: recorded as the assistant's, run, and its result recorded
+    /// and shown as the assistant's answer. How the turn ended, or `None` when it goes on
+    /// (no opening call, or a steer came meanwhile: it gets a model request of the turn).
+    async fn run_opening(
+        &mut self,
+        budget: &mut ResultBudget,
+        failures: &mut HashMap<(String, String), u32>,
+    ) -> Option<StopReason> {
+        let call = self.opening.take()?;
+        self.history.push(EntryBody::Assistant(AssistantEntry {
+            text: String::new(),
+            reasoning: None,
+            tool_calls: vec![call.clone()],
+            model: None,
+            message_id: None,
+        }));
+        self.save();
+        match self
+            .run_tools(vec![call], Vec::new(), budget, failures, None)
+            .await
+        {
+            BatchEnd::Go => {}
+            BatchEnd::Cancelled => return Some(StopReason::Cancelled),
+            BatchEnd::Stopped => return Some(StopReason::EndTurn),
+        }
+        let answer = self
+            .history
+            .entries()
+            .iter()
+            .rev()
+            .find_map(|e| match &e.body {
+                EntryBody::ToolResult(result) => Some(result.model_text.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        let message_id = format!("agent-{}", self.history.last_id() + 1);
+        let _ = self
+            .events
+            .send(EngineEvent::MessageStarts(message_id.clone()))
+            .await;
+        let _ = self
+            .events
+            .send(EngineEvent::AgentText(answer.clone()))
+            .await;
+        self.history.push(EntryBody::Assistant(AssistantEntry {
+            text: answer,
+            reasoning: None,
+            tool_calls: Vec::new(),
+            model: None,
+            message_id: Some(message_id),
+        }));
+        self.save();
+        (!self.steering.has_pending()).then_some(StopReason::EndTurn)
     }
 
     /// One model call of the turn: its notices are recorded, and the cards of calls the
@@ -675,6 +758,10 @@ impl Turn<'_> {
                 tokio::select! {
                         report = &mut batch => break report,
                     () = self.steering.arrived() => {
+                        // Another agent's turn is interrupted for it (as a model request is).
+                        if let Some(agents) = &self.settings.agents {
+                            agents.steer();
+                        }
                         let history = &mut *self.history;
                         let replies = self.steering.mark(|input| {
                             talaria_util::failpoint::step("steer::wait::before");
@@ -695,6 +782,7 @@ impl Turn<'_> {
             }
         };
         let end = BatchEnd::of(&report);
+        self.take_agents_usage();
         self.kept.extend(report.kept);
         self.record_plans(report.plans);
         self.count_failures(&report.results, &report.repeated, failures)

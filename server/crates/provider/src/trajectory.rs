@@ -62,6 +62,19 @@ impl Seen {
     }
 }
 
+/// Another agent's turn, for [`TrajectoryLog::another_agents_turn`].
+#[derive(Debug, Clone, Default)]
+pub struct AgentTurn {
+    /// What the document names as its model (`agent:NAME`).
+    pub model: String,
+    /// The messages before its final answer (OpenAI chat format).
+    pub messages: Vec<Value>,
+    pub answer: String,
+    pub tool_calls: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
 /// A session's trajectory file and what it holds so far.
 #[derive(Debug, Clone)]
 pub struct TrajectoryLog {
@@ -98,6 +111,29 @@ impl TrajectoryLog {
         seen.reasoning.clear();
         seen.tool_calls.clear();
         seen.model_calls += 1;
+    }
+
+    /// Makes the document another agent's turn (a task handed to it as the whole turn):
+    /// its messages as the caller built them from what that agent said and did, no tools
+    /// offered, its counts added; written before this returns.
+    pub async fn another_agents_turn(&self, turn: AgentTurn) {
+        let snapshot = {
+            let mut seen = talaria_util::lock(&self.seen);
+            seen.model = turn.model;
+            seen.messages = turn.messages;
+            seen.tools.clear();
+            seen.answer = turn.answer;
+            seen.reasoning.clear();
+            seen.tool_calls.clear();
+            seen.tool_calls_total += turn.tool_calls;
+            seen.input_tokens += turn.input_tokens;
+            seen.output_tokens += turn.output_tokens;
+            Snapshot {
+                number: seen.model_calls,
+                document: seen.document(),
+            }
+        };
+        self.write_off_thread(snapshot).await;
     }
 
     /// Notes an event; the document to write when a call has finished.

@@ -28,6 +28,8 @@ pub mod credentials;
 pub mod denial;
 pub mod endpoints;
 pub mod env;
+#[cfg(target_os = "linux")]
+mod follow;
 pub mod home;
 pub mod layers;
 mod mount_changes;
@@ -80,6 +82,8 @@ mod watcher;
 use std::sync::OnceLock;
 
 pub use env::EnvRules;
+#[cfg(target_os = "linux")]
+pub use follow::{FOLLOW_ARG, follow_parent_main};
 pub use helper::{helper_main, init_main};
 pub use layers::{Layers, namespace_support, namespace_support_known, namespace_support_now};
 pub use mount_changes::MountChanges;

@@ -297,7 +297,8 @@ pub struct AgentEntry {
     /// it is taken to run its own tools, outside Talaria's walls.
     pub tools: Option<String>,
     pub enabled: Option<bool>,
-    /// Silence in a turn, while nothing waits on Talaria, before it is stopped as hung.
+    /// Silence in a turn, while nothing waits on Talaria, before it is stopped as hung; also
+    /// how long it is kept for the session's next task.
     pub idle_timeout_secs: Option<u64>,
 }
 

@@ -290,8 +290,9 @@ settings! {
         tools: String = "own".to_string();
         /// Offer it.
         enabled: bool = true;
-        /// Silence in a turn, while nothing waits on Talaria, before it is stopped as hung (at
-        /// least 1 s).
+        /// Silence in a turn, while nothing waits on Talaria, before it is stopped as hung; also
+        /// how long it is kept running for the session's next task after one ends (at least
+        /// 1 s).
         idle_timeout_secs: u64 = 300, unit "s";
     }
 }

@@ -2,8 +2,10 @@
 //! the edge: the edge starts and speaks to the agent ([`ExternalAgents`]); the engine serves
 //! what the agent asks of its client ([`ExternalHost`]) — see `external_delegation` for how.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
@@ -28,13 +30,108 @@ pub trait ExternalAgents: Send + Sync {
     fn run<'a>(&'a self, run: ExternalRun) -> BoxFuture<'a, Result<ExternalReport, String>>;
 }
 
-/// The configured agents as a session holds them.
+/// The configured agents as a session holds them, with what their delegations used (added
+/// to the session's usage after each batch of calls) and the delegations a steer interrupts.
 #[derive(Clone)]
-pub struct AgentSet(pub Arc<dyn ExternalAgents>);
+pub struct AgentSet {
+    pub agents: Arc<dyn ExternalAgents>,
+    used: Arc<Mutex<UsedByAgents>>,
+    running: Arc<Mutex<HashMap<u64, Interrupt>>>,
+}
+
+/// What the agents used since the turn last took it.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub(crate) struct UsedByAgents {
+    pub tokens: crate::events::TurnUsage,
+    /// Their cost in US dollars, when they reported it.
+    pub cost: Option<f64>,
+}
+
+/// A running delegation's interruption: its cancel, and whether a steer fired it.
+struct Interrupt {
+    cancel: CancellationToken,
+    steered: Arc<AtomicBool>,
+}
+
+/// A delegation's place among those a steer interrupts; leaves it when dropped.
+pub(crate) struct Steerable {
+    running: Arc<Mutex<HashMap<u64, Interrupt>>>,
+    number: u64,
+    steered: Arc<AtomicBool>,
+}
+
+impl Steerable {
+    /// Whether a steer interrupted the delegation.
+    pub(crate) fn steered(&self) -> bool {
+        self.steered.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Steerable {
+    fn drop(&mut self) {
+        talaria_util::lock(&self.running).remove(&self.number);
+    }
+}
+
+static DELEGATIONS: AtomicU64 = AtomicU64::new(0);
+
+impl AgentSet {
+    pub fn new(agents: Arc<dyn ExternalAgents>) -> Self {
+        Self {
+            agents,
+            used: Arc::default(),
+            running: Arc::default(),
+        }
+    }
+
+    /// Adds what one delegation used.
+    pub(crate) fn add_used(&self, report: &ExternalReport) {
+        let mut used = talaria_util::lock(&self.used);
+        if let Some((input, output)) = report.tokens {
+            used.tokens.input += input;
+            used.tokens.output += output;
+        }
+        if let Some(cost) = report.cost {
+            used.cost = Some(used.cost.unwrap_or(0.0) + cost);
+        }
+    }
+
+    /// What the agents used since the last time, taken out.
+    pub(crate) fn take_used(&self) -> UsedByAgents {
+        std::mem::take(&mut *talaria_util::lock(&self.used))
+    }
+
+    /// Registers a delegation a steer interrupts by cancelling `cancel`.
+    pub(crate) fn steerable(&self, cancel: CancellationToken) -> Steerable {
+        let number = DELEGATIONS.fetch_add(1, Ordering::Relaxed);
+        let steered = Arc::new(AtomicBool::new(false));
+        let interrupt = Interrupt {
+            cancel,
+            steered: steered.clone(),
+        };
+        talaria_util::lock(&self.running).insert(number, interrupt);
+        Steerable {
+            running: self.running.clone(),
+            number,
+            steered,
+        }
+    }
+
+    /// A steer arrived while calls run: each running delegation is interrupted (the agent
+    /// gets `session/cancel`), so the turn can take the steer once it has answered.
+    pub(crate) fn steer(&self) {
+        for interrupt in talaria_util::lock(&self.running).values() {
+            interrupt.steered.store(true, Ordering::SeqCst);
+            interrupt.cancel.cancel();
+        }
+    }
+}
 
 impl std::fmt::Debug for AgentSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("AgentSet").field(&self.0.names()).finish()
+        f.debug_tuple("AgentSet")
+            .field(&self.agents.names())
+            .finish()
     }
 }
 
@@ -49,13 +146,15 @@ pub struct ExternalRun {
 }
 
 /// How a delegation ended.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ExternalReport {
     pub answer: String,
     pub cancelled: bool,
     pub refused: bool,
     /// The agent's tokens (input, output), when it reported them.
     pub tokens: Option<(u64, u64)>,
+    /// What the delegation cost in US dollars, when the agent reported it.
+    pub cost: Option<f64>,
 }
 
 /// What the agent may ask of its client, in the engine's terms.

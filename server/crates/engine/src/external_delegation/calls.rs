@@ -2,7 +2,7 @@
 //! a one-call batch of the session's orchestrator (its mode, rules, sandbox and hidden
 //! places), on cards relayed to the parent's session under the agent's name.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -11,7 +11,7 @@ use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 use talaria_provider::ToolCallRequest;
 use talaria_record::{ResultStatus, ToolResultEntry};
-use talaria_tools::{Progress, ToolContext};
+use talaria_tools::{FileAccess, FileError, Progress, ToolContext};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -96,6 +96,17 @@ impl ChildCalls {
         args: Value,
         cancel: &CancellationToken,
     ) -> Result<ToolResultEntry, HostError> {
+        self.run_tool_on(tool, args, cancel, None).await
+    }
+
+    /// Like [`ChildCalls::run_tool`], the call's files through `files` when given.
+    async fn run_tool_on(
+        &self,
+        tool: &str,
+        args: Value,
+        cancel: &CancellationToken,
+        files: Option<Arc<dyn FileAccess>>,
+    ) -> Result<ToolResultEntry, HostError> {
         let events = self.events().ok_or(HostError::Ended)?;
         let number = CALLS.fetch_add(1, Ordering::Relaxed) + 1;
         let id = format!("{}-call-{number}", self.name.replace(' ', "-"));
@@ -106,6 +117,9 @@ impl ChildCalls {
         };
         let mut ctx = self.ctx.clone();
         ctx.cancel = cancel.clone();
+        if let Some(files) = files {
+            ctx.files = files;
+        }
         let call = crate::turn::LoneCall {
             settings: &self.kit.settings,
             registry: &self.kit.registry,
@@ -117,6 +131,31 @@ impl ChildCalls {
         call.run(id, request)
             .await
             .ok_or_else(|| HostError::Refused("the call gave no result".into()))
+    }
+}
+
+/// The session's files for one read, keeping the text the read took.
+struct KeptRead {
+    files: Arc<dyn FileAccess>,
+    text: Mutex<Option<String>>,
+}
+
+impl FileAccess for KeptRead {
+    fn read_text<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, Result<String, FileError>> {
+        async move {
+            let text = self.files.read_text(path).await?;
+            *talaria_util::lock(&self.text) = Some(text.clone());
+            Ok(text)
+        }
+        .boxed()
+    }
+
+    fn write_text<'a>(
+        &'a self,
+        path: &'a Path,
+        text: &'a str,
+    ) -> BoxFuture<'a, Result<(), FileError>> {
+        self.files.write_text(path, text)
     }
 }
 
@@ -150,18 +189,21 @@ impl ExternalHost for ChildCalls {
         limit: Option<u32>,
     ) -> BoxFuture<'a, Result<String, HostError>> {
         async move {
-            // Decided and checked as the session's own read (its card, its refusals), then
-            // read whole for the agent, which wants the text as it is, not numbered lines.
+            // Decided, checked and read once as the session's own read (its card, its
+            // refusals); the agent gets the text that read took, as it is, not numbered.
             let args = json!({"path": path, "offset": line, "limit": limit});
-            let entry = self.run_tool("read_file", args, &self.ctx.cancel).await?;
+            let kept = Arc::new(KeptRead {
+                files: self.ctx.files.clone(),
+                text: Mutex::default(),
+            });
+            let files: Arc<dyn FileAccess> = kept.clone();
+            let entry = self
+                .run_tool_on("read_file", args, &self.ctx.cancel, Some(files))
+                .await?;
             completed(&entry)?;
-            let path = self.ctx.resolve(&path.display().to_string());
-            let text = self
-                .ctx
-                .files
-                .read_text(&path)
-                .await
-                .map_err(|e| HostError::Refused(e.to_string()))?;
+            let text = talaria_util::lock(&kept.text)
+                .take()
+                .ok_or_else(|| HostError::Refused("the file was not read".into()))?;
             Ok(lines_of(&text, line, limit))
         }
         .boxed()

@@ -37,7 +37,8 @@ pub(crate) async fn delegate(
     task: String,
     ctx: &ToolContext,
 ) -> ToolOutcome {
-    let agents = &agents.0;
+    let set = agents;
+    let agents = &set.agents;
     if !agents.names().contains(&agent) {
         let names = agents.names().join(", ");
         return ToolOutcome::failed(format!(
@@ -46,6 +47,7 @@ pub(crate) async fn delegate(
         ));
     }
     let cancel = ctx.cancel.child_token();
+    let steerable = set.steerable(cancel.clone());
     let child_session = kit.settings.announce_subagents.then(|| {
         format!(
             "{}-{}-{}",
@@ -84,7 +86,15 @@ pub(crate) async fn delegate(
         let end = announcement(session_id, &agent, &task, Some(&ended));
         announce(kit, end).await;
     }
+    if let Ok(report) = &ended {
+        set.add_used(report);
+    }
     match ended {
+        Ok(report) if report.cancelled && steerable.steered() => ToolOutcome::completed(format!(
+            "{agent} was stopped so that you can read the user's new message; what it said \
+                 before:\n{}",
+            answer_of(&report)
+        )),
         Ok(report) if report.cancelled => ToolOutcome::failed(format!("{agent} was cancelled.")),
         Ok(report) if report.refused => ToolOutcome::failed(format!("{agent} refused the task.")),
         Ok(report) => {
@@ -93,14 +103,17 @@ pub(crate) async fn delegate(
                     "{agent} used {input} input and {output} output tokens\n"
                 )));
             }
-            let answer = if report.answer.trim().is_empty() {
-                "(it gave no answer)".to_string()
-            } else {
-                report.answer.trim().to_string()
-            };
-            ToolOutcome::completed(format!("Report from {agent}:\n{answer}"))
+            ToolOutcome::completed(format!("Report from {agent}:\n{}", answer_of(&report)))
         }
         Err(why) => ToolOutcome::failed(format!("{agent} failed: {why}")),
+    }
+}
+
+fn answer_of(report: &ExternalReport) -> String {
+    if report.answer.trim().is_empty() {
+        "(it gave no answer)".to_string()
+    } else {
+        report.answer.trim().to_string()
     }
 }
 

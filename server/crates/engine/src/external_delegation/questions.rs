@@ -89,25 +89,12 @@ async fn safe_paths(
     true
 }
 
-/// `path` with its links resolved: the deepest part that exists, canonical, with the rest.
+/// `path` with its links resolved ([`crate::grounding::real_path`]), off the runtime thread.
 pub(super) async fn real_path(path: &std::path::Path) -> std::path::PathBuf {
-    let mut rest = Vec::new();
-    let mut at = path.to_path_buf();
-    loop {
-        if let Ok(real) = tokio::fs::canonicalize(&at).await {
-            return rest.iter().rev().fold(real, |p, part| p.join(part));
-        }
-        match (
-            at.file_name().map(std::ffi::OsStr::to_os_string),
-            at.parent(),
-        ) {
-            (Some(name), Some(parent)) => {
-                rest.push(name);
-                at = parent.to_path_buf();
-            }
-            _ => return path.to_path_buf(),
-        }
-    }
+    let named = path.to_path_buf();
+    tokio::task::spawn_blocking(move || crate::grounding::real_path(&named))
+        .await
+        .unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// Whether `path` is named inside one of `roots`: absolute, with no `..` (which would let

@@ -24,6 +24,8 @@ pub struct DeclaredCommand {
     /// The hint the client shows for its argument.
     pub hint: Option<&'static str>,
     pub runs: CommandRuns,
+    /// Offered only when the configuration names other agents (`[agents.<name>]`).
+    pub needs_agents: bool,
     /// Its argument (the text after the name, trimmed) as the typed command.
     pub parse: fn(&str) -> Result<TypedCommand, CommandArgError>,
 }
@@ -40,6 +42,8 @@ pub enum TypedCommand {
     Compact { focus: Option<String> },
     /// `/plan TASK`.
     Plan { task: String },
+    /// `/agent NAME TASK`: the task handed to another agent as the turn.
+    Agent { name: String, task: String },
     /// `/rewind [N] [files] [force]`.
     Rewind(RewindArgs),
     /// `/skills [list | show <id> | accept <id> | reject <id>]`.
@@ -84,6 +88,7 @@ pub const SLASH_COMMANDS: &[DeclaredCommand] = &[
         description: "Compact the conversation now: old tool output is shortened and earlier turns are summarised, optionally around a focus topic.",
         hint: Some("focus topic (optional)"),
         runs: CommandRuns::Session,
+        needs_agents: false,
         parse: |args| {
             Ok(TypedCommand::Compact {
                 focus: (!args.is_empty()).then(|| args.to_string()),
@@ -95,6 +100,7 @@ pub const SLASH_COMMANDS: &[DeclaredCommand] = &[
         description: "Skills and memory the agent proposed in the background: list, show <id>, accept <id>, reject <id>.",
         hint: Some("list | show <id> | accept <id> | reject <id>"),
         runs: CommandRuns::SessionCommands,
+        needs_agents: false,
         parse: skills_action,
     },
     DeclaredCommand {
@@ -102,6 +108,7 @@ pub const SLASH_COMMANDS: &[DeclaredCommand] = &[
         description: "The session's MCP servers: state, tools, resources and prompts, last error; `/mcp reconnect [name]` connects one again.",
         hint: None,
         runs: CommandRuns::SessionCommands,
+        needs_agents: false,
         parse: mcp_action,
     },
     DeclaredCommand {
@@ -109,6 +116,7 @@ pub const SLASH_COMMANDS: &[DeclaredCommand] = &[
         description: "Plan first: switch to plan mode and plan the task; nothing changes until you choose to implement the plan.",
         hint: Some("the task to plan"),
         runs: CommandRuns::Edge,
+        needs_agents: false,
         parse: |task| match task {
             "" => Err(CommandArgError(
                 "/plan takes the task to plan: /plan TASK".into(),
@@ -123,9 +131,32 @@ pub const SLASH_COMMANDS: &[DeclaredCommand] = &[
         description: "Go back before your last prompt (or the Nth last): the turns after it leave the conversation; with `files`, the files they changed are put back too.",
         hint: Some("[N] [files] [force]"),
         runs: CommandRuns::Session,
+        needs_agents: false,
         parse: rewind_args,
     },
+    DeclaredCommand {
+        name: "agent",
+        description: "Hand a task to another agent configured in [agents.<name>] (its answer is the turn's; its work inside Talaria's rules, sandbox and checkpoints).",
+        hint: Some("<name> <task>"),
+        runs: CommandRuns::Session,
+        needs_agents: true,
+        parse: agent_args,
+    },
 ];
+
+fn agent_args(args: &str) -> Result<TypedCommand, CommandArgError> {
+    let (name, task) = args.split_once(char::is_whitespace).unwrap_or((args, ""));
+    let task = task.trim();
+    if name.is_empty() || task.is_empty() {
+        return Err(CommandArgError(
+            "/agent takes an agent's name and the task: /agent NAME TASK".into(),
+        ));
+    }
+    Ok(TypedCommand::Agent {
+        name: name.to_string(),
+        task: task.to_string(),
+    })
+}
 
 /// The prefix of an MCP prompt's command name (`mcp:<server>:<prompt>`).
 pub const MCP_PROMPT_PREFIX: &str = "mcp:";
@@ -257,6 +288,19 @@ mod tests {
             Some(Err(CommandArgError(_)))
         ));
         assert_eq!(
+            command("/agent codex  write the tests\nfor parse"),
+            TypedCommand::Agent {
+                name: "codex".into(),
+                task: "write the tests\nfor parse".into()
+            }
+        );
+        for lacking in ["/agent", "/agent codex", "/agent codex   "] {
+            assert!(
+                matches!(parse_command(lacking), Some(Err(CommandArgError(_)))),
+                "{lacking}"
+            );
+        }
+        assert_eq!(
             command("/rewind"),
             TypedCommand::Rewind(RewindArgs {
                 prompts: 1,
@@ -293,15 +337,18 @@ mod tests {
     #[test]
     fn each_built_in_runs_where_its_command_is_routed() {
         // The edge runs `/plan` and queues `/compact` as its own op; the actor runs
-        // `/rewind`; the session's commands expand the rest (`PromptInput::Slash`).
+        // `/rewind` and `/agent`; the session's commands expand the rest (`PromptInput::Slash`).
         for declared in SLASH_COMMANDS {
             let text = match declared.name {
                 "plan" => "/plan a task".to_string(),
+                "agent" => "/agent codex a task".to_string(),
                 name => format!("/{name}"),
             };
             let routed = match command(&text) {
                 TypedCommand::Plan { .. } => CommandRuns::Edge,
-                TypedCommand::Compact { .. } | TypedCommand::Rewind(_) => CommandRuns::Session,
+                TypedCommand::Compact { .. }
+                | TypedCommand::Rewind(_)
+                | TypedCommand::Agent { .. } => CommandRuns::Session,
                 TypedCommand::Skills(_)
                 | TypedCommand::Mcp { .. }
                 | TypedCommand::McpPrompt { .. }

@@ -117,6 +117,7 @@ impl<'a> Turn<'a> {
             kept: Vec::new(),
             caller,
             steering,
+            opening: None,
         }
     }
 }

@@ -71,6 +71,8 @@ struct SessionActor {
     own_ops: mpsc::WeakUnboundedSender<Op>,
     /// What the `SessionStart` hooks of a continued session said, for its next prompt.
     resumed_context: Option<String>,
+    /// The call the next turn opens with instead of a model request (`/agent`).
+    opening: Option<talaria_provider::ToolCallRequest>,
 }
 
 /// On a one-slot server, how long the user must pause before side work is sent.
@@ -268,6 +270,7 @@ impl SessionActor {
             used_tool_ids: HashSet::new(),
             learning: learning::LearningState::default(),
             own_ops,
+            opening: None,
             waiting: VecDeque::new(),
             steering: crate::steering::SteerInbox::default(),
             message_points: (Vec::new(), 0),

@@ -11,6 +11,21 @@ use crate::session::ops::{Op, Ticket};
 use crate::settings::UserInput;
 use crate::slash::{Asking, CommandReply, Expansion, PromptInput, SlashCommand, TypedCommand};
 
+/// Why `/agent` cannot run in a session.
+#[derive(Debug, thiserror::Error)]
+enum AgentCommandError {
+    #[error(
+        "No other agent is configured: /agent hands a task to an agent named in an \
+         [agents.<name>] table of config.toml."
+    )]
+    NoAgents,
+    #[error(
+        "Delegation is off in this session ([delegation] max_concurrent is 0, or the \
+         delegation toolset is left out), so /agent cannot run."
+    )]
+    NoDelegation,
+}
+
 impl SessionActor {
     /// A prompt's turn: a slash command is expanded first (unless cancelled while queued).
     pub(super) async fn prompt_op(
@@ -33,6 +48,16 @@ impl SessionActor {
             }) => {
                 return self.rewind_command(turn, args).await;
             }
+            PromptInput::Slash(SlashCommand {
+                command: TypedCommand::Agent { name, task },
+                typed,
+            }) => match self.agent_call(&name, &task) {
+                Ok(call) => {
+                    self.opening = Some(call);
+                    typed
+                }
+                Err(why) => return self.fail_prompt(turn, why.to_string()).await,
+            },
             PromptInput::Slash(command) => match self.expand(command, &ticket).await {
                 Expansion::Prompt(input) => input,
                 Expansion::Reply(reply) => return self.command_reply(turn, reply).await,
@@ -41,6 +66,25 @@ impl SessionActor {
         };
         let input = self.attached(input).await;
         self.prompt(turn, input, ticket, receiver).await;
+    }
+
+    /// `/agent NAME TASK` as the `delegate_task` call its turn opens with, or why it cannot.
+    fn agent_call(
+        &self,
+        name: &str,
+        task: &str,
+    ) -> Result<talaria_provider::ToolCallRequest, AgentCommandError> {
+        if self.settings.agents.is_none() {
+            return Err(AgentCommandError::NoAgents);
+        }
+        if self.registry.definition(crate::subagent::NAME).is_none() {
+            return Err(AgentCommandError::NoDelegation);
+        }
+        Ok(talaria_provider::ToolCallRequest {
+            id: "agent-command".into(),
+            name: crate::subagent::NAME.into(),
+            arguments: serde_json::json!({"goal": task, "agent": name}).to_string(),
+        })
     }
 
     /// What a slash command means, asked of the edge's commands (which may ask the user).

@@ -54,7 +54,8 @@ impl SessionActor {
                     }),
                     journal: self.journal.as_mut(),
                 },
-            );
+            )
+            .opening_with(self.opening.take());
             let running = std::panic::AssertUnwindSafe(turn.run(input)).catch_unwind();
             tokio::pin!(running);
             loop {

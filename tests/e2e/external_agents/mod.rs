@@ -10,12 +10,22 @@ use talaria_harness::{MockReply, MockToolCall};
 
 use crate::support::*;
 
+mod batch;
+mod claude;
+mod reuse;
+mod slash;
+
 /// The parent's script: one delegation to `agent`, then its own answer.
 fn delegating_to(agent: &str) -> Vec<MockReply> {
+    delegating_as("d1", agent)
+}
+
+/// Like [`delegating_to`], the call's id `id`.
+fn delegating_as(id: &str, agent: &str) -> Vec<MockReply> {
     vec![
         MockReply::ToolCalls {
             calls: vec![MockToolCall {
-                id: "d1".into(),
+                id: id.into(),
                 name: "delegate_task".into(),
                 arguments: json!({"goal": "look at the notes", "agent": agent}).to_string(),
             }],
@@ -31,7 +41,13 @@ fn delegating_to(agent: &str) -> Vec<MockReply> {
 /// A home whose config names the scripted child (playing `prompts`, `HOME/` its home) as
 /// `scripted`.
 async fn with_scripted_child(prompts: Value, extra: &str) -> TestEnv {
-    let env = TestEnv::new(delegating_to("scripted")).await;
+    scripted_child(delegating_to("scripted"), prompts, extra).await
+}
+
+/// Like [`with_scripted_child`], the parent's model playing `parent`. The child's command
+/// line holds the test's home, so a test could find its process.
+async fn scripted_child(parent: Vec<MockReply>, prompts: Value, extra: &str) -> TestEnv {
+    let env = TestEnv::new(parent).await;
     let script = env.home.path().join("child-script.json");
     // `HOME/` in the script is the test's home (the child names paths there absolutely).
     let text = json!({ "prompts": prompts })
@@ -41,9 +57,10 @@ async fn with_scripted_child(prompts: Value, extra: &str) -> TestEnv {
     let child = workspace_bin("talaria-harness", "talaria-acp-child");
     env.write_config(&format!(
         "[learning]\nskill_review_after = 0\nmemory_review_after = 0\n{extra}\n\
-         [agents.scripted]\ncommand = \"{}\"\ntools = \"acp\"\n\
+         [agents.scripted]\ncommand = \"{}\"\ntools = \"acp\"\nargs = [\"{}\"]\n\
          env = {{ TALARIA_CHILD_SCRIPT = \"{}\" }}\n",
         child.display(),
+        env.home.path().display(),
         script.display()
     ));
     env
@@ -350,4 +367,37 @@ async fn a_question_naming_no_path_is_asked_even_in_yolo_mode() {
     );
     let result = delegation_result(&env);
     assert!(result.contains("permission: no"), "{result}");
+}
+
+#[tokio::test]
+async fn the_agents_read_is_one_read_through_the_editor_and_gets_its_buffer() {
+    let script = json!([[{"read": "notes.txt"}]]);
+    let env = with_scripted_child(script, "").await;
+    std::fs::write(env.workspace.path().join("notes.txt"), "saved on disk\n").expect("notes");
+    let (mut agent, session, _) = env
+        .session_with(json!({"fs": {"readTextFile": true, "writeTextFile": true}}))
+        .await;
+    let id = agent
+        .start_request("session/prompt", text_prompt(&session, "hand it over"))
+        .await
+        .expect("prompt");
+    let response = agent
+        .drive(id, WAIT, |method, _| match method {
+            "fs/read_text_file" => Ok(Some(json!({"content": "unsaved buffer\n"}))),
+            other => Err((-32601, format!("unexpected {other}"))),
+        })
+        .await
+        .expect("response");
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let reads = agent
+        .agent_requests()
+        .into_iter()
+        .filter(|(m, _)| m == "fs/read_text_file")
+        .count();
+    assert_eq!(reads, 1, "the checked read is the agent's read");
+    let result = delegation_result(&env);
+    assert!(
+        result.contains("read notes.txt: unsaved buffer"),
+        "{result}"
+    );
 }
