@@ -15,8 +15,8 @@ use super::quota;
 use super::session_errors::config_error;
 use super::state::{Agent, ClientCaps, Deferred, Finish, Reply, session_not_found, to_value};
 use super::{
-    capabilities, lifecycle, logout, prompt, providers, rewind, run_command, settings, shutdown,
-    start, steering,
+    attach, audience, capabilities, lifecycle, logout, prompt, providers, rewind, run_command,
+    settings, shutdown, start, steering,
 };
 use crate::sessions::{CassetteOptions, ProcessShared, SessionRoom, load_config};
 use futures_util::FutureExt;
@@ -124,6 +124,8 @@ async fn serve_until(
         after_answer: Vec::new(),
         sessions: HashMap::new(),
         room,
+        member: super::state::next_member_id(),
+        client_name: None,
     };
     loop {
         tokio::select! {
@@ -152,6 +154,12 @@ async fn serve_until(
             Some(deferred) = finished.recv() => agent.finish_one(deferred).await,
         }
     }
+    // Sessions other clients are attached to go on without this one.
+    let held: Vec<String> = agent.sessions.keys().cloned().collect();
+    let mut handed_on = false;
+    for id in held {
+        handed_on |= audience::leave(&mut agent, &id);
+    }
     // Spooled and named before a second signal can end the process.
     shutdown::spool_and_name_what_waits(&agent.sessions, agent.room.store(), true).await;
     let stop = shutdown::Stop::begin(stop_signals);
@@ -164,7 +172,9 @@ async fn serve_until(
         room,
         ..
     } = agent;
-    let store = room.into_store();
+    // A session handed on may still write through this connection's journal: it is left
+    // running (dropped, not shut down) for them.
+    let store = room.into_store().filter(|_| !handed_on);
     shutdown::close_everything(sessions, store, stop.sessions_and_store()).await;
     drop(peer);
     // The forwarders send their last messages and drop their handles; then the output is
@@ -316,6 +326,9 @@ impl Agent {
         if request.method == "initialize" {
             capabilities::negotiate_version(&mut request.params);
         }
+        if let Some(refused) = self.refused_to_observer(&request.method, &request.params) {
+            return Some(Err(refused));
+        }
         if request.method == quota::READ_METHOD {
             return Some(self.read_quota(&request.params));
         }
@@ -403,6 +416,16 @@ impl Agent {
             ClientRequest::ExtMethodRequest(ext) if ext.method.as_ref() == rewind::METHOD => {
                 rewind::rewind(self, request.id, &ext.params)
             }
+            ClientRequest::ExtMethodRequest(ext)
+                if ext.method.as_ref() == audience::ATTACH_METHOD =>
+            {
+                attach::attach(self, request.id, &request.params)
+            }
+            ClientRequest::ExtMethodRequest(ext)
+                if ext.method.as_ref() == audience::DETACH_METHOD =>
+            {
+                attach::detach(self, request.id, &request.params)
+            }
             ClientRequest::ExtMethodRequest(ext) if ext.method.as_ref() == run_command::METHOD => {
                 run_command::run_command(self, request.id, request.cancel, &ext.params)
             }
@@ -416,7 +439,12 @@ impl Agent {
     fn handle_notification(&mut self, method: &str, params: Value) {
         match ClientNotification::from_method_and_params(method, &params) {
             Ok(ClientNotification::CancelNotification(cancel)) => {
-                match self.sessions.get(cancel.session_id.0.as_ref()) {
+                let id = cancel.session_id.0.as_ref();
+                if let Err(refused) = audience::only_the_controller(self, id, "session/cancel") {
+                    tracing::warn!(session = id, "{}", refused.message);
+                    return;
+                }
+                match self.sessions.get(id) {
                     Some(session) => session.handle.cancel(),
                     // A subagent's session (announced with the cancel capability): its work
                     // ends, its parent's turn goes on.
@@ -433,11 +461,33 @@ impl Agent {
         }
     }
 
+    /// What only a session's controller may do (prompt, steer, set modes, options, the
+    /// model, the title; rewind; run a command), asked by a client that observes it: the
+    /// error that says to take control first.
+    fn refused_to_observer(&self, method: &str, params: &Value) -> Option<acp::Error> {
+        const CONTROLLER_ONLY: &[&str] = &[
+            "session/prompt",
+            "session/set_mode",
+            "session/set_config_option",
+            "session/set_model",
+            "session/set_title",
+            steering::METHOD,
+            rewind::METHOD,
+            run_command::METHOD,
+        ];
+        if !CONTROLLER_ONLY.contains(&method) {
+            return None;
+        }
+        let id = params["sessionId"].as_str()?;
+        audience::only_the_controller(self, id, method).err()
+    }
+
     /// `initialize`: the client's capabilities now; the configuration is read off the loop,
     /// then the store, the local server's probe and the router start while the client reads
     /// the answer.
     fn initialize(&mut self, id: RequestId, params: acp::InitializeRequest) {
         self.client_caps = ClientCaps::from_initialize(&params.client_capabilities);
+        self.client_name = params.client_info.as_ref().map(|info| info.name.clone());
         let slow = async move { Ok((params, load_config().await)) };
         self.defer(id, "initialize", slow, |agent, (params, config)| {
             let images = config.as_ref().map_or(true, |c| c.supports_images);

@@ -223,9 +223,14 @@ pub(super) fn close_session(
     params: acp::CloseSessionRequest,
 ) -> Option<Reply> {
     let id = params.session_id.0.to_string();
+    // Others attached to it: it goes on for them, without this client.
+    if super::audience::leave(agent, &id) {
+        return Some(to_value(acp::CloseSessionResponse::new()));
+    }
     let Some(session) = agent.sessions.remove(&id) else {
         return Some(Err(session_not_found(&params.session_id)));
     };
+    agent.room.live().withdraw(&id);
     session.handle.cancel();
     let closing = Closing {
         handle: session.handle.clone(),
@@ -251,6 +256,7 @@ pub(super) fn delete_session(
     params: acp::DeleteSessionRequest,
 ) -> Option<Reply> {
     let id = params.session_id.0.to_string();
+    agent.room.live().withdraw(&id);
     let running = agent.sessions.remove(&id).map(|session| {
         session.handle.cancel();
         session.handle.clone()
