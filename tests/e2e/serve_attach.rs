@@ -343,43 +343,77 @@ async fn control_is_handed_over_twice_and_an_observers_prompt_is_refused() {
 
 #[tokio::test]
 async fn a_controller_that_leaves_hands_control_to_the_longest_attached_observer() {
-    let env = TestEnv::new(vec![MockReply::text(&["still here"])]).await;
-    let served = start(&env, &[]).await;
-    let (mut editor, session) = with_session(&served, &env, "editor").await;
-    let mut browser = client(&served, "browser").await;
-    let mut phone = client(&served, "phone").await;
-    let browser_id =
-        attach(&mut browser, 2, &session, "observer").await["result"]["clientId"].clone();
-    attach(&mut phone, 2, &session, "observer").await;
-    // The editor detaches: the session goes on for the others.
-    let detached = editor
-        .call(3, "_session/detach", json!({"sessionId": session}))
-        .await;
-    assert!(detached["result"].is_object(), "{detached}");
-    phone
-        .until(|m| m["params"]["update"]["_meta"]["talaria/attachment"]["controller"] == browser_id)
-        .await;
-    let refused = phone
-        .call(4, "session/prompt", prompt(&session, "me?"))
-        .await;
-    assert_eq!(refused["error"]["code"], -32003, "{refused}");
-    let answered = browser
-        .call(5, "session/prompt", prompt(&session, "on"))
-        .await;
-    assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");
-    let gone = editor
-        .call(6, "session/prompt", prompt(&session, "mine"))
-        .await;
-    assert!(
-        gone["error"].is_object(),
-        "a detached client holds no session: {gone}"
-    );
+    // It detaches, or its client closes its socket (its connection ends).
+    for closes in [false, true] {
+        let env = TestEnv::new(vec![MockReply::text(&["still here"])]).await;
+        let served = start(&env, &[]).await;
+        let (mut editor, session) = with_session(&served, &env, "editor").await;
+        let mut browser = client(&served, "browser").await;
+        let mut phone = client(&served, "phone").await;
+        let browser_id =
+            attach(&mut browser, 2, &session, "observer").await["result"]["clientId"].clone();
+        attach(&mut phone, 2, &session, "observer").await;
+        if closes {
+            use tokio_tungstenite::tungstenite::protocol::{CloseFrame, frame::coding::CloseCode};
+            let normal = CloseFrame {
+                code: CloseCode::Normal,
+                reason: "done".into(),
+            };
+            editor.socket.close(Some(normal)).await.expect("closed");
+        } else {
+            let detached = editor
+                .call(3, "_session/detach", json!({"sessionId": session}))
+                .await;
+            assert!(detached["result"].is_object(), "{detached}");
+        }
+        // The session goes on for the others; control passed to the longest attached.
+        phone
+            .until(|m| {
+                m["params"]["update"]["_meta"]["talaria/attachment"]["controller"] == browser_id
+            })
+            .await;
+        let refused = phone
+            .call(4, "session/prompt", prompt(&session, "me?"))
+            .await;
+        assert_eq!(refused["error"]["code"], -32003, "{refused}");
+        let answered = browser
+            .call(5, "session/prompt", prompt(&session, "on"))
+            .await;
+        assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");
+        if !closes {
+            let gone = editor
+                .call(6, "session/prompt", prompt(&session, "mine"))
+                .await;
+            assert!(
+                gone["error"].is_object(),
+                "a detached client holds no session: {gone}"
+            );
+        }
+        // What the session did after the hand-over is saved: the last ones leave, and a new
+        // client loads it.
+        for socket in [&mut browser, &mut phone] {
+            let left = socket
+                .call(7, "_session/detach", json!({"sessionId": session}))
+                .await;
+            assert!(left["result"].is_object(), "{left}");
+        }
+        let mut later = client(&served, "later").await;
+        let loaded = later
+            .call(
+                1,
+                "session/load",
+                json!({"sessionId": session, "cwd": env.workspace.path(), "mcpServers": []}),
+            )
+            .await;
+        assert!(loaded["result"].is_object(), "{loaded}");
+        assert_eq!(answer_chunks(&later.messages).concat(), "still here");
+    }
 }
 
 #[tokio::test]
 async fn an_observer_offline_mid_answer_resumes_exactly_and_a_gone_point_is_410() {
     let all = words(300);
-    let env = TestEnv::new(vec![slow_answer(&all, 3)]).await;
+    let env = TestEnv::new(vec![slow_answer(&all, 4)]).await;
     let served = start(&env, &[]).await;
     let (mut editor, session) = with_session(&served, &env, "editor").await;
     // The observer over HTTP, on the session's own stream.
@@ -401,8 +435,20 @@ async fn an_observer_offline_mid_answer_resumes_exactly_and_a_gone_point_is_410(
         .until(|e| e.message["params"]["update"]["content"]["text"] == "w40 ")
         .await;
     // Offline while the answer streams on.
-    away(500).await;
+    away(300).await;
     drop(stream);
+    // A point that is not one of this stream's: 410 and the turn's state (the other
+    // client's turn runs), never a gap.
+    let refused = observer
+        .open(Some(&session), Some("not-a-cursor.5"))
+        .await
+        .err()
+        .expect("refused");
+    assert_eq!(refused.status(), 410);
+    let body: Value = serde_json::from_str(&refused.text().await.expect("body")).expect("JSON");
+    let state = &body["_meta"]["acp/turnState"];
+    assert_eq!(state["state"], "running", "{body}");
+    assert!(state["promptedBy"].is_string(), "{body}");
     let point = seen
         .last()
         .and_then(|e| e.id.clone())
@@ -424,16 +470,14 @@ async fn an_observer_offline_mid_answer_resumes_exactly_and_a_gone_point_is_410(
     );
     editor.until(is_answer(7)).await;
     drop(again);
-    // A point that is not one of this stream's: 410 and the turn's state, never a gap.
     let refused = observer
         .open(Some(&session), Some("not-a-cursor.5"))
         .await
         .err()
         .expect("refused");
-    assert_eq!(refused.status(), 410);
     let body: Value = serde_json::from_str(&refused.text().await.expect("body")).expect("JSON");
-    assert!(
-        body["_meta"]["acp/turnState"]["state"].is_string(),
+    assert_eq!(
+        body["_meta"]["acp/turnState"]["stopReason"], "end_turn",
         "{body}"
     );
 }

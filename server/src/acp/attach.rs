@@ -80,6 +80,7 @@ pub(super) fn attach(agent: &mut Agent, request: RequestId, params: &Value) -> O
     };
     let mut session = (*shared).clone();
     session.booleans = agent.client_caps.booleans;
+    session.opened_here = false;
     let (told, outcome) = tokio::sync::oneshot::channel();
     let _ = session.updates.send(EdgeUpdates {
         updates: EdgePayload::Attach(Box::new(Attaching {

@@ -128,6 +128,7 @@ pub(super) async fn show_so_far(
         transcript,
         compaction: member.caps.compaction,
         subagents: member.caps.subagents,
+        to: Some(member.id),
     };
     let so_far = turn.snapshot();
     let record = replay.entries_through(so_far.as_ref().map(|(prompt, _)| *prompt));

@@ -175,7 +175,24 @@ async fn serve_until(
     // A session handed on may still write through this connection's journal: it is left
     // running (dropped, not shut down) for them.
     let store = room.into_store().filter(|_| !handed_on);
-    shutdown::close_everything(sessions, store, stop.sessions_and_store()).await;
+    // Sessions this connection attached to and was the last client of close through the
+    // journal they write through (their claim is released there).
+    let (attached, opened): (HashMap<_, _>, HashMap<_, _>) =
+        sessions.into_iter().partition(|(_, s)| !s.opened_here);
+    let budget = stop.sessions_and_store();
+    let attached_closed = futures_util::future::join_all(attached.into_iter().map(|(id, s)| {
+        s.handle.cancel();
+        crate::sessions::Closing {
+            handle: s.handle.clone(),
+            journal: s.journal.clone(),
+            id,
+        }
+        .run()
+    }));
+    let _ = tokio::join!(
+        shutdown::close_everything(opened, store, budget),
+        tokio::time::timeout(budget, attached_closed)
+    );
     drop(peer);
     // The forwarders send their last messages and drop their handles; then the output is
     // flushed and ends (within what is left of the budget).

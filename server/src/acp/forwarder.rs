@@ -214,9 +214,17 @@ impl Forwarder {
                 }
             }
             EdgePayload::Replay(replay) => {
+                // To the client that loaded it alone: the others saw it (not kept for a
+                // client attaching either: it is in the record).
+                let to = match replay.to {
+                    Some(id) => self.audience.member(id).into_iter().collect(),
+                    None => self.audience.members(),
+                };
                 for updates in replay.entries() {
                     for update in updates {
-                        self.write(update).await;
+                        for member in &to {
+                            self.write_to(member, update.clone()).await;
+                        }
                     }
                 }
             }
@@ -494,6 +502,13 @@ impl Forwarder {
                 peer.respond::<()>(&request, Err(turn_error(&error))).await;
             }
         }
+    }
+
+    /// Writes `update` to one attached client (as it takes plans).
+    async fn write_to(&self, member: &super::state::Member, update: acp::SessionUpdate) {
+        let update = super::plan_updates::for_client(update, member.caps.plans);
+        let notification = SessionNotification::new(self.session_id.clone(), update);
+        member.peer.notify("session/update", &notification).await;
     }
 
     /// Writes `update` to every attached client but `except` (not kept for a client

@@ -183,6 +183,7 @@ fn replay_of(agent: &Agent, transcript: Transcript) -> EdgePayload {
         transcript,
         compaction: agent.client_caps.compaction,
         subagents: agent.client_caps.subagents,
+        to: Some(agent.member),
     }))
 }
 
@@ -234,7 +235,10 @@ pub(super) fn close_session(
     session.handle.cancel();
     let closing = Closing {
         handle: session.handle.clone(),
-        journal: agent.room.store().cloned(),
+        journal: session
+            .journal
+            .clone()
+            .or_else(|| agent.room.store().cloned()),
         id,
     };
     drop(session);
@@ -257,11 +261,15 @@ pub(super) fn delete_session(
 ) -> Option<Reply> {
     let id = params.session_id.0.to_string();
     agent.room.live().withdraw(&id);
-    let running = agent.sessions.remove(&id).map(|session| {
+    let removed = agent.sessions.remove(&id);
+    let known = removed
+        .as_ref()
+        .and_then(|session| session.journal.clone())
+        .or_else(|| agent.room.store().cloned());
+    let running = removed.map(|session| {
         session.handle.cancel();
         session.handle.clone()
     });
-    let known = agent.room.store().cloned();
     let slow = async move { Ok(sessions::delete(known, running, id).await?) };
     agent.defer(request, "session/delete", slow, |agent, journal| {
         agent.room.adopt_store(&journal);

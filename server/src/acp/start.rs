@@ -171,6 +171,8 @@ pub(super) fn register(agent: &mut Agent, id: &str, assembled: Assembled) -> Lau
         shell,
         cwd,
         audience,
+        journal: agent.room.store().cloned(),
+        opened_here: true,
     };
     let launched = launched(&live);
     // Any connection of the process may attach to it.

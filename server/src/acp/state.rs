@@ -266,6 +266,11 @@ pub struct LiveSession {
     pub cwd: std::path::PathBuf,
     /// The clients attached to it, and the one with control.
     pub audience: Arc<Audience>,
+    /// The journal it writes through (the room's of the connection that opened it): its
+    /// claim is released there when it closes.
+    pub journal: Option<talaria_engine::Journal>,
+    /// Opened by this connection (not attached to): its room's journal is the session's.
+    pub opened_here: bool,
 }
 
 impl LiveSession {
@@ -334,6 +339,8 @@ pub struct Replay {
     pub transcript: Transcript,
     pub compaction: bool,
     pub subagents: bool,
+    /// The client that asked for it (a load): the others attached are not shown it again.
+    pub to: Option<MemberId>,
 }
 
 /// What the client said it can do, from `initialize`.
