@@ -8,8 +8,8 @@
 use std::sync::Arc;
 
 use talaria_engine::{EngineEvent, NoticeLevel, TurnUsage};
-use talaria_protocol::NotificationTemplate;
 use talaria_protocol::acp::{self, SessionNotification};
+use talaria_protocol::{NotificationTemplate, SerializedNotification};
 use tokio::sync::mpsc;
 
 use super::client_bridge::AcpBridge;
@@ -263,10 +263,18 @@ impl Forwarder {
     /// client attaching during the turn.
     pub(super) async fn write(&self, update: acp::SessionUpdate) {
         self.turn.keep(&update);
+        // Serialized once for the clients that take plans and once for the others.
+        let mut made: [Option<SerializedNotification>; 2] = [None, None];
         for member in self.audience.members() {
-            let update = super::plan_updates::for_client(update.clone(), member.caps.plans);
-            let notification = SessionNotification::new(self.session_id.clone(), update);
-            member.peer.notify("session/update", &notification).await;
+            let slot = &mut made[usize::from(member.caps.plans)];
+            if slot.is_none() {
+                let update = super::plan_updates::for_client(update.clone(), member.caps.plans);
+                let notification = SessionNotification::new(self.session_id.clone(), update);
+                *slot = SerializedNotification::new("session/update", &notification);
+            }
+            if let Some(serialized) = slot {
+                member.peer.notify_serialized(serialized).await;
+            }
         }
     }
 
@@ -286,8 +294,9 @@ impl Forwarder {
         }
         match template {
             Some(template) => {
+                let filled = template.filled(text);
                 for member in self.audience.members() {
-                    member.peer.notify_filled(template, text).await;
+                    member.peer.notify_serialized(&filled).await;
                 }
             }
             None => {
