@@ -481,3 +481,55 @@ async fn an_observer_offline_mid_answer_resumes_exactly_and_a_gone_point_is_410(
         "{body}"
     );
 }
+
+#[tokio::test]
+async fn an_observer_in_a_second_process_follows_a_session_entry_by_entry() {
+    let env = TestEnv::new(vec![MockReply::text(&["one"]), MockReply::text(&["two"])]).await;
+    let running = start(&env, &[]).await;
+    // A second server on the same home and store.
+    let following = start(&env, &[]).await;
+    let (mut editor, session) = with_session(&running, &env, "editor").await;
+    let first = editor
+        .call(2, "session/prompt", prompt(&session, "first"))
+        .await;
+    assert_eq!(first["result"]["stopReason"], "end_turn", "{first}");
+    let mut phone = client(&following, "phone").await;
+    let attached = attach(&mut phone, 2, &session, "observer").await;
+    assert_eq!(attached["result"]["role"], "observer", "{attached}");
+    // The session so far, before the answer.
+    let shown = updates(&phone.messages, 0);
+    let texts: Vec<&str> = shown
+        .iter()
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect();
+    assert_eq!(texts, ["first", "one"], "{shown:?}");
+    // Then what the other process's session does.
+    let second = editor
+        .call(3, "session/prompt", prompt(&session, "second"))
+        .await;
+    assert_eq!(second["result"]["stopReason"], "end_turn", "{second}");
+    phone
+        .until(|m| m["params"]["update"]["content"]["text"] == "two")
+        .await;
+    let texts: Vec<String> = updates(&phone.messages, 0)
+        .iter()
+        .filter_map(|u| u["content"]["text"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(texts, ["first", "one", "second", "two"]);
+    // It observes: no prompt, no control from here.
+    let refused = phone
+        .call(4, "session/prompt", prompt(&session, "mine"))
+        .await;
+    assert_eq!(refused["error"]["code"], -32003, "{refused}");
+    let take = attach(&mut phone, 5, &session, "controller").await;
+    assert!(
+        take["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("not running in this server")),
+        "{take}"
+    );
+    let left = phone
+        .call(6, "_session/detach", json!({"sessionId": session}))
+        .await;
+    assert!(left["result"].is_object(), "{left}");
+}

@@ -70,13 +70,17 @@ pub(super) fn attach(agent: &mut Agent, request: RequestId, params: &Value) -> O
         return Some(change_role(agent, &id, controller));
     }
     let Some(shared) = agent.room.live().find::<LiveSession>(&id) else {
-        return Some(Err(acp::Error::new(
-            acp::ErrorCode::ResourceNotFound.into(),
-            format!(
-                "Session not found: {id} is not running in this server (session/load opens a \
-                 stored session)"
-            ),
-        )));
+        if controller {
+            return Some(Err(errors::invalid_params(format!(
+                "{ATTACH_METHOD}: session {id} is not running in this server: a client of the \
+                 process that runs it has control (close it there, then session/load it here), \
+                 or attach as an observer to follow it"
+            ))));
+        }
+        if agent.following.contains_key(&id) {
+            return Some(to_value(json!({"sessionId": id, "role": "observer"})));
+        }
+        return super::follow::follow(agent, request, id, history);
     };
     let mut session = (*shared).clone();
     session.booleans = agent.client_caps.booleans;
@@ -157,6 +161,9 @@ pub(super) fn detach(agent: &mut Agent, request: RequestId, params: &Value) -> O
             "{DETACH_METHOD}: sessionId is required"
         ))));
     };
+    if agent.following.remove(&id).is_some() {
+        return Some(to_value(json!({})));
+    }
     if !agent.sessions.contains_key(&id) {
         return Some(Err(session_not_found(&acp::SessionId::new(id))));
     }

@@ -228,6 +228,17 @@ pub(super) fn leave(agent: &mut Agent, id: &str) -> bool {
 /// Refuses what only the controller of session `id` may do, when this client is attached
 /// to it without control.
 pub(super) fn only_the_controller(agent: &Agent, id: &str, what: &str) -> Result<(), acp::Error> {
+    if agent.following.contains_key(id) && !agent.sessions.contains_key(id) {
+        return Err(acp::Error::new(
+            NOT_THE_CONTROLLER,
+            format!(
+                "{what}: this client follows session {id}, which runs in another process: a \
+                 client of that process has control (close it there, then session/load it \
+                 here to take it over)"
+            ),
+        )
+        .data(json!({"talaria": {"mustTakeControl": true, "elsewhere": true}})));
+    }
     let Some(session) = agent.sessions.get(id) else {
         return Ok(());
     };

@@ -126,6 +126,7 @@ async fn serve_until(
         room,
         member: super::state::next_member_id(),
         client_name: None,
+        following: HashMap::new(),
     };
     loop {
         tokio::select! {

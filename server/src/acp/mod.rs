@@ -24,6 +24,7 @@ mod client_bridge;
 mod client_prompt;
 mod compaction;
 mod dispatch;
+mod follow;
 mod forwarder;
 mod lifecycle;
 mod logout;

@@ -38,7 +38,7 @@ impl Replay {
 }
 
 /// The updates that show one stored entry.
-fn entry_updates(
+pub(super) fn entry_updates(
     entry: &talaria_record::Entry,
     compaction: bool,
     subagents: bool,

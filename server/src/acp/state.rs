@@ -58,6 +58,9 @@ pub struct Agent {
     pub member: MemberId,
     /// What its client calls itself (`clientInfo.name` at `initialize`), for the others.
     pub client_name: Option<String>,
+    /// Sessions of other processes this client follows (`follow.rs`): each followed until
+    /// its guard is dropped.
+    pub following: HashMap<String, tokio_util::sync::DropGuard>,
 }
 
 /// A connection of this process, as the clients attached to a session know it.
