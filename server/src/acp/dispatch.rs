@@ -513,8 +513,14 @@ impl Agent {
                 agent.room.initialized(config);
             }
             let transport = agent.room.transport();
-            async move { to_value(capabilities::initialize(&params, images, transport)) }
-                .boxed_local()
+            // Which client this connection is among a session's attached clients.
+            let client_id = format!("client-{}", agent.member);
+            async move {
+                let mut answer = to_value(capabilities::initialize(&params, images, transport))?;
+                answer["_meta"]["sessionAttach"]["clientId"] = client_id.into();
+                Ok(answer)
+            }
+            .boxed_local()
         });
     }
 
