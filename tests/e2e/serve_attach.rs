@@ -117,6 +117,16 @@ async fn attached_clients_see_the_same_updates_in_the_same_order_and_a_late_one_
     let (mut first, session) = with_session(&served, &env, "editor").await;
     let mut second = client(&served, "browser").await;
     let mut third = client(&served, "phone").await;
+    // A load from another connection says to attach instead.
+    let load = second
+        .call(
+            1,
+            "session/load",
+            json!({"sessionId": session, "cwd": env.workspace.path(), "mcpServers": []}),
+        )
+        .await;
+    let said = load["error"]["message"].as_str().unwrap_or_default();
+    assert!(said.contains("_session/attach"), "{load}");
     let answer = attach(&mut second, 2, &session, "observer").await;
     assert_eq!(answer["result"]["role"], "observer", "{answer}");
     assert!(answer["result"]["modes"].is_object(), "{answer}");
@@ -532,4 +542,46 @@ async fn an_observer_in_a_second_process_follows_a_session_entry_by_entry() {
         .call(6, "_session/detach", json!({"sessionId": session}))
         .await;
     assert!(left["result"].is_object(), "{left}");
+}
+
+#[tokio::test]
+async fn a_controller_that_drops_keeps_control_for_the_reconnect_window_then_it_passes_on() {
+    let env = TestEnv::new(vec![
+        MockReply::text(&["back"]),
+        MockReply::text(&["mine now"]),
+    ])
+    .await;
+    let served = start(&env, &["--reconnect-window", "3"]).await;
+    let (editor, session) = with_session(&served, &env, "editor").await;
+    let editor_connection = editor.connection.clone();
+    let mut browser = client(&served, "browser").await;
+    let browser_id =
+        attach(&mut browser, 2, &session, "observer").await["result"]["clientId"].clone();
+    // The editor's socket drops as a network drops it: its connection, and control, wait.
+    editor.drop_now();
+    away(500).await;
+    let refused = browser
+        .call(3, "session/prompt", prompt(&session, "me?"))
+        .await;
+    assert_eq!(
+        refused["error"]["code"], -32003,
+        "control is kept meanwhile: {refused}"
+    );
+    // It comes back within the window: still in control.
+    let mut back = Socket::open(&served, &format!("?connection={editor_connection}"))
+        .await
+        .expect("taken back");
+    let answered = back
+        .call(4, "session/prompt", prompt(&session, "again"))
+        .await;
+    assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");
+    // It drops again and stays away past the window: control passes to the browser.
+    back.drop_now();
+    browser
+        .until(|m| m["params"]["update"]["_meta"]["talaria/attachment"]["controller"] == browser_id)
+        .await;
+    let answered = browser
+        .call(5, "session/prompt", prompt(&session, "mine"))
+        .await;
+    assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");
 }

@@ -11,7 +11,7 @@ use talaria_record::Transcript;
 
 use super::client_prompt;
 use super::start::{self, Launched, StartsSession, launched};
-use super::state::{Agent, EdgePayload, Replay, Reply, session_not_found, to_value};
+use super::state::{Agent, EdgePayload, LiveSession, Replay, Reply, session_not_found, to_value};
 use crate::sessions::{self, Closing, Reopened};
 
 /// How a stored session is reopened.
@@ -62,6 +62,15 @@ fn reopen<P: StartsSession + HasSystemPrompt>(
         cwd: params.place().cwd.to_path_buf(),
         replay,
     };
+    if !agent.sessions.contains_key(&reopen.id)
+        && agent.room.live().find::<LiveSession>(&reopen.id).is_some()
+    {
+        return Some(Err(errors::invalid_params(format!(
+            "session {} is in use on another connection of this server: attach to it with \
+             _session/attach (role \"controller\" takes it over)",
+            reopen.id
+        ))));
+    }
     if agent.sessions.contains_key(&reopen.id) {
         if client.is_some() {
             return Some(Err(errors::invalid_params(format!(
