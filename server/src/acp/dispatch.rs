@@ -159,7 +159,8 @@ async fn serve_until(
     let held: Vec<String> = agent.sessions.keys().cloned().collect();
     let mut handed_on = false;
     for id in held {
-        handed_on |= audience::leave(&mut agent, &id);
+        let opened_here = agent.sessions.get(&id).is_some_and(|s| s.opened_here);
+        handed_on |= audience::leave(&mut agent, &id) && opened_here;
     }
     // Spooled and named before a second signal can end the process.
     shutdown::spool_and_name_what_waits(&agent.sessions, agent.room.store(), true).await;
