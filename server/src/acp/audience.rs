@@ -42,6 +42,8 @@ const NOT_THE_CONTROLLER: i32 = -32003;
 #[derive(Default)]
 pub struct TurnSoFar {
     running: Mutex<Option<Running>>,
+    /// Kept at all: no client can attach in a process that serves one (stdio).
+    off: bool,
 }
 
 struct Running {
@@ -50,8 +52,24 @@ struct Running {
 }
 
 impl TurnSoFar {
+    /// For a session no other client can attach to: nothing is kept.
+    pub fn never() -> Self {
+        Self {
+            off: true,
+            ..Self::default()
+        }
+    }
+
+    /// Whether what the turn shows is kept.
+    pub fn keeps(&self) -> bool {
+        !self.off
+    }
+
     /// A turn started with prompt entry `prompt`.
     pub fn started(&self, prompt: EntryId) {
+        if self.off {
+            return;
+        }
         let mut running = lock(&self.running);
         if running.is_none() {
             *running = Some(Running {
@@ -67,6 +85,9 @@ impl TurnSoFar {
 
     /// Keeps `update` when a turn runs, joined to the chunk before it when it continues it.
     pub fn keep(&self, update: &acp::SessionUpdate) {
+        if self.off {
+            return;
+        }
         let mut running = lock(&self.running);
         let Some(running) = running.as_mut() else {
             return;

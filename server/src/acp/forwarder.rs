@@ -263,9 +263,13 @@ impl Forwarder {
     /// client attaching during the turn.
     pub(super) async fn write(&self, update: acp::SessionUpdate) {
         self.turn.keep(&update);
+        let members = self.audience.members();
+        if let [member] = members.as_slice() {
+            return self.write_to(member, update).await;
+        }
         // Serialized once for the clients that take plans and once for the others.
         let mut made: [Option<SerializedNotification>; 2] = [None, None];
-        for member in self.audience.members() {
+        for member in members {
             let slot = &mut made[usize::from(member.caps.plans)];
             if slot.is_none() {
                 let update = super::plan_updates::for_client(update.clone(), member.caps.plans);
@@ -289,13 +293,22 @@ impl Forwarder {
             EngineEvent::AgentThought(text) => (&self.chunks.thought, text),
             _ => (&None, &String::new()),
         };
-        if let Some(kept) = updates::agent_chunk(event.clone(), self.chunks.message_id.as_deref()) {
-            self.turn.keep(&kept);
-        }
         match template {
             Some(template) => {
+                // (A chunk written whole below is kept by `write`.)
+                if self.turn.keeps()
+                    && let Some(kept) =
+                        updates::agent_chunk(event.clone(), self.chunks.message_id.as_deref())
+                {
+                    self.turn.keep(&kept);
+                }
+                let members = self.audience.members();
+                if let [member] = members.as_slice() {
+                    member.peer.notify_filled(template, text).await;
+                    return;
+                }
                 let filled = template.filled(text);
-                for member in self.audience.members() {
+                for member in members {
                     member.peer.notify_serialized(&filled).await;
                 }
             }

@@ -204,7 +204,12 @@ fn start_forwarder(
     let forwarder = forwarder::Forwarder {
         audience: audience.clone(),
         journal: agent.room.store().cloned(),
-        turn: super::audience::TurnSoFar::default(),
+        // Only a process serving many connections (`talaria serve`) has clients that attach.
+        turn: if agent.room.transport().is_some() {
+            super::audience::TurnSoFar::default()
+        } else {
+            super::audience::TurnSoFar::never()
+        },
         session_id: session_id.clone(),
         client: bridge,
         commands,
