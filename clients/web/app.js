@@ -3,8 +3,9 @@
 // Markdown, show tool cards with the agent's permission questions (its own wording and
 // choices) and diffs, cancel, steer the running turn, load a past session; pick the mode and
 // the model (the session's config options), follow the agent's plan in a panel, and offer
-// its slash commands as you type `/`. Plain modules, no framework: a frontend author can
-// copy it.
+// its slash commands as you type `/`; see who else is attached to a session and who has
+// control, take control with a button, and attach to a running session from a link
+// (`#token=…&session=ID`). Plain modules, no framework: a frontend author can copy it.
 //
 // The page's state keeps sessions apart: each opened session is a `SessionView` (its
 // transcript, modes and options, plan, commands, turn, and the role this page has in it), and
@@ -37,6 +38,10 @@ const page = {
   early: new Map(),
   /** The id of the session the chat shows. */
   shown: null,
+  /** This page among a session's attached clients (`initialize`'s `_meta.sessionAttach`). */
+  clientId: null,
+  /** A session to attach to once connected (the link's `session=`). */
+  attachTo: null,
 };
 
 /** One opened session: what the chat shows of it, and what it knows. */
@@ -58,6 +63,8 @@ class SessionView {
     /** The message being streamed: {kind, node, text, messageId}. */
     this.last = null;
     this.cards = new Map();
+    /** Who is attached and who has control (`_meta["talaria/attachment"]`), once told. */
+    this.roster = null;
     this.root = el("div", "session-transcript");
     this.root.dataset.session = sessionId;
     this.root.dataset.role = role;
@@ -65,6 +72,11 @@ class SessionView {
 
   get shown() {
     return page.shown === this.sessionId;
+  }
+
+  /** Whether this page has control (it opened the session, or took control). */
+  get controls() {
+    return this.roster ? this.roster.controller === page.clientId : this.role === "owner";
   }
 
   /** Takes the modes and config options of a `session/new`, `load` or `set_config_option` answer. */
@@ -284,6 +296,39 @@ function renderPlan() {
   $("plan-entries").replaceChildren(...items);
 }
 
+/** Who is attached to the shown session and who has control; the button that takes it. */
+function renderAttached() {
+  const view = shownView();
+  const roster = view?.roster;
+  $("attached").hidden = !roster;
+  if (!roster) return;
+  const clients = roster.clients ?? [];
+  const named = (c) => `${c.name ?? c.clientId}${c.clientId === page.clientId ? " (this page)" : ""}`;
+  const controller = clients.find((c) => c.clientId === roster.controller);
+  $("attached-clients").textContent = `${clients.length} attached: ${clients.map(named).join(", ")}`;
+  $("attached-controller").textContent = controller ? `control: ${named(controller)}` : "no one has control";
+  $("take-control").hidden = view.controls;
+}
+
+async function takeControl() {
+  const view = shownView();
+  if (!view) return;
+  try {
+    const result = await page.connection.request("_session/attach", { sessionId: view.sessionId, role: "controller" });
+    view.roster = result._meta?.["talaria/attachment"] ?? view.roster;
+  } catch (error) {
+    setStatus(view, `could not take control: ${error.message}`);
+  }
+  if (view.shown) renderAttached();
+}
+
+/** What another client's turn does, as this page is told (it gets no answer of its own). */
+function othersTurn(view, turn) {
+  view.running = turn.state === "running";
+  setStatus(view, view.running ? `${turn.promptedBy} runs a turn…` : `turn ended: ${turn.stopReason ?? "error"}`);
+  if (view.shown) renderRunning();
+}
+
 function renderRunning() {
   const view = shownView();
   const running = Boolean(view?.running);
@@ -302,6 +347,7 @@ function show(view) {
   renderTitle();
   renderPickers();
   renderPlan();
+  renderAttached();
   renderSessions();
   showStatus();
   view.scrollDown();
@@ -347,6 +393,10 @@ function apply(view, update) {
     case "config_option_update":
       view.settings(update);
       return view.shown && renderPickers();
+    case "session_info_update":
+      if (update._meta?.["talaria/turn"]) othersTurn(view, update._meta["talaria/turn"]);
+      if (update._meta?.["talaria/attachment"]) view.roster = update._meta["talaria/attachment"];
+      return view.shown && renderAttached();
     default:
       return undefined;
   }
@@ -513,6 +563,8 @@ function onPromptKey(event) {
 // The token comes in the address's fragment (never sent to the server) or is typed.
 function tokenFromAddress() {
   const match = location.hash.match(/token=([^&]+)/);
+  const session = location.hash.match(/session=([^&]+)/);
+  if (session) page.attachTo = decodeURIComponent(session[1]);
   if (!match) return "";
   history.replaceState(null, "", location.pathname);
   return decodeURIComponent(match[1]);
@@ -535,13 +587,36 @@ async function connect() {
       clientInfo: { name: "talaria-web", version: "1" },
     });
     page.connection = connection;
+    page.clientId = init._meta?.sessionAttach?.clientId ?? null;
     page.agentLink = `connected to ${init.agentInfo?.name ?? "the agent"}`;
     setLink(page.agentLink);
     $("connect").hidden = true;
     $("workspace").hidden = false;
     await listSessions();
+    if (page.attachTo) await attachSession(page.attachTo);
   } catch (error) {
     setLink(`cannot connect: ${error.message}`);
+  }
+}
+
+/** Attaches to a session another client runs (from a link): its history, then live. */
+async function attachSession(sessionId) {
+  const view = opened(sessionId, page.listed.get(sessionId)?.cwd, null);
+  view.role = "observer";
+  view.root.dataset.role = "observer";
+  view.status = "attaching…";
+  show(view);
+  try {
+    const result = await page.connection.request("_session/attach", { sessionId, role: "observer" });
+    view.settings(result);
+    view.roster = result._meta?.["talaria/attachment"] ?? view.roster;
+    setStatus(view, "attached");
+  } catch (error) {
+    setStatus(view, `could not attach: ${error.message}`);
+  }
+  if (view.shown) {
+    renderPickers();
+    renderAttached();
   }
 }
 
@@ -628,6 +703,7 @@ $("token").value = tokenFromAddress();
 $("connect-button").onclick = connect;
 $("new-session").onclick = () => newSession().catch((error) => tell(`could not start a session: ${error.message}`));
 $("prompt-form").onsubmit = send;
+$("take-control").onclick = takeControl;
 $("prompt").addEventListener("input", updateCommands);
 $("prompt").addEventListener("keydown", onPromptKey);
 $("prompt").addEventListener("blur", closeCommands);

@@ -430,6 +430,11 @@ impl Peer {
         }
     }
 
+    /// Sends a notification serialized once for several peers.
+    pub async fn notify_serialized(&self, notification: &crate::SerializedNotification) {
+        self.enqueue(notification.0.clone()).await;
+    }
+
     /// Sends `template`'s notification with `text` in its hole.
     pub async fn notify_filled(&self, template: &crate::NotificationTemplate, text: &str) {
         self.enqueue(template.fill(text)).await;

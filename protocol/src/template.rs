@@ -31,6 +31,11 @@ impl NotificationTemplate {
 
     /// The notification with `text` in the hole: the same JSON the whole message with `text`
     /// in the marker's place serializes to.
+    /// The notification with `text` in its hole, to send to several peers.
+    pub fn filled(&self, text: &str) -> SerializedNotification {
+        SerializedNotification(self.fill(text))
+    }
+
     pub fn fill(&self, text: &str) -> String {
         let mut out = Vec::with_capacity(self.before.len() + text.len() + 8 + self.after.len());
         out.extend_from_slice(self.before.as_bytes());
@@ -71,5 +76,19 @@ mod tests {
         assert!(NotificationTemplate::new("session/update", &twice, MARKER).is_none());
         let absent = json!({"text": "other"});
         assert!(NotificationTemplate::new("session/update", &absent, MARKER).is_none());
+    }
+}
+
+/// A notification serialized once, to send the same bytes to several peers (the clients
+/// attached to one session): each gets a copy, none serializes it again.
+#[derive(Debug, Clone)]
+pub struct SerializedNotification(pub(crate) String);
+
+impl SerializedNotification {
+    /// `params` as a `method` notification; `None` when it does not serialize.
+    pub fn new<P: Serialize>(method: &str, params: &P) -> Option<Self> {
+        crate::peer::notification_json(method, params)
+            .ok()
+            .map(Self)
     }
 }

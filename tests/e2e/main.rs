@@ -76,6 +76,7 @@ mod sandbox_ssh;
 mod sandbox_threads;
 mod sandbox_views;
 mod serve;
+mod serve_attach;
 mod serve_resume;
 mod serve_start;
 mod serve_support;

@@ -49,6 +49,8 @@ struct Options {
     serve_only: bool,
     /// Only `talaria serve`'s streaming figures (for profiling the transport).
     serve_streaming_only: bool,
+    /// Only the delivery to 1, 10 and 100 clients attached to one session.
+    attach_only: bool,
     /// Only `talaria batch`'s figures.
     batch_only: bool,
     /// Only the answers of 40 sessions through a long lock.
@@ -72,6 +74,7 @@ fn options() -> anyhow::Result<Options> {
         sandbox_only: false,
         serve_only: false,
         serve_streaming_only: false,
+        attach_only: false,
         batch_only: false,
         locked_turns_only: false,
         fresh_home_only: false,
@@ -98,13 +101,17 @@ fn options() -> anyhow::Result<Options> {
                 options.serve_only = true;
                 options.serve_streaming_only = true;
             }
+            "--attach-only" => {
+                options.serve_only = true;
+                options.attach_only = true;
+            }
             "--batch-only" => options.batch_only = true,
             "--locked-turns-only" => options.locked_turns_only = true,
             "--fresh-home-only" => options.fresh_home_only = true,
             "--agents-only" => options.agents_only = true,
             "-h" | "--help" => {
                 report!(
-                    "usage: talaria-bench [--agent PATH] [--iterations N] [--postgres URL|local] [--turn-only] [--checkpoints-only] [--sandbox-only] [--serve-only] [--serve-streaming-only] [--batch-only] [--locked-turns-only] [--fresh-home-only] [--agents-only]"
+                    "usage: talaria-bench [--agent PATH] [--iterations N] [--postgres URL|local] [--turn-only] [--checkpoints-only] [--sandbox-only] [--serve-only] [--serve-streaming-only] [--attach-only] [--batch-only] [--locked-turns-only] [--fresh-home-only] [--agents-only]"
                 );
                 std::process::exit(0);
             }
@@ -924,6 +931,9 @@ async fn print_serve_figures(
     cwd: &std::path::Path,
 ) -> anyhow::Result<()> {
     let vars = env.vars();
+    if options.attach_only {
+        return print_attach_figures(env, options, cwd).await;
+    }
     if !options.serve_streaming_only {
         let runs = options.iterations.clamp(1, 10);
         let (median, min) =
@@ -935,6 +945,7 @@ async fn print_serve_figures(
         report!(
             "serve: memory per idle connection {kb:8.1} KB  (1,000 connections)   target < 50 KB"
         );
+        print_attach_figures(env, options, cwd).await?;
     }
     let (sessions, deltas) = (100, 1000);
     // Rounds taken in turn (stdio, one connection, one per session), so that what else the
@@ -965,6 +976,26 @@ async fn print_serve_figures(
             (ws.cpu_us_per_delta / stdio.cpu_us_per_delta - 1.0) * 100.0,
             ws.wall_ms,
             stdio.wall_ms
+        );
+    }
+    Ok(())
+}
+
+/// `talaria serve`: one streaming session followed by 1, 10 and 100 attached observers.
+async fn print_attach_figures(
+    env: &Env,
+    options: &Options,
+    cwd: &std::path::Path,
+) -> anyhow::Result<()> {
+    let vars = env.vars();
+    for observers in [1, 10, 100] {
+        let figures =
+            serve::attach_fanout(&options.agent, &env.mock, &vars, cwd, observers, 500).await?;
+        report!(
+            "serve: last observer behind first {:8.2} ms  (p99 {:.2} ms; {observers} observer(s), 500 deltas 1 ms apart; {:.1} KB each, connection included)   target <= 5 ms at 100",
+            figures.p50_spread_ms,
+            figures.p99_spread_ms,
+            figures.kb_per_observer
         );
     }
     Ok(())

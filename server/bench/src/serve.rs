@@ -366,3 +366,100 @@ pub async fn streaming_over_stdio(
         wall_ms,
     })
 }
+
+/// Delivery to the clients attached to one streaming session (`_session/attach`): how far
+/// behind the first observer the last one gets each delta, and the server's memory per
+/// observer (its connection included).
+pub struct FanoutFigures {
+    /// The median over the deltas of (last observer's arrival − first observer's), ms.
+    pub p50_spread_ms: f64,
+    /// The 99th percentile of the same, ms.
+    pub p99_spread_ms: f64,
+    pub kb_per_observer: f64,
+}
+
+/// A session whose answer streams `deltas` deltas 1 ms apart, with `observers` clients
+/// attached (each on a connection of its own) besides the one that prompts.
+pub async fn attach_fanout(
+    agent: &Path,
+    mock: &MockLlm,
+    vars: &[(String, String)],
+    cwd: &Path,
+    observers: usize,
+    deltas: usize,
+) -> anyhow::Result<FanoutFigures> {
+    let served = Served::start(agent, vars).await?;
+    let mut controller = served.connect().await?;
+    let session = controller.open_session(cwd).await?;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = resident_kib(served.pid)?;
+    let mut watchers = Vec::with_capacity(observers);
+    for _ in 0..observers {
+        let mut client = served.connect().await?;
+        client
+            .call("initialize", json!({"protocolVersion": 1}))
+            .await?;
+        client
+            .call(
+                "_session/attach",
+                json!({"sessionId": session, "role": "observer"}),
+            )
+            .await?;
+        watchers.push(client);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let after = resident_kib(served.pid)?;
+    mock.push(MockReply::Text {
+        chunks: (0..deltas).map(|i| format!("tok{i} ")).collect(),
+        reasoning: Vec::new(),
+        delay_ms: 1,
+        usage: None,
+        finish_reason: None,
+    });
+    let readers: Vec<_> = watchers
+        .into_iter()
+        .map(|mut client| {
+            tokio::spawn(async move {
+                let mut arrivals = Vec::new();
+                loop {
+                    let text = client.next_text().await?;
+                    if text.contains("\"agent_message_chunk\"") {
+                        arrivals.push(Instant::now());
+                    } else if text.contains("talaria/turn") && text.contains("\"idle\"") {
+                        return anyhow::Ok(arrivals);
+                    }
+                }
+            })
+        })
+        .collect();
+    controller
+        .call("session/prompt", prompt_params(&session))
+        .await?;
+    let mut arrivals = Vec::with_capacity(observers);
+    for reader in futures_util::future::join_all(readers).await {
+        let got = reader??;
+        if got.len() != deltas {
+            bail!("an observer got {} of {deltas} deltas", got.len());
+        }
+        arrivals.push(got);
+    }
+    served.stop().await?;
+    let mut spreads: Vec<f64> = (0..deltas)
+        .map(|n| {
+            let times = arrivals.iter().map(|a| a[n]);
+            let first = times.clone().min();
+            let last = times.max();
+            match (first, last) {
+                (Some(first), Some(last)) => crate::ms(last - first),
+                _ => 0.0,
+            }
+        })
+        .collect();
+    spreads.sort_by(f64::total_cmp);
+    let at = |q: f64| spreads[((spreads.len() - 1) as f64 * q) as usize];
+    Ok(FanoutFigures {
+        p50_spread_ms: at(0.5),
+        p99_spread_ms: at(0.99),
+        kb_per_observer: after.saturating_sub(before) as f64 / observers as f64,
+    })
+}

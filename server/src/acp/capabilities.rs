@@ -194,7 +194,8 @@ fn agent_capability_extensions() -> talaria_protocol::acp::Meta {
 }
 
 /// The extensions Talaria speaks, as the peers advertise them (top-level `_meta`):
-/// `_session/steering`, `_session/rewind` (with Talaria's `restoreFiles`), and what the
+/// `_session/steering`, `_session/rewind` (with Talaria's `restoreFiles`), `_session/attach`,
+/// and what the
 /// transport offers (`capabilities.transport`, from `talaria serve`: resumable streams).
 fn extensions(transport: Option<serde_json::Value>) -> talaria_protocol::acp::Meta {
     let mut meta = talaria_protocol::acp::Meta::new();
@@ -205,6 +206,8 @@ fn extensions(transport: Option<serde_json::Value>) -> talaria_protocol::acp::Me
         );
     }
     meta.insert("steering".into(), serde_json::json!({"supported": true}));
+    // Many clients on one session: `_session/attach`, `_session/detach` (attach.rs).
+    meta.insert("sessionAttach".into(), super::audience::advertised());
     meta.insert(
         "sessionRewind".into(),
         serde_json::json!({"supported": true, "restoreFiles": true}),

@@ -1,7 +1,9 @@
 //! Serves the engine's client requests over ACP: permission prompts, the editor's file buffers
 //! (`fs/*`), the editor's terminals (`terminal/*`) and tool interception, each used exactly
 //! when the client advertised it (the engine delegates only then; see
-//! [`ClientCaps::delegation`]).
+//! [`ClientCaps::delegation`]). A question (permission, form) goes to every attached client
+//! that can answer it (`questions.rs`); the editor's files and terminals are the first
+//! client's.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -26,17 +28,26 @@ use tokio_util::sync::CancellationToken;
 
 /// The bridge of one session.
 pub struct AcpBridge {
+    /// The first client's: the editor whose files and terminals the session was given.
     peer: Peer,
     session_id: acp::SessionId,
     caps: ClientCaps,
+    /// Whom the questions go to.
+    pub(super) questions: super::questions::Askers,
 }
 
 impl AcpBridge {
-    pub fn new(peer: Peer, session_id: acp::SessionId, caps: ClientCaps) -> Self {
+    pub fn new(
+        peer: Peer,
+        session_id: acp::SessionId,
+        caps: ClientCaps,
+        questions: super::questions::Askers,
+    ) -> Self {
         Self {
             peer,
             session_id,
             caps,
+            questions,
         }
     }
 }
@@ -113,6 +124,11 @@ fn choice_of(option_id: &str) -> Option<PermissionChoice> {
 }
 
 impl AcpBridge {
+    /// The bridge of a subagent's session `child` (its questions asked of `questions`).
+    pub fn for_child(&self, child: acp::SessionId, questions: super::questions::Askers) -> Self {
+        Self::new(self.peer.clone(), child, self.caps, questions)
+    }
+
     /// What the client advertised.
     pub fn caps(&self) -> ClientCaps {
         self.caps
@@ -178,11 +194,20 @@ impl AcpBridge {
                     .map(|&choice| option(choice, request.server.as_deref()))
                     .collect(),
             );
-            match self
-                .peer
-                .request("session/request_permission", &params, cancel)
-                .await
-            {
+            let asked = self
+                .questions
+                .ask(
+                    "session/request_permission",
+                    &params,
+                    cancel,
+                    |_: &ClientCaps| true,
+                )
+                .await;
+            if let Ok((by, value)) = &asked {
+                self.questions
+                    .resolved(&request.tool_call_id, by, &value["outcome"]);
+            }
+            match asked.map(|(_, value)| value) {
                 Ok(value) => match serde_json::from_value::<RequestPermissionResponse>(value) {
                     Ok(response) => match response.outcome {
                         RequestPermissionOutcome::Selected(selected) => {
@@ -225,8 +250,20 @@ impl AcpBridge {
             acp::ElicitationFormMode::new(scope, schema),
             message,
         );
-        let answer: Result<acp::CreateElicitationResponse, _> =
-            self.peer.call("elicitation/create", &params, cancel).await;
+        let answer = self
+            .questions
+            .ask(
+                "elicitation/create",
+                &params,
+                cancel,
+                |caps: &ClientCaps| caps.elicitation_form,
+            )
+            .await
+            .and_then(|(_, value)| {
+                serde_json::from_value::<acp::CreateElicitationResponse>(value).map_err(|e| {
+                    errors::invalid_params(format!("an unreadable answer to the question: {e}"))
+                })
+            });
         match answer {
             Ok(response) => match response.action {
                 acp::ElicitationAction::Accept(accepted) => {

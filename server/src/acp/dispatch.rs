@@ -16,8 +16,8 @@ use super::session_errors::config_error;
 use super::state::{Agent, ClientCaps, Deferred, Finish, Reply, session_not_found, to_value};
 use super::trust_apply;
 use super::{
-    capabilities, lifecycle, logout, prompt, providers, rewind, run_command, settings, shutdown,
-    start, steering,
+    attach, audience, capabilities, lifecycle, logout, prompt, providers, rewind, run_command,
+    settings, shutdown, start, steering,
 };
 use crate::sessions::{CassetteOptions, ProcessShared, SessionRoom, load_config};
 use futures_util::FutureExt;
@@ -127,6 +127,9 @@ async fn serve_until(
         after_answer: Vec::new(),
         sessions: HashMap::new(),
         room,
+        member: super::state::next_member_id(),
+        client_name: None,
+        following: HashMap::new(),
     };
     loop {
         tokio::select! {
@@ -155,6 +158,13 @@ async fn serve_until(
             Some(deferred) = finished.recv() => agent.finish_one(deferred).await,
         }
     }
+    // Sessions other clients are attached to go on without this one.
+    let held: Vec<String> = agent.sessions.keys().cloned().collect();
+    let mut handed_on = false;
+    for id in held {
+        let opened_here = agent.sessions.get(&id).is_some_and(|s| s.opened_here);
+        handed_on |= audience::leave(&mut agent, &id) && opened_here;
+    }
     // Spooled and named before a second signal can end the process.
     shutdown::spool_and_name_what_waits(&agent.sessions, agent.room.store(), true).await;
     let stop = shutdown::Stop::begin(stop_signals);
@@ -167,8 +177,27 @@ async fn serve_until(
         room,
         ..
     } = agent;
-    let store = room.into_store();
-    shutdown::close_everything(sessions, store, stop.sessions_and_store()).await;
+    // A session handed on may still write through this connection's journal: it is left
+    // running (dropped, not shut down) for them.
+    let store = room.into_store().filter(|_| !handed_on);
+    // Sessions this connection attached to and was the last client of close through the
+    // journal they write through (their claim is released there).
+    let (attached, opened): (HashMap<_, _>, HashMap<_, _>) =
+        sessions.into_iter().partition(|(_, s)| !s.opened_here);
+    let budget = stop.sessions_and_store();
+    let attached_closed = futures_util::future::join_all(attached.into_iter().map(|(id, s)| {
+        s.handle.cancel();
+        crate::sessions::Closing {
+            handle: s.handle.clone(),
+            journal: s.journal.clone(),
+            id,
+        }
+        .run()
+    }));
+    let _ = tokio::join!(
+        shutdown::close_everything(opened, store, budget),
+        tokio::time::timeout(budget, attached_closed)
+    );
     drop(peer);
     // The forwarders send their last messages and drop their handles; then the output is
     // flushed and ends (within what is left of the budget).
@@ -319,6 +348,9 @@ impl Agent {
         if request.method == "initialize" {
             capabilities::negotiate_version(&mut request.params);
         }
+        if let Some(refused) = self.refused_to_observer(&request.method, &request.params) {
+            return Some(Err(refused));
+        }
         if request.method == trust_apply::APPLY_METHOD {
             return trust_apply::apply_trust(self, request.id, &request.params);
         }
@@ -411,6 +443,16 @@ impl Agent {
             ClientRequest::ExtMethodRequest(ext) if ext.method.as_ref() == rewind::METHOD => {
                 rewind::rewind(self, request.id, &ext.params)
             }
+            ClientRequest::ExtMethodRequest(ext)
+                if ext.method.as_ref() == audience::ATTACH_METHOD =>
+            {
+                attach::attach(self, request.id, &request.params)
+            }
+            ClientRequest::ExtMethodRequest(ext)
+                if ext.method.as_ref() == audience::DETACH_METHOD =>
+            {
+                attach::detach(self, request.id, &request.params)
+            }
             ClientRequest::ExtMethodRequest(ext) if ext.method.as_ref() == run_command::METHOD => {
                 run_command::run_command(self, request.id, request.cancel, &ext.params)
             }
@@ -424,7 +466,12 @@ impl Agent {
     fn handle_notification(&mut self, method: &str, params: Value) {
         match ClientNotification::from_method_and_params(method, &params) {
             Ok(ClientNotification::CancelNotification(cancel)) => {
-                match self.sessions.get(cancel.session_id.0.as_ref()) {
+                let id = cancel.session_id.0.as_ref();
+                if let Err(refused) = audience::only_the_controller(self, id, "session/cancel") {
+                    tracing::warn!(session = id, "{}", refused.message);
+                    return;
+                }
+                match self.sessions.get(id) {
                     Some(session) => session.handle.cancel(),
                     // A subagent's session (announced with the cancel capability): its work
                     // ends, its parent's turn goes on.
@@ -441,11 +488,33 @@ impl Agent {
         }
     }
 
+    /// What only a session's controller may do (prompt, steer, set modes, options, the
+    /// model, the title; rewind; run a command), asked by a client that observes it: the
+    /// error that says to take control first.
+    fn refused_to_observer(&self, method: &str, params: &Value) -> Option<acp::Error> {
+        const CONTROLLER_ONLY: &[&str] = &[
+            "session/prompt",
+            "session/set_mode",
+            "session/set_config_option",
+            "session/set_model",
+            "session/set_title",
+            steering::METHOD,
+            rewind::METHOD,
+            run_command::METHOD,
+        ];
+        if !CONTROLLER_ONLY.contains(&method) {
+            return None;
+        }
+        let id = params["sessionId"].as_str()?;
+        audience::only_the_controller(self, id, method).err()
+    }
+
     /// `initialize`: the client's capabilities now; the configuration is read off the loop,
     /// then the store, the local server's probe and the router start while the client reads
     /// the answer.
     fn initialize(&mut self, id: RequestId, params: acp::InitializeRequest) {
         self.client_caps = ClientCaps::from_initialize(&params.client_capabilities);
+        self.client_name = params.client_info.as_ref().map(|info| info.name.clone());
         let slow = async move { Ok((params, load_config().await)) };
         self.defer(id, "initialize", slow, |agent, (params, config)| {
             let images = config
@@ -455,8 +524,14 @@ impl Agent {
                 agent.room.initialized(config);
             }
             let transport = agent.room.transport();
-            async move { to_value(capabilities::initialize(&params, images, transport)) }
-                .boxed_local()
+            // Which client this connection is among a session's attached clients.
+            let client_id = format!("client-{}", agent.member);
+            async move {
+                let mut answer = to_value(capabilities::initialize(&params, images, transport))?;
+                answer["_meta"]["sessionAttach"]["clientId"] = client_id.into();
+                Ok(answer)
+            }
+            .boxed_local()
         });
     }
 

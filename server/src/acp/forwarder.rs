@@ -1,16 +1,19 @@
 //! Sends a session's engine events to the client in order, serves the session's requests to
 //! the client (permission, files, terminals) where they fall in that order, and answers each
-//! prompt after its turn's last update.
+//! prompt after its turn's last update. It writes to every client attached to the session
+//! (`Audience`), each message to each in the same order; a client attaching is shown the
+//! session so far first (`audience.rs`'s replay: the record up to the running turn's prompt,
+//! then what the turn has shown), at a point between two messages.
 
 use std::sync::Arc;
 
 use talaria_engine::{EngineEvent, NoticeLevel, TurnUsage};
 use talaria_protocol::acp::{self, SessionNotification};
-use talaria_protocol::{NotificationTemplate, Peer};
+use talaria_protocol::{NotificationTemplate, SerializedNotification};
 use tokio::sync::mpsc;
 
 use super::client_bridge::AcpBridge;
-use super::state::{EdgePayload, EdgeUpdates};
+use super::state::{Audience, EdgePayload, EdgeUpdates};
 use super::updates;
 
 fn prompt_usage(usage: &TurnUsage) -> Option<acp::Usage> {
@@ -95,11 +98,20 @@ fn idle_stop_reason(stop: &talaria_engine::SubagentStop) -> acp::IdleStopReason 
 
 /// An event of a subagent's own session: updates on its session id, requests to the client
 /// carrying it.
-async fn child_event(peer: &Peer, client: &Arc<AcpBridge>, session_id: String, event: EngineEvent) {
+async fn child_event(
+    audience: &Audience,
+    client: &Arc<AcpBridge>,
+    session_id: String,
+    event: EngineEvent,
+) {
     let child = acp::SessionId::new(session_id);
     let update = match event {
         EngineEvent::ClientRequest(request) => {
-            let bridge = Arc::new(AcpBridge::new(peer.clone(), child, client.caps()));
+            let questions = super::questions::Askers {
+                edge: None,
+                ..client.questions.clone()
+            };
+            let bridge = Arc::new(client.for_child(child, questions));
             bridge.serve(request);
             return;
         }
@@ -111,8 +123,10 @@ async fn child_event(peer: &Peer, client: &Arc<AcpBridge>, session_id: String, e
         other => updates::session_update(other),
     };
     if let Some(update) = update {
-        peer.notify("session/update", &SessionNotification::new(child, update))
-            .await;
+        let notification = SessionNotification::new(child, update);
+        for member in audience.members() {
+            member.peer.notify("session/update", &notification).await;
+        }
     }
 }
 
@@ -148,7 +162,12 @@ impl ChunkTemplates {
 /// One session's writer of `session/update`s: the engine's events and the edge's own
 /// updates, each written whole and in the order they came.
 pub struct Forwarder {
-    pub peer: Peer,
+    /// The clients attached to the session: every message goes to each of them.
+    pub audience: Arc<Audience>,
+    /// The store's journal, for the record a client attaching is shown.
+    pub journal: Option<talaria_engine::Journal>,
+    /// What the running turn has shown so far, for a client attaching during it.
+    pub turn: super::audience::TurnSoFar,
     pub session_id: acp::SessionId,
     pub client: Arc<AcpBridge>,
     pub commands: Arc<dyn Fn() -> acp::SessionUpdate + Send + Sync>,
@@ -195,10 +214,43 @@ impl Forwarder {
                 }
             }
             EdgePayload::Replay(replay) => {
+                // To the client that loaded it alone: the others saw it (not kept for a
+                // client attaching either: it is in the record).
+                let to = match replay.to {
+                    Some(id) => self.audience.member(id).into_iter().collect(),
+                    None => self.audience.members(),
+                };
                 for updates in replay.entries() {
                     for update in updates {
-                        self.write(update).await;
+                        for member in &to {
+                            self.write_to(member, update.clone()).await;
+                        }
                     }
+                }
+            }
+            EdgePayload::ToOthers { except, updates } => {
+                for update in updates {
+                    self.tell_others(except, update).await;
+                }
+            }
+            EdgePayload::Attach(attaching) => {
+                let shown = super::audience::show_so_far(
+                    &self.session_id,
+                    self.journal.clone(),
+                    &self.turn,
+                    &attaching,
+                )
+                .await;
+                if let Err(why) = &shown {
+                    tracing::warn!(session = %self.session_id, "an attach failed: {}", why.message);
+                }
+                let joined = shown.map(|()| super::audience::join(&self.audience, *attaching));
+                if let Ok(roster) = &joined {
+                    self.write(super::audience::roster_update(roster.clone()))
+                        .await;
+                }
+                if let Some(told) = batch.outcome {
+                    let _ = told.send(joined);
                 }
             }
         }
@@ -207,10 +259,27 @@ impl Forwarder {
         }
     }
 
-    async fn write(&self, update: acp::SessionUpdate) {
-        let update = super::plan_updates::for_client(update, self.client.caps().plans);
-        let notification = SessionNotification::new(self.session_id.clone(), update);
-        self.peer.notify("session/update", &notification).await;
+    /// Writes `update` to every attached client (as each takes plans), and keeps it for a
+    /// client attaching during the turn.
+    pub(super) async fn write(&self, update: acp::SessionUpdate) {
+        self.turn.keep(&update);
+        let members = self.audience.members();
+        if let [member] = members.as_slice() {
+            return self.write_to(member, update).await;
+        }
+        // Serialized once for the clients that take plans and once for the others.
+        let mut made: [Option<SerializedNotification>; 2] = [None, None];
+        for member in members {
+            let slot = &mut made[usize::from(member.caps.plans)];
+            if slot.is_none() {
+                let update = super::plan_updates::for_client(update.clone(), member.caps.plans);
+                let notification = SessionNotification::new(self.session_id.clone(), update);
+                *slot = SerializedNotification::new("session/update", &notification);
+            }
+            if let Some(serialized) = slot {
+                member.peer.notify_serialized(serialized).await;
+            }
+        }
     }
 
     /// A streamed answer or thought delta, through its template when there is one; a
@@ -225,7 +294,24 @@ impl Forwarder {
             _ => (&None, &String::new()),
         };
         match template {
-            Some(template) => self.peer.notify_filled(template, text).await,
+            Some(template) => {
+                // (A chunk written whole below is kept by `write`.)
+                if self.turn.keeps()
+                    && let Some(kept) =
+                        updates::agent_chunk(event.clone(), self.chunks.message_id.as_deref())
+                {
+                    self.turn.keep(&kept);
+                }
+                let members = self.audience.members();
+                if let [member] = members.as_slice() {
+                    member.peer.notify_filled(template, text).await;
+                    return;
+                }
+                let filled = template.filled(text);
+                for member in members {
+                    member.peer.notify_serialized(&filled).await;
+                }
+            }
             None => {
                 if let Some(update) = updates::agent_chunk(event, self.chunks.message_id.as_deref())
                 {
@@ -259,6 +345,7 @@ impl Forwarder {
             } => {
                 let prompt_message = self.prompt_message.take();
                 self.answer(&turn, outcome, &usage, prompt_message).await;
+                self.turn.ended();
                 // What the next turn streams before its first model call is another message.
                 self.chunks = ChunkTemplates::new(&self.session_id, None);
                 None
@@ -269,6 +356,7 @@ impl Forwarder {
             }
             EngineEvent::PromptRecorded(entry) => {
                 self.prompt_message = Some(super::replay::user_message_id(entry));
+                self.turn.started(entry);
                 None
             }
             EngineEvent::ClientRequest(request) => {
@@ -308,7 +396,7 @@ impl Forwarder {
                 acp::CurrentModeUpdate::new(mode),
             )),
             EngineEvent::ChildEvent { session_id, event } => {
-                child_event(&self.peer, &self.client, session_id, *event).await;
+                child_event(&self.audience, &self.client, session_id, *event).await;
                 None
             }
             EngineEvent::Delivered(signal) => {
@@ -339,13 +427,15 @@ impl Forwarder {
     async fn rate_limits(&mut self, view: talaria_engine::LimitsView) {
         let refused = view.refused;
         let changed = self.quota.observe(view);
-        if let Some(mut snapshot) = changed
-            && self.client.caps().quota
-        {
+        if let Some(mut snapshot) = changed {
             snapshot["sessionUpdate"] = "quota_update".into();
             let notification =
                 serde_json::json!({"sessionId": self.session_id, "update": snapshot});
-            self.peer.notify("session/update", &notification).await;
+            for member in self.audience.members() {
+                if member.caps.quota {
+                    member.peer.notify("session/update", &notification).await;
+                }
+            }
         }
         if let Some(context) = refused {
             self.write(self.usage_update(context.used, context.size, None))
@@ -395,13 +485,27 @@ impl Forwarder {
         usage: &TurnUsage,
         prompt_message: Option<String>,
     ) {
-        let Some(request) = super::prompt::request_of(turn) else {
+        let Some((asker, request)) = super::prompt::request_of(turn) else {
             if turn.0.starts_with(super::steering::STEERED_TURN_PREFIX) {
                 // A steer started it and was answered then; its end is only logged.
                 tracing::debug!(?turn, ?outcome, "a turn a steer started ended");
             } else {
                 tracing::warn!(?turn, "turn finished with no request to answer");
             }
+            return;
+        };
+        // The others attached are told how the turn ended (they get no answer).
+        let ended = match &outcome {
+            Ok(reason) => {
+                serde_json::json!({"state": "idle", "stopReason": updates::stop_reason(*reason)})
+            }
+            Err(error) => serde_json::json!({"state": "idle", "error": error.to_string()}),
+        };
+        self.tell_others(asker, super::audience::turn_update(asker, ended))
+            .await;
+        // The client that prompted, while it is attached.
+        let Some(peer) = self.audience.member(asker).map(|m| m.peer) else {
+            tracing::info!(?turn, "the client that prompted left before its answer");
             return;
         };
         match outcome {
@@ -414,13 +518,35 @@ impl Forwarder {
                     meta.insert("userMessageId".into(), serde_json::Value::String(id));
                     response = response.meta(meta);
                 }
-                self.peer.respond(&request, Ok(response)).await;
+                peer.respond(&request, Ok(response)).await;
             }
             Err(error) => {
-                self.peer
-                    .respond::<()>(&request, Err(turn_error(&error)))
-                    .await;
+                peer.respond::<()>(&request, Err(turn_error(&error))).await;
             }
+        }
+    }
+
+    /// Writes `update` to one attached client (as it takes plans).
+    async fn write_to(&self, member: &super::state::Member, update: acp::SessionUpdate) {
+        let update = super::plan_updates::for_client(update, member.caps.plans);
+        let notification = SessionNotification::new(self.session_id.clone(), update);
+        member.peer.notify("session/update", &notification).await;
+    }
+
+    /// Writes `update` to every attached client but `except` (not kept for a client
+    /// attaching: what the record shows).
+    pub(super) async fn tell_others(
+        &self,
+        except: super::state::MemberId,
+        update: acp::SessionUpdate,
+    ) {
+        for member in self.audience.members() {
+            if member.id == except {
+                continue;
+            }
+            let update = super::plan_updates::for_client(update.clone(), member.caps.plans);
+            let notification = SessionNotification::new(self.session_id.clone(), update);
+            member.peer.notify("session/update", &notification).await;
         }
     }
 }

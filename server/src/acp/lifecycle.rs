@@ -11,7 +11,7 @@ use talaria_record::Transcript;
 
 use super::client_prompt;
 use super::start::{self, Launched, StartsSession, launched};
-use super::state::{Agent, EdgePayload, Replay, Reply, session_not_found, to_value};
+use super::state::{Agent, EdgePayload, LiveSession, Replay, Reply, session_not_found, to_value};
 use crate::sessions::{self, Closing, Reopened};
 
 /// How a stored session is reopened.
@@ -62,6 +62,15 @@ fn reopen<P: StartsSession + HasSystemPrompt>(
         cwd: params.place().cwd.to_path_buf(),
         replay,
     };
+    if !agent.sessions.contains_key(&reopen.id)
+        && agent.room.live().find::<LiveSession>(&reopen.id).is_some()
+    {
+        return Some(Err(errors::invalid_params(format!(
+            "session {} is in use on another connection of this server: attach to it with \
+             _session/attach (role \"controller\" takes it over)",
+            reopen.id
+        ))));
+    }
     if agent.sessions.contains_key(&reopen.id) {
         if client.is_some() {
             return Some(Err(errors::invalid_params(format!(
@@ -184,6 +193,7 @@ fn replay_of(agent: &Agent, transcript: Transcript) -> EdgePayload {
         transcript,
         compaction: agent.client_caps.compaction,
         subagents: agent.client_caps.subagents,
+        to: Some(agent.member),
     }))
 }
 
@@ -224,13 +234,21 @@ pub(super) fn close_session(
     params: acp::CloseSessionRequest,
 ) -> Option<Reply> {
     let id = params.session_id.0.to_string();
+    // Others attached to it: it goes on for them, without this client.
+    if super::audience::leave(agent, &id) {
+        return Some(to_value(acp::CloseSessionResponse::new()));
+    }
     let Some(session) = agent.sessions.remove(&id) else {
         return Some(Err(session_not_found(&params.session_id)));
     };
+    agent.room.live().withdraw(&id);
     session.handle.cancel();
     let closing = Closing {
         handle: session.handle.clone(),
-        journal: agent.room.store().cloned(),
+        journal: session
+            .journal
+            .clone()
+            .or_else(|| agent.room.store().cloned()),
         id,
     };
     drop(session);
@@ -252,11 +270,16 @@ pub(super) fn delete_session(
     params: acp::DeleteSessionRequest,
 ) -> Option<Reply> {
     let id = params.session_id.0.to_string();
-    let running = agent.sessions.remove(&id).map(|session| {
+    agent.room.live().withdraw(&id);
+    let removed = agent.sessions.remove(&id);
+    let known = removed
+        .as_ref()
+        .and_then(|session| session.journal.clone())
+        .or_else(|| agent.room.store().cloned());
+    let running = removed.map(|session| {
         session.handle.cancel();
         session.handle.clone()
     });
-    let known = agent.room.store().cloned();
     let slow = async move { Ok(sessions::delete(known, running, id).await?) };
     agent.defer(request, "session/delete", slow, |agent, journal| {
         agent.room.adopt_store(&journal);

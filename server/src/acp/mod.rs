@@ -5,8 +5,9 @@
 //! the method routing (the only `impl Agent`); each job's handlers are free functions over
 //! the agent in a module of their own: `start` and `lifecycle` (session starts, loads,
 //! lists, closes, deletes, forks), `prompt`, `settings`, `steering`, `rewind`, `providers`…;
-//! `client_bridge` serves the engine's requests to the client, `forwarder` is a session's
-//! one writer, `updates` and `replay` translate events and records.
+//! `client_bridge` serves the engine's requests to the client (`questions` asks every
+//! attached client), `forwarder` is a session's one writer (to every client attached:
+//! `attach` and `audience`), `updates` and `replay` translate events and records.
 //!
 //! Invariants:
 //! - The dispatch loop never waits on a turn: `session/prompt` is queued and answered later by
@@ -16,11 +17,14 @@
 //!   are waited for, within a deadline), then every session is cancelled and `serve` returns
 //!   once output is flushed.
 
+mod attach;
+mod audience;
 mod capabilities;
 mod client_bridge;
 mod client_prompt;
 mod compaction;
 mod dispatch;
+mod follow;
 mod forwarder;
 mod interception;
 mod lifecycle;
@@ -30,6 +34,7 @@ mod plan_updates;
 mod prompt;
 mod prompt_input;
 mod providers;
+mod questions;
 mod quota;
 mod replay;
 mod rewind;

@@ -1,7 +1,7 @@
 //! `session/prompt`: the request becomes the session's op, tagged with the request's id; the
 //! session's forwarder answers it when the turn ends.
 
-use super::state::{Agent, Reply, session_not_found};
+use super::state::{Agent, MemberId, Reply, session_not_found};
 use super::{prompt_input, settings};
 use talaria_engine::{TurnId, TypedCommand};
 use talaria_protocol::acp::{self, RequestId};
@@ -44,8 +44,10 @@ pub(super) fn prompt(
             "prompt must contain at least one content block",
         )));
     }
-    // The turn's tag is the request's id: the forwarder answers it from the tag alone.
-    let turn = turn_of(&request);
+    super::audience::show_prompt(session, agent.member, &params.prompt);
+    // The turn's tag is the client's and the request's id: the forwarder answers it from
+    // the tag alone.
+    let turn = turn_of(agent.member, &request);
     let queued = match command {
         Some(TypedCommand::Compact { focus }) => session.handle.compact(turn, cancel, focus),
         command => {
@@ -67,12 +69,15 @@ pub(super) fn prompt(
     None
 }
 
-/// A prompt's turn tag: its request's id, as JSON.
-fn turn_of(request: &RequestId) -> TurnId {
-    TurnId(serde_json::to_string(request).unwrap_or_default().into())
+/// A prompt's turn tag: the client that sent it and its request's id, as JSON
+/// (`"3|\"abc\""`).
+fn turn_of(asker: MemberId, request: &RequestId) -> TurnId {
+    let id = serde_json::to_string(request).unwrap_or_default();
+    TurnId(format!("{asker}|{id}").into())
 }
 
-/// The request a turn answers (the inverse of [`turn_of`]).
-pub(super) fn request_of(turn: &TurnId) -> Option<RequestId> {
-    serde_json::from_str(&turn.0).ok()
+/// The client and request a turn answers (the inverse of [`turn_of`]).
+pub(super) fn request_of(turn: &TurnId) -> Option<(MemberId, RequestId)> {
+    let (asker, id) = turn.0.split_once('|')?;
+    Some((asker.parse().ok()?, serde_json::from_str(id).ok()?))
 }

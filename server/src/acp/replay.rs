@@ -22,10 +22,23 @@ impl Replay {
             .map(|entry| entry_updates(entry, self.compaction, self.subagents))
             .filter(|updates| !updates.is_empty())
     }
+
+    /// The updates of the record's entries up to entry `last` (all of them without one).
+    pub fn entries_through(
+        &self,
+        last: Option<talaria_record::EntryId>,
+    ) -> impl Iterator<Item = Vec<SessionUpdate>> + '_ {
+        self.transcript
+            .entries()
+            .iter()
+            .take_while(move |entry| last.is_none_or(|last| entry.id <= last))
+            .map(|entry| entry_updates(entry, self.compaction, self.subagents))
+            .filter(|updates| !updates.is_empty())
+    }
 }
 
 /// The updates that show one stored entry.
-fn entry_updates(
+pub(super) fn entry_updates(
     entry: &talaria_record::Entry,
     compaction: bool,
     subagents: bool,

@@ -9,7 +9,7 @@ use futures_util::FutureExt;
 use talaria_protocol::acp::{self, RequestId, SessionNotification};
 use tokio::sync::mpsc;
 
-use super::state::{Agent, EdgeUpdates, LiveSession, Reply, to_value};
+use super::state::{Agent, Audience, EdgeUpdates, LiveSession, Reply, member_of, to_value};
 use super::{
     client_bridge, client_prompt, forwarder, mcp_sign_in, quota, session_options, updates,
 };
@@ -136,7 +136,8 @@ pub(super) fn register(agent: &mut Agent, id: &str, assembled: Assembled) -> Lau
         trust,
     } = assembled;
     let session_id = acp::SessionId::new(id.to_string());
-    let updates = start_forwarder(agent, &session_id, events, commands_now);
+    let audience = Arc::new(Audience::with_controller(member_of(agent)));
+    let updates = start_forwarder(agent, &session_id, events, commands_now, &audience);
     agent
         .outbox
         .push(SessionNotification::new(session_id.clone(), commands));
@@ -170,8 +171,13 @@ pub(super) fn register(agent: &mut Agent, id: &str, assembled: Assembled) -> Lau
         meta: session_meta(sandbox, &trust),
         shell,
         cwd,
+        audience,
+        journal: agent.room.store().cloned(),
+        opened_here: true,
     };
     let launched = launched(&live);
+    // Any connection of the process may attach to it.
+    agent.room.live().publish(id, Arc::new(live.clone()));
     agent.sessions.insert(id.to_string(), live);
     launched
 }
@@ -183,14 +189,30 @@ fn start_forwarder(
     session_id: &acp::SessionId,
     events: mpsc::Receiver<talaria_engine::EngineEvent>,
     commands: Arc<dyn Fn() -> acp::SessionUpdate + Send + Sync>,
+    audience: &Arc<Audience>,
 ) -> mpsc::UnboundedSender<EdgeUpdates> {
+    // Unbounded: the edge's own updates (a load's replay, option changes), a batch per
+    // request answered; the loop never waits on a session's writer.
+    let (updates, edge_rx) = mpsc::unbounded_channel();
+    let questions = super::questions::Askers {
+        audience: audience.clone(),
+        edge: Some(updates.clone()),
+    };
     let bridge = Arc::new(client_bridge::AcpBridge::new(
         agent.peer.clone(),
         session_id.clone(),
         agent.client_caps,
+        questions,
     ));
     let forwarder = forwarder::Forwarder {
-        peer: agent.peer.clone(),
+        audience: audience.clone(),
+        journal: agent.room.store().cloned(),
+        // Only a process serving many connections (`talaria serve`) has clients that attach.
+        turn: if agent.room.transport().is_some() {
+            super::audience::TurnSoFar::default()
+        } else {
+            super::audience::TurnSoFar::never()
+        },
         session_id: session_id.clone(),
         client: bridge,
         commands,
@@ -198,9 +220,6 @@ fn start_forwarder(
         prompt_message: None,
         quota: quota::SessionQuota::new(agent.quotas.clone(), session_id),
     };
-    // Unbounded: the edge's own updates (a load's replay, option changes), a batch per
-    // request answered; the loop never waits on a session's writer.
-    let (updates, edge_rx) = mpsc::unbounded_channel();
     tokio::spawn(forwarder.run(events, edge_rx));
     updates
 }

@@ -1,6 +1,7 @@
 //! The wire room's shared state: the agent one connection serves (`Agent`), its open
 //! sessions, what its client can do, and the values the handlers hand each other (a deferred
-//! request's second half, a session's edge updates, the quota board). A leaf: it imports
+//! request's second half, a session's edge updates, the quota board, the clients attached to
+//! a session and which of them has control: `Audience`). A leaf: it imports
 //! none of its siblings (a source rule checks), so every handler can use it without a
 //! circle. What sessions are made from lives in the session room (`crate::sessions`).
 
@@ -53,6 +54,189 @@ pub struct Agent {
     pub answer_after: Option<tokio::sync::oneshot::Receiver<()>>,
     /// The sessions' rate-limit snapshots, for `quota/read`.
     pub quotas: Arc<QuotaBoard>,
+    /// This connection among the clients attached to a session (process-unique).
+    pub member: MemberId,
+    /// What its client calls itself (`clientInfo.name` at `initialize`), for the others.
+    pub client_name: Option<String>,
+    /// Sessions of other processes this client follows (`follow.rs`): each followed until
+    /// its guard is dropped.
+    pub following: HashMap<String, tokio_util::sync::DropGuard>,
+}
+
+/// A connection of this process, as the clients attached to a session know it.
+pub type MemberId = u64;
+
+/// A number no other connection of this process has.
+pub fn next_member_id() -> MemberId {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// This connection as one of a session's attached clients.
+pub fn member_of(agent: &Agent) -> Member {
+    Member {
+        id: agent.member,
+        name: agent.client_name.clone(),
+        peer: agent.peer.clone(),
+        caps: agent.client_caps,
+    }
+}
+
+/// A client attached to a session: where its messages go and what it can show.
+#[derive(Clone)]
+pub struct Member {
+    pub id: MemberId,
+    pub name: Option<String>,
+    pub peer: Peer,
+    pub caps: ClientCaps,
+}
+
+impl Member {
+    /// How the others are told of it: `{clientId, name?}`.
+    pub fn described(&self) -> Value {
+        let mut said = serde_json::json!({"clientId": format!("client-{}", self.id)});
+        if let Some(name) = &self.name {
+            said["name"] = name.clone().into();
+        }
+        said
+    }
+}
+
+/// Asks a client that attached while a question was open the same question.
+pub type AskAlso = Arc<dyn Fn(&Member) + Send + Sync>;
+
+/// The clients attached to one session, in the order they attached, and the one with
+/// control (who prompts, steers, cancels and sets modes); the questions open now, which a
+/// client attaching gets too. The session's forwarder writes to every one of them.
+#[derive(Default)]
+pub struct Audience {
+    attached: Mutex<Attached>,
+}
+
+#[derive(Default)]
+struct Attached {
+    members: Vec<Member>,
+    controller: Option<MemberId>,
+    questions: Vec<(u64, AskAlso)>,
+    next_question: u64,
+}
+
+impl Audience {
+    /// A session whose first client (`controller`) has control.
+    pub fn with_controller(controller: Member) -> Self {
+        let audience = Self::default();
+        {
+            let mut attached = lock(&audience.attached);
+            attached.controller = Some(controller.id);
+            attached.members.push(controller);
+        }
+        audience
+    }
+
+    pub fn members(&self) -> Vec<Member> {
+        lock(&self.attached).members.clone()
+    }
+
+    pub fn member(&self, id: MemberId) -> Option<Member> {
+        lock(&self.attached)
+            .members
+            .iter()
+            .find(|m| m.id == id)
+            .cloned()
+    }
+
+    pub fn holds(&self, id: MemberId) -> bool {
+        self.member(id).is_some()
+    }
+
+    pub fn controller(&self) -> Option<MemberId> {
+        lock(&self.attached).controller
+    }
+
+    /// Whether `id` may prompt, steer, cancel and set modes.
+    pub fn is_controller(&self, id: MemberId) -> bool {
+        self.controller() == Some(id)
+    }
+
+    /// `member` attaches (after it was shown the session so far).
+    pub fn join(&self, member: Member) {
+        let mut attached = lock(&self.attached);
+        attached.members.retain(|m| m.id != member.id);
+        attached.members.push(member);
+    }
+
+    /// `id` takes control; the client that had it, if another.
+    pub fn take_control(&self, id: MemberId) -> Option<MemberId> {
+        let mut attached = lock(&self.attached);
+        let before = attached.controller.replace(id);
+        before.filter(|b| *b != id)
+    }
+
+    /// `id` gives control back (the session waits for a client to take it).
+    pub fn release_control(&self, id: MemberId) {
+        let mut attached = lock(&self.attached);
+        if attached.controller == Some(id) {
+            attached.controller = None;
+        }
+    }
+
+    /// `id` leaves; control, if it had it, passes to the longest-attached client left (the
+    /// one it passed to), or the session waits for one to take it.
+    pub fn leave(&self, id: MemberId) -> Option<MemberId> {
+        let mut attached = lock(&self.attached);
+        attached.members.retain(|m| m.id != id);
+        if attached.controller != Some(id) {
+            return None;
+        }
+        attached.controller = attached.members.first().map(|m| m.id);
+        attached.controller
+    }
+
+    /// A question is open: `ask_also` asks whoever attaches before it is answered. The
+    /// number to close it with.
+    pub fn open_question(&self, ask_also: AskAlso) -> u64 {
+        let mut attached = lock(&self.attached);
+        attached.next_question += 1;
+        let number = attached.next_question;
+        attached.questions.push((number, ask_also));
+        number
+    }
+
+    pub fn close_question(&self, number: u64) {
+        lock(&self.attached).questions.retain(|(n, _)| *n != number);
+    }
+
+    /// The questions open now.
+    pub fn open_questions(&self) -> Vec<AskAlso> {
+        lock(&self.attached)
+            .questions
+            .iter()
+            .map(|(_, ask)| ask.clone())
+            .collect()
+    }
+
+    /// Who is attached and who has control, as the clients are told (`_meta`).
+    pub fn roster(&self) -> Value {
+        let attached = lock(&self.attached);
+        let clients: Vec<Value> = attached
+            .members
+            .iter()
+            .map(|m| {
+                let mut said = m.described();
+                let role = if attached.controller == Some(m.id) {
+                    "controller"
+                } else {
+                    "observer"
+                };
+                said["role"] = role.into();
+                said
+            })
+            .collect();
+        let controller = attached
+            .controller
+            .map(|c| Value::String(format!("client-{c}")));
+        serde_json::json!({"clients": clients, "controller": controller})
+    }
 }
 
 /// The second half of a request whose slow part ran on a task of its own: it runs on the
@@ -66,7 +250,9 @@ pub struct Deferred {
     pub finish: Finish,
 }
 
-/// A session open in this connection.
+/// A session open in this connection (created here or attached to: every connection holding
+/// it holds a clone).
+#[derive(Clone)]
 pub struct LiveSession {
     pub handle: SessionHandle,
     /// The session's one writer of `session/update`s (its forwarder).
@@ -81,6 +267,13 @@ pub struct LiveSession {
     /// How its commands start (sandbox, environment), and where: for `_talaria/run_command`.
     pub shell: Arc<talaria_tools::Shell>,
     pub cwd: std::path::PathBuf,
+    /// The clients attached to it, and the one with control.
+    pub audience: Arc<Audience>,
+    /// The journal it writes through (the room's of the connection that opened it): its
+    /// claim is released there when it closes.
+    pub journal: Option<talaria_engine::Journal>,
+    /// Opened by this connection (not attached to): its room's journal is the session's.
+    pub opened_here: bool,
 }
 
 impl LiveSession {
@@ -91,6 +284,7 @@ impl LiveSession {
         let _ = self.updates.send(EdgeUpdates {
             updates,
             written: Some(written),
+            outcome: None,
         });
         queued
     }
@@ -100,6 +294,7 @@ impl LiveSession {
         let _ = self.updates.send(EdgeUpdates {
             updates: EdgePayload::Updates(vec![update]),
             written: None,
+            outcome: None,
         });
     }
 }
@@ -110,6 +305,8 @@ impl LiveSession {
 pub struct EdgeUpdates {
     pub updates: EdgePayload,
     pub written: Option<tokio::sync::oneshot::Sender<()>>,
+    /// An attach's outcome: who is attached now and who has control, or why it failed.
+    pub outcome: Option<tokio::sync::oneshot::Sender<Reply>>,
 }
 
 /// What the edge hands its writer: updates made, or a stored record the writer turns into
@@ -118,6 +315,24 @@ pub struct EdgeUpdates {
 pub enum EdgePayload {
     Updates(Vec<acp::SessionUpdate>),
     Replay(Box<Replay>),
+    /// A client attaches: it is shown the session so far, then joins the others.
+    Attach(Box<Attaching>),
+    /// Updates for every attached client but one (a prompt, shown to those that did not
+    /// send it).
+    ToOthers {
+        except: MemberId,
+        updates: Vec<acp::SessionUpdate>,
+    },
+}
+
+/// A client attaching to a session, and how its replay is shaped.
+pub struct Attaching {
+    pub member: Member,
+    /// Take control once attached.
+    pub controller: bool,
+    /// Shown the session so far (`historyPolicy: "full"`), or only what waits for an answer
+    /// (`"pending_only"`, `"none"`: the open questions are asked of it either way).
+    pub history: bool,
 }
 
 /// A record to show a client as it saw it live, built entry by entry by the session's writer
@@ -127,6 +342,8 @@ pub struct Replay {
     pub transcript: Transcript,
     pub compaction: bool,
     pub subagents: bool,
+    /// The client that asked for it (a load): the others attached are not shown it again.
+    pub to: Option<MemberId>,
 }
 
 /// What the client said it can do, from `initialize`.

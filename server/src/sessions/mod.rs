@@ -48,6 +48,8 @@ pub use launch::{
 pub use process_shared::ProcessShared;
 pub use room::{SessionRoom, StartContext};
 pub use server_window::local_server_report;
-pub use stored::{Closing, ListPage, Reopened, delete, list, record_of_open, reopen};
+pub use stored::{
+    Closing, ListPage, Reopened, delete, list, record_in_store, record_of_open, reopen,
+};
 pub use talaria_mcp::oauth::SignInPrompt;
 pub use trust::TrustQuestion;

@@ -1,8 +1,10 @@
 //! What the connections one process serves share (`talaria serve` runs many; stdio one):
 //! model routers, one per configuration, so key cooldowns and pooled HTTP connections are
-//! shared; local servers' window probes; and whether a connection opens the store as soon
-//! as it is initialized or at its first need.
+//! shared; local servers' window probes; whether a connection opens the store as soon
+//! as it is initialized or at its first need; and the live sessions any connection may
+//! attach to (`LiveSessions`).
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
@@ -22,6 +24,34 @@ pub struct ProcessShared {
     /// What the transport offers beyond ACP, advertised in `initialize`'s `_meta` under
     /// `capabilities.transport` (`talaria serve`'s resumable streams).
     pub(super) transport: Option<serde_json::Value>,
+    /// The sessions running in this process, by id, that another connection may attach to.
+    pub(super) live: LiveSessions,
+}
+
+/// The sessions running in a process, by id, as the transport's edge shares them between
+/// its connections: each value is what the edge keeps of a session (its type is the edge's;
+/// this room does not know the wire), found again by that type.
+#[derive(Clone, Default)]
+pub struct LiveSessions {
+    by_id: Arc<Mutex<HashMap<String, Arc<dyn Any + Send + Sync>>>>,
+}
+
+impl LiveSessions {
+    /// Offers session `id` to the process's other connections.
+    pub fn publish<T: Any + Send + Sync>(&self, id: &str, session: Arc<T>) {
+        talaria_util::lock(&self.by_id).insert(id.to_string(), session);
+    }
+
+    /// Session `id`, when it runs here and was published as a `T`.
+    pub fn find<T: Any + Send + Sync>(&self, id: &str) -> Option<Arc<T>> {
+        let found = talaria_util::lock(&self.by_id).get(id).cloned()?;
+        found.downcast::<T>().ok()
+    }
+
+    /// Session `id` ended: no one attaches to it any more.
+    pub fn withdraw(&self, id: &str) {
+        talaria_util::lock(&self.by_id).remove(id);
+    }
 }
 
 impl ProcessShared {
@@ -45,6 +75,7 @@ impl ProcessShared {
             windows: WindowProbes::default(),
             store_at_initialize,
             transport: None,
+            live: LiveSessions::default(),
         }
     }
 

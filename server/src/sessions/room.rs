@@ -64,6 +64,11 @@ impl SessionRoom {
         self.store
     }
 
+    /// The sessions running in this process, which any of its connections may attach to.
+    pub fn live(&self) -> &super::process_shared::LiveSessions {
+        &self.shared.live
+    }
+
     /// What the transport offers beyond ACP (advertised at `initialize`).
     pub fn transport(&self) -> Option<serde_json::Value> {
         self.shared.transport.clone()

@@ -121,6 +121,28 @@ pub async fn record_of_open(journal: Journal, id: &str) -> Result<Transcript, Se
     Ok(transcript)
 }
 
+/// The record of session `id` as the store has it now (a session another process runs, for a
+/// client following it from here); the journal, when it was opened for this (the room keeps
+/// it).
+pub async fn record_in_store(
+    known: Option<Journal>,
+    id: String,
+) -> Result<(Option<Journal>, Transcript), SessionError> {
+    let (opened, journal) = match known {
+        Some(journal) => (None, journal),
+        None => {
+            let config = super::launch::load_config().await?;
+            let journal = journal_or_open(None, &config);
+            (Some(journal.clone()), journal)
+        }
+    };
+    journal
+        .first_open_tried(talaria_engine::ANSWER_DEADLINE)
+        .await;
+    let (_, transcript) = journal.view(&id).await?;
+    Ok((opened, transcript))
+}
+
 impl SessionRoom {
     /// Starts a session from a stored record (its system prompt, model and mode are kept; the
     /// prepared system prompt is used only if the record has none).

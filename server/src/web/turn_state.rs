@@ -3,6 +3,8 @@
 //! form the agent asked and the client has not answered means the turn waits for the user.
 //! This is what a resumed (or refused) stream reports as `_meta["acp/turnState"]` (the
 //! durable-transport draft's shim for ACP v1), so a client learns whether its turn survived.
+//! A client attached to a session another client prompts learns of that turn from the
+//! `session_info_update`s whose `_meta["talaria/turn"]` says where it stands.
 
 use std::collections::{HashMap, HashSet};
 
@@ -24,7 +26,12 @@ struct Turn {
     questions: HashSet<String>,
     /// How the last answered prompt ended.
     last_stop: Option<Value>,
+    /// Another client's turn runs (who prompted it), as this client was told.
+    others: Option<Value>,
 }
+
+/// The `_meta` key of another client's turn's state (see `acp/audience.rs`).
+const OTHERS_TURN_KEY: &str = "talaria/turn";
 
 /// Every session's turn on one connection.
 #[derive(Debug, Default)]
@@ -76,6 +83,7 @@ impl TurnStates {
                     .questions
                     .insert(key);
             }
+            (Some("session/update"), None) => self.others_turn(message),
             (Some("$/cancel_request"), _) => {
                 if let Some(key) = id_key(&message["params"]["requestId"]) {
                     self.answered(&key);
@@ -99,6 +107,25 @@ impl TurnStates {
         }
     }
 
+    /// Another client's turn started or ended, as an update said.
+    fn others_turn(&mut self, message: &Value) {
+        let said = &message["params"]["update"]["_meta"][OTHERS_TURN_KEY];
+        let Some(session) = message["params"]["sessionId"].as_str() else {
+            return;
+        };
+        if !said.is_object() {
+            return;
+        }
+        let turn = self.turns.entry(session.to_string()).or_default();
+        if said["state"] == "running" {
+            turn.others = Some(said["promptedBy"].clone());
+        } else {
+            turn.others = None;
+            turn.last_stop = Some(said.get("stopReason").cloned().unwrap_or(json!("error")));
+        }
+        self.latest = Some(session.to_string());
+    }
+
     fn answered(&mut self, key: &str) {
         if let Some(session) = self.question_of.remove(key)
             && let Some(turn) = self.turns.get_mut(&session)
@@ -115,7 +142,7 @@ impl TurnStates {
         };
         let state = if !turn.questions.is_empty() {
             "requires_action"
-        } else if !turn.prompts.is_empty() {
+        } else if !turn.prompts.is_empty() || turn.others.is_some() {
             "running"
         } else {
             "idle"
@@ -123,6 +150,8 @@ impl TurnStates {
         let mut said = json!({"state": state, "sessionId": session});
         if let Some(prompt) = turn.prompts.first() {
             said["promptRequestId"] = prompt.clone();
+        } else if let Some(by) = &turn.others {
+            said["promptedBy"] = by.clone();
         } else if let Some(stop) = &turn.last_stop {
             said["stopReason"] = stop.clone();
         }
@@ -139,10 +168,12 @@ impl TurnStates {
 }
 
 /// Whether an agent message may move a turn (so is worth parsing on a WebSocket, where
-/// nothing else needs it parsed): anything but a notification other than a cancel.
+/// nothing else needs it parsed): anything but a notification other than a cancel or the
+/// state of another client's turn (a small `session_info_update`).
 pub fn may_move_a_turn(text: &str) -> bool {
     !text.starts_with(r#"{"jsonrpc":"2.0","method":"#)
         || text.starts_with(r#"{"jsonrpc":"2.0","method":"$/cancel_request""#)
+        || (text.len() < 1024 && text.contains(OTHERS_TURN_KEY))
 }
 
 #[cfg(test)]
@@ -182,6 +213,15 @@ mod tests {
         turns.agent_sent(&json!({"id": 8, "result": {}}));
         assert_eq!(turns.of("t")["state"], "running");
         assert!(may_move_a_turn(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#));
+        // Another client's turn, told to this one.
+        let others = |state: Value| json!({"method": "session/update", "params": {"sessionId": "u", "update": {"sessionUpdate": "session_info_update", "_meta": {"talaria/turn": state}}}});
+        let running = others(json!({"state": "running", "promptedBy": "client-2"}));
+        assert!(may_move_a_turn(&running.to_string()));
+        turns.agent_sent(&running);
+        assert_eq!(turns.of("u")["state"], "running");
+        assert_eq!(turns.of("u")["promptedBy"], "client-2");
+        turns.agent_sent(&others(json!({"state": "idle", "stopReason": "cancelled"})));
+        assert_eq!(turns.of("u")["stopReason"], "cancelled");
         assert!(!may_move_a_turn(
             r#"{"jsonrpc":"2.0","method":"session/update","params":{}}"#
         ));

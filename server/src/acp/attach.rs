@@ -1,0 +1,175 @@
+//! Many clients on one live session (the shape of ACP PR #533, under `_session/`):
+//! `_session/attach {sessionId, role: "observer" | "controller", historyPolicy?: "full" |
+//! "pending_only" | "none"}` from any connection of the process, `_session/detach
+//! {sessionId}`. A client attaching is shown the session so far
+//! (the record up to the running turn's prompt, then what that turn has shown, then the open
+//! questions) and then every update live, in the order every other client gets it: the
+//! session's forwarder does all of it between two of its messages. The controller prompts,
+//! steers, cancels and sets modes and options; an observer asking that is refused
+//! (`-32003`, `data.talaria.mustTakeControl`); `role: "controller"` takes control over. Who is
+//! attached and who has control is told to every client as a `session_info_update` whose
+//! `_meta["talaria/attachment"]` holds the roster. A client whose connection ends leaves (the
+//! connection outlives a dropped socket by the reconnect window, so control is kept that
+//! long); control passes to the longest-attached client left, or the session waits.
+
+use futures_util::FutureExt;
+use serde_json::{Value, json};
+use talaria_protocol::acp::{self, RequestId};
+use talaria_protocol::errors;
+
+use super::audience::{ATTACH_METHOD, DETACH_METHOD, ROSTER_KEY, leave, roster_update};
+use super::start::launched;
+use super::state::{
+    Agent, Attaching, EdgePayload, EdgeUpdates, LiveSession, MemberId, Reply, member_of,
+    session_not_found, to_value,
+};
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct AttachParams {
+    session_id: String,
+    #[serde(default)]
+    role: Option<String>,
+    #[serde(default)]
+    history_policy: Option<String>,
+    #[serde(default, rename = "_meta")]
+    _meta: Option<Value>,
+}
+
+/// `_session/attach`: joins a session running in this process (or changes this client's
+/// role in one it holds); answered after the session so far, with the session's modes and
+/// options and the roster.
+pub(super) fn attach(agent: &mut Agent, request: RequestId, params: &Value) -> Option<Reply> {
+    let params: AttachParams = match serde_json::from_value(params.clone()) {
+        Ok(params) => params,
+        Err(e) => return Some(Err(errors::invalid_params(format!("{ATTACH_METHOD}: {e}")))),
+    };
+    let controller = match params.role.as_deref() {
+        None | Some("observer") => false,
+        Some("controller") => true,
+        Some(other) => {
+            return Some(Err(errors::invalid_params(format!(
+                "{ATTACH_METHOD}: unknown role {other:?} (\"observer\" or \"controller\")"
+            ))));
+        }
+    };
+    let history = match params.history_policy.as_deref() {
+        None | Some("full") => true,
+        Some("pending_only" | "none") => false,
+        Some(other) => {
+            return Some(Err(errors::invalid_params(format!(
+                "{ATTACH_METHOD}: unknown historyPolicy {other:?} (\"full\", \"pending_only\" \
+                 or \"none\")"
+            ))));
+        }
+    };
+    let id = params.session_id;
+    if let Some(session) = agent.sessions.get(&id)
+        && session.audience.holds(agent.member)
+    {
+        return Some(change_role(agent, &id, controller));
+    }
+    let Some(shared) = agent.room.live().find::<LiveSession>(&id) else {
+        if controller {
+            return Some(Err(errors::invalid_params(format!(
+                "{ATTACH_METHOD}: session {id} is not running in this server: a client of the \
+                 process that runs it has control (close it there, then session/load it here), \
+                 or attach as an observer to follow it"
+            ))));
+        }
+        if agent.following.contains_key(&id) {
+            return Some(to_value(json!({"sessionId": id, "role": "observer"})));
+        }
+        return super::follow::follow(agent, request, id, history);
+    };
+    let mut session = (*shared).clone();
+    session.booleans = agent.client_caps.booleans;
+    session.opened_here = false;
+    let (told, outcome) = tokio::sync::oneshot::channel();
+    let _ = session.updates.send(EdgeUpdates {
+        updates: EdgePayload::Attach(Box::new(Attaching {
+            member: member_of(agent),
+            controller,
+            history,
+        })),
+        written: None,
+        outcome: Some(told),
+    });
+    let slow = async move {
+        let roster = outcome
+            .await
+            .map_err(|_| errors::internal_error("the session ended while attaching"))??;
+        Ok((id, session, roster))
+    };
+    agent.defer(
+        request,
+        ATTACH_METHOD,
+        slow,
+        |agent, (id, session, roster)| {
+            let reply = attached_reply(agent.member, &id, &session, roster);
+            agent.sessions.insert(id, session);
+            async move { reply }.boxed_local()
+        },
+    );
+    None
+}
+
+/// A client already attached takes control, or gives it up (the session waits for a client
+/// to take it).
+fn change_role(agent: &mut Agent, id: &str, controller: bool) -> Reply {
+    let Some(session) = agent.sessions.get(id) else {
+        return Err(session_not_found(&acp::SessionId::new(id)));
+    };
+    let before = if controller {
+        session.audience.take_control(agent.member)
+    } else {
+        session.audience.release_control(agent.member);
+        None
+    };
+    let mut roster = session.audience.roster();
+    if let Some(before) = before {
+        roster["previousController"] = format!("client-{before}").into();
+    }
+    session.write_later(roster_update(roster.clone()));
+    attached_reply(agent.member, id, session, roster)
+}
+
+fn attached_reply(member: MemberId, id: &str, session: &LiveSession, roster: Value) -> Reply {
+    let role = if session.audience.is_controller(member) {
+        "controller"
+    } else {
+        "observer"
+    };
+    let now = launched(session);
+    let mut meta = now.meta;
+    meta.insert(ROSTER_KEY.into(), roster);
+    to_value(json!({
+        "sessionId": id,
+        "role": role,
+        "clientId": format!("client-{member}"),
+        "modes": now.modes,
+        "configOptions": now.options,
+        "_meta": meta,
+    }))
+}
+
+/// `_session/detach`: this client leaves the session (which goes on while any client is
+/// attached; the last one's detach closes it as `session/close` would).
+pub(super) fn detach(agent: &mut Agent, request: RequestId, params: &Value) -> Option<Reply> {
+    let Some(id) = params["sessionId"].as_str().map(str::to_string) else {
+        return Some(Err(errors::invalid_params(format!(
+            "{DETACH_METHOD}: sessionId is required"
+        ))));
+    };
+    if agent.following.remove(&id).is_some() {
+        return Some(to_value(json!({})));
+    }
+    if !agent.sessions.contains_key(&id) {
+        return Some(Err(session_not_found(&acp::SessionId::new(id))));
+    }
+    if leave(agent, &id) {
+        return Some(to_value(json!({})));
+    }
+    let close = acp::CloseSessionRequest::new(acp::SessionId::new(id));
+    super::lifecycle::close_session(agent, request, close)
+}

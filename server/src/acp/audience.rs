@@ -1,0 +1,281 @@
+//! The clients attached to a session as the wire room serves them: what a client attaching
+//! is shown (`show_so_far`: the record up to the running turn's prompt, then what that turn
+//! has shown, kept by `TurnSoFar`), its joining (`join`: control if it asked, the open
+//! questions asked of it), the `_meta` updates that tell every client who is attached and
+//! who has control (`talaria/attachment`) and where another client's turn stands
+//! (`talaria/turn`), a client leaving, and the refusal of an observer's prompt. The
+//! handlers are in `attach.rs`.
+
+use std::sync::Mutex;
+
+use serde_json::{Value, json};
+use talaria_protocol::acp::{self, SessionNotification};
+use talaria_record::EntryId;
+use talaria_util::lock;
+
+use super::state::{
+    Agent, Attaching, Audience, EdgePayload, EdgeUpdates, LiveSession, MemberId, Replay,
+};
+
+pub(super) const ATTACH_METHOD: &str = "_session/attach";
+pub(super) const DETACH_METHOD: &str = "_session/detach";
+
+/// What `initialize` advertises (`_meta.sessionAttach`).
+pub(super) fn advertised() -> Value {
+    json!({
+        "attach": ATTACH_METHOD,
+        "detach": DETACH_METHOD,
+        "roles": ["controller", "observer"],
+        "historyPolicies": ["full", "pending_only", "none"],
+        "rosterMeta": ROSTER_KEY,
+        "permissionResolvedMeta": super::questions::RESOLVED_KEY,
+    })
+}
+
+/// The `_meta` key of the roster (`{clients: [{clientId, name?, role}], controller}`).
+pub(super) const ROSTER_KEY: &str = "talaria/attachment";
+/// The error an observer gets for what only the controller may do.
+const NOT_THE_CONTROLLER: i32 = -32003;
+
+/// What the running turn has shown so far (its updates, a message's chunks joined), for a
+/// client attaching during it: the record holds the turn's prompt, not yet its answer.
+#[derive(Default)]
+pub struct TurnSoFar {
+    running: Mutex<Option<Running>>,
+    /// Kept at all: no client can attach in a process that serves one (stdio).
+    off: bool,
+}
+
+struct Running {
+    prompt: EntryId,
+    shown: Vec<acp::SessionUpdate>,
+}
+
+impl TurnSoFar {
+    /// For a session no other client can attach to: nothing is kept.
+    pub fn never() -> Self {
+        Self {
+            off: true,
+            ..Self::default()
+        }
+    }
+
+    /// Whether what the turn shows is kept.
+    pub fn keeps(&self) -> bool {
+        !self.off
+    }
+
+    /// A turn started with prompt entry `prompt`.
+    pub fn started(&self, prompt: EntryId) {
+        if self.off {
+            return;
+        }
+        let mut running = lock(&self.running);
+        if running.is_none() {
+            *running = Some(Running {
+                prompt,
+                shown: Vec::new(),
+            });
+        }
+    }
+
+    pub fn ended(&self) {
+        *lock(&self.running) = None;
+    }
+
+    /// Keeps `update` when a turn runs, joined to the chunk before it when it continues it.
+    pub fn keep(&self, update: &acp::SessionUpdate) {
+        if self.off {
+            return;
+        }
+        let mut running = lock(&self.running);
+        let Some(running) = running.as_mut() else {
+            return;
+        };
+        if let Some(last) = running.shown.last_mut()
+            && joined(last, update)
+        {
+            return;
+        }
+        running.shown.push(update.clone());
+    }
+
+    fn snapshot(&self) -> Option<(EntryId, Vec<acp::SessionUpdate>)> {
+        lock(&self.running)
+            .as_ref()
+            .map(|r| (r.prompt, r.shown.clone()))
+    }
+}
+
+/// Appends `next` to `last` when both are text chunks of the same kind and message.
+fn joined(last: &mut acp::SessionUpdate, next: &acp::SessionUpdate) -> bool {
+    use acp::SessionUpdate::{AgentMessageChunk, AgentThoughtChunk};
+    let (kept, more) = match (last, next) {
+        (AgentMessageChunk(kept), AgentMessageChunk(more))
+        | (AgentThoughtChunk(kept), AgentThoughtChunk(more)) => (kept, more),
+        _ => return false,
+    };
+    if kept.message_id != more.message_id || kept.meta.is_some() || more.meta.is_some() {
+        return false;
+    }
+    match (&mut kept.content, &more.content) {
+        (acp::ContentBlock::Text(kept), acp::ContentBlock::Text(more)) => {
+            kept.text.push_str(&more.text);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Shows `attaching`'s client the session so far: the record (read now, what is queued
+/// landed first) up to the running turn's prompt, then what that turn has shown.
+pub(super) async fn show_so_far(
+    session_id: &acp::SessionId,
+    journal: Option<talaria_engine::Journal>,
+    turn: &TurnSoFar,
+    attaching: &Attaching,
+) -> Result<(), acp::Error> {
+    if !attaching.history {
+        return Ok(());
+    }
+    let Some(journal) = journal else {
+        return Err(talaria_protocol::errors::unavailable(
+            "the session cannot be shown: the session store is not open",
+        ));
+    };
+    let transcript = crate::sessions::record_of_open(journal, &session_id.0).await?;
+    let member = &attaching.member;
+    let replay = Replay {
+        transcript,
+        compaction: member.caps.compaction,
+        subagents: member.caps.subagents,
+        to: Some(member.id),
+    };
+    let so_far = turn.snapshot();
+    let record = replay.entries_through(so_far.as_ref().map(|(prompt, _)| *prompt));
+    let shown = so_far.into_iter().flat_map(|(_, shown)| shown);
+    for update in record.flatten().chain(shown) {
+        let update = super::plan_updates::for_client(update, member.caps.plans);
+        let notification = SessionNotification::new(session_id.clone(), update);
+        member.peer.notify("session/update", &notification).await;
+    }
+    Ok(())
+}
+
+/// `attaching`'s client joins the others (taking control when it asked to) and is asked the
+/// open questions; the roster now.
+pub(super) fn join(audience: &Audience, attaching: Attaching) -> Value {
+    let Attaching {
+        member, controller, ..
+    } = attaching;
+    audience.join(member.clone());
+    let before = if controller {
+        audience.take_control(member.id)
+    } else {
+        None
+    };
+    for ask in audience.open_questions() {
+        ask(&member);
+    }
+    let mut roster = audience.roster();
+    if let Some(before) = before {
+        roster["previousController"] = format!("client-{before}").into();
+    }
+    roster
+}
+
+/// The `_meta` key of a turn's state, told to the clients that did not prompt it.
+pub(super) const TURN_KEY: &str = "talaria/turn";
+
+/// The update that tells the other clients where `asker`'s turn stands.
+pub(super) fn turn_update(asker: MemberId, mut state: Value) -> acp::SessionUpdate {
+    state["promptedBy"] = format!("client-{asker}").into();
+    let mut meta = acp::Meta::new();
+    meta.insert(TURN_KEY.into(), state);
+    acp::SessionUpdate::SessionInfoUpdate(acp::SessionInfoUpdate::new().meta(meta))
+}
+
+/// Shows a prompt to the clients attached to `session` that did not send it (the one that
+/// did shows its own), with the state of its turn.
+pub(super) fn show_prompt(session: &LiveSession, asker: MemberId, prompt: &[acp::ContentBlock]) {
+    if session.audience.members().len() < 2 {
+        return;
+    }
+    let mut updates: Vec<acp::SessionUpdate> = prompt
+        .iter()
+        .map(|block| acp::SessionUpdate::UserMessageChunk(acp::ContentChunk::new(block.clone())))
+        .collect();
+    updates.push(turn_update(asker, json!({"state": "running"})));
+    let _ = session.updates.send(EdgeUpdates {
+        updates: EdgePayload::ToOthers {
+            except: asker,
+            updates,
+        },
+        written: None,
+        outcome: None,
+    });
+}
+
+/// The update that tells every client who is attached and who has control.
+pub(super) fn roster_update(roster: Value) -> acp::SessionUpdate {
+    let mut meta = acp::Meta::new();
+    meta.insert(ROSTER_KEY.into(), roster);
+    acp::SessionUpdate::SessionInfoUpdate(acp::SessionInfoUpdate::new().meta(meta))
+}
+
+/// This client leaves session `id` when others stay attached (they are told; control
+/// passes on if it had it): `true`. `false` when it is the last one (the caller closes it).
+pub(super) fn leave(agent: &mut Agent, id: &str) -> bool {
+    let Some(session) = agent.sessions.get(id) else {
+        return false;
+    };
+    if session
+        .audience
+        .members()
+        .iter()
+        .all(|m| m.id == agent.member)
+    {
+        agent.room.live().withdraw(id);
+        return false;
+    }
+    if let Some(to) = session.audience.leave(agent.member) {
+        tracing::info!(session = id, client = to, "control passed on");
+    }
+    session.write_later(roster_update(session.audience.roster()));
+    agent.sessions.remove(id);
+    true
+}
+
+/// Refuses what only the controller of session `id` may do, when this client is attached
+/// to it without control.
+pub(super) fn only_the_controller(agent: &Agent, id: &str, what: &str) -> Result<(), acp::Error> {
+    if agent.following.contains_key(id) && !agent.sessions.contains_key(id) {
+        return Err(acp::Error::new(
+            NOT_THE_CONTROLLER,
+            format!(
+                "{what}: this client follows session {id}, which runs in another process: a \
+                 client of that process has control (close it there, then session/load it \
+                 here to take it over)"
+            ),
+        )
+        .data(json!({"talaria": {"mustTakeControl": true, "elsewhere": true}})));
+    }
+    let Some(session) = agent.sessions.get(id) else {
+        return Ok(());
+    };
+    if session.audience.is_controller(agent.member) {
+        return Ok(());
+    }
+    let holder = session
+        .audience
+        .controller()
+        .map_or(Value::Null, |c| format!("client-{c}").into());
+    Err(acp::Error::new(
+        NOT_THE_CONTROLLER,
+        format!(
+            "{what}: this client observes session {id} and must take control first \
+             ({ATTACH_METHOD} with role \"controller\")"
+        ),
+    )
+    .data(json!({"talaria": {"mustTakeControl": true, "controller": holder}})))
+}

@@ -1,0 +1,134 @@
+//! Following a session another process runs on the same store (`_session/attach` as an
+//! observer of a session not running in this one): the client is shown its record, then
+//! each entry the store gets after it, as a load shows entries, read again every
+//! [`POLL`]. Entry by entry (an answer appears once its entry is stored, not delta by delta),
+//! without its questions (asked of the clients of the process that runs it) and without
+//! control: control moves between processes as claims do (close it there, load it here).
+
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use serde_json::{Value, json};
+use talaria_engine::Journal;
+use talaria_protocol::acp::{self, RequestId, SessionNotification};
+use talaria_protocol::{Peer, errors};
+use talaria_record::{EntryId, Transcript};
+use tokio_util::sync::CancellationToken;
+
+use super::audience::{ATTACH_METHOD, ROSTER_KEY};
+use super::state::{Agent, ClientCaps, Reply, to_value};
+
+/// How often the record of a followed session is read again.
+const POLL: Duration = Duration::from_millis(250);
+
+/// Follows session `id` of another process; answered once the record so far (with
+/// `history`) is shown.
+pub(super) fn follow(
+    agent: &mut Agent,
+    request: RequestId,
+    id: String,
+    history: bool,
+) -> Option<Reply> {
+    let known = agent.room.store().cloned();
+    let slow = async move {
+        let (opened, transcript) = crate::sessions::record_in_store(known, id.clone()).await?;
+        Ok((id, history, opened, transcript))
+    };
+    agent.defer(
+        request,
+        ATTACH_METHOD,
+        slow,
+        |agent, (id, history, opened, transcript)| {
+            if let Some(journal) = &opened {
+                agent.room.adopt_store(journal);
+            }
+            let reply = start(agent, id, history, transcript);
+            async move { reply }.boxed_local()
+        },
+    );
+    None
+}
+
+fn start(agent: &mut Agent, id: String, history: bool, transcript: Transcript) -> Reply {
+    let Some(journal) = agent.room.store().cloned() else {
+        return Err(errors::unavailable("the session store is not open"));
+    };
+    let stop = CancellationToken::new();
+    let (shown, shown_rx) = tokio::sync::oneshot::channel();
+    let follower = Follower {
+        peer: agent.peer.clone(),
+        caps: agent.client_caps,
+        session_id: acp::SessionId::new(id.clone()),
+        journal,
+    };
+    tokio::spawn(follower.run(transcript, history, shown, stop.clone()));
+    agent.following.insert(id.clone(), stop.drop_guard());
+    // The answer follows the record shown.
+    agent.answer_after = Some(shown_rx);
+    let mut meta = acp::Meta::new();
+    meta.insert(
+        ROSTER_KEY.into(),
+        json!({"elsewhere": true, "controller": Value::Null}),
+    );
+    to_value(json!({
+        "sessionId": id,
+        "role": "observer",
+        "clientId": format!("client-{}", agent.member),
+        "_meta": meta,
+    }))
+}
+
+/// What follows one session for one client.
+struct Follower {
+    peer: Peer,
+    caps: ClientCaps,
+    session_id: acp::SessionId,
+    journal: Journal,
+}
+
+impl Follower {
+    async fn run(
+        self,
+        so_far: Transcript,
+        history: bool,
+        shown: tokio::sync::oneshot::Sender<()>,
+        stop: CancellationToken,
+    ) {
+        if history {
+            self.show_after(&so_far, None).await;
+        }
+        let _ = shown.send(());
+        let mut last = so_far.entries().last().map(|e| e.id);
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(POLL) => {}
+            }
+            let id = self.session_id.0.to_string();
+            match crate::sessions::record_in_store(Some(self.journal.clone()), id).await {
+                Ok((_, transcript)) => {
+                    self.show_after(&transcript, last).await;
+                    last = transcript.entries().last().map(|e| e.id).or(last);
+                }
+                Err(error) => {
+                    tracing::debug!(session = %self.session_id, "a followed session's record: {error}");
+                }
+            }
+        }
+    }
+
+    /// Shows the entries of `transcript` after `last`.
+    async fn show_after(&self, transcript: &Transcript, last: Option<EntryId>) {
+        let (compaction, subagents) = (self.caps.compaction, self.caps.subagents);
+        for entry in transcript.entries() {
+            if last.is_some_and(|last| entry.id <= last) {
+                continue;
+            }
+            for update in super::replay::entry_updates(entry, compaction, subagents) {
+                let update = super::plan_updates::for_client(update, self.caps.plans);
+                let notification = SessionNotification::new(self.session_id.clone(), update);
+                self.peer.notify("session/update", &notification).await;
+            }
+        }
+    }
+}
