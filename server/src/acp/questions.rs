@@ -81,8 +81,14 @@ impl Askers {
                         Ok(value) => break Ok((member, value)),
                         Err(error) => {
                             tracing::debug!(client = member.id, method, "a client did not answer: {}", error.message);
+                            // Every client asked failed: a client still attached answered
+                            // with an error (it cannot ask: the question fails, as with one
+                            // client), or none that can answer is left.
+                            let members = self.audience.members();
+                            let answered_with_error = members.iter().any(|m| m.id == member.id);
                             if outstanding.load(Ordering::SeqCst) == 0
-                                && !self.audience.members().iter().any(|m| can_answer(&m.caps))
+                                && (answered_with_error
+                                    || !members.iter().any(|m| can_answer(&m.caps)))
                             {
                                 break Err(error);
                             }

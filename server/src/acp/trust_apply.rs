@@ -9,7 +9,7 @@ use talaria_protocol::acp::{self, RequestId, SessionNotification};
 use talaria_protocol::errors;
 
 use super::session_errors::config_error;
-use super::state::{Agent, Reply, session_not_found};
+use super::state::{Agent, LiveSession, Reply, session_not_found};
 use super::updates;
 
 /// The draft's method.
@@ -48,30 +48,46 @@ fn parse(params: &Value) -> Result<ApplyTrust, acp::Error> {
 }
 
 /// A decision applies only to a folder this client was shown a decision for: the working
-/// directory of a session open in this connection (the one named, when one is). A client
-/// cannot trust any other folder (`/`, a file, a folder no session showed) by naming it.
-fn shown_here(agent: &Agent, asked: &ApplyTrust) -> Result<(), acp::Error> {
+/// directory of a session this connection opened (the one named, when one is; a client
+/// attached to another's session cannot decide for it). A client cannot trust any other
+/// folder (`/`, a file, a folder no session showed) by naming it. Answers the paths that
+/// session's `workspaceTrust` showed as left out.
+fn shown_here(agent: &Agent, asked: &ApplyTrust) -> Result<Vec<String>, acp::Error> {
+    let opened = |live: &&LiveSession| live.opened_here && live.cwd == asked.cwd;
     let shown = match &asked.session {
         Some(session) => {
             let Some(live) = agent.sessions.get(session) else {
                 return Err(session_not_found(&acp::SessionId::new(session.as_str())));
             };
-            live.cwd == asked.cwd
+            Some(live).filter(opened)
         }
-        None => agent.sessions.values().any(|live| live.cwd == asked.cwd),
+        None => agent.sessions.values().find(opened),
     };
-    if shown {
-        return Ok(());
-    }
-    Err(errors::invalid_params(format!(
-        "{APPLY_METHOD}: {} is not the working directory of {}; a client applies a decision \
-         only for a folder a session's workspaceTrust showed it",
-        asked.cwd.display(),
-        match &asked.session {
-            Some(session) => format!("session {session}"),
-            None => "a session open in this connection".to_string(),
-        }
-    )))
+    let Some(live) = shown else {
+        return Err(errors::invalid_params(format!(
+            "{APPLY_METHOD}: {} is not the working directory of {}; a client applies a \
+             decision only for a folder a session it opened showed it",
+            asked.cwd.display(),
+            match &asked.session {
+                Some(session) => format!("session {session}"),
+                None => "a session this connection opened".to_string(),
+            }
+        )));
+    };
+    let paths = &live
+        .meta
+        .get("workspaceTrust")
+        .and_then(|t| t.get("details"))
+        .and_then(|d| d.get("ignoredPaths"))
+        .and_then(Value::as_array);
+    Ok(paths
+        .map(|paths| {
+            paths
+                .iter()
+                .filter_map(|p| p.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default())
 }
 
 /// `trust/apply`: checked here, applied off the loop.
@@ -80,21 +96,41 @@ pub(super) fn apply_trust(agent: &mut Agent, id: RequestId, params: &Value) -> O
         Ok(asked) => asked,
         Err(e) => return Some(Err(e)),
     };
-    if let Err(e) = shown_here(agent, &asked) {
-        return Some(Err(e));
-    }
+    let shown = match shown_here(agent, &asked) {
+        Ok(shown) => shown,
+        Err(e) => return Some(Err(e)),
+    };
     let slow = async move {
         let applied = tokio::task::spawn_blocking(move || {
             let config = talaria_engine::Config::load().map_err(config_error)?;
             let places = std::sync::Arc::new(talaria_files::Unguarded);
             let mut assessment = talaria_engine::assess_trust(&config.home, &asked.cwd, places);
+            // The decision is for what the client was shown: a file planted since (a hook,
+            // a skill) is not trusted with it.
+            let now: Vec<String> = assessment
+                .left_out()
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            if now.iter().any(|path| !shown.contains(path)) {
+                return Err(errors::invalid_params(format!(
+                    "{APPLY_METHOD}: {} holds files the session did not show ({}); start a \
+                     new session to see them before deciding",
+                    asked.cwd.display(),
+                    now.iter()
+                        .filter(|p| !shown.contains(p))
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
             assessment
                 .decide(&config.home, asked.decision)
                 .map_err(|e| errors::invalid_params(format!("{APPLY_METHOD}: {e}")))?;
             // The running session is not reloaded: the folder stays trusted for the
             // sessions this process starts next.
             if asked.decision == talaria_engine::TrustDecision::TrustSession {
-                talaria_engine::trust_for_process(&asked.cwd);
+                talaria_engine::trust_for_process(&assessment);
             }
             Ok((asked.session, assessment.status))
         })

@@ -1,8 +1,10 @@
-//! Running one hook: `bash -c COMMAND` in the session's folder, started like a command the
-//! user let out of the sandbox (the user's rights: writes where the user may, the network
-//! on) but with Talaria's settings, credential stores and keys hidden and the clean
-//! environment (no provider key, nothing that looks secret), the event as JSON on stdin. At
-//! its timeout, or when the caller stops waiting, its whole process group is ended.
+//! Running one hook: `bash -c COMMAND` in the session's folder, the event as JSON on stdin,
+//! with Talaria's settings, credential stores and keys hidden and the clean environment (no
+//! provider key, nothing that looks secret). The user's own hooks start like a command the
+//! user let out of the sandbox (the user's rights); a project's hooks run inside the
+//! session's sandbox like the agent's commands, since what they run (a script in the
+//! workspace) is what the agent's commands may write. At its timeout, or when the caller
+//! stops waiting, its whole process group is ended.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -46,7 +48,9 @@ pub async fn run_hook(
     cwd: &std::path::Path,
     shell: &talaria_tools::Shell,
 ) -> HookRun {
-    let launch = shell.local(&hook.command, false);
+    // A project's hook is confined: the workspace it runs from is the agent's to write.
+    let confine = matches!(hook.origin, super::HookOrigin::Project(_));
+    let launch = shell.local(&hook.command, confine);
     let mut command = tokio::process::Command::new(&launch.program);
     command.args(&launch.args);
     if let Some(env) = &launch.env {

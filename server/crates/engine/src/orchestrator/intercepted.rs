@@ -45,9 +45,12 @@ impl Orchestrator<'_> {
             }
             Ok(InterceptDecision::ReplaceInput(input)) => match self.replace_input(call, input) {
                 Ok(()) => {
-                    stance.rewritten = true;
                     let said = format!("The client replaced the input with {}.", call.raw_input);
                     self.note(call, said);
+                    // The user's `PreToolUse` hooks judge the new input afresh: what they
+                    // allowed of the model's input does not carry over to it.
+                    stance = self.pre_tool_hooks(call).await?;
+                    stance.rewritten = true;
                     Ok(stance)
                 }
                 Err(why) => {

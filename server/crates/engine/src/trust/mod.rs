@@ -145,20 +145,31 @@ pub struct Assessment {
     pub pinned: bool,
 }
 
-/// Folders trusted for this process only (`trust/apply`'s `trust_session`), resolved.
-static PROCESS_TRUST: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+/// Folders trusted for this process only (`trust/apply`'s `trust_session`): each as a trusted
+/// folder is recorded (its identity, the hashes of the files as they were assessed), in
+/// memory only, so it is judged by the same rules — what changed since is left out, a
+/// repository inside it is not covered, another folder under its name is not it.
+static PROCESS_TRUST: std::sync::Mutex<Vec<(PathBuf, TrustedFolder)>> =
+    std::sync::Mutex::new(Vec::new());
 
-/// Trusts `dir` (and its subfolders) for the rest of this process, nothing recorded.
-pub fn trust_for_process(dir: &Path) {
-    if let Ok(resolved) = std::fs::canonicalize(dir) {
-        talaria_util::lock(&PROCESS_TRUST).push(resolved);
+/// Trusts the folder `assessment` judged for the rest of this process, with its files as
+/// they were read then; nothing recorded.
+pub fn trust_for_process(assessment: &Assessment) {
+    let Some(resolved) = assessment.resolved.clone() else {
+        return;
+    };
+    if let Ok(entry) = folder_entry(&resolved, &assessment.instructions) {
+        talaria_util::lock(&PROCESS_TRUST).push((resolved, entry));
     }
 }
 
-fn trusted_for_process(resolved: &Path) -> bool {
+/// The nearest folder trusted for this process at or above `resolved`.
+fn trusted_for_process(resolved: &Path) -> Option<(PathBuf, TrustedFolder)> {
     talaria_util::lock(&PROCESS_TRUST)
         .iter()
-        .any(|folder| resolved.starts_with(folder))
+        .filter(|(folder, _)| resolved.starts_with(folder))
+        .max_by_key(|(folder, _)| folder.components().count())
+        .cloned()
 }
 
 /// Whether the environment trusts the working directory (`TALARIA_TRUST_WORKSPACE`).
@@ -190,8 +201,16 @@ pub fn assess(home: &Path, cwd: &Path, places: Arc<dyn Places>) -> Assessment {
         assessment.problem = Some(format!("{} cannot be resolved", cwd.display()));
         return assessment;
     };
-    if trusted_by_environment() || trusted_for_process(&resolved) {
+    if trusted_by_environment() {
         assessment.status = TrustStatus::Session;
+        return assessment;
+    }
+    if let Some((folder, entry)) = trusted_for_process(&resolved) {
+        assessment.apply_standing(Standing::Trusted(folder, entry));
+        if assessment.status.is_trusted() {
+            assessment.status = TrustStatus::Session;
+            assessment.pinned = true;
+        }
         return assessment;
     }
     match TrustStore::new(home).read() {
@@ -412,24 +431,38 @@ fn record_trust(
     folder: &Path,
     instructions: &[InstructionFile],
 ) -> Result<(), TrustError> {
+    let fresh = folder_entry(folder, instructions)?;
+    TrustStore::new(home).update(|file| {
+        let key = folder.display().to_string();
+        let entry = file.folders.entry(key).or_default();
+        entry.trusted_at = fresh.trusted_at;
+        entry.device = fresh.device;
+        entry.inode = fresh.inode;
+        entry.born_ns = fresh.born_ns;
+        entry.instructions.extend(fresh.instructions.clone());
+        file.declined.retain(|d| !Path::new(d).starts_with(folder));
+        Ok(())
+    })
+}
+
+/// `folder` as a trusted folder is kept: its identity now and `instructions` accepted.
+fn folder_entry(
+    folder: &Path,
+    instructions: &[InstructionFile],
+) -> Result<TrustedFolder, TrustError> {
     let meta = std::fs::metadata(folder).map_err(|source| TrustError::Io {
         path: folder.to_path_buf(),
         source,
     })?;
-    TrustStore::new(home).update(|file| {
-        let key = folder.display().to_string();
-        let entry = file.folders.entry(key).or_default();
-        entry.trusted_at = store::now_ms();
-        entry.device = Some(meta.dev());
-        entry.inode = Some(meta.ino());
-        entry.born_ns = born_ns(&meta);
-        for f in instructions {
-            entry
-                .instructions
-                .insert(f.path.display().to_string(), f.sha256.clone());
-        }
-        file.declined.retain(|d| !Path::new(d).starts_with(folder));
-        Ok(())
+    Ok(TrustedFolder {
+        trusted_at: store::now_ms(),
+        device: Some(meta.dev()),
+        inode: Some(meta.ino()),
+        born_ns: born_ns(&meta),
+        instructions: instructions
+            .iter()
+            .map(|f| (f.path.display().to_string(), f.sha256.clone()))
+            .collect(),
     })
 }
 
