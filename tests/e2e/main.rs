@@ -53,6 +53,7 @@ mod questions;
 mod quotas;
 mod record;
 mod red_trust;
+mod red_two;
 mod replayed;
 mod replayed_turns;
 mod rewind;
