@@ -523,3 +523,68 @@ async fn red_two_trust_apply_by_an_observer_is_refused() {
         "an observer trusted the folder: {applied}\n{list}"
     );
 }
+
+/// The client drops the connection while the server waits for its `before` decision: the
+/// call never runs.
+#[tokio::test]
+async fn red_two_intercept_a_dropped_connection_runs_nothing() {
+    let env = TestEnv::new(vec![
+        MockReply::tool_call("c1", "terminal", json!({"command": "touch dropped.txt"})),
+        MockReply::text(&["done"]),
+    ])
+    .await;
+    env.write_config("mode = \"yolo\"\n");
+    let (mut agent, session, _) = env.session_with(intercepting()).await;
+    agent
+        .start_request("session/prompt", text_prompt(&session, "go"))
+        .await
+        .expect("prompt");
+    let asked = agent.next_agent_request(WAIT).await.expect("asked");
+    assert_eq!(asked["method"], METHOD, "{asked}");
+    agent.close_stdin();
+    let _ = agent.wait_exit(WAIT).await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(!env.workspace.path().join("dropped.txt").exists());
+}
+
+/// An `allow` sent under an id the server never used (another call's, a stale one) decides
+/// nothing; the real answer (a stop) is the one that counts.
+#[tokio::test]
+async fn red_two_intercept_an_answer_for_another_request_decides_nothing() {
+    let env = TestEnv::new(vec![MockReply::tool_call(
+        "c1",
+        "terminal",
+        json!({"command": "touch wrong.txt"}),
+    )])
+    .await;
+    env.write_config("mode = \"yolo\"\n");
+    let (mut agent, session, _) = env.session_with(intercepting()).await;
+    let prompt_id = agent
+        .start_request("session/prompt", text_prompt(&session, "go"))
+        .await
+        .expect("prompt");
+    let asked = agent.next_agent_request(WAIT).await.expect("asked");
+    assert_eq!(asked["method"], METHOD, "{asked}");
+    let stale = json!(format!("{}-other", asked["id"]));
+    agent
+        .respond(&stale, json!({"action": "allow"}))
+        .await
+        .expect("stale");
+    agent
+        .respond(&json!(9_999_999), json!({"action": "allow"}))
+        .await
+        .expect("stale");
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(
+        !env.workspace.path().join("wrong.txt").exists(),
+        "a stray allow ran it"
+    );
+    agent
+        .respond(&asked["id"], json!({"action": "stop", "reason": "no"}))
+        .await
+        .expect("answer");
+    let response = agent.wait_response(prompt_id, WAIT).await.expect("done");
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    assert!(!env.workspace.path().join("wrong.txt").exists());
+    assert_clean_stdout(&agent);
+}

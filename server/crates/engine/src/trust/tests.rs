@@ -283,3 +283,57 @@ fn trust_for_the_session_loads_only_what_the_question_showed() {
         .expect("session");
     assert!(matches!(a.gate(), InstructionGate::Accepted(h) if h.contains_key("AGENTS.md")));
 }
+
+// Red team two: what a skill folder can hold to get past its fingerprint.
+
+#[test]
+fn red_two_a_skill_folder_too_big_to_list_never_loads_even_once_trusted() {
+    let (home, work) = project();
+    let skills = work.path().join(".talaria/skills/x");
+    std::fs::write(skills.join("SKILL.md"), "shown").expect("skill");
+    for n in 0..600 {
+        std::fs::write(skills.join(format!("f{n:03}.md")), "x").expect("file");
+    }
+    trust_folder(home.path(), work.path()).expect("trust");
+    let a = assess(home.path(), work.path(), places());
+    assert!(!a.loads_project_skills(), "a folder past the limit loaded");
+}
+
+#[test]
+fn red_two_a_pipe_in_a_skill_folder_never_blocks_the_assessment() {
+    let (home, work) = project();
+    let fifo = work.path().join(".talaria/skills/x/SKILL.md");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .expect("mkfifo");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (h, w) = (home.path().to_path_buf(), work.path().to_path_buf());
+    std::thread::spawn(move || {
+        let a = assess(&h, &w, places());
+        let _ = tx.send(a.instructions.len());
+    });
+    let listed = rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("the assessment hung on a pipe");
+    assert!(listed >= 2);
+}
+
+#[test]
+fn red_two_a_link_in_a_skill_folder_is_fingerprinted_as_a_link() {
+    let (home, work) = project();
+    let outside = tempfile::tempdir().expect("outside");
+    std::fs::write(outside.path().join("SKILL.md"), "benign").expect("skill");
+    std::os::unix::fs::symlink(outside.path(), work.path().join(".talaria/skills/y"))
+        .expect("link");
+    trust_folder(home.path(), work.path()).expect("trust");
+    std::fs::write(outside.path().join("SKILL.md"), "planted").expect("swap");
+    // The fingerprint does not change (the link is listed, not followed): this holds only
+    // because the skill catalog never follows a link either (talaria_skills::catalog).
+    let a = assess(home.path(), work.path(), places());
+    assert!(a.instructions.iter().all(|f| !f.text.contains("planted")));
+}
