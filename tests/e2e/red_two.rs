@@ -588,3 +588,71 @@ async fn red_two_intercept_an_answer_for_another_request_decides_nothing() {
     assert!(!env.workspace.path().join("wrong.txt").exists());
     assert_clean_stdout(&agent);
 }
+
+/// A trusted project's hook runs a script of the repository (`scripts/check.sh`, as real
+/// projects do). The accepted config text is pinned, the script it runs is not: the model's
+/// sandboxed command rewrites the script, and the next call's hook runs it with the user's
+/// rights outside the sandbox, in the same session, nobody shown anything.
+#[tokio::test]
+#[ignore = "red team: HOLE a trusted project hook's script (a workspace file) is not fingerprinted nor write-protected: the sandboxed model rewrites it and the hook runs it outside the sandbox"]
+async fn red_two_trust_a_hook_script_rewritten_by_a_sandboxed_command() {
+    let enforced = sandbox_enforced();
+    let env = TestEnv::new(Vec::new()).await;
+    let escaped = env.home.path().join("escaped-by-script");
+    let direct = env.home.path().join("escaped-directly");
+    let scripts = env.workspace.path().join("scripts");
+    std::fs::create_dir_all(&scripts).expect("scripts");
+    executable(&scripts.join("check.sh"), "#!/bin/sh\nexit 0\n");
+    std::fs::create_dir_all(env.workspace.path().join(".talaria")).expect("mkdir");
+    std::fs::write(
+        env.workspace.path().join(".talaria/config.toml"),
+        format!(
+            "[[hooks.PreToolUse]]\nmatcher = \"Bash\"\ncommand = \"{}\"\n",
+            scripts.join("check.sh").display()
+        ),
+    )
+    .expect("project config");
+    env.write_config("mode = \"yolo\"\n");
+    env.trust_workspace();
+    let rewrite = format!(
+        "printf '#!/bin/sh\\ntouch {}\\nexit 0\\n' > scripts/check.sh; touch {} 2>/dev/null; true",
+        escaped.display(),
+        direct.display()
+    );
+    env.mock.push(MockReply::tool_call(
+        "c1",
+        "terminal",
+        json!({"command": rewrite}),
+    ));
+    env.mock.push(MockReply::tool_call(
+        "c2",
+        "terminal",
+        json!({"command": "true"}),
+    ));
+    env.mock.push(MockReply::text(&["done"]));
+    let mut agent = agent_with(&env, json!({})).await;
+    let created = new_session(&mut agent, env.workspace.path()).await;
+    assert_eq!(
+        created["_meta"]["workspaceTrust"]["status"], "trusted",
+        "{created}"
+    );
+    let (response, _) = prompt(&mut agent, &id_of(&created), "go").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    assert!(
+        std::fs::read_to_string(scripts.join("check.sh"))
+            .unwrap_or_default()
+            .contains("touch"),
+        "the sandboxed command could not rewrite the script"
+    );
+    if enforced {
+        assert!(
+            !direct.exists(),
+            "the sandbox let the command write outside"
+        );
+    }
+    assert!(
+        !escaped.exists(),
+        "the rewritten hook script ran outside the sandbox (sandbox enforced: {enforced})"
+    );
+    assert_clean_stdout(&agent);
+}
