@@ -6,21 +6,9 @@ use serde_json::{Value, json};
 use talaria_harness::{AgentProcess, MockReply};
 
 use crate::support::*;
+use crate::workspace_trust::{agent_with, system_prompt_seen};
 
 const FORMS: &str = r#"{"elicitation": {"form": {}}}"#;
-
-async fn agent_with(env: &TestEnv, capabilities: &str) -> AgentProcess {
-    let mut agent = env.spawn().await;
-    let capabilities: Value = serde_json::from_str(capabilities).expect("json");
-    agent
-        .call(
-            "initialize",
-            json!({"protocolVersion": 1, "clientCapabilities": capabilities}),
-        )
-        .await
-        .expect("initialize");
-    agent
-}
 
 /// `session/new` in `cwd`; each trust question goes to `answer` (which may change the folder
 /// before it answers). The result and the questions' messages.
@@ -51,21 +39,6 @@ fn decide(decision: &str) -> Value {
 
 fn cancel() -> Value {
     json!({"action": "cancel"})
-}
-
-fn system_of(body: &Value) -> String {
-    body["messages"][0]["content"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
-}
-
-/// The system prompt of the model request a prompt in `session` made.
-async fn system_prompt_seen(env: &TestEnv, agent: &mut AgentProcess, session: &str) -> String {
-    env.mock.push(MockReply::text(&["ok"]));
-    let (response, _) = prompt(agent, session, "hi").await;
-    assert_eq!(stop_reason(&response), "end_turn", "{response}");
-    system_of(&env.mock.requests().last().expect("request").body)
 }
 
 fn session_id(created: &Value) -> String {
@@ -553,7 +526,7 @@ fn yolo_with(env: &TestEnv, hooks: &str) {
     env.write_config(&format!("mode = \"yolo\"\n{hooks}"));
 }
 
-fn executable(path: &std::path::Path, text: &str) -> String {
+pub(crate) fn executable(path: &std::path::Path, text: &str) -> String {
     use std::os::unix::fs::PermissionsExt;
     std::fs::write(path, text).expect("script");
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");

@@ -7,6 +7,7 @@
 use serde_json::{Value, json};
 use talaria_harness::{AgentProcess, MockReply};
 
+use crate::red_trust::executable;
 use crate::support::*;
 
 const METHOD: &str = "_agentclientprotocol.com/tool/intercept";
@@ -50,13 +51,6 @@ fn replace_before(input: Value) -> impl FnMut(&Value) -> Value {
         Some("before") => json!({"action": "replace", "rawInput": input.clone()}),
         _ => json!({"action": "allow"}),
     }
-}
-
-fn executable(path: &std::path::Path, text: &str) -> String {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::write(path, text).expect("script");
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    path.display().to_string()
 }
 
 // ---------------------------------------------------------------------------------------

@@ -33,7 +33,11 @@ fn system_of(body: &Value) -> String {
 }
 
 /// The system prompt of the model request a prompt in `session` made.
-async fn system_prompt_seen(env: &TestEnv, agent: &mut AgentProcess, session: &str) -> String {
+pub(crate) async fn system_prompt_seen(
+    env: &TestEnv,
+    agent: &mut AgentProcess,
+    session: &str,
+) -> String {
     env.mock.push(MockReply::text(&["ok"]));
     let (response, _) = prompt(agent, session, "hi").await;
     assert_eq!(stop_reason(&response), "end_turn", "{response}");
@@ -74,7 +78,7 @@ async fn new_session(
     (response["result"].clone(), asked)
 }
 
-async fn agent_with(env: &TestEnv, capabilities: &str) -> AgentProcess {
+pub(crate) async fn agent_with(env: &TestEnv, capabilities: &str) -> AgentProcess {
     let mut agent = env.spawn().await;
     let capabilities: Value = serde_json::from_str(capabilities).expect("json");
     agent
