@@ -739,11 +739,7 @@ impl Turn<'_> {
                 .as_ref()
                 .map(|c| (c, self.settings.id.as_str())),
             changes: std::sync::Mutex::default(),
-            hooks: crate::orchestrator::ToolHooks {
-                hooks: &self.settings.hooks,
-                session_id: &self.settings.id,
-                interception: self.settings.delegation.interception,
-            },
+            hooks: crate::orchestrator::ToolHooks::of(self.settings),
             hook_notes: std::sync::Mutex::default(),
             hook_context: std::sync::Mutex::default(),
             stopped: std::sync::Mutex::default(),
@@ -1001,11 +997,7 @@ impl LoneCall<'_> {
             changes: std::sync::Mutex::default(),
             // The user's hooks gate another agent's calls as they gate the session's own.
             // And the client's interception: a stop ends this one call.
-            hooks: crate::orchestrator::ToolHooks {
-                hooks: &settings.hooks,
-                session_id: &settings.id,
-                interception: settings.delegation.interception,
-            },
+            hooks: crate::orchestrator::ToolHooks::of(settings),
             hook_notes: std::sync::Mutex::default(),
             hook_context: std::sync::Mutex::default(),
             stopped: std::sync::Mutex::default(),

@@ -24,6 +24,17 @@ pub(crate) struct ToolHooks<'a> {
     pub interception: crate::client::Interception,
 }
 
+impl<'a> ToolHooks<'a> {
+    /// A session's hooks and the checkpoints its client intercepts.
+    pub(crate) fn of(settings: &'a crate::settings::SessionSettings) -> Self {
+        Self {
+            hooks: &settings.hooks,
+            session_id: &settings.id,
+            interception: settings.delegation.interception,
+        }
+    }
+}
+
 /// What the `PreToolUse` hooks decided for a call that may go on.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(super) struct HookStance {
