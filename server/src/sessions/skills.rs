@@ -20,6 +20,16 @@ fn user_home() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
+/// The workspace's skill files as the user accepted them (trust's pin, to the skills crate).
+#[derive(Debug)]
+struct AsAccepted(talaria_engine::PinnedSkillFiles);
+
+impl talaria_skills::ContentPin for AsAccepted {
+    fn admits(&self, relative: &Path, bytes: &[u8]) -> bool {
+        self.0.admits(relative, bytes)
+    }
+}
+
 /// A session's skill and memory stores, writing live; the skills in the workspace are read
 /// as its sandbox's `places` let them be, and only once its folder is `trust`ed.
 pub fn context(
@@ -32,6 +42,9 @@ pub fn context(
     let mut roots = Roots::for_session(&config.home, cwd, user_home().as_deref());
     if !trust.loads_project_skills() {
         roots = roots.without_workspace();
+    }
+    if let Some(pinned) = trust.pinned_skill_files() {
+        roots = roots.with_pin(Arc::new(AsAccepted(pinned)));
     }
     Arc::new(SkillsContext::new(
         roots.with_places(places),
@@ -141,6 +154,7 @@ pub fn skill_input(
         .skill_dir(found)
         .map_err(|e| SkillError::io("open", &file)(e.into()))?;
     let text = talaria_skills::skill::read_text(
+        &context.roots,
         &dir,
         talaria_skills::skill::SKILL_FILE,
         talaria_skills::skill::MAX_SKILL_BYTES,

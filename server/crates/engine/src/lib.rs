@@ -108,9 +108,10 @@ pub use system_prompt::{SessionPrompt, build as session_prompt};
 pub use talaria_checkpoints::RestoreReport;
 pub use talaria_provider::Effort;
 pub use trust::{
-    Assessment as TrustAssessment, InstructionFile, InstructionGate, Standing as TrustStanding,
-    TRUST_ENV, TRUST_FILE, TrustDecision, TrustError, TrustFile, TrustStatus, TrustStore,
-    assess as assess_trust, revoke_folder, trust_folder, trust_for_process, trusted_by_environment,
+    Assessment as TrustAssessment, InstructionFile, InstructionGate, PinnedSkillFiles,
+    Standing as TrustStanding, TRUST_ENV, TRUST_FILE, TrustDecision, TrustError, TrustFile,
+    TrustStatus, TrustStore, assess as assess_trust, revoke_folder, trust_folder,
+    trust_for_process, trusted_by_environment,
 };
 pub use window_sizing::{PendingSizing, WindowSizing};
 

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use talaria_files::{Dir, FileError, Kind, Places, Unguarded};
 
+use crate::SkillError;
 use crate::skill::{self, SKILL_FILE, Skill};
 
 /// One place skills are read from.
@@ -26,12 +27,21 @@ pub struct Root {
     pub within: Option<PathBuf>,
 }
 
+/// What a session may read from the workspace's skill roots: the files as the user accepted
+/// them when the folder was trusted (a sandboxed command may rewrite them mid-session).
+pub trait ContentPin: Send + Sync + std::fmt::Debug {
+    /// Whether `bytes`, read from `relative` (below the workspace), are what was accepted.
+    fn admits(&self, relative: &Path, bytes: &[u8]) -> bool;
+}
+
 /// The roots of a session, in precedence order, and what its sandbox hides.
 #[derive(Debug, Clone)]
 pub struct Roots {
     pub roots: Vec<Root>,
     /// The session's places (the writable root, Talaria's own, is read unguarded).
     pub places: Arc<dyn Places>,
+    /// When set, every file read from a workspace root must be as it admits.
+    pub pin: Option<Arc<dyn ContentPin>>,
 }
 
 impl Roots {
@@ -60,7 +70,37 @@ impl Roots {
         Self {
             roots,
             places: Arc::new(Unguarded),
+            pin: None,
         }
+    }
+
+    /// The same roots, their workspace files read only as `pin` admits them.
+    pub fn with_pin(mut self, pin: Arc<dyn ContentPin>) -> Self {
+        self.pin = Some(pin);
+        self
+    }
+
+    /// Refuses `bytes` read from `path` when it lies in a workspace root and the pin does not
+    /// admit them (the root is the first that holds the path, as for [`Self::skill_dir`]).
+    pub fn admit(&self, path: &Path, bytes: &[u8]) -> Result<(), SkillError> {
+        let Some(pin) = &self.pin else {
+            return Ok(());
+        };
+        let Some(root) = self.roots.iter().find(|root| path.starts_with(&root.path)) else {
+            return Ok(());
+        };
+        let Some(within) = &root.within else {
+            return Ok(());
+        };
+        let relative = path.strip_prefix(within).unwrap_or(path);
+        if pin.admits(relative, bytes) {
+            return Ok(());
+        }
+        Err(SkillError::Invalid(format!(
+            "{} changed (or appeared) after its folder's trust was judged at the start of this \
+             session: it is not read now; a new session shows it for review",
+            path.display()
+        )))
     }
 
     /// The same roots without the workspace's own (an untrusted folder's skills are not
@@ -154,7 +194,7 @@ impl Catalog {
             };
             for dir in subdirs(&top) {
                 if holds_skill(&dir) {
-                    catalog.add(&dir, None, root.writable);
+                    catalog.add(roots, &dir, None, root.writable);
                     continue;
                 }
                 let category = dir
@@ -164,7 +204,7 @@ impl Catalog {
                     .map(str::to_string);
                 for inner in subdirs(&dir) {
                     if holds_skill(&inner) {
-                        catalog.add(&inner, category.as_deref(), root.writable);
+                        catalog.add(roots, &inner, category.as_deref(), root.writable);
                     }
                 }
             }
@@ -172,8 +212,8 @@ impl Catalog {
         catalog
     }
 
-    fn add(&mut self, dir: &Dir, category: Option<&str>, writable: bool) {
-        match skill::load(dir, category, writable) {
+    fn add(&mut self, roots: &Roots, dir: &Dir, category: Option<&str>, writable: bool) {
+        match skill::load(roots, dir, category, writable) {
             // An earlier root wins the name.
             Ok(found) if self.get(&found.name).is_some() => {}
             Ok(found) => self.skills.push(found),
@@ -244,6 +284,40 @@ mod tests {
         std::fs::write(dir.join(name).join(SKILL_FILE), text).expect("write");
     }
 
+    /// Admits only the files it names, with the bytes given.
+    #[derive(Debug)]
+    struct Accepted(Vec<(PathBuf, Vec<u8>)>);
+
+    impl ContentPin for Accepted {
+        fn admits(&self, relative: &Path, bytes: &[u8]) -> bool {
+            self.0.iter().any(|(p, b)| p == relative && b == bytes)
+        }
+    }
+
+    #[test]
+    fn a_pin_refuses_workspace_skills_not_as_accepted_and_leaves_the_others_alone() {
+        let home = tempfile::tempdir().expect("dir");
+        let cwd = tempfile::tempdir().expect("dir");
+        let text = |name: &str| format!("---\nname: {name}\ndescription: D\n---\nSteps.\n");
+        write(&home.path().join("skills"), "mine", &text("mine"));
+        let workspace = cwd.path().join(".talaria/skills");
+        write(&workspace, "kept", &text("kept"));
+        write(&workspace, "planted", &text("planted"));
+        let pin = Accepted(vec![(
+            PathBuf::from(".talaria/skills/kept/SKILL.md"),
+            text("kept").into_bytes(),
+        )]);
+        let roots = Roots::for_session(home.path(), cwd.path(), None).with_pin(Arc::new(pin));
+        let catalog = Catalog::scan(&roots);
+        let names: Vec<&str> = catalog.skills.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["mine", "kept"]);
+        assert_eq!(catalog.invalid.len(), 1, "{:?}", catalog.invalid);
+        assert!(catalog.invalid[0].why.contains("changed (or appeared)"));
+        // Unpinned, the same roots read both.
+        let roots = Roots::for_session(home.path(), cwd.path(), None);
+        assert_eq!(Catalog::scan(&roots).skills.len(), 3);
+    }
+
     #[test]
     fn roots_are_scanned_in_order_and_invalid_skills_are_reported() {
         let home = tempfile::tempdir().expect("dir");
@@ -294,6 +368,7 @@ mod tests {
             Catalog::scan(&Roots {
                 roots: Vec::new(),
                 places: Arc::new(Unguarded),
+                pin: None,
             })
             .index()
             .is_none()

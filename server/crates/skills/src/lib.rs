@@ -23,7 +23,7 @@ pub mod scan;
 pub mod skill;
 pub mod tools;
 
-pub use catalog::{Catalog, Root, Roots};
+pub use catalog::{Catalog, ContentPin, Root, Roots};
 pub use context::{SkillsContext, WriteMode};
 pub use error::SkillError;
 pub use memory::{MemoryStore, Target};

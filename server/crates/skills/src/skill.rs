@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
+use crate::catalog::Roots;
 use crate::frontmatter;
 
 /// The longest name.
@@ -92,11 +93,17 @@ pub fn parse(text: &str) -> Result<(String, String, Value), SkillError> {
 pub const MAX_SKILL_BYTES: u64 = MAX_SKILL_CHARS as u64 * 4;
 
 /// The text of the file `name` in the held folder `dir` (no link followed, what the sandbox
-/// hides refused), at most `limit` bytes.
-pub fn read_text(dir: &talaria_files::Dir, name: &str, limit: u64) -> Result<String, SkillError> {
+/// hides refused, what `roots`' pin does not admit refused), at most `limit` bytes.
+pub fn read_text(
+    roots: &Roots,
+    dir: &talaria_files::Dir,
+    name: &str,
+    limit: u64,
+) -> Result<String, SkillError> {
     let bytes = dir
         .read(name.as_ref(), limit)
         .map_err(|e| SkillError::io("read", &dir.shown().join(name))(e.into()))?;
+    roots.admit(&dir.shown().join(name), &bytes)?;
     String::from_utf8(bytes).map_err(|_| {
         SkillError::Invalid(format!(
             "{} is not UTF-8 text",
@@ -108,11 +115,12 @@ pub fn read_text(dir: &talaria_files::Dir, name: &str, limit: u64) -> Result<Str
 /// Reads the skill in the held folder `dir`; `category` is the folder it sits in below its
 /// root, if any.
 pub fn load(
+    roots: &Roots,
     dir: &talaria_files::Dir,
     category: Option<&str>,
     writable: bool,
 ) -> Result<Skill, SkillError> {
-    let text = read_text(dir, SKILL_FILE, MAX_SKILL_BYTES)?;
+    let text = read_text(roots, dir, SKILL_FILE, MAX_SKILL_BYTES)?;
     let (name, description, metadata) = parse(&text)?;
     let category = metadata["category"]
         .as_str()

@@ -15,7 +15,7 @@ use talaria_tools::{
     ToolEffect, ToolKind, ToolOutcome,
 };
 
-use crate::catalog::one_line;
+use crate::catalog::{Roots, one_line};
 use crate::context::{SkillsContext, WriteMode};
 use crate::manage::{self, ManageArgs};
 use crate::memory::{Operation, Target};
@@ -170,6 +170,23 @@ fn skill_dir(context: &SkillsContext, name: &str) -> Option<Result<Dir, SkillErr
     Some(roots.skill_dir(&found).map_err(held_error(&found.dir)))
 }
 
+/// Why there is no skill `name`: the reason its folder of that name could not be read, or
+/// that there is none.
+fn not_found(context: &SkillsContext, name: &str) -> String {
+    let catalog = context.catalog();
+    let unreadable = catalog.invalid.iter().find(|invalid| {
+        invalid
+            .path
+            .parent()
+            .and_then(Path::file_name)
+            .is_some_and(|folder| folder == name)
+    });
+    match unreadable {
+        Some(invalid) => format!("The skill {name:?} cannot be read: {}", invalid.why),
+        None => format!("There is no skill {name:?}; skills_list shows the saved ones."),
+    }
+}
+
 fn held_error(path: &Path) -> impl FnOnce(talaria_files::FileError) -> SkillError + '_ {
     move |e| SkillError::io("open", path)(e.into())
 }
@@ -192,16 +209,17 @@ fn list_files(dir: &Dir) -> Vec<String> {
 }
 
 /// The text of `file_path` (`SKILL.md` when `None`) in the held skill folder `dir`.
-fn read_in_skill(dir: &Dir, file_path: Option<&str>) -> Result<String, SkillError> {
+fn read_in_skill(roots: &Roots, dir: &Dir, file_path: Option<&str>) -> Result<String, SkillError> {
     match file_path {
         Some(relative) if relative != SKILL_FILE => {
             let parts = manage::support_parts(relative)?;
             let (name, above) = parts.split_last().unwrap_or((&"", &[]));
             let folder: PathBuf = above.iter().collect();
             let inner = dir.dir(&folder).map_err(held_error(dir.shown()))?;
-            crate::skill::read_text(&inner, name, crate::skill::MAX_SUPPORT_BYTES as u64)
+            let limit = crate::skill::MAX_SUPPORT_BYTES as u64;
+            crate::skill::read_text(roots, &inner, name, limit)
         }
-        _ => crate::skill::read_text(dir, SKILL_FILE, crate::skill::MAX_SKILL_BYTES),
+        _ => crate::skill::read_text(roots, dir, SKILL_FILE, crate::skill::MAX_SKILL_BYTES),
     }
 }
 
@@ -223,16 +241,12 @@ impl Tool for SkillView {
         Box::pin(blocking(move || {
             let name = args["name"].as_str().unwrap_or_default().to_string();
             let dir = match skill_dir(&context, &name) {
-                None => {
-                    return ToolOutcome::failed(format!(
-                        "There is no skill {name:?}; skills_list shows the saved ones."
-                    ));
-                }
+                None => return ToolOutcome::failed(not_found(&context, &name)),
                 Some(Err(why)) => return ToolOutcome::failed(why.to_string()),
                 Some(Ok(dir)) => dir,
             };
             let file_path = args["file_path"].as_str();
-            match read_in_skill(&dir, file_path) {
+            match read_in_skill(&context.roots, &dir, file_path) {
                 Ok(text) => {
                     context.note_viewed(&name);
                     let files = list_files(&dir);

@@ -116,6 +116,23 @@ pub struct InstructionFile {
     pub path: PathBuf,
     pub text: String,
     pub sha256: String,
+    /// A skill folder's files, each by its path below the working directory and the hash of
+    /// its bytes (`None`: it cannot be read whole, so it is never admitted); empty for a file.
+    pub files: std::collections::BTreeMap<PathBuf, Option<String>>,
+}
+
+/// The skill files a session may read, each by its path below the working directory and the
+/// hash of its bytes as the user accepted them: a file changed or added since the folder's
+/// trust was judged is never read in that session (a new session shows it first).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PinnedSkillFiles(std::collections::BTreeMap<PathBuf, Option<String>>);
+
+impl PinnedSkillFiles {
+    /// Whether `bytes` read from `relative` (below the working directory) are what was
+    /// accepted there.
+    pub fn admits(&self, relative: &Path, bytes: &[u8]) -> bool {
+        matches!(self.0.get(relative), Some(Some(hash)) if *hash == sha256_of(bytes))
+    }
 }
 
 /// A folder's trust, assessed at a session's start.
@@ -291,6 +308,22 @@ impl Assessment {
                 .iter()
                 .filter(|f| SKILL_DIRS.contains(&f.name))
                 .all(|f| self.accepts(f))
+    }
+
+    /// The skill files as accepted, when the folder's skills load and were judged by the
+    /// hashes the user accepted (`None`: nothing to pin — the skills load live, as when the
+    /// environment trusts the folder, or not at all).
+    pub fn pinned_skill_files(&self) -> Option<PinnedSkillFiles> {
+        if !self.loads_project_skills() || !matches!(self.gate(), InstructionGate::Accepted(_)) {
+            return None;
+        }
+        let files = self
+            .instructions
+            .iter()
+            .filter(|f| SKILL_DIRS.contains(&f.name))
+            .flat_map(|f| f.files.clone())
+            .collect();
+        Some(PinnedSkillFiles(files))
     }
 
     /// Whether the folder's trust lets `file` in, as it was read.
@@ -549,6 +582,7 @@ fn instruction_files(resolved: &Path, places: Arc<dyn Places>) -> Vec<Instructio
                 path: resolved.join(name),
                 sha256: sha256(&text),
                 text,
+                files: Default::default(),
             })
         })
         .collect();
@@ -573,7 +607,9 @@ fn skill_folder(resolved: &Path, name: &'static str) -> Option<InstructionFile> 
     listing.sort();
     let mut text = String::new();
     let mut digest = String::new();
-    for (relative, content) in &listing {
+    let mut files = std::collections::BTreeMap::new();
+    for (relative, content, bytes_hash) in &listing {
+        files.insert(Path::new(name).join(relative), bytes_hash.clone());
         digest.push_str(&format!("{relative}\0{}\n", sha256(content)));
         if relative.ends_with("SKILL.md") {
             text.push_str(&format!("\n# {name}/{relative}\n{content}\n"));
@@ -590,12 +626,17 @@ fn skill_folder(resolved: &Path, name: &'static str) -> Option<InstructionFile> 
         path: dir,
         sha256: sha256(&digest),
         text,
+        files,
     })
 }
 
+/// A file of a skill folder: its path below the folder, its content as shown, and the hash
+/// of its bytes when it is a plain file read whole.
+type Listed = (String, String, Option<String>);
+
 /// Every file below `dir` (at most [`MAX_SKILL_FILES`]), as relative path and content (a
 /// link: its target as text; an unreadable file: why). `false` when there were more.
-fn list_files(dir: &Path, relative: &Path, out: &mut Vec<(String, String)>) -> bool {
+fn list_files(dir: &Path, relative: &Path, out: &mut Vec<Listed>) -> bool {
     let Ok(entries) = std::fs::read_dir(dir.join(relative)) else {
         return true;
     };
@@ -613,19 +654,23 @@ fn list_files(dir: &Path, relative: &Path, out: &mut Vec<(String, String)>) -> b
             }
             Ok(kind) if kind.is_symlink() => {
                 let target = std::fs::read_link(dir.join(&path)).unwrap_or_default();
-                out.push((shown, format!("a link to {}", target.display())));
+                out.push((shown, format!("a link to {}", target.display()), None));
             }
-            Ok(kind) if kind.is_file() => out.push((shown, file_content(&dir.join(&path)))),
+            Ok(kind) if kind.is_file() => {
+                let (content, hash) = file_content(&dir.join(&path));
+                out.push((shown, content, hash));
+            }
             // A pipe or a device is never opened (a read could wait forever).
-            _ => out.push((shown, "a special file".into())),
+            _ => out.push((shown, "a special file".into(), None)),
         }
     }
     true
 }
 
 /// A skill file's content as trust hashes and shows it: at most [`MAX_SKILL_FILE_BYTES`],
-/// with its full length (a longer file never matches a shorter one).
-fn file_content(path: &Path) -> String {
+/// with its full length (a longer file never matches a shorter one); and the hash of its
+/// bytes when it was read whole.
+fn file_content(path: &Path) -> (String, Option<String>) {
     // Not followed, never waiting (a pipe swapped in after the listing is refused below).
     let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
     let read = std::fs::OpenOptions::new()
@@ -646,13 +691,28 @@ fn file_content(path: &Path) -> String {
             Ok((length, bytes))
         });
     match read {
-        Ok((length, bytes)) if length > MAX_SKILL_FILE_BYTES => format!(
-            "{}\n[… {length} bytes in all …]",
-            String::from_utf8_lossy(&bytes)
+        Ok((length, bytes)) if length > MAX_SKILL_FILE_BYTES => (
+            format!(
+                "{}\n[… {length} bytes in all …]",
+                String::from_utf8_lossy(&bytes)
+            ),
+            None,
         ),
-        Ok((_, bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
-        Err(e) => format!("unreadable: {e}"),
+        Ok((_, bytes)) => (
+            String::from_utf8_lossy(&bytes).into_owned(),
+            Some(sha256_of(&bytes)),
+        ),
+        Err(e) => (format!("unreadable: {e}"), None),
     }
+}
+
+/// The SHA-256 of `bytes`, in hex.
+fn sha256_of(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// A value no earlier read can have had.

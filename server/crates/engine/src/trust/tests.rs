@@ -337,3 +337,51 @@ fn red_two_a_link_in_a_skill_folder_is_fingerprinted_as_a_link() {
     let a = assess(home.path(), work.path(), places());
     assert!(a.instructions.iter().all(|f| !f.text.contains("planted")));
 }
+
+#[test]
+fn the_skill_files_of_a_trusted_folder_are_pinned_to_their_bytes_as_accepted() {
+    let (home, work) = project();
+    let skill = work.path().join(".talaria/skills/x");
+    std::fs::write(skill.join("SKILL.md"), "shown").expect("skill");
+    std::fs::write(skill.join("big.md"), vec![b'a'; 300 * 1024]).expect("big");
+    // Untrusted: nothing loads, so nothing to pin.
+    assert_eq!(
+        assess(home.path(), work.path(), places()).pinned_skill_files(),
+        None
+    );
+    trust_folder(home.path(), work.path()).expect("trust");
+    let pin = assess(home.path(), work.path(), places())
+        .pinned_skill_files()
+        .expect("pinned");
+    let file = Path::new(".talaria/skills/x/SKILL.md");
+    assert!(pin.admits(file, b"shown"));
+    assert!(!pin.admits(file, b"shown "), "changed bytes admitted");
+    assert!(!pin.admits(Path::new(".talaria/skills/x/new.md"), b"shown"));
+    assert!(!pin.admits(Path::new("AGENTS.md"), b"Say PINEAPPLE."));
+    // A file too long to be read whole is never admitted, not even as it is.
+    let big = vec![b'a'; 300 * 1024];
+    assert!(!pin.admits(Path::new(".talaria/skills/x/big.md"), &big));
+}
+
+#[test]
+fn skills_trusted_by_the_environment_or_changed_are_not_pinned() {
+    let (home, work) = project();
+    std::fs::write(work.path().join(".talaria/skills/x/SKILL.md"), "one").expect("skill");
+    trust_folder(home.path(), work.path()).expect("trust");
+    std::fs::write(work.path().join(".talaria/skills/x/SKILL.md"), "two").expect("swap");
+    // Changed since accepted: the skills do not load at all this session.
+    let a = assess(home.path(), work.path(), places());
+    assert!(!a.loads_project_skills());
+    assert_eq!(a.pinned_skill_files(), None);
+    // Trusted for the session by the user after being shown: pinned to what was shown.
+    let (home, work) = project();
+    std::fs::write(work.path().join(".talaria/skills/x/SKILL.md"), "two").expect("skill");
+    let mut a = assess(home.path(), work.path(), places());
+    a.decide(home.path(), TrustDecision::TrustSession)
+        .expect("session");
+    let pin = a.pinned_skill_files().expect("pinned");
+    assert!(pin.admits(Path::new(".talaria/skills/x/SKILL.md"), b"two"));
+    // Trusted by the environment (nothing was shown): read live, unpinned.
+    a.pinned = false;
+    assert_eq!(a.pinned_skill_files(), None);
+}
