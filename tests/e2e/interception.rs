@@ -85,6 +85,25 @@ async fn a_client_that_errs_or_answers_garbage_stops_the_call_and_the_model_read
     assert_clean_stdout(&agent);
 }
 
+/// A client that never answers: the call is stopped when the configured wait ends (not the
+/// default minute), the request withdrawn, and the model reads why.
+#[tokio::test]
+async fn a_silent_client_stops_the_call_at_the_configured_timeout() {
+    let env = TestEnv::new(vec![
+        MockReply::tool_call("c1", "terminal", json!({"command": "touch silent.txt"})),
+        MockReply::text(&["it did not run"]),
+    ])
+    .await;
+    env.write_config("mode = \"yolo\"\ntool_interception_timeout_secs = 1\n");
+    let (mut agent, session, _) = env.session_with(intercepting()).await;
+    let response = prompt_intercepted(&mut agent, &session, |_| Ok(None), "reject_once").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    assert!(!env.workspace.path().join("silent.txt").exists(), "c1 ran");
+    let read = tool_results(&env.mock, 1).join("\n");
+    assert!(read.contains("no answer within 1 seconds"), "{read}");
+    assert_clean_stdout(&agent);
+}
+
 #[tokio::test]
 async fn after_replaces_the_output_the_model_reads() {
     let env = TestEnv::new(vec![

@@ -36,6 +36,7 @@ pub fn wanted(initialize: &Value) -> Interception {
     Interception {
         before: asked.iter().any(|a| a["before"] == json!(true)),
         after: asked.iter().any(|a| a["after"] == json!(true)),
+        ..Interception::default()
     }
 }
 
@@ -200,6 +201,7 @@ mod tests {
         let both = Interception {
             before: true,
             after: true,
+            ..Interception::default()
         };
         assert_eq!(
             caps(

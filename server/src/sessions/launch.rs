@@ -348,7 +348,15 @@ fn session_settings(
             &config.home,
             config.settings.ask_for_credential_reads(),
         ),
-        delegation: client.delegation,
+        delegation: Delegation {
+            interception: talaria_engine::Interception {
+                timeout: std::time::Duration::from_secs(
+                    config.settings.tool_interception_timeout_secs().max(1),
+                ),
+                ..client.delegation.interception
+            },
+            ..client.delegation
+        },
         titles: config.model_titles(),
         single_slot: config.single_slot(),
         nudges: config.settings.nudges(),

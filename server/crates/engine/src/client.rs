@@ -70,10 +70,23 @@ pub struct Delegation {
 
 /// The checkpoints a client intercepts (the ACP tool-interception draft): asked before a
 /// call runs and after it ran, before the model reads its result.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Interception {
     pub before: bool,
     pub after: bool,
+    /// How long the client may take to decide; silence past it stops the call.
+    pub timeout: std::time::Duration,
+}
+
+impl Default for Interception {
+    /// Neither checkpoint, and the configuration's default wait.
+    fn default() -> Self {
+        Self {
+            before: false,
+            after: false,
+            timeout: std::time::Duration::from_secs(60),
+        }
+    }
 }
 
 /// Which checkpoint a call is at.

@@ -101,6 +101,9 @@ settings! {
         /// The token encoding counted for a model, by model name.
         tokenizers: HashMap<String, String> = HashMap::new(),
             kind "table: name → `cl100k` or `o200k`", shown "by model family";
+        /// How long a client that intercepts tool calls (the tool-interception draft) may take
+        /// to decide on one; silence past it stops the call (at least 1 s).
+        tool_interception_timeout_secs: u64 = 60, unit "s";
         /// Your commands around the session's events, with Claude Code's contract (a trusted
         /// project's `.talaria/config.toml` may add its own): see [hooks.md](hooks.md).
         hooks: toml::Table = toml::Table::new(),

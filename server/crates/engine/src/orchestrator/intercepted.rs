@@ -6,16 +6,11 @@
 //! not in time decides nothing: the call does not run, or its result is withheld (fail
 //! closed), and the model reads why. Each decision is written on the call's card.
 
-use std::time::Duration;
-
 use super::hooked::HookStance;
 use super::{Orchestrator, Prepared, ToolOutcome, ToolStatus};
 use crate::client::{
     ClientAnswer, ClientAsk, InterceptDecision, InterceptError, InterceptPhase, InterceptedCall,
 };
-
-/// How long a client may take to decide at a checkpoint.
-pub const INTERCEPT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// What the model reads for the calls of a batch the client stopped.
 pub const STOPPED_RESULT: &str = "Not run: the client stopped this turn.";
@@ -143,7 +138,7 @@ impl Orchestrator<'_> {
     }
 
     /// Sends the call to the client and waits for its decision, at most
-    /// [`INTERCEPT_TIMEOUT`] (then the request is withdrawn).
+    /// the interception's timeout (then the request is withdrawn).
     async fn intercept(
         &self,
         call: &Prepared,
@@ -161,11 +156,12 @@ impl Orchestrator<'_> {
         });
         let withdraw = self.cancel.child_token();
         let ask = crate::client_access::ask(self.events, asked, withdraw.clone(), None);
-        let answer = match tokio::time::timeout(INTERCEPT_TIMEOUT, ask).await {
+        let timeout = self.hooks.interception.timeout;
+        let answer = match tokio::time::timeout(timeout, ask).await {
             Ok(answer) => answer,
             Err(_) => {
                 withdraw.cancel();
-                return Err(InterceptError::TimedOut(INTERCEPT_TIMEOUT.as_secs()));
+                return Err(InterceptError::TimedOut(timeout.as_secs()));
             }
         };
         match answer {
