@@ -459,3 +459,66 @@ async fn a_link_in_the_skill_index_is_reported_not_read() {
     assert_eq!(catalog.invalid.len(), 1, "{:?}", catalog.invalid);
     assert!(!catalog.invalid[0].why.contains("SECRET"));
 }
+
+/// Admits the files it names with the bytes given (trust's pin, as the engine keeps it).
+#[derive(Debug)]
+struct Accepted(Vec<(&'static str, String)>);
+
+impl talaria_skills::ContentPin for Accepted {
+    fn admits(&self, relative: &Path, bytes: &[u8]) -> bool {
+        self.0
+            .iter()
+            .any(|(path, text)| Path::new(path) == relative && text.as_bytes() == bytes)
+    }
+}
+
+#[tokio::test]
+async fn a_pinned_workspace_skill_is_viewed_as_accepted_and_refused_once_changed() {
+    let (_dir, home, cwd, skill) = project_with_a_skill();
+    let accepted = SKILL.replace("flaky-tests", "peek");
+    std::fs::write(skill.join("references/notes.md"), "NOTES-ONE").expect("notes");
+    let pin = Accepted(vec![
+        (".agents/skills/peek/SKILL.md", accepted.clone()),
+        (
+            ".agents/skills/peek/references/notes.md",
+            "NOTES-ONE".into(),
+        ),
+    ]);
+    let roots = Roots::for_session(&home, &cwd, None).with_pin(Arc::new(pin));
+    let live = tools(Arc::new(SkillsContext::new(
+        roots,
+        MemoryStore::new(home.join("memories"), 2_200, 1_375),
+        home.join("proposals"),
+        "session-1",
+        WriteMode::Live,
+    )));
+    let (status, text) = run(&live, "skill_view", json!({"name": "peek"})).await;
+    assert_eq!(status, ToolStatus::Completed, "{text}");
+    assert!(text.contains("Run the suite three times"), "{text}");
+    let notes = json!({"name": "peek", "file_path": "references/notes.md"});
+    let (status, text) = run(&live, "skill_view", notes.clone()).await;
+    assert_eq!(
+        (status, text.as_str()),
+        (ToolStatus::Completed, "NOTES-ONE")
+    );
+    // The support file changes: refused, with why; the skill itself still reads.
+    std::fs::write(skill.join("references/notes.md"), "NOTES-TWO").expect("notes");
+    let (status, text) = run(&live, "skill_view", notes).await;
+    assert_ne!(status, ToolStatus::Completed);
+    assert!(
+        !text.contains("NOTES-TWO") && text.contains("changed (or appeared)"),
+        "{text}"
+    );
+    // SKILL.md changes: the skill is not in the catalog any more, and viewing it says why.
+    std::fs::write(skill.join("SKILL.md"), accepted.replace("three", "seven")).expect("swap");
+    let (status, text) = run(&live, "skill_view", json!({"name": "peek"})).await;
+    assert_ne!(status, ToolStatus::Completed);
+    assert!(
+        text.contains("\"peek\" cannot be read") && text.contains("changed (or appeared)"),
+        "{text}"
+    );
+    assert!(!text.contains("seven"), "{text}");
+    // A name that is no skill at all is said to be none.
+    let (_, text) = run(&live, "skill_view", json!({"name": "absent"})).await;
+    assert!(text.contains("There is no skill \"absent\""), "{text}");
+}

@@ -344,6 +344,7 @@ fn the_skill_files_of_a_trusted_folder_are_pinned_to_their_bytes_as_accepted() {
     let skill = work.path().join(".talaria/skills/x");
     std::fs::write(skill.join("SKILL.md"), "shown").expect("skill");
     std::fs::write(skill.join("big.md"), vec![b'a'; 300 * 1024]).expect("big");
+    std::fs::write(skill.join("long.md"), vec![b'b'; 200 * 1024]).expect("long");
     // Untrusted: nothing loads, so nothing to pin.
     assert_eq!(
         assess(home.path(), work.path(), places()).pinned_skill_files(),
@@ -358,7 +359,9 @@ fn the_skill_files_of_a_trusted_folder_are_pinned_to_their_bytes_as_accepted() {
     assert!(!pin.admits(file, b"shown "), "changed bytes admitted");
     assert!(!pin.admits(Path::new(".talaria/skills/x/new.md"), b"shown"));
     assert!(!pin.admits(Path::new("AGENTS.md"), b"Say PINEAPPLE."));
-    // A file too long to be read whole is never admitted, not even as it is.
+    // A long reference (200 KiB) is admitted as it is; one too long to be read whole (past
+    // 256 KiB) is never admitted, not even as it is.
+    assert!(pin.admits(Path::new(".talaria/skills/x/long.md"), &[b'b'; 200 * 1024]));
     let big = vec![b'a'; 300 * 1024];
     assert!(!pin.admits(Path::new(".talaria/skills/x/big.md"), &big));
 }
