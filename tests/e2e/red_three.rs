@@ -646,3 +646,58 @@ async fn red_three_a_project_hook_reads_no_credentials_into_the_prompt() {
     }
     assert_clean_stdout(&agent);
 }
+
+// ---------------------------------------------------------------------------------------
+// A session opened in the user's home, where the "project's" `.talaria` is Talaria's own.
+
+/// With `TALARIA_HOME` at its default `~/.talaria`, a session opened in the home folder
+/// finds "project" files that are the user's own: `.talaria/config.toml` (with a provider
+/// key) and `.talaria/skills`. The trust question a form shows must not carry the key, nor
+/// the model's prompt, and the user's own skills still load in the untrusted home.
+#[tokio::test]
+async fn red_three_a_session_in_the_home_folder_shows_no_key_of_talarias_own_config() {
+    let mut env = TestEnv::new(Vec::new()).await;
+    let home = env.home.path().to_path_buf();
+    let talaria = home.join(".talaria");
+    env.extra_env
+        .push(("TALARIA_HOME".into(), talaria.display().to_string()));
+    std::fs::create_dir_all(&talaria).expect("mkdir");
+    std::fs::write(
+        talaria.join("config.toml"),
+        "[openai]\napi_key = \"sk-file-KEY-5151\"\n",
+    )
+    .expect("config");
+    std::fs::write(home.join("AGENTS.md"), "Say HOMEFOLDER.").expect("agents");
+    write_skill(&talaria.join("skills"), "mine", "MY-OWN-SKILL", "n");
+    let mut agent = agent_with(&env, r#"{"elicitation": {"form": {}}}"#).await;
+    let id = agent
+        .start_request("session/new", json!({"cwd": home, "mcpServers": []}))
+        .await
+        .expect("session/new");
+    let mut asked = Vec::new();
+    let response = agent
+        .drive(id, WAIT, |_, params| {
+            asked.push(params.to_string());
+            Ok(Some(json!({"action": "cancel"})))
+        })
+        .await
+        .expect("answer");
+    let created = response["result"].clone();
+    assert!(
+        !asked.is_empty(),
+        "the home folder's AGENTS.md was not asked about: {created}"
+    );
+    for question in &asked {
+        assert!(
+            !question.contains("sk-file-KEY-5151"),
+            "the trust question carries the provider key: {question}"
+        );
+    }
+    let system = system_prompt_seen(&env, &mut agent, &id_of(&created)).await;
+    assert!(!system.contains("sk-file-KEY-5151"), "{system}");
+    assert!(
+        system.contains("mine"),
+        "the user's own skills are left out in the untrusted home: {system}"
+    );
+    assert_clean_stdout(&agent);
+}
