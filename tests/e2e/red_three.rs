@@ -342,8 +342,7 @@ async fn red_three_a_change_in_a_small_skill_file_is_seen() {
 /// length is not seen as changed, so the next session says nothing and the folder loads as
 /// accepted (the changed file is used by the commands its `SKILL.md` tells the model to run).
 #[tokio::test]
-#[ignore = "red team: HOLE a skill file changed past its first 256 KiB is not seen as changed"]
-async fn red_three_a_change_past_256_kib_of_a_skill_file_is_not_seen() {
+async fn red_three_a_change_past_256_kib_of_a_skill_file_is_seen() {
     let env = TestEnv::new(Vec::new()).await;
     let ws = env.workspace.path();
     let skill = ws.join(".talaria/skills/bundle");
@@ -372,8 +371,7 @@ async fn red_three_a_change_past_256_kib_of_a_skill_file_is_not_seen() {
 /// A skill folder's fingerprint hashes each file as text with invalid UTF-8 replaced: a
 /// binary support file changed in bytes that are not UTF-8 is not seen as changed.
 #[tokio::test]
-#[ignore = "red team: HOLE a skill file's change in non-UTF-8 bytes is not seen (hashed after lossy decoding)"]
-async fn red_three_a_change_in_non_utf8_bytes_of_a_skill_file_is_not_seen() {
+async fn red_three_a_change_in_non_utf8_bytes_of_a_skill_file_is_seen() {
     let env = TestEnv::new(Vec::new()).await;
     let ws = env.workspace.path();
     let skill = ws.join(".talaria/skills/bundle");

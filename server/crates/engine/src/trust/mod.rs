@@ -608,9 +608,9 @@ fn skill_folder(resolved: &Path, name: &'static str) -> Option<InstructionFile> 
     let mut text = String::new();
     let mut digest = String::new();
     let mut files = std::collections::BTreeMap::new();
-    for (relative, content, bytes_hash) in &listing {
-        files.insert(Path::new(name).join(relative), bytes_hash.clone());
-        digest.push_str(&format!("{relative}\0{}\n", sha256(content)));
+    for (relative, content, hash, admitted) in &listing {
+        files.insert(Path::new(name).join(relative), admitted.clone());
+        digest.push_str(&format!("{relative}\0{hash}\n"));
         if relative.ends_with("SKILL.md") {
             text.push_str(&format!("\n# {name}/{relative}\n{content}\n"));
         } else {
@@ -630,9 +630,10 @@ fn skill_folder(resolved: &Path, name: &'static str) -> Option<InstructionFile> 
     })
 }
 
-/// A file of a skill folder: its path below the folder, its content as shown, and the hash
-/// of its bytes when it is a plain file read whole.
-type Listed = (String, String, Option<String>);
+/// A file of a skill folder: its path below the folder, its content as shown, its hash in
+/// the fingerprint, and the hash of its bytes the skill tools admit (a plain file shown
+/// whole).
+type Listed = (String, String, String, Option<String>);
 
 /// Every file below `dir` (at most [`MAX_SKILL_FILES`]), as relative path and content (a
 /// link: its target as text; an unreadable file: why). `false` when there were more.
@@ -654,56 +655,109 @@ fn list_files(dir: &Path, relative: &Path, out: &mut Vec<Listed>) -> bool {
             }
             Ok(kind) if kind.is_symlink() => {
                 let target = std::fs::read_link(dir.join(&path)).unwrap_or_default();
-                out.push((shown, format!("a link to {}", target.display()), None));
+                let said = format!("a link to {}", target.display());
+                let hash = sha256(&said);
+                out.push((shown, said, hash, None));
             }
             Ok(kind) if kind.is_file() => {
-                let (content, hash) = file_content(&dir.join(&path));
-                out.push((shown, content, hash));
+                let file = file_content(&dir.join(&path));
+                out.push((shown, file.shown, file.digest, file.admitted));
             }
             // A pipe or a device is never opened (a read could wait forever).
-            _ => out.push((shown, "a special file".into(), None)),
+            _ => out.push((
+                shown,
+                "a special file".into(),
+                sha256("a special file"),
+                None,
+            )),
         }
     }
     true
 }
 
-/// A skill file's content as trust hashes and shows it: at most [`MAX_SKILL_FILE_BYTES`],
-/// with its full length (a longer file never matches a shorter one); and the hash of its
-/// bytes when it was read whole.
-fn file_content(path: &Path) -> (String, Option<String>) {
+/// A skill file as trust keeps it: what the question shows (at most
+/// [`MAX_SKILL_FILE_BYTES`], as text), what its fingerprint holds (the hash of all its
+/// bytes; past [`MAX_HASHED_FILE_BYTES`], a value that never matches), and the hash the
+/// skill tools admit (only for a file shown whole).
+struct SkillFile {
+    shown: String,
+    digest: String,
+    admitted: Option<String>,
+}
+
+/// The most bytes of one skill file hashed; a longer file never matches what was accepted.
+const MAX_HASHED_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Reads a skill file for trust: its start shown, every byte hashed.
+fn file_content(path: &Path) -> SkillFile {
+    match read_skill_file(path) {
+        Ok((length, shown, whole)) if length > MAX_SKILL_FILE_BYTES => SkillFile {
+            shown: format!(
+                "{}\n[… {length} bytes in all …]",
+                String::from_utf8_lossy(&shown)
+            ),
+            digest: whole.unwrap_or_else(|| format!("unhashed {}", now_nanos())),
+            admitted: None,
+        },
+        Ok((_, shown, whole)) => SkillFile {
+            shown: String::from_utf8_lossy(&shown).into_owned(),
+            digest: whole
+                .clone()
+                .unwrap_or_else(|| format!("unhashed {}", now_nanos())),
+            admitted: whole,
+        },
+        Err(e) => {
+            // Nobody reads it (Talaria's reads and commands run as the same user).
+            let shown = format!("unreadable: {e}");
+            SkillFile {
+                digest: sha256(&shown),
+                shown,
+                admitted: None,
+            }
+        }
+    }
+}
+
+/// A skill file's length, its first [`MAX_SKILL_FILE_BYTES`], and the hash of all of it
+/// (`None` past [`MAX_HASHED_FILE_BYTES`]).
+fn read_skill_file(path: &Path) -> std::io::Result<(u64, Vec<u8>, Option<String>)> {
+    use sha2::Digest;
+    use std::io::Read;
     // Not followed, never waiting (a pipe swapped in after the listing is refused below).
     let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
-    let read = std::fs::OpenOptions::new()
+    let mut file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(flags.bits() as i32)
-        .open(path)
-        .and_then(|file| {
-            let meta = file.metadata()?;
-            if !meta.is_file() {
-                return Err(std::io::Error::other("not a plain file"));
-            }
-            let length = meta.len();
-            let mut bytes = Vec::new();
-            std::io::Read::read_to_end(
-                &mut std::io::Read::take(file, MAX_SKILL_FILE_BYTES),
-                &mut bytes,
-            )?;
-            Ok((length, bytes))
-        });
-    match read {
-        Ok((length, bytes)) if length > MAX_SKILL_FILE_BYTES => (
-            format!(
-                "{}\n[… {length} bytes in all …]",
-                String::from_utf8_lossy(&bytes)
-            ),
-            None,
-        ),
-        Ok((_, bytes)) => (
-            String::from_utf8_lossy(&bytes).into_owned(),
-            Some(sha256_of(&bytes)),
-        ),
-        Err(e) => (format!("unreadable: {e}"), None),
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a plain file"));
     }
+    let mut shown = Vec::new();
+    (&mut file)
+        .take(MAX_SKILL_FILE_BYTES)
+        .read_to_end(&mut shown)?;
+    let mut hasher = sha2::Sha256::new();
+    hasher.update(&shown);
+    let mut read = shown.len() as u64;
+    let mut chunk = vec![0; 64 * 1024];
+    loop {
+        let n = file.read(&mut chunk)?;
+        if n == 0 {
+            break;
+        }
+        read += n as u64;
+        if read > MAX_HASHED_FILE_BYTES {
+            return Ok((meta.len().max(read), shown, None));
+        }
+        hasher.update(&chunk[..n]);
+    }
+    let whole = hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    Ok((meta.len().max(read), shown, Some(whole)))
 }
 
 /// The SHA-256 of `bytes`, in hex.
