@@ -68,7 +68,6 @@ async fn notices_of_a_new_session(env: &TestEnv, cwd: &std::path::Path) -> Vec<S
 /// folder (a command the untrusted session ran, a `git pull`). The apply re-reads the folder
 /// and records the new content as accepted: the next session loads all three, never shown.
 #[tokio::test]
-#[ignore = "red team: HOLE trust/apply records content changed since workspaceTrust was shown (only new paths are refused)"]
 async fn red_three_trust_apply_records_content_changed_under_shown_paths() {
     let env = TestEnv::new(Vec::new()).await;
     let ws = env.workspace.path();
@@ -704,7 +703,6 @@ async fn red_three_a_session_in_the_home_folder_shows_no_key_of_talarias_own_con
 /// as re-read at the apply, not as the session showed it, so an `AGENTS.md` rewritten
 /// between the two loads in the next session of the process, never shown.
 #[tokio::test]
-#[ignore = "red team: HOLE trust/apply trust_session pins the folder as re-read at the apply, not as shown"]
 async fn red_three_trust_apply_session_pins_content_changed_before_the_apply() {
     let env = TestEnv::new(Vec::new()).await;
     let ws = env.workspace.path();

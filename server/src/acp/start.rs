@@ -174,6 +174,7 @@ pub(super) fn register(agent: &mut Agent, id: &str, assembled: Assembled) -> Lau
         audience,
         journal: agent.room.store().cloned(),
         opened_here: true,
+        trust: Arc::new(trust),
     };
     let launched = launched(&live);
     // Any connection of the process may attach to it.

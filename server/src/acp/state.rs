@@ -274,6 +274,9 @@ pub struct LiveSession {
     pub journal: Option<talaria_engine::Journal>,
     /// Opened by this connection (not attached to): its room's journal is the session's.
     pub opened_here: bool,
+    /// Its folder's trust as assessed and shown when it started (`trust/apply` decides on
+    /// exactly these files).
+    pub trust: Arc<talaria_engine::TrustAssessment>,
 }
 
 impl LiveSession {

@@ -51,8 +51,8 @@ fn parse(params: &Value) -> Result<ApplyTrust, acp::Error> {
 /// directory of a session this connection opened (the one named, when one is; a client
 /// attached to another's session cannot decide for it). A client cannot trust any other
 /// folder (`/`, a file, a folder no session showed) by naming it. Answers the paths that
-/// session's `workspaceTrust` showed as left out.
-fn shown_here(agent: &Agent, asked: &ApplyTrust) -> Result<Vec<String>, acp::Error> {
+/// session's `workspaceTrust` showed as left out, and its assessment (the files as shown).
+fn shown_here(agent: &Agent, asked: &ApplyTrust) -> Result<Shown, acp::Error> {
     let opened = |live: &&LiveSession| live.opened_here && live.cwd == asked.cwd;
     let shown = match &asked.session {
         Some(session) => {
@@ -74,20 +74,67 @@ fn shown_here(agent: &Agent, asked: &ApplyTrust) -> Result<Vec<String>, acp::Err
             }
         )));
     };
+    let assessed = live.trust.clone();
     let paths = &live
         .meta
         .get("workspaceTrust")
         .and_then(|t| t.get("details"))
         .and_then(|d| d.get("ignoredPaths"))
         .and_then(Value::as_array);
-    Ok(paths
+    let paths = paths
         .map(|paths| {
             paths
                 .iter()
                 .filter_map(|p| p.as_str().map(str::to_string))
                 .collect()
         })
-        .unwrap_or_default())
+        .unwrap_or_default();
+    Ok(Shown { paths, assessed })
+}
+
+/// What a session showed its client of its folder: the paths left out, and the files as
+/// they were read then.
+struct Shown {
+    paths: Vec<String>,
+    assessed: std::sync::Arc<talaria_engine::TrustAssessment>,
+}
+
+/// Refuses a decision on a folder whose files are not what the session showed: a path it
+/// did not list, or a file (an `AGENTS.md`, the project configuration, a skill folder) whose
+/// content changed since.
+fn as_shown(
+    asked: &ApplyTrust,
+    shown: &Shown,
+    now: &talaria_engine::TrustAssessment,
+) -> Result<(), acp::Error> {
+    let mut unshown: Vec<String> = now
+        .left_out()
+        .iter()
+        .map(|p| p.display().to_string())
+        .filter(|path| !shown.paths.contains(path))
+        .collect();
+    unshown.extend(
+        now.instructions
+            .iter()
+            .filter(|file| {
+                !shown
+                    .assessed
+                    .instructions
+                    .iter()
+                    .any(|was| was.name == file.name && was.sha256 == file.sha256)
+            })
+            .map(|file| format!("{} (changed)", file.path.display())),
+    );
+    if unshown.is_empty() {
+        return Ok(());
+    }
+    unshown.dedup();
+    Err(errors::invalid_params(format!(
+        "{APPLY_METHOD}: {} holds files the session did not show as they are now ({}); start \
+         a new session to see them before deciding",
+        asked.cwd.display(),
+        unshown.join(", ")
+    )))
 }
 
 /// `trust/apply`: checked here, applied off the loop.
@@ -105,25 +152,10 @@ pub(super) fn apply_trust(agent: &mut Agent, id: RequestId, params: &Value) -> O
             let config = talaria_engine::Config::load().map_err(config_error)?;
             let places = std::sync::Arc::new(talaria_files::Unguarded);
             let mut assessment = talaria_engine::assess_trust(&config.home, &asked.cwd, places);
-            // The decision is for what the client was shown: a file planted since (a hook,
-            // a skill) is not trusted with it.
-            let now: Vec<String> = assessment
-                .left_out()
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect();
-            if now.iter().any(|path| !shown.contains(path)) {
-                return Err(errors::invalid_params(format!(
-                    "{APPLY_METHOD}: {} holds files the session did not show ({}); start a \
-                     new session to see them before deciding",
-                    asked.cwd.display(),
-                    now.iter()
-                        .filter(|p| !shown.contains(p))
-                        .cloned()
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )));
-            }
+            // The decision is for what the client was shown: a file planted or changed since
+            // (a hook, a skill, an instruction) is not trusted with it. What is recorded is
+            // this read, checked equal to what was shown.
+            as_shown(&asked, &shown, &assessment)?;
             assessment
                 .decide(&config.home, asked.decision)
                 .map_err(|e| errors::invalid_params(format!("{APPLY_METHOD}: {e}")))?;
