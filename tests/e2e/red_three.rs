@@ -134,7 +134,6 @@ async fn red_three_trust_apply_records_content_changed_under_shown_paths() {
 /// accepted reach the review model, and `/skills accept` then copies them into the user's
 /// own skill folder, loaded in every later session of any folder.
 #[tokio::test]
-#[ignore = "red team: HOLE a review's staged copy of a workspace skill is taken and read past the pin"]
 async fn red_three_review_reads_a_changed_skill_file_through_its_staged_copy() {
     let env = TestEnv::new(vec![
         MockReply::tool_call("r1", "read_file", json!({"path": "a.txt"})),

@@ -53,7 +53,28 @@ pub fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
     talaria_util::tree::copy_tree(from, to, talaria_util::tree::Links::Skip)
 }
 
+/// Checks every file of the copy `staged` of `live` with `admit`, by the path it was copied
+/// from and the bytes the copy holds (what was copied is what is checked).
+fn admitted_copy(
+    live: &Path,
+    staged: &Path,
+    admit: &dyn Fn(&Path, &[u8]) -> Result<(), SkillError>,
+) -> Result<(), SkillError> {
+    for relative in every_file_below(staged, true) {
+        let copied = staged.join(&relative);
+        let bytes = std::fs::read(&copied).map_err(SkillError::io("read", &copied))?;
+        admit(&live.join(&relative), &bytes)?;
+    }
+    Ok(())
+}
+
 fn files_below(dir: &Path) -> Vec<String> {
+    every_file_below(dir, false)
+}
+
+/// The files below `dir` (relative, sorted), those whose names start with `.` only when
+/// `hidden` too.
+fn every_file_below(dir: &Path, hidden: bool) -> Vec<String> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(current) = stack.pop() {
@@ -63,7 +84,7 @@ fn files_below(dir: &Path) -> Vec<String> {
                 stack.push(path);
             } else if let Ok(relative) = path.strip_prefix(dir) {
                 let name = relative.display().to_string();
-                if !name.starts_with('.') {
+                if hidden || !name.starts_with('.') {
                     out.push(name);
                 }
             }
@@ -113,13 +134,16 @@ impl Proposals {
     }
 
     /// The staged folder of skill `name` for review `review`: created on first use from the
-    /// live skill (when there is one). Returns the proposal id and the folder.
+    /// live skill (when there is one), each file of the copy as `admit` lets it be read from
+    /// where it came (a workspace skill as its folder's trust accepted it), else nothing is
+    /// staged. Returns the proposal id and the folder.
     pub fn stage_skill(
         &self,
         review: &str,
         name: &str,
         live: Option<&Path>,
         session: &str,
+        admit: &dyn Fn(&Path, &[u8]) -> Result<(), SkillError>,
     ) -> Result<(String, PathBuf), SkillError> {
         skill::check_name(name)?;
         let id = format!("{name}-{review}");
@@ -128,6 +152,10 @@ impl Proposals {
             if let Some(live) = live {
                 copy_dir(live, &staged)
                     .map_err(|e| SkillError::Invalid(format!("cannot stage {name}: {e}")))?;
+                if let Err(why) = admitted_copy(live, &staged, admit) {
+                    let _ = std::fs::remove_dir_all(self.dir.join(&id));
+                    return Err(why);
+                }
             }
             self.save(&Proposal {
                 id: id.clone(),

@@ -358,6 +358,7 @@ fn manage_call(context: &SkillsContext, args: ManageArgs) -> ToolOutcome {
                 &args.name,
                 live.as_deref(),
                 &context.session,
+                &|from, bytes| context.roots.admit(from, bytes),
             );
             let (id, dir) = match staged {
                 Ok(staged) => staged,
