@@ -53,12 +53,15 @@ pub fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
     talaria_util::tree::copy_tree(from, to, talaria_util::tree::Links::Skip)
 }
 
+/// Refuses bytes read from a path that may not be read as they are (`Roots::admit`).
+pub type Admit<'a> = &'a dyn Fn(&Path, &[u8]) -> Result<(), SkillError>;
+
 /// Checks every file of the copy `staged` of `live` with `admit`, by the path it was copied
 /// from and the bytes the copy holds (what was copied is what is checked).
 fn admitted_copy(
     live: &Path,
     staged: &Path,
-    admit: &dyn Fn(&Path, &[u8]) -> Result<(), SkillError>,
+    admit: Admit<'_>,
 ) -> Result<(), SkillError> {
     for relative in every_file_below(staged, true) {
         let copied = staged.join(&relative);
@@ -143,7 +146,7 @@ impl Proposals {
         name: &str,
         live: Option<&Path>,
         session: &str,
-        admit: &dyn Fn(&Path, &[u8]) -> Result<(), SkillError>,
+        admit: Admit<'_>,
     ) -> Result<(String, PathBuf), SkillError> {
         skill::check_name(name)?;
         let id = format!("{name}-{review}");
