@@ -510,3 +510,70 @@ async fn session_start_hooks_run_on_resume_and_load_with_source_resume() {
     }
     assert_clean_stdout(&agent);
 }
+
+/// Where the user's hooks run: with the user's rights in a trusted folder (a log in the home
+/// is written), inside the session's sandbox in a folder that is not trusted and wherever a
+/// hook asks for it (`sandbox = true`: the home is not written, the workspace is), and the
+/// card says which.
+#[tokio::test]
+async fn the_users_hooks_run_with_the_users_rights_only_in_a_trusted_folder() {
+    if !sandbox_enforced() {
+        return;
+    }
+    let edit = |id: &str| {
+        MockReply::tool_call(id, "write_file", json!({"path": "a.txt", "content": "x\n"}))
+    };
+    let env = TestEnv::new(vec![
+        edit("u1"),
+        MockReply::text(&["untrusted"]),
+        edit("t1"),
+        MockReply::text(&["trusted"]),
+    ])
+    .await;
+    let home = env.home.path();
+    let log = |name: &str| home.join(name).display().to_string();
+    config_with(
+        &env,
+        &format!(
+            "[[hooks.PostToolUse]]\nmatcher = \"Write\"\ncommand = \"echo ran >> {}\"\n\
+             [[hooks.PostToolUse]]\nmatcher = \"Write\"\nsandbox = true\ncommand = \"echo ran >> {}; touch confined-ran\"\n",
+            log("free.log"),
+            log("confined.log")
+        ),
+    );
+    let (mut agent, session) = env.session().await;
+    let (response, updates) = prompt(&mut agent, &session, "edit").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    assert!(
+        !home.join("free.log").exists(),
+        "a hook ran unconfined in an untrusted folder"
+    );
+    assert!(
+        card(&updates, "u1").contains("(in the sandbox)"),
+        "{}",
+        card(&updates, "u1")
+    );
+    env.trust_workspace();
+    let second = agent
+        .call(
+            "session/new",
+            json!({"cwd": env.workspace.path(), "mcpServers": []}),
+        )
+        .await
+        .expect("session");
+    let second = second["sessionId"].as_str().expect("id").to_string();
+    let (response, _) = prompt(&mut agent, &second, "edit").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let free =
+        std::fs::read_to_string(home.join("free.log")).expect("the user's hook ran as the user");
+    assert_eq!(free, "ran\n");
+    assert!(
+        !home.join("confined.log").exists(),
+        "sandbox = true ran unconfined"
+    );
+    assert!(
+        env.workspace.path().join("confined-ran").exists(),
+        "the confined hook did not run"
+    );
+    assert_clean_stdout(&agent);
+}

@@ -398,7 +398,6 @@ async fn red_three_a_change_in_non_utf8_bytes_of_a_skill_file_is_seen() {
 /// outside the sandbox — so an untrusted folder runs code unsandboxed (and in any folder, a
 /// sandboxed command can rewrite the script the next edit runs).
 #[tokio::test]
-#[ignore = "red team: HOLE a user hook naming a workspace script runs an untrusted repository's code outside the sandbox"]
 async fn red_three_a_user_hook_runs_an_untrusted_repositorys_script_outside_the_sandbox() {
     let env = TestEnv::new(vec![
         MockReply::tool_call(

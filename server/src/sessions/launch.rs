@@ -822,6 +822,10 @@ fn session_hooks(
     config: &Config,
     trust: &talaria_engine::TrustAssessment,
 ) -> (Arc<talaria_engine::Hooks>, Option<String>) {
+    if !trust.loads_project() {
+        // What the user's hooks run may be the folder's own code: inside the sandbox.
+        return (Arc::new((*config.hooks).clone().confined()), None);
+    }
     let Some(file) = trust.project_config() else {
         return (config.hooks.clone(), None);
     };

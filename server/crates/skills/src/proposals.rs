@@ -58,11 +58,7 @@ pub type Admit<'a> = &'a dyn Fn(&Path, &[u8]) -> Result<(), SkillError>;
 
 /// Checks every file of the copy `staged` of `live` with `admit`, by the path it was copied
 /// from and the bytes the copy holds (what was copied is what is checked).
-fn admitted_copy(
-    live: &Path,
-    staged: &Path,
-    admit: Admit<'_>,
-) -> Result<(), SkillError> {
+fn admitted_copy(live: &Path, staged: &Path, admit: Admit<'_>) -> Result<(), SkillError> {
     for relative in every_file_below(staged, true) {
         let copied = staged.join(&relative);
         let bytes = std::fs::read(&copied).map_err(SkillError::io("read", &copied))?;

@@ -140,6 +140,11 @@ pub struct Hook {
     pub command: String,
     pub timeout: Duration,
     pub origin: HookOrigin,
+    /// Runs inside the session's sandbox: a project's hooks always; the user's when the entry
+    /// says `sandbox = true`, and every one of them in a folder that is not trusted (what a
+    /// hook runs there — a formatter's configuration, a script under `$CLAUDE_PROJECT_DIR` —
+    /// may be the folder's own code).
+    pub confined: bool,
 }
 
 impl PartialEq for Hook {
@@ -156,7 +161,7 @@ impl PartialEq for Hook {
             &other.command,
             other.timeout,
             &other.origin,
-        )
+        ) && self.confined == other.confined
     }
 }
 
@@ -183,9 +188,12 @@ impl Hook {
         let command = talaria_util::head(&self.command, 60)
             .map(|(head, _)| format!("{head}…"))
             .unwrap_or_else(|| self.command.clone());
-        match &self.origin {
-            HookOrigin::User => format!("{} hook `{command}`", self.event.as_str()),
-            HookOrigin::Project(_) => {
+        match (&self.origin, self.confined) {
+            (HookOrigin::User, false) => format!("{} hook `{command}`", self.event.as_str()),
+            (HookOrigin::User, true) => {
+                format!("{} hook `{command}` (in the sandbox)", self.event.as_str())
+            }
+            (HookOrigin::Project(_), _) => {
                 format!("{} hook `{command}` (project)", self.event.as_str())
             }
         }
@@ -228,6 +236,14 @@ impl Hooks {
             }
         }
         Ok(Self { hooks })
+    }
+
+    /// The same hooks, each run inside the session's sandbox (a folder that is not trusted).
+    pub fn confined(mut self) -> Self {
+        for hook in &mut self.hooks {
+            hook.confined = true;
+        }
+        self
     }
 
     /// These hooks, then `more`.
@@ -330,12 +346,22 @@ fn entry_hooks(
                 _ => return Err(error("timeout_s must be a positive number of seconds")),
             },
         };
+        let sandbox = match command_table
+            .get("sandbox")
+            .or_else(|| table.get("sandbox"))
+        {
+            None => false,
+            Some(value) => value
+                .as_bool()
+                .ok_or_else(|| error("sandbox must be true or false"))?,
+        };
         hooks.push(Hook {
             event,
             matcher: matcher.clone(),
             matcher_regex: matcher_regex.clone(),
             command: command.to_string(),
             timeout,
+            confined: sandbox || matches!(origin, HookOrigin::Project(_)),
             origin: origin.clone(),
         });
     }

@@ -1,9 +1,10 @@
 //! Running one hook: `bash -c COMMAND` in the session's folder, the event as JSON on stdin,
 //! with Talaria's settings, credential stores and keys hidden and the clean environment (no
 //! provider key, nothing that looks secret). The user's own hooks start like a command the
-//! user let out of the sandbox (the user's rights); a project's hooks run inside the
-//! session's sandbox like the agent's commands, since what they run (a script in the
-//! workspace) is what the agent's commands may write. At its timeout, or when the caller
+//! user let out of the sandbox (the user's rights) in a trusted folder; a project's hooks,
+//! the user's in a folder that is not trusted, and those that ask (`sandbox = true`) run
+//! inside the session's sandbox like the agent's commands, since what they run (a script in
+//! the workspace, a formatter's configuration) may be the folder's or the agent's. At its timeout, or when the caller
 //! stops waiting, its whole process group is ended.
 
 use std::process::Stdio;
@@ -48,9 +49,9 @@ pub async fn run_hook(
     cwd: &std::path::Path,
     shell: &talaria_tools::Shell,
 ) -> HookRun {
-    // A project's hook is confined: the workspace it runs from is the agent's to write.
-    let confine = matches!(hook.origin, super::HookOrigin::Project(_));
-    let launch = shell.local(&hook.command, confine);
+    // A project's hook is confined (the workspace it runs from is the agent's to write), and
+    // so is every hook in a folder that is not trusted, or that asked to be.
+    let launch = shell.local(&hook.command, hook.confined);
     let mut command = tokio::process::Command::new(&launch.program);
     command.args(&launch.args);
     if let Some(env) = &launch.env {
