@@ -388,3 +388,109 @@ fn skills_trusted_by_the_environment_or_changed_are_not_pinned() {
     a.pinned = false;
     assert_eq!(a.pinned_skill_files(), None);
 }
+
+#[test]
+fn a_folder_is_the_trusted_one_only_with_its_device_inode_and_birth_time() {
+    let work = tempfile::tempdir().expect("work");
+    let meta = std::fs::metadata(work.path()).expect("meta");
+    let expected = meta.created().ok().map(|t| {
+        let since = t
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after the epoch");
+        u64::try_from(since.as_nanos()).expect("fits")
+    });
+    assert_eq!(born_ns(&meta), expected);
+    let entry = |inode: u64, born: Option<u64>| TrustedFolder {
+        trusted_at: 0,
+        device: Some(meta.dev()),
+        inode: Some(inode),
+        born_ns: born,
+        instructions: Default::default(),
+    };
+    assert!(same_folder(work.path(), &entry(meta.ino(), expected)));
+    // A record from before birth times were kept still matches by device and inode.
+    assert!(same_folder(work.path(), &entry(meta.ino(), None)));
+    assert!(!same_folder(work.path(), &entry(meta.ino() + 1, None)));
+    if let Some(born) = expected {
+        // The inode reused by a folder made later: another folder.
+        assert!(!same_folder(
+            work.path(),
+            &entry(meta.ino(), Some(born + 1))
+        ));
+    }
+}
+
+#[test]
+fn a_skill_folder_lists_links_and_special_files_as_such_and_never_opens_them() {
+    let (_home, work) = project();
+    let skill = work.path().join(".talaria/skills/x");
+    std::fs::write(skill.join("SKILL.md"), "shown").expect("skill");
+    std::os::unix::fs::symlink(skill.join("SKILL.md"), skill.join("alias.md")).expect("link");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &skill.join("pipe"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .expect("mkfifo");
+    let folder = skill_folder(work.path(), ".talaria/skills").expect("listed");
+    assert!(
+        folder.text.contains("# .talaria/skills/x/alias.md\n"),
+        "{}",
+        folder.text
+    );
+    let mut listing = Vec::new();
+    assert!(list_files(
+        &work.path().join(".talaria/skills"),
+        Path::new(""),
+        &mut listing
+    ));
+    let said = |name: &str| {
+        listing
+            .iter()
+            .find(|(relative, ..)| relative == name)
+            .map(|(_, shown, _, admitted)| (shown.clone(), admitted.clone()))
+            .expect("listed")
+    };
+    let (shown, admitted) = said("x/alias.md");
+    assert!(shown.starts_with("a link to "), "{shown}");
+    assert_eq!(admitted, None);
+    assert_eq!(said("x/pipe"), ("a special file".to_string(), None));
+    // Opened directly (swapped in after the listing), a link is not followed.
+    let read = file_content(&skill.join("alias.md"));
+    assert!(read.shown.starts_with("unreadable"), "{}", read.shown);
+    assert_eq!(read.admitted, None);
+}
+
+#[test]
+fn a_skill_file_is_admitted_up_to_what_is_shown_and_hashed_up_to_its_limit() {
+    let work = tempfile::tempdir().expect("work");
+    let exact = work.path().join("exact.md");
+    std::fs::write(&exact, vec![b'e'; MAX_SKILL_FILE_BYTES as usize]).expect("exact");
+    let read = file_content(&exact);
+    assert!(
+        read.admitted.is_some(),
+        "a file exactly at the limit is shown whole"
+    );
+    assert_eq!(read.admitted.as_deref(), Some(read.digest.as_str()));
+    let over = work.path().join("over.md");
+    std::fs::write(&over, vec![b'o'; MAX_SKILL_FILE_BYTES as usize + 1]).expect("over");
+    let read = file_content(&over);
+    assert_eq!(read.admitted, None);
+    assert!(
+        read.shown.ends_with("bytes in all …]"),
+        "{}",
+        &read.shown[read.shown.len() - 40..]
+    );
+    assert_eq!(
+        read.digest,
+        file_content(&over).digest,
+        "a long file hashes the same twice"
+    );
+    // Past the hashing limit: a fingerprint no later read matches.
+    let huge = work.path().join("huge.bin");
+    let file = std::fs::File::create(&huge).expect("huge");
+    file.set_len(MAX_HASHED_FILE_BYTES + 1).expect("grow");
+    assert_ne!(file_content(&huge).digest, file_content(&huge).digest);
+}
