@@ -428,7 +428,7 @@ fn a_skill_folder_lists_links_and_special_files_as_such_and_never_opens_them() {
     std::os::unix::fs::symlink(skill.join("SKILL.md"), skill.join("alias.md")).expect("link");
     rustix::fs::mknodat(
         rustix::fs::CWD,
-        &skill.join("pipe"),
+        skill.join("pipe"),
         rustix::fs::FileType::Fifo,
         rustix::fs::Mode::from_raw_mode(0o644),
         0,
