@@ -126,11 +126,28 @@ impl Kept {
                 talaria_util::lock(&self.shared).get_or_insert_with(|| session.clone());
                 Ok(session)
             }
-            Err(refused @ ChildError::Refused { .. }) => {
+            Err(ChildError::Refused {
+                name,
+                method,
+                message,
+            }) => {
                 let shared = talaria_util::lock(&self.shared).clone();
                 match shared {
                     Some(session) if self.busy.load(Ordering::SeqCst) == 1 => Ok(session),
-                    _ => Err(refused),
+                    // Its one session is another delegation's now.
+                    Some(_) => Err(ChildError::Refused {
+                        message: format!(
+                            "{message} (it keeps one session, and another task is on it now: \
+                             hand this task over once that one is done)"
+                        ),
+                        name,
+                        method,
+                    }),
+                    None => Err(ChildError::Refused {
+                        name,
+                        method,
+                        message,
+                    }),
                 }
             }
             Err(other) => Err(other),

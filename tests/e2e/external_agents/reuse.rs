@@ -221,3 +221,83 @@ async fn a_kept_agent_dies_with_a_killed_talaria_even_if_it_ignores_its_input() 
         "the agent followed Talaria's death (its parent-death signal)"
     );
 }
+
+/// The model's delegations to one agent in one answer: `agents/mod.rs` keeps one running
+/// agent, so both go to the same process, each on a session of its own, and both answers
+/// come back, each as its own call's result.
+#[tokio::test]
+async fn two_delegations_at_once_to_one_agent_each_get_a_session_of_its_own() {
+    let script = json!([[{"whoami": true}], [{"whoami": true}]]);
+    let parent = vec![
+        batch(&[
+            (
+                "d1",
+                "delegate_task",
+                json!({"goal": "look at the notes", "agent": "scripted"}),
+            ),
+            (
+                "d2",
+                "delegate_task",
+                json!({"goal": "look at the tests", "agent": "scripted"}),
+            ),
+        ]),
+        MockReply::text(&["Both delegated."]),
+    ];
+    let env = scripted_child(parent, script, "").await;
+    let (mut agent, session) = env.session().await;
+    let (response, _) = prompt(&mut agent, &session, "both").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let results = delegation_result(&env);
+    let whoamis: Vec<(String, String)> = results
+        .lines()
+        .filter(|l| l.starts_with("pid "))
+        .map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            (words[1].to_string(), words[3].to_string())
+        })
+        .collect();
+    assert_eq!(whoamis.len(), 2, "{results}");
+    assert_eq!(whoamis[0].0, whoamis[1].0, "one running agent: {results}");
+    assert_ne!(whoamis[0].1, whoamis[1].1, "two sessions: {results}");
+}
+
+/// The same with an agent that opens one session only: the second task cannot share the
+/// session the first is on; it fails with why (the model can hand it over again), and the
+/// first comes back.
+#[tokio::test]
+async fn two_delegations_at_once_to_a_one_session_agent_fail_the_second_with_why() {
+    let script = json!([[{"whoami": true}], [{"whoami": true}]]);
+    let parent = vec![
+        batch(&[
+            (
+                "d1",
+                "delegate_task",
+                json!({"goal": "look at the notes", "agent": "scripted"}),
+            ),
+            (
+                "d2",
+                "delegate_task",
+                json!({"goal": "look at the tests", "agent": "scripted"}),
+            ),
+        ]),
+        MockReply::text(&["One delegated."]),
+    ];
+    let env = scripted_child(parent, script, "").await;
+    let config = env.home.path().join("talaria/config.toml");
+    let text = std::fs::read_to_string(&config).expect("config");
+    let text = text.replace(
+        "TALARIA_CHILD_SCRIPT",
+        "TALARIA_CHILD_ONE_SESSION = \"1\", TALARIA_CHILD_SCRIPT",
+    );
+    std::fs::write(&config, text).expect("config");
+    let (mut agent, session) = env.session().await;
+    let (response, _) = prompt(&mut agent, &session, "both").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let results = delegation_result(&env);
+    eprintln!("RESULTS {results}");
+    assert_eq!(
+        results.lines().filter(|l| l.starts_with("pid ")).count(),
+        1,
+        "{results}"
+    );
+}
