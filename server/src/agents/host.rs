@@ -9,8 +9,8 @@ use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 use talaria_conductor::{ChildHost, HostFuture};
 use talaria_engine::{
-    ChildAnswer, ChildCallKind, ChildCommand, ChildOption, ChildOptionKind, ChildQuestion,
-    ExternalHost, HostError,
+    ChildAnswer, ChildCall, ChildCallEnd, ChildCallKind, ChildCommand, ChildOption,
+    ChildOptionKind, ChildQuestion, ExternalHost, HostError,
 };
 use talaria_protocol::acp;
 
@@ -120,6 +120,32 @@ impl ChildHost for HostOnAcp {
                 talaria_util::lock(&self.steps).call(&call.tool_call_id.0, &call.title, &arguments);
                 self.flush();
                 self.inner.step(format!("{} — {}", self.name, call.title));
+                // A call announced already ended (as some agents do) ends on its card too.
+                let ended = match call.status {
+                    acp::ToolCallStatus::Completed | acp::ToolCallStatus::Failed => {
+                        Some(ChildCallEnd {
+                            id: call.tool_call_id.0.to_string(),
+                            failed: call.status == acp::ToolCallStatus::Failed,
+                            title: None,
+                            text: content_text(&call.content),
+                        })
+                    }
+                    _ => None,
+                };
+                let started = ChildCall {
+                    id: call.tool_call_id.0.to_string(),
+                    kind: kind_of(Some(call.kind)),
+                    paths: call.locations.into_iter().map(|l| l.path).collect(),
+                    title: call.title,
+                    raw_input: arguments,
+                };
+                return async move {
+                    self.inner.call_started(started).await;
+                    if let Some(ended) = ended {
+                        self.inner.call_ended(ended).await;
+                    }
+                }
+                .boxed();
             }
             acp::SessionUpdate::ToolCallUpdate(update) => {
                 let mark = match update.fields.status {
@@ -127,17 +153,21 @@ impl ChildHost for HostOnAcp {
                     Some(acp::ToolCallStatus::Failed) => "✗",
                     _ => "",
                 };
-                if !mark.is_empty() {
-                    let content = update
-                        .fields
-                        .content
-                        .as_deref()
-                        .map_or_else(|| mark.to_string(), content_text);
-                    talaria_util::lock(&self.steps).result(&update.tool_call_id.0, &content);
+                if mark.is_empty() {
+                    return async {}.boxed();
                 }
-                if let (false, Some(title)) = (mark.is_empty(), update.fields.title) {
+                let shown = update.fields.content.as_deref().map(content_text);
+                let content = shown.clone().unwrap_or_else(|| mark.to_string());
+                talaria_util::lock(&self.steps).result(&update.tool_call_id.0, &content);
+                if let Some(title) = &update.fields.title {
                     self.inner.step(format!("{} {mark} {title}", self.name));
                 }
+                return self.inner.call_ended(ChildCallEnd {
+                    id: update.tool_call_id.0.to_string(),
+                    failed: mark == "✗",
+                    title: update.fields.title,
+                    text: shown.unwrap_or_default(),
+                });
             }
             _ => {}
         }
@@ -321,10 +351,9 @@ fn exit_status(exit: talaria_engine::ChildExit) -> acp::TerminalExitStatus {
         .signal(exit.signal)
 }
 
-/// The child's question in the engine's terms.
-fn question_of(request: &acp::RequestPermissionRequest) -> ChildQuestion {
-    let fields = &request.tool_call.fields;
-    let kind = match fields.kind {
+/// An ACP tool kind in the engine's terms.
+fn kind_of(kind: Option<acp::ToolKind>) -> ChildCallKind {
+    match kind {
         Some(acp::ToolKind::Read) => ChildCallKind::Read,
         Some(acp::ToolKind::Search) => ChildCallKind::Search,
         Some(acp::ToolKind::Think) => ChildCallKind::Think,
@@ -334,7 +363,13 @@ fn question_of(request: &acp::RequestPermissionRequest) -> ChildQuestion {
         Some(acp::ToolKind::Move) => ChildCallKind::Move,
         Some(acp::ToolKind::Execute) => ChildCallKind::Execute,
         _ => ChildCallKind::Other,
-    };
+    }
+}
+
+/// The child's question in the engine's terms.
+fn question_of(request: &acp::RequestPermissionRequest) -> ChildQuestion {
+    let fields = &request.tool_call.fields;
+    let kind = kind_of(fields.kind);
     let options = request
         .options
         .iter()

@@ -303,7 +303,8 @@ async fn talaria_agents_lists_each_agent_whether_it_starts_and_its_walls() {
 
 #[tokio::test]
 async fn a_client_that_shows_subagents_sees_the_agent_as_a_session_of_its_own() {
-    let script = json!([[{"say": "child words"}]]);
+    let script = json!([[{"say": "child words"},
+        {"tool_run": "grep TODO", "output": "src/a.rs:3: TODO"}]]);
     let env = with_scripted_child(script, "").await;
     let (mut agent, session, _) = env.session_with(json!({"subagents": {}})).await;
     let (response, parent) = prompt(&mut agent, &session, "hand it over").await;
@@ -329,7 +330,39 @@ async fn a_client_that_shows_subagents_sees_the_agent_as_a_session_of_its_own() 
         .filter(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
         .filter_map(|m| m["params"]["update"]["content"]["text"].as_str())
         .collect();
-    assert_eq!(said, "child words");
+    assert!(said.starts_with("child words"), "{said}");
+    // Its own tool call is a call of its session: started, then done with what it showed.
+    let calls: Vec<&Value> = agent
+        .transcript
+        .iter()
+        .filter(|m| m["params"]["sessionId"] == child)
+        .map(|m| &m["params"]["update"])
+        .filter(|u| u["toolCallId"] == "agent-r1")
+        .collect();
+    assert_eq!(calls.len(), 3, "{calls:?}");
+    assert_eq!(calls[0]["sessionUpdate"], "tool_call");
+    assert_eq!(
+        (
+            &calls[0]["title"],
+            &calls[0]["kind"],
+            &calls[0]["rawInput"]["pattern"]
+        ),
+        (&json!("grep TODO"), &json!("search"), &json!("grep TODO"))
+    );
+    assert_eq!(calls[1]["status"], "in_progress", "{:?}", calls[1]);
+    assert_eq!(calls[2]["status"], "completed", "{:?}", calls[2]);
+    assert!(
+        calls[2]["content"].to_string().contains("src/a.rs:3: TODO"),
+        "{:?}",
+        calls[2]
+    );
+    // The parent's card still shows it as a line, for clients without subagents.
+    assert!(
+        parent
+            .iter()
+            .any(|u| u.to_string().contains("scripted — grep TODO")),
+        "{parent:?}"
+    );
 }
 
 #[tokio::test]

@@ -1,7 +1,8 @@
 //! `talaria-acp-child`: a scripted ACP agent for tests of Talaria as a client of other agents.
 //! It answers `initialize` and `session/new`, and plays one script per `session/prompt` from
 //! the JSON file `TALARIA_CHILD_SCRIPT` names (`{"prompts": [[STEP, …], …]}`), then ends the
-//! turn. Steps: `{"say": TEXT}`, `{"tool_call": TITLE}`, `{"read": PATH}`,
+//! turn. Steps: `{"say": TEXT}`, `{"tool_call": TITLE}`, `{"tool_run": TITLE, "output": TEXT}`
+//! (a call of its own, running then done), `{"read": PATH}`,
 //! `{"write": {"path": P, "content": C}}`, `{"ask": TITLE}` (a permission question),
 //! `{"terminal": COMMAND}`, `{"crash": CODE}`, `{"hang": true}`, `{"wait_cancel": true}`,
 //! `{"usage": {"input": N, "output": M}}` (on the prompt's answer), `{"cost": USD}` (a
@@ -64,6 +65,15 @@ impl Child {
         } else if let Some(title) = step["tool_call"].as_str() {
             self.update(json!({"sessionUpdate": "tool_call", "toolCallId": "c1",
                 "title": title, "kind": "execute", "status": "completed"}));
+        } else if let Some(title) = step["tool_run"].as_str() {
+            self.update(json!({"sessionUpdate": "tool_call", "toolCallId": "r1",
+                "title": title, "kind": "search", "status": "in_progress",
+                "rawInput": {"pattern": title}}));
+            self.update(
+                json!({"sessionUpdate": "tool_call_update", "toolCallId": "r1",
+                "status": "completed", "content": [{"type": "content",
+                "content": {"type": "text", "text": step["output"].as_str().unwrap_or("")}}]}),
+            );
         } else if let Some(path) = step["read"].as_str() {
             let answer = self
                 .ask(

@@ -70,9 +70,9 @@ pub use events::{
     TurnUsage, limits_pool,
 };
 pub use external_agents::{
-    AgentSet, ChildAnswer, ChildCallKind, ChildCommand, ChildExit, ChildOption, ChildOptionKind,
-    ChildOutput, ChildQuestion, ExternalAgents, ExternalHost, ExternalReport, ExternalRun,
-    HostError,
+    AgentSet, ChildAnswer, ChildCall, ChildCallEnd, ChildCallKind, ChildCommand, ChildExit,
+    ChildOption, ChildOptionKind, ChildOutput, ChildQuestion, ExternalAgents, ExternalHost,
+    ExternalReport, ExternalRun, HostError,
 };
 pub use hooks::{
     HookConfigError, HookEvent, HookOrigin, Hooks, claude_names, project_hooks as project_hooks_of,

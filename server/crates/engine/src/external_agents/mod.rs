@@ -166,6 +166,11 @@ pub trait ExternalHost: Send + Sync {
     fn said<'a>(&'a self, text: String) -> BoxFuture<'a, ()>;
     /// The agent's thoughts as they stream (likewise).
     fn thought<'a>(&'a self, text: String) -> BoxFuture<'a, ()>;
+    /// The agent started one of its own tool calls (shown as a call of its session to a
+    /// client that shows subagents).
+    fn call_started<'a>(&'a self, call: ChildCall) -> BoxFuture<'a, ()>;
+    /// One of its own calls ended: `failed` or not, with what it showed.
+    fn call_ended<'a>(&'a self, ended: ChildCallEnd) -> BoxFuture<'a, ()>;
     fn read_text<'a>(
         &'a self,
         path: PathBuf,
@@ -218,6 +223,28 @@ pub enum ChildOptionKind {
     RejectAlways,
 }
 
+/// One of the agent's own tool calls, as it announced it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChildCall {
+    /// The agent's id for it.
+    pub id: String,
+    pub title: String,
+    pub kind: ChildCallKind,
+    pub paths: Vec<std::path::PathBuf>,
+    pub raw_input: serde_json::Value,
+}
+
+/// How one of the agent's own calls ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildCallEnd {
+    pub id: String,
+    pub failed: bool,
+    /// Its title when the agent changed it at the end.
+    pub title: Option<String>,
+    /// What it showed (its text content).
+    pub text: String,
+}
+
 /// The agent's question about one of its own calls.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChildQuestion {
@@ -236,6 +263,22 @@ pub enum ChildAnswer {
 }
 
 impl ChildCallKind {
+    /// The kind as Talaria's own calls name it.
+    pub fn tool_kind(self) -> talaria_record::ToolKind {
+        use talaria_record::ToolKind;
+        match self {
+            Self::Read => ToolKind::Read,
+            Self::Search => ToolKind::Search,
+            Self::Think => ToolKind::Think,
+            Self::Fetch => ToolKind::Fetch,
+            Self::Edit => ToolKind::Edit,
+            Self::Delete => ToolKind::Delete,
+            Self::Move => ToolKind::Move,
+            Self::Execute => ToolKind::Execute,
+            Self::Other => ToolKind::Other,
+        }
+    }
+
     pub fn changes_nothing(self) -> bool {
         matches!(self, Self::Read | Self::Search | Self::Think)
     }

@@ -19,8 +19,14 @@ use super::terminals::Terminals;
 use crate::delegation_kit::SubagentKit;
 use crate::events::EngineEvent;
 use crate::external_agents::{
-    ChildAnswer, ChildCommand, ChildExit, ChildOutput, ChildQuestion, ExternalHost, HostError,
+    ChildAnswer, ChildCall, ChildCallEnd, ChildCommand, ChildExit, ChildOutput, ChildQuestion,
+    ExternalHost, HostError,
 };
+
+/// The id an agent's own call has on its session's cards (apart from Talaria's own calls).
+fn agent_call_id(id: &str) -> String {
+    format!("agent-{id}")
+}
 
 /// The agents' calls in this process, for their cards' ids (unique across delegations).
 static CALLS: AtomicU64 = AtomicU64::new(0);
@@ -180,6 +186,52 @@ impl ExternalHost for ChildCalls {
     fn thought<'a>(&'a self, text: String) -> BoxFuture<'a, ()> {
         self.on_child_session(EngineEvent::AgentThought(text))
             .boxed()
+    }
+
+    fn call_started<'a>(&'a self, call: ChildCall) -> BoxFuture<'a, ()> {
+        async move {
+            let id = agent_call_id(&call.id);
+            let view = crate::events::ToolCallView {
+                announced: false,
+                id: id.clone(),
+                name: call.title.clone(),
+                title: call.title,
+                kind: call.kind.tool_kind(),
+                locations: call.paths.into_iter().map(|path| (path, None)).collect(),
+                raw_input: call.raw_input,
+                preview: Vec::new(),
+            };
+            self.on_child_session(EngineEvent::ToolCallPending(view))
+                .await;
+            self.on_child_session(EngineEvent::ToolCallRunning { id })
+                .await;
+        }
+        .boxed()
+    }
+
+    fn call_ended<'a>(&'a self, ended: ChildCallEnd) -> BoxFuture<'a, ()> {
+        let status = if ended.failed {
+            talaria_tools::ToolStatus::Failed
+        } else {
+            talaria_tools::ToolStatus::Completed
+        };
+        let display = talaria_record::ToolDisplay {
+            title: ended.title.unwrap_or_default(),
+            kind: talaria_record::ToolKind::Other,
+            locations: Vec::new(),
+            content: (!ended.text.is_empty())
+                .then(|| talaria_record::DisplayContent::Text { text: ended.text })
+                .into_iter()
+                .collect(),
+        };
+        self.on_child_session(EngineEvent::ToolCallFinished {
+            id: agent_call_id(&ended.id),
+            status,
+            display,
+            raw_output: None,
+            skills_changed: false,
+        })
+        .boxed()
     }
 
     fn read_text<'a>(
