@@ -220,7 +220,7 @@ impl ExternalHost for ChildCalls {
             kind: talaria_record::ToolKind::Other,
             locations: Vec::new(),
             content: (!ended.text.is_empty())
-                .then(|| talaria_record::DisplayContent::Text { text: ended.text })
+                .then_some(talaria_record::DisplayContent::Text { text: ended.text })
                 .into_iter()
                 .collect(),
         };
