@@ -53,6 +53,20 @@ pub trait ChildHost: Send + Sync {
         request: acp::ReleaseTerminalRequest,
     ) -> HostFuture<'a, acp::ReleaseTerminalResponse>;
 
+    /// A form the child asks its user to fill in (`elicitation/create`); a host that shows
+    /// no forms does not advertise them, and refuses the method.
+    fn create_elicitation<'a>(
+        &'a self,
+        request: acp::CreateElicitationRequest,
+    ) -> HostFuture<'a, acp::CreateElicitationResponse> {
+        let _ = request;
+        Box::pin(async {
+            Err(talaria_protocol::errors::method_not_found(
+                "elicitation/create",
+            ))
+        })
+    }
+
     /// The capabilities this host serves (sent in `initialize`): a host that serves no
     /// terminals says so, and the child runs its commands itself.
     fn capabilities(&self) -> acp::ClientCapabilities;

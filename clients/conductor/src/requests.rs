@@ -179,6 +179,7 @@ async fn answer_request(peer: &Peer, host: &dyn ChildHost, request: IncomingRequ
             "terminal/wait_for_exit" => by(params, |r| host.wait_for_terminal_exit(r)).await,
             "terminal/kill" => by(params, |r| host.kill_terminal(r)).await,
             "terminal/release" => by(params, |r| host.release_terminal(r)).await,
+            "elicitation/create" => by(params, |r| host.create_elicitation(r)).await,
             other => Err(errors::method_not_found(other)),
         }
     };

@@ -312,18 +312,78 @@ impl ChildHost for HostOnAcp {
         .boxed()
     }
 
+    fn create_elicitation<'a>(
+        &'a self,
+        request: acp::CreateElicitationRequest,
+    ) -> HostFuture<'a, acp::CreateElicitationResponse> {
+        async move {
+            let acp::ElicitationMode::Form(form) = request.mode else {
+                return Err(talaria_protocol::errors::invalid_params(
+                    "elicitation/create: only forms are shown to the user",
+                ));
+            };
+            let schema = serde_json::to_value(&form.requested_schema)
+                .map_err(|e| talaria_protocol::errors::invalid_params(e.to_string()))?;
+            let arguments = json!({"message": request.message, "schema": schema});
+            let step = self.step_call("elicitation/create", &arguments);
+            let answer = self.inner.ask_form(request.message, schema).await;
+            let response = match answer {
+                Ok(talaria_tools::FormAnswer::Accepted(content)) => {
+                    let content = serde_json::from_value(content).map_err(|e| {
+                        talaria_protocol::errors::internal_error(format!(
+                            "the user's answer could not be passed on: {e}"
+                        ))
+                    })?;
+                    acp::ElicitationAction::Accept(acp::ElicitationAcceptAction::new().content(
+                        Some::<std::collections::BTreeMap<String, acp::ElicitationContentValue>>(
+                            content,
+                        ),
+                    ))
+                }
+                Ok(talaria_tools::FormAnswer::Declined) => acp::ElicitationAction::Decline,
+                Ok(talaria_tools::FormAnswer::Cancelled) => acp::ElicitationAction::Cancel,
+                // No one could show it (a client without forms): not answered.
+                Err(why) => {
+                    tracing::info!(agent = %self.name, "an agent's form was not shown: {why}");
+                    acp::ElicitationAction::Cancel
+                }
+            };
+            let answer = Ok(acp::CreateElicitationResponse::new(response));
+            self.step_result(&step, &answer, |r| {
+                serde_json::to_string(&r.action).unwrap_or_default()
+            });
+            answer
+        }
+        .boxed()
+    }
+
     fn capabilities(&self) -> acp::ClientCapabilities {
         capabilities()
     }
 }
 
-/// What Talaria serves a child: its files and terminals.
+/// What Talaria serves a child: its files, terminals and forms (shown to the user with the
+/// agent's name on them).
 pub(super) fn capabilities() -> acp::ClientCapabilities {
     acp::ClientCapabilities::new()
         .fs(acp::FileSystemCapabilities::new()
             .read_text_file(true)
             .write_text_file(true))
         .terminal(true)
+        .elicitation(
+            acp::ElicitationCapabilities::new().form(acp::ElicitationFormCapabilities::new()),
+        )
+}
+
+/// The agent session a form is tied to (none for one tied to a request, or a URL).
+pub(super) fn form_session(request: &acp::CreateElicitationRequest) -> Option<&acp::SessionId> {
+    match &request.mode {
+        acp::ElicitationMode::Form(acp::ElicitationFormMode {
+            scope: acp::ElicitationScope::Session(scope),
+            ..
+        }) => Some(&scope.session_id),
+        _ => None,
+    }
 }
 
 /// The text of a call's content (its diffs and terminals named).

@@ -137,6 +137,20 @@ impl ChildHost for Routes {
         routed!(self, request, release_terminal)
     }
 
+    fn create_elicitation<'a>(
+        &'a self,
+        request: acp::CreateElicitationRequest,
+    ) -> HostFuture<'a, acp::CreateElicitationResponse> {
+        let host = match super::host::form_session(&request) {
+            Some(session) => self.host(session),
+            None => Err(talaria_protocol::errors::invalid_params(
+                "elicitation/create: only a form tied to one of the agent's sessions is \
+                 shown to the user",
+            )),
+        };
+        async move { host?.create_elicitation(request).await }.boxed()
+    }
+
     fn capabilities(&self) -> acp::ClientCapabilities {
         super::host::capabilities()
     }

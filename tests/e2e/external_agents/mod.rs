@@ -184,6 +184,63 @@ async fn the_agents_question_reaches_the_user_with_its_name_and_the_answer_goes_
     assert!(result.contains("permission: yes"), "{result}");
 }
 
+/// The agent's form (`elicitation/create`) reaches a client that shows forms, with the
+/// agent's name on it, and the user's answer goes back to the agent; a client without forms
+/// never sees it, and the agent is told the user did not answer.
+#[tokio::test]
+async fn the_agents_form_reaches_the_user_and_the_answer_goes_back() {
+    let script = json!([[{"form": "Which colour for the button?"}]]);
+    let env = with_scripted_child(script.clone(), "").await;
+    let (mut agent, session, _) = env.session_with(json!({"elicitation": {"form": {}}})).await;
+    let id = agent
+        .start_request("session/prompt", text_prompt(&session, "hand it over"))
+        .await
+        .expect("prompt");
+    let mut forms = Vec::new();
+    let answer = agent
+        .drive(id, WAIT, |method, params| match method {
+            "elicitation/create" => {
+                forms.push(params.clone());
+                Ok(Some(
+                    json!({"action": "accept", "content": {"colour": "teal"}}),
+                ))
+            }
+            other => Err((-32601, format!("unexpected {other}"))),
+        })
+        .await
+        .expect("answer");
+    assert_eq!(stop_reason(&answer), "end_turn", "{answer}");
+    assert_eq!(forms.len(), 1, "{forms:?}");
+    let message = forms[0]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("scripted asks: Which colour for the button?"),
+        "{message}"
+    );
+    assert_eq!(
+        forms[0]["requestedSchema"]["properties"]["colour"]["type"],
+        "string"
+    );
+    let result = delegation_result(&env);
+    assert!(result.contains("form: accept teal"), "{result}");
+
+    let env = with_scripted_child(script, "").await;
+    let (mut agent, session) = env.session().await;
+    let (answer, _) = prompt(&mut agent, &session, "hand it over").await;
+    assert_eq!(stop_reason(&answer), "end_turn", "{answer}");
+    let result = delegation_result(&env);
+    assert!(
+        result.contains("form: decline") || result.contains("form: cancel"),
+        "{result}"
+    );
+    assert!(
+        agent
+            .transcript
+            .iter()
+            .all(|m| m["method"] != "elicitation/create"),
+        "a client without forms was asked one"
+    );
+}
+
 #[tokio::test]
 async fn an_agent_that_crashes_or_hangs_fails_the_call_and_the_turn_goes_on() {
     for (step, expected) in [

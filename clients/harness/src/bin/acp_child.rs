@@ -4,6 +4,7 @@
 //! turn. Steps: `{"say": TEXT}`, `{"tool_call": TITLE}`, `{"tool_run": TITLE, "output": TEXT}`
 //! (a call of its own, running then done), `{"read": PATH}`,
 //! `{"write": {"path": P, "content": C}}`, `{"ask": TITLE}` (a permission question),
+//! `{"form": MESSAGE}` (a form asking for a colour),
 //! `{"terminal": COMMAND}`, `{"crash": CODE}`, `{"hang": true}`, `{"wait_cancel": true}`,
 //! `{"usage": {"input": N, "output": M}}` (on the prompt's answer), `{"cost": USD}` (a
 //! `usage_update` with the session's cost so far), `{"whoami": true}` (says its process id,
@@ -96,6 +97,20 @@ impl Child {
                 .as_str()
                 .unwrap_or("none");
             self.say(&format!("permission: {chosen}"));
+        } else if let Some(message) = step["form"].as_str() {
+            let params = json!({"sessionId": session, "mode": "form", "message": message,
+                "requestedSchema": {"type": "object", "properties":
+                    {"colour": {"type": "string", "title": "Colour"}}, "required": ["colour"]}});
+            let answer = self.ask("elicitation/create", params).await;
+            let said = match answer.get("result") {
+                Some(result) => format!(
+                    "{} {}",
+                    result["action"].as_str().unwrap_or("?"),
+                    result["content"]["colour"].as_str().unwrap_or("")
+                ),
+                None => outcome(&answer, "action"),
+            };
+            self.say(&format!("form: {}", said.trim()));
         } else if let Some(command) = step["terminal"].as_str() {
             self.run_terminal(command).await;
         } else if let Some(cost) = step["cost"].as_f64() {

@@ -183,6 +183,13 @@ pub trait ExternalHost: Send + Sync {
         text: String,
     ) -> BoxFuture<'a, Result<(), HostError>>;
     fn ask<'a>(&'a self, question: ChildQuestion) -> BoxFuture<'a, ChildAnswer>;
+    /// The agent's form for the user (`elicitation/create`), shown with its name on it; no
+    /// one to ask declines it.
+    fn ask_form<'a>(
+        &'a self,
+        message: String,
+        schema: serde_json::Value,
+    ) -> BoxFuture<'a, Result<talaria_tools::FormAnswer, HostError>>;
     fn start_command<'a>(
         &'a self,
         command: ChildCommand,

@@ -298,6 +298,24 @@ impl ExternalHost for ChildCalls {
         super::questions::ask(asker, question).boxed()
     }
 
+    fn ask_form<'a>(
+        &'a self,
+        message: String,
+        schema: Value,
+    ) -> BoxFuture<'a, Result<talaria_tools::FormAnswer, HostError>> {
+        async move {
+            let Some(questions) = self.ctx.questions.clone() else {
+                return Ok(talaria_tools::FormAnswer::Declined);
+            };
+            let message = format!("{} asks: {message}", self.name);
+            questions
+                .ask_form(&message, &schema, &self.ctx.cancel)
+                .await
+                .map_err(|e| HostError::Refused(e.to_string()))
+        }
+        .boxed()
+    }
+
     fn start_command<'a>(
         &'a self,
         command: ChildCommand,
