@@ -133,3 +133,48 @@ async fn a_hook_reads_its_event_and_a_hanging_one_is_ended_at_its_timeout() {
     assert!(hung.timed_out, "{hung:?}");
     assert!(started.elapsed() < Duration::from_secs(10));
 }
+
+#[test]
+fn only_what_a_process_call_types_is_a_bash_command() {
+    let typed = serde_json::json!({"action": "write", "id": "proc_1", "data": "rm -rf /\n"});
+    assert_eq!(claude_names_of_call("process", &typed), ["Bash"]);
+    // Any other action of `process` is none of Claude Code's tools.
+    let listed = serde_json::json!({"action": "list"});
+    assert!(claude_names_of_call("process", &listed).is_empty());
+    // Another tool with the same arguments keeps its own names.
+    assert_eq!(claude_names_of_call("write_file", &typed), ["Write"]);
+    assert!(claude_names_of_call("memory", &typed).is_empty());
+}
+
+#[test]
+fn a_hook_runs_in_the_sandbox_when_it_asks_is_a_projects_or_its_folder_is_untrusted() {
+    let set = hooks(
+        "[[hooks.Stop]]\ncommand = \"free\"\n\
+         [[hooks.Stop]]\nsandbox = true\ncommand = \"asked\"\n\
+         [[hooks.PreToolUse]]\nmatcher = \"Bash\"\nsandbox = true\nhooks = [{type = \"command\", command = \"inner\"}]\n",
+    )
+    .expect("hooks");
+    let by_command = |command: &str| {
+        set.hooks
+            .iter()
+            .find(|h| h.command == command)
+            .expect("declared")
+            .clone()
+    };
+    assert!(!by_command("free").confined);
+    assert!(by_command("asked").confined && by_command("inner").confined);
+    assert!(by_command("asked").shown().ends_with("(in the sandbox)"));
+    assert!(!by_command("free").shown().contains("sandbox"));
+    // In a folder that is not trusted, every one of them.
+    assert!(set.clone().confined().hooks.iter().all(|h| h.confined));
+    // A project's always.
+    let table: toml::Table = "[[hooks.Stop]]\ncommand = \"p\"\n".parse().expect("toml");
+    let project = Hooks::from_toml(
+        table["hooks"].as_table().expect("hooks"),
+        HookOrigin::Project("/w/.talaria/config.toml".into()),
+    )
+    .expect("hooks");
+    assert!(project.hooks[0].confined);
+    let wrong = hooks("[[hooks.Stop]]\nsandbox = \"yes\"\ncommand = \"x\"\n");
+    assert!(wrong.is_err_and(|e| e.why.contains("sandbox must be true or false")));
+}
