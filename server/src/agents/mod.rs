@@ -4,8 +4,10 @@
 //! engine's terms (`host`), where the session's own tools and rules serve it.
 
 mod host;
+mod launch;
 mod list;
 mod pool;
+mod registry;
 mod routes;
 mod steps;
 
@@ -50,15 +52,27 @@ impl ConfiguredAgents {
     }
 }
 
-/// How `entry` is started.
-pub(crate) fn command_of(entry: &AgentEntry) -> AgentCommand {
-    AgentCommand {
+/// How `entry` is started (a registry id resolved to what is installed: the error says what
+/// to install or set), and for an id, what it resolved to.
+pub(crate) async fn command_of(
+    entry: &AgentEntry,
+) -> Result<(AgentCommand, Option<String>), launch::LaunchError> {
+    let launch = if entry.registry.is_some() && entry.command.is_empty() {
+        let entry = entry.clone();
+        tokio::task::spawn_blocking(move || launch::launch_of(&entry))
+            .await
+            .map_err(|e| launch::LaunchError::Stopped(e.to_string()))??
+    } else {
+        launch::launch_of(entry)?
+    };
+    let command = AgentCommand {
         name: entry.name.clone(),
-        program: entry.command.clone().into(),
-        args: entry.args.clone(),
-        env: entry.env.clone().into_iter().collect(),
+        program: launch.program,
+        args: launch.args,
+        env: launch.env.into_iter().collect(),
         launcher: follow_parent(),
-    }
+    };
+    Ok((command, launch.how))
 }
 
 /// Talaria's helper, run before an agent's program so the agent dies with this process
