@@ -72,7 +72,7 @@ pub use events::{
 pub use external_agents::{
     AgentSet, ChildAnswer, ChildCallKind, ChildCommand, ChildExit, ChildOption, ChildOptionKind,
     ChildOutput, ChildQuestion, ExternalAgents, ExternalHost, ExternalReport, ExternalRun,
-    HostError,
+    HostError, SteeredReport, Steers,
 };
 pub use hooks::{
     HookConfigError, HookEvent, HookOrigin, Hooks, claude_names, project_hooks as project_hooks_of,
