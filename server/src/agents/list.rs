@@ -183,7 +183,7 @@ pub async fn list_agents(
     if entries.is_empty() {
         let _ = writeln!(
             out,
-            "No agents are configured. Add one to config.toml, e.g.:\n\n[agents.claude]\ncommand = \"npx\"\nargs = [\"-y\", \"@agentclientprotocol/claude-agent-acp\"]"
+            "No agents are configured. Add one to config.toml, by its ACP registry id or its command, e.g.:\n\n[agents.claude]\nregistry = \"claude-acp\"\n\n[agents.mine]\ncommand = \"npx\"\nargs = [\"-y\", \"@agentclientprotocol/claude-agent-acp\"]"
         );
         return true;
     }
