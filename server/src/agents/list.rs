@@ -85,12 +85,18 @@ impl ChildHost for ProbeHost {
 
 /// What one agent's probe found, as lines.
 async fn probe(entry: &AgentEntry, cwd: &std::path::Path) -> Vec<String> {
-    let mut lines = vec![format!(
-        "{}: {} {}",
-        entry.name,
-        entry.command,
-        entry.args.join(" ")
-    )];
+    let resolved = super::command_of(entry).await;
+    let mut lines = vec![match (&resolved, &entry.registry) {
+        (Ok((command, how)), Some(id)) if entry.command.is_empty() => format!(
+            "{}: registry {id} → {} {}\n  resolved: {}",
+            entry.name,
+            command.program.display(),
+            command.args.join(" "),
+            how.as_deref().unwrap_or("as configured")
+        ),
+        (Err(_), Some(id)) => format!("{}: registry {id}", entry.name),
+        _ => format!("{}: {} {}", entry.name, entry.command, entry.args.join(" ")),
+    }];
     let walls = if entry.tools.as_deref() == Some("acp") {
         "  tools: declared to ask Talaria for its files and terminals (those follow Talaria's rules, sandbox and checkpoints); its own process runs with your rights, outside the sandbox"
     } else {
@@ -100,7 +106,18 @@ async fn probe(entry: &AgentEntry, cwd: &std::path::Path) -> Vec<String> {
         start: Duration::from_secs(30),
         ..Timings::default()
     };
-    match ChildAgent::start(&super::command_of(entry), cwd, Arc::new(ProbeHost), timings).await {
+    let command = match resolved {
+        Ok((command, _)) => command,
+        Err(why) => {
+            lines.push(format!(
+                "  starts: no — {}",
+                printable_lines(&why.to_string())
+            ));
+            lines.push(walls.to_string());
+            return lines;
+        }
+    };
+    match ChildAgent::start(&command, cwd, Arc::new(ProbeHost), timings).await {
         Ok(child) => {
             let info = child.info();
             let version = info
@@ -132,12 +149,7 @@ async fn probe(entry: &AgentEntry, cwd: &std::path::Path) -> Vec<String> {
         }
         Err(error) => lines.push(format!(
             "  starts: no — {}",
-            error
-                .to_string()
-                .lines()
-                .map(printable)
-                .collect::<Vec<_>>()
-                .join(" / ")
+            printable_lines(&error.to_string())
         )),
     }
     lines.push(walls.to_string());
@@ -148,6 +160,14 @@ async fn probe(entry: &AgentEntry, cwd: &std::path::Path) -> Vec<String> {
 /// its own into the listing) and cut to one short line.
 fn printable(text: &str) -> String {
     text.chars().filter(|c| !c.is_control()).take(80).collect()
+}
+
+/// A message of several lines as one printable line.
+fn printable_lines(text: &str) -> String {
+    text.lines()
+        .map(|line| line.chars().filter(|c| !c.is_control()).collect::<String>())
+        .collect::<Vec<_>>()
+        .join(" / ")
 }
 
 fn yes(flag: bool) -> &'static str {
@@ -163,7 +183,7 @@ pub async fn list_agents(
     if entries.is_empty() {
         let _ = writeln!(
             out,
-            "No agents are configured. Add one to config.toml, e.g.:\n\n[agents.claude]\ncommand = \"npx\"\nargs = [\"-y\", \"@agentclientprotocol/claude-agent-acp\"]"
+            "No agents are configured. Add one to config.toml, by its ACP registry id or its command, e.g.:\n\n[agents.claude]\nregistry = \"claude-acp\"\n\n[agents.mine]\ncommand = \"npx\"\nargs = [\"-y\", \"@agentclientprotocol/claude-agent-acp\"]"
         );
         return true;
     }

@@ -4,8 +4,10 @@
 //! engine's terms (`host`), where the session's own tools and rules serve it.
 
 mod host;
+mod launch;
 mod list;
 mod pool;
+mod registry;
 mod routes;
 mod steps;
 
@@ -15,7 +17,7 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use talaria_conductor::{AgentCommand, Timings};
-use talaria_engine::{AgentEntry, ExternalAgents, ExternalReport, ExternalRun};
+use talaria_engine::{AgentEntry, ExternalAgents, ExternalReport, ExternalRun, SteeredReport};
 use talaria_protocol::acp;
 use talaria_provider::trajectory::{AgentTurn, TrajectoryLog};
 
@@ -50,15 +52,27 @@ impl ConfiguredAgents {
     }
 }
 
-/// How `entry` is started.
-pub(crate) fn command_of(entry: &AgentEntry) -> AgentCommand {
-    AgentCommand {
+/// How `entry` is started (a registry id resolved to what is installed: the error says what
+/// to install or set), and for an id, what it resolved to.
+pub(crate) async fn command_of(
+    entry: &AgentEntry,
+) -> Result<(AgentCommand, Option<String>), launch::LaunchError> {
+    let launch = if entry.registry.is_some() && entry.command.is_empty() {
+        let entry = entry.clone();
+        tokio::task::spawn_blocking(move || launch::launch_of(&entry))
+            .await
+            .map_err(|e| launch::LaunchError::Stopped(e.to_string()))??
+    } else {
+        launch::launch_of(entry)?
+    };
+    let command = AgentCommand {
         name: entry.name.clone(),
-        program: entry.command.clone().into(),
-        args: entry.args.clone(),
-        env: entry.env.clone().into_iter().collect(),
+        program: launch.program,
+        args: launch.args,
+        env: launch.env.into_iter().collect(),
         launcher: follow_parent(),
-    }
+    };
+    Ok((command, launch.how))
 }
 
 /// Talaria's helper, run before an agent's program so the agent dies with this process
@@ -141,8 +155,9 @@ impl ConfiguredAgents {
         log.another_agents_turn(turn).await;
     }
 
-    /// One delegation on a session of `kept`: the task as its prompt, its answer, and what
-    /// it used.
+    /// One delegation on a session of `kept`: the task as its prompt, then, for each steer
+    /// that cut its turn, the steer's words as the next prompt on the same session; its last
+    /// answer, and what it used.
     async fn prompt(
         &self,
         kept: &pool::Kept,
@@ -151,19 +166,82 @@ impl ConfiguredAgents {
     ) -> Result<ExternalReport, talaria_conductor::ChildError> {
         let session = kept.session(&run.cwd, &self.mcp_servers).await?;
         let cost_before = kept.routes.open(&session, host.clone());
-        let prompt = vec![acp::ContentBlock::Text(acp::TextContent::new(
-            run.task.clone(),
-        ))];
-        let outcome = kept.child.prompt(&session, prompt, &run.cancel).await;
+        let outcome = self.turns(kept, &session, run).await;
         let cost_after = kept.routes.cost(&session);
         kept.routes.close(&session);
-        let outcome = outcome?;
+        let (outcome, tokens, steered) = outcome?;
         Ok(ExternalReport {
             answer: outcome.answer,
             cancelled: outcome.stop_reason == acp::StopReason::Cancelled,
             refused: outcome.stop_reason == acp::StopReason::Refusal,
-            tokens: outcome.usage.map(|u| (u.input_tokens, u.output_tokens)),
+            tokens,
             cost: (cost_after > cost_before).then_some(cost_after - cost_before),
+            steered,
         })
+    }
+
+    /// The task's turn and the steers' turns after it: the last one's outcome, the tokens of
+    /// all, and what became of the steers. A steer's prompt the agent refuses or fails ends
+    /// the delegation with the cut turn (the parent's turn still reads the steer).
+    async fn turns(
+        &self,
+        kept: &pool::Kept,
+        session: &str,
+        run: &ExternalRun,
+    ) -> Result<
+        (
+            talaria_conductor::PromptOutcome,
+            Option<(u64, u64)>,
+            Option<SteeredReport>,
+        ),
+        talaria_conductor::ChildError,
+    > {
+        let turn = run.steers.turn();
+        let mut outcome = kept.child.prompt(session, text(&run.task), &turn).await?;
+        let mut tokens = tokens_of(&outcome);
+        let mut steered: Option<SteeredReport> = None;
+        while outcome.stop_reason == acp::StopReason::Cancelled {
+            let Some(words) = run.steers.next_turn() else {
+                break;
+            };
+            let report = steered.get_or_insert_with(|| SteeredReport {
+                before: outcome.answer.clone(),
+                ..SteeredReport::default()
+            });
+            let turn = run.steers.turn();
+            match kept.child.prompt(session, text(&words), &turn).await {
+                Ok(next) => {
+                    report.words.push(words);
+                    tokens = add_tokens(tokens, tokens_of(&next));
+                    outcome = next;
+                }
+                Err(error) => {
+                    tracing::info!(agent = %run.agent, %error, "a steer's prompt was not taken");
+                    report.failed = Some(error.to_string());
+                    break;
+                }
+            }
+        }
+        Ok((outcome, tokens, steered))
+    }
+}
+
+fn text(words: &str) -> Vec<acp::ContentBlock> {
+    vec![acp::ContentBlock::Text(acp::TextContent::new(
+        words.to_string(),
+    ))]
+}
+
+fn tokens_of(outcome: &talaria_conductor::PromptOutcome) -> Option<(u64, u64)> {
+    outcome
+        .usage
+        .as_ref()
+        .map(|u| (u.input_tokens, u.output_tokens))
+}
+
+fn add_tokens(a: Option<(u64, u64)>, b: Option<(u64, u64)>) -> Option<(u64, u64)> {
+    match (a, b) {
+        (Some((i, o)), Some((j, p))) => Some((i + j, o + p)),
+        (one, other) => one.or(other),
     }
 }

@@ -26,6 +26,15 @@ pub(super) struct Kept {
     ended: AtomicU64,
 }
 
+/// Why an agent did not start.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum StartError {
+    #[error(transparent)]
+    Launch(#[from] super::launch::LaunchError),
+    #[error(transparent)]
+    Child(#[from] ChildError),
+}
+
 type Children = tokio::sync::Mutex<HashMap<String, Arc<Kept>>>;
 
 /// The session's running agents, by name.
@@ -35,12 +44,13 @@ pub(super) struct Pool {
 }
 
 impl Pool {
-    /// `entry`'s running agent (started now when it runs no more), marked busy.
+    /// `entry`'s running agent (started now when it runs no more), marked busy; why it could
+    /// not start (a registry id not installed, its program missing or failing).
     pub(super) async fn take(
         &self,
         entry: &AgentEntry,
         cwd: &std::path::Path,
-    ) -> Result<Arc<Kept>, ChildError> {
+    ) -> Result<Arc<Kept>, StartError> {
         let mut children = self.children.lock().await;
         if let Some(kept) = children.get(&entry.name)
             && kept.child.running()
@@ -49,7 +59,7 @@ impl Pool {
             return Ok(kept.clone());
         }
         let routes = Arc::new(Routes::default());
-        let command = super::command_of(entry);
+        let (command, _) = super::command_of(entry).await?;
         let timings = super::timings_of(entry);
         let child = ChildAgent::start(&command, cwd, routes.clone(), timings).await?;
         let kept = Arc::new(Kept {

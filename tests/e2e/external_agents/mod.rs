@@ -12,6 +12,7 @@ use crate::support::*;
 
 mod batch;
 mod claude;
+mod registry;
 mod reuse;
 mod slash;
 

@@ -118,9 +118,10 @@ async fn an_idle_agent_is_stopped_after_its_idle_timeout() {
     );
 }
 
-#[tokio::test]
-async fn a_steer_interrupts_the_agents_turn_and_the_turn_takes_it() {
-    let script = json!([[{"say": "working\n"}, {"wait_cancel": true}]]);
+/// Prompts the scripted agent (whose first turn says "working" and waits for a cancel)
+/// through the parent's delegation, steers with `words` while it works, and waits for the
+/// turn's end; the delegation's result.
+async fn steered(script: Value, words: &str) -> (TestEnv, String) {
     let env = scripted_child(super::delegating_to("scripted"), script, "").await;
     let (mut agent, session) = env.session().await;
     let id = agent
@@ -131,7 +132,7 @@ async fn a_steer_interrupts_the_agents_turn_and_the_turn_takes_it() {
         .wait_for(WAIT, |m| m.to_string().contains("scripted: working"))
         .await
         .expect("the child works");
-    let steer = json!({"sessionId": session, "prompt": [{"type": "text", "text": "stop, use B"}]});
+    let steer = json!({"sessionId": session, "prompt": [{"type": "text", "text": words}]});
     let steered = agent
         .request("_session/steering", steer)
         .await
@@ -140,15 +141,57 @@ async fn a_steer_interrupts_the_agents_turn_and_the_turn_takes_it() {
     let response = agent.wait_response(id, WAIT).await.expect("response");
     assert_eq!(stop_reason(&response), "end_turn", "{response}");
     let result = delegation_result(&env);
-    assert!(
-        result.contains("stopped so that you can read the user's new message")
-            && result.contains("working"),
-        "{result}"
-    );
     let last = env.mock.requests().last().expect("a request").body.clone();
     assert!(
-        last.to_string().contains("stop, use B"),
-        "the steer entered"
+        last.to_string().contains(words),
+        "the steer entered the parent's turn too"
+    );
+    (env, result)
+}
+
+#[tokio::test]
+async fn a_steer_reaches_the_agent_as_its_next_prompt_and_its_answer_is_the_result() {
+    let script = json!([
+        [{"whoami": true}, {"say": "working\n"}, {"wait_cancel": true}],
+        [{"echo_prompt": true}, {"say": "done with B\n"}, {"usage": {"input": 7, "output": 3}}]
+    ]);
+    let (_env, result) = steered(script, "stop, use B").await;
+    let first_session = result
+        .split("session ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no session in {result}"));
+    assert!(
+        result.contains(&format!("prompt on {first_session}: stop, use B")),
+        "the steer's words are the agent's next prompt, on its same session: {result}"
+    );
+    assert!(
+        result.contains(
+            "Report from scripted (the user's new message \"stop, use B\" reached it while \
+             it worked, and it went on with it):\nprompt on"
+        ) && result.contains("done with B\n\nWhat it had said before the message:\npid "),
+        "its answer to the steer is the result: {result}"
+    );
+    assert!(
+        !result.contains("was stopped so that you can read"),
+        "{result}"
+    );
+}
+
+#[tokio::test]
+async fn a_steer_interrupts_the_agents_turn_and_the_turn_takes_it() {
+    // An agent that cannot take a second prompt after a cancel: the cut turn is the result.
+    let script = json!([
+        [{"say": "working\n"}, {"wait_cancel": true}],
+        [{"error": "no second prompt after a cancel"}]
+    ]);
+    let (_env, result) = steered(script, "stop, use B").await;
+    assert!(
+        result.contains("stopped so that you can read the user's new message")
+            && result.contains("could not take the message itself")
+            && result.contains("no second prompt after a cancel")
+            && result.contains("working"),
+        "{result}"
     );
 }
 

@@ -8,7 +8,9 @@
 //! `{"terminal": COMMAND}`, `{"crash": CODE}`, `{"hang": true}`, `{"wait_cancel": true}`,
 //! `{"usage": {"input": N, "output": M}}` (on the prompt's answer), `{"cost": USD}` (a
 //! `usage_update` with the session's cost so far), `{"whoami": true}` (says its process id,
-//! its session and the MCP servers `session/new` gave it). Each `session/new` opens a new
+//! its session and the MCP servers `session/new` gave it), `{"echo_prompt": true}` (says
+//! the prompt's text and its session); a script whose first step is `{"error": MESSAGE}`
+//! answers its prompt with that JSON-RPC error. Each prompt starts uncancelled. Each `session/new` opens a new
 //! session, unless `TALARIA_CHILD_ONE_SESSION` is set (then a second one is refused);
 //! with `TALARIA_CHILD_IGNORE_EOF` it runs on when its input ends. What
 //! each request answered is said back as text, so a test sees it in the answer.
@@ -27,7 +29,11 @@ struct Child {
     pending: Pending,
     next_id: i64,
     cancelled: watch::Receiver<bool>,
+    /// Clears a cancel at the start of each prompt.
+    uncancel: Arc<watch::Sender<bool>>,
     session: String,
+    /// The text of the prompt being played.
+    prompt: String,
     /// The names of the MCP servers each session was given.
     mcp: HashMap<String, Vec<String>>,
 }
@@ -118,6 +124,8 @@ impl Child {
                 json!({"sessionUpdate": "usage_update", "used": 1000, "size": 200_000,
                 "cost": {"amount": cost, "currency": "USD"}}),
             );
+        } else if step["echo_prompt"].as_bool() == Some(true) {
+            self.say(&format!("prompt on {}: {}\n", self.session, self.prompt));
         } else if step["whoami"].as_bool() == Some(true) {
             let mcp = self.mcp.get(&self.session).cloned().unwrap_or_default();
             self.say(&format!(
@@ -141,6 +149,7 @@ impl Child {
 
     /// Plays one prompt's steps; the prompt's result.
     async fn turn(&mut self, steps: &Value) -> Value {
+        self.uncancel.send_replace(false);
         let _ = self.cancelled.borrow_and_update();
         let mut stop = "end_turn";
         let mut usage = Value::Null;
@@ -160,6 +169,18 @@ impl Child {
             result["usage"] = usage;
         }
         result
+    }
+
+    /// Plays `steps` for a `session/prompt` request: its result, or the JSON-RPC error the
+    /// script answers it with.
+    async fn prompted(&mut self, request: &Value, steps: &Value) -> Result<Value, Value> {
+        let asked = request["params"]["sessionId"].as_str().unwrap_or("");
+        self.session = asked.to_string();
+        self.prompt = prompt_text(request);
+        if let Some(message) = steps[0]["error"].as_str() {
+            return Err(json!({"code": -32603, "message": message}));
+        }
+        Ok(self.turn(steps).await)
     }
 
     /// Opens a session (refused past the first when `one_session`); its answer.
@@ -229,6 +250,49 @@ fn outcome(answer: &Value, field: &str) -> String {
     }
 }
 
+/// The text blocks of a `session/prompt`, joined.
+fn prompt_text(request: &Value) -> String {
+    request["params"]["prompt"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|block| block["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Reads the client's lines: answers to the child's requests go to their askers, a
+/// `session/cancel` cancels the turn, requests go to `requests`; exits when input ends.
+async fn read_input(
+    reading: Pending,
+    cancel_tx: Arc<watch::Sender<bool>>,
+    requests_tx: mpsc::UnboundedSender<Value>,
+) {
+    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let Ok(message) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        if message.get("method").is_none() {
+            let id = message["id"].as_i64().unwrap_or(-1);
+            if let Some(tx) = talaria_util::lock(&reading).remove(&id) {
+                let _ = tx.send(message);
+            }
+        } else if message["method"] == "session/cancel" {
+            let _ = cancel_tx.send(true);
+        } else if message.get("id").is_some() {
+            let _ = requests_tx.send(message);
+        }
+    }
+    // An agent that does not watch its input (it must be ended otherwise); silent, as
+    // a write to a closed stderr would end it.
+    if std::env::var_os("TALARIA_CHILD_IGNORE_EOF").is_some() {
+        std::future::pending::<()>().await;
+    }
+    eprintln!("acp-child: input ended");
+    std::process::exit(0);
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let script: Value = std::env::var("TALARIA_CHILD_SCRIPT")
@@ -250,39 +314,19 @@ async fn main() {
     });
     let pending: Pending = Arc::default();
     let (cancel_tx, cancelled) = watch::channel(false);
+    let cancel_tx = Arc::new(cancel_tx);
+    let uncancel = cancel_tx.clone();
     let (requests_tx, mut requests) = mpsc::unbounded_channel::<Value>();
     let reading = pending.clone();
-    tokio::spawn(async move {
-        let mut lines = BufReader::new(tokio::io::stdin()).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            let Ok(message) = serde_json::from_str::<Value>(&line) else {
-                continue;
-            };
-            if message.get("method").is_none() {
-                let id = message["id"].as_i64().unwrap_or(-1);
-                if let Some(tx) = talaria_util::lock(&reading).remove(&id) {
-                    let _ = tx.send(message);
-                }
-            } else if message["method"] == "session/cancel" {
-                let _ = cancel_tx.send(true);
-            } else if message.get("id").is_some() {
-                let _ = requests_tx.send(message);
-            }
-        }
-        // An agent that does not watch its input (it must be ended otherwise); silent, as
-        // a write to a closed stderr would end it.
-        if std::env::var_os("TALARIA_CHILD_IGNORE_EOF").is_some() {
-            std::future::pending::<()>().await;
-        }
-        eprintln!("acp-child: input ended");
-        std::process::exit(0);
-    });
+    tokio::spawn(read_input(reading, cancel_tx, requests_tx));
     let mut child = Child {
         out,
         pending,
         next_id: 0,
         cancelled,
+        uncancel,
         session: String::new(),
+        prompt: String::new(),
         mcp: HashMap::new(),
     };
     let one_session = std::env::var_os("TALARIA_CHILD_ONE_SESSION").is_some();
@@ -300,10 +344,14 @@ async fn main() {
                 }
             },
             "session/prompt" => {
-                let asked = request["params"]["sessionId"].as_str().unwrap_or("");
-                child.session = asked.to_string();
                 let steps = prompts.pop().unwrap_or(json!([{"say": "no script left"}]));
-                child.turn(&steps).await
+                match child.prompted(&request, &steps).await {
+                    Ok(result) => result,
+                    Err(error) => {
+                        child.send(json!({"jsonrpc": "2.0", "id": id, "error": error}));
+                        continue;
+                    }
+                }
             }
             other => {
                 child.send(json!({"jsonrpc": "2.0", "id": id,

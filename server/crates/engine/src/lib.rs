@@ -72,7 +72,7 @@ pub use events::{
 pub use external_agents::{
     AgentSet, ChildAnswer, ChildCall, ChildCallEnd, ChildCallKind, ChildCommand, ChildExit,
     ChildOption, ChildOptionKind, ChildOutput, ChildQuestion, ExternalAgents, ExternalHost,
-    ExternalReport, ExternalRun, HostError,
+    ExternalReport, ExternalRun, HostError, SteeredReport, Steers,
 };
 pub use hooks::{
     HookConfigError, HookEvent, HookOrigin, Hooks, claude_names, project_hooks as project_hooks_of,

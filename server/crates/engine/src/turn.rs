@@ -79,6 +79,19 @@ pub(crate) async fn record_steers(
     }
 }
 
+/// A steer's words as the user wrote them (its text blocks), for another agent's prompt.
+fn words_of(input: &crate::settings::UserInput) -> String {
+    input
+        .blocks
+        .iter()
+        .filter_map(|block| match block {
+            talaria_record::InputBlock::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Where a steer's outcome is sent.
 pub(crate) type SteerReply = tokio::sync::oneshot::Sender<crate::steering::SteerOutcome>;
 
@@ -754,12 +767,10 @@ impl Turn<'_> {
                 tokio::select! {
                         report = &mut batch => break report,
                     () = self.steering.arrived() => {
-                        // Another agent's turn is interrupted for it (as a model request is).
-                        if let Some(agents) = &self.settings.agents {
-                            agents.steer();
-                        }
                         let history = &mut *self.history;
+                        let mut words = Vec::new();
                         let replies = self.steering.mark(|input| {
+                            words.push(words_of(input));
                             talaria_util::failpoint::step("steer::wait::before");
                             let marker = history.push(EntryBody::SteerWaiting {
                                 input: input.blocks.clone(),
@@ -773,6 +784,11 @@ impl Turn<'_> {
                             journal.save(history);
                         }
                         answer_steers(self.journal.as_deref(), replies);
+                        // Another agent's turn is interrupted for it (as a model request is),
+                        // and the words are its next prompt.
+                        if let Some(agents) = &self.settings.agents {
+                            agents.steer(&words.join("\n\n"));
+                        }
                     }
                 }
             }

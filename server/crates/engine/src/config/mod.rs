@@ -288,8 +288,13 @@ pub struct McpServerEntry {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AgentEntry {
     pub name: String,
-    /// Its program (an ACP agent on stdio).
+    /// Its program (an ACP agent on stdio); empty when `registry` names it instead.
     pub command: String,
+    /// Its ACP registry id, resolved to its installed command when it starts (`command`,
+    /// when set, wins).
+    pub registry: Option<String>,
+    /// The registry copy (`agents_registry`) the id is looked up in before the built-in table.
+    pub registry_file: Option<std::path::PathBuf>,
     pub args: Vec<String>,
     /// Added to the environment it starts with.
     pub env: std::collections::BTreeMap<String, String>,
@@ -561,6 +566,25 @@ mod tests {
             (agents[0].tools.as_deref(), agents[0].idle_timeout_secs),
             (Some("own"), Some(300)),
             "the declared defaults"
+        );
+        let by_id = load(
+            &[("HOME", "/home/u")],
+            Some("agents_registry = \"~/acp/registry.json\"\n[agents.c]\nregistry = \"claude-acp\"\n"),
+        )
+        .expect("config")
+        .agents;
+        assert_eq!(
+            (by_id[0].command.as_str(), by_id[0].registry.as_deref()),
+            ("", Some("claude-acp"))
+        );
+        assert_eq!(
+            by_id[0].registry_file.as_deref(),
+            Some(std::path::Path::new("/home/u/acp/registry.json"))
+        );
+        let neither = load(&[], Some("[agents.c]\nargs = [\"x\"]\n"));
+        assert!(
+            matches!(&neither, Err(e) if e.to_string().contains("`registry`")),
+            "an agent names its program or its id: {neither:?}"
         );
         let titles = load(&[("TALARIA_TITLES", "maybe")], None);
         assert!(

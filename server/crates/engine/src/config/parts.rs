@@ -225,20 +225,37 @@ pub(super) fn mcp_servers_of(file: &BTreeMap<String, FileMcpServer>) -> Vec<McpS
         .collect()
 }
 
-/// The enabled `[agents.<name>]`, named, their defaults applied.
-pub(super) fn agents_of(file: &BTreeMap<String, FileAgent>) -> Vec<AgentEntry> {
-    file.iter()
-        .filter(|(_, entry)| entry.enabled())
-        .map(|(name, entry)| AgentEntry {
+/// The enabled `[agents.<name>]`, named, their defaults applied; each names its program
+/// (`command`) or its registry id (`registry`, looked up in `registry_file` first).
+pub(super) fn agents_of(
+    file: &BTreeMap<String, FileAgent>,
+    registry_file: Option<&std::path::Path>,
+) -> Result<Vec<AgentEntry>, ConfigError> {
+    let mut agents = Vec::new();
+    for (name, entry) in file.iter().filter(|(_, entry)| entry.enabled()) {
+        let command = entry.command().filter(|c| !c.trim().is_empty());
+        let registry = entry.registry().filter(|r| !r.trim().is_empty());
+        if command.is_none() && registry.is_none() {
+            return Err(ConfigError::value(
+                format!("agents.{name}"),
+                "(no command)",
+                "set `command` (the agent's program) or `registry` (its ACP registry id, e.g. \
+                 \"claude-acp\")",
+            ));
+        }
+        agents.push(AgentEntry {
             name: name.clone(),
-            command: entry.command.clone(),
+            command: command.unwrap_or_default(),
+            registry: registry.map(|id| id.trim().to_string()),
+            registry_file: registry_file.map(std::path::Path::to_path_buf),
             args: entry.args(),
             env: entry.env(),
             tools: Some(entry.tools()),
             enabled: Some(true),
             idle_timeout_secs: Some(entry.idle_timeout_secs()),
-        })
-        .collect()
+        });
+    }
+    Ok(agents)
 }
 
 /// Retries and backoff for model calls.

@@ -355,7 +355,15 @@ impl Config {
             ),
             max_subagents: file.delegation.max_concurrent().min(16),
             mcp_servers: mcp_servers_of(&file.mcp_servers),
-            agents: agents_of(&file.agents),
+            agents: agents_of(
+                &file.agents,
+                file.agents_registry()
+                    .map(|path| match path.strip_prefix("~/") {
+                        Some(rest) => Path::new(&env("HOME").unwrap_or_default()).join(rest),
+                        None => home.join(path),
+                    })
+                    .as_deref(),
+            )?,
             home,
             provider,
             model,

@@ -104,6 +104,10 @@ settings! {
         /// How long a client that intercepts tool calls (the tool-interception draft) may take
         /// to decide on one; silence past it stops the call (at least 1 s).
         tool_interception_timeout_secs: u64 = 60, unit "s";
+        /// A copy of the ACP registry (its `registry.json`, or one agent's `agent.json`) that
+        /// `[agents.<name>] registry` ids are looked up in before Talaria's built-in table.
+        agents_registry: Option<String> = None,
+            kind "string (path, `~` expanded, else from `TALARIA_HOME`)";
         /// Your commands around the session's events, with Claude Code's contract (a trusted
         /// project's `.talaria/config.toml` may add its own): see [hooks.md](hooks.md).
         hooks: toml::Table = toml::Table::new(),
@@ -278,14 +282,17 @@ settings! {
 settings! {
     /// Another ACP agent (`[agents.<name>]`).
     pub struct FileAgent {
-        required {
-            /// An ACP agent's program (on stdio) that `delegate_task {agent}` and `/agent` hand
-            /// tasks to.
-            command: String;
-        }
-        /// Its arguments.
+        /// An ACP agent's program (on stdio) that `delegate_task {agent}` and `/agent` hand
+        /// tasks to (over `registry` when both are set).
+        command: Option<String> = None, shown "none: `registry` is required then";
+        /// Its id in the ACP registry (`claude-acp`, `codex-acp`, `gemini`, …), started as its
+        /// installed command: the binary on PATH, else `npx`/`uvx` of the package (see
+        /// [features](features.md), other agents).
+        registry: Option<String> = None;
+        /// Its arguments (after the registry's, for a `registry` agent).
         args: Vec<String> = Vec::new();
-        /// Added to the environment it starts with (its own keys, e.g. `ANTHROPIC_API_KEY`).
+        /// Added to the environment it starts with (its own keys, e.g. `ANTHROPIC_API_KEY`;
+        /// over the registry's).
         env: BTreeMap<String, String> = BTreeMap::new();
         /// `acp` when it does all its file and command work through its client (then Talaria's
         /// rules, sandbox and checkpoints cover it); `own` when it runs its own tools (only as

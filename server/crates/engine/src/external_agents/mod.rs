@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures_util::future::BoxFuture;
@@ -31,12 +31,12 @@ pub trait ExternalAgents: Send + Sync {
 }
 
 /// The configured agents as a session holds them, with what their delegations used (added
-/// to the session's usage after each batch of calls) and the delegations a steer interrupts.
+/// to the session's usage after each batch of calls) and the delegations a steer reaches.
 #[derive(Clone)]
 pub struct AgentSet {
     pub agents: Arc<dyn ExternalAgents>,
     used: Arc<Mutex<UsedByAgents>>,
-    running: Arc<Mutex<HashMap<u64, Interrupt>>>,
+    running: Arc<Mutex<HashMap<u64, Steers>>>,
 }
 
 /// What the agents used since the turn last took it.
@@ -47,24 +47,72 @@ pub(crate) struct UsedByAgents {
     pub cost: Option<f64>,
 }
 
-/// A running delegation's interruption: its cancel, and whether a steer fired it.
-struct Interrupt {
-    cancel: CancellationToken,
-    steered: Arc<AtomicBool>,
+/// A delegation's turns as steers cut them: the token that ends the agent's current turn (a
+/// steer, or the delegation's end), and the words of the steers it has not been given yet.
+#[derive(Clone, Debug)]
+pub struct Steers {
+    state: Arc<Mutex<SteerState>>,
+    /// The delegation's cancel: every turn's token is its child.
+    delegation: CancellationToken,
 }
 
-/// A delegation's place among those a steer interrupts; leaves it when dropped.
-pub(crate) struct Steerable {
-    running: Arc<Mutex<HashMap<u64, Interrupt>>>,
-    number: u64,
-    steered: Arc<AtomicBool>,
+#[derive(Debug)]
+struct SteerState {
+    turn: CancellationToken,
+    words: Vec<String>,
+    steered: bool,
 }
 
-impl Steerable {
-    /// Whether a steer interrupted the delegation.
-    pub(crate) fn steered(&self) -> bool {
-        self.steered.load(Ordering::SeqCst)
+impl Steers {
+    pub fn new(delegation: &CancellationToken) -> Self {
+        let state = SteerState {
+            turn: delegation.child_token(),
+            words: Vec::new(),
+            steered: false,
+        };
+        Self {
+            state: Arc::new(Mutex::new(state)),
+            delegation: delegation.clone(),
+        }
     }
+
+    /// Ends the agent's current turn (a steer or the delegation's end cancels it).
+    pub fn turn(&self) -> CancellationToken {
+        talaria_util::lock(&self.state).turn.clone()
+    }
+
+    /// The words of the steers that came since the last time, taken, and a new turn armed
+    /// for them; none when no steer came (or the delegation is cancelled).
+    pub fn next_turn(&self) -> Option<String> {
+        let mut state = talaria_util::lock(&self.state);
+        if state.words.is_empty() || self.delegation.is_cancelled() {
+            return None;
+        }
+        state.turn = self.delegation.child_token();
+        Some(std::mem::take(&mut state.words).join("\n\n"))
+    }
+
+    /// A steer with `words` arrived: the agent's current turn is interrupted for it (a
+    /// steer without words, an image only, interrupts it and is the parent turn's alone).
+    pub(crate) fn steer(&self, words: &str) {
+        let mut state = talaria_util::lock(&self.state);
+        if !words.trim().is_empty() {
+            state.words.push(words.to_string());
+        }
+        state.steered = true;
+        state.turn.cancel();
+    }
+
+    /// Whether a steer reached the delegation.
+    pub(crate) fn steered(&self) -> bool {
+        talaria_util::lock(&self.state).steered
+    }
+}
+
+/// A delegation's place among those a steer reaches; leaves it when dropped.
+pub(crate) struct Steerable {
+    running: Arc<Mutex<HashMap<u64, Steers>>>,
+    number: u64,
 }
 
 impl Drop for Steerable {
@@ -101,28 +149,22 @@ impl AgentSet {
         std::mem::take(&mut *talaria_util::lock(&self.used))
     }
 
-    /// Registers a delegation a steer interrupts by cancelling `cancel`.
-    pub(crate) fn steerable(&self, cancel: CancellationToken) -> Steerable {
+    /// Registers a delegation a steer reaches through `steers`.
+    pub(crate) fn steerable(&self, steers: &Steers) -> Steerable {
         let number = DELEGATIONS.fetch_add(1, Ordering::Relaxed);
-        let steered = Arc::new(AtomicBool::new(false));
-        let interrupt = Interrupt {
-            cancel,
-            steered: steered.clone(),
-        };
-        talaria_util::lock(&self.running).insert(number, interrupt);
+        talaria_util::lock(&self.running).insert(number, steers.clone());
         Steerable {
             running: self.running.clone(),
             number,
-            steered,
         }
     }
 
-    /// A steer arrived while calls run: each running delegation is interrupted (the agent
-    /// gets `session/cancel`), so the turn can take the steer once it has answered.
-    pub(crate) fn steer(&self) {
-        for interrupt in talaria_util::lock(&self.running).values() {
-            interrupt.steered.store(true, Ordering::SeqCst);
-            interrupt.cancel.cancel();
+    /// A steer with the user's `words` arrived while calls run: each running delegation's
+    /// turn is interrupted (the agent gets `session/cancel`) and the words are its next
+    /// prompt; the turn takes the steer too once the calls have answered.
+    pub(crate) fn steer(&self, words: &str) {
+        for steers in talaria_util::lock(&self.running).values() {
+            steers.steer(words);
         }
     }
 }
@@ -142,7 +184,11 @@ pub struct ExternalRun {
     pub task: String,
     /// Serves what the agent asks of its client.
     pub host: Arc<dyn ExternalHost>,
+    /// The delegation's cancel (the user's, or its end).
     pub cancel: CancellationToken,
+    /// Its turns as steers cut them: each turn is prompted with [`Steers::turn`] as its
+    /// cancel, and a turn a steer cut is followed by a prompt of the steer's words.
+    pub steers: Steers,
 }
 
 /// How a delegation ended.
@@ -155,6 +201,19 @@ pub struct ExternalReport {
     pub tokens: Option<(u64, u64)>,
     /// What the delegation cost in US dollars, when the agent reported it.
     pub cost: Option<f64>,
+    /// The steers that reached it while it worked, when one did.
+    pub steered: Option<SteeredReport>,
+}
+
+/// What became of the steers that reached a delegation.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SteeredReport {
+    /// The words it was prompted with after its turn was interrupted, in order.
+    pub words: Vec<String>,
+    /// What it had said before the first steer.
+    pub before: String,
+    /// Why it could not take a steer's prompt (then the report is of the cut turn).
+    pub failed: Option<String>,
 }
 
 /// What the agent may ask of its client, in the engine's terms.
@@ -333,4 +392,33 @@ pub struct ChildOutput {
     pub output: String,
     pub truncated: bool,
     pub exit: Option<ChildExit>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_steer_cuts_the_current_turn_and_its_words_arm_the_next_one_once() {
+        let delegation = CancellationToken::new();
+        let steers = Steers::new(&delegation);
+        let first = steers.turn();
+        assert_eq!(steers.next_turn(), None, "no steer, no next turn");
+        steers.steer("use B");
+        steers.steer("  ");
+        steers.steer("and C");
+        assert!(first.is_cancelled() && steers.steered());
+        assert_eq!(steers.next_turn().as_deref(), Some("use B\n\nand C"));
+        let second = steers.turn();
+        assert!(!second.is_cancelled(), "the next turn runs");
+        assert_eq!(steers.next_turn(), None, "its words were given once");
+        steers.steer("again");
+        delegation.cancel();
+        assert!(second.is_cancelled());
+        assert_eq!(
+            steers.next_turn(),
+            None,
+            "a cancelled delegation takes no steer"
+        );
+    }
 }

@@ -43,6 +43,9 @@ pub struct ChildCalls {
     pub(super) me: Weak<ChildCalls>,
     /// The agent's own session id, when the client shows subagents as sessions.
     pub(super) child_session: Option<String>,
+    /// The delegation's turns: what the agent's current turn asks (files, questions,
+    /// terminals) ends with it, as a steer cuts it.
+    pub(super) steers: Option<crate::external_agents::Steers>,
 }
 
 impl ChildCalls {
@@ -65,6 +68,7 @@ impl ChildCalls {
             terminals: Terminals::default(),
             me: Weak::new(),
             child_session: None,
+            steers: None,
         }
     }
 
@@ -88,6 +92,15 @@ impl ChildCalls {
             };
             let _ = self.kit.events.send(wrapped).await;
         }
+    }
+
+    /// Ends what the agent's current turn asked: the turn's token (a steer cuts it), else
+    /// the delegation's.
+    pub(super) fn turn_cancel(&self) -> CancellationToken {
+        self.steers.as_ref().map_or_else(
+            || self.ctx.cancel.clone(),
+            crate::external_agents::Steers::turn,
+        )
     }
 
     pub(super) fn events(&self) -> Option<mpsc::Sender<EngineEvent>> {
@@ -250,7 +263,7 @@ impl ExternalHost for ChildCalls {
             });
             let files: Arc<dyn FileAccess> = kept.clone();
             let entry = self
-                .run_tool_on("read_file", args, &self.ctx.cancel, Some(files))
+                .run_tool_on("read_file", args, &self.turn_cancel(), Some(files))
                 .await?;
             completed(&entry)?;
             let text = talaria_util::lock(&kept.text)
@@ -282,20 +295,26 @@ impl ExternalHost for ChildCalls {
                 )));
             }
             let args = json!({"path": path, "content": text});
-            let entry = self.run_tool("write_file", args, &self.ctx.cancel).await?;
+            let entry = self
+                .run_tool("write_file", args, &self.turn_cancel())
+                .await?;
             completed(&entry)
         }
         .boxed()
     }
 
     fn ask<'a>(&'a self, question: ChildQuestion) -> BoxFuture<'a, ChildAnswer> {
-        let asker = super::questions::Asker {
-            name: &self.name,
-            kit: &self.kit,
-            events: self.events(),
-            cancel: &self.ctx.cancel,
-        };
-        super::questions::ask(asker, question).boxed()
+        async move {
+            let cancel = self.turn_cancel();
+            let asker = super::questions::Asker {
+                name: &self.name,
+                kit: &self.kit,
+                events: self.events(),
+                cancel: &cancel,
+            };
+            super::questions::ask(asker, question).await
+        }
+        .boxed()
     }
 
     fn ask_form<'a>(
@@ -325,7 +344,7 @@ impl ExternalHost for ChildCalls {
             let run: super::terminals::RunCommand = Box::new(move |args, cancel| {
                 async move { me.run_tool("terminal", args, &cancel).await }.boxed()
             });
-            self.terminals.start(run, &self.ctx.cancel, command)
+            self.terminals.start(run, &self.turn_cancel(), command)
         }
         .boxed()
     }

@@ -14,6 +14,8 @@
 //!   rules where they decide, else asked of the user with the agent's name on them.
 //! - A delegation ends: with the agent's answer, or a failed call naming why (its crash,
 //!   its silence, the user's cancel) — never a stuck turn.
+//! - A steer reaches the agent with its words: its turn is cut ([`Steers`]: what that turn
+//!   asked is withdrawn with it) and the words are its next prompt, on the same session.
 
 mod calls;
 mod questions;
@@ -25,7 +27,7 @@ use talaria_tools::{Progress, ToolContext, ToolOutcome};
 
 use crate::delegation_kit::{Announcement, Running, announce};
 use crate::events::{StopReason, SubagentMessage, SubagentStop};
-use crate::external_agents::{AgentSet, ExternalReport, ExternalRun};
+use crate::external_agents::{AgentSet, ExternalReport, ExternalRun, Steers};
 
 pub(crate) use calls::ChildCalls;
 
@@ -47,7 +49,8 @@ pub(crate) async fn delegate(
         ));
     }
     let cancel = ctx.cancel.child_token();
-    let steerable = set.steerable(cancel.clone());
+    let steers = Steers::new(&cancel);
+    let steerable = set.steerable(&steers);
     let child_session = kit.settings.announce_subagents.then(|| {
         format!(
             "{}-{}-{}",
@@ -69,6 +72,7 @@ pub(crate) async fn delegate(
             ChildCalls::new(kit.clone(), &agent, ctx, cancel.clone(), &first_line(&task));
         calls.me = me.clone();
         calls.child_session = child_session.clone();
+        calls.steers = Some(steers.clone());
         calls
     });
     let run = ExternalRun {
@@ -77,6 +81,7 @@ pub(crate) async fn delegate(
         task: task.clone(),
         host: host.clone(),
         cancel: cancel.clone(),
+        steers: steers.clone(),
     };
     let ended = agents.run(run).await;
     // What the agent still asks the user is withdrawn with it.
@@ -89,12 +94,32 @@ pub(crate) async fn delegate(
     if let Ok(report) = &ended {
         set.add_used(report);
     }
+    drop(steerable);
+    outcome_of(&agent, ended, steers.steered(), ctx)
+}
+
+/// The call's outcome: the agent's report (after the steers that reached it, when they
+/// did), or why it has none.
+fn outcome_of(
+    agent: &str,
+    ended: Result<ExternalReport, String>,
+    steered: bool,
+    ctx: &ToolContext,
+) -> ToolOutcome {
     match ended {
-        Ok(report) if report.cancelled && steerable.steered() => ToolOutcome::completed(format!(
-            "{agent} was stopped so that you can read the user's new message; what it said \
-                 before:\n{}",
-            answer_of(&report)
-        )),
+        Ok(report) if report.cancelled && steered => {
+            let could_not = report
+                .steered
+                .as_ref()
+                .and_then(|s| s.failed.as_deref())
+                .map(|why| format!(" (it could not take the message itself: {why})"))
+                .unwrap_or_default();
+            ToolOutcome::completed(format!(
+                "{agent} was stopped so that you can read the user's new message{could_not}; \
+                 what it said before:\n{}",
+                answer_of(&report)
+            ))
+        }
         Ok(report) if report.cancelled => ToolOutcome::failed(format!("{agent} was cancelled.")),
         Ok(report) if report.refused => ToolOutcome::failed(format!("{agent} refused the task.")),
         Ok(report) => {
@@ -103,7 +128,30 @@ pub(crate) async fn delegate(
                     "{agent} used {input} input and {output} output tokens\n"
                 )));
             }
-            ToolOutcome::completed(format!("Report from {agent}:\n{}", answer_of(&report)))
+            let (steered, before) = match &report.steered {
+                Some(s) if !s.words.is_empty() => {
+                    let words: Vec<String> =
+                        s.words.iter().map(|w| format!("{:?}", w.trim())).collect();
+                    let before = s.before.trim();
+                    (
+                        format!(
+                            " (the user's new message {} reached it while it worked, and it \
+                             went on with it)",
+                            words.join(" then ")
+                        ),
+                        if before.is_empty() {
+                            String::new()
+                        } else {
+                            format!("\n\nWhat it had said before the message:\n{before}")
+                        },
+                    )
+                }
+                _ => (String::new(), String::new()),
+            };
+            ToolOutcome::completed(format!(
+                "Report from {agent}{steered}:\n{}{before}",
+                answer_of(&report)
+            ))
         }
         Err(why) => ToolOutcome::failed(format!("{agent} failed: {why}")),
     }
