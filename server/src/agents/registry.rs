@@ -132,8 +132,9 @@ const BUILT_IN: &[Known] = &[
     },
     Known {
         id: "codex-acp",
-        repository: "https://github.com/zed-industries/codex-acp",
-        npm: Some("@zed-industries/codex-acp"),
+        // The adapter moved to the ACP organisation; the `@zed-industries` package is frozen.
+        repository: "https://github.com/agentclientprotocol/codex-acp",
+        npm: Some("@agentclientprotocol/codex-acp"),
         bins: &["codex-acp"],
         args: &[],
         env: &[],
