@@ -631,3 +631,102 @@ async fn red_four_a_pipe_in_a_skill_folder_stalls_nothing() {
     );
     assert_clean_stdout(&agent);
 }
+
+// ---------------------------------------------------------------------------------------
+// A trusted skill's file between trust's shown 256 KiB and the skill tools' 1 MiB.
+
+/// A trusted skill with a 300 KiB reference (an API's documentation), accepted as it is
+/// and never changed. Trust hashes it whole but admits only files it showed whole, so in
+/// a pinned session `skill_view` refuses it, telling the model it "changed (or appeared)
+/// after its folder's trust was judged" — untrue — while under `TALARIA_TRUST_WORKSPACE`
+/// the same file reads (the skill tools take support files up to 1 MiB).
+#[tokio::test]
+#[ignore = "red team: HOLE a trusted skill's unchanged 300 KiB reference is refused by skill_view in a pinned session, and the model is told it changed"]
+async fn red_four_an_accepted_300_kib_reference_reads_in_a_trusted_folder() {
+    let env = TestEnv::new(Vec::new()).await;
+    let ws = env.workspace.path();
+    let skills = ws.join(".talaria/skills");
+    write_skill(&skills, "api", "See references/api.md.", "n");
+    let mut reference = b"BIG-START-81\n".to_vec();
+    reference.resize(300 * 1024, b'a');
+    std::fs::write(skills.join("api/references/api.md"), &reference).expect("reference");
+    env.trust_workspace();
+    let mut agent = agent_with(&env, "{}").await;
+    let created = new_session_in(&mut agent, ws).await;
+    assert_eq!(
+        created["_meta"]["workspaceTrust"]["status"], "trusted",
+        "{created}"
+    );
+    env.mock.push(MockReply::tool_call(
+        "v",
+        "skill_view",
+        json!({"name": "api", "file_path": "references/api.md"}),
+    ));
+    env.mock.push(MockReply::text(&["ok"]));
+    let (response, _) = prompt(&mut agent, &id_of(&created), "look it up").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let told = tool_results(&env.mock, 1).join("\n");
+    assert!(
+        told.contains("BIG-START-81"),
+        "an accepted, unchanged reference was refused: {}",
+        told.chars().take(400).collect::<String>()
+    );
+    assert_clean_stdout(&agent);
+}
+
+/// The same skill reviewed in the background: the review cannot stage it (its unchanged
+/// 300 KiB reference is not admitted), so no improvement of it can be proposed.
+#[tokio::test]
+#[ignore = "red team: HOLE a review cannot stage a trusted skill that holds an unchanged file past 256 KiB"]
+async fn red_four_a_review_stages_a_trusted_skill_with_a_300_kib_reference() {
+    let env = TestEnv::new(Vec::new()).await;
+    review_config(&env);
+    let ws = env.workspace.path();
+    let skills = ws.join(".talaria/skills");
+    write_skill(&skills, "api", "See references/api.md.", "n");
+    let mut reference = b"BIG-START-81\n".to_vec();
+    reference.resize(300 * 1024, b'a');
+    std::fs::write(skills.join("api/references/api.md"), &reference).expect("reference");
+    env.trust_workspace();
+    review_adds_a_note(&env, "api");
+    let mut agent = agent_with(&env, "{}").await;
+    let created = new_session_in(&mut agent, ws).await;
+    let proposals = review_once(&env, &mut agent, &id_of(&created)).await;
+    assert_eq!(
+        proposals.len(),
+        1,
+        "no proposal staged for an unchanged trusted skill: {proposals:?}"
+    );
+    assert_clean_stdout(&agent);
+}
+
+/// The control: the same reference under `TALARIA_TRUST_WORKSPACE` (nothing pinned) reads.
+#[tokio::test]
+async fn red_four_a_300_kib_reference_reads_when_the_environment_trusts_the_folder() {
+    let mut env = TestEnv::new(Vec::new()).await;
+    env.extra_env
+        .push(("TALARIA_TRUST_WORKSPACE".into(), "1".into()));
+    let ws = env.workspace.path();
+    let skills = ws.join(".talaria/skills");
+    write_skill(&skills, "api", "See references/api.md.", "n");
+    let mut reference = b"BIG-START-81\n".to_vec();
+    reference.resize(300 * 1024, b'a');
+    std::fs::write(skills.join("api/references/api.md"), &reference).expect("reference");
+    let mut agent = agent_with(&env, "{}").await;
+    let created = new_session_in(&mut agent, ws).await;
+    env.mock.push(MockReply::tool_call(
+        "v",
+        "skill_view",
+        json!({"name": "api", "file_path": "references/api.md"}),
+    ));
+    env.mock.push(MockReply::text(&["ok"]));
+    let (response, _) = prompt(&mut agent, &id_of(&created), "look it up").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    assert!(
+        tool_results(&env.mock, 1)
+            .join("\n")
+            .contains("BIG-START-81"),
+        "the reference did not read"
+    );
+    assert_clean_stdout(&agent);
+}
