@@ -730,3 +730,34 @@ async fn red_four_a_300_kib_reference_reads_when_the_environment_trusts_the_fold
     );
     assert_clean_stdout(&agent);
 }
+
+// ---------------------------------------------------------------------------------------
+// The per-hook `sandbox` key, misspelled.
+
+/// hooks.md's example hook with its safety key misspelled (`sandboxed = true`), in a
+/// trusted folder: the key is not read, so the repository's script runs with the user's
+/// rights, and nothing says the key was not understood (other unknown settings are told).
+#[tokio::test]
+#[ignore = "red team: HOLE a hook's misspelled sandbox key (sandboxed = true) is silently ignored and the hook runs outside the sandbox"]
+async fn red_four_a_misspelled_sandbox_key_is_not_silently_ignored() {
+    let env = TestEnv::new(one_write()).await;
+    env.write_config(
+        "mode = \"yolo\"\n[[hooks.PostToolUse]]\nmatcher = \"Write|Edit\"\n\
+         command = \"$CLAUDE_PROJECT_DIR/.claude/hooks/format.sh\"\nsandboxed = true\n",
+    );
+    let escaped = env.home.path().join("escaped-by-misspelled-hook");
+    repo_formatter(&env, &escaped);
+    env.trust_workspace();
+    let agent = write_once_in(&env, env.workspace.path()).await;
+    assert!(
+        env.workspace.path().join("formatted").exists(),
+        "the hook did not run"
+    );
+    let said: Vec<String> = agent.updates().iter().filter_map(notice_text).collect();
+    let warned = said.iter().any(|s| s.contains("sandboxed"));
+    assert!(
+        warned || !escaped.exists() || !sandbox_enforced(),
+        "a hook asking `sandboxed = true` ran outside the sandbox, unwarned: {said:?}"
+    );
+    assert_clean_stdout(&agent);
+}
