@@ -761,3 +761,41 @@ async fn red_four_a_misspelled_sandbox_key_is_not_silently_ignored() {
     );
     assert_clean_stdout(&agent);
 }
+
+// ---------------------------------------------------------------------------------------
+// `trust/apply` after a file the session showed was removed.
+
+/// The session showed `AGENTS.md` and a skill folder; the skill folder is removed before the
+/// client applies `trust_cwd` (the apply goes through: less is trusted than was shown), and
+/// put back with a skill afterwards: the next session does not load it unasked, and the
+/// `AGENTS.md` that was shown loads.
+#[tokio::test]
+async fn red_four_trust_apply_after_a_shown_folder_was_removed_trusts_no_later_one() {
+    let env = TestEnv::new(Vec::new()).await;
+    let ws = env.workspace.path();
+    std::fs::write(ws.join("AGENTS.md"), "Say PINEAPPLE.").expect("agents");
+    let skills = ws.join(".talaria/skills");
+    write_skill(&skills, "tidy", "Run the formatter.", "n");
+    let mut agent = agent_with(&env, "{}").await;
+    let created = new_session_in(&mut agent, ws).await;
+    std::fs::remove_dir_all(&skills).expect("removed");
+    agent
+        .call(
+            "trust/apply",
+            json!({"cwd": ws, "decision": "trust_cwd", "sessionId": id_of(&created)}),
+        )
+        .await
+        .expect("apply");
+    write_skill(&skills, "planted", "PLANTED-91", "n");
+    let again = new_session_in(&mut agent, ws).await;
+    let system = system_prompt_seen(&env, &mut agent, &id_of(&again)).await;
+    assert!(
+        system.contains("PINEAPPLE"),
+        "the shown AGENTS.md: {system}"
+    );
+    assert!(
+        !system.contains("planted") && !everything_sent(&env.mock).contains("PLANTED-91"),
+        "a skill folder put back after the apply loaded unasked"
+    );
+    assert_clean_stdout(&agent);
+}
