@@ -14,7 +14,7 @@ use crate::workspace_trust::{agent_with, system_prompt_seen};
 const REVIEW_MODEL: &str = "review-model";
 
 /// `session/new` in `cwd`, cancelling any trust question; the result.
-async fn new_session_in(agent: &mut AgentProcess, cwd: &std::path::Path) -> Value {
+pub(crate) async fn new_session_in(agent: &mut AgentProcess, cwd: &std::path::Path) -> Value {
     let id = agent
         .start_request("session/new", json!({"cwd": cwd, "mcpServers": []}))
         .await
@@ -31,16 +31,16 @@ async fn new_session_in(agent: &mut AgentProcess, cwd: &std::path::Path) -> Valu
     response["result"].clone()
 }
 
-fn id_of(created: &Value) -> String {
+pub(crate) fn id_of(created: &Value) -> String {
     created["sessionId"].as_str().expect("id").to_string()
 }
 
-fn skill_text(name: &str, body: &str) -> String {
+pub(crate) fn skill_text(name: &str, body: &str) -> String {
     format!("---\nname: {name}\ndescription: Tidy the code\n---\n{body}\n")
 }
 
 /// A skill `name` in `root` with a `SKILL.md` saying `body` and `references/notes.md`.
-fn write_skill(root: &std::path::Path, name: &str, body: &str, notes: &str) {
+pub(crate) fn write_skill(root: &std::path::Path, name: &str, body: &str, notes: &str) {
     let skill = root.join(name);
     std::fs::create_dir_all(skill.join("references")).expect("skill");
     std::fs::write(skill.join("SKILL.md"), skill_text(name, body)).expect("skill");
