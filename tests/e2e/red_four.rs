@@ -48,7 +48,11 @@ async fn guard_blocks(env: &TestEnv, guard: &str, trusted: bool) -> (bool, Strin
     if trusted {
         env.trust_workspace();
     }
-    let agent = write_once_in(env, env.workspace.path()).await;
+    // A question is answered as a user reviewing writes would: no.
+    let mut agent = agent_with(env, "{}").await;
+    let created = new_session_in(&mut agent, env.workspace.path()).await;
+    let response = prompt_choosing(&mut agent, &id_of(&created), "write it", "reject_once").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
     assert_clean_stdout(&agent);
     let blocked = !env.workspace.path().join("a.txt").exists();
     (blocked, tool_results(&env.mock, 1).join("\n"))
@@ -63,7 +67,6 @@ const REFUSE: &str = "#!/bin/sh\necho 'writes are reviewed by hand here' >&2\nex
 /// start blocks its call (fail closed); only a failed `spawn` of the helper counts as not
 /// starting, so the shell's 126/127 reads as "an error that blocks nothing": the write runs.
 #[tokio::test]
-#[ignore = "red team: HOLE a PreToolUse guard that cannot start (bash exit 126/127: its script hidden in TALARIA_HOME, missing, not executable) lets the call run, against hooks.md's fail-closed promise"]
 async fn red_four_a_guard_that_cannot_start_blocks_its_call() {
     let env = TestEnv::new(one_write()).await;
     let hooks = env.home.path().join("talaria/hooks");
@@ -83,7 +86,6 @@ async fn red_four_a_guard_that_cannot_start_blocks_its_call() {
 /// read as "let the call go on". The user's guard silently stops guarding exactly the
 /// folders nobody trusted.
 #[tokio::test]
-#[ignore = "red team: HOLE a user's logging PreToolUse guard that blocks in a trusted folder fails inside the sandbox (home not writable) in an untrusted one, and the failure lets the write run"]
 async fn red_four_a_users_logging_guard_still_blocks_in_an_untrusted_folder() {
     let env = TestEnv::new(one_write()).await;
     let guard = logging_guard(&env);
@@ -93,6 +95,13 @@ async fn red_four_a_users_logging_guard_still_blocks_in_an_untrusted_folder() {
         "the user's logging guard did not block the write in an untrusted folder (sandbox \
          enforced: {}); the model was told: {told}",
         sandbox_enforced()
+    );
+    assert!(
+        !sandbox_enforced()
+            || told.contains("declined")
+            || told.contains("denied")
+            || told.contains("reject"),
+        "the write was not put to the user: {told}"
     );
 }
 

@@ -76,7 +76,7 @@ impl Orchestrator<'_> {
                 )));
             }
             if let Some(error) = &answer.error {
-                if run.timed_out || run.start_error.is_some() {
+                if run.timed_out || could_not_start(&run) {
                     self.note(
                         call,
                         format!("{shown} failed, so the call did not run: {error}"),
@@ -85,6 +85,16 @@ impl Orchestrator<'_> {
                     return Err(ToolOutcome::failed(format!(
                         "Not run: the user's {shown} could not decide on this call ({error})."
                     )));
+                }
+                if hook.confined {
+                    // What failed may be the sandbox (a guard that logs to the home): the
+                    // guard is not taken as silent; the user decides.
+                    self.note(
+                        call,
+                        format!("{shown} failed in the sandbox, so you are asked: {error}"),
+                    );
+                    stance.ask = true;
+                    continue;
                 }
                 self.note(call, format!("{shown} failed (the call went on): {error}"));
                 continue;
@@ -285,4 +295,10 @@ impl Orchestrator<'_> {
         let notes = talaria_util::lock(&self.hook_notes).remove(&call.id)?;
         Some(notes.join("\n"))
     }
+}
+
+/// Whether a hook never ran its own code: it could not be started, or the shell could not
+/// find or execute its command (exit 127, 126) — a guard missing, not executable or hidden.
+fn could_not_start(run: &crate::hooks::HookRun) -> bool {
+    run.start_error.is_some() || matches!(run.exit_code, Some(126 | 127))
 }
