@@ -352,7 +352,6 @@ async fn red_four_a_confined_repo_script_copies_no_credentials() {
 /// one the session judged — as trusted: the user's hooks run there unconfined, and whatever
 /// is added there later is asked as a mere change.
 #[tokio::test]
-#[ignore = "red team: HOLE trust/apply records whatever folder the cwd resolves to now (a link re-pointed since the session showed another), not the folder the session judged"]
 async fn red_four_trust_apply_through_a_repointed_link_trusts_only_the_shown_folder() {
     let env = TestEnv::new(Vec::new()).await;
     let ws = env.workspace.path();

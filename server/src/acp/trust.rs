@@ -150,6 +150,7 @@ fn untrusted_after_failure() -> TrustAssessment {
         changed: Vec::new(),
         problem: Some("the trust decision was not applied".into()),
         pinned: false,
+        identity: None,
     }
 }
 

@@ -107,6 +107,14 @@ fn as_shown(
     shown: &Shown,
     now: &talaria_engine::TrustAssessment,
 ) -> Result<(), acp::Error> {
+    if !now.same_place_as(&shown.assessed) {
+        return Err(errors::invalid_params(format!(
+            "{APPLY_METHOD}: {} is not the folder the session showed (a link on its way now \
+             leads elsewhere, or the folder was replaced); start a new session there to see it \
+             before deciding",
+            asked.cwd.display()
+        )));
+    }
     let mut unshown: Vec<String> = now
         .left_out()
         .iter()

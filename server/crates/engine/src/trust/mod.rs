@@ -160,6 +160,8 @@ pub struct Assessment {
     /// Trusted for the session by the user's answer to a question that showed the files: only
     /// what was shown loads (not whatever is there by the time the prompt is read).
     pub pinned: bool,
+    /// The resolved folder's identity when it was assessed (device, inode, birth time).
+    pub identity: Option<(u64, u64, Option<u64>)>,
 }
 
 /// Folders trusted for this process only (`trust/apply`'s `trust_session`): each as a trusted
@@ -213,6 +215,7 @@ pub fn assess(home: &Path, cwd: &Path, places: Arc<dyn Places>) -> Assessment {
         changed: Vec::new(),
         problem: None,
         pinned: false,
+        identity: resolved.as_deref().and_then(identity_of),
     };
     let Some(resolved) = resolved else {
         assessment.problem = Some(format!("{} cannot be resolved", cwd.display()));
@@ -541,6 +544,23 @@ fn same_folder(folder: &Path, entry: &TrustedFolder) -> bool {
             && m.ino() == inode
             && entry.born_ns.is_none_or(|born| born_ns(&m) == Some(born))
     })
+}
+
+/// A folder's identity: its device, inode and birth time (where kept).
+fn identity_of(folder: &Path) -> Option<(u64, u64, Option<u64>)> {
+    let meta = std::fs::metadata(folder).ok()?;
+    Some((meta.dev(), meta.ino(), born_ns(&meta)))
+}
+
+impl Assessment {
+    /// Whether `self` judged the very folder `earlier` judged: the same resolved path, and
+    /// the same folder there (not one put under its name since).
+    pub fn same_place_as(&self, earlier: &Assessment) -> bool {
+        self.resolved.is_some()
+            && self.resolved == earlier.resolved
+            && self.identity.is_some()
+            && self.identity == earlier.identity
+    }
 }
 
 /// When a file was made (nanoseconds since the epoch), where the file system keeps it.
