@@ -649,7 +649,6 @@ async fn red_four_a_pipe_in_a_skill_folder_stalls_nothing() {
 /// after its folder's trust was judged" — untrue — while under `TALARIA_TRUST_WORKSPACE`
 /// the same file reads (the skill tools take support files up to 1 MiB).
 #[tokio::test]
-#[ignore = "red team: HOLE a trusted skill's unchanged 300 KiB reference is refused by skill_view in a pinned session, and the model is told it changed"]
 async fn red_four_an_accepted_300_kib_reference_reads_in_a_trusted_folder() {
     let env = TestEnv::new(Vec::new()).await;
     let ws = env.workspace.path();
@@ -685,7 +684,6 @@ async fn red_four_an_accepted_300_kib_reference_reads_in_a_trusted_folder() {
 /// The same skill reviewed in the background: the review cannot stage it (its unchanged
 /// 300 KiB reference is not admitted), so no improvement of it can be proposed.
 #[tokio::test]
-#[ignore = "red team: HOLE a review cannot stage a trusted skill that holds an unchanged file past 256 KiB"]
 async fn red_four_a_review_stages_a_trusted_skill_with_a_300_kib_reference() {
     let env = TestEnv::new(Vec::new()).await;
     review_config(&env);

@@ -623,7 +623,8 @@ fn skill_folder(resolved: &Path, name: &'static str) -> Option<InstructionFile> 
         return None;
     }
     let mut listing = Vec::new();
-    let complete = list_files(&dir, Path::new(""), &mut listing);
+    let mut budget = MAX_SKILL_FOLDER_BYTES;
+    let complete = list_files(&dir, Path::new(""), &mut listing, &mut budget);
     listing.sort();
     let mut text = String::new();
     let mut digest = String::new();
@@ -655,9 +656,10 @@ fn skill_folder(resolved: &Path, name: &'static str) -> Option<InstructionFile> 
 /// whole).
 type Listed = (String, String, String, Option<String>);
 
-/// Every file below `dir` (at most [`MAX_SKILL_FILES`]), as relative path and content (a
-/// link: its target as text; an unreadable file: why). `false` when there were more.
-fn list_files(dir: &Path, relative: &Path, out: &mut Vec<Listed>) -> bool {
+/// Every file below `dir` (at most [`MAX_SKILL_FILES`] files and `budget` bytes), as
+/// relative path and content (a link: its target as text; an unreadable file: why). `false`
+/// when there were more.
+fn list_files(dir: &Path, relative: &Path, out: &mut Vec<Listed>, budget: &mut u64) -> bool {
     let Ok(entries) = std::fs::read_dir(dir.join(relative)) else {
         return true;
     };
@@ -669,7 +671,7 @@ fn list_files(dir: &Path, relative: &Path, out: &mut Vec<Listed>) -> bool {
         let shown = path.display().to_string();
         match entry.file_type() {
             Ok(kind) if kind.is_dir() => {
-                if !list_files(dir, &path, out) {
+                if !list_files(dir, &path, out, budget) {
                     return false;
                 }
             }
@@ -680,6 +682,12 @@ fn list_files(dir: &Path, relative: &Path, out: &mut Vec<Listed>) -> bool {
                 out.push((shown, said, hash, None));
             }
             Ok(kind) if kind.is_file() => {
+                // The folder's bytes hashed are bounded (a sparse file is as long as it says).
+                let length = entry.metadata().map_or(0, |m| m.len());
+                if length > *budget {
+                    return false;
+                }
+                *budget -= length;
                 let file = file_content(&dir.join(&path));
                 out.push((shown, file.shown, file.digest, file.admitted));
             }
@@ -698,7 +706,7 @@ fn list_files(dir: &Path, relative: &Path, out: &mut Vec<Listed>) -> bool {
 /// A skill file as trust keeps it: what the question shows (at most
 /// [`MAX_SKILL_FILE_BYTES`], as text), what its fingerprint holds (the hash of all its
 /// bytes; past [`MAX_HASHED_FILE_BYTES`], a value that never matches), and the hash the
-/// skill tools admit (only for a file shown whole).
+/// skill tools admit (that of all its bytes, when it was hashed).
 struct SkillFile {
     shown: String,
     digest: String,
@@ -708,6 +716,10 @@ struct SkillFile {
 /// The most bytes of one skill file hashed; a longer file never matches what was accepted.
 const MAX_HASHED_FILE_BYTES: u64 = 64 * 1024 * 1024;
 
+/// The most bytes of a skill folder's files hashed at a session's start; a folder holding
+/// more is not loaded unasked (it never matches what was accepted).
+const MAX_SKILL_FOLDER_BYTES: u64 = 64 * 1024 * 1024;
+
 /// Reads a skill file for trust: its start shown, every byte hashed.
 fn file_content(path: &Path) -> SkillFile {
     match read_skill_file(path) {
@@ -716,8 +728,12 @@ fn file_content(path: &Path) -> SkillFile {
                 "{}\n[… {length} bytes in all …]",
                 String::from_utf8_lossy(&shown)
             ),
-            digest: whole.unwrap_or_else(|| format!("unhashed {}", now_nanos())),
-            admitted: None,
+            digest: whole
+                .clone()
+                .unwrap_or_else(|| format!("unhashed {}", now_nanos())),
+            // Admitted by the hash of all of it (its bytes past the shown part were never
+            // shown, like a support file's: they are what was there when trust was given).
+            admitted: whole,
         },
         Ok((_, shown, whole)) => SkillFile {
             shown: String::from_utf8_lossy(&shown).into_owned(),

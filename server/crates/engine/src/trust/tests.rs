@@ -359,10 +359,12 @@ fn the_skill_files_of_a_trusted_folder_are_pinned_to_their_bytes_as_accepted() {
     assert!(!pin.admits(file, b"shown "), "changed bytes admitted");
     assert!(!pin.admits(Path::new(".talaria/skills/x/new.md"), b"shown"));
     assert!(!pin.admits(Path::new("AGENTS.md"), b"Say PINEAPPLE."));
-    // A long reference (200 KiB) is admitted as it is; one too long to be read whole (past
-    // 256 KiB) is never admitted, not even as it is.
+    // A long reference (200 KiB) is admitted as it is, and so is one longer than the
+    // question shows (300 KiB, hashed whole), but not with a byte changed past what is shown.
     assert!(pin.admits(Path::new(".talaria/skills/x/long.md"), &[b'b'; 200 * 1024]));
-    let big = vec![b'a'; 300 * 1024];
+    let mut big = vec![b'a'; 300 * 1024];
+    assert!(pin.admits(Path::new(".talaria/skills/x/big.md"), &big));
+    big[290 * 1024] = b'b';
     assert!(!pin.admits(Path::new(".talaria/skills/x/big.md"), &big));
 }
 
@@ -441,10 +443,12 @@ fn a_skill_folder_lists_links_and_special_files_as_such_and_never_opens_them() {
         folder.text
     );
     let mut listing = Vec::new();
+    let mut budget = MAX_SKILL_FOLDER_BYTES;
     assert!(list_files(
         &work.path().join(".talaria/skills"),
         Path::new(""),
-        &mut listing
+        &mut listing,
+        &mut budget
     ));
     let said = |name: &str| {
         listing
@@ -464,7 +468,7 @@ fn a_skill_folder_lists_links_and_special_files_as_such_and_never_opens_them() {
 }
 
 #[test]
-fn a_skill_file_is_admitted_up_to_what_is_shown_and_hashed_up_to_its_limit() {
+fn a_skill_file_is_admitted_by_all_its_bytes_and_hashed_up_to_its_limit() {
     let work = tempfile::tempdir().expect("work");
     let exact = work.path().join("exact.md");
     std::fs::write(&exact, vec![b'e'; MAX_SKILL_FILE_BYTES as usize]).expect("exact");
@@ -477,7 +481,7 @@ fn a_skill_file_is_admitted_up_to_what_is_shown_and_hashed_up_to_its_limit() {
     let over = work.path().join("over.md");
     std::fs::write(&over, vec![b'o'; MAX_SKILL_FILE_BYTES as usize + 1]).expect("over");
     let read = file_content(&over);
-    assert_eq!(read.admitted, None);
+    assert_eq!(read.admitted.as_deref(), Some(read.digest.as_str()));
     assert!(
         read.shown.ends_with("bytes in all …]"),
         "{}",
@@ -493,4 +497,22 @@ fn a_skill_file_is_admitted_up_to_what_is_shown_and_hashed_up_to_its_limit() {
     let file = std::fs::File::create(&huge).expect("huge");
     file.set_len(MAX_HASHED_FILE_BYTES + 1).expect("grow");
     assert_ne!(file_content(&huge).digest, file_content(&huge).digest);
+}
+
+#[test]
+fn a_skill_folder_past_its_byte_budget_never_loads_even_once_trusted() {
+    let (home, work) = project();
+    let skill = work.path().join(".talaria/skills/x");
+    std::fs::write(skill.join("SKILL.md"), "shown").expect("skill");
+    // Sparse files: long by what they say, nothing on disk.
+    for n in 0..2 {
+        let file = std::fs::File::create(skill.join(format!("blob{n}"))).expect("blob");
+        file.set_len(MAX_SKILL_FOLDER_BYTES / 2 + 1).expect("grow");
+    }
+    trust_folder(home.path(), work.path()).expect("trust");
+    let a = assess(home.path(), work.path(), places());
+    assert!(
+        !a.loads_project_skills(),
+        "a folder past the byte budget loaded"
+    );
 }
