@@ -744,7 +744,6 @@ async fn red_four_a_300_kib_reference_reads_when_the_environment_trusts_the_fold
 /// trusted folder: the key is not read, so the repository's script runs with the user's
 /// rights, and nothing says the key was not understood (other unknown settings are told).
 #[tokio::test]
-#[ignore = "red team: HOLE a hook's misspelled sandbox key (sandboxed = true) is silently ignored and the hook runs outside the sandbox"]
 async fn red_four_a_misspelled_sandbox_key_is_not_silently_ignored() {
     let env = TestEnv::new(one_write()).await;
     env.write_config(
@@ -754,17 +753,23 @@ async fn red_four_a_misspelled_sandbox_key_is_not_silently_ignored() {
     let escaped = env.home.path().join("escaped-by-misspelled-hook");
     repo_formatter(&env, &escaped);
     env.trust_workspace();
-    let agent = write_once_in(&env, env.workspace.path()).await;
+    // The configuration is refused with the key it likely meant: nothing runs unwarned.
+    let mut agent = agent_with(&env, "{}").await;
+    let answer = agent
+        .request(
+            "session/new",
+            json!({"cwd": env.workspace.path(), "mcpServers": []}),
+        )
+        .await
+        .expect("an answer");
+    let said = answer.to_string();
     assert!(
-        env.workspace.path().join("formatted").exists(),
-        "the hook did not run"
+        answer.get("error").is_some()
+            && said.contains("\\\"sandboxed\\\"")
+            && said.contains("did you mean"),
+        "a hook asking `sandboxed = true` was not refused: {said}"
     );
-    let said: Vec<String> = agent.updates().iter().filter_map(notice_text).collect();
-    let warned = said.iter().any(|s| s.contains("sandboxed"));
-    assert!(
-        warned || !escaped.exists() || !sandbox_enforced(),
-        "a hook asking `sandboxed = true` ran outside the sandbox, unwarned: {said:?}"
-    );
+    assert!(!escaped.exists(), "the hook ran");
     assert_clean_stdout(&agent);
 }
 

@@ -66,7 +66,7 @@ fn distance(a: &str, b: &str) -> usize {
 }
 
 /// The known key closest to `key`, if it is close enough to be a typo of it.
-pub(super) fn closest<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
+pub(crate) fn closest<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
     let lower = key.to_ascii_lowercase();
     known
         .iter()

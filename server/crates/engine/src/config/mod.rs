@@ -6,7 +6,7 @@
 
 mod declare;
 mod error;
-mod keys;
+pub(crate) mod keys;
 mod parts;
 pub mod reference;
 mod resolve;

@@ -282,6 +282,30 @@ impl Hooks {
     }
 }
 
+/// The keys an `[[hooks.EVENT]]` entry may hold, and one of Claude Code's inner `hooks`.
+const ENTRY_KEYS: &[&str] = &[
+    "matcher",
+    "command",
+    "timeout_s",
+    "timeout",
+    "sandbox",
+    "hooks",
+    "type",
+];
+const COMMAND_KEYS: &[&str] = &["type", "command", "timeout_s", "timeout", "sandbox"];
+
+/// Refuses a key the entry does not know (a misspelled `sandbox` would run the hook outside
+/// the sandbox unwarned), naming the key it likely meant.
+fn known_keys(table: &toml::Table, known: &[&str]) -> Result<(), String> {
+    let Some(unknown) = table.keys().find(|key| !known.contains(&key.as_str())) else {
+        return Ok(());
+    };
+    Err(match crate::config::keys::closest(unknown, known) {
+        Some(meant) => format!("unknown key {unknown:?} (did you mean {meant:?}?)"),
+        None => format!("unknown key {unknown:?}; a hook knows {}", known.join(", ")),
+    })
+}
+
 /// The hooks of one `[[hooks.EVENT]]` entry: `command` (with `matcher`, `timeout_s`), or
 /// Claude Code's shape, `hooks = [{type = "command", command, timeout}]` under a `matcher`.
 fn entry_hooks(
@@ -295,6 +319,7 @@ fn entry_hooks(
         why: why.to_string(),
     };
     let table = entry.as_table().ok_or_else(|| error("expected a table"))?;
+    known_keys(table, ENTRY_KEYS).map_err(|why| error(&why))?;
     let matcher = match table.get("matcher") {
         None => String::new(),
         Some(value) => value
@@ -321,6 +346,9 @@ fn entry_hooks(
     };
     let mut hooks = Vec::new();
     for command_table in commands {
+        if !std::ptr::eq(command_table, table) {
+            known_keys(command_table, COMMAND_KEYS).map_err(|why| error(&why))?;
+        }
         if let Some(kind) = command_table.get("type").and_then(toml::Value::as_str)
             && kind != "command"
         {

@@ -178,3 +178,18 @@ fn a_hook_runs_in_the_sandbox_when_it_asks_is_a_projects_or_its_folder_is_untrus
     let wrong = hooks("[[hooks.Stop]]\nsandbox = \"yes\"\ncommand = \"x\"\n");
     assert!(wrong.is_err_and(|e| e.why.contains("sandbox must be true or false")));
 }
+
+#[test]
+fn a_misspelled_key_of_a_hook_is_refused_with_the_key_it_meant() {
+    let wrong = hooks("[[hooks.Stop]]\nsandboxed = true\ncommand = \"x\"\n");
+    assert!(
+        wrong
+            .as_ref()
+            .is_err_and(|e| e.why.contains("\"sandboxed\"") && e.why.contains("\"sandbox\"")),
+        "{wrong:?}"
+    );
+    let inner =
+        hooks("[[hooks.Stop]]\nhooks = [{type = \"command\", command = \"x\", timout = 3}]\n");
+    assert!(inner.is_err_and(|e| e.why.contains("\"timout\"")));
+    assert!(hooks("[[hooks.Stop]]\ncommand = \"x\"\ntimeout_s = 3\nsandbox = false\n").is_ok());
+}
