@@ -52,6 +52,7 @@ mod providers;
 mod questions;
 mod quotas;
 mod record;
+mod red_five;
 mod red_four;
 mod red_three;
 mod red_trust;
