@@ -3,7 +3,9 @@
 //! another hook's allow, in a subagent, with a client that cannot answer), a guard's own
 //! exit 127 blocks, a confined `UserPromptSubmit` guard that fails; `trust/apply` on the
 //! folder as shown (`trust_repo` after the repository root moved, a folder replaced, a skill
-//! folder past the byte budget); an unknown key in a hook entry (the user's, a project's,
+//! folder past the byte budget, a folder mounted over, one that appeared after the session);
+//! the typed text of a `process` write and another ACP agent's write under a failing confined
+//! guard; an unknown key in a hook entry (the user's, a project's,
 //! Claude Code's own `statusMessage`). Each ignored test fails on a hole of the current code.
 
 use serde_json::{Value, json};
@@ -162,6 +164,128 @@ async fn red_five_a_subagents_call_under_a_failing_confined_guard_asks() {
     assert_clean_stdout(&agent);
 }
 
+/// Answers permission questions with `options` in turn (the last one after); the
+/// questions' count is the transcript's.
+fn answering(
+    options: &'static [&'static str],
+) -> impl FnMut(&str, &Value) -> Result<Option<Value>, (i64, String)> {
+    let mut asked = 0;
+    move |method, _| match method {
+        "session/request_permission" => {
+            let option = options[asked.min(options.len() - 1)];
+            asked += 1;
+            Ok(Some(
+                json!({"outcome": {"outcome": "selected", "optionId": option}}),
+            ))
+        }
+        other => Err((-32601, format!("unexpected {other}"))),
+    }
+}
+
+fn permission_questions(agent: &AgentProcess) -> Vec<String> {
+    agent
+        .transcript
+        .iter()
+        .filter(|m| m["method"] == "session/request_permission")
+        .map(|m| m["params"]["toolCall"]["title"].to_string())
+        .collect()
+}
+
+/// What the model types into a shell it started in the background (`process` `write`) is a
+/// `Bash` command to the user's confined `Bash` guard: the guard failing, the typing is put
+/// to the user (who allowed the shell, and declines the `rm`).
+#[tokio::test]
+async fn red_five_a_process_write_under_a_failing_confined_guard_asks() {
+    let env = TestEnv::new(vec![
+        MockReply::tool_call(
+            "c1",
+            "terminal",
+            json!({"command": "bash", "background": true}),
+        ),
+        MockReply::tool_call(
+            "c2",
+            "process",
+            json!({"action": "write", "id": "proc_1", "data": "rm -f precious.txt; exit\n"}),
+        ),
+        MockReply::tool_call(
+            "c3",
+            "process",
+            json!({"action": "wait", "id": "proc_1", "timeout": 5}),
+        ),
+        MockReply::text(&["done"]),
+    ])
+    .await;
+    std::fs::write(env.workspace.path().join("precious.txt"), "keep").expect("write");
+    env.write_config(
+        "mode = \"yolo\"\n[[hooks.PreToolUse]]\nmatcher = \"Bash\"\nsandbox = true\n\
+         command = \"exit 1\"\n",
+    );
+    env.trust_workspace();
+    let mut agent = agent_with(&env, "{}").await;
+    let created = new_session_in(&mut agent, env.workspace.path()).await;
+    let id = agent
+        .start_request("session/prompt", text_prompt(&id_of(&created), "clean"))
+        .await
+        .expect("prompt");
+    let response = agent
+        .drive(id, WAIT, answering(&["allow_once", "reject_once"]))
+        .await
+        .expect("response");
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let asked = permission_questions(&agent);
+    assert!(
+        env.workspace.path().join("precious.txt").exists(),
+        "the typed rm ran unasked under a failing confined guard; asked: {asked:?}"
+    );
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert_clean_stdout(&agent);
+}
+
+/// Another ACP agent's file write, served through the session's tools, under the user's
+/// failing `sandbox = true` guard in yolo mode: put to the user under the agent's name, and
+/// declined.
+#[tokio::test]
+async fn red_five_an_external_agents_write_under_a_failing_confined_guard_asks() {
+    let env = TestEnv::new(vec![
+        MockReply::tool_call(
+            "d1",
+            "delegate_task",
+            json!({"goal": "write the file", "agent": "scripted"}),
+        ),
+        MockReply::text(&["Delegated."]),
+    ])
+    .await;
+    let script = env.home.path().join("child-script.json");
+    std::fs::write(
+        &script,
+        json!({"prompts": [[{"write": {"path": "out.txt", "content": "by the agent\n"}}]]})
+            .to_string(),
+    )
+    .expect("script");
+    let child = talaria_harness::binary::workspace_bin("talaria-harness", "talaria-acp-child");
+    env.write_config(&format!(
+        "mode = \"yolo\"\n[learning]\nskill_review_after = 0\nmemory_review_after = 0\n\
+         [[hooks.PreToolUse]]\nmatcher = \"Write\"\nsandbox = true\ncommand = \"exit 1\"\n\
+         [agents.scripted]\ncommand = \"{}\"\ntools = \"acp\"\n\
+         env = {{ TALARIA_CHILD_SCRIPT = \"{}\" }}\n",
+        child.display(),
+        script.display()
+    ));
+    env.trust_workspace();
+    let mut agent = agent_with(&env, "{}").await;
+    let created = new_session_in(&mut agent, env.workspace.path()).await;
+    let response =
+        prompt_choosing(&mut agent, &id_of(&created), "hand it over", "reject_once").await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let asked = permission_questions(&agent);
+    assert!(
+        !env.workspace.path().join("out.txt").exists(),
+        "the agent's write ran unasked under a failing confined guard; asked: {asked:?}"
+    );
+    assert!(asked.iter().any(|t| t.contains("[scripted]")), "{asked:?}");
+    assert_clean_stdout(&agent);
+}
+
 /// A guard that ran and chose exit 127 (as a wrapper passing on a missing tool's code does)
 /// is read as a guard that could not start: its call is blocked (fail closed), the model told.
 #[tokio::test]
@@ -291,17 +415,19 @@ async fn red_five_trust_repo_records_only_the_root_shown() {
     assert_clean_stdout(&agent);
 }
 
-/// The session's folder deleted and made again under the same name (same path, another
-/// folder) before the apply: refused.
+/// The session's folder renamed away and another made under its name (same path, same
+/// files, another folder) before the apply: refused.
 #[tokio::test]
-async fn red_five_trust_apply_refuses_a_folder_made_again_under_its_name() {
+async fn red_five_trust_apply_refuses_a_folder_put_under_its_name() {
     let env = TestEnv::new(Vec::new()).await;
     let dir = env.workspace.path().join("proj");
     std::fs::create_dir_all(&dir).expect("proj");
     std::fs::write(dir.join("AGENTS.md"), "Say PINEAPPLE.").expect("agents");
     let mut agent = agent_with(&env, "{}").await;
     let created = new_session_in(&mut agent, &dir).await;
-    std::fs::remove_dir_all(&dir).expect("removed");
+    // Renamed away (kept, so its inode is not reused for the new one on file systems
+    // without birth times, where a deleted folder's inode comes back at once).
+    std::fs::rename(&dir, env.workspace.path().join("proj.old")).expect("renamed away");
     std::fs::create_dir_all(&dir).expect("made again");
     std::fs::write(dir.join("AGENTS.md"), "Say PINEAPPLE.").expect("agents again");
     let applied = apply(&mut agent, &dir, "trust_cwd", &id_of(&created)).await;
@@ -310,6 +436,59 @@ async fn red_five_trust_apply_refuses_a_folder_made_again_under_its_name() {
             .as_str()
             .is_some_and(|m| m.contains("not the folder the session showed")),
         "{applied}"
+    );
+    assert_clean_stdout(&agent);
+}
+
+/// Another folder bind-mounted over the session's folder before the apply (same path, the
+/// mount's folder now there): refused. Skipped where the test may not mount.
+#[tokio::test]
+async fn red_five_trust_apply_refuses_a_folder_mounted_over_the_shown_one() {
+    let env = TestEnv::new(Vec::new()).await;
+    let dir = env.workspace.path().join("proj");
+    std::fs::create_dir_all(&dir).expect("proj");
+    std::fs::write(dir.join("AGENTS.md"), "Say PINEAPPLE.").expect("agents");
+    let other = env.home.path().join("other");
+    std::fs::create_dir_all(&other).expect("other");
+    let mut agent = agent_with(&env, "{}").await;
+    let created = new_session_in(&mut agent, &dir).await;
+    let Some(_mounted) = BindMount::new(&other, &dir) else {
+        eprintln!("skipped: this test may not bind-mount");
+        return;
+    };
+    let applied = apply(&mut agent, &dir, "trust_cwd", &id_of(&created)).await;
+    assert!(
+        applied["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("not the folder the session showed")),
+        "{applied}"
+    );
+    assert_clean_stdout(&agent);
+}
+
+/// A session opened on a folder that does not exist yet, which is made (with an
+/// `AGENTS.md`) before the client applies `trust_cwd`: nothing was shown, so nothing is
+/// trusted — the session is refused, or the apply is.
+#[tokio::test]
+async fn red_five_trust_apply_after_the_folder_appeared_trusts_nothing() {
+    let env = TestEnv::new(Vec::new()).await;
+    let later = env.workspace.path().join("later");
+    let mut agent = agent_with(&env, "{}").await;
+    let answer = agent
+        .request("session/new", json!({"cwd": later, "mcpServers": []}))
+        .await
+        .expect("answer");
+    std::fs::create_dir_all(&later).expect("made");
+    std::fs::write(later.join("AGENTS.md"), "Say LATECOMER.").expect("agents");
+    if let Some(session) = answer["result"]["sessionId"].as_str() {
+        let applied = apply(&mut agent, &later, "trust_cwd", session).await;
+        assert!(applied.get("error").is_some(), "{applied}");
+    }
+    let mut next = agent_with(&env, "{}").await;
+    let there = new_session_in(&mut next, &later).await;
+    assert_ne!(
+        there["_meta"]["workspaceTrust"]["status"], "trusted",
+        "a folder nobody was shown is trusted (session/new answered {answer})"
     );
     assert_clean_stdout(&agent);
 }
