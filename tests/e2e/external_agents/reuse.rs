@@ -178,6 +178,49 @@ async fn a_steer_reaches_the_agent_as_its_next_prompt_and_its_answer_is_the_resu
     );
 }
 
+/// The user steers the agent, then cancels the whole turn while it works on the steer: the
+/// delegation's card says it was cancelled, not that it stopped for the user's message.
+#[tokio::test]
+async fn a_cancel_after_a_steer_is_a_cancel() {
+    let script = json!([
+        [{"say": "working\n"}, {"wait_cancel": true}],
+        [{"say": "on the steer\n"}, {"wait_cancel": true}]
+    ]);
+    let env = scripted_child(super::delegating_to("scripted"), script, "").await;
+    let (mut agent, session) = env.session().await;
+    let id = agent
+        .start_request("session/prompt", text_prompt(&session, "hand it over"))
+        .await
+        .expect("prompt");
+    agent
+        .wait_for(WAIT, |m| m.to_string().contains("scripted: working"))
+        .await
+        .expect("the child works");
+    let steer = json!({"sessionId": session, "prompt": [{"type": "text", "text": "use B"}]});
+    agent
+        .request("_session/steering", steer)
+        .await
+        .expect("steer");
+    agent
+        .wait_for(WAIT, |m| m.to_string().contains("scripted: on the steer"))
+        .await
+        .expect("the child works on the steer");
+    agent
+        .notify("session/cancel", json!({"sessionId": session}))
+        .await
+        .expect("cancel");
+    let response = agent.wait_response(id, WAIT).await.expect("response");
+    assert_eq!(stop_reason(&response), "cancelled", "{response}");
+    let card: String = agent
+        .updates()
+        .iter()
+        .filter(|u| u["toolCallId"] == "d1" && u["status"].is_string())
+        .map(|u| u.to_string())
+        .collect();
+    assert!(card.contains("scripted was cancelled"), "{card}");
+    assert!(!card.contains("so that you can read"), "{card}");
+}
+
 #[tokio::test]
 async fn a_steer_interrupts_the_agents_turn_and_the_turn_takes_it() {
     // An agent that cannot take a second prompt after a cancel: the cut turn is the result.

@@ -107,7 +107,8 @@ fn outcome_of(
     ctx: &ToolContext,
 ) -> ToolOutcome {
     match ended {
-        Ok(report) if report.cancelled && steered => {
+        // Cut by a steer, not by a cancel of the whole turn (which says so below).
+        Ok(report) if report.cancelled && steered && !ctx.cancel.is_cancelled() => {
             let could_not = report
                 .steered
                 .as_ref()
