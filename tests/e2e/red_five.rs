@@ -340,7 +340,6 @@ async fn secret_prompt_sent(env: &TestEnv, trusted: bool) -> bool {
 /// the provider. Only `PreToolUse` failures were made to ask; a prompt guard silently stops
 /// guarding exactly the folders nobody trusted.
 #[tokio::test]
-#[ignore = "red team: HOLE a confined UserPromptSubmit guard that fails lets the prompt it would block reach the model"]
 async fn red_five_a_users_logging_prompt_guard_still_blocks_in_an_untrusted_folder() {
     let env = TestEnv::new(vec![MockReply::text(&["ok"])]).await;
     let enforced = sandbox_enforced();
@@ -383,7 +382,6 @@ async fn apply(agent: &mut AgentProcess, cwd: &std::path::Path, decision: &str, 
 /// outer one, and records that — never shown — as trusted: every folder in it loads its
 /// instructions and hooks.
 #[tokio::test]
-#[ignore = "red team: HOLE trust_repo applies to whatever the repository root is at apply time, not the root shown"]
 async fn red_five_trust_repo_records_only_the_root_shown() {
     let env = TestEnv::new(Vec::new()).await;
     let ws = env.workspace.path();
@@ -499,7 +497,6 @@ async fn red_five_trust_apply_after_the_folder_appeared_trusts_nothing() {
 /// cannot trust the folder's `AGENTS.md` and hooks at all from the client, only the skills
 /// should have stayed out.
 #[tokio::test]
-#[ignore = "red team: HOLE a skill folder past the 64 MiB budget makes trust/apply refuse every decision for its folder"]
 async fn red_five_a_folder_with_a_large_skill_folder_can_still_be_trusted() {
     let env = TestEnv::new(Vec::new()).await;
     let ws = env.workspace.path();
@@ -608,7 +605,6 @@ async fn red_five_a_projects_hook_typo_loads_none_of_its_hooks_and_says_so() {
 /// shape works unchanged. A harmless display key Talaria does not show could be passed over
 /// (told once), as unknown keys elsewhere in config.toml are.
 #[tokio::test]
-#[ignore = "red team: HOLE Claude Code's documented statusMessage key in a hook makes every session fail to start"]
 async fn red_five_claude_codes_status_message_key_does_not_stop_every_session() {
     let env = TestEnv::new(vec![MockReply::text(&["ok"])]).await;
     let marker = env.workspace.path().join("formatted");

@@ -151,6 +151,7 @@ fn untrusted_after_failure() -> TrustAssessment {
         problem: Some("the trust decision was not applied".into()),
         pinned: false,
         identity: None,
+        repo_identity: None,
     }
 }
 

@@ -30,8 +30,15 @@ fn listed(paths: &[std::path::PathBuf]) -> String {
 /// The one notice a session starts with about what its folder's trust left out, if any.
 pub fn notice(assessment: &TrustAssessment) -> Option<String> {
     let left_out = assessment.left_out();
+    let too_big = assessment.too_big_to_load();
     if left_out.is_empty() {
-        return None;
+        return (!too_big.is_empty()).then(|| {
+            format!(
+                "The skills of {} were not loaded: the folder holds too much to fingerprint \
+                 (more than 512 files or 64 MiB).",
+                too_big.join(" and ")
+            )
+        });
     }
     let shown_dir = assessment
         .through

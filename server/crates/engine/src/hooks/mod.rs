@@ -282,7 +282,8 @@ impl Hooks {
     }
 }
 
-/// The keys an `[[hooks.EVENT]]` entry may hold, and one of Claude Code's inner `hooks`.
+/// The keys an `[[hooks.EVENT]]` entry may hold, and one of Claude Code's inner `hooks`
+/// (`statusMessage`, text Claude Code shows while the hook runs, changes nothing here).
 const ENTRY_KEYS: &[&str] = &[
     "matcher",
     "command",
@@ -291,8 +292,16 @@ const ENTRY_KEYS: &[&str] = &[
     "sandbox",
     "hooks",
     "type",
+    "statusMessage",
 ];
-const COMMAND_KEYS: &[&str] = &["type", "command", "timeout_s", "timeout", "sandbox"];
+const COMMAND_KEYS: &[&str] = &[
+    "type",
+    "command",
+    "timeout_s",
+    "timeout",
+    "sandbox",
+    "statusMessage",
+];
 
 /// Refuses a key the entry does not know (a misspelled `sandbox` would run the hook outside
 /// the sandbox unwarned), naming the key it likely meant.
@@ -346,15 +355,15 @@ fn entry_hooks(
     };
     let mut hooks = Vec::new();
     for command_table in commands {
-        if !std::ptr::eq(command_table, table) {
-            known_keys(command_table, COMMAND_KEYS).map_err(|why| error(&why))?;
-        }
         if let Some(kind) = command_table.get("type").and_then(toml::Value::as_str)
             && kind != "command"
         {
             return Err(error(&format!(
                 "type {kind:?} is not supported (only \"command\")"
             )));
+        }
+        if !std::ptr::eq(command_table, table) {
+            known_keys(command_table, COMMAND_KEYS).map_err(|why| error(&why))?;
         }
         let command = command_table
             .get("command")
@@ -450,6 +459,17 @@ pub async fn run_event(
             outcome
                 .notices
                 .push(format!("The {} failed: {error}", hook.shown()));
+            // A prompt guard that could not decide holds the prompt back (fail closed): it
+            // never ran, timed out, or failed in the sandbox (which may be what broke it).
+            if event == HookEvent::UserPromptSubmit
+                && (hook.confined || run.never_ran() || run.timed_out)
+            {
+                outcome.blocked = Some(format!(
+                    "{} could not decide on the prompt, so it was held back: {error}",
+                    hook.shown()
+                ));
+                break;
+            }
         }
         outcome.context.extend(answer.context.clone());
         if let Some(reason) = answer.blocked.or(answer.stop) {

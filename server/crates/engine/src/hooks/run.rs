@@ -31,6 +31,14 @@ pub struct HookRun {
     pub start_error: Option<String>,
 }
 
+impl HookRun {
+    /// Whether the hook never ran its own code: it could not be started, or the shell could
+    /// not find or execute its command (exit 127, 126) — missing, not executable or hidden.
+    pub fn never_ran(&self) -> bool {
+        self.start_error.is_some() || matches!(self.exit_code, Some(126 | 127))
+    }
+}
+
 /// Ends a process group when dropped (the caller stopped waiting, or the hook is done).
 struct GroupGuard(Option<u32>);
 

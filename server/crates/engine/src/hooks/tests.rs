@@ -192,4 +192,8 @@ fn a_misspelled_key_of_a_hook_is_refused_with_the_key_it_meant() {
         hooks("[[hooks.Stop]]\nhooks = [{type = \"command\", command = \"x\", timout = 3}]\n");
     assert!(inner.is_err_and(|e| e.why.contains("\"timout\"")));
     assert!(hooks("[[hooks.Stop]]\ncommand = \"x\"\ntimeout_s = 3\nsandbox = false\n").is_ok());
+    // Claude Code's display text is known; a prompt hook is refused for its type.
+    assert!(hooks("[[hooks.Stop]]\nhooks = [{type = \"command\", command = \"x\", statusMessage = \"Checking\"}]\n").is_ok());
+    let prompt = hooks("[[hooks.Stop]]\nhooks = [{type = \"prompt\", prompt = \"Is it done?\"}]\n");
+    assert!(prompt.is_err_and(|e| e.why.contains("type \"prompt\" is not supported")));
 }

@@ -76,7 +76,7 @@ impl Orchestrator<'_> {
                 )));
             }
             if let Some(error) = &answer.error {
-                if run.timed_out || could_not_start(&run) {
+                if run.timed_out || run.never_ran() {
                     self.note(
                         call,
                         format!("{shown} failed, so the call did not run: {error}"),
@@ -295,10 +295,4 @@ impl Orchestrator<'_> {
         let notes = talaria_util::lock(&self.hook_notes).remove(&call.id)?;
         Some(notes.join("\n"))
     }
-}
-
-/// Whether a hook never ran its own code: it could not be started, or the shell could not
-/// find or execute its command (exit 127, 126) — a guard missing, not executable or hidden.
-fn could_not_start(run: &crate::hooks::HookRun) -> bool {
-    run.start_error.is_some() || matches!(run.exit_code, Some(126 | 127))
 }

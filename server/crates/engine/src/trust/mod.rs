@@ -119,6 +119,10 @@ pub struct InstructionFile {
     /// A skill folder's files, each by its path below the working directory and the hash of
     /// its bytes (`None`: it cannot be read whole, so it is never admitted); empty for a file.
     pub files: std::collections::BTreeMap<PathBuf, Option<String>>,
+    /// `false` for a skill folder too big to fingerprint (past [`MAX_SKILL_FILES`] files or
+    /// [`MAX_SKILL_FOLDER_BYTES`]): its fingerprint is stable, so the folder can be trusted,
+    /// but its skills never load unasked.
+    pub loadable: bool,
 }
 
 /// The skill files a session may read, each by its path below the working directory and the
@@ -162,6 +166,8 @@ pub struct Assessment {
     pub pinned: bool,
     /// The resolved folder's identity when it was assessed (device, inode, birth time).
     pub identity: Option<(u64, u64, Option<u64>)>,
+    /// The enclosing repository root's identity then (`trust_repo` records that folder).
+    pub repo_identity: Option<(u64, u64, Option<u64>)>,
 }
 
 /// Folders trusted for this process only (`trust/apply`'s `trust_session`): each as a trusted
@@ -216,7 +222,9 @@ pub fn assess(home: &Path, cwd: &Path, places: Arc<dyn Places>) -> Assessment {
         problem: None,
         pinned: false,
         identity: resolved.as_deref().and_then(identity_of),
+        repo_identity: None,
     };
+    assessment.repo_identity = assessment.repo_root.as_deref().and_then(identity_of);
     let Some(resolved) = resolved else {
         assessment.problem = Some(format!("{} cannot be resolved", cwd.display()));
         return assessment;
@@ -305,12 +313,13 @@ impl Assessment {
     /// Whether the project's skills load: its folder is trusted and every skill folder it has
     /// is as the user accepted it.
     pub fn loads_project_skills(&self) -> bool {
+        let live = matches!(self.gate(), InstructionGate::Open);
         self.loads_project()
             && self
                 .instructions
                 .iter()
                 .filter(|f| SKILL_DIRS.contains(&f.name))
-                .all(|f| self.accepts(f))
+                .all(|f| self.accepts(f) && (f.loadable || live))
     }
 
     /// The skill files as accepted, when the folder's skills load and were judged by the
@@ -357,6 +366,18 @@ impl Assessment {
         self.changed
             .iter()
             .map(|name| self.cwd.join(name))
+            .collect()
+    }
+
+    /// The skill folders of a trusted folder whose skills do not load for their size.
+    pub fn too_big_to_load(&self) -> Vec<&'static str> {
+        if !self.status.is_trusted() || matches!(self.gate(), InstructionGate::Open) {
+            return Vec::new();
+        }
+        self.instructions
+            .iter()
+            .filter(|f| !f.loadable)
+            .map(|f| f.name)
             .collect()
     }
 
@@ -554,12 +575,15 @@ fn identity_of(folder: &Path) -> Option<(u64, u64, Option<u64>)> {
 
 impl Assessment {
     /// Whether `self` judged the very folder `earlier` judged: the same resolved path, and
-    /// the same folder there (not one put under its name since).
+    /// the same folder there (not one put under its name since), in the same repository (a
+    /// `.git` removed or made since moves the root `trust_repo` would record).
     pub fn same_place_as(&self, earlier: &Assessment) -> bool {
         self.resolved.is_some()
             && self.resolved == earlier.resolved
             && self.identity.is_some()
             && self.identity == earlier.identity
+            && self.repo_root == earlier.repo_root
+            && self.repo_identity == earlier.repo_identity
     }
 }
 
@@ -603,6 +627,7 @@ fn instruction_files(resolved: &Path, places: Arc<dyn Places>) -> Vec<Instructio
                 sha256: sha256(&text),
                 text,
                 files: Default::default(),
+                loadable: true,
             })
         })
         .collect();
@@ -639,8 +664,11 @@ fn skill_folder(resolved: &Path, name: &'static str) -> Option<InstructionFile> 
         }
     }
     if !complete {
-        text.push_str("\n[… more files than are listed: not loaded unasked …]\n");
-        digest.push_str(&format!("incomplete {}", now_nanos()));
+        text.push_str(&format!(
+            "\n[… more than {MAX_SKILL_FILES} files or {} MiB: its skills are not loaded …]\n",
+            MAX_SKILL_FOLDER_BYTES >> 20
+        ));
+        digest.push_str("incomplete\n");
     }
     Some(InstructionFile {
         name,
@@ -648,6 +676,7 @@ fn skill_folder(resolved: &Path, name: &'static str) -> Option<InstructionFile> 
         sha256: sha256(&digest),
         text,
         files,
+        loadable: complete,
     })
 }
 
