@@ -184,6 +184,77 @@ async fn a_stop_ends_the_turn_and_nothing_of_the_batch_runs() {
     assert_clean_stdout(&agent);
 }
 
+/// Calls of a batch decided together (two reads, run side by side once decided): the
+/// client allows the first and stops at the second, and neither runs — the stop ends the
+/// batch before any of its group runs.
+#[tokio::test]
+async fn a_stop_keeps_what_the_batch_decided_together_from_running() {
+    let env = TestEnv::new(vec![batch(&[
+        ("c1", "read_file", json!({"path": "one.txt"})),
+        ("c2", "read_file", json!({"path": "two.txt"})),
+    ])])
+    .await;
+    std::fs::write(env.workspace.path().join("one.txt"), "ONE-CONTENT\n").expect("one");
+    std::fs::write(env.workspace.path().join("two.txt"), "TWO-CONTENT\n").expect("two");
+    let (mut agent, session, _) = env.session_with(intercepting()).await;
+    let response = prompt_intercepted(
+        &mut agent,
+        &session,
+        |params| match params["toolCall"]["toolCallId"].as_str() {
+            Some("c1") => Ok(Some(json!({"action": "allow"}))),
+            _ => Ok(Some(
+                json!({"action": "stop", "reason": "budget exhausted"}),
+            )),
+        },
+        "reject_once",
+    )
+    .await;
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let before: Vec<_> = agent
+        .agent_requests()
+        .into_iter()
+        .filter(|(_, p)| p["phase"] == "before")
+        .collect();
+    assert_eq!(before.len(), 2, "both were asked about: {before:?}");
+    let shown = updates(&agent);
+    let first = card_state(&shown, "c1");
+    assert_eq!(first["status"], "failed", "c1 ran: {first}");
+    assert!(!first.to_string().contains("ONE-CONTENT"), "{first}");
+    assert_clean_stdout(&agent);
+
+    // A stop after the first ran (at its `after` checkpoint) keeps a call waiting to run on
+    // its own (its input replaced) from running.
+    let env = TestEnv::new(vec![batch(&[
+        ("c1", "read_file", json!({"path": "one.txt"})),
+        ("c2", "read_file", json!({"path": "two.txt"})),
+    ])])
+    .await;
+    std::fs::write(env.workspace.path().join("one.txt"), "ONE-CONTENT\n").expect("one");
+    std::fs::write(env.workspace.path().join("three.txt"), "THREE-CONTENT\n").expect("three");
+    let (mut agent, session, _) = env.session_with(intercepting()).await;
+    prompt_intercepted(
+        &mut agent,
+        &session,
+        |params| {
+            let id = params["toolCall"]["toolCallId"].as_str();
+            Ok(Some(match (id, params["phase"].as_str()) {
+                (Some("c2"), Some("before")) => {
+                    json!({"action": "replace", "rawInput": {"path": "three.txt"}})
+                }
+                (Some("c1"), Some("after")) => {
+                    json!({"action": "stop", "reason": "budget exhausted"})
+                }
+                _ => json!({"action": "allow"}),
+            }))
+        },
+        "reject_once",
+    )
+    .await;
+    let second = card_state(&updates(&agent), "c2");
+    assert_eq!(second["status"], "failed", "the replaced c2 ran: {second}");
+    assert!(!second.to_string().contains("THREE-CONTENT"), "{second}");
+}
+
 #[tokio::test]
 async fn a_replaced_input_is_still_decided_by_the_policy() {
     let env = TestEnv::new(vec![
