@@ -37,6 +37,8 @@ pub(crate) enum LaunchError {
     },
     #[error("looking for the agent's program stopped: {0}")]
     Stopped(String),
+    #[error("the agent's program cannot be started: {0}")]
+    NotFound(String),
 }
 
 /// What to install for a registry entry nothing of which is installed.
@@ -55,7 +57,36 @@ pub(super) fn platform() -> String {
 
 /// `entry`'s command line; for a registry id, the error says what to install or set. Reads
 /// the registry copy and PATH: call it off the runtime thread.
-pub(super) fn launch_of(entry: &AgentEntry) -> Result<Launch, LaunchError> {
+pub(super) fn launch_of(entry: &AgentEntry, cwd: Option<&Path>) -> Result<Launch, LaunchError> {
+    let path = fixed_path(entry, cwd);
+    let mut launch = registry_launch(entry, &path)?;
+    // A bare name is found on the fixed entries only, and the agent runs with those.
+    let program = launch.program.to_string_lossy().into_owned();
+    launch.program = talaria_util::search_path::program_on(&program, &path)
+        .map_err(|e| LaunchError::NotFound(e.to_string()))?;
+    launch
+        .env
+        .insert("PATH".into(), path.to_string_lossy().into_owned());
+    Ok(launch)
+}
+
+/// The `PATH` an agent is found on and runs with (its `env`'s, else Talaria's): only the
+/// entries naming a fixed folder — none relative, none inside the folder Talaria runs in or
+/// the session's (`talaria_util::search_path`).
+fn fixed_path(entry: &AgentEntry, cwd: Option<&Path>) -> OsString {
+    let given = entry
+        .env
+        .get("PATH")
+        .map(OsString::from)
+        .or_else(|| std::env::var_os("PATH"))
+        .unwrap_or_default();
+    let here = std::env::current_dir().unwrap_or_default();
+    let working: Vec<&Path> = [Some(here.as_path()), cwd].into_iter().flatten().collect();
+    talaria_util::search_path::fixed_entries(&given, &working)
+}
+
+/// `entry`'s command line as configured, or its registry id resolved on `path`.
+fn registry_launch(entry: &AgentEntry, path: &OsString) -> Result<Launch, LaunchError> {
     let id = match &entry.registry {
         Some(id) if entry.command.is_empty() => id,
         _ => {
@@ -68,13 +99,7 @@ pub(super) fn launch_of(entry: &AgentEntry) -> Result<Launch, LaunchError> {
         }
     };
     let listed = lookup(id, entry.registry_file.as_deref())?;
-    let path = entry
-        .env
-        .get("PATH")
-        .map(OsString::from)
-        .or_else(|| std::env::var_os("PATH"))
-        .unwrap_or_default();
-    let mut launch = resolve(&listed, &path).map_err(|missing| LaunchError::NotInstalled {
+    let mut launch = resolve(&listed, path).map_err(|missing| LaunchError::NotInstalled {
         id: id.clone(),
         name: entry.name.clone(),
         missing,
@@ -319,6 +344,33 @@ mod tests {
     }
 
     #[test]
+    fn a_program_planted_in_the_workspace_or_a_relative_path_entry_is_never_started() {
+        let workspace = tempfile::tempdir().expect("workspace");
+        let planted = workspace.path().join("node_modules/.bin");
+        std::fs::create_dir_all(&planted).expect("bin");
+        program(&planted, "claude-agent-acp");
+        let entry = |command: &str, path: String| AgentEntry {
+            name: "c".into(),
+            command: command.into(),
+            env: [("PATH".to_string(), path)].into(),
+            ..AgentEntry::default()
+        };
+        let inside = entry("claude-agent-acp", planted.display().to_string());
+        let refused = launch_of(&inside, Some(workspace.path())).expect_err("planted");
+        assert!(refused.to_string().contains("not on PATH"), "{refused}");
+        let relative = entry("claude-agent-acp", "node_modules/.bin".into());
+        assert!(launch_of(&relative, Some(workspace.path())).is_err());
+        // The same program in a fixed folder is found, and the agent runs with that PATH.
+        let fixed = tempfile::tempdir().expect("fixed");
+        program(fixed.path(), "claude-agent-acp");
+        let path = format!("{}:{}:.", planted.display(), fixed.path().display());
+        let launch =
+            launch_of(&entry("claude-agent-acp", path), Some(workspace.path())).expect("found");
+        assert_eq!(launch.program, fixed.path().join("claude-agent-acp"));
+        assert_eq!(launch.env["PATH"], fixed.path().display().to_string());
+    }
+
+    #[test]
     fn command_wins_and_the_users_args_and_env_follow_the_registrys() {
         let dir = tempfile::tempdir().expect("dir");
         program(dir.path(), "goose");
@@ -330,17 +382,19 @@ mod tests {
             env: [("PATH".to_string(), dir.path().display().to_string())].into(),
             ..AgentEntry::default()
         };
-        let launch = launch_of(&entry).expect("resolved");
+        let launch = launch_of(&entry, None).expect("resolved");
         assert_eq!(launch.program, dir.path().join("goose"));
         assert_eq!(launch.args, ["acp", "--verbose"]);
         entry.command = "/usr/bin/own".into();
         assert_eq!(
-            launch_of(&entry).expect("own").program,
+            launch_of(&entry, None).expect("own").program,
             Path::new("/usr/bin/own")
         );
         entry.command = String::new();
         entry.registry = Some("opencode".into());
-        let missing = launch_of(&entry).expect_err("not installed").to_string();
+        let missing = launch_of(&entry, None)
+            .expect_err("not installed")
+            .to_string();
         assert!(
             missing.contains("\"opencode\" is not installed")
                 && missing.contains("`opencode` on PATH")

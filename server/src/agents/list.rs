@@ -85,7 +85,7 @@ impl ChildHost for ProbeHost {
 
 /// What one agent's probe found, as lines.
 async fn probe(entry: &AgentEntry, cwd: &std::path::Path) -> Vec<String> {
-    let resolved = super::command_of(entry).await;
+    let resolved = super::command_of(entry, Some(cwd)).await;
     let mut lines = vec![match (&resolved, &entry.registry) {
         (Ok((command, how)), Some(id)) if entry.command.is_empty() => format!(
             "{}: registry {id} → {} {}\n  resolved: {}",

@@ -56,17 +56,16 @@ impl ConfiguredAgents {
 /// to install or set), and for an id, what it resolved to.
 pub(crate) async fn command_of(
     entry: &AgentEntry,
+    cwd: Option<&std::path::Path>,
 ) -> Result<(AgentCommand, Option<String>), launch::LaunchError> {
-    let launch = if entry.registry.is_some() && entry.command.is_empty() {
-        let entry = entry.clone();
-        tokio::task::spawn_blocking(move || launch::launch_of(&entry))
-            .await
-            .map_err(|e| launch::LaunchError::Stopped(e.to_string()))??
-    } else {
-        launch::launch_of(entry)?
-    };
+    let name = entry.name.clone();
+    let (entry, cwd) = (entry.clone(), cwd.map(std::path::Path::to_path_buf));
+    // It reads the registry copy and looks on PATH: off the runtime thread.
+    let launch = tokio::task::spawn_blocking(move || launch::launch_of(&entry, cwd.as_deref()))
+        .await
+        .map_err(|e| launch::LaunchError::Stopped(e.to_string()))??;
     let command = AgentCommand {
-        name: entry.name.clone(),
+        name,
         program: launch.program,
         args: launch.args,
         env: launch.env.into_iter().collect(),

@@ -59,7 +59,7 @@ impl Pool {
             return Ok(kept.clone());
         }
         let routes = Arc::new(Routes::default());
-        let (command, _) = super::command_of(entry).await?;
+        let (command, _) = super::command_of(entry, Some(cwd)).await?;
         let timings = super::timings_of(entry);
         let child = ChildAgent::start(&command, cwd, routes.clone(), timings).await?;
         let kept = Arc::new(Kept {

@@ -68,9 +68,8 @@ pub(crate) struct Connected {
 }
 
 /// The `PATH` a server is found on and runs with (its own `PATH` setting, else the agent's),
-/// without the entries that name no fixed folder: an empty or relative entry (`.`,
-/// `node_modules/.bin`) is looked up from wherever the process stands, which a model can fill
-/// with a program of its own; so is an entry inside the folder the agent runs in.
+/// only its fixed entries (`talaria_util::search_path`): none relative, none inside the
+/// folder the agent runs in.
 fn safe_path(env: &[(String, String)]) -> std::ffi::OsString {
     let given = env
         .iter()
@@ -79,38 +78,11 @@ fn safe_path(env: &[(String, String)]) -> std::ffi::OsString {
         .map(|(_, value)| std::ffi::OsString::from(value))
         .or_else(|| std::env::var_os("PATH"))
         .unwrap_or_default();
-    let here = std::env::current_dir()
-        .ok()
-        .filter(|dir| dir != std::path::Path::new("/"));
-    let kept: Vec<std::path::PathBuf> = std::env::split_paths(&given)
-        .filter(|entry| entry.is_absolute())
-        .filter(|entry| here.as_ref().is_none_or(|here| !entry.starts_with(here)))
-        .collect();
-    std::env::join_paths(kept).unwrap_or_default()
+    let here = std::env::current_dir().unwrap_or_default();
+    talaria_util::search_path::fixed_entries(&given, &[here.as_path()])
 }
 
-/// The program a server's command names: a path as given, a bare name found on `path`.
-fn program_on(command: &str, path: &std::ffi::OsStr) -> std::io::Result<std::path::PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    if command.contains('/') {
-        return Ok(std::path::PathBuf::from(command));
-    }
-    std::env::split_paths(path)
-        .map(|dir| dir.join(command))
-        .find(|candidate| {
-            std::fs::metadata(candidate)
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-        .ok_or_else(|| {
-            std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                format!(
-                    "{command} is not on PATH (its relative entries, and those inside the \
-                     folder the agent runs in, are not searched)"
-                ),
-            )
-        })
-}
+use talaria_util::search_path::program_on;
 
 /// Starts (or reaches) a server and lists its tools, resources and prompts.
 pub(crate) async fn connect(

@@ -1,12 +1,14 @@
 //! Small helpers every Talaria crate shares, so each is written once: a lock that survives a
 //! panicked holder, and text clipped at character boundaries (each caller words its own note
 //! about what was left out), files only this user may read (`private`), and folder trees
-//! copied without following links (`tree`), and the named failpoints of the crash suite
-//! (`failpoint`).
+//! copied without following links (`tree`), the named failpoints of the crash suite
+//! (`failpoint`), and where a program named by a bare word is looked for (`search_path`).
 
 pub mod failpoint;
 #[cfg(unix)]
 pub mod private;
+#[cfg(unix)]
+pub mod search_path;
 #[cfg(unix)]
 pub mod tree;
 
