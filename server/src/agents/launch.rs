@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use talaria_engine::AgentEntry;
 
-use super::registry::{Listed, Package, lookup};
+use super::registry::{Listed, Package, lookup, platform};
 
 /// How an agent starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,15 +45,6 @@ pub(crate) enum LaunchError {
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub(crate) struct Missing(String);
-
-/// The registry's name of this machine's platform (`linux-x86_64`, `darwin-aarch64`, …).
-pub(super) fn platform() -> String {
-    let os = match std::env::consts::OS {
-        "macos" => "darwin",
-        other => other,
-    };
-    format!("{os}-{}", std::env::consts::ARCH)
-}
 
 /// `entry`'s command line; for a registry id, the error says what to install or set. Reads
 /// the registry copy and PATH: call it off the runtime thread.

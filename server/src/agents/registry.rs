@@ -227,9 +227,7 @@ fn built_in(id: &str) -> Option<Listed> {
                 args,
                 env,
             };
-            distribution
-                .binary
-                .insert(super::launch::platform(), target);
+            distribution.binary.insert(platform(), target);
         }
     }
     Some(Listed {
@@ -240,6 +238,15 @@ fn built_in(id: &str) -> Option<Listed> {
         distribution,
         bins: known.bins.iter().map(|b| (*b).to_string()).collect(),
     })
+}
+
+/// The registry's name of this machine's platform (`linux-x86_64`, `darwin-aarch64`, …).
+pub(super) fn platform() -> String {
+    let os = match std::env::consts::OS {
+        "macos" => "darwin",
+        other => other,
+    };
+    format!("{os}-{}", std::env::consts::ARCH)
 }
 
 #[cfg(test)]

@@ -83,6 +83,12 @@ impl Roots {
     /// Refuses `bytes` read from `path` when it lies in a workspace root and the pin does not
     /// admit them (the root is the first that holds the path, as for [`Self::skill_dir`]).
     pub fn admit(&self, path: &Path, bytes: &[u8]) -> Result<(), SkillError> {
+        skill::Admits::admit(self, path, bytes)
+    }
+}
+
+impl skill::Admits for Roots {
+    fn admit(&self, path: &Path, bytes: &[u8]) -> Result<(), SkillError> {
         let Some(pin) = &self.pin else {
             return Ok(());
         };
@@ -102,7 +108,9 @@ impl Roots {
             path.display()
         )))
     }
+}
 
+impl Roots {
     /// The same roots without the workspace's own (an untrusted folder's skills are not
     /// read).
     pub fn without_workspace(mut self) -> Self {

@@ -7,7 +7,6 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::catalog::Roots;
 use crate::frontmatter;
 
 /// The longest name.
@@ -92,10 +91,17 @@ pub fn parse(text: &str) -> Result<(String, String, Value), SkillError> {
 /// The most bytes a `SKILL.md` of [`MAX_SKILL_CHARS`] characters can take.
 pub const MAX_SKILL_BYTES: u64 = MAX_SKILL_CHARS as u64 * 4;
 
+/// What may be read as it is: a session's roots refuse bytes of a workspace skill that are
+/// not as its folder's trust accepted them (`Roots`, `catalog.rs`).
+pub trait Admits {
+    /// `Err` when `bytes`, read from `path`, may not be read.
+    fn admit(&self, path: &std::path::Path, bytes: &[u8]) -> Result<(), SkillError>;
+}
+
 /// The text of the file `name` in the held folder `dir` (no link followed, what the sandbox
-/// hides refused, what `roots`' pin does not admit refused), at most `limit` bytes.
+/// hides refused, what `roots` do not admit refused), at most `limit` bytes.
 pub fn read_text(
-    roots: &Roots,
+    roots: &dyn Admits,
     dir: &talaria_files::Dir,
     name: &str,
     limit: u64,
@@ -115,7 +121,7 @@ pub fn read_text(
 /// Reads the skill in the held folder `dir`; `category` is the folder it sits in below its
 /// root, if any.
 pub fn load(
-    roots: &Roots,
+    roots: &dyn Admits,
     dir: &talaria_files::Dir,
     category: Option<&str>,
     writable: bool,

@@ -39,42 +39,8 @@ pub(super) fn fields_of<T: for<'de> Deserialize<'de>>() -> &'static [&'static st
     names.0
 }
 
-/// The edit distance between two short strings, a swap of neighbours counting as one edit
-/// (`modle` is one edit from `model`).
-fn distance(a: &str, b: &str) -> usize {
-    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
-    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for (i, row) in d.iter_mut().enumerate() {
-        row[0] = i;
-    }
-    for (j, cell) in d[0].iter_mut().enumerate() {
-        *cell = j;
-    }
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut best = (d[i - 1][j] + 1)
-                .min(d[i][j - 1] + 1)
-                .min(d[i - 1][j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                best = best.min(d[i - 2][j - 2] + 1);
-            }
-            d[i][j] = best;
-        }
-    }
-    d[a.len()][b.len()]
-}
-
 /// The known key closest to `key`, if it is close enough to be a typo of it.
-pub(crate) fn closest<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
-    let lower = key.to_ascii_lowercase();
-    known
-        .iter()
-        .map(|candidate| (distance(&lower, candidate), *candidate))
-        .filter(|(d, candidate)| key != *candidate && *d <= (candidate.len() / 3).clamp(1, 3))
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, candidate)| candidate)
-}
+pub(super) use talaria_util::closest;
 
 #[cfg(test)]
 mod tests {

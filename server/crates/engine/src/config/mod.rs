@@ -6,7 +6,7 @@
 
 mod declare;
 mod error;
-pub(crate) mod keys;
+mod keys;
 mod parts;
 pub mod reference;
 mod resolve;

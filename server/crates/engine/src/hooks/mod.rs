@@ -303,13 +303,11 @@ const COMMAND_KEYS: &[&str] = &[
     "statusMessage",
 ];
 
-/// Refuses a key the entry does not know (a misspelled `sandbox` would run the hook outside
-/// the sandbox unwarned), naming the key it likely meant.
-fn known_keys(table: &toml::Table, known: &[&str]) -> Result<(), String> {
-    let Some(unknown) = table.keys().find(|key| !known.contains(&key.as_str())) else {
-        return Ok(());
-    };
-    Err(match crate::config::keys::closest(unknown, known) {
+/// What is wrong with a key the entry does not know, if it has one (a misspelled `sandbox`
+/// would run the hook outside the sandbox unwarned), naming the key it likely meant.
+fn unknown_key(table: &toml::Table, known: &[&str]) -> Option<String> {
+    let unknown = table.keys().find(|key| !known.contains(&key.as_str()))?;
+    Some(match talaria_util::closest(unknown, known) {
         Some(meant) => format!("unknown key {unknown:?} (did you mean {meant:?}?)"),
         None => format!("unknown key {unknown:?}; a hook knows {}", known.join(", ")),
     })
@@ -328,7 +326,9 @@ fn entry_hooks(
         why: why.to_string(),
     };
     let table = entry.as_table().ok_or_else(|| error("expected a table"))?;
-    known_keys(table, ENTRY_KEYS).map_err(|why| error(&why))?;
+    if let Some(why) = unknown_key(table, ENTRY_KEYS) {
+        return Err(error(&why));
+    }
     let matcher = match table.get("matcher") {
         None => String::new(),
         Some(value) => value
@@ -362,8 +362,10 @@ fn entry_hooks(
                 "type {kind:?} is not supported (only \"command\")"
             )));
         }
-        if !std::ptr::eq(command_table, table) {
-            known_keys(command_table, COMMAND_KEYS).map_err(|why| error(&why))?;
+        if !std::ptr::eq(command_table, table)
+            && let Some(why) = unknown_key(command_table, COMMAND_KEYS)
+        {
+            return Err(error(&why));
         }
         let command = command_table
             .get("command")
