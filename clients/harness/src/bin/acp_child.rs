@@ -64,6 +64,23 @@ impl Child {
             .unwrap_or(json!({"error": {"message": "no answer"}}))
     }
 
+    /// Asks its client to fill in a form (a colour) and says what came back.
+    async fn form(&mut self, message: &str) {
+        let params = json!({"sessionId": self.session.clone(), "mode": "form", "message": message,
+            "requestedSchema": {"type": "object", "properties":
+                {"colour": {"type": "string", "title": "Colour"}}, "required": ["colour"]}});
+        let answer = self.ask("elicitation/create", params).await;
+        let said = match answer.get("result") {
+            Some(result) => format!(
+                "{} {}",
+                result["action"].as_str().unwrap_or("?"),
+                result["content"]["colour"].as_str().unwrap_or("")
+            ),
+            None => outcome(&answer, "action"),
+        };
+        self.say(&format!("form: {}", said.trim()));
+    }
+
     /// Plays one step; `false` when the turn ends cancelled.
     async fn play(&mut self, step: &Value) -> bool {
         let session = self.session.clone();
@@ -104,19 +121,7 @@ impl Child {
                 .unwrap_or("none");
             self.say(&format!("permission: {chosen}"));
         } else if let Some(message) = step["form"].as_str() {
-            let params = json!({"sessionId": session, "mode": "form", "message": message,
-                "requestedSchema": {"type": "object", "properties":
-                    {"colour": {"type": "string", "title": "Colour"}}, "required": ["colour"]}});
-            let answer = self.ask("elicitation/create", params).await;
-            let said = match answer.get("result") {
-                Some(result) => format!(
-                    "{} {}",
-                    result["action"].as_str().unwrap_or("?"),
-                    result["content"]["colour"].as_str().unwrap_or("")
-                ),
-                None => outcome(&answer, "action"),
-            };
-            self.say(&format!("form: {}", said.trim()));
+            self.form(message).await;
         } else if let Some(command) = step["terminal"].as_str() {
             self.run_terminal(command).await;
         } else if let Some(cost) = step["cost"].as_f64() {

@@ -313,6 +313,21 @@ fn unknown_key(table: &toml::Table, known: &[&str]) -> Option<String> {
     })
 }
 
+/// A hook's `timeout_s` (or Claude Code's `timeout`), the default when it has none; the
+/// complaint about one that is not a positive number of seconds.
+fn timeout_of(table: &toml::Table) -> Result<Duration, &'static str> {
+    let Some(value) = table.get("timeout_s").or_else(|| table.get("timeout")) else {
+        return Ok(DEFAULT_TIMEOUT);
+    };
+    match value
+        .as_integer()
+        .or_else(|| value.as_float().map(|f| f as i64))
+    {
+        Some(secs) if secs > 0 => Ok(Duration::from_secs(secs as u64)),
+        _ => Err("timeout_s must be a positive number of seconds"),
+    }
+}
+
 /// The hooks of one `[[hooks.EVENT]]` entry: `command` (with `matcher`, `timeout_s`), or
 /// Claude Code's shape, `hooks = [{type = "command", command, timeout}]` under a `matcher`.
 fn entry_hooks(
@@ -372,19 +387,7 @@ fn entry_hooks(
             .and_then(toml::Value::as_str)
             .filter(|c| !c.trim().is_empty())
             .ok_or_else(|| error("command (a non-empty string) is required"))?;
-        let timeout = match command_table
-            .get("timeout_s")
-            .or_else(|| command_table.get("timeout"))
-        {
-            None => DEFAULT_TIMEOUT,
-            Some(value) => match value
-                .as_integer()
-                .or_else(|| value.as_float().map(|f| f as i64))
-            {
-                Some(secs) if secs > 0 => Duration::from_secs(secs as u64),
-                _ => return Err(error("timeout_s must be a positive number of seconds")),
-            },
-        };
+        let timeout = timeout_of(command_table).map_err(&error)?;
         let sandbox = match command_table
             .get("sandbox")
             .or_else(|| table.get("sandbox"))
