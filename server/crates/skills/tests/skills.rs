@@ -522,3 +522,64 @@ async fn a_pinned_workspace_skill_is_viewed_as_accepted_and_refused_once_changed
     let (_, text) = run(&live, "skill_view", json!({"name": "absent"})).await;
     assert!(text.contains("There is no skill \"absent\""), "{text}");
 }
+
+/// A review staging a workspace skill under trust's pin: only bytes the pin admits are
+/// staged (every file of the copy checked, hidden ones too); a file changed since refuses the
+/// staging, and nothing of it stays behind.
+#[tokio::test]
+async fn a_review_stages_a_pinned_workspace_skill_only_as_accepted() {
+    let (_dir, home, cwd, skill) = project_with_a_skill();
+    let accepted = SKILL.replace("flaky-tests", "peek");
+    std::fs::write(skill.join(".tidyrc"), "width = 80\n").expect("hidden");
+    let staged_with = |pinned: Vec<(&'static str, String)>| {
+        let roots = Roots::for_session(&home, &cwd, None).with_pin(Arc::new(Accepted(pinned)));
+        Arc::new(SkillsContext::new(
+            roots,
+            MemoryStore::new(home.join("memories"), 2_200, 1_375),
+            home.join("proposals"),
+            "session-1",
+            WriteMode::Staged {
+                review: "r1".into(),
+            },
+        ))
+    };
+    let edit = json!({"action": "write_file", "name": "peek", "file_path": "references/more.md", "file_content": "more"});
+    // The hidden file is not as accepted: nothing is staged.
+    let changed = tools(staged_with(vec![
+        (".agents/skills/peek/SKILL.md", accepted.clone()),
+        (".agents/skills/peek/.tidyrc", "width = 100\n".into()),
+    ]));
+    run(&changed, "skill_view", json!({"name": "peek"})).await;
+    let (status, said) = run(&changed, "skill_manage", edit.clone()).await;
+    assert_ne!(status, ToolStatus::Completed, "{said}");
+    assert!(
+        said.contains(".tidyrc") && said.contains("changed (or appeared)"),
+        "{said}"
+    );
+    assert!(
+        !home.join("proposals/peek-r1").exists(),
+        "a refused staging left files"
+    );
+    // As accepted: staged whole, the hidden file with it.
+    let kept = tools(staged_with(vec![
+        (".agents/skills/peek/SKILL.md", accepted),
+        (".agents/skills/peek/.tidyrc", "width = 80\n".into()),
+    ]));
+    run(&kept, "skill_view", json!({"name": "peek"})).await;
+    let (status, said) = run(&kept, "skill_manage", edit).await;
+    assert_eq!(status, ToolStatus::Completed, "{said}");
+    let staged = home.join("proposals/peek-r1/skill");
+    assert_eq!(
+        std::fs::read_to_string(staged.join(".tidyrc")).expect("hidden staged"),
+        "width = 80\n"
+    );
+    assert!(staged.join("references/more.md").is_file());
+    // `/skills show` lists the proposal's files (its hidden ones are not the user's to read).
+    let shown = talaria_skills::proposals::Proposals::new(home.join("proposals"))
+        .show("peek-r1", Some(&skill))
+        .expect("shown");
+    assert!(
+        shown.contains("Files: SKILL.md, references/more.md\n"),
+        "{shown}"
+    );
+}
