@@ -197,3 +197,15 @@ fn a_misspelled_key_of_a_hook_is_refused_with_the_key_it_meant() {
     let prompt = hooks("[[hooks.Stop]]\nhooks = [{type = \"prompt\", prompt = \"Is it done?\"}]\n");
     assert!(prompt.is_err_and(|e| e.why.contains("type \"prompt\" is not supported")));
 }
+
+#[test]
+fn hooks_differing_only_in_where_they_run_are_not_the_same() {
+    let free = hooks("[[hooks.Stop]]\ncommand = \"x\"\n").expect("hooks");
+    let again = hooks("[[hooks.Stop]]\ncommand = \"x\"\n").expect("hooks");
+    let confined = hooks("[[hooks.Stop]]\ncommand = \"x\"\nsandbox = true\n").expect("hooks");
+    assert_eq!(free, again);
+    assert_ne!(free, confined);
+    assert_eq!(free.clone().confined(), confined);
+    let other = hooks("[[hooks.Stop]]\ncommand = \"y\"\n").expect("hooks");
+    assert_ne!(free, other);
+}
