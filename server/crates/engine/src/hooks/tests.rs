@@ -209,3 +209,20 @@ fn hooks_differing_only_in_where_they_run_are_not_the_same() {
     let other = hooks("[[hooks.Stop]]\ncommand = \"y\"\n").expect("hooks");
     assert_ne!(free, other);
 }
+
+#[test]
+fn a_timeout_must_be_a_positive_number_of_seconds() {
+    for wrong in ["0", "-3", "\"soon\""] {
+        let set = hooks(&format!(
+            "[[hooks.Stop]]\ncommand = \"x\"\ntimeout_s = {wrong}\n"
+        ));
+        assert!(
+            set.is_err_and(|e| e.why.contains("positive number of seconds")),
+            "{wrong}"
+        );
+    }
+    let set = hooks("[[hooks.Stop]]\nhooks = [{command = \"x\", timeout = 2.5}]\n").expect("ok");
+    assert_eq!(set.hooks[0].timeout, Duration::from_secs(2));
+    let set = hooks("[[hooks.Stop]]\ncommand = \"x\"\n").expect("ok");
+    assert_eq!(set.hooks[0].timeout, DEFAULT_TIMEOUT);
+}
