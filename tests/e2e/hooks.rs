@@ -577,3 +577,25 @@ async fn the_users_hooks_run_with_the_users_rights_only_in_a_trusted_folder() {
     );
     assert_clean_stdout(&agent);
 }
+
+/// A prompt guard of the user's that never ran (its script missing: the shell's 127) or
+/// timed out holds the prompt back, in a trusted folder too (where it is not confined).
+#[tokio::test]
+async fn a_prompt_guard_that_never_ran_or_timed_out_holds_the_prompt_back() {
+    for guard in ["/nowhere/prompt-guard.sh", "sleep 5"] {
+        let env = TestEnv::new(Vec::new()).await;
+        config_with(
+            &env,
+            &format!("[[hooks.UserPromptSubmit]]\ncommand = \"{guard}\"\ntimeout_s = 1\n"),
+        );
+        env.trust_workspace();
+        let (mut agent, session) = env.session().await;
+        let (held, _) = prompt(&mut agent, &session, "a prompt").await;
+        assert_eq!(stop_reason(&held), "refusal", "{guard}: {held}");
+        assert!(
+            env.mock.requests().is_empty(),
+            "{guard}: the prompt reached the model"
+        );
+        assert_clean_stdout(&agent);
+    }
+}
