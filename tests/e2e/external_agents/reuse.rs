@@ -20,6 +20,29 @@ fn delegating_twice() -> Vec<MockReply> {
     .concat()
 }
 
+/// One model answer delegating two tasks to the scripted agent at once, then `answer`.
+fn delegating_both(answer: &str) -> Vec<MockReply> {
+    let task = |goal: &str| json!({"goal": goal, "agent": "scripted"});
+    vec![
+        batch(&[
+            ("d1", "delegate_task", task("look at the notes")),
+            ("d2", "delegate_task", task("look at the tests")),
+        ]),
+        MockReply::text(&[answer]),
+    ]
+}
+
+/// The scripted agent of `env` opens one session only (a second `session/new` is refused).
+fn one_session_only(env: &TestEnv) {
+    let config = env.home.path().join("talaria/config.toml");
+    let text = std::fs::read_to_string(&config).expect("config");
+    let text = text.replace(
+        "TALARIA_CHILD_SCRIPT",
+        "TALARIA_CHILD_ONE_SESSION = \"1\", TALARIA_CHILD_SCRIPT",
+    );
+    std::fs::write(&config, text).expect("config");
+}
+
 /// What the agent said of itself (`{"whoami": true}`) in the last delegation's result:
 /// its process id and its session.
 fn whoami(env: &TestEnv) -> (u32, String) {
@@ -81,13 +104,7 @@ async fn a_second_delegation_reuses_the_running_agent_and_the_sessions_end_stops
 async fn an_agent_that_opens_one_session_takes_the_next_task_on_it() {
     let script = json!([[{"whoami": true}], [{"whoami": true}]]);
     let env = scripted_child(delegating_twice(), script, "").await;
-    let config = env.home.path().join("talaria/config.toml");
-    let text = std::fs::read_to_string(&config).expect("config");
-    let text = text.replace(
-        "TALARIA_CHILD_SCRIPT",
-        "TALARIA_CHILD_ONE_SESSION = \"1\", TALARIA_CHILD_SCRIPT",
-    );
-    std::fs::write(&config, text).expect("config");
+    one_session_only(&env);
     let (mut agent, session) = env.session().await;
     prompt(&mut agent, &session, "first").await;
     let first = whoami(&env);
@@ -314,21 +331,7 @@ async fn a_kept_agent_dies_with_a_killed_talaria_even_if_it_ignores_its_input() 
 #[tokio::test]
 async fn two_delegations_at_once_to_one_agent_each_get_a_session_of_its_own() {
     let script = json!([[{"whoami": true}], [{"whoami": true}]]);
-    let parent = vec![
-        batch(&[
-            (
-                "d1",
-                "delegate_task",
-                json!({"goal": "look at the notes", "agent": "scripted"}),
-            ),
-            (
-                "d2",
-                "delegate_task",
-                json!({"goal": "look at the tests", "agent": "scripted"}),
-            ),
-        ]),
-        MockReply::text(&["Both delegated."]),
-    ];
+    let parent = delegating_both("Both delegated.");
     let env = scripted_child(parent, script, "").await;
     let (mut agent, session) = env.session().await;
     let (response, _) = prompt(&mut agent, &session, "both").await;
@@ -353,29 +356,9 @@ async fn two_delegations_at_once_to_one_agent_each_get_a_session_of_its_own() {
 #[tokio::test]
 async fn two_delegations_at_once_to_a_one_session_agent_fail_the_second_with_why() {
     let script = json!([[{"whoami": true}], [{"whoami": true}]]);
-    let parent = vec![
-        batch(&[
-            (
-                "d1",
-                "delegate_task",
-                json!({"goal": "look at the notes", "agent": "scripted"}),
-            ),
-            (
-                "d2",
-                "delegate_task",
-                json!({"goal": "look at the tests", "agent": "scripted"}),
-            ),
-        ]),
-        MockReply::text(&["One delegated."]),
-    ];
+    let parent = delegating_both("One delegated.");
     let env = scripted_child(parent, script, "").await;
-    let config = env.home.path().join("talaria/config.toml");
-    let text = std::fs::read_to_string(&config).expect("config");
-    let text = text.replace(
-        "TALARIA_CHILD_SCRIPT",
-        "TALARIA_CHILD_ONE_SESSION = \"1\", TALARIA_CHILD_SCRIPT",
-    );
-    std::fs::write(&config, text).expect("config");
+    one_session_only(&env);
     let (mut agent, session) = env.session().await;
     let (response, _) = prompt(&mut agent, &session, "both").await;
     assert_eq!(stop_reason(&response), "end_turn", "{response}");

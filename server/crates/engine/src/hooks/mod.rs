@@ -7,7 +7,10 @@
 //! anything else is an error that blocks nothing) and, on exit 0, optionally JSON on stdout
 //! (`hookSpecificOutput.permissionDecision`, `updatedInput`, `additionalContext`, `decision`,
 //! `systemMessage`). A matcher is a regular expression on the whole tool name, Talaria's or
-//! Claude Code's for it ([`claude_names`]), so existing matchers work unchanged.
+//! Claude Code's for it ([`claude_names`]), so existing matchers work unchanged. A hook
+//! runs inside the session's sandbox when it is a project's, asks for it (`sandbox = true`),
+//! or its folder is not trusted (`Hook.confined`); a guard that cannot decide (never ran,
+//! timed out, failed confined) fails closed where its event can block.
 
 mod answer;
 mod run;
