@@ -125,21 +125,11 @@ async fn red_five_a_confined_failure_with_a_client_that_cannot_answer_does_not_r
     assert_clean_stdout(&agent);
 }
 
-const CHILD_MODEL: &str = "child-model";
-
 /// A subagent's write under the user's failing `sandbox = true` guard, the parent in yolo
 /// mode: the child's call is put to the user on the parent's session, who declines it.
 #[tokio::test]
 async fn red_five_a_subagents_call_under_a_failing_confined_guard_asks() {
-    let env = TestEnv::new(vec![
-        MockReply::tool_call(
-            "d1",
-            "delegate_task",
-            json!({"goal": "write a.txt", "context": "in the working directory"}),
-        ),
-        MockReply::text(&["Delegated."]),
-    ])
-    .await;
+    let env = TestEnv::new(delegating_to_a_subagent("write a.txt")).await;
     env.write_config(&format!(
         "mode = \"yolo\"\n[learning]\nskill_review_after = 0\nmemory_review_after = 0\n\
          [auxiliary.subagent]\nmodel = \"{CHILD_MODEL}\"\n\

@@ -228,21 +228,11 @@ async fn red_four_a_loaded_session_keeps_the_users_hooks_confined() {
     assert_clean_stdout(&again);
 }
 
-const CHILD_MODEL: &str = "child-model";
-
 /// A subagent in an untrusted folder: the user's `PostToolUse` hook on the child's write and
 /// its `SubagentStop` hook both run the repository's scripts, confined as the parent's.
 #[tokio::test]
 async fn red_four_a_subagents_hooks_stay_confined_in_an_untrusted_folder() {
-    let env = TestEnv::new(vec![
-        MockReply::tool_call(
-            "d1",
-            "delegate_task",
-            json!({"goal": "write a.txt", "context": "in the working directory"}),
-        ),
-        MockReply::text(&["Delegated."]),
-    ])
-    .await;
+    let env = TestEnv::new(delegating_to_a_subagent("write a.txt")).await;
     env.write_config(&format!(
         "mode = \"yolo\"\n[learning]\nskill_review_after = 0\nmemory_review_after = 0\n\
          [auxiliary.subagent]\nmodel = \"{CHILD_MODEL}\"\n\

@@ -505,21 +505,11 @@ async fn red_three_pin_holds_for_a_session_trusted_by_the_form() {
     assert_clean_stdout(&agent);
 }
 
-const CHILD_MODEL: &str = "child-model";
-
 /// A subagent (`delegate_task`) reads skills with its parent's pin: a skill changed after
 /// the session's start is refused to the child as to the parent.
 #[tokio::test]
 async fn red_three_a_subagent_reads_skills_under_the_parents_pin() {
-    let env = TestEnv::new(vec![
-        MockReply::tool_call(
-            "d1",
-            "delegate_task",
-            json!({"goal": "use the tidy skill", "context": "in the working directory"}),
-        ),
-        MockReply::text(&["Delegated."]),
-    ])
-    .await;
+    let env = TestEnv::new(delegating_to_a_subagent("use the tidy skill")).await;
     env.write_config(&format!(
         "[learning]\nskill_review_after = 0\nmemory_review_after = 0\n\
          [auxiliary.subagent]\nmodel = \"{CHILD_MODEL}\"\n"

@@ -710,3 +710,18 @@ impl Drop for BindMount {
             .status();
     }
 }
+
+/// The model a subagent asks for in the red-team tests (`[auxiliary.subagent] model`).
+pub const CHILD_MODEL: &str = "child-model";
+
+/// The parent's script: one `delegate_task` of `goal` to a subagent, then its own answer.
+pub fn delegating_to_a_subagent(goal: &str) -> Vec<MockReply> {
+    vec![
+        MockReply::tool_call(
+            "d1",
+            "delegate_task",
+            json!({"goal": goal, "context": "in the working directory"}),
+        ),
+        MockReply::text(&["Delegated."]),
+    ]
+}
