@@ -43,10 +43,12 @@ pub enum InstructionGate {
 
 /// The hex SHA-256 of `text`.
 pub fn sha256(text: &str) -> String {
-    Sha256::digest(text.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex(&Sha256::digest(text.as_bytes()))
+}
+
+/// `digest` in lowercase hex.
+pub(crate) fn hex(digest: &[u8]) -> String {
+    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A session's prompt: what stays the same between sessions, and what does not.

@@ -817,21 +817,14 @@ fn read_skill_file(path: &Path) -> std::io::Result<(u64, Vec<u8>, Option<String>
         }
         hasher.update(&chunk[..n]);
     }
-    let whole = hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let whole = crate::system_prompt::hex(&hasher.finalize());
     Ok((meta.len().max(read), shown, Some(whole)))
 }
 
 /// The SHA-256 of `bytes`, in hex.
 fn sha256_of(bytes: &[u8]) -> String {
     use sha2::Digest;
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::system_prompt::hex(&sha2::Sha256::digest(bytes))
 }
 
 /// A value no earlier read can have had.
