@@ -357,6 +357,22 @@ pub trait SessionStore: Send + Sync {
     fn holds(&self, _session_id: &str) -> bool {
         false
     }
+    /// Asks the process that has session `session_id` open to hand it over (a client
+    /// elsewhere takes control of it); `by` says who asks, for that process's clients. One
+    /// ask per session, the newest kept, until it is withdrawn.
+    fn ask_for(&self, _session_id: &str, _by: &str) -> Result<(), StoreError> {
+        Err(StoreError::Unsupported(
+            "this store cannot pass a session between processes".into(),
+        ))
+    }
+    /// Which of `session_ids` are asked for, with who asks.
+    fn asked_for(&self, _session_ids: &[String]) -> Result<Vec<(String, String)>, StoreError> {
+        Ok(Vec::new())
+    }
+    /// Withdraws the ask for `session_id` (handed over, or given up on).
+    fn withdraw_ask(&self, _session_id: &str) -> Result<(), StoreError> {
+        Ok(())
+    }
     /// What users should be told once about how the store was opened (a damaged file
     /// recovered into a new one).
     fn notes(&self) -> Vec<String> {

@@ -57,6 +57,15 @@ mod conformance {
     }
 
     #[test]
+    fn a_process_asks_another_for_a_session_it_holds() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("state.db");
+        let mine = SqliteStore::open(&path).expect("open");
+        let theirs = SqliteStore::open(&path).expect("open");
+        suite::asks_pass_between_holders(&mine, &theirs);
+    }
+
+    #[test]
     fn a_deleted_session_is_never_created_appended_or_forked_again() {
         let dir = tempfile::tempdir().expect("dir");
         let path = dir.path().join("state.db");

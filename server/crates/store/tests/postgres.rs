@@ -36,6 +36,7 @@ fn the_store_conformance_suite_holds_on_postgresql() {
     let mine = PgStore::connect(&url).expect("mine");
     let theirs = PgStore::connect(&url).expect("theirs");
     suite::claims_are_exclusive(&mine, &theirs);
+    suite::asks_pass_between_holders(&mine, &theirs);
     a_dropped_connection_releases_its_claims_at_once(&cluster);
     connecting_many_at_once_migrates_once_and_a_newer_schema_is_refused(&cluster);
 }

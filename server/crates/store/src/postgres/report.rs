@@ -30,6 +30,7 @@ const TABLES: &[(&str, &[&str])] = &[
     ("entries", &["SELECT", "INSERT", "UPDATE", "DELETE"]),
     ("claims", &["SELECT", "INSERT", "UPDATE", "DELETE"]),
     ("deleted_sessions", &["SELECT", "INSERT"]),
+    ("session_asks", &["SELECT", "INSERT", "UPDATE", "DELETE"]),
     ("talaria_schema", &["SELECT"]),
 ];
 

@@ -56,6 +56,12 @@ const MIGRATIONS: &[&str] = &[
         id TEXT PRIMARY KEY,
         deleted_at BIGINT NOT NULL
      );",
+    // 4: a session another process asks the one holding it to hand over.
+    "CREATE TABLE session_asks (
+        session_id TEXT PRIMARY KEY,
+        asked_by TEXT NOT NULL,
+        asked_at BIGINT NOT NULL
+     );",
 ];
 
 fn other(error: &postgres::Error) -> StoreError {

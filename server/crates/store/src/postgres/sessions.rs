@@ -491,6 +491,40 @@ impl SessionStore for PgStore {
         super::lock(&self.held).contains(session_id)
             && !super::lock(&self.lost).contains_key(session_id)
     }
+
+    fn ask_for(&self, session_id: &str, by: &str) -> Result<(), StoreError> {
+        self.with(|client| {
+            client.execute(
+                "INSERT INTO session_asks (session_id, asked_by, asked_at) VALUES ($1, $2, $3)
+                 ON CONFLICT (session_id) DO UPDATE SET asked_by = $2, asked_at = $3",
+                &[&session_id, &by, &crate::now_ms()],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn asked_for(&self, session_ids: &[String]) -> Result<Vec<(String, String)>, StoreError> {
+        if session_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.with(|client| {
+            let rows = client.query(
+                "SELECT session_id, asked_by FROM session_asks WHERE session_id = ANY($1)",
+                &[&session_ids],
+            )?;
+            Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
+        })
+    }
+
+    fn withdraw_ask(&self, session_id: &str) -> Result<(), StoreError> {
+        self.with(|client| {
+            client.execute(
+                "DELETE FROM session_asks WHERE session_id = $1",
+                &[&session_id],
+            )?;
+            Ok(())
+        })
+    }
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ pub(super) const MIGRATIONS: &[Migration] = &[
     index_by_rowid,
     last_writer,
     tombstones,
+    asks,
 ];
 
 /// 1: sessions and their record entries.
@@ -129,6 +130,17 @@ fn tombstones(tx: &Transaction) -> rusqlite::Result<()> {
         "CREATE TABLE deleted_sessions (
             id TEXT PRIMARY KEY,
             deleted_at INTEGER NOT NULL
+        ) WITHOUT ROWID;",
+    )
+}
+
+/// 6: a session another process asks this one to hand over (`SessionStore::ask_for`).
+fn asks(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "CREATE TABLE session_asks (
+            session_id TEXT PRIMARY KEY,
+            asked_by TEXT NOT NULL,
+            asked_at INTEGER NOT NULL
         ) WITHOUT ROWID;",
     )
 }

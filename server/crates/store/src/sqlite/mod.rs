@@ -880,6 +880,48 @@ impl SessionStore for SqliteStore {
         self.claims.holds(session_id)
     }
 
+    fn ask_for(&self, session_id: &str, by: &str) -> Result<(), StoreError> {
+        self.lock()?
+            .execute(
+                "INSERT INTO session_asks (session_id, asked_by, asked_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (session_id) DO UPDATE SET asked_by = ?2, asked_at = ?3",
+                params![session_id, by, crate::now_ms()],
+            )
+            .map_err(classify)?;
+        Ok(())
+    }
+
+    fn asked_for(&self, session_ids: &[String]) -> Result<Vec<(String, String)>, StoreError> {
+        if session_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let connection = self.read()?;
+        let mut select = connection
+            .prepare_cached("SELECT session_id, asked_by FROM session_asks")
+            .map_err(classify)?;
+        let rows = select
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+            .map_err(classify)?;
+        let mut asked = Vec::new();
+        for row in rows {
+            let (id, by): (String, String) = row.map_err(classify)?;
+            if session_ids.contains(&id) {
+                asked.push((id, by));
+            }
+        }
+        Ok(asked)
+    }
+
+    fn withdraw_ask(&self, session_id: &str) -> Result<(), StoreError> {
+        self.lock()?
+            .execute(
+                "DELETE FROM session_asks WHERE session_id = ?1",
+                params![session_id],
+            )
+            .map_err(classify)?;
+        Ok(())
+    }
+
     fn notes(&self) -> Vec<String> {
         self.salvaged.iter().map(Salvage::describe).collect()
     }
