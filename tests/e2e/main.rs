@@ -84,6 +84,7 @@ mod serve_attach;
 mod serve_resume;
 mod serve_start;
 mod serve_support;
+mod serve_takeover;
 mod sessions;
 mod setup;
 mod shared_sessions;

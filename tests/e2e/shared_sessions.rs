@@ -240,7 +240,7 @@ async fn doctor_checks_the_connection_the_schema_and_the_privileges() {
     assert!(
         report.contains("✓ session store")
             && report.contains("PostgreSQL")
-            && report.contains("schema 0 of 3")
+            && report.contains("schema 0 of 4")
             && report.contains("migrated when the first session opens"),
         "{report}"
     );
@@ -264,7 +264,7 @@ async fn doctor_checks_the_connection_the_schema_and_the_privileges() {
     let (ok, report) = doctor(&env, &[]).await;
     assert!(!ok, "{report}");
     assert!(
-        report.contains("schema 3 of 3") && report.contains("INSERT on entries"),
+        report.contains("schema 4 of 4") && report.contains("INSERT on entries"),
         "{report}"
     );
     assert!(!report.contains("reader-secret"), "{report}");

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use talaria_protocol::acp::{self, RequestId};
 use talaria_protocol::errors;
 
-use super::audience::{ATTACH_METHOD, DETACH_METHOD, ROSTER_KEY, leave, roster_update};
+use super::audience::{ATTACH_METHOD, DETACH_METHOD, ROSTER_KEY, leave, moved_away, roster_update};
 use super::start::launched;
 use super::state::{
     Agent, Attaching, EdgePayload, EdgeUpdates, LiveSession, MemberId, Reply, member_of,
@@ -64,20 +64,19 @@ pub(super) fn attach(agent: &mut Agent, request: RequestId, params: &Value) -> O
         }
     };
     let id = params.session_id;
+    let moved = agent.sessions.get(&id).is_some_and(moved_away);
     if let Some(session) = agent.sessions.get(&id)
         && session.audience.holds(agent.member)
+        && !moved
     {
         return Some(change_role(agent, &id, controller));
     }
     let Some(shared) = agent.room.live().find::<LiveSession>(&id) else {
         if controller {
-            return Some(Err(errors::invalid_params(format!(
-                "{ATTACH_METHOD}: session {id} is not running in this server: a client of the \
-                 process that runs it has control (close it there, then session/load it here), \
-                 or attach as an observer to follow it"
-            ))));
+            super::take_over::take_over(agent, request, id, history);
+            return None;
         }
-        if agent.following.contains_key(&id) {
+        if agent.following.contains_key(&id) || moved {
             return Some(to_value(json!({"sessionId": id, "role": "observer"})));
         }
         return super::follow::follow(agent, request, id, history);
@@ -134,7 +133,12 @@ fn change_role(agent: &mut Agent, id: &str, controller: bool) -> Reply {
     attached_reply(agent.member, id, session, roster)
 }
 
-fn attached_reply(member: MemberId, id: &str, session: &LiveSession, roster: Value) -> Reply {
+pub(super) fn attached_reply(
+    member: MemberId,
+    id: &str,
+    session: &LiveSession,
+    roster: Value,
+) -> Reply {
     let role = if session.audience.is_controller(member) {
         "controller"
     } else {

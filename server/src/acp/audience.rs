@@ -42,6 +42,8 @@ const NOT_THE_CONTROLLER: i32 = -32003;
 #[derive(Default)]
 pub struct TurnSoFar {
     running: Mutex<Option<Running>>,
+    /// Told when the running turn ends (a session handed to another process waits for it).
+    idle_waiters: Mutex<Vec<tokio::sync::oneshot::Sender<()>>>,
     /// Kept at all: no client can attach in a process that serves one (stdio).
     off: bool,
 }
@@ -81,6 +83,19 @@ impl TurnSoFar {
 
     pub fn ended(&self) {
         *lock(&self.running) = None;
+        for waiter in std::mem::take(&mut *lock(&self.idle_waiters)) {
+            let _ = waiter.send(());
+        }
+    }
+
+    /// Tells `waiter` once no turn runs (now, when none does).
+    pub fn when_idle(&self, waiter: tokio::sync::oneshot::Sender<()>) {
+        let running = lock(&self.running);
+        if running.is_none() {
+            let _ = waiter.send(());
+        } else {
+            lock(&self.idle_waiters).push(waiter);
+        }
     }
 
     /// Keeps `update` when a turn runs, joined to the chunk before it when it continues it.
@@ -229,6 +244,12 @@ pub(super) fn leave(agent: &mut Agent, id: &str) -> bool {
     let Some(session) = agent.sessions.get(id) else {
         return false;
     };
+    if moved_away(session) {
+        // Handed to another process: this client stops following it there.
+        drop(session.audience.stop_following(agent.member));
+        agent.sessions.remove(id);
+        return true;
+    }
     if session
         .audience
         .members()
@@ -244,6 +265,12 @@ pub(super) fn leave(agent: &mut Agent, id: &str) -> bool {
     session.write_later(roster_update(session.audience.roster()));
     agent.sessions.remove(id);
     true
+}
+
+/// Whether `session` was handed to another process (closed here; its clients follow it
+/// there).
+pub(super) fn moved_away(session: &LiveSession) -> bool {
+    session.audience.has_moved()
 }
 
 /// Refuses what only the controller of session `id` may do, when this client is attached
@@ -263,6 +290,17 @@ pub(super) fn only_the_controller(agent: &Agent, id: &str, what: &str) -> Result
     let Some(session) = agent.sessions.get(id) else {
         return Ok(());
     };
+    if session.audience.is_moving() {
+        return Err(acp::Error::new(
+            NOT_THE_CONTROLLER,
+            format!(
+                "{what}: session {id} is being handed to, or runs in, another process whose \
+                 client asked for control: take it back with {ATTACH_METHOD} role \
+                 \"controller\""
+            ),
+        )
+        .data(json!({"talaria": {"mustTakeControl": true, "elsewhere": true}})));
+    }
     if session.audience.is_controller(agent.member) {
         return Ok(());
     }

@@ -16,7 +16,7 @@ use talaria_record::{EntryId, Transcript};
 use tokio_util::sync::CancellationToken;
 
 use super::audience::{ATTACH_METHOD, ROSTER_KEY};
-use super::state::{Agent, ClientCaps, Reply, to_value};
+use super::state::{Agent, ClientCaps, Followed, Member, Reply, to_value};
 
 /// How often the record of a followed session is read again.
 const POLL: Duration = Duration::from_millis(250);
@@ -53,16 +53,10 @@ fn start(agent: &mut Agent, id: String, history: bool, transcript: Transcript) -
     let Some(journal) = agent.room.store().cloned() else {
         return Err(errors::unavailable("the session store is not open"));
     };
-    let stop = CancellationToken::new();
     let (shown, shown_rx) = tokio::sync::oneshot::channel();
-    let follower = Follower {
-        peer: agent.peer.clone(),
-        caps: agent.client_caps,
-        session_id: acp::SessionId::new(id.clone()),
-        journal,
-    };
-    tokio::spawn(follower.run(transcript, history, shown, stop.clone()));
-    agent.following.insert(id.clone(), stop.drop_guard());
+    let member = super::state::member_of(agent);
+    let followed = Followed::start(&member, &id, journal, transcript, history, shown);
+    agent.following.insert(id.clone(), followed);
     // The answer follows the record shown.
     agent.answer_after = Some(shown_rx);
     let mut meta = acp::Meta::new();
@@ -76,6 +70,47 @@ fn start(agent: &mut Agent, id: String, history: bool, transcript: Transcript) -
         "clientId": format!("client-{}", agent.member),
         "_meta": meta,
     }))
+}
+
+impl Followed {
+    /// Follows session `id` for `member` from the end of `so_far` (shown first when
+    /// `history`; `shown` is told once it is).
+    pub(super) fn start(
+        member: &Member,
+        id: &str,
+        journal: Journal,
+        so_far: Transcript,
+        history: bool,
+        shown: tokio::sync::oneshot::Sender<()>,
+    ) -> Self {
+        let stop = CancellationToken::new();
+        let catch_up = CancellationToken::new();
+        let (caught, caught_up) = tokio::sync::oneshot::channel();
+        let follower = Follower {
+            peer: member.peer.clone(),
+            caps: member.caps,
+            session_id: acp::SessionId::new(id),
+            journal,
+        };
+        let ends = Ends {
+            stop: stop.clone(),
+            catch_up: catch_up.clone(),
+            caught,
+        };
+        tokio::spawn(follower.run(so_far, history, shown, ends));
+        Self {
+            _stop: stop.drop_guard(),
+            catch_up,
+            caught_up,
+        }
+    }
+}
+
+/// How a follower ends: stopped, or after one last read.
+struct Ends {
+    stop: CancellationToken,
+    catch_up: CancellationToken,
+    caught: tokio::sync::oneshot::Sender<()>,
 }
 
 /// What follows one session for one client.
@@ -92,7 +127,7 @@ impl Follower {
         so_far: Transcript,
         history: bool,
         shown: tokio::sync::oneshot::Sender<()>,
-        stop: CancellationToken,
+        ends: Ends,
     ) {
         if history {
             self.show_after(&so_far, None).await;
@@ -100,10 +135,11 @@ impl Follower {
         let _ = shown.send(());
         let mut last = so_far.entries().last().map(|e| e.id);
         loop {
-            tokio::select! {
-                () = stop.cancelled() => return,
-                () = tokio::time::sleep(POLL) => {}
-            }
+            let last_read = tokio::select! {
+                () = ends.stop.cancelled() => return,
+                () = ends.catch_up.cancelled() => true,
+                () = tokio::time::sleep(POLL) => false,
+            };
             let id = self.session_id.0.to_string();
             match crate::sessions::record_in_store(Some(self.journal.clone()), id).await {
                 Ok((_, transcript)) => {
@@ -113,6 +149,10 @@ impl Follower {
                 Err(error) => {
                     tracing::debug!(session = %self.session_id, "a followed session's record: {error}");
                 }
+            }
+            if last_read {
+                let _ = ends.caught.send(());
+                return;
             }
         }
     }

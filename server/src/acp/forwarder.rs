@@ -228,6 +228,7 @@ impl Forwarder {
                     }
                 }
             }
+            EdgePayload::WhenIdle(waiter) => self.turn.when_idle(waiter),
             EdgePayload::ToOthers { except, updates } => {
                 for update in updates {
                     self.tell_others(except, update).await;

@@ -142,6 +142,19 @@ fn reopen_open(agent: &mut Agent, request: RequestId, reopen: Reopen) -> Option<
     None
 }
 
+/// Starts stored session `id`, read and claimed off the loop (a take-over), in `cwd`,
+/// replaying it first when `replay`.
+pub(super) fn continue_reopened(
+    agent: &mut Agent,
+    id: String,
+    cwd: std::path::PathBuf,
+    replay: bool,
+    reopened: Reopened,
+) -> Result<Launched, acp::Error> {
+    agent.room.adopt_store(&reopened.journal);
+    reopen_stored(agent, Reopen { id, cwd, replay }, reopened)
+}
+
 /// Starts a stored session where it left off (read and claimed off the loop), optionally
 /// replaying it first.
 fn reopen_stored(

@@ -180,6 +180,7 @@ pub(super) fn register(agent: &mut Agent, id: &str, assembled: Assembled) -> Lau
     // Any connection of the process may attach to it.
     agent.room.live().publish(id, Arc::new(live.clone()));
     agent.sessions.insert(id.to_string(), live);
+    super::handover::watch_once(agent);
     launched
 }
 

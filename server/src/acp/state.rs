@@ -60,7 +60,7 @@ pub struct Agent {
     pub client_name: Option<String>,
     /// Sessions of other processes this client follows (`follow.rs`): each followed until
     /// its guard is dropped.
-    pub following: HashMap<String, tokio_util::sync::DropGuard>,
+    pub following: HashMap<String, Followed>,
 }
 
 /// A connection of this process, as the clients attached to a session know it.
@@ -119,6 +119,11 @@ struct Attached {
     controller: Option<MemberId>,
     questions: Vec<(u64, AskAlso)>,
     next_question: u64,
+    /// Another process asked for the session (`handover.rs`): nothing more is prompted
+    /// here; once it is handed over, each client left follows it there (its follower's stop).
+    moving: bool,
+    moved: bool,
+    followers: HashMap<MemberId, Followed>,
 }
 
 impl Audience {
@@ -215,6 +220,45 @@ impl Audience {
             .collect()
     }
 
+    /// Another process asked for the session: `false` when it is being handed over already.
+    pub fn begin_move(&self) -> bool {
+        let mut attached = lock(&self.attached);
+        !std::mem::replace(&mut attached.moving, true)
+    }
+
+    /// The ask was withdrawn before the session was handed over: it goes on here.
+    pub fn cancel_move(&self) {
+        lock(&self.attached).moving = false;
+    }
+
+    /// Whether the session is being, or was, handed to another process.
+    pub fn is_moving(&self) -> bool {
+        lock(&self.attached).moving
+    }
+
+    /// The session was handed to another process (closed here).
+    pub fn moved(&self) {
+        lock(&self.attached).moved = true;
+    }
+
+    /// Whether the session was handed to another process (its clients follow it there).
+    pub fn has_moved(&self) -> bool {
+        lock(&self.attached).moved
+    }
+
+    /// Client `id` follows the session in the process it was handed to.
+    pub fn follow_elsewhere(&self, id: MemberId, followed: Followed) {
+        lock(&self.attached).followers.insert(id, followed);
+    }
+
+    /// Client `id` leaves a session handed to another process: its following, to stop (by
+    /// dropping it) or to finish.
+    pub fn stop_following(&self, id: MemberId) -> Option<Followed> {
+        let mut attached = lock(&self.attached);
+        attached.members.retain(|m| m.id != id);
+        attached.followers.remove(&id)
+    }
+
     /// Who is attached and who has control, as the clients are told (`_meta`).
     pub fn roster(&self) -> Value {
         let attached = lock(&self.attached);
@@ -248,6 +292,23 @@ pub struct Deferred {
     pub id: RequestId,
     pub method: String,
     pub finish: Finish,
+}
+
+/// A client following a session another process runs (`follow.rs`): dropped, the following
+/// stops.
+pub struct Followed {
+    pub _stop: tokio_util::sync::DropGuard,
+    pub catch_up: tokio_util::sync::CancellationToken,
+    pub caught_up: tokio::sync::oneshot::Receiver<()>,
+}
+
+impl Followed {
+    /// Shows the rest of the record (read once more: its writer has let it go) and stops:
+    /// the client has then seen every entry, for its own session to go on from.
+    pub async fn finish(self) {
+        self.catch_up.cancel();
+        let _ = self.caught_up.await;
+    }
 }
 
 /// A session open in this connection (created here or attached to: every connection holding
@@ -326,6 +387,8 @@ pub enum EdgePayload {
         except: MemberId,
         updates: Vec<acp::SessionUpdate>,
     },
+    /// Told once no turn runs (after everything queued before it is written).
+    WhenIdle(tokio::sync::oneshot::Sender<()>),
 }
 
 /// A client attaching to a session, and how its replay is shaped.

@@ -35,6 +35,7 @@ mod room;
 mod server_window;
 mod skills;
 mod stored;
+mod take_over;
 mod trust;
 
 pub use cassettes::CassetteOptions;
@@ -45,11 +46,12 @@ pub use fork::prepare as prepare_fork;
 pub use launch::{
     Assembled, ClientAbilities, Launch, Place, Ready, SessionTaps, load_config, ready_session,
 };
-pub use process_shared::ProcessShared;
+pub use process_shared::{LiveSessions, ProcessShared};
 pub use room::{SessionRoom, StartContext};
 pub use server_window::local_server_report;
 pub use stored::{
     Closing, ListPage, Reopened, delete, list, record_in_store, record_of_open, reopen,
 };
+pub use take_over::claim_from_elsewhere;
 pub use talaria_mcp::oauth::SignInPrompt;
 pub use trust::TrustQuestion;

@@ -34,6 +34,9 @@ pub struct ProcessShared {
 #[derive(Clone, Default)]
 pub struct LiveSessions {
     by_id: Arc<Mutex<HashMap<String, Arc<dyn Any + Send + Sync>>>>,
+    /// Whether the process watches the store for its sessions being asked for (started
+    /// once, by the first session of a process serving many connections).
+    watched: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl LiveSessions {
@@ -46,6 +49,19 @@ impl LiveSessions {
     pub fn find<T: Any + Send + Sync>(&self, id: &str) -> Option<Arc<T>> {
         let found = talaria_util::lock(&self.by_id).get(id).cloned()?;
         found.downcast::<T>().ok()
+    }
+
+    /// Every session running here that was published as a `T`, with its id.
+    pub fn all<T: Any + Send + Sync>(&self) -> Vec<(String, Arc<T>)> {
+        talaria_util::lock(&self.by_id)
+            .iter()
+            .filter_map(|(id, found)| Some((id.clone(), found.clone().downcast::<T>().ok()?)))
+            .collect()
+    }
+
+    /// `true` the first time only: the caller starts the process's one watcher.
+    pub fn first_watch(&self) -> bool {
+        !self.watched.swap(true, std::sync::atomic::Ordering::AcqRel)
     }
 
     /// Session `id` ended: no one attaches to it any more.

@@ -492,12 +492,18 @@ pub fn asks_pass_between_holders(mine: &dyn SessionStore, theirs: &dyn SessionSt
     let ids = vec!["asked".to_string(), "other".to_string()];
     assert!(mine.asked_for(&ids).expect("none yet").is_empty());
     theirs.ask_for("asked", "client-1 (phone)").expect("ask");
-    theirs.ask_for("asked", "client-2 (laptop)").expect("ask again");
+    theirs
+        .ask_for("asked", "client-2 (laptop)")
+        .expect("ask again");
     assert_eq!(
         mine.asked_for(&ids).expect("asked"),
         [("asked".to_string(), "client-2 (laptop)".to_string())]
     );
-    assert!(mine.asked_for(&[]).expect("nothing to ask about").is_empty());
+    assert!(
+        mine.asked_for(&[])
+            .expect("nothing to ask about")
+            .is_empty()
+    );
     theirs.withdraw_ask("asked").expect("withdraw");
     assert!(mine.asked_for(&ids).expect("withdrawn").is_empty());
     mine.release("asked").expect("release");

@@ -1,0 +1,102 @@
+//! `_session/attach` with role "controller" for a session not running in this process: the
+//! session moves here, as claims move. The session room asks the process that runs it
+//! through the store and claims it once that process let it go (`sessions/take_over.rs`;
+//! the running side is `handover.rs`); it then continues here with this client in control. A
+//! client that followed it from here first sees the rest of its record, so it misses no entry
+//! and sees none twice; another is shown the record as its `historyPolicy` says.
+
+use futures_util::FutureExt;
+use talaria_protocol::acp::{self, RequestId};
+
+use super::audience::{ATTACH_METHOD, moved_away};
+use super::state::{Agent, Followed, Reply, member_of};
+use crate::sessions::{self, Place, Reopened};
+
+/// What the slow part came to: the session claimed and ready, or why not (the client's
+/// following, to go on).
+enum TakeOver {
+    Ready(String, std::path::PathBuf, bool, Box<Reopened>),
+    Refused(String, acp::Error, Option<Followed>),
+}
+
+/// Takes session `id` over from the process that runs it (or from the store, when none
+/// does); answered once it runs here with this client in control.
+pub(super) fn take_over(agent: &mut Agent, request: RequestId, id: String, history: bool) {
+    let followed = agent
+        .following
+        .remove(&id)
+        .or_else(|| left_behind(agent, &id));
+    let replay = history && followed.is_none();
+    let context = super::trust::start_context(agent, &request);
+    let known = agent.room.store().cloned();
+    let asker = member_of(agent).described().to_string();
+    let slow = async move {
+        let (journal, meta) = match sessions::claim_from_elsewhere(known, &id, &asker).await {
+            Ok(claimed) => claimed,
+            Err(error) => return Ok(TakeOver::Refused(id, error.into(), followed)),
+        };
+        if let Some(followed) = followed {
+            followed.finish().await;
+        }
+        let cwd = std::path::PathBuf::from(&meta.cwd);
+        let directories: Vec<std::path::PathBuf> = meta
+            .additional_directories
+            .iter()
+            .map(std::path::PathBuf::from)
+            .collect();
+        let place = Place {
+            cwd: &cwd,
+            additional_directories: &directories,
+            mcp_servers: &[],
+        };
+        let reopened =
+            sessions::reopen(context, Some(journal.clone()), &id, place, None, replay).await;
+        match reopened {
+            Ok(reopened) => Ok(TakeOver::Ready(id, cwd, replay, Box::new(reopened))),
+            Err(error) => {
+                journal.release(&id);
+                Ok(TakeOver::Refused(id, error.into(), None))
+            }
+        }
+    };
+    agent.defer(request, ATTACH_METHOD, slow, |agent, outcome| {
+        let reply = match outcome {
+            TakeOver::Ready(id, cwd, replay, reopened) => {
+                running_here(agent, id, cwd, replay, *reopened)
+            }
+            TakeOver::Refused(id, error, followed) => {
+                if let Some(followed) = followed {
+                    agent.following.insert(id, followed);
+                }
+                Err(error)
+            }
+        };
+        async move { reply }.boxed_local()
+    });
+}
+
+/// Session `id` as this client held it before it was handed to another process (it follows
+/// it there): it leaves it, for its own session; its following.
+fn left_behind(agent: &mut Agent, id: &str) -> Option<Followed> {
+    let session = agent.sessions.get(id).filter(|s| moved_away(s))?;
+    let followed = session.audience.stop_following(agent.member);
+    agent.sessions.remove(id);
+    followed
+}
+
+fn running_here(
+    agent: &mut Agent,
+    id: String,
+    cwd: std::path::PathBuf,
+    replay: bool,
+    reopened: Reopened,
+) -> Reply {
+    super::lifecycle::continue_reopened(agent, id.clone(), cwd, replay, reopened)?;
+    let Some(session) = agent.sessions.get(&id) else {
+        return Err(talaria_protocol::errors::internal_error(
+            "the session ended as it started",
+        ));
+    };
+    let roster = session.audience.roster();
+    super::attach::attached_reply(agent.member, &id, session, roster)
+}
