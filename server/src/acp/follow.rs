@@ -134,9 +134,12 @@ impl Follower {
         }
         let _ = shown.send(());
         let mut last = so_far.entries().last().map(|e| e.id);
+        let gone = self.peer.closed();
         loop {
             let last_read = tokio::select! {
                 () = ends.stop.cancelled() => return,
+                // Its client's connection ended.
+                () = gone.cancelled() => return,
                 () = ends.catch_up.cancelled() => true,
                 () = tokio::time::sleep(POLL) => false,
             };
