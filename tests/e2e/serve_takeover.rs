@@ -161,3 +161,50 @@ async fn control_moves_between_two_hosts_on_one_postgresql_database_and_back() {
     let other = start(&second, &[]).await;
     there_and_back(&running, &other, &first).await;
 }
+
+/// Whether `m` tells that the session is being handed to another process.
+fn handing_over(m: &Value) -> bool {
+    m["params"]["update"]["_meta"]["talaria/attachment"]["handover"]["state"] == "moving"
+}
+
+#[tokio::test]
+async fn a_turn_waiting_to_be_handed_over_can_be_cancelled_and_no_new_one_starts() {
+    let words: Vec<String> = (0..60).map(|i| format!("w{i} ")).collect();
+    let env = TestEnv::new(vec![slow_answer(&words, 100), MockReply::text(&["after"])]).await;
+    let running = start(&env, &[]).await;
+    let other = start(&env, &[]).await;
+    let (mut editor, session) = with_session(&running, &env, "editor").await;
+    editor
+        .send(json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": prompt(&session, "long")}))
+        .await;
+    editor
+        .until(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .await;
+    let mut phone = client(&other, "phone").await;
+    phone
+        .send(json!({"jsonrpc": "2.0", "id": 2, "method": "_session/attach", "params": {"sessionId": session, "role": "controller"}}))
+        .await;
+    editor.until(handing_over).await;
+    // No new turn starts here meanwhile; the running one is still the editor's to end.
+    refused_elsewhere(
+        &editor
+            .call(3, "session/prompt", prompt(&session, "more"))
+            .await,
+    );
+    editor
+        .send(
+            json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}}),
+        )
+        .await;
+    let cancelled = editor.until(is_answer(2)).await;
+    assert_eq!(
+        cancelled["result"]["stopReason"], "cancelled",
+        "{cancelled}"
+    );
+    let taken = phone.until(is_answer(2)).await;
+    assert_eq!(taken["result"]["role"], "controller", "{taken}");
+    let after = phone
+        .call(3, "session/prompt", prompt(&session, "next"))
+        .await;
+    assert_eq!(after["result"]["stopReason"], "end_turn", "{after}");
+}

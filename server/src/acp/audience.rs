@@ -290,7 +290,11 @@ pub(super) fn only_the_controller(agent: &Agent, id: &str, what: &str) -> Result
     let Some(session) = agent.sessions.get(id) else {
         return Ok(());
     };
-    if session.audience.is_moving() {
+    // Being handed over: its running turn may still be steered or cancelled, no new one
+    // starts; once handed over, nothing is done here.
+    let moving = session.audience.is_moving();
+    let starts_work = what == "session/prompt" || what == super::run_command::METHOD;
+    if moving && (session.audience.has_moved() || starts_work) {
         return Err(acp::Error::new(
             NOT_THE_CONTROLLER,
             format!(
