@@ -38,9 +38,9 @@ fn refused_elsewhere(answer: &Value) {
     );
 }
 
-/// The editor (process `running`) and the phone (process `other`) pass the session there
-/// and back; the scripts answer "one" and "three" where the editor runs it, "two" where
-/// the phone does.
+/// The editor (process `running`) and the phone (process `other`, following it) pass the
+/// session there and back; the scripts answer "one", "two" and "four" where the editor runs
+/// it, "three" where the phone does.
 async fn there_and_back(running: &Served, other: &Served, env: &TestEnv) {
     let (mut editor, session) = with_session(running, env, "editor").await;
     let first = editor
@@ -50,6 +50,14 @@ async fn there_and_back(running: &Served, other: &Served, env: &TestEnv) {
     let mut phone = client(other, "phone").await;
     let followed = attach(&mut phone, 2, &session, "observer").await;
     assert_eq!(followed["result"]["role"], "observer", "{followed}");
+    // It follows what the other process does, live.
+    let second = editor
+        .call(7, "session/prompt", prompt(&session, "second"))
+        .await;
+    assert_eq!(second["result"]["stopReason"], "end_turn", "{second}");
+    phone
+        .until(|m| m["params"]["update"]["content"]["text"] == "two")
+        .await;
 
     // The phone takes control: the session moves to its process.
     let taken = attach(&mut phone, 3, &session, "controller").await;
@@ -68,7 +76,7 @@ async fn there_and_back(running: &Served, other: &Served, env: &TestEnv) {
     assert_eq!(mine["result"]["stopReason"], "end_turn", "{mine}");
     // The editor follows it there, entry by entry.
     editor
-        .until(|m| m["params"]["update"]["content"]["text"] == "two")
+        .until(|m| m["params"]["update"]["content"]["text"] == "three")
         .await;
 
     // And takes it back.
@@ -80,7 +88,7 @@ async fn there_and_back(running: &Served, other: &Served, env: &TestEnv) {
         .await;
     assert_eq!(again["result"]["stopReason"], "end_turn", "{again}");
     phone
-        .until(|m| m["params"]["update"]["content"]["text"] == "three")
+        .until(|m| m["params"]["update"]["content"]["text"] == "four")
         .await;
     refused_elsewhere(
         &phone
@@ -89,8 +97,11 @@ async fn there_and_back(running: &Served, other: &Served, env: &TestEnv) {
     );
 
     // Every entry once, in order, for both.
-    assert_eq!(texts(&editor), ["one", "mine", "two", "three"]);
-    assert_eq!(texts(&phone), ["first", "one", "two", "again", "three"]);
+    assert_eq!(texts(&editor), ["one", "two", "mine", "three", "four"]);
+    assert_eq!(
+        texts(&phone),
+        ["first", "one", "second", "two", "three", "again", "four"]
+    );
 }
 
 #[tokio::test]
@@ -99,6 +110,7 @@ async fn control_moves_between_two_processes_on_one_store_and_back() {
         MockReply::text(&["one"]),
         MockReply::text(&["two"]),
         MockReply::text(&["three"]),
+        MockReply::text(&["four"]),
     ])
     .await;
     let running = start(&env, &[]).await;
@@ -153,10 +165,14 @@ async fn control_moves_between_two_hosts_on_one_postgresql_database_and_back() {
     let (_cluster, url) = throwaway_database().await;
     let first = host(
         &url,
-        vec![MockReply::text(&["one"]), MockReply::text(&["three"])],
+        vec![
+            MockReply::text(&["one"]),
+            MockReply::text(&["two"]),
+            MockReply::text(&["four"]),
+        ],
     )
     .await;
-    let second = host(&url, vec![MockReply::text(&["two"])]).await;
+    let second = host(&url, vec![MockReply::text(&["three"])]).await;
     let running = start(&first, &[]).await;
     let other = start(&second, &[]).await;
     there_and_back(&running, &other, &first).await;
