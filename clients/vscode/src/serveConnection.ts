@@ -29,7 +29,7 @@ export function parseAttachLink(text: string): AttachLink {
       `The link names no ${token ? "session" : "token"}: it should end in #token=TOKEN&session=SESSION_ID.`,
     );
   }
-  return { url: serverAddress(parsed.origin), token, sessionId };
+  return { url: serverAddress(parsed.href), token, sessionId };
 }
 
 /** A server address as given (`http://127.0.0.1:8765`, with or without `/acp`): its origin. */
@@ -69,6 +69,7 @@ class NormallyClosingWebSocket extends WebSocket {
 export function serveLauncher(link: AttachLink, log: (text: string) => void): Launcher {
   return async (): Promise<AgentTarget> => {
     const address = socketAddress(link.url);
+    log(`connecting to ${address}\n`);
     let closed!: (why: string) => void;
     const exited = new Promise<string>((resolve) => (closed = resolve));
     let socket: WebSocket | undefined;
@@ -85,7 +86,7 @@ export function serveLauncher(link: AttachLink, log: (text: string) => void): La
           });
           this.once("error", (error) => reject(new StartError(`Cannot reach ${address}: ${error.message}`)));
           this.once("close", (code, reason) => {
-            const why = `the server closed the connection (${code}${reason.length ? `: ${reason.toString()}` : ""})`;
+            const why = `the connection closed (${code}${reason.length ? `: ${reason.toString()}` : ""})`;
             log(`${address}: ${why}\n`);
             closed(why);
           });
