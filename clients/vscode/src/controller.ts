@@ -471,6 +471,14 @@ export class SessionController {
     this.questions.clear();
   }
 
+  /** Drops the open questions unanswered (the cards and forms say so). */
+  private forgetQuestions(): void {
+    for (const id of this.questions.keys()) questionAnswered(this.state, id, "Left unanswered.");
+    this.questions.clear();
+    for (const id of this.permissions.keys()) answered(this.state, id);
+    this.permissions.clear();
+  }
+
   private cancelPermissions(): void {
     this.cancelQuestions();
     for (const [id, resolve] of this.permissions) {
@@ -689,9 +697,10 @@ export class SessionController {
     const sessionId = this.sessionId;
     this.sessionId = undefined;
     if (!sessionId || !this.connection) return;
-    this.cancelPermissions();
     if (this.attached) {
-      // Leaves the session; it goes on for the other clients (the last one's detach closes it).
+      // Leaves the session; it goes on for the other clients (the last one's detach closes
+      // it). Its open questions are theirs to answer: leaving answers none of them.
+      this.forgetQuestions();
       try {
         await this.connection.agent.request("_session/detach", { sessionId });
       } catch (error) {
@@ -699,6 +708,7 @@ export class SessionController {
       }
       return;
     }
+    this.cancelPermissions();
     if (this.agentInfo?.agentCapabilities?.sessionCapabilities?.close) {
       try {
         await this.connection.agent.request(methods.agent.session.close, { sessionId });

@@ -129,6 +129,7 @@ async function askForLink(): Promise<AttachLink | undefined> {
     placeHolder: "http://127.0.0.1:8765/#token=…&session=…",
     ignoreFocusOut: true,
     validateInput: (value) => {
+      if (!value.trim()) return undefined;
       try {
         serverAddress(value);
         return undefined;

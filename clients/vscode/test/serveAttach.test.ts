@@ -83,6 +83,9 @@ test("the extension attaches to a running session, follows it, takes control, pr
     // Its next turn: a write the other client answers first.
     { type: "tool_calls", calls: [{ id: "w2", name: "write_file", arguments: '{"path":"theirs.txt","content":"from the other\\n"}' }] },
     { type: "text", chunks: ["Written again."] },
+    // Its last turn: a write asked when it leaves; the other client answers it.
+    { type: "tool_calls", calls: [{ id: "w3", name: "write_file", arguments: '{"path":"left.txt","content":"after leaving\\n"}' }] },
+    { type: "text", chunks: ["Written after leaving."] },
   ]);
   const other = await OtherClient.connect(serve, "other-client");
   try {
@@ -177,12 +180,22 @@ test("the extension attaches to a running session, follows it, takes control, pr
     assert.equal(card?.permission, undefined, "the question left the card");
     assert.deepEqual(card?.resolved, { by: `other-client (${other.clientId})`, answer: "Allow once" });
 
-    // Leaving: `_session/detach`; the session goes on for the other client.
+    // Leaving (`_session/detach`) while a question is open answers nothing: the session goes
+    // on for the other client, to which control comes back, and its answer is the one.
+    other.answers = false;
     const rosters = other.rosters().length;
+    const left = extension.prompt(text("write on"), "write on");
+    await until(() => findCard(extension.state, "w3")?.permission !== undefined, "the last question on the card");
+    await until(() => other.asked.some((q) => q.toolCall.toolCallId === "w3"), "the other client asked it too");
     await extension.dispose();
+    await left;
     await until(() => other.rosters().length > rosters, "the other client told the extension left");
     assert.deepEqual(other.rosters().at(-1)?.clients.map((c) => c.clientId), [other.clientId]);
     assert.equal(other.rosters().at(-1)?.controller, other.clientId, "control came back");
+    assert.equal(other.withdrawn, 1, "the question still waits for the other client");
+    other.allow("w3");
+    await until(() => other.answerText().endsWith("Written after leaving."), "the turn going on");
+    assert.equal(readFileSync(join(workspace, "left.txt"), "utf8"), "after leaving\n");
     await other.connection.agent.request(methods.agent.session.close, { sessionId });
   } finally {
     other.close();

@@ -77,7 +77,9 @@ export class Serve {
     readonly token: string,
   ) {}
 
-  static async start(mock: MockLlm): Promise<Serve> {
+  /** `mock`: the mock LLM, or its address (without `/v1`). */
+  static async start(mock: MockLlm | string): Promise<Serve> {
+    const mockUrl = typeof mock === "string" ? mock : mock.url;
     needed(talariaBin, "the talaria binary");
     const home = mkdtempSync(join(tmpdir(), "talaria-vscode-serve-"));
     const child = spawn(talariaBin, ["serve", "--listen", "127.0.0.1:0"], {
@@ -86,7 +88,7 @@ export class Serve {
         PATH: process.env.PATH,
         HOME: home,
         TALARIA_HOME: join(home, "talaria"),
-        OPENAI_BASE_URL: `${mock.url}/v1`,
+        OPENAI_BASE_URL: `${mockUrl}/v1`,
         OPENAI_API_KEY: "vscode-key",
         TALARIA_MODEL: "mock-model",
         TALARIA_LOG: "warn",
@@ -128,6 +130,8 @@ export class OtherClient {
   readonly asked: RequestPermissionRequest[] = [];
   withdrawn = 0;
   answers = false;
+  /** The questions waiting for this client (`answers` unset), by tool call. */
+  private readonly waiting = new Map<string, (response: RequestPermissionResponse) => void>();
   clientId?: string;
 
   private constructor(readonly connection: ClientConnection) {}
@@ -162,11 +166,25 @@ export class OtherClient {
       return Promise.resolve({ outcome: { outcome: "selected", optionId: allow.optionId } });
     }
     return new Promise((resolve) => {
+      this.waiting.set(params.toolCall.toolCallId, (response) => {
+        this.waiting.delete(params.toolCall.toolCallId);
+        resolve(response);
+      });
       signal.addEventListener("abort", () => {
         this.withdrawn += 1;
+        this.waiting.delete(params.toolCall.toolCallId);
         resolve({ outcome: { outcome: "cancelled" } });
       });
     });
+  }
+
+  /** Answers the waiting question of `toolCallId` with its allow-once option. */
+  allow(toolCallId: string): void {
+    const asked = this.asked.find((q) => q.toolCall.toolCallId === toolCallId);
+    const answer = this.waiting.get(toolCallId);
+    assert.ok(asked && answer, `a question waits on ${toolCallId}`);
+    const option = asked.options.find((o) => o.kind === "allow_once") ?? asked.options[0];
+    answer({ outcome: { outcome: "selected", optionId: option.optionId } });
   }
 
   /** The text of the agent's chunks so far. */
