@@ -7,6 +7,9 @@ import { createWebSocketStream } from "@agentclientprotocol/sdk/experimental/ws-
 
 import { StartError, type AgentTarget, type Launcher } from "./controller.js";
 
+/** How long the server has to accept the socket. */
+const HANDSHAKE_TIMEOUT_MS = 15_000;
+
 /** Where a session runs: the server's address, its token, and the session's id. */
 export type AttachLink = { url: string; token: string; sessionId: string };
 
@@ -77,7 +80,9 @@ export function serveLauncher(link: AttachLink, log: (text: string) => void): La
     const opened = new Promise<void>((resolve, reject) => {
       class Watched extends NormallyClosingWebSocket {
         constructor(url: string, protocols?: string | string[], options?: { headers?: Record<string, string> }) {
-          super(url, protocols, options);
+          // A server that does not answer (a dropped packet, a wrong port behind a firewall)
+          // is given up on rather than waited for.
+          super(url, protocols, { ...options, handshakeTimeout: HANDSHAKE_TIMEOUT_MS });
           socket = this;
           this.once("open", () => resolve());
           this.once("unexpected-response", (_request, response) => {

@@ -58,14 +58,21 @@ test("the link of a session is read into the server's address, token and session
   assert.throws(() => parseAttachLink("file:///x#token=t&session=s"), /http\(s\) or ws\(s\)/);
 });
 
-test("a wrong token is refused before any protocol, saying where the token is", async () => {
+test("a wrong token is refused before any protocol, saying where the token is; an unknown session is said", async () => {
   const serve = await Serve.start(mock);
   try {
-    const { controller } = attachedController(`${serve.url}/#token=not-the-token-at-all&session=s-1`);
+    const { controller } = attachedController(`${new URL(serve.url).origin}/#token=not-the-token-at-all&session=s-1`);
     assert.equal(await controller.ensureStarted(), false);
     const notice = controller.state.items.find((i) => i.kind === "notice");
     assert.ok(notice?.kind === "notice");
     assert.match(notice.text, /refused the token \(401\).*serve\.token/);
+    const unknown = attachedController(serve.link("no-such-session")).controller;
+    assert.equal(await unknown.ensureStarted(), false);
+    const said = unknown.state.items.find((i) => i.kind === "notice");
+    assert.ok(said?.kind === "notice");
+    assert.match(said.text, /Could not attach to session no-such-session: .+/);
+    assert.equal(unknown.sessionId, undefined);
+    await unknown.dispose();
   } finally {
     await serve.stop();
   }
