@@ -117,6 +117,8 @@ export class SessionController {
   private readonly listeners: Listener[] = [];
   /** The session to resume after the agent crashed. */
   private resumeId?: string;
+  /** The role to attach in again after a lost connection (the one this window had). */
+  private rejoinAs?: "controller" | "observer";
   /** Prompts waiting for the running turn, in order. */
   private readonly queued: { blocks: ContentBlock[]; shown: string; attachments: string[] }[] = [];
 
@@ -263,12 +265,15 @@ export class SessionController {
   }
 
   /**
-   * Attaches to `sessionId` as an observer: the session so far comes as updates before the
-   * answer, then every update live. After a lost connection the chat is shown again whole.
+   * Attaches to `sessionId` as an observer (or, after a lost connection, in the role it had):
+   * the session so far comes as updates before the answer, then every update live. After a
+   * lost connection the chat is shown again whole.
    */
   private async attachSession(sessionId: string): Promise<boolean> {
     const connection = this.connection;
     if (!connection) return false;
+    const role = this.rejoinAs ?? "observer";
+    this.rejoinAs = undefined;
     this.state = emptyState();
     this.state.attachment = { role: "observer", clients: [] };
     this.sessionId = sessionId;
@@ -276,7 +281,7 @@ export class SessionController {
     try {
       const result = await connection.agent.request<Attached>("_session/attach", {
         sessionId,
-        role: "observer",
+        role,
         historyPolicy: "full",
       });
       this.took(result);
@@ -360,6 +365,8 @@ export class SessionController {
     this.log(`agent exited (${code})`);
     const wasRunning = this.sessionId !== undefined;
     const attachedTo = this.attachTo !== undefined && wasRunning;
+    // Attached again, a window that had control takes it back.
+    if (attachedTo) this.rejoinAs = this.state.attachment?.role;
     this.resumeId = this.sessionId;
     this.connection = undefined;
     this.agent = undefined;

@@ -78,6 +78,40 @@ test("a wrong token is refused before any protocol, saying where the token is; a
   }
 });
 
+test("after a lost connection the next prompt attaches again, with control when it had it", async () => {
+  const workspace = mkdtempSync(join(tmpdir(), "talaria-vscode-attach-ws-"));
+  const serve = await Serve.start(mock);
+  await mock.script([
+    { type: "text", chunks: ["Before the drop."] },
+    { type: "text", chunks: ["After the drop."] },
+  ]);
+  const other = await OtherClient.connect(serve, "other-client");
+  try {
+    const { sessionId } = await other.connection.agent.request(methods.agent.session.new, { cwd: workspace, mcpServers: [] });
+    const { controller: extension, log } = attachedController(serve.link(sessionId));
+    assert.equal(await extension.ensureStarted(), true);
+    assert.equal(await extension.takeControl(), true);
+    assert.equal(await extension.prompt(text("one"), "one"), "end_turn");
+    // The socket goes (as when the network drops).
+    (extension as unknown as { agent: { kill(): void } }).agent.kill();
+    await until(() => extension.state.items.some((i) => i.kind === "notice" && /Disconnected/.test(i.text)), "the drop said");
+    assert.equal(extension.running, false);
+    await until(() => other.rosters().at(-1)?.clients.length === 1, "the other client told it left");
+    // The next prompt attaches again (the chat shown anew), in control, and is answered.
+    assert.equal(await extension.prompt(text("two"), "two"), "end_turn", log.join(""));
+    assert.equal(extension.state.attachment?.role, "controller");
+    assert.deepEqual(
+      extension.state.items.filter((i) => i.kind === "user" || i.kind === "agent").map((i) => (i.kind === "user" || i.kind === "agent") && i.text),
+      ["one", "Before the drop.", "two", "After the drop."],
+    );
+    await extension.dispose();
+  } finally {
+    other.close();
+    await serve.stop();
+    rmSync(workspace, { recursive: true, force: true });
+  }
+});
+
 test("the extension attaches to a running session, follows it, takes control, prompts, answers and leaves", async () => {
   const workspace = mkdtempSync(join(tmpdir(), "talaria-vscode-attach-ws-"));
   const serve = await Serve.start(mock);
