@@ -399,8 +399,12 @@ export function clientName(state: ChatState, client: { clientId?: string; name?:
   return name ? `${name} (${client.clientId ?? "?"})` : (client.clientId ?? "another client");
 }
 
-/** A `tool_call_update` saying who answered the card's question: shown on the card. */
+/**
+ * A `tool_call_update` saying who answered the card's question: shown on the card of an
+ * attached session (in a session of this window alone, it was this window).
+ */
 function resolvedBy(state: ChatState, card: ToolCard, meta: Meta): void {
+  if (!state.attachment) return;
   const said = meta?.[RESOLVED_KEY] as
     | { by?: { clientId?: string; name?: string | null }; outcome?: { outcome?: string; optionId?: string } }
     | undefined;

@@ -147,6 +147,15 @@ test("a message the agent named offers Edit and Restore files to here; an unname
 test("an attached session shows who is attached, who controls, another's turn, and who answered", () => {
   const state = emptyState();
   assert.equal(renderAttachment(state), undefined, "a local session has no roster");
+  // A session of this window alone: who answered is not said (it was this window).
+  applyUpdate(state, { sessionUpdate: "tool_call", toolCallId: "l1", title: "Write", kind: "edit", status: "completed" });
+  applyUpdate(state, {
+    sessionUpdate: "tool_call_update",
+    toolCallId: "l1",
+    _meta: { "talaria/permissionResolved": { by: { clientId: "client-1", name: "talaria-vscode" }, outcome: { outcome: "selected", optionId: "allow_once" } } },
+  });
+  assert.doesNotMatch(renderItem(state.items[0]), /Answered by/);
+  state.items.length = 0;
   state.attachment = { clientId: "client-2", role: "observer", clients: [] };
   const roster = (controller: string) => ({
     sessionUpdate: "session_info_update" as const,

@@ -345,6 +345,7 @@ async function run(): Promise<void> {
     await chat.locator(".tool-card.status-completed").waitFor({ timeout: TIMEOUT });
     await chat.locator(".message.agent", { hasText: "notes.txt is written" }).waitFor({ timeout: TIMEOUT });
     await chat.locator("button.send:not(.hidden)").waitFor({ timeout: TIMEOUT });
+    assert.equal(await chat.locator(".permission-resolved").count(), 0, "a session of this window alone says not who answered");
 
     // 3. The edit went through the editor: on disk, and open in the editor.
     assert.equal(readFileSync(join(workspace, "notes.txt"), "utf8"), "written by Talaria\n");
