@@ -1,6 +1,8 @@
 // The chat as the view shows it, built from ACP session updates by a pure reducer: messages,
 // thoughts, tool cards (with their pending permission question), the plan, usage, commands,
-// and the session's config options. Knows nothing of VS Code.
+// and the session's config options; for a session attached to in a `talaria serve`, who is
+// attached, who has control, another client's running turn, and who answered a question.
+// Knows nothing of VS Code.
 import type {
   AvailableCommand,
   ContentBlock,
@@ -44,6 +46,25 @@ export type ToolCard = {
   rawOutput?: unknown;
   /** The agent's permission question, while it waits for the user. */
   permission?: { options: PermissionOption[] };
+  /** The options of its last question (to name the one another client picked). */
+  asked?: PermissionOption[];
+  /** Who answered its question, when several clients were asked (an attached session). */
+  resolved?: { by: string; answer: string };
+};
+
+/** A client attached to the same session (`_meta["talaria/attachment"]`'s `clients`). */
+export type AttachedClient = { clientId: string; name?: string; role: string };
+
+/** A session this window attached to in a `talaria serve`, shared with other clients. */
+export type Attachment = {
+  /** This window among the session's clients. */
+  clientId?: string;
+  role: "controller" | "observer";
+  clients: AttachedClient[];
+  /** The client with control, if any. */
+  controller?: string;
+  /** The client whose turn runs (one that is not this window), while it runs. */
+  othersTurn?: string;
 };
 
 export type Usage = { used: number; size: number; cost?: { amount: number; currency: string } };
@@ -59,7 +80,12 @@ export type ChatState = {
   title?: string;
   /** A prompt is running. */
   busy: boolean;
+  /** Set when the session is one attached to in a `talaria serve`. */
+  attachment?: Attachment;
 };
+
+/** A changed id meaning the item list changed as a whole (items went): the view shows it anew. */
+export const ALL_ITEMS = "**";
 
 export function emptyState(): ChatState {
   return { items: [], terminals: {}, plan: [], commands: [], configOptions: [], busy: false };
@@ -231,6 +257,7 @@ export function applyUpdate(state: ChatState, update: SessionUpdate): string[] {
       if (update.locations) card.locations = update.locations;
       if (update.rawOutput !== undefined) card.rawOutput = update.rawOutput;
       if (card.status === "completed" || card.status === "failed") card.permission = undefined;
+      resolvedBy(state, card, update._meta);
       return [itemIdOfCard(state, update.toolCallId) ?? "*"];
     }
     case "plan":
@@ -250,7 +277,7 @@ export function applyUpdate(state: ChatState, update: SessionUpdate): string[] {
     }
     case "session_info_update":
       if (typeof update.title === "string") state.title = update.title;
-      return ["*"];
+      return [...attachmentUpdate(state, update._meta), "*"];
     case "usage_update":
       state.usage = {
         used: update.used,
@@ -289,6 +316,8 @@ export function askPermission(
   }
   if (!card) return "*";
   card.permission = { options };
+  card.asked = options;
+  card.resolved = undefined;
   return itemIdOfCard(state, toolCall.toolCallId) ?? "*";
 }
 
@@ -324,4 +353,65 @@ export function terminalOutput(state: ChatState, terminalId: string, text: strin
         i.kind === "tool" && i.card.content.some((c) => c.type === "terminal" && c.terminalId === terminalId),
     )
     .map((i) => i.id);
+}
+
+type Meta = { [key: string]: unknown } | null | undefined;
+
+/** The `_meta` key of the roster of an attached session. */
+export const ROSTER_KEY = "talaria/attachment";
+/** The `_meta` key of another client's turn. */
+export const TURN_KEY = "talaria/turn";
+/** The `_meta` key of a question's outcome, and who gave it. */
+export const RESOLVED_KEY = "talaria/permissionResolved";
+
+type Roster = { clients?: AttachedClient[]; controller?: string | null };
+
+/** Takes in a roster (from an update or an attach's answer): who is attached, who controls. */
+export function setRoster(state: ChatState, roster: Roster): void {
+  const attachment = state.attachment;
+  if (!attachment) return;
+  attachment.clients = Array.isArray(roster.clients) ? roster.clients : attachment.clients;
+  attachment.controller = roster.controller ?? undefined;
+  attachment.role = attachment.clientId && attachment.controller === attachment.clientId ? "controller" : "observer";
+}
+
+/** What a `session_info_update`'s `_meta` says of an attached session; changed item ids. */
+function attachmentUpdate(state: ChatState, meta: Meta): string[] {
+  if (!state.attachment || !meta) return [];
+  const roster = meta[ROSTER_KEY] as Roster | undefined;
+  if (roster && typeof roster === "object") setRoster(state, roster);
+  const turn = meta[TURN_KEY] as { state?: unknown; stopReason?: unknown; promptedBy?: unknown } | undefined;
+  if (!turn || typeof turn !== "object") return [];
+  if (turn.state === "running") {
+    state.attachment.othersTurn = typeof turn.promptedBy === "string" ? turn.promptedBy : "another client";
+    return [];
+  }
+  state.attachment.othersTurn = undefined;
+  return [addStop(state, typeof turn.stopReason === "string" ? turn.stopReason : "error")];
+}
+
+/** A client as the chat names it: its name, its id, and whether it is this window. */
+export function clientName(state: ChatState, client: { clientId?: string; name?: string | null }): string {
+  const here = client.clientId !== undefined && client.clientId === state.attachment?.clientId;
+  if (here) return "this window";
+  const known = state.attachment?.clients.find((c) => c.clientId === client.clientId);
+  const name = client.name ?? known?.name;
+  return name ? `${name} (${client.clientId ?? "?"})` : (client.clientId ?? "another client");
+}
+
+/**
+ * A `tool_call_update` saying who answered the card's question: shown on the card of an
+ * attached session (in a session of this window alone, it was this window).
+ */
+function resolvedBy(state: ChatState, card: ToolCard, meta: Meta): void {
+  if (!state.attachment) return;
+  const said = meta?.[RESOLVED_KEY] as
+    | { by?: { clientId?: string; name?: string | null }; outcome?: { outcome?: string; optionId?: string } }
+    | undefined;
+  if (!said || typeof said !== "object") return;
+  const optionId = said.outcome?.optionId;
+  const option = card.permission?.options.find((o) => o.optionId === optionId) ?? card.asked?.find((o) => o.optionId === optionId);
+  const answer = said.outcome?.outcome === "selected" ? (option?.name ?? optionId ?? "selected") : "cancelled";
+  card.resolved = { by: clientName(state, said.by ?? {}), answer };
+  card.permission = undefined;
 }

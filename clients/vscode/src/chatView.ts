@@ -4,10 +4,10 @@
 import * as vscode from "vscode";
 import type { ContentBlock } from "@agentclientprotocol/sdk";
 
-import { findCard } from "./chatState.js";
+import { ALL_ITEMS, findCard } from "./chatState.js";
 import type { SessionController } from "./controller.js";
 import type { DiffDocuments } from "./host/vscodeHost.js";
-import { renderItem, renderPlan, renderUsage } from "./render.js";
+import { renderAttachment, renderItem, renderPlan, renderUsage } from "./render.js";
 import type { FromView, ToView } from "./viewMessages.js";
 
 export class ChatView implements vscode.WebviewViewProvider {
@@ -47,6 +47,10 @@ export class ChatView implements vscode.WebviewViewProvider {
 
   /** Sends what changed. */
   changed(ids: string[]): void {
+    if (ids.includes(ALL_ITEMS)) {
+      this.refresh();
+      return;
+    }
     const state = this.controller().state;
     for (const id of ids) {
       if (id === "*") continue;
@@ -78,6 +82,7 @@ export class ChatView implements vscode.WebviewViewProvider {
       canList: controller.canList,
       canSteer: controller.canSteer,
       canRewind: controller.canRewind,
+      attachment: attachmentHeader(state),
     });
   }
 
@@ -136,8 +141,14 @@ export class ChatView implements vscode.WebviewViewProvider {
         await controller.setConfigOption(message.configId, message.value);
         break;
       case "newSession":
-        await controller.newSession();
-        this.refresh();
+        // The command: an attached session is left for a local one.
+        await vscode.commands.executeCommand("talaria.newSession");
+        break;
+      case "takeControl":
+        await controller.takeControl();
+        break;
+      case "leave":
+        await vscode.commands.executeCommand("talaria.detach");
         break;
       case "listSessions": {
         const sessions = await controller.listSessions();
@@ -186,6 +197,12 @@ export class ChatView implements vscode.WebviewViewProvider {
     }
     return blocks;
   }
+}
+
+/** The header's line about an attached session. */
+function attachmentHeader(state: import("./chatState.js").ChatState) {
+  const shown = renderAttachment(state);
+  return shown && { ...shown, controller: state.attachment?.role === "controller" };
 }
 
 type SelectChoices = Extract<

@@ -1,7 +1,9 @@
 // The ACP session controller: starts the agent (through a launcher), initializes, opens,
 // lists, loads and closes sessions, sends prompts, cancels, answers permission questions
-// from the cards, and serves the agent's requests through an editor host. It keeps the chat
-// state and reports which items changed. Knows nothing of VS Code, so it runs under tests.
+// from the cards, and serves the agent's requests through an editor host. Or, connected to
+// a `talaria serve`, attaches to a session running there (`_session/attach`), follows it,
+// takes control, and detaches. It keeps the chat state and reports which items changed.
+// Knows nothing of VS Code, so it runs under tests.
 import {
   client,
   methods,
@@ -39,11 +41,13 @@ import {
   addQuestion,
   addStop,
   addUser,
+  ALL_ITEMS,
   answered,
   applyUpdate,
   askPermission,
   emptyState,
   questionAnswered,
+  setRoster,
   terminalOutput,
   truncateBefore,
   type ChatState,
@@ -80,6 +84,20 @@ export class StartError extends Error {}
 
 /** Settings command shown on start failures. */
 export const OPEN_SETTINGS = "talaria.openSettings";
+/** The command that takes control of an attached session (on an observer's refused prompt). */
+export const TAKE_CONTROL = "talaria.takeControl";
+
+/** The error a `talaria serve` answers an observer's prompt (or other controller's request). */
+export const MUST_TAKE_CONTROL = -32003;
+
+/** The answer of `_session/attach`. */
+type Attached = {
+  sessionId: string;
+  role: "controller" | "observer";
+  clientId?: string;
+  configOptions?: SessionConfigOption[] | null;
+  _meta?: { "talaria/attachment"?: { clients?: { clientId: string; name?: string; role: string }[]; controller?: string | null } } | null;
+};
 
 type Listener = (changed: string[]) => void;
 
@@ -99,15 +117,27 @@ export class SessionController {
   private readonly listeners: Listener[] = [];
   /** The session to resume after the agent crashed. */
   private resumeId?: string;
+  /** The role to attach in again after a lost connection (the one this window had). */
+  private rejoinAs?: "controller" | "observer";
   /** Prompts waiting for the running turn, in order. */
   private readonly queued: { blocks: ContentBlock[]; shown: string; attachments: string[] }[] = [];
 
+  /**
+   * With `attachTo`, the launcher connects to a `talaria serve` and the controller attaches
+   * to that session (as an observer) instead of opening one.
+   */
   constructor(
     private readonly launch: Launcher,
     private readonly host: EditorHost,
     private readonly cwd: string,
     private readonly log: (line: string) => void = () => {},
+    private readonly attachTo?: string,
   ) {}
+
+  /** Whether this controller follows a session attached to in a `talaria serve`. */
+  get attached(): boolean {
+    return this.attachTo !== undefined;
+  }
 
   onChange(listener: Listener): void {
     this.listeners.push(listener);
@@ -126,6 +156,7 @@ export class SessionController {
   }
 
   get canList(): boolean {
+    if (this.attached) return false;
     return !!this.agentInfo?.agentCapabilities?.sessionCapabilities?.list;
   }
 
@@ -142,6 +173,7 @@ export class SessionController {
   }
 
   get canLoad(): boolean {
+    if (this.attached) return false;
     return this.agentInfo?.agentCapabilities?.loadSession === true;
   }
 
@@ -155,8 +187,8 @@ export class SessionController {
   }
 
   private buildClient() {
-    return client({ name: "talaria-vscode" })
-      .onRequest(methods.client.session.requestPermission, ({ params }) => this.onPermission(params))
+    const app = client({ name: "talaria-vscode" })
+      .onRequest(methods.client.session.requestPermission, ({ params, signal }) => this.onPermission(params, signal))
       .onNotification(methods.client.session.update, ({ params }) => {
         if (params.sessionId !== this.sessionId) return;
         this.changed(applyUpdate(this.state, params.update));
@@ -166,7 +198,7 @@ export class SessionController {
         await this.host.writeTextFile(params);
         return {};
       })
-      .onRequest(methods.client.elicitation.create, ({ params }) => this.onQuestion(params))
+      .onRequest(methods.client.elicitation.create, ({ params, signal }) => this.onQuestion(params, signal))
       .onRequest(methods.client.terminal.create, async ({ params }) => {
         // Output before the id is known waits for it.
         let id: string | undefined;
@@ -189,6 +221,9 @@ export class SessionController {
         await this.host.releaseTerminal(params);
         return {};
       });
+    // A `talaria serve` names the connection first (what a reconnect would name).
+    if (this.attached) app.onNotification("_talaria/connection", (params) => params, () => {});
+    return app;
   }
 
   private async start(): Promise<boolean> {
@@ -208,12 +243,16 @@ export class SessionController {
       try {
         this.agentInfo = await connection.agent.request(methods.agent.initialize, {
           protocolVersion: PROTOCOL_VERSION,
-          clientCapabilities: {
-            fs: { readTextFile: true, writeTextFile: true },
-            terminal: true,
-            // The agent's questions (`clarify`, MCP servers') are shown as forms in the chat.
-            elicitation: { form: {}, url: {} },
-          },
+          // An attached session runs on the server's machine: its files and commands are
+          // not this editor's, so they are not offered.
+          clientCapabilities: this.attached
+            ? { elicitation: { form: {}, url: {} } }
+            : {
+                fs: { readTextFile: true, writeTextFile: true },
+                terminal: true,
+                // The agent's questions (`clarify`, MCP servers') are shown as forms in the chat.
+                elicitation: { form: {}, url: {} },
+              },
           clientInfo: { name: "talaria-vscode", version: "0.1.0" },
         });
       } catch (error) {
@@ -222,7 +261,64 @@ export class SessionController {
         return false;
       }
     }
-    return this.openSession();
+    return this.attachTo !== undefined ? this.attachSession(this.attachTo) : this.openSession();
+  }
+
+  /**
+   * Attaches to `sessionId` as an observer (or, after a lost connection, in the role it had):
+   * the session so far comes as updates before the answer, then every update live. After a
+   * lost connection the chat is shown again whole.
+   */
+  private async attachSession(sessionId: string): Promise<boolean> {
+    const connection = this.connection;
+    if (!connection) return false;
+    const role = this.rejoinAs ?? "observer";
+    this.rejoinAs = undefined;
+    this.state = emptyState();
+    this.state.attachment = { role: "observer", clients: [] };
+    this.sessionId = sessionId;
+    this.changed([ALL_ITEMS]);
+    try {
+      const result = await connection.agent.request<Attached>("_session/attach", {
+        sessionId,
+        role,
+        historyPolicy: "full",
+      });
+      this.took(result);
+      this.state.configOptions = result.configOptions ?? [];
+      this.changed(["*"]);
+      return true;
+    } catch (error) {
+      this.sessionId = undefined;
+      this.changed([addNotice(this.state, "error", `Could not attach to session ${sessionId}: ${describe(error)}`)]);
+      return false;
+    }
+  }
+
+  /** Takes in an attach's answer: this window's id and role, and the roster. */
+  private took(result: Attached): void {
+    const attachment = (this.state.attachment ??= { role: "observer", clients: [] });
+    if (result.clientId) attachment.clientId = result.clientId;
+    const roster = result._meta?.["talaria/attachment"];
+    if (roster) setRoster(this.state, roster);
+    attachment.role = result.role === "controller" ? "controller" : "observer";
+  }
+
+  /** Takes control of the attached session (the client that had it becomes an observer). */
+  async takeControl(): Promise<boolean> {
+    if (!this.attached || !this.connection || !this.sessionId) return false;
+    try {
+      const result = await this.connection.agent.request<Attached>("_session/attach", {
+        sessionId: this.sessionId,
+        role: "controller",
+      });
+      this.took(result);
+      this.changed(["*"]);
+      return this.state.attachment?.role === "controller";
+    } catch (error) {
+      this.changed([addNotice(this.state, "error", `Could not take control: ${describe(error)}`)]);
+      return false;
+    }
   }
 
   private async openSession(): Promise<boolean> {
@@ -268,6 +364,9 @@ export class SessionController {
     if (this.agent !== agent) return;
     this.log(`agent exited (${code})`);
     const wasRunning = this.sessionId !== undefined;
+    const attachedTo = this.attachTo !== undefined && wasRunning;
+    // Attached again, a window that had control takes it back.
+    if (attachedTo) this.rejoinAs = this.state.attachment?.role;
     this.resumeId = this.sessionId;
     this.connection = undefined;
     this.agent = undefined;
@@ -276,7 +375,11 @@ export class SessionController {
     if (this.state.busy) {
       this.state.busy = false;
     }
-    if (wasRunning) {
+    if (attachedTo) {
+      this.changed([
+        addNotice(this.state, "error", `Disconnected from the server (${code}). Your next prompt attaches again.`),
+      ]);
+    } else if (wasRunning) {
       this.changed([
         addNotice(this.state, "error", `Talaria stopped (${code}). It starts again with your next prompt.`),
       ]);
@@ -292,10 +395,22 @@ export class SessionController {
     agent?.kill();
   }
 
-  private onPermission(params: RequestPermissionRequest): Promise<RequestPermissionResponse> {
+  /**
+   * The agent asks permission: the card waits for the user. A question withdrawn (another
+   * client attached to the session answered first) leaves the card.
+   */
+  private onPermission(params: RequestPermissionRequest, signal?: AbortSignal): Promise<RequestPermissionResponse> {
     const id = params.toolCall.toolCallId;
     this.changed([askPermission(this.state, params.toolCall, params.options)]);
-    return new Promise((resolve) => this.permissions.set(id, resolve));
+    return new Promise((resolve) => {
+      this.permissions.set(id, resolve);
+      signal?.addEventListener("abort", () => {
+        if (this.permissions.get(id) !== resolve) return;
+        this.permissions.delete(id);
+        resolve({ outcome: { outcome: "cancelled" } });
+        this.changed([answered(this.state, id)]);
+      });
+    });
   }
 
   /** The user picked an option on a card. */
@@ -308,7 +423,7 @@ export class SessionController {
   }
 
   /** The agent asks the user something: a form in the chat (URL mode is declined). */
-  private async onQuestion(params: CreateElicitationRequest): Promise<CreateElicitationResponse> {
+  private async onQuestion(params: CreateElicitationRequest, signal?: AbortSignal): Promise<CreateElicitationResponse> {
     if (params.mode === "url" && "url" in params && typeof params.url === "string") {
       const went = await this.host.openAddress(params.message, params.url);
       return { action: went ? "accept" : "decline" };
@@ -322,7 +437,16 @@ export class SessionController {
     const fields = formFields(params.requestedSchema as ElicitationSchema);
     const id = addQuestion(this.state, { message: params.message, fields });
     this.changed([id]);
-    return new Promise((resolve) => this.questions.set(id, { fields, resolve }));
+    return new Promise((resolve) => {
+      this.questions.set(id, { fields, resolve });
+      // Withdrawn: another client attached to the session answered first.
+      signal?.addEventListener("abort", () => {
+        if (this.questions.get(id)?.resolve !== resolve) return;
+        this.questions.delete(id);
+        resolve({ action: "cancel" });
+        this.changed([questionAnswered(this.state, id, "Answered in another client.")]);
+      });
+    });
   }
 
   /**
@@ -354,6 +478,14 @@ export class SessionController {
     this.questions.clear();
   }
 
+  /** Drops the open questions unanswered (the cards and forms say so). */
+  private forgetQuestions(): void {
+    for (const id of this.questions.keys()) questionAnswered(this.state, id, "Left unanswered.");
+    this.questions.clear();
+    for (const id of this.permissions.keys()) answered(this.state, id);
+    this.permissions.clear();
+  }
+
   private cancelPermissions(): void {
     this.cancelQuestions();
     for (const [id, resolve] of this.permissions) {
@@ -366,6 +498,8 @@ export class SessionController {
   /** Sends a prompt; `shown` is how the chat shows it. Resolves with the stop reason. */
   async prompt(blocks: ContentBlock[], shown: string, attachments: string[] = []): Promise<string | undefined> {
     if (this.state.busy) return undefined;
+    // Attaching again (after a lost connection) shows the chat anew: before the prompt.
+    if (this.attached && !this.sessionId && !(await this.ensureStarted())) return undefined;
     const userItem = addUser(this.state, shown, attachments);
     this.changed([userItem]);
     this.state.busy = true;
@@ -383,7 +517,11 @@ export class SessionController {
       this.changed([userItem, addStop(this.state, response.stopReason)]);
       return response.stopReason;
     } catch (error) {
-      if (this.connection) this.changed([addNotice(this.state, "error", describe(error))]);
+      if (error instanceof RequestError && error.code === MUST_TAKE_CONTROL) {
+        this.refused(userItem, shown, error);
+      } else if (this.connection) {
+        this.changed([addNotice(this.state, "error", describe(error))]);
+      }
       return undefined;
     } finally {
       this.state.busy = false;
@@ -391,6 +529,21 @@ export class SessionController {
       const next = this.queued.shift();
       if (next) void this.prompt(next.blocks, next.shown, next.attachments);
     }
+  }
+
+  /**
+   * A prompt the server refused because another client has control: it leaves the chat (it
+   * was not sent to the session), and a notice says how to send it.
+   */
+  private refused(userItem: string, shown: string, error: RequestError): void {
+    this.state.items = this.state.items.filter((i) => i.id !== userItem);
+    const data = error.data as { talaria?: { mustTakeControl?: unknown; elsewhere?: unknown } } | undefined;
+    const text = data?.talaria?.mustTakeControl
+      ? `Not sent: “${shown}”. Another client has control of this session: take control first, then send it again.`
+      : `Not sent: “${shown}”. ${error.message}`;
+    const action = data?.talaria?.mustTakeControl ? { label: "Take control", command: TAKE_CONTROL } : undefined;
+    addNotice(this.state, "warning", text, action);
+    this.changed([ALL_ITEMS]);
   }
 
   /**
@@ -551,6 +704,17 @@ export class SessionController {
     const sessionId = this.sessionId;
     this.sessionId = undefined;
     if (!sessionId || !this.connection) return;
+    if (this.attached) {
+      // Leaves the session; it goes on for the other clients (the last one's detach closes
+      // it). Its open questions are theirs to answer: leaving answers none of them.
+      this.forgetQuestions();
+      try {
+        await this.connection.agent.request("_session/detach", { sessionId });
+      } catch (error) {
+        this.log(`detaching from ${sessionId} failed: ${describe(error)}`);
+      }
+      return;
+    }
     this.cancelPermissions();
     if (this.agentInfo?.agentCapabilities?.sessionCapabilities?.close) {
       try {

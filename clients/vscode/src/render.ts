@@ -4,7 +4,7 @@
 // questions as forms. Pure: no VS Code, no DOM.
 import { Marked } from "marked";
 
-import type { ChatItem, ChatState, ToolCard } from "./chatState.js";
+import { clientName, type ChatItem, type ChatState, type ToolCard } from "./chatState.js";
 import { renderQuestion } from "./form.js";
 import { escapeHtml } from "./html.js";
 
@@ -103,11 +103,14 @@ export function renderCard(card: ToolCard, terminals: Record<string, string> = {
     .join("\n  ")}
 </div>`
     : "";
+  const resolved = card.resolved
+    ? `<div class="permission-resolved">Answered by ${escapeHtml(card.resolved.by)}: ${escapeHtml(card.resolved.answer)}</div>`
+    : "";
   return `<div class="tool-card status-${escapeHtml(card.status)}" data-tool="${escapeHtml(card.toolCallId)}">
 <div class="tool-head"><span class="kind" title="${escapeHtml(card.kind)}">${label}</span>
 <span class="title">${escapeHtml(card.title)}</span>
 <span class="status">${escapeHtml(card.status.replace("_", " "))}</span></div>
-${renderCardContent(card, terminals)}${permission}
+${renderCardContent(card, terminals)}${permission}${resolved}
 </div>`;
 }
 
@@ -171,6 +174,20 @@ export function renderPlan(state: ChatState): string {
   return `<ul class="plan">${state.plan
     .map((e) => `<li class="${escapeHtml(e.status)}">${mark(e.status)} ${escapeHtml(e.content)}</li>`)
     .join("")}</ul>`;
+}
+
+/** Who is attached to an attached session and who has control, as the header shows it. */
+export function renderAttachment(state: ChatState): { clients: string; control: string; turn: string } | undefined {
+  const attachment = state.attachment;
+  if (!attachment) return undefined;
+  if (!attachment.clients.length) return { clients: "Not attached", control: "", turn: "" };
+  const named = attachment.clients.map((c) => clientName(state, c));
+  const controller = attachment.clients.find((c) => c.clientId === attachment.controller);
+  return {
+    clients: `${attachment.clients.length} attached: ${named.join(", ")}`,
+    control: controller ? `Control: ${clientName(state, controller)}` : "No one has control",
+    turn: attachment.othersTurn ? `${clientName(state, { clientId: attachment.othersTurn })} runs a turn…` : "",
+  };
 }
 
 /** Context usage and cost, e.g. "12.3k / 128k tokens (10%) · $0.04". */

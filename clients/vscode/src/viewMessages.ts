@@ -32,6 +32,9 @@ export type FromView =
   | { type: "openDiff"; toolCallId: string; index: number }
   | { type: "setOption"; configId: string; value: string }
   | { type: "newSession" }
+  /** An attached session: take control of it, or leave it (back to a local session). */
+  | { type: "takeControl" }
+  | { type: "leave" }
   | { type: "listSessions" }
   | { type: "loadSession"; sessionId: string }
   | { type: "searchFiles"; query: string }
@@ -54,6 +57,8 @@ export type ToView =
       canList: boolean;
       canSteer: boolean;
       canRewind: boolean;
+      /** A session attached to in a `talaria serve`: who is attached, who has control. */
+      attachment?: { clients: string; control: string; turn: string; controller: boolean };
     }
   | { type: "sessions"; sessions: { id: string; title: string; updatedAt: string }[] }
   | { type: "files"; files: string[] }

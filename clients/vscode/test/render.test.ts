@@ -1,10 +1,11 @@
 // Message rendering: markdown answers with the model's raw HTML escaped, thoughts collapsed,
-// tool cards with their permission buttons and diffs, usage and stop lines.
+// tool cards with their permission buttons and diffs, usage and stop lines; an attached
+// session's roster, another client's turn, and who answered a question.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 
 import { applyUpdate, askPermission, emptyState } from "../src/chatState.js";
-import { diffLines, renderCard, renderItem, renderPlan, renderUsage, stopText } from "../src/render.js";
+import { diffLines, renderAttachment, renderCard, renderItem, renderPlan, renderUsage, stopText } from "../src/render.js";
 
 test("answers are markdown and raw HTML from the model is shown, never run", () => {
   const state = emptyState();
@@ -141,4 +142,66 @@ test("a message the agent named offers Edit and Restore files to here; an unname
   assert.match(named, /class="message-restore" data-item="user-9"[^>]*>Restore files to here</);
   const unnamed = renderItem({ kind: "user", id: "user-10", text: "fix it", attachments: [] });
   assert.doesNotMatch(unnamed, /message-actions/);
+});
+
+test("an attached session shows who is attached, who controls, another's turn, and who answered", () => {
+  const state = emptyState();
+  assert.equal(renderAttachment(state), undefined, "a local session has no roster");
+  // A session of this window alone: who answered is not said (it was this window).
+  applyUpdate(state, { sessionUpdate: "tool_call", toolCallId: "l1", title: "Write", kind: "edit", status: "completed" });
+  applyUpdate(state, {
+    sessionUpdate: "tool_call_update",
+    toolCallId: "l1",
+    _meta: { "talaria/permissionResolved": { by: { clientId: "client-1", name: "talaria-vscode" }, outcome: { outcome: "selected", optionId: "allow_once" } } },
+  });
+  assert.doesNotMatch(renderItem(state.items[0]), /Answered by/);
+  state.items.length = 0;
+  state.attachment = { clientId: "client-2", role: "observer", clients: [] };
+  const roster = (controller: string) => ({
+    sessionUpdate: "session_info_update" as const,
+    _meta: {
+      "talaria/attachment": {
+        clients: [
+          { clientId: "client-1", name: "talaria-web", role: "controller" },
+          { clientId: "client-2", name: "talaria-vscode", role: "observer" },
+        ],
+        controller,
+      },
+    },
+  });
+  applyUpdate(state, roster("client-1"));
+  assert.deepEqual(renderAttachment(state), {
+    clients: "2 attached: talaria-web (client-1), this window",
+    control: "Control: talaria-web (client-1)",
+    turn: "",
+  });
+  assert.equal(state.attachment.role, "observer");
+  applyUpdate(state, { sessionUpdate: "session_info_update", _meta: { "talaria/turn": { state: "running", promptedBy: "client-1" } } });
+  assert.equal(renderAttachment(state)?.turn, "talaria-web (client-1) runs a turn…");
+  applyUpdate(state, {
+    sessionUpdate: "session_info_update",
+    _meta: { "talaria/turn": { state: "idle", stopReason: "cancelled", promptedBy: "client-1" } },
+  });
+  assert.equal(renderAttachment(state)?.turn, "");
+  assert.equal(renderItem(state.items.at(-1)!), '<div class="stop">Stopped.</div>', "the other's turn ended");
+  applyUpdate(state, roster("client-2"));
+  assert.equal(state.attachment.role, "controller");
+  assert.equal(renderAttachment(state)?.control, "Control: this window");
+
+  applyUpdate(state, { sessionUpdate: "tool_call", toolCallId: "w1", title: "Write <a>", kind: "edit", status: "pending" });
+  askPermission(state, { toolCallId: "w1" }, [{ optionId: "allow_once", name: "Allow <once>", kind: "allow_once" }]);
+  applyUpdate(state, {
+    sessionUpdate: "tool_call_update",
+    toolCallId: "w1",
+    _meta: {
+      "talaria/permissionResolved": {
+        by: { clientId: "client-1", name: "talaria-web" },
+        outcome: { outcome: "selected", optionId: "allow_once" },
+        at: "2026-01-01T00:00:00Z",
+      },
+    },
+  });
+  const card = renderItem(state.items.at(-1)!);
+  assert.doesNotMatch(card, /permission-option/, "the buttons went");
+  assert.match(card, /<div class="permission-resolved">Answered by talaria-web \(client-1\): Allow &lt;once&gt;<\/div>/);
 });

@@ -1,5 +1,6 @@
 // The chat view's page script: shows the items the extension renders, the header (pickers,
-// usage, plan, sessions), the agent's questions as forms, and the prompt box (history,
+// usage, plan, sessions), who is attached to a session attached to in a `talaria serve` (with
+// Take control and Leave), the agent's questions as forms, and the prompt box (history,
 // slash-command and @file completion, pasted images, Send/Stop). Everything it does goes to
 // the extension as a message.
 import type { FromView, HeaderOption, ToView } from "../src/viewMessages.js";
@@ -23,6 +24,18 @@ const newButton = el("button", "new-button", "New");
 const usage = el("div", "usage");
 header.append(pickers, sessionsButton, newButton, usage);
 const sessionsList = el("div", "sessions hidden");
+// An attached session: who is attached, who has control, another client's turn.
+const attached = el("div", "attached hidden");
+const attachedClients = el("div", "attached-clients");
+const attachedControl = el("span", "attached-control");
+const attachedTurn = el("span", "attached-turn");
+const takeControlButton = el("button", "take-control", "Take control");
+takeControlButton.title = "Take control of this session: prompt, stop, answer; the client that had it becomes an observer";
+const leaveButton = el("button", "leave-session", "Leave");
+leaveButton.title = "Detach from this session (it goes on for the other clients)";
+const attachedLine = el("div", "attached-line");
+attachedLine.append(attachedControl, attachedTurn, takeControlButton, leaveButton);
+attached.append(attachedClients, attachedLine);
 const plan = el("div", "plan-box");
 const log = el("div", "log");
 const composer = el("div", "composer");
@@ -39,7 +52,7 @@ steerButton.title = "Send into the running turn: the agent reads it at its next 
 const queueButton = el("button", "queue-button hidden", "Queue");
 queueButton.title = "Send after the running turn ends";
 composer.append(chips, completions, input, sendButton, steerButton, queueButton, stopButton);
-document.body.append(header, sessionsList, plan, log, composer);
+document.body.append(header, attached, sessionsList, plan, log, composer);
 
 type Command = { name: string; description: string; hint: string };
 let commands: Command[] = [];
@@ -130,6 +143,13 @@ window.addEventListener("message", (event: MessageEvent<ToView>) => {
       }
       acceptsImages = message.acceptsImages;
       sessionsButton.classList.toggle("hidden", !message.canList);
+      attached.classList.toggle("hidden", !message.attachment);
+      if (message.attachment) {
+        attachedClients.textContent = message.attachment.clients;
+        attachedControl.textContent = message.attachment.control;
+        attachedTurn.textContent = message.attachment.turn;
+        takeControlButton.classList.toggle("hidden", message.attachment.controller);
+      }
       renderPickers(message.options);
       break;
     case "sessions":
@@ -379,6 +399,8 @@ steerButton.addEventListener("click", () => submit("steer"));
 queueButton.addEventListener("click", () => submit("queue"));
 stopButton.addEventListener("click", () => send({ type: "stop" }));
 newButton.addEventListener("click", () => send({ type: "newSession" }));
+takeControlButton.addEventListener("click", () => send({ type: "takeControl" }));
+leaveButton.addEventListener("click", () => send({ type: "leave" }));
 sessionsButton.addEventListener("click", () => {
   if (sessionsList.classList.contains("hidden")) send({ type: "listSessions" });
   else sessionsList.classList.add("hidden");

@@ -4,7 +4,10 @@
 // page: a streamed markdown answer, a tool card with a permission question answered from the
 // card, the file written through fs/write_text_file (on disk and in the editor), the agent's
 // question (`clarify`) answered in a form, a pasted image reaching the model, a command whose
-// output streams into its card from an editor terminal, and Stop ending a slow turn. A
+// output streams into its card from an editor terminal, and Stop ending a slow turn. Then it
+// attaches to a session another client runs in a `talaria serve` (Talaria: Attach to a
+// Session…): the session so far, who is attached and who has control, an observer's prompt
+// refused, Take control, a prompt and its permission question answered, Leave. A
 // screenshot of the chat view is saved after each step.
 import { spawn, execFileSync, type ChildProcess } from "node:child_process";
 import { createServer } from "node:net";
@@ -14,6 +17,9 @@ import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import assert from "node:assert/strict";
 import { chromium, type Frame, type Page } from "playwright-core";
+import { methods } from "@agentclientprotocol/sdk";
+
+import { OtherClient, Serve, until } from "../serveSupport.js";
 
 const here = process.cwd(); // clients/vscode (npm run)
 const repo = resolve(here, "../..");
@@ -96,6 +102,13 @@ async function startMock(): Promise<string> {
       { type: "hang", chunks: ["Drafting with spaces"] },
       { type: "text", chunks: ["Switched to tabs."] },
       { type: "hang", chunks: ["Working on it"] },
+      // The session in `talaria serve` another client opened, then VS Code attached to.
+      { type: "text", chunks: ["From the other client."] },
+      {
+        type: "tool_calls",
+        calls: [{ id: "a1", name: "write_file", arguments: JSON.stringify({ path: "attached.txt", content: "from VS Code\n" }) }],
+      },
+      { type: "text", chunks: ["Written from VS Code."] },
     ]),
   );
   const mock = spawn(mockBin, [script], { stdio: ["pipe", "pipe", "inherit"], detached: true });
@@ -202,6 +215,73 @@ async function screenshot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: file });
 }
 
+/**
+ * Another client opens a session in a `talaria serve` and gets an answer; VS Code attaches to
+ * it from its link, is refused as an observer, takes control from the notice, prompts,
+ * answers the permission question on the card (the other client's is withdrawn), and leaves.
+ */
+async function attachedSession(page: Page, chat: Frame, baseUrl: string): Promise<void> {
+  const serve = await Serve.start(baseUrl.replace(/\/v1$/, ""));
+  const served = temporaryDir("talaria-vscode-served-");
+  const other = await OtherClient.connect(serve, "other-client");
+  try {
+    const { sessionId } = await other.connection.agent.request(methods.agent.session.new, { cwd: served, mcpServers: [] });
+    await other.connection.agent.request(methods.agent.session.prompt, { sessionId, prompt: [{ type: "text", text: "Start here" }] });
+
+    await page.locator(".monaco-workbench").click();
+    await page.keyboard.press("F1");
+    await page.keyboard.type("Talaria: Attach to a Session");
+    await page.keyboard.press("Enter");
+    const box = page.locator(".quick-input-widget input");
+    await page.locator(".quick-input-widget", { hasText: "The session's link" }).waitFor({ timeout: TIMEOUT });
+    await box.fill(serve.link(sessionId));
+    await box.press("Enter");
+    // The session so far, who is attached and who has control.
+    await chat.locator(".message.user", { hasText: "Start here" }).waitFor({ timeout: TIMEOUT });
+    await chat.locator(".message.agent", { hasText: "From the other client." }).waitFor({ timeout: TIMEOUT });
+    await chat.locator(".attached:not(.hidden) .attached-clients", { hasText: "2 attached" }).waitFor({ timeout: TIMEOUT });
+    assert.match(await chat.locator(".attached-clients").innerText(), /this window/);
+    assert.match(await chat.locator(".attached-control").innerText(), /Control: other-client/);
+    assert.ok(await chat.locator("button.take-control").isVisible(), "an observer is offered control");
+    await screenshot(page, "attached-observer");
+
+    // An observer's prompt is refused; the notice's button takes control.
+    const prompt = chat.locator("textarea.prompt");
+    await prompt.fill("Write attached.txt");
+    await prompt.press("Enter");
+    const refused = chat.locator(".notice.warning", { hasText: "take control first" });
+    await refused.waitFor({ timeout: TIMEOUT });
+    assert.equal(await chat.locator(".message.user", { hasText: "Write attached.txt" }).count(), 0, "not sent");
+    await screenshot(page, "attached-refused");
+    await refused.locator("button.notice-action", { hasText: "Take control" }).click();
+    await chat.locator(".attached-control", { hasText: "Control: this window" }).waitFor({ timeout: TIMEOUT });
+    await chat.locator("button.take-control.hidden").waitFor({ state: "attached", timeout: TIMEOUT });
+    await until(() => other.rosters().some((r) => r.controller !== other.clientId), "the other client told");
+
+    // The controller prompts and answers the question on the card.
+    await prompt.fill("Write attached.txt");
+    await prompt.press("Enter");
+    const allow = chat.locator(".tool-card .permission button.allow_once");
+    await allow.waitFor({ timeout: TIMEOUT });
+    await until(() => other.asked.length === 1, "the other client asked too");
+    await allow.click();
+    await chat.locator(".permission-resolved", { hasText: "Answered by this window" }).waitFor({ timeout: TIMEOUT });
+    await chat.locator(".message.agent", { hasText: "Written from VS Code." }).waitFor({ timeout: TIMEOUT });
+    assert.equal(readFileSync(join(served, "attached.txt"), "utf8"), "from VS Code\n");
+    await until(() => other.withdrawn === 1, "the other client's question withdrawn");
+    await until(() => other.answerText().endsWith("Written from VS Code."), "the other client following");
+    await screenshot(page, "attached-controller");
+
+    // Leave: detached, the chat is a local one again.
+    await chat.locator("button.leave-session").click();
+    await chat.locator(".attached.hidden").waitFor({ state: "attached", timeout: TIMEOUT });
+    await until(() => other.rosters().at(-1)?.clients.length === 1, "the other client told VS Code left");
+  } finally {
+    other.close();
+    await serve.stop();
+  }
+}
+
 async function run(): Promise<void> {
   for (const needed of [talariaBin, mockBin, codeServer, browserPath, vsix]) {
     assert.ok(existsSync(needed), `missing ${needed} (build with cargo, run setup-e2e.sh and npm run package)`);
@@ -265,6 +345,7 @@ async function run(): Promise<void> {
     await chat.locator(".tool-card.status-completed").waitFor({ timeout: TIMEOUT });
     await chat.locator(".message.agent", { hasText: "notes.txt is written" }).waitFor({ timeout: TIMEOUT });
     await chat.locator("button.send:not(.hidden)").waitFor({ timeout: TIMEOUT });
+    assert.equal(await chat.locator(".permission-resolved").count(), 0, "a session of this window alone says not who answered");
 
     // 3. The edit went through the editor: on disk, and open in the editor.
     assert.equal(readFileSync(join(workspace, "notes.txt"), "utf8"), "written by Talaria\n");
@@ -368,6 +449,9 @@ async function run(): Promise<void> {
     await chat.locator("button.send:not(.hidden)").waitFor({ timeout: TIMEOUT });
     await screenshot(page, "stopped");
     await page.screenshot({ path: join(shots, "workbench.png") });
+
+    // 9. Attached to a session another client runs in a `talaria serve`.
+    await attachedSession(page, chat, baseUrl);
     console.log(`vscode e2e: passed; screenshots in ${shots}`);
   } catch (error) {
     await page.screenshot({ path: join(shots, "failure.png") }).catch(() => {});
