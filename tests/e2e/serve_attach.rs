@@ -204,6 +204,17 @@ async fn attached_clients_see_the_same_updates_in_the_same_order_and_a_late_one_
         late.messages.iter().all(|m| cursor_of(m).is_some()),
         "every message carries its cursor"
     );
+    // It was told whose turn was running when it attached, as the others were when it began.
+    let told: Vec<Value> = updates(&late.messages, late_start)
+        .into_iter()
+        .filter_map(|u| u["_meta"].get("talaria/turn").cloned())
+        .collect();
+    assert_eq!(
+        told.first().map(|t| t["state"].clone()),
+        Some(json!("running")),
+        "{told:?}"
+    );
+    assert_eq!(told[0]["promptedBy"], "client-1", "{told:?}");
 }
 
 #[tokio::test]

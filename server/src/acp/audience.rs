@@ -115,6 +115,11 @@ impl TurnSoFar {
         running.shown.push(update.clone());
     }
 
+    /// Whether a turn runs.
+    pub fn is_running(&self) -> bool {
+        lock(&self.running).is_some()
+    }
+
     fn snapshot(&self) -> Option<(EntryId, Vec<acp::SessionUpdate>)> {
         lock(&self.running)
             .as_ref()
@@ -213,6 +218,7 @@ pub(super) fn turn_update(asker: MemberId, mut state: Value) -> acp::SessionUpda
 /// Shows a prompt to the clients attached to `session` that did not send it (the one that
 /// did shows its own), with the state of its turn.
 pub(super) fn show_prompt(session: &LiveSession, asker: MemberId, prompt: &[acp::ContentBlock]) {
+    session.audience.prompted(asker);
     if session.audience.members().len() < 2 {
         return;
     }

@@ -245,10 +245,20 @@ impl Forwarder {
                 if let Err(why) = &shown {
                     tracing::warn!(session = %self.session_id, "an attach failed: {}", why.message);
                 }
+                let member = attaching.member.clone();
                 let joined = shown.map(|()| super::audience::join(&self.audience, *attaching));
                 if let Ok(roster) = &joined {
                     self.write(super::audience::roster_update(roster.clone()))
                         .await;
+                    // Another client's turn runs: the one attaching is told whose.
+                    if let Some(asker) = self.audience.prompted_by()
+                        && self.turn.is_running()
+                        && asker != member.id
+                    {
+                        let running = serde_json::json!({"state": "running"});
+                        let update = super::audience::turn_update(asker, running);
+                        self.write_to(&member, update).await;
+                    }
                 }
                 if let Some(told) = batch.outcome {
                     let _ = told.send(joined);

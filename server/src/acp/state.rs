@@ -121,6 +121,8 @@ struct Attached {
     next_question: u64,
     /// Another process asked for the session (`handover.rs`): nothing more is prompted
     /// here; once it is handed over, each client left follows it there (its follower's stop).
+    /// Who sent the last prompt (the running turn's, while one runs).
+    prompted_by: Option<MemberId>,
     moving: bool,
     moved: bool,
     followers: HashMap<MemberId, Followed>,
@@ -218,6 +220,16 @@ impl Audience {
             .iter()
             .map(|(_, ask)| ask.clone())
             .collect()
+    }
+
+    /// Client `id` sent a prompt.
+    pub fn prompted(&self, id: MemberId) {
+        lock(&self.attached).prompted_by = Some(id);
+    }
+
+    /// Who sent the last prompt.
+    pub fn prompted_by(&self) -> Option<MemberId> {
+        lock(&self.attached).prompted_by
     }
 
     /// Another process asked for the session: `false` when it is being handed over already.
