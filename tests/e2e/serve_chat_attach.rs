@@ -3,7 +3,8 @@
 //! refuses nothing itself (the server's refusal of its prompt is shown, with `/control`);
 //! as controller it prompts and answers a permission question, is told when another client
 //! answered first (and who), loses control and takes it back; a socket that drops mid-answer
-//! is taken back and the answer comes out whole, each word once.
+//! is taken back and the answer comes out whole, each word once; one whose connection is gone
+//! says the connection is lost.
 
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -232,14 +233,13 @@ async fn an_attached_chat_observes_the_answer_so_far_then_live_and_is_refused_a_
     // An observer's prompt is refused by the server, which the chat shows with what to type.
     let from = said.len();
     chat.type_line("my turn?").await;
-    let refused_at = chat.told(from, "must take control first").await;
+    chat.told(from, "must take control first").await;
     chat.told(from, "/control").await;
     assert_eq!(
         env.mock.requests().len(),
         1,
         "the refused prompt reached no model"
     );
-    let _ = refused_at;
     let left = chat.detach().await;
     assert!(left.contains("detached"), "{left}");
     // The editor sees it leave.
@@ -350,12 +350,14 @@ async fn an_attached_chat_takes_control_prompts_answers_and_hears_who_answered_f
     );
 }
 
-/// A TCP relay to the server whose sockets can be cut, as a network drops them (the `Host`
-/// of each upgrade is rewritten to the server's, which checks it).
+/// A TCP relay to a server whose sockets can be cut, as a network drops them, and which can
+/// be pointed at another server (the `Host` of each upgrade is rewritten to the server's,
+/// which checks it).
 struct Relay {
     addr: String,
     cut: tokio::sync::watch::Sender<u32>,
     accepted: Arc<std::sync::atomic::AtomicUsize>,
+    upstream: Arc<Mutex<String>>,
 }
 
 impl Relay {
@@ -366,11 +368,13 @@ impl Relay {
         let addr = listener.local_addr().expect("addr").to_string();
         let (cut, cuts) = tokio::sync::watch::channel(0);
         let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let (server, own, count) = (server.to_string(), addr.clone(), accepted.clone());
+        let upstream = Arc::new(Mutex::new(server.to_string()));
+        let (to, own, count) = (upstream.clone(), addr.clone(), accepted.clone());
         tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                let (server, own, mut cuts) = (server.clone(), own.clone(), cuts.clone());
+                let server = to.lock().map(|s| s.clone()).unwrap_or_default();
+                let (own, mut cuts) = (own.clone(), cuts.clone());
                 cuts.mark_unchanged();
                 tokio::spawn(async move {
                     tokio::select! {
@@ -384,6 +388,14 @@ impl Relay {
             addr,
             cut,
             accepted,
+            upstream,
+        }
+    }
+
+    /// Sockets opened from now on go to `server`.
+    fn point_to(&self, server: &str) {
+        if let Ok(mut upstream) = self.upstream.lock() {
+            *upstream = server.to_string();
         }
     }
 
@@ -421,10 +433,8 @@ async fn an_attached_chat_whose_socket_drops_mid_answer_comes_back_with_every_wo
     let served = start(&env, &[]).await;
     let relay = Relay::start(&served.addr).await;
     let (mut editor, session) = editor(&served, &env).await;
-    let link = format!(
-        "http://{}/#token={}&session={session}",
-        relay.addr, served.token
-    );
+    // No token in the link: the chat reads the server's token file.
+    let link = format!("http://{}/#session={session}", relay.addr);
     let chat = AttachedChat::start(&env, &link, &[]);
     chat.told(0, "observing").await;
     editor
@@ -448,4 +458,30 @@ async fn an_attached_chat_whose_socket_drops_mid_answer_comes_back_with_every_wo
         "it came back on a new socket"
     );
     chat.detach().await;
+}
+
+#[tokio::test]
+async fn an_attached_chat_whose_connection_is_gone_says_it_is_lost() {
+    let env = TestEnv::new(vec![]).await;
+    let served = start(&env, &[]).await;
+    // A second server on the same home: it does not know the chat's connection.
+    let other = start(&env, &[]).await;
+    let relay = Relay::start(&served.addr).await;
+    let (_editor, session) = editor(&served, &env).await;
+    let link = format!("http://{}/#session={session}", relay.addr);
+    let mut chat = AttachedChat::start(&env, &link, &[]);
+    chat.told(0, "observing").await;
+    relay.point_to(&other.addr);
+    relay.cut_all();
+    chat.told(0, "the connection is lost").await;
+    let status = tokio::time::timeout(WAIT, chat.child.wait())
+        .await
+        .expect("exits in time")
+        .expect("status");
+    assert!(!status.success(), "{status}");
+    let said = chat.stderr();
+    assert!(
+        said.contains("no longer has this connection") && said.contains("attach again"),
+        "{said}"
+    );
 }

@@ -42,7 +42,11 @@ pub async fn open(
     control: bool,
     initialize: Value,
 ) -> anyhow::Result<(AgentProcess, Value, Value)> {
-    let mut agent = AgentProcess::connect_websocket(&target.socket, &target.token).await?;
+    let token = match &target.token {
+        Some(token) => token.clone(),
+        None => crate::link::token_file().await?,
+    };
+    let mut agent = AgentProcess::connect_websocket(&target.socket, &token).await?;
     let initialized = answer_of(
         agent.request("initialize", initialize).await?,
         "the server did not start the connection",

@@ -12,7 +12,8 @@ use anyhow::{Context, bail};
 pub struct Target {
     /// `ws://HOST:PORT/acp` or `wss://…`.
     pub socket: String,
-    pub token: String,
+    /// The link's or `--token`'s; `None`: the token file's ([`token_file`]).
+    pub token: Option<String>,
     pub session: String,
 }
 
@@ -23,13 +24,8 @@ pub struct Given<'a> {
     pub session: Option<&'a str>,
 }
 
-/// The target named by `link` (and `given`); `home_token` reads the token file when neither
-/// names a token.
-pub fn target(
-    link: &str,
-    given: Given<'_>,
-    home_token: impl FnOnce() -> anyhow::Result<String>,
-) -> anyhow::Result<Target> {
+/// The target named by `link` (and `given`).
+pub fn target(link: &str, given: Given<'_>) -> anyhow::Result<Target> {
     let mut url = url::Url::parse(link).with_context(|| format!("{link} is not an address"))?;
     let scheme = match url.scheme() {
         "http" | "ws" => "ws",
@@ -51,10 +47,7 @@ pub fn target(
         .context(
             "no session to attach to: give the web client's link (…#session=ID) or --session ID",
         )?;
-    let token = match named("token").or_else(|| given.token.map(str::to_string)) {
-        Some(token) => token,
-        None => home_token()?,
-    };
+    let token = named("token").or_else(|| given.token.map(str::to_string));
     url.set_fragment(None);
     url.set_query(None);
     if url.set_scheme(scheme).is_err() {
@@ -77,7 +70,7 @@ pub fn target(
 
 /// The token of a `talaria serve` on this machine: `$TALARIA_HOME/serve.token` (by default
 /// `~/.talaria/serve.token`).
-pub fn token_file() -> anyhow::Result<String> {
+pub async fn token_file() -> anyhow::Result<String> {
     let home = match std::env::var_os("TALARIA_HOME") {
         Some(home) => PathBuf::from(home),
         None => {
@@ -85,7 +78,7 @@ pub fn token_file() -> anyhow::Result<String> {
         }
     };
     let path = home.join("serve.token");
-    let token = std::fs::read_to_string(&path).with_context(|| {
+    let token = tokio::fs::read_to_string(&path).await.with_context(|| {
         format!(
             "no token: the link has none (…#token=TOKEN), --token gives none, and {} cannot be \
              read",
@@ -99,34 +92,23 @@ pub fn token_file() -> anyhow::Result<String> {
 mod tests {
     use super::*;
 
-    fn no_file() -> anyhow::Result<String> {
-        bail!("no file")
-    }
-
     #[test]
     fn the_web_clients_link_names_the_socket_the_token_and_the_session() {
-        let got = target(
-            "http://127.0.0.1:8765/#token=abc&session=s-1",
-            Given::default(),
-            no_file,
-        )
-        .expect("a target");
+        let link = "http://127.0.0.1:8765/#token=abc&session=s-1";
+        let got = target(link, Given::default()).expect("a target");
         assert_eq!(
             got,
             Target {
                 socket: "ws://127.0.0.1:8765/acp".into(),
-                token: "abc".into(),
+                token: Some("abc".into()),
                 session: "s-1".into(),
             }
         );
-        let got = target(
-            "https://host/talaria/#session=s-2",
-            Given::default(),
-            || Ok("from the file".into()),
-        )
-        .expect("a target");
+        let got = target("https://host/talaria/#session=s-2", Given::default()).expect("a target");
         assert_eq!(got.socket, "wss://host/talaria/acp");
-        assert_eq!(got.token, "from the file");
+        assert_eq!(got.token, None, "the token file's");
+        let got = target("http://host:1/index.html#session=s", Given::default()).expect("a target");
+        assert_eq!(got.socket, "ws://host:1/acp");
     }
 
     #[test]
@@ -135,18 +117,29 @@ mod tests {
             token: Some("t"),
             session: Some("s"),
         };
-        let got = target("ws://127.0.0.1:9/acp", given, no_file).expect("a target");
+        let got = target("ws://127.0.0.1:9/acp", given).expect("a target");
         assert_eq!(got.socket, "ws://127.0.0.1:9/acp");
-        assert_eq!((got.token.as_str(), got.session.as_str()), ("t", "s"));
+        assert_eq!(
+            (got.token.as_deref(), got.session.as_str()),
+            (Some("t"), "s")
+        );
+        // The link's token and session come before the command line's.
+        let given = Given {
+            token: Some("t"),
+            session: Some("s"),
+        };
+        let got = target("http://h:1/#token=mine&session=ours", given).expect("a target");
+        assert_eq!(
+            (got.token.as_deref(), got.session.as_str()),
+            (Some("mine"), "ours")
+        );
     }
 
     #[test]
     fn what_cannot_be_attached_to_says_why() {
-        let no_session = target("http://h:1/#token=t", Given::default(), no_file);
+        let no_session = target("http://h:1/#token=t", Given::default());
         assert!(format!("{:#}", no_session.expect_err("no session")).contains("--session"));
-        let no_token = target("http://h:1/#session=s", Given::default(), no_file);
-        assert!(no_token.is_err());
-        let ftp = target("ftp://h/#token=t&session=s", Given::default(), no_file);
+        let ftp = target("ftp://h/#token=t&session=s", Given::default());
         assert!(format!("{:#}", ftp.expect_err("ftp")).contains("not ftp"));
     }
 }

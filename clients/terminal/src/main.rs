@@ -795,7 +795,7 @@ async fn attach_session(cli: &Cli, link_text: &str) -> anyhow::Result<Started> {
         token: cli.token.as_deref(),
         session: cli.session.as_deref(),
     };
-    let target = link::target(link_text, given, link::token_file)?;
+    let target = link::target(link_text, given)?;
     let (agent, initialized, session) =
         attached::open(&target, cli.control, initialize_params()).await?;
     let attachment = attached::Attachment::new(&target.socket, &session)?;
