@@ -108,6 +108,49 @@ impl Attachment {
         })
     }
 
+    /// A new roster: who is attached (when that changed), and whether this client gained
+    /// or lost control.
+    pub fn roster_changed(&mut self, roster: &Value) -> Vec<String> {
+        let was = self.controller;
+        self.controller = roster["controller"] == self.client_id.as_str();
+        let mut lines: Vec<String> = self.roster(roster).into_iter().collect();
+        match (was, self.controller) {
+            (true, false) => {
+                lines.push("(you no longer have control: /control takes it back)".into())
+            }
+            (false, true) => lines.push("(you have control)".into()),
+            _ => {}
+        }
+        lines
+    }
+
+    /// A turn started or ended (`talaria/turn`): the line for one another client's turn that
+    /// ended.
+    pub fn turn(&mut self, turn: &Value) -> Option<String> {
+        self.turn_running = turn["state"] == "running";
+        let by = self.name(turn["promptedBy"].as_str().unwrap_or_default());
+        let reason = turn["stopReason"].as_str().unwrap_or("ended");
+        (!self.turn_running && by != "you")
+            .then(|| format!("(the turn {by} prompted ended: {reason})"))
+    }
+
+    /// Who answered the question about `title`, and how (`talaria/permissionResolved`).
+    pub fn resolved(&self, resolved: &Value, title: &str) -> String {
+        let id = resolved["by"]["clientId"].as_str().unwrap_or_default();
+        let by = match self.name(id) {
+            you if you == "you" => you,
+            other => resolved["by"]["name"]
+                .as_str()
+                .unwrap_or(&other)
+                .to_string(),
+        };
+        let outcome = resolved["outcome"]["optionId"]
+            .as_str()
+            .or(resolved["outcome"]["outcome"].as_str())
+            .unwrap_or("answered");
+        format!("(the question about {title} was answered by {by}: {outcome})")
+    }
+
     /// A client's name (`you` for this one).
     pub fn name(&self, id: &str) -> String {
         if id == self.client_id {
@@ -128,51 +171,26 @@ impl Chat {
             return;
         };
         let meta = &update["_meta"];
+        let mut lines = Vec::new();
         if update["sessionUpdate"] == "user_message_chunk" && meta["talaria"]["steered"].is_null() {
             let text = update["content"]["text"].as_str().unwrap_or_default();
-            self.renderer.status(&format!("> {text}"));
+            lines.push(format!("> {text}"));
         }
         if let Some(roster) = meta.get("talaria/attachment") {
-            let was = attachment.controller;
-            attachment.controller = roster["controller"] == attachment.client_id.as_str();
-            let line = attachment.roster(roster);
-            let now = match (was, attachment.controller) {
-                (true, false) => Some("(you no longer have control: /control takes it back)"),
-                (false, true) => Some("(you have control)"),
-                _ => None,
-            };
-            for line in line.iter().map(String::as_str).chain(now) {
-                self.renderer.status(line);
-            }
+            lines.extend(attachment.roster_changed(roster));
         }
-        if let Some(turn) = meta.get("talaria/turn") {
-            attachment.turn_running = turn["state"] == "running";
-            let by = attachment.name(turn["promptedBy"].as_str().unwrap_or_default());
-            if !attachment.turn_running && by != "you" {
-                self.renderer.line_break();
-                let reason = turn["stopReason"].as_str().unwrap_or("ended");
-                self.renderer
-                    .status(&format!("(the turn {by} prompted ended: {reason})"));
-            }
+        if let Some(ended) = meta.get("talaria/turn").and_then(|t| attachment.turn(t)) {
+            self.renderer.line_break();
+            lines.push(ended);
         }
         if let Some(resolved) = meta.get("talaria/permissionResolved") {
-            let id = update["toolCallId"].as_str().unwrap_or_default();
-            let by = resolved["by"]["clientId"].as_str().unwrap_or_default();
-            let by = match attachment.name(by) {
-                you if you == "you" => you,
-                other => resolved["by"]["name"]
-                    .as_str()
-                    .unwrap_or(&other)
-                    .to_string(),
-            };
-            let outcome = resolved["outcome"]["optionId"]
-                .as_str()
-                .or(resolved["outcome"]["outcome"].as_str())
-                .unwrap_or("answered");
-            let title = self.renderer.title_of(id);
-            self.renderer.status(&format!(
-                "(the question about {title} was answered by {by}: {outcome})"
-            ));
+            let title = self
+                .renderer
+                .title_of(update["toolCallId"].as_str().unwrap_or_default());
+            lines.push(attachment.resolved(resolved, &title));
+        }
+        for line in lines {
+            self.renderer.status(&line);
         }
     }
 
@@ -286,4 +304,77 @@ pub fn banner(renderer: &mut crate::render::Renderer, attachment: &Attachment, a
         attached["sessionId"].as_str().unwrap_or("the session"),
         attachment.socket
     ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attached_as(role: &str) -> Attachment {
+        let answer = json!({"clientId": "client-2", "role": role});
+        Attachment::new("ws://h:1/acp", &answer).expect("an attachment")
+    }
+
+    fn roster(controller: &str) -> Value {
+        json!({"clients": [
+            {"clientId": "client-1", "name": "editor", "role": "observer"},
+            {"clientId": "client-2", "name": "talaria-chat", "role": "controller"},
+        ], "controller": controller})
+    }
+
+    #[test]
+    fn who_is_attached_is_told_when_it_changes_and_so_is_control() {
+        let mut attachment = attached_as("observer");
+        assert_eq!(
+            attachment.roster_changed(&roster("client-1")),
+            ["attached: editor [control], talaria-chat (you)"]
+        );
+        assert!(
+            attachment.roster_changed(&roster("client-1")).is_empty(),
+            "told once"
+        );
+        assert_eq!(
+            attachment.roster_changed(&roster("client-2")),
+            [
+                "attached: editor, talaria-chat (you) [control]",
+                "(you have control)"
+            ]
+        );
+        let lost = attachment.roster_changed(&roster("client-1"));
+        assert_eq!(
+            lost[1],
+            "(you no longer have control: /control takes it back)"
+        );
+    }
+
+    #[test]
+    fn another_clients_turn_and_answer_are_told_by_name() {
+        let mut attachment = attached_as("controller");
+        attachment.roster_changed(&roster("client-2"));
+        let running = json!({"state": "running", "promptedBy": "client-1"});
+        assert_eq!(attachment.turn(&running), None);
+        assert!(attachment.turn_running);
+        let ended = json!({"state": "idle", "stopReason": "end_turn", "promptedBy": "client-1"});
+        assert_eq!(
+            attachment.turn(&ended).as_deref(),
+            Some("(the turn editor prompted ended: end_turn)")
+        );
+        let mine = json!({"state": "idle", "stopReason": "end_turn", "promptedBy": "client-2"});
+        assert_eq!(
+            attachment.turn(&mine),
+            None,
+            "this client's own turn ends as always"
+        );
+        let by_editor = json!({"by": {"clientId": "client-1", "name": "editor"}, "outcome": {"outcome": "selected", "optionId": "allow_once"}});
+        assert_eq!(
+            attachment.resolved(&by_editor, "Write a.txt"),
+            "(the question about Write a.txt was answered by editor: allow_once)"
+        );
+        let by_me = json!({"by": {"clientId": "client-2", "name": "talaria-chat"}, "outcome": {"outcome": "cancelled"}});
+        assert!(
+            attachment
+                .resolved(&by_me, "x")
+                .ends_with("answered by you: cancelled)")
+        );
+    }
 }
