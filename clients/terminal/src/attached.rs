@@ -179,9 +179,12 @@ impl Chat {
         if let Some(roster) = meta.get("talaria/attachment") {
             lines.extend(attachment.roster_changed(roster));
         }
-        if let Some(ended) = meta.get("talaria/turn").and_then(|t| attachment.turn(t)) {
+        let turn = meta.get("talaria/turn");
+        let ended = turn.and_then(|t| attachment.turn(t));
+        let others_started = turn.is_some() && attachment.turn_running;
+        if let Some(ended) = &ended {
             self.renderer.line_break();
-            lines.push(ended);
+            lines.push(ended.clone());
         }
         if let Some(resolved) = meta.get("talaria/permissionResolved") {
             let title = self
@@ -192,6 +195,27 @@ impl Chat {
         for line in lines {
             self.renderer.status(&line);
         }
+        // While another client's turn runs the prompt steps aside (typed lines still count).
+        if self.running.is_none() && self.pending.is_none() && !self.one_shot {
+            if others_started {
+                self.input.set(Mode::Busy);
+            } else if ended.is_some() {
+                self.idle_prompt();
+            }
+        }
+    }
+
+    /// The session so far (what attaching replayed, waiting in order), then the prompt,
+    /// unless a question or another client's turn waits.
+    pub(crate) async fn show_history(&mut self) -> anyhow::Result<()> {
+        for message in self.agent.drain_backlog() {
+            self.on_message(message).await?;
+        }
+        let others_running = self.attach.as_ref().is_some_and(|a| a.turn_running);
+        if self.pending.is_none() && !others_running && !self.one_shot {
+            self.idle_prompt();
+        }
+        Ok(())
     }
 
     /// Local and attach-only messages: the link's state, a withdrawn question, the answer to

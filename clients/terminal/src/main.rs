@@ -76,7 +76,7 @@ struct Cli {
     mode: Option<String>,
     /// Attach to a session running in a `talaria serve`: the web client's link
     /// (`http://HOST:PORT/#token=TOKEN&session=ID`), or `ws://HOST:PORT/acp` with `--session`.
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", conflicts_with_all = ["agent", "agent_args"])]
     attach: Option<String>,
     /// With `--attach`: the server's token (default: the link's, else
     /// `$TALARIA_HOME/serve.token`).
@@ -718,7 +718,8 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
     }
     let built_in = built_in_completions(&session);
     let commands: input::Commands = Arc::new(Mutex::new(built_in.clone()));
-    let initial = if one_shot {
+    // Attached, the prompt waits for the session so far (see `show_history`).
+    let initial = if one_shot || attach.is_some() {
         Mode::Busy
     } else {
         Mode::Prompt(PROMPT.into())
@@ -750,6 +751,9 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         quit: false,
         attach,
     };
+    if chat.attach.is_some() {
+        chat.show_history().await?;
+    }
     if let Some(text) = &cli.prompt {
         chat.send_prompt(text).await?;
     }
