@@ -1,10 +1,10 @@
 //! `talaria-chat --attach` on a session of a `talaria serve` that a WebSocket client opened:
-//! as an observer it shows the session so far, then the rest live, who is attached, and
-//! refuses nothing itself (the server's refusal of its prompt is shown, with `/control`);
-//! as controller it prompts and answers a permission question, is told when another client
-//! answered first (and who), loses control and takes it back; a socket that drops mid-answer
-//! is taken back and the answer comes out whole, each word once; one whose connection is gone
-//! says the connection is lost.
+//! as an observer it shows the session so far, then the rest live, who is attached, and the
+//! server's refusal of its prompt (with `/control` to type); as controller it prompts and
+//! answers a permission question, is told when another client answered first (and who),
+//! loses control and takes it back, cancels its turn; a socket that drops mid-answer is taken
+//! back and the answer comes out whole, each word once; one whose connection is gone says the
+//! connection is lost.
 
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -263,6 +263,7 @@ async fn an_attached_chat_takes_control_prompts_answers_and_hears_who_answered_f
             json!({"path": "two.txt", "content": "two\n"}),
         ),
         MockReply::text(&["wrote two"]),
+        slow_answer(&words(300), 20),
     ])
     .await;
     let served = start(&env, &[]).await;
@@ -342,10 +343,20 @@ async fn an_attached_chat_takes_control_prompts_answers_and_hears_who_answered_f
     chat.type_line("/control").await;
     chat.told(from, "(you have control)").await;
     editor.until(|m| roster(m)["controller"] == chat_id).await;
+    // It cancels its turn.
+    let from = chat.stderr().len();
+    chat.type_line("a long one").await;
+    chat.printed("w5 ").await;
+    chat.type_line("/cancel").await;
+    chat.told(from, "(cancelled)").await;
+    editor
+        .until(|m| m["params"]["update"]["_meta"]["talaria/turn"]["stopReason"] == "cancelled")
+        .await;
+    assert!(!chat.stdout().contains("w299"), "cut short");
     chat.detach().await;
     assert_eq!(
         env.mock.requests().len(),
-        4,
+        5,
         "the refused prompt reached no model"
     );
 }
