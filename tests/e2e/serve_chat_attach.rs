@@ -4,7 +4,7 @@
 //! answers a permission question, is told when another client answered first (and who),
 //! loses control and takes it back, cancels its turn; a socket that drops mid-answer is taken
 //! back and the answer comes out whole, each word once; one whose connection is gone says the
-//! connection is lost.
+//! connection is lost; over TLS it trusts the certificates `SSL_CERT_FILE` names.
 
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -45,6 +45,11 @@ fn collect(mut from: impl AsyncRead + Unpin + Send + 'static) -> Arc<Mutex<Strin
 impl AttachedChat {
     /// `talaria-chat --attach LINK ARGS…` with `env`'s home.
     fn start(env: &TestEnv, link: &str, args: &[&str]) -> Self {
+        Self::start_with(env, link, args, &[])
+    }
+
+    /// The same, with `extra` in its environment.
+    fn start_with(env: &TestEnv, link: &str, args: &[&str], extra: &[(&str, &str)]) -> Self {
         let mut child = tokio::process::Command::new(workspace_bin("talaria-chat", "talaria-chat"))
             .arg("--attach")
             .arg(link)
@@ -53,6 +58,7 @@ impl AttachedChat {
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .envs(env.env())
+            .envs(extra.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -494,5 +500,69 @@ async fn an_attached_chat_whose_connection_is_gone_says_it_is_lost() {
     assert!(
         said.contains("no longer has this connection") && said.contains("attach again"),
         "{said}"
+    );
+}
+
+#[tokio::test]
+async fn an_attached_chat_reaches_a_server_over_tls_it_trusts() {
+    let env = TestEnv::new(vec![MockReply::text(&["over TLS"])]).await;
+    let certs = tempfile::tempdir().expect("dir");
+    let (cert, key) = crate::serve::self_signed(certs.path());
+    let served = start(&env, &["--tls-cert", &cert, "--tls-key", &key]).await;
+    // The editor over HTTPS, trusting the server's certificate.
+    let pem = std::fs::read(&cert).expect("cert");
+    let http = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&pem).expect("pem"))
+        .pool_max_idle_per_host(0)
+        .build()
+        .expect("client");
+    let mut editor = HttpClient {
+        http,
+        url: format!("https://{}/acp", served.addr),
+        token: served.token.clone(),
+        connection: None,
+    };
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1, "clientCapabilities": {}, "clientInfo": {"name": "editor", "version": "1"}}});
+    let response = editor.send(&init, None).await;
+    assert_eq!(response.status(), 200);
+    editor.connection = response
+        .headers()
+        .get("acp-connection-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let mut stream = editor.open(None, None).await.expect("the stream");
+    let new = json!({"cwd": env.workspace.path(), "mcpServers": []});
+    editor
+        .post(json!({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": new}))
+        .await;
+    let opened = stream.until(|e| e.message["id"] == 1).await;
+    let session = opened.last().expect("the answer").message["result"]["sessionId"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    editor
+        .post(json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": prompt(&session, "hello")}))
+        .await;
+    stream.until(|e| e.message["id"] == 2).await;
+    // The chat over wss://, trusting the certificate by SSL_CERT_FILE: the session so far.
+    let link = format!(
+        "https://{}/#token={}&session={session}",
+        served.addr, served.token
+    );
+    let chat = AttachedChat::start_with(&env, &link, &[], &[("SSL_CERT_FILE", &cert)]);
+    chat.printed("over TLS").await;
+    chat.told(0, "over wss://").await;
+    chat.detach().await;
+    // Without trusting it, the chat says it cannot connect.
+    let mut untrusting = AttachedChat::start(&env, &link, &[]);
+    let status = tokio::time::timeout(WAIT, untrusting.child.wait())
+        .await
+        .expect("exits in time")
+        .expect("status");
+    assert_eq!(status.code(), Some(2), "{}", untrusting.stderr());
+    assert!(
+        untrusting.stderr().contains("cannot connect to wss://"),
+        "{}",
+        untrusting.stderr()
     );
 }

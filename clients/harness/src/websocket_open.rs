@@ -1,5 +1,5 @@
 //! Opening one socket to a `talaria serve`: TCP (TLS for `wss://`, against the web's root
-//! certificates), the upgrade with `Authorization: Bearer TOKEN` (naming the connection to
+//! certificates and those of the PEM file `SSL_CERT_FILE` names), the upgrade with `Authorization: Bearer TOKEN` (naming the connection to
 //! take back, and the cursor to resume after), and the connection's first frame.
 
 use std::sync::Arc;
@@ -119,7 +119,7 @@ async fn byte_stream(url: &url::Url) -> Result<Box<dyn Io>, Refusal> {
     if url.scheme() != "wss" {
         return Ok(Box::new(tcp));
     }
-    let roots = rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    let roots = roots().await?;
     let config = rustls::ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
@@ -134,4 +134,27 @@ async fn byte_stream(url: &url::Url) -> Result<Box<dyn Io>, Refusal> {
         .await
         .map_err(|e| Refusal::Network(format!("TLS with {host}: {e}")))?;
     Ok(Box::new(tls))
+}
+
+/// The certificates a server's may chain to: the web's roots, and those in the PEM file
+/// `SSL_CERT_FILE` names (a server's own, self-signed one).
+async fn roots() -> Result<rustls::RootCertStore, Refusal> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut roots =
+        rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    let Some(path) = std::env::var_os("SSL_CERT_FILE") else {
+        return Ok(roots);
+    };
+    let shown = std::path::Path::new(&path).display().to_string();
+    let pem = tokio::fs::read(&path)
+        .await
+        .map_err(|e| Refusal::Network(format!("SSL_CERT_FILE {shown}: {e}")))?;
+    for cert in CertificateDer::pem_slice_iter(&pem) {
+        let cert = cert.map_err(|e| Refusal::Network(format!("SSL_CERT_FILE {shown}: {e}")))?;
+        roots
+            .add(cert)
+            .map_err(|e| Refusal::Network(format!("SSL_CERT_FILE {shown}: {e}")))?;
+    }
+    Ok(roots)
 }
