@@ -69,5 +69,6 @@ fresh env CARGO_HOME="${CARGO_HOME:-$HOME/.cargo}" RUSTUP_HOME="${RUSTUP_HOME:-$
 (cd clients/vscode && fresh npm ci --no-audit --no-fund && fresh npm run typecheck \
   && fresh npm test && fresh npm run test:e2e)
 # The reference web client of `talaria serve`, in the Chromium the browser test above
-# installed (it uses the SDK suite's mock LLM and helpers).
+# installed (it uses the SDK suite's mock LLM and helpers; its three-client test also runs
+# talaria-chat, built above with the workspace's binaries, and the SDK suite's `ws`).
 (cd clients/web && fresh npm ci --no-audit --no-fund && fresh npm test)

@@ -94,7 +94,7 @@ export class AcpConnection {
       return;
     }
     try {
-      this.send({ jsonrpc: "2.0", id: message.id, result: await handler(message.params) });
+      this.send({ jsonrpc: "2.0", id: message.id, result: await handler(message.params, message.id) });
     } catch (error) {
       this.send({ jsonrpc: "2.0", id: message.id, error: { code: -32603, message: String(error.message ?? error) } });
     }

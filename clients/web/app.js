@@ -377,8 +377,12 @@ function apply(view, update) {
     case "agent_thought_chunk":
       return view.append("thought", text, update.messageId);
     case "tool_call":
-    case "tool_call_update":
       return view.card(update);
+    case "tool_call_update": {
+      const card = view.card(update);
+      const resolved = update._meta?.["talaria/permissionResolved"];
+      return resolved ? showResolved(card, resolved) : card;
+    }
     case "notice":
       return view.notice(update.description ? `${update.title}: ${update.description}` : update.title ?? "");
     case "plan":
@@ -463,7 +467,11 @@ function commonLines(a, b) {
  * question (a plan's "Implement this plan?") is asked as it is; otherwise the card names the
  * call and the question is whether to allow it. Each of the agent's options is a button.
  */
-function askPermission({ sessionId, toolCall, options }) {
+// Questions open on this page, by the request's id: another client may answer first, and
+// the server then withdraws them here (`$/cancel_request`).
+const openQuestions = new Map();
+
+function askPermission({ sessionId, toolCall, options }, requestId) {
   const view = page.views.get(sessionId);
   if (!view) return { outcome: { outcome: "cancelled" } };
   const card = view.card({ ...toolCall, toolCallId: toolCall.toolCallId });
@@ -476,6 +484,7 @@ function askPermission({ sessionId, toolCall, options }) {
       button.dataset.option = option.kind;
       button.dataset.optionId = option.optionId;
       button.onclick = () => {
+        openQuestions.delete(requestId);
         question.replaceWith(el("div", "answered", [`${asked} ${option.name}`]));
         resolve({ outcome: { outcome: "selected", optionId: option.optionId } });
       };
@@ -485,8 +494,25 @@ function askPermission({ sessionId, toolCall, options }) {
     question.setAttribute("role", "group");
     question.setAttribute("aria-label", asked);
     card.node.append(question);
+    openQuestions.set(requestId, question);
     view.scrollDown();
   });
+}
+
+/** A question another client answered first: it goes (its request stays unanswered). */
+function withdrawQuestion({ requestId }) {
+  openQuestions.get(requestId)?.remove();
+  openQuestions.delete(requestId);
+}
+
+/** Who answered a call's question (`_meta["talaria/permissionResolved"]`), on its card. */
+function showResolved(card, { by, outcome }) {
+  card.node.querySelector(".question")?.remove();
+  const said = outcome?.optionId ?? outcome?.outcome ?? "answered";
+  const line = el("div", "resolved", [`Answered by ${by?.name ?? by?.clientId ?? "another client"}: ${said}`]);
+  card.node.querySelector(".resolved")?.remove();
+  card.node.dataset.answeredBy = by?.name ?? "";
+  card.node.append(line);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -577,6 +603,7 @@ async function connect() {
   connection.onStatus = (text) => setLink(text === "connected" && page.connection ? page.agentLink : text);
   connection.onNotification("session/update", onUpdate);
   connection.onRequest("session/request_permission", askPermission);
+  connection.onNotification("$/cancel_request", withdrawQuestion);
   try {
     setLink("connecting…");
     await connection.open();

@@ -429,7 +429,7 @@ async fn oversized_messages_and_a_flood_of_connections_are_refused_and_nothing_e
 
 /// A self-signed certificate for 127.0.0.1 and `agent.test` (made with openssl): the
 /// certificate's and the key's paths.
-fn self_signed(dir: &std::path::Path) -> (String, String) {
+pub(crate) fn self_signed(dir: &std::path::Path) -> (String, String) {
     let cert = dir.join("cert.pem").display().to_string();
     let key = dir.join("key.pem").display().to_string();
     let made = std::process::Command::new("openssl")

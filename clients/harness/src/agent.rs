@@ -1,4 +1,5 @@
-//! Spawn an ACP agent and drive it over stdio, recording every message it sends.
+//! Spawn an ACP agent and drive it over stdio, or reach one in a `talaria serve` over
+//! WebSocket ([`crate::websocket`]), recording every message it sends.
 //!
 //! Every line (or frame) the agent writes to stdout is kept in order. A line that is not JSON
 //! is recorded in [`AgentProcess::non_json_output`], so tests can assert that stdout carries
@@ -25,10 +26,10 @@ pub enum WireFraming {
     ContentLength,
 }
 
-/// A running agent process.
+/// A running agent: a child process over stdio, or a `talaria serve` over a WebSocket.
 pub struct AgentProcess {
-    child: Child,
-    stdin: Option<ChildStdin>,
+    peer: Peer,
+    writer: Option<Writer>,
     framing: WireFraming,
     incoming: mpsc::UnboundedReceiver<Value>,
     /// Messages received but not yet consumed by a `wait_*` call.
@@ -38,6 +39,20 @@ pub struct AgentProcess {
     non_json: Arc<Mutex<Vec<String>>>,
     stderr: Arc<Mutex<String>>,
     next_id: i64,
+}
+
+/// What the agent runs as.
+enum Peer {
+    Process(Child),
+    /// The task that holds the socket (and takes it back after a drop).
+    Socket(tokio::task::JoinHandle<()>),
+}
+
+/// Where messages to the agent go.
+enum Writer {
+    Pipe(ChildStdin),
+    /// Whole messages, one per frame.
+    Socket(mpsc::UnboundedSender<String>),
 }
 
 /// The default time to wait for any one message.
@@ -118,8 +133,8 @@ impl AgentProcess {
             }
         });
         Ok(Self {
-            child,
-            stdin: Some(stdin),
+            peer: Peer::Process(child),
+            writer: Some(Writer::Pipe(stdin)),
             framing,
             incoming,
             backlog: VecDeque::new(),
@@ -130,12 +145,36 @@ impl AgentProcess {
         })
     }
 
-    /// The process id.
-    pub fn pid(&self) -> Option<u32> {
-        self.child.id()
+    /// An agent reached over a WebSocket: `incoming` what its task receives, `outgoing` where
+    /// messages to it go, `log` what the task tells (see [`crate::websocket::connect`]).
+    pub(crate) fn over_socket(
+        task: tokio::task::JoinHandle<()>,
+        incoming: mpsc::UnboundedReceiver<Value>,
+        outgoing: mpsc::UnboundedSender<String>,
+        log: Arc<Mutex<String>>,
+    ) -> Self {
+        Self {
+            peer: Peer::Socket(task),
+            writer: Some(Writer::Socket(outgoing)),
+            framing: WireFraming::NewlineDelimited,
+            incoming,
+            backlog: VecDeque::new(),
+            transcript: Vec::new(),
+            non_json: Arc::default(),
+            stderr: log,
+            next_id: 1,
+        }
     }
 
-    /// Everything the agent wrote to stderr so far.
+    /// The process id (none for an agent over a socket).
+    pub fn pid(&self) -> Option<u32> {
+        match &self.peer {
+            Peer::Process(child) => child.id(),
+            Peer::Socket(_) => None,
+        }
+    }
+
+    /// Everything the agent wrote to stderr so far (over a socket: what the link told).
     pub fn stderr(&self) -> String {
         lock(&self.stderr).clone()
     }
@@ -145,17 +184,30 @@ impl AgentProcess {
         lock(&self.non_json).clone()
     }
 
-    /// Writes raw bytes to the agent's stdin.
+    /// Writes raw bytes to the agent's stdin (over a socket: one frame of them, as text).
     pub async fn send_raw(&mut self, bytes: &[u8]) -> anyhow::Result<()> {
-        let stdin = self.stdin.as_mut().context("stdin closed")?;
-        stdin.write_all(bytes).await?;
-        stdin.flush().await?;
+        match self.writer.as_mut().context("stdin closed")? {
+            Writer::Pipe(stdin) => {
+                stdin.write_all(bytes).await?;
+                stdin.flush().await?;
+            }
+            Writer::Socket(frames) => {
+                let text = String::from_utf8_lossy(bytes);
+                frames
+                    .send(text.trim_end_matches(['\r', '\n']).to_string())
+                    .ok()
+                    .context("the connection is closed")?;
+            }
+        }
         Ok(())
     }
 
     /// Sends one JSON message in the agent's framing.
     pub async fn send(&mut self, message: &Value) -> anyhow::Result<()> {
         let text = message.to_string();
+        if let Some(Writer::Socket(frames)) = &self.writer {
+            return frames.send(text).ok().context("the connection is closed");
+        }
         let bytes = match self.framing {
             WireFraming::NewlineDelimited => format!("{text}\n"),
             WireFraming::ContentLength => format!("Content-Length: {}\r\n\r\n{text}", text.len()),
@@ -356,14 +408,24 @@ impl AgentProcess {
         Ok(session)
     }
 
-    /// Closes stdin (EOF for the agent).
+    /// Closes stdin (EOF for the agent; over a socket, the socket is closed normally).
     pub fn close_stdin(&mut self) {
-        self.stdin = None;
+        self.writer = None;
     }
 
-    /// Waits for the process to exit.
+    /// Waits for the process to exit (over a socket: for the socket to be closed).
     pub async fn wait_exit(&mut self, timeout: Duration) -> anyhow::Result<ExitStatus> {
-        match tokio::time::timeout(timeout, self.child.wait()).await {
+        let ended = match &mut self.peer {
+            Peer::Process(child) => tokio::time::timeout(timeout, child.wait()).await,
+            Peer::Socket(task) => {
+                tokio::time::timeout(timeout, async {
+                    let _ = task.await;
+                    Ok(std::os::unix::process::ExitStatusExt::from_raw(0))
+                })
+                .await
+            }
+        };
+        match ended {
             Ok(status) => Ok(status?),
             Err(_) => bail!("agent did not exit within {timeout:?}"),
         }

@@ -7,13 +7,17 @@
 //! enters the running turn) and `/queue TEXT` queues TEXT for after it. Ctrl-C cancels the running turn, answers a permission question
 //! with cancel, clears the line at a prompt, and quits when pressed twice within a second.
 //! The agent runs in a process group of its own, so the terminal's Ctrl-C never reaches it.
+//! `--attach URL` follows (or, with `--control`, runs) a session of a `talaria serve` instead
+//! (see `attached`).
 
 // A terminal client writes to the terminal.
 #![allow(clippy::print_stdout)]
 
+mod attached;
 mod auth;
 mod commands;
 mod input;
+mod link;
 mod markdown;
 mod question;
 mod render;
@@ -70,6 +74,21 @@ struct Cli {
     /// Approval mode to switch the session to (read-only, plan, ask, accept-edits, yolo).
     #[arg(long)]
     mode: Option<String>,
+    /// Attach to a session running in a `talaria serve`: the web client's link
+    /// (`http://HOST:PORT/#token=TOKEN&session=ID`), or `ws://HOST:PORT/acp` with `--session`.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["agent", "agent_args"])]
+    attach: Option<String>,
+    /// With `--attach`: the server's token (default: the link's, else
+    /// `$TALARIA_HOME/serve.token`).
+    #[arg(long, requires = "attach")]
+    token: Option<String>,
+    /// With `--attach`: the session (default: the link's).
+    #[arg(long, requires = "attach")]
+    session: Option<String>,
+    /// With `--attach`: take control of the session (else follow it as an observer; `/control`
+    /// takes control later).
+    #[arg(long, requires = "attach")]
+    control: bool,
 }
 
 /// The names the agent is installed under: `talaria`, and `talaria-agent` (the wheel's and
@@ -239,6 +258,8 @@ struct Chat {
     last_interrupt: Option<Instant>,
     exit_code: u8,
     quit: bool,
+    /// The session's place in a `talaria serve`, with `--attach`.
+    attach: Option<attached::Attachment>,
 }
 
 impl Chat {
@@ -291,6 +312,15 @@ impl Chat {
         Ok(())
     }
 
+    /// Whether a turn another client prompted runs in the session this client controls.
+    fn others_turn(&self) -> bool {
+        self.running.is_none()
+            && self
+                .attach
+                .as_ref()
+                .is_some_and(|a| a.controller && a.turn_running)
+    }
+
     /// Ctrl-C: cancel the question or the turn; at a prompt, clear the line, or quit when
     /// pressed twice within a second.
     async fn interrupt(&mut self, now: Instant) -> anyhow::Result<()> {
@@ -308,7 +338,7 @@ impl Chat {
             self.answer_question(None).await?;
             return self.cancel().await;
         }
-        if self.running.is_some() {
+        if self.running.is_some() || self.others_turn() {
             self.queued.clear();
             return self.cancel().await;
         }
@@ -326,12 +356,21 @@ impl Chat {
             "" => self.idle_prompt(),
             "/quit" | "/exit" => self.quit = true,
             "/help" => {
-                self.renderer.help();
+                self.renderer.help(self.attach.is_some());
                 self.idle_prompt();
             }
+            "/cancel" if self.others_turn() => self.cancel().await?,
             "/cancel" => {
                 self.renderer.status("(nothing is running)");
                 self.idle_prompt();
+            }
+            "/control" if self.attach.is_some() => self.take_control().await?,
+            "/detach" if self.attach.is_some() => {
+                self.detach().await?;
+                self.quit = true;
+            }
+            _ if self.others_turn() && self.steering && !line.starts_with('/') => {
+                self.steer(line.to_string()).await?;
             }
             _ if self.rewinding && (line == "/rewind" || line.starts_with("/rewind ")) => {
                 self.rewind(line).await?;
@@ -459,6 +498,9 @@ impl Chat {
         if self.pending.is_some() {
             return self.on_line(line).await;
         }
+        if self.attach.is_some() && matches!(line.as_str(), "/control" | "/detach") {
+            return self.on_line(line).await;
+        }
         if line == "/cancel" {
             self.queued.clear();
             return self.cancel().await;
@@ -488,9 +530,13 @@ impl Chat {
     }
 
     async fn on_message(&mut self, message: Value) -> anyhow::Result<()> {
+        if self.attached_message(&message) {
+            return Ok(());
+        }
         if message["method"] == "session/update" {
             let update = &message["params"]["update"];
             self.renderer.update(update);
+            self.attached_update(update);
             self.conversation.on_update(update);
             if update["sessionUpdate"] == "available_commands_update" {
                 let mut names = self.built_in.clone();
@@ -532,7 +578,14 @@ impl Chat {
             if let Some(error) = message.get("error") {
                 self.renderer
                     .error(error["message"].as_str().unwrap_or("the prompt failed"));
-                self.exit_code = 1;
+                let hint = self.refused_hint(error);
+                if let Some(hint) = hint {
+                    self.renderer.status(hint);
+                }
+                // Attached, an observer's refused prompt is told; the chat goes on.
+                if self.one_shot || hint.is_none() {
+                    self.exit_code = 1;
+                }
             } else if let Some(reason) = message["result"]["stopReason"]
                 .as_str()
                 .filter(|r| *r != "end_turn")
@@ -558,6 +611,14 @@ impl Chat {
                 .agent
                 .respond_error(&id, -32601, "not supported by talaria-chat")
                 .await;
+        }
+        if self.attach.is_some() && matches!(self.approve, Approve::Ask) && !self.stdin_open {
+            // Attached, a question nobody here can answer is left to the other clients.
+            let title = self.renderer.question_title(&params);
+            self.renderer.status(&format!(
+                "(a question about {title} waits for another client's answer)"
+            ));
+            return Ok(());
         }
         let kind = match self.approve {
             Approve::Ask if self.stdin_open => None,
@@ -627,7 +688,13 @@ impl Chat {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<u8> {
-    let (mut agent, cwd, session, extensions) = start_session(&cli).await?;
+    let (mut agent, cwd, session, extensions, attach) = match &cli.attach {
+        Some(link) => attach_session(&cli, link).await?,
+        None => {
+            let (agent, cwd, session, extensions) = start_session(&cli).await?;
+            (agent, cwd, session, extensions, None)
+        }
+    };
     let session_id = session["sessionId"]
         .as_str()
         .context("the agent returned no sessionId")?
@@ -646,9 +713,13 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
     if !one_shot {
         show_banner(&mut renderer, &cli, &session, &cwd, &session_id);
     }
+    if let Some(attach) = &attach {
+        attached::banner(&mut renderer, attach, &session);
+    }
     let built_in = built_in_completions(&session);
     let commands: input::Commands = Arc::new(Mutex::new(built_in.clone()));
-    let initial = if one_shot {
+    // Attached, the prompt waits for the session so far (see `show_history`).
+    let initial = if one_shot || attach.is_some() {
         Mode::Busy
     } else {
         Mode::Prompt(PROMPT.into())
@@ -678,7 +749,11 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
         last_interrupt: None,
         exit_code: 0,
         quit: false,
+        attach,
     };
+    if chat.attach.is_some() {
+        chat.show_history().await?;
+    }
     if let Some(text) = &cli.prompt {
         chat.send_prompt(text).await?;
     }
@@ -686,8 +761,6 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
     Ok(chat.exit_code)
 }
 
-/// Starts the agent, initializes it and opens a session in the working directory; returns
-/// the agent, the directory, the `session/new` answer and whether the agent takes steers.
 /// What the agent speaks beyond the protocol: steering, rewind.
 #[derive(Debug, Clone, Copy)]
 struct Extensions {
@@ -695,6 +768,56 @@ struct Extensions {
     rewind: bool,
 }
 
+impl Extensions {
+    fn of(initialized: &Value) -> Self {
+        Self {
+            steering: initialized["_meta"]["steering"]["supported"] == json!(true),
+            rewind: initialized["_meta"]["sessionRewind"]["supported"] == json!(true),
+        }
+    }
+}
+
+/// talaria-chat's `initialize`. `auth.terminal`: the agent offers its terminal set-up
+/// (`talaria setup`), which a missing key's message then names.
+fn initialize_params() -> Value {
+    json!({"protocolVersion": 1, "clientCapabilities": {"session": {"notices": {}}, "elicitation": {"url": {}}, "auth": {"terminal": true}}, "clientInfo": {"name": "talaria-chat", "version": env!("CARGO_PKG_VERSION")}})
+}
+
+/// What a chat runs on: the agent, the directory, the session's answer (`session/new`'s, or
+/// `_session/attach`'s), the agent's extensions and, attached, the attachment.
+type Started = (
+    AgentProcess,
+    PathBuf,
+    Value,
+    Extensions,
+    Option<attached::Attachment>,
+);
+
+/// `--attach`: connects to the `talaria serve` the link names and attaches to its session.
+async fn attach_session(cli: &Cli, link_text: &str) -> anyhow::Result<Started> {
+    let given = link::Given {
+        token: cli.token.as_deref(),
+        session: cli.session.as_deref(),
+    };
+    let target = link::target(link_text, given)?;
+    let (agent, initialized, session) =
+        attached::open(&target, cli.control, initialize_params()).await?;
+    let attachment = attached::Attachment::new(&target.socket, &session)?;
+    let cwd = match &cli.cwd {
+        Some(dir) => std::path::absolute(dir)?,
+        None => std::env::current_dir()?,
+    };
+    Ok((
+        agent,
+        cwd,
+        session,
+        Extensions::of(&initialized),
+        Some(attachment),
+    ))
+}
+
+/// Starts the agent, initializes it and opens a session in the working directory; returns
+/// the agent, the directory, the `session/new` answer and whether the agent takes steers.
 async fn start_session(cli: &Cli) -> anyhow::Result<(AgentProcess, PathBuf, Value, Extensions)> {
     // `--agent` runs exactly the program given (with `--agent-arg`s); only the default,
     // Talaria, gets its `acp` subcommand.
@@ -722,9 +845,7 @@ async fn start_session(cli: &Cli) -> anyhow::Result<(AgentProcess, PathBuf, Valu
         Some(dir) => std::path::absolute(dir)?,
         None => std::env::current_dir()?,
     };
-    // `auth.terminal`: the agent offers its terminal set-up (`talaria setup`), which a missing
-    // key's message then names.
-    let initialize = json!({"protocolVersion": 1, "clientCapabilities": {"session": {"notices": {}}, "elicitation": {"url": {}}, "auth": {"terminal": true}}, "clientInfo": {"name": "talaria-chat", "version": env!("CARGO_PKG_VERSION")}});
+    let initialize = initialize_params();
     let initialized = match setup_call(
         &mut agent,
         "initialize",
@@ -736,10 +857,7 @@ async fn start_session(cli: &Cli) -> anyhow::Result<(AgentProcess, PathBuf, Valu
         Ok(answer) => answer,
         Err(e) => bail!("{e:#}\n{}", last_log_line(&agent.stderr())),
     };
-    let extensions = Extensions {
-        steering: initialized["_meta"]["steering"]["supported"] == json!(true),
-        rewind: initialized["_meta"]["sessionRewind"]["supported"] == json!(true),
-    };
+    let extensions = Extensions::of(&initialized);
     let response = agent
         .request("session/new", json!({"cwd": cwd, "mcpServers": []}))
         .await?;
@@ -798,14 +916,20 @@ impl Chat {
     /// agent.
     async fn run_loop(&mut self) -> anyhow::Result<()> {
         loop {
-            if self.quit || (self.running.is_none() && (self.one_shot || !self.stdin_open)) {
+            // Attached, the session is followed after the input ends.
+            let done_typing = self.one_shot || (!self.stdin_open && self.attach.is_none());
+            if self.quit || (self.running.is_none() && done_typing) {
                 break;
             }
             tokio::select! {
                 input = self.input.lines.recv(), if self.stdin_open => self.on_input(input).await?,
                 message = self.agent.next_message() => {
                     let Some(message) = message else {
-                        bail!("the agent exited unexpectedly: {}", last_log_line(&self.agent.stderr()));
+                        let said = last_log_line(&self.agent.stderr());
+                        match &self.attach {
+                            Some(attach) => bail!("{said} ({})", attach.socket),
+                            None => bail!("the agent exited unexpectedly: {said}"),
+                        }
                     };
                     self.on_message(message).await?;
                     let _ = std::io::stdout().flush();
@@ -815,6 +939,9 @@ impl Chat {
         }
         self.input.set(Mode::Stop);
         self.renderer.line_break();
+        if let Err(e) = self.detach().await {
+            self.renderer.error(&format!("{e:#}"));
+        }
         self.agent.close_stdin();
         let _ = self.agent.wait_exit(Duration::from_secs(5)).await;
         Ok(())

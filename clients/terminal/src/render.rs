@@ -323,6 +323,14 @@ impl Renderer {
         Some(lines.join("\n"))
     }
 
+    /// The title of tool call `id` as last told.
+    pub fn title_of(&self, id: &str) -> String {
+        self.titles
+            .get(id)
+            .cloned()
+            .unwrap_or_else(|| "a tool call".into())
+    }
+
     /// The title of the call a permission question is about.
     pub fn question_title(&self, params: &Value) -> String {
         params["toolCall"]["title"]
@@ -336,10 +344,17 @@ impl Renderer {
             .unwrap_or_else(|| "a tool call".into())
     }
 
-    /// `/help`.
-    pub fn help(&mut self) {
+    /// `/help` (with `/control` and `/detach` when `attached`).
+    pub fn help(&mut self, attached: bool) {
         self.switch(Stream::Other);
         eprintln!("Commands:");
+        if attached {
+            eprintln!(
+                "  {:<14} take control of the session (prompt, steer, cancel)",
+                "/control"
+            );
+            eprintln!("  {:<14} leave the session (so does /quit)", "/detach");
+        }
         for (name, what) in [
             (
                 "/mode ID",
