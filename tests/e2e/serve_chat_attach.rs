@@ -23,12 +23,16 @@ struct AttachedChat {
     stdin: Option<tokio::process::ChildStdin>,
     stdout: Arc<Mutex<String>>,
     stderr: Arc<Mutex<String>>,
+    /// The readers of stdout and stderr, done at their end.
+    readers: Vec<tokio::task::JoinHandle<()>>,
 }
 
-fn collect(mut from: impl AsyncRead + Unpin + Send + 'static) -> Arc<Mutex<String>> {
+fn collect(
+    mut from: impl AsyncRead + Unpin + Send + 'static,
+) -> (Arc<Mutex<String>>, tokio::task::JoinHandle<()>) {
     let into = Arc::new(Mutex::new(String::new()));
     let sink = into.clone();
-    tokio::spawn(async move {
+    let reader = tokio::spawn(async move {
         let mut buf = [0u8; 4096];
         while let Ok(n) = from.read(&mut buf).await {
             if n == 0 {
@@ -39,7 +43,7 @@ fn collect(mut from: impl AsyncRead + Unpin + Send + 'static) -> Arc<Mutex<Strin
             }
         }
     });
-    into
+    (into, reader)
 }
 
 impl AttachedChat {
@@ -65,13 +69,14 @@ impl AttachedChat {
             .kill_on_drop(true)
             .spawn()
             .expect("talaria-chat");
-        let stdout = collect(child.stdout.take().expect("stdout"));
-        let stderr = collect(child.stderr.take().expect("stderr"));
+        let (stdout, out_read) = collect(child.stdout.take().expect("stdout"));
+        let (stderr, err_read) = collect(child.stderr.take().expect("stderr"));
         Self {
             stdin: child.stdin.take(),
             child,
             stdout,
             stderr,
+            readers: vec![out_read, err_read],
         }
     }
 
@@ -131,12 +136,21 @@ impl AttachedChat {
     /// Leaves with `/detach`: it exits 0.
     async fn detach(mut self) -> String {
         self.type_line("/detach").await;
+        let status = self.exited().await;
+        assert!(status.success(), "{status}; stderr:\n{}", self.stderr());
+        self.stderr()
+    }
+
+    /// Waits for the chat to exit and for what it printed to be read whole.
+    async fn exited(&mut self) -> std::process::ExitStatus {
         let status = tokio::time::timeout(WAIT, self.child.wait())
             .await
             .expect("exits in time")
             .expect("status");
-        assert!(status.success(), "{status}; stderr:\n{}", self.stderr());
-        self.stderr()
+        for reader in self.readers.drain(..) {
+            let _ = tokio::time::timeout(WAIT, reader).await;
+        }
+        status
     }
 }
 
@@ -491,10 +505,7 @@ async fn an_attached_chat_whose_connection_is_gone_says_it_is_lost() {
     relay.point_to(&other.addr);
     relay.cut_all();
     chat.told(0, "the connection is lost").await;
-    let status = tokio::time::timeout(WAIT, chat.child.wait())
-        .await
-        .expect("exits in time")
-        .expect("status");
+    let status = chat.exited().await;
     assert!(!status.success(), "{status}");
     let said = chat.stderr();
     assert!(
@@ -555,10 +566,7 @@ async fn an_attached_chat_reaches_a_server_over_tls_it_trusts() {
     chat.detach().await;
     // Without trusting it, the chat says it cannot connect.
     let mut untrusting = AttachedChat::start(&env, &link, &[]);
-    let status = tokio::time::timeout(WAIT, untrusting.child.wait())
-        .await
-        .expect("exits in time")
-        .expect("status");
+    let status = untrusting.exited().await;
     assert_eq!(status.code(), Some(2), "{}", untrusting.stderr());
     assert!(
         untrusting.stderr().contains("cannot connect to wss://"),
