@@ -699,6 +699,114 @@ async fn a_session_whose_claim_is_not_written_yet_is_still_handed_over() {
     );
 }
 
+/// The runner is slow between its release and its clients' following (a failpoint holds it
+/// 2 s after the release): the phone takes the session and prompts meanwhile. The editor,
+/// following it there, is still shown the phone's turn (its following starts from what it
+/// saw, not from the record read later).
+#[tokio::test]
+#[ignore = "HOLE: follow_there reads the record after the release and follows from its end: entries the new process wrote before that read are never shown to the first process's clients"]
+async fn entries_written_there_before_the_runner_follows_are_still_shown() {
+    let mut env = TestEnv::new(vec![
+        MockReply::text(&["one"]),
+        MockReply::text(&["two"]),
+        MockReply::text(&["three"]),
+    ])
+    .await;
+    env.extra_env.push((
+        "FAILPOINTS".into(),
+        "close::release::after=1*sleep(2500)".into(),
+    ));
+    let running = start(&env, &[]).await;
+    env.extra_env.pop();
+    let other = start(&env, &[]).await;
+    let (mut editor, session) = with_session(&running, &env, "editor").await;
+    let first = editor
+        .call(2, "session/prompt", prompt(&session, "first"))
+        .await;
+    assert_eq!(first["result"]["stopReason"], "end_turn", "{first}");
+    let mut phone = client(&other, "phone").await;
+    let taken = attach(&mut phone, 2, &session, "controller").await;
+    assert_eq!(taken["result"]["role"], "controller", "{taken}");
+    let mine = phone
+        .call(3, "session/prompt", prompt(&session, "mine"))
+        .await;
+    assert_eq!(mine["result"]["stopReason"], "end_turn", "{mine}");
+    away(3000).await;
+    let more = phone
+        .call(4, "session/prompt", prompt(&session, "more"))
+        .await;
+    assert_eq!(more["result"]["stopReason"], "end_turn", "{more}");
+    let shown = until_within(&mut editor, Duration::from_secs(6), |m| {
+        m["params"]["update"]["content"]["text"] == "three"
+    })
+    .await;
+    assert!(shown.is_some(), "the editor follows: {:?}", texts(&editor));
+    assert_eq!(texts(&editor), ["one", "mine", "two", "more", "three"]);
+}
+
+/// The asking client's socket drops while it waits (its connection stays for the reconnect
+/// window): it comes back and gets its attach's answer, with the session in its control.
+#[tokio::test]
+async fn an_asker_whose_socket_drops_mid_wait_gets_its_answer_on_return() {
+    let env = TestEnv::new(vec![slow_answer(&words(15), 100), MockReply::text(&["two"])]).await;
+    let running = start(&env, &[]).await;
+    let other = start(&env, &[]).await;
+    let (mut editor, session) = with_session(&running, &env, "editor").await;
+    send_prompt(&mut editor, 2, &session, "long").await;
+    editor.until(chunk).await;
+    let mut phone = client(&other, "phone").await;
+    let connection = phone.connection.clone();
+    send_attach(&mut phone, 2, &session, "controller").await;
+    editor.until(moving).await;
+    phone.drop_now();
+    editor.until(moved).await;
+    away(500).await;
+    let mut back = Socket::open(&other, &format!("?connection={connection}"))
+        .await
+        .expect("back within the window");
+    let taken = back.until(is_answer(2)).await;
+    assert_eq!(taken["result"]["role"], "controller", "{taken}");
+    let mine = back
+        .call(3, "session/prompt", prompt(&session, "mine"))
+        .await;
+    assert_eq!(mine["result"]["stopReason"], "end_turn", "{mine}");
+}
+
+/// `session/resume` of a moved session in the first process: a clear error, or the session
+/// really resumed here (its prompt runs); never a success for a session that runs elsewhere.
+#[tokio::test]
+#[ignore = "HOLE: session/resume of a moved session in the first process answers success (reopen_live on the closed session), yet a prompt is refused as elsewhere"]
+async fn a_resume_of_a_moved_session_is_honest() {
+    let env = TestEnv::new(vec![MockReply::text(&["one"]), MockReply::text(&["two"])]).await;
+    let running = start(&env, &[]).await;
+    let other = start(&env, &[]).await;
+    let (mut editor, session) = with_session(&running, &env, "editor").await;
+    editor
+        .call(2, "session/prompt", prompt(&session, "first"))
+        .await;
+    let mut phone = client(&other, "phone").await;
+    let taken = attach(&mut phone, 2, &session, "controller").await;
+    assert_eq!(taken["result"]["role"], "controller", "{taken}");
+    editor.until(moved).await;
+    let resumed = editor
+        .call(
+            3,
+            "session/resume",
+            json!({"sessionId": session, "cwd": env.workspace.path(), "mcpServers": []}),
+        )
+        .await;
+    if resumed["error"]["message"].is_string() {
+        return;
+    }
+    let next = editor
+        .call(4, "session/prompt", prompt(&session, "next"))
+        .await;
+    assert_eq!(
+        next["result"]["stopReason"], "end_turn",
+        "resumed: {resumed}; then: {next}"
+    );
+}
+
 /// The session's mode (set by the editor) is the mode it runs in after the move.
 #[tokio::test]
 async fn the_mode_set_before_the_move_is_the_mode_after_it() {
