@@ -748,7 +748,11 @@ async fn entries_written_there_before_the_runner_follows_are_still_shown() {
 /// window): it comes back and gets its attach's answer, with the session in its control.
 #[tokio::test]
 async fn an_asker_whose_socket_drops_mid_wait_gets_its_answer_on_return() {
-    let env = TestEnv::new(vec![slow_answer(&words(15), 100), MockReply::text(&["two"])]).await;
+    let env = TestEnv::new(vec![
+        slow_answer(&words(15), 100),
+        MockReply::text(&["two"]),
+    ])
+    .await;
     let running = start(&env, &[]).await;
     let other = start(&env, &[]).await;
     let (mut editor, session) = with_session(&running, &env, "editor").await;
@@ -805,6 +809,85 @@ async fn a_resume_of_a_moved_session_is_honest() {
         next["result"]["stopReason"], "end_turn",
         "resumed: {resumed}; then: {next}"
     );
+}
+
+/// The editor asks for the session back the moment it is told it moved (the phone's
+/// process is still claiming and reopening it): both attaches are answered promptly, and
+/// exactly one of the two runs the session.
+#[tokio::test]
+#[ignore = "HOLE: 'moved' is told before the close: an ask back then reopens the session in the first process (its own claim), the watcher skips the phone's standing ask (id still in `handing`), and the phone waits 60 s"]
+async fn an_ask_back_the_moment_it_moved_is_answered_promptly() {
+    let env = TestEnv::new(vec![MockReply::text(&["one"]), MockReply::text(&["two"])]).await;
+    let running = start(&env, &[]).await;
+    let other = start(&env, &[]).await;
+    let (mut editor, session) = with_session(&running, &env, "editor").await;
+    editor
+        .call(2, "session/prompt", prompt(&session, "first"))
+        .await;
+    let mut phone = client(&other, "phone").await;
+    send_attach(&mut phone, 2, &session, "controller").await;
+    editor.until(moved).await;
+    send_attach(&mut editor, 3, &session, "controller").await;
+    let started = std::time::Instant::now();
+    let long = Duration::from_secs(75);
+    let (phone_said, editor_said) = tokio::join!(
+        until_within(&mut phone, long, is_answer(2)),
+        until_within(&mut editor, long, is_answer(3))
+    );
+    let waited = started.elapsed();
+    let phone_said = phone_said.expect("the phone answered");
+    let editor_said = editor_said.expect("the editor answered");
+    assert!(
+        waited < Duration::from_secs(20),
+        "answered after {waited:?}: {phone_said} / {editor_said}"
+    );
+    // Whoever has it last prompts it; the other is refused.
+    let editor_has = editor_said["result"]["role"] == "controller";
+    let (mut owner, mut loser) = if editor_has {
+        (editor, phone)
+    } else {
+        (phone, editor)
+    };
+    away(1500).await;
+    let mine = owner
+        .call(7, "session/prompt", prompt(&session, "mine"))
+        .await;
+    let theirs = loser
+        .call(7, "session/prompt", prompt(&session, "theirs"))
+        .await;
+    assert_eq!(
+        mine["result"]["stopReason"], "end_turn",
+        "editor had it: {editor_has}; {mine}; the other: {theirs}"
+    );
+    assert!(theirs["error"].is_object(), "{theirs}");
+}
+
+/// The phone's process is killed (-9) while it waits: the editor keeps the session (nobody
+/// waits for it any more), not closed for nobody and told it moved to a dead client.
+#[tokio::test]
+#[ignore = "HOLE: an ask has no lease: a dead asker's ask is honoured, the session is closed for nobody and its clients are told it moved to the dead phone (prompts refused as elsewhere)"]
+async fn an_asker_killed_mid_wait_leaves_the_session_where_it_runs() {
+    let env = TestEnv::new(vec![
+        slow_answer(&words(15), 100),
+        MockReply::text(&["two"]),
+    ])
+    .await;
+    let running = start(&env, &[]).await;
+    let other = start(&env, &[]).await;
+    let (mut editor, session) = with_session(&running, &env, "editor").await;
+    send_prompt(&mut editor, 2, &session, "long").await;
+    editor.until(chunk).await;
+    let mut phone = client(&other, "phone").await;
+    send_attach(&mut phone, 2, &session, "controller").await;
+    editor.until(moving).await;
+    drop(phone);
+    drop(other);
+    editor.until(is_answer(2)).await;
+    drain(&mut editor, Duration::from_millis(1500)).await;
+    let next = editor
+        .call(3, "session/prompt", prompt(&session, "next"))
+        .await;
+    assert_eq!(next["result"]["stopReason"], "end_turn", "{next}");
 }
 
 /// The session's mode (set by the editor) is the mode it runs in after the move.
