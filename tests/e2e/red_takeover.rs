@@ -688,6 +688,266 @@ async fn the_only_client_leaving_during_the_handover_lets_the_asker_have_it() {
     assert_each_once("phone", &seen);
 }
 
+/// The asking client closes its socket normally (its connection ends at once) while it
+/// waits: the session is not left claimed by its process and running nowhere; the editor
+/// takes it back promptly.
+#[tokio::test]
+async fn an_asker_that_closes_mid_wait_leaves_no_session_claimed_and_running_nowhere() {
+    use tokio_tungstenite::tungstenite::protocol::{CloseFrame, frame::coding::CloseCode};
+    let env = TestEnv::new(vec![
+        slow_answer(&words(20), 100),
+        MockReply::text(&["back"]),
+    ])
+    .await;
+    let running = start(&env, &[]).await;
+    let other = start(&env, &[]).await;
+    let (mut editor, session) = with_session(&running, &env, "editor").await;
+    send_prompt(&mut editor, 2, &session, "long").await;
+    editor.until(chunk).await;
+    let mut phone = client(&other, "phone").await;
+    send_attach(&mut phone, 2, &session, "controller").await;
+    editor.until(moving).await;
+    let normal = CloseFrame {
+        code: CloseCode::Normal,
+        reason: "".into(),
+    };
+    let _ = futures_util::SinkExt::send(&mut phone.socket, Message::Close(Some(normal))).await;
+    drop(phone);
+    editor.until(is_answer(2)).await;
+    drain(&mut editor, Duration::from_millis(2000)).await;
+    let asked = std::time::Instant::now();
+    send_attach(&mut editor, 3, &session, "controller").await;
+    let back = until_within(&mut editor, Duration::from_secs(75), is_answer(3))
+        .await
+        .expect("the editor answered");
+    let waited = asked.elapsed();
+    assert!(
+        waited < Duration::from_secs(20) && back["result"]["role"] == "controller",
+        "after {waited:?}: {back}"
+    );
+    let next = editor
+        .call(4, "session/prompt", prompt(&session, "back"))
+        .await;
+    assert_eq!(next["result"]["stopReason"], "end_turn", "{next}");
+}
+
+/// A session just opened, whose claim the running process has not written yet (its writer
+/// is slow: a failpoint holds the claim 3 s), is asked for: it is still the editor's, so the
+/// phone gets it by a handover (or a clear error), never "nobody runs it" while it runs.
+#[tokio::test]
+#[ignore = "HOLE: before the runner's claim lands, the asker finds the claim free and takes the session as nobody's: refused NoRecord ('start a new session') while the editor runs it"]
+async fn a_session_whose_claim_is_not_written_yet_is_still_handed_over() {
+    let mut env = TestEnv::new(vec![MockReply::text(&["one"]), MockReply::text(&["two"])]).await;
+    env.extra_env.push((
+        "FAILPOINTS".into(),
+        "claim::take::before=1*sleep(3000)".into(),
+    ));
+    let running = start(&env, &[]).await;
+    env.extra_env.pop();
+    let other = start(&env, &[]).await;
+    let (mut editor, session) = with_session(&running, &env, "editor").await;
+    let mut phone = client(&other, "phone").await;
+    let taken = attach(&mut phone, 2, &session, "controller").await;
+    let editor_prompt = editor
+        .call(2, "session/prompt", prompt(&session, "first"))
+        .await;
+    assert_eq!(
+        taken["result"]["role"], "controller",
+        "{taken}; the editor's prompt then: {editor_prompt}"
+    );
+}
+
+/// The runner is slow between its release and its clients' following (a failpoint holds it
+/// 2 s after the release): the phone takes the session and prompts meanwhile. The editor,
+/// following it there, is still shown the phone's turn (its following starts from what it
+/// saw, not from the record read later).
+#[tokio::test]
+#[ignore = "HOLE: follow_there reads the record after the release and follows from its end: entries the new process wrote before that read are never shown to the first process's clients"]
+async fn entries_written_there_before_the_runner_follows_are_still_shown() {
+    let mut env = TestEnv::new(vec![
+        MockReply::text(&["one"]),
+        MockReply::text(&["two"]),
+        MockReply::text(&["three"]),
+    ])
+    .await;
+    env.extra_env.push((
+        "FAILPOINTS".into(),
+        "close::release::after=1*sleep(2500)".into(),
+    ));
+    let running = start(&env, &[]).await;
+    env.extra_env.pop();
+    let other = start(&env, &[]).await;
+    let (mut editor, session) = with_session(&running, &env, "editor").await;
+    let first = editor
+        .call(2, "session/prompt", prompt(&session, "first"))
+        .await;
+    assert_eq!(first["result"]["stopReason"], "end_turn", "{first}");
+    let mut phone = client(&other, "phone").await;
+    let taken = attach(&mut phone, 2, &session, "controller").await;
+    assert_eq!(taken["result"]["role"], "controller", "{taken}");
+    let mine = phone
+        .call(3, "session/prompt", prompt(&session, "mine"))
+        .await;
+    assert_eq!(mine["result"]["stopReason"], "end_turn", "{mine}");
+    away(3000).await;
+    let more = phone
+        .call(4, "session/prompt", prompt(&session, "more"))
+        .await;
+    assert_eq!(more["result"]["stopReason"], "end_turn", "{more}");
+    let shown = until_within(&mut editor, Duration::from_secs(6), |m| {
+        m["params"]["update"]["content"]["text"] == "three"
+    })
+    .await;
+    assert!(shown.is_some(), "the editor follows: {:?}", texts(&editor));
+    assert_eq!(texts(&editor), ["one", "mine", "two", "more", "three"]);
+}
+
+/// The asking client's socket drops while it waits (its connection stays for the reconnect
+/// window): it comes back and gets its attach's answer, with the session in its control.
+#[tokio::test]
+async fn an_asker_whose_socket_drops_mid_wait_gets_its_answer_on_return() {
+    let env = TestEnv::new(vec![
+        slow_answer(&words(15), 100),
+        MockReply::text(&["two"]),
+    ])
+    .await;
+    let running = start(&env, &[]).await;
+    let other = start(&env, &[]).await;
+    let (mut editor, session) = with_session(&running, &env, "editor").await;
+    send_prompt(&mut editor, 2, &session, "long").await;
+    editor.until(chunk).await;
+    let mut phone = client(&other, "phone").await;
+    let connection = phone.connection.clone();
+    send_attach(&mut phone, 2, &session, "controller").await;
+    editor.until(moving).await;
+    phone.drop_now();
+    editor.until(moved).await;
+    away(500).await;
+    let mut back = Socket::open(&other, &format!("?connection={connection}"))
+        .await
+        .expect("back within the window");
+    let taken = back.until(is_answer(2)).await;
+    assert_eq!(taken["result"]["role"], "controller", "{taken}");
+    let mine = back
+        .call(3, "session/prompt", prompt(&session, "mine"))
+        .await;
+    assert_eq!(mine["result"]["stopReason"], "end_turn", "{mine}");
+}
+
+/// `session/resume` of a moved session in the first process: a clear error, or the session
+/// really resumed here (its prompt runs); never a success for a session that runs elsewhere.
+#[tokio::test]
+#[ignore = "HOLE: session/resume of a moved session in the first process answers success (reopen_live on the closed session), yet a prompt is refused as elsewhere"]
+async fn a_resume_of_a_moved_session_is_honest() {
+    let env = TestEnv::new(vec![MockReply::text(&["one"]), MockReply::text(&["two"])]).await;
+    let running = start(&env, &[]).await;
+    let other = start(&env, &[]).await;
+    let (mut editor, session) = with_session(&running, &env, "editor").await;
+    editor
+        .call(2, "session/prompt", prompt(&session, "first"))
+        .await;
+    let mut phone = client(&other, "phone").await;
+    let taken = attach(&mut phone, 2, &session, "controller").await;
+    assert_eq!(taken["result"]["role"], "controller", "{taken}");
+    editor.until(moved).await;
+    let resumed = editor
+        .call(
+            3,
+            "session/resume",
+            json!({"sessionId": session, "cwd": env.workspace.path(), "mcpServers": []}),
+        )
+        .await;
+    if resumed["error"]["message"].is_string() {
+        return;
+    }
+    let next = editor
+        .call(4, "session/prompt", prompt(&session, "next"))
+        .await;
+    assert_eq!(
+        next["result"]["stopReason"], "end_turn",
+        "resumed: {resumed}; then: {next}"
+    );
+}
+
+/// The editor asks for the session back the moment it is told it moved (the phone's
+/// process is still claiming and reopening it): both attaches are answered promptly, and
+/// exactly one of the two runs the session.
+#[tokio::test]
+#[ignore = "HOLE: 'moved' is told before the close: an ask back then reopens the session in the first process (its own claim), the watcher skips the phone's standing ask (id still in `handing`), and the phone waits 60 s"]
+async fn an_ask_back_the_moment_it_moved_is_answered_promptly() {
+    let env = TestEnv::new(vec![MockReply::text(&["one"]), MockReply::text(&["two"])]).await;
+    let running = start(&env, &[]).await;
+    let other = start(&env, &[]).await;
+    let (mut editor, session) = with_session(&running, &env, "editor").await;
+    editor
+        .call(2, "session/prompt", prompt(&session, "first"))
+        .await;
+    let mut phone = client(&other, "phone").await;
+    send_attach(&mut phone, 2, &session, "controller").await;
+    editor.until(moved).await;
+    send_attach(&mut editor, 3, &session, "controller").await;
+    let started = std::time::Instant::now();
+    let long = Duration::from_secs(75);
+    let (phone_said, editor_said) = tokio::join!(
+        until_within(&mut phone, long, is_answer(2)),
+        until_within(&mut editor, long, is_answer(3))
+    );
+    let waited = started.elapsed();
+    let phone_said = phone_said.expect("the phone answered");
+    let editor_said = editor_said.expect("the editor answered");
+    assert!(
+        waited < Duration::from_secs(20),
+        "answered after {waited:?}: {phone_said} / {editor_said}"
+    );
+    // Whoever has it last prompts it; the other is refused.
+    let editor_has = editor_said["result"]["role"] == "controller";
+    let (mut owner, mut loser) = if editor_has {
+        (editor, phone)
+    } else {
+        (phone, editor)
+    };
+    away(1500).await;
+    let mine = owner
+        .call(7, "session/prompt", prompt(&session, "mine"))
+        .await;
+    let theirs = loser
+        .call(7, "session/prompt", prompt(&session, "theirs"))
+        .await;
+    assert_eq!(
+        mine["result"]["stopReason"], "end_turn",
+        "editor had it: {editor_has}; {mine}; the other: {theirs}"
+    );
+    assert!(theirs["error"].is_object(), "{theirs}");
+}
+
+/// The phone's process is killed (-9) while it waits: the editor keeps the session (nobody
+/// waits for it any more), not closed for nobody and told it moved to a dead client.
+#[tokio::test]
+#[ignore = "HOLE: an ask has no lease: a dead asker's ask is honoured, the session is closed for nobody and its clients are told it moved to the dead phone (prompts refused as elsewhere)"]
+async fn an_asker_killed_mid_wait_leaves_the_session_where_it_runs() {
+    let env = TestEnv::new(vec![
+        slow_answer(&words(15), 100),
+        MockReply::text(&["two"]),
+    ])
+    .await;
+    let running = start(&env, &[]).await;
+    let other = start(&env, &[]).await;
+    let (mut editor, session) = with_session(&running, &env, "editor").await;
+    send_prompt(&mut editor, 2, &session, "long").await;
+    editor.until(chunk).await;
+    let mut phone = client(&other, "phone").await;
+    send_attach(&mut phone, 2, &session, "controller").await;
+    editor.until(moving).await;
+    drop(phone);
+    drop(other);
+    editor.until(is_answer(2)).await;
+    drain(&mut editor, Duration::from_millis(1500)).await;
+    let next = editor
+        .call(3, "session/prompt", prompt(&session, "next"))
+        .await;
+    assert_eq!(next["result"]["stopReason"], "end_turn", "{next}");
+}
+
 /// The session's mode (set by the editor) is the mode it runs in after the move.
 #[tokio::test]
 async fn the_mode_set_before_the_move_is_the_mode_after_it() {
