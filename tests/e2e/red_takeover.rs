@@ -948,6 +948,42 @@ async fn an_asker_killed_mid_wait_leaves_the_session_where_it_runs() {
     assert_eq!(next["result"]["stopReason"], "end_turn", "{next}");
 }
 
+/// The editor deletes the session while the phone waits for it: the phone is told, promptly
+/// and clearly, that it is gone (not handed a deleted session, not left waiting 60 s).
+#[tokio::test]
+async fn a_session_deleted_while_the_asker_waits_is_a_clear_error() {
+    let env = TestEnv::new(vec![slow_answer(&words(30), 100)]).await;
+    let running = start(&env, &[]).await;
+    let other = start(&env, &[]).await;
+    let (mut editor, session) = with_session(&running, &env, "editor").await;
+    send_prompt(&mut editor, 2, &session, "long").await;
+    editor.until(chunk).await;
+    let mut phone = client(&other, "phone").await;
+    send_attach(&mut phone, 2, &session, "controller").await;
+    editor.until(moving).await;
+    let deleted = editor
+        .call(3, "session/delete", json!({"sessionId": session}))
+        .await;
+    assert!(deleted["result"].is_object(), "{deleted}");
+    let asked = std::time::Instant::now();
+    let said = until_within(&mut phone, Duration::from_secs(75), is_answer(2))
+        .await
+        .expect("the phone answered");
+    let waited = asked.elapsed();
+    assert!(
+        waited < Duration::from_secs(20) && said["error"]["message"].is_string(),
+        "after {waited:?}: {said}"
+    );
+    let listed = phone.call(3, "session/list", json!({})).await;
+    let ids: Vec<&str> = listed["result"]["sessions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["sessionId"].as_str())
+        .collect();
+    assert!(!ids.contains(&session.as_str()), "{listed}");
+}
+
 /// The session's mode (set by the editor) is the mode it runs in after the move.
 #[tokio::test]
 async fn the_mode_set_before_the_move_is_the_mode_after_it() {
