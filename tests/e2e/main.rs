@@ -54,6 +54,7 @@ mod quotas;
 mod record;
 mod red_five;
 mod red_four;
+mod red_takeover;
 mod red_three;
 mod red_trust;
 mod red_two;
