@@ -36,32 +36,39 @@ struct AttachParams {
     _meta: Option<Value>,
 }
 
-/// `_session/attach`: joins a session running in this process (or changes this client's
-/// role in one it holds); answered after the session so far, with the session's modes and
-/// options and the roster.
-pub(super) fn attach(agent: &mut Agent, request: RequestId, params: &Value) -> Option<Reply> {
-    let params: AttachParams = match serde_json::from_value(params.clone()) {
-        Ok(params) => params,
-        Err(e) => return Some(Err(errors::invalid_params(format!("{ATTACH_METHOD}: {e}")))),
-    };
+/// The request, whether it asks for control, and whether it wants the history.
+fn parse(params: &Value) -> Result<(AttachParams, bool, bool), acp::Error> {
+    let params: AttachParams = serde_json::from_value(params.clone())
+        .map_err(|e| errors::invalid_params(format!("{ATTACH_METHOD}: {e}")))?;
     let controller = match params.role.as_deref() {
         None | Some("observer") => false,
         Some("controller") => true,
         Some(other) => {
-            return Some(Err(errors::invalid_params(format!(
+            return Err(errors::invalid_params(format!(
                 "{ATTACH_METHOD}: unknown role {other:?} (\"observer\" or \"controller\")"
-            ))));
+            )));
         }
     };
     let history = match params.history_policy.as_deref() {
         None | Some("full") => true,
         Some("pending_only" | "none") => false,
         Some(other) => {
-            return Some(Err(errors::invalid_params(format!(
+            return Err(errors::invalid_params(format!(
                 "{ATTACH_METHOD}: unknown historyPolicy {other:?} (\"full\", \"pending_only\" \
                  or \"none\")"
-            ))));
+            )));
         }
+    };
+    Ok((params, controller, history))
+}
+
+/// `_session/attach`: joins a session running in this process (or changes this client's
+/// role in one it holds); answered after the session so far, with the session's modes and
+/// options and the roster.
+pub(super) fn attach(agent: &mut Agent, request: RequestId, params: &Value) -> Option<Reply> {
+    let (params, controller, history) = match parse(params) {
+        Ok(parsed) => parsed,
+        Err(error) => return Some(Err(error)),
     };
     let id = params.session_id;
     let moved = agent.sessions.get(&id).is_some_and(moved_away);
@@ -69,6 +76,12 @@ pub(super) fn attach(agent: &mut Agent, request: RequestId, params: &Value) -> O
         && session.audience.holds(agent.member)
         && !moved
     {
+        if controller && session.audience.is_moving() {
+            return Some(Err(errors::invalid_params(format!(
+                "{ATTACH_METHOD}: session {id} is being handed to a client of another process \
+                 (its running turn ends first): take it back once it has moved"
+            ))));
+        }
         return Some(change_role(agent, &id, controller));
     }
     let Some(shared) = agent.room.live().find::<LiveSession>(&id) else {
@@ -84,17 +97,27 @@ pub(super) fn attach(agent: &mut Agent, request: RequestId, params: &Value) -> O
     let mut session = (*shared).clone();
     session.booleans = agent.client_caps.booleans;
     session.opened_here = false;
+    // Followed from here while it ran in another process: shown what is left of the record
+    // that following showed, then from there on.
+    let followed = agent.following.remove(&id);
     let (told, outcome) = tokio::sync::oneshot::channel();
-    let _ = session.updates.send(EdgeUpdates {
-        updates: EdgePayload::Attach(Box::new(Attaching {
-            member: member_of(agent),
-            controller,
-            history,
-        })),
-        written: None,
-        outcome: Some(told),
-    });
+    let member = member_of(agent);
+    let updates = session.updates.clone();
     let slow = async move {
+        let after = match followed {
+            Some(followed) => followed.finish().await,
+            None => None,
+        };
+        let _ = updates.send(EdgeUpdates {
+            updates: EdgePayload::Attach(Box::new(Attaching {
+                member,
+                controller,
+                history,
+                after,
+            })),
+            written: None,
+            outcome: Some(told),
+        });
         let roster = outcome
             .await
             .map_err(|_| errors::internal_error("the session ended while attaching"))??;

@@ -14,7 +14,7 @@ use talaria_record::EntryId;
 use talaria_util::lock;
 
 use super::state::{
-    Agent, Attaching, Audience, EdgePayload, EdgeUpdates, LiveSession, MemberId, Replay,
+    Agent, Attaching, Audience, EdgePayload, EdgeUpdates, Followed, LiveSession, MemberId, Replay,
 };
 
 pub(super) const ATTACH_METHOD: &str = "_session/attach";
@@ -172,7 +172,8 @@ pub(super) async fn show_so_far(
         to: Some(member.id),
     };
     let so_far = turn.snapshot();
-    let record = replay.entries_through(so_far.as_ref().map(|(prompt, _)| *prompt));
+    let record =
+        replay.entries_between(attaching.after, so_far.as_ref().map(|(prompt, _)| *prompt));
     let shown = so_far.into_iter().flat_map(|(_, shown)| shown);
     for update in record.flatten().chain(shown) {
         let update = super::plan_updates::for_client(update, member.caps.plans);
@@ -277,6 +278,15 @@ pub(super) fn leave(agent: &mut Agent, id: &str) -> bool {
 /// there).
 pub(super) fn moved_away(session: &LiveSession) -> bool {
     session.audience.has_moved()
+}
+
+/// Session `id` as this client held it before it was handed to another process (it follows
+/// it there): it leaves it, for its own session; its following.
+pub(super) fn left_behind(agent: &mut Agent, id: &str) -> Option<Followed> {
+    let session = agent.sessions.get(id).filter(|s| moved_away(s))?;
+    let followed = session.audience.stop_following(agent.member);
+    agent.sessions.remove(id);
+    followed
 }
 
 /// Refuses what only the controller of session `id` may do, when this client is attached

@@ -110,7 +110,7 @@ impl Followed {
 struct Ends {
     stop: CancellationToken,
     catch_up: CancellationToken,
-    caught: tokio::sync::oneshot::Sender<()>,
+    caught: tokio::sync::oneshot::Sender<Option<EntryId>>,
 }
 
 /// What follows one session for one client.
@@ -154,7 +154,7 @@ impl Follower {
                 }
             }
             if last_read {
-                let _ = ends.caught.send(());
+                let _ = ends.caught.send(last);
                 return;
             }
         }

@@ -62,6 +62,9 @@ fn reopen<P: StartsSession + HasSystemPrompt>(
         cwd: params.place().cwd.to_path_buf(),
         replay,
     };
+    // Handed to another process: what this client held of it goes; it is opened as any
+    // stored session (refused while that process holds it).
+    drop(super::audience::left_behind(agent, &reopen.id));
     if !agent.sessions.contains_key(&reopen.id)
         && agent.room.live().find::<LiveSession>(&reopen.id).is_some()
     {

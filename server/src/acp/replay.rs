@@ -23,14 +23,17 @@ impl Replay {
             .filter(|updates| !updates.is_empty())
     }
 
-    /// The updates of the record's entries up to entry `last` (all of them without one).
-    pub fn entries_through(
+    /// The updates of the record's entries after entry `first` (all without one) up to
+    /// entry `last` (all without one).
+    pub fn entries_between(
         &self,
+        first: Option<talaria_record::EntryId>,
         last: Option<talaria_record::EntryId>,
     ) -> impl Iterator<Item = Vec<SessionUpdate>> + '_ {
         self.transcript
             .entries()
             .iter()
+            .skip_while(move |entry| first.is_some_and(|first| entry.id <= first))
             .take_while(move |entry| last.is_none_or(|last| entry.id <= last))
             .map(|entry| entry_updates(entry, self.compaction, self.subagents))
             .filter(|updates| !updates.is_empty())

@@ -13,7 +13,7 @@ use serde_json::Value;
 use talaria_engine::{Delegation, SessionHandle};
 use talaria_protocol::acp::{self, RequestId, SessionNotification};
 use talaria_protocol::{Peer, errors};
-use talaria_record::Transcript;
+use talaria_record::{EntryId, Transcript};
 use talaria_util::lock;
 use tokio::sync::mpsc;
 
@@ -311,15 +311,15 @@ pub struct Deferred {
 pub struct Followed {
     pub _stop: tokio_util::sync::DropGuard,
     pub catch_up: tokio_util::sync::CancellationToken,
-    pub caught_up: tokio::sync::oneshot::Receiver<()>,
+    pub caught_up: tokio::sync::oneshot::Receiver<Option<EntryId>>,
 }
 
 impl Followed {
-    /// Shows the rest of the record (read once more: its writer has let it go) and stops:
-    /// the client has then seen every entry, for its own session to go on from.
-    pub async fn finish(self) {
+    /// Shows the rest of the record (read once more) and stops: the last entry the client
+    /// has then seen, for what it is shown next to go on from.
+    pub async fn finish(self) -> Option<EntryId> {
         self.catch_up.cancel();
-        let _ = self.caught_up.await;
+        self.caught_up.await.ok().flatten()
     }
 }
 
@@ -411,6 +411,9 @@ pub struct Attaching {
     /// Shown the session so far (`historyPolicy: "full"`), or only what waits for an answer
     /// (`"pending_only"`, `"none"`: the open questions are asked of it either way).
     pub history: bool,
+    /// The record was shown up to this entry already (it followed the session from another
+    /// process): only what came after it.
+    pub after: Option<EntryId>,
 }
 
 /// A record to show a client as it saw it live, built entry by entry by the session's writer

@@ -8,7 +8,7 @@
 use futures_util::FutureExt;
 use talaria_protocol::acp::{self, RequestId};
 
-use super::audience::{ATTACH_METHOD, moved_away};
+use super::audience::ATTACH_METHOD;
 use super::state::{Agent, Followed, Reply, member_of};
 use crate::sessions::{self, Place, Reopened};
 
@@ -25,11 +25,14 @@ pub(super) fn take_over(agent: &mut Agent, request: RequestId, id: String, histo
     let followed = agent
         .following
         .remove(&id)
-        .or_else(|| left_behind(agent, &id));
+        .or_else(|| super::audience::left_behind(agent, &id));
     let replay = history && followed.is_none();
     let context = super::trust::start_context(agent, &request);
     let known = agent.room.store().cloned();
-    let asker = member_of(agent).described().to_string();
+    // Who asks, unique to this take-over (client ids are per process).
+    let mut asker = member_of(agent).described();
+    asker["ask"] = uuid::Uuid::new_v4().to_string().into();
+    let asker = asker.to_string();
     let slow = async move {
         let (journal, meta) = match sessions::claim_from_elsewhere(known, &id, &asker).await {
             Ok(claimed) => claimed,
@@ -73,15 +76,6 @@ pub(super) fn take_over(agent: &mut Agent, request: RequestId, id: String, histo
         };
         async move { reply }.boxed_local()
     });
-}
-
-/// Session `id` as this client held it before it was handed to another process (it follows
-/// it there): it leaves it, for its own session; its following.
-fn left_behind(agent: &mut Agent, id: &str) -> Option<Followed> {
-    let session = agent.sessions.get(id).filter(|s| moved_away(s))?;
-    let followed = session.audience.stop_following(agent.member);
-    agent.sessions.remove(id);
-    followed
 }
 
 fn running_here(

@@ -20,8 +20,8 @@ pub const HANDOVER_WAIT: Duration = Duration::from_secs(60);
 const POLL: Duration = Duration::from_millis(250);
 
 /// Claims stored session `id` for this process, asking the process that has it open (as
-/// `asker`) to hand it over and waiting up to [`HANDOVER_WAIT`]; its journal and where it
-/// ran.
+/// `asker`, unique to this take-over) to hand it over and waiting up to [`HANDOVER_WAIT`];
+/// its journal and where it ran. Another take-over of it under way is said at once.
 pub async fn claim_from_elsewhere(
     known: Option<Journal>,
     id: &str,
@@ -34,33 +34,48 @@ pub async fn claim_from_elsewhere(
     journal
         .first_open_tried(talaria_engine::ANSWER_DEADLINE)
         .await;
-    let (meta, _) = journal.view(id).await?;
-    // Free already (closed there, or its process ended): claimed at once.
-    if claim(&journal, id).await?.is_none() {
-        return Ok((journal, meta));
-    }
+    let claimed = take(&journal, id, asker).await;
     let (session, by) = (id.to_string(), asker.to_string());
-    journal
-        .call(move |store| store.ask_for(&session, &by))
-        .await?;
-    let claimed = wait_for_claim(&journal, id).await;
-    let session = id.to_string();
     if let Err(error) = journal
-        .call(move |store| store.withdraw_ask(&session))
+        .call(move |store| store.withdraw_ask(&session, &by))
         .await
     {
         tracing::warn!(session = id, "the ask for it stays in the store: {error}");
     }
-    claimed.map(|()| (journal, meta))
+    claimed.map(|meta| (journal, meta))
 }
 
-/// Tries the claim until it is free or [`HANDOVER_WAIT`] passed.
-async fn wait_for_claim(journal: &Journal, id: &str) -> Result<(), SessionError> {
+/// Asks for session `id` (again each time: an ask not renewed soon counts for nothing) and
+/// claims it once it is free and saved, for at most [`HANDOVER_WAIT`]. A session whose record
+/// is not saved yet (it has just started elsewhere, its claim not written yet) is never
+/// claimed: that would take it from under its process.
+async fn take(journal: &Journal, id: &str, asker: &str) -> Result<SessionMeta, SessionError> {
     let deadline = tokio::time::Instant::now() + HANDOVER_WAIT;
+    let mut meta = None;
     loop {
-        tokio::time::sleep(POLL).await;
-        let Some(holder) = claim(journal, id).await? else {
-            return Ok(());
+        let (session, by) = (id.to_string(), asker.to_string());
+        let standing = journal
+            .call(move |store| store.ask_for(&session, &by))
+            .await?;
+        if let Some(other) = standing {
+            return Err(SessionError::Invalid(format!(
+                "session {id} is being taken over already (by {other}): try again once it \
+                 has moved"
+            )));
+        }
+        if meta.is_none() {
+            meta = match journal.view(id).await {
+                Ok((stored, _)) => Some(stored),
+                Err(talaria_store::StoreError::NoRecord(_)) => None,
+                Err(error) => return Err(error.into()),
+            };
+        }
+        let holder = match &meta {
+            Some(stored) => match claim(journal, id).await? {
+                None => return Ok(stored.clone()),
+                Some(holder) => holder,
+            },
+            None => "it has just started there and is not saved yet".to_string(),
         };
         if tokio::time::Instant::now() >= deadline {
             return Err(SessionError::Invalid(format!(
@@ -70,6 +85,7 @@ async fn wait_for_claim(journal: &Journal, id: &str) -> Result<(), SessionError>
                 HANDOVER_WAIT.as_secs()
             )));
         }
+        tokio::time::sleep(POLL).await;
     }
 }
 

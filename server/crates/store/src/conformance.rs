@@ -485,26 +485,54 @@ pub fn deleted_sessions_stay_deleted(store: &dyn SessionStore, other: &dyn Sessi
 }
 
 /// A session asked for by another holder is seen asked, by whom, until the ask is withdrawn;
-/// a newer ask replaces an older one.
+/// one ask stands at a time (a second asker is told who asks), renewed by its asker, and
+/// withdrawn only by it.
 pub fn asks_pass_between_holders(mine: &dyn SessionStore, theirs: &dyn SessionStore) {
     mine.create(&meta("asked", "/p", 1)).expect("create");
     mine.claim("asked").expect("claim");
     let ids = vec!["asked".to_string(), "other".to_string()];
-    assert!(mine.asked_for(&ids).expect("none yet").is_empty());
-    theirs.ask_for("asked", "client-1 (phone)").expect("ask");
-    theirs
-        .ask_for("asked", "client-2 (laptop)")
-        .expect("ask again");
+    assert!(
+        mine.asked_for(&ids, crate::ASK_FRESH_MS)
+            .expect("none yet")
+            .is_empty()
+    );
+    assert_eq!(theirs.ask_for("asked", "phone").expect("ask"), None);
+    assert_eq!(theirs.ask_for("asked", "phone").expect("renewed"), None);
     assert_eq!(
-        mine.asked_for(&ids).expect("asked"),
-        [("asked".to_string(), "client-2 (laptop)".to_string())]
+        theirs.ask_for("asked", "laptop").expect("a second asker"),
+        Some("phone".to_string()),
+        "one ask stands at a time"
+    );
+    assert_eq!(
+        mine.asked_for(&ids, crate::ASK_FRESH_MS).expect("asked"),
+        [("asked".to_string(), "phone".to_string())]
     );
     assert!(
-        mine.asked_for(&[])
+        mine.asked_for(&[], crate::ASK_FRESH_MS)
             .expect("nothing to ask about")
             .is_empty()
     );
-    theirs.withdraw_ask("asked").expect("withdraw");
-    assert!(mine.asked_for(&ids).expect("withdrawn").is_empty());
+    theirs.withdraw_ask("asked", "laptop").expect("not its ask");
+    assert_eq!(
+        mine.asked_for(&ids, crate::ASK_FRESH_MS)
+            .expect("still asked")
+            .len(),
+        1
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(
+        mine.asked_for(&ids, 100)
+            .expect("not renewed lately")
+            .is_empty(),
+        "an ask not renewed within the time asked about counts for nothing"
+    );
+    theirs.withdraw_ask("asked", "phone").expect("withdraw");
+    assert!(
+        mine.asked_for(&ids, crate::ASK_FRESH_MS)
+            .expect("withdrawn")
+            .is_empty()
+    );
+    assert_eq!(theirs.ask_for("asked", "laptop").expect("free again"), None);
+    theirs.withdraw_ask("asked", "laptop").expect("withdraw");
     mine.release("asked").expect("release");
 }

@@ -357,20 +357,26 @@ pub trait SessionStore: Send + Sync {
     fn holds(&self, _session_id: &str) -> bool {
         false
     }
-    /// Asks the process that has session `session_id` open to hand it over (a client
-    /// elsewhere takes control of it); `by` says who asks, for that process's clients. One
-    /// ask per session, the newest kept, until it is withdrawn.
-    fn ask_for(&self, _session_id: &str, _by: &str) -> Result<(), StoreError> {
+    /// Asks the process that has session `session_id` open to hand it over, as `by` (who
+    /// asks, unique to this ask, shown to that process's clients); renews `by`'s own ask. One
+    /// ask stands per session: while another's is fresh (renewed within [`ASK_FRESH_MS`] by
+    /// the store's clock) nothing is written and that asker is returned.
+    fn ask_for(&self, _session_id: &str, _by: &str) -> Result<Option<String>, StoreError> {
         Err(StoreError::Unsupported(
             "this store cannot pass a session between processes".into(),
         ))
     }
-    /// Which of `session_ids` are asked for, with who asks.
-    fn asked_for(&self, _session_ids: &[String]) -> Result<Vec<(String, String)>, StoreError> {
+    /// Which of `session_ids` an ask renewed within the last `within_ms` stands for, with
+    /// who asks.
+    fn asked_for(
+        &self,
+        _session_ids: &[String],
+        _within_ms: i64,
+    ) -> Result<Vec<(String, String)>, StoreError> {
         Ok(Vec::new())
     }
-    /// Withdraws the ask for `session_id` (handed over, or given up on).
-    fn withdraw_ask(&self, _session_id: &str) -> Result<(), StoreError> {
+    /// Withdraws `by`'s ask for `session_id` (another's stays).
+    fn withdraw_ask(&self, _session_id: &str, _by: &str) -> Result<(), StoreError> {
         Ok(())
     }
     /// What users should be told once about how the store was opened (a damaged file
@@ -397,6 +403,10 @@ pub trait SessionStore: Send + Sync {
         false
     }
 }
+
+/// How long an ask for a session stands without being renewed (its asker renews it while it
+/// waits; one that died leaves an ask that soon counts for nothing).
+pub const ASK_FRESH_MS: i64 = 2_000;
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {

@@ -152,6 +152,9 @@ fn append_checked_in(
     }
 }
 
+/// The server's clock in milliseconds since the Unix epoch (asks are timed by it).
+const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+
 /// A session's tombstone key: creations and deletes of one id take it for their
 /// transaction, so a creation never reads "not deleted" while a delete commits.
 const TOMBSTONE_KEY: &str = "hashtextextended('talaria-deleted:' || $1, 0)";
@@ -492,35 +495,56 @@ impl SessionStore for PgStore {
             && !super::lock(&self.lost).contains_key(session_id)
     }
 
-    fn ask_for(&self, session_id: &str, by: &str) -> Result<(), StoreError> {
+    fn ask_for(&self, session_id: &str, by: &str) -> Result<Option<String>, StoreError> {
         self.with(|client| {
-            client.execute(
-                "INSERT INTO session_asks (session_id, asked_by, asked_at) VALUES ($1, $2, $3)
-                 ON CONFLICT (session_id) DO UPDATE SET asked_by = $2, asked_at = $3",
-                &[&session_id, &by, &crate::now_ms()],
+            // The server's clock: hosts' clocks may differ.
+            let renewed = client.query_opt(
+                &format!(
+                    "INSERT INTO session_asks (session_id, asked_by, asked_at)
+                     VALUES ($1, $2, {NOW_MS})
+                     ON CONFLICT (session_id) DO UPDATE SET asked_by = $2, asked_at = {NOW_MS}
+                     WHERE session_asks.asked_by = $2
+                        OR session_asks.asked_at <= {NOW_MS} - $3
+                     RETURNING asked_by"
+                ),
+                &[&session_id, &by, &crate::ASK_FRESH_MS],
             )?;
-            Ok(())
+            if renewed.is_some() {
+                return Ok(None);
+            }
+            let standing = client.query_opt(
+                "SELECT asked_by FROM session_asks WHERE session_id = $1",
+                &[&session_id],
+            )?;
+            Ok(standing.map(|row| row.get(0)))
         })
     }
 
-    fn asked_for(&self, session_ids: &[String]) -> Result<Vec<(String, String)>, StoreError> {
+    fn asked_for(
+        &self,
+        session_ids: &[String],
+        within_ms: i64,
+    ) -> Result<Vec<(String, String)>, StoreError> {
         if session_ids.is_empty() {
             return Ok(Vec::new());
         }
         self.with(|client| {
             let rows = client.query(
-                "SELECT session_id, asked_by FROM session_asks WHERE session_id = ANY($1)",
-                &[&session_ids],
+                &format!(
+                    "SELECT session_id, asked_by FROM session_asks
+                     WHERE session_id = ANY($1) AND asked_at > {NOW_MS} - $2"
+                ),
+                &[&session_ids, &within_ms],
             )?;
             Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
         })
     }
 
-    fn withdraw_ask(&self, session_id: &str) -> Result<(), StoreError> {
+    fn withdraw_ask(&self, session_id: &str, by: &str) -> Result<(), StoreError> {
         self.with(|client| {
             client.execute(
-                "DELETE FROM session_asks WHERE session_id = $1",
-                &[&session_id],
+                "DELETE FROM session_asks WHERE session_id = $1 AND asked_by = $2",
+                &[&session_id, &by],
             )?;
             Ok(())
         })

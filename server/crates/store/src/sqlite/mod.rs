@@ -880,27 +880,51 @@ impl SessionStore for SqliteStore {
         self.claims.holds(session_id)
     }
 
-    fn ask_for(&self, session_id: &str, by: &str) -> Result<(), StoreError> {
-        self.lock()?
-            .execute(
-                "INSERT INTO session_asks (session_id, asked_by, asked_at) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (session_id) DO UPDATE SET asked_by = ?2, asked_at = ?3",
-                params![session_id, by, crate::now_ms()],
-            )
+    fn ask_for(&self, session_id: &str, by: &str) -> Result<Option<String>, StoreError> {
+        let mut connection = self.lock()?;
+        let tx = connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(classify)?;
-        Ok(())
+        let now = crate::now_ms();
+        let standing: Option<(String, i64)> = tx
+            .query_row(
+                "SELECT asked_by, asked_at FROM session_asks WHERE session_id = ?1",
+                params![session_id],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .optional()
+            .map_err(classify)?;
+        if let Some((other, at)) = standing
+            && other != by
+            && now - at < crate::ASK_FRESH_MS
+        {
+            return Ok(Some(other));
+        }
+        tx.execute(
+            "INSERT INTO session_asks (session_id, asked_by, asked_at) VALUES (?1, ?2, ?3)
+             ON CONFLICT (session_id) DO UPDATE SET asked_by = ?2, asked_at = ?3",
+            params![session_id, by, now],
+        )
+        .map_err(classify)?;
+        tx.commit().map_err(classify)?;
+        Ok(None)
     }
 
-    fn asked_for(&self, session_ids: &[String]) -> Result<Vec<(String, String)>, StoreError> {
+    fn asked_for(
+        &self,
+        session_ids: &[String],
+        within_ms: i64,
+    ) -> Result<Vec<(String, String)>, StoreError> {
         if session_ids.is_empty() {
             return Ok(Vec::new());
         }
         let connection = self.read()?;
         let mut select = connection
-            .prepare_cached("SELECT session_id, asked_by FROM session_asks")
+            .prepare_cached("SELECT session_id, asked_by FROM session_asks WHERE asked_at > ?1")
             .map_err(classify)?;
+        let fresh = crate::now_ms() - within_ms;
         let rows = select
-            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+            .query_map(params![fresh], |row| Ok((row.get(0)?, row.get(1)?)))
             .map_err(classify)?;
         let mut asked = Vec::new();
         for row in rows {
@@ -912,11 +936,11 @@ impl SessionStore for SqliteStore {
         Ok(asked)
     }
 
-    fn withdraw_ask(&self, session_id: &str) -> Result<(), StoreError> {
+    fn withdraw_ask(&self, session_id: &str, by: &str) -> Result<(), StoreError> {
         self.lock()?
             .execute(
-                "DELETE FROM session_asks WHERE session_id = ?1",
-                params![session_id],
+                "DELETE FROM session_asks WHERE session_id = ?1 AND asked_by = ?2",
+                params![session_id, by],
             )
             .map_err(classify)?;
         Ok(())
