@@ -18,8 +18,11 @@ use tokio_util::sync::CancellationToken;
 use super::audience::{ATTACH_METHOD, ROSTER_KEY};
 use super::state::{Agent, ClientCaps, Followed, Member, Reply, to_value};
 
-/// How often the record of a followed session is read again.
+/// How often the store is asked for a followed session's new entries.
 const POLL: Duration = Duration::from_millis(250);
+
+/// The most entries read in one call.
+const PAGE: usize = 256;
 
 /// Follows session `id` of another process; answered once the record so far (with
 /// `history`) is shown.
@@ -143,11 +146,10 @@ impl Follower {
                 () = ends.catch_up.cancelled() => true,
                 () = tokio::time::sleep(POLL) => false,
             };
-            let id = self.session_id.0.to_string();
-            match crate::sessions::record_in_store(Some(self.journal.clone()), id).await {
-                Ok((_, transcript)) => {
-                    self.show_after(&transcript, last).await;
-                    last = transcript.entries().last().map(|e| e.id).or(last);
+            match self.entries_after(last).await {
+                Ok(entries) => {
+                    self.show(&entries).await;
+                    last = entries.last().map(|e| e.id).or(last);
                 }
                 Err(error) => {
                     tracing::debug!(session = %self.session_id, "a followed session's record: {error}");
@@ -160,13 +162,45 @@ impl Follower {
         }
     }
 
+    /// The entries the store has after `last` (read a page at a time: a poll reads what is
+    /// new, never the whole record again).
+    async fn entries_after(
+        &self,
+        last: Option<EntryId>,
+    ) -> Result<Vec<talaria_record::Entry>, talaria_store::StoreError> {
+        let mut entries = Vec::new();
+        let mut from = last.map_or(0, |last| last + 1);
+        loop {
+            let id = self.session_id.0.to_string();
+            let page = self
+                .journal
+                .call(move |store| store.entries_around(&id, from, 0, PAGE - 1))
+                .await?;
+            let full = page.len() >= PAGE;
+            if let Some(newest) = page.last() {
+                from = newest.id + 1;
+            }
+            entries.extend(page);
+            if !full {
+                return Ok(entries);
+            }
+        }
+    }
+
     /// Shows the entries of `transcript` after `last`.
     async fn show_after(&self, transcript: &Transcript, last: Option<EntryId>) {
+        let newer: Vec<&talaria_record::Entry> = transcript
+            .entries()
+            .iter()
+            .filter(|entry| last.is_none_or(|last| entry.id > last))
+            .collect();
+        self.show(newer).await;
+    }
+
+    /// Shows `entries`, in order.
+    async fn show<'a>(&self, entries: impl IntoIterator<Item = &'a talaria_record::Entry>) {
         let (compaction, subagents) = (self.caps.compaction, self.caps.subagents);
-        for entry in transcript.entries() {
-            if last.is_some_and(|last| entry.id <= last) {
-                continue;
-            }
+        for entry in entries {
             for update in super::replay::entry_updates(entry, compaction, subagents) {
                 let update = super::plan_updates::for_client(update, self.caps.plans);
                 let notification = SessionNotification::new(self.session_id.clone(), update);
