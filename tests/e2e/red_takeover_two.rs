@@ -612,6 +612,105 @@ async fn an_asker_that_did_not_follow_is_shown_the_record_as_its_history_policy_
     );
 }
 
+/// A stdio `talaria acp` on the same home asks for control of a session a `talaria serve`
+/// runs: answered promptly (control, or a clear error); with control, its turn runs there
+/// and the serve's editor, following it, is shown that turn, its own prompt refused.
+#[tokio::test]
+async fn a_stdio_agent_taking_a_served_session_is_answered_and_followed() {
+    let env = TestEnv::new(vec![text("one"), text("from stdio answer"), text("kept")]).await;
+    let running = start(&env, &[]).await;
+    let (mut editor, session) = with_session(&running, &env, "editor").await;
+    let first = editor
+        .call(2, "session/prompt", prompt(&session, "first"))
+        .await;
+    assert_eq!(first["result"]["stopReason"], "end_turn", "{first}");
+    let mut agent = initialized(&env).await;
+    let asked = agent
+        .start_request(
+            "_session/attach",
+            json!({"sessionId": session, "role": "controller"}),
+        )
+        .await
+        .expect("sent");
+    let taken = agent
+        .wait_response(asked, Duration::from_secs(20))
+        .await
+        .expect("the stdio attach answered within 20 s");
+    if taken["result"]["role"] != "controller" {
+        assert!(taken["error"]["message"].is_string(), "{taken}");
+        let next = editor
+            .call(3, "session/prompt", prompt(&session, "next"))
+            .await;
+        assert_eq!(next["result"]["stopReason"], "end_turn", "{next}");
+        return;
+    }
+    let (answer, _) = crate::support::prompt(&mut agent, &session, "from stdio").await;
+    assert_eq!(stop_reason(&answer), "end_turn", "{answer}");
+    let shown = until_within(&mut editor, Duration::from_secs(5), |m| {
+        m["params"]["update"]["content"]["text"] == "from stdio answer"
+    })
+    .await;
+    assert!(shown.is_some(), "the editor follows: {:?}", texts(&editor));
+    let mine = editor
+        .call(3, "session/prompt", prompt(&session, "mine"))
+        .await;
+    assert!(refused_elsewhere(&mine), "{mine}");
+    assert_each_once("editor", &texts(&editor));
+}
+
+/// The editor sets its session's mode while the handover waits for its turn: answered
+/// promptly, and the mode the editor was told is the mode the session has once moved.
+#[tokio::test]
+async fn a_mode_set_during_the_move_is_the_mode_after_it() {
+    let env = TestEnv::new(vec![slow_answer(&words(20), 100)]).await;
+    let running = start(&env, &[]).await;
+    let other = start(&env, &[]).await;
+    let mut editor = client(&running, "editor").await;
+    let opened = editor
+        .call(
+            1,
+            "session/new",
+            json!({"cwd": env.workspace.path(), "mcpServers": []}),
+        )
+        .await;
+    let session = opened["result"]["sessionId"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let current = opened["result"]["modes"]["currentModeId"].clone();
+    let other_mode = opened["result"]["modes"]["availableModes"]
+        .as_array()
+        .and_then(|modes| modes.iter().find(|m| m["id"] != current))
+        .map(|m| m["id"].clone())
+        .expect("a second mode");
+    send_prompt(&mut editor, 2, &session, "long").await;
+    editor.until(chunk).await;
+    let mut phone = client(&other, "phone").await;
+    send_attach(&mut phone, 2, &session, "controller").await;
+    editor.until(moving).await;
+    let set = editor
+        .call(
+            3,
+            "session/set_mode",
+            json!({"sessionId": session, "modeId": other_mode}),
+        )
+        .await;
+    let taken = until_within(&mut phone, Duration::from_secs(70), is_answer(2))
+        .await
+        .expect("the phone answered");
+    assert_eq!(taken["result"]["role"], "controller", "{taken}");
+    let now = &taken["result"]["modes"]["currentModeId"];
+    if set["result"].is_object() {
+        assert_eq!(
+            *now, other_mode,
+            "set during the move: {set}; after: {taken}"
+        );
+    } else {
+        assert!(set["error"]["message"].is_string(), "{set}");
+        assert_eq!(*now, current, "refused: {set}; after: {taken}");
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Two hosts on one PostgreSQL database.
 // ---------------------------------------------------------------------------------------
