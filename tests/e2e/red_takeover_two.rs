@@ -161,6 +161,146 @@ async fn a_session_moved_back_and_forth_many_times_shows_each_entry_once_to_ever
     assert_eq!(texts(&phone), without("ask-p"), "the phone");
 }
 
+/// A watcher attaches in the editor's process while the handover waits for the editor's
+/// turn: it is shown the session so far, the rest of the turn, then the phone's turn where
+/// the session moved, each entry once.
+#[tokio::test]
+async fn a_watcher_attaching_during_the_move_follows_it_after_each_entry_once() {
+    let env = TestEnv::new(vec![slow_answer(&words(20), 100), text("mine-answer")]).await;
+    let running = start(&env, &[]).await;
+    let other = start(&env, &[]).await;
+    let (mut editor, session) = with_session(&running, &env, "editor").await;
+    send_prompt(&mut editor, 2, &session, "long").await;
+    editor.until(chunk).await;
+    let mut phone = client(&other, "phone").await;
+    send_attach(&mut phone, 2, &session, "controller").await;
+    editor.until(moving).await;
+    let mut watcher = client(&running, "watcher").await;
+    let joined = attach(&mut watcher, 2, &session, "observer").await;
+    assert_eq!(joined["result"]["role"], "observer", "{joined}");
+    let taken = until_within(&mut phone, Duration::from_secs(70), is_answer(2))
+        .await
+        .expect("the phone answered");
+    assert_eq!(taken["result"]["role"], "controller", "{taken}");
+    let mine = phone
+        .call(3, "session/prompt", prompt(&session, "mine"))
+        .await;
+    assert_eq!(mine["result"]["stopReason"], "end_turn", "{mine}");
+    let shown = until_within(&mut watcher, Duration::from_secs(5), |m| {
+        m["params"]["update"]["content"]["text"] == "mine-answer"
+    })
+    .await;
+    assert!(
+        shown.is_some(),
+        "the watcher follows: {:?}",
+        texts(&watcher)
+    );
+    let seen = texts(&watcher);
+    assert_each_once("watcher", &seen);
+    let answer: String = seen
+        .iter()
+        .filter(|t| t.starts_with('w'))
+        .cloned()
+        .collect();
+    assert_eq!(
+        answer,
+        words(20).concat(),
+        "the editor's answer whole: {seen:?}"
+    );
+}
+
+/// The editor asks for the session back while the phone's turn of many steps runs there; its
+/// following shows the turn's stored steps meanwhile. Once back, the editor has been shown
+/// the phone's whole turn, each entry once.
+#[tokio::test]
+async fn an_ask_back_during_a_turn_of_many_steps_shows_each_entry_once() {
+    let mut looking = batch(&[("r1", "read_file", json!({"path": "notes.txt"}))]);
+    if let MockReply::ToolCalls { text, .. } = &mut looking {
+        *text = Some("looking".into());
+    }
+    let env = TestEnv::new(vec![
+        text("one"),
+        looking,
+        slow_answer(&words(20), 100),
+        text("back-answer"),
+    ])
+    .await;
+    std::fs::write(env.workspace.path().join("notes.txt"), "the notes").expect("notes");
+    let running = start(&env, &[]).await;
+    let other = start(&env, &[]).await;
+    let (mut editor, session) = with_session(&running, &env, "editor").await;
+    let first = editor
+        .call(2, "session/prompt", prompt(&session, "first"))
+        .await;
+    assert_eq!(first["result"]["stopReason"], "end_turn", "{first}");
+    let mut phone = client(&other, "phone").await;
+    let taken = attach(&mut phone, 2, &session, "controller").await;
+    assert_eq!(taken["result"]["role"], "controller", "{taken}");
+    send_prompt(&mut phone, 3, &session, "mine").await;
+    phone
+        .until(|m| {
+            chunk(m)
+                && m["params"]["update"]["content"]["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("w2"))
+        })
+        .await;
+    let back = attach(&mut editor, 3, &session, "controller").await;
+    assert_eq!(back["result"]["role"], "controller", "{back}");
+    let again = editor
+        .call(4, "session/prompt", prompt(&session, "back"))
+        .await;
+    assert_eq!(again["result"]["stopReason"], "end_turn", "{again}");
+    let seen = texts(&editor);
+    assert_each_once("editor", &seen);
+    assert_eq!(
+        seen,
+        ["one", "mine", "looking", &words(20).concat(), "back-answer"],
+        "the editor"
+    );
+}
+
+/// A session whose record is large (three prompts of 100 kB, as large as the mock model's window allows) moves: the move is answered
+/// and the editor, following it, is shown the phone's turn.
+#[tokio::test]
+async fn a_large_record_moves_and_is_followed() {
+    let env = TestEnv::new(vec![
+        text("a1"),
+        text("a2"),
+        text("a3"),
+        // A compaction may take one first.
+        text("mine-answer"),
+        text("mine-answer"),
+    ])
+    .await;
+    let running = start(&env, &[]).await;
+    let other = start(&env, &[]).await;
+    let (mut editor, session) = with_session(&running, &env, "editor").await;
+    for n in 0..3u64 {
+        let big = format!("{n} {}", "lorem ipsum dolor ".repeat(5_500));
+        let answer = editor
+            .call(2 + n, "session/prompt", prompt(&session, &big))
+            .await;
+        assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    }
+    let mut phone = client(&other, "phone").await;
+    send_attach(&mut phone, 2, &session, "controller").await;
+    let taken = until_within(&mut phone, Duration::from_secs(20), is_answer(2))
+        .await
+        .expect("the phone answered within 20 s");
+    assert_eq!(taken["result"]["role"], "controller", "{taken}");
+    let mine = phone
+        .call(3, "session/prompt", prompt(&session, "mine"))
+        .await;
+    assert_eq!(mine["result"]["stopReason"], "end_turn", "{mine}");
+    let shown = until_within(&mut editor, Duration::from_secs(5), |m| {
+        m["params"]["update"]["content"]["text"] == "mine-answer"
+    })
+    .await;
+    assert!(shown.is_some(), "the editor follows: {:?}", texts(&editor));
+    assert_each_once("editor", &texts(&editor));
+}
+
 // ---------------------------------------------------------------------------------------
 // Races with the ask.
 // ---------------------------------------------------------------------------------------
