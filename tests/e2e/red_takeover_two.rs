@@ -447,6 +447,44 @@ async fn an_asker_stopped_as_the_turn_ends_gets_the_session_once_continued() {
     assert_each_once("phone", &texts(&phone));
 }
 
+/// The editor's process (the runner) is stopped (SIGSTOP) for 3 s once the handover began,
+/// mid-turn: once continued, its turn ends whole and the session moves to the phone (whose
+/// ask stood all along), each entry shown once to both.
+#[tokio::test]
+async fn a_runner_stopped_mid_move_then_continued_moves_the_session_once() {
+    let env = TestEnv::new(vec![slow_answer(&words(20), 100), text("mine-answer")]).await;
+    let running = start(&env, &[]).await;
+    let other = start(&env, &[]).await;
+    let (mut editor, session) = with_session(&running, &env, "editor").await;
+    send_prompt(&mut editor, 2, &session, "long").await;
+    editor.until(chunk).await;
+    let mut phone = client(&other, "phone").await;
+    send_attach(&mut phone, 2, &session, "controller").await;
+    editor.until(moving).await;
+    signal(running.pid(), "STOP");
+    away(3000).await;
+    signal(running.pid(), "CONT");
+    let answered = until_within(&mut editor, Duration::from_secs(20), is_answer(2))
+        .await
+        .expect("the editor's turn answered");
+    assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");
+    let taken = until_within(&mut phone, Duration::from_secs(70), is_answer(2))
+        .await
+        .expect("the phone answered");
+    assert_eq!(taken["result"]["role"], "controller", "{taken}");
+    let mine = phone
+        .call(3, "session/prompt", prompt(&session, "mine"))
+        .await;
+    assert_eq!(mine["result"]["stopReason"], "end_turn", "{mine}");
+    let shown = until_within(&mut editor, Duration::from_secs(5), |m| {
+        m["params"]["update"]["content"]["text"] == "mine-answer"
+    })
+    .await;
+    assert!(shown.is_some(), "the editor follows: {:?}", texts(&editor));
+    assert_each_once("editor", &texts(&editor));
+    assert_each_once("phone", &texts(&phone));
+}
+
 /// The session moved to the phone's process, where a tablet followed it from the start. The
 /// phone's turn reads a file (its first step, with words, is stored mid-turn) then answers
 /// slowly; the tablet attaches there during that answer: each entry is shown to it once.
@@ -1035,7 +1073,7 @@ async fn on_postgresql_moves_back_and_forth_leave_no_follower_reading_the_store(
     const ROUNDS: usize = 6;
     let (_cluster, url) = throwaway_database().await;
     let script = || {
-        (1..=ROUNDS)
+        (0..=ROUNDS)
             .map(|n| text(&format!("answer {n}")))
             .collect::<Vec<_>>()
     };
@@ -1044,6 +1082,11 @@ async fn on_postgresql_moves_back_and_forth_leave_no_follower_reading_the_store(
     let running = start(&first, &[]).await;
     let other = start(&second, &[]).await;
     let (mut editor, session) = with_session(&running, &first, "editor").await;
+    // Saved first (a session just started may not be: see the test after this one).
+    let saved = editor
+        .call(2, "session/prompt", prompt(&session, "e"))
+        .await;
+    assert_eq!(saved["result"]["stopReason"], "end_turn", "{saved}");
     let mut phone = client(&other, "phone").await;
     let mut rates = Vec::new();
     for n in 1..=ROUNDS {
@@ -1070,4 +1113,45 @@ async fn on_postgresql_moves_back_and_forth_leave_no_follower_reading_the_store(
         rates[1] <= rates[0] * 1.5 + 2.0,
         "store transactions per second after the first move and after the last: {rates:?}"
     );
+}
+
+/// The phone asks for control of a session the editor has just started on the other host
+/// (no prompt yet): the asker waits for it to be saved and takes it (docs/http.md), never
+/// "no saved session" for a session that exists and runs.
+#[tokio::test]
+#[ignore = "HOLE: on PostgreSQL a controller attach right after session/new on the other host is refused 'no saved session ID' (take_over.rs waits only on StoreError::NoRecord; the view says NotFound: the creation is still queued)"]
+async fn on_postgresql_a_session_just_started_on_the_other_host_is_waited_for_not_refused() {
+    let (_cluster, url) = throwaway_database().await;
+    let first = host(&url, vec![]).await;
+    let second = host(&url, vec![text("mine-answer")]).await;
+    let running = start(&first, &[]).await;
+    let other = start(&second, &[]).await;
+    let mut phone = client(&other, "phone").await;
+    for round in 0..5 {
+        let (_editor, session) = with_session(&running, &first, "editor").await;
+        let taken = attach(&mut phone, 2 + round, &session, "controller").await;
+        assert_eq!(
+            taken["result"]["role"], "controller",
+            "round {round}: {taken}"
+        );
+    }
+}
+
+/// As above on one SQLite home, the runner's creation of the session held 2 s by a
+/// failpoint.
+#[tokio::test]
+#[ignore = "HOLE: a controller attach for a session whose creation is still queued in the runner's writer is refused 'no saved session ID' (take_over.rs waits only on StoreError::NoRecord; the view says NotFound)"]
+async fn a_session_whose_creation_is_slow_is_waited_for_not_refused() {
+    let mut env = TestEnv::new(vec![]).await;
+    env.extra_env.push((
+        "FAILPOINTS".into(),
+        "journal::create::before=1*sleep(2000)".into(),
+    ));
+    let running = start(&env, &[]).await;
+    env.extra_env.pop();
+    let other = start(&env, &[]).await;
+    let (_editor, session) = with_session(&running, &env, "editor").await;
+    let mut phone = client(&other, "phone").await;
+    let taken = attach(&mut phone, 2, &session, "controller").await;
+    assert_eq!(taken["result"]["role"], "controller", "{taken}");
 }
