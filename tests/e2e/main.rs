@@ -55,6 +55,7 @@ mod record;
 mod red_five;
 mod red_four;
 mod red_takeover;
+mod red_takeover_two;
 mod red_three;
 mod red_trust;
 mod red_two;

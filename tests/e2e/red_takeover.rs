@@ -17,24 +17,24 @@ use crate::serve_support::*;
 use crate::support::*;
 
 /// The handover state a message tells (`moving`, `moved`), if any.
-fn handover_state(m: &Value) -> Option<&str> {
+pub(crate) fn handover_state(m: &Value) -> Option<&str> {
     m["params"]["update"]["_meta"]["talaria/attachment"]["handover"]["state"].as_str()
 }
 
-fn moving(m: &Value) -> bool {
+pub(crate) fn moving(m: &Value) -> bool {
     handover_state(m) == Some("moving")
 }
 
-fn moved(m: &Value) -> bool {
+pub(crate) fn moved(m: &Value) -> bool {
     handover_state(m) == Some("moved")
 }
 
-fn chunk(m: &Value) -> bool {
+pub(crate) fn chunk(m: &Value) -> bool {
     m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
 }
 
 /// The texts among `messages` (prompts' and answers' words, whole per update).
-fn texts_of(messages: &[Value]) -> Vec<String> {
+pub(crate) fn texts_of(messages: &[Value]) -> Vec<String> {
     messages
         .iter()
         .filter(|m| m["method"] == "session/update")
@@ -49,17 +49,17 @@ fn texts_of(messages: &[Value]) -> Vec<String> {
         .collect()
 }
 
-fn texts(socket: &Socket) -> Vec<String> {
+pub(crate) fn texts(socket: &Socket) -> Vec<String> {
     texts_of(&socket.messages)
 }
 
-async fn send_prompt(socket: &mut Socket, id: u64, session: &str, text: &str) {
+pub(crate) async fn send_prompt(socket: &mut Socket, id: u64, session: &str, text: &str) {
     socket
         .send(json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt", "params": prompt(session, text)}))
         .await;
 }
 
-async fn send_attach(socket: &mut Socket, id: u64, session: &str, role: &str) {
+pub(crate) async fn send_attach(socket: &mut Socket, id: u64, session: &str, role: &str) {
     socket
         .send(json!({"jsonrpc": "2.0", "id": id, "method": "_session/attach", "params": {"sessionId": session, "role": role}}))
         .await;
@@ -67,7 +67,7 @@ async fn send_attach(socket: &mut Socket, id: u64, session: &str, role: &str) {
 
 /// Reads until `done` holds for a message, for at most `within` (kept in `messages`); the
 /// message, or `None` when the time is up or the socket ended.
-async fn until_within(
+pub(crate) async fn until_within(
     socket: &mut Socket,
     within: Duration,
     done: impl Fn(&Value) -> bool,
@@ -93,16 +93,16 @@ async fn until_within(
 }
 
 /// Every message that arrives within `within` (the client idle meanwhile).
-async fn drain(socket: &mut Socket, within: Duration) {
+pub(crate) async fn drain(socket: &mut Socket, within: Duration) {
     until_within(socket, within, |_| false).await;
 }
 
-fn refused_elsewhere(answer: &Value) -> bool {
+pub(crate) fn refused_elsewhere(answer: &Value) -> bool {
     answer["error"]["code"] == -32003 && answer["error"]["data"]["talaria"]["elsewhere"] == true
 }
 
 /// Whether each text appears once: no entry shown twice.
-fn assert_each_once(who: &str, seen: &[String]) {
+pub(crate) fn assert_each_once(who: &str, seen: &[String]) {
     for text in seen {
         let times = seen.iter().filter(|t| *t == text).count();
         assert_eq!(times, 1, "{who} saw {text:?} {times} times: {seen:?}");

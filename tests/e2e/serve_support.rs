@@ -26,6 +26,11 @@ impl Served {
         format!("http://{}/acp", self.addr)
     }
 
+    /// The server's process id (for a test that stops and continues it).
+    pub fn pid(&self) -> u32 {
+        self._child.id().expect("running")
+    }
+
     /// What the server logged so far.
     pub fn logged(&self) -> String {
         self.log.lock().map(|l| l.clone()).unwrap_or_default()
