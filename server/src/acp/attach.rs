@@ -97,15 +97,29 @@ pub(super) fn attach(agent: &mut Agent, request: RequestId, params: &Value) -> O
     let mut session = (*shared).clone();
     session.booleans = agent.client_caps.booleans;
     session.opened_here = false;
-    // Followed from here while it ran in another process: shown what is left of the record
-    // that following showed, then from there on.
-    let followed = agent.following.remove(&id);
+    // Followed from here while it ran in another process (or after it moved away and back):
+    // shown what is left of the record that following showed, then from there on.
+    let followed = agent
+        .following
+        .remove(&id)
+        .or_else(|| super::audience::left_behind(agent, &id));
     let (told, outcome) = tokio::sync::oneshot::channel();
     let member = member_of(agent);
     let updates = session.updates.clone();
     let slow = async move {
         let after = match followed {
-            Some(followed) => followed.finish().await,
+            // A turn's steps are stored as it goes: it is followed to its end, so that no
+            // step is shown both from the store and from what the turn has shown.
+            Some(followed) => {
+                let (idle, ended) = tokio::sync::oneshot::channel();
+                let _ = updates.send(EdgeUpdates {
+                    updates: EdgePayload::WhenIdle(idle),
+                    written: None,
+                    outcome: None,
+                });
+                let _ = ended.await;
+                followed.finish().await
+            }
             None => None,
         };
         let _ = updates.send(EdgeUpdates {

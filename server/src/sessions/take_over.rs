@@ -47,54 +47,115 @@ pub async fn claim_from_elsewhere(
 
 /// Asks for session `id` (again each time: an ask not renewed soon counts for nothing) and
 /// claims it once it is free and saved, for at most [`HANDOVER_WAIT`]. A session whose record
-/// is not saved yet (it has just started elsewhere, its claim not written yet) is never
-/// claimed: that would take it from under its process.
+/// is not saved yet (it has just started elsewhere, its creation or claim not written yet) is
+/// never claimed: that would take it from under its process. A store that does not answer
+/// for a moment (busy, restarting) is asked again, not given up on: the process that runs the
+/// session may be handing it over meanwhile.
 async fn take(journal: &Journal, id: &str, asker: &str) -> Result<SessionMeta, SessionError> {
-    let deadline = tokio::time::Instant::now() + HANDOVER_WAIT;
+    let started = tokio::time::Instant::now();
+    let deadline = started + HANDOVER_WAIT;
     let mut meta = None;
-    loop {
-        let (session, by) = (id.to_string(), asker.to_string());
-        let standing = journal
-            .call(move |store| store.ask_for(&session, &by))
-            .await?;
-        if let Some(other) = standing {
-            return Err(SessionError::Invalid(format!(
-                "session {id} is being taken over already (by {other}): try again once it \
-                 has moved"
-            )));
-        }
-        if meta.is_none() {
-            meta = match journal.view(id).await {
-                Ok((stored, _)) => Some(stored),
-                Err(talaria_store::StoreError::NoRecord(_)) => None,
-                Err(error) => return Err(error.into()),
-            };
-        }
-        let holder = match &meta {
-            Some(stored) => match claim(journal, id).await? {
-                None => return Ok(stored.clone()),
-                Some(holder) => holder,
-            },
-            None => "it has just started there and is not saved yet".to_string(),
-        };
-        if tokio::time::Instant::now() >= deadline {
-            return Err(SessionError::Invalid(format!(
-                "session {id} was not handed over within {} s by the process that runs it \
-                 ({holder}): a `talaria serve` hands a session over once its running turn \
-                 ends, a stdio process never does (close it there); try again",
-                HANDOVER_WAIT.as_secs()
-            )));
+    let mut holder = String::from("the store did not answer");
+    // After the store failed to answer, no claim for a while: a database that restarted
+    // dropped every process's claims, and the one that runs the session takes its back.
+    let mut claim_after = started;
+    while tokio::time::Instant::now() < deadline {
+        let may_claim = tokio::time::Instant::now() >= claim_after;
+        match step(journal, id, asker, &mut meta, may_claim).await {
+            Ok(Step::Taken(stored)) => return Ok(stored),
+            Ok(Step::Held(by)) => holder = by,
+            Ok(Step::Refused(why)) => return Err(SessionError::Invalid(why)),
+            Err(StoreError::NotFound(_)) if started.elapsed() < UNSAVED_GRACE => {
+                holder = "its creation is not saved yet".into();
+            }
+            Err(error) if error.is_store_wide() => {
+                holder = error.to_string();
+                claim_after = tokio::time::Instant::now() + RECLAIM_GRACE;
+            }
+            Err(error) => return Err(error.into()),
         }
         tokio::time::sleep(POLL).await;
     }
+    // Given up: the ask goes first, then one last try (a runner that let it go meanwhile
+    // leaves it to this asker, not to nobody).
+    let (session, by) = (id.to_string(), asker.to_string());
+    let _ = journal
+        .call(move |store| store.withdraw_ask(&session, &by))
+        .await;
+    if tokio::time::Instant::now() >= claim_after
+        && let Ok(Step::Taken(stored)) = claim_saved(journal, id, &mut meta).await
+    {
+        return Ok(stored);
+    }
+    Err(SessionError::Invalid(format!(
+        "session {id} was not handed over within {} s by the process that runs it ({holder}): \
+         a `talaria serve` hands a session over once its running turn ends, a stdio process \
+         never does (close it there); try again",
+        HANDOVER_WAIT.as_secs()
+    )))
 }
 
-/// Claims session `id` here: `None` when claimed, else who holds it.
-async fn claim(journal: &Journal, id: &str) -> Result<Option<String>, SessionError> {
+/// How long a session not found at all may be one whose creation is still on its way to
+/// the store (an id nobody made is said then).
+const UNSAVED_GRACE: Duration = Duration::from_secs(5);
+
+/// How long after the store failed to answer no claim is tried.
+const RECLAIM_GRACE: Duration = Duration::from_secs(5);
+
+/// Where a take-over stands after one round.
+enum Step {
+    Taken(SessionMeta),
+    Held(String),
+    /// Another take-over of it is under way: said at once.
+    Refused(String),
+}
+
+/// One round: the ask renewed (another's standing ask refuses at once), then the claim tried
+/// once the record is saved.
+async fn step(
+    journal: &Journal,
+    id: &str,
+    asker: &str,
+    meta: &mut Option<SessionMeta>,
+    may_claim: bool,
+) -> Result<Step, StoreError> {
+    let (session, by) = (id.to_string(), asker.to_string());
+    if let Some(other) = journal
+        .call(move |store| store.ask_for(&session, &by))
+        .await?
+    {
+        return Ok(Step::Refused(format!(
+            "session {id} is being taken over already (by {other}): try again once it has \
+             moved"
+        )));
+    }
+    if !may_claim {
+        return Ok(Step::Held("the store did not answer a moment ago".into()));
+    }
+    claim_saved(journal, id, meta).await
+}
+
+/// Claims session `id` once its record is saved (read once, kept in `meta`).
+async fn claim_saved(
+    journal: &Journal,
+    id: &str,
+    meta: &mut Option<SessionMeta>,
+) -> Result<Step, StoreError> {
+    if meta.is_none() {
+        match journal.view(id).await {
+            Ok((stored, _)) => *meta = Some(stored),
+            Err(StoreError::NoRecord(_)) => {
+                return Ok(Step::Held(
+                    "it has just started there and is not saved yet".into(),
+                ));
+            }
+            Err(error) => return Err(error),
+        }
+    }
     let session = id.to_string();
     match journal.call(move |store| store.claim(&session)).await {
-        Ok(()) => Ok(None),
-        Err(StoreError::InUse { holder, .. }) => Ok(Some(holder)),
-        Err(error) => Err(error.into()),
+        Ok(()) => Ok(Step::Taken(meta.clone().unwrap_or_default())),
+        Err(StoreError::InUse { holder, .. }) => Ok(Step::Held(holder)),
+        Err(error) => Err(error),
     }
 }
