@@ -62,7 +62,7 @@ async fn take(journal: &Journal, id: &str, asker: &str) -> Result<SessionMeta, S
     while tokio::time::Instant::now() < deadline {
         let may_claim = tokio::time::Instant::now() >= claim_after;
         match step(journal, id, asker, &mut meta, may_claim).await {
-            Ok(Step::Taken(stored)) => return Ok(stored),
+            Ok(Step::Taken(stored)) => return Ok(*stored),
             Ok(Step::Held(by)) => holder = by,
             Ok(Step::Refused(why)) => return Err(SessionError::Invalid(why)),
             Err(StoreError::NotFound(_)) if started.elapsed() < UNSAVED_GRACE => {
@@ -85,7 +85,7 @@ async fn take(journal: &Journal, id: &str, asker: &str) -> Result<SessionMeta, S
     if tokio::time::Instant::now() >= claim_after
         && let Ok(Step::Taken(stored)) = claim_saved(journal, id, &mut meta).await
     {
-        return Ok(stored);
+        return Ok(*stored);
     }
     Err(SessionError::Invalid(format!(
         "session {id} was not handed over within {} s by the process that runs it ({holder}): \
@@ -104,7 +104,7 @@ const RECLAIM_GRACE: Duration = Duration::from_secs(5);
 
 /// Where a take-over stands after one round.
 enum Step {
-    Taken(SessionMeta),
+    Taken(Box<SessionMeta>),
     Held(String),
     /// Another take-over of it is under way: said at once.
     Refused(String),
@@ -154,7 +154,7 @@ async fn claim_saved(
     }
     let session = id.to_string();
     match journal.call(move |store| store.claim(&session)).await {
-        Ok(()) => Ok(Step::Taken(meta.clone().unwrap_or_default())),
+        Ok(()) => Ok(Step::Taken(Box::new(meta.clone().unwrap_or_default()))),
         Err(StoreError::InUse { holder, .. }) => Ok(Step::Held(holder)),
         Err(error) => Err(error),
     }
