@@ -74,6 +74,21 @@ enum Stopped {
     Dropped(String),
 }
 
+/// Why a dropped connection could not be taken back.
+#[derive(Debug, thiserror::Error)]
+enum Lost {
+    #[error(
+        "the server no longer has this connection (it ended, or the server restarted): attach again"
+    )]
+    Gone,
+    #[error("what was missed is no longer kept (410); attach again to see the session: {0}")]
+    NotKept(String),
+    #[error("{0}")]
+    Refused(String),
+    #[error("no way back within {RECONNECT_FOR:?}: {0}")]
+    NoWayBack(String),
+}
+
 impl Link {
     async fn run(mut self, mut socket: Socket, mut from_client: mpsc::UnboundedReceiver<String>) {
         let mut unsent = VecDeque::new();
@@ -173,29 +188,20 @@ impl Link {
 
     /// Takes the connection back from after the last cursor, trying again (with a growing
     /// pause) while the server cannot be reached, for [`RECONNECT_FOR`].
-    async fn reconnect(&mut self) -> Result<Socket, String> {
+    async fn reconnect(&mut self) -> Result<Socket, Lost> {
         let deadline = Instant::now() + RECONNECT_FOR;
         let mut pause = Duration::from_millis(100);
         loop {
             let back = (self.connection.as_str(), self.cursor.as_deref());
             match open(&self.url, &self.token, Some(back)).await {
                 Ok((socket, _)) => return Ok(socket),
-                Err(Refusal::Status(404, _)) => {
-                    return Err(
-                        "the server no longer has this connection (it ended, or the \
-                                server restarted): attach again"
-                            .into(),
-                    );
+                Err(Refusal::Status(404, _)) => return Err(Lost::Gone),
+                Err(Refusal::Status(410, body)) => return Err(Lost::NotKept(body)),
+                Err(refused @ Refusal::Status(401 | 403, _)) => {
+                    return Err(Lost::Refused(refused.to_string()));
                 }
-                Err(Refusal::Status(410, body)) => {
-                    return Err(format!(
-                        "what was missed is no longer kept (410); attach again to see the \
-                         session: {body}"
-                    ));
-                }
-                Err(refused @ Refusal::Status(401 | 403, _)) => return Err(refused.to_string()),
                 Err(refused) if Instant::now() + pause > deadline => {
-                    return Err(format!("no way back within {RECONNECT_FOR:?}: {refused}"));
+                    return Err(Lost::NoWayBack(refused.to_string()));
                 }
                 Err(refused) => self.note(&format!("not back yet: {refused}")),
             }

@@ -17,11 +17,10 @@ use serde_json::{Value, json};
 use talaria_protocol::acp::{self, RequestId};
 use talaria_protocol::errors;
 
-use super::audience::{ATTACH_METHOD, DETACH_METHOD, ROSTER_KEY, leave, moved_away, roster_update};
-use super::start::launched;
+use super::audience::{ATTACH_METHOD, DETACH_METHOD, leave, moved_away, roster_update};
 use super::state::{
-    Agent, Attaching, EdgePayload, EdgeUpdates, LiveSession, MemberId, Reply, member_of,
-    session_not_found, to_value,
+    Agent, Attaching, EdgePayload, EdgeUpdates, LiveSession, Reply, member_of, session_not_found,
+    to_value,
 };
 
 #[derive(serde::Deserialize)]
@@ -142,7 +141,7 @@ pub(super) fn attach(agent: &mut Agent, request: RequestId, params: &Value) -> O
         ATTACH_METHOD,
         slow,
         |agent, (id, session, roster)| {
-            let reply = attached_reply(agent.member, &id, &session, roster);
+            let reply = super::attached::reply(agent.member, &id, &session, roster);
             agent.sessions.insert(id, session);
             async move { reply }.boxed_local()
         },
@@ -167,31 +166,7 @@ fn change_role(agent: &mut Agent, id: &str, controller: bool) -> Reply {
         roster["previousController"] = format!("client-{before}").into();
     }
     session.write_later(roster_update(roster.clone()));
-    attached_reply(agent.member, id, session, roster)
-}
-
-pub(super) fn attached_reply(
-    member: MemberId,
-    id: &str,
-    session: &LiveSession,
-    roster: Value,
-) -> Reply {
-    let role = if session.audience.is_controller(member) {
-        "controller"
-    } else {
-        "observer"
-    };
-    let now = launched(session);
-    let mut meta = now.meta;
-    meta.insert(ROSTER_KEY.into(), roster);
-    to_value(json!({
-        "sessionId": id,
-        "role": role,
-        "clientId": format!("client-{member}"),
-        "modes": now.modes,
-        "configOptions": now.options,
-        "_meta": meta,
-    }))
+    super::attached::reply(agent.member, id, session, roster)
 }
 
 /// `_session/detach`: this client leaves the session (which goes on while any client is

@@ -18,6 +18,7 @@
 //!   once output is flushed.
 
 mod attach;
+mod attached;
 mod audience;
 mod capabilities;
 mod client_bridge;

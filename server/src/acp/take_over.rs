@@ -92,5 +92,5 @@ fn running_here(
         ));
     };
     let roster = session.audience.roster();
-    super::attach::attached_reply(agent.member, &id, session, roster)
+    super::attached::reply(agent.member, &id, session, roster)
 }
