@@ -152,6 +152,10 @@ async fn a_delete_right_after_the_store_comes_back_deletes_the_session_whose_cre
     .await;
     store_made(&env).await;
     let mut a = initialized(&env).await;
+    // The store open (it opens off `initialize`) before another writer holds it: what this
+    // test is about is the creations that wait, not an open that waits.
+    let listed = a.call("session/list", json!({})).await.expect("list");
+    assert!(listed["sessions"].is_array(), "{listed}");
     let (release, holder) = hold_until_told(&store_path(&env));
     let mut made = Vec::new();
     for _ in 0..2 {
