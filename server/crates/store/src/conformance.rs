@@ -536,9 +536,13 @@ pub fn asks_pass_between_holders(mine: &dyn SessionStore, theirs: &dyn SessionSt
     // An ask its asker stopped renewing counts for nothing: another asker takes its place.
     let lapse = u64::try_from(crate::ASK_FRESH_MS).unwrap_or(2_000) + 300;
     std::thread::sleep(std::time::Duration::from_millis(lapse));
-    assert_eq!(theirs.ask_for("asked", "phone").expect("after a lapse"), None);
     assert_eq!(
-        mine.asked_for(&ids, crate::ASK_FRESH_MS).expect("the new ask"),
+        theirs.ask_for("asked", "phone").expect("after a lapse"),
+        None
+    );
+    assert_eq!(
+        mine.asked_for(&ids, crate::ASK_FRESH_MS)
+            .expect("the new ask"),
         [("asked".to_string(), "phone".to_string())]
     );
     theirs.withdraw_ask("asked", "phone").expect("withdraw");
