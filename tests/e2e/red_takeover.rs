@@ -14,6 +14,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::serve_attach::{attach, client, is_answer, prompt, slow_answer, with_session};
 use crate::serve_support::*;
+use crate::serve_takeover::host;
 use crate::support::*;
 
 /// The handover state a message tells (`moving`, `moved`), if any.
@@ -1350,14 +1351,6 @@ async fn a_double_controller_attach_from_one_client_runs_the_session_once() {
 // ---------------------------------------------------------------------------------------
 // Two hosts on one PostgreSQL database.
 // ---------------------------------------------------------------------------------------
-
-/// A host: a home of its own on the shared database.
-async fn host(url: &str, script: Vec<MockReply>) -> TestEnv {
-    let mut env = TestEnv::new(script).await;
-    env.extra_env
-        .push(("TALARIA_STORE_URL".into(), url.to_string()));
-    env
-}
 
 /// On PostgreSQL, the running host killed (-9) mid-turn while another asks: the asker's
 /// attach is answered once the database drops the dead host's claim, and it goes on.

@@ -17,6 +17,7 @@ use crate::red_takeover::{
 };
 use crate::serve_attach::{attach, client, is_answer, prompt, slow_answer, with_session};
 use crate::serve_support::*;
+use crate::serve_takeover::host;
 use crate::support::*;
 
 /// Sends `signal` (`STOP`, `CONT`) to process `pid`.
@@ -889,14 +890,6 @@ async fn a_mode_set_during_the_move_is_the_mode_after_it() {
 // ---------------------------------------------------------------------------------------
 // Two hosts on one PostgreSQL database.
 // ---------------------------------------------------------------------------------------
-
-/// A host: a home of its own on the shared database.
-async fn host(url: &str, script: Vec<MockReply>) -> TestEnv {
-    let mut env = TestEnv::new(script).await;
-    env.extra_env
-        .push(("TALARIA_STORE_URL".into(), url.to_string()));
-    env
-}
 
 /// The database server frozen (SIGSTOP) for 3 s once the handover began: the move completes
 /// once it answers again, or the phone is told a clear error and the session then stays

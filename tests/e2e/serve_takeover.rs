@@ -153,7 +153,7 @@ async fn a_take_over_waits_for_the_running_turn_which_ends_whole() {
 }
 
 /// A host: a home of its own on the shared database.
-async fn host(url: &str, script: Vec<MockReply>) -> TestEnv {
+pub(crate) async fn host(url: &str, script: Vec<MockReply>) -> TestEnv {
     let mut env = TestEnv::new(script).await;
     env.extra_env
         .push(("TALARIA_STORE_URL".into(), url.to_string()));
