@@ -1135,19 +1135,24 @@ async fn a_controller_attach_for_an_unknown_or_deleted_session_is_a_clear_error(
 }
 
 /// A stdio `talaria acp` holds the session: the controller attach is refused once the wait
-/// is over, naming the holder; the ask is withdrawn and the stdio session goes on.
+/// (`[store] handover_wait_secs`, 3 s here) is over, naming the holder and the wait, not
+/// before it; the ask is withdrawn and the stdio session goes on.
 #[tokio::test]
 async fn an_ask_for_a_session_a_stdio_agent_holds_is_refused_after_the_wait() {
     let env = TestEnv::new(vec![MockReply::text(&["still here"])]).await;
+    env.write_config("[store]\nhandover_wait_secs = 3\n");
     let (mut agent, session) = env.session().await;
     let other = start(&env, &[]).await;
     let mut phone = client(&other, "phone").await;
+    let asked = std::time::Instant::now();
     send_attach(&mut phone, 2, &session, "controller").await;
-    let refused = until_within(&mut phone, Duration::from_secs(75), is_answer(2))
+    let refused = until_within(&mut phone, Duration::from_secs(30), is_answer(2))
         .await
         .expect("an answer within the wait");
+    assert!(asked.elapsed() >= Duration::from_secs(3), "{refused}");
     let said = refused["error"]["message"].as_str().unwrap_or_default();
     assert!(said.contains("pid"), "names the holder: {refused}");
+    assert!(said.contains("within 3 s"), "names the wait: {refused}");
     let (answer, _) = crate::support::prompt(&mut agent, &session, "go on").await;
     assert_eq!(stop_reason(&answer), "end_turn", "{answer}");
 }

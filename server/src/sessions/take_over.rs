@@ -13,28 +13,27 @@ use super::SessionError;
 use super::launch::load_config;
 use super::room::journal_or_open;
 
-/// How long a take-over waits for the process that runs the session to let it go.
-pub const HANDOVER_WAIT: Duration = Duration::from_secs(60);
-
 /// How often the claim is tried meanwhile.
 const POLL: Duration = Duration::from_millis(250);
 
 /// Claims stored session `id` for this process, asking the process that has it open (as
-/// `asker`, unique to this take-over) to hand it over and waiting up to [`HANDOVER_WAIT`];
-/// its journal and where it ran. Another take-over of it under way is said at once.
+/// `asker`, unique to this take-over) to hand it over and waiting up to `[store]
+/// handover_wait_secs` (at least 1 s); its journal and where it ran. Another take-over of it under way is said at once.
 pub async fn claim_from_elsewhere(
     known: Option<Journal>,
     id: &str,
     asker: &str,
 ) -> Result<(Journal, SessionMeta), SessionError> {
+    let config = load_config().await?;
+    let wait = Duration::from_secs(config.settings.store().handover_wait_secs().value.max(1));
     let journal = match known {
         Some(journal) => journal,
-        None => journal_or_open(None, &load_config().await?),
+        None => journal_or_open(None, &config),
     };
     journal
         .first_open_tried(talaria_engine::ANSWER_DEADLINE)
         .await;
-    let claimed = take(&journal, id, asker).await;
+    let claimed = take(&journal, id, asker, wait).await;
     let (session, by) = (id.to_string(), asker.to_string());
     if let Err(error) = journal
         .call(move |store| store.withdraw_ask(&session, &by))
@@ -46,14 +45,19 @@ pub async fn claim_from_elsewhere(
 }
 
 /// Asks for session `id` (again each time: an ask not renewed soon counts for nothing) and
-/// claims it once it is free and saved, for at most [`HANDOVER_WAIT`]. A session whose record
+/// claims it once it is free and saved, for at most `wait`. A session whose record
 /// is not saved yet (it has just started elsewhere, its creation or claim not written yet) is
 /// never claimed: that would take it from under its process. A store that does not answer
 /// for a moment (busy, restarting) is asked again, not given up on: the process that runs the
 /// session may be handing it over meanwhile.
-async fn take(journal: &Journal, id: &str, asker: &str) -> Result<SessionMeta, SessionError> {
+async fn take(
+    journal: &Journal,
+    id: &str,
+    asker: &str,
+    wait: Duration,
+) -> Result<SessionMeta, SessionError> {
     let started = tokio::time::Instant::now();
-    let deadline = started + HANDOVER_WAIT;
+    let deadline = started + wait;
     let mut meta = None;
     let mut holder = String::from("the store did not answer");
     // After the store failed to answer, no claim for a while: a database that restarted
@@ -91,7 +95,7 @@ async fn take(journal: &Journal, id: &str, asker: &str) -> Result<SessionMeta, S
         "session {id} was not handed over within {} s by the process that runs it ({holder}): \
          a `talaria serve` hands a session over once its running turn ends, a stdio process \
          never does (close it there); try again",
-        HANDOVER_WAIT.as_secs()
+        wait.as_secs()
     )))
 }
 

@@ -349,6 +349,9 @@ settings! {
         /// A password file in libpq's format for the PostgreSQL store.
         passfile: Option<String> = None, kind "string (path, `~` expanded)",
             shown "libpq's (`PGPASSFILE`, `~/.pgpass`)";
+        /// How long a client taking control of a session that another process runs waits for
+        /// that process to hand it over (its running turn ends first; at least 1 s).
+        handover_wait_secs: u64 = 60, env "TALARIA_HANDOVER_WAIT_SECS", unit "s";
     }
 }
 
