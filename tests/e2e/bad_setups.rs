@@ -4,6 +4,7 @@
 //! message and its fix asserted word for word. `{config}`, `{home}` and `{mock}` stand for
 //! the case's config file, TALARIA_HOME and the mock model's address.
 
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 use talaria_harness::{MockReply, binary::talaria_bin, binary::workspace_bin};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -511,8 +512,14 @@ async fn run_case(case: &Case) -> (String, TestEnv, String) {
 async fn each_bad_setup_is_told_in_one_line_with_its_fix() {
     assert!(CASES.len() >= 20, "{} cases", CASES.len());
     let mut failures = Vec::new();
-    for case in CASES {
-        let (said, env, mock) = run_case(case).await;
+    // Four cases at a time (each has its own home, mock and processes; many wait on a
+    // timeout), checked in order.
+    let outcomes: Vec<_> = futures_util::stream::iter(CASES)
+        .map(|case| async move { (case, run_case(case).await) })
+        .buffered(4)
+        .collect()
+        .await;
+    for (case, (said, env, mock)) in outcomes {
         let config = env.home.path().join("talaria/config.toml");
         let home = env.home.path().join("talaria");
         let mut from = 0;

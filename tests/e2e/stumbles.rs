@@ -460,9 +460,12 @@ async fn every_shape_of_held_back_call_shows_progress_while_it_streams() {
                 .collect(),
         ),
     ];
-    for (label, chunks) in shapes {
+    // The shapes stream side by side (each in its own session, against its own mock).
+    let runs = shapes.into_iter().map(|(label, chunks)| async move {
         let pieces = chunks.len();
-        let (seen, ran) = held_back(chunks, label).await;
+        (label, pieces, held_back(chunks, label).await)
+    });
+    for (label, pieces, (seen, ran)) in futures_util::future::join_all(runs).await {
         let until = seen[ran].0;
         assert!(until >= (pieces - 1) as f64 - 0.5, "{label}: {until}");
         assert_progress_every_two_seconds(&seen, until, label);
