@@ -2,7 +2,8 @@
 //! `syn` (whole files, every item, signatures over any number of lines; only test code —
 //! `#[cfg(test)]` items and `#[test]` functions — is left out): no production signature
 //! returns `Result<_, String>` (errors are typed), and the server's async code (async fns and
-//! async blocks) never waits on the disk (it uses `tokio::fs` or the blocking pool).
+//! async blocks) never waits on the disk (it uses `tokio::fs` or the blocking pool); no doc
+//! comment holds a Rust code block (a doctest: CI's test command runs none).
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -747,4 +748,54 @@ fn the_one_way_rule_sees_every_other_file_api() {
     "#;
     let found = other_file_apis(planted);
     assert_eq!(found.len(), 7, "{found:#?}");
+}
+
+/// The opening fences of Rust code blocks in `text`'s doc comments: rustdoc would run each
+/// as a doctest, and CI's test command runs none (`tests/run-all.sh`).
+fn doctests_in(text: &str) -> Vec<usize> {
+    let mut open = false;
+    let mut found = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        let line = line.trim_start();
+        let Some(doc) = line
+            .strip_prefix("///")
+            .or_else(|| line.strip_prefix("//!"))
+        else {
+            continue;
+        };
+        let Some(label) = doc.trim().strip_prefix("```") else {
+            continue;
+        };
+        if !open && (label.is_empty() || label.split(',').any(|tag| tag.trim() == "rust")) {
+            found.push(number + 1);
+        }
+        open = !open;
+    }
+    found
+}
+
+#[test]
+fn no_doc_comment_holds_a_doctest() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let found: Vec<String> = ["server", "protocol", "clients"]
+        .iter()
+        .flat_map(|dir| production_files(&root.join(dir)))
+        .flat_map(|(path, text)| {
+            doctests_in(&text)
+                .into_iter()
+                .map(move |line| format!("{}:{line}", path.display()))
+        })
+        .collect();
+    assert!(
+        found.is_empty(),
+        "a doc example is a doctest, and CI runs none: label the block (```text, ```toml) \
+         or make it a unit test:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_doctest_rule_tells_a_rust_block_from_a_labelled_one() {
+    let text = "/// ```text\n/// a\n/// ```\n//! ```\n//! let a = 1;\n//! ```\n/// ```rust,no_run\n/// ```\n";
+    assert_eq!(doctests_in(text), vec![4, 7]);
 }
