@@ -15,6 +15,7 @@ mod auth;
 mod bad_setups;
 mod batch;
 mod batch_queue;
+mod bounded_queues;
 mod cancel;
 mod cassettes;
 mod claim_races;

@@ -114,7 +114,7 @@ async fn serve_until(
 ) -> anyhow::Result<()> {
     let mut incoming = connection.incoming;
     // Unbounded: one answer per deferred request, sent once when its slow part ends, so it
-    // holds at most the client's own requests in flight; a send never waits the task.
+    // holds at most `MAX_DEFERRED`; a send never waits the task.
     let (deferred, mut finished) = mpsc::unbounded_channel();
     let mut agent = Agent {
         deferred,
@@ -148,7 +148,10 @@ async fn serve_until(
                 Some(IncomingMessage::Request(request)) => {
                     let id = request.id.clone();
                     let method = request.method.clone();
-                    let handled = guarded(&method, agent.handle_request(request)).await;
+                    let handled = match agent.running_deferred.len() {
+                        running if running >= MAX_DEFERRED => Some(Err(too_many(running))),
+                        _ => guarded(&method, agent.handle_request(request)).await,
+                    };
                     agent.answer(id, handled).await;
                 }
                 Some(IncomingMessage::Notification { method, params }) => {
@@ -203,6 +206,18 @@ async fn serve_until(
     // flushed and ends (within what is left of the budget).
     let _ = tokio::time::timeout(stop.left(), connection.writer).await;
     Ok(())
+}
+
+/// Requests whose slow part may run at once (session starts, loads, steers, rewinds,
+/// attaches): past it, a new request is refused before anything of it runs, so the deferred
+/// answers, and the ops they send a session, stay bounded whatever a client pipelines.
+pub(super) const MAX_DEFERRED: usize = 256;
+
+/// The refusal of a request while [`MAX_DEFERRED`] are being answered.
+fn too_many(running: usize) -> acp::Error {
+    errors::unavailable(format!(
+        "{running} requests of this connection are still being answered; send more as they end"
+    ))
 }
 
 /// Runs a request's handling; a panic in it is answered with `-32603` and the loop goes on.

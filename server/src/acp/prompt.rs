@@ -63,10 +63,11 @@ pub(super) fn prompt(
             session.handle.prompt(turn, cancel, input)
         }
     };
-    if queued.is_err() {
-        return Some(Err(errors::internal_error("the session has ended")));
+    match queued {
+        Ok(()) => None,
+        Err(full @ talaria_engine::NotQueued::Full(_)) => Some(Err(errors::unavailable(full))),
+        Err(ended) => Some(Err(errors::internal_error(ended))),
     }
-    None
 }
 
 /// A prompt's turn tag: the client that sent it and its request's id, as JSON

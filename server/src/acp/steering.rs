@@ -69,6 +69,10 @@ fn reply(outcome: SteerOutcome) -> Reply {
         SteerOutcome::SessionEnded => Err(errors::internal_error(
             "the session ended before it could take the message",
         )),
+        SteerOutcome::Full => Err(errors::unavailable(format!(
+            "the session already has {} prompts waiting or running; send more as they end",
+            talaria_engine::MAX_QUEUED_TURNS
+        ))),
     }
 }
 

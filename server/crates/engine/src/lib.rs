@@ -91,7 +91,10 @@ pub use sandbox::{
     Helper as SandboxHelper, env_rules, layers as sandbox_layers, notice as sandbox_notice,
     refusals_dir, self_test as sandbox_self_test, shell as sandboxed_shell, state as sandbox_state,
 };
-pub use session::{SessionHandle, SessionSettings, SessionStart, UserInput, spawn_session_with};
+pub use session::{
+    MAX_QUEUED_TURNS, NotQueued, SessionHandle, SessionSettings, SessionStart, UserInput,
+    spawn_session_with,
+};
 #[cfg(test)]
 pub use session::{SessionSnapshot, spawn_session};
 pub use session_search::SessionSearch;

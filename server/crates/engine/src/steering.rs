@@ -41,6 +41,9 @@ pub enum SteerOutcome {
     PromptRequired,
     /// The session ended before it could take it.
     SessionEnded,
+    /// The session holds its most turns queued or running already
+    /// ([`crate::MAX_QUEUED_TURNS`]).
+    Full,
 }
 
 /// The running turn's inbox of steers (the actor fills it, the turn empties it).

@@ -6,7 +6,7 @@ use tokio_util::sync::CancellationToken;
 
 #[cfg(test)]
 use super::ops::SessionSnapshot;
-use super::ops::{Op, Ticket};
+use super::ops::{MAX_QUEUED_TURNS, Op, Ticket, TurnSlot};
 use crate::approval::Mode;
 use crate::events::TurnId;
 use crate::session_state::{CancelEpochs, SessionView};
@@ -18,6 +18,22 @@ pub struct SessionHandle {
     pub(super) ops: mpsc::UnboundedSender<Op>,
     pub(super) epochs: CancelEpochs,
     pub(super) view: watch::Receiver<SessionView>,
+    /// Turns queued or running (see [`MAX_QUEUED_TURNS`]).
+    pub(super) turns: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// Why a turn was not queued.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotQueued {
+    /// The session has ended.
+    #[error("the session has ended")]
+    Ended(TurnId),
+    /// [`MAX_QUEUED_TURNS`] are queued or running already.
+    #[error(
+        "the session already has {MAX_QUEUED_TURNS} prompts waiting or running; send more as \
+         they end"
+    )]
+    Full(TurnId),
 }
 
 impl SessionHandle {
@@ -28,7 +44,7 @@ impl SessionHandle {
         turn: TurnId,
         cancel: CancellationToken,
         input: impl Into<PromptInput>,
-    ) -> Result<(), TurnId> {
+    ) -> Result<(), NotQueued> {
         self.queue(turn, cancel, |turn, ticket| Op::Prompt {
             turn,
             input: input.into(),
@@ -36,16 +52,21 @@ impl SessionHandle {
         })
     }
 
-    /// Queues an op with a ticket for the current cancel generation; `Err` when the session
-    /// ended.
+    /// Queues a turn's op with a ticket for the current cancel generation and one of the
+    /// session's turn slots; `Err` when the session ended or every slot is taken.
     fn queue(
         &self,
         turn: TurnId,
         cancel: CancellationToken,
         op: impl FnOnce(TurnId, Ticket) -> Op,
-    ) -> Result<(), TurnId> {
-        let ticket = Ticket::new(self.epochs.current(), cancel);
-        self.ops.send(op(turn.clone(), ticket)).map_err(|_| turn)
+    ) -> Result<(), NotQueued> {
+        let Some(slot) = TurnSlot::take(&self.turns) else {
+            return Err(NotQueued::Full(turn));
+        };
+        let ticket = Ticket::new(self.epochs.current(), cancel, slot);
+        self.ops
+            .send(op(turn.clone(), ticket))
+            .map_err(|_| NotQueued::Ended(turn))
     }
 
     /// Steers `input` into the running turn; with none running it starts a turn tagged
@@ -64,8 +85,10 @@ impl SessionHandle {
             ticket,
             reply,
         });
-        if queued.is_err() {
-            return crate::steering::SteerOutcome::SessionEnded;
+        match queued {
+            Ok(()) => {}
+            Err(NotQueued::Ended(_)) => return crate::steering::SteerOutcome::SessionEnded,
+            Err(NotQueued::Full(_)) => return crate::steering::SteerOutcome::Full,
         }
         outcome
             .await
@@ -79,7 +102,7 @@ impl SessionHandle {
         turn: TurnId,
         cancel: CancellationToken,
         focus: Option<String>,
-    ) -> Result<(), TurnId> {
+    ) -> Result<(), NotQueued> {
         self.queue(turn, cancel, |turn, ticket| Op::Compact {
             turn,
             focus,

@@ -90,11 +90,51 @@ pub(crate) enum Op {
 pub struct Ticket {
     epoch: CancellationToken,
     request: CancellationToken,
+    /// The session's count of turns queued or running, this one included until every copy
+    /// of the ticket is gone (the turn ended, or it was dropped unrun).
+    _slot: std::sync::Arc<TurnSlot>,
+}
+
+/// One of a session's [`MAX_QUEUED_TURNS`]: given back when dropped.
+#[derive(Debug)]
+pub(crate) struct TurnSlot(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+/// A session holds at most this many turns queued or running (prompts, `/compact`s, steers
+/// that start a turn); the edge refuses the next one until one ends. What bounds the op
+/// queue: every other op is answered as soon as the actor reads it.
+pub const MAX_QUEUED_TURNS: usize = 64;
+
+impl TurnSlot {
+    /// A slot of `count`, or `None` when all [`MAX_QUEUED_TURNS`] are taken.
+    pub(crate) fn take(count: &std::sync::Arc<std::sync::atomic::AtomicUsize>) -> Option<Self> {
+        use std::sync::atomic::Ordering;
+        count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |taken| {
+                (taken < MAX_QUEUED_TURNS).then_some(taken + 1)
+            })
+            .ok()
+            .map(|_| Self(count.clone()))
+    }
+}
+
+impl Drop for TurnSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
 }
 
 impl Ticket {
-    pub(crate) fn new(epoch: CancellationToken, request: CancellationToken) -> Self {
-        Self { epoch, request }
+    /// A ticket holding one of the session's turn slots.
+    pub(crate) fn new(
+        epoch: CancellationToken,
+        request: CancellationToken,
+        slot: TurnSlot,
+    ) -> Self {
+        Self {
+            epoch,
+            request,
+            _slot: std::sync::Arc::new(slot),
+        }
     }
 
     pub(crate) fn is_cancelled(&self) -> bool {

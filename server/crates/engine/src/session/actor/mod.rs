@@ -99,7 +99,8 @@ pub fn spawn_session_with(
     start: SessionStart,
 ) -> SessionHandle {
     // Unbounded so the dispatch loop never waits on a session: one op per client request
-    // (a prompt, a cancel, a mode); what arrives during a turn waits in `waiting`.
+    // (a prompt, a cancel, a mode); what arrives during a turn waits in `waiting`. Bounded
+    // by the turns' slots (`MAX_QUEUED_TURNS`): every other op is answered when read.
     let (ops, receiver) = mpsc::unbounded_channel::<Op>();
     let view = watch::Sender::new(SessionView {
         mode: settings.mode,
@@ -110,6 +111,7 @@ pub fn spawn_session_with(
         ops: ops.clone(),
         epochs: CancelEpochs::new(),
         view: view.subscribe(),
+        turns: std::sync::Arc::default(),
     };
     let epochs = handle.epochs.clone();
     let own_ops = ops.downgrade();

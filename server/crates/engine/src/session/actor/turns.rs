@@ -201,7 +201,7 @@ impl During<'_> {
             Op::SetEffort(effort) => self.published.set_effort(effort),
             Op::SetModel(model) => {
                 self.published.set_model(&model);
-                self.waiting.push_back(Op::SetModel(model));
+                wait_for_the_turn(self.waiting, Op::SetModel(model));
             }
             // A rewind refuses a busy session, or stops the turn and what is queued and
             // comes first once it has (its target is checked then).
@@ -216,9 +216,32 @@ impl During<'_> {
                 self.epochs.cancel();
                 self.waiting.push_front(Op::Rewind { request, reply });
             }
-            other => self.waiting.push_back(other),
+            other => wait_for_the_turn(self.waiting, other),
         }
     }
+}
+
+/// Queues `op` behind the running turn. A model or title set replaces the same kind of set
+/// queued since the last op that is not a set (applied in a row, the later one wins), so a
+/// flood of them during a turn holds one of each between two turns.
+fn wait_for_the_turn(waiting: &mut VecDeque<Op>, op: Op) {
+    let kind = |op: &Op| match op {
+        Op::SetModel(_) => Some(0),
+        Op::SetTitle(_) => Some(1),
+        _ => None,
+    };
+    if let Some(mine) = kind(&op) {
+        let sets = waiting
+            .iter()
+            .rev()
+            .take_while(|queued| kind(queued).is_some())
+            .count();
+        let start = waiting.len() - sets;
+        if let Some(at) = (start..waiting.len()).find(|&at| kind(&waiting[at]) == Some(mine)) {
+            waiting.remove(at);
+        }
+    }
+    waiting.push_back(op);
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
@@ -227,4 +250,39 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         .map(|s| s.to_string())
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "panic".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shown(waiting: &VecDeque<Op>) -> Vec<String> {
+        waiting
+            .iter()
+            .map(|op| match op {
+                Op::SetModel(model) => format!("model {model}"),
+                Op::SetTitle(title) => format!("title {title}"),
+                Op::Close(_) => "close".to_string(),
+                _ => "other".to_string(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_flood_of_sets_during_a_turn_holds_the_last_of_each_between_turns() {
+        let mut waiting = VecDeque::new();
+        for n in 0..1000 {
+            wait_for_the_turn(&mut waiting, Op::SetModel(format!("m{n}")));
+            wait_for_the_turn(&mut waiting, Op::SetTitle(format!("t{n}")));
+        }
+        assert_eq!(shown(&waiting), ["model m999", "title t999"]);
+        // An op that is not a set keeps what came before it: the sets after it are its own.
+        wait_for_the_turn(&mut waiting, Op::Close(None));
+        wait_for_the_turn(&mut waiting, Op::SetModel("after".into()));
+        wait_for_the_turn(&mut waiting, Op::SetModel("later".into()));
+        assert_eq!(
+            shown(&waiting),
+            ["model m999", "title t999", "close", "model later"]
+        );
+    }
 }
