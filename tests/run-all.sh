@@ -67,13 +67,13 @@ fresh() {
 }
 (cd clients/sdk-tests && fresh npm ci --no-audit --no-fund && fresh npm test \
   && fresh node lint-workflows.mjs)
-# The release: built for this platform as the release workflow builds it (but for fat LTO:
-# the `release-nolto` profile, as check.sh explains; the release workflow checks its own
-# fat-LTO files), packaged (archive, wheel, npm), installed from the built files on an empty
-# HOME and driven with the official SDK; the registry entry checked by its documented rules
-# and each route's auth methods.
+# The release: built for this platform as the release workflow builds it (but for the
+# optimiser: the `package-check` profile, as check.sh explains; the release workflow checks
+# its own optimised files), packaged (archive, wheel, npm), installed from the built files on
+# an empty HOME and driven with the official SDK; the registry entry checked by its
+# documented rules and each route's auth methods.
 fresh env CARGO_HOME="${CARGO_HOME:-$HOME/.cargo}" RUSTUP_HOME="${RUSTUP_HOME:-$HOME/.rustup}" \
-  TALARIA_PACKAGE_PROFILE="${TALARIA_PACKAGE_PROFILE:-release-nolto}" \
+  TALARIA_PACKAGE_PROFILE="${TALARIA_PACKAGE_PROFILE:-package-check}" \
   TALARIA_MOCK_BIN="$target_dir/debug/talaria-mock-llm" \
   TALARIA_BENCH_BIN="$target_dir/debug/talaria-bench" \
   bash clients/registry/check.sh
