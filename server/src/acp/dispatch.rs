@@ -145,15 +145,7 @@ async fn serve_until(
                     agent.finish_deferred(&mut finished, &mut stop_signals).await;
                     break;
                 }
-                Some(IncomingMessage::Request(request)) => {
-                    let id = request.id.clone();
-                    let method = request.method.clone();
-                    let handled = match agent.running_deferred.len() {
-                        running if running >= MAX_DEFERRED => Some(Err(too_many(running))),
-                        _ => guarded(&method, agent.handle_request(request)).await,
-                    };
-                    agent.answer(id, handled).await;
-                }
+                Some(IncomingMessage::Request(request)) => agent.take_request(request).await,
                 Some(IncomingMessage::Notification { method, params }) => {
                     agent.handle_notification(&method, params);
                 }
@@ -238,6 +230,18 @@ async fn guarded(
 const DEFERRED_AT_END: Duration = Duration::from_secs(5);
 
 impl Agent {
+    /// Handles and answers one request; while [`MAX_DEFERRED`] are being answered it is
+    /// refused before anything of it runs.
+    async fn take_request(&mut self, request: IncomingRequest) {
+        let id = request.id.clone();
+        let method = request.method.clone();
+        let handled = match self.running_deferred.len() {
+            running if running >= MAX_DEFERRED => Some(Err(too_many(running))),
+            _ => guarded(&method, self.handle_request(request)).await,
+        };
+        self.answer(id, handled).await;
+    }
+
     /// Finishes a request whose slow part is done, and answers it.
     async fn finish_one(&mut self, Deferred { id, method, finish }: Deferred) {
         self.running_deferred.retain(|(running, _)| *running != id);
