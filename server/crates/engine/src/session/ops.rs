@@ -189,3 +189,30 @@ impl RememberQueue for mpsc::WeakUnboundedSender<Op> {
             .is_some_and(|ops| ops.send(Op::SetMode(mode)).is_ok())
     }
 }
+
+#[cfg(test)]
+mod slot_tests {
+    use super::*;
+
+    #[test]
+    fn a_session_gives_out_64_turn_slots_and_each_comes_back_when_its_last_copy_goes() {
+        let count = std::sync::Arc::default();
+        let mut held: Vec<TurnSlot> = (0..MAX_QUEUED_TURNS)
+            .map(|_| TurnSlot::take(&count).expect("a slot"))
+            .collect();
+        assert!(TurnSlot::take(&count).is_none(), "a 65th slot");
+        let ticket = Ticket::new(
+            CancellationToken::new(),
+            CancellationToken::new(),
+            held.pop().expect("one"),
+        );
+        let copy = ticket.clone();
+        drop(ticket);
+        assert!(TurnSlot::take(&count).is_none(), "a copy still holds it");
+        drop(copy);
+        let again = TurnSlot::take(&count).expect("given back");
+        assert!(TurnSlot::take(&count).is_none());
+        drop((again, held));
+        assert_eq!(count.load(std::sync::atomic::Ordering::Acquire), 0);
+    }
+}
