@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use talaria_harness::MockReply;
+use talaria_harness::{AgentProcess, MockReply};
+use talaria_record::{EntryBody, Transcript};
 
 use crate::support::*;
 
@@ -153,4 +154,128 @@ async fn a_connection_past_256_requests_being_answered_is_refused_at_once() {
         .expect("a new session");
     let (answer, _) = prompt(&mut agent, &fresh, "still there?").await;
     assert_eq!(stop_reason(&answer), "end_turn", "{answer}");
+}
+
+/// The stored record of `session`.
+fn stored(env: &TestEnv, session: &str) -> Transcript {
+    use talaria_store::SessionStore;
+    let path = env.home.path().join("talaria").join("state.db");
+    let store = talaria_store::SqliteStore::open(&path).expect("store");
+    store.load(session).expect("session").1
+}
+
+fn mode_changes(record: &Transcript) -> usize {
+    record
+        .entries()
+        .iter()
+        .filter(|entry| matches!(entry.body, EntryBody::ModeChanged { .. }))
+        .count()
+}
+
+/// One prompt streaming and 63 waiting behind it: every slot taken.
+async fn full_session(agent: &mut AgentProcess, session: &str) -> Vec<i64> {
+    let mut sent = vec![
+        agent
+            .start_request("session/prompt", text_prompt(session, "a long answer"))
+            .await
+            .expect("prompt"),
+    ];
+    agent
+        .wait_for(WAIT, |m| {
+            m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+        })
+        .await
+        .expect("the answer streams");
+    for n in 0..63 {
+        let prompt = text_prompt(session, &format!("queued {n}"));
+        sent.push(
+            agent
+                .start_request("session/prompt", prompt)
+                .await
+                .expect("sent"),
+        );
+    }
+    sent
+}
+
+/// A `/plan` prompt refused for room leaves the mode as it was (it used to switch the
+/// session to plan mode, and the running turn with it, before it was refused).
+#[tokio::test]
+async fn a_plan_prompt_refused_for_room_changes_no_mode() {
+    let env = TestEnv::new(vec![slow_answer(100, 100)]).await;
+    let (mut agent, session) = env.session().await;
+    let sent = full_session(&mut agent, &session).await;
+    let plan = text_prompt(&session, "/plan rewrite everything");
+    let plan = agent
+        .start_request("session/prompt", plan)
+        .await
+        .expect("sent");
+    let answer = agent.wait_response(plan, WAIT).await.expect("answered");
+    assert!(refused_as_busy(&answer, "64 prompts"), "{answer}");
+    agent
+        .notify("session/cancel", json!({"sessionId": session}))
+        .await
+        .expect("cancel");
+    for id in sent {
+        agent.wait_response(id, WAIT).await.expect("answered");
+    }
+    agent
+        .call("session/close", json!({"sessionId": session}))
+        .await
+        .expect("closed");
+    let told_plan = agent.transcript.iter().any(|m| {
+        m["params"]["update"]["sessionUpdate"] == "current_mode_update"
+            && m["params"]["update"]["currentModeId"] == "plan"
+    });
+    assert!(!told_plan, "the client was told plan mode");
+    assert_eq!(mode_changes(&stored(&env, &session)), 0);
+}
+
+/// A client setting the mode 2,000 times during one turn leaves one entry in the record
+/// (each was recorded before), and the turn ends in the mode last set.
+#[tokio::test]
+async fn a_flood_of_mode_sets_during_a_turn_records_one_change() {
+    let env = TestEnv::new(vec![slow_answer(40, 100)]).await;
+    let (mut agent, session) = env.session().await;
+    let running = agent
+        .start_request("session/prompt", text_prompt(&session, "a long answer"))
+        .await
+        .expect("prompt");
+    agent
+        .wait_for(WAIT, |m| {
+            m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+        })
+        .await
+        .expect("the answer streams");
+    let mut sets = Vec::new();
+    for n in 0..2000 {
+        let mode = if n % 2 == 0 { "yolo" } else { "accept-edits" };
+        let params = json!({"sessionId": session, "modeId": mode});
+        sets.push(
+            agent
+                .start_request("session/set_mode", params)
+                .await
+                .expect("sent"),
+        );
+    }
+    for id in sets {
+        agent.wait_response(id, WAIT).await.expect("answered");
+    }
+    let answer = agent.wait_response(running, WAIT).await.expect("answered");
+    assert_eq!(stop_reason(&answer), "end_turn", "{answer}");
+    agent
+        .call("session/close", json!({"sessionId": session}))
+        .await
+        .expect("closed");
+    let record = stored(&env, &session);
+    assert_eq!(mode_changes(&record), 1);
+    let last = record
+        .entries()
+        .iter()
+        .rev()
+        .find_map(|entry| match &entry.body {
+            EntryBody::ModeChanged { mode } => Some(mode.clone()),
+            _ => None,
+        });
+    assert_eq!(last.as_deref(), Some("accept-edits"));
 }

@@ -26,14 +26,6 @@ pub(super) fn prompt(
 ) -> Option<Reply> {
     let command = match slash_command(&params.prompt) {
         Some(Err(why)) => return Some(Err(errors::invalid_params(why.to_string()))),
-        Some(Ok(TypedCommand::Plan { task })) => {
-            // Plan mode first (ops run in order: the turn starts in it), the client told.
-            if let Err(error) = settings::set_mode(agent, &params.session_id, "plan", true) {
-                return Some(Err(error));
-            }
-            params.prompt = vec![acp::ContentBlock::from(task)];
-            None
-        }
         parsed => parsed.and_then(Result::ok),
     };
     let Some(session) = agent.sessions.get(params.session_id.0.as_ref()) else {
@@ -44,12 +36,31 @@ pub(super) fn prompt(
             "prompt must contain at least one content block",
         )));
     }
-    super::audience::show_prompt(session, agent.member, &params.prompt);
     // The turn's tag is the client's and the request's id: the forwarder answers it from
     // the tag alone.
     let turn = turn_of(agent.member, &request);
+    // Its slot first: a prompt refused for room changes nothing (no mode, nobody shown it).
+    let room = match session.handle.reserve(&turn) {
+        Ok(room) => room,
+        Err(full) => return Some(Err(errors::unavailable(full))),
+    };
+    let command = match command {
+        Some(TypedCommand::Plan { task }) => {
+            // Plan mode first (ops run in order: the turn starts in it), the client told.
+            if let Err(error) = settings::set_mode(agent, &params.session_id, "plan", true) {
+                return Some(Err(error));
+            }
+            params.prompt = vec![acp::ContentBlock::from(task)];
+            None
+        }
+        other => other,
+    };
+    let Some(session) = agent.sessions.get(params.session_id.0.as_ref()) else {
+        return Some(Err(session_not_found(&params.session_id)));
+    };
+    super::audience::show_prompt(session, agent.member, &params.prompt);
     let queued = match command {
-        Some(TypedCommand::Compact { focus }) => session.handle.compact(turn, cancel, focus),
+        Some(TypedCommand::Compact { focus }) => session.handle.compact(room, turn, cancel, focus),
         command => {
             // The other commands run in the session when their turn comes.
             let typed = prompt_input::to_user_input(params.prompt, session.images_allowed);
@@ -60,7 +71,7 @@ pub(super) fn prompt(
                 }),
                 None => talaria_engine::PromptInput::Typed(typed),
             };
-            session.handle.prompt(turn, cancel, input)
+            session.handle.prompt_in(room, turn, cancel, input)
         }
     };
     match queued {

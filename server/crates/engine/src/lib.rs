@@ -92,7 +92,7 @@ pub use sandbox::{
     refusals_dir, self_test as sandbox_self_test, shell as sandboxed_shell, state as sandbox_state,
 };
 pub use session::{
-    MAX_QUEUED_TURNS, NotQueued, SessionHandle, SessionSettings, SessionStart, UserInput,
+    MAX_QUEUED_TURNS, NotQueued, Room, SessionHandle, SessionSettings, SessionStart, UserInput,
     spawn_session_with,
 };
 #[cfg(test)]

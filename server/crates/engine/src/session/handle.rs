@@ -22,6 +22,10 @@ pub struct SessionHandle {
     pub(super) turns: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
+/// A turn slot held for a prompt about to be queued ([`SessionHandle::reserve`]).
+#[derive(Debug)]
+pub struct Room(TurnSlot);
+
 /// Why a turn was not queued.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NotQueued {
@@ -45,11 +49,34 @@ impl SessionHandle {
         cancel: CancellationToken,
         input: impl Into<PromptInput>,
     ) -> Result<(), NotQueued> {
-        self.queue(turn, cancel, |turn, ticket| Op::Prompt {
-            turn,
+        let room = self.reserve(&turn)?;
+        self.prompt_in(room, turn, cancel, input)
+    }
+
+    /// One of the session's turn slots, taken before anything else of a prompt is done (a
+    /// `/plan` switches the mode first, the prompt is shown to the other clients): so a
+    /// refused prompt changes nothing. Given back if dropped unused.
+    pub fn reserve(&self, turn: &TurnId) -> Result<Room, NotQueued> {
+        TurnSlot::take(&self.turns)
+            .map(Room)
+            .ok_or_else(|| NotQueued::Full(turn.clone()))
+    }
+
+    /// Queues a prompt in the slot `room` holds (see [`Self::prompt`]).
+    pub fn prompt_in(
+        &self,
+        room: Room,
+        turn: TurnId,
+        cancel: CancellationToken,
+        input: impl Into<PromptInput>,
+    ) -> Result<(), NotQueued> {
+        let ticket = Ticket::new(self.epochs.current(), cancel, room.0);
+        let op = Op::Prompt {
+            turn: turn.clone(),
             input: input.into(),
             ticket,
-        })
+        };
+        self.ops.send(op).map_err(|_| NotQueued::Ended(turn))
     }
 
     /// Queues a turn's op with a ticket for the current cancel generation and one of the
@@ -60,9 +87,7 @@ impl SessionHandle {
         cancel: CancellationToken,
         op: impl FnOnce(TurnId, Ticket) -> Op,
     ) -> Result<(), NotQueued> {
-        let Some(slot) = TurnSlot::take(&self.turns) else {
-            return Err(NotQueued::Full(turn));
-        };
+        let Room(slot) = self.reserve(&turn)?;
         let ticket = Ticket::new(self.epochs.current(), cancel, slot);
         self.ops
             .send(op(turn.clone(), ticket))
@@ -95,19 +120,22 @@ impl SessionHandle {
             .unwrap_or(crate::steering::SteerOutcome::SessionEnded)
     }
 
-    /// Queues a compaction of the context (`/compact`), answered with `TurnFinished` like a
-    /// prompt, in order with the prompts.
+    /// Queues a compaction of the context (`/compact`) in the slot `room` holds, answered
+    /// with `TurnFinished` like a prompt, in order with the prompts.
     pub fn compact(
         &self,
+        room: Room,
         turn: TurnId,
         cancel: CancellationToken,
         focus: Option<String>,
     ) -> Result<(), NotQueued> {
-        self.queue(turn, cancel, |turn, ticket| Op::Compact {
-            turn,
+        let ticket = Ticket::new(self.epochs.current(), cancel, room.0);
+        let op = Op::Compact {
+            turn: turn.clone(),
             focus,
             ticket,
-        })
+        };
+        self.ops.send(op).map_err(|_| NotQueued::Ended(turn))
     }
 
     /// Rewinds the conversation (and, on request, the files) to a message the client names.

@@ -26,7 +26,7 @@ pub use crate::settings::{SessionSettings, UserInput};
 #[cfg(test)]
 pub use actor::spawn_session;
 pub use actor::spawn_session_with;
-pub use handle::{NotQueued, SessionHandle};
+pub use handle::{NotQueued, Room, SessionHandle};
 pub use ops::MAX_QUEUED_TURNS;
 #[cfg(test)]
 pub use ops::SessionSnapshot;

@@ -100,8 +100,10 @@ pub struct Ticket {
 pub(crate) struct TurnSlot(std::sync::Arc<std::sync::atomic::AtomicUsize>);
 
 /// A session holds at most this many turns queued or running (prompts, `/compact`s, steers
-/// that start a turn); the edge refuses the next one until one ends. What bounds the op
-/// queue: every other op is answered as soon as the actor reads it.
+/// that start a turn); the edge refuses the next one until one ends. With it the op queue is
+/// bounded while a turn's model calls run (sets arriving then keep one of each); during a
+/// `/compact` or a command's expansion the actor does not read its ops, and sets sent then
+/// wait one by one (not bounded yet).
 pub const MAX_QUEUED_TURNS: usize = 64;
 
 impl TurnSlot {

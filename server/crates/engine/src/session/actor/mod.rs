@@ -100,7 +100,7 @@ pub fn spawn_session_with(
 ) -> SessionHandle {
     // Unbounded so the dispatch loop never waits on a session: one op per client request
     // (a prompt, a cancel, a mode); what arrives during a turn waits in `waiting`. Bounded
-    // by the turns' slots (`MAX_QUEUED_TURNS`): every other op is answered when read.
+    // by the turns' slots as `MAX_QUEUED_TURNS` says (sets during a `/compact` are not).
     let (ops, receiver) = mpsc::unbounded_channel::<Op>();
     let view = watch::Sender::new(SessionView {
         mode: settings.mode,

@@ -24,7 +24,7 @@ impl SessionActor {
         token: &CancellationToken,
         receiver: &mut mpsc::UnboundedReceiver<Op>,
     ) -> crate::turn::TurnEnd {
-        let mut modes_set = Vec::new();
+        let mut mode_set = None;
         self.sync_message_points();
         let result = {
             let caller = ModelCaller::new(
@@ -69,12 +69,12 @@ impl SessionActor {
                             epochs: &self.epochs,
                             known: &self.message_points.0,
                         };
-                        during.take(op, &mut modes_set);
+                        during.take(op, &mut mode_set);
                     }
                 }
             }
         };
-        let end = self.turn_ended(result, modes_set);
+        let end = self.turn_ended(result, mode_set);
         // Steers the turn took but had no request left for (cancelled, failed, out of
         // requests) stay in the record, after its end (nothing reaches the inbox now).
         if let Some(replies) =
@@ -103,14 +103,15 @@ impl SessionActor {
         *upto = self.history.last_id();
     }
 
-    /// After a turn: the mode changes it saw recorded, a panic made a failure, a failed or
-    /// cut-off turn marked interrupted, the usage saved.
+    /// After a turn: the mode it ended in recorded when a client changed it (however many
+    /// sets came, one entry), a panic made a failure, a failed or cut-off turn marked
+    /// interrupted, the usage saved.
     pub(super) fn turn_ended(
         &mut self,
         result: std::thread::Result<crate::turn::TurnEnd>,
-        modes_set: Vec<Mode>,
+        mode_set: Option<Mode>,
     ) -> crate::turn::TurnEnd {
-        for mode in modes_set {
+        if let Some(mode) = mode_set.filter(|mode| *mode != self.recorded_mode()) {
             self.record_mode(mode);
         }
         let crate::turn::TurnEnd {
@@ -185,11 +186,11 @@ struct During<'a> {
 impl During<'_> {
     /// A mode change or a rule applies at once, a steer goes to the turn, a model switch is
     /// shown at once and applied after the turn, anything else waits for it.
-    fn take(self, op: Op, modes_set: &mut Vec<Mode>) {
+    fn take(self, op: Op, mode_set: &mut Option<Mode>) {
         match op {
             Op::SetMode(mode) => {
                 self.published.set_mode(mode);
-                modes_set.push(mode);
+                *mode_set = Some(mode);
             }
             Op::Remember(remember) => {
                 let _ = remember
