@@ -240,3 +240,60 @@ async fn a_server_whose_prompts_changed_has_its_commands_listed_again_before_the
     assert!(names.contains(&"mcp:fix:added".to_string()), "{names:?}");
     assert!(names.contains(&"mcp:fix:review".to_string()), "{names:?}");
 }
+
+/// While a command's expansion waits on the user's form the session reads none of its ops:
+/// settings sent then are held to 256, the next refused with `-32010` until it has read
+/// them; the turn then runs and a setting is taken again.
+#[tokio::test]
+async fn settings_sent_while_a_command_waits_on_a_form_are_held_to_256() {
+    let env = TestEnv::new(vec![MockReply::text(&["reviewed"])]).await;
+    let forms = json!({"elicitation": {"form": {}}});
+    let (mut agent, session, _) = session_with_servers_and(&env, vec![offering()], forms).await;
+    let id = agent
+        .start_request("session/prompt", text_prompt(&session, "/mcp:fix:review"))
+        .await
+        .expect("prompt");
+    let form = agent
+        .wait_for(WAIT, |m| m["method"] == "elicitation/create")
+        .await
+        .expect("the missing argument is asked");
+    let mut sets = Vec::new();
+    for n in 0..300 {
+        let mode = if n % 2 == 0 { "yolo" } else { "accept-edits" };
+        let params = json!({"sessionId": session, "modeId": mode});
+        sets.push(
+            agent
+                .start_request("session/set_mode", params)
+                .await
+                .expect("sent"),
+        );
+    }
+    let mut refused = 0;
+    for (n, id) in sets.iter().enumerate() {
+        let answer = agent.wait_response(*id, WAIT).await.expect("answered");
+        if n < 256 {
+            assert!(answer["result"].is_object(), "{n}: {answer}");
+        } else {
+            assert_eq!(answer["error"]["code"], -32010, "{n}: {answer}");
+            refused += 1;
+        }
+    }
+    assert_eq!(refused, 300 - 256);
+    agent
+        .respond(
+            &form["id"],
+            json!({"action": "accept", "content": {"file": "main.rs"}}),
+        )
+        .await
+        .expect("answer");
+    let response = agent.wait_response(id, WAIT).await.expect("response");
+    assert_eq!(stop_reason(&response), "end_turn", "{response}");
+    let again = agent
+        .request(
+            "session/set_mode",
+            json!({"sessionId": session, "modeId": "ask"}),
+        )
+        .await
+        .expect("answered");
+    assert!(again["result"].is_object(), "{again}");
+}

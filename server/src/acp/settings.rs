@@ -28,6 +28,18 @@ fn options_with(session: &LiveSession, pending: Pending<'_>) -> Vec<acp::Session
     })
 }
 
+/// A set is refused while the session has not read `MAX_PENDING_SETS` earlier ones (it
+/// reads none during a `/compact` or a command's expansion).
+fn room_for_a_set(session: &super::state::LiveSession) -> Result<(), acp::Error> {
+    if session.handle.sets_full() {
+        return Err(errors::unavailable(format!(
+            "the session has not yet taken the {} settings sent before; send more as it does",
+            talaria_engine::MAX_PENDING_SETS
+        )));
+    }
+    Ok(())
+}
+
 /// `session/set_mode` (and the mode config option): changes the approval mode and tells
 /// the client about the other view of the same setting.
 pub(super) fn set_mode(
@@ -39,6 +51,7 @@ pub(super) fn set_mode(
     let Some(session) = agent.sessions.get(session_id.0.as_ref()) else {
         return Err(session_not_found(session_id));
     };
+    room_for_a_set(session)?;
     let Some(mode) = talaria_engine::Mode::from_id(mode_id) else {
         let known: Vec<&str> = talaria_engine::Mode::ALL.iter().map(|m| m.id()).collect();
         return Err(errors::invalid_params(format!(
@@ -75,6 +88,7 @@ fn set_model(agent: &mut Agent, session_id: &acp::SessionId, model: &str) -> Rep
     let Some(session) = agent.sessions.get(session_id.0.as_ref()) else {
         return Err(session_not_found(session_id));
     };
+    room_for_a_set(session)?;
     if !session.models.iter().any(|m| m == model) && session.handle.model() != model {
         return Err(errors::invalid_params(format!(
             "unknown model {model:?}; available models: {} (configure more with `models` in config.toml)",
@@ -108,6 +122,7 @@ fn set_effort(
     let Some(session) = agent.sessions.get(session_id.0.as_ref()) else {
         return Err(session_not_found(session_id));
     };
+    room_for_a_set(session)?;
     session.handle.set_effort(effort);
     tracing::info!(session = %session_id, effort = ?effort, "thought level changed");
     to_value(acp::SetSessionConfigOptionResponse::new(options_with(
@@ -186,6 +201,7 @@ pub(super) fn set_title(agent: &mut Agent, params: &acp::SetSessionTitleRequest)
     let Some(session) = agent.sessions.get(params.session_id.0.as_ref()) else {
         return Err(session_not_found(&params.session_id));
     };
+    room_for_a_set(session)?;
     let trimmed = params
         .title
         .split_whitespace()

@@ -92,8 +92,8 @@ pub use sandbox::{
     refusals_dir, self_test as sandbox_self_test, shell as sandboxed_shell, state as sandbox_state,
 };
 pub use session::{
-    MAX_QUEUED_TURNS, NotQueued, Room, SessionHandle, SessionSettings, SessionStart, UserInput,
-    spawn_session_with,
+    MAX_PENDING_SETS, MAX_QUEUED_TURNS, NotQueued, Room, SessionHandle, SessionSettings,
+    SessionStart, UserInput, spawn_session_with,
 };
 #[cfg(test)]
 pub use session::{SessionSnapshot, spawn_session};

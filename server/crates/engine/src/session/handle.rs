@@ -6,7 +6,7 @@ use tokio_util::sync::CancellationToken;
 
 #[cfg(test)]
 use super::ops::SessionSnapshot;
-use super::ops::{MAX_QUEUED_TURNS, Op, Ticket, TurnSlot};
+use super::ops::{MAX_PENDING_SETS, MAX_QUEUED_TURNS, Op, Ticket, TurnSlot};
 use crate::approval::Mode;
 use crate::events::TurnId;
 use crate::session_state::{CancelEpochs, SessionView};
@@ -20,6 +20,8 @@ pub struct SessionHandle {
     pub(super) view: watch::Receiver<SessionView>,
     /// Turns queued or running (see [`MAX_QUEUED_TURNS`]).
     pub(super) turns: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// Sets sent and not yet read by the actor (see [`MAX_PENDING_SETS`]).
+    pub(super) sets: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// A turn slot held for a prompt about to be queued ([`SessionHandle::reserve`]).
@@ -152,6 +154,17 @@ impl SessionHandle {
             .unwrap_or_else(|_| crate::rewind::RewindOutcome::Refused("session_closed".into()))
     }
 
+    /// Whether [`MAX_PENDING_SETS`] sets wait for the actor: the edge refuses another.
+    pub fn sets_full(&self) -> bool {
+        self.sets.load(std::sync::atomic::Ordering::Acquire) >= MAX_PENDING_SETS
+    }
+
+    /// Sends a set, counted until the actor reads it.
+    fn send_set(&self, op: Op) {
+        self.sets.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        let _ = self.ops.send(op);
+    }
+
     /// Cancels the running turn or side task and every prompt queued so far.
     pub fn cancel(&self) {
         self.epochs.cancel();
@@ -170,7 +183,7 @@ impl SessionHandle {
     /// Switches the model; it applies from the next turn ([`Self::model`] says so once the
     /// session has taken the op).
     pub fn set_model(&self, model: &str) {
-        let _ = self.ops.send(Op::SetModel(model.to_string()));
+        self.send_set(Op::SetModel(model.to_string()));
     }
 
     /// The thought level the client chose (`None`: the model's default).
@@ -180,17 +193,17 @@ impl SessionHandle {
 
     /// Sets the thought level; it applies from the next turn.
     pub fn set_effort(&self, effort: Option<talaria_provider::Effort>) {
-        let _ = self.ops.send(Op::SetEffort(effort));
+        self.send_set(Op::SetEffort(effort));
     }
 
     /// Names the session; a title the client set is never replaced by a generated one.
     pub fn set_title(&self, title: String) {
-        let _ = self.ops.send(Op::SetTitle(title));
+        self.send_set(Op::SetTitle(title));
     }
 
     /// Changes the approval mode; it applies to the next decision, also within a running turn.
     pub fn set_mode(&self, mode: Mode) {
-        let _ = self.ops.send(Op::SetMode(mode));
+        self.send_set(Op::SetMode(mode));
     }
 
     /// A copy of the session's state after the running turn (tests read the actor's state).

@@ -27,7 +27,7 @@ pub use crate::settings::{SessionSettings, UserInput};
 pub use actor::spawn_session;
 pub use actor::spawn_session_with;
 pub use handle::{NotQueued, Room, SessionHandle};
-pub use ops::MAX_QUEUED_TURNS;
 #[cfg(test)]
 pub use ops::SessionSnapshot;
+pub use ops::{MAX_PENDING_SETS, MAX_QUEUED_TURNS};
 pub use settings::SessionStart;

@@ -95,15 +95,43 @@ pub struct Ticket {
     _slot: std::sync::Arc<TurnSlot>,
 }
 
+/// A session holds at most about this many model, title, mode and thought-level sets not
+/// yet read by its actor (it reads none while a `/compact` or a command's expansion runs);
+/// the edge refuses more until it has read them.
+pub const MAX_PENDING_SETS: usize = 256;
+
+/// The session's op queue as its actor reads it: each set read is counted off the sets its
+/// handles sent ([`MAX_PENDING_SETS`]; never below zero: the actor's own sets are read too).
+pub(crate) struct OpInbox {
+    pub(crate) receiver: mpsc::UnboundedReceiver<Op>,
+    pub(crate) sets: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl OpInbox {
+    /// The next op, `None` once every sender is gone.
+    pub(crate) async fn recv(&mut self) -> Option<Op> {
+        let op = self.receiver.recv().await?;
+        if matches!(
+            op,
+            Op::SetMode(_) | Op::SetModel(_) | Op::SetEffort(_) | Op::SetTitle(_)
+        ) {
+            let _ = self.sets.fetch_update(
+                std::sync::atomic::Ordering::AcqRel,
+                std::sync::atomic::Ordering::Acquire,
+                |sent| sent.checked_sub(1),
+            );
+        }
+        Some(op)
+    }
+}
+
 /// One of a session's [`MAX_QUEUED_TURNS`]: given back when dropped.
 #[derive(Debug)]
 pub(crate) struct TurnSlot(std::sync::Arc<std::sync::atomic::AtomicUsize>);
 
 /// A session holds at most this many turns queued or running (prompts, `/compact`s, steers
-/// that start a turn); the edge refuses the next one until one ends. With it the op queue is
-/// bounded while a turn's model calls run (sets arriving then keep one of each); during a
-/// `/compact` or a command's expansion the actor does not read its ops, and sets sent then
-/// wait one by one (not bounded yet).
+/// that start a turn); the edge refuses the next one until one ends. With it and
+/// [`MAX_PENDING_SETS`] the op queue is bounded (sets read during a turn keep one of each).
 pub const MAX_QUEUED_TURNS: usize = 64;
 
 impl TurnSlot {

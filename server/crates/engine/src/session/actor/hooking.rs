@@ -3,12 +3,10 @@
 //! with it, as a resumed session's `SessionStart` hooks' context is with its first prompt), `Stop` when the turn would end (a block continues the turn with its reason, at
 //! most [`MAX_STOP_CONTINUATIONS`] times, `stop_hook_active` telling the hook so).
 
-use tokio::sync::mpsc;
-
 use super::SessionActor;
 use crate::events::{StopReason, TurnError};
 use crate::hooks::HookEvent;
-use crate::session::ops::{Op, Work};
+use crate::session::ops::{OpInbox, Work};
 use crate::settings::UserInput;
 use crate::turn::TurnEnd;
 
@@ -82,7 +80,7 @@ impl SessionActor {
         &mut self,
         input: UserInput,
         work: &Work,
-        receiver: &mut mpsc::UnboundedReceiver<Op>,
+        receiver: &mut OpInbox,
     ) -> TurnEnd {
         let mut end = self.run_turn(input, &work.token, receiver).await;
         let mut continued = 0;

@@ -19,9 +19,9 @@ use talaria_tools::{Registry, SessionToolState};
 use tokio::sync::{mpsc, watch};
 
 use super::handle::SessionHandle;
-use super::ops::Op;
 #[cfg(test)]
 use super::ops::SessionSnapshot;
+use super::ops::{Op, OpInbox};
 use super::settings::SessionStart;
 use crate::approval::{Mode, RuleStore};
 use crate::context::ContextState;
@@ -100,7 +100,7 @@ pub fn spawn_session_with(
 ) -> SessionHandle {
     // Unbounded so the dispatch loop never waits on a session: one op per client request
     // (a prompt, a cancel, a mode); what arrives during a turn waits in `waiting`. Bounded
-    // by the turns' slots as `MAX_QUEUED_TURNS` says (sets during a `/compact` are not).
+    // by the turns' slots and the unread sets (`MAX_QUEUED_TURNS`, `MAX_PENDING_SETS`).
     let (ops, receiver) = mpsc::unbounded_channel::<Op>();
     let view = watch::Sender::new(SessionView {
         mode: settings.mode,
@@ -112,6 +112,11 @@ pub fn spawn_session_with(
         epochs: CancelEpochs::new(),
         view: view.subscribe(),
         turns: std::sync::Arc::default(),
+        sets: std::sync::Arc::default(),
+    };
+    let inbox = OpInbox {
+        receiver,
+        sets: handle.sets.clone(),
     };
     let epochs = handle.epochs.clone();
     let own_ops = ops.downgrade();
@@ -161,7 +166,7 @@ pub fn spawn_session_with(
         actor.save();
         actor.tell_unsaved_at_start().await;
         actor.finish_cut_off_restores().await;
-        actor.run(receiver).await;
+        actor.run(inbox).await;
     });
     handle
 }
@@ -286,7 +291,7 @@ impl SessionActor {
         }
     }
 
-    async fn run(mut self, mut receiver: mpsc::UnboundedReceiver<Op>) {
+    async fn run(mut self, mut receiver: OpInbox) {
         let mut closing = None;
         self.watch_store_opening();
         loop {

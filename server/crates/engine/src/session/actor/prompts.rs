@@ -2,12 +2,11 @@
 //! before it is answered, commands answered without the model, `/compact`.
 
 use talaria_record::EntryBody;
-use tokio::sync::mpsc;
 
 use super::SessionActor;
 use crate::events::{EngineEvent, StopReason, TurnError, TurnId, TurnUsage};
 use crate::model_call::ModelCaller;
-use crate::session::ops::{Op, Ticket};
+use crate::session::ops::{OpInbox, Ticket};
 use crate::settings::UserInput;
 use crate::slash::{Asking, CommandReply, Expansion, PromptInput, SlashCommand, TypedCommand};
 
@@ -33,7 +32,7 @@ impl SessionActor {
         turn: TurnId,
         input: PromptInput,
         ticket: Ticket,
-        receiver: &mut mpsc::UnboundedReceiver<Op>,
+        receiver: &mut OpInbox,
     ) {
         let input = match input {
             PromptInput::Typed(input) => input,
@@ -126,7 +125,7 @@ impl SessionActor {
         turn: TurnId,
         input: UserInput,
         ticket: Ticket,
-        receiver: &mut mpsc::UnboundedReceiver<Op>,
+        receiver: &mut OpInbox,
     ) {
         self.give_way();
         let before = self.history.last_id();

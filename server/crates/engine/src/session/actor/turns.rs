@@ -4,14 +4,13 @@
 use std::collections::VecDeque;
 
 use futures_util::FutureExt;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::SessionActor;
 use crate::approval::Mode;
 use crate::events::{StopReason, TurnError, TurnUsage};
 use crate::model_call::ModelCaller;
-use crate::session::ops::Op;
+use crate::session::ops::{Op, OpInbox};
 use crate::session_state::Published;
 use crate::settings::UserInput;
 use crate::turn::{SessionParts, Turn, TurnSpec};
@@ -22,7 +21,7 @@ impl SessionActor {
         &mut self,
         input: UserInput,
         token: &CancellationToken,
-        receiver: &mut mpsc::UnboundedReceiver<Op>,
+        receiver: &mut OpInbox,
     ) -> crate::turn::TurnEnd {
         let mut mode_set = None;
         self.sync_message_points();
