@@ -72,24 +72,22 @@ impl SessionHandle {
         cancel: CancellationToken,
         input: impl Into<PromptInput>,
     ) -> Result<(), NotQueued> {
-        let ticket = Ticket::new(self.epochs.current(), cancel, room.0);
-        let op = Op::Prompt {
-            turn: turn.clone(),
+        self.queue_in(room, turn, cancel, |turn, ticket| Op::Prompt {
+            turn,
             input: input.into(),
             ticket,
-        };
-        self.ops.send(op).map_err(|_| NotQueued::Ended(turn))
+        })
     }
 
-    /// Queues a turn's op with a ticket for the current cancel generation and one of the
-    /// session's turn slots; `Err` when the session ended or every slot is taken.
-    fn queue(
+    /// Queues a turn's op in the slot `room` holds, with a ticket for the current cancel
+    /// generation; `Err` when the session ended.
+    fn queue_in(
         &self,
+        Room(slot): Room,
         turn: TurnId,
         cancel: CancellationToken,
         op: impl FnOnce(TurnId, Ticket) -> Op,
     ) -> Result<(), NotQueued> {
-        let Room(slot) = self.reserve(&turn)?;
         let ticket = Ticket::new(self.epochs.current(), cancel, slot);
         self.ops
             .send(op(turn.clone(), ticket))
@@ -105,12 +103,16 @@ impl SessionHandle {
         idle: crate::steering::IdleSteer,
     ) -> crate::steering::SteerOutcome {
         let (reply, outcome) = oneshot::channel();
-        let queued = self.queue(turn, CancellationToken::new(), |turn, ticket| Op::Steer {
-            turn,
-            input,
-            idle,
-            ticket,
-            reply,
+        let queued = self.reserve(&turn).and_then(|room| {
+            self.queue_in(room, turn, CancellationToken::new(), |turn, ticket| {
+                Op::Steer {
+                    turn,
+                    input,
+                    idle,
+                    ticket,
+                    reply,
+                }
+            })
         });
         match queued {
             Ok(()) => {}
@@ -131,13 +133,11 @@ impl SessionHandle {
         cancel: CancellationToken,
         focus: Option<String>,
     ) -> Result<(), NotQueued> {
-        let ticket = Ticket::new(self.epochs.current(), cancel, room.0);
-        let op = Op::Compact {
-            turn: turn.clone(),
+        self.queue_in(room, turn, cancel, |turn, ticket| Op::Compact {
+            turn,
             focus,
             ticket,
-        };
-        self.ops.send(op).map_err(|_| NotQueued::Ended(turn))
+        })
     }
 
     /// Rewinds the conversation (and, on request, the files) to a message the client names.
