@@ -39,26 +39,8 @@ async fn a_session_holds_at_most_64_turns_and_refuses_the_next_until_one_ends() 
     ])
     .await;
     let (mut agent, session) = env.session().await;
-    let running = agent
-        .start_request("session/prompt", text_prompt(&session, "a long answer"))
-        .await
-        .expect("prompt");
-    agent
-        .wait_for(WAIT, |m| {
-            m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
-        })
-        .await
-        .expect("the answer streams");
-    let mut sent = Vec::new();
-    for n in 0..70 {
-        let prompt = text_prompt(&session, &format!("queued {n}"));
-        sent.push(
-            agent
-                .start_request("session/prompt", prompt)
-                .await
-                .expect("sent"),
-        );
-    }
+    let running = streaming(&mut agent, &session).await;
+    let sent = queued_prompts(&mut agent, &session, 70).await;
     // One runs and 63 wait: the last 7 are refused at once, while the answer still streams.
     for id in &sent[63..] {
         let answer = agent.wait_response(*id, WAIT).await.expect("answered");
@@ -172,21 +154,25 @@ fn mode_changes(record: &Transcript) -> usize {
         .count()
 }
 
-/// One prompt streaming and 63 waiting behind it: every slot taken.
-async fn full_session(agent: &mut AgentProcess, session: &str) -> Vec<i64> {
-    let mut sent = vec![
-        agent
-            .start_request("session/prompt", text_prompt(session, "a long answer"))
-            .await
-            .expect("prompt"),
-    ];
+/// A prompt whose long answer has begun to stream; its request's id.
+async fn streaming(agent: &mut AgentProcess, session: &str) -> i64 {
+    let running = agent
+        .start_request("session/prompt", text_prompt(session, "a long answer"))
+        .await
+        .expect("prompt");
     agent
         .wait_for(WAIT, |m| {
             m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
         })
         .await
         .expect("the answer streams");
-    for n in 0..63 {
+    running
+}
+
+/// `n` prompts sent without waiting; their requests' ids.
+async fn queued_prompts(agent: &mut AgentProcess, session: &str, n: usize) -> Vec<i64> {
+    let mut sent = Vec::new();
+    for n in 0..n {
         let prompt = text_prompt(session, &format!("queued {n}"));
         sent.push(
             agent
@@ -195,6 +181,30 @@ async fn full_session(agent: &mut AgentProcess, session: &str) -> Vec<i64> {
                 .expect("sent"),
         );
     }
+    sent
+}
+
+/// `n` mode sets sent without waiting, yolo and accept-edits in turn (the last accept-edits
+/// when `n` is even); their requests' ids.
+pub(crate) async fn mode_sets(agent: &mut AgentProcess, session: &str, n: usize) -> Vec<i64> {
+    let mut sets = Vec::new();
+    for n in 0..n {
+        let mode = if n % 2 == 0 { "yolo" } else { "accept-edits" };
+        let params = json!({"sessionId": session, "modeId": mode});
+        sets.push(
+            agent
+                .start_request("session/set_mode", params)
+                .await
+                .expect("sent"),
+        );
+    }
+    sets
+}
+
+/// One prompt streaming and 63 waiting behind it: every slot taken.
+async fn full_session(agent: &mut AgentProcess, session: &str) -> Vec<i64> {
+    let mut sent = vec![streaming(agent, session).await];
+    sent.extend(queued_prompts(agent, session, 63).await);
     sent
 }
 
@@ -237,27 +247,8 @@ async fn a_plan_prompt_refused_for_room_changes_no_mode() {
 async fn a_flood_of_mode_sets_during_a_turn_records_one_change() {
     let env = TestEnv::new(vec![slow_answer(40, 100)]).await;
     let (mut agent, session) = env.session().await;
-    let running = agent
-        .start_request("session/prompt", text_prompt(&session, "a long answer"))
-        .await
-        .expect("prompt");
-    agent
-        .wait_for(WAIT, |m| {
-            m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
-        })
-        .await
-        .expect("the answer streams");
-    let mut sets = Vec::new();
-    for n in 0..2000 {
-        let mode = if n % 2 == 0 { "yolo" } else { "accept-edits" };
-        let params = json!({"sessionId": session, "modeId": mode});
-        sets.push(
-            agent
-                .start_request("session/set_mode", params)
-                .await
-                .expect("sent"),
-        );
-    }
+    let running = streaming(&mut agent, &session).await;
+    let sets = mode_sets(&mut agent, &session, 2000).await;
     for id in sets {
         agent.wait_response(id, WAIT).await.expect("answered");
     }

@@ -96,6 +96,18 @@ async fn a_huge_resource_is_held_to_the_result_budget_and_a_missing_one_fails_cl
     );
 }
 
+/// The form asking for the review's file answered with `main.rs`; the prompt's answer.
+async fn file_given(agent: &mut talaria_harness::AgentProcess, form: &Value, id: i64) -> Value {
+    agent
+        .respond(
+            &form["id"],
+            json!({"action": "accept", "content": {"file": "main.rs"}}),
+        )
+        .await
+        .expect("answer");
+    agent.wait_response(id, WAIT).await.expect("response")
+}
+
 #[tokio::test]
 async fn a_prompt_is_a_command_and_its_missing_argument_is_asked_in_a_form() {
     let env = TestEnv::new(vec![MockReply::text(&["reviewed"])]).await;
@@ -129,14 +141,7 @@ async fn a_prompt_is_a_command_and_its_missing_argument_is_asked_in_a_form() {
         form["params"]["requestedSchema"]["required"],
         json!(["file"])
     );
-    agent
-        .respond(
-            &form["id"],
-            json!({"action": "accept", "content": {"file": "main.rs"}}),
-        )
-        .await
-        .expect("answer");
-    let response = agent.wait_response(id, WAIT).await.expect("response");
+    let response = file_given(&mut agent, &form, id).await;
     assert_eq!(stop_reason(&response), "end_turn", "{response}");
     let asked = last_user_message(&env, 0);
     assert!(
@@ -257,17 +262,7 @@ async fn settings_sent_while_a_command_waits_on_a_form_are_held_to_256() {
         .wait_for(WAIT, |m| m["method"] == "elicitation/create")
         .await
         .expect("the missing argument is asked");
-    let mut sets = Vec::new();
-    for n in 0..300 {
-        let mode = if n % 2 == 0 { "yolo" } else { "accept-edits" };
-        let params = json!({"sessionId": session, "modeId": mode});
-        sets.push(
-            agent
-                .start_request("session/set_mode", params)
-                .await
-                .expect("sent"),
-        );
-    }
+    let sets = crate::bounded_queues::mode_sets(&mut agent, &session, 300).await;
     let mut refused = 0;
     for (n, id) in sets.iter().enumerate() {
         let answer = agent.wait_response(*id, WAIT).await.expect("answered");
@@ -279,14 +274,7 @@ async fn settings_sent_while_a_command_waits_on_a_form_are_held_to_256() {
         }
     }
     assert_eq!(refused, 300 - 256);
-    agent
-        .respond(
-            &form["id"],
-            json!({"action": "accept", "content": {"file": "main.rs"}}),
-        )
-        .await
-        .expect("answer");
-    let response = agent.wait_response(id, WAIT).await.expect("response");
+    let response = file_given(&mut agent, &form, id).await;
     assert_eq!(stop_reason(&response), "end_turn", "{response}");
     let again = agent
         .request(
