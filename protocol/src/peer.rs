@@ -68,6 +68,11 @@ struct Inner {
     framing: watch::Receiver<Option<Framing>>,
 }
 
+/// A peer's output queue is full: its reader has not taken what was sent before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the peer's output queue is full")]
+pub struct NoRoom;
+
 /// A cheap, clonable handle for sending on a connection.
 #[derive(Debug, Clone)]
 pub struct Peer {
@@ -435,6 +440,23 @@ impl Peer {
         self.enqueue(notification.0.clone()).await;
     }
 
+    /// Queues a notification serialized once for several peers only if the output has room
+    /// now: [`NoRoom`] when its queue is full (the reader is that far behind). A closed
+    /// output drops it, as [`Peer::notify_serialized`] does.
+    pub fn try_notify_serialized(
+        &self,
+        notification: &crate::SerializedNotification,
+    ) -> Result<(), NoRoom> {
+        match self.inner.out.try_send(notification.0.clone()) {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::TrySendError::Full(_)) => Err(NoRoom),
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                tracing::debug!("output closed; message dropped");
+                Ok(())
+            }
+        }
+    }
+
     /// Sends `template`'s notification with `text` in its hole.
     pub async fn notify_filled(&self, template: &crate::NotificationTemplate, text: &str) {
         self.enqueue(template.fill(text)).await;
@@ -763,5 +785,42 @@ mod tests {
         conn.peer.notify("note", &serde_json::json!({})).await;
         let ended = conn.writer.await.expect("joined");
         assert_eq!(ended.expect_err("failed").to_string(), "full");
+    }
+
+    #[tokio::test]
+    async fn a_try_to_notify_says_when_the_queue_is_full_and_loses_nothing_it_took() {
+        let (mut client_in, agent_in) = duplex(1 << 20);
+        let (agent_out, client_out) = duplex(1 << 20);
+        let options = PeerOptions {
+            outgoing_capacity: 2,
+            ..PeerOptions::default()
+        };
+        let conn = connect(agent_in, agent_out, options);
+        let note = |n: u32| {
+            crate::SerializedNotification::new("note", &serde_json::json!({"n": n}))
+                .expect("serializes")
+        };
+        // Until the client speaks, the writer waits for its framing: nothing leaves.
+        assert_eq!(conn.peer.try_notify_serialized(&note(1)), Ok(()));
+        assert_eq!(conn.peer.try_notify_serialized(&note(2)), Ok(()));
+        assert_eq!(conn.peer.try_notify_serialized(&note(3)), Err(NoRoom));
+        client_in
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"hello\"}\n")
+            .await
+            .expect("write");
+        let mut client_out = BufReader::new(client_out);
+        assert_eq!(read_json(&mut client_out).await["params"]["n"], 1);
+        assert_eq!(read_json(&mut client_out).await["params"]["n"], 2);
+        // Room again once the writer took them.
+        let mut sent = Err(NoRoom);
+        for _ in 0..100 {
+            sent = conn.peer.try_notify_serialized(&note(4));
+            if sent.is_ok() {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(sent, Ok(()));
+        assert_eq!(read_json(&mut client_out).await["params"]["n"], 4);
     }
 }

@@ -13,6 +13,7 @@ use talaria_protocol::{NotificationTemplate, SerializedNotification};
 use tokio::sync::mpsc;
 
 use super::client_bridge::AcpBridge;
+use super::delivery;
 use super::state::{Audience, EdgePayload, EdgeUpdates};
 use super::updates;
 
@@ -122,10 +123,9 @@ async fn child_event(
         )),
         other => updates::session_update(other),
     };
-    if let Some(update) = update {
-        let notification = SessionNotification::new(child, update);
+    if let Some(message) = update.and_then(|update| delivery::serialized(&child, update)) {
         for member in audience.members() {
-            member.peer.notify("session/update", &notification).await;
+            delivery::deliver(audience, &member, &message).await;
         }
     }
 }
@@ -199,6 +199,7 @@ impl Forwarder {
                     None => break,
                 },
             }
+            self.tell_the_lagging().await;
         }
         while let Ok(batch) = edge.try_recv() {
             self.write_edge(batch).await;
@@ -288,7 +289,7 @@ impl Forwarder {
                 *slot = SerializedNotification::new("session/update", &notification);
             }
             if let Some(serialized) = slot {
-                member.peer.notify_serialized(serialized).await;
+                delivery::deliver(&self.audience, &member, serialized).await;
             }
         }
     }
@@ -320,7 +321,7 @@ impl Forwarder {
                 }
                 let filled = template.filled(text);
                 for member in members {
-                    member.peer.notify_serialized(&filled).await;
+                    delivery::deliver(&self.audience, &member, &filled).await;
                 }
             }
             None => {
@@ -442,9 +443,12 @@ impl Forwarder {
             snapshot["sessionUpdate"] = "quota_update".into();
             let notification =
                 serde_json::json!({"sessionId": self.session_id, "update": snapshot});
+            let message = SerializedNotification::new("session/update", &notification);
             for member in self.audience.members() {
-                if member.caps.quota {
-                    member.peer.notify("session/update", &notification).await;
+                if member.caps.quota
+                    && let Some(message) = &message
+                {
+                    delivery::deliver(&self.audience, &member, message).await;
                 }
             }
         }
@@ -540,8 +544,18 @@ impl Forwarder {
     /// Writes `update` to one attached client (as it takes plans).
     async fn write_to(&self, member: &super::state::Member, update: acp::SessionUpdate) {
         let update = super::plan_updates::for_client(update, member.caps.plans);
-        let notification = SessionNotification::new(self.session_id.clone(), update);
-        member.peer.notify("session/update", &notification).await;
+        if let Some(message) = delivery::serialized(&self.session_id, update) {
+            delivery::deliver(&self.audience, member, &message).await;
+        }
+    }
+
+    /// Tells the clients detached for falling behind, and the others who is attached now
+    /// (which may find more behind).
+    async fn tell_the_lagging(&self) {
+        while delivery::tell_the_lagging(&self.audience, &self.session_id) > 0 {
+            self.write(super::audience::roster_update(self.audience.roster()))
+                .await;
+        }
     }
 
     /// Writes `update` to every attached client but `except` (not kept for a client
@@ -556,8 +570,9 @@ impl Forwarder {
                 continue;
             }
             let update = super::plan_updates::for_client(update.clone(), member.caps.plans);
-            let notification = SessionNotification::new(self.session_id.clone(), update);
-            member.peer.notify("session/update", &notification).await;
+            if let Some(message) = delivery::serialized(&self.session_id, update) {
+                delivery::deliver(&self.audience, &member, &message).await;
+            }
         }
     }
 }

@@ -24,6 +24,7 @@ mod capabilities;
 mod client_bridge;
 mod client_prompt;
 mod compaction;
+mod delivery;
 mod dispatch;
 mod follow;
 mod forwarder;

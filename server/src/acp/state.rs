@@ -126,6 +126,8 @@ struct Attached {
     moving: bool,
     moved: bool,
     followers: HashMap<MemberId, Followed>,
+    /// Clients detached for falling behind, not yet told (`delivery.rs`).
+    lagging: Vec<Member>,
 }
 
 impl Audience {
@@ -197,6 +199,33 @@ impl Audience {
         }
         attached.controller = attached.members.first().map(|m| m.id);
         attached.controller
+    }
+
+    /// Whether the session's writer waits for `id` when its output is full: the client with
+    /// control, or the only one.
+    pub fn waits_for(&self, id: MemberId) -> bool {
+        let attached = lock(&self.attached);
+        attached.controller == Some(id) || attached.members.len() == 1
+    }
+
+    /// `id`, whose output is full, leaves unless it is waited for now (`waits_for`); it is
+    /// kept to be told, with the others, by `take_lagging`. Whether it left.
+    pub fn drop_lagging(&self, id: MemberId) -> bool {
+        let mut attached = lock(&self.attached);
+        if attached.controller == Some(id) || attached.members.len() == 1 {
+            return false;
+        }
+        let Some(at) = attached.members.iter().position(|m| m.id == id) else {
+            return true;
+        };
+        let member = attached.members.remove(at);
+        attached.lagging.push(member);
+        true
+    }
+
+    /// The clients detached for falling behind since last asked.
+    pub fn take_lagging(&self) -> Vec<Member> {
+        std::mem::take(&mut lock(&self.attached).lagging)
     }
 
     /// A question is open: `ask_also` asks whoever attaches before it is answered. The

@@ -27,6 +27,8 @@ pub struct Limits {
     pub connections: usize,
     pub sessions_per_connection: usize,
     pub message_bytes: usize,
+    /// The most a connection's client may leave unread before the agent's output waits.
+    pub unread_bytes: usize,
     /// How long a connection with no client attached is kept.
     pub reconnect_window: Duration,
 }
@@ -336,7 +338,9 @@ impl Registry {
         let connection = Arc::new(Connection {
             id: id.clone(),
             kind,
-            outbound: Arc::new(Outbound::new(kind == Kind::Http)),
+            outbound: Arc::new(
+                Outbound::new(kind == Kind::Http).most_waiting(self.limits.unread_bytes),
+            ),
             input: tokio::sync::Mutex::new(to_agent),
             stop: self.stop.child_token(),
             why_stopped: Arc::default(),

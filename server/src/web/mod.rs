@@ -87,6 +87,11 @@ pub struct ServeArgs {
     /// The largest message taken, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = 8 << 20)]
     max_message_bytes: usize,
+    /// The most a client may leave unread on its connection, in bytes, before the agent's
+    /// output waits for it (a client observing a session another controls is detached
+    /// instead, and told so).
+    #[arg(long, value_name = "BYTES", default_value_t = outbound::MOST_WAITING)]
+    max_unread_bytes: usize,
     /// How long a connection whose client went away is kept for it to come back, seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 600)]
     reconnect_window: u64,
@@ -196,6 +201,7 @@ async fn start(args: ServeArgs, home: PathBuf) -> Result<(), StartError> {
         connections: args.max_connections.max(1),
         sessions_per_connection: args.max_sessions.max(1),
         message_bytes: args.max_message_bytes.max(1024),
+        unread_bytes: args.max_unread_bytes.max(1024),
         reconnect_window: Duration::from_secs(args.reconnect_window),
     };
     let (registry, mut starts) = Registry::new(limits, stop.clone());

@@ -28,8 +28,9 @@ pub use super::stream_log::{Queued, Unresumable};
 use super::turn_state::{self, TurnStates};
 use super::{cursor, turn_state::META_KEY as TURN_STATE};
 
-/// The most the agent's output may hold unread before it waits for room (16 MiB). One
-/// message larger than this still goes, alone.
+/// The most the agent's output may hold unread before it waits for room, unless `serve
+/// --max-unread-bytes` says otherwise (16 MiB). One message larger than this still goes,
+/// alone.
 pub const MOST_WAITING: usize = 16 << 20;
 /// The handed-out messages each stream keeps for a receiver that comes back.
 pub const RETAIN_MESSAGES: usize = 10_000;
@@ -80,7 +81,7 @@ pub enum Busy {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum Stalled {
     #[error(
-        "more than {MOST_WAITING} bytes wait for a client that took none of them for {} s",
+        "the most bytes allowed unread wait for a client that took none of them for {} s",
         STALLED_AFTER.as_secs()
     )]
     NoProgress,
@@ -91,6 +92,8 @@ pub struct Outbound {
     state: Mutex<State>,
     /// [`STALLED_AFTER`] (shorter in tests).
     stalled_after: Duration,
+    /// [`MOST_WAITING`], or `serve --max-unread-bytes`.
+    most_waiting: usize,
     /// Bumped on every change; receivers and the agent's output wait on it.
     changed: watch::Sender<u64>,
 }
@@ -103,8 +106,15 @@ impl Outbound {
                 ..State::default()
             }),
             stalled_after: STALLED_AFTER,
+            most_waiting: MOST_WAITING,
             changed: watch::channel(0).0,
         }
+    }
+
+    /// The agent's output waits for room past `bytes` unread instead of [`MOST_WAITING`].
+    pub fn most_waiting(mut self, bytes: usize) -> Self {
+        self.most_waiting = bytes;
+        self
     }
 
     fn bump(&self) {
@@ -153,7 +163,7 @@ impl Outbound {
         self.bump();
     }
 
-    /// Waits until less than [`MOST_WAITING`] waits unread (or the connection is closed);
+    /// Waits until less than the most allowed ([`MOST_WAITING`]) waits unread (or the connection is closed);
     /// [`Stalled`] once the client took nothing for [`STALLED_AFTER`] while it was full.
     pub async fn room(&self) -> Result<(), Stalled> {
         let mut changes = self.watch();
@@ -162,7 +172,7 @@ impl Outbound {
             let (full, taken) = {
                 let state = lock(&self.state);
                 (
-                    state.waiting_bytes >= MOST_WAITING && !state.closed,
+                    state.waiting_bytes >= self.most_waiting && !state.closed,
                     state.taken,
                 )
             };
