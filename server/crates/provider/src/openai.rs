@@ -3,13 +3,11 @@
 
 use futures_util::future::BoxFuture;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::error::StreamFailure;
 use crate::http::{Connection, Target};
-use crate::model::{
-    ChatRequest, FinishReason, ModelMessage, StreamEvent, ToolCallRequest, Usage, UserPart,
-};
+use crate::model::{ChatRequest, FinishReason, StreamEvent, ToolCallRequest, Usage};
 use crate::sse::SseEvent;
 use crate::stream::{Decoder, Out, stream_error};
 use crate::{ChatProvider, EventStream, ProviderError};
@@ -47,116 +45,20 @@ impl ChatProvider for OpenAiProvider {
     }
 }
 
-/// The body as sent, its keys in a fixed order: the model, the tool schemas, then the messages
-/// (system prompt first), so two sessions' requests share a byte-identical prefix through the
-/// tool schemas and the system prompt, which a server's prompt cache can reuse.
-#[derive(serde::Serialize)]
-struct OrderedBody<'a> {
-    model: &'a Value,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tools: Option<&'a Value>,
-    messages: &'a Value,
-    stream: &'a Value,
-    stream_options: &'a Value,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    max_tokens: Option<&'a Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reasoning_effort: Option<&'a Value>,
-}
+mod body;
 
-/// The JSON text of a streaming request, keys in the order of [`OrderedBody`].
+/// The JSON text of a streaming request (`body.rs`: written from the record, keys in a fixed
+/// order for servers' prompt caches).
 pub fn request_text(request: &ChatRequest<'_>) -> String {
-    let body = request_body(request);
-    let null = Value::Null;
-    let ordered = OrderedBody {
-        model: body.get("model").unwrap_or(&null),
-        tools: body.get("tools"),
-        messages: body.get("messages").unwrap_or(&null),
-        stream: body.get("stream").unwrap_or(&null),
-        stream_options: body.get("stream_options").unwrap_or(&null),
-        max_tokens: body.get("max_tokens"),
-        reasoning_effort: body.get("reasoning_effort"),
-    };
-    serde_json::to_string(&ordered).unwrap_or_else(|_| body.to_string())
+    let messages = request.transcript.model_messages();
+    serde_json::to_string(&body::Body::new(request, &messages))
+        .unwrap_or_else(|_| request_body(request).to_string())
 }
 
-/// The JSON body of a streaming request.
+/// The JSON body of a streaming request, as a tree (for cassettes and trajectories).
 pub fn request_body(request: &ChatRequest<'_>) -> Value {
-    let messages: Vec<Value> = request
-        .transcript
-        .model_messages()
-        .iter()
-        .map(message_json)
-        .collect();
-    let mut body = json!({
-        "model": request.model,
-        "messages": messages,
-        "stream": true,
-        "stream_options": {"include_usage": true},
-    });
-    if !request.tools.is_empty() {
-        body["tools"] = request
-            .tools
-            .iter()
-            .map(|tool| {
-                json!({
-                    "type": "function",
-                    "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
-                })
-            })
-            .collect();
-    }
-    if let Some(max_tokens) = request.max_tokens {
-        body["max_tokens"] = json!(max_tokens);
-    }
-    if let Some(effort) = request.effort {
-        body["reasoning_effort"] = json!(effort.id());
-    }
-    body
-}
-
-fn message_json(message: &ModelMessage<'_>) -> Value {
-    match message {
-        ModelMessage::System(text) => json!({"role": "system", "content": text}),
-        ModelMessage::User(parts) => {
-            let only_text = parts.iter().all(|p| matches!(p, UserPart::Text { .. }));
-            if only_text {
-                json!({"role": "user", "content": UserPart::joined_text(parts, "\n\n")})
-            } else {
-                let content: Vec<Value> = parts
-                    .iter()
-                    .map(|part| match part {
-                        UserPart::Text { text } => json!({"type": "text", "text": text}),
-                        UserPart::Image { mime_type, data } => json!({
-                            "type": "image_url",
-                            "image_url": {"url": format!("data:{mime_type};base64,{data}")}
-                        }),
-                    })
-                    .collect();
-                json!({"role": "user", "content": content})
-            }
-        }
-        ModelMessage::Assistant {
-            text, tool_calls, ..
-        } => {
-            let mut message = json!({"role": "assistant", "content": text});
-            if !tool_calls.is_empty() {
-                message["tool_calls"] = tool_calls
-                    .iter()
-                    .map(|call| {
-                        json!({"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}})
-                    })
-                    .collect();
-                if text.is_empty() {
-                    message["content"] = Value::Null;
-                }
-            }
-            message
-        }
-        ModelMessage::Tool { call_id, content } => {
-            json!({"role": "tool", "tool_call_id": call_id, "content": content})
-        }
-    }
+    let messages = request.transcript.model_messages();
+    serde_json::to_value(body::Body::new(request, &messages)).unwrap_or(Value::Null)
 }
 
 #[derive(Debug, Deserialize)]
@@ -396,7 +298,8 @@ pub fn models_request(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Transcript;
+    use crate::{Transcript, UserPart};
+    use serde_json::json;
 
     fn decode(chunks: Vec<&'static str>) -> Vec<Result<StreamEvent, ProviderError>> {
         crate::stream::decode_chunks(&chunks, ChatDecoder::default())

@@ -104,3 +104,19 @@ fn openai_responses_body() {
     let (t, tools) = (record(), tools());
     snapshot(|| insta::assert_json_snapshot!(responses::request_body(&request(&t, &tools), true)));
 }
+
+/// The bytes sent, not only the tree: the keys' order is what servers' prompt caches match.
+/// (The schema's keys are in sorted order, as its map keeps them with or without serde_json's
+/// `preserve_order`; every other key's order is the body's own.)
+#[test]
+fn openai_chat_completions_text() {
+    let t = record();
+    let tools = vec![ToolSpec {
+        name: "read_file".into(),
+        description: "Read a file.".into(),
+        parameters: serde_json::json!({"properties": {"path": {"type": "string"}}, "required": ["path"], "type": "object"}),
+    }];
+    let mut request = request(&t, &tools);
+    request.effort = Some(talaria_provider::Effort::High);
+    insta::assert_snapshot!(openai::request_text(&request));
+}
