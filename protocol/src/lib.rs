@@ -20,5 +20,7 @@ pub use agent_client_protocol_schema::ProtocolVersion;
 pub use agent_client_protocol_schema::v1 as acp;
 pub use framing::Framing;
 pub use message::{IncomingMessage, IncomingRequest};
-pub use peer::{Connection, MessageSink, NoRoom, Peer, PeerOptions, connect, connect_to_sink};
+pub use peer::{
+    Connection, MessageSink, NoRoom, Peer, PeerOptions, UnsentAnswer, connect, connect_to_sink,
+};
 pub use template::{NotificationTemplate, SerializedNotification};

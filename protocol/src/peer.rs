@@ -73,6 +73,10 @@ struct Inner {
 #[error("the peer's output queue is full")]
 pub struct NoRoom;
 
+/// An answer [`Peer::try_respond`] had no room for, serialized.
+#[derive(Debug)]
+pub struct UnsentAnswer(String);
+
 /// A cheap, clonable handle for sending on a connection.
 #[derive(Debug, Clone)]
 pub struct Peer {
@@ -407,23 +411,61 @@ impl Peer {
 
     /// Answers an incoming request. Call exactly once per request.
     pub async fn respond<R: Serialize>(&self, id: &RequestId, result: Result<R, Error>) {
+        let answer = self.answer_text(id, result);
+        self.enqueue(answer.0).await;
+    }
+
+    /// Answers an incoming request if the output has room now; else the answer, serialized,
+    /// to send with [`Peer::send_answer`] (the request is answered either way: call once).
+    pub fn try_respond<R: Serialize>(
+        &self,
+        id: &RequestId,
+        result: Result<R, Error>,
+    ) -> Result<(), UnsentAnswer> {
+        let answer = self.answer_text(id, result);
+        match self.inner.out.try_send(answer.0) {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::TrySendError::Full(text)) => Err(UnsentAnswer(text)),
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                tracing::debug!("output closed; message dropped");
+                Ok(())
+            }
+        }
+    }
+
+    /// Sends an answer [`Peer::try_respond`] had no room for, waiting for room.
+    pub async fn send_answer(&self, answer: UnsentAnswer) {
+        self.enqueue(answer.0).await;
+    }
+
+    fn answer_text<R: Serialize>(&self, id: &RequestId, result: Result<R, Error>) -> UnsentAnswer {
         lock(&self.inner.incoming_cancels).remove(id);
-        match result {
+        let error = match result {
             Ok(result) => match serde_json::to_string(&OutResult {
                 jsonrpc: "2.0",
                 id,
                 result: &result,
             }) {
-                Ok(json) => self.enqueue(json).await,
-                Err(e) => {
-                    self.send_error(
-                        id,
-                        &errors::internal_error(format!("serializing result: {e}")),
-                    )
-                    .await
-                }
+                Ok(json) => return UnsentAnswer(json),
+                Err(e) => errors::internal_error(format!("serializing result: {e}")),
             },
-            Err(error) => self.send_error(id, &error).await,
+            Err(error) => error,
+        };
+        match serde_json::to_string(&OutError {
+            jsonrpc: "2.0",
+            id,
+            error: &error,
+        }) {
+            Ok(json) => UnsentAnswer(json),
+            Err(e) => {
+                tracing::error!("cannot serialize an error response: {e}");
+                let fallback = OutError {
+                    jsonrpc: "2.0",
+                    id,
+                    error: &errors::internal_error("the answer could not be serialized"),
+                };
+                UnsentAnswer(serde_json::to_string(&fallback).unwrap_or_default())
+            }
         }
     }
 

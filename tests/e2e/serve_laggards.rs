@@ -108,3 +108,163 @@ async fn an_observer_that_stops_reading_is_detached_and_the_session_goes_on_for_
     let roster = &again["result"]["_meta"]["talaria/attachment"]["clients"];
     assert_eq!(roster.as_array().map(Vec::len), Some(3), "{again}");
 }
+
+/// Reads `socket` until `done` or `limit` passes: the message, or `None`.
+async fn until_within(
+    socket: &mut Socket,
+    limit: std::time::Duration,
+    done: impl Fn(&Value) -> bool,
+) -> Option<Value> {
+    tokio::time::timeout(limit, socket.until(done)).await.ok()
+}
+
+fn request(id: u64, method: &str, params: Value) -> Value {
+    serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+fn is_chunk(message: &Value) -> bool {
+    message["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+}
+
+/// A detached observer that still reads nothing and attaches again is refused after a short
+/// wait; the session goes on (before, it waited on the replay to it until that connection
+/// was ended a minute later).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_detached_observer_attaching_again_without_reading_holds_the_session_only_briefly() {
+    let env = TestEnv::new(vec![
+        slow_answer(&words(3000), 0),
+        slow_answer(&words(5), 0),
+    ])
+    .await;
+    let served = start(&env, &["--max-unread-bytes", "1024"]).await;
+    let (mut controller, session) = with_session(&served, &env, "editor").await;
+    // An observer over HTTP that never opens a stream: it reads nothing.
+    let (observer, _) = HttpClient::initialize(&served, None).await;
+    let attach_params = serde_json::json!({"sessionId": session, "role": "observer"});
+    observer
+        .post(request(2, "_session/attach", attach_params.clone()))
+        .await;
+    away(500).await;
+    controller
+        .send(request(3, "session/prompt", prompt(&session, "go")))
+        .await;
+    controller.until(is_answer(3)).await;
+    assert!(
+        served.logged().contains("fell behind"),
+        "{}",
+        served.logged()
+    );
+    let again = tokio::spawn(async move {
+        let _ = observer
+            .send(&request(4, "_session/attach", attach_params), None)
+            .await;
+        observer
+    });
+    away(300).await;
+    controller
+        .send(request(5, "session/prompt", prompt(&session, "again")))
+        .await;
+    let answered = until_within(&mut controller, WAIT, is_answer(5)).await;
+    again.abort();
+    assert!(
+        answered.is_some(),
+        "the controller's next turn was answered"
+    );
+    assert!(
+        served.logged().contains("an attach failed"),
+        "the attach that took nothing was refused: {}",
+        served.logged()
+    );
+}
+
+/// A client whose prompt runs, that hands control to another and then falls behind, is
+/// detached, and still gets its prompt's answer (after what it was sent).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_whose_client_was_detached_meanwhile_is_still_answered() {
+    let env = TestEnv::new(vec![slow_answer(&big_chunks(4_000), 1)]).await;
+    let served = start(&env, &["--max-unread-bytes", "1024"]).await;
+    let (mut first, session) = with_session(&served, &env, "editor").await;
+    let mut second = client(&served, "phone").await;
+    attach(&mut second, 2, &session, "observer").await;
+    first
+        .send(request(3, "session/prompt", prompt(&session, "go")))
+        .await;
+    first.until(is_chunk).await;
+    // The second takes control while the turn runs; the first stops reading.
+    let took = attach(&mut second, 3, &session, "controller").await;
+    assert_eq!(took["result"]["role"], "controller", "{took}");
+    second.until(turn_ended).await;
+    assert!(
+        served.logged().contains("fell behind"),
+        "{}",
+        served.logged()
+    );
+    // The first reads again: its notice and its answer, in whichever order they left.
+    let seen = |first: &Socket| {
+        let notice = first.messages.iter().any(detached_notice);
+        let answer = first.messages.iter().any(is_answer(3));
+        notice && answer
+    };
+    while !seen(&first) {
+        first.until(|m| detached_notice(m) || is_answer(3)(m)).await;
+    }
+    let answer = first.messages.iter().find(|m| is_answer(3)(m)).cloned();
+    let answer = answer.expect("answered");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+}
+
+/// The controller stops reading mid-turn (the session waits for it, as for one editor); an
+/// observer that takes control gets the session going again at once: the stuck client is
+/// detached then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn taking_control_from_a_controller_that_stopped_reading_gets_the_session_going() {
+    let chunks = big_chunks(6_000);
+    let env = TestEnv::new(vec![slow_answer(&chunks, 0)]).await;
+    let served = start(&env, &["--max-unread-bytes", "1024"]).await;
+    let (mut first, session) = with_session(&served, &env, "editor").await;
+    let mut second = client(&served, "phone").await;
+    attach(&mut second, 2, &session, "observer").await;
+    first
+        .send(request(3, "session/prompt", prompt(&session, "go")))
+        .await;
+    // The first reads nothing more; the second reads until the updates stop coming.
+    let short = std::time::Duration::from_secs(2);
+    while until_within(&mut second, short, is_chunk).await.is_some() {}
+    let shown = answer_chunks(&second.messages).len();
+    assert!(shown < chunks.len(), "the session waits for its controller");
+    let took = attach(&mut second, 3, &session, "controller").await;
+    assert_eq!(took["result"]["role"], "controller", "{took}");
+    // The rest of the turn reaches the new controller.
+    second.until(turn_ended).await;
+    assert_eq!(answer_chunks(&second.messages), chunks);
+    drop(first);
+}
+
+/// A detached observer that prompts or resumes the session (which its connection still
+/// named) is told to attach again instead of being answered as if it were attached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_detached_observer_resuming_the_session_is_told_to_attach_again() {
+    let env = TestEnv::new(vec![slow_answer(&big_chunks(4_000), 0)]).await;
+    let served = start(&env, &["--max-unread-bytes", "65536"]).await;
+    let (mut controller, session) = with_session(&served, &env, "editor").await;
+    let mut observer = client(&served, "phone").await;
+    attach(&mut observer, 2, &session, "observer").await;
+    controller
+        .send(request(3, "session/prompt", prompt(&session, "go")))
+        .await;
+    controller.until(is_answer(3)).await;
+    observer.until(detached_notice).await;
+    let prompted = observer
+        .call(5, "session/prompt", prompt(&session, "me"))
+        .await;
+    let said = prompted["error"]["message"].as_str().unwrap_or_default();
+    assert!(said.contains("no longer attached"), "{prompted}");
+    let place =
+        serde_json::json!({"sessionId": session, "cwd": env.workspace.path(), "mcpServers": []});
+    let resumed = observer.call(6, "session/resume", place).await;
+    let said = resumed["error"]["message"].as_str().unwrap_or_default();
+    assert!(said.contains("_session/attach"), "{resumed}");
+    // Attached again, it is shown the session and follows it.
+    let again = attach(&mut observer, 7, &session, "observer").await;
+    assert_eq!(again["result"]["role"], "observer", "{again}");
+}

@@ -17,10 +17,12 @@ use serde_json::{Value, json};
 use talaria_protocol::acp::{self, RequestId};
 use talaria_protocol::errors;
 
-use super::audience::{ATTACH_METHOD, DETACH_METHOD, leave, moved_away, roster_update};
+use super::audience::{
+    ATTACH_METHOD, DETACH_METHOD, leave, moved_away, no_longer_attached, roster_update,
+};
 use super::state::{
-    Agent, Attaching, EdgePayload, EdgeUpdates, LiveSession, Reply, member_of, session_not_found,
-    to_value,
+    Agent, Attaching, EdgePayload, EdgeUpdates, LiveSession, NotAttached, Reply, member_of,
+    session_not_found, to_value,
 };
 
 #[derive(serde::Deserialize)]
@@ -156,7 +158,10 @@ fn change_role(agent: &mut Agent, id: &str, controller: bool) -> Reply {
         return Err(session_not_found(&acp::SessionId::new(id)));
     };
     let before = if controller {
-        session.audience.take_control(agent.member)
+        match session.audience.take_control(agent.member) {
+            Ok(before) => before,
+            Err(NotAttached) => return Err(no_longer_attached(id)),
+        }
     } else {
         session.audience.release_control(agent.member);
         None

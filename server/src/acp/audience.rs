@@ -9,12 +9,13 @@
 use std::sync::Mutex;
 
 use serde_json::{Value, json};
-use talaria_protocol::acp::{self, SessionNotification};
+use talaria_protocol::acp;
 use talaria_record::EntryId;
 use talaria_util::lock;
 
 use super::state::{
-    Agent, Attaching, Audience, EdgePayload, EdgeUpdates, Followed, LiveSession, MemberId, Replay,
+    Agent, Attaching, Audience, EdgePayload, EdgeUpdates, Followed, Leaving, LiveSession, MemberId,
+    Replay,
 };
 
 pub(super) const ATTACH_METHOD: &str = "_session/attach";
@@ -177,8 +178,16 @@ pub(super) async fn show_so_far(
     let shown = so_far.into_iter().flat_map(|(_, shown)| shown);
     for update in record.flatten().chain(shown) {
         let update = super::plan_updates::for_client(update, member.caps.plans);
-        let notification = SessionNotification::new(session_id.clone(), update);
-        member.peer.notify("session/update", &notification).await;
+        let Some(message) = super::delivery::serialized(session_id, update) else {
+            continue;
+        };
+        if super::delivery::show(&member.peer, &message).await.is_err() {
+            return Err(talaria_protocol::errors::unavailable(format!(
+                "this client took nothing for {} s while being shown the session so far (the \
+                 session waited for it): read what was sent, then attach again",
+                super::delivery::ATTACH_PATIENCE.as_secs()
+            )));
+        }
     }
     Ok(())
 }
@@ -191,7 +200,7 @@ pub(super) fn join(audience: &Audience, attaching: Attaching) -> Value {
     } = attaching;
     audience.join(member.clone());
     let before = if controller {
-        audience.take_control(member.id)
+        audience.take_control(member.id).ok().flatten()
     } else {
         None
     };
@@ -218,8 +227,12 @@ pub(super) fn turn_update(asker: MemberId, mut state: Value) -> acp::SessionUpda
 
 /// Shows a prompt to the clients attached to `session` that did not send it (the one that
 /// did shows its own), with the state of its turn.
-pub(super) fn show_prompt(session: &LiveSession, asker: MemberId, prompt: &[acp::ContentBlock]) {
-    session.audience.prompted(asker);
+pub(super) fn show_prompt(
+    session: &LiveSession,
+    (asker, peer): (MemberId, &talaria_protocol::Peer),
+    prompt: &[acp::ContentBlock],
+) {
+    session.audience.prompted(asker, peer);
     if session.audience.members().len() < 2 {
         return;
     }
@@ -257,17 +270,13 @@ pub(super) fn leave(agent: &mut Agent, id: &str) -> bool {
         agent.sessions.remove(id);
         return true;
     }
-    if session
-        .audience
-        .members()
-        .iter()
-        .all(|m| m.id == agent.member)
-    {
-        agent.room.live().withdraw(id);
-        return false;
-    }
-    if let Some(to) = session.audience.leave(agent.member) {
-        tracing::info!(session = id, client = to, "control passed on");
+    match session.audience.leave_unless_last(agent.member) {
+        Leaving::Last => {
+            agent.room.live().withdraw(id);
+            return false;
+        }
+        Leaving::Left(Some(to)) => tracing::info!(session = id, client = to, "control passed on"),
+        Leaving::Left(None) => {}
     }
     session.write_later(roster_update(session.audience.roster()));
     agent.sessions.remove(id);
@@ -287,6 +296,19 @@ pub(super) fn left_behind(agent: &mut Agent, id: &str) -> Option<Followed> {
     let followed = session.audience.stop_following(agent.member);
     agent.sessions.remove(id);
     followed
+}
+
+/// This client is no longer attached to session `id` (it fell behind and was detached, or
+/// left): it attaches again to be shown the session so far.
+pub(super) fn no_longer_attached(id: &str) -> acp::Error {
+    acp::Error::new(
+        NOT_THE_CONTROLLER,
+        format!(
+            "this client is no longer attached to session {id} (it fell behind and was \
+             detached): attach again with {ATTACH_METHOD}, which shows it the session so far"
+        ),
+    )
+    .data(json!({"talaria": {"detached": true, "attachAgain": ATTACH_METHOD}}))
 }
 
 /// Refuses what only the controller of session `id` may do, when this client is attached
@@ -323,6 +345,9 @@ pub(super) fn only_the_controller(agent: &Agent, id: &str, what: &str) -> Result
     }
     if session.audience.is_controller(agent.member) {
         return Ok(());
+    }
+    if !session.audience.holds(agent.member) {
+        return Err(no_longer_attached(id));
     }
     let holder = session
         .audience

@@ -1,30 +1,81 @@
 //! Hands a session's messages to the clients attached to it. The client with control (or
-//! the only one) is waited for when its output is full, as one editor on stdio is. An
-//! observer that far behind (its queue full, and over `serve` its connection's unread bytes
-//! too) is detached instead of holding the session for everyone: it is told so once it reads
-//! again, after everything it was sent, and the others are told who is attached now. It
-//! attaches again to be shown the session so far; nothing it missed is passed over silently.
+//! the only one) is waited for when its output is full, as one editor on stdio is, until
+//! control or the roster changes. An observer that far behind (its queue full, and over
+//! `serve` its connection's unread bytes too) is detached instead of holding the session for
+//! everyone: it is told so once it reads again, after everything it was sent, and the others
+//! are told who is attached now. Nothing more of the session goes to a client not attached;
+//! it attaches again to be shown the session so far. A client being shown the session so far
+//! is waited for only [`ATTACH_PATIENCE`] at a time.
+
+use std::time::Duration;
 
 use serde_json::json;
-use talaria_protocol::SerializedNotification;
-use talaria_protocol::acp::{self, SessionNotification};
+use talaria_protocol::acp::{self, RequestId, SessionNotification};
+use talaria_protocol::{NoRoom, Peer, SerializedNotification};
 
-use super::state::{Audience, Member};
+use super::state::{Audience, Delivery, Member};
 
-/// Hands `message` to `member`: waited for, or detached when it has no room.
+/// How long a client being shown the session so far may take nothing before its attach fails
+/// (the session waits meanwhile).
+pub(super) const ATTACH_PATIENCE: Duration = Duration::from_secs(2);
+
+/// Hands `message` to `member`: waited for, tried and detached when it has no room, or
+/// skipped when it is not attached.
 pub(super) async fn deliver(
     audience: &Audience,
     member: &Member,
     message: &SerializedNotification,
 ) {
-    if audience.waits_for(member.id) {
-        member.peer.notify_serialized(message).await;
+    loop {
+        let mut roles = audience.watch_roles();
+        match audience.delivery(member.id) {
+            Delivery::Gone => return,
+            Delivery::Try => {
+                if member.peer.try_notify_serialized(message).is_ok()
+                    || audience.drop_lagging(member.id)
+                {
+                    return;
+                }
+                // Control passed to it meanwhile: it is waited for now.
+            }
+            Delivery::Wait => {
+                tokio::select! {
+                    () = member.peer.notify_serialized(message) => return,
+                    // Not sent (a send given up is never half-sent): decided again.
+                    _ = roles.changed() => {}
+                }
+            }
+        }
+    }
+}
+
+/// Hands `message` to a client being shown the session so far, waiting at most
+/// [`ATTACH_PATIENCE`] for room.
+pub(super) async fn show(peer: &Peer, message: &SerializedNotification) -> Result<(), NoRoom> {
+    tokio::time::timeout(ATTACH_PATIENCE, peer.notify_serialized(message))
+        .await
+        .map_err(|_| NoRoom)
+}
+
+/// Answers a prompt on `peer`: waited for if its client is (`Delivery::Wait`), else at
+/// once if there is room, else on a task of its own (the client is detached if attached).
+pub(super) async fn answer<R: serde::Serialize + Send + 'static>(
+    audience: &Audience,
+    (asker, peer): (super::state::MemberId, Peer),
+    request: RequestId,
+    result: Result<R, acp::Error>,
+) {
+    if audience.delivery(asker) == Delivery::Wait {
+        return peer.respond(&request, result).await;
+    }
+    let Err(unsent) = peer.try_respond(&request, result) else {
         return;
+    };
+    if audience.delivery(asker) == Delivery::Try {
+        audience.drop_lagging(asker);
     }
-    if member.peer.try_notify_serialized(message).is_err() && !audience.drop_lagging(member.id) {
-        // Control passed to it meanwhile: it is waited for now.
-        member.peer.notify_serialized(message).await;
-    }
+    // Owed whatever happens: it follows what the client was sent once it has room.
+    tokio::spawn(async move { peer.send_answer(unsent).await });
 }
 
 /// `update` of session `session_id` as one message for any client; `None` (logged) when it
@@ -43,7 +94,7 @@ pub(super) fn serialized(
 
 /// Tells each client detached for falling behind, on a task of its own so that the session
 /// goes on meanwhile: the roster without it, and why (`_meta["talaria/attachment"].detached`).
-/// The clients it was taken from; the caller tells the others the roster.
+/// How many there were; the caller tells the others the roster.
 pub(super) fn tell_the_lagging(audience: &Audience, session_id: &acp::SessionId) -> usize {
     let lagging = audience.take_lagging();
     for member in &lagging {
@@ -68,4 +119,134 @@ pub(super) fn tell_the_lagging(audience: &Audience, session_id: &acp::SessionId)
         tokio::spawn(async move { peer.notify_serialized(&notice).await });
     }
     lagging.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::acp::state::{ClientCaps, Leaving, NotAttached};
+    use talaria_protocol::{Connection, PeerOptions, connect};
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, duplex};
+
+    /// A client whose output holds `capacity` messages; nothing leaves until it speaks.
+    struct Client {
+        member: Member,
+        input: DuplexStream,
+        output: tokio::io::Lines<BufReader<DuplexStream>>,
+        _connection: Connection,
+    }
+
+    fn client(id: u64, capacity: usize) -> Client {
+        let (input, agent_in) = duplex(1 << 20);
+        let (agent_out, output) = duplex(1 << 20);
+        let options = PeerOptions {
+            outgoing_capacity: capacity,
+            ..PeerOptions::default()
+        };
+        let connection = connect(agent_in, agent_out, options);
+        let member = Member {
+            id,
+            name: None,
+            peer: connection.peer.clone(),
+            caps: ClientCaps::default(),
+        };
+        Client {
+            member,
+            input,
+            output: BufReader::new(output).lines(),
+            _connection: connection,
+        }
+    }
+
+    fn note(n: u32) -> SerializedNotification {
+        SerializedNotification::new("note", &json!({"n": n})).expect("serializes")
+    }
+
+    impl Client {
+        /// Speaks (so its output flows) and reads what it was sent within 1 s.
+        async fn read(&mut self) -> Vec<serde_json::Value> {
+            let hello = b"{\"jsonrpc\":\"2.0\",\"method\":\"hello\"}\n";
+            self.input.write_all(hello).await.expect("write");
+            let mut got = Vec::new();
+            let wait = Duration::from_secs(1);
+            while let Ok(Ok(Some(line))) = tokio::time::timeout(wait, self.output.next_line()).await
+            {
+                got.push(
+                    serde_json::from_str::<serde_json::Value>(&line).expect("json")["params"]["n"]
+                        .clone(),
+                );
+            }
+            got
+        }
+    }
+
+    #[tokio::test]
+    async fn an_observer_with_no_room_is_detached_and_sent_nothing_after_the_gap() {
+        let controller = client(1, 16);
+        let mut observer = client(2, 2);
+        let audience = Audience::with_controller(controller.member.clone());
+        audience.join(observer.member.clone());
+        for n in 1..=3 {
+            deliver(&audience, &observer.member, &note(n)).await;
+        }
+        assert_eq!(audience.delivery(2), Delivery::Gone);
+        assert_eq!(audience.take_lagging().len(), 1);
+        // A loop holding the member from before goes on: nothing more reaches it, even
+        // once it reads again.
+        let held = observer.member.clone();
+        let reading = observer.read();
+        deliver(&audience, &held, &note(4)).await;
+        assert_eq!(reading.await, vec![json!(1), json!(2)]);
+    }
+
+    #[tokio::test]
+    async fn a_wait_for_the_controller_ends_when_another_client_takes_control() {
+        let stuck = client(1, 1);
+        let other = client(2, 16);
+        let audience = std::sync::Arc::new(Audience::with_controller(stuck.member.clone()));
+        audience.join(other.member.clone());
+        // Its queue, and the one message its writer holds until the client speaks.
+        deliver(&audience, &stuck.member, &note(1)).await;
+        deliver(&audience, &stuck.member, &note(2)).await;
+        let waiting = {
+            let (audience, member) = (audience.clone(), stuck.member.clone());
+            tokio::spawn(async move { deliver(&audience, &member, &note(3)).await })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiting.is_finished(), "the controller is waited for");
+        assert_eq!(audience.take_control(2), Ok(Some(1)));
+        tokio::time::timeout(Duration::from_secs(2), waiting)
+            .await
+            .expect("the wait ended")
+            .expect("joined");
+        assert_eq!(
+            audience.delivery(1),
+            Delivery::Gone,
+            "the stuck client was detached"
+        );
+    }
+
+    #[tokio::test]
+    async fn control_never_goes_to_a_client_that_was_detached() {
+        let (a, b) = (client(1, 16), client(2, 16));
+        let audience = Audience::with_controller(a.member.clone());
+        audience.join(b.member.clone());
+        assert!(audience.drop_lagging(2));
+        assert_eq!(audience.take_control(2), Err(NotAttached));
+        assert_eq!(audience.controller(), Some(1));
+    }
+
+    #[tokio::test]
+    async fn the_last_client_never_leaves_a_session_with_nobody() {
+        let (a, b) = (client(1, 16), client(2, 16));
+        let audience = Audience::with_controller(a.member.clone());
+        audience.join(b.member.clone());
+        assert!(audience.drop_lagging(2));
+        assert_eq!(audience.leave_unless_last(1), Leaving::Last);
+        assert_eq!(audience.members().len(), 1);
+        // Not the last: it leaves, control passing on.
+        audience.join(b.member.clone());
+        assert_eq!(audience.leave_unless_last(1), Leaving::Left(Some(2)));
+        assert!(!audience.drop_lagging(2), "the only client is waited for");
+    }
 }

@@ -203,6 +203,7 @@ impl Forwarder {
         }
         while let Ok(batch) = edge.try_recv() {
             self.write_edge(batch).await;
+            self.tell_the_lagging().await;
         }
         self.quota.close();
     }
@@ -518,11 +519,12 @@ impl Forwarder {
         };
         self.tell_others(asker, super::audience::turn_update(asker, ended))
             .await;
-        // The client that prompted, while it is attached.
-        let Some(peer) = self.audience.member(asker).map(|m| m.peer) else {
-            tracing::info!(?turn, "the client that prompted left before its answer");
+        // The client that prompted, attached or not: every request is answered.
+        let Some(peer) = self.audience.take_asker(asker) else {
+            tracing::warn!(?turn, "no connection to answer the prompt on");
             return;
         };
+        let asker = (asker, peer);
         match outcome {
             Ok(reason) => {
                 let mut response = acp::PromptResponse::new(updates::stop_reason(reason))
@@ -533,10 +535,11 @@ impl Forwarder {
                     meta.insert("userMessageId".into(), serde_json::Value::String(id));
                     response = response.meta(meta);
                 }
-                peer.respond(&request, Ok(response)).await;
+                delivery::answer(&self.audience, asker, request, Ok(response)).await;
             }
             Err(error) => {
-                peer.respond::<()>(&request, Err(turn_error(&error))).await;
+                let error = Err::<(), _>(turn_error(&error));
+                delivery::answer(&self.audience, asker, request, error).await;
             }
         }
     }

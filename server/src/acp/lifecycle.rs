@@ -65,6 +65,11 @@ fn reopen<P: StartsSession + HasSystemPrompt>(
     // Handed to another process: what this client held of it goes; it is opened as any
     // stored session (refused while that process holds it).
     drop(super::audience::left_behind(agent, &reopen.id));
+    // Detached from it for falling behind: what this client held of it goes (it attaches
+    // again, as told below).
+    if (agent.sessions.get(&reopen.id)).is_some_and(|s| !s.audience.holds(agent.member)) {
+        agent.sessions.remove(&reopen.id);
+    }
     if !agent.sessions.contains_key(&reopen.id)
         && agent.room.live().find::<LiveSession>(&reopen.id).is_some()
     {

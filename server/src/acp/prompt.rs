@@ -58,7 +58,7 @@ pub(super) fn prompt(
     let Some(session) = agent.sessions.get(params.session_id.0.as_ref()) else {
         return Some(Err(session_not_found(&params.session_id)));
     };
-    super::audience::show_prompt(session, agent.member, &params.prompt);
+    super::audience::show_prompt(session, (agent.member, &agent.peer), &params.prompt);
     let queued = match command {
         Some(TypedCommand::Compact { focus }) => session.handle.compact(room, turn, cancel, focus),
         command => {
@@ -74,6 +74,10 @@ pub(super) fn prompt(
             session.handle.prompt_in(room, turn, cancel, input)
         }
     };
+    if queued.is_err() {
+        // No turn will answer it: the prompt is answered here.
+        session.audience.take_asker(agent.member);
+    }
     match queued {
         Ok(()) => None,
         Err(full @ talaria_engine::NotQueued::Full(_)) => Some(Err(errors::unavailable(full))),

@@ -111,7 +111,34 @@ pub type AskAlso = Arc<dyn Fn(&Member) + Send + Sync>;
 #[derive(Default)]
 pub struct Audience {
     attached: Mutex<Attached>,
+    /// Bumped whenever who is attached or who has control changes: a write waiting for a
+    /// client decides again (`delivery.rs`).
+    roles: tokio::sync::watch::Sender<u64>,
 }
+
+/// How the session's writer hands a message to one client (`Audience::delivery`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// The controller, or the only client: waited for while its output is full.
+    Wait,
+    /// Another client: handed it only if its output has room, else detached.
+    Try,
+    /// Not attached (it left, or was detached): nothing more is sent to it.
+    Gone,
+}
+
+/// What a client leaving a session comes to (`Audience::leave_unless_last`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Leaving {
+    /// It left; control passed to this client, if it had control and one is left.
+    Left(Option<MemberId>),
+    /// No other client is attached: it stays, and the caller closes the session.
+    Last,
+}
+
+/// The client is not attached to the session (it left, or fell behind and was detached).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotAttached;
 
 #[derive(Default)]
 struct Attached {
@@ -128,6 +155,9 @@ struct Attached {
     followers: HashMap<MemberId, Followed>,
     /// Clients detached for falling behind, not yet told (`delivery.rs`).
     lagging: Vec<Member>,
+    /// The clients whose prompts wait for their answers, and how many each: answered
+    /// whether or not they are still attached then.
+    askers: HashMap<MemberId, (Peer, usize)>,
 }
 
 impl Audience {
@@ -172,13 +202,20 @@ impl Audience {
         let mut attached = lock(&self.attached);
         attached.members.retain(|m| m.id != member.id);
         attached.members.push(member);
+        drop(attached);
+        self.roles_changed();
     }
 
-    /// `id` takes control; the client that had it, if another.
-    pub fn take_control(&self, id: MemberId) -> Option<MemberId> {
+    /// `id`, attached, takes control; the client that had it, if another.
+    pub fn take_control(&self, id: MemberId) -> Result<Option<MemberId>, NotAttached> {
         let mut attached = lock(&self.attached);
+        if !attached.members.iter().any(|m| m.id == id) {
+            return Err(NotAttached);
+        }
         let before = attached.controller.replace(id);
-        before.filter(|b| *b != id)
+        drop(attached);
+        self.roles_changed();
+        Ok(before.filter(|b| *b != id))
     }
 
     /// `id` gives control back (the session waits for a client to take it).
@@ -187,29 +224,52 @@ impl Audience {
         if attached.controller == Some(id) {
             attached.controller = None;
         }
+        drop(attached);
+        self.roles_changed();
     }
 
-    /// `id` leaves; control, if it had it, passes to the longest-attached client left (the
-    /// one it passed to), or the session waits for one to take it.
-    pub fn leave(&self, id: MemberId) -> Option<MemberId> {
+    /// `id` leaves unless no other client is attached; control, if it had it, passes to the
+    /// longest-attached client left, or the session waits for one to take it.
+    pub fn leave_unless_last(&self, id: MemberId) -> Leaving {
         let mut attached = lock(&self.attached);
-        attached.members.retain(|m| m.id != id);
-        if attached.controller != Some(id) {
-            return None;
+        if attached.members.iter().all(|m| m.id == id) {
+            return Leaving::Last;
         }
-        attached.controller = attached.members.first().map(|m| m.id);
-        attached.controller
+        attached.members.retain(|m| m.id != id);
+        let passed = if attached.controller == Some(id) {
+            attached.controller = attached.members.first().map(|m| m.id);
+            attached.controller
+        } else {
+            None
+        };
+        drop(attached);
+        self.roles_changed();
+        Leaving::Left(passed)
     }
 
-    /// Whether the session's writer waits for `id` when its output is full: the client with
-    /// control, or the only one.
-    pub fn waits_for(&self, id: MemberId) -> bool {
+    /// Something to wait on for the next change of who is attached or has control.
+    pub fn watch_roles(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.roles.subscribe()
+    }
+
+    fn roles_changed(&self) {
+        self.roles.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// How a message is handed to `id` now.
+    pub fn delivery(&self, id: MemberId) -> Delivery {
         let attached = lock(&self.attached);
-        attached.controller == Some(id) || attached.members.len() == 1
+        if !attached.members.iter().any(|m| m.id == id) {
+            Delivery::Gone
+        } else if attached.controller == Some(id) || attached.members.len() == 1 {
+            Delivery::Wait
+        } else {
+            Delivery::Try
+        }
     }
 
-    /// `id`, whose output is full, leaves unless it is waited for now (`waits_for`); it is
-    /// kept to be told, with the others, by `take_lagging`. Whether it left.
+    /// `id`, whose output is full, leaves unless it is waited for now (`Delivery::Wait`);
+    /// it is kept to be told, with the others, by `take_lagging`. Whether it is gone.
     pub fn drop_lagging(&self, id: MemberId) -> bool {
         let mut attached = lock(&self.attached);
         if attached.controller == Some(id) || attached.members.len() == 1 {
@@ -220,7 +280,32 @@ impl Audience {
         };
         let member = attached.members.remove(at);
         attached.lagging.push(member);
+        drop(attached);
+        self.roles_changed();
         true
+    }
+
+    /// `id` prompted (its turn is answered through `peer` by `take_asker`, attached or not).
+    pub fn prompted(&self, id: MemberId, peer: &Peer) {
+        let mut attached = lock(&self.attached);
+        attached.prompted_by = Some(id);
+        attached
+            .askers
+            .entry(id)
+            .or_insert_with(|| (peer.clone(), 0))
+            .1 += 1;
+    }
+
+    /// The connection to answer one of `id`'s prompts on.
+    pub fn take_asker(&self, id: MemberId) -> Option<Peer> {
+        let mut attached = lock(&self.attached);
+        let (peer, waiting) = attached.askers.get_mut(&id)?;
+        let peer = peer.clone();
+        *waiting -= 1;
+        if *waiting == 0 {
+            attached.askers.remove(&id);
+        }
+        Some(peer)
     }
 
     /// The clients detached for falling behind since last asked.
@@ -252,10 +337,6 @@ impl Audience {
     }
 
     /// Client `id` sent a prompt.
-    pub fn prompted(&self, id: MemberId) {
-        lock(&self.attached).prompted_by = Some(id);
-    }
-
     /// Who sent the last prompt.
     pub fn prompted_by(&self) -> Option<MemberId> {
         lock(&self.attached).prompted_by
