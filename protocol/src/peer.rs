@@ -433,9 +433,19 @@ impl Peer {
         }
     }
 
-    /// Sends an answer [`Peer::try_respond`] had no room for, waiting for room.
-    pub async fn send_answer(&self, answer: UnsentAnswer) {
-        self.enqueue(answer.0).await;
+    /// Sends an answer [`Peer::try_respond`] had no room for, waiting for room (a send
+    /// given up before it is queued sends nothing: it may be sent again).
+    pub async fn send_answer(&self, answer: &UnsentAnswer) {
+        self.enqueue(answer.0.clone()).await;
+    }
+
+    /// Sends an answer [`Peer::try_respond`] had no room for if there is room now.
+    pub fn try_send_answer(&self, answer: &UnsentAnswer) -> Result<(), NoRoom> {
+        match self.inner.out.try_send(answer.0.clone()) {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::TrySendError::Full(_)) => Err(NoRoom),
+            Err(mpsc::error::TrySendError::Closed(_)) => Ok(()),
+        }
     }
 
     fn answer_text<R: Serialize>(&self, id: &RequestId, result: Result<R, Error>) -> UnsentAnswer {

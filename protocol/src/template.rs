@@ -91,4 +91,13 @@ impl SerializedNotification {
             .ok()
             .map(Self)
     }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }

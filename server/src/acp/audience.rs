@@ -9,7 +9,7 @@
 use std::sync::Mutex;
 
 use serde_json::{Value, json};
-use talaria_protocol::acp;
+use talaria_protocol::{SerializedNotification, acp};
 use talaria_record::EntryId;
 use talaria_util::lock;
 
@@ -148,16 +148,17 @@ fn joined(last: &mut acp::SessionUpdate, next: &acp::SessionUpdate) -> bool {
     }
 }
 
-/// Shows `attaching`'s client the session so far: the record (read now, what is queued
-/// landed first) up to the running turn's prompt, then what that turn has shown.
-pub(super) async fn show_so_far(
+/// What `attaching`'s client is shown of the session so far: the record (read now, what is
+/// queued landed first) up to the running turn's prompt, then what that turn has shown
+/// (`catching_up.rs` sends it).
+pub(super) async fn so_far(
     session_id: &acp::SessionId,
     journal: Option<talaria_engine::Journal>,
     turn: &TurnSoFar,
     attaching: &Attaching,
-) -> Result<(), acp::Error> {
+) -> Result<Vec<SerializedNotification>, acp::Error> {
     if !attaching.history {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let Some(journal) = journal else {
         return Err(talaria_protocol::errors::unavailable(
@@ -176,29 +177,23 @@ pub(super) async fn show_so_far(
     let record =
         replay.entries_between(attaching.after, so_far.as_ref().map(|(prompt, _)| *prompt));
     let shown = so_far.into_iter().flat_map(|(_, shown)| shown);
-    for update in record.flatten().chain(shown) {
+    let messages = record.flatten().chain(shown).filter_map(|update| {
         let update = super::plan_updates::for_client(update, member.caps.plans);
-        let Some(message) = super::delivery::serialized(session_id, update) else {
-            continue;
-        };
-        if super::delivery::show(&member.peer, &message).await.is_err() {
-            return Err(talaria_protocol::errors::unavailable(format!(
-                "this client took nothing for {} s while being shown the session so far (the \
-                 session waited for it): read what was sent, then attach again",
-                super::delivery::ATTACH_PATIENCE.as_secs()
-            )));
-        }
-    }
-    Ok(())
+        let notification = acp::SessionNotification::new(session_id.clone(), update);
+        SerializedNotification::new("session/update", &notification)
+    });
+    Ok(messages.collect())
 }
 
-/// `attaching`'s client joins the others (taking control when it asked to) and is asked the
-/// open questions; the roster now.
-pub(super) fn join(audience: &Audience, attaching: Attaching) -> Value {
+/// `attaching`'s client joins the others, catching up (taking control when it asked to),
+/// and is asked the open questions; the roster now. `None` when it is attaching already.
+pub(super) fn join(audience: &Audience, attaching: Attaching) -> Option<Value> {
     let Attaching {
         member, controller, ..
     } = attaching;
-    audience.join(member.clone());
+    if !audience.join_catching_up(member.clone()) {
+        return None;
+    }
     let before = if controller {
         audience.take_control(member.id).ok().flatten()
     } else {
@@ -211,7 +206,7 @@ pub(super) fn join(audience: &Audience, attaching: Attaching) -> Value {
     if let Some(before) = before {
         roster["previousController"] = format!("client-{before}").into();
     }
-    roster
+    Some(roster)
 }
 
 /// The `_meta` key of a turn's state, told to the clients that did not prompt it.

@@ -4,20 +4,16 @@
 //! `serve` its connection's unread bytes too) is detached instead of holding the session for
 //! everyone: it is told so once it reads again, after everything it was sent, and the others
 //! are told who is attached now. Nothing more of the session goes to a client not attached;
-//! it attaches again to be shown the session so far. A client being shown the session so far
-//! is waited for only [`ATTACH_PATIENCE`] at a time.
-
-use std::time::Duration;
+//! it attaches again to be shown the session so far. What comes while a client is shown the
+//! session so far is kept for it (`catching_up.rs`).
 
 use serde_json::json;
 use talaria_protocol::acp::{self, RequestId, SessionNotification};
-use talaria_protocol::{NoRoom, Peer, SerializedNotification};
+use talaria_protocol::{Peer, SerializedNotification};
 
-use super::state::{Audience, Delivery, Member};
-
-/// How long a client being shown the session so far may take nothing before its attach fails
-/// (the session waits meanwhile).
-pub(super) const ATTACH_PATIENCE: Duration = Duration::from_secs(2);
+#[cfg(test)]
+use super::state::CatchUp;
+use super::state::{Audience, Delivery, Kept, Member};
 
 /// Hands `message` to `member`: waited for, tried and detached when it has no room, or
 /// skipped when it is not attached.
@@ -30,6 +26,13 @@ pub(super) async fn deliver(
         let mut roles = audience.watch_roles();
         match audience.delivery(member.id) {
             Delivery::Gone => return,
+            Delivery::Keep => match audience.keep_for(member.id, message) {
+                Kept::Held | Kept::Dropped => return,
+                // The only client, too far behind: it is waited for until it catches up.
+                Kept::Wait => {
+                    let _ = roles.changed().await;
+                }
+            },
             Delivery::Try => {
                 if member.peer.try_notify_serialized(message).is_ok()
                     || audience.drop_lagging(member.id)
@@ -49,33 +52,39 @@ pub(super) async fn deliver(
     }
 }
 
-/// Hands `message` to a client being shown the session so far, waiting at most
-/// [`ATTACH_PATIENCE`] for room.
-pub(super) async fn show(peer: &Peer, message: &SerializedNotification) -> Result<(), NoRoom> {
-    tokio::time::timeout(ATTACH_PATIENCE, peer.notify_serialized(message))
-        .await
-        .map_err(|_| NoRoom)
-}
-
-/// Answers a prompt on `peer`: waited for if its client is (`Delivery::Wait`), else at
-/// once if there is room, else on a task of its own (the client is detached if attached).
-pub(super) async fn answer<R: serde::Serialize + Send + 'static>(
+/// Answers a prompt on `peer` as [`deliver`] hands an update: at once if there is room;
+/// else waited for while its client is (until control or the roster changes), or, once it
+/// is not, on a task of its own (the client detached if still attached).
+pub(super) async fn answer<R: serde::Serialize>(
     audience: &Audience,
     (asker, peer): (super::state::MemberId, Peer),
     request: RequestId,
     result: Result<R, acp::Error>,
 ) {
-    if audience.delivery(asker) == Delivery::Wait {
-        return peer.respond(&request, result).await;
-    }
     let Err(unsent) = peer.try_respond(&request, result) else {
         return;
     };
-    if audience.delivery(asker) == Delivery::Try {
-        audience.drop_lagging(asker);
+    loop {
+        let mut roles = audience.watch_roles();
+        match audience.delivery(asker) {
+            Delivery::Wait => tokio::select! {
+                () = peer.send_answer(&unsent) => return,
+                _ = roles.changed() => continue,
+            },
+            Delivery::Try => {
+                if peer.try_send_answer(&unsent).is_ok() {
+                    return;
+                }
+                if !audience.drop_lagging(asker) {
+                    continue;
+                }
+            }
+            Delivery::Gone | Delivery::Keep => {}
+        }
+        break;
     }
     // Owed whatever happens: it follows what the client was sent once it has room.
-    tokio::spawn(async move { peer.send_answer(unsent).await });
+    tokio::spawn(async move { peer.send_answer(&unsent).await });
 }
 
 /// `update` of session `session_id` as one message for any client; `None` (logged) when it
@@ -125,6 +134,8 @@ pub(super) fn tell_the_lagging(audience: &Audience, session_id: &acp::SessionId)
 mod tests {
     use super::*;
     use crate::acp::state::{ClientCaps, Leaving, NotAttached};
+    use serde_json::Value;
+    use std::time::Duration;
     use talaria_protocol::{Connection, PeerOptions, connect};
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, duplex};
 
@@ -248,5 +259,78 @@ mod tests {
         audience.join(b.member.clone());
         assert_eq!(audience.leave_unless_last(1), Leaving::Left(Some(2)));
         assert!(!audience.drop_lagging(2), "the only client is waited for");
+    }
+
+    #[tokio::test]
+    async fn a_wait_to_answer_the_controller_ends_when_another_client_takes_control() {
+        let stuck = client(1, 1);
+        let other = client(2, 16);
+        let audience = std::sync::Arc::new(Audience::with_controller(stuck.member.clone()));
+        audience.join(other.member.clone());
+        deliver(&audience, &stuck.member, &note(1)).await;
+        deliver(&audience, &stuck.member, &note(2)).await;
+        let waiting = {
+            let (audience, peer) = (audience.clone(), stuck.member.peer.clone());
+            tokio::spawn(async move {
+                let done = Ok(json!({"stopReason": "end_turn"}));
+                answer::<Value>(&audience, (1, peer), RequestId::Number(7), done).await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiting.is_finished(), "the controller is waited for");
+        assert_eq!(audience.take_control(2), Ok(Some(1)));
+        tokio::time::timeout(Duration::from_secs(2), waiting)
+            .await
+            .expect("the wait ended")
+            .expect("joined");
+        assert_eq!(
+            audience.delivery(1),
+            Delivery::Gone,
+            "the stuck client was detached"
+        );
+    }
+
+    #[tokio::test]
+    async fn what_comes_while_a_client_catches_up_is_kept_in_order_then_it_is_attached() {
+        let (a, b) = (client(1, 16), client(2, 16));
+        let audience = Audience::with_controller(a.member.clone());
+        assert!(audience.join_catching_up(b.member.clone()));
+        assert!(
+            !audience.join_catching_up(b.member.clone()),
+            "one attach at a time"
+        );
+        for n in 1..=2 {
+            deliver(&audience, &b.member, &note(n)).await;
+        }
+        let CatchUp::More(kept) = audience.next_kept(2) else {
+            panic!("kept");
+        };
+        assert_eq!(kept.len(), 2);
+        deliver(&audience, &b.member, &note(3)).await;
+        assert!(matches!(audience.next_kept(2), CatchUp::More(more) if more.len() == 1));
+        assert!(matches!(audience.next_kept(2), CatchUp::CaughtUp));
+        assert_eq!(audience.delivery(2), Delivery::Try);
+    }
+
+    #[tokio::test]
+    async fn a_client_catching_up_past_the_bound_is_detached_unless_it_is_the_only_one() {
+        let (a, b) = (client(1, 16), client(2, 16));
+        let big = SerializedNotification::new("note", &json!({"text": "x".repeat(1 << 20)}))
+            .expect("serializes");
+        let audience = Audience::with_controller(a.member.clone());
+        assert!(audience.join_catching_up(b.member.clone()));
+        let mut kept = 0;
+        while audience.keep_for(2, &big) == Kept::Held {
+            kept += 1;
+        }
+        assert!(kept >= 15, "{kept} MiB kept");
+        assert_eq!(audience.delivery(2), Delivery::Gone);
+        assert!(matches!(audience.next_kept(2), CatchUp::Gone));
+        assert_eq!(audience.take_lagging().len(), 1);
+        // The only client catching up is waited for instead.
+        let lone = Audience::default();
+        assert!(lone.join_catching_up(a.member.clone()));
+        while lone.keep_for(1, &big) == Kept::Held {}
+        assert_eq!(lone.keep_for(1, &big), Kept::Wait);
     }
 }

@@ -236,36 +236,7 @@ impl Forwarder {
                     self.tell_others(except, update).await;
                 }
             }
-            EdgePayload::Attach(attaching) => {
-                let shown = super::audience::show_so_far(
-                    &self.session_id,
-                    self.journal.clone(),
-                    &self.turn,
-                    &attaching,
-                )
-                .await;
-                if let Err(why) = &shown {
-                    tracing::warn!(session = %self.session_id, "an attach failed: {}", why.message);
-                }
-                let member = attaching.member.clone();
-                let joined = shown.map(|()| super::audience::join(&self.audience, *attaching));
-                if let Ok(roster) = &joined {
-                    self.write(super::audience::roster_update(roster.clone()))
-                        .await;
-                    // Another client's turn runs: the one attaching is told whose.
-                    if let Some(asker) = self.audience.prompted_by()
-                        && self.turn.is_running()
-                        && asker != member.id
-                    {
-                        let running = serde_json::json!({"state": "running"});
-                        let update = super::audience::turn_update(asker, running);
-                        self.write_to(&member, update).await;
-                    }
-                }
-                if let Some(told) = batch.outcome {
-                    let _ = told.send(joined);
-                }
-            }
+            EdgePayload::Attach(attaching) => self.attach(*attaching, batch.outcome).await,
         }
         if let Some(written) = batch.written {
             let _ = written.send(());
@@ -542,6 +513,57 @@ impl Forwarder {
                 delivery::answer(&self.audience, asker, request, error).await;
             }
         }
+    }
+
+    /// A client attaches: the session so far is read for it, it joins the others as
+    /// catching up, and is shown it at its own pace (`catching_up.rs`); the attach is
+    /// answered (`told`) then.
+    async fn attach(
+        &self,
+        attaching: super::state::Attaching,
+        told: Option<tokio::sync::oneshot::Sender<super::state::Reply>>,
+    ) {
+        let shown = super::audience::so_far(
+            &self.session_id,
+            self.journal.clone(),
+            &self.turn,
+            &attaching,
+        )
+        .await;
+        let member = attaching.member.clone();
+        let joined = shown.and_then(|replay| {
+            super::audience::join(&self.audience, attaching)
+                .map(|roster| (replay, roster))
+                .ok_or_else(|| {
+                    talaria_protocol::errors::invalid_params(
+                        "this client is attaching to the session already: wait for that \
+                         attach's answer",
+                    )
+                })
+        });
+        let (replay, roster) = match joined {
+            Ok(joined) => joined,
+            Err(why) => {
+                tracing::warn!(session = %self.session_id, "an attach failed: {}", why.message);
+                if let Some(told) = told {
+                    let _ = told.send(Err(why));
+                }
+                return;
+            }
+        };
+        self.write(super::audience::roster_update(roster.clone()))
+            .await;
+        // Another client's turn runs: the one attaching is told whose.
+        if let Some(asker) = self.audience.prompted_by()
+            && self.turn.is_running()
+            && asker != member.id
+        {
+            let running = serde_json::json!({"state": "running"});
+            let update = super::audience::turn_update(asker, running);
+            self.write_to(&member, update).await;
+        }
+        let audience = self.audience.clone();
+        super::catching_up::show(audience, member, replay, (roster, told));
     }
 
     /// Writes `update` to one attached client (as it takes plans).

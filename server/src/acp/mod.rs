@@ -21,6 +21,7 @@ mod attach;
 mod attached;
 mod audience;
 mod capabilities;
+mod catching_up;
 mod client_bridge;
 mod client_prompt;
 mod compaction;

@@ -125,6 +125,37 @@ pub enum Delivery {
     Try,
     /// Not attached (it left, or was detached): nothing more is sent to it.
     Gone,
+    /// Attached and being shown the session so far: kept for it until it has caught up.
+    Keep,
+}
+
+/// What became of a message kept for a client catching up (`Audience::keep_for`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kept {
+    Held,
+    /// Over [`CATCH_UP_BYTES`]: it was detached, as a client behind is.
+    Dropped,
+    /// Over [`CATCH_UP_BYTES`], but the only client: the writer waits for it to catch up.
+    Wait,
+}
+
+/// What a client catching up takes next (`Audience::next_kept`).
+pub enum CatchUp {
+    More(Vec<talaria_protocol::SerializedNotification>),
+    /// Nothing more kept: it is attached as any client from now on.
+    CaughtUp,
+    /// It was detached meanwhile.
+    Gone,
+}
+
+/// The most kept for one client while it is shown the session so far.
+pub const CATCH_UP_BYTES: usize = 16 << 20;
+
+/// What is kept for a client while it is shown the session so far.
+#[derive(Default)]
+struct KeptFor {
+    messages: Vec<talaria_protocol::SerializedNotification>,
+    bytes: usize,
 }
 
 /// What a client leaving a session comes to (`Audience::leave_unless_last`).
@@ -158,6 +189,8 @@ struct Attached {
     /// The clients whose prompts wait for their answers, and how many each: answered
     /// whether or not they are still attached then.
     askers: HashMap<MemberId, (Peer, usize)>,
+    /// Clients being shown the session so far, and what came since, kept for them.
+    catching_up: HashMap<MemberId, KeptFor>,
 }
 
 impl Audience {
@@ -197,7 +230,8 @@ impl Audience {
         self.controller() == Some(id)
     }
 
-    /// `member` attaches (after it was shown the session so far).
+    /// `member` attaches, shown nothing (tests).
+    #[cfg(test)]
     pub fn join(&self, member: Member) {
         let mut attached = lock(&self.attached);
         attached.members.retain(|m| m.id != member.id);
@@ -236,6 +270,7 @@ impl Audience {
             return Leaving::Last;
         }
         attached.members.retain(|m| m.id != id);
+        attached.catching_up.remove(&id);
         let passed = if attached.controller == Some(id) {
             attached.controller = attached.members.first().map(|m| m.id);
             attached.controller
@@ -261,11 +296,77 @@ impl Audience {
         let attached = lock(&self.attached);
         if !attached.members.iter().any(|m| m.id == id) {
             Delivery::Gone
+        } else if attached.catching_up.contains_key(&id) {
+            Delivery::Keep
         } else if attached.controller == Some(id) || attached.members.len() == 1 {
             Delivery::Wait
         } else {
             Delivery::Try
         }
+    }
+
+    /// `member` attaches and is shown the session so far: what comes meanwhile is kept for
+    /// it (`keep_for`) until it has caught up (`next_kept`). `false` when it is being shown
+    /// it already (an attach in flight).
+    pub fn join_catching_up(&self, member: Member) -> bool {
+        let mut attached = lock(&self.attached);
+        if attached.catching_up.contains_key(&member.id) {
+            return false;
+        }
+        attached.catching_up.insert(member.id, KeptFor::default());
+        attached.members.retain(|m| m.id != member.id);
+        attached.members.push(member);
+        drop(attached);
+        self.roles_changed();
+        true
+    }
+
+    /// Keeps `message` for `id`, catching up.
+    pub fn keep_for(
+        &self,
+        id: MemberId,
+        message: &talaria_protocol::SerializedNotification,
+    ) -> Kept {
+        let mut attached = lock(&self.attached);
+        let only = attached.members.len() == 1;
+        let Some(kept) = attached.catching_up.get_mut(&id) else {
+            return Kept::Dropped;
+        };
+        if kept.bytes + message.len() <= CATCH_UP_BYTES {
+            kept.bytes += message.len();
+            kept.messages.push(message.clone());
+            return Kept::Held;
+        }
+        if only {
+            return Kept::Wait;
+        }
+        attached.catching_up.remove(&id);
+        if let Some(at) = attached.members.iter().position(|m| m.id == id) {
+            let member = attached.members.remove(at);
+            attached.lagging.push(member);
+        }
+        if attached.controller == Some(id) {
+            attached.controller = attached.members.first().map(|m| m.id);
+        }
+        drop(attached);
+        self.roles_changed();
+        Kept::Dropped
+    }
+
+    /// What was kept for `id` since last asked.
+    pub fn next_kept(&self, id: MemberId) -> CatchUp {
+        let mut attached = lock(&self.attached);
+        let Some(kept) = attached.catching_up.get_mut(&id) else {
+            return CatchUp::Gone;
+        };
+        if !kept.messages.is_empty() {
+            kept.bytes = 0;
+            return CatchUp::More(std::mem::take(&mut kept.messages));
+        }
+        attached.catching_up.remove(&id);
+        drop(attached);
+        self.roles_changed();
+        CatchUp::CaughtUp
     }
 
     /// `id`, whose output is full, leaves unless it is waited for now (`Delivery::Wait`);

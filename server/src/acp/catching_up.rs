@@ -1,0 +1,48 @@
+//! A client attaching is shown the session so far off the session's writer: the writer
+//! reads and serializes it, joins the client as catching up, and goes on; a task of the
+//! client's own sends it at the client's pace, then what was kept for it meanwhile
+//! (`Audience::keep_for`, up to `CATCH_UP_BYTES`, past which it is detached as a client
+//! behind is), until nothing is left, and only then answers the attach. So a slow or
+//! stalled client attaching never holds the session for the others.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use talaria_protocol::{SerializedNotification, errors};
+
+use super::state::{Audience, CatchUp, Member, Reply};
+
+/// Sends `member` the session so far (`replay`) and what comes meanwhile, then tells the
+/// attach (`told`) the roster, or why it failed.
+pub(super) fn show(
+    audience: Arc<Audience>,
+    member: Member,
+    replay: Vec<SerializedNotification>,
+    (roster, told): (Value, Option<tokio::sync::oneshot::Sender<Reply>>),
+) {
+    tokio::spawn(async move {
+        for message in &replay {
+            member.peer.notify_serialized(message).await;
+        }
+        drop(replay);
+        let outcome = loop {
+            match audience.next_kept(member.id) {
+                CatchUp::More(kept) => {
+                    for message in &kept {
+                        member.peer.notify_serialized(message).await;
+                    }
+                }
+                CatchUp::CaughtUp => break Ok(roster),
+                CatchUp::Gone => {
+                    break Err(errors::unavailable(
+                        "this client fell behind while it was shown the session so far, and \
+                         was detached: read what was sent, then attach again",
+                    ));
+                }
+            }
+        };
+        if let Some(told) = told {
+            let _ = told.send(outcome);
+        }
+    });
+}
