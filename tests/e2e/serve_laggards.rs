@@ -6,6 +6,7 @@
 //! answer from the record.
 
 use serde_json::Value;
+use talaria_harness::MockReply;
 
 use crate::serve_attach::{
     attach, client, is_answer, prompt, slow_answer, turn_ended, with_session,
@@ -272,4 +273,50 @@ async fn a_detached_observer_resuming_the_session_is_told_to_attach_again() {
     // Attached again, it is shown the session and follows it.
     let again = attach(&mut observer, 7, &session, "observer").await;
     assert_eq!(again["result"]["role"], "observer", "{again}");
+}
+
+/// A client attaching while a permission question is open is asked it only once it has been
+/// shown the session so far: after the call's card, never before the history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_open_when_a_client_attaches_is_asked_after_the_session_so_far() {
+    let env = TestEnv::new(vec![
+        MockReply::text(&["hello there"]),
+        MockReply::tool_call(
+            "w1",
+            "write_file",
+            serde_json::json!({"path": "out.txt", "content": "one\n"}),
+        ),
+        MockReply::text(&["written"]),
+    ])
+    .await;
+    let served = start(&env, &[]).await;
+    let (mut editor, session) = with_session(&served, &env, "editor").await;
+    editor
+        .call(2, "session/prompt", prompt(&session, "hi"))
+        .await;
+    editor
+        .send(request(3, "session/prompt", prompt(&session, "write one")))
+        .await;
+    let asked = editor
+        .until(|m| m["method"] == "session/request_permission")
+        .await;
+    let mut phone = client(&served, "phone").await;
+    attach(&mut phone, 2, &session, "observer").await;
+    let is_question = |m: &Value| m["method"] == "session/request_permission";
+    if !phone.messages.iter().any(is_question) {
+        phone.until(is_question).await;
+    }
+    let at = |found: &dyn Fn(&Value) -> bool| phone.messages.iter().position(found);
+    let question = at(&|m| m["method"] == "session/request_permission").expect("asked");
+    let card = at(&|m| {
+        m["params"]["update"]["sessionUpdate"] == "tool_call"
+            && m["params"]["update"]["toolCallId"] == "w1"
+    });
+    let history = at(&|m| m["params"]["update"]["sessionUpdate"] == "user_message_chunk");
+    assert!(question > card.expect("the card") && question > history.expect("the history"));
+    let allow = serde_json::json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}});
+    editor
+        .send(serde_json::json!({"jsonrpc": "2.0", "id": asked["id"], "result": allow}))
+        .await;
+    editor.until(is_answer(3)).await;
 }

@@ -185,8 +185,9 @@ pub(super) async fn so_far(
     Ok(messages.collect())
 }
 
-/// `attaching`'s client joins the others, catching up (taking control when it asked to),
-/// and is asked the open questions; the roster now. `None` when it is attaching already.
+/// `attaching`'s client joins the others, catching up (taking control when it asked to; it
+/// is asked the open questions once caught up); the roster now. `None` when it is attaching
+/// already.
 pub(super) fn join(audience: &Audience, attaching: Attaching) -> Option<Value> {
     let Attaching {
         member, controller, ..
@@ -199,9 +200,6 @@ pub(super) fn join(audience: &Audience, attaching: Attaching) -> Option<Value> {
     } else {
         None
     };
-    for ask in audience.open_questions() {
-        ask(&member);
-    }
     let mut roster = audience.roster();
     if let Some(before) = before {
         roster["previousController"] = format!("client-{before}").into();
@@ -337,6 +335,16 @@ pub(super) fn only_the_controller(agent: &Agent, id: &str, what: &str) -> Result
             ),
         )
         .data(json!({"talaria": {"mustTakeControl": true, "elsewhere": true}})));
+    }
+    if session.audience.is_catching_up(agent.member) {
+        return Err(acp::Error::new(
+            NOT_THE_CONTROLLER,
+            format!(
+                "{what}: this client is still being shown session {id} so far: wait for its \
+                 {ATTACH_METHOD} answer"
+            ),
+        )
+        .data(json!({"talaria": {"attaching": true}})));
     }
     if session.audience.is_controller(agent.member) {
         return Ok(());

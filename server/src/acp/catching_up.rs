@@ -32,7 +32,12 @@ pub(super) fn show(
                         member.peer.notify_serialized(message).await;
                     }
                 }
-                CatchUp::CaughtUp => break Ok(roster),
+                CatchUp::CaughtUp(questions) => {
+                    for ask in questions {
+                        ask(&member);
+                    }
+                    break Ok(roster);
+                }
                 CatchUp::Gone => {
                     break Err(errors::unavailable(
                         "this client fell behind while it was shown the session so far, and \

@@ -308,7 +308,7 @@ mod tests {
         assert_eq!(kept.len(), 2);
         deliver(&audience, &b.member, &note(3)).await;
         assert!(matches!(audience.next_kept(2), CatchUp::More(more) if more.len() == 1));
-        assert!(matches!(audience.next_kept(2), CatchUp::CaughtUp));
+        assert!(matches!(audience.next_kept(2), CatchUp::CaughtUp(_)));
         assert_eq!(audience.delivery(2), Delivery::Try);
     }
 

@@ -287,7 +287,9 @@ impl Forwarder {
                     self.turn.keep(&kept);
                 }
                 let members = self.audience.members();
-                if let [member] = members.as_slice() {
+                if let [member] = members.as_slice()
+                    && self.audience.delivery(member.id) == super::state::Delivery::Wait
+                {
                     member.peer.notify_filled(template, text).await;
                     return;
                 }

@@ -62,10 +62,10 @@ impl Askers {
                 });
             })
         };
-        for member in self.audience.members() {
+        let (open, now) = self.audience.open_question(ask_one.clone());
+        for member in now {
             ask_one(&member);
         }
-        let open = self.audience.open_question(ask_one);
         let members = self.audience.members();
         if outstanding.load(Ordering::SeqCst) == 0 && !members.is_empty() {
             self.audience.close_question(open);

@@ -142,8 +142,9 @@ pub enum Kept {
 /// What a client catching up takes next (`Audience::next_kept`).
 pub enum CatchUp {
     More(Vec<talaria_protocol::SerializedNotification>),
-    /// Nothing more kept: it is attached as any client from now on.
-    CaughtUp,
+    /// Nothing more kept: it is attached as any client from now on, and asked the
+    /// questions open now.
+    CaughtUp(Vec<AskAlso>),
     /// It was detached meanwhile.
     Gone,
 }
@@ -364,9 +365,14 @@ impl Audience {
             return CatchUp::More(std::mem::take(&mut kept.messages));
         }
         attached.catching_up.remove(&id);
+        let questions = attached
+            .questions
+            .iter()
+            .map(|(_, ask)| ask.clone())
+            .collect();
         drop(attached);
         self.roles_changed();
-        CatchUp::CaughtUp
+        CatchUp::CaughtUp(questions)
     }
 
     /// `id`, whose output is full, leaves unless it is waited for now (`Delivery::Wait`);
@@ -414,27 +420,30 @@ impl Audience {
         std::mem::take(&mut lock(&self.attached).lagging)
     }
 
-    /// A question is open: `ask_also` asks whoever attaches before it is answered. The
-    /// number to close it with.
-    pub fn open_question(&self, ask_also: AskAlso) -> u64 {
+    /// A question is open: `ask_also` asks whoever catches up before it is answered. The
+    /// number to close it with, and the clients to ask now (not those catching up: they are
+    /// asked once they have caught up, after what they are shown).
+    pub fn open_question(&self, ask_also: AskAlso) -> (u64, Vec<Member>) {
         let mut attached = lock(&self.attached);
         attached.next_question += 1;
         let number = attached.next_question;
         attached.questions.push((number, ask_also));
-        number
+        let now = attached
+            .members
+            .iter()
+            .filter(|m| !attached.catching_up.contains_key(&m.id))
+            .cloned()
+            .collect();
+        (number, now)
+    }
+
+    /// Whether `id` is being shown the session so far (it may not act on it yet).
+    pub fn is_catching_up(&self, id: MemberId) -> bool {
+        lock(&self.attached).catching_up.contains_key(&id)
     }
 
     pub fn close_question(&self, number: u64) {
         lock(&self.attached).questions.retain(|(n, _)| *n != number);
-    }
-
-    /// The questions open now.
-    pub fn open_questions(&self) -> Vec<AskAlso> {
-        lock(&self.attached)
-            .questions
-            .iter()
-            .map(|(_, ask)| ask.clone())
-            .collect()
     }
 
     /// Client `id` sent a prompt.
