@@ -242,6 +242,10 @@ mod tests {
         let (a, b) = (client(1, 16), client(2, 16));
         let audience = Audience::with_controller(a.member.clone());
         audience.join(b.member.clone());
+        assert!(
+            !audience.drop_lagging(1),
+            "the controller is waited for, never dropped"
+        );
         assert!(audience.drop_lagging(2));
         assert_eq!(audience.take_control(2), Err(NotAttached));
         assert_eq!(audience.controller(), Some(1));
@@ -319,12 +323,15 @@ mod tests {
             .expect("serializes");
         let audience = Audience::with_controller(a.member.clone());
         assert!(audience.join_catching_up(b.member.clone()));
+        // It attached taking control: dropped, control passes back.
+        assert_eq!(audience.take_control(2), Ok(Some(1)));
         let mut kept = 0;
         while audience.keep_for(2, &big) == Kept::Held {
             kept += 1;
         }
         assert!(kept >= 15, "{kept} MiB kept");
         assert_eq!(audience.delivery(2), Delivery::Gone);
+        assert_eq!(audience.controller(), Some(1));
         assert!(matches!(audience.next_kept(2), CatchUp::Gone));
         assert_eq!(audience.take_lagging().len(), 1);
         // The only client catching up is waited for instead.
