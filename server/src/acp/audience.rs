@@ -148,17 +148,54 @@ fn joined(last: &mut acp::SessionUpdate, next: &acp::SessionUpdate) -> bool {
     }
 }
 
-/// What `attaching`'s client is shown of the session so far: the record (read now, what is
-/// queued landed first) up to the running turn's prompt, then what that turn has shown
-/// (`catching_up.rs` sends it).
+/// What a client attaching is shown of the session so far: the record up to the running
+/// turn's prompt, then what that turn has shown; each made into its message only as it is
+/// sent (`catching_up.rs`), so no second copy of the session is held.
+pub(super) struct SoFar {
+    session_id: acp::SessionId,
+    /// `None`: no history asked for.
+    replay: Option<Replay>,
+    after: Option<EntryId>,
+    upto: Option<EntryId>,
+    shown: Vec<acp::SessionUpdate>,
+    plans: bool,
+}
+
+impl SoFar {
+    pub(super) fn messages(&self) -> impl Iterator<Item = SerializedNotification> + '_ {
+        let record = self
+            .replay
+            .iter()
+            .flat_map(|replay| replay.entries_between(self.after, self.upto))
+            .flatten();
+        let shown = self.shown.iter().cloned();
+        record.chain(shown).filter_map(|update| {
+            let update = super::plan_updates::for_client(update, self.plans);
+            let notification = acp::SessionNotification::new(self.session_id.clone(), update);
+            SerializedNotification::new("session/update", &notification)
+        })
+    }
+}
+
+/// What `attaching`'s client is shown of the session so far: the record read now (what is
+/// queued landed first) and what the running turn has shown.
 pub(super) async fn so_far(
     session_id: &acp::SessionId,
     journal: Option<talaria_engine::Journal>,
     turn: &TurnSoFar,
     attaching: &Attaching,
-) -> Result<Vec<SerializedNotification>, acp::Error> {
+) -> Result<SoFar, acp::Error> {
+    let member = &attaching.member;
+    let mut so_far = SoFar {
+        session_id: session_id.clone(),
+        replay: None,
+        after: attaching.after,
+        upto: None,
+        shown: Vec::new(),
+        plans: member.caps.plans,
+    };
     if !attaching.history {
-        return Ok(Vec::new());
+        return Ok(so_far);
     }
     let Some(journal) = journal else {
         return Err(talaria_protocol::errors::unavailable(
@@ -166,23 +203,17 @@ pub(super) async fn so_far(
         ));
     };
     let transcript = crate::sessions::record_of_open(journal, &session_id.0).await?;
-    let member = &attaching.member;
-    let replay = Replay {
+    so_far.replay = Some(Replay {
         transcript,
         compaction: member.caps.compaction,
         subagents: member.caps.subagents,
         to: Some(member.id),
-    };
-    let so_far = turn.snapshot();
-    let record =
-        replay.entries_between(attaching.after, so_far.as_ref().map(|(prompt, _)| *prompt));
-    let shown = so_far.into_iter().flat_map(|(_, shown)| shown);
-    let messages = record.flatten().chain(shown).filter_map(|update| {
-        let update = super::plan_updates::for_client(update, member.caps.plans);
-        let notification = acp::SessionNotification::new(session_id.clone(), update);
-        SerializedNotification::new("session/update", &notification)
     });
-    Ok(messages.collect())
+    if let Some((prompt, shown)) = turn.snapshot() {
+        so_far.upto = Some(prompt);
+        so_far.shown = shown;
+    }
+    Ok(so_far)
 }
 
 /// `attaching`'s client joins the others, catching up (taking control when it asked to; it
