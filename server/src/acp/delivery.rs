@@ -340,4 +340,31 @@ mod tests {
         while lone.keep_for(1, &big) == Kept::Held {}
         assert_eq!(lone.keep_for(1, &big), Kept::Wait);
     }
+
+    #[tokio::test]
+    async fn a_wait_for_the_controller_ends_when_it_gives_control_back() {
+        let stuck = client(1, 1);
+        let other = client(2, 16);
+        let audience = std::sync::Arc::new(Audience::with_controller(stuck.member.clone()));
+        audience.join(other.member.clone());
+        deliver(&audience, &stuck.member, &note(1)).await;
+        deliver(&audience, &stuck.member, &note(2)).await;
+        let waiting = {
+            let (audience, member) = (audience.clone(), stuck.member.clone());
+            tokio::spawn(async move { deliver(&audience, &member, &note(3)).await })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiting.is_finished(), "the controller is waited for");
+        audience.release_control(1);
+        assert_eq!(audience.controller(), None);
+        tokio::time::timeout(Duration::from_secs(2), waiting)
+            .await
+            .expect("the wait ended")
+            .expect("joined");
+        assert_eq!(
+            audience.delivery(1),
+            Delivery::Gone,
+            "then it was one behind"
+        );
+    }
 }
