@@ -875,4 +875,35 @@ mod tests {
         assert_eq!(sent, Ok(()));
         assert_eq!(read_json(&mut client_out).await["params"]["n"], 4);
     }
+
+    #[tokio::test]
+    async fn an_answer_with_no_room_is_kept_whole_and_sent_once_there_is() {
+        let (mut client_in, agent_in) = duplex(1 << 20);
+        let (agent_out, client_out) = duplex(1 << 20);
+        let options = PeerOptions {
+            outgoing_capacity: 1,
+            ..PeerOptions::default()
+        };
+        let conn = connect(agent_in, agent_out, options);
+        let note =
+            crate::SerializedNotification::new("note", &serde_json::json!({})).expect("serializes");
+        // Until the client speaks nothing leaves: the queue's one place is taken.
+        assert_eq!(conn.peer.try_notify_serialized(&note), Ok(()));
+        let answer = serde_json::json!({"stopReason": "end_turn"});
+        let unsent = conn
+            .peer
+            .try_respond(&RequestId::Number(7), Ok(answer))
+            .expect_err("no room");
+        assert_eq!(conn.peer.try_send_answer(&unsent), Err(NoRoom));
+        client_in
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"hello\"}\n")
+            .await
+            .expect("write");
+        conn.peer.send_answer(&unsent).await;
+        let mut client_out = BufReader::new(client_out);
+        assert_eq!(read_json(&mut client_out).await["method"], "note");
+        let answered = read_json(&mut client_out).await;
+        assert_eq!(answered["id"], 7);
+        assert_eq!(answered["result"]["stopReason"], "end_turn");
+    }
 }
