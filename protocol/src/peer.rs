@@ -839,28 +839,44 @@ mod tests {
         assert_eq!(ended.expect_err("failed").to_string(), "full");
     }
 
-    #[tokio::test]
-    async fn a_try_to_notify_says_when_the_queue_is_full_and_loses_nothing_it_took() {
-        let (mut client_in, agent_in) = duplex(1 << 20);
+    /// A connection whose output queue holds `capacity` messages and sends none until its
+    /// client speaks (the writer waits for the framing); the client's two ends.
+    fn holding(
+        capacity: usize,
+    ) -> (
+        Connection,
+        tokio::io::DuplexStream,
+        BufReader<tokio::io::DuplexStream>,
+    ) {
+        let (client_in, agent_in) = duplex(1 << 20);
         let (agent_out, client_out) = duplex(1 << 20);
         let options = PeerOptions {
-            outgoing_capacity: 2,
+            outgoing_capacity: capacity,
             ..PeerOptions::default()
         };
         let conn = connect(agent_in, agent_out, options);
-        let note = |n: u32| {
-            crate::SerializedNotification::new("note", &serde_json::json!({"n": n}))
-                .expect("serializes")
-        };
-        // Until the client speaks, the writer waits for its framing: nothing leaves.
-        assert_eq!(conn.peer.try_notify_serialized(&note(1)), Ok(()));
-        assert_eq!(conn.peer.try_notify_serialized(&note(2)), Ok(()));
-        assert_eq!(conn.peer.try_notify_serialized(&note(3)), Err(NoRoom));
+        (conn, client_in, BufReader::new(client_out))
+    }
+
+    /// The client speaks: the agent's output flows from now on.
+    async fn speak(mut client_in: tokio::io::DuplexStream) {
         client_in
             .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"hello\"}\n")
             .await
             .expect("write");
-        let mut client_out = BufReader::new(client_out);
+    }
+
+    #[tokio::test]
+    async fn a_try_to_notify_says_when_the_queue_is_full_and_loses_nothing_it_took() {
+        let (conn, client_in, mut client_out) = holding(2);
+        let note = |n: u32| {
+            crate::SerializedNotification::new("note", &serde_json::json!({"n": n}))
+                .expect("serializes")
+        };
+        assert_eq!(conn.peer.try_notify_serialized(&note(1)), Ok(()));
+        assert_eq!(conn.peer.try_notify_serialized(&note(2)), Ok(()));
+        assert_eq!(conn.peer.try_notify_serialized(&note(3)), Err(NoRoom));
+        speak(client_in).await;
         assert_eq!(read_json(&mut client_out).await["params"]["n"], 1);
         assert_eq!(read_json(&mut client_out).await["params"]["n"], 2);
         // Room again once the writer took them.
@@ -878,13 +894,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_answer_with_no_room_is_kept_whole_and_sent_once_there_is() {
-        let (mut client_in, agent_in) = duplex(1 << 20);
-        let (agent_out, client_out) = duplex(1 << 20);
-        let options = PeerOptions {
-            outgoing_capacity: 1,
-            ..PeerOptions::default()
-        };
-        let conn = connect(agent_in, agent_out, options);
+        let (conn, client_in, mut client_out) = holding(1);
         let note =
             crate::SerializedNotification::new("note", &serde_json::json!({})).expect("serializes");
         // Until the client speaks nothing leaves: the queue's one place is taken.
@@ -895,12 +905,8 @@ mod tests {
             .try_respond(&RequestId::Number(7), Ok(answer))
             .expect_err("no room");
         assert_eq!(conn.peer.try_send_answer(&unsent), Err(NoRoom));
-        client_in
-            .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"hello\"}\n")
-            .await
-            .expect("write");
+        speak(client_in).await;
         conn.peer.send_answer(&unsent).await;
-        let mut client_out = BufReader::new(client_out);
         assert_eq!(read_json(&mut client_out).await["method"], "note");
         let answered = read_json(&mut client_out).await;
         assert_eq!(answered["id"], 7);

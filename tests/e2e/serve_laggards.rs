@@ -183,18 +183,46 @@ async fn a_detached_observer_attaching_again_without_reading_does_not_hold_the_s
     );
 }
 
+/// A `serve` letting a client leave `unread` bytes unread, an editor with a session, a phone
+/// attached to it as observer, and the editor's prompt (id 3) answered with `answer` sent.
+struct Shared {
+    _env: TestEnv,
+    served: Served,
+    editor: Socket,
+    phone: Socket,
+    session: String,
+}
+
+async fn prompted_with_an_observer(answer: MockReply, unread: &str) -> Shared {
+    let env = TestEnv::new(vec![answer]).await;
+    let served = start(&env, &["--max-unread-bytes", unread]).await;
+    let (mut editor, session) = with_session(&served, &env, "editor").await;
+    let mut phone = client(&served, "phone").await;
+    attach(&mut phone, 2, &session, "observer").await;
+    editor
+        .send(request(3, "session/prompt", prompt(&session, "go")))
+        .await;
+    Shared {
+        _env: env,
+        served,
+        editor,
+        phone,
+        session,
+    }
+}
+
 /// A client whose prompt runs, that hands control to another and then falls behind, is
 /// detached, and still gets its prompt's answer (after what it was sent).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_whose_client_was_detached_meanwhile_is_still_answered() {
-    let env = TestEnv::new(vec![slow_answer(&big_chunks(4_000), 1)]).await;
-    let served = start(&env, &["--max-unread-bytes", "1024"]).await;
-    let (mut first, session) = with_session(&served, &env, "editor").await;
-    let mut second = client(&served, "phone").await;
-    attach(&mut second, 2, &session, "observer").await;
-    first
-        .send(request(3, "session/prompt", prompt(&session, "go")))
-        .await;
+    let shared = prompted_with_an_observer(slow_answer(&big_chunks(4_000), 1), "1024").await;
+    let Shared {
+        served,
+        editor: mut first,
+        phone: mut second,
+        session,
+        ..
+    } = shared;
     first.until(is_chunk).await;
     // The second takes control while the turn runs; the first stops reading.
     let took = attach(&mut second, 3, &session, "controller").await;
@@ -225,14 +253,13 @@ async fn a_prompt_whose_client_was_detached_meanwhile_is_still_answered() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn taking_control_from_a_controller_that_stopped_reading_gets_the_session_going() {
     let chunks = big_chunks(6_000);
-    let env = TestEnv::new(vec![slow_answer(&chunks, 0)]).await;
-    let served = start(&env, &["--max-unread-bytes", "1024"]).await;
-    let (mut first, session) = with_session(&served, &env, "editor").await;
-    let mut second = client(&served, "phone").await;
-    attach(&mut second, 2, &session, "observer").await;
-    first
-        .send(request(3, "session/prompt", prompt(&session, "go")))
-        .await;
+    let shared = prompted_with_an_observer(slow_answer(&chunks, 0), "1024").await;
+    let Shared {
+        editor: first,
+        phone: mut second,
+        session,
+        ..
+    } = shared;
     // The first reads nothing more; the second reads until the updates stop coming.
     let short = std::time::Duration::from_secs(2);
     while until_within(&mut second, short, is_chunk).await.is_some() {}
@@ -250,14 +277,14 @@ async fn taking_control_from_a_controller_that_stopped_reading_gets_the_session_
 /// named) is told to attach again instead of being answered as if it were attached.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_detached_observer_resuming_the_session_is_told_to_attach_again() {
-    let env = TestEnv::new(vec![slow_answer(&big_chunks(4_000), 0)]).await;
-    let served = start(&env, &["--max-unread-bytes", "65536"]).await;
-    let (mut controller, session) = with_session(&served, &env, "editor").await;
-    let mut observer = client(&served, "phone").await;
-    attach(&mut observer, 2, &session, "observer").await;
-    controller
-        .send(request(3, "session/prompt", prompt(&session, "go")))
-        .await;
+    let shared = prompted_with_an_observer(slow_answer(&big_chunks(4_000), 0), "65536").await;
+    let Shared {
+        _env: env,
+        editor: mut controller,
+        phone: mut observer,
+        session,
+        ..
+    } = shared;
     controller.until(is_answer(3)).await;
     observer.until(detached_notice).await;
     let prompted = observer

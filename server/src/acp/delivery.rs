@@ -210,22 +210,26 @@ mod tests {
         assert_eq!(reading.await, vec![json!(1), json!(2)]);
     }
 
-    #[tokio::test]
-    async fn a_wait_for_the_controller_ends_when_another_client_takes_control() {
+    /// A controller whose output is full (its queue, and the one message its writer holds
+    /// until the client speaks) and another client; both kept alive with the audience.
+    async fn a_stuck_controller() -> (std::sync::Arc<Audience>, Client, Client) {
         let stuck = client(1, 1);
         let other = client(2, 16);
         let audience = std::sync::Arc::new(Audience::with_controller(stuck.member.clone()));
         audience.join(other.member.clone());
-        // Its queue, and the one message its writer holds until the client speaks.
         deliver(&audience, &stuck.member, &note(1)).await;
         deliver(&audience, &stuck.member, &note(2)).await;
-        let waiting = {
-            let (audience, member) = (audience.clone(), stuck.member.clone());
-            tokio::spawn(async move { deliver(&audience, &member, &note(3)).await })
-        };
+        (audience, stuck, other)
+    }
+
+    /// `waiting` is still waiting a while later.
+    async fn still_waits(waiting: &tokio::task::JoinHandle<()>) {
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(!waiting.is_finished(), "the controller is waited for");
-        assert_eq!(audience.take_control(2), Ok(Some(1)));
+    }
+
+    /// `waiting` ends soon, the stuck client detached.
+    async fn ends_detaching(waiting: tokio::task::JoinHandle<()>, audience: &Audience) {
         tokio::time::timeout(Duration::from_secs(2), waiting)
             .await
             .expect("the wait ended")
@@ -235,6 +239,21 @@ mod tests {
             Delivery::Gone,
             "the stuck client was detached"
         );
+    }
+
+    /// A write of note 3 to the stuck controller, on a task of its own.
+    fn writing(audience: &std::sync::Arc<Audience>, stuck: &Client) -> tokio::task::JoinHandle<()> {
+        let (audience, member) = (audience.clone(), stuck.member.clone());
+        tokio::spawn(async move { deliver(&audience, &member, &note(3)).await })
+    }
+
+    #[tokio::test]
+    async fn a_wait_for_the_controller_ends_when_another_client_takes_control() {
+        let (audience, stuck, _other) = a_stuck_controller().await;
+        let waiting = writing(&audience, &stuck);
+        still_waits(&waiting).await;
+        assert_eq!(audience.take_control(2), Ok(Some(1)));
+        ends_detaching(waiting, &audience).await;
     }
 
     #[tokio::test]
@@ -267,12 +286,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_wait_to_answer_the_controller_ends_when_another_client_takes_control() {
-        let stuck = client(1, 1);
-        let other = client(2, 16);
-        let audience = std::sync::Arc::new(Audience::with_controller(stuck.member.clone()));
-        audience.join(other.member.clone());
-        deliver(&audience, &stuck.member, &note(1)).await;
-        deliver(&audience, &stuck.member, &note(2)).await;
+        let (audience, stuck, _other) = a_stuck_controller().await;
         let waiting = {
             let (audience, peer) = (audience.clone(), stuck.member.peer.clone());
             tokio::spawn(async move {
@@ -280,18 +294,9 @@ mod tests {
                 answer::<Value>(&audience, (1, peer), RequestId::Number(7), done).await
             })
         };
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        assert!(!waiting.is_finished(), "the controller is waited for");
+        still_waits(&waiting).await;
         assert_eq!(audience.take_control(2), Ok(Some(1)));
-        tokio::time::timeout(Duration::from_secs(2), waiting)
-            .await
-            .expect("the wait ended")
-            .expect("joined");
-        assert_eq!(
-            audience.delivery(1),
-            Delivery::Gone,
-            "the stuck client was detached"
-        );
+        ends_detaching(waiting, &audience).await;
     }
 
     #[tokio::test]
@@ -343,28 +348,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_wait_for_the_controller_ends_when_it_gives_control_back() {
-        let stuck = client(1, 1);
-        let other = client(2, 16);
-        let audience = std::sync::Arc::new(Audience::with_controller(stuck.member.clone()));
-        audience.join(other.member.clone());
-        deliver(&audience, &stuck.member, &note(1)).await;
-        deliver(&audience, &stuck.member, &note(2)).await;
-        let waiting = {
-            let (audience, member) = (audience.clone(), stuck.member.clone());
-            tokio::spawn(async move { deliver(&audience, &member, &note(3)).await })
-        };
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        assert!(!waiting.is_finished(), "the controller is waited for");
+        let (audience, stuck, _other) = a_stuck_controller().await;
+        let waiting = writing(&audience, &stuck);
+        still_waits(&waiting).await;
         audience.release_control(1);
         assert_eq!(audience.controller(), None);
-        tokio::time::timeout(Duration::from_secs(2), waiting)
-            .await
-            .expect("the wait ended")
-            .expect("joined");
-        assert_eq!(
-            audience.delivery(1),
-            Delivery::Gone,
-            "then it was one behind"
-        );
+        ends_detaching(waiting, &audience).await;
     }
 }
