@@ -194,6 +194,21 @@ struct Attached {
     catching_up: HashMap<MemberId, KeptFor>,
 }
 
+impl Attached {
+    /// `id`, behind, leaves (kept to be told: `take_lagging`); control, if it had it, passes
+    /// to the longest-attached client left.
+    fn detach_behind(&mut self, id: MemberId) {
+        self.catching_up.remove(&id);
+        if let Some(at) = self.members.iter().position(|m| m.id == id) {
+            let member = self.members.remove(at);
+            self.lagging.push(member);
+        }
+        if self.controller == Some(id) {
+            self.controller = self.members.first().map(|m| m.id);
+        }
+    }
+}
+
 impl Audience {
     /// A session whose first client (`controller`) has control.
     pub fn with_controller(controller: Member) -> Self {
@@ -341,14 +356,7 @@ impl Audience {
         if only {
             return Kept::Wait;
         }
-        attached.catching_up.remove(&id);
-        if let Some(at) = attached.members.iter().position(|m| m.id == id) {
-            let member = attached.members.remove(at);
-            attached.lagging.push(member);
-        }
-        if attached.controller == Some(id) {
-            attached.controller = attached.members.first().map(|m| m.id);
-        }
+        attached.detach_behind(id);
         drop(attached);
         self.roles_changed();
         Kept::Dropped
@@ -382,11 +390,10 @@ impl Audience {
         if attached.controller == Some(id) || attached.members.len() == 1 {
             return false;
         }
-        let Some(at) = attached.members.iter().position(|m| m.id == id) else {
+        if !attached.members.iter().any(|m| m.id == id) {
             return true;
-        };
-        let member = attached.members.remove(at);
-        attached.lagging.push(member);
+        }
+        attached.detach_behind(id);
         drop(attached);
         self.roles_changed();
         true
