@@ -76,10 +76,12 @@ mod active {
         PASSES.get_or_init(Default::default)
     }
 
+    /// Counts, traces and crashes under one lock: a point another thread passes at the same
+    /// moment is traced wholly before or not at all, so a crash's point is the trace's last.
     pub(super) fn pass(name: &'static str) -> bool {
         let plan = plan();
+        let mut passes = crate::lock(passes());
         let nth = {
-            let mut passes = crate::lock(passes());
             let count = passes.entry(name).or_insert(0);
             *count += 1;
             *count
@@ -99,6 +101,7 @@ mod active {
         {
             let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
         }
+        drop(passes);
         fail::eval(name, |_| ()).is_some()
     }
 
