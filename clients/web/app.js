@@ -5,7 +5,9 @@
 // the model (the session's config options), follow the agent's plan in a panel, and offer
 // its slash commands as you type `/`; see who else is attached to a session and who has
 // control, take control with a button, and attach to a running session from a link
-// (`#token=…&session=ID`). Plain modules, no framework: a frontend author can copy it.
+// (`#token=…&session=ID`); a page that fell behind (the server detached it) says so and
+// attaches again, the session shown anew. Plain modules, no framework: a frontend author can
+// copy it.
 //
 // The page's state keeps sessions apart: each opened session is a `SessionView` (its
 // transcript, modes and options, plan, commands, turn, and the role this page has in it), and
@@ -24,6 +26,12 @@ function el(tag, className, children = []) {
 
 /** The most updates kept for a session before its view exists (its `session/new` answer). */
 const EARLY_UPDATES = 500;
+/** How many times a page that fell behind attaches again before it gives up. */
+const CATCH_UP_TRIES = 3;
+/** What a page that fell behind says at the top of the session it is shown again. */
+const FELL_BEHIND =
+  "This page fell behind the session: updates came faster than it read them, so the server " +
+  "stopped sending it any. It attached again: the whole session is shown below, then live.";
 
 const page = {
   /** @type {AcpConnection | null} */
@@ -65,6 +73,8 @@ class SessionView {
     this.cards = new Map();
     /** Who is attached and who has control (`_meta["talaria/attachment"]`), once told. */
     this.roster = null;
+    /** Attaching again after falling behind (at most one catch-up at a time). */
+    this.catchingUp = false;
     this.root = el("div", "session-transcript");
     this.root.dataset.session = sessionId;
     this.root.dataset.role = role;
@@ -145,6 +155,15 @@ class SessionView {
     this.last = null;
     this.append("notice", text);
     this.last = null;
+  }
+
+  /** Empties the transcript, for the session to be shown again from its start. */
+  clear() {
+    this.root.replaceChildren();
+    this.last = null;
+    this.cards.clear();
+    this.plan = [];
+    this.running = false;
   }
 }
 
@@ -275,7 +294,8 @@ async function setOption(view, configId, value) {
       view.modeSwitched(value);
     }
   } catch (error) {
-    setStatus(view, `could not set ${configId}: ${error.message}`);
+    if (isDetached(error)) catchUp(view);
+    else setStatus(view, `could not set ${configId}: ${error.message}`);
   }
   if (view.shown) renderPickers();
 }
@@ -399,11 +419,80 @@ function apply(view, update) {
       return view.shown && renderPickers();
     case "session_info_update":
       if (update._meta?.["talaria/turn"]) othersTurn(view, update._meta["talaria/turn"]);
-      if (update._meta?.["talaria/attachment"]) view.roster = update._meta["talaria/attachment"];
+      if (update._meta?.["talaria/attachment"]) rosterTold(view, update._meta["talaria/attachment"]);
       return view.shown && renderAttached();
     default:
       return undefined;
   }
+}
+
+/** A new roster; one saying the server detached this page (it fell behind) starts a catch-up. */
+function rosterTold(view, roster) {
+  view.roster = roster;
+  if (roster.detached && roster.detached.clientId === page.clientId) catchUp(view);
+}
+
+/** Whether `error` is the server's answer to a page it detached (it fell behind). */
+function isDetached(error) {
+  return error?.code === -32003 && error.data?.talaria?.detached === true;
+}
+
+const pause = (ms) => new Promise((done) => setTimeout(done, ms));
+
+/**
+ * The server detached this page from `view`'s session because it fell behind: the page says
+ * so and attaches again as an observer, which replays the session before it answers; the
+ * transcript is emptied first, so nothing is shown twice. One catch-up at a time, a few
+ * tries; when none works, the transcript as it was comes back with why.
+ */
+async function catchUp(view, note = null) {
+  if (view.catchingUp) {
+    if (note) view.notice(note);
+    return;
+  }
+  view.catchingUp = true;
+  const before = [...view.root.childNodes];
+  let failure = null;
+  for (let attempt = 1; attempt <= CATCH_UP_TRIES; attempt++) {
+    view.clear();
+    view.notice(FELL_BEHIND);
+    if (note) view.notice(note);
+    const retry = attempt > 1 ? ` (try ${attempt} of ${CATCH_UP_TRIES})` : "";
+    setStatus(view, `this page fell behind the session: catching up${retry}…`);
+    try {
+      joined(view, await page.connection.request("_session/attach", { sessionId: view.sessionId, role: "observer" }));
+      failure = null;
+      break;
+    } catch (error) {
+      failure = error;
+      if (attempt < CATCH_UP_TRIES) await pause(500 * attempt);
+    }
+  }
+  view.catchingUp = false;
+  if (failure) gaveUp(view, before, failure);
+  else setStatus(view, "caught up: this page had fallen behind, and follows the session again");
+  if (view.shown) show(view);
+}
+
+/** No attach worked: the transcript as it was, and why this page no longer follows. */
+function gaveUp(view, before, failure) {
+  view.root.replaceChildren(...before);
+  view.last = null;
+  view.notice(
+    `This page fell behind the session and could not attach again (${CATCH_UP_TRIES} tries: ` +
+      `${failure.message}). It no longer follows the session: reload the page to follow it again.`,
+  );
+  setStatus(view, `fell behind, could not catch up: ${failure.message}`);
+}
+
+/**
+ * This page's prompt or steer was refused because the server had detached it (it fell
+ * behind): the text goes back into the prompt box, and the page catches up.
+ */
+function notSent(view, text) {
+  const box = $("prompt");
+  if (view.shown && !box.value.trim()) box.value = text;
+  catchUp(view, `Not sent: “${text}”. This page had fallen behind; your message is back in the prompt box: send it again.`);
 }
 
 /** Opens a view for a session (and applies what arrived for it before). */
@@ -634,9 +723,7 @@ async function attachSession(sessionId) {
   view.status = "attaching…";
   show(view);
   try {
-    const result = await page.connection.request("_session/attach", { sessionId, role: "observer" });
-    view.settings(result);
-    view.roster = result._meta?.["talaria/attachment"] ?? view.roster;
+    joined(view, await page.connection.request("_session/attach", { sessionId, role: "observer" }));
     setStatus(view, "attached");
   } catch (error) {
     setStatus(view, `could not attach: ${error.message}`);
@@ -645,6 +732,13 @@ async function attachSession(sessionId) {
     renderPickers();
     renderAttached();
   }
+}
+
+/** Takes in an attach's answer: the session's settings, the roster, this page's id. */
+function joined(view, result) {
+  view.settings(result);
+  view.roster = result._meta?.["talaria/attachment"] ?? view.roster;
+  if (result.clientId) page.clientId = result.clientId;
 }
 
 async function listSessions() {
@@ -705,7 +799,8 @@ async function send(event) {
     try {
       await page.connection.request("_session/steering", { sessionId: view.sessionId, prompt });
     } catch (error) {
-      setStatus(view, `could not steer: ${error.message}`);
+      if (isDetached(error)) notSent(view, text);
+      else setStatus(view, `could not steer: ${error.message}`);
     }
     return;
   }
@@ -719,7 +814,8 @@ async function send(event) {
     const { stopReason } = await page.connection.request("session/prompt", { sessionId: view.sessionId, prompt });
     setStatus(view, `turn ended: ${stopReason}`);
   } catch (error) {
-    setStatus(view, `the prompt failed: ${error.message}`);
+    if (isDetached(error)) notSent(view, text);
+    else setStatus(view, `the prompt failed: ${error.message}`);
   } finally {
     view.running = false;
     if (view.shown) renderRunning();

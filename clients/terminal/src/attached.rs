@@ -2,7 +2,8 @@
 //! its other clients (docs/http.md, "Many clients on one session"). The session so far is
 //! shown, then everything live; who is attached and who has control is told whenever it
 //! changes; `/control` takes control, `/detach` (or quitting) leaves; a question another
-//! client answered first is withdrawn here, with who answered it.
+//! client answered first is withdrawn here, with who answered it. One that fell behind
+//! catches up (`catch_up`).
 
 use std::collections::HashMap;
 
@@ -11,6 +12,7 @@ use serde_json::{Value, json};
 use talaria_harness::AgentProcess;
 use talaria_harness::websocket::LINK_STATE;
 
+use crate::catch_up::{CatchingUp, Printed};
 use crate::input::Mode;
 use crate::link::Target;
 use crate::{Chat, answer_of};
@@ -32,6 +34,12 @@ pub struct Attachment {
     /// The `/control` request waiting for its answer.
     taking: Option<i64>,
     pub detached: bool,
+    /// Attaching again after falling behind, until answered.
+    pub catching_up: Option<CatchingUp>,
+    /// What this terminal printed of the session.
+    pub printed: Printed,
+    /// The last prompt this client sent.
+    pub sent: Option<String>,
 }
 
 /// Connects to the target, initializes and attaches (as controller with `control`); the
@@ -122,6 +130,17 @@ impl Attachment {
             _ => {}
         }
         lines
+    }
+
+    /// Attached again (after falling behind): this client's id, and who is attached now.
+    pub fn rejoined(&mut self, attached: &Value) -> Vec<String> {
+        if let Some(id) = attached["clientId"].as_str() {
+            self.client_id = id.to_string();
+        }
+        match attached["_meta"].get("talaria/attachment") {
+            Some(roster) => self.roster_changed(roster),
+            None => Vec::new(),
+        }
     }
 
     /// A turn started or ended (`talaria/turn`): the line for one another client's turn that

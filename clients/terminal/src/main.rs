@@ -15,6 +15,7 @@
 
 mod attached;
 mod auth;
+mod catch_up;
 mod commands;
 mod input;
 mod link;
@@ -273,6 +274,9 @@ impl Chat {
     async fn send_prompt(&mut self, text: &str) -> anyhow::Result<()> {
         self.input.set(Mode::Busy);
         self.conversation.on_sent(text);
+        if let Some(attachment) = self.attach.as_mut() {
+            attachment.sent = Some(text.to_string());
+        }
         let id = self
             .agent
             .start_request(
@@ -392,6 +396,9 @@ impl Chat {
                         )
                         .await?
                 };
+                if catch_up::is_detached(&reply["error"]) {
+                    return self.refused_behind(line).await;
+                }
                 render::reply_status(&mut self.renderer, &reply);
                 self.idle_prompt();
             }
@@ -452,6 +459,9 @@ impl Chat {
     /// What became of a steer: taken (the agent shows it), or, when the turn had ended, the
     /// next prompt; a refused one is queued.
     async fn steer_answered(&mut self, text: String, message: &Value) -> anyhow::Result<()> {
+        if catch_up::is_detached(&message["error"]) {
+            return self.refused_behind(&text).await;
+        }
         match message["result"]["outcome"].as_str() {
             Some("injected") => Ok(()),
             Some("promptRequired") if self.running.is_none() && self.queued.is_empty() => {
@@ -533,18 +543,24 @@ impl Chat {
         if self.attached_message(&message) {
             return Ok(());
         }
+        if self.answers_catch_up(&message) {
+            return self.caught_up(&message).await;
+        }
         if message["method"] == "session/update" {
-            let update = &message["params"]["update"];
-            self.renderer.update(update);
-            self.attached_update(update);
-            self.conversation.on_update(update);
+            // Attached again after falling behind, what was printed is not printed again.
+            let Some(update) = self.unseen(&message["params"]["update"]) else {
+                return Ok(());
+            };
+            self.renderer.update(&update);
+            self.attached_update(&update);
+            self.conversation.on_update(&update);
             if update["sessionUpdate"] == "available_commands_update" {
                 let mut names = self.built_in.clone();
                 let theirs = self.renderer.commands.iter().map(|(n, _)| n.clone());
                 names.extend(theirs.filter(|name| !commands::OWN.contains(&name.as_str())));
                 *talaria_util::lock(&self.commands) = names;
             }
-            return Ok(());
+            return self.after_update(&update).await;
         }
         if message.get("method").is_some() && message.get("id").is_some() {
             return self.on_request(message).await;
@@ -572,32 +588,42 @@ impl Chat {
             return Ok(());
         }
         if message.get("id").and_then(Value::as_i64) == self.running {
-            self.running = None;
-            self.conversation.on_answered(&message);
-            self.renderer.line_break();
-            if let Some(error) = message.get("error") {
-                self.renderer
-                    .error(error["message"].as_str().unwrap_or("the prompt failed"));
-                let hint = self.refused_hint(error);
-                if let Some(hint) = hint {
-                    self.renderer.status(hint);
-                }
-                // Attached, an observer's refused prompt is told; the chat goes on.
-                if self.one_shot || hint.is_none() {
-                    self.exit_code = 1;
-                }
-            } else if let Some(reason) = message["result"]["stopReason"]
-                .as_str()
-                .filter(|r| *r != "end_turn")
-            {
-                self.renderer.status(&format!("({reason})"));
-                if reason == "cancelled" && self.one_shot {
-                    self.exit_code = 130;
-                }
-            }
-            self.next_queued().await?;
+            self.prompt_answered(&message).await?;
         }
         Ok(())
+    }
+
+    /// This client's prompt was answered: how its turn ended, or why it was refused; then
+    /// the next queued line.
+    async fn prompt_answered(&mut self, message: &Value) -> anyhow::Result<()> {
+        self.running = None;
+        self.conversation.on_answered(message);
+        self.renderer.line_break();
+        if catch_up::is_detached(&message["error"]) {
+            let sent = self.attach.as_mut().and_then(|a| a.sent.take());
+            return self.refused_behind(&sent.unwrap_or_default()).await;
+        }
+        if let Some(error) = message.get("error") {
+            self.renderer
+                .error(error["message"].as_str().unwrap_or("the prompt failed"));
+            let hint = self.refused_hint(error);
+            if let Some(hint) = hint {
+                self.renderer.status(hint);
+            }
+            // Attached, an observer's refused prompt is told; the chat goes on.
+            if self.one_shot || hint.is_none() {
+                self.exit_code = 1;
+            }
+        } else if let Some(reason) = message["result"]["stopReason"]
+            .as_str()
+            .filter(|r| *r != "end_turn")
+        {
+            self.renderer.status(&format!("({reason})"));
+            if reason == "cancelled" && self.one_shot {
+                self.exit_code = 130;
+            }
+        }
+        self.next_queued().await
     }
 
     async fn on_request(&mut self, message: Value) -> anyhow::Result<()> {

@@ -1,7 +1,8 @@
 // The chat as the view shows it, built from ACP session updates by a pure reducer: messages,
 // thoughts, tool cards (with their pending permission question), the plan, usage, commands,
 // and the session's config options; for a session attached to in a `talaria serve`, who is
-// attached, who has control, another client's running turn, and who answered a question.
+// attached, who has control, another client's running turn, who answered a question, and
+// whether the server detached this window for falling behind.
 // Knows nothing of VS Code.
 import type {
   AvailableCommand,
@@ -364,7 +365,19 @@ export const TURN_KEY = "talaria/turn";
 /** The `_meta` key of a question's outcome, and who gave it. */
 export const RESOLVED_KEY = "talaria/permissionResolved";
 
-type Roster = { clients?: AttachedClient[]; controller?: string | null };
+type Roster = { clients?: AttachedClient[]; controller?: string | null; detached?: { clientId?: unknown } | null };
+
+/**
+ * Whether `update` is the server's notice that it detached this window from the session it
+ * follows because the window fell behind (`_meta["talaria/attachment"].detached` naming it).
+ * A notice naming another client only tells who is attached.
+ */
+export function detachedHere(state: ChatState, update: SessionUpdate): boolean {
+  const clientId = state.attachment?.clientId;
+  if (update.sessionUpdate !== "session_info_update" || !clientId) return false;
+  const roster = (update._meta as Meta)?.[ROSTER_KEY] as Roster | undefined;
+  return roster?.detached?.clientId === clientId;
+}
 
 /** Takes in a roster (from an update or an attach's answer): who is attached, who controls. */
 export function setRoster(state: ChatState, roster: Roster): void {

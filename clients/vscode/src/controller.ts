@@ -2,7 +2,8 @@
 // lists, loads and closes sessions, sends prompts, cancels, answers permission questions
 // from the cards, and serves the agent's requests through an editor host. Or, connected to
 // a `talaria serve`, attaches to a session running there (`_session/attach`), follows it,
-// takes control, and detaches. It keeps the chat state and reports which items changed.
+// takes control, and detaches; when the server detaches it for falling behind, it says so
+// and attaches again. It keeps the chat state and reports which items changed.
 // Knows nothing of VS Code, so it runs under tests.
 import {
   client,
@@ -45,6 +46,7 @@ import {
   answered,
   applyUpdate,
   askPermission,
+  detachedHere,
   emptyState,
   questionAnswered,
   setRoster,
@@ -87,8 +89,25 @@ export const OPEN_SETTINGS = "talaria.openSettings";
 /** The command that takes control of an attached session (on an observer's refused prompt). */
 export const TAKE_CONTROL = "talaria.takeControl";
 
+/** The command that attaches to a session of a `talaria serve` (it asks for the link). */
+export const ATTACH = "talaria.attach";
+
 /** The error a `talaria serve` answers an observer's prompt (or other controller's request). */
 export const MUST_TAKE_CONTROL = -32003;
+
+/** How many times a window that fell behind attaches again before it gives up. */
+const CATCH_UP_TRIES = 3;
+
+/** What a window that fell behind says at the top of the session it is shown again. */
+export const FELL_BEHIND =
+  "This window fell behind the session: updates came faster than it read them, so the server stopped " +
+  "sending it any. It attached again: the whole session is shown below, then live.";
+
+/** Whether `error` is a `talaria serve`'s answer to a client it detached (it fell behind). */
+function isDetached(error: unknown): boolean {
+  if (!(error instanceof RequestError) || error.code !== MUST_TAKE_CONTROL) return false;
+  return (error.data as { talaria?: { detached?: unknown } } | undefined)?.talaria?.detached === true;
+}
 
 /** The answer of `_session/attach`. */
 type Attached = {
@@ -119,6 +138,8 @@ export class SessionController {
   private resumeId?: string;
   /** The role to attach in again after a lost connection (the one this window had). */
   private rejoinAs?: "controller" | "observer";
+  /** Attaching again after falling behind (one catch-up at a time). */
+  private catchingUp = false;
   /** Prompts waiting for the running turn, in order. */
   private readonly queued: { blocks: ContentBlock[]; shown: string; attachments: string[] }[] = [];
 
@@ -192,6 +213,7 @@ export class SessionController {
       .onNotification(methods.client.session.update, ({ params }) => {
         if (params.sessionId !== this.sessionId) return;
         this.changed(applyUpdate(this.state, params.update));
+        if (this.attached && detachedHere(this.state, params.update)) void this.catchUp();
       })
       .onRequest(methods.client.fs.readTextFile, ({ params }) => this.host.readTextFile(params))
       .onRequest(methods.client.fs.writeTextFile, async ({ params }) => {
@@ -302,6 +324,68 @@ export class SessionController {
     const roster = result._meta?.["talaria/attachment"];
     if (roster) setRoster(this.state, roster);
     attachment.role = result.role === "controller" ? "controller" : "observer";
+  }
+
+  /**
+   * The server detached this window from the session because it fell behind: it says so and
+   * attaches again as an observer, which replays the session before it answers; the chat is
+   * emptied first, so nothing shows twice. One catch-up at a time (a `note`, such as a prompt
+   * that was not sent, joins the one running), a few tries; when none works, the chat as it
+   * was comes back with why.
+   */
+  private async catchUp(note?: string): Promise<void> {
+    const { sessionId, connection } = this;
+    if (!sessionId || !connection) return;
+    if (this.catchingUp) {
+      if (note) this.changed([addNotice(this.state, "warning", note)]);
+      return;
+    }
+    this.catchingUp = true;
+    this.forgetQuestions();
+    const before = this.state;
+    let failure: unknown;
+    for (let attempt = 1; attempt <= CATCH_UP_TRIES; attempt += 1) {
+      this.shownAnew(note);
+      try {
+        const result = await connection.agent.request<Attached>("_session/attach", {
+          sessionId,
+          role: "observer",
+          historyPolicy: "full",
+        });
+        this.took(result);
+        this.state.configOptions = result.configOptions ?? [];
+        failure = undefined;
+        break;
+      } catch (error) {
+        failure = error;
+        if (attempt < CATCH_UP_TRIES) await new Promise((done) => setTimeout(done, 500 * attempt));
+      }
+    }
+    this.catchingUp = false;
+    if (failure !== undefined) this.gaveUp(before, failure);
+    this.changed([ALL_ITEMS, "*"]);
+  }
+
+  /** The chat emptied for the session to be shown anew, saying why first. */
+  private shownAnew(note?: string): void {
+    const clientId = this.state.attachment?.clientId;
+    this.state = emptyState();
+    this.state.attachment = { clientId, role: "observer", clients: [] };
+    addNotice(this.state, "warning", FELL_BEHIND);
+    if (note) addNotice(this.state, "warning", note);
+    this.changed([ALL_ITEMS, "*"]);
+  }
+
+  /** No attach worked: the chat as it was, and why this window no longer follows the session. */
+  private gaveUp(before: ChatState, failure: unknown): void {
+    this.state = before;
+    addNotice(
+      this.state,
+      "error",
+      `This window fell behind the session and could not attach again (${CATCH_UP_TRIES} tries: ${describe(failure)}). ` +
+        "It no longer follows the session: attach to it again to follow it.",
+      { label: "Attach to a Session…", command: ATTACH },
+    );
   }
 
   /** Takes control of the attached session (the client that had it becomes an observer). */
@@ -517,7 +601,9 @@ export class SessionController {
       this.changed([userItem, addStop(this.state, response.stopReason)]);
       return response.stopReason;
     } catch (error) {
-      if (error instanceof RequestError && error.code === MUST_TAKE_CONTROL) {
+      if (isDetached(error)) {
+        this.notSent(userItem, shown);
+      } else if (error instanceof RequestError && error.code === MUST_TAKE_CONTROL) {
         this.refused(userItem, shown, error);
       } else if (this.connection) {
         this.changed([addNotice(this.state, "error", describe(error))]);
@@ -547,11 +633,21 @@ export class SessionController {
   }
 
   /**
+   * A prompt or steer refused because the server had detached this window (it fell behind):
+   * it leaves the chat, and the window catches up, saying what was not sent.
+   */
+  private notSent(userItem: string | undefined, shown: string): void {
+    this.state.items = this.state.items.filter((i) => i.id !== userItem);
+    this.changed([ALL_ITEMS]);
+    void this.catchUp(`Not sent: “${shown}”. This window had fallen behind the session: send it again.`);
+  }
+
+  /**
    * Sends a message into the running turn; the agent shows it where it entered. With no turn
    * running (or an agent that cannot take it) it is a prompt, or queued behind the turn.
    * Resolves with what became of it.
    */
-  async steer(blocks: ContentBlock[], shown: string): Promise<"injected" | "queued" | "prompted"> {
+  async steer(blocks: ContentBlock[], shown: string): Promise<"injected" | "queued" | "prompted" | "refused"> {
     if (!this.state.busy) {
       void this.prompt(blocks, shown);
       return "prompted";
@@ -569,6 +665,10 @@ export class SessionController {
       });
       if (answer.outcome === "injected") return "injected";
     } catch (error) {
+      if (isDetached(error)) {
+        this.notSent(undefined, shown);
+        return "refused";
+      }
       this.changed([addNotice(this.state, "warning", `Not steered (${describe(error)}); queued instead.`)]);
     }
     if (this.state.busy) {
@@ -653,7 +753,8 @@ export class SessionController {
       });
       this.setOptions(response.configOptions);
     } catch (error) {
-      this.changed([addNotice(this.state, "error", describe(error))]);
+      if (isDetached(error)) void this.catchUp();
+      else this.changed([addNotice(this.state, "error", describe(error))]);
     }
   }
 

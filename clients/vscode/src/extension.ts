@@ -5,7 +5,7 @@ import * as vscode from "vscode";
 
 import { launcher, type AgentSettings } from "./agentProcess.js";
 import { ChatView } from "./chatView.js";
-import { describe, OPEN_SETTINGS, SessionController, TAKE_CONTROL } from "./controller.js";
+import { ATTACH, describe, OPEN_SETTINGS, SessionController, TAKE_CONTROL } from "./controller.js";
 import { parseAttachLink, serveLauncher, serverAddress, type AttachLink } from "./serveConnection.js";
 import { DiffDocuments, VscodeHost } from "./host/vscodeHost.js";
 
@@ -74,7 +74,7 @@ export function activate(context: vscode.ExtensionContext): void {
       await controller.newSession();
       view?.refresh();
     }),
-    vscode.commands.registerCommand("talaria.attach", async (given?: string) => {
+    vscode.commands.registerCommand(ATTACH, async (given?: string) => {
       const link = given ? parseOrSay(given) : await askForLink();
       if (link) await attach(link);
     }),

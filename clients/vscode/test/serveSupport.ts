@@ -1,9 +1,12 @@
 // A real `talaria serve` for the attach tests: the scripted mock LLM (the harness crate's
 // `talaria-mock-llm`) as its model, a home of its own, its address and token; and a client of
-// the official SDK over WebSocket that opens the session the extension attaches to. The
+// the official SDK over WebSocket that opens the session the extension attaches to; a link
+// between the extension and the server that stops reading on demand (the extension then
+// falls behind). The
 // binaries are the workspace's debug builds (`cargo build --workspace --bins`, as
 // tests/run-all.sh does first), or TALARIA_BIN and TALARIA_MOCK_BIN.
 import { spawn, type ChildProcess } from "node:child_process";
+import net from "node:net";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -77,12 +80,12 @@ export class Serve {
     readonly token: string,
   ) {}
 
-  /** `mock`: the mock LLM, or its address (without `/v1`). */
-  static async start(mock: MockLlm | string): Promise<Serve> {
+  /** `mock`: the mock LLM, or its address (without `/v1`); `args`: more of `serve`'s. */
+  static async start(mock: MockLlm | string, args: string[] = []): Promise<Serve> {
     const mockUrl = typeof mock === "string" ? mock : mock.url;
     needed(talariaBin, "the talaria binary");
     const home = mkdtempSync(join(tmpdir(), "talaria-vscode-serve-"));
-    const child = spawn(talariaBin, ["serve", "--listen", "127.0.0.1:0"], {
+    const child = spawn(talariaBin, ["serve", "--listen", "127.0.0.1:0", ...args], {
       stdio: ["ignore", "pipe", "inherit"],
       env: {
         PATH: process.env.PATH,
@@ -204,6 +207,78 @@ export class OtherClient {
 
   close(): void {
     this.connection.close();
+  }
+}
+
+/**
+ * A TCP proxy to a `serve` that stops reading what the server sends when told (what the
+ * client sends still goes): the server's output to the client piles up as for a client that
+ * stalled. Requests name the server's own address (it refuses another Host).
+ */
+export class StallingLink {
+  /** Each connection's two sockets: to the server, to the client. */
+  private readonly links = new Map<net.Socket, net.Socket>();
+  private reading = true;
+
+  private constructor(
+    private readonly proxy: net.Server,
+    /** The server's address through the link (`http://127.0.0.1:PORT`). */
+    readonly url: string,
+  ) {}
+
+  static async to(serve: Serve): Promise<StallingLink> {
+    const target = new URL(serve.url);
+    let link: StallingLink | undefined;
+    const proxy = net.createServer((down) => link?.connect(down, target));
+    await new Promise<void>((ok) => proxy.listen(0, "127.0.0.1", ok));
+    const { port } = proxy.address() as net.AddressInfo;
+    link = new StallingLink(proxy, `http://127.0.0.1:${port}`);
+    return link;
+  }
+
+  private connect(down: net.Socket, target: URL): void {
+    const up = net.connect(Number(target.port), target.hostname);
+    this.links.set(up, down);
+    if (!this.reading) up.pause();
+    const proxied = new URL(this.url).host;
+    let upgraded = false;
+    down.on("data", (data: Buffer) => {
+      if (upgraded) return up.write(data);
+      return up.write(Buffer.from(data.toString("latin1").replaceAll(proxied, target.host), "latin1"));
+    });
+    up.on("data", (data: Buffer) => {
+      upgraded ||= data.toString("latin1").startsWith("HTTP/1.1 101");
+      down.write(data);
+    });
+    const destroy = () => {
+      this.links.delete(up);
+      up.destroy();
+      down.destroy();
+    };
+    for (const socket of [up, down]) {
+      socket.on("error", destroy);
+      socket.on("close", destroy);
+    }
+  }
+
+  /** Stops reading what the server sends. */
+  stall(): void {
+    this.reading = false;
+    for (const up of this.links.keys()) up.pause();
+  }
+
+  /** Reads again. */
+  resume(): void {
+    this.reading = true;
+    for (const up of this.links.keys()) up.resume();
+  }
+
+  close(): void {
+    for (const [up, down] of this.links) {
+      up.destroy();
+      down.destroy();
+    }
+    this.proxy.close();
   }
 }
 

@@ -15,7 +15,10 @@ export const browser = {};
 
 before(async () => {
   mkdirSync(shots, { recursive: true });
-  browser.instance = await chromium.launch({ executablePath: browserPath, args: ["--no-sandbox"] });
+  // Pages served from disk (`filesFromDisk`) have no address: Chromium would take them for
+  // public pages and keep them off loopback.
+  const args = ["--no-sandbox", "--disable-features=LocalNetworkAccessChecks"];
+  browser.instance = await chromium.launch({ executablePath: browserPath, args });
 });
 after(async () => browser.instance?.close());
 
@@ -24,6 +27,29 @@ export const origin = (url) => url.replace(/\/acp$/, "");
 
 export async function shot(page, name) {
   await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
+}
+
+/** The page's files, by the path the server serves each at. */
+const FILES = {
+  "/": "index.html",
+  "/index.html": "index.html",
+  "/app.js": "app.js",
+  "/acp.js": "acp.js",
+  "/markdown.js": "markdown.js",
+  "/style.css": "style.css",
+  "/favicon.svg": "favicon.svg",
+};
+
+/**
+ * Serves `page` the web client's files from this folder instead of the copies built into the
+ * server (a `talaria` built before the files last changed serves older ones).
+ */
+export async function filesFromDisk(page) {
+  const folder = join(import.meta.dirname, "..");
+  await page.route(
+    (url) => url.pathname in FILES,
+    (route) => route.fulfill({ path: join(folder, FILES[new URL(route.request().url()).pathname]) }),
+  );
 }
 
 /** A new page (of `size`, 1280×720 unless told) connected to `server` with its token. */
