@@ -8,10 +8,19 @@
 //!   `TALARIA_GLIBC_FLOOR` (the release archives are built for 2.28 and older
 //!   distributions load them). Elsewhere (other C libraries, cross builds, an older floor)
 //!   the binary is linked as before.
+//! - Links the release binary with its hot code first (`hot-code/functions.txt`, the
+//!   functions a start, a session and a turn run, as `hot-code/record.sh` recorded them):
+//!   the kernel maps an executable's code in 64 KB windows around each page it runs, so hot
+//!   code scattered over the text keeps most of it resident; gathered at its front it keeps
+//!   a fraction. Linux only (a linker script); the names are v0 symbols (`.cargo/config.toml`).
 //! - Gives `talaria --version` its line: the version, the commit it was built from
 //!   (`TALARIA_COMMIT`, else `git`, else "unknown") and the sandbox layers compiled in.
 
 use std::process::Command;
+
+#[path = "hot-code/script.rs"]
+mod hot_code_script;
+use hot_code_script::hot_code_script;
 
 /// The first glibc whose loader applies DT_RELR.
 const RELR_GLIBC: (u32, u32) = (2, 36);
@@ -21,6 +30,7 @@ fn main() {
     cargo_directive("rerun-if-env-changed=TALARIA_GLIBC_FLOOR");
     cargo_directive("rerun-if-env-changed=TALARIA_COMMIT");
     version_line();
+    hot_code_first();
     let var = |key: &str| std::env::var(key).unwrap_or_default();
     let native = var("TARGET") == var("HOST");
     if var("CARGO_CFG_TARGET_OS") != "linux" || var("CARGO_CFG_TARGET_ENV") != "gnu" || !native {
@@ -35,6 +45,42 @@ fn main() {
         // For the test that checks the binary really carries them.
         cargo_directive("rustc-env=TALARIA_PACKED_RELOCS=1");
     }
+}
+
+/// Places the functions `hot-code/functions.txt` lists first in the release binary's text,
+/// through a linker script that gathers their sections (every function has one:
+/// `.text.<symbol>`, or `.text.unlikely.<symbol>` for one the compiler thought cold) into
+/// `.text.hot`, inserted before `.text`. A script, not lld's `--symbol-ordering-file`, so
+/// that every Linux linker the binary is built with takes it: the toolchain's lld, GNU ld,
+/// and zig's, which links the release archives. A listed function the build does not have
+/// matches nothing; `server/tests/hot_code.rs` fails when too much of the list is gone.
+fn hot_code_first() {
+    cargo_directive("rerun-if-changed=hot-code/functions.txt");
+    let var = |key: &str| std::env::var(key).unwrap_or_default();
+    // Optimised builds only: an unoptimised one (CI's `package-check` profile) is not
+    // measured, and links faster without thousands of rules.
+    let optimised = !matches!(var("OPT_LEVEL").as_str(), "0" | "1");
+    if var("PROFILE") != "release" || !optimised || var("CARGO_CFG_TARGET_OS") != "linux" {
+        return;
+    }
+    // Where each function went, for `hot-code/record.sh`: a map names what the stripped
+    // binary's addresses hold.
+    cargo_directive("rerun-if-env-changed=TALARIA_LINK_MAP");
+    if let Ok(map) = std::env::var("TALARIA_LINK_MAP") {
+        cargo_directive(&format!("rustc-link-arg-bin=talaria=-Wl,-Map={map}"));
+    }
+    let list = std::path::Path::new(&var("CARGO_MANIFEST_DIR")).join("hot-code/functions.txt");
+    let Ok(names) = std::fs::read_to_string(list) else {
+        return;
+    };
+    let script = std::path::Path::new(&var("OUT_DIR")).join("hot-code.ld");
+    if std::fs::write(&script, hot_code_script(&names)).is_err() {
+        return;
+    }
+    cargo_directive(&format!(
+        "rustc-link-arg-bin=talaria=-Wl,-T,{}",
+        script.display()
+    ));
 }
 
 /// `TALARIA_VERSION_LINE`: "0.2.0 (commit 1a2b3c4d5e6f; sandbox: namespaces, Landlock,
