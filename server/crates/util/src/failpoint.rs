@@ -132,4 +132,45 @@ mod tests {
         fail::cfg("util::test::return", "off").expect("configures");
         assert!(!injected("util::test::return"));
     }
+
+    /// In a child process (this test binary again): threads pass `util::test::busy` without
+    /// pause while one passes `util::test::crash`, where the process kills itself.
+    fn crash_among_busy_threads() {
+        for _ in 0..4 {
+            std::thread::spawn(|| {
+                loop {
+                    step("util::test::busy");
+                }
+            });
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        step("util::test::crash");
+        unreachable!("the process is killed at the point");
+    }
+
+    #[test]
+    fn a_crash_is_the_last_point_traced_whatever_other_threads_pass() {
+        if std::env::var_os("TALARIA_FAILPOINT_TEST_CHILD").is_some() {
+            crash_among_busy_threads();
+        }
+        for run in 0..20 {
+            let trace = tempfile::NamedTempFile::new().expect("a trace file");
+            let status = std::process::Command::new(std::env::current_exe().expect("this test"))
+                .args(["--exact", "failpoint::tests::a_crash_is_the_last_point_traced_whatever_other_threads_pass"])
+                .env("TALARIA_FAILPOINT_TEST_CHILD", "1")
+                .env("TALARIA_FAILPOINT_TRACE", trace.path())
+                .env("TALARIA_CRASH_AT", "util::test::crash")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .expect("the child runs");
+            assert!(!status.success(), "run {run}: the child was killed");
+            let traced = std::fs::read_to_string(trace.path()).expect("the trace");
+            assert_eq!(
+                traced.lines().last(),
+                Some("util::test::crash"),
+                "run {run}: the last point traced is where the process was killed"
+            );
+        }
+    }
 }
