@@ -13,8 +13,21 @@ pub fn is_test_only(attrs: &[syn::Attribute]) -> bool {
             || (path.is_ident("cfg")
                 && attr
                     .parse_args::<syn::Meta>()
-                    .is_ok_and(|meta| meta.path().is_ident("test")))
+                    .is_ok_and(|meta| cfg_means_test(&meta)))
     })
+}
+
+/// `test`, or `all(test, …)`: compiled for tests only.
+fn cfg_means_test(meta: &syn::Meta) -> bool {
+    match meta {
+        syn::Meta::Path(path) => path.is_ident("test"),
+        syn::Meta::List(list) if list.path.is_ident("all") => list
+            .parse_args_with(
+                syn::punctuated::Punctuated::<syn::Meta, syn::Token![,]>::parse_terminated,
+            )
+            .is_ok_and(|all| all.iter().any(cfg_means_test)),
+        _ => false,
+    }
 }
 
 /// Whether an item is test-only (by its attributes; items without attributes are not).
