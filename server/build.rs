@@ -13,6 +13,9 @@
 //!   the kernel maps an executable's code in 64 KB windows around each page it runs, so hot
 //!   code scattered over the text keeps most of it resident; gathered at its front it keeps
 //!   a fraction. Linux only (a linker script); the names are v0 symbols (`.cargo/config.toml`).
+//! - Strips the symbol table of the server's release Linux binaries (a link argument, not
+//!   the profile's `strip`, which would change every crate's hash: Cargo.toml), unless
+//!   `TALARIA_KEEP_SYMBOLS` is set.
 //! - Gives `talaria --version` its line: the version, the commit it was built from
 //!   (`TALARIA_COMMIT`, else `git`, else "unknown") and the sandbox layers compiled in.
 
@@ -30,6 +33,7 @@ fn main() {
     cargo_directive("rerun-if-env-changed=TALARIA_GLIBC_FLOOR");
     cargo_directive("rerun-if-env-changed=TALARIA_COMMIT");
     version_line();
+    strip_symbols();
     hot_code_first();
     let var = |key: &str| std::env::var(key).unwrap_or_default();
     let native = var("TARGET") == var("HOST");
@@ -44,6 +48,19 @@ fn main() {
         cargo_directive("rustc-link-arg-bin=talaria=-Wl,-z,pack-relative-relocs");
         // For the test that checks the binary really carries them.
         cargo_directive("rustc-env=TALARIA_PACKED_RELOCS=1");
+    }
+}
+
+/// Leaves the symbol table out of the server's release Linux binaries (never loaded; 4.8 MB
+/// of the file), unless `TALARIA_KEEP_SYMBOLS` is set, as `hot-code/record.sh` sets it to read
+/// the functions that run. A link argument, not the profile's `strip`: the profile is hashed
+/// into every crate, and the build recorded must be the build shipped (Cargo.toml).
+fn strip_symbols() {
+    cargo_directive("rerun-if-env-changed=TALARIA_KEEP_SYMBOLS");
+    let var = |key: &str| std::env::var(key).unwrap_or_default();
+    let keep = std::env::var_os("TALARIA_KEEP_SYMBOLS").is_some();
+    if var("PROFILE") == "release" && !keep && var("CARGO_CFG_TARGET_OS") == "linux" {
+        cargo_directive("rustc-link-arg-bins=-Wl,--strip-all");
     }
 }
 
@@ -62,12 +79,6 @@ fn hot_code_first() {
     let optimised = !matches!(var("OPT_LEVEL").as_str(), "0" | "1");
     if var("PROFILE") != "release" || !optimised || var("CARGO_CFG_TARGET_OS") != "linux" {
         return;
-    }
-    // Where each function went, for `hot-code/record.sh`: a map names what the stripped
-    // binary's addresses hold.
-    cargo_directive("rerun-if-env-changed=TALARIA_LINK_MAP");
-    if let Ok(map) = std::env::var("TALARIA_LINK_MAP") {
-        cargo_directive(&format!("rustc-link-arg-bin=talaria=-Wl,-Map={map}"));
     }
     let list = std::path::Path::new(&var("CARGO_MANIFEST_DIR")).join("hot-code/functions.txt");
     let Ok(names) = std::fs::read_to_string(list) else {

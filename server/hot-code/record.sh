@@ -6,32 +6,50 @@
 # the code a session runs sits in contiguous pages instead of all over the binary
 # (docs/benchmarks.md, peak RSS).
 #
-# The functions are read off the release build as shipped, not one built with symbols: the
-# profile is part of every crate's hash, and another hash is another order of functions in
-# the optimiser, so another set of them inlined. The linker's map (TALARIA_LINK_MAP) names
-# the function at each address; two sources give the addresses:
-# - valgrind's callgrind: every instruction that runs under it, in a build linked without
-#   the list (valgrind places code in `.text` only);
+# Recorded from the release build as shipped, its symbols kept (TALARIA_KEEP_SYMBOLS, a link
+# argument: the same code), never from a build of another profile: the profile is hashed
+# into every crate, and another hash is another order of functions in the optimiser, so
+# another set of them inlined. Two sources:
+# - valgrind's callgrind: every function that runs under it, in a build linked without the
+#   list (valgrind names code in `.text` only);
 # - where perf is installed, the agent linked with the list, run natively under
-#   `perf record -e page-faults`: code that faulted in outside `.text.hot` (valgrind has no
-#   Landlock, so the sandbox takes another path there) is added, until a round adds none
-#   (at most three).
+#   `perf record -e page-faults`: functions whose code faulted in and are not listed
+#   (valgrind has no Landlock, so the sandbox takes another path there) are added, until a
+#   round adds none (at most TALARIA_RECORD_ROUNDS, 3).
+#
+# Another configuration (the release archives: zig and a glibc floor) has other hashes, so
+# other functions inlined: the list is the union of what each runs. `record.sh` records this
+# machine's build; `record.sh --target TRIPLE.GLIBC` records that build (cargo-zigbuild, as
+# the release workflow builds it) and adds its functions to the list. The list as committed:
+# `record.sh`, then `record.sh --target x86_64-unknown-linux-gnu.2.28`.
 #
 # Run it again when `cargo test -p talaria-server --test hot_code` says too much of the list
-# is gone from the binary, or when the bench's peak RSS after a turn rises. Needs valgrind
-# and python3 (perf helps); not part of CI. Each round relinks the release (minutes).
+# is gone from the binary, or when the bench's peak RSS after a turn rises. Needs valgrind,
+# nm and python3 (perf helps; cargo-zigbuild for --target); not part of CI. Each round
+# relinks the release (minutes).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 command -v valgrind >/dev/null || { echo "record.sh needs valgrind" >&2; exit 1; }
 here=server/hot-code
 list=$here/functions.txt
+target=""
+if [ "${1:-}" = "--target" ]; then target="${2:?--target TRIPLE.GLIBC}"; fi
 work=$(mktemp -d)
 mv "$list" "$work/functions.before" 2>/dev/null || true
 trap 'mv "$work/functions.before" "$list" 2>/dev/null || true; rm -rf "$work"' EXIT
 
-release_with_map() {
-  TALARIA_LINK_MAP="$work/map" cargo build --release -p talaria-server --bin talaria
-  cp target/release/talaria "$work/talaria"
+# The release build (symbols kept when $1 is "symbols"), copied to $work/talaria.
+release() {
+  local keep=()
+  [ "${1:-}" = symbols ] && keep=(env TALARIA_KEEP_SYMBOLS=1)
+  if [ -n "$target" ]; then
+    "${keep[@]}" env TALARIA_GLIBC_FLOOR="${target#*.}" \
+      cargo zigbuild --release -p talaria-server --bin talaria --target "$target"
+    cp "target/${target%%.*}/release/talaria" "$work/talaria"
+  else
+    "${keep[@]}" cargo build --release -p talaria-server --bin talaria
+    cp target/release/talaria "$work/talaria"
+  fi
 }
 # Runs the bench's turn figures with the agent started by `$@` (a tool and its options).
 bench_under() {
@@ -41,14 +59,18 @@ bench_under() {
 }
 
 cargo build --release -p talaria-bench
-release_with_map
+release symbols
 bench_under valgrind --tool=callgrind "--callgrind-out-file=$work/callgrind.%p" \
-  --dump-instr=yes --compress-strings=no --compress-pos=no
+  --compress-strings=no --compress-pos=no --demangle=no
 python3 "$here/names.py" callgrind "$work"
+# Another configuration adds to the list (the union of what each build runs).
+if [ -n "$target" ] && [ -f "$work/functions.before" ]; then
+  cat "$work/functions.before" >>"$work/ran.txt"
+fi
 python3 "$here/names.py" write "$work" "$list"
-for round in 1 2 3; do
+for round in $(seq "${TALARIA_RECORD_ROUNDS:-3}"); do
   command -v perf >/dev/null || { echo "no perf: the callgrind list alone" >&2; break; }
-  release_with_map
+  release symbols
   rm -f "$work"/perf.*.data
   # One file per agent process, named by its shell's pid (`$$` in agent.sh).
   bench_under perf record -q -e page-faults -c 1 -d -o "$work/perf.\$\$.data"
@@ -57,5 +79,5 @@ for round in 1 2 3; do
   echo "round $round added functions" >&2
 done
 rm -f "$work/functions.before"
-# The shipped build, linked with the new list.
-cargo build --release -p talaria-server --bin talaria
+# The build as shipped, linked with the new list.
+release
