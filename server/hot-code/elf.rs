@@ -1,5 +1,6 @@
-//! Just enough of a 64-bit little-endian ELF file to find a section and read the function
-//! symbols (shared by `server/tests/hot_code.rs` and the bench's hot-code line).
+//! Just enough of a 64-bit little-endian ELF file to find a section, read the function
+//! symbols and the dynamic tags (shared by `server/tests/hot_code.rs`,
+//! `server/tests/packed_relocations.rs` and the bench's hot-code line).
 
 /// One section header, named.
 pub struct Section<'a> {
@@ -74,6 +75,29 @@ impl<'a> Elf<'a> {
                 })
             })
             .collect()
+    }
+
+    /// The tags of the dynamic section's entries, up to `DT_NULL` (`PT_DYNAMIC`'s segment).
+    pub fn dynamic_tags(&self) -> Option<Vec<u64>> {
+        const PT_DYNAMIC: u32 = 2;
+        let table = self.usize(0x20)?;
+        let entry = usize::from(self.u16(0x36)?);
+        let count = usize::from(self.u16(0x38)?);
+        let mut tags = Vec::new();
+        for header in (0..count).map(|index| table + index * entry) {
+            if self.u32(header)? != PT_DYNAMIC {
+                continue;
+            }
+            let start = self.usize(header + 8)?;
+            let size = self.usize(header + 32)?;
+            for at in (start..start + size).step_by(16) {
+                match self.u64(at)? {
+                    0 => break,
+                    tag => tags.push(tag),
+                }
+            }
+        }
+        Some(tags)
     }
 
     /// The names of the functions in the symbol table; `None` for a stripped file.

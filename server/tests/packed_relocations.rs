@@ -1,37 +1,17 @@
 //! The agent binary carries packed relative relocations where its build script asked for
 //! them (see `server/build.rs`): the relocation table's pages count in the agent's RSS.
 
+// Shared with the hot-code test and the bench, which read its other parts.
+#[allow(dead_code)]
+#[path = "../hot-code/elf.rs"]
+mod elf;
+
 /// Whether the ELF file's dynamic section has a DT_RELR entry (64-bit little-endian only,
 /// which is what the build script enables it for).
-fn has_dt_relr(elf: &[u8]) -> Option<bool> {
-    const PT_DYNAMIC: u32 = 2;
-    const DT_NULL: u64 = 0;
+fn has_dt_relr(binary: &[u8]) -> Option<bool> {
     const DT_RELR: u64 = 36;
-    let u16_at = |at: usize| Some(u16::from_le_bytes(elf.get(at..at + 2)?.try_into().ok()?));
-    let u32_at = |at: usize| Some(u32::from_le_bytes(elf.get(at..at + 4)?.try_into().ok()?));
-    let u64_at = |at: usize| Some(u64::from_le_bytes(elf.get(at..at + 8)?.try_into().ok()?));
-    if elf.get(..5)? != b"\x7fELF\x02" {
-        return None;
-    }
-    let table = usize::try_from(u64_at(0x20)?).ok()?;
-    let entry_size = usize::from(u16_at(0x36)?);
-    let entries = usize::from(u16_at(0x38)?);
-    for index in 0..entries {
-        let header = table + index * entry_size;
-        if u32_at(header)? != PT_DYNAMIC {
-            continue;
-        }
-        let start = usize::try_from(u64_at(header + 8)?).ok()?;
-        let size = usize::try_from(u64_at(header + 32)?).ok()?;
-        for entry in (start..start + size).step_by(16) {
-            match u64_at(entry)? {
-                DT_RELR => return Some(true),
-                DT_NULL => break,
-                _ => {}
-            }
-        }
-    }
-    Some(false)
+    let tags = elf::Elf::parse(binary)?.dynamic_tags()?;
+    Some(tags.contains(&DT_RELR))
 }
 
 #[test]
