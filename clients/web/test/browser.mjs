@@ -60,13 +60,24 @@ export async function connectedPage(server, size = { width: 1280, height: 720 })
   return page;
 }
 
-/** Starts a session in a new folder from the page; resolves with the folder and the session id. */
+/**
+ * Starts a session in a new folder from the page and waits until the page shows it; resolves
+ * with the folder and the session id.
+ */
 export async function newSession(page) {
   const workspace = mkdtempSync(join(tmpdir(), "talaria-web-ws-"));
+  // A page that already shows a session (attached from a link) shows the new one once it opens.
+  const before = (await page.getAttribute("#transcript", "data-session")) ?? "";
   await page.fill("#cwd", workspace);
   await page.click("#new-session");
-  await page.waitForSelector("#transcript[data-session]");
-  return { workspace, sessionId: await page.getAttribute("#transcript", "data-session") };
+  const shown = await page.waitForFunction(
+    (before) => {
+      const session = document.getElementById("transcript").dataset.session;
+      return session && session !== before ? session : false;
+    },
+    before,
+  );
+  return { workspace, sessionId: await shown.jsonValue() };
 }
 
 /** Sends a prompt from the prompt box. */

@@ -57,6 +57,8 @@ test("a page that fell behind says so, attaches again and shows the session once
     // The page stops reading; its own session pours out while the shared one goes on.
     link.stall();
     await ask(page, "fill");
+    await until(() => sent.some((m) => m.method === "session/prompt" && m.params.prompt[0].text === "fill"), "the page prompt");
+    assert.equal(sent.find((m) => m.params?.prompt?.[0].text === "fill").params.sessionId, ownSession.sessionId);
     await sdk.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "two" }] });
     await until(() => roster(sdk.updates).clients.length === 1, "the page detached");
     // Back on the shared session, the page prompts: the server refuses a detached client.
