@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Records functions.txt: the functions the release agent runs to start, open a session,
-# answer a turn and forward a 10,000-delta stream (talaria-bench --turn-only), each written
+# answer a turn and forward a 10,000-delta stream (talaria-bench --turn-only) over each of
+# the three model APIs (chat completions, Anthropic Messages, Responses), each written
 # with what varies between builds as `*` (patterns.rs's without_hashes). server/build.rs
 # gathers them into a .text.hot section before the rest of the code (a linker script), so
 # the code a session runs sits in contiguous pages instead of all over the binary
@@ -51,11 +52,16 @@ release() {
     cp target/release/talaria "$work/talaria"
   fi
 }
-# Runs the bench's turn figures with the agent started by `$@` (a tool and its options).
+# Runs the bench's turn figures with the agent started by `$@` (a tool and its options),
+# once for each of the model APIs the providers speak (the mock answers all three), so the
+# list holds each one's turn: OpenAI chat completions, Anthropic Messages, OpenAI Responses.
 bench_under() {
   printf '#!/bin/sh\nexec %s "%s" "$@"\n' "$*" "$work/talaria" >"$work/agent.sh"
   chmod +x "$work/agent.sh"
-  ./target/release/talaria-bench --iterations 1 --turn-only --agent "$work/agent.sh" >&2
+  for api in chat messages responses; do
+    ./target/release/talaria-bench --iterations 1 --turn-only --api "$api" \
+      --agent "$work/agent.sh" >&2
+  done
 }
 
 cargo build --release -p talaria-bench

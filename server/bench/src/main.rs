@@ -37,6 +37,8 @@ use talaria_harness::{AgentProcess, MockLlm, MockReply, WireFraming};
 
 struct Options {
     agent: PathBuf,
+    /// The model API the agent speaks to the mock: the provider it is started with.
+    api: ModelApi,
     iterations: usize,
     /// The PostgreSQL store's figures: a database URL, or `local` for a throwaway cluster
     /// (the agent must be built with `--features postgres`).
@@ -68,6 +70,7 @@ fn options() -> anyhow::Result<Options> {
         .unwrap_or_else(|| workspace.join("target"));
     let mut options = Options {
         agent: target.join("release").join("talaria"),
+        api: ModelApi::Chat,
         iterations: 20,
         postgres: None,
         turn_only: false,
@@ -85,6 +88,7 @@ fn options() -> anyhow::Result<Options> {
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--agent" => options.agent = args.next().context("--agent needs a path")?.into(),
+            "--api" => options.api = ModelApi::named(&args.next().unwrap_or_default())?,
             "--iterations" => {
                 options.iterations = args
                     .next()
@@ -112,7 +116,7 @@ fn options() -> anyhow::Result<Options> {
             "--agents-only" => options.agents_only = true,
             "-h" | "--help" => {
                 report!(
-                    "usage: talaria-bench [--agent PATH] [--iterations N] [--postgres URL|local] [--turn-only] [--checkpoints-only] [--sandbox-only] [--serve-only] [--serve-streaming-only] [--attach-only] [--batch-only] [--locked-turns-only] [--fresh-home-only] [--agents-only]"
+                    "usage: talaria-bench [--agent PATH] [--api chat|messages|responses] [--iterations N] [--postgres URL|local] [--turn-only] [--checkpoints-only] [--sandbox-only] [--serve-only] [--serve-streaming-only] [--attach-only] [--batch-only] [--locked-turns-only] [--fresh-home-only] [--agents-only]"
                 );
                 std::process::exit(0);
             }
@@ -128,14 +132,55 @@ fn options() -> anyhow::Result<Options> {
     Ok(options)
 }
 
+/// The three model APIs the providers speak, each answered by the mock.
+#[derive(Clone, Copy)]
+enum ModelApi {
+    /// OpenAI chat completions (the `openai` provider).
+    Chat,
+    /// Anthropic Messages (the `anthropic` provider).
+    Messages,
+    /// OpenAI Responses (the `openai-responses` provider).
+    Responses,
+}
+
+impl ModelApi {
+    fn named(name: &str) -> anyhow::Result<Self> {
+        Ok(match name {
+            "chat" => Self::Chat,
+            "messages" => Self::Messages,
+            "responses" => Self::Responses,
+            other => bail!("--api takes chat, messages or responses, not {other:?}"),
+        })
+    }
+
+    fn provider(self) -> &'static str {
+        match self {
+            Self::Chat => "openai",
+            Self::Messages => "anthropic",
+            Self::Responses => "openai-responses",
+        }
+    }
+}
+
 struct Env {
     mock: MockLlm,
     home: tempfile::TempDir,
     workspace: tempfile::TempDir,
+    api: ModelApi,
 }
 
 impl Env {
     fn vars(&self) -> Vec<(String, String)> {
+        let mut vars = self.common_vars();
+        vars.push(("TALARIA_PROVIDER".into(), self.api.provider().into()));
+        if let ModelApi::Messages = self.api {
+            vars.push(("ANTHROPIC_BASE_URL".into(), self.mock.base_url()));
+            vars.push(("ANTHROPIC_API_KEY".into(), "bench".into()));
+        }
+        vars
+    }
+
+    fn common_vars(&self) -> Vec<(String, String)> {
         vec![
             ("HOME".into(), self.home.path().display().to_string()),
             (
@@ -434,6 +479,7 @@ async fn main() -> anyhow::Result<()> {
         return print_checkpoint_figures(options.iterations.max(20));
     }
     let env = Env {
+        api: options.api,
         mock: MockLlm::start(Vec::new()).await?,
         home: tempfile::tempdir()?,
         workspace: tempfile::tempdir()?,
