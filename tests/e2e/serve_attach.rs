@@ -3,8 +3,9 @@
 //! far, then the rest, nothing twice); a permission question goes to every client, the first
 //! answer wins and every client is told who answered; control is handed over and back, an
 //! observer's prompt is refused with a clear error, a controller that leaves hands control to
-//! the longest-attached observer; an observer that drops mid-answer resumes exactly, and one
-//! whose point is gone gets 410 with the turn's state.
+//! the longest-attached observer; no client deletes a session another is attached to; an
+//! observer that drops mid-answer resumes exactly, and one whose point is gone gets 410 with
+//! the turn's state.
 
 use serde_json::{Value, json};
 use talaria_harness::MockReply;
@@ -360,6 +361,55 @@ async fn control_is_handed_over_twice_and_an_observers_prompt_is_refused() {
         .call(10, "session/prompt", prompt(&session, "mine"))
         .await;
     assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");
+}
+
+#[tokio::test]
+async fn no_client_deletes_a_session_another_client_is_attached_to() {
+    let env = TestEnv::new(vec![MockReply::text(&["still here"])]).await;
+    let served = start(&env, &[]).await;
+    let (mut editor, session) = with_session(&served, &env, "editor").await;
+    let mut browser = client(&served, "browser").await;
+    attach(&mut browser, 2, &session, "observer").await;
+    let mut stranger = client(&served, "stranger").await;
+    // Refused to the observer, to a client not attached and to the controller alike.
+    let askers = [
+        (&mut browser, 3, 1),
+        (&mut stranger, 1, 2),
+        (&mut editor, 2, 1),
+    ];
+    for (socket, id, others) in askers {
+        let refused = socket
+            .call(id, "session/delete", json!({"sessionId": session}))
+            .await;
+        assert_eq!(refused["error"]["code"], -32003, "{refused}");
+        let message = refused["error"]["message"].as_str().expect("message");
+        assert!(
+            message.contains(&format!("{others} other client(s) are attached")),
+            "{message}"
+        );
+        assert_eq!(
+            refused["error"]["data"]["talaria"]["othersAttached"],
+            others
+        );
+    }
+    // The session goes on, for both.
+    let answered = editor
+        .call(4, "session/prompt", prompt(&session, "go"))
+        .await;
+    assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");
+    browser.until(turn_ended).await;
+    // Once the observer has left, its controller deletes it.
+    let left = browser
+        .call(4, "session/close", json!({"sessionId": session}))
+        .await;
+    assert!(left["result"].is_object(), "{left}");
+    let deleted = editor
+        .call(5, "session/delete", json!({"sessionId": session}))
+        .await;
+    assert!(deleted["result"].is_object(), "{deleted}");
+    let listed = stranger.call(3, "session/list", json!({})).await;
+    assert!(listed["result"]["sessions"].is_array(), "{listed}");
+    assert!(!listed.to_string().contains(&session), "{listed}");
 }
 
 #[tokio::test]

@@ -335,6 +335,46 @@ pub(super) fn no_longer_attached(id: &str) -> acp::Error {
     .data(json!({"talaria": {"detached": true, "attachAgain": ATTACH_METHOD}}))
 }
 
+/// Refuses `session/delete` of a session other clients are attached to, whoever asks (its
+/// controller, an observer, a client not attached): deleting it would pull it and its record
+/// from under them. Also one this client follows in another process, whose client runs it.
+pub(super) fn refuse_delete_while_shared(agent: &Agent, id: &str) -> Result<(), acp::Error> {
+    if agent.following.contains_key(id) && !agent.sessions.contains_key(id) {
+        return Err(acp::Error::new(
+            NOT_THE_CONTROLLER,
+            format!(
+                "session {id} runs in another process, where a client has it: close it \
+                 there before deleting it"
+            ),
+        )
+        .data(json!({"talaria": {"elsewhere": true}})));
+    }
+    let audience = match agent.sessions.get(id) {
+        Some(session) => session.audience.clone(),
+        None => match agent.room.live().find::<LiveSession>(id) {
+            Some(shared) => shared.audience.clone(),
+            None => return Ok(()),
+        },
+    };
+    let others = audience
+        .members()
+        .iter()
+        .filter(|member| member.id != agent.member)
+        .count();
+    if others == 0 {
+        return Ok(());
+    }
+    Err(acp::Error::new(
+        NOT_THE_CONTROLLER,
+        format!(
+            "session {id} is not deleted: {others} other client(s) are attached to it; it can \
+             be deleted once no other client is (each closes it, or detaches with \
+             {DETACH_METHOD})"
+        ),
+    )
+    .data(json!({"talaria": {"othersAttached": others}})))
+}
+
 /// Refuses what only the controller of session `id` may do, when this client is attached
 /// to it without control.
 pub(super) fn only_the_controller(agent: &Agent, id: &str, what: &str) -> Result<(), acp::Error> {

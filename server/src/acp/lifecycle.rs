@@ -283,14 +283,18 @@ pub(super) fn close_session(
     None
 }
 
-/// `session/delete`: the session stops here at once; its wind-down, what it queued and the
-/// deletion are waited for off the loop.
+/// `session/delete`: refused while other clients are attached to the session; else it stops
+/// here at once, and its wind-down, what it queued and the deletion are waited for off the
+/// loop.
 pub(super) fn delete_session(
     agent: &mut Agent,
     request: RequestId,
     params: acp::DeleteSessionRequest,
 ) -> Option<Reply> {
     let id = params.session_id.0.to_string();
+    if let Err(refused) = super::audience::refuse_delete_while_shared(agent, &id) {
+        return Some(Err(refused));
+    }
     agent.room.live().withdraw(&id);
     let removed = agent.sessions.remove(&id);
     let known = removed
