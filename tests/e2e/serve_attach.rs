@@ -592,6 +592,12 @@ async fn an_observer_in_a_second_process_follows_a_session_entry_by_entry() {
         .call(4, "session/prompt", prompt(&session, "mine"))
         .await;
     assert_eq!(refused["error"]["code"], -32003, "{refused}");
+    // Nor is it deleted from here, under the process that runs it.
+    let refused = phone
+        .call(5, "session/delete", json!({"sessionId": session}))
+        .await;
+    assert_eq!(refused["error"]["code"], -32003, "{refused}");
+    assert_eq!(refused["error"]["data"]["talaria"]["elsewhere"], true);
     let left = phone
         .call(6, "_session/detach", json!({"sessionId": session}))
         .await;
