@@ -3,7 +3,7 @@
 //! when the client advertised it (the engine delegates only then; see
 //! [`ClientCaps::delegation`]). A question (permission, form) goes to every attached client
 //! that can answer it (`questions.rs`); the editor's files and terminals are the first
-//! client's.
+//! client's, and this machine's once that client has left the session.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -30,6 +30,9 @@ use tokio_util::sync::CancellationToken;
 pub struct AcpBridge {
     /// The first client's: the editor whose files and terminals the session was given.
     peer: Peer,
+    /// That client, as the session's audience knows it: once it is no longer attached, the
+    /// files and commands are this machine's (`ClientAnswer::Local`).
+    opener: super::state::MemberId,
     session_id: acp::SessionId,
     caps: ClientCaps,
     /// Whom the questions go to.
@@ -38,13 +41,14 @@ pub struct AcpBridge {
 
 impl AcpBridge {
     pub fn new(
-        peer: Peer,
+        (peer, opener): (Peer, super::state::MemberId),
         session_id: acp::SessionId,
         caps: ClientCaps,
         questions: super::questions::Askers,
     ) -> Self {
         Self {
             peer,
+            opener,
             session_id,
             caps,
             questions,
@@ -126,7 +130,12 @@ fn choice_of(option_id: &str) -> Option<PermissionChoice> {
 impl AcpBridge {
     /// The bridge of a subagent's session `child` (its questions asked of `questions`).
     pub fn for_child(&self, child: acp::SessionId, questions: super::questions::Askers) -> Self {
-        Self::new(self.peer.clone(), child, self.caps, questions)
+        Self::new(
+            (self.peer.clone(), self.opener),
+            child,
+            self.caps,
+            questions,
+        )
     }
 
     /// What the client advertised.
@@ -139,6 +148,13 @@ impl AcpBridge {
         let bridge = self.clone();
         tokio::spawn(async move {
             let answer = match request.ask.clone() {
+                ClientAsk::ReadFile { .. }
+                | ClientAsk::WriteFile { .. }
+                | ClientAsk::RunCommand { .. }
+                    if !bridge.questions.audience.holds(bridge.opener) =>
+                {
+                    ClientAnswer::Local
+                }
                 ClientAsk::Permission(permission) => ClientAnswer::Permission(
                     bridge.request_permission(permission, &request.cancel).await,
                 ),

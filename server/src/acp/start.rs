@@ -201,7 +201,7 @@ fn start_forwarder(
         edge: Some(updates.clone()),
     };
     let bridge = Arc::new(client_bridge::AcpBridge::new(
-        agent.peer.clone(),
+        (agent.peer.clone(), agent.member),
         session_id.clone(),
         agent.client_caps,
         questions,

@@ -1,6 +1,7 @@
 //! The client's side of a turn's work, over the session's event stream: files through its
-//! buffers, commands in its terminals and questions in its forms when it offers them (else
-//! this machine's), each asked as a [`ClientRequest`] and awaited.
+//! buffers, commands in its terminals and questions in its forms when it offers them (else,
+//! and once that client has left the session, this machine's), each asked as a
+//! [`ClientRequest`] and awaited.
 
 use std::path::Path;
 
@@ -59,6 +60,7 @@ impl FileAccess for ClientFiles {
             };
             match ask(&self.events, asked, self.cancel.clone(), None).await {
                 Some(ClientAnswer::Read(result)) => result,
+                Some(ClientAnswer::Local) => self.local.read_text(path).await,
                 _ => Err(FileError::Other(NO_ANSWER.into())),
             }
         })
@@ -82,6 +84,7 @@ impl FileAccess for ClientFiles {
             };
             match ask(&self.events, asked, self.cancel.clone(), None).await {
                 Some(ClientAnswer::Wrote(result)) => result,
+                Some(ClientAnswer::Local) => self.local.write_text(path, text).await,
                 _ => Err(FileError::Other(NO_ANSWER.into())),
             }
         })
@@ -105,9 +108,10 @@ impl CommandRunner for ClientCommands {
             if !self.delegation.terminal || spec.elsewhere.is_none() {
                 return LocalRunner.run(spec, cancel, progress).await;
             }
-            let asked = ClientAsk::RunCommand { spec };
-            match ask(&self.events, asked, cancel.clone(), progress).await {
+            let asked = ClientAsk::RunCommand { spec: spec.clone() };
+            match ask(&self.events, asked, cancel.clone(), progress.clone()).await {
                 Some(ClientAnswer::Ran(result)) => result,
+                Some(ClientAnswer::Local) => LocalRunner.run(spec, cancel, progress).await,
                 _ => Err(talaria_tools::ToolError::Client(NO_ANSWER.into())),
             }
         })
@@ -137,5 +141,65 @@ impl talaria_tools::UserQuestions for ClientQuestions {
                 _ => Err(talaria_tools::ToolError::Client(NO_ANSWER.into())),
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A consumer that answers every request: the client the session was given has left.
+    fn client_gone() -> mpsc::Sender<EngineEvent> {
+        let (events, mut asked) = mpsc::channel(4);
+        tokio::spawn(async move {
+            while let Some(EngineEvent::ClientRequest(request)) = asked.recv().await {
+                request.answer(ClientAnswer::Local);
+            }
+        });
+        events
+    }
+
+    fn delegated() -> Delegation {
+        Delegation {
+            read_files: true,
+            write_files: true,
+            terminal: true,
+            ..Delegation::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn once_the_client_has_left_files_and_commands_are_this_machines() {
+        let folder = tempfile::tempdir().expect("folder");
+        let path = folder.path().join("left.txt");
+        let files = ClientFiles {
+            events: client_gone(),
+            delegation: delegated(),
+            cancel: CancellationToken::new(),
+            local: LocalFiles::default(),
+        };
+        files.write_text(&path, "on disk\n").await.expect("written");
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "on disk\n");
+        assert_eq!(files.read_text(&path).await.expect("read"), "on disk\n");
+
+        let shell = talaria_tools::Shell::default();
+        let spec = CommandSpec {
+            command: "echo ran here".into(),
+            cwd: folder.path().to_path_buf(),
+            timeout: Duration::from_secs(10),
+            max_output_bytes: 1000,
+            local: shell.local("echo ran here", true),
+            elsewhere: shell.elsewhere("echo ran here", true),
+        };
+        assert!(spec.elsewhere.is_some(), "an editor terminal could run it");
+        let commands = ClientCommands {
+            events: client_gone(),
+            delegation: delegated(),
+        };
+        let never = CancellationToken::new();
+        let ran = commands.run(spec, &never, None).await.expect("ran");
+        assert_eq!(ran.exit_code, Some(0), "{ran:?}");
+        assert!(ran.output.contains("ran here") && ran.terminal_id.is_none());
     }
 }

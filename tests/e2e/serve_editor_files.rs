@@ -1,0 +1,107 @@
+//! The editor's files in a shared session of `talaria serve`: while the client that opened
+//! the session is attached, the agent's file writes go to its buffers (`fs/write_text_file`);
+//! once it has left and another client goes on, they land on this machine's disk and that
+//! editor is asked nothing more.
+
+use serde_json::{Value, json};
+use talaria_harness::MockReply;
+
+use crate::serve_attach::{attach, client, prompt};
+use crate::serve_support::*;
+use crate::support::*;
+
+/// A client of `served` that offers its files, with a new session: the client and the id.
+async fn editor_with_session(served: &Served, env: &TestEnv) -> (Socket, String) {
+    let mut editor = Socket::open(served, "").await.expect("opened");
+    let files = json!({"fs": {"readTextFile": true, "writeTextFile": true}});
+    let info = json!({"name": "editor", "version": "1"});
+    editor
+        .call(
+            0,
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": files, "clientInfo": info}),
+        )
+        .await;
+    let opened = editor
+        .call(
+            1,
+            "session/new",
+            json!({"cwd": env.workspace.path(), "mcpServers": []}),
+        )
+        .await;
+    let session = opened["result"]["sessionId"].as_str().expect("id");
+    (editor, session.to_string())
+}
+
+/// Answers the editor's file requests (a read: no such file; a write: done) until request
+/// `id` is answered: that answer, and the file requests it got.
+async fn answer_files_until_answered(editor: &mut Socket, id: u64) -> (Value, Vec<Value>) {
+    let mut asked = Vec::new();
+    loop {
+        let message = editor
+            .until(|m| m["id"] == id || m["method"].as_str().is_some_and(|m| m.starts_with("fs/")))
+            .await;
+        let reply = match message["method"].as_str() {
+            None => return (message, asked),
+            Some("fs/write_text_file") => json!({"result": {}}),
+            Some(_) => json!({"error": {"code": -32002, "message": "no such file"}}),
+        };
+        let mut reply = reply;
+        reply["jsonrpc"] = "2.0".into();
+        reply["id"] = message["id"].clone();
+        editor.send(reply).await;
+        asked.push(message);
+    }
+}
+
+fn write(id: &str, path: &str, content: &str) -> MockReply {
+    MockReply::tool_call(id, "write_file", json!({"path": path, "content": content}))
+}
+
+#[tokio::test]
+async fn once_the_editor_has_left_the_session_its_files_are_this_machines() {
+    let env = TestEnv::new(vec![
+        write("w1", "kept.txt", "in the editor\n"),
+        MockReply::text(&["kept"]),
+        write("w2", "left.txt", "after the editor left\n"),
+        MockReply::text(&["written"]),
+    ])
+    .await;
+    env.write_config("mode = \"accept-edits\"\n");
+    let served = start(&env, &[]).await;
+    let (mut editor, session) = editor_with_session(&served, &env).await;
+    let mut browser = client(&served, "browser").await;
+    attach(&mut browser, 2, &session, "observer").await;
+    // Attached, the editor owns the write.
+    editor
+        .send(json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": prompt(&session, "keep")}))
+        .await;
+    let (answered, asked) = answer_files_until_answered(&mut editor, 2).await;
+    let wrote: Vec<&Value> = asked
+        .iter()
+        .filter(|m| m["method"] == "fs/write_text_file")
+        .collect();
+    assert_eq!(wrote.len(), 1, "{asked:?}");
+    assert_eq!(wrote[0]["params"]["content"], "in the editor\n");
+    assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");
+    assert!(!env.workspace.path().join("kept.txt").exists());
+    // The editor leaves; the browser has control and goes on: the write is the disk's.
+    let left = editor
+        .call(3, "session/close", json!({"sessionId": session}))
+        .await;
+    assert!(left["result"].is_object(), "{left}");
+    let answered = browser
+        .call(3, "session/prompt", prompt(&session, "write it"))
+        .await;
+    assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");
+    let written = std::fs::read_to_string(env.workspace.path().join("left.txt"));
+    assert_eq!(written.expect("on disk"), "after the editor left\n");
+    // Nothing more was asked of the editor (all it got comes before this answer).
+    editor.call(4, "session/list", json!({})).await;
+    let after = editor
+        .messages
+        .iter()
+        .filter(|m| m["method"].as_str().is_some_and(|m| m.starts_with("fs/")))
+        .count();
+    assert_eq!(after, asked.len(), "{:?}", editor.messages);
+}
