@@ -85,6 +85,7 @@ mod sandbox_views;
 mod serve;
 mod serve_attach;
 mod serve_chat_attach;
+mod serve_delete;
 mod serve_editor_files;
 mod serve_laggards;
 mod serve_offline;

@@ -107,7 +107,10 @@ pub(super) fn attach(agent: &mut Agent, request: RequestId, params: &Value) -> O
     let (told, outcome) = tokio::sync::oneshot::channel();
     let member = member_of(agent);
     let updates = session.updates.clone();
+    // Counted as attached (a delete is refused) from now until it has joined or failed.
+    let arriving = session.audience.arriving();
     let slow = async move {
+        let _arriving = arriving;
         let after = match followed {
             // A turn's steps are stored as it goes: it is followed to its end, so that no
             // step is shown both from the store and from what the turn has shown.

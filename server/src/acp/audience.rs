@@ -337,7 +337,9 @@ pub(super) fn no_longer_attached(id: &str) -> acp::Error {
 
 /// Refuses `session/delete` of a session other clients are attached to, whoever asks (its
 /// controller, an observer, a client not attached): deleting it would pull it and its record
-/// from under them. Also one this client follows in another process, whose client runs it.
+/// from under them. Attached counts a client whose attach is under way and a client of this
+/// process following it where another process runs it. Also refused: a session this client
+/// follows in another process, or one being handed to (or handed to) another process.
 pub(super) fn refuse_delete_while_shared(agent: &Agent, id: &str) -> Result<(), acp::Error> {
     if agent.following.contains_key(id) && !agent.sessions.contains_key(id) {
         return Err(acp::Error::new(
@@ -349,18 +351,25 @@ pub(super) fn refuse_delete_while_shared(agent: &Agent, id: &str) -> Result<(), 
         )
         .data(json!({"talaria": {"elsewhere": true}})));
     }
-    let audience = match agent.sessions.get(id) {
-        Some(session) => session.audience.clone(),
-        None => match agent.room.live().find::<LiveSession>(id) {
-            Some(shared) => shared.audience.clone(),
-            None => return Ok(()),
-        },
-    };
-    let others = audience
-        .members()
-        .iter()
-        .filter(|member| member.id != agent.member)
-        .count();
+    if let Some(session) = agent.sessions.get(id)
+        && (moved_away(session) || session.audience.is_moving())
+    {
+        return Err(acp::Error::new(
+            NOT_THE_CONTROLLER,
+            format!(
+                "session {id} is being handed to, or runs in, another process: it is not \
+                 deleted from here"
+            ),
+        )
+        .data(json!({"talaria": {"elsewhere": true}})));
+    }
+    let audience = agent
+        .sessions
+        .get(id)
+        .map(|session| session.audience.clone())
+        .or_else(|| Some(agent.room.live().find::<LiveSession>(id)?.audience.clone()));
+    let attached = audience.map_or(0, |audience| audience.others_than(agent.member));
+    let others = attached + agent.room.live().followers(id);
     if others == 0 {
         return Ok(());
     }

@@ -58,7 +58,8 @@ fn start(agent: &mut Agent, id: String, history: bool, transcript: Transcript) -
     };
     let (shown, shown_rx) = tokio::sync::oneshot::channel();
     let member = super::state::member_of(agent);
-    let followed = Followed::start(&member, &id, journal, transcript, history, shown);
+    let counted = agent.room.live().count_follower(&id);
+    let followed = Followed::start(&member, (&id, counted), journal, transcript, history, shown);
     agent.following.insert(id.clone(), followed);
     // The answer follows the record shown.
     agent.answer_after = Some(shown_rx);
@@ -77,10 +78,10 @@ fn start(agent: &mut Agent, id: String, history: bool, transcript: Transcript) -
 
 impl Followed {
     /// Follows session `id` for `member` from the end of `so_far` (shown first when
-    /// `history`; `shown` is told once it is).
+    /// `history`; `shown` is told once it is), counted among its followers by `counted`.
     pub(super) fn start(
         member: &Member,
-        id: &str,
+        (id, counted): (&str, crate::sessions::FollowerMark),
         journal: Journal,
         so_far: Transcript,
         history: bool,
@@ -103,6 +104,7 @@ impl Followed {
         tokio::spawn(follower.run(so_far, history, shown, ends));
         Self {
             _stop: stop.drop_guard(),
+            _counted: counted,
             catch_up,
             caught_up,
         }

@@ -181,8 +181,9 @@ impl Handover {
         for member in audience.members() {
             let (shown, _) = tokio::sync::oneshot::channel();
             let journal = self.journal.clone();
-            let followed =
-                Followed::start(&member, &self.id, journal, so_far.clone(), false, shown);
+            let counted = self.live.count_follower(&self.id);
+            let place = (self.id.as_str(), counted);
+            let followed = Followed::start(&member, place, journal, so_far.clone(), false, shown);
             audience.follow_elsewhere(member.id, followed);
         }
     }

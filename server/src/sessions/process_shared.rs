@@ -34,6 +34,9 @@ pub struct ProcessShared {
 #[derive(Clone, Default)]
 pub struct LiveSessions {
     by_id: Arc<Mutex<HashMap<String, Arc<dyn Any + Send + Sync>>>>,
+    /// How many clients of this process follow each session another process runs (a delete
+    /// counts them as attached).
+    followers: Arc<Mutex<HashMap<String, usize>>>,
     /// Whether the process watches the store for its sessions being asked for (started
     /// once, by the first session of a process serving many connections).
     watched: Arc<std::sync::atomic::AtomicBool>,
@@ -64,9 +67,48 @@ impl LiveSessions {
         !self.watched.swap(true, std::sync::atomic::Ordering::AcqRel)
     }
 
+    /// A client of this process follows session `id`, run by another process, until the
+    /// returned mark drops.
+    pub fn count_follower(&self, id: &str) -> FollowerMark {
+        *talaria_util::lock(&self.followers)
+            .entry(id.to_string())
+            .or_default() += 1;
+        FollowerMark {
+            followers: self.followers.clone(),
+            id: id.to_string(),
+        }
+    }
+
+    /// How many clients of this process follow session `id`.
+    pub fn followers(&self, id: &str) -> usize {
+        talaria_util::lock(&self.followers)
+            .get(id)
+            .copied()
+            .unwrap_or(0)
+    }
+
     /// Session `id` ended: no one attaches to it any more.
     pub fn withdraw(&self, id: &str) {
         talaria_util::lock(&self.by_id).remove(id);
+    }
+}
+
+/// One client following a session (`LiveSessions::count_follower`): dropped, it is no
+/// longer counted.
+pub struct FollowerMark {
+    followers: Arc<Mutex<HashMap<String, usize>>>,
+    id: String,
+}
+
+impl Drop for FollowerMark {
+    fn drop(&mut self) {
+        let mut followers = talaria_util::lock(&self.followers);
+        if let Some(count) = followers.get_mut(&self.id) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                followers.remove(&self.id);
+            }
+        }
     }
 }
 
