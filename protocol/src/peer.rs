@@ -65,6 +65,8 @@ struct Inner {
     incoming_cancels: Mutex<HashMap<RequestId, CancellationToken>>,
     next_id: AtomicI64,
     closed: CancellationToken,
+    /// No answer will come any more (`give_up_answers`): requests fail at once.
+    answers_gone: std::sync::atomic::AtomicBool,
     framing: watch::Receiver<Option<Framing>>,
 }
 
@@ -196,6 +198,7 @@ where
         incoming_cancels: Mutex::new(HashMap::new()),
         next_id: AtomicI64::new(0),
         closed: CancellationToken::new(),
+        answers_gone: std::sync::atomic::AtomicBool::new(false),
         framing: framing_rx.clone(),
     });
     let peer = Peer { inner };
@@ -384,6 +387,17 @@ impl Peer {
         }
     }
 
+    /// The client is gone though its input has not ended (a connection given up): every
+    /// request waiting for its answer fails ("connection closed"), and so does every new one;
+    /// what it asked goes on (its prompts' turns are not cancelled by this).
+    pub fn give_up_answers(&self) {
+        self.inner.answers_gone.store(true, Ordering::Release);
+        let pending: Vec<_> = lock(&self.inner.pending).drain().collect();
+        for (_, waiter) in pending {
+            let _ = waiter.send(Err(errors::internal_error("connection closed")));
+        }
+    }
+
     fn shut_down(&self) {
         self.inner.closed.cancel();
         let pending: Vec<_> = lock(&self.inner.pending).drain().collect();
@@ -547,10 +561,15 @@ impl Peer {
         })
         .map_err(|e| errors::internal_error(format!("serializing {method} request: {e}")))?;
         let (tx, rx) = oneshot::channel();
-        if self.inner.closed.is_cancelled() {
-            return Err(errors::internal_error("connection closed"));
+        {
+            // Checked under the lock the waiting requests are failed under: a request is
+            // either failed with them or refused here.
+            let mut pending = lock(&self.inner.pending);
+            if self.inner.closed.is_cancelled() || self.inner.answers_gone.load(Ordering::Acquire) {
+                return Err(errors::internal_error("connection closed"));
+            }
+            pending.insert(id.clone(), tx);
         }
-        lock(&self.inner.pending).insert(id.clone(), tx);
         self.enqueue(json).await;
         tokio::select! {
             result = rx => {
@@ -677,6 +696,39 @@ mod tests {
         let cancel_note = read_json(&mut ends.client_out).await;
         assert_eq!(cancel_note["method"], CANCEL_REQUEST_METHOD);
         assert_eq!(cancel_note["params"]["requestId"], sent["id"]);
+    }
+
+    #[tokio::test]
+    async fn given_up_answers_fail_waiting_and_new_requests_and_leave_incoming_ones_alone() {
+        let mut ends = setup();
+        ends.client_in
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"session/prompt\"}\n")
+            .await
+            .expect("write");
+        let Some(IncomingMessage::Request(prompt)) = ends.conn.incoming.recv().await else {
+            panic!("expected a request");
+        };
+        let peer = ends.conn.peer.clone();
+        let never = CancellationToken::new();
+        let waiting = tokio::spawn(async move {
+            peer.request("fs/read_text_file", &serde_json::json!({}), &never)
+                .await
+        });
+        let asked = read_json(&mut ends.client_out).await;
+        assert_eq!(asked["method"], "fs/read_text_file");
+        ends.conn.peer.give_up_answers();
+        let failed = waiting.await.expect("joined").expect_err("failed");
+        assert!(failed.message.contains("connection closed"), "{failed:?}");
+        let never = CancellationToken::new();
+        let refused = ends
+            .conn
+            .peer
+            .request("fs/write_text_file", &serde_json::json!({}), &never)
+            .await
+            .expect_err("refused");
+        assert!(refused.message.contains("connection closed"), "{refused:?}");
+        // What the client asked goes on.
+        assert!(!prompt.cancel.is_cancelled());
     }
 
     #[tokio::test]

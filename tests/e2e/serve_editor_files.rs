@@ -1,7 +1,8 @@
 //! The editor's files in a shared session of `talaria serve`: while the client that opened
-//! the session is attached, the agent's file writes go to its buffers (`fs/write_text_file`);
-//! once it has left and another client goes on, they land on this machine's disk and that
-//! editor is asked nothing more.
+//! the session is attached, the agent's file writes go to its buffers (`fs/write_text_file`)
+//! and its tool interception decides on each call; once it has left and another client goes
+//! on, they land on this machine's disk and that editor is asked nothing more. An editor
+//! whose connection dropped mid-request holds the turn only until the connection is given up.
 
 use serde_json::{Value, json};
 use talaria_harness::MockReply;
@@ -13,7 +14,11 @@ use crate::support::*;
 /// A client of `served` that offers its files, with a new session: the client and the id.
 async fn editor_with_session(served: &Served, env: &TestEnv) -> (Socket, String) {
     let mut editor = Socket::open(served, "").await.expect("opened");
-    let files = json!({"fs": {"readTextFile": true, "writeTextFile": true}});
+    let intercepts = json!({"toolInterception": {"before": true, "after": true}});
+    let files = json!({
+        "fs": {"readTextFile": true, "writeTextFile": true},
+        "_meta": {"agentclientprotocol.com": intercepts},
+    });
     let info = json!({"name": "editor", "version": "1"});
     editor
         .call(
@@ -33,17 +38,16 @@ async fn editor_with_session(served: &Served, env: &TestEnv) -> (Socket, String)
     (editor, session.to_string())
 }
 
-/// Answers the editor's file requests (a read: no such file; a write: done) until request
-/// `id` is answered: that answer, and the file requests it got.
+/// Answers the editor's requests (a read: no such file; a write: done; an interception:
+/// allow) until request `id` is answered: that answer, and the requests it got.
 async fn answer_files_until_answered(editor: &mut Socket, id: u64) -> (Value, Vec<Value>) {
     let mut asked = Vec::new();
     loop {
-        let message = editor
-            .until(|m| m["id"] == id || m["method"].as_str().is_some_and(|m| m.starts_with("fs/")))
-            .await;
+        let message = editor.until(|m| m["id"] == id || asks_the_editor(m)).await;
         let reply = match message["method"].as_str() {
             None => return (message, asked),
             Some("fs/write_text_file") => json!({"result": {}}),
+            Some(INTERCEPT) => json!({"result": {"action": "allow"}}),
             Some(_) => json!({"error": {"code": -32002, "message": "no such file"}}),
         };
         let mut reply = reply;
@@ -52,6 +56,16 @@ async fn answer_files_until_answered(editor: &mut Socket, id: u64) -> (Value, Ve
         editor.send(reply).await;
         asked.push(message);
     }
+}
+
+const INTERCEPT: &str = "_agentclientprotocol.com/tool/intercept";
+
+/// A request the agent makes of the editor: its files or its interception.
+fn asks_the_editor(message: &Value) -> bool {
+    message.get("id").is_some()
+        && message["method"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("fs/") || m == INTERCEPT)
 }
 
 fn write(id: &str, path: &str, content: &str) -> MockReply {
@@ -98,10 +112,55 @@ async fn once_the_editor_has_left_the_session_its_files_are_this_machines() {
     assert_eq!(written.expect("on disk"), "after the editor left\n");
     // Nothing more was asked of the editor (all it got comes before this answer).
     editor.call(4, "session/list", json!({})).await;
+    assert!(asked.iter().any(|m| m["method"] == INTERCEPT), "{asked:?}");
     let after = editor
         .messages
         .iter()
-        .filter(|m| m["method"].as_str().is_some_and(|m| m.starts_with("fs/")))
+        .filter(|m| asks_the_editor(m))
         .count();
     assert_eq!(after, asked.len(), "{:?}", editor.messages);
+}
+
+#[tokio::test]
+async fn a_turn_waiting_on_an_editor_that_dropped_goes_on_once_its_connection_is_given_up() {
+    let env = TestEnv::new(vec![
+        write("w1", "dropped.txt", "to the editor that dropped\n"),
+        MockReply::text(&["went on"]),
+    ])
+    .await;
+    env.write_config("mode = \"accept-edits\"\n");
+    let served = start(&env, &["--reconnect-window", "2"]).await;
+    let (editor, session) = editor_with_session(&served, &env).await;
+    let mut browser = client(&served, "browser").await;
+    let took = attach(&mut browser, 2, &session, "controller").await;
+    assert_eq!(took["result"]["role"], "controller", "{took}");
+    // The editor's socket drops: it stays attached for the reconnect window, so the turn's
+    // file requests go to it, and nothing answers them.
+    editor.drop_now();
+    let asked = std::time::Instant::now();
+    let answered = browser
+        .call(3, "session/prompt", prompt(&session, "write it"))
+        .await;
+    // Once the window is over the connection ends, and its requests fail: the turn goes on.
+    assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");
+    assert!(asked.elapsed() < std::time::Duration::from_secs(15));
+    // What the turn asked of the editor failed with its connection, or went to this
+    // machine once the editor had left: either way written nowhere else than on disk.
+    let ended = browser
+        .messages
+        .iter()
+        .rev()
+        .find(|m| {
+            m["params"]["update"]["toolCallId"] == "w1"
+                && m["params"]["update"]["status"].is_string()
+        })
+        .unwrap_or_else(|| panic!("the call never ended: {:?}", browser.messages));
+    let on_disk = env.workspace.path().join("dropped.txt");
+    match ended["params"]["update"]["status"].as_str() {
+        Some("completed") => assert_eq!(
+            std::fs::read_to_string(&on_disk).expect("on disk"),
+            "to the editor that dropped\n"
+        ),
+        _ => assert!(ended.to_string().contains("connection closed"), "{ended}"),
+    }
 }

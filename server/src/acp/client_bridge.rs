@@ -151,6 +151,7 @@ impl AcpBridge {
                 ClientAsk::ReadFile { .. }
                 | ClientAsk::WriteFile { .. }
                 | ClientAsk::RunCommand { .. }
+                | ClientAsk::Intercept(_)
                     if !bridge.questions.audience.holds(bridge.opener) =>
                 {
                     ClientAnswer::Local

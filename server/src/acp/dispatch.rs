@@ -155,10 +155,17 @@ async fn serve_until(
     }
     // Sessions other clients are attached to go on without this one.
     let held: Vec<String> = agent.sessions.keys().cloned().collect();
-    let mut handed_on = false;
+    let (mut handed_on, mut goes_on) = (false, false);
     for id in held {
         let opened_here = agent.sessions.get(&id).is_some_and(|s| s.opened_here);
-        handed_on |= audience::leave(&mut agent, &id) && opened_here;
+        let left = audience::leave(&mut agent, &id);
+        goes_on |= left;
+        handed_on |= left && opened_here;
+    }
+    // What those sessions asked of this client will not be answered now (its files and
+    // terminals are this machine's from here on): it fails, and their turns go on.
+    if goes_on {
+        agent.peer.give_up_answers();
     }
     // Spooled and named before a second signal can end the process.
     shutdown::spool_and_name_what_waits(&agent.sessions, agent.room.store(), true).await;

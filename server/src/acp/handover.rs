@@ -80,6 +80,9 @@ struct Handover {
 
 impl Handover {
     async fn run(self) {
+        // Counted as a client of this process following it (a delete here is refused) from
+        // the ask until its clients follow it there, or it stays.
+        let _handing_over = self.live.count_follower(&self.id);
         self.tell(Some("moving"));
         // Its asker must be alive when the session closes: an ask renewed just now.
         if !self.idle_while_asked().await || !self.still_asked(JUST_RENEWED_MS).await {

@@ -33,6 +33,8 @@ pub(super) fn take_over(agent: &mut Agent, request: RequestId, id: String, histo
     let mut asker = member_of(agent).described();
     asker["ask"] = uuid::Uuid::new_v4().to_string().into();
     let asker = asker.to_string();
+    // Counted as a client attaching (a delete here is refused) until it runs here.
+    let arriving = agent.room.live().count_follower(&id);
     let slow = async move {
         let (journal, meta) = match sessions::claim_from_elsewhere(known, &id, &asker).await {
             Ok(claimed) => claimed,
@@ -62,20 +64,27 @@ pub(super) fn take_over(agent: &mut Agent, request: RequestId, id: String, histo
             }
         }
     };
-    agent.defer(request, ATTACH_METHOD, slow, |agent, outcome| {
-        let reply = match outcome {
-            TakeOver::Ready(id, cwd, replay, reopened) => {
-                running_here(agent, id, cwd, replay, *reopened)
-            }
-            TakeOver::Refused(id, error, followed) => {
-                if let Some(followed) = followed {
-                    agent.following.insert(id, followed);
+    let slow = async move { slow.await.map(|outcome| (outcome, arriving)) };
+    agent.defer(
+        request,
+        ATTACH_METHOD,
+        slow,
+        |agent, (outcome, arriving)| {
+            let reply = match outcome {
+                TakeOver::Ready(id, cwd, replay, reopened) => {
+                    running_here(agent, id, cwd, replay, *reopened)
                 }
-                Err(error)
-            }
-        };
-        async move { reply }.boxed_local()
-    });
+                TakeOver::Refused(id, error, followed) => {
+                    if let Some(followed) = followed {
+                        agent.following.insert(id, followed);
+                    }
+                    Err(error)
+                }
+            };
+            drop(arriving);
+            async move { reply }.boxed_local()
+        },
+    );
 }
 
 fn running_here(

@@ -177,8 +177,9 @@ pub enum ClientAnswer {
     Question(Result<talaria_tools::FormAnswer, talaria_tools::ToolError>),
     /// The decision, or why there is none.
     Intercepted(Result<InterceptDecision, InterceptError>),
-    /// The client whose files and terminals the session was given is no longer attached to
-    /// it (another client goes on with it): the file or command is this machine's.
+    /// The client whose files, terminals and interception the session was given is no
+    /// longer attached to it (another client goes on with it): the file or command is this
+    /// machine's, and no client intercepts the call.
     Local,
 }
 

@@ -42,6 +42,35 @@ pub(crate) struct ClientFiles {
     pub cancel: CancellationToken,
     /// The local disk, for what the client does not take.
     pub local: LocalFiles,
+    /// Where each file was last read from this turn, when reads are delegated: a write goes
+    /// where its file was read, or not at all (the editor that held it left meanwhile).
+    pub read_from: std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, ReadFrom>>,
+}
+
+/// Where a file the turn read came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReadFrom {
+    Editor,
+    Disk,
+}
+
+impl ClientFiles {
+    fn read(&self, path: &Path, from: ReadFrom) {
+        talaria_util::lock(&self.read_from).insert(path.to_path_buf(), from);
+    }
+
+    /// Refuses a write to disk of a file this turn last read from the editor's buffer (the
+    /// editor has left the session since): what was read is not what the disk holds.
+    fn not_read_from_the_editor(&self, path: &Path) -> Result<(), FileError> {
+        match talaria_util::lock(&self.read_from).get(path) {
+            Some(ReadFrom::Editor) => Err(FileError::Other(format!(
+                "not written: {} was read from the editor's buffer this turn, and that editor \
+                 has left the session since; read the file again (from disk now), then edit it",
+                path.display(),
+            ))),
+            _ => Ok(()),
+        }
+    }
 }
 
 impl FileAccess for ClientFiles {
@@ -59,8 +88,14 @@ impl FileAccess for ClientFiles {
                 path: path.to_path_buf(),
             };
             match ask(&self.events, asked, self.cancel.clone(), None).await {
-                Some(ClientAnswer::Read(result)) => result,
-                Some(ClientAnswer::Local) => self.local.read_text(path).await,
+                Some(ClientAnswer::Read(result)) => {
+                    self.read(path, ReadFrom::Editor);
+                    result
+                }
+                Some(ClientAnswer::Local) => {
+                    self.read(path, ReadFrom::Disk);
+                    self.local.read_text(path).await
+                }
                 _ => Err(FileError::Other(NO_ANSWER.into())),
             }
         })
@@ -84,7 +119,10 @@ impl FileAccess for ClientFiles {
             };
             match ask(&self.events, asked, self.cancel.clone(), None).await {
                 Some(ClientAnswer::Wrote(result)) => result,
-                Some(ClientAnswer::Local) => self.local.write_text(path, text).await,
+                Some(ClientAnswer::Local) => {
+                    self.not_read_from_the_editor(path)?;
+                    self.local.write_text(path, text).await
+                }
                 _ => Err(FileError::Other(NO_ANSWER.into())),
             }
         })
@@ -169,6 +207,51 @@ mod tests {
         }
     }
 
+    /// A consumer whose editor reads `buffer` and then leaves: every later request is
+    /// answered `Local`.
+    fn editor_reads_then_leaves(buffer: &'static str) -> mpsc::Sender<EngineEvent> {
+        let (events, mut asked) = mpsc::channel(4);
+        tokio::spawn(async move {
+            let mut first = true;
+            while let Some(EngineEvent::ClientRequest(request)) = asked.recv().await {
+                if std::mem::take(&mut first) {
+                    request.answer(ClientAnswer::Read(Ok(buffer.to_string())));
+                } else {
+                    request.answer(ClientAnswer::Local);
+                }
+            }
+        });
+        events
+    }
+
+    #[tokio::test]
+    async fn a_file_read_from_the_editor_is_not_written_to_disk_once_it_has_left() {
+        let folder = tempfile::tempdir().expect("folder");
+        let path = folder.path().join("a.txt");
+        std::fs::write(&path, "disk line\n").expect("written");
+        let files = ClientFiles {
+            events: editor_reads_then_leaves("unsaved buffer\n"),
+            delegation: delegated(),
+            cancel: CancellationToken::new(),
+            local: LocalFiles::default(),
+            read_from: std::sync::Mutex::default(),
+        };
+        assert_eq!(
+            files.read_text(&path).await.expect("read"),
+            "unsaved buffer\n"
+        );
+        let refused = files.write_text(&path, "edited buffer\n").await;
+        let Err(FileError::Other(why)) = refused else {
+            panic!("written: {refused:?}");
+        };
+        assert!(why.contains("read the file again"), "{why}");
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "disk line\n");
+        // Read again (from disk now), the edit is written.
+        assert_eq!(files.read_text(&path).await.expect("read"), "disk line\n");
+        files.write_text(&path, "edited\n").await.expect("written");
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "edited\n");
+    }
+
     #[tokio::test]
     async fn once_the_client_has_left_files_and_commands_are_this_machines() {
         let folder = tempfile::tempdir().expect("folder");
@@ -178,6 +261,7 @@ mod tests {
             delegation: delegated(),
             cancel: CancellationToken::new(),
             local: LocalFiles::default(),
+            read_from: std::sync::Mutex::default(),
         };
         files.write_text(&path, "on disk\n").await.expect("written");
         assert_eq!(std::fs::read_to_string(&path).expect("read"), "on disk\n");

@@ -845,6 +845,7 @@ impl Turn<'_> {
                     sensitive: self.settings.secrets.paths.clone(),
                     places: self.settings.shell.places(),
                 }),
+                read_from: std::sync::Mutex::default(),
             }),
             commands: Arc::new(crate::client_access::ClientCommands {
                 events: self.events.clone(),

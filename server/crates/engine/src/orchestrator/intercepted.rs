@@ -27,18 +27,22 @@ impl Orchestrator<'_> {
             return Ok(stance);
         }
         match self.intercept(call, InterceptPhase::Before, None).await {
-            Ok(InterceptDecision::Allow) => {
+            // No client intercepts any more (the one that did has left the session).
+            Ok(None) => Ok(stance),
+            Ok(Some(InterceptDecision::Allow)) => {
                 self.note(call, "The client allowed the call.".into());
                 Ok(stance)
             }
-            Ok(InterceptDecision::ReplaceResult { failed, text }) => {
+            Ok(Some(InterceptDecision::ReplaceResult { failed, text })) => {
                 self.note(
                     call,
                     "The client answered for the call; it did not run.".into(),
                 );
                 Err(replaced(failed, text))
             }
-            Ok(InterceptDecision::ReplaceInput(input)) => match self.replace_input(call, input) {
+            Ok(Some(InterceptDecision::ReplaceInput(input))) => match self
+                .replace_input(call, input)
+            {
                 Ok(()) => {
                     let said = format!("The client replaced the input with {}.", call.raw_input);
                     self.note(call, said);
@@ -57,7 +61,9 @@ impl Orchestrator<'_> {
                     )))
                 }
             },
-            Ok(InterceptDecision::Stop(reason)) => Err(self.stop(call, reason, "did not run")),
+            Ok(Some(InterceptDecision::Stop(reason))) => {
+                Err(self.stop(call, reason, "did not run"))
+            }
             Err(error) => {
                 self.note(
                     call,
@@ -85,15 +91,16 @@ impl Orchestrator<'_> {
             .intercept(call, InterceptPhase::After, Some(result))
             .await;
         let new = match decided {
-            Ok(InterceptDecision::Allow) => {
+            Ok(None) => return,
+            Ok(Some(InterceptDecision::Allow)) => {
                 self.note(call, "The client allowed the result.".into());
                 return;
             }
-            Ok(InterceptDecision::ReplaceResult { failed, text }) => {
+            Ok(Some(InterceptDecision::ReplaceResult { failed, text })) => {
                 self.note(call, "The client replaced the result.".into());
                 replaced(failed, text)
             }
-            Ok(InterceptDecision::ReplaceInput(_)) => {
+            Ok(Some(InterceptDecision::ReplaceInput(_))) => {
                 self.note(
                     call,
                     "The client's answer cannot apply after the call: its result was withheld."
@@ -104,7 +111,7 @@ impl Orchestrator<'_> {
                      input after the call ran.",
                 )
             }
-            Ok(InterceptDecision::Stop(reason)) => {
+            Ok(Some(InterceptDecision::Stop(reason))) => {
                 self.stop(call, reason, "ran; its result was withheld")
             }
             Err(error) => {
@@ -137,14 +144,15 @@ impl Orchestrator<'_> {
         ToolOutcome::failed(format!("Stopped by the client: {why}. The turn ends here."))
     }
 
-    /// Sends the call to the client and waits for its decision, at most
+    /// Sends the call to the client and waits for its decision (`None`: no client intercepts
+    /// any more), at most
     /// the interception's timeout (then the request is withdrawn).
     async fn intercept(
         &self,
         call: &Prepared,
         phase: InterceptPhase,
         result: Option<(bool, String)>,
-    ) -> Result<InterceptDecision, InterceptError> {
+    ) -> Result<Option<InterceptDecision>, InterceptError> {
         let asked = ClientAsk::Intercept(InterceptedCall {
             phase,
             tool_call_id: call.id.clone(),
@@ -165,7 +173,9 @@ impl Orchestrator<'_> {
             }
         };
         match answer {
-            Some(ClientAnswer::Intercepted(decided)) => decided,
+            Some(ClientAnswer::Intercepted(decided)) => decided.map(Some),
+            // The client that intercepts has left the session: as for one that does not.
+            Some(ClientAnswer::Local) => Ok(None),
             _ => Err(InterceptError::NoAnswer),
         }
     }
