@@ -56,6 +56,31 @@ impl AcpBridge {
     }
 }
 
+/// How long a request withdrawn from a client that left is given to end.
+const WITHDRAW_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The answer to `ask` when the client asked left the session before answering.
+fn left_before_answering(ask: &ClientAsk) -> ClientAnswer {
+    const LEFT: &str = "the editor that opened the session left it before answering";
+    match ask {
+        ClientAsk::ReadFile { path } => ClientAnswer::Read(Err(FileError::Other(format!(
+            "{LEFT}: {} was not read",
+            path.display()
+        )))),
+        ClientAsk::WriteFile { path, .. } => ClientAnswer::Wrote(Err(FileError::Other(format!(
+            "{LEFT}: whether {} was written in its buffer is not known",
+            path.display()
+        )))),
+        ClientAsk::RunCommand { .. } => ClientAnswer::Ran(Err(ToolError::Client(format!(
+            "{LEFT}: the command's end in its terminal is not known"
+        )))),
+        ClientAsk::Intercept(_) => ClientAnswer::Intercepted(Err(
+            talaria_engine::InterceptError::Client(format!("{LEFT}: the call was not decided")),
+        )),
+        ClientAsk::Permission(_) | ClientAsk::Question { .. } => ClientAnswer::Local,
+    }
+}
+
 fn option(choice: PermissionChoice, server: Option<&str>) -> PermissionOption {
     let (id, name, kind) = match choice {
         PermissionChoice::AllowOnce => (
@@ -148,44 +173,70 @@ impl AcpBridge {
         let bridge = self.clone();
         tokio::spawn(async move {
             let answer = match request.ask.clone() {
-                ClientAsk::ReadFile { .. }
-                | ClientAsk::WriteFile { .. }
-                | ClientAsk::RunCommand { .. }
-                | ClientAsk::Intercept(_)
-                    if !bridge.questions.audience.holds(bridge.opener) =>
-                {
-                    ClientAnswer::Local
-                }
                 ClientAsk::Permission(permission) => ClientAnswer::Permission(
                     bridge.request_permission(permission, &request.cancel).await,
-                ),
-                ClientAsk::ReadFile { path } => {
-                    ClientAnswer::Read(bridge.files(&request.cancel).read_text(&path).await)
-                }
-                ClientAsk::WriteFile { path, text } => ClientAnswer::Wrote(
-                    bridge.files(&request.cancel).write_text(&path, &text).await,
-                ),
-                ClientAsk::RunCommand { spec } => ClientAnswer::Ran(
-                    bridge
-                        .terminal()
-                        .run(spec, &request.cancel, request.progress.clone())
-                        .await,
                 ),
                 ClientAsk::Question { message, schema } => {
                     ClientAnswer::Question(bridge.ask_form(&message, schema, &request.cancel).await)
                 }
-                ClientAsk::Intercept(call) => ClientAnswer::Intercepted(
-                    super::interception::ask(
-                        &bridge.peer,
-                        &bridge.session_id,
-                        call,
-                        &request.cancel,
-                    )
-                    .await,
-                ),
+                _ => bridge.ask_the_opener(&request).await,
             };
             request.answer(answer);
         });
+    }
+
+    /// Asks the client that opened the session (its files, terminals, interception) while it
+    /// stays attached: what it has not answered when it leaves fails (the engine then writes
+    /// nothing more to disk in that turn), and what comes after is this machine's
+    /// (`ClientAnswer::Local`).
+    async fn ask_the_opener(&self, request: &ClientRequest) -> ClientAnswer {
+        let audience = &self.questions.audience;
+        let mut roles = audience.watch_roles();
+        if !audience.holds(self.opener) {
+            return ClientAnswer::Local;
+        }
+        let asked = request.cancel.child_token();
+        let work = self.opener_answer(request, &asked);
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                answer = &mut work => return answer,
+                changed = roles.changed() => {
+                    if changed.is_ok() && audience.holds(self.opener) {
+                        continue;
+                    }
+                    // Withdrawn from the client (`$/cancel_request`), given a moment to go.
+                    asked.cancel();
+                    let _ = tokio::time::timeout(WITHDRAW_WAIT, &mut work).await;
+                    return left_before_answering(&request.ask);
+                }
+            }
+        }
+    }
+
+    /// The opener's answer to `request` (withdrawn when `asked` fires).
+    async fn opener_answer(
+        &self,
+        request: &ClientRequest,
+        asked: &CancellationToken,
+    ) -> ClientAnswer {
+        match request.ask.clone() {
+            ClientAsk::ReadFile { path } => {
+                ClientAnswer::Read(self.files(asked).read_text(&path).await)
+            }
+            ClientAsk::WriteFile { path, text } => {
+                ClientAnswer::Wrote(self.files(asked).write_text(&path, &text).await)
+            }
+            ClientAsk::RunCommand { spec } => ClientAnswer::Ran(
+                self.terminal()
+                    .run(spec, asked, request.progress.clone())
+                    .await,
+            ),
+            ClientAsk::Intercept(call) => ClientAnswer::Intercepted(
+                super::interception::ask(&self.peer, &self.session_id, call, asked).await,
+            ),
+            ClientAsk::Permission(_) | ClientAsk::Question { .. } => ClientAnswer::Local,
+        }
     }
 
     /// Asks the user on the call's card; ends promptly when `cancel` fires.

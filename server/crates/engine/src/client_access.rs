@@ -42,34 +42,32 @@ pub(crate) struct ClientFiles {
     pub cancel: CancellationToken,
     /// The local disk, for what the client does not take.
     pub local: LocalFiles,
-    /// Where each file was last read from this turn, when reads are delegated: a write goes
-    /// where its file was read, or not at all (the editor that held it left meanwhile).
-    pub read_from: std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, ReadFrom>>,
-}
-
-/// Where a file the turn read came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ReadFrom {
-    Editor,
-    Disk,
+    /// Whether the editor answered a file request of this turn: once it has, and has left
+    /// the session since, the turn writes nothing to disk (what it read or wrote there was
+    /// the editor's buffers, not the disk's files).
+    pub editor_answered: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl ClientFiles {
-    fn read(&self, path: &Path, from: ReadFrom) {
-        talaria_util::lock(&self.read_from).insert(path.to_path_buf(), from);
+    fn editor_answered(&self) {
+        self.editor_answered
+            .store(true, std::sync::atomic::Ordering::Release);
     }
 
-    /// Refuses a write to disk of a file this turn last read from the editor's buffer (the
-    /// editor has left the session since): what was read is not what the disk holds.
-    fn not_read_from_the_editor(&self, path: &Path) -> Result<(), FileError> {
-        match talaria_util::lock(&self.read_from).get(path) {
-            Some(ReadFrom::Editor) => Err(FileError::Other(format!(
-                "not written: {} was read from the editor's buffer this turn, and that editor \
-                 has left the session since; read the file again (from disk now), then edit it",
+    /// Refuses a write to disk in a turn whose files the editor answered for.
+    fn not_after_the_editor(&self, path: &Path) -> Result<(), FileError> {
+        if self
+            .editor_answered
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            return Err(FileError::Other(format!(
+                "not written: {} was not written to disk because this turn worked on the \
+                 editor's buffers, and that editor has left the session since; the next turn \
+                 works on this machine's files (read the file again then)",
                 path.display(),
-            ))),
-            _ => Ok(()),
+            )));
         }
+        Ok(())
     }
 }
 
@@ -89,13 +87,10 @@ impl FileAccess for ClientFiles {
             };
             match ask(&self.events, asked, self.cancel.clone(), None).await {
                 Some(ClientAnswer::Read(result)) => {
-                    self.read(path, ReadFrom::Editor);
+                    self.editor_answered();
                     result
                 }
-                Some(ClientAnswer::Local) => {
-                    self.read(path, ReadFrom::Disk);
-                    self.local.read_text(path).await
-                }
+                Some(ClientAnswer::Local) => self.local.read_text(path).await,
                 _ => Err(FileError::Other(NO_ANSWER.into())),
             }
         })
@@ -118,9 +113,12 @@ impl FileAccess for ClientFiles {
                 text: text.to_string(),
             };
             match ask(&self.events, asked, self.cancel.clone(), None).await {
-                Some(ClientAnswer::Wrote(result)) => result,
+                Some(ClientAnswer::Wrote(result)) => {
+                    self.editor_answered();
+                    result
+                }
                 Some(ClientAnswer::Local) => {
-                    self.not_read_from_the_editor(path)?;
+                    self.not_after_the_editor(path)?;
                     self.local.write_text(path, text).await
                 }
                 _ => Err(FileError::Other(NO_ANSWER.into())),
@@ -225,7 +223,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_file_read_from_the_editor_is_not_written_to_disk_once_it_has_left() {
+    async fn a_turn_that_worked_on_the_editors_buffers_writes_nothing_to_disk_once_it_left() {
         let folder = tempfile::tempdir().expect("folder");
         let path = folder.path().join("a.txt");
         std::fs::write(&path, "disk line\n").expect("written");
@@ -234,21 +232,35 @@ mod tests {
             delegation: delegated(),
             cancel: CancellationToken::new(),
             local: LocalFiles::default(),
-            read_from: std::sync::Mutex::default(),
+            editor_answered: std::sync::Arc::default(),
         };
-        assert_eq!(
-            files.read_text(&path).await.expect("read"),
-            "unsaved buffer\n"
-        );
+        let read = files.read_text(&path).await.expect("read");
+        assert_eq!(read, "unsaved buffer\n");
         let refused = files.write_text(&path, "edited buffer\n").await;
         let Err(FileError::Other(why)) = refused else {
             panic!("written: {refused:?}");
         };
-        assert!(why.contains("read the file again"), "{why}");
+        assert!(why.contains("the next turn"), "{why}");
         assert_eq!(std::fs::read_to_string(&path).expect("read"), "disk line\n");
-        // Read again (from disk now), the edit is written.
+        // Read again, from disk now, it is still not written in this turn, nor is another
+        // file (a move's new one).
         assert_eq!(files.read_text(&path).await.expect("read"), "disk line\n");
-        files.write_text(&path, "edited\n").await.expect("written");
+        assert!(files.write_text(&path, "edited\n").await.is_err());
+        let other = folder.path().join("b.txt");
+        assert!(files.write_text(&other, "moved\n").await.is_err());
+        assert!(!other.exists());
+        // The next turn's files are this machine's.
+        let next_turn = ClientFiles {
+            events: client_gone(),
+            delegation: delegated(),
+            cancel: CancellationToken::new(),
+            local: LocalFiles::default(),
+            editor_answered: std::sync::Arc::default(),
+        };
+        next_turn
+            .write_text(&path, "edited\n")
+            .await
+            .expect("written");
         assert_eq!(std::fs::read_to_string(&path).expect("read"), "edited\n");
     }
 
@@ -261,7 +273,7 @@ mod tests {
             delegation: delegated(),
             cancel: CancellationToken::new(),
             local: LocalFiles::default(),
-            read_from: std::sync::Mutex::default(),
+            editor_answered: std::sync::Arc::default(),
         };
         files.write_text(&path, "on disk\n").await.expect("written");
         assert_eq!(std::fs::read_to_string(&path).expect("read"), "on disk\n");

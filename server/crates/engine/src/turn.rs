@@ -215,6 +215,8 @@ pub(crate) struct Turn<'a> {
     steering: spec::Part<&'a crate::steering::SteerInbox, crate::steering::SteerInbox>,
     /// The call the turn opens with instead of a model request (`/agent`).
     opening: Option<ToolCallRequest>,
+    /// Whether the editor answered a file request of this turn (`ClientFiles`).
+    files_from_editor: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Turn<'_> {
@@ -845,7 +847,7 @@ impl Turn<'_> {
                     sensitive: self.settings.secrets.paths.clone(),
                     places: self.settings.shell.places(),
                 }),
-                read_from: std::sync::Mutex::default(),
+                editor_answered: self.files_from_editor.clone(),
             }),
             commands: Arc::new(crate::client_access::ClientCommands {
                 events: self.events.clone(),

@@ -118,6 +118,7 @@ impl<'a> Turn<'a> {
             caller,
             steering,
             opening: None,
+            files_from_editor: Arc::default(),
         }
     }
 }
