@@ -46,6 +46,9 @@ pub(crate) struct ClientFiles {
     /// the session since, the turn writes nothing to disk (what it read or wrote there was
     /// the editor's buffers, not the disk's files).
     pub editor_answered: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Whether this machine's disk answered a delegated file request of this turn (the
+    /// editor had left): the rest of the turn stays on disk.
+    pub disk_answered: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl ClientFiles {
@@ -54,11 +57,26 @@ impl ClientFiles {
             .store(true, std::sync::atomic::Ordering::Release);
     }
 
-    /// Refuses a write to disk in a turn whose files the editor answered for.
-    fn not_after_the_editor(&self, path: &Path) -> Result<(), FileError> {
-        if self
-            .editor_answered
+    /// Whether this turn already worked on this machine's files while reads are delegated
+    /// (the editor had left): it stays on them, so nothing read from disk is written into
+    /// the editor's buffer should the editor come back.
+    fn on_disk(&self) -> bool {
+        self.disk_answered
             .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn disk_answered(&self) {
+        self.disk_answered
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Refuses a change to disk in a turn whose files the editor answered for before it left
+    /// (this machine's disk has answered since).
+    fn not_after_the_editor(&self, path: &Path) -> Result<(), FileError> {
+        if self.on_disk()
+            && self
+                .editor_answered
+                .load(std::sync::atomic::Ordering::Acquire)
         {
             return Err(FileError::Other(format!(
                 "not written: {} was not written to disk because this turn worked on the \
@@ -72,9 +90,13 @@ impl ClientFiles {
 }
 
 impl FileAccess for ClientFiles {
+    fn may_change_disk(&self, path: &Path) -> Result<(), FileError> {
+        self.not_after_the_editor(path)
+    }
+
     fn read_text<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, Result<String, FileError>> {
         Box::pin(async move {
-            if !self.delegation.read_files {
+            if !self.delegation.read_files || self.on_disk() {
                 return self.local.read_text(path).await;
             }
             // The editor opens what it is given by name: where it leads is judged here first
@@ -90,7 +112,10 @@ impl FileAccess for ClientFiles {
                     self.editor_answered();
                     result
                 }
-                Some(ClientAnswer::Local) => self.local.read_text(path).await,
+                Some(ClientAnswer::Local) => {
+                    self.disk_answered();
+                    self.local.read_text(path).await
+                }
                 _ => Err(FileError::Other(NO_ANSWER.into())),
             }
         })
@@ -103,6 +128,10 @@ impl FileAccess for ClientFiles {
     ) -> BoxFuture<'a, Result<(), FileError>> {
         Box::pin(async move {
             if !self.delegation.write_files {
+                return self.local.write_text(path, text).await;
+            }
+            if self.on_disk() {
+                self.not_after_the_editor(path)?;
                 return self.local.write_text(path, text).await;
             }
             if let Err(refused @ FileError::Other(_)) = self.local.judge(path, true).await {
@@ -118,6 +147,7 @@ impl FileAccess for ClientFiles {
                     result
                 }
                 Some(ClientAnswer::Local) => {
+                    self.disk_answered();
                     self.not_after_the_editor(path)?;
                     self.local.write_text(path, text).await
                 }
@@ -233,6 +263,7 @@ mod tests {
             cancel: CancellationToken::new(),
             local: LocalFiles::default(),
             editor_answered: std::sync::Arc::default(),
+            disk_answered: std::sync::Arc::default(),
         };
         let read = files.read_text(&path).await.expect("read");
         assert_eq!(read, "unsaved buffer\n");
@@ -256,12 +287,69 @@ mod tests {
             cancel: CancellationToken::new(),
             local: LocalFiles::default(),
             editor_answered: std::sync::Arc::default(),
+            disk_answered: std::sync::Arc::default(),
         };
         next_turn
             .write_text(&path, "edited\n")
             .await
             .expect("written");
         assert_eq!(std::fs::read_to_string(&path).expect("read"), "edited\n");
+    }
+
+    /// A consumer whose editor is away for the first request and back for the others.
+    fn editor_away_then_back() -> mpsc::Sender<EngineEvent> {
+        let (events, mut asked) = mpsc::channel(4);
+        tokio::spawn(async move {
+            let mut first = true;
+            while let Some(EngineEvent::ClientRequest(request)) = asked.recv().await {
+                if std::mem::take(&mut first) {
+                    request.answer(ClientAnswer::Local);
+                } else {
+                    request.answer(ClientAnswer::Wrote(Ok(())));
+                }
+            }
+        });
+        events
+    }
+
+    #[tokio::test]
+    async fn a_turn_that_read_from_disk_stays_on_disk_when_the_editor_comes_back() {
+        let folder = tempfile::tempdir().expect("folder");
+        let path = folder.path().join("a.txt");
+        std::fs::write(&path, "disk line\n").expect("written");
+        let files = ClientFiles {
+            events: editor_away_then_back(),
+            delegation: delegated(),
+            cancel: CancellationToken::new(),
+            local: LocalFiles::default(),
+            editor_answered: std::sync::Arc::default(),
+            disk_answered: std::sync::Arc::default(),
+        };
+        assert_eq!(files.read_text(&path).await.expect("read"), "disk line\n");
+        // Not asked of the editor (its buffer is not what was read): written to disk.
+        files.write_text(&path, "edited\n").await.expect("written");
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "edited\n");
+        assert!(files.may_change_disk(&path).is_ok());
+    }
+
+    #[tokio::test]
+    async fn nothing_is_removed_from_disk_after_the_editor_answered_and_left() {
+        let folder = tempfile::tempdir().expect("folder");
+        let path = folder.path().join("a.txt");
+        std::fs::write(&path, "disk line\n").expect("written");
+        let files = ClientFiles {
+            events: editor_reads_then_leaves("unsaved buffer\n"),
+            delegation: delegated(),
+            cancel: CancellationToken::new(),
+            local: LocalFiles::default(),
+            editor_answered: std::sync::Arc::default(),
+            disk_answered: std::sync::Arc::default(),
+        };
+        files.read_text(&path).await.expect("read");
+        // Still attached as far as the turn knows: a removal may go on.
+        assert!(files.may_change_disk(&path).is_ok());
+        files.read_text(&path).await.expect("read from disk now");
+        assert!(files.may_change_disk(&path).is_err());
     }
 
     #[tokio::test]
@@ -274,6 +362,7 @@ mod tests {
             cancel: CancellationToken::new(),
             local: LocalFiles::default(),
             editor_answered: std::sync::Arc::default(),
+            disk_answered: std::sync::Arc::default(),
         };
         files.write_text(&path, "on disk\n").await.expect("written");
         assert_eq!(std::fs::read_to_string(&path).expect("read"), "on disk\n");

@@ -215,8 +215,12 @@ pub(crate) struct Turn<'a> {
     steering: spec::Part<&'a crate::steering::SteerInbox, crate::steering::SteerInbox>,
     /// The call the turn opens with instead of a model request (`/agent`).
     opening: Option<ToolCallRequest>,
-    /// Whether the editor answered a file request of this turn (`ClientFiles`).
-    files_from_editor: Arc<std::sync::atomic::AtomicBool>,
+    /// Whether the editor, and whether this machine's disk, answered a delegated file
+    /// request of this turn (`ClientFiles`).
+    files_from_editor: (
+        Arc<std::sync::atomic::AtomicBool>,
+        Arc<std::sync::atomic::AtomicBool>,
+    ),
 }
 
 impl Turn<'_> {
@@ -847,7 +851,8 @@ impl Turn<'_> {
                     sensitive: self.settings.secrets.paths.clone(),
                     places: self.settings.shell.places(),
                 }),
-                editor_answered: self.files_from_editor.clone(),
+                editor_answered: self.files_from_editor.0.clone(),
+                disk_answered: self.files_from_editor.1.clone(),
             }),
             commands: Arc::new(crate::client_access::ClientCommands {
                 events: self.events.clone(),

@@ -118,7 +118,7 @@ impl<'a> Turn<'a> {
             caller,
             steering,
             opening: None,
-            files_from_editor: Arc::default(),
+            files_from_editor: Default::default(),
         }
     }
 }

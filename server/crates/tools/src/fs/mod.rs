@@ -48,6 +48,11 @@ pub trait FileAccess: Send + Sync {
         path: &'a Path,
         text: &'a str,
     ) -> BoxFuture<'a, Result<(), FileError>>;
+    /// Whether `path` may be changed on this machine's disk other than by `write_text` (a
+    /// removal): refused when what the caller knows of the file may not be the disk's.
+    fn may_change_disk(&self, _path: &Path) -> Result<(), FileError> {
+        Ok(())
+    }
 }
 
 /// The local file system, each file opened pinned (`pinned.rs`): no link that appears

@@ -351,6 +351,7 @@ async fn plan_replace(args: &Args, ctx: &ToolContext) -> Result<Vec<Change>, Too
 
 /// Removes a file through the one way to the user's files, judged as the file tools judge.
 async fn remove(ctx: &ToolContext, path: &std::path::Path) -> Result<(), crate::fs::FileError> {
+    ctx.files.may_change_disk(path)?;
     let rules = crate::fs::LinkRules {
         sensitive: ctx.sensitive.clone(),
         places: ctx.shell.places(),
@@ -443,6 +444,52 @@ mod tests {
             )
             .await;
         assert!(missing.content.contains("does not exist"));
+    }
+
+    /// Local files that refuse every change to disk but a write (as the engine's do once the
+    /// editor whose buffers a turn worked on has left).
+    struct NoRemoval(crate::fs::LocalFiles);
+
+    impl crate::fs::FileAccess for NoRemoval {
+        fn read_text<'a>(
+            &'a self,
+            path: &'a std::path::Path,
+        ) -> futures_util::future::BoxFuture<'a, Result<String, crate::fs::FileError>> {
+            self.0.read_text(path)
+        }
+
+        fn write_text<'a>(
+            &'a self,
+            path: &'a std::path::Path,
+            text: &'a str,
+        ) -> futures_util::future::BoxFuture<'a, Result<(), crate::fs::FileError>> {
+            self.0.write_text(path, text)
+        }
+
+        fn may_change_disk(&self, path: &std::path::Path) -> Result<(), crate::fs::FileError> {
+            Err(crate::fs::FileError::Other(format!(
+                "not removed: {}",
+                path.display()
+            )))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_delete_asks_the_files_whether_the_disk_may_change() {
+        let (dir, mut ctx) = setup();
+        ctx.files = std::sync::Arc::new(NoRemoval(crate::fs::LocalFiles::default()));
+        std::fs::write(dir.path().join("b.txt"), "bye\n").expect("write");
+        let delete = "*** Begin Patch\n*** Delete File: b.txt\n*** End Patch";
+        let refused = Patch
+            .call(json!({"mode": "patch", "patch": delete}), &ctx)
+            .await;
+        assert_eq!(refused.status, ToolStatus::Failed, "{}", refused.content);
+        assert!(
+            refused.content.contains("not removed"),
+            "{}",
+            refused.content
+        );
+        assert!(dir.path().join("b.txt").exists());
     }
 
     #[tokio::test]
