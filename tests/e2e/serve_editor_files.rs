@@ -192,3 +192,68 @@ async fn what_the_editor_had_not_answered_when_it_left_fails_and_the_turn_goes_o
     assert!(failed.to_string().contains("not written"), "{failed}");
     assert!(!env.workspace.path().join("left.txt").exists());
 }
+
+#[tokio::test]
+async fn a_subagent_writes_nothing_to_disk_after_its_parent_worked_on_the_editors_buffers() {
+    let env = TestEnv::new(vec![
+        MockReply::tool_call("r1", "read_file", json!({"path": "a.txt"})),
+        MockReply::tool_call("d1", "delegate_task", json!({"goal": "edit a.txt"})),
+        write("w1", "a.txt", "written by the subagent\n"),
+        MockReply::text(&["child done"]),
+        MockReply::text(&["parent done"]),
+    ])
+    .await;
+    env.write_config("mode = \"accept-edits\"\n");
+    std::fs::write(env.workspace.path().join("a.txt"), "disk line\n").expect("written");
+    let served = start(&env, &[]).await;
+    let (mut editor, session) = editor_with_session(&served, &env).await;
+    let mut browser = client(&served, "browser").await;
+    let took = attach(&mut browser, 2, &session, "controller").await;
+    assert_eq!(took["result"]["role"], "controller", "{took}");
+    let ask = prompt(&session, "go");
+    browser
+        .send(json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": ask}))
+        .await;
+    // The parent's read is answered from the editor's buffer (its interception allows it
+    // first); then the editor leaves.
+    let read = loop {
+        let asked = editor.until(asks_the_editor).await;
+        if asked["method"] != INTERCEPT {
+            break asked;
+        }
+        let allow = json!({"action": "allow"});
+        editor
+            .send(json!({"jsonrpc": "2.0", "id": asked["id"], "result": allow}))
+            .await;
+    };
+    assert_eq!(read["method"], "fs/read_text_file", "{read}");
+    let buffer = json!({"content": "unsaved buffer\n"});
+    editor
+        .send(json!({"jsonrpc": "2.0", "id": read["id"], "result": buffer}))
+        .await;
+    let left = editor
+        .call(9, "_session/detach", json!({"sessionId": session}))
+        .await;
+    assert!(left["result"].is_object(), "{left}");
+    let answered = browser
+        .until(|m| m["id"] == 3 && m.get("method").is_none())
+        .await;
+    assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");
+    // The subagent's write, part of the same turn's work, did not reach the disk.
+    let on_disk = std::fs::read_to_string(env.workspace.path().join("a.txt"));
+    let calls: Vec<&Value> = browser
+        .messages
+        .iter()
+        .filter(|m| m["params"]["update"]["status"].is_string())
+        .collect();
+    let asked: Vec<&Value> = editor
+        .messages
+        .iter()
+        .filter(|m| asks_the_editor(m))
+        .collect();
+    assert_eq!(
+        on_disk.expect("on disk"),
+        "disk line\n",
+        "{calls:?} {asked:?}"
+    );
+}

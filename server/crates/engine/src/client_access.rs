@@ -4,12 +4,13 @@
 //! [`ClientRequest`] and awaited.
 
 use std::path::Path;
+use std::sync::atomic::Ordering;
 
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 use talaria_tools::ProgressSink;
 use talaria_tools::{CommandResult, CommandRunner, CommandSpec, LocalRunner};
-use talaria_tools::{FileAccess, FileError, LocalFiles};
+use talaria_tools::{FileAccess, FileError, FileSides, LocalFiles};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -42,42 +43,32 @@ pub(crate) struct ClientFiles {
     pub cancel: CancellationToken,
     /// The local disk, for what the client does not take.
     pub local: LocalFiles,
-    /// Whether the editor answered a file request of this turn: once it has, and has left
-    /// the session since, the turn writes nothing to disk (what it read or wrote there was
-    /// the editor's buffers, not the disk's files).
-    pub editor_answered: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    /// Whether this machine's disk answered a delegated file request of this turn (the
-    /// editor had left): the rest of the turn stays on disk.
-    pub disk_answered: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Which side answered this turn's delegated file requests (shared with its subagents'
+    /// turns): once the editor has, and this machine's disk has since (the editor left),
+    /// the turn writes nothing more to disk; once the disk has, the turn stays on it.
+    pub sides: FileSides,
 }
 
 impl ClientFiles {
     fn editor_answered(&self) {
-        self.editor_answered
-            .store(true, std::sync::atomic::Ordering::Release);
+        self.sides.editor.store(true, Ordering::Release);
     }
 
     /// Whether this turn already worked on this machine's files while reads are delegated
     /// (the editor had left): it stays on them, so nothing read from disk is written into
     /// the editor's buffer should the editor come back.
     fn on_disk(&self) -> bool {
-        self.disk_answered
-            .load(std::sync::atomic::Ordering::Acquire)
+        self.sides.disk.load(Ordering::Acquire)
     }
 
     fn disk_answered(&self) {
-        self.disk_answered
-            .store(true, std::sync::atomic::Ordering::Release);
+        self.sides.disk.store(true, Ordering::Release);
     }
 
     /// Refuses a change to disk in a turn whose files the editor answered for before it left
     /// (this machine's disk has answered since).
     fn not_after_the_editor(&self, path: &Path) -> Result<(), FileError> {
-        if self.on_disk()
-            && self
-                .editor_answered
-                .load(std::sync::atomic::Ordering::Acquire)
-        {
+        if self.on_disk() && self.sides.editor.load(Ordering::Acquire) {
             return Err(FileError::Other(format!(
                 "not written: {} was not written to disk because this turn worked on the \
                  editor's buffers, and that editor has left the session since; the next turn \
@@ -92,6 +83,10 @@ impl ClientFiles {
 impl FileAccess for ClientFiles {
     fn may_change_disk(&self, path: &Path) -> Result<(), FileError> {
         self.not_after_the_editor(path)
+    }
+
+    fn sides(&self) -> Option<FileSides> {
+        Some(self.sides.clone())
     }
 
     fn read_text<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, Result<String, FileError>> {
@@ -262,8 +257,7 @@ mod tests {
             delegation: delegated(),
             cancel: CancellationToken::new(),
             local: LocalFiles::default(),
-            editor_answered: std::sync::Arc::default(),
-            disk_answered: std::sync::Arc::default(),
+            sides: FileSides::default(),
         };
         let read = files.read_text(&path).await.expect("read");
         assert_eq!(read, "unsaved buffer\n");
@@ -286,8 +280,7 @@ mod tests {
             delegation: delegated(),
             cancel: CancellationToken::new(),
             local: LocalFiles::default(),
-            editor_answered: std::sync::Arc::default(),
-            disk_answered: std::sync::Arc::default(),
+            sides: FileSides::default(),
         };
         next_turn
             .write_text(&path, "edited\n")
@@ -322,8 +315,7 @@ mod tests {
             delegation: delegated(),
             cancel: CancellationToken::new(),
             local: LocalFiles::default(),
-            editor_answered: std::sync::Arc::default(),
-            disk_answered: std::sync::Arc::default(),
+            sides: FileSides::default(),
         };
         assert_eq!(files.read_text(&path).await.expect("read"), "disk line\n");
         // Not asked of the editor (its buffer is not what was read): written to disk.
@@ -342,8 +334,7 @@ mod tests {
             delegation: delegated(),
             cancel: CancellationToken::new(),
             local: LocalFiles::default(),
-            editor_answered: std::sync::Arc::default(),
-            disk_answered: std::sync::Arc::default(),
+            sides: FileSides::default(),
         };
         files.read_text(&path).await.expect("read");
         // Still attached as far as the turn knows: a removal may go on.
@@ -361,8 +352,7 @@ mod tests {
             delegation: delegated(),
             cancel: CancellationToken::new(),
             local: LocalFiles::default(),
-            editor_answered: std::sync::Arc::default(),
-            disk_answered: std::sync::Arc::default(),
+            sides: FileSides::default(),
         };
         files.write_text(&path, "on disk\n").await.expect("written");
         assert_eq!(std::fs::read_to_string(&path).expect("read"), "on disk\n");

@@ -143,6 +143,7 @@ pub(crate) async fn run(job: ReviewJob) -> ReviewOutcome {
         sink: &events,
         session: None,
         journal: None,
+        file_sides: None,
     };
     let turn = Turn::new(&settings, &registry, &mut transcript, caller, spec);
     let end = turn.run(UserInput::text(INSTRUCTION)).await;

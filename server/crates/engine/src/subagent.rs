@@ -391,6 +391,7 @@ impl Child<'_> {
             // A subagent is steered by its parent's task, not by the client.
             session: None,
             journal,
+            file_sides: ctx.files.sides(),
         };
         let turn = Turn::new(settings, self.registry, history, caller, spec);
         let outcome = turn.run(UserInput::text(ask)).await.outcome;

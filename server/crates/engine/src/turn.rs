@@ -215,12 +215,9 @@ pub(crate) struct Turn<'a> {
     steering: spec::Part<&'a crate::steering::SteerInbox, crate::steering::SteerInbox>,
     /// The call the turn opens with instead of a model request (`/agent`).
     opening: Option<ToolCallRequest>,
-    /// Whether the editor, and whether this machine's disk, answered a delegated file
-    /// request of this turn (`ClientFiles`).
-    files_from_editor: (
-        Arc<std::sync::atomic::AtomicBool>,
-        Arc<std::sync::atomic::AtomicBool>,
-    ),
+    /// Which side answered this turn's delegated file requests (`ClientFiles`): its own,
+    /// or its parent's for a subagent.
+    file_sides: talaria_tools::FileSides,
 }
 
 impl Turn<'_> {
@@ -851,8 +848,7 @@ impl Turn<'_> {
                     sensitive: self.settings.secrets.paths.clone(),
                     places: self.settings.shell.places(),
                 }),
-                editor_answered: self.files_from_editor.0.clone(),
-                disk_answered: self.files_from_editor.1.clone(),
+                sides: self.file_sides.clone(),
             }),
             commands: Arc::new(crate::client_access::ClientCommands {
                 events: self.events.clone(),

@@ -52,7 +52,7 @@ pub use terminal::Terminal;
 pub use todo::Todo;
 pub use write_file::WriteFile;
 // Where tools meet the user's world: secrets, files and commands.
-pub use fs::{FileAccess, FileError, LinkRules, LocalFiles};
+pub use fs::{FileAccess, FileError, FileSides, LinkRules, LocalFiles};
 pub use sensitive::{PathSecrecy, SensitivePaths, is_env_file};
 pub use shell::launch::spec_variable;
 pub use shell::output::HeadTail;

@@ -32,6 +32,9 @@ pub(crate) struct TurnSpec<'a> {
     pub session: Option<SessionParts<'a>>,
     /// Where its record is saved as it grows (`None`: it is not saved).
     pub journal: Option<&'a mut SessionJournal>,
+    /// Which side answered the file requests of the turn it works for (a subagent's
+    /// parent's: the two are one turn's work on the same files); `None`: its own.
+    pub file_sides: Option<talaria_tools::FileSides>,
 }
 
 /// What the session's own turn shares with the session.
@@ -118,7 +121,7 @@ impl<'a> Turn<'a> {
             caller,
             steering,
             opening: None,
-            files_from_editor: Default::default(),
+            file_sides: spec.file_sides.unwrap_or_default(),
         }
     }
 }

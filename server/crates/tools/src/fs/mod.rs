@@ -53,6 +53,19 @@ pub trait FileAccess: Send + Sync {
     fn may_change_disk(&self, _path: &Path) -> Result<(), FileError> {
         Ok(())
     }
+    /// Which side answered this turn's file requests (files that can be an editor's
+    /// buffers); a subagent's turn shares its parent's.
+    fn sides(&self) -> Option<FileSides> {
+        None
+    }
+}
+
+/// Which side answered a turn's file requests: the editor's buffers, this machine's disk.
+/// Cloning shares them.
+#[derive(Debug, Clone, Default)]
+pub struct FileSides {
+    pub editor: Arc<std::sync::atomic::AtomicBool>,
+    pub disk: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The local file system, each file opened pinned (`pinned.rs`): no link that appears

@@ -52,6 +52,7 @@ impl SessionActor {
                         used_tool_ids: &mut self.used_tool_ids,
                     }),
                     journal: self.journal.as_mut(),
+                    file_sides: None,
                 },
             )
             .opening_with(self.opening.take());
