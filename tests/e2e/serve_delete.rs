@@ -6,8 +6,9 @@
 use serde_json::{Value, json};
 use talaria_harness::MockReply;
 
-use crate::serve_attach::{attach, client, prompt, with_session};
+use crate::serve_attach::{attach, client, is_answer, prompt, with_session};
 use crate::serve_support::*;
+use crate::serve_takeover::handed_over;
 use crate::support::*;
 
 fn delete(session: &str) -> Value {
@@ -43,11 +44,7 @@ async fn a_session_handed_over_is_deleted_neither_where_it_ran_nor_under_a_follo
     attach(&mut phone, 2, &session, "observer").await;
     let taken = attach(&mut phone, 3, &session, "controller").await;
     assert_eq!(taken["result"]["role"], "controller", "{taken}");
-    editor
-        .until(|m| {
-            m["params"]["update"]["_meta"]["talaria/attachment"]["handover"]["state"] == "moved"
-        })
-        .await;
+    editor.until(handed_over).await;
     // Where it ran, the client it was handed from does not delete it: nothing is touched.
     refused(
         &editor.call(3, "session/delete", delete(&session)).await,
@@ -94,9 +91,7 @@ async fn a_client_whose_attach_is_under_way_counts_as_attached() {
         others(&editor.call(4, "session/delete", delete(&session)).await),
         1
     );
-    let attached = browser
-        .until(|m| m["id"] == 2 && m.get("method").is_none())
-        .await;
+    let attached = browser.until(is_answer(2)).await;
     assert_eq!(attached["result"]["role"], "observer", "{attached}");
     let second = editor
         .call(5, "session/prompt", prompt(&session, "second"))

@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 use talaria_harness::MockReply;
 
-use crate::serve_attach::{attach, client, prompt};
+use crate::serve_attach::{attach, client, is_answer, prompt};
 use crate::serve_support::*;
 use crate::support::*;
 
@@ -36,6 +36,28 @@ async fn editor_with_session(served: &Served, env: &TestEnv) -> (Socket, String)
         .await;
     let session = opened["result"]["sessionId"].as_str().expect("id");
     (editor, session.to_string())
+}
+
+/// A `talaria serve` started with `args` (edits accepted) where the editor opened a session
+/// and a browser took control of it: the server (kept alive), the editor, the browser and
+/// the session's id.
+async fn taken_over_by_a_browser(env: &TestEnv, args: &[&str]) -> (Served, Socket, Socket, String) {
+    env.write_config("mode = \"accept-edits\"\n");
+    let served = start(env, args).await;
+    let (editor, session) = editor_with_session(&served, env).await;
+    let mut browser = client(&served, "browser").await;
+    let took = attach(&mut browser, 2, &session, "controller").await;
+    assert_eq!(took["result"]["role"], "controller", "{took}");
+    (served, editor, browser, session)
+}
+
+/// The first call the client was told failed.
+fn failed_call(client: &Socket) -> &Value {
+    client
+        .messages
+        .iter()
+        .find(|m| m["params"]["update"]["status"] == "failed")
+        .unwrap_or_else(|| panic!("no failed call: {:?}", client.messages))
 }
 
 /// Answers the editor's requests (a read: no such file; a write: done; an interception:
@@ -128,12 +150,8 @@ async fn a_turn_waiting_on_an_editor_that_dropped_goes_on_once_its_connection_is
         MockReply::text(&["went on"]),
     ])
     .await;
-    env.write_config("mode = \"accept-edits\"\n");
-    let served = start(&env, &["--reconnect-window", "2"]).await;
-    let (editor, session) = editor_with_session(&served, &env).await;
-    let mut browser = client(&served, "browser").await;
-    let took = attach(&mut browser, 2, &session, "controller").await;
-    assert_eq!(took["result"]["role"], "controller", "{took}");
+    let (_served, editor, mut browser, session) =
+        taken_over_by_a_browser(&env, &["--reconnect-window", "2"]).await;
     // The editor's socket drops: it stays attached for the reconnect window, so the turn's
     // file requests go to it, and nothing answers them.
     editor.drop_now();
@@ -146,11 +164,7 @@ async fn a_turn_waiting_on_an_editor_that_dropped_goes_on_once_its_connection_is
     assert!(asked.elapsed() < std::time::Duration::from_secs(15));
     // What the turn asked of the editor failed with its connection, and the turn, having
     // worked on the editor's buffers, wrote nothing to disk.
-    let failed = browser
-        .messages
-        .iter()
-        .find(|m| m["params"]["update"]["status"] == "failed")
-        .unwrap_or_else(|| panic!("no failed call: {:?}", browser.messages));
+    let failed = failed_call(&browser);
     assert!(failed.to_string().contains("not written"), "{failed}");
     assert!(!env.workspace.path().join("dropped.txt").exists());
 }
@@ -162,12 +176,7 @@ async fn what_the_editor_had_not_answered_when_it_left_fails_and_the_turn_goes_o
         MockReply::text(&["went on"]),
     ])
     .await;
-    env.write_config("mode = \"accept-edits\"\n");
-    let served = start(&env, &[]).await;
-    let (mut editor, session) = editor_with_session(&served, &env).await;
-    let mut browser = client(&served, "browser").await;
-    let took = attach(&mut browser, 2, &session, "controller").await;
-    assert_eq!(took["result"]["role"], "controller", "{took}");
+    let (_served, mut editor, mut browser, session) = taken_over_by_a_browser(&env, &[]).await;
     let ask = prompt(&session, "write it");
     browser
         .send(json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": ask}))
@@ -179,15 +188,9 @@ async fn what_the_editor_had_not_answered_when_it_left_fails_and_the_turn_goes_o
         .call(9, "_session/detach", json!({"sessionId": session}))
         .await;
     assert!(left["result"].is_object(), "{left}");
-    let answered = browser
-        .until(|m| m["id"] == 3 && m.get("method").is_none())
-        .await;
+    let answered = browser.until(is_answer(3)).await;
     assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");
-    let failed = browser
-        .messages
-        .iter()
-        .find(|m| m["params"]["update"]["status"] == "failed")
-        .unwrap_or_else(|| panic!("no failed call: {:?}", browser.messages));
+    let failed = failed_call(&browser);
     // Its read failed, and a turn that worked on the editor's buffers writes nothing to disk.
     assert!(failed.to_string().contains("not written"), "{failed}");
     assert!(!env.workspace.path().join("left.txt").exists());
@@ -203,13 +206,8 @@ async fn a_subagent_writes_nothing_to_disk_after_its_parent_worked_on_the_editor
         MockReply::text(&["parent done"]),
     ])
     .await;
-    env.write_config("mode = \"accept-edits\"\n");
     std::fs::write(env.workspace.path().join("a.txt"), "disk line\n").expect("written");
-    let served = start(&env, &[]).await;
-    let (mut editor, session) = editor_with_session(&served, &env).await;
-    let mut browser = client(&served, "browser").await;
-    let took = attach(&mut browser, 2, &session, "controller").await;
-    assert_eq!(took["result"]["role"], "controller", "{took}");
+    let (_served, mut editor, mut browser, session) = taken_over_by_a_browser(&env, &[]).await;
     let ask = prompt(&session, "go");
     browser
         .send(json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": ask}))
@@ -235,9 +233,7 @@ async fn a_subagent_writes_nothing_to_disk_after_its_parent_worked_on_the_editor
         .call(9, "_session/detach", json!({"sessionId": session}))
         .await;
     assert!(left["result"].is_object(), "{left}");
-    let answered = browser
-        .until(|m| m["id"] == 3 && m.get("method").is_none())
-        .await;
+    let answered = browser.until(is_answer(3)).await;
     assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");
     // The subagent's write, part of the same turn's work, did not reach the disk.
     let on_disk = std::fs::read_to_string(env.workspace.path().join("a.txt"));

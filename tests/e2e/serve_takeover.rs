@@ -26,7 +26,7 @@ fn texts(socket: &Socket) -> Vec<String> {
 }
 
 /// Whether `m` tells that the session was handed to another process.
-fn handed_over(m: &Value) -> bool {
+pub(crate) fn handed_over(m: &Value) -> bool {
     m["params"]["update"]["_meta"]["talaria/attachment"]["handover"]["state"] == "moved"
 }
 

@@ -108,7 +108,7 @@ pub(super) fn attach(agent: &mut Agent, request: RequestId, params: &Value) -> O
     let member = member_of(agent);
     let updates = session.updates.clone();
     // Counted as attached (a delete is refused) from now until it has joined or failed.
-    let arriving = session.audience.arriving();
+    let arriving = agent.room.live().mark_client(&id);
     let slow = async move {
         let _arriving = arriving;
         let after = match followed {

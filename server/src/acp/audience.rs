@@ -369,7 +369,7 @@ pub(super) fn refuse_delete_while_shared(agent: &Agent, id: &str) -> Result<(), 
         .map(|session| session.audience.clone())
         .or_else(|| Some(agent.room.live().find::<LiveSession>(id)?.audience.clone()));
     let attached = audience.map_or(0, |audience| audience.others_than(agent.member));
-    let others = attached + agent.room.live().followers(id);
+    let others = attached + agent.room.live().marked_clients(id);
     if others == 0 {
         return Ok(());
     }

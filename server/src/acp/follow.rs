@@ -58,7 +58,7 @@ fn start(agent: &mut Agent, id: String, history: bool, transcript: Transcript) -
     };
     let (shown, shown_rx) = tokio::sync::oneshot::channel();
     let member = super::state::member_of(agent);
-    let counted = agent.room.live().count_follower(&id);
+    let counted = agent.room.live().mark_client(&id);
     let followed = Followed::start(&member, (&id, counted), journal, transcript, history, shown);
     agent.following.insert(id.clone(), followed);
     // The answer follows the record shown.
@@ -81,7 +81,7 @@ impl Followed {
     /// `history`; `shown` is told once it is), counted among its followers by `counted`.
     pub(super) fn start(
         member: &Member,
-        (id, counted): (&str, crate::sessions::FollowerMark),
+        (id, counted): (&str, crate::sessions::ClientMark),
         journal: Journal,
         so_far: Transcript,
         history: bool,

@@ -82,7 +82,7 @@ impl Handover {
     async fn run(self) {
         // Counted as a client of this process following it (a delete here is refused) from
         // the ask until its clients follow it there, or it stays.
-        let _handing_over = self.live.count_follower(&self.id);
+        let _handing_over = self.live.mark_client(&self.id);
         self.tell(Some("moving"));
         // Its asker must be alive when the session closes: an ask renewed just now.
         if !self.idle_while_asked().await || !self.still_asked(JUST_RENEWED_MS).await {
@@ -184,7 +184,7 @@ impl Handover {
         for member in audience.members() {
             let (shown, _) = tokio::sync::oneshot::channel();
             let journal = self.journal.clone();
-            let counted = self.live.count_follower(&self.id);
+            let counted = self.live.mark_client(&self.id);
             let place = (self.id.as_str(), counted);
             let followed = Followed::start(&member, place, journal, so_far.clone(), false, shown);
             audience.follow_elsewhere(member.id, followed);

@@ -116,17 +116,6 @@ pub struct Audience {
     roles: tokio::sync::watch::Sender<u64>,
 }
 
-/// A client attaching to a session (`Audience::arriving`): dropped once it has joined or
-/// failed to.
-pub struct Arriving(Arc<Audience>);
-
-impl Drop for Arriving {
-    fn drop(&mut self) {
-        let mut attached = lock(&self.0.attached);
-        attached.arriving = attached.arriving.saturating_sub(1);
-    }
-}
-
 /// How the session's writer hands a message to one client (`Audience::delivery`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Delivery {
@@ -203,8 +192,6 @@ struct Attached {
     askers: HashMap<MemberId, (Peer, usize)>,
     /// Clients being shown the session so far, and what came since, kept for them.
     catching_up: HashMap<MemberId, KeptFor>,
-    /// Clients whose attach is under way, not yet members (`Audience::arriving`).
-    arriving: usize,
 }
 
 impl Attached {
@@ -238,21 +225,15 @@ impl Audience {
         lock(&self.attached).members.clone()
     }
 
-    /// A client's attach is under way: counted as attached until the mark drops.
-    pub fn arriving(self: &Arc<Self>) -> Arriving {
-        lock(&self.attached).arriving += 1;
-        Arriving(self.clone())
-    }
-
-    /// How many clients other than `id` are attached, arriving, or following the session
-    /// from here where it was handed to.
+    /// How many clients other than `id` are attached, or following the session from here
+    /// where it was handed to.
     pub fn others_than(&self, id: MemberId) -> usize {
         let attached = lock(&self.attached);
         let mut others: std::collections::HashSet<MemberId> =
             attached.members.iter().map(|m| m.id).collect();
         others.extend(attached.followers.keys());
         others.remove(&id);
-        others.len() + attached.arriving
+        others.len()
     }
 
     pub fn member(&self, id: MemberId) -> Option<Member> {
@@ -568,7 +549,7 @@ pub struct Deferred {
 pub struct Followed {
     pub _stop: tokio_util::sync::DropGuard,
     /// Counted among the session's followers in this process while it lives.
-    pub _counted: crate::sessions::FollowerMark,
+    pub _counted: crate::sessions::ClientMark,
     pub catch_up: tokio_util::sync::CancellationToken,
     pub caught_up: tokio::sync::oneshot::Receiver<Option<EntryId>>,
 }

@@ -34,7 +34,7 @@ pub(super) fn take_over(agent: &mut Agent, request: RequestId, id: String, histo
     asker["ask"] = uuid::Uuid::new_v4().to_string().into();
     let asker = asker.to_string();
     // Counted as a client attaching (a delete here is refused) until it runs here.
-    let arriving = agent.room.live().count_follower(&id);
+    let arriving = agent.room.live().mark_client(&id);
     let slow = async move {
         let (journal, meta) = match sessions::claim_from_elsewhere(known, &id, &asker).await {
             Ok(claimed) => claimed,

@@ -46,7 +46,7 @@ pub use fork::prepare as prepare_fork;
 pub use launch::{
     Assembled, ClientAbilities, Launch, Place, Ready, SessionTaps, load_config, ready_session,
 };
-pub use process_shared::{FollowerMark, LiveSessions, ProcessShared};
+pub use process_shared::{ClientMark, LiveSessions, ProcessShared};
 pub use room::{SessionRoom, StartContext};
 pub use server_window::local_server_report;
 pub use stored::{

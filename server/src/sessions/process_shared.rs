@@ -34,9 +34,10 @@ pub struct ProcessShared {
 #[derive(Clone, Default)]
 pub struct LiveSessions {
     by_id: Arc<Mutex<HashMap<String, Arc<dyn Any + Send + Sync>>>>,
-    /// How many clients of this process follow each session another process runs (a delete
-    /// counts them as attached).
-    followers: Arc<Mutex<HashMap<String, usize>>>,
+    /// How many clients of this process hold each session without its audience showing
+    /// them (a delete counts them as attached): following it where another process runs
+    /// it, attaching, taking it over, or being handed it.
+    marked: Arc<Mutex<HashMap<String, usize>>>,
     /// Whether the process watches the store for its sessions being asked for (started
     /// once, by the first session of a process serving many connections).
     watched: Arc<std::sync::atomic::AtomicBool>,
@@ -67,21 +68,21 @@ impl LiveSessions {
         !self.watched.swap(true, std::sync::atomic::Ordering::AcqRel)
     }
 
-    /// A client of this process follows session `id`, run by another process, until the
-    /// returned mark drops.
-    pub fn count_follower(&self, id: &str) -> FollowerMark {
-        *talaria_util::lock(&self.followers)
+    /// A client of this process holds session `id` (follows it elsewhere, attaches, takes
+    /// it over, hands it over) until the returned mark drops.
+    pub fn mark_client(&self, id: &str) -> ClientMark {
+        *talaria_util::lock(&self.marked)
             .entry(id.to_string())
             .or_default() += 1;
-        FollowerMark {
-            followers: self.followers.clone(),
+        ClientMark {
+            marked: self.marked.clone(),
             id: id.to_string(),
         }
     }
 
-    /// How many clients of this process follow session `id`.
-    pub fn followers(&self, id: &str) -> usize {
-        talaria_util::lock(&self.followers)
+    /// How many clients of this process hold session `id` (`mark_client`).
+    pub fn marked_clients(&self, id: &str) -> usize {
+        talaria_util::lock(&self.marked)
             .get(id)
             .copied()
             .unwrap_or(0)
@@ -93,20 +94,20 @@ impl LiveSessions {
     }
 }
 
-/// One client following a session (`LiveSessions::count_follower`): dropped, it is no
-/// longer counted.
-pub struct FollowerMark {
-    followers: Arc<Mutex<HashMap<String, usize>>>,
+/// One client holding a session (`LiveSessions::mark_client`): dropped, it is no longer
+/// counted.
+pub struct ClientMark {
+    marked: Arc<Mutex<HashMap<String, usize>>>,
     id: String,
 }
 
-impl Drop for FollowerMark {
+impl Drop for ClientMark {
     fn drop(&mut self) {
-        let mut followers = talaria_util::lock(&self.followers);
-        if let Some(count) = followers.get_mut(&self.id) {
+        let mut marked = talaria_util::lock(&self.marked);
+        if let Some(count) = marked.get_mut(&self.id) {
             *count = count.saturating_sub(1);
             if *count == 0 {
-                followers.remove(&self.id);
+                marked.remove(&self.id);
             }
         }
     }

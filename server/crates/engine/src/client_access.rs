@@ -221,6 +221,17 @@ mod tests {
         events
     }
 
+    /// A turn's files, delegated to the client `events` reaches.
+    fn delegated_files(events: mpsc::Sender<EngineEvent>) -> ClientFiles {
+        ClientFiles {
+            events,
+            delegation: delegated(),
+            cancel: CancellationToken::new(),
+            local: LocalFiles::default(),
+            sides: FileSides::default(),
+        }
+    }
+
     fn delegated() -> Delegation {
         Delegation {
             read_files: true,
@@ -252,13 +263,7 @@ mod tests {
         let folder = tempfile::tempdir().expect("folder");
         let path = folder.path().join("a.txt");
         std::fs::write(&path, "disk line\n").expect("written");
-        let files = ClientFiles {
-            events: editor_reads_then_leaves("unsaved buffer\n"),
-            delegation: delegated(),
-            cancel: CancellationToken::new(),
-            local: LocalFiles::default(),
-            sides: FileSides::default(),
-        };
+        let files = delegated_files(editor_reads_then_leaves("unsaved buffer\n"));
         let read = files.read_text(&path).await.expect("read");
         assert_eq!(read, "unsaved buffer\n");
         let refused = files.write_text(&path, "edited buffer\n").await;
@@ -275,13 +280,7 @@ mod tests {
         assert!(files.write_text(&other, "moved\n").await.is_err());
         assert!(!other.exists());
         // The next turn's files are this machine's.
-        let next_turn = ClientFiles {
-            events: client_gone(),
-            delegation: delegated(),
-            cancel: CancellationToken::new(),
-            local: LocalFiles::default(),
-            sides: FileSides::default(),
-        };
+        let next_turn = delegated_files(client_gone());
         next_turn
             .write_text(&path, "edited\n")
             .await
@@ -310,13 +309,7 @@ mod tests {
         let folder = tempfile::tempdir().expect("folder");
         let path = folder.path().join("a.txt");
         std::fs::write(&path, "disk line\n").expect("written");
-        let files = ClientFiles {
-            events: editor_away_then_back(),
-            delegation: delegated(),
-            cancel: CancellationToken::new(),
-            local: LocalFiles::default(),
-            sides: FileSides::default(),
-        };
+        let files = delegated_files(editor_away_then_back());
         assert_eq!(files.read_text(&path).await.expect("read"), "disk line\n");
         // Not asked of the editor (its buffer is not what was read): written to disk.
         files.write_text(&path, "edited\n").await.expect("written");
@@ -329,13 +322,7 @@ mod tests {
         let folder = tempfile::tempdir().expect("folder");
         let path = folder.path().join("a.txt");
         std::fs::write(&path, "disk line\n").expect("written");
-        let files = ClientFiles {
-            events: editor_reads_then_leaves("unsaved buffer\n"),
-            delegation: delegated(),
-            cancel: CancellationToken::new(),
-            local: LocalFiles::default(),
-            sides: FileSides::default(),
-        };
+        let files = delegated_files(editor_reads_then_leaves("unsaved buffer\n"));
         files.read_text(&path).await.expect("read");
         // Still attached as far as the turn knows: a removal may go on.
         assert!(files.may_change_disk(&path).is_ok());
@@ -347,13 +334,7 @@ mod tests {
     async fn once_the_client_has_left_files_and_commands_are_this_machines() {
         let folder = tempfile::tempdir().expect("folder");
         let path = folder.path().join("left.txt");
-        let files = ClientFiles {
-            events: client_gone(),
-            delegation: delegated(),
-            cancel: CancellationToken::new(),
-            local: LocalFiles::default(),
-            sides: FileSides::default(),
-        };
+        let files = delegated_files(client_gone());
         files.write_text(&path, "on disk\n").await.expect("written");
         assert_eq!(std::fs::read_to_string(&path).expect("read"), "on disk\n");
         assert_eq!(files.read_text(&path).await.expect("read"), "on disk\n");
