@@ -37,11 +37,28 @@ fn running_as_root() -> bool {
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
+/// A port for a new cluster: below the kernel's ephemeral range (so no client socket of
+/// another test takes it as its local port while the cluster is down between a stop and a
+/// start), free when chosen, and never handed to two clusters of this process.
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+    use std::hash::BuildHasher;
+    static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let low = 10_000u16.min(ephemeral_low / 2);
+    let span = u64::from(ephemeral_low.saturating_sub(low).max(1));
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+    for attempt in 0..1000u64 {
+        let pick = std::collections::hash_map::RandomState::new().hash_one(attempt) % span;
+        let port = low + u16::try_from(pick).unwrap_or(0);
+        if !handed_out.contains(&port) && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            handed_out.push(port);
+            return port;
+        }
+    }
+    panic!("no free port below the ephemeral range")
 }
 
 impl TestCluster {
@@ -54,8 +71,8 @@ impl TestCluster {
     pub fn start_with(settings: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("dir");
         let as_user = running_as_root().then_some("nobody");
-        let cluster = Self::init(dir, as_user, settings);
-        cluster.pg_ctl("start");
+        let mut cluster = Self::init(dir, as_user, settings);
+        cluster.start_on_a_free_port();
         cluster
     }
 
@@ -102,7 +119,8 @@ impl TestCluster {
         let hba = cluster.data.join("pg_hba.conf");
         let rules = std::fs::read_to_string(&hba).expect("pg_hba.conf");
         std::fs::write(&hba, format!("hostnossl all all all reject\n{rules}")).expect("hba");
-        cluster.pg_ctl("start");
+        let mut cluster = cluster;
+        cluster.start_on_a_free_port();
         cluster
     }
 
@@ -150,7 +168,16 @@ impl TestCluster {
 
     /// Runs `program` as the cluster's user.
     pub fn run(&self, program: &Path, args: &[&str]) {
-        let status = match self.as_user {
+        assert!(
+            self.runs(program, args),
+            "{} {args:?} failed",
+            program.display()
+        );
+    }
+
+    /// Whether `program`, run as the cluster's user, succeeded.
+    fn runs(&self, program: &Path, args: &[&str]) -> bool {
+        match self.as_user {
             Some(user) => Command::new("runuser")
                 .args(["-u", user, "--"])
                 .arg(program)
@@ -163,11 +190,39 @@ impl TestCluster {
                 .stdout(std::process::Stdio::null())
                 .status(),
         }
-        .expect("runs");
-        assert!(status.success(), "{} {args:?} failed", program.display());
+        .expect("runs")
+        .success()
+    }
+
+    /// Starts the server; when its port was taken meanwhile (by anything on the machine),
+    /// on another free port.
+    fn start_on_a_free_port(&mut self) {
+        for _ in 0..5 {
+            if self.pg_ctl_succeeds("start") {
+                return;
+            }
+            let log = self.log();
+            if !log.contains("could not bind") && !log.contains("could not create any TCP/IP") {
+                panic!("the test cluster did not start; its log:\n{log}");
+            }
+            self.port = free_port();
+        }
+        panic!("the test cluster found no port; its log:\n{}", self.log());
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.data.join("log")).unwrap_or_default()
     }
 
     fn pg_ctl(&self, action: &str) {
+        assert!(
+            self.pg_ctl_succeeds(action),
+            "pg_ctl {action} failed; the cluster's log:\n{}",
+            self.log()
+        );
+    }
+
+    fn pg_ctl_succeeds(&self, action: &str) -> bool {
         let data = self.data.display().to_string();
         let mut options = format!(
             "-p {} -k {data} -c listen_addresses=127.0.0.1 -c fsync=off",
@@ -183,7 +238,7 @@ impl TestCluster {
             args.extend(["-m", "immediate"]);
         }
         args.push(action);
-        self.run(&self.bin.join("pg_ctl"), &args);
+        self.runs(&self.bin.join("pg_ctl"), &args)
     }
 
     /// Stops the server at once (connections dropped, as in a crash).
@@ -286,5 +341,33 @@ impl Drop for TestCluster {
                 .stdout(std::process::Stdio::null())
                 .status(),
         };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cluster_whose_port_was_taken_before_it_started_starts_on_another() {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut cluster = TestCluster::init(dir, running_as_root().then_some("nobody"), &[]);
+        let taken = std::net::TcpListener::bind(("127.0.0.1", cluster.port)).expect("the port");
+        cluster.start_on_a_free_port();
+        assert_ne!(cluster.port, taken.local_addr().expect("address").port());
+        cluster
+            .admin()
+            .batch_execute("SELECT 1")
+            .expect("the cluster answers");
+    }
+
+    #[test]
+    fn ports_are_below_the_ephemeral_range_and_never_handed_out_twice() {
+        let ports: Vec<u16> = (0..50).map(|_| free_port()).collect();
+        let mut distinct = ports.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), ports.len());
+        assert!(ports.iter().all(|port| *port < 32768 && *port >= 10_000));
     }
 }
