@@ -27,3 +27,50 @@ fn the_agent_is_linked_with_packed_relative_relocations() {
         "the build script asked for -z pack-relative-relocs but the binary has no DT_RELR"
     );
 }
+
+/// The agent's stderr at debug level, from a start with nothing on stdin.
+#[allow(clippy::expect_used)]
+fn debug_log_of_a_start() -> String {
+    let home = tempfile::tempdir().expect("home");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_talaria"))
+        .env("TALARIA_HOME", home.path())
+        .env("TALARIA_LOG", "talaria=debug")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("the agent runs");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn the_agent_gives_back_its_relocation_tables_pages_at_start() {
+    const PAGE: usize = 4096;
+    let binary = std::fs::read(env!("CARGO_BIN_EXE_talaria")).expect("the agent binary");
+    let sections = elf::Elf::parse(&binary)
+        .and_then(|elf| elf.sections())
+        .expect("sections");
+    let tables: Vec<usize> = sections
+        .iter()
+        .filter(|s| s.name == ".rela.dyn" || s.name == ".relr.dyn")
+        .map(|s| s.size)
+        .collect();
+    // Each table's whole pages: all but at most the first and last page it touches.
+    let at_least: usize = tables
+        .iter()
+        .map(|size| size.saturating_sub(2 * PAGE))
+        .sum();
+    let log = debug_log_of_a_start();
+    let released: usize = log
+        .split("relocation_bytes_released=")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no release logged:\n{log}"));
+    assert!(
+        released >= at_least && released <= tables.iter().sum(),
+        "released {released} bytes of tables {tables:?}"
+    );
+    assert!(
+        at_least > 0,
+        "this build has tables of {tables:?}: nothing to check"
+    );
+}
