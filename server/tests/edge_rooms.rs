@@ -208,6 +208,21 @@ fn siblings_named(named: &Named) -> Vec<String> {
     found
 }
 
+/// The state's child modules (`acp/state/<name>.rs`): each name and text.
+fn state_children(acp: &std::path::Path) -> Vec<(String, String)> {
+    let Ok(entries) = std::fs::read_dir(acp.join("state")) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let path = entry.path();
+            let name = path.file_stem()?.to_str()?.to_string();
+            Some((name, std::fs::read_to_string(&path).ok()?))
+        })
+        .collect()
+}
+
 #[test]
 fn the_wire_rooms_state_is_a_leaf_and_its_front_only_declares() {
     let acp = server_src().join("acp");
@@ -216,11 +231,27 @@ fn the_wire_rooms_state_is_a_leaf_and_its_front_only_declares() {
         state.contains("pub struct Agent"),
         "the edge's shared state (the agent) lives in server/src/acp/state.rs"
     );
-    let found = siblings_named(&Named::of(&state));
+    // Its own children (`acp/state/*.rs`) it may declare; they import no sibling either
+    // (their `super` is the state itself).
+    let children = state_children(&acp);
+    let found: Vec<String> = siblings_named(&Named::of(&state))
+        .into_iter()
+        .filter(|m| !children.iter().any(|(name, _)| *m == format!("mod {name}")))
+        .collect();
     assert!(
         found.is_empty(),
         "acp/state.rs imports its siblings: {found:?}"
     );
+    for (name, text) in &children {
+        let found: Vec<String> = siblings_named(&Named::of(text))
+            .into_iter()
+            .filter(|path| !path.starts_with("super::") && !path.starts_with("crate::acp::state"))
+            .collect();
+        assert!(
+            found.is_empty(),
+            "acp/state/{name}.rs imports the state's siblings: {found:?}"
+        );
+    }
     // `acp/mod.rs` declares modules and re-exports; it holds no state and no handler.
     let front = std::fs::read_to_string(acp.join("mod.rs")).unwrap_or_default();
     let kept = front_items(&front);
