@@ -40,6 +40,9 @@ pub mod elf {
     pub const DT_NULL: u64 = 0;
     pub const DT_RELA: u64 = 7;
     pub const DT_RELASZ: u64 = 8;
+    pub const DT_TEXTREL: u64 = 22;
+    pub const DT_FLAGS: u64 = 30;
+    pub const DF_TEXTREL: u64 = 4;
     pub const DT_RELRSZ: u64 = 35;
     pub const DT_RELR: u64 = 36;
 }
@@ -98,12 +101,15 @@ pub fn releasable_range(
 
 /// The relocation tables' addresses and sizes (`DT_RELA`, and `DT_RELR` where relative
 /// relocations are packed) from the dynamic section's `(tag, value)` entries, read up to
-/// `DT_NULL`.
+/// `DT_NULL`. None for a program with text relocations: the loader wrote into its
+/// read-only segments, so a page there may differ from the file.
 pub fn relocation_tables(dynamic: impl IntoIterator<Item = (u64, u64)>) -> Vec<(u64, u64)> {
     let (mut rela, mut rela_size, mut relr, mut relr_size) = (None, None, None, None);
     for (tag, value) in dynamic {
         match tag {
             elf::DT_NULL => break,
+            elf::DT_TEXTREL => return Vec::new(),
+            elf::DT_FLAGS if value & elf::DF_TEXTREL != 0 => return Vec::new(),
             elf::DT_RELA => rela = Some(value),
             elf::DT_RELASZ => rela_size = Some(value),
             elf::DT_RELR => relr = Some(value),

@@ -124,6 +124,17 @@ fn the_tables_are_read_from_the_dynamic_entries_up_to_their_end() {
     assert_eq!(relocation_tables([(elf::DT_RELRSZ, 0x600)]), vec![]);
 }
 
+#[test]
+fn a_program_with_text_relocations_releases_nothing() {
+    let table = [(elf::DT_RELA, 0x2ce8), (elf::DT_RELASZ, 0xb_4360)];
+    let textrel = [(elf::DT_TEXTREL, 0), table[0], table[1]];
+    let flagged = [table[0], table[1], (elf::DT_FLAGS, elf::DF_TEXTREL | 8)];
+    let bind_now_only = [table[0], table[1], (elf::DT_FLAGS, 8)];
+    assert_eq!(relocation_tables(textrel), vec![]);
+    assert_eq!(relocation_tables(flagged), vec![]);
+    assert_eq!(relocation_tables(bind_now_only), vec![(0x2ce8, 0xb_4360)]);
+}
+
 /// The resident size of this process's mappings of its own binary, from `smaps`.
 #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
 fn resident_kb_of_own_binary() -> u64 {
