@@ -206,8 +206,8 @@ fn main() -> std::process::ExitCode {
         _ => {}
     }
     // The loader read the relocation table before `main` and nothing reads it again: its
-    // pages go back (0.7 MB in the release archives, linked for glibc 2.28; ARCHITECTURE.md,
-    // "Memory").
+    // pages leave the agent's resident memory (0.7 MB in the release archives, linked for
+    // glibc 2.28; ARCHITECTURE.md, "Memory").
     let relocation_bytes_released = talaria_pages::release_relocation_table();
     // The agent's memory holds keys: not dumpable, no core file.
     talaria_sandbox::protect_this_process();

@@ -1,5 +1,5 @@
-//! Gives the kernel back the pages of the agent's own relocation table once the loader has
-//! applied it.
+//! Drops the pages of the agent's own relocation tables from its resident memory once the
+//! loader has applied them.
 //!
 //! A position-independent binary linked for a glibc older than 2.36 (the release archives'
 //! floor) carries its relative relocations as a plain `.rela.dyn`: 24 bytes each, about
@@ -12,7 +12,12 @@
 //! and such pages hold the file's bytes unchanged (nothing can have written them), so a later
 //! read, by anyone, faults the same bytes back in from the file. Pages of the relocated data
 //! (`.data.rel.ro`, the GOT), which differ from the file, are writable or RELRO segments and
-//! never qualify. Every check failing means nothing is released.
+//! never qualify; nor does a range the process's memory map does not show as a mapping of a
+//! file. Every check failing means nothing is released.
+//!
+//! What it saves is the agent's resident set (and so its share of a cgroup's and a
+//! machine's accounting of it, `VmHWM`, PSS): the pages stay in the page cache, one copy for
+//! every process of the binary, which the kernel reclaims as it would any cached file.
 //!
 //! Why a crate of its own: the workspace forbids unsafe code; reading the program's loaded
 //! headers and `madvise` are the two raw operations here, each in one documented block.
@@ -97,6 +102,33 @@ pub fn releasable_range(
         s.kind == elf::PT_GNU_RELRO && from < last && first < to
     });
     (first < last && !overlaps_relro).then_some(first..last)
+}
+
+/// Whether `/proc/self/maps` (`maps`) shows `range` inside one private, non-writable mapping
+/// of a file (an inode): pages that are the file's bytes, which a read faults back in. A
+/// program whose image was copied into anonymous memory (a packer, a remap onto huge pages)
+/// is not: dropping its pages would leave zeros.
+pub fn file_mapping_covers(maps: &str, range: &std::ops::Range<u64>) -> bool {
+    maps.lines().any(|line| {
+        let mut fields = line.split_whitespace();
+        let (Some(span), Some(perms), Some(_offset), Some(_device), Some(inode)) = (
+            fields.next(),
+            fields.next(),
+            fields.next(),
+            fields.next(),
+            fields.next(),
+        ) else {
+            return false;
+        };
+        let Some((from, to)) = span.split_once('-') else {
+            return false;
+        };
+        let (Ok(from), Ok(to)) = (u64::from_str_radix(from, 16), u64::from_str_radix(to, 16))
+        else {
+            return false;
+        };
+        from <= range.start && range.end <= to && perms == "r--p" && inode != "0"
+    })
 }
 
 /// The relocation tables' addresses and sizes (`DT_RELA`, and `DT_RELR` where relative

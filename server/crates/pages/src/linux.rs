@@ -1,7 +1,7 @@
 //! The raw part on Linux: the loaded program's headers (from the auxiliary vector), its
 //! dynamic section, and the `madvise` that drops the pages.
 
-use crate::{Segment, elf, releasable_range, relocation_tables};
+use crate::{Segment, elf, file_mapping_covers, releasable_range, relocation_tables};
 
 /// One dynamic section entry (`Elf64_Dyn`).
 #[repr(C)]
@@ -18,22 +18,30 @@ pub(crate) fn release_relocation_table() -> usize {
     let Some(dynamic) = segments.iter().find(|s| s.kind == elf::PT_DYNAMIC) else {
         return 0;
     };
-    // SAFETY: `getauxval` reads the process's auxiliary vector; any type is a valid query.
-    let page = unsafe { libc::getauxval(libc::AT_PAGESZ) };
+    let page = page_size();
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
     relocation_tables(dynamic_entries(bias, dynamic))
         .into_iter()
         .filter_map(|(table, size)| releasable_range(&segments, bias, table, size, page))
+        .filter(|range| file_mapping_covers(&maps, range))
         .map(release)
         .sum()
+}
+
+/// The system's page size.
+pub(crate) fn page_size() -> u64 {
+    // SAFETY: `getauxval` reads the process's auxiliary vector; any type is a valid query.
+    unsafe { libc::getauxval(libc::AT_PAGESZ) }
 }
 
 /// Drops the pages of `range` from this process; the bytes released.
 fn release(range: std::ops::Range<u64>) -> usize {
     let length = (range.end - range.start) as usize;
-    // SAFETY: the range is whole pages of the image's read-only, non-executable, non-RELRO
-    // segment (checked by `releasable_range`): clean copies of the file nothing in this
-    // process can have written, so dropping them changes no byte anyone reads later (a
-    // read faults the same file bytes back in). No Rust reference points into them.
+    // SAFETY: the range is whole pages of a relocation table in the image's read-only,
+    // non-executable, non-RELRO segment (`releasable_range`), mapped privately from a file
+    // (`file_mapping_covers`): clean copies of the file nothing in this process can have
+    // written, so dropping them changes no byte anyone reads later (a read faults the same
+    // file bytes back in). No Rust reference points into them.
     let released = unsafe {
         libc::madvise(
             range.start as usize as *mut libc::c_void,
@@ -44,17 +52,21 @@ fn release(range: std::ops::Range<u64>) -> usize {
     if released == 0 { length } else { 0 }
 }
 
-/// The relocation tables' sizes as loaded, for tests.
+/// The relocation tables' sizes as loaded, and the ranges that may be released, for tests.
 #[cfg(test)]
-pub(crate) fn loaded_table_sizes() -> Vec<u64> {
+pub(crate) fn loaded_tables() -> (Vec<u64>, Vec<std::ops::Range<u64>>) {
     let Some((segments, bias)) = loaded_segments() else {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     };
     let Some(dynamic) = segments.iter().find(|s| s.kind == elf::PT_DYNAMIC) else {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     };
     let tables = relocation_tables(dynamic_entries(bias, dynamic));
-    tables.into_iter().map(|(_, size)| size).collect()
+    let ranges = tables
+        .iter()
+        .filter_map(|(table, size)| releasable_range(&segments, bias, *table, *size, page_size()))
+        .collect();
+    (tables.into_iter().map(|(_, size)| size).collect(), ranges)
 }
 
 /// The program's segments as loaded and its load bias (from its `PT_PHDR`).

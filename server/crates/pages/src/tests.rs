@@ -58,6 +58,27 @@ fn a_table_in_a_writable_or_executable_segment_is_never_released() {
 }
 
 #[test]
+fn a_table_in_a_writable_segment_outside_relro_is_never_released() {
+    let mut image = image();
+    image.push(segment(elf::PT_LOAD, 4 | elf::PF_W, 0x190_0000, 0x1_0000));
+    assert_eq!(
+        releasable_range(&image, BIAS, 0x190_1000, 0x4000, PAGE),
+        None
+    );
+}
+
+#[test]
+fn a_table_only_a_segment_other_than_a_load_covers_is_never_released() {
+    const PT_NOTE: u32 = 4;
+    let mut image = image();
+    image.push(segment(PT_NOTE, 4, 0x200_0000, 0x1_0000));
+    assert_eq!(
+        releasable_range(&image, BIAS, 0x200_1000, 0x4000, PAGE),
+        None
+    );
+}
+
+#[test]
 fn a_table_reaching_past_its_segment_or_outside_any_is_never_released() {
     assert_eq!(
         releasable_range(&image(), BIAS, 0xb5_0000, 0x10000, PAGE),
@@ -135,44 +156,73 @@ fn a_program_with_text_relocations_releases_nothing() {
     assert_eq!(relocation_tables(bind_now_only), vec![(0x2ce8, 0xb_4360)]);
 }
 
-/// The resident size of this process's mappings of its own binary, from `smaps`.
+#[test]
+fn only_a_private_read_only_mapping_of_a_file_covering_the_range_counts() {
+    let maps = "\
+5555a000-5556b000 r--p 00000000 08:01 4242 /usr/bin/talaria
+5556b000-5557c000 r-xp 00011000 08:01 4242 /usr/bin/talaria
+7f000000-7f010000 r--p 00000000 00:00 0
+7f010000-7f020000 rw-p 00000000 08:01 4243 /usr/lib/data
+7f020000-7f030000 r--s 00000000 08:01 4244 /dev/shm/shared
+garbage line
+";
+    let covers = |from: u64, to: u64| file_mapping_covers(maps, &(from..to));
+    assert!(
+        covers(0x5555_b000, 0x5556_a000),
+        "inside the file's read-only mapping"
+    );
+    assert!(covers(0x5555_a000, 0x5556_b000), "exactly the mapping");
+    assert!(!covers(0x5556_a000, 0x5556_c000), "across two mappings");
+    assert!(!covers(0x5556_b000, 0x5556_c000), "an executable mapping");
+    assert!(
+        !covers(0x7f00_1000, 0x7f00_2000),
+        "anonymous memory (a copied image)"
+    );
+    assert!(!covers(0x7f01_1000, 0x7f01_2000), "a writable mapping");
+    assert!(!covers(0x7f02_1000, 0x7f02_2000), "a shared mapping");
+    assert!(
+        !file_mapping_covers("", &(0x5555_b000..0x5555_c000)),
+        "no map"
+    );
+}
+
+/// Whether each page of `range` is in this process's memory now, from `/proc/self/pagemap`
+/// (bit 63 of a page's entry; readable without privileges).
 #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
-fn resident_kb_of_own_binary() -> u64 {
-    let exe = std::fs::read_link("/proc/self/exe").unwrap_or_default();
-    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
-    let mut in_binary = false;
-    let mut total = 0;
-    for line in smaps.lines() {
-        if let Some(rest) = line.strip_prefix("Rss:") {
-            if in_binary {
-                total += rest
-                    .trim()
-                    .trim_end_matches("kB")
-                    .trim()
-                    .parse::<u64>()
-                    .unwrap_or(0);
-            }
-        } else if line.contains('-') && line.split_whitespace().count() >= 5 {
-            in_binary = line.ends_with(exe.to_string_lossy().as_ref());
-        }
-    }
-    total
+fn pages_present(range: &std::ops::Range<u64>, page: u64) -> Vec<bool> {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut map) = std::fs::File::open("/proc/self/pagemap") else {
+        return Vec::new();
+    };
+    (range.start..range.end)
+        .step_by(page as usize)
+        .map(|address| {
+            let mut entry = [0u8; 8];
+            let read = map
+                .seek(SeekFrom::Start(address / page * 8))
+                .and_then(|_| map.read_exact(&mut entry));
+            read.is_ok() && u64::from_le_bytes(entry) >> 63 == 1
+        })
+        .collect()
 }
 
 #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
 #[test]
 fn this_test_binarys_own_table_is_released_and_the_program_goes_on() {
-    let sizes = linux::loaded_table_sizes();
+    let page = linux::page_size();
+    let (sizes, ranges) = linux::loaded_tables();
     let table = sizes.iter().copied().max().unwrap_or(0);
-    let before = resident_kb_of_own_binary();
     let released = release_relocation_table();
-    let after = resident_kb_of_own_binary();
-    if table >= 4 * PAGE {
-        assert!(released as u64 >= table - 2 * PAGE, "{released} of {table}");
-        assert!(
-            after < before,
-            "resident {before} kB before, {after} kB after"
-        );
+    if table >= 4 * page {
+        assert!(released as u64 >= table - 2 * page, "{released} of {table}");
+        // The released pages are out of this process's memory (nothing reads them again).
+        for range in &ranges {
+            let present = pages_present(range, page);
+            assert!(
+                !present.is_empty() && present.iter().all(|p| !p),
+                "{present:?}"
+            );
+        }
     } else {
         assert_eq!(released, 0);
     }
