@@ -325,6 +325,12 @@ function renderAttached() {
   const clients = roster.clients ?? [];
   const named = (c) => `${c.name ?? c.clientId}${c.clientId === page.clientId ? " (this page)" : ""}`;
   const controller = clients.find((c) => c.clientId === roster.controller);
+  if (view.ended) {
+    $("attached-clients").textContent = "session deleted";
+    $("attached-controller").textContent = "";
+    $("take-control").hidden = true;
+    return;
+  }
   $("attached-clients").textContent = `${clients.length} attached: ${clients.map(named).join(", ")}`;
   $("attached-controller").textContent = controller ? `control: ${named(controller)}` : "no one has control";
   $("take-control").hidden = view.controls;
@@ -426,10 +432,19 @@ function apply(view, update) {
   }
 }
 
-/** A new roster; one saying the server detached this page (it fell behind) starts a catch-up. */
+/**
+ * A new roster; one saying the server detached this page (it fell behind) starts a catch-up;
+ * one saying the session ended (deleted where it ran, while this page followed it from
+ * another process) says so once.
+ */
 function rosterTold(view, roster) {
   view.roster = roster;
   if (roster.detached && roster.detached.clientId === page.clientId) catchUp(view);
+  if (roster.ended && !view.ended) {
+    view.ended = true;
+    view.notice(roster.ended.message ?? "This session ended.");
+    setStatus(view, roster.ended.reason === "deleted" ? "session deleted: followed no more" : "session ended");
+  }
 }
 
 /** Whether `error` is the server's answer to a page it detached (it fell behind). */

@@ -3,6 +3,8 @@
 //! following the session where another process runs it, the session being or having been
 //! handed to another process. (Clients attached plainly: `serve_attach.rs`.)
 
+use std::time::Duration;
+
 use serde_json::{Value, json};
 use talaria_harness::MockReply;
 
@@ -97,4 +99,57 @@ async fn a_client_whose_attach_is_under_way_counts_as_attached() {
         .call(5, "session/prompt", prompt(&session, "second"))
         .await;
     assert_eq!(second["result"]["stopReason"], "end_turn", "{second}");
+}
+
+/// The `ended` of a roster update (`_meta["talaria/attachment"].ended`), when there is one.
+fn ended(message: &Value) -> Option<&Value> {
+    message["params"]["update"]["_meta"]["talaria/attachment"]
+        .get("ended")
+        .filter(|ended| !ended.is_null())
+}
+
+#[tokio::test]
+async fn a_client_of_another_process_following_a_session_is_told_when_it_is_deleted() {
+    let env = TestEnv::new(vec![MockReply::text(&["one"]), MockReply::text(&["two"])]).await;
+    let running = start(&env, &[]).await;
+    let other = start(&env, &[]).await;
+    let (mut editor, session) = with_session(&running, &env, "editor").await;
+    let first = editor
+        .call(2, "session/prompt", prompt(&session, "first"))
+        .await;
+    assert_eq!(first["result"]["stopReason"], "end_turn", "{first}");
+    let mut tablet = client(&other, "tablet").await;
+    let attached = attach(&mut tablet, 2, &session, "observer").await;
+    assert_eq!(
+        attached["result"]["_meta"]["talaria/attachment"]["elsewhere"],
+        true
+    );
+    // While the session goes on, the follower is shown it and told of no end.
+    let second = editor
+        .call(3, "session/prompt", prompt(&session, "second"))
+        .await;
+    assert_eq!(second["result"]["stopReason"], "end_turn", "{second}");
+    tablet
+        .until(|m| m["params"]["update"]["content"]["text"] == "two")
+        .await;
+    crate::red_takeover::drain(&mut tablet, Duration::from_millis(800)).await;
+    assert!(tablet.messages.iter().all(|m| ended(m).is_none()));
+    // Deleted where it runs (the follower of the other process is not counted there).
+    let deleted = editor.call(4, "session/delete", delete(&session)).await;
+    assert!(deleted.get("error").is_none(), "{deleted}");
+    let told = tablet.until(|m| ended(m).is_some()).await;
+    assert_eq!(told["params"]["sessionId"], session.as_str(), "{told}");
+    assert_eq!(ended(&told).map(|e| &e["reason"]), Some(&json!("deleted")));
+    assert_eq!(
+        told["params"]["update"]["sessionUpdate"],
+        "session_info_update"
+    );
+    // Told once: it follows the session no more.
+    crate::red_takeover::drain(&mut tablet, Duration::from_millis(1200)).await;
+    let times = tablet
+        .messages
+        .iter()
+        .filter(|m| ended(m).is_some())
+        .count();
+    assert_eq!(times, 1, "{:?}", tablet.messages);
 }

@@ -34,6 +34,9 @@ pub struct Attachment {
     /// The `/control` request waiting for its answer.
     taking: Option<i64>,
     pub detached: bool,
+    /// The session ended where it ran (deleted) while this client followed it from another
+    /// process: said once.
+    pub ended: bool,
     /// Attaching again after falling behind, until answered.
     pub catching_up: Option<CatchingUp>,
     /// What this terminal printed of the session.
@@ -119,6 +122,13 @@ impl Attachment {
     /// A new roster: who is attached (when that changed), and whether this client gained
     /// or lost control.
     pub fn roster_changed(&mut self, roster: &Value) -> Vec<String> {
+        if let Some(ended) = roster.get("ended").filter(|e| e.is_object()) {
+            if std::mem::replace(&mut self.ended, true) {
+                return Vec::new();
+            }
+            let said = ended["message"].as_str().unwrap_or("this session ended");
+            return vec![format!("({said})")];
+        }
         let was = self.controller;
         self.controller = roster["controller"] == self.client_id.as_str();
         let mut lines: Vec<String> = self.roster(roster).into_iter().collect();
@@ -388,6 +398,24 @@ mod tests {
             lost[1],
             "(you no longer have control: /control takes it back)"
         );
+    }
+
+    #[test]
+    fn a_session_deleted_where_it_ran_is_said_once_and_no_empty_roster_shown() {
+        let mut attachment = attached_as("observer");
+        attachment.roster_changed(&roster("client-1"));
+        let ended = json!({"elsewhere": true, "controller": null, "clients": [],
+            "ended": {"reason": "deleted", "message": "this session was deleted"}});
+        assert_eq!(
+            attachment.roster_changed(&ended),
+            ["(this session was deleted)"]
+        );
+        assert!(attachment.roster_changed(&ended).is_empty(), "said once");
+        assert!(attachment.ended);
+        let plain = json!({"clients": [], "controller": null, "ended": null});
+        let mut other = attached_as("observer");
+        assert_eq!(other.roster_changed(&plain), ["attached: "]);
+        assert!(!other.ended, "a roster without an end ends nothing");
     }
 
     #[test]

@@ -66,6 +66,8 @@ export type Attachment = {
   controller?: string;
   /** The client whose turn runs (one that is not this window), while it runs. */
   othersTurn?: string;
+  /** The session ended where it ran (deleted): this window follows it no more. */
+  ended?: boolean;
 };
 
 export type Usage = { used: number; size: number; cost?: { amount: number; currency: string } };
@@ -365,7 +367,13 @@ export const TURN_KEY = "talaria/turn";
 /** The `_meta` key of a question's outcome, and who gave it. */
 export const RESOLVED_KEY = "talaria/permissionResolved";
 
-type Roster = { clients?: AttachedClient[]; controller?: string | null; detached?: { clientId?: unknown } | null };
+type Roster = {
+  clients?: AttachedClient[];
+  controller?: string | null;
+  detached?: { clientId?: unknown } | null;
+  /** The session ended where it ran (deleted) while this window followed it from another process. */
+  ended?: { reason?: unknown; message?: unknown } | null;
+};
 
 /**
  * Whether `update` is the server's notice that it detached this window from the session it
@@ -393,6 +401,8 @@ function attachmentUpdate(state: ChatState, meta: Meta): string[] {
   if (!state.attachment || !meta) return [];
   const roster = meta[ROSTER_KEY] as Roster | undefined;
   if (roster && typeof roster === "object") setRoster(state, roster);
+  const ended = roster && typeof roster === "object" ? endedNotice(state, roster) : [];
+  if (ended.length) return ended;
   const turn = meta[TURN_KEY] as { state?: unknown; stopReason?: unknown; promptedBy?: unknown } | undefined;
   if (!turn || typeof turn !== "object") return [];
   if (turn.state === "running") {
@@ -401,6 +411,15 @@ function attachmentUpdate(state: ChatState, meta: Meta): string[] {
   }
   state.attachment.othersTurn = undefined;
   return [addStop(state, typeof turn.stopReason === "string" ? turn.stopReason : "error")];
+}
+
+/** The notice of a session that ended where it ran (once); changed item ids. */
+function endedNotice(state: ChatState, roster: Roster): string[] {
+  const ended = roster.ended;
+  if (!state.attachment || !ended || typeof ended !== "object" || state.attachment.ended) return [];
+  state.attachment.ended = true;
+  const said = typeof ended.message === "string" ? ended.message : "This session ended.";
+  return [addNotice(state, "warning", said)];
 }
 
 /** A client as the chat names it: its name, its id, and whether it is this window. */

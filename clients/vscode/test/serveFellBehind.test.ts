@@ -130,3 +130,32 @@ test("only a notice naming this window is taken for it falling behind", () => {
   const plain: SessionUpdate = { sessionUpdate: "session_info_update", _meta: { "talaria/attachment": { clients: [] } } };
   assert.equal(detachedHere(state, plain), false);
 });
+
+test("a session deleted where it ran, while this window followed it, is said once in the chat", () => {
+  const state = emptyState();
+  state.attachment = { clientId: "client-2", role: "observer", clients: [] };
+  const ended: SessionUpdate = {
+    sessionUpdate: "session_info_update",
+    _meta: {
+      "talaria/attachment": {
+        elsewhere: true,
+        controller: null,
+        clients: [],
+        ended: { reason: "deleted", message: "this session was deleted: it is followed no more" },
+      },
+    },
+  };
+  applyUpdate(state, ended);
+  applyUpdate(state, ended);
+  const notices = state.items.filter((i) => i.kind === "notice");
+  assert.deepEqual(
+    notices.map((n) => n.kind === "notice" && n.text),
+    ["this session was deleted: it is followed no more"],
+  );
+  assert.equal(state.attachment.ended, true);
+  const plain: SessionUpdate = { sessionUpdate: "session_info_update", _meta: { "talaria/attachment": { clients: [] } } };
+  const other = emptyState();
+  other.attachment = { clientId: "client-3", role: "observer", clients: [] };
+  applyUpdate(other, plain);
+  assert.deepEqual(other.items, [], "a roster without an end says nothing");
+});

@@ -1,12 +1,15 @@
 // Two pages on one session of `talaria serve`, in headless Chromium against the scripted mock
 // LLM: the second attaches from a link (`#token=…&session=ID`) and is shown the session so
 // far, both see who is attached and who has control, the second takes control with the
-// button, the first sees the second's turn and is told to take control before it prompts.
+// button, the first sees the second's turn and is told to take control before it prompts. A
+// page following a session another server runs is told when it is deleted there.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { script, startServe } from "../../sdk-tests/support.mjs";
-import { ask, browser, connectedPage, newSession, origin, shot } from "./browser.mjs";
+import { ask, browser, connectedPage, filesFromDisk, newSession, origin, shot } from "./browser.mjs";
 
 const status = (page) => page.textContent("#status");
 
@@ -47,6 +50,51 @@ test("a page attaches from a link, sees who has control, takes it with a button 
     await second.close();
     await first.close();
     await server.stop();
+    rmSync(workspace, { recursive: true, force: true });
+  }
+});
+
+test("a page following a session another server runs is told once when it is deleted there", async () => {
+  await script([{ type: "text", chunks: ["Before the delete."] }]);
+  const running = await startServe();
+  // A second server on the same home: the session runs in the first, the page follows it
+  // from the second.
+  const following = await startServe([], { home: running.home });
+  const workspace = mkdtempSync(join(tmpdir(), "talaria-web-ws-"));
+  // The session's own client, a plain connection (the page has no delete of its own).
+  const owner = await connectedPage(running);
+  const second = await browser.instance.newPage({ viewport: { width: 1280, height: 720 } });
+  try {
+    const sessionId = await owner.evaluate(
+      async ({ url, token, workspace }) => {
+        const { AcpConnection } = await import("/acp.js");
+        const connection = new AcpConnection(url, token);
+        await connection.open();
+        await connection.request("initialize", { protocolVersion: 1, clientCapabilities: {} });
+        const { sessionId } = await connection.request("session/new", { cwd: workspace, mcpServers: [] });
+        await connection.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "one" }] });
+        window.owner = connection;
+        return sessionId;
+      },
+      { url: running.url, token: running.token, workspace },
+    );
+    await filesFromDisk(second);
+    await second.goto(`${origin(following.url)}/#token=${following.token}&session=${sessionId}`);
+    await second.waitForFunction(() => document.body.textContent.includes("Before the delete."));
+    assert.doesNotMatch(await second.textContent("#transcript"), /deleted/);
+    await owner.evaluate((sessionId) => window.owner.request("session/delete", { sessionId }), sessionId);
+    await second.waitForFunction(() => /followed no more/.test(document.getElementById("status").textContent));
+    const transcript = await second.textContent("#transcript");
+    assert.equal(transcript.match(/this session was deleted/g)?.length, 1, transcript);
+    assert.match(transcript, /Before the delete\./, "what it was shown stays");
+    assert.equal(await second.textContent("#attached-clients"), "session deleted");
+    assert.ok(!(await second.isVisible("#take-control")), "no control is offered of a deleted session");
+    await shot(second, "attached-followed-deleted");
+  } finally {
+    await second.close();
+    await owner.close();
+    await following.stop();
+    await running.stop();
     rmSync(workspace, { recursive: true, force: true });
   }
 });

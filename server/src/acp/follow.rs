@@ -149,6 +149,10 @@ impl Follower {
                 () = tokio::time::sleep(POLL) => false,
             };
             match self.entries_after(last).await {
+                Ok(entries) if entries.is_empty() && !last_read && self.was_deleted().await => {
+                    self.tell_deleted().await;
+                    return;
+                }
                 Ok(entries) => {
                     self.show(&entries).await;
                     last = entries.last().map(|e| e.id).or(last);
@@ -162,6 +166,35 @@ impl Follower {
                 return;
             }
         }
+    }
+
+    /// Whether the session was deleted meanwhile (by the process running it, or by another
+    /// once it was closed there); a store that cannot say now is asked again next time.
+    async fn was_deleted(&self) -> bool {
+        let id = self.session_id.0.to_string();
+        let asked = self.journal.call(move |store| store.was_deleted(&id)).await;
+        asked.unwrap_or_else(|error| {
+            tracing::debug!(session = %self.session_id, "is a followed session deleted: {error}");
+            false
+        })
+    }
+
+    /// Tells the client the session it followed was deleted and is followed no more:
+    /// `_meta["talaria/attachment"].ended`.
+    async fn tell_deleted(&self) {
+        let roster = json!({
+            "elsewhere": true,
+            "controller": Value::Null,
+            "clients": [],
+            "ended": {
+                "reason": "deleted",
+                "message": "this session was deleted (in the process that ran it, or after it \
+                            was closed there): it is followed no more",
+            },
+        });
+        let update = super::audience::roster_update(roster);
+        let notification = SessionNotification::new(self.session_id.clone(), update);
+        self.peer.notify("session/update", &notification).await;
     }
 
     /// The entries the store has after `last` (read a page at a time: a poll reads what is

@@ -404,14 +404,20 @@ pub fn created_with_entries(store: &dyn SessionStore) {
 /// process (`waiting_here`) is tombstoned though the store never had it; an unknown one is
 /// not (another process may be about to create it), and says so. The tombstone is the
 /// session's alone (a similar id is untouched) and is there for a second handle on the store
-/// (another process) too.
+/// (another process) too, which `was_deleted` tells.
 pub fn deleted_sessions_stay_deleted(store: &dyn SessionStore, other: &dyn SessionStore) {
     let t = conversation();
     let entries = crate::EncodedEntry::all(t.entries()).expect("encodes");
     store.create(&meta("gone", "/p", 1)).expect("create");
     store.append("gone", t.entries()).expect("append");
     store.create(&meta("gone-2", "/p", 1)).expect("create");
+    assert!(!other.was_deleted("gone").expect("was deleted"), "not yet");
     assert!(store.delete("gone", false).expect("delete"));
+    // Another process following it learns it is gone; a similar id and one never known are
+    // not deleted.
+    assert!(other.was_deleted("gone").expect("was deleted"));
+    assert!(!other.was_deleted("gone-2").expect("was deleted"));
+    assert!(!other.was_deleted("never").expect("was deleted"));
     assert!(!store.holds("gone"), "the delete's claim is let go");
     let refused = other.create(&meta("gone", "/p", 2));
     assert!(

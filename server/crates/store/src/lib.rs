@@ -337,6 +337,9 @@ pub trait SessionStore: Send + Sync {
     /// tombstoned all the same, so its waiting writes are refused, and `true`. Refused
     /// (`InUse`) while another process has it open.
     fn delete(&self, session_id: &str, waiting_here: bool) -> Result<bool, StoreError>;
+    /// Whether the session was deleted (its tombstone is there): how a process following a
+    /// session another one runs learns it is gone. `false` for one never known.
+    fn was_deleted(&self, session_id: &str) -> Result<bool, StoreError>;
     /// Ranked full-text search of past sessions' messages.
     fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, StoreError>;
     /// Entries of a session around one entry (for search context and scrolling).

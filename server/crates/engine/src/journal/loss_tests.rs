@@ -117,6 +117,9 @@ impl SessionStore for Gate {
     fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, StoreError> {
         self.inner.search(query, limit)
     }
+    fn was_deleted(&self, session: &str) -> Result<bool, StoreError> {
+        self.inner.was_deleted(session)
+    }
     fn entries_around(
         &self,
         session: &str,

@@ -113,6 +113,9 @@ impl SessionStore for Flaky {
     fn search(&self, _: &str, _: usize) -> Result<Vec<SearchHit>, StoreError> {
         Ok(Vec::new())
     }
+    fn was_deleted(&self, _: &str) -> Result<bool, StoreError> {
+        Ok(false)
+    }
     fn entries_around(
         &self,
         _: &str,

@@ -455,6 +455,16 @@ impl SessionStore for PgStore {
         self.with(|client| search_rows(client, &query, limit))
     }
 
+    fn was_deleted(&self, session_id: &str) -> Result<bool, StoreError> {
+        self.with(|client| {
+            let found = client.query_opt(
+                "SELECT 1 FROM deleted_sessions WHERE id = $1",
+                &[&session_id],
+            )?;
+            Ok(found.is_some())
+        })
+    }
+
     fn entries_around(
         &self,
         session_id: &str,

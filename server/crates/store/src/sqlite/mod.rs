@@ -811,6 +811,11 @@ impl SessionStore for SqliteStore {
         rows.collect::<Result<Vec<_>, _>>().map_err(classify)
     }
 
+    fn was_deleted(&self, session_id: &str) -> Result<bool, StoreError> {
+        let connection = self.read()?;
+        is_deleted(&connection, session_id)
+    }
+
     fn entries_around(
         &self,
         session_id: &str,
