@@ -12,7 +12,9 @@ use serde_json::{Value, json};
 use talaria_harness::MockReply;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::serve_attach::{attach, client, is_answer, prompt, slow_answer, with_session};
+use crate::serve_attach::{
+    attach, client, is_answer, prompt, prompted_in_one_of_two, slow_answer, with_session,
+};
 use crate::serve_support::*;
 use crate::serve_takeover::host;
 use crate::support::*;
@@ -491,13 +493,7 @@ async fn a_question_open_when_asked_for_is_answered_there_then_the_session_moves
 #[tokio::test]
 async fn a_load_of_a_moved_session_replays_it_or_says_why() {
     let env = TestEnv::new(vec![MockReply::text(&["one"])]).await;
-    let running = start(&env, &[]).await;
-    let other = start(&env, &[]).await;
-    let (mut editor, session) = with_session(&running, &env, "editor").await;
-    let first = editor
-        .call(2, "session/prompt", prompt(&session, "first"))
-        .await;
-    assert_eq!(first["result"]["stopReason"], "end_turn", "{first}");
+    let (_running, other, mut editor, session) = prompted_in_one_of_two(&env).await;
     let mut phone = client(&other, "phone").await;
     let taken = attach(&mut phone, 2, &session, "controller").await;
     assert_eq!(taken["result"]["role"], "controller", "{taken}");
@@ -525,13 +521,7 @@ async fn a_load_of_a_moved_session_replays_it_or_says_why() {
 #[tokio::test]
 async fn a_follower_in_the_new_process_that_attaches_there_sees_each_entry_once() {
     let env = TestEnv::new(vec![MockReply::text(&["one"]), MockReply::text(&["two"])]).await;
-    let running = start(&env, &[]).await;
-    let other = start(&env, &[]).await;
-    let (mut editor, session) = with_session(&running, &env, "editor").await;
-    let first = editor
-        .call(2, "session/prompt", prompt(&session, "first"))
-        .await;
-    assert_eq!(first["result"]["stopReason"], "end_turn", "{first}");
+    let (_running, other, _editor, session) = prompted_in_one_of_two(&env).await;
     let mut phone = client(&other, "phone").await;
     let mut tablet = client(&other, "tablet").await;
     let followed = attach(&mut tablet, 2, &session, "observer").await;

@@ -15,7 +15,9 @@ use crate::red_takeover::{
     assert_each_once, chunk, drain, moved, moving, refused_elsewhere, send_attach, send_prompt,
     texts, until_within,
 };
-use crate::serve_attach::{attach, client, is_answer, prompt, slow_answer, with_session};
+use crate::serve_attach::{
+    attach, client, is_answer, prompt, prompted_in_one_of_two, slow_answer, with_session,
+};
 use crate::serve_support::*;
 use crate::serve_takeover::host;
 use crate::support::*;
@@ -226,13 +228,7 @@ async fn an_ask_back_during_a_turn_of_many_steps_shows_each_entry_once() {
     ])
     .await;
     std::fs::write(env.workspace.path().join("notes.txt"), "the notes").expect("notes");
-    let running = start(&env, &[]).await;
-    let other = start(&env, &[]).await;
-    let (mut editor, session) = with_session(&running, &env, "editor").await;
-    let first = editor
-        .call(2, "session/prompt", prompt(&session, "first"))
-        .await;
-    assert_eq!(first["result"]["stopReason"], "end_turn", "{first}");
+    let (_running, other, mut editor, session) = prompted_in_one_of_two(&env).await;
     let mut phone = client(&other, "phone").await;
     let taken = attach(&mut phone, 2, &session, "controller").await;
     assert_eq!(taken["result"]["role"], "controller", "{taken}");
@@ -496,13 +492,7 @@ async fn a_follower_attaching_during_a_running_turn_of_many_steps_sees_each_entr
     }
     let env = TestEnv::new(vec![text("one"), looking, slow_answer(&words(30), 100)]).await;
     std::fs::write(env.workspace.path().join("notes.txt"), "the notes").expect("notes");
-    let running = start(&env, &[]).await;
-    let other = start(&env, &[]).await;
-    let (mut editor, session) = with_session(&running, &env, "editor").await;
-    let first = editor
-        .call(2, "session/prompt", prompt(&session, "first"))
-        .await;
-    assert_eq!(first["result"]["stopReason"], "end_turn", "{first}");
+    let (_running, other, _editor, session) = prompted_in_one_of_two(&env).await;
     let mut tablet = client(&other, "tablet").await;
     let followed = attach(&mut tablet, 2, &session, "observer").await;
     assert_eq!(followed["result"]["role"], "observer", "{followed}");
@@ -631,13 +621,7 @@ async fn a_fork_during_the_move_is_answered_and_the_fork_runs_here() {
         text("forked"),
     ])
     .await;
-    let running = start(&env, &[]).await;
-    let other = start(&env, &[]).await;
-    let (mut editor, session) = with_session(&running, &env, "editor").await;
-    let first = editor
-        .call(2, "session/prompt", prompt(&session, "first"))
-        .await;
-    assert_eq!(first["result"]["stopReason"], "end_turn", "{first}");
+    let (_running, other, mut editor, session) = prompted_in_one_of_two(&env).await;
     send_prompt(&mut editor, 3, &session, "long").await;
     editor.until(chunk).await;
     let mut phone = client(&other, "phone").await;
@@ -708,13 +692,7 @@ async fn a_command_during_the_move_is_refused_and_one_before_it_is_answered() {
 #[tokio::test]
 async fn a_store_locked_by_another_program_as_the_ask_lands_does_not_hand_it_to_nobody() {
     let env = TestEnv::new(vec![text("one"), text("kept"), text("mine-answer")]).await;
-    let running = start(&env, &[]).await;
-    let other = start(&env, &[]).await;
-    let (mut editor, session) = with_session(&running, &env, "editor").await;
-    let first = editor
-        .call(2, "session/prompt", prompt(&session, "first"))
-        .await;
-    assert_eq!(first["result"]["stopReason"], "end_turn", "{first}");
+    let (_running, other, mut editor, session) = prompted_in_one_of_two(&env).await;
     let mut phone = client(&other, "phone").await;
     send_attach(&mut phone, 2, &session, "controller").await;
     away(100).await;

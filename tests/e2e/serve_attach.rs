@@ -62,6 +62,21 @@ pub(crate) async fn with_session(served: &Served, env: &TestEnv, name: &str) -> 
     (socket, session)
 }
 
+/// Two `talaria serve` processes on one home and a session the editor opened in the first
+/// and prompted once ("first", answered): where the tests of following a session from
+/// another process, handing it over and deleting it start. The two processes, the editor
+/// and the session's id.
+pub(crate) async fn prompted_in_one_of_two(env: &TestEnv) -> (Served, Served, Socket, String) {
+    let running = start(env, &[]).await;
+    let other = start(env, &[]).await;
+    let (mut editor, session) = with_session(&running, env, "editor").await;
+    let first = editor
+        .call(2, "session/prompt", prompt(&session, "first"))
+        .await;
+    assert_eq!(first["result"]["stopReason"], "end_turn", "{first}");
+    (running, other, editor, session)
+}
+
 /// Attaches `socket` to `session` as `role`; the answer.
 pub(crate) async fn attach(socket: &mut Socket, id: u64, session: &str, role: &str) -> Value {
     socket

@@ -8,7 +8,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use talaria_harness::MockReply;
 
-use crate::serve_attach::{attach, client, is_answer, prompt, with_session};
+use crate::serve_attach::{
+    attach, client, is_answer, prompt, prompted_in_one_of_two, with_session,
+};
 use crate::serve_support::*;
 use crate::serve_takeover::handed_over;
 use crate::support::*;
@@ -32,13 +34,7 @@ fn others(answer: &Value) -> u64 {
 #[tokio::test]
 async fn a_session_handed_over_is_deleted_neither_where_it_ran_nor_under_a_follower() {
     let env = TestEnv::new(vec![MockReply::text(&["one"]), MockReply::text(&["two"])]).await;
-    let running = start(&env, &[]).await;
-    let other = start(&env, &[]).await;
-    let (mut editor, session) = with_session(&running, &env, "editor").await;
-    let first = editor
-        .call(2, "session/prompt", prompt(&session, "first"))
-        .await;
-    assert_eq!(first["result"]["stopReason"], "end_turn", "{first}");
+    let (_running, other, mut editor, session) = prompted_in_one_of_two(&env).await;
     // Two clients of the other process follow it; one takes control: it moves there.
     let mut tablet = client(&other, "tablet").await;
     attach(&mut tablet, 2, &session, "observer").await;
@@ -111,13 +107,7 @@ fn ended(message: &Value) -> Option<&Value> {
 #[tokio::test]
 async fn a_client_of_another_process_following_a_session_is_told_when_it_is_deleted() {
     let env = TestEnv::new(vec![MockReply::text(&["one"]), MockReply::text(&["two"])]).await;
-    let running = start(&env, &[]).await;
-    let other = start(&env, &[]).await;
-    let (mut editor, session) = with_session(&running, &env, "editor").await;
-    let first = editor
-        .call(2, "session/prompt", prompt(&session, "first"))
-        .await;
-    assert_eq!(first["result"]["stopReason"], "end_turn", "{first}");
+    let (_running, other, mut editor, session) = prompted_in_one_of_two(&env).await;
     let mut tablet = client(&other, "tablet").await;
     let attached = attach(&mut tablet, 2, &session, "observer").await;
     assert_eq!(
