@@ -97,8 +97,8 @@ pub fn releasable_range(
     let first = start.checked_add(page - 1)? & !(page - 1);
     let last = end & !(page - 1);
     let overlaps_relro = segments.iter().any(|s| {
-        let from = bias.wrapping_add(s.vaddr) & !(page - 1);
-        let to = bias.wrapping_add(s.vaddr).saturating_add(s.memsz);
+        let from = bias.wrapping_add(s.vaddr);
+        let to = from.saturating_add(s.memsz);
         s.kind == elf::PT_GNU_RELRO && from < last && first < to
     });
     (first < last && !overlaps_relro).then_some(first..last)
