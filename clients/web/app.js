@@ -806,6 +806,11 @@ async function send(event) {
   const view = shownView();
   const text = $("prompt").value.trim();
   if (!text || !view) return;
+  if (view.ended) {
+    // Deleted where it ran: nothing to send it to; the text stays in the box.
+    setStatus(view, "not sent: this session was deleted (start a new session to go on)");
+    return;
+  }
   $("prompt").value = "";
   closeCommands();
   const prompt = [{ type: "text", text }];

@@ -574,3 +574,45 @@ async fn an_attached_chat_reaches_a_server_over_tls_it_trusts() {
         untrusting.stderr()
     );
 }
+
+/// Following from a second process a session the first runs, the chat is told when it is
+/// deleted there, once; then a prompt and `/control` are refused by the chat itself, and
+/// nothing reaches the model.
+#[tokio::test]
+async fn an_attached_chat_following_a_session_deleted_where_it_ran_says_so_and_sends_nothing() {
+    let env = TestEnv::new(vec![MockReply::text(&["first answer"])]).await;
+    let running = start(&env, &[]).await;
+    let other = start(&env, &[]).await;
+    let (mut editor, session) = editor(&running, &env).await;
+    let first = editor
+        .call(2, "session/prompt", prompt(&session, "first"))
+        .await;
+    assert_eq!(first["result"]["stopReason"], "end_turn", "{first}");
+    let mut chat = AttachedChat::start(&env, &link(&other, &session), &[]);
+    chat.printed("first answer").await;
+    let deleted = editor
+        .call(3, "session/delete", json!({"sessionId": session}))
+        .await;
+    assert!(deleted.get("error").is_none(), "{deleted}");
+    let from = chat
+        .told(0, "this session was deleted in the process that ran it")
+        .await;
+    chat.type_line("are you there?").await;
+    let from = chat
+        .told(from, "(this session was deleted: nothing is sent")
+        .await;
+    chat.type_line("/control").await;
+    chat.told(
+        from,
+        "(this session was deleted: there is no control to take)",
+    )
+    .await;
+    let said = chat.stderr();
+    assert_eq!(said.matches("it is followed no more").count(), 1, "{said}");
+    assert_eq!(
+        env.mock.requests().len(),
+        1,
+        "only the editor's prompt reached the model"
+    );
+    chat.detach().await;
+}

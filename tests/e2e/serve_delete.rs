@@ -142,4 +142,43 @@ async fn a_client_of_another_process_following_a_session_is_told_when_it_is_dele
         .filter(|m| ended(m).is_some())
         .count();
     assert_eq!(times, 1, "{:?}", tablet.messages);
+    gone_for(&mut tablet, &session, 5).await;
+}
+
+/// What a client told its session was deleted gets for it: no session, as any client would
+/// (not "it runs in another process").
+async fn gone_for(client: &mut Socket, session: &str, id: u64) {
+    let attached = attach(client, id, session, "observer").await;
+    assert!(attached.get("error").is_some(), "{attached}");
+    let prompted = client
+        .call(id + 1, "session/prompt", prompt(session, "more"))
+        .await;
+    assert!(prompted.get("error").is_some(), "{prompted}");
+    assert_ne!(prompted["error"]["code"], -32003, "{prompted}");
+    let deleted = client.call(id + 2, "session/delete", delete(session)).await;
+    assert_ne!(deleted["error"]["code"], -32003, "{deleted}");
+}
+
+/// Handed to another process and deleted there by its only client: the client it was handed
+/// from (following it there) is told, and then finds no session here either.
+#[tokio::test]
+async fn a_client_following_its_handed_over_session_is_told_when_it_is_deleted_there() {
+    let env = TestEnv::new(vec![MockReply::text(&["one"]), MockReply::text(&["two"])]).await;
+    let (_running, other, mut editor, session) = prompted_in_one_of_two(&env).await;
+    let mut phone = client(&other, "phone").await;
+    let taken = attach(&mut phone, 2, &session, "controller").await;
+    assert_eq!(taken["result"]["role"], "controller", "{taken}");
+    editor.until(handed_over).await;
+    let mine = phone
+        .call(3, "session/prompt", prompt(&session, "mine"))
+        .await;
+    assert_eq!(mine["result"]["stopReason"], "end_turn", "{mine}");
+    editor
+        .until(|m| m["params"]["update"]["content"]["text"] == "two")
+        .await;
+    let deleted = phone.call(4, "session/delete", delete(&session)).await;
+    assert!(deleted.get("error").is_none(), "{deleted}");
+    let told = editor.until(|m| ended(m).is_some()).await;
+    assert_eq!(ended(&told).map(|e| &e["reason"]), Some(&json!("deleted")));
+    gone_for(&mut editor, &session, 10).await;
 }

@@ -289,8 +289,23 @@ impl Chat {
         }
     }
 
+    /// Whether the session was deleted where it ran (this client followed it): then `what`
+    /// is said instead of sending anything.
+    pub(crate) fn refused_as_deleted(&mut self, what: &str) -> bool {
+        if !self.attach.as_ref().is_some_and(|a| a.ended) {
+            return false;
+        }
+        self.renderer
+            .status(&format!("(this session was deleted: {what})"));
+        self.idle_prompt();
+        true
+    }
+
     /// `/control`: asks to take control of the session.
     pub(crate) async fn take_control(&mut self) -> anyhow::Result<()> {
+        if self.refused_as_deleted("there is no control to take") {
+            return Ok(());
+        }
         let session = self.session.clone();
         let params = json!({"sessionId": session, "role": "controller", "historyPolicy": "none"});
         let id = self.agent.start_request("_session/attach", params).await?;

@@ -272,6 +272,9 @@ impl Chat {
     }
 
     async fn send_prompt(&mut self, text: &str) -> anyhow::Result<()> {
+        if self.refused_as_deleted("nothing is sent; start a new session to go on") {
+            return Ok(());
+        }
         self.input.set(Mode::Busy);
         self.conversation.on_sent(text);
         if let Some(attachment) = self.attach.as_mut() {

@@ -202,7 +202,8 @@ export class ChatView implements vscode.WebviewViewProvider {
 /** The header's line about an attached session. */
 function attachmentHeader(state: import("./chatState.js").ChatState) {
   const shown = renderAttachment(state);
-  return shown && { ...shown, controller: state.attachment?.role === "controller" };
+  const controller = state.attachment?.role === "controller";
+  return shown && { ...shown, controller, offerControl: !controller && !state.attachment?.ended };
 }
 
 type SelectChoices = Extract<

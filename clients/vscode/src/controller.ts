@@ -391,6 +391,10 @@ export class SessionController {
   /** Takes control of the attached session (the client that had it becomes an observer). */
   async takeControl(): Promise<boolean> {
     if (!this.attached || !this.connection || !this.sessionId) return false;
+    if (this.state.attachment?.ended) {
+      this.changed([addNotice(this.state, "warning", "This session was deleted: there is no control to take.")]);
+      return false;
+    }
     try {
       const result = await this.connection.agent.request<Attached>("_session/attach", {
         sessionId: this.sessionId,
@@ -582,6 +586,12 @@ export class SessionController {
   /** Sends a prompt; `shown` is how the chat shows it. Resolves with the stop reason. */
   async prompt(blocks: ContentBlock[], shown: string, attachments: string[] = []): Promise<string | undefined> {
     if (this.state.busy) return undefined;
+    if (this.state.attachment?.ended) {
+      // Deleted where it ran: nothing to send it to. Said, and the prompt is not shown as sent.
+      const said = `Not sent: this session was deleted. Start a new session to go on ("${shown}").`;
+      this.changed([addNotice(this.state, "warning", said)]);
+      return undefined;
+    }
     // Attaching again (after a lost connection) shows the chat anew: before the prompt.
     if (this.attached && !this.sessionId && !(await this.ensureStarted())) return undefined;
     const userItem = addUser(this.state, shown, attachments);

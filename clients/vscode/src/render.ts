@@ -180,6 +180,7 @@ export function renderPlan(state: ChatState): string {
 export function renderAttachment(state: ChatState): { clients: string; control: string; turn: string } | undefined {
   const attachment = state.attachment;
   if (!attachment) return undefined;
+  if (attachment.ended) return { clients: "Session deleted", control: "It is followed no more", turn: "" };
   if (!attachment.clients.length) return { clients: "Not attached", control: "", turn: "" };
   const named = attachment.clients.map((c) => clientName(state, c));
   const controller = attachment.clients.find((c) => c.clientId === attachment.controller);

@@ -58,7 +58,8 @@ export type ToView =
       canSteer: boolean;
       canRewind: boolean;
       /** A session attached to in a `talaria serve`: who is attached, who has control. */
-      attachment?: { clients: string; control: string; turn: string; controller: boolean };
+      /** `controller`: this window has control; `offerControl`: the Take control button shows. */
+      attachment?: { clients: string; control: string; turn: string; controller: boolean; offerControl: boolean };
     }
   | { type: "sessions"; sessions: { id: string; title: string; updatedAt: string }[] }
   | { type: "files"; files: string[] }

@@ -1,12 +1,14 @@
 // The session controller against an in-process agent: streaming into the chat state, the
 // permission flow on the cards, Stop, start failures with an Open settings action, and a
-// crashed agent restarted (and its session resumed) on the next prompt.
+// crashed agent restarted (and its session resumed) on the next prompt; a session deleted
+// where it ran takes no prompt.
 import { createHash } from "node:crypto";
 import { test } from "node:test";
 import assert from "node:assert/strict";
 
 import { OPEN_SETTINGS, SessionController, StartError } from "../src/controller.js";
 import { findCard } from "../src/chatState.js";
+import { renderAttachment } from "../src/render.js";
 import { FakeAgent, RecordingHost } from "./fakeAgent.js";
 
 function controllerFor(fake: FakeAgent, host = new RecordingHost()) {
@@ -294,4 +296,18 @@ test("a sent message can be rewound to, files too, and edited and sent again in 
   await until(() => fake.received.filter((r) => r.method === "session/prompt").length === 3, "the edited prompt");
   const users = controller.state.items.filter((i) => i.kind === "user").map((i) => i.kind === "user" && i.text);
   assert.deepEqual(users, ["hello again"]);
+});
+
+test("a session deleted where it ran takes no prompt, offers no control and says why", async () => {
+  const fake = new FakeAgent();
+  const { controller } = controllerFor(fake);
+  controller.state.attachment = { clientId: "client-2", role: "observer", clients: [], ended: true };
+  assert.equal(await controller.prompt(text("hello"), "hello"), undefined);
+  const said = controller.state.items.filter((i) => i.kind === "notice").map((n) => (n.kind === "notice" ? n.text : ""));
+  assert.equal(said.length, 1);
+  assert.match(said[0], /this session was deleted/);
+  assert.ok(!controller.state.items.some((i) => i.kind === "user"), "the prompt is not shown as sent");
+  assert.deepEqual(fake.received, [], "nothing reached the agent");
+  assert.equal(fake.starts, 0, "no agent was started for it");
+  assert.deepEqual(renderAttachment(controller.state), { clients: "Session deleted", control: "It is followed no more", turn: "" });
 });

@@ -148,7 +148,7 @@ window.addEventListener("message", (event: MessageEvent<ToView>) => {
         attachedClients.textContent = message.attachment.clients;
         attachedControl.textContent = message.attachment.control;
         attachedTurn.textContent = message.attachment.turn;
-        takeControlButton.classList.toggle("hidden", message.attachment.controller);
+        takeControlButton.classList.toggle("hidden", !message.attachment.offerControl);
       }
       renderPickers(message.options);
       break;

@@ -89,6 +89,10 @@ test("a page following a session another server runs is told once when it is del
     assert.match(transcript, /Before the delete\./, "what it was shown stays");
     assert.equal(await second.textContent("#attached-clients"), "session deleted");
     assert.ok(!(await second.isVisible("#take-control")), "no control is offered of a deleted session");
+    await ask(second, "still there?");
+    await second.waitForFunction(() => /not sent: this session was deleted/.test(document.getElementById("status").textContent));
+    assert.equal(await second.inputValue("#prompt"), "still there?", "the text stays in the box");
+    assert.doesNotMatch(await second.textContent("#transcript"), /still there\?/, "nothing is shown as sent");
     await shot(second, "attached-followed-deleted");
   } finally {
     await second.close();

@@ -16,8 +16,8 @@ use super::session_errors::config_error;
 use super::state::{Agent, ClientCaps, Deferred, Finish, Reply, session_not_found, to_value};
 use super::trust_apply;
 use super::{
-    attach, audience, capabilities, lifecycle, logout, prompt, providers, rewind, run_command,
-    settings, shutdown, start, steering,
+    attach, audience, capabilities, follow, lifecycle, logout, prompt, providers, rewind,
+    run_command, settings, shutdown, start, steering,
 };
 use crate::sessions::{CassetteOptions, ProcessShared, SessionRoom, load_config};
 use futures_util::FutureExt;
@@ -371,6 +371,7 @@ impl Agent {
 
     /// Handles a request; `None` means it will be answered later (prompts, session starts).
     async fn handle_request(&mut self, mut request: IncomingRequest) -> Option<Reply> {
+        follow::forget_deleted(self);
         if request.method == "initialize" {
             capabilities::negotiate_version(&mut request.params);
         }

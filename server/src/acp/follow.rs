@@ -21,6 +21,10 @@ use super::state::{Agent, ClientCaps, Followed, Member, Reply, to_value};
 /// How often the store is asked for a followed session's new entries.
 const POLL: Duration = Duration::from_millis(250);
 
+/// Every how many polls that found nothing new the store is asked whether the session was
+/// deleted (about once a second: an idle follower's reads stay one per poll, mostly).
+const DELETED_EVERY: u32 = 4;
+
 /// The most entries read in one call.
 const PAGE: usize = 256;
 
@@ -89,12 +93,14 @@ impl Followed {
     ) -> Self {
         let stop = CancellationToken::new();
         let catch_up = CancellationToken::new();
+        let ended = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (caught, caught_up) = tokio::sync::oneshot::channel();
         let follower = Follower {
             peer: member.peer.clone(),
             caps: member.caps,
             session_id: acp::SessionId::new(id),
             journal,
+            ended: ended.clone(),
         };
         let ends = Ends {
             stop: stop.clone(),
@@ -107,7 +113,25 @@ impl Followed {
             _counted: counted,
             catch_up,
             caught_up,
+            ended,
         }
+    }
+}
+
+/// Forgets what this client followed that turned out deleted (it was told): a session of
+/// another process it followed, and a session handed from here that it followed there. Its
+/// requests about the session then find none, as a fresh client's would.
+pub(super) fn forget_deleted(agent: &mut Agent) {
+    agent.following.retain(|_, followed| !followed.has_ended());
+    let member = agent.member;
+    let deleted: Vec<String> = agent
+        .sessions
+        .iter()
+        .filter(|(_, session)| session.audience.follows_a_deleted(member))
+        .map(|(id, _)| id.clone())
+        .collect();
+    for id in deleted {
+        drop(super::audience::left_behind(agent, &id));
     }
 }
 
@@ -124,6 +148,8 @@ struct Follower {
     caps: ClientCaps,
     session_id: acp::SessionId,
     journal: Journal,
+    /// Set once the client is told the session was deleted.
+    ended: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Follower {
@@ -139,6 +165,7 @@ impl Follower {
         }
         let _ = shown.send(());
         let mut last = so_far.entries().last().map(|e| e.id);
+        let mut quiet_polls = 0u32;
         let gone = self.peer.closed();
         loop {
             let last_read = tokio::select! {
@@ -149,11 +176,16 @@ impl Follower {
                 () = tokio::time::sleep(POLL) => false,
             };
             match self.entries_after(last).await {
-                Ok(entries) if entries.is_empty() && !last_read && self.was_deleted().await => {
-                    self.tell_deleted().await;
-                    return;
+                Ok(entries) if entries.is_empty() && !last_read => {
+                    quiet_polls = quiet_polls.wrapping_add(1);
+                    if quiet_polls.is_multiple_of(DELETED_EVERY) && self.was_deleted().await {
+                        self.ended.store(true, std::sync::atomic::Ordering::Release);
+                        self.tell_deleted().await;
+                        return;
+                    }
                 }
                 Ok(entries) => {
+                    quiet_polls = 0;
                     self.show(&entries).await;
                     last = entries.last().map(|e| e.id).or(last);
                 }
@@ -169,7 +201,7 @@ impl Follower {
     }
 
     /// Whether the session was deleted meanwhile (by the process running it, or by another
-    /// once it was closed there); a store that cannot say now is asked again next time.
+    /// once it was closed there); a store that cannot say now is asked again a second later.
     async fn was_deleted(&self) -> bool {
         let id = self.session_id.0.to_string();
         let asked = self.journal.call(move |store| store.was_deleted(&id)).await;
@@ -188,8 +220,8 @@ impl Follower {
             "clients": [],
             "ended": {
                 "reason": "deleted",
-                "message": "this session was deleted (in the process that ran it, or after it \
-                            was closed there): it is followed no more",
+                "message": "this session was deleted in the process that ran it, or after it \
+                            was closed there: it is followed no more",
             },
         });
         let update = super::audience::roster_update(roster);

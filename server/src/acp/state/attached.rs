@@ -407,6 +407,15 @@ impl Audience {
     }
 
     /// Client `id` follows the session in the process it was handed to.
+    /// Whether client `id` follows this session where it was handed, and it was deleted
+    /// there.
+    pub fn follows_a_deleted(&self, id: MemberId) -> bool {
+        lock(&self.attached)
+            .followers
+            .get(&id)
+            .is_some_and(Followed::has_ended)
+    }
+
     pub fn follow_elsewhere(&self, id: MemberId, followed: Followed) {
         lock(&self.attached).followers.insert(id, followed);
     }

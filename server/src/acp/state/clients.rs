@@ -123,9 +123,17 @@ pub struct Followed {
     pub _counted: crate::sessions::ClientMark,
     pub catch_up: tokio_util::sync::CancellationToken,
     pub caught_up: tokio::sync::oneshot::Receiver<Option<EntryId>>,
+    /// Set once the session turned out deleted and the client was told: the following is
+    /// over, and this client forgets it (`follow::forget_deleted`).
+    pub ended: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Followed {
+    /// Whether the followed session was deleted (and the client told).
+    pub fn has_ended(&self) -> bool {
+        self.ended.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// Shows the rest of the record (read once more) and stops: the last entry the client
     /// has then seen, for what it is shown next to go on from.
     pub async fn finish(self) -> Option<EntryId> {
