@@ -160,6 +160,7 @@ mod tests {
             name: None,
             peer: connection.peer.clone(),
             caps: ClientCaps::default(),
+            followings_ended: std::sync::Arc::default(),
         };
         Client {
             member,

@@ -130,6 +130,7 @@ async fn serve_until(
         member: super::state::next_member_id(),
         client_name: None,
         following: HashMap::new(),
+        followings_ended: std::sync::Arc::default(),
     };
     loop {
         tokio::select! {
@@ -371,7 +372,12 @@ impl Agent {
 
     /// Handles a request; `None` means it will be answered later (prompts, session starts).
     async fn handle_request(&mut self, mut request: IncomingRequest) -> Option<Reply> {
-        follow::forget_deleted(self);
+        if self
+            .followings_ended
+            .swap(false, std::sync::atomic::Ordering::AcqRel)
+        {
+            follow::forget_deleted(self);
+        }
         if request.method == "initialize" {
             capabilities::negotiate_version(&mut request.params);
         }

@@ -101,6 +101,7 @@ impl Followed {
             session_id: acp::SessionId::new(id),
             journal,
             ended: ended.clone(),
+            connection_told: member.followings_ended.clone(),
         };
         let ends = Ends {
             stop: stop.clone(),
@@ -121,6 +122,8 @@ impl Followed {
 /// Forgets what this client followed that turned out deleted (it was told): a session of
 /// another process it followed, and a session handed from here that it followed there. Its
 /// requests about the session then find none, as a fresh client's would.
+#[cold]
+#[inline(never)]
 pub(super) fn forget_deleted(agent: &mut Agent) {
     agent.following.retain(|_, followed| !followed.has_ended());
     let member = agent.member;
@@ -150,6 +153,8 @@ struct Follower {
     journal: Journal,
     /// Set once the client is told the session was deleted.
     ended: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Its connection's flag: something it followed ended (`Member::followings_ended`).
+    connection_told: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Follower {
@@ -179,7 +184,11 @@ impl Follower {
                 Ok(entries) if entries.is_empty() && !last_read => {
                     quiet_polls = quiet_polls.wrapping_add(1);
                     if quiet_polls.is_multiple_of(DELETED_EVERY) && self.was_deleted().await {
+                        // Before the notice: any request the client sends once told finds
+                        // no session.
                         self.ended.store(true, std::sync::atomic::Ordering::Release);
+                        self.connection_told
+                            .store(true, std::sync::atomic::Ordering::Release);
                         self.tell_deleted().await;
                         return;
                     }

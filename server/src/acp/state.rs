@@ -66,6 +66,8 @@ pub struct Agent {
     /// Sessions of other processes this client follows (`follow.rs`): each followed until
     /// its guard is dropped.
     pub following: HashMap<String, Followed>,
+    /// Set by a follower of this client that found its session deleted (and told it).
+    pub followings_ended: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// This connection as one of a session's attached clients.
@@ -75,6 +77,7 @@ pub fn member_of(agent: &Agent) -> Member {
         name: agent.client_name.clone(),
         peer: agent.peer.clone(),
         caps: agent.client_caps,
+        followings_ended: agent.followings_ended.clone(),
     }
 }
 

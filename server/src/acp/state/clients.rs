@@ -102,6 +102,9 @@ pub struct Member {
     pub name: Option<String>,
     pub peer: Peer,
     pub caps: ClientCaps,
+    /// Set when a session this client followed turned out deleted: its connection forgets
+    /// what ended at its next request (the agent's `followings_ended`).
+    pub followings_ended: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Member {
