@@ -29,6 +29,7 @@ fn the_agent_is_linked_with_packed_relative_relocations() {
 }
 
 /// The agent's stderr at debug level, from a start with nothing on stdin.
+#[cfg(target_os = "linux")]
 #[allow(clippy::expect_used)]
 fn debug_log_of_a_start() -> String {
     let home = tempfile::tempdir().expect("home");
@@ -41,6 +42,7 @@ fn debug_log_of_a_start() -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+#[cfg(target_os = "linux")]
 #[test]
 fn the_agent_gives_back_its_relocation_tables_pages_at_start() {
     let page_size = std::process::Command::new("getconf")
