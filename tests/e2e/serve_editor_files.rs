@@ -60,6 +60,14 @@ fn failed_call(client: &Socket) -> &Value {
         .unwrap_or_else(|| panic!("no failed call: {:?}", client.messages))
 }
 
+/// The turn's call to the editor failed ("not written") and nothing reached the disk at
+/// `file`: a turn that worked on the editor's buffers writes nothing there once it left.
+fn failed_and_wrote_nothing(client: &Socket, env: &TestEnv, file: &str) {
+    let failed = failed_call(client);
+    assert!(failed.to_string().contains("not written"), "{failed}");
+    assert!(!env.workspace.path().join(file).exists());
+}
+
 /// Answers the editor's requests (a read: no such file; a write: done; an interception:
 /// allow) until request `id` is answered: that answer, and the requests it got.
 async fn answer_files_until_answered(editor: &mut Socket, id: u64) -> (Value, Vec<Value>) {
@@ -164,9 +172,7 @@ async fn a_turn_waiting_on_an_editor_that_dropped_goes_on_once_its_connection_is
     assert!(asked.elapsed() < std::time::Duration::from_secs(15));
     // What the turn asked of the editor failed with its connection, and the turn, having
     // worked on the editor's buffers, wrote nothing to disk.
-    let failed = failed_call(&browser);
-    assert!(failed.to_string().contains("not written"), "{failed}");
-    assert!(!env.workspace.path().join("dropped.txt").exists());
+    failed_and_wrote_nothing(&browser, &env, "dropped.txt");
 }
 
 #[tokio::test]
@@ -190,10 +196,8 @@ async fn what_the_editor_had_not_answered_when_it_left_fails_and_the_turn_goes_o
     assert!(left["result"].is_object(), "{left}");
     let answered = browser.until(is_answer(3)).await;
     assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");
-    let failed = failed_call(&browser);
     // Its read failed, and a turn that worked on the editor's buffers writes nothing to disk.
-    assert!(failed.to_string().contains("not written"), "{failed}");
-    assert!(!env.workspace.path().join("left.txt").exists());
+    failed_and_wrote_nothing(&browser, &env, "left.txt");
 }
 
 #[tokio::test]

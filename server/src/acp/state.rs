@@ -3,7 +3,9 @@
 //! request's second half, a session's edge updates, the quota board, the clients attached to
 //! a session and which of them has control: `Audience`). A leaf: it imports
 //! none of its siblings (a source rule checks), so every handler can use it without a
-//! circle. What sessions are made from lives in the session room (`crate::sessions`).
+//! circle; its children (`state/clients.rs`, `state/attached.rs`) hold the clients and the
+//! audience, and import nothing of the wire room either. What sessions are made from lives
+//! in the session room (`crate::sessions`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -19,10 +19,17 @@ pub(crate) fn release_relocation_table() -> usize {
         return 0;
     };
     let page = page_size();
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
-    relocation_tables(dynamic_entries(bias, dynamic))
+    let ranges: Vec<std::ops::Range<u64>> = relocation_tables(dynamic_entries(bias, dynamic))
         .into_iter()
         .filter_map(|(table, size)| releasable_range(&segments, bias, table, size, page))
+        .collect();
+    if ranges.is_empty() {
+        return 0;
+    }
+    // Read only when there is something to release (a start's one extra file read).
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    ranges
+        .into_iter()
         .filter(|range| file_mapping_covers(&maps, range))
         .map(release)
         .sum()
