@@ -799,3 +799,36 @@ fn the_doctest_rule_tells_a_rust_block_from_a_labelled_one() {
     let text = "/// ```text\n/// a\n/// ```\n//! ```\n//! let a = 1;\n//! ```\n/// ```rust,no_run\n/// ```\n";
     assert_eq!(doctests_in(text), vec![4, 7]);
 }
+
+/// The crates whose manifests allow unsafe code (every other one inherits the workspace's
+/// `forbid`): ARCHITECTURE.md names exactly these.
+fn crates_allowing_unsafe(root: &Path) -> Vec<String> {
+    let members = std::fs::read_to_string(root.join("Cargo.toml")).unwrap_or_default();
+    let mut found: Vec<String> = members
+        .lines()
+        .filter_map(|line| {
+            line.trim()
+                .strip_prefix('"')?
+                .strip_suffix("\",")
+                .map(str::to_string)
+        })
+        .filter(|member| {
+            let manifest = std::fs::read_to_string(root.join(member).join("Cargo.toml"));
+            manifest.is_ok_and(|m| m.contains("unsafe_code = \"allow\""))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+#[test]
+fn unsafe_code_is_allowed_only_in_the_two_crates_the_map_names() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    assert_eq!(
+        crates_allowing_unsafe(&root),
+        ["server/crates/pages", "server/crates/unotify"]
+    );
+    let map = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap_or_default();
+    assert!(map.contains("Unsafe code only there\nand in `talaria-unotify`"));
+    assert!(map.contains("(`talaria-pages`). Unsafe code only there"));
+}
